@@ -1,0 +1,19 @@
+"""offlow: compile packet-processing data-flow programs to C and run them split
+between a host CPU and a device (an emulated NIC here)."""
+
+from offlow.dsl import (
+    Composite,
+    Element,
+    Port,
+    Program,
+    Shared,
+    Sink,
+    Source,
+    State,
+)
+from offlow.errors import OfflowError
+
+__all__ = [
+    "Composite", "Element", "OfflowError", "Port", "Program", "Shared", "Sink", "Source",
+    "State",
+]

@@ -1,0 +1,199 @@
+"""Elements: typed ports, a C body, parameters and the shared tables they use.
+
+An element says *what* is computed on a packet; where it runs is decided by the
+segment it is placed in (see program.py).  Wiring uses ``>>``::
+
+    src >> parse >> ttl          # single output to single input
+    cls["tcp"] >> count_tcp      # a named output port
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from offlow.errors import OfflowError
+
+if TYPE_CHECKING:
+    from offlow.dsl.program import Shared
+
+
+@dataclass(frozen=True)
+class Port:
+    """A port and the packet type it carries.
+
+    Types are nominal and dotted: an output of type ``ip.v4`` may feed an input of
+    type ``ip`` or ``ip.v4``; an input of type ``any`` accepts everything.
+    """
+
+    name: str
+    type: str = "pkt"
+
+
+def port_types_compatible(out_type: str, in_type: str) -> bool:
+    """True when a packet of `out_type` may enter an input of `in_type`."""
+    return in_type in ("any", out_type) or out_type.startswith(in_type + ".")
+
+
+@dataclass(frozen=True)
+class PortRef:
+    """One port of one element instance; the unit that ``>>`` connects."""
+
+    element: Element
+    port: str
+
+    def __rshift__(self, other: Element | PortRef | Composite) -> Any:
+        dst = _input_ref(other)
+        self.element._connect(self.port, dst)
+        return other
+
+
+def _input_ref(target: Element | PortRef | Composite) -> PortRef:
+    if isinstance(target, PortRef):
+        return target
+    if isinstance(target, Composite):
+        return target._inner_input()
+    return PortRef(target, target._single_port("input"))
+
+
+class Element:
+    """Base class of all elements.
+
+    Subclasses set the class attributes below; instances may override ``inputs``,
+    ``outputs`` and ``body`` (e.g. a classifier whose outputs depend on its rules).
+
+    Body API (C): ``pkt`` (struct ofl_pkt *), ``state`` (per-packet record),
+    ``EMIT(port)``, ``SEND(port)`` (also emit on port, keep going), ``DROP()``;
+    parameters and tables by name.  Falling off the end emits on the only output
+    (or drops, when there are several outputs and none was chosen).
+    """
+
+    inputs: tuple[Port, ...] = (Port("inp"),)
+    outputs: tuple[Port, ...] = (Port("out"),)
+    fields: ClassVar[Mapping[str, str]] = {}
+    params: ClassVar[Mapping[str, str]] = {}
+    tables: ClassVar[tuple[str, ...]] = ()
+    body: str = ""
+    kind: ClassVar[str] = "element"
+
+    def __init__(self, name: str | None = None, **kwargs: Any) -> None:
+        self.name = name or type(self).__name__.lower()
+        self.param_values: dict[str, Any] = {}
+        self.table_refs: dict[str, Shared] = {}
+        self.links: dict[str, PortRef] = {}
+        for key, value in kwargs.items():
+            if key in self.params:
+                self.param_values[key] = value
+            elif key in self.tables:
+                self.table_refs[key] = value
+            else:
+                known = ", ".join([*self.params, *self.tables]) or "none"
+                raise OfflowError(
+                    f"element `{self.name}` ({type(self).__name__}) has no parameter or table "
+                    f"`{key}`; it takes: {known}"
+                )
+        missing = [p for p in self.params if p not in self.param_values]
+        missing += [t for t in self.tables if t not in self.table_refs]
+        if missing:
+            raise OfflowError(
+                f"element `{self.name}` ({type(self).__name__}) needs "
+                + ", ".join(f"`{m}`" for m in missing)
+                + "; pass them as keyword arguments"
+            )
+
+    def __getitem__(self, port: str) -> PortRef:
+        names = [p.name for p in (*self.inputs, *self.outputs)]
+        if port not in names:
+            raise OfflowError(
+                f"element `{self.name}` has no port `{port}`; ports: {', '.join(names)}"
+            )
+        return PortRef(self, port)
+
+    def __rshift__(self, other: Element | PortRef | Composite) -> Any:
+        return PortRef(self, self._single_port("output")) >> other
+
+    def _single_port(self, direction: str) -> str:
+        ports = self.inputs if direction == "input" else self.outputs
+        if len(ports) != 1:
+            names = ", ".join(p.name for p in ports) or "none"
+            raise OfflowError(
+                f"element `{self.name}` has {len(ports)} {direction} ports ({names}); "
+                f"name one, e.g. `{self.name}[\"{ports[0].name if ports else 'port'}\"]`"
+            )
+        return ports[0].name
+
+    def _connect(self, out_port: str, dst: PortRef) -> None:
+        if out_port not in [p.name for p in self.outputs]:
+            raise OfflowError(f"element `{self.name}`: `{out_port}` is not an output port")
+        if dst.port not in [p.name for p in dst.element.inputs]:
+            raise OfflowError(
+                f"element `{dst.element.name}`: `{dst.port}` is not an input port"
+            )
+        if out_port in self.links:
+            raise OfflowError(
+                f"output `{self.name}.{out_port}` is already connected to "
+                f"`{self.links[out_port].element.name}`; an output feeds one input "
+                "(use SEND() on several outputs to duplicate a packet)"
+            )
+        self.links[out_port] = dst
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+class Source(Element):
+    """A packet source: a pcap file or synthetic traffic, chosen when the program runs."""
+
+    inputs = ()
+    outputs = (Port("out", "eth"),)
+    kind = "source"
+
+
+class Sink(Element):
+    """A packet sink: writes to a pcap file when the run names one, else counts."""
+
+    inputs = (Port("inp", "any"),)
+    outputs = ()
+    kind = "sink"
+
+
+class Composite:
+    """A group of elements used as one: subclasses build and wire their parts in
+    ``__init__`` and call ``expose`` to name the inner ports seen from outside."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.parts: list[Element] = []
+        self._inputs: dict[str, PortRef] = {}
+        self._outputs: dict[str, PortRef] = {}
+
+    def add(self, element: Element) -> Element:
+        """Adopt `element` as a part; its name is prefixed with the composite's."""
+        element.name = f"{self.name}.{element.name}"
+        self.parts.append(element)
+        return element
+
+    def expose(self, inputs: Mapping[str, PortRef], outputs: Mapping[str, PortRef]) -> None:
+        """Declare which inner ports are this composite's inputs and outputs."""
+        self._inputs = dict(inputs)
+        self._outputs = dict(outputs)
+
+    def __getitem__(self, port: str) -> PortRef:
+        ref = self._inputs.get(port) or self._outputs.get(port)
+        if ref is None:
+            names = ", ".join([*self._inputs, *self._outputs])
+            raise OfflowError(f"composite `{self.name}` has no port `{port}`; ports: {names}")
+        return ref
+
+    def _inner_input(self) -> PortRef:
+        if len(self._inputs) != 1:
+            raise OfflowError(f"composite `{self.name}` has {len(self._inputs)} inputs; name one")
+        return next(iter(self._inputs.values()))
+
+    def __rshift__(self, other: Element | PortRef | Composite) -> Any:
+        if len(self._outputs) != 1:
+            raise OfflowError(
+                f"composite `{self.name}` has {len(self._outputs)} outputs; name one"
+            )
+        return next(iter(self._outputs.values())) >> other

@@ -1,0 +1,233 @@
+"""Programs: elements, their wiring, the per-packet state, shared tables, and the
+placement of segments (the schedule).  A Program is a value: build as many as you
+like in one process."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from offlow.dsl.element import Composite, Element
+from offlow.errors import OfflowError
+from offlow.ir import Edge, Field, Graph, Node, PortSpec, SharedTable
+from offlow.ir import Segment as IRSegment
+from offlow.ir.types import check_ctype
+
+DEVICES = ("host", "nic")
+
+
+class State:
+    """Per-packet state record; subclass with C-typed annotations::
+
+    class Meta(State):
+        flow_id: "uint32_t"
+    """
+
+
+@dataclass(frozen=True)
+class Shared:
+    """A shared table or counter array, declared once, used by elements by name.
+
+    It lives in the memory of the device whose elements use it; when elements on
+    several devices use it, it lives in the interconnect window.
+    """
+
+    name: str
+    ctype: str
+    length: int = 1
+
+
+@dataclass
+class Segment:
+    """A connected part of the program and where it runs."""
+
+    name: str
+    elements: list[Element]
+    device: str
+    cores: tuple[int, ...]
+
+
+def _c_literal(value: Any, ctype: str, where: str) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        suffix = "ULL" if ctype.startswith("uint") and value >= 0 else "LL"
+        return f"{value}{suffix}"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str) and ctype in ("const char *", "str"):
+        return json.dumps(value)
+    raise OfflowError(f"{where}: cannot pass {value!r} as C type `{ctype}`")
+
+
+def _origin(element: Element) -> str:
+    try:
+        return inspect.getsourcefile(type(element)) or ""
+    except TypeError:
+        return ""
+
+
+class Program:
+    """A data-flow program plus its placement."""
+
+    def __init__(
+        self, name: str, *, state: type[State] | None = None, mtu: int = 2048,
+        ring_size: int = 1024, batch: int = 32,
+    ) -> None:
+        self.name = name
+        self.state = state
+        self.mtu = mtu
+        self.ring_size = ring_size
+        self.batch = batch
+        self.segments: dict[str, Segment] = {}
+
+    def segment(
+        self, name: str, members: Sequence[Element | Composite], *, device: str = "host",
+        cores: Iterable[int] = (0,),
+    ) -> Segment:
+        """Place `members` together on `device`, data-parallel over `cores`."""
+        if name in self.segments:
+            raise OfflowError(f"segment `{name}` is defined twice")
+        elements: list[Element] = []
+        for m in members:
+            elements.extend(m.parts if isinstance(m, Composite) else [m])
+        seg = Segment(name, elements, device, tuple(cores))
+        self.segments[name] = seg
+        self.place(name, device=device, cores=seg.cores)
+        return seg
+
+    def place(self, segment: str, *, device: str | None = None,
+              cores: Iterable[int] | None = None) -> None:
+        """Change where a segment runs: the one-line design change."""
+        if segment not in self.segments:
+            raise OfflowError(
+                f"no segment `{segment}`; segments: {', '.join(self.segments) or 'none'}"
+            )
+        seg = self.segments[segment]
+        if device is not None:
+            if device not in DEVICES:
+                raise OfflowError(
+                    f"segment `{segment}`: unknown device `{device}`; "
+                    f"devices: {', '.join(DEVICES)}"
+                )
+            seg.device = device
+        if cores is not None:
+            cores = tuple(cores)
+            if not cores or any(not isinstance(c, int) or c < 0 for c in cores):
+                raise OfflowError(
+                    f"segment `{segment}`: cores must be a non-empty list of core numbers"
+                )
+            if len(set(cores)) != len(cores):
+                raise OfflowError(f"segment `{segment}`: core listed twice in {list(cores)}")
+            seg.cores = cores
+
+    def apply_setting(self, setting: str) -> None:
+        """Apply a command-line placement such as ``rx.device=nic`` or ``rx.cores=0,1``."""
+        try:
+            lhs, value = setting.split("=", 1)
+            seg, attr = lhs.rsplit(".", 1)
+        except ValueError:
+            raise OfflowError(
+                f"--set `{setting}`: expected SEGMENT.device=DEV or SEGMENT.cores=0,1"
+            ) from None
+        if attr == "device":
+            self.place(seg, device=value)
+        elif attr == "cores":
+            try:
+                cores = [int(c) for c in value.split(",")]
+            except ValueError:
+                raise OfflowError(f"--set `{setting}`: cores must be numbers") from None
+            self.place(seg, cores=cores)
+        else:
+            raise OfflowError(f"--set `{setting}`: unknown attribute `{attr}` (device, cores)")
+
+    def to_ir(self) -> Graph:
+        """Lower the program to the IR (composites are already flat)."""
+        if not self.segments:
+            raise OfflowError(
+                f"program `{self.name}` has no segments; place its elements with "
+                "program.segment(name, [elements], device=..., cores=[...])"
+            )
+        where: dict[int, str] = {}
+        elements: list[Element] = []
+        for seg in self.segments.values():
+            for el in seg.elements:
+                if id(el) in where:
+                    raise OfflowError(
+                        f"element `{el.name}` is in segments `{where[id(el)]}` and `{seg.name}`"
+                        "; an element runs in exactly one segment"
+                    )
+                where[id(el)] = seg.name
+                elements.append(el)
+        names: dict[str, Element] = {}
+        for el in elements:
+            if el.name in names:
+                raise OfflowError(
+                    f"two elements are named `{el.name}`; give one another name with name=..."
+                )
+            names[el.name] = el
+        nodes = tuple(self._node(el, where[id(el)]) for el in elements)
+        edges: list[Edge] = []
+        for el in elements:
+            for port, dst in el.links.items():
+                if id(dst.element) not in where:
+                    raise OfflowError(
+                        f"element `{dst.element.name}` is wired from `{el.name}.{port}` but is "
+                        "not in any segment; add it to a segment"
+                    )
+                edges.append(Edge(el.name, port, dst.element.name, dst.port))
+        segments = tuple(IRSegment(s.name, s.device, s.cores) for s in self.segments.values())
+        return Graph(
+            name=self.name, nodes=nodes, edges=tuple(edges), segments=segments,
+            state=self._state_fields(elements), shared=self._shared(elements),
+            mtu=self.mtu, ring_size=self.ring_size, batch=self.batch,
+        )
+
+    def _node(self, el: Element, segment: str) -> Node:
+        cls = type(el).__name__
+        params = []
+        for pname, ctype in el.params.items():
+            lit = _c_literal(el.param_values[pname], ctype, f"element `{el.name}` param `{pname}`")
+            params.append((pname, ctype, lit))
+        return Node(
+            name=el.name, kind=el.kind, cls=cls,
+            inputs=tuple(PortSpec(p.name, p.type) for p in el.inputs),
+            outputs=tuple(PortSpec(p.name, p.type) for p in el.outputs),
+            body=el.body, params=tuple(params),
+            tables=tuple((local, ref.name) for local, ref in el.table_refs.items()),
+            fields=tuple(Field(n, t) for n, t in el.fields.items()),
+            segment=segment, origin=_origin(el),
+        )
+
+    def _state_fields(self, elements: list[Element]) -> tuple[Field, ...]:
+        decl: dict[str, tuple[str, str]] = {}
+        sources: list[tuple[str, dict[str, str]]] = []
+        if self.state is not None:
+            hints = vars(self.state).get("__annotations__", {})
+            sources.append((f"state {self.state.__name__}", {k: str(v) for k, v in hints.items()}))
+        sources += [(f"element `{el.name}`", dict(el.fields)) for el in elements]
+        for who, fields in sources:
+            for fname, ctype in fields.items():
+                check_ctype(ctype, f"{who}, field `{fname}`")
+                if fname in decl and decl[fname][0] != ctype:
+                    raise OfflowError(
+                        f"per-packet field `{fname}` is `{decl[fname][0]}` in {decl[fname][1]} "
+                        f"but `{ctype}` in {who}; use one type"
+                    )
+                decl.setdefault(fname, (ctype, who))
+        return tuple(Field(n, t) for n, (t, _) in decl.items())
+
+    def _shared(self, elements: list[Element]) -> tuple[SharedTable, ...]:
+        tables: dict[str, Shared] = {}
+        for el in elements:
+            for ref in el.table_refs.values():
+                if not isinstance(ref, Shared):
+                    raise OfflowError(f"element `{el.name}`: tables must be Shared(...) values")
+                if ref.name in tables and tables[ref.name] != ref:
+                    raise OfflowError(f"two different shared tables are named `{ref.name}`")
+                check_ctype(ref.ctype, f"shared table `{ref.name}`")
+                tables[ref.name] = ref
+        return tuple(SharedTable(t.name, t.ctype, t.length) for t in tables.values())

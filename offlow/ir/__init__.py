@@ -1,0 +1,8 @@
+"""The intermediate representation shared by all compiler passes."""
+
+from offlow.ir.graph import BodyFacts, Edge, Graph, Node, PortSpec, Queue, Segment, SharedTable
+from offlow.ir.types import Field
+
+__all__ = [
+    "BodyFacts", "Edge", "Field", "Graph", "Node", "PortSpec", "Queue", "Segment", "SharedTable",
+]

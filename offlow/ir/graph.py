@@ -1,0 +1,147 @@
+"""The IR: plain frozen data classes.  Passes are functions Graph -> Graph that
+return new values (dataclasses.replace) and never mutate their input."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from offlow.ir.types import Field
+
+
+@dataclass(frozen=True)
+class PortSpec:
+    name: str
+    type: str
+
+
+@dataclass(frozen=True)
+class BodyFacts:
+    """What the C body does with the per-packet state and the packet."""
+
+    reads: frozenset[str] = frozenset()
+    writes: frozenset[str] = frozenset()
+    kills: frozenset[str] = frozenset()
+    emits: frozenset[str] = frozenset()
+    uses_pkt: bool = False
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    kind: str  # "element" | "source" | "sink"
+    cls: str  # the Python class, for messages
+    inputs: tuple[PortSpec, ...]
+    outputs: tuple[PortSpec, ...]
+    body: str = ""
+    params: tuple[tuple[str, str, str], ...] = ()  # (name, C type, C literal)
+    tables: tuple[tuple[str, str], ...] = ()  # (local name, shared table name)
+    fields: tuple[Field, ...] = ()  # state fields the element declares
+    segment: str = ""
+    facts: BodyFacts | None = None
+    origin: str = ""  # where the element class is defined, for #line directives
+
+    def output(self, name: str) -> PortSpec:
+        return next(p for p in self.outputs if p.name == name)
+
+    def input(self, name: str) -> PortSpec:
+        return next(p for p in self.inputs if p.name == name)
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: str
+    src_port: str
+    dst: str
+    dst_port: str
+
+    def __str__(self) -> str:
+        return f"{self.src}.{self.src_port} -> {self.dst}.{self.dst_port}"
+
+
+@dataclass(frozen=True)
+class Segment:
+    name: str
+    device: str
+    cores: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SharedTable:
+    name: str
+    ctype: str
+    length: int
+    home: str = ""  # "host", "nic" or "window" (used by several devices); set by placement
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A queue inserted on an edge that crosses segments."""
+
+    name: str
+    edge: Edge
+    src_segment: str
+    dst_segment: str
+    crosses_device: bool
+    fields: tuple[Field, ...] = ()  # live per-packet fields it carries
+    carries_data: bool = True  # the packet bytes are needed downstream
+    ring_size: int = 1024
+    batch: int = 32
+
+
+@dataclass(frozen=True)
+class Graph:
+    name: str
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    segments: tuple[Segment, ...]
+    state: tuple[Field, ...]
+    shared: tuple[SharedTable, ...]
+    queues: tuple[Queue, ...] = ()
+    mtu: int = 2048
+    ring_size: int = 1024
+    batch: int = 32
+    notes: tuple[str, ...] = field(default=())
+
+    @cached_property
+    def by_name(self) -> dict[str, Node]:
+        return {n.name: n for n in self.nodes}
+
+    def node(self, name: str) -> Node:
+        return self.by_name[name]
+
+    def segment(self, name: str) -> Segment:
+        return next(s for s in self.segments if s.name == name)
+
+    def out_edges(self, name: str) -> list[Edge]:
+        return [e for e in self.edges if e.src == name]
+
+    def in_edges(self, name: str) -> list[Edge]:
+        return [e for e in self.edges if e.dst == name]
+
+    def queue_on(self, edge: Edge) -> Queue | None:
+        return next((q for q in self.queues if q.edge == edge), None)
+
+    def devices(self) -> list[str]:
+        seen: list[str] = []
+        for s in self.segments:
+            if s.device not in seen:
+                seen.append(s.device)
+        return seen
+
+
+def topological(g: Graph) -> list[str]:
+    """Node names in an order where every edge goes forward (the graph must be acyclic)."""
+    indeg = {n.name: 0 for n in g.nodes}
+    for e in g.edges:
+        indeg[e.dst] += 1
+    ready = [n.name for n in g.nodes if indeg[n.name] == 0]
+    order: list[str] = []
+    while ready:
+        v = ready.pop(0)
+        order.append(v)
+        for e in g.out_edges(v):
+            indeg[e.dst] -= 1
+            if indeg[e.dst] == 0:
+                ready.append(e.dst)
+    return order

@@ -1,0 +1,81 @@
+"""C types of per-packet fields and shared tables: names, sizes, alignment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offlow.errors import OfflowError
+
+SCALARS: dict[str, int] = {
+    "uint8_t": 1, "int8_t": 1, "bool": 1, "char": 1,
+    "uint16_t": 2, "int16_t": 2,
+    "uint32_t": 4, "int32_t": 4, "float": 4,
+    "uint64_t": 8, "int64_t": 8, "double": 8,
+}
+
+
+@dataclass(frozen=True)
+class Field:
+    """A per-packet state field: ``ttl: uint8_t`` or an array ``key: uint8_t[32]``."""
+
+    name: str
+    ctype: str
+
+    @property
+    def base(self) -> str:
+        return self.ctype.split("[")[0].strip()
+
+    @property
+    def count(self) -> int:
+        if "[" not in self.ctype:
+            return 1
+        return int(self.ctype.split("[")[1].rstrip("]"))
+
+    @property
+    def size(self) -> int:
+        return SCALARS[self.base] * self.count
+
+    @property
+    def align(self) -> int:
+        return SCALARS[self.base]
+
+    def decl(self) -> str:
+        """The C member declaration."""
+        if "[" in self.ctype:
+            return f"{self.base} {self.name}[{self.count}];"
+        return f"{self.ctype} {self.name};"
+
+
+def check_ctype(ctype: str, what: str) -> None:
+    """Raise a user error unless `ctype` is a scalar or fixed array we can lay out."""
+    base = ctype.split("[")[0].strip()
+    ok = base in SCALARS
+    if ok and "[" in ctype:
+        inner = ctype.split("[", 1)[1]
+        ok = inner.endswith("]") and inner[:-1].isdigit() and int(inner[:-1]) > 0
+    if not ok:
+        raise OfflowError(
+            f"{what}: C type `{ctype}` is not supported; use one of "
+            f"{', '.join(sorted(SCALARS))} or a fixed array such as `uint8_t[16]`"
+        )
+
+
+def packed_layout(fields: tuple[Field, ...], start: int) -> tuple[list[tuple[Field, int]], int]:
+    """Lay out fields in C struct order after `start` bytes; return offsets and the end.
+
+    Fields are sorted by decreasing alignment (then name) so padding is minimal; the
+    generated C struct uses the same order, and a static assert checks the size.
+    """
+    order = sorted(fields, key=lambda f: (-f.align, f.name))
+    out: list[tuple[Field, int]] = []
+    off = start
+    for f in order:
+        off = (off + f.align - 1) // f.align * f.align
+        out.append((f, off))
+        off += f.size
+    return out, off
+
+
+def sort_fields(fields: tuple[Field, ...]) -> tuple[Field, ...]:
+    """The canonical order of fields in generated structs."""
+    return tuple(sorted(fields, key=lambda f: (-f.align, f.name)))
