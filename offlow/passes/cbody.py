@@ -1,0 +1,248 @@
+"""Analyse one element's C body with pycparser: which per-packet state fields it reads,
+writes and kills, which output ports it names, and whether it can fall through.
+
+The body is wrapped in a synthetic translation unit (a prelude of typedefs, then
+``void __ofl_body(void) { <body> }``) and parsed with pycparser's real parser; line
+numbers in errors are relative to the body.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pycparser import c_ast, c_parser
+
+_STD_TYPES = (
+    "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
+    "size_t", "ssize_t", "uintptr_t", "intptr_t",
+)
+
+
+class BodyError(Exception):
+    """A user error in an element's C body; the message names element, line and fix."""
+
+
+@dataclass(frozen=True)
+class BodyInfo:
+    reads: frozenset[str]
+    writes: frozenset[str]
+    kills: frozenset[str]
+    emits: frozenset[str]
+    drops: bool
+    uses_pkt: bool
+    may_fall_through: bool
+    uses_whole_state: bool = False
+
+
+def _hint(name: str, options: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+class _Walker(c_ast.NodeVisitor):
+    """Collects facts about one subtree; `line(coord)` maps to body-relative lines."""
+
+    def __init__(self, ctx: _Context) -> None:
+        self.ctx = ctx
+        self.reads: set[str] = set()
+        self.writes: set[str] = set()
+        self.emits: set[str] = set()
+        self.drops = self.exits = self.uses_pkt = self.whole_state = self.jumps = False
+
+    def state_field(self, node: c_ast.StructRef) -> str | None:
+        """The field name if `node` is `state->NAME` (checked against the declared fields)."""
+        if node.type != "->" or not isinstance(node.name, c_ast.ID) or node.name.name != "state":
+            return None
+        field = node.field.name
+        if field not in self.ctx.fields:
+            declared = ", ".join(self.ctx.fields) or "(none)"
+            raise BodyError(
+                f"{self.ctx.where(node)}: `state->{field}` is not a per-packet state field; "
+                f"declared fields: {declared}. Declare it in the element's `fields` or fix the "
+                f"name{_hint(field, self.ctx.fields)}"
+            )
+        return field
+
+    def visit_ID(self, node: c_ast.ID) -> None:
+        if node.name == "pkt":
+            self.uses_pkt = True
+        elif node.name == "state":  # bare `state` (not `state->f`): may touch every field
+            self.whole_state = True
+
+    def visit_StructRef(self, node: c_ast.StructRef) -> None:
+        field = self.state_field(node)
+        if field is not None:
+            self.reads.add(field)
+        else:
+            self.visit(node.name)  # node.field is a member name, not a variable
+
+    def _target(self, node: c_ast.Node, read_too: bool) -> None:
+        """Visit an assigned lvalue: `state->f`, `state->f.x`, `state->f[i]` write f."""
+        if isinstance(node, c_ast.StructRef):
+            field = self.state_field(node)
+            if field is not None:
+                self.writes.add(field)
+                if read_too:
+                    self.reads.add(field)
+            elif node.type == ".":
+                self._target(node.name, read_too)
+            else:
+                self.visit(node.name)
+        elif isinstance(node, c_ast.ArrayRef):
+            self.visit(node.subscript)
+            self._target(node.name, read_too)
+        else:
+            self.visit(node)
+
+    def visit_Assignment(self, node: c_ast.Assignment) -> None:
+        self._target(node.lvalue, read_too=node.op != "=")
+        self.visit(node.rvalue)
+
+    def visit_UnaryOp(self, node: c_ast.UnaryOp) -> None:
+        if node.op in ("++", "--", "p++", "p--"):
+            self._target(node.expr, read_too=True)
+        elif node.op == "&" and _is_state_lvalue(node.expr):
+            self.whole_state = True
+            self.visit(node.expr)
+        else:
+            self.visit(node.expr)
+
+    def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
+        name = node.name.name if isinstance(node.name, c_ast.ID) else None
+        args = node.args.exprs if node.args is not None else []
+        if name == "DROP":
+            if args:
+                raise BodyError(f"{self.ctx.where(node)}: DROP() takes no arguments; write DROP()")
+            self.drops = True
+        elif name in ("EMIT", "SEND"):
+            if len(args) != 1 or not isinstance(args[0], c_ast.ID):
+                raise BodyError(
+                    f"{self.ctx.where(node)}: {name}() takes exactly one output port name, "
+                    f"e.g. {name}({self.ctx.outputs[0] if self.ctx.outputs else 'out'}); "
+                    f"outputs are: {', '.join(self.ctx.outputs) or '(none)'}"
+                )
+            port = args[0].name
+            if port not in self.ctx.outputs:
+                raise BodyError(
+                    f"{self.ctx.where(node)}: {name}(`{port}`): no output port `{port}`; "
+                    f"outputs are: {', '.join(self.ctx.outputs) or '(none)'}"
+                    f"{_hint(port, self.ctx.outputs)}"
+                )
+            self.emits.add(port)
+            self.exits = self.exits or name == "EMIT"
+        else:
+            self.generic_visit(node)
+
+    def visit_Return(self, node: c_ast.Return) -> None:
+        if node.expr is not None:
+            raise BodyError(
+                f"{self.ctx.where(node)}: use EMIT(port) or DROP() instead of `return value`"
+            )
+        self.exits = True
+
+    def visit_Goto(self, node: c_ast.Goto) -> None:  # a jump may skip an assignment
+        self.jumps = True
+
+
+def _is_state_lvalue(node: c_ast.Node) -> bool:
+    """True for `state`, `state->f`, `state->f.x`, `state->f[i]` and the like."""
+    while isinstance(node, c_ast.StructRef | c_ast.ArrayRef):
+        node = node.name
+    return isinstance(node, c_ast.ID) and node.name == "state"
+
+
+@dataclass
+class _Context:
+    element: str
+    outputs: Sequence[str]
+    fields: Sequence[str]
+    offset: int
+    last_line: int
+
+    def line(self, coord: object) -> int:
+        raw = getattr(coord, "line", None) or self.offset + 1
+        return min(max(raw - self.offset, 1), self.last_line)
+
+    def where(self, node: c_ast.Node) -> str:
+        return f"element `{self.element}` line {self.line(node.coord)}"
+
+
+def _line_count(body: str) -> int:
+    return max(len(body.splitlines()), 1)
+
+
+def _ends_flow(stmt: c_ast.Node | None) -> bool:
+    """Structurally, does `stmt` always end in EMIT(...) or DROP()?"""
+    if isinstance(stmt, c_ast.FuncCall) and isinstance(stmt.name, c_ast.ID):
+        return stmt.name.name in ("EMIT", "DROP")
+    if isinstance(stmt, c_ast.Compound):
+        return bool(stmt.block_items) and _ends_flow(stmt.block_items[-1])
+    if isinstance(stmt, c_ast.If):
+        return _ends_flow(stmt.iftrue) and _ends_flow(stmt.iffalse)
+    return False
+
+
+def _parse(body: str, ctx_element: str, typedefs: Iterable[str]) -> tuple[list[c_ast.Node], int]:
+    names = [*_STD_TYPES, *typedefs]
+    prelude = "typedef _Bool bool;\n" + "".join(f"typedef int {n};\n" for n in names)
+    prelude += "void __ofl_body(void) {\n"
+    offset = prelude.count("\n")
+    parser = c_parser.CParser()
+    try:
+        ast = parser.parse(prelude + body + "\n}\n", filename="<body>")
+    except c_parser.ParseError as err:
+        msg = str(err)
+        head, _, detail = msg.partition(": ")
+        parts = head.split(":")
+        line = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
+        if line is None:  # some pycparser errors carry no position: use the next token's
+            tok = getattr(getattr(parser, "_tokens", None), "peek", lambda: None)()
+            line = getattr(tok, "lineno", None)
+        last = _line_count(body)
+        if line is None or line - offset > last:  # failed on the closing brace we added
+            line, detail = offset + last, "unexpected end of the body (missing `;` or `}`?)"
+        raise BodyError(
+            f"element `{ctx_element}`: C body does not parse at line {max(line - offset, 1)}: "
+            f"{detail or msg}; check the statement before it"
+        ) from None
+    func = ast.ext[-1]
+    return list(func.body.block_items or []), offset
+
+
+def analyze_body(
+    body: str, *, element: str, outputs: Sequence[str], fields: Mapping[str, str],
+    names: Iterable[str] = (), typedefs: Iterable[str] = (),
+) -> BodyInfo:
+    """Analyse one element body. `names` (parameters, tables) are plain identifiers in
+    scope; they need no declaration for parsing and are accepted for the caller's record."""
+    stmts, offset = _parse(body, element, typedefs)
+    ctx = _Context(element, list(outputs), list(fields), offset, _line_count(body))
+    whole = _Walker(ctx)
+    kills: set[str] = set()
+    read_before: set[str] = set()
+    kills_possible = True  # False once an earlier statement may EMIT/return/goto
+    for stmt in stmts:
+        w = _Walker(ctx)
+        w.visit(stmt)
+        lv = stmt.lvalue if isinstance(stmt, c_ast.Assignment) and stmt.op == "=" else None
+        field = w.state_field(lv) if kills_possible and isinstance(lv, c_ast.StructRef) else None
+        if field and not w.whole_state and field not in w.reads | read_before:
+            kills.add(field)
+        read_before |= set(fields) if w.whole_state else w.reads
+        kills_possible = kills_possible and not (w.exits or w.jumps)
+        whole.visit(stmt)
+    if whole.whole_state:
+        whole.reads |= set(fields)
+        whole.writes |= set(fields)
+    return BodyInfo(
+        reads=frozenset(whole.reads),
+        writes=frozenset(whole.writes),
+        kills=frozenset() if whole.jumps else frozenset(kills),
+        emits=frozenset(whole.emits),
+        drops=whole.drops,
+        uses_pkt=whole.uses_pkt,
+        may_fall_through=not stmts or not _ends_flow(stmts[-1]),
+        uses_whole_state=whole.whole_state,
+    )

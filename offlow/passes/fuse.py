@@ -1,0 +1,37 @@
+"""Fuse each segment into one loop: which packets enter it (sources and incoming
+queues), which queues leave it, and the order in which its element functions are
+defined so that each is declared before the elements that call it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offlow.ir import Graph, Queue
+from offlow.ir.graph import topological
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    name: str
+    device: str
+    cores: tuple[int, ...]
+    nodes: tuple[str, ...]  # callees first
+    sources: tuple[str, ...]
+    inputs: tuple[Queue, ...]
+    outputs: tuple[Queue, ...]
+
+
+def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
+    """One plan per segment, in program order."""
+    order = topological(g)
+    plans = []
+    for s in g.segments:
+        members = [n for n in order if g.node(n).segment == s.name]
+        plans.append(SegmentPlan(
+            name=s.name, device=s.device, cores=s.cores,
+            nodes=tuple(reversed(members)),
+            sources=tuple(n for n in members if g.node(n).kind == "source"),
+            inputs=tuple(q for q in g.queues if q.dst_segment == s.name),
+            outputs=tuple(q for q in g.queues if q.src_segment == s.name),
+        ))
+    return tuple(plans)

@@ -1,0 +1,44 @@
+"""Liveness of per-packet fields: a queue carries only the fields that are read after
+it (before being overwritten) and that something before it may have written.  The
+packet bytes cross only if an element after the queue touches `pkt` or a sink does."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from offlow.ir import Graph
+from offlow.ir.graph import topological
+from offlow.passes.state_check import written_before
+
+
+def live_in(g: Graph) -> tuple[dict[str, frozenset[str]], dict[str, bool]]:
+    """Fields live on entry to each node, and whether the packet bytes are."""
+    fields: dict[str, frozenset[str]] = {}
+    data: dict[str, bool] = {}
+    for name in reversed(topological(g)):
+        n = g.node(name)
+        out: set[str] = set()
+        out_data = False
+        for e in g.out_edges(name):
+            out |= fields[e.dst]
+            out_data = out_data or data[e.dst]
+        facts = n.facts
+        assert facts is not None, "analyze_bodies must run before liveness"
+        fields[name] = frozenset(facts.reads | (out - facts.kills))
+        data[name] = facts.uses_pkt or n.kind == "sink" or out_data
+    return fields, data
+
+
+def liveness(g: Graph) -> Graph:
+    """Fill in each queue's fields and whether it carries the packet bytes."""
+    fields, data = live_in(g)
+    before = written_before(g)
+    by_name = {f.name: f for f in g.state}
+    queues = []
+    for q in g.queues:
+        src = g.node(q.edge.src)
+        avail = before[src.name] | (src.facts.writes if src.facts else frozenset())
+        live = sorted(fields[q.edge.dst] & avail)
+        queues.append(replace(q, fields=tuple(by_name[f] for f in live),
+                              carries_data=data[q.edge.dst]))
+    return replace(g, queues=tuple(queues))

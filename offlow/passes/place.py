@@ -1,0 +1,23 @@
+"""Placement: check segments and decide where each shared table lives."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from offlow.errors import OfflowError
+from offlow.ir import Graph
+
+
+def place(g: Graph) -> Graph:
+    """A table used on one device lives in that device's memory; a table used on
+    several devices lives in the interconnect window, which both can reach."""
+    for s in g.segments:
+        if not any(n.segment == s.name for n in g.nodes):
+            raise OfflowError(f"segment `{s.name}` has no elements; remove it or add elements")
+    shared = []
+    for t in g.shared:
+        devices = sorted({g.segment(n.segment).device for n in g.nodes
+                          if any(ref == t.name for _, ref in n.tables)})
+        home = devices[0] if len(devices) == 1 else "window"
+        shared.append(replace(t, home=home))
+    return replace(g, shared=tuple(shared))
