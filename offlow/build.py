@@ -1,0 +1,112 @@
+"""Compiler driver: program -> compiled IR -> C -> executables, cached by content hash."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from offlow.codegen.c import generate
+from offlow.dsl import Program
+from offlow.errors import OfflowError
+from offlow.ir import Graph
+from offlow.passes import compile_graph
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ROOT / "runtime"
+CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra")
+LIBS = ("-lpcap", "-lz", "-lm", "-pthread")
+
+
+def cache_dir() -> Path:
+    """Where builds are kept: $OFFLOW_CACHE or ~/.cache/offlow."""
+    base = os.environ.get("OFFLOW_CACHE") or Path.home() / ".cache" / "offlow"
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little"))
+        h.update(p)
+    return h.hexdigest()[:16]
+
+
+def _cc(args: list[str], what: str) -> None:
+    if shutil.which("gcc") is None:
+        raise OfflowError("no C compiler: install gcc (the README's setup command does)")
+    res = subprocess.run(["gcc", *args], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise OfflowError(f"C compiler failed on {what}:\n{res.stderr.strip()}")
+
+
+def runtime_hash(extra_flags: tuple[str, ...] = ()) -> str:
+    """Hash of the runtime's sources, headers and flags."""
+    files = sorted((RUNTIME / "src").glob("*.c")) + sorted((RUNTIME / "include").rglob("*.h"))
+    return _digest(*(f.name.encode() + f.read_bytes() for f in files),
+                   " ".join(CFLAGS + extra_flags).encode())
+
+
+def build_runtime(extra_flags: tuple[str, ...] = ()) -> Path:
+    """Compile the runtime library once per content hash; return libofflow.a."""
+    out = cache_dir() / f"runtime-{runtime_hash(extra_flags)}"
+    lib = out / "libofflow.a"
+    if lib.exists():
+        return lib
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    objs = []
+    for src in sorted((RUNTIME / "src").glob("*.c")):
+        obj = tmp / (src.stem + ".o")
+        _cc([*CFLAGS, *extra_flags, "-Werror", f"-I{RUNTIME / 'include'}", "-c", str(src),
+             "-o", str(obj)], f"runtime/{src.name}")
+        objs.append(str(obj))
+    subprocess.run(["ar", "rcs", str(tmp / "libofflow.a"), *objs], check=True)
+    try:
+        tmp.rename(out)
+    except OSError:  # another build won the race; use its result
+        shutil.rmtree(tmp, ignore_errors=True)
+    return lib
+
+
+@dataclass(frozen=True)
+class Build:
+    """The result of compiling a program: its IR, generated C and executables."""
+
+    graph: Graph
+    sources: dict[str, str]
+    directory: Path
+    binaries: dict[str, Path]  # device -> executable
+
+
+def compile_program(program: Program) -> Graph:
+    """Front-end and passes only (what `explain` needs)."""
+    return compile_graph(program.to_ir())
+
+
+def build(program: Program, *, werror: bool = False,
+          extra_flags: tuple[str, ...] = ()) -> Build:
+    """Compile `program` to one executable per device, reusing cached builds."""
+    graph = compile_program(program)
+    sources = generate(graph)
+    flags = extra_flags + (("-Werror",) if werror else ())
+    lib = build_runtime(extra_flags)
+    key = _digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),
+                  lib.parent.name.encode(), " ".join(flags).encode())
+    out = cache_dir() / f"{program.name}-{key}"
+    binaries = {dev: out / dev for dev in graph.devices()}
+    if not all(b.exists() for b in binaries.values()):
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in sources.items():
+            (out / name).write_text(text)
+        for dev, exe in binaries.items():
+            tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
+            _cc([*CFLAGS, *flags, f"-I{RUNTIME / 'include'}", f"-I{out}", str(out / f"{dev}.c"),
+                 str(lib), "-o", str(tmp), *LIBS], f"generated {dev}.c of `{program.name}`")
+            tmp.rename(exe)
+    return Build(graph, sources, out, binaries)
