@@ -1,0 +1,116 @@
+"""The command line: parses arguments and calls the library; nothing more."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import runpy
+import sys
+from pathlib import Path
+
+from offlow.build import build, compile_program
+from offlow.dsl import Program
+from offlow.errors import OfflowError
+from offlow.explain import explain
+from offlow.report import format_summary, summarize
+from offlow.runner import RunOptions, run
+
+
+def load_program(path: Path, settings: list[str] = ()) -> Program:  # type: ignore[assignment]
+    """Run a program file in a fresh namespace and call its `program()` function."""
+    if not path.exists():
+        raise OfflowError(f"no such program file: {path}")
+    namespace = runpy.run_path(str(path), run_name="offlow_program")
+    factory = namespace.get("program")
+    if not callable(factory):
+        raise OfflowError(f"{path} must define `def program() -> offlow.Program`")
+    prog = factory()
+    if not isinstance(prog, Program):
+        raise OfflowError(f"{path}: program() returned {type(prog).__name__}, not a Program")
+    for s in settings:
+        prog.apply_setting(s)
+    return prog
+
+
+def _cmd_explain(a: argparse.Namespace) -> int:
+    print(explain(compile_program(load_program(a.program, a.set))))
+    return 0
+
+
+def _cmd_run(a: argparse.Namespace) -> int:
+    prog = load_program(a.program, a.set)
+    b = build(prog)
+    opts = RunOptions(input=a.input, output=a.output, duration=a.duration, loops=a.loops,
+                      rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
+                      seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout)
+    res = run(b, opts)
+    summary = summarize(b.graph, res.stats)
+    summary["ok"] = res.ok
+    summary["errors"] = res.errors
+    summary["warnings"] = res.warnings
+    if a.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_summary(summary))
+    for err in res.errors:
+        print(f"offlow: error: {err}", file=sys.stderr)
+    return 0 if res.ok else 1
+
+
+def _cmd_bench(a: argparse.Namespace) -> int:
+    if a.name == "queue":
+        from offlow.bench import queue
+
+        queue.run(quick=a.quick, out_json=a.json_out)
+        return 0
+    raise OfflowError(f"unknown benchmark `{a.name}`; available: queue")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="offlow", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    def program_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("program", type=Path, help="a Python file defining program()")
+        sp.add_argument("--set", action="append", default=[], metavar="SEG.ATTR=VALUE",
+                        help="change placement, e.g. rx.device=host or rx.cores=0,1")
+
+    ex = sub.add_parser("explain", help="show the compiled design")
+    program_args(ex)
+    ex.set_defaults(fn=_cmd_explain)
+
+    r = sub.add_parser("run", help="compile and run a program")
+    program_args(r)
+    r.add_argument("--input", type=Path, help="pcap file for the sources (else synthetic)")
+    r.add_argument("--output", type=Path, help="pcap file for the sinks")
+    r.add_argument("--duration", type=float, help="seconds to run (replays the input)")
+    r.add_argument("--loops", type=int, default=1, help="replays of the input (default 1)")
+    r.add_argument("--rate", type=float, default=0.0, help="packets/s per source core")
+    r.add_argument("--count", type=int, default=10000, help="synthetic packets per replay")
+    r.add_argument("--sizes", default="64:7,576:4,1500:1", help="synthetic size:weight mix")
+    r.add_argument("--prefixes", type=Path, help="synthetic destination prefixes file")
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--copy-engine", choices=["inline", "thread"], default="inline")
+    r.add_argument("--timeout", type=float, help="kill the run after this many seconds")
+    r.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    r.set_defaults(fn=_cmd_run)
+
+    b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
+    b.add_argument("name", choices=["queue"])
+    b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
+    b.add_argument("--json-out", type=Path, help="where to write the JSON results")
+    b.set_defaults(fn=_cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except OfflowError as err:
+        print(f"offlow: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

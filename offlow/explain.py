@@ -1,0 +1,52 @@
+"""`offlow explain`: the compiled design in words: segments and cores, each queue
+with the fields and bytes per packet it carries, and where each table lives."""
+
+from __future__ import annotations
+
+from offlow.codegen.layout import entry_layout, state_bytes
+from offlow.ir import Graph
+from offlow.runner import cpu_base
+
+
+def explain(g: Graph) -> str:
+    """A readable description of a compiled graph."""
+    full = state_bytes(g.state)
+    lines = [f"program {g.name}: {len(g.nodes)} elements, {len(g.segments)} segments, "
+             f"{len(g.queues)} queues; per-packet state {full} B "
+             f"({', '.join(f'{f.name}:{f.ctype}' for f in g.state) or 'no fields'})", ""]
+    lines.append("segments:")
+    for s in g.segments:
+        members = [n.name for n in g.nodes if n.segment == s.name]
+        cpus = ",".join(str(cpu_base(s.device) + c) for c in s.cores)
+        lines.append(f"  {s.name}: device {s.device}, cores {list(s.cores)} (CPUs {cpus} here), "
+                     f"{'data-parallel over ' + str(len(s.cores)) + ' cores, ' if len(s.cores) > 1 else ''}"
+                     f"elements: {' '.join(members)}")
+    lines.append("")
+    lines.append("queues:")
+    if not g.queues:
+        lines.append("  none (one segment)")
+    for q in g.queues:
+        lay = entry_layout(q, g.mtu)
+        where = "interconnect window" if q.crosses_device else "window (same device)"
+        fields = ", ".join(f"{f.name}:{f.ctype}" for f in q.fields) or "none"
+        data = f" + packet bytes (up to {lay.data_cap})" if q.carries_data else " (no packet bytes)"
+        nrings = (len(g.segment(q.src_segment).cores) * len(g.segment(q.dst_segment).cores))
+        lines += [
+            f"  {q.name}: {q.src_segment} ({g.segment(q.src_segment).device}) -> "
+            f"{q.dst_segment} ({g.segment(q.dst_segment).device}) on {q.edge}",
+            f"    carries {fields}: {lay.field_bytes} B of the {full} B state{data}",
+            f"    entry {lay.size} B (8 B header + {lay.data_off - 8} B fields"
+            f"{' + data' if q.carries_data else ''}); per 64 B packet {lay.bytes_for(64)} B cross",
+            f"    {nrings} ring(s) of {q.ring_size} entries in the {where}, "
+            f"doorbell every {q.batch} entries",
+        ]
+    lines.append("")
+    lines.append("shared tables:")
+    if not g.shared:
+        lines.append("  none")
+    for t in g.shared:
+        users = [n.name for n in g.nodes if any(ref == t.name for _, ref in n.tables)]
+        home = ("the interconnect window (used on several devices)" if t.home == "window"
+                else f"{t.home} memory")
+        lines.append(f"  {t.name}: {t.ctype}[{t.length}] in {home}; used by {', '.join(users)}")
+    return "\n".join(lines)

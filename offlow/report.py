@@ -1,0 +1,105 @@
+"""Turn the processes' raw stats into per-segment and per-queue summaries and tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from offlow.codegen.layout import entry_layout
+from offlow.ir import Graph
+
+
+def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
+    """Per segment: packets, Mpps, Gb/s, drops; per queue: traffic, waits, occupancy."""
+    cores = [c for dev in stats.values() for c in dev.get("cores", [])]
+    segments = []
+    for s in g.segments:
+        mine = [c for c in cores if c["segment"] == s.name]
+        pkts = sum(c["pkts_in"] for c in mine)
+        byts = sum(c["bytes_in"] for c in mine)
+        secs = max((c["elapsed_ns"] for c in mine), default=0) / 1e9
+        drops = {}
+        for c in mine:
+            for el, v in c.get("elements", {}).items():
+                if v["drop"]:
+                    drops[el] = drops.get(el, 0) + v["drop"]
+        segments.append({
+            "segment": s.name, "device": s.device, "cores": list(s.cores), "packets": pkts,
+            "bytes": byts, "seconds": secs, "mpps": pkts / secs / 1e6 if secs else 0.0,
+            "gbps": byts * 8 / secs / 1e9 if secs else 0.0, "drops": sum(drops.values()),
+            "drops_by_element": drops,
+        })
+    queues = []
+    for q in g.queues:
+        lay = entry_layout(q, g.mtu)
+        prod = [x for c in cores for x in c.get("queues", [])
+                if x["queue"] == q.name and x["side"] == "out"]
+        cons = [x for c in cores for x in c.get("queues", [])
+                if x["queue"] == q.name and x["side"] == "in"]
+        samples = sum(x["occupancy_samples"] for x in cons)
+        queues.append({
+            "queue": q.name, "from": q.src_segment, "to": q.dst_segment,
+            "fields": [f.name for f in q.fields], "entry_bytes": lay.size,
+            "state_bytes": lay.field_bytes, "carries_data": q.carries_data,
+            "packets": sum(x["pushed"] for x in prod), "delivered": sum(x["popped"] for x in cons),
+            "doorbells": sum(x["doorbells"] for x in prod),
+            "full_waits": sum(x["full_waits"] for x in prod),
+            "occupancy_avg": sum(x["occupancy_sum"] for x in cons) / samples if samples else 0.0,
+            "occupancy_max": max((x["occupancy_max"] for x in cons), default=0),
+            "rings": len(prod),
+        })
+    elements: dict[str, dict[str, int]] = {}
+    for c in cores:
+        for el, v in c.get("elements", {}).items():
+            acc = elements.setdefault(el, {"in": 0, "drop": 0})
+            acc["in"] += v["in"]
+            acc["drop"] += v["drop"]
+    tables = {k: v for dev in stats.values() for k, v in dev.get("tables", {}).items()}
+    sinks = {k: v for dev in stats.values() for k, v in dev.get("sinks", {}).items()}
+    sources = {}
+    for c in cores:
+        for name, v in c.get("sources", {}).items():
+            acc = sources.setdefault(name, {})
+            for k2, n in v.items():
+                acc[k2] = acc.get(k2, 0) + n
+    return {"program": g.name, "segments": segments, "queues": queues, "elements": elements,
+            "sources": sources, "sinks": sinks, "tables": tables}
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = []
+    for k, r in enumerate(rows):
+        out.append("  ".join(c.rjust(w) if i else c.ljust(w)
+                             for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+        if k == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    """The tables `offlow run` prints."""
+    seg_rows = [["segment", "device", "cores", "packets", "Mpps", "Gb/s", "drops"]]
+    for x in s["segments"]:
+        seg_rows.append([x["segment"], x["device"], ",".join(map(str, x["cores"])),
+                         str(x["packets"]), f"{x['mpps']:.3f}", f"{x['gbps']:.3f}",
+                         str(x["drops"])])
+    parts = [_table(seg_rows)]
+    if s["queues"]:
+        q_rows = [["queue", "from->to", "B/entry", "packets", "doorbells", "full waits",
+                   "occupancy avg/max"]]
+        for q in s["queues"]:
+            q_rows.append([q["queue"], f"{q['from']}->{q['to']}", str(q["entry_bytes"]),
+                           str(q["packets"]), str(q["doorbells"]), str(q["full_waits"]),
+                           f"{q['occupancy_avg']:.1f}/{q['occupancy_max']}"])
+        parts.append(_table(q_rows))
+    drops = [(el, v["drop"], v["in"]) for el, v in s["elements"].items() if v["drop"]]
+    if drops:
+        parts.append(_table([["element", "dropped", "of"]]
+                            + [[el, str(d), str(i)] for el, d, i in drops]))
+    for name, values in s["tables"].items():
+        nz = [f"[{i}]={v}" for i, v in enumerate(values) if v]
+        parts.append(f"table {name}: " + (" ".join(nz) if nz else "all zero"))
+    for name, v in s["sinks"].items():
+        where = f" -> {v['path']}" if v.get("path") else ""
+        parts.append(f"sink {name}: {v['packets']} packets{where}")
+    return "\n\n".join(parts)

@@ -1,0 +1,171 @@
+"""Start the device processes of a built program, watch them, collect their stats.
+
+Each device is its own OS process.  They share only the interconnect window (a
+0600 file in /dev/shm).  Each process holds the write end of a liveness pipe whose
+read end its peers poll: when a process dies, the kernel closes its end and the
+peers see EOF within a millisecond of their next check, and exit with an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from offlow.build import Build
+from offlow.errors import OfflowError
+
+
+@dataclass
+class RunOptions:
+    """What the packets are and where they go; nothing here changes the program."""
+
+    input: Path | None = None  # pcap file for every Source; synthetic traffic when None
+    output: Path | None = None  # pcap file for every Sink; counted only when None
+    duration: float | None = None  # seconds; sources replay until then
+    loops: int = 1  # replays of the input (pcap) or of `count` packets (synthetic)
+    rate: float = 0.0  # packets/s per source core; 0 = as fast as possible
+    count: int = 10000  # synthetic packets per replay
+    sizes: str = "64:7,576:4,1500:1"  # synthetic frame-size mix, size:weight
+    prefixes: Path | None = None  # synthetic destination prefixes (text or .gz)
+    seed: int = 1
+    copy_engine: str = "inline"  # or "thread"
+    timeout: float | None = None  # kill the run after this many seconds
+
+
+@dataclass
+class RunResult:
+    ok: bool
+    stats: dict[str, Any]  # device -> that process's stats
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def cpu_base(device: str) -> int:
+    """The CPU of a device's core 0: host cores from CPU 0, NIC cores from the middle up."""
+    return 0 if device == "host" else (os.cpu_count() or 1) // 2
+
+
+def _opts_for(b: Build, o: RunOptions) -> list[str]:
+    args: list[str] = []
+    for n in b.graph.nodes:
+        if n.kind == "source":
+            kv = {"kind": "pcap" if o.input else "synth", "loops": str(o.loops),
+                  "rate": str(o.rate), "seed": str(o.seed), "count": str(o.count),
+                  "sizes": o.sizes}
+            if o.input:
+                kv["path"] = str(o.input)
+            if o.prefixes:
+                kv["prefixes"] = str(o.prefixes)
+            if o.duration is not None:
+                kv["duration_ns"] = str(int(o.duration * 1e9))
+                kv["loops"] = "0"
+            args += [a for k, v in kv.items() for a in ("--opt", f"{n.name}.{k}={v}")]
+        if n.kind == "sink" and o.output:
+            args += ["--opt", f"{n.name}.path={o.output}"]
+    return args
+
+
+def oversubscription(b: Build, o: RunOptions) -> str | None:
+    """A warning when the run asks for more threads than the machine has cores."""
+    threads = sum(len(s.cores) for s in b.graph.segments)
+    if o.copy_engine == "thread":
+        threads *= 2
+    ncpu = os.cpu_count() or 1
+    if threads > ncpu:
+        return (f"oversubscribed: {threads} busy-polling threads on {ncpu} cores; they take "
+                "turns (spin, then yield), so expect lower and noisier rates")
+    return None
+
+
+class Run:
+    """A running program: start(), then wait(); `procs` maps device -> Popen."""
+
+    def __init__(self, b: Build, o: RunOptions) -> None:
+        self.build = b
+        self.opts = o
+        self.tmp = Path(tempfile.mkdtemp(prefix="offlow-run-"))
+        self.window = Path("/dev/shm") / f"offlow-{b.graph.name}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self) -> None:
+        for path in (self.opts.input, self.opts.prefixes):
+            if path is not None and not Path(path).exists():
+                raise OfflowError(f"no such file: {path}")
+        devices = list(self.build.binaries)
+        init = subprocess.run(
+            [str(self.build.binaries[devices[0]]), "--init", "--window", str(self.window)],
+            capture_output=True, text=True)
+        if init.returncode != 0:
+            raise OfflowError(f"cannot set up the interconnect window: {init.stderr.strip()}")
+        pipes = {d: os.pipe() for d in devices}
+        common = _opts_for(self.build, self.opts)
+        for dev in devices:
+            mine_w = pipes[dev][1]
+            peers_r = [pipes[p][0] for p in devices if p != dev]
+            cmd = [str(self.build.binaries[dev]), "--window", str(self.window),
+                   "--stats", str(self.tmp / f"{dev}.json"), "--cpu-base", str(cpu_base(dev)),
+                   "--ce", self.opts.copy_engine, *common]
+            for fd in peers_r:
+                cmd += ["--peer-fd", str(fd)]
+            self.procs[dev] = subprocess.Popen(cmd, pass_fds=[mine_w, *peers_r])
+        for r, w in pipes.values():
+            os.close(r)
+            os.close(w)
+
+    def wait(self) -> RunResult:
+        errors: list[str] = []
+        deadline = time.monotonic() + self.opts.timeout if self.opts.timeout else None
+        first_fail: float | None = None
+        try:
+            while any(p.poll() is None for p in self.procs.values()):
+                now = time.monotonic()
+                failed = [d for d, p in self.procs.items() if p.returncode not in (None, 0)]
+                if failed and first_fail is None:
+                    first_fail = now
+                if (first_fail and now - first_fail > 2.0) or (deadline and now > deadline):
+                    for p in self.procs.values():
+                        if p.poll() is None:
+                            p.kill()
+                    errors.append("run timed out" if deadline and now > deadline
+                                  else "a process did not stop after its peer failed")
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            for p in self.procs.values():
+                if p.poll() is None:
+                    p.send_signal(signal.SIGINT)
+            raise
+        finally:
+            self.window.unlink(missing_ok=True)
+        for dev, p in self.procs.items():
+            if p.returncode and p.returncode < 0:
+                errors.append(f"the {dev} process died ({signal.Signals(-p.returncode).name})")
+            elif p.returncode:
+                errors.append(f"the {dev} process exited with status {p.returncode}")
+        stats = {}
+        for dev in self.procs:
+            path = self.tmp / f"{dev}.json"
+            if path.exists():
+                stats[dev] = json.loads(path.read_text())
+        return RunResult(ok=not errors, stats=stats, errors=errors)
+
+
+def run(b: Build, o: RunOptions) -> RunResult:
+    """Run a built program to completion."""
+    warning = oversubscription(b, o)
+    if warning:
+        print(f"offlow: warning: {warning}", file=sys.stderr)
+    r = Run(b, o)
+    r.start()
+    res = r.wait()
+    if warning:
+        res.warnings.append(warning)
+    return res
