@@ -1,0 +1,147 @@
+/* Support for generated programs: command-line options, segment cores, packet
+ * ports by name, the element body macros, and the stats file.
+ *
+ * Generated code is the only user of this header; everything here is glue
+ * between the generator's output and the runtime modules, kept out of the
+ * generator so the generated C stays short and readable. */
+#ifndef OFL_GEN_H
+#define OFL_GEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "offlow/copy.h"
+#include "offlow/pkt.h"
+#include "offlow/queue.h"
+#include "offlow/src.h"
+#include "offlow/stats.h"
+#include "offlow/wait.h"
+#include "offlow/window.h"
+
+/* ---- element body macros ------------------------------------------------ */
+
+/* Set in the mask when a body chose explicitly (EMIT or DROP). */
+#define OFL_DECIDED (1u << 31)
+/* Emit the packet on output `p` and leave the body. */
+#define EMIT(p) do { *ofl_mask_ |= OFL_DECIDED | (1u << OFL_PORT_##p); return; } while (0)
+/* Also send the packet out on `p` (a copy when several ports are chosen); go on. */
+#define SEND(p) (*ofl_mask_ |= (1u << OFL_PORT_##p))
+/* Drop the packet (counted at this element) and leave the body. */
+#define DROP() do { *ofl_mask_ = OFL_DECIDED; return; } while (0)
+
+/* Call `fn` on a private copy of the packet and its state (several outputs chosen). */
+#define OFL_CALL_ON_COPY(fn, ctx, pkt, state)                                   \
+    do {                                                                        \
+        uint8_t ofl_copy_buf_[OFL_MTU] __attribute__((aligned(8)));            \
+        struct ofl_pkt ofl_copy_pkt_ = *(pkt);                                  \
+        struct ofl_state ofl_copy_state_ = *(state);                            \
+        memcpy(ofl_copy_buf_, (pkt)->data, (pkt)->len);                         \
+        ofl_copy_pkt_.data = ofl_copy_buf_;                                     \
+        fn((ctx), &ofl_copy_pkt_, &ofl_copy_state_);                            \
+    } while (0)
+
+/* ---- options -------------------------------------------------------------- */
+
+#define OFL_MAX_OPTS 64
+
+/* Options of one device process, from its command line. */
+struct ofl_args {
+    const char *device;       /* "host", "nic" */
+    const char *window;       /* --window PATH */
+    const char *stats;        /* --stats PATH (NULL: no stats file) */
+    bool init;                /* --init: create and format the window, then exit */
+    int peer_fds[4];          /* --peer-fd N: liveness pipes of the other processes */
+    int npeers;
+    int cpu_base;             /* --cpu-base N: CPU of this device's core 0 */
+    int ce_mode;              /* --ce inline|thread */
+    int nopts;                /* --opt NAME.KEY=VALUE */
+    const char *opt_key[OFL_MAX_OPTS];
+    const char *opt_val[OFL_MAX_OPTS];
+    size_t opt_keylen[OFL_MAX_OPTS];
+};
+
+/* Parse argv into `a`; prints a message and returns -EINVAL on a bad option. */
+int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device);
+
+/* Value of option "<name>.<key>", or `dflt` when absent. */
+const char *ofl_args_get(const struct ofl_args *a, const char *name, const char *key,
+                         const char *dflt);
+
+/* Print "offlow <device>: <msg>" to stderr; returns 1 (an exit status). */
+int ofl_fatal(const char *msg);
+
+/* Like ofl_fatal, with the runtime's text for error `err`. */
+int ofl_fatal_err(const char *msg, int err);
+
+/* Open the window created by --init and check its size; prints errors. */
+int ofl_proc_open(struct ofl_window *w, const struct ofl_args *a, size_t size);
+
+/* Tell every process sharing the window to stop (a fatal error happened here). */
+void ofl_window_abort(struct ofl_window *w);
+
+/* ---- segment cores ---------------------------------------------------------- */
+
+/* One thread running one segment on one core. */
+struct ofl_core {
+    const char *segment;
+    unsigned idx, n;          /* this core's index in the segment, and how many */
+    int cpu;                  /* the CPU it is pinned to */
+    int oversubscribed;
+    struct ofl_waiter waiter;
+    struct ofl_ce *ce;        /* this core's copy engine */
+    uint8_t *bufs;            /* packet buffers for sources, OFL_BATCH x MTU */
+    uint8_t *scratch;         /* zeroed bytes for queues that do not carry packets */
+    int err;                  /* first error (negative errno or OFL_E*), 0 if none */
+    char where[96];           /* what it was doing */
+    uint64_t pkts_in, bytes_in, t_start, t_end;
+};
+
+/* Set up a core of `segment`: waiter on the peers, copy engine, buffers. */
+int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
+                  const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize);
+
+/* Called on the core's own thread before its loop: pin and start the clock. */
+void ofl_core_begin(struct ofl_core *c);
+
+/* Called once per loop turn: waits (spin, then yield) when nothing progressed and
+ * checks the peers' liveness; records an error in c->err. */
+void ofl_core_idle(struct ofl_core *c, int progress);
+
+/* Record the first error of this core and what it was doing. */
+void ofl_core_fail(struct ofl_core *c, int err, const char *what);
+
+/* Called after the loop: stop the clock. */
+void ofl_core_end(struct ofl_core *c);
+
+/* ---- ports by name ------------------------------------------------------------ */
+
+/* Open the source named `name` from its options (kind=pcap|synth, path, loops,
+ * duration_ns, rate, count, sizes, prefixes, seed); core `part` of `nparts`. */
+int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *name,
+                    unsigned part, unsigned nparts, uint32_t mtu);
+
+/* A sink: a pcap file when option "<name>.path" is given, else a counter. */
+struct ofl_sink;
+int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name);
+void ofl_sink_write(struct ofl_sink *s, const struct ofl_pkt *p);
+void ofl_sink_close(struct ofl_sink *s);
+
+/* ---- stats file -------------------------------------------------------------- */
+
+/* Open the stats file (if --stats was given) and start the top object. */
+bool ofl_stats_begin(struct ofl_json *j, const struct ofl_args *a);
+/* Start a core's object and write its counters (the caller ends the object). */
+void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c);
+void ofl_stats_qout(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
+                    const struct ofl_qout *q);
+void ofl_stats_qin(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
+                   const struct ofl_qin *q);
+void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src *s);
+/* Write a table of `n` integers of `size` bytes (signed if `is_signed`). */
+void ofl_stats_table(struct ofl_json *j, const char *name, const void *t, unsigned n,
+                     size_t size, int is_signed);
+void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink *s);
+void ofl_stats_end(struct ofl_json *j);
+
+#endif

@@ -1,0 +1,151 @@
+/* Support for generated programs: options, segment cores, ports by name, stats. */
+#include "offlow/gen.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "offlow/err.h"
+#include "offlow/pcap_port.h"
+#include "offlow/synth.h"
+#include "offlow/thread.h"
+
+int ofl_fatal(const char *msg)
+{
+    fprintf(stderr, "offlow: %s\n", msg);
+    return 1;
+}
+
+int ofl_fatal_err(const char *msg, int err)
+{
+    fprintf(stderr, "offlow: %s: %s\n", msg, ofl_strerror(err));
+    return 1;
+}
+
+static int bad_opt(const char *what, const char *arg)
+{
+    fprintf(stderr, "offlow: bad option %s %s\n", what, arg ? arg : "(missing)");
+    return -EINVAL;
+}
+
+int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device)
+{
+    memset(a, 0, sizeof *a);
+    a->device = device;
+    a->ce_mode = OFL_CE_INLINE;
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(k, "--init")) { a->init = true; continue; }
+        if (!v) return bad_opt(k, v);
+        i++;
+        if (!strcmp(k, "--window")) a->window = v;
+        else if (!strcmp(k, "--stats")) a->stats = v;
+        else if (!strcmp(k, "--cpu-base")) a->cpu_base = atoi(v);
+        else if (!strcmp(k, "--ce")) {
+            if (!strcmp(v, "inline")) a->ce_mode = OFL_CE_INLINE;
+            else if (!strcmp(v, "thread")) a->ce_mode = OFL_CE_THREAD;
+            else return bad_opt(k, v);
+        } else if (!strcmp(k, "--peer-fd")) {
+            if (a->npeers == 4) return bad_opt(k, v);
+            a->peer_fds[a->npeers++] = atoi(v);
+        } else if (!strcmp(k, "--opt")) {
+            const char *eq = strchr(v, '=');
+            if (!eq || a->nopts == OFL_MAX_OPTS) return bad_opt(k, v);
+            a->opt_key[a->nopts] = v;
+            a->opt_keylen[a->nopts] = (size_t)(eq - v);
+            a->opt_val[a->nopts++] = eq + 1;
+        } else {
+            return bad_opt(k, v);
+        }
+    }
+    if (!a->window) return bad_opt("--window", NULL);
+    return 0;
+}
+
+const char *ofl_args_get(const struct ofl_args *a, const char *name, const char *key,
+                         const char *dflt)
+{
+    size_t nl = strlen(name), kl = strlen(key);
+    for (int i = a->nopts - 1; i >= 0; i--) {
+        const char *k = a->opt_key[i];
+        if (a->opt_keylen[i] == nl + 1 + kl && !strncmp(k, name, nl) && k[nl] == '.' &&
+            !strncmp(k + nl + 1, key, kl))
+            return a->opt_val[i];
+    }
+    return dflt;
+}
+
+int ofl_proc_open(struct ofl_window *w, const struct ofl_args *a, size_t size)
+{
+    int rc = ofl_window_open(w, a->window);
+    if (rc < 0) return ofl_fatal_err("cannot open the interconnect window", rc), rc;
+    if (w->size < size) {
+        ofl_window_close(w);
+        fprintf(stderr, "offlow: window %s is %zu bytes, the program needs %zu "
+                "(built by another version of the program?)\n", a->window, w->size, size);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+void ofl_window_abort(struct ofl_window *w)
+{
+    struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
+    __atomic_store_n(&h->abort, 1u, __ATOMIC_RELEASE);
+}
+
+int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
+                  const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize)
+{
+    memset(c, 0, sizeof *c);
+    c->segment = segment;
+    c->idx = idx;
+    c->n = n;
+    c->cpu = a->cpu_base + core_no;
+    struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
+    ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
+    c->ce = calloc(1, sizeof *c->ce);
+    c->bufs = aligned_alloc(64, (bufsize + 63) / 64 * 64);
+    c->scratch = calloc(1, bufsize);
+    if (!c->ce || !c->bufs || !c->scratch) return ofl_fatal("out of memory"), -ENOMEM;
+    int rc = ofl_ce_start(c->ce, a->ce_mode, -1);
+    if (rc < 0) return ofl_fatal_err("cannot start the copy engine", rc), rc;
+    return 0;
+}
+
+void ofl_core_begin(struct ofl_core *c)
+{
+    int rc = ofl_pin_self(c->cpu);
+    c->oversubscribed = rc > 0;
+    c->t_start = ofl_now_ns();
+}
+
+void ofl_core_fail(struct ofl_core *c, int err, const char *what)
+{
+    if (c->err) return;
+    c->err = err ? err : -EIO;
+    snprintf(c->where, sizeof c->where, "%s", what);
+}
+
+void ofl_core_idle(struct ofl_core *c, int progress)
+{
+    int rc;
+    if (progress) {
+        ofl_waiter_progress(&c->waiter);
+        rc = ofl_waiter_check(&c->waiter);
+    } else {
+        rc = ofl_wait(&c->waiter);
+    }
+    if (rc == -EPIPE) ofl_core_fail(c, rc, "waiting: a peer process died");
+    else if (rc == -ECANCELED) ofl_core_fail(c, rc, "waiting: a peer process failed");
+    else if (rc < 0) ofl_core_fail(c, rc, "waiting");
+}
+
+void ofl_core_end(struct ofl_core *c)
+{
+    c->t_end = ofl_now_ns();
+    if (c->err)
+        fprintf(stderr, "offlow %s: segment %s core %u: %s: %s\n", "", c->segment, c->idx,
+                c->where, ofl_strerror(c->err));
+}

@@ -1,0 +1,35 @@
+"""Helpers for end-to-end tests: build and run example programs, read pcaps back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dpkt
+
+from offlow.build import build
+from offlow.cli import load_program
+from offlow.report import summarize
+from offlow.runner import RunOptions, run
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+TLS = DATA / "tls_ciphers.pcap"
+QUIC = DATA / "quic.pcap"
+EXAMPLE = ROOT / "examples" / "ttl_pipeline.py"
+
+
+def run_example(settings: list[str] = (), **opts: Any) -> dict[str, Any]:  # type: ignore[assignment]
+    """Build and run the TTL pipeline; return the summary (with `ok`)."""
+    prog = load_program(EXAMPLE, list(settings))
+    b = build(prog, werror=True)
+    res = run(b, RunOptions(timeout=60, **opts))
+    s = summarize(b.graph, res.stats)
+    s["ok"], s["errors"] = res.ok, res.errors
+    return s
+
+
+def read_frames(path: Path) -> list[bytes]:
+    """Every frame of a pcap file, read by dpkt (independent of offlow)."""
+    with open(path, "rb") as f:
+        return [bytes(buf) for _, buf in dpkt.pcap.Reader(f)]

@@ -1,0 +1,131 @@
+"""End to end: compile the example, run it split across host and emulated NIC, and
+check the output against independent parsers (dpkt and scapy)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import time
+from pathlib import Path
+
+import dpkt
+import pytest
+from scapy.layers.inet import IP
+
+from offlow.build import build
+from offlow.cli import load_program
+from offlow.runner import Run, RunOptions
+from tests.e2e import EXAMPLE, QUIC, TLS, read_frames, run_example
+
+
+def expected_forwarded(frames: list[bytes]) -> list[bytes]:
+    """What the pipeline should forward: IP packets with TTL > 1, TTL decremented.
+    The checksum is left to scapy to recompute (an independent oracle)."""
+    out = []
+    for f in frames:
+        eth = dpkt.ethernet.Ethernet(f)
+        if isinstance(eth.data, dpkt.ip.IP) and eth.data.ttl > 1:
+            b = bytearray(f)
+            b[14 + 8] -= 1
+            ip = IP(bytes(b[14:]))
+            del ip.chksum
+            b[14:] = bytes(ip)
+            out.append(bytes(b))
+        elif isinstance(eth.data, dpkt.ip6.IP6) and eth.data.hlim > 1:
+            b = bytearray(f)
+            b[14 + 7] -= 1
+            out.append(bytes(b))
+    return out
+
+
+def classify(frames: list[bytes]) -> list[int]:
+    """Counts per class (tls, quic, dns, other), computed with dpkt."""
+    counts = [0, 0, 0, 0]
+    for f in frames:
+        ip = dpkt.ethernet.Ethernet(f).data
+        l4 = ip.data
+        ports = (getattr(l4, "sport", -1), getattr(l4, "dport", -1))
+        if isinstance(l4, dpkt.tcp.TCP) and 443 in ports:
+            counts[0] += 1
+        elif isinstance(l4, dpkt.udp.UDP) and 443 in ports:
+            counts[1] += 1
+        elif isinstance(l4, dpkt.udp.UDP) and 53 in ports:
+            counts[2] += 1
+        else:
+            counts[3] += 1
+    return counts
+
+
+@pytest.mark.parametrize("capture", [TLS, QUIC], ids=["tls", "quic"])
+def test_pipeline_output_has_decremented_ttl_and_valid_checksums(
+        capture: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.pcap"
+    s = run_example(input=capture, output=out)
+    assert s["ok"], s["errors"]
+    got = read_frames(out)
+    want = expected_forwarded(read_frames(capture))
+    assert len(got) == len(want) > 100
+    assert got == want
+    for f in got:
+        ip = dpkt.ethernet.Ethernet(f).data
+        if isinstance(ip, dpkt.ip.IP):
+            hdr = f[14:14 + ip.hl * 4]
+            assert sum(struct.unpack(f"!{len(hdr) // 2}H", hdr)) % 0xFFFF == 0
+
+
+def test_class_counters_match_an_independent_classifier(tmp_path: Path) -> None:
+    s = run_example(input=TLS)
+    assert s["ok"], s["errors"]
+    assert s["tables"]["class_counts"] == classify(expected_forwarded(read_frames(TLS)))
+
+
+def test_moving_rx_to_the_host_changes_nothing_but_placement(tmp_path: Path) -> None:
+    a, b = tmp_path / "nic.pcap", tmp_path / "host.pcap"
+    s1 = run_example(input=TLS, output=a)
+    s2 = run_example(["rx.device=host"], input=TLS, output=b)
+    assert s1["ok"] and s2["ok"]
+    assert [x["device"] for x in s2["segments"]] == ["host", "host"]
+    assert read_frames(a) == read_frames(b)
+
+
+def test_data_parallel_host_segment_delivers_every_packet_once(tmp_path: Path) -> None:
+    out = tmp_path / "out.pcap"
+    s = run_example(["app.cores=0,1"], input=TLS, output=out, loops=3)
+    assert s["ok"], s["errors"]
+    want = expected_forwarded(read_frames(TLS)) * 3
+    assert sorted(read_frames(out)) == sorted(want)
+
+
+def test_thread_copy_engine_gives_the_same_output(tmp_path: Path) -> None:
+    out = tmp_path / "out.pcap"
+    s = run_example(input=TLS, output=out, copy_engine="thread")
+    assert s["ok"], s["errors"]
+    assert read_frames(out) == expected_forwarded(read_frames(TLS))
+
+
+def test_synthetic_traffic_is_counted_through_both_segments() -> None:
+    s = run_example(count=5000, loops=2)
+    assert s["ok"], s["errors"]
+    rx, app = s["segments"]
+    assert rx["packets"] == 10000
+    assert app["packets"] == 10000 - rx["drops"]
+    assert s["queues"][0]["packets"] == s["queues"][0]["delivered"] == app["packets"]
+
+
+def test_killing_the_nic_process_makes_the_host_exit_with_an_error_within_a_second() -> None:
+    b = build(load_program(EXAMPLE))
+    r = Run(b, RunOptions(duration=30, timeout=20))
+    r.start()
+    try:
+        time.sleep(0.5)
+        assert r.procs["host"].poll() is None
+        os.kill(r.procs["nic"].pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        r.procs["host"].wait(timeout=5)
+        elapsed = time.monotonic() - t0
+    finally:
+        res = r.wait()
+    assert r.procs["host"].returncode != 0
+    assert elapsed < 1.0
+    assert not res.ok and any("nic process died" in e for e in res.errors)
