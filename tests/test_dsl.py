@@ -145,4 +145,5 @@ def test_port_types_are_checked_nominally() -> None:
     assert port_types_compatible("eth", "any")
     assert not port_types_compatible("ip", "ip.v4")
     assert not port_types_compatible("ip.v6", "ip.v4")
-    assert Port("x").type == "pkt"
+    assert Port("x").type == "any"
+    assert not port_types_compatible("any", "ip")

@@ -4,6 +4,7 @@ functions, one fused loop per segment, main)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from offlow.codegen.layout import EntryLayout, entry_layout
@@ -423,7 +424,8 @@ class DeviceGen:
               f"&ctxs[{k}].core.waiter) < 0)",
               f'        return ofl_fatal("cannot attach ring {q.name} {r.prod}->{r.cons}");')
 
-    def _per_core(self, ctxs: list[tuple[SegmentPlan, int]], emit_one) -> None:  # type: ignore[no-untyped-def]
+    def _per_core(self, ctxs: list[tuple[SegmentPlan, int]],
+                  emit_one: Callable[[SegmentPlan, int], None]) -> None:
         for k, (p, core_idx) in enumerate(ctxs):
             self.e(f"            if (k == {k}u) {{")
             emit_one(p, core_idx)

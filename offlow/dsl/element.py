@@ -24,11 +24,12 @@ class Port:
     """A port and the packet type it carries.
 
     Types are nominal and dotted: an output of type ``ip.v4`` may feed an input of
-    type ``ip`` or ``ip.v4``; an input of type ``any`` accepts everything.
+    type ``ip`` or ``ip.v4``; an input of type ``any`` (the default) accepts everything,
+    and an output of type ``any`` feeds only ``any`` inputs.
     """
 
     name: str
-    type: str = "pkt"
+    type: str = "any"
 
 
 def port_types_compatible(out_type: str, in_type: str) -> bool:
