@@ -8,7 +8,15 @@ What the program computes is the wiring below; where it runs is the two
 
 from offlow import Program, Shared, Sink, Source
 from offlow.elements import (
-    CheckIPv4, CheckIPv6, Classify, Count, DecHopLimit, DecTTL, Discard, ParseEth, ParseL4,
+    CheckIPv4,
+    CheckIPv6,
+    Classify,
+    Count,
+    DecHopLimit,
+    DecTTL,
+    Discard,
+    ParseEth,
+    ParseL4,
 )
 
 CLASSES = {"tls": (6, 443), "quic": (17, 443), "dns": (17, 53)}

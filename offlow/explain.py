@@ -18,8 +18,9 @@ def explain(g: Graph) -> str:
     for s in g.segments:
         members = [n.name for n in g.nodes if n.segment == s.name]
         cpus = ",".join(str(cpu_base(s.device) + c) for c in s.cores)
+        par = f"data-parallel over {len(s.cores)} cores, " if len(s.cores) > 1 else ""
         lines.append(f"  {s.name}: device {s.device}, cores {list(s.cores)} (CPUs {cpus} here), "
-                     f"{'data-parallel over ' + str(len(s.cores)) + ' cores, ' if len(s.cores) > 1 else ''}"
+                     f"{par}"
                      f"elements: {' '.join(members)}")
     lines.append("")
     lines.append("queues:")

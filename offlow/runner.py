@@ -93,7 +93,8 @@ class Run:
         self.build = b
         self.opts = o
         self.tmp = Path(tempfile.mkdtemp(prefix="offlow-run-"))
-        self.window = Path("/dev/shm") / f"offlow-{b.graph.name}-{os.getpid()}-{secrets.token_hex(4)}"
+        tag = f"{b.graph.name}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.window = Path("/dev/shm") / f"offlow-{tag}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
 
     def start(self) -> None:

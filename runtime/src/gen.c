@@ -99,6 +99,7 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
                   const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize)
 {
     memset(c, 0, sizeof *c);
+    c->device = a->device;
     c->segment = segment;
     c->idx = idx;
     c->n = n;
@@ -146,6 +147,156 @@ void ofl_core_end(struct ofl_core *c)
 {
     c->t_end = ofl_now_ns();
     if (c->err)
-        fprintf(stderr, "offlow %s: segment %s core %u: %s: %s\n", "", c->segment, c->idx,
+        fprintf(stderr, "offlow %s: segment %s core %u: %s: %s\n", c->device, c->segment, c->idx,
                 c->where, ofl_strerror(c->err));
+}
+
+/* ---- sinks -------------------------------------------------------------------- */
+
+struct ofl_sink {
+    struct ofl_pcap_sink *pcap;   /* NULL: count only */
+    const char *path;
+    uint64_t packets, bytes;      /* updated atomically: several cores may share a sink */
+};
+
+int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name)
+{
+    struct ofl_sink *k = calloc(1, sizeof *k);
+    if (!k) return ofl_fatal("out of memory"), -ENOMEM;
+    k->path = ofl_args_get(a, name, "path", NULL);
+    if (k->path) {
+        char errbuf[256] = "";
+        int rc = ofl_pcap_sink_open(&k->pcap, k->path, OFL_SINK_SNAPLEN, errbuf);
+        if (rc < 0) {
+            fprintf(stderr, "offlow: sink %s: cannot write %s: %s\n", name, k->path,
+                    errbuf[0] ? errbuf : ofl_strerror(rc));
+            free(k);
+            return rc;
+        }
+    }
+    *s = k;
+    return 0;
+}
+
+void ofl_sink_write(struct ofl_sink *s, const struct ofl_pkt *p)
+{
+    __atomic_fetch_add(&s->packets, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->bytes, p->len, __ATOMIC_RELAXED);
+    if (s->pcap) ofl_pcap_sink_write(s->pcap, p);
+}
+
+void ofl_sink_close(struct ofl_sink *s)
+{
+    if (!s) return;
+    if (s->pcap) ofl_pcap_sink_close(s->pcap);
+    free(s);
+}
+
+/* ---- stats file ------------------------------------------------------------------ */
+
+bool ofl_stats_begin(struct ofl_json *j, const struct ofl_args *a)
+{
+    memset(j, 0, sizeof *j);
+    if (!a->stats) return false;
+    j->f = fopen(a->stats, "w");
+    if (!j->f) {
+        fprintf(stderr, "offlow %s: cannot write stats to %s: %s\n", a->device, a->stats,
+                strerror(errno));
+        return false;
+    }
+    ofl_json_begin_obj(j, NULL);
+    ofl_json_str(j, "device", a->device);
+    return true;
+}
+
+void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
+{
+    ofl_json_begin_obj(j, NULL);
+    ofl_json_str(j, "segment", c->segment);
+    ofl_json_u64(j, "core", c->idx);
+    ofl_json_u64(j, "cpu", (uint64_t)c->cpu);
+    ofl_json_u64(j, "oversubscribed", (uint64_t)c->oversubscribed);
+    ofl_json_u64(j, "elapsed_ns", c->t_end > c->t_start ? c->t_end - c->t_start : 0);
+    ofl_json_u64(j, "pkts_in", c->pkts_in);
+    ofl_json_u64(j, "bytes_in", c->bytes_in);
+    if (c->err) {
+        ofl_json_str(j, "error", ofl_strerror(c->err));
+        ofl_json_str(j, "where", c->where);
+    }
+}
+
+static void stats_ring(struct ofl_json *j, const char *queue, const char *side, unsigned prod,
+                       unsigned cons, const struct ofl_ring *r)
+{
+    ofl_json_begin_obj(j, NULL);
+    ofl_json_str(j, "queue", queue);
+    ofl_json_str(j, "side", side);
+    ofl_json_u64(j, "prod", prod);
+    ofl_json_u64(j, "cons", cons);
+    ofl_json_u64(j, "pushed", r->pushed);
+    ofl_json_u64(j, "popped", r->popped);
+    ofl_json_u64(j, "doorbells", r->batches);
+    ofl_json_u64(j, "full_waits", r->full_waits);
+    ofl_json_u64(j, "occupancy_sum", r->occupancy_sum);
+    ofl_json_u64(j, "occupancy_max", r->occupancy_max);
+    ofl_json_u64(j, "occupancy_samples", r->samples);
+    ofl_json_end_obj(j);
+}
+
+void ofl_stats_qout(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
+                    const struct ofl_qout *q)
+{
+    stats_ring(j, queue, "out", prod, cons, &q->ring);
+}
+
+void ofl_stats_qin(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
+                   const struct ofl_qin *q)
+{
+    stats_ring(j, queue, "in", prod, cons, &q->ring);
+}
+
+void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src *s)
+{
+    ofl_json_begin_obj(j, name);
+    ofl_json_u64(j, "packets", ofl_src_packets(s));
+    ofl_json_u64(j, "bytes", ofl_src_bytes(s));
+    ofl_json_u64(j, "dropped", ofl_src_dropped(s));
+    ofl_json_end_obj(j);
+}
+
+void ofl_stats_table(struct ofl_json *j, const char *name, const void *t, unsigned n,
+                     size_t size, int is_signed)
+{
+    ofl_json_begin_arr(j, name);
+    const uint8_t *p = t;
+    for (unsigned i = 0; i < n; i++, p += size) {
+        uint64_t u = 0;
+        int64_t s = 0;
+        switch (size) {
+        case 1: { uint8_t v; memcpy(&v, p, 1); u = v; s = (int8_t)v; break; }
+        case 2: { uint16_t v; memcpy(&v, p, 2); u = v; s = (int16_t)v; break; }
+        case 4: { uint32_t v; memcpy(&v, p, 4); u = v; s = (int32_t)v; break; }
+        default: { uint64_t v; memcpy(&v, p, 8); u = v; s = (int64_t)v; break; }
+        }
+        if (is_signed && s < 0) ofl_json_f64(j, NULL, (double)s);
+        else ofl_json_u64(j, NULL, u);
+    }
+    ofl_json_end_arr(j);
+}
+
+void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink *s)
+{
+    ofl_json_begin_obj(j, name);
+    ofl_json_u64(j, "packets", s->packets);
+    ofl_json_u64(j, "bytes", s->bytes);
+    if (s->path) ofl_json_str(j, "path", s->path);
+    ofl_json_end_obj(j);
+}
+
+void ofl_stats_end(struct ofl_json *j)
+{
+    ofl_json_end_obj(j);
+    fputc('\n', j->f);
+    fclose(j->f);
+    j->f = NULL;
 }

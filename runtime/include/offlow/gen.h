@@ -84,6 +84,7 @@ void ofl_window_abort(struct ofl_window *w);
 
 /* One thread running one segment on one core. */
 struct ofl_core {
+    const char *device;
     const char *segment;
     unsigned idx, n;          /* this core's index in the segment, and how many */
     int cpu;                  /* the CPU it is pinned to */
@@ -120,6 +121,9 @@ void ofl_core_end(struct ofl_core *c);
  * duration_ns, rate, count, sizes, prefixes, seed); core `part` of `nparts`. */
 int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *name,
                     unsigned part, unsigned nparts, uint32_t mtu);
+
+/* Bytes of each packet a sink writes to its capture. */
+#define OFL_SINK_SNAPLEN 65535u
 
 /* A sink: a pcap file when option "<name>.path" is given, else a counter. */
 struct ofl_sink;
