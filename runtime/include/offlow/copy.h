@@ -1,0 +1,76 @@
+/* The copy engine: the emulated device's DMA engine.
+ *
+ * A job is a list of up to OFL_CE_MAX_SEGS {dst, src, len} copies. In INLINE mode
+ * the copy happens in ofl_ce_submit (the right choice when there are fewer cores
+ * than threads); in THREAD mode a polling thread of its own copies, overlapping
+ * with the submitter's work. One engine has one submitting thread (each core owns
+ * its engine). */
+#ifndef OFL_COPY_H
+#define OFL_COPY_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offlow/wait.h"
+
+enum { OFL_CE_INLINE = 0, OFL_CE_THREAD = 1 };
+
+#define OFL_CE_MAX_SEGS 8
+/* Jobs that can be queued on a THREAD engine (a power of two). */
+#define OFL_CE_QLEN 64
+
+/* One contiguous copy. */
+struct ofl_ce_seg {
+    void *dst;
+    const void *src;
+    size_t len;
+};
+
+/* A copy job, owned by the submitter; it must stay alive until done. */
+struct ofl_ce_job {
+    struct ofl_ce_seg seg[OFL_CE_MAX_SEGS];
+    unsigned nseg;
+    volatile uint32_t done;   /* set (release) by the engine when every segment is copied */
+};
+
+/* An engine. Zero-initialized or stopped engines reject submissions. */
+struct ofl_ce {
+    int mode;                 /* OFL_CE_INLINE or OFL_CE_THREAD */
+    int cpu;                  /* CPU the engine thread is pinned to, -1 = any */
+    bool started;
+    bool thread_live;
+    pthread_t thread;
+    uint64_t jobs, bytes;     /* submitted so far (submitter side) */
+    /* THREAD mode: SPSC job queue, submitter -> engine thread */
+    struct ofl_ce_job *q[OFL_CE_QLEN];
+    _Alignas(64) uint32_t q_tail;   /* written by the submitter */
+    _Alignas(64) uint32_t q_head;   /* written by the engine thread */
+    _Alignas(64) uint32_t stop;     /* set by ofl_ce_stop */
+};
+
+/* Start engine `ce` in `mode`; a THREAD engine's thread is pinned to `cpu`
+ * (modulo the CPU count) unless cpu is -1. Returns 0, -EINVAL (bad mode) or a
+ * negative errno from pthread_create. */
+int ofl_ce_start(struct ofl_ce *ce, int mode, int cpu);
+
+/* Queue `job` (1..OFL_CE_MAX_SEGS segments; its `done` is cleared here). INLINE:
+ * copies now and marks it done. THREAD: hands it to the engine thread (yielding
+ * while the job queue is full). Returns 0 or -EINVAL (bad job, engine not started). */
+int ofl_ce_submit(struct ofl_ce *ce, struct ofl_ce_job *job);
+
+/* True when `job` has completed (acquire: its copies are visible). */
+static inline bool ofl_ce_done(const struct ofl_ce_job *job)
+{
+    return __atomic_load_n(&job->done, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Wait until `job` is done, waiting through `w` (may be NULL: plain spin/yield)
+ * so a dead peer or an abort still ends the wait. Returns 0 or ofl_wait's error. */
+int ofl_ce_wait(struct ofl_ce *ce, struct ofl_ce_job *job, struct ofl_waiter *w);
+
+/* Stop the engine (joins its thread after the queued jobs are done). Idempotent. */
+void ofl_ce_stop(struct ofl_ce *ce);
+
+#endif

@@ -1,0 +1,89 @@
+/* Queue endpoints used by generated code: a ring in the window, a copy engine and
+ * local buffers on each side.
+ *
+ * The producer fills entries in local staging memory (ofl_qout_slot) and
+ * ofl_qout_flush copies them into the ring with the copy engine, then rings one
+ * doorbell. The consumer's ofl_qin_next copies ready entries out of the ring into
+ * one of two local buffers and returns them; with a THREAD engine the copy of the
+ * next batch runs while the caller works on this one. Both endpoints expose the
+ * ring handle (`.ring`) for its counters and a sticky first error (`.err`). */
+#ifndef OFL_QUEUE_H
+#define OFL_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offlow/copy.h"
+#include "offlow/ring.h"
+#include "offlow/wait.h"
+
+/* Returned by ofl_qin_next: the producer closed the ring and everything was consumed.
+ * Negative (so it is never a count) and outside the errno range. */
+#define OFL_Q_DONE (-4097)
+
+/* Producer endpoint. */
+struct ofl_qout {
+    struct ofl_ring ring;        /* producer side handle: pushed, batches, full_waits, ... */
+    struct ofl_ce *ce;
+    struct ofl_waiter *w;
+    uint8_t *staging;            /* batch entries of entry_size bytes, 64-byte aligned */
+    uint32_t entry_size, batch;
+    uint32_t staged;             /* entries filled in staging */
+    int err;                     /* first error (sticky), 0 if none */
+    bool closed;
+    struct ofl_ce_job job;
+};
+
+/* Attach a producer endpoint to formatted ring memory, using copy engine `ce` and
+ * waiter `w` (both owned by the caller's core). Returns 0, -EINVAL, -ENOMEM. */
+int ofl_qout_init(struct ofl_qout *q, void *ring_mem, size_t len, struct ofl_ce *ce,
+                  struct ofl_waiter *w);
+
+/* Next staging entry (entry_size bytes, 8-aligned, seq and flags zeroed; the caller
+ * sets h.len and the fields). Flushes first when `batch` entries are staged.
+ * NULL on error (q->err says which). */
+void *ofl_qout_slot(struct ofl_qout *q);
+
+/* Copy staged entries into the ring, waiting for space (backpressure; each wait
+ * episode counts in ring.full_waits), one doorbell per ring commit. Returns 0 or a
+ * negative error (-EPIPE, -ECANCELED, ...), also kept in q->err. */
+int ofl_qout_flush(struct ofl_qout *q);
+
+/* Flush, then mark the ring finished. Returns 0 or a negative error; on error the
+ * ring is not marked finished. */
+int ofl_qout_close(struct ofl_qout *q);
+
+/* Free the endpoint's memory (not the ring, engine or waiter). */
+void ofl_qout_destroy(struct ofl_qout *q);
+
+/* State of one of the consumer's local buffers. */
+enum { OFL_QB_EMPTY = 0, OFL_QB_COPYING, OFL_QB_READY, OFL_QB_HELD };
+
+/* Consumer endpoint. */
+struct ofl_qin {
+    struct ofl_ring ring;        /* consumer side handle: popped, occupancy samples */
+    struct ofl_ce *ce;
+    struct ofl_waiter *w;
+    uint8_t *buf[2];             /* batch entries each, 64-byte aligned */
+    uint32_t n[2];               /* entries in buf[k] */
+    int state[2];                /* OFL_QB_* */
+    uint32_t entry_size, batch;
+    int err;                     /* first error (sticky), 0 if none */
+    struct ofl_ce_job job[2];
+};
+
+/* Attach a consumer endpoint to formatted ring memory. Returns 0, -EINVAL, -ENOMEM. */
+int ofl_qin_init(struct ofl_qin *q, void *ring_mem, size_t len, struct ofl_ce *ce,
+                 struct ofl_waiter *w);
+
+/* Next entries: > 0: that many, contiguous in local memory at *entries with stride
+ * entry_size, valid (and writable) until the next call; 0: nothing now;
+ * OFL_Q_DONE: producer closed and all consumed; < 0 other: error (-EBADMSG corrupt
+ * entry, -EPIPE peer died while waiting for a copy, ...), also kept in q->err. */
+int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries);
+
+/* Free the endpoint's memory (waits for an in-flight copy first). */
+void ofl_qin_destroy(struct ofl_qin *q);
+
+#endif

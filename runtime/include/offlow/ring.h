@@ -1,0 +1,164 @@
+/* Descriptor ring in shared memory: one producer, one consumer.
+ *
+ * Layout of the ring memory (all in the window):
+ *   line 0: header (magic, size, entry_size, batch, closed flag)
+ *   line 1: producer index (tail), written only by the producer
+ *   line 2: consumer index (head), written only by the consumer
+ *   then `size` entries of `entry_size` bytes.
+ * Indices are free-running 32-bit counters; entry i lives at slot i & (size - 1).
+ * Each entry starts with struct ofl_entry_hdr; its `seq` is the ownership flag: the
+ * producer writes i + 1 (low 32 bits) at commit and the consumer checks it.
+ *
+ * struct ofl_ring is the process-local handle of one side. The producer owns `tail`
+ * and caches the consumer's head; the consumer owns `head` and caches the producer's
+ * tail. A cached index is refreshed only when the cached view cannot satisfy a
+ * batch (fewer than `batch` free / ready), so the shared lines move rarely. */
+#ifndef OFL_RING_H
+#define OFL_RING_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define OFL_RING_MAGIC 0x31474e494c464f00ull /* "\0OFLING1" little-endian */
+#define OFL_CACHE_LINE 64
+
+/* The header of every entry. */
+struct ofl_entry_hdr {
+    uint32_t seq;     /* index + 1 (low 32 bits), written by the producer at commit */
+    uint16_t len;     /* packet length (or payload length) */
+    uint16_t flags;
+};
+
+/* The shared part of a ring (at the start of its memory). */
+struct ofl_ring_shm {
+    _Alignas(OFL_CACHE_LINE) uint64_t magic;
+    uint32_t size;          /* entries, a power of two >= 2 */
+    uint32_t entry_size;    /* bytes per entry, a multiple of 8 >= 8 */
+    uint32_t batch;         /* entries per doorbell the producer aims for, 1..size */
+    uint32_t closed;        /* set (release) by the producer after its last commit */
+    _Alignas(OFL_CACHE_LINE) uint32_t tail;   /* producer index: entries published */
+    _Alignas(OFL_CACHE_LINE) uint32_t head;   /* consumer index: entries released */
+    _Alignas(OFL_CACHE_LINE) uint8_t entries[];
+};
+
+/* One side's handle on a ring. Counters are per side: the producer counts pushed,
+ * batches (doorbells), full_waits and samples occupancy at each commit; the
+ * consumer counts popped and samples occupancy at each ofl_ring_ready(). */
+struct ofl_ring {
+    struct ofl_ring_shm *shm;
+    uint8_t *entries;
+    uint32_t size, mask, entry_size, batch;
+    uint32_t tail;        /* producer: own index; consumer: cached producer index */
+    uint32_t head;        /* consumer: own index; producer: cached consumer index */
+    int err;              /* consumer: -EBADMSG after ofl_ring_peek found a bad seq */
+    uint64_t pushed, popped, batches, full_waits;
+    uint64_t occupancy_sum, occupancy_max, samples;
+};
+
+/* Bytes of ring memory for `size` entries of `entry_size` bytes, header included,
+ * rounded up to a multiple of 64 (0 if that overflows). */
+size_t ofl_ring_mem_size(uint32_t size, uint32_t entry_size);
+
+/* Initialize ring memory `mem` (64-byte aligned, `len` bytes): size a power of two
+ * >= 2, entry_size a multiple of 8 >= 8, 1 <= batch <= size, len >= mem_size.
+ * Returns 0 or -EINVAL. */
+int ofl_ring_format(void *mem, size_t len, uint32_t size, uint32_t entry_size,
+                    uint32_t batch);
+
+/* Attach handle `r` to formatted ring memory; checks magic, geometry and `len`.
+ * Returns 0 or -EINVAL. Counters start at 0. */
+int ofl_ring_attach(struct ofl_ring *r, void *mem, size_t len);
+
+/* ---- producer ---- */
+
+/* Entries that can be filled now (refreshes the consumer index when fewer than a
+ * batch look free). */
+static inline uint32_t ofl_ring_free(struct ofl_ring *r)
+{
+    uint32_t f = r->size - (r->tail - r->head);
+    if (f < r->batch) {
+        r->head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
+        f = r->size - (r->tail - r->head);
+    }
+    return f;
+}
+
+/* The i-th free slot after the tail (i < ofl_ring_free()). */
+static inline void *ofl_ring_slot(struct ofl_ring *r, uint32_t i)
+{
+    return r->entries + (size_t)((r->tail + i) & r->mask) * r->entry_size;
+}
+
+/* Publish the next n filled slots: write their seq, then one doorbell (store-release
+ * of the tail). */
+static inline void ofl_ring_commit(struct ofl_ring *r, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)ofl_ring_slot(r, i);
+        h->seq = r->tail + i + 1;
+    }
+    r->tail += n;
+    __atomic_store_n(&r->shm->tail, r->tail, __ATOMIC_RELEASE);
+    uint64_t occ = r->tail - r->head;   /* upper bound: the cached head may be stale */
+    r->pushed += n;
+    r->batches++;
+    r->samples++;
+    r->occupancy_sum += occ;
+    if (occ > r->occupancy_max) r->occupancy_max = occ;
+}
+
+/* The producer is finished: no commits after this. */
+void ofl_ring_close(struct ofl_ring *r);
+
+/* ---- consumer ---- */
+
+/* Entries published and not yet released (refreshes the producer index when fewer
+ * than a batch are known). Samples occupancy. */
+static inline uint32_t ofl_ring_ready(struct ofl_ring *r)
+{
+    uint32_t n = r->tail - r->head;
+    if (n < r->batch) {
+        r->tail = __atomic_load_n(&r->shm->tail, __ATOMIC_ACQUIRE);
+        n = r->tail - r->head;
+    }
+    r->samples++;
+    r->occupancy_sum += n;
+    if (n > r->occupancy_max) r->occupancy_max = n;
+    return n;
+}
+
+/* Check the seq of the i-th ready entry (i < ofl_ring_ready()).
+ * Returns 0 or -EBADMSG. */
+static inline int ofl_ring_check(const struct ofl_ring *r, uint32_t i)
+{
+    const struct ofl_entry_hdr *h =
+        (const struct ofl_entry_hdr *)(r->entries +
+                                       (size_t)((r->head + i) & r->mask) * r->entry_size);
+    return h->seq == r->head + i + 1 ? 0 : -EBADMSG;
+}
+
+/* The i-th ready entry (i < ofl_ring_ready()), after checking its seq: NULL and
+ * r->err = -EBADMSG when the seq is wrong. */
+static inline const void *ofl_ring_peek(struct ofl_ring *r, uint32_t i)
+{
+    if (ofl_ring_check(r, i) < 0) {
+        r->err = -EBADMSG;
+        return NULL;
+    }
+    return r->entries + (size_t)((r->head + i) & r->mask) * r->entry_size;
+}
+
+/* Give the next n ready entries back to the producer (store-release of the head). */
+static inline void ofl_ring_release(struct ofl_ring *r, uint32_t n)
+{
+    r->head += n;
+    __atomic_store_n(&r->shm->head, r->head, __ATOMIC_RELEASE);
+    r->popped += n;
+}
+
+/* True when the producer closed the ring and every entry was released. */
+bool ofl_ring_finished(struct ofl_ring *r);
+
+#endif

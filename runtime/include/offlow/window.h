@@ -1,0 +1,50 @@
+/* The interconnect window: a shared-memory file mapped by every process of a
+ * program. It starts with a header page (magic, size, version, abort word); the
+ * rings and shared tables follow at offsets both sides compute the same way. */
+#ifndef OFL_WINDOW_H
+#define OFL_WINDOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OFL_WINDOW_MAGIC 0x314e49574c464f00ull /* "\0OFLWIN1" little-endian */
+#define OFL_WINDOW_VERSION 1u
+/* Rings start at or after this offset. */
+#define OFL_WINDOW_HDR_SIZE 4096
+
+/* The header at offset 0 of the window. */
+struct ofl_window_hdr {
+    uint64_t magic;            /* OFL_WINDOW_MAGIC once the window is initialized */
+    uint64_t size;             /* bytes in the window (= file size) */
+    uint32_t version;          /* OFL_WINDOW_VERSION */
+    volatile uint32_t abort;   /* nonzero: some process failed, everyone stops */
+    uint8_t pad_[64 - 24];     /* keep the header on its own cache line */
+};
+_Static_assert(sizeof(struct ofl_window_hdr) <= OFL_WINDOW_HDR_SIZE, "window header too big");
+
+/* A process's mapping of the window. */
+struct ofl_window {
+    uint8_t *base;   /* start of the mapping */
+    size_t size;     /* bytes mapped */
+    int fd;          /* the open file, -1 when closed */
+};
+
+/* Create the window file `path` (must not exist; mode 0600) of `size` bytes
+ * (>= OFL_WINDOW_HDR_SIZE), map it and write the header.
+ * Returns 0, -EINVAL (size too small), -EEXIST, or another negative errno. */
+int ofl_window_create(struct ofl_window *w, const char *path, size_t size);
+
+/* Map an existing window and check its magic, version and size against the file.
+ * Returns 0, -ENOENT, -EINVAL (not a window, or a damaged one), or a negative errno. */
+int ofl_window_open(struct ofl_window *w, const char *path);
+
+/* Unmap and close (the file stays; whoever created it removes it). Idempotent. */
+void ofl_window_close(struct ofl_window *w);
+
+/* Address of byte `off` of the window (no bounds check: offsets come from the layout). */
+static inline void *ofl_window_at(const struct ofl_window *w, size_t off)
+{
+    return w->base + off;
+}
+
+#endif

@@ -1,0 +1,238 @@
+/* Queue endpoints: ring + copy engine + local buffers. */
+#include "offlow/queue.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* 64-byte aligned, zeroed buffer of `bytes` (rounded up). */
+static uint8_t *alloc_buf(size_t bytes)
+{
+    size_t n = (bytes + 63) / 64 * 64;
+    uint8_t *p = aligned_alloc(64, n ? n : 64);
+    if (p) memset(p, 0, n ? n : 64);
+    return p;
+}
+
+/* Describe copying n entries between the ring (starting at ring index `idx`) and
+ * contiguous local memory: one segment, or two when the ring wraps. */
+static void ring_job(struct ofl_ce_job *job, const struct ofl_ring *r, uint32_t idx, uint32_t n,
+                     uint8_t *local, bool to_ring)
+{
+    uint32_t slot = idx & r->mask;
+    uint32_t first = n < r->size - slot ? n : r->size - slot;
+    uint8_t *ring_at[2] = { r->entries + (size_t)slot * r->entry_size, r->entries };
+    uint32_t cnt[2] = { first, n - first };
+    job->nseg = 0;
+    for (int k = 0; k < 2; k++) {
+        if (!cnt[k]) continue;
+        struct ofl_ce_seg *s = &job->seg[job->nseg++];
+        s->len = (size_t)cnt[k] * r->entry_size;
+        s->dst = to_ring ? (void *)ring_at[k] : (void *)local;
+        s->src = to_ring ? (const void *)local : (const void *)ring_at[k];
+        local += s->len;
+    }
+}
+
+/* ---- producer ---- */
+
+static int qout_fail(struct ofl_qout *q, int err)
+{
+    if (!q->err) q->err = err;
+    return q->err;
+}
+
+int ofl_qout_init(struct ofl_qout *q, void *ring_mem, size_t len, struct ofl_ce *ce,
+                  struct ofl_waiter *w)
+{
+    memset(q, 0, sizeof *q);
+    if (!ce) return -EINVAL;
+    int rc = ofl_ring_attach(&q->ring, ring_mem, len);
+    if (rc < 0) return rc;
+    q->ce = ce;
+    q->w = w;
+    q->entry_size = q->ring.entry_size;
+    q->batch = q->ring.batch;
+    q->staging = alloc_buf((size_t)q->batch * q->entry_size);
+    if (!q->staging) return -ENOMEM;
+    q->job.done = 1;
+    return 0;
+}
+
+void *ofl_qout_slot(struct ofl_qout *q)
+{
+    if (q->err) return NULL;
+    if (q->closed) {
+        qout_fail(q, -EINVAL);
+        return NULL;
+    }
+    if (q->staged == q->batch && ofl_qout_flush(q) < 0) return NULL;
+    uint8_t *e = q->staging + (size_t)q->staged * q->entry_size;
+    q->staged++;
+    struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)e;
+    h->seq = 0;
+    h->flags = 0;
+    return e;
+}
+
+int ofl_qout_flush(struct ofl_qout *q)
+{
+    if (q->err) return q->err;
+    struct ofl_ring *r = &q->ring;
+    uint32_t done = 0, spins = 0;
+    bool waiting = false;
+    while (done < q->staged) {
+        uint32_t f = ofl_ring_free(r);
+        if (f == 0) {
+            /* Backpressure: the consumer is behind. One full_wait per episode. */
+            if (!waiting) r->full_waits++;
+            waiting = true;
+            if (q->w) {
+                int rc = ofl_wait(q->w);
+                if (rc < 0) return qout_fail(q, rc);
+            } else if (spins++ < OFL_WAIT_SPINS) {
+                ofl_cpu_relax();
+            } else {
+                sched_yield();
+            }
+            continue;
+        }
+        if (waiting && q->w) ofl_waiter_progress(q->w);
+        waiting = false;
+        spins = 0;
+        uint32_t n = q->staged - done < f ? q->staged - done : f;
+        ring_job(&q->job, r, r->tail, n, q->staging + (size_t)done * q->entry_size, true);
+        int rc = ofl_ce_submit(q->ce, &q->job);
+        if (rc == 0) rc = ofl_ce_wait(q->ce, &q->job, q->w);
+        if (rc < 0) return qout_fail(q, rc);
+        ofl_ring_commit(r, n);
+        done += n;
+    }
+    q->staged = 0;
+    return 0;
+}
+
+int ofl_qout_close(struct ofl_qout *q)
+{
+    if (q->closed) return q->err;
+    int rc = ofl_qout_flush(q);
+    if (rc < 0) return rc;
+    ofl_ring_close(&q->ring);
+    q->closed = true;
+    return 0;
+}
+
+void ofl_qout_destroy(struct ofl_qout *q)
+{
+    /* A copy may still be running if a wait for it was cut short. */
+    if (q->ce && q->staging) ofl_ce_wait(q->ce, &q->job, NULL);
+    free(q->staging);
+    q->staging = NULL;
+}
+
+/* ---- consumer ---- */
+
+static int qin_fail(struct ofl_qin *q, int err)
+{
+    if (!q->err) q->err = err;
+    return q->err;
+}
+
+int ofl_qin_init(struct ofl_qin *q, void *ring_mem, size_t len, struct ofl_ce *ce,
+                 struct ofl_waiter *w)
+{
+    memset(q, 0, sizeof *q);
+    if (!ce) return -EINVAL;
+    int rc = ofl_ring_attach(&q->ring, ring_mem, len);
+    if (rc < 0) return rc;
+    q->ce = ce;
+    q->w = w;
+    q->entry_size = q->ring.entry_size;
+    q->batch = q->ring.batch;
+    for (int k = 0; k < 2; k++) {
+        q->buf[k] = alloc_buf((size_t)q->batch * q->entry_size);
+        q->job[k].done = 1;
+        if (!q->buf[k]) {
+            ofl_qin_destroy(q);
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* Start copying up to a batch of ready entries into empty buffer b. Returns the
+ * number of entries (0: none ready) or a negative error. Ring slots stay owned by
+ * the consumer until qin_finish releases them. */
+static int qin_kick(struct ofl_qin *q, int b)
+{
+    uint32_t avail = ofl_ring_ready(&q->ring);
+    if (!avail) return 0;
+    uint32_t n = avail < q->batch ? avail : q->batch;
+    ring_job(&q->job[b], &q->ring, q->ring.head, n, q->buf[b], false);
+    int rc = ofl_ce_submit(q->ce, &q->job[b]);
+    if (rc < 0) return rc;
+    q->n[b] = n;
+    q->state[b] = OFL_QB_COPYING;
+    return (int)n;
+}
+
+/* Wait for buffer b's copy, check every entry's seq, release the ring slots. */
+static int qin_finish(struct ofl_qin *q, int b)
+{
+    int rc = ofl_ce_wait(q->ce, &q->job[b], q->w);
+    if (rc < 0) return rc;
+    /* Checked in the local copy, before the slots go back: what we deliver is what
+     * the producer committed, and the producer cannot overwrite it meanwhile. */
+    uint32_t base = q->ring.head;
+    for (uint32_t i = 0; i < q->n[b]; i++) {
+        const struct ofl_entry_hdr *h =
+            (const struct ofl_entry_hdr *)(q->buf[b] + (size_t)i * q->entry_size);
+        if (h->seq != base + i + 1) return -EBADMSG;
+    }
+    ofl_ring_release(&q->ring, q->n[b]);
+    q->state[b] = OFL_QB_READY;
+    return 0;
+}
+
+int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries)
+{
+    if (q->err) return q->err;
+    int ready = -1;
+    for (int k = 0; k < 2; k++) {
+        if (q->state[k] == OFL_QB_HELD) q->state[k] = OFL_QB_EMPTY;
+        if (q->state[k] == OFL_QB_COPYING) {
+            int rc = qin_finish(q, k);
+            if (rc < 0) return qin_fail(q, rc);
+        }
+        if (q->state[k] == OFL_QB_READY) ready = k;
+    }
+    if (ready < 0) {
+        /* Nothing prefetched: copy now (both buffers are empty here). */
+        int rc = qin_kick(q, 0);
+        if (rc < 0) return qin_fail(q, rc);
+        if (rc == 0) return ofl_ring_finished(&q->ring) ? OFL_Q_DONE : 0;
+        rc = qin_finish(q, 0);
+        if (rc < 0) return qin_fail(q, rc);
+        ready = 0;
+    }
+    /* Double buffering: start the next batch's copy before handing this one out.
+     * Pointless with an inline engine, where it would only hold ring slots longer. */
+    if (q->ce->mode == OFL_CE_THREAD) {
+        int rc = qin_kick(q, 1 - ready);
+        if (rc < 0) return qin_fail(q, rc);
+    }
+    q->state[ready] = OFL_QB_HELD;
+    *entries = q->buf[ready];
+    return (int)q->n[ready];
+}
+
+void ofl_qin_destroy(struct ofl_qin *q)
+{
+    for (int k = 0; k < 2; k++) {
+        if (q->ce && q->state[k] == OFL_QB_COPYING) ofl_ce_wait(q->ce, &q->job[k], NULL);
+        free(q->buf[k]);
+        q->buf[k] = NULL;
+        q->state[k] = OFL_QB_EMPTY;
+    }
+}

@@ -1,0 +1,74 @@
+/* Descriptor ring in shared memory (single producer, single consumer). */
+#include "offlow/ring.h"
+
+#include <string.h>
+
+#define HDR_BYTES offsetof(struct ofl_ring_shm, entries)
+
+_Static_assert(offsetof(struct ofl_ring_shm, tail) % OFL_CACHE_LINE == 0, "tail line");
+_Static_assert(offsetof(struct ofl_ring_shm, head) % OFL_CACHE_LINE == 0, "head line");
+_Static_assert(offsetof(struct ofl_ring_shm, head) != offsetof(struct ofl_ring_shm, tail),
+               "indices share a line");
+_Static_assert(HDR_BYTES % OFL_CACHE_LINE == 0, "entries not line aligned");
+_Static_assert(sizeof(struct ofl_entry_hdr) == 8, "entry header is 8 bytes");
+
+static bool geometry_ok(uint32_t size, uint32_t entry_size, uint32_t batch)
+{
+    return size >= 2 && (size & (size - 1)) == 0 && size <= (1u << 30) && entry_size >= 8 &&
+           entry_size % 8 == 0 && batch >= 1 && batch <= size;
+}
+
+size_t ofl_ring_mem_size(uint32_t size, uint32_t entry_size)
+{
+    size_t body = (size_t)size * entry_size;   /* cannot overflow with 64-bit size_t */
+    if (body > SIZE_MAX - HDR_BYTES - OFL_CACHE_LINE) return 0;
+    return (HDR_BYTES + body + OFL_CACHE_LINE - 1) / OFL_CACHE_LINE * OFL_CACHE_LINE;
+}
+
+int ofl_ring_format(void *mem, size_t len, uint32_t size, uint32_t entry_size, uint32_t batch)
+{
+    if (!mem || (uintptr_t)mem % OFL_CACHE_LINE || !geometry_ok(size, entry_size, batch))
+        return -EINVAL;
+    size_t need = ofl_ring_mem_size(size, entry_size);
+    if (need == 0 || len < need) return -EINVAL;
+    memset(mem, 0, need);
+    struct ofl_ring_shm *s = mem;
+    s->size = size;
+    s->entry_size = entry_size;
+    s->batch = batch;
+    /* Published last, so an attach that sees the magic sees the geometry. */
+    __atomic_store_n(&s->magic, OFL_RING_MAGIC, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int ofl_ring_attach(struct ofl_ring *r, void *mem, size_t len)
+{
+    memset(r, 0, sizeof *r);
+    if (!mem || (uintptr_t)mem % 8 || len < HDR_BYTES) return -EINVAL;
+    struct ofl_ring_shm *s = mem;
+    if (__atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != OFL_RING_MAGIC) return -EINVAL;
+    if (!geometry_ok(s->size, s->entry_size, s->batch)) return -EINVAL;
+    if (len < ofl_ring_mem_size(s->size, s->entry_size)) return -EINVAL;
+    r->shm = s;
+    r->entries = s->entries;
+    r->size = s->size;
+    r->mask = s->size - 1;
+    r->entry_size = s->entry_size;
+    r->batch = s->batch;
+    r->tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
+    r->head = __atomic_load_n(&s->head, __ATOMIC_ACQUIRE);
+    return 0;
+}
+
+void ofl_ring_close(struct ofl_ring *r)
+{
+    __atomic_store_n(&r->shm->closed, 1u, __ATOMIC_RELEASE);
+}
+
+bool ofl_ring_finished(struct ofl_ring *r)
+{
+    if (!__atomic_load_n(&r->shm->closed, __ATOMIC_ACQUIRE)) return false;
+    /* Closed after the last commit: the tail read now is final. */
+    r->tail = __atomic_load_n(&r->shm->tail, __ATOMIC_ACQUIRE);
+    return r->tail == r->head;
+}

@@ -1,0 +1,100 @@
+/* Bounded spin, then yield, with peer liveness checks. */
+#include "offlow/wait.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <time.h>
+
+uint64_t ofl_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void ofl_waiter_init(struct ofl_waiter *w, const int *peer_fds, int npeers,
+                     const volatile uint32_t *abort_flag)
+{
+    if (npeers < 0) npeers = 0;
+    if (npeers > OFL_WAIT_MAX_PEERS) npeers = OFL_WAIT_MAX_PEERS;
+    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) w->peer_fds[i] = i < npeers ? peer_fds[i] : -1;
+    w->npeers = npeers;
+    w->abort_flag = abort_flag;
+    w->spins = 0;
+    w->calls = 0;
+    w->dead = 0;
+    w->next_check_ns = ofl_now_ns() + OFL_WAIT_CHECK_NS;
+}
+
+void ofl_waiter_progress(struct ofl_waiter *w)
+{
+    w->spins = 0;
+}
+
+/* Poll the peer fds without blocking: EOF or hang-up on any means that peer died. */
+static int poll_peers(const struct ofl_waiter *w)
+{
+    if (w->npeers == 0) return 0;
+    struct pollfd p[OFL_WAIT_MAX_PEERS];
+    for (int i = 0; i < w->npeers; i++) {
+        p[i].fd = w->peer_fds[i];
+        p[i].events = POLLIN;
+        p[i].revents = 0;
+    }
+    int rc = poll(p, (nfds_t)w->npeers, 0);
+    if (rc < 0) return errno == EINTR ? 0 : -errno;
+    for (int i = 0; i < w->npeers && rc > 0; i++) {
+        if (p[i].revents & POLLNVAL) return -EBADF;
+        if (p[i].revents & (POLLHUP | POLLERR)) return -EPIPE;
+        if (p[i].revents & POLLIN) {
+            /* Readable with nothing to read is end-of-file; peers never write, but a
+             * byte that shows up is not a death. */
+            int avail = 0;
+            if (ioctl(p[i].fd, FIONREAD, &avail) == 0 && avail == 0) return -EPIPE;
+        }
+    }
+    return 0;
+}
+
+/* The peers, when their check is due at `now`; a death found stays found. */
+static int check_at(struct ofl_waiter *w, uint64_t now)
+{
+    if (w->dead) return w->dead;
+    if (now < w->next_check_ns) return 0;
+    w->next_check_ns = now + OFL_WAIT_CHECK_NS;
+    int rc = poll_peers(w);
+    if (rc == -EPIPE || rc == -EBADF) w->dead = rc;
+    return rc;
+}
+
+static int check_abort(const struct ofl_waiter *w)
+{
+    if (w->dead) return w->dead;
+    if (w->abort_flag && __atomic_load_n(w->abort_flag, __ATOMIC_ACQUIRE)) return -ECANCELED;
+    return 0;
+}
+
+int ofl_waiter_check(struct ofl_waiter *w)
+{
+    int rc = check_abort(w);
+    if (rc < 0) return rc;
+    if (++w->calls & 63u) return 0;
+    return check_at(w, ofl_now_ns());
+}
+
+int ofl_wait(struct ofl_waiter *w)
+{
+    int rc = check_abort(w);
+    if (rc < 0) return rc;
+    if (w->spins < OFL_WAIT_SPINS) {
+        w->spins++;
+        ofl_cpu_relax();
+        /* Spinning is short; read the clock only now and then. */
+        if (w->spins & 63u) return 0;
+    } else {
+        sched_yield();
+    }
+    return check_at(w, ofl_now_ns());
+}
