@@ -1,0 +1,100 @@
+/* Error text, the JSON writer, CPU pinning and the waiter. */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "offlow/err.h"
+#include "offlow/queue.h"
+#include "offlow/stats.h"
+#include "offlow/thread.h"
+#include "offlow/wait.h"
+
+static void test_strerror(void)
+{
+    CHECK(!strcmp(ofl_strerror(-EPIPE), "Broken pipe"), "-EPIPE: %s", ofl_strerror(-EPIPE));
+    CHECK(!strcmp(ofl_strerror(OFL_ETRUNC), "truncated packet"), "OFL_ETRUNC: %s",
+          ofl_strerror(OFL_ETRUNC));
+    CHECK(!strcmp(ofl_strerror(OFL_ECSUM), "bad checksum"), "OFL_ECSUM: %s",
+          ofl_strerror(OFL_ECSUM));
+    CHECK(!strcmp(ofl_strerror(OFL_EUNSUPP), "unsupported protocol"), "OFL_EUNSUPP");
+    CHECK(!strcmp(ofl_strerror(OFL_Q_DONE), "queue finished"), "OFL_Q_DONE");
+    CHECK(OFL_Q_DONE < -4095 && OFL_ETRUNC < -4095, "sentinels are outside the errno range");
+    CHECK(!strcmp(ofl_strerror(-4500), "unknown error"), "unknown codes have text");
+}
+
+static void test_json(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    struct ofl_json j;
+    memset(&j, 0, sizeof j);
+    j.f = open_memstream(&buf, &len);
+    ofl_json_begin_obj(&j, NULL);
+    ofl_json_str(&j, "s", "a\"b\\c\n\x01");
+    ofl_json_u64(&j, "u", 18446744073709551615ull);
+    ofl_json_begin_arr(&j, "a");
+    ofl_json_f64(&j, NULL, 0.5);
+    ofl_json_f64(&j, NULL, NAN);
+    ofl_json_f64(&j, NULL, -INFINITY);
+    ofl_json_begin_obj(&j, NULL);
+    ofl_json_end_obj(&j);
+    ofl_json_end_arr(&j);
+    ofl_json_str(&j, "n", NULL);
+    ofl_json_end_obj(&j);
+    fclose(j.f);
+    const char *want =
+        "{\"s\":\"a\\\"b\\\\c\\n\\u0001\",\"u\":18446744073709551615,"
+        "\"a\":[0.5,null,null,{}],\"n\":null}";
+    CHECK(!strcmp(buf, want), "json: %s", buf);
+    free(buf);
+}
+
+static void test_pin(void)
+{
+    int n = ofl_ncpus();
+    CHECK(n >= 1, "%d CPUs", n);
+    CHECK(ofl_pin_self(0) == 0, "pin to CPU 0");
+    CHECK(ofl_pin_self(n) == 1, "pin to CPU %d wraps (oversubscribed)", n);
+    CHECK(ofl_pin_self(-1) == -EINVAL, "negative CPU rejected");
+}
+
+static void test_waiter(void)
+{
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe");
+    volatile uint32_t abort_word = 0;
+    struct ofl_waiter w;
+    ofl_waiter_init(&w, &fds[0], 1, &abort_word);
+    int rc = 0;
+    uint64_t t0 = ofl_now_ns();
+    while (rc == 0 && ofl_now_ns() - t0 < 20000000) rc = ofl_wait(&w);
+    CHECK(rc == 0, "a live peer: waits go on");
+    /* A byte written by the peer is not a death. */
+    CHECK(write(fds[1], "x", 1) == 1, "peer wrote a byte");
+    t0 = ofl_now_ns();
+    while (rc == 0 && ofl_now_ns() - t0 < 20000000) rc = ofl_waiter_check(&w);
+    CHECK(rc == 0, "readable with data: alive");
+    close(fds[1]);
+    t0 = ofl_now_ns();
+    while (rc == 0 && ofl_now_ns() - t0 < 1000000000) rc = ofl_waiter_check(&w);
+    CHECK(rc == -EPIPE, "busy-loop check finds the dead peer: %s", ofl_strerror(rc));
+    close(fds[0]);
+    ofl_waiter_init(&w, NULL, 0, &abort_word);
+    abort_word = 1;
+    CHECK(ofl_wait(&w) == -ECANCELED && ofl_waiter_check(&w) == -ECANCELED,
+          "abort word: -ECANCELED");
+}
+
+int main(void)
+{
+    test_strerror();
+    test_json();
+    test_pin();
+    test_waiter();
+    return CHECK_DONE();
+}

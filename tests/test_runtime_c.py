@@ -1,0 +1,42 @@
+"""The C runtime's own tests (rings, queues, window, misc), each built plain and with
+ASan+UBSan and run as a program that prints its checks and exits non-zero on failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.ctools import RUNTIME, build_c, run_c
+
+C_TESTS = Path(__file__).resolve().parent / "c"
+# Only the modules these tests need: the rest of the runtime has its own tests.
+SOURCES = [RUNTIME / "src" / f"{m}.c"
+           for m in ("err", "wait", "window", "ring", "copy", "queue", "thread", "stats")]
+
+# (program, arguments plain, arguments under the sanitizers: fewer entries there)
+PROGRAMS: list[tuple[str, list[str], list[str]]] = [
+    ("test_ring", ["1000000"], ["200000"]),
+    ("test_queue", ["300000"], ["30000"]),
+    ("test_window", ["{tmp}"], ["{tmp}"]),
+    ("test_misc", [], []),
+]
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ctests")
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+@pytest.mark.parametrize(("name", "args", "asan_args"), PROGRAMS,
+                         ids=[p[0] for p in PROGRAMS])
+def test_c_program(name: str, args: list[str], asan_args: list[str], sanitize: bool,
+                   build_dir: Path, tmp_path: Path) -> None:
+    exe = build_c([C_TESTS / f"{name}.c", *SOURCES], build_dir, name, sanitize=sanitize,
+                  libs=("-lm",))
+    argv = [a.format(tmp=tmp_path) for a in (asan_args if sanitize else args)]
+    res = run_c(exe, *argv, timeout=60)
+    assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"
+                                 f"{res.stdout}\n--- stderr ---\n{res.stderr}")
+    assert "0 failure(s)" in res.stdout
