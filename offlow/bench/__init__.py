@@ -1,0 +1,1 @@
+"""Benchmarks: each compares offlow with its peer and ceiling measured in the same run."""

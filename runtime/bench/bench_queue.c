@@ -1,0 +1,291 @@
+/* Queue throughput: the offlow queue (qout -> ring -> qin, inline copy engine) against
+ * a minimal hand-written SPSC ring (the ceiling), in the same run, same entry size,
+ * same ring size, producer and consumer pinned to CPUs 0 and 1.
+ *
+ * Usage: bench_queue ENTRIES REPS BATCHES SIZES     e.g. 2000000 5 1,4,16,64,256 16,64,256
+ * Prints one JSON line per (batch, entry size). Both consumers check that every entry
+ * arrives once and in order; a wrong count exits with status 1. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "offlow/copy.h"
+#include "offlow/err.h"
+#include "offlow/queue.h"
+#include "offlow/thread.h"
+#include "offlow/wait.h"
+
+#define RING_SIZE 1024u
+#define MAX_LIST 16
+#define MAX_REPS 64
+
+/* ---- the ceiling: a minimal SPSC ring, entries used in place ---- */
+
+struct ceil_ring {
+    _Alignas(64) uint32_t tail;
+    _Alignas(64) uint32_t head;
+    _Alignas(64) uint8_t entries[];
+};
+
+/* ---- one measured transfer ---- */
+
+struct run {
+    int offlow;              /* 1: offlow queue, 0: ceiling ring */
+    void *mem;
+    size_t len;
+    uint32_t batch, es;
+    uint64_t n;
+    volatile uint32_t *go;
+    uint64_t received, bad;  /* consumer */
+    uint64_t t_end;          /* consumer: when the last entry arrived */
+    uint64_t doorbells, full_waits;
+    int err;
+};
+
+/* Fill entry e (es bytes) for counter i: header, counter at +8 and in the last word. */
+static inline void fill(uint8_t *e, uint32_t es, uint64_t i)
+{
+    ((struct ofl_entry_hdr *)e)->len = (uint16_t)es;
+    if (es > 24) memset(e + 16, (int)(i & 0xff), es - 24);
+    memcpy(e + 8, &i, 8);
+    memcpy(e + es - 8, &i, 8);
+}
+
+/* Check entry e carries counter `want`. */
+static inline int good(const uint8_t *e, uint32_t es, uint64_t want)
+{
+    uint64_t a, b;
+    memcpy(&a, e + 8, 8);
+    memcpy(&b, e + es - 8, 8);
+    return a == want && b == want;
+}
+
+static void wait_go(volatile uint32_t *go)
+{
+    while (!__atomic_load_n(go, __ATOMIC_ACQUIRE)) ofl_cpu_relax();
+}
+
+static void *producer(void *arg)
+{
+    struct run *r = arg;
+    ofl_pin_self(0);
+    if (r->offlow) {
+        struct ofl_ce ce;
+        struct ofl_waiter w;
+        struct ofl_qout q;
+        ofl_waiter_init(&w, NULL, 0, NULL);
+        ofl_ce_start(&ce, OFL_CE_INLINE, -1);
+        if ((r->err = ofl_qout_init(&q, r->mem, r->len, &ce, &w)) < 0) return NULL;
+        wait_go(r->go);
+        for (uint64_t i = 0; i < r->n; i++) {
+            uint8_t *e = ofl_qout_slot(&q);
+            if (!e) break;
+            fill(e, r->es, i);
+        }
+        r->err = ofl_qout_close(&q);
+        r->doorbells = q.ring.batches;
+        r->full_waits = q.ring.full_waits;
+        ofl_qout_destroy(&q);
+        ofl_ce_stop(&ce);
+        return NULL;
+    }
+    struct ceil_ring *c = r->mem;
+    uint32_t mask = RING_SIZE - 1, tail = 0, head = 0;
+    wait_go(r->go);
+    for (uint64_t i = 0; i < r->n;) {
+        uint32_t want = r->n - i < r->batch ? (uint32_t)(r->n - i) : r->batch;
+        while (RING_SIZE - (tail - head) < want) {
+            head = __atomic_load_n(&c->head, __ATOMIC_ACQUIRE);
+            if (RING_SIZE - (tail - head) < want) ofl_cpu_relax();
+        }
+        for (uint32_t k = 0; k < want; k++)
+            fill(c->entries + (size_t)((tail + k) & mask) * r->es, r->es, i + k);
+        tail += want;
+        __atomic_store_n(&c->tail, tail, __ATOMIC_RELEASE);
+        r->doorbells++;
+        i += want;
+    }
+    return NULL;
+}
+
+static void *consumer(void *arg)
+{
+    struct run *r = arg;
+    ofl_pin_self(1);
+    if (r->offlow) {
+        struct ofl_ce ce;
+        struct ofl_waiter w;
+        struct ofl_qin q;
+        ofl_waiter_init(&w, NULL, 0, NULL);
+        ofl_ce_start(&ce, OFL_CE_INLINE, -1);
+        if ((r->err = ofl_qin_init(&q, r->mem, r->len, &ce, &w)) < 0) return NULL;
+        wait_go(r->go);
+        for (;;) {
+            const uint8_t *es;
+            int n = ofl_qin_next(&q, &es);
+            if (n == OFL_Q_DONE) break;
+            if (n < 0) {
+                r->err = n;
+                break;
+            }
+            if (n == 0) {
+                ofl_wait(&w);
+                continue;
+            }
+            ofl_waiter_progress(&w);
+            for (int k = 0; k < n; k++) {
+                if (!good(es + (size_t)k * r->es, r->es, r->received)) r->bad++;
+                r->received++;
+            }
+        }
+        r->t_end = ofl_now_ns();
+        ofl_qin_destroy(&q);
+        ofl_ce_stop(&ce);
+        return NULL;
+    }
+    struct ceil_ring *c = r->mem;
+    uint32_t mask = RING_SIZE - 1, head = 0, tail = 0;
+    wait_go(r->go);
+    while (r->received < r->n) {
+        if (tail == head) {
+            tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+            if (tail == head) {
+                ofl_cpu_relax();
+                continue;
+            }
+        }
+        uint32_t n = tail - head < r->batch ? tail - head : r->batch;
+        for (uint32_t k = 0; k < n; k++) {
+            if (!good(c->entries + (size_t)((head + k) & mask) * r->es, r->es, r->received))
+                r->bad++;
+            r->received++;
+        }
+        head += n;
+        __atomic_store_n(&c->head, head, __ATOMIC_RELEASE);
+    }
+    r->t_end = ofl_now_ns();
+    return NULL;
+}
+
+/* One transfer of n entries; returns Mentries/s, or -1 on a setup error. */
+static double transfer(struct run *r, void *mem, size_t len)
+{
+    volatile uint32_t go = 0;
+    memset(mem, 0, len);
+    r->mem = mem;
+    r->len = len;
+    r->go = &go;
+    r->received = r->bad = r->doorbells = r->full_waits = 0;
+    r->err = 0;
+    if (r->offlow && ofl_ring_format(mem, len, RING_SIZE, r->es, r->batch) < 0) return -1;
+    struct run p = *r;
+    pthread_t tp, tc;
+    pthread_create(&tc, NULL, consumer, r);
+    pthread_create(&tp, NULL, producer, &p);
+    ofl_pin_self(0);
+    uint64_t t0 = ofl_now_ns();
+    __atomic_store_n(&go, 1u, __ATOMIC_RELEASE);
+    pthread_join(tp, NULL);
+    pthread_join(tc, NULL);
+    if (p.err && !r->err) r->err = p.err;
+    r->doorbells = p.doorbells;
+    r->full_waits = p.full_waits;
+    return (double)r->n / (double)(r->t_end - t0) * 1e3;
+}
+
+static int parse_list(const char *s, uint32_t *out)
+{
+    int n = 0;
+    while (*s && n < MAX_LIST) {
+        char *end;
+        unsigned long v = strtoul(s, &end, 10);
+        if (end == s) return -1;
+        out[n++] = (uint32_t)v;
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s ENTRIES REPS BATCHES SIZES\n", argv[0]);
+        return 2;
+    }
+    uint64_t n = strtoull(argv[1], NULL, 10);
+    int reps = atoi(argv[2]);
+    uint32_t batches[MAX_LIST], sizes[MAX_LIST];
+    int nb = parse_list(argv[3], batches), ns = parse_list(argv[4], sizes);
+    if (n == 0 || reps < 1 || reps > MAX_REPS || nb < 1 || ns < 1) {
+        fprintf(stderr, "bench_queue: bad arguments\n");
+        return 2;
+    }
+    for (int si = 0; si < ns; si++) {
+        uint32_t es = sizes[si];
+        size_t len = ofl_ring_mem_size(RING_SIZE, es);
+        size_t clen = sizeof(struct ceil_ring) + (size_t)RING_SIZE * es;
+        if (clen > len) len = clen;
+        /* Shared memory, as between processes. */
+        void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) {
+            perror("bench_queue: mmap");
+            return 1;
+        }
+        for (int bi = 0; bi < nb; bi++) {
+            uint32_t batch = batches[bi];
+            if (es < 16 || es % 8 || batch < 1 || batch > RING_SIZE) {
+                fprintf(stderr, "bench_queue: bad config batch %u size %u\n", batch, es);
+                return 2;
+            }
+            double om[MAX_REPS], cm[MAX_REPS];
+            struct run o = { .offlow = 1, .batch = batch, .es = es, .n = n };
+            struct run c = { .offlow = 0, .batch = batch, .es = es, .n = n };
+            /* Warm up both (page faults, caches, CPU frequency). */
+            struct run wo = o, wc = c;
+            wo.n = wc.n = n / 10 + 1;
+            transfer(&wo, mem, len);
+            transfer(&wc, mem, len);
+            for (int k = 0; k < reps; k++) {
+                om[k] = transfer(&o, mem, len);
+                if (o.err || o.received != n || o.bad) {
+                    fprintf(stderr, "bench_queue: offlow queue batch %u size %u: received "
+                            "%llu of %llu, %llu bad, error %s\n", batch, es,
+                            (unsigned long long)o.received, (unsigned long long)n,
+                            (unsigned long long)o.bad, ofl_strerror(o.err));
+                    return 1;
+                }
+                cm[k] = transfer(&c, mem, len);
+                if (c.received != n || c.bad) {
+                    fprintf(stderr, "bench_queue: ceiling ring: received %llu of %llu\n",
+                            (unsigned long long)c.received, (unsigned long long)n);
+                    return 1;
+                }
+            }
+            qsort(om, (size_t)reps, sizeof om[0], cmp_double);
+            qsort(cm, (size_t)reps, sizeof cm[0], cmp_double);
+            double omed = om[reps / 2], cmed = cm[reps / 2];
+            printf("{\"batch\": %u, \"entry_size\": %u, \"ring_size\": %u, \"entries\": %llu, "
+                   "\"reps\": %d, \"offlow_received\": %llu, \"ceiling_received\": %llu, "
+                   "\"offlow_mps\": %.3f, \"offlow_mps_min\": %.3f, \"offlow_mps_max\": %.3f, "
+                   "\"ceiling_mps\": %.3f, \"ceiling_mps_min\": %.3f, \"ceiling_mps_max\": %.3f, "
+                   "\"ratio\": %.4f, \"offlow_doorbells\": %llu, \"offlow_full_waits\": %llu}\n",
+                   batch, es, RING_SIZE, (unsigned long long)n, reps,
+                   (unsigned long long)o.received, (unsigned long long)c.received, omed, om[0],
+                   om[reps - 1], cmed, cm[0], cm[reps - 1], cmed > 0 ? omed / cmed : 0.0,
+                   (unsigned long long)o.doorbells, (unsigned long long)o.full_waits);
+            fflush(stdout);
+        }
+        munmap(mem, len);
+    }
+    return 0;
+}
