@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,14 +76,15 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
 
 
 def oversubscription(b: Build, o: RunOptions) -> str | None:
-    """A warning when the run asks for more threads than the machine has cores."""
-    threads = sum(len(s.cores) for s in b.graph.segments)
-    if o.copy_engine == "thread":
-        threads *= 2
+    """A warning when busy-polling threads must share CPUs (more than the machine has,
+    or two segments placed on the same CPU)."""
     ncpu = os.cpu_count() or 1
-    if threads > ncpu:
-        return (f"oversubscribed: {threads} busy-polling threads on {ncpu} cores; they take "
-                "turns (spin, then yield), so expect lower and noisier rates")
+    cpus = [(cpu_base(s.device) + c) % ncpu for s in b.graph.segments for c in s.cores]
+    threads = len(cpus) * (2 if o.copy_engine == "thread" else 1)
+    if threads > ncpu or len(set(cpus)) < len(cpus):
+        return (f"oversubscribed: {threads} busy-polling threads on CPUs "
+                f"{sorted(set(cpus))} of {ncpu}; they take turns (spin, then yield), "
+                "so expect lower and noisier rates")
     return None
 
 
@@ -106,6 +108,7 @@ class Run:
             [str(self.build.binaries[devices[0]]), "--init", "--window", str(self.window)],
             capture_output=True, text=True)
         if init.returncode != 0:
+            self.window.unlink(missing_ok=True)
             raise OfflowError(f"cannot set up the interconnect window: {init.stderr.strip()}")
         pipes = {d: os.pipe() for d in devices}
         common = _opts_for(self.build, self.opts)
@@ -126,17 +129,21 @@ class Run:
         errors: list[str] = []
         deadline = time.monotonic() + self.opts.timeout if self.opts.timeout else None
         first_fail: float | None = None
+        killed = False
         try:
             while any(p.poll() is None for p in self.procs.values()):
                 now = time.monotonic()
                 failed = [d for d, p in self.procs.items() if p.returncode not in (None, 0)]
                 if failed and first_fail is None:
                     first_fail = now
-                if (first_fail and now - first_fail > 2.0) or (deadline and now > deadline):
+                late = first_fail is not None and now - first_fail > 2.0
+                expired = deadline is not None and now > deadline
+                if (late or expired) and not killed:
+                    killed = True
                     for p in self.procs.values():
                         if p.poll() is None:
                             p.kill()
-                    errors.append("run timed out" if deadline and now > deadline
+                    errors.append("run timed out" if expired
                                   else "a process did not stop after its peer failed")
                 time.sleep(0.01)
         except KeyboardInterrupt:
@@ -155,7 +162,11 @@ class Run:
         for dev in self.procs:
             path = self.tmp / f"{dev}.json"
             if path.exists():
-                stats[dev] = json.loads(path.read_text())
+                try:
+                    stats[dev] = json.loads(path.read_text())
+                except json.JSONDecodeError as e:
+                    errors.append(f"the {dev} process wrote an unreadable stats file: {e}")
+        shutil.rmtree(self.tmp, ignore_errors=True)
         return RunResult(ok=not errors, stats=stats, errors=errors)
 
 

@@ -12,17 +12,18 @@ from offlow.dsl.element import Element, Port
 
 
 class ParseEth(Element):
-    """Ethernet (with one optional VLAN tag): sends IPv4, IPv6 and other frames apart."""
+    """Ethernet (with up to two VLAN tags): sends IPv4, IPv6 and other frames apart."""
 
     inputs = (Port("inp", "eth"),)
     outputs = (Port("ipv4", "ip.v4"), Port("ipv6", "ip.v6"), Port("other", "eth"))
     fields = {"l3_off": "uint16_t", "ethertype": "uint16_t"}
     body = r"""
-    uint16_t ethertype, l3_off;
+    uint16_t ethertype;
+    uint32_t l3_off;
     if (ofl_parse_eth(pkt->data, pkt->len, &ethertype, &l3_off) < 0)
         DROP();
     state->ethertype = ethertype;
-    state->l3_off = l3_off;
+    state->l3_off = (uint16_t)l3_off;
     if (ethertype == 0x0800) EMIT(ipv4);
     if (ethertype == 0x86DD) EMIT(ipv6);
     EMIT(other);

@@ -105,6 +105,7 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->n = n;
     c->cpu = a->cpu_base + core_no;
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
+    c->abort = &h->abort;
     ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
     c->ce = calloc(1, sizeof *c->ce);
     c->bufs = aligned_alloc(64, (bufsize + 63) / 64 * 64);
@@ -127,6 +128,7 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what)
     if (c->err) return;
     c->err = err ? err : -EIO;
     snprintf(c->where, sizeof c->where, "%s", what);
+    if (c->err != -ECANCELED && c->abort) __atomic_store_n(c->abort, 1u, __ATOMIC_RELEASE);
 }
 
 void ofl_core_idle(struct ofl_core *c, int progress)

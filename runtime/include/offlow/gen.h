@@ -90,6 +90,7 @@ struct ofl_core {
     int cpu;                  /* the CPU it is pinned to */
     int oversubscribed;
     struct ofl_waiter waiter;
+    volatile uint32_t *abort; /* the window's abort word: set on the first error */
     struct ofl_ce *ce;        /* this core's copy engine */
     uint8_t *bufs;            /* packet buffers for sources, OFL_BATCH x MTU */
     uint8_t *scratch;         /* zeroed bytes for queues that do not carry packets */
@@ -109,7 +110,8 @@ void ofl_core_begin(struct ofl_core *c);
  * checks the peers' liveness; records an error in c->err. */
 void ofl_core_idle(struct ofl_core *c, int progress);
 
-/* Record the first error of this core and what it was doing. */
+/* Record the first error of this core and what it was doing, and tell every
+ * process sharing the window to stop. */
 void ofl_core_fail(struct ofl_core *c, int err, const char *what);
 
 /* Called after the loop: stop the clock. */
