@@ -43,7 +43,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
     opts = RunOptions(input=a.input, output=a.output, duration=a.duration, loops=a.loops,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout)
-    res = run(b, opts)
+    res = run(b, opts, progress=True)
     summary = summarize(b.graph, res.stats)
     summary["ok"] = res.ok
     summary["errors"] = res.errors

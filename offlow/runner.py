@@ -24,6 +24,8 @@ from typing import Any
 from offlow.build import Build
 from offlow.errors import OfflowError
 
+PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
+
 
 @dataclass
 class RunOptions:
@@ -91,9 +93,10 @@ def oversubscription(b: Build, o: RunOptions) -> str | None:
 class Run:
     """A running program: start(), then wait(); `procs` maps device -> Popen."""
 
-    def __init__(self, b: Build, o: RunOptions) -> None:
+    def __init__(self, b: Build, o: RunOptions, progress: bool = False) -> None:
         self.build = b
         self.opts = o
+        self.progress = progress  # print a line to stderr every PROGRESS_EVERY seconds
         self.tmp = Path(tempfile.mkdtemp(prefix="offlow-run-"))
         tag = f"{b.graph.name}-{os.getpid()}-{secrets.token_hex(4)}"
         self.window = Path("/dev/shm") / f"offlow-{tag}"
@@ -130,9 +133,15 @@ class Run:
         deadline = time.monotonic() + self.opts.timeout if self.opts.timeout else None
         first_fail: float | None = None
         killed = False
+        started = time.monotonic()
+        next_note = started + PROGRESS_EVERY
         try:
             while any(p.poll() is None for p in self.procs.values()):
                 now = time.monotonic()
+                if self.progress and now >= next_note:
+                    next_note += PROGRESS_EVERY
+                    total = f" of {self.opts.duration:g}" if self.opts.duration else ""
+                    print(f"offlow: running, {now - started:.0f}{total} s", file=sys.stderr)
                 failed = [d for d, p in self.procs.items() if p.returncode not in (None, 0)]
                 if failed and first_fail is None:
                     first_fail = now
@@ -170,12 +179,12 @@ class Run:
         return RunResult(ok=not errors, stats=stats, errors=errors)
 
 
-def run(b: Build, o: RunOptions) -> RunResult:
+def run(b: Build, o: RunOptions, progress: bool = False) -> RunResult:
     """Run a built program to completion."""
     warning = oversubscription(b, o)
     if warning:
         print(f"offlow: warning: {warning}", file=sys.stderr)
-    r = Run(b, o)
+    r = Run(b, o, progress)
     r.start()
     res = r.wait()
     if warning:

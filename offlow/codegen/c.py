@@ -86,14 +86,17 @@ def gen_common(g: Graph) -> str:
         e(f"    {t.ctype.split('[')[0]} {cname(t.name)}[{t.length}];")
     e("    uint8_t ofl_unused_;", "};", "")
     rs = rings(g)
-    e("/* Rings: (entry size, producer core, consumer core) in window order. */",
+    e("/* Rings in window order: entry size, entries, doorbell batch, and where the",
+      " * packet bytes start in an entry (0: fixed-size entries, always copied whole). */",
       f"#define OFL_NRINGS {len(rs)}u",
-      "static const struct { uint32_t entry_size, size, batch; } ofl_ring_desc[] = {")
+      "static const struct { uint32_t entry_size, size, batch, data_off; } ofl_ring_desc[] = {")
     for r in rs:
-        e(f"    {{ sizeof(struct ofl_q_{cname(r.queue.name)}), {r.queue.ring_size}u, "
-          f"{r.queue.batch}u }}, /* {r.index}: {r.queue.name} {r.prod}->{r.cons} */")
+        st = f"struct ofl_q_{cname(r.queue.name)}"
+        doff = f"offsetof({st}, data)" if r.queue.carries_data else "0"
+        e(f"    {{ sizeof({st}), {r.queue.ring_size}u, {r.queue.batch}u, {doff} }}, "
+          f"/* {r.index}: {r.queue.name} {r.prod}->{r.cons} */")
     if not rs:
-        e("    { 0, 0, 0 },")
+        e("    { 0, 0, 0, 0 },")
     e("};", "",
       "/* Byte offsets of every ring and of the window tables; returns the window size. */",
       "static inline size_t ofl_layout(size_t ring_off[], size_t *tables_off) {",
@@ -329,7 +332,7 @@ class DeviceGen:
           "                                 ofl_ring_mem_size(ofl_ring_desc[i].size,",
           "                                                   ofl_ring_desc[i].entry_size),",
           "                                 ofl_ring_desc[i].size, ofl_ring_desc[i].entry_size,",
-          "                                 ofl_ring_desc[i].batch);",
+          "                                 ofl_ring_desc[i].batch, ofl_ring_desc[i].data_off);",
           "        if (rc < 0) return ofl_fatal_err(\"cannot create the window\", rc);",
           "        ofl_window_close(&proc.win);",
           "        return 0;",
