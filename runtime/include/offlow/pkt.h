@@ -1,0 +1,168 @@
+/* Packets and bounds-checked header parsing.
+ *
+ * Every parser takes the frame `p` of `len` bytes (and, above Ethernet, the
+ * offset `off` of its header), never reads at or past `p + len`, and returns 0
+ * or a negative reason from err.h:
+ *   OFL_ETRUNC    the frame is shorter than the headers (or their length fields) say
+ *   OFL_EBADHDR   a field has an impossible value (IHL < 5, TCP data offset < 5, ...)
+ *   OFL_EVERSION  the IP version nibble is not the expected one
+ *   OFL_EUNSUPP   something the parser does not handle (three VLAN tags, ...)
+ * Multi-byte results are in host byte order. Outputs are written only on success.
+ *
+ * Checksums: ofl_csum() returns the value to store in a checksum field (written
+ * big-endian, like every field); a header that carries a correct checksum sums to
+ * ofl_csum() == 0. Updates of a single 16-bit word are incremental (RFC 1624). */
+#ifndef OFL_PKT_H
+#define OFL_PKT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offlow/err.h"
+
+/* A packet in a buffer owned by someone else (a source's buffers, a queue entry). */
+struct ofl_pkt {
+    uint8_t *data;   /* first byte of the Ethernet frame */
+    uint32_t len;    /* bytes of frame in `data` */
+    uint32_t cap;    /* bytes available at `data` (>= len) */
+    uint64_t ts_ns;  /* capture time, ns since the epoch (sources set it) */
+};
+
+#define OFL_ETH_HLEN 14u
+#define OFL_ETHERTYPE_IPV4 0x0800u
+#define OFL_ETHERTYPE_IPV6 0x86DDu
+#define OFL_ETHERTYPE_VLAN 0x8100u   /* 802.1Q */
+#define OFL_ETHERTYPE_QINQ 0x88A8u   /* 802.1ad service tag */
+#define OFL_ETHERTYPE_QINQ_OLD 0x9100u
+#define OFL_IPV4_HLEN 20u
+#define OFL_IPV6_HLEN 40u
+#define OFL_UDP_HLEN 8u
+#define OFL_TCP_HLEN 20u
+/* Most IPv6 extension headers ofl_parse_ipv6 walks before giving up (OFL_EUNSUPP). */
+#define OFL_IPV6_MAX_EXT 8u
+
+/* Big-endian 16/32-bit loads and stores (any alignment). */
+static inline uint16_t ofl_get_be16(const uint8_t *p)
+{
+    return (uint16_t)((uint16_t)p[0] << 8 | p[1]);
+}
+
+static inline uint32_t ofl_get_be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline void ofl_put_be16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static inline void ofl_put_be32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* ---- checksums ------------------------------------------------------------ */
+
+/* Add `len` bytes at `data`, as big-endian 16-bit words (an odd last byte is
+ * padded with zero), to the unfolded one's-complement sum `sum`; returns the new
+ * sum. Chain calls for pseudo-headers; an odd length is only allowed last. */
+uint64_t ofl_csum_add(uint64_t sum, const void *data, size_t len);
+
+/* Fold a sum from ofl_csum_add to 16 bits (end-around carry), not complemented. */
+static inline uint16_t ofl_csum_fold(uint64_t sum)
+{
+    while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
+    return (uint16_t)sum;
+}
+
+/* Internet checksum (RFC 1071) of `len` bytes: the value to store in the
+ * checksum field (host order; store it big-endian). Over data that already holds
+ * a correct checksum it returns 0. */
+static inline uint16_t ofl_csum(const void *data, size_t len)
+{
+    return (uint16_t)~ofl_csum_fold(ofl_csum_add(0, data, len));
+}
+
+/* 1 if the IPv4 header `hdr` of `hdr_len` bytes (from ofl_parse_ipv4) has a
+ * correct header checksum, else 0 (also 0 for hdr_len < 20 or not a multiple of 4). */
+static inline int ofl_ipv4_csum_ok(const uint8_t *hdr, uint32_t hdr_len)
+{
+    if (hdr_len < OFL_IPV4_HLEN || (hdr_len & 3)) return 0;
+    return ofl_csum_fold(ofl_csum_add(0, hdr, hdr_len)) == 0xFFFF;
+}
+
+/* RFC 1624 eqn. 3: the checksum `hc` (host order) after a 16-bit word of the
+ * covered data changes from `old` to `new_`: HC' = ~(~HC + ~m + m'). */
+static inline uint16_t ofl_csum_update16(uint16_t hc, uint16_t old, uint16_t new_)
+{
+    uint32_t s = (uint32_t)(uint16_t)~hc + (uint16_t)~old + new_;
+    return (uint16_t)~ofl_csum_fold(s);
+}
+
+/* Decrement the TTL of the IPv4 header at `iphdr` (at least 20 bytes, already
+ * parsed) and update its checksum incrementally. The caller drops TTL <= 1 first;
+ * a TTL of 0 wraps to 255 with a still-correct checksum. */
+static inline void ofl_ipv4_dec_ttl(uint8_t *iphdr)
+{
+    uint16_t old = ofl_get_be16(iphdr + 8);           /* TTL << 8 | protocol */
+    uint16_t new_ = (uint16_t)(old - 0x100);
+    uint16_t hc = ofl_get_be16(iphdr + 10);
+    ofl_put_be16(iphdr + 8, new_);
+    ofl_put_be16(iphdr + 10, ofl_csum_update16(hc, old, new_));
+}
+
+/* ---- parsers ----------------------------------------------------------------- */
+
+/* Ethernet II with zero, one or two VLAN tags (802.1Q 0x8100, 802.1ad 0x88A8 or
+ * 0x9100). Sets `*ethertype` (host order; values < 0x0600 are 802.3 lengths,
+ * returned as they are) and `*l3_off`, the offset of the network header.
+ * OFL_ETRUNC: shorter than the header and its tags; OFL_EUNSUPP: a third tag. */
+int ofl_parse_eth(const uint8_t *p, uint32_t len, uint16_t *ethertype, uint32_t *l3_off);
+
+/* What ofl_parse_ipv4 found. */
+struct ofl_ipv4_info {
+    uint32_t hdr_len;   /* IHL * 4; the transport header is at off + hdr_len */
+    uint8_t proto;
+    uint8_t ttl;
+    uint32_t src, dst;  /* host order */
+};
+
+/* The IPv4 header at `off`: version 4 (else OFL_EVERSION), IHL >= 5 (OFL_EBADHDR),
+ * header within `len` (OFL_ETRUNC), total length >= header length (OFL_EBADHDR)
+ * and <= len - off (OFL_ETRUNC; longer frames are Ethernet padding). Fragments and
+ * options are accepted; the checksum is not checked (ofl_ipv4_csum_ok). */
+int ofl_parse_ipv4(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv4_info *ip);
+
+/* What ofl_parse_ipv6 found. */
+struct ofl_ipv6_info {
+    uint32_t l4_off;     /* offset of the header after the extension headers */
+    uint8_t proto;       /* its protocol: the last Next Header value */
+    uint8_t hop_limit;
+    uint8_t src[16], dst[16];
+};
+
+/* The IPv6 header at `off`: version 6 (OFL_EVERSION), payload within `len`
+ * (OFL_ETRUNC), then the extension headers hop-by-hop (0, only first), routing
+ * (43), fragment (44), destination options (60) and AH (51), each within the
+ * payload (OFL_ETRUNC); hop-by-hop elsewhere is OFL_EBADHDR, more than
+ * OFL_IPV6_MAX_EXT headers OFL_EUNSUPP. Any other Next Header ends the walk. */
+int ofl_parse_ipv6(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv6_info *ip);
+
+/* The UDP header at `off`: 8 bytes within `len` (OFL_ETRUNC), length field >= 8
+ * (OFL_EBADHDR; it is not compared with `len`, so first fragments pass).
+ * Sets the ports (host order). */
+int ofl_parse_udp(const uint8_t *p, uint32_t len, uint32_t off, uint16_t *sport,
+                  uint16_t *dport);
+
+/* The TCP header at `off`: 20 bytes within `len` (OFL_ETRUNC), data offset >= 5
+ * (OFL_EBADHDR) and the whole header with options within `len` (OFL_ETRUNC).
+ * Sets the ports (host order). */
+int ofl_parse_tcp(const uint8_t *p, uint32_t len, uint32_t off, uint16_t *sport,
+                  uint16_t *dport);
+
+#endif

@@ -1,0 +1,126 @@
+/* Bounds-checked header parsers and the Internet checksum. */
+#include "offlow/pkt.h"
+
+#include <string.h>
+
+uint64_t ofl_csum_add(uint64_t sum, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    /* Big-endian 32-bit words: 2^16 == 1 (mod 0xFFFF), so their sum folds to the
+     * same one's-complement sum as the 16-bit words would. */
+    while (len >= 4) {
+        uint32_t w;
+        memcpy(&w, p, 4);
+        sum += __builtin_bswap32(w);
+        p += 4;
+        len -= 4;
+    }
+    if (len >= 2) {
+        sum += ofl_get_be16(p);
+        p += 2;
+        len -= 2;
+    }
+    if (len) sum += (uint32_t)p[0] << 8;
+    return sum;
+}
+
+static int is_vlan(uint16_t et)
+{
+    return et == OFL_ETHERTYPE_VLAN || et == OFL_ETHERTYPE_QINQ || et == OFL_ETHERTYPE_QINQ_OLD;
+}
+
+int ofl_parse_eth(const uint8_t *p, uint32_t len, uint16_t *ethertype, uint32_t *l3_off)
+{
+    if (len < OFL_ETH_HLEN) return OFL_ETRUNC;
+    uint16_t et = ofl_get_be16(p + 12);
+    uint32_t off = OFL_ETH_HLEN;
+    for (int tags = 0; is_vlan(et); tags++) {
+        if (tags == 2) return OFL_EUNSUPP;
+        /* A tag is 2 bytes of TCI then the next ethertype. */
+        if (len - off < 4) return OFL_ETRUNC;
+        et = ofl_get_be16(p + off + 2);
+        off += 4;
+    }
+    *ethertype = et;
+    *l3_off = off;
+    return 0;
+}
+
+int ofl_parse_ipv4(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv4_info *ip)
+{
+    if (off > len || len - off < OFL_IPV4_HLEN) return OFL_ETRUNC;
+    const uint8_t *h = p + off;
+    uint32_t avail = len - off;
+    if (h[0] >> 4 != 4) return OFL_EVERSION;
+    uint32_t hl = (uint32_t)(h[0] & 0x0F) * 4;
+    if (hl < OFL_IPV4_HLEN) return OFL_EBADHDR;
+    if (hl > avail) return OFL_ETRUNC;
+    uint32_t tot = ofl_get_be16(h + 2);
+    if (tot < hl) return OFL_EBADHDR;
+    if (tot > avail) return OFL_ETRUNC;
+    ip->hdr_len = hl;
+    ip->ttl = h[8];
+    ip->proto = h[9];
+    ip->src = ofl_get_be32(h + 12);
+    ip->dst = ofl_get_be32(h + 16);
+    return 0;
+}
+
+int ofl_parse_ipv6(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv6_info *ip)
+{
+    if (off > len || len - off < OFL_IPV6_HLEN) return OFL_ETRUNC;
+    const uint8_t *h = p + off;
+    if (h[0] >> 4 != 6) return OFL_EVERSION;
+    uint32_t plen = ofl_get_be16(h + 4);
+    if (plen > len - off - OFL_IPV6_HLEN) return OFL_ETRUNC;
+    /* Extension headers must lie within the declared payload, not the padding. */
+    uint32_t end = off + OFL_IPV6_HLEN + plen;
+    uint32_t cur = off + OFL_IPV6_HLEN;
+    uint8_t nh = h[6];
+    for (uint32_t n = 0;; n++) {
+        uint32_t hl;
+        if (nh == 0 || nh == 43 || nh == 44 || nh == 60 || nh == 51) {
+            if (n == OFL_IPV6_MAX_EXT) return OFL_EUNSUPP;
+            if (nh == 0 && n != 0) return OFL_EBADHDR;
+            if (end - cur < 8) return OFL_ETRUNC;   /* every one is >= 8 bytes */
+            if (nh == 44) hl = 8;
+            else if (nh == 51) hl = ((uint32_t)p[cur + 1] + 2) * 4;
+            else hl = ((uint32_t)p[cur + 1] + 1) * 8;
+            if (hl > end - cur) return OFL_ETRUNC;
+            nh = p[cur];
+            cur += hl;
+            continue;
+        }
+        break;
+    }
+    ip->l4_off = cur;
+    ip->proto = nh;
+    ip->hop_limit = h[7];
+    memcpy(ip->src, h + 8, 16);
+    memcpy(ip->dst, h + 24, 16);
+    return 0;
+}
+
+int ofl_parse_udp(const uint8_t *p, uint32_t len, uint32_t off, uint16_t *sport,
+                  uint16_t *dport)
+{
+    if (off > len || len - off < OFL_UDP_HLEN) return OFL_ETRUNC;
+    const uint8_t *u = p + off;
+    if (ofl_get_be16(u + 4) < OFL_UDP_HLEN) return OFL_EBADHDR;
+    *sport = ofl_get_be16(u);
+    *dport = ofl_get_be16(u + 2);
+    return 0;
+}
+
+int ofl_parse_tcp(const uint8_t *p, uint32_t len, uint32_t off, uint16_t *sport,
+                  uint16_t *dport)
+{
+    if (off > len || len - off < OFL_TCP_HLEN) return OFL_ETRUNC;
+    const uint8_t *t = p + off;
+    uint32_t hl = (uint32_t)(t[12] >> 4) * 4;
+    if (hl < OFL_TCP_HLEN) return OFL_EBADHDR;
+    if (hl > len - off) return OFL_ETRUNC;
+    *sport = ofl_get_be16(t);
+    *dport = ofl_get_be16(t + 2);
+    return 0;
+}
