@@ -1,0 +1,63 @@
+"""The packet side of the C runtime: header parsers and checksums (test_pkt.c), the
+pcap and synthetic ports (test_ports.c), each built plain and with ASan+UBSan and
+run as a program that prints its checks and exits non-zero on failure.  The
+parsers also classify the malformed capture of offlow.testing frame by frame."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from offlow.testing import malformed_cases, write_malformed_pcap
+from tests.ctools import ROOT, RUNTIME, build_c, run_c
+
+C_TESTS = Path(__file__).resolve().parent / "c"
+DATA = ROOT.parent / "shared" / "data"
+# Only the modules these programs need (the rest of the runtime has its own tests).
+SOURCES = [RUNTIME / "src" / f"{m}.c" for m in ("err", "pkt", "src", "pcap_port", "synth")]
+
+needs_data = pytest.mark.skipif(
+    not (DATA / "tls_ciphers.pcap").exists(), reason=f"shared captures not found in {DATA}")
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("pktc")
+
+
+def _check(name: str, res: subprocess.CompletedProcess[str]) -> None:
+    assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"
+                                 f"{res.stdout}\n--- stderr ---\n{res.stderr}")
+    assert "0 failure(s)" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_parsers_and_checksums(sanitize: bool, build_dir: Path) -> None:
+    exe = build_c([C_TESTS / "test_pkt.c", *SOURCES], build_dir, "test_pkt", sanitize=sanitize)
+    _check("test_pkt", run_c(exe, timeout=120))
+
+
+@needs_data
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_pcap_and_synthetic_ports(sanitize: bool, build_dir: Path, tmp_path: Path) -> None:
+    exe = build_c([C_TESTS / "test_ports.c", *SOURCES], build_dir, "test_ports",
+                  sanitize=sanitize)
+    _check("test_ports", run_c(exe, str(DATA), str(tmp_path), timeout=120))
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_parsers_classify_the_malformed_capture_frame_by_frame(
+        sanitize: bool, build_dir: Path, tmp_path: Path) -> None:
+    exe = build_c([C_TESTS / "test_ports.c", *SOURCES], build_dir, "test_ports",
+                  sanitize=sanitize)
+    path = tmp_path / "malformed.pcap"
+    counts = write_malformed_pcap(path)
+    res = run_c(exe, "classify", str(path), timeout=60)
+    assert res.returncode == 0, res.stderr
+    got = res.stdout.split()
+    cases = malformed_cases()
+    assert len(got) == counts["total"] == len(cases)
+    wrong = [(c.name, c.category, g) for c, g in zip(cases, got, strict=True) if c.category != g]
+    assert wrong == []
