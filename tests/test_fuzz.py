@@ -1,0 +1,102 @@
+"""Short libFuzzer runs (with ASan+UBSan) of the header parsers, the pcap source and
+the prefix-file / size-mix parsers, from small seed corpora made of valid and
+malformed packets.  Skipped when clang cannot build libFuzzer targets."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from offlow.testing import malformed_cases
+from offlow.testing.malformed import write_pcap
+from tests.ctools import ROOT, RUNTIME
+
+FUZZ = Path(__file__).resolve().parent / "fuzz"
+DATA = ROOT.parent / "shared" / "data"
+SOURCES = [RUNTIME / "src" / f"{m}.c" for m in ("err", "pkt", "src", "pcap_port", "synth")]
+TARGETS = ("pkt", "pcap", "prefixes")
+FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
+         "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"]
+RUNS = 200_000       # per target; whichever of this and the time limit comes first
+SECONDS = 10
+
+
+def _libfuzzer_problem(tmp: Path) -> str | None:
+    """Why libFuzzer targets cannot be built here, or None."""
+    if shutil.which("clang") is None:
+        return "clang is not installed"
+    src = tmp / "probe.c"
+    src.write_text("#include <stddef.h>\n#include <stdint.h>\n"
+                   "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)"
+                   "{ (void)d; (void)n; return 0; }\n")
+    res = subprocess.run(["clang", *FLAGS, str(src), "-o", str(tmp / "probe")],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        return f"clang cannot link -fsanitize=fuzzer (libclang-rt-dev missing?): " \
+               f"{res.stderr.strip()[:300]}"
+    return None
+
+
+def _seed_corpus(target: str, d: Path) -> None:
+    d.mkdir(parents=True)
+    cases = malformed_cases()
+    if target == "pkt":
+        for i, c in enumerate(cases):
+            (d / f"frame{i}").write_bytes(c.frame)
+    elif target == "pcap":
+        write_pcap(d / "valid.pcap", [c for c in cases if c.category.startswith("valid")][:6])
+        write_pcap(d / "mixed.pcap", cases[:12])
+        write_pcap(d / "snap64.pcap", cases[:4], snaplen=64)
+        if (DATA / "quic.pcap").exists():
+            (d / "quic_head.pcap").write_bytes((DATA / "quic.pcap").read_bytes()[:2000])
+    else:
+        (d / "prefixes").write_text("1.0.0.0/24\n  10.1.0.0/16 65000 x\n2001:db8::/32\n"
+                                    "# comment\n8.8.8.8\ngarbage\n")
+        (d / "imix").write_text("64:7,576:4,1500:1")
+        (d / "sizes").write_text("64,128,1500")
+
+
+@pytest.fixture(scope="module")
+def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
+    """Build every target and run them side by side: target -> (exit status, log)."""
+    tmp = tmp_path_factory.mktemp("fuzz")
+    problem = _libfuzzer_problem(tmp)
+    if problem:
+        pytest.skip(problem)
+    procs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+    env = dict(os.environ, TMPDIR=str(tmp),
+               ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    for t in TARGETS:
+        exe = tmp / f"fuzz_{t}"
+        subprocess.run(["clang", *FLAGS, f"-I{RUNTIME / 'include'}", str(FUZZ / f"fuzz_{t}.c"),
+                        *map(str, SOURCES), "-o", str(exe), "-lpcap", "-lz", "-lm"],
+                       check=True)
+        corpus = tmp / f"corpus_{t}"
+        _seed_corpus(t, corpus)
+        log = tmp / f"{t}.log"
+        with open(log, "wb") as f:
+            procs[t] = (subprocess.Popen(
+                [str(exe), f"-runs={RUNS}", f"-max_total_time={SECONDS}", "-seed=1",
+                 "-timeout=10", "-rss_limit_mb=2048", f"-artifact_prefix={tmp}/{t}-",
+                 str(corpus)], stdout=f, stderr=subprocess.STDOUT, env=env), log)
+    out: dict[str, tuple[int, str]] = {}
+    for t, (p, log) in procs.items():
+        try:
+            rc = p.wait(timeout=SECONDS + 50)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        out[t] = (rc, log.read_text(errors="replace"))
+    return out
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fuzz_target_finds_no_crash(target: str, fuzz_runs: dict[str, tuple[int, str]]) -> None:
+    rc, log = fuzz_runs[target]
+    assert rc == 0, f"fuzz_{target} exited {rc}:\n{log[-6000:]}"
+    assert "Done " in log, log[-2000:]
