@@ -405,6 +405,9 @@ class DeviceGen:
         e("        ofl_stats_end(&j);", "    }")
         for k in range(len(self.sinks)):
             e(f"    ofl_sink_close(proc.sinks[{k}]);")
+        for k, (p, _) in enumerate(ctxs):
+            for s in p.sources:
+                e(f"    ofl_src_close(ctxs[{k}].src_{cname(s)});")
         e("    ofl_window_close(&proc.win);", "    return failed ? 1 : 0;", "}")
 
     def _attach(self, k: int, q: Queue, core_idx: int, side: str) -> None:

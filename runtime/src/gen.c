@@ -153,6 +153,67 @@ void ofl_core_end(struct ofl_core *c)
                 c->where, ofl_strerror(c->err));
 }
 
+/* ---- sources ------------------------------------------------------------------ */
+
+/* Option "<name>.<key>" as an unsigned number; -EINVAL (with a message) if malformed. */
+static int opt_u64(const struct ofl_args *a, const char *name, const char *key, uint64_t dflt,
+                   uint64_t *out)
+{
+    const char *v = ofl_args_get(a, name, key, NULL);
+    if (!v) { *out = dflt; return 0; }
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-') {
+        fprintf(stderr, "offlow %s: source %s: %s=%s is not a number\n", a->device, name, key,
+                v);
+        return -EINVAL;
+    }
+    *out = x;
+    return 0;
+}
+
+int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *name,
+                    unsigned part, unsigned nparts, uint32_t mtu)
+{
+    struct ofl_src_opts o = { .part = part, .nparts = nparts, .mtu = mtu };
+    int rc = 0;
+    rc |= opt_u64(a, name, "loops", 1, &o.loops);
+    rc |= opt_u64(a, name, "duration_ns", 0, &o.duration_ns);
+    rc |= opt_u64(a, name, "count", 10000, &o.count);
+    rc |= opt_u64(a, name, "seed", 1, &o.seed);
+    const char *rate = ofl_args_get(a, name, "rate", "0");
+    char *end;
+    o.rate_pps = strtod(rate, &end);
+    if (end == rate || *end || !(o.rate_pps >= 0)) {
+        fprintf(stderr, "offlow %s: source %s: rate=%s is not a rate\n", a->device, name, rate);
+        rc = -EINVAL;
+    }
+    if (rc) return -EINVAL;
+    const char *kind = ofl_args_get(a, name, "kind", "synth");
+    char errbuf[256] = "";
+    if (!strcmp(kind, "pcap")) {
+        const char *path = ofl_args_get(a, name, "path", NULL);
+        if (!path) {
+            fprintf(stderr, "offlow %s: source %s: kind=pcap needs path=\n", a->device, name);
+            return -EINVAL;
+        }
+        rc = ofl_pcap_src_open(s, path, &o, errbuf);
+    } else if (!strcmp(kind, "synth")) {
+        struct ofl_synth_opts so = { .sizes = ofl_args_get(a, name, "sizes", NULL),
+                                     .prefixes = ofl_args_get(a, name, "prefixes", NULL) };
+        rc = ofl_synth_src_open(s, &so, &o, errbuf);
+    } else {
+        fprintf(stderr, "offlow %s: source %s: unknown kind `%s` (pcap, synth)\n", a->device,
+                name, kind);
+        return -EINVAL;
+    }
+    if (rc < 0)
+        fprintf(stderr, "offlow %s: source %s: %s\n", a->device, name,
+                errbuf[0] ? errbuf : ofl_strerror(rc));
+    return rc;
+}
+
 /* ---- sinks -------------------------------------------------------------------- */
 
 struct ofl_sink {
@@ -190,7 +251,8 @@ void ofl_sink_write(struct ofl_sink *s, const struct ofl_pkt *p)
 void ofl_sink_close(struct ofl_sink *s)
 {
     if (!s) return;
-    if (s->pcap) ofl_pcap_sink_close(s->pcap);
+    if (s->pcap && ofl_pcap_sink_close(s->pcap) < 0)
+        fprintf(stderr, "offlow: cannot finish writing %s\n", s->path);
     free(s);
 }
 
