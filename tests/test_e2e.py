@@ -136,3 +136,20 @@ def test_killing_the_nic_process_makes_the_host_exit_with_an_error_within_a_seco
     assert r.procs["host"].returncode != 0
     assert elapsed < 1.0
     assert not res.ok and any("nic process died" in e for e in res.errors)
+
+
+def test_malformed_capture_is_dropped_and_counted_where_each_frame_fails(tmp_path: Path) -> None:
+    from offlow.testing.malformed import write_malformed_pcap
+
+    capture, out = tmp_path / "bad.pcap", tmp_path / "out.pcap"
+    want = write_malformed_pcap(capture)
+    s = run_example(input=capture, output=out)
+    assert s["ok"], s["errors"]
+    el = s["elements"]
+    assert el["eth"]["drop"] == want["bad_eth"]
+    assert el["ip4"]["drop"] == want["bad_ipv4"]
+    assert el["ip6"]["drop"] == want["bad_ipv6"]
+    assert el["l4"]["drop"] == want["bad_l4"]
+    assert el["non_ip"]["in"] == want["other"]
+    assert len(read_frames(out)) == want["valid_ipv4"] + want["valid_ipv6"]
+    assert s["sources"]["rx"]["packets"] == want["total"]
