@@ -6,6 +6,7 @@ import argparse
 import json
 import runpy
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from offlow.build import build, compile_program
@@ -16,7 +17,7 @@ from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, run
 
 
-def load_program(path: Path, settings: list[str] = ()) -> Program:  # type: ignore[assignment]
+def load_program(path: Path, settings: Sequence[str] = ()) -> Program:
     """Run a program file in a fresh namespace and call its `program()` function."""
     if not path.exists():
         raise OfflowError(f"no such program file: {path}")
@@ -82,7 +83,8 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="compile and run a program")
     program_args(r)
     r.add_argument("--input", type=Path, help="pcap file for the sources (else synthetic)")
-    r.add_argument("--output", type=Path, help="pcap file for the sinks")
+    r.add_argument("--output", type=Path,
+                   help="pcap file for the sink (with several sinks: OUTPUT.SINK.pcap each)")
     r.add_argument("--duration", type=float, help="seconds to run (replays the input)")
     r.add_argument("--loops", type=int, default=1, help="replays of the input (default 1)")
     r.add_argument("--rate", type=float, default=0.0, help="packets/s per source core")

@@ -32,7 +32,7 @@ class RunOptions:
     """What the packets are and where they go; nothing here changes the program."""
 
     input: Path | None = None  # pcap file for every Source; synthetic traffic when None
-    output: Path | None = None  # pcap file for every Sink; counted only when None
+    output: Path | None = None  # pcap for the sink (several: out.SINK.pcap); else counted
     duration: float | None = None  # seconds; sources replay until then
     loops: int = 1  # replays of the input (pcap) or of `count` packets (synthetic)
     rate: float = 0.0  # packets/s per source core; 0 = as fast as possible
@@ -57,8 +57,18 @@ def cpu_base(device: str) -> int:
     return 0 if device == "host" else (os.cpu_count() or 1) // 2
 
 
+def sink_paths(b: Build, output: Path) -> dict[str, Path]:
+    """Where each sink writes: `output` itself for a program with one sink, else
+    `output` with the sink's name before the suffix (out.pcap -> out.tx.pcap)."""
+    sinks = [n.name for n in b.graph.nodes if n.kind == "sink"]
+    if len(sinks) == 1:
+        return {sinks[0]: output}
+    return {s: output.with_name(f"{output.stem}.{s}{output.suffix}") for s in sinks}
+
+
 def _opts_for(b: Build, o: RunOptions) -> list[str]:
     args: list[str] = []
+    paths = sink_paths(b, Path(o.output)) if o.output else {}
     for n in b.graph.nodes:
         if n.kind == "source":
             kv = {"kind": "pcap" if o.input else "synth", "loops": str(o.loops),
@@ -72,8 +82,8 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
                 kv["duration_ns"] = str(int(o.duration * 1e9))
                 kv["loops"] = "0"
             args += [a for k, v in kv.items() for a in ("--opt", f"{n.name}.{k}={v}")]
-        if n.kind == "sink" and o.output:
-            args += ["--opt", f"{n.name}.path={o.output}"]
+        if n.name in paths:
+            args += ["--opt", f"{n.name}.path={paths[n.name]}"]
     return args
 
 

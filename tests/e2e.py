@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +20,11 @@ QUIC = DATA / "quic.pcap"
 EXAMPLE = ROOT / "examples" / "ttl_pipeline.py"
 
 
-def run_example(settings: list[str] = (), **opts: Any) -> dict[str, Any]:  # type: ignore[assignment]
-    """Build and run the TTL pipeline; return the summary (with `ok`)."""
-    prog = load_program(EXAMPLE, list(settings))
+def run_example(settings: Sequence[str] = (), program: Path = EXAMPLE,
+                **opts: Any) -> dict[str, Any]:
+    """Build and run a program file (the TTL pipeline by default); return the summary
+    (with `ok` and `errors`)."""
+    prog = load_program(program, list(settings))
     b = build(prog, werror=True)
     res = run(b, RunOptions(timeout=60, **opts))
     s = summarize(b.graph, res.stats)

@@ -18,7 +18,6 @@ from offlow.cli import load_program
 from offlow.runner import Run, RunOptions
 from tests.e2e import EXAMPLE, QUIC, TLS, read_frames, run_example
 
-
 MTU = 2048  # the example's buffer size: longer frames are dropped (and counted) at the source
 
 

@@ -1,5 +1,6 @@
-/* Ring tests: geometry checks, exactly-once in-order delivery across two threads
- * under backpressure, seq corruption, finish after close and drain.
+/* Ring tests: geometry and data_off checks, used bytes of an entry, exactly-once
+ * in-order delivery across two threads under backpressure, seq corruption, finish
+ * after close and drain.
  * Usage: test_ring [ENTRIES]  (default 1000000) */
 #include <errno.h>
 #include <pthread.h>
@@ -26,26 +27,65 @@ static void test_format(void)
     uint8_t *m = ring_mem(64, 64, &len);
     CHECK(ofl_ring_mem_size(8, 16) % 64 == 0 && ofl_ring_mem_size(8, 16) >= 8 * 16 + 192,
           "mem_size is 64-aligned and holds header + entries (%zu)", ofl_ring_mem_size(8, 16));
-    CHECK(ofl_ring_format(m, len, 0, 16, 1) == -EINVAL, "size 0 rejected");
-    CHECK(ofl_ring_format(m, len, 1, 16, 1) == -EINVAL, "size 1 rejected");
-    CHECK(ofl_ring_format(m, len, 6, 16, 1) == -EINVAL, "size 6 (not a power of two) rejected");
-    CHECK(ofl_ring_format(m, len, 8, 0, 1) == -EINVAL, "entry_size 0 rejected");
-    CHECK(ofl_ring_format(m, len, 8, 4, 1) == -EINVAL, "entry_size 4 rejected");
-    CHECK(ofl_ring_format(m, len, 8, 12, 1) == -EINVAL, "entry_size 12 rejected");
-    CHECK(ofl_ring_format(m, len, 8, 16, 0) == -EINVAL, "batch 0 rejected");
-    CHECK(ofl_ring_format(m, len, 8, 16, 9) == -EINVAL, "batch > size rejected");
-    CHECK(ofl_ring_format(m, ofl_ring_mem_size(8, 16) - 1, 8, 16, 4) == -EINVAL,
+    CHECK(ofl_ring_format(m, len, 0, 16, 1, 0) == -EINVAL, "size 0 rejected");
+    CHECK(ofl_ring_format(m, len, 1, 16, 1, 0) == -EINVAL, "size 1 rejected");
+    CHECK(ofl_ring_format(m, len, 6, 16, 1, 0) == -EINVAL, "size 6 (not a power of two) rejected");
+    CHECK(ofl_ring_format(m, len, 8, 0, 1, 0) == -EINVAL, "entry_size 0 rejected");
+    CHECK(ofl_ring_format(m, len, 8, 4, 1, 0) == -EINVAL, "entry_size 4 rejected");
+    CHECK(ofl_ring_format(m, len, 8, 12, 1, 0) == -EINVAL, "entry_size 12 rejected");
+    CHECK(ofl_ring_format(m, len, 8, 16, 0, 0) == -EINVAL, "batch 0 rejected");
+    CHECK(ofl_ring_format(m, len, 8, 16, 9, 0) == -EINVAL, "batch > size rejected");
+    CHECK(ofl_ring_format(m, ofl_ring_mem_size(8, 16) - 1, 8, 16, 4, 0) == -EINVAL,
           "too little memory rejected");
-    CHECK(ofl_ring_format(m + 8, len - 8, 8, 16, 4) == -EINVAL, "unaligned memory rejected");
+    CHECK(ofl_ring_format(m + 8, len - 8, 8, 16, 4, 0) == -EINVAL, "unaligned memory rejected");
     struct ofl_ring r;
     CHECK(ofl_ring_attach(&r, m, len) == -EINVAL, "attach to unformatted memory rejected");
-    CHECK(ofl_ring_format(m, len, 8, 16, 4) == 0, "size 8, entry 16, batch 4 accepted");
+    CHECK(ofl_ring_format(m, len, 8, 16, 4, 0) == 0, "size 8, entry 16, batch 4 accepted");
     CHECK(ofl_ring_attach(&r, m, ofl_ring_mem_size(8, 16) - 64) == -EINVAL,
           "attach with too short a length rejected");
     CHECK(ofl_ring_attach(&r, m, len) == 0 && r.size == 8 && r.entry_size == 16 && r.batch == 4,
           "attach reads the geometry");
     CHECK(ofl_ring_free(&r) == 8 && ofl_ring_ready(&r) == 0, "a new ring is empty");
+    CHECK(r.data_off == 0, "data_off 0 read back");
     free(m);
+}
+
+static void test_data_off(void)
+{
+    size_t len;
+    uint8_t *m = ring_mem(8, 64, &len);
+    CHECK(ofl_ring_format(m, len, 8, 64, 4, 4) == -EINVAL, "data_off 4 (< 8) rejected");
+    CHECK(ofl_ring_format(m, len, 8, 64, 4, 12) == -EINVAL, "data_off 12 (not 8k) rejected");
+    CHECK(ofl_ring_format(m, len, 8, 64, 4, 72) == -EINVAL, "data_off > entry_size rejected");
+    CHECK(ofl_ring_format(m, len, 8, 64, 4, 64) == 0, "data_off == entry_size accepted");
+    CHECK(ofl_ring_format(m, len, 8, 64, 4, 8) == 0, "data_off 8 accepted");
+    CHECK(ofl_ring_format(m, len, 8, 64, 4, 24) == 0, "data_off 24 accepted");
+    struct ofl_ring r;
+    CHECK(ofl_ring_attach(&r, m, len) == 0 && r.data_off == 24, "attach reads data_off (%u)",
+          r.data_off);
+    ((struct ofl_ring_shm *)m)->data_off = 20;
+    CHECK(ofl_ring_attach(&r, m, len) == -EINVAL, "attach rejects a bad data_off in the header");
+    ((struct ofl_ring_shm *)m)->data_off = 80;
+    CHECK(ofl_ring_attach(&r, m, len) == -EINVAL, "attach rejects data_off > entry_size");
+    free(m);
+
+    CHECK(ofl_entry_used(64, 0, 0) == 64 && ofl_entry_used(64, 0, 60000) == 64,
+          "data_off 0: the whole entry, whatever len says");
+    CHECK(ofl_entry_used(64, 24, 0) == 24, "len 0: header and fields only");
+    CHECK(ofl_entry_used(64, 24, 1) == 32 && ofl_entry_used(64, 24, 7) == 32 &&
+              ofl_entry_used(64, 24, 8) == 32 && ofl_entry_used(64, 24, 9) == 40,
+          "len rounded up to 8");
+    CHECK(ofl_entry_used(64, 24, 40) == 64, "max len: the whole entry");
+    CHECK(ofl_entry_used(64, 24, 41) == 64 && ofl_entry_used(64, 24, 65535) == 64,
+          "len past the entry: clamped");
+    CHECK(ofl_entry_used(64, 64, 0) == 64 && ofl_entry_used(64, 64, 5) == 64,
+          "data_off == entry_size: no packet bytes");
+    CHECK(ofl_entry_used(0xfffffff8u, 0xfffffff0u, 65535) == 0xfffffff8u,
+          "no overflow near UINT32_MAX");
+    CHECK(ofl_entry_len_ok(64, 24, 40) && !ofl_entry_len_ok(64, 24, 41) &&
+              ofl_entry_len_ok(64, 0, 65535) && ofl_entry_len_ok(64, 64, 0) &&
+              !ofl_entry_len_ok(64, 64, 1),
+          "len fits the packet area or not");
 }
 
 static void test_seq_and_finish(void)
@@ -53,7 +93,7 @@ static void test_seq_and_finish(void)
     size_t len;
     uint8_t *m = ring_mem(8, 16, &len);
     struct ofl_ring p, c;
-    ofl_ring_format(m, len, 8, 16, 4);
+    ofl_ring_format(m, len, 8, 16, 4, 0);
     ofl_ring_attach(&p, m, len);
     ofl_ring_attach(&c, m, len);
     CHECK(!ofl_ring_finished(&c), "not finished before close (empty)");
@@ -142,7 +182,7 @@ static void test_threads(uint64_t n)
     size_t len;
     void *m = ring_mem(8, 16, &len);
     struct pc p = { .n = n }, c = { .n = n };
-    ofl_ring_format(m, len, 8, 16, 4);
+    ofl_ring_format(m, len, 8, 16, 4, 0);
     ofl_ring_attach(&p.r, m, len);
     ofl_ring_attach(&c.r, m, len);
     pthread_t tp, tc;
@@ -168,6 +208,7 @@ int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 1000000;
     test_format();
+    test_data_off();
     test_seq_and_finish();
     test_threads(n);
     return CHECK_DONE();
