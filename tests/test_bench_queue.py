@@ -11,7 +11,8 @@ from offlow.bench import queue
 
 KEYS = {"batch", "entry_size", "ring_size", "entries", "reps", "offlow_received",
         "ceiling_received", "offlow_mps", "offlow_mps_min", "offlow_mps_max", "ceiling_mps",
-        "ceiling_mps_min", "ceiling_mps_max", "ratio"}
+        "ceiling_mps_min", "ceiling_mps_max", "ratio", "lat_iters", "offlow_lat_p50_ns",
+        "offlow_lat_p99_ns", "ceiling_lat_p50_ns", "ceiling_lat_p99_ns", "lat_ratio"}
 
 
 def test_quick_bench_rows_count_every_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -21,11 +22,44 @@ def test_quick_bench_rows_count_every_entry(tmp_path: Path, capsys: pytest.Captu
     rows = queue.run(quick=True, out_json=str(out), entries=5000)
     configs = {(b, s) for b in queue.QUICK.batches for s in queue.QUICK.sizes}
     assert {(r["batch"], r["entry_size"]) for r in rows} == configs
+    assert any(b >= queue.TARGET_BATCH for b in queue.QUICK.batches)
     for r in rows:
         assert KEYS <= r.keys()
         assert r["entries"] == 5000
         assert r["offlow_received"] == r["entries"] == r["ceiling_received"]
         assert r["offlow_mps"] > 0 and r["ceiling_mps"] > 0
         assert r["offlow_mps_min"] <= r["offlow_mps"] <= r["offlow_mps_max"]
-    assert json.loads(out.read_text())["rows"] == rows
-    assert "ratio" in capsys.readouterr().out
+        # Latency: samples taken, percentiles positive and ordered (no thresholds).
+        assert r["lat_iters"] == queue.QUICK.lat_iters
+        for side in ("offlow", "ceiling"):
+            p50, p99 = r[f"{side}_lat_p50_ns"], r[f"{side}_lat_p99_ns"]
+            assert isinstance(p50, int) and isinstance(p99, int)
+            assert 0 < p50 <= p99
+        assert r["lat_ratio"] == pytest.approx(
+            r["offlow_lat_p50_ns"] / r["ceiling_lat_p50_ns"], rel=1e-3)
+    doc = json.loads(out.read_text())
+    assert doc["rows"] == rows
+    v = doc["verdict"]
+    big = [r["ratio"] for r in rows if r["batch"] >= 32]
+    assert v["min_batch"] == 32 and v["target_ratio"] == 0.5
+    assert v["min_ratio"] == min(big) and v["meets"] == (min(big) >= 0.5)
+    text = capsys.readouterr().out
+    assert "ratio" in text and "p50/p99" in text
+    verdict = [line for line in text.splitlines() if line.startswith("verdict:")]
+    assert len(verdict) == 1 and verdict[0].endswith(("meets", "misses"))
+
+
+def _row(batch: int, size: int, ratio: float) -> dict:
+    return {"batch": batch, "entry_size": size, "ratio": ratio}
+
+
+def test_verdict_takes_the_worst_row_at_batch_32_and_up() -> None:
+    rows = [_row(1, 16, 0.1), _row(32, 16, 0.6), _row(256, 64, 0.55), _row(64, 256, 0.9)]
+    v = queue.verdict(rows)
+    assert (v.min_ratio, v.batch, v.entry_size, v.meets) == (0.55, 256, 64, True)
+    assert v.line().endswith("meets") and "0.55 (batch 256, 64 B)" in v.line()
+    v = queue.verdict([*rows, _row(32, 64, 0.49)])
+    assert (v.min_ratio, v.meets) == (0.49, False) and v.line().endswith("misses")
+    v = queue.verdict([_row(16, 16, 0.2)])
+    assert v.meets is None and v.min_ratio is None and "no configuration" in v.line()
+    assert v.to_json()["meets"] is None

@@ -1,12 +1,22 @@
-/* Queue throughput: the offlow queue (qout -> ring -> qin, inline copy engine) against
- * a minimal hand-written SPSC ring (the ceiling), in the same run, same entry size,
- * same ring size, producer and consumer pinned to CPUs 0 and 1.
+/* Queue throughput and one-way latency: the offlow queue (qout -> ring -> qin, inline
+ * copy engine, fixed-size entries: data_off 0, copied whole) against a minimal
+ * hand-written SPSC ring (the ceiling), in the same run, same entry size, same ring
+ * size, producer pinned to CPU 0 and consumer to CPU 1 (modulo the CPU count).
  *
- * Usage: bench_queue ENTRIES REPS BATCHES SIZES     e.g. 2000000 5 1,4,16,64,256 16,64,256
+ * Throughput: ENTRIES entries streamed as fast as they go, median of REPS runs.
+ * Latency (unloaded, no queueing): LAT_ITERS times, the producer reads
+ * CLOCK_MONOTONIC into the first entry of a batch (flag OFL_BENCH_TS), sends that one
+ * batch and waits until the consumer has released it; the consumer records now - ts
+ * when it dequeues that first entry. p50 and p99 over the iterations (after a
+ * warm-up).
+ *
+ * Usage: bench_queue ENTRIES REPS BATCHES SIZES [LAT_ITERS]
+ *        e.g. 2000000 5 1,4,16,32,64,256 16,64,256 10000
  * Prints one JSON line per (batch, entry size). Both consumers check that every entry
  * arrives once and in order; a wrong count exits with status 1. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +32,9 @@
 #define RING_SIZE 1024u
 #define MAX_LIST 16
 #define MAX_REPS 64
+#define MAX_LAT_ITERS 10000000ull
+/* Entry flag: the entry carries the send timestamp at +8 (latency runs). */
+#define OFL_BENCH_TS 1u
 
 /* ---- the ceiling: a minimal SPSC ring, entries used in place ---- */
 
@@ -38,7 +51,10 @@ struct run {
     void *mem;
     size_t len;
     uint32_t batch, es;
-    uint64_t n;
+    uint64_t n;              /* entries to move (latency: iters * batch) */
+    uint64_t iters;          /* latency run: batches sent one at a time; 0 = throughput */
+    uint64_t *lat;           /* latency run: one sample (ns) per batch, iters of them */
+    uint64_t nlat;           /* consumer: samples recorded */
     volatile uint32_t *go;
     uint64_t received, bad;  /* consumer */
     uint64_t t_end;          /* consumer: when the last entry arrived */
@@ -50,23 +66,51 @@ struct run {
 static inline void fill(uint8_t *e, uint32_t es, uint64_t i)
 {
     ((struct ofl_entry_hdr *)e)->len = (uint16_t)es;
+    ((struct ofl_entry_hdr *)e)->flags = 0;
     if (es > 24) memset(e + 16, (int)(i & 0xff), es - 24);
     memcpy(e + 8, &i, 8);
     memcpy(e + es - 8, &i, 8);
 }
 
-/* Check entry e carries counter `want`. */
+/* Turn a filled entry into the batch's timestamped first entry. */
+static inline void stamp(uint8_t *e, uint64_t ts)
+{
+    ((struct ofl_entry_hdr *)e)->flags = OFL_BENCH_TS;
+    memcpy(e + 8, &ts, 8);
+}
+
+/* Check entry e carries counter `want`; a timestamped entry only counts. */
 static inline int good(const uint8_t *e, uint32_t es, uint64_t want)
 {
+    if (((const struct ofl_entry_hdr *)e)->flags & OFL_BENCH_TS) return 1;
     uint64_t a, b;
     memcpy(&a, e + 8, 8);
     memcpy(&b, e + es - 8, 8);
     return a == want && b == want;
 }
 
+/* Consumer: record the latency of a timestamped entry dequeued at `now`. */
+static inline void record(struct run *r, const uint8_t *e, uint64_t now)
+{
+    if (!r->lat || !(((const struct ofl_entry_hdr *)e)->flags & OFL_BENCH_TS)) return;
+    uint64_t ts;
+    memcpy(&ts, e + 8, 8);
+    if (r->nlat < r->iters) r->lat[r->nlat++] = now - ts;
+}
+
 static void wait_go(volatile uint32_t *go)
 {
     while (!__atomic_load_n(go, __ATOMIC_ACQUIRE)) ofl_cpu_relax();
+}
+
+/* Spin until *idx == want (acquire), yielding after a while (one CPU shared). */
+static void wait_index(const uint32_t *idx, uint32_t want)
+{
+    uint32_t spins = 0;
+    while (__atomic_load_n(idx, __ATOMIC_ACQUIRE) != want) {
+        if (spins++ < OFL_WAIT_SPINS) ofl_cpu_relax();
+        else sched_yield();
+    }
 }
 
 static void *producer(void *arg)
@@ -81,12 +125,32 @@ static void *producer(void *arg)
         ofl_ce_start(&ce, OFL_CE_INLINE, -1);
         if ((r->err = ofl_qout_init(&q, r->mem, r->len, &ce, &w)) < 0) return NULL;
         wait_go(r->go);
-        for (uint64_t i = 0; i < r->n; i++) {
-            uint8_t *e = ofl_qout_slot(&q);
-            if (!e) break;
-            fill(e, r->es, i);
+        if (r->iters) {
+            /* One batch at a time: stamp, send, wait until the consumer released it. */
+            uint64_t i = 0;
+            for (uint64_t it = 0; it < r->iters && !r->err; it++) {
+                uint64_t ts = ofl_now_ns();
+                for (uint32_t k = 0; k < r->batch; k++, i++) {
+                    uint8_t *e = ofl_qout_slot(&q);
+                    if (!e) {
+                        r->err = q.err;
+                        break;
+                    }
+                    fill(e, r->es, i);
+                    if (k == 0) stamp(e, ts);
+                }
+                if (!r->err) r->err = ofl_qout_flush(&q);
+                if (!r->err) wait_index(&q.ring.shm->head, q.ring.tail);
+            }
+        } else {
+            for (uint64_t i = 0; i < r->n; i++) {
+                uint8_t *e = ofl_qout_slot(&q);
+                if (!e) break;
+                fill(e, r->es, i);
+            }
         }
-        r->err = ofl_qout_close(&q);
+        int rc = ofl_qout_close(&q);
+        if (!r->err) r->err = rc;
         r->doorbells = q.ring.batches;
         r->full_waits = q.ring.full_waits;
         ofl_qout_destroy(&q);
@@ -98,16 +162,22 @@ static void *producer(void *arg)
     wait_go(r->go);
     for (uint64_t i = 0; i < r->n;) {
         uint32_t want = r->n - i < r->batch ? (uint32_t)(r->n - i) : r->batch;
+        uint64_t ts = r->iters ? ofl_now_ns() : 0;
         while (RING_SIZE - (tail - head) < want) {
             head = __atomic_load_n(&c->head, __ATOMIC_ACQUIRE);
             if (RING_SIZE - (tail - head) < want) ofl_cpu_relax();
         }
         for (uint32_t k = 0; k < want; k++)
             fill(c->entries + (size_t)((tail + k) & mask) * r->es, r->es, i + k);
+        if (r->iters) stamp(c->entries + (size_t)(tail & mask) * r->es, ts);
         tail += want;
         __atomic_store_n(&c->tail, tail, __ATOMIC_RELEASE);
         r->doorbells++;
         i += want;
+        if (r->iters) {
+            wait_index(&c->head, tail);
+            head = tail;
+        }
     }
     return NULL;
 }
@@ -136,6 +206,7 @@ static void *consumer(void *arg)
                 ofl_wait(&w);
                 continue;
             }
+            if (r->lat) record(r, es, ofl_now_ns());
             ofl_waiter_progress(&w);
             for (int k = 0; k < n; k++) {
                 if (!good(es + (size_t)k * r->es, r->es, r->received)) r->bad++;
@@ -159,6 +230,7 @@ static void *consumer(void *arg)
             }
         }
         uint32_t n = tail - head < r->batch ? tail - head : r->batch;
+        if (r->lat) record(r, c->entries + (size_t)(head & mask) * r->es, ofl_now_ns());
         for (uint32_t k = 0; k < n; k++) {
             if (!good(c->entries + (size_t)((head + k) & mask) * r->es, r->es, r->received))
                 r->bad++;
@@ -171,7 +243,8 @@ static void *consumer(void *arg)
     return NULL;
 }
 
-/* One transfer of n entries; returns Mentries/s, or -1 on a setup error. */
+/* One transfer of r->n entries (a latency run when r->iters); returns Mentries/s,
+ * or -1 on a setup error. */
 static double transfer(struct run *r, void *mem, size_t len)
 {
     volatile uint32_t go = 0;
@@ -179,10 +252,12 @@ static double transfer(struct run *r, void *mem, size_t len)
     r->mem = mem;
     r->len = len;
     r->go = &go;
-    r->received = r->bad = r->doorbells = r->full_waits = 0;
+    r->received = r->bad = r->doorbells = r->full_waits = r->nlat = 0;
     r->err = 0;
-    if (r->offlow && ofl_ring_format(mem, len, RING_SIZE, r->es, r->batch) < 0) return -1;
+    if (r->iters) r->n = r->iters * r->batch;
+    if (r->offlow && ofl_ring_format(mem, len, RING_SIZE, r->es, r->batch, 0) < 0) return -1;
     struct run p = *r;
+    p.lat = NULL;   /* the consumer's samples */
     pthread_t tp, tc;
     pthread_create(&tc, NULL, consumer, r);
     pthread_create(&tp, NULL, producer, &p);
@@ -216,19 +291,64 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Latency percentiles of one side. */
+struct lat {
+    uint64_t p50, p99, samples;
+};
+
+/* Run a latency measurement like `cfg` (its side, batch, entry size): `iters`
+ * batches after `warm` warm-up batches; p50 / p99 of the measured ones. Returns 0,
+ * or 1 after printing what failed. */
+static int latency(const struct run *cfg, void *mem, size_t len, uint64_t warm, uint64_t iters,
+                   uint64_t *buf, struct lat *out)
+{
+    const char *name = cfg->offlow ? "offlow queue" : "ceiling ring";
+    struct run r = { .offlow = cfg->offlow, .batch = cfg->batch, .es = cfg->es,
+                     .iters = warm + iters, .lat = buf };
+    transfer(&r, mem, len);
+    if (r.err || r.received != r.n || r.bad || r.nlat != r.iters) {
+        fprintf(stderr, "bench_queue: %s latency batch %u size %u: received %llu of %llu, "
+                "%llu bad, %llu of %llu samples, error %s\n", name, r.batch, r.es,
+                (unsigned long long)r.received, (unsigned long long)r.n,
+                (unsigned long long)r.bad, (unsigned long long)r.nlat,
+                (unsigned long long)r.iters, ofl_strerror(r.err));
+        return 1;
+    }
+    uint64_t *s = buf + warm;
+    qsort(s, (size_t)iters, sizeof s[0], cmp_u64);
+    out->p50 = s[iters / 2];
+    out->p99 = s[iters * 99 / 100];
+    out->samples = iters;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s ENTRIES REPS BATCHES SIZES\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s ENTRIES REPS BATCHES SIZES [LAT_ITERS]\n", argv[0]);
         return 2;
     }
     uint64_t n = strtoull(argv[1], NULL, 10);
     int reps = atoi(argv[2]);
     uint32_t batches[MAX_LIST], sizes[MAX_LIST];
     int nb = parse_list(argv[3], batches), ns = parse_list(argv[4], sizes);
-    if (n == 0 || reps < 1 || reps > MAX_REPS || nb < 1 || ns < 1) {
+    uint64_t iters = argc == 6 ? strtoull(argv[5], NULL, 10) : 2000;
+    if (n == 0 || reps < 1 || reps > MAX_REPS || nb < 1 || ns < 1 || iters < 1 ||
+        iters > MAX_LAT_ITERS) {
         fprintf(stderr, "bench_queue: bad arguments\n");
         return 2;
+    }
+    uint64_t warm = iters / 10 + 10;
+    uint64_t *lat_buf = malloc((size_t)(warm + iters) * sizeof *lat_buf);
+    if (!lat_buf) {
+        perror("bench_queue: malloc");
+        return 1;
     }
     for (int si = 0; si < ns; si++) {
         uint32_t es = sizes[si];
@@ -271,6 +391,10 @@ int main(int argc, char **argv)
                     return 1;
                 }
             }
+            struct lat ol, cl;
+            if (latency(&o, mem, len, warm, iters, lat_buf, &ol) ||
+                latency(&c, mem, len, warm, iters, lat_buf, &cl))
+                return 1;
             qsort(om, (size_t)reps, sizeof om[0], cmp_double);
             qsort(cm, (size_t)reps, sizeof cm[0], cmp_double);
             double omed = om[reps / 2], cmed = cm[reps / 2];
@@ -278,14 +402,22 @@ int main(int argc, char **argv)
                    "\"reps\": %d, \"offlow_received\": %llu, \"ceiling_received\": %llu, "
                    "\"offlow_mps\": %.3f, \"offlow_mps_min\": %.3f, \"offlow_mps_max\": %.3f, "
                    "\"ceiling_mps\": %.3f, \"ceiling_mps_min\": %.3f, \"ceiling_mps_max\": %.3f, "
-                   "\"ratio\": %.4f, \"offlow_doorbells\": %llu, \"offlow_full_waits\": %llu}\n",
+                   "\"ratio\": %.4f, \"offlow_doorbells\": %llu, \"offlow_full_waits\": %llu, "
+                   "\"lat_iters\": %llu, \"offlow_lat_p50_ns\": %llu, "
+                   "\"offlow_lat_p99_ns\": %llu, \"ceiling_lat_p50_ns\": %llu, "
+                   "\"ceiling_lat_p99_ns\": %llu, \"lat_ratio\": %.4f}\n",
                    batch, es, RING_SIZE, (unsigned long long)n, reps,
                    (unsigned long long)o.received, (unsigned long long)c.received, omed, om[0],
                    om[reps - 1], cmed, cm[0], cm[reps - 1], cmed > 0 ? omed / cmed : 0.0,
-                   (unsigned long long)o.doorbells, (unsigned long long)o.full_waits);
+                   (unsigned long long)o.doorbells, (unsigned long long)o.full_waits,
+                   (unsigned long long)ol.samples, (unsigned long long)ol.p50,
+                   (unsigned long long)ol.p99, (unsigned long long)cl.p50,
+                   (unsigned long long)cl.p99,
+                   cl.p50 > 0 ? (double)ol.p50 / (double)cl.p50 : 0.0);
             fflush(stdout);
         }
         munmap(mem, len);
     }
+    free(lat_buf);
     return 0;
 }

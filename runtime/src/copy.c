@@ -5,13 +5,59 @@
 #include <sched.h>
 #include <string.h>
 
+#include "offlow/ring.h"
 #include "offlow/thread.h"
 
-static void run_job(struct ofl_ce_job *job)
+/* Copy `count` entries of `stride` bytes, each as far as it is used. The header is
+ * read once, so the len in the copy is the len that sized it. Returns the bytes
+ * copied. */
+static uint64_t copy_entries(uint8_t *dst, const uint8_t *src, size_t count, uint32_t stride,
+                             uint32_t data_off)
 {
-    for (unsigned i = 0; i < job->nseg; i++)
-        memcpy(job->seg[i].dst, job->seg[i].src, job->seg[i].len);
+    if (!data_off) {
+        memcpy(dst, src, count * stride);
+        return (uint64_t)count * stride;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < count; i++, dst += stride, src += stride) {
+        struct ofl_entry_hdr h;
+        memcpy(&h, src, sizeof h);
+        uint32_t used = ofl_entry_used(stride, data_off, h.len);
+        memcpy(dst, &h, sizeof h);
+        memcpy(dst + sizeof h, src + sizeof h, used - sizeof h);
+        total += used;
+    }
+    return total;
+}
+
+/* Do every copy of `job`, record its bytes, mark it done. Returns the bytes. */
+static uint64_t run_job(struct ofl_ce_job *job)
+{
+    uint64_t bytes = 0;
+    for (unsigned i = 0; i < job->nseg; i++) {
+        const struct ofl_ce_seg *s = &job->seg[i];
+        if (job->kind == OFL_CE_ENTRIES) {
+            bytes += copy_entries(s->dst, s->src, s->len, job->stride, job->data_off);
+        } else {
+            memcpy(s->dst, s->src, s->len);
+            bytes += s->len;
+        }
+    }
+    job->bytes = bytes;
     __atomic_store_n(&job->done, 1u, __ATOMIC_RELEASE);
+    return bytes;
+}
+
+/* A job the engine can run: known kind, 1..OFL_CE_MAX_SEGS segments, and for
+ * entries a valid stride and data_off. */
+static bool job_ok(const struct ofl_ce_job *job)
+{
+    if (job->nseg == 0 || job->nseg > OFL_CE_MAX_SEGS) return false;
+    if (job->kind == OFL_CE_BYTES) return true;
+    if (job->kind != OFL_CE_ENTRIES) return false;
+    if (job->stride < 8 || job->stride % 8) return false;
+    return job->data_off == 0 ||
+           (job->data_off >= 8 && job->data_off % 8 == 0 && job->data_off <= job->stride);
 }
 
 /* The engine thread: take jobs in order; spin a while when idle, then yield. */
@@ -20,11 +66,12 @@ static void *engine_main(void *arg)
     struct ofl_ce *ce = arg;
     if (ce->cpu >= 0) ofl_pin_self(ce->cpu);
     uint32_t head = ce->q_head, idle = 0;
+    uint64_t bytes = 0;
     for (;;) {
         uint32_t tail = __atomic_load_n(&ce->q_tail, __ATOMIC_ACQUIRE);
         if (head != tail) {
             while (head != tail) {
-                run_job(ce->q[head & (OFL_CE_QLEN - 1)]);
+                bytes += run_job(ce->q[head & (OFL_CE_QLEN - 1)]);
                 head++;
                 __atomic_store_n(&ce->q_head, head, __ATOMIC_RELEASE);
             }
@@ -43,6 +90,7 @@ static void *engine_main(void *arg)
             sched_yield();
         }
     }
+    ce->bytes += bytes;   /* read by the submitter after the join */
     return NULL;
 }
 
@@ -63,12 +111,12 @@ int ofl_ce_start(struct ofl_ce *ce, int mode, int cpu)
 
 int ofl_ce_submit(struct ofl_ce *ce, struct ofl_ce_job *job)
 {
-    if (!ce->started || job->nseg == 0 || job->nseg > OFL_CE_MAX_SEGS) return -EINVAL;
+    if (!ce->started || !job_ok(job)) return -EINVAL;
     job->done = 0;
+    job->bytes = 0;
     ce->jobs++;
-    for (unsigned i = 0; i < job->nseg; i++) ce->bytes += job->seg[i].len;
     if (ce->mode == OFL_CE_INLINE) {
-        run_job(job);
+        ce->bytes += run_job(job);
         return 0;
     }
     /* The engine thread is in this process and always drains; wait out a full queue. */

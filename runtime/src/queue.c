@@ -16,7 +16,8 @@ static uint8_t *alloc_buf(size_t bytes)
 }
 
 /* Describe copying n entries between the ring (starting at ring index `idx`) and
- * contiguous local memory: one segment, or two when the ring wraps. */
+ * contiguous local memory: one run of entries, or two when the ring wraps. Each
+ * entry is copied only as far as it is used (its len, the ring's data_off). */
 static void ring_job(struct ofl_ce_job *job, const struct ofl_ring *r, uint32_t idx, uint32_t n,
                      uint8_t *local, bool to_ring)
 {
@@ -24,14 +25,17 @@ static void ring_job(struct ofl_ce_job *job, const struct ofl_ring *r, uint32_t 
     uint32_t first = n < r->size - slot ? n : r->size - slot;
     uint8_t *ring_at[2] = { r->entries + (size_t)slot * r->entry_size, r->entries };
     uint32_t cnt[2] = { first, n - first };
+    job->kind = OFL_CE_ENTRIES;
+    job->stride = r->entry_size;
+    job->data_off = r->data_off;
     job->nseg = 0;
     for (int k = 0; k < 2; k++) {
         if (!cnt[k]) continue;
         struct ofl_ce_seg *s = &job->seg[job->nseg++];
-        s->len = (size_t)cnt[k] * r->entry_size;
+        s->len = cnt[k];   /* entries */
         s->dst = to_ring ? (void *)ring_at[k] : (void *)local;
         s->src = to_ring ? (const void *)local : (const void *)ring_at[k];
-        local += s->len;
+        local += (size_t)cnt[k] * r->entry_size;
     }
 }
 
@@ -177,18 +181,21 @@ static int qin_kick(struct ofl_qin *q, int b)
     return (int)n;
 }
 
-/* Wait for buffer b's copy, check every entry's seq, release the ring slots. */
+/* Wait for buffer b's copy, check every entry's seq and len, release the ring slots. */
 static int qin_finish(struct ofl_qin *q, int b)
 {
     int rc = ofl_ce_wait(q->ce, &q->job[b], q->w);
     if (rc < 0) return rc;
     /* Checked in the local copy, before the slots go back: what we deliver is what
-     * the producer committed, and the producer cannot overwrite it meanwhile. */
+     * the producer committed, and the producer cannot overwrite it meanwhile. The
+     * engine read each header once, so the len checked is the len that sized the
+     * copy; a len past the entry's packet area was clamped there and is an error. */
     uint32_t base = q->ring.head;
     for (uint32_t i = 0; i < q->n[b]; i++) {
         const struct ofl_entry_hdr *h =
             (const struct ofl_entry_hdr *)(q->buf[b] + (size_t)i * q->entry_size);
-        if (h->seq != base + i + 1) return -EBADMSG;
+        if (h->seq != base + i + 1 || !ofl_entry_len_ok(q->entry_size, q->ring.data_off, h->len))
+            return -EBADMSG;
     }
     ofl_ring_release(&q->ring, q->n[b]);
     q->state[b] = OFL_QB_READY;

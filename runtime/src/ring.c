@@ -18,6 +18,11 @@ static bool geometry_ok(uint32_t size, uint32_t entry_size, uint32_t batch)
            entry_size % 8 == 0 && batch >= 1 && batch <= size;
 }
 
+static bool data_off_ok(uint32_t entry_size, uint32_t data_off)
+{
+    return data_off == 0 || (data_off >= 8 && data_off % 8 == 0 && data_off <= entry_size);
+}
+
 size_t ofl_ring_mem_size(uint32_t size, uint32_t entry_size)
 {
     size_t body = (size_t)size * entry_size;   /* cannot overflow with 64-bit size_t */
@@ -25,9 +30,11 @@ size_t ofl_ring_mem_size(uint32_t size, uint32_t entry_size)
     return (HDR_BYTES + body + OFL_CACHE_LINE - 1) / OFL_CACHE_LINE * OFL_CACHE_LINE;
 }
 
-int ofl_ring_format(void *mem, size_t len, uint32_t size, uint32_t entry_size, uint32_t batch)
+int ofl_ring_format(void *mem, size_t len, uint32_t size, uint32_t entry_size, uint32_t batch,
+                    uint32_t data_off)
 {
-    if (!mem || (uintptr_t)mem % OFL_CACHE_LINE || !geometry_ok(size, entry_size, batch))
+    if (!mem || (uintptr_t)mem % OFL_CACHE_LINE || !geometry_ok(size, entry_size, batch) ||
+        !data_off_ok(entry_size, data_off))
         return -EINVAL;
     size_t need = ofl_ring_mem_size(size, entry_size);
     if (need == 0 || len < need) return -EINVAL;
@@ -36,6 +43,7 @@ int ofl_ring_format(void *mem, size_t len, uint32_t size, uint32_t entry_size, u
     s->size = size;
     s->entry_size = entry_size;
     s->batch = batch;
+    s->data_off = data_off;
     /* Published last, so an attach that sees the magic sees the geometry. */
     __atomic_store_n(&s->magic, OFL_RING_MAGIC, __ATOMIC_RELEASE);
     return 0;
@@ -47,7 +55,9 @@ int ofl_ring_attach(struct ofl_ring *r, void *mem, size_t len)
     if (!mem || (uintptr_t)mem % 8 || len < HDR_BYTES) return -EINVAL;
     struct ofl_ring_shm *s = mem;
     if (__atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != OFL_RING_MAGIC) return -EINVAL;
-    if (!geometry_ok(s->size, s->entry_size, s->batch)) return -EINVAL;
+    if (!geometry_ok(s->size, s->entry_size, s->batch) ||
+        !data_off_ok(s->entry_size, s->data_off))
+        return -EINVAL;
     if (len < ofl_ring_mem_size(s->size, s->entry_size)) return -EINVAL;
     r->shm = s;
     r->entries = s->entries;
@@ -55,6 +65,7 @@ int ofl_ring_attach(struct ofl_ring *r, void *mem, size_t len)
     r->mask = s->size - 1;
     r->entry_size = s->entry_size;
     r->batch = s->batch;
+    r->data_off = s->data_off;
     r->tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
     r->head = __atomic_load_n(&s->head, __ATOMIC_ACQUIRE);
     return 0;

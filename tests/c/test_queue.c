@@ -1,6 +1,9 @@
 /* Queue tests: qout -> qin across two threads with inline and thread copy engines,
- * 16- and 256-byte entries, exactly once and in order; a dead peer and the abort
- * word end waits with -EPIPE / -ECANCELED; a corrupted entry gives -EBADMSG.
+ * 16- and 256-byte entries, exactly once and in order; entries with packet bytes
+ * at data_off cross only as far as they are used (len 0, 1, 7, 8, max, ...) and
+ * round-trip exactly; a dead peer and the abort word end waits with -EPIPE /
+ * -ECANCELED; a corrupted seq or len gives -EBADMSG. The copy engine's entry jobs
+ * are checked on their own.
  * Usage: test_queue [ENTRIES]  (default 300000 per configuration) */
 #include <errno.h>
 #include <pthread.h>
@@ -18,11 +21,21 @@
 #define RING_SIZE 64u
 #define BATCH 16u
 
+static void *ring_mem_off(uint32_t size, uint32_t es, uint32_t batch, uint32_t data_off,
+                          size_t *len)
+{
+    *len = ofl_ring_mem_size(size, es);
+    void *m = aligned_alloc(64, *len);
+    CHECK(ofl_ring_format(m, *len, size, es, batch, data_off) == 0,
+          "ring %u x %uB, batch %u, data_off %u formatted", size, es, batch, data_off);
+    return m;
+}
+
 static void *ring_mem(uint32_t size, uint32_t es, uint32_t batch, size_t *len)
 {
     *len = ofl_ring_mem_size(size, es);
     void *m = aligned_alloc(64, *len);
-    ofl_ring_format(m, *len, size, es, batch);
+    ofl_ring_format(m, *len, size, es, batch, 0);
     return m;
 }
 
@@ -32,15 +45,32 @@ static uint8_t pattern(uint64_t i, size_t k)
     return (uint8_t)(i * 31 + k * 7);
 }
 
+/* Packet length of entry i on a ring whose entries hold up to `max` packet bytes:
+ * the edge cases first in every cycle of 16, then spread over 0..max. */
+static uint16_t len_for(uint64_t i, uint32_t max)
+{
+    static const uint32_t edge[] = { 0, 1, 7, 8, 9, 15, 16, 17 };
+    uint64_t k = i % 16;
+    uint32_t l;
+    if (k < 8) l = edge[k];
+    else if (k == 8) l = max;
+    else if (k == 9) l = max - 1;
+    else l = (uint32_t)((i * 2654435761u) % (max + 1));
+    return (uint16_t)(l < max ? l : max);
+}
+
 struct side {
     void *mem;
     size_t len;
     int mode;
     uint32_t es;
+    uint32_t data_off;      /* 0: fixed entries; else fields at 8..data_off, then data */
     uint64_t n;
     uint64_t got, bad;
     int err;
     struct ofl_ring ring;   /* copy of the endpoint's counters at the end */
+    uint64_t used;          /* producer: sum of the entries' used bytes */
+    uint64_t ce_bytes;      /* the side's copy engine: bytes copied */
 };
 
 static void *producer(void *arg)
@@ -58,9 +88,20 @@ static void *producer(void *arg)
             s->err = q.err;
             break;
         }
-        ((struct ofl_entry_hdr *)e)->len = (uint16_t)i;
-        memcpy(e + 8, &i, 8);
-        for (size_t k = 16; k < s->es; k++) e[k] = pattern(i, k);
+        if (s->data_off) {
+            /* Fields: i at +8, ~i in the rest; then len packet bytes. */
+            uint16_t l = len_for(i, s->es - s->data_off);
+            uint64_t ni = ~i;
+            ((struct ofl_entry_hdr *)e)->len = l;
+            memcpy(e + 8, &i, 8);
+            for (size_t k = 16; k + 8 <= s->data_off; k += 8) memcpy(e + k, &ni, 8);
+            for (size_t k = 0; k < l; k++) e[s->data_off + k] = pattern(i, k);
+            s->used += ofl_entry_used(s->es, s->data_off, l);
+        } else {
+            ((struct ofl_entry_hdr *)e)->len = (uint16_t)i;
+            memcpy(e + 8, &i, 8);
+            for (size_t k = 16; k < s->es; k++) e[k] = pattern(i, k);
+        }
         /* Flush at odd points too, not only at full batches. */
         if (i % 37 == 0 && (s->err = ofl_qout_flush(&q)) < 0) break;
     }
@@ -68,6 +109,7 @@ static void *producer(void *arg)
     s->ring = q.ring;
     ofl_qout_destroy(&q);
     ofl_ce_stop(&ce);
+    s->ce_bytes = ce.bytes;
     return NULL;
 }
 
@@ -97,8 +139,21 @@ static void *consumer(void *arg)
             const uint8_t *e = es + (size_t)j * s->es;
             uint64_t v;
             memcpy(&v, e + 8, 8);
-            int ok = v == s->got && ((const struct ofl_entry_hdr *)e)->len == (uint16_t)v;
-            for (size_t k = 16; ok && k < s->es; k++) ok = e[k] == pattern(v, k);
+            uint16_t l = ((const struct ofl_entry_hdr *)e)->len;
+            int ok;
+            if (s->data_off) {
+                /* Only the fields and the first len packet bytes mean anything. */
+                ok = v == s->got && l == len_for(v, s->es - s->data_off);
+                for (size_t k = 16; ok && k + 8 <= s->data_off; k += 8) {
+                    uint64_t f;
+                    memcpy(&f, e + k, 8);
+                    ok = f == ~v;
+                }
+                for (size_t k = 0; ok && k < l; k++) ok = e[s->data_off + k] == pattern(v, k);
+            } else {
+                ok = v == s->got && l == (uint16_t)v;
+                for (size_t k = 16; ok && k < s->es; k++) ok = e[k] == pattern(v, k);
+            }
             if (!ok) s->bad++;
             s->got++;
         }
@@ -106,14 +161,16 @@ static void *consumer(void *arg)
     s->ring = q.ring;
     ofl_qin_destroy(&q);
     ofl_ce_stop(&ce);
+    s->ce_bytes = ce.bytes;
     return NULL;
 }
 
-static void test_transfer(int mode, uint32_t es, uint64_t n)
+static void test_transfer(int mode, uint32_t es, uint32_t data_off, uint64_t n)
 {
     const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
-    struct side p = { .mode = mode, .es = es, .n = n }, c;
-    p.mem = ring_mem(RING_SIZE, es, BATCH, &p.len);
+    struct side p = { .mode = mode, .es = es, .data_off = data_off, .n = n }, c;
+    p.mem = data_off ? ring_mem_off(RING_SIZE, es, BATCH, data_off, &p.len)
+                     : ring_mem(RING_SIZE, es, BATCH, &p.len);
     c = p;
     pthread_t tp, tc;
     uint64_t t0 = ofl_now_ns();
@@ -128,8 +185,18 @@ static void test_transfer(int mode, uint32_t es, uint64_t n)
           es, (unsigned long long)c.got, (unsigned long long)n, (unsigned long long)c.bad);
     CHECK(p.ring.pushed == n && c.ring.popped == n, "%s engine, %u-byte: pushed %llu popped %llu",
           mn, es, (unsigned long long)p.ring.pushed, (unsigned long long)c.ring.popped);
-    printf("info: %s %uB: doorbells %llu full_waits %llu, %.1f ms\n", mn, es,
-           (unsigned long long)p.ring.batches, (unsigned long long)p.ring.full_waits,
+    if (data_off) {
+        CHECK(p.ce_bytes == p.used && c.ce_bytes == p.used,
+              "%s engine, %u-byte entries, data_off %u: only used bytes copied (%llu produced, "
+              "%llu consumed, %llu used; whole entries would be %llu)", mn, es, data_off,
+              (unsigned long long)p.ce_bytes, (unsigned long long)c.ce_bytes,
+              (unsigned long long)p.used, (unsigned long long)(n * es));
+    } else {
+        CHECK(p.ce_bytes == n * es && c.ce_bytes == n * es,
+              "%s engine, %u-byte entries: whole entries copied", mn, es);
+    }
+    printf("info: %s %uB data_off %u: doorbells %llu full_waits %llu, %.1f ms\n", mn, es,
+           data_off, (unsigned long long)p.ring.batches, (unsigned long long)p.ring.full_waits,
            (double)(ofl_now_ns() - t0) / 1e6);
     free(p.mem);
 }
@@ -254,6 +321,199 @@ static void test_corrupt(int mode)
     free(mem);
 }
 
+/* The copy engine on its own: entry jobs are validated, copy only used bytes (the
+ * rest of the destination is untouched) and count what they copied. */
+static void test_ce_jobs(int mode)
+{
+    const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
+    enum { ES = 32, DOFF = 16, N = 5 };
+    static const uint16_t lens[N] = { 0, 1, 9, 16, 200 };   /* 200: clamped */
+    uint8_t src[N * ES], dst[N * ES];
+    for (size_t k = 0; k < sizeof src; k++) src[k] = (uint8_t)(k * 13 + 1);
+    for (int i = 0; i < N; i++) ((struct ofl_entry_hdr *)(src + i * ES))->len = lens[i];
+    memset(dst, 0xee, sizeof dst);
+    struct ofl_ce ce;
+    CHECK(ofl_ce_start(&ce, mode, -1) == 0, "%s engine started", mn);
+    struct ofl_ce_job job;
+    memset(&job, 0, sizeof job);
+    job.kind = OFL_CE_ENTRIES;
+    job.nseg = 1;
+    job.seg[0] = (struct ofl_ce_seg){ dst, src, N };
+    job.stride = 12;
+    job.data_off = 8;
+    CHECK(ofl_ce_submit(&ce, &job) == -EINVAL, "%s: stride 12 rejected", mn);
+    job.stride = ES;
+    job.data_off = 4;
+    CHECK(ofl_ce_submit(&ce, &job) == -EINVAL, "%s: data_off 4 rejected", mn);
+    job.data_off = ES + 8;
+    CHECK(ofl_ce_submit(&ce, &job) == -EINVAL, "%s: data_off > stride rejected", mn);
+    job.kind = 7;
+    job.data_off = DOFF;
+    CHECK(ofl_ce_submit(&ce, &job) == -EINVAL, "%s: unknown kind rejected", mn);
+    job.kind = OFL_CE_ENTRIES;
+    /* Two runs, as a wrapped ring gives: entries 0..1, then 2..4. */
+    job.nseg = 2;
+    job.seg[0] = (struct ofl_ce_seg){ dst, src, 2 };
+    job.seg[1] = (struct ofl_ce_seg){ dst + 2 * ES, src + 2 * ES, N - 2 };
+    CHECK(ofl_ce_submit(&ce, &job) == 0 && ofl_ce_wait(&ce, &job, NULL) == 0,
+          "%s: entry job done", mn);
+    uint64_t want = 0;
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        uint32_t used = ofl_entry_used(ES, DOFF, lens[i]);
+        want += used;
+        for (uint32_t k = 0; k < ES; k++) {
+            uint8_t d = dst[i * ES + k];
+            if (k < used ? d != src[i * ES + k] : d != 0xee) ok = 0;
+        }
+    }
+    CHECK(ok, "%s: each entry copied up to its used bytes (16, 24, 32, 32, 32), no further",
+          mn);
+    CHECK(job.bytes == want, "%s: job.bytes %llu == %llu", mn, (unsigned long long)job.bytes,
+          (unsigned long long)want);
+    /* data_off 0: whole entries. */
+    memset(dst, 0, sizeof dst);
+    job.data_off = 0;
+    CHECK(ofl_ce_submit(&ce, &job) == 0 && ofl_ce_wait(&ce, &job, NULL) == 0 &&
+              !memcmp(dst, src, sizeof src) && job.bytes == sizeof src,
+          "%s: data_off 0 copies whole entries", mn);
+    /* A plain byte job still works (kind 0). */
+    struct ofl_ce_job bj;
+    memset(&bj, 0, sizeof bj);
+    memset(dst, 0, sizeof dst);
+    bj.nseg = 1;
+    bj.seg[0] = (struct ofl_ce_seg){ dst, src, 40 };
+    CHECK(ofl_ce_submit(&ce, &bj) == 0 && ofl_ce_wait(&ce, &bj, NULL) == 0 &&
+              !memcmp(dst, src, 40) && dst[40] == 0 && bj.bytes == 40,
+          "%s: byte job copies its bytes", mn);
+    ofl_ce_stop(&ce);
+    CHECK(ce.bytes == want + sizeof src + 40 && ce.jobs == 3, "%s: engine counted %llu bytes",
+          mn, (unsigned long long)ce.bytes);
+}
+
+/* One thread, a ring with data_off: lens 0, 1, 7, 8, max-1, max across wraps. Ring
+ * bytes past each entry's used part are never written; fields and the first len
+ * packet bytes arrive intact. */
+static void test_used_only(int mode)
+{
+    const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
+    enum { ES = 64, DOFF = 24, MAX = ES - DOFF, RS = 8, B = 4 };
+    static const uint16_t lens[] = { 0, 1, 7, 8, MAX - 1, MAX, 2, 33 };
+    const uint32_t nl = sizeof lens / sizeof lens[0];
+    size_t len;
+    uint8_t *mem = ring_mem_off(RS, ES, B, DOFF, &len);
+    struct ofl_ce pce, cce;
+    struct ofl_waiter w;
+    struct ofl_qout o;
+    struct ofl_qin in;
+    ofl_ce_start(&pce, mode, -1);
+    ofl_ce_start(&cce, mode, -1);
+    ofl_waiter_init(&w, NULL, 0, NULL);
+    CHECK(ofl_qout_init(&o, mem, len, &pce, &w) == 0 && ofl_qin_init(&in, mem, len, &cce, &w) == 0,
+          "%s: endpoints attached", mn);
+    CHECK(o.ring.data_off == DOFF && in.ring.data_off == DOFF, "%s: both sides see data_off",
+          mn);
+    uint64_t sent = 0, got = 0, bad = 0, untouched_bad = 0, used_sum = 0;
+    for (int round = 0; round < 7; round++) {
+        /* The ring is empty here: mark every slot, so writes past `used` show. */
+        memset(o.ring.entries, 0x5a, (size_t)RS * ES);
+        uint32_t cnt = 3 + (uint32_t)round % 4;   /* 3..6 entries: runs wrap the ring */
+        uint64_t first = sent;
+        for (uint32_t j = 0; j < cnt; j++, sent++) {
+            uint8_t *e = ofl_qout_slot(&o);
+            memset(e + 8, 0xee, ES - 8);          /* stale bytes that must not cross */
+            uint16_t l = lens[sent % nl];
+            ((struct ofl_entry_hdr *)e)->len = l;
+            ((struct ofl_entry_hdr *)e)->flags = (uint16_t)sent;
+            memcpy(e + 8, &sent, 8);
+            memset(e + 16, (int)(sent & 0xff), 8);
+            for (uint32_t k = 0; k < l; k++) e[DOFF + k] = pattern(sent, k);
+            used_sum += ofl_entry_used(ES, DOFF, l);
+        }
+        CHECK(ofl_qout_flush(&o) == 0, "%s: round %d flushed", mn, round);
+        for (uint64_t i = first; i < sent; i++) {
+            const uint8_t *e = o.ring.entries + (size_t)(i % RS) * ES;
+            uint32_t used = ofl_entry_used(ES, DOFF, lens[i % nl]);
+            for (uint32_t k = used; k < ES; k++) untouched_bad += e[k] != 0x5a;
+        }
+        const uint8_t *es;
+        int n;
+        while (got < sent && (n = ofl_qin_next(&in, &es)) > 0) {
+            for (int j = 0; j < n; j++, got++) {
+                const uint8_t *e = es + (size_t)j * ES;
+                const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
+                uint64_t v;
+                memcpy(&v, e + 8, 8);
+                int ok = v == got && h->len == lens[got % nl] && h->flags == (uint16_t)got &&
+                         h->seq == (uint32_t)got + 1;
+                for (int k = 16; ok && k < DOFF; k++) ok = e[k] == (uint8_t)(got & 0xff);
+                for (uint32_t k = 0; ok && k < h->len; k++) ok = e[DOFF + k] == pattern(got, k);
+                bad += !ok;
+            }
+        }
+        CHECK(got == sent, "%s: round %d: %llu of %llu received", mn, round,
+              (unsigned long long)got, (unsigned long long)sent);
+    }
+    CHECK(bad == 0, "%s: fields and the first len packet bytes round-trip (%llu bad)", mn,
+          (unsigned long long)bad);
+    CHECK(untouched_bad == 0, "%s: ring bytes past each entry's used part untouched (%llu)", mn,
+          (unsigned long long)untouched_bad);
+    CHECK(ofl_qout_close(&o) == 0, "%s: closed", mn);
+    const uint8_t *es;
+    CHECK(ofl_qin_next(&in, &es) == OFL_Q_DONE, "%s: then done", mn);
+    ofl_qin_destroy(&in);
+    ofl_qout_destroy(&o);
+    ofl_ce_stop(&pce);
+    ofl_ce_stop(&cce);
+    CHECK(pce.bytes == used_sum && cce.bytes == used_sum,
+          "%s: engines copied %llu / %llu bytes = the used bytes %llu (whole: %llu)", mn,
+          (unsigned long long)pce.bytes, (unsigned long long)cce.bytes,
+          (unsigned long long)used_sum, (unsigned long long)(sent * ES));
+    free(mem);
+}
+
+/* A len past the entry's packet area: corrupted in the ring, or set so by the
+ * producer (the copy is clamped to the entry): the consumer gives -EBADMSG. */
+static void test_corrupt_len(int mode)
+{
+    const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
+    enum { ES = 64, DOFF = 16, MAX = ES - DOFF };
+    for (int how = 0; how < 2; how++) {
+        size_t len;
+        void *mem = ring_mem_off(RING_SIZE, ES, BATCH, DOFF, &len);
+        struct ofl_ce pce, cce;
+        struct ofl_waiter w;
+        struct ofl_qout o;
+        struct ofl_qin in;
+        ofl_ce_start(&pce, mode, -1);
+        ofl_ce_start(&cce, mode, -1);
+        ofl_waiter_init(&w, NULL, 0, NULL);
+        ofl_qout_init(&o, mem, len, &pce, &w);
+        ofl_qin_init(&in, mem, len, &cce, &w);
+        for (int i = 0; i < 40; i++) {
+            struct ofl_entry_hdr *h = ofl_qout_slot(&o);
+            h->len = (uint16_t)(i % (MAX + 1));
+            if (how == 1 && i == 20) h->len = 0xffff;
+        }
+        ofl_qout_flush(&o);
+        if (how == 0) ((struct ofl_entry_hdr *)(o.ring.entries + 20 * ES))->len = MAX + 1;
+        const uint8_t *es;
+        int n1 = ofl_qin_next(&in, &es);
+        int n2 = ofl_qin_next(&in, &es);
+        const char *what = how ? "producer's len 0xffff" : "len corrupted in the ring";
+        CHECK(n1 == (int)BATCH, "%s, %s: first batch intact (%d)", mn, what, n1);
+        CHECK(n2 == -EBADMSG, "%s, %s: reported: %s", mn, what, ofl_strerror(n2));
+        CHECK(ofl_qin_next(&in, &es) == -EBADMSG && in.err == -EBADMSG, "the error sticks");
+        CHECK(in.ring.popped == BATCH, "%s: the bad batch is not released (%llu popped)", mn,
+              (unsigned long long)in.ring.popped);
+        ofl_qin_destroy(&in);
+        ofl_qout_destroy(&o);
+        ofl_ce_stop(&pce);
+        ofl_ce_stop(&cce);
+        free(mem);
+    }
+}
+
 static void test_close_empty(void)
 {
     size_t len;
@@ -283,9 +543,17 @@ int main(int argc, char **argv)
     test_close_empty();
     test_corrupt(OFL_CE_INLINE);
     test_corrupt(OFL_CE_THREAD);
+    test_ce_jobs(OFL_CE_INLINE);
+    test_ce_jobs(OFL_CE_THREAD);
+    test_used_only(OFL_CE_INLINE);
+    test_used_only(OFL_CE_THREAD);
+    test_corrupt_len(OFL_CE_INLINE);
+    test_corrupt_len(OFL_CE_THREAD);
     for (int mode = 0; mode < 2; mode++) {
-        test_transfer(mode, 16, n);
-        test_transfer(mode, 256, n);
+        test_transfer(mode, 16, 0, n);
+        test_transfer(mode, 256, 0, n);
+        test_transfer(mode, 128, 16, n);          /* 16 B of header and fields, 112 data */
+        test_transfer(mode, 24 + 1536, 24, n / 4); /* a 1536-byte MTU */
     }
     test_peer_death_qin();
     test_blocked_qout(0);

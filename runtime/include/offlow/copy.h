@@ -1,6 +1,10 @@
 /* The copy engine: the emulated device's DMA engine.
  *
- * A job is a list of up to OFL_CE_MAX_SEGS {dst, src, len} copies. In INLINE mode
+ * A job is a list of up to OFL_CE_MAX_SEGS segments. An OFL_CE_BYTES job copies
+ * `len` bytes per segment. An OFL_CE_ENTRIES job copies, per segment, a run of `len`
+ * ring entries laid out with stride `stride` on both sides, each only as far as it
+ * is used (ofl_entry_used() of its header's len and the job's data_off; the whole
+ * stride when data_off is 0). In INLINE mode
  * the copy happens in ofl_ce_submit (the right choice when there are fewer cores
  * than threads); in THREAD mode a polling thread of its own copies, overlapping
  * with the submitter's work. One engine has one submitting thread (each core owns
@@ -17,21 +21,30 @@
 
 enum { OFL_CE_INLINE = 0, OFL_CE_THREAD = 1 };
 
+/* Job kinds. */
+enum { OFL_CE_BYTES = 0, OFL_CE_ENTRIES = 1 };
+
 #define OFL_CE_MAX_SEGS 8
 /* Jobs that can be queued on a THREAD engine (a power of two). */
 #define OFL_CE_QLEN 64
 
-/* One contiguous copy. */
+/* One contiguous copy: `len` bytes (OFL_CE_BYTES) or `len` entries (OFL_CE_ENTRIES). */
 struct ofl_ce_seg {
     void *dst;
     const void *src;
     size_t len;
 };
 
-/* A copy job, owned by the submitter; it must stay alive until done. */
+/* A copy job, owned by the submitter; it must stay alive until done. A zeroed job
+ * is an OFL_CE_BYTES job. */
 struct ofl_ce_job {
+    int kind;                 /* OFL_CE_BYTES or OFL_CE_ENTRIES */
     struct ofl_ce_seg seg[OFL_CE_MAX_SEGS];
     unsigned nseg;
+    uint32_t stride;          /* ENTRIES: entry size, a multiple of 8 >= 8 */
+    uint32_t data_off;        /* ENTRIES: 0 (entries copied whole) or where the packet
+                                 bytes start, 8 <= data_off <= stride, a multiple of 8 */
+    uint64_t bytes;           /* bytes the job copied; valid once it is done */
     volatile uint32_t done;   /* set (release) by the engine when every segment is copied */
 };
 
@@ -42,7 +55,9 @@ struct ofl_ce {
     bool started;
     bool thread_live;
     pthread_t thread;
-    uint64_t jobs, bytes;     /* submitted so far (submitter side) */
+    uint64_t jobs;            /* submitted so far (submitter side) */
+    uint64_t bytes;           /* copied so far: INLINE counts at each submit, THREAD
+                                 when the engine stops (read it after ofl_ce_stop) */
     /* THREAD mode: SPSC job queue, submitter -> engine thread */
     struct ofl_ce_job *q[OFL_CE_QLEN];
     _Alignas(64) uint32_t q_tail;   /* written by the submitter */
@@ -57,7 +72,8 @@ int ofl_ce_start(struct ofl_ce *ce, int mode, int cpu);
 
 /* Queue `job` (1..OFL_CE_MAX_SEGS segments; its `done` is cleared here). INLINE:
  * copies now and marks it done. THREAD: hands it to the engine thread (yielding
- * while the job queue is full). Returns 0 or -EINVAL (bad job, engine not started). */
+ * while the job queue is full). Returns 0 or -EINVAL (bad kind, segment count,
+ * stride or data_off; engine not started). */
 int ofl_ce_submit(struct ofl_ce *ce, struct ofl_ce_job *job);
 
 /* True when `job` has completed (acquire: its copies are visible). */

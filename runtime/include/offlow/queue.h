@@ -6,7 +6,11 @@
  * doorbell. The consumer's ofl_qin_next copies ready entries out of the ring into
  * one of two local buffers and returns them; with a THREAD engine the copy of the
  * next batch runs while the caller works on this one. Both endpoints expose the
- * ring handle (`.ring`) for its counters and a sticky first error (`.err`). */
+ * ring handle (`.ring`) for its counters and a sticky first error (`.err`).
+ *
+ * On a ring with a data_off, only the used part of each entry crosses (header,
+ * fields, then h.len packet bytes, rounded up to 8: ofl_entry_used()); the bytes of
+ * a delivered entry past that are unspecified. */
 #ifndef OFL_QUEUE_H
 #define OFL_QUEUE_H
 
@@ -41,8 +45,9 @@ int ofl_qout_init(struct ofl_qout *q, void *ring_mem, size_t len, struct ofl_ce 
                   struct ofl_waiter *w);
 
 /* Next staging entry (entry_size bytes, 8-aligned, seq and flags zeroed; the caller
- * sets h.len and the fields). Flushes first when `batch` entries are staged.
- * NULL on error (q->err says which). */
+ * sets h.len and the fields; with a data_off, h.len sizes the copy and a len past
+ * entry_size - data_off is clamped, and rejected by the consumer). Flushes first
+ * when `batch` entries are staged. NULL on error (q->err says which). */
 void *ofl_qout_slot(struct ofl_qout *q);
 
 /* Copy staged entries into the ring, waiting for space (backpressure; each wait
@@ -80,7 +85,8 @@ int ofl_qin_init(struct ofl_qin *q, void *ring_mem, size_t len, struct ofl_ce *c
 /* Next entries: > 0: that many, contiguous in local memory at *entries with stride
  * entry_size, valid (and writable) until the next call; 0: nothing now;
  * OFL_Q_DONE: producer closed and all consumed; < 0 other: error (-EBADMSG corrupt
- * entry, -EPIPE peer died while waiting for a copy, ...), also kept in q->err. */
+ * entry: bad seq, or h.len > entry_size - data_off; -EPIPE peer died while waiting
+ * for a copy, ...), also kept in q->err. */
 int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries);
 
 /* Free the endpoint's memory (waits for an in-flight copy first). */

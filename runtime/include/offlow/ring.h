@@ -1,7 +1,7 @@
 /* Descriptor ring in shared memory: one producer, one consumer.
  *
  * Layout of the ring memory (all in the window):
- *   line 0: header (magic, size, entry_size, batch, closed flag)
+ *   line 0: header (magic, size, entry_size, batch, closed flag, data_off)
  *   line 1: producer index (tail), written only by the producer
  *   line 2: consumer index (head), written only by the consumer
  *   then `size` entries of `entry_size` bytes.
@@ -12,7 +12,12 @@
  * struct ofl_ring is the process-local handle of one side. The producer owns `tail`
  * and caches the consumer's head; the consumer owns `head` and caches the producer's
  * tail. A cached index is refreshed only when the cached view cannot satisfy a
- * batch (fewer than `batch` free / ready), so the shared lines move rarely. */
+ * batch (fewer than `batch` free / ready), so the shared lines move rarely.
+ *
+ * Entries that carry packet bytes have them at a fixed offset `data_off` (after the
+ * header and the fields), `len` of them: only the first ofl_entry_used() bytes of
+ * such an entry mean anything and are copied. data_off 0: fixed-size entries,
+ * always used whole. */
 #ifndef OFL_RING_H
 #define OFL_RING_H
 
@@ -38,6 +43,7 @@ struct ofl_ring_shm {
     uint32_t entry_size;    /* bytes per entry, a multiple of 8 >= 8 */
     uint32_t batch;         /* entries per doorbell the producer aims for, 1..size */
     uint32_t closed;        /* set (release) by the producer after its last commit */
+    uint32_t data_off;      /* bytes before the packet data in an entry; 0 = none */
     _Alignas(OFL_CACHE_LINE) uint32_t tail;   /* producer index: entries published */
     _Alignas(OFL_CACHE_LINE) uint32_t head;   /* consumer index: entries released */
     _Alignas(OFL_CACHE_LINE) uint8_t entries[];
@@ -50,6 +56,7 @@ struct ofl_ring {
     struct ofl_ring_shm *shm;
     uint8_t *entries;
     uint32_t size, mask, entry_size, batch;
+    uint32_t data_off;    /* bytes before the packet data in an entry; 0 = none */
     uint32_t tail;        /* producer: own index; consumer: cached producer index */
     uint32_t head;        /* consumer: own index; producer: cached consumer index */
     int err;              /* consumer: -EBADMSG after ofl_ring_peek found a bad seq */
@@ -62,14 +69,32 @@ struct ofl_ring {
 size_t ofl_ring_mem_size(uint32_t size, uint32_t entry_size);
 
 /* Initialize ring memory `mem` (64-byte aligned, `len` bytes): size a power of two
- * >= 2, entry_size a multiple of 8 >= 8, 1 <= batch <= size, len >= mem_size.
- * Returns 0 or -EINVAL. */
+ * >= 2, entry_size a multiple of 8 >= 8, 1 <= batch <= size, len >= mem_size,
+ * data_off 0 (fixed-size entries) or a multiple of 8 with 8 <= data_off <= entry_size
+ * (packet bytes start there; h.len of them). Returns 0 or -EINVAL. */
 int ofl_ring_format(void *mem, size_t len, uint32_t size, uint32_t entry_size,
-                    uint32_t batch);
+                    uint32_t batch, uint32_t data_off);
 
 /* Attach handle `r` to formatted ring memory; checks magic, geometry and `len`.
  * Returns 0 or -EINVAL. Counters start at 0. */
 int ofl_ring_attach(struct ofl_ring *r, void *mem, size_t len);
+
+/* Bytes of an entry that carry something, for an entry whose header says `len`:
+ * entry_size when data_off is 0, else data_off + len rounded up to 8, at most
+ * entry_size (a len too large for the entry is clamped). */
+static inline uint32_t ofl_entry_used(uint32_t entry_size, uint32_t data_off, uint32_t len)
+{
+    if (!data_off) return entry_size;
+    uint64_t u = ((uint64_t)data_off + len + 7) & ~(uint64_t)7;
+    return u < entry_size ? (uint32_t)u : entry_size;
+}
+
+/* True when `len` fits the entry's packet area (always true with data_off 0);
+ * a consumer treats an entry that fails this as corrupt. */
+static inline bool ofl_entry_len_ok(uint32_t entry_size, uint32_t data_off, uint32_t len)
+{
+    return !data_off || len <= entry_size - data_off;
+}
 
 /* ---- producer ---- */
 
