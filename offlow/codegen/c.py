@@ -77,7 +77,8 @@ def gen_common(g: Graph) -> str:
             e(f"    {f.decl()}")
         if lay.data_cap:
             e(f"    uint8_t data[{lay.data_cap}] __attribute__((aligned(8)));")
-        e("};", f"_Static_assert(sizeof(struct ofl_q_{cname(q.name)}) == {lay.size}, "
+        e("} __attribute__((aligned(8))); /* ring entries are a multiple of 8 bytes */",
+          f"_Static_assert(sizeof(struct ofl_q_{cname(q.name)}) == {lay.size}, "
           f"\"entry layout of {q.name}\");")
     window_tables = [t for t in g.shared if t.home == "window"]
     e("", "/* Shared tables that live in the window (used on several devices). */",
@@ -259,8 +260,12 @@ class DeviceGen:
             live.append(f"{nprod} /* {q.name} */")
         for s in p.sources:
             e(f"    int src_live_{cname(s)} = 1;")
-        e(f"    unsigned live = {' + '.join(live) or '0'};", "    ofl_core_begin(core);",
-          "    while (live && !core->err) {", "        int progress = 0, n;")
+        e(f"    unsigned live = {' + '.join(live) or '0'};",
+          "    ofl_core_begin(core);",
+          "    while (live && !core->err) {", "        int progress = 0, n;",
+          "        /* A peer process seen gone before this turn can add nothing more: its",
+          "         * rings must now read as closed (it closes them before exiting). */",
+          "        const int peer_gone = core->peer_gone;", "        (void)peer_gone;")
         for s in p.sources:
             cs = cname(s)
             e(f"        if (src_live_{cs}) {{",
@@ -299,6 +304,9 @@ class DeviceGen:
           f"            n = ofl_qin_next(&ctx->in_{cq}[p], &es);",
           f"            if (n == OFL_Q_DONE) {{ in_live_{cq}[p] = 0; live--; continue; }}",
           f"            if (n < 0) {{ ofl_core_fail(core, n, \"dequeue from {q.name}\"); break; }}",
+          *([f"            if (n == 0 && peer_gone) {{ ofl_core_fail(core, -EPIPE, \"{q.name}: "
+             "the producer's process died before closing it\"); break; }"]
+            if q.crosses_device else []),
           "            for (int i = 0; i < n; i++) {",
           "                /* The entry sits in this device's own copy-engine buffer, so",
           "                 * elements may rewrite the packet bytes in place. */",

@@ -23,8 +23,12 @@ class EntryLayout:
         return sum(f.size for f, _ in self.fields)
 
     def bytes_for(self, pkt_len: int) -> int:
-        """Bytes that cross for one packet of `pkt_len` bytes."""
-        return self.data_off + (min(pkt_len, self.data_cap) if self.data_cap else 0)
+        """Bytes that cross for one packet of `pkt_len` bytes: the whole entry, or when
+        it carries the packet, up to the end of the packet rounded to 8 (the runtime's
+        ofl_entry_used)."""
+        if not self.data_cap:
+            return self.size
+        return min(self.size, (self.data_off + pkt_len + 7) // 8 * 8)
 
 
 def entry_layout(q: Queue, mtu: int) -> EntryLayout:

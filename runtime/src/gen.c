@@ -2,6 +2,7 @@
 #include "offlow/gen.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,9 +141,14 @@ void ofl_core_idle(struct ofl_core *c, int progress)
     } else {
         rc = ofl_wait(&c->waiter);
     }
-    if (rc == -EPIPE) ofl_core_fail(c, rc, "waiting: a peer process died");
-    else if (rc == -ECANCELED) ofl_core_fail(c, rc, "waiting: a peer process failed");
-    else if (rc < 0) ofl_core_fail(c, rc, "waiting");
+    if (rc == -EPIPE) {
+        c->peer_gone = 1;
+        if (!progress) sched_yield();  /* the waiter no longer waits once a peer is gone */
+    } else if (rc == -ECANCELED) {
+        ofl_core_fail(c, rc, "waiting: another process failed");
+    } else if (rc < 0) {
+        ofl_core_fail(c, rc, "waiting");
+    }
 }
 
 void ofl_core_end(struct ofl_core *c)

@@ -94,6 +94,7 @@ struct ofl_core {
     struct ofl_ce *ce;        /* this core's copy engine */
     uint8_t *bufs;            /* packet buffers for sources, OFL_BATCH x MTU */
     uint8_t *scratch;         /* zeroed bytes for queues that do not carry packets */
+    int peer_gone;            /* a peer process has exited (maybe after finishing) */
     int err;                  /* first error (negative errno or OFL_E*), 0 if none */
     char where[96];           /* what it was doing */
     uint64_t pkts_in, bytes_in, t_start, t_end;
@@ -107,7 +108,9 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
 void ofl_core_begin(struct ofl_core *c);
 
 /* Called once per loop turn: waits (spin, then yield) when nothing progressed and
- * checks the peers' liveness; records an error in c->err. */
+ * checks the peers' liveness.  A peer that exited sets c->peer_gone (it may have
+ * finished normally after closing its rings: the loop decides, from the rings it
+ * still reads from other devices); an abort by another process is an error. */
 void ofl_core_idle(struct ofl_core *c, int progress);
 
 /* Record the first error of this core and what it was doing, and tell every
