@@ -41,6 +41,7 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
             "fields": [f.name for f in q.fields], "entry_bytes": lay.size,
             "state_bytes": lay.field_bytes, "carries_data": q.carries_data,
             "packets": sum(x["pushed"] for x in prod), "delivered": sum(x["popped"] for x in cons),
+            "bytes": sum(x.get("bytes", 0) for x in prod),
             "doorbells": sum(x["doorbells"] for x in prod),
             "full_waits": sum(x["full_waits"] for x in prod),
             "occupancy_avg": sum(x["occupancy_sum"] for x in cons) / samples if samples else 0.0,
@@ -85,11 +86,12 @@ def format_summary(s: dict[str, Any]) -> str:
                          str(x["drops"])])
     parts = [_table(seg_rows)]
     if s["queues"]:
-        q_rows = [["queue", "from->to", "B/entry", "packets", "doorbells", "full waits",
-                   "occupancy avg/max"]]
+        q_rows = [["queue", "from->to", "B/entry", "B/pkt", "packets", "doorbells",
+                   "full waits", "occupancy avg/max"]]
         for q in s["queues"]:
+            per_pkt = f"{q['bytes'] / q['packets']:.0f}" if q["packets"] else "-"
             q_rows.append([q["queue"], f"{q['from']}->{q['to']}", str(q["entry_bytes"]),
-                           str(q["packets"]), str(q["doorbells"]), str(q["full_waits"]),
+                           per_pkt, str(q["packets"]), str(q["doorbells"]), str(q["full_waits"]),
                            f"{q['occupancy_avg']:.1f}/{q['occupancy_max']}"])
         parts.append(_table(q_rows))
     drops = [(el, v["drop"], v["in"]) for el, v in s["elements"].items() if v["drop"]]
@@ -99,6 +101,9 @@ def format_summary(s: dict[str, Any]) -> str:
     for name, values in s["tables"].items():
         nz = [f"[{i}]={v}" for i, v in enumerate(values) if v]
         parts.append(f"table {name}: " + (" ".join(nz) if nz else "all zero"))
+    for name, v in s["sources"].items():
+        dropped = f", {v['dropped']} dropped (longer than the mtu)" if v.get("dropped") else ""
+        parts.append(f"source {name}: {v['packets']} packets{dropped}")
     for name, v in s["sinks"].items():
         where = f" -> {v['path']}" if v.get("path") else ""
         parts.append(f"sink {name}: {v['packets']} packets{where}")

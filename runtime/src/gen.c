@@ -296,7 +296,7 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
 }
 
 static void stats_ring(struct ofl_json *j, const char *queue, const char *side, unsigned prod,
-                       unsigned cons, const struct ofl_ring *r)
+                       unsigned cons, const struct ofl_ring *r, uint64_t bytes)
 {
     ofl_json_begin_obj(j, NULL);
     ofl_json_str(j, "queue", queue);
@@ -310,19 +310,20 @@ static void stats_ring(struct ofl_json *j, const char *queue, const char *side, 
     ofl_json_u64(j, "occupancy_sum", r->occupancy_sum);
     ofl_json_u64(j, "occupancy_max", r->occupancy_max);
     ofl_json_u64(j, "occupancy_samples", r->samples);
+    ofl_json_u64(j, "bytes", bytes);
     ofl_json_end_obj(j);
 }
 
 void ofl_stats_qout(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
                     const struct ofl_qout *q)
 {
-    stats_ring(j, queue, "out", prod, cons, &q->ring);
+    stats_ring(j, queue, "out", prod, cons, &q->ring, q->bytes);
 }
 
 void ofl_stats_qin(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
                    const struct ofl_qin *q)
 {
-    stats_ring(j, queue, "in", prod, cons, &q->ring);
+    stats_ring(j, queue, "in", prod, cons, &q->ring, 0);
 }
 
 void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src *s)

@@ -112,6 +112,7 @@ int ofl_qout_flush(struct ofl_qout *q)
          * peer that exits after closing its rings cannot fail a copy. */
         if (rc == 0) rc = ofl_ce_wait(q->ce, &q->job, NULL);
         if (rc < 0) return qout_fail(q, rc);
+        q->bytes += q->job.bytes;
         ofl_ring_commit(r, n);
         done += n;
     }

@@ -34,6 +34,7 @@ struct ofl_qout {
     uint8_t *staging;            /* batch entries of entry_size bytes, 64-byte aligned */
     uint32_t entry_size, batch;
     uint32_t staged;             /* entries filled in staging */
+    uint64_t bytes;              /* bytes copied into the ring (used parts of entries) */
     int err;                     /* first error (sticky), 0 if none */
     bool closed;
     struct ofl_ce_job job;
