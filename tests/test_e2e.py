@@ -15,7 +15,7 @@ from scapy.layers.inet import IP
 
 from offlow.build import build
 from offlow.cli import load_program
-from offlow.runner import Run, RunOptions
+from offlow.runner import Run, RunOptions, run
 from tests.e2e import EXAMPLE, QUIC, TLS, read_frames, run_example
 
 MTU = 2048  # the example's buffer size: longer frames are dropped (and counted) at the source
@@ -152,3 +152,25 @@ def test_malformed_capture_is_dropped_and_counted_where_each_frame_fails(tmp_pat
     assert el["non_ip"]["in"] == want["other"]
     assert len(read_frames(out)) == want["valid_ipv4"] + want["valid_ipv6"]
     assert s["sources"]["rx"]["packets"] == want["total"]
+
+
+SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer",
+            "-fno-sanitize-recover=all")
+
+
+@pytest.mark.parametrize("engine", ["inline", "thread"])
+def test_generated_program_is_clean_under_asan_and_ubsan(
+        engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The malformed capture through runtime and generated code built with sanitizers:
+    any out-of-bounds access, undefined behaviour or leak fails a process."""
+    from offlow.testing.malformed import write_malformed_pcap
+
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+    monkeypatch.setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    capture, out = tmp_path / "bad.pcap", tmp_path / "out.pcap"
+    want = write_malformed_pcap(capture)
+    b = build(load_program(EXAMPLE, ["app.cores=0,1"]), werror=True, extra_flags=SANITIZE)
+    res = run(b, RunOptions(input=capture, output=out, loops=20, copy_engine=engine,
+                            timeout=120))
+    assert res.ok, res.errors
+    assert len(read_frames(out)) == 20 * (want["valid_ipv4"] + want["valid_ipv6"])

@@ -413,9 +413,22 @@ class DeviceGen:
         e("        ofl_stats_end(&j);", "    }")
         for k in range(len(self.sinks)):
             e(f"    ofl_sink_close(proc.sinks[{k}]);")
-        for k, (p, _) in enumerate(ctxs):
+        e("    /* Tear down: every core's queues, sources and buffers, then the tables. */")
+        for k, (p, core_idx) in enumerate(ctxs):
             for s in p.sources:
                 e(f"    ofl_src_close(ctxs[{k}].src_{cname(s)});")
+            for side, qs, fn in (("out", p.outputs, "ofl_qout_destroy"),
+                                 ("in", p.inputs, "ofl_qin_destroy")):
+                for q in qs:
+                    n = sum(1 for r in self.rings if r.queue == q
+                            and (r.prod if side == "out" else r.cons) == core_idx)
+                    arr = f"ctxs[{k}].{side}_{cname(q.name)}"
+                    e(f"    for (unsigned i = 0; i < {n}u; i++) {fn}(&{arr}[i]);",
+                      f"    free({arr});")
+            e(f"    ofl_core_destroy(&ctxs[{k}].core);")
+        for t in self.g.shared:
+            if t.home == self.device:
+                e(f"    free(proc.tbl_{cname(t.name)});")
         e("    ofl_window_close(&proc.win);", "    return failed ? 1 : 0;", "}")
 
     def _attach(self, k: int, q: Queue, core_idx: int, side: str) -> None:

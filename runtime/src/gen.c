@@ -159,6 +159,16 @@ void ofl_core_end(struct ofl_core *c)
                 c->where, ofl_strerror(c->err));
 }
 
+void ofl_core_destroy(struct ofl_core *c)
+{
+    if (c->ce) ofl_ce_stop(c->ce);
+    free(c->ce);
+    free(c->bufs);
+    free(c->scratch);
+    c->ce = NULL;
+    c->bufs = c->scratch = NULL;
+}
+
 /* ---- sources ------------------------------------------------------------------ */
 
 /* Option "<name>.<key>" as an unsigned number; -EINVAL (with a message) if malformed. */

@@ -120,6 +120,9 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what);
 /* Called after the loop: stop the clock. */
 void ofl_core_end(struct ofl_core *c);
 
+/* Stop the core's copy engine and free its buffers. */
+void ofl_core_destroy(struct ofl_core *c);
+
 /* ---- ports by name ------------------------------------------------------------ */
 
 /* Open the source named `name` from its options (kind=pcap|synth, path, loops,
