@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from offlow.dsl.values import Shared, c_literal
 from offlow.errors import OfflowError
-
-if TYPE_CHECKING:
-    from offlow.dsl.program import Shared
 
 
 @dataclass(frozen=True)
@@ -85,8 +83,12 @@ class Element:
         self.links: dict[str, PortRef] = {}
         for key, value in kwargs.items():
             if key in self.params:
+                c_literal(value, self.params[key], f"element `{self.name}` param `{key}`")
                 self.param_values[key] = value
             elif key in self.tables:
+                if not isinstance(value, Shared):
+                    raise OfflowError(f"element `{self.name}`: table `{key}` must be a "
+                                      f"Shared(...) value, not {type(value).__name__}")
                 self.table_refs[key] = value
             else:
                 known = ", ".join([*self.params, *self.tables]) or "none"

@@ -5,12 +5,11 @@ like in one process."""
 from __future__ import annotations
 
 import inspect
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from offlow.dsl.element import Composite, Element
+from offlow.dsl.values import Shared, c_literal
 from offlow.errors import OfflowError
 from offlow.ir import Edge, Field, Graph, Node, PortSpec, SharedTable
 from offlow.ir import Segment as IRSegment
@@ -27,19 +26,6 @@ class State:
     """
 
 
-@dataclass(frozen=True)
-class Shared:
-    """A shared table or counter array, declared once, used by elements by name.
-
-    It lives in the memory of the device whose elements use it; when elements on
-    several devices use it, it lives in the interconnect window.
-    """
-
-    name: str
-    ctype: str
-    length: int = 1
-
-
 @dataclass
 class Segment:
     """A connected part of the program and where it runs."""
@@ -50,17 +36,6 @@ class Segment:
     cores: tuple[int, ...]
 
 
-def _c_literal(value: Any, ctype: str, where: str) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        suffix = "ULL" if ctype.startswith("uint") and value >= 0 else "LL"
-        return f"{value}{suffix}"
-    if isinstance(value, float):
-        return repr(value)
-    if isinstance(value, str) and ctype in ("const char *", "str"):
-        return json.dumps(value)
-    raise OfflowError(f"{where}: cannot pass {value!r} as C type `{ctype}`")
 
 
 def _origin(element: Element) -> str:
@@ -190,7 +165,7 @@ class Program:
         cls = type(el).__name__
         params = []
         for pname, ctype in el.params.items():
-            lit = _c_literal(el.param_values[pname], ctype, f"element `{el.name}` param `{pname}`")
+            lit = c_literal(el.param_values[pname], ctype, f"element `{el.name}` param `{pname}`")
             params.append((pname, ctype, lit))
         return Node(
             name=el.name, kind=el.kind, cls=cls,
@@ -224,8 +199,6 @@ class Program:
         tables: dict[str, Shared] = {}
         for el in elements:
             for ref in el.table_refs.values():
-                if not isinstance(ref, Shared):
-                    raise OfflowError(f"element `{el.name}`: tables must be Shared(...) values")
                 if ref.name in tables and tables[ref.name] != ref:
                     raise OfflowError(f"two different shared tables are named `{ref.name}`")
                 check_ctype(ref.ctype, f"shared table `{ref.name}`")

@@ -1,0 +1,106 @@
+"""Every remaining user error of the front-end and the passes: a clear message that
+names the element, port or segment and says what to do."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from offlow import Composite, OfflowError, Program, Shared, Sink, Source
+from offlow.passes import compile_graph
+from tests.progs import Pass, Split, two_segment
+
+
+def segment_twice() -> None:
+    p = Program("x")
+    p.segment("a", [Pass("p")])
+    p.segment("a", [Pass("q")])
+
+
+def empty_segment() -> None:
+    p = two_segment()
+    p.segment("idle", [], device="host")
+    compile_graph(p.to_ir())
+
+
+def core_twice() -> None:
+    two_segment().place("rx", cores=[1, 1])
+
+
+def unknown_segment_setting() -> None:
+    two_segment().apply_setting("nosuch.device=host")
+
+
+def unknown_attribute() -> None:
+    two_segment().apply_setting("rx.colour=blue")
+
+
+def no_segments() -> None:
+    Program("x").to_ir()
+
+
+def table_not_shared() -> None:
+    from offlow.elements import Count
+
+    p = Program("x")
+    src, c, out = Source("src"), Count("c", slot=0, counts=[0, 0]), Sink("out")
+    src >> c >> out
+    p.segment("s", [src, c, out])
+    p.to_ir()
+
+
+def two_tables_one_name() -> None:
+    from offlow.elements import Count
+
+    p = Program("x")
+    src, out = Source("src"), Sink("out")
+    c1 = Count("c1", slot=0, counts=Shared("t", "uint64_t", 2))
+    c2 = Count("c2", slot=0, counts=Shared("t", "uint32_t", 2))
+    src >> c1 >> c2 >> out
+    p.segment("s", [src, c1, c2, out])
+    p.to_ir()
+
+
+def bad_parameter_value() -> None:
+    from offlow.elements import Count
+
+    Count("c", slot="zero", counts=Shared("t", "uint64_t", 2))
+
+
+def composite_unknown_port() -> None:
+    c = Composite("comp")
+    a = c.add(Pass("a"))
+    c.expose(inputs={"inp": a["inp"]}, outputs={"out": a["out"]})
+    c["nope"]
+
+
+def composite_two_inputs() -> None:
+    c = Composite("comp")
+    a, b = c.add(Pass("a")), c.add(Pass("b"))
+    c.expose(inputs={"i1": a["inp"], "i2": b["inp"]}, outputs={"o": a["out"]})
+    Source("src") >> c
+
+
+def not_an_output() -> None:
+    Split("s")["inp"] >> Pass("p")
+
+
+@pytest.mark.parametrize("make, message", [
+    (segment_twice, "segment `a` is defined twice"),
+    (empty_segment, "segment `idle` has no elements; remove it or add elements"),
+    (core_twice, "segment `rx`: core listed twice in [1, 1]"),
+    (unknown_segment_setting, "nosuch"),
+    (unknown_attribute, "unknown attribute `colour` (device, cores)"),
+    (no_segments, "segment"),
+    (table_not_shared, "element `c`: table `counts` must be a Shared(...) value, not list"),
+    (two_tables_one_name, "two different shared tables are named `t`"),
+    (bad_parameter_value, "cannot pass 'zero' as C type `uint32_t`"),
+    (composite_unknown_port, "composite `comp` has no port `nope`; ports:"),
+    (composite_two_inputs, "composite `comp` has 2 inputs; name one"),
+    (not_an_output, "`inp` is not an output port"),
+], ids=lambda v: v.__name__ if callable(v) else "")
+def test_error_message(make: Callable[[], None], message: str) -> None:
+    with pytest.raises(OfflowError) as err:
+        make()
+    assert message in str(err.value)
