@@ -74,7 +74,8 @@ def parser() -> argparse.ArgumentParser:
     def program_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("program", type=Path, help="a Python file defining program()")
         sp.add_argument("--set", action="append", default=[], metavar="SEG.ATTR=VALUE",
-                        help="change placement, e.g. rx.device=host or rx.cores=0,1")
+                        help="change placement (rx.device=host, rx.cores=0,1) or queues "
+                             "(ring_size=256, batch=64, mtu=9018)")
 
     ex = sub.add_parser("explain", help="show the compiled design")
     program_args(ex)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from offlow import Composite, Element, OfflowError, Port, Program, Sink, Source
+from offlow.passes import compile_graph
 from tests.progs import Pass, SetA, Split, two_segment
 
 
@@ -147,3 +148,12 @@ def test_port_types_are_checked_nominally() -> None:
     assert not port_types_compatible("ip.v6", "ip.v4")
     assert Port("x").type == "any"
     assert not port_types_compatible("any", "ip")
+
+
+def test_queue_geometry_is_a_setting() -> None:
+    p = two_segment()
+    for setting in ("ring_size=64", "batch=8", "mtu=9018"):
+        p.apply_setting(setting)
+    q = compile_graph(p.to_ir()).queues[0]
+    assert (q.ring_size, q.batch) == (64, 8)
+    assert p.mtu == 9018

@@ -174,3 +174,11 @@ def test_generated_program_is_clean_under_asan_and_ubsan(
                             timeout=120))
     assert res.ok, res.errors
     assert len(read_frames(out)) == 20 * (want["valid_ipv4"] + want["valid_ipv6"])
+
+
+def test_tiny_rings_apply_backpressure_without_loss(tmp_path: Path) -> None:
+    out = tmp_path / "out.pcap"
+    s = run_example(["ring_size=4", "batch=2"], input=TLS, output=out, loops=4)
+    assert s["ok"], s["errors"]
+    assert read_frames(out) == expected_forwarded(read_frames(TLS)) * 4
+    assert s["queues"][0]["doorbells"] >= s["queues"][0]["packets"] // 4

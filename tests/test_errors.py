@@ -82,6 +82,14 @@ def composite_two_inputs() -> None:
     Source("src") >> c
 
 
+def ring_not_power_of_two() -> None:
+    two_segment().apply_setting("ring_size=1000")
+
+
+def batch_above_ring() -> None:
+    Program("x", ring_size=16, batch=32)
+
+
 def not_an_output() -> None:
     Split("s")["inp"] >> Pass("p")
 
@@ -99,6 +107,8 @@ def not_an_output() -> None:
     (composite_unknown_port, "composite `comp` has no port `nope`; ports:"),
     (composite_two_inputs, "composite `comp` has 2 inputs; name one"),
     (not_an_output, "`inp` is not an output port"),
+    (ring_not_power_of_two, "ring_size 1000 must be a power of two"),
+    (batch_above_ring, "batch 32 must be 1..ring_size (16)"),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_error_message(make: Callable[[], None], message: str) -> None:
     with pytest.raises(OfflowError) as err:

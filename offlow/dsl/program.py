@@ -54,10 +54,25 @@ class Program:
     ) -> None:
         self.name = name
         self.state = state
-        self.mtu = mtu
-        self.ring_size = ring_size
-        self.batch = batch
         self.segments: dict[str, Segment] = {}
+        self.set_queues(mtu=mtu, ring_size=ring_size, batch=batch)
+
+    def set_queues(self, *, mtu: int | None = None, ring_size: int | None = None,
+                   batch: int | None = None) -> None:
+        """Queue geometry for every queue of the program: the largest frame (`mtu`), the
+        entries per ring (a power of two) and the entries per doorbell (`batch`)."""
+        mtu = self.mtu if mtu is None else mtu
+        ring_size = self.ring_size if ring_size is None else ring_size
+        batch = self.batch if batch is None else batch
+        if not 64 <= mtu <= 65535:
+            raise OfflowError(f"program `{self.name}`: mtu {mtu} must be 64..65535")
+        if ring_size < 2 or ring_size & (ring_size - 1) or ring_size > 1 << 20:
+            raise OfflowError(f"program `{self.name}`: ring_size {ring_size} must be a power "
+                              "of two from 2 to 1048576")
+        if not 1 <= batch <= ring_size:
+            raise OfflowError(f"program `{self.name}`: batch {batch} must be 1..ring_size "
+                              f"({ring_size})")
+        self.mtu, self.ring_size, self.batch = mtu, ring_size, batch
 
     def segment(
         self, name: str, members: Sequence[Element | Composite], *, device: str = "host",
@@ -100,13 +115,23 @@ class Program:
             seg.cores = cores
 
     def apply_setting(self, setting: str) -> None:
-        """Apply a command-line placement such as ``rx.device=nic`` or ``rx.cores=0,1``."""
+        """Apply a command-line setting: a placement such as ``rx.device=nic`` or
+        ``rx.cores=0,1``, or the queue geometry ``ring_size=256``, ``batch=64``, ``mtu=9018``."""
+        lhs, eq, value = setting.partition("=")
+        if eq and lhs in ("ring_size", "batch", "mtu"):
+            try:
+                self.set_queues(**{lhs: int(value)})
+            except ValueError:
+                raise OfflowError(f"--set `{setting}`: {lhs} must be a number") from None
+            return
         try:
-            lhs, value = setting.split("=", 1)
             seg, attr = lhs.rsplit(".", 1)
+            if not eq:
+                raise ValueError
         except ValueError:
             raise OfflowError(
-                f"--set `{setting}`: expected SEGMENT.device=DEV or SEGMENT.cores=0,1"
+                f"--set `{setting}`: expected SEGMENT.device=DEV, SEGMENT.cores=0,1, "
+                "ring_size=N, batch=N or mtu=N"
             ) from None
         if attr == "device":
             self.place(seg, device=value)
