@@ -87,7 +87,7 @@ def ring_not_power_of_two() -> None:
 
 
 def batch_above_ring() -> None:
-    Program("x", ring_size=16, batch=32)
+    Program("x", ring_size=16, batch=32).to_ir()
 
 
 def not_an_output() -> None:

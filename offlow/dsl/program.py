@@ -69,9 +69,8 @@ class Program:
         if ring_size < 2 or ring_size & (ring_size - 1) or ring_size > 1 << 20:
             raise OfflowError(f"program `{self.name}`: ring_size {ring_size} must be a power "
                               "of two from 2 to 1048576")
-        if not 1 <= batch <= ring_size:
-            raise OfflowError(f"program `{self.name}`: batch {batch} must be 1..ring_size "
-                              f"({ring_size})")
+        if batch < 1:
+            raise OfflowError(f"program `{self.name}`: batch {batch} must be at least 1")
         self.mtu, self.ring_size, self.batch = mtu, ring_size, batch
 
     def segment(
@@ -146,6 +145,9 @@ class Program:
 
     def to_ir(self) -> Graph:
         """Lower the program to the IR (composites are already flat)."""
+        if self.batch > self.ring_size:
+            raise OfflowError(f"program `{self.name}`: batch {self.batch} must be 1..ring_size "
+                              f"({self.ring_size})")
         if not self.segments:
             raise OfflowError(
                 f"program `{self.name}` has no segments; place its elements with "
