@@ -10,10 +10,11 @@ from offlow.dsl import (
     Sink,
     Source,
     State,
+    Table,
 )
 from offlow.errors import OfflowError
 
 __all__ = [
     "Composite", "Element", "OfflowError", "Port", "Program", "Shared", "Sink", "Source",
-    "State",
+    "State", "Table",
 ]

@@ -43,7 +43,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
     b = build(prog)
     opts = RunOptions(input=a.input, output=a.output, duration=a.duration, loops=a.loops,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
-                      seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout)
+                      seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
+                      opts=tuple(a.opt))
     res = run(b, opts, progress=True)
     summary = summarize(b.graph, res.stats)
     summary["ok"] = res.ok
@@ -95,6 +96,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--copy-engine", choices=["inline", "thread"], default="inline")
     r.add_argument("--timeout", type=float, help="kill the run after this many seconds")
+    r.add_argument("--opt", action="append", default=[], metavar="NAME.KEY=VALUE",
+                   help="a run-time option of a source, sink or table (e.g. routes.path=F)")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 

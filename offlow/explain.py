@@ -49,5 +49,12 @@ def explain(g: Graph) -> str:
         users = [n.name for n in g.nodes if any(ref == t.name for _, ref in n.tables)]
         home = ("the interconnect window (used on several devices)" if t.home == "window"
                 else f"{t.home} memory")
-        lines.append(f"  {t.name}: {t.ctype}[{t.length}] in {home}; used by {', '.join(users)}")
+        if t.is_object:
+            opts = ", ".join(f"{k}={v}" for k, v in t.options)
+            how = t.source or f"built at start-up by {t.open_fn}()"
+            lines.append(f"  {t.name}: {t.ctype} in {home}; {how}"
+                         + (f" ({opts})" if opts else "") + f"; used by {', '.join(users)}")
+        else:
+            lines.append(f"  {t.name}: {t.ctype}[{t.length}] in {home}; "
+                         f"used by {', '.join(users)}")
     return "\n".join(lines)

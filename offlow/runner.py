@@ -41,6 +41,7 @@ class RunOptions:
     prefixes: Path | None = None  # synthetic destination prefixes (text or .gz)
     seed: int = 1
     copy_engine: str = "inline"  # or "thread"
+    opts: tuple[str, ...] = ()  # NAME.KEY=VALUE for sources, sinks and tables (override)
     timeout: float | None = None  # kill the run after this many seconds
 
 
@@ -84,6 +85,17 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
             args += [a for k, v in kv.items() for a in ("--opt", f"{n.name}.{k}={v}")]
         if n.name in paths:
             args += ["--opt", f"{n.name}.path={paths[n.name]}"]
+    for t in b.graph.shared:
+        args += [a for k, v in t.options for a in ("--opt", f"{t.name}.{k}={v}")]
+    known = {n.name for n in b.graph.nodes} | {t.name for t in b.graph.shared}
+    for opt in o.opts:  # later options win in the processes
+        name, dot, rest = opt.partition(".")
+        if not dot or "=" not in rest:
+            raise OfflowError(f"--opt `{opt}`: expected NAME.KEY=VALUE")
+        if name not in known:
+            raise OfflowError(f"--opt `{opt}`: no source, sink or table named `{name}`; "
+                              f"known: {', '.join(sorted(known))}")
+        args += ["--opt", opt]
     return args
 
 
@@ -116,6 +128,7 @@ class Run:
         for path in (self.opts.input, self.opts.prefixes):
             if path is not None and not Path(path).exists():
                 raise OfflowError(f"no such file: {path}")
+        common = _opts_for(self.build, self.opts)  # errors before anything is created
         devices = list(self.build.binaries)
         init = subprocess.run(
             [str(self.build.binaries[devices[0]]), "--init", "--window", str(self.window)],
@@ -124,7 +137,6 @@ class Run:
             self.window.unlink(missing_ok=True)
             raise OfflowError(f"cannot set up the interconnect window: {init.stderr.strip()}")
         pipes = {d: os.pipe() for d in devices}
-        common = _opts_for(self.build, self.opts)
         for dev in devices:
             mine_w = pipes[dev][1]
             peers_r = [pipes[p][0] for p in devices if p != dev]

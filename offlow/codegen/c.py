@@ -350,6 +350,10 @@ class DeviceGen:
         for t in self.g.shared:
             if t.home == "window":
                 e(f"    proc.tbl_{cname(t.name)} = proc.wtables->{cname(t.name)};")
+            elif t.home == self.device and t.is_object:
+                e(f"    /* table {t.name}: built here, before any core starts */",
+                  f'    if ({t.open_fn}(&proc.tbl_{cname(t.name)}, &proc.args, "{t.name}") < 0)',
+                  "        return 1;")
             elif t.home == self.device:
                 base = t.ctype.split("[")[0]
                 e(f"    proc.tbl_{cname(t.name)} = calloc({t.length}, sizeof({base}));",
@@ -401,7 +405,7 @@ class DeviceGen:
         e("            ofl_json_end_obj(&j);", "        }", "        ofl_json_end_arr(&j);")
         e("        ofl_json_begin_obj(&j, \"tables\");")
         for t in self.g.shared:
-            if t.home in (self.device, "window"):
+            if t.home in (self.device, "window") and not t.is_object:
                 e(f"        ofl_stats_table(&j, \"{t.name}\", proc.tbl_{cname(t.name)}, "
                   f"{t.length}u, sizeof *proc.tbl_{cname(t.name)}, "
                   f"{1 if t.ctype.startswith('int') else 0});")
@@ -428,7 +432,8 @@ class DeviceGen:
             e(f"    ofl_core_destroy(&ctxs[{k}].core);")
         for t in self.g.shared:
             if t.home == self.device:
-                e(f"    free(proc.tbl_{cname(t.name)});")
+                free = t.close_fn if t.is_object else "free"
+                e(f"    {free}(proc.tbl_{cname(t.name)});")
         e("    ofl_window_close(&proc.win);", "    return failed ? 1 : 0;", "}")
 
     def _attach(self, k: int, q: Queue, core_idx: int, side: str) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from offlow.dsl.values import Shared, c_literal
+from offlow.dsl.values import Shared, Table, c_literal
 from offlow.errors import OfflowError
 
 
@@ -79,16 +79,17 @@ class Element:
     def __init__(self, name: str | None = None, **kwargs: Any) -> None:
         self.name = name or type(self).__name__.lower()
         self.param_values: dict[str, Any] = {}
-        self.table_refs: dict[str, Shared] = {}
+        self.table_refs: dict[str, Shared | Table] = {}
         self.links: dict[str, PortRef] = {}
         for key, value in kwargs.items():
             if key in self.params:
                 c_literal(value, self.params[key], f"element `{self.name}` param `{key}`")
                 self.param_values[key] = value
             elif key in self.tables:
-                if not isinstance(value, Shared):
+                if not isinstance(value, Shared | Table):
                     raise OfflowError(f"element `{self.name}`: table `{key}` must be a "
-                                      f"Shared(...) value, not {type(value).__name__}")
+                                      f"Shared(...) or Table(...) value, not "
+                                      f"{type(value).__name__}")
                 self.table_refs[key] = value
             else:
                 known = ", ".join([*self.params, *self.tables]) or "none"

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from offlow.dsl.element import Composite, Element
-from offlow.dsl.values import Shared, c_literal
+from offlow.dsl.values import Shared, Table, c_literal
 from offlow.errors import OfflowError
 from offlow.ir import Edge, Field, Graph, Node, PortSpec, SharedTable
 from offlow.ir import Segment as IRSegment
@@ -223,11 +223,16 @@ class Program:
         return tuple(Field(n, t) for n, (t, _) in decl.items())
 
     def _shared(self, elements: list[Element]) -> tuple[SharedTable, ...]:
-        tables: dict[str, Shared] = {}
+        tables: dict[str, Shared | Table] = {}
         for el in elements:
             for ref in el.table_refs.values():
                 if ref.name in tables and tables[ref.name] != ref:
                     raise OfflowError(f"two different shared tables are named `{ref.name}`")
-                check_ctype(ref.ctype, f"shared table `{ref.name}`")
+                if isinstance(ref, Shared):
+                    check_ctype(ref.ctype, f"shared table `{ref.name}`")
                 tables[ref.name] = ref
-        return tuple(SharedTable(t.name, t.ctype, t.length) for t in tables.values())
+        return tuple(
+            SharedTable(t.name, t.ctype, t.length) if isinstance(t, Shared)
+            else SharedTable(t.name, t.ctype, 1, open_fn=t.open_fn, close_fn=t.close_fn,
+                             options=t.options, source=t.source)
+            for t in tables.values())

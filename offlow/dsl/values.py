@@ -1,4 +1,5 @@
-"""Values elements are constructed with: shared tables, and parameters as C literals."""
+"""Values elements are constructed with: shared arrays, table objects, and parameters
+as C literals."""
 
 from __future__ import annotations
 
@@ -20,6 +21,27 @@ class Shared:
     name: str
     ctype: str
     length: int = 1
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table object (an LPM table, a hash table) built at start-up, in the memory of
+    the one device whose elements use it.
+
+    `ctype` is its C type (``struct ofl_lpm4``); elements get a ``ctype *`` local.
+    The device process builds it before any core starts, by calling
+    ``int open_fn(ctype **t, const struct ofl_args *a, const char *name)``, which
+    reads the run-time options ``NAME.KEY=VALUE`` (defaults in `options`, overridden
+    by ``offlow run --opt``), and frees it with ``void close_fn(ctype *t)`` at exit.
+    `source` says how it gets there, for ``offlow explain``.
+    """
+
+    name: str
+    ctype: str
+    open_fn: str
+    close_fn: str
+    options: tuple[tuple[str, str], ...] = ()
+    source: str = ""
 
 
 def c_literal(value: Any, ctype: str, where: str) -> str:

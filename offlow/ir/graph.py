@@ -68,10 +68,21 @@ class Segment:
 
 @dataclass(frozen=True)
 class SharedTable:
+    """A shared array (`length` scalars of `ctype`) or, when `open_fn` is set, a table
+    object built at start-up by `open_fn` from run-time `options`."""
+
     name: str
     ctype: str
     length: int
     home: str = ""  # "host", "nic" or "window" (used by several devices); set by placement
+    open_fn: str = ""
+    close_fn: str = ""
+    options: tuple[tuple[str, str], ...] = ()
+    source: str = ""
+
+    @property
+    def is_object(self) -> bool:
+        return bool(self.open_fn)
 
 
 @dataclass(frozen=True)

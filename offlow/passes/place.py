@@ -18,6 +18,11 @@ def place(g: Graph) -> Graph:
     for t in g.shared:
         devices = sorted({g.segment(n.segment).device for n in g.nodes
                           if any(ref == t.name for _, ref in n.tables)})
+        if t.is_object and len(devices) > 1:
+            raise OfflowError(
+                f"table `{t.name}` ({t.ctype}) is used on {' and '.join(devices)}; a table "
+                "object lives in one device's memory: give each device its own Table, or "
+                "place its users on one device")
         home = devices[0] if len(devices) == 1 else "window"
         shared.append(replace(t, home=home))
     return replace(g, shared=tuple(shared))
