@@ -56,7 +56,8 @@ class CheckIPv6(Element):
 
     inputs = (Port("inp", "ip.v6"),)
     outputs = (Port("out", "ip.v6"),)
-    fields = {"l4_off": "uint16_t", "ip_proto": "uint8_t", "ttl": "uint8_t"}
+    fields = {"l4_off": "uint16_t", "ip_proto": "uint8_t", "ttl": "uint8_t",
+              "dst6": "uint8_t[16]"}
     body = r"""
     struct ofl_ipv6_info ip;
     if (ofl_parse_ipv6(pkt->data, pkt->len, state->l3_off, &ip) < 0)
@@ -64,6 +65,8 @@ class CheckIPv6(Element):
     state->l4_off = ip.l4_off;
     state->ip_proto = ip.proto;
     state->ttl = ip.hop_limit;
+    for (int k = 0; k < 16; k++)
+        state->dst6[k] = ip.dst[k];
     """
 
 

@@ -121,7 +121,8 @@ void ofl_core_begin(struct ofl_core *c)
 {
     int rc = ofl_pin_self(c->cpu);
     c->oversubscribed = rc > 0;
-    c->t_start = ofl_now_ns();
+    c->t_start = 0;  /* set when the first packet arrives: waiting for peers to start
+                        (or to build their tables) is not processing time */
 }
 
 void ofl_core_fail(struct ofl_core *c, int err, const char *what)
@@ -136,6 +137,7 @@ void ofl_core_idle(struct ofl_core *c, int progress)
 {
     int rc;
     if (progress) {
+        if (!c->t_start) c->t_start = ofl_now_ns();
         ofl_waiter_progress(&c->waiter);
         rc = ofl_waiter_check(&c->waiter);
     } else {
@@ -154,6 +156,7 @@ void ofl_core_idle(struct ofl_core *c, int progress)
 void ofl_core_end(struct ofl_core *c)
 {
     c->t_end = ofl_now_ns();
+    if (!c->t_start) c->t_start = c->t_end;
     if (c->err)
         fprintf(stderr, "offlow %s: segment %s core %u: %s: %s\n", c->device, c->segment, c->idx,
                 c->where, ofl_strerror(c->err));

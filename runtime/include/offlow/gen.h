@@ -104,7 +104,8 @@ struct ofl_core {
 int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
                   const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize);
 
-/* Called on the core's own thread before its loop: pin and start the clock. */
+/* Called on the core's own thread before its loop: pin it.  The core's clock starts
+ * at its first progress (see ofl_core_idle) and stops in ofl_core_end. */
 void ofl_core_begin(struct ofl_core *c);
 
 /* Called once per loop turn: waits (spin, then yield) when nothing progressed and
@@ -138,6 +139,17 @@ struct ofl_sink;
 int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name);
 void ofl_sink_write(struct ofl_sink *s, const struct ofl_pkt *p);
 void ofl_sink_close(struct ofl_sink *s);
+
+/* ---- table objects by name ---------------------------------------------------- */
+
+struct ofl_lpm4;
+struct ofl_lpm6;
+
+/* Build the IPv4 (IPv6) LPM table named `name` from its options: path= (a prefix
+ * file, text or gzip) and nports= (next hops 1..nports by the file rule, default 16).
+ * Prints what it built, or the error. */
+int ofl_lpm4_open_opts(struct ofl_lpm4 **t, const struct ofl_args *a, const char *name);
+int ofl_lpm6_open_opts(struct ofl_lpm6 **t, const struct ofl_args *a, const char *name);
 
 /* ---- stats file -------------------------------------------------------------- */
 

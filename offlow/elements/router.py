@@ -1,0 +1,75 @@
+"""Router elements: longest-prefix match on IPv4/IPv6 destinations and the next-hop
+rewrite.  The tables are Table objects: built at start-up from a prefix file in the
+memory of the device whose segment holds the lookup (see docs/router.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from offlow.dsl import Element, Port, Table
+
+
+def lpm4_table(name: str, path: str | Path | None = None, nports: int = 16) -> Table:
+    """A DIR-24-8 IPv4 table built from a prefix file (`--opt NAME.path=` overrides)."""
+    return _lpm_table(name, "struct ofl_lpm4", "ofl_lpm4", path, nports, "DIR-24-8")
+
+
+def lpm6_table(name: str, path: str | Path | None = None, nports: int = 16) -> Table:
+    """An IPv6 table (binary search on prefix lengths) built from a prefix file."""
+    return _lpm_table(name, "struct ofl_lpm6", "ofl_lpm6", path, nports,
+                      "binary search on prefix lengths")
+
+
+def _lpm_table(name: str, ctype: str, prefix: str, path: str | Path | None, nports: int,
+               what: str) -> Table:
+    opts = (("nports", str(nports)),) + ((("path", str(path)),) if path else ())
+    return Table(name, ctype, f"{prefix}_open_opts", f"{prefix}_free", options=opts,
+                 source=f"{what}, built at start-up by the device process from the prefix file")
+
+
+class LookupIPv4(Element):
+    """Next hop of the IPv4 destination (longest prefix match); unroutable packets are
+    dropped (counted here)."""
+
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("out", "ip.v4"),)
+    fields = {"hop": "uint16_t"}
+    tables = ("routes",)
+    body = r"""
+    uint16_t hop = ofl_lpm4_lookup(routes, state->dst4);
+    if (!hop)
+        DROP();
+    state->hop = hop;
+    """
+
+
+class LookupIPv6(Element):
+    """Next hop of the IPv6 destination; unroutable packets are dropped (counted here)."""
+
+    inputs = (Port("inp", "ip.v6"),)
+    outputs = (Port("out", "ip.v6"),)
+    fields = {"hop": "uint16_t"}
+    tables = ("routes",)
+    body = r"""
+    uint16_t hop = ofl_lpm6_lookup(routes, state->dst6);
+    if (!hop)
+        DROP();
+    state->hop = hop;
+    """
+
+
+class SetNextHop(Element):
+    """Rewrites the Ethernet addresses for next hop `hop` (leaving by port `hop`):
+    destination 02:00:00:01:HH:LL, source 02:00:00:00:HH:LL (HHLL = hop)."""
+
+    inputs = (Port("inp", "ip"),)
+    outputs = (Port("out", "ip"),)
+    body = r"""
+    uint8_t *d = pkt->data;
+    static const uint8_t dst[4] = {0x02, 0x00, 0x00, 0x01};
+    static const uint8_t src[4] = {0x02, 0x00, 0x00, 0x00};
+    memcpy(d, dst, 4);
+    memcpy(d + 6, src, 4);
+    d[4] = d[10] = (uint8_t)(state->hop >> 8);
+    d[5] = d[11] = (uint8_t)state->hop;
+    """

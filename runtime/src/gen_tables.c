@@ -1,0 +1,61 @@
+/* Table objects of generated programs, built by name from run-time options. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "offlow/err.h"
+#include "offlow/gen.h"
+#include "offlow/lpm4.h"
+#include "offlow/lpm6.h"
+
+/* Path and port count of LPM table `name`; -EINVAL with a message if missing/bad. */
+static int lpm_opts(const struct ofl_args *a, const char *name, const char **path,
+                    unsigned *nports)
+{
+    *path = ofl_args_get(a, name, "path", NULL);
+    const char *np = ofl_args_get(a, name, "nports", "16");
+    char *end;
+    unsigned long n = strtoul(np, &end, 10);
+    if (!*path) {
+        fprintf(stderr, "offlow %s: table %s needs a prefix file: --opt %s.path=FILE\n",
+                a->device, name, name);
+        return -EINVAL;
+    }
+    if (end == np || *end || n < 1 || n > OFL_ROUTE_MAX_HOP) {
+        fprintf(stderr, "offlow %s: table %s: nports=%s must be 1..%u\n", a->device, name, np,
+                (unsigned)OFL_ROUTE_MAX_HOP);
+        return -EINVAL;
+    }
+    *nports = (unsigned)n;
+    return 0;
+}
+
+/* Report the outcome of building table `name`. */
+static int built(const struct ofl_args *a, const char *name, const char *path, int rc,
+                 const char *errbuf)
+{
+    if (rc < 0)
+        fprintf(stderr, "offlow %s: table %s from %s: %s\n", a->device, name, path,
+                errbuf[0] ? errbuf : ofl_strerror(rc));
+    return rc;
+}
+
+int ofl_lpm4_open_opts(struct ofl_lpm4 **t, const struct ofl_args *a, const char *name)
+{
+    const char *path;
+    unsigned nports;
+    char errbuf[256] = "";
+    int rc = lpm_opts(a, name, &path, &nports);
+    if (rc < 0) return rc;
+    return built(a, name, path, ofl_lpm4_open_file(t, path, nports, errbuf), errbuf);
+}
+
+int ofl_lpm6_open_opts(struct ofl_lpm6 **t, const struct ofl_args *a, const char *name)
+{
+    const char *path;
+    unsigned nports;
+    char errbuf[256] = "";
+    int rc = lpm_opts(a, name, &path, &nports);
+    if (rc < 0) return rc;
+    return built(a, name, path, ofl_lpm6_open_file(t, path, nports, errbuf), errbuf);
+}
