@@ -113,7 +113,93 @@ static int is_v6_token(const char *t, size_t n)
     return dec(t, n, &i, 3, 128, &len) == 0 && i == n;
 }
 
-int ofl_prefix_parse_line(const char *line, size_t len, uint32_t *addr, uint8_t *plen)
+static unsigned hex_val(char c)
+{
+    return is_digit(c) ? (unsigned)(c - '0') : (unsigned)((c | 0x20) - 'a' + 10);
+}
+
+/* "A.B.C.D" exactly filling t[k..n) (each part 0..255, 1-3 digits). */
+static int dotted_quad(const char *t, size_t n, size_t k, uint32_t *out)
+{
+    uint32_t a = 0;
+    for (int o = 0; o < 4; o++) {
+        unsigned v;
+        if (o && (k == n || t[k++] != '.')) return -1;
+        if (dec(t, n, &k, 3, 255, &v) < 0) return -1;
+        a = a << 8 | v;
+    }
+    if (k != n) return -1;
+    *out = a;
+    return 0;
+}
+
+/* An IPv6 address (RFC 4291 text form) exactly filling t[0..n), into `out`. */
+static int v6_address(const char *t, size_t n, uint8_t out[16])
+{
+    uint16_t g[8];
+    int ng = 0, gap = -1;
+    size_t i = 0;
+    if (n >= 2 && t[0] == ':' && t[1] == ':') {
+        gap = 0;
+        i = 2;
+    }
+    while (i < n) {
+        size_t s = i;
+        unsigned v = 0;
+        while (i < n && is_hex(t[i]) && i - s < 5) v = v * 16 + hex_val(t[i++]);
+        if (i < n && t[i] == '.') {
+            /* The last 32 bits as a dotted quad. */
+            uint32_t a;
+            if (ng > 6 || dotted_quad(t, n, s, &a) < 0) return -1;
+            g[ng++] = (uint16_t)(a >> 16);
+            g[ng++] = (uint16_t)a;
+            i = n;
+            break;
+        }
+        if (i == s || i - s > 4 || ng == 8) return -1;
+        g[ng++] = (uint16_t)v;
+        if (i == n) break;
+        if (t[i++] != ':' || i == n) return -1;
+        if (t[i] == ':') {
+            if (gap >= 0) return -1;
+            gap = ng;
+            i++;
+        }
+    }
+    if (gap < 0 ? ng != 8 : ng > 7) return -1;
+    int fill = 8 - ng, k = 0;
+    for (int j = 0; j < ng; j++) {
+        if (j == gap)
+            for (int z = 0; z < fill; z++, k++) out[2 * k] = out[2 * k + 1] = 0;
+        out[2 * k] = (uint8_t)(g[j] >> 8);
+        out[2 * k + 1] = (uint8_t)g[j];
+        k++;
+    }
+    if (gap == ng)
+        for (; k < 8; k++) out[2 * k] = out[2 * k + 1] = 0;
+    return 0;
+}
+
+/* "ADDR6/LEN" exactly filling t[0..n), host bits cleared. */
+static int v6_prefix(const char *t, size_t n, uint8_t addr6[16], uint8_t *plen)
+{
+    const char *slash = memchr(t, '/', n);
+    if (!slash) return -1;
+    size_t k = (size_t)(slash - t) + 1;
+    unsigned l;
+    if (dec(t, n, &k, 3, 128, &l) < 0 || k != n) return -1;
+    if (v6_address(t, (size_t)(slash - t), addr6) < 0) return -1;
+    for (unsigned b = 0; b < 16; b++) {
+        unsigned keep = l > 8 * b ? l - 8 * b : 0;
+        if (keep < 8) addr6[b] &= (uint8_t)(0xFF00u >> keep);
+    }
+    *plen = (uint8_t)l;
+    return 0;
+}
+
+/* One line; `addr6` NULL: IPv6 prefixes are only recognised, not parsed. */
+static int parse_line(const char *line, size_t len, uint32_t *addr, uint8_t *addr6,
+                      uint8_t *plen)
 {
     size_t i = 0;
     while (i < len && is_blank(line[i])) i++;
@@ -138,7 +224,20 @@ int ofl_prefix_parse_line(const char *line, size_t len, uint32_t *addr, uint8_t 
     *plen = (uint8_t)l;
     return OFL_PREFIX_V4;
 not_v4:
-    return is_v6_token(t, n) ? OFL_PREFIX_V6 : OFL_EBADHDR;
+    if (!is_v6_token(t, n)) return OFL_EBADHDR;
+    if (addr6 && v6_prefix(t, n, addr6, plen) < 0) return OFL_EBADHDR;
+    return OFL_PREFIX_V6;
+}
+
+int ofl_prefix_parse_line(const char *line, size_t len, uint32_t *addr, uint8_t *plen)
+{
+    return parse_line(line, len, addr, NULL, plen);
+}
+
+int ofl_prefix_parse_line6(const char *line, size_t len, uint32_t *addr, uint8_t addr6[16],
+                           uint8_t *plen)
+{
+    return parse_line(line, len, addr, addr6, plen);
 }
 
 void ofl_prefixes_init(struct ofl_prefixes *ps)
@@ -151,9 +250,19 @@ static int add_line(struct ofl_prefixes *ps, const char *line, size_t len, int t
 {
     ps->lines++;
     uint32_t a;
-    uint8_t l;
-    int rc = too_long ? OFL_EBADHDR : ofl_prefix_parse_line(line, len, &a, &l);
-    if (rc == OFL_PREFIX_V6) ps->v6++;
+    uint8_t l, a6[16];
+    int rc = too_long ? OFL_EBADHDR : parse_line(line, len, &a, ps->keep_v6 ? a6 : NULL, &l);
+    if (rc == OFL_PREFIX_V6 && ps->keep_v6) {
+        if (ps->v6 == ps->cap6) {
+            size_t c = ps->cap6 ? ps->cap6 * 2 : 1024;
+            struct ofl_prefix6 *v = realloc(ps->v6v, c * sizeof *v);
+            if (!v) return -ENOMEM;
+            ps->v6v = v;
+            ps->cap6 = c;
+        }
+        memcpy(ps->v6v[ps->v6].addr, a6, 16);
+        ps->v6v[ps->v6++].len = l;
+    } else if (rc == OFL_PREFIX_V6) ps->v6++;
     else if (rc == OFL_PREFIX_BLANK) ps->blank++;
     else if (rc < 0) ps->bad++;
     else {
@@ -247,8 +356,11 @@ int ofl_prefixes_load(struct ofl_prefixes *ps, const char *path, char *errbuf)
 void ofl_prefixes_free(struct ofl_prefixes *ps)
 {
     free(ps->v);
+    free(ps->v6v);
     ps->v = NULL;
-    ps->n = ps->cap = 0;
+    ps->v6v = NULL;
+    ps->n = ps->cap = ps->cap6 = 0;
+    if (ps->keep_v6) ps->v6 = 0;   /* it indexes v6v */
 }
 
 /* ---- the source ---------------------------------------------------------------------- */

@@ -96,20 +96,32 @@ struct ofl_prefix4 {
     uint8_t len;
 };
 
+/* An IPv6 prefix: network address (network byte order, host bits zero) and length. */
+struct ofl_prefix6 {
+    uint8_t addr[16];
+    uint8_t len;
+};
+
 /* Longest line ofl_prefixes_feed looks at; longer lines are garbage. */
 #define OFL_PREFIX_LINE_MAX 256
 
-/* IPv4 prefixes read from text, with what was skipped. */
+/* IPv4 prefixes read from text, with what was skipped; IPv6 prefixes too when
+ * `keep_v6` is set (after ofl_prefixes_init, before the first feed). */
 struct ofl_prefixes {
     struct ofl_prefix4 *v;
     size_t n, cap;
     uint64_t lines;     /* lines seen */
-    uint64_t v6;        /* IPv6 prefixes (skipped: synthetic traffic is IPv4) */
+    uint64_t v6;        /* IPv6 prefixes (skipped unless keep_v6: synthetic traffic is IPv4) */
     uint64_t blank;     /* empty and comment lines */
     uint64_t bad;       /* garbage lines (skipped) */
     char part[OFL_PREFIX_LINE_MAX];  /* an unfinished line between feeds */
     size_t part_len;
     int part_long;      /* the unfinished line is already too long */
+    /* keep_v6 = 1: IPv6 lines are parsed in full (ofl_prefix_parse_line6) and kept in
+     * v6v[0 .. v6 - 1]; a malformed IPv6 prefix then counts as garbage, not in v6. */
+    int keep_v6;
+    struct ofl_prefix6 *v6v;
+    size_t cap6;
 };
 
 /* Results of ofl_prefix_parse_line besides errors. */
@@ -122,6 +134,15 @@ enum { OFL_PREFIX_V4 = 0, OFL_PREFIX_V6 = 1, OFL_PREFIX_BLANK = 2 };
  * prefix: hex digits, ':' and '.' with a "/LEN"), OFL_PREFIX_BLANK (empty or '#'
  * comment), or OFL_EBADHDR for anything else. */
 int ofl_prefix_parse_line(const char *line, size_t len, uint32_t *addr, uint8_t *plen);
+
+/* Like ofl_prefix_parse_line, but an IPv6 prefix is parsed in full: RFC 4291 text
+ * ("2001:db8::/32", "::/0", "::ffff:10.0.0.0/104"; hex groups of 1-4 digits, at most
+ * one "::", an optional dotted quad in the last 32 bits) followed by "/LEN" (0..128,
+ * required). Returns OFL_PREFIX_V6 and sets `addr6` (network byte order, host bits
+ * cleared) and *plen, OFL_EBADHDR when the IPv6 text is malformed, or what
+ * ofl_prefix_parse_line returns for other lines (IPv4: *addr, *plen). */
+int ofl_prefix_parse_line6(const char *line, size_t len, uint32_t *addr, uint8_t addr6[16],
+                           uint8_t *plen);
 
 /* Start an empty set. */
 void ofl_prefixes_init(struct ofl_prefixes *ps);
@@ -139,7 +160,8 @@ int ofl_prefixes_finish(struct ofl_prefixes *ps);
  * not errors. */
 int ofl_prefixes_load(struct ofl_prefixes *ps, const char *path, char *errbuf);
 
-/* Free the prefixes (the struct itself is the caller's). */
+/* Free the prefixes, IPv4 and IPv6 (the struct itself is the caller's; with keep_v6
+ * the v6 count, which indexes v6v, goes back to 0). */
 void ofl_prefixes_free(struct ofl_prefixes *ps);
 
 #endif
