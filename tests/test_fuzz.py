@@ -1,6 +1,7 @@
-"""Short libFuzzer runs (with ASan+UBSan) of the header parsers, the pcap source and
-the prefix-file / size-mix parsers, from small seed corpora made of valid and
-malformed packets.  Skipped when clang cannot build libFuzzer targets."""
+"""Short libFuzzer runs (with ASan+UBSan) of the header parsers, the pcap source,
+the prefix-file / size-mix parsers and the route tables (prefix text -> DIR-24-8 and
+IPv6 tables -> lookups against brute force), from small seed corpora made of valid and
+malformed inputs.  Skipped when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from tests.ctools import ROOT, RUNTIME
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 DATA = ROOT.parent / "shared" / "data"
-SOURCES = [RUNTIME / "src" / f"{m}.c" for m in ("err", "pkt", "src", "pcap_port", "synth")]
-TARGETS = ("pkt", "pcap", "prefixes")
+SOURCES = [RUNTIME / "src" / f"{m}.c"
+           for m in ("err", "pkt", "src", "pcap_port", "synth", "routes", "lpm4", "lpm6")]
+TARGETS = ("pkt", "pcap", "prefixes", "routes")
 FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
          "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"]
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
@@ -53,6 +55,14 @@ def _seed_corpus(target: str, d: Path) -> None:
         write_pcap(d / "snap64.pcap", cases[:4], snaplen=64)
         if (DATA / "quic.pcap").exists():
             (d / "quic_head.pcap").write_bytes((DATA / "quic.pcap").read_bytes()[:2000])
+    elif target == "routes":
+        (d / "nested").write_text("\x05\x0f0.0.0.0/0\n10.0.0.0/8\n10.1.0.0/16\n10.1.2.0/24\n"
+                                  "10.1.2.128/25\n10.1.2.255/32\n10.1.3.7/31\n")
+        (d / "v6").write_text("\x09\x03::/0\n2001:db8::/32\n2001:db8::/48\n2001:db8::/64\n"
+                              "2001:db8::8000:0:0:0/65\n2001:db8::1/128\n::ffff:10.0.0.0/104\n"
+                              "fe80::1:2/10 x\n1::2::3/64\n")
+        (d / "mixed").write_text("\x00\x00192.0.2.0/24,65000\r\n2001:4:112::/48|x\n"
+                                 "# c\n8.8.8.8\n1:2:3:4:5:6:7:8/127\n")
     else:
         (d / "prefixes").write_text("1.0.0.0/24\n  10.1.0.0/16 65000 x\n2001:db8::/32\n"
                                     "# comment\n8.8.8.8\ngarbage\n")
