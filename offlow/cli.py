@@ -101,6 +101,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 
+    rt = sub.add_parser("router", help="router tools")
+    rsub = rt.add_subparsers(dest="router_cmd", required=True)
+    rc = rsub.add_parser("check", help="compare every LPM answer with an independent "
+                                       "reference (IPv4 and IPv6)")
+    from offlow.router import check as router_check
+
+    router_check.add_arguments(rc)
+    rc.set_defaults(fn=router_check.cli)
+
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
     b.add_argument("name", choices=["queue"])
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")

@@ -49,3 +49,13 @@ def test_program_file_without_program_function(tmp_path: Path,
     f.write_text("x = 1\n")
     assert main(["explain", str(f)]) == 2
     assert "must define `def program()" in capsys.readouterr().err
+
+
+def test_router_check_command_reports_zero_mismatches(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table = tmp_path / "t.txt"
+    table.write_text("0.0.0.0/0\n10.0.0.0/8\n10.1.0.0/16\n10.1.2.3/32\n"
+                     "2001:db8::/32\n2001:db8:1::/48\n::/0\n")
+    assert main(["router", "check", "--prefixes", str(table), "--random", "2000"]) == 0
+    out = capsys.readouterr().out
+    assert "0 mismatches" in out and "prefixes: 4 IPv4 + 3 IPv6" in out
