@@ -58,9 +58,78 @@ int ofl_qout_init(struct ofl_qout *q, void *ring_mem, size_t len, struct ofl_ce 
     q->w = w;
     q->entry_size = q->ring.entry_size;
     q->batch = q->ring.batch;
-    q->staging = alloc_buf((size_t)q->batch * q->entry_size);
-    if (!q->staging) return -ENOMEM;
-    q->job.done = 1;
+    for (int k = 0; k < 2; k++) {
+        q->buf[k] = alloc_buf((size_t)q->batch * q->entry_size);
+        q->job[k].done = 1;
+        if (!q->buf[k]) {
+            ofl_qout_destroy(q);
+            return -ENOMEM;
+        }
+    }
+    return 0;
+}
+
+/* Ring slots free after the tail and the slots reserved by copies in flight. The
+ * consumer index is refreshed when fewer than `want` look free (the ring's own
+ * refresh rule does not see the reserved slots). */
+static uint32_t qout_room(struct ofl_qout *q, uint32_t want)
+{
+    struct ofl_ring *r = &q->ring;
+    uint32_t room = r->size - (r->tail + q->inflight - r->head);
+    if (room < want) {
+        r->head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
+        room = r->size - (r->tail + q->inflight - r->head);
+    }
+    return room;
+}
+
+/* Complete the oldest copy in flight: wait for it, count its bytes, publish its
+ * slots (they are the next ones after the tail) with one doorbell. */
+static void qout_complete(struct ofl_qout *q)
+{
+    int k = q->old;
+    /* The engine is in this process and always finishes: no liveness checks, so a
+     * peer that exits after closing its rings cannot fail a copy. */
+    (void)ofl_ce_wait(q->ce, &q->job[k], NULL);
+    q->bytes += q->job[k].bytes;
+    ofl_ring_commit(&q->ring, q->fly[k]);
+    q->inflight -= q->fly[k];
+    q->fly[k] = 0;
+    q->old = 1 - k;   /* the other job, if one is in flight, is the oldest now */
+}
+
+/* Commit the copies in flight that are done, oldest first (in order: stop at the
+ * first one still running). */
+static void qout_reap(struct ofl_qout *q)
+{
+    while (q->inflight && ofl_ce_done(&q->job[q->old])) qout_complete(q);
+}
+
+/* Wait for every copy in flight without committing it (after an error, or when
+ * the endpoint goes away). */
+static void qout_abandon(struct ofl_qout *q)
+{
+    for (int k = 0; k < 2; k++) {
+        if (q->fly[k] && q->ce) (void)ofl_ce_wait(q->ce, &q->job[k], NULL);
+        q->fly[k] = 0;
+    }
+    q->inflight = 0;
+}
+
+/* Start copying n staged entries of buf[cur], from entry `off`, into the ring slots
+ * after those in flight. An INLINE engine has copied them on return: commit now. */
+static int qout_submit(struct ofl_qout *q, uint32_t off, uint32_t n)
+{
+    int k = q->cur;
+    struct ofl_ring *r = &q->ring;
+    ring_job(&q->job[k], r, r->tail + q->inflight, n,
+             q->buf[k] + (size_t)off * q->entry_size, true);
+    int rc = ofl_ce_submit(q->ce, &q->job[k]);
+    if (rc < 0) return rc;
+    if (!q->inflight) q->old = k;
+    q->fly[k] = n;
+    q->inflight += n;
+    if (q->ce->mode != OFL_CE_THREAD) qout_complete(q);
     return 0;
 }
 
@@ -72,7 +141,12 @@ void *ofl_qout_slot(struct ofl_qout *q)
         return NULL;
     }
     if (q->staged == q->batch && ofl_qout_flush(q) < 0) return NULL;
-    uint8_t *e = q->staging + (size_t)q->staged * q->entry_size;
+    if (q->staged == 0) {
+        /* A fresh staging buffer: publish what is done; its own copy must be. */
+        qout_reap(q);
+        while (q->fly[q->cur]) qout_complete(q);
+    }
+    uint8_t *e = q->buf[q->cur] + (size_t)q->staged * q->entry_size;
     q->staged++;
     struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)e;
     h->seq = 0;
@@ -83,12 +157,21 @@ void *ofl_qout_slot(struct ofl_qout *q)
 int ofl_qout_flush(struct ofl_qout *q)
 {
     if (q->err) return q->err;
+    qout_reap(q);
     struct ofl_ring *r = &q->ring;
-    uint32_t done = 0, spins = 0;
+    uint32_t off = 0, spins = 0;
     bool waiting = false;
-    while (done < q->staged) {
-        uint32_t f = ofl_ring_free(r);
-        if (f == 0) {
+    while (off < q->staged) {
+        uint32_t rem = q->staged - off;
+        uint32_t room = qout_room(q, rem);
+        if (q->fly[q->cur] || (room < rem && q->inflight)) {
+            /* This buffer's job is busy with an earlier part, or the ring is short:
+             * publish the copies in flight first (the consumer cannot free their
+             * slots before), then copy the rest as space comes. */
+            qout_complete(q);
+            continue;
+        }
+        if (room == 0) {
             /* Backpressure: the consumer is behind. One full_wait per episode. */
             if (!waiting) r->full_waits++;
             waiting = true;
@@ -105,17 +188,13 @@ int ofl_qout_flush(struct ofl_qout *q)
         if (waiting && q->w) ofl_waiter_progress(q->w);
         waiting = false;
         spins = 0;
-        uint32_t n = q->staged - done < f ? q->staged - done : f;
-        ring_job(&q->job, r, r->tail, n, q->staging + (size_t)done * q->entry_size, true);
-        int rc = ofl_ce_submit(q->ce, &q->job);
-        /* The engine is in this process and always finishes: no liveness checks, so a
-         * peer that exits after closing its rings cannot fail a copy. */
-        if (rc == 0) rc = ofl_ce_wait(q->ce, &q->job, NULL);
+        uint32_t n = rem < room ? rem : room;
+        int rc = qout_submit(q, off, n);
         if (rc < 0) return qout_fail(q, rc);
-        q->bytes += q->job.bytes;
-        ofl_ring_commit(r, n);
-        done += n;
+        off += n;
     }
+    /* Double buffering: fill the other buffer while this one's copy runs. */
+    if (q->staged && q->fly[q->cur]) q->cur = 1 - q->cur;
     q->staged = 0;
     return 0;
 }
@@ -124,18 +203,30 @@ int ofl_qout_close(struct ofl_qout *q)
 {
     if (q->closed) return q->err;
     int rc = ofl_qout_flush(q);
-    if (rc < 0) return rc;
+    if (rc < 0) {
+        qout_abandon(q);
+        return rc;
+    }
+    while (q->inflight) qout_complete(q);
     ofl_ring_close(&q->ring);
     q->closed = true;
     return 0;
 }
 
+unsigned ofl_qout_pending(const struct ofl_qout *q)
+{
+    return q->staged + q->inflight;
+}
+
 void ofl_qout_destroy(struct ofl_qout *q)
 {
-    /* A copy may still be running if a wait for it was cut short. */
-    if (q->ce && q->staging) ofl_ce_wait(q->ce, &q->job, NULL);
-    free(q->staging);
-    q->staging = NULL;
+    /* A copy may still be running: the engine must not write into freed memory. */
+    qout_abandon(q);
+    for (int k = 0; k < 2; k++) {
+        free(q->buf[k]);
+        q->buf[k] = NULL;
+    }
+    q->staged = 0;
 }
 
 /* ---- consumer ---- */
@@ -187,7 +278,7 @@ static int qin_kick(struct ofl_qin *q, int b)
 /* Wait for buffer b's copy, check every entry's seq and len, release the ring slots. */
 static int qin_finish(struct ofl_qin *q, int b)
 {
-    /* The engine is in this process and always finishes (see ofl_qout_flush). */
+    /* The engine is in this process and always finishes (see qout_complete). */
     int rc = ofl_ce_wait(q->ce, &q->job[b], NULL);
     if (rc < 0) return rc;
     /* Checked in the local copy, before the slots go back: what we deliver is what

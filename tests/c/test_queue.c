@@ -1,5 +1,9 @@
 /* Queue tests: qout -> qin across two threads with inline and thread copy engines,
- * 16- and 256-byte entries, exactly once and in order; entries with packet bytes
+ * 16- and 256-byte entries, exactly once and in order; with the thread engine the
+ * producer's copies overlap its work (flushes of partial batches, rings smaller than
+ * two batches, copies in flight while the ring is full), and a copy in flight is
+ * invisible to the consumer until committed, finished by close, and waited for
+ * after a dead peer's -EPIPE; entries with packet bytes
  * at data_off cross only as far as they are used (len 0, 1, 7, 8, max, ...) and
  * round-trip exactly; a dead peer and the abort word end waits with -EPIPE /
  * -ECANCELED; a corrupted seq or len gives -EBADMSG. The copy engine's entry jobs
@@ -39,6 +43,41 @@ static void *ring_mem(uint32_t size, uint32_t es, uint32_t batch, size_t *len)
     return m;
 }
 
+/* Flush until nothing is staged or in flight: everything committed (a THREAD
+ * engine's flush may return with its copy still running). */
+static int qout_sync(struct ofl_qout *o)
+{
+    int rc = 0;
+    while (rc == 0 && ofl_qout_pending(o)) rc = ofl_qout_flush(o);
+    return rc;
+}
+
+/* A large copy queued on a THREAD engine ahead of the queue's jobs (the engine runs
+ * jobs in order), so that those are really still running for a while. */
+struct blocker {
+    struct ofl_ce_job job;
+    uint8_t *src, *dst;
+};
+
+static void block_engine(struct ofl_ce *ce, struct blocker *b)
+{
+    const size_t sz = (size_t)16 << 20;   /* 8 x 16 MiB: tens of milliseconds */
+    b->src = calloc(1, sz);
+    b->dst = malloc(sz);
+    memset(&b->job, 0, sizeof b->job);
+    b->job.nseg = OFL_CE_MAX_SEGS;
+    for (unsigned k = 0; k < OFL_CE_MAX_SEGS; k++)
+        b->job.seg[k] = (struct ofl_ce_seg){ b->dst, b->src, sz };
+    CHECK(b->src && b->dst && ofl_ce_submit(ce, &b->job) == 0, "engine kept busy");
+}
+
+static void unblock_engine(struct ofl_ce *ce, struct blocker *b)
+{
+    ofl_ce_wait(ce, &b->job, NULL);
+    free(b->src);
+    free(b->dst);
+}
+
 /* Byte k of the payload of entry i. */
 static uint8_t pattern(uint64_t i, size_t k)
 {
@@ -65,12 +104,18 @@ struct side {
     int mode;
     uint32_t es;
     uint32_t data_off;      /* 0: fixed entries; else fields at 8..data_off, then data */
+    uint32_t size, batch;   /* ring geometry */
+    uint32_t flush_mod;     /* the producer also flushes after entry i when i % it == 0 */
     uint64_t n;
     uint64_t got, bad;
     int err;
     struct ofl_ring ring;   /* copy of the endpoint's counters at the end */
     uint64_t used;          /* producer: sum of the entries' used bytes */
     uint64_t ce_bytes;      /* the side's copy engine: bytes copied */
+    uint64_t q_bytes;       /* producer: the endpoint's bytes counter */
+    uint64_t flushes;       /* producer: explicit flushes */
+    uint64_t overlapped;    /* producer: flushes that returned with a copy in flight */
+    uint64_t max_pending;   /* producer: most entries staged + in flight after a flush */
 };
 
 static void *producer(void *arg)
@@ -103,9 +148,17 @@ static void *producer(void *arg)
             for (size_t k = 16; k < s->es; k++) e[k] = pattern(i, k);
         }
         /* Flush at odd points too, not only at full batches. */
-        if (i % 37 == 0 && (s->err = ofl_qout_flush(&q)) < 0) break;
+        if (i % s->flush_mod == 0) {
+            if ((s->err = ofl_qout_flush(&q)) < 0) break;
+            unsigned pend = ofl_qout_pending(&q);
+            s->flushes++;
+            s->overlapped += pend > 0;
+            if (pend > s->max_pending) s->max_pending = pend;
+        }
     }
     if (!s->err) s->err = ofl_qout_close(&q);
+    if (!s->err && ofl_qout_pending(&q)) s->err = -EINVAL;   /* close left something */
+    s->q_bytes = q.bytes;
     s->ring = q.ring;
     ofl_qout_destroy(&q);
     ofl_ce_stop(&ce);
@@ -165,12 +218,16 @@ static void *consumer(void *arg)
     return NULL;
 }
 
-static void test_transfer(int mode, uint32_t es, uint32_t data_off, uint64_t n)
+/* n entries from a producer thread to a consumer thread through a ring of `size`
+ * entries, `batch` per doorbell; the producer also flushes every flush_mod entries. */
+static void test_transfer_geo(int mode, uint32_t es, uint32_t data_off, uint64_t n,
+                              uint32_t size, uint32_t batch, uint32_t flush_mod)
 {
     const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
-    struct side p = { .mode = mode, .es = es, .data_off = data_off, .n = n }, c;
-    p.mem = data_off ? ring_mem_off(RING_SIZE, es, BATCH, data_off, &p.len)
-                     : ring_mem(RING_SIZE, es, BATCH, &p.len);
+    struct side p = { .mode = mode, .es = es, .data_off = data_off, .n = n, .size = size,
+                      .batch = batch, .flush_mod = flush_mod }, c;
+    p.mem = data_off ? ring_mem_off(size, es, batch, data_off, &p.len)
+                     : ring_mem(size, es, batch, &p.len);
     c = p;
     pthread_t tp, tc;
     uint64_t t0 = ofl_now_ns();
@@ -185,6 +242,17 @@ static void test_transfer(int mode, uint32_t es, uint32_t data_off, uint64_t n)
           es, (unsigned long long)c.got, (unsigned long long)n, (unsigned long long)c.bad);
     CHECK(p.ring.pushed == n && c.ring.popped == n, "%s engine, %u-byte: pushed %llu popped %llu",
           mn, es, (unsigned long long)p.ring.pushed, (unsigned long long)c.ring.popped);
+    uint64_t want_bytes = data_off ? p.used : n * es;
+    CHECK(p.q_bytes == want_bytes, "%s engine, %u-byte entries: the queue counted %llu bytes "
+          "(%llu)", mn, es, (unsigned long long)p.q_bytes, (unsigned long long)want_bytes);
+    if (mode == OFL_CE_THREAD)
+        CHECK(p.flushes == 0 || p.overlapped > 0,
+              "thread engine, %u-byte entries, ring %u / batch %u: %llu of %llu flushes "
+              "returned with the copy in flight (at most %llu entries pending)", es, size,
+              batch, (unsigned long long)p.overlapped, (unsigned long long)p.flushes,
+              (unsigned long long)p.max_pending);
+    else
+        CHECK(p.overlapped == 0, "inline engine, %u-byte entries: every flush committed", es);
     if (data_off) {
         CHECK(p.ce_bytes == p.used && c.ce_bytes == p.used,
               "%s engine, %u-byte entries, data_off %u: only used bytes copied (%llu produced, "
@@ -195,10 +263,16 @@ static void test_transfer(int mode, uint32_t es, uint32_t data_off, uint64_t n)
         CHECK(p.ce_bytes == n * es && c.ce_bytes == n * es,
               "%s engine, %u-byte entries: whole entries copied", mn, es);
     }
-    printf("info: %s %uB data_off %u: doorbells %llu full_waits %llu, %.1f ms\n", mn, es,
-           data_off, (unsigned long long)p.ring.batches, (unsigned long long)p.ring.full_waits,
+    printf("info: %s %uB data_off %u ring %u batch %u flush/%u: doorbells %llu full_waits "
+           "%llu, %.1f ms\n", mn, es, data_off, size, batch, flush_mod,
+           (unsigned long long)p.ring.batches, (unsigned long long)p.ring.full_waits,
            (double)(ofl_now_ns() - t0) / 1e6);
     free(p.mem);
+}
+
+static void test_transfer(int mode, uint32_t es, uint32_t data_off, uint64_t n)
+{
+    test_transfer_geo(mode, es, data_off, n, RING_SIZE, BATCH, 37);
 }
 
 /* A waiter whose only peer is the read end of a pipe; the "peer" holds the write end. */
@@ -304,7 +378,7 @@ static void test_corrupt(int mode)
     ofl_qout_init(&o, mem, len, &pce, &w);
     ofl_qin_init(&in, mem, len, &cce, &w);
     for (int i = 0; i < 40; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&o))->len = (uint16_t)i;
-    ofl_qout_flush(&o);
+    CHECK(qout_sync(&o) == 0, "%s: 40 entries committed", mode ? "thread" : "inline");
     /* Damage entry 20 (in the second batch the consumer takes). */
     ((struct ofl_entry_hdr *)(o.ring.entries + 20 * 16))->seq ^= 0x100;
     const uint8_t *es;
@@ -430,7 +504,8 @@ static void test_used_only(int mode)
             for (uint32_t k = 0; k < l; k++) e[DOFF + k] = pattern(sent, k);
             used_sum += ofl_entry_used(ES, DOFF, l);
         }
-        CHECK(ofl_qout_flush(&o) == 0, "%s: round %d flushed", mn, round);
+        CHECK(ofl_qout_flush(&o) == 0 && qout_sync(&o) == 0, "%s: round %d flushed", mn,
+              round);
         for (uint64_t i = first; i < sent; i++) {
             const uint8_t *e = o.ring.entries + (size_t)(i % RS) * ES;
             uint32_t used = ofl_entry_used(ES, DOFF, lens[i % nl]);
@@ -495,7 +570,7 @@ static void test_corrupt_len(int mode)
             h->len = (uint16_t)(i % (MAX + 1));
             if (how == 1 && i == 20) h->len = 0xffff;
         }
-        ofl_qout_flush(&o);
+        qout_sync(&o);
         if (how == 0) ((struct ofl_entry_hdr *)(o.ring.entries + 20 * ES))->len = MAX + 1;
         const uint8_t *es;
         int n1 = ofl_qin_next(&in, &es);
@@ -512,6 +587,215 @@ static void test_corrupt_len(int mode)
         ofl_ce_stop(&cce);
         free(mem);
     }
+}
+
+/* Fill entry i of a 64-byte, data_off 16 ring: i at +8, len_for(i) packet bytes. */
+static void fill64(uint8_t *e, uint64_t i)
+{
+    uint16_t l = len_for(i, 64 - 16);
+    ((struct ofl_entry_hdr *)e)->len = l;
+    memcpy(e + 8, &i, 8);
+    for (uint32_t k = 0; k < l; k++) e[16 + k] = pattern(i, k);
+}
+
+/* Entries of a 64-byte, data_off 16 ring as filled by fill64, from *next on;
+ * returns how many were wrong. */
+static uint64_t check64(const uint8_t *es, int n, uint64_t *next)
+{
+    uint64_t bad = 0;
+    for (int j = 0; j < n; j++, (*next)++) {
+        const uint8_t *e = es + (size_t)j * 64;
+        uint64_t v;
+        memcpy(&v, e + 8, 8);
+        uint16_t l = ((const struct ofl_entry_hdr *)e)->len;
+        int ok = v == *next && l == len_for(v, 64 - 16);
+        for (uint32_t k = 0; ok && k < l; k++) ok = e[16 + k] == pattern(v, k);
+        bad += !ok;
+    }
+    return bad;
+}
+
+/* One thread, THREAD engine on the producer, a ring of 16 with batches of 12: a
+ * flushed batch stays invisible to the consumer while its copy is in flight; a
+ * second flush reserves the slots after it; both are committed in order, one
+ * doorbell each. */
+static void test_overlap_order(void)
+{
+    enum { ES = 64, DOFF = 16, RS = 16, B = 12 };
+    size_t len;
+    void *mem = ring_mem_off(RS, ES, B, DOFF, &len);
+    struct ofl_ce pce, cce;
+    struct ofl_waiter w;
+    struct ofl_qout o;
+    struct ofl_qin in;
+    struct blocker bl;
+    ofl_ce_start(&pce, OFL_CE_THREAD, -1);
+    ofl_ce_start(&cce, OFL_CE_INLINE, -1);
+    ofl_waiter_init(&w, NULL, 0, NULL);
+    ofl_qout_init(&o, mem, len, &pce, &w);
+    ofl_qin_init(&in, mem, len, &cce, &w);
+    block_engine(&pce, &bl);
+    uint64_t sent = 0, got = 0, bad = 0, used = 0;
+    const uint8_t *es;
+    for (; sent < B; sent++) {
+        fill64(ofl_qout_slot(&o), sent);
+        used += ofl_entry_used(ES, DOFF, len_for(sent, ES - DOFF));
+    }
+    CHECK(ofl_qout_flush(&o) == 0 && ofl_qout_pending(&o) == B,
+          "overlap: flush returns with its %u entries in flight (%u pending)", B,
+          ofl_qout_pending(&o));
+    CHECK(ofl_qin_next(&in, &es) == 0 && o.ring.shm->tail == 0 && o.ring.batches == 0,
+          "overlap: nothing visible to the consumer before the commit");
+    for (; sent < RS; sent++) {
+        fill64(ofl_qout_slot(&o), sent);
+        used += ofl_entry_used(ES, DOFF, len_for(sent, ES - DOFF));
+    }
+    CHECK(ofl_qout_flush(&o) == 0 && ofl_qout_pending(&o) == RS,
+          "overlap: a second flush reserves the last %u slots after those in flight (%u "
+          "pending)", RS - B, ofl_qout_pending(&o));
+    int blocked = !ofl_ce_done(&bl.job);
+    CHECK(ofl_qin_next(&in, &es) == 0 && o.ring.shm->tail == 0,
+          "overlap: still nothing visible");
+    printf("info: copies %s in flight at the check\n", blocked ? "really still" : "no longer");
+    unblock_engine(&pce, &bl);
+    CHECK(qout_sync(&o) == 0 && ofl_qout_pending(&o) == 0 && o.ring.pushed == RS &&
+              o.ring.batches == 2 && o.bytes == used,
+          "overlap: both committed, one doorbell each (%llu), %llu bytes counted (%llu)",
+          (unsigned long long)o.ring.batches, (unsigned long long)o.bytes,
+          (unsigned long long)used);
+    int n1 = ofl_qin_next(&in, &es);
+    if (n1 > 0) bad += check64(es, n1, &got);
+    int n2 = ofl_qin_next(&in, &es);
+    if (n2 > 0) bad += check64(es, n2, &got);
+    CHECK(n1 == B && n2 == RS - B && got == RS && bad == 0,
+          "overlap: consumer gets %d then %d entries, in order, intact (%llu bad)", n1, n2,
+          (unsigned long long)bad);
+    /* The slots came back: a flush now copies a full batch, across the ring's end. */
+    for (uint64_t end = sent + B; sent < end; sent++) fill64(ofl_qout_slot(&o), sent);
+    CHECK(ofl_qout_flush(&o) == 0 && qout_sync(&o) == 0 && o.ring.pushed == RS + B,
+          "overlap: next batch committed");
+    int n3 = ofl_qin_next(&in, &es);
+    if (n3 > 0) bad += check64(es, n3, &got);
+    CHECK(n3 == B && bad == 0, "overlap: and received intact (%d)", n3);
+    CHECK(ofl_qout_close(&o) == 0 && ofl_qin_next(&in, &es) == OFL_Q_DONE, "overlap: done");
+    ofl_qin_destroy(&in);
+    ofl_qout_destroy(&o);
+    ofl_ce_stop(&pce);
+    ofl_ce_stop(&cce);
+    free(mem);
+}
+
+/* Close with copies in flight (one flushed, one still staged): close waits for
+ * them, commits them in order and only then marks the ring finished. */
+static void test_close_in_flight(void)
+{
+    enum { ES = 64, DOFF = 16 };
+    size_t len;
+    void *mem = ring_mem_off(RING_SIZE, ES, BATCH, DOFF, &len);
+    struct ofl_ce pce, cce;
+    struct ofl_waiter w;
+    struct ofl_qout o;
+    struct ofl_qin in;
+    struct blocker bl;
+    ofl_ce_start(&pce, OFL_CE_THREAD, -1);
+    ofl_ce_start(&cce, OFL_CE_THREAD, -1);
+    ofl_waiter_init(&w, NULL, 0, NULL);
+    ofl_qout_init(&o, mem, len, &pce, &w);
+    ofl_qin_init(&in, mem, len, &cce, &w);
+    block_engine(&pce, &bl);
+    uint64_t sent = 0, used = 0;
+    for (; sent < 10; sent++) {
+        fill64(ofl_qout_slot(&o), sent);
+        used += ofl_entry_used(ES, DOFF, len_for(sent, ES - DOFF));
+    }
+    ofl_qout_flush(&o);
+    for (; sent < 15; sent++) {
+        fill64(ofl_qout_slot(&o), sent);
+        used += ofl_entry_used(ES, DOFF, len_for(sent, ES - DOFF));
+    }
+    int blocked = !ofl_ce_done(&bl.job);
+    CHECK(ofl_qout_pending(&o) == 15 && o.ring.shm->tail == 0,
+          "close: 10 entries in flight, 5 staged, none committed (copy %s running)",
+          blocked ? "really still" : "no longer");
+    CHECK(ofl_qout_close(&o) == 0, "close: closed with a copy in flight");
+    CHECK(ofl_qout_pending(&o) == 0 && o.ring.pushed == 15 && o.ring.batches == 2 &&
+              o.bytes == used && o.ring.shm->closed,
+          "close: nothing left in flight, 15 committed in 2 doorbells, %llu bytes (%llu)",
+          (unsigned long long)o.bytes, (unsigned long long)used);
+    CHECK(ofl_qout_slot(&o) == NULL && o.err == -EINVAL, "close: no slots after close");
+    unblock_engine(&pce, &bl);
+    uint64_t got = 0, bad = 0;
+    int n, done = 0;
+    uint64_t t0 = ofl_now_ns();
+    while (ofl_now_ns() - t0 < 5000000000ull) {
+        const uint8_t *es;
+        n = ofl_qin_next(&in, &es);
+        if (n == OFL_Q_DONE) {
+            done = 1;
+            break;
+        }
+        if (n < 0) break;
+        bad += check64(es, n, &got);
+    }
+    CHECK(done && got == 15 && bad == 0, "close: consumer gets all 15 in order, then done");
+    ofl_qin_destroy(&in);
+    ofl_qout_destroy(&o);
+    ofl_ce_stop(&pce);
+    ofl_ce_stop(&cce);
+    free(mem);
+}
+
+/* THREAD engine, nobody consuming, two copies in flight when the peer dies: the
+ * producer then blocked on the full ring gets -EPIPE from flush (how 0) or close
+ * (how 1) within a second; the error sticks; nothing is left in flight or leaked. */
+static void test_epipe_in_flight(int how)
+{
+    const char *what = how ? "close" : "flush";
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe created");
+    size_t len;
+    void *mem = ring_mem(8, 16, 4, &len);
+    struct ofl_ce ce;
+    struct ofl_waiter w;
+    struct ofl_qout q;
+    struct blocker bl;
+    ofl_ce_start(&ce, OFL_CE_THREAD, -1);
+    ofl_waiter_init(&w, &fds[0], 1, NULL);
+    ofl_qout_init(&q, mem, len, &ce, &w);
+    block_engine(&ce, &bl);
+    for (int b = 0; b < 2; b++) {
+        for (int i = 0; i < 4; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q))->len = 1;
+        ofl_qout_flush(&q);
+    }
+    int blocked = !ofl_ce_done(&bl.job);
+    CHECK(ofl_qout_pending(&q) == 8 && q.ring.shm->tail == 0,
+          "%s: two copies in flight fill the ring (copies %s running)", what,
+          blocked ? "really still" : "no longer");
+    uint64_t t_event = ofl_now_ns();
+    close(fds[1]);
+    int rc = 0;
+    for (int i = 0; i < 4 && rc == 0; i++) {
+        struct ofl_entry_hdr *h = ofl_qout_slot(&q);
+        if (!h) rc = q.err;
+        else h->len = 2;
+    }
+    if (rc == 0) rc = how ? ofl_qout_close(&q) : ofl_qout_flush(&q);
+    uint64_t t1 = ofl_now_ns();
+    CHECK(rc == -EPIPE, "%s with copies in flight, peer dead: %s", what, ofl_strerror(rc));
+    CHECK(t1 - t_event < 1000000000ull, "%s: within 1 s (%.3f ms)", what,
+          (double)(t1 - t_event) / 1e6);
+    CHECK(q.err == -EPIPE && ofl_qout_slot(&q) == NULL && ofl_qout_flush(&q) == -EPIPE,
+          "%s: the error sticks", what);
+    CHECK(ofl_qout_close(&q) == -EPIPE && q.inflight == 0 && !q.ring.shm->closed,
+          "%s: close reports it, leaves nothing in flight, does not finish the ring", what);
+    CHECK(q.ring.pushed == 8 && q.ring.full_waits >= 1,
+          "%s: the 8 entries copied before were committed (%llu), the wait counted", what,
+          (unsigned long long)q.ring.pushed);
+    ofl_qout_destroy(&q);
+    unblock_engine(&ce, &bl);
+    ofl_ce_stop(&ce);
+    close(fds[0]);
+    free(mem);
 }
 
 static void test_close_empty(void)
@@ -549,14 +833,24 @@ int main(int argc, char **argv)
     test_used_only(OFL_CE_THREAD);
     test_corrupt_len(OFL_CE_INLINE);
     test_corrupt_len(OFL_CE_THREAD);
+    test_overlap_order();
+    test_close_in_flight();
     for (int mode = 0; mode < 2; mode++) {
         test_transfer(mode, 16, 0, n);
         test_transfer(mode, 256, 0, n);
         test_transfer(mode, 128, 16, n);          /* 16 B of header and fields, 112 data */
         test_transfer(mode, 24 + 1536, 24, n / 4); /* a 1536-byte MTU */
+        /* Rings smaller than two batches (the thread engine's copy in flight holds
+         * slots while the next batch waits for space), partial-batch flushes. */
+        test_transfer_geo(mode, 16, 0, n / 16, 16, 12, 5);
+        test_transfer_geo(mode, 128, 24, n / 16, 16, 12, 7);
+        test_transfer_geo(mode, 64, 16, n / 32, 8, 8, 3);   /* batch == ring size */
+        test_transfer_geo(mode, 32, 16, n / 32, 4, 3, 2);
     }
     test_peer_death_qin();
     test_blocked_qout(0);
     test_blocked_qout(1);
+    test_epipe_in_flight(0);
+    test_epipe_in_flight(1);
     return CHECK_DONE();
 }

@@ -1,12 +1,17 @@
 /* Queue endpoints used by generated code: a ring in the window, a copy engine and
  * local buffers on each side.
  *
- * The producer fills entries in local staging memory (ofl_qout_slot) and
- * ofl_qout_flush copies them into the ring with the copy engine, then rings one
- * doorbell. The consumer's ofl_qin_next copies ready entries out of the ring into
- * one of two local buffers and returns them; with a THREAD engine the copy of the
- * next batch runs while the caller works on this one. Both endpoints expose the
- * ring handle (`.ring`) for its counters and a sticky first error (`.err`).
+ * The producer fills entries in one of two local staging buffers (ofl_qout_slot);
+ * ofl_qout_flush copies them into reserved ring slots with the copy engine and
+ * commits them with one doorbell once the copy is done. With an INLINE engine that
+ * is at once. With a THREAD engine the flush only starts the copy and returns: the
+ * producer fills the other staging buffer meanwhile, and the copy is committed, in
+ * order, by the next flush or slot call that finds it done or needs its buffer, and
+ * always by ofl_qout_close. The consumer's ofl_qin_next copies ready entries out of
+ * the ring into one of two local buffers and returns them; with a THREAD engine the
+ * copy of the next batch runs while the caller works on this one. Both endpoints
+ * expose the ring handle (`.ring`) for its counters and a sticky first error
+ * (`.err`).
  *
  * On a ring with a data_off, only the used part of each entry crosses (header,
  * fields, then h.len packet bytes, rounded up to 8: ofl_entry_used()); the bytes of
@@ -26,18 +31,24 @@
  * Negative (so it is never a count) and outside the errno range. */
 #define OFL_Q_DONE (-4097)
 
-/* Producer endpoint. */
+/* Producer endpoint. At most one copy job per staging buffer is in flight; the
+ * ring slots of jobs in flight follow the tail in submission order (oldest first)
+ * and are published only when their job is done (ofl_ring_commit). */
 struct ofl_qout {
     struct ofl_ring ring;        /* producer side handle: pushed, batches, full_waits, ... */
     struct ofl_ce *ce;
     struct ofl_waiter *w;
-    uint8_t *staging;            /* batch entries of entry_size bytes, 64-byte aligned */
+    uint8_t *buf[2];             /* staging buffers, batch entries each, 64-byte aligned */
     uint32_t entry_size, batch;
-    uint32_t staged;             /* entries filled in staging */
+    int cur;                     /* the staging buffer being filled */
+    uint32_t staged;             /* entries filled in buf[cur] */
+    uint32_t fly[2];             /* entries of job[k] in flight (0: none) */
+    uint32_t inflight;           /* fly[0] + fly[1]: ring slots reserved, not committed */
+    int old;                     /* the oldest job in flight (when inflight > 0) */
     uint64_t bytes;              /* bytes copied into the ring (used parts of entries) */
     int err;                     /* first error (sticky), 0 if none */
     bool closed;
-    struct ofl_ce_job job;
+    struct ofl_ce_job job[2];    /* job[k] copies (part of) buf[k] */
 };
 
 /* Attach a producer endpoint to formatted ring memory, using copy engine `ce` and
@@ -46,21 +57,34 @@ int ofl_qout_init(struct ofl_qout *q, void *ring_mem, size_t len, struct ofl_ce 
                   struct ofl_waiter *w);
 
 /* Next staging entry (entry_size bytes, 8-aligned, seq and flags zeroed; the caller
- * sets h.len and the fields; with a data_off, h.len sizes the copy and a len past
- * entry_size - data_off is clamped, and rejected by the consumer). Flushes first
- * when `batch` entries are staged. NULL on error (q->err says which). */
+ * sets h.len and the fields before the next call on `q`; with a data_off, h.len
+ * sizes the copy and a len past entry_size - data_off is clamped, and rejected by
+ * the consumer). Flushes first when `batch` entries are staged; at the start of a
+ * staging buffer commits the copies found done and waits for that buffer's own
+ * copy if it is still running. NULL on error (q->err says which). */
 void *ofl_qout_slot(struct ofl_qout *q);
 
-/* Copy staged entries into the ring, waiting for space (backpressure; each wait
- * episode counts in ring.full_waits), one doorbell per ring commit. Returns 0 or a
- * negative error (-EPIPE, -ECANCELED, ...), also kept in q->err. */
+/* Commit the copies in flight that are done (oldest first), then copy the staged
+ * entries into ring slots reserved after those still in flight, waiting for space
+ * (backpressure; each wait episode counts in ring.full_waits; copies in flight are
+ * completed and committed first, as the consumer cannot free their slots before).
+ * One doorbell per ring commit. INLINE engine: the entries are committed on return.
+ * THREAD engine: the last copy may still be running on return; its entries are
+ * committed by a later flush/slot/close, and the next staging buffer is filled
+ * meanwhile. Returns 0 or a negative error (-EPIPE, -ECANCELED, ...), also kept
+ * in q->err. */
 int ofl_qout_flush(struct ofl_qout *q);
 
-/* Flush, then mark the ring finished. Returns 0 or a negative error; on error the
- * ring is not marked finished. */
+/* Flush, wait for every copy in flight and commit it, then mark the ring finished.
+ * Returns 0 or a negative error; on error nothing is left in flight (copies are
+ * waited for, not committed) and the ring is not marked finished. */
 int ofl_qout_close(struct ofl_qout *q);
 
-/* Free the endpoint's memory (not the ring, engine or waiter). */
+/* Entries not yet committed to the ring: staged plus in flight. */
+unsigned ofl_qout_pending(const struct ofl_qout *q);
+
+/* Free the endpoint's memory (not the ring, engine or waiter), after waiting for
+ * any copy in flight (not committed). */
 void ofl_qout_destroy(struct ofl_qout *q);
 
 /* State of one of the consumer's local buffers. */
