@@ -447,13 +447,15 @@ class DeviceGen:
             mine = [r for r in self.rings if r.queue == q and r.cons == core_idx]
             fn, arr = "ofl_qin_init", f"ctxs[{k}].in_{cq}"
             typ = "struct ofl_qin"
+        # a ring inside this process must not fail when a peer process exits
+        waiter = "waiter" if q.crosses_device else "local"
         e(f"    {arr} = calloc({len(mine)}, sizeof({typ}));",
           f'    if (!{arr}) return ofl_fatal("out of memory");')
         for j, r in enumerate(mine):
             e(f"    if ({fn}(&{arr}[{j}], ofl_window_at(&proc.win, ring_off[{r.index}]),",
               f"            ofl_ring_mem_size(ofl_ring_desc[{r.index}].size, "
               f"ofl_ring_desc[{r.index}].entry_size), ctxs[{k}].core.ce, "
-              f"&ctxs[{k}].core.waiter) < 0)",
+              f"&ctxs[{k}].core.{waiter}) < 0)",
               f'        return ofl_fatal("cannot attach ring {q.name} {r.prod}->{r.cons}");')
 
     def _per_core(self, ctxs: list[tuple[SegmentPlan, int]],

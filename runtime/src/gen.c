@@ -108,6 +108,7 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
     c->abort = &h->abort;
     ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
+    ofl_waiter_init(&c->local, NULL, 0, &h->abort);
     c->ce = calloc(1, sizeof *c->ce);
     c->bufs = aligned_alloc(64, (bufsize + 63) / 64 * 64);
     c->scratch = calloc(1, bufsize);

@@ -89,7 +89,8 @@ struct ofl_core {
     unsigned idx, n;          /* this core's index in the segment, and how many */
     int cpu;                  /* the CPU it is pinned to */
     int oversubscribed;
-    struct ofl_waiter waiter;
+    struct ofl_waiter waiter; /* watches the peer processes: for rings to other devices */
+    struct ofl_waiter local;  /* no peers, only the abort word: for rings inside this process */
     volatile uint32_t *abort; /* the window's abort word: set on the first error */
     struct ofl_ce *ce;        /* this core's copy engine */
     uint8_t *bufs;            /* packet buffers for sources, OFL_BATCH x MTU */
