@@ -44,4 +44,7 @@ echo
 echo "== the same program on synthetic traffic to BGP-table destinations, 2 s"
 .venv/bin/offlow run examples/ttl_pipeline.py --duration 2 --prefixes "$data/bgp-full-table.txt.gz"
 echo
+echo "== IPv4/IPv6 router on the full BGP table: lookups on the NIC, 200k synthetic packets"
+.venv/bin/offlow run examples/router.py --count 200000 --prefixes "$data/bgp-full-table.txt.gz"
+echo
 echo "demo done: forwarded packets are in out/demo.pcap"
