@@ -74,6 +74,26 @@ def build_runtime(extra_flags: tuple[str, ...] = ()) -> Path:
     return lib
 
 
+def build_tool(name: str, sources: list[Path], cflags: tuple[str, ...] | list[str],
+               libs: tuple[str, ...] | list[str] = ()) -> Path:
+    """Compile a C tool (a benchmark or checker driver plus the runtime modules it
+    names) once per content hash of its sources, the runtime headers and the flags;
+    return the executable."""
+    if shutil.which("gcc") is None:
+        raise OfflowError("no C compiler: install gcc (the README's setup command does)")
+    headers = sorted((RUNTIME / "include" / "offlow").glob("*.h"))
+    key = _digest(*(f.name.encode() + f.read_bytes() for f in [*sources, *headers]),
+                  " ".join([*cflags, *libs]).encode())
+    exe = cache_dir() / f"{name}-{key}"
+    if exe.exists():
+        return exe
+    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
+    _cc([*cflags, f"-I{RUNTIME / 'include'}", *map(str, sources), "-o", str(tmp), *libs],
+        name)
+    tmp.replace(exe)
+    return exe
+
+
 @dataclass(frozen=True)
 class Build:
     """The result of compiling a program: its IR, generated C and executables."""

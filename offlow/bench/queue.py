@@ -13,17 +13,15 @@ is reported, never enforced.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
-import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlow.build import RUNTIME, cache_dir
+from offlow.build import RUNTIME, build_tool
 from offlow.errors import OfflowError
 
 BENCH_SRC = RUNTIME / "bench" / "bench_queue.c"
@@ -60,23 +58,7 @@ def _sources() -> list[Path]:
 
 def build() -> Path:
     """Compile bench_queue (-O2) once per content hash of its sources and headers."""
-    if shutil.which("gcc") is None:
-        raise OfflowError("no C compiler: install gcc (the README's setup command does)")
-    h = hashlib.sha256(" ".join(CFLAGS).encode())
-    headers = sorted((RUNTIME / "include" / "offlow").glob("*.h"))
-    for f in [*_sources(), *headers]:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    exe = cache_dir() / f"bench_queue-{h.hexdigest()[:16]}"
-    if exe.exists():
-        return exe
-    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-    cmd = ["gcc", *CFLAGS, f"-I{RUNTIME / 'include'}", *map(str, _sources()), "-o", str(tmp)]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise OfflowError(f"C compiler failed on bench_queue.c:\n{res.stderr.strip()}")
-    tmp.replace(exe)
-    return exe
+    return build_tool("bench_queue", _sources(), CFLAGS)
 
 
 def machine() -> dict[str, object]:

@@ -16,11 +16,8 @@ check.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import ipaddress
 import json
-import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offlow.build import ROOT, RUNTIME, cache_dir
+from offlow.build import ROOT, RUNTIME, build_tool
 from offlow.errors import OfflowError
 from offlow.router.reference import DEFAULT_PORTS, MAX_HOP, Reference, next_hop, read_prefixes
 
@@ -54,23 +51,7 @@ def _sources() -> list[Path]:
 def build_driver() -> Path:
     """Compile lpm_check.c with the runtime modules it needs, once per content hash of
     the sources and headers; return the executable."""
-    if shutil.which("gcc") is None:
-        raise OfflowError("no C compiler: install gcc (the README's setup command does)")
-    h = hashlib.sha256(" ".join(CFLAGS + LIBS).encode())
-    for f in [*_sources(), *sorted((RUNTIME / "include" / "offlow").glob("*.h"))]:
-        h.update(f.name.encode())
-        h.update(f.read_bytes())
-    exe = cache_dir() / f"lpm_check-{h.hexdigest()[:16]}"
-    if exe.exists():
-        return exe
-    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-    cmd = ["gcc", *CFLAGS, f"-I{RUNTIME / 'include'}", *map(str, _sources()), "-o", str(tmp),
-           *LIBS]
-    res = subprocess.run(cmd, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise OfflowError(f"C compiler failed on lpm_check.c:\n{res.stderr.strip()}")
-    tmp.replace(exe)
-    return exe
+    return build_tool("lpm_check", _sources(), CFLAGS, LIBS)
 
 
 # ---- addresses ---------------------------------------------------------------------
