@@ -1,0 +1,358 @@
+/* The offlow side of `offlow bench router`: the IPv4 DIR-24-8 table (lpm4.h) and the
+ * IPv6 binary search on prefix lengths (lpm6.h), built from packed routes and looked
+ * up with the addresses the DPDK side (bench_dpdk_lpm.c) gets, in one process pinned
+ * to one core.
+ *
+ * usage: bench_lpm dump PREFIXES NPORTS OUTDIR
+ *   reads a prefix file with the runtime's reader (ofl_routes_load: hops by the file
+ *   rule) and writes OUTDIR/routes4.bin and routes6.bin in the packed format below;
+ *   prints {"v4": N, "v6": N, "bad": N, "load_s": S}.
+ *
+ * usage: bench_lpm FAMILY ROUTES BUILD_REPS BUILD_BUDGET_S LOOKUP_REPS MIN_TIME_S CPU
+ *            OUTDIR [NAME=ADDRS]...
+ *   the arguments of bench_dpdk_lpm (see there): ROUTES holds IPv4 8-byte records (u32
+ *   address in host order, u16 hop, u8 length, u8 pad; little endian) or IPv6 20-byte
+ *   records (16 address bytes, network order, u16 hop, u8 length, u8 pad). The table is
+ *   built up to BUILD_REPS times while under BUILD_BUDGET_S in all; then, for every
+ *   address file, an untimed pass writes OUTDIR/hops-LOOKUP-NAME.u16 and LOOKUP_REPS
+ *   timed repetitions (each MIN_TIME_S worth of passes, calibrated on a warm-up pass)
+ *   measure the two lookups, interleaved:
+ *     "offlow scalar":  ofl_lpm4_lookup / ofl_lpm6_lookup, one address after the other
+ *     "offlow batched": ofl_lpm4_lookup_batch / ofl_lpm6_lookup_batch (latency hiding)
+ *   both called per BURST addresses, whose answers are summed (as the DPDK side does).
+ * Prints one JSON object. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "offlow/lpm4.h"
+#include "offlow/lpm6.h"
+#include "offlow/routes.h"
+
+/* Addresses per lookup call: the same compile-time constant as in bench_dpdk_lpm.c. */
+#define BURST 64
+#define MAX_REPS 64
+#define MAX_FILES 4
+#define NLOOK 2
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The whole file at `path` (its size in *len); exits on error. */
+static void *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        perror(path);
+        exit(1);
+    }
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc(n > 0 ? (size_t)n : 1);
+    if (!p || (n > 0 && fread(p, 1, (size_t)n, f) != (size_t)n)) {
+        fprintf(stderr, "%s: cannot read\n", path);
+        exit(1);
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return p;
+}
+
+static void spit(const char *dir, const char *name, const void *p, size_t bytes)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, bytes, f) != bytes || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+static void print_list(const double *v, int n)
+{
+    putchar('[');
+    for (int i = 0; i < n; i++) printf("%s%.6g", i ? ", " : "", v[i]);
+    putchar(']');
+}
+
+/* AnonHugePages of this process, in kB (-1 when unknown). */
+static long anon_huge_kb(void)
+{
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
+
+static int dump(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: bench_lpm dump PREFIXES NPORTS OUTDIR\n");
+        return 2;
+    }
+    char err[256] = "";
+    struct ofl_routes r;
+    ofl_routes_init(&r);
+    double t0 = now_s();
+    if (ofl_routes_load(&r, argv[2], (unsigned)strtoul(argv[3], NULL, 10), err) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    double t = now_s() - t0;
+    uint8_t *b4 = calloc(r.n4 + 1, 8), *b6 = calloc(r.n6 + 1, 20);
+    for (size_t i = 0; i < r.n4; i++) {
+        memcpy(b4 + 8 * i, &r.v4[i].addr, 4);
+        memcpy(b4 + 8 * i + 4, &r.v4[i].hop, 2);
+        b4[8 * i + 6] = r.v4[i].len;
+    }
+    for (size_t i = 0; i < r.n6; i++) {
+        memcpy(b6 + 20 * i, r.v6[i].addr, 16);
+        memcpy(b6 + 20 * i + 16, &r.v6[i].hop, 2);
+        b6[20 * i + 18] = r.v6[i].len;
+    }
+    spit(argv[4], "routes4.bin", b4, 8 * r.n4);
+    spit(argv[4], "routes6.bin", b6, 20 * r.n6);
+    printf("{\"v4\": %zu, \"v6\": %zu, \"bad\": %llu, \"load_s\": %.6g}\n", r.n4, r.n6,
+           (unsigned long long)r.bad, t);
+    ofl_routes_free(&r);
+    free(b4);
+    free(b6);
+    return 0;
+}
+
+/* ---- lookups ------------------------------------------------------------------------ */
+
+static const char *look_names[NLOOK] = {"offlow scalar", "offlow batched"};
+
+/* The tables (globals, and the pass loops below, as in bench_dpdk_lpm.c, which times
+ * the same lookups beside DPDK's: the same code, compiled the same way). */
+static struct ofl_lpm4 *o4;
+static struct ofl_lpm6 *o6;
+
+/* One pass of a lookup over n addresses, BURST per call, the answers summed. Not
+ * inlined, so that both programs run the same machine code for it. */
+__attribute__((noinline)) static uint64_t pass_ofl4(const uint32_t *ip, size_t n, int batched)
+{
+    uint16_t out[BURST];
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i += BURST) {
+        if (batched) ofl_lpm4_lookup_batch(o4, ip + i, out, BURST);
+        else
+            for (unsigned j = 0; j < BURST; j++) out[j] = ofl_lpm4_lookup(o4, ip[i + j]);
+        for (unsigned j = 0; j < BURST; j++) s += out[j];
+    }
+    return s;
+}
+
+__attribute__((noinline)) static uint64_t pass_ofl6(const uint8_t *a, size_t n, int batched)
+{
+    uint16_t out[BURST];
+    uint64_t s = 0;
+    for (size_t i = 0; i < n; i += BURST) {
+        if (batched) ofl_lpm6_lookup_batch(o6, a + 16 * i, out, BURST);
+        else
+            for (unsigned j = 0; j < BURST; j++) out[j] = ofl_lpm6_lookup(o6, a + 16 * (i + j));
+        for (unsigned j = 0; j < BURST; j++) s += out[j];
+    }
+    return s;
+}
+
+/* Answers per address, kept (the untimed pass). */
+static void answers(int family, const void *a, size_t n, int batched, uint16_t *hops)
+{
+    for (size_t i = 0; i < n; i += BURST) {
+        if (family == 4 && batched)
+            ofl_lpm4_lookup_batch(o4, (const uint32_t *)a + i, hops + i, BURST);
+        else if (family == 4)
+            for (unsigned j = 0; j < BURST; j++)
+                hops[i + j] = ofl_lpm4_lookup(o4, ((const uint32_t *)a)[i + j]);
+        else if (batched)
+            ofl_lpm6_lookup_batch(o6, (const uint8_t *)a + 16 * i, hops + i, BURST);
+        else
+            for (unsigned j = 0; j < BURST; j++)
+                hops[i + j] = ofl_lpm6_lookup(o6, (const uint8_t *)a + 16 * (i + j));
+    }
+}
+
+static uint64_t one_pass(int family, const void *a, size_t n, int batched)
+{
+    return family == 4 ? pass_ofl4(a, n, batched) : pass_ofl6(a, n, batched);
+}
+
+static volatile uint64_t sink;
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "dump")) return dump(argc, argv);
+    if (argc < 9) {
+        fprintf(stderr, "usage: bench_lpm FAMILY ROUTES BUILD_REPS BUILD_BUDGET_S "
+                        "LOOKUP_REPS MIN_TIME_S CPU OUTDIR [NAME=ADDRS]...\n"
+                        "       bench_lpm dump PREFIXES NPORTS OUTDIR\n");
+        return 2;
+    }
+    int family = atoi(argv[1]);
+    int build_reps = atoi(argv[3]), lookup_reps = atoi(argv[5]);
+    double build_budget = atof(argv[4]), min_time = atof(argv[6]);
+    int cpu = atoi(argv[7]);
+    const char *outdir = argv[8];
+    int nfiles = argc - 9;
+    if ((family != 4 && family != 6) || build_reps < 1 || build_reps > MAX_REPS ||
+        lookup_reps < 1 || lookup_reps > MAX_REPS || nfiles > MAX_FILES) {
+        fprintf(stderr, "bench_lpm: bad arguments\n");
+        return 2;
+    }
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) {
+        perror("sched_setaffinity");
+        return 1;
+    }
+
+    size_t len;
+    uint8_t *raw = slurp(argv[2], &len);
+    size_t rec = family == 4 ? 8 : 20;
+    if (len % rec) {
+        fprintf(stderr, "%s: not a whole number of %zu-byte records\n", argv[2], rec);
+        return 1;
+    }
+    size_t nr = len / rec;
+    struct ofl_route4 *r4 = NULL;
+    struct ofl_route6 *r6 = NULL;
+    if (family == 4) r4 = calloc(nr + 1, sizeof *r4);
+    else r6 = calloc(nr + 1, sizeof *r6);
+    for (size_t i = 0; i < nr; i++) {
+        const uint8_t *p = raw + i * rec;
+        if (family == 4) {
+            memcpy(&r4[i].addr, p, 4);
+            memcpy(&r4[i].hop, p + 4, 2);
+            r4[i].len = p[6];
+        } else {
+            memcpy(r6[i].addr, p, 16);
+            memcpy(&r6[i].hop, p + 16, 2);
+            r6[i].len = p[18];
+        }
+    }
+    free(raw);
+
+    /* Builds: repeated while under the budget, the last one kept. */
+    char err[256] = "";
+    double build_s[MAX_REPS], total = 0;
+    int nbuild = 0;
+    for (int rep = 0; rep < build_reps && (rep == 0 || total < build_budget); rep++) {
+        ofl_lpm4_free(o4);
+        ofl_lpm6_free(o6);
+        o4 = NULL;
+        o6 = NULL;
+        double t0 = now_s();
+        int rc = family == 4 ? ofl_lpm4_build(&o4, r4, nr, err) : ofl_lpm6_build(&o6, r6, nr, err);
+        double t = now_s() - t0;
+        if (rc < 0) {
+            fprintf(stderr, "build failed: %s\n", err);
+            return 1;
+        }
+        build_s[nbuild++] = t;
+        total += t;
+    }
+    size_t memory = family == 4 ? ofl_lpm4_memory(o4) : ofl_lpm6_memory(o6);
+
+    char *fname[MAX_FILES];
+    size_t naddr[MAX_FILES];
+    unsigned passes[MAX_FILES][NLOOK];
+    double mlps[MAX_FILES][NLOOK][MAX_REPS];
+    for (int f = 0; f < nfiles; f++) {
+        char *arg = argv[9 + f], *eq = strchr(arg, '=');
+        if (!eq) {
+            fprintf(stderr, "bench_lpm: expected NAME=ADDRS, got %s\n", arg);
+            return 2;
+        }
+        *eq = 0;
+        fname[f] = arg;
+        size_t alen;
+        void *a = slurp(eq + 1, &alen);
+        naddr[f] = alen / (family == 4 ? 4 : 16);
+        if (naddr[f] == 0 || naddr[f] % BURST) {
+            fprintf(stderr, "%s: %zu addresses, not a positive multiple of %d\n", eq + 1,
+                    naddr[f], BURST);
+            return 2;
+        }
+        uint16_t *hops = malloc(naddr[f] * sizeof *hops);
+        for (int l = 0; l < NLOOK; l++) {
+            answers(family, a, naddr[f], l, hops);
+            char out[256];
+            snprintf(out, sizeof out, "hops-%s-%s.u16", look_names[l], fname[f]);
+            for (char *c = out; *c; c++)
+                if (*c == ' ') *c = '_';
+            spit(outdir, out, hops, naddr[f] * sizeof *hops);
+        }
+        free(hops);
+        for (int l = 0; l < NLOOK; l++) {
+            double t0 = now_s();
+            sink += one_pass(family, a, naddr[f], l);
+            double t = now_s() - t0;
+            double p = ceil(min_time / (t > 1e-9 ? t : 1e-9));
+            passes[f][l] = p < 1 ? 1 : p > 100000 ? 100000 : (unsigned)p;
+        }
+        for (int rep = 0; rep < lookup_reps; rep++)
+            for (int l = 0; l < NLOOK; l++) {
+                double t0 = now_s();
+                for (unsigned p = 0; p < passes[f][l]; p++)
+                    sink += one_pass(family, a, naddr[f], l);
+                double t = now_s() - t0;
+                mlps[f][l][rep] = (double)passes[f][l] * (double)naddr[f] / t / 1e6;
+            }
+        free(a);
+    }
+
+    printf("{\"side\": \"offlow\", \"family\": %d, \"routes\": %zu, \"burst\": %d, "
+           "\"cpu\": %d, \"anon_huge_kb\": %ld, \"build_reps\": %d, \"build_budget_s\": %g, "
+           "\"builds\": [{\"name\": \"offlow %s\", \"build_s\": ",
+           family, nr, BURST, cpu, anon_huge_kb(), build_reps, build_budget,
+           family == 4 ? "lpm4" : "lpm6");
+    print_list(build_s, nbuild);
+    printf(", \"memory\": %zu, \"routes\": %zu", memory, nr);
+    if (family == 4) printf(", \"tbl8_groups\": %u", o4->groups);
+    else printf(", \"levels\": %u, \"depth\": %u, \"markers\": %zu", o6->nlv, o6->depth,
+                o6->markers);
+    printf("}], \"files\": [");
+    for (int f = 0; f < nfiles; f++) printf("%s\"%s\"", f ? ", " : "", fname[f]);
+    printf("], \"addresses\": [");
+    for (int f = 0; f < nfiles; f++) printf("%s%zu", f ? ", " : "", naddr[f]);
+    printf("], \"lookups\": [");
+    for (int l = 0; l < NLOOK; l++) {
+        printf("%s{\"name\": \"%s\", \"table\": \"offlow %s\", \"mlps\": {", l ? ", " : "",
+               look_names[l], family == 4 ? "lpm4" : "lpm6");
+        for (int f = 0; f < nfiles; f++) {
+            printf("%s\"%s\": ", f ? ", " : "", fname[f]);
+            print_list(mlps[f][l], lookup_reps);
+        }
+        printf("}, \"passes\": {");
+        for (int f = 0; f < nfiles; f++)
+            printf("%s\"%s\": %u", f ? ", " : "", fname[f], passes[f][l]);
+        printf("}}");
+    }
+    printf("]}\n");
+    ofl_lpm4_free(o4);
+    ofl_lpm6_free(o6);
+    free(r4);
+    free(r6);
+    return 0;
+}

@@ -1,0 +1,239 @@
+"""`offlow bench router` on a small slice of the BGP table: the result is well formed,
+offlow's lookups agree with each other, and DPDK either agrees with offlow (0
+disagreements) or is reported unavailable with a reason. No timing is asserted."""
+
+from __future__ import annotations
+
+import gzip
+import ipaddress
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from offlow.bench import router
+
+BGP = router.DEFAULT_PREFIXES
+# Default and host routes, nested prefixes and a duplicate, beside the slice.
+EXTRA = ["0.0.0.0/0", "::/0", "192.0.2.1/32", "192.0.2.0/24", "192.0.2.128/25",
+         "2001:db8::1/128", "2001:db8::/32", "2001:db8::/64", "2001:db8::8000:0:0:0/65",
+         "10.0.0.0/8", "10.0.0.0/8"]
+
+TINY = router.Sweep(build_sizes=(250, None), lookup_size=None, addresses=4096,
+                    lookup_reps=2, min_time=0.001, build_reps=2, build_budget=0.05,
+                    lpm_budget=5.0)
+
+
+def _slice_lines() -> list[str]:
+    """About 1,600 IPv4 and 400 IPv6 prefixes: every k-th line of the BGP table, or
+    random prefixes when the table is not there."""
+    if BGP.exists():
+        lines = gzip.decompress(BGP.read_bytes()).decode().splitlines()
+        return [s for s in lines if ":" not in s][::560] + [s for s in lines if ":" in s][::400]
+    rng = random.Random(5)
+    out = [str(ipaddress.ip_network((rng.getrandbits(32), rng.randint(8, 32)), strict=False))
+           for _ in range(1600)]
+    out += [str(ipaddress.ip_network(((0x2001 << 112) | rng.getrandbits(112),
+                                      rng.randint(16, 64)), strict=False))
+            for _ in range(400)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def slice_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    p = tmp_path_factory.mktemp("routes") / "slice.txt"
+    p.write_text("\n".join(_slice_lines() + EXTRA) + "\n")
+    return p
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def _offlow_rows(res: dict) -> list[dict]:
+    return [r for r in res["lookups"] if r["side"] == "offlow"]
+
+
+def _check_common(res: dict, text: str) -> None:
+    """What holds with or without DPDK."""
+    assert {"machine", "dpdk", "input", "sweep", "builds", "lookups", "ratios",
+            "verdicts"} <= res.keys()
+    m = res["machine"]
+    assert m["cpus"] >= 1 and m["kernel"] and "quiet" in m
+    inp = res["input"]
+    assert inp["v4"] > 1500 and inp["v6"] > 300 and inp["garbage_lines"] == 0
+    # Builds: both sizes of both families for offlow, with times and memory.
+    ours = {(b["family"], b["size"]) for b in res["builds"] if b["table"].startswith("offlow")}
+    assert ours == {(f, s) for f in (4, 6) for s in ("250", "full")}
+    for b in res["builds"]:
+        if b["table"].startswith("offlow"):
+            assert b["build_s"]["min"] <= b["build_s"]["median"] <= b["build_s"]["max"]
+            assert b["memory"] > 0
+    full4 = [b for b in res["builds"] if b["table"] == "offlow lpm4" and b["size"] == "full"]
+    assert full4[0]["routes"] == inp["v4"]
+    # Lookups: offlow scalar and batched, both families and distributions, agreeing.
+    rows = _offlow_rows(res)
+    assert {(r["family"], r["dist"], r["lookup"]) for r in rows} == {
+        (f, d, k) for f in (4, 6) for d in router.DISTS
+        for k in ("offlow scalar", "offlow batched")}
+    for r in rows:
+        assert r["disagreements"] == 0, r
+        assert r["compared"] == r["addresses"] == TINY.addresses
+        s = r["mlps"]
+        assert s["n"] == TINY.lookup_reps and 0 < s["min"] <= s["median"] <= s["max"]
+    # Verdicts: one per target and distribution, each judged or saying why not.
+    assert len(res["verdicts"]) == 2 * len(router.DISTS)
+    lines = [ln for ln in text.splitlines() if ln.startswith("verdict:")]
+    assert len(lines) == len(res["verdicts"])
+    for ln in lines:
+        assert ln.endswith(("meets", "misses")) or "not judged (" in ln
+
+
+def test_quick_bench_on_a_slice(slice_file: Path, tmp_path: Path,
+                                capsys: pytest.CaptureFixture[str]) -> None:
+    out_json, out_png = tmp_path / "router.json", tmp_path / "router.png"
+    res = router.run(quick=True, out_json=out_json, out_png=out_png, prefixes=slice_file,
+                     sweep=TINY)
+    text = capsys.readouterr().out
+    _check_common(res, text)
+    assert json.loads(out_json.read_text()) == json.loads(json.dumps(res))
+    assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    dp = res["dpdk"]
+    if dp["available"]:
+        # Every DPDK table built, every lookup agreeing with offlow.
+        assert dp["version"] and dp["reason"] is None
+        tables = {(b["family"], b["table"]) for b in res["builds"] if not b.get("skipped")}
+        assert {(4, "rte_lpm"), (4, "rte_fib"), (6, "rte_lpm6"), (6, "rte_fib6")} <= tables
+        peers = [r for r in res["lookups"] if r["side"] == "dpdk"]
+        names = {(r["family"], r["lookup"]) for r in peers}
+        assert {(4, "rte_lpm"), (4, "rte_fib"), (6, "rte_lpm6"), (6, "rte_fib6")} <= names
+        for r in peers:
+            assert r["mlps"] is not None and r["disagreements"] == 0, r
+        # offlow's lookups were timed in both programs, agreeing in both.
+        assert {r["process"] for r in _offlow_rows(res)} == {"offlow", "dpdk"}
+        # Ratios pair the repetitions of the DPDK program.
+        for r in res["ratios"]:
+            assert len(r["per_rep"]) == TINY.lookup_reps
+            assert r["min"] <= r["ratio"] <= r["max"]
+        assert res["ratios"] and all(v["ratio"] is not None for v in res["verdicts"])
+        assert f"DPDK {dp['version']}" in text
+    else:
+        assert dp["reason"], "no DPDK numbers and no reason"
+        assert f"DPDK not available: {dp['reason']}" in text
+        assert all(v["ratio"] is not None or v["why"] for v in res["verdicts"])
+
+
+def test_without_dpdk_offlow_is_measured_alone(slice_file: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(router, "setup_dpdk", lambda: (None, "no apt-get here (test)"))
+    out_json = tmp_path / "router.json"
+    res = router.run(quick=True, out_json=out_json, out_png=None, prefixes=slice_file,
+                     sweep=TINY)
+    text = capsys.readouterr().out
+    _check_common(res, text)
+    assert res["dpdk"] == {"available": False, "version": None,
+                           "reason": "no apt-get here (test)"}
+    assert "DPDK not available: no apt-get here (test)" in text
+    assert not [b for b in res["builds"] if not b["table"].startswith("offlow")]
+    skipped = [r for r in res["lookups"] if r["side"] == "dpdk"]
+    assert skipped and all(r["mlps"] is None and "no apt-get here" in r["skipped"]
+                           for r in skipped)
+    assert res["ratios"] == [] and all(v["ratio"] is None for v in res["verdicts"])
+    assert json.loads(out_json.read_text())["dpdk"]["reason"] == "no apt-get here (test)"
+
+
+def test_slices_and_addresses() -> None:
+    routes = np.zeros(10, dtype=router.V4)
+    routes["addr"] = np.arange(10)
+    assert list(router.take(routes, 5)["addr"]) == [0, 2, 4, 6, 8]
+    assert len(router.take(routes, None)) == 10 and len(router.take(routes, 99)) == 10
+    # Hits lie inside the prefix they were drawn from.
+    r4 = np.zeros(3, dtype=router.V4)
+    r4["addr"] = [0x0A000000, 0xC0000200, 0]
+    r4["len"] = [8, 24, 0]
+    a = router.addresses4(r4, 1000, np.random.default_rng(1))
+    nets = [ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("192.0.2.0/24"),
+            ipaddress.ip_network("0.0.0.0/0")]
+    assert all(any(ipaddress.IPv4Address(int(x)) in n for n in nets) for x in a["hits"])
+    assert len(set(a["random"].tolist())) > 990
+    r6 = np.zeros(1, dtype=router.V6)
+    r6["addr"][0] = list(ipaddress.IPv6Address("2001:db8::").packed)
+    r6["len"] = 33
+    a6 = router.addresses6(r6, 500, np.random.default_rng(2))
+    net = ipaddress.ip_network("2001:db8::/33")
+    assert all(ipaddress.IPv6Address(bytes(x)) in net for x in a6["hits"])
+    assert a6["random"].shape == (500, 16)
+
+
+def test_rte_lpm_full_build_is_estimated_before_it_is_tried() -> None:
+    # Quadratic from two points: 10k in 0.01 s, 100k in 1 s -> ~81 s for 900k.
+    why = router._lpm_skip({10_000: 0.01, 100_000: 1.0}, 900_000, 30.0)
+    assert why and "estimated 81 s" in why and "quadratic" in why and "30 s budget" in why
+    assert router._lpm_skip({10_000: 0.01, 100_000: 1.0}, 900_000, 100.0) is None
+    assert router._lpm_skip({}, 900_000, 1.0) is None
+
+
+def test_verdict_lines() -> None:
+    v = {"family": 4, "dist": "hits", "ours": "offlow batched", "peer": "rte_fib",
+         "target": 1.25, "ratio": 1.5, "best_peer": "rte_fib", "meets": True}
+    assert router.verdict_line(v).endswith("1.50x (fastest peer lookup: rte_fib) vs target "
+                                           "1.25x: meets")
+    v.update(ratio=1.1, meets=False)
+    assert router.verdict_line(v).endswith("misses")
+    v.update(ratio=None, meets=None, why="DPDK not available: x")
+    assert router.verdict_line(v).endswith("not judged (DPDK not available: x)")
+
+
+def test_dpdk_setup_says_why_it_cannot_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(router, "_pkg_config", lambda *a: None)
+    real_which = router.shutil.which
+    monkeypatch.setattr(router.shutil, "which",
+                        lambda name: None if name == "apt-get" else real_which(name))
+    assert router.setup_dpdk() == (None, "libdpdk-dev is not installed and there is no "
+                                         "apt-get to install it")
+    monkeypatch.setattr(router.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(router.os, "geteuid", lambda: 1000)
+    assert router.setup_dpdk() == (None, "libdpdk-dev is not installed and installing it "
+                                         "needs root")
+    monkeypatch.setattr(router, "_pkg_config", lambda *a: "22.11.11")
+    assert router.setup_dpdk() == ("22.11.11", None)
+
+
+def test_dpdk_setup_installs_with_apt_get(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    # Stand-ins on PATH: pkg-config finds libdpdk once "installed"; apt-get install
+    # fails until apt-get update ran (a fresh machine without package lists).
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    log = tmp_path / "log"
+    (bin_ / "pkg-config").write_text(
+        f"#!/bin/sh\n[ -e {tmp_path}/installed ] || exit 1\n"
+        "[ \"$1\" = --modversion ] && echo 22.11.99\nexit 0\n")
+    (bin_ / "apt-get").write_text(
+        f"#!/bin/sh\necho \"$@\" >> {log}\n"
+        f"if [ \"$1\" = update ]; then touch {tmp_path}/lists; exit 0; fi\n"
+        f"[ -e {tmp_path}/lists ] || {{ echo 'E: Unable to locate package' >&2; exit 100; }}\n"
+        f"touch {tmp_path}/installed\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:{router.os.environ['PATH']}")
+    monkeypatch.setattr(router.os, "geteuid", lambda: 0)
+    assert router.setup_dpdk() == ("22.11.99", None)
+    assert log.read_text().splitlines() == ["install -y -qq libdpdk-dev", "update -qq",
+                                            "install -y -qq libdpdk-dev"]
+    out = capsys.readouterr().out
+    assert "apt-get install -y -qq libdpdk-dev" in out and "installed DPDK 22.11.99" in out
+    # Still failing after the update: the reason carries apt-get's last words.
+    (tmp_path / "installed").unlink()
+    (tmp_path / "lists").unlink()
+    (bin_ / "apt-get").write_text("#!/bin/sh\n[ \"$1\" = update ] && exit 0\n"
+                                  "echo 'E: Unable to locate package libdpdk-dev' >&2\n"
+                                  "exit 100\n")
+    version, why = router.setup_dpdk()
+    assert version is None
+    assert why == ("apt-get install libdpdk-dev failed (exit 100): E: Unable to locate "
+                   "package libdpdk-dev")
