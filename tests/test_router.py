@@ -117,3 +117,21 @@ def test_router_with_a_missing_prefix_file_fails_clearly(
     err = capfd.readouterr().err
     assert f"table routes4 from {tmp_path / 'missing.txt'}" in err
     assert "No such file" in err
+
+
+def test_router_drops_and_counts_malformed_packets(tmp_path: Path) -> None:
+    from offlow.testing.malformed import write_malformed_pcap
+
+    capture, table = tmp_path / "bad.pcap", tmp_path / "t.txt"
+    table.write_text("0.0.0.0/0\n::/0\n")  # default routes: every valid packet is routable
+    want = write_malformed_pcap(capture)
+    out = tmp_path / "out.pcap"
+    s = run_example(program=ROUTER, input=capture, output=out,
+                    opts=(f"routes4.path={table}", f"routes6.path={table}"))
+    assert s["ok"], s["errors"]
+    el = s["elements"]
+    assert el["eth"]["drop"] == want["bad_eth"]
+    assert el["ip4"]["drop"] == want["bad_ipv4"]
+    assert el["ip6"]["drop"] == want["bad_ipv6"]
+    # the router does not parse transport headers: bad_l4 frames are forwarded
+    assert len(read_frames(out)) == want["valid_ipv4"] + want["valid_ipv6"] + want["bad_l4"]
