@@ -77,25 +77,16 @@ static uint64_t *alloc_words(size_t words)
     return p;
 }
 
-/* The optimal binary search tree over levels [0, n) for weights w (Knuth 1971: the
- * root of [i, j] lies between the roots of [i, j-1] and [i+1, j]); sets every
- * level's children and returns the root. */
-static int build_tree(struct ofl_lpm6 *t, const uint64_t *w)
+/* Nodes of the optimal binary search tree over the levels lvs[0 .. n) (increasing)
+ * with weights w (Knuth 1971: the root of [i, j] lies between the roots of [i, j-1]
+ * and [i+1, j]), appended to t->node (room for n more is there). Returns the root
+ * node, -1 for n = 0, -2 without memory. */
+static int32_t nodes_of(struct ofl_lpm6 *t, const unsigned *lvs, const uint64_t *w,
+                        unsigned n, unsigned *root, uint64_t *cost, uint64_t *sum)
 {
-    unsigned n = t->nlv;
     if (n == 0) return -1;
-    /* cost and root of [i, j) at [i * (n + 1) + j]. */
-    size_t sz = (size_t)(n + 1) * (n + 1);
-    uint64_t *cost = calloc(sz, sizeof *cost), *sum = calloc(n + 1, sizeof *sum);
-    unsigned *root = calloc(sz, sizeof *root);
-    if (!cost || !sum || !root) {
-        free(cost);
-        free(sum);
-        free(root);
-        return -2;
-    }
-    for (unsigned i = 0; i < n; i++) sum[i + 1] = sum[i] + w[i];
 #define AT(i, j) ((size_t)(i) * (n + 1) + (j))
+    for (unsigned i = 0; i < n; i++) sum[i + 1] = sum[i] + w[i];
     for (unsigned i = 0; i < n; i++) {
         cost[AT(i, i + 1)] = w[i];
         root[AT(i, i + 1)] = i;
@@ -105,7 +96,7 @@ static int build_tree(struct ofl_lpm6 *t, const uint64_t *w)
             unsigned j = i + len, best = root[AT(i, j - 1)];
             uint64_t bc = UINT64_MAX;
             for (unsigned r = root[AT(i, j - 1)]; r <= root[AT(i + 1, j)]; r++) {
-                uint64_t c = cost[AT(i, r)] + cost[AT(r + 1, j)];
+                uint64_t c = (r > i ? cost[AT(i, r)] : 0) + (r + 1 < j ? cost[AT(r + 1, j)] : 0);
                 if (c < bc) {
                     bc = c;
                     best = r;
@@ -115,57 +106,51 @@ static int build_tree(struct ofl_lpm6 *t, const uint64_t *w)
             root[AT(i, j)] = best;
         }
     }
-    /* Children from the root table: an explicit stack of intervals (a parent's
-     * sibling interval waits on it, so it never holds more than n + 1). */
+    /* Nodes from the root table: an explicit stack of intervals, each with the child
+     * field of its parent to fill. */
     struct span {
         unsigned i, j;
-        int parent, right;
-    } stack[256];
-    int sp = 0, top = (int)root[AT(0, n)];
-    stack[sp++] = (struct span){0, n, -1, 0};
+        int32_t *link;
+    } stack[260];
+    int sp = 0;
+    int32_t top = -1;
+    stack[sp++] = (struct span){0, n, &top};
     while (sp) {
         struct span e = stack[--sp];
         if (e.i >= e.j) {
-            if (e.parent >= 0) {
-                if (e.right) t->lv[e.parent].right = -1;
-                else t->lv[e.parent].left = -1;
-            }
+            *e.link = -1;
             continue;
         }
-        int r = (int)root[AT(e.i, e.j)];
-        if (e.parent >= 0) {
-            if (e.right) t->lv[e.parent].right = (int8_t)r;
-            else t->lv[e.parent].left = (int8_t)r;
-        }
-        stack[sp++] = (struct span){e.i, (unsigned)r, r, 0};
-        stack[sp++] = (struct span){(unsigned)r + 1, e.j, r, 1};
+        unsigned r = root[AT(e.i, e.j)];
+        int32_t k = (int32_t)t->nnodes++;
+        *e.link = k;
+        t->node[k].lv = lvs[r];
+        stack[sp++] = (struct span){e.i, r, &t->node[k].left};
+        stack[sp++] = (struct span){r + 1, e.j, &t->node[k].right};
     }
 #undef AT
-    free(cost);
-    free(sum);
-    free(root);
     return top;
 }
 
-/* Height of the subtree at level n. */
-static unsigned height(const struct ofl_lpm6 *t, int n)
+/* Height of the subtree at node n. */
+static unsigned height(const struct ofl_lpm6 *t, int32_t n)
 {
     if (n < 0) return 0;
-    unsigned a = height(t, t->lv[n].left), b = height(t, t->lv[n].right);
+    unsigned a = height(t, t->node[n].left), b = height(t, t->node[n].right);
     return 1 + (a > b ? a : b);
 }
 
-/* The levels a search for level `j` goes right at (markers needed there), into
- * `path`; returns how many. */
-static unsigned marker_levels(const struct ofl_lpm6 *t, unsigned j, unsigned *path)
+/* The levels a search of tree `tr` for level `j` goes right at (markers needed
+ * there), into `path`; returns how many. */
+static unsigned marker_levels(const struct ofl_lpm6 *t, unsigned tr, unsigned j, unsigned *path)
 {
     unsigned k = 0;
-    for (int n = t->root; n >= 0 && (unsigned)n != j;) {
-        if ((unsigned)n < j) {
-            path[k++] = (unsigned)n;
-            n = t->lv[n].right;
+    for (int32_t n = t->tree[tr]; n >= 0 && t->node[n].lv != j;) {
+        if (t->node[n].lv < j) {
+            path[k++] = t->node[n].lv;
+            n = t->node[n].right;
         } else {
-            n = t->lv[n].left;
+            n = t->node[n].left;
         }
     }
     return k;
@@ -184,6 +169,10 @@ static int compact(struct ofl_lpm6 *t)
         unsigned w = stride(l), vw = val_word(l);
         size_level(&n, at, slots_for(l->used));
         at += (n.mask + 1) * w;
+        if (l->len <= OFL_LPM6_DIR_LEN) {   /* answered by dir1 / dir2: left empty */
+            *l = n;
+            continue;
+        }
         for (uint64_t i = 0; i <= l->mask; i++) {
             const uint64_t *s = l->slots + w * i;
             if (s[vw]) slot_of(&n, s[0], l->wide ? s[1] : 0)[vw] = s[vw];
@@ -196,12 +185,38 @@ static int compact(struct ofl_lpm6 *t)
     return 0;
 }
 
+/* Paint hop over the entries of dir (2^bits of them, indexing the `bits` address bits
+ * after the first `skip`) that the prefix (hi, len) covers, len in (skip, skip + bits]. */
+static void paint(uint32_t *dir, unsigned skip, unsigned bits, uint64_t hi, unsigned len,
+                  uint16_t hop)
+{
+    uint64_t first = (hi << skip) >> (64 - bits), n = 1ull << (skip + bits - len);
+    first &= ~(n - 1);
+    for (uint64_t i = first; i < first + n; i++) dir[i] = (dir[i] & 0xFFFF0000u) | hop;
+}
+
+/* A route with a length > DIR_LEN, for grouping by its /DIR_LEN. */
+struct longer {
+    uint64_t top;    /* the address's top DIR_LEN bits */
+    size_t i;        /* the route */
+};
+
+static int by_top(const void *a, const void *b)
+{
+    const struct longer *x = a, *y = b;
+    return x->top < y->top ? -1 : x->top > y->top ? 1 : x->i < y->i ? -1 : x->i > y->i;
+}
+
 int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, char *errbuf)
 {
     *out = NULL;
     int idx[129];
     uint64_t per_len[129] = {0};
     uint16_t def = 0;
+    struct longer *lg = NULL;
+    uint64_t *mk = NULL, *cost = NULL, *sum = NULL;
+    unsigned *root = NULL;
+    uint32_t *ids = NULL;
     for (size_t i = 0; i < n; i++) {
         if (r[i].len > 128 || r[i].hop < 1 || r[i].hop > OFL_ROUTE_MAX_HOP) {
             snprintf(errbuf, 256, "route %zu: length %u, hop %u: want a length 0..128 and "
@@ -215,11 +230,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
     if (!t) goto nomem;
     t->def = def;
     t->routes = n;
-    uint64_t weight[128];
-    for (int l = 1; l < 129; l++) {
-        idx[l] = per_len[l] ? (int)t->nlv : -1;
-        if (per_len[l]) weight[t->nlv++] = per_len[l];
-    }
+    for (int l = 1; l < 129; l++) idx[l] = per_len[l] ? (int)t->nlv++ : -1;
     t->lv = calloc(t->nlv ? t->nlv : 1, sizeof *t->lv);
     if (!t->lv) goto nomem;
     for (int l = 1; l < 129; l++) {
@@ -230,19 +241,133 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
         lv->mhi = mask64(l);
         lv->mlo = mask64(l - 64);
     }
-    t->root = build_tree(t, weight);
-    if (t->root == -2) goto nomem;
-    t->depth = height(t, t->root);
 
-    unsigned paths[128][128], npath[128];
+    /* dir1: the default, then the prefixes up to DIR1_BITS, shortest first (input
+     * order within a length: the later wins). */
+    const unsigned B1 = OFL_LPM6_DIR1_BITS, B2 = OFL_LPM6_DIR2_BITS, DL = OFL_LPM6_DIR_LEN;
+    t->dir1 = (uint32_t *)alloc_words(((size_t)1 << B1) / 2);
+    if (!t->dir1) goto nomem;
+    for (size_t i = 0; i < (size_t)1 << B1; i++) t->dir1[i] = def;
+    for (unsigned l = 1; l <= B1; l++)
+        if (per_len[l])
+            for (size_t i = 0; i < n; i++)
+                if (r[i].len == l) paint(t->dir1, 0, B1, ofl_lpm6_be64(r[i].addr), l, r[i].hop);
+    /* A dir2 block for every dir1 entry with longer prefixes. */
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].len <= B1) continue;
+        uint32_t *e = &t->dir1[ofl_lpm6_be64(r[i].addr) >> (64 - B1)];
+        if (!(*e >> 16)) {
+            if (t->nblocks == 0xFFFF) goto nomem;   /* cannot happen with B1 <= 16 */
+            *e |= ++t->nblocks << 16;
+        }
+    }
+    t->dir2 = (uint32_t *)alloc_words(((size_t)t->nblocks << B2) / 2 + 1);
+    if (!t->dir2) goto nomem;
+    for (size_t b = 0; b < (size_t)1 << B1; b++) {
+        uint32_t e = t->dir1[b];
+        if (!(e >> 16)) continue;
+        uint32_t *blk = t->dir2 + ((size_t)((e >> 16) - 1) << B2);
+        for (size_t i = 0; i < (size_t)1 << B2; i++) blk[i] = e & 0xFFFF;
+    }
+    for (unsigned l = B1 + 1; l <= DL; l++)
+        if (per_len[l])
+            for (size_t i = 0; i < n; i++) {
+                if (r[i].len != l) continue;
+                uint64_t hi = ofl_lpm6_be64(r[i].addr);
+                uint32_t e = t->dir1[hi >> (64 - B1)];
+                paint(t->dir2 + ((size_t)((e >> 16) - 1) << B2), B1, B2, hi, l, r[i].hop);
+            }
+
+    /* Longer routes grouped by /DIR_LEN: each group's set of lengths gets a tree over
+     * just those levels (one per distinct set; tree 1, over every longer level, takes
+     * the groups past 65535 distinct sets). */
+    size_t nl = 0;
+    for (size_t i = 0; i < n; i++) nl += r[i].len > DL;
+    lg = malloc((nl ? nl : 1) * sizeof *lg);
+    if (!lg) goto nomem;
+    nl = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].len > DL) lg[nl++] = (struct longer){ofl_lpm6_be64(r[i].addr) >> (64 - DL), i};
+    qsort(lg, nl, sizeof *lg, by_top);
+    size_t ngroups = 0;
+    for (size_t i = 0; i < nl; i++) ngroups += i == 0 || lg[i].top != lg[i - 1].top;
+    size_t maxtrees = (ngroups < 0xFFFE ? ngroups : 0xFFFE) + 2;
+    size_t hsz = 4;
+    while (hsz < 2 * maxtrees) hsz *= 2;
+    mk = calloc(2 * hsz, sizeof *mk);   /* length sets of the trees, hashed */
+    ids = calloc(hsz, sizeof *ids);
+    t->tree = calloc(maxtrees, sizeof *t->tree);
+    unsigned nlong = 0;
+    for (unsigned j = 0; j < t->nlv; j++) nlong += t->lv[j].len > DL;
+    t->node = malloc((maxtrees * (size_t)nlong + 1) * sizeof *t->node);
+    root = malloc((size_t)(nlong + 1) * (nlong + 1) * sizeof *root);
+    cost = malloc((size_t)(nlong + 1) * (nlong + 1) * sizeof *cost);
+    sum = calloc(nlong + 1, sizeof *sum);
+    if (!mk || !ids || !t->tree || !t->node || !root || !cost || !sum) goto nomem;
+    unsigned lvs[128];
+    uint64_t w[128];
+    if (nlong) {   /* tree 1: every longer level */
+        unsigned k = 0;
+        for (unsigned j = 0; j < t->nlv; j++)
+            if (t->lv[j].len > DL) {
+                lvs[k] = j;
+                w[k++] = per_len[t->lv[j].len];
+            }
+        t->tree[++t->ntrees] = nodes_of(t, lvs, w, k, root, cost, sum);
+    }
+    for (size_t g = 0; g < nl;) {
+        size_t h = g;
+        uint64_t m0 = 0, m1 = 0;   /* lengths DL+1..128 as bits len-DL-1 */
+        for (; h < nl && lg[h].top == lg[g].top; h++) {
+            unsigned b = r[lg[h].i].len - DL - 1;
+            if (b < 64) m0 |= 1ull << b;
+            else m1 |= 1ull << (b - 64);
+        }
+        size_t at = (size_t)(((m0 ^ (m1 * 0x9E3779B97F4A7C15ull)) * 0xD6E8FEB86659FD93ull) >> 20) & (hsz - 1);
+        while (ids[at] && (mk[2 * at] != m0 || mk[2 * at + 1] != m1)) at = (at + 1) & (hsz - 1);
+        if (!ids[at]) {
+            if (t->ntrees >= 0xFFFF) {
+                ids[at] = 0;   /* full: this group takes tree 1 */
+            } else {
+                unsigned k = 0;
+                for (unsigned j = 0; j < t->nlv; j++) {
+                    unsigned l = t->lv[j].len;
+                    if (l > DL && ((l - DL - 1 < 64 ? m0 >> (l - DL - 1) : m1 >> (l - DL - 65)) & 1)) {
+                        lvs[k] = j;
+                        w[k++] = per_len[l];
+                    }
+                }
+                t->tree[++t->ntrees] = nodes_of(t, lvs, w, k, root, cost, sum);
+                ids[at] = t->ntrees;
+                mk[2 * at] = m0;
+                mk[2 * at + 1] = m1;
+            }
+        }
+        uint32_t id = ids[at] ? ids[at] : 1;
+        uint64_t hi = ofl_lpm6_be64(r[lg[g].i].addr);
+        uint32_t e = t->dir1[hi >> (64 - B1)];
+        t->dir2[((size_t)((e >> 16) - 1) << B2) | ((hi >> (64 - DL)) & ((1u << B2) - 1))] |= id << 16;
+        g = h;
+    }
+    t->depth = 1;
+    for (unsigned k = 1; k <= t->ntrees; k++) {
+        unsigned d = 1 + height(t, t->tree[k]);
+        if (d > t->depth) t->depth = d;
+    }
+
+    /* Upper bounds of the entries per level (shared markers counted per prefix);
+     * routes of up to DIR_LEN go in their levels too (for the markers' bmps below),
+     * never probed by a lookup. */
+    unsigned path[128];
     size_t count[128] = {0};
-    for (unsigned j = 0; j < t->nlv; j++) npath[j] = marker_levels(t, j, paths[j]);
-    /* Upper bounds of the entries per level (shared markers counted per prefix). */
     for (size_t i = 0; i < n; i++) {
         if (!r[i].len) continue;
         unsigned j = (unsigned)idx[r[i].len];
         count[j]++;
-        for (unsigned k = 0; k < npath[j]; k++) count[paths[j][k]]++;
+        if (r[i].len <= DL) continue;
+        uint32_t tr = ofl_lpm6_front(t, ofl_lpm6_be64(r[i].addr)) >> 16;
+        unsigned np = marker_levels(t, tr, j, path);
+        for (unsigned k = 0; k < np; k++) count[path[k]]++;
     }
     size_t words = 0;
     for (unsigned j = 0; j < t->nlv; j++) words += slots_for(count[j]) * stride(&t->lv[j]);
@@ -264,8 +389,10 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
         uint64_t *s = slot_of(lv, hi & lv->mhi, lo & lv->mlo);
         uint64_t *v = &s[val_word(lv)];
         *v = (*v & OFL_LPM6_MARKER) | OFL_LPM6_PREFIX | r[i].hop;
-        for (unsigned k = 0; k < npath[j]; k++) {
-            struct ofl_lpm6_level *m = &t->lv[paths[j][k]];
+        if (r[i].len <= DL) continue;
+        unsigned np = marker_levels(t, ofl_lpm6_front(t, hi) >> 16, j, path);
+        for (unsigned k = 0; k < np; k++) {
+            struct ofl_lpm6_level *m = &t->lv[path[k]];
             s = slot_of(m, hi & m->mhi, lo & m->mlo);
             s[val_word(m)] |= OFL_LPM6_MARKER;
         }
@@ -276,9 +403,9 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
      * there is its own bmp, a marker there got its bmp before). */
     for (unsigned j = 0; j < t->nlv; j++) {
         struct ofl_lpm6_level *lv = &t->lv[j];
-        unsigned w = stride(lv), vw = val_word(lv);
+        unsigned sw = stride(lv), vw = val_word(lv);
         for (uint64_t i = 0; i <= lv->mask; i++) {
-            uint64_t *s = lv->slots + w * i;
+            uint64_t *s = lv->slots + sw * i;
             if (s[vw] == 0) continue;
             if (s[vw] & OFL_LPM6_PREFIX) {
                 t->prefixes++;
@@ -297,11 +424,28 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
             s[vw] |= bmp;
         }
     }
-    /* Rehash into tables sized by what they really hold. */
+    /* Rehash into tables sized by what they really hold; the levels up to DIR_LEN,
+     * answered by dir1 / dir2, are dropped. */
+    for (unsigned j = 0; j < t->nlv; j++)
+        if (t->lv[j].len <= DL) t->lv[j].used = 0;
     if (compact(t) < 0) goto nomem;
+    struct ofl_lpm6_node *fit = realloc(t->node, (t->nnodes + 1) * sizeof *t->node);
+    if (fit) t->node = fit;
+    free(lg);
+    free(mk);
+    free(ids);
+    free(root);
+    free(cost);
+    free(sum);
     *out = t;
     return 0;
 nomem:
+    free(lg);
+    free(mk);
+    free(ids);
+    free(root);
+    free(cost);
+    free(sum);
     ofl_lpm6_free(t);
     snprintf(errbuf, 256, "out of memory for an IPv6 table of %zu routes", n);
     return -ENOMEM;
@@ -323,63 +467,72 @@ void ofl_lpm6_free(struct ofl_lpm6 *t)
     if (!t) return;
     free(t->arena);
     free(t->lv);
+    free(t->dir1);
+    free(t->dir2);
+    free(t->tree);
+    free(t->node);
     free(t);
 }
 
 size_t ofl_lpm6_memory(const struct ofl_lpm6 *t)
 {
-    return sizeof *t + t->nlv * sizeof *t->lv + t->arena_words * sizeof *t->arena;
+    return sizeof *t + t->nlv * sizeof *t->lv + t->arena_words * sizeof *t->arena +
+           (((size_t)1 << OFL_LPM6_DIR1_BITS) + ((size_t)t->nblocks << OFL_LPM6_DIR2_BITS)) *
+               sizeof *t->dir1 +
+           (t->ntrees + 1) * sizeof *t->tree + t->nnodes * sizeof *t->node;
 }
 
 /* Lanes searching at once: enough misses in flight to cover the memory latency. */
 #define LPM6_LANES 16
+/* Addresses whose front (dir1, dir2) is read in one pass before the searches. */
+#define LPM6_CHUNK 256
 
-void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
-                           unsigned n)
+/* The tree searches of the addresses `idx[0 .. m)` of a chunk, started at the trees of
+ * their front entries `ent` (hops[idx[i]] already holds the front's hop). */
+static void search_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
+                         const unsigned *idx, const uint32_t *ent, unsigned m)
 {
-    if (t->root < 0) {
-        for (unsigned i = 0; i < n; i++) hops[i] = t->def;
-        return;
-    }
     uint64_t hi[LPM6_LANES], lo[LPM6_LANES], slot[LPM6_LANES];
-    int node[LPM6_LANES];
+    int32_t node[LPM6_LANES];
     unsigned who[LPM6_LANES];
     uint16_t best[LPM6_LANES];
     unsigned next = 0, live = 0;
     for (unsigned k = 0; k < LPM6_LANES; k++) node[k] = -1;
-    /* Start lane k on the next address (at the root), prefetching its first slot. */
 #define START(k)                                                                        \
     do {                                                                                \
-        hi[k] = ofl_lpm6_be64(addrs + 16 * (size_t)next);                               \
-        lo[k] = ofl_lpm6_be64(addrs + 16 * (size_t)next + 8);                           \
-        who[k] = next++;                                                                \
-        best[k] = t->def;                                                               \
-        node[k] = t->root;                                                              \
+        const uint8_t *a_ = addrs + 16 * (size_t)idx[next];                             \
+        hi[k] = ofl_lpm6_be64(a_);                                                      \
+        lo[k] = ofl_lpm6_be64(a_ + 8);                                                  \
+        who[k] = idx[next];                                                             \
+        best[k] = (uint16_t)ent[next];                                                  \
+        node[k] = t->tree[ent[next] >> 16];                                             \
+        next++;                                                                         \
     } while (0)
 #define AIM(k)                                                                          \
     do {                                                                                \
-        const struct ofl_lpm6_level *l_ = &t->lv[node[k]];                              \
+        const struct ofl_lpm6_level *l_ = &t->lv[t->node[node[k]].lv];                  \
         slot[k] = ofl_lpm6_hash(hi[k] & l_->mhi, lo[k] & l_->mlo, l_->shift);           \
         __builtin_prefetch(l_->slots + (l_->wide ? 4 : 2) * slot[k]);                   \
     } while (0)
-    for (unsigned k = 0; k < LPM6_LANES && next < n; k++, live++) {
+    for (unsigned k = 0; k < LPM6_LANES && next < m; k++, live++) {
         START(k);
         AIM(k);
     }
     while (live) {
         for (unsigned k = 0; k < LPM6_LANES; k++) {
             if (node[k] < 0) continue;
-            const struct ofl_lpm6_level *l = &t->lv[node[k]];
+            const struct ofl_lpm6_node *d = &t->node[node[k]];
+            const struct ofl_lpm6_level *l = &t->lv[d->lv];
             uint32_t v = ofl_lpm6_probe(l, hi[k] & l->mhi, lo[k] & l->mlo, slot[k]);
             if (!v) {
-                node[k] = l->left;
+                node[k] = d->left;
             } else {
                 best[k] = (uint16_t)v;
-                node[k] = v & OFL_LPM6_MARKER ? l->right : -1;
+                node[k] = v & OFL_LPM6_MARKER ? d->right : -1;
             }
             if (node[k] < 0) {
                 hops[who[k]] = best[k];
-                if (next == n) {
+                if (next == m) {
                     live--;
                     continue;
                 }
@@ -390,4 +543,38 @@ void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint1
     }
 #undef START
 #undef AIM
+}
+
+void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
+                           unsigned n)
+{
+    unsigned idx[LPM6_CHUNK];
+    uint32_t ent[LPM6_CHUNK], e1[LPM6_CHUNK];
+    uint64_t top[LPM6_CHUNK];
+    for (unsigned c = 0; c < n; c += LPM6_CHUNK) {
+        unsigned len = n - c < LPM6_CHUNK ? n - c : LPM6_CHUNK, m = 0, m2 = 0;
+        /* dir1 for the chunk (small, cached), prefetching the dir2 entries. */
+        for (unsigned i = 0; i < len; i++) {
+            uint64_t hi = ofl_lpm6_be64(addrs + 16 * (size_t)(c + i));
+            uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
+            hops[c + i] = (uint16_t)e;
+            if (e >> 16) {
+                size_t at = ((size_t)((e >> 16) - 1) << OFL_LPM6_DIR2_BITS) |
+                            ((hi >> (64 - OFL_LPM6_DIR_LEN)) & ((1u << OFL_LPM6_DIR2_BITS) - 1));
+                __builtin_prefetch(t->dir2 + at);
+                top[m2] = at;
+                e1[m2] = c + i;
+                m2++;
+            }
+        }
+        /* dir2 entries; those with a tree go on to the searches. */
+        for (unsigned i = 0; i < m2; i++) {
+            uint32_t e = t->dir2[top[i]];
+            hops[e1[i]] = (uint16_t)e;
+            idx[m] = e1[i];
+            ent[m] = e;
+            m += (e >> 16) != 0;
+        }
+        if (m) search_batch(t, addrs, hops, idx, ent, m);
+    }
 }

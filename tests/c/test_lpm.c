@@ -648,6 +648,28 @@ static void test_lpm6_cases(void)
           "odd lengths, longest first");
     ofl_lpm6_free(t);
 
+    /* Around the direct-indexed front (dir1 /16, dir2 /32): routes of lengths 8..48
+     * packed into a few /16s and /32s, so that dir2 blocks, painted /17../32 and many
+     * distinct per-/32 length sets (trees) meet, all against brute force. */
+    struct ofl_route6 *dense = malloc(3000 * sizeof *dense);
+    uint8_t base[16];
+    rand16(&g, base);
+    for (unsigned i = 0; i < 3000; i++) {
+        uint8_t x[16];
+        rand16(&g, x);
+        x[0] = base[0];
+        x[1] = (uint8_t)(base[1] + ofl_rng_below(&g, 3));      /* 3 /16s */
+        x[2] = base[2];
+        x[3] = (uint8_t)(base[3] + ofl_rng_below(&g, 40));     /* 40 /32s each */
+        memcpy(dense[i].addr, x, 16);
+        dense[i].len = (uint8_t)(8 + ofl_rng_below(&g, 41));
+        dense[i].hop = (uint16_t)(1 + ofl_rng_below(&g, OFL_ROUTE_MAX_HOP));
+    }
+    CHECK(ofl_lpm6_build(&t, dense, 3000, err) == 0 && check6(t, dense, 3000, 3000, 5000, 6) == 0,
+          "dense around /16 and /32: %u trees, %u blocks", t ? t->ntrees : 0, t ? t->nblocks : 0);
+    ofl_lpm6_free(t);
+    free(dense);
+
     struct ofl_route6 b1 = {{0}, 1, 129}, b2 = {{0}, 0, 8};
     CHECK(ofl_lpm6_build(&t, &b1, 1, err) == -EINVAL && !t && ofl_lpm6_build(&t, &b2, 1, err) == -EINVAL,
           "length 129, hop 0: -EINVAL (%s)", err);

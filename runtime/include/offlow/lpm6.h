@@ -38,7 +38,13 @@
 #define OFL_LPM6_MARKER 0x10000u   /* value flag: longer prefixes pass through here */
 #define OFL_LPM6_PREFIX 0x20000u   /* value flag: a route of this length */
 
-/* One prefix length's hash table, and its node of the search tree. */
+/* The direct-indexed front: the top DIR1_BITS of an address index dir1, the next
+ * DIR2_BITS a block of dir2; lengths up to DIR_LEN are answered there. */
+#define OFL_LPM6_DIR1_BITS 16
+#define OFL_LPM6_DIR2_BITS 16
+#define OFL_LPM6_DIR_LEN (OFL_LPM6_DIR1_BITS + OFL_LPM6_DIR2_BITS)
+
+/* One prefix length's hash table. */
 struct ofl_lpm6_level {
     uint64_t mhi, mlo;    /* the length's mask, high and low 64 bits */
     uint64_t *slots;      /* (mask + 1) slots of 2 words (wide = 0) or 4 (wide = 1) */
@@ -46,20 +52,33 @@ struct ofl_lpm6_level {
     uint8_t shift;        /* 64 - log2(slots): the hash's top bits index the slots */
     uint8_t wide;         /* len > 64: keys of two words */
     uint8_t len;          /* prefix length 1..128 */
-    int8_t left, right;   /* child levels (shorter, longer) in the tree; -1 = none */
     uint32_t used;        /* entries (prefixes and markers) */
+};
+
+/* A node of a search tree over levels: the level, and the child nodes (shorter,
+ * longer; -1 = none). */
+struct ofl_lpm6_node {
+    int32_t left, right;
+    uint32_t lv;
 };
 
 /* A built table (read its fields, never write them). */
 struct ofl_lpm6 {
     struct ofl_lpm6_level *lv;   /* levels by increasing length */
     unsigned nlv;
-    int root;                    /* the tree's root level, -1 when there is none */
-    unsigned depth;              /* most levels one search visits (the tree's height) */
+    unsigned depth;              /* most memory steps of one search past dir1: the dir2
+                                    read plus the tallest tree's height */
     uint16_t def;                /* hop of the /0 route, 0 = none */
     size_t routes;               /* routes it was built from (duplicates included) */
     size_t prefixes;             /* distinct prefixes of length >= 1 */
     size_t markers;              /* entries that are markers only */
+    uint32_t *dir1;              /* 2^DIR1_BITS entries: hop | (block + 1) << 16 */
+    uint32_t *dir2;              /* nblocks blocks of 2^DIR2_BITS: hop | tree << 16 */
+    unsigned nblocks;
+    int32_t *tree;               /* root node of tree id 1..ntrees ([0] unused) */
+    unsigned ntrees;
+    struct ofl_lpm6_node *node;  /* every tree's nodes */
+    unsigned nnodes;
     uint64_t *arena;             /* every level's slots */
     size_t arena_words;
 };
@@ -123,23 +142,39 @@ static inline uint32_t ofl_lpm6_find(const struct ofl_lpm6_level *l, uint64_t hi
     return ofl_lpm6_probe(l, kh, kl, ofl_lpm6_hash(kh, kl, l->shift));
 }
 
+/* The front of a lookup: dir1, then dir2 when dir1 points to a block. Returns the
+ * entry: the hop of the longest prefix of length <= DIR_LEN in the low 16 bits, the
+ * tree to search for longer ones in the high 16 (0 = none). */
+static inline uint32_t ofl_lpm6_front(const struct ofl_lpm6 *t, uint64_t hi)
+{
+    uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
+    if (e >> 16)
+        e = t->dir2[((size_t)((e >> 16) - 1) << OFL_LPM6_DIR2_BITS) |
+                    ((hi >> (64 - OFL_LPM6_DIR_LEN)) & ((1u << OFL_LPM6_DIR2_BITS) - 1))];
+    return e;
+}
+
 /* The next hop of `addr` (16 bytes, network order): the hop of the longest prefix
- * that contains it, 0 when none does. The plain scalar lookup: one hash probe per
- * level visited, at most `depth` of them, each depending on the one before. */
+ * that contains it, 0 when none does. The plain scalar lookup: dir1, dir2 where the
+ * /16 holds longer prefixes, then one hash probe per level of the /32's tree. */
 static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t addr[16])
 {
-    uint64_t hi = ofl_lpm6_be64(addr), lo = ofl_lpm6_be64(addr + 8);
-    uint16_t best = t->def;
-    int n = t->root;
+    uint64_t hi = ofl_lpm6_be64(addr);
+    uint32_t e = ofl_lpm6_front(t, hi);
+    uint16_t best = (uint16_t)e;
+    if (!(e >> 16)) return best;
+    uint64_t lo = ofl_lpm6_be64(addr + 8);
+    int n = t->tree[e >> 16];
     while (n >= 0) {
-        const struct ofl_lpm6_level *l = &t->lv[n];
+        const struct ofl_lpm6_node *d = &t->node[n];
+        const struct ofl_lpm6_level *l = &t->lv[d->lv];
         uint32_t v = ofl_lpm6_find(l, hi, lo);
         if (!v) {
-            n = l->left;
+            n = d->left;
             continue;
         }
         best = (uint16_t)v;
-        n = v & OFL_LPM6_MARKER ? l->right : -1;
+        n = v & OFL_LPM6_MARKER ? d->right : -1;
     }
     return best;
 }
