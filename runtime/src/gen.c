@@ -148,7 +148,7 @@ void ofl_core_idle(struct ofl_core *c, int progress)
         c->peer_gone = 1;
         if (!progress) sched_yield();  /* the waiter no longer waits once a peer is gone */
     } else if (rc == -ECANCELED) {
-        ofl_core_fail(c, rc, "waiting: another process failed");
+        ofl_core_fail(c, rc, "stopped: another core or process failed");
     } else if (rc < 0) {
         ofl_core_fail(c, rc, "waiting");
     }
