@@ -3,9 +3,10 @@ with the fields and bytes per packet it carries, and where each table lives."""
 
 from __future__ import annotations
 
+from offlow.codegen.c import consumers
 from offlow.codegen.layout import entry_layout, state_bytes
 from offlow.ir import Graph
-from offlow.runner import cpu_base
+from offlow.runner import cpu_of
 
 
 def explain(g: Graph) -> str:
@@ -17,8 +18,12 @@ def explain(g: Graph) -> str:
     lines.append("segments:")
     for s in g.segments:
         members = [n.name for n in g.nodes if n.segment == s.name]
-        cpus = ",".join(str(cpu_base(s.device) + c) for c in s.cores)
-        par = f"data-parallel over {len(s.cores)} cores, " if len(s.cores) > 1 else ""
+        cpus = ",".join(str(cpu_of(s.device, c)) for c in s.cores)
+        if s.group:
+            par = (f"core group of {len(s.cores)} (master core {s.cores[0]} takes each batch, "
+                   "every member processes a slice), ")
+        else:
+            par = f"data-parallel over {len(s.cores)} cores, " if len(s.cores) > 1 else ""
         lines.append(f"  {s.name}: device {s.device}, cores {list(s.cores)} (CPUs {cpus} here), "
                      f"{par}"
                      f"elements: {' '.join(members)}")
@@ -31,7 +36,7 @@ def explain(g: Graph) -> str:
         where = "interconnect window" if q.crosses_device else "window (same device)"
         fields = ", ".join(f"{f.name}:{f.ctype}" for f in q.fields) or "none"
         data = f" + packet bytes (up to {lay.data_cap})" if q.carries_data else " (no packet bytes)"
-        nrings = (len(g.segment(q.src_segment).cores) * len(g.segment(q.dst_segment).cores))
+        nrings = len(g.segment(q.src_segment).cores) * consumers(g, q)
         lines += [
             f"  {q.name}: {q.src_segment} ({g.segment(q.src_segment).device}) -> "
             f"{q.dst_segment} ({g.segment(q.dst_segment).device}) on {q.edge}",

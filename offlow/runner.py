@@ -58,6 +58,11 @@ def cpu_base(device: str) -> int:
     return 0 if device == "host" else (os.cpu_count() or 1) // 2
 
 
+def cpu_of(device: str, core: int) -> int:
+    """The CPU a device's core runs on here (wrapping around when there are fewer)."""
+    return (cpu_base(device) + core) % (os.cpu_count() or 1)
+
+
 def sink_paths(b: Build, output: Path) -> dict[str, Path]:
     """Where each sink writes: `output` itself for a program with one sink, else
     `output` with the sink's name before the suffix (out.pcap -> out.tx.pcap)."""
@@ -103,7 +108,7 @@ def oversubscription(b: Build, o: RunOptions) -> str | None:
     """A warning when busy-polling threads must share CPUs (more than the machine has,
     or two segments placed on the same CPU)."""
     ncpu = os.cpu_count() or 1
-    cpus = [(cpu_base(s.device) + c) % ncpu for s in b.graph.segments for c in s.cores]
+    cpus = [cpu_of(s.device, c) for s in b.graph.segments for c in s.cores]
     threads = len(cpus) * (2 if o.copy_engine == "thread" else 1)
     if threads > ncpu or len(set(cpus)) < len(cpus):
         return (f"oversubscribed: {threads} busy-polling threads on CPUs "

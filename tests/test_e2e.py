@@ -103,6 +103,22 @@ def test_data_parallel_host_segment_delivers_every_packet_once(tmp_path: Path) -
     assert sorted(read_frames(out)) == sorted(want)
 
 
+def test_core_group_delivers_every_packet_once_and_every_member_works(tmp_path: Path) -> None:
+    out = tmp_path / "out.pcap"
+    prog = load_program(EXAMPLE, ["app.cores=0,1,2", "app.group=on"])
+    b = build(prog, werror=True)
+    res = run(b, RunOptions(input=TLS, output=out, loops=3, timeout=60))
+    assert res.ok, res.errors
+    assert sorted(read_frames(out)) == sorted(expected_forwarded(read_frames(TLS)) * 3)
+    members = [c for dev in res.stats.values() for c in dev["cores"] if c["segment"] == "app"]
+    assert sorted(c["core"] for c in members) == [0, 1, 2]
+    assert all(c["pkts_in"] > 0 for c in members), members
+    # only the master takes batches from the rings
+    into_app = len([q for q in b.graph.queues if q.dst_segment == "app"])
+    assert [len(c["queues"]) for c in sorted(members, key=lambda c: c["core"])] == [
+        into_app, 0, 0]
+
+
 def test_thread_copy_engine_gives_the_same_output(tmp_path: Path) -> None:
     out = tmp_path / "out.pcap"
     s = run_example(input=TLS, output=out, copy_engine="thread")
@@ -158,9 +174,12 @@ SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer",
             "-fno-sanitize-recover=all")
 
 
-@pytest.mark.parametrize("engine", ["inline", "thread"])
+@pytest.mark.parametrize(("engine", "placement"), [
+    ("inline", ["app.cores=0,1"]), ("thread", ["app.cores=0,1,2", "app.group=on"])],
+    ids=["inline-data-parallel", "thread-core-group"])
 def test_generated_program_is_clean_under_asan_and_ubsan(
-        engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        engine: str, placement: list[str], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """The malformed capture through runtime and generated code built with sanitizers:
     any out-of-bounds access, undefined behaviour or leak fails a process."""
     from offlow.testing.malformed import write_malformed_pcap
@@ -169,7 +188,7 @@ def test_generated_program_is_clean_under_asan_and_ubsan(
     monkeypatch.setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
     capture, out = tmp_path / "bad.pcap", tmp_path / "out.pcap"
     want = write_malformed_pcap(capture)
-    b = build(load_program(EXAMPLE, ["app.cores=0,1"]), werror=True, extra_flags=SANITIZE)
+    b = build(load_program(EXAMPLE, placement), werror=True, extra_flags=SANITIZE)
     res = run(b, RunOptions(input=capture, output=out, loops=20, copy_engine=engine,
                             timeout=120))
     assert res.ok, res.errors

@@ -90,6 +90,16 @@ def batch_above_ring() -> None:
     Program("x", ring_size=16, batch=32).to_ir()
 
 
+def group_with_source() -> None:
+    p = two_segment()
+    p.place("rx", cores=[0, 1], group=True)
+    compile_graph(p.to_ir())
+
+
+def group_not_a_flag() -> None:
+    two_segment().apply_setting("app.group=maybe")
+
+
 def not_an_output() -> None:
     Split("s")["inp"] >> Pass("p")
 
@@ -99,7 +109,7 @@ def not_an_output() -> None:
     (empty_segment, "segment `idle` has no elements; remove it or add elements"),
     (core_twice, "segment `rx`: core listed twice in [1, 1]"),
     (unknown_segment_setting, "nosuch"),
-    (unknown_attribute, "unknown attribute `colour` (device, cores)"),
+    (unknown_attribute, "unknown attribute `colour` (device, cores, group)"),
     (no_segments, "segment"),
     (table_not_shared,
      "element `c`: table `counts` must be a Shared(...) or Table(...) value, not list"),
@@ -110,6 +120,9 @@ def not_an_output() -> None:
     (not_an_output, "`inp` is not an output port"),
     (ring_not_power_of_two, "ring_size 1000 must be a power of two"),
     (batch_above_ring, "batch 32 must be 1..ring_size (16)"),
+    (group_with_source, "segment `rx` is a core group but holds source `src`; a group takes "
+                        "its batches from a queue"),
+    (group_not_a_flag, "--set `app.group=maybe`: group must be on or off"),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_error_message(make: Callable[[], None], message: str) -> None:
     with pytest.raises(OfflowError) as err:

@@ -63,7 +63,9 @@ def write_pcap(path: Path, frames: list[bytes]) -> None:
             w.writepkt(fr, ts=k * 1e-6)
 
 
-@pytest.mark.parametrize("placement", [[], ["route.device=host"]], ids=["nic", "host"])
+@pytest.mark.parametrize("placement", [
+    [], ["route.device=host"], ["route.cores=0,1", "route.group=on"]],
+    ids=["nic", "host", "nic-core-group"])
 def test_router_forwards_to_the_reference_next_hop(placement: list[str], tmp_path: Path) -> None:
     nets = bgp_slice(3000, 1000)
     table = tmp_path / "slice.txt"
@@ -106,7 +108,8 @@ def test_router_forwards_to_the_reference_next_hop(placement: list[str], tmp_pat
     assert s["elements"]["lpm4"]["drop"] == unroutable[4]
     assert s["elements"]["lpm6"]["drop"] == unroutable[6]
     route = next(x for x in s["segments"] if x["segment"] == "route")
-    assert route["device"] == ("host" if placement else "nic")
+    assert route["device"] == ("host" if "route.device=host" in placement else "nic")
+    assert len(route["cores"]) == (2 if "route.group=on" in placement else 1)
 
 
 def test_router_with_a_missing_prefix_file_fails_clearly(

@@ -46,12 +46,19 @@ class RingSlot:
     cons: int
 
 
+def consumers(g: Graph, q: Queue) -> int:
+    """Cores that take batches from queue `q`: every core of a data-parallel segment,
+    only the master of a core group."""
+    dst = g.segment(q.dst_segment)
+    return 1 if dst.group else len(dst.cores)
+
+
 def rings(g: Graph) -> list[RingSlot]:
     """Every queue gets one SPSC ring per (producer core, consumer core) pair."""
     out: list[RingSlot] = []
     for q in g.queues:
         for p in range(len(g.segment(q.src_segment).cores)):
-            for c in range(len(g.segment(q.dst_segment).cores)):
+            for c in range(consumers(g, q)):
                 out.append(RingSlot(len(out), q, p, c))
     return out
 
@@ -162,7 +169,8 @@ class DeviceGen:
           "    struct ofl_proc *proc;",
           f"    uint64_t el_in[{max(1, len(self.nodes))}], "
           f"el_drop[{max(1, len(self.nodes))}];",
-          "    uint32_t steer;")
+          "    uint32_t steer;",
+          "    struct ofl_group *grp; /* the core group of a grouped segment, else NULL */")
         for q in self.g.queues:
             if self.g.segment(q.src_segment).device == self.device:
                 e(f"    struct ofl_qout *out_{cname(q.name)}; /* one per consumer core */")
@@ -175,7 +183,7 @@ class DeviceGen:
     def gen_push(self, q: Queue) -> None:
         e = self.e
         lay = entry_layout(q, self.g.mtu)
-        ncons = len(self.g.segment(q.dst_segment).cores)
+        ncons = consumers(self.g, q)
         e(f"/* Enqueue on {q.name} ({q.src_segment} -> {q.dst_segment}): live fields only. */",
           f"static void ofl_push_{cname(q.name)}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
           "struct ofl_state *state) {",
@@ -189,12 +197,12 @@ class DeviceGen:
             e("    memcpy(en->data, pkt->data, pkt->len);")
         e("    (void)state;", "}", "")
 
-    def _copy_fields(self, lay: EntryLayout, dst: str, src: str) -> None:
+    def _copy_fields(self, lay: EntryLayout, dst: str, src: str, ind: str = "    ") -> None:
         for f, _ in lay.fields:
             if f.count > 1:
-                self.e(f"    memcpy({dst}{f.name}, {src}{f.name}, sizeof {dst}{f.name});")
+                self.e(f"{ind}memcpy({dst}{f.name}, {src}{f.name}, sizeof {dst}{f.name});")
             else:
-                self.e(f"    {dst}{f.name} = {src}{f.name};")
+                self.e(f"{ind}{dst}{f.name} = {src}{f.name};")
 
     def gen_node(self, n: Node) -> None:
         e = self.e
@@ -244,6 +252,8 @@ class DeviceGen:
     def gen_loop(self, p: SegmentPlan) -> None:
         e = self.e
         sn = cname(p.name)
+        for q in p.inputs:
+            self._gen_input(p, q)
         e(f"/* Segment {p.name} on {p.device} cores {list(p.cores)}: the fused loop. */",
           f"static void *ofl_seg_{sn}(void *arg) {{",
           "    struct ofl_ctx *ctx = arg;",
@@ -277,49 +287,110 @@ class DeviceGen:
               "                core->pkts_in++; core->bytes_in += pkts[i].len;",
               f"                ofl_node_{cs}(ctx, &pkts[i], &states[i]);",
               "            }", "            progress |= n > 0;", "        }")
-        for q in p.inputs:
-            self._gen_pop(q)
-        for q in p.outputs:
-            ncons = len(self.g.segment(q.dst_segment).cores)
-            e(f"        for (unsigned j = 0; j < {ncons}u; j++) {{",
-              f"            int rc = ofl_qout_flush(&ctx->out_{cname(q.name)}[j]);",
-              f"            if (rc < 0) ofl_core_fail(core, rc, \"doorbell on {q.name}\");",
-              "        }")
+        for k, q in enumerate(p.inputs):
+            self._gen_pop(p, k, q)
+        self._flush(p, "        ")
         e("        ctx->steer++;", "        ofl_core_idle(core, progress);", "    }")
+        if p.group:
+            e("    ofl_group_stop(ctx->grp);")
+        self._close(p)
+        e("    ofl_core_end(core);", "    return NULL;", "}", "")
+        if p.group:
+            self._gen_worker(p)
+
+    def _flush(self, p: SegmentPlan, ind: str) -> None:
+        """Ring the doorbell of every output ring of this core."""
         for q in p.outputs:
-            ncons = len(self.g.segment(q.dst_segment).cores)
-            e(f"    for (unsigned j = 0; j < {ncons}u && !core->err; j++) {{",
-              f"        int rc = ofl_qout_close(&ctx->out_{cname(q.name)}[j]);",
-              f"        if (rc < 0) ofl_core_fail(core, rc, \"closing {q.name}\");", "    }")
+            self.e(f"{ind}for (unsigned j = 0; j < {consumers(self.g, q)}u; j++) {{",
+                   f"{ind}    int rc = ofl_qout_flush(&ctx->out_{cname(q.name)}[j]);",
+                   f"{ind}    if (rc < 0) ofl_core_fail(core, rc, \"doorbell on {q.name}\");",
+                   f"{ind}}}")
+
+    def _close(self, p: SegmentPlan) -> None:
+        """Close every output ring of this core (the consumers see the end)."""
+        for q in p.outputs:
+            self.e(f"    for (unsigned j = 0; j < {consumers(self.g, q)}u && !core->err; j++) {{",
+                   f"        int rc = ofl_qout_close(&ctx->out_{cname(q.name)}[j]);",
+                   f"        if (rc < 0) ofl_core_fail(core, rc, \"closing {q.name}\");", "    }")
+
+    def _gen_worker(self, p: SegmentPlan) -> None:
+        """A worker of a core group: waits for each batch the master posts, runs its
+        slice through the segment, rings its own doorbells."""
+        e, sn = self.e, cname(p.name)
+        e(f"/* Segment {p.name}: a worker of its core group. */",
+          f"static void *ofl_grp_{sn}(void *arg) {{",
+          "    struct ofl_ctx *ctx = arg;",
+          "    struct ofl_core *core = &ctx->core;",
+          "    uint32_t seen = 0, lo, hi;",
+          "    ofl_core_begin(core);",
+          "    while (!core->err) {",
+          "        int rc = ofl_group_next(ctx->grp, &core->local, &seen);",
+          "        if (rc == 1) break;",
+          "        if (rc < 0) { ofl_core_fail(core, rc, \"stopped: another core or process "
+          "failed\"); break; }",
+          "        if (!core->t_start) core->t_start = ofl_now_ns();",
+          "        ofl_group_slice(ctx->grp, core->idx, ctx->grp->n, &lo, &hi);",
+          "        switch (ctx->grp->input) {")
+        for k, q in enumerate(p.inputs):
+            e(f"        case {k}: ofl_in_{sn}_{cname(q.name)}(ctx, ctx->grp->entries, lo, hi); "
+              "break;")
+        e("        default: break;", "        }")
+        self._flush(p, "        ")
+        e("        ofl_group_done(ctx->grp);", "    }")
+        self._close(p)
         e("    ofl_core_end(core);", "    return NULL;", "}", "")
 
-    def _gen_pop(self, q: Queue) -> None:
+    def _gen_input(self, p: SegmentPlan, q: Queue) -> None:
+        """A function that runs entries [lo, hi) of a batch from `q` through the segment."""
         e = self.e
         cq = cname(q.name)
         lay = entry_layout(q, self.g.mtu)
+        e(f"/* Entries [lo, hi) of a batch from {q.name}, through segment {p.name}. */",
+          f"static void ofl_in_{cname(p.name)}_{cq}(struct ofl_ctx *ctx, const uint8_t *es, "
+          "uint32_t lo, uint32_t hi) {",
+          "    struct ofl_core *core = &ctx->core;",
+          "    for (uint32_t i = lo; i < hi; i++) {",
+          "        /* The entry sits in this device's own copy-engine buffer, so",
+          "         * elements may rewrite the packet bytes in place. */",
+          f"        struct ofl_q_{cq} *en = (struct ofl_q_{cq} *)(uintptr_t)"
+          "(es + (size_t)i * sizeof *en);",
+          "        struct ofl_state st;", "        memset(&st, 0, sizeof st);")
+        self._copy_fields(lay, "st.", "en->", "        ")
+        data = "en->data" if lay.data_cap else "core->scratch"
+        e(f"        struct ofl_pkt pk = {{ .data = {data}, .len = en->h.len, "
+          ".cap = OFL_MTU, .ts_ns = 0 };",
+          "        core->pkts_in++; core->bytes_in += pk.len;",
+          f"        ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "    }", "}", "")
+
+    def _gen_pop(self, p: SegmentPlan, k: int, q: Queue) -> None:
+        """Take the next batch of every producer ring of `q`; a core group's master
+        hands it out in slices and processes its own."""
+        e = self.e
+        cq = cname(q.name)
+        fn = f"ofl_in_{cname(p.name)}_{cq}"
         nprod = len(self.g.segment(q.src_segment).cores)
         e(f"        for (unsigned p = 0; p < {nprod}u; p++) {{",
           f"            if (!in_live_{cq}[p]) continue;",
-          "            const uint8_t *es;",
+          "            const uint8_t *es = NULL;",
           f"            n = ofl_qin_next(&ctx->in_{cq}[p], &es);",
           f"            if (n == OFL_Q_DONE) {{ in_live_{cq}[p] = 0; live--; continue; }}",
           f"            if (n < 0) {{ ofl_core_fail(core, n, \"dequeue from {q.name}\"); break; }}",
           *([f"            if (n == 0 && peer_gone) {{ ofl_core_fail(core, -EPIPE, \"{q.name}: "
              "the producer's process died before closing it\"); break; }"]
-            if q.crosses_device else []),
-          "            for (int i = 0; i < n; i++) {",
-          "                /* The entry sits in this device's own copy-engine buffer, so",
-          "                 * elements may rewrite the packet bytes in place. */",
-          f"                struct ofl_q_{cq} *en = (struct ofl_q_{cq} *)(uintptr_t)"
-          "(es + (size_t)i * sizeof *en);",
-          "                struct ofl_state st;", "                memset(&st, 0, sizeof st);")
-        self._copy_fields(lay, "st.", "en->")
-        data = "en->data" if lay.data_cap else "core->scratch"
-        e(f"                struct ofl_pkt pk = {{ .data = {data}, .len = en->h.len, "
-          ".cap = OFL_MTU, .ts_ns = 0 };",
-          "                core->pkts_in++; core->bytes_in += pk.len;",
-          f"                ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "            }",
-          "            progress |= n > 0;", "        }")
+            if q.crosses_device else []))
+        if p.group:
+            e("            if (n > 0) {",
+              "                uint32_t lo, hi;",
+              f"                ofl_group_post(ctx->grp, {k}u, es, (uint32_t)n);",
+              "                ofl_group_slice(ctx->grp, 0, (uint32_t)n, &lo, &hi);",
+              f"                {fn}(ctx, es, lo, hi);",
+              "                int rc = ofl_group_join(ctx->grp, &core->local);",
+              "                if (rc < 0) { ofl_core_fail(core, rc, \"stopped: another core or "
+              "process failed\"); break; }",
+              "            }")
+        else:
+            e(f"            if (n > 0) {fn}(ctx, es, 0, (uint32_t)n);")
+        e("            progress |= n > 0;", "        }")
 
     def gen_main(self) -> None:
         e = self.e
@@ -362,9 +433,14 @@ class DeviceGen:
             e(f'    if (ofl_sink_open(&proc.sinks[{k}], &proc.args, "{s.name}") < 0) return 1;')
         e(f"    static struct ofl_ctx ctxs[{max(1, len(ctxs))}];",
           f"    const unsigned nctx = {len(ctxs)}u;")
+        for p in self.plans:
+            if p.group:
+                e(f"    static struct ofl_group grp_{cname(p.name)};",
+                  f"    ofl_group_init(&grp_{cname(p.name)}, {len(p.cores)}u);")
         for k, (p, core_idx) in enumerate(ctxs):
             e(f"    /* segment {p.name}, core {p.cores[core_idx]} */",
               f"    ctxs[{k}].proc = &proc;",
+              *([f"    ctxs[{k}].grp = &grp_{cname(p.name)};"] if p.group else []),
               f'    if (ofl_core_init(&ctxs[{k}].core, &proc.args, &proc.win, "{p.name}", '
               f"{core_idx}u, {len(p.cores)}u, {p.cores[core_idx]}, OFL_BATCH * OFL_MTU) < 0)",
               "        return 1;")
@@ -376,8 +452,9 @@ class DeviceGen:
             for q in p.inputs:
                 self._attach(k, q, core_idx, "in")
         e("    static pthread_t tids[sizeof ctxs / sizeof ctxs[0]];")
-        for k, (p, _) in enumerate(ctxs):
-            e(f"    if (pthread_create(&tids[{k}], NULL, ofl_seg_{cname(p.name)}, &ctxs[{k}]))",
+        for k, (p, core_idx) in enumerate(ctxs):
+            loop = "ofl_grp_" if p.group and core_idx else "ofl_seg_"
+            e(f"    if (pthread_create(&tids[{k}], NULL, {loop}{cname(p.name)}, &ctxs[{k}]))",
               '        return ofl_fatal("cannot start a segment thread");')
         e("    int failed = 0;",
           "    for (unsigned k = 0; k < nctx; k++) {",
@@ -427,6 +504,8 @@ class DeviceGen:
                     n = sum(1 for r in self.rings if r.queue == q
                             and (r.prod if side == "out" else r.cons) == core_idx)
                     arr = f"ctxs[{k}].{side}_{cname(q.name)}"
+                    if not n:  # a core group's worker has no input rings
+                        continue
                     e(f"    for (unsigned i = 0; i < {n}u; i++) {fn}(&{arr}[i]);",
                       f"    free({arr});")
             e(f"    ofl_core_destroy(&ctxs[{k}].core);")
@@ -449,6 +528,8 @@ class DeviceGen:
             typ = "struct ofl_qin"
         # a ring inside this process must not fail when a peer process exits
         waiter = "waiter" if q.crosses_device else "local"
+        if not mine:  # a worker of a core group: its master takes the batches
+            return
         e(f"    {arr} = calloc({len(mine)}, sizeof({typ}));",
           f'    if (!{arr}) return ofl_fatal("out of memory");')
         for j, r in enumerate(mine):

@@ -34,6 +34,7 @@ class Segment:
     elements: list[Element]
     device: str
     cores: tuple[int, ...]
+    group: bool = False
 
 
 
@@ -75,9 +76,11 @@ class Program:
 
     def segment(
         self, name: str, members: Sequence[Element | Composite], *, device: str = "host",
-        cores: Iterable[int] = (0,),
+        cores: Iterable[int] = (0,), group: bool = False,
     ) -> Segment:
-        """Place `members` together on `device`, data-parallel over `cores`."""
+        """Place `members` together on `device`, data-parallel over `cores`; with
+        `group=True` the cores form a core group (a master hands each input batch out
+        in slices to the group) instead of each core taking whole batches."""
         if name in self.segments:
             raise OfflowError(f"segment `{name}` is defined twice")
         elements: list[Element] = []
@@ -85,11 +88,11 @@ class Program:
             elements.extend(m.parts if isinstance(m, Composite) else [m])
         seg = Segment(name, elements, device, tuple(cores))
         self.segments[name] = seg
-        self.place(name, device=device, cores=seg.cores)
+        self.place(name, device=device, cores=seg.cores, group=group)
         return seg
 
     def place(self, segment: str, *, device: str | None = None,
-              cores: Iterable[int] | None = None) -> None:
+              cores: Iterable[int] | None = None, group: bool | None = None) -> None:
         """Change where a segment runs: the one-line design change."""
         if segment not in self.segments:
             raise OfflowError(
@@ -112,10 +115,13 @@ class Program:
             if len(set(cores)) != len(cores):
                 raise OfflowError(f"segment `{segment}`: core listed twice in {list(cores)}")
             seg.cores = cores
+        if group is not None:
+            seg.group = bool(group)
 
     def apply_setting(self, setting: str) -> None:
         """Apply a command-line setting: a placement such as ``rx.device=nic`` or
-        ``rx.cores=0,1``, or the queue geometry ``ring_size=256``, ``batch=64``, ``mtu=9018``."""
+        ``rx.cores=0,1``, a core group ``rx.group=on``, or the queue geometry
+        ``ring_size=256``, ``batch=64``, ``mtu=9018``."""
         lhs, eq, value = setting.partition("=")
         if eq and lhs in ("ring_size", "batch", "mtu"):
             try:
@@ -130,7 +136,7 @@ class Program:
         except ValueError:
             raise OfflowError(
                 f"--set `{setting}`: expected SEGMENT.device=DEV, SEGMENT.cores=0,1, "
-                "ring_size=N, batch=N or mtu=N"
+                "SEGMENT.group=on|off, ring_size=N, batch=N or mtu=N"
             ) from None
         if attr == "device":
             self.place(seg, device=value)
@@ -140,8 +146,14 @@ class Program:
             except ValueError:
                 raise OfflowError(f"--set `{setting}`: cores must be numbers") from None
             self.place(seg, cores=cores)
+        elif attr == "group":
+            flags = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
+            if value.lower() not in flags:
+                raise OfflowError(f"--set `{setting}`: group must be on or off")
+            self.place(seg, group=flags[value.lower()])
         else:
-            raise OfflowError(f"--set `{setting}`: unknown attribute `{attr}` (device, cores)")
+            raise OfflowError(
+                f"--set `{setting}`: unknown attribute `{attr}` (device, cores, group)")
 
     def to_ir(self) -> Graph:
         """Lower the program to the IR (composites are already flat)."""
@@ -181,7 +193,8 @@ class Program:
                         "not in any segment; add it to a segment"
                     )
                 edges.append(Edge(el.name, port, dst.element.name, dst.port))
-        segments = tuple(IRSegment(s.name, s.device, s.cores) for s in self.segments.values())
+        segments = tuple(IRSegment(s.name, s.device, s.cores, s.group)
+                         for s in self.segments.values())
         return Graph(
             name=self.name, nodes=nodes, edges=tuple(edges), segments=segments,
             state=self._state_fields(elements), shared=self._shared(elements),

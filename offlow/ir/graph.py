@@ -64,6 +64,7 @@ class Segment:
     name: str
     device: str
     cores: tuple[int, ...]
+    group: bool = False  # a core group: a master hands each batch out in slices
 
 
 @dataclass(frozen=True)

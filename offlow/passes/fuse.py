@@ -15,6 +15,7 @@ class SegmentPlan:
     name: str
     device: str
     cores: tuple[int, ...]
+    group: bool
     nodes: tuple[str, ...]  # callees first
     sources: tuple[str, ...]
     inputs: tuple[Queue, ...]
@@ -28,7 +29,7 @@ def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
     for s in g.segments:
         members = [n for n in order if g.node(n).segment == s.name]
         plans.append(SegmentPlan(
-            name=s.name, device=s.device, cores=s.cores,
+            name=s.name, device=s.device, cores=s.cores, group=s.group,
             nodes=tuple(reversed(members)),
             sources=tuple(n for n in members if g.node(n).kind == "source"),
             inputs=tuple(q for q in g.queues if q.dst_segment == s.name),

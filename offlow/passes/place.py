@@ -14,6 +14,11 @@ def place(g: Graph) -> Graph:
     for s in g.segments:
         if not any(n.segment == s.name for n in g.nodes):
             raise OfflowError(f"segment `{s.name}` has no elements; remove it or add elements")
+        sources = [n.name for n in g.nodes if n.segment == s.name and n.kind == "source"]
+        if s.group and sources:
+            raise OfflowError(
+                f"segment `{s.name}` is a core group but holds source `{sources[0]}`; a group "
+                "takes its batches from a queue: move the source to a segment of its own")
     shared = []
     for t in g.shared:
         devices = sorted({g.segment(n.segment).device for n in g.nodes

@@ -14,6 +14,7 @@
 #include "offlow/copy.h"
 #include "offlow/err.h"
 #include "offlow/gen.h"
+#include "offlow/group.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
 #include "offlow/pcap_port.h"
