@@ -71,7 +71,12 @@ def _cmd_bench(a: argparse.Namespace) -> int:
         router.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
                    prefixes=a.prefixes or router.DEFAULT_PREFIXES)
         return 0
-    raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router")
+    if a.name == "groups":
+        from offlow.bench import groups
+
+        groups.run(quick=a.quick, out_json=a.json_out, out_png=a.png, prefixes=a.prefixes)
+        return 0
+    raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -117,11 +122,12 @@ def parser() -> argparse.ArgumentParser:
     rc.set_defaults(fn=router_check.cli)
 
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
-    b.add_argument("name", choices=["queue", "router"])
+    b.add_argument("name", choices=["queue", "router", "groups"])
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
-    b.add_argument("--png", type=Path, help="router: where to write the plot")
-    b.add_argument("--prefixes", type=Path, help="router: prefix file (default: the BGP table)")
+    b.add_argument("--png", type=Path, help="router, groups: where to write the plot")
+    b.add_argument("--prefixes", type=Path,
+                   help="router, groups: prefix file (default: the BGP table)")
     b.set_defaults(fn=_cmd_bench)
     return p
 
