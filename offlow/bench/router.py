@@ -24,6 +24,13 @@ DPDK's "no route" read as the /0 hop (0 without a /0 route). Lookup rates: media
 min-max over repetitions, one core pinned, bursts of 64 addresses per call for all.
 Ratios (median and min-max of the per-repetition ratios) and target verdicts are
 printed; the targets are reported, never enforced.
+
+That is the "lookups" sweep. The others (offlow.bench.router_sweeps) are the offload
+batch size sweep (router_offload: host -> NIC over offlow's queues, Knapp Figure 6),
+the packet size sweep (router_fwd: examples/router.py on synthetic traffic of each
+frame size) and the router beside DPDK's l3fwd on the same replayed pcap (router_l3fwd).
+run() runs them all unless told which; each adds its part to the report, the JSON and
+the plot.
 """
 
 from __future__ import annotations
@@ -37,14 +44,21 @@ import statistics
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from offlow.build import RUNTIME, build_tool
 from offlow.errors import OfflowError
 from offlow.router.check import DEFAULT_PREFIXES
+
+if TYPE_CHECKING:
+    from offlow.bench.router_fwd import SizeSweep
+    from offlow.bench.router_l3fwd import L3fwdSweep
+    from offlow.bench.router_offload import OffloadSweep
 
 BENCH_SRC = RUNTIME / "bench" / "bench_lpm.c"
 DPDK_SRC = RUNTIME / "bench" / "bench_dpdk_lpm.c"
@@ -111,6 +125,11 @@ def _pkg_config(*args: str) -> str | None:
         return None
     res = subprocess.run(["pkg-config", *args, "libdpdk"], capture_output=True, text=True)
     return res.stdout.strip() if res.returncode == 0 else None
+
+
+def pkg_config(*args: str) -> str | None:
+    """`pkg-config ARGS libdpdk`: its output, or None when it fails."""
+    return _pkg_config(*args)
 
 
 def build_dpdk() -> Path:
@@ -580,14 +599,29 @@ def _rate_line(name: str, by: dict[str, dict]) -> str:
 
 
 def format_report(res: dict) -> str:
-    """The result as text: setup, builds, lookups, ratios, verdicts."""
-    m, dp, inp = res["machine"], res["dpdk"], res["input"]
-    sw = res["sweep"]
+    """The result as text: the setup, then each sweep that ran (lookups: builds,
+    lookups, ratios, verdicts; then offload, packet sizes, l3fwd)."""
+    from offlow.bench import router_sweeps
+
+    m, inp = res["machine"], res["input"]
+    quiet = ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
     out = [f"offlow bench router: {inp['prefixes']} ({inp['v4']:,} IPv4 + {inp['v6']:,} "
            f"IPv6 prefixes; hops {inp['hop_rule']}, {inp['nports']} ports)",
            f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; busy before "
-           f"the run: " + ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
-           + f"; lookups pinned to CPU {res['pinned_cpu']}; both sides {res['cflags']}"]
+           f"the run: {quiet}"]
+    if "lookups" in res:
+        out[-1] += f"; lookups pinned to CPU {res['pinned_cpu']}; both sides {res['cflags']}"
+        out += _lookup_report(res)
+    out += router_sweeps.format_report(res)
+    out.append(f"elapsed {res['elapsed_s']} s")
+    return "\n".join(out)
+
+
+def _lookup_report(res: dict) -> list[str]:
+    """Report lines of the lookup sweep."""
+    m, dp = res["machine"], res["dpdk"]
+    sw = res["sweep"]
+    out: list[str] = []
     busy = m.get("quiet", {}).get(f"cpu{res['pinned_cpu']}", 0.0)
     if busy > BUSY:
         out.append(f"warning: CPU {res['pinned_cpu']} was {busy:.0%} busy before the run; "
@@ -682,19 +716,36 @@ def format_report(res: dict) -> str:
                         f"{vals[d]['max']:.2f})" for d in DISTS if d in vals))
     out.append("")
     out += [verdict_line(v) for v in res["verdicts"]]
-    out.append(f"elapsed {res['elapsed_s']} s")
-    return "\n".join(out)
+    return out
 
 
 def plot(res: dict, path: Path) -> None:
-    """Lookup rates per implementation (both families and distributions, min-max bars),
-    build time and memory per table size."""
+    """One figure, two panels a row: lookup rates per implementation (both families
+    and distributions, min-max bars) and build time and memory per table size when the
+    lookups ran; then the other sweeps' panels (router_sweeps.plot)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    from offlow.bench import router_sweeps
+
+    lookup_rows = 2 if "lookups" in res else 0
+    nrows = max(1, lookup_rows + router_sweeps.panels(res))
+    fig, axes = plt.subplots(nrows, 2, figsize=(13, 4.5 * nrows), squeeze=False)
+    if lookup_rows:
+        _plot_lookups(res, axes)
+    router_sweeps.plot(res, [list(row) for row in axes[lookup_rows:]])
+    m, dp = res["machine"], res.get("dpdk") or {"available": False}
+    peer = f"DPDK {dp['version']}" if dp["available"] else "DPDK not available"
+    what = f"offlow vs {peer} LPM" if lookup_rows else "offlow bench router"
+    fig.suptitle(f"{what}, {m['cpu']} ({m['cpus']} CPUs)", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_lookups(res: dict, axes: np.ndarray) -> None:
     for ax, fam in zip(axes[0], (4, 6), strict=True):
         rows = [r for r in shown_rows([r for r in res["lookups"] if r["family"] == fam])
                 if r.get("mlps")]
@@ -733,29 +784,85 @@ def plot(res: dict, path: Path) -> None:
         ax.set_ylabel(ylabel)
         ax.set_title("table build time" if key == "build" else "table memory")
         ax.legend(fontsize=7)
-    m, dp = res["machine"], res["dpdk"]
-    peer = f"DPDK {dp['version']}" if dp["available"] else "DPDK not available"
-    fig.suptitle(f"offlow vs {peer} LPM, {m['cpu']} ({m['cpus']} CPUs)", fontsize=11)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+
+
+def _base(prefixes: Path, quick: bool) -> dict:
+    """The common part of a result without the lookup sweep: machine and input."""
+    if not prefixes.exists():
+        raise OfflowError(f"prefix file not found: {prefixes}")
+    info = machine()
+    info["quiet"] = quiet_check(0.3 if quick else 1.0)
+    exe = build_offlow()
+    with tempfile.TemporaryDirectory(prefix="offlow-bench-router-") as d:
+        summary, _, _ = load_routes(exe, prefixes, Path(d))
+    return {"benchmark": "router", "machine": info,
+            "input": {"prefixes": str(prefixes), "v4": summary["v4"], "v6": summary["v6"],
+                      "garbage_lines": summary["bad"], "load_s": summary["load_s"],
+                      "nports": NPORTS, "seed": SEED,
+                      "hop_rule": "FNV-1a-32(address bytes, length) % nports + 1"}}
 
 
 def run(quick: bool = False, out_json: str | os.PathLike[str] | None = None,
         out_png: str | os.PathLike[str] | None = None,
         prefixes: str | os.PathLike[str] = DEFAULT_PREFIXES, *,
-        sweep: Sweep | None = None, use_dpdk: bool = True) -> dict:
-    """Run the router lookup benchmark, print the report, optionally write JSON and a
-    PNG; return the result (the JSON's content).
+        sweep: Sweep | None = None, use_dpdk: bool = True,
+        sweeps: Sequence[str] | str | None = None,
+        offload: OffloadSweep | None = None, sizes: SizeSweep | None = None,
+        l3fwd: L3fwdSweep | None = None) -> dict:
+    """Run the router benchmark, print the report, optionally write JSON and a PNG;
+    return the result (the JSON's content).
 
-    quick: lookups on a 100k-prefix slice, fewer and shorter repetitions (well under a
-    minute). sweep: override the settings (tests use tiny ones). use_dpdk: False
-    measures offlow alone."""
-    sw = sweep or (QUICK if quick else FULL)
-    res = measure(Path(prefixes), sw, use_dpdk=use_dpdk)
+    sweeps: which to run, of "lookups", "offload", "sizes", "l3fwd" (a list or a
+    comma-separated string; "all"); default all, except that a caller who overrides
+    the lookup settings with `sweep` and names no sweep gets the lookups alone.
+    quick: the quick settings of every sweep (the lookups on a 100k-prefix slice,
+    fewer and shorter repetitions). sweep, offload, sizes, l3fwd: override one sweep's
+    settings (tests use tiny ones). use_dpdk: False measures offlow alone (no DPDK
+    tables, no l3fwd)."""
+    from offlow.bench import router_sweeps
+
+    t_start = time.monotonic()
+    chosen = router_sweeps.choose(sweeps, sweep is not None)
+    prefixes = Path(prefixes)
+    if "lookups" in chosen:
+        sw = sweep or (QUICK if quick else FULL)
+        res = measure(prefixes, sw, use_dpdk=use_dpdk)
+    else:
+        res = _base(prefixes, quick)
+    res["sweeps"] = list(chosen)
+    st = router_sweeps.settings(quick, offload, sizes, l3fwd)
+    res.update(router_sweeps.measure(prefixes, chosen, st, use_dpdk=use_dpdk))
+    res["elapsed_s"] = round(time.monotonic() - t_start, 1)
     print(format_report(res))
     if out_json:
         Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
     if out_png:
         plot(res, Path(out_png))
     return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m offlow.bench.router`: the benchmark with every option of run()."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m offlow.bench.router", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="quick settings (about a minute)")
+    p.add_argument("--json-out", type=Path, help="where to write the JSON results")
+    p.add_argument("--png", type=Path, help="where to write the plot")
+    p.add_argument("--prefixes", type=Path, default=DEFAULT_PREFIXES, help="prefix file")
+    p.add_argument("--sweeps", default="all",
+                   help="comma-separated: lookups, offload, sizes, l3fwd (default all)")
+    p.add_argument("--no-dpdk", action="store_true", help="measure offlow alone")
+    a = p.parse_args(argv)
+    try:
+        run(quick=a.quick, out_json=a.json_out, out_png=a.png, prefixes=a.prefixes,
+            sweeps=a.sweeps, use_dpdk=not a.no_dpdk)
+    except OfflowError as e:
+        print(f"offlow: error: {e}")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
