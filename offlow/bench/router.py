@@ -740,7 +740,7 @@ def plot(res: dict, path: Path) -> None:
     peer = f"DPDK {dp['version']}" if dp["available"] else "DPDK not available"
     what = f"offlow vs {peer} LPM" if lookup_rows else "offlow bench router"
     fig.suptitle(f"{what}, {m['cpu']} ({m['cpus']} CPUs)", fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / (4.5 * nrows)))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

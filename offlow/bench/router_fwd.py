@@ -43,7 +43,7 @@ class SizeSweep:
     """What the packet size sweep measures."""
 
     sizes: tuple[int, ...] = SIZES
-    duration: float = 2.0       # seconds of traffic per run
+    duration: float = 1.0       # seconds of traffic per run
     reps: int = 3               # runs per size and placement
     count: int = 65536          # synthetic packets per pass (they repeat)
     placements: tuple[str, ...] = PLACEMENTS
@@ -183,6 +183,8 @@ def plot_sizes(sz: dict, ax: Axes) -> None:
                 label=f"{place}, Mpps")
         ax2.plot(xs, [r["gbps"]["median"] for r in rows], marker="s", linestyle="--",
                  color=f"C{k}", label=f"{place}, Gb/s")
+    ax.set_ylim(bottom=0)
+    ax2.set_ylim(bottom=0)
     ax.set_xlabel("frame size, bytes")
     ax.set_ylabel("Mpps (solid)")
     ax2.set_ylabel("Gb/s (dashed)")

@@ -84,7 +84,7 @@ class L3fwdSweep:
 
     cases: tuple[tuple[int, int], ...] = ((4, 64), (4, 128), (4, 256), (4, 512), (4, 1024),
                                           (4, 1500), (6, 64))  # (family, frame size)
-    duration: float = 2.0   # seconds per timed run (both sides)
+    duration: float = 1.0   # seconds per timed run (both sides)
     warmup: float = 0.5     # l3fwd: seconds between entering its loop and the window
     reps: int = 3           # paired repetitions per case
     packets: int = PCAP_PACKETS
