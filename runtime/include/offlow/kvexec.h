@@ -1,0 +1,47 @@
+/* Executing parsed memcached requests against the key-value store.
+ *
+ * The glue between offlow/mcproto.h (parsing, reply formats) and offlow/kvstore.h
+ * (the table): one call runs one request and appends its reply, in the request's
+ * protocol, to a growable output buffer. GET replies are written around the value
+ * that the store copies straight into the output buffer (one copy per value).
+ *
+ * Replies follow memcached 1.6: binary GETQ/GETKQ say nothing on a miss, other
+ * quiet opcodes nothing on success; a miss of GETK carries the key; text
+ * "noreply" silences the reply. ADD of a present key is EXISTS (binary) or
+ * NOT_STORED (text); REPLACE of a missing key NOT_FOUND (binary) or NOT_STORED
+ * (text); a CAS mismatch EXISTS and a CAS on a missing key NOT_FOUND. */
+#ifndef OFL_KVEXEC_H
+#define OFL_KVEXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offlow/kvstore.h"
+#include "offlow/mcproto.h"
+
+/* What VERSION answers. */
+#define OFL_KVS_VERSION "0.1.0-offlow"
+
+/* A byte buffer that grows up to `max` bytes. */
+struct ofl_mc_out {
+    uint8_t *buf;
+    size_t len, cap, max;
+};
+
+/* Make room for `n` more bytes. Returns 0, -ENOBUFS (would pass `max`) or -ENOMEM. */
+int ofl_mc_out_reserve(struct ofl_mc_out *o, size_t n);
+
+/* Free the buffer and zero the structure (`max` is kept). */
+void ofl_mc_out_free(struct ofl_mc_out *o);
+
+/* Run request `req` (as ofl_mc_parse() returned it) against `kv` and append its
+ * reply to `out`. Returns 0, 1 if the connection should be closed once `out` is
+ * sent (quit), or -ENOBUFS / -ENOMEM if the reply did not fit. */
+int ofl_kv_exec(struct ofl_kv *kv, const struct ofl_mc_req *req, struct ofl_mc_out *out);
+
+/* Append the reply to a request that ofl_mc_parse() rejected with `err`. Returns
+ * 0, 1 if the connection should be closed after it (req->fatal), or -ENOBUFS /
+ * -ENOMEM. */
+int ofl_kv_exec_error(const struct ofl_mc_req *req, int err, struct ofl_mc_out *out);
+
+#endif

@@ -1,0 +1,102 @@
+/* A fixed-capacity key-value store: the host store of the key-value offload designs.
+ *
+ * Keys are 1..250 bytes, values 0..value_max bytes, each item carries 32 bits of
+ * client flags, an expiry time and a 64-bit CAS version. The table is split into
+ * `stripes` (a power of two) independent parts chosen by the key's hash: each has
+ * its own spin lock, chained hash buckets, item slots, share of the capacity
+ * (items and bytes) and CLOCK eviction hand. Thread safety is by these striped
+ * locks: every operation takes exactly one stripe's lock, so threads that touch
+ * different stripes never wait for each other. A lock waiter spins with a pause
+ * hint and then yields the CPU (sched_yield); nothing sleeps in the kernel.
+ * Values are copied in and out under the lock (no reference outlives a call).
+ *
+ * Eviction: when a stripe is full (its item slots or its byte budget), its CLOCK
+ * hand sweeps the slots: an item used (read or written) since the hand last passed
+ * gets a second chance, the first one that was not is evicted.
+ *
+ * CAS versions are unique per store and never 0: a stripe's counter times the
+ * number of stripes plus the stripe's index.
+ *
+ * Expiry follows memcached: exptime 0 never expires, 1..30 days is relative to
+ * now, larger values are absolute Unix times, negative values expire at once.
+ * Expired items are dropped when a lookup finds them (or evicted as usual).
+ *
+ * Errors are negative errno values: -ENOENT (no such key), -EEXIST (ADD of a
+ * present key, or a CAS mismatch), -E2BIG (key or value over the limits),
+ * -ENOMEM (allocation failed), -ENOBUFS (get: value longer than the buffer). */
+#ifndef OFL_KVSTORE_H
+#define OFL_KVSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define OFL_KV_KEY_MAX 250u
+
+struct ofl_kv;
+
+/* What ofl_kv_create() builds. */
+struct ofl_kv_config {
+    uint64_t capacity;   /* most items (>= stripes) */
+    uint64_t mem_bytes;  /* most bytes of items (keys, values, item headers); 0: no limit */
+    uint32_t value_max;  /* longest value */
+    uint32_t stripes;    /* lock stripes, a power of two; 0: 64 (fewer for tiny tables) */
+};
+
+/* How ofl_kv_store() treats an existing or missing key. */
+enum ofl_kv_mode {
+    OFL_KV_SET,      /* store whether or not the key exists */
+    OFL_KV_ADD,      /* store only if the key does not exist (else -EEXIST) */
+    OFL_KV_REPLACE,  /* store only if the key exists (else -ENOENT) */
+};
+
+/* What a get returns besides the value. */
+struct ofl_kv_meta {
+    uint32_t flags;
+    uint32_t value_len;
+    uint64_t cas;
+};
+
+/* Counters, summed over the stripes. */
+struct ofl_kv_stats {
+    uint64_t items, bytes, capacity, mem_bytes;
+    uint64_t gets, hits, stores, deletes, evictions, expired;
+};
+
+/* Build a store as `cfg` says. Returns 0 and sets *out, or -EINVAL (capacity 0,
+ * stripes not a power of two, a byte budget per stripe smaller than the largest
+ * item) or -ENOMEM. */
+int ofl_kv_create(struct ofl_kv **out, const struct ofl_kv_config *cfg);
+
+/* Free the store and all its items (no call may be in flight). */
+void ofl_kv_destroy(struct ofl_kv *kv);
+
+/* The 64-bit hash of a key that every other call takes (callers that steer by key
+ * compute it once and pass it along). */
+uint64_t ofl_kv_hash(const void *key, size_t len);
+
+/* Which stripe a hash belongs to (0..stripes-1). */
+uint32_t ofl_kv_stripe(const struct ofl_kv *kv, uint64_t hash);
+
+/* Look a key up. Found: fills *meta, copies the value to `dst` if it holds
+ * meta->value_len bytes and returns 0, else returns -ENOBUFS (meta filled, nothing
+ * copied). Returns -ENOENT if the key is absent or expired. */
+int ofl_kv_get(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash, void *dst,
+               size_t cap, struct ofl_kv_meta *meta);
+
+/* Store a value. cas_in != 0: the key must exist (-ENOENT) with this CAS (-EEXIST),
+ * whatever the mode. Then ADD fails with -EEXIST if the key exists, REPLACE with
+ * -ENOENT if it does not. On success returns 0 and sets *cas_out (if not NULL) to
+ * the item's new CAS. Evicts as needed; -E2BIG if the key or value is too long,
+ * -ENOMEM if memory ran out (a replaced item is then gone too). */
+int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size_t key_len,
+                 uint64_t hash, const void *value, size_t value_len, uint32_t flags,
+                 int32_t exptime, uint64_t cas_in, uint64_t *cas_out);
+
+/* Delete a key: 0, -ENOENT (absent), or -EEXIST (cas_in != 0 and it differs). */
+int ofl_kv_delete(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash,
+                  uint64_t cas_in);
+
+/* Sum the stripes' counters into *st (each stripe read under its lock). */
+void ofl_kv_get_stats(struct ofl_kv *kv, struct ofl_kv_stats *st);
+
+#endif
