@@ -1,7 +1,8 @@
 """Short libFuzzer runs (with ASan+UBSan) of the header parsers, the pcap source,
 the prefix-file / size-mix parsers and the route tables (prefix text -> DIR-24-8 and
-IPv6 tables -> lookups against brute force), from small seed corpora made of valid and
-malformed inputs.  Skipped when clang cannot build libFuzzer targets."""
+IPv6 tables -> lookups against brute force), the memcached request parser (binary, text
+and UDP-framed streams, run against a small key-value store), from small seed corpora
+made of valid and malformed inputs.  Skipped when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from offlow.kvs.interop import binary_steps, text_steps, udp_steps
 from offlow.testing import malformed_cases
 from offlow.testing.malformed import write_pcap
 from tests.ctools import ROOT, RUNTIME
@@ -19,8 +21,9 @@ from tests.ctools import ROOT, RUNTIME
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 DATA = ROOT.parent / "shared" / "data"
 SOURCES = [RUNTIME / "src" / f"{m}.c"
-           for m in ("err", "pkt", "src", "pcap_port", "synth", "routes", "lpm4", "lpm6")]
-TARGETS = ("pkt", "pcap", "prefixes", "routes")
+           for m in ("err", "pkt", "src", "pcap_port", "synth", "routes", "lpm4", "lpm6",
+                     "mcproto", "kvstore", "kvexec")]
+TARGETS = ("pkt", "pcap", "prefixes", "routes", "mcproto")
 FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
          "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"]
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
@@ -63,6 +66,15 @@ def _seed_corpus(target: str, d: Path) -> None:
                               "fe80::1:2/10 x\n1::2::3/64\n")
         (d / "mixed").write_text("\x00\x00192.0.2.0/24,65000\r\n2001:4:112::/48|x\n"
                                  "# c\n8.8.8.8\n1:2:3:4:5:6:7:8/127\n")
+    elif target == "mcproto":
+        # first byte: framing (0 binary, 1 text, 2 UDP, 3 sniffed) + limit bits; second: cut
+        for name, mode, steps in (("bin", 0, binary_steps()), ("text", 1, text_steps()),
+                                  ("udp", 2, udp_steps())):
+            for i, st in enumerate(steps):
+                if callable(st.data) or len(st.data) > 4096:
+                    continue
+                (d / f"{name}{i}").write_bytes(bytes([mode | (4 if i % 3 == 0 else 0), i])
+                                               + st.data)
     else:
         (d / "prefixes").write_text("1.0.0.0/24\n  10.1.0.0/16 65000 x\n2001:db8::/32\n"
                                     "# comment\n8.8.8.8\ngarbage\n")
