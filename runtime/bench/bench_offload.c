@@ -42,7 +42,6 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +137,7 @@ struct table {
     struct ofl_lpm6 *t6;
 };
 
+/* qsort order of uint64_t values. */
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -184,6 +184,7 @@ static int parse_batches(const char *s, uint32_t *b)
     return n;
 }
 
+/* The smallest power of two >= v (and >= 2). */
 static uint32_t pow2_at_least(uint64_t v)
 {
     uint32_t p = 2;
@@ -212,6 +213,7 @@ static int layout(struct cfg *c)
     return 0;
 }
 
+/* Format every ring of the layout in the new window. */
 static int format_rings(const struct cfg *c, struct ofl_window *w)
 {
     uint32_t req_es = c->family == 4 ? sizeof(struct req4) : sizeof(struct req6);
@@ -227,17 +229,20 @@ static int format_rings(const struct cfg *c, struct ofl_window *w)
     return 0;
 }
 
+/* The control block of a mapped window. */
 static struct ctl *ctl_of(struct ofl_window *w)
 {
     return ofl_window_at(w, OFL_WINDOW_HDR_SIZE);
 }
 
+/* Set the window's abort word: every wait of both processes ends. */
 static void window_abort(struct ofl_window *w)
 {
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
     __atomic_store_n(&h->abort, 1u, __ATOMIC_RELEASE);
 }
 
+/* Build the table of the configured family from the prefix file. */
 static int table_open(struct table *t, const struct cfg *c, char *err)
 {
     t->t4 = NULL;
@@ -246,6 +251,7 @@ static int table_open(struct table *t, const struct cfg *c, char *err)
                           : ofl_lpm6_open_file(&t->t6, c->prefixes, c->nports, err);
 }
 
+/* Free a table of either family. */
 static void table_free(struct table *t)
 {
     ofl_lpm4_free(t->t4);
@@ -601,6 +607,7 @@ static uint64_t check_answers(const struct cfg *c, const struct table *t, const 
     return bad;
 }
 
+/* The result as one JSON object on stdout. */
 static void print_json(const struct cfg *c, const struct ctl *ctl, const struct result *res,
                        const uint64_t *checked, const uint64_t *bad, int oversub, double check_s)
 {
