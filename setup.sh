@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 need=()
-for pkg in gcc make libpcap-dev zlib1g-dev pkg-config clang libclang-rt-14-dev; do
+for pkg in gcc make libpcap-dev zlib1g-dev pkg-config clang libclang-rt-14-dev \
+           libdpdk-dev dpdk-doc; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
         || need+=("$pkg")
 done

@@ -69,7 +69,7 @@ def _cmd_bench(a: argparse.Namespace) -> int:
         from offlow.bench import router
 
         router.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
-                   prefixes=a.prefixes or router.DEFAULT_PREFIXES)
+                   prefixes=a.prefixes or router.DEFAULT_PREFIXES, sweeps=a.sweeps)
         return 0
     if a.name == "groups":
         from offlow.bench import groups
@@ -128,6 +128,8 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--png", type=Path, help="router, groups: where to write the plot")
     b.add_argument("--prefixes", type=Path,
                    help="router, groups: prefix file (default: the BGP table)")
+    b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,l3fwd,groups "
+                   "(default: all)")
     b.set_defaults(fn=_cmd_bench)
     return p
 

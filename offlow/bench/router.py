@@ -812,7 +812,7 @@ def run(quick: bool = False, out_json: str | os.PathLike[str] | None = None,
     """Run the router benchmark, print the report, optionally write JSON and a PNG;
     return the result (the JSON's content).
 
-    sweeps: which to run, of "lookups", "offload", "sizes", "l3fwd" (a list or a
+    sweeps: which to run, of "lookups", "offload", "sizes", "l3fwd", "groups" (a list or a
     comma-separated string; "all"); default all, except that a caller who overrides
     the lookup settings with `sweep` and names no sweep gets the lookups alone.
     quick: the quick settings of every sweep (the lookups on a 100k-prefix slice,

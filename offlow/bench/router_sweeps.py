@@ -7,7 +7,9 @@ settings, and their part of the result, report and plot.
 - "sizes": the router program forwarding synthetic traffic of each frame size
   (offlow.bench.router_fwd);
 - "l3fwd": the router and DPDK's l3fwd on the same replayed pcap, one core each
-  (offlow.bench.router_l3fwd).
+  (offlow.bench.router_l3fwd);
+- "groups": the lookup segment as a core group of 1..8 cores and data-parallel
+  (offlow.bench.groups, Knapp Figure 8).
 
 A sweep that fails is reported with its error; the others still run.
 """
@@ -21,14 +23,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from offlow.bench import router_fwd, router_l3fwd, router_offload
+from offlow.bench import groups, router_fwd, router_l3fwd, router_offload
 from offlow.bench.router import SEED, addresses4, addresses6, build_offlow, load_routes
 from offlow.errors import OfflowError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-SWEEPS = ("lookups", "offload", "sizes", "l3fwd")
+SWEEPS = ("lookups", "offload", "sizes", "l3fwd", "groups")
 
 
 @dataclass(frozen=True)
@@ -38,15 +40,18 @@ class Settings:
     offload: router_offload.OffloadSweep
     sizes: router_fwd.SizeSweep
     l3fwd: router_l3fwd.L3fwdSweep
+    groups: groups.GroupSweep
 
 
 def settings(quick: bool, offload: router_offload.OffloadSweep | None = None,
              sizes: router_fwd.SizeSweep | None = None,
-             l3fwd: router_l3fwd.L3fwdSweep | None = None) -> Settings:
+             l3fwd: router_l3fwd.L3fwdSweep | None = None,
+             group: groups.GroupSweep | None = None) -> Settings:
     """The quick or full settings, each replaceable."""
     return Settings(offload or (router_offload.QUICK if quick else router_offload.FULL),
                     sizes or (router_fwd.QUICK if quick else router_fwd.FULL),
-                    l3fwd or (router_l3fwd.QUICK if quick else router_l3fwd.FULL))
+                    l3fwd or (router_l3fwd.QUICK if quick else router_l3fwd.FULL),
+                    group or (groups.QUICK if quick else groups.FULL))
 
 
 def choose(sweeps: Sequence[str] | str | None, lookups_override: bool) -> tuple[str, ...]:
@@ -99,6 +104,11 @@ def measure(prefixes: Path, chosen: tuple[str, ...], st: Settings,
             out["l3fwd"] = router_l3fwd.measure(r4, r6, st.l3fwd, prefixes, use_l3fwd=use_dpdk)
         except OfflowError as e:
             out["l3fwd"] = {"error": str(e)}
+    if "groups" in chosen:
+        try:
+            out["groups"] = groups.measure(prefixes, st.groups)
+        except OfflowError as e:
+            out["groups"] = {"error": str(e)}
     return out
 
 
@@ -107,7 +117,8 @@ def format_report(res: dict) -> list[str]:
     out: list[str] = []
     for key, fmt in (("offload", router_offload.format_report),
                      ("sizes", router_fwd.format_sizes),
-                     ("l3fwd", router_l3fwd.format_report)):
+                     ("l3fwd", router_l3fwd.format_report),
+                     ("groups", lambda r: ["", *groups.format_report(r).splitlines()])):
         part = res.get(key)
         if part is None:
             continue
@@ -125,6 +136,8 @@ def panels(res: dict) -> int:
         rows += 1
     if any(res.get(k) and "error" not in res[k] for k in ("sizes", "l3fwd")):
         rows += 1
+    if res.get("groups") and "error" not in res["groups"]:
+        rows += 1
     return rows
 
 
@@ -134,7 +147,7 @@ def plot(res: dict, axes: list[list[Axes]]) -> None:
     if res.get("offload") and "error" not in res["offload"]:
         router_offload.plot(res["offload"], axes[row][0], axes[row][1])
         row += 1
-    if row < len(axes):
+    if row < len(axes) and any(res.get(k) and "error" not in res[k] for k in ("sizes", "l3fwd")):
         left, right = axes[row]
         if res.get("sizes") and "error" not in res["sizes"]:
             router_fwd.plot_sizes(res["sizes"], left)
@@ -144,3 +157,7 @@ def plot(res: dict, axes: list[list[Axes]]) -> None:
             router_l3fwd.plot(res["l3fwd"], right)
         else:
             right.set_axis_off()
+        row += 1
+    if res.get("groups") and "error" not in res["groups"] and row < len(axes):
+        groups.plot(res["groups"], axes[row][0])
+        axes[row][1].set_axis_off()
