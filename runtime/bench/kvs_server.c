@@ -1,0 +1,699 @@
+/* kvs_server: a CPU-only memcached-compatible key-value server (the "CPU-only"
+ * design of the key-value store, and the peer the offload designs are tested with).
+ *
+ * usage: kvs_server [-l ADDR] [-p TCP_PORT] [-U UDP_PORT] [-t THREADS] [-c ITEMS]
+ *                   [-m MEGABYTES] [-I VALUE_MAX] [--cpus LIST] [--idle-block-ms MS]
+ *   -l      address to listen on (default 127.0.0.1)
+ *   -p      TCP port (default 11211; 0: the kernel picks one)
+ *   -U      UDP port (default: the TCP port; -1: no UDP)
+ *   -t      worker threads (default 1)
+ *   -c      most items (default 1,000,000)
+ *   -m      most bytes of items, in MiB (default 1024; 0: no byte limit)
+ *   -I      longest value in bytes (default 1 MiB)
+ *   --cpus  CPUs to pin workers to, round robin (e.g. 0,1; default: not pinned)
+ *   --idle-block-ms  after this long without any request a worker blocks in
+ *           epoll_wait (100 ms at a time) instead of polling; 0 = always poll
+ *           (default 50)
+ *
+ * Requests are parsed by mcproto (binary and text, per TCP connection decided by
+ * its first byte, per UDP datagram by the first byte after the frame header) and
+ * run by kvexec against one kvstore shared by all workers (striped locks).
+ *
+ * Each worker owns a TCP listening socket and a UDP socket bound to the same ports
+ * with SO_REUSEPORT (the kernel spreads connections and datagram flows), its own
+ * epoll set and its connections. UDP datagrams are read and answered in batches
+ * (recvmmsg / sendmmsg); all replies to one datagram form one message, sent in
+ * datagrams of at most 1400 bytes with the request's id, sequence numbers and
+ * count in their frame headers. A datagram whose frame header is short or
+ * announces several datagrams, or that ends inside a request, is dropped and
+ * counted. TCP connections are read as streams; a bad request gets memcached's
+ * error reply, and a stream that cannot be resynchronized is closed after it.
+ * While busy, workers poll (epoll_wait with no timeout: bounded spin then
+ * sched_yield); they block only after --idle-block-ms without work.
+ *
+ * Prints "ready tcp=PORT udp=PORT threads=N" once listening; stops on SIGTERM or
+ * SIGINT (or when its parent dies) and prints one JSON line of counters. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "offlow/kvexec.h"
+#include "offlow/kvstore.h"
+#include "offlow/mcproto.h"
+#include "offlow/thread.h"
+#include "offlow/wait.h"
+
+#define UDP_BATCH 32
+#define UDP_BUF 65536                 /* largest datagram read */
+#define UDP_ROUNDS 4                  /* batches per readiness event, for fairness */
+#define UDP_PAYLOAD (OFL_MC_UDP_DGRAM_MAX - OFL_MC_UDP_HDR_LEN)
+#define SEND_SLICE 1024               /* sendmmsg's limit per call */
+#define MAX_EVENTS 64
+#define IN_START 4096
+#define BUF_SHRINK (256u << 10)       /* idle connection buffers above this are freed */
+#define OUT_HIGH (4u << 20)           /* stop reading a connection with this much unsent */
+#define OUT_MAX (256u << 20)          /* most reply bytes queued on one connection */
+#define MAX_CPUS 64
+
+/* Tags for epoll data of the two sockets a worker owns (connections use pointers). */
+#define TAG_LISTEN ((void *)1)
+#define TAG_UDP ((void *)2)
+
+struct server;
+
+struct conn {
+    struct conn *prev, *next;   /* the worker's list of open connections */
+    int fd;
+    uint8_t proto;       /* enum ofl_mc_proto: fixed by the first request */
+    uint8_t closing;     /* close once the output is sent */
+    uint8_t writing;     /* epoll interest is EPOLLOUT (output pending) */
+    uint8_t *in;
+    size_t in_len, in_cap;
+    uint64_t skip;       /* bytes of a rejected request still to discard */
+    struct ofl_mc_out out;
+    size_t out_off;
+};
+
+/* One reply message to one datagram: bytes [start, start + len) of the reply buffer. */
+struct udp_reply {
+    size_t start, len;
+    uint16_t request_id;
+    uint32_t msg;        /* index of the request datagram (its source address) */
+};
+
+struct worker {
+    struct server *srv;
+    int id, cpu, ep, lfd, ufd;
+    pthread_t th;
+    struct conn *conns;         /* open connections */
+    /* UDP receive batch */
+    struct mmsghdr rmsg[UDP_BATCH];
+    struct iovec riov[UDP_BATCH];
+    struct sockaddr_in raddr[UDP_BATCH];
+    uint8_t *rbuf;
+    /* UDP replies of one batch and the datagrams that carry them */
+    struct ofl_mc_out uout;
+    struct udp_reply *replies;
+    size_t nreplies, replies_cap;
+    struct mmsghdr *smsg;
+    struct iovec *siov;
+    uint8_t (*shdr)[OFL_MC_UDP_HDR_LEN];
+    size_t send_cap;
+    /* counters (written by this worker only; read after it stopped) */
+    uint64_t requests, parse_errors, udp_datagrams, udp_dropped, udp_send_dropped;
+    uint64_t tcp_accepted, tcp_closed_bad;
+};
+
+struct server {
+    struct ofl_kv *kv;
+    struct ofl_mc_limits lim;
+    atomic_int stop;
+    struct in_addr addr;
+    int tcp_port, udp_port;       /* udp_port < 0: no UDP */
+    int nworkers, idle_block_ms;
+    int cpus[MAX_CPUS], ncpus;
+    size_t in_max;
+    struct worker *w;
+};
+
+/* ---- sockets -------------------------------------------------------------------- */
+
+static int bind_socket(int type, struct in_addr addr, int port)
+{
+    int fd = socket(AF_INET, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -errno;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one)) goto fail;
+    if (type == SOCK_DGRAM) {
+        int sz = 4 << 20;
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+    }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                             .sin_addr = addr};
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa)) goto fail;
+    if (type == SOCK_STREAM && listen(fd, 1024)) goto fail;
+    return fd;
+fail:;
+    int e = errno;
+    close(fd);
+    return -e;
+}
+
+static int bound_port(int fd)
+{
+    struct sockaddr_in sa;
+    socklen_t len = sizeof sa;
+    if (getsockname(fd, (struct sockaddr *)&sa, &len)) return -errno;
+    return ntohs(sa.sin_port);
+}
+
+/* ---- TCP connections ------------------------------------------------------------ */
+
+static void conn_close(struct worker *w, struct conn *c)
+{
+    if (c->prev) c->prev->next = c->next;
+    else w->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    free(c->in);
+    ofl_mc_out_free(&c->out);
+    free(c);
+}
+
+static void conn_interest(struct worker *w, struct conn *c, int writing)
+{
+    if (c->writing == writing) return;
+    struct epoll_event ev = {.events = writing ? EPOLLOUT : EPOLLIN, .data.ptr = c};
+    epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
+    c->writing = (uint8_t)writing;
+}
+
+/* Make room for `more` bytes of input beyond in_len. Returns 0 or -1 (over the
+ * limit: the request cannot be held; parse errors should have caught it). */
+static int in_reserve(struct worker *w, struct conn *c, size_t more)
+{
+    if (c->in_cap - c->in_len >= more) return 0;
+    size_t want = c->in_len + more;
+    if (want > w->srv->in_max) return -1;
+    size_t cap = c->in_cap ? c->in_cap : IN_START;
+    while (cap < want) cap *= 2;
+    if (cap > w->srv->in_max) cap = w->srv->in_max;
+    uint8_t *b = realloc(c->in, cap);
+    if (!b) return -1;
+    c->in = b;
+    c->in_cap = cap;
+    return 0;
+}
+
+/* Parse and run the requests in the input buffer while the output is not backed up.
+ * Returns the bytes still wanted for the next request (>= 1), or 0 if it stopped
+ * for another reason (closing, output backed up). */
+static size_t conn_process(struct worker *w, struct conn *c)
+{
+    struct server *srv = w->srv;
+    size_t off = 0, need = 1;
+    while (!c->closing && c->out.len - c->out_off < OUT_HIGH) {
+        if (c->skip) {
+            size_t d = c->in_len - off < c->skip ? c->in_len - off : (size_t)c->skip;
+            off += d;
+            c->skip -= d;
+            if (c->skip) break;
+            continue;
+        }
+        if (off == c->in_len) break;
+        struct ofl_mc_req req;
+        ssize_t r = ofl_mc_parse(c->in + off, c->in_len - off, (enum ofl_mc_proto)c->proto,
+                                 &srv->lim, &req);
+        c->proto = req.proto;
+        if (r == 0) {
+            need = req.need;
+            break;
+        }
+        int rc;
+        if (r < 0) {
+            w->parse_errors++;
+            rc = ofl_kv_exec_error(&req, (int)r, &c->out);
+            size_t avail = c->in_len - off;
+            size_t take = req.len < avail ? req.len : avail;
+            off += take;
+            c->skip = req.len - take;
+        } else {
+            w->requests++;
+            rc = ofl_kv_exec(srv->kv, &req, &c->out);
+            off += (size_t)r;
+        }
+        if (rc != 0) c->closing = 1;   /* quit, a fatal error, or no room for a reply */
+    }
+    if (off) {
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
+    }
+    if (c->in_len == 0 && c->in_cap > BUF_SHRINK) {
+        free(c->in);
+        c->in = NULL;
+        c->in_cap = 0;
+    }
+    return c->closing || c->out.len - c->out_off >= OUT_HIGH ? 0 : need;
+}
+
+/* Send queued output. Returns 0, or -1 if the connection was closed. */
+static int conn_flush(struct worker *w, struct conn *c)
+{
+    while (c->out_off < c->out.len) {
+        ssize_t n = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            if (errno == EINTR) continue;
+            conn_close(w, c);
+            return -1;
+        }
+        c->out_off += (size_t)n;
+    }
+    if (c->out_off == c->out.len) {
+        c->out.len = c->out_off = 0;
+        if (c->out.cap > BUF_SHRINK) ofl_mc_out_free(&c->out);
+        if (c->closing) {
+            conn_close(w, c);
+            return -1;
+        }
+    }
+    conn_interest(w, c, c->out_off < c->out.len);
+    return 0;
+}
+
+/* Readable (or writable again): read, process, answer, until the socket is drained
+ * or the output backs up. */
+static void conn_service(struct worker *w, struct conn *c)
+{
+    for (;;) {
+        size_t need = conn_process(w, c);
+        if (conn_flush(w, c)) return;
+        if (c->writing) return;   /* EPOLLOUT will call again */
+        if (need == 0) continue;  /* the output was backed up and is sent now */
+        if (in_reserve(w, c, need > 16384 ? need : 16384) && in_reserve(w, c, need)) {
+            w->tcp_closed_bad++;
+            conn_close(w, c);
+            return;
+        }
+        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            conn_close(w, c);
+            return;
+        }
+        if (n < 0) return;
+        c->in_len += (size_t)n;
+    }
+}
+
+static void accept_all(struct worker *w)
+{
+    for (;;) {
+        int fd = accept4(w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        struct conn *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->out.max = OUT_MAX;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev)) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->next = w->conns;
+        if (w->conns) w->conns->prev = c;
+        w->conns = c;
+        w->tcp_accepted++;
+    }
+}
+
+/* ---- UDP ------------------------------------------------------------------------ */
+
+static int replies_push(struct worker *w, struct udp_reply r)
+{
+    if (w->nreplies == w->replies_cap) {
+        size_t cap = w->replies_cap ? w->replies_cap * 2 : 64;
+        struct udp_reply *p = realloc(w->replies, cap * sizeof *p);
+        if (!p) return -1;
+        w->replies = p;
+        w->replies_cap = cap;
+    }
+    w->replies[w->nreplies++] = r;
+    return 0;
+}
+
+static int send_reserve(struct worker *w, size_t n)
+{
+    if (n <= w->send_cap) return 0;
+    size_t cap = w->send_cap ? w->send_cap : 64;
+    while (cap < n) cap *= 2;
+    struct mmsghdr *m = realloc(w->smsg, cap * sizeof *m);
+    if (m) w->smsg = m;
+    struct iovec *v = realloc(w->siov, 2 * cap * sizeof *v);
+    if (v) w->siov = v;
+    uint8_t(*h)[OFL_MC_UDP_HDR_LEN] = realloc(w->shdr, cap * sizeof *h);
+    if (h) w->shdr = h;
+    if (!m || !v || !h) return -1;
+    w->send_cap = cap;
+    return 0;
+}
+
+/* Run the requests of one datagram; their replies are appended to w->uout. */
+static void udp_datagram(struct worker *w, uint32_t msg)
+{
+    const uint8_t *buf = w->rbuf + (size_t)msg * UDP_BUF;
+    size_t len = w->rmsg[msg].msg_len;
+    struct ofl_mc_udp_hdr h;
+    w->udp_datagrams++;
+    if ((w->rmsg[msg].msg_hdr.msg_flags & MSG_TRUNC) || ofl_mc_udp_parse(buf, len, &h) < 0) {
+        w->udp_dropped++;
+        return;
+    }
+    size_t start = w->uout.len, off = OFL_MC_UDP_HDR_LEN;
+    enum ofl_mc_proto proto = OFL_MC_ANY;
+    while (off < len) {
+        struct ofl_mc_req req;
+        ssize_t r = ofl_mc_parse(buf + off, len - off, proto, &w->srv->lim, &req);
+        proto = (enum ofl_mc_proto)req.proto;
+        if (r == 0) {   /* the datagram ends inside a request */
+            w->udp_dropped++;
+            break;
+        }
+        int rc;
+        if (r < 0) {
+            w->parse_errors++;
+            rc = ofl_kv_exec_error(&req, (int)r, &w->uout);
+            off = req.len < len - off ? off + req.len : len;
+        } else {
+            w->requests++;
+            rc = ofl_kv_exec(w->srv->kv, &req, &w->uout);
+            off += (size_t)r;
+        }
+        if (rc < 0 || req.fatal) break;   /* quit means nothing on UDP */
+    }
+    if (w->uout.len > start &&
+        replies_push(w, (struct udp_reply){start, w->uout.len - start, h.request_id, msg}))
+        w->uout.len = start;
+}
+
+/* Send every reply of the batch, split into datagrams. */
+static void udp_send(struct worker *w)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < w->nreplies; i++) {
+        struct udp_reply *r = &w->replies[i];
+        size_t count = (r->len + UDP_PAYLOAD - 1) / UDP_PAYLOAD;
+        if (count > UINT16_MAX || send_reserve(w, n + count)) {
+            w->udp_send_dropped++;
+            continue;
+        }
+        for (size_t k = 0; k < count; k++, n++) {
+            size_t off = k * UDP_PAYLOAD;
+            size_t part = r->len - off < UDP_PAYLOAD ? r->len - off : UDP_PAYLOAD;
+            ofl_mc_udp_write(w->shdr[n], r->request_id, (uint16_t)k, (uint16_t)count);
+            w->siov[2 * n] = (struct iovec){w->shdr[n], OFL_MC_UDP_HDR_LEN};
+            w->siov[2 * n + 1] = (struct iovec){w->uout.buf + r->start + off, part};
+            struct msghdr *m = &w->smsg[n].msg_hdr;
+            memset(m, 0, sizeof *m);
+            m->msg_name = &w->raddr[r->msg];
+            m->msg_namelen = w->rmsg[r->msg].msg_hdr.msg_namelen;
+            m->msg_iov = &w->siov[2 * n];
+            m->msg_iovlen = 2;
+        }
+    }
+    for (size_t sent = 0; sent < n;) {
+        unsigned slice = n - sent < SEND_SLICE ? (unsigned)(n - sent) : SEND_SLICE;
+        int k = sendmmsg(w->ufd, w->smsg + sent, slice, MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {   /* socket buffer full or an error: the rest is lost, as UDP */
+            w->udp_send_dropped += n - sent;
+            break;
+        }
+        sent += (size_t)k;
+    }
+    w->nreplies = 0;
+    w->uout.len = 0;
+    if (w->uout.cap > BUF_SHRINK) ofl_mc_out_free(&w->uout);
+}
+
+/* Read and answer one batch. Returns the datagrams read (0: none waiting). */
+static int udp_batch(struct worker *w)
+{
+    for (int i = 0; i < UDP_BATCH; i++) {
+        w->riov[i] = (struct iovec){w->rbuf + (size_t)i * UDP_BUF, UDP_BUF};
+        struct msghdr *m = &w->rmsg[i].msg_hdr;
+        memset(m, 0, sizeof *m);
+        m->msg_name = &w->raddr[i];
+        m->msg_namelen = sizeof w->raddr[i];
+        m->msg_iov = &w->riov[i];
+        m->msg_iovlen = 1;
+    }
+    int n = recvmmsg(w->ufd, w->rmsg, UDP_BATCH, MSG_DONTWAIT, NULL);
+    if (n <= 0) return 0;
+    for (int i = 0; i < n; i++) udp_datagram(w, (uint32_t)i);
+    udp_send(w);
+    return n;
+}
+
+/* ---- workers -------------------------------------------------------------------- */
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct server *srv = w->srv;
+    if (w->cpu >= 0) ofl_pin_self(w->cpu);
+    struct epoll_event evs[MAX_EVENTS];
+    uint64_t last_work = ofl_now_ns();
+    uint64_t idle_ns = (uint64_t)srv->idle_block_ms * 1000000ull;
+    uint32_t spins = 0;
+    while (!atomic_load_explicit(&srv->stop, memory_order_relaxed)) {
+        int timeout = 0;
+        if (idle_ns && ofl_now_ns() - last_work > idle_ns) timeout = 100;
+        int n = epoll_wait(w->ep, evs, MAX_EVENTS, timeout);
+        if (n <= 0) {
+            if (timeout == 0) {
+                if (++spins < OFL_WAIT_SPINS) {
+                    ofl_cpu_relax();
+                } else {
+                    spins = 0;
+                    sched_yield();
+                }
+            }
+            continue;
+        }
+        spins = 0;
+        last_work = ofl_now_ns();
+        for (int i = 0; i < n; i++) {
+            void *tag = evs[i].data.ptr;
+            if (tag == TAG_LISTEN) {
+                accept_all(w);
+            } else if (tag == TAG_UDP) {
+                for (int k = 0; k < UDP_ROUNDS && udp_batch(w) == UDP_BATCH; k++) {}
+            } else {
+                struct conn *c = tag;
+                if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN))
+                    conn_close(w, c);
+                else
+                    conn_service(w, c);
+            }
+        }
+    }
+    return NULL;
+}
+
+static int worker_setup(struct worker *w)
+{
+    struct server *srv = w->srv;
+    w->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (w->ep < 0) return -errno;
+    w->lfd = bind_socket(SOCK_STREAM, srv->addr, srv->tcp_port);
+    if (w->lfd < 0) return w->lfd;
+    if (srv->tcp_port == 0) srv->tcp_port = bound_port(w->lfd);
+    if (srv->udp_port == 0) srv->udp_port = srv->tcp_port;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = TAG_LISTEN};
+    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, w->lfd, &ev)) return -errno;
+    w->ufd = -1;
+    if (srv->udp_port > 0) {
+        w->ufd = bind_socket(SOCK_DGRAM, srv->addr, srv->udp_port);
+        if (w->ufd < 0) return w->ufd;
+        w->rbuf = malloc((size_t)UDP_BATCH * UDP_BUF);
+        if (!w->rbuf) return -ENOMEM;
+        w->uout.max = OUT_MAX;
+        ev = (struct epoll_event){.events = EPOLLIN, .data.ptr = TAG_UDP};
+        if (epoll_ctl(w->ep, EPOLL_CTL_ADD, w->ufd, &ev)) return -errno;
+    }
+    return 0;
+}
+
+/* Close the worker's sockets and every connection still in its epoll set. */
+static void worker_teardown(struct worker *w)
+{
+    while (w->conns) conn_close(w, w->conns);
+    if (w->lfd >= 0) close(w->lfd);
+    if (w->ufd >= 0) close(w->ufd);
+    if (w->ep >= 0) close(w->ep);
+    free(w->rbuf);
+    ofl_mc_out_free(&w->uout);
+    free(w->replies);
+    free(w->smsg);
+    free(w->siov);
+    free(w->shdr);
+}
+
+/* ---- main ----------------------------------------------------------------------- */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: kvs_server [-l ADDR] [-p TCP_PORT] [-U UDP_PORT] [-t THREADS] "
+                    "[-c ITEMS] [-m MEGABYTES] [-I VALUE_MAX] [--cpus LIST] "
+                    "[--idle-block-ms MS]\n");
+    exit(2);
+}
+
+static long num_arg(const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "kvs_server: bad number '%s' (expected %ld..%ld)\n", s, lo, hi);
+        exit(2);
+    }
+    return v;
+}
+
+static void parse_args(int argc, char **argv, struct server *srv, struct ofl_kv_config *cfg)
+{
+    static const struct option opts[] = {{"cpus", required_argument, NULL, 'C'},
+                                         {"idle-block-ms", required_argument, NULL, 'B'},
+                                         {NULL, 0, NULL, 0}};
+    int udp_set = 0, c;
+    while ((c = getopt_long(argc, argv, "l:p:U:t:c:m:I:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'l':
+            if (inet_pton(AF_INET, optarg, &srv->addr) != 1) {
+                fprintf(stderr, "kvs_server: bad IPv4 address '%s'\n", optarg);
+                exit(2);
+            }
+            break;
+        case 'p': srv->tcp_port = (int)num_arg(optarg, 0, 65535); break;
+        case 'U': srv->udp_port = (int)num_arg(optarg, -1, 65535); udp_set = 1; break;
+        case 't': srv->nworkers = (int)num_arg(optarg, 1, 256); break;
+        case 'c': cfg->capacity = (uint64_t)num_arg(optarg, 1, 1L << 31); break;
+        case 'm': cfg->mem_bytes = (uint64_t)num_arg(optarg, 0, 1L << 20) << 20; break;
+        case 'I': cfg->value_max = (uint32_t)num_arg(optarg, 1, 256L << 20); break;
+        case 'B': srv->idle_block_ms = (int)num_arg(optarg, 0, 1000000); break;
+        case 'C': {
+            char *save = NULL, *list = strdup(optarg);
+            for (char *t = strtok_r(list, ",", &save); t && srv->ncpus < MAX_CPUS;
+                 t = strtok_r(NULL, ",", &save))
+                srv->cpus[srv->ncpus++] = (int)num_arg(t, 0, 4095);
+            free(list);
+            break;
+        }
+        default: usage();
+        }
+    }
+    if (optind != argc) usage();
+    if (!udp_set) srv->udp_port = srv->tcp_port;   /* 0 stays 0: same as the TCP port */
+}
+
+int main(int argc, char **argv)
+{
+    struct server srv = {.tcp_port = 11211, .nworkers = 1, .idle_block_ms = 50};
+    srv.addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct ofl_kv_config cfg = {.capacity = 1000000, .mem_bytes = 1024ull << 20,
+                                .value_max = OFL_MC_VALUE_MAX_DEFAULT};
+    parse_args(argc, argv, &srv, &cfg);
+    srv.lim = ofl_mc_default_limits();
+    srv.lim.value_max = cfg.value_max;
+    srv.in_max = (size_t)cfg.value_max + srv.lim.line_max + OFL_MC_HDR_LEN + 512;
+    atomic_init(&srv.stop, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+
+    int rc = ofl_kv_create(&srv.kv, &cfg);
+    if (rc) {
+        fprintf(stderr, "kvs_server: cannot create the store (%s): -c %llu -m %llu MiB "
+                        "-I %u\n", strerror(-rc), (unsigned long long)cfg.capacity,
+                (unsigned long long)(cfg.mem_bytes >> 20), cfg.value_max);
+        return 1;
+    }
+    /* Signals are read from a signalfd by this thread; workers never see them. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+
+    srv.w = calloc((size_t)srv.nworkers, sizeof *srv.w);
+    if (!srv.w || sfd < 0) {
+        fprintf(stderr, "kvs_server: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < srv.nworkers; i++) {
+        struct worker *w = &srv.w[i];
+        w->srv = &srv;
+        w->id = i;
+        w->ep = w->lfd = w->ufd = -1;
+        w->cpu = srv.ncpus ? srv.cpus[i % srv.ncpus] : -1;
+        rc = worker_setup(w);
+        if (rc) {
+            fprintf(stderr, "kvs_server: cannot listen on %s tcp %d udp %d: %s\n",
+                    inet_ntoa(srv.addr), srv.tcp_port, srv.udp_port, strerror(-rc));
+            return 1;
+        }
+    }
+    for (int i = 0; i < srv.nworkers; i++) {
+        if (pthread_create(&srv.w[i].th, NULL, worker_main, &srv.w[i])) {
+            fprintf(stderr, "kvs_server: cannot start worker %d\n", i);
+            return 1;
+        }
+    }
+    printf("ready tcp=%d udp=%d threads=%d\n", srv.tcp_port, srv.udp_port, srv.nworkers);
+    fflush(stdout);
+
+    struct signalfd_siginfo si;
+    while (read(sfd, &si, sizeof si) < 0 && errno == EINTR) {}
+    atomic_store(&srv.stop, 1);
+
+    uint64_t requests = 0, perr = 0, dgrams = 0, dropped = 0, sdropped = 0, accepted = 0,
+             bad = 0;
+    for (int i = 0; i < srv.nworkers; i++) {
+        struct worker *w = &srv.w[i];
+        pthread_join(w->th, NULL);
+        requests += w->requests;
+        perr += w->parse_errors;
+        dgrams += w->udp_datagrams;
+        dropped += w->udp_dropped;
+        sdropped += w->udp_send_dropped;
+        accepted += w->tcp_accepted;
+        bad += w->tcp_closed_bad;
+        worker_teardown(w);
+    }
+    struct ofl_kv_stats st;
+    ofl_kv_get_stats(srv.kv, &st);
+    printf("{\"requests\": %llu, \"parse_errors\": %llu, \"udp_datagrams\": %llu, "
+           "\"udp_dropped\": %llu, \"udp_send_dropped\": %llu, \"tcp_accepted\": %llu, "
+           "\"tcp_closed_oversize\": %llu, \"items\": %llu, \"bytes\": %llu, \"gets\": %llu, "
+           "\"hits\": %llu, \"stores\": %llu, \"deletes\": %llu, \"evictions\": %llu, "
+           "\"expired\": %llu}\n",
+           (unsigned long long)requests, (unsigned long long)perr, (unsigned long long)dgrams,
+           (unsigned long long)dropped, (unsigned long long)sdropped,
+           (unsigned long long)accepted, (unsigned long long)bad,
+           (unsigned long long)st.items, (unsigned long long)st.bytes,
+           (unsigned long long)st.gets, (unsigned long long)st.hits,
+           (unsigned long long)st.stores, (unsigned long long)st.deletes,
+           (unsigned long long)st.evictions, (unsigned long long)st.expired);
+    fflush(stdout);
+    free(srv.w);
+    ofl_kv_destroy(srv.kv);
+    close(sfd);
+    return 0;
+}

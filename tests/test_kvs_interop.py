@@ -1,0 +1,180 @@
+"""kvs_server (the CPU-only key-value server) against real clients and a real memcached:
+pymemcache's get/set/delete/get_many/cas, the interop replay (binary over TCP and
+UDP, text over TCP) compared with Debian's memcached answer for answer, libmemcached's
+memcaslap (text, binary, UDP, with value verification), kvs_loadgen in closed and open
+loop, and random garbage that must leave the server answering.
+
+memcached and memcaslap are installed with apt-get when missing (as root); tests
+that need them are skipped, with the reason, only when that cannot be done."""
+
+from __future__ import annotations
+
+import random
+import re
+import socket
+import struct
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from offlow.kvs import compare, kvs_server, memcached, run_loadgen, setup_memaslap, setup_memcached
+from offlow.kvs.tools import HOST, Server
+
+pymemcache = pytest.importorskip("pymemcache", reason="pymemcache is not installed "
+                                 "(pip install pymemcache)")
+from pymemcache.client.base import Client  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Server]:
+    with kvs_server(threads=2, capacity=200_000, memory_mb=256) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def real_memcached() -> Iterator[Server]:
+    path, why = setup_memcached()
+    if not path:
+        pytest.skip(f"memcached unavailable: {why}")
+    with memcached(threads=1) as m:
+        yield m
+
+
+def _client(port: int) -> Client:
+    return Client((HOST, port), default_noreply=False, connect_timeout=5, timeout=5)
+
+
+def test_pymemcache_set_get_delete_get_many(server: Server) -> None:
+    c = _client(server.port)
+    try:
+        assert c.get("pm:absent") is None
+        assert c.set("pm:a", b"alpha") is True
+        assert c.set("pm:b", b"beta", expire=3600) is True
+        assert c.get("pm:a") == b"alpha"
+        assert c.set("pm:a", b"alpha-2") is True
+        assert c.get("pm:a") == b"alpha-2"
+        assert c.get_many(["pm:a", "pm:b", "pm:absent"]) == {"pm:a": b"alpha-2",
+                                                              "pm:b": b"beta"}
+        assert c.add("pm:a", b"x") is False
+        assert c.add("pm:c", b"gamma") is True
+        assert c.replace("pm:absent", b"x") is False
+        assert c.replace("pm:c", b"gamma-2") is True
+        value, cas = c.gets("pm:c")
+        assert value == b"gamma-2"
+        assert c.cas("pm:c", b"gamma-3", cas) is True
+        assert c.cas("pm:c", b"stale", cas) is False
+        assert c.get("pm:c") == b"gamma-3"
+        assert c.delete("pm:a") is True
+        assert c.delete("pm:a") is False
+        assert c.get("pm:a") is None
+        big = bytes(range(256)) * 2000
+        assert c.set("pm:big", big) is True
+        assert c.get("pm:big") == big
+        keys = {f"pm:many{i}": str(i).encode() * 3 for i in range(150)}
+        assert c.set_many(keys) == []
+        assert c.get_many(list(keys)) == keys
+        assert c.version() == b"0.1.0-offlow"
+    finally:
+        c.close()
+
+
+def test_interop_replay_matches_memcached(server: Server, real_memcached: Server) -> None:
+    result = compare(real_memcached.port, server.port)
+    assert result.ok, result.report()
+    assert result.steps > 100 and result.answered > 100, result.report()
+
+
+def _memaslap_stats(out: str) -> dict[str, int]:
+    return {m.group(1): int(m.group(2))
+            for m in re.finditer(r"^(\w+): (\d+)\s*$", out, re.MULTILINE)}
+
+
+@pytest.mark.parametrize("mode", [[], ["-B"], ["-U"]], ids=["text", "binary", "udp"])
+def test_memcaslap_runs_without_errors(mode: list[str], server: Server) -> None:
+    tool, why = setup_memaslap()
+    if not tool:
+        pytest.skip(f"memcaslap unavailable: {why}")
+    cmd = [tool, "-s", f"{HOST}:{server.port}", "-t", "1s", "-T", "1", "-c", "8",
+           "-v", "0.1", *mode]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    stats = _memaslap_stats(out)
+    assert stats.get("cmd_get", 0) > 0 and stats.get("cmd_set", 0) > 0, out
+    assert "verify_failed" in stats, out   # -v: a tenth of the gets are checked
+    for bad in ("verify_failed", "verify_misses", "get_misses", "udp_timeout", "packet_drop",
+                "packet_disorder"):
+        assert stats.get(bad, 0) == 0, out
+    # memcaslap reports protocol trouble in free text ("... error", "unexpected ...")
+    assert not re.search(r"error|unexpect", out, re.IGNORECASE), out
+
+
+@pytest.mark.parametrize("proto", ["udp", "tcp"])
+def test_loadgen_closed_loop_reports_clean_json(proto: str, server: Server) -> None:
+    rep = run_loadgen(server.port, proto=proto, duration=1.0, keys=20_000, depth=8)
+    assert rep["config"]["proto"] == proto and rep["config"]["mode"] == "closed"
+    assert rep["warmup"]["sets"] == 20_000
+    assert rep["ops"] > 0 and rep["gets"] + rep["sets"] == rep["ops"]
+    assert rep["errors"] == 0, rep["error_counts"]
+    assert not rep["connection_failed"]
+    assert rep["hit_rate"] == 1.0   # every key was set in the warm-up; nothing is evicted
+    lat = rep["latency_ns"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p999"] <= lat["max"] * 1.01
+
+
+def test_loadgen_open_loop_reports_clean_json(server: Server) -> None:
+    rep = run_loadgen(server.port, mode="open", rate=20_000, duration=1.0, keys=20_000)
+    assert rep["config"]["mode"] == "open" and rep["config"]["rate"] == 20_000
+    assert rep["errors"] == 0, rep["error_counts"]
+    assert rep["ops"] > 0 and rep["hit_rate"] == 1.0
+    assert set(rep["latency_ns"]) == {"p50", "p90", "p99", "p999", "mean", "max"}
+
+
+def test_loadgen_counts_misses_without_warmup(server: Server) -> None:
+    rep = run_loadgen(server.port, duration=0.5, keys=50_000, key_size=40, warmup=False,
+                      get_ratio=1.0)
+    assert rep["warmup"]["sets"] == 0 and rep["sets"] == 0
+    assert rep["errors"] == 0 and rep["misses"] > 0 and rep["hit_rate"] < 1.0
+
+
+def test_garbage_leaves_the_server_answering(server: Server) -> None:
+    rng = random.Random(5)
+    for i in range(60):
+        blob = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 400)))
+        if i % 3 == 0:
+            blob = b"\x80" + blob   # binary framing with random header fields
+        with socket.create_connection((HOST, server.port), timeout=5) as s:
+            s.sendall(blob)
+            s.shutdown(socket.SHUT_WR)
+            s.settimeout(2)
+            try:
+                while s.recv(65536):
+                    pass
+            except OSError:
+                pass
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+            u.sendto(blob, (HOST, server.port))
+    assert server.alive()
+    c = _client(server.port)
+    try:
+        assert c.set("after-garbage", b"ok") is True and c.get("after-garbage") == b"ok"
+    finally:
+        c.close()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as u:
+        u.settimeout(5)
+        key = b"after-garbage"
+        u.sendto(struct.pack(">HHHH", 9, 0, 1, 0) +
+                 struct.pack(">BBHBBHIIQ", 0x80, 0, len(key), 0, 0, 0, len(key), 0, 0) + key,
+                 (HOST, server.port))
+        reply = u.recv(2048)
+    assert reply[:2] == b"\x00\x09" and reply[8] == 0x81 and reply[-2:] == b"ok"
+
+
+def test_server_counts_what_it_served() -> None:
+    with kvs_server(capacity=1000) as s:
+        rep = run_loadgen(s.port, proto="tcp", duration=0.3, keys=500)
+        stats = s.stop() and s.stats()
+    assert stats["stores"] >= rep["sets"] + 500
+    assert stats["gets"] >= rep["gets"] and stats["hits"] >= rep["hits"]
+    assert stats["items"] == 500 and stats["evictions"] == 0
