@@ -348,7 +348,7 @@ static void issue(struct thread *t, struct conn *c, uint32_t s, uint32_t key, in
     sl->sched_ns = sched_ns;
     sl->sent_ns = now;
     char k[256];
-    uint8_t v[UDP_VALUE_MAX > 4096 ? UDP_VALUE_MAX : 4096];
+    uint8_t v[4096];   /* values longer than this (TCP only) are built on the heap */
     uint8_t *val = cfg->value_size <= sizeof v ? v : malloc(cfg->value_size);
     make_key(cfg, key, k);
     uint8_t *p = c->tx + c->tx_len;

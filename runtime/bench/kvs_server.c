@@ -469,26 +469,31 @@ static void *worker_main(void *arg)
     struct server *srv = w->srv;
     if (w->cpu >= 0) ofl_pin_self(w->cpu);
     struct epoll_event evs[MAX_EVENTS];
-    uint64_t last_work = ofl_now_ns();
     uint64_t idle_ns = (uint64_t)srv->idle_block_ms * 1000000ull;
+    uint64_t idle_since = 0;   /* 0: busy; the clock is read only while idle */
+    int blocking = 0;
     uint32_t spins = 0;
     while (!atomic_load_explicit(&srv->stop, memory_order_relaxed)) {
-        int timeout = 0;
-        if (idle_ns && ofl_now_ns() - last_work > idle_ns) timeout = 100;
-        int n = epoll_wait(w->ep, evs, MAX_EVENTS, timeout);
+        int n = epoll_wait(w->ep, evs, MAX_EVENTS, blocking ? 100 : 0);
         if (n <= 0) {
-            if (timeout == 0) {
-                if (++spins < OFL_WAIT_SPINS) {
-                    ofl_cpu_relax();
-                } else {
-                    spins = 0;
-                    sched_yield();
-                }
+            if (blocking) continue;
+            uint64_t now = ofl_now_ns();
+            if (!idle_since) idle_since = now;
+            if (idle_ns && now - idle_since > idle_ns) {
+                blocking = 1;   /* long idle: off the hot path, wait in the kernel */
+                continue;
+            }
+            if (++spins < OFL_WAIT_SPINS) {
+                ofl_cpu_relax();
+            } else {
+                spins = 0;
+                sched_yield();
             }
             continue;
         }
         spins = 0;
-        last_work = ofl_now_ns();
+        idle_since = 0;
+        blocking = 0;
         for (int i = 0; i < n; i++) {
             void *tag = evs[i].data.ptr;
             if (tag == TAG_LISTEN) {

@@ -15,7 +15,8 @@
 #define RELATIVE_MAX (60 * 60 * 24 * 30)   /* memcached: longer exptimes are Unix times */
 
 struct item {
-    uint32_t next;        /* next slot in the bucket chain, NIL at the end */
+    struct item *next;    /* next item in the bucket chain */
+    uint32_t slot;        /* index in the stripe's slot table (the CLOCK ring) */
     uint32_t value_len;
     uint64_t hash;
     uint64_t cas;
@@ -31,7 +32,7 @@ struct stripe {
     uint32_t nslots, nitems, nfree, hand, mask;
     uint64_t bytes, mem_max;     /* mem_max 0: no byte limit */
     uint64_t cas_next;
-    uint32_t *heads;             /* mask + 1 bucket heads */
+    struct item **heads;         /* mask + 1 bucket chains (item pointers: one miss less) */
     struct item **slots;
     uint32_t *free_slots;        /* stack of free slot indices */
     uint64_t gets, hits, stores, deletes, evictions, expired;
@@ -164,11 +165,10 @@ static int stripe_init(struct stripe *s, uint32_t nslots, uint64_t mem_max)
     s->cas_next = 1;
     uint32_t nb = pow2_at_least(nslots);
     s->mask = nb - 1;
-    s->heads = malloc((size_t)nb * sizeof *s->heads);
+    s->heads = calloc(nb, sizeof *s->heads);
     s->slots = calloc(nslots, sizeof *s->slots);
     s->free_slots = malloc((size_t)nslots * sizeof *s->free_slots);
     if (!s->heads || !s->slots || !s->free_slots) return -ENOMEM;
-    for (uint32_t i = 0; i < nb; i++) s->heads[i] = NIL;
     for (uint32_t i = 0; i < nslots; i++) s->free_slots[i] = nslots - 1 - i;
     return 0;
 }
@@ -233,35 +233,33 @@ int ofl_kv_create(struct ofl_kv **out, const struct ofl_kv_config *cfg)
 
 /* ---- table operations (stripe locked) ------------------------------------------- */
 
-/* Detach the item in `slot` from its chain and the slot table (the caller frees it). */
-static struct item *unlink_slot(struct stripe *s, uint32_t slot)
+/* Detach `it` from its chain and the slot table (the caller frees it). */
+static struct item *unlink_item(struct stripe *s, struct item *it)
 {
-    struct item *it = s->slots[slot];
-    uint32_t *link = &s->heads[bucket_of(s, it->hash)];
-    while (*link != slot) link = &s->slots[*link]->next;
+    struct item **link = &s->heads[bucket_of(s, it->hash)];
+    while (*link != it) link = &(*link)->next;
     *link = it->next;
-    s->slots[slot] = NULL;
-    s->free_slots[s->nfree++] = slot;
+    s->slots[it->slot] = NULL;
+    s->free_slots[s->nfree++] = it->slot;
     s->nitems--;
     s->bytes -= item_bytes(it);
     return it;
 }
 
-/* The slot holding `key`, or NIL; an expired item found on the way is dropped. */
-static uint32_t find(struct stripe *s, const void *key, size_t key_len, uint64_t hash)
+/* The item holding `key`, or NULL; an expired item found on the way is dropped. */
+static struct item *find(struct stripe *s, const void *key, size_t key_len, uint64_t hash)
 {
-    for (uint32_t i = s->heads[bucket_of(s, hash)]; i != NIL; i = s->slots[i]->next) {
-        struct item *it = s->slots[i];
+    for (struct item *it = s->heads[bucket_of(s, hash)]; it; it = it->next) {
         if (it->hash != hash || it->key_len != key_len || memcmp(it->data, key, key_len))
             continue;
         if (it->exp && now_s() >= it->exp) {
-            free(unlink_slot(s, i));
+            free(unlink_item(s, it));
             s->expired++;
-            return NIL;
+            return NULL;
         }
-        return i;
+        return it;
     }
-    return NIL;
+    return NULL;
 }
 
 /* Evict one item by CLOCK, never the one in slot `keep`. Returns 0 or -ENOMEM
@@ -277,7 +275,7 @@ static int evict_one(struct stripe *s, uint32_t keep)
             it->used = 0;
             continue;
         }
-        free(unlink_slot(s, i));
+        free(unlink_item(s, it));
         s->evictions++;
         return 0;
     }
@@ -297,12 +295,11 @@ int ofl_kv_get(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash
     struct stripe *s = stripe_of(kv, hash);
     lock(s);
     s->gets++;
-    uint32_t i = key_len && key_len <= OFL_KV_KEY_MAX ? find(s, key, key_len, hash) : NIL;
-    if (i == NIL) {
+    struct item *it = key_len && key_len <= OFL_KV_KEY_MAX ? find(s, key, key_len, hash) : NULL;
+    if (!it) {
         unlock(s);
         return -ENOENT;
     }
-    struct item *it = s->slots[i];
     s->hits++;
     it->used = 1;
     meta->flags = it->flags;
@@ -325,7 +322,7 @@ int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size
     /* Build the item before locking: the copy and the allocation stay outside. */
     struct item *it = malloc(sizeof *it + key_len + value_len);
     if (!it) return -ENOMEM;
-    it->next = NIL;
+    it->next = NULL;
     it->value_len = (uint32_t)value_len;
     it->hash = hash;
     it->flags = flags;
@@ -340,11 +337,11 @@ int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size
     struct item *old = NULL;
     int rc = 0;
     lock(s);
-    uint32_t i = find(s, key, key_len, hash);
-    if (cas_in && i == NIL) rc = -ENOENT;
-    else if (cas_in && s->slots[i]->cas != cas_in) rc = -EEXIST;
-    else if (mode == OFL_KV_ADD && i != NIL) rc = -EEXIST;
-    else if (mode == OFL_KV_REPLACE && i == NIL) rc = -ENOENT;
+    struct item *cur = find(s, key, key_len, hash);
+    if (cas_in && !cur) rc = -ENOENT;
+    else if (cas_in && cur->cas != cas_in) rc = -EEXIST;
+    else if (mode == OFL_KV_ADD && cur) rc = -EEXIST;
+    else if (mode == OFL_KV_REPLACE && !cur) rc = -ENOENT;
     if (rc) {
         unlock(s);
         free(it);
@@ -354,19 +351,23 @@ int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size
     s->stores++;
     if (cas_out) *cas_out = it->cas;
     if (gone) {   /* expired on arrival: the store only removes the old value */
-        if (i != NIL) old = unlink_slot(s, i);
+        if (cur) old = unlink_item(s, cur);
         unlock(s);
         free(old);
         free(it);
         return 0;
     }
     uint64_t size = item_bytes(it);
-    if (i != NIL) {   /* take the old item's slot and chain position */
-        old = s->slots[i];
+    if (cur) {   /* take the old item's slot and chain position */
+        old = cur;
+        struct item **link = &s->heads[bucket_of(s, hash)];
+        while (*link != old) link = &(*link)->next;
+        *link = it;
         it->next = old->next;
-        s->slots[i] = it;
+        it->slot = old->slot;
+        s->slots[it->slot] = it;
         s->bytes += size - item_bytes(old);
-        while (over_budget(s, 0) && evict_one(s, i) == 0) {}
+        while (over_budget(s, 0) && evict_one(s, it->slot) == 0) {}
     } else {
         while ((s->nitems == s->nslots || over_budget(s, size)) && evict_one(s, NIL) == 0) {}
         if (s->nitems == s->nslots) {   /* cannot happen with nslots >= 1 */
@@ -374,11 +375,11 @@ int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size
             free(it);
             return -ENOMEM;
         }
-        uint32_t slot = s->free_slots[--s->nfree];
-        uint32_t *head = &s->heads[bucket_of(s, hash)];
+        it->slot = s->free_slots[--s->nfree];
+        struct item **head = &s->heads[bucket_of(s, hash)];
         it->next = *head;
-        *head = slot;
-        s->slots[slot] = it;
+        *head = it;
+        s->slots[it->slot] = it;
         s->nitems++;
         s->bytes += size;
     }
@@ -393,13 +394,13 @@ int ofl_kv_delete(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t h
     if (key_len == 0 || key_len > OFL_KV_KEY_MAX) return -ENOENT;
     struct stripe *s = stripe_of(kv, hash);
     lock(s);
-    uint32_t i = find(s, key, key_len, hash);
+    struct item *cur = find(s, key, key_len, hash);
     int rc = 0;
     struct item *it = NULL;
-    if (i == NIL) rc = -ENOENT;
-    else if (cas_in && s->slots[i]->cas != cas_in) rc = -EEXIST;
+    if (!cur) rc = -ENOENT;
+    else if (cas_in && cur->cas != cas_in) rc = -EEXIST;
     else {
-        it = unlink_slot(s, i);
+        it = unlink_item(s, cur);
         s->deletes++;
     }
     unlock(s);
