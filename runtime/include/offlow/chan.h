@@ -1,0 +1,269 @@
+/* Channels: named host <-> device message paths (NFComms' direct and bulk channels).
+ *
+ * A channel region is a block of shared memory (inside the program's window, or any
+ * MAP_SHARED mapping) holding a table of up to `nchan` channels. A channel has two
+ * ends: side OFL_CHAN_A (the host program, or the first device segment) and side
+ * OFL_CHAN_B (the device: its copy engine moves bulk data). Each side owns one
+ * cache line per channel that carries its message and its acknowledgement of the
+ * other side's message (a message and its acknowledgement travel with one line
+ * transfer each way; a reply rides with the acknowledgement).
+ *
+ * Direct messages: up to OFL_CHAN_MSG_MAX (56) bytes, synchronous rendezvous (CSP):
+ * ofl_chan_send returns once the receiver has taken the message.
+ *
+ * Bulk transfers: any size, both directions. Side A always describes its own buffer
+ * (the source when A sends, the destination when A receives) as a scatter-gather
+ * list of pages, sent to B in chunks of K entries (default 6) over the direct path;
+ * side B's copy engine moves the pages (process_vm_readv/writev when the ends are
+ * different processes, memcpy in one process, a bounce through the channel's staging
+ * slots in the region when the kernel forbids cross-process copies or when either
+ * end asks for it) and acknowledges each chunk with bytes done, bytes outstanding
+ * and a status. While B copies chunk n, A prepares and posts chunk n+1. The receiver
+ * posts its buffer with the size it expects: a different size fails on both sides
+ * with -EMSGSIZE. A CRC32C over the payload is computed by the sender and checked by
+ * the receiver over the bytes that landed: a mismatch fails on both sides with
+ * -EBADMSG. One bulk transfer runs on a channel at a time.
+ *
+ * Progress: blocking calls make progress on their own thread (bounded spin, then
+ * sched_yield; never a kernel sleep). Device code that serves many channels uses a
+ * manager (ofl_chan_mgr): a few threads that poll all registered channels with
+ * non-blocking steps and run handlers, so the number of channels is not limited by
+ * the number of threads and blocked senders never hold a manager thread.
+ *
+ * Liveness: each open end records its process id; a waiting call notices within
+ * about a millisecond that the peer's process died (pidfd, else kill(pid, 0) and
+ * /proc zombie state) and returns -EPIPE, as it does when the peer closes its end.
+ *
+ * Threads: one sending and one receiving thread per end at a time (they may be
+ * different threads); a call that would overlap another on the same end in the
+ * same role returns -EBUSY. Errors are negative errno values (ofl_strerror gives
+ * text): -ETIMEDOUT, -EPIPE (peer closed the channel or its process died), -ENOENT
+ * (no channel of that name), -EINVAL (invalid id or argument), -EMSGSIZE, -EBADMSG
+ * (CRC mismatch), -ECANCELED (the window's abort word is set), -EBUSY, -EPROTO (the
+ * peer's pending message is of the other kind: a bulk transfer where a direct
+ * message was expected, or the reverse; or both ends started a bulk send at once),
+ * -ECONNABORTED (the peer gave up the bulk transfer: its timeout or abort), -EFAULT
+ * (a scatter-gather entry does not lie in the peer's memory). */
+#ifndef OFL_CHAN_H
+#define OFL_CHAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "offlow/crc32c.h"
+#include "offlow/wait.h"
+
+/* Largest direct message payload: a 64-byte line minus an 8-byte header. */
+#define OFL_CHAN_MSG_MAX 56
+/* Longest channel name, without the terminating NUL. */
+#define OFL_CHAN_NAME_MAX 31
+/* Default and largest number of scatter-gather entries per bulk chunk. */
+#define OFL_CHAN_SG_DEFAULT 6
+#define OFL_CHAN_SG_MAX 64
+/* Bytes of one staging slot; each channel has two in the region (bounce path). */
+#define OFL_CHAN_STAGE_SLOT 65536
+/* Timeouts in nanoseconds: 0 tries once, OFL_CHAN_FOREVER never times out. */
+#define OFL_CHAN_FOREVER UINT64_MAX
+/* A send whose receiver is waiting (blocked in recv, or served by a manager) gives
+ * it this long to take the message, even past a shorter timeout (0 included). */
+#define OFL_CHAN_GRACE_NS 200000ull
+/* Most ends one manager serves. */
+#define OFL_CHAN_MGR_MAX_ENDS 16384
+
+enum ofl_chan_side { OFL_CHAN_A = 0, OFL_CHAN_B = 1 };
+
+/* How bulk bytes move (ofl_chan_set_copy). AUTO: memcpy in one process,
+ * process_vm_readv/writev across processes, the bounce when the kernel refuses.
+ * VM: process_vm_* even in one process. BOUNCE: always through the staging slots. */
+enum ofl_chan_copy { OFL_CHAN_COPY_AUTO = 0, OFL_CHAN_COPY_VM = 1, OFL_CHAN_COPY_BOUNCE = 2 };
+
+/* Copy paths, as bits of ofl_chan_stats.paths. */
+enum { OFL_CHAN_PATH_MEMCPY = 1, OFL_CHAN_PATH_VM = 2, OFL_CHAN_PATH_BOUNCE = 4 };
+
+/* Counters of one end (read them with ofl_chan_get_stats). */
+struct ofl_chan_stats {
+    uint64_t sent;            /* direct messages the peer took (ofl_chan_send) */
+    uint64_t posted;          /* messages queued with ofl_chan_post */
+    uint64_t received;        /* direct messages taken */
+    uint64_t withdrawn;       /* sends that timed out and were taken back */
+    uint64_t bulk_sent;       /* bulk transfers completed as sender */
+    uint64_t bulk_received;   /* bulk transfers completed as receiver */
+    uint64_t bulk_failed;     /* bulk transfers that ended in an error */
+    uint64_t chunks;          /* bulk chunks acknowledged */
+    uint64_t bytes_memcpy;    /* bulk bytes moved by each path */
+    uint64_t bytes_vm;
+    uint64_t bytes_bounce;
+    uint32_t paths;           /* OFL_CHAN_PATH_* bits of the paths used so far */
+};
+
+/* Progress of the current or last bulk transfer on this end. */
+struct ofl_chan_bulk_stat {
+    uint64_t done;          /* bytes acknowledged */
+    uint64_t outstanding;   /* bytes still to move */
+    int status;             /* 0, or the error that ended it */
+    uint32_t chunks;        /* chunks acknowledged */
+};
+
+/* One end of a channel as seen by one process; owned by the caller, and not to be
+ * copied while open (a peer in the same process finds it by address). The fields
+ * are the library's: read them through the functions below. */
+struct ofl_chan_end {
+    void *region;
+    void *ctl;                /* the channel's control block in the region */
+    void *line_mine;          /* this side's line (message + ack of the peer's) */
+    const void *line_peer;    /* the other side's line */
+    uint8_t *stage;           /* the channel's two staging slots */
+    const volatile uint32_t *abort_flag;
+    uint32_t id;
+    int side;                 /* OFL_CHAN_A or OFL_CHAN_B */
+    uint32_t sg_per_chunk;    /* K: entries per bulk chunk (A side), default 6 */
+    int copy;                 /* enum ofl_chan_copy */
+    uint32_t gen;             /* our side's open generation (odd while open; atomic) */
+    uint32_t busy;            /* calls in progress: bits TX / RX (atomic) */
+    uint32_t cookie;          /* identifies this struct to a peer in the same process */
+    /* side B's copy engine: what it learned about the peer session `vm_gen` */
+    uint32_t vm_gen;
+    int vm_state;             /* 0 unknown, 1 process_vm_* works, -1 it does not */
+    const struct ofl_chan_end *peer_end;  /* the peer's end when in this process */
+    const uint8_t *bulk_buf;  /* our bulk buffer while a transfer runs (read by a */
+    uint64_t bulk_len;        /*   same-process peer to bound its copies; atomic) */
+    uint64_t corrupt_at;      /* tests only: flip this payload byte after copying
+                                 (UINT64_MAX: never); see ofl_chan_inject_corruption */
+    struct ofl_chan_bulk_stat progress;   /* updated with atomic stores */
+    struct ofl_chan_stats stats;          /* updated with atomic adds */
+};
+
+/* Bytes a region of `nchan` channels needs (a multiple of 4096): control blocks
+ * plus two staging slots per channel (the slots are touched only by the bounce
+ * path, so on tmpfs or anonymous memory they cost nothing until used). 0 when
+ * nchan is 0 or too large. */
+size_t ofl_chan_region_size(uint32_t nchan);
+
+/* Format `size` bytes at `mem` (64-byte aligned, zeroed or not) as an empty region
+ * of `nchan` channels. Writes only the control blocks. Returns 0 or -EINVAL (too
+ * small, misaligned, nchan 0). */
+int ofl_chan_region_format(void *mem, size_t size, uint32_t nchan);
+
+/* Create channel `name` (1..OFL_CHAN_NAME_MAX bytes) in a formatted region.
+ * Returns its id (>= 0), -EEXIST, -ENOSPC (table full), -EINVAL (bad name or not a
+ * region). Safe against concurrent creators in several processes (a creator that
+ * dies holding the table lock is detected and the lock taken over). */
+int ofl_chan_create(void *region, const char *name);
+
+/* Id of channel `name`, or -ENOENT / -EINVAL. */
+int ofl_chan_lookup(const void *region, const char *name);
+
+/* Name of channel `id` (NUL-terminated, inside the region), or NULL. */
+const char *ofl_chan_name(const void *region, uint32_t id);
+
+/* Open side `side` of channel `id`: records this process's pid and marks the end
+ * open. Returns 0, -EINVAL (bad id or side, not a region), -EBUSY (that side is
+ * already open by a live process). A side left open by a dead process is taken
+ * over, its pending message withdrawn. `abort_flag` (may be NULL) ends waits with
+ * -ECANCELED when it becomes nonzero. */
+int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
+                  const volatile uint32_t *abort_flag);
+
+/* Close the end: a peer blocked on it (or starting a call later) gets -EPIPE; our
+ * pending post is withdrawn. Idempotent. Call it when no other call on the end
+ * runs, except that a blocked call on another thread returns -EPIPE. */
+void ofl_chan_close(struct ofl_chan_end *e);
+
+/* Set K, the scatter-gather entries per bulk chunk (1..OFL_CHAN_SG_MAX).
+ * Returns 0 or -EINVAL. */
+int ofl_chan_set_chunk(struct ofl_chan_end *e, uint32_t k);
+
+/* Choose how bulk bytes move (enum ofl_chan_copy); BOUNCE on either end makes both
+ * use the staging slots. Returns 0 or -EINVAL. */
+int ofl_chan_set_copy(struct ofl_chan_end *e, int mode);
+
+/* Direct send of `len` <= OFL_CHAN_MSG_MAX bytes; returns once the peer has taken
+ * it (0), or -ETIMEDOUT after `timeout_ns`, -EPIPE, -EMSGSIZE, -ECANCELED, -EBUSY.
+ * A send that timed out is withdrawn: the peer never sees it. */
+int ofl_chan_send(struct ofl_chan_end *e, const void *msg, size_t len, uint64_t timeout_ns);
+
+/* ofl_chan_send with a zero timeout: -EAGAIN instead of -ETIMEDOUT when the peer
+ * is not ready to take the message now (ready: blocked in recv, or served by a
+ * manager; such a peer gets up to OFL_CHAN_GRACE_NS to take it). */
+int ofl_chan_try_send(struct ofl_chan_end *e, const void *msg, size_t len);
+
+/* Direct receive into `buf` (capacity `cap`); returns the message length (>= 0),
+ * -ETIMEDOUT, -EPIPE (peer closed and nothing is pending), -EMSGSIZE (message longer
+ * than cap: it stays pending), -ECANCELED, -EBUSY, -EPROTO (the peer is starting a
+ * bulk transfer: its message stays pending for ofl_chan_bulk_recv). */
+int ofl_chan_recv(struct ofl_chan_end *e, void *buf, size_t cap, uint64_t timeout_ns);
+
+/* ofl_chan_recv with a zero timeout: -EAGAIN when no message is pending. */
+int ofl_chan_try_recv(struct ofl_chan_end *e, void *buf, size_t cap);
+
+/* Queue a message on `e` without blocking: the peer takes it with its next receive
+ * (a reply from a manager's handler, for example). Returns 0, -ENOBUFS (our
+ * previous post is not taken yet), -EMSGSIZE, -EBUSY (a send or a bulk transfer is
+ * using the line), -EPIPE (closed). ofl_chan_post_done tells when it was taken. */
+int ofl_chan_post(struct ofl_chan_end *e, const void *msg, size_t len);
+
+/* 1 when nothing we posted is waiting to be taken (or withdrawn), else 0. */
+int ofl_chan_post_done(const struct ofl_chan_end *e);
+
+/* Bulk send of `len` bytes at `buf`; the peer must post a bulk receive of exactly
+ * `len` bytes. Returns 0 once every byte was acknowledged (and, toward side A,
+ * verified), or -EMSGSIZE (size mismatch), -EBADMSG (the receiver's CRC differs),
+ * -ETIMEDOUT (no progress for `timeout_ns`), -EPIPE, -ECANCELED, -ECONNABORTED,
+ * -EFAULT, -EPROTO, -EBUSY. */
+int ofl_chan_bulk_send(struct ofl_chan_end *e, const void *buf, size_t len,
+                       uint64_t timeout_ns);
+
+/* Bulk receive into `buf` of exactly `len` bytes. Returns 0 when all bytes landed
+ * and their CRC32C matched, or -EMSGSIZE, -EBADMSG (corrupted: the buffer holds no
+ * good data), -ETIMEDOUT (no progress for `timeout_ns`), -EPIPE, -ECANCELED,
+ * -ECONNABORTED, -EFAULT, -EPROTO, -EBUSY. */
+int ofl_chan_bulk_recv(struct ofl_chan_end *e, void *buf, size_t len, uint64_t timeout_ns);
+
+/* Progress of the current or last bulk transfer on this end (any thread). */
+void ofl_chan_bulk_progress(const struct ofl_chan_end *e, struct ofl_chan_bulk_stat *st);
+
+/* A snapshot of the end's counters (any thread). */
+void ofl_chan_get_stats(const struct ofl_chan_end *e, struct ofl_chan_stats *st);
+
+/* Tests only: corrupt payload byte `offset` of the next bulk transfer this end
+ * copies or receives, after the copy and before the CRC check (UINT64_MAX: none). */
+void ofl_chan_inject_corruption(struct ofl_chan_end *e, uint64_t offset);
+
+/* ---- Managers: device-side service of many channels by a few threads ---- */
+
+/* A direct-message handler: runs on a manager thread for each message that arrives
+ * on channel `e`. It may reply with ofl_chan_post (never a blocking call). Returns
+ * 0, or a negative errno that closes the channel. */
+typedef int (*ofl_chan_handler)(void *ctx, struct ofl_chan_end *e, const void *msg,
+                                size_t len);
+
+/* A bulk handler: a bulk transfer of `len` bytes toward this end was announced;
+ * return the buffer to receive into (NULL refuses it: the sender gets -EMSGSIZE).
+ * `done` is then called with the transfer's status and the same buffer. Both run
+ * on a manager thread and must not block. */
+struct ofl_chan_bulk_handler {
+    void *(*begin)(void *ctx, struct ofl_chan_end *e, size_t len);
+    void (*done)(void *ctx, struct ofl_chan_end *e, void *buf, size_t len, int status);
+};
+
+struct ofl_chan_mgr;
+
+/* Start `nthreads` (1..64) manager threads (pinned to nothing). Returns NULL on
+ * ENOMEM, a thread that cannot start, or a bad count. */
+struct ofl_chan_mgr *ofl_chan_mgr_start(unsigned nthreads,
+                                        const volatile uint32_t *abort_flag);
+
+/* Serve side `side` of channel `id` in `region`: direct messages go to `on_msg`
+ * (may be NULL: they stay pending), bulk transfers to `on_bulk` (may be NULL: they
+ * are refused). Returns 0, -EBUSY, -EINVAL, -ENOSPC. Can be called while the
+ * manager runs, from any thread. */
+int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
+                       ofl_chan_handler on_msg, const struct ofl_chan_bulk_handler *on_bulk,
+                       void *ctx);
+
+/* Stop the threads, close every served end (a transfer in progress ends with
+ * -ECANCELED in its done handler), free the manager. */
+void ofl_chan_mgr_stop(struct ofl_chan_mgr *m);
+
+#endif

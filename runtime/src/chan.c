@@ -1,0 +1,685 @@
+/* Channels: the region, names, ends, peers, waiting and direct messages.
+ *
+ * Direct message protocol (one line per side, header seq:24 | ack:24 | len | kind):
+ *   send     write the payload, then CAS our header to seq + 1 (release); the
+ *            message is pending while our seq != the peer's ack. Wait until the
+ *            peer's ack equals our seq.
+ *   receive  see the peer's seq != our ack (acquire), copy the payload, then CAS
+ *            our header's ack from the value we saw to the peer's seq.
+ *   withdraw a sender that gives up (timeout, abort, close) CASes the receiver's
+ *            ack from seq - 1 to seq itself. Taking and withdrawing are CASes on
+ *            the same word expecting the same old ack, so exactly one succeeds: if
+ *            the withdrawal wins, the receiver's CAS fails and it drops the copy it
+ *            made (the sender may already be writing its next payload); if the take
+ *            wins, the withdrawal sees ack == seq and the send reports success. A
+ *            receiver preempted between its copy and its CAS could be fooled only
+ *            if the sender withdrew 2^24 messages meanwhile; each withdrawal of a
+ *            message to a waiting receiver first waits OFL_CHAN_GRACE_NS, so that
+ *            takes hours.
+ * The header words are written with CAS by everyone (the owner's send and receive
+ * threads and the peer's withdrawals); everything else in a side's lines has one
+ * writer. */
+#include "chan_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define LOAD(p, o) __atomic_load_n((p), __ATOMIC_##o)
+#define STORE(p, v, o) __atomic_store_n((p), (v), __ATOMIC_##o)
+
+/* ---- region ---- */
+
+static size_t ctl_bytes(uint32_t nchan)
+{
+    return sizeof(struct chan_region) + (size_t)nchan * sizeof(struct chan_ctl);
+}
+
+static size_t stage_offset(uint32_t nchan)
+{
+    return (ctl_bytes(nchan) + CHAN_PAGE - 1) / CHAN_PAGE * CHAN_PAGE;
+}
+
+size_t ofl_chan_region_size(uint32_t nchan)
+{
+    if (nchan == 0 || nchan > CHAN_MAX_CHANNELS) return 0;
+    return stage_offset(nchan) + (size_t)nchan * 2 * OFL_CHAN_STAGE_SLOT;
+}
+
+int ofl_chan_region_format(void *mem, size_t size, uint32_t nchan)
+{
+    size_t need = ofl_chan_region_size(nchan);
+    if (!mem || (uintptr_t)mem % 64 || need == 0 || size < need) return -EINVAL;
+    memset(mem, 0, ctl_bytes(nchan));
+    struct chan_region *r = mem;
+    r->version = CHAN_VERSION;
+    r->nchan = nchan;
+    r->size = size;
+    r->stage_off = stage_offset(nchan);
+    r->ctl_size = (uint32_t)sizeof(struct chan_ctl);
+    for (uint32_t i = 0; i < nchan; i++) chan_ctl_at(r, i)->id = i;
+    /* The magic last: a region with a magic is complete. */
+    STORE(&r->magic, CHAN_MAGIC, RELEASE);
+    return 0;
+}
+
+struct chan_region *chan_region_ok(const void *region)
+{
+    struct chan_region *r = (struct chan_region *)region;
+    if (!r || (uintptr_t)r % 64 || LOAD(&r->magic, ACQUIRE) != CHAN_MAGIC) return NULL;
+    if (r->version != CHAN_VERSION || r->ctl_size != sizeof(struct chan_ctl)) return NULL;
+    size_t need = ofl_chan_region_size(r->nchan);
+    if (need == 0 || r->size < need || r->stage_off != stage_offset(r->nchan)) return NULL;
+    return r;
+}
+
+struct chan_ctl *chan_ctl_at(const struct chan_region *r, uint32_t id)
+{
+    return (struct chan_ctl *)((uint8_t *)r + sizeof *r + (size_t)id * sizeof(struct chan_ctl));
+}
+
+uint8_t *chan_stage_at(const struct chan_region *r, uint32_t id)
+{
+    return (uint8_t *)r + r->stage_off + (size_t)id * 2 * OFL_CHAN_STAGE_SLOT;
+}
+
+/* ---- names ---- */
+
+static uint32_t name_hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u;   /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+/* Length of a valid name, or 0. */
+static size_t name_len(const char *name)
+{
+    if (!name) return 0;
+    size_t n = strnlen(name, OFL_CHAN_NAME_MAX + 1);
+    return n <= OFL_CHAN_NAME_MAX ? n : 0;
+}
+
+static bool name_is(const struct chan_ctl *c, const char *name, size_t n)
+{
+    return memcmp(c->name, name, n) == 0 && c->name[n] == '\0';
+}
+
+/* The table lock: the holder's pid; a dead holder's lock is taken over. */
+static void table_lock(struct chan_region *r)
+{
+    int32_t me = (int32_t)getpid();
+    for (;;) {
+        int32_t cur = 0;
+        if (__atomic_compare_exchange_n(&r->lock, &cur, me, false, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return;
+        if (cur != me && !chan_pid_alive(cur, NULL) &&
+            __atomic_compare_exchange_n(&r->lock, &cur, me, false, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return;
+        sched_yield();
+    }
+}
+
+static void table_unlock(struct chan_region *r)
+{
+    STORE(&r->lock, 0, RELEASE);
+}
+
+int ofl_chan_create(void *region, const char *name)
+{
+    struct chan_region *r = chan_region_ok(region);
+    size_t n = name_len(name);
+    if (!r || n == 0) return -EINVAL;
+    table_lock(r);
+    int rc = -ENOSPC;
+    uint32_t h = name_hash(name, n);
+    for (uint32_t i = 0; i < r->nchan; i++) {
+        uint32_t id = (h + i) % r->nchan;
+        struct chan_ctl *c = chan_ctl_at(r, id);
+        if (LOAD(&c->state, ACQUIRE) == CHAN_READY) {
+            if (name_is(c, name, n)) {
+                rc = -EEXIST;
+                break;
+            }
+            continue;
+        }
+        memset(c->name, 0, sizeof c->name);
+        memcpy(c->name, name, n);
+        c->id = id;
+        STORE(&c->state, CHAN_READY, RELEASE);
+        rc = (int)id;
+        break;
+    }
+    table_unlock(r);
+    return rc;
+}
+
+int ofl_chan_lookup(const void *region, const char *name)
+{
+    const struct chan_region *r = chan_region_ok(region);
+    size_t n = name_len(name);
+    if (!r || n == 0) return -EINVAL;
+    uint32_t h = name_hash(name, n);
+    /* Names are never removed, so a probe ends at the first free slot. */
+    for (uint32_t i = 0; i < r->nchan; i++) {
+        uint32_t id = (h + i) % r->nchan;
+        const struct chan_ctl *c = chan_ctl_at(r, id);
+        if (LOAD(&c->state, ACQUIRE) != CHAN_READY) return -ENOENT;
+        if (name_is(c, name, n)) return (int)id;
+    }
+    return -ENOENT;
+}
+
+const char *ofl_chan_name(const void *region, uint32_t id)
+{
+    const struct chan_region *r = chan_region_ok(region);
+    if (!r || id >= r->nchan) return NULL;
+    const struct chan_ctl *c = chan_ctl_at(r, id);
+    if (LOAD(&c->state, ACQUIRE) != CHAN_READY || c->name[OFL_CHAN_NAME_MAX] != '\0')
+        return NULL;
+    return c->name;
+}
+
+/* ---- liveness ---- */
+
+/* A process that exited but was not reaped yet (kill(pid, 0) still succeeds). */
+static bool proc_gone(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": comm may hold anything, so find the last ')'. */
+    const char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ') return false;
+    return p[2] == 'Z' || p[2] == 'X';
+}
+
+int chan_pid_alive(pid_t pid, int *pidfd)
+{
+    if (pid <= 0) return 0;
+    if (pid == getpid()) return 1;
+    if (pidfd && *pidfd == -1) {
+        long fd = syscall(SYS_pidfd_open, pid, 0);
+        if (fd >= 0)
+            *pidfd = (int)fd;
+        else if (errno == ESRCH)
+            return 0;
+        else
+            *pidfd = -2;
+    }
+    if (pidfd && *pidfd >= 0) {
+        /* A pidfd turns readable when the process exits (zombies included). */
+        struct pollfd p = {.fd = *pidfd, .events = POLLIN};
+        int rc = poll(&p, 1, 0);
+        if (rc > 0) return 0;
+        if (rc == 0) return 1;
+    }
+    if (kill(pid, 0) < 0 && errno == ESRCH) return 0;
+    return !proc_gone(pid);
+}
+
+/* ---- ends ---- */
+
+static uint32_t mix32(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+int chan_busy_get(struct ofl_chan_end *e, uint32_t bits)
+{
+    uint32_t old = __atomic_fetch_or(&e->busy, bits, __ATOMIC_SEQ_CST);
+    if (old & bits) {
+        __atomic_fetch_and(&e->busy, ~(bits & ~old), __ATOMIC_SEQ_CST);
+        return -EBUSY;
+    }
+    return 0;
+}
+
+void chan_busy_put(struct ofl_chan_end *e, uint32_t bits)
+{
+    __atomic_fetch_and(&e->busy, ~bits, __ATOMIC_RELEASE);
+}
+
+bool chan_end_open(const struct ofl_chan_end *e)
+{
+    uint32_t g = LOAD(&e->gen, ACQUIRE);
+    return (g & 1u) && LOAD(&side_mine(e)->gen, SEQ_CST) == g;
+}
+
+/* A usable end: opened once (open or closed now). */
+static bool end_valid(const struct ofl_chan_end *e)
+{
+    return e && e->ctl && e->line_mine && e->line_peer;
+}
+
+int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
+                  const volatile uint32_t *abort_flag)
+{
+    if (!e) return -EINVAL;
+    memset(e, 0, sizeof *e);
+    e->corrupt_at = UINT64_MAX;
+    e->sg_per_chunk = OFL_CHAN_SG_DEFAULT;
+    struct chan_region *r = chan_region_ok(region);
+    if (!r || id >= r->nchan || (side != OFL_CHAN_A && side != OFL_CHAN_B)) return -EINVAL;
+    struct chan_ctl *c = chan_ctl_at(r, id);
+    if (LOAD(&c->state, ACQUIRE) != CHAN_READY) return -EINVAL;
+    struct chan_side *s = &c->side[side];
+    int32_t me = (int32_t)getpid();
+    int32_t cur = LOAD(&s->owner, ACQUIRE);
+    for (;;) {
+        /* Free, or held by a process that died without closing: take it. */
+        if (cur == 0 || (cur != me && !chan_pid_alive(cur, NULL))) {
+            if (__atomic_compare_exchange_n(&s->owner, &cur, me, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+                break;
+            continue;
+        }
+        return -EBUSY;
+    }
+    e->region = r;
+    e->ctl = c;
+    e->line_mine = &c->line[side];
+    e->line_peer = &c->line[!side];
+    e->stage = chan_stage_at(r, id);
+    e->abort_flag = abort_flag;
+    e->id = id;
+    e->side = side;
+    e->cookie = mix32(ofl_now_ns() ^ (uint64_t)(uintptr_t)e ^ ((uint64_t)me << 40)) | 1u;
+    STORE(&s->pid, me, RELAXED);
+    STORE(&s->flags, 0, RELAXED);
+    STORE(&s->rx_waiting, 0, RELAXED);
+    STORE(&s->cookie, e->cookie, RELAXED);
+    STORE(&s->end_addr, (uint64_t)(uintptr_t)e, RELAXED);
+    for (int d = 0; d < 2; d++) STORE(&s->st[d].copying, 0, RELAXED);
+    /* A message a dead previous owner left pending is not ours to deliver. */
+    if (chan_out_pending(e)) chan_line_withdraw(e);
+    uint32_t g = LOAD(&s->gen, RELAXED);
+    g = (g & 1u) ? g + 2 : g + 1;
+    STORE(&s->gen, g, SEQ_CST);
+    STORE(&e->gen, g, RELEASE);
+    return 0;
+}
+
+/* Side A after closing or failing a transfer: wait (bounded) until B no longer
+ * copies to or from our memory, so the caller may free its buffer. */
+void chan_quiesce_peer_copy(const struct ofl_chan_end *e, int dir, uint32_t xfer, bool any)
+{
+    const struct chan_side *p = side_peer(e);
+    uint64_t t0 = ofl_now_ns();
+    pid_t pid = LOAD(&p->pid, RELAXED);
+    for (uint32_t i = 0;; i++) {
+        uint64_t c = LOAD(&p->st[dir].copying, SEQ_CST);
+        if (c == 0 || (!any && prog_xfer(c) != xfer)) return;
+        if ((LOAD(&p->gen, ACQUIRE) & 1u) == 0) return;
+        if ((i & 1023u) == 1023u) {
+            if (!chan_pid_alive(pid, NULL) || ofl_now_ns() - t0 > 1000000000ull) return;
+        }
+        if (i < OFL_WAIT_SPINS)
+            ofl_cpu_relax();
+        else
+            sched_yield();
+    }
+}
+
+void ofl_chan_close(struct ofl_chan_end *e)
+{
+    if (!end_valid(e)) return;
+    uint32_t g = LOAD(&e->gen, ACQUIRE);
+    if (!(g & 1u)) return;
+    struct chan_side *s = side_mine(e);
+    STORE(&e->gen, g + 1, RELEASE);
+    uint32_t cur = g;
+    /* Another process took the side over (we were thought dead): leave it alone. */
+    if (!__atomic_compare_exchange_n(&s->gen, &cur, g + 1, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_RELAXED))
+        return;
+    STORE(&s->rx_waiting, 0, RELAXED);
+    /* A post nobody waits on is withdrawn here; a blocked send withdraws its own. */
+    if (!(LOAD(&e->busy, SEQ_CST) & BUSY_TX) && chan_out_pending(e)) chan_line_withdraw(e);
+    if (e->side == OFL_CHAN_A) {
+        chan_quiesce_peer_copy(e, 0, 0, true);
+        chan_quiesce_peer_copy(e, 1, 0, true);
+    }
+    int32_t me = (int32_t)getpid();
+    __atomic_compare_exchange_n(&s->owner, &me, 0, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+}
+
+int ofl_chan_set_chunk(struct ofl_chan_end *e, uint32_t k)
+{
+    if (!end_valid(e) || k < 1 || k > OFL_CHAN_SG_MAX) return -EINVAL;
+    STORE(&e->sg_per_chunk, k, RELAXED);
+    return 0;
+}
+
+int ofl_chan_set_copy(struct ofl_chan_end *e, int mode)
+{
+    if (!end_valid(e) || mode < OFL_CHAN_COPY_AUTO || mode > OFL_CHAN_COPY_BOUNCE)
+        return -EINVAL;
+    STORE(&e->copy, mode, RELAXED);
+    STORE(&side_mine(e)->flags, mode == OFL_CHAN_COPY_BOUNCE ? SIDE_WANT_BOUNCE : 0u, RELEASE);
+    return 0;
+}
+
+void ofl_chan_inject_corruption(struct ofl_chan_end *e, uint64_t offset)
+{
+    if (e) STORE(&e->corrupt_at, offset, RELAXED);
+}
+
+void ofl_chan_bulk_progress(const struct ofl_chan_end *e, struct ofl_chan_bulk_stat *st)
+{
+    st->done = LOAD(&e->progress.done, RELAXED);
+    st->outstanding = LOAD(&e->progress.outstanding, RELAXED);
+    st->status = LOAD(&e->progress.status, RELAXED);
+    st->chunks = LOAD(&e->progress.chunks, RELAXED);
+}
+
+void ofl_chan_get_stats(const struct ofl_chan_end *e, struct ofl_chan_stats *st)
+{
+    const struct ofl_chan_stats *s = &e->stats;
+    st->sent = LOAD(&s->sent, RELAXED);
+    st->posted = LOAD(&s->posted, RELAXED);
+    st->received = LOAD(&s->received, RELAXED);
+    st->withdrawn = LOAD(&s->withdrawn, RELAXED);
+    st->bulk_sent = LOAD(&s->bulk_sent, RELAXED);
+    st->bulk_received = LOAD(&s->bulk_received, RELAXED);
+    st->bulk_failed = LOAD(&s->bulk_failed, RELAXED);
+    st->chunks = LOAD(&s->chunks, RELAXED);
+    st->bytes_memcpy = LOAD(&s->bytes_memcpy, RELAXED);
+    st->bytes_vm = LOAD(&s->bytes_vm, RELAXED);
+    st->bytes_bounce = LOAD(&s->bytes_bounce, RELAXED);
+    st->paths = LOAD(&s->paths, RELAXED);
+}
+
+/* ---- message lines ---- */
+
+bool chan_out_pending(const struct ofl_chan_end *e)
+{
+    return h_seq(LOAD(&line_mine(e)->hdr, ACQUIRE)) != h_ack(LOAD(&line_peer(e)->hdr, ACQUIRE));
+}
+
+void chan_line_post(struct ofl_chan_end *e, unsigned kind, const void *msg, size_t len)
+{
+    struct chan_line *l = line_mine(e);
+    if (len) memcpy(l->payload, msg, len);
+    uint64_t h = LOAD(&l->hdr, RELAXED);
+    for (;;) {
+        uint64_t nh = h_make(h_seq(h) + 1, h_ack(h), (unsigned)len, kind);
+        if (__atomic_compare_exchange_n(&l->hdr, &h, nh, false, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED))
+            return;
+    }
+}
+
+int chan_line_withdraw(struct ofl_chan_end *e)
+{
+    uint32_t s = h_seq(LOAD(&line_mine(e)->hdr, RELAXED));
+    struct chan_line *p = line_peer(e);
+    uint64_t ph = LOAD(&p->hdr, ACQUIRE);
+    for (;;) {
+        if (h_ack(ph) == s) return 0;
+        uint64_t nh = h_make(h_seq(ph), s, h_len(ph), h_kind(ph));
+        if (__atomic_compare_exchange_n(&p->hdr, &ph, nh, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return 1;
+    }
+}
+
+int chan_line_peek(const struct ofl_chan_end *e, uint64_t *hdr, uint32_t *ack)
+{
+    uint64_t ph = LOAD(&line_peer(e)->hdr, ACQUIRE);
+    uint32_t a = h_ack(LOAD(&line_mine(e)->hdr, ACQUIRE));
+    if (h_seq(ph) == a) return 0;
+    *hdr = ph;
+    *ack = a;
+    return 1;
+}
+
+int chan_line_take(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack, void *buf)
+{
+    unsigned len = h_len(hdr);
+    if (len > OFL_CHAN_MSG_MAX) len = OFL_CHAN_MSG_MAX;
+    memcpy(buf, line_peer(e)->payload, len);
+    struct chan_line *m = line_mine(e);
+    uint64_t mh = LOAD(&m->hdr, RELAXED);
+    for (;;) {
+        /* Our ack moved: the sender withdrew the message (the copy means nothing). */
+        if (h_ack(mh) != ack) return 0;
+        uint64_t nh = h_make(h_seq(mh), h_seq(hdr), h_len(mh), h_kind(mh));
+        if (__atomic_compare_exchange_n(&m->hdr, &mh, nh, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_RELAXED))
+            return 1;
+    }
+}
+
+/* ---- waiting ---- */
+
+int chan_peer_check(const struct ofl_chan_end *e, struct chan_wait *cw)
+{
+    const struct chan_side *p = side_peer(e);
+    uint32_t g = LOAD(&p->gen, ACQUIRE);
+    if (cw->peer_gen) return g == cw->peer_gen ? PEER_OPEN : -EPIPE;
+    if (g & 1u) {
+        cw->peer_gen = g;
+        cw->peer_pid = LOAD(&p->pid, RELAXED);
+        return PEER_OPEN;
+    }
+    return g == 0 ? PEER_ABSENT : -EPIPE;
+}
+
+void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t timeout_ns)
+{
+    ofl_waiter_init(&cw->w, NULL, 0, e->abort_flag);
+    uint64_t now = ofl_now_ns();
+    cw->timeout = timeout_ns;
+    cw->deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
+    cw->next_live = now + OFL_WAIT_CHECK_NS;
+    cw->n = 0;
+    cw->peer_gen = 0;
+    cw->peer_pid = 0;
+    cw->pidfd = -1;
+}
+
+int chan_wait(struct chan_wait *cw, const struct ofl_chan_end *e)
+{
+    int rc = ofl_wait(&cw->w);
+    if (rc) return rc;
+    if (!chan_end_open(e)) return -EPIPE;
+    rc = chan_peer_check(e, cw);
+    if (rc < 0) return rc;
+    /* While spinning, read the clock every 16th call; once yielding, every call. */
+    if (cw->w.spins < OFL_WAIT_SPINS && (cw->n++ & 15u)) return 0;
+    uint64_t now = ofl_now_ns();
+    if (now >= cw->deadline) return -ETIMEDOUT;
+    if (now >= cw->next_live) {
+        cw->next_live = now + OFL_WAIT_CHECK_NS;
+        if (cw->peer_gen && !chan_pid_alive(cw->peer_pid, &cw->pidfd)) return -EPIPE;
+    }
+    return 0;
+}
+
+void chan_wait_progress(struct chan_wait *cw, bool push_deadline)
+{
+    ofl_waiter_progress(&cw->w);
+    if (push_deadline && cw->timeout != OFL_CHAN_FOREVER) {
+        uint64_t now = ofl_now_ns();
+        cw->deadline = cw->timeout > UINT64_MAX - now ? UINT64_MAX : now + cw->timeout;
+    }
+}
+
+void chan_wait_done(struct chan_wait *cw)
+{
+    if (cw->pidfd >= 0) close(cw->pidfd);
+    cw->pidfd = -1;
+}
+
+/* ---- direct messages ---- */
+
+static int send_body(struct ofl_chan_end *e, struct chan_wait *cw, const void *msg, size_t len)
+{
+    if (!chan_end_open(e)) return -EPIPE;
+    int rc = chan_peer_check(e, cw);
+    if (rc < 0) return rc;
+    /* An earlier ofl_chan_post still waits to be taken: the line is busy. */
+    while (chan_out_pending(e)) {
+        rc = chan_wait(cw, e);
+        if (rc) return rc;
+    }
+    chan_line_post(e, KIND_MSG, msg, len);
+    uint64_t posted = ofl_now_ns();
+    bool graced = false;
+    for (;;) {
+        if (!chan_out_pending(e)) break;
+        rc = chan_wait(cw, e);
+        if (!rc) continue;
+        if (rc == -ETIMEDOUT && !graced && LOAD(&side_peer(e)->rx_waiting, RELAXED)) {
+            /* The receiver is waiting: it may just be descheduled. */
+            graced = true;
+            if (cw->deadline < posted + OFL_CHAN_GRACE_NS) cw->deadline = posted + OFL_CHAN_GRACE_NS;
+            continue;
+        }
+        if (chan_line_withdraw(e)) {
+            stat_add(&e->stats.withdrawn, 1);
+            return rc;
+        }
+        break;   /* taken before we could withdraw it: delivered */
+    }
+    stat_add(&e->stats.sent, 1);
+    return 0;
+}
+
+static int send_impl(struct ofl_chan_end *e, const void *msg, size_t len, uint64_t timeout,
+                     bool try_)
+{
+    if (!end_valid(e) || (len && !msg)) return -EINVAL;
+    if (len > OFL_CHAN_MSG_MAX) return -EMSGSIZE;
+    if (chan_busy_get(e, BUSY_TX)) return -EBUSY;
+    struct chan_wait cw;
+    chan_wait_init(&cw, e, timeout);
+    int rc = send_body(e, &cw, msg, len);
+    chan_wait_done(&cw);
+    chan_busy_put(e, BUSY_TX);
+    return try_ && rc == -ETIMEDOUT ? -EAGAIN : rc;
+}
+
+int ofl_chan_send(struct ofl_chan_end *e, const void *msg, size_t len, uint64_t timeout_ns)
+{
+    return send_impl(e, msg, len, timeout_ns, false);
+}
+
+int ofl_chan_try_send(struct ofl_chan_end *e, const void *msg, size_t len)
+{
+    return send_impl(e, msg, len, 0, true);
+}
+
+/* A pending direct message: its length once taken into buf, 0 on none (or lost to a
+ * withdrawal: look again), or -EPROTO / -EMSGSIZE (it stays pending). Sets *got. */
+static int recv_once(struct ofl_chan_end *e, void *buf, size_t cap, bool *got)
+{
+    uint64_t ph;
+    uint32_t a;
+    *got = false;
+    if (!chan_line_peek(e, &ph, &a)) return 0;
+    if (h_kind(ph) != KIND_MSG || h_len(ph) > OFL_CHAN_MSG_MAX) return -EPROTO;
+    unsigned len = h_len(ph);
+    if (len > cap) return -EMSGSIZE;
+    uint8_t tmp[OFL_CHAN_MSG_MAX];
+    if (!chan_line_take(e, ph, a, tmp)) return 0;
+    if (len) memcpy(buf, tmp, len);
+    stat_add(&e->stats.received, 1);
+    *got = true;
+    return (int)len;
+}
+
+static int recv_body(struct ofl_chan_end *e, struct chan_wait *cw, void *buf, size_t cap,
+                     bool try_)
+{
+    if (!chan_end_open(e)) return -EPIPE;
+    struct chan_side *s = side_mine(e);
+    bool waiting = false, last = false;
+    int rc = 0;
+    for (;;) {
+        bool got;
+        int n = recv_once(e, buf, cap, &got);
+        if (got || n < 0) {
+            rc = n;
+            break;
+        }
+        if (last) break;   /* rc holds the error found while waiting */
+        if (try_) {
+            rc = chan_peer_check(e, cw) < 0 ? -EPIPE : -EAGAIN;
+            break;
+        }
+        if (!waiting) {
+            STORE(&s->rx_waiting, 1u, RELAXED);
+            waiting = true;
+        }
+        rc = chan_wait(cw, e);
+        /* A message that arrived before the error still counts: look once more. */
+        if (rc) last = true;
+    }
+    if (waiting) STORE(&s->rx_waiting, 0u, RELAXED);
+    return rc;
+}
+
+static int recv_impl(struct ofl_chan_end *e, void *buf, size_t cap, uint64_t timeout, bool try_)
+{
+    if (!end_valid(e) || (cap && !buf)) return -EINVAL;
+    if (chan_busy_get(e, BUSY_RX)) return -EBUSY;
+    struct chan_wait cw;
+    chan_wait_init(&cw, e, timeout);
+    int rc = recv_body(e, &cw, buf, cap, try_);
+    chan_wait_done(&cw);
+    chan_busy_put(e, BUSY_RX);
+    return rc;
+}
+
+int ofl_chan_recv(struct ofl_chan_end *e, void *buf, size_t cap, uint64_t timeout_ns)
+{
+    return recv_impl(e, buf, cap, timeout_ns, false);
+}
+
+int ofl_chan_try_recv(struct ofl_chan_end *e, void *buf, size_t cap)
+{
+    return recv_impl(e, buf, cap, 0, true);
+}
+
+int ofl_chan_post(struct ofl_chan_end *e, const void *msg, size_t len)
+{
+    if (!end_valid(e) || (len && !msg)) return -EINVAL;
+    if (len > OFL_CHAN_MSG_MAX) return -EMSGSIZE;
+    if (chan_busy_get(e, BUSY_TX)) return -EBUSY;
+    int rc = 0;
+    if (!chan_end_open(e))
+        rc = -EPIPE;
+    else if (chan_out_pending(e))
+        rc = -ENOBUFS;
+    else {
+        chan_line_post(e, KIND_MSG, msg, len);
+        stat_add(&e->stats.posted, 1);
+    }
+    chan_busy_put(e, BUSY_TX);
+    return rc;
+}
+
+int ofl_chan_post_done(const struct ofl_chan_end *e)
+{
+    return end_valid(e) && !chan_out_pending(e);
+}

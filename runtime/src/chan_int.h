@@ -1,0 +1,282 @@
+/* Channels: the region layout and the pieces chan.c, chan_bulk.c and chan_mgr.c
+ * share. Not a public header.
+ *
+ * Region: a header line, then `nchan` control blocks, then (page aligned) two
+ * staging slots of OFL_CHAN_STAGE_SLOT bytes per channel.
+ *
+ * Control block of one channel:
+ *   meta line      state (FREE/READY) and name; written under the region's lock
+ *   line[2]        each side's message line: an 8-byte header word and 56 bytes of
+ *                  payload. The header holds the side's message sequence number,
+ *                  its acknowledgement of the other side's sequence number, the
+ *                  payload length and the message kind.
+ *   side[2]        per side: an identity line (owner pid, open generation, flags)
+ *                  and a bulk status line per direction (progress of the current
+ *                  transfer, per-chunk CRCs and copy paths); written by that side.
+ *   sg[]           side A's scatter-gather area: the entries of the chunk it posted.
+ *
+ * Direct messages (see chan.c): side S has message s pending while S.seq != R.ack.
+ * The header words are the only words both sides write, always with CAS: the
+ * owner posts (seq + 1) and acknowledges (ack := peer seq), and a sender that gives
+ * up withdraws its message by advancing the *receiver's* ack itself. Taking and
+ * withdrawing are one CAS each on the same word, so exactly one of them wins. */
+#ifndef OFL_CHAN_INT_H
+#define OFL_CHAN_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "offlow/chan.h"
+#include "offlow/wait.h"
+
+#define CHAN_MAGIC 0x314e4148434c464full /* "OFLCHAN1" little-endian */
+#define CHAN_VERSION 1u
+#define CHAN_MAX_CHANNELS (1u << 20)
+#define CHAN_PAGE 4096u
+
+/* ---- line header word: seq:24 | ack:24 | len:8 | kind:8 ---- */
+#define SEQ_MASK 0xFFFFFFu
+
+enum { KIND_NONE = 0, KIND_MSG = 1, KIND_BEGIN = 2, KIND_CHUNK = 3 };
+
+static inline uint32_t h_seq(uint64_t h) { return (uint32_t)h & SEQ_MASK; }
+static inline uint32_t h_ack(uint64_t h) { return (uint32_t)(h >> 24) & SEQ_MASK; }
+static inline unsigned h_len(uint64_t h) { return (unsigned)(h >> 48) & 0xFFu; }
+static inline unsigned h_kind(uint64_t h) { return (unsigned)(h >> 56); }
+static inline uint64_t h_make(uint32_t seq, uint32_t ack, unsigned len, unsigned kind)
+{
+    return (uint64_t)(seq & SEQ_MASK) | (uint64_t)(ack & SEQ_MASK) << 24 |
+           (uint64_t)(len & 0xFFu) << 48 | (uint64_t)(kind & 0xFFu) << 56;
+}
+
+struct chan_line {
+    uint64_t hdr;
+    uint8_t payload[OFL_CHAN_MSG_MAX];
+};
+_Static_assert(sizeof(struct chan_line) == 64, "a message line is one cache line");
+
+/* One scatter-gather entry: `len` bytes at `addr` in side A's address space. */
+struct chan_sg {
+    uint64_t addr;
+    uint64_t len;
+};
+
+enum { SIDE_WANT_BOUNCE = 1u };
+
+/* Bulk status of one direction (dir 0: A -> B, dir 1: B -> A) on one side. `prog`
+ * packs the transfer id, its error (positive errno, 0 while fine) and a chunk
+ * count (B: chunks copied and acknowledged; A: chunks verified when receiving),
+ * so one load gives a consistent view; the other fields are written before it. */
+struct chan_bulk_st {
+    _Alignas(64) uint64_t prog;    /* xfer << 32 | errno << 24 | count */
+    uint64_t done;                 /* bytes acknowledged */
+    uint64_t outstanding;          /* bytes still to move */
+    uint64_t expected;             /* on -EMSGSIZE: the size this side expected */
+    uint64_t copying;              /* B: xfer << 32 | chunk + 1 while it copies A's memory */
+    uint32_t crc[4];               /* B sending: running CRC32C after chunk c at [c % 4] */
+    uint8_t path[4];               /* B: OFL_CHAN_PATH_* of chunk c at [c % 4] */
+};
+_Static_assert(sizeof(struct chan_bulk_st) == 64, "bulk status is one line");
+
+#define PROG_COUNT_MAX 0xFFFFFFu
+
+static inline uint64_t prog_make(uint32_t xfer, int err, uint32_t count)
+{
+    return (uint64_t)xfer << 32 | (uint64_t)((uint32_t)-err & 0xFFu) << 24 |
+           (count & PROG_COUNT_MAX);
+}
+static inline uint32_t prog_xfer(uint64_t p) { return (uint32_t)(p >> 32); }
+static inline int prog_err(uint64_t p) { return -(int)((p >> 24) & 0xFFu); }
+static inline uint32_t prog_count(uint64_t p) { return (uint32_t)p & PROG_COUNT_MAX; }
+
+/* One side's lines; written by that side only. */
+struct chan_side {
+    _Alignas(64) int32_t owner;    /* pid holding the side (0: none); CAS to open */
+    uint32_t gen;                  /* odd while open; bumped by open and close */
+    int32_t pid;                   /* owner's pid, published before gen turns odd */
+    uint32_t flags;                /* SIDE_WANT_BOUNCE */
+    uint32_t rx_waiting;           /* a receiver is blocked in recv (or a manager serves) */
+    uint32_t cookie;               /* with end_addr: finds the end in a same-process peer */
+    uint64_t end_addr;
+    struct chan_bulk_st st[2];
+};
+
+enum { CHAN_FREE = 0, CHAN_READY = 1 };
+
+struct chan_ctl {
+    _Alignas(64) uint32_t state;
+    uint32_t id;
+    char name[OFL_CHAN_NAME_MAX + 1];
+    _Alignas(64) struct chan_line line[2];
+    struct chan_side side[2];
+    _Alignas(64) struct chan_sg sg[OFL_CHAN_SG_MAX];
+};
+
+struct chan_region {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t nchan;
+    uint64_t size;
+    uint64_t stage_off;        /* offset of the staging slots */
+    int32_t lock;              /* pid of the creator holding the table lock, 0 free */
+    uint32_t ctl_size;
+    uint8_t pad_[64 - 40];
+};
+_Static_assert(sizeof(struct chan_region) == 64, "region header is one line");
+
+/* Payload of a KIND_CHUNK message (A -> B). */
+struct chan_chunk_msg {
+    uint32_t xfer;
+    uint32_t index;
+    uint64_t total;            /* bytes in the whole transfer */
+    uint64_t offset;           /* where this chunk starts in the transfer */
+    uint32_t bytes;            /* bytes in this chunk (<= OFL_CHAN_STAGE_SLOT) */
+    uint32_t crc;              /* A sending: running CRC32C up to this chunk's end */
+    uint16_t nent;             /* entries in the SG area */
+    uint16_t flags;            /* CHUNK_STAGED: the bytes are in slot index % 2 */
+    uint32_t pad_;
+};
+_Static_assert(sizeof(struct chan_chunk_msg) <= OFL_CHAN_MSG_MAX, "chunk message fits");
+
+/* Payload of a KIND_BEGIN message (B -> A). */
+struct chan_begin_msg {
+    uint32_t xfer;
+    uint32_t pad_;
+    uint64_t total;
+};
+
+enum { CHUNK_STAGED = 1u };
+
+/* ---- region access ---- */
+struct chan_region *chan_region_ok(const void *region);
+struct chan_ctl *chan_ctl_at(const struct chan_region *r, uint32_t id);
+uint8_t *chan_stage_at(const struct chan_region *r, uint32_t id);
+
+static inline struct chan_ctl *end_ctl(const struct ofl_chan_end *e) { return e->ctl; }
+static inline struct chan_side *side_mine(const struct ofl_chan_end *e)
+{
+    return &end_ctl(e)->side[e->side];
+}
+static inline struct chan_side *side_peer(const struct ofl_chan_end *e)
+{
+    return &end_ctl(e)->side[!e->side];
+}
+static inline struct chan_line *line_mine(const struct ofl_chan_end *e) { return e->line_mine; }
+static inline struct chan_line *line_peer(const struct ofl_chan_end *e)
+{
+    return (struct chan_line *)e->line_peer;
+}
+
+/* ---- in-process call guards (bits of e->busy) ---- */
+enum { BUSY_TX = 1u, BUSY_RX = 2u };
+int chan_busy_get(struct ofl_chan_end *e, uint32_t bits);
+void chan_busy_put(struct ofl_chan_end *e, uint32_t bits);
+
+/* ---- the message lines ---- */
+/* 1 while our last posted message is neither taken nor withdrawn. */
+bool chan_out_pending(const struct ofl_chan_end *e);
+/* Post `len` bytes of kind `kind` (our previous message must be resolved). */
+void chan_line_post(struct ofl_chan_end *e, unsigned kind, const void *msg, size_t len);
+/* Withdraw our pending message: 1 withdrawn, 0 the peer had taken it. */
+int chan_line_withdraw(struct ofl_chan_end *e);
+/* A pending peer message: returns 1 and its header (and our ack at that time in
+ * *ack), or 0. */
+int chan_line_peek(const struct ofl_chan_end *e, uint64_t *hdr, uint32_t *ack);
+/* Copy the pending message's payload (min(len, 56) bytes) to `buf`, then take it.
+ * Returns 1, or 0 when the sender withdrew it meanwhile (buf then means nothing). */
+int chan_line_take(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack, void *buf);
+
+/* ---- peers and waiting ---- */
+/* Is our end open (not closed by close() on another thread)? */
+bool chan_end_open(const struct ofl_chan_end *e);
+
+/* Per-call view of the peer plus the waiting state of a blocking call. */
+struct chan_wait {
+    struct ofl_waiter w;
+    uint64_t deadline;          /* absolute ns; UINT64_MAX: none */
+    uint64_t timeout;           /* the call's timeout (bulk: without progress) */
+    uint64_t next_live;         /* next liveness check */
+    uint32_t n;                 /* calls since the last clock read */
+    uint32_t peer_gen;          /* the peer session we talk to; 0: none yet */
+    pid_t peer_pid;
+    int pidfd;                  /* -1 not opened, -2 pidfd unsupported */
+};
+
+/* Peer states from chan_peer_check. */
+enum { PEER_OPEN = 0, PEER_ABSENT = 1 };
+
+/* The peer as this call sees it: PEER_OPEN (attaching now if it just opened),
+ * PEER_ABSENT (never opened yet), or -EPIPE (closed, or a different session). */
+int chan_peer_check(const struct ofl_chan_end *e, struct chan_wait *cw);
+/* 1 alive, 0 dead. `pidfd` caches a pidfd (-1: open one; -2: unsupported; NULL:
+ * use kill(pid, 0) and /proc only). */
+int chan_pid_alive(pid_t pid, int *pidfd);
+
+void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t timeout_ns);
+/* A wait that made no progress: spin or yield; checks the abort word, our end,
+ * the peer's end, the peer's process (about every ms) and the deadline. Returns 0
+ * (keep waiting), -ETIMEDOUT, -EPIPE or -ECANCELED. */
+int chan_wait(struct chan_wait *cw, const struct ofl_chan_end *e);
+/* Progress was made: spin again; bulk calls also push the deadline out. */
+void chan_wait_progress(struct chan_wait *cw, bool push_deadline);
+void chan_wait_done(struct chan_wait *cw);
+
+/* Side A, after closing or failing a transfer: wait (bounded) until B no longer
+ * copies to or from our memory in direction `dir` for transfer `xfer` (any
+ * transfer when `any`), so the caller may free or reuse its buffer. */
+void chan_quiesce_peer_copy(const struct ofl_chan_end *e, int dir, uint32_t xfer, bool any);
+
+/* ---- counters ---- */
+static inline void stat_add(uint64_t *c, uint64_t v) { __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }
+
+/* ---- bulk state machines (chan_bulk.c) ---- */
+enum { BULK_IDLE = 0, BULK_SEND = 1, BULK_RECV = 2 };
+/* Step results (>= 0) besides negative errors. */
+enum { STEP_IDLE = 0, STEP_PROGRESS = 1, STEP_DONE = 2 };
+
+struct chan_bulk {
+    int role;                  /* BULK_SEND / BULK_RECV */
+    int phase;
+    uint8_t *buf;
+    uint64_t len;
+    uint32_t xfer;
+    uint32_t crc;              /* running CRC: sent (A), landed (receiver), source (B) */
+    int refuse;                /* manager: refuse the transfer (-EMSGSIZE) */
+    /* A: chunks posted, chunks acknowledged (sending) or verified (receiving),
+     * bytes described so far, the chunks in flight (index % 4) */
+    uint32_t posted, acked;
+    uint64_t next_off;
+    uint64_t fl_off[4];
+    uint32_t fl_bytes[4];
+    uint32_t fl_crc0[4];       /* running CRC before the chunk (to re-post it staged) */
+    uint8_t fl_staged[4];
+    int line_ours;             /* our line holds a message of this transfer */
+    /* A: the next chunk, prepared while the line is busy */
+    int prepared;
+    struct chan_chunk_msg next;
+    uint32_t next_nent;
+    /* B: next chunk index expected, bytes done */
+    uint32_t index;
+    uint64_t done;
+    /* liveness for callers without a chan_wait (the manager) */
+    uint32_t peer_gen;
+    pid_t peer_pid;
+    /* SG entries: A's prepared chunk, or the chunk B took (last: not cleared) */
+    struct chan_sg ents[OFL_CHAN_SG_MAX];
+};
+
+/* Begin a transfer on `e` (buffer `buf`, `len` bytes). Returns 0 or -EINVAL. */
+int chan_bulk_start(struct ofl_chan_end *e, struct chan_bulk *op, int role, void *buf,
+                    uint64_t len);
+/* One non-blocking step: STEP_IDLE, STEP_PROGRESS, STEP_DONE or a negative error
+ * (then the transfer is over on both sides: chan_bulk_fail has run). */
+int chan_bulk_step(struct ofl_chan_end *e, struct chan_bulk *op);
+/* End a transfer in progress with error `err` (timeout, abort, close): tells the
+ * peer, withdraws our pending chunk message, waits until the peer no longer copies
+ * our memory. */
+void chan_bulk_fail(struct ofl_chan_end *e, struct chan_bulk *op, int err);
+/* A bulk transfer toward this end is announced: 1 and its size, else 0. */
+int chan_bulk_incoming(const struct ofl_chan_end *e, uint64_t *total);
+
+#endif
