@@ -1,0 +1,817 @@
+/* Channels: bulk transfers as non-blocking state machines (blocking calls loop
+ * over the steps; managers interleave the steps of many channels).
+ *
+ * A -> B (direction 0)               B -> A (direction 1)
+ *   A posts CHUNK 0..n-1, each with    B posts BEGIN(total).
+ *     its SG entries in the SG area,   A takes it, compares sizes (-EMSGSIZE) and
+ *     the running CRC32C of the          accepts by publishing the transfer id,
+ *     bytes so far and the total.        then posts CHUNK 0..n-1 describing its
+ *   B takes CHUNK 0, compares sizes    destination pages.
+ *     (-EMSGSIZE), copies each chunk,  B takes each chunk, writes its bytes into
+ *     checks the CRC over the bytes      A's pages (or stages them), and acks it
+ *     that landed (-EBADMSG) and acks    with the running CRC of what it sent.
+ *     it in its status line.           A verifies each acked chunk over the bytes
+ *                                        that landed and publishes its count; B's
+ *                                        send ends when A verified every chunk.
+ * A keeps the line busy: while B copies chunk n, chunk n+1 is posted (and its CRC
+ * computed). A side that gives up publishes its error in its status line with the
+ * transfer id; the peer sees it at its next step. Before side A returns from a
+ * failed transfer it waits until B no longer copies A's memory (`copying`, with a
+ * seq_cst store-then-load on both sides, so one of them always sees the other).
+ *
+ * Copy paths (side B): memcpy when A is an end in this process (found by address
+ * and cookie, and every entry bounded by A's live buffer), process_vm_readv/writev
+ * otherwise; when the kernel refuses those (EPERM, ENOSYS) or either end asks for
+ * it, the bytes go through the channel's two staging slots: A copies into slot
+ * n % 2 before posting chunk n (B asks by setting SIDE_WANT_BOUNCE and leaving an
+ * unstaged chunk untaken: A withdraws and re-posts it staged), or B stages chunk n
+ * and A copies it out when verifying. */
+#include "chan_int.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define LOAD(p, o) __atomic_load_n((p), __ATOMIC_##o)
+#define STORE(p, v, o) __atomic_store_n((p), (v), __ATOMIC_##o)
+
+/* Largest transfer: chunk counts stay within 24 bits. */
+#define BULK_MAX_LEN (1ull << 36)
+
+enum { PH_WAIT = 0, PH_ACCEPT, PH_RUN, PH_FINAL, PH_OVER };
+
+/* Direction of the transfer: 0 when A sends, 1 when B sends. */
+static int op_dir(const struct ofl_chan_end *e, const struct chan_bulk *op)
+{
+    return (e->side == OFL_CHAN_A) == (op->role == BULK_SEND) ? 0 : 1;
+}
+
+static uint8_t *slot(const struct ofl_chan_end *e, uint32_t index)
+{
+    return e->stage + (size_t)(index & 1u) * OFL_CHAN_STAGE_SLOT;
+}
+
+static bool path_ok(unsigned p)
+{
+    return p == OFL_CHAN_PATH_MEMCPY || p == OFL_CHAN_PATH_VM || p == OFL_CHAN_PATH_BOUNCE;
+}
+
+static void count_path(struct ofl_chan_end *e, unsigned path, uint64_t bytes)
+{
+    if (!path_ok(path)) return;
+    uint64_t *c = path == OFL_CHAN_PATH_MEMCPY ? &e->stats.bytes_memcpy
+                  : path == OFL_CHAN_PATH_VM   ? &e->stats.bytes_vm
+                                               : &e->stats.bytes_bounce;
+    stat_add(c, bytes);
+    stat_add(&e->stats.chunks, 1);
+    __atomic_fetch_or(&e->stats.paths, path, __ATOMIC_RELAXED);
+}
+
+static void set_progress(struct ofl_chan_end *e, uint64_t done, uint64_t len, uint32_t chunks,
+                         int status)
+{
+    STORE(&e->progress.done, done, RELAXED);
+    STORE(&e->progress.outstanding, len - done, RELAXED);
+    STORE(&e->progress.chunks, chunks, RELAXED);
+    STORE(&e->progress.status, status, RELAXED);
+}
+
+/* Our status line for this transfer: counters first, then the packed word. */
+static void publish(struct ofl_chan_end *e, const struct chan_bulk *op, int err, uint32_t count,
+                    uint64_t done)
+{
+    struct chan_bulk_st *st = &side_mine(e)->st[op_dir(e, op)];
+    STORE(&st->done, done, RELAXED);
+    STORE(&st->outstanding, op->len - done, RELAXED);
+    STORE(&st->prog, prog_make(op->xfer, err, count), SEQ_CST);
+}
+
+/* A transfer id above both sides' last one in this direction; its low bit is the
+ * side that starts it. */
+static uint32_t new_xfer(const struct ofl_chan_end *e, int dir)
+{
+    uint32_t a = prog_xfer(LOAD(&side_mine(e)->st[dir].prog, ACQUIRE));
+    uint32_t b = prog_xfer(LOAD(&side_peer(e)->st[dir].prog, ACQUIRE));
+    uint32_t m = a > b ? a : b;
+    return (((m >> 1) + 1) << 1) | (uint32_t)e->side;
+}
+
+/* What a peer's error means here: the shared verdicts stay, a peer that gave up
+ * (timeout, abort, closed) aborted the transfer. */
+static int peer_err(int err)
+{
+    switch (err) {
+    case -EMSGSIZE:
+    case -EBADMSG:
+    case -EFAULT:
+    case -EPROTO:
+    case -EPIPE: return err;   /* it found us (or itself) closed */
+    default: return -ECONNABORTED;
+    }
+}
+
+static int posted_count(const struct ofl_chan_end *e, const struct chan_bulk *op)
+{
+    if (e->side == OFL_CHAN_B) return (int)op->index;
+    return (int)(op->role == BULK_SEND ? op->posted : op->acked);
+}
+
+static void op_end(struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    if (e->side == OFL_CHAN_A) {
+        STORE(&e->bulk_buf, NULL, RELEASE);
+        STORE(&e->bulk_len, 0, RELEASE);
+    }
+    op->phase = PH_OVER;
+}
+
+void chan_bulk_fail(struct ofl_chan_end *e, struct chan_bulk *op, int err)
+{
+    if (op->phase == PH_OVER) return;
+    int dir = op_dir(e, op);
+    if (op->xfer) {
+        uint32_t count = (uint32_t)posted_count(e, op);
+        publish(e, op, err, count, e->side == OFL_CHAN_B ? op->done : 0);
+    }
+    /* A message of ours the peer has not taken is part of this transfer. */
+    if (op->line_ours && chan_out_pending(e)) chan_line_withdraw(e);
+    if (e->side == OFL_CHAN_A && op->xfer) chan_quiesce_peer_copy(e, dir, op->xfer, false);
+    stat_add(&e->stats.bulk_failed, 1);
+    STORE(&e->progress.status, err, RELAXED);
+    op_end(e, op);
+}
+
+static int fail(struct ofl_chan_end *e, struct chan_bulk *op, int err)
+{
+    chan_bulk_fail(e, op, err);
+    return err;
+}
+
+/* A call that found the wrong kind of message before any transfer began. */
+static int unstarted(struct ofl_chan_end *e, struct chan_bulk *op, int err)
+{
+    STORE(&e->progress.status, err, RELAXED);
+    op_end(e, op);
+    return err;
+}
+
+static int finish(struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    stat_add(op->role == BULK_SEND ? &e->stats.bulk_sent : &e->stats.bulk_received, 1);
+    STORE(&e->progress.status, 0, RELAXED);
+    op_end(e, op);
+    return STEP_DONE;
+}
+
+int chan_bulk_start(struct ofl_chan_end *e, struct chan_bulk *op, int role, void *buf,
+                    uint64_t len)
+{
+    if ((len && !buf) || len >= BULK_MAX_LEN || (role != BULK_SEND && role != BULK_RECV))
+        return -EINVAL;
+    memset(op, 0, offsetof(struct chan_bulk, ents));
+    op->role = role;
+    op->buf = buf;
+    op->len = len;
+    op->phase = PH_WAIT;
+    int dir = op_dir(e, op);
+    set_progress(e, 0, len, 0, 0);
+    if (e->side == OFL_CHAN_A) {
+        STORE(&e->bulk_len, len, RELEASE);
+        STORE(&e->bulk_buf, (const uint8_t *)buf, RELEASE);
+    }
+    if (role == BULK_SEND) {
+        op->xfer = new_xfer(e, dir);
+        if (e->side == OFL_CHAN_A) {
+            publish(e, op, 0, 0, 0);
+            op->phase = PH_RUN;
+        }
+    }
+    return 0;
+}
+
+/* Our end still open, and the peer the session this transfer started with. */
+static int peer_ok(const struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    if (!chan_end_open(e)) return -EPIPE;
+    uint32_t g = LOAD(&side_peer(e)->gen, ACQUIRE);
+    if (op->peer_gen) return g == op->peer_gen ? 0 : -EPIPE;
+    if (g & 1u) {
+        op->peer_gen = g;
+        op->peer_pid = LOAD(&side_peer(e)->pid, RELAXED);
+        return 0;
+    }
+    return g == 0 ? 0 : -EPIPE;
+}
+
+/* ---- side A: describing its buffer ---- */
+
+static bool more_chunks(const struct chan_bulk *op)
+{
+    return op->next_off < op->len || op->posted == 0;
+}
+
+static bool want_staged(const struct ofl_chan_end *e)
+{
+    return LOAD(&e->copy, RELAXED) == OFL_CHAN_COPY_BOUNCE ||
+           (LOAD(&side_peer(e)->flags, ACQUIRE) & SIDE_WANT_BOUNCE);
+}
+
+/* The next chunk: page-granular entries of our buffer from next_off, at most K of
+ * them and `cap` bytes; sending, its running CRC (copied into its slot first when
+ * staged). */
+static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, bool staged)
+{
+    uint64_t off = op->next_off, left = op->len - off, bytes = 0;
+    uint32_t k = LOAD(&e->sg_per_chunk, RELAXED), n = 0;
+    if (k < 1 || k > OFL_CHAN_SG_MAX) k = OFL_CHAN_SG_DEFAULT;
+    while (n < k && bytes < left && bytes < cap) {
+        uintptr_t a = (uintptr_t)(op->buf + off + bytes);
+        uint64_t l = CHAN_PAGE - (a & (CHAN_PAGE - 1));
+        if (l > left - bytes) l = left - bytes;
+        if (l > cap - bytes) l = cap - bytes;
+        op->ents[n].addr = a;
+        op->ents[n].len = l;
+        n++;
+        bytes += l;
+    }
+    memset(&op->next, 0, sizeof op->next);
+    op->next.xfer = op->xfer;
+    op->next.index = op->posted;
+    op->next.total = op->len;
+    op->next.offset = off;
+    op->next.bytes = (uint32_t)bytes;
+    op->next.nent = (uint16_t)n;
+    op->next.flags = staged ? CHUNK_STAGED : 0;
+    op->next_nent = n;
+    if (op->role == BULK_SEND) {
+        const uint8_t *src = op->buf + off;
+        op->next.crc = staged ? ofl_crc32c_copy(op->crc, slot(e, op->posted), src, bytes)
+                              : ofl_crc32c(op->crc, src, bytes);
+    }
+    op->prepared = 1;
+}
+
+static void post_chunk(struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    memcpy(end_ctl(e)->sg, op->ents, op->next_nent * sizeof *op->ents);
+    uint32_t w = op->posted % 4;
+    op->fl_off[w] = op->next.offset;
+    op->fl_bytes[w] = op->next.bytes;
+    op->fl_crc0[w] = op->crc;
+    op->fl_staged[w] = (uint8_t)(op->next.flags & CHUNK_STAGED);
+    chan_line_post(e, KIND_CHUNK, &op->next, sizeof op->next);
+    op->line_ours = 1;
+    if (op->role == BULK_SEND) op->crc = op->next.crc;
+    op->posted++;
+    op->next_off += op->next.bytes;
+    op->prepared = 0;
+}
+
+static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    const struct chan_side *b = side_peer(e);
+    int progress = STEP_IDLE;
+    uint64_t bp = LOAD(&b->st[0].prog, ACQUIRE);
+    if (prog_xfer(bp) == op->xfer) {
+        if (prog_err(bp)) return fail(e, op, peer_err(prog_err(bp)));
+        uint32_t acked = prog_count(bp);
+        if (acked > op->posted || acked < op->acked) return fail(e, op, -EPROTO);
+        if (acked != op->acked) {
+            for (; op->acked < acked; op->acked++)
+                count_path(e, LOAD(&b->st[0].path[op->acked % 4], RELAXED),
+                           op->fl_bytes[op->acked % 4]);
+            uint32_t w = (acked - 1) % 4;
+            set_progress(e, op->fl_off[w] + op->fl_bytes[w], op->len, acked, 0);
+            progress = STEP_PROGRESS;
+        }
+        if (op->acked == op->posted && !more_chunks(op)) return finish(e, op);
+    }
+    /* B cannot read our memory and asks for the bounce: take back the unstaged
+     * chunk it has not taken and post it again through a staging slot. */
+    if (op->posted > op->acked && !op->fl_staged[(op->posted - 1) % 4] &&
+        (LOAD(&b->flags, ACQUIRE) & SIDE_WANT_BOUNCE) && chan_out_pending(e) &&
+        chan_line_withdraw(e)) {
+        uint32_t w = (op->posted - 1) % 4;
+        op->posted--;
+        op->next_off = op->fl_off[w];
+        op->crc = op->fl_crc0[w];
+        op->prepared = 0;
+        op->line_ours = 0;
+        progress = STEP_PROGRESS;
+    }
+    if (!op->prepared && more_chunks(op)) {
+        bool staged = want_staged(e);
+        /* A staging slot is free once the chunk two back was acknowledged. */
+        if (!staged || op->posted < op->acked + 2) {
+            prepare(e, op, staged ? OFL_CHAN_STAGE_SLOT : UINT64_MAX, staged);
+            progress = STEP_PROGRESS;
+        }
+    }
+    if (op->prepared && !chan_out_pending(e)) {
+        post_chunk(e, op);
+        progress = STEP_PROGRESS;
+    }
+    return progress;
+}
+
+/* Side A receiving: check chunk `op->acked` that B acknowledged. */
+static int verify_chunk(struct ofl_chan_end *e, struct chan_bulk *op, const struct chan_bulk_st *bst)
+{
+    uint32_t v = op->acked, w = v % 4;
+    uint64_t off = op->fl_off[w];
+    uint32_t bytes = op->fl_bytes[w];
+    unsigned path = LOAD(&bst->path[w], RELAXED);
+    uint32_t want = LOAD(&bst->crc[w], RELAXED);
+    uint8_t *dst = op->buf + off;
+    if (path == OFL_CHAN_PATH_BOUNCE) memcpy(dst, slot(e, v), bytes);
+    uint64_t bad = LOAD(&e->corrupt_at, RELAXED);
+    if (bad >= off && bad - off < bytes) {
+        dst[bad - off] ^= 0xFFu;
+        STORE(&e->corrupt_at, UINT64_MAX, RELAXED);
+    }
+    uint32_t crc = ofl_crc32c(op->crc, dst, bytes);
+    if (crc != want) return -EBADMSG;
+    op->crc = crc;
+    op->acked++;
+    count_path(e, path, bytes);
+    publish(e, op, 0, op->acked, off + bytes);
+    set_progress(e, off + bytes, op->len, op->acked, 0);
+    return 0;
+}
+
+static int step_a_recv(struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    const struct chan_side *b = side_peer(e);
+    uint64_t ph;
+    uint32_t ack;
+    if (op->phase == PH_WAIT) {
+        if (!chan_line_peek(e, &ph, &ack)) return STEP_IDLE;
+        if (h_kind(ph) != KIND_BEGIN || h_len(ph) != sizeof(struct chan_begin_msg))
+            return unstarted(e, op, -EPROTO);
+        struct chan_begin_msg bm;
+        memset(&bm, 0, sizeof bm);
+        if (!chan_line_take(e, ph, ack, &bm)) return STEP_IDLE;
+        op->xfer = bm.xfer;
+        if (op->refuse || bm.total != op->len) {
+            STORE(&side_mine(e)->st[1].expected, op->refuse ? 0 : op->len, RELAXED);
+            return fail(e, op, -EMSGSIZE);
+        }
+        publish(e, op, 0, 0, 0);
+        op->phase = PH_RUN;
+        return STEP_PROGRESS;
+    }
+    int progress = STEP_IDLE;
+    uint64_t bp = LOAD(&b->st[1].prog, ACQUIRE);
+    if (prog_xfer(bp) == op->xfer) {
+        if (prog_err(bp)) return fail(e, op, peer_err(prog_err(bp)));
+        uint32_t acks = prog_count(bp);
+        if (acks > op->posted) return fail(e, op, -EPROTO);
+        while (op->acked < acks) {
+            int rc = verify_chunk(e, op, &b->st[1]);
+            if (rc < 0) return fail(e, op, rc);
+            progress = STEP_PROGRESS;
+        }
+        if (op->acked == op->posted && !more_chunks(op)) return finish(e, op);
+    }
+    /* B writes chunk c's CRC at [c % 4] and may stage it in slot c % 2: post chunk
+     * c only once chunk c - 2 is verified. */
+    if (!op->prepared && more_chunks(op) && op->posted < op->acked + 2) {
+        prepare(e, op, OFL_CHAN_STAGE_SLOT, false);
+        progress = STEP_PROGRESS;
+    }
+    if (op->prepared && !chan_out_pending(e)) {
+        post_chunk(e, op);
+        progress = STEP_PROGRESS;
+    }
+    return progress;
+}
+
+/* ---- side B: the copy engine ---- */
+
+/* The peer's end when it lives in this process: found by the address and cookie it
+ * published, read through process_vm_readv so a wrong address cannot fault. */
+static const struct ofl_chan_end *same_process_peer(struct ofl_chan_end *e)
+{
+    if (e->peer_end) return e->peer_end;
+    const struct chan_side *p = side_peer(e);
+    uint64_t addr = LOAD(&p->end_addr, ACQUIRE);
+    uint32_t cookie = LOAD(&p->cookie, ACQUIRE);
+    struct ofl_chan_end tmp;
+    struct iovec lv = {.iov_base = &tmp, .iov_len = sizeof tmp};
+    struct iovec rv = {.iov_base = (void *)(uintptr_t)addr, .iov_len = sizeof tmp};
+    if (process_vm_readv(getpid(), &lv, 1, &rv, 1, 0) != (ssize_t)sizeof tmp) return NULL;
+    if (tmp.cookie != cookie || tmp.region != e->region || tmp.ctl != e->ctl ||
+        tmp.id != e->id || tmp.side == e->side)
+        return NULL;
+    e->peer_end = (const struct ofl_chan_end *)(uintptr_t)addr;
+    return e->peer_end;
+}
+
+/* Can process_vm_* reach the peer? Probed once per peer session on a byte of its
+ * end (EFAULT still means permission was granted). */
+static int vm_usable(struct ofl_chan_end *e, const struct chan_bulk *op)
+{
+    if (e->vm_state) return e->vm_state > 0;
+    uint8_t byte;
+    struct iovec lv = {.iov_base = &byte, .iov_len = 1};
+    struct iovec rv = {
+        .iov_base = (void *)(uintptr_t)LOAD(&side_peer(e)->end_addr, ACQUIRE), .iov_len = 1};
+    if (process_vm_readv(op->peer_pid, &lv, 1, &rv, 1, 0) < 0 &&
+        (errno == EPERM || errno == ENOSYS)) {
+        e->vm_state = -1;
+        return 0;
+    }
+    e->vm_state = 1;
+    return 1;
+}
+
+/* How B moves this chunk: OFL_CHAN_PATH_MEMCPY or _VM, or 0 for the bounce. */
+static unsigned pick_path(struct ofl_chan_end *e, const struct chan_bulk *op, bool probe)
+{
+    if (e->vm_gen != op->peer_gen) {
+        e->vm_gen = op->peer_gen;
+        e->vm_state = 0;
+        e->peer_end = NULL;
+    }
+    int mode = LOAD(&e->copy, RELAXED);
+    if (mode == OFL_CHAN_COPY_BOUNCE || (LOAD(&side_peer(e)->flags, ACQUIRE) & SIDE_WANT_BOUNCE))
+        return 0;
+    if (mode != OFL_CHAN_COPY_VM && op->peer_pid == getpid() && same_process_peer(e))
+        return OFL_CHAN_PATH_MEMCPY;
+    if (e->vm_state < 0 || (probe && !vm_usable(e, op))) return 0;
+    return OFL_CHAN_PATH_VM;
+}
+
+/* Announce that we copy A's memory for chunk `index`, then make sure A still runs
+ * the transfer (A checks `copying` after publishing a failure, the reverse order). */
+static int copy_begin(struct ofl_chan_end *e, const struct chan_bulk *op, int dir, uint32_t index)
+{
+    struct chan_bulk_st *st = &side_mine(e)->st[dir];
+    STORE(&st->copying, (uint64_t)op->xfer << 32 | (index + 1u), SEQ_CST);
+    const struct chan_side *a = side_peer(e);
+    uint64_t ap = LOAD(&a->st[dir].prog, SEQ_CST);
+    if (LOAD(&a->gen, SEQ_CST) != op->peer_gen) return -EPIPE;
+    if (prog_xfer(ap) == op->xfer && prog_err(ap)) return peer_err(prog_err(ap));
+    return 0;
+}
+
+static void copy_end(struct ofl_chan_end *e, int dir)
+{
+    STORE(&side_mine(e)->st[dir].copying, 0, RELEASE);
+}
+
+/* Every entry inside the same-process peer's live bulk buffer? */
+static bool in_peer_buffer(const struct ofl_chan_end *peer, const struct chan_sg *ents,
+                           uint32_t n)
+{
+    uintptr_t lo = (uintptr_t)LOAD(&peer->bulk_buf, ACQUIRE);
+    uint64_t len = LOAD(&peer->bulk_len, ACQUIRE);
+    if (!lo) return false;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t a = ents[i].addr;
+        if (a < lo || a - lo > len || ents[i].len > len - (a - lo)) return false;
+    }
+    return true;
+}
+
+/* process_vm_readv (write: writev) between `local` and A's entries. */
+static int vm_copy(struct ofl_chan_end *e, const struct chan_bulk *op, uint8_t *local,
+                   uint64_t bytes, uint32_t n, bool write)
+{
+    struct iovec lv = {.iov_base = local, .iov_len = bytes};
+    struct iovec rv[OFL_CHAN_SG_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        rv[i].iov_base = (void *)(uintptr_t)op->ents[i].addr;
+        rv[i].iov_len = op->ents[i].len;
+    }
+    ssize_t got = write ? process_vm_writev(op->peer_pid, &lv, 1, rv, n, 0)
+                        : process_vm_readv(op->peer_pid, &lv, 1, rv, n, 0);
+    if (got == (ssize_t)bytes) return 0;
+    if (got >= 0) return -EFAULT;   /* part of the range is not mapped */
+    if (errno == ESRCH) return -EPIPE;
+    if (errno == EPERM || errno == ENOSYS) {
+        e->vm_state = -1;
+        return -EPERM;
+    }
+    return -EFAULT;
+}
+
+/* A chunk message B took: consistent with the transfer and its SG entries. */
+static int check_chunk(const struct chan_bulk *op, const struct chan_chunk_msg *m, bool b_sends)
+{
+    if (m->nent > OFL_CHAN_SG_MAX || m->offset != op->done || m->bytes > op->len - op->done)
+        return -EPROTO;
+    if ((m->flags & ~CHUNK_STAGED) || (b_sends && m->flags)) return -EPROTO;
+    if (m->bytes == 0 && op->len != 0) return -EPROTO;
+    if ((b_sends || (m->flags & CHUNK_STAGED)) && m->bytes > OFL_CHAN_STAGE_SLOT) return -EPROTO;
+    uint64_t sum = 0;
+    for (uint32_t i = 0; i < m->nent; i++) {
+        if (op->ents[i].len == 0 || op->ents[i].len > m->bytes) return -EPROTO;
+        sum += op->ents[i].len;
+    }
+    return sum == m->bytes ? 0 : -EPROTO;
+}
+
+/* Pending chunk message and its SG entries, read before taking it (valid once the
+ * take succeeds: A changes neither while the message is pending). */
+static int read_chunk(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t ph,
+                      struct chan_chunk_msg *m)
+{
+    if (h_kind(ph) != KIND_CHUNK || h_len(ph) != sizeof *m) return -EPROTO;
+    memcpy(m, line_peer(e)->payload, sizeof *m);
+    uint32_t n = m->nent <= OFL_CHAN_SG_MAX ? m->nent : 0;
+    memcpy(op->ents, end_ctl(e)->sg, n * sizeof *op->ents);
+    return 0;
+}
+
+/* B receiving: land the chunk in our buffer. */
+static int copy_in(struct ofl_chan_end *e, struct chan_bulk *op, const struct chan_chunk_msg *m,
+                   unsigned path)
+{
+    uint8_t *dst = op->buf + m->offset;
+    if (path == OFL_CHAN_PATH_BOUNCE) {
+        memcpy(dst, slot(e, m->index), m->bytes);
+        return 0;
+    }
+    int rc = copy_begin(e, op, 0, m->index);
+    if (!rc && path == OFL_CHAN_PATH_MEMCPY) {
+        if (!in_peer_buffer(e->peer_end, op->ents, m->nent))
+            rc = -EFAULT;
+        else
+            for (uint32_t i = 0, pos = 0; i < m->nent; pos += (uint32_t)op->ents[i].len, i++)
+                memcpy(dst + pos, (const void *)(uintptr_t)op->ents[i].addr, op->ents[i].len);
+    } else if (!rc) {
+        rc = vm_copy(e, op, dst, m->bytes, m->nent, false);
+        if (rc == -EPERM) rc = -EFAULT;   /* permission vanished after the probe */
+    }
+    copy_end(e, 0);
+    return rc;
+}
+
+static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    const struct chan_side *a = side_peer(e);
+    if (op->phase == PH_RUN) {
+        uint64_t ap = LOAD(&a->st[0].prog, ACQUIRE);
+        if (prog_xfer(ap) == op->xfer && prog_err(ap)) return fail(e, op, peer_err(prog_err(ap)));
+    }
+    uint64_t ph;
+    uint32_t ack;
+    if (!chan_line_peek(e, &ph, &ack)) return STEP_IDLE;
+    struct chan_chunk_msg m;
+    if (read_chunk(e, op, ph, &m) < 0)
+        return op->phase == PH_WAIT ? unstarted(e, op, -EPROTO) : fail(e, op, -EPROTO);
+    /* A stages when asked; until it sees the request, leave its chunk untaken. */
+    if (!(m.flags & CHUNK_STAGED) && !pick_path(e, op, true)) {
+        struct chan_side *s = side_mine(e);
+        __atomic_fetch_or(&s->flags, SIDE_WANT_BOUNCE, __ATOMIC_RELEASE);
+        return STEP_IDLE;
+    }
+    if (!chan_line_take(e, ph, ack, &m)) return STEP_IDLE;
+    if (op->phase == PH_WAIT) {
+        if (m.index != 0) return STEP_PROGRESS;   /* left from a transfer given up */
+        op->xfer = m.xfer;
+        if (op->refuse || m.total != op->len) {
+            STORE(&side_mine(e)->st[0].expected, op->refuse ? 0 : op->len, RELAXED);
+            return fail(e, op, -EMSGSIZE);
+        }
+        op->phase = PH_RUN;
+        publish(e, op, 0, 0, 0);
+    } else if (m.xfer != op->xfer || m.index != op->index) {
+        return fail(e, op, -EPROTO);
+    }
+    int rc = check_chunk(op, &m, false);
+    if (rc < 0) return fail(e, op, rc);
+    unsigned path = (m.flags & CHUNK_STAGED) ? OFL_CHAN_PATH_BOUNCE : pick_path(e, op, false);
+    if (!path) return fail(e, op, -EPROTO);
+    rc = copy_in(e, op, &m, path);
+    if (rc < 0) return fail(e, op, rc);
+    uint8_t *dst = op->buf + m.offset;
+    uint64_t bad = LOAD(&e->corrupt_at, RELAXED);
+    if (bad >= m.offset && bad - m.offset < m.bytes) {
+        dst[bad - m.offset] ^= 0xFFu;
+        STORE(&e->corrupt_at, UINT64_MAX, RELAXED);
+    }
+    uint32_t crc = ofl_crc32c(op->crc, dst, m.bytes);
+    if (crc != m.crc) return fail(e, op, -EBADMSG);
+    op->crc = crc;
+    op->done += m.bytes;
+    op->index++;
+    STORE(&side_mine(e)->st[0].path[m.index % 4], (uint8_t)path, RELAXED);
+    publish(e, op, 0, op->index, op->done);
+    count_path(e, path, m.bytes);
+    set_progress(e, op->done, op->len, op->index, 0);
+    return op->done == op->len ? finish(e, op) : STEP_PROGRESS;
+}
+
+/* B sending: put the chunk's bytes into A's pages (or stage them); *crc gets the
+ * running CRC of what was sent. */
+static int copy_out(struct ofl_chan_end *e, struct chan_bulk *op, const struct chan_chunk_msg *m,
+                    unsigned *path, uint32_t *crc)
+{
+    const uint8_t *src = op->buf + m->offset;
+    unsigned p = pick_path(e, op, false);
+    if (p) {
+        int rc = copy_begin(e, op, 1, m->index);
+        if (!rc && p == OFL_CHAN_PATH_MEMCPY) {
+            if (!in_peer_buffer(e->peer_end, op->ents, m->nent)) rc = -EFAULT;
+            uint32_t c = op->crc, pos = 0;
+            for (uint32_t i = 0; !rc && i < m->nent; pos += (uint32_t)op->ents[i].len, i++)
+                c = ofl_crc32c_copy(c, (void *)(uintptr_t)op->ents[i].addr, src + pos,
+                                    op->ents[i].len);
+            *crc = c;
+        } else if (!rc) {
+            *crc = ofl_crc32c(op->crc, src, m->bytes);
+            rc = vm_copy(e, op, (uint8_t *)src, m->bytes, m->nent, true);
+        }
+        copy_end(e, 1);
+        if (rc == -EPERM)
+            p = 0;
+        else if (rc < 0)
+            return rc;
+    }
+    if (!p) {
+        *crc = ofl_crc32c_copy(op->crc, slot(e, m->index), src, m->bytes);
+        p = OFL_CHAN_PATH_BOUNCE;
+    }
+    *path = p;
+    return 0;
+}
+
+static int step_b_send(struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    const struct chan_side *a = side_peer(e);
+    if (op->phase == PH_WAIT) {
+        if (chan_out_pending(e)) return STEP_IDLE;   /* an earlier post is in the way */
+        struct chan_begin_msg bm;
+        memset(&bm, 0, sizeof bm);
+        bm.xfer = op->xfer;
+        bm.total = op->len;
+        publish(e, op, 0, 0, 0);
+        chan_line_post(e, KIND_BEGIN, &bm, sizeof bm);
+        op->line_ours = 1;
+        op->phase = PH_ACCEPT;
+        return STEP_PROGRESS;
+    }
+    uint64_t ap = LOAD(&a->st[1].prog, ACQUIRE);
+    bool accepted = prog_xfer(ap) == op->xfer;
+    if (accepted && prog_err(ap)) return fail(e, op, peer_err(prog_err(ap)));
+    if (op->phase == PH_FINAL)
+        return accepted && prog_count(ap) == op->index ? finish(e, op) : STEP_IDLE;
+    uint64_t ph;
+    uint32_t ack;
+    if (!chan_line_peek(e, &ph, &ack)) return STEP_IDLE;
+    struct chan_chunk_msg m;
+    /* A direct message waits for a receive; only chunks concern us. */
+    if (read_chunk(e, op, ph, &m) < 0) return STEP_IDLE;
+    if (m.xfer != op->xfer) {
+        /* A's first chunk of its own transfer while our BEGIN waits: both ends
+         * send at once, and side A has the right of way. */
+        if (op->phase == PH_ACCEPT && m.index == 0 && !(m.xfer & 1u) && chan_line_withdraw(e)) {
+            op->line_ours = 0;
+            return fail(e, op, -EPROTO);
+        }
+        return STEP_IDLE;
+    }
+    if (!chan_line_take(e, ph, ack, &m)) return STEP_IDLE;
+    op->line_ours = 0;
+    op->phase = PH_RUN;
+    if (m.index != op->index) return fail(e, op, -EPROTO);
+    int rc = check_chunk(op, &m, true);
+    if (rc < 0) return fail(e, op, rc);
+    unsigned path = 0;
+    uint32_t crc = 0;
+    rc = copy_out(e, op, &m, &path, &crc);
+    if (rc < 0) return fail(e, op, rc);
+    struct chan_bulk_st *st = &side_mine(e)->st[1];
+    STORE(&st->crc[m.index % 4], crc, RELAXED);
+    STORE(&st->path[m.index % 4], (uint8_t)path, RELAXED);
+    op->crc = crc;
+    op->done += m.bytes;
+    op->index++;
+    publish(e, op, 0, op->index, op->done);
+    count_path(e, path, m.bytes);
+    set_progress(e, op->done, op->len, op->index, 0);
+    if (op->done == op->len) op->phase = PH_FINAL;
+    return STEP_PROGRESS;
+}
+
+/* The peer is gone: did it leave a verdict on this transfer first? STEP_DONE, a
+ * negative error, or 0 for none. */
+static int peer_verdict(const struct ofl_chan_end *e, const struct chan_bulk *op)
+{
+    if (!op->xfer) return 0;
+    uint64_t p = LOAD(&side_peer(e)->st[op_dir(e, op)].prog, ACQUIRE);
+    if (prog_xfer(p) != op->xfer) return 0;
+    if (prog_err(p)) return peer_err(prog_err(p));
+    if (e->side == OFL_CHAN_A && op->role == BULK_SEND && !op->prepared && !more_chunks(op) &&
+        prog_count(p) == op->posted)
+        return STEP_DONE;
+    if (e->side == OFL_CHAN_B && op->role == BULK_SEND && op->phase == PH_FINAL &&
+        prog_count(p) == op->index)
+        return STEP_DONE;
+    return 0;
+}
+
+int chan_bulk_step(struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    if (op->phase == PH_OVER) return -EINVAL;
+    int rc = peer_ok(e, op);
+    if (rc < 0) {
+        int v = chan_end_open(e) ? peer_verdict(e, op) : 0;
+        if (v == STEP_DONE) return finish(e, op);
+        if (v < 0) rc = v;
+        return op->xfer ? fail(e, op, rc) : unstarted(e, op, rc);
+    }
+    if (e->side == OFL_CHAN_A) return op->role == BULK_SEND ? step_a_send(e, op) : step_a_recv(e, op);
+    return op->role == BULK_SEND ? step_b_send(e, op) : step_b_recv(e, op);
+}
+
+int chan_bulk_incoming(const struct ofl_chan_end *e, uint64_t *total)
+{
+    uint64_t ph;
+    uint32_t ack;
+    if (!chan_line_peek(e, &ph, &ack)) return 0;
+    const uint8_t *p = line_peer(e)->payload;
+    if (e->side == OFL_CHAN_B && h_kind(ph) == KIND_CHUNK &&
+        h_len(ph) == sizeof(struct chan_chunk_msg)) {
+        struct chan_chunk_msg m;
+        memcpy(&m, p, sizeof m);
+        *total = m.total;
+        return 1;
+    }
+    if (e->side == OFL_CHAN_A && h_kind(ph) == KIND_BEGIN &&
+        h_len(ph) == sizeof(struct chan_begin_msg)) {
+        struct chan_begin_msg m;
+        memcpy(&m, p, sizeof m);
+        *total = m.total;
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- blocking calls ---- */
+
+static uint32_t bulk_bits(const struct ofl_chan_end *e, int role)
+{
+    /* Side A posts chunks either way; side B takes chunks either way. */
+    if (e->side == OFL_CHAN_A) return role == BULK_SEND ? BUSY_TX : BUSY_TX | BUSY_RX;
+    return role == BULK_SEND ? BUSY_TX | BUSY_RX : BUSY_RX;
+}
+
+static int bulk_call(struct ofl_chan_end *e, int role, void *buf, size_t len, uint64_t timeout)
+{
+    if (!e || !e->ctl || (len && !buf)) return -EINVAL;
+    uint32_t bits = bulk_bits(e, role);
+    if (chan_busy_get(e, bits)) return -EBUSY;
+    struct chan_bulk op;
+    int rc = chan_end_open(e) ? chan_bulk_start(e, &op, role, buf, len) : -EPIPE;
+    if (!rc) {
+        struct chan_wait cw;
+        chan_wait_init(&cw, e, timeout);
+        for (;;) {
+            rc = chan_bulk_step(e, &op);
+            if (rc == STEP_DONE) {
+                rc = 0;
+                break;
+            }
+            if (rc < 0) break;
+            if (rc == STEP_PROGRESS) {
+                chan_wait_progress(&cw, true);
+                continue;
+            }
+            rc = chan_wait(&cw, e);
+            if (rc == -EPIPE) {
+                /* The peer closed or died: a verdict it published first still counts. */
+                rc = chan_bulk_step(e, &op);
+                if (rc == STEP_DONE) {
+                    rc = 0;
+                    break;
+                }
+                if (rc < 0) break;
+                rc = -EPIPE;
+            }
+            if (rc) {
+                if (op.xfer)
+                    chan_bulk_fail(e, &op, rc);
+                else
+                    unstarted(e, &op, rc);
+                break;
+            }
+        }
+        chan_wait_done(&cw);
+    }
+    chan_busy_put(e, bits);
+    return rc;
+}
+
+int ofl_chan_bulk_send(struct ofl_chan_end *e, const void *buf, size_t len, uint64_t timeout_ns)
+{
+    return bulk_call(e, BULK_SEND, (void *)(uintptr_t)buf, len, timeout_ns);
+}
+
+int ofl_chan_bulk_recv(struct ofl_chan_end *e, void *buf, size_t len, uint64_t timeout_ns)
+{
+    return bulk_call(e, BULK_RECV, buf, len, timeout_ns);
+}
