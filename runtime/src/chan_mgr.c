@@ -1,0 +1,248 @@
+/* Channel managers: a few threads serve many channel ends with non-blocking steps.
+ *
+ * Served ends are split among the threads by index (end i goes to thread
+ * i % nthreads). A thread sweeps its ends: a pending direct message is taken and
+ * given to the end's handler (which may post a reply: the peer takes it with its
+ * next receive, no thread waits for that); an announced bulk transfer gets a buffer
+ * from the bulk handler and then advances one step per sweep, its liveness checked
+ * about every millisecond. A sweep without work spins, then yields. Nothing here
+ * waits for a peer, so blocked senders on the other side never hold a thread. */
+#include "chan_int.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOAD(p, o) __atomic_load_n((p), __ATOMIC_##o)
+#define STORE(p, v, o) __atomic_store_n((p), (v), __ATOMIC_##o)
+
+#define MGR_MAX_THREADS 64u
+
+struct mgr_slot {
+    struct ofl_chan_end end;
+    ofl_chan_handler on_msg;
+    struct ofl_chan_bulk_handler bulk;
+    void *ctx;
+    bool active;               /* false once a handler's error closed the end */
+    bool op_active;            /* a bulk transfer is in progress */
+    uint32_t op_bits;          /* the busy bits it holds */
+    void *op_buf;
+    size_t op_len;
+    uint64_t next_live;        /* next liveness check of the transfer's peer */
+    struct chan_bulk op;
+};
+
+struct mgr_worker {
+    struct ofl_chan_mgr *m;
+    unsigned idx;
+    pthread_t thread;
+};
+
+struct ofl_chan_mgr {
+    unsigned nthreads;
+    unsigned started;
+    const volatile uint32_t *abort_flag;
+    uint32_t stop;
+    uint32_t count;            /* slots published (release) */
+    pthread_mutex_t lock;      /* serializes ofl_chan_mgr_serve */
+    struct mgr_worker workers[MGR_MAX_THREADS];
+    struct mgr_slot *slots[OFL_CHAN_MGR_MAX_ENDS];
+};
+
+static void op_over(struct mgr_slot *s, int status)
+{
+    s->op_active = false;
+    chan_busy_put(&s->end, s->op_bits);
+    if (s->bulk.done) s->bulk.done(s->ctx, &s->end, s->op_buf, s->op_len, status);
+}
+
+/* Advance the slot's bulk transfer by one step. Returns 1 on progress. */
+static int poll_bulk(struct mgr_slot *s, uint64_t *now)
+{
+    struct ofl_chan_end *e = &s->end;
+    int rc = chan_bulk_step(e, &s->op);
+    if (rc == STEP_IDLE) {
+        if (!*now) *now = ofl_now_ns();
+        if (*now < s->next_live) return 0;
+        s->next_live = *now + OFL_WAIT_CHECK_NS;
+        if (!s->op.peer_pid || chan_pid_alive(s->op.peer_pid, NULL)) return 0;
+        chan_bulk_fail(e, &s->op, -EPIPE);
+        rc = -EPIPE;
+    }
+    if (rc == STEP_DONE || rc < 0) op_over(s, rc == STEP_DONE ? 0 : rc);
+    return 1;
+}
+
+/* Take the pending message without looking at it (malformed or left over). */
+static void drop_pending(struct ofl_chan_end *e, uint64_t ph, uint32_t ack)
+{
+    uint8_t junk[OFL_CHAN_MSG_MAX];
+    if (chan_busy_get(e, BUSY_RX)) return;
+    chan_line_take(e, ph, ack, junk);
+    chan_busy_put(e, BUSY_RX);
+}
+
+static int poll_msg(struct mgr_slot *s, uint64_t ph, uint32_t ack)
+{
+    struct ofl_chan_end *e = &s->end;
+    unsigned len = h_len(ph);
+    if (len > OFL_CHAN_MSG_MAX) {
+        drop_pending(e, ph, ack);
+        return 1;
+    }
+    if (!s->on_msg || chan_busy_get(e, BUSY_RX)) return 0;
+    uint8_t buf[OFL_CHAN_MSG_MAX];
+    int got = chan_line_take(e, ph, ack, buf);
+    chan_busy_put(e, BUSY_RX);
+    if (!got) return 1;
+    stat_add(&e->stats.received, 1);
+    if (s->on_msg(s->ctx, e, buf, len) < 0) {
+        ofl_chan_close(e);
+        s->active = false;
+    }
+    return 1;
+}
+
+/* A bulk transfer toward the end was announced: ask for a buffer and start. */
+static int start_bulk(struct mgr_slot *s, uint64_t total, uint64_t *now)
+{
+    struct ofl_chan_end *e = &s->end;
+    uint32_t bits = e->side == OFL_CHAN_A ? BUSY_TX | BUSY_RX : BUSY_RX;
+    if (chan_busy_get(e, bits)) return 0;
+    void *buf = NULL;
+    if (s->bulk.begin && total <= SIZE_MAX) buf = s->bulk.begin(s->ctx, e, (size_t)total);
+    int rc = chan_bulk_start(e, &s->op, BULK_RECV, buf, buf ? total : 0);
+    if (rc < 0) {
+        /* A size the state machine cannot take: refuse it like a NULL buffer. */
+        buf = NULL;
+        rc = chan_bulk_start(e, &s->op, BULK_RECV, NULL, 0);
+    }
+    s->op.refuse = buf == NULL;
+    s->op_bits = bits;
+    s->op_buf = buf;
+    s->op_len = buf ? (size_t)total : 0;
+    s->op_active = true;
+    if (!*now) *now = ofl_now_ns();
+    s->next_live = *now + OFL_WAIT_CHECK_NS;
+    if (rc < 0) op_over(s, rc);
+    return 1;
+}
+
+/* One look at one served end. Returns 1 when something happened. */
+static int poll_slot(struct mgr_slot *s, uint64_t *now)
+{
+    if (!s->active) return 0;
+    struct ofl_chan_end *e = &s->end;
+    if (s->op_active) return poll_bulk(s, now);
+    uint64_t ph;
+    uint32_t ack;
+    if (!chan_line_peek(e, &ph, &ack)) {
+        /* The peer closed: a reply it never took is withdrawn. */
+        uint32_t g = LOAD(&side_peer(e)->gen, ACQUIRE);
+        if (g && !(g & 1u) && chan_out_pending(e) && !chan_busy_get(e, BUSY_TX)) {
+            if (chan_out_pending(e)) chan_line_withdraw(e);
+            chan_busy_put(e, BUSY_TX);
+        }
+        return 0;
+    }
+    if (h_kind(ph) == KIND_MSG) return poll_msg(s, ph, ack);
+    uint64_t total;
+    if (chan_bulk_incoming(e, &total)) return start_bulk(s, total, now);
+    drop_pending(e, ph, ack);   /* a chunk of a transfer given up, or garbage */
+    return 1;
+}
+
+static void *worker_main(void *arg)
+{
+    struct mgr_worker *w = arg;
+    struct ofl_chan_mgr *m = w->m;
+    struct ofl_waiter wt;
+    ofl_waiter_init(&wt, NULL, 0, m->abort_flag);
+    while (!LOAD(&m->stop, ACQUIRE)) {
+        uint32_t n = LOAD(&m->count, ACQUIRE);
+        uint64_t now = 0;
+        int work = 0;
+        for (uint32_t i = w->idx; i < n; i += m->nthreads) work |= poll_slot(m->slots[i], &now);
+        if (work)
+            ofl_waiter_progress(&wt);
+        else if (ofl_wait(&wt) < 0)
+            sched_yield();   /* aborted: idle until stopped */
+    }
+    return NULL;
+}
+
+struct ofl_chan_mgr *ofl_chan_mgr_start(unsigned nthreads, const volatile uint32_t *abort_flag)
+{
+    if (nthreads < 1 || nthreads > MGR_MAX_THREADS) return NULL;
+    struct ofl_chan_mgr *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->nthreads = nthreads;
+    m->abort_flag = abort_flag;
+    if (pthread_mutex_init(&m->lock, NULL)) {
+        free(m);
+        return NULL;
+    }
+    for (unsigned i = 0; i < nthreads; i++) {
+        m->workers[i].m = m;
+        m->workers[i].idx = i;
+        if (pthread_create(&m->workers[i].thread, NULL, worker_main, &m->workers[i])) {
+            ofl_chan_mgr_stop(m);
+            return NULL;
+        }
+        m->started = i + 1;
+    }
+    return m;
+}
+
+int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
+                       ofl_chan_handler on_msg, const struct ofl_chan_bulk_handler *on_bulk,
+                       void *ctx)
+{
+    if (!m) return -EINVAL;
+    struct mgr_slot *s = calloc(1, sizeof *s);
+    if (!s) return -ENOMEM;
+    int rc = ofl_chan_open(&s->end, region, id, side, m->abort_flag);
+    if (rc) {
+        free(s);
+        return rc;
+    }
+    s->on_msg = on_msg;
+    if (on_bulk) s->bulk = *on_bulk;
+    s->ctx = ctx;
+    s->active = true;
+    /* A served end always receives: senders may hand it messages with try_send. */
+    STORE(&side_mine(&s->end)->rx_waiting, 1u, RELAXED);
+    pthread_mutex_lock(&m->lock);
+    uint32_t n = m->count;
+    if (n < OFL_CHAN_MGR_MAX_ENDS) {
+        m->slots[n] = s;
+        STORE(&m->count, n + 1, RELEASE);
+    }
+    pthread_mutex_unlock(&m->lock);
+    if (n >= OFL_CHAN_MGR_MAX_ENDS) {
+        ofl_chan_close(&s->end);
+        free(s);
+        return -ENOSPC;
+    }
+    return 0;
+}
+
+void ofl_chan_mgr_stop(struct ofl_chan_mgr *m)
+{
+    if (!m) return;
+    STORE(&m->stop, 1u, RELEASE);
+    for (unsigned i = 0; i < m->started; i++) pthread_join(m->workers[i].thread, NULL);
+    for (uint32_t i = 0; i < m->count; i++) {
+        struct mgr_slot *s = m->slots[i];
+        if (s->op_active) {
+            chan_bulk_fail(&s->end, &s->op, -ECANCELED);
+            op_over(s, -ECANCELED);
+        }
+        ofl_chan_close(&s->end);
+        free(s);
+    }
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
