@@ -1,0 +1,1321 @@
+/* Channels: direct messages, bulk transfers, every error path in both directions,
+ * names, managers, and a many-channel stress test verifying every byte.
+ *
+ * Two processes share a MAP_SHARED | MAP_ANONYMOUS region across fork(); threads
+ * of one process share it too (the memcpy path). A child's checks print like the
+ * parent's; its exit status carries its failure count back.
+ *
+ * usage: test_chan [STRESS_CHANNELS [STRESS_MAX_BYTES]] */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "offlow/chan.h"
+#include "offlow/err.h"
+
+#define MS 1000000ull
+#define LONG_WAIT (20000 * MS)   /* never reached in a passing run */
+
+/* ---- helpers ---- */
+
+struct region {
+    void *mem;
+    size_t size;
+    uint32_t nchan;
+};
+
+static struct region region_new(uint32_t nchan)
+{
+    struct region r = {.size = ofl_chan_region_size(nchan), .nchan = nchan};
+    r.mem = mmap(NULL, r.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (r.mem == MAP_FAILED) {
+        perror("mmap");
+        exit(2);
+    }
+    if (ofl_chan_region_format(r.mem, r.size, nchan) != 0) {
+        fprintf(stderr, "format failed\n");
+        exit(2);
+    }
+    return r;
+}
+
+static void region_free(struct region *r)
+{
+    munmap(r->mem, r->size);
+}
+
+/* A word of shared memory for flags between processes. */
+static volatile uint32_t *shared_words(size_t n)
+{
+    void *m = mmap(NULL, n * 4, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) exit(2);
+    return m;
+}
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Deterministic bytes: byte i of stream `seed` (both sides compute it). */
+static void fill(uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t v = splitmix(&s);
+        memcpy(p + i, &v, 8);
+    }
+    if (i < n) {
+        uint64_t v = splitmix(&s);
+        memcpy(p + i, &v, n - i);
+    }
+}
+
+/* Index of the first byte that differs from fill(seed), or -1. */
+static long long first_bad(const uint8_t *p, size_t n, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (size_t i = 0; i < n; i += 8) {
+        uint64_t v = splitmix(&s);
+        size_t k = n - i < 8 ? n - i : 8;
+        if (memcmp(p + i, &v, k)) {
+            for (size_t j = 0; j < k; j++)
+                if (p[i + j] != ((uint8_t *)&v)[j]) return (long long)(i + j);
+        }
+    }
+    return -1;
+}
+
+static int open_end(struct ofl_chan_end *e, struct region *r, int id, int side)
+{
+    int rc = ofl_chan_open(e, r->mem, (uint32_t)id, side, NULL);
+    if (rc) printf("open side %d of %d: %s\n", side, id, ofl_strerror(rc));
+    return rc;
+}
+
+/* Run fn(arg) in a child process; returns its pid. The child exits with its
+ * failure count (capped). */
+static pid_t spawn(void (*fn)(void *), void *arg)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(2);
+    }
+    if (pid == 0) {
+        ofl_test_failures = 0;
+        fn(arg);
+        fflush(stdout);
+        _exit(ofl_test_failures > 100 ? 100 : ofl_test_failures);
+    }
+    return pid;
+}
+
+static void reap(pid_t pid, const char *what)
+{
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child exited cleanly (status %#x)", what, st);
+}
+
+static void reap_quiet(pid_t pid)
+{
+    int st;
+    waitpid(pid, &st, 0);
+}
+
+/* ---- CRC32C ---- */
+
+static uint32_t crc_bitwise(const uint8_t *p, size_t n)
+{
+    uint32_t c = ~0u;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+static void test_crc32c(void)
+{
+    CHECK(ofl_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c(123456789) = E3069283");
+    CHECK(ofl_crc32c_sw(0, "123456789", 9) == 0xE3069283u, "table crc32c(123456789)");
+    size_t n = 200000;
+    uint8_t *a = malloc(n + 16), *b = malloc(n + 16);
+    fill(a, n + 16, 7);
+    int bad = 0, bad_split = 0, bad_copy = 0;
+    uint64_t s = 1;
+    for (int t = 0; t < 300; t++) {
+        size_t off = splitmix(&s) % 9, len = t < 100 ? (size_t)t : splitmix(&s) % n;
+        uint32_t want = crc_bitwise(a + off, len);
+        if (ofl_crc32c(0, a + off, len) != want || ofl_crc32c_sw(0, a + off, len) != want) bad++;
+        size_t cut = len ? splitmix(&s) % len : 0;
+        if (ofl_crc32c(ofl_crc32c(0, a + off, cut), a + off + cut, len - cut) != want) bad_split++;
+        if (ofl_crc32c_copy(0, b + 3, a + off, len) != want || memcmp(b + 3, a + off, len))
+            bad_copy++;
+    }
+    CHECK(bad == 0, "hardware and table CRC equal a bitwise reference (300 buffers, %d bad)", bad);
+    CHECK(bad_split == 0, "CRC continued across a split equals the whole (%d bad)", bad_split);
+    CHECK(bad_copy == 0, "copy-and-CRC copies and matches (%d bad)", bad_copy);
+    free(a);
+    free(b);
+}
+
+/* ---- region and names ---- */
+
+static void test_names(void)
+{
+    struct region r = region_new(1024);
+    CHECK(ofl_chan_region_size(0) == 0, "no region of 0 channels");
+    CHECK(ofl_chan_region_format(r.mem, r.size - 1, 1024) == -EINVAL, "format: too small");
+    CHECK(ofl_chan_region_format((uint8_t *)r.mem + 8, r.size - 64, 4) == -EINVAL,
+          "format: misaligned");
+    CHECK(ofl_chan_create(r.mem, "") == -EINVAL, "create: empty name");
+    CHECK(ofl_chan_create(r.mem, "0123456789012345678901234567890123") == -EINVAL,
+          "create: name too long");
+    uint64_t junk[64] = {0};
+    CHECK(ofl_chan_create(junk, "x") == -EINVAL, "create: not a region");
+    CHECK(ofl_chan_lookup(r.mem, "nope") == -ENOENT, "lookup: no such channel");
+    int ids_ok = 1;
+    char name[40];
+    static int ids[1024];
+    for (int i = 0; i < 1024; i++) {
+        snprintf(name, sizeof name, "chan-%d", i);
+        ids[i] = ofl_chan_create(r.mem, name);
+        if (ids[i] < 0 || ids[i] >= 1024) ids_ok = 0;
+    }
+    CHECK(ids_ok, "1024 channels created");
+    CHECK(ofl_chan_create(r.mem, "chan-5") == -EEXIST, "create: name exists");
+    CHECK(ofl_chan_create(r.mem, "one-more") == -ENOSPC, "create: table full");
+    int look_ok = 1, name_ok = 1;
+    for (int i = 0; i < 1024; i++) {
+        snprintf(name, sizeof name, "chan-%d", i);
+        if (ofl_chan_lookup(r.mem, name) != ids[i]) look_ok = 0;
+        const char *n = ofl_chan_name(r.mem, (uint32_t)ids[i]);
+        if (!n || strcmp(n, name)) name_ok = 0;
+    }
+    CHECK(look_ok, "every name looks up to its id");
+    CHECK(name_ok, "every id names its channel");
+    CHECK(ofl_chan_lookup(r.mem, "one-more") == -ENOENT, "lookup in a full table: -ENOENT");
+    static struct ofl_chan_end ends[1024][2];
+    int open_ok = 1;
+    for (int i = 0; i < 1024; i++)
+        for (int s = 0; s < 2; s++)
+            if (ofl_chan_open(&ends[i][s], r.mem, (uint32_t)ids[i], s, NULL)) open_ok = 0;
+    CHECK(open_ok, "1024 channels open on both sides at once");
+    int msg_ok = 1;
+    for (int i = 0; i < 1024; i += 97) {
+        uint32_t v = (uint32_t)i * 3, got = 0;
+        if (ofl_chan_post(&ends[i][0], &v, 4) || ofl_chan_recv(&ends[i][1], &got, 4, LONG_WAIT) != 4 ||
+            got != v)
+            msg_ok = 0;
+    }
+    CHECK(msg_ok, "messages on a sample of the 1024 channels");
+    for (int i = 0; i < 1024; i++)
+        for (int s = 0; s < 2; s++) ofl_chan_close(&ends[i][s]);
+    region_free(&r);
+
+    /* Concurrent creators in two processes: each name exists once. */
+    struct region r2 = region_new(64);
+    fflush(stdout);
+    pid_t pid = fork();
+    int mine = 0;
+    for (int i = 0; i < 48; i++) {
+        snprintf(name, sizeof name, "n%d", i);
+        if (ofl_chan_create(r2.mem, name) >= 0) mine++;
+    }
+    if (pid == 0) _exit(mine);
+    int st;
+    waitpid(pid, &st, 0);
+    int total = mine + (WIFEXITED(st) ? WEXITSTATUS(st) : 1000);
+    CHECK(total == 48, "two processes creating the same 48 names: %d creations succeed", total);
+    region_free(&r2);
+}
+
+static void test_open_close(void)
+{
+    struct region r = region_new(4);
+    int id = ofl_chan_create(r.mem, "oc");
+    struct ofl_chan_end a, b, c;
+    CHECK(ofl_chan_open(&a, r.mem, 4, OFL_CHAN_A, NULL) == -EINVAL, "open: id out of range");
+    CHECK(ofl_chan_open(&a, r.mem, (uint32_t)(id + 1) % 4, OFL_CHAN_A, NULL) == -EINVAL,
+          "open: id of no channel");
+    CHECK(ofl_chan_open(&a, r.mem, (uint32_t)id, 2, NULL) == -EINVAL, "open: bad side");
+    uint8_t buf[8];
+    CHECK(ofl_chan_send(&a, "x", 1, 0) == -EINVAL, "send on an end whose open failed: -EINVAL");
+    CHECK(ofl_chan_recv(&a, buf, 8, 0) == -EINVAL, "recv on an end whose open failed: -EINVAL");
+    CHECK(ofl_chan_bulk_send(&a, buf, 8, 0) == -EINVAL, "bulk send on a failed end: -EINVAL");
+    CHECK(ofl_chan_open(&a, r.mem, (uint32_t)id, OFL_CHAN_A, NULL) == 0, "open side A");
+    CHECK(ofl_chan_open(&c, r.mem, (uint32_t)id, OFL_CHAN_A, NULL) == -EBUSY, "side A twice: -EBUSY");
+    CHECK(ofl_chan_set_chunk(&a, 0) == -EINVAL && ofl_chan_set_chunk(&a, 65) == -EINVAL &&
+              ofl_chan_set_chunk(&a, 64) == 0,
+          "set_chunk accepts 1..64");
+    CHECK(ofl_chan_set_copy(&a, 7) == -EINVAL, "set_copy: bad mode");
+    CHECK(ofl_chan_send(&a, buf, 57, 0) == -EMSGSIZE, "send of 57 bytes: -EMSGSIZE");
+    CHECK(ofl_chan_open(&b, r.mem, (uint32_t)id, OFL_CHAN_B, NULL) == 0, "open side B");
+    ofl_chan_close(&b);
+    ofl_chan_close(&b);
+    CHECK(ofl_chan_send(&a, "x", 1, LONG_WAIT) == -EPIPE, "send to a closed peer: -EPIPE");
+    CHECK(ofl_chan_recv(&a, buf, 8, LONG_WAIT) == -EPIPE, "recv from a closed peer: -EPIPE");
+    CHECK(ofl_chan_bulk_recv(&a, buf, 8, LONG_WAIT) == -EPIPE, "bulk recv, closed peer: -EPIPE");
+    CHECK(ofl_chan_send(&b, "x", 1, 0) == -EPIPE, "send on our closed end: -EPIPE");
+    CHECK(ofl_chan_open(&b, r.mem, (uint32_t)id, OFL_CHAN_B, NULL) == 0, "reopen side B");
+    CHECK(ofl_chan_post(&a, "hi", 2) == 0, "post to the reopened peer");
+    CHECK(ofl_chan_recv(&b, buf, 8, LONG_WAIT) == 2 && !memcmp(buf, "hi", 2),
+          "the reopened end receives");
+    ofl_chan_close(&a);
+    ofl_chan_close(&b);
+    region_free(&r);
+}
+
+/* ---- direct messages between threads ---- */
+
+struct echo_arg {
+    struct ofl_chan_end *e;
+    int count;
+};
+
+/* Receive `count` messages and send each back with its bytes incremented. */
+static void *echo_main(void *p)
+{
+    struct echo_arg *a = p;
+    uint8_t buf[OFL_CHAN_MSG_MAX];
+    for (int i = 0; i < a->count; i++) {
+        int n = ofl_chan_recv(a->e, buf, sizeof buf, LONG_WAIT);
+        if (n < 0) return (void *)(intptr_t)n;
+        for (int k = 0; k < n; k++) buf[k]++;
+        int rc = ofl_chan_send(a->e, buf, (size_t)n, LONG_WAIT);
+        if (rc) return (void *)(intptr_t)rc;
+    }
+    return NULL;
+}
+
+static void echo_rounds(struct ofl_chan_end *near, int count, const char *what)
+{
+    int bad = 0;
+    uint8_t out[OFL_CHAN_MSG_MAX], in[OFL_CHAN_MSG_MAX];
+    for (int i = 0; i < count; i++) {
+        size_t len = (size_t)i % (OFL_CHAN_MSG_MAX + 1);
+        for (size_t k = 0; k < len; k++) out[k] = (uint8_t)(i + k);
+        if (ofl_chan_send(near, out, len, LONG_WAIT)) bad++;
+        int n = ofl_chan_recv(near, in, sizeof in, LONG_WAIT);
+        if (n != (int)len) {
+            bad++;
+            continue;
+        }
+        for (size_t k = 0; k < len; k++)
+            if (in[k] != (uint8_t)(out[k] + 1)) bad++;
+    }
+    CHECK(bad == 0, "%s: %d echoed messages of 0..56 bytes (%d bad)", what, count, bad);
+}
+
+static void test_direct_threads(void)
+{
+    struct region r = region_new(2);
+    int id = ofl_chan_create(r.mem, "direct");
+    struct ofl_chan_end a, b;
+    open_end(&a, &r, id, OFL_CHAN_A);
+    open_end(&b, &r, id, OFL_CHAN_B);
+    /* A -> B -> A, then B -> A -> B. */
+    for (int dir = 0; dir < 2; dir++) {
+        struct echo_arg ea = {.e = dir ? &a : &b, .count = 2000};
+        pthread_t t;
+        pthread_create(&t, NULL, echo_main, &ea);
+        echo_rounds(dir ? &b : &a, ea.count, dir ? "threads B->A" : "threads A->B");
+        void *ret;
+        pthread_join(t, &ret);
+        CHECK(ret == NULL, "echo thread finished cleanly (%d)", (int)(intptr_t)ret);
+    }
+    /* A message longer than the receiver's buffer stays pending. */
+    uint8_t big[40] = {1, 2, 3}, small[8];
+    CHECK(ofl_chan_post(&a, big, sizeof big) == 0, "post 40 bytes");
+    CHECK(ofl_chan_post(&a, big, 1) == -ENOBUFS, "a second post before the first is taken: -ENOBUFS");
+    CHECK(ofl_chan_post_done(&a) == 0, "post not done yet");
+    CHECK(ofl_chan_recv(&b, small, sizeof small, LONG_WAIT) == -EMSGSIZE,
+          "recv into 8 bytes: -EMSGSIZE");
+    CHECK(ofl_chan_recv(&b, big, sizeof big, LONG_WAIT) == 40 && big[2] == 3,
+          "then the whole message with a big enough buffer");
+    CHECK(ofl_chan_post_done(&a) == 1, "post done once taken");
+    struct ofl_chan_stats st;
+    ofl_chan_get_stats(&b, &st);
+    CHECK(st.received == 4001, "B's stats count its received messages (%llu)",
+          (unsigned long long)st.received);
+    ofl_chan_close(&a);
+    ofl_chan_close(&b);
+    region_free(&r);
+}
+
+/* ---- try variants, timeouts, withdrawal ---- */
+
+struct recv_arg {
+    struct ofl_chan_end *e;
+    uint64_t timeout;
+    int rc;
+    uint8_t buf[OFL_CHAN_MSG_MAX];
+};
+
+static void *recv_main(void *p)
+{
+    struct recv_arg *a = p;
+    a->rc = ofl_chan_recv(a->e, a->buf, sizeof a->buf, a->timeout);
+    return NULL;
+}
+
+static void test_try_and_timeouts(void)
+{
+    struct region r = region_new(2);
+    int id = ofl_chan_create(r.mem, "try");
+    struct ofl_chan_end a, b;
+    open_end(&a, &r, id, OFL_CHAN_A);
+    open_end(&b, &r, id, OFL_CHAN_B);
+    uint8_t buf[OFL_CHAN_MSG_MAX];
+    for (int s = 0; s < 2; s++) {
+        struct ofl_chan_end *x = s ? &b : &a, *y = s ? &a : &b;
+        const char *d = s ? "B->A" : "A->B";
+        CHECK(ofl_chan_try_recv(y, buf, sizeof buf) == -EAGAIN, "%s try_recv, nothing pending: -EAGAIN", d);
+        CHECK(ofl_chan_try_send(x, "m", 1) == -EAGAIN, "%s try_send, no receiver: -EAGAIN", d);
+        CHECK(ofl_chan_try_recv(y, buf, sizeof buf) == -EAGAIN,
+              "%s the failed try_send left nothing behind", d);
+        CHECK(ofl_chan_recv(y, buf, sizeof buf, 2 * MS) == -ETIMEDOUT, "%s recv timeout: -ETIMEDOUT", d);
+        CHECK(ofl_chan_send(x, "old", 3, 2 * MS) == -ETIMEDOUT, "%s send timeout: -ETIMEDOUT", d);
+        CHECK(ofl_chan_try_recv(y, buf, sizeof buf) == -EAGAIN,
+              "%s the timed-out send was withdrawn: the peer never sees it", d);
+        /* A receiver blocked in recv takes a try_send. */
+        struct recv_arg ra = {.e = y, .timeout = LONG_WAIT};
+        pthread_t t;
+        pthread_create(&t, NULL, recv_main, &ra);
+        int rc;
+        while ((rc = ofl_chan_try_send(x, "new", 3)) == -EAGAIN) sched_yield();
+        pthread_join(t, NULL);
+        CHECK(rc == 0 && ra.rc == 3 && !memcmp(ra.buf, "new", 3),
+              "%s try_send to a blocked receiver delivers (rc %d, recv %d)", d, rc, ra.rc);
+        CHECK(ofl_chan_post(x, "p", 1) == 0 && ofl_chan_try_recv(y, buf, sizeof buf) == 1,
+              "%s try_recv takes a pending message", d);
+    }
+    struct ofl_chan_stats st;
+    ofl_chan_get_stats(&a, &st);
+    CHECK(st.withdrawn >= 1, "A's stats count its withdrawn sends (%llu)", (unsigned long long)st.withdrawn);
+
+    /* The abort word ends a wait. */
+    uint32_t abort_word = 0;
+    struct ofl_chan_end c;
+    ofl_chan_close(&a);
+    CHECK(ofl_chan_open(&c, r.mem, (uint32_t)id, OFL_CHAN_A, &abort_word) == 0, "open with an abort word");
+    abort_word = 1;
+    CHECK(ofl_chan_recv(&c, buf, sizeof buf, LONG_WAIT) == -ECANCELED, "abort word set: -ECANCELED");
+    CHECK(ofl_chan_bulk_send(&c, buf, 8, LONG_WAIT) == -ECANCELED, "abort word, bulk: -ECANCELED");
+    ofl_chan_close(&c);
+    ofl_chan_close(&b);
+    region_free(&r);
+}
+
+/* Sends and receives with tiny random timeouts racing each other across two
+ * processes: a send that returned 0 was received exactly once, in order; a send
+ * that timed out was never received. */
+#define RACE_N 6000
+
+struct race {
+    struct region *r;
+    int id;
+    volatile uint32_t *got;     /* [RACE_N]: times the receiver took message i */
+    volatile uint32_t *sent;    /* [RACE_N]: 1 delivered, 2 withdrawn */
+    volatile uint32_t *flags;   /* [0]: sender done; [1]: order violations */
+};
+
+static void race_receiver(void *p)
+{
+    struct race *x = p;
+    struct ofl_chan_end e;
+    if (open_end(&e, x->r, x->id, OFL_CHAN_B)) return;
+    uint64_t s = 99;
+    int32_t last = -1;
+    for (;;) {
+        uint32_t v;
+        int n = ofl_chan_recv(&e, &v, sizeof v, splitmix(&s) % 30000);
+        if (n == 4 && v < RACE_N) {
+            __atomic_fetch_add(&x->got[v], 1, __ATOMIC_RELAXED);
+            if ((int32_t)v <= last) x->flags[1]++;
+            last = (int32_t)v;
+        } else if (n == -ETIMEDOUT && __atomic_load_n(&x->flags[0], __ATOMIC_ACQUIRE)) {
+            break;
+        } else if (n != -ETIMEDOUT) {
+            CHECK(0, "race receiver: unexpected %d", n);
+            break;
+        }
+    }
+    ofl_chan_close(&e);
+}
+
+static void test_withdraw_race(void)
+{
+    struct region r = region_new(2);
+    int id = ofl_chan_create(r.mem, "race");
+    volatile uint32_t *w = shared_words(2 * RACE_N + 2);
+    struct race x = {.r = &r, .id = id, .got = w, .sent = w + RACE_N, .flags = w + 2 * RACE_N};
+    pid_t pid = spawn(race_receiver, &x);
+    struct ofl_chan_end e;
+    open_end(&e, &r, id, OFL_CHAN_A);
+    uint64_t s = 5;
+    int other = 0;
+    for (uint32_t i = 0; i < RACE_N; i++) {
+        int rc = ofl_chan_send(&e, &i, sizeof i, splitmix(&s) % 20000);
+        if (rc == 0)
+            x.sent[i] = 1;
+        else if (rc == -ETIMEDOUT)
+            x.sent[i] = 2;
+        else
+            other++;
+    }
+    __atomic_store_n(&x.flags[0], 1, __ATOMIC_RELEASE);
+    reap(pid, "race receiver");
+    int delivered = 0, withdrawn = 0, lost = 0, ghost = 0, dup = 0;
+    for (int i = 0; i < RACE_N; i++) {
+        if (x.sent[i] == 1) {
+            delivered++;
+            if (x.got[i] == 0) lost++;
+        } else if (x.sent[i] == 2) {
+            withdrawn++;
+            if (x.got[i]) ghost++;
+        }
+        if (x.got[i] > 1) dup++;
+    }
+    printf("race: %d delivered, %d withdrawn\n", delivered, withdrawn);
+    CHECK(other == 0, "race: sends end in 0 or -ETIMEDOUT only (%d others)", other);
+    CHECK(delivered > 0 && withdrawn > 0, "race: both outcomes happened");
+    CHECK(lost == 0, "race: every delivered send was received (%d lost)", lost);
+    CHECK(ghost == 0, "race: no withdrawn send was ever received (%d seen)", ghost);
+    CHECK(dup == 0 && x.flags[1] == 0, "race: no duplicates, in order (%d dup, %u out of order)",
+          dup, x.flags[1]);
+    ofl_chan_close(&e);
+    region_free(&r);
+}
+
+/* ---- peers in a child process ---- */
+
+enum { J_IDLE, J_SEND, J_RECV, J_BULK_SEND, J_BULK_RECV };
+
+/* What the child does on its end. */
+struct job {
+    struct region *r;
+    int id;
+    int side;
+    int op;                  /* J_* */
+    size_t len;
+    uint64_t seed;           /* data pattern */
+    uint64_t timeout;
+    uint64_t corrupt;        /* inject at this offset (UINT64_MAX: no) */
+    int copy;                /* enum ofl_chan_copy */
+    uint32_t k;              /* SG entries per chunk (0: default) */
+    int expect;              /* the result the child checks for */
+    int expect2;             /* also acceptable (0: same as expect) */
+    int close_mid;           /* close the end from another thread once bytes moved */
+    int exit_after_open_ms;  /* J_IDLE: exit this long after opening (0: sleep until killed) */
+    unsigned expect_path;    /* OFL_CHAN_PATH_* the child's stats must show (0: any) */
+    const char *what;
+};
+
+struct closer {
+    struct ofl_chan_end *e;
+    volatile int stop;
+};
+
+/* Close the end once its transfer has moved some bytes (the mid-transfer case). */
+static void *closer_main(void *p)
+{
+    struct closer *c = p;
+    struct ofl_chan_bulk_stat st;
+    do {
+        ofl_chan_bulk_progress(c->e, &st);
+        if (c->stop) return NULL;
+    } while (st.done == 0);
+    ofl_chan_close(c->e);
+    return NULL;
+}
+
+static int do_job(struct ofl_chan_end *e, const struct job *j, uint8_t *buf)
+{
+    switch (j->op) {
+    case J_SEND: return ofl_chan_send(e, buf, j->len, j->timeout);
+    case J_RECV: return ofl_chan_recv(e, buf, j->len, j->timeout);
+    case J_BULK_SEND: return ofl_chan_bulk_send(e, buf, j->len, j->timeout);
+    case J_BULK_RECV: return ofl_chan_bulk_recv(e, buf, j->len, j->timeout);
+    default: return 0;
+    }
+}
+
+static void job_main(void *p)
+{
+    const struct job *j = p;
+    struct ofl_chan_end e;
+    if (ofl_chan_open(&e, j->r->mem, (uint32_t)j->id, j->side, NULL)) {
+        CHECK(0, "%s: child open", j->what);
+        return;
+    }
+    if (j->op == J_IDLE) {
+        if (j->exit_after_open_ms) {
+            usleep((useconds_t)j->exit_after_open_ms * 1000);
+            _exit(0);   /* dies without closing */
+        }
+        for (;;) pause();
+    }
+    if (j->copy) ofl_chan_set_copy(&e, j->copy);
+    if (j->k) ofl_chan_set_chunk(&e, j->k);
+    if (j->corrupt != UINT64_MAX) ofl_chan_inject_corruption(&e, j->corrupt);
+    uint8_t *buf = malloc(j->len ? j->len : 1);
+    if (j->op == J_BULK_SEND || j->op == J_SEND) fill(buf, j->len, j->seed);
+    struct closer c = {.e = &e};
+    pthread_t t;
+    if (j->close_mid) pthread_create(&t, NULL, closer_main, &c);
+    int rc = do_job(&e, j, buf);
+    if (j->close_mid) {
+        c.stop = 1;
+        pthread_join(t, NULL);
+    }
+    CHECK(rc == j->expect || (j->expect2 && rc == j->expect2), "%s: child side got %s", j->what,
+          ofl_strerror(rc));
+    if (rc == 0 && j->op == J_BULK_RECV) {
+        long long bad = first_bad(buf, j->len, j->seed);
+        CHECK(bad < 0, "%s: child received every byte right (first bad %lld)", j->what, bad);
+    }
+    if (j->expect_path) {
+        struct ofl_chan_stats st;
+        ofl_chan_get_stats(&e, &st);
+        CHECK(st.paths == j->expect_path, "%s: child's copies took path %u (wanted %u)", j->what,
+              st.paths, j->expect_path);
+    }
+    free(buf);
+    ofl_chan_close(&e);
+}
+
+/* The parent's side of a two-process case: runs `op` on side A against the child's
+ * job on side B and checks both results. */
+struct pcase {
+    int op;
+    size_t len;
+    uint64_t timeout;
+    uint64_t corrupt;
+    int copy;
+    uint32_t k;
+    int expect, expect2;
+    int close_mid;           /* parent closes its own end mid-transfer */
+    int signal_mid;          /* parent sends this signal to the child mid-transfer */
+    int signal_after_ms;     /* ... or this long after starting (waits, not transfers) */
+};
+
+struct sig_arg {
+    struct ofl_chan_end *e;
+    pid_t pid;
+    int sig;
+    int after_ms;
+    volatile int stop;
+};
+
+static void *signaller_main(void *p)
+{
+    struct sig_arg *s = p;
+    if (s->after_ms) {
+        usleep((useconds_t)s->after_ms * 1000);
+    } else {
+        struct ofl_chan_bulk_stat st;
+        do {
+            ofl_chan_bulk_progress(s->e, &st);
+            if (s->stop) return NULL;
+        } while (st.done == 0);
+    }
+    kill(s->pid, s->sig);
+    return NULL;
+}
+
+static void run_pair(struct region *r, const char *what, struct job cj, struct pcase pc)
+{
+    int id = ofl_chan_create(r->mem, what);
+    if (id < 0) id = ofl_chan_lookup(r->mem, what);
+    cj.r = r;
+    cj.id = id;
+    cj.side = OFL_CHAN_B;
+    cj.what = what;
+    if (!cj.seed) cj.seed = (uint64_t)id * 1000003u + 17;
+    if (!cj.corrupt) cj.corrupt = UINT64_MAX;
+    struct ofl_chan_end e;
+    open_end(&e, r, id, OFL_CHAN_A);
+    if (pc.copy) ofl_chan_set_copy(&e, pc.copy);
+    if (pc.k) ofl_chan_set_chunk(&e, pc.k);
+    if (pc.corrupt) ofl_chan_inject_corruption(&e, pc.corrupt);
+    pid_t pid = spawn(job_main, &cj);
+    uint8_t *buf = malloc(pc.len ? pc.len : 1);
+    if (pc.op == J_BULK_SEND || pc.op == J_SEND) fill(buf, pc.len, cj.seed);
+    struct closer c = {.e = &e};
+    struct sig_arg sa = {.e = &e, .pid = pid, .sig = pc.signal_mid, .after_ms = pc.signal_after_ms};
+    pthread_t t;
+    if (pc.close_mid) pthread_create(&t, NULL, closer_main, &c);
+    if (pc.signal_mid) pthread_create(&t, NULL, signaller_main, &sa);
+    uint64_t t0 = ofl_now_ns();
+    int rc = do_job(&e, &(struct job){.op = pc.op, .len = pc.len, .timeout = pc.timeout}, buf);
+    double ms = (double)(ofl_now_ns() - t0) / 1e6;
+    if (pc.close_mid || pc.signal_mid) {
+        c.stop = sa.stop = 1;
+        pthread_join(t, NULL);
+    }
+    CHECK(rc == pc.expect || (pc.expect2 && rc == pc.expect2), "%s: parent side got %s (%.1f ms)",
+          what, ofl_strerror(rc), ms);
+    if (rc == 0 && pc.op == J_BULK_RECV) {
+        long long bad = first_bad(buf, pc.len, cj.seed);
+        CHECK(bad < 0, "%s: parent received every byte right (first bad %lld)", what, bad);
+    }
+    if (pc.signal_mid == SIGSTOP) kill(pid, SIGCONT);
+    if (pc.signal_mid == SIGKILL || (cj.op == J_IDLE && !cj.exit_after_open_ms)) {
+        kill(pid, SIGKILL);
+        reap_quiet(pid);
+    } else {
+        reap(pid, what);
+    }
+    free(buf);
+    ofl_chan_close(&e);
+}
+
+static void test_bulk_errors(void)
+{
+    struct region r = region_new(64);
+    const uint64_t T = LONG_WAIT;
+    /* Success first, both directions, every path. */
+    for (int copy = 0; copy < 3; copy++) {
+        char n1[32], n2[32];
+        snprintf(n1, sizeof n1, "ok A->B copy%d", copy);
+        snprintf(n2, sizeof n2, "ok B->A copy%d", copy);
+        run_pair(&r, n1, (struct job){.op = J_BULK_RECV, .len = 3000001, .timeout = T, .copy = copy},
+                 (struct pcase){.op = J_BULK_SEND, .len = 3000001, .timeout = T});
+        run_pair(&r, n2, (struct job){.op = J_BULK_SEND, .len = 3000001, .timeout = T, .copy = copy},
+                 (struct pcase){.op = J_BULK_RECV, .len = 3000001, .timeout = T});
+    }
+    /* Size mismatch (Algorithm 2): both sides -EMSGSIZE. */
+    run_pair(&r, "size A->B",
+             (struct job){.op = J_BULK_RECV, .len = 9999, .timeout = T, .expect = -EMSGSIZE},
+             (struct pcase){.op = J_BULK_SEND, .len = 10000, .timeout = T, .expect = -EMSGSIZE});
+    run_pair(&r, "size B->A",
+             (struct job){.op = J_BULK_SEND, .len = 10000, .timeout = T, .expect = -EMSGSIZE},
+             (struct pcase){.op = J_BULK_RECV, .len = 9999, .timeout = T, .expect = -EMSGSIZE});
+    /* A corrupted byte in the landed data: both sides -EBADMSG. */
+    run_pair(&r, "crc A->B",
+             (struct job){.op = J_BULK_RECV, .len = 200000, .timeout = T, .corrupt = 123457,
+                          .expect = -EBADMSG},
+             (struct pcase){.op = J_BULK_SEND, .len = 200000, .timeout = T, .expect = -EBADMSG});
+    run_pair(&r, "crc B->A",
+             (struct job){.op = J_BULK_SEND, .len = 200000, .timeout = T, .expect = -EBADMSG},
+             (struct pcase){.op = J_BULK_RECV, .len = 200000, .timeout = T, .corrupt = 99999,
+                            .expect = -EBADMSG});
+    run_pair(&r, "crc A->B bounce",
+             (struct job){.op = J_BULK_RECV, .len = 200000, .timeout = T, .corrupt = 1,
+                          .copy = OFL_CHAN_COPY_BOUNCE, .expect = -EBADMSG},
+             (struct pcase){.op = J_BULK_SEND, .len = 200000, .timeout = T, .expect = -EBADMSG});
+    run_pair(&r, "crc B->A bounce",
+             (struct job){.op = J_BULK_SEND, .len = 200000, .timeout = T, .copy = OFL_CHAN_COPY_BOUNCE,
+                          .expect = -EBADMSG},
+             (struct pcase){.op = J_BULK_RECV, .len = 200000, .timeout = T, .corrupt = 199999,
+                            .expect = -EBADMSG});
+    /* Timeouts with an idle peer, each side and direction. */
+    run_pair(&r, "timeout A bulk send", (struct job){.op = J_IDLE},
+             (struct pcase){.op = J_BULK_SEND, .len = 5000, .timeout = 20 * MS, .expect = -ETIMEDOUT});
+    run_pair(&r, "timeout A bulk recv", (struct job){.op = J_IDLE},
+             (struct pcase){.op = J_BULK_RECV, .len = 5000, .timeout = 20 * MS, .expect = -ETIMEDOUT});
+    run_pair(&r, "timeout B bulk send",
+             (struct job){.op = J_BULK_SEND, .len = 5000, .timeout = 20 * MS, .expect = -ETIMEDOUT},
+             (struct pcase){.op = J_SEND, .len = 0, .timeout = 5 * MS, .expect = -ETIMEDOUT});
+    run_pair(&r, "timeout B bulk recv",
+             (struct job){.op = J_BULK_RECV, .len = 5000, .timeout = 20 * MS, .expect = -ETIMEDOUT},
+             (struct pcase){.op = J_RECV, .len = 8, .timeout = 5 * MS, .expect = -ETIMEDOUT});
+    /* A transfer whose peer stops mid-way: our side times out, theirs is aborted. */
+    run_pair(&r, "stalled A->B",
+             (struct job){.op = J_BULK_RECV, .len = 16 << 20, .timeout = T, .expect = -ECONNABORTED},
+             (struct pcase){.op = J_BULK_SEND, .len = 16 << 20, .timeout = 100 * MS, .k = 1,
+                            .signal_mid = SIGSTOP, .expect = -ETIMEDOUT});
+    run_pair(&r, "stalled B->A",
+             (struct job){.op = J_BULK_SEND, .len = 16 << 20, .timeout = T, .expect = -ECONNABORTED},
+             (struct pcase){.op = J_BULK_RECV, .len = 16 << 20, .timeout = 100 * MS, .k = 1,
+                            .signal_mid = SIGSTOP, .expect = -ETIMEDOUT});
+    /* Closed mid-transfer, by either side, either direction: both get -EPIPE. */
+    run_pair(&r, "B closes A->B",
+             (struct job){.op = J_BULK_RECV, .len = 16 << 20, .timeout = T, .close_mid = 1,
+                          .expect = -EPIPE},
+             (struct pcase){.op = J_BULK_SEND, .len = 16 << 20, .timeout = T, .k = 1, .expect = -EPIPE});
+    run_pair(&r, "B closes B->A",
+             (struct job){.op = J_BULK_SEND, .len = 16 << 20, .timeout = T, .close_mid = 1,
+                          .expect = -EPIPE},
+             (struct pcase){.op = J_BULK_RECV, .len = 16 << 20, .timeout = T, .k = 1, .expect = -EPIPE});
+    run_pair(&r, "A closes A->B",
+             (struct job){.op = J_BULK_RECV, .len = 16 << 20, .timeout = T, .expect = -EPIPE},
+             (struct pcase){.op = J_BULK_SEND, .len = 16 << 20, .timeout = T, .k = 1, .close_mid = 1,
+                            .expect = -EPIPE});
+    run_pair(&r, "A closes B->A",
+             (struct job){.op = J_BULK_SEND, .len = 16 << 20, .timeout = T, .expect = -EPIPE},
+             (struct pcase){.op = J_BULK_RECV, .len = 16 << 20, .timeout = T, .k = 1, .close_mid = 1,
+                            .expect = -EPIPE});
+    /* Dead peer: its process exits or is killed while we wait; -EPIPE long before
+     * the 20 s timeout (the time is printed). */
+    run_pair(&r, "peer exits, A recv", (struct job){.op = J_IDLE, .exit_after_open_ms = 30},
+             (struct pcase){.op = J_RECV, .len = 8, .timeout = T, .expect = -EPIPE});
+    run_pair(&r, "peer exits, A bulk recv", (struct job){.op = J_IDLE, .exit_after_open_ms = 30},
+             (struct pcase){.op = J_BULK_RECV, .len = 8000, .timeout = T, .expect = -EPIPE});
+    run_pair(&r, "peer killed, A send", (struct job){.op = J_IDLE},
+             (struct pcase){.op = J_SEND, .len = 8, .timeout = T, .signal_mid = SIGKILL,
+                            .signal_after_ms = 30, .expect = -EPIPE});
+    run_pair(&r, "peer killed mid A->B",
+             (struct job){.op = J_BULK_RECV, .len = 16 << 20, .timeout = T},
+             (struct pcase){.op = J_BULK_SEND, .len = 16 << 20, .timeout = T, .k = 1,
+                            .signal_mid = SIGKILL, .expect = -EPIPE});
+    run_pair(&r, "peer killed mid B->A",
+             (struct job){.op = J_BULK_SEND, .len = 16 << 20, .timeout = T},
+             (struct pcase){.op = J_BULK_RECV, .len = 16 << 20, .timeout = T, .k = 1,
+                            .signal_mid = SIGKILL, .expect = -EPIPE});
+    region_free(&r);
+}
+
+/* The parent as side B, the child as side A dying: B's waits end with -EPIPE. */
+static void dead_a_main(void *p)
+{
+    struct job *j = p;
+    struct ofl_chan_end e;
+    if (ofl_chan_open(&e, j->r->mem, (uint32_t)j->id, OFL_CHAN_A, NULL)) return;
+    if (j->op == J_BULK_SEND) {
+        uint8_t *buf = malloc(j->len);
+        fill(buf, j->len, 1);
+        ofl_chan_set_chunk(&e, 1);
+        ofl_chan_bulk_send(&e, buf, j->len, LONG_WAIT);   /* killed during this */
+    }
+    usleep(30000);
+    _exit(0);
+}
+
+static void test_dead_a(void)
+{
+    struct region r = region_new(8);
+    const int ops[] = {J_RECV, J_SEND, J_BULK_RECV, J_BULK_SEND};
+    const char *names[] = {"A exits, B recv", "A exits, B send", "A exits, B bulk recv",
+                           "A exits, B bulk send"};
+    for (int i = 0; i < 4; i++) {
+        int id = ofl_chan_create(r.mem, names[i]);
+        struct ofl_chan_end e;
+        open_end(&e, &r, id, OFL_CHAN_B);
+        struct job j = {.r = &r, .id = id, .op = J_IDLE};
+        pid_t pid = spawn(dead_a_main, &j);
+        uint8_t buf[64];
+        uint64_t t0 = ofl_now_ns();
+        int rc = do_job(&e, &(struct job){.op = ops[i], .len = 8, .timeout = LONG_WAIT}, buf);
+        CHECK(rc == -EPIPE, "%s: %s after %.1f ms", names[i], ofl_strerror(rc),
+              (double)(ofl_now_ns() - t0) / 1e6);
+        reap_quiet(pid);
+        ofl_chan_close(&e);
+    }
+    /* Killed in the middle of its bulk send. */
+    int id = ofl_chan_create(r.mem, "A killed mid A->B");
+    struct ofl_chan_end e;
+    open_end(&e, &r, id, OFL_CHAN_B);
+    struct job j = {.r = &r, .id = id, .op = J_BULK_SEND, .len = 16 << 20};
+    pid_t pid = spawn(dead_a_main, &j);
+    uint8_t *buf = malloc(j.len);
+    struct sig_arg sa = {.e = &e, .pid = pid, .sig = SIGKILL};
+    pthread_t t;
+    pthread_create(&t, NULL, signaller_main, &sa);
+    int rc = ofl_chan_bulk_recv(&e, buf, j.len, LONG_WAIT);
+    sa.stop = 1;
+    pthread_join(t, NULL);
+    CHECK(rc == -EPIPE, "A killed mid-transfer: B's bulk recv got %s", ofl_strerror(rc));
+    reap_quiet(pid);
+    free(buf);
+    ofl_chan_close(&e);
+    region_free(&r);
+}
+
+/* ---- bulk inside one process (memcpy path) and the copy paths ---- */
+
+struct bulk_thr {
+    struct ofl_chan_end *e;
+    int send;
+    uint8_t *buf;
+    size_t len;
+    int rc;
+};
+
+static void *bulk_thr_main(void *p)
+{
+    struct bulk_thr *t = p;
+    t->rc = t->send ? ofl_chan_bulk_send(t->e, t->buf, t->len, LONG_WAIT)
+                    : ofl_chan_bulk_recv(t->e, t->buf, t->len, LONG_WAIT);
+    return NULL;
+}
+
+/* One transfer between two ends of this process: `from` sends `len` bytes (at an
+ * odd offset), `to` receives `len2`. Returns the receiver's result and checks the
+ * bytes when it is 0. */
+static int local_bulk(struct ofl_chan_end *from, struct ofl_chan_end *to, size_t len, size_t len2,
+                      uint64_t seed, int *sender_rc)
+{
+    uint8_t *src = malloc(len + 8), *dst = malloc(len2 + 8);
+    fill(src + 3, len, seed);
+    struct bulk_thr t = {.e = from, .send = 1, .buf = src + 3, .len = len};
+    pthread_t th;
+    pthread_create(&th, NULL, bulk_thr_main, &t);
+    int rc = ofl_chan_bulk_recv(to, dst + 5, len2, LONG_WAIT);
+    pthread_join(th, NULL);
+    *sender_rc = t.rc;
+    if (rc == 0 && first_bad(dst + 5, len, seed) >= 0) rc = -1000;
+    free(src);
+    free(dst);
+    return rc;
+}
+
+static void test_bulk_local(void)
+{
+    struct region r = region_new(4);
+    int id = ofl_chan_create(r.mem, "local");
+    struct ofl_chan_end a, b;
+    open_end(&a, &r, id, OFL_CHAN_A);
+    open_end(&b, &r, id, OFL_CHAN_B);
+    const size_t sizes[] = {0, 1, 4095, 4096, 4097, 65536, 100003, 3000017};
+    for (int mode = 0; mode < 3; mode++) {
+        ofl_chan_set_copy(&b, mode);
+        int bad = 0, srcbad = 0;
+        for (int dir = 0; dir < 2; dir++)
+            for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+                int src_rc;
+                int rc = dir ? local_bulk(&b, &a, sizes[i], sizes[i], i, &src_rc)
+                             : local_bulk(&a, &b, sizes[i], sizes[i], i, &src_rc);
+                if (rc) bad++;
+                if (src_rc) srcbad++;
+            }
+        struct ofl_chan_stats st;
+        ofl_chan_get_stats(&b, &st);
+        unsigned want = mode == 0 ? OFL_CHAN_PATH_MEMCPY
+                        : mode == 1 ? OFL_CHAN_PATH_VM : OFL_CHAN_PATH_BOUNCE;
+        CHECK(bad == 0 && srcbad == 0,
+              "one process, copy mode %d: 0..3 MB both ways, unaligned, bytes right (%d/%d bad)",
+              mode, bad, srcbad);
+        CHECK(st.paths & want, "copy mode %d used path %u (paths seen %u)", mode, want, st.paths);
+    }
+    ofl_chan_set_copy(&b, OFL_CHAN_COPY_AUTO);
+    int src_rc;
+    int rc = local_bulk(&a, &b, 5000, 4999, 1, &src_rc);
+    CHECK(rc == -EMSGSIZE && src_rc == -EMSGSIZE, "one process A->B size mismatch: %d / %d", rc, src_rc);
+    rc = local_bulk(&b, &a, 5000, 5001, 1, &src_rc);
+    CHECK(rc == -EMSGSIZE && src_rc == -EMSGSIZE, "one process B->A size mismatch: %d / %d", rc, src_rc);
+    ofl_chan_inject_corruption(&b, 70000);
+    rc = local_bulk(&a, &b, 100000, 100000, 2, &src_rc);
+    CHECK(rc == -EBADMSG && src_rc == -EBADMSG, "one process A->B corrupted: %d / %d", rc, src_rc);
+    ofl_chan_inject_corruption(&a, 0);
+    rc = local_bulk(&b, &a, 100000, 100000, 2, &src_rc);
+    CHECK(rc == -EBADMSG && src_rc == -EBADMSG, "one process B->A corrupted: %d / %d", rc, src_rc);
+    rc = local_bulk(&a, &b, 100000, 100000, 3, &src_rc);
+    CHECK(rc == 0 && src_rc == 0, "the channel works after the errors");
+    struct ofl_chan_bulk_stat bs;
+    ofl_chan_bulk_progress(&b, &bs);
+    CHECK(bs.done == 100000 && bs.outstanding == 0 && bs.status == 0 && bs.chunks > 0,
+          "progress: %llu done, %llu outstanding, %u chunks", (unsigned long long)bs.done,
+          (unsigned long long)bs.outstanding, bs.chunks);
+
+    /* Misuse inside one process: a second receive on the same end, wrong kinds. */
+    uint8_t buf[64];
+    struct recv_arg ra = {.e = &b, .timeout = LONG_WAIT};
+    pthread_t t;
+    pthread_create(&t, NULL, recv_main, &ra);
+    for (int i = 0; i < 1000 && ofl_chan_try_recv(&b, buf, sizeof buf) != -EBUSY; i++) usleep(1000);
+    CHECK(ofl_chan_try_recv(&b, buf, sizeof buf) == -EBUSY, "a second receive on one end: -EBUSY");
+    ofl_chan_send(&a, "u", 1, LONG_WAIT);
+    pthread_join(t, NULL);
+    CHECK(ra.rc == 1, "the first receive got its message");
+    CHECK(ofl_chan_post(&a, "d", 1) == 0 && ofl_chan_bulk_recv(&b, buf, 8, LONG_WAIT) == -EPROTO,
+          "bulk recv while a direct message is pending: -EPROTO");
+    CHECK(ofl_chan_recv(&b, buf, sizeof buf, LONG_WAIT) == 1, "the direct message is still there");
+    uint8_t *big = malloc(100000);
+    fill(big, 100000, 9);
+    struct bulk_thr bt = {.e = &a, .send = 1, .buf = big, .len = 100000};
+    pthread_create(&t, NULL, bulk_thr_main, &bt);
+    while ((rc = ofl_chan_recv(&b, buf, sizeof buf, LONG_WAIT)) != -EPROTO && rc >= 0) continue;
+    CHECK(rc == -EPROTO, "recv while the peer starts a bulk transfer: -EPROTO");
+    uint8_t *got = malloc(100000);
+    rc = ofl_chan_bulk_recv(&b, got, 100000, LONG_WAIT);
+    pthread_join(t, NULL);
+    CHECK(rc == 0 && bt.rc == 0 && first_bad(got, 100000, 9) < 0, "then bulk recv takes it");
+    /* Both ends start a bulk send: side B gives way with -EPROTO, A's goes on. */
+    pthread_create(&t, NULL, bulk_thr_main, &bt);
+    rc = ofl_chan_bulk_send(&b, big, 100000, LONG_WAIT);
+    CHECK(rc == -EPROTO, "bulk sends from both ends: B's gets -EPROTO (%s)", ofl_strerror(rc));
+    rc = ofl_chan_bulk_recv(&b, got, 100000, LONG_WAIT);
+    pthread_join(t, NULL);
+    CHECK(rc == 0 && bt.rc == 0 && first_bad(got, 100000, 9) < 0, "and A's transfer completes");
+    free(big);
+    free(got);
+    ofl_chan_close(&a);
+    ofl_chan_close(&b);
+    region_free(&r);
+}
+
+/* Side B in a process that may not read or write side A's memory (another user):
+ * process_vm_* fails with EPERM and both directions bounce through the region. */
+static void unprivileged_main(void *p)
+{
+    if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534)) {
+        CHECK(0, "drop privileges");
+        return;
+    }
+    job_main(p);
+}
+
+static void test_eperm_bounce(void)
+{
+    if (geteuid() != 0) {
+        printf("skip: EPERM fallback test needs root to drop privileges in a child\n");
+        return;
+    }
+    struct region r = region_new(4);
+    for (int dir = 0; dir < 2; dir++) {
+        const char *what = dir ? "EPERM bounce B->A" : "EPERM bounce A->B";
+        int id = ofl_chan_create(r.mem, what);
+        size_t len = 1000003;
+        struct job j = {.r = &r, .id = id, .side = OFL_CHAN_B, .op = dir ? J_BULK_SEND : J_BULK_RECV,
+                        .len = len, .seed = 77, .timeout = LONG_WAIT, .corrupt = UINT64_MAX,
+                        .expect_path = OFL_CHAN_PATH_BOUNCE, .what = what};
+        struct ofl_chan_end e;
+        open_end(&e, &r, id, OFL_CHAN_A);
+        pid_t pid = spawn(unprivileged_main, &j);
+        uint8_t *buf = malloc(len);
+        if (!dir) fill(buf, len, 77);
+        int rc = dir ? ofl_chan_bulk_recv(&e, buf, len, LONG_WAIT)
+                     : ofl_chan_bulk_send(&e, buf, len, LONG_WAIT);
+        CHECK(rc == 0, "%s: parent side %s", what, ofl_strerror(rc));
+        if (dir) CHECK(first_bad(buf, len, 77) < 0, "%s: every byte right", what);
+        struct ofl_chan_stats st;
+        ofl_chan_get_stats(&e, &st);
+        CHECK(st.paths == OFL_CHAN_PATH_BOUNCE, "%s: A's stats show the bounce (%u)", what, st.paths);
+        reap(pid, what);
+        free(buf);
+        ofl_chan_close(&e);
+    }
+    region_free(&r);
+}
+
+/* ---- stress: hundreds of channels, random sizes, both directions ---- */
+
+#define STRESS_THREADS 4
+#define STRESS_ROUNDS 2
+
+struct stress {
+    struct region *r;
+    int nchan;
+    size_t maxlen;
+    int side;
+    int tid;
+    const int *ids;
+    uint64_t bytes;
+    unsigned paths;
+    int bad;
+};
+
+static size_t stress_len(uint64_t seed, size_t maxlen)
+{
+    uint64_t s = seed;
+    uint64_t c = splitmix(&s) % 10, v = splitmix(&s);
+    size_t cap = c < 4 ? 4096 : c < 8 ? 300000 : maxlen;
+    return v % ((cap < maxlen ? cap : maxlen) + 1);
+}
+
+/* One side's thread: its share of the channels, each round A->B then B->A. */
+static void *stress_main(void *p)
+{
+    struct stress *x = p;
+    int mine = (x->nchan + STRESS_THREADS - 1) / STRESS_THREADS;
+    struct ofl_chan_end *ends = calloc((size_t)mine, sizeof *ends);
+    int n = 0;
+    for (int c = x->tid; c < x->nchan; c += STRESS_THREADS, n++) {
+        if (ofl_chan_open(&ends[n], x->r->mem, (uint32_t)x->ids[c], x->side, NULL)) x->bad++;
+        if (x->side == OFL_CHAN_A) ofl_chan_set_chunk(&ends[n], 1 + (uint32_t)c % OFL_CHAN_SG_MAX);
+        if (c % 5 == 0) ofl_chan_set_copy(&ends[n], OFL_CHAN_COPY_BOUNCE);
+        if (c % 7 == 0 && x->side == OFL_CHAN_B) ofl_chan_set_copy(&ends[n], OFL_CHAN_COPY_VM);
+    }
+    uint8_t *buf = malloc(x->maxlen + 64);
+    for (int round = 0; round < STRESS_ROUNDS; round++) {
+        int k = 0;
+        for (int c = x->tid; c < x->nchan; c += STRESS_THREADS, k++) {
+            for (int dir = 0; dir < 2; dir++) {
+                uint64_t seed = ((uint64_t)c << 20) + (uint64_t)round * 2 + (uint64_t)dir;
+                size_t len = stress_len(seed, x->maxlen);
+                uint8_t *p = buf + seed % 61;   /* any alignment */
+                bool sending = (dir == 0) == (x->side == OFL_CHAN_A);
+                int rc;
+                if (sending) {
+                    fill(p, len, seed);
+                    rc = ofl_chan_bulk_send(&ends[k], p, len, LONG_WAIT);
+                } else {
+                    rc = ofl_chan_bulk_recv(&ends[k], p, len, LONG_WAIT);
+                    if (rc == 0 && first_bad(p, len, seed) >= 0) rc = -1000;
+                }
+                if (rc) {
+                    printf("stress: channel %d round %d dir %d len %zu: %d (%s)\n", c, round, dir,
+                           len, rc, ofl_strerror(rc));
+                    x->bad++;
+                }
+                x->bytes += len;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        struct ofl_chan_stats st;
+        ofl_chan_get_stats(&ends[i], &st);
+        x->paths |= st.paths;
+        ofl_chan_close(&ends[i]);
+    }
+    free(buf);
+    free(ends);
+    return NULL;
+}
+
+static int stress_side(struct region *r, int nchan, size_t maxlen, int side, const int *ids,
+                       uint64_t *bytes, unsigned *paths)
+{
+    struct stress x[STRESS_THREADS];
+    pthread_t t[STRESS_THREADS];
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        x[i] = (struct stress){.r = r, .nchan = nchan, .maxlen = maxlen, .side = side, .tid = i,
+                               .ids = ids};
+        pthread_create(&t[i], NULL, stress_main, &x[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        bad += x[i].bad;
+        *bytes += x[i].bytes;
+        *paths |= x[i].paths;
+    }
+    return bad;
+}
+
+struct stress_child {
+    struct region *r;
+    int nchan;
+    size_t maxlen;
+    const int *ids;
+};
+
+static void stress_child_main(void *p)
+{
+    struct stress_child *c = p;
+    uint64_t bytes = 0;
+    unsigned paths = 0;
+    int bad = stress_side(c->r, c->nchan, c->maxlen, OFL_CHAN_B, c->ids, &bytes, &paths);
+    CHECK(bad == 0, "stress, side B: every transfer succeeded and verified (%d bad)", bad);
+    CHECK(paths == (OFL_CHAN_PATH_VM | OFL_CHAN_PATH_BOUNCE),
+          "stress, side B: copies used process_vm and the bounce (paths %u)", paths);
+}
+
+static void test_stress(int nchan, size_t maxlen)
+{
+    struct region r = region_new((uint32_t)nchan);
+    int *ids = malloc((size_t)nchan * sizeof *ids);
+    char name[32];
+    for (int i = 0; i < nchan; i++) {
+        snprintf(name, sizeof name, "stress%d", i);
+        ids[i] = ofl_chan_create(r.mem, name);
+    }
+    struct stress_child sc = {.r = &r, .nchan = nchan, .maxlen = maxlen, .ids = ids};
+    uint64_t t0 = ofl_now_ns();
+    pid_t pid = spawn(stress_child_main, &sc);
+    uint64_t bytes = 0;
+    unsigned paths = 0;
+    int bad = stress_side(&r, nchan, maxlen, OFL_CHAN_A, ids, &bytes, &paths);
+    reap(pid, "stress side B");
+    double s = (double)(ofl_now_ns() - t0) / 1e9;
+    printf("stress: %d channels, %d transfers, %.1f MB in %.2f s\n", nchan, nchan * 2 * STRESS_ROUNDS,
+           (double)bytes / 1e6, s);
+    CHECK(bad == 0, "stress, side A: %d channels x %d transfers, 0..%zu bytes, every byte verified "
+          "(%d bad)", nchan, 2 * STRESS_ROUNDS, maxlen, bad);
+    free(ids);
+    region_free(&r);
+}
+
+/* ---- managers ---- */
+
+#define MGR_CHANNELS 1024
+#define MGR_HOSTS 64
+#define MGR_ROUNDS 3
+
+struct mgr_reply {
+    int32_t status;
+    uint32_t crc;
+    uint64_t len;
+};
+
+static int echo_handler(void *ctx, struct ofl_chan_end *e, const void *msg, size_t len)
+{
+    (void)ctx;
+    uint8_t out[OFL_CHAN_MSG_MAX];
+    for (size_t i = 0; i < len; i++) out[i] = (uint8_t)(((const uint8_t *)msg)[i] ^ 0x5A);
+    return ofl_chan_post(e, out, len);
+}
+
+static void *bulk_begin(void *ctx, struct ofl_chan_end *e, size_t len)
+{
+    (void)ctx;
+    (void)e;
+    return len == 7 ? NULL : malloc(len ? len : 1);   /* 7 bytes: refused */
+}
+
+static void bulk_done(void *ctx, struct ofl_chan_end *e, void *buf, size_t len, int status)
+{
+    (void)ctx;
+    struct mgr_reply rep = {.status = status, .len = len};
+    if (status == 0) rep.crc = ofl_crc32c(0, buf, len);
+    free(buf);
+    ofl_chan_post(e, &rep, sizeof rep);
+}
+
+struct mgr_child {
+    struct region *r;
+    int fd;    /* read end of a pipe: EOF = stop */
+    int wfd;   /* its write end (the child closes its copy) */
+};
+
+static void mgr_child_main(void *p)
+{
+    struct mgr_child *c = p;
+    close(c->wfd);
+    struct ofl_chan_mgr *m = ofl_chan_mgr_start(2, NULL);
+    CHECK(m != NULL, "manager with 2 threads started");
+    if (!m) return;
+    struct ofl_chan_bulk_handler bh = {.begin = bulk_begin, .done = bulk_done};
+    int bad = 0;
+    for (uint32_t i = 0; i < MGR_CHANNELS; i++)
+        if (ofl_chan_mgr_serve(m, c->r->mem, i, OFL_CHAN_B, echo_handler, &bh, NULL)) bad++;
+    CHECK(bad == 0, "manager serves side B of %d channels", MGR_CHANNELS);
+    CHECK(ofl_chan_mgr_serve(m, c->r->mem, 0, OFL_CHAN_B, echo_handler, &bh, NULL) == -EBUSY,
+          "serving a served end again: -EBUSY");
+    char x;
+    while (read(c->fd, &x, 1) > 0) continue;
+    ofl_chan_mgr_stop(m);
+}
+
+struct host {
+    struct region *r;
+    int tid;
+    pthread_barrier_t *bar;
+    int bad;
+    int msgs, bulks;
+};
+
+static void *host_main(void *p)
+{
+    struct host *h = p;
+    struct ofl_chan_end e[MGR_CHANNELS / MGR_HOSTS];
+    int n = 0;
+    for (int c = h->tid; c < MGR_CHANNELS; c += MGR_HOSTS, n++)
+        if (ofl_chan_open(&e[n], h->r->mem, (uint32_t)c, OFL_CHAN_A, NULL)) h->bad++;
+    pthread_barrier_wait(h->bar);   /* 64 senders at once */
+    for (int round = 0; round < MGR_ROUNDS; round++)
+        for (int i = 0; i < n; i++) {
+            uint8_t msg[OFL_CHAN_MSG_MAX], rep[OFL_CHAN_MSG_MAX];
+            size_t len = 1 + (size_t)(i + round) % OFL_CHAN_MSG_MAX;
+            for (size_t k = 0; k < len; k++) msg[k] = (uint8_t)(h->tid + i + round + k);
+            int rc = ofl_chan_send(&e[i], msg, len, LONG_WAIT);
+            int got = rc ? rc : ofl_chan_recv(&e[i], rep, sizeof rep, LONG_WAIT);
+            bool ok = got == (int)len;
+            for (size_t k = 0; ok && k < len; k++) ok = rep[k] == (msg[k] ^ 0x5A);
+            if (!ok) h->bad++;
+            h->msgs++;
+        }
+    /* Bulk transfers through the manager's bulk handler, and one it refuses. */
+    for (int i = 0; i < n; i += 4) {
+        size_t len = i == 8 ? 7 : (size_t)(h->tid * 7919 + i * 104729) % 200000;
+        uint8_t *buf = malloc(len + 1);
+        fill(buf, len, (uint64_t)h->tid * 100 + (uint64_t)i);
+        int rc = ofl_chan_bulk_send(&e[i], buf, len, LONG_WAIT);
+        struct mgr_reply rep;
+        int got = ofl_chan_recv(&e[i], &rep, sizeof rep, LONG_WAIT);
+        if (len == 7) {
+            if (rc != -EMSGSIZE || got != sizeof rep || rep.status != -EMSGSIZE) h->bad++;
+        } else if (rc || got != sizeof rep || rep.status || rep.len != len ||
+                   rep.crc != ofl_crc32c(0, buf, len)) {
+            printf("host %d chan %d bulk %zu: rc %d got %d status %d\n", h->tid, i, len, rc, got,
+                   rep.status);
+            h->bad++;
+        }
+        h->bulks++;
+        free(buf);
+    }
+    for (int i = 0; i < n; i++) ofl_chan_close(&e[i]);
+    return NULL;
+}
+
+static void test_manager(void)
+{
+    struct region r = region_new(MGR_CHANNELS);
+    char name[32];
+    for (int i = 0; i < MGR_CHANNELS; i++) {
+        snprintf(name, sizeof name, "svc%d", i);
+        ofl_chan_create(r.mem, name);
+    }
+    int fds[2];
+    if (pipe(fds)) exit(2);
+    struct mgr_child mc = {.r = &r, .fd = fds[0], .wfd = fds[1]};
+    pid_t pid = spawn(mgr_child_main, &mc);
+    close(fds[0]);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, MGR_HOSTS);
+    struct host h[MGR_HOSTS];
+    pthread_t t[MGR_HOSTS];
+    uint64_t t0 = ofl_now_ns();
+    for (int i = 0; i < MGR_HOSTS; i++) {
+        h[i] = (struct host){.r = &r, .tid = i, .bar = &bar};
+        pthread_create(&t[i], NULL, host_main, &h[i]);
+    }
+    int bad = 0, msgs = 0, bulks = 0;
+    for (int i = 0; i < MGR_HOSTS; i++) {
+        pthread_join(t[i], NULL);
+        bad += h[i].bad;
+        msgs += h[i].msgs;
+        bulks += h[i].bulks;
+    }
+    printf("manager: %d messages and %d bulk transfers in %.2f s\n", msgs, bulks,
+           (double)(ofl_now_ns() - t0) / 1e9);
+    CHECK(bad == 0 && msgs == MGR_CHANNELS * MGR_ROUNDS,
+          "%d channels, 2 manager threads, %d host threads sending at once: %d round trips and "
+          "%d bulk transfers complete (%d bad)", MGR_CHANNELS, MGR_HOSTS, msgs, bulks, bad);
+    close(fds[1]);
+    reap(pid, "manager");
+    pthread_barrier_destroy(&bar);
+    region_free(&r);
+}
+
+int main(int argc, char **argv)
+{
+    int nchan = argc > 1 ? atoi(argv[1]) : 256;
+    size_t maxlen = argc > 2 ? strtoull(argv[2], NULL, 0) : 3u << 20;
+    signal(SIGPIPE, SIG_IGN);
+    if (argc > 3) {   /* debugging: the stress test only */
+        test_stress(nchan, maxlen);
+        return CHECK_DONE();
+    }
+    test_crc32c();
+    test_names();
+    test_open_close();
+    test_direct_threads();
+    test_try_and_timeouts();
+    test_withdraw_race();
+    test_bulk_local();
+    test_bulk_errors();
+    test_dead_a();
+    test_eperm_bounce();
+    test_manager();
+    test_stress(nchan, maxlen);
+    return CHECK_DONE();
+}
