@@ -63,6 +63,7 @@
 #define UDP_BATCH 32
 #define UDP_BUF 65536                 /* largest datagram read */
 #define UDP_ROUNDS 4                  /* batches per readiness event, for fairness */
+#define UDP_DIRECT 8                  /* direct UDP reads between two epoll_waits */
 #define UDP_PAYLOAD (OFL_MC_UDP_DGRAM_MAX - OFL_MC_UDP_HDR_LEN)
 #define SEND_SLICE 1024               /* sendmmsg's limit per call */
 #define MAX_EVENTS 64
@@ -471,9 +472,21 @@ static void *worker_main(void *arg)
     struct epoll_event evs[MAX_EVENTS];
     uint64_t idle_ns = (uint64_t)srv->idle_block_ms * 1000000ull;
     uint64_t idle_since = 0;   /* 0: busy; the clock is read only while idle */
-    int blocking = 0;
-    uint32_t spins = 0;
+    int blocking = 0, udp_hot = 0;
+    uint32_t spins = 0, direct = 0;
     while (!atomic_load_explicit(&srv->stop, memory_order_relaxed)) {
+        /* While datagrams keep coming, read them without asking epoll first (one
+         * syscall less per batch); epoll still runs every UDP_DIRECT rounds. */
+        if (udp_hot && direct < UDP_DIRECT) {
+            direct++;
+            if (udp_batch(w) > 0) {
+                spins = 0;
+                idle_since = 0;
+                continue;
+            }
+            udp_hot = 0;
+        }
+        direct = 0;
         int n = epoll_wait(w->ep, evs, MAX_EVENTS, blocking ? 100 : 0);
         if (n <= 0) {
             if (blocking) continue;
@@ -500,6 +513,7 @@ static void *worker_main(void *arg)
                 accept_all(w);
             } else if (tag == TAG_UDP) {
                 for (int k = 0; k < UDP_ROUNDS && udp_batch(w) == UDP_BATCH; k++) {}
+                udp_hot = 1;
             } else {
                 struct conn *c = tag;
                 if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN))
