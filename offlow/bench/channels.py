@@ -1,0 +1,625 @@
+"""`offlow bench channels`: host <-> device channel latency and bulk throughput (the
+experiments of NFComms, seed 000: its Table 2 and Figure 4), beside the ceilings and
+the peer measured in the same run.
+
+The C program runtime/bench/bench_chan.c forks a "device" process pinned to CPU 1
+from the host process pinned to CPU 0; they share MAP_SHARED memory holding the
+channel region (chan.h). It measures, one mode per invocation:
+
+- latency the way the paper did: BATCHES batches of PER synchronous messages, the
+  time per message = batch time / PER, timed on the sending side (a send returns once
+  the receiver has taken the message, so the acknowledgement's way back is included);
+  min, max, avg, std over the batches. Rows: direct 56 B messages host->device and
+  device->host, the direct round trip (send + reply, timed on the host), and small
+  bulk transfers (64 B, 4 KB) both ways;
+- bulk throughput from 4 KB to 20 MB, one transfer and K = 8 concurrent transfers on
+  8 channels (8 host threads; on the device 8 threads, or for host->device also one
+  channel-manager thread serving all 8), mean +- std over the repetitions, every
+  payload filled before and checked after each timed transfer;
+- the ceilings: a cache-line ping-pong round trip between the two processes (one
+  64-byte line each way), a pipe round trip (1 byte each way), and single-thread
+  memcpy at each payload size (plus process_vm_readv from another process, the copy
+  a device process makes, and CRC32C, the end-to-end check: both explain the gap to
+  memcpy).
+
+The peer: UCX's ucx_perftest (Debian ucx-utils; the setup step installs it as root
+when missing) over shared memory (UCX_TLS=sm,self), server pinned to CPU 1 and client
+to CPU 0: tag_lat at 56 B (ucx_perftest reports half the round trip; the ratios use
+the round trip) and tag_bw at each payload size (a stream of messages; MB/s there
+are MiB/s). When it cannot run, the report says why and the UCX ratios are absent.
+
+Ratios and targets (reported, never enforced): direct round trip <= 1.5x the
+cache-line ping-pong; bulk throughput >= 0.8x memcpy at >= 1 MB; round trip and bulk
+throughput (>= 1 MB) at least as good as UCX.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from offlow.bench.router import machine, quiet_check
+from offlow.build import RUNTIME, build_tool
+from offlow.errors import OfflowError
+
+BENCH_SRC = RUNTIME / "bench" / "bench_chan.c"
+# The runtime modules the benchmark links, listed rather than globbed.
+MODULES = ("chan", "chan_bulk", "chan_mgr", "crc32c", "wait", "thread", "err")
+CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror")
+LIBS = ("-lm", "-pthread")
+HOST_CPU, DEV_CPU = 0, 1
+DIRECT_SIZE = 56
+BUSY = 0.2  # busy fraction of a CPU before the run above which the report warns
+MB = 1 << 20
+UCX_TLS = "sm,self"
+
+# Targets (reported, never enforced).
+TARGET_RTT_VS_PINGPONG = 1.5  # direct round trip / cache-line ping-pong round trip, at most
+TARGET_BULK_VS_MEMCPY = 0.8   # bulk throughput / memcpy at the same size, at least
+TARGET_MIN_SIZE = MB          # ... for payloads of this size and up
+TARGET_VS_UCX = 1.0           # ours at least as good as UCX (latency: at most 1.0x)
+
+# NFComms (seed 000) Table 2: per-message latency in microseconds over 10,000 runs,
+# 56-byte messages, Netronome NFP-4000 and its host. "Indirect" is its bulk path.
+PAPER_TABLE2 = {
+    ("direct", "d2h"): {"min": 3.21, "max": 159.42, "avg": 30.04, "std": 7.43},
+    ("direct", "h2d"): {"min": 7.57, "max": 37.09, "avg": 17.99, "std": 3.25},
+    ("bulk", "d2h"): {"min": 24.38, "max": 118.97, "avg": 51.96, "std": 8.48},
+    ("bulk", "h2d"): {"min": 28.95, "max": 61.12, "avg": 39.42, "std": 3.45},
+}
+# NFComms Figure 4, as its text states it (the plot itself gives no numbers): Gb/s
+# from a payload size up. (direction, concurrent transfers) -> [(from bytes, Gb/s)].
+PAPER_FIG4: dict[tuple[str, int], list[tuple[int, float]]] = {
+    ("h2d", 1): [(2 * MB, 7.8)],
+    ("h2d", 8): [(2 * MB, 20.0), (8 * MB + 1, 22.0)],
+    ("d2h", 1): [(8 * MB + 1, 9.0)],
+    ("d2h", 8): [(8 * MB + 1, 22.0)],
+}
+PAPER_PEAK_GBPS = 30.0
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What one run measures."""
+
+    lat_batches: int                 # timed batches per latency row
+    lat_per: int                     # messages per batch (also for the round-trip ceilings)
+    bulk_lat_sizes: tuple[int, ...]  # bulk latency rows
+    sizes: tuple[int, ...]           # bulk throughput payloads
+    reps: int                        # timed repetitions per payload (after one warm-up)
+    conc: int                        # concurrent transfers
+    pingpong_batches: int
+    pipe_batches: int
+    copy_reps: int
+    ucx_lat_iters: int               # tag_lat iterations per run
+    ucx_bw_bytes: int                # bytes per tag_bw run (iterations = this / size)
+    ucx_reps: int                    # runs of each UCX test
+
+
+FULL = Sweep(lat_batches=10_000, lat_per=100, bulk_lat_sizes=(64, 4096),
+             sizes=(4096, 16384, 65536, 262144, MB, 4 * MB, 20 * MB), reps=30, conc=8,
+             pingpong_batches=10_000, pipe_batches=200, copy_reps=30,
+             ucx_lat_iters=1_000_000, ucx_bw_bytes=1 << 30, ucx_reps=5)
+QUICK = Sweep(lat_batches=1_000, lat_per=100, bulk_lat_sizes=(64, 4096),
+              sizes=(4096, 65536, MB, 4 * MB, 20 * MB), reps=10, conc=8,
+              pingpong_batches=1_000, pipe_batches=40, copy_reps=10,
+              ucx_lat_iters=200_000, ucx_bw_bytes=1 << 28, ucx_reps=2)
+
+# The throughput configurations: (direction, concurrent?, device side served by).
+CONFIGS = (("h2d", False, "thr"), ("h2d", True, "mgr"), ("h2d", True, "thr"),
+           ("d2h", False, "thr"), ("d2h", True, "thr"))
+
+
+def _sources() -> list[Path]:
+    return [BENCH_SRC, *(RUNTIME / "src" / f"{m}.c" for m in MODULES)]
+
+
+def build() -> Path:
+    """Compile bench_chan (-O2) once per content hash of its sources and headers."""
+    return build_tool("bench_chan", _sources(), CFLAGS, LIBS)
+
+
+def _run(cmd: list[str], what: str, timeout: float = 600) -> dict:
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise OfflowError(f"{what} ran past {timeout:.0f} s") from None
+    if res.returncode != 0:
+        msg = " ".join(res.stderr.strip().splitlines()[-4:]) or f"exit {res.returncode}"
+        raise OfflowError(f"{what} failed (exit {res.returncode}): {msg}")
+    return json.loads(res.stdout)
+
+
+def _csv(v: Sequence[int]) -> str:
+    return ",".join(map(str, v))
+
+
+def _label(size: int) -> str:
+    """A byte count as 4K, 1M, 20M or 56 B."""
+    for unit, n in (("M", MB), ("K", 1024)):
+        if size >= n and size % n == 0:
+            return f"{size // n}{unit}"
+    return f"{size} B"
+
+
+def _stats(v: Sequence[float]) -> dict[str, float]:
+    """min, max, mean, std (sample), median, n of some values."""
+    return {"n": len(v), "min": min(v), "max": max(v), "mean": statistics.fmean(v),
+            "std": statistics.stdev(v) if len(v) > 1 else 0.0,
+            "median": statistics.median(v)}
+
+
+# ---- the peer: UCX ---------------------------------------------------------------------
+
+
+def _ucx_version(perftest: str) -> str | None:
+    info = Path(perftest).with_name("ucx_info")
+    if not info.exists():
+        return None
+    try:
+        out = subprocess.run([str(info), "-v"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in out.stdout.splitlines():
+        if "Version" in line:
+            return line.split("Version", 1)[1].strip()
+    return None
+
+
+def setup_ucx(install: bool = True) -> tuple[str | None, str | None]:
+    """Find ucx_perftest: (path, None), or (None, why not). When missing and `install`
+    and this is root with apt-get, installs Debian's ucx-utils, saying so."""
+    found = shutil.which("ucx_perftest")
+    if found:
+        return found, None
+    if not install:
+        return None, "ucx_perftest is not installed (Debian package ucx-utils)"
+    if shutil.which("apt-get") is None:
+        return None, "ucx_perftest is not installed and there is no apt-get to install it"
+    if os.geteuid() != 0:
+        return None, "ucx_perftest is not installed and installing ucx-utils needs root"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "install", "-y", "-qq", "ucx-utils"]
+    print(f"UCX setup: ucx_perftest not found; running {' '.join(cmd)}", flush=True)
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+        if res.returncode != 0:
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True,
+                           env=env, timeout=600)
+            res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"apt-get install ucx-utils failed: {e}"
+    if res.returncode != 0:
+        tail = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["?"]
+        return None, f"apt-get install ucx-utils failed (exit {res.returncode}): {tail[0]}"
+    found = shutil.which("ucx_perftest")
+    return (found, None) if found else (None, "ucx-utils installed but no ucx_perftest")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    """Whether some socket listens on TCP `port` (from /proc/net/tcp{,6})."""
+    for name in ("tcp", "tcp6"):
+        try:
+            lines = Path(f"/proc/net/{name}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if len(f) > 3 and f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
+def ucx_run(perftest: str, test: str, size: int, iters: int, timeout: float = 300) -> dict:
+    """One ucx_perftest run over shared memory, server on DEV_CPU and client on
+    HOST_CPU; the client's final CSV numbers (latency in us, bandwidth in MiB/s)."""
+    env = {**os.environ, "UCX_TLS": UCX_TLS}
+    port = _free_port()
+    common = ["-p", str(port), "-t", test, "-s", str(size), "-n", str(iters),
+              "-w", str(max(iters // 10, 10)), "-v"]
+    server = subprocess.Popen([perftest, *common, "-c", str(DEV_CPU)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 10
+        while not _listening(port):
+            if server.poll() is not None or time.monotonic() > deadline:
+                out = server.communicate()[0] if server.poll() is not None else ""
+                raise OfflowError(f"ucx_perftest server did not start: {out.strip()[-300:]}")
+            time.sleep(0.01)
+        client = subprocess.run([perftest, "127.0.0.1", *common, "-c", str(HOST_CPU)],
+                                env=env, capture_output=True, text=True, timeout=timeout)
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        raise OfflowError(f"ucx_perftest {test} -s {size} ran past {timeout:.0f} s") from None
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    if client.returncode != 0:
+        tail = " ".join((client.stderr or client.stdout).strip().splitlines()[-3:])
+        raise OfflowError(f"ucx_perftest {test} -s {size} failed: {tail}")
+    lines = [line.strip() for line in client.stdout.splitlines()]
+    rows = [line.split(",") for line in lines
+            if line and line[0].isdigit() and line.count(",") == 7]
+    if not rows:
+        raise OfflowError(f"ucx_perftest {test}: no result in {client.stdout.strip()[-300:]}")
+    it, p50, avg_lat, lat, avg_bw, bw, avg_mr, mr = rows[-1]
+    return {"iters": int(it), "lat_us": float(lat), "lat_p50_us": float(p50),
+            "bw_mibs": float(bw), "msg_rate": float(mr)}
+
+
+def measure_ucx(perftest: str | None, reason: str | None, sw: Sweep) -> dict:
+    """tag_lat at 56 B and tag_bw at each payload size, `ucx_reps` runs each; or the
+    reason UCX is unavailable."""
+    if perftest is None:
+        return {"available": False, "reason": reason}
+    res: dict = {"available": True, "version": _ucx_version(perftest), "tls": UCX_TLS,
+                 "binary": perftest}
+    try:
+        rtt = [2 * ucx_run(perftest, "tag_lat", DIRECT_SIZE, sw.ucx_lat_iters)["lat_us"] * 1e3
+               for _ in range(sw.ucx_reps)]
+        res["lat"] = {"size": DIRECT_SIZE, "iters": sw.ucx_lat_iters, "rtt_ns": _stats(rtt)}
+        bw = []
+        for size in sw.sizes:
+            iters = max(20, min(1_000_000, sw.ucx_bw_bytes // size))
+            g = [ucx_run(perftest, "tag_bw", size, iters)["bw_mibs"] * MB * 8 / 1e9
+                 for _ in range(sw.ucx_reps)]
+            bw.append({"size": size, "iters": iters, "gbps": _stats(g)})
+        res["bw"] = bw
+    except (OfflowError, OSError) as e:
+        return {"available": False, "reason": f"ucx_perftest could not run: {e}",
+                "version": res["version"]}
+    return res
+
+
+# ---- our side and the ceilings ----------------------------------------------------------
+
+
+def measure(sw: Sweep, ucx: bool = True, install: bool = True) -> dict:
+    """Run everything; return every number (the JSON's content, without the ratios)."""
+    t_start = time.monotonic()
+    exe = str(build())
+    info = machine()
+    info["quiet"] = quiet_check(1.0)
+    res: dict = {"benchmark": "channels", "machine": info, "sweep": asdict(sw)}
+    res["copy"] = _run([exe, "copy", _csv(sw.sizes), str(sw.copy_reps)], "bench_chan copy")
+    res["pingpong"] = _run([exe, "pingpong", str(sw.pingpong_batches), str(sw.lat_per)],
+                           "bench_chan pingpong")
+    res["pipe"] = _run([exe, "pipe", str(sw.pipe_batches), str(sw.lat_per)], "bench_chan pipe")
+    res["lat"] = _run([exe, "lat", str(sw.lat_batches), str(sw.lat_per),
+                       _csv(sw.bulk_lat_sizes)], "bench_chan lat")
+    res["tput"] = []
+    for d, many, serve in CONFIGS:
+        k = sw.conc if many else 1
+        res["tput"].append(_run([exe, "tput", d, str(k), serve, _csv(sw.sizes), str(sw.reps)],
+                                f"bench_chan tput {d} x{k} {serve}"))
+    if ucx:
+        path, why = setup_ucx(install)
+        res["ucx"] = measure_ucx(path, why, sw)
+    else:
+        res["ucx"] = {"available": False, "reason": "not requested"}
+    res["paper"] = {"table2_us": {f"{k}_{d}": v for (k, d), v in PAPER_TABLE2.items()},
+                    "fig4_gbps": {f"{d}_x{k}": v for (d, k), v in PAPER_FIG4.items()},
+                    "fig4_peak_gbps": PAPER_PEAK_GBPS,
+                    "source": "seed 000 (NFComms), Table 2 and the text on Figure 4"}
+    res["seconds"] = round(time.monotonic() - t_start, 1)
+    return res
+
+
+# ---- ratios and verdicts ----------------------------------------------------------------
+
+
+def lat_row(res: dict, kind: str, d: str, size: int) -> dict | None:
+    """The latency row (kind direct/direct_rtt/bulk, dir h2d/d2h/rtt) or None."""
+    for r in res["lat"]["rows"]:
+        if r["kind"] == kind and r["dir"] == d and r["size"] == size:
+            return r
+    return None
+
+
+def tput_config(res: dict, d: str, k: int, serve: str) -> dict | None:
+    for t in res["tput"]:
+        if t["dir"] == d and t["k"] == k and t["serve"] == serve:
+            return t
+    return None
+
+
+def _tput_name(t: dict) -> str:
+    arrow = "host->device" if t["dir"] == "h2d" else "device->host"
+    if t["k"] == 1:
+        return f"{arrow} x1"
+    return f"{arrow} x{t['k']} ({'manager' if t['serve'] == 'mgr' else 'threads'})"
+
+
+def ratios(res: dict) -> dict:
+    """Every ratio, computed from the numbers in `res`, and the target verdicts."""
+    out: dict = {}
+    verdicts: list[dict] = []
+    rtt = lat_row(res, "direct_rtt", "rtt", DIRECT_SIZE)
+    pp = res["pingpong"]["rtt_ns"]
+    if rtt:
+        ours = rtt["per_msg_ns"]
+        out["rtt_vs_pingpong"] = {"mean": ours["mean"] / pp["mean"],
+                                  "median": ours["median"] / pp["median"],
+                                  "min": ours["min"] / pp["min"]}
+        out["rtt_vs_pipe"] = {"mean": ours["mean"] / res["pipe"]["rtt_ns"]["mean"]}
+        v = out["rtt_vs_pingpong"]["mean"]
+        verdicts.append({"name": "direct round trip / cache-line ping-pong round trip (means)",
+                         "value": v, "target": TARGET_RTT_VS_PINGPONG, "at_most": True,
+                         "met": v <= TARGET_RTT_VS_PINGPONG})
+    copy = {r["size"]: r for r in res["copy"]["rows"]}
+    ucx = res.get("ucx", {})
+    ucx_bw = {r["size"]: r for r in ucx.get("bw", [])} if ucx.get("available") else {}
+    out["bulk_vs_memcpy"], out["bulk_vs_ucx"] = [], []
+    for t in res["tput"]:
+        name = _tput_name(t)
+        vs_copy = [{"size": r["size"], "ratio": r["gbps"]["mean"]
+                    / copy[r["size"]]["memcpy_gbps"]["mean"]}
+                   for r in t["rows"] if r["size"] in copy]
+        out["bulk_vs_memcpy"].append({"config": name, "rows": vs_copy})
+        big = [x for x in vs_copy if x["size"] >= TARGET_MIN_SIZE]
+        if big:
+            worst = min(big, key=lambda x: x["ratio"])
+            verdicts.append({"name": f"bulk {name} / memcpy, payloads >= 1M (worst)",
+                             "value": worst["ratio"], "size": worst["size"],
+                             "target": TARGET_BULK_VS_MEMCPY, "at_most": False,
+                             "met": worst["ratio"] >= TARGET_BULK_VS_MEMCPY})
+        vs_ucx = [{"size": r["size"], "ratio": r["gbps"]["mean"]
+                   / ucx_bw[r["size"]]["gbps"]["mean"]}
+                  for r in t["rows"] if r["size"] in ucx_bw]
+        if vs_ucx:
+            out["bulk_vs_ucx"].append({"config": name, "rows": vs_ucx})
+            big = [x for x in vs_ucx if x["size"] >= TARGET_MIN_SIZE]
+            if big and t["k"] == 1:
+                worst = min(big, key=lambda x: x["ratio"])
+                verdicts.append({"name": f"bulk {name} / UCX tag_bw, payloads >= 1M (worst)",
+                                 "value": worst["ratio"], "size": worst["size"],
+                                 "target": TARGET_VS_UCX, "at_most": False,
+                                 "met": worst["ratio"] >= TARGET_VS_UCX})
+    if rtt and ucx.get("available"):
+        u = ucx["lat"]["rtt_ns"]
+        out["rtt_vs_ucx"] = {"mean": rtt["per_msg_ns"]["mean"] / u["mean"]}
+        v = out["rtt_vs_ucx"]["mean"]
+        verdicts.append({"name": "direct round trip / UCX tag_lat round trip (means)",
+                         "value": v, "target": TARGET_VS_UCX, "at_most": True,
+                         "met": v <= TARGET_VS_UCX})
+    elif rtt:
+        verdicts.append({"name": "direct round trip / UCX tag_lat round trip", "value": None,
+                         "target": TARGET_VS_UCX, "at_most": True, "met": None,
+                         "why": ucx.get("reason", "UCX not measured")})
+    out["verdicts"] = verdicts
+    return out
+
+
+def verdict_line(v: dict) -> str:
+    """One target line: MET, MISSED, or not judged with the reason."""
+    op = "<=" if v["at_most"] else ">="
+    if v["met"] is None:
+        return f"target {v['name']} {op} {v['target']:.2f}x: NOT JUDGED ({v['why']})"
+    at = f" at {_label(v['size'])}" if "size" in v else ""
+    return (f"target {v['name']} {op} {v['target']:.2f}x: {v['value']:.2f}x{at}: "
+            f"{'MET' if v['met'] else 'MISSED'}")
+
+
+# ---- the report ---------------------------------------------------------------------------
+
+
+def _us(ns: float) -> str:
+    return f"{ns / 1e3:8.3f}"
+
+
+def _pm(s: dict | None, width: int = 14) -> str:
+    if s is None:
+        return f"{'-':>{width}}"
+    return f"{s['mean']:.2f} ± {s['std']:.2f}".rjust(width)
+
+
+def _paper_fig4(d: str, k: int, size: int) -> float | None:
+    val = None
+    for start, g in PAPER_FIG4.get((d, k), []):
+        if size >= start:
+            val = g
+    return val
+
+
+def format_report(res: dict, rat: dict) -> str:
+    """The result as text: setup, the Table-2 latency table, the throughput tables,
+    the ratios and the target verdicts."""
+    m, sw, lat = res["machine"], res["sweep"], res["lat"]
+    out = [f"offlow bench channels: host process on CPU {HOST_CPU}, device process on CPU "
+           f"{DEV_CPU} (pinned: {lat['pinned']}), channels in shared memory",
+           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; busy before the "
+           "run: " + ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())]
+    if "pin_note" in lat:
+        out.append(f"note: {lat['pin_note']}")
+    busy = [k for k, v in m.get("quiet", {}).items() if v > BUSY]
+    if busy:
+        out.append(f"warning: {', '.join(busy)} busy before the run; expect noisy numbers "
+                   "(ratios hold better than absolute figures)")
+    ucx = res["ucx"]
+    if ucx["available"]:
+        out.append(f"peer: UCX {ucx.get('version') or '?'} ucx_perftest, UCX_TLS={ucx['tls']}, "
+                   f"server on CPU {DEV_CPU}, client on CPU {HOST_CPU}, {sw['ucx_reps']} runs "
+                   "per test")
+    else:
+        out.append(f"peer: UCX not available: {ucx['reason']}")
+    # Table 2.
+    out += ["", f"latency per message, us: {lat['batches']} batches of {lat['per']} "
+            "synchronous messages after a warm-up batch, time per message = batch time / "
+            f"{lat['per']}, timed on the sender (NFComms' method); bulk chunks of "
+            f"K={lat['sg_per_chunk']} SG entries"]
+    head = (f"{'':24}{'size':>7} | {'offlow (this run)':^35} | "
+            f"{'NFComms Table 2 (NFP-4000)':^35} | {'paper/ours':>10}")
+    sub = (f"{'':24}{'':>7} | {'min':>8} {'max':>8} {'avg':>8} {'std':>8} | "
+           f"{'min':>8} {'max':>8} {'avg':>8} {'std':>8} | {'avg':>10}")
+    out += [head, sub, "-" * len(head)]
+    order = [("direct", "d2h", DIRECT_SIZE), ("direct", "h2d", DIRECT_SIZE)]
+    order += [("bulk", d, s) for s in sw["bulk_lat_sizes"] for d in ("d2h", "h2d")]
+    for kind, d, size in order:
+        r = lat_row(res, kind, d, size)
+        if r is None:
+            continue
+        s = r["per_msg_ns"]
+        arrow = "device->host" if d == "d2h" else "host->device"
+        name = f"{arrow} ({'direct' if kind == 'direct' else 'bulk'})"
+        paper = PAPER_TABLE2.get((kind, d)) if size <= 64 else None
+        pc = (f"{paper['min']:8.2f} {paper['max']:8.2f} {paper['avg']:8.2f} {paper['std']:8.2f}"
+              if paper else f"{'-':>8} {'-':>8} {'-':>8} {'-':>8}")
+        sp = f"{paper['avg'] * 1e3 / s['mean']:9.0f}x" if paper else f"{'-':>10}"
+        out.append(f"{name:24}{_label(size):>7} | {_us(s['min'])} {_us(s['max'])} "
+                   f"{_us(s['mean'])} {_us(s['std'])} | {pc} | {sp}")
+    rtt = lat_row(res, "direct_rtt", "rtt", DIRECT_SIZE)
+    if rtt:
+        s = rtt["per_msg_ns"]
+        out.append(f"{'round trip (direct)':24}{_label(DIRECT_SIZE):>7} | {_us(s['min'])} "
+                   f"{_us(s['max'])} {_us(s['mean'])} {_us(s['std'])} | "
+                   f"{'(send + reply, timed on the host)':^35} |")
+    out.append("  paper rows: its bulk ('indirect') rows are beside our 64 B bulk rows; the "
+               "paper used 56 B messages for all four")
+    pp, pipe = res["pingpong"]["rtt_ns"], res["pipe"]["rtt_ns"]
+    out.append(f"ceilings, round trip (same method): cache-line ping-pong {pp['mean']:.0f} ns "
+               f"(min {pp['min']:.0f}, std {pp['std']:.0f}); pipe {pipe['mean'] / 1e3:.2f} us "
+               f"(min {pipe['min'] / 1e3:.2f})")
+    if ucx["available"]:
+        u = ucx["lat"]["rtt_ns"]
+        out.append(f"peer: UCX tag_lat 56 B round trip {u['mean']:.0f} ns (± {u['std']:.0f} over "
+                   f"{u['n']} runs of {ucx['lat']['iters']} iterations; ucx_perftest prints half)")
+    # Throughput.
+    out += ["", f"bulk throughput, Gb/s (10^9 bit/s), mean ± std over {sw['reps']} "
+            "repetitions after a warm-up; xK: K transfers of the size at once on K channels"]
+    tp = res["tput"]
+    head = f"{'size':>6} | " + " | ".join(f"{_tput_name(t):>28}" for t in tp)
+    head += f" | {'NFComms h2d x1/x8':>18} | {'d2h x1/x8':>10}"
+    out += [head, "-" * len(head)]
+    for i, size in enumerate(sw["sizes"]):
+        cells = [f"{_pm(t['rows'][i]['gbps'], 28)}" for t in tp]
+        pap = []
+        for d in ("h2d", "d2h"):
+            a, b = _paper_fig4(d, 1, size), _paper_fig4(d, 8, size)
+            pap.append(f"{a if a is not None else '-'}/{b if b is not None else '-'}")
+        out.append(f"{_label(size):>6} | " + " | ".join(cells)
+                   + f" | {pap[0]:>18} | {pap[1]:>10}")
+    out.append(f"  NFComms figures as its text states them (Figure 4 gives no numbers below "
+               f"2 MB); its peak: {PAPER_PEAK_GBPS:.0f} Gb/s with 8 transfers")
+    copy = {r["size"]: r for r in res["copy"]["rows"]}
+    ubw = {r["size"]: r for r in ucx.get("bw", [])} if ucx["available"] else {}
+    out += ["", "ceilings and peer at each size, Gb/s, mean ± std (single thread; memcpy "
+            "repeats small copies to fill about 1 MiB per sample)"]
+    head = (f"{'size':>6} | {'memcpy':>16} | {'process_vm_readv':>16} | {'CRC32C':>16} | "
+            f"{'UCX tag_bw':>16}")
+    out += [head, "-" * len(head)]
+    for size in sw["sizes"]:
+        c = copy.get(size, {})
+        out.append(f"{_label(size):>6} | {_pm(c.get('memcpy_gbps'), 16)} | "
+                   f"{_pm(c.get('pvr_gbps'), 16)} | {_pm(c.get('crc32c_gbps'), 16)} | "
+                   f"{_pm(ubw[size]['gbps'] if size in ubw else None, 16)}")
+    # Ratios.
+    out += ["", "ratios (means): bulk / memcpy" + (", bulk / UCX tag_bw" if ubw else "")]
+    head = f"{'size':>6} | " + " | ".join(f"{_tput_name(t):>28}" for t in tp)
+    out += [head, "-" * len(head)]
+    for size in sw["sizes"]:
+        cells = []
+        for j in range(len(tp)):
+            mc = rat["bulk_vs_memcpy"][j]["rows"]
+            uc = rat["bulk_vs_ucx"][j]["rows"] if ubw else []
+            a = next((x["ratio"] for x in mc if x["size"] == size), None)
+            b = next((x["ratio"] for x in uc if x["size"] == size), None)
+            txt = (f"{a:.2f}x memcpy" if a is not None else "-") + (
+                f", {b:.2f}x UCX" if b is not None else "")
+            cells.append(f"{txt:>28}")
+        out.append(f"{_label(size):>6} | " + " | ".join(cells))
+    if "rtt_vs_pingpong" in rat:
+        r = rat["rtt_vs_pingpong"]
+        line = (f"direct round trip / cache-line ping-pong: {r['mean']:.2f}x (medians "
+                f"{r['median']:.2f}x); / pipe round trip: {rat['rtt_vs_pipe']['mean']:.3f}x")
+        if "rtt_vs_ucx" in rat:
+            line += f"; / UCX tag_lat round trip: {rat['rtt_vs_ucx']['mean']:.2f}x"
+        out.append(line)
+    out.append("")
+    out += [verdict_line(v) for v in rat["verdicts"]]
+    return "\n".join(out)
+
+
+def plot(res: dict, path: Path) -> None:
+    """Throughput against payload size, host->device and device->host (the shape of
+    NFComms' Figure 4): mean with a ±1 std band per configuration, memcpy and UCX
+    tag_bw lines, and the paper's stated levels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
+    copy = {r["size"]: r for r in res["copy"]["rows"]}
+    ucx = res["ucx"]
+    for ax, d, title in ((axes[0], "h2d", "(a) host to device"),
+                         (axes[1], "d2h", "(b) device to host")):
+        for t in res["tput"]:
+            if t["dir"] != d:
+                continue
+            x = [r["size"] / MB for r in t["rows"]]
+            mean = [r["gbps"]["mean"] for r in t["rows"]]
+            sd = [r["gbps"]["std"] for r in t["rows"]]
+            ax.plot(x, mean, marker="o", label=f"offlow {_tput_name(t)}")
+            ax.fill_between(x, [a - b for a, b in zip(mean, sd, strict=True)],
+                            [a + b for a, b in zip(mean, sd, strict=True)], alpha=0.2)
+        sizes = sorted(copy)
+        ax.plot([s / MB for s in sizes], [copy[s]["memcpy_gbps"]["mean"] for s in sizes],
+                color="black", linestyle="--", label="memcpy (ceiling)")
+        ax.plot([s / MB for s in sizes], [copy[s]["pvr_gbps"]["mean"] for s in sizes],
+                color="gray", linestyle=":", label="process_vm_readv")
+        if ucx["available"]:
+            ub = ucx["bw"]
+            ax.plot([r["size"] / MB for r in ub], [r["gbps"]["mean"] for r in ub],
+                    color="tab:purple", linestyle="-.", marker="s", label="UCX tag_bw (sm)")
+        for k, style in ((1, "dashdot"), (8, "dotted")):
+            for j, (start, g) in enumerate(PAPER_FIG4.get((d, k), [])):
+                ax.hlines(g, start / MB, max(sizes) / MB, colors="tab:red", linestyles=style,
+                          label=f"NFComms x{k} (stated in its text)" if j == 0 else None)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("payload size, MB (log)")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("throughput, Gb/s (mean ± 1 std, log)")
+    m = res["machine"]
+    fig.suptitle(f"offlow bulk channels vs NFComms Figure 4, {m['cpu']} ({m['cpus']} CPUs)",
+                 fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(quick: bool = False, out_json: str | os.PathLike[str] | None = None,
+        png: str | os.PathLike[str] | None = None, *, sweep: Sweep | None = None,
+        ucx: bool = True, install: bool = True) -> dict:
+    """Run the channel benchmark, print the report, optionally write JSON and a PNG;
+    return the result (the JSON's content).
+
+    quick: fewer batches, sizes and repetitions (well under a minute). sweep: override
+    the settings (tests use tiny ones). ucx: False skips the peer; install: False
+    never installs ucx-utils."""
+    sw = sweep or (QUICK if quick else FULL)
+    res = measure(sw, ucx=ucx, install=install)
+    res["ratios"] = ratios(res)
+    print(format_report(res, res["ratios"]))
+    if out_json:
+        Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
+    if png:
+        plot(res, Path(png))
+    return res

@@ -1,0 +1,169 @@
+"""`offlow bench channels` runs with tiny counts: its result is well formed, every
+measured figure is positive, the ratios follow from the numbers, and UCX is either
+measured or reported unavailable with a reason. No timing is asserted."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from offlow.bench import channels
+
+TINY = channels.Sweep(lat_batches=5, lat_per=10, bulk_lat_sizes=(64, 4096),
+                      sizes=(4096, 1 << 20), reps=3, conc=8, pingpong_batches=20,
+                      pipe_batches=4, copy_reps=3, ucx_lat_iters=2000, ucx_bw_bytes=1 << 22,
+                      ucx_reps=1)
+STATS_KEYS = {"n", "min", "max", "mean", "std", "median"}
+
+
+def _stats_dicts(x: object) -> Iterator[dict]:
+    """Every statistics object (min/max/mean/std/median/n) inside x."""
+    if isinstance(x, dict):
+        if STATS_KEYS <= x.keys():
+            yield x
+        for v in x.values():
+            yield from _stats_dicts(v)
+    elif isinstance(x, list):
+        for v in x:
+            yield from _stats_dicts(v)
+
+
+def _check_stats(s: dict, n: int | None = None) -> None:
+    assert s["min"] > 0 and s["std"] >= 0
+    assert s["min"] <= s["median"] <= s["max"]
+    assert s["min"] * (1 - 1e-9) <= s["mean"] <= s["max"] * (1 + 1e-9)
+    if n is not None:
+        assert s["n"] == n
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One build cache for the module (the C program is compiled once)."""
+    tmp = tmp_path_factory.mktemp("bench_channels")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OFFLOW_CACHE", str(tmp / "cache"))
+    yield tmp
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def result(cache: Path) -> tuple[dict, Path, Path, str]:
+    out, png = cache / "channels.json", cache / "channels.png"
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        res = channels.run(False, out, png, sweep=TINY, install=False)
+    return res, out, png, buf.getvalue()
+
+
+def test_result_is_well_formed_and_positive(result: tuple[dict, Path, Path, str]) -> None:
+    res, out, png, _ = result
+    assert json.loads(out.read_text()) == json.loads(json.dumps(res))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for s in _stats_dicts(res):
+        _check_stats(s)
+    # Ceilings.
+    assert [r["size"] for r in res["copy"]["rows"]] == list(TINY.sizes)
+    for r in res["copy"]["rows"]:
+        for k in ("memcpy_gbps", "pvr_gbps", "crc32c_gbps"):
+            _check_stats(r[k], TINY.copy_reps)
+    _check_stats(res["pingpong"]["rtt_ns"], TINY.pingpong_batches)
+    _check_stats(res["pipe"]["rtt_ns"], TINY.pipe_batches)
+    # Latency: direct both ways, the round trip, bulk both ways at each size.
+    lat = res["lat"]
+    assert (lat["batches"], lat["per"]) == (TINY.lat_batches, TINY.lat_per)
+    keys = {(r["kind"], r["dir"], r["size"], r["timed_on"]) for r in lat["rows"]}
+    want = {("direct", "h2d", 56, "host"), ("direct", "d2h", 56, "device"),
+            ("direct_rtt", "rtt", 56, "host")}
+    want |= {("bulk", "h2d", s, "host") for s in TINY.bulk_lat_sizes}
+    want |= {("bulk", "d2h", s, "device") for s in TINY.bulk_lat_sizes}
+    assert keys == want and len(lat["rows"]) == len(want)
+    for r in lat["rows"]:
+        _check_stats(r["per_msg_ns"], TINY.lat_batches)
+    # Throughput: every configuration at every size.
+    got = {(t["dir"], t["k"], t["serve"]) for t in res["tput"]}
+    assert got == {(d, TINY.conc if many else 1, s) for d, many, s in channels.CONFIGS}
+    for t in res["tput"]:
+        assert [r["size"] for r in t["rows"]] == list(TINY.sizes)
+        for r in t["rows"]:
+            _check_stats(r["gbps"], TINY.reps)
+    assert res["machine"]["cpus"] >= 1
+
+
+def test_ucx_is_measured_or_unavailable_with_a_reason(
+        result: tuple[dict, Path, Path, str]) -> None:
+    res, _, _, text = result
+    ucx = res["ucx"]
+    if ucx["available"]:
+        assert ucx["tls"] == channels.UCX_TLS
+        _check_stats(ucx["lat"]["rtt_ns"], TINY.ucx_reps)
+        assert [r["size"] for r in ucx["bw"]] == list(TINY.sizes)
+        for r in ucx["bw"]:
+            _check_stats(r["gbps"], TINY.ucx_reps)
+        assert "UCX tag_bw" in text
+    else:
+        assert isinstance(ucx["reason"], str) and ucx["reason"]
+        assert f"UCX not available: {ucx['reason']}" in text
+    missing = channels.measure_ucx("/nonexistent/ucx_perftest", None, TINY)
+    assert missing["available"] is False and "could not run" in missing["reason"]
+    absent = channels.measure_ucx(None, "not installed here", TINY)
+    assert absent == {"available": False, "reason": "not installed here"}
+
+
+def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) -> None:
+    res, _, _, text = result
+    rat = res["ratios"]
+    assert rat == json.loads(json.dumps(channels.ratios(res)))
+    rtt = channels.lat_row(res, "direct_rtt", "rtt", 56)
+    assert rtt is not None
+    assert rat["rtt_vs_pingpong"]["mean"] == pytest.approx(
+        rtt["per_msg_ns"]["mean"] / res["pingpong"]["rtt_ns"]["mean"])
+    memcpy = {r["size"]: r["memcpy_gbps"]["mean"] for r in res["copy"]["rows"]}
+    for t, r in zip(res["tput"], rat["bulk_vs_memcpy"], strict=True):
+        for row, x in zip(t["rows"], r["rows"], strict=True):
+            assert x["ratio"] == pytest.approx(row["gbps"]["mean"] / memcpy[row["size"]])
+    names = [v["name"] for v in rat["verdicts"]]
+    assert any("ping-pong" in n for n in names)
+    assert sum("memcpy" in n for n in names) == len(res["tput"])
+    for v in rat["verdicts"]:
+        if v["met"] is not None:
+            ok = v["value"] <= v["target"] if v["at_most"] else v["value"] >= v["target"]
+            assert v["met"] == ok
+        line = channels.verdict_line(v)
+        assert line in text
+        assert line.endswith(("MET", "MISSED")) or "NOT JUDGED" in line
+    if res["ucx"]["available"]:
+        u = res["ucx"]["lat"]["rtt_ns"]["mean"]
+        assert rat["rtt_vs_ucx"]["mean"] == pytest.approx(rtt["per_msg_ns"]["mean"] / u)
+    # The Table-2 shape: the paper's figures printed beside ours.
+    assert "NFComms Table 2" in text
+    for fig in ("17.99", "30.04", "39.42", "51.96"):
+        assert fig in text
+
+
+def test_verdicts_say_met_or_missed() -> None:
+    v = {"name": "x", "value": 1.2, "target": 1.5, "at_most": True, "met": True}
+    assert channels.verdict_line(v).endswith("1.20x: MET")
+    v = {"name": "y", "value": 0.5, "size": 1 << 20, "target": 0.8, "at_most": False,
+         "met": False}
+    assert channels.verdict_line(v).endswith("0.50x at 1M: MISSED")
+    v = {"name": "z", "value": None, "target": 1.0, "at_most": True, "met": None,
+         "why": "no UCX"}
+    assert "NOT JUDGED (no UCX)" in channels.verdict_line(v)
+
+
+@pytest.mark.parametrize("args", [
+    [], ["nope"], ["copy", "4097", "3"], ["copy", "4096", "0"], ["lat", "5", "10", ""],
+    ["tput", "h2d", "0", "thr", "4096", "3"], ["tput", "d2h", "8", "mgr", "4096", "3"],
+    ["tput", "sideways", "1", "thr", "4096", "3"], ["pingpong", "10", "x"],
+    ["tput", "h2d", "17", "thr", "4096", "3"], ["copy", "4096,,8", "3"],
+])
+def test_bad_arguments_are_refused(args: list[str], cache: Path) -> None:
+    exe = channels.build()
+    res = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "usage:" in res.stderr and res.stdout == ""
