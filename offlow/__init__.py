@@ -4,6 +4,7 @@ between a host CPU and a device (an emulated NIC here)."""
 from offlow.dsl import (
     Composite,
     Element,
+    Handler,
     Port,
     Program,
     Shared,
@@ -15,6 +16,6 @@ from offlow.dsl import (
 from offlow.errors import OfflowError
 
 __all__ = [
-    "Composite", "Element", "OfflowError", "Port", "Program", "Shared", "Sink", "Source",
+    "Composite", "Element", "Handler", "OfflowError", "Port", "Program", "Shared", "Sink", "Source",
     "State", "Table",
 ]

@@ -52,14 +52,26 @@ def explain(g: Graph) -> str:
         lines.append("  none")
     for t in g.shared:
         users = [n.name for n in g.nodes if any(ref == t.name for _, ref in n.tables)]
+        users += [f"{c.handler.name} (channel {c.name})" for c in g.channels
+                  if any(ref == t.name for _, ref in c.handler.tables)]
         home = ("the interconnect window (used on several devices)" if t.home == "window"
                 else f"{t.home} memory")
         if t.is_object:
             opts = ", ".join(f"{k}={v}" for k, v in t.options)
-            how = t.source or f"built at start-up by {t.open_fn}()"
+            if t.bulk:
+                how = (f"{t.source}; the host process reads its input and sends it over "
+                       f"the bulk channel table.{t.name} (CRC32C checked), {t.home} builds it")
+            else:
+                how = (f"{t.source}; " if t.source else "") + (
+                    f"built at start-up by the {t.home} process from its input")
             lines.append(f"  {t.name}: {t.ctype} in {home}; {how}"
                          + (f" ({opts})" if opts else "") + f"; used by {', '.join(users)}")
         else:
             lines.append(f"  {t.name}: {t.ctype}[{t.length}] in {home}; "
                          f"used by {', '.join(users)}")
+    if g.channels:
+        lines += ["", "channels (direct messages from host programs: offlow.session):"]
+        for c in g.channels:
+            lines.append(f"  {c.name}: served on {c.device} by {c.handler.name} "
+                         f"({c.handler.cls}) on the device's channel manager thread")
     return "\n".join(lines)

@@ -43,6 +43,7 @@ class RunOptions:
     copy_engine: str = "inline"  # or "thread"
     opts: tuple[str, ...] = ()  # NAME.KEY=VALUE for sources, sinks and tables (override)
     timeout: float | None = None  # kill the run after this many seconds
+    serve: bool = False  # processes stay up serving channels until a session stops them
 
 
 @dataclass
@@ -148,6 +149,8 @@ class Run:
             cmd = [str(self.build.binaries[dev]), "--window", str(self.window),
                    "--stats", str(self.tmp / f"{dev}.json"), "--cpu-base", str(cpu_base(dev)),
                    "--ce", self.opts.copy_engine, *common]
+            if self.opts.serve:
+                cmd.append("--serve")
             for fd in peers_r:
                 cmd += ["--peer-fd", str(fd)]
             self.procs[dev] = subprocess.Popen(cmd, pass_fds=[mine_w, *peers_r])

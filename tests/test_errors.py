@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from offlow import Composite, OfflowError, Program, Shared, Sink, Source
+from offlow import Composite, Handler, OfflowError, Program, Shared, Sink, Source
 from offlow.passes import compile_graph
 from tests.progs import Pass, Split, two_segment
 
@@ -100,6 +100,44 @@ def group_not_a_flag() -> None:
     two_segment().apply_setting("app.group=maybe")
 
 
+class Answer(Handler):
+    tables = ("t",)
+    body = "REPLY(msg, len);"
+
+
+def channel_twice() -> None:
+    p = two_segment()
+    p.channel("c", Answer("h", t=Shared("t", "uint64_t", 1)), device="nic")
+    p.channel("c", Answer("h", t=Shared("t", "uint64_t", 1)), device="nic")
+
+
+def channel_bad_name() -> None:
+    two_segment().channel("a b", Answer("h", t=Shared("t", "uint64_t", 1)))
+
+
+def channel_not_a_handler() -> None:
+    two_segment().channel("c", Pass("p"))  # type: ignore[arg-type]
+
+
+def channel_unknown_device() -> None:
+    two_segment().channel("c", Answer("h", t=Shared("t", "uint64_t", 1)), device="gpu")
+
+
+def channel_without_device() -> None:
+    p = two_segment()
+    p.channel("c", Answer("h", t=Shared("t", "uint64_t", 1)))
+    compile_graph(p.to_ir())
+
+
+def channel_body_does_not_parse() -> None:
+    class Broken(Handler):
+        body = "REPLY(msg, ;"
+
+    p = two_segment()
+    p.channel("c", Broken("h"), device="nic")
+    compile_graph(p.to_ir())
+
+
 def not_an_output() -> None:
     Split("s")["inp"] >> Pass("p")
 
@@ -122,6 +160,13 @@ def not_an_output() -> None:
     (batch_above_ring, "batch 32 must be 1..ring_size (16)"),
     (group_with_source, "segment `rx` is a core group but holds source `src`; a group takes "
                         "its batches from a queue"),
+    (channel_twice, "channel `c` is defined twice"),
+    (channel_bad_name, "channel `a b`: a name is 1..31 letters, digits"),
+    (channel_not_a_handler, "channel `c`: handler must be a Handler, not Pass"),
+    (channel_unknown_device, "channel `c`: unknown device `gpu`; devices: host, nic"),
+    (channel_without_device, "channel `c`: cannot tell which device serves it (no segment "
+                             "uses its tables); say device=..."),
+    (channel_body_does_not_parse, "channel `c`: element `h`: C body does not parse at line 1"),
     (group_not_a_flag, "--set `app.group=maybe`: group must be on or off"),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_error_message(make: Callable[[], None], message: str) -> None:

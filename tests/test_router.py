@@ -138,3 +138,17 @@ def test_router_drops_and_counts_malformed_packets(tmp_path: Path) -> None:
     assert el["ip6"]["drop"] == want["bad_ipv6"]
     # the router does not parse transport headers: bad_l4 frames are forwarded
     assert len(read_frames(out)) == want["valid_ipv4"] + want["valid_ipv6"] + want["bad_l4"]
+
+
+def test_tables_on_the_nic_are_sent_by_the_host_over_a_bulk_channel() -> None:
+    from offlow.build import compile_program
+    from offlow.cli import load_program
+    from offlow.explain import explain
+
+    on_nic = compile_program(load_program(ROUTER))
+    assert all(t.bulk and t.home == "nic" for t in on_nic.shared)
+    assert "sends it over the bulk channel table.routes4 (CRC32C checked), nic builds it" in (
+        explain(on_nic))
+    on_host = compile_program(load_program(ROUTER, ["route.device=host"]))
+    assert not any(t.bulk for t in on_host.shared)
+    assert "built at start-up by the host process" in explain(on_host)

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from offlow.codegen.layout import EntryLayout, entry_layout
-from offlow.ir import Graph, Node, Queue
+from offlow.ir import Channel, Graph, Node, Queue, SharedTable
+from offlow.ir.graph import channel_names
 from offlow.ir.types import sort_fields
 from offlow.passes.fuse import SegmentPlan, fuse
 
@@ -105,9 +106,14 @@ def gen_common(g: Graph) -> str:
           f"/* {r.index}: {r.queue.name} {r.prod}->{r.cons} */")
     if not rs:
         e("    { 0, 0, 0, 0 },")
-    e("};", "",
-      "/* Byte offsets of every ring and of the window tables; returns the window size. */",
-      "static inline size_t ofl_layout(size_t ring_off[], size_t *tables_off) {",
+    e("};", "", "/* Channels of the window (hosts open them by name). */",
+      f"#define OFL_NCHAN {len(channel_names(g))}u",
+      "static const char *const ofl_chan_names[] = {"
+      + "".join(f'"{c}", ' for c in channel_names(g)) + "NULL };", "",
+      "/* Byte offsets of every ring, of the window tables and of the channel region",
+      " * (0 when there are no channels); returns the window size. */",
+      "static inline size_t ofl_layout(size_t ring_off[], size_t *tables_off, "
+      "size_t *chan_off) {",
       "    size_t off = OFL_WINDOW_HDR_SIZE;",
       "    for (uint32_t i = 0; i < OFL_NRINGS; i++) {",
       "        ring_off[i] = off;",
@@ -115,6 +121,9 @@ def gen_common(g: Graph) -> str:
       "    }",
       "    *tables_off = off;",
       "    off += (sizeof(struct ofl_window_tables) + 4095) / 4096 * 4096;",
+      *(["    *chan_off = off;",
+         "    off += (ofl_chan_region_size(OFL_NCHAN) + 4095) / 4096 * 4096;"]
+        if channel_names(g) else ["    *chan_off = 0;"]),
       "    return off;", "}", "#endif")
     return e.text()
 
@@ -130,6 +139,7 @@ class DeviceGen:
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.sinks = [n for n in self.nodes if n.kind == "sink"]
         self.sources = [n for n in self.nodes if n.kind == "source"]
+        self.channels = [c for c in g.channels if c.device == device]
         self.rings = rings(g)
         self.e = Emitter(f"{device}.c")
 
@@ -150,6 +160,11 @@ class DeviceGen:
         for p in self.plans:
             for name in p.nodes:
                 self.gen_node(self.g.node(name))
+        for c in self.channels:
+            self.gen_handler(c)
+        for t in self.g.shared:
+            if t.bulk and t.home == self.device:
+                self.gen_blob_open(t)
         for p in self.plans:
             self.gen_loop(p)
         self.gen_main()
@@ -204,6 +219,35 @@ class DeviceGen:
             else:
                 self.e(f"{ind}{dst}{f.name} = {src}{f.name};")
 
+    def _locals(self, n: Node, via: str) -> list[str]:
+        """Declarations of a body's parameters and tables (reached through `via`)."""
+        out = [f"    const {ctype} {pname} = {lit};" for pname, ctype, lit in n.params]
+        for local, ref in n.tables:
+            ctype = next(t.ctype for t in self.g.shared if t.name == ref)
+            out.append(f"    {ctype.split('[')[0]} *{local} = {via}tbl_{cname(ref)};")
+        return out
+
+    def gen_handler(self, c: Channel) -> None:
+        """The function a channel manager runs for each message on channel `c`."""
+        e, n = self.e, c.handler
+        e(f"/* Channel {c.name}: handler {n.name} ({n.cls}). */",
+          f"static int ofl_handler_{cname(c.name)}(void *ofl_arg_, struct ofl_chan_end *ofl_end_, "
+          "const void *ofl_msg_, size_t len) {",
+          "    struct ofl_proc *proc = ofl_arg_;",
+          "    const uint8_t *msg = ofl_msg_;", *self._locals(n, "proc->"))
+        unused = ["proc", "msg", "len", "ofl_end_"] + [p[0] for p in n.params]
+        e("    " + " ".join(f"(void){u};" for u in unused + [t[0] for t in n.tables]))
+        e(f'#line 1 "{n.cls} body ({n.origin or "?"})"', n.body)
+        e.resync()
+        e("    return 0;", "}", "")
+
+    def gen_blob_open(self, t: SharedTable) -> None:
+        """A typed wrapper of the table's open_blob_fn for ofl_table_recv."""
+        self.e(f"/* Table {t.name}: built from the blob the host sent. */",
+               f"static int ofl_blob_{cname(t.name)}(void *t, const void *blob, size_t len, "
+               "const struct ofl_args *a, const char *name) {",
+               f"    return {t.open_blob_fn}(({t.ctype} **)t, blob, len, a, name);", "}", "")
+
     def gen_node(self, n: Node) -> None:
         e = self.e
         i = self.index[n.name]
@@ -215,11 +259,7 @@ class DeviceGen:
             if n.outputs:
                 e("    enum { " + ", ".join(f"OFL_PORT_{p.name} = {k}"
                                             for k, p in enumerate(n.outputs)) + " };")
-            for pname, ctype, lit in n.params:
-                e(f"    const {ctype} {pname} = {lit};")
-            for local, ref in n.tables:
-                ctype = next(t.ctype for t in self.g.shared if t.name == ref)
-                e(f"    {ctype.split('[')[0]} *{local} = ctx->proc->tbl_{cname(ref)};")
+            e(*self._locals(n, "ctx->proc->"))
             unused = ["ctx", "pkt", "state", "ofl_mask_"]
             unused += [p[0] for p in n.params] + [t[0] for t in n.tables]
             e("    " + " ".join(f"(void){u};" for u in unused))
@@ -402,8 +442,8 @@ class DeviceGen:
           "int main(int argc, char **argv) {",
           "    struct ofl_proc proc;", "    memset(&proc, 0, sizeof proc);",
           f'    if (ofl_args_parse(&proc.args, argc, argv, "{self.device}") < 0) return 2;',
-          "    size_t ring_off[OFL_NRINGS + 1], tables_off;",
-          "    size_t wsize = ofl_layout(ring_off, &tables_off);",
+          "    size_t ring_off[OFL_NRINGS + 1], tables_off, chan_off;",
+          "    size_t wsize = ofl_layout(ring_off, &tables_off, &chan_off);",
           "    if (proc.args.init) { /* create the window and format every ring in it */",
           "        int rc = ofl_window_create(&proc.win, proc.args.window, wsize);",
           "        for (uint32_t i = 0; rc == 0 && i < OFL_NRINGS; i++)",
@@ -412,6 +452,8 @@ class DeviceGen:
           "                                                   ofl_ring_desc[i].entry_size),",
           "                                 ofl_ring_desc[i].size, ofl_ring_desc[i].entry_size,",
           "                                 ofl_ring_desc[i].batch, ofl_ring_desc[i].data_off);",
+          *(["        if (rc == 0) rc = ofl_gen_channels(&proc.win, chan_off, OFL_NCHAN, "
+             "ofl_chan_names);"] if channel_names(self.g) else ["        (void)chan_off;"]),
           "        if (rc < 0) return ofl_fatal_err(\"cannot create the window\", rc);",
           "        ofl_window_close(&proc.win);",
           "        return 0;",
@@ -419,8 +461,18 @@ class DeviceGen:
           "    if (ofl_proc_open(&proc.win, &proc.args, wsize) < 0) return 1;",
           "    proc.wtables = ofl_window_at(&proc.win, tables_off);")
         for t in self.g.shared:
+            if t.bulk and self.device == "host":
+                e(f"    /* table {t.name} lives on {t.home}: read here, sent over a channel */",
+                  f'    if (ofl_table_send(&proc.win, chan_off, "{t.name}", {t.pack_fn}, '
+                  "&proc.args) < 0)", "        return 1;")
+        for t in self.g.shared:
             if t.home == "window":
                 e(f"    proc.tbl_{cname(t.name)} = proc.wtables->{cname(t.name)};")
+            elif t.home == self.device and t.bulk:
+                e(f"    /* table {t.name}: built here from what the host sent */",
+                  f'    if (ofl_table_recv(&proc.tbl_{cname(t.name)}, &proc.win, chan_off, '
+                  f'"{t.name}", ofl_blob_{cname(t.name)}, &proc.args) < 0)',
+                  "        return 1;")
             elif t.home == self.device and t.is_object:
                 e(f"    /* table {t.name}: built here, before any core starts */",
                   f'    if ({t.open_fn}(&proc.tbl_{cname(t.name)}, &proc.args, "{t.name}") < 0)',
@@ -451,6 +503,14 @@ class DeviceGen:
                 self._attach(k, q, core_idx, "out")
             for q in p.inputs:
                 self._attach(k, q, core_idx, "in")
+        if self.channels:
+            e("    /* Channel managers: serve the host's messages from before the first packet */",
+              "    struct ofl_chan_mgr *mgr = ofl_chan_mgr_start(1, "
+              "&((struct ofl_window_hdr *)proc.win.base)->abort);",
+              '    if (!mgr) return ofl_fatal("cannot start the channel manager");')
+            for c in self.channels:
+                e(f'    if (ofl_gen_serve(mgr, &proc.win, chan_off, "{c.name}", '
+                  f"ofl_handler_{cname(c.name)}, &proc) < 0) return 1;")
         e("    static pthread_t tids[sizeof ctxs / sizeof ctxs[0]];")
         for k, (p, core_idx) in enumerate(ctxs):
             loop = "ofl_grp_" if p.group and core_idx else "ofl_seg_"
@@ -461,6 +521,9 @@ class DeviceGen:
           "        pthread_join(tids[k], NULL);",
           "        if (ctxs[k].core.err) { failed = 1; ofl_window_abort(&proc.win); }",
           "    }",
+          "    if (proc.args.serve && !failed && ofl_serve_until_stopped(&proc.win) < 0)",
+          "        failed = 1;",
+          *(["    ofl_chan_mgr_stop(mgr);"] if self.channels else []),
           "    struct ofl_json j;",
           "    if (ofl_stats_begin(&j, &proc.args)) {",
           "        ofl_json_begin_arr(&j, \"cores\");",

@@ -1,10 +1,10 @@
 """The front-end: elements with C bodies, per-packet state, shared state, wiring, placement."""
 
-from offlow.dsl.element import Composite, Element, Port, Sink, Source
+from offlow.dsl.element import Composite, Element, Handler, Port, Sink, Source
 from offlow.dsl.program import Program, Segment, State
 from offlow.dsl.values import Shared, Table
 
 __all__ = [
-    "Composite", "Element", "Port", "Program", "Segment", "Shared", "Sink", "Source", "State",
-    "Table",
+    "Composite", "Element", "Handler", "Port", "Program", "Segment", "Shared", "Sink",
+    "Source", "State", "Table",
 ]

@@ -162,6 +162,20 @@ class Sink(Element):
     kind = "sink"
 
 
+class Handler(Element):
+    """C code a device runs for each direct message on a channel (``Program.channel``).
+
+    Body API (C): ``msg`` (const uint8_t *, ``len`` bytes, at most 56), parameters and
+    tables by name, ``REPLY(ptr, n)`` to answer (at most 56 bytes, never blocks; the
+    host receives it with ``recv``). The body runs on the device's channel manager
+    thread, beside the packet cores: writes to tables race with them as any shared
+    access does."""
+
+    inputs = ()
+    outputs = ()
+    kind = "handler"
+
+
 class Composite:
     """A group of elements used as one: subclasses build and wire their parts in
     ``__init__`` and call ``expose`` to name the inner ports seen from outside."""

@@ -8,10 +8,10 @@ import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from offlow.dsl.element import Composite, Element
+from offlow.dsl.element import Composite, Element, Handler
 from offlow.dsl.values import Shared, Table, c_literal
 from offlow.errors import OfflowError
-from offlow.ir import Edge, Field, Graph, Node, PortSpec, SharedTable
+from offlow.ir import Channel, Edge, Field, Graph, Node, PortSpec, SharedTable
 from offlow.ir import Segment as IRSegment
 from offlow.ir.types import check_ctype
 
@@ -56,6 +56,7 @@ class Program:
         self.name = name
         self.state = state
         self.segments: dict[str, Segment] = {}
+        self.channels: dict[str, tuple[str, Handler]] = {}  # name -> (device or "", handler)
         self.set_queues(mtu=mtu, ring_size=ring_size, batch=batch)
 
     def set_queues(self, *, mtu: int | None = None, ring_size: int | None = None,
@@ -90,6 +91,23 @@ class Program:
         self.segments[name] = seg
         self.place(name, device=device, cores=seg.cores, group=group)
         return seg
+
+    def channel(self, name: str, handler: Handler, *, device: str | None = None) -> None:
+        """A channel named `name` between host programs and a device: each direct message
+        a host program sends on it runs `handler` there (see Handler; offlow.session
+        opens it). The device is where the handler's tables live (it follows the
+        segments that use them), or `device` when given."""
+        if name in self.channels:
+            raise OfflowError(f"channel `{name}` is defined twice")
+        if not name or len(name) > 31 or not all(c.isalnum() or c in "_.-" for c in name):
+            raise OfflowError(f"channel `{name}`: a name is 1..31 letters, digits, `_`, `.`, `-`")
+        if device is not None and device not in DEVICES:
+            raise OfflowError(f"channel `{name}`: unknown device `{device}`; devices: "
+                              f"{', '.join(DEVICES)}")
+        if not isinstance(handler, Handler):
+            raise OfflowError(f"channel `{name}`: handler must be a Handler, not "
+                              f"{type(handler).__name__}")
+        self.channels[name] = (device or "", handler)
 
     def place(self, segment: str, *, device: str | None = None,
               cores: Iterable[int] | None = None, group: bool | None = None) -> None:
@@ -195,10 +213,13 @@ class Program:
                 edges.append(Edge(el.name, port, dst.element.name, dst.port))
         segments = tuple(IRSegment(s.name, s.device, s.cores, s.group)
                          for s in self.segments.values())
+        handlers = [h for _, h in self.channels.values()]
+        channels = tuple(Channel(name, dev, self._node(h, ""))
+                         for name, (dev, h) in self.channels.items())
         return Graph(
             name=self.name, nodes=nodes, edges=tuple(edges), segments=segments,
-            state=self._state_fields(elements), shared=self._shared(elements),
-            mtu=self.mtu, ring_size=self.ring_size, batch=self.batch,
+            state=self._state_fields(elements), shared=self._shared([*elements, *handlers]),
+            channels=channels, mtu=self.mtu, ring_size=self.ring_size, batch=self.batch,
         )
 
     def _node(self, el: Element, segment: str) -> Node:
@@ -247,5 +268,6 @@ class Program:
         return tuple(
             SharedTable(t.name, t.ctype, t.length) if isinstance(t, Shared)
             else SharedTable(t.name, t.ctype, 1, open_fn=t.open_fn, close_fn=t.close_fn,
-                             options=t.options, source=t.source)
+                             options=t.options, source=t.source, pack_fn=t.pack_fn,
+                             open_blob_fn=t.open_blob_fn)
             for t in tables.values())

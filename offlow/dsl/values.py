@@ -34,6 +34,13 @@ class Table:
     reads the run-time options ``NAME.KEY=VALUE`` (defaults in `options`, overridden
     by ``offlow run --opt``), and frees it with ``void close_fn(ctype *t)`` at exit.
     `source` says how it gets there, for ``offlow explain``.
+
+    A table that can travel has `pack_fn` and `open_blob_fn`: when it lives on a
+    device other than the host, the host process reads its input with
+    ``int pack_fn(void **blob, size_t *len, const struct ofl_args *a, const char *name)``
+    and sends the blob over the bulk channel ``table.NAME``; the device builds the
+    table from it with ``int open_blob_fn(ctype **t, const void *blob, size_t len,
+    const struct ofl_args *a, const char *name)`` (a NIC has no file system).
     """
 
     name: str
@@ -42,6 +49,8 @@ class Table:
     close_fn: str
     options: tuple[tuple[str, str], ...] = ()
     source: str = ""
+    pack_fn: str = ""
+    open_blob_fn: str = ""
 
 
 def c_literal(value: Any, ctype: str, where: str) -> str:

@@ -24,7 +24,7 @@ def _lpm_table(name: str, ctype: str, prefix: str, path: str | Path | None, npor
                what: str) -> Table:
     opts = (("nports", str(nports)),) + ((("path", str(path)),) if path else ())
     return Table(name, ctype, f"{prefix}_open_opts", f"{prefix}_free", options=opts,
-                 source=f"{what}, built at start-up by the device process from the prefix file")
+                 source=what, pack_fn=f"{prefix}_pack", open_blob_fn=f"{prefix}_open_blob")
 
 
 class LookupIPv4(Element):

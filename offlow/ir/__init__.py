@@ -1,8 +1,19 @@
 """The intermediate representation shared by all compiler passes."""
 
-from offlow.ir.graph import BodyFacts, Edge, Graph, Node, PortSpec, Queue, Segment, SharedTable
+from offlow.ir.graph import (
+    BodyFacts,
+    Channel,
+    Edge,
+    Graph,
+    Node,
+    PortSpec,
+    Queue,
+    Segment,
+    SharedTable,
+)
 from offlow.ir.types import Field
 
 __all__ = [
-    "BodyFacts", "Edge", "Field", "Graph", "Node", "PortSpec", "Queue", "Segment", "SharedTable",
+    "BodyFacts", "Channel", "Edge", "Field", "Graph", "Node", "PortSpec", "Queue", "Segment",
+    "SharedTable",
 ]

@@ -49,6 +49,16 @@ class Node:
 
 
 @dataclass(frozen=True)
+class Channel:
+    """A named channel between host programs and `device`, whose messages `handler`
+    (a node of kind "handler", in no segment) answers there."""
+
+    name: str
+    device: str
+    handler: Node
+
+
+@dataclass(frozen=True)
 class Edge:
     src: str
     src_port: str
@@ -80,6 +90,9 @@ class SharedTable:
     close_fn: str = ""
     options: tuple[tuple[str, str], ...] = ()
     source: str = ""
+    pack_fn: str = ""  # host side of a table that travels (see dsl.values.Table)
+    open_blob_fn: str = ""
+    bulk: bool = False  # set by placement: sent by the host over channel table.NAME
 
     @property
     def is_object(self) -> bool:
@@ -101,6 +114,12 @@ class Queue:
     batch: int = 32
 
 
+def channel_names(g: Graph) -> list[str]:
+    """Every channel of the window's region: the program's, then one per table the
+    host sends to a device."""
+    return [c.name for c in g.channels] + [f"table.{t.name}" for t in g.shared if t.bulk]
+
+
 @dataclass(frozen=True)
 class Graph:
     name: str
@@ -110,6 +129,7 @@ class Graph:
     state: tuple[Field, ...]
     shared: tuple[SharedTable, ...]
     queues: tuple[Queue, ...] = ()
+    channels: tuple[Channel, ...] = ()
     mtu: int = 2048
     ring_size: int = 1024
     batch: int = 32

@@ -31,4 +31,12 @@ def analyze_bodies(g: Graph) -> Graph:
             kills=frozenset(info.kills), emits=frozenset(info.emits), uses_pkt=info.uses_pkt,
         )
         nodes.append(replace(n, facts=facts))
+    for c in g.channels:  # handler bodies: parsed for their errors; they touch no packet
+        h = c.handler
+        try:
+            analyze_body(h.body, element=h.name, outputs=[], fields={},
+                         names=["msg", "len", *(p[0] for p in h.params),
+                                *(t[0] for t in h.tables)])
+        except BodyError as err:
+            raise OfflowError(f"channel `{c.name}`: {err}") from None
     return replace(g, nodes=tuple(nodes))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from offlow.errors import OfflowError
-from offlow.ir import Graph
+from offlow.ir import Channel, Graph
 
 
 def place(g: Graph) -> Graph:
@@ -19,15 +19,40 @@ def place(g: Graph) -> Graph:
             raise OfflowError(
                 f"segment `{s.name}` is a core group but holds source `{sources[0]}`; a group "
                 "takes its batches from a queue: move the source to a segment of its own")
+    channels = tuple(_place_channel(g, c) for c in g.channels)
     shared = []
     for t in g.shared:
-        devices = sorted({g.segment(n.segment).device for n in g.nodes
-                          if any(ref == t.name for _, ref in n.tables)})
+        devices = {g.segment(n.segment).device for n in g.nodes
+                   if any(ref == t.name for _, ref in n.tables)}
+        devices = sorted(devices | {c.device for c in channels
+                                    if any(ref == t.name for _, ref in c.handler.tables)})
         if t.is_object and len(devices) > 1:
             raise OfflowError(
                 f"table `{t.name}` ({t.ctype}) is used on {' and '.join(devices)}; a table "
                 "object lives in one device's memory: give each device its own Table, or "
                 "place its users on one device")
         home = devices[0] if len(devices) == 1 else "window"
-        shared.append(replace(t, home=home))
-    return replace(g, shared=tuple(shared))
+        # a device table that can travel is sent by the host process when there is one
+        bulk = (t.is_object and bool(t.pack_fn) and home not in ("host", "window")
+                and "host" in {s.device for s in g.segments})
+        shared.append(replace(t, home=home, bulk=bulk))
+    return replace(g, shared=tuple(shared), channels=channels)
+
+
+def _place_channel(g: Graph, c: Channel) -> Channel:
+    """A channel without a device runs where the segments using its tables run."""
+    if c.device:
+        if c.device not in {s.device for s in g.segments}:
+            raise OfflowError(f"channel `{c.name}`: no segment runs on {c.device}, so no "
+                              "process there can serve it; place a segment there or serve "
+                              "it on another device")
+        return c
+    refs = {ref for _, ref in c.handler.tables}
+    devices = sorted({g.segment(n.segment).device for n in g.nodes
+                      if any(ref in refs for _, ref in n.tables)})
+    if len(devices) != 1:
+        why = (f"its tables are used on {' and '.join(devices)}" if devices
+               else "no segment uses its tables")
+        raise OfflowError(f"channel `{c.name}`: cannot tell which device serves it ({why}); "
+                          "say device=... in program.channel()")
+    return replace(c, device=devices[0])

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "offlow/err.h"
 #include "offlow/pcap_port.h"
@@ -38,6 +40,7 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--init")) { a->init = true; continue; }
+        if (!strcmp(k, "--serve")) { a->serve = true; continue; }
         if (!v) return bad_opt(k, v);
         i++;
         if (!strcmp(k, "--window")) a->window = v;
@@ -94,6 +97,20 @@ void ofl_window_abort(struct ofl_window *w)
 {
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
     __atomic_store_n(&h->abort, 1u, __ATOMIC_RELEASE);
+}
+
+int ofl_serve_until_stopped(struct ofl_window *w)
+{
+    struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
+    pid_t parent = getppid();
+    const struct timespec ms = {0, 1000000};
+    __atomic_add_fetch(&h->drained, 1u, __ATOMIC_RELEASE);
+    for (;;) {
+        if (__atomic_load_n(&h->abort, __ATOMIC_ACQUIRE)) return -ECANCELED;
+        if (__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) return 0;
+        if (getppid() != parent) return -EPIPE;
+        nanosleep(&ms, NULL);
+    }
 }
 
 int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,

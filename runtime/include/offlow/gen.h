@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "offlow/chan.h"
 #include "offlow/copy.h"
 #include "offlow/pkt.h"
 #include "offlow/queue.h"
@@ -29,6 +30,14 @@
 #define SEND(p) (*ofl_mask_ |= (1u << OFL_PORT_##p))
 /* Drop the packet (counted at this element) and leave the body. */
 #define DROP() do { *ofl_mask_ = OFL_DECIDED; return; } while (0)
+
+/* In a channel handler: answer the message with `n` bytes at `p` (at most 56; the
+ * manager delivers it when the host receives). An error ends the handler. */
+#define REPLY(p, n)                                                             \
+    do {                                                                        \
+        int ofl_rc_ = ofl_chan_post(ofl_end_, (p), (n));                        \
+        if (ofl_rc_ < 0) return ofl_rc_;                                        \
+    } while (0)
 
 /* Call `fn` on a private copy of the packet and its state (several outputs chosen). */
 #define OFL_CALL_ON_COPY(fn, ctx, pkt, state)                                   \
@@ -51,6 +60,7 @@ struct ofl_args {
     const char *window;       /* --window PATH */
     const char *stats;        /* --stats PATH (NULL: no stats file) */
     bool init;                /* --init: create and format the window, then exit */
+    bool serve;               /* --serve: after the packets, serve channels until stopped */
     int peer_fds[4];          /* --peer-fd N: liveness pipes of the other processes */
     int npeers;
     int cpu_base;             /* --cpu-base N: CPU of this device's core 0 */
@@ -79,6 +89,23 @@ int ofl_proc_open(struct ofl_window *w, const struct ofl_args *a, size_t size);
 
 /* Tell every process sharing the window to stop (a fatal error happened here). */
 void ofl_window_abort(struct ofl_window *w);
+
+/* --init: format the channel region at `off` in the window, create `n` channels
+ * named `names` (looked up by name later) and record the region in the header,
+ * where host sessions find it. Returns 0 or a negative errno. */
+int ofl_gen_channels(struct ofl_window *w, size_t off, unsigned n, const char *const *names);
+
+/* Have manager `m` serve side B of channel `name` of the window's region with
+ * `handler(ctx, ...)`. Prints the reason and returns a negative errno on failure. */
+int ofl_gen_serve(struct ofl_chan_mgr *m, struct ofl_window *w, size_t off, const char *name,
+                  ofl_chan_handler handler, void *ctx);
+
+/* --serve: once the packets are done, count this process in the window's drained
+ * word and wait until the host session sets the window's
+ * stop word (or the abort word, or the parent process exits), keeping the channel
+ * managers running. Sleeps in 1 ms steps: this is an idle wait, not a hand-off.
+ * Returns 0 when stopped, -ECANCELED on abort, -EPIPE when the parent is gone. */
+int ofl_serve_until_stopped(struct ofl_window *w);
 
 /* ---- segment cores ---------------------------------------------------------- */
 
@@ -151,6 +178,34 @@ struct ofl_lpm6;
  * Prints what it built, or the error. */
 int ofl_lpm4_open_opts(struct ofl_lpm4 **t, const struct ofl_args *a, const char *name);
 int ofl_lpm6_open_opts(struct ofl_lpm6 **t, const struct ofl_args *a, const char *name);
+
+/* The host side of a table that travels: read the prefix file of table `name` (its
+ * options as above) and return its IPv4 (IPv6) routes as one malloc'ed blob. */
+int ofl_lpm4_pack(void **blob, size_t *len, const struct ofl_args *a, const char *name);
+int ofl_lpm6_pack(void **blob, size_t *len, const struct ofl_args *a, const char *name);
+
+/* The device side: build the table from a blob of routes the host sent. A blob that
+ * is not a whole number of routes, or holds a bad route, is -EINVAL (printed). */
+int ofl_lpm4_open_blob(struct ofl_lpm4 **t, const void *blob, size_t len,
+                       const struct ofl_args *a, const char *name);
+int ofl_lpm6_open_blob(struct ofl_lpm6 **t, const void *blob, size_t len,
+                       const struct ofl_args *a, const char *name);
+
+/* Tables sent over the bulk channel "table.NAME" (host: side A; device: side B). */
+typedef int (*ofl_table_pack_fn)(void **blob, size_t *len, const struct ofl_args *a,
+                                 const char *name);
+typedef int (*ofl_table_blob_fn)(void *t, const void *blob, size_t len,
+                                 const struct ofl_args *a, const char *name);
+
+/* Host: pack table `name` and send it: its size as a direct message, then the blob
+ * as one bulk transfer (CRC32C checked by the device). Prints errors. */
+int ofl_table_send(struct ofl_window *w, size_t chan_off, const char *name,
+                   ofl_table_pack_fn pack, const struct ofl_args *a);
+
+/* Device: receive table `name` from the host and build it with `open` into `*t`.
+ * Prints errors (a host that failed or died is -EPIPE, not a hang). */
+int ofl_table_recv(void *t, struct ofl_window *w, size_t chan_off, const char *name,
+                   ofl_table_blob_fn open, const struct ofl_args *a);
 
 /* ---- stats file -------------------------------------------------------------- */
 

@@ -11,10 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "offlow/chan.h"
 #include "offlow/copy.h"
+#include "offlow/crc32c.h"
 #include "offlow/err.h"
 #include "offlow/gen.h"
 #include "offlow/group.h"
+#include "offlow/hash.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
 #include "offlow/pcap_port.h"

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #define OFL_WINDOW_MAGIC 0x314e49574c464f00ull /* "\0OFLWIN1" little-endian */
-#define OFL_WINDOW_VERSION 1u
+#define OFL_WINDOW_VERSION 2u
 /* Rings start at or after this offset. */
 #define OFL_WINDOW_HDR_SIZE 4096
 
@@ -18,8 +18,13 @@ struct ofl_window_hdr {
     uint64_t size;             /* bytes in the window (= file size) */
     uint32_t version;          /* OFL_WINDOW_VERSION */
     volatile uint32_t abort;   /* nonzero: some process failed, everyone stops */
-    uint8_t pad_[64 - 24];     /* keep the header on its own cache line */
+    uint64_t chan_off;         /* the channel region (chan.h), 0 when the program has none */
+    uint64_t chan_size;
+    volatile uint32_t stop;    /* set by a host session: processes serving channels exit */
+    volatile uint32_t drained; /* processes whose packet cores are all done (--serve) */
+    uint8_t pad_[64 - 48];     /* keep the header on its own cache line */
 };
+_Static_assert(sizeof(struct ofl_window_hdr) == 64, "window header is one cache line");
 _Static_assert(sizeof(struct ofl_window_hdr) <= OFL_WINDOW_HDR_SIZE, "window header too big");
 
 /* A process's mapping of the window. */

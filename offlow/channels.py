@@ -1,0 +1,235 @@
+"""Channels from Python: open a channel of a running program by name and exchange
+direct messages and bulk transfers with the device that serves it.
+
+This is a thin ctypes layer over the C channel API (runtime/include/offlow/chan.h),
+built once as a shared library: the blocking calls spin in C (the GIL is released),
+and bulk transfers hand the C side the address of the caller's buffer (bytes,
+bytearray, memoryview or a contiguous NumPy array), so the device's copy engine
+moves the bytes straight out of (or into) it: no extra copy in Python."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from offlow.build import RUNTIME, build_tool
+from offlow.errors import OfflowError
+
+MSG_MAX = 56
+FOREVER = 2**64 - 1
+SIDE_A, SIDE_B = 0, 1
+
+
+class ChannelError(OfflowError):
+    """A channel call failed; `errno` is the (positive) errno value."""
+
+    def __init__(self, what: str, err: int, text: str) -> None:
+        super().__init__(f"{what}: {text}")
+        self.errno = err
+
+
+class ChannelTimeout(ChannelError):
+    """A blocking call ran out of time (ETIMEDOUT) or a try-call found nothing (EAGAIN)."""
+
+
+def _sources() -> list[Path]:
+    src = RUNTIME / "src"
+    return [*sorted(src.glob("chan*.c")), src / "crc32c.c", src / "wait.c", src / "err.c"]
+
+
+def _library() -> ctypes.CDLL:
+    """Build (once per content hash) and load the channel library."""
+    so = build_tool("libofflow-chan.so", _sources(),
+                    ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-fPIC", "-shared",
+                     "-Wall", "-Wextra", "-Werror"))
+    lib = ctypes.CDLL(str(so))
+    vp, u32, u64, sz, i32 = (ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t,
+                             ctypes.c_int)
+    for name, res, args in [
+        ("ofl_chan_end_size", sz, []),
+        ("ofl_chan_region_size", sz, [u32]),
+        ("ofl_chan_region_format", i32, [vp, sz, u32]),
+        ("ofl_chan_create", i32, [vp, ctypes.c_char_p]),
+        ("ofl_chan_lookup", i32, [vp, ctypes.c_char_p]),
+        ("ofl_chan_open", i32, [vp, vp, u32, i32, vp]),
+        ("ofl_chan_close", None, [vp]),
+        ("ofl_chan_set_chunk", i32, [vp, u32]),
+        ("ofl_chan_send", i32, [vp, vp, sz, u64]),
+        ("ofl_chan_recv", i32, [vp, vp, sz, u64]),
+        ("ofl_chan_bulk_send", i32, [vp, vp, sz, u64]),
+        ("ofl_chan_bulk_recv", i32, [vp, vp, sz, u64]),
+        ("ofl_chan_inject_corruption", None, [vp, u64]),
+        ("ofl_crc32c", u32, [u32, vp, sz]),
+        ("ofl_strerror", ctypes.c_char_p, [i32]),
+    ]:
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    return lib
+
+
+@dataclass
+class _Lib:
+    """The loaded library, shared by the channels of one Region (no module state)."""
+
+    c: ctypes.CDLL
+
+    def check(self, rc: int, what: str) -> int:
+        if rc >= 0:
+            return rc
+        text = self.c.ofl_strerror(rc).decode()
+        cls = ChannelTimeout if -rc in (errno.ETIMEDOUT, errno.EAGAIN) else ChannelError
+        raise cls(what, -rc, text)
+
+
+def _ns(timeout: float | None) -> int:
+    return FOREVER if timeout is None else max(0, int(timeout * 1e9))
+
+
+def _address(buf: Any, writable: bool) -> tuple[int, int, Any]:
+    """(address, length, keep-alive) of a buffer's bytes without copying them; a
+    non-contiguous NumPy array is copied once (that is the only copy made)."""
+    if isinstance(buf, np.ndarray):
+        arr = buf if buf.flags.c_contiguous else np.ascontiguousarray(buf)
+        if writable and not arr.flags.writeable:
+            raise OfflowError("bulk_recv needs a writable buffer")
+        return arr.ctypes.data, arr.nbytes, arr
+    view = memoryview(buf).cast("B")
+    if writable and view.readonly:
+        raise OfflowError("bulk_recv needs a writable buffer (bytearray, NumPy array)")
+    arr = np.frombuffer(view, dtype=np.uint8)
+    return arr.ctypes.data, arr.nbytes, arr
+
+
+class Channel:
+    """One end of a channel (side A: the host program's). Not for two threads at
+    once in the same direction."""
+
+    def __init__(self, lib: _Lib, region: int, name: str, abort: int | None = None,
+                 side: int = SIDE_A) -> None:
+        self.name = name
+        self._lib = lib
+        self._end = ctypes.create_string_buffer(lib.c.ofl_chan_end_size())
+        cid = lib.check(lib.c.ofl_chan_lookup(region, name.encode()), f"channel `{name}`")
+        lib.check(lib.c.ofl_chan_open(self._end, region, cid, side, abort),
+                  f"opening channel `{name}`")
+        self.id = cid
+        self._open = True
+
+    def send(self, msg: bytes | bytearray | memoryview, timeout: float | None = None) -> None:
+        """Direct message (at most 56 bytes); returns once the device has taken it."""
+        data = bytes(msg)
+        self._lib.check(self._lib.c.ofl_chan_send(self._end, data, len(data), _ns(timeout)),
+                        f"send on `{self.name}`")
+
+    def recv(self, timeout: float | None = None) -> bytes:
+        """The next direct message from the device."""
+        buf = ctypes.create_string_buffer(MSG_MAX)
+        n = self._lib.check(self._lib.c.ofl_chan_recv(self._end, buf, MSG_MAX, _ns(timeout)),
+                            f"recv on `{self.name}`")
+        return buf.raw[:n]
+
+    def request(self, msg: bytes, timeout: float | None = 5.0) -> bytes:
+        """send, then recv the answer."""
+        self.send(msg, timeout)
+        return self.recv(timeout)
+
+    def bulk_send(self, buf: Any, timeout: float | None = None) -> None:
+        """Send a whole buffer (bytes-like or NumPy array) as one bulk transfer."""
+        addr, n, keep = _address(buf, writable=False)
+        self._lib.check(self._lib.c.ofl_chan_bulk_send(self._end, addr, n, _ns(timeout)),
+                        f"bulk send of {n} bytes on `{self.name}`")
+        del keep
+
+    def bulk_recv(self, into: Any, timeout: float | None = None) -> Any:
+        """Receive one bulk transfer of exactly len(into) bytes into `into` (a
+        bytearray or writable NumPy array), or into a new bytearray of `into` bytes
+        when `into` is an int; returns the buffer."""
+        if isinstance(into, int):
+            into = bytearray(into)
+        addr, n, keep = _address(into, writable=True)
+        self._lib.check(self._lib.c.ofl_chan_bulk_recv(self._end, addr, n, _ns(timeout)),
+                        f"bulk receive of {n} bytes on `{self.name}`")
+        del keep
+        return into
+
+    def close(self) -> None:
+        if self._open:
+            self._lib.c.ofl_chan_close(self._end)
+            self._open = False
+
+
+class Region:
+    """The channel region of a program's window, mapped into this process."""
+
+    @classmethod
+    def create(cls, path: Path, names: list[str]) -> Region:
+        """A stand-alone window file holding only a channel region with channels
+        `names` (for host programs talking to each other, and for tests)."""
+        lib = _Lib(_library())
+        off = 4096
+        size = lib.c.ofl_chan_region_size(max(1, len(names)))
+        hdr = bytearray(off)
+        hdr[0:8] = 0x314E49574C464F00.to_bytes(8, "little")  # OFL_WINDOW_MAGIC
+        hdr[8:16] = (off + size).to_bytes(8, "little")
+        hdr[16:20] = (2).to_bytes(4, "little")  # OFL_WINDOW_VERSION
+        hdr[cls.HDR_CHAN_OFF:cls.HDR_CHAN_OFF + 8] = off.to_bytes(8, "little")
+        hdr[32:40] = size.to_bytes(8, "little")
+        with open(path, "xb") as f:
+            f.write(bytes(hdr))
+            f.truncate(off + size)
+        region = cls(path, lib)
+        lib.check(lib.c.ofl_chan_region_format(region.address, size, max(1, len(names))),
+                  f"formatting channels in {path}")
+        for name in names:
+            lib.check(lib.c.ofl_chan_create(region.address, name.encode()),
+                      f"creating channel `{name}`")
+        return region
+
+    # byte offsets in the window header (runtime/include/offlow/window.h)
+    HDR_ABORT, HDR_CHAN_OFF, HDR_STOP, HDR_DRAINED = 20, 24, 40, 44
+
+    def __init__(self, window: Path, lib: _Lib | None = None) -> None:
+        import mmap
+
+        self._lib = lib or _Lib(_library())
+        fd = os.open(window, os.O_RDWR)
+        try:
+            self._map = mmap.mmap(fd, 0)
+        finally:
+            os.close(fd)
+        self._base = ctypes.c_char.from_buffer(self._map)
+        off = int.from_bytes(self._map[self.HDR_CHAN_OFF:self.HDR_CHAN_OFF + 8], "little")
+        if not off:
+            self.close()
+            raise OfflowError(f"{window}: the program has no channels (Program.channel)")
+        self.address = ctypes.addressof(self._base) + off
+        self.abort = ctypes.addressof(self._base) + self.HDR_ABORT
+        self.channels: dict[str, Channel] = {}
+
+    def channel(self, name: str, side: int = SIDE_A) -> Channel:
+        """Open (once) an end of channel `name`: side A (0) is the host program's, side
+        B (1) the device's (the copier of bulk transfers)."""
+        key = f"{name}/{side}"
+        if key not in self.channels:
+            self.channels[key] = Channel(self._lib, self.address, name, self.abort, side)
+        return self.channels[key]
+
+    def word(self, offset: int) -> int:
+        """A 32-bit word of the window header."""
+        return int.from_bytes(self._map[offset:offset + 4], "little")
+
+    def set_word(self, offset: int, value: int) -> None:
+        self._map[offset:offset + 4] = value.to_bytes(4, "little")
+
+    def close(self) -> None:
+        for ch in self.channels.values():
+            ch.close()
+        self.channels.clear()
+        del self._base
+        self._map.close()

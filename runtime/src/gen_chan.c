@@ -1,0 +1,107 @@
+/* Channel glue for generated programs: the region in the window, managers by name.
+ * Its own object file, so programs without channels do not link the channel code. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "offlow/chan.h"
+#include "offlow/err.h"
+#include "offlow/gen.h"
+
+int ofl_gen_channels(struct ofl_window *w, size_t off, unsigned n, const char *const *names)
+{
+    size_t size = ofl_chan_region_size(n);
+    void *region = ofl_window_at(w, off);
+    int rc = ofl_chan_region_format(region, size, n);
+    for (unsigned i = 0; rc == 0 && i < n; i++) {
+        rc = ofl_chan_create(region, names[i]);
+        if (rc > 0) rc = 0;   /* an id: hosts find channels by name */
+    }
+    if (rc < 0) return rc;
+    struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
+    h->chan_off = off;
+    h->chan_size = size;
+    return 0;
+}
+
+int ofl_gen_serve(struct ofl_chan_mgr *m, struct ofl_window *w, size_t off, const char *name,
+                  ofl_chan_handler handler, void *ctx)
+{
+    void *region = ofl_window_at(w, off);
+    int id = ofl_chan_lookup(region, name);
+    int rc = id < 0 ? id : ofl_chan_mgr_serve(m, region, (uint32_t)id, OFL_CHAN_B, handler, NULL, ctx);
+    if (rc < 0) fprintf(stderr, "offlow: cannot serve channel %s: %s\n", name, ofl_strerror(rc));
+    return rc;
+}
+
+/* Open side `side` of channel "table.<name>" of the window's region. */
+static int open_table_channel(struct ofl_chan_end *e, struct ofl_window *w, size_t off,
+                              const char *name, int side)
+{
+    char chan[OFL_CHAN_NAME_MAX + 1];
+    if (snprintf(chan, sizeof chan, "table.%s", name) >= (int)sizeof chan) return -ENAMETOOLONG;
+    void *region = ofl_window_at(w, off);
+    int id = ofl_chan_lookup(region, chan);
+    if (id < 0) return id;
+    struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
+    return ofl_chan_open(e, region, (uint32_t)id, side, &h->abort);
+}
+
+/* Waits of the table transfer: the host reads and parses its file first. */
+#define TABLE_WAIT_NS (600ull * 1000000000ull)
+
+int ofl_table_send(struct ofl_window *w, size_t chan_off, const char *name,
+                   ofl_table_pack_fn pack, const struct ofl_args *a)
+{
+    struct ofl_chan_end e;
+    int rc = open_table_channel(&e, w, chan_off, name, OFL_CHAN_A);
+    if (rc < 0) {
+        fprintf(stderr, "offlow %s: table %s: no channel to send it: %s\n", a->device, name,
+                ofl_strerror(rc));
+        return rc;
+    }
+    void *blob = NULL;
+    size_t len = 0;
+    rc = pack(&blob, &len, a, name);   /* prints its own errors */
+    if (rc == 0) {
+        uint64_t size = len;
+        rc = ofl_chan_send(&e, &size, sizeof size, TABLE_WAIT_NS);
+        if (rc == 0 && len) rc = ofl_chan_bulk_send(&e, blob, len, TABLE_WAIT_NS);
+        if (rc < 0)
+            fprintf(stderr, "offlow %s: table %s: sending %zu bytes to the device: %s\n",
+                    a->device, name, len, ofl_strerror(rc));
+    }
+    free(blob);
+    ofl_chan_close(&e);   /* a device still waiting learns that nothing comes */
+    return rc;
+}
+
+int ofl_table_recv(void *t, struct ofl_window *w, size_t chan_off, const char *name,
+                   ofl_table_blob_fn open, const struct ofl_args *a)
+{
+    struct ofl_chan_end e;
+    uint64_t size = 0;
+    void *blob = NULL;
+    int rc = open_table_channel(&e, w, chan_off, name, OFL_CHAN_B);
+    if (rc < 0) {
+        fprintf(stderr, "offlow %s: table %s: no channel to receive it: %s\n", a->device,
+                name, ofl_strerror(rc));
+        return rc;
+    }
+    rc = ofl_chan_recv(&e, &size, sizeof size, TABLE_WAIT_NS);
+    if (rc >= 0 && rc != (int)sizeof size) rc = -EPROTO;
+    if (rc >= 0 && size > ((uint64_t)1 << 36)) rc = -EMSGSIZE;  /* 64 GiB: not a table */
+    if (rc >= 0 && !(blob = malloc(size ? (size_t)size : 1))) rc = -ENOMEM;
+    if (rc >= 0 && size) rc = ofl_chan_bulk_recv(&e, blob, (size_t)size, TABLE_WAIT_NS);
+    ofl_chan_close(&e);
+    if (rc < 0) {
+        fprintf(stderr, "offlow %s: table %s: receiving it from the host: %s\n", a->device,
+                name, rc == -EPIPE ? "the host closed the channel (see its error)"
+                                   : ofl_strerror(rc));
+        free(blob);
+        return rc;
+    }
+    rc = open(t, blob, (size_t)size, a, name);   /* prints its own errors */
+    free(blob);
+    return rc;
+}

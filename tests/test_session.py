@@ -1,0 +1,68 @@
+"""Host sessions: a program started with --serve, channels by name, direct
+messages answered by a device handler, and the errors a host program can meet."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from offlow import OfflowError
+from offlow.build import build
+from offlow.channels import ChannelError, ChannelTimeout
+from offlow.cli import load_program
+from offlow.runner import RunOptions
+from offlow.session import session
+
+ECHO = Path(__file__).resolve().parent / "programs" / "echo.py"
+
+
+def test_messages_are_answered_by_the_device_handler() -> None:
+    with session(load_program(ECHO), RunOptions(count=100)) as s:
+        ch = s.channel("echo")
+        assert ch.request(b"hello") == b"olleh"
+        assert ch.request(bytes(range(56))) == bytes(reversed(range(56)))
+        assert ch.request(b"") == b""
+        s.wait_drained()
+    assert s.result is not None and s.result.ok
+    assert s.result.stats["nic"]["tables"]["seen"] == [3]
+
+
+def test_channel_errors_are_clear(tmp_path: Path) -> None:
+    with session(load_program(ECHO), RunOptions(count=10)) as s:
+        with pytest.raises(OfflowError, match="has no channel `nope`; channels: echo"):
+            s.channel("nope")
+        ch = s.channel("echo")
+        with pytest.raises(ChannelError) as e:
+            ch.send(bytes(57))
+        assert e.value.errno == errno.EMSGSIZE
+        ch.send(b"quiet please")  # taken, never answered
+        t0 = time.monotonic()
+        with pytest.raises(ChannelTimeout):
+            ch.recv(timeout=0.2)
+        assert time.monotonic() - t0 < 5
+        assert ch.request(b"ab") == b"ba"  # the channel still works
+
+
+def test_a_dead_device_process_is_an_error_not_a_hang() -> None:
+    b = build(load_program(ECHO))
+    with pytest.raises(OfflowError):
+        with session(b, RunOptions(count=10)) as s:
+            ch = s.channel("echo")
+            assert ch.request(b"x") == b"x"
+            os.kill(s.run.procs["nic"].pid, signal.SIGKILL)
+            t0 = time.monotonic()
+            with pytest.raises(ChannelError) as e:
+                ch.recv(timeout=10)
+            assert e.value.errno == errno.EPIPE and time.monotonic() - t0 < 2
+    assert s.result is not None and not s.result.ok
+
+
+def test_a_program_without_channels_has_no_session() -> None:
+    with pytest.raises(OfflowError, match="has no channels"):
+        session(load_program(Path(__file__).resolve().parents[1] / "examples" /
+                             "ttl_pipeline.py"))
