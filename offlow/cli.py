@@ -59,6 +59,22 @@ def _cmd_run(a: argparse.Namespace) -> int:
     return 0 if res.ok else 1
 
 
+def _cmd_pcsa(a: argparse.Namespace) -> int:
+    import tempfile
+
+    from offlow.sketch import app
+    from offlow.testing.streams import distinct_sources_pcap
+
+    with tempfile.TemporaryDirectory(prefix="offlow-pcsa-") as d:
+        capture = a.input
+        if capture is None:
+            capture = Path(d) / "sources.pcap"
+            distinct_sources_pcap(capture, a.distinct, a.packets)
+            print(f"generated {a.packets:,} packets from {a.distinct:,} distinct IPv4 sources")
+        print(app.format_result(app.run(capture)))
+    return 0
+
+
 def _cmd_bench(a: argparse.Namespace) -> int:
     if a.name == "queue":
         from offlow.bench import queue
@@ -120,6 +136,15 @@ def parser() -> argparse.ArgumentParser:
 
     router_check.add_arguments(rc)
     rc.set_defaults(fn=router_check.cli)
+
+    pc = sub.add_parser("pcsa", help="distinct IPv4 sources counted on the NIC (PCSA), "
+                                     "asked over a channel, beside the exact count and HLL")
+    pc.add_argument("--input", type=Path, help="pcap to count (default: a generated one)")
+    pc.add_argument("--distinct", type=int, default=100_000,
+                    help="without --input: distinct sources of the generated stream")
+    pc.add_argument("--packets", type=int, default=200_000,
+                    help="without --input: packets of the generated stream")
+    pc.set_defaults(fn=_cmd_pcsa)
 
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
     b.add_argument("name", choices=["queue", "router", "groups"])
