@@ -87,12 +87,17 @@ def _cmd_bench(a: argparse.Namespace) -> int:
         router.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
                    prefixes=a.prefixes or router.DEFAULT_PREFIXES, sweeps=a.sweeps)
         return 0
+    if a.name == "channels":
+        from offlow.bench import channels
+
+        channels.run(quick=a.quick, out_json=a.json_out, png=a.png)
+        return 0
     if a.name == "groups":
         from offlow.bench import groups
 
         groups.run(quick=a.quick, out_json=a.json_out, out_png=a.png, prefixes=a.prefixes)
         return 0
-    raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups")
+    raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups, channels")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -147,10 +152,10 @@ def parser() -> argparse.ArgumentParser:
     pc.set_defaults(fn=_cmd_pcsa)
 
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
-    b.add_argument("name", choices=["queue", "router", "groups"])
+    b.add_argument("name", choices=["queue", "router", "groups", "channels"])
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
-    b.add_argument("--png", type=Path, help="router, groups: where to write the plot")
+    b.add_argument("--png", type=Path, help="router, groups, channels: where to write the plot")
     b.add_argument("--prefixes", type=Path,
                    help="router, groups: prefix file (default: the BGP table)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,l3fwd,groups "
