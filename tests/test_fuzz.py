@@ -23,7 +23,7 @@ DATA = ROOT.parent / "shared" / "data"
 SOURCES = [RUNTIME / "src" / f"{m}.c"
            for m in ("err", "pkt", "src", "pcap_port", "synth", "routes", "lpm4", "lpm6",
                      "mcproto", "kvstore", "kvexec")]
-TARGETS = ("pkt", "pcap", "prefixes", "routes", "mcproto")
+TARGETS = ("pkt", "pcap", "prefixes", "routes", "mcproto", "chan")
 FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
          "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"]
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
