@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from offlow.kvs.tools import HOST
+from offlow.kvs.tools import HOST, kvs_server, memcached
 
 HDR = struct.Struct(">BBHBBHIIQ")
 UDP_HDR = struct.Struct(">HHHH")
@@ -642,3 +642,21 @@ def compare(memcached_port: int, our_port: int,
             d = Difference(seq.name, step.name, m, o, step.known)
             (result.documented if step.known else result.differences).append(d)
     return result
+
+
+def check_against_memcached(threads: int = 1) -> InteropResult:
+    """Start a real memcached (installing it if needed) and kvs_server on free ports,
+    compare them, stop both."""
+    with memcached(threads=1) as theirs, kvs_server(threads=threads) as ours:
+        return compare(theirs.port, ours.port)
+
+
+def main() -> int:
+    """`python -m offlow.kvs.interop`: print the comparison; exit 1 on a difference."""
+    result = check_against_memcached()
+    print(result.report())
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
