@@ -85,13 +85,22 @@ def test_result_is_well_formed_and_positive(result: tuple[dict, Path, Path, str]
     assert keys == want and len(lat["rows"]) == len(want)
     for r in lat["rows"]:
         _check_stats(r["per_msg_ns"], TINY.lat_batches)
+    rtt = channels.lat_row(res, "direct_rtt", "rtt", 56)
+    assert rtt is not None
+    _check_stats(rtt["pingpong_paired_ns"], TINY.lat_batches)
+    _check_stats(rtt["ratio_to_pingpong"], TINY.lat_batches)
     # Throughput: every configuration at every size.
     got = {(t["dir"], t["k"], t["serve"]) for t in res["tput"]}
     assert got == {(d, TINY.conc if many else 1, s) for d, many, s in channels.CONFIGS}
     for t in res["tput"]:
         assert [r["size"] for r in t["rows"]] == list(TINY.sizes)
         for r in t["rows"]:
-            _check_stats(r["gbps"], TINY.reps)
+            for k in ("gbps", "memcpy_paired_gbps", "ratio_to_memcpy"):
+                _check_stats(r[k], TINY.reps)
+        # Every byte the device moved went by some copy path: K transfers per
+        # repetition (and the warm-up) at each size.
+        moved = sum(t["device_copy_bytes"].values())
+        assert moved == t["k"] * (TINY.reps + 1) * sum(TINY.sizes)
     assert res["machine"]["cpus"] >= 1
 
 
@@ -102,6 +111,7 @@ def test_ucx_is_measured_or_unavailable_with_a_reason(
     if ucx["available"]:
         assert ucx["tls"] == channels.UCX_TLS
         _check_stats(ucx["lat"]["rtt_ns"], TINY.ucx_reps)
+        _check_stats(ucx["lat"]["rtt_p50_ns"], TINY.ucx_reps)
         assert [r["size"] for r in ucx["bw"]] == list(TINY.sizes)
         for r in ucx["bw"]:
             _check_stats(r["gbps"], TINY.ucx_reps)
@@ -121,12 +131,17 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
     assert rat == json.loads(json.dumps(channels.ratios(res)))
     rtt = channels.lat_row(res, "direct_rtt", "rtt", 56)
     assert rtt is not None
-    assert rat["rtt_vs_pingpong"]["mean"] == pytest.approx(
-        rtt["per_msg_ns"]["mean"] / res["pingpong"]["rtt_ns"]["mean"])
-    memcpy = {r["size"]: r["memcpy_gbps"]["mean"] for r in res["copy"]["rows"]}
+    r = rat["rtt_vs_pingpong"]
+    assert r["paired_median"] == rtt["ratio_to_pingpong"]["median"]
+    assert r["means"] == pytest.approx(
+        rtt["per_msg_ns"]["mean"] / rtt["pingpong_paired_ns"]["mean"])
+    assert r["standalone_medians"] == pytest.approx(
+        rtt["per_msg_ns"]["median"] / res["pingpong"]["rtt_ns"]["median"])
     for t, r in zip(res["tput"], rat["bulk_vs_memcpy"], strict=True):
         for row, x in zip(t["rows"], r["rows"], strict=True):
-            assert x["ratio"] == pytest.approx(row["gbps"]["mean"] / memcpy[row["size"]])
+            assert x["paired_median"] == row["ratio_to_memcpy"]["median"]
+            assert x["means"] == pytest.approx(
+                row["gbps"]["mean"] / row["memcpy_paired_gbps"]["mean"])
     names = [v["name"] for v in rat["verdicts"]]
     assert any("ping-pong" in n for n in names)
     assert sum("memcpy" in n for n in names) == len(res["tput"])
@@ -138,8 +153,14 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
         assert line in text
         assert line.endswith(("MET", "MISSED")) or "NOT JUDGED" in line
     if res["ucx"]["available"]:
-        u = res["ucx"]["lat"]["rtt_ns"]["mean"]
-        assert rat["rtt_vs_ucx"]["mean"] == pytest.approx(rtt["per_msg_ns"]["mean"] / u)
+        u = res["ucx"]["lat"]["rtt_p50_ns"]["median"]
+        assert rat["rtt_vs_ucx"]["medians"] == pytest.approx(rtt["per_msg_ns"]["median"] / u)
+        bw = {b["size"]: b["gbps"]["median"] for b in res["ucx"]["bw"]}
+        for t, r in zip(res["tput"], rat["bulk_vs_ucx"], strict=True):
+            for row, x in zip(t["rows"], r["rows"], strict=True):
+                assert x["medians"] == pytest.approx(row["gbps"]["median"] / bw[row["size"]])
+    else:
+        assert any(v["met"] is None for v in rat["verdicts"])
     # The Table-2 shape: the paper's figures printed beside ours.
     assert "NFComms Table 2" in text
     for fig in ("17.99", "30.04", "39.42", "51.96"):
@@ -167,3 +188,15 @@ def test_bad_arguments_are_refused(args: list[str], cache: Path) -> None:
     exe = channels.build()
     res = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and "usage:" in res.stderr and res.stdout == ""
+
+
+def test_without_ucx_the_ucx_targets_are_not_judged(
+        result: tuple[dict, Path, Path, str]) -> None:
+    res = {**result[0], "ucx": {"available": False, "reason": "no ucx_perftest here"}}
+    rat = channels.ratios(res)
+    assert "rtt_vs_ucx" not in rat and all(not c["rows"] for c in rat["bulk_vs_ucx"])
+    ucx = [v for v in rat["verdicts"] if "UCX" in v["name"]]
+    assert len(ucx) == 2 and all(v["met"] is None for v in ucx)
+    assert all("NOT JUDGED (no ucx_perftest here)" in channels.verdict_line(v) for v in ucx)
+    text = channels.format_report(res, rat)
+    assert "UCX not available: no ucx_perftest here" in text

@@ -14,14 +14,16 @@
  *                          does); CRC32C (ofl_crc32c) over the buffer.
  *   lat BATCHES PER BULKSIZES
  *                          channel latency, NFComms' method (its Table 2): BATCHES
- *                          timed batches of PER synchronous messages, each batch
- *                          after one untimed warm-up batch; the time per message is
+ *                          timed batches of PER synchronous messages, after one
+ *                          untimed warm-up batch; the time per message is
  *                          the batch time / PER, timed on the sending side (a send
  *                          returns once the receiver has taken the message, so it
  *                          includes the acknowledgement's way back). Rows: direct
  *                          56 B host->device and device->host, direct round trip
- *                          (send + reply, timed on the host), and bulk transfers of
- *                          each BULKSIZES size in both directions.
+ *                          (send + reply, timed on the host; before each of its
+ *                          batches both processes run a batch of the cache-line
+ *                          ping-pong above: the paired ceiling), and bulk transfers
+ *                          of each BULKSIZES size in both directions.
  *   tput DIR K SERVE SIZES REPS
  *                          bulk throughput, DIR h2d or d2h: K channels, each moving
  *                          one transfer of SIZE bytes at the same time (K sending
@@ -29,8 +31,13 @@
  *                          or with SERVE mgr (h2d only) a one-thread channel manager
  *                          on the device). Per repetition: K * SIZE bytes over the
  *                          time from releasing the host's threads to the last one's
- *                          return; REPS repetitions after one warm-up. Payloads are
- *                          filled before and checked after each timed transfer.
+ *                          return; REPS repetitions after one warm-up. Before each
+ *                          repetition the host times a memcpy of the same K * SIZE
+ *                          bytes (the paired ceiling). Payloads are filled before
+ *                          and checked after each timed transfer.
+ *
+ * lat and tput also report the bulk bytes the device's ends moved by each copy
+ * path (memcpy, process_vm_readv/writev, bounce through the region).
  *
  * SIZES and BULKSIZES are comma lists of byte counts, multiples of 8. Every
  * transferred byte is checked; a wrong byte fails the run (exit 1). Statistics:
@@ -347,34 +354,38 @@ static void print_common(const char *mode, int host_pinned, int dev_pinned)
 
 /* ---- mode pingpong / pipe: the ceiling and peer for a round trip ---- */
 
-/* Device side of the cache-line ping-pong: copy each host counter back. */
-static int pingpong_dev(struct pair *p, uint64_t total)
+/* One batch of `per` cache-line exchanges, the counter continuing from *i: the host
+ * writes the counter into its line and waits for the device to copy it into its
+ * own. Returns the batch time in ns (the device: 0), or a negative errno. */
+static int64_t pingpong_batch(struct pair *p, struct ofl_waiter *w, uint64_t *i, uint64_t per)
 {
-    struct ofl_waiter w;
-    pair_waiter(p, &w);
-    for (uint64_t i = 1; i <= total; i++) {
-        int rc = wait_ge(&p->sh->line_host, i, &w);
+    uint64_t t0 = ofl_now_ns();
+    for (uint64_t k = 0; k < per; k++) {
+        uint64_t n = ++*i;
+        int rc;
+        if (p->host) {
+            __atomic_store_n(&p->sh->line_host, n, __ATOMIC_RELEASE);
+            rc = wait_ge(&p->sh->line_dev, n, w);
+        } else {
+            rc = wait_ge(&p->sh->line_host, n, w);
+            __atomic_store_n(&p->sh->line_dev, n, __ATOMIC_RELEASE);
+        }
         if (rc < 0) return pair_fail(p, rc, __LINE__, "ping-pong wait");
-        __atomic_store_n(&p->sh->line_dev, i, __ATOMIC_RELEASE);
     }
-    return 0;
+    return p->host ? (int64_t)(ofl_now_ns() - t0) : 0;
 }
 
-/* Host side: one exchange per counter; batch times into t[]. */
-static int pingpong_host(struct pair *p, uint64_t batches, uint64_t per, double *t)
+/* Either side of the standalone ping-pong; the host's batch times (ns per
+ * exchange) go to t[]. */
+static int pingpong_side(struct pair *p, uint64_t batches, uint64_t per, double *t)
 {
     struct ofl_waiter w;
     pair_waiter(p, &w);
     uint64_t i = 0;
     for (uint64_t b = 0; b <= batches; b++) { /* batch 0: warm-up */
-        uint64_t t0 = ofl_now_ns();
-        for (uint64_t k = 0; k < per; k++) {
-            i++;
-            __atomic_store_n(&p->sh->line_host, i, __ATOMIC_RELEASE);
-            int rc = wait_ge(&p->sh->line_dev, i, &w);
-            if (rc < 0) return pair_fail(p, rc, __LINE__, "ping-pong wait");
-        }
-        if (b) t[b - 1] = (double)(ofl_now_ns() - t0) / (double)per;
+        int64_t dt = pingpong_batch(p, &w, &i, per);
+        if (dt < 0) return (int)dt;
+        if (p->host && b) t[b - 1] = (double)dt / (double)per;
     }
     return 0;
 }
@@ -417,7 +428,7 @@ static int mode_roundtrip(int use_pipe, uint64_t batches, uint64_t per)
             }
             if (rc < 0) pair_fail(&p, rc, __LINE__, "pipe");
         } else {
-            rc = pingpong_dev(&p, total);
+            rc = pingpong_side(&p, batches, per, t);
         }
         _exit(rc < 0 ? 1 : 0);
     }
@@ -438,7 +449,7 @@ static int mode_roundtrip(int use_pipe, uint64_t batches, uint64_t per)
         close(fwd[1]);
         close(back[0]);
     } else {
-        rc = pingpong_host(&p, batches, per, t);
+        rc = pingpong_side(&p, batches, per, t);
     }
     int st = pair_join(&p);
     if (rc < 0 || st != 0) {
@@ -645,17 +656,26 @@ static int lat_step(struct ofl_chan_end *e, const struct lat_row *r, int host, u
 }
 
 /* Run every row as this process; the timing side stores batch times (ns per
- * message) into the shared samples (row-major, `batches` per row). */
+ * batch) into the shared samples (row-major, `batches` per row). Before each batch
+ * of the round-trip row, both sides run a batch of cache-line ping-pong, whose
+ * times go to the extra row `nrows`: the ceiling paired with each batch. */
 static int lat_side(struct pair *p, struct ofl_chan_end *e, const struct lat_row *rows,
                     int nrows, uint64_t batches, uint64_t per, uint8_t *buf, uint64_t *bad)
 {
-    uint64_t seq = 1;
+    uint64_t seq = 1, pp = 0;
+    struct ofl_waiter w;
+    pair_waiter(p, &w);
     for (int ri = 0; ri < nrows; ri++) {
         const struct lat_row *r = &rows[ri];
         int timer = r->kind == LAT_RTT ? p->host : p->host != r->d2h;
         uint64_t row_seed = 1000 + (uint64_t)ri;
         if (r->kind == LAT_BULK) fill_words(buf, r->len, row_seed);
         for (uint64_t b = 0; b <= batches; b++) { /* batch 0: warm-up, untimed */
+            if (r->kind == LAT_RTT) {
+                int64_t dt = pingpong_batch(p, &w, &pp, per);
+                if (dt < 0) return (int)dt;
+                if (p->host && b) p->sh->samples[(uint64_t)nrows * batches + b - 1] = (uint64_t)dt;
+            }
             uint64_t t0 = ofl_now_ns();
             for (uint64_t k = 0; k < per; k++) {
                 int rc = lat_step(e, r, p->host, seq++, buf, bad);
@@ -700,7 +720,7 @@ static int mode_lat(uint64_t batches, uint64_t per, const uint64_t *bulk, int nb
     }
     struct pair p;
     size_t rlen;
-    int rc = pair_map(&p, (uint64_t)nrows * batches);
+    int rc = pair_map(&p, (uint64_t)(nrows + 1) * batches);
     uint32_t id = 0;
     void *region = rc == 0 ? chan_region(1, &rlen, &id) : NULL;
     uint8_t *buf = region ? alloc_buf(maxb) : NULL;
@@ -764,6 +784,20 @@ static int mode_lat(uint64_t batches, uint64_t per, const uint64_t *bulk, int nb
                r->d2h ? "d2h" : "h2d", (unsigned long long)r->len,
                host_timed ? "host" : "device");
         print_stats("per_msg_ns", &s);
+        if (r->kind == LAT_RTT) {
+            /* The paired ceiling: the ping-pong batch run just before each batch. */
+            const uint64_t *pp = p.sh->samples + (uint64_t)nrows * batches;
+            const uint64_t *rt = p.sh->samples + (uint64_t)ri * batches;
+            for (uint64_t b = 0; b < batches; b++) v[b] = (double)pp[b] / (double)per;
+            s = stats_of(v, batches);
+            printf(", ");
+            print_stats("pingpong_paired_ns", &s);
+            for (uint64_t b = 0; b < batches; b++)
+                v[b] = (double)rt[b] / (double)(pp[b] ? pp[b] : 1);
+            s = stats_of(v, batches);
+            printf(", ");
+            print_stats("ratio_to_pingpong", &s);
+        }
         printf("}");
     }
     printf("]}\n");
@@ -928,9 +962,27 @@ static int tput_dev_mgr(struct pair *p, const struct tput_cfg *cfg, void *region
     return rc;
 }
 
-/* One side with a crew of K threads. The host times the rounds into t[]. */
+/* Host: memcpy of the round's K payloads into `scratch`, one after the other, on
+ * this thread (repeated to about 1 MiB, as in mode copy); Gb/s. The ceiling paired
+ * with each repetition. */
+static double paired_memcpy(uint8_t *const *bufs, uint32_t k, uint64_t len, uint8_t *scratch)
+{
+    uint64_t n = inner_count(k * len);
+    uint64_t t0 = ofl_now_ns();
+    for (uint64_t j = 0; j < n; j++) {
+        for (uint32_t i = 0; i < k; i++) {
+            memcpy(scratch, bufs[i], len);
+            __asm__ __volatile__("" : : "r"(scratch) : "memory");
+        }
+    }
+    uint64_t dt = ofl_now_ns() - t0;
+    return (double)(n * k * len * 8) / (double)(dt ? dt : 1);
+}
+
+/* One side with a crew of K threads. The host times the rounds into t[] and a
+ * memcpy of the same bytes before each round into mt[]. */
 static int tput_crew(struct pair *p, const struct tput_cfg *cfg, void *region, uint8_t **bufs,
-                     double *t)
+                     double *t, double *mt, uint8_t *scratch)
 {
     struct crew *c = calloc(1, sizeof *c);
     if (!c) return pair_fail(p, -ENOMEM, __LINE__, "crew");
@@ -970,6 +1022,8 @@ static int tput_crew(struct pair *p, const struct tput_cfg *cfg, void *region, u
                 for (uint32_t i = 0; i < cfg->k; i++) fill_words(bufs[i], len, tput_seed(r, i));
             uint64_t t0 = 0;
             if (p->host) {
+                double m = paired_memcpy(bufs, cfg->k, len, scratch);
+                if (rep) mt[ti] = m;
                 if ((rc = wait_ge_yield(&p->sh->ready, r * cfg->k, &w)) < 0) {
                     pair_fail(p, rc, __LINE__, "waiting for the device");
                     break;
@@ -1028,8 +1082,9 @@ static int mode_tput(struct tput_cfg *cfg)
     int rc = pair_map(&p, 0);
     void *region = rc == 0 ? chan_region(cfg->k, &rlen, cfg->ids) : NULL;
     uint64_t nt = (uint64_t)cfg->ns * cfg->reps;
-    double *t = malloc(nt * sizeof *t);
-    if (!region || !t) {
+    double *t = malloc(nt * sizeof *t), *mt = malloc(nt * sizeof *mt);
+    double *ratio = malloc(cfg->reps * sizeof *ratio);
+    if (!region || !t || !mt || !ratio) {
         fprintf(stderr, "bench_chan: tput: setup failed\n");
         return 1;
     }
@@ -1042,11 +1097,14 @@ static int mode_tput(struct tput_cfg *cfg)
     uint8_t *bufs[MAX_CONC] = {0};
     for (uint32_t i = 0; i < cfg->k && rc == 0; i++)
         if (!(bufs[i] = alloc_buf(maxs))) rc = pair_fail(&p, -ENOMEM, __LINE__, "buffers");
+    uint8_t *scratch = p.host && rc == 0 ? alloc_buf(maxs) : NULL;
+    if (p.host && !scratch && rc == 0) rc = pair_fail(&p, -ENOMEM, __LINE__, "buffers");
     if (rc == 0) {
         if (!p.host && cfg->mgr) rc = tput_dev_mgr(&p, cfg, region, bufs);
-        else rc = tput_crew(&p, cfg, region, bufs, t);
+        else rc = tput_crew(&p, cfg, region, bufs, t, mt, scratch);
     }
     for (uint32_t i = 0; i < cfg->k; i++) free_buf(bufs[i], maxs);
+    free_buf(scratch, maxs);
     if (!p.host) _exit(rc < 0 || p.sh->dev_bad ? 1 : 0);
     int st = pair_join(&p);
     if (rc < 0 || st != 0 || p.sh->dev_bad) {
@@ -1064,13 +1122,27 @@ static int mode_tput(struct tput_cfg *cfg)
     print_copy_bytes(p.sh);
     printf(", \"rows\": [");
     for (int si = 0; si < cfg->ns; si++) {
-        struct stats s = stats_of(t + (uint64_t)si * cfg->reps, cfg->reps);
-        printf("%s{\"size\": %llu, ", si ? ", " : "", (unsigned long long)cfg->sizes[si]);
+        printf("%s{\"size\": %llu", si ? ", " : "", (unsigned long long)cfg->sizes[si]);
+        struct stats s;
+        /* Per repetition: the transfer's rate over the memcpy timed just before it
+         * (before sorting either). */
+        double *tt = t + (uint64_t)si * cfg->reps, *mm = mt + (uint64_t)si * cfg->reps;
+        for (uint64_t i = 0; i < cfg->reps; i++) ratio[i] = tt[i] / mm[i];
+        s = stats_of(ratio, cfg->reps);
+        printf(", ");
+        print_stats("ratio_to_memcpy", &s);
+        s = stats_of(tt, cfg->reps);
+        printf(", ");
         print_stats("gbps", &s);
+        s = stats_of(mm, cfg->reps);
+        printf(", ");
+        print_stats("memcpy_paired_gbps", &s);
         printf("}");
     }
     printf("]}\n");
     free(t);
+    free(mt);
+    free(ratio);
     return 0;
 }
 
