@@ -243,19 +243,24 @@ static uint32_t mix32(uint64_t x)
     return (uint32_t)x;
 }
 
+/* One byte per role: a role is taken with an exchange and given back with a
+ * store, so the send and receive threads never contend on one word. */
 int chan_busy_get(struct ofl_chan_end *e, uint32_t bits)
 {
-    uint32_t old = __atomic_fetch_or(&e->busy, bits, __ATOMIC_SEQ_CST);
-    if (old & bits) {
-        __atomic_fetch_and(&e->busy, ~(bits & ~old), __ATOMIC_SEQ_CST);
-        return -EBUSY;
+    for (int r = 0; r < 2; r++) {
+        if (!(bits & (1u << r))) continue;
+        if (__atomic_exchange_n(&e->busy[r], 1, __ATOMIC_ACQ_REL)) {
+            if (r == 1 && (bits & 1u)) __atomic_store_n(&e->busy[0], 0, __ATOMIC_RELEASE);
+            return -EBUSY;
+        }
     }
     return 0;
 }
 
 void chan_busy_put(struct ofl_chan_end *e, uint32_t bits)
 {
-    __atomic_fetch_and(&e->busy, ~bits, __ATOMIC_RELEASE);
+    for (int r = 0; r < 2; r++)
+        if (bits & (1u << r)) __atomic_store_n(&e->busy[r], 0, __ATOMIC_RELEASE);
 }
 
 bool chan_end_open(const struct ofl_chan_end *e)
@@ -296,8 +301,8 @@ int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
     }
     e->region = r;
     e->ctl = c;
-    e->line_mine = &c->line[side];
-    e->line_peer = &c->line[!side];
+    e->line_mine = &c->line[side].l;
+    e->line_peer = &c->line[!side].l;
     e->stage = chan_stage_at(r, id);
     e->abort_flag = abort_flag;
     e->id = id;
@@ -352,8 +357,11 @@ void ofl_chan_close(struct ofl_chan_end *e)
                                      __ATOMIC_RELAXED))
         return;
     STORE(&s->rx_waiting, 0, RELAXED);
-    /* A post nobody waits on is withdrawn here; a blocked send withdraws its own. */
-    if (!(LOAD(&e->busy, SEQ_CST) & BUSY_TX) && chan_out_pending(e)) chan_line_withdraw(e);
+    /* A post nobody waits on is withdrawn here; a blocked send withdraws its own
+     * when it sees the end closed. A sender marks itself busy before its post
+     * (whose CAS releases), so a pending message seen here with no sender busy
+     * is a post. */
+    if (chan_out_pending(e) && !LOAD(&e->busy[0], ACQUIRE)) chan_line_withdraw(e);
     if (e->side == OFL_CHAN_A) {
         chan_quiesce_peer_copy(e, 0, 0, true);
         chan_quiesce_peer_copy(e, 1, 0, true);
@@ -486,19 +494,35 @@ int chan_peer_check(const struct ofl_chan_end *e, struct chan_wait *cw)
 
 void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t timeout_ns)
 {
-    ofl_waiter_init(&cw->w, NULL, 0, e->abort_flag);
-    uint64_t now = ofl_now_ns();
+    /* No clock read here: a call that never waits never reads the clock, and the
+     * deadline counts from the first wait (a few ns later). ofl_waiter_init would
+     * read it, so the waiter is set up by hand: no peer fds, our abort word. */
+    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) cw->w.peer_fds[i] = -1;
+    cw->w.npeers = 0;
+    cw->w.abort_flag = e->abort_flag;
+    cw->w.spins = 0;
+    cw->w.next_check_ns = 0;
+    cw->w.calls = 0;
+    cw->w.dead = 0;
     cw->timeout = timeout_ns;
-    cw->deadline = timeout_ns > UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
-    cw->next_live = now + OFL_WAIT_CHECK_NS;
+    cw->deadline = 0;
+    cw->next_live = 0;
     cw->n = 0;
     cw->peer_gen = 0;
     cw->peer_pid = 0;
     cw->pidfd = -1;
 }
 
+/* Start the deadline and the liveness clock at the first clock read. */
+static void wait_arm(struct chan_wait *cw, uint64_t now)
+{
+    cw->deadline = cw->timeout > UINT64_MAX - now ? UINT64_MAX : now + cw->timeout;
+    cw->next_live = now + OFL_WAIT_CHECK_NS;
+}
+
 int chan_wait(struct chan_wait *cw, const struct ofl_chan_end *e)
 {
+    if (cw->timeout == 0) return -ETIMEDOUT;   /* tried once */
     int rc = ofl_wait(&cw->w);
     if (rc) return rc;
     if (!chan_end_open(e)) return -EPIPE;
@@ -507,6 +531,7 @@ int chan_wait(struct chan_wait *cw, const struct ofl_chan_end *e)
     /* While spinning, read the clock every 16th call; once yielding, every call. */
     if (cw->w.spins < OFL_WAIT_SPINS && (cw->n++ & 15u)) return 0;
     uint64_t now = ofl_now_ns();
+    if (!cw->deadline) wait_arm(cw, now);
     if (now >= cw->deadline) return -ETIMEDOUT;
     if (now >= cw->next_live) {
         cw->next_live = now + OFL_WAIT_CHECK_NS;
@@ -517,11 +542,15 @@ int chan_wait(struct chan_wait *cw, const struct ofl_chan_end *e)
 
 void chan_wait_progress(struct chan_wait *cw, bool push_deadline)
 {
-    ofl_waiter_progress(&cw->w);
-    if (push_deadline && cw->timeout != OFL_CHAN_FOREVER) {
-        uint64_t now = ofl_now_ns();
-        cw->deadline = cw->timeout > UINT64_MAX - now ? UINT64_MAX : now + cw->timeout;
-    }
+    cw->w.spins = 0;
+    /* The deadline restarts at the next clock read. */
+    if (push_deadline) cw->deadline = 0;
+}
+
+void chan_wait_extend(struct chan_wait *cw, uint64_t timeout_ns)
+{
+    cw->timeout = timeout_ns;
+    cw->deadline = 0;
 }
 
 void chan_wait_done(struct chan_wait *cw)
@@ -543,7 +572,6 @@ static int send_body(struct ofl_chan_end *e, struct chan_wait *cw, const void *m
         if (rc) return rc;
     }
     chan_line_post(e, KIND_MSG, msg, len);
-    uint64_t posted = ofl_now_ns();
     bool graced = false;
     for (;;) {
         if (!chan_out_pending(e)) break;
@@ -552,7 +580,7 @@ static int send_body(struct ofl_chan_end *e, struct chan_wait *cw, const void *m
         if (rc == -ETIMEDOUT && !graced && LOAD(&side_peer(e)->rx_waiting, RELAXED)) {
             /* The receiver is waiting: it may just be descheduled. */
             graced = true;
-            if (cw->deadline < posted + OFL_CHAN_GRACE_NS) cw->deadline = posted + OFL_CHAN_GRACE_NS;
+            chan_wait_extend(cw, OFL_CHAN_GRACE_NS);
             continue;
         }
         if (chan_line_withdraw(e)) {

@@ -24,6 +24,7 @@
 #define OFL_CHAN_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -76,8 +77,9 @@ struct chan_bulk_st {
     uint64_t copying;              /* B: xfer << 32 | chunk + 1 while it copies A's memory */
     uint32_t crc[4];               /* B sending: running CRC32C after chunk c at [c % 4] */
     uint8_t path[4];               /* B: OFL_CHAN_PATH_* of chunk c at [c % 4] */
+    uint8_t pad_[128 - 60];        /* the next hot line 128 bytes on */
 };
-_Static_assert(sizeof(struct chan_bulk_st) == 64, "bulk status is one line");
+_Static_assert(offsetof(struct chan_bulk_st, pad_) <= 64, "bulk status is one line");
 
 #define PROG_COUNT_MAX 0xFFFFFFu
 
@@ -90,28 +92,47 @@ static inline uint32_t prog_xfer(uint64_t p) { return (uint32_t)(p >> 32); }
 static inline int prog_err(uint64_t p) { return -(int)((p >> 24) & 0xFFu); }
 static inline uint32_t prog_count(uint64_t p) { return (uint32_t)p & PROG_COUNT_MAX; }
 
-/* One side's lines; written by that side only. */
+/* One side's lines; written by that side only. Lines that change per message sit
+ * 128 bytes apart (adjacent-line prefetchers move 128-byte pairs of lines), with
+ * 64-byte alignment only: a region needs no more. */
 struct chan_side {
+    /* identity: changes at open, close and set_copy only (the peer polls gen) */
     _Alignas(64) int32_t owner;    /* pid holding the side (0: none); CAS to open */
     uint32_t gen;                  /* odd while open; bumped by open and close */
     int32_t pid;                   /* owner's pid, published before gen turns odd */
     uint32_t flags;                /* SIDE_WANT_BOUNCE */
-    uint32_t rx_waiting;           /* a receiver is blocked in recv (or a manager serves) */
     uint32_t cookie;               /* with end_addr: finds the end in a same-process peer */
+    uint32_t pad0_;
     uint64_t end_addr;
+    uint8_t pad1_[128 - 32];
+    /* set while a receiver is blocked in recv (or a manager serves the end); read
+     * by a sender only when its timeout expires */
+    uint32_t rx_waiting;
+    uint8_t pad2_[128 - 4];
     struct chan_bulk_st st[2];
 };
+_Static_assert(offsetof(struct chan_side, rx_waiting) == 128, "side layout");
+_Static_assert(offsetof(struct chan_side, st) == 256, "side layout");
 
 enum { CHAN_FREE = 0, CHAN_READY = 1 };
+
+/* A message line and the empty line after it. */
+struct chan_line_slot {
+    struct chan_line l;
+    uint8_t pad_[64];
+};
 
 struct chan_ctl {
     _Alignas(64) uint32_t state;
     uint32_t id;
     char name[OFL_CHAN_NAME_MAX + 1];
-    _Alignas(64) struct chan_line line[2];
+    uint8_t pad_[128 - 40];
+    struct chan_line_slot line[2];
     struct chan_side side[2];
-    _Alignas(64) struct chan_sg sg[OFL_CHAN_SG_MAX];
+    struct chan_sg sg[OFL_CHAN_SG_MAX];
 };
+_Static_assert(offsetof(struct chan_ctl, line) == 128 && sizeof(struct chan_ctl) % 64 == 0,
+               "control block layout");
 
 struct chan_region {
     uint64_t magic;
@@ -168,7 +189,7 @@ static inline struct chan_line *line_peer(const struct ofl_chan_end *e)
     return (struct chan_line *)e->line_peer;
 }
 
-/* ---- in-process call guards (bits of e->busy) ---- */
+/* ---- in-process call guards (e->busy[0] for TX, [1] for RX) ---- */
 enum { BUSY_TX = 1u, BUSY_RX = 2u };
 int chan_busy_get(struct ofl_chan_end *e, uint32_t bits);
 void chan_busy_put(struct ofl_chan_end *e, uint32_t bits);
@@ -194,7 +215,8 @@ bool chan_end_open(const struct ofl_chan_end *e);
 /* Per-call view of the peer plus the waiting state of a blocking call. */
 struct chan_wait {
     struct ofl_waiter w;
-    uint64_t deadline;          /* absolute ns; UINT64_MAX: none */
+    uint64_t deadline;          /* absolute ns (UINT64_MAX: none); 0 until the first
+                                   clock read in chan_wait */
     uint64_t timeout;           /* the call's timeout (bulk: without progress) */
     uint64_t next_live;         /* next liveness check */
     uint32_t n;                 /* calls since the last clock read */
@@ -220,6 +242,8 @@ void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t
 int chan_wait(struct chan_wait *cw, const struct ofl_chan_end *e);
 /* Progress was made: spin again; bulk calls also push the deadline out. */
 void chan_wait_progress(struct chan_wait *cw, bool push_deadline);
+/* Wait up to `timeout_ns` more, counted from the next clock read. */
+void chan_wait_extend(struct chan_wait *cw, uint64_t timeout_ns);
 void chan_wait_done(struct chan_wait *cw);
 
 /* Side A, after closing or failing a transfer: wait (bounded) until B no longer
@@ -228,7 +252,12 @@ void chan_wait_done(struct chan_wait *cw);
 void chan_quiesce_peer_copy(const struct ofl_chan_end *e, int dir, uint32_t xfer, bool any);
 
 /* ---- counters ---- */
-static inline void stat_add(uint64_t *c, uint64_t v) { __atomic_fetch_add(c, v, __ATOMIC_RELAXED); }
+/* A counter has one writer at a time (the role guards see to it), so no atomic
+ * add: a plain load and store that readers on other threads see whole. */
+static inline void stat_add(uint64_t *c, uint64_t v)
+{
+    __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+}
 
 /* ---- bulk state machines (chan_bulk.c) ---- */
 enum { BULK_IDLE = 0, BULK_SEND = 1, BULK_RECV = 2 };

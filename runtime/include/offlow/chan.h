@@ -120,7 +120,7 @@ struct ofl_chan_end {
     uint32_t sg_per_chunk;    /* K: entries per bulk chunk (A side), default 6 */
     int copy;                 /* enum ofl_chan_copy */
     uint32_t gen;             /* our side's open generation (odd while open; atomic) */
-    uint32_t busy;            /* calls in progress: bits TX / RX (atomic) */
+    uint8_t busy[2];          /* a call in progress in role TX / RX (atomic) */
     uint32_t cookie;          /* identifies this struct to a peer in the same process */
     /* side B's copy engine: what it learned about the peer session `vm_gen` */
     uint32_t vm_gen;
