@@ -75,6 +75,16 @@ def _cmd_pcsa(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_kvs(a: argparse.Namespace) -> int:
+    if a.tool == "interop":
+        from offlow.kvs import interop
+
+        return interop.main()
+    from offlow.kvs import quick
+
+    return quick.main(a.args)
+
+
 def _cmd_bench(a: argparse.Namespace) -> int:
     if a.name == "queue":
         from offlow.bench import queue
@@ -150,6 +160,14 @@ def parser() -> argparse.ArgumentParser:
     pc.add_argument("--packets", type=int, default=200_000,
                     help="without --input: packets of the generated stream")
     pc.set_defaults(fn=_cmd_pcsa)
+
+    kv = sub.add_parser("kvs", help="key-value store tools (memcached protocol)")
+    kv.add_argument("tool", choices=["interop", "quick"],
+                    help="interop: replay one request sequence against a real memcached and "
+                         "offlow's server and show every difference; quick: offlow's CPU-only "
+                         "server beside memcached under the same load")
+    kv.add_argument("args", nargs=argparse.REMAINDER, help="quick: its options (--help)")
+    kv.set_defaults(fn=_cmd_kvs)
 
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
     b.add_argument("name", choices=["queue", "router", "groups", "channels"])
