@@ -112,9 +112,11 @@ def test_ucx_is_measured_or_unavailable_with_a_reason(
         assert ucx["tls"] == channels.UCX_TLS
         _check_stats(ucx["lat"]["rtt_ns"], TINY.ucx_reps)
         _check_stats(ucx["lat"]["rtt_p50_ns"], TINY.ucx_reps)
+        _check_stats(ucx["lat"]["ratio_to_pingpong"], TINY.ucx_reps)
         assert [r["size"] for r in ucx["bw"]] == list(TINY.sizes)
         for r in ucx["bw"]:
             _check_stats(r["gbps"], TINY.ucx_reps)
+            _check_stats(r["ratio_to_memcpy"], TINY.ucx_reps)
         assert "UCX tag_bw" in text
     else:
         assert isinstance(ucx["reason"], str) and ucx["reason"]
@@ -144,7 +146,7 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
                 row["gbps"]["mean"] / row["memcpy_paired_gbps"]["mean"])
     names = [v["name"] for v in rat["verdicts"]]
     assert any("ping-pong" in n for n in names)
-    assert sum("memcpy" in n for n in names) == len(res["tput"])
+    assert sum("/ memcpy" in n for n in names) == len(res["tput"])
     for v in rat["verdicts"]:
         if v["met"] is not None:
             ok = v["value"] <= v["target"] if v["at_most"] else v["value"] >= v["target"]
@@ -153,12 +155,19 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
         assert line in text
         assert line.endswith(("MET", "MISSED")) or "NOT JUDGED" in line
     if res["ucx"]["available"]:
-        u = res["ucx"]["lat"]["rtt_p50_ns"]["median"]
-        assert rat["rtt_vs_ucx"]["medians"] == pytest.approx(rtt["per_msg_ns"]["median"] / u)
-        bw = {b["size"]: b["gbps"]["median"] for b in res["ucx"]["bw"]}
+        u = res["ucx"]["lat"]
+        assert rat["rtt_vs_ucx"]["medians"] == pytest.approx(
+            rtt["per_msg_ns"]["median"] / u["rtt_p50_ns"]["median"])
+        assert rat["rtt_vs_ucx"]["normalised"] == pytest.approx(
+            rtt["ratio_to_pingpong"]["median"] / u["ratio_to_pingpong"]["median"])
+        bw = {b["size"]: b for b in res["ucx"]["bw"]}
         for t, r in zip(res["tput"], rat["bulk_vs_ucx"], strict=True):
             for row, x in zip(t["rows"], r["rows"], strict=True):
-                assert x["medians"] == pytest.approx(row["gbps"]["median"] / bw[row["size"]])
+                u = bw[row["size"]]
+                assert x["medians"] == pytest.approx(
+                    row["gbps"]["median"] / u["gbps"]["median"])
+                assert x["value"] == x["normalised"] == pytest.approx(
+                    row["ratio_to_memcpy"]["median"] / u["ratio_to_memcpy"]["median"])
     else:
         assert any(v["met"] is None for v in rat["verdicts"])
     # The Table-2 shape: the paper's figures printed beside ours.
