@@ -719,6 +719,16 @@ int chan_bulk_step(struct ofl_chan_end *e, struct chan_bulk *op)
     if (op->phase == PH_OVER) return -EINVAL;
     int rc = peer_ok(e, op);
     if (rc < 0) {
+        /* Side A receiving can still check chunks B acknowledged before it went. */
+        if (e->side == OFL_CHAN_A && op->role == BULK_RECV && op->phase == PH_RUN &&
+            chan_end_open(e) && !peer_verdict(e, op)) {
+            uint64_t p = LOAD(&side_peer(e)->st[1].prog, ACQUIRE);
+            if (prog_xfer(p) == op->xfer && prog_count(p) == op->posted && !more_chunks(op) &&
+                !op->prepared) {
+                int r = step_a_recv(e, op);
+                if (r == STEP_DONE || r < 0) return r;
+            }
+        }
         int v = chan_end_open(e) ? peer_verdict(e, op) : 0;
         if (v == STEP_DONE) return finish(e, op);
         if (v < 0) rc = v;

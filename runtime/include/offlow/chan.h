@@ -227,7 +227,7 @@ void ofl_chan_bulk_progress(const struct ofl_chan_end *e, struct ofl_chan_bulk_s
 void ofl_chan_get_stats(const struct ofl_chan_end *e, struct ofl_chan_stats *st);
 
 /* Tests only: corrupt payload byte `offset` of the next bulk transfer this end
- * copies or receives, after the copy and before the CRC check (UINT64_MAX: none). */
+ * receives, after the bytes landed and before the CRC check (UINT64_MAX: none). */
 void ofl_chan_inject_corruption(struct ofl_chan_end *e, uint64_t offset);
 
 /* ---- Managers: device-side service of many channels by a few threads ---- */
