@@ -47,7 +47,7 @@ def _cc(args: list[str], what: str) -> None:
 
 def runtime_hash(extra_flags: tuple[str, ...] = ()) -> str:
     """Hash of the runtime's sources, headers and flags."""
-    files = sorted((RUNTIME / "src").glob("*.c")) + sorted((RUNTIME / "include").rglob("*.h"))
+    files = sorted((RUNTIME / "src").glob("*.[ch]")) + sorted((RUNTIME / "include").rglob("*.h"))
     return _digest(*(f.name.encode() + f.read_bytes() for f in files),
                    " ".join(CFLAGS + extra_flags).encode())
 
@@ -81,7 +81,9 @@ def build_tool(name: str, sources: list[Path], cflags: tuple[str, ...] | list[st
     return the executable."""
     if shutil.which("gcc") is None:
         raise OfflowError("no C compiler: install gcc (the README's setup command does)")
-    headers = sorted((RUNTIME / "include" / "offlow").glob("*.h"))
+    # public headers and the runtime's internal ones (chan_int.h ...)
+    headers = sorted((RUNTIME / "include" / "offlow").glob("*.h")) + sorted(
+        (RUNTIME / "src").glob("*.h"))
     key = _digest(*(f.name.encode() + f.read_bytes() for f in [*sources, *headers]),
                   " ".join([*cflags, *libs]).encode())
     exe = cache_dir() / f"{name}-{key}"
