@@ -507,7 +507,7 @@ void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t
     cw->timeout = timeout_ns;
     cw->deadline = 0;
     cw->next_live = 0;
-    cw->n = 0;
+    cw->n = 1;   /* the first clock read comes with the 16th wait, not the first */
     cw->peer_gen = 0;
     cw->peer_pid = 0;
     cw->pidfd = -1;
