@@ -6,14 +6,15 @@
  * OFL_CHAN_B (the device: its copy engine moves bulk data). Each side owns one
  * cache line per channel that carries its message and its acknowledgement of the
  * other side's message (a message and its acknowledgement travel with one line
- * transfer each way; a reply rides with the acknowledgement).
+ * transfer each way; a reply posted right after a take often rides with it).
  *
  * Direct messages: up to OFL_CHAN_MSG_MAX (56) bytes, synchronous rendezvous (CSP):
  * ofl_chan_send returns once the receiver has taken the message.
  *
  * Bulk transfers: any size, both directions. Side A always describes its own buffer
  * (the source when A sends, the destination when A receives) as a scatter-gather
- * list of pages, sent to B in chunks of K entries (default 6) over the direct path;
+ * list of pages, sent to B in chunks of K entries (default 6; at most
+ * OFL_CHAN_STAGE_SLOT bytes when the chunk may be staged) over the direct path;
  * side B's copy engine moves the pages (process_vm_readv/writev when the ends are
  * different processes, memcpy in one process, a bounce through the channel's staging
  * slots in the region when the kernel forbids cross-process copies or when either
@@ -36,12 +37,14 @@
  *
  * Threads: one sending and one receiving thread per end at a time (they may be
  * different threads); a call that would overlap another on the same end in the
- * same role returns -EBUSY. Errors are negative errno values (ofl_strerror gives
+ * same role returns -EBUSY (checked without locked instructions: two calls that
+ * start at the same instant may both pass). Errors are negative errno values (ofl_strerror gives
  * text): -ETIMEDOUT, -EPIPE (peer closed the channel or its process died), -ENOENT
  * (no channel of that name), -EINVAL (invalid id or argument), -EMSGSIZE, -EBADMSG
  * (CRC mismatch), -ECANCELED (the window's abort word is set), -EBUSY, -EPROTO (the
  * peer's pending message is of the other kind: a bulk transfer where a direct
- * message was expected, or the reverse; or both ends started a bulk send at once),
+ * message was expected, or the reverse; and side B's bulk send when side A started
+ * one at the same moment: A has the right of way),
  * -ECONNABORTED (the peer gave up the bulk transfer: its timeout or abort), -EFAULT
  * (a scatter-gather entry does not lie in the peer's memory). */
 #ifndef OFL_CHAN_H
