@@ -255,6 +255,10 @@ static void test_open_close(void)
     int id = ofl_chan_create(r.mem, "oc");
     struct ofl_chan_end a, b, c;
     CHECK(ofl_chan_open(&a, r.mem, 4, OFL_CHAN_A, NULL) == -EINVAL, "open: id out of range");
+    CHECK(ofl_chan_open(&b, r.mem, 4, OFL_CHAN_B, NULL) == -EINVAL, "open side B: id out of range");
+    CHECK(ofl_chan_open(&b, r.mem, (uint32_t)(id + 2) % 4, OFL_CHAN_B, NULL) == -EINVAL,
+          "open side B: id of no channel");
+    CHECK(ofl_chan_bulk_recv(&b, NULL, 0, 0) == -EINVAL, "bulk recv on a failed side B end: -EINVAL");
     CHECK(ofl_chan_open(&a, r.mem, (uint32_t)(id + 1) % 4, OFL_CHAN_A, NULL) == -EINVAL,
           "open: id of no channel");
     CHECK(ofl_chan_open(&a, r.mem, (uint32_t)id, 2, NULL) == -EINVAL, "open: bad side");
