@@ -23,7 +23,9 @@ def explain(g: Graph) -> str:
             par = (f"core group of {len(s.cores)} (master core {s.cores[0]} takes each batch, "
                    "every member processes a slice), ")
         else:
-            par = f"data-parallel over {len(s.cores)} cores, " if len(s.cores) > 1 else ""
+            how = f"steered by {s.steer} % {len(s.cores)}" if s.steer else "round robin"
+            par = (f"data-parallel over {len(s.cores)} cores ({how}), "
+                   if len(s.cores) > 1 else "")
         lines.append(f"  {s.name}: device {s.device}, cores {list(s.cores)} (CPUs {cpus} here), "
                      f"{par}"
                      f"elements: {' '.join(members)}")

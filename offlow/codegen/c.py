@@ -199,10 +199,12 @@ class DeviceGen:
         e = self.e
         lay = entry_layout(q, self.g.mtu)
         ncons = consumers(self.g, q)
+        steer = self.g.segment(q.dst_segment).steer
+        pick = f"(uint32_t)state->{steer}" if steer else "ctx->steer"
         e(f"/* Enqueue on {q.name} ({q.src_segment} -> {q.dst_segment}): live fields only. */",
           f"static void ofl_push_{cname(q.name)}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
           "struct ofl_state *state) {",
-          f"    struct ofl_qout *qo = &ctx->out_{cname(q.name)}[ctx->steer % {ncons}u];",
+          f"    struct ofl_qout *qo = &ctx->out_{cname(q.name)}[{pick} % {ncons}u];",
           f"    struct ofl_q_{cname(q.name)} *en = ofl_qout_slot(qo);",
           "    if (!en) { ofl_core_fail(&ctx->core, qo->err, "
           f"\"enqueue on {q.name}\"); return; }}",

@@ -35,6 +35,7 @@ class Segment:
     device: str
     cores: tuple[int, ...]
     group: bool = False
+    steer: str = ""  # per-packet field choosing the core (field % cores); "" = round robin
 
 
 
@@ -77,11 +78,13 @@ class Program:
 
     def segment(
         self, name: str, members: Sequence[Element | Composite], *, device: str = "host",
-        cores: Iterable[int] = (0,), group: bool = False,
+        cores: Iterable[int] = (0,), group: bool = False, steer: str | None = None,
     ) -> Segment:
         """Place `members` together on `device`, data-parallel over `cores`; with
         `group=True` the cores form a core group (a master hands each input batch out
-        in slices to the group) instead of each core taking whole batches."""
+        in slices to the group) instead of each core taking whole batches. `steer`
+        names a per-packet field: each packet enters core `field % len(cores)` (the
+        same key always reaches the same core, in order); else batches go round robin."""
         if name in self.segments:
             raise OfflowError(f"segment `{name}` is defined twice")
         elements: list[Element] = []
@@ -89,7 +92,7 @@ class Program:
             elements.extend(m.parts if isinstance(m, Composite) else [m])
         seg = Segment(name, elements, device, tuple(cores))
         self.segments[name] = seg
-        self.place(name, device=device, cores=seg.cores, group=group)
+        self.place(name, device=device, cores=seg.cores, group=group, steer=steer)
         return seg
 
     def channel(self, name: str, handler: Handler, *, device: str | None = None) -> None:
@@ -110,7 +113,8 @@ class Program:
         self.channels[name] = (device or "", handler)
 
     def place(self, segment: str, *, device: str | None = None,
-              cores: Iterable[int] | None = None, group: bool | None = None) -> None:
+              cores: Iterable[int] | None = None, group: bool | None = None,
+              steer: str | None = None) -> None:
         """Change where a segment runs: the one-line design change."""
         if segment not in self.segments:
             raise OfflowError(
@@ -135,6 +139,8 @@ class Program:
             seg.cores = cores
         if group is not None:
             seg.group = bool(group)
+        if steer is not None:
+            seg.steer = steer
 
     def apply_setting(self, setting: str) -> None:
         """Apply a command-line setting: a placement such as ``rx.device=nic`` or
@@ -154,7 +160,7 @@ class Program:
         except ValueError:
             raise OfflowError(
                 f"--set `{setting}`: expected SEGMENT.device=DEV, SEGMENT.cores=0,1, "
-                "SEGMENT.group=on|off, ring_size=N, batch=N or mtu=N"
+                "SEGMENT.group=on|off, SEGMENT.steer=FIELD, ring_size=N, batch=N or mtu=N"
             ) from None
         if attr == "device":
             self.place(seg, device=value)
@@ -164,6 +170,8 @@ class Program:
             except ValueError:
                 raise OfflowError(f"--set `{setting}`: cores must be numbers") from None
             self.place(seg, cores=cores)
+        elif attr == "steer":
+            self.place(seg, steer=value)
         elif attr == "group":
             flags = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
             if value.lower() not in flags:
@@ -171,7 +179,7 @@ class Program:
             self.place(seg, group=flags[value.lower()])
         else:
             raise OfflowError(
-                f"--set `{setting}`: unknown attribute `{attr}` (device, cores, group)")
+                f"--set `{setting}`: unknown attribute `{attr}` (device, cores, group, steer)")
 
     def to_ir(self) -> Graph:
         """Lower the program to the IR (composites are already flat)."""
@@ -211,7 +219,7 @@ class Program:
                         "not in any segment; add it to a segment"
                     )
                 edges.append(Edge(el.name, port, dst.element.name, dst.port))
-        segments = tuple(IRSegment(s.name, s.device, s.cores, s.group)
+        segments = tuple(IRSegment(s.name, s.device, s.cores, s.group, s.steer)
                          for s in self.segments.values())
         handlers = [h for _, h in self.channels.values()]
         channels = tuple(Channel(name, dev, self._node(h, ""))

@@ -75,6 +75,7 @@ class Segment:
     device: str
     cores: tuple[int, ...]
     group: bool = False  # a core group: a master hands each batch out in slices
+    steer: str = ""  # per-packet field that picks the consumer core; "" = round robin
 
 
 @dataclass(frozen=True)
