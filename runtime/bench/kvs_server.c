@@ -370,36 +370,19 @@ static void udp_datagram(struct worker *w, uint32_t msg)
 {
     const uint8_t *buf = w->rbuf + (size_t)msg * UDP_BUF;
     size_t len = w->rmsg[msg].msg_len;
-    struct ofl_mc_udp_hdr h;
+    struct ofl_kv_udp_counts c = {0, 0, 0};
+    size_t start = w->uout.len;
     w->udp_datagrams++;
-    if ((w->rmsg[msg].msg_hdr.msg_flags & MSG_TRUNC) || ofl_mc_udp_parse(buf, len, &h) < 0) {
-        w->udp_dropped++;
-        return;
-    }
-    size_t start = w->uout.len, off = OFL_MC_UDP_HDR_LEN;
-    enum ofl_mc_proto proto = OFL_MC_ANY;
-    while (off < len) {
-        struct ofl_mc_req req;
-        ssize_t r = ofl_mc_parse(buf + off, len - off, proto, &w->srv->lim, &req);
-        proto = (enum ofl_mc_proto)req.proto;
-        if (r == 0) {   /* the datagram ends inside a request */
-            w->udp_dropped++;
-            break;
-        }
-        int rc;
-        if (r < 0) {
-            w->parse_errors++;
-            rc = ofl_kv_exec_error(&req, (int)r, &w->uout);
-            off = req.len < len - off ? off + req.len : len;
-        } else {
-            w->requests++;
-            rc = ofl_kv_exec(w->srv->kv, &req, &w->uout);
-            off += (size_t)r;
-        }
-        if (rc < 0 || req.fatal) break;   /* quit means nothing on UDP */
-    }
-    if (w->uout.len > start &&
-        replies_push(w, (struct udp_reply){start, w->uout.len - start, h.request_id, msg}))
+    int id = -EINVAL;
+    if (w->rmsg[msg].msg_hdr.msg_flags & MSG_TRUNC)
+        c.dropped++;
+    else
+        id = ofl_kv_exec_udp(w->srv->kv, buf, len, &w->srv->lim, &w->uout, &c);
+    w->requests += c.requests;
+    w->parse_errors += c.parse_errors;
+    w->udp_dropped += c.dropped;
+    if (id >= 0 && w->uout.len > start &&
+        replies_push(w, (struct udp_reply){start, w->uout.len - start, (uint16_t)id, msg}))
         w->uout.len = start;
 }
 

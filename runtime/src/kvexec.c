@@ -206,3 +206,37 @@ int ofl_kv_exec_error(const struct ofl_mc_req *req, int err, struct ofl_mc_out *
     rc = append(out, ofl_mc_write_error(out->buf + out->len, out->cap - out->len, req, err));
     return rc ? rc : req->fatal ? 1 : 0;
 }
+
+int ofl_kv_exec_udp(struct ofl_kv *kv, const uint8_t *dgram, size_t len,
+                    const struct ofl_mc_limits *lim, struct ofl_mc_out *out,
+                    struct ofl_kv_udp_counts *c)
+{
+    struct ofl_mc_udp_hdr h;
+    if (ofl_mc_udp_parse(dgram, len, &h) < 0) {
+        c->dropped++;
+        return -EINVAL;
+    }
+    size_t off = OFL_MC_UDP_HDR_LEN;
+    enum ofl_mc_proto proto = OFL_MC_ANY;
+    while (off < len) {
+        struct ofl_mc_req req;
+        ssize_t r = ofl_mc_parse(dgram + off, len - off, proto, lim, &req);
+        proto = (enum ofl_mc_proto)req.proto;
+        if (r == 0) {   /* the datagram ends inside a request */
+            c->dropped++;
+            break;
+        }
+        int rc;
+        if (r < 0) {
+            c->parse_errors++;
+            rc = ofl_kv_exec_error(&req, (int)r, out);
+            off = req.len < len - off ? off + req.len : len;
+        } else {
+            c->requests++;
+            rc = ofl_kv_exec(kv, &req, out);
+            off += (size_t)r;
+        }
+        if (rc < 0 || req.fatal) break;   /* quit means nothing on UDP */
+    }
+    return h.request_id;
+}

@@ -44,4 +44,20 @@ int ofl_kv_exec(struct ofl_kv *kv, const struct ofl_mc_req *req, struct ofl_mc_o
  * -ENOMEM. */
 int ofl_kv_exec_error(const struct ofl_mc_req *req, int err, struct ofl_mc_out *out);
 
+/* What ofl_kv_exec_udp did with one datagram. */
+struct ofl_kv_udp_counts {
+    uint64_t requests;      /* requests run */
+    uint64_t parse_errors;  /* requests answered with a protocol error */
+    uint64_t dropped;       /* datagrams dropped: no frame header, multi-datagram
+                               request, or ending inside a request */
+};
+
+/* Run every request of one UDP datagram (`len` bytes: the 8-byte frame header, then
+ * requests) against `kv`, appending the replies (without a frame header) to `out`.
+ * Returns the datagram's request id (>= 0) when it was run, even if it produced no
+ * reply, or -EINVAL when it was dropped (counted in `c`). */
+int ofl_kv_exec_udp(struct ofl_kv *kv, const uint8_t *dgram, size_t len,
+                    const struct ofl_mc_limits *lim, struct ofl_mc_out *out,
+                    struct ofl_kv_udp_counts *c);
+
 #endif
