@@ -65,7 +65,7 @@ def explain(g: Graph) -> str:
                        f"the bulk channel table.{t.name} (CRC32C checked), {t.home} builds it")
             else:
                 how = (f"{t.source}; " if t.source else "") + (
-                    f"built at start-up by the {t.home} process from its input")
+                    f"built at start-up by the {t.home} process")
             lines.append(f"  {t.name}: {t.ctype} in {home}; {how}"
                          + (f" ({opts})" if opts else "") + f"; used by {', '.join(users)}")
         else:

@@ -1,0 +1,49 @@
+"""Key-value store elements: memcached's binary and text protocols over UDP (with the
+memcached frame header), served from a hash table that lives in the memory of the
+device running KvServe (runtime/include/offlow/kvs_pkt.h, kvstore.h)."""
+
+from __future__ import annotations
+
+from offlow.dsl import Element, Port, Table
+
+
+def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1400) -> Table:
+    """A memcached-compatible store: `capacity` items, CLOCK eviction, CAS; run-time
+    options NAME.capacity=, NAME.mem= (bytes), NAME.value_max=."""
+    return Table(name, "struct ofl_kv", "ofl_kvs_open_opts", "ofl_kv_destroy",
+                 options=(("capacity", str(capacity)), ("value_max", str(value_max))),
+                 source="memcached-compatible hash table (kvstore.c), empty at start-up")
+
+
+class KeyHash(Element):
+    """The store's hash of the first key in a memcached UDP datagram (0 for requests
+    without a key, and for what is not a request: the store answers those); non-UDP
+    packets are dropped."""
+
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("out", "ip.v4"),)
+    fields = {"kv_hash": "uint32_t"}
+    body = r"""
+    uint64_t h = 0;
+    if (state->ip_proto != 17)
+        DROP();
+    if (ofl_kvs_key_hash(pkt, state->l4_off, &h) < 0)
+        h = 0;
+    state->kv_hash = (uint32_t)(h >> 32);
+    """
+
+
+class KvServe(Element):
+    """Runs the memcached requests of the datagram against `store` and turns the packet
+    into the reply (addresses swapped); quiet requests and datagrams that are not
+    memcached are dropped here (counted)."""
+
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("out", "ip.v4"),)
+    tables = ("store",)
+    body = r"""
+    if (state->ip_proto != 17)
+        DROP();
+    if (ofl_kvs_reply(store, pkt, state->l3_off, state->l4_off) != 0)
+        DROP();
+    """

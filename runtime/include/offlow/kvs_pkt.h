@@ -1,0 +1,33 @@
+/* memcached over UDP inside offlow packets: what the key-value store's elements call.
+ *
+ * A packet is an Ethernet/IPv4/UDP frame whose UDP payload is a memcached datagram
+ * (8-byte frame header, then requests), as a pcap or the UDP socket source gives
+ * it. The store is a Table object (ofl_kvs_open_opts) in the memory of the device
+ * that runs the element using it. */
+#ifndef OFL_KVS_PKT_H
+#define OFL_KVS_PKT_H
+
+#include <stdint.h>
+
+#include "offlow/kvexec.h"
+#include "offlow/pkt.h"
+
+struct ofl_args;
+
+/* Hash of the key of the first request in the datagram of `pkt` (UDP header at
+ * `l4_off`), the store's own hash (ofl_kv_hash). Returns 0 and sets *hash, or a
+ * negative error when the payload holds no complete request with a key. */
+int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash);
+
+/* Run the datagram of `pkt` against `kv` and turn the packet into the reply, in
+ * place: one datagram with the request's id, addresses and ports swapped, IPv4
+ * lengths and checksum fixed (UDP checksum 0). Returns 0 (send it), 1 (nothing to
+ * answer: quiet requests), or a negative error (drop it: not a memcached datagram,
+ * or a reply longer than one datagram or the packet buffer). */
+int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off);
+
+/* The store named `name` from its options: capacity= (items, default 1000000),
+ * mem= (bytes, 0 = no limit), value_max= (default 1400). Prints errors. */
+int ofl_kvs_open_opts(struct ofl_kv **t, const struct ofl_args *a, const char *name);
+
+#endif

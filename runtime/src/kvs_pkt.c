@@ -1,0 +1,109 @@
+/* memcached over UDP inside offlow packets (see kvs_pkt.h). */
+#include "offlow/kvs_pkt.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "offlow/err.h"
+#include "offlow/gen.h"
+
+/* Largest reply payload: one datagram of memcached's UDP size, frame header excluded. */
+#define REPLY_MAX (OFL_MC_UDP_DGRAM_MAX - OFL_MC_UDP_HDR_LEN)
+
+/* The UDP payload of `pkt`, or NULL when the UDP header does not fit. */
+static const uint8_t *udp_payload(const struct ofl_pkt *pkt, uint32_t l4_off, size_t *len)
+{
+    if (l4_off > pkt->len || pkt->len - l4_off < 8) return NULL;
+    uint32_t ulen = ofl_get_be16(pkt->data + l4_off + 4);
+    if (ulen < 8 || ulen > pkt->len - l4_off) return NULL;
+    *len = ulen - 8;
+    return pkt->data + l4_off + 8;
+}
+
+int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
+{
+    size_t len;
+    const uint8_t *p = udp_payload(pkt, l4_off, &len);
+    struct ofl_mc_udp_hdr h;
+    if (!p || ofl_mc_udp_parse(p, len, &h) < 0) return -EINVAL;
+    struct ofl_mc_req req;
+    if (ofl_mc_parse(p + OFL_MC_UDP_HDR_LEN, len - OFL_MC_UDP_HDR_LEN, OFL_MC_ANY, NULL,
+                     &req) <= 0 || !req.key_len)
+        return -EINVAL;
+    *hash = ofl_kv_hash(req.key, req.key_len);
+    return 0;
+}
+
+/* Swap Ethernet, IPv4 and UDP source and destination; set the lengths for a UDP
+ * payload of `payload` bytes and recompute the IPv4 header checksum. */
+static void make_reply_headers(uint8_t *d, uint32_t l3_off, uint32_t l4_off, size_t payload)
+{
+    uint8_t tmp[6];
+    memcpy(tmp, d, 6);
+    memmove(d, d + 6, 6);
+    memcpy(d + 6, tmp, 6);
+    uint8_t *ip = d + l3_off, *udp = d + l4_off;
+    memcpy(tmp, ip + 12, 4);
+    memmove(ip + 12, ip + 16, 4);
+    memcpy(ip + 16, tmp, 4);
+    memcpy(tmp, udp, 2);
+    memmove(udp, udp + 2, 2);
+    memcpy(udp + 2, tmp, 2);
+    ofl_put_be16(udp + 4, (uint16_t)(8 + payload));
+    ofl_put_be16(udp + 6, 0);
+    ofl_put_be16(ip + 2, (uint16_t)(l4_off - l3_off + 8 + payload));
+    ip[8] = 64;
+    ofl_put_be16(ip + 10, 0);
+    ofl_put_be16(ip + 10, ofl_csum(ip, l4_off - l3_off));
+}
+
+int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off)
+{
+    size_t len;
+    const uint8_t *p = udp_payload(pkt, l4_off, &len);
+    if (!p || l3_off + 20 > l4_off) return -EINVAL;
+    /* Replies go to a buffer of their own: they overwrite the request's bytes. */
+    uint8_t buf[REPLY_MAX];
+    struct ofl_mc_out out = {buf, 0, sizeof buf, sizeof buf};
+    struct ofl_kv_udp_counts c = {0, 0, 0};
+    struct ofl_mc_limits lim = ofl_mc_default_limits();
+    int id = ofl_kv_exec_udp(kv, p, len, &lim, &out, &c);
+    if (id < 0) return id;
+    if (out.len == 0) return 1;
+    size_t payload = OFL_MC_UDP_HDR_LEN + out.len;
+    if ((size_t)l4_off + 8 + payload > pkt->cap) return -EMSGSIZE;
+    uint8_t *d = pkt->data + l4_off + 8;
+    ofl_mc_udp_write(d, (uint16_t)id, 0, 1);
+    memcpy(d + OFL_MC_UDP_HDR_LEN, buf, out.len);
+    make_reply_headers(pkt->data, l3_off, l4_off, payload);
+    pkt->len = (uint32_t)(l4_off + 8 + payload);
+    return 0;
+}
+
+int ofl_kvs_open_opts(struct ofl_kv **t, const struct ofl_args *a, const char *name)
+{
+    struct ofl_kv_config cfg = {0, 0, 0, 0};
+    const char *keys[3] = {"capacity", "mem", "value_max"};
+    const char *dflt[3] = {"1000000", "0", "1400"};
+    uint64_t v[3];
+    for (int i = 0; i < 3; i++) {
+        const char *s = ofl_args_get(a, name, keys[i], dflt[i]);
+        char *end;
+        v[i] = strtoull(s, &end, 10);
+        if (end == s || *end) {
+            fprintf(stderr, "offlow %s: store %s: %s=%s is not a number\n", a->device, name,
+                    keys[i], s);
+            return -EINVAL;
+        }
+    }
+    cfg.capacity = v[0];
+    cfg.mem_bytes = v[1];
+    cfg.value_max = v[2] > OFL_MC_VALUE_MAX_DEFAULT ? OFL_MC_VALUE_MAX_DEFAULT : (uint32_t)v[2];
+    int rc = ofl_kv_create(t, &cfg);
+    if (rc < 0)
+        fprintf(stderr, "offlow %s: store %s (capacity %llu): %s\n", a->device, name,
+                (unsigned long long)cfg.capacity, ofl_strerror(rc));
+    return rc;
+}

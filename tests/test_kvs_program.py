@@ -1,0 +1,89 @@
+"""The key-value store written as an offlow program (examples/kvs.py): memcached
+datagrams in a pcap are answered like memcached answers them, in both designs
+(CPU-only, and split with the NIC parsing and steering by key)."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from tests.e2e import ROOT, read_frames, run_example
+
+KVS = ROOT / "examples" / "kvs.py"
+GET, SET, DELETE, VERSION = 0x00, 0x01, 0x04, 0x0B
+
+
+def binary(opcode: int, key: bytes = b"", value: bytes = b"", opaque: int = 0) -> bytes:
+    extras = struct.pack("!II", 0, 0) if opcode == SET else b""
+    body = extras + key + value
+    return struct.pack("!BBHBBHIIQ", 0x80, opcode, len(key), len(extras), 0, 0, len(body),
+                       opaque, 0) + body
+
+
+def datagram(request_id: int, payload: bytes) -> bytes:
+    udp = dpkt.udp.UDP(sport=40000 + request_id, dport=11211,
+                       data=struct.pack("!HHHH", request_id, 0, 1, 0) + payload)
+    udp.ulen = len(udp)
+    ip = dpkt.ip.IP(src=bytes([10, 0, 0, 2]), dst=bytes([10, 0, 0, 1]), p=17, data=udp)
+    eth = dpkt.ethernet.Ethernet(src=b"\x02" + bytes(4) + b"\x02", dst=b"\x02" + bytes(5),
+                                 type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
+    return bytes(eth)
+
+
+REQUESTS = [
+    binary(SET, b"apple", b"red", opaque=1),
+    binary(GET, b"apple", opaque=2),
+    binary(GET, b"pear", opaque=3),
+    binary(DELETE, b"apple", opaque=4),
+    binary(GET, b"apple", opaque=5),
+    b"get apple\r\n",
+    b"set plum 7 0 4\r\nblue\r\n",
+    b"get plum\r\n",
+    binary(0x7E, b"k", opaque=9),        # unknown opcode
+    binary(VERSION, opaque=10),
+]
+
+
+@pytest.mark.parametrize("design", [[], ["parse.device=nic"]], ids=["cpu-only", "split"])
+def test_memcached_datagrams_are_answered(design: list[str], tmp_path: Path) -> None:
+    capture, out = tmp_path / "req.pcap", tmp_path / "rep.pcap"
+    with open(capture, "wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for i, payload in enumerate(REQUESTS):
+            w.writepkt(datagram(i, payload), ts=i * 1e-6)
+        w.writepkt(datagram(99, b"\x01\x02"), ts=1.0)  # no frame header: dropped
+    s = run_example(design, program=KVS, input=capture, output=out)
+    assert s["ok"], s["errors"]
+    replies = {}
+    for fr in read_frames(out):
+        ip = dpkt.ethernet.Ethernet(fr).data
+        assert ip.dst == bytes([10, 0, 0, 2]) and ip.src == bytes([10, 0, 0, 1])
+        hdr = fr[14:34]
+        assert sum(struct.unpack("!10H", hdr)) % 0xFFFF == 0
+        udp = ip.data
+        assert udp.sport == 11211
+        rid = struct.unpack("!H", udp.data[:2])[0]
+        assert udp.dport == 40000 + rid
+        replies[rid] = udp.data[8:]
+
+    def status(rid: int) -> tuple[int, bytes]:
+        r = replies[rid]
+        assert r[0] == 0x81
+        st, body_len = struct.unpack("!H", r[6:8])[0], struct.unpack("!I", r[8:12])[0]
+        return st, r[24 + r[4]:24 + body_len]
+
+    assert status(0) == (0, b"")
+    assert status(1) == (0, b"red")
+    assert status(2)[0] == 0x0001
+    assert status(3) == (0, b"")
+    assert status(4)[0] == 0x0001
+    assert replies[5] == b"END\r\n"
+    assert replies[6] == b"STORED\r\n"
+    assert replies[7] == b"VALUE plum 7 4\r\nblue\r\nEND\r\n"
+    assert status(8)[0] == 0x0081
+    assert status(9) == (0, b"0.1.0-offlow")
+    assert 99 not in replies
+    assert s["elements"]["serve"]["drop"] == 1
