@@ -1,4 +1,5 @@
-/* DIR-24-8-basic IPv4 longest-prefix match: build and batched lookups. */
+/* DIR-24-8-basic IPv4 longest-prefix match, tbl24 in /16 blocks: build and batched
+ * lookups. */
 #include "offlow/lpm4.h"
 
 #include <errno.h>
@@ -8,31 +9,56 @@
 #include <sys/mman.h>
 #include <stdint.h>
 
-#define HUGE_PAGE (2u << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
+#define PAGE ((size_t)4096)
 
-#define TBL24_BYTES ((size_t)OFL_LPM4_TBL24_ENTRIES * sizeof(uint16_t))
+/* The most tbl24 bytes a table can need: one block per /16. */
+#define TBL24_MAX_BYTES ((size_t)OFL_LPM4_DIR_ENTRIES * OFL_LPM4_BLOCK * sizeof(uint16_t))
 
-/* A zeroed tbl24: an anonymous mapping aligned to 2 MiB and backed by huge pages
- * where the kernel allows (random lookups would otherwise miss the TLB too). Its
- * pages are zero until touched, so a small table costs little. NULL when out of
+/* Room for every block a table can need: an anonymous mapping aligned to 2 MiB and
+ * advised to huge pages where the kernel allows (random lookups would otherwise miss
+ * the TLB too). Only the pages the blocks touch are ever backed; the build gives the
+ * rest back (trim_tbl24). Sets *len to the mapping's length; NULL when out of
  * memory. */
-static uint16_t *map_tbl24(void)
+static uint16_t *map_tbl24(size_t *len)
 {
-    size_t len = TBL24_BYTES + HUGE_PAGE;
-    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t all = TBL24_MAX_BYTES + HUGE_PAGE;
+    uint8_t *p = mmap(NULL, all, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     uint8_t *a = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    /* Keep exactly [a, a + TBL24_BYTES) so that ofl_lpm4_free can unmap it. */
+    /* Keep exactly [a, a + TBL24_MAX_BYTES) so that ofl_lpm4_free can unmap it. */
     if (a > p) munmap(p, (size_t)(a - p));
-    if (p + len > a + TBL24_BYTES) munmap(a + TBL24_BYTES, (size_t)(p + len - a - TBL24_BYTES));
-    (void)madvise(a, TBL24_BYTES, MADV_HUGEPAGE);
+    if (p + all > a + TBL24_MAX_BYTES)
+        munmap(a + TBL24_MAX_BYTES, (size_t)(p + all - a - TBL24_MAX_BYTES));
+    (void)madvise(a, TBL24_MAX_BYTES, MADV_HUGEPAGE);
+    *len = TBL24_MAX_BYTES;
     return (uint16_t *)a;
+}
+
+/* Unmap the part of the tbl24 mapping past its blocks (whole pages). */
+static void trim_tbl24(struct ofl_lpm4 *t)
+{
+    size_t used = (size_t)t->blocks * OFL_LPM4_BLOCK * sizeof *t->tbl24;
+    used = (used + PAGE - 1) / PAGE * PAGE;
+    if (used == 0) used = PAGE;
+    if (used < t->tbl24_bytes) {
+        munmap((uint8_t *)t->tbl24 + used, t->tbl24_bytes - used);
+        t->tbl24_bytes = used;
+    }
 }
 
 /* Set n entries from p to v. */
 static void fill16(uint16_t *p, size_t n, uint16_t v)
 {
     for (size_t i = 0; i < n; i++) p[i] = v;
+}
+
+/* A fresh tbl24 block, filled with the hop `e`; returns its number. */
+static uint32_t new_block(struct ofl_lpm4 *t, uint16_t e)
+{
+    uint32_t b = t->blocks++;
+    fill16(t->tbl24 + (size_t)b * OFL_LPM4_BLOCK, OFL_LPM4_BLOCK, e);
+    return b;
 }
 
 /* A fresh tbl8 group, filled with the tbl24 entry `e` it replaces. */
@@ -59,6 +85,55 @@ static int new_group(struct ofl_lpm4 *t, uint16_t e, uint32_t *g, char *errbuf)
     return 0;
 }
 
+/* Write the routes, sorted by length (order), into t: prefixes up to /16 into the
+ * directory as hops (no block exists yet), longer ones into the /16's own block
+ * (`own`, -1 until the first longer prefix copies the /16's hop into a fresh one) and
+ * its tbl8 groups. */
+static int paint(struct ofl_lpm4 *t, const struct ofl_route4 *r, const uint32_t *order,
+                 size_t n, int32_t *own, char *errbuf)
+{
+    for (size_t k = 0; k < n; k++) {
+        const struct ofl_route4 *e = &r[order[k]];
+        uint32_t a = e->len ? e->addr & ~(uint32_t)0 << (32 - e->len) : 0;
+        if (e->len <= 16) {
+            fill16(t->dir + (a >> 16), (size_t)1 << (16 - e->len), e->hop);
+            continue;
+        }
+        if (own[a >> 16] < 0) own[a >> 16] = (int32_t)new_block(t, t->dir[a >> 16]);
+        uint16_t *blk = t->tbl24 + (size_t)own[a >> 16] * OFL_LPM4_BLOCK;
+        if (e->len <= 24) {
+            fill16(blk + (a >> 8 & 0xFF), (size_t)1 << (24 - e->len), e->hop);
+            continue;
+        }
+        uint16_t *slot = &blk[a >> 8 & 0xFF];
+        if (!(*slot & OFL_LPM4_GROUP)) {
+            uint32_t g;
+            int rc = new_group(t, *slot, &g, errbuf);
+            if (rc < 0) return rc;
+            *slot = (uint16_t)(OFL_LPM4_GROUP | g);
+        }
+        size_t g = *slot & ~OFL_LPM4_GROUP;
+        fill16(t->tbl8 + g * 256 + (a & 0xFF), (size_t)1 << (32 - e->len), e->hop);
+    }
+    return 0;
+}
+
+/* Point the directory at the blocks: a /16 with its own block at it, the others at a
+ * block shared by every /16 of the same hop (`shared`: OFL_ROUTE_MAX_HOP + 1 entries,
+ * -1 = none yet). */
+static void link_blocks(struct ofl_lpm4 *t, const int32_t *own, int32_t *shared)
+{
+    for (uint32_t b = 0; b < OFL_LPM4_DIR_ENTRIES; b++) {
+        if (own[b] >= 0) {
+            t->dir[b] = (uint16_t)own[b];
+            continue;
+        }
+        uint16_t hop = t->dir[b];
+        if (shared[hop] < 0) shared[hop] = (int32_t)new_block(t, hop);
+        t->dir[b] = (uint16_t)shared[hop];
+    }
+}
+
 int ofl_lpm4_build(struct ofl_lpm4 **out, const struct ofl_route4 *r, size_t n, char *errbuf)
 {
     *out = NULL;
@@ -78,42 +153,35 @@ int ofl_lpm4_build(struct ofl_lpm4 **out, const struct ofl_route4 *r, size_t n, 
     }
     for (int l = 1; l < 34; l++) start[l] += start[l - 1];
     uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    int32_t *own = malloc(OFL_LPM4_DIR_ENTRIES * sizeof *own);
+    int32_t *shared = malloc(((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof *shared);
     struct ofl_lpm4 *t = calloc(1, sizeof *t);
-    if (t) t->tbl24 = map_tbl24();
-    if (!order || !t || !t->tbl24) {
-        free(order);
-        ofl_lpm4_free(t);
+    if (t) {
+        t->dir = calloc(OFL_LPM4_DIR_ENTRIES, sizeof *t->dir);
+        t->tbl24 = map_tbl24(&t->tbl24_bytes);
+    }
+    int rc = 0;
+    if (!order || !own || !shared || !t || !t->dir || !t->tbl24) {
         snprintf(errbuf, 256, "out of memory for an IPv4 table of %zu routes", n);
-        return -ENOMEM;
+        rc = -ENOMEM;
+        goto out;
     }
     t->routes = n;
     for (size_t i = 0; i < n; i++) order[start[r[i].len]++] = (uint32_t)i;
-
-    for (size_t k = 0; k < n; k++) {
-        const struct ofl_route4 *e = &r[order[k]];
-        uint32_t a = e->len ? e->addr & ~(uint32_t)0 << (32 - e->len) : 0;
-        if (e->len <= 24) {
-            /* No group exists yet: groups come only from longer prefixes, later. */
-            fill16(t->tbl24 + (a >> 8), (size_t)1 << (24 - e->len), e->hop);
-            continue;
-        }
-        uint16_t *slot = &t->tbl24[a >> 8];
-        if (!(*slot & OFL_LPM4_GROUP)) {
-            uint32_t g;
-            int rc = new_group(t, *slot, &g, errbuf);
-            if (rc < 0) {
-                free(order);
-                ofl_lpm4_free(t);
-                return rc;
-            }
-            *slot = (uint16_t)(OFL_LPM4_GROUP | g);
-        }
-        size_t g = *slot & ~OFL_LPM4_GROUP;
-        fill16(t->tbl8 + g * 256 + (a & 0xFF), (size_t)1 << (32 - e->len), e->hop);
+    memset(own, 0xFF, OFL_LPM4_DIR_ENTRIES * sizeof *own);
+    memset(shared, 0xFF, ((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof *shared);
+    rc = paint(t, r, order, n, own, errbuf);
+    if (rc == 0) {
+        link_blocks(t, own, shared);
+        trim_tbl24(t);
     }
+out:
     free(order);
-    *out = t;
-    return 0;
+    free(own);
+    free(shared);
+    if (rc < 0) ofl_lpm4_free(t);
+    else *out = t;
+    return rc;
 }
 
 int ofl_lpm4_open_file(struct ofl_lpm4 **t, const char *path, unsigned nports, char *errbuf)
@@ -130,33 +198,39 @@ int ofl_lpm4_open_file(struct ofl_lpm4 **t, const char *path, unsigned nports, c
 void ofl_lpm4_free(struct ofl_lpm4 *t)
 {
     if (!t) return;
-    if (t->tbl24) munmap(t->tbl24, TBL24_BYTES);
+    if (t->tbl24) munmap(t->tbl24, t->tbl24_bytes);
+    free(t->dir);
     free(t->tbl8);
     free(t);
 }
 
 size_t ofl_lpm4_memory(const struct ofl_lpm4 *t)
 {
-    return sizeof *t + (size_t)OFL_LPM4_TBL24_ENTRIES * sizeof *t->tbl24 +
+    return sizeof *t + (size_t)OFL_LPM4_DIR_ENTRIES * sizeof *t->dir + t->tbl24_bytes +
            (size_t)t->cap_groups * 256 * sizeof *t->tbl8;
 }
 
 /* Addresses per group of the batched lookup: enough misses in flight to cover the
- * memory latency, few enough that the prefetched lines stay in L1. */
-#define LPM4_GROUP_ADDRS 32
+ * memory latency (a call of 64 addresses is one group). */
+#define LPM4_GROUP_ADDRS 64
 
 void ofl_lpm4_lookup_batch(const struct ofl_lpm4 *t, const uint32_t *addrs, uint16_t *hops,
                            unsigned n)
 {
     const uint16_t *tbl24 = t->tbl24, *tbl8 = t->tbl8;
+    uint32_t at[LPM4_GROUP_ADDRS];
     for (unsigned base = 0; base < n; base += LPM4_GROUP_ADDRS) {
         unsigned m = n - base < LPM4_GROUP_ADDRS ? n - base : LPM4_GROUP_ADDRS;
         const uint32_t *a = addrs + base;
         uint16_t *h = hops + base;
-        for (unsigned i = 0; i < m; i++) __builtin_prefetch(&tbl24[a[i] >> 8]);
+        /* The directory is small and stays cached: no wait here. */
+        for (unsigned i = 0; i < m; i++) {
+            at[i] = ofl_lpm4_at(t, a[i]);
+            __builtin_prefetch(&tbl24[at[i]]);
+        }
         unsigned deep = 0;
         for (unsigned i = 0; i < m; i++) {
-            uint16_t e = tbl24[a[i] >> 8];
+            uint16_t e = tbl24[at[i]];
             h[i] = e;
             if (e & OFL_LPM4_GROUP) {
                 __builtin_prefetch(&tbl8[(uint32_t)(e & ~OFL_LPM4_GROUP) << 8 | (a[i] & 0xFF)]);

@@ -343,9 +343,9 @@ static void test_lpm4_cases(void)
     char err[256] = "";
     struct ofl_lpm4 *t;
     CHECK(ofl_lpm4_build(&t, NULL, 0, err) == 0 && ofl_lpm4_lookup(t, 0) == 0 &&
-          ofl_lpm4_lookup(t, 0xFFFFFFFF) == 0 && t->groups == 0 &&
-          ofl_lpm4_memory(t) >= (32u << 20), "empty table: every lookup 0, %zu bytes",
-          ofl_lpm4_memory(t));
+          ofl_lpm4_lookup(t, 0xFFFFFFFF) == 0 && t->groups == 0 && t->blocks == 1 &&
+          ofl_lpm4_memory(t) < (1u << 20), "empty table: every lookup 0, one shared "
+          "tbl24 block, %zu bytes", ofl_lpm4_memory(t));
     ofl_lpm4_free(t);
     ofl_lpm4_free(NULL);
 
@@ -394,6 +394,44 @@ static void test_lpm4_cases(void)
     ofl_lpm4_free(t);
     rc = ofl_lpm4_build(&t, g, ng, err);
     CHECK(rc == -ENOSPC && !t, "2^15 + 1 tbl8 groups: %d %s", rc, err);
+    free(g);
+
+    /* tbl24 blocks: /16s holding only prefixes up to /16 share one block per hop; a
+     * /16 with a longer prefix gets its own, seeded with the /16's hop. */
+    struct ofl_route4 sb[] = {
+        {0x0A000000, 1, 8},  {0x0B000000, 2, 8},  {0x0C000000, 1, 8},
+        {0x0A050000, 3, 16}, {0x0A058000, 4, 17}, {0x0B060700, 5, 24},
+        {0x0B060780, 6, 25}, {0x0A070000, 2, 16},
+    };
+    n = sizeof sb / sizeof sb[0];
+    rc = ofl_lpm4_build(&t, sb, n, err);
+    /* Shared: hop 0 (unrouted), 1 (10/8, 12/8), 2 (11/8, 10.7/16), 3 (10.5/16 would be
+     * one but has a /17: own). Own: 10.5/16 and 11.6/16. */
+    CHECK(rc == 0 && t->blocks == 5 && t->groups == 1 &&
+          t->dir[0x0A00] == t->dir[0x0C00] && t->dir[0x0A07] == t->dir[0x0B00] &&
+          t->dir[0x0A05] != t->dir[0x0A04] && ofl_lpm4_lookup(t, 0x0A057FFF) == 3 &&
+          ofl_lpm4_lookup(t, 0x0A058000) == 4 && ofl_lpm4_lookup(t, 0x0B06077F) == 5 &&
+          ofl_lpm4_lookup(t, 0x0B060780) == 6 && ofl_lpm4_lookup(t, 0x0B060800) == 2 &&
+          ofl_lpm4_lookup(t, 0x0D000000) == 0 && check4(t, sb, n, n, 2000, 7) == 0,
+          "tbl24 blocks: %u (want 5: 3 shared, 2 own), %u group %s", rc ? 0 : t->blocks,
+          rc ? 0 : t->groups, err);
+    if (!rc) ofl_lpm4_free(t);
+
+    /* Every /16 with its own block: 2^16 blocks, the most there can be. */
+    size_t nb = OFL_LPM4_DIR_ENTRIES;
+    g = malloc((nb + 1) * sizeof *g);
+    g[0] = (struct ofl_route4){0, 9, 0};
+    for (size_t i = 0; i < nb; i++) g[i + 1] = (struct ofl_route4){(uint32_t)i << 16, 1 + i % 5, 17};
+    rc = ofl_lpm4_build(&t, g, nb + 1, err);
+    bad = 0;
+    for (size_t i = 0; rc == 0 && i < nb; i += 97) {
+        uint32_t a = (uint32_t)i << 16;
+        bad += ofl_lpm4_lookup(t, a | 0x7FFF) != 1 + i % 5 || ofl_lpm4_lookup(t, a | 0x8000) != 9;
+    }
+    CHECK(rc == 0 && t->blocks == OFL_LPM4_DIR_ENTRIES && bad == 0 &&
+          check4(t, g, nb + 1, 64, 500, 8) == 0,
+          "a /17 in every /16: %u blocks, %zu wrong %s", rc ? 0 : t->blocks, bad, err);
+    if (!rc) ofl_lpm4_free(t);
     free(g);
 }
 
