@@ -118,6 +118,36 @@ static int paint(struct ofl_lpm4 *t, const struct ofl_route4 *r, const uint32_t 
     return 0;
 }
 
+/* Give up the own blocks that came out uniform (a /16 covered by longer prefixes of
+ * one hop): their /16s take the shared block of that hop instead (the directory holds
+ * the hop until link_blocks), and the blocks left move down to close the gaps. */
+static void drop_uniform(struct ofl_lpm4 *t, int32_t *own)
+{
+    int32_t *moved = malloc((t->blocks ? t->blocks : 1) * sizeof *moved);
+    if (!moved) return;   /* out of memory: keep every block as it is */
+    uint32_t kept = 0;
+    for (uint32_t b = 0; b < t->blocks; b++) {
+        const uint16_t *blk = t->tbl24 + (size_t)b * OFL_LPM4_BLOCK;
+        unsigned same = !(blk[0] & OFL_LPM4_GROUP);
+        for (unsigned i = 1; i < OFL_LPM4_BLOCK; i++) same &= blk[i] == blk[0];
+        if (same) {
+            moved[b] = -1 - (int32_t)blk[0];
+            continue;
+        }
+        if (kept != b)
+            memcpy(t->tbl24 + (size_t)kept * OFL_LPM4_BLOCK, blk, OFL_LPM4_BLOCK * sizeof *blk);
+        moved[b] = (int32_t)kept++;
+    }
+    for (uint32_t d = 0; d < OFL_LPM4_DIR_ENTRIES; d++) {
+        if (own[d] < 0) continue;
+        int32_t m = moved[own[d]];
+        if (m < 0) t->dir[d] = (uint16_t)(-1 - m);
+        own[d] = m < 0 ? -1 : m;
+    }
+    t->blocks = kept;
+    free(moved);
+}
+
 /* Point the directory at the blocks: a /16 with its own block at it, the others at a
  * block shared by every /16 of the same hop (`shared`: OFL_ROUTE_MAX_HOP + 1 entries,
  * -1 = none yet). */
@@ -172,6 +202,7 @@ int ofl_lpm4_build(struct ofl_lpm4 **out, const struct ofl_route4 *r, size_t n, 
     memset(shared, 0xFF, ((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof *shared);
     rc = paint(t, r, order, n, own, errbuf);
     if (rc == 0) {
+        drop_uniform(t, own);
         link_blocks(t, own, shared);
         trim_tbl24(t);
     }

@@ -401,19 +401,22 @@ static void test_lpm4_cases(void)
     struct ofl_route4 sb[] = {
         {0x0A000000, 1, 8},  {0x0B000000, 2, 8},  {0x0C000000, 1, 8},
         {0x0A050000, 3, 16}, {0x0A058000, 4, 17}, {0x0B060700, 5, 24},
-        {0x0B060780, 6, 25}, {0x0A070000, 2, 16},
+        {0x0B060780, 6, 25}, {0x0A070000, 2, 16}, {0x0C010000, 7, 17},
+        {0x0C018000, 7, 17}, {0x0C020000, 7, 16},
     };
     n = sizeof sb / sizeof sb[0];
     rc = ofl_lpm4_build(&t, sb, n, err);
-    /* Shared: hop 0 (unrouted), 1 (10/8, 12/8), 2 (11/8, 10.7/16), 3 (10.5/16 would be
-     * one but has a /17: own). Own: 10.5/16 and 11.6/16. */
-    CHECK(rc == 0 && t->blocks == 5 && t->groups == 1 &&
+    /* Shared: hop 0 (unrouted), 1 (10/8, 12/8), 2 (11/8, 10.7/16), 7 (12.2/16, and
+     * 12.1/16: its two /17s of hop 7 leave its own block uniform, so it is given up);
+     * 10.5/16 would take 3 but has a /17. Own: 10.5/16 and 11.6/16. */
+    CHECK(rc == 0 && t->blocks == 6 && t->groups == 1 &&
           t->dir[0x0A00] == t->dir[0x0C00] && t->dir[0x0A07] == t->dir[0x0B00] &&
+          t->dir[0x0C01] == t->dir[0x0C02] && ofl_lpm4_lookup(t, 0x0C01FFFF) == 7 &&
           t->dir[0x0A05] != t->dir[0x0A04] && ofl_lpm4_lookup(t, 0x0A057FFF) == 3 &&
           ofl_lpm4_lookup(t, 0x0A058000) == 4 && ofl_lpm4_lookup(t, 0x0B06077F) == 5 &&
           ofl_lpm4_lookup(t, 0x0B060780) == 6 && ofl_lpm4_lookup(t, 0x0B060800) == 2 &&
           ofl_lpm4_lookup(t, 0x0D000000) == 0 && check4(t, sb, n, n, 2000, 7) == 0,
-          "tbl24 blocks: %u (want 5: 3 shared, 2 own), %u group %s", rc ? 0 : t->blocks,
+          "tbl24 blocks: %u (want 6: 4 shared, 2 own), %u group %s", rc ? 0 : t->blocks,
           rc ? 0 : t->groups, err);
     if (!rc) ofl_lpm4_free(t);
 
