@@ -10,31 +10,53 @@
 
 #define HUGE_PAGE (2u << 20)
 
-/* Words per slot and the index of the value word. */
-static unsigned stride(const struct ofl_lpm6_level *l)
+#define BUCKET_WORDS 8   /* a bucket is 64 bytes, either kind */
+
+/* Slots per bucket. */
+static unsigned per_bucket(const struct ofl_lpm6_level *l)
 {
-    return l->wide ? 4 : 2;
+    return l->wide ? OFL_LPM6_WSLOTS : OFL_LPM6_SLOTS;
 }
 
-static unsigned val_word(const struct ofl_lpm6_level *l)
+/* The value of slot s (bucket s / per_bucket, slot s % per_bucket) of level l, and its
+ * key in *hi, *lo (lo = 0 for a level of up to 64 bits). */
+static uint32_t *slot_at(const struct ofl_lpm6_level *l, uint64_t s, uint64_t *hi, uint64_t *lo)
 {
-    return l->wide ? 2 : 1;
+    uint64_t i = s / per_bucket(l);
+    unsigned j = (unsigned)(s % per_bucket(l));
+    if (!l->wide) {
+        *hi = l->b[i].key[j];
+        *lo = 0;
+        return &l->b[i].val[j];
+    }
+    *hi = l->wb[i].key[j][0];
+    *lo = l->wb[i].key[j][1];
+    return &l->wb[i].val[j];
 }
 
-/* The slot of key (hi, lo) (already masked) in level l: its entry, or the empty slot
- * that takes it (key written, value left 0 for the caller to set). */
-static uint64_t *slot_of(struct ofl_lpm6_level *l, uint64_t hi, uint64_t lo)
+/* The value of key (hi, lo) (already masked) in level l: its entry's, or that of the
+ * empty slot that takes it (key written, value left 0 for the caller to set, never
+ * to 0). The first empty slot of the chain of buckets is the end of the chain: slots
+ * fill in order and never empty. */
+static uint32_t *slot_of(struct ofl_lpm6_level *l, uint64_t hi, uint64_t lo)
 {
-    unsigned w = stride(l), v = val_word(l);
+    unsigned per = per_bucket(l);
     for (uint64_t i = ofl_lpm6_hash(hi, lo, l->shift);; i = (i + 1) & l->mask) {
-        uint64_t *s = l->slots + w * i;
-        if (s[v] == 0) {
-            s[0] = hi;
-            if (l->wide) s[1] = lo;
-            l->used++;
-            return s;
+        for (unsigned j = 0; j < per; j++) {
+            uint64_t khi, klo;
+            uint32_t *v = slot_at(l, i * per + j, &khi, &klo);
+            if (*v == 0) {
+                if (l->wide) {
+                    l->wb[i].key[j][0] = hi;
+                    l->wb[i].key[j][1] = lo;
+                } else {
+                    l->b[i].key[j] = hi;
+                }
+                l->used++;
+                return v;
+            }
+            if (khi == hi && klo == lo) return v;
         }
-        if (s[0] == hi && (!l->wide || s[1] == lo)) return s;
     }
 }
 
@@ -44,35 +66,39 @@ static uint64_t mask64(int len)
     return len <= 0 ? 0 : len >= 64 ? ~0ull : ~0ull << (64 - len);
 }
 
-/* Give level l `slots` slots (a power of two >= 2) starting at `at`. */
-static void size_level(struct ofl_lpm6_level *l, uint64_t *at, uint64_t slots)
+/* Give level l `buckets` buckets (a power of two >= 2) starting at `at` (zeroed, 64
+ * byte aligned). */
+static void size_level(struct ofl_lpm6_level *l, uint64_t *at, uint64_t buckets)
 {
     unsigned bits = 0;
-    while ((1ull << bits) < slots) bits++;
-    l->slots = at;
-    l->mask = slots - 1;
+    while ((1ull << bits) < buckets) bits++;
+    l->b = l->wide ? NULL : (struct ofl_lpm6_bucket *)(void *)at;
+    l->wb = l->wide ? (struct ofl_lpm6_wbucket *)(void *)at : NULL;
+    l->mask = buckets - 1;
     l->shift = (uint8_t)(64 - bits);
     l->used = 0;
 }
 
-/* Slots for `used` entries: a power of two >= 2, load at most 0.7. */
-static uint64_t slots_for(uint64_t used)
+/* Buckets for `used` entries in level l: a power of two >= 2, at most half the slots
+ * used (so that few buckets fill up and send a probe on, and never all of them). */
+static uint64_t buckets_for(const struct ofl_lpm6_level *l, uint64_t used)
 {
     uint64_t cap = 2;
-    while (cap * 7 < used * 10) cap *= 2;
+    while (cap * per_bucket(l) < 2 * used) cap *= 2;
     return cap;
 }
 
-/* Zeroed words, 2 MiB aligned and backed by huge pages where the kernel allows:
- * random probes over megabytes would otherwise miss the TLB as well. */
+/* Zeroed words, 64-byte aligned (a bucket is a cache line); from 2 MiB up, 2 MiB
+ * aligned and backed by huge pages where the kernel allows: random probes over
+ * megabytes would otherwise miss the TLB as well. */
 static uint64_t *alloc_words(size_t words)
 {
     size_t bytes = (words ? words : 1) * sizeof(uint64_t);
-    if (bytes < HUGE_PAGE) return calloc(words ? words : 1, sizeof(uint64_t));
-    bytes = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-    uint64_t *p = aligned_alloc(HUGE_PAGE, bytes);
+    size_t align = bytes < HUGE_PAGE ? 64 : HUGE_PAGE;
+    bytes = (bytes + align - 1) / align * align;
+    uint64_t *p = aligned_alloc(align, bytes);
     if (!p) return NULL;
-    (void)madvise(p, bytes, MADV_HUGEPAGE);
+    if (align == HUGE_PAGE) (void)madvise(p, bytes, MADV_HUGEPAGE);
     memset(p, 0, bytes);
     return p;
 }
@@ -156,26 +182,27 @@ static unsigned marker_levels(const struct ofl_lpm6 *t, unsigned tr, unsigned j,
     return k;
 }
 
-/* Move every level into a table of slots_for(used) slots in a fresh arena. */
+/* Move every level into a table of buckets_for(used) buckets in a fresh arena. */
 static int compact(struct ofl_lpm6 *t)
 {
     size_t words = 0;
-    for (unsigned j = 0; j < t->nlv; j++) words += slots_for(t->lv[j].used) * stride(&t->lv[j]);
+    for (unsigned j = 0; j < t->nlv; j++)
+        words += buckets_for(&t->lv[j], t->lv[j].used) * BUCKET_WORDS;
     uint64_t *arena = alloc_words(words);
     if (!arena) return -ENOMEM;
     uint64_t *at = arena;
     for (unsigned j = 0; j < t->nlv; j++) {
         struct ofl_lpm6_level *l = &t->lv[j], n = *l;
-        unsigned w = stride(l), vw = val_word(l);
-        size_level(&n, at, slots_for(l->used));
-        at += (n.mask + 1) * w;
+        size_level(&n, at, buckets_for(l, l->used));
+        at += (n.mask + 1) * BUCKET_WORDS;
         if (l->len <= OFL_LPM6_DIR_LEN) {   /* answered by dir1 / dir2: left empty */
             *l = n;
             continue;
         }
-        for (uint64_t i = 0; i <= l->mask; i++) {
-            const uint64_t *s = l->slots + w * i;
-            if (s[vw]) slot_of(&n, s[0], l->wide ? s[1] : 0)[vw] = s[vw];
+        for (uint64_t s = 0; s < (l->mask + 1) * per_bucket(l); s++) {
+            uint64_t hi, lo;
+            uint32_t v = *slot_at(l, s, &hi, &lo);
+            if (v) *slot_of(&n, hi, lo) = v;
         }
         *l = n;
     }
@@ -370,14 +397,14 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
         for (unsigned k = 0; k < np; k++) count[path[k]]++;
     }
     size_t words = 0;
-    for (unsigned j = 0; j < t->nlv; j++) words += slots_for(count[j]) * stride(&t->lv[j]);
-    t->arena = calloc(words ? words : 1, sizeof *t->arena);
+    for (unsigned j = 0; j < t->nlv; j++) words += buckets_for(&t->lv[j], count[j]) * BUCKET_WORDS;
+    t->arena = alloc_words(words);
     if (!t->arena) goto nomem;
     t->arena_words = words;
     uint64_t *at = t->arena;
     for (unsigned j = 0; j < t->nlv; j++) {
-        size_level(&t->lv[j], at, slots_for(count[j]));
-        at += (t->lv[j].mask + 1) * stride(&t->lv[j]);
+        size_level(&t->lv[j], at, buckets_for(&t->lv[j], count[j]));
+        at += (t->lv[j].mask + 1) * BUCKET_WORDS;
     }
 
     /* Prefixes in input order (a later equal prefix overwrites), and their markers. */
@@ -386,15 +413,13 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
         uint64_t hi = ofl_lpm6_be64(r[i].addr), lo = ofl_lpm6_be64(r[i].addr + 8);
         unsigned j = (unsigned)idx[r[i].len];
         struct ofl_lpm6_level *lv = &t->lv[j];
-        uint64_t *s = slot_of(lv, hi & lv->mhi, lo & lv->mlo);
-        uint64_t *v = &s[val_word(lv)];
+        uint32_t *v = slot_of(lv, hi & lv->mhi, lo & lv->mlo);
         *v = (*v & OFL_LPM6_MARKER) | OFL_LPM6_PREFIX | r[i].hop;
         if (r[i].len <= DL) continue;
         unsigned np = marker_levels(t, ofl_lpm6_front(t, hi) >> 16, j, path);
         for (unsigned k = 0; k < np; k++) {
             struct ofl_lpm6_level *m = &t->lv[path[k]];
-            s = slot_of(m, hi & m->mhi, lo & m->mlo);
-            s[val_word(m)] |= OFL_LPM6_MARKER;
+            *slot_of(m, hi & m->mhi, lo & m->mlo) |= OFL_LPM6_MARKER;
         }
     }
 
@@ -403,16 +428,15 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
      * there is its own bmp, a marker there got its bmp before). */
     for (unsigned j = 0; j < t->nlv; j++) {
         struct ofl_lpm6_level *lv = &t->lv[j];
-        unsigned sw = stride(lv), vw = val_word(lv);
-        for (uint64_t i = 0; i <= lv->mask; i++) {
-            uint64_t *s = lv->slots + sw * i;
-            if (s[vw] == 0) continue;
-            if (s[vw] & OFL_LPM6_PREFIX) {
+        for (uint64_t sl = 0; sl < (lv->mask + 1) * per_bucket(lv); sl++) {
+            uint64_t hi, lo;
+            uint32_t *s = slot_at(lv, sl, &hi, &lo);
+            if (*s == 0) continue;
+            if (*s & OFL_LPM6_PREFIX) {
                 t->prefixes++;
                 continue;
             }
             t->markers++;
-            uint64_t hi = s[0], lo = lv->wide ? s[1] : 0;
             uint16_t bmp = def;
             for (unsigned k = j; k-- > 0;) {
                 uint32_t v = ofl_lpm6_find(&t->lv[k], hi, lo);
@@ -421,7 +445,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
                     break;
                 }
             }
-            s[vw] |= bmp;
+            *s |= bmp;
         }
     }
     /* Rehash into tables sized by what they really hold; the levels up to DIR_LEN,
@@ -482,67 +506,52 @@ size_t ofl_lpm6_memory(const struct ofl_lpm6 *t)
            (t->ntrees + 1) * sizeof *t->tree + t->nnodes * sizeof *t->node;
 }
 
-/* Lanes searching at once: enough misses in flight to cover the memory latency. */
-#define LPM6_LANES 16
-/* Addresses whose front (dir1, dir2) is read in one pass before the searches. */
-#define LPM6_CHUNK 256
+/* Addresses whose front (dir1, dir2) is read in one pass before their searches. */
+#define LPM6_CHUNK 64
 
 /* The tree searches of the addresses `idx[0 .. m)` of a chunk, started at the trees of
- * their front entries `ent` (hops[idx[i]] already holds the front's hop). */
+ * their front entries `ent` (hops[idx[i]] already holds the front's hop): one level
+ * per round for all of them, a pass that prefetches each one's bucket and a pass that
+ * probes them and keeps those whose search goes on. */
 static void search_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
                          const unsigned *idx, const uint32_t *ent, unsigned m)
 {
-    uint64_t hi[LPM6_LANES], lo[LPM6_LANES], slot[LPM6_LANES];
-    int32_t node[LPM6_LANES];
-    unsigned who[LPM6_LANES];
-    uint16_t best[LPM6_LANES];
-    unsigned next = 0, live = 0;
-    for (unsigned k = 0; k < LPM6_LANES; k++) node[k] = -1;
-#define START(k)                                                                        \
-    do {                                                                                \
-        const uint8_t *a_ = addrs + 16 * (size_t)idx[next];                             \
-        hi[k] = ofl_lpm6_be64(a_);                                                      \
-        lo[k] = ofl_lpm6_be64(a_ + 8);                                                  \
-        who[k] = idx[next];                                                             \
-        best[k] = (uint16_t)ent[next];                                                  \
-        node[k] = t->tree[ent[next] >> 16];                                             \
-        next++;                                                                         \
-    } while (0)
-#define AIM(k)                                                                          \
-    do {                                                                                \
-        const struct ofl_lpm6_level *l_ = &t->lv[t->node[node[k]].lv];                  \
-        slot[k] = ofl_lpm6_hash(hi[k] & l_->mhi, lo[k] & l_->mlo, l_->shift);           \
-        __builtin_prefetch(l_->slots + (l_->wide ? 4 : 2) * slot[k]);                   \
-    } while (0)
-    for (unsigned k = 0; k < LPM6_LANES && next < m; k++, live++) {
-        START(k);
-        AIM(k);
+    uint64_t hi[LPM6_CHUNK], lo[LPM6_CHUNK], at[LPM6_CHUNK];
+    int32_t node[LPM6_CHUNK];
+    unsigned who[LPM6_CHUNK];
+    uint16_t best[LPM6_CHUNK];
+    for (unsigned k = 0; k < m; k++) {
+        const uint8_t *a = addrs + 16 * (size_t)idx[k];
+        hi[k] = ofl_lpm6_be64(a);
+        lo[k] = ofl_lpm6_be64(a + 8);
+        who[k] = idx[k];
+        best[k] = (uint16_t)ent[k];
+        node[k] = t->tree[ent[k] >> 16];
     }
-    while (live) {
-        for (unsigned k = 0; k < LPM6_LANES; k++) {
-            if (node[k] < 0) continue;
+    while (m) {
+        for (unsigned k = 0; k < m; k++) {
+            const struct ofl_lpm6_level *l = &t->lv[t->node[node[k]].lv];
+            at[k] = ofl_lpm6_hash(hi[k] & l->mhi, lo[k] & l->mlo, l->shift);
+            __builtin_prefetch(ofl_lpm6_bucket_at(l, at[k]));
+        }
+        unsigned live = 0;
+        for (unsigned k = 0; k < m; k++) {
             const struct ofl_lpm6_node *d = &t->node[node[k]];
             const struct ofl_lpm6_level *l = &t->lv[d->lv];
-            uint32_t v = ofl_lpm6_probe(l, hi[k] & l->mhi, lo[k] & l->mlo, slot[k]);
-            if (!v) {
-                node[k] = d->left;
-            } else {
-                best[k] = (uint16_t)v;
-                node[k] = v & OFL_LPM6_MARKER ? d->right : -1;
-            }
-            if (node[k] < 0) {
-                hops[who[k]] = best[k];
-                if (next == m) {
-                    live--;
-                    continue;
-                }
-                START(k);
-            }
-            AIM(k);
+            uint32_t v = ofl_lpm6_probe(l, hi[k] & l->mhi, lo[k] & l->mlo, at[k]);
+            uint16_t b;
+            int32_t next = ofl_lpm6_step(d, v, best[k], &b);
+            hops[who[k]] = b;
+            /* Keep it (moved down to `live`) when its search goes on. */
+            hi[live] = hi[k];
+            lo[live] = lo[k];
+            who[live] = who[k];
+            best[live] = b;
+            node[live] = next;
+            live += next >= 0;
         }
+        m = live;
     }
-#undef START
-#undef AIM
 }
 
 void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
@@ -558,14 +567,12 @@ void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint1
             uint64_t hi = ofl_lpm6_be64(addrs + 16 * (size_t)(c + i));
             uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
             hops[c + i] = (uint16_t)e;
-            if (e >> 16) {
-                size_t at = ((size_t)((e >> 16) - 1) << OFL_LPM6_DIR2_BITS) |
-                            ((hi >> (64 - OFL_LPM6_DIR_LEN)) & ((1u << OFL_LPM6_DIR2_BITS) - 1));
-                __builtin_prefetch(t->dir2 + at);
-                top[m2] = at;
-                e1[m2] = c + i;
-                m2++;
-            }
+            size_t at = ((size_t)((e >> 16) - 1) << OFL_LPM6_DIR2_BITS) |
+                        ((hi >> (64 - OFL_LPM6_DIR_LEN)) & ((1u << OFL_LPM6_DIR2_BITS) - 1));
+            if (e >> 16) __builtin_prefetch(t->dir2 + at);
+            top[m2] = at;
+            e1[m2] = c + i;
+            m2 += (e >> 16) != 0;
         }
         /* dir2 entries; those with a tree go on to the searches. */
         for (unsigned i = 0; i < m2; i++) {

@@ -20,8 +20,10 @@
  * binary search"). On the BGP table the /48 level becomes the root. Equal weights
  * give a balanced tree.
  *
- * Levels of up to 64 bits keep 16-byte slots (key, value), longer ones 32-byte slots
- * (two key words, value, padding). A value is bmp | flags, never 0 in a used slot.
+ * A level's table is made of 64-byte buckets (one cache line): five slots of a 64-bit
+ * key and a 32-bit value for levels of up to 64 bits, three of a two-word key for
+ * longer ones. A probe reads one bucket and compares its slots without branches. A
+ * value is bmp | flags, never 0 in a used slot.
  *
  * Building accepts routes in any order; of two equal prefixes the later wins. A table
  * is immutable once built: to change routes, build a new one. Lookups on a built
@@ -44,12 +46,33 @@
 #define OFL_LPM6_DIR2_BITS 16
 #define OFL_LPM6_DIR_LEN (OFL_LPM6_DIR1_BITS + OFL_LPM6_DIR2_BITS)
 
-/* One prefix length's hash table. */
+/* A bucket of a level of up to 64 bits: one cache line of five keys and their values.
+ * A value is never 0 in a used slot; the slots of a bucket fill in order and are never
+ * emptied, so a bucket whose last value is set is full, and a key that is in none of
+ * the slots of a bucket that is not full is in no later bucket either. */
+#define OFL_LPM6_SLOTS 5
+struct ofl_lpm6_bucket {
+    uint64_t key[OFL_LPM6_SLOTS];
+    uint32_t val[OFL_LPM6_SLOTS];
+    uint32_t pad;
+};
+
+/* A bucket of a longer level: three keys of two words. */
+#define OFL_LPM6_WSLOTS 3
+struct ofl_lpm6_wbucket {
+    uint64_t key[OFL_LPM6_WSLOTS][2];
+    uint32_t val[OFL_LPM6_WSLOTS];
+    uint32_t pad;
+};
+
+/* One prefix length's hash table: buckets of slots, open addressing (a full bucket
+ * sends keys on to the next one), at most half the slots used. */
 struct ofl_lpm6_level {
     uint64_t mhi, mlo;    /* the length's mask, high and low 64 bits */
-    uint64_t *slots;      /* (mask + 1) slots of 2 words (wide = 0) or 4 (wide = 1) */
-    uint64_t mask;        /* slots - 1; slots is a power of two >= 2 */
-    uint8_t shift;        /* 64 - log2(slots): the hash's top bits index the slots */
+    struct ofl_lpm6_bucket *b;     /* (mask + 1) buckets when wide = 0, else NULL */
+    struct ofl_lpm6_wbucket *wb;   /* (mask + 1) buckets when wide = 1, else NULL */
+    uint64_t mask;        /* buckets - 1; buckets is a power of two >= 2 */
+    uint8_t shift;        /* 64 - log2(buckets): the hash's top bits index the buckets */
     uint8_t wide;         /* len > 64: keys of two words */
     uint8_t len;          /* prefix length 1..128 */
     uint32_t used;        /* entries (prefixes and markers) */
@@ -109,7 +132,7 @@ static inline uint64_t ofl_lpm6_be64(const uint8_t *p)
     return __builtin_bswap64(v);
 }
 
-/* Slot index of key (hi, lo) in a level whose slots are indexed by the top
+/* Bucket index of key (hi, lo) in a level whose buckets are indexed by the top
  * (64 - shift) bits of the hash. */
 static inline uint64_t ofl_lpm6_hash(uint64_t hi, uint64_t lo, unsigned shift)
 {
@@ -118,20 +141,39 @@ static inline uint64_t ofl_lpm6_hash(uint64_t hi, uint64_t lo, unsigned shift)
     return (x * 0xD6E8FEB86659FD93ull) >> shift;
 }
 
+/* The address of the bucket `i` of level l (for a prefetch). */
+static inline const void *ofl_lpm6_bucket_at(const struct ofl_lpm6_level *l, uint64_t i)
+{
+    return l->wide ? (const void *)&l->wb[i] : (const void *)&l->b[i];
+}
+
 /* The value stored for the address (hi, lo) masked to level l, 0 when absent;
- * `i` is its first slot (ofl_lpm6_hash of the masked address). */
+ * `i` is its first bucket (ofl_lpm6_hash of the masked address). The slots of a bucket
+ * are compared without branches (a slot's value is kept when its key is equal; an
+ * empty slot holds key 0 and value 0); only a full bucket without the key sends the
+ * search on to the next one. */
 static inline uint32_t ofl_lpm6_probe(const struct ofl_lpm6_level *l, uint64_t hi,
                                       uint64_t lo, uint64_t i)
 {
     if (!l->wide) {
         for (;; i = (i + 1) & l->mask) {
-            const uint64_t *s = l->slots + 2 * i;
-            if (s[1] == 0 || s[0] == hi) return (uint32_t)s[1];
+            const struct ofl_lpm6_bucket *b = &l->b[i];
+            uint32_t v = 0;
+            for (int j = 0; j < OFL_LPM6_SLOTS; j++)
+                v |= b->val[j] & -(uint32_t)(b->key[j] == hi);
+            /* Not found in a full bucket: full > v, one compare (a branch on v alone
+             * would be a coin toss where half the probes miss). */
+            uint32_t full = b->val[OFL_LPM6_SLOTS - 1] != 0;
+            if (__builtin_expect(full <= v, 1)) return v;
         }
     }
     for (;; i = (i + 1) & l->mask) {
-        const uint64_t *s = l->slots + 4 * i;
-        if (s[2] == 0 || (s[0] == hi && s[1] == lo)) return (uint32_t)s[2];
+        const struct ofl_lpm6_wbucket *b = &l->wb[i];
+        uint32_t v = 0;
+        for (int j = 0; j < OFL_LPM6_WSLOTS; j++)
+            v |= b->val[j] & -(uint32_t)((b->key[j][0] == hi) & (b->key[j][1] == lo));
+        uint32_t full = b->val[OFL_LPM6_WSLOTS - 1] != 0;
+        if (__builtin_expect(full <= v, 1)) return v;
     }
 }
 
@@ -154,6 +196,18 @@ static inline uint32_t ofl_lpm6_front(const struct ofl_lpm6 *t, uint64_t hi)
     return e;
 }
 
+/* One step of a search at node d whose probe found the value v (0 = none): the best
+ * hop so far in *best (v's bmp on a hit, else `was`), and the node to go on with:
+ * the left child on a miss, the right one on a marker, -1 (done) on a prefix that is
+ * not a marker. Without branches: which way a search goes cannot be predicted. */
+static inline int32_t ofl_lpm6_step(const struct ofl_lpm6_node *d, uint32_t v, uint16_t was,
+                                    uint16_t *best)
+{
+    const int32_t next[3] = {d->left, -1, d->right};
+    *best = (uint16_t)(v | (was & -(uint32_t)(v == 0)));
+    return next[(v != 0) + (v >> 16 & 1)];   /* OFL_LPM6_MARKER is bit 16 */
+}
+
 /* The next hop of `addr` (16 bytes, network order): the hop of the longest prefix
  * that contains it, 0 when none does. The plain scalar lookup: dir1, dir2 where the
  * /16 holds longer prefixes, then one hash probe per level of the /32's tree. */
@@ -167,23 +221,17 @@ static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t a
     int n = t->tree[e >> 16];
     while (n >= 0) {
         const struct ofl_lpm6_node *d = &t->node[n];
-        const struct ofl_lpm6_level *l = &t->lv[d->lv];
-        uint32_t v = ofl_lpm6_find(l, hi, lo);
-        if (!v) {
-            n = d->left;
-            continue;
-        }
-        best = (uint16_t)v;
-        n = v & OFL_LPM6_MARKER ? d->right : -1;
+        n = ofl_lpm6_step(d, ofl_lpm6_find(&t->lv[d->lv], hi, lo), best, &best);
     }
     return best;
 }
 
-/* hops[i] = ofl_lpm6_lookup(t, addrs + 16 * i) for i < n, hiding memory latency:
- * a few lanes search at once, interleaved (AMAC style: asynchronous memory access
- * chaining): each step of a lane probes the slot prefetched one round before, then
- * computes and prefetches the slot of its next level; a lane that finishes takes the
- * next address. The cache misses of all lanes overlap. */
+/* hops[i] = ofl_lpm6_lookup(t, addrs + 16 * i) for i < n, hiding memory latency
+ * (G-Opt style): for a group of addresses it reads dir1 and prefetches the dir2
+ * entries, then reads those; the addresses left with a tree search it takes one level
+ * at a time, all together: a pass prefetches every address's bucket, the next probes
+ * them without branches and keeps the addresses that go on. The cache misses of a
+ * group overlap. */
 void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
                            unsigned n);
 
