@@ -171,7 +171,20 @@ static void test_crc32c(void)
         if (ofl_crc32c_copy(0, b + 3, a + off, len) != want || memcmp(b + 3, a + off, len))
             bad_copy++;
     }
+    /* Every length around the folding path's thresholds (128-byte stripes, 16-byte
+     * blocks, the 256-byte minimum), continuing from a nonzero CRC. */
+    int bad_fold = 0;
+    for (size_t len = 100; len < 700; len++) {
+        size_t off = len % 7;
+        uint32_t head = ofl_crc32c_sw(0, a, 5);
+        uint32_t want = crc_bitwise(a, len + off + 5);
+        if (ofl_crc32c_sw(0, a, len + off + 5) != want) bad_fold++;
+        if (ofl_crc32c(head, a + 5, len + off) != want) bad_fold++;
+        if (ofl_crc32c_copy(head, b + 1, a + 5, len + off) != want || memcmp(b + 1, a + 5, len + off))
+            bad_fold++;
+    }
     CHECK(bad == 0, "hardware and table CRC equal a bitwise reference (300 buffers, %d bad)", bad);
+    CHECK(bad_fold == 0, "CRC and copy-and-CRC at every length 100..706 (%d bad)", bad_fold);
     CHECK(bad_split == 0, "CRC continued across a split equals the whole (%d bad)", bad_split);
     CHECK(bad_copy == 0, "copy-and-CRC copies and matches (%d bad)", bad_copy);
     free(a);
