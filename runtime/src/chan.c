@@ -1,24 +1,36 @@
 /* Channels: the region, names, ends, peers, waiting and direct messages.
  *
- * Direct message protocol (one line per side, header seq:24 | ack:24 | len | kind):
+ * Direct message protocol. Each side has a message line (header seq:24 | ack:24 |
+ * len | kind, and the payload) and a claim word in its receiver line:
  *   send     write the payload, then CAS our header to seq + 1 (release); the
- *            message is pending while our seq != the peer's ack. Wait until the
- *            peer's ack equals our seq.
- *   receive  see the peer's seq != our ack (acquire), copy the payload, then CAS
- *            our header's ack from the value we saw to the peer's seq.
+ *            message is pending while our seq != the peer's claim. Wait until the
+ *            peer's published ack (its header) equals our seq; after a while also
+ *            look at its claim word (the ack may not be published yet).
+ *   receive  see the peer's seq != our claim (acquire), copy the payload, then CAS
+ *            our claim from the value we saw to the peer's seq. The ack is
+ *            published in our header lazily: with our next message (so a reply
+ *            carries the acknowledgement of its request: one line transfer each
+ *            way instead of two), at the start of our next receive, on close, and
+ *            at once for bulk chunks. Until then a sender learns of the take from
+ *            our claim word, which it reads only after its fast checks failed
+ *            (SLOW_CHECK_AFTER waits), so a receiver that takes a message and then
+ *            does not call again delays the sender's return by about a microsecond.
  *   withdraw a sender that gives up (timeout, abort, close) CASes the receiver's
- *            ack from seq - 1 to seq itself. Taking and withdrawing are CASes on
- *            the same word expecting the same old ack, so exactly one succeeds: if
- *            the withdrawal wins, the receiver's CAS fails and it drops the copy it
- *            made (the sender may already be writing its next payload); if the take
- *            wins, the withdrawal sees ack == seq and the send reports success. A
+ *            claim from seq - 1 to seq itself, then moves the receiver's published
+ *            ack to seq. Taking and withdrawing are CASes on the same word
+ *            expecting the same old value, so exactly one succeeds: if the
+ *            withdrawal wins, the receiver's CAS fails and it drops the copy it made
+ *            (the sender may already be writing its next payload); if the take
+ *            wins, the withdrawal sees claim == seq and the send reports success. A
  *            receiver preempted between its copy and its CAS could be fooled only
  *            if the sender withdrew 2^24 messages meanwhile; each withdrawal of a
  *            message to a waiting receiver first waits OFL_CHAN_GRACE_NS, so that
  *            takes hours.
- * The header words are written with CAS by everyone (the owner's send and receive
- * threads and the peer's withdrawals); everything else in a side's lines has one
- * writer. */
+ * The published ack lags the claim word by at most one message (a take publishes
+ * the previous one, a withdrawal publishes itself), so "ack == seq" never holds
+ * by wrap-around. Header and claim words are written with CAS by everyone (the
+ * owner's send and receive threads, the peer's withdrawals); everything else in a
+ * side's lines has one writer. */
 #include "chan_int.h"
 
 #include <errno.h>
@@ -357,6 +369,7 @@ void ofl_chan_close(struct ofl_chan_end *e)
                                      __ATOMIC_RELAXED))
         return;
     STORE(&s->rx_waiting, 0, RELAXED);
+    chan_ack_publish(e);
     /* A post nobody waits on is withdrawn here; a blocked send withdraws its own
      * when it sees the end closed. A sender marks itself busy before its post
      * (whose CAS releases), so a pending message seen here with no sender busy
@@ -382,7 +395,10 @@ int ofl_chan_set_copy(struct ofl_chan_end *e, int mode)
     if (!end_valid(e) || mode < OFL_CHAN_COPY_AUTO || mode > OFL_CHAN_COPY_BOUNCE)
         return -EINVAL;
     STORE(&e->copy, mode, RELAXED);
-    STORE(&side_mine(e)->flags, mode == OFL_CHAN_COPY_BOUNCE ? SIDE_WANT_BOUNCE : 0u, RELEASE);
+    uint32_t f = mode == OFL_CHAN_COPY_BOUNCE ? SIDE_WANT_BOUNCE
+                 : mode == OFL_CHAN_COPY_VM   ? SIDE_WANT_VM
+                                              : 0u;
+    STORE(&side_mine(e)->flags, f, RELEASE);
     return 0;
 }
 
@@ -420,18 +436,37 @@ void ofl_chan_get_stats(const struct ofl_chan_end *e, struct ofl_chan_stats *st)
 
 bool chan_out_pending(const struct ofl_chan_end *e)
 {
-    return h_seq(LOAD(&line_mine(e)->hdr, ACQUIRE)) != h_ack(LOAD(&line_peer(e)->hdr, ACQUIRE));
+    uint32_t s = h_seq(LOAD(&line_mine(e)->hdr, RELAXED));
+    if (h_ack(LOAD(&line_peer(e)->hdr, ACQUIRE)) == s) return false;
+    return (LOAD(claim_peer(e), ACQUIRE) & SEQ_MASK) != s;
 }
 
 void chan_line_post(struct ofl_chan_end *e, unsigned kind, const void *msg, size_t len)
 {
     struct chan_line *l = line_mine(e);
     if (len) memcpy(l->payload, msg, len);
-    uint64_t h = LOAD(&l->hdr, RELAXED);
+    uint64_t h = LOAD(&l->hdr, ACQUIRE);
     for (;;) {
-        uint64_t nh = h_make(h_seq(h) + 1, h_ack(h), (unsigned)len, kind);
-        if (__atomic_compare_exchange_n(&l->hdr, &h, nh, false, __ATOMIC_RELEASE,
-                                        __ATOMIC_RELAXED))
+        /* Read after the header: a withdrawal that moved our header moved the claim
+         * first, so a failed CAS reloads both. */
+        uint32_t c = LOAD(claim_mine(e), ACQUIRE);
+        uint64_t nh = h_make(h_seq(h) + 1, c, (unsigned)len, kind);
+        if (__atomic_compare_exchange_n(&l->hdr, &h, nh, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return;
+    }
+}
+
+void chan_ack_publish(struct ofl_chan_end *e)
+{
+    struct chan_line *l = line_mine(e);
+    uint64_t h = LOAD(&l->hdr, ACQUIRE);
+    for (;;) {
+        uint32_t c = LOAD(claim_mine(e), ACQUIRE) & SEQ_MASK;
+        if (h_ack(h) == c) return;
+        uint64_t nh = h_make(h_seq(h), c, h_len(h), h_kind(h));
+        if (__atomic_compare_exchange_n(&l->hdr, &h, nh, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
             return;
     }
 }
@@ -439,22 +474,34 @@ void chan_line_post(struct ofl_chan_end *e, unsigned kind, const void *msg, size
 int chan_line_withdraw(struct ofl_chan_end *e)
 {
     uint32_t s = h_seq(LOAD(&line_mine(e)->hdr, RELAXED));
+    uint32_t *pc = claim_peer(e);
+    uint32_t c = LOAD(pc, ACQUIRE);
+    for (;;) {
+        if ((c & SEQ_MASK) == s) return 0;
+        if (__atomic_compare_exchange_n(pc, &c, s, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            break;
+    }
+    /* Publish the withdrawal in the receiver's header, as it would (its own
+     * publication reloads the claim when this CAS moved the header under it). */
     struct chan_line *p = line_peer(e);
     uint64_t ph = LOAD(&p->hdr, ACQUIRE);
-    for (;;) {
-        if (h_ack(ph) == s) return 0;
+    while (h_ack(ph) != s) {
         uint64_t nh = h_make(h_seq(ph), s, h_len(ph), h_kind(ph));
         if (__atomic_compare_exchange_n(&p->hdr, &ph, nh, false, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE))
-            return 1;
+            break;
     }
+    return 1;
 }
 
 int chan_line_peek(const struct ofl_chan_end *e, uint64_t *hdr, uint32_t *ack)
 {
+    /* Our claim first: the header read after it is at least as new, so a take's
+     * CAS from this claim can only succeed for the message after it (a header read
+     * first could be one the sender withdrew while we were preempted). */
+    uint32_t a = LOAD(claim_mine(e), ACQUIRE);
     uint64_t ph = LOAD(&line_peer(e)->hdr, ACQUIRE);
-    uint32_t a = h_ack(LOAD(&line_mine(e)->hdr, ACQUIRE));
-    if (h_seq(ph) == a) return 0;
+    if (h_seq(ph) == (a & SEQ_MASK)) return 0;
     *hdr = ph;
     *ack = a;
     return 1;
@@ -464,17 +511,18 @@ int chan_line_take(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack, void *buf
 {
     unsigned len = h_len(hdr);
     if (len > OFL_CHAN_MSG_MAX) len = OFL_CHAN_MSG_MAX;
-    memcpy(buf, line_peer(e)->payload, len);
-    struct chan_line *m = line_mine(e);
-    uint64_t mh = LOAD(&m->hdr, RELAXED);
-    for (;;) {
-        /* Our ack moved: the sender withdrew the message (the copy means nothing). */
-        if (h_ack(mh) != ack) return 0;
-        uint64_t nh = h_make(h_seq(mh), h_seq(hdr), h_len(mh), h_kind(mh));
-        if (__atomic_compare_exchange_n(&m->hdr, &mh, nh, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_RELAXED))
-            return 1;
-    }
+    if (len) memcpy(buf, line_peer(e)->payload, len);
+    /* Our claim moved: the sender withdrew the message (the copy means nothing). */
+    uint32_t c = ack;
+    return __atomic_compare_exchange_n(claim_mine(e), &c, h_seq(hdr), false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_RELAXED);
+}
+
+int chan_line_take_ack(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack, void *buf)
+{
+    if (!chan_line_take(e, hdr, ack, buf)) return 0;
+    chan_ack_publish(e);
+    return 1;
 }
 
 /* ---- waiting ---- */
@@ -561,21 +609,25 @@ void chan_wait_done(struct chan_wait *cw)
 
 /* ---- direct messages ---- */
 
-static int send_body(struct ofl_chan_end *e, struct chan_wait *cw, const void *msg, size_t len)
+/* Waits of a send before it also reads the receiver's claim word (the published ack
+ * covers the common cases; reading the claim line sooner would take it away from a
+ * receiver about to write it). */
+#define SLOW_CHECK_AFTER 32u
+/* A blocking call first spins this many pauses on the line alone (no clock, no
+ * liveness checks, no waiting state to set up): an exchange with a running peer
+ * completes within them. Only for timeouts of at least FAST_MIN_TIMEOUT (shorter
+ * ones keep their exact meaning) and never for try_send / try_recv. */
+#define FAST_SPINS 64u
+#define FAST_MIN_TIMEOUT 100000ull
+
+/* Wait until the message we posted is taken (0) or give up and withdraw it. */
+static int send_wait(struct ofl_chan_end *e, struct chan_wait *cw)
 {
-    if (!chan_end_open(e)) return -EPIPE;
-    int rc = chan_peer_check(e, cw);
-    if (rc < 0) return rc;
-    /* An earlier ofl_chan_post still waits to be taken: the line is busy. */
-    while (chan_out_pending(e)) {
-        rc = chan_wait(cw, e);
-        if (rc) return rc;
-    }
-    chan_line_post(e, KIND_MSG, msg, len);
     bool graced = false;
-    for (;;) {
-        if (!chan_out_pending(e)) break;
-        rc = chan_wait(cw, e);
+    for (uint32_t n = 0;; n++) {
+        if (!chan_out_pending_fast(e)) break;
+        if (n >= SLOW_CHECK_AFTER && !chan_out_pending(e)) break;
+        int rc = chan_wait(cw, e);
         if (!rc) continue;
         if (rc == -ETIMEDOUT && !graced && LOAD(&side_peer(e)->rx_waiting, RELAXED)) {
             /* The receiver is waiting: it may just be descheduled. */
@@ -589,8 +641,38 @@ static int send_body(struct ofl_chan_end *e, struct chan_wait *cw, const void *m
         }
         break;   /* taken before we could withdraw it: delivered */
     }
-    stat_add(&e->stats.sent, 1);
     return 0;
+}
+
+static int send_body(struct ofl_chan_end *e, struct chan_wait *cw, const void *msg, size_t len)
+{
+    if (!chan_end_open(e)) return -EPIPE;
+    int rc = chan_peer_check(e, cw);
+    if (rc < 0) return rc;
+    /* An earlier ofl_chan_post still waits to be taken: the line is busy. */
+    while (chan_out_pending(e)) {
+        rc = chan_wait(cw, e);
+        if (rc) return rc;
+    }
+    chan_line_post(e, KIND_MSG, msg, len);
+    return send_wait(e, cw);
+}
+
+/* The fast path of a send: with our end and the peer open and our line free, post
+ * and spin on the acknowledgement. Returns 0 (taken), 1 (posted, not taken yet: the
+ * peer session is in *gen) or 2 (nothing done: take the general path). */
+static int send_fast(struct ofl_chan_end *e, const void *msg, size_t len, uint32_t *gen)
+{
+    if (!chan_end_open(e)) return 2;
+    uint32_t g = LOAD(&side_peer(e)->gen, ACQUIRE);
+    if (!(g & 1u) || chan_out_pending(e)) return 2;
+    chan_line_post(e, KIND_MSG, msg, len);
+    *gen = g;
+    for (uint32_t k = 0; k < FAST_SPINS; k++) {
+        if (!chan_out_pending_fast(e)) return 0;
+        ofl_cpu_relax();
+    }
+    return chan_out_pending(e) ? 1 : 0;
 }
 
 static int send_impl(struct ofl_chan_end *e, const void *msg, size_t len, uint64_t timeout,
@@ -599,10 +681,22 @@ static int send_impl(struct ofl_chan_end *e, const void *msg, size_t len, uint64
     if (!end_valid(e) || (len && !msg)) return -EINVAL;
     if (len > OFL_CHAN_MSG_MAX) return -EMSGSIZE;
     if (chan_busy_get(e, BUSY_TX)) return -EBUSY;
-    struct chan_wait cw;
-    chan_wait_init(&cw, e, timeout);
-    int rc = send_body(e, &cw, msg, len);
-    chan_wait_done(&cw);
+    uint32_t gen = 0;
+    int rc = timeout >= FAST_MIN_TIMEOUT ? send_fast(e, msg, len, &gen) : 2;
+    if (rc) {
+        struct chan_wait cw;
+        chan_wait_init(&cw, e, timeout);
+        if (rc == 1) {
+            /* Posted by the fast path: wait for that peer session only. */
+            cw.peer_gen = gen;
+            cw.peer_pid = LOAD(&side_peer(e)->pid, RELAXED);
+            rc = send_wait(e, &cw);
+        } else {
+            rc = send_body(e, &cw, msg, len);
+        }
+        chan_wait_done(&cw);
+    }
+    if (rc == 0) stat_add(&e->stats.sent, 1);
     chan_busy_put(e, BUSY_TX);
     return try_ && rc == -ETIMEDOUT ? -EAGAIN : rc;
 }
@@ -618,7 +712,9 @@ int ofl_chan_try_send(struct ofl_chan_end *e, const void *msg, size_t len)
 }
 
 /* A pending direct message: its length once taken into buf, 0 on none (or lost to a
- * withdrawal: look again), or -EPROTO / -EMSGSIZE (it stays pending). Sets *got. */
+ * withdrawal: look again), or -EPROTO / -EMSGSIZE (it stays pending). Sets *got.
+ * The payload is copied straight into buf, so after a lost race buf holds bytes of
+ * a withdrawn message: a receive that returns no message leaves buf unspecified. */
 static int recv_once(struct ofl_chan_end *e, void *buf, size_t cap, bool *got)
 {
     uint64_t ph;
@@ -628,29 +724,25 @@ static int recv_once(struct ofl_chan_end *e, void *buf, size_t cap, bool *got)
     if (h_kind(ph) != KIND_MSG || h_len(ph) > OFL_CHAN_MSG_MAX) return -EPROTO;
     unsigned len = h_len(ph);
     if (len > cap) return -EMSGSIZE;
-    uint8_t tmp[OFL_CHAN_MSG_MAX];
-    if (!chan_line_take(e, ph, a, tmp)) return 0;
-    if (len) memcpy(buf, tmp, len);
+    if (!chan_line_take(e, ph, a, buf)) return 0;
     stat_add(&e->stats.received, 1);
     *got = true;
     return (int)len;
 }
 
+/* `waiting`: our rx_waiting flag is set already (the fast path set it). */
 static int recv_body(struct ofl_chan_end *e, struct chan_wait *cw, void *buf, size_t cap,
-                     bool try_)
+                     bool try_, bool waiting)
 {
-    if (!chan_end_open(e)) return -EPIPE;
     struct chan_side *s = side_mine(e);
-    bool waiting = false, last = false;
-    int rc = 0;
-    for (;;) {
+    int rc = chan_end_open(e) ? 0 : -EPIPE;
+    while (rc == 0) {
         bool got;
         int n = recv_once(e, buf, cap, &got);
         if (got || n < 0) {
             rc = n;
             break;
         }
-        if (last) break;   /* rc holds the error found while waiting */
         if (try_) {
             rc = chan_peer_check(e, cw) < 0 ? -EPIPE : -EAGAIN;
             break;
@@ -660,8 +752,11 @@ static int recv_body(struct ofl_chan_end *e, struct chan_wait *cw, void *buf, si
             waiting = true;
         }
         rc = chan_wait(cw, e);
-        /* A message that arrived before the error still counts: look once more. */
-        if (rc) last = true;
+        if (rc) {
+            /* A message that arrived before the error still counts: look once more. */
+            n = recv_once(e, buf, cap, &got);
+            if (got || n < 0) rc = n;
+        }
     }
     if (waiting) STORE(&s->rx_waiting, 0u, RELAXED);
     return rc;
@@ -671,10 +766,29 @@ static int recv_impl(struct ofl_chan_end *e, void *buf, size_t cap, uint64_t tim
 {
     if (!end_valid(e) || (cap && !buf)) return -EINVAL;
     if (chan_busy_get(e, BUSY_RX)) return -EBUSY;
-    struct chan_wait cw;
-    chan_wait_init(&cw, e, timeout);
-    int rc = recv_body(e, &cw, buf, cap, try_);
-    chan_wait_done(&cw);
+    bool got = false, waiting = false;
+    int rc = 0;
+    if (chan_end_open(e)) {
+        /* The message we took last is acknowledged now at the latest. */
+        chan_ack_publish(e);
+        rc = recv_once(e, buf, cap, &got);
+        if (!got && rc == 0 && !try_ && timeout >= FAST_MIN_TIMEOUT) {
+            STORE(&side_mine(e)->rx_waiting, 1u, RELAXED);
+            waiting = true;
+            for (uint32_t k = 0; k < FAST_SPINS && !got && rc == 0; k++) {
+                ofl_cpu_relax();
+                rc = recv_once(e, buf, cap, &got);
+            }
+        }
+    }
+    if (!got && rc == 0) {
+        struct chan_wait cw;
+        chan_wait_init(&cw, e, timeout);
+        rc = recv_body(e, &cw, buf, cap, try_, waiting);
+        chan_wait_done(&cw);
+    } else if (waiting) {
+        STORE(&side_mine(e)->rx_waiting, 0u, RELAXED);
+    }
     chan_busy_put(e, BUSY_RX);
     return rc;
 }

@@ -315,6 +315,20 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
     return progress;
 }
 
+/* Tests only (ofl_chan_inject_corruption): is the corrupted byte in this chunk? */
+static bool injected(const struct ofl_chan_end *e, uint64_t off, uint64_t bytes)
+{
+    uint64_t bad = LOAD(&e->corrupt_at, RELAXED);
+    return bad >= off && bad - off < bytes;
+}
+
+/* Flip the injected byte of a chunk that landed at `dst` (offset `off`). */
+static void corrupt(struct ofl_chan_end *e, uint8_t *dst, uint64_t off)
+{
+    dst[LOAD(&e->corrupt_at, RELAXED) - off] ^= 0xFFu;
+    STORE(&e->corrupt_at, UINT64_MAX, RELAXED);
+}
+
 /* Side A receiving: check chunk `op->acked` that B acknowledged. */
 static int verify_chunk(struct ofl_chan_end *e, struct chan_bulk *op, const struct chan_bulk_st *bst)
 {
@@ -324,13 +338,17 @@ static int verify_chunk(struct ofl_chan_end *e, struct chan_bulk *op, const stru
     unsigned path = LOAD(&bst->path[w], RELAXED);
     uint32_t want = LOAD(&bst->crc[w], RELAXED);
     uint8_t *dst = op->buf + off;
-    if (path == OFL_CHAN_PATH_BOUNCE) memcpy(dst, slot(e, v), bytes);
-    uint64_t bad = LOAD(&e->corrupt_at, RELAXED);
-    if (bad >= off && bad - off < bytes) {
-        dst[bad - off] ^= 0xFFu;
-        STORE(&e->corrupt_at, UINT64_MAX, RELAXED);
+    uint32_t crc;
+    if (injected(e, off, bytes)) {
+        if (path == OFL_CHAN_PATH_BOUNCE) memcpy(dst, slot(e, v), bytes);
+        corrupt(e, dst, off);
+        crc = ofl_crc32c(op->crc, dst, bytes);
+    } else if (path == OFL_CHAN_PATH_BOUNCE) {
+        /* One pass: the CRC of the bytes as they are written. */
+        crc = ofl_crc32c_copy(op->crc, dst, slot(e, v), bytes);
+    } else {
+        crc = ofl_crc32c(op->crc, dst, bytes);
     }
-    uint32_t crc = ofl_crc32c(op->crc, dst, bytes);
     if (crc != want) return -EBADMSG;
     op->crc = crc;
     op->acked++;
@@ -351,7 +369,7 @@ static int step_a_recv(struct ofl_chan_end *e, struct chan_bulk *op)
             return unstarted(e, op, -EPROTO);
         struct chan_begin_msg bm;
         memset(&bm, 0, sizeof bm);
-        if (!chan_line_take(e, ph, ack, &bm)) return STEP_IDLE;
+        if (!chan_line_take_ack(e, ph, ack, &bm)) return STEP_IDLE;
         op->xfer = bm.xfer;
         if (op->refuse || bm.total != op->len) {
             STORE(&side_mine(e)->st[1].expected, op->refuse ? 0 : op->len, RELAXED);
@@ -435,9 +453,12 @@ static unsigned pick_path(struct ofl_chan_end *e, const struct chan_bulk *op, bo
         e->peer_end = NULL;
     }
     int mode = LOAD(&e->copy, RELAXED);
-    if (mode == OFL_CHAN_COPY_BOUNCE || (LOAD(&side_peer(e)->flags, ACQUIRE) & SIDE_WANT_BOUNCE))
-        return 0;
-    if (mode != OFL_CHAN_COPY_VM && op->peer_pid == getpid() && same_process_peer(e))
+    uint32_t pf = LOAD(&side_peer(e)->flags, ACQUIRE);
+    if (mode == OFL_CHAN_COPY_BOUNCE || (pf & SIDE_WANT_BOUNCE)) return 0;
+    if (pf & SIDE_WANT_VM) mode = OFL_CHAN_COPY_VM;
+    /* Our pid as recorded at open (getpid() is a system call per chunk). */
+    if (mode != OFL_CHAN_COPY_VM && op->peer_pid == LOAD(&side_mine(e)->pid, RELAXED) &&
+        same_process_peer(e))
         return OFL_CHAN_PATH_MEMCPY;
     if (e->vm_state < 0 || (probe && !vm_usable(e, op))) return 0;
     return OFL_CHAN_PATH_VM;
@@ -525,27 +546,44 @@ static int read_chunk(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t ph,
     return 0;
 }
 
-/* B receiving: land the chunk in our buffer. */
+/* B receiving: land the chunk in our buffer; *crc gets the running CRC of the bytes
+ * that landed (computed while copying where the copy is ours). */
 static int copy_in(struct ofl_chan_end *e, struct chan_bulk *op, const struct chan_chunk_msg *m,
-                   unsigned path)
+                   unsigned path, uint32_t *crc)
 {
     uint8_t *dst = op->buf + m->offset;
+    bool bad = injected(e, m->offset, m->bytes);
     if (path == OFL_CHAN_PATH_BOUNCE) {
-        memcpy(dst, slot(e, m->index), m->bytes);
+        const uint8_t *src = slot(e, m->index);
+        if (bad) {
+            memcpy(dst, src, m->bytes);
+            corrupt(e, dst, m->offset);
+            *crc = ofl_crc32c(op->crc, dst, m->bytes);
+        } else {
+            *crc = ofl_crc32c_copy(op->crc, dst, src, m->bytes);
+        }
         return 0;
     }
     int rc = copy_begin(e, op, 0, m->index);
+    uint32_t c = op->crc;
     if (!rc && path == OFL_CHAN_PATH_MEMCPY) {
         if (!in_peer_buffer(e->peer_end, op->ents, m->nent))
             rc = -EFAULT;
         else
             for (uint32_t i = 0, pos = 0; i < m->nent; pos += (uint32_t)op->ents[i].len, i++)
-                memcpy(dst + pos, (const void *)(uintptr_t)op->ents[i].addr, op->ents[i].len);
+                c = ofl_crc32c_copy(c, dst + pos, (const void *)(uintptr_t)op->ents[i].addr,
+                                    op->ents[i].len);
     } else if (!rc) {
         rc = vm_copy(e, op, dst, m->bytes, m->nent, false);
         if (rc == -EPERM) rc = -EFAULT;   /* permission vanished after the probe */
+        if (!rc && !bad) c = ofl_crc32c(c, dst, m->bytes);
     }
     copy_end(e, 0);
+    if (!rc && bad) {
+        corrupt(e, dst, m->offset);
+        c = ofl_crc32c(op->crc, dst, m->bytes);
+    }
+    *crc = c;
     return rc;
 }
 
@@ -568,7 +606,7 @@ static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
         __atomic_fetch_or(&s->flags, SIDE_WANT_BOUNCE, __ATOMIC_RELEASE);
         return STEP_IDLE;
     }
-    if (!chan_line_take(e, ph, ack, &m)) return STEP_IDLE;
+    if (!chan_line_take_ack(e, ph, ack, &m)) return STEP_IDLE;
     if (op->phase == PH_WAIT) {
         if (m.index != 0) return STEP_PROGRESS;   /* left from a transfer given up */
         op->xfer = m.xfer;
@@ -585,15 +623,9 @@ static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
     if (rc < 0) return fail(e, op, rc);
     unsigned path = (m.flags & CHUNK_STAGED) ? OFL_CHAN_PATH_BOUNCE : pick_path(e, op, false);
     if (!path) return fail(e, op, -EPROTO);
-    rc = copy_in(e, op, &m, path);
+    uint32_t crc = 0;
+    rc = copy_in(e, op, &m, path, &crc);
     if (rc < 0) return fail(e, op, rc);
-    uint8_t *dst = op->buf + m.offset;
-    uint64_t bad = LOAD(&e->corrupt_at, RELAXED);
-    if (bad >= m.offset && bad - m.offset < m.bytes) {
-        dst[bad - m.offset] ^= 0xFFu;
-        STORE(&e->corrupt_at, UINT64_MAX, RELAXED);
-    }
-    uint32_t crc = ofl_crc32c(op->crc, dst, m.bytes);
     if (crc != m.crc) return fail(e, op, -EBADMSG);
     op->crc = crc;
     op->done += m.bytes;
@@ -674,7 +706,7 @@ static int step_b_send(struct ofl_chan_end *e, struct chan_bulk *op)
         }
         return STEP_IDLE;
     }
-    if (!chan_line_take(e, ph, ack, &m)) return STEP_IDLE;
+    if (!chan_line_take_ack(e, ph, ack, &m)) return STEP_IDLE;
     op->line_ours = 0;
     op->phase = PH_RUN;
     if (m.index != op->index) return fail(e, op, -EPROTO);

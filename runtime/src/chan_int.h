@@ -15,11 +15,15 @@
  *                  transfer, per-chunk CRCs and copy paths); written by that side.
  *   sg[]           side A's scatter-gather area: the entries of the chunk it posted.
  *
- * Direct messages (see chan.c): side S has message s pending while S.seq != R.ack.
- * The header words are the only words both sides write, always with CAS: the
- * owner posts (seq + 1) and acknowledges (ack := peer seq), and a sender that gives
- * up withdraws its message by advancing the *receiver's* ack itself. Taking and
- * withdrawing are one CAS each on the same word, so exactly one of them wins. */
+ * Direct messages (see chan.c): side S has message s pending while S.seq differs
+ * from R.claim, the receiver's claim word. Taking (the receiver) and withdrawing (a
+ * sender that gives up) are one CAS each on that word, so exactly one of them wins.
+ * The ack field of R's header publishes R.claim to the sender: R writes it with its
+ * next header write (its next message, so that a reply carries the acknowledgement
+ * of the request: one line transfer each way), at the start of its next receive, or
+ * at once for bulk chunks; a withdrawing sender moves it too. A sender reads the
+ * claim word itself only when the published ack lags (rarely: see chan.c). The
+ * claim word and the header are the only words both sides write, always with CAS. */
 #ifndef OFL_CHAN_INT_H
 #define OFL_CHAN_INT_H
 
@@ -32,7 +36,7 @@
 #include "offlow/wait.h"
 
 #define CHAN_MAGIC 0x314e4148434c464full /* "OFLCHAN1" little-endian */
-#define CHAN_VERSION 1u
+#define CHAN_VERSION 2u
 #define CHAN_MAX_CHANNELS (1u << 20)
 #define CHAN_PAGE 4096u
 
@@ -63,7 +67,9 @@ struct chan_sg {
     uint64_t len;
 };
 
-enum { SIDE_WANT_BOUNCE = 1u };
+/* Side flags: the copy path an end asked for with ofl_chan_set_copy (BOUNCE also
+ * when side B finds process_vm_* refused); either side's request binds both. */
+enum { SIDE_WANT_BOUNCE = 1u, SIDE_WANT_VM = 2u };
 
 /* Bulk status of one direction (dir 0: A -> B, dir 1: B -> A) on one side. `prog`
  * packs the transfer id, its error (positive errno, 0 while fine) and a chunk
@@ -100,15 +106,18 @@ struct chan_side {
     _Alignas(64) int32_t owner;    /* pid holding the side (0: none); CAS to open */
     uint32_t gen;                  /* odd while open; bumped by open and close */
     int32_t pid;                   /* owner's pid, published before gen turns odd */
-    uint32_t flags;                /* SIDE_WANT_BOUNCE */
+    uint32_t flags;                /* SIDE_WANT_* */
     uint32_t cookie;               /* with end_addr: finds the end in a same-process peer */
     uint32_t pad0_;
     uint64_t end_addr;
     uint8_t pad1_[128 - 32];
-    /* set while a receiver is blocked in recv (or a manager serves the end); read
-     * by a sender only when its timeout expires */
+    /* the receiver's line. rx_waiting: set while a receiver is blocked in recv (or a
+     * manager serves the end); read by a sender only when its timeout expires.
+     * claim: sequence number of the last peer message this side took or the peer
+     * withdrew (CAS by both); read by the peer only when the published ack lags. */
     uint32_t rx_waiting;
-    uint8_t pad2_[128 - 4];
+    uint32_t claim;
+    uint8_t pad2_[128 - 8];
     struct chan_bulk_st st[2];
 };
 _Static_assert(offsetof(struct chan_side, rx_waiting) == 128, "side layout");
@@ -195,18 +204,32 @@ int chan_busy_get(struct ofl_chan_end *e, uint32_t bits);
 void chan_busy_put(struct ofl_chan_end *e, uint32_t bits);
 
 /* ---- the message lines ---- */
-/* 1 while our last posted message is neither taken nor withdrawn. */
+static inline uint32_t *claim_mine(const struct ofl_chan_end *e) { return &side_mine(e)->claim; }
+static inline uint32_t *claim_peer(const struct ofl_chan_end *e) { return &side_peer(e)->claim; }
+/* 1 while our last posted message is neither taken nor withdrawn (the published ack,
+ * then the peer's claim word). */
 bool chan_out_pending(const struct ofl_chan_end *e);
+/* The published ack only: false means taken or withdrawn; true may be stale. */
+static inline bool chan_out_pending_fast(const struct ofl_chan_end *e)
+{
+    return h_seq(__atomic_load_n(&line_mine(e)->hdr, __ATOMIC_RELAXED)) !=
+           h_ack(__atomic_load_n(&line_peer(e)->hdr, __ATOMIC_ACQUIRE));
+}
+/* Publish our claim word in our header's ack field (no write when it is current). */
+void chan_ack_publish(struct ofl_chan_end *e);
 /* Post `len` bytes of kind `kind` (our previous message must be resolved). */
 void chan_line_post(struct ofl_chan_end *e, unsigned kind, const void *msg, size_t len);
 /* Withdraw our pending message: 1 withdrawn, 0 the peer had taken it. */
 int chan_line_withdraw(struct ofl_chan_end *e);
-/* A pending peer message: returns 1 and its header (and our ack at that time in
+/* A pending peer message: returns 1 and its header (and our claim at that time in
  * *ack), or 0. */
 int chan_line_peek(const struct ofl_chan_end *e, uint64_t *hdr, uint32_t *ack);
-/* Copy the pending message's payload (min(len, 56) bytes) to `buf`, then take it.
+/* Copy the pending message's payload (min(len, 56) bytes) to `buf`, then take it
+ * (our claim word; the ack is published later: chan_ack_publish).
  * Returns 1, or 0 when the sender withdrew it meanwhile (buf then means nothing). */
 int chan_line_take(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack, void *buf);
+/* chan_line_take, then publish the acknowledgement at once (bulk chunks). */
+int chan_line_take_ack(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack, void *buf);
 
 /* ---- peers and waiting ---- */
 /* Is our end open (not closed by close() on another thread)? */

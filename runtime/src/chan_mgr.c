@@ -80,7 +80,7 @@ static void drop_pending(struct ofl_chan_end *e, uint64_t ph, uint32_t ack)
 {
     uint8_t junk[OFL_CHAN_MSG_MAX];
     if (chan_busy_get(e, BUSY_RX)) return;
-    chan_line_take(e, ph, ack, junk);
+    chan_line_take_ack(e, ph, ack, junk);
     chan_busy_put(e, BUSY_RX);
 }
 
@@ -98,9 +98,12 @@ static int poll_msg(struct mgr_slot *s, uint64_t ph, uint32_t ack)
     chan_busy_put(e, BUSY_RX);
     if (!got) return 1;
     stat_add(&e->stats.received, 1);
+    /* A reply the handler posts carries the acknowledgement; else it goes now. */
     if (s->on_msg(s->ctx, e, buf, len) < 0) {
         ofl_chan_close(e);
         s->active = false;
+    } else {
+        chan_ack_publish(e);
     }
     return 1;
 }

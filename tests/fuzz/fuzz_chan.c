@@ -1,9 +1,9 @@
 /* libFuzzer target: channels against a hostile or buggy peer.
  *
  * The input is a few header bytes and then frames; each frame overwrites the peer's
- * message line, our line's header word (the one word the peer may CAS), the peer's
- * side of the control block (identity and bulk status lines) and the SG area when
- * the peer is side A. Between frames our real end runs try_recv, a post, and steps
+ * message line, our line's header word and our claim word (the words the peer may
+ * CAS), the peer's side of the control block (identity, receiver and bulk status
+ * lines) and the SG area when the peer is side A. Between frames our real end runs try_recv, a post, and steps
  * of a bulk send or receive state machine. Nothing may crash or touch memory
  * outside our buffers; SG entries pointing anywhere must end in an error.
  *
@@ -28,7 +28,7 @@
 #include "../../runtime/src/crc32c.c"
 #include "../../runtime/src/wait.c"
 
-#define FRAME (64 + 8 + sizeof(struct chan_side) + sizeof(((struct chan_ctl *)0)->sg))
+#define FRAME (64 + 8 + 4 + sizeof(struct chan_side) + sizeof(((struct chan_ctl *)0)->sg))
 #define MAX_BUF 300000
 #define STEPS 12
 
@@ -63,12 +63,14 @@ static void apply(struct ofl_chan_end *e, const uint8_t *d, size_t n, bool gen_r
     size_t off = 0;
     memcpy(tmp, line_peer(e), 64);
     memcpy(tmp + 64, &line_mine(e)->hdr, 8);
-    memcpy(tmp + 72, p, sizeof *p);
-    memcpy(tmp + 72 + sizeof *p, c->sg, sizeof c->sg);
+    memcpy(tmp + 72, claim_mine(e), 4);
+    memcpy(tmp + 76, p, sizeof *p);
+    memcpy(tmp + 76 + sizeof *p, c->sg, sizeof c->sg);
     memcpy(tmp, d, n < FRAME ? n : FRAME);
     memcpy(line_peer(e), tmp, 64);
     memcpy(&line_mine(e)->hdr, tmp + 64, 8);
-    off = 72;
+    memcpy(claim_mine(e), tmp + 72, 4);
+    off = 76;
     memcpy(p, tmp + off, sizeof *p);
     off += sizeof *p;
     if (e->side == OFL_CHAN_B) memcpy(c->sg, tmp + off, sizeof c->sg);
@@ -85,7 +87,7 @@ static void apply(struct ofl_chan_end *e, const uint8_t *d, size_t n, bool gen_r
 static void assist(struct ofl_chan_end *e, const struct chan_bulk *op, bool active, uint8_t how)
 {
     struct chan_line *pl = line_peer(e);
-    uint32_t ack = h_ack(line_mine(e)->hdr);
+    uint32_t ack = *claim_mine(e);
     unsigned kind = h_kind(pl->hdr), len = h_len(pl->hdr);
     if (how & 2) {
         kind = e->side == OFL_CHAN_B ? KIND_CHUNK : KIND_BEGIN;
