@@ -24,7 +24,7 @@
  *                          batches both processes run a batch of the cache-line
  *                          ping-pong above: the paired ceiling), and bulk transfers
  *                          of each BULKSIZES size in both directions.
- *   tput DIR K SERVE SIZES REPS
+ *   tput DIR K SERVE SIZES REPS [COPY]
  *                          bulk throughput, DIR h2d or d2h: K channels, each moving
  *                          one transfer of SIZE bytes at the same time (K sending
  *                          threads on one side, K receiving threads on the other,
@@ -906,12 +906,17 @@ static void mgr_done(void *ctx, struct ofl_chan_end *e, void *buf, size_t len, i
 
 struct tput_cfg {
     int d2h, mgr;
+    int copy;                 /* enum ofl_chan_copy for both ends (the host's alone
+                                 under a manager: its choice binds the device) */
     uint32_t k;
     uint32_t ids[MAX_CONC];   /* the channels' ids */
     const uint64_t *sizes;
     int ns;
     uint64_t reps;
 };
+
+/* Names of the copy modes (enum ofl_chan_copy). */
+static const char *const copy_names[] = {"auto", "vm", "bounce"};
 
 /* Seed of channel i's payload in round r. */
 static uint64_t tput_seed(uint64_t r, uint32_t i)
@@ -995,6 +1000,7 @@ static int tput_crew(struct pair *p, const struct tput_cfg *cfg, void *region, u
         c->bufs[opened] = bufs[opened];
         rc = ofl_chan_open(&c->ends[opened], region, cfg->ids[opened],
                            p->host ? OFL_CHAN_A : OFL_CHAN_B, &p->sh->abort_word);
+        if (rc == 0) rc = ofl_chan_set_copy(&c->ends[opened], cfg->copy);
         if (rc < 0) {
             pair_fail(p, rc, __LINE__, "open");
             break;
@@ -1116,9 +1122,9 @@ static int mode_tput(struct tput_cfg *cfg)
     }
     printf("{");
     print_common("tput", mine, p.sh->dev_pinned);
-    printf(", \"dir\": \"%s\", \"k\": %u, \"serve\": \"%s\", \"reps\": %llu",
-           cfg->d2h ? "d2h" : "h2d", cfg->k, cfg->mgr ? "mgr" : "thr",
-           (unsigned long long)cfg->reps);
+    printf(", \"dir\": \"%s\", \"k\": %u, \"serve\": \"%s\", \"copy\": \"%s\", "
+           "\"reps\": %llu", cfg->d2h ? "d2h" : "h2d", cfg->k, cfg->mgr ? "mgr" : "thr",
+           copy_names[cfg->copy], (unsigned long long)cfg->reps);
     print_copy_bytes(p.sh);
     printf(", \"rows\": [");
     for (int si = 0; si < cfg->ns; si++) {
@@ -1153,7 +1159,7 @@ static int usage(const char *prog)
             "       %s pipe BATCHES PER\n"
             "       %s copy SIZES REPS\n"
             "       %s lat BATCHES PER BULKSIZES\n"
-            "       %s tput h2d|d2h K thr|mgr SIZES REPS\n"
+            "       %s tput h2d|d2h K thr|mgr SIZES REPS [auto|vm|bounce]\n"
             "SIZES: comma list of byte counts (multiples of 8), e.g. 4096,1048576\n",
             prog, prog, prog, prog, prog);
     return 2;
@@ -1181,8 +1187,11 @@ int main(int argc, char **argv)
         if (!b || !per || ns < 1) return usage(argv[0]);
         return mode_lat(b, per, sizes, ns);
     }
-    if (!strcmp(mode, "tput") && argc == 7) {
+    if (!strcmp(mode, "tput") && (argc == 7 || argc == 8)) {
         struct tput_cfg cfg = {0};
+        cfg.copy = -1;
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(argc == 8 ? argv[7] : "auto", copy_names[i])) cfg.copy = i;
         cfg.d2h = !strcmp(argv[2], "d2h");
         cfg.mgr = !strcmp(argv[4], "mgr");
         cfg.k = (uint32_t)parse_count(argv[3], MAX_CONC);
@@ -1190,7 +1199,7 @@ int main(int argc, char **argv)
         cfg.sizes = sizes;
         cfg.reps = parse_count(argv[6], MAX_REPS);
         if ((!cfg.d2h && strcmp(argv[2], "h2d")) || (!cfg.mgr && strcmp(argv[4], "thr")) ||
-            (cfg.mgr && cfg.d2h) || !cfg.k || cfg.ns < 1 || !cfg.reps)
+            (cfg.mgr && cfg.d2h) || !cfg.k || cfg.ns < 1 || !cfg.reps || cfg.copy < 0)
             return usage(argv[0]);
         return mode_tput(&cfg);
     }
