@@ -1,0 +1,19 @@
+/* Stopping a process cleanly on SIGINT / SIGTERM, without a signal handler.
+ *
+ * A process that serves for ever (UDP sources) blocks both signals in every thread
+ * before it starts any, so a signal stays pending instead of killing it; its loops
+ * poll ofl_stop_requested() and finish as if their input had ended, so queues close
+ * and stats are written.  Nothing consumes the signal: every thread sees it. */
+#ifndef OFL_STOP_H
+#define OFL_STOP_H
+
+/* Block SIGINT and SIGTERM in the calling thread (threads created later inherit
+ * the mask).  Call it before any other thread starts.  Returns 0 or a negative
+ * errno. */
+int ofl_stop_signals_block(void);
+
+/* 1 when SIGINT or SIGTERM is pending for this process (blocked by
+ * ofl_stop_signals_block and sent since), else 0.  One system call. */
+int ofl_stop_requested(void);
+
+#endif
