@@ -13,6 +13,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,10 @@ class RunOptions:
     opts: tuple[str, ...] = ()  # NAME.KEY=VALUE for sources, sinks and tables (override)
     timeout: float | None = None  # kill the run after this many seconds
     serve: bool = False  # processes stay up serving channels until a session stops them
+    # Serve UDP clients on 127.0.0.1:PORT (0: a free port, see Run.udp_port): every source
+    # reads datagrams from that socket, every sink sends replies on it; without a
+    # duration the run lasts until Run.stop() (or Ctrl-C).
+    udp_port: int | None = None
 
 
 @dataclass
@@ -73,11 +78,31 @@ def sink_paths(b: Build, output: Path) -> dict[str, Path]:
     return {s: output.with_name(f"{output.stem}.{s}{output.suffix}") for s in sinks}
 
 
+def _udp_opts(b: Build, o: RunOptions) -> list[str]:
+    """Sources and sinks on the run's UDP socket (the processes get it as --udp-fd)."""
+    args: list[str] = []
+    for n in b.graph.nodes:
+        kv = {"kind": "udp"} if n.kind in ("source", "sink") else {}
+        if n.kind == "source" and o.duration is not None:
+            kv["duration_ns"] = str(int(o.duration * 1e9))
+        if n.kind == "source" and o.rate:
+            kv["rate"] = str(o.rate)
+        args += [a for k, v in kv.items() for a in ("--opt", f"{n.name}.{k}={v}")]
+    return args
+
+
 def _opts_for(b: Build, o: RunOptions) -> list[str]:
     args: list[str] = []
     paths = sink_paths(b, Path(o.output)) if o.output else {}
+    if o.udp_port is not None:
+        if o.input or o.output:
+            raise OfflowError("a UDP run reads and answers datagrams: it takes no input or "
+                              "output capture")
+        if not 0 <= o.udp_port <= 65535:
+            raise OfflowError(f"UDP port {o.udp_port} is not within 0..65535")
+        args = _udp_opts(b, o)
     for n in b.graph.nodes:
-        if n.kind == "source":
+        if n.kind == "source" and o.udp_port is None:
             kv = {"kind": "pcap" if o.input else "synth", "loops": str(o.loops),
                   "rate": str(o.rate), "seed": str(o.seed), "count": str(o.count),
                   "sizes": o.sizes}
@@ -129,6 +154,7 @@ class Run:
         tag = f"{b.graph.name}-{os.getpid()}-{secrets.token_hex(4)}"
         self.window = Path("/dev/shm") / f"offlow-{tag}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.udp_port: int | None = None  # the port served (RunOptions.udp_port), once started
 
     def start(self) -> None:
         for path in (self.opts.input, self.opts.prefixes):
@@ -142,6 +168,7 @@ class Run:
         if init.returncode != 0:
             self.window.unlink(missing_ok=True)
             raise OfflowError(f"cannot set up the interconnect window: {init.stderr.strip()}")
+        udp = self._udp_socket()
         pipes = {d: os.pipe() for d in devices}
         for dev in devices:
             mine_w = pipes[dev][1]
@@ -153,43 +180,82 @@ class Run:
                 cmd.append("--serve")
             for fd in peers_r:
                 cmd += ["--peer-fd", str(fd)]
-            self.procs[dev] = subprocess.Popen(cmd, pass_fds=[mine_w, *peers_r])
+            shared = [mine_w, *peers_r]
+            if udp is not None:
+                cmd += ["--udp-fd", str(udp.fileno())]
+                shared.append(udp.fileno())
+            self.procs[dev] = subprocess.Popen(cmd, pass_fds=shared)
         for r, w in pipes.values():
             os.close(r)
             os.close(w)
+        if udp is not None:
+            udp.close()  # the processes hold it now
 
-    def wait(self) -> RunResult:
-        errors: list[str] = []
-        deadline = time.monotonic() + self.opts.timeout if self.opts.timeout else None
+    def _udp_socket(self) -> socket.socket | None:
+        """The socket every process serves on (UDP runs): bound here, so the port is
+        known before any process starts."""
+        if self.opts.udp_port is None:
+            return None
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # capped by the kernel
+            s.bind(("127.0.0.1", self.opts.udp_port))
+        except OSError as e:
+            s.close()
+            self.window.unlink(missing_ok=True)
+            raise OfflowError(f"cannot bind UDP port {self.opts.udp_port} on 127.0.0.1: "
+                              f"{e.strerror}") from e
+        self.udp_port = s.getsockname()[1]
+        if self.progress:
+            print(f"offlow: serving UDP on 127.0.0.1:{self.udp_port}", file=sys.stderr)
+        return s
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        """Ask the processes to stop. In a UDP run they finish cleanly (sources end,
+        queues drain, stats are written; see runtime/include/offlow/stop.h); other runs
+        have no such handling and the signal ends them."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(sig)
+
+    def _watch(self, errors: list[str], deadline: float | None) -> None:
+        """Poll until every process has exited; kill them all at the deadline or when
+        some are still up two seconds after one failed."""
         first_fail: float | None = None
         killed = False
         started = time.monotonic()
         next_note = started + PROGRESS_EVERY
+        while any(p.poll() is None for p in self.procs.values()):
+            now = time.monotonic()
+            if self.progress and now >= next_note:
+                next_note += PROGRESS_EVERY
+                total = f" of {self.opts.duration:g}" if self.opts.duration else ""
+                print(f"offlow: running, {now - started:.0f}{total} s", file=sys.stderr)
+            failed = [d for d, p in self.procs.items() if p.returncode not in (None, 0)]
+            if failed and first_fail is None:
+                first_fail = now
+            late = first_fail is not None and now - first_fail > 2.0
+            expired = deadline is not None and now > deadline
+            if (late or expired) and not killed:
+                killed = True
+                for p in self.procs.values():
+                    if p.poll() is None:
+                        p.kill()
+                errors.append("run timed out" if expired
+                              else "a process did not stop after its peer failed")
+            time.sleep(0.01)
+
+    def wait(self) -> RunResult:
+        errors: list[str] = []
+        deadline = time.monotonic() + self.opts.timeout if self.opts.timeout else None
         try:
-            while any(p.poll() is None for p in self.procs.values()):
-                now = time.monotonic()
-                if self.progress and now >= next_note:
-                    next_note += PROGRESS_EVERY
-                    total = f" of {self.opts.duration:g}" if self.opts.duration else ""
-                    print(f"offlow: running, {now - started:.0f}{total} s", file=sys.stderr)
-                failed = [d for d, p in self.procs.items() if p.returncode not in (None, 0)]
-                if failed and first_fail is None:
-                    first_fail = now
-                late = first_fail is not None and now - first_fail > 2.0
-                expired = deadline is not None and now > deadline
-                if (late or expired) and not killed:
-                    killed = True
-                    for p in self.procs.values():
-                        if p.poll() is None:
-                            p.kill()
-                    errors.append("run timed out" if expired
-                                  else "a process did not stop after its peer failed")
-                time.sleep(0.01)
-        except KeyboardInterrupt:
-            for p in self.procs.values():
-                if p.poll() is None:
-                    p.send_signal(signal.SIGINT)
-            raise
+            try:
+                self._watch(errors, deadline)
+            except KeyboardInterrupt:
+                self.stop(signal.SIGINT)
+                if self.opts.udp_port is None:
+                    raise
+                self._watch(errors, deadline)  # a UDP run ends cleanly: its stats count
         finally:
             self.window.unlink(missing_ok=True)
         for dev, p in self.procs.items():

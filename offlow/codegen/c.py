@@ -273,7 +273,8 @@ class DeviceGen:
           "struct ofl_state *state) {", f"    ctx->el_in[{i}]++;")
         if n.kind == "sink":
             k = self.sinks.index(n)
-            e(f"    ofl_sink_write(ctx->proc->sinks[{k}], pkt);", "    (void)state;", "}", "")
+            e(f"    ofl_sink_write(ctx->proc->sinks[{k}], ctx->core.idx, pkt);", "    (void)state;",
+              "}", "")
             return
         if n.kind == "source":
             e(f"    {self.target(n, n.outputs[0].name)}(ctx, pkt, state);", "}", "")
@@ -341,7 +342,11 @@ class DeviceGen:
             self._gen_worker(p)
 
     def _flush(self, p: SegmentPlan, ind: str) -> None:
-        """Ring the doorbell of every output ring of this core."""
+        """Send what this core wrote to its sinks (UDP batches), ring the doorbell of every
+        output ring of this core."""
+        for k, s in enumerate(self.sinks):  # a UDP sink sends this core's batch
+            if s.name in p.nodes:
+                self.e(f"{ind}ofl_sink_flush(ctx->proc->sinks[{k}], core->idx);")
         for q in p.outputs:
             self.e(f"{ind}for (unsigned j = 0; j < {consumers(self.g, q)}u; j++) {{",
                    f"{ind}    int rc = ofl_qout_flush(&ctx->out_{cname(q.name)}[j]);",
@@ -484,7 +489,9 @@ class DeviceGen:
                 e(f"    proc.tbl_{cname(t.name)} = calloc({t.length}, sizeof({base}));",
                   f"    if (!proc.tbl_{cname(t.name)}) return ofl_fatal(\"out of memory\");")
         for k, s in enumerate(self.sinks):
-            e(f'    if (ofl_sink_open(&proc.sinks[{k}], &proc.args, "{s.name}") < 0) return 1;')
+            ncores = next(len(p.cores) for p in self.plans if s.name in p.nodes)
+            e(f'    if (ofl_sink_open(&proc.sinks[{k}], &proc.args, "{s.name}", {ncores}u) < 0)',
+              "        return 1;")
         e(f"    static struct ofl_ctx ctxs[{max(1, len(ctxs))}];",
           f"    const unsigned nctx = {len(ctxs)}u;")
         for p in self.plans:

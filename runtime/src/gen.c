@@ -11,8 +11,10 @@
 
 #include "offlow/err.h"
 #include "offlow/pcap_port.h"
+#include "offlow/stop.h"
 #include "offlow/synth.h"
 #include "offlow/thread.h"
+#include "offlow/udp_port.h"
 
 int ofl_fatal(const char *msg)
 {
@@ -37,6 +39,7 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
     memset(a, 0, sizeof *a);
     a->device = device;
     a->ce_mode = OFL_CE_INLINE;
+    a->udp_fd = -1;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--init")) { a->init = true; continue; }
@@ -50,6 +53,12 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
             if (!strcmp(v, "inline")) a->ce_mode = OFL_CE_INLINE;
             else if (!strcmp(v, "thread")) a->ce_mode = OFL_CE_THREAD;
             else return bad_opt(k, v);
+        } else if (!strcmp(k, "--udp-fd")) {
+            char *end;
+            errno = 0;
+            long fd = strtol(v, &end, 10);
+            if (errno || end == v || *end || fd < 0 || fd > 1 << 20) return bad_opt(k, v);
+            a->udp_fd = (int)fd;
         } else if (!strcmp(k, "--peer-fd")) {
             if (a->npeers == 4) return bad_opt(k, v);
             a->peer_fds[a->npeers++] = atoi(v);
@@ -64,6 +73,9 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
         }
     }
     if (!a->window) return bad_opt("--window", NULL);
+    /* A UDP run serves until told to stop: SIGINT/SIGTERM end its loops, not the process. */
+    if (a->udp_fd >= 0 && ofl_stop_signals_block() < 0)
+        return ofl_fatal("cannot block SIGINT and SIGTERM"), -EINVAL;
     return 0;
 }
 
@@ -108,6 +120,7 @@ int ofl_serve_until_stopped(struct ofl_window *w)
     for (;;) {
         if (__atomic_load_n(&h->abort, __ATOMIC_ACQUIRE)) return -ECANCELED;
         if (__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) return 0;
+        if (ofl_stop_requested()) return 0;
         if (getppid() != parent) return -EPIPE;
         nanosleep(&ms, NULL);
     }
@@ -240,9 +253,15 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
         struct ofl_synth_opts so = { .sizes = ofl_args_get(a, name, "sizes", NULL),
                                      .prefixes = ofl_args_get(a, name, "prefixes", NULL) };
         rc = ofl_synth_src_open(s, &so, &o, errbuf);
+    } else if (!strcmp(kind, "udp")) {
+        if (a->udp_fd < 0) {
+            fprintf(stderr, "offlow %s: source %s: kind=udp needs --udp-fd\n", a->device, name);
+            return -EINVAL;
+        }
+        rc = ofl_udp_src_open(s, a->udp_fd, &o, errbuf);
     } else {
-        fprintf(stderr, "offlow %s: source %s: unknown kind `%s` (pcap, synth)\n", a->device,
-                name, kind);
+        fprintf(stderr, "offlow %s: source %s: unknown kind `%s` (pcap, synth, udp)\n",
+                a->device, name, kind);
         return -EINVAL;
     }
     if (rc < 0)
@@ -254,17 +273,39 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
 /* ---- sinks -------------------------------------------------------------------- */
 
 struct ofl_sink {
-    struct ofl_pcap_sink *pcap;   /* NULL: count only */
+    struct ofl_pcap_sink *pcap;   /* a capture, or */
+    struct ofl_udp_sink *udp;     /* the run's UDP socket; both NULL: count only */
     const char *path;
     uint64_t packets, bytes;      /* updated atomically: several cores may share a sink */
 };
 
-int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name)
+int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name,
+                  unsigned ncores)
 {
+    const char *kind = ofl_args_get(a, name, "kind", NULL);
+    if (kind && strcmp(kind, "udp") && strcmp(kind, "pcap")) {
+        fprintf(stderr, "offlow %s: sink %s: unknown kind `%s` (pcap, udp)\n", a->device, name,
+                kind);
+        return -EINVAL;
+    }
+    if (kind && !strcmp(kind, "udp") && a->udp_fd < 0) {
+        fprintf(stderr, "offlow %s: sink %s: kind=udp needs --udp-fd\n", a->device, name);
+        return -EINVAL;
+    }
     struct ofl_sink *k = calloc(1, sizeof *k);
     if (!k) return ofl_fatal("out of memory"), -ENOMEM;
     k->path = ofl_args_get(a, name, "path", NULL);
-    if (k->path) {
+    if (kind && !strcmp(kind, "udp")) {
+        char errbuf[256] = "";
+        int rc = ofl_udp_sink_open(&k->udp, a->udp_fd, ncores, errbuf);
+        if (rc < 0) {
+            fprintf(stderr, "offlow %s: sink %s: %s\n", a->device, name,
+                    errbuf[0] ? errbuf : ofl_strerror(rc));
+            free(k);
+            return rc;
+        }
+        k->path = NULL;
+    } else if (k->path) {
         char errbuf[256] = "";
         int rc = ofl_pcap_sink_open(&k->pcap, k->path, OFL_SINK_SNAPLEN, errbuf);
         if (rc < 0) {
@@ -278,16 +319,23 @@ int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *nam
     return 0;
 }
 
-void ofl_sink_write(struct ofl_sink *s, const struct ofl_pkt *p)
+void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p)
 {
     __atomic_fetch_add(&s->packets, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&s->bytes, p->len, __ATOMIC_RELAXED);
-    if (s->pcap) ofl_pcap_sink_write(s->pcap, p);
+    if (s->udp) ofl_udp_sink_write(s->udp, core, p);
+    else if (s->pcap) ofl_pcap_sink_write(s->pcap, p);
+}
+
+void ofl_sink_flush(struct ofl_sink *s, unsigned core)
+{
+    if (s->udp) ofl_udp_sink_flush(s->udp, core);
 }
 
 void ofl_sink_close(struct ofl_sink *s)
 {
     if (!s) return;
+    ofl_udp_sink_close(s->udp);
     if (s->pcap && ofl_pcap_sink_close(s->pcap) < 0)
         fprintf(stderr, "offlow: cannot finish writing %s\n", s->path);
     free(s);
@@ -392,6 +440,11 @@ void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink 
     ofl_json_u64(j, "packets", s->packets);
     ofl_json_u64(j, "bytes", s->bytes);
     if (s->path) ofl_json_str(j, "path", s->path);
+    if (s->udp) {
+        ofl_json_u64(j, "sent", ofl_udp_sink_sent(s->udp));
+        ofl_json_u64(j, "dropped", ofl_udp_sink_dropped(s->udp));
+        ofl_json_u64(j, "send_errors", ofl_udp_sink_send_errors(s->udp));
+    }
     ofl_json_end_obj(j);
 }
 

@@ -65,13 +65,18 @@ struct ofl_args {
     int npeers;
     int cpu_base;             /* --cpu-base N: CPU of this device's core 0 */
     int ce_mode;              /* --ce inline|thread */
+    int udp_fd;               /* --udp-fd N: the run's UDP socket (-1: none); a process
+                                 given one blocks SIGINT/SIGTERM and takes them as a
+                                 request to stop cleanly (stop.h) */
     int nopts;                /* --opt NAME.KEY=VALUE */
     const char *opt_key[OFL_MAX_OPTS];
     const char *opt_val[OFL_MAX_OPTS];
     size_t opt_keylen[OFL_MAX_OPTS];
 };
 
-/* Parse argv into `a`; prints a message and returns -EINVAL on a bad option. */
+/* Parse argv into `a`; prints a message and returns -EINVAL on a bad option.
+ * With --udp-fd it also blocks SIGINT and SIGTERM (ofl_stop_signals_block): call it
+ * before starting any thread. */
 int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device);
 
 /* Value of option "<name>.<key>", or `dflt` when absent. */
@@ -102,8 +107,9 @@ int ofl_gen_serve(struct ofl_chan_mgr *m, struct ofl_window *w, size_t off, cons
 
 /* --serve: once the packets are done, count this process in the window's drained
  * word and wait until the host session sets the window's
- * stop word (or the abort word, or the parent process exits), keeping the channel
- * managers running. Sleeps in 1 ms steps: this is an idle wait, not a hand-off.
+ * stop word (or a stop signal is pending, stop.h; or the abort word, or the parent
+ * process exits), keeping the channel managers running. Sleeps in 1 ms steps: this
+ * is an idle wait, not a hand-off.
  * Returns 0 when stopped, -ECANCELED on abort, -EPIPE when the parent is gone. */
 int ofl_serve_until_stopped(struct ofl_window *w);
 
@@ -154,18 +160,33 @@ void ofl_core_destroy(struct ofl_core *c);
 
 /* ---- ports by name ------------------------------------------------------------ */
 
-/* Open the source named `name` from its options (kind=pcap|synth, path, loops,
- * duration_ns, rate, count, sizes, prefixes, seed); core `part` of `nparts`. */
+/* Open the source named `name` from its options (kind=pcap|synth|udp, path, loops,
+ * duration_ns, rate, count, sizes, prefixes, seed); core `part` of `nparts`.
+ * kind=udp reads the --udp-fd socket (udp_port.h). */
 int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *name,
                     unsigned part, unsigned nparts, uint32_t mtu);
 
 /* Bytes of each packet a sink writes to its capture. */
 #define OFL_SINK_SNAPLEN 65535u
 
-/* A sink: a pcap file when option "<name>.path" is given, else a counter. */
+/* A sink: with option "<name>.kind=udp" the --udp-fd socket (each frame's UDP
+ * payload goes to its IPv4/UDP destination, udp_port.h); else a pcap file when
+ * option "<name>.path" is given; else a counter. */
 struct ofl_sink;
-int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name);
-void ofl_sink_write(struct ofl_sink *s, const struct ofl_pkt *p);
+
+/* Open sink `name` for the `ncores` cores of its segment (each writes with its
+ * core index). Prints the reason and returns a negative errno on failure. */
+int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name,
+                  unsigned ncores);
+
+/* Take packet `p` from core `core` of the sink's segment. A UDP sink batches it
+ * on that core's batch (the payload is copied) until ofl_sink_flush. */
+void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p);
+
+/* End of core `core`'s loop turn: send what it wrote (UDP; nothing to do else). */
+void ofl_sink_flush(struct ofl_sink *s, unsigned core);
+
+/* Send what is left, close the file and free the sink (NULL is fine). */
 void ofl_sink_close(struct ofl_sink *s);
 
 /* ---- table objects by name ---------------------------------------------------- */
