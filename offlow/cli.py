@@ -42,6 +42,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
     prog = load_program(a.program, a.set)
     b = build(prog)
     opts = RunOptions(input=a.input, output=a.output, duration=a.duration, loops=a.loops,
+                      udp_port=a.udp,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt))
@@ -140,6 +141,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=float, help="kill the run after this many seconds")
     r.add_argument("--opt", action="append", default=[], metavar="NAME.KEY=VALUE",
                    help="a run-time option of a source, sink or table (e.g. routes.path=F)")
+    r.add_argument("--udp", type=int, metavar="PORT",
+                   help="serve UDP clients on 127.0.0.1:PORT (0: a free port): every source "
+                        "reads datagrams, every sink sends replies; until --duration or Ctrl-C")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 

@@ -106,5 +106,7 @@ def format_summary(s: dict[str, Any]) -> str:
         parts.append(f"source {name}: {v['packets']} packets{dropped}")
     for name, v in s["sinks"].items():
         where = f" -> {v['path']}" if v.get("path") else ""
-        parts.append(f"sink {name}: {v['packets']} packets{where}")
+        udp = (f", {v['sent']} sent, {v['dropped']} dropped (not IPv4/UDP), "
+               f"{v['send_errors']} send errors") if "sent" in v else ""
+        parts.append(f"sink {name}: {v['packets']} packets{where}{udp}")
     return "\n\n".join(parts)

@@ -87,3 +87,31 @@ def test_memcached_datagrams_are_answered(design: list[str], tmp_path: Path) -> 
     assert status(9) == (0, b"0.1.0-offlow")
     assert 99 not in replies
     assert s["elements"]["serve"]["drop"] == 1
+
+
+def test_udp_clients_are_served(tmp_path: Path) -> None:
+    import socket
+
+    from offlow.build import build
+    from offlow.cli import load_program
+    from offlow.runner import Run, RunOptions
+
+    r = Run(build(load_program(KVS)), RunOptions(udp_port=0, timeout=60))
+    r.start()
+    client = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    client.settimeout(5)
+    try:
+        def ask(rid: int, payload: bytes) -> bytes:
+            client.sendto(struct.pack("!HHHH", rid, 0, 1, 0) + payload,
+                          ("127.0.0.1", r.udp_port))
+            data, _ = client.recvfrom(2048)
+            assert struct.unpack("!HHHH", data[:8]) == (rid, 0, 1, 0)
+            return data[8:]
+
+        assert ask(1, b"set fig 0 0 5\r\ngreen\r\n") == b"STORED\r\n"
+        assert ask(2, b"get fig\r\n") == b"VALUE fig 0 5\r\ngreen\r\nEND\r\n"
+        assert ask(3, binary(GET, b"fig", opaque=7))[24 + 4:] == b"green"
+    finally:
+        r.stop()
+        res = r.wait()
+    assert res.ok, res.errors

@@ -30,6 +30,7 @@
 #include "offlow/stats.h"
 #include "offlow/synth.h"
 #include "offlow/thread.h"
+#include "offlow/udp_port.h"
 #include "offlow/wait.h"
 #include "offlow/window.h"
 
