@@ -15,48 +15,57 @@
 /* Slots per bucket. */
 static unsigned per_bucket(const struct ofl_lpm6_level *l)
 {
-    return l->wide ? OFL_LPM6_WSLOTS : OFL_LPM6_SLOTS;
+    return l->packed ? OFL_LPM6_PSLOTS : OFL_LPM6_WSLOTS;
 }
 
-/* The value of slot s (bucket s / per_bucket, slot s % per_bucket) of level l, and its
- * key in *hi, *lo (lo = 0 for a level of up to 64 bits). */
+/* While the table is being built every level has wide buckets, whose slots these
+ * helpers walk; ofl_lpm6_probe reads them too. */
+
+/* The value of slot s (bucket s / OFL_LPM6_WSLOTS, slot s % OFL_LPM6_WSLOTS) of the
+ * wide level l, and its key in *hi, *lo. */
 static uint32_t *slot_at(const struct ofl_lpm6_level *l, uint64_t s, uint64_t *hi, uint64_t *lo)
 {
-    uint64_t i = s / per_bucket(l);
-    unsigned j = (unsigned)(s % per_bucket(l));
-    if (!l->wide) {
-        *hi = l->b[i].key[j];
-        *lo = 0;
-        return &l->b[i].val[j];
-    }
+    uint64_t i = s / OFL_LPM6_WSLOTS;
+    unsigned j = (unsigned)(s % OFL_LPM6_WSLOTS);
     *hi = l->wb[i].key[j][0];
     *lo = l->wb[i].key[j][1];
     return &l->wb[i].val[j];
 }
 
-/* The value of key (hi, lo) (already masked) in level l: its entry's, or that of the
- * empty slot that takes it (key written, value left 0 for the caller to set, never
- * to 0). The first empty slot of the chain of buckets is the end of the chain: slots
- * fill in order and never empty. */
+/* The value of key (hi, lo) (already masked) in the wide level l: its entry's, or
+ * that of the empty slot that takes it (key written, value left 0 for the caller to
+ * set, never to 0). The first empty slot of the chain of buckets is the end of the
+ * chain: slots fill in order and never empty. */
 static uint32_t *slot_of(struct ofl_lpm6_level *l, uint64_t hi, uint64_t lo)
 {
-    unsigned per = per_bucket(l);
     for (uint64_t i = ofl_lpm6_hash(hi, lo, l->shift);; i = (i + 1) & l->mask) {
-        for (unsigned j = 0; j < per; j++) {
+        for (unsigned j = 0; j < OFL_LPM6_WSLOTS; j++) {
             uint64_t khi, klo;
-            uint32_t *v = slot_at(l, i * per + j, &khi, &klo);
+            uint32_t *v = slot_at(l, i * OFL_LPM6_WSLOTS + j, &khi, &klo);
             if (*v == 0) {
-                if (l->wide) {
-                    l->wb[i].key[j][0] = hi;
-                    l->wb[i].key[j][1] = lo;
-                } else {
-                    l->b[i].key[j] = hi;
-                }
+                l->wb[i].key[j][0] = hi;
+                l->wb[i].key[j][1] = lo;
                 l->used++;
                 return v;
             }
             if (khi == hi && klo == lo) return v;
         }
+    }
+}
+
+/* Put key hi (masked, its low 16 bits 0) with the value v (bmp | flags) into the
+ * packed level l, where it is not yet. */
+static void put_packed(struct ofl_lpm6_level *l, uint64_t hi, uint32_t v)
+{
+    uint64_t word = hi | (v & 0x7FFF) | (v & OFL_LPM6_MARKER ? OFL_LPM6_PMARK : 0);
+    for (uint64_t i = ofl_lpm6_hash(hi, 0, l->shift);; i = (i + 1) & l->mask) {
+        uint64_t *b = &l->p[OFL_LPM6_PSLOTS * i];
+        for (unsigned j = 0; j < OFL_LPM6_PSLOTS; j++)
+            if (b[j] == 0) {
+                b[j] = word;
+                l->used++;
+                return;
+            }
     }
 }
 
@@ -66,25 +75,29 @@ static uint64_t mask64(int len)
     return len <= 0 ? 0 : len >= 64 ? ~0ull : ~0ull << (64 - len);
 }
 
-/* Give level l `buckets` buckets (a power of two >= 2) starting at `at` (zeroed, 64
- * byte aligned). */
+/* Give level l `buckets` buckets (a power of two >= 2) of its kind (l->packed)
+ * starting at `at` (zeroed, 64 byte aligned). */
 static void size_level(struct ofl_lpm6_level *l, uint64_t *at, uint64_t buckets)
 {
     unsigned bits = 0;
     while ((1ull << bits) < buckets) bits++;
-    l->b = l->wide ? NULL : (struct ofl_lpm6_bucket *)(void *)at;
-    l->wb = l->wide ? (struct ofl_lpm6_wbucket *)(void *)at : NULL;
+    l->p = l->packed ? at : NULL;
+    l->wb = l->packed ? NULL : (struct ofl_lpm6_wbucket *)(void *)at;
     l->mask = buckets - 1;
     l->shift = (uint8_t)(64 - bits);
     l->used = 0;
 }
 
-/* Buckets for `used` entries in level l: a power of two >= 2, at most half the slots
- * used (so that few buckets fill up and send a probe on, and never all of them). */
+/* Buckets for `used` entries in level l: a power of two >= 2 with at most 60% of the
+ * slots used in packed buckets (eight slots: about one in twenty fills up and sends
+ * a probe on) and half in wide ones (three slots); never all of them. */
 static uint64_t buckets_for(const struct ofl_lpm6_level *l, uint64_t used)
 {
     uint64_t cap = 2;
-    while (cap * per_bucket(l) < 2 * used) cap *= 2;
+    if (l->packed)
+        while (cap * OFL_LPM6_PSLOTS * 6 < 10 * used) cap *= 2;
+    else
+        while (cap * OFL_LPM6_WSLOTS < 2 * used) cap *= 2;
     return cap;
 }
 
@@ -182,27 +195,34 @@ static unsigned marker_levels(const struct ofl_lpm6 *t, unsigned tr, unsigned j,
     return k;
 }
 
-/* Move every level into a table of buckets_for(used) buckets in a fresh arena. */
+/* Move every level into a table of buckets_for(used) buckets in a fresh arena,
+ * packed for the levels of up to OFL_LPM6_PACKED_LEN. */
 static int compact(struct ofl_lpm6 *t)
 {
     size_t words = 0;
-    for (unsigned j = 0; j < t->nlv; j++)
-        words += buckets_for(&t->lv[j], t->lv[j].used) * BUCKET_WORDS;
+    for (unsigned j = 0; j < t->nlv; j++) {
+        struct ofl_lpm6_level n = t->lv[j];
+        n.packed = n.len <= OFL_LPM6_PACKED_LEN;
+        words += buckets_for(&n, n.used) * BUCKET_WORDS;
+    }
     uint64_t *arena = alloc_words(words);
     if (!arena) return -ENOMEM;
     uint64_t *at = arena;
     for (unsigned j = 0; j < t->nlv; j++) {
         struct ofl_lpm6_level *l = &t->lv[j], n = *l;
-        size_level(&n, at, buckets_for(l, l->used));
+        n.packed = n.len <= OFL_LPM6_PACKED_LEN;
+        size_level(&n, at, buckets_for(&n, l->used));
         at += (n.mask + 1) * BUCKET_WORDS;
-        if (l->len <= OFL_LPM6_DIR_LEN) {   /* answered by dir1 / dir2: left empty */
+        if (l->len <= OFL_LPM6_DIR_LEN) {   /* answered by the front: left empty */
             *l = n;
             continue;
         }
-        for (uint64_t s = 0; s < (l->mask + 1) * per_bucket(l); s++) {
+        for (uint64_t s = 0; s < (l->mask + 1) * OFL_LPM6_WSLOTS; s++) {
             uint64_t hi, lo;
             uint32_t v = *slot_at(l, s, &hi, &lo);
-            if (v) *slot_of(&n, hi, lo) = v;
+            if (!v) continue;
+            if (n.packed) put_packed(&n, hi, v);
+            else *slot_of(&n, hi, lo) = v;
         }
         *l = n;
     }
@@ -220,6 +240,141 @@ static void paint(uint32_t *dir, unsigned skip, unsigned bits, uint64_t hi, unsi
     uint64_t first = (hi << skip) >> (64 - bits), n = 1ull << (skip + bits - len);
     first &= ~(n - 1);
     for (uint64_t i = first; i < first + n; i++) dir[i] = (dir[i] & 0xFFFF0000u) | hop;
+}
+
+/* The /32s of the /32 table, sorted, with their values while the build computes them. */
+struct keys32 {
+    uint32_t *key, *val;
+    size_t n;
+};
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Index of the first key >= k. */
+static size_t lower32(const struct keys32 *ks, uint32_t k)
+{
+    size_t lo = 0, hi = ks->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (ks->key[mid] < k) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* dir1 (prefixes up to /16), dir2 (up to /24) and the /32s of the /32 table with the
+ * hops of their prefixes up to /32 (ks): every /32 that a prefix of length 25..32
+ * covers or that holds a longer one, whose /24 gets OFL_LPM6_SEE32. Shortest
+ * prefixes first, input order within a length (the later wins). Returns 0 or
+ * -ENOMEM. */
+static int build_front(struct ofl_lpm6 *t, const struct ofl_route6 *r, size_t n,
+                       const uint64_t *per_len, struct keys32 *ks)
+{
+    const unsigned B1 = OFL_LPM6_DIR1_BITS, B2 = OFL_LPM6_DIR2_BITS;
+    t->dir1 = (uint32_t *)alloc_words(((size_t)1 << B1) / 2);
+    if (!t->dir1) return -ENOMEM;
+    for (size_t i = 0; i < (size_t)1 << B1; i++) t->dir1[i] = t->def;
+    for (unsigned l = 1; l <= B1; l++)
+        if (per_len[l])
+            for (size_t i = 0; i < n; i++)
+                if (r[i].len == l) paint(t->dir1, 0, B1, ofl_lpm6_be64(r[i].addr), l, r[i].hop);
+    /* A dir2 block for every dir1 entry with longer prefixes (at most 2^16 - 1 of
+     * them: 2^B1 entries, and a route of length > B1 makes the 2^B1 the default). */
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].len <= B1) continue;
+        uint32_t *e = &t->dir1[ofl_lpm6_be64(r[i].addr) >> (64 - B1)];
+        if (!(*e >> 16)) {
+            if (t->nblocks == 0xFFFF) return -ENOMEM;   /* cannot happen with B1 <= 16 */
+            *e |= ++t->nblocks << 16;
+        }
+    }
+    t->dir2 = (uint32_t *)alloc_words(((size_t)t->nblocks << B2) / 2 + 1);
+    if (!t->dir2) return -ENOMEM;
+    for (size_t b = 0; b < (size_t)1 << B1; b++) {
+        uint32_t e = t->dir1[b];
+        if (!(e >> 16)) continue;
+        uint32_t *blk = t->dir2 + ((size_t)((e >> 16) - 1) << B2);
+        for (size_t i = 0; i < (size_t)1 << B2; i++) blk[i] = e & 0xFFFF;
+    }
+    for (unsigned l = B1 + 1; l <= B1 + B2; l++)
+        if (per_len[l])
+            for (size_t i = 0; i < n; i++) {
+                if (r[i].len != l) continue;
+                uint64_t hi = ofl_lpm6_be64(r[i].addr);
+                uint32_t e = t->dir1[hi >> (64 - B1)];
+                paint(t->dir2 + ((size_t)((e >> 16) - 1) << B2), B1, B2, hi, l, r[i].hop);
+            }
+    /* The /32s, each with its /24's hop, then the prefixes of 25..32 over them. */
+    size_t nk = 0;
+    for (size_t i = 0; i < n; i++)
+        if (r[i].len > B1 + B2) nk += r[i].len >= 32 ? 1 : (size_t)1 << (32 - r[i].len);
+    ks->key = malloc((nk ? nk : 1) * sizeof *ks->key);
+    ks->val = malloc((nk ? nk : 1) * sizeof *ks->val);
+    if (!ks->key || !ks->val) return -ENOMEM;
+    nk = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].len <= B1 + B2) continue;
+        uint32_t top = (uint32_t)(ofl_lpm6_be64(r[i].addr) >> 32);
+        uint32_t cnt = r[i].len >= 32 ? 1 : 1u << (32 - r[i].len);
+        top &= ~(cnt - 1);
+        for (uint32_t k = 0; k < cnt; k++) ks->key[nk++] = top + k;
+    }
+    qsort(ks->key, nk, sizeof *ks->key, cmp_u32);
+    ks->n = 0;
+    for (size_t i = 0; i < nk; i++) {
+        if (ks->n && ks->key[ks->n - 1] == ks->key[i]) continue;
+        uint64_t hi = (uint64_t)ks->key[i] << 32;
+        uint32_t *e2 = &t->dir2[((size_t)((t->dir1[hi >> (64 - B1)] >> 16) - 1) << B2) |
+                                (ks->key[i] >> 8 & ((1u << B2) - 1))];
+        *e2 |= OFL_LPM6_SEE32;
+        ks->val[ks->n] = *e2 & 0xFFFF;
+        ks->key[ks->n++] = ks->key[i];
+    }
+    for (unsigned l = B1 + B2 + 1; l <= 32; l++)
+        if (per_len[l])
+            for (size_t i = 0; i < n; i++) {
+                if (r[i].len != l) continue;
+                uint32_t top = (uint32_t)(ofl_lpm6_be64(r[i].addr) >> 32);
+                uint32_t cnt = 1u << (32 - l);
+                top &= ~(cnt - 1);
+                for (size_t k = lower32(ks, top); k < ks->n && ks->key[k] - top < cnt; k++)
+                    ks->val[k] = (ks->val[k] & 0xFFFF0000u) | r[i].hop;
+            }
+    return 0;
+}
+
+/* The /32 table, from the keys and their final values (never 0: a /32 is there for a
+ * prefix of 25..32 covering it, whose hop is >= 1, or for longer ones, whose tree is).
+ * Returns 0 or -ENOMEM. */
+static int fill_x32(struct ofl_lpm6 *t, const struct keys32 *ks)
+{
+    uint64_t buckets = 2;
+    unsigned bits = 1;
+    while (buckets * OFL_LPM6_SLOTS32 < 2 * ks->n) {
+        buckets *= 2;
+        bits++;
+    }
+    t->x32 = (struct ofl_lpm6_bucket32 *)(void *)alloc_words(buckets * BUCKET_WORDS);
+    if (!t->x32) return -ENOMEM;
+    t->x32_mask = buckets - 1;
+    t->x32_shift = (uint8_t)(64 - bits);
+    for (size_t k = 0; k < ks->n; k++) {
+        for (uint64_t i = ofl_lpm6_hash32(t, ks->key[k]);; i = (i + 1) & t->x32_mask) {
+            struct ofl_lpm6_bucket32 *b = &t->x32[i];
+            unsigned j = 0;
+            while (j < OFL_LPM6_SLOTS32 && b->val[j]) j++;
+            if (j == OFL_LPM6_SLOTS32) continue;
+            b->key[j] = ks->key[k];
+            b->val[j] = ks->val[k];
+            break;
+        }
+    }
+    t->x32_used = ks->n;
+    return 0;
 }
 
 /* A route with a length > DIR_LEN, for grouping by its /DIR_LEN. */
@@ -244,6 +399,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
     uint64_t *mk = NULL, *cost = NULL, *sum = NULL;
     unsigned *root = NULL;
     uint32_t *ids = NULL;
+    struct keys32 ks = {NULL, NULL, 0};
     for (size_t i = 0; i < n; i++) {
         if (r[i].len > 128 || r[i].hop < 1 || r[i].hop > OFL_ROUTE_MAX_HOP) {
             snprintf(errbuf, 256, "route %zu: length %u, hop %u: want a length 0..128 and "
@@ -264,46 +420,12 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
         if (idx[l] < 0) continue;
         struct ofl_lpm6_level *lv = &t->lv[idx[l]];
         lv->len = (uint8_t)l;
-        lv->wide = l > 64;
         lv->mhi = mask64(l);
         lv->mlo = mask64(l - 64);
     }
 
-    /* dir1: the default, then the prefixes up to DIR1_BITS, shortest first (input
-     * order within a length: the later wins). */
-    const unsigned B1 = OFL_LPM6_DIR1_BITS, B2 = OFL_LPM6_DIR2_BITS, DL = OFL_LPM6_DIR_LEN;
-    t->dir1 = (uint32_t *)alloc_words(((size_t)1 << B1) / 2);
-    if (!t->dir1) goto nomem;
-    for (size_t i = 0; i < (size_t)1 << B1; i++) t->dir1[i] = def;
-    for (unsigned l = 1; l <= B1; l++)
-        if (per_len[l])
-            for (size_t i = 0; i < n; i++)
-                if (r[i].len == l) paint(t->dir1, 0, B1, ofl_lpm6_be64(r[i].addr), l, r[i].hop);
-    /* A dir2 block for every dir1 entry with longer prefixes. */
-    for (size_t i = 0; i < n; i++) {
-        if (r[i].len <= B1) continue;
-        uint32_t *e = &t->dir1[ofl_lpm6_be64(r[i].addr) >> (64 - B1)];
-        if (!(*e >> 16)) {
-            if (t->nblocks == 0xFFFF) goto nomem;   /* cannot happen with B1 <= 16 */
-            *e |= ++t->nblocks << 16;
-        }
-    }
-    t->dir2 = (uint32_t *)alloc_words(((size_t)t->nblocks << B2) / 2 + 1);
-    if (!t->dir2) goto nomem;
-    for (size_t b = 0; b < (size_t)1 << B1; b++) {
-        uint32_t e = t->dir1[b];
-        if (!(e >> 16)) continue;
-        uint32_t *blk = t->dir2 + ((size_t)((e >> 16) - 1) << B2);
-        for (size_t i = 0; i < (size_t)1 << B2; i++) blk[i] = e & 0xFFFF;
-    }
-    for (unsigned l = B1 + 1; l <= DL; l++)
-        if (per_len[l])
-            for (size_t i = 0; i < n; i++) {
-                if (r[i].len != l) continue;
-                uint64_t hi = ofl_lpm6_be64(r[i].addr);
-                uint32_t e = t->dir1[hi >> (64 - B1)];
-                paint(t->dir2 + ((size_t)((e >> 16) - 1) << B2), B1, B2, hi, l, r[i].hop);
-            }
+    const unsigned DL = OFL_LPM6_DIR_LEN;
+    if (build_front(t, r, n, per_len, &ks) < 0) goto nomem;
 
     /* Longer routes grouped by /DIR_LEN: each group's set of lengths gets a tree over
      * just those levels (one per distinct set; tree 1, over every longer level, takes
@@ -371,11 +493,10 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
             }
         }
         uint32_t id = ids[at] ? ids[at] : 1;
-        uint64_t hi = ofl_lpm6_be64(r[lg[g].i].addr);
-        uint32_t e = t->dir1[hi >> (64 - B1)];
-        t->dir2[((size_t)((e >> 16) - 1) << B2) | ((hi >> (64 - DL)) & ((1u << B2) - 1))] |= id << 16;
+        ks.val[lower32(&ks, (uint32_t)lg[g].top)] |= id << 16;
         g = h;
     }
+    if (fill_x32(t, &ks) < 0) goto nomem;
     t->depth = 1;
     for (unsigned k = 1; k <= t->ntrees; k++) {
         unsigned d = 1 + height(t, t->tree[k]);
@@ -461,6 +582,8 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
     free(root);
     free(cost);
     free(sum);
+    free(ks.key);
+    free(ks.val);
     *out = t;
     return 0;
 nomem:
@@ -470,6 +593,8 @@ nomem:
     free(root);
     free(cost);
     free(sum);
+    free(ks.key);
+    free(ks.val);
     ofl_lpm6_free(t);
     snprintf(errbuf, 256, "out of memory for an IPv6 table of %zu routes", n);
     return -ENOMEM;
@@ -493,6 +618,7 @@ void ofl_lpm6_free(struct ofl_lpm6 *t)
     free(t->lv);
     free(t->dir1);
     free(t->dir2);
+    free(t->x32);
     free(t->tree);
     free(t->node);
     free(t);
@@ -503,16 +629,20 @@ size_t ofl_lpm6_memory(const struct ofl_lpm6 *t)
     return sizeof *t + t->nlv * sizeof *t->lv + t->arena_words * sizeof *t->arena +
            (((size_t)1 << OFL_LPM6_DIR1_BITS) + ((size_t)t->nblocks << OFL_LPM6_DIR2_BITS)) *
                sizeof *t->dir1 +
+           (t->x32 ? (t->x32_mask + 1) * sizeof *t->x32 : 0) +
            (t->ntrees + 1) * sizeof *t->tree + t->nnodes * sizeof *t->node;
 }
 
-/* Addresses whose front (dir1, dir2) is read in one pass before their searches. */
+/* Addresses whose front (dir1, dir2, the /32 table) is read in one pass before their
+ * searches. */
 #define LPM6_CHUNK 64
 
 /* The tree searches of the addresses `idx[0 .. m)` of a chunk, started at the trees of
  * their front entries `ent` (hops[idx[i]] already holds the front's hop): one level
  * per round for all of them, a pass that prefetches each one's bucket and a pass that
- * probes them and keeps those whose search goes on. */
+ * probes them, without branches, and keeps those whose search goes on. (Aiming at the
+ * next bucket right after a probe, in the same pass, makes each step one long chain of
+ * dependent reads and runs slower.) */
 static void search_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
                          const unsigned *idx, const uint32_t *ent, unsigned m)
 {
@@ -557,30 +687,31 @@ static void search_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_
 void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
                            unsigned n)
 {
-    unsigned idx[LPM6_CHUNK];
-    uint32_t ent[LPM6_CHUNK], e1[LPM6_CHUNK];
-    uint64_t top[LPM6_CHUNK];
+    unsigned idx[LPM6_CHUNK], who[LPM6_CHUNK];
+    uint32_t ent[LPM6_CHUNK], key[LPM6_CHUNK];
+    uint64_t at[LPM6_CHUNK];
     for (unsigned c = 0; c < n; c += LPM6_CHUNK) {
-        unsigned len = n - c < LPM6_CHUNK ? n - c : LPM6_CHUNK, m = 0, m2 = 0;
-        /* dir1 for the chunk (small, cached), prefetching the dir2 entries. */
+        unsigned len = n - c < LPM6_CHUNK ? n - c : LPM6_CHUNK, m = 0, m32 = 0;
+        /* dir1 and dir2 for the chunk (small, cached), prefetching the buckets of the
+         * /32 table where dir2 sends the address there. */
         for (unsigned i = 0; i < len; i++) {
             uint64_t hi = ofl_lpm6_be64(addrs + 16 * (size_t)(c + i));
             uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
+            if (e >> 16) e = ofl_lpm6_dir2(t, e, hi);
             hops[c + i] = (uint16_t)e;
-            size_t at = ((size_t)((e >> 16) - 1) << OFL_LPM6_DIR2_BITS) |
-                        ((hi >> (64 - OFL_LPM6_DIR_LEN)) & ((1u << OFL_LPM6_DIR2_BITS) - 1));
-            if (e >> 16) __builtin_prefetch(t->dir2 + at);
-            top[m2] = at;
-            e1[m2] = c + i;
-            m2 += (e >> 16) != 0;
+            key[m32] = (uint32_t)(hi >> 32);
+            at[m32] = ofl_lpm6_hash32(t, key[m32]);
+            if (e & OFL_LPM6_SEE32) __builtin_prefetch(&t->x32[at[m32]]);
+            who[m32] = c + i;
+            m32 += (e & OFL_LPM6_SEE32) != 0;
         }
-        /* dir2 entries; those with a tree go on to the searches. */
-        for (unsigned i = 0; i < m2; i++) {
-            uint32_t e = t->dir2[top[i]];
-            hops[e1[i]] = (uint16_t)e;
-            idx[m] = e1[i];
-            ent[m] = e;
-            m += (e >> 16) != 0;
+        /* The /32 table; those with a tree go on to the searches. */
+        for (unsigned i = 0; i < m32; i++) {
+            uint32_t v = ofl_lpm6_probe32(t, key[i], at[i]);
+            hops[who[i]] = (uint16_t)(v | (hops[who[i]] & -(uint32_t)(v == 0)));
+            idx[m] = who[i];
+            ent[m] = v;
+            m += (v >> 16) != 0;
         }
         if (m) search_batch(t, addrs, hops, idx, ent, m);
     }

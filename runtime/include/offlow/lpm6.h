@@ -40,24 +40,36 @@
 #define OFL_LPM6_MARKER 0x10000u   /* value flag: longer prefixes pass through here */
 #define OFL_LPM6_PREFIX 0x20000u   /* value flag: a route of this length */
 
-/* The direct-indexed front: the top DIR1_BITS of an address index dir1, the next
- * DIR2_BITS a block of dir2; lengths up to DIR_LEN are answered there. */
+/* The front: the top DIR1_BITS of an address index dir1, the next DIR2_BITS a block
+ * of dir2, and a hash table holds the /DIR_LEN (= /32) entries that dir2 cannot
+ * give; lengths up to DIR_LEN are answered there. */
 #define OFL_LPM6_DIR1_BITS 16
-#define OFL_LPM6_DIR2_BITS 16
-#define OFL_LPM6_DIR_LEN (OFL_LPM6_DIR1_BITS + OFL_LPM6_DIR2_BITS)
+#define OFL_LPM6_DIR2_BITS 8
+#define OFL_LPM6_DIR_LEN 32
+#define OFL_LPM6_SEE32 0x10000u   /* dir2 entry flag: look the /32 up in the /32 table */
 
-/* A bucket of a level of up to 64 bits: one cache line of five keys and their values.
- * A value is never 0 in a used slot; the slots of a bucket fill in order and are never
- * emptied, so a bucket whose last value is set is full, and a key that is in none of
- * the slots of a bucket that is not full is in no later bucket either. */
-#define OFL_LPM6_SLOTS 5
-struct ofl_lpm6_bucket {
-    uint64_t key[OFL_LPM6_SLOTS];
-    uint32_t val[OFL_LPM6_SLOTS];
-    uint32_t pad;
+/* A bucket of the /32 table: one cache line of eight 32-bit keys (an address's top 32
+ * bits) and their values (hop | tree << 16, never 0 in a used slot), filled in order
+ * as the level buckets below. */
+#define OFL_LPM6_SLOTS32 8
+struct ofl_lpm6_bucket32 {
+    uint32_t key[OFL_LPM6_SLOTS32];
+    uint32_t val[OFL_LPM6_SLOTS32];
 };
 
-/* A bucket of a longer level: three keys of two words. */
+/* Levels of up to PACKED_LEN bits keep "packed" slots: one 64-bit word holding the
+ * key (the address's top 64 bits masked to the level) in its top bits and, in the low
+ * 16 bits that every key leaves 0, the value: bmp | OFL_LPM6_PMARK for a marker. A
+ * bucket is one cache line of eight such slots. An empty slot is 0, and a used one
+ * never is (its bmp is >= 1 or it is a marker). Slots fill in order and never empty,
+ * so a bucket whose last slot is used is full, and a key that is in none of the
+ * slots of a bucket that is not full is in no later bucket either. */
+#define OFL_LPM6_PACKED_LEN 48
+#define OFL_LPM6_PSLOTS 8
+#define OFL_LPM6_PMARK 0x8000u
+
+/* A bucket of a longer level (and of every level while the table is being built):
+ * three keys of two words and their values (bmp | flags, never 0 in a used slot). */
 #define OFL_LPM6_WSLOTS 3
 struct ofl_lpm6_wbucket {
     uint64_t key[OFL_LPM6_WSLOTS][2];
@@ -66,14 +78,14 @@ struct ofl_lpm6_wbucket {
 };
 
 /* One prefix length's hash table: buckets of slots, open addressing (a full bucket
- * sends keys on to the next one), at most half the slots used. */
+ * sends keys on to the next one), at most about half the slots used. */
 struct ofl_lpm6_level {
     uint64_t mhi, mlo;    /* the length's mask, high and low 64 bits */
-    struct ofl_lpm6_bucket *b;     /* (mask + 1) buckets when wide = 0, else NULL */
-    struct ofl_lpm6_wbucket *wb;   /* (mask + 1) buckets when wide = 1, else NULL */
+    uint64_t *p;          /* packed = 1: (mask + 1) buckets of OFL_LPM6_PSLOTS words */
+    struct ofl_lpm6_wbucket *wb;   /* packed = 0: (mask + 1) buckets */
     uint64_t mask;        /* buckets - 1; buckets is a power of two >= 2 */
     uint8_t shift;        /* 64 - log2(buckets): the hash's top bits index the buckets */
-    uint8_t wide;         /* len > 64: keys of two words */
+    uint8_t packed;       /* packed slots (len <= OFL_LPM6_PACKED_LEN, once built) */
     uint8_t len;          /* prefix length 1..128 */
     uint32_t used;        /* entries (prefixes and markers) */
 };
@@ -89,15 +101,25 @@ struct ofl_lpm6_node {
 struct ofl_lpm6 {
     struct ofl_lpm6_level *lv;   /* levels by increasing length */
     unsigned nlv;
-    unsigned depth;              /* most memory steps of one search past dir1: the dir2
-                                    read plus the tallest tree's height */
+    unsigned depth;              /* most memory steps of one search past dir1 and dir2:
+                                    the /32 table plus the tallest tree's height */
     uint16_t def;                /* hop of the /0 route, 0 = none */
     size_t routes;               /* routes it was built from (duplicates included) */
     size_t prefixes;             /* distinct prefixes of length >= 1 */
     size_t markers;              /* entries that are markers only */
     uint32_t *dir1;              /* 2^DIR1_BITS entries: hop | (block + 1) << 16 */
-    uint32_t *dir2;              /* nblocks blocks of 2^DIR2_BITS: hop | tree << 16 */
+    uint32_t *dir2;              /* nblocks blocks of 2^DIR2_BITS, one per /24: the hop
+                                    of the longest prefix of length <= 24 covering it,
+                                    | OFL_LPM6_SEE32 when it holds longer prefixes */
     unsigned nblocks;
+    struct ofl_lpm6_bucket32 *x32;   /* the /32 table: every /32 under a SEE32 /24 that
+                                        a prefix of length 25..32 covers or that holds
+                                        longer ones, keyed by its top 32 bits: the hop
+                                        of the longest prefix of length <= 32 covering
+                                        it | its tree << 16 (0 = none) */
+    uint64_t x32_mask;           /* buckets - 1 (a power of two >= 2) */
+    uint8_t x32_shift;           /* 64 - log2(buckets) */
+    size_t x32_used;             /* entries */
     int32_t *tree;               /* root node of tree id 1..ntrees ([0] unused) */
     unsigned ntrees;
     struct ofl_lpm6_node *node;  /* every tree's nodes */
@@ -144,27 +166,36 @@ static inline uint64_t ofl_lpm6_hash(uint64_t hi, uint64_t lo, unsigned shift)
 /* The address of the bucket `i` of level l (for a prefetch). */
 static inline const void *ofl_lpm6_bucket_at(const struct ofl_lpm6_level *l, uint64_t i)
 {
-    return l->wide ? (const void *)&l->wb[i] : (const void *)&l->b[i];
+    return l->packed ? (const void *)&l->p[OFL_LPM6_PSLOTS * i] : (const void *)&l->wb[i];
 }
 
-/* The value stored for the address (hi, lo) masked to level l, 0 when absent;
- * `i` is its first bucket (ofl_lpm6_hash of the masked address). The slots of a bucket
- * are compared without branches (a slot's value is kept when its key is equal; an
- * empty slot holds key 0 and value 0); only a full bucket without the key sends the
- * search on to the next one. */
+/* Four and eight 64-bit lanes, eight 32-bit lanes (GCC / Clang vector extension: AVX2
+ * registers, SSE2 pairs or scalar code, whatever the target has). */
+typedef uint64_t ofl_lpm6_u64x4 __attribute__((vector_size(32)));
+typedef uint32_t ofl_lpm6_u32x8 __attribute__((vector_size(32)));
+
+/* The value stored for the address (hi, lo) masked to level l, 0 when absent (bmp |
+ * OFL_LPM6_MARKER for a marker); `i` is its first bucket (ofl_lpm6_hash of the masked
+ * address). The slots of a bucket are compared at once, without branches (an empty
+ * slot yields 0); only a full bucket without the key sends the search on to the next
+ * one. */
 static inline uint32_t ofl_lpm6_probe(const struct ofl_lpm6_level *l, uint64_t hi,
                                       uint64_t lo, uint64_t i)
 {
-    if (!l->wide) {
+    if (l->packed) {
         for (;; i = (i + 1) & l->mask) {
-            const struct ofl_lpm6_bucket *b = &l->b[i];
-            uint32_t v = 0;
-            for (int j = 0; j < OFL_LPM6_SLOTS; j++)
-                v |= b->val[j] & -(uint32_t)(b->key[j] == hi);
+            const uint64_t *b = &l->p[OFL_LPM6_PSLOTS * i];
+            ofl_lpm6_u64x4 x, y;
+            memcpy(&x, b, sizeof x);
+            memcpy(&y, b + 4, sizeof y);
+            ofl_lpm6_u64x4 hit = (x & (ofl_lpm6_u64x4)(((x ^ hi) & l->mhi) == 0)) |
+                                 (y & (ofl_lpm6_u64x4)(((y ^ hi) & l->mhi) == 0));
+            uint32_t v = (uint32_t)((hit[0] | hit[1] | hit[2] | hit[3]) & 0xFFFF);
             /* Not found in a full bucket: full > v, one compare (a branch on v alone
              * would be a coin toss where half the probes miss). */
-            uint32_t full = b->val[OFL_LPM6_SLOTS - 1] != 0;
-            if (__builtin_expect(full <= v, 1)) return v;
+            uint32_t full = b[OFL_LPM6_PSLOTS - 1] != 0;
+            if (__builtin_expect(full <= v, 1))
+                return (v & ~OFL_LPM6_PMARK) | (v & OFL_LPM6_PMARK) << 1;
         }
     }
     for (;; i = (i + 1) & l->mask) {
@@ -184,16 +215,48 @@ static inline uint32_t ofl_lpm6_find(const struct ofl_lpm6_level *l, uint64_t hi
     return ofl_lpm6_probe(l, kh, kl, ofl_lpm6_hash(kh, kl, l->shift));
 }
 
-/* The front of a lookup: dir1, then dir2 when dir1 points to a block. Returns the
- * entry: the hop of the longest prefix of length <= DIR_LEN in the low 16 bits, the
- * tree to search for longer ones in the high 16 (0 = none). */
+/* The dir2 entry of address `hi` (its high 64 bits) under the dir1 entry e (which
+ * points to a block). */
+static inline uint32_t ofl_lpm6_dir2(const struct ofl_lpm6 *t, uint32_t e, uint64_t hi)
+{
+    return t->dir2[((size_t)((e >> 16) - 1) << OFL_LPM6_DIR2_BITS) |
+                   (hi >> (64 - OFL_LPM6_DIR1_BITS - OFL_LPM6_DIR2_BITS) &
+                    ((1u << OFL_LPM6_DIR2_BITS) - 1))];
+}
+
+/* First bucket of the /32 `key` in the /32 table. */
+static inline uint64_t ofl_lpm6_hash32(const struct ofl_lpm6 *t, uint32_t key)
+{
+    return ((uint64_t)key * 0x9E3779B97F4A7C15ull) >> t->x32_shift;
+}
+
+/* The value of the /32 `key` in the /32 table, 0 when absent; `i` is its first bucket.
+ * Without branches but for a full bucket, as ofl_lpm6_probe. */
+static inline uint32_t ofl_lpm6_probe32(const struct ofl_lpm6 *t, uint32_t key, uint64_t i)
+{
+    for (;; i = (i + 1) & t->x32_mask) {
+        const struct ofl_lpm6_bucket32 *b = &t->x32[i];
+        ofl_lpm6_u32x8 k, val;
+        memcpy(&k, b->key, sizeof k);
+        memcpy(&val, b->val, sizeof val);
+        val &= (ofl_lpm6_u32x8)(k == key);
+        uint32_t v = val[0] | val[1] | val[2] | val[3] | val[4] | val[5] | val[6] | val[7];
+        uint32_t full = b->val[OFL_LPM6_SLOTS32 - 1] != 0;
+        if (__builtin_expect(full <= v, 1)) return v;
+    }
+}
+
+/* The front of a lookup: dir1; dir2 when dir1 points to a block; the /32 table when
+ * the dir2 entry says so. Returns the hop of the longest prefix of length <= DIR_LEN
+ * in the low 16 bits, the tree to search for longer ones in the high 16 (0 = none). */
 static inline uint32_t ofl_lpm6_front(const struct ofl_lpm6 *t, uint64_t hi)
 {
     uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
-    if (e >> 16)
-        e = t->dir2[((size_t)((e >> 16) - 1) << OFL_LPM6_DIR2_BITS) |
-                    ((hi >> (64 - OFL_LPM6_DIR_LEN)) & ((1u << OFL_LPM6_DIR2_BITS) - 1))];
-    return e;
+    if (!(e >> 16)) return e;
+    e = ofl_lpm6_dir2(t, e, hi);
+    if (!(e & OFL_LPM6_SEE32)) return e;
+    uint32_t key = (uint32_t)(hi >> 32), v = ofl_lpm6_probe32(t, key, ofl_lpm6_hash32(t, key));
+    return v ? v : e & 0xFFFF;
 }
 
 /* One step of a search at node d whose probe found the value v (0 = none): the best
@@ -210,7 +273,8 @@ static inline int32_t ofl_lpm6_step(const struct ofl_lpm6_node *d, uint32_t v, u
 
 /* The next hop of `addr` (16 bytes, network order): the hop of the longest prefix
  * that contains it, 0 when none does. The plain scalar lookup: dir1, dir2 where the
- * /16 holds longer prefixes, then one hash probe per level of the /32's tree. */
+ * /16 holds longer prefixes, the /32 table where the /24 does, then one hash probe
+ * per level of the /32's tree. */
 static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t addr[16])
 {
     uint64_t hi = ofl_lpm6_be64(addr);
@@ -227,8 +291,9 @@ static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t a
 }
 
 /* hops[i] = ofl_lpm6_lookup(t, addrs + 16 * i) for i < n, hiding memory latency
- * (G-Opt style): for a group of addresses it reads dir1 and prefetches the dir2
- * entries, then reads those; the addresses left with a tree search it takes one level
+ * (G-Opt style): for a group of addresses it reads dir1 and dir2 (small, cached) and
+ * prefetches the /32 table's buckets, then probes those; the addresses left with a
+ * tree search it takes one level
  * at a time, all together: a pass prefetches every address's bucket, the next probes
  * them without branches and keeps the addresses that go on. The cache misses of a
  * group overlap. */
