@@ -57,7 +57,7 @@ static uint32_t *slot_of(struct ofl_lpm6_level *l, uint64_t hi, uint64_t lo)
  * packed level l, where it is not yet. */
 static void put_packed(struct ofl_lpm6_level *l, uint64_t hi, uint32_t v)
 {
-    uint64_t word = hi | (v & 0x7FFF) | (v & OFL_LPM6_MARKER ? OFL_LPM6_PMARK : 0);
+    uint64_t word = hi | (v & (OFL_LPM6_BMP | OFL_LPM6_MARKER));
     for (uint64_t i = ofl_lpm6_hash(hi, 0, l->shift);; i = (i + 1) & l->mask) {
         uint64_t *b = &l->p[OFL_LPM6_PSLOTS * i];
         for (unsigned j = 0; j < OFL_LPM6_PSLOTS; j++)
@@ -168,6 +168,22 @@ static int32_t nodes_of(struct ofl_lpm6 *t, const unsigned *lvs, const uint64_t 
         stack[sp++] = (struct span){r + 1, e.j, &t->node[k].right};
     }
 #undef AT
+    return top;
+}
+
+/* A search tree over the levels lvs[0 .. n) (increasing, weights w): level t->first at
+ * the root, whether the set holds it or not, and optimal trees over the shorter and
+ * the longer levels of the set below it. */
+static int32_t tree_of(struct ofl_lpm6 *t, const unsigned *lvs, const uint64_t *w,
+                       unsigned n, unsigned *root, uint64_t *cost, uint64_t *sum)
+{
+    unsigned below = 0;
+    while (below < n && lvs[below] < (unsigned)t->first) below++;
+    unsigned above = below + (below < n && lvs[below] == (unsigned)t->first);
+    int32_t top = (int32_t)t->nnodes++;
+    t->node[top].lv = (uint32_t)t->first;
+    t->node[top].left = nodes_of(t, lvs, w, below, root, cost, sum);
+    t->node[top].right = nodes_of(t, lvs + above, w + above, n - above, root, cost, sum);
     return top;
 }
 
@@ -455,7 +471,8 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
     if (!mk || !ids || !t->tree || !t->node || !root || !cost || !sum) goto nomem;
     unsigned lvs[128];
     uint64_t w[128];
-    if (nlong) {   /* tree 1: every longer level */
+    t->first = -1;
+    if (nlong) {   /* tree 1: every longer level; its root is every tree's */
         unsigned k = 0;
         for (unsigned j = 0; j < t->nlv; j++)
             if (t->lv[j].len > DL) {
@@ -463,6 +480,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
                 w[k++] = per_len[t->lv[j].len];
             }
         t->tree[++t->ntrees] = nodes_of(t, lvs, w, k, root, cost, sum);
+        t->first = (int32_t)t->node[t->tree[1]].lv;
     }
     for (size_t g = 0; g < nl;) {
         size_t h = g;
@@ -486,7 +504,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
                         w[k++] = per_len[l];
                     }
                 }
-                t->tree[++t->ntrees] = nodes_of(t, lvs, w, k, root, cost, sum);
+                t->tree[++t->ntrees] = tree_of(t, lvs, w, k, root, cost, sum);
                 ids[at] = t->ntrees;
                 mk[2 * at] = m0;
                 mk[2 * at + 1] = m1;
@@ -562,7 +580,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
             for (unsigned k = j; k-- > 0;) {
                 uint32_t v = ofl_lpm6_find(&t->lv[k], hi, lo);
                 if (v) {
-                    bmp = (uint16_t)v;
+                    bmp = (uint16_t)(v & OFL_LPM6_BMP);
                     break;
                 }
             }
@@ -637,47 +655,43 @@ size_t ofl_lpm6_memory(const struct ofl_lpm6 *t)
  * searches. */
 #define LPM6_CHUNK 64
 
-/* The tree searches of the addresses `idx[0 .. m)` of a chunk, started at the trees of
- * their front entries `ent` (hops[idx[i]] already holds the front's hop): one level
- * per round for all of them, a pass that prefetches each one's bucket and a pass that
- * probes them, without branches, and keeps those whose search goes on. (Aiming at the
- * next bucket right after a probe, in the same pass, makes each step one long chain of
- * dependent reads and runs slower.) */
-static void search_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
-                         const unsigned *idx, const uint32_t *ent, unsigned m)
-{
-    uint64_t hi[LPM6_CHUNK], lo[LPM6_CHUNK], at[LPM6_CHUNK];
+/* The searches of a chunk that go on past the root: per address its slot in hops,
+ * key, best hop so far and next node. */
+struct lanes {
+    uint64_t hi[LPM6_CHUNK], lo[LPM6_CHUNK];
     int32_t node[LPM6_CHUNK];
     unsigned who[LPM6_CHUNK];
     uint16_t best[LPM6_CHUNK];
-    for (unsigned k = 0; k < m; k++) {
-        const uint8_t *a = addrs + 16 * (size_t)idx[k];
-        hi[k] = ofl_lpm6_be64(a);
-        lo[k] = ofl_lpm6_be64(a + 8);
-        who[k] = idx[k];
-        best[k] = (uint16_t)ent[k];
-        node[k] = t->tree[ent[k] >> 16];
-    }
+};
+
+/* The tree searches of the m lanes of s: one level per round for all of them, a pass
+ * that prefetches each one's bucket and a pass that probes them, without branches,
+ * and keeps those whose search goes on. (Aiming at the next bucket right after a
+ * probe, in the same pass, makes each step one long chain of dependent reads and runs
+ * slower.) */
+static void search_batch(const struct ofl_lpm6 *t, uint16_t *hops, struct lanes *s, unsigned m)
+{
+    uint64_t at[LPM6_CHUNK];
     while (m) {
         for (unsigned k = 0; k < m; k++) {
-            const struct ofl_lpm6_level *l = &t->lv[t->node[node[k]].lv];
-            at[k] = ofl_lpm6_hash(hi[k] & l->mhi, lo[k] & l->mlo, l->shift);
+            const struct ofl_lpm6_level *l = &t->lv[t->node[s->node[k]].lv];
+            at[k] = ofl_lpm6_hash(s->hi[k] & l->mhi, s->lo[k] & l->mlo, l->shift);
             __builtin_prefetch(ofl_lpm6_bucket_at(l, at[k]));
         }
         unsigned live = 0;
         for (unsigned k = 0; k < m; k++) {
-            const struct ofl_lpm6_node *d = &t->node[node[k]];
+            const struct ofl_lpm6_node *d = &t->node[s->node[k]];
             const struct ofl_lpm6_level *l = &t->lv[d->lv];
-            uint32_t v = ofl_lpm6_probe(l, hi[k] & l->mhi, lo[k] & l->mlo, at[k]);
+            uint32_t v = ofl_lpm6_probe(l, s->hi[k] & l->mhi, s->lo[k] & l->mlo, at[k]);
             uint16_t b;
-            int32_t next = ofl_lpm6_step(d, v, best[k], &b);
-            hops[who[k]] = b;
+            int32_t next = ofl_lpm6_step(d, v, s->best[k], &b);
+            hops[s->who[k]] = b;
             /* Keep it (moved down to `live`) when its search goes on. */
-            hi[live] = hi[k];
-            lo[live] = lo[k];
-            who[live] = who[k];
-            best[live] = b;
-            node[live] = next;
+            s->hi[live] = s->hi[k];
+            s->lo[live] = s->lo[k];
+            s->who[live] = s->who[k];
+            s->best[live] = b;
+            s->node[live] = next;
             live += next >= 0;
         }
         m = live;
@@ -687,32 +701,59 @@ static void search_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_
 void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
                            unsigned n)
 {
-    unsigned idx[LPM6_CHUNK], who[LPM6_CHUNK];
-    uint32_t ent[LPM6_CHUNK], key[LPM6_CHUNK];
-    uint64_t at[LPM6_CHUNK];
+    unsigned who[LPM6_CHUNK];
+    uint32_t key[LPM6_CHUNK];
+    uint64_t at32[LPM6_CHUNK], atr[LPM6_CHUNK], hi[LPM6_CHUNK], lo[LPM6_CHUNK];
+    struct lanes s;
+    const struct ofl_lpm6_level *rl = t->first >= 0 ? &t->lv[t->first] : NULL;
     for (unsigned c = 0; c < n; c += LPM6_CHUNK) {
         unsigned len = n - c < LPM6_CHUNK ? n - c : LPM6_CHUNK, m = 0, m32 = 0;
-        /* dir1 and dir2 for the chunk (small, cached), prefetching the buckets of the
-         * /32 table where dir2 sends the address there. */
+        /* dir1 and dir2 for the chunk (small, cached). Where dir2 sends the address to
+         * the /32 table, prefetch its bucket there and in the root level. */
         for (unsigned i = 0; i < len; i++) {
-            uint64_t hi = ofl_lpm6_be64(addrs + 16 * (size_t)(c + i));
-            uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
-            if (e >> 16) e = ofl_lpm6_dir2(t, e, hi);
+            const uint8_t *a = addrs + 16 * (size_t)(c + i);
+            uint64_t h = ofl_lpm6_be64(a);
+            uint32_t e = t->dir1[h >> (64 - OFL_LPM6_DIR1_BITS)];
+            if (e >> 16) {
+                e = ofl_lpm6_dir2(t, e, h);
+                uint32_t see = (e & OFL_LPM6_SEE32) != 0;
+                hi[m32] = h;
+                lo[m32] = ofl_lpm6_be64(a + 8);
+                key[m32] = (uint32_t)(h >> 32);
+                at32[m32] = ofl_lpm6_hash32(t, key[m32]);
+                if (see) __builtin_prefetch(&t->x32[at32[m32]]);
+                if (see && rl) {
+                    atr[m32] = ofl_lpm6_hash(h & rl->mhi, lo[m32] & rl->mlo, rl->shift);
+                    __builtin_prefetch(ofl_lpm6_bucket_at(rl, atr[m32]));
+                }
+                who[m32] = c + i;
+                m32 += see;
+            }
             hops[c + i] = (uint16_t)e;
-            key[m32] = (uint32_t)(hi >> 32);
-            at[m32] = ofl_lpm6_hash32(t, key[m32]);
-            if (e & OFL_LPM6_SEE32) __builtin_prefetch(&t->x32[at[m32]]);
-            who[m32] = c + i;
-            m32 += (e & OFL_LPM6_SEE32) != 0;
         }
-        /* The /32 table; those with a tree go on to the searches. */
+        /* The /32 table and, for a /32 with a tree, its root level: a prefix there
+         * that is not a marker ends the search; the others go on to the searches. */
         for (unsigned i = 0; i < m32; i++) {
-            uint32_t v = ofl_lpm6_probe32(t, key[i], at[i]);
-            hops[who[i]] = (uint16_t)(v | (hops[who[i]] & -(uint32_t)(v == 0)));
-            idx[m] = who[i];
-            ent[m] = v;
-            m += (v >> 16) != 0;
+            uint32_t v = ofl_lpm6_probe32(t, key[i], at32[i]);
+            uint16_t h = (uint16_t)(v | (hops[who[i]] & -(uint32_t)(v == 0))), b = h;
+            int32_t next = -1;
+            if (rl) {
+                uint32_t vr = ofl_lpm6_probe(rl, hi[i] & rl->mhi, lo[i] & rl->mlo, atr[i]);
+                /* tree[0] is 0, some tree's root: a /32 without a tree (where the root
+                 * level holds nothing of it) goes through it, its answers dropped. */
+                int32_t nx = ofl_lpm6_step(&t->node[t->tree[v >> 16]], vr, h, &b);
+                int32_t has = -(int32_t)((v >> 16) != 0);
+                next = (nx & has) | ~has;
+                b = (uint16_t)((b & has) | (h & ~has));
+            }
+            hops[who[i]] = b;
+            s.hi[m] = hi[i];
+            s.lo[m] = lo[i];
+            s.who[m] = who[i];
+            s.best[m] = b;
+            s.node[m] = next;
+            m += next >= 0;
         }
-        if (m) search_batch(t, addrs, hops, idx, ent, m);
+        if (m) search_batch(t, hops, &s, m);
     }
 }

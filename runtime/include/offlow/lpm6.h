@@ -37,8 +37,9 @@
 
 #include "offlow/routes.h"
 
-#define OFL_LPM6_MARKER 0x10000u   /* value flag: longer prefixes pass through here */
-#define OFL_LPM6_PREFIX 0x20000u   /* value flag: a route of this length */
+#define OFL_LPM6_BMP 0x7FFFu      /* value bits: the best-matching prefix's hop */
+#define OFL_LPM6_MARKER 0x8000u    /* value flag: longer prefixes pass through here */
+#define OFL_LPM6_PREFIX 0x10000u   /* value flag while building: a route of this length */
 
 /* The front: the top DIR1_BITS of an address index dir1, the next DIR2_BITS a block
  * of dir2, and a hash table holds the /DIR_LEN (= /32) entries that dir2 cannot
@@ -59,14 +60,13 @@ struct ofl_lpm6_bucket32 {
 
 /* Levels of up to PACKED_LEN bits keep "packed" slots: one 64-bit word holding the
  * key (the address's top 64 bits masked to the level) in its top bits and, in the low
- * 16 bits that every key leaves 0, the value: bmp | OFL_LPM6_PMARK for a marker. A
+ * 16 bits that every key leaves 0, the value: bmp | OFL_LPM6_MARKER for a marker. A
  * bucket is one cache line of eight such slots. An empty slot is 0, and a used one
  * never is (its bmp is >= 1 or it is a marker). Slots fill in order and never empty,
  * so a bucket whose last slot is used is full, and a key that is in none of the
  * slots of a bucket that is not full is in no later bucket either. */
 #define OFL_LPM6_PACKED_LEN 48
 #define OFL_LPM6_PSLOTS 8
-#define OFL_LPM6_PMARK 0x8000u
 
 /* A bucket of a longer level (and of every level while the table is being built):
  * three keys of two words and their values (bmp | flags, never 0 in a used slot). */
@@ -122,6 +122,12 @@ struct ofl_lpm6 {
     size_t x32_used;             /* entries */
     int32_t *tree;               /* root node of tree id 1..ntrees ([0] unused) */
     unsigned ntrees;
+    int32_t first;               /* the level at the root of every tree: the root of
+                                    the optimal tree over all the levels longer than
+                                    DIR_LEN (tree 1; -1: no trees).
+                                    Its markers cover every longer prefix, so a prefix
+                                    found there that is not a marker is the answer:
+                                    the batched lookup probes it beside the /32 table */
     struct ofl_lpm6_node *node;  /* every tree's nodes */
     unsigned nnodes;
     uint64_t *arena;             /* every level's slots */
@@ -173,9 +179,34 @@ static inline const void *ofl_lpm6_bucket_at(const struct ofl_lpm6_level *l, uin
  * registers, SSE2 pairs or scalar code, whatever the target has). */
 typedef uint64_t ofl_lpm6_u64x4 __attribute__((vector_size(32)));
 typedef uint32_t ofl_lpm6_u32x8 __attribute__((vector_size(32)));
+typedef uint64_t ofl_lpm6_u64x2 __attribute__((vector_size(16)));
+typedef uint32_t ofl_lpm6_u32x4 __attribute__((vector_size(16)));
 
-/* The value stored for the address (hi, lo) masked to level l, 0 when absent (bmp |
- * OFL_LPM6_MARKER for a marker); `i` is its first bucket (ofl_lpm6_hash of the masked
+/* The OR of all lanes of a vector (a macro: a function taking a 32-byte vector would
+ * change the ABI on targets without AVX). Halving with shuffles where the compiler has
+ * __builtin_shufflevector (Clang, GCC 12 on), lane by lane elsewhere. */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#define OFL_LPM6_OR4X64(v, out)                                                         \
+    do {                                                                                \
+        ofl_lpm6_u64x2 h_ = __builtin_shufflevector((v), (v), 0, 1) |                   \
+                            __builtin_shufflevector((v), (v), 2, 3);                    \
+        (out) = h_[0] | h_[1];                                                          \
+    } while (0)
+#define OFL_LPM6_OR8X32(v, out)                                                         \
+    do {                                                                                \
+        ofl_lpm6_u32x4 h_ = __builtin_shufflevector((v), (v), 0, 1, 2, 3) |             \
+                            __builtin_shufflevector((v), (v), 4, 5, 6, 7);              \
+        h_ |= __builtin_shufflevector(h_, h_, 2, 3, 0, 1);                              \
+        (out) = h_[0] | h_[1];                                                          \
+    } while (0)
+#else
+#define OFL_LPM6_OR4X64(v, out) ((out) = (v)[0] | (v)[1] | (v)[2] | (v)[3])
+#define OFL_LPM6_OR8X32(v, out)                                                         \
+    ((out) = (v)[0] | (v)[1] | (v)[2] | (v)[3] | (v)[4] | (v)[5] | (v)[6] | (v)[7])
+#endif
+
+/* The value stored for the address (hi, lo) masked to level l, 0 when absent (bmp,
+ * | OFL_LPM6_MARKER for a marker); `i` is its first bucket (ofl_lpm6_hash of the masked
  * address). The slots of a bucket are compared at once, without branches (an empty
  * slot yields 0); only a full bucket without the key sends the search on to the next
  * one. */
@@ -190,12 +221,13 @@ static inline uint32_t ofl_lpm6_probe(const struct ofl_lpm6_level *l, uint64_t h
             memcpy(&y, b + 4, sizeof y);
             ofl_lpm6_u64x4 hit = (x & (ofl_lpm6_u64x4)(((x ^ hi) & l->mhi) == 0)) |
                                  (y & (ofl_lpm6_u64x4)(((y ^ hi) & l->mhi) == 0));
-            uint32_t v = (uint32_t)((hit[0] | hit[1] | hit[2] | hit[3]) & 0xFFFF);
+            uint64_t any;
+            OFL_LPM6_OR4X64(hit, any);
+            uint32_t v = (uint32_t)(any & 0xFFFF);
             /* Not found in a full bucket: full > v, one compare (a branch on v alone
              * would be a coin toss where half the probes miss). */
             uint32_t full = b[OFL_LPM6_PSLOTS - 1] != 0;
-            if (__builtin_expect(full <= v, 1))
-                return (v & ~OFL_LPM6_PMARK) | (v & OFL_LPM6_PMARK) << 1;
+            if (__builtin_expect(full <= v, 1)) return v;
         }
     }
     for (;; i = (i + 1) & l->mask) {
@@ -240,7 +272,8 @@ static inline uint32_t ofl_lpm6_probe32(const struct ofl_lpm6 *t, uint32_t key, 
         memcpy(&k, b->key, sizeof k);
         memcpy(&val, b->val, sizeof val);
         val &= (ofl_lpm6_u32x8)(k == key);
-        uint32_t v = val[0] | val[1] | val[2] | val[3] | val[4] | val[5] | val[6] | val[7];
+        uint32_t v;
+        OFL_LPM6_OR8X32(val, v);
         uint32_t full = b->val[OFL_LPM6_SLOTS32 - 1] != 0;
         if (__builtin_expect(full <= v, 1)) return v;
     }
@@ -267,25 +300,44 @@ static inline int32_t ofl_lpm6_step(const struct ofl_lpm6_node *d, uint32_t v, u
                                     uint16_t *best)
 {
     const int32_t next[3] = {d->left, -1, d->right};
-    *best = (uint16_t)(v | (was & -(uint32_t)(v == 0)));
-    return next[(v != 0) + (v >> 16 & 1)];   /* OFL_LPM6_MARKER is bit 16 */
+    *best = (uint16_t)((v & OFL_LPM6_BMP) | (was & -(uint32_t)(v == 0)));
+    return next[(v != 0) + (v >> 15 & 1)];   /* OFL_LPM6_MARKER is bit 15 */
 }
 
 /* The next hop of `addr` (16 bytes, network order): the hop of the longest prefix
  * that contains it, 0 when none does. The plain scalar lookup: dir1, dir2 where the
- * /16 holds longer prefixes, the /32 table where the /24 does, then one hash probe
- * per level of the /32's tree. */
+ * /16 holds longer prefixes, the /32 table where the /24 does and, beside it (it does
+ * not wait for the /32 table's answer), the root level; then one hash probe per level
+ * further down the /32's tree. */
 static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t addr[16])
 {
     uint64_t hi = ofl_lpm6_be64(addr);
-    uint32_t e = ofl_lpm6_front(t, hi);
-    uint16_t best = (uint16_t)e;
-    if (!(e >> 16)) return best;
+    uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
+    if (!(e >> 16)) return (uint16_t)e;
+    e = ofl_lpm6_dir2(t, e, hi);
+    if (!(e & OFL_LPM6_SEE32)) return (uint16_t)e;
     uint64_t lo = ofl_lpm6_be64(addr + 8);
-    int n = t->tree[e >> 16];
+    uint32_t key = (uint32_t)(hi >> 32), v = ofl_lpm6_probe32(t, key, ofl_lpm6_hash32(t, key));
+    uint32_t vr = t->first >= 0 ? ofl_lpm6_find(&t->lv[t->first], hi, lo) : 0;
+    uint16_t best = (uint16_t)(v ? v : e);
+    if (!(v >> 16)) return best;
+    /* The tree's root is level `first`: vr is its probe. With branches from here: the
+     * core predicts the way and starts the next probe before this one's bucket is in. */
+    const struct ofl_lpm6_node *d = &t->node[t->tree[v >> 16]];
+    int32_t n = d->left;
+    if (vr) {
+        best = (uint16_t)(vr & OFL_LPM6_BMP);
+        n = vr & OFL_LPM6_MARKER ? d->right : -1;
+    }
     while (n >= 0) {
-        const struct ofl_lpm6_node *d = &t->node[n];
-        n = ofl_lpm6_step(d, ofl_lpm6_find(&t->lv[d->lv], hi, lo), best, &best);
+        d = &t->node[n];
+        uint32_t w = ofl_lpm6_find(&t->lv[d->lv], hi, lo);
+        if (!w) {
+            n = d->left;
+            continue;
+        }
+        best = (uint16_t)(w & OFL_LPM6_BMP);
+        n = w & OFL_LPM6_MARKER ? d->right : -1;
     }
     return best;
 }
