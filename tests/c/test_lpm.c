@@ -405,6 +405,7 @@ static void test_lpm4_cases(void)
         {0x0C018000, 7, 17}, {0x0C020000, 7, 16},
     };
     n = sizeof sb / sizeof sb[0];
+    err[0] = 0;
     rc = ofl_lpm4_build(&t, sb, n, err);
     /* Shared: hop 0 (unrouted), 1 (10/8, 12/8), 2 (11/8, 10.7/16), 7 (12.2/16, and
      * 12.1/16: its two /17s of hop 7 leave its own block uniform, so it is given up);
@@ -425,6 +426,7 @@ static void test_lpm4_cases(void)
     g = malloc((nb + 1) * sizeof *g);
     g[0] = (struct ofl_route4){0, 9, 0};
     for (size_t i = 0; i < nb; i++) g[i + 1] = (struct ofl_route4){(uint32_t)i << 16, 1 + i % 5, 17};
+    err[0] = 0;
     rc = ofl_lpm4_build(&t, g, nb + 1, err);
     bad = 0;
     for (size_t i = 0; rc == 0 && i < nb; i += 97) {
@@ -689,9 +691,10 @@ static void test_lpm6_cases(void)
           "odd lengths, longest first");
     ofl_lpm6_free(t);
 
-    /* Around the direct-indexed front (dir1 /16, dir2 /32): routes of lengths 8..48
-     * packed into a few /16s and /32s, so that dir2 blocks, painted /17../32 and many
-     * distinct per-/32 length sets (trees) meet, all against brute force. */
+    /* Around the front (dir1 /16, dir2 /24, the /32 table): routes of lengths 8..48
+     * packed into a few /16s and /32s, so that dir2 blocks, painted /17../24, /32s
+     * covered by /25../31 and many distinct per-/32 length sets (trees) meet, all
+     * against brute force. */
     struct ofl_route6 *dense = malloc(3000 * sizeof *dense);
     uint8_t base[16];
     rand16(&g, base);
@@ -714,6 +717,160 @@ static void test_lpm6_cases(void)
     struct ofl_route6 b1 = {{0}, 1, 129}, b2 = {{0}, 0, 8};
     CHECK(ofl_lpm6_build(&t, &b1, 1, err) == -EINVAL && !t && ofl_lpm6_build(&t, &b2, 1, err) == -EINVAL,
           "length 129, hop 0: -EINVAL (%s)", err);
+}
+
+/* Whether some bucket of level l (packed) or of the /32 table (l NULL) is full, so that
+ * probes there go on to the next bucket. */
+static int has_full_bucket(const struct ofl_lpm6 *t, const struct ofl_lpm6_level *l)
+{
+    uint64_t n = l ? l->mask + 1 : t->x32_mask + 1;
+    for (uint64_t i = 0; i < n; i++)
+        if (l ? l->p[OFL_LPM6_PSLOTS * i + OFL_LPM6_PSLOTS - 1] != 0
+              : t->x32[i].val[OFL_LPM6_SLOTS32 - 1] != 0)
+            return 1;
+    return 0;
+}
+
+/* The /32 table and the root level: /32s covered by /25../31 prefixes beside their own
+ * routes and longer ones; buckets that fill up (lookups that go on to the next
+ * bucket); every tree rooted at tree 1's root level. */
+static void test_lpm6_tables(void)
+{
+    char err[256] = "";
+    struct ofl_lpm6 *t;
+    uint8_t a[16], len;
+    static const struct {
+        const char *p;
+        uint16_t hop;
+    } r6[] = {
+        {"2001:d00::/24", 1},     {"2001:db8::/29", 2},     {"2001:db9::/32", 3},
+        {"2001:db9:1::/48", 4},   {"2001:dba:5::/48", 5},   {"2001:d01::/32", 6},
+        {"2001:dbc::/31", 7},     {"2001:dbd:0:1::/64", 8}, {"2001:e00::/25", 9},
+        {"2001:e00:100::/40", 10},
+    };
+    struct ofl_route6 r[10];
+    size_t n = sizeof r6 / sizeof r6[0];
+    for (size_t i = 0; i < n; i++) {
+        parse6(r6[i].p, r[i].addr, &len);
+        r[i].len = (uint8_t)len;
+        r[i].hop = r6[i].hop;
+    }
+    static const struct {
+        const char *a;
+        uint16_t hop;
+    } want[] = {
+        {"2001:db8::1/128", 2},      {"2001:db9::1/128", 3},    {"2001:db9:1::1/128", 4},
+        {"2001:db9:2::1/128", 3},    {"2001:dba:5::1/128", 5},  {"2001:dba:6::1/128", 2},
+        {"2001:d02::1/128", 1},      {"2001:d01::1/128", 6},    {"2001:dbd::1/128", 7},
+        {"2001:dbd:0:1::1/128", 8},  {"2001:dbe::1/128", 2},    {"2001:dc0::1/128", 1},
+        {"2001:e00:1ff::1/128", 10}, {"2001:e00:200::1/128", 9},  {"2001:e7f:ffff::1/128", 9},
+        {"2001:e80::1/128", 0},      {"2002::1/128", 0},
+    };
+    int rc = ofl_lpm6_build(&t, r, n, err);
+    size_t bad = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof want / sizeof want[0]; i++) {
+        parse6(want[i].a, a, &len);
+        uint16_t h;
+        ofl_lpm6_lookup_batch(t, a, &h, 1);
+        if ((ofl_lpm6_lookup(t, a) != want[i].hop || h != want[i].hop) && bad++ < 5)
+            printf("  %s: scalar %u, batch %u, want %u\n", want[i].a, ofl_lpm6_lookup(t, a), h,
+                   want[i].hop);
+    }
+    CHECK(rc == 0 && bad == 0 && check6(t, r, n, n, 3000, 11) == 0,
+          "/25../32 over /32 tables and longer routes: %zu /32 entries %s", rc ? 0 : t->x32_used,
+          err);
+    if (!rc) ofl_lpm6_free(t);
+
+    /* 19,600 random /48s in one /32 (and the /32 itself): the /48 level is every
+     * tree's root, and 4,096 buckets 60% full: some of them fill up. (Random keys:
+     * evenly spaced ones would spread evenly over the buckets.) */
+    size_t nb = 19600;
+    struct ofl_route6 *many = calloc(nb + 1, sizeof *many);
+    uint8_t *seen = calloc(1 << 21, 1);   /* 2^24 bits */
+    struct ofl_rng g = {99};
+    parse6("2001:db8::/32", many[0].addr, &len);
+    many[0].len = 32;
+    many[0].hop = 7;
+    seen[0] = 1;   /* 2001:db8::/48 stays without a route of its own */
+    for (size_t i = 1; i <= nb; i++) {
+        uint32_t k;
+        do k = (uint32_t)ofl_rng_below(&g, 1 << 16);
+        while (seen[k >> 3] >> (k & 7) & 1);
+        seen[k >> 3] |= (uint8_t)(1 << (k & 7));
+        memcpy(many[i].addr, many[0].addr, 16);
+        many[i].addr[4] = (uint8_t)(k >> 8);
+        many[i].addr[5] = (uint8_t)k;
+        many[i].len = 48;
+        many[i].hop = (uint16_t)(8 + i % 1000);
+    }
+    rc = ofl_lpm6_build(&t, many, nb + 1, err);
+    bad = 0;
+    int full = 0, roots = 1;
+    if (rc == 0) {
+        for (size_t i = 0; i <= nb; i++) {
+            uint8_t x[16];
+            memcpy(x, many[i].addr, 16);
+            if (i) memset(x + 6, 0xFF, 10);   /* the /48's last address */
+            /* else: 2001:db8::/48, without a route of its own */
+            bad += ofl_lpm6_lookup(t, x) != many[i].hop;
+            uint16_t h;
+            ofl_lpm6_lookup_batch(t, x, &h, 1);
+            bad += h != many[i].hop;
+        }
+        full = t->first >= 0 && t->lv[t->first].len == 48 && t->lv[t->first].packed &&
+               has_full_bucket(t, &t->lv[t->first]);
+        for (unsigned k = 1; k <= t->ntrees; k++)
+            roots &= t->node[t->tree[k]].lv == (uint32_t)t->first;
+    }
+    CHECK(rc == 0 && bad == 0 && full && roots, "19,600 /48s in one /32: %zu wrong, a full "
+          "bucket at the /48 level %d, every tree rooted there %d", bad, full, roots);
+    if (!rc) ofl_lpm6_free(t);
+
+    /* 30,000 random /32 routes under 2a00::/8, and a /48 in each tenth: some buckets of
+     * the /32 table fill up. */
+    size_t n32 = 30000, n48 = n32 / 10;
+    struct ofl_route6 *r32 = calloc(n32 + n48, sizeof *r32);
+    uint32_t *k32 = malloc(n32 * sizeof *k32);
+    memset(seen, 0, 1 << 21);
+    for (size_t i = 0; i < n32; i++) {
+        uint32_t k;
+        do k = (uint32_t)ofl_rng_below(&g, 1 << 24);
+        while (seen[k >> 3] >> (k & 7) & 1);
+        seen[k >> 3] |= (uint8_t)(1 << (k & 7));
+        k32[i] = k;
+    }
+    for (size_t i = 0; i < n32 + n48; i++) {
+        uint32_t k = k32[i < n32 ? i : (i - n32) * 10];
+        r32[i].addr[0] = 0x2a;
+        r32[i].addr[1] = (uint8_t)(k >> 16);
+        r32[i].addr[2] = (uint8_t)(k >> 8);
+        r32[i].addr[3] = (uint8_t)k;
+        r32[i].len = i < n32 ? 32 : 48;
+        if (i >= n32) r32[i].addr[5] = 1;
+        r32[i].hop = (uint16_t)(1 + i % 2000);
+    }
+    rc = ofl_lpm6_build(&t, r32, n32 + n48, err);
+    bad = 0;
+    full = 0;
+    if (rc == 0) {
+        for (size_t i = 0; i < n32 + n48; i++) {
+            uint8_t x[16];
+            memcpy(x, r32[i].addr, 16);
+            memset(x + (i < n32 ? 4 : 6), 0xFF, i < n32 ? 12 : 10);
+            bad += ofl_lpm6_lookup(t, x) != r32[i].hop;
+            uint16_t h;
+            ofl_lpm6_lookup_batch(t, x, &h, 1);
+            bad += h != r32[i].hop;
+        }
+        full = has_full_bucket(t, NULL);
+    }
+    CHECK(rc == 0 && bad == 0 && full, "30,000 /32s and 3,000 /48s: %zu wrong, %zu /32 "
+          "entries, a full bucket in the /32 table %d", bad, rc ? 0 : t->x32_used, full);
+    if (!rc) ofl_lpm6_free(t);
+    free(r32);
+    free(k32);
+    free(many);
+    free(seen);
 }
 
 static void test_lpm6_random(void)
@@ -917,6 +1074,7 @@ int main(int argc, char **argv)
     test_lpm4_cases();
     test_lpm4_random();
     test_lpm6_cases();
+    test_lpm6_tables();
     test_lpm6_random();
     return CHECK_DONE();
 }
