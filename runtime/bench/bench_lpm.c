@@ -329,9 +329,9 @@ int main(int argc, char **argv)
            family == 4 ? "lpm4" : "lpm6");
     print_list(build_s, nbuild);
     printf(", \"memory\": %zu, \"routes\": %zu", memory, nr);
-    if (family == 4) printf(", \"tbl8_groups\": %u", o4->groups);
-    else printf(", \"levels\": %u, \"depth\": %u, \"markers\": %zu", o6->nlv, o6->depth,
-                o6->markers);
+    if (family == 4) printf(", \"tbl8_groups\": %u, \"tbl24_blocks\": %u", o4->groups, o4->blocks);
+    else printf(", \"levels\": %u, \"depth\": %u, \"markers\": %zu, \"entries32\": %zu",
+                o6->nlv, o6->depth, o6->markers, o6->x32_used);
     printf("}], \"files\": [");
     for (int f = 0; f < nfiles; f++) printf("%s\"%s\"", f ? ", " : "", fname[f]);
     printf("], \"addresses\": [");
