@@ -58,10 +58,16 @@ static size_t stage_offset(uint32_t nchan)
     return (ctl_bytes(nchan) + CHAN_PAGE - 1) / CHAN_PAGE * CHAN_PAGE;
 }
 
+uint32_t chan_stage_size(uint32_t nchan)
+{
+    if (nchan <= 16) return OFL_CHAN_STAGE_MAX;
+    return nchan <= 256 ? 4 * OFL_CHAN_STAGE_SLOT : 2 * OFL_CHAN_STAGE_SLOT;
+}
+
 size_t ofl_chan_region_size(uint32_t nchan)
 {
     if (nchan == 0 || nchan > CHAN_MAX_CHANNELS) return 0;
-    return stage_offset(nchan) + (size_t)nchan * 2 * OFL_CHAN_STAGE_SLOT;
+    return stage_offset(nchan) + (size_t)nchan * chan_stage_size(nchan);
 }
 
 int ofl_chan_region_format(void *mem, size_t size, uint32_t nchan)
@@ -75,6 +81,7 @@ int ofl_chan_region_format(void *mem, size_t size, uint32_t nchan)
     r->size = size;
     r->stage_off = stage_offset(nchan);
     r->ctl_size = (uint32_t)sizeof(struct chan_ctl);
+    r->stage_size = chan_stage_size(nchan);
     for (uint32_t i = 0; i < nchan; i++) chan_ctl_at(r, i)->id = i;
     /* The magic last: a region with a magic is complete. */
     STORE(&r->magic, CHAN_MAGIC, RELEASE);
@@ -87,7 +94,9 @@ struct chan_region *chan_region_ok(const void *region)
     if (!r || (uintptr_t)r % 64 || LOAD(&r->magic, ACQUIRE) != CHAN_MAGIC) return NULL;
     if (r->version != CHAN_VERSION || r->ctl_size != sizeof(struct chan_ctl)) return NULL;
     size_t need = ofl_chan_region_size(r->nchan);
-    if (need == 0 || r->size < need || r->stage_off != stage_offset(r->nchan)) return NULL;
+    if (need == 0 || r->size < need || r->stage_off != stage_offset(r->nchan) ||
+        r->stage_size != chan_stage_size(r->nchan))
+        return NULL;
     return r;
 }
 
@@ -98,7 +107,7 @@ struct chan_ctl *chan_ctl_at(const struct chan_region *r, uint32_t id)
 
 uint8_t *chan_stage_at(const struct chan_region *r, uint32_t id)
 {
-    return (uint8_t *)r + r->stage_off + (size_t)id * 2 * OFL_CHAN_STAGE_SLOT;
+    return (uint8_t *)r + r->stage_off + (size_t)id * r->stage_size;
 }
 
 /* ---- names ---- */
@@ -316,6 +325,7 @@ int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
     e->line_mine = &c->line[side].l;
     e->line_peer = &c->line[!side].l;
     e->stage = chan_stage_at(r, id);
+    e->stage_size = r->stage_size;
     e->abort_flag = abort_flag;
     e->id = id;
     e->side = side;
@@ -568,9 +578,17 @@ static void wait_arm(struct chan_wait *cw, uint64_t now)
     cw->next_live = now + OFL_WAIT_CHECK_NS;
 }
 
+/* Pauses a channel wait spins before it yields the CPU at every wait (about 3 us:
+ * longer than an exchange with a running peer or a bulk chunk takes). A thread that
+ * shares its CPU with others, its peer among them or the other transfers of a
+ * crew, then hands the CPU over instead of spinning out the OFL_WAIT_SPINS of
+ * ofl_wait (about 50 us). */
+#define CHAN_SPINS 128u
+
 int chan_wait(struct chan_wait *cw, const struct ofl_chan_end *e)
 {
     if (cw->timeout == 0) return -ETIMEDOUT;   /* tried once */
+    if (cw->w.spins >= CHAN_SPINS && cw->w.spins < OFL_WAIT_SPINS) cw->w.spins = OFL_WAIT_SPINS;
     int rc = ofl_wait(&cw->w);
     if (rc) return rc;
     if (!chan_end_open(e)) return -EPIPE;

@@ -20,12 +20,16 @@
  * seq_cst store-then-load on both sides, so one of them always sees the other).
  *
  * Copy paths (side B): memcpy when A is an end in this process (found by address
- * and cookie, and every entry bounded by A's live buffer), process_vm_readv/writev
- * otherwise; when the kernel refuses those (EPERM, ENOSYS) or either end asks for
- * it, the bytes go through the channel's two staging slots: A copies into slot
- * n % 2 before posting chunk n (B asks by setting SIDE_WANT_BOUNCE and leaving an
- * unstaged chunk untaken: A withdraws and re-posts it staged), or B stages chunk n
- * and A copies it out when verifying. */
+ * and cookie, and every entry bounded by A's live buffer); between processes the
+ * bounce through the staging ring unless an end asks for process_vm_readv/writev
+ * (OFL_CHAN_COPY_VM: the emulated DMA reading A's pages by address; when the kernel
+ * refuses it, EPERM or ENOSYS, the bounce again). In the bounce the bytes go
+ * through the channel's staging ring (a chunk at transfer offset o
+ * sits at o % ring size): A copies chunk n in before posting it (B asks by setting
+ * SIDE_WANT_BOUNCE and leaving an unstaged chunk untaken: A withdraws and re-posts it
+ * staged), or B stages chunk n and A copies it out when verifying. Up to 4 chunks
+ * are in flight, and a chunk enters the ring only where the peer has consumed the
+ * bytes of the previous round. Copies and CRCs are one pass (ofl_crc32c_copy). */
 #include "chan_int.h"
 
 #include <errno.h>
@@ -47,9 +51,35 @@ static int op_dir(const struct ofl_chan_end *e, const struct chan_bulk *op)
     return (e->side == OFL_CHAN_A) == (op->role == BULK_SEND) ? 0 : 1;
 }
 
-static uint8_t *slot(const struct ofl_chan_end *e, uint32_t index)
+/* The staging ring: a chunk at transfer offset `off` sits at off % ring size and
+ * wraps around the ring's end. Copy it in (put) or out (get) with its running CRC. */
+static uint32_t ring_put(const struct ofl_chan_end *e, uint64_t off, const uint8_t *src,
+                         uint32_t bytes, uint32_t crc)
 {
-    return e->stage + (size_t)(index & 1u) * OFL_CHAN_STAGE_SLOT;
+    uint32_t size = e->stage_size, at = (uint32_t)(off & (size - 1));
+    uint32_t first = bytes < size - at ? bytes : size - at;
+    crc = ofl_crc32c_copy(crc, e->stage + at, src, first);
+    if (first < bytes) crc = ofl_crc32c_copy(crc, e->stage, src + first, bytes - first);
+    return crc;
+}
+
+static uint32_t ring_get(const struct ofl_chan_end *e, uint64_t off, uint8_t *dst,
+                         uint32_t bytes, uint32_t crc)
+{
+    uint32_t size = e->stage_size, at = (uint32_t)(off & (size - 1));
+    uint32_t first = bytes < size - at ? bytes : size - at;
+    crc = ofl_crc32c_copy(crc, dst, e->stage + at, first);
+    if (first < bytes) crc = ofl_crc32c_copy(crc, dst + first, e->stage, bytes - first);
+    return crc;
+}
+
+/* May the chunk after `next_off` go through the ring? Room for the largest chunk
+ * past the bytes the peer has not consumed, and at most 4 chunks in flight (the
+ * per-chunk arrays have 4 places). */
+static bool ring_room(const struct ofl_chan_end *e, const struct chan_bulk *op)
+{
+    return op->posted < op->acked + 4 &&
+           op->next_off + OFL_CHAN_STAGE_SLOT <= op->acked_bytes + e->stage_size;
 }
 
 static bool path_ok(unsigned p)
@@ -84,7 +114,13 @@ static void publish(struct ofl_chan_end *e, const struct chan_bulk *op, int err,
     struct chan_bulk_st *st = &side_mine(e)->st[op_dir(e, op)];
     STORE(&st->done, done, RELAXED);
     STORE(&st->outstanding, op->len - done, RELAXED);
-    STORE(&st->prog, prog_make(op->xfer, err, count), SEQ_CST);
+    /* An error is seq_cst: it pairs with the peer's store-then-load of `copying`
+     * (copy_begin / chan_quiesce_peer_copy). Progress needs release only, which
+     * does not stall this side until the peer's copy of the line is gone. */
+    if (err)
+        STORE(&st->prog, prog_make(op->xfer, err, count), SEQ_CST);
+    else
+        STORE(&st->prog, prog_make(op->xfer, err, count), RELEASE);
 }
 
 /* A transfer id above both sides' last one in this direction; its low bit is the
@@ -211,10 +247,18 @@ static bool more_chunks(const struct chan_bulk *op)
     return op->next_off < op->len || op->posted == 0;
 }
 
-static bool want_staged(const struct ofl_chan_end *e)
+/* Side A: does the next chunk go through the ring? 1 yes, 0 no, -1 not known yet
+ * (AUTO with the peer not open: its process decides). The rule matches B's
+ * pick_path: a bounce either end asks for, process_vm_* either end asks for, else
+ * (AUTO) B's memcpy within one process and the bounce between processes. */
+static int want_staged(const struct ofl_chan_end *e, const struct chan_bulk *op)
 {
-    return LOAD(&e->copy, RELAXED) == OFL_CHAN_COPY_BOUNCE ||
-           (LOAD(&side_peer(e)->flags, ACQUIRE) & SIDE_WANT_BOUNCE);
+    int mode = LOAD(&e->copy, RELAXED);
+    uint32_t pf = LOAD(&side_peer(e)->flags, ACQUIRE);
+    if (mode == OFL_CHAN_COPY_BOUNCE || (pf & SIDE_WANT_BOUNCE)) return 1;
+    if (mode == OFL_CHAN_COPY_VM || (pf & SIDE_WANT_VM)) return 0;
+    if (!op->peer_pid) return -1;
+    return op->peer_pid != LOAD(&side_mine(e)->pid, RELAXED);
 }
 
 /* The next chunk: page-granular entries of our buffer from next_off, at most K of
@@ -246,7 +290,7 @@ static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, 
     op->next_nent = n;
     if (op->role == BULK_SEND) {
         const uint8_t *src = op->buf + off;
-        op->next.crc = staged ? ofl_crc32c_copy(op->crc, slot(e, op->posted), src, bytes)
+        op->next.crc = staged ? ring_put(e, off, src, (uint32_t)bytes, op->crc)
                               : ofl_crc32c(op->crc, src, bytes);
     }
     op->prepared = 1;
@@ -282,7 +326,8 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
                 count_path(e, LOAD(&b->st[0].path[op->acked % 4], RELAXED),
                            op->fl_bytes[op->acked % 4]);
             uint32_t w = (acked - 1) % 4;
-            set_progress(e, op->fl_off[w] + op->fl_bytes[w], op->len, acked, 0);
+            op->acked_bytes = op->fl_off[w] + op->fl_bytes[w];
+            set_progress(e, op->acked_bytes, op->len, acked, 0);
             progress = STEP_PROGRESS;
         }
         if (op->acked == op->posted && !more_chunks(op)) return finish(e, op);
@@ -300,10 +345,9 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
         op->line_ours = 0;
         progress = STEP_PROGRESS;
     }
-    if (!op->prepared && more_chunks(op)) {
-        bool staged = want_staged(e);
-        /* A staging slot is free once the chunk two back was acknowledged. */
-        if (!staged || op->posted < op->acked + 2) {
+    int staged = op->prepared || !more_chunks(op) ? 0 : want_staged(e, op);
+    if (!op->prepared && more_chunks(op) && staged >= 0) {
+        if (!staged || ring_room(e, op)) {
             prepare(e, op, staged ? OFL_CHAN_STAGE_SLOT : UINT64_MAX, staged);
             progress = STEP_PROGRESS;
         }
@@ -340,18 +384,19 @@ static int verify_chunk(struct ofl_chan_end *e, struct chan_bulk *op, const stru
     uint8_t *dst = op->buf + off;
     uint32_t crc;
     if (injected(e, off, bytes)) {
-        if (path == OFL_CHAN_PATH_BOUNCE) memcpy(dst, slot(e, v), bytes);
+        if (path == OFL_CHAN_PATH_BOUNCE) ring_get(e, off, dst, bytes, 0);
         corrupt(e, dst, off);
         crc = ofl_crc32c(op->crc, dst, bytes);
     } else if (path == OFL_CHAN_PATH_BOUNCE) {
         /* One pass: the CRC of the bytes as they are written. */
-        crc = ofl_crc32c_copy(op->crc, dst, slot(e, v), bytes);
+        crc = ring_get(e, off, dst, bytes, op->crc);
     } else {
         crc = ofl_crc32c(op->crc, dst, bytes);
     }
     if (crc != want) return -EBADMSG;
     op->crc = crc;
     op->acked++;
+    op->acked_bytes = off + bytes;
     count_path(e, path, bytes);
     publish(e, op, 0, op->acked, off + bytes);
     set_progress(e, off + bytes, op->len, op->acked, 0);
@@ -392,9 +437,9 @@ static int step_a_recv(struct ofl_chan_end *e, struct chan_bulk *op)
         }
         if (op->acked == op->posted && !more_chunks(op)) return finish(e, op);
     }
-    /* B writes chunk c's CRC at [c % 4] and may stage it in slot c % 2: post chunk
-     * c only once chunk c - 2 is verified. */
-    if (!op->prepared && more_chunks(op) && op->posted < op->acked + 2) {
+    /* B writes chunk c's CRC at [c % 4] and may stage it in the ring: post chunk c
+     * only once chunk c - 4 is verified and the ring has room. */
+    if (!op->prepared && more_chunks(op) && ring_room(e, op)) {
         prepare(e, op, OFL_CHAN_STAGE_SLOT, false);
         progress = STEP_PROGRESS;
     }
@@ -457,9 +502,12 @@ static unsigned pick_path(struct ofl_chan_end *e, const struct chan_bulk *op, bo
     if (mode == OFL_CHAN_COPY_BOUNCE || (pf & SIDE_WANT_BOUNCE)) return 0;
     if (pf & SIDE_WANT_VM) mode = OFL_CHAN_COPY_VM;
     /* Our pid as recorded at open (getpid() is a system call per chunk). */
-    if (mode != OFL_CHAN_COPY_VM && op->peer_pid == LOAD(&side_mine(e)->pid, RELAXED) &&
-        same_process_peer(e))
-        return OFL_CHAN_PATH_MEMCPY;
+    bool same = op->peer_pid == LOAD(&side_mine(e)->pid, RELAXED);
+    if (mode != OFL_CHAN_COPY_VM && same && same_process_peer(e)) return OFL_CHAN_PATH_MEMCPY;
+    /* AUTO between processes: the bounce (two copies in parallel, one per side, run
+     * several times faster than process_vm_*, which pins each page in the kernel:
+     * offlow bench channels measures both). */
+    if (mode == OFL_CHAN_COPY_AUTO && !same) return 0;
     if (e->vm_state < 0 || (probe && !vm_usable(e, op))) return 0;
     return OFL_CHAN_PATH_VM;
 }
@@ -526,6 +574,8 @@ static int check_chunk(const struct chan_bulk *op, const struct chan_chunk_msg *
     if ((m->flags & ~CHUNK_STAGED) || (b_sends && m->flags)) return -EPROTO;
     if (m->bytes == 0 && op->len != 0) return -EPROTO;
     if ((b_sends || (m->flags & CHUNK_STAGED)) && m->bytes > OFL_CHAN_STAGE_SLOT) return -EPROTO;
+    /* A staged chunk is read from the ring: its SG entries were not fetched. */
+    if (m->flags & CHUNK_STAGED) return 0;
     uint64_t sum = 0;
     for (uint32_t i = 0; i < m->nent; i++) {
         if (op->ents[i].len == 0 || op->ents[i].len > m->bytes) return -EPROTO;
@@ -534,14 +584,16 @@ static int check_chunk(const struct chan_bulk *op, const struct chan_chunk_msg *
     return sum == m->bytes ? 0 : -EPROTO;
 }
 
-/* Pending chunk message and its SG entries, read before taking it (valid once the
- * take succeeds: A changes neither while the message is pending). */
+/* Pending chunk message and its SG entries (none for a staged chunk), read before
+ * taking it (valid once the take succeeds: A changes neither while the message is
+ * pending). */
 static int read_chunk(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t ph,
                       struct chan_chunk_msg *m)
 {
     if (h_kind(ph) != KIND_CHUNK || h_len(ph) != sizeof *m) return -EPROTO;
     memcpy(m, line_peer(e)->payload, sizeof *m);
-    uint32_t n = m->nent <= OFL_CHAN_SG_MAX ? m->nent : 0;
+    /* The bytes of a staged chunk are in the ring: its entries are not needed. */
+    uint32_t n = m->nent <= OFL_CHAN_SG_MAX && !(m->flags & CHUNK_STAGED) ? m->nent : 0;
     memcpy(op->ents, end_ctl(e)->sg, n * sizeof *op->ents);
     return 0;
 }
@@ -554,13 +606,12 @@ static int copy_in(struct ofl_chan_end *e, struct chan_bulk *op, const struct ch
     uint8_t *dst = op->buf + m->offset;
     bool bad = injected(e, m->offset, m->bytes);
     if (path == OFL_CHAN_PATH_BOUNCE) {
-        const uint8_t *src = slot(e, m->index);
         if (bad) {
-            memcpy(dst, src, m->bytes);
+            ring_get(e, m->offset, dst, m->bytes, 0);
             corrupt(e, dst, m->offset);
             *crc = ofl_crc32c(op->crc, dst, m->bytes);
         } else {
-            *crc = ofl_crc32c_copy(op->crc, dst, src, m->bytes);
+            *crc = ring_get(e, m->offset, dst, m->bytes, op->crc);
         }
         return 0;
     }
@@ -664,7 +715,7 @@ static int copy_out(struct ofl_chan_end *e, struct chan_bulk *op, const struct c
             return rc;
     }
     if (!p) {
-        *crc = ofl_crc32c_copy(op->crc, slot(e, m->index), src, m->bytes);
+        *crc = ring_put(e, m->offset, src, m->bytes, op->crc);
         p = OFL_CHAN_PATH_BOUNCE;
     }
     *path = p;

@@ -1,8 +1,8 @@
 /* Channels: the region layout and the pieces chan.c, chan_bulk.c and chan_mgr.c
  * share. Not a public header.
  *
- * Region: a header line, then `nchan` control blocks, then (page aligned) two
- * staging slots of OFL_CHAN_STAGE_SLOT bytes per channel.
+ * Region: a header line, then `nchan` control blocks, then (page aligned) a
+ * staging ring of stage_size bytes per channel (chan_stage_size: a power of two).
  *
  * Control block of one channel:
  *   meta line      state (FREE/READY) and name; written under the region's lock
@@ -151,7 +151,8 @@ struct chan_region {
     uint64_t stage_off;        /* offset of the staging slots */
     int32_t lock;              /* pid of the creator holding the table lock, 0 free */
     uint32_t ctl_size;
-    uint8_t pad_[64 - 40];
+    uint32_t stage_size;       /* bytes of each channel's staging ring */
+    uint8_t pad_[64 - 44];
 };
 _Static_assert(sizeof(struct chan_region) == 64, "region header is one line");
 
@@ -164,7 +165,8 @@ struct chan_chunk_msg {
     uint32_t bytes;            /* bytes in this chunk (<= OFL_CHAN_STAGE_SLOT) */
     uint32_t crc;              /* A sending: running CRC32C up to this chunk's end */
     uint16_t nent;             /* entries in the SG area */
-    uint16_t flags;            /* CHUNK_STAGED: the bytes are in slot index % 2 */
+    uint16_t flags;            /* CHUNK_STAGED: the bytes are in the staging ring at
+                                  offset % ring size (wrapping around its end) */
     uint32_t pad_;
 };
 _Static_assert(sizeof(struct chan_chunk_msg) <= OFL_CHAN_MSG_MAX, "chunk message fits");
@@ -182,6 +184,9 @@ enum { CHUNK_STAGED = 1u };
 struct chan_region *chan_region_ok(const void *region);
 struct chan_ctl *chan_ctl_at(const struct chan_region *r, uint32_t id);
 uint8_t *chan_stage_at(const struct chan_region *r, uint32_t id);
+/* Bytes of each staging ring in a region of `nchan` channels (a power of two of at
+ * least 2 * OFL_CHAN_STAGE_SLOT). */
+uint32_t chan_stage_size(uint32_t nchan);
 
 static inline struct chan_ctl *end_ctl(const struct ofl_chan_end *e) { return e->ctl; }
 static inline struct chan_side *side_mine(const struct ofl_chan_end *e)
@@ -298,6 +303,7 @@ struct chan_bulk {
     /* A: chunks posted, chunks acknowledged (sending) or verified (receiving),
      * bytes described so far, the chunks in flight (index % 4) */
     uint32_t posted, acked;
+    uint64_t acked_bytes;      /* A: bytes of the chunks acknowledged or verified */
     uint64_t next_off;
     uint64_t fl_off[4];
     uint32_t fl_bytes[4];

@@ -136,7 +136,11 @@ __attribute__((target("sse4.2,pclmul"))) static uint32_t hw_update(uint32_t r, c
 /* Bytes below which the crc32 instruction path is used. */
 #define FOLD_MIN 256
 
-#define FOLD_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.2")))
+#define FOLD_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.2,prfchw")))
+/* How far ahead a copy asks for its destination lines in exclusive state (PREFETCHW):
+ * a staging ring's lines sit in the reading core's cache, and stores that first have
+ * to take them one by one stall the copy. */
+#define PREFETCHW_AHEAD 512
 
 /* Each 128-bit lane of x moved on by D bits (k: the constants of D in every lane). */
 FOLD_TARGET static inline __m256i fold256(__m256i x, __m256i k)
@@ -170,6 +174,10 @@ FOLD_TARGET static uint32_t fold_blocks(uint32_t r, uint8_t *dst, const uint8_t 
     x0 = _mm256_xor_si256(x0, _mm256_set_epi32(0, 0, 0, 0, 0, 0, 0, (int)r));
     size_t off = 128;
     for (; n - off >= 128; off += 128) {
+        if (dst) {
+            __builtin_prefetch(dst + off + PREFETCHW_AHEAD, 1, 3);
+            __builtin_prefetch(dst + off + PREFETCHW_AHEAD + 64, 1, 3);
+        }
         __m256i d0 = _mm256_loadu_si256((const __m256i *)(src + off));
         __m256i d1 = _mm256_loadu_si256((const __m256i *)(src + off + 32));
         __m256i d2 = _mm256_loadu_si256((const __m256i *)(src + off + 64));

@@ -8,6 +8,7 @@
  * usage: test_chan [STRESS_CHANNELS [STRESS_MAX_BYTES]] */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -456,15 +457,37 @@ struct race {
     volatile uint32_t *flags;   /* [0]: sender done; [1]: order violations */
 };
 
+/* Pin the calling thread to `cpu` when the machine has more than one (the race
+ * needs sender and receiver running at once; unpinned, the scheduler may stack
+ * them on one CPU). Returns the previous mask in *old (and 1), or 0. */
+static int race_pin(int cpu, cpu_set_t *old)
+{
+    if (sched_getaffinity(0, sizeof *old, old) || CPU_COUNT(old) < 2) return 0;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    return sched_setaffinity(0, sizeof one, &one) == 0;
+}
+
 static void race_receiver(void *p)
 {
     struct race *x = p;
     struct ofl_chan_end e;
+    cpu_set_t old;
+    race_pin(1, &old);
     if (open_end(&e, x->r, x->id, OFL_CHAN_B)) return;
     uint64_t s = 99;
     int32_t last = -1;
     for (;;) {
         uint32_t v;
+        /* Now and then stay away from the channel for up to 40 us, so that sends
+         * time out while no receiver waits (withdrawals) as well as while one does
+         * (takes racing the sender's timeout). */
+        uint64_t r = splitmix(&s);
+        if (r % 4 == 0) {
+            uint64_t until = ofl_now_ns() + (r >> 8) % 40000;
+            while (ofl_now_ns() < until) {}
+        }
         int n = ofl_chan_recv(&e, &v, sizeof v, splitmix(&s) % 30000);
         if (n == 4 && v < RACE_N) {
             __atomic_fetch_add(&x->got[v], 1, __ATOMIC_RELAXED);
@@ -487,6 +510,8 @@ static void test_withdraw_race(void)
     volatile uint32_t *w = shared_words(2 * RACE_N + 2);
     struct race x = {.r = &r, .id = id, .got = w, .sent = w + RACE_N, .flags = w + 2 * RACE_N};
     pid_t pid = spawn(race_receiver, &x);
+    cpu_set_t old;
+    int pinned = race_pin(0, &old);
     struct ofl_chan_end e;
     open_end(&e, &r, id, OFL_CHAN_A);
     uint64_t s = 5;
@@ -501,6 +526,7 @@ static void test_withdraw_race(void)
             other++;
     }
     __atomic_store_n(&x.flags[0], 1, __ATOMIC_RELEASE);
+    if (pinned) sched_setaffinity(0, sizeof old, &old);
     reap(pid, "race receiver");
     int delivered = 0, withdrawn = 0, lost = 0, ghost = 0, dup = 0;
     for (int i = 0; i < RACE_N; i++) {
@@ -1003,9 +1029,11 @@ static void test_eperm_bounce(void)
         const char *what = dir ? "EPERM bounce B->A" : "EPERM bounce A->B";
         int id = ofl_chan_create(r.mem, what);
         size_t len = 1000003;
+        /* The child asks for process_vm_* (AUTO would take the bounce anyway). */
         struct job j = {.r = &r, .id = id, .side = OFL_CHAN_B, .op = dir ? J_BULK_SEND : J_BULK_RECV,
                         .len = len, .seed = 77, .timeout = LONG_WAIT, .corrupt = UINT64_MAX,
-                        .expect_path = OFL_CHAN_PATH_BOUNCE, .what = what};
+                        .copy = OFL_CHAN_COPY_VM, .expect_path = OFL_CHAN_PATH_BOUNCE,
+                        .what = what};
         struct ofl_chan_end e;
         open_end(&e, &r, id, OFL_CHAN_A);
         pid_t pid = spawn(unprivileged_main, &j);

@@ -15,10 +15,9 @@
  * (the source when A sends, the destination when A receives) as a scatter-gather
  * list of pages, sent to B in chunks of K entries (default 6; at most
  * OFL_CHAN_STAGE_SLOT bytes when the chunk may be staged) over the direct path;
- * side B's copy engine moves the pages (process_vm_readv/writev when the ends are
- * different processes, memcpy in one process, a bounce through the channel's staging
- * slots in the region when the kernel forbids cross-process copies or when either
- * end asks for it) and acknowledges each chunk with bytes done, bytes outstanding
+ * side B's copy engine moves the pages (memcpy in one process; between processes a
+ * bounce through the channel's staging ring in the region, or process_vm_readv/
+ * writev of A's pages when an end asks for it: ofl_chan_set_copy) and acknowledges each chunk with bytes done, bytes outstanding
  * and a status. While B copies chunk n, A prepares and posts chunk n+1. The receiver
  * posts its buffer with the size it expects: a different size fails on both sides
  * with -EMSGSIZE. A CRC32C over the payload is computed by the sender and checked by
@@ -64,8 +63,13 @@
 /* Default and largest number of scatter-gather entries per bulk chunk. */
 #define OFL_CHAN_SG_DEFAULT 6
 #define OFL_CHAN_SG_MAX 64
-/* Bytes of one staging slot; each channel has two in the region (bounce path). */
+/* Largest chunk that goes through the staging ring (bounce path). Each channel has
+ * a staging ring in the region: OFL_CHAN_STAGE_MAX bytes in regions of at most 16
+ * channels, 256 KB up to 256 channels, 128 KB beyond (a ring reused less often
+ * stays out of the reading core's cache longer, which makes the writer's stores
+ * cheaper); see ofl_chan_region_size. */
 #define OFL_CHAN_STAGE_SLOT 65536
+#define OFL_CHAN_STAGE_MAX (1u << 20)
 /* Timeouts in nanoseconds: 0 tries once, OFL_CHAN_FOREVER never times out. */
 #define OFL_CHAN_FOREVER UINT64_MAX
 /* A send whose receiver is waiting (blocked in recv, or served by a manager) gives
@@ -76,9 +80,13 @@
 
 enum ofl_chan_side { OFL_CHAN_A = 0, OFL_CHAN_B = 1 };
 
-/* How bulk bytes move (ofl_chan_set_copy). AUTO: memcpy in one process,
- * process_vm_readv/writev across processes, the bounce when the kernel refuses.
- * VM: process_vm_* even in one process. BOUNCE: always through the staging slots. */
+/* How bulk bytes move (ofl_chan_set_copy). AUTO: memcpy in one process, the bounce
+ * through the staging ring across processes (A copies each chunk in, B copies it
+ * out, both in parallel: several times faster than process_vm_* on the machines
+ * measured, see offlow bench channels). VM: process_vm_readv/writev of A's pages by
+ * address (the emulated DMA), even in one process; the bounce when the kernel
+ * refuses it. BOUNCE: always through the staging ring. Either end's VM or BOUNCE
+ * binds both ends. */
 enum ofl_chan_copy { OFL_CHAN_COPY_AUTO = 0, OFL_CHAN_COPY_VM = 1, OFL_CHAN_COPY_BOUNCE = 2 };
 
 /* Copy paths, as bits of ofl_chan_stats.paths. */
@@ -116,7 +124,7 @@ struct ofl_chan_end {
     void *ctl;                /* the channel's control block in the region */
     void *line_mine;          /* this side's line (message + ack of the peer's) */
     const void *line_peer;    /* the other side's line */
-    uint8_t *stage;           /* the channel's two staging slots */
+    uint8_t *stage;           /* the channel's staging ring */
     const volatile uint32_t *abort_flag;
     uint32_t id;
     int side;                 /* OFL_CHAN_A or OFL_CHAN_B */
@@ -125,6 +133,7 @@ struct ofl_chan_end {
     uint32_t gen;             /* our side's open generation (odd while open; atomic) */
     uint8_t busy[2];          /* a call in progress in role TX / RX (atomic) */
     uint32_t cookie;          /* identifies this struct to a peer in the same process */
+    uint32_t stage_size;      /* bytes of the staging ring (a power of two) */
     /* side B's copy engine: what it learned about the peer session `vm_gen` */
     uint32_t vm_gen;
     int vm_state;             /* 0 unknown, 1 process_vm_* works, -1 it does not */
@@ -138,9 +147,8 @@ struct ofl_chan_end {
 };
 
 /* Bytes a region of `nchan` channels needs (a multiple of 4096): control blocks
- * plus two staging slots per channel (the slots are touched only by the bounce
- * path, so on tmpfs or anonymous memory they cost nothing until used). 0 when
- * nchan is 0 or too large. */
+ * plus a staging ring per channel (touched only by the bounce path, so on tmpfs or
+ * anonymous memory they cost nothing until used). 0 when nchan is 0 or too large. */
 size_t ofl_chan_region_size(uint32_t nchan);
 
 /* Format `size` bytes at `mem` (64-byte aligned, zeroed or not) as an empty region
