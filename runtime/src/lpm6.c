@@ -393,6 +393,20 @@ static int fill_x32(struct ofl_lpm6 *t, const struct keys32 *ks)
     return 0;
 }
 
+/* The front of a lookup (for the build): dir1; dir2 when dir1 points to a block; the
+ * /32 table when the dir2 entry says so. Returns the hop of the longest prefix of
+ * length <= DIR_LEN in the low 16 bits, the tree to search for longer ones in the
+ * high 16 (0 = none). */
+static uint32_t front_of(const struct ofl_lpm6 *t, uint64_t hi)
+{
+    uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
+    if (!(e >> 16)) return e;
+    e = ofl_lpm6_dir2(t, e, hi);
+    if (!(e & OFL_LPM6_SEE32)) return e;
+    uint32_t key = (uint32_t)(hi >> 32), v = ofl_lpm6_probe32(t, key, ofl_lpm6_hash32(t, key));
+    return v ? v : e & 0xFFFF;
+}
+
 /* A route with a length > DIR_LEN, for grouping by its /DIR_LEN. */
 struct longer {
     uint64_t top;    /* the address's top DIR_LEN bits */
@@ -531,7 +545,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
         unsigned j = (unsigned)idx[r[i].len];
         count[j]++;
         if (r[i].len <= DL) continue;
-        uint32_t tr = ofl_lpm6_front(t, ofl_lpm6_be64(r[i].addr)) >> 16;
+        uint32_t tr = front_of(t, ofl_lpm6_be64(r[i].addr)) >> 16;
         unsigned np = marker_levels(t, tr, j, path);
         for (unsigned k = 0; k < np; k++) count[path[k]]++;
     }
@@ -555,7 +569,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
         uint32_t *v = slot_of(lv, hi & lv->mhi, lo & lv->mlo);
         *v = (*v & OFL_LPM6_MARKER) | OFL_LPM6_PREFIX | r[i].hop;
         if (r[i].len <= DL) continue;
-        unsigned np = marker_levels(t, ofl_lpm6_front(t, hi) >> 16, j, path);
+        unsigned np = marker_levels(t, front_of(t, hi) >> 16, j, path);
         for (unsigned k = 0; k < np; k++) {
             struct ofl_lpm6_level *m = &t->lv[path[k]];
             *slot_of(m, hi & m->mhi, lo & m->mlo) |= OFL_LPM6_MARKER;
@@ -649,6 +663,34 @@ size_t ofl_lpm6_memory(const struct ofl_lpm6 *t)
                sizeof *t->dir1 +
            (t->x32 ? (t->x32_mask + 1) * sizeof *t->x32 : 0) +
            (t->ntrees + 1) * sizeof *t->tree + t->nnodes * sizeof *t->node;
+}
+
+uint16_t ofl_lpm6_lookup_deep(const struct ofl_lpm6 *t, const uint8_t addr[16], uint64_t hi,
+                              uint32_t e)
+{
+    uint64_t lo = ofl_lpm6_be64(addr + 8);
+    uint32_t key = (uint32_t)(hi >> 32), v = ofl_lpm6_probe32(t, key, ofl_lpm6_hash32(t, key));
+    uint32_t vr = t->first >= 0 ? ofl_lpm6_find(&t->lv[t->first], hi, lo) : 0;
+    uint16_t best = (uint16_t)(v ? v : e);
+    if (!(v >> 16)) return best;
+    /* The tree's root is level `first`: vr is its probe. */
+    const struct ofl_lpm6_node *d = &t->node[t->tree[v >> 16]];
+    int32_t n = d->left;
+    if (vr) {
+        best = (uint16_t)(vr & OFL_LPM6_BMP);
+        n = vr & OFL_LPM6_MARKER ? d->right : -1;
+    }
+    while (n >= 0) {
+        d = &t->node[n];
+        uint32_t w = ofl_lpm6_find(&t->lv[d->lv], hi, lo);
+        if (!w) {
+            n = d->left;
+            continue;
+        }
+        best = (uint16_t)(w & OFL_LPM6_BMP);
+        n = w & OFL_LPM6_MARKER ? d->right : -1;
+    }
+    return best;
 }
 
 /* Addresses whose front (dir1, dir2, the /32 table) is read in one pass before their

@@ -279,19 +279,6 @@ static inline uint32_t ofl_lpm6_probe32(const struct ofl_lpm6 *t, uint32_t key, 
     }
 }
 
-/* The front of a lookup: dir1; dir2 when dir1 points to a block; the /32 table when
- * the dir2 entry says so. Returns the hop of the longest prefix of length <= DIR_LEN
- * in the low 16 bits, the tree to search for longer ones in the high 16 (0 = none). */
-static inline uint32_t ofl_lpm6_front(const struct ofl_lpm6 *t, uint64_t hi)
-{
-    uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
-    if (!(e >> 16)) return e;
-    e = ofl_lpm6_dir2(t, e, hi);
-    if (!(e & OFL_LPM6_SEE32)) return e;
-    uint32_t key = (uint32_t)(hi >> 32), v = ofl_lpm6_probe32(t, key, ofl_lpm6_hash32(t, key));
-    return v ? v : e & 0xFFFF;
-}
-
 /* One step of a search at node d whose probe found the value v (0 = none): the best
  * hop so far in *best (v's bmp on a hit, else `was`), and the node to go on with:
  * the left child on a miss, the right one on a marker, -1 (done) on a prefix that is
@@ -304,11 +291,18 @@ static inline int32_t ofl_lpm6_step(const struct ofl_lpm6_node *d, uint32_t v, u
     return next[(v != 0) + (v >> 15 & 1)];   /* OFL_LPM6_MARKER is bit 15 */
 }
 
+/* The rest of ofl_lpm6_lookup for an address whose /24 sends it to the /32 table
+ * (`hi`: its top 64 bits, `e`: its dir2 entry): the /32 table and, beside it (it does
+ * not wait for the /32 table's answer), the root level; then one hash probe per level
+ * further down the /32's tree, with branches: the core predicts the way and starts
+ * the next probe before this one's bucket is in. Not inline: most addresses end
+ * before it, and the inline part stays small enough to be inlined. */
+uint16_t ofl_lpm6_lookup_deep(const struct ofl_lpm6 *t, const uint8_t addr[16], uint64_t hi,
+                              uint32_t e);
+
 /* The next hop of `addr` (16 bytes, network order): the hop of the longest prefix
  * that contains it, 0 when none does. The plain scalar lookup: dir1, dir2 where the
- * /16 holds longer prefixes, the /32 table where the /24 does and, beside it (it does
- * not wait for the /32 table's answer), the root level; then one hash probe per level
- * further down the /32's tree. */
+ * /16 holds longer prefixes, and ofl_lpm6_lookup_deep where the /24 does. */
 static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t addr[16])
 {
     uint64_t hi = ofl_lpm6_be64(addr);
@@ -316,30 +310,7 @@ static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t a
     if (!(e >> 16)) return (uint16_t)e;
     e = ofl_lpm6_dir2(t, e, hi);
     if (!(e & OFL_LPM6_SEE32)) return (uint16_t)e;
-    uint64_t lo = ofl_lpm6_be64(addr + 8);
-    uint32_t key = (uint32_t)(hi >> 32), v = ofl_lpm6_probe32(t, key, ofl_lpm6_hash32(t, key));
-    uint32_t vr = t->first >= 0 ? ofl_lpm6_find(&t->lv[t->first], hi, lo) : 0;
-    uint16_t best = (uint16_t)(v ? v : e);
-    if (!(v >> 16)) return best;
-    /* The tree's root is level `first`: vr is its probe. With branches from here: the
-     * core predicts the way and starts the next probe before this one's bucket is in. */
-    const struct ofl_lpm6_node *d = &t->node[t->tree[v >> 16]];
-    int32_t n = d->left;
-    if (vr) {
-        best = (uint16_t)(vr & OFL_LPM6_BMP);
-        n = vr & OFL_LPM6_MARKER ? d->right : -1;
-    }
-    while (n >= 0) {
-        d = &t->node[n];
-        uint32_t w = ofl_lpm6_find(&t->lv[d->lv], hi, lo);
-        if (!w) {
-            n = d->left;
-            continue;
-        }
-        best = (uint16_t)(w & OFL_LPM6_BMP);
-        n = w & OFL_LPM6_MARKER ? d->right : -1;
-    }
-    return best;
+    return ofl_lpm6_lookup_deep(t, addr, hi, e);
 }
 
 /* hops[i] = ofl_lpm6_lookup(t, addrs + 16 * i) for i < n, hiding memory latency
