@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from offlow.dsl.element import Composite, Element, Handler
 from offlow.dsl.values import Shared, Table, c_literal
 from offlow.errors import OfflowError
-from offlow.ir import Channel, Edge, Field, Graph, Node, PortSpec, SharedTable
+from offlow.ir import Cache, CacheOps, Channel, Edge, Field, Graph, Node, PortSpec, SharedTable
 from offlow.ir import Segment as IRSegment
 from offlow.ir.types import check_ctype
 
 DEVICES = ("host", "nic")
+CACHE_POLICIES = ("write_through", "write_back")
+CACHE_EVICTIONS = ("lru", "clock")
 
 
 class State:
@@ -38,6 +40,17 @@ class Segment:
     steer: str = ""  # per-packet field choosing the core (field % cores); "" = round robin
 
 
+@dataclass
+class CacheDecl:
+    """A cache as declared (Program.cache); lowered to ir.Cache."""
+
+    first: Element
+    last: Element
+    ops: CacheOps
+    policy: str
+    options: dict[str, str]
+
+
 
 
 def _origin(element: Element) -> str:
@@ -58,6 +71,7 @@ class Program:
         self.state = state
         self.segments: dict[str, Segment] = {}
         self.channels: dict[str, tuple[str, Handler]] = {}  # name -> (device or "", handler)
+        self.caches: dict[str, CacheDecl] = {}
         self.set_queues(mtu=mtu, ring_size=ring_size, batch=batch)
 
     def set_queues(self, *, mtu: int | None = None, ring_size: int | None = None,
@@ -112,6 +126,64 @@ class Program:
                               f"{type(handler).__name__}")
         self.channels[name] = (device or "", handler)
 
+    def cache(self, name: str, around: Element | tuple[Element, Element], ops: CacheOps, *,
+              policy: str = "write_through", entries: int = 4096, ways: int = 8,
+              value_max: int = 256, eviction: str = "lru") -> None:
+        """A cache named `name` around a get/set region: `around` is one element, or the
+        (first, last) elements of a region that may span segments and queues. The
+        compiler puts a lookup before the region (a hit is answered there and skips the
+        region, a miss goes through it) and an update after it, both on the device of
+        the elements around the region, where the cache lives. `ops` says how requests
+        and replies look (e.g. offlow.elements.kvs.MEMCACHED_CACHE). `policy` is
+        write_through (writes go through the region, the cache keeps a copy) or
+        write_back (writes stay in the cache; evicting a written entry sends it through
+        the region); `entries` in sets of `ways`, evicted by `eviction` (lru or clock)
+        within a set; values up to `value_max` bytes are cached. Settable from the
+        command line: ``NAME.policy=write_back``, ``NAME.entries=N`` ..."""
+        if name in self.caches:
+            raise OfflowError(f"cache `{name}` is defined twice")
+        first, last = around if isinstance(around, tuple) else (around, around)
+        for el in (first, last):
+            if not isinstance(el, Element):
+                raise OfflowError(f"cache `{name}`: around must be an element or a pair of "
+                                  f"elements, not {type(el).__name__}")
+        self.caches[name] = CacheDecl(first, last, ops, "write_through", {})
+        self.set_cache(name, policy=policy, entries=entries, ways=ways, value_max=value_max,
+                       eviction=eviction)
+
+    def set_cache(self, name: str, **settings: object) -> None:
+        """Change a cache's policy, entries, ways, value_max or eviction rule."""
+        if name not in self.caches:
+            raise OfflowError(f"no cache `{name}`; caches: {', '.join(self.caches) or 'none'}")
+        c = self.caches[name]
+        for key, value in settings.items():
+            if key == "policy":
+                if value not in CACHE_POLICIES:
+                    raise OfflowError(f"cache `{name}`: policy `{value}`: expected "
+                                      f"{' or '.join(CACHE_POLICIES)}")
+                c.policy = str(value)
+            elif key == "eviction":
+                if value not in CACHE_EVICTIONS:
+                    raise OfflowError(f"cache `{name}`: eviction `{value}`: expected "
+                                      f"{' or '.join(CACHE_EVICTIONS)}")
+                c.options[key] = str(value)
+            elif key in ("entries", "ways", "value_max"):
+                try:
+                    n = int(str(value))
+                except ValueError:
+                    n = 0
+                if n < 1:
+                    raise OfflowError(f"cache `{name}`: {key} must be a positive number, "
+                                      f"not {value!r}")
+                c.options[key] = str(n)
+            else:
+                raise OfflowError(f"cache `{name}`: unknown setting `{key}` (policy, entries, "
+                                  "ways, value_max, eviction)")
+        entries, ways = int(c.options.get("entries", "1")), int(c.options.get("ways", "1"))
+        if entries % ways:
+            raise OfflowError(f"cache `{name}`: entries ({entries}) must be a multiple of "
+                              f"ways ({ways})")
+
     def place(self, segment: str, *, device: str | None = None,
               cores: Iterable[int] | None = None, group: bool | None = None,
               steer: str | None = None) -> None:
@@ -153,6 +225,10 @@ class Program:
             except ValueError:
                 raise OfflowError(f"--set `{setting}`: {lhs} must be a number") from None
             return
+        if eq and lhs.rpartition(".")[0] in self.caches:
+            cache, _, attr = lhs.rpartition(".")
+            self.set_cache(cache, **{attr: value})
+            return
         try:
             seg, attr = lhs.rsplit(".", 1)
             if not eq:
@@ -160,7 +236,8 @@ class Program:
         except ValueError:
             raise OfflowError(
                 f"--set `{setting}`: expected SEGMENT.device=DEV, SEGMENT.cores=0,1, "
-                "SEGMENT.group=on|off, SEGMENT.steer=FIELD, ring_size=N, batch=N or mtu=N"
+                "SEGMENT.group=on|off, SEGMENT.steer=FIELD, CACHE.policy=P, CACHE.entries=N, "
+                "ring_size=N, batch=N or mtu=N"
             ) from None
         if attr == "device":
             self.place(seg, device=value)
@@ -221,13 +298,22 @@ class Program:
                 edges.append(Edge(el.name, port, dst.element.name, dst.port))
         segments = tuple(IRSegment(s.name, s.device, s.cores, s.group, s.steer)
                          for s in self.segments.values())
+        caches = []
+        for cname_, c in self.caches.items():
+            for el in (c.first, c.last):
+                if id(el) not in where:
+                    raise OfflowError(f"cache `{cname_}` is around `{el.name}`, which is not in "
+                                      "any segment; add it to a segment")
+            caches.append(Cache(cname_, c.first.name, c.last.name, c.ops, c.policy,
+                                tuple(sorted(c.options.items()))))
         handlers = [h for _, h in self.channels.values()]
         channels = tuple(Channel(name, dev, self._node(h, ""))
                          for name, (dev, h) in self.channels.items())
         return Graph(
             name=self.name, nodes=nodes, edges=tuple(edges), segments=segments,
             state=self._state_fields(elements), shared=self._shared([*elements, *handlers]),
-            channels=channels, mtu=self.mtu, ring_size=self.ring_size, batch=self.batch,
+            channels=channels, caches=tuple(caches), mtu=self.mtu, ring_size=self.ring_size,
+            batch=self.batch,
         )
 
     def _node(self, el: Element, segment: str) -> Node:

@@ -2,6 +2,8 @@
 
 from offlow.ir.graph import (
     BodyFacts,
+    Cache,
+    CacheOps,
     Channel,
     Edge,
     Graph,
@@ -14,6 +16,6 @@ from offlow.ir.graph import (
 from offlow.ir.types import Field
 
 __all__ = [
-    "BodyFacts", "Channel", "Edge", "Field", "Graph", "Node", "PortSpec", "Queue", "Segment",
-    "SharedTable",
+    "BodyFacts", "Cache", "CacheOps", "Channel", "Edge", "Field", "Graph", "Node", "PortSpec",
+    "Queue", "Segment", "SharedTable",
 ]

@@ -40,6 +40,8 @@ class Node:
     segment: str = ""
     facts: BodyFacts | None = None
     origin: str = ""  # where the element class is defined, for #line directives
+    prelude: str = ""  # file-scope C emitted before the body; `{target:PORT}` names the
+    #                    function that takes a packet sent on PORT (compiler-made nodes)
 
     def output(self, name: str) -> PortSpec:
         return next(p for p in self.outputs if p.name == name)
@@ -122,6 +124,47 @@ def channel_names(g: Graph) -> list[str]:
 
 
 @dataclass(frozen=True)
+class CacheOps:
+    """The C side of a cache for one protocol (see offlow.dsl.Program.cache).
+
+    ``int request_fn(ctype *c, struct ofl_pkt *pkt, ARGS, uint64_t *ticket,
+    void (*emit)(void *arg, struct ofl_pkt *pkt, uint64_t key_hash), void *arg)``
+    returns 0 (hit: the packet is now the reply), 1 (miss: send it on to the region,
+    its reply will come back with `ticket`) or a negative errno (drop); `emit` sends a
+    packet the cache makes (a write-back) into the region ahead of the request.
+    ``int reply_fn(ctype *c, struct ofl_pkt *pkt, ARGS, uint64_t ticket)`` returns 0
+    (send the reply on) or 1 (drop it: a reply to the cache's own traffic).
+    `args` are the C expressions ARGS (over `state`); `steer` is the per-packet field a
+    made packet's key hash goes to (`steer_expr`, over `hash`); `internal` is the
+    ticket of made packets."""
+
+    ctype: str
+    open_fn: str
+    close_fn: str
+    request_fn: str
+    reply_fn: str
+    args: str = ""
+    steer: str = ""
+    steer_expr: str = "hash"
+    internal: str = "UINT64_MAX"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Cache:
+    """A cache around the region of elements `first`..`last` (the caching construct):
+    `expand_caches` turns it into a lookup element before the region (hits answered
+    there, misses sent on through it) and an update element after it."""
+
+    name: str
+    first: str
+    last: str
+    ops: CacheOps
+    policy: str = "write_through"  # or "write_back"
+    options: tuple[tuple[str, str], ...] = ()  # size and eviction rule, for the table
+
+
+@dataclass(frozen=True)
 class Graph:
     name: str
     nodes: tuple[Node, ...]
@@ -131,6 +174,7 @@ class Graph:
     shared: tuple[SharedTable, ...]
     queues: tuple[Queue, ...] = ()
     channels: tuple[Channel, ...] = ()
+    caches: tuple[Cache, ...] = ()
     mtu: int = 2048
     ring_size: int = 1024
     batch: int = 32

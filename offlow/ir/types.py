@@ -79,3 +79,8 @@ def packed_layout(fields: tuple[Field, ...], start: int) -> tuple[list[tuple[Fie
 def sort_fields(fields: tuple[Field, ...]) -> tuple[Field, ...]:
     """The canonical order of fields in generated structs."""
     return tuple(sorted(fields, key=lambda f: (-f.align, f.name)))
+
+
+def cname(name: str) -> str:
+    """A C identifier for an element, segment or queue name."""
+    return "".join(ch if ch.isalnum() else "_" for ch in name)
