@@ -330,8 +330,8 @@ int main(int argc, char **argv)
     print_list(build_s, nbuild);
     printf(", \"memory\": %zu, \"routes\": %zu", memory, nr);
     if (family == 4) printf(", \"tbl8_groups\": %u, \"tbl24_blocks\": %u", o4->groups, o4->blocks);
-    else printf(", \"levels\": %u, \"depth\": %u, \"markers\": %zu, \"entries32\": %zu",
-                o6->nlv, o6->depth, o6->markers, o6->x32_used);
+    else printf(", \"levels\": %u, \"depth\": %u, \"markers\": %zu, \"dir3_blocks\": %zu",
+                o6->nlv, o6->depth, o6->markers, o6->nblocks3);
     printf("}], \"files\": [");
     for (int f = 0; f < nfiles; f++) printf("%s\"%s\"", f ? ", " : "", fname[f]);
     printf("], \"addresses\": [");

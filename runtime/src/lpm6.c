@@ -282,11 +282,10 @@ static size_t lower32(const struct keys32 *ks, uint32_t k)
     return lo;
 }
 
-/* dir1 (prefixes up to /16), dir2 (up to /24) and the /32s of the /32 table with the
- * hops of their prefixes up to /32 (ks): every /32 that a prefix of length 25..32
- * covers or that holds a longer one, whose /24 gets OFL_LPM6_SEE32. Shortest
- * prefixes first, input order within a length (the later wins). Returns 0 or
- * -ENOMEM. */
+/* dir1 (prefixes up to /16), dir2 (up to /24) and the /32s that need an entry of
+ * their own in dir3, with the hops of their prefixes up to /32 (ks): every /32 that a
+ * prefix of length 25..32 covers or that holds a longer one. Shortest prefixes first,
+ * input order within a length (the later wins). Returns 0 or -ENOMEM. */
 static int build_front(struct ofl_lpm6 *t, const struct ofl_route6 *r, size_t n,
                        const uint64_t *per_len, struct keys32 *ks)
 {
@@ -344,10 +343,7 @@ static int build_front(struct ofl_lpm6 *t, const struct ofl_route6 *r, size_t n,
     for (size_t i = 0; i < nk; i++) {
         if (ks->n && ks->key[ks->n - 1] == ks->key[i]) continue;
         uint64_t hi = (uint64_t)ks->key[i] << 32;
-        uint32_t *e2 = &t->dir2[((size_t)((t->dir1[hi >> (64 - B1)] >> 16) - 1) << B2) |
-                                (ks->key[i] >> 8 & ((1u << B2) - 1))];
-        *e2 |= OFL_LPM6_SEE32;
-        ks->val[ks->n] = *e2 & 0xFFFF;
+        ks->val[ks->n] = ofl_lpm6_dir2(t, t->dir1[hi >> (64 - B1)], hi) & 0xFFFF;
         ks->key[ks->n++] = ks->key[i];
     }
     for (unsigned l = B1 + B2 + 1; l <= 32; l++)
@@ -363,38 +359,34 @@ static int build_front(struct ofl_lpm6 *t, const struct ofl_route6 *r, size_t n,
     return 0;
 }
 
-/* The /32 table, from the keys and their final values (never 0: a /32 is there for a
- * prefix of 25..32 covering it, whose hop is >= 1, or for longer ones, whose tree is).
- * Returns 0 or -ENOMEM. */
-static int fill_x32(struct ofl_lpm6 *t, const struct keys32 *ks)
+/* dir3, from the /32s and their final values: a block for every /24 holding one of
+ * them (the /24's hop everywhere else), its dir2 entry pointing there. Returns 0 or
+ * -ENOMEM. */
+static int fill_dir3(struct ofl_lpm6 *t, const struct keys32 *ks)
 {
-    uint64_t buckets = 2;
-    unsigned bits = 1;
-    while (buckets * OFL_LPM6_SLOTS32 < 2 * ks->n) {
-        buckets *= 2;
-        bits++;
-    }
-    t->x32 = (struct ofl_lpm6_bucket32 *)(void *)alloc_words(buckets * BUCKET_WORDS);
-    if (!t->x32) return -ENOMEM;
-    t->x32_mask = buckets - 1;
-    t->x32_shift = (uint8_t)(64 - bits);
+    const unsigned B1 = OFL_LPM6_DIR1_BITS, B2 = OFL_LPM6_DIR2_BITS, B3 = OFL_LPM6_DIR3_BITS;
+    size_t nb = 0;
+    for (size_t k = 0; k < ks->n; k++) nb += k == 0 || ks->key[k] >> B3 != ks->key[k - 1] >> B3;
+    if (nb >= OFL_LPM6_SEE3) return -ENOMEM;   /* block numbers keep 31 bits */
+    t->dir3 = (uint32_t *)alloc_words(((nb ? nb : 1) << B3) / 2);
+    if (!t->dir3) return -ENOMEM;
     for (size_t k = 0; k < ks->n; k++) {
-        for (uint64_t i = ofl_lpm6_hash32(t, ks->key[k]);; i = (i + 1) & t->x32_mask) {
-            struct ofl_lpm6_bucket32 *b = &t->x32[i];
-            unsigned j = 0;
-            while (j < OFL_LPM6_SLOTS32 && b->val[j]) j++;
-            if (j == OFL_LPM6_SLOTS32) continue;
-            b->key[j] = ks->key[k];
-            b->val[j] = ks->val[k];
-            break;
+        uint64_t hi = (uint64_t)ks->key[k] << 32;
+        uint32_t *e2 = &t->dir2[((size_t)((t->dir1[hi >> (64 - B1)] >> 16) - 1) << B2) |
+                                (ks->key[k] >> B3 & ((1u << B2) - 1))];
+        if (!(*e2 & OFL_LPM6_SEE3)) {
+            uint32_t *blk = t->dir3 + (t->nblocks3 << B3);
+            for (size_t i = 0; i < (size_t)1 << B3; i++) blk[i] = *e2 & 0xFFFF;
+            *e2 = OFL_LPM6_SEE3 | (uint32_t)t->nblocks3++;
         }
+        t->dir3[((size_t)(*e2 & ~OFL_LPM6_SEE3) << B3) | (ks->key[k] & ((1u << B3) - 1))] =
+            ks->val[k];
     }
-    t->x32_used = ks->n;
     return 0;
 }
 
-/* The front of a lookup (for the build): dir1; dir2 when dir1 points to a block; the
- * /32 table when the dir2 entry says so. Returns the hop of the longest prefix of
+/* The front of a lookup (for the build): dir1; dir2 when dir1 points to a block; dir3
+ * when the dir2 entry does. Returns the hop of the longest prefix of
  * length <= DIR_LEN in the low 16 bits, the tree to search for longer ones in the
  * high 16 (0 = none). */
 static uint32_t front_of(const struct ofl_lpm6 *t, uint64_t hi)
@@ -402,9 +394,7 @@ static uint32_t front_of(const struct ofl_lpm6 *t, uint64_t hi)
     uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
     if (!(e >> 16)) return e;
     e = ofl_lpm6_dir2(t, e, hi);
-    if (!(e & OFL_LPM6_SEE32)) return e;
-    uint32_t key = (uint32_t)(hi >> 32), v = ofl_lpm6_probe32(t, key, ofl_lpm6_hash32(t, key));
-    return v ? v : e & 0xFFFF;
+    return e & OFL_LPM6_SEE3 ? ofl_lpm6_dir3(t, e, hi) : e;
 }
 
 /* A route with a length > DIR_LEN, for grouping by its /DIR_LEN. */
@@ -528,7 +518,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
         ks.val[lower32(&ks, (uint32_t)lg[g].top)] |= id << 16;
         g = h;
     }
-    if (fill_x32(t, &ks) < 0) goto nomem;
+    if (fill_dir3(t, &ks) < 0) goto nomem;
     t->depth = 1;
     for (unsigned k = 1; k <= t->ntrees; k++) {
         unsigned d = 1 + height(t, t->tree[k]);
@@ -650,7 +640,7 @@ void ofl_lpm6_free(struct ofl_lpm6 *t)
     free(t->lv);
     free(t->dir1);
     free(t->dir2);
-    free(t->x32);
+    free(t->dir3);
     free(t->tree);
     free(t->node);
     free(t);
@@ -661,28 +651,34 @@ size_t ofl_lpm6_memory(const struct ofl_lpm6 *t)
     return sizeof *t + t->nlv * sizeof *t->lv + t->arena_words * sizeof *t->arena +
            (((size_t)1 << OFL_LPM6_DIR1_BITS) + ((size_t)t->nblocks << OFL_LPM6_DIR2_BITS)) *
                sizeof *t->dir1 +
-           (t->x32 ? (t->x32_mask + 1) * sizeof *t->x32 : 0) +
+           (t->nblocks3 << OFL_LPM6_DIR3_BITS) * sizeof *t->dir3 +
            (t->ntrees + 1) * sizeof *t->tree + t->nnodes * sizeof *t->node;
+}
+
+/* ofl_lpm6_find for one address at a time: the slots one by one, with branches, up to
+ * the key or the first empty slot (the usual bucket holds the key, or ends, within its
+ * first few slots). */
+static uint32_t find_one(const struct ofl_lpm6_level *l, uint64_t hi, uint64_t lo)
+{
+    if (!l->packed) return ofl_lpm6_find(l, hi, lo);
+    uint64_t k = hi & l->mhi;
+    for (uint64_t i = ofl_lpm6_hash(k, 0, l->shift);; i = (i + 1) & l->mask) {
+        const uint64_t *b = &l->p[OFL_LPM6_PSLOTS * i];
+        for (unsigned j = 0; j < OFL_LPM6_PSLOTS; j++) {
+            if (b[j] == 0) return 0;
+            if (((b[j] ^ k) & l->mhi) == 0) return (uint32_t)(b[j] & 0xFFFF);
+        }
+    }
 }
 
 uint16_t ofl_lpm6_lookup_deep(const struct ofl_lpm6 *t, const uint8_t addr[16], uint64_t hi,
                               uint32_t e)
 {
     uint64_t lo = ofl_lpm6_be64(addr + 8);
-    uint32_t key = (uint32_t)(hi >> 32), v = ofl_lpm6_probe32(t, key, ofl_lpm6_hash32(t, key));
-    uint32_t vr = t->first >= 0 ? ofl_lpm6_find(&t->lv[t->first], hi, lo) : 0;
-    uint16_t best = (uint16_t)(v ? v : e);
-    if (!(v >> 16)) return best;
-    /* The tree's root is level `first`: vr is its probe. */
-    const struct ofl_lpm6_node *d = &t->node[t->tree[v >> 16]];
-    int32_t n = d->left;
-    if (vr) {
-        best = (uint16_t)(vr & OFL_LPM6_BMP);
-        n = vr & OFL_LPM6_MARKER ? d->right : -1;
-    }
-    while (n >= 0) {
-        d = &t->node[n];
-        uint32_t w = ofl_lpm6_find(&t->lv[d->lv], hi, lo);
+    uint16_t best = (uint16_t)e;
+    for (int32_t n = t->tree[e >> 16]; n >= 0;) {
+        const struct ofl_lpm6_node *d = &t->node[n];
+        uint32_t w = find_one(&t->lv[d->lv], hi, lo);
         if (!w) {
             n = d->left;
             continue;
@@ -696,6 +692,18 @@ uint16_t ofl_lpm6_lookup_deep(const struct ofl_lpm6 *t, const uint8_t addr[16], 
 /* Addresses whose front (dir1, dir2, the /32 table) is read in one pass before their
  * searches. */
 #define LPM6_CHUNK 64
+
+/* One step of a search at node d whose probe found the value v (0 = none): the best
+ * hop so far in *best (v's bmp on a hit, else `was`), and the node to go on with:
+ * the left child on a miss, the right one on a marker, -1 (done) on a prefix that is
+ * not a marker. Without branches: which way a search goes cannot be predicted. */
+static inline int32_t step(const struct ofl_lpm6_node *d, uint32_t v, uint16_t was,
+                           uint16_t *best)
+{
+    const int32_t next[3] = {d->left, -1, d->right};
+    *best = (uint16_t)((v & OFL_LPM6_BMP) | (was & -(uint32_t)(v == 0)));
+    return next[(v != 0) + (v >> 15 & 1)];   /* OFL_LPM6_MARKER is bit 15 */
+}
 
 /* The searches of a chunk that go on past the root: per address its slot in hops,
  * key, best hop so far and next node. */
@@ -726,7 +734,7 @@ static void search_batch(const struct ofl_lpm6 *t, uint16_t *hops, struct lanes 
             const struct ofl_lpm6_level *l = &t->lv[d->lv];
             uint32_t v = ofl_lpm6_probe(l, s->hi[k] & l->mhi, s->lo[k] & l->mlo, at[k]);
             uint16_t b;
-            int32_t next = ofl_lpm6_step(d, v, s->best[k], &b);
+            int32_t next = step(d, v, s->best[k], &b);
             hops[s->who[k]] = b;
             /* Keep it (moved down to `live`) when its search goes on. */
             s->hi[live] = s->hi[k];
@@ -744,46 +752,47 @@ void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint1
                            unsigned n)
 {
     unsigned who[LPM6_CHUNK];
-    uint32_t key[LPM6_CHUNK];
-    uint64_t at32[LPM6_CHUNK], atr[LPM6_CHUNK], hi[LPM6_CHUNK], lo[LPM6_CHUNK];
+    const uint32_t *e3[LPM6_CHUNK];
+    uint64_t atr[LPM6_CHUNK], hi[LPM6_CHUNK], lo[LPM6_CHUNK];
     struct lanes s;
     const struct ofl_lpm6_level *rl = t->first >= 0 ? &t->lv[t->first] : NULL;
     for (unsigned c = 0; c < n; c += LPM6_CHUNK) {
-        unsigned len = n - c < LPM6_CHUNK ? n - c : LPM6_CHUNK, m = 0, m32 = 0;
-        /* dir1 and dir2 for the chunk (small, cached). Where dir2 sends the address to
-         * the /32 table, prefetch its bucket there and in the root level. */
+        unsigned len = n - c < LPM6_CHUNK ? n - c : LPM6_CHUNK, m = 0, m3 = 0;
+        /* dir1 and dir2 for the chunk (small, cached). Where dir2 sends the address on
+         * to dir3, prefetch its entry there and its bucket in the root level. */
         for (unsigned i = 0; i < len; i++) {
             const uint8_t *a = addrs + 16 * (size_t)(c + i);
             uint64_t h = ofl_lpm6_be64(a);
             uint32_t e = t->dir1[h >> (64 - OFL_LPM6_DIR1_BITS)];
             if (e >> 16) {
                 e = ofl_lpm6_dir2(t, e, h);
-                uint32_t see = (e & OFL_LPM6_SEE32) != 0;
-                hi[m32] = h;
-                lo[m32] = ofl_lpm6_be64(a + 8);
-                key[m32] = (uint32_t)(h >> 32);
-                at32[m32] = ofl_lpm6_hash32(t, key[m32]);
-                if (see) __builtin_prefetch(&t->x32[at32[m32]]);
-                if (see && rl) {
-                    atr[m32] = ofl_lpm6_hash(h & rl->mhi, lo[m32] & rl->mlo, rl->shift);
-                    __builtin_prefetch(ofl_lpm6_bucket_at(rl, atr[m32]));
+                if (e & OFL_LPM6_SEE3) {
+                    e3[m3] = &t->dir3[((size_t)(e & ~OFL_LPM6_SEE3) << OFL_LPM6_DIR3_BITS) |
+                                      (h >> (64 - OFL_LPM6_DIR_LEN) &
+                                       ((1u << OFL_LPM6_DIR3_BITS) - 1))];
+                    __builtin_prefetch(e3[m3]);
+                    hi[m3] = h;
+                    lo[m3] = ofl_lpm6_be64(a + 8);
+                    if (rl) {
+                        atr[m3] = ofl_lpm6_hash(h & rl->mhi, lo[m3] & rl->mlo, rl->shift);
+                        __builtin_prefetch(ofl_lpm6_bucket_at(rl, atr[m3]));
+                    }
+                    who[m3++] = c + i;
                 }
-                who[m32] = c + i;
-                m32 += see;
             }
             hops[c + i] = (uint16_t)e;
         }
-        /* The /32 table and, for a /32 with a tree, its root level: a prefix there
-         * that is not a marker ends the search; the others go on to the searches. */
-        for (unsigned i = 0; i < m32; i++) {
-            uint32_t v = ofl_lpm6_probe32(t, key[i], at32[i]);
-            uint16_t h = (uint16_t)(v | (hops[who[i]] & -(uint32_t)(v == 0))), b = h;
+        /* dir3 and, for a /32 with a tree, its root level: a prefix there that is not
+         * a marker ends the search; the others go on to the searches. */
+        for (unsigned i = 0; i < m3; i++) {
+            uint32_t v = *e3[i];
+            uint16_t h = (uint16_t)v, b = h;
             int32_t next = -1;
             if (rl) {
                 uint32_t vr = ofl_lpm6_probe(rl, hi[i] & rl->mhi, lo[i] & rl->mlo, atr[i]);
                 /* tree[0] is 0, some tree's root: a /32 without a tree (where the root
                  * level holds nothing of it) goes through it, its answers dropped. */
-                int32_t nx = ofl_lpm6_step(&t->node[t->tree[v >> 16]], vr, h, &b);
+                int32_t nx = step(&t->node[t->tree[v >> 16]], vr, h, &b);
                 int32_t has = -(int32_t)((v >> 16) != 0);
                 next = (nx & has) | ~has;
                 b = (uint16_t)((b & has) | (h & ~has));

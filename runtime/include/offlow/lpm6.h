@@ -1,29 +1,36 @@
 /* IPv6 longest-prefix match: binary search on prefix lengths over hash tables with
- * markers (Waldvogel, Varghese, Turner, Plattner 1997; as in Knapp).
+ * markers (Waldvogel, Varghese, Turner, Plattner 1997; as in Knapp), behind a
+ * direct-indexed front.
  *
- * Every distinct prefix length 1..128 present in the routes is a level; level L holds
- * an open-addressing hash table (linear probing, load <= 0.7) keyed by the address
- * masked to L bits. A lookup searches a binary search tree over the levels (ordered
- * by length): a hit at a level means "a prefix of this length or longer may match",
- * so the search goes to the longer side, a miss to the shorter side. For a hit to be
- * seen wherever a longer prefix exists, every prefix leaves a marker (its address
- * masked to the level's length) at each level where the search for its own level goes
- * right. Each entry, prefix or marker, stores its best-matching prefix (bmp): the hop
- * of the longest route of this length or shorter (the /0 default included) that
- * contains its key, computed at build time, so the search never backtracks: the
- * answer is the bmp of the last hit (the default route when there is none), and a hit
- * on an entry that is not a marker ends the search.
+ * The front answers every length up to 32: dir1 (indexed by the top 16 bits), dir2
+ * blocks (bits 16..23) for the /16s that hold longer prefixes, dir3 blocks (bits
+ * 24..31) for the /24s that do. A dir3 entry gives the hop of the longest prefix of
+ * length <= 32 and the /32's search tree over the longer lengths present in it.
  *
- * The tree is any binary search tree over the levels; the build picks the one with
- * the fewest expected probes when lookups end at each level in proportion to the
- * routes of that length (an optimal BST, Knuth's algorithm: Waldvogel's "asymmetric
- * binary search"). On the BGP table the /48 level becomes the root. Equal weights
- * give a balanced tree.
+ * Every distinct prefix length 33..128 present in the routes is a level; level L holds
+ * an open-addressing hash table keyed by the address masked to L bits. A lookup
+ * searches a binary search tree over the levels (ordered by length): a hit at a level
+ * means "a prefix of this length or longer may match", so the search goes to the
+ * longer side, a miss to the shorter side. For a hit to be seen wherever a longer
+ * prefix exists, every prefix leaves a marker (its address masked to the level's
+ * length) at each level where the search for its own level goes right. Each entry,
+ * prefix or marker, stores its best-matching prefix (bmp): the hop of the longest
+ * route of this length or shorter (the /0 default included) that contains its key,
+ * computed at build time, so the search never backtracks: the answer is the bmp of
+ * the last hit (the front's hop when there is none), and a hit on an entry that is
+ * not a marker ends the search.
  *
- * A level's table is made of 64-byte buckets (one cache line): five slots of a 64-bit
- * key and a 32-bit value for levels of up to 64 bits, three of a two-word key for
- * longer ones. A probe reads one bucket and compares its slots without branches. A
- * value is bmp | flags, never 0 in a used slot.
+ * Trees: tree 1 is the binary search tree over all the levels with the fewest
+ * expected probes when lookups end at each level in proportion to the routes of that
+ * length (an optimal BST, Knuth's algorithm: Waldvogel's "asymmetric binary search";
+ * equal weights give a balanced tree). Its root level (/48 on the BGP table) is the
+ * root of every tree; below it each /32 gets the optimal trees over the shorter and
+ * the longer lengths present in it, shared by all /32s with the same set.
+ *
+ * A level's table is made of 64-byte buckets (one cache line): eight packed slots (key
+ * and 16-bit value in one word) for levels of up to 48 bits, three two-word keys and
+ * their values for longer ones. A probe reads one bucket and compares its slots at
+ * once, without branches.
  *
  * Building accepts routes in any order; of two equal prefixes the later wins. A table
  * is immutable once built: to change routes, build a new one. Lookups on a built
@@ -42,21 +49,13 @@
 #define OFL_LPM6_PREFIX 0x10000u   /* value flag while building: a route of this length */
 
 /* The front: the top DIR1_BITS of an address index dir1, the next DIR2_BITS a block
- * of dir2, and a hash table holds the /DIR_LEN (= /32) entries that dir2 cannot
- * give; lengths up to DIR_LEN are answered there. */
+ * of dir2, the next DIR3_BITS a block of dir3 where the /24 needs one; lengths up to
+ * DIR_LEN (= 32) are answered there. */
 #define OFL_LPM6_DIR1_BITS 16
 #define OFL_LPM6_DIR2_BITS 8
+#define OFL_LPM6_DIR3_BITS 8
 #define OFL_LPM6_DIR_LEN 32
-#define OFL_LPM6_SEE32 0x10000u   /* dir2 entry flag: look the /32 up in the /32 table */
-
-/* A bucket of the /32 table: one cache line of eight 32-bit keys (an address's top 32
- * bits) and their values (hop | tree << 16, never 0 in a used slot), filled in order
- * as the level buckets below. */
-#define OFL_LPM6_SLOTS32 8
-struct ofl_lpm6_bucket32 {
-    uint32_t key[OFL_LPM6_SLOTS32];
-    uint32_t val[OFL_LPM6_SLOTS32];
-};
+#define OFL_LPM6_SEE3 0x80000000u   /* dir2 entry flag: the rest is a dir3 block */
 
 /* Levels of up to PACKED_LEN bits keep "packed" slots: one 64-bit word holding the
  * key (the address's top 64 bits masked to the level) in its top bits and, in the low
@@ -102,24 +101,22 @@ struct ofl_lpm6 {
     struct ofl_lpm6_level *lv;   /* levels by increasing length */
     unsigned nlv;
     unsigned depth;              /* most memory steps of one search past dir1 and dir2:
-                                    the /32 table plus the tallest tree's height */
+                                    dir3 plus the tallest tree's height */
     uint16_t def;                /* hop of the /0 route, 0 = none */
     size_t routes;               /* routes it was built from (duplicates included) */
     size_t prefixes;             /* distinct prefixes of length >= 1 */
     size_t markers;              /* entries that are markers only */
     uint32_t *dir1;              /* 2^DIR1_BITS entries: hop | (block + 1) << 16 */
-    uint32_t *dir2;              /* nblocks blocks of 2^DIR2_BITS, one per /24: the hop
-                                    of the longest prefix of length <= 24 covering it,
-                                    | OFL_LPM6_SEE32 when it holds longer prefixes */
+    uint32_t *dir2;              /* nblocks blocks of 2^DIR2_BITS entries (a block per
+                                    dir1 entry with one, an entry per /24): the hop of
+                                    the longest prefix of length <= 24 covering the
+                                    /24, or OFL_LPM6_SEE3 | a dir3 block when the /24
+                                    holds longer prefixes */
     unsigned nblocks;
-    struct ofl_lpm6_bucket32 *x32;   /* the /32 table: every /32 under a SEE32 /24 that
-                                        a prefix of length 25..32 covers or that holds
-                                        longer ones, keyed by its top 32 bits: the hop
-                                        of the longest prefix of length <= 32 covering
-                                        it | its tree << 16 (0 = none) */
-    uint64_t x32_mask;           /* buckets - 1 (a power of two >= 2) */
-    uint8_t x32_shift;           /* 64 - log2(buckets) */
-    size_t x32_used;             /* entries */
+    uint32_t *dir3;              /* nblocks3 blocks of 2^DIR3_BITS entries, an entry per
+                                    /32: the hop of the longest prefix of length <= 32
+                                    covering it | its search tree << 16 (0 = none) */
+    size_t nblocks3;
     int32_t *tree;               /* root node of tree id 1..ntrees ([0] unused) */
     unsigned ntrees;
     int32_t first;               /* the level at the root of every tree: the root of
@@ -127,7 +124,7 @@ struct ofl_lpm6 {
                                     DIR_LEN (tree 1; -1: no trees).
                                     Its markers cover every longer prefix, so a prefix
                                     found there that is not a marker is the answer:
-                                    the batched lookup probes it beside the /32 table */
+                                    the batched lookup probes it beside dir3 */
     struct ofl_lpm6_node *node;  /* every tree's nodes */
     unsigned nnodes;
     uint64_t *arena;             /* every level's slots */
@@ -175,35 +172,54 @@ static inline const void *ofl_lpm6_bucket_at(const struct ofl_lpm6_level *l, uin
     return l->packed ? (const void *)&l->p[OFL_LPM6_PSLOTS * i] : (const void *)&l->wb[i];
 }
 
-/* Four and eight 64-bit lanes, eight 32-bit lanes (GCC / Clang vector extension: AVX2
- * registers, SSE2 pairs or scalar code, whatever the target has). */
+/* Comparing all the slots of a bucket at once: with AVX2, in 256-bit vectors (GCC /
+ * Clang vector extensions, halved with __builtin_shufflevector); without it, slot by
+ * slot with masks, without branches (generic 256-bit vectors would compare 64-bit
+ * lanes one by one where SSE2 has no such compare). */
+#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
+#if defined(__AVX2__)
+#define OFL_LPM6_VECTORS 2
+#elif defined(__SSE2__)
+#define OFL_LPM6_VECTORS 1
+#endif
+#endif
+#ifdef OFL_LPM6_VECTORS
 typedef uint64_t ofl_lpm6_u64x4 __attribute__((vector_size(32)));
-typedef uint32_t ofl_lpm6_u32x8 __attribute__((vector_size(32)));
 typedef uint64_t ofl_lpm6_u64x2 __attribute__((vector_size(16)));
 typedef uint32_t ofl_lpm6_u32x4 __attribute__((vector_size(16)));
-
-/* The OR of all lanes of a vector (a macro: a function taking a 32-byte vector would
- * change the ABI on targets without AVX). Halving with shuffles where the compiler has
- * __builtin_shufflevector (Clang, GCC 12 on), lane by lane elsewhere. */
-#if defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 12)
-#define OFL_LPM6_OR4X64(v, out)                                                         \
-    do {                                                                                \
-        ofl_lpm6_u64x2 h_ = __builtin_shufflevector((v), (v), 0, 1) |                   \
-                            __builtin_shufflevector((v), (v), 2, 3);                    \
-        (out) = h_[0] | h_[1];                                                          \
-    } while (0)
-#define OFL_LPM6_OR8X32(v, out)                                                         \
-    do {                                                                                \
-        ofl_lpm6_u32x4 h_ = __builtin_shufflevector((v), (v), 0, 1, 2, 3) |             \
-                            __builtin_shufflevector((v), (v), 4, 5, 6, 7);              \
-        h_ |= __builtin_shufflevector(h_, h_, 2, 3, 0, 1);                              \
-        (out) = h_[0] | h_[1];                                                          \
-    } while (0)
-#else
-#define OFL_LPM6_OR4X64(v, out) ((out) = (v)[0] | (v)[1] | (v)[2] | (v)[3])
-#define OFL_LPM6_OR8X32(v, out)                                                         \
-    ((out) = (v)[0] | (v)[1] | (v)[2] | (v)[3] | (v)[4] | (v)[5] | (v)[6] | (v)[7])
 #endif
+
+/* The low 16 bits of the slot of the packed bucket b (OFL_LPM6_PSLOTS words) whose key
+ * is `hi` under the level's mask `m`, 0 when none is (an empty slot is 0). */
+static inline uint32_t ofl_lpm6_pmatch(const uint64_t *b, uint64_t hi, uint64_t m)
+{
+#if OFL_LPM6_VECTORS == 2
+    ofl_lpm6_u64x4 x, y;
+    memcpy(&x, b, sizeof x);
+    memcpy(&y, b + 4, sizeof y);
+    ofl_lpm6_u64x4 hit = (x & (ofl_lpm6_u64x4)(((x ^ hi) & m) == 0)) |
+                         (y & (ofl_lpm6_u64x4)(((y ^ hi) & m) == 0));
+    ofl_lpm6_u64x2 h = __builtin_shufflevector(hit, hit, 0, 1) |
+                       __builtin_shufflevector(hit, hit, 2, 3);
+    return (uint32_t)((h[0] | h[1]) & 0xFFFF);
+#elif OFL_LPM6_VECTORS == 1
+    /* SSE2 compares 32-bit lanes: a slot matches when both of its halves do. */
+    ofl_lpm6_u64x2 any = {0, 0}, k = {hi, hi}, mm = {m, m};
+    for (int j = 0; j < OFL_LPM6_PSLOTS; j += 2) {
+        ofl_lpm6_u64x2 x;
+        memcpy(&x, b + j, sizeof x);
+        ofl_lpm6_u32x4 z = (ofl_lpm6_u32x4)((x ^ k) & mm);
+        ofl_lpm6_u32x4 eq = (ofl_lpm6_u32x4)(z == 0);
+        eq &= __builtin_shufflevector(eq, eq, 1, 0, 3, 2);
+        any |= x & (ofl_lpm6_u64x2)eq;
+    }
+    return (uint32_t)((any[0] | any[1]) & 0xFFFF);
+#else
+    uint64_t any = 0;
+    for (int j = 0; j < OFL_LPM6_PSLOTS; j++) any |= b[j] & -(uint64_t)(((b[j] ^ hi) & m) == 0);
+    return (uint32_t)(any & 0xFFFF);
+#endif
+}
 
 /* The value stored for the address (hi, lo) masked to level l, 0 when absent (bmp,
  * | OFL_LPM6_MARKER for a marker); `i` is its first bucket (ofl_lpm6_hash of the masked
@@ -216,14 +232,7 @@ static inline uint32_t ofl_lpm6_probe(const struct ofl_lpm6_level *l, uint64_t h
     if (l->packed) {
         for (;; i = (i + 1) & l->mask) {
             const uint64_t *b = &l->p[OFL_LPM6_PSLOTS * i];
-            ofl_lpm6_u64x4 x, y;
-            memcpy(&x, b, sizeof x);
-            memcpy(&y, b + 4, sizeof y);
-            ofl_lpm6_u64x4 hit = (x & (ofl_lpm6_u64x4)(((x ^ hi) & l->mhi) == 0)) |
-                                 (y & (ofl_lpm6_u64x4)(((y ^ hi) & l->mhi) == 0));
-            uint64_t any;
-            OFL_LPM6_OR4X64(hit, any);
-            uint32_t v = (uint32_t)(any & 0xFFFF);
+            uint32_t v = ofl_lpm6_pmatch(b, hi, l->mhi);
             /* Not found in a full bucket: full > v, one compare (a branch on v alone
              * would be a coin toss where half the probes miss). */
             uint32_t full = b[OFL_LPM6_PSLOTS - 1] != 0;
@@ -256,67 +265,42 @@ static inline uint32_t ofl_lpm6_dir2(const struct ofl_lpm6 *t, uint32_t e, uint6
                     ((1u << OFL_LPM6_DIR2_BITS) - 1))];
 }
 
-/* First bucket of the /32 `key` in the /32 table. */
-static inline uint64_t ofl_lpm6_hash32(const struct ofl_lpm6 *t, uint32_t key)
+/* The dir3 entry of address `hi` (its high 64 bits) under the dir2 entry e (which
+ * has OFL_LPM6_SEE3). */
+static inline uint32_t ofl_lpm6_dir3(const struct ofl_lpm6 *t, uint32_t e, uint64_t hi)
 {
-    return ((uint64_t)key * 0x9E3779B97F4A7C15ull) >> t->x32_shift;
+    return t->dir3[((size_t)(e & ~OFL_LPM6_SEE3) << OFL_LPM6_DIR3_BITS) |
+                   (hi >> (64 - OFL_LPM6_DIR_LEN) & ((1u << OFL_LPM6_DIR3_BITS) - 1))];
 }
 
-/* The value of the /32 `key` in the /32 table, 0 when absent; `i` is its first bucket.
- * Without branches but for a full bucket, as ofl_lpm6_probe. */
-static inline uint32_t ofl_lpm6_probe32(const struct ofl_lpm6 *t, uint32_t key, uint64_t i)
-{
-    for (;; i = (i + 1) & t->x32_mask) {
-        const struct ofl_lpm6_bucket32 *b = &t->x32[i];
-        ofl_lpm6_u32x8 k, val;
-        memcpy(&k, b->key, sizeof k);
-        memcpy(&val, b->val, sizeof val);
-        val &= (ofl_lpm6_u32x8)(k == key);
-        uint32_t v;
-        OFL_LPM6_OR8X32(val, v);
-        uint32_t full = b->val[OFL_LPM6_SLOTS32 - 1] != 0;
-        if (__builtin_expect(full <= v, 1)) return v;
-    }
-}
-
-/* One step of a search at node d whose probe found the value v (0 = none): the best
- * hop so far in *best (v's bmp on a hit, else `was`), and the node to go on with:
- * the left child on a miss, the right one on a marker, -1 (done) on a prefix that is
- * not a marker. Without branches: which way a search goes cannot be predicted. */
-static inline int32_t ofl_lpm6_step(const struct ofl_lpm6_node *d, uint32_t v, uint16_t was,
-                                    uint16_t *best)
-{
-    const int32_t next[3] = {d->left, -1, d->right};
-    *best = (uint16_t)((v & OFL_LPM6_BMP) | (was & -(uint32_t)(v == 0)));
-    return next[(v != 0) + (v >> 15 & 1)];   /* OFL_LPM6_MARKER is bit 15 */
-}
-
-/* The rest of ofl_lpm6_lookup for an address whose /24 sends it to the /32 table
- * (`hi`: its top 64 bits, `e`: its dir2 entry): the /32 table and, beside it (it does
- * not wait for the /32 table's answer), the root level; then one hash probe per level
- * further down the /32's tree, with branches: the core predicts the way and starts
- * the next probe before this one's bucket is in. Not inline: most addresses end
- * before it, and the inline part stays small enough to be inlined. */
+/* The rest of ofl_lpm6_lookup for an address whose /32 has a search tree (`hi`: its
+ * top 64 bits, `e`: its dir3 entry): the root level, then one hash probe per level
+ * further down the tree, with branches: the core predicts the way and starts the next
+ * probe before this one's bucket is in. Not inline: most addresses end before it,
+ * and the inline part stays small enough to be inlined. */
 uint16_t ofl_lpm6_lookup_deep(const struct ofl_lpm6 *t, const uint8_t addr[16], uint64_t hi,
                               uint32_t e);
 
 /* The next hop of `addr` (16 bytes, network order): the hop of the longest prefix
  * that contains it, 0 when none does. The plain scalar lookup: dir1, dir2 where the
- * /16 holds longer prefixes, and ofl_lpm6_lookup_deep where the /24 does. */
+ * /16 holds longer prefixes, dir3 where the /24 does, and ofl_lpm6_lookup_deep where
+ * the /32 does. */
 static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t addr[16])
 {
     uint64_t hi = ofl_lpm6_be64(addr);
     uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
     if (!(e >> 16)) return (uint16_t)e;
     e = ofl_lpm6_dir2(t, e, hi);
-    if (!(e & OFL_LPM6_SEE32)) return (uint16_t)e;
+    if (!(e & OFL_LPM6_SEE3)) return (uint16_t)e;
+    e = ofl_lpm6_dir3(t, e, hi);
+    if (!(e >> 16)) return (uint16_t)e;
     return ofl_lpm6_lookup_deep(t, addr, hi, e);
 }
 
 /* hops[i] = ofl_lpm6_lookup(t, addrs + 16 * i) for i < n, hiding memory latency
  * (G-Opt style): for a group of addresses it reads dir1 and dir2 (small, cached) and
- * prefetches the /32 table's buckets, then probes those; the addresses left with a
- * tree search it takes one level
+ * prefetches the dir3 entries and the root level's buckets, then reads and probes
+ * those; the addresses left with a tree search it takes one level
  * at a time, all together: a pass prefetches every address's bucket, the next probes
  * them without branches and keeps the addresses that go on. The cache misses of a
  * group overlap. */
