@@ -71,9 +71,38 @@ def explain(g: Graph) -> str:
         else:
             lines.append(f"  {t.name}: {t.ctype}[{t.length}] in {home}; "
                          f"used by {', '.join(users)}")
+    lines += _caches(g)
     if g.channels:
         lines += ["", "channels (direct messages from host programs: offlow.session):"]
         for c in g.channels:
             lines.append(f"  {c.name}: served on {c.device} by {c.handler.name} "
                          f"({c.handler.cls}) on the device's channel manager thread")
     return "\n".join(lines)
+
+
+def _caches(g: Graph) -> list[str]:
+    """Each cache and the paths its expansion made (passes/cache.py)."""
+    lines: list[str] = []
+    for c in g.caches:
+        lk, up = g.node(f"{c.name}_lookup"), g.node(f"{c.name}_update")
+        hit = next(e for e in g.out_edges(lk.name) if e.src_port == "hit")
+        out = next(e for e in g.out_edges(up.name))
+        opts = dict(c.options)
+        lines += [
+            f"  {c.name}: {c.policy} cache around {c.first}"
+            + (f"..{c.last}" if c.last != c.first else "")
+            + f", {opts.get('entries', '?')} entries in sets of {opts.get('ways', '?')}, "
+            f"{opts.get('eviction', '?')} eviction, values up to {opts.get('value_max', '?')} B; "
+            f"lives on {g.segment(lk.segment).device}",
+            f"    lookup {lk.name} in segment {lk.segment}: hit -> {hit.dst} (answered there), "
+            f"miss -> {c.first}",
+            f"    update {up.name} in segment {up.segment}: {c.last}'s replies fill the cache "
+            f"-> {out.dst}",
+        ]
+        if c.policy == "write_back":
+            lines.append(f"    write-back: written entries stay in the cache; an evicted one is "
+                         f"sent down the miss path to {c.first}, steered by {c.ops.steer}")
+        else:
+            lines.append(f"    write-through: writes go on to {c.first}; the cache keeps the "
+                         "value once the reply confirms it")
+    return ["", "caches:", *lines] if lines else []

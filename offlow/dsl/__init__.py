@@ -3,8 +3,9 @@
 from offlow.dsl.element import Composite, Element, Handler, Port, Sink, Source
 from offlow.dsl.program import Program, Segment, State
 from offlow.dsl.values import Shared, Table
+from offlow.ir import CacheOps
 
 __all__ = [
-    "Composite", "Element", "Handler", "Port", "Program", "Segment", "Shared", "Sink",
+    "CacheOps", "Composite", "Element", "Handler", "Port", "Program", "Segment", "Shared", "Sink",
     "Source", "State", "Table",
 ]

@@ -4,7 +4,19 @@ device running KvServe (runtime/include/offlow/kvs_pkt.h, kvstore.h)."""
 
 from __future__ import annotations
 
-from offlow.dsl import Element, Port, Table
+from offlow.dsl import CacheOps, Element, Port, Table
+
+# The NIC cache of memcached requests (runtime/include/offlow/kvcache.h), for
+# Program.cache(name, around=KvServe(...), ops=MEMCACHED_CACHE): a datagram holding one
+# GET, SET or DELETE is cached, anything else goes through (the keys it names are
+# written back first). Made packets (write-backs) are steered by `kv_hash`, as KeyHash
+# sets it.
+MEMCACHED_CACHE = CacheOps(
+    ctype="struct ofl_kvc", open_fn="ofl_kvc_open_opts", close_fn="ofl_kvc_destroy",
+    request_fn="ofl_kvc_request", reply_fn="ofl_kvc_reply",
+    args="state->l3_off, state->l4_off", steer="kv_hash",
+    steer_expr="(uint32_t)(hash >> 32)", internal="OFL_KVC_INTERNAL",
+    source="memcached NIC cache (kvcache.c), empty at start-up")
 
 
 def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1400) -> Table:

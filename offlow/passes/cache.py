@@ -24,10 +24,11 @@ from offlow.ir.types import cname
 
 
 def expand_caches(g: Graph) -> Graph:
-    """Replace every cache of `g` with its lookup and update elements."""
+    """Add every cache's lookup and update elements to `g` and wire them around its
+    region (the caches stay in the graph, for explain)."""
     for c in g.caches:
         g = _expand(g, c)
-    return replace(g, caches=())
+    return g
 
 
 def _expand(g: Graph, c: Cache) -> Graph:
@@ -101,7 +102,6 @@ def _args(c: Cache) -> str:
 def _lookup_body(c: Cache, node: str, ticket: str, wb: bool) -> str:
     emit = f"ofl_emit_{cname(node)}, &em" if wb else "NULL, NULL"
     return "\n".join([
-        f"    /* {c.policy} cache {c.name}: a hit is answered here, a miss goes on. */",
         *([f"    struct ofl_emit_{cname(node)} em = {{ ctx, state }};"] if wb else []),
         "    uint64_t ticket = 0;",
         f"    int rc = {c.ops.request_fn}(cache, pkt{_args(c)}, &ticket, {emit});",
@@ -116,7 +116,6 @@ def _lookup_body(c: Cache, node: str, ticket: str, wb: bool) -> str:
 
 def _update_body(c: Cache, ticket: str) -> str:
     return "\n".join([
-        f"    /* {c.policy} cache {c.name}: the region's reply fills the cache. */",
         f"    if ({c.ops.reply_fn}(cache, pkt{_args(c)}, state->{ticket}) != 0)",
         "        DROP();",
     ])
