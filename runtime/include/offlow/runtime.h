@@ -18,6 +18,7 @@
 #include "offlow/gen.h"
 #include "offlow/group.h"
 #include "offlow/hash.h"
+#include "offlow/kvcache.h"
 #include "offlow/kvs_pkt.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
