@@ -42,7 +42,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
     prog = load_program(a.program, a.set)
     b = build(prog)
     opts = RunOptions(input=a.input, output=a.output, duration=a.duration, loops=a.loops,
-                      udp_port=a.udp,
+                      udp_port=a.udp, tcp_port=a.tcp,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt))
@@ -51,10 +51,14 @@ def _cmd_run(a: argparse.Namespace) -> int:
     summary["ok"] = res.ok
     summary["errors"] = res.errors
     summary["warnings"] = res.warnings
+    if res.tcp is not None:
+        summary["tcp"] = res.tcp
     if a.json:
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
+        if res.tcp is not None:
+            print("tcp gateway: " + ", ".join(f"{k} {v}" for k, v in res.tcp.items()))
     for err in res.errors:
         print(f"offlow: error: {err}", file=sys.stderr)
     return 0 if res.ok else 1
@@ -144,6 +148,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--udp", type=int, metavar="PORT",
                    help="serve UDP clients on 127.0.0.1:PORT (0: a free port): every source "
                         "reads datagrams, every sink sends replies; until --duration or Ctrl-C")
+    r.add_argument("--tcp", type=int, metavar="PORT",
+                   help="also serve memcached over TCP on 127.0.0.1:PORT (0: a free port): a "
+                        "gateway sends each request as one datagram to the --udp port "
+                        "(without --udp: a free one) and writes the replies back")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 

@@ -13,7 +13,7 @@ import pytest
 from tests.e2e import ROOT, read_frames, run_example
 
 KVS = ROOT / "examples" / "kvs.py"
-GET, SET, DELETE, VERSION = 0x00, 0x01, 0x04, 0x0B
+GET, SET, DELETE, GETQ, VERSION = 0x00, 0x01, 0x04, 0x09, 0x0B
 
 
 def binary(opcode: int, key: bytes = b"", value: bytes = b"", opaque: int = 0) -> bytes:
@@ -44,6 +44,9 @@ REQUESTS = [
     b"get plum\r\n",
     binary(0x7E, b"k", opaque=9),        # unknown opcode
     binary(VERSION, opaque=10),
+    binary(GETQ, b"pear", opaque=11),    # quiet miss: the frame header alone (count 0)
+    b"set fig 0 0 1 noreply\r\nf\r\n",  # noreply: the frame header alone as well
+    b"get fig\r\n",
 ]
 
 
@@ -54,10 +57,10 @@ def test_memcached_datagrams_are_answered(design: list[str], tmp_path: Path) -> 
         w = dpkt.pcap.Writer(f)
         for i, payload in enumerate(REQUESTS):
             w.writepkt(datagram(i, payload), ts=i * 1e-6)
-        w.writepkt(datagram(99, b"\x01\x02"), ts=1.0)  # no frame header: dropped
+        w.writepkt(datagram(99, b"\x01\x02"), ts=1.0)  # ends inside its request: dropped
     s = run_example(design, program=KVS, input=capture, output=out)
     assert s["ok"], s["errors"]
-    replies = {}
+    replies, headers = {}, {}
     for fr in read_frames(out):
         ip = dpkt.ethernet.Ethernet(fr).data
         assert ip.dst == bytes([10, 0, 0, 2]) and ip.src == bytes([10, 0, 0, 1])
@@ -68,6 +71,7 @@ def test_memcached_datagrams_are_answered(design: list[str], tmp_path: Path) -> 
         rid = struct.unpack("!H", udp.data[:2])[0]
         assert udp.dport == 40000 + rid
         replies[rid] = udp.data[8:]
+        headers[rid] = struct.unpack("!HHHH", udp.data[:8])
 
     def status(rid: int) -> tuple[int, bytes]:
         r = replies[rid]
@@ -85,6 +89,11 @@ def test_memcached_datagrams_are_answered(design: list[str], tmp_path: Path) -> 
     assert replies[7] == b"VALUE plum 7 4\r\nblue\r\nEND\r\n"
     assert status(8)[0] == 0x0081
     assert status(9) == (0, b"0.1.0-offlow")
+    # every datagram whose requests ran is answered (a TCP gateway waits for each)
+    assert replies[10] == b"" and headers[10] == (10, 0, 0, 0)
+    assert replies[11] == b"" and headers[11] == (11, 0, 0, 0)
+    assert replies[12] == b"VALUE fig 0 1\r\nf\r\nEND\r\n"
+    assert all(headers[r] == (r, 0, 1, 0) for r in range(10))
     assert 99 not in replies
     assert s["elements"]["serve"]["drop"] == 1
 

@@ -47,8 +47,9 @@ class KeyHash(Element):
 
 class KvServe(Element):
     """Runs the memcached requests of the datagram against `store` and turns the packet
-    into the reply (addresses swapped); quiet requests and datagrams that are not
-    memcached are dropped here (counted)."""
+    into the reply (addresses swapped; quiet requests get the frame header alone, as
+    memcached sends); datagrams that are not memcached, or end inside their first
+    request, are dropped here (counted)."""
 
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)

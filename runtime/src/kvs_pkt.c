@@ -59,24 +59,80 @@ static void make_reply_headers(uint8_t *d, uint32_t l3_off, uint32_t l4_off, siz
     ofl_put_be16(ip + 10, ofl_csum(ip, l4_off - l3_off));
 }
 
+/* Room for the replies of one datagram: kvexec reserves a value's worth ahead
+ * (VALUE_GUESS) before it knows the value, so a reply that fits REPLY_MAX may need
+ * this much room while it is written; what does not fit is refused below. */
+#define REPLY_ROOM 4096u
+
+/* Run every request of the datagram at `p` (`len` bytes, frame header first) and
+ * append the replies to `out`. Returns the request id, or -EINVAL (not a datagram
+ * that can be run); *ran counts the requests run or answered with an error;
+ * *overflow is set when a reply did not fit `out`, and *bad_req then holds the
+ * request being answered (its protocol, opcode, opaque). */
+static int run_datagram(struct ofl_kv *kv, const uint8_t *p, size_t len, struct ofl_mc_out *out,
+                        unsigned *ran, int *overflow, struct ofl_mc_req *bad_req)
+{
+    struct ofl_mc_udp_hdr h;
+    if (ofl_mc_udp_parse(p, len, &h) < 0) return -EINVAL;
+    struct ofl_mc_limits lim = ofl_mc_default_limits();
+    size_t off = OFL_MC_UDP_HDR_LEN;
+    enum ofl_mc_proto proto = OFL_MC_ANY;
+    *overflow = 0;
+    *ran = 0;
+    while (off < len) {   /* as ofl_kv_exec_udp, but a reply that does not fit is known */
+        struct ofl_mc_req req;
+        ssize_t r = ofl_mc_parse(p + off, len - off, proto, &lim, &req);
+        proto = (enum ofl_mc_proto)req.proto;
+        if (r == 0) break;   /* the datagram ends inside a request: nothing for it */
+        size_t before = out->len;
+        ++*ran;
+        int rc = r < 0 ? ofl_kv_exec_error(&req, (int)r, out) : ofl_kv_exec(kv, &req, out);
+        if (rc < 0) {
+            out->len = before;
+            *overflow = 1;
+            *bad_req = req;
+            break;
+        }
+        if (r < 0) off = req.len < len - off ? off + req.len : len;
+        else off += (size_t)r;
+        if (req.fatal || rc == 1) break;   /* quit means nothing more on UDP */
+    }
+    return h.request_id;
+}
+
 int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off)
 {
     size_t len;
     const uint8_t *p = udp_payload(pkt, l4_off, &len);
     if (!p || l3_off + 20 > l4_off) return -EINVAL;
     /* Replies go to a buffer of their own: they overwrite the request's bytes. */
-    uint8_t buf[REPLY_MAX];
+    uint8_t buf[REPLY_ROOM];
     struct ofl_mc_out out = {buf, 0, sizeof buf, sizeof buf};
-    struct ofl_kv_udp_counts c = {0, 0, 0};
-    struct ofl_mc_limits lim = ofl_mc_default_limits();
-    int id = ofl_kv_exec_udp(kv, p, len, &lim, &out, &c);
+    struct ofl_mc_req bad;
+    int overflow;
+    unsigned ran;
+    int id = run_datagram(kv, p, len, &out, &ran, &overflow, &bad);
     if (id < 0) return id;
-    if (out.len == 0) return 1;
+    if (ran == 0) return 1;   /* no request, or it is cut short: nothing, as memcached */
+    if (overflow || out.len > REPLY_MAX) {
+        /* Longer than one datagram: memcached's answer when it cannot build a reply. */
+        if (!overflow) ofl_mc_parse(p + OFL_MC_UDP_HDR_LEN, len - OFL_MC_UDP_HDR_LEN,
+                                    OFL_MC_ANY, NULL, &bad);
+        ssize_t n = bad.proto == OFL_MC_BINARY
+                        ? ofl_mc_write_status(buf, sizeof buf, bad.opcode, bad.opaque,
+                                              OFL_MC_ST_ENOMEM)
+                        : ofl_mc_write_text_line(buf, sizeof buf,
+                                                 "SERVER_ERROR out of memory writing get response");
+        out.len = n > 0 ? (size_t)n : 0;
+    }
+    /* A datagram without an answer (quiet requests, noreply) still gets one, with no
+     * payload: memcached's header-only datagram (seq 0, count 0), so a gateway waiting
+     * for each request's reply hears of it. */
     size_t payload = OFL_MC_UDP_HDR_LEN + out.len;
     if ((size_t)l4_off + 8 + payload > pkt->cap) return -EMSGSIZE;
     uint8_t *d = pkt->data + l4_off + 8;
-    ofl_mc_udp_write(d, (uint16_t)id, 0, 1);
-    memcpy(d + OFL_MC_UDP_HDR_LEN, buf, out.len);
+    ofl_mc_udp_write(d, (uint16_t)id, 0, out.len ? 1 : 0);
+    if (out.len) memcpy(d + OFL_MC_UDP_HDR_LEN, buf, out.len);
     make_reply_headers(pkt->data, l3_off, l4_off, payload);
     pkt->len = (uint32_t)(l4_off + 8 + payload);
     return 0;

@@ -21,9 +21,15 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
 
 /* Run the datagram of `pkt` against `kv` and turn the packet into the reply, in
  * place: one datagram with the request's id, addresses and ports swapped, IPv4
- * lengths and checksum fixed (UDP checksum 0). Returns 0 (send it), 1 (nothing to
- * answer: quiet requests), or a negative error (drop it: not a memcached datagram,
- * or a reply longer than one datagram or the packet buffer). */
+ * lengths and checksum fixed (UDP checksum 0). Every datagram that is run is
+ * answered: with no reply to send (quiet requests, noreply) the answer is the
+ * frame header alone (seq 0, count 0; memcached sends the same for a quiet binary
+ * request); replies longer than one datagram (1400 bytes with the header) become
+ * memcached's out-of-memory answer (binary status ENOMEM for the request that
+ * overflowed, text "SERVER_ERROR out of memory writing get response"). Returns 0
+ * (send it), 1 (nothing to send: the datagram holds no request, or ends inside its
+ * first one; memcached answers neither) or a negative error (drop it: not a
+ * memcached datagram, or the packet buffer cannot hold the reply). */
 int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off);
 
 /* The store named `name` from its options: capacity= (items, default 1000000),
