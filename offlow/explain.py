@@ -1,11 +1,12 @@
-"""`offlow explain`: the compiled design in words: segments and cores, each queue
-with the fields and bytes per packet it carries, and where each table lives."""
+"""`offlow explain`: the compiled design in words: segments and cores, each logical
+queue with its channels (the fields and bytes per packet each carries) and its
+mapping onto rings, and where each table lives."""
 
 from __future__ import annotations
 
-from offlow.codegen.c import consumers
-from offlow.codegen.layout import entry_layout, state_bytes
-from offlow.ir import Graph
+from offlow.codegen.layout import channel_layouts, entry_size, state_bytes
+from offlow.codegen.queuegen import consumers, polled_by
+from offlow.ir import Graph, Queue
 from offlow.runner import cpu_of
 
 
@@ -34,20 +35,7 @@ def explain(g: Graph) -> str:
     if not g.queues:
         lines.append("  none (one segment)")
     for q in g.queues:
-        lay = entry_layout(q, g.mtu)
-        where = "interconnect window" if q.crosses_device else "window (same device)"
-        fields = ", ".join(f"{f.name}:{f.ctype}" for f in q.fields) or "none"
-        data = f" + packet bytes (up to {lay.data_cap})" if q.carries_data else " (no packet bytes)"
-        nrings = len(g.segment(q.src_segment).cores) * consumers(g, q)
-        lines += [
-            f"  {q.name}: {q.src_segment} ({g.segment(q.src_segment).device}) -> "
-            f"{q.dst_segment} ({g.segment(q.dst_segment).device}) on {q.edge}",
-            f"    carries {fields}: {lay.field_bytes} B of the {full} B state{data}",
-            f"    entry {lay.size} B (8 B header + {lay.data_off - 8} B fields"
-            f"{' + data' if q.carries_data else ''}); per 64 B packet {lay.bytes_for(64)} B cross",
-            f"    {nrings} ring(s) of {q.ring_size} entries in the {where}, "
-            f"doorbell every {q.batch} entries",
-        ]
+        lines += _queue_lines(g, q, full)
     lines.append("")
     lines.append("shared tables:")
     if not g.shared:
@@ -106,3 +94,45 @@ def _caches(g: Graph) -> list[str]:
             lines.append(f"    write-through: writes go on to {c.first}; the cache keeps the "
                          "value once the reply confirms it")
     return ["", "caches:", *lines] if lines else []
+
+
+def _queue_lines(g: Graph, q: Queue, full: int) -> list[str]:
+    """A logical queue: its channels, then its mapping onto rings."""
+    src, dst = g.segment(q.src_segment), g.segment(q.dst_segment)
+    where = "interconnect window" if q.crosses_device else "window (same device)"
+    nchan = len(q.channels)
+    out = [f"  {q.name}: {src.name} ({src.device}) -> {dst.name} ({dst.device}), "
+           f"{nchan} channel{'s' if nchan > 1 else ''}"]
+    for lay in channel_layouts(q, g.mtu):
+        ch = q.channels[lay.channel]
+        fields = ", ".join(f"{f.name}:{f.ctype}" for f in ch.fields) or "none"
+        data = (f" + packet bytes (up to {lay.data_cap})" if ch.carries_data
+                else " (no packet bytes)")
+        extra = " + 2 B length" if lay.len_off else ""
+        out += [f"    channel {lay.channel}: {ch.edge}",
+                f"      carries {fields}: {lay.field_bytes} B of the {full} B state{data}",
+                f"      entry {lay.size} B (8 B header + {lay.data_off - 8} B fields{extra}"
+                f"{' + data' if ch.carries_data else ''}); per 64 B packet "
+                f"{lay.bytes_for(64)} B cross"]
+    if q.tagged:
+        out.append(f"    ring entries of {entry_size(q, g.mtu)} B (the largest channel's), "
+                   "each tagged with its channel; only each entry's used bytes cross; "
+                   "order is kept per instance across channels")
+    nprod, ncons = len(src.cores), consumers(g, q)
+    how = (f"steered by {q.steer} % {q.instances}" if q.steer
+           else "round robin, per loop turn")
+    out.append(f"    {q.instances} instance{'s' if q.instances > 1 else ''} per producer core "
+               f"({how}): {nprod * q.instances} ring(s) of {q.ring_size} entries in the "
+               f"{where}, doorbell every {q.batch} entries")
+    polls = []
+    for c in range(ncons):
+        mine = polled_by(g, q, c)
+        core = dst.cores[c]
+        polls.append(f"core {core} polls instance{'s' if len(mine) > 1 else ''} "
+                     + ",".join(map(str, mine)) if mine else f"core {core} polls none")
+    master = " (the core group's master)" if dst.group else ""
+    out.append(f"    consumers{master}: {'; '.join(polls)}")
+    out.append("    enqueue: " + ("drop (a full ring drops the packet, counted per queue)"
+                                  if q.enqueue == "drop"
+                                  else "block (a full ring makes the producer wait)"))
+    return out

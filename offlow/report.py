@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from offlow.codegen.layout import entry_layout
+from offlow.codegen.layout import channel_layouts, entry_size
 from offlow.ir import Graph
 
 
@@ -30,16 +30,26 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
         })
     queues = []
     for q in g.queues:
-        lay = entry_layout(q, g.mtu)
+        lays = channel_layouts(q, g.mtu)
         prod = [x for c in cores for x in c.get("queues", [])
                 if x["queue"] == q.name and x["side"] == "out"]
+        inst = [x for c in cores for x in c.get("instances", []) if x["queue"] == q.name]
+        by_inst = [0] * q.instances
+        for x in inst:
+            by_inst[x["instance"]] += x["pushed"]
         cons = [x for c in cores for x in c.get("queues", [])
                 if x["queue"] == q.name and x["side"] == "in"]
         samples = sum(x["occupancy_samples"] for x in cons)
         queues.append({
             "queue": q.name, "from": q.src_segment, "to": q.dst_segment,
-            "fields": [f.name for f in q.fields], "entry_bytes": lay.size,
-            "state_bytes": lay.field_bytes, "carries_data": q.carries_data,
+            "fields": [f.name for f in q.fields], "entry_bytes": entry_size(q, g.mtu),
+            "state_bytes": max(lay.field_bytes for lay in lays), "carries_data": q.carries_data,
+            "channels": [{"edge": str(c.edge), "fields": [f.name for f in c.fields],
+                          "carries_data": c.carries_data, "entry_bytes": lay.size}
+                         for c, lay in zip(q.channels, lays, strict=True)],
+            "instances": q.instances, "steer": q.steer, "enqueue": q.enqueue,
+            "packets_by_instance": by_inst,
+            "dropped": sum(x["dropped"] for x in inst),
             "packets": sum(x["pushed"] for x in prod), "delivered": sum(x["popped"] for x in cons),
             "bytes": sum(x.get("bytes", 0) for x in prod),
             "doorbells": sum(x["doorbells"] for x in prod),
@@ -86,12 +96,13 @@ def format_summary(s: dict[str, Any]) -> str:
                          str(x["drops"])])
     parts = [_table(seg_rows)]
     if s["queues"]:
-        q_rows = [["queue", "from->to", "B/entry", "B/pkt", "packets", "doorbells",
+        q_rows = [["queue", "ch", "inst", "B/entry", "B/pkt", "packets", "dropped", "doorbells",
                    "full waits", "occupancy avg/max"]]
         for q in s["queues"]:
             per_pkt = f"{q['bytes'] / q['packets']:.0f}" if q["packets"] else "-"
-            q_rows.append([q["queue"], f"{q['from']}->{q['to']}", str(q["entry_bytes"]),
-                           per_pkt, str(q["packets"]), str(q["doorbells"]), str(q["full_waits"]),
+            q_rows.append([q["queue"], str(len(q["channels"])), str(q["instances"]),
+                           str(q["entry_bytes"]), per_pkt, str(q["packets"]), str(q["dropped"]),
+                           str(q["doorbells"]), str(q["full_waits"]),
                            f"{q['occupancy_avg']:.1f}/{q['occupancy_max']}"])
         parts.append(_table(q_rows))
     drops = [(el, v["drop"], v["in"]) for el, v in s["elements"].items() if v["drop"]]

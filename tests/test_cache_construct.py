@@ -13,6 +13,7 @@ from offlow import OfflowError
 from offlow.build import compile_program
 from offlow.cli import load_program
 from offlow.codegen.c import generate
+from offlow.codegen.queuegen import push_fn
 from offlow.explain import explain
 from offlow.ir import Edge, Graph
 
@@ -57,7 +58,7 @@ def test_write_back_sends_evictions_down_the_miss_path() -> None:
     nic = generate(wb)["nic.c"]
     q = next(q for q in wb.queues if q.edge.src == "cache_lookup" and q.edge.src_port == "miss")
     # The made packets take the same function (and ring) as the misses.
-    assert f"ofl_push_{q.name}(e->ctx, pkt, &st);" in nic
+    assert f"{push_fn(q, 0)}(e->ctx, pkt, &st);" in nic
     assert "ofl_emit_cache_lookup, &em" in nic
     assert "write-back: written entries stay in the cache" in explain(wb)
     assert "write-through: writes go on to serve" in explain(wt)

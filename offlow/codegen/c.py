@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from offlow.codegen.layout import EntryLayout, entry_layout
+from offlow.codegen import queuegen as qg
+from offlow.codegen.queuegen import consumers, rings
 from offlow.ir import Channel, Graph, Node, Queue, SharedTable
 from offlow.ir.graph import channel_names
 from offlow.ir.types import cname, sort_fields
@@ -32,33 +33,6 @@ class Emitter:
         return "\n".join(self.lines) + "\n"
 
 
-@dataclass(frozen=True)
-class RingSlot:
-    """One physical ring: a queue between producer core p and consumer core c."""
-
-    index: int
-    queue: Queue
-    prod: int
-    cons: int
-
-
-def consumers(g: Graph, q: Queue) -> int:
-    """Cores that take batches from queue `q`: every core of a data-parallel segment,
-    only the master of a core group."""
-    dst = g.segment(q.dst_segment)
-    return 1 if dst.group else len(dst.cores)
-
-
-def rings(g: Graph) -> list[RingSlot]:
-    """Every queue gets one SPSC ring per (producer core, consumer core) pair."""
-    out: list[RingSlot] = []
-    for q in g.queues:
-        for p in range(len(g.segment(q.src_segment).cores)):
-            for c in range(consumers(g, q)):
-                out.append(RingSlot(len(out), q, p, c))
-    return out
-
-
 def gen_common(g: Graph) -> str:
     """The header both devices include: the layout of everything they share."""
     e = Emitter("common.h")
@@ -72,17 +46,7 @@ def gen_common(g: Graph) -> str:
         e("    uint8_t ofl_unused_;")
     e("};", "")
     for q in g.queues:
-        lay = entry_layout(q, g.mtu)
-        e(f"/* Queue {q.name}: {q.edge}; carries {lay.field_bytes} B of state"
-          + (" and the packet bytes. */" if q.carries_data else ", not the packet bytes. */"),
-          f"struct ofl_q_{cname(q.name)} {{", "    struct ofl_entry_hdr h;")
-        for f, _ in lay.fields:
-            e(f"    {f.decl()}")
-        if lay.data_cap:
-            e(f"    uint8_t data[{lay.data_cap}] __attribute__((aligned(8)));")
-        e("} __attribute__((aligned(8))); /* ring entries are a multiple of 8 bytes */",
-          f"_Static_assert(sizeof(struct ofl_q_{cname(q.name)}) == {lay.size}, "
-          f"\"entry layout of {q.name}\");")
+        e(*qg.entry_decls(q, g.mtu))
     window_tables = [t for t in g.shared if t.home == "window"]
     e("", "/* Shared tables that live in the window (used on several devices). */",
       "struct ofl_window_tables {")
@@ -95,10 +59,7 @@ def gen_common(g: Graph) -> str:
       f"#define OFL_NRINGS {len(rs)}u",
       "static const struct { uint32_t entry_size, size, batch, data_off; } ofl_ring_desc[] = {")
     for r in rs:
-        st = f"struct ofl_q_{cname(r.queue.name)}"
-        doff = f"offsetof({st}, data)" if r.queue.carries_data else "0"
-        e(f"    {{ sizeof({st}), {r.queue.ring_size}u, {r.queue.batch}u, {doff} }}, "
-          f"/* {r.index}: {r.queue.name} {r.prod}->{r.cons} */")
+        e(qg.ring_desc(r))
     if not rs:
         e("    { 0, 0, 0, 0 },")
     e("};", "", "/* Channels of the window (hosts open them by name). */",
@@ -141,8 +102,8 @@ class DeviceGen:
     def target(self, node: Node, port: str) -> str:
         """The function that takes a packet leaving `node.port`."""
         edge = next(x for x in self.g.out_edges(node.name) if x.src_port == port)
-        q = self.g.queue_on(edge)
-        return f"ofl_push_{cname(q.name)}" if q else f"ofl_node_{cname(edge.dst)}"
+        on = self.g.channel_on(edge)
+        return qg.push_fn(*on) if on else f"ofl_node_{cname(edge.dst)}"
 
     def gen(self) -> str:
         e = self.e
@@ -156,7 +117,8 @@ class DeviceGen:
             e("")
         for q in self.g.queues:
             if self.g.segment(q.src_segment).device == self.device:
-                self.gen_push(q)
+                for k in range(len(q.channels)):
+                    e(*qg.push_def(q, k, self.g.mtu))
         for p in self.plans:
             for name in p.nodes:
                 self.gen_node(self.g.node(name))
@@ -167,6 +129,8 @@ class DeviceGen:
                 self.gen_blob_open(t)
         for p in self.plans:
             self.gen_loop(p)
+        if self._produces():
+            e(*qg.stats_fn())
         self.gen_main()
         return e.text()
 
@@ -188,38 +152,13 @@ class DeviceGen:
           "    struct ofl_group *grp; /* the core group of a grouped segment, else NULL */")
         for q in self.g.queues:
             if self.g.segment(q.src_segment).device == self.device:
-                e(f"    struct ofl_qout *out_{cname(q.name)}; /* one per consumer core */")
+                e(f"    struct ofl_qout *out_{cname(q.name)}; /* one per instance */")
             if self.g.segment(q.dst_segment).device == self.device:
-                e(f"    struct ofl_qin *in_{cname(q.name)}; /* one per producer core */")
+                e(f"    struct ofl_qin *in_{cname(q.name)}; /* the rings this core polls */",
+                  f"    unsigned nin_{cname(q.name)};")
         for s in self.sources:
             e(f"    struct ofl_src *src_{cname(s.name)};")
         e("};", "")
-
-    def gen_push(self, q: Queue) -> None:
-        e = self.e
-        lay = entry_layout(q, self.g.mtu)
-        ncons = consumers(self.g, q)
-        steer = self.g.segment(q.dst_segment).steer
-        pick = f"(uint32_t)state->{steer}" if steer else "ctx->steer"
-        e(f"/* Enqueue on {q.name} ({q.src_segment} -> {q.dst_segment}): live fields only. */",
-          f"static void ofl_push_{cname(q.name)}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
-          "struct ofl_state *state) {",
-          f"    struct ofl_qout *qo = &ctx->out_{cname(q.name)}[{pick} % {ncons}u];",
-          f"    struct ofl_q_{cname(q.name)} *en = ofl_qout_slot(qo);",
-          "    if (!en) { ofl_core_fail(&ctx->core, qo->err, "
-          f"\"enqueue on {q.name}\"); return; }}",
-          "    en->h.len = (uint16_t)pkt->len;")
-        self._copy_fields(lay, "en->", "state->")
-        if lay.data_cap:
-            e("    memcpy(en->data, pkt->data, pkt->len);")
-        e("    (void)state;", "}", "")
-
-    def _copy_fields(self, lay: EntryLayout, dst: str, src: str, ind: str = "    ") -> None:
-        for f, _ in lay.fields:
-            if f.count > 1:
-                self.e(f"{ind}memcpy({dst}{f.name}, {src}{f.name}, sizeof {dst}{f.name});")
-            else:
-                self.e(f"{ind}{dst}{f.name} = {src}{f.name};")
 
     def _locals(self, n: Node, via: str) -> list[str]:
         """Declarations of a body's parameters and tables (reached through `via`)."""
@@ -313,9 +252,11 @@ class DeviceGen:
         live = [f"1 /* {s} */" for s in p.sources]
         for q in p.inputs:
             nprod = len(self.g.segment(q.src_segment).cores)
-            e(f"    uint8_t in_live_{cname(q.name)}[{nprod}];",
+            most = nprod * max(len(qg.polled_by(self.g, q, c))
+                               for c in range(consumers(self.g, q)))
+            e(f"    uint8_t in_live_{cname(q.name)}[{most}]; /* per ring this core polls */",
               f"    memset(in_live_{cname(q.name)}, 1, sizeof in_live_{cname(q.name)});")
-            live.append(f"{nprod} /* {q.name} */")
+            live.append(f"ctx->nin_{cname(q.name)}")
         for s in p.sources:
             e(f"    int src_live_{cname(s)} = 1;")
         e(f"    unsigned live = {' + '.join(live) or '0'};",
@@ -353,7 +294,7 @@ class DeviceGen:
             if s.name in p.nodes:
                 self.e(f"{ind}ofl_sink_flush(ctx->proc->sinks[{k}], core->idx);")
         for q in p.outputs:
-            self.e(f"{ind}for (unsigned j = 0; j < {consumers(self.g, q)}u; j++) {{",
+            self.e(f"{ind}for (unsigned j = 0; j < {q.instances}u; j++) {{",
                    f"{ind}    int rc = ofl_qout_flush(&ctx->out_{cname(q.name)}[j]);",
                    f"{ind}    if (rc < 0) ofl_core_fail(core, rc, \"doorbell on {q.name}\");",
                    f"{ind}}}")
@@ -361,7 +302,7 @@ class DeviceGen:
     def _close(self, p: SegmentPlan) -> None:
         """Close every output ring of this core (the consumers see the end)."""
         for q in p.outputs:
-            self.e(f"    for (unsigned j = 0; j < {consumers(self.g, q)}u && !core->err; j++) {{",
+            self.e(f"    for (unsigned j = 0; j < {q.instances}u && !core->err; j++) {{",
                    f"        int rc = ofl_qout_close(&ctx->out_{cname(q.name)}[j]);",
                    f"        if (rc < 0) ofl_core_fail(core, rc, \"closing {q.name}\");", "    }")
 
@@ -394,34 +335,16 @@ class DeviceGen:
 
     def _gen_input(self, p: SegmentPlan, q: Queue) -> None:
         """A function that runs entries [lo, hi) of a batch from `q` through the segment."""
-        e = self.e
-        cq = cname(q.name)
-        lay = entry_layout(q, self.g.mtu)
-        e(f"/* Entries [lo, hi) of a batch from {q.name}, through segment {p.name}. */",
-          f"static void ofl_in_{cname(p.name)}_{cq}(struct ofl_ctx *ctx, const uint8_t *es, "
-          "uint32_t lo, uint32_t hi) {",
-          "    struct ofl_core *core = &ctx->core;",
-          "    for (uint32_t i = lo; i < hi; i++) {",
-          "        /* The entry sits in this device's own copy-engine buffer, so",
-          "         * elements may rewrite the packet bytes in place. */",
-          f"        struct ofl_q_{cq} *en = (struct ofl_q_{cq} *)(uintptr_t)"
-          "(es + (size_t)i * sizeof *en);",
-          "        struct ofl_state st;", "        memset(&st, 0, sizeof st);")
-        self._copy_fields(lay, "st.", "en->", "        ")
-        data = "en->data" if lay.data_cap else "core->scratch"
-        e(f"        struct ofl_pkt pk = {{ .data = {data}, .len = en->h.len, "
-          ".cap = OFL_MTU, .ts_ns = 0 };",
-          "        core->pkts_in++; core->bytes_in += pk.len;",
-          f"        ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "    }", "}", "")
+        self.e(*qg.input_def(p.name, q, self.g.mtu))
 
     def _gen_pop(self, p: SegmentPlan, k: int, q: Queue) -> None:
-        """Take the next batch of every producer ring of `q`; a core group's master
-        hands it out in slices and processes its own."""
+        """Take the next batch of every ring of `q` this core polls (each producer
+        core's instances assigned to it); a core group's master hands it out in slices
+        and processes its own."""
         e = self.e
         cq = cname(q.name)
         fn = f"ofl_in_{cname(p.name)}_{cq}"
-        nprod = len(self.g.segment(q.src_segment).cores)
-        e(f"        for (unsigned p = 0; p < {nprod}u; p++) {{",
+        e(f"        for (unsigned p = 0; p < ctx->nin_{cq}; p++) {{",
           f"            if (!in_live_{cq}[p]) continue;",
           "            const uint8_t *es = NULL;",
           f"            n = ofl_qin_next(&ctx->in_{cq}[p], &es);",
@@ -553,7 +476,12 @@ class DeviceGen:
           "            ofl_json_end_obj(&j);")
         e("            ofl_json_begin_arr(&j, \"queues\");")
         self._stats_queues(ctxs)
-        e("            ofl_json_end_arr(&j);", "            ofl_json_begin_obj(&j, \"sources\");")
+        e("            ofl_json_end_arr(&j);")
+        if self._produces():
+            e("            ofl_json_begin_arr(&j, \"instances\");")
+            self._stats_instances(ctxs)
+            e("            ofl_json_end_arr(&j);")
+        e("            ofl_json_begin_obj(&j, \"sources\");")
         self._stats_sources(ctxs)
         e("            ofl_json_end_obj(&j);")
         e("            ofl_json_end_obj(&j);", "        }", "        ofl_json_end_arr(&j);")
@@ -605,16 +533,21 @@ class DeviceGen:
             typ = "struct ofl_qin"
         # a ring inside this process must not fail when a peer process exits
         waiter = "waiter" if q.crosses_device else "local"
-        if not mine:  # a worker of a core group: its master takes the batches
+        if not mine:  # a worker of a core group, or a core polling no instance of q
             return
         e(f"    {arr} = calloc({len(mine)}, sizeof({typ}));",
           f'    if (!{arr}) return ofl_fatal("out of memory");')
+        if side == "in":
+            e(f"    ctxs[{k}].nin_{cq} = {len(mine)}u;")
         for j, r in enumerate(mine):
             e(f"    if ({fn}(&{arr}[{j}], ofl_window_at(&proc.win, ring_off[{r.index}]),",
               f"            ofl_ring_mem_size(ofl_ring_desc[{r.index}].size, "
               f"ofl_ring_desc[{r.index}].entry_size), ctxs[{k}].core.ce, "
               f"&ctxs[{k}].core.{waiter}) < 0)",
-              f'        return ofl_fatal("cannot attach ring {q.name} {r.prod}->{r.cons}");')
+              f'        return ofl_fatal("cannot attach ring {q.name} core {r.prod} -> '
+              f'instance {r.inst}");')
+            if side == "out" and q.enqueue == "drop":
+                e(f"    {arr}[{j}].drop_full = true; /* enqueue=drop */")
 
     def _per_core(self, ctxs: list[tuple[SegmentPlan, int]],
                   emit_one: Callable[[SegmentPlan, int], None]) -> None:
@@ -635,6 +568,19 @@ class DeviceGen:
                 for idx, r in enumerate(mine):
                     self.e(f'                ofl_stats_qin(&j, "{q.name}", {r.prod}u, '
                            f"{r.cons}u, &ctxs[k].in_{cname(q.name)}[{idx}]);")
+        self._per_core(ctxs, one)
+
+    def _produces(self) -> bool:
+        """Some segment of this device enqueues on a queue."""
+        return any(p.outputs for p in self.plans)
+
+    def _stats_instances(self, ctxs: list[tuple[SegmentPlan, int]]) -> None:
+        def one(p: SegmentPlan, core_idx: int) -> None:
+            for q in p.outputs:
+                mine = [x for x in self.rings if x.queue == q and x.prod == core_idx]
+                for idx, r in enumerate(mine):
+                    self.e(f'                ofl_stats_qmap(&j, "{q.name}", {r.prod}u, '
+                           f"{r.inst}u, {r.cons}u, &ctxs[k].out_{cname(q.name)}[{idx}]);")
         self._per_core(ctxs, one)
 
     def _stats_sources(self, ctxs: list[tuple[SegmentPlan, int]]) -> None:

@@ -1,42 +1,85 @@
-"""Byte layout of queue entries: what one packet costs on the interconnect."""
+"""Byte layout of queue entries: what one packet costs on the interconnect.
+
+A queue with one channel has one entry layout: header, live fields, then the packet
+bytes at a fixed `data_off` (h.len is the packet length). A queue with several
+channels (a tagged queue) gives each channel its own layout in entries of the
+largest one's size; h.flags is the channel, the ring's data_off is the header's
+size and h.len counts the bytes after the header that are used (the channel's
+fields, then its packet bytes), so each channel only moves its own live fields and,
+if it needs them, its packet's bytes. A tagged channel without packet bytes keeps
+the packet's length in an extra `ofl_len` member for the consumer's counters."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from offlow.errors import OfflowError
 from offlow.ir import Field, Queue
 from offlow.ir.types import packed_layout
 
-ENTRY_HDR = 8  # struct ofl_entry_hdr: seq (ownership), len, flags
+ENTRY_HDR = 8  # struct ofl_entry_hdr: seq (ownership), len, flags (a tagged queue's channel)
+LEN_MAX = 65535  # h.len is 16 bits
 
 
 @dataclass(frozen=True)
 class EntryLayout:
     queue: Queue
+    channel: int
     fields: tuple[tuple[Field, int], ...]  # (field, byte offset)
     data_off: int
     data_cap: int  # bytes reserved for the packet (0 when the bytes do not cross)
-    size: int
+    size: int  # bytes of this channel's entries (a tagged ring's entries may be larger)
+    len_off: int = 0  # offset of ofl_len (a tagged channel without packet bytes), else 0
+
+    @property
+    def tagged(self) -> bool:
+        return self.queue.tagged
 
     @property
     def field_bytes(self) -> int:
         return sum(f.size for f, _ in self.fields)
 
+    @property
+    def len_bias(self) -> int:
+        """A tagged entry's h.len minus its packet length (bytes after the header and
+        before the packet)."""
+        return self.data_off - ENTRY_HDR
+
     def bytes_for(self, pkt_len: int) -> int:
-        """Bytes that cross for one packet of `pkt_len` bytes: the whole entry, or when
-        it carries the packet, up to the end of the packet rounded to 8 (the runtime's
-        ofl_entry_used)."""
+        """Bytes that cross for one packet of `pkt_len` bytes on this channel: the whole
+        entry, or when it carries the packet, up to the end of the packet rounded to 8
+        (the runtime's ofl_entry_used)."""
         if not self.data_cap:
             return self.size
         return min(self.size, (self.data_off + pkt_len + 7) // 8 * 8)
 
 
-def entry_layout(q: Queue, mtu: int) -> EntryLayout:
-    """Header, then live fields (largest alignment first), then the packet bytes."""
-    placed, end = packed_layout(q.fields, ENTRY_HDR)
+def entry_layout(q: Queue, mtu: int, channel: int = 0) -> EntryLayout:
+    """Header, then the channel's live fields (largest alignment first), then (tagged,
+    no packet bytes) ofl_len, then the packet bytes."""
+    ch = q.channels[channel]
+    placed, end = packed_layout(ch.fields, ENTRY_HDR)
+    len_off = 0
+    if q.tagged and not ch.carries_data:
+        len_off = (end + 1) // 2 * 2
+        end = len_off + 2
     data_off = (end + 7) // 8 * 8
-    cap = mtu if q.carries_data else 0
-    return EntryLayout(q, tuple(placed), data_off, cap, data_off + cap)
+    cap = mtu if ch.carries_data else 0
+    if q.tagged and data_off - ENTRY_HDR + cap > LEN_MAX:
+        raise OfflowError(f"queue `{q.name}`, channel {ch.edge}: {data_off - ENTRY_HDR} B of "
+                          f"fields and an mtu of {mtu} do not fit the 16-bit entry length of "
+                          "a queue with several channels; lower the mtu")
+    return EntryLayout(q, channel, tuple(placed), data_off, cap, data_off + cap, len_off)
+
+
+def channel_layouts(q: Queue, mtu: int) -> list[EntryLayout]:
+    """The layout of every channel of `q`, in channel order."""
+    return [entry_layout(q, mtu, k) for k in range(len(q.channels))]
+
+
+def entry_size(q: Queue, mtu: int) -> int:
+    """Bytes per ring entry: the largest channel's."""
+    return max(lay.size for lay in channel_layouts(q, mtu))
 
 
 def state_bytes(fields: tuple[Field, ...]) -> int:

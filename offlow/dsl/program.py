@@ -6,13 +6,25 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from offlow.dsl.element import Composite, Element, Handler
 from offlow.dsl.values import Shared, Table, c_literal
 from offlow.errors import OfflowError
-from offlow.ir import Cache, CacheOps, Channel, Edge, Field, Graph, Node, PortSpec, SharedTable
+from offlow.ir import (
+    Cache,
+    CacheOps,
+    Channel,
+    Edge,
+    Field,
+    Graph,
+    Node,
+    PortSpec,
+    QueueSpec,
+    SharedTable,
+)
 from offlow.ir import Segment as IRSegment
+from offlow.ir.graph import ENQUEUE_MODES, MAX_INSTANCES
 from offlow.ir.types import check_ctype
 
 DEVICES = ("host", "nic")
@@ -72,6 +84,7 @@ class Program:
         self.segments: dict[str, Segment] = {}
         self.channels: dict[str, tuple[str, Handler]] = {}  # name -> (device or "", handler)
         self.caches: dict[str, CacheDecl] = {}
+        self.queue_specs: dict[tuple[str, str], QueueSpec] = {}  # (from, to) -> mapping
         self.set_queues(mtu=mtu, ring_size=ring_size, batch=batch)
 
     def set_queues(self, *, mtu: int | None = None, ring_size: int | None = None,
@@ -184,6 +197,54 @@ class Program:
             raise OfflowError(f"cache `{name}`: entries ({entries}) must be a multiple of "
                               f"ways ({ways})")
 
+    def queue(self, src: str, dst: str, *, instances: int | None = None,
+              steer: str | None = None, enqueue: str | None = None) -> None:
+        """Map the logical queue from segment `src` to segment `dst` (every edge between
+        them is one of its channels; entries of all channels share its rings, in order)
+        onto physical rings: `instances` rings per producer core (default one per
+        consumer core; instance i is taken by consumer core i % cores), `steer` the
+        per-packet integer field choosing the instance (`field % instances`; default
+        the destination segment's steer, "" round robin), `enqueue` "block" (wait for
+        room) or "drop" (a full ring drops the packet, counted). Settable from the
+        command line: ``SRC->DST.instances=4`` (or ``SRC:DST.instances=4``)."""
+        cur = self.queue_specs.get((src, dst), QueueSpec(src, dst))
+        name = f"{src}->{dst}"
+        if instances is not None:
+            if isinstance(instances, bool) or not isinstance(instances, int) or not (
+                    1 <= instances <= MAX_INSTANCES):
+                raise OfflowError(f"queue `{name}`: instances must be a number from 1 to "
+                                  f"{MAX_INSTANCES}, not {instances!r}")
+            cur = replace(cur, instances=instances)
+        if steer is not None:
+            cur = replace(cur, steer=steer)
+        if enqueue is not None:
+            if enqueue not in ENQUEUE_MODES:
+                raise OfflowError(f"queue `{name}`: enqueue `{enqueue}`: expected "
+                                  f"{' or '.join(ENQUEUE_MODES)}")
+            cur = replace(cur, enqueue=enqueue)
+        self.queue_specs[(src, dst)] = cur
+
+    def _queue_setting(self, setting: str, target: str, attr: str, value: str) -> None:
+        """``SRC->DST.ATTR=VALUE`` (or ``SRC:DST``) from the command line."""
+        src, _, dst = target.partition("->") if "->" in target else target.partition(":")
+        for seg in (src, dst):
+            if seg not in self.segments:
+                raise OfflowError(f"--set `{setting}`: no segment `{seg}`; segments: "
+                                  f"{', '.join(self.segments) or 'none'}")
+        if attr == "instances":
+            try:
+                n = int(value)
+            except ValueError:
+                raise OfflowError(f"--set `{setting}`: instances must be a number") from None
+            self.queue(src, dst, instances=n)
+        elif attr == "steer":
+            self.queue(src, dst, steer=value)
+        elif attr == "enqueue":
+            self.queue(src, dst, enqueue=value)
+        else:
+            raise OfflowError(f"--set `{setting}`: unknown queue attribute `{attr}` "
+                              "(instances, steer, enqueue)")
+
     def place(self, segment: str, *, device: str | None = None,
               cores: Iterable[int] | None = None, group: bool | None = None,
               steer: str | None = None) -> None:
@@ -216,14 +277,19 @@ class Program:
 
     def apply_setting(self, setting: str) -> None:
         """Apply a command-line setting: a placement such as ``rx.device=nic`` or
-        ``rx.cores=0,1``, a core group ``rx.group=on``, or the queue geometry
-        ``ring_size=256``, ``batch=64``, ``mtu=9018``."""
+        ``rx.cores=0,1``, a core group ``rx.group=on``, a queue's mapping
+        ``rx->app.instances=4`` (``rx:app.steer=key``, ``rx:app.enqueue=drop``), or the
+        queue geometry ``ring_size=256``, ``batch=64``, ``mtu=9018``."""
         lhs, eq, value = setting.partition("=")
         if eq and lhs in ("ring_size", "batch", "mtu"):
             try:
                 self.set_queues(**{lhs: int(value)})
             except ValueError:
                 raise OfflowError(f"--set `{setting}`: {lhs} must be a number") from None
+            return
+        target, _, attr = lhs.rpartition(".")
+        if eq and ("->" in target or ":" in target):
+            self._queue_setting(setting, target, attr, value)
             return
         if eq and lhs.rpartition(".")[0] in self.caches:
             cache, _, attr = lhs.rpartition(".")
@@ -237,6 +303,7 @@ class Program:
             raise OfflowError(
                 f"--set `{setting}`: expected SEGMENT.device=DEV, SEGMENT.cores=0,1, "
                 "SEGMENT.group=on|off, SEGMENT.steer=FIELD, CACHE.policy=P, CACHE.entries=N, "
+                "SRC->DST.instances=N, SRC->DST.steer=FIELD, SRC->DST.enqueue=block|drop, "
                 "ring_size=N, batch=N or mtu=N"
             ) from None
         if attr == "device":
@@ -312,7 +379,8 @@ class Program:
         return Graph(
             name=self.name, nodes=nodes, edges=tuple(edges), segments=segments,
             state=self._state_fields(elements), shared=self._shared([*elements, *handlers]),
-            channels=channels, caches=tuple(caches), mtu=self.mtu, ring_size=self.ring_size,
+            channels=channels, caches=tuple(caches), queue_specs=tuple(self.queue_specs.values()),
+            mtu=self.mtu, ring_size=self.ring_size,
             batch=self.batch,
         )
 

@@ -10,6 +10,8 @@ from offlow.ir.graph import (
     Node,
     PortSpec,
     Queue,
+    QueueChannel,
+    QueueSpec,
     Segment,
     SharedTable,
 )
@@ -17,5 +19,5 @@ from offlow.ir.types import Field
 
 __all__ = [
     "BodyFacts", "Cache", "CacheOps", "Channel", "Edge", "Field", "Graph", "Node", "PortSpec",
-    "Queue", "Segment", "SharedTable",
+    "Queue", "QueueChannel", "QueueSpec", "Segment", "SharedTable",
 ]

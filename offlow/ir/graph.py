@@ -102,19 +102,79 @@ class SharedTable:
         return bool(self.open_fn)
 
 
+ENQUEUE_MODES = ("block", "drop")
+MAX_INSTANCES = 256
+
+
+@dataclass(frozen=True)
+class QueueChannel:
+    """One edge carried by a logical queue (a channel of it): its entries carry the
+    channel's index in their header, and only the fields live after this edge."""
+
+    edge: Edge
+    fields: tuple[Field, ...] = ()  # live per-packet fields it carries
+    carries_data: bool = True  # the packet bytes are needed downstream
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """How the program maps the logical queue from `src_segment` to `dst_segment`
+    onto rings (Program.queue); unset parts take their defaults."""
+
+    src_segment: str
+    dst_segment: str
+    instances: int = 0  # physical rings per producer core; 0: one per consumer core
+    steer: str | None = None  # field choosing the instance; None: the segment's; "": none
+    enqueue: str = "block"  # "block": wait for room; "drop": a full ring drops
+
+
 @dataclass(frozen=True)
 class Queue:
-    """A queue inserted on an edge that crosses segments."""
+    """A logical queue: every edge from `src_segment` to `dst_segment` is one of its
+    channels. Each producer core has `instances` rings (physical queues); a packet
+    goes to instance `state->steer % instances` (round robin per loop turn when
+    `steer` is ""), instance i is taken by consumer core i % consumers. Entries of
+    all channels share the rings, so order is kept per ring across channels."""
 
     name: str
-    edge: Edge
     src_segment: str
     dst_segment: str
     crosses_device: bool
-    fields: tuple[Field, ...] = ()  # live per-packet fields it carries
-    carries_data: bool = True  # the packet bytes are needed downstream
+    channels: tuple[QueueChannel, ...]
     ring_size: int = 1024
     batch: int = 32
+    instances: int = 1
+    steer: str = ""
+    enqueue: str = "block"
+
+    @property
+    def tagged(self) -> bool:
+        """Entries say which channel they belong to (more than one channel)."""
+        return len(self.channels) > 1
+
+    @property
+    def edge(self) -> Edge:
+        """The edge of a queue with one channel."""
+        if self.tagged:
+            raise ValueError(f"queue {self.name} has {len(self.channels)} channels")
+        return self.channels[0].edge
+
+    @property
+    def fields(self) -> tuple[Field, ...]:
+        """Every field some channel carries (the union, first seen first)."""
+        out: dict[str, Field] = {}
+        for c in self.channels:
+            for f in c.fields:
+                out.setdefault(f.name, f)
+        return tuple(out.values())
+
+    @property
+    def carries_data(self) -> bool:
+        """Some channel carries the packet bytes."""
+        return any(c.carries_data for c in self.channels)
+
+    def channel_of(self, edge: Edge) -> int | None:
+        return next((k for k, c in enumerate(self.channels) if c.edge == edge), None)
 
 
 def channel_names(g: Graph) -> list[str]:
@@ -175,6 +235,7 @@ class Graph:
     queues: tuple[Queue, ...] = ()
     channels: tuple[Channel, ...] = ()
     caches: tuple[Cache, ...] = ()
+    queue_specs: tuple[QueueSpec, ...] = ()  # Program.queue settings, by segment pair
     mtu: int = 2048
     ring_size: int = 1024
     batch: int = 32
@@ -197,7 +258,16 @@ class Graph:
         return [e for e in self.edges if e.dst == name]
 
     def queue_on(self, edge: Edge) -> Queue | None:
-        return next((q for q in self.queues if q.edge == edge), None)
+        """The logical queue that carries `edge`, if it crosses segments."""
+        return next((q for q in self.queues if q.channel_of(edge) is not None), None)
+
+    def channel_on(self, edge: Edge) -> tuple[Queue, int] | None:
+        """The logical queue and channel index that carry `edge`."""
+        for q in self.queues:
+            k = q.channel_of(edge)
+            if k is not None:
+                return q, k
+        return None
 
     def devices(self) -> list[str]:
         seen: list[str] = []

@@ -1,6 +1,7 @@
-"""Liveness of per-packet fields: a queue carries only the fields that are read after
-it (before being overwritten) and that something before it may have written.  The
-packet bytes cross only if an element after the queue touches `pkt` or a sink does."""
+"""Liveness of per-packet fields: each channel of a queue carries only the fields that
+are read after it (before being overwritten) and that something before it may have
+written.  The packet bytes cross only if an element after it touches `pkt` or a sink
+does."""
 
 from __future__ import annotations
 
@@ -30,15 +31,19 @@ def live_in(g: Graph) -> tuple[dict[str, frozenset[str]], dict[str, bool]]:
 
 
 def liveness(g: Graph) -> Graph:
-    """Fill in each queue's fields and whether it carries the packet bytes."""
+    """Fill in, for each channel of each queue, its fields and whether it carries the
+    packet bytes."""
     fields, data = live_in(g)
     before = written_before(g)
     by_name = {f.name: f for f in g.state}
     queues = []
     for q in g.queues:
-        src = g.node(q.edge.src)
-        avail = before[src.name] | (src.facts.writes if src.facts else frozenset())
-        live = sorted(fields[q.edge.dst] & avail)
-        queues.append(replace(q, fields=tuple(by_name[f] for f in live),
-                              carries_data=data[q.edge.dst]))
+        chans = []
+        for c in q.channels:
+            src = g.node(c.edge.src)
+            avail = before[src.name] | (src.facts.writes if src.facts else frozenset())
+            live = sorted(fields[c.edge.dst] & avail)
+            chans.append(replace(c, fields=tuple(by_name[f] for f in live),
+                                 carries_data=data[c.edge.dst]))
+        queues.append(replace(q, channels=tuple(chans)))
     return replace(g, queues=tuple(queues))

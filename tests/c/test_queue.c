@@ -6,7 +6,8 @@
  * after a dead peer's -EPIPE; entries with packet bytes
  * at data_off cross only as far as they are used (len 0, 1, 7, 8, max, ...) and
  * round-trip exactly; a dead peer and the abort word end waits with -EPIPE /
- * -ECANCELED; a corrupted seq or len gives -EBADMSG. The copy engine's entry jobs
+ * -ECANCELED; a corrupted seq or len gives -EBADMSG; a producer set to drop on a
+ * full ring drops and counts instead of waiting. The copy engine's entry jobs
  * are checked on their own.
  * Usage: test_queue [ENTRIES]  (default 300000 per configuration) */
 #include <errno.h>
@@ -388,6 +389,54 @@ static void test_corrupt(int mode)
     CHECK(n2 == -EBADMSG, "%s: corrupted entry reported: %s", mode ? "thread" : "inline",
           ofl_strerror(n2));
     CHECK(ofl_qin_next(&in, &es) == -EBADMSG, "the error sticks");
+    ofl_qin_destroy(&in);
+    ofl_qout_destroy(&o);
+    ofl_ce_stop(&pce);
+    ofl_ce_stop(&cce);
+    free(mem);
+}
+
+/* enqueue=drop: a flush that finds the ring full drops what does not fit (counted,
+ * not pushed) instead of waiting, and what was committed arrives intact and in order;
+ * once the consumer makes room, entries go through again. */
+static void test_drop_full(int mode)
+{
+    const char *mn = mode ? "thread" : "inline";
+    size_t len;
+    void *mem = ring_mem(8, 16, 4, &len);
+    struct ofl_ce pce, cce;
+    struct ofl_waiter w;
+    struct ofl_qout o;
+    struct ofl_qin in;
+    ofl_ce_start(&pce, mode, -1);
+    ofl_ce_start(&cce, mode, -1);
+    ofl_waiter_init(&w, NULL, 0, NULL);
+    ofl_qout_init(&o, mem, len, &pce, &w);
+    ofl_qin_init(&in, mem, len, &cce, &w);
+    o.drop_full = true;
+    /* No consumer yet: 8 fit, the other 12 are dropped (a blocking queue would hang). */
+    for (int i = 0; i < 20; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&o))->len = (uint16_t)i;
+    CHECK(qout_sync(&o) == 0, "%s: 20 entries flushed without waiting", mn);
+    CHECK(o.ring.pushed == 8 && o.dropped == 12 && o.ring.full_waits == 0,
+          "%s: 8 pushed, 12 dropped, no waits (%llu, %llu, %llu)", mn,
+          (unsigned long long)o.ring.pushed, (unsigned long long)o.dropped,
+          (unsigned long long)o.ring.full_waits);
+    const uint8_t *es;
+    uint32_t got = 0, bad = 0;
+    for (int n; (n = ofl_qin_next(&in, &es)) > 0;)
+        for (int i = 0; i < n; i++, got++)
+            bad += ((const struct ofl_entry_hdr *)(es + (size_t)i * 16))->len != got;
+    CHECK(got == 8 && bad == 0, "%s: the first 8 arrive in order (%u, %u bad)", mn, got, bad);
+    /* Room again: the next entries go through, nothing more is dropped. */
+    for (int i = 0; i < 4; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&o))->len = (uint16_t)(100 + i);
+    CHECK(ofl_qout_close(&o) == 0, "%s: closed", mn);
+    CHECK(o.ring.pushed == 12 && o.dropped == 12, "%s: 4 more pushed, none dropped", mn);
+    got = bad = 0;
+    int n;
+    while ((n = ofl_qin_next(&in, &es)) >= 0)
+        for (int i = 0; i < n; i++, got++)
+            bad += ((const struct ofl_entry_hdr *)(es + (size_t)i * 16))->len != 100 + got;
+    CHECK(got == 4 && bad == 0 && n == OFL_Q_DONE, "%s: then 100..103 and the end", mn);
     ofl_qin_destroy(&in);
     ofl_qout_destroy(&o);
     ofl_ce_stop(&pce);
@@ -827,6 +876,8 @@ int main(int argc, char **argv)
     test_close_empty();
     test_corrupt(OFL_CE_INLINE);
     test_corrupt(OFL_CE_THREAD);
+    test_drop_full(OFL_CE_INLINE);
+    test_drop_full(OFL_CE_THREAD);
     test_ce_jobs(OFL_CE_INLINE);
     test_ce_jobs(OFL_CE_THREAD);
     test_used_only(OFL_CE_INLINE);

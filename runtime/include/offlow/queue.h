@@ -46,8 +46,12 @@ struct ofl_qout {
     uint32_t inflight;           /* fly[0] + fly[1]: ring slots reserved, not committed */
     int old;                     /* the oldest job in flight (when inflight > 0) */
     uint64_t bytes;              /* bytes copied into the ring (used parts of entries) */
+    uint64_t dropped;            /* entries dropped on a full ring (drop_full) */
     int err;                     /* first error (sticky), 0 if none */
     bool closed;
+    bool drop_full;              /* set by the caller after init: a flush that finds the
+                                  * ring full drops the staged entries that do not fit
+                                  * (counted in `dropped`) instead of waiting */
     struct ofl_ce_job job[2];    /* job[k] copies (part of) buf[k] */
 };
 
@@ -68,6 +72,8 @@ void *ofl_qout_slot(struct ofl_qout *q);
  * entries into ring slots reserved after those still in flight, waiting for space
  * (backpressure; each wait episode counts in ring.full_waits; copies in flight are
  * completed and committed first, as the consumer cannot free their slots before).
+ * With drop_full, no waiting: once the copies in flight are committed, the staged
+ * entries that find no room are dropped and counted in `dropped` (not in pushed).
  * One doorbell per ring commit. INLINE engine: the entries are committed on return.
  * THREAD engine: the last copy may still be running on return; its entries are
  * committed by a later flush/slot/close, and the next staging buffer is filled

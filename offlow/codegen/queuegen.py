@@ -1,0 +1,217 @@
+"""C for the logical queues: entry types, the rings each queue is mapped onto, the
+enqueue function of each channel and the consumer's dispatch of each entry to its
+channel's element.  Used by offlow.codegen.c; returns lines of C."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from offlow.codegen.layout import ENTRY_HDR, EntryLayout, channel_layouts, entry_size
+from offlow.ir import Graph, Queue
+from offlow.ir.types import cname
+from offlow.passes.queues import consumer_cores
+
+
+@dataclass(frozen=True)
+class RingSlot:
+    """One physical ring: instance `inst` of queue `queue` from producer core `prod`;
+    consumer core `cons` (inst % consumer cores) takes it."""
+
+    index: int
+    queue: Queue
+    prod: int
+    inst: int
+    cons: int
+
+
+def consumers(g: Graph, q: Queue) -> int:
+    """Cores that take batches from queue `q`: every core of a data-parallel segment,
+    only the master of a core group."""
+    return consumer_cores(g, q.dst_segment)
+
+
+def rings(g: Graph) -> list[RingSlot]:
+    """Every queue gets `instances` SPSC rings per producer core; instance i is
+    polled by consumer core i % consumers."""
+    out: list[RingSlot] = []
+    for q in g.queues:
+        ncons = consumers(g, q)
+        for p in range(len(g.segment(q.src_segment).cores)):
+            for i in range(q.instances):
+                out.append(RingSlot(len(out), q, p, i, i % ncons))
+    return out
+
+
+def polled_by(g: Graph, q: Queue, cons: int) -> list[int]:
+    """The instances of `q` consumer core `cons` takes."""
+    n = consumers(g, q)
+    return [i for i in range(q.instances) if i % n == cons]
+
+
+def entry_type(q: Queue) -> str:
+    """The C type of one ring entry of `q` (a union of the channels' when tagged)."""
+    return f"{'union' if q.tagged else 'struct'} ofl_q_{cname(q.name)}"
+
+
+def channel_type(q: Queue, k: int) -> str:
+    return f"struct ofl_q_{cname(q.name)}" + (f"_c{k}" if q.tagged else "")
+
+
+def push_fn(q: Queue, k: int) -> str:
+    """The function that enqueues a packet on channel k of `q`."""
+    return f"ofl_push_{cname(q.name)}" + (f"_c{k}" if q.tagged else "")
+
+
+def entry_decls(q: Queue, mtu: int) -> list[str]:
+    """common.h: the entry struct of each channel (and the union of them, tagged)."""
+    out: list[str] = []
+    for lay in channel_layouts(q, mtu):
+        ch = q.channels[lay.channel]
+        what = (f"carries {lay.field_bytes} B of state"
+                + (" and the packet bytes" if ch.carries_data else ", not the packet bytes"))
+        tag = f", channel {lay.channel} (h.flags)" if q.tagged else ""
+        out += [f"/* Queue {q.name}: {ch.edge}{tag}; {what}. */",
+                f"{channel_type(q, lay.channel)} {{", "    struct ofl_entry_hdr h;"]
+        out += [f"    {f.decl()}" for f, _ in lay.fields]
+        if lay.len_off:
+            out.append("    uint16_t ofl_len; /* the packet's length (its bytes stay) */")
+        if lay.data_cap:
+            out.append(f"    uint8_t data[{lay.data_cap}] __attribute__((aligned(8)));")
+        out += ["} __attribute__((aligned(8))); /* ring entries are a multiple of 8 bytes */",
+                f"_Static_assert(sizeof({channel_type(q, lay.channel)}) == {lay.size}, "
+                f"\"entry layout of {q.name} channel {lay.channel}\");"]
+    if q.tagged:
+        out.append(f"{entry_type(q)} {{ "
+                   + " ".join(f"{channel_type(q, k)} c{k};" for k in range(len(q.channels)))
+                   + " };")
+        out.append(f"_Static_assert(sizeof({entry_type(q)}) == {entry_size(q, mtu)}, "
+                   f"\"entries of {q.name}\");")
+    return out
+
+
+def ring_desc(r: RingSlot) -> str:
+    """common.h: the ofl_ring_desc row of one ring."""
+    q = r.queue
+    st = entry_type(q)
+    if q.tagged:
+        doff = "sizeof(struct ofl_entry_hdr)"  # h.len: the bytes used after the header
+    else:
+        doff = f"offsetof({st}, data)" if q.carries_data else "0"
+    return (f"    {{ sizeof({st}), {q.ring_size}u, {q.batch}u, {doff} }}, "
+            f"/* {r.index}: {q.name} core {r.prod} -> instance {r.inst} (core {r.cons}) */")
+
+
+def _copy_fields(lay: EntryLayout, dst: str, src: str, ind: str) -> list[str]:
+    out = []
+    for f, _ in lay.fields:
+        if f.count > 1:
+            out.append(f"{ind}memcpy({dst}{f.name}, {src}{f.name}, sizeof {dst}{f.name});")
+        else:
+            out.append(f"{ind}{dst}{f.name} = {src}{f.name};")
+    return out
+
+
+def push_def(q: Queue, k: int, mtu: int) -> list[str]:
+    """The enqueue function of channel k: pick the instance, fill an entry."""
+    lay = channel_layouts(q, mtu)[k]
+    ch = q.channels[k]
+    cq = cname(q.name)
+    pick = f"(uint32_t)state->{q.steer}" if q.steer else "ctx->steer"
+    how = f"instance {q.steer} % {q.instances}" if q.steer else "round robin over instances"
+    out = [f"/* Enqueue on {q.name} ({q.src_segment} -> {q.dst_segment})"
+           + (f", channel {k} ({ch.edge})" if q.tagged else "") + f": {how}, live fields only"
+           + ("; a full ring drops (counted)" if q.enqueue == "drop" else "") + ". */",
+           f"static void {push_fn(q, k)}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
+           "struct ofl_state *state) {",
+           f"    struct ofl_qout *qo = &ctx->out_{cq}[{pick} % {q.instances}u];",
+           f"    {channel_type(q, k)} *en = ofl_qout_slot(qo);",
+           "    if (!en) { ofl_core_fail(&ctx->core, qo->err, "
+           f"\"enqueue on {q.name}\"); return; }}"]
+    if not q.tagged:
+        out.append("    en->h.len = (uint16_t)pkt->len;")
+    elif lay.data_cap:
+        out += [f"    en->h.flags = {k}u;",
+                f"    en->h.len = (uint16_t)({lay.len_bias}u + pkt->len);"]
+    else:
+        out += [f"    en->h.flags = {k}u;",
+                f"    en->h.len = {lay.size - ENTRY_HDR}u;",
+                "    en->ofl_len = (uint16_t)pkt->len;"]
+    out += _copy_fields(lay, "en->", "state->", "    ")
+    if lay.data_cap:
+        out.append("    memcpy(en->data, pkt->data, pkt->len);")
+    out += ["    (void)state;", "}", ""]
+    return out
+
+
+def input_def(segment: str, q: Queue, mtu: int) -> list[str]:
+    """A function that runs entries [lo, hi) of a batch from `q` through `segment`,
+    each to its channel's element."""
+    cq = cname(q.name)
+    out = [f"/* Entries [lo, hi) of a batch from {q.name}, through segment {segment}. */",
+           f"static void ofl_in_{cname(segment)}_{cq}(struct ofl_ctx *ctx, const uint8_t *es, "
+           "uint32_t lo, uint32_t hi) {",
+           "    struct ofl_core *core = &ctx->core;",
+           "    for (uint32_t i = lo; i < hi; i++) {",
+           "        /* The entry sits in this device's own copy-engine buffer, so",
+           "         * elements may rewrite the packet bytes in place. */",
+           f"        uint8_t *raw = (uint8_t *)(uintptr_t)(es + (size_t)i * "
+           f"sizeof({entry_type(q)}));",
+           "        struct ofl_state st;", "        memset(&st, 0, sizeof st);"]
+    lays = channel_layouts(q, mtu)
+    if not q.tagged:
+        lay = lays[0]
+        out.append(f"        {channel_type(q, 0)} *en = ({channel_type(q, 0)} *)(void *)raw;")
+        out += _copy_fields(lay, "st.", "en->", "        ")
+        data = "en->data" if lay.data_cap else "core->scratch"
+        out += [f"        struct ofl_pkt pk = {{ .data = {data}, .len = en->h.len, "
+                ".cap = OFL_MTU, .ts_ns = 0 };",
+                "        core->pkts_in++; core->bytes_in += pk.len;",
+                f"        ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "    }", "}", ""]
+        return out
+    out += ["        struct ofl_pkt pk = { .data = core->scratch, .len = 0, .cap = OFL_MTU, "
+            ".ts_ns = 0 };",
+            "        int ok = 1;",
+            "        switch (((const struct ofl_entry_hdr *)(const void *)raw)->flags) {"]
+    for lay in lays:
+        ch = q.channels[lay.channel]
+        ct = channel_type(q, lay.channel)
+        out += [f"        case {lay.channel}: {{ /* {ch.edge} */",
+                f"            {ct} *en = ({ct} *)(void *)raw;"]
+        if lay.data_cap:
+            out += [f"            if (en->h.len < {lay.len_bias}u) {{ ok = 0; break; }}",
+                    *_copy_fields(lay, "st.", "en->", "            "),
+                    "            pk.data = en->data;",
+                    f"            pk.len = (uint32_t)en->h.len - {lay.len_bias}u;"]
+        else:
+            out += [f"            if (en->h.len != {lay.size - ENTRY_HDR}u) {{ ok = 0; break; }}",
+                    *_copy_fields(lay, "st.", "en->", "            "),
+                    "            pk.len = en->ofl_len;"]
+        out += ["            core->pkts_in++; core->bytes_in += pk.len;",
+                f"            ofl_node_{cname(ch.edge.dst)}(ctx, &pk, &st);",
+                "            break;", "        }"]
+    out += ["        default: ok = 0; break;", "        }",
+            "        if (!ok) {",
+            f"            ofl_core_fail(core, -EBADMSG, \"{q.name}: an entry with an unknown "
+            "channel or a bad length\");",
+            "            return;", "        }", "    }", "}", ""]
+    return out
+
+
+def stats_fn() -> list[str]:
+    """A device file's helper that reports one producer ring's instance and drops."""
+    return [
+        "/* The mapping of one producer ring (which instance, which consumer core) and the",
+        " * packets it took and dropped (a full ring under enqueue=drop). */",
+        "static void ofl_stats_qmap(struct ofl_json *j, const char *queue, unsigned prod, "
+        "unsigned inst,",
+        "                           unsigned cons, const struct ofl_qout *q) {",
+        "    ofl_json_begin_obj(j, NULL);",
+        "    ofl_json_str(j, \"queue\", queue);",
+        "    ofl_json_u64(j, \"prod\", prod);",
+        "    ofl_json_u64(j, \"instance\", inst);",
+        "    ofl_json_u64(j, \"cons\", cons);",
+        "    ofl_json_u64(j, \"pushed\", q->ring.pushed);",
+        "    ofl_json_u64(j, \"dropped\", q->dropped);",
+        "    ofl_json_end_obj(j);",
+        "}", "",
+    ]
