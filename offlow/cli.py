@@ -112,7 +112,15 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 
         groups.run(quick=a.quick, out_json=a.json_out, out_png=a.png, prefixes=a.prefixes)
         return 0
-    raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups, channels")
+    if a.name == "kvs":
+        from offlow.bench import kvs
+
+        kvs.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
+                designs=a.designs.split(",") if a.designs else None, duration=a.duration,
+                cores=a.cores, repeat=a.repeat)
+        return 0
+    raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups, "
+                      "channels, kvs")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -182,14 +190,21 @@ def parser() -> argparse.ArgumentParser:
     kv.set_defaults(fn=_cmd_kvs)
 
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
-    b.add_argument("name", choices=["queue", "router", "groups", "channels"])
+    b.add_argument("name", choices=["queue", "router", "groups", "channels", "kvs"])
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
-    b.add_argument("--png", type=Path, help="router, groups, channels: where to write the plot")
+    b.add_argument("--png", type=Path,
+                   help="router, groups, channels, kvs: where to write the plot")
     b.add_argument("--prefixes", type=Path,
                    help="router, groups: prefix file (default: the BGP table)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,l3fwd,groups "
                    "(default: all)")
+    b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,cpu,"
+                   "split,cache_wt,cache_wb,kvs_server)")
+    b.add_argument("--duration", type=float, help="kvs: measured seconds per run")
+    b.add_argument("--cores", type=int,
+                   help="kvs: server core budget, memcached/kvs_server -t (default 2)")
+    b.add_argument("--repeat", type=int, help="kvs: rounds over the designs (default 3)")
     b.set_defaults(fn=_cmd_bench)
     return p
 
