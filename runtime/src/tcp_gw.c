@@ -367,7 +367,16 @@ static void conn_progress(struct ofl_tcp_gw *gw, struct conn *c)
         if (cut.close) c->closing = 1;
     }
     if (c->eof && stuck && !c->inflight) c->closing = 1;   /* nothing more will come */
-    if (conn_flush(gw, c) < 0 || (c->closing && c->out_off == c->out_len)) {
+    if (conn_flush(gw, c) < 0) {
+        conn_close(gw, c);
+        return;
+    }
+    if (c->closing && c->out_off == c->out_len) {
+        /* Bytes left unread at close make the kernel reset the connection, which can
+         * destroy the reply just written: discard what has come (a bounded amount). */
+        uint8_t sink[4096];
+        for (int i = 0; i < 16 && recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++) {}
+        shutdown(c->fd, SHUT_WR);
         conn_close(gw, c);
         return;
     }
