@@ -1,7 +1,8 @@
 """Short libFuzzer runs (with ASan+UBSan) of the header parsers, the pcap source,
 the prefix-file / size-mix parsers and the route tables (prefix text -> DIR-24-8 and
 IPv6 tables -> lookups against brute force), the memcached request parser (binary, text
-and UDP-framed streams, run against a small key-value store), from small seed corpora
+and UDP-framed streams, run against a small key-value store), the NIC cache of the
+key-value store (arbitrary requests and replies on both sides), from small seed corpora
 made of valid and malformed inputs.  Skipped when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import pytest
 from offlow.kvs.interop import binary_steps, text_steps, udp_steps
 from offlow.testing import malformed_cases
 from offlow.testing.malformed import write_pcap
-from tests.ctools import ROOT, RUNTIME
+from tests.ctools import ROOT, RUNTIME, runtime_sources
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 DATA = ROOT.parent / "shared" / "data"
 SOURCES = [RUNTIME / "src" / f"{m}.c"
            for m in ("err", "pkt", "src", "pcap_port", "synth", "routes", "lpm4", "lpm6",
                      "mcproto", "kvstore", "kvexec")]
-TARGETS = ("pkt", "pcap", "prefixes", "routes", "mcproto", "chan")
+TARGETS = ("pkt", "pcap", "prefixes", "routes", "mcproto", "chan", "kvcache")
 FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
          "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"]
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
@@ -75,6 +76,15 @@ def _seed_corpus(target: str, d: Path) -> None:
                     continue
                 (d / f"{name}{i}").write_bytes(bytes([mode | (4 if i % 3 == 0 else 0), i])
                                                + st.data)
+    elif target == "kvcache":
+        # first byte: policy / eviction / header-only replies; then records [kind][len][bytes]:
+        # kind 0x80: a request (32 spare bytes for a reply), 1: the store answers the oldest
+        dgrams = [st.data for st in udp_steps() if not callable(st.data) and len(st.data) <= 255]
+        for mode in range(8):
+            seq = bytes([mode])
+            for i, dg in enumerate(dgrams):
+                seq += bytes([0x80, len(dg)]) + dg + (bytes([1, 0]) if i % 2 else b"")
+            (d / f"seq{mode}").write_bytes(seq + bytes([1, 0]) * 4)
     else:
         (d / "prefixes").write_text("1.0.0.0/24\n  10.1.0.0/16 65000 x\n2001:db8::/32\n"
                                     "# comment\n8.8.8.8\ngarbage\n")
@@ -95,8 +105,9 @@ def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, 
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     for t in TARGETS:
         exe = tmp / f"fuzz_{t}"
+        srcs = runtime_sources() if t == "kvcache" else SOURCES   # kvcache.c needs gen.c
         subprocess.run(["clang", *FLAGS, f"-I{RUNTIME / 'include'}", str(FUZZ / f"fuzz_{t}.c"),
-                        *map(str, SOURCES), "-o", str(exe), "-lpcap", "-lz", "-lm"],
+                        *map(str, srcs), "-o", str(exe), "-lpcap", "-lz", "-lm"],
                        check=True)
         corpus = tmp / f"corpus_{t}"
         _seed_corpus(t, corpus)
