@@ -25,7 +25,9 @@ Normalization, the only liberties taken, applied to both servers alike:
   headers are checked (request id, sequence numbers, count) and a bad one reported;
 - UDP: an empty datagram (a frame header with count 0 and nothing after it) is
   dropped: memcached 1.6 sends one for each quiet binary request it does not answer
-  (a GETQ miss, a successful SETQ), kvs_server sends nothing.
+  (a GETQ miss, a successful SETQ), and so does the offlow program (examples/kvs.py,
+  for text noreply too: its TCP gateway waits for an answer to every request);
+  kvs_server sends nothing.
 
 A step may be marked `known` with the reason its answers are allowed to differ; a
 difference there is listed apart, not as a failure. No step needs it today.
