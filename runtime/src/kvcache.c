@@ -535,7 +535,7 @@ int ofl_kvc_request(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uin
     if (!p || (c->policy == OFL_KVC_WRITE_BACK &&
                (!emit || (size_t)l4_off + 8 > OFL_KVC_HDRS_MAX))) {
         count(&c->drops);
-        return p ? -EMSGSIZE : -EINVAL;
+        return p && emit ? -EMSGSIZE : -EINVAL;
     }
     struct ofl_mc_udp_hdr h;
     if (ofl_mc_udp_parse(p, len, &h) < 0) {   /* the store drops it */

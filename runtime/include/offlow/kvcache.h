@@ -89,7 +89,7 @@ enum { OFL_KVC_HIT = 0, OFL_KVC_MISS = 1 };
  * does with its reply (0: nothing); a negative errno: drop it (counted in drops).
  * Write-backs it needs (dirty victims, dirty keys of requests it cannot serve) go
  * out through emit(arg, ...) before it returns; `emit` may be NULL only with the
- * write-through policy. */
+ * write-through policy (write-back without one: -EINVAL). */
 int ofl_kvc_request(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
                     uint64_t *ticket, ofl_kvc_emit emit, void *arg);
 
