@@ -105,10 +105,13 @@ class Settings:
 
 # Closed loop with 2 sockets x 32 outstanding requests: tried 16..128 outstanding on
 # this 2-CPU machine; 64 saturates every design here, and beyond it memcached starts
-# dropping datagrams (warm-up retries).
+# dropping datagrams (warm-up retries). The request timeout is 1 s rather than the
+# loadgen's 200 ms: on a loaded shared machine answers do arrive 200 ms late at times
+# (the loadgen counts them as late answers), and a lost datagram still shows as an
+# error.
 FULL = Settings(duration=5.0, repeat=3, cores=2, client_cpu=0, client_threads=1, conns=2,
                 depth=32, keys=100_000, key_size=32, value_size=64, zipf=0.9, get_ratio=0.9,
-                timeout_ms=200, memory_mb=1024)
+                timeout_ms=1000, memory_mb=1024)
 # Quick: one short round on a tenth of the keys (the warm-up SETs every key).
 QUICK = replace(FULL, duration=1.0, repeat=1, keys=10_000)
 
@@ -299,7 +302,8 @@ def run_once(d: Design, st: Settings, b: Any = None) -> dict:
 
 
 def _failed(run: dict) -> str | None:
-    """Why a run does not count (server failure, loadgen errors, no ops), or None."""
+    """Why a run does not count (the server failed, nothing answered), or None. Loadgen
+    errors (timeouts, bad answers) do not drop a run: they are counted and shown."""
     srv = run.get("server", {})
     if srv.get("errors"):
         return f"server: {srv['errors'][0]}"
@@ -307,9 +311,6 @@ def _failed(run: dict) -> str | None:
         return "server exited during the run"
     if run.get("connection_failed"):
         return "loadgen lost its connection"
-    if run.get("errors"):
-        bad = {k: v for k, v in run.get("error_counts", {}).items() if v}
-        return f"{run['errors']} loadgen errors {bad}"
     if not run.get("ops_per_s"):
         return "no answers"
     return None
@@ -549,6 +550,15 @@ def format_report(res: dict) -> str:
                    f"{_lines_cell(e):>13} {_step_cell(e):<26}")
         if failed:
             out.append(f"{'':<10} {len(failed)} of {s['runs']} run(s) failed: {failed[0]}")
+        if s["errors"]:
+            kinds: dict[str, int] = {}
+            for x in e["runs"]:
+                for k, v in x.get("error_counts", {}).items():
+                    kinds[k] = kinds.get(k, 0) + v
+            late = sum(x.get("late_answers", 0) for x in e["runs"])
+            out.append(f"{'':<10} errors: " + ", ".join(f"{k} {v}" for k, v in kinds.items()
+                                                        if v)
+                       + f" ({late} answers came after their timeout)")
     out.append("  lines: program lines that differ from examples/kvs.py (code; blank lines, "
                "comments, docstrings left out) + --set settings (s), one line each; step: the "
                "same from the design Floem's count starts from")

@@ -164,6 +164,17 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what)
     if (c->err != -ECANCELED && c->abort) __atomic_store_n(c->abort, 1u, __ATOMIC_RELEASE);
 }
 
+/* Idle turns a segment core spins (pause hint) before it yields the CPU at every idle
+ * turn. One turn of a segment's loop polls all its inputs: tens of nanoseconds for a
+ * few rings, a system call (about a microsecond) for a UDP source, so 16 turns are
+ * about 1 to 30 us: enough to catch the next batch of a peer running on its own CPU.
+ * A core that shares its CPU (two segments placed on one CPU, a NIC and a host core
+ * on the same CPU, more busy threads than CPUs) then hands it over at once instead of
+ * spinning out OFL_WAIT_SPINS turns first: with a system call per turn that was about
+ * 2 ms, for every request a kvs segment served when it shared a CPU (measured with
+ * `offlow bench kvs`: see docs/kvs.md). */
+#define OFL_CORE_IDLE_SPINS 16u
+
 void ofl_core_idle(struct ofl_core *c, int progress)
 {
     int rc;
@@ -172,6 +183,10 @@ void ofl_core_idle(struct ofl_core *c, int progress)
         ofl_waiter_progress(&c->waiter);
         rc = ofl_waiter_check(&c->waiter);
     } else {
+        /* Past its few idle spins, the core yields at every idle turn (see
+         * OFL_CORE_IDLE_SPINS), until it makes progress again. */
+        if (c->waiter.spins >= OFL_CORE_IDLE_SPINS && c->waiter.spins < OFL_WAIT_SPINS)
+            c->waiter.spins = OFL_WAIT_SPINS;
         rc = ofl_wait(&c->waiter);
     }
     if (rc == -EPIPE) {
