@@ -2,7 +2,9 @@
 memcached frame header), Floem's case study.
 
 Designs, one setting each:
-  CPU-only (default)     everything on the host
+  CPU-only (default)     everything on host core 0: both segments share its thread
+                         (--set parse.cores=0,1 --set store.cores=0,1 spreads them
+                         over two cores, the store steered by key)
   split                  --set parse.device=nic: the NIC parses, hashes the key and
                          steers each request to the host core that owns its key
                          (`steer="kv_hash"`: a key always meets the same core)
@@ -28,5 +30,5 @@ def program() -> Program:
     eth["other"] >> other
 
     p.segment("parse", [src, eth, ip4, key, ipv6, other], device="host", cores=[0])
-    p.segment("store", [serve, out], device="host", cores=[1], steer="kv_hash")
+    p.segment("store", [serve, out], device="host", cores=[0], steer="kv_hash")
     return p

@@ -31,6 +31,6 @@ def program() -> Program:
     p.cache("cache", around=serve, ops=MEMCACHED_CACHE, policy="write_through")
 
     p.segment("parse", [src, eth, ip4, key, ipv6, other], device="nic", cores=[0])
-    p.segment("store", [serve], device="host", cores=[1], steer="kv_hash")
-    p.segment("reply", [out], device="nic", cores=[1])
+    p.segment("store", [serve], device="host", cores=[0], steer="kv_hash")
+    p.segment("reply", [out], device="nic", cores=[0])
     return p

@@ -7,6 +7,7 @@ from __future__ import annotations
 from offlow.codegen.layout import channel_layouts, entry_size, state_bytes
 from offlow.codegen.queuegen import consumers, polled_by
 from offlow.ir import Graph, Queue
+from offlow.passes.fuse import threads
 from offlow.runner import cpu_of
 
 
@@ -30,6 +31,12 @@ def explain(g: Graph) -> str:
         lines.append(f"  {s.name}: device {s.device}, cores {list(s.cores)} (CPUs {cpus} here), "
                      f"{par}"
                      f"elements: {' '.join(members)}")
+    for t in threads(g):
+        if len(t.loops) > 1:
+            loops = ", ".join(f"{seg}" + (f" (its core {k})" if len(g.segment(seg).cores) > 1
+                                          else "") for seg, k in t.loops)
+            lines.append(f"  {t.device} core {t.core}: {loops} share one thread, a turn each "
+                         "per round (no hand-off between threads)")
     lines.append("")
     lines.append("queues:")
     if not g.queues:

@@ -24,6 +24,7 @@ from typing import Any
 
 from offlow.build import RUNTIME, Build, build_tool
 from offlow.errors import OfflowError
+from offlow.passes.fuse import threads
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
 
@@ -160,12 +161,13 @@ def tcp_max_request(b: Build) -> int:
 
 def oversubscription(b: Build, o: RunOptions) -> str | None:
     """A warning when busy-polling threads must share CPUs (more than the machine has,
-    or two segments placed on the same CPU)."""
+    or two threads placed on the same CPU; segments placed on the same device core
+    share one thread)."""
     ncpu = os.cpu_count() or 1
-    cpus = [cpu_of(s.device, c) for s in b.graph.segments for c in s.cores]
-    threads = len(cpus) * (2 if o.copy_engine == "thread" else 1)
-    if threads > ncpu or len(set(cpus)) < len(cpus):
-        return (f"oversubscribed: {threads} busy-polling threads on CPUs "
+    cpus = [cpu_of(t.device, t.core) for t in threads(b.graph)]
+    busy = len(cpus) * (2 if o.copy_engine == "thread" else 1)
+    if busy > ncpu or len(set(cpus)) < len(cpus):
+        return (f"oversubscribed: {busy} busy-polling threads on CPUs "
                 f"{sorted(set(cpus))} of {ncpu}; they take turns (spin, then yield), "
                 "so expect lower and noisier rates")
     return None

@@ -175,8 +175,9 @@ SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer",
 
 
 @pytest.mark.parametrize(("engine", "placement"), [
-    ("inline", ["app.cores=0,1"]), ("thread", ["app.cores=0,1,2", "app.group=on"])],
-    ids=["inline-data-parallel", "thread-core-group"])
+    ("inline", ["app.cores=0,1"]), ("thread", ["app.cores=0,1,2", "app.group=on"]),
+    ("inline", ["rx.device=host", "app.cores=0,1"])],
+    ids=["inline-data-parallel", "thread-core-group", "inline-shared-core"])
 def test_generated_program_is_clean_under_asan_and_ubsan(
         engine: str, placement: list[str], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ from offlow.codegen.queuegen import consumers, rings
 from offlow.ir import Channel, Graph, Node, Queue, SharedTable
 from offlow.ir.graph import channel_names
 from offlow.ir.types import cname, sort_fields
-from offlow.passes.fuse import SegmentPlan, fuse
+from offlow.passes.fuse import CoreThread, SegmentPlan, fuse, threads
 
 
 @dataclass
@@ -97,6 +97,9 @@ class DeviceGen:
         self.sources = [n for n in self.nodes if n.kind == "source"]
         self.channels = [c for c in g.channels if c.device == device]
         self.rings = rings(g)
+        self.ctx_index = {(p.name, k): i for i, (p, k) in
+                          enumerate((p, k) for p in self.plans for k in range(len(p.cores)))}
+        self.threads = [t for t in threads(g) if t.device == device]
         self.e = Emitter(f"{device}.c")
 
     def target(self, node: Node, port: str) -> str:
@@ -129,6 +132,9 @@ class DeviceGen:
                 self.gen_blob_open(t)
         for p in self.plans:
             self.gen_loop(p)
+        for t in self.threads:
+            if len(t.loops) > 1:
+                self.gen_shared_thread(t, self.ctx_index)
         if self._produces():
             e(*qg.stats_fn())
         self.gen_main()
@@ -237,55 +243,118 @@ class DeviceGen:
         e("}", "")
 
     def gen_loop(self, p: SegmentPlan) -> None:
+        """The segment's loop of one core, in parts a thread can interleave with other
+        segments' (co-scheduling): its state, init, one turn, and the end."""
         e = self.e
         sn = cname(p.name)
         for q in p.inputs:
             self._gen_input(p, q)
-        e(f"/* Segment {p.name} on {p.device} cores {list(p.cores)}: the fused loop. */",
-          f"static void *ofl_seg_{sn}(void *arg) {{",
-          "    struct ofl_ctx *ctx = arg;",
-          "    struct ofl_core *core = &ctx->core;",
-          "    struct ofl_pkt pkts[OFL_BATCH];",
-          "    struct ofl_state states[OFL_BATCH];",
-          "    uint8_t *bufs = core->bufs;",
-          "    (void)pkts; (void)states; (void)bufs;")
+        e(f"/* Segment {p.name} on {p.device} cores {list(p.cores)}: the state of its fused "
+          "loop on one core. */", f"struct ofl_loop_{sn} {{", "    struct ofl_ctx *ctx;",
+          "    unsigned live; /* sources and input rings not yet done */")
         live = [f"1 /* {s} */" for s in p.sources]
         for q in p.inputs:
             nprod = len(self.g.segment(q.src_segment).cores)
             most = nprod * max(len(qg.polled_by(self.g, q, c))
                                for c in range(consumers(self.g, q)))
-            e(f"    uint8_t in_live_{cname(q.name)}[{most}]; /* per ring this core polls */",
-              f"    memset(in_live_{cname(q.name)}, 1, sizeof in_live_{cname(q.name)});")
+            e(f"    uint8_t in_live_{cname(q.name)}[{most}]; /* per ring this core polls */")
             live.append(f"ctx->nin_{cname(q.name)}")
         for s in p.sources:
-            e(f"    int src_live_{cname(s)} = 1;")
-        e(f"    unsigned live = {' + '.join(live) or '0'};",
-          "    ofl_core_begin(core);",
-          "    while (live && !core->err) {", "        int progress = 0, n;",
-          "        /* A peer process seen gone before this turn can add nothing more: its",
-          "         * rings must now read as closed (it closes them before exiting). */",
-          "        const int peer_gone = core->peer_gone;", "        (void)peer_gone;")
+            e(f"    uint8_t src_live_{cname(s)};")
+        e("};", "",
+          f"static void ofl_loop_{sn}_init(struct ofl_loop_{sn} *l, struct ofl_ctx *ctx) {{",
+          "    memset(l, 0, sizeof *l);", "    l->ctx = ctx;")
+        for q in p.inputs:
+            e(f"    memset(l->in_live_{cname(q.name)}, 1, sizeof l->in_live_{cname(q.name)});")
+        for s in p.sources:
+            e(f"    l->src_live_{cname(s)} = 1;")
+        e(f"    l->live = {' + '.join(live) or '0'};", "}", "",
+          f"/* One turn of segment {p.name}: a batch from every source and input ring, then "
+          "the doorbells. Returns whether it moved packets. */",
+          f"static int ofl_turn_{sn}(struct ofl_loop_{sn} *l) {{",
+          "    struct ofl_ctx *ctx = l->ctx;",
+          "    struct ofl_core *core = &ctx->core;",
+          "    struct ofl_pkt pkts[OFL_BATCH];",
+          "    struct ofl_state states[OFL_BATCH];",
+          "    uint8_t *bufs = core->bufs;",
+          "    (void)pkts; (void)states; (void)bufs;",
+          "    int progress = 0, n;",
+          "    /* A peer process seen gone before this turn can add nothing more: its",
+          "     * rings must now read as closed (it closes them before exiting). */",
+          "    const int peer_gone = core->peer_gone;", "    (void)peer_gone; (void)n;")
         for s in p.sources:
             cs = cname(s)
-            e(f"        if (src_live_{cs}) {{",
-              f"            n = ofl_src_next(ctx->src_{cs}, pkts, bufs, OFL_BATCH);",
-              f"            if (n == OFL_SRC_DONE) {{ src_live_{cs} = 0; live--; }}",
-              f"            else if (n < 0) ofl_core_fail(core, n, \"source {s}\");",
-              "            for (int i = 0; i < n; i++) {",
-              "                memset(&states[i], 0, sizeof states[i]);",
-              "                core->pkts_in++; core->bytes_in += pkts[i].len;",
-              f"                ofl_node_{cs}(ctx, &pkts[i], &states[i]);",
-              "            }", "            progress |= n > 0;", "        }")
+            e(f"    if (l->src_live_{cs}) {{",
+              f"        n = ofl_src_next(ctx->src_{cs}, pkts, bufs, OFL_BATCH);",
+              f"        if (n == OFL_SRC_DONE) {{ l->src_live_{cs} = 0; l->live--; }}",
+              f"        else if (n < 0) ofl_core_fail(core, n, \"source {s}\");",
+              "        for (int i = 0; i < n; i++) {",
+              "            memset(&states[i], 0, sizeof states[i]);",
+              "            core->pkts_in++; core->bytes_in += pkts[i].len;",
+              f"            ofl_node_{cs}(ctx, &pkts[i], &states[i]);",
+              "        }", "        progress |= n > 0;", "    }")
         for k, q in enumerate(p.inputs):
             self._gen_pop(p, k, q)
-        self._flush(p, "        ")
-        e("        ctx->steer++;", "        ofl_core_idle(core, progress);", "    }")
+        self._flush(p, "    ")
+        e("    ctx->steer++;", "    return progress;", "}", "",
+          f"/* Segment {p.name} done on this core: its consumers see the end. */",
+          f"static void ofl_loop_{sn}_fini(struct ofl_loop_{sn} *l) {{",
+          "    struct ofl_ctx *ctx = l->ctx;", "    struct ofl_core *core = &ctx->core;",
+          "    (void)ctx; (void)core;")
         if p.group:
             e("    ofl_group_stop(ctx->grp);")
         self._close(p)
-        e("    ofl_core_end(core);", "    return NULL;", "}", "")
+        e("}", "")
+        if not any(t.loops == ((p.name, k),) for t in self.threads for k in range(len(p.cores))):
+            return  # every core of it shares a thread with other segments
+        e(f"/* Segment {p.name}: a thread running its loop alone on a core. */",
+          f"static void *ofl_seg_{sn}(void *arg) {{",
+          f"    struct ofl_loop_{sn} l;", f"    ofl_loop_{sn}_init(&l, arg);",
+          "    struct ofl_core *core = &l.ctx->core;",
+          "    ofl_core_begin(core);",
+          "    while (l.live && !core->err)",
+          f"        ofl_core_idle(core, ofl_turn_{sn}(&l));",
+          f"    ofl_loop_{sn}_fini(&l);",
+          "    ofl_core_end(core);", "    return NULL;", "}", "")
         if p.group:
             self._gen_worker(p)
+
+    def gen_shared_thread(self, t: CoreThread, index: dict[tuple[str, int], int]) -> None:
+        """A thread that runs the loops of several segments placed on one core, a turn
+        each per round, idling (spin, then yield) only when none moved a packet."""
+        e, n = self.e, len(t.loops)
+        names = ", ".join(f"{s} (core {k})" for s, k in t.loops)
+        e(f"/* {self.device} core {t.core}: segments {names} share this thread. */",
+          f"static void *ofl_thread_{self.device}_{t.core}(void *arg) {{",
+          "    struct ofl_ctx *ctxs = arg;")
+        for i, (seg, k) in enumerate(t.loops):
+            sn = cname(seg)
+            e(f"    struct ofl_loop_{sn} l{i};",
+              f"    ofl_loop_{sn}_init(&l{i}, &ctxs[{index[seg, k]}]);")
+        e(f"    struct ofl_core *cores[{n}] = {{ "
+          + ", ".join(f"&ctxs[{index[s, k]}].core" for s, k in t.loops) + " };",
+          f"    int on[{n}];",
+          f"    for (int i = 0; i < {n}; i++) {{ ofl_core_begin(cores[i]); on[i] = 1; }}",
+          "    for (;;) {", "        int progress = 0, lead = -1;")
+        for i, (seg, _) in enumerate(t.loops):
+            sn = cname(seg)
+            e(f"        if (on[{i}] && (!l{i}.live || cores[{i}]->err)) {{",
+              f"            ofl_loop_{sn}_fini(&l{i});",
+              f"            ofl_core_end(cores[{i}]);", f"            on[{i}] = 0;",
+              f"        }} else if (on[{i}]) {{",
+              f"            progress |= ofl_turn_{sn}(&l{i});", "        }")
+        e(f"        for (int i = 0; i < {n} && lead < 0; i++)",
+          "            if (on[i]) lead = i;",
+          "        if (lead < 0) break;",
+          "        /* Wait on one core's waiter; what it saw holds for all of them. */",
+          "        ofl_core_idle(cores[lead], progress);",
+          f"        for (int i = 0; i < {n}; i++) {{",
+          "            if (!on[i] || i == lead) continue;",
+          "            cores[i]->peer_gone = cores[lead]->peer_gone;",
+          "            if (cores[lead]->err == -ECANCELED)",
+          "                ofl_core_fail(cores[i], -ECANCELED, "
+          "\"stopped: another core or process failed\");",
+          "        }", "    }", "    return NULL;", "}", "")
 
     def _flush(self, p: SegmentPlan, ind: str) -> None:
         """Send what this core wrote to its sinks (UDP batches), ring the doorbell of every
@@ -344,28 +413,28 @@ class DeviceGen:
         e = self.e
         cq = cname(q.name)
         fn = f"ofl_in_{cname(p.name)}_{cq}"
-        e(f"        for (unsigned p = 0; p < ctx->nin_{cq}; p++) {{",
-          f"            if (!in_live_{cq}[p]) continue;",
-          "            const uint8_t *es = NULL;",
-          f"            n = ofl_qin_next(&ctx->in_{cq}[p], &es);",
-          f"            if (n == OFL_Q_DONE) {{ in_live_{cq}[p] = 0; live--; continue; }}",
-          f"            if (n < 0) {{ ofl_core_fail(core, n, \"dequeue from {q.name}\"); break; }}",
-          *([f"            if (n == 0 && peer_gone) {{ ofl_core_fail(core, -EPIPE, \"{q.name}: "
+        e(f"    for (unsigned p = 0; p < ctx->nin_{cq}; p++) {{",
+          f"        if (!l->in_live_{cq}[p]) continue;",
+          "        const uint8_t *es = NULL;",
+          f"        n = ofl_qin_next(&ctx->in_{cq}[p], &es);",
+          f"        if (n == OFL_Q_DONE) {{ l->in_live_{cq}[p] = 0; l->live--; continue; }}",
+          f"        if (n < 0) {{ ofl_core_fail(core, n, \"dequeue from {q.name}\"); break; }}",
+          *([f"        if (n == 0 && peer_gone) {{ ofl_core_fail(core, -EPIPE, \"{q.name}: "
              "the producer's process died before closing it\"); break; }"]
             if q.crosses_device else []))
         if p.group:
-            e("            if (n > 0) {",
-              "                uint32_t lo, hi;",
-              f"                ofl_group_post(ctx->grp, {k}u, es, (uint32_t)n);",
-              "                ofl_group_slice(ctx->grp, 0, (uint32_t)n, &lo, &hi);",
-              f"                {fn}(ctx, es, lo, hi);",
-              "                int rc = ofl_group_join(ctx->grp, &core->local);",
-              "                if (rc < 0) { ofl_core_fail(core, rc, \"stopped: another core or "
+            e("        if (n > 0) {",
+              "            uint32_t lo, hi;",
+              f"            ofl_group_post(ctx->grp, {k}u, es, (uint32_t)n);",
+              "            ofl_group_slice(ctx->grp, 0, (uint32_t)n, &lo, &hi);",
+              f"            {fn}(ctx, es, lo, hi);",
+              "            int rc = ofl_group_join(ctx->grp, &core->local);",
+              "            if (rc < 0) { ofl_core_fail(core, rc, \"stopped: another core or "
               "process failed\"); break; }",
-              "            }")
+              "        }")
         else:
-            e(f"            if (n > 0) {fn}(ctx, es, 0, (uint32_t)n);")
-        e("            progress |= n > 0;", "        }")
+            e(f"        if (n > 0) {fn}(ctx, es, 0, (uint32_t)n);")
+        e("        progress |= n > 0;", "    }")
 
     def gen_main(self) -> None:
         e = self.e
@@ -448,14 +517,19 @@ class DeviceGen:
             for c in self.channels:
                 e(f'    if (ofl_gen_serve(mgr, &proc.win, chan_off, "{c.name}", '
                   f"ofl_handler_{cname(c.name)}, &proc) < 0) return 1;")
-        e("    static pthread_t tids[sizeof ctxs / sizeof ctxs[0]];")
-        for k, (p, core_idx) in enumerate(ctxs):
-            loop = "ofl_grp_" if p.group and core_idx else "ofl_seg_"
-            e(f"    if (pthread_create(&tids[{k}], NULL, {loop}{cname(p.name)}, &ctxs[{k}]))",
+        e(f"    static pthread_t tids[{max(1, len(self.threads))}];")
+        for i, t in enumerate(self.threads):
+            if len(t.loops) > 1:
+                fn, arg = f"ofl_thread_{self.device}_{t.core}", "ctxs"
+            else:
+                p = next(p for p in self.plans if p.name == t.loops[0][0])
+                loop = "ofl_grp_" if p.group and t.loops[0][1] else "ofl_seg_"
+                fn, arg = f"{loop}{cname(p.name)}", f"&ctxs[{self.ctx_index[t.loops[0]]}]"
+            e(f"    if (pthread_create(&tids[{i}], NULL, {fn}, {arg}))",
               '        return ofl_fatal("cannot start a segment thread");')
         e("    int failed = 0;",
+          f"    for (unsigned i = 0; i < {len(self.threads)}u; i++) pthread_join(tids[i], NULL);",
           "    for (unsigned k = 0; k < nctx; k++) {",
-          "        pthread_join(tids[k], NULL);",
           "        if (ctxs[k].core.err) { failed = 1; ofl_window_abort(&proc.win); }",
           "    }",
           "    if (proc.args.serve && !failed && ofl_serve_until_stopped(&proc.win) < 0)",
