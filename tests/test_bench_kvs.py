@@ -88,7 +88,7 @@ def test_table_ratios_and_verdict(result: tuple[dict, str, Path]) -> None:
     assert v["design"] in rat["per_design"] and v["met"] == (v["value"] >= 1.0)
     verdict = [line for line in lines if line.startswith("verdict: ")]
     assert verdict == [kvs.verdict_line(v)]
-    assert f"({v['design']}) vs memcached: {v['value']:.2f}x" in verdict[0]
+    assert f"({v['design']}) vs memcached: " in verdict[0]
     assert verdict[0].endswith("meets" if v["met"] else "misses")
     m = res["machine"]
     assert m["cpus"] >= 1 and len(m["loadavg_before"]) == 3 and "busy_before" in m

@@ -466,7 +466,10 @@ def verdict_line(v: dict) -> str:
     if v["met"] is None:
         return (f"verdict: best offlow design vs memcached: not judged ({v['why']}) vs "
                 f"target {v['target']:.2f}x")
-    return (f"verdict: best offlow design ({v['design']}) vs memcached: {v['value']:.2f}x "
+    # Two decimals, unless they would hide which side of the target the median is on.
+    d = 2 if (f"{v['value']:.2f}" != f"{v['target']:.2f}"
+              or v["value"] == v["target"]) else 4
+    return (f"verdict: best offlow design ({v['design']}) vs memcached: {v['value']:.{d}f}x "
             f"({v['min']:.2f}..{v['max']:.2f}) vs target {v['target']:.2f}x: "
             f"{'meets' if v['met'] else 'misses'}")
 
