@@ -59,7 +59,7 @@ def test_every_available_design_is_served(result: tuple[dict, str, Path]) -> Non
     by = {e["name"]: e for e in res["designs"]}
     for name in ("cpu", "split"):
         assert by[name]["available"] and by[name]["kind"] == "offlow"
-        assert by[name]["placement"]["server"]["segments"]
+        assert by[name]["placement"]["server"]["loops"]
     assert by["cpu"]["lines"]["total"] == 0
     assert by["split"]["lines"] == {"vs": "cpu", "code": 0, "settings": 1, "total": 1,
                                     "step": {"from": "cpu", "floem_lines": 15, "code": 0,

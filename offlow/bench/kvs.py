@@ -14,15 +14,17 @@ time, so that the machine's drift spreads over all of them; each design reports 
 median and min..max of its repetitions, and its ratio to memcached is taken per
 repetition (the memcached run of the same round) before the median.
 
-CPUs (documented in the report and the JSON): kvs_loadgen runs `--client-threads`
-threads pinned to `--client-cpu` (default CPU 0) for every design; memcached (`-t
+CPUs (documented in the report and the JSON): kvs_loadgen runs `client_threads`
+threads pinned to `client_cpu` (default: the last CPU, the one the offlow designs
+leave most free: they put host core 0 on CPU 0) for every design; memcached (`-t
 CORES`) and kvs_server (`-t CORES`) are pinned to CPUs 0..CORES-1 (memcached's workers
 block in epoll when idle; kvs_server's poll, then block after 50 ms idle); the offlow
 designs run where their program places their segments (host core k on CPU k, NIC core
-k on CPU ncpu/2 + k, see runner.cpu_of), every segment core a busy-polling thread. The
-loadgen itself busy-polls (spin, then yield), so its thread counts against the same
-CPUs: a design whose polling threads plus the loadgen's outnumber the CPUs, or share
-one, is oversubscribed, and the report prints a warning line for it.
+k on CPU ncpu/2 + k, see runner.cpu_of; segments on the same device core share one
+thread), every thread busy-polling. The loadgen itself busy-polls (spin, then yield),
+so its thread counts against the same CPUs: a design whose polling threads plus the
+loadgen's outnumber the CPUs, or share one, is oversubscribed, and the report prints a
+warning line for it.
 
 Lines of code: for each offlow design, the lines of its program that differ from the
 CPU-only design (`difflib` over the two files' code lines: blank lines, comments and
@@ -90,7 +92,7 @@ class Settings:
     duration: float       # measured seconds per run (after the warm-up)
     repeat: int           # rounds over the designs
     cores: int            # the server core budget (memcached / kvs_server -t)
-    client_cpu: int       # the CPU kvs_loadgen's threads are pinned to
+    client_cpu: int       # the CPU kvs_loadgen's threads are pinned to; -1: the last
     client_threads: int
     conns: int            # UDP sockets per loadgen thread
     depth: int            # outstanding requests per socket (closed loop)
@@ -109,7 +111,7 @@ class Settings:
 # loadgen's 200 ms: on a loaded shared machine answers do arrive 200 ms late at times
 # (the loadgen counts them as late answers), and a lost datagram still shows as an
 # error.
-FULL = Settings(duration=5.0, repeat=3, cores=2, client_cpu=0, client_threads=1, conns=2,
+FULL = Settings(duration=5.0, repeat=3, cores=2, client_cpu=-1, client_threads=1, conns=2,
                 depth=32, keys=100_000, key_size=32, value_size=64, zipf=0.9, get_ratio=0.9,
                 timeout_ms=1000, memory_mb=1024)
 # Quick: one short round on a tenth of the keys (the warm-up SETs every key).
@@ -199,6 +201,12 @@ def _ncpu() -> int:
     return os.cpu_count() or 1
 
 
+def client_cpu(st: Settings) -> int:
+    """The CPU kvs_loadgen is pinned to: `st.client_cpu`, or the last CPU when it is
+    negative (the offlow designs put host core 0 on CPU 0)."""
+    return st.client_cpu % _ncpu() if st.client_cpu >= 0 else _ncpu() - 1
+
+
 def server_cpus(cores: int) -> list[int]:
     """The CPUs memcached and kvs_server are pinned to: 0..cores-1 (wrapping)."""
     return sorted({c % _ncpu() for c in range(cores)})
@@ -210,17 +218,19 @@ def placement(d: Design, st: Settings, b: Any = None) -> dict[str, Any]:
     from offlow import runner
 
     ncpu = _ncpu()
-    client = [st.client_cpu % ncpu] * st.client_threads
+    client = [client_cpu(st)] * st.client_threads
     out: dict[str, Any] = {"cpus": ncpu, "client": {"threads": st.client_threads,
                                                      "cpus": sorted(set(client)),
                                                      "polls": True}}
     if d.kind == "offlow":
-        segs = [{"segment": s.name, "device": s.device, "core": c,
-                 "cpu": runner.cpu_of(s.device, c)} for s in b.graph.segments for c in s.cores]
-        out["server"] = {"threads": len(segs), "polls": True, "segments": segs,
-                         "cpus": sorted({s["cpu"] for s in segs}),
+        from offlow.passes.fuse import threads as core_threads
+
+        ths = [{"device": t.device, "core": t.core, "cpu": runner.cpu_of(t.device, t.core),
+                "segments": [seg for seg, _ in t.loops]} for t in core_threads(b.graph)]
+        out["server"] = {"threads": len(ths), "polls": True, "loops": ths,
+                         "cpus": sorted({t["cpu"] for t in ths}),
                          "processes": sorted({s.device for s in b.graph.segments})}
-        pollers = [s["cpu"] for s in segs] + client
+        pollers = [t["cpu"] for t in ths] + client
     else:
         out["server"] = {"threads": st.cores, "polls": d.kind == "kvs_server",
                          "cpus": server_cpus(st.cores)}
@@ -250,7 +260,7 @@ def _loadgen(port: int, st: Settings, *, warmup: bool = True) -> dict:
                        conns=st.conns, depth=st.depth, keys=st.keys, key_size=st.key_size,
                        value_size=st.value_size, zipf=st.zipf, get_ratio=st.get_ratio,
                        warmup=warmup, timeout_ms=st.timeout_ms,
-                       cpus=[st.client_cpu % _ncpu()] * st.client_threads, progress="off",
+                       cpus=[client_cpu(st)] * st.client_threads, progress="off",
                        timeout=st.duration + 180)
 
 
@@ -503,7 +513,8 @@ def _threads_cell(e: dict) -> str:
         return "-"
     srv = p["server"]
     if e["kind"] == "offlow":
-        per = ",".join(f"{s['device'][0]}{s['core']}@{s['cpu']}" for s in srv["segments"])
+        per = ", ".join(f"{t['device'][0]}{t['core']}@{t['cpu']} {'+'.join(t['segments'])}"
+                        for t in srv["loops"])
         return f"{srv['threads']} polling ({per})"
     how = "polling" if srv["polls"] else "blocking"
     return f"{srv['threads']} {how} @{','.join(map(str, srv['cpus']))}"
@@ -523,17 +534,19 @@ def format_report(res: dict) -> str:
            + ", ".join(f"{k} {v:.0%}" for k, v in m.get("busy_before", {}).items())
            + f"; load average {m['loadavg_before'][0]:.2f} before, "
              f"{m['loadavg_after'][0]:.2f} after",
-           f"CPUs: kvs_loadgen pinned to CPU {st['client_cpu']} (it busy-polls: its thread "
+           f"CPUs: kvs_loadgen pinned to CPU {client_cpu(Settings(**st))} (it busy-polls: "
+           "its thread "
            f"counts against the same {m['cpus']} CPUs); memcached and kvs_server -t "
            f"{st['cores']} pinned to CPUs {','.join(map(str, server_cpus(st['cores'])))}; "
-           "offlow designs where their program places them (h/n = host/NIC core, @CPU)"]
+           "offlow designs where their program places them (h/n = host/NIC core @CPU, its "
+           "segments: segments on one device core share a thread)"]
     busy = [k for k, v in m.get("busy_before", {}).items() if v > BUSY]
     if busy:
         out.append(f"warning: {', '.join(busy)} busy before the run; expect noisy numbers "
                    "(the ratios, taken per round, hold better than absolute figures)")
     rat = res["ratios"]["per_design"]
     head = (f"{'design':<10} {'ops/s median (min..max)':>28} {'p50 us':>18} {'p99 us':>20} "
-            f"{'hit':>6} {'err':>4} {'vs memcached':>20} {'server threads':<30} "
+            f"{'hit':>6} {'err':>4} {'vs memcached':>20} {'server threads':<36} "
             f"{'lines vs cpu':>13} {'step (Floem)':<26}")
     out += ["", head, "-" * len(head)]
     for e in res["designs"]:
@@ -549,7 +562,7 @@ def format_report(res: dict) -> str:
         failed = [x["failed"] for x in e["runs"] if x["failed"]]
         out.append(f"{e['name']:<10} {_range(s['ops_per_s'], ',.0f'):>28} "
                    f"{_range(s['p50_us'], '.0f'):>18} {_range(s['p99_us'], '.0f'):>20} "
-                   f"{hit:>6} {s['errors']:>4} {vs:>20} {_threads_cell(e):<30} "
+                   f"{hit:>6} {s['errors']:>4} {vs:>20} {_threads_cell(e):<36} "
                    f"{_lines_cell(e):>13} {_step_cell(e):<26}")
         if failed:
             out.append(f"{'':<10} {len(failed)} of {s['runs']} run(s) failed: {failed[0]}")
