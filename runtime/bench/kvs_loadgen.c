@@ -573,6 +573,12 @@ static uint32_t outstanding(const struct thread *t)
     return n;
 }
 
+/* Idle turns before the polling loop yields the CPU. A turn is a receive system call
+ * per connection (about a microsecond), so this is ~16 us: on a machine where the
+ * server's busy-polling threads share CPUs with the generator, spinning longer (the
+ * runtime's OFL_WAIT_SPINS, 2,000 turns here: ~2 ms) starves them. */
+#define IDLE_SPINS 16u
+
 /* The polling loop: until `done` says so. Never blocks: spins, then yields. */
 static void poll_loop(struct thread *t, int (*done)(struct thread *, uint64_t))
 {
@@ -592,10 +598,10 @@ static void poll_loop(struct thread *t, int (*done)(struct thread *, uint64_t))
             if (t->conns[k].tx_len) conn_flush(t, &t->conns[k]);
         if (progress) {
             spins = 0;
-        } else if (++spins < OFL_WAIT_SPINS) {
+        } else if (++spins < IDLE_SPINS) {
             ofl_cpu_relax();
         } else {
-            spins = 0;
+            spins = IDLE_SPINS;  /* yield at every idle turn until replies come */
             sched_yield();
         }
     }
