@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from offlow.build import build, compile_program
 from offlow.cli import load_program
 from offlow.explain import explain
@@ -49,3 +51,36 @@ def test_a_segment_partly_sharing_a_core_delivers_every_packet_once(tmp_path: Pa
     by_seg = {x["segment"]: x for x in s["segments"]}
     fits = sum(len(f) <= 2048 for f in read_frames(TLS))  # longer frames: dropped at rx
     assert by_seg["rx"]["packets"] == by_seg["app"]["packets"] == 3 * fits
+
+
+def test_a_full_ring_inside_one_thread_is_an_error_not_a_hang(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    """A segment that sends two packets for each one it takes to a segment on its own
+    core outruns it (the consumer takes one batch per ring per turn): with blocking
+    enqueue the shared thread would wait forever for itself, so the run fails with a
+    clear error instead."""
+    from offlow import Element, Port, Program, Sink, Source
+    from offlow.runner import run
+
+    class Twice(Element):
+        inputs = (Port("inp", "eth"),)
+        outputs = (Port("a", "eth"), Port("b", "eth"))
+        body = "SEND(a); SEND(b);"
+
+    p = Program("twice", ring_size=8, batch=4)
+    src, two, x, y = Source("rx"), Twice("two"), Sink("x"), Sink("y")
+    src >> two
+    two["a"] >> x
+    two["b"] >> y
+    p.segment("rx", [src, two], cores=[0])
+    p.segment("out", [x, y], cores=[0])
+    b = build(p, werror=True)
+    assert "fail_full = true; /* its consumer runs in this thread */" in b.sources["host.c"]
+    res = run(b, RunOptions(count=20_000, sizes="64", timeout=60))
+    assert not res.ok
+    err = capfd.readouterr().err
+    assert "doorbell on rx->out: ring full, and its consumer runs in this same thread" in err
+    # Given its own core, the same program delivers everything.
+    p.place("out", cores=[1])
+    res = run(build(p, werror=True), RunOptions(count=20_000, sizes="64", timeout=60))
+    assert res.ok, res.errors

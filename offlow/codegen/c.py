@@ -622,6 +622,10 @@ class DeviceGen:
               f'instance {r.inst}");')
             if side == "out" and q.enqueue == "drop":
                 e(f"    {arr}[{j}].drop_full = true; /* enqueue=drop */")
+            elif side == "out" and any((q.src_segment, r.prod) in t.loops
+                                       and (q.dst_segment, r.cons) in t.loops
+                                       for t in self.threads):
+                e(f"    {arr}[{j}].fail_full = true; /* its consumer runs in this thread */")
 
     def _per_core(self, ctxs: list[tuple[SegmentPlan, int]],
                   emit_one: Callable[[SegmentPlan, int], None]) -> None:

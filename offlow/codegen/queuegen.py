@@ -178,7 +178,8 @@ def input_def(segment: str, q: Queue, mtu: int) -> list[str]:
         out += [f"        case {lay.channel}: {{ /* {ch.edge} */",
                 f"            {ct} *en = ({ct} *)(void *)raw;"]
         if lay.data_cap:
-            out += [f"            if (en->h.len < {lay.len_bias}u) {{ ok = 0; break; }}",
+            out += [*([f"            if (en->h.len < {lay.len_bias}u) {{ ok = 0; break; }}"]
+                      if lay.len_bias else []),  # (a length below 0: nothing to check)
                     *_copy_fields(lay, "st.", "en->", "            "),
                     "            pk.data = en->data;",
                     f"            pk.len = (uint32_t)en->h.len - {lay.len_bias}u;"]

@@ -1,6 +1,7 @@
 /* Error text. */
 #include "offlow/err.h"
 
+#include <errno.h>
 #include <string.h>
 
 #include "offlow/queue.h"
@@ -15,6 +16,9 @@ const char *ofl_strerror(int err)
     case OFL_EVERSION: return "unsupported protocol version";
     case OFL_EUNSUPP: return "unsupported protocol";
     case OFL_Q_DONE: return "queue finished";
+    /* the only -EDEADLK the runtime makes: ofl_qout with fail_full */
+    case -EDEADLK: return "ring full, and its consumer runs in this same thread (segments "
+                          "sharing a core): place them on different cores or raise ring_size";
     default: break;
     }
     if (err < 0 && err > -4096) {

@@ -176,6 +176,7 @@ int ofl_qout_flush(struct ofl_qout *q)
             q->dropped += rem;
             break;
         }
+        if (room == 0 && q->fail_full) return qout_fail(q, -EDEADLK);
         if (room == 0) {
             /* Backpressure: the consumer is behind. One full_wait per episode. */
             if (!waiting) r->full_waits++;

@@ -52,6 +52,11 @@ struct ofl_qout {
     bool drop_full;              /* set by the caller after init: a flush that finds the
                                   * ring full drops the staged entries that do not fit
                                   * (counted in `dropped`) instead of waiting */
+    bool fail_full;              /* set by the caller after init when the consumer runs
+                                  * in the producer's own thread (co-scheduled
+                                  * segments): a full ring can never drain while this
+                                  * thread waits, so a flush that finds it full fails
+                                  * with -EDEADLK instead of waiting */
     struct ofl_ce_job job[2];    /* job[k] copies (part of) buf[k] */
 };
 
@@ -74,6 +79,7 @@ void *ofl_qout_slot(struct ofl_qout *q);
  * completed and committed first, as the consumer cannot free their slots before).
  * With drop_full, no waiting: once the copies in flight are committed, the staged
  * entries that find no room are dropped and counted in `dropped` (not in pushed).
+ * With fail_full, a ring found full (nothing of ours in flight) is -EDEADLK.
  * One doorbell per ring commit. INLINE engine: the entries are committed on return.
  * THREAD engine: the last copy may still be running on return; its entries are
  * committed by a later flush/slot/close, and the next staging buffer is filled
