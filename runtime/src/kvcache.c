@@ -10,9 +10,10 @@
 
 #include "offlow/err.h"
 #include "offlow/gen.h"
+#include "offlow/kvs_pkt.h"
 #include "offlow/kvstore.h"
 #include "offlow/mcproto.h"
-#include "offlow/wait.h"
+#include "offlow/spin.h"
 
 #define NIL UINT32_MAX
 #define CACHE_CAS_BIT (1ull << 63)   /* CAS values the cache assigns (write-back SETs) */
@@ -66,26 +67,9 @@ static inline void count(_Atomic uint64_t *c)
 
 /* ---- locks, sets, slots ------------------------------------------------------- */
 
-static void lock(struct set *s)
-{
-    uint32_t spins = 0;
-    for (;;) {
-        if (!atomic_load_explicit(&s->lock, memory_order_relaxed) &&
-            !atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
-            return;
-        if (++spins < OFL_WAIT_SPINS) {
-            ofl_cpu_relax();
-        } else {
-            spins = 0;
-            sched_yield();
-        }
-    }
-}
+static void lock(struct set *s) { ofl_spin_lock(&s->lock); }
 
-static void unlock(struct set *s)
-{
-    atomic_store_explicit(&s->lock, 0, memory_order_release);
-}
+static void unlock(struct set *s) { ofl_spin_unlock(&s->lock); }
 
 static uint32_t set_of(const struct ofl_kvc *c, uint64_t hash)
 {
@@ -158,28 +142,13 @@ static uint32_t victim(struct ofl_kvc *c, uint32_t si)
 
 /* ---- packets ------------------------------------------------------------------ */
 
-/* The UDP payload of `pkt`, or NULL when the headers do not fit. */
+/* The UDP payload of `pkt`, or NULL when the headers do not fit (an IPv4 header of at
+ * least 20 bytes before the UDP one). */
 static const uint8_t *udp_payload(const struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
                                   size_t *len)
 {
-    if (pkt->len > pkt->cap || l4_off > pkt->len || pkt->len - l4_off < 8 ||
-        l4_off < l3_off || l4_off - l3_off < 20)
-        return NULL;
-    uint32_t ulen = ofl_get_be16(pkt->data + l4_off + 4);
-    if (ulen < 8 || ulen > pkt->len - l4_off) return NULL;
-    *len = ulen - 8;
-    return pkt->data + l4_off + 8;
-}
-
-/* IPv4 and UDP lengths for a UDP payload of `payload` bytes; IPv4 checksum. */
-static void set_lengths(uint8_t *d, uint32_t l3_off, uint32_t l4_off, size_t payload)
-{
-    uint8_t *ip = d + l3_off, *udp = d + l4_off;
-    ofl_put_be16(udp + 4, (uint16_t)(8 + payload));
-    ofl_put_be16(udp + 6, 0);
-    ofl_put_be16(ip + 2, (uint16_t)(l4_off - l3_off + 8 + payload));
-    ofl_put_be16(ip + 10, 0);
-    ofl_put_be16(ip + 10, ofl_csum(ip, l4_off - l3_off));
+    if (l4_off < l3_off || l4_off - l3_off < 20) return NULL;
+    return ofl_kvs_udp_payload(pkt, l4_off, len);
 }
 
 /* Turn `pkt` into the reply datagram: frame header (request id `id`) and `n` bytes
@@ -188,22 +157,12 @@ static void set_lengths(uint8_t *d, uint32_t l3_off, uint32_t l4_off, size_t pay
 static void put_reply(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off, uint16_t id,
                       const uint8_t *body, size_t n)
 {
-    uint8_t *d = pkt->data, tmp[6];
-    memcpy(tmp, d, 6);
-    memmove(d, d + 6, 6);
-    memcpy(d + 6, tmp, 6);
-    uint8_t *ip = d + l3_off, *udp = d + l4_off;
-    memcpy(tmp, ip + 12, 4);
-    memmove(ip + 12, ip + 16, 4);
-    memcpy(ip + 16, tmp, 4);
-    memcpy(tmp, udp, 2);
-    memmove(udp, udp + 2, 2);
-    memcpy(udp + 2, tmp, 2);
-    ip[8] = 64;
+    uint8_t *d = pkt->data;
+    ofl_kvs_swap_addrs(d, l3_off, l4_off);
     uint8_t *p = d + l4_off + 8;
     ofl_mc_udp_write(p, id, 0, 1);
     if (n) memcpy(p + OFL_MC_UDP_HDR_LEN, body, n);
-    set_lengths(d, l3_off, l4_off, OFL_MC_UDP_HDR_LEN + n);
+    ofl_kvs_set_lengths(d, l3_off, l4_off, OFL_MC_UDP_HDR_LEN + n);
     pkt->len = (uint32_t)(l4_off + 8 + OFL_MC_UDP_HDR_LEN + n);
 }
 
@@ -238,7 +197,7 @@ static void build_wb(struct ofl_kvc *c, struct wb *wb, uint32_t i, int set,
                                      set ? extras : NULL, set ? 8 : 0, key_of(c, i), s->key_len,
                                      set ? value_of(c, i) : NULL, set ? s->value_len : 0);
     if (n < 0) return;   /* not reached: WB_BUF holds the largest one */
-    set_lengths(wb->buf, l3_off, l4_off, OFL_MC_UDP_HDR_LEN + (size_t)n);
+    ofl_kvs_set_lengths(wb->buf, l3_off, l4_off, OFL_MC_UDP_HDR_LEN + (size_t)n);
     wb->pkt.data = wb->buf;
     wb->pkt.len = (uint32_t)(off + (size_t)n);
     wb->pkt.cap = (uint32_t)sizeof wb->buf;

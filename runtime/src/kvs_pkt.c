@@ -12,10 +12,9 @@
 /* Largest reply payload: one datagram of memcached's UDP size, frame header excluded. */
 #define REPLY_MAX (OFL_MC_UDP_DGRAM_MAX - OFL_MC_UDP_HDR_LEN)
 
-/* The UDP payload of `pkt`, or NULL when the UDP header does not fit. */
-static const uint8_t *udp_payload(const struct ofl_pkt *pkt, uint32_t l4_off, size_t *len)
+const uint8_t *ofl_kvs_udp_payload(const struct ofl_pkt *pkt, uint32_t l4_off, size_t *len)
 {
-    if (l4_off > pkt->len || pkt->len - l4_off < 8) return NULL;
+    if (pkt->len > pkt->cap || l4_off > pkt->len || pkt->len - l4_off < 8) return NULL;
     uint32_t ulen = ofl_get_be16(pkt->data + l4_off + 4);
     if (ulen < 8 || ulen > pkt->len - l4_off) return NULL;
     *len = ulen - 8;
@@ -25,7 +24,7 @@ static const uint8_t *udp_payload(const struct ofl_pkt *pkt, uint32_t l4_off, si
 int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
 {
     size_t len;
-    const uint8_t *p = udp_payload(pkt, l4_off, &len);
+    const uint8_t *p = ofl_kvs_udp_payload(pkt, l4_off, &len);
     struct ofl_mc_udp_hdr h;
     if (!p || ofl_mc_udp_parse(p, len, &h) < 0) return -EINVAL;
     struct ofl_mc_req req;
@@ -36,27 +35,30 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
     return 0;
 }
 
-/* Swap Ethernet, IPv4 and UDP source and destination; set the lengths for a UDP
- * payload of `payload` bytes and recompute the IPv4 header checksum. */
-static void make_reply_headers(uint8_t *d, uint32_t l3_off, uint32_t l4_off, size_t payload)
+void ofl_kvs_set_lengths(uint8_t *frame, uint32_t l3_off, uint32_t l4_off, size_t payload)
+{
+    uint8_t *ip = frame + l3_off, *udp = frame + l4_off;
+    ofl_put_be16(udp + 4, (uint16_t)(8 + payload));
+    ofl_put_be16(udp + 6, 0);
+    ofl_put_be16(ip + 2, (uint16_t)(l4_off - l3_off + 8 + payload));
+    ofl_put_be16(ip + 10, 0);
+    ofl_put_be16(ip + 10, ofl_csum(ip, l4_off - l3_off));
+}
+
+void ofl_kvs_swap_addrs(uint8_t *frame, uint32_t l3_off, uint32_t l4_off)
 {
     uint8_t tmp[6];
-    memcpy(tmp, d, 6);
-    memmove(d, d + 6, 6);
-    memcpy(d + 6, tmp, 6);
-    uint8_t *ip = d + l3_off, *udp = d + l4_off;
+    memcpy(tmp, frame, 6);
+    memmove(frame, frame + 6, 6);
+    memcpy(frame + 6, tmp, 6);
+    uint8_t *ip = frame + l3_off, *udp = frame + l4_off;
     memcpy(tmp, ip + 12, 4);
     memmove(ip + 12, ip + 16, 4);
     memcpy(ip + 16, tmp, 4);
     memcpy(tmp, udp, 2);
     memmove(udp, udp + 2, 2);
     memcpy(udp + 2, tmp, 2);
-    ofl_put_be16(udp + 4, (uint16_t)(8 + payload));
-    ofl_put_be16(udp + 6, 0);
-    ofl_put_be16(ip + 2, (uint16_t)(l4_off - l3_off + 8 + payload));
     ip[8] = 64;
-    ofl_put_be16(ip + 10, 0);
-    ofl_put_be16(ip + 10, ofl_csum(ip, l4_off - l3_off));
 }
 
 /* Room for the replies of one datagram: kvexec reserves a value's worth ahead
@@ -103,7 +105,7 @@ static int run_datagram(struct ofl_kv *kv, const uint8_t *p, size_t len, struct 
 int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off)
 {
     size_t len;
-    const uint8_t *p = udp_payload(pkt, l4_off, &len);
+    const uint8_t *p = ofl_kvs_udp_payload(pkt, l4_off, &len);
     if (!p || l3_off + 20 > l4_off) return -EINVAL;
     /* Replies go to a buffer of their own: they overwrite the request's bytes. */
     uint8_t buf[REPLY_ROOM];
@@ -133,7 +135,8 @@ int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint3
     uint8_t *d = pkt->data + l4_off + 8;
     ofl_mc_udp_write(d, (uint16_t)id, 0, out.len ? 1 : 0);
     if (out.len) memcpy(d + OFL_MC_UDP_HDR_LEN, buf, out.len);
-    make_reply_headers(pkt->data, l3_off, l4_off, payload);
+    ofl_kvs_swap_addrs(pkt->data, l3_off, l4_off);
+    ofl_kvs_set_lengths(pkt->data, l3_off, l4_off, payload);
     pkt->len = (uint32_t)(l4_off + 8 + payload);
     return 0;
 }

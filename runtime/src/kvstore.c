@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "offlow/wait.h"
+#include "offlow/spin.h"
 
 #define NIL UINT32_MAX
 #define DEFAULT_STRIPES 64u
@@ -47,26 +47,9 @@ struct ofl_kv {
 
 /* ---- locks and clock ------------------------------------------------------------ */
 
-static void lock(struct stripe *s)
-{
-    uint32_t spins = 0;
-    for (;;) {
-        if (!atomic_load_explicit(&s->lock, memory_order_relaxed) &&
-            !atomic_exchange_explicit(&s->lock, 1, memory_order_acquire))
-            return;
-        if (++spins < OFL_WAIT_SPINS) {
-            ofl_cpu_relax();
-        } else {
-            spins = 0;
-            sched_yield();
-        }
-    }
-}
+static void lock(struct stripe *s) { ofl_spin_lock(&s->lock); }
 
-static void unlock(struct stripe *s)
-{
-    atomic_store_explicit(&s->lock, 0, memory_order_release);
-}
+static void unlock(struct stripe *s) { ofl_spin_unlock(&s->lock); }
 
 /* The store's clock in seconds, >= 1 so that exp 0 can mean "never". */
 static uint32_t now_s(void)

@@ -7,6 +7,7 @@
 #ifndef OFL_KVS_PKT_H
 #define OFL_KVS_PKT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "offlow/kvexec.h"
@@ -31,6 +32,18 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
  * first one; memcached answers neither) or a negative error (drop it: not a
  * memcached datagram, or the packet buffer cannot hold the reply). */
 int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off);
+
+/* The memcached datagram of `pkt` (UDP header at `l4_off`): its start, its length in
+ * *len; NULL when the UDP header or its length does not fit the packet. */
+const uint8_t *ofl_kvs_udp_payload(const struct ofl_pkt *pkt, uint32_t l4_off, size_t *len);
+
+/* Swap the Ethernet, IPv4 and UDP sources and destinations of `frame` (a reply goes
+ * back where the request came from) and reset the TTL to 64. */
+void ofl_kvs_swap_addrs(uint8_t *frame, uint32_t l3_off, uint32_t l4_off);
+
+/* Set the IPv4 and UDP lengths of `frame` for a UDP payload of `payload` bytes (UDP
+ * checksum 0) and recompute the IPv4 header checksum. */
+void ofl_kvs_set_lengths(uint8_t *frame, uint32_t l3_off, uint32_t l4_off, size_t payload);
 
 /* The store named `name` from its options: capacity= (items, default 1000000),
  * mem= (bytes, 0 = no limit), value_max= (default 1400). Prints errors. */
