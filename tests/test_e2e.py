@@ -135,8 +135,17 @@ def test_synthetic_traffic_is_counted_through_both_segments() -> None:
     assert s["queues"][0]["packets"] == s["queues"][0]["delivered"] == app["packets"]
 
 
-def test_killing_the_nic_process_makes_the_host_exit_with_an_error_within_a_second() -> None:
-    b = build(load_program(EXAMPLE))
+TEE = Path(__file__).resolve().parent / "programs" / "tee.py"
+
+
+@pytest.mark.parametrize(("program", "placement"), [
+    (EXAMPLE, []), (TEE, ["fwd.cores=0"])], ids=["own-threads", "shared-thread"])
+def test_killing_the_nic_process_makes_the_host_exit_with_an_error_within_a_second(
+        program: Path, placement: list[str]) -> None:
+    """Also when the host's segments share one thread (tee: stats and fwd on core 0):
+    what its waiter sees of the dead peer reaches both loops."""
+    b = build(load_program(program, placement))
+    assert ("ofl_thread_host_0" in b.sources["host.c"]) == bool(placement)
     r = Run(b, RunOptions(duration=30, timeout=20))
     r.start()
     try:
