@@ -10,9 +10,9 @@ built on the host instead; only the fields `route` reads cross the interconnect.
     offlow run examples/router.py --opt routes4.path=OTHER_TABLE.txt ...
 """
 
-from pathlib import Path
 
 from offlow import Program, Sink, Source
+from offlow.build import DATA
 from offlow.elements import (
     CheckIPv4,
     CheckIPv6,
@@ -27,7 +27,7 @@ from offlow.elements import (
     lpm6_table,
 )
 
-TABLE = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "bgp-full-table.txt.gz"
+TABLE = DATA / "bgp-full-table.txt.gz"
 
 
 def program() -> Program:

@@ -16,6 +16,9 @@ from offlow.ir import Graph
 from offlow.passes import compile_graph
 
 ROOT = Path(__file__).resolve().parents[1]
+# The real inputs (BGP table, captures): ../shared/data beside the checkout, or
+# $OFFLOW_DATA for a checkout that lives elsewhere.
+DATA = Path(os.environ.get("OFFLOW_DATA") or ROOT.parent / "shared" / "data")
 RUNTIME = ROOT / "runtime"
 CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra")
 LIBS = ("-lpcap", "-lz", "-lm", "-pthread")

@@ -8,13 +8,12 @@ from typing import Any
 
 import dpkt
 
-from offlow.build import build
+from offlow.build import DATA, build
 from offlow.cli import load_program
 from offlow.report import summarize
 from offlow.runner import RunOptions, run
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
 TLS = DATA / "tls_ciphers.pcap"
 QUIC = DATA / "quic.pcap"
 EXAMPLE = ROOT / "examples" / "ttl_pipeline.py"

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from offlow.build import DATA
 from offlow.kvs.interop import binary_steps, text_steps, udp_steps
 from offlow.testing import malformed_cases
 from offlow.testing.malformed import write_pcap
-from tests.ctools import ROOT, RUNTIME, runtime_sources
+from tests.ctools import RUNTIME, runtime_sources
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
-DATA = ROOT.parent / "shared" / "data"
 SOURCES = [RUNTIME / "src" / f"{m}.c"
            for m in ("err", "pkt", "src", "pcap_port", "synth", "routes", "lpm4", "lpm6",
                      "mcproto", "kvstore", "kvexec")]

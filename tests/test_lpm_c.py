@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.ctools import ROOT, RUNTIME, build_c, run_c
+from offlow.build import DATA
+from tests.ctools import RUNTIME, build_c, run_c
 
 C_TESTS = Path(__file__).resolve().parent / "c"
-BGP = ROOT.parent / "shared" / "data" / "bgp-full-table.txt.gz"
+BGP = DATA / "bgp-full-table.txt.gz"
 SOURCES = [RUNTIME / "src" / f"{m}.c"
            for m in ("err", "pkt", "src", "synth", "routes", "lpm4", "lpm6")]
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from offlow.build import DATA
 from offlow.testing import malformed_cases, write_malformed_pcap
-from tests.ctools import ROOT, RUNTIME, build_c, run_c
+from tests.ctools import RUNTIME, build_c, run_c
 
 C_TESTS = Path(__file__).resolve().parent / "c"
-DATA = ROOT.parent / "shared" / "data"
 # Only the modules these programs need (the rest of the runtime has its own tests).
 SOURCES = [RUNTIME / "src" / f"{m}.c" for m in ("err", "pkt", "src", "pcap_port", "synth")]
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from offlow.build import ROOT, RUNTIME, build_tool
+from offlow.build import DATA, RUNTIME, build_tool
 from offlow.errors import OfflowError
 from offlow.router.reference import DEFAULT_PORTS, MAX_HOP, Reference, next_hop, read_prefixes
 
@@ -35,7 +35,7 @@ DRIVER = Path(__file__).with_name("lpm_check.c")
 MODULES = ("err", "pkt", "src", "synth", "routes", "lpm4", "lpm6")
 CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror")
 LIBS = ("-lz", "-lm")
-DEFAULT_PREFIXES = ROOT.parent / "shared" / "data" / "bgp-full-table.txt.gz"
+DEFAULT_PREFIXES = DATA / "bgp-full-table.txt.gz"
 DEFAULT_RANDOM = 1_000_000
 # Addresses per family whose reference answers are recomputed by the dict loop.
 SAMPLE = 2_000
