@@ -27,9 +27,11 @@
 #ifndef OFL_CHAN_INT_H
 #define OFL_CHAN_INT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "offlow/chan.h"
@@ -205,15 +207,36 @@ static inline struct chan_line *line_peer(const struct ofl_chan_end *e)
 
 /* ---- in-process call guards (e->busy[0] for TX, [1] for RX) ---- */
 enum { BUSY_TX = 1u, BUSY_RX = 2u };
-int chan_busy_get(struct ofl_chan_end *e, uint32_t bits);
-void chan_busy_put(struct ofl_chan_end *e, uint32_t bits);
+/* One byte per role, so the send and receive threads never share a written word.
+ * A check and a store, not an exchange: the guard catches calls that overlap in
+ * one role (misuse) except two starting at the same instant, and costs no locked
+ * instruction on the message path. Our later post (a release CAS) orders the store
+ * before it for ofl_chan_close. */
+static inline int chan_busy_get(struct ofl_chan_end *e, uint32_t bits)
+{
+    for (int r = 0; r < 2; r++)
+        if ((bits & (1u << r)) && __atomic_load_n(&e->busy[r], __ATOMIC_RELAXED)) return -EBUSY;
+    for (int r = 0; r < 2; r++)
+        if (bits & (1u << r)) __atomic_store_n(&e->busy[r], 1, __ATOMIC_RELAXED);
+    return 0;
+}
+static inline void chan_busy_put(struct ofl_chan_end *e, uint32_t bits)
+{
+    for (int r = 0; r < 2; r++)
+        if (bits & (1u << r)) __atomic_store_n(&e->busy[r], 0, __ATOMIC_RELEASE);
+}
 
 /* ---- the message lines ---- */
 static inline uint32_t *claim_mine(const struct ofl_chan_end *e) { return &side_mine(e)->claim; }
 static inline uint32_t *claim_peer(const struct ofl_chan_end *e) { return &side_peer(e)->claim; }
 /* 1 while our last posted message is neither taken nor withdrawn (the published ack,
  * then the peer's claim word). */
-bool chan_out_pending(const struct ofl_chan_end *e);
+static inline bool chan_out_pending(const struct ofl_chan_end *e)
+{
+    uint32_t s = h_seq(__atomic_load_n(&line_mine(e)->hdr, __ATOMIC_RELAXED));
+    if (h_ack(__atomic_load_n(&line_peer(e)->hdr, __ATOMIC_ACQUIRE)) == s) return false;
+    return (__atomic_load_n(claim_peer(e), __ATOMIC_ACQUIRE) & SEQ_MASK) != s;
+}
 /* The published ack only: false means taken or withdrawn; true may be stale. */
 static inline bool chan_out_pending_fast(const struct ofl_chan_end *e)
 {
@@ -221,24 +244,96 @@ static inline bool chan_out_pending_fast(const struct ofl_chan_end *e)
            h_ack(__atomic_load_n(&line_peer(e)->hdr, __ATOMIC_ACQUIRE));
 }
 /* Publish our claim word in our header's ack field (no write when it is current). */
-void chan_ack_publish(struct ofl_chan_end *e);
-/* Post `len` bytes of kind `kind` (our previous message must be resolved). */
-void chan_line_post(struct ofl_chan_end *e, unsigned kind, const void *msg, size_t len);
+static inline void chan_ack_publish(struct ofl_chan_end *e)
+{
+    struct chan_line *l = line_mine(e);
+    uint64_t h = __atomic_load_n(&l->hdr, __ATOMIC_ACQUIRE);
+    for (;;) {
+        uint32_t c = __atomic_load_n(claim_mine(e), __ATOMIC_ACQUIRE) & SEQ_MASK;
+        if (h_ack(h) == c) return;
+        uint64_t nh = h_make(h_seq(h), c, h_len(h), h_kind(h));
+        if (__atomic_compare_exchange_n(&l->hdr, &h, nh, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            __atomic_store_n(&e->tx_hdr, nh, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
+/* chan_ack_publish when the claim may be ahead of what we published; reads our
+ * header only then. Loads of a line the peer polls, right before we write it, cost
+ * about a line transfer each on the message path (measured), hence the hint. */
+static inline void chan_ack_publish_lazy(struct ofl_chan_end *e)
+{
+    uint32_t c = __atomic_load_n(claim_mine(e), __ATOMIC_ACQUIRE) & SEQ_MASK;
+    if (h_ack(__atomic_load_n(&e->tx_hdr, __ATOMIC_RELAXED)) != c) chan_ack_publish(e);
+}
+/* Post `len` bytes of kind `kind` (our previous message must be resolved). The CAS
+ * expects the header we last wrote (a failure reloads it: the peer withdrew, or our
+ * receive thread published an ack). */
+static inline void chan_line_post(struct ofl_chan_end *e, unsigned kind, const void *msg,
+                                  size_t len)
+{
+    struct chan_line *l = line_mine(e);
+    if (len) memcpy(l->payload, msg, len);
+    uint64_t h = __atomic_load_n(&e->tx_hdr, __ATOMIC_RELAXED);
+    for (;;) {
+        /* Read after the header: a withdrawal that moved our header moved the claim
+         * first, so a failed CAS reloads both. */
+        uint32_t c = __atomic_load_n(claim_mine(e), __ATOMIC_ACQUIRE);
+        uint64_t nh = h_make(h_seq(h) + 1, c, (unsigned)len, kind);
+        if (__atomic_compare_exchange_n(&l->hdr, &h, nh, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+            __atomic_store_n(&e->tx_hdr, nh, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+}
 /* Withdraw our pending message: 1 withdrawn, 0 the peer had taken it. */
 int chan_line_withdraw(struct ofl_chan_end *e);
 /* A pending peer message: returns 1 and its header (and our claim at that time in
  * *ack), or 0. */
-int chan_line_peek(const struct ofl_chan_end *e, uint64_t *hdr, uint32_t *ack);
+static inline int chan_line_peek(const struct ofl_chan_end *e, uint64_t *hdr,
+                                 uint32_t *ack)
+{
+    /* Our claim first: the header read after it is at least as new, so a take's
+     * CAS from this claim can only succeed for the message after it (a header read
+     * first could be one the sender withdrew while we were preempted). */
+    uint32_t a = __atomic_load_n(claim_mine(e), __ATOMIC_ACQUIRE);
+    uint64_t ph = __atomic_load_n(&line_peer(e)->hdr, __ATOMIC_ACQUIRE);
+    if (h_seq(ph) == (a & SEQ_MASK)) return 0;
+    *hdr = ph;
+    *ack = a;
+    return 1;
+}
 /* Copy the pending message's payload (min(len, 56) bytes) to `buf`, then take it
  * (our claim word; the ack is published later: chan_ack_publish).
  * Returns 1, or 0 when the sender withdrew it meanwhile (buf then means nothing). */
-int chan_line_take(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack, void *buf);
+static inline int chan_line_take(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack, void *buf)
+{
+    unsigned len = h_len(hdr);
+    if (len > OFL_CHAN_MSG_MAX) len = OFL_CHAN_MSG_MAX;
+    if (len) memcpy(buf, line_peer(e)->payload, len);
+    /* Our claim moved: the sender withdrew the message (the copy means nothing). */
+    uint32_t c = ack;
+    return __atomic_compare_exchange_n(claim_mine(e), &c, h_seq(hdr), false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_RELAXED);
+}
 /* chan_line_take, then publish the acknowledgement at once (bulk chunks). */
-int chan_line_take_ack(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack, void *buf);
+static inline int chan_line_take_ack(struct ofl_chan_end *e, uint64_t hdr, uint32_t ack,
+                                     void *buf)
+{
+    if (!chan_line_take(e, hdr, ack, buf)) return 0;
+    chan_ack_publish(e);
+    return 1;
+}
 
 /* ---- peers and waiting ---- */
 /* Is our end open (not closed by close() on another thread)? */
-bool chan_end_open(const struct ofl_chan_end *e);
+static inline bool chan_end_open(const struct ofl_chan_end *e)
+{
+    uint32_t g = __atomic_load_n(&e->gen, __ATOMIC_ACQUIRE);
+    return (g & 1u) && __atomic_load_n(&side_mine(e)->gen, __ATOMIC_SEQ_CST) == g;
+}
 
 /* Per-call view of the peer plus the waiting state of a blocking call. */
 struct chan_wait {

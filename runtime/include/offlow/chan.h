@@ -132,6 +132,10 @@ struct ofl_chan_end {
     int copy;                 /* enum ofl_chan_copy */
     uint32_t gen;             /* our side's open generation (odd while open; atomic) */
     uint8_t busy[2];          /* a call in progress in role TX / RX (atomic) */
+    /* What this end last wrote to its line (hints that spare the message path loads
+     * of shared lines; a stale hint costs a retry, never a wrong answer; atomic) */
+    uint64_t tx_hdr;          /* our header as we last wrote it */
+    uint32_t tx_done;         /* sequence number of our last message known taken */
     uint32_t cookie;          /* identifies this struct to a peer in the same process */
     uint32_t stage_size;      /* bytes of the staging ring (a power of two) */
     /* side B's copy engine: what it learned about the peer session `vm_gen` */
