@@ -269,9 +269,6 @@ static uint32_t mix32(uint64_t x)
     return (uint32_t)x;
 }
 
-
-
-
 /* A usable end: opened once (open or closed now). */
 static bool end_valid(const struct ofl_chan_end *e)
 {
@@ -430,9 +427,6 @@ void ofl_chan_get_stats(const struct ofl_chan_end *e, struct ofl_chan_stats *st)
 
 /* ---- message lines ---- */
 
-
-
-
 int chan_line_withdraw(struct ofl_chan_end *e)
 {
     uint32_t s = h_seq(LOAD(&line_mine(e)->hdr, RELAXED));
@@ -455,9 +449,6 @@ int chan_line_withdraw(struct ofl_chan_end *e)
     }
     return 1;
 }
-
-
-
 
 /* ---- waiting ---- */
 
