@@ -357,7 +357,9 @@ static void test_sink(void)
 
     p.len = reply(f, sport, cport, "one", 3);
     ofl_udp_sink_write(k, 0, &p);
-    memcpy(f + HDRS, "xxx", 3);  /* the sink copied the payload */
+    /* Clobber the caller's frame after the write: the client must still get "one"
+     * below, which holds only if the sink kept its own copy of the payload. */
+    memcpy(f + HDRS, "xxx", 3);
     p.len = reply(f, sport, cport, "two!", 4);
     ofl_udp_sink_write(k, 1, &p);
     CHECK(nothing_waiting(cli), "written, nothing sent before the flush");
