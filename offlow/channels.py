@@ -5,7 +5,9 @@ This is a thin ctypes layer over the C channel API (runtime/include/offlow/chan.
 built once as a shared library: the blocking calls spin in C (the GIL is released),
 and bulk transfers hand the C side the address of the caller's buffer (bytes,
 bytearray, memoryview or a contiguous NumPy array), so the device's copy engine
-moves the bytes straight out of (or into) it: no extra copy in Python."""
+moves the bytes straight out of (or into) it: no extra copy in Python. Arrays from
+`Region.array` live in registered memory (a sealed memfd the device maps once):
+between processes their transfers take one copy instead of two."""
 
 from __future__ import annotations
 
@@ -64,13 +66,49 @@ def _library() -> ctypes.CDLL:
         ("ofl_chan_recv", i32, [vp, vp, sz, u64]),
         ("ofl_chan_bulk_send", i32, [vp, vp, sz, u64]),
         ("ofl_chan_bulk_recv", i32, [vp, vp, sz, u64]),
+        ("ofl_chan_bulk_send_mem", i32, [vp, vp, sz, sz, u64]),
+        ("ofl_chan_bulk_recv_mem", i32, [vp, vp, sz, sz, u64]),
+        ("ofl_chan_mem_create", i32, [sz]),
+        ("ofl_chan_mem_attach", i32, [vp, i32, vp, sz]),
         ("ofl_chan_inject_corruption", None, [vp, u64]),
+        ("ofl_chan_get_stats", None, [vp, vp]),
         ("ofl_crc32c", u32, [u32, vp, sz]),
         ("ofl_strerror", ctypes.c_char_p, [i32]),
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     return lib
+
+
+class _MemDesc(ctypes.Structure):
+    """struct ofl_chan_mem (runtime/include/offlow/chan.h)."""
+
+    _fields_ = [("addr", ctypes.c_void_p), ("len", ctypes.c_uint64), ("fd", ctypes.c_int),
+                ("ino", ctypes.c_uint64)]
+
+
+class _Stats(ctypes.Structure):
+    """struct ofl_chan_stats (runtime/include/offlow/chan.h)."""
+
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "sent", "posted", "received", "withdrawn", "bulk_sent", "bulk_received", "bulk_failed",
+        "chunks", "bytes_memcpy", "bytes_vm", "bytes_bounce", "bytes_mem")] + [
+        ("paths", ctypes.c_uint32)]
+
+
+@dataclass
+class _Registered:
+    """One block of registered memory: its descriptor, the memfd (kept open while the
+    region is: the device maps it through /proc/<pid>/fd) and the mapping."""
+
+    desc: _MemDesc
+    fd: int
+    mm: Any
+
+    def find(self, addr: int, n: int) -> int | None:
+        """Offset of [addr, addr + n) in this block, or None when not inside it."""
+        base = self.desc.addr or 0
+        return addr - base if base <= addr and addr + n <= base + self.desc.len else None
 
 
 @dataclass
@@ -111,9 +149,10 @@ class Channel:
     once in the same direction."""
 
     def __init__(self, lib: _Lib, region: int, name: str, abort: int | None = None,
-                 side: int = SIDE_A) -> None:
+                 side: int = SIDE_A, registered: list[_Registered] | None = None) -> None:
         self.name = name
         self._lib = lib
+        self._registered = registered if registered is not None else []
         self._end = ctypes.create_string_buffer(lib.c.ofl_chan_end_size())
         cid = lib.check(lib.c.ofl_chan_lookup(region, name.encode()), f"channel `{name}`")
         lib.check(lib.c.ofl_chan_open(self._end, region, cid, side, abort),
@@ -139,11 +178,26 @@ class Channel:
         self.send(msg, timeout)
         return self.recv(timeout)
 
+    def _bulk(self, send: bool, addr: int, n: int, timeout: float | None) -> None:
+        """One bulk transfer of [addr, addr + n): through registered memory when it
+        lies in a block of the region's (Region.array), else by address."""
+        c = self._lib.c
+        for reg in self._registered:
+            off = reg.find(addr, n)
+            if off is not None:
+                fn = c.ofl_chan_bulk_send_mem if send else c.ofl_chan_bulk_recv_mem
+                rc = fn(self._end, ctypes.byref(reg.desc), off, n, _ns(timeout))
+                break
+        else:
+            fn = c.ofl_chan_bulk_send if send else c.ofl_chan_bulk_recv
+            rc = fn(self._end, addr, n, _ns(timeout))
+        what = "send" if send else "receive"
+        self._lib.check(rc, f"bulk {what} of {n} bytes on `{self.name}`")
+
     def bulk_send(self, buf: Any, timeout: float | None = None) -> None:
         """Send a whole buffer (bytes-like or NumPy array) as one bulk transfer."""
         addr, n, keep = _address(buf, writable=False)
-        self._lib.check(self._lib.c.ofl_chan_bulk_send(self._end, addr, n, _ns(timeout)),
-                        f"bulk send of {n} bytes on `{self.name}`")
+        self._bulk(True, addr, n, timeout)
         del keep
 
     def bulk_recv(self, into: Any, timeout: float | None = None) -> Any:
@@ -153,10 +207,16 @@ class Channel:
         if isinstance(into, int):
             into = bytearray(into)
         addr, n, keep = _address(into, writable=True)
-        self._lib.check(self._lib.c.ofl_chan_bulk_recv(self._end, addr, n, _ns(timeout)),
-                        f"bulk receive of {n} bytes on `{self.name}`")
+        self._bulk(False, addr, n, timeout)
         del keep
         return into
+
+    def stats(self) -> dict[str, int]:
+        """This end's counters: messages, bulk transfers, and the bulk bytes each copy
+        path moved (bytes_memcpy, bytes_vm, bytes_bounce, bytes_mem: registered)."""
+        st = _Stats()
+        self._lib.c.ofl_chan_get_stats(self._end, ctypes.byref(st))
+        return {name: getattr(st, name) for name, _ in _Stats._fields_}
 
     def close(self) -> None:
         if self._open:
@@ -211,14 +271,39 @@ class Region:
         self.address = ctypes.addressof(self._base) + off
         self.abort = ctypes.addressof(self._base) + self.HDR_ABORT
         self.channels: dict[str, Channel] = {}
+        self._registered: list[_Registered] = []
 
     def channel(self, name: str, side: int = SIDE_A) -> Channel:
         """Open (once) an end of channel `name`: side A (0) is the host program's, side
         B (1) the device's (the copier of bulk transfers)."""
         key = f"{name}/{side}"
         if key not in self.channels:
-            self.channels[key] = Channel(self._lib, self.address, name, self.abort, side)
+            self.channels[key] = Channel(self._lib, self.address, name, self.abort, side,
+                                         self._registered)
         return self.channels[key]
+
+    def array(self, shape: int | tuple[int, ...], dtype: Any = np.uint8) -> np.ndarray:
+        """A zeroed NumPy array in registered memory: bulk transfers from or into it
+        (or any slice of it) are copied once by the device, not twice. It stays
+        usable after the region closes, but then transfers take the plain path."""
+        import mmap
+
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape))
+        nbytes = max(1, count * dt.itemsize)
+        fd = self._lib.check(self._lib.c.ofl_chan_mem_create(nbytes), "registered memory")
+        try:
+            mm = mmap.mmap(fd, nbytes)
+            arr = np.frombuffer(mm, dtype=np.uint8, count=nbytes)
+            desc = _MemDesc()
+            self._lib.check(self._lib.c.ofl_chan_mem_attach(ctypes.byref(desc), fd,
+                                                            arr.ctypes.data, nbytes),
+                            "registered memory")
+        except BaseException:
+            os.close(fd)
+            raise
+        self._registered.append(_Registered(desc, fd, mm))
+        return arr[:count * dt.itemsize].view(dt).reshape(shape)
 
     def word(self, offset: int) -> int:
         """A 32-bit word of the window header."""
@@ -231,5 +316,9 @@ class Region:
         for ch in self.channels.values():
             ch.close()
         self.channels.clear()
+        # The mappings stay with the arrays that use them; the memfds go.
+        for reg in self._registered:
+            os.close(reg.fd)
+        self._registered.clear()
         del self._base
         self._map.close()

@@ -12,7 +12,7 @@ from tests.ctools import RUNTIME, build_c, run_c
 
 C_TESTS = Path(__file__).resolve().parent / "c"
 SOURCES = [RUNTIME / "src" / f"{m}.c"
-           for m in ("err", "wait", "crc32c", "chan", "chan_bulk", "chan_mgr")]
+           for m in ("err", "wait", "crc32c", "chan", "chan_bulk", "chan_mem", "chan_mgr")]
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ from offlow.errors import OfflowError
 
 BENCH_SRC = RUNTIME / "bench" / "bench_chan.c"
 # The runtime modules the benchmark links, listed rather than globbed.
-MODULES = ("chan", "chan_bulk", "chan_mgr", "crc32c", "wait", "thread", "err")
+MODULES = ("chan", "chan_bulk", "chan_mem", "chan_mgr", "crc32c", "wait", "thread", "err")
 CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-pthread", "-Wall", "-Wextra", "-Werror")
 LIBS = ("-lm", "-pthread")
 HOST_CPU, DEV_CPU = 0, 1

@@ -187,8 +187,9 @@ struct shared {
     uint64_t dev_bad;                /* payload words that arrived wrong on the device */
     int dev_pinned;                  /* 1: the device runs on its own CPU */
     uint64_t dev_rounds;             /* device: rounds (or, in lat, phases) finished */
-    uint64_t dev_bytes[3];           /* bulk bytes the device's ends moved by memcpy,
-                                        process_vm_readv/writev, bounce */
+    uint64_t dev_bytes[4];           /* bulk bytes the device's ends moved by memcpy,
+                                        process_vm_readv/writev, bounce, registered
+                                        memory */
     _Alignas(64) uint64_t samples[]; /* device-timed batch times (ns) */
 };
 
@@ -326,13 +327,15 @@ static void add_copy_bytes(struct shared *sh, const struct ofl_chan_stats *st)
     __atomic_fetch_add(&sh->dev_bytes[0], st->bytes_memcpy, __ATOMIC_RELAXED);
     __atomic_fetch_add(&sh->dev_bytes[1], st->bytes_vm, __ATOMIC_RELAXED);
     __atomic_fetch_add(&sh->dev_bytes[2], st->bytes_bounce, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&sh->dev_bytes[3], st->bytes_mem, __ATOMIC_RELAXED);
 }
 
 static void print_copy_bytes(const struct shared *sh)
 {
-    printf(", \"device_copy_bytes\": {\"memcpy\": %llu, \"vm\": %llu, \"bounce\": %llu}",
+    printf(", \"device_copy_bytes\": {\"memcpy\": %llu, \"vm\": %llu, \"bounce\": %llu, "
+           "\"mem\": %llu}",
            (unsigned long long)sh->dev_bytes[0], (unsigned long long)sh->dev_bytes[1],
-           (unsigned long long)sh->dev_bytes[2]);
+           (unsigned long long)sh->dev_bytes[2], (unsigned long long)sh->dev_bytes[3]);
 }
 
 /* Pin the calling thread (threads it creates inherit it); 1 when it has the CPU to
@@ -813,6 +816,7 @@ struct crew {
     struct pair *p;
     struct ofl_chan_end ends[MAX_CONC];
     uint8_t *bufs[MAX_CONC];
+    const struct ofl_chan_mem *mems;  /* host: registered memory holding bufs[i] */
     uint64_t t_end[MAX_CONC];
     int err[MAX_CONC];
     uint32_t k;
@@ -832,6 +836,9 @@ struct crew_worker {
 static int crew_op(struct crew *c, uint32_t i)
 {
     uint64_t len = __atomic_load_n(&c->len, __ATOMIC_ACQUIRE);
+    if (c->mems)
+        return c->send ? ofl_chan_bulk_send_mem(&c->ends[i], &c->mems[i], 0, len, TMO_NS)
+                       : ofl_chan_bulk_recv_mem(&c->ends[i], &c->mems[i], 0, len, TMO_NS);
     return c->send ? ofl_chan_bulk_send(&c->ends[i], c->bufs[i], len, TMO_NS)
                    : ofl_chan_bulk_recv(&c->ends[i], c->bufs[i], len, TMO_NS);
 }
@@ -908,6 +915,7 @@ struct tput_cfg {
     int d2h, mgr;
     int copy;                 /* enum ofl_chan_copy for both ends (the host's alone
                                  under a manager: its choice binds the device) */
+    int mem;                  /* the host's buffers in registered memory (COPY mem) */
     uint32_t k;
     uint32_t ids[MAX_CONC];   /* the channels' ids */
     const uint64_t *sizes;
@@ -987,13 +995,14 @@ static double paired_memcpy(uint8_t *const *bufs, uint32_t k, uint64_t len, uint
 /* One side with a crew of K threads. The host times the rounds into t[] and a
  * memcpy of the same bytes before each round into mt[]. */
 static int tput_crew(struct pair *p, const struct tput_cfg *cfg, void *region, uint8_t **bufs,
-                     double *t, double *mt, uint8_t *scratch)
+                     const struct ofl_chan_mem *mems, double *t, double *mt, uint8_t *scratch)
 {
     struct crew *c = calloc(1, sizeof *c);
     if (!c) return pair_fail(p, -ENOMEM, __LINE__, "crew");
     c->p = p;
     c->k = cfg->k;
     c->send = p->host != cfg->d2h;
+    c->mems = p->host && cfg->mem ? mems : NULL;
     int rc = 0;
     uint32_t opened = 0;
     for (; opened < cfg->k && rc == 0; opened++) {
@@ -1101,15 +1110,30 @@ static int mode_tput(struct tput_cfg *cfg)
     int mine = p.host ? pin(HOST_CPU) : pin(DEV_CPU);
     if (!p.host) p.sh->dev_pinned = mine;
     uint8_t *bufs[MAX_CONC] = {0};
-    for (uint32_t i = 0; i < cfg->k && rc == 0; i++)
-        if (!(bufs[i] = alloc_buf(maxs))) rc = pair_fail(&p, -ENOMEM, __LINE__, "buffers");
+    struct ofl_chan_mem mems[MAX_CONC];
+    memset(mems, 0, sizeof mems);
+    for (uint32_t i = 0; i < cfg->k && rc == 0; i++) {
+        if (p.host && cfg->mem) {
+            if ((rc = ofl_chan_mem_alloc(&mems[i], maxs)) < 0) {
+                pair_fail(&p, rc, __LINE__, "registered memory");
+                break;
+            }
+            bufs[i] = mems[i].addr;
+            memset(bufs[i], 0x5a, maxs);
+        } else if (!(bufs[i] = alloc_buf(maxs))) {
+            rc = pair_fail(&p, -ENOMEM, __LINE__, "buffers");
+        }
+    }
     uint8_t *scratch = p.host && rc == 0 ? alloc_buf(maxs) : NULL;
     if (p.host && !scratch && rc == 0) rc = pair_fail(&p, -ENOMEM, __LINE__, "buffers");
     if (rc == 0) {
         if (!p.host && cfg->mgr) rc = tput_dev_mgr(&p, cfg, region, bufs);
-        else rc = tput_crew(&p, cfg, region, bufs, t, mt, scratch);
+        else rc = tput_crew(&p, cfg, region, bufs, mems, t, mt, scratch);
     }
-    for (uint32_t i = 0; i < cfg->k; i++) free_buf(bufs[i], maxs);
+    for (uint32_t i = 0; i < cfg->k; i++) {
+        if (mems[i].addr) ofl_chan_mem_free(&mems[i]);
+        else free_buf(bufs[i], maxs);
+    }
     free_buf(scratch, maxs);
     if (!p.host) _exit(rc < 0 || p.sh->dev_bad ? 1 : 0);
     int st = pair_join(&p);
@@ -1124,7 +1148,7 @@ static int mode_tput(struct tput_cfg *cfg)
     print_common("tput", mine, p.sh->dev_pinned);
     printf(", \"dir\": \"%s\", \"k\": %u, \"serve\": \"%s\", \"copy\": \"%s\", "
            "\"reps\": %llu", cfg->d2h ? "d2h" : "h2d", cfg->k, cfg->mgr ? "mgr" : "thr",
-           copy_names[cfg->copy], (unsigned long long)cfg->reps);
+           cfg->mem ? "mem" : copy_names[cfg->copy], (unsigned long long)cfg->reps);
     print_copy_bytes(p.sh);
     printf(", \"rows\": [");
     for (int si = 0; si < cfg->ns; si++) {
@@ -1159,7 +1183,7 @@ static int usage(const char *prog)
             "       %s pipe BATCHES PER\n"
             "       %s copy SIZES REPS\n"
             "       %s lat BATCHES PER BULKSIZES\n"
-            "       %s tput h2d|d2h K thr|mgr SIZES REPS [auto|vm|bounce]\n"
+            "       %s tput h2d|d2h K thr|mgr SIZES REPS [auto|vm|bounce|mem]\n"
             "SIZES: comma list of byte counts (multiples of 8), e.g. 4096,1048576\n",
             prog, prog, prog, prog, prog);
     return 2;
@@ -1190,8 +1214,13 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "tput") && (argc == 7 || argc == 8)) {
         struct tput_cfg cfg = {0};
         cfg.copy = -1;
+        const char *copy = argc == 8 ? argv[7] : "auto";
         for (int i = 0; i < 3; i++)
-            if (!strcmp(argc == 8 ? argv[7] : "auto", copy_names[i])) cfg.copy = i;
+            if (!strcmp(copy, copy_names[i])) cfg.copy = i;
+        if (!strcmp(copy, "mem")) { /* AUTO copying, the host's buffers registered */
+            cfg.copy = OFL_CHAN_COPY_AUTO;
+            cfg.mem = 1;
+        }
         cfg.d2h = !strcmp(argv[2], "d2h");
         cfg.mgr = !strcmp(argv[4], "mgr");
         cfg.k = (uint32_t)parse_count(argv[3], MAX_CONC);

@@ -356,6 +356,10 @@ void ofl_chan_close(struct ofl_chan_end *e)
     if (!(g & 1u)) return;
     struct chan_side *s = side_mine(e);
     STORE(&e->gen, g + 1, RELEASE);
+    /* The mapping of the peer's registered memory, unless a call still runs (it
+     * drops the mapping on its way out: see bulk_call). */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!LOAD(&e->busy[0], RELAXED) && !LOAD(&e->busy[1], RELAXED)) chan_mem_unmap(e);
     uint32_t cur = g;
     /* Another process took the side over (we were thought dead): leave it alone. */
     if (!__atomic_compare_exchange_n(&s->gen, &cur, g + 1, false, __ATOMIC_SEQ_CST,
@@ -422,6 +426,7 @@ void ofl_chan_get_stats(const struct ofl_chan_end *e, struct ofl_chan_stats *st)
     st->bytes_memcpy = LOAD(&s->bytes_memcpy, RELAXED);
     st->bytes_vm = LOAD(&s->bytes_vm, RELAXED);
     st->bytes_bounce = LOAD(&s->bytes_bounce, RELAXED);
+    st->bytes_mem = LOAD(&s->bytes_mem, RELAXED);
     st->paths = LOAD(&s->paths, RELAXED);
 }
 

@@ -84,7 +84,8 @@ static bool ring_room(const struct ofl_chan_end *e, const struct chan_bulk *op)
 
 static bool path_ok(unsigned p)
 {
-    return p == OFL_CHAN_PATH_MEMCPY || p == OFL_CHAN_PATH_VM || p == OFL_CHAN_PATH_BOUNCE;
+    return p == OFL_CHAN_PATH_MEMCPY || p == OFL_CHAN_PATH_VM || p == OFL_CHAN_PATH_BOUNCE ||
+           p == OFL_CHAN_PATH_MEM;
 }
 
 static void count_path(struct ofl_chan_end *e, unsigned path, uint64_t bytes)
@@ -92,6 +93,7 @@ static void count_path(struct ofl_chan_end *e, unsigned path, uint64_t bytes)
     if (!path_ok(path)) return;
     uint64_t *c = path == OFL_CHAN_PATH_MEMCPY ? &e->stats.bytes_memcpy
                   : path == OFL_CHAN_PATH_VM   ? &e->stats.bytes_vm
+                  : path == OFL_CHAN_PATH_MEM  ? &e->stats.bytes_mem
                                                : &e->stats.bytes_bounce;
     stat_add(c, bytes);
     stat_add(&e->stats.chunks, 1);
@@ -201,7 +203,7 @@ static int finish(struct ofl_chan_end *e, struct chan_bulk *op)
 }
 
 int chan_bulk_start(struct ofl_chan_end *e, struct chan_bulk *op, int role, void *buf,
-                    uint64_t len)
+                    uint64_t len, const struct ofl_chan_mem *mem)
 {
     if ((len && !buf) || len >= BULK_MAX_LEN || (role != BULK_SEND && role != BULK_RECV))
         return -EINVAL;
@@ -215,6 +217,14 @@ int chan_bulk_start(struct ofl_chan_end *e, struct chan_bulk *op, int role, void
     if (e->side == OFL_CHAN_A) {
         STORE(&e->bulk_len, len, RELEASE);
         STORE(&e->bulk_buf, (const uint8_t *)buf, RELEASE);
+        if (mem && len) {
+            /* Read by B when it takes a CHUNK_MEM chunk (whose post releases). */
+            struct chan_side *s = side_mine(e);
+            op->mem = mem;
+            STORE(&s->mem_fd, mem->fd, RELAXED);
+            STORE(&s->mem_ino, mem->ino, RELAXED);
+            STORE(&s->mem_len, mem->len, RELAXED);
+        }
     }
     if (role == BULK_SEND) {
         op->xfer = new_xfer(e, dir);
@@ -247,25 +257,32 @@ static bool more_chunks(const struct chan_bulk *op)
     return op->next_off < op->len || op->posted == 0;
 }
 
-/* Side A: does the next chunk go through the ring? 1 yes, 0 no, -1 not known yet
- * (AUTO with the peer not open: its process decides). The rule matches B's
- * pick_path: a bounce either end asks for, process_vm_* either end asks for, else
- * (AUTO) B's memcpy within one process and the bounce between processes. */
-static int want_staged(const struct ofl_chan_end *e, const struct chan_bulk *op)
+/* Side A: how the next chunk describes its bytes: CHUNK_STAGED (sending through
+ * the ring), CHUNK_MEM (offsets into our registered memory), 0 (addresses), or -1
+ * not known yet (AUTO with the peer not open: its process decides). The rule
+ * matches B's pick_path: a bounce either end asks for, process_vm_* either end asks
+ * for, else (AUTO) B's memcpy within one process, and between processes registered
+ * memory when the buffer is in it, else the bounce (B stages what it sends). */
+static int chunk_kind(const struct ofl_chan_end *e, const struct chan_bulk *op)
 {
     int mode = LOAD(&e->copy, RELAXED);
     uint32_t pf = LOAD(&side_peer(e)->flags, ACQUIRE);
-    if (mode == OFL_CHAN_COPY_BOUNCE || (pf & SIDE_WANT_BOUNCE)) return 1;
+    int bounce = op->role == BULK_SEND ? CHUNK_STAGED : 0;
+    if (mode == OFL_CHAN_COPY_BOUNCE || (pf & SIDE_WANT_BOUNCE)) return bounce;
     if (mode == OFL_CHAN_COPY_VM || (pf & SIDE_WANT_VM)) return 0;
     if (!op->peer_pid) return -1;
-    return op->peer_pid != LOAD(&side_mine(e)->pid, RELAXED);
+    if (op->peer_pid == LOAD(&side_mine(e)->pid, RELAXED)) return 0;
+    return op->mem ? CHUNK_MEM : bounce;
 }
 
-/* The next chunk: page-granular entries of our buffer from next_off, at most K of
- * them and `cap` bytes; sending, its running CRC (copied into its slot first when
- * staged). */
-static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, bool staged)
+/* The next chunk (`kind` from chunk_kind): page-granular entries of our buffer
+ * from next_off, at most K of them and `cap` bytes, as addresses or (CHUNK_MEM)
+ * offsets into our registered memory; sending, its running CRC (copied into the
+ * ring first when staged). */
+static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, int kind)
 {
+    bool staged = kind == CHUNK_STAGED;
+    uintptr_t rebase = kind == CHUNK_MEM ? (uintptr_t)op->mem->addr : 0;
     uint64_t off = op->next_off, left = op->len - off, bytes = 0;
     uint32_t k = LOAD(&e->sg_per_chunk, RELAXED), n = 0;
     if (k < 1 || k > OFL_CHAN_SG_MAX) k = OFL_CHAN_SG_DEFAULT;
@@ -274,7 +291,7 @@ static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, 
         uint64_t l = CHAN_PAGE - (a & (CHAN_PAGE - 1));
         if (l > left - bytes) l = left - bytes;
         if (l > cap - bytes) l = cap - bytes;
-        op->ents[n].addr = a;
+        op->ents[n].addr = a - rebase;
         op->ents[n].len = l;
         n++;
         bytes += l;
@@ -286,7 +303,7 @@ static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, 
     op->next.offset = off;
     op->next.bytes = (uint32_t)bytes;
     op->next.nent = (uint16_t)n;
-    op->next.flags = staged ? CHUNK_STAGED : 0;
+    op->next.flags = (uint16_t)kind;
     op->next_nent = n;
     if (op->role == BULK_SEND) {
         const uint8_t *src = op->buf + off;
@@ -345,10 +362,11 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
         op->line_ours = 0;
         progress = STEP_PROGRESS;
     }
-    int staged = op->prepared || !more_chunks(op) ? 0 : want_staged(e, op);
-    if (!op->prepared && more_chunks(op) && staged >= 0) {
+    int kind = op->prepared || !more_chunks(op) ? 0 : chunk_kind(e, op);
+    if (!op->prepared && more_chunks(op) && kind >= 0) {
+        bool staged = kind == CHUNK_STAGED;
         if (!staged || ring_room(e, op)) {
-            prepare(e, op, staged ? OFL_CHAN_STAGE_SLOT : UINT64_MAX, staged);
+            prepare(e, op, staged ? OFL_CHAN_STAGE_SLOT : UINT64_MAX, kind);
             progress = STEP_PROGRESS;
         }
     }
@@ -440,7 +458,8 @@ static int step_a_recv(struct ofl_chan_end *e, struct chan_bulk *op)
     /* B writes chunk c's CRC at [c % 4] and may stage it in the ring: post chunk c
      * only once chunk c - 4 is verified and the ring has room. */
     if (!op->prepared && more_chunks(op) && ring_room(e, op)) {
-        prepare(e, op, OFL_CHAN_STAGE_SLOT, false);
+        int kind = chunk_kind(e, op);
+        prepare(e, op, OFL_CHAN_STAGE_SLOT, kind < 0 ? 0 : kind);
         progress = STEP_PROGRESS;
     }
     if (op->prepared && !chan_out_pending(e)) {
@@ -489,8 +508,10 @@ static int vm_usable(struct ofl_chan_end *e, const struct chan_bulk *op)
     return 1;
 }
 
-/* How B moves this chunk: OFL_CHAN_PATH_MEMCPY or _VM, or 0 for the bounce. */
-static unsigned pick_path(struct ofl_chan_end *e, const struct chan_bulk *op, bool probe)
+/* How B moves a chunk with `flags`: OFL_CHAN_PATH_MEMCPY, _VM or _MEM, or 0 for
+ * the bounce. */
+static unsigned pick_path(struct ofl_chan_end *e, const struct chan_bulk *op, unsigned flags,
+                          bool probe)
 {
     if (e->vm_gen != op->peer_gen) {
         e->vm_gen = op->peer_gen;
@@ -500,6 +521,12 @@ static unsigned pick_path(struct ofl_chan_end *e, const struct chan_bulk *op, bo
     int mode = LOAD(&e->copy, RELAXED);
     uint32_t pf = LOAD(&side_peer(e)->flags, ACQUIRE);
     if (mode == OFL_CHAN_COPY_BOUNCE || (pf & SIDE_WANT_BOUNCE)) return 0;
+    if (flags & CHUNK_MEM) {
+        if (chan_mem_map(e, op->peer_pid) == 0) return OFL_CHAN_PATH_MEM;
+        /* Not reachable from here: the bounce, for this peer's chunks to come too. */
+        __atomic_fetch_or(&side_mine(e)->flags, SIDE_WANT_BOUNCE, __ATOMIC_RELEASE);
+        return 0;
+    }
     if (pf & SIDE_WANT_VM) mode = OFL_CHAN_COPY_VM;
     /* Our pid as recorded at open (getpid() is a system call per chunk). */
     bool same = op->peer_pid == LOAD(&side_mine(e)->pid, RELAXED);
@@ -544,6 +571,29 @@ static bool in_peer_buffer(const struct ofl_chan_end *peer, const struct chan_sg
     return true;
 }
 
+/* CHUNK_MEM: the entries' offsets as addresses in our mapping of A's registered
+ * memory; -EFAULT when one lies outside it. */
+static int mem_rebase(struct ofl_chan_end *e, struct chan_bulk *op, uint32_t n)
+{
+    uintptr_t base = (uintptr_t)e->mem_base;
+    uint64_t len = e->mem_len;
+    if (!base) return -EFAULT;
+    for (uint32_t i = 0; i < n; i++) {
+        if (op->ents[i].addr > len || op->ents[i].len > len - op->ents[i].addr) return -EFAULT;
+        op->ents[i].addr += base;
+    }
+    return 0;
+}
+
+/* The entries B may copy directly: inside the same-process peer's buffer (MEMCPY)
+ * or rebased into A's registered memory (MEM). 0 or -EFAULT. */
+static int direct_entries(struct ofl_chan_end *e, struct chan_bulk *op, unsigned path,
+                          uint32_t n)
+{
+    if (path == OFL_CHAN_PATH_MEM) return mem_rebase(e, op, n);
+    return in_peer_buffer(e->peer_end, op->ents, n) ? 0 : -EFAULT;
+}
+
 /* process_vm_readv (write: writev) between `local` and A's entries. */
 static int vm_copy(struct ofl_chan_end *e, const struct chan_bulk *op, uint8_t *local,
                    uint64_t bytes, uint32_t n, bool write)
@@ -571,7 +621,9 @@ static int check_chunk(const struct chan_bulk *op, const struct chan_chunk_msg *
 {
     if (m->nent > OFL_CHAN_SG_MAX || m->offset != op->done || m->bytes > op->len - op->done)
         return -EPROTO;
-    if ((m->flags & ~CHUNK_STAGED) || (b_sends && m->flags)) return -EPROTO;
+    if ((m->flags & ~(CHUNK_STAGED | CHUNK_MEM)) || m->flags == (CHUNK_STAGED | CHUNK_MEM) ||
+        (b_sends && (m->flags & CHUNK_STAGED)))
+        return -EPROTO;
     if (m->bytes == 0 && op->len != 0) return -EPROTO;
     if ((b_sends || (m->flags & CHUNK_STAGED)) && m->bytes > OFL_CHAN_STAGE_SLOT) return -EPROTO;
     /* A staged chunk is read from the ring: its SG entries were not fetched. */
@@ -617,10 +669,9 @@ static int copy_in(struct ofl_chan_end *e, struct chan_bulk *op, const struct ch
     }
     int rc = copy_begin(e, op, 0, m->index);
     uint32_t c = op->crc;
-    if (!rc && path == OFL_CHAN_PATH_MEMCPY) {
-        if (!in_peer_buffer(e->peer_end, op->ents, m->nent))
-            rc = -EFAULT;
-        else
+    if (!rc && (path == OFL_CHAN_PATH_MEMCPY || path == OFL_CHAN_PATH_MEM)) {
+        rc = direct_entries(e, op, path, m->nent);
+        if (!rc)
             for (uint32_t i = 0, pos = 0; i < m->nent; pos += (uint32_t)op->ents[i].len, i++)
                 c = ofl_crc32c_copy(c, dst + pos, (const void *)(uintptr_t)op->ents[i].addr,
                                     op->ents[i].len);
@@ -652,7 +703,7 @@ static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
     if (read_chunk(e, op, ph, &m) < 0)
         return op->phase == PH_WAIT ? unstarted(e, op, -EPROTO) : fail(e, op, -EPROTO);
     /* A stages when asked; until it sees the request, leave its chunk untaken. */
-    if (!(m.flags & CHUNK_STAGED) && !pick_path(e, op, true)) {
+    if (!(m.flags & CHUNK_STAGED) && !pick_path(e, op, m.flags, true)) {
         struct chan_side *s = side_mine(e);
         __atomic_fetch_or(&s->flags, SIDE_WANT_BOUNCE, __ATOMIC_RELEASE);
         return STEP_IDLE;
@@ -672,7 +723,8 @@ static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
     }
     int rc = check_chunk(op, &m, false);
     if (rc < 0) return fail(e, op, rc);
-    unsigned path = (m.flags & CHUNK_STAGED) ? OFL_CHAN_PATH_BOUNCE : pick_path(e, op, false);
+    unsigned path =
+        (m.flags & CHUNK_STAGED) ? OFL_CHAN_PATH_BOUNCE : pick_path(e, op, m.flags, false);
     if (!path) return fail(e, op, -EPROTO);
     uint32_t crc = 0;
     rc = copy_in(e, op, &m, path, &crc);
@@ -694,11 +746,11 @@ static int copy_out(struct ofl_chan_end *e, struct chan_bulk *op, const struct c
                     unsigned *path, uint32_t *crc)
 {
     const uint8_t *src = op->buf + m->offset;
-    unsigned p = pick_path(e, op, false);
+    unsigned p = pick_path(e, op, m->flags, false);
     if (p) {
         int rc = copy_begin(e, op, 1, m->index);
-        if (!rc && p == OFL_CHAN_PATH_MEMCPY) {
-            if (!in_peer_buffer(e->peer_end, op->ents, m->nent)) rc = -EFAULT;
+        if (!rc && (p == OFL_CHAN_PATH_MEMCPY || p == OFL_CHAN_PATH_MEM)) {
+            rc = direct_entries(e, op, p, m->nent);
             uint32_t c = op->crc, pos = 0;
             for (uint32_t i = 0; !rc && i < m->nent; pos += (uint32_t)op->ents[i].len, i++)
                 c = ofl_crc32c_copy(c, (void *)(uintptr_t)op->ents[i].addr, src + pos,
@@ -853,13 +905,14 @@ static uint32_t bulk_bits(const struct ofl_chan_end *e, int role)
     return role == BULK_SEND ? BUSY_TX | BUSY_RX : BUSY_RX;
 }
 
-static int bulk_call(struct ofl_chan_end *e, int role, void *buf, size_t len, uint64_t timeout)
+static int bulk_call(struct ofl_chan_end *e, int role, void *buf, size_t len, uint64_t timeout,
+                     const struct ofl_chan_mem *mem)
 {
     if (!e || !e->ctl || (len && !buf)) return -EINVAL;
     uint32_t bits = bulk_bits(e, role);
     if (chan_busy_get(e, bits)) return -EBUSY;
     struct chan_bulk op;
-    int rc = chan_end_open(e) ? chan_bulk_start(e, &op, role, buf, len) : -EPIPE;
+    int rc = chan_end_open(e) ? chan_bulk_start(e, &op, role, buf, len, mem) : -EPIPE;
     if (!rc) {
         struct chan_wait cw;
         chan_wait_init(&cw, e, timeout);
@@ -896,15 +949,44 @@ static int bulk_call(struct ofl_chan_end *e, int role, void *buf, size_t len, ui
         chan_wait_done(&cw);
     }
     chan_busy_put(e, bits);
+    /* Closed under us: ofl_chan_close leaves the mapping of the peer's registered
+     * memory to a call it found busy. Our store of busy, then our load of gen; close
+     * stores gen, then loads busy: one of the two drops it (chan_mem_unmap is an
+     * exchange). */
+    if (e->side == OFL_CHAN_B) {
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (!chan_end_open(e)) chan_mem_unmap(e);
+    }
     return rc;
 }
 
 int ofl_chan_bulk_send(struct ofl_chan_end *e, const void *buf, size_t len, uint64_t timeout_ns)
 {
-    return bulk_call(e, BULK_SEND, (void *)(uintptr_t)buf, len, timeout_ns);
+    return bulk_call(e, BULK_SEND, (void *)(uintptr_t)buf, len, timeout_ns, NULL);
 }
 
 int ofl_chan_bulk_recv(struct ofl_chan_end *e, void *buf, size_t len, uint64_t timeout_ns)
 {
-    return bulk_call(e, BULK_RECV, buf, len, timeout_ns);
+    return bulk_call(e, BULK_RECV, buf, len, timeout_ns, NULL);
+}
+
+/* The `len` bytes at `off` in registered memory `m`, or NULL when out of it. */
+static uint8_t *mem_range(const struct ofl_chan_mem *m, size_t off, size_t len)
+{
+    if (!m || !m->addr || off > m->len || len > m->len - off) return NULL;
+    return m->addr + off;
+}
+
+int ofl_chan_bulk_send_mem(struct ofl_chan_end *e, const struct ofl_chan_mem *m, size_t off,
+                           size_t len, uint64_t timeout_ns)
+{
+    uint8_t *p = mem_range(m, off, len);
+    return p ? bulk_call(e, BULK_SEND, p, len, timeout_ns, m) : -EINVAL;
+}
+
+int ofl_chan_bulk_recv_mem(struct ofl_chan_end *e, const struct ofl_chan_mem *m, size_t off,
+                           size_t len, uint64_t timeout_ns)
+{
+    uint8_t *p = mem_range(m, off, len);
+    return p ? bulk_call(e, BULK_RECV, p, len, timeout_ns, m) : -EINVAL;
 }

@@ -112,7 +112,13 @@ struct chan_side {
     uint32_t cookie;               /* with end_addr: finds the end in a same-process peer */
     uint32_t pad0_;
     uint64_t end_addr;
-    uint8_t pad1_[128 - 32];
+    /* side A: the registered memory of its current bulk transfer (CHUNK_MEM chunks),
+     * written before the transfer's first chunk is posted */
+    int32_t mem_fd;
+    uint32_t pad3_;
+    uint64_t mem_ino;
+    uint64_t mem_len;
+    uint8_t pad1_[128 - 56];
     /* the receiver's line. rx_waiting: set while a receiver is blocked in recv (or a
      * manager serves the end); read by a sender only when its timeout expires.
      * claim: sequence number of the last peer message this side took or the peer
@@ -180,7 +186,9 @@ struct chan_begin_msg {
     uint64_t total;
 };
 
-enum { CHUNK_STAGED = 1u };
+/* CHUNK_STAGED: the bytes are in the staging ring. CHUNK_MEM: the SG entries are
+ * offsets into side A's registered memory (described in its side line). */
+enum { CHUNK_STAGED = 1u, CHUNK_MEM = 2u };
 
 /* ---- region access ---- */
 struct chan_region *chan_region_ok(const void *region);
@@ -395,6 +403,7 @@ struct chan_bulk {
     uint32_t xfer;
     uint32_t crc;              /* running CRC: sent (A), landed (receiver), source (B) */
     int refuse;                /* manager: refuse the transfer (-EMSGSIZE) */
+    const struct ofl_chan_mem *mem;   /* A: registered memory holding buf, or NULL */
     /* A: chunks posted, chunks acknowledged (sending) or verified (receiving),
      * bytes described so far, the chunks in flight (index % 4) */
     uint32_t posted, acked;
@@ -419,9 +428,10 @@ struct chan_bulk {
     struct chan_sg ents[OFL_CHAN_SG_MAX];
 };
 
-/* Begin a transfer on `e` (buffer `buf`, `len` bytes). Returns 0 or -EINVAL. */
+/* Begin a transfer on `e` (buffer `buf`, `len` bytes, inside registered memory
+ * `mem` or not: NULL). Returns 0 or -EINVAL. */
 int chan_bulk_start(struct ofl_chan_end *e, struct chan_bulk *op, int role, void *buf,
-                    uint64_t len);
+                    uint64_t len, const struct ofl_chan_mem *mem);
 /* One non-blocking step: STEP_IDLE, STEP_PROGRESS, STEP_DONE or a negative error
  * (then the transfer is over on both sides: chan_bulk_fail has run). */
 int chan_bulk_step(struct ofl_chan_end *e, struct chan_bulk *op);
@@ -431,5 +441,12 @@ int chan_bulk_step(struct ofl_chan_end *e, struct chan_bulk *op);
 void chan_bulk_fail(struct ofl_chan_end *e, struct chan_bulk *op, int err);
 /* A bulk transfer toward this end is announced: 1 and its size, else 0. */
 int chan_bulk_incoming(const struct ofl_chan_end *e, uint64_t *total);
+
+/* ---- registered memory, side B (chan_mem.c) ---- */
+/* Map (or keep mapped) the registered memory side A described in its side line,
+ * in process `pid`. Returns 0, or -EPERM when it cannot be mapped from here. */
+int chan_mem_map(struct ofl_chan_end *e, pid_t pid);
+/* Drop the mapping (idempotent; safe against a concurrent call of itself). */
+void chan_mem_unmap(struct ofl_chan_end *e);
 
 #endif

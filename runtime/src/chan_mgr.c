@@ -116,11 +116,11 @@ static int start_bulk(struct mgr_slot *s, uint64_t total, uint64_t *now)
     if (chan_busy_get(e, bits)) return 0;
     void *buf = NULL;
     if (s->bulk.begin && total <= SIZE_MAX) buf = s->bulk.begin(s->ctx, e, (size_t)total);
-    int rc = chan_bulk_start(e, &s->op, BULK_RECV, buf, buf ? total : 0);
+    int rc = chan_bulk_start(e, &s->op, BULK_RECV, buf, buf ? total : 0, NULL);
     if (rc < 0) {
         /* A size the state machine cannot take: refuse it like a NULL buffer. */
         buf = NULL;
-        rc = chan_bulk_start(e, &s->op, BULK_RECV, NULL, 0);
+        rc = chan_bulk_start(e, &s->op, BULK_RECV, NULL, 0, NULL);
     }
     s->op.refuse = buf == NULL;
     s->op_bits = bits;

@@ -592,13 +592,20 @@ static void *closer_main(void *p)
     return NULL;
 }
 
-static int do_job(struct ofl_chan_end *e, const struct job *j, uint8_t *buf)
+/* Run job `j` on `e` with buffer `buf`, or with registered memory `m` (not NULL:
+ * then buf is m->addr) for the bulk calls. */
+static int do_job(struct ofl_chan_end *e, const struct job *j, uint8_t *buf,
+                  const struct ofl_chan_mem *m)
 {
     switch (j->op) {
     case J_SEND: return ofl_chan_send(e, buf, j->len, j->timeout);
     case J_RECV: return ofl_chan_recv(e, buf, j->len, j->timeout);
-    case J_BULK_SEND: return ofl_chan_bulk_send(e, buf, j->len, j->timeout);
-    case J_BULK_RECV: return ofl_chan_bulk_recv(e, buf, j->len, j->timeout);
+    case J_BULK_SEND:
+        return m ? ofl_chan_bulk_send_mem(e, m, 0, j->len, j->timeout)
+                 : ofl_chan_bulk_send(e, buf, j->len, j->timeout);
+    case J_BULK_RECV:
+        return m ? ofl_chan_bulk_recv_mem(e, m, 0, j->len, j->timeout)
+                 : ofl_chan_bulk_recv(e, buf, j->len, j->timeout);
     default: return 0;
     }
 }
@@ -626,7 +633,7 @@ static void job_main(void *p)
     struct closer c = {.e = &e};
     pthread_t t;
     if (j->close_mid) pthread_create(&t, NULL, closer_main, &c);
-    int rc = do_job(&e, j, buf);
+    int rc = do_job(&e, j, buf, NULL);
     if (j->close_mid) {
         c.stop = 1;
         pthread_join(t, NULL);
@@ -660,6 +667,7 @@ struct pcase {
     int close_mid;           /* parent closes its own end mid-transfer */
     int signal_mid;          /* parent sends this signal to the child mid-transfer */
     int signal_after_ms;     /* ... or this long after starting (waits, not transfers) */
+    int mem;                 /* the parent's buffer in registered memory */
 };
 
 struct sig_arg {
@@ -702,7 +710,16 @@ static void run_pair(struct region *r, const char *what, struct job cj, struct p
     if (pc.k) ofl_chan_set_chunk(&e, pc.k);
     if (pc.corrupt) ofl_chan_inject_corruption(&e, pc.corrupt);
     pid_t pid = spawn(job_main, &cj);
-    uint8_t *buf = malloc(pc.len ? pc.len : 1);
+    struct ofl_chan_mem m;
+    uint8_t *buf = NULL;
+    if (pc.mem) {
+        int mrc = ofl_chan_mem_alloc(&m, pc.len ? pc.len : 1);
+        CHECK(mrc == 0, "%s: registered memory: %s", what, ofl_strerror(mrc));
+        buf = mrc == 0 ? m.addr : NULL;
+    } else {
+        buf = malloc(pc.len ? pc.len : 1);
+    }
+    if (!buf) abort();
     if ((pc.op == J_BULK_SEND || pc.op == J_SEND) && pc.len < MID_LEN) fill(buf, pc.len, cj.seed);
     struct closer c = {.e = &e};
     struct sig_arg sa = {.e = &e, .pid = pid, .sig = pc.signal_mid, .after_ms = pc.signal_after_ms};
@@ -710,7 +727,8 @@ static void run_pair(struct region *r, const char *what, struct job cj, struct p
     if (pc.close_mid) pthread_create(&t, NULL, closer_main, &c);
     if (pc.signal_mid) pthread_create(&t, NULL, signaller_main, &sa);
     uint64_t t0 = ofl_now_ns();
-    int rc = do_job(&e, &(struct job){.op = pc.op, .len = pc.len, .timeout = pc.timeout}, buf);
+    int rc = do_job(&e, &(struct job){.op = pc.op, .len = pc.len, .timeout = pc.timeout}, buf,
+                    pc.mem ? &m : NULL);
     double ms = (double)(ofl_now_ns() - t0) / 1e6;
     if (pc.close_mid || pc.signal_mid) {
         c.stop = sa.stop = 1;
@@ -729,8 +747,11 @@ static void run_pair(struct region *r, const char *what, struct job cj, struct p
     } else {
         reap(pid, what);
     }
-    free(buf);
     ofl_chan_close(&e);
+    if (pc.mem)
+        ofl_chan_mem_free(&m);
+    else
+        free(buf);
 }
 
 static void test_bulk_errors(void)
@@ -829,6 +850,82 @@ static void test_bulk_errors(void)
     region_free(&r);
 }
 
+/* Side A's buffer in registered memory: B (another process) copies it once, with
+ * every error path of the plain transfers. */
+static void test_bulk_mem(void)
+{
+    struct region r = region_new(32);
+    const uint64_t T = LONG_WAIT;
+    const unsigned MEM = OFL_CHAN_PATH_MEM;
+    run_pair(&r, "mem A->B",
+             (struct job){.op = J_BULK_RECV, .len = 3000001, .timeout = T, .expect_path = MEM},
+             (struct pcase){.op = J_BULK_SEND, .len = 3000001, .timeout = T, .mem = 1});
+    run_pair(&r, "mem B->A",
+             (struct job){.op = J_BULK_SEND, .len = 3000001, .timeout = T, .expect_path = MEM},
+             (struct pcase){.op = J_BULK_RECV, .len = 3000001, .timeout = T, .mem = 1});
+    run_pair(&r, "mem A->B K=64",
+             (struct job){.op = J_BULK_RECV, .len = 1 << 20, .timeout = T, .expect_path = MEM},
+             (struct pcase){.op = J_BULK_SEND, .len = 1 << 20, .timeout = T, .k = 64, .mem = 1});
+    /* A copy mode asked for binds: the bounce, not registered memory. */
+    run_pair(&r, "mem A->B bounce asked",
+             (struct job){.op = J_BULK_RECV, .len = 300000, .timeout = T,
+                          .copy = OFL_CHAN_COPY_BOUNCE, .expect_path = OFL_CHAN_PATH_BOUNCE},
+             (struct pcase){.op = J_BULK_SEND, .len = 300000, .timeout = T, .mem = 1});
+    run_pair(&r, "mem size A->B",
+             (struct job){.op = J_BULK_RECV, .len = 9999, .timeout = T, .expect = -EMSGSIZE},
+             (struct pcase){.op = J_BULK_SEND, .len = 10000, .timeout = T, .mem = 1,
+                            .expect = -EMSGSIZE});
+    run_pair(&r, "mem crc A->B",
+             (struct job){.op = J_BULK_RECV, .len = 200000, .timeout = T, .corrupt = 4097,
+                          .expect = -EBADMSG},
+             (struct pcase){.op = J_BULK_SEND, .len = 200000, .timeout = T, .mem = 1,
+                            .expect = -EBADMSG});
+    run_pair(&r, "mem crc B->A",
+             (struct job){.op = J_BULK_SEND, .len = 200000, .timeout = T, .expect = -EBADMSG},
+             (struct pcase){.op = J_BULK_RECV, .len = 200000, .timeout = T, .corrupt = 150001,
+                            .mem = 1, .expect = -EBADMSG});
+    run_pair(&r, "mem B closes A->B",
+             (struct job){.op = J_BULK_RECV, .len = MID_LEN, .timeout = T, .close_mid = 1,
+                          .expect = -EPIPE},
+             (struct pcase){.op = J_BULK_SEND, .len = MID_LEN, .timeout = T, .k = 1, .mem = 1,
+                            .expect = -EPIPE});
+    run_pair(&r, "mem B closes B->A",
+             (struct job){.op = J_BULK_SEND, .len = MID_LEN, .timeout = T, .close_mid = 1,
+                          .expect = -EPIPE},
+             (struct pcase){.op = J_BULK_RECV, .len = MID_LEN, .timeout = T, .k = 1, .mem = 1,
+                            .expect = -EPIPE});
+    run_pair(&r, "mem peer killed mid A->B",
+             (struct job){.op = J_BULK_RECV, .len = MID_LEN, .timeout = T},
+             (struct pcase){.op = J_BULK_SEND, .len = MID_LEN, .timeout = T, .k = 1, .mem = 1,
+                            .signal_mid = SIGKILL, .expect = -EPIPE});
+    region_free(&r);
+
+    /* The calls' own checks. */
+    struct ofl_chan_mem m;
+    CHECK(ofl_chan_mem_alloc(&m, 0) == -EINVAL, "registered memory of 0 bytes refused");
+    CHECK(ofl_chan_mem_alloc(&m, 8192) == 0, "registered memory of 8 KB");
+    struct ofl_chan_mem bad;
+    int fd = memfd_create("unsealed", MFD_CLOEXEC);
+    CHECK(fd >= 0 && ftruncate(fd, 4096) == 0, "an unsealed memfd");
+    CHECK(ofl_chan_mem_attach(&bad, fd, m.addr, 4096) == -EINVAL,
+          "a memfd that may shrink is not registered memory");
+    CHECK(ofl_chan_mem_attach(&bad, m.fd, m.addr, 8193) == -EINVAL,
+          "registered memory larger than its file refused");
+    close(fd);
+    struct region r2 = region_new(1);
+    int id = ofl_chan_create(r2.mem, "mem range");
+    struct ofl_chan_end e;
+    open_end(&e, &r2, id, OFL_CHAN_A);
+    CHECK(ofl_chan_bulk_send_mem(&e, &m, 4096, 4097, 0) == -EINVAL,
+          "a range past the registered memory's end refused");
+    CHECK(ofl_chan_bulk_recv_mem(&e, &m, 8193, 0, 0) == -EINVAL,
+          "an offset past the registered memory's end refused");
+    ofl_chan_close(&e);
+    region_free(&r2);
+    ofl_chan_mem_free(&m);
+    CHECK(m.addr == NULL && m.fd == -1, "freed registered memory is emptied");
+}
+
 /* The parent as side B, the child as side A dying: B's waits end with -EPIPE. */
 static void dead_a_main(void *p)
 {
@@ -858,7 +955,8 @@ static void test_dead_a(void)
         pid_t pid = spawn(dead_a_main, &j);
         uint8_t buf[64];
         uint64_t t0 = ofl_now_ns();
-        int rc = do_job(&e, &(struct job){.op = ops[i], .len = 8, .timeout = LONG_WAIT}, buf);
+        int rc = do_job(&e, &(struct job){.op = ops[i], .len = 8, .timeout = LONG_WAIT}, buf,
+                        NULL);
         CHECK(rc == -EPIPE, "%s: %s after %.1f ms", names[i], ofl_strerror(rc),
               (double)(ofl_now_ns() - t0) / 1e6);
         reap_quiet(pid);
@@ -1025,30 +1123,41 @@ static void test_eperm_bounce(void)
         return;
     }
     struct region r = region_new(4);
-    for (int dir = 0; dir < 2; dir++) {
-        const char *what = dir ? "EPERM bounce B->A" : "EPERM bounce A->B";
+    static const char *const names[] = {"EPERM bounce A->B", "EPERM bounce B->A",
+                                        "mem not mappable A->B", "mem not mappable B->A"};
+    for (int v = 0; v < 4; v++) {
+        int dir = v & 1, mem = v >> 1;
+        const char *what = names[v];
         int id = ofl_chan_create(r.mem, what);
         size_t len = 1000003;
-        /* The child asks for process_vm_* (AUTO would take the bounce anyway). */
+        /* The child asks for process_vm_* (AUTO would take the bounce anyway); or,
+         * with A's buffer registered, AUTO: it cannot open /proc/<pid>/fd of ours. */
         struct job j = {.r = &r, .id = id, .side = OFL_CHAN_B, .op = dir ? J_BULK_SEND : J_BULK_RECV,
                         .len = len, .seed = 77, .timeout = LONG_WAIT, .corrupt = UINT64_MAX,
-                        .copy = OFL_CHAN_COPY_VM, .expect_path = OFL_CHAN_PATH_BOUNCE,
-                        .what = what};
+                        .copy = mem ? OFL_CHAN_COPY_AUTO : OFL_CHAN_COPY_VM,
+                        .expect_path = OFL_CHAN_PATH_BOUNCE, .what = what};
         struct ofl_chan_end e;
         open_end(&e, &r, id, OFL_CHAN_A);
         pid_t pid = spawn(unprivileged_main, &j);
-        uint8_t *buf = malloc(len);
+        struct ofl_chan_mem m;
+        if (mem && ofl_chan_mem_alloc(&m, len) < 0) abort();
+        uint8_t *buf = mem ? m.addr : malloc(len);
         if (!dir) fill(buf, len, 77);
-        int rc = dir ? ofl_chan_bulk_recv(&e, buf, len, LONG_WAIT)
-                     : ofl_chan_bulk_send(&e, buf, len, LONG_WAIT);
+        int rc = mem ? (dir ? ofl_chan_bulk_recv_mem(&e, &m, 0, len, LONG_WAIT)
+                            : ofl_chan_bulk_send_mem(&e, &m, 0, len, LONG_WAIT))
+                     : (dir ? ofl_chan_bulk_recv(&e, buf, len, LONG_WAIT)
+                            : ofl_chan_bulk_send(&e, buf, len, LONG_WAIT));
         CHECK(rc == 0, "%s: parent side %s", what, ofl_strerror(rc));
         if (dir) CHECK(first_bad(buf, len, 77) < 0, "%s: every byte right", what);
         struct ofl_chan_stats st;
         ofl_chan_get_stats(&e, &st);
         CHECK(st.paths == OFL_CHAN_PATH_BOUNCE, "%s: A's stats show the bounce (%u)", what, st.paths);
         reap(pid, what);
-        free(buf);
         ofl_chan_close(&e);
+        if (mem)
+            ofl_chan_mem_free(&m);
+        else
+            free(buf);
     }
     region_free(&r);
 }
@@ -1092,20 +1201,30 @@ static void *stress_main(void *p)
         if (c % 7 == 0 && x->side == OFL_CHAN_B) ofl_chan_set_copy(&ends[n], OFL_CHAN_COPY_VM);
     }
     uint8_t *buf = malloc(x->maxlen + 64);
+    /* Side A: every third channel's buffer in registered memory, a different one
+     * each round (B's mapping follows). */
+    struct ofl_chan_mem mem[2];
+    for (int i = 0; i < 2 && x->side == OFL_CHAN_A; i++)
+        if (ofl_chan_mem_alloc(&mem[i], x->maxlen + 64) < 0) abort();
     for (int round = 0; round < STRESS_ROUNDS; round++) {
         int k = 0;
         for (int c = x->tid; c < x->nchan; c += STRESS_THREADS, k++) {
             for (int dir = 0; dir < 2; dir++) {
                 uint64_t seed = ((uint64_t)c << 20) + (uint64_t)round * 2 + (uint64_t)dir;
                 size_t len = stress_len(seed, x->maxlen);
-                uint8_t *p = buf + seed % 61;   /* any alignment */
+                const struct ofl_chan_mem *m =
+                    x->side == OFL_CHAN_A && c % 3 == 1 ? &mem[round % 2] : NULL;
+                size_t off = seed % 61;   /* any alignment */
+                uint8_t *p = (m ? m->addr : buf) + off;
                 bool sending = (dir == 0) == (x->side == OFL_CHAN_A);
                 int rc;
                 if (sending) {
                     fill(p, len, seed);
-                    rc = ofl_chan_bulk_send(&ends[k], p, len, LONG_WAIT);
+                    rc = m ? ofl_chan_bulk_send_mem(&ends[k], m, off, len, LONG_WAIT)
+                           : ofl_chan_bulk_send(&ends[k], p, len, LONG_WAIT);
                 } else {
-                    rc = ofl_chan_bulk_recv(&ends[k], p, len, LONG_WAIT);
+                    rc = m ? ofl_chan_bulk_recv_mem(&ends[k], m, off, len, LONG_WAIT)
+                           : ofl_chan_bulk_recv(&ends[k], p, len, LONG_WAIT);
                     if (rc == 0 && first_bad(p, len, seed) >= 0) rc = -1000;
                 }
                 if (rc) {
@@ -1123,6 +1242,7 @@ static void *stress_main(void *p)
         x->paths |= st.paths;
         ofl_chan_close(&ends[i]);
     }
+    for (int i = 0; i < 2 && x->side == OFL_CHAN_A; i++) ofl_chan_mem_free(&mem[i]);
     free(buf);
     free(ends);
     return NULL;
@@ -1162,8 +1282,9 @@ static void stress_child_main(void *p)
     unsigned paths = 0;
     int bad = stress_side(c->r, c->nchan, c->maxlen, OFL_CHAN_B, c->ids, &bytes, &paths);
     CHECK(bad == 0, "stress, side B: every transfer succeeded and verified (%d bad)", bad);
-    CHECK(paths == (OFL_CHAN_PATH_VM | OFL_CHAN_PATH_BOUNCE),
-          "stress, side B: copies used process_vm and the bounce (paths %u)", paths);
+    CHECK(paths == (OFL_CHAN_PATH_VM | OFL_CHAN_PATH_BOUNCE | OFL_CHAN_PATH_MEM),
+          "stress, side B: copies used process_vm, the bounce and registered memory (paths %u)",
+          paths);
 }
 
 static void test_stress(int nchan, size_t maxlen)
@@ -1360,6 +1481,7 @@ int main(int argc, char **argv)
     test_withdraw_race();
     test_bulk_local();
     test_bulk_errors();
+    test_bulk_mem();
     test_dead_a();
     test_eperm_bounce();
     test_manager();

@@ -89,8 +89,10 @@ enum ofl_chan_side { OFL_CHAN_A = 0, OFL_CHAN_B = 1 };
  * binds both ends. */
 enum ofl_chan_copy { OFL_CHAN_COPY_AUTO = 0, OFL_CHAN_COPY_VM = 1, OFL_CHAN_COPY_BOUNCE = 2 };
 
-/* Copy paths, as bits of ofl_chan_stats.paths. */
-enum { OFL_CHAN_PATH_MEMCPY = 1, OFL_CHAN_PATH_VM = 2, OFL_CHAN_PATH_BOUNCE = 4 };
+/* Copy paths, as bits of ofl_chan_stats.paths. MEM: one copy between side A's
+ * registered memory (ofl_chan_mem) and side B's buffer in another process. */
+enum { OFL_CHAN_PATH_MEMCPY = 1, OFL_CHAN_PATH_VM = 2, OFL_CHAN_PATH_BOUNCE = 4,
+       OFL_CHAN_PATH_MEM = 8 };
 
 /* Counters of one end (read them with ofl_chan_get_stats). */
 struct ofl_chan_stats {
@@ -105,6 +107,7 @@ struct ofl_chan_stats {
     uint64_t bytes_memcpy;    /* bulk bytes moved by each path */
     uint64_t bytes_vm;
     uint64_t bytes_bounce;
+    uint64_t bytes_mem;
     uint32_t paths;           /* OFL_CHAN_PATH_* bits of the paths used so far */
 };
 
@@ -142,6 +145,12 @@ struct ofl_chan_end {
     uint32_t vm_gen;
     int vm_state;             /* 0 unknown, 1 process_vm_* works, -1 it does not */
     const struct ofl_chan_end *peer_end;  /* the peer's end when in this process */
+    /* side B: its mapping of the peer's registered memory (chan_mem.c) */
+    uint8_t *mem_base;        /* NULL: none (atomic: close and a call may race) */
+    uint64_t mem_len;
+    uint64_t mem_ino;
+    int32_t mem_pid;
+    int32_t mem_fd;           /* the peer's descriptor number of its memfd */
     const uint8_t *bulk_buf;  /* our bulk buffer while a transfer runs (read by a */
     uint64_t bulk_len;        /*   same-process peer to bound its copies; atomic) */
     uint64_t corrupt_at;      /* tests only: flip this payload byte after copying
@@ -234,6 +243,48 @@ int ofl_chan_bulk_send(struct ofl_chan_end *e, const void *buf, size_t len,
  * good data), -ETIMEDOUT (no progress for `timeout_ns`), -EPIPE, -ECANCELED,
  * -ECONNABORTED, -EFAULT, -EPROTO, -EBUSY. */
 int ofl_chan_bulk_recv(struct ofl_chan_end *e, void *buf, size_t len, uint64_t timeout_ns);
+
+/* ---- Registered memory: side A's buffers that side B's copy engine reaches
+ * directly, as a DMA engine reads registered host pages ----
+ *
+ * Between processes a bulk transfer from or into plain memory goes through the
+ * channel's staging ring (two copies, one per side). A buffer in registered memory
+ * (a sealed memfd that B maps once, through /proc/<pid>/fd, and keeps mapped while
+ * the peer's transfers keep using it) is copied once: B moves the bytes between it
+ * and its own buffer with the CRC in the same pass. The scatter-gather entries then
+ * carry offsets into the registered memory instead of addresses (its pages, as an
+ * RDMA memory region's). When B cannot map it (another user, no /proc), the
+ * transfer falls back to the staging ring by itself. */
+struct ofl_chan_mem {
+    uint8_t *addr;            /* the mapping in this process */
+    uint64_t len;             /* its bytes */
+    int fd;                   /* the memfd (sealed against shrinking) */
+    uint64_t ino;             /* its inode: tells a reused descriptor number apart */
+};
+
+/* A new sealed memfd of `len` bytes (its size can no longer change): the
+ * descriptor, or -errno. For callers that map it themselves (ofl_chan_mem_attach). */
+int ofl_chan_mem_create(size_t len);
+
+/* Describe `len` bytes mapped MAP_SHARED at `addr` from memfd `fd` (made by
+ * ofl_chan_mem_create): 0, or -EINVAL (not a memfd sealed against shrinking, or
+ * smaller than len). The caller keeps the fd open and the mapping while in use. */
+int ofl_chan_mem_attach(struct ofl_chan_mem *m, int fd, void *addr, size_t len);
+
+/* Allocate `len` bytes of registered memory (create, map, attach): 0 or -errno. */
+int ofl_chan_mem_alloc(struct ofl_chan_mem *m, size_t len);
+
+/* Unmap and close memory from ofl_chan_mem_alloc (after its transfers ended; a peer
+ * that mapped it keeps its own mapping until it maps another or closes). */
+void ofl_chan_mem_free(struct ofl_chan_mem *m);
+
+/* ofl_chan_bulk_send / ofl_chan_bulk_recv of the `len` bytes at offset `off` of
+ * registered memory `m`: on side A toward a peer in another process, one copy by
+ * B's copy engine instead of two. -EINVAL when the range lies outside `m`. */
+int ofl_chan_bulk_send_mem(struct ofl_chan_end *e, const struct ofl_chan_mem *m, size_t off,
+                           size_t len, uint64_t timeout_ns);
+int ofl_chan_bulk_recv_mem(struct ofl_chan_end *e, const struct ofl_chan_mem *m, size_t off,
+                           size_t len, uint64_t timeout_ns);
 
 /* Progress of the current or last bulk transfer on this end (any thread). */
 void ofl_chan_bulk_progress(const struct ofl_chan_end *e, struct ofl_chan_bulk_stat *st);
