@@ -470,6 +470,13 @@ int chan_peer_check(const struct ofl_chan_end *e, struct chan_wait *cw)
     return g == 0 ? PEER_ABSENT : -EPIPE;
 }
 
+/* Pauses a direct-message wait spins before it yields the CPU at every wait (about
+ * 3 us: longer than an exchange with a running peer takes). A thread that shares its
+ * CPU with others, its peer among them, then hands the CPU over instead of spinning
+ * out the OFL_WAIT_SPINS of ofl_wait (about 50 us). Bulk waits spin those out (see
+ * bulk_call). */
+#define CHAN_SPINS 128u
+
 void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t timeout_ns)
 {
     /* No clock read here: a call that never waits never reads the clock, and the
@@ -486,6 +493,7 @@ void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t
     cw->deadline = 0;
     cw->next_live = 0;
     cw->n = 1;   /* the first clock read comes with the 16th wait, not the first */
+    cw->spin_max = CHAN_SPINS;
     cw->peer_gen = 0;
     cw->peer_pid = 0;
     cw->pidfd = -1;
@@ -498,17 +506,10 @@ static void wait_arm(struct chan_wait *cw, uint64_t now)
     cw->next_live = now + OFL_WAIT_CHECK_NS;
 }
 
-/* Pauses a channel wait spins before it yields the CPU at every wait (about 3 us:
- * longer than an exchange with a running peer or a bulk chunk takes). A thread that
- * shares its CPU with others, its peer among them or the other transfers of a
- * crew, then hands the CPU over instead of spinning out the OFL_WAIT_SPINS of
- * ofl_wait (about 50 us). */
-#define CHAN_SPINS 128u
-
 int chan_wait(struct chan_wait *cw, const struct ofl_chan_end *e)
 {
     if (cw->timeout == 0) return -ETIMEDOUT;   /* tried once */
-    if (cw->w.spins >= CHAN_SPINS && cw->w.spins < OFL_WAIT_SPINS) cw->w.spins = OFL_WAIT_SPINS;
+    if (cw->w.spins >= cw->spin_max && cw->w.spins < OFL_WAIT_SPINS) cw->w.spins = OFL_WAIT_SPINS;
     int rc = ofl_wait(&cw->w);
     if (rc) return rc;
     if (!chan_end_open(e)) return -EPIPE;

@@ -351,6 +351,7 @@ struct chan_wait {
     uint64_t timeout;           /* the call's timeout (bulk: without progress) */
     uint64_t next_live;         /* next liveness check */
     uint32_t n;                 /* calls since the last clock read */
+    uint32_t spin_max;          /* pauses before a wait yields (chan_wait_init: short) */
     uint32_t peer_gen;          /* the peer session we talk to; 0: none yet */
     pid_t peer_pid;
     int pidfd;                  /* -1 not opened, -2 pidfd unsupported */
