@@ -90,8 +90,8 @@ def test_result_is_well_formed_and_positive(result: tuple[dict, Path, Path, str]
     _check_stats(rtt["pingpong_paired_ns"], TINY.lat_batches)
     _check_stats(rtt["ratio_to_pingpong"], TINY.lat_batches)
     # Throughput: every configuration at every size.
-    got = {(t["dir"], t["k"], t["serve"]) for t in res["tput"]}
-    assert got == {(d, TINY.conc if many else 1, s) for d, many, s in channels.CONFIGS}
+    got = {(t["dir"], t["k"], t["serve"], t["copy"]) for t in res["tput"]}
+    assert got == {(d, TINY.conc if many else 1, s, c) for d, many, s, c in channels.CONFIGS}
     for t in res["tput"]:
         assert [r["size"] for r in t["rows"]] == list(TINY.sizes)
         for r in t["rows"]:
@@ -101,6 +101,8 @@ def test_result_is_well_formed_and_positive(result: tuple[dict, Path, Path, str]
         # repetition (and the warm-up) at each size.
         moved = sum(t["device_copy_bytes"].values())
         assert moved == t["k"] * (TINY.reps + 1) * sum(TINY.sizes)
+        # Registered buffers: the one-copy path only; plain ones: never it.
+        assert t["device_copy_bytes"]["mem"] == (moved if t["copy"] == "mem" else 0)
     assert res["machine"]["cpus"] >= 1
 
 

@@ -15,7 +15,9 @@ channel region (chan.h). It measures, one mode per invocation:
 - bulk throughput from 4 KB to 20 MB, one transfer and K = 8 concurrent transfers on
   8 channels (8 host threads; on the device 8 threads, or for host->device also one
   channel-manager thread serving all 8), mean +- std over the repetitions, every
-  payload filled before and checked after each timed transfer;
+  payload filled before and checked after each timed transfer; with the host's
+  buffers in plain memory (two copies, through the channel's staging ring) and in
+  registered memory ("reg": one copy by the device, chan.h's ofl_chan_mem);
 - the ceilings: a cache-line ping-pong round trip between the two processes (one
   64-byte line each way), a pipe round trip (1 byte each way), and single-thread
   memcpy at each payload size (plus process_vm_readv from another process, the copy
@@ -119,9 +121,14 @@ QUICK = Sweep(lat_batches=1_000, lat_per=100, bulk_lat_sizes=(64, 4096),
               pingpong_batches=1_000, pipe_batches=40, copy_reps=10,
               ucx_lat_iters=200_000, ucx_bw_bytes=1 << 28, ucx_reps=2)
 
-# The throughput configurations: (direction, concurrent?, device side served by).
-CONFIGS = (("h2d", False, "thr"), ("h2d", True, "mgr"), ("h2d", True, "thr"),
-           ("d2h", False, "thr"), ("d2h", True, "thr"))
+# The throughput configurations: (direction, concurrent?, device side served by, the
+# host's buffers: plain memory ("auto": two copies through the staging ring) or
+# registered memory ("mem": one copy by the device)).
+CONFIGS = (("h2d", False, "thr", "auto"), ("h2d", True, "mgr", "auto"),
+           ("h2d", True, "thr", "auto"), ("d2h", False, "thr", "auto"),
+           ("d2h", True, "thr", "auto"), ("h2d", False, "thr", "mem"),
+           ("h2d", True, "thr", "mem"), ("d2h", False, "thr", "mem"),
+           ("d2h", True, "thr", "mem"))
 
 
 def _sources() -> list[Path]:
@@ -332,10 +339,10 @@ def measure(sw: Sweep, ucx: bool = True, install: bool = True) -> dict:
     res["lat"] = _run([exe, "lat", str(sw.lat_batches), str(sw.lat_per),
                        _csv(sw.bulk_lat_sizes)], "bench_chan lat")
     res["tput"] = []
-    for d, many, serve in CONFIGS:
+    for d, many, serve, copy in CONFIGS:
         k = sw.conc if many else 1
-        res["tput"].append(_run([exe, "tput", d, str(k), serve, _csv(sw.sizes), str(sw.reps)],
-                                f"bench_chan tput {d} x{k} {serve}"))
+        res["tput"].append(_run([exe, "tput", d, str(k), serve, _csv(sw.sizes), str(sw.reps),
+                                 copy], f"bench_chan tput {d} x{k} {serve} {copy}"))
     if ucx:
         path, why = setup_ucx(install)
         res["ucx"] = measure_ucx(path, why, sw, exe)
@@ -360,18 +367,19 @@ def lat_row(res: dict, kind: str, d: str, size: int) -> dict | None:
     return None
 
 
-def tput_config(res: dict, d: str, k: int, serve: str) -> dict | None:
+def tput_config(res: dict, d: str, k: int, serve: str, copy: str = "auto") -> dict | None:
     for t in res["tput"]:
-        if t["dir"] == d and t["k"] == k and t["serve"] == serve:
+        if t["dir"] == d and t["k"] == k and t["serve"] == serve and t["copy"] == copy:
             return t
     return None
 
 
 def _tput_name(t: dict) -> str:
     arrow = "host->device" if t["dir"] == "h2d" else "device->host"
+    reg = " reg" if t["copy"] == "mem" else ""
     if t["k"] == 1:
-        return f"{arrow} x1"
-    return f"{arrow} x{t['k']} ({'manager' if t['serve'] == 'mgr' else 'threads'})"
+        return f"{arrow} x1{reg}"
+    return f"{arrow} x{t['k']} ({'manager' if t['serve'] == 'mgr' else 'threads'}){reg}"
 
 
 def ratios(res: dict) -> dict:
@@ -567,11 +575,11 @@ def format_report(res: dict, rat: dict) -> str:
     out += ["", f"bulk throughput, Gb/s (10^9 bit/s), mean ± std over {sw['reps']} "
             "repetitions after a warm-up; xK: K transfers of the size at once on K channels"]
     tp = res["tput"]
-    head = f"{'size':>6} | " + " | ".join(f"{_tput_name(t):>28}" for t in tp)
+    head = f"{'size':>6} | " + " | ".join(f"{_tput_name(t):>30}" for t in tp)
     head += f" | {'NFComms h2d x1/x8':>18} | {'d2h x1/x8':>10}"
     out += [head, "-" * len(head)]
     for i, size in enumerate(sw["sizes"]):
-        cells = [f"{_pm(t['rows'][i]['gbps'], 28)}" for t in tp]
+        cells = [f"{_pm(t['rows'][i]['gbps'], 30)}" for t in tp]
         pap = []
         for d in ("h2d", "d2h"):
             a, b = _paper_fig4(d, 1, size), _paper_fig4(d, 8, size)
@@ -597,7 +605,7 @@ def format_report(res: dict, rat: dict) -> str:
             "memcpy of the same bytes timed just before it, in the host process)"
             + (", bulk / UCX tag_bw (each normalised by a memcpy timed next to it, on "
                "the same CPU)" if ubw else "")]
-    head = f"{'size':>6} | " + " | ".join(f"{_tput_name(t):>28}" for t in tp)
+    head = f"{'size':>6} | " + " | ".join(f"{_tput_name(t):>30}" for t in tp)
     out += [head, "-" * len(head)]
     for size in sw["sizes"]:
         cells = []
@@ -608,7 +616,7 @@ def format_report(res: dict, rat: dict) -> str:
             b = next((x["value"] for x in uc if x["size"] == size), None)
             txt = (f"{a:.2f}x memcpy" if a is not None else "-") + (
                 f", {b:.2f}x UCX" if b is not None else "")
-            cells.append(f"{txt:>28}")
+            cells.append(f"{txt:>30}")
         out.append(f"{_label(size):>6} | " + " | ".join(cells))
     if "rtt_vs_pingpong" in rat:
         r = rat["rtt_vs_pingpong"]
