@@ -15,10 +15,11 @@
  * (the source when A sends, the destination when A receives) as a scatter-gather
  * list of pages, sent to B in chunks of K entries (default 6; at most
  * OFL_CHAN_STAGE_SLOT bytes when the chunk may be staged) over the direct path;
- * side B's copy engine moves the pages (memcpy in one process; between processes a
- * bounce through the channel's staging ring in the region, or process_vm_readv/
- * writev of A's pages when an end asks for it: ofl_chan_set_copy) and acknowledges each chunk with bytes done, bytes outstanding
- * and a status. While B copies chunk n, A prepares and posts chunk n+1. The receiver
+ * side B's copy engine moves the pages (memcpy in one process; between processes one
+ * copy when A's buffer is registered memory (ofl_chan_mem below), else a bounce
+ * through the channel's staging ring in the region, or process_vm_readv/writev of
+ * A's pages when an end asks for it: ofl_chan_set_copy) and acknowledges each chunk
+ * with bytes done, bytes outstanding and a status. While B copies chunk n, A prepares and posts chunk n+1. The receiver
  * posts its buffer with the size it expects: a different size fails on both sides
  * with -EMSGSIZE. A CRC32C over the payload is computed by the sender and checked by
  * the receiver over the bytes that landed: a mismatch fails on both sides with
@@ -80,10 +81,11 @@
 
 enum ofl_chan_side { OFL_CHAN_A = 0, OFL_CHAN_B = 1 };
 
-/* How bulk bytes move (ofl_chan_set_copy). AUTO: memcpy in one process, the bounce
- * through the staging ring across processes (A copies each chunk in, B copies it
- * out, both in parallel: several times faster than process_vm_* on the machines
- * measured, see offlow bench channels). VM: process_vm_readv/writev of A's pages by
+/* How bulk bytes move (ofl_chan_set_copy). AUTO: memcpy in one process; across
+ * processes one copy by B from or into A's registered memory (ofl_chan_mem), else
+ * the bounce through the staging ring (A copies each chunk in, B copies it out, both
+ * in parallel: several times faster than process_vm_* on the machines measured, see
+ * offlow bench channels). VM: process_vm_readv/writev of A's pages by
  * address (the emulated DMA), even in one process; the bounce when the kernel
  * refuses it. BOUNCE: always through the staging ring. Either end's VM or BOUNCE
  * binds both ends. */
