@@ -10,7 +10,8 @@
  * The peer's pid is forced to a sacrificial child's (forked once, re-forked if it
  * dies) so process_vm_readv/writev act on a real other process whose memory may
  * be scribbled on; a peer claiming to be this process would share our address
- * space anyway. The peer's `copying` words are cleared so a failed transfer does
+ * space anyway. The child inherits a block of registered memory, which frames can
+ * name as the peer's (side B then maps it and copies with hostile offsets). The peer's `copying` words are cleared so a failed transfer does
  * not wait its bounded second for a copy that never ends.
  *
  * The channel sources are compiled into this file (test_fuzz.py builds targets
@@ -25,6 +26,7 @@
 
 #include "../../runtime/src/chan.c"
 #include "../../runtime/src/chan_bulk.c"
+#include "../../runtime/src/chan_mem.c"
 #include "../../runtime/src/crc32c.c"
 #include "../../runtime/src/wait.c"
 
@@ -33,6 +35,7 @@
 #define STEPS 12
 
 static pid_t victim = -1;
+static struct ofl_chan_mem victim_mem;   /* registered memory the victim holds too */
 
 static void kill_victim(void)
 {
@@ -46,7 +49,10 @@ static void kill_victim(void)
 static pid_t peer_process(void)
 {
     if (victim > 0 && waitpid(victim, NULL, WNOHANG) == 0) return victim;
-    if (victim < 0) atexit(kill_victim);
+    if (victim < 0) {
+        atexit(kill_victim);
+        if (ofl_chan_mem_alloc(&victim_mem, 1 << 20) < 0) abort();
+    }
     victim = fork();
     if (victim == 0) {
         for (;;) pause();
@@ -114,6 +120,13 @@ static void assist(struct ofl_chan_end *e, const struct chan_bulk *op, bool acti
             rest -= l;
             if (how & 8) sg[i].addr = (uint64_t)(uintptr_t)(op->buf + op->done);
         }
+        if (how & 64) {   /* as registered memory: the victim's, entries as offsets */
+            struct chan_side *p = side_peer(e);
+            m.flags = CHUNK_MEM;
+            p->mem_fd = victim_mem.fd;
+            p->mem_ino = victim_mem.ino;
+            if (how & 128) p->mem_len = victim_mem.len;
+        }
         memcpy(pl->payload, &m, sizeof m);
     }
     if ((how & 16) && op->xfer) {
@@ -153,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(buf, 0xA5, len + 1);
     struct chan_bulk op;
     bool active = false;
-    if (bulk && chan_bulk_start(&e, &op, sending ? BULK_SEND : BULK_RECV, buf, len) == 0)
+    if (bulk && chan_bulk_start(&e, &op, sending ? BULK_SEND : BULK_RECV, buf, len, NULL) == 0)
         active = true;
     for (int step = 0; step < STEPS; step++) {
         if (size) {
