@@ -16,12 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "offlow/chan.h"
 #include "offlow/err.h"
+#include "../../runtime/src/chan_int.h"   /* chan_mem_map: the mapping's own checks */
 
 #define MS 1000000ull
 #define LONG_WAIT (20000 * MS)   /* never reached in a passing run */
@@ -926,6 +928,45 @@ static void test_bulk_mem(void)
     CHECK(m.addr == NULL && m.fd == -1, "freed registered memory is emptied");
 }
 
+/* Side B's mapping of a peer's registered memory refuses what it must: a
+ * descriptor whose inode is another file's (a reused fd number), a file that may
+ * shrink, a bad fd; it keeps a good mapping and drops it at close. */
+static void test_mem_mapping(void)
+{
+    struct region r = region_new(1);
+    int id = ofl_chan_create(r.mem, "mapping");
+    struct ofl_chan_end a, b;
+    open_end(&a, &r, id, OFL_CHAN_A);
+    open_end(&b, &r, id, OFL_CHAN_B);
+    struct ofl_chan_mem m;
+    if (ofl_chan_mem_alloc(&m, 3 * 4096) < 0) abort();
+    struct chan_side *sa = side_mine(&a);
+    pid_t me = getpid();
+    sa->mem_fd = m.fd, sa->mem_ino = m.ino + 1, sa->mem_len = m.len;
+    CHECK(chan_mem_map(&b, me) == -EPERM && !b.mem_base, "another file's inode: not mapped");
+    int loose = memfd_create("loose", MFD_CLOEXEC);
+    struct stat st;
+    CHECK(loose >= 0 && ftruncate(loose, 4096) == 0 && fstat(loose, &st) == 0, "unsealed memfd");
+    sa->mem_fd = loose, sa->mem_ino = (uint64_t)st.st_ino, sa->mem_len = 4096;
+    CHECK(chan_mem_map(&b, me) == -EPERM && !b.mem_base, "a file that may shrink: not mapped");
+    sa->mem_fd = -1;
+    CHECK(chan_mem_map(&b, me) == -EPERM, "no descriptor: not mapped");
+    sa->mem_fd = m.fd, sa->mem_ino = m.ino, sa->mem_len = m.len + 1;
+    CHECK(chan_mem_map(&b, me) == -EPERM, "longer than its file: not mapped");
+    sa->mem_len = m.len;
+    CHECK(chan_mem_map(&b, me) == 0 && b.mem_base && b.mem_len == m.len, "mapped");
+    uint8_t *first = b.mem_base;
+    m.addr[5] = 42;
+    CHECK(first[5] == 42, "the mapping shows the peer's bytes");
+    CHECK(chan_mem_map(&b, me) == 0 && b.mem_base == first, "a second use keeps the mapping");
+    ofl_chan_close(&b);
+    CHECK(b.mem_base == NULL, "close drops the mapping");
+    close(loose);
+    ofl_chan_close(&a);
+    ofl_chan_mem_free(&m);
+    region_free(&r);
+}
+
 /* The parent as side B, the child as side A dying: B's waits end with -EPIPE. */
 static void dead_a_main(void *p)
 {
@@ -1482,6 +1523,7 @@ int main(int argc, char **argv)
     test_bulk_local();
     test_bulk_errors();
     test_bulk_mem();
+    test_mem_mapping();
     test_dead_a();
     test_eperm_bounce();
     test_manager();
