@@ -523,7 +523,8 @@ def format_report(res: dict, rat: dict) -> str:
     # Table 2.
     out += ["", f"latency per message, us: {lat['batches']} batches of {lat['per']} "
             "synchronous messages after a warm-up batch, time per message = batch time / "
-            f"{lat['per']}, timed on the sender (NFComms' method); bulk chunks of "
+            f"{lat['per']}, timed on the sender (NFComms' method); direct payloads "
+            "written before and checked after each batch; bulk chunks of "
             f"K={lat['sg_per_chunk']} SG entries"]
     head = (f"{'':24}{'size':>7} | {'offlow (this run)':^44} | "
             f"{'NFComms Table 2 (NFP-4000)':^35} | {'paper/ours':>10}")

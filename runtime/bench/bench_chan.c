@@ -23,7 +23,9 @@
  *                          (send + reply, timed on the host; before each of its
  *                          batches both processes run a batch of the cache-line
  *                          ping-pong above: the paired ceiling), and bulk transfers
- *                          of each BULKSIZES size in both directions.
+ *                          of each BULKSIZES size in both directions. Direct
+ *                          payloads are written before each batch and checked
+ *                          after it (untimed), as the ping-pong has no payload.
  *   tput DIR K SERVE SIZES REPS [COPY]
  *                          bulk throughput, DIR h2d or d2h: K channels, each moving
  *                          one transfer of SIZE bytes at the same time (K sending
@@ -46,6 +48,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -612,48 +615,78 @@ struct lat_row {
     uint64_t len;
 };
 
-/* One message of row `r` (number `seq`) as seen by this process: send, receive, or
- * both for a round trip. Payloads are checked; wrong words are counted in *bad. */
-static int lat_step(struct ofl_chan_end *e, const struct lat_row *r, int host, uint64_t seq,
-                    uint8_t *buf, uint64_t *bad)
+/* Direct rows: what this process sends as message `seq` of row `r` (0: nothing),
+ * and what it expects to receive (0: nothing). In a round trip the host asks with
+ * the pattern of seq and the device answers with that of ~seq. */
+static uint64_t direct_sends(const struct lat_row *r, int host, uint64_t seq)
 {
-    int rc;
-    if (r->kind == LAT_RTT) {
-        uint8_t msg[DIRECT_LEN];
-        if (host) {
-            fill_words(msg, DIRECT_LEN, seq);
-            if ((rc = ofl_chan_send(e, msg, DIRECT_LEN, TMO_NS)) < 0) return rc;
-            if ((rc = ofl_chan_recv(e, msg, sizeof msg, TMO_NS)) < 0) return rc;
-            *bad += rc != DIRECT_LEN || check_words(msg, DIRECT_LEN, ~seq);
-        } else {
-            if ((rc = ofl_chan_recv(e, msg, sizeof msg, TMO_NS)) < 0) return rc;
-            *bad += rc != DIRECT_LEN || check_words(msg, DIRECT_LEN, seq);
-            fill_words(msg, DIRECT_LEN, ~seq);
-            if ((rc = ofl_chan_send(e, msg, DIRECT_LEN, TMO_NS)) < 0) return rc;
-        }
-        return 0;
+    if (r->kind == LAT_RTT) return host ? seq : ~seq;
+    return host != r->d2h ? seq : 0;
+}
+
+static uint64_t direct_expects(const struct lat_row *r, int host, uint64_t seq)
+{
+    if (r->kind == LAT_RTT) return host ? ~seq : seq;
+    return host != r->d2h ? 0 : seq;
+}
+
+/* A batch of direct messages from `seq`: the payloads are written before the batch
+ * (out[k]) and checked after it (in[k]), untimed, so that the timed loop holds the
+ * channel calls only, as the ping-pong's holds only its stores and loads. */
+static void direct_fill(const struct lat_row *r, int host, uint64_t seq, uint64_t per,
+                        uint8_t *out)
+{
+    for (uint64_t k = 0; k < per; k++) {
+        uint64_t s = direct_sends(r, host, seq + k);
+        if (s) fill_words(out + k * DIRECT_LEN, DIRECT_LEN, s);
     }
-    int sender = host != r->d2h;
+}
+
+static uint64_t direct_check(const struct lat_row *r, int host, uint64_t seq, uint64_t per,
+                             const uint8_t *in)
+{
+    uint64_t bad = 0;
+    for (uint64_t k = 0; k < per; k++) {
+        uint64_t s = direct_expects(r, host, seq + k);
+        if (s) bad += check_words(in + k * DIRECT_LEN, DIRECT_LEN, s);
+    }
+    return bad;
+}
+
+/* Message k of a direct batch as seen by this process: send out, receive into in,
+ * or both for a round trip. A received length other than DIRECT_LEN counts in *bad. */
+static int direct_step(struct ofl_chan_end *e, const struct lat_row *r, int host,
+                       const uint8_t *out, uint8_t *in, uint64_t *bad)
+{
+    int rc = 0;
+    bool sends = r->kind == LAT_RTT || host != r->d2h;
+    bool recvs = r->kind == LAT_RTT || host == r->d2h;
+    /* In a round trip the host sends first, the device receives first. */
+    if (sends && (r->kind != LAT_RTT || host) && (rc = ofl_chan_send(e, out, DIRECT_LEN, TMO_NS)) < 0)
+        return rc;
+    if (recvs) {
+        if ((rc = ofl_chan_recv(e, in, DIRECT_LEN, TMO_NS)) < 0) return rc;
+        *bad += rc != DIRECT_LEN;
+    }
+    if (r->kind == LAT_RTT && !host && (rc = ofl_chan_send(e, out, DIRECT_LEN, TMO_NS)) < 0)
+        return rc;
+    return 0;
+}
+
+/* Bulk message `seq` of row `r`: the payload is the row's pattern with the sequence
+ * number stamped into its first and last words; the receiver checks those (the CRC
+ * covers the rest; the whole payload is checked after the row). */
+static int bulk_step(struct ofl_chan_end *e, const struct lat_row *r, int host, uint64_t seq,
+                     uint8_t *buf, uint64_t *bad)
+{
     uint64_t *w = (uint64_t *)buf, last = r->len / 8 - 1;
-    if (r->kind == LAT_DIRECT) {
-        uint8_t msg[DIRECT_LEN];
-        if (sender) {
-            fill_words(msg, DIRECT_LEN, seq);
-            return ofl_chan_send(e, msg, DIRECT_LEN, TMO_NS);
-        }
-        if ((rc = ofl_chan_recv(e, msg, sizeof msg, TMO_NS)) < 0) return rc;
-        *bad += rc != DIRECT_LEN || check_words(msg, DIRECT_LEN, seq);
-        return 0;
-    }
-    /* Bulk: the payload is the row's pattern with the sequence number stamped into
-     * its first and last words; the receiver checks those (the CRC covers the rest;
-     * the whole payload is checked after the row). */
-    if (sender) {
+    if (host != r->d2h) {
         w[0] = w[last] = seq;
         return ofl_chan_bulk_send(e, buf, r->len, TMO_NS);
     }
     w[0] = w[last] = ~seq;
-    if ((rc = ofl_chan_bulk_recv(e, buf, r->len, TMO_NS)) < 0) return rc;
+    int rc = ofl_chan_bulk_recv(e, buf, r->len, TMO_NS);
+    if (rc < 0) return rc;
     *bad += (w[0] != seq) + (w[last] != seq);
     return 0;
 }
@@ -661,11 +694,14 @@ static int lat_step(struct ofl_chan_end *e, const struct lat_row *r, int host, u
 /* Run every row as this process; the timing side stores batch times (ns per
  * batch) into the shared samples (row-major, `batches` per row). Before each batch
  * of the round-trip row, both sides run a batch of cache-line ping-pong, whose
- * times go to the extra row `nrows`: the ceiling paired with each batch. */
+ * times go to the extra row `nrows`: the ceiling paired with each batch. `msgs`
+ * holds 2 * per direct payloads (sent, received). */
 static int lat_side(struct pair *p, struct ofl_chan_end *e, const struct lat_row *rows,
-                    int nrows, uint64_t batches, uint64_t per, uint8_t *buf, uint64_t *bad)
+                    int nrows, uint64_t batches, uint64_t per, uint8_t *buf, uint8_t *msgs,
+                    uint64_t *bad)
 {
     uint64_t seq = 1, pp = 0;
+    uint8_t *out = msgs, *in = msgs + per * DIRECT_LEN;
     struct ofl_waiter w;
     pair_waiter(p, &w);
     for (int ri = 0; ri < nrows; ri++) {
@@ -679,13 +715,19 @@ static int lat_side(struct pair *p, struct ofl_chan_end *e, const struct lat_row
                 if (dt < 0) return (int)dt;
                 if (p->host && b) p->sh->samples[(uint64_t)nrows * batches + b - 1] = (uint64_t)dt;
             }
+            bool direct = r->kind != LAT_BULK;
+            if (direct) direct_fill(r, p->host, seq, per, out);
             uint64_t t0 = ofl_now_ns();
             for (uint64_t k = 0; k < per; k++) {
-                int rc = lat_step(e, r, p->host, seq++, buf, bad);
+                int rc = direct ? direct_step(e, r, p->host, out + k * DIRECT_LEN,
+                                              in + k * DIRECT_LEN, bad)
+                                : bulk_step(e, r, p->host, seq + k, buf, bad);
                 if (rc < 0) return pair_fail(p, rc, __LINE__, "latency step");
             }
             uint64_t dt = ofl_now_ns() - t0;
             if (timer && b) p->sh->samples[(uint64_t)ri * batches + b - 1] = dt;
+            if (direct) *bad += direct_check(r, p->host, seq, per, in);
+            seq += per;
         }
         if (r->kind == LAT_BULK) {
             /* The last message's payload, in full (outside the timed batches). */
@@ -727,7 +769,8 @@ static int mode_lat(uint64_t batches, uint64_t per, const uint64_t *bulk, int nb
     uint32_t id = 0;
     void *region = rc == 0 ? chan_region(1, &rlen, &id) : NULL;
     uint8_t *buf = region ? alloc_buf(maxb) : NULL;
-    if (!buf) {
+    uint8_t *msgs = buf ? alloc_buf(2 * per * DIRECT_LEN) : NULL;
+    if (!msgs) {
         fprintf(stderr, "bench_chan: lat: setup failed\n");
         return 1;
     }
@@ -741,7 +784,7 @@ static int mode_lat(uint64_t batches, uint64_t per, const uint64_t *bulk, int nb
     uint64_t bad = 0;
     rc = ofl_chan_open(&e, region, id, p.host ? OFL_CHAN_A : OFL_CHAN_B, &p.sh->abort_word);
     if (rc < 0) pair_fail(&p, rc, __LINE__, "open");
-    else rc = lat_side(&p, &e, rows, nrows, batches, per, buf, &bad);
+    else rc = lat_side(&p, &e, rows, nrows, batches, per, buf, msgs, &bad);
     uint32_t k = e.sg_per_chunk;
     if (!p.host) {
         p.sh->dev_bad = bad;
