@@ -679,7 +679,8 @@ static int recv_once(struct ofl_chan_end *e, void *buf, size_t cap, bool *got)
     if (h_kind(ph) != KIND_MSG || h_len(ph) > OFL_CHAN_MSG_MAX) return -EPROTO;
     unsigned len = h_len(ph);
     if (len > cap) return -EMSGSIZE;
-    if (!chan_line_take(e, ph, a, buf)) return 0;
+    payload_copy(buf, line_peer(e)->payload, len);
+    if (!chan_line_claim(e, ph, a)) return 0;
     stat_add(&e->stats.received, 1);
     *got = true;
     return (int)len;
