@@ -70,7 +70,7 @@ def test_result_is_well_formed_and_positive(result: tuple[dict, Path, Path, str]
     # Ceilings.
     assert [r["size"] for r in res["copy"]["rows"]] == list(TINY.sizes)
     for r in res["copy"]["rows"]:
-        for k in ("memcpy_gbps", "pvr_gbps", "crc32c_gbps"):
+        for k in ("memcpy_gbps", "pvr_gbps", "crc32c_gbps", "crc32c_copy_gbps"):
             _check_stats(r[k], TINY.copy_reps)
     _check_stats(res["pingpong"]["rtt_ns"], TINY.pingpong_batches)
     _check_stats(res["pipe"]["rtt_ns"], TINY.pipe_batches)
@@ -172,6 +172,12 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
                     row["ratio_to_memcpy"]["median"] / u["ratio_to_memcpy"]["median"])
     else:
         assert any(v["met"] is None for v in rat["verdicts"])
+    # The receiver's bound: copy+CRC32C over memcpy at each size, from the same run.
+    bound = ", ".join(
+        f"{channels._label(c['size'])} "
+        f"{c['crc32c_copy_gbps']['mean'] / c['memcpy_gbps']['mean']:.2f}x"
+        for c in res["copy"]["rows"])
+    assert f"copy+CRC32C / memcpy (means): {bound}:" in text
     # The Table-2 shape: the paper's figures printed beside ours.
     assert "NFComms Table 2" in text
     for fig in ("17.99", "30.04", "39.42", "51.96"):

@@ -594,13 +594,19 @@ def format_report(res: dict, rat: dict) -> str:
     out += ["", "ceilings and peer at each size, Gb/s, mean ± std (single thread; memcpy "
             "repeats small copies to fill about 1 MiB per sample)"]
     head = (f"{'size':>6} | {'memcpy':>16} | {'process_vm_readv':>16} | {'CRC32C':>16} | "
-            f"{'UCX tag_bw':>16}")
+            f"{'copy+CRC32C':>16} | {'UCX tag_bw':>16}")
     out += [head, "-" * len(head)]
     for size in sw["sizes"]:
         c = copy.get(size, {})
         out.append(f"{_label(size):>6} | {_pm(c.get('memcpy_gbps'), 16)} | "
                    f"{_pm(c.get('pvr_gbps'), 16)} | {_pm(c.get('crc32c_gbps'), 16)} | "
+                   f"{_pm(c.get('crc32c_copy_gbps'), 16)} | "
                    f"{_pm(ubw[size]['gbps'] if size in ubw else None, 16)}")
+    bound = [f"{_label(size)} {c['crc32c_copy_gbps']['mean'] / c['memcpy_gbps']['mean']:.2f}x"
+             for size in sw["sizes"] if "crc32c_copy_gbps" in (c := copy.get(size, {}))]
+    if bound:
+        out.append("  copy+CRC32C / memcpy (means): " + ", ".join(bound) + ": the work per "
+                   "byte of a bulk receiver, which lands and checks every byte in one pass")
     # Ratios.
     out += ["", "ratios: bulk / memcpy (median over repetitions of the transfer's rate over a "
             "memcpy of the same bytes timed just before it, in the host process)"

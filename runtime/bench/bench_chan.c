@@ -11,7 +11,9 @@
  *   copy SIZES REPS        single-thread bandwidth at each size: memcpy between two
  *                          preallocated, touched buffers; process_vm_readv of a
  *                          child's buffer (the cross-process copy a device process
- *                          does); CRC32C (ofl_crc32c) over the buffer.
+ *                          does); CRC32C (ofl_crc32c) over the buffer; copy with
+ *                          CRC32C in one pass (ofl_crc32c_copy: what a bulk
+ *                          receiver does with every byte it lands).
  *   lat BATCHES PER BULKSIZES
  *                          channel latency, NFComms' method (its Table 2): BATCHES
  *                          timed batches of PER synchronous messages, after one
@@ -483,7 +485,7 @@ static uint64_t inner_count(uint64_t size)
     return size >= (1u << 20) ? 1 : (1u << 20) / size;
 }
 
-enum copy_kind { COPY_MEMCPY, COPY_PVR, COPY_CRC };
+enum copy_kind { COPY_MEMCPY, COPY_PVR, COPY_CRC, COPY_CRC_COPY };
 
 /* One timed sample of `kind` at `size`: Gb/s, or a negative errno. */
 static double copy_sample(int kind, uint8_t *dst, const uint8_t *src, uint64_t size,
@@ -499,8 +501,10 @@ static double copy_sample(int kind, uint8_t *dst, const uint8_t *src, uint64_t s
             struct iovec l = {dst, size}, r = {(void *)(uintptr_t)src, size};
             ssize_t got = process_vm_readv(child, &l, 1, &r, 1, 0);
             if (got != (ssize_t)size) return got < 0 ? -(double)errno : -(double)EIO;
-        } else {
+        } else if (kind == COPY_CRC) {
             *sink ^= ofl_crc32c(0, src, size);
+        } else {
+            *sink ^= ofl_crc32c_copy(0, dst, src, size);
         }
     }
     uint64_t dt = ofl_now_ns() - t0;
@@ -545,11 +549,12 @@ static int mode_copy(const uint64_t *sizes, int ns, uint64_t reps)
     printf("{");
     print_common("copy", hp, 1);
     printf(", \"reps\": %llu, \"rows\": [", (unsigned long long)reps);
-    static const char *const names[] = {"memcpy_gbps", "pvr_gbps", "crc32c_gbps"};
+    static const char *const names[] = {"memcpy_gbps", "pvr_gbps", "crc32c_gbps",
+                                        "crc32c_copy_gbps"};
     for (int si = 0; si < ns && rc == 0; si++) {
         printf("%s{\"size\": %llu, \"inner\": %llu", si ? ", " : "",
                (unsigned long long)sizes[si], (unsigned long long)inner_count(sizes[si]));
-        for (int kind = COPY_MEMCPY; kind <= COPY_CRC && rc == 0; kind++) {
+        for (int kind = COPY_MEMCPY; kind <= COPY_CRC_COPY && rc == 0; kind++) {
             copy_sample(kind, dst, src, sizes[si], child, &sink); /* warm-up */
             for (uint64_t r = 0; r < reps; r++) {
                 v[r] = copy_sample(kind, dst, src, sizes[si], child, &sink);
