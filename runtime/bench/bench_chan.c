@@ -364,11 +364,15 @@ static void print_common(const char *mode, int host_pinned, int dev_pinned)
 
 /* One batch of `per` cache-line exchanges, the counter continuing from *i: the host
  * writes the counter into its line and waits for the device to copy it into its
- * own. Returns the batch time in ns (the device: 0), or a negative errno. */
+ * own. An untimed exchange comes first, so that the clock starts with both
+ * processes in the loop (before a paired batch the device may still be in its last
+ * send of the round-trip batch: that send returns once it sees the host's take).
+ * Returns the batch time in ns (the device: 0), or a negative errno. */
 static int64_t pingpong_batch(struct pair *p, struct ofl_waiter *w, uint64_t *i, uint64_t per)
 {
-    uint64_t t0 = ofl_now_ns();
-    for (uint64_t k = 0; k < per; k++) {
+    uint64_t t0 = 0;
+    for (uint64_t k = 0; k <= per; k++) {
+        if (k == 1) t0 = ofl_now_ns();
         uint64_t n = ++*i;
         int rc;
         if (p->host) {
