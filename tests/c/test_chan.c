@@ -112,6 +112,16 @@ static int open_end(struct ofl_chan_end *e, struct region *r, int id, int side)
     return rc;
 }
 
+/* Create channel `name` in `r` and open both of its ends in this process; its id. */
+static int open_pair(struct region *r, const char *name, struct ofl_chan_end *a,
+                     struct ofl_chan_end *b)
+{
+    int id = ofl_chan_create(r->mem, name);
+    open_end(a, r, id, OFL_CHAN_A);
+    open_end(b, r, id, OFL_CHAN_B);
+    return id;
+}
+
 /* Run fn(arg) in a child process; returns its pid. The child exits with its
  * failure count (capped). */
 static pid_t spawn(void (*fn)(void *), void *arg)
@@ -349,10 +359,8 @@ static void echo_rounds(struct ofl_chan_end *near, int count, const char *what)
 static void test_direct_threads(void)
 {
     struct region r = region_new(2);
-    int id = ofl_chan_create(r.mem, "direct");
     struct ofl_chan_end a, b;
-    open_end(&a, &r, id, OFL_CHAN_A);
-    open_end(&b, &r, id, OFL_CHAN_B);
+    open_pair(&r, "direct", &a, &b);
     /* A -> B -> A, then B -> A -> B. */
     for (int dir = 0; dir < 2; dir++) {
         struct echo_arg ea = {.e = dir ? &a : &b, .count = 2000};
@@ -401,10 +409,8 @@ static void *recv_main(void *p)
 static void test_try_and_timeouts(void)
 {
     struct region r = region_new(2);
-    int id = ofl_chan_create(r.mem, "try");
     struct ofl_chan_end a, b;
-    open_end(&a, &r, id, OFL_CHAN_A);
-    open_end(&b, &r, id, OFL_CHAN_B);
+    int id = open_pair(&r, "try", &a, &b);
     uint8_t buf[OFL_CHAN_MSG_MAX];
     for (int s = 0; s < 2; s++) {
         struct ofl_chan_end *x = s ? &b : &a, *y = s ? &a : &b;
@@ -938,10 +944,8 @@ static void test_bulk_mem(void)
 static void test_sg_runs(void)
 {
     struct region r = region_new(1);
-    int id = ofl_chan_create(r.mem, "runs");
     struct ofl_chan_end a, b;
-    open_end(&a, &r, id, OFL_CHAN_A);
-    open_end(&b, &r, id, OFL_CHAN_B);
+    open_pair(&r, "runs", &a, &b);
     enum { PAGE = 4096 };
     uint8_t *src = aligned_alloc(PAGE, 3 * PAGE), *dst = malloc(2 * PAGE), *want = malloc(2 * PAGE);
     if (!src || !dst || !want) abort();
@@ -976,10 +980,8 @@ static void test_sg_runs(void)
 static void test_mem_mapping(void)
 {
     struct region r = region_new(1);
-    int id = ofl_chan_create(r.mem, "mapping");
     struct ofl_chan_end a, b;
-    open_end(&a, &r, id, OFL_CHAN_A);
-    open_end(&b, &r, id, OFL_CHAN_B);
+    open_pair(&r, "mapping", &a, &b);
     struct ofl_chan_mem m;
     if (ofl_chan_mem_alloc(&m, 3 * 4096) < 0) abort();
     struct chan_side *sa = side_mine(&a);
@@ -1106,10 +1108,8 @@ static int local_bulk(struct ofl_chan_end *from, struct ofl_chan_end *to, size_t
 static void test_bulk_local(void)
 {
     struct region r = region_new(4);
-    int id = ofl_chan_create(r.mem, "local");
     struct ofl_chan_end a, b;
-    open_end(&a, &r, id, OFL_CHAN_A);
-    open_end(&b, &r, id, OFL_CHAN_B);
+    open_pair(&r, "local", &a, &b);
     const size_t sizes[] = {0, 1, 4095, 4096, 4097, 65536, 100003, 3000017};
     for (int mode = 0; mode < 3; mode++) {
         ofl_chan_set_copy(&b, mode);
