@@ -70,7 +70,8 @@ def test_result_is_well_formed_and_positive(result: tuple[dict, Path, Path, str]
     # Ceilings.
     assert [r["size"] for r in res["copy"]["rows"]] == list(TINY.sizes)
     for r in res["copy"]["rows"]:
-        for k in ("memcpy_gbps", "pvr_gbps", "crc32c_gbps", "crc32c_copy_gbps"):
+        for k in ("memcpy_gbps", "pvr_gbps", "crc32c_gbps", "crc32c_copy_gbps",
+                  "xcore_memcpy_gbps", "xcore_crc32c_copy_gbps"):
             _check_stats(r[k], TINY.copy_reps)
     _check_stats(res["pingpong"]["rtt_ns"], TINY.pingpong_batches)
     _check_stats(res["pipe"]["rtt_ns"], TINY.pipe_batches)
@@ -177,7 +178,21 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
         f"{channels._label(c['size'])} "
         f"{c['crc32c_copy_gbps']['mean'] / c['memcpy_gbps']['mean']:.2f}x"
         for c in res["copy"]["rows"])
-    assert f"copy+CRC32C / memcpy (means): {bound}:" in text
+    assert f"copy+CRC32C / memcpy (means): {bound}\n" in text
+    # The receiving core's ceiling, and one transfer's rate over it (>= 1M only).
+    xbound = ", ".join(
+        f"{channels._label(c['size'])} "
+        f"{c['xcore_crc32c_copy_gbps']['mean'] / c['memcpy_gbps']['mean']:.2f}x"
+        for c in res["copy"]["rows"])
+    assert f"copy+CRC32C x-core / memcpy (means): {xbound}\n" in text
+    xc = {c["size"]: c["xcore_crc32c_copy_gbps"]["mean"] for c in res["copy"]["rows"]}
+    x1 = [t for t in res["tput"] if t["k"] == 1]
+    assert [x["config"] for x in rat["bulk_vs_receiver"]] == [channels._tput_name(t) for t in x1]
+    for t, x in zip(x1, rat["bulk_vs_receiver"], strict=True):
+        big = [r for r in t["rows"] if r["size"] >= channels.TARGET_MIN_SIZE]
+        assert [r["size"] for r in x["rows"]] == [r["size"] for r in big]
+        for r, v in zip(big, x["rows"], strict=True):
+            assert v["means"] == pytest.approx(r["gbps"]["mean"] / xc[r["size"]])
     # The Table-2 shape: the paper's figures printed beside ours.
     assert "NFComms Table 2" in text
     for fig in ("17.99", "30.04", "39.42", "51.96"):

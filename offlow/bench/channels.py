@@ -22,7 +22,10 @@ channel region (chan.h). It measures, one mode per invocation:
   64-byte line each way), a pipe round trip (1 byte each way), and single-thread
   memcpy at each payload size (plus process_vm_readv from another process, the copy
   a device process makes, and CRC32C, the end-to-end check: both explain the gap to
-  memcpy).
+  memcpy); and the receiving core's ceiling: a thread on the device's CPU copying
+  (memcpy, and copy+CRC32C in one pass) bytes a thread on the host's CPU has just
+  written, as a bulk receiver finds a sender's bytes. One transfer cannot beat its
+  copy+CRC32C rate, whatever the protocol.
 
 The peer: UCX's ucx_perftest (Debian ucx-utils; the setup step installs it as root
 when missing) over shared memory (UCX_TLS=sm,self), server pinned to CPU 1 and client
@@ -382,6 +385,17 @@ def _tput_name(t: dict) -> str:
     return f"{arrow} x{t['k']} ({'manager' if t['serve'] == 'mgr' else 'threads'}){reg}"
 
 
+def _vs_receiver(res: dict) -> list[dict]:
+    """One transfer's rate over its receiving core's ceiling (copy+CRC32C from the
+    other core, same run; ratio of means) at each size of at least TARGET_MIN_SIZE."""
+    xc = {r["size"]: r["xcore_crc32c_copy_gbps"]["mean"] for r in res["copy"]["rows"]
+          if "xcore_crc32c_copy_gbps" in r}
+    return [{"config": _tput_name(t),
+             "rows": [{"size": r["size"], "means": r["gbps"]["mean"] / xc[r["size"]]}
+                      for r in t["rows"] if r["size"] >= TARGET_MIN_SIZE and r["size"] in xc]}
+            for t in res["tput"] if t["k"] == 1]
+
+
 def ratios(res: dict) -> dict:
     """Every ratio, computed from the numbers in `res`, and the target verdicts.
 
@@ -425,6 +439,7 @@ def ratios(res: dict) -> dict:
                              "met": None, "why": ucx.get("reason", "UCX not measured")})
     ucx_bw = {r["size"]: r for r in ucx.get("bw", [])} if have_ucx else {}
     out["bulk_vs_memcpy"], out["bulk_vs_ucx"] = [], []
+    out["bulk_vs_receiver"] = _vs_receiver(res)
     for t in res["tput"]:
         name = _tput_name(t)
         vs_copy = [{"size": r["size"], "paired_median": r["ratio_to_memcpy"]["median"],
@@ -594,19 +609,26 @@ def format_report(res: dict, rat: dict) -> str:
     out += ["", "ceilings and peer at each size, Gb/s, mean ± std (single thread; memcpy "
             "repeats small copies to fill about 1 MiB per sample)"]
     head = (f"{'size':>6} | {'memcpy':>16} | {'process_vm_readv':>16} | {'CRC32C':>16} | "
-            f"{'copy+CRC32C':>16} | {'UCX tag_bw':>16}")
+            f"{'copy+CRC32C':>16} | {'memcpy, x-core':>16} | {'copy+CRC, x-core':>16} | "
+            f"{'UCX tag_bw':>16}")
     out += [head, "-" * len(head)]
     for size in sw["sizes"]:
         c = copy.get(size, {})
         out.append(f"{_label(size):>6} | {_pm(c.get('memcpy_gbps'), 16)} | "
                    f"{_pm(c.get('pvr_gbps'), 16)} | {_pm(c.get('crc32c_gbps'), 16)} | "
                    f"{_pm(c.get('crc32c_copy_gbps'), 16)} | "
+                   f"{_pm(c.get('xcore_memcpy_gbps'), 16)} | "
+                   f"{_pm(c.get('xcore_crc32c_copy_gbps'), 16)} | "
                    f"{_pm(ubw[size]['gbps'] if size in ubw else None, 16)}")
-    bound = [f"{_label(size)} {c['crc32c_copy_gbps']['mean'] / c['memcpy_gbps']['mean']:.2f}x"
-             for size in sw["sizes"] if "crc32c_copy_gbps" in (c := copy.get(size, {}))]
-    if bound:
-        out.append("  copy+CRC32C / memcpy (means): " + ", ".join(bound) + ": the work per "
-                   "byte of a bulk receiver, which lands and checks every byte in one pass")
+    out.append("  x-core: on the device's CPU, from bytes the host's CPU has just written")
+    for key, what in (("crc32c_copy_gbps", "copy+CRC32C / memcpy (means): "),
+                      ("xcore_crc32c_copy_gbps", "copy+CRC32C x-core / memcpy (means): ")):
+        bound = [f"{_label(size)} {c[key]['mean'] / c['memcpy_gbps']['mean']:.2f}x"
+                 for size in sw["sizes"] if key in (c := copy.get(size, {}))]
+        if bound:
+            out.append(f"  {what}" + ", ".join(bound))
+    out.append("  (copy+CRC32C is a bulk receiver's work per byte, landing and checking it "
+               "in one pass; x-core, the most one transfer can reach)")
     # Ratios.
     out += ["", "ratios: bulk / memcpy (median over repetitions of the transfer's rate over a "
             "memcpy of the same bytes timed just before it, in the host process)"
@@ -625,6 +647,11 @@ def format_report(res: dict, rat: dict) -> str:
                 f", {b:.2f}x UCX" if b is not None else "")
             cells.append(f"{txt:>30}")
         out.append(f"{_label(size):>6} | " + " | ".join(cells))
+    recv = [f"{x['config']}: " + ", ".join(f"{_label(r['size'])} {r['means']:.2f}x"
+                                           for r in x["rows"])
+            for x in rat["bulk_vs_receiver"] if x["rows"]]
+    if recv:
+        out.append("bulk / copy+CRC32C x-core (means), one transfer: " + "; ".join(recv))
     if "rtt_vs_pingpong" in rat:
         r = rat["rtt_vs_pingpong"]
         out.append(f"direct round trip / cache-line ping-pong: {r['paired_median']:.2f}x "

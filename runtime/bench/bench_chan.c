@@ -489,7 +489,7 @@ static uint64_t inner_count(uint64_t size)
     return size >= (1u << 20) ? 1 : (1u << 20) / size;
 }
 
-enum copy_kind { COPY_MEMCPY, COPY_PVR, COPY_CRC, COPY_CRC_COPY };
+enum copy_kind { COPY_MEMCPY, COPY_PVR, COPY_CRC, COPY_CRC_COPY, COPY_XMEMCPY, COPY_XCRC_COPY };
 
 /* One timed sample of `kind` at `size`: Gb/s, or a negative errno. */
 static double copy_sample(int kind, uint8_t *dst, const uint8_t *src, uint64_t size,
@@ -515,14 +515,75 @@ static double copy_sample(int kind, uint8_t *dst, const uint8_t *src, uint64_t s
     return (double)(n * size * 8) / (double)(dt ? dt : 1);
 }
 
+/* The other core's ceilings (COPY_X*): a thread on the device's CPU copies, or
+ * copies with CRC32C, a buffer the host's CPU has just written, as a bulk receiver
+ * finds a sender's bytes (dirty in the other core's cache). It times its copies. */
+struct xcore {
+    const uint8_t *src;
+    uint8_t *dst;
+    uint64_t size;
+    int kind;       /* COPY_XMEMCPY or COPY_XCRC_COPY */
+    uint64_t go;    /* host: copies asked for; XCORE_STOP ends the thread */
+    uint64_t done;  /* thread: copies made */
+    uint64_t ns;    /* thread: time in them since the host reset it */
+    uint32_t sink;
+    int pinned;
+};
+
+#define XCORE_STOP UINT64_MAX
+
+static void *xcore_main(void *arg)
+{
+    struct xcore *x = arg;
+    x->pinned = pin(DEV_CPU);
+    struct ofl_waiter w;
+    ofl_waiter_init(&w, NULL, 0, NULL);
+    for (uint64_t n = 1;; n++) {
+        wait_ge(&x->go, n, &w);
+        if (__atomic_load_n(&x->go, __ATOMIC_ACQUIRE) == XCORE_STOP) break;
+        uint64_t t0 = ofl_now_ns();
+        if (x->kind == COPY_XMEMCPY) {
+            memcpy(x->dst, x->src, x->size);
+            __asm__ __volatile__("" : : "r"(x->dst) : "memory");
+        } else {
+            x->sink ^= ofl_crc32c_copy(0, x->dst, x->src, x->size);
+        }
+        x->ns += ofl_now_ns() - t0;
+        __atomic_store_n(&x->done, n, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+
+/* One sample of the thread's `kind` at `size`: the host writes the pattern of a new
+ * seed (*seed + 1, kept in *seed) into `src` before each copy; Gb/s over the
+ * thread's time in its copies. */
+static double xcore_sample(struct xcore *x, int kind, uint8_t *src, uint64_t size,
+                           uint64_t *seed)
+{
+    struct ofl_waiter w;
+    ofl_waiter_init(&w, NULL, 0, NULL);
+    uint64_t n = inner_count(size);
+    x->kind = kind;
+    x->size = size;
+    x->ns = 0;   /* the thread is waiting for go: it reads ns only after it */
+    for (uint64_t i = 0; i < n; i++) {
+        fill_words(src, size, ++*seed);
+        uint64_t g = x->go + 1;
+        __atomic_store_n(&x->go, g, __ATOMIC_RELEASE);
+        wait_ge(&x->done, g, &w);
+    }
+    return (double)(n * size * 8) / (double)(x->ns ? x->ns : 1);
+}
+
 static int mode_copy(const uint64_t *sizes, int ns, uint64_t reps)
 {
     uint64_t maxs = 0;
     for (int i = 0; i < ns; i++)
         if (sizes[i] > maxs) maxs = sizes[i];
     uint8_t *src = alloc_buf(maxs), *dst = alloc_buf(maxs);
+    uint8_t *xsrc = alloc_buf(maxs), *xdst = alloc_buf(maxs);
     double *v = malloc(reps * sizeof *v);
-    if (!src || !dst || !v) {
+    if (!src || !dst || !xsrc || !xdst || !v) {
         fprintf(stderr, "bench_chan: copy: out of memory\n");
         return 1;
     }
@@ -553,15 +614,26 @@ static int mode_copy(const uint64_t *sizes, int ns, uint64_t reps)
     printf("{");
     print_common("copy", hp, 1);
     printf(", \"reps\": %llu, \"rows\": [", (unsigned long long)reps);
-    static const char *const names[] = {"memcpy_gbps", "pvr_gbps", "crc32c_gbps",
-                                        "crc32c_copy_gbps"};
+    static const char *const names[] = {"memcpy_gbps",     "pvr_gbps",          "crc32c_gbps",
+                                        "crc32c_copy_gbps", "xcore_memcpy_gbps",
+                                        "xcore_crc32c_copy_gbps"};
+    /* The cross-core kinds copy from their own source, which the host rewrites. */
+    struct xcore x = {.src = xsrc, .dst = xdst};
+    pthread_t xt;
+    bool xstarted = (rc = -pthread_create(&xt, NULL, xcore_main, &x)) == 0;
+    if (!xstarted)
+        fprintf(stderr, "bench_chan: copy: pthread_create: %s\n", ofl_strerror(rc));
+    uint64_t seed = 100;
     for (int si = 0; si < ns && rc == 0; si++) {
         printf("%s{\"size\": %llu, \"inner\": %llu", si ? ", " : "",
                (unsigned long long)sizes[si], (unsigned long long)inner_count(sizes[si]));
-        for (int kind = COPY_MEMCPY; kind <= COPY_CRC_COPY && rc == 0; kind++) {
-            copy_sample(kind, dst, src, sizes[si], child, &sink); /* warm-up */
+        for (int kind = COPY_MEMCPY; kind <= COPY_XCRC_COPY && rc == 0; kind++) {
+            bool xc = kind >= COPY_XMEMCPY;
+            if (xc) xcore_sample(&x, kind, xsrc, sizes[si], &seed); /* warm-up */
+            else copy_sample(kind, dst, src, sizes[si], child, &sink);
             for (uint64_t r = 0; r < reps; r++) {
-                v[r] = copy_sample(kind, dst, src, sizes[si], child, &sink);
+                v[r] = xc ? xcore_sample(&x, kind, xsrc, sizes[si], &seed)
+                          : copy_sample(kind, dst, src, sizes[si], child, &sink);
                 if (v[r] < 0) {
                     rc = (int)v[r];
                     fprintf(stderr, "bench_chan: process_vm_readv: %s\n", ofl_strerror(rc));
@@ -574,18 +646,25 @@ static int mode_copy(const uint64_t *sizes, int ns, uint64_t reps)
             print_stats(names[kind], &s);
         }
         printf("}");
-        if (rc == 0 && check_words(dst, sizes[si], 7)) {
+        if (rc == 0 && (check_words(dst, sizes[si], 7) || check_words(xdst, sizes[si], seed))) {
             fprintf(stderr, "bench_chan: copy: wrong bytes at size %llu\n",
                     (unsigned long long)sizes[si]);
             rc = -EIO;
         }
     }
-    printf("], \"crc_sink\": %u}\n", sink);
+    if (xstarted) {
+        __atomic_store_n(&x.go, XCORE_STOP, __ATOMIC_RELEASE);
+        pthread_join(xt, NULL);
+    }
+    printf("], \"crc_sink\": %u, \"xcore_pinned\": %s}\n", sink ^ x.sink,
+           x.pinned ? "true" : "false");
     close(hold[1]);
     waitpid(child, NULL, 0);
     free(v);
     free_buf(src, maxs);
     free_buf(dst, maxs);
+    free_buf(xsrc, maxs);
+    free_buf(xdst, maxs);
     return rc ? 1 : 0;
 }
 
