@@ -13,7 +13,10 @@
  *                          child's buffer (the cross-process copy a device process
  *                          does); CRC32C (ofl_crc32c) over the buffer; copy with
  *                          CRC32C in one pass (ofl_crc32c_copy: what a bulk
- *                          receiver does with every byte it lands).
+ *                          receiver does with every byte it lands); and both copies
+ *                          again by a thread on the device's CPU, of bytes a thread
+ *                          on the host's CPU has just written before each copy
+ *                          (xcore_*: where a bulk receiver finds a sender's bytes).
  *   lat BATCHES PER BULKSIZES
  *                          channel latency, NFComms' method (its Table 2): BATCHES
  *                          timed batches of PER synchronous messages, after one
