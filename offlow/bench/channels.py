@@ -24,8 +24,9 @@ channel region (chan.h). It measures, one mode per invocation:
   a device process makes, and CRC32C, the end-to-end check: both explain the gap to
   memcpy); and the receiving core's ceiling: a thread on the device's CPU copying
   (memcpy, and copy+CRC32C in one pass) bytes a thread on the host's CPU has just
-  written, as a bulk receiver finds a sender's bytes. One transfer cannot beat its
-  copy+CRC32C rate, whatever the protocol.
+  written, as a bulk receiver finds a sender's bytes. A transfer whose receiver lands
+  and checks every byte on one thread cannot beat its copy+CRC32C rate, whatever
+  the protocol.
 
 The peer: UCX's ucx_perftest (Debian ucx-utils; the setup step installs it as root
 when missing) over shared memory (UCX_TLS=sm,self), server pinned to CPU 1 and client
@@ -628,7 +629,7 @@ def format_report(res: dict, rat: dict) -> str:
         if bound:
             out.append(f"  {what}" + ", ".join(bound))
     out.append("  (copy+CRC32C is a bulk receiver's work per byte, landing and checking it "
-               "in one pass; x-core, the most one transfer can reach)")
+               "in one pass; x-core: the most a transfer landed by one thread can reach)")
     # Ratios.
     out += ["", "ratios: bulk / memcpy (median over repetitions of the transfer's rate over a "
             "memcpy of the same bytes timed just before it, in the host process)"
