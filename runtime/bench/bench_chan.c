@@ -539,6 +539,7 @@ static void *xcore_main(void *arg)
 {
     struct xcore *x = arg;
     x->pinned = pin(DEV_CPU);
+    /* No peers and no abort word: the waits below cannot fail. */
     struct ofl_waiter w;
     ofl_waiter_init(&w, NULL, 0, NULL);
     for (uint64_t n = 1;; n++) {
@@ -564,7 +565,7 @@ static double xcore_sample(struct xcore *x, int kind, uint8_t *src, uint64_t siz
                            uint64_t *seed)
 {
     struct ofl_waiter w;
-    ofl_waiter_init(&w, NULL, 0, NULL);
+    ofl_waiter_init(&w, NULL, 0, NULL);   /* as in xcore_main: cannot fail */
     uint64_t n = inner_count(size);
     x->kind = kind;
     x->size = size;
