@@ -3,19 +3,22 @@
  *
  * A -> B (direction 0)               B -> A (direction 1)
  *   A posts CHUNK 0..n-1, each with    B posts BEGIN(total).
- *     its SG entries in the SG area,   A takes it, compares sizes (-EMSGSIZE) and
- *     the running CRC32C of the          accepts by publishing the transfer id,
- *     bytes so far and the total.        then posts CHUNK 0..n-1 describing its
- *   B takes CHUNK 0, compares sizes    destination pages.
- *     (-EMSGSIZE), copies each chunk,  B takes each chunk, writes its bytes into
- *     checks the CRC over the bytes      A's pages (or stages them), and acks it
- *     that landed (-EBADMSG) and acks    with the running CRC of what it sent.
- *     it in its status line.           A verifies each acked chunk over the bytes
- *                                        that landed and publishes its count; B's
- *                                        send ends when A verified every chunk.
- * A keeps the line busy: while B copies chunk n, chunk n+1 is posted (and its CRC
- * computed). A side that gives up publishes its error in its status line with the
- * transfer id; the peer sees it at its next step. Before side A returns from a
+ *     its SG entries in the SG area    A takes it, compares sizes (-EMSGSIZE) and
+ *     and the total; after posting a     accepts by publishing the transfer id,
+ *     chunk it computes the running      then posts CHUNK 0..n-1 describing its
+ *     CRC32C through it and publishes    destination pages.
+ *     it in its status line.           B takes each chunk, writes its bytes into
+ *   B takes CHUNK 0, compares sizes      A's pages (or stages them), and acks it
+ *     (-EMSGSIZE), copies each chunk     with the running CRC of what it sent.
+ *     with the CRC of the bytes that   A verifies each acked chunk over the bytes
+ *     landed, checks it against A's      that landed and publishes its count; B's
+ *     once A's is out (-EBADMSG) and     send ends when A verified every chunk.
+ *     acks it in its status line.
+ * A keeps the line busy: while B copies chunk n, chunk n+1 is posted, and A's CRC of
+ * chunk n runs beside B's copy of it, so neither waits for the other's pass over
+ * the bytes (up to 4 chunks in flight: the CRC slots). A side that gives up
+ * publishes its error in its status line with the transfer id; the peer sees it
+ * at its next step. Before side A returns from a
  * failed transfer it waits until B no longer copies A's memory (`copying`, with a
  * seq_cst store-then-load on both sides, so one of them always sees the other).
  *
@@ -275,10 +278,11 @@ static int chunk_kind(const struct ofl_chan_end *e, const struct chan_bulk *op)
     return op->mem ? CHUNK_MEM : bounce;
 }
 
-/* The next chunk (`kind` from chunk_kind): page-granular entries of our buffer
- * from next_off, at most K of them and `cap` bytes, as addresses or (CHUNK_MEM)
- * offsets into our registered memory; sending, its running CRC (copied into the
- * ring first when staged). */
+/* The next chunk (`kind` from chunk_kind): entries of our buffer from next_off,
+ * each up to the next segment boundary (CHAN_SEG), at most K of them and `cap`
+ * bytes, as addresses or (CHUNK_MEM) offsets into our registered memory. A staged
+ * chunk is copied into the ring with its running CRC; any other chunk's CRC is
+ * computed after it is posted (crc_posted). */
 static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, int kind)
 {
     bool staged = kind == CHUNK_STAGED;
@@ -288,7 +292,7 @@ static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, 
     if (k < 1 || k > OFL_CHAN_SG_MAX) k = OFL_CHAN_SG_DEFAULT;
     while (n < k && bytes < left && bytes < cap) {
         uintptr_t a = (uintptr_t)(op->buf + off + bytes);
-        uint64_t l = CHAN_PAGE - (a & (CHAN_PAGE - 1));
+        uint64_t l = CHAN_SEG - (a & (CHAN_SEG - 1));
         if (l > left - bytes) l = left - bytes;
         if (l > cap - bytes) l = cap - bytes;
         op->ents[n].addr = a - rebase;
@@ -305,12 +309,22 @@ static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, 
     op->next.nent = (uint16_t)n;
     op->next.flags = (uint16_t)kind;
     op->next_nent = n;
-    if (op->role == BULK_SEND) {
-        const uint8_t *src = op->buf + off;
-        op->next.crc = staged ? ring_put(e, off, src, (uint32_t)bytes, op->crc)
-                              : ofl_crc32c(op->crc, src, bytes);
-    }
+    if (op->role == BULK_SEND && staged)
+        op->next_crc = ring_put(e, off, op->buf + off, (uint32_t)bytes, op->crc);
     op->prepared = 1;
+}
+
+/* A sending: publish the running CRC through chunk `crced` (B checks the bytes that
+ * landed against it) and count it in our status line. */
+static void crc_publish(struct ofl_chan_end *e, struct chan_bulk *op, uint32_t crc)
+{
+    struct chan_bulk_st *st = &side_mine(e)->st[0];
+    uint32_t w = op->crced % 4;
+    op->fl_crc0[w] = op->crc;
+    op->crc = crc;
+    STORE(&st->crc[w], crc, RELAXED);
+    op->crced++;
+    STORE(&st->prog, prog_make(op->xfer, 0, op->crced), RELEASE);
 }
 
 static void post_chunk(struct ofl_chan_end *e, struct chan_bulk *op)
@@ -319,14 +333,25 @@ static void post_chunk(struct ofl_chan_end *e, struct chan_bulk *op)
     uint32_t w = op->posted % 4;
     op->fl_off[w] = op->next.offset;
     op->fl_bytes[w] = op->next.bytes;
-    op->fl_crc0[w] = op->crc;
     op->fl_staged[w] = (uint8_t)(op->next.flags & CHUNK_STAGED);
     chan_line_post(e, KIND_CHUNK, &op->next, sizeof op->next);
     op->line_ours = 1;
-    if (op->role == BULK_SEND) op->crc = op->next.crc;
     op->posted++;
     op->next_off += op->next.bytes;
     op->prepared = 0;
+    /* A staged chunk's CRC is known (computed while staging it): publish it now. */
+    if (op->role == BULK_SEND && op->fl_staged[w]) crc_publish(e, op, op->next_crc);
+}
+
+/* A sending: the CRC of the oldest posted chunk whose CRC is not out yet. It runs
+ * after the post, while B copies the chunk (B checks it when the CRC arrives), so
+ * B never waits for our CRC before it can start copying. */
+static bool crc_posted(struct ofl_chan_end *e, struct chan_bulk *op)
+{
+    if (op->crced == op->posted) return false;
+    uint32_t w = op->crced % 4;
+    crc_publish(e, op, ofl_crc32c(op->crc, op->buf + op->fl_off[w], op->fl_bytes[w]));
+    return true;
 }
 
 static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
@@ -357,15 +382,20 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
         uint32_t w = (op->posted - 1) % 4;
         op->posted--;
         op->next_off = op->fl_off[w];
-        op->crc = op->fl_crc0[w];
+        if (op->crced > op->posted) {   /* its CRC is out: the same bytes, the same CRC */
+            op->crced = op->posted;
+            op->crc = op->fl_crc0[w];
+        }
         op->prepared = 0;
         op->line_ours = 0;
         progress = STEP_PROGRESS;
     }
+    /* B checks chunk c against our CRC at [c % 4]: post chunk c only once chunk
+     * c - 4 is acknowledged. A staged chunk's CRC continues the previous one's. */
     int kind = op->prepared || !more_chunks(op) ? 0 : chunk_kind(e, op);
-    if (!op->prepared && more_chunks(op) && kind >= 0) {
+    if (!op->prepared && more_chunks(op) && kind >= 0 && op->posted < op->acked + 4) {
         bool staged = kind == CHUNK_STAGED;
-        if (!staged || ring_room(e, op)) {
+        if (!staged || (ring_room(e, op) && op->crced == op->posted)) {
             prepare(e, op, staged ? OFL_CHAN_STAGE_SLOT : UINT64_MAX, kind);
             progress = STEP_PROGRESS;
         }
@@ -374,6 +404,8 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
         post_chunk(e, op);
         progress = STEP_PROGRESS;
     }
+    /* One chunk's CRC per step, so a chunk ready to post waits for one CRC at most. */
+    if (crc_posted(e, op)) progress = STEP_PROGRESS;
     return progress;
 }
 
@@ -705,16 +737,45 @@ static int copy_in(struct ofl_chan_end *e, struct chan_bulk *op, const struct ch
     return rc;
 }
 
+/* B receiving: check the chunks that landed against the CRCs A has published
+ * (A computes each after posting the chunk) and acknowledge them. Returns 1 when
+ * some were checked, 0 when none could be, or -EBADMSG. */
+static int check_landed(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t ap)
+{
+    const struct chan_side *a = side_peer(e);
+    /* another transfer's count, or A gave up (its count is then not CRCs: the
+     * caller's next look at A's status sees the error) */
+    if (prog_xfer(ap) != op->xfer || prog_err(ap)) return 0;
+    uint32_t have = prog_count(ap);
+    uint32_t v0 = op->verified;
+    for (; op->verified < op->index && op->verified < have; op->verified++) {
+        uint32_t w = op->verified % 4;
+        if (op->got_crc[w] != LOAD(&a->st[0].crc[w], RELAXED)) return -EBADMSG;
+    }
+    if (op->verified == v0) return 0;
+    uint64_t end = op->got_end[(op->verified - 1) % 4];
+    publish(e, op, 0, op->verified, end);
+    set_progress(e, end, op->len, op->verified, 0);
+    return 1;
+}
+
 static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
 {
     const struct chan_side *a = side_peer(e);
+    int progress = STEP_IDLE;
     if (op->phase == PH_RUN) {
         uint64_t ap = LOAD(&a->st[0].prog, ACQUIRE);
-        if (prog_xfer(ap) == op->xfer && prog_err(ap)) return fail(e, op, peer_err(prog_err(ap)));
+        if (prog_xfer(ap) == op->xfer) {
+            if (prog_err(ap)) return fail(e, op, peer_err(prog_err(ap)));
+            int rc = check_landed(e, op, ap);
+            if (rc < 0) return fail(e, op, rc);
+            if (rc) progress = STEP_PROGRESS;
+        }
+        if (op->verified == op->index && op->done == op->len) return finish(e, op);
     }
     uint64_t ph;
     uint32_t ack;
-    if (!chan_line_peek(e, &ph, &ack)) return STEP_IDLE;
+    if (!chan_line_peek(e, &ph, &ack)) return progress;
     struct chan_chunk_msg m;
     if (read_chunk(e, op, ph, &m) < 0)
         return op->phase == PH_WAIT ? unstarted(e, op, -EPROTO) : fail(e, op, -EPROTO);
@@ -722,9 +783,9 @@ static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
     if (!(m.flags & CHUNK_STAGED) && !pick_path(e, op, m.flags, true)) {
         struct chan_side *s = side_mine(e);
         __atomic_fetch_or(&s->flags, SIDE_WANT_BOUNCE, __ATOMIC_RELEASE);
-        return STEP_IDLE;
+        return progress;
     }
-    if (!chan_line_take_ack(e, ph, ack, &m)) return STEP_IDLE;
+    if (!chan_line_take_ack(e, ph, ack, &m)) return progress;
     if (op->phase == PH_WAIT) {
         if (m.index != 0) return STEP_PROGRESS;   /* left from a transfer given up */
         op->xfer = m.xfer;
@@ -734,7 +795,8 @@ static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
         }
         op->phase = PH_RUN;
         publish(e, op, 0, 0, 0);
-    } else if (m.xfer != op->xfer || m.index != op->index) {
+    } else if (m.xfer != op->xfer || m.index != op->index || m.index >= op->verified + 4) {
+        /* out of order, or a fifth chunk before the first of four was acknowledged */
         return fail(e, op, -EPROTO);
     }
     int rc = check_chunk(op, &m, false);
@@ -745,15 +807,19 @@ static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
     uint32_t crc = 0;
     rc = copy_in(e, op, &m, path, &crc);
     if (rc < 0) return fail(e, op, rc);
-    if (crc != m.crc) return fail(e, op, -EBADMSG);
+    /* Checked when A's CRC of the chunk is out (check_landed): A computes it while
+     * we copy. Delivered only once every chunk checked. */
     op->crc = crc;
+    op->got_crc[m.index % 4] = crc;
+    op->got_end[m.index % 4] = m.offset + m.bytes;
     op->done += m.bytes;
     op->index++;
     STORE(&side_mine(e)->st[0].path[m.index % 4], (uint8_t)path, RELAXED);
-    publish(e, op, 0, op->index, op->done);
     count_path(e, path, m.bytes);
-    set_progress(e, op->done, op->len, op->index, 0);
-    return op->done == op->len ? finish(e, op) : STEP_PROGRESS;
+    rc = check_landed(e, op, LOAD(&a->st[0].prog, ACQUIRE));
+    if (rc < 0) return fail(e, op, rc);
+    if (op->verified == op->index && op->done == op->len) return finish(e, op);
+    return STEP_PROGRESS;
 }
 
 /* B sending: put the chunk's bytes into A's pages (or stage them); *crc gets the

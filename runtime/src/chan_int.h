@@ -38,9 +38,15 @@
 #include "offlow/wait.h"
 
 #define CHAN_MAGIC 0x314e4148434c464full /* "OFLCHAN1" little-endian */
-#define CHAN_VERSION 2u
+#define CHAN_VERSION 3u
 #define CHAN_MAX_CHANNELS (1u << 20)
 #define CHAN_PAGE 4096u
+/* An SG entry covers at most one segment: the pages of the buffer up to the next
+ * 16 KB boundary (contiguous pages merged, as a Linux scatterlist entry merges
+ * them), so K = 6 entries describe up to 96 KB. Larger chunks amortize each chunk's
+ * hand-off; the sender's CRC runs beside the copy (see chan_bulk.c), so they cost
+ * no pipeline fill. */
+#define CHAN_SEG (4u * CHAN_PAGE)
 
 /* ---- line header word: seq:24 | ack:24 | len:8 | kind:8 ---- */
 #define SEQ_MASK 0xFFFFFFu
@@ -83,7 +89,8 @@ struct chan_bulk_st {
     uint64_t outstanding;          /* bytes still to move */
     uint64_t expected;             /* on -EMSGSIZE: the size this side expected */
     uint64_t copying;              /* B: xfer << 32 | chunk + 1 while it copies A's memory */
-    uint32_t crc[4];               /* B sending: running CRC32C after chunk c at [c % 4] */
+    uint32_t crc[4];               /* the sender: running CRC32C after chunk c at [c % 4]
+                                      (A sending: published for chunks 0..count-1) */
     uint8_t path[4];               /* B: OFL_CHAN_PATH_* of chunk c at [c % 4] */
     uint8_t pad_[128 - 60];        /* the next hot line 128 bytes on */
 };
@@ -171,11 +178,9 @@ struct chan_chunk_msg {
     uint64_t total;            /* bytes in the whole transfer */
     uint64_t offset;           /* where this chunk starts in the transfer */
     uint32_t bytes;            /* bytes in this chunk (<= OFL_CHAN_STAGE_SLOT) */
-    uint32_t crc;              /* A sending: running CRC32C up to this chunk's end */
     uint16_t nent;             /* entries in the SG area */
     uint16_t flags;            /* CHUNK_STAGED: the bytes are in the staging ring at
                                   offset % ring size (wrapping around its end) */
-    uint32_t pad_;
 };
 _Static_assert(sizeof(struct chan_chunk_msg) <= OFL_CHAN_MSG_MAX, "chunk message fits");
 
@@ -418,17 +423,20 @@ struct chan_bulk {
     uint8_t *buf;
     uint64_t len;
     uint32_t xfer;
-    uint32_t crc;              /* running CRC: sent (A), landed (receiver), source (B) */
+    uint32_t crc;              /* running CRC: sent (A: through chunk `crced` - 1),
+                                  landed (receiver), source (B) */
     int refuse;                /* manager: refuse the transfer (-EMSGSIZE) */
     const struct ofl_chan_mem *mem;   /* A: registered memory holding buf, or NULL */
     /* A: chunks posted, chunks acknowledged (sending) or verified (receiving),
      * bytes described so far, the chunks in flight (index % 4) */
     uint32_t posted, acked;
+    uint32_t crced;            /* A sending: chunks whose CRC it has published */
     uint64_t acked_bytes;      /* A: bytes of the chunks acknowledged or verified */
     uint64_t next_off;
     uint64_t fl_off[4];
     uint32_t fl_bytes[4];
     uint32_t fl_crc0[4];       /* running CRC before the chunk (to re-post it staged) */
+    uint32_t next_crc;         /* a staged next chunk: the running CRC through it */
     uint8_t fl_staged[4];
     int line_ours;             /* our line holds a message of this transfer */
     /* A: the next chunk, prepared while the line is busy */
@@ -438,6 +446,11 @@ struct chan_bulk {
     /* B: next chunk index expected, bytes done */
     uint32_t index;
     uint64_t done;
+    /* B receiving: chunks checked against A's CRCs; for each chunk landed and not yet
+     * checked (index % 4), the running CRC of what landed and its end offset */
+    uint32_t verified;
+    uint32_t got_crc[4];
+    uint64_t got_end[4];
     /* liveness for callers without a chan_wait (the manager) */
     uint32_t peer_gen;
     pid_t peer_pid;

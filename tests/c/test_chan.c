@@ -959,9 +959,12 @@ static void test_sg_runs(void)
     sg[1] = (struct chan_sg){(uint64_t)(uintptr_t)src, 1000};
     sg[2] = (struct chan_sg){(uint64_t)(uintptr_t)(src + 1000), PAGE - 1000};
     struct chan_chunk_msg m = {.xfer = 2, .index = 0, .total = 2 * PAGE, .offset = 0,
-                               .bytes = 2 * PAGE, .crc = ofl_crc32c(0, want, 2 * PAGE),
-                               .nent = 3, .flags = 0};
+                               .bytes = 2 * PAGE, .nent = 3, .flags = 0};
     chan_line_post(&a, KIND_CHUNK, &m, sizeof m);
+    /* the chunk's CRC, published in A's status line as A does after posting it */
+    struct chan_bulk_st *ast = &side_mine(&a)->st[0];
+    ast->crc[0] = ofl_crc32c(0, want, 2 * PAGE);
+    __atomic_store_n(&ast->prog, prog_make(2, 0, 1), __ATOMIC_RELEASE);
     CHECK(ofl_chan_bulk_recv(&b, dst, 2 * PAGE, 1000000000ull) == 0, "out-of-order entries received");
     CHECK(memcmp(dst, want, 2 * PAGE) == 0, "the runs land in list order");
     struct ofl_chan_stats st;
@@ -1140,6 +1143,12 @@ static void test_bulk_local(void)
     ofl_chan_inject_corruption(&b, 70000);
     rc = local_bulk(&a, &b, 100000, 100000, 2, &src_rc);
     CHECK(rc == -EBADMSG && src_rc == -EBADMSG, "one process A->B corrupted: %d / %d", rc, src_rc);
+    /* B checks a chunk once A's CRC of it is out (A computes it after posting): a
+     * bad last byte still fails both sides rather than completing the transfer. */
+    ofl_chan_inject_corruption(&b, 99999);
+    rc = local_bulk(&a, &b, 100000, 100000, 4, &src_rc);
+    CHECK(rc == -EBADMSG && src_rc == -EBADMSG, "one process A->B last byte corrupted: %d / %d",
+          rc, src_rc);
     ofl_chan_inject_corruption(&a, 0);
     rc = local_bulk(&b, &a, 100000, 100000, 2, &src_rc);
     CHECK(rc == -EBADMSG && src_rc == -EBADMSG, "one process B->A corrupted: %d / %d", rc, src_rc);

@@ -19,10 +19,12 @@
  * copy when A's buffer is registered memory (ofl_chan_mem below), else a bounce
  * through the channel's staging ring in the region, or process_vm_readv/writev of
  * A's pages when an end asks for it: ofl_chan_set_copy) and acknowledges each chunk
- * with bytes done, bytes outstanding and a status. While B copies chunk n, A prepares and posts chunk n+1. The receiver
+ * with bytes done, bytes outstanding and a status. An entry covers contiguous pages
+ * up to a 16 KB boundary. While B copies chunk n, A posts chunk n+1. The receiver
  * posts its buffer with the size it expects: a different size fails on both sides
- * with -EMSGSIZE. A CRC32C over the payload is computed by the sender and checked by
- * the receiver over the bytes that landed: a mismatch fails on both sides with
+ * with -EMSGSIZE. A CRC32C over the payload is computed by the sender (sending A:
+ * beside B's copy of each chunk) and checked by the receiver over the bytes that
+ * landed, before the chunk is acknowledged: a mismatch fails on both sides with
  * -EBADMSG. One bulk transfer runs on a channel at a time.
  *
  * Progress: blocking calls make progress on their own thread (bounded spin, then
