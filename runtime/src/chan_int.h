@@ -291,9 +291,9 @@ static inline void chan_ack_publish_lazy(struct ofl_chan_end *e)
     uint32_t c = __atomic_load_n(claim_mine(e), __ATOMIC_ACQUIRE) & SEQ_MASK;
     if (h_ack(__atomic_load_n(&e->tx_hdr, __ATOMIC_RELAXED)) != c) chan_ack_publish(e);
 }
-/* Post `len` bytes of kind `kind` (our previous message must be resolved). The CAS
- * expects the header we last wrote (a failure reloads it: the peer withdrew, or our
- * receive thread published an ack). */
+/* Post `len` bytes of kind `kind` (our previous message must be resolved; the
+ * caller holds the sending role). The CAS expects the header we last wrote (a
+ * failure reloads it: the peer withdrew, or our receive thread published an ack). */
 static inline void chan_line_post(struct ofl_chan_end *e, unsigned kind, const void *msg,
                                   size_t len)
 {
@@ -308,6 +308,7 @@ static inline void chan_line_post(struct ofl_chan_end *e, unsigned kind, const v
         if (__atomic_compare_exchange_n(&l->hdr, &h, nh, false, __ATOMIC_ACQ_REL,
                                         __ATOMIC_ACQUIRE)) {
             __atomic_store_n(&e->tx_hdr, nh, __ATOMIC_RELAXED);
+            __atomic_store_n(&e->tx_seq, h_seq(nh), __ATOMIC_RELAXED);
             return;
         }
     }

@@ -142,6 +142,10 @@ struct ofl_chan_end {
     /* What this end last wrote to its line (hints that spare the message path loads
      * of shared lines; a stale hint costs a retry, never a wrong answer; atomic) */
     uint64_t tx_hdr;          /* our header as we last wrote it */
+    uint32_t tx_seq;          /* sequence number of our last message (written and
+                                 read by the sending role only, so never stale
+                                 there, unlike tx_hdr, which a receiving thread's
+                                 acknowledgement also rewrites) */
     uint32_t tx_done;         /* sequence number of our last message known taken */
     uint32_t cookie;          /* identifies this struct to a peer in the same process */
     uint32_t stage_size;      /* bytes of the staging ring (a power of two) */
