@@ -10,8 +10,9 @@ channel region (chan.h). It measures, one mode per invocation:
   time per message = batch time / PER, timed on the sending side (a send returns once
   the receiver has taken the message, so the acknowledgement's way back is included);
   min, max, avg, std over the batches. Rows: direct 56 B messages host->device and
-  device->host, the direct round trip (send + reply, timed on the host), and small
-  bulk transfers (64 B, 4 KB) both ways;
+  device->host, the direct round trip (the host's send and receive; the device
+  receives and replies with ofl_chan_post, as a handler's REPLY does; timed on the
+  host), and small bulk transfers (64 B, 4 KB) both ways;
 - bulk throughput from 4 KB to 20 MB, one transfer and K = 8 concurrent transfers on
   8 channels (8 host threads; on the device 8 threads, or for host->device also one
   channel-manager thread serving all 8), mean +- std over the repetitions, every

@@ -25,7 +25,9 @@
  *                          returns once the receiver has taken the message, so it
  *                          includes the acknowledgement's way back). Rows: direct
  *                          56 B host->device and device->host, direct round trip
- *                          (send + reply, timed on the host; before each of its
+ *                          (the host's send and receive, the device's receive and
+ *                          its reply posted as a handler's REPLY is, with
+ *                          ofl_chan_post; timed on the host; before each of its
  *                          batches both processes run a batch of the cache-line
  *                          ping-pong above: the paired ceiling), and bulk transfers
  *                          of each BULKSIZES size in both directions. Direct
@@ -745,6 +747,24 @@ static uint64_t direct_check(const struct lat_row *r, int host, uint64_t seq, ui
     return bad;
 }
 
+/* The device's reply in a round trip, posted as a channel handler's REPLY posts it
+ * (ofl_chan_post: it carries the acknowledgement of the request; the host takes it
+ * with its receive). -ENOBUFS only while the host has not taken the previous reply:
+ * retried, for TMO_NS at most. */
+static int reply_post(struct ofl_chan_end *e, const uint8_t *out)
+{
+    uint64_t deadline = 0;
+    for (uint32_t n = 1;; n++) {
+        int rc = ofl_chan_post(e, out, DIRECT_LEN);
+        if (rc != -ENOBUFS) return rc;
+        ofl_cpu_relax();
+        if (n % 1024) continue;
+        uint64_t now = ofl_now_ns();
+        if (!deadline) deadline = now + TMO_NS;
+        if (now >= deadline) return -ETIMEDOUT;
+    }
+}
+
 /* Message k of a direct batch as seen by this process: send out, receive into in,
  * or both for a round trip. A received length other than DIRECT_LEN counts in *bad. */
 static int direct_step(struct ofl_chan_end *e, const struct lat_row *r, int host,
@@ -760,8 +780,7 @@ static int direct_step(struct ofl_chan_end *e, const struct lat_row *r, int host
         if ((rc = ofl_chan_recv(e, in, DIRECT_LEN, TMO_NS)) < 0) return rc;
         *bad += rc != DIRECT_LEN;
     }
-    if (r->kind == LAT_RTT && !host && (rc = ofl_chan_send(e, out, DIRECT_LEN, TMO_NS)) < 0)
-        return rc;
+    if (r->kind == LAT_RTT && !host) return reply_post(e, out);
     return 0;
 }
 
