@@ -334,13 +334,16 @@ static void post_chunk(struct ofl_chan_end *e, struct chan_bulk *op)
     op->fl_off[w] = op->next.offset;
     op->fl_bytes[w] = op->next.bytes;
     op->fl_staged[w] = (uint8_t)(op->next.flags & CHUNK_STAGED);
+    /* A staged chunk's CRC is known (computed while staging it): out before the
+     * chunk, so B never checks it against the slot's previous value. That matters
+     * for a chunk withdrawn and posted again staged: its CRC may be out already,
+     * for the longer unstaged chunk it replaces. */
+    if (op->role == BULK_SEND && op->fl_staged[w]) crc_publish(e, op, op->next_crc);
     chan_line_post(e, KIND_CHUNK, &op->next, sizeof op->next);
     op->line_ours = 1;
     op->posted++;
     op->next_off += op->next.bytes;
     op->prepared = 0;
-    /* A staged chunk's CRC is known (computed while staging it): publish it now. */
-    if (op->role == BULK_SEND && op->fl_staged[w]) crc_publish(e, op, op->next_crc);
 }
 
 /* A sending: the CRC of the oldest posted chunk whose CRC is not out yet. It runs
@@ -382,7 +385,7 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
         uint32_t w = (op->posted - 1) % 4;
         op->posted--;
         op->next_off = op->fl_off[w];
-        if (op->crced > op->posted) {   /* its CRC is out: the same bytes, the same CRC */
+        if (op->crced > op->posted) {   /* its CRC is out: taken back with it */
             op->crced = op->posted;
             op->crc = op->fl_crc0[w];
         }
