@@ -945,6 +945,17 @@ static void test_bulk_mem(void)
     CHECK(m.addr == NULL && m.fd == -1, "freed registered memory is emptied");
 }
 
+/* End a test that played side A by hand (its bulk buffer set directly): forget
+ * the buffer, close both ends and free the region. */
+static void hand_pair_close(struct region *r, struct ofl_chan_end *a, struct ofl_chan_end *b)
+{
+    a->bulk_buf = NULL;
+    a->bulk_len = 0;
+    ofl_chan_close(a);
+    ofl_chan_close(b);
+    region_free(r);
+}
+
 /* Side B's mapping of a peer's registered memory refuses what it must: a
  * descriptor whose inode is another file's (a reused fd number), a file that may
  * shrink, a bad fd; it keeps a good mapping and drops it at close. */
@@ -981,14 +992,10 @@ static void test_sg_runs(void)
     struct ofl_chan_stats st;
     ofl_chan_get_stats(&b, &st);
     CHECK(st.bytes_memcpy == 2 * PAGE && st.chunks == 1, "one chunk by memcpy");
-    a.bulk_buf = NULL;
-    a.bulk_len = 0;
-    ofl_chan_close(&a);
-    ofl_chan_close(&b);
+    hand_pair_close(&r, &a, &b);
     free(src);
     free(dst);
     free(want);
-    region_free(&r);
 }
 
 static void test_mem_mapping(void)
@@ -1155,13 +1162,9 @@ static void test_chunk_window(void)
     CHECK(taken == N && t.rc == -EPROTO && prog_err(bp) == -EPROTO && prog_count(bp) == 4,
           "a fifth chunk before the first is acknowledged: -EPROTO (%u taken, %s, count %u)",
           taken, ofl_strerror(t.rc), prog_count(bp));
-    a.bulk_buf = NULL;
-    a.bulk_len = 0;
-    ofl_chan_close(&a);
-    ofl_chan_close(&b);
+    hand_pair_close(&r, &a, &b);
     free(src);
     free(dst);
-    region_free(&r);
 }
 
 static void test_bulk_local(void)
