@@ -150,7 +150,11 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
     names = [v["name"] for v in rat["verdicts"]]
     assert any("ping-pong" in n for n in names)
     assert sum("/ memcpy" in n for n in names) == len(res["tput"])
+    xceil = {c["size"]: c["xcore_crc32c_copy_gbps"]["mean"] / c["memcpy_gbps"]["mean"]
+             for c in res["copy"]["rows"]}
     for v in rat["verdicts"]:
+        if "/ memcpy" in v["name"]:  # each bulk target beside the ceiling at its size
+            assert v["ceiling"] == pytest.approx(xceil[v["size"]])
         if v["met"] is not None:
             ok = v["value"] <= v["target"] if v["at_most"] else v["value"] >= v["target"]
             assert v["met"] == ok
@@ -205,6 +209,10 @@ def test_verdicts_say_met_or_missed() -> None:
     v = {"name": "y", "value": 0.5, "size": 1 << 20, "target": 0.8, "at_most": False,
          "met": False}
     assert channels.verdict_line(v).endswith("0.50x at 1M: MISSED")
+    v["ceiling"] = 0.63
+    assert channels.verdict_line(v).endswith(
+        "0.50x at 1M (one receiving thread's ceiling there, copy+CRC32C x-core / memcpy, "
+        "means: 0.63x): MISSED")
     v = {"name": "z", "value": None, "target": 1.0, "at_most": True, "met": None,
          "why": "no UCX"}
     assert "NOT JUDGED (no UCX)" in channels.verdict_line(v)
