@@ -45,7 +45,7 @@ Ratios and targets (reported, never enforced): direct round trip <= 1.5x the
 cache-line ping-pong; bulk throughput >= 0.8x memcpy at >= 1 MB; round trip and bulk
 throughput (>= 1 MB, one transfer) at least as good as UCX (ratios of medians).
 Each bulk / memcpy verdict also carries the receiving core's ceiling at its size
-(copy+CRC32C from the other core's bytes, over memcpy, same run).
+(copy+CRC32C from the other core's bytes, over the copy sweep's memcpy, same run).
 """
 
 from __future__ import annotations
