@@ -61,9 +61,9 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
     elements: dict[str, dict[str, int]] = {}
     for c in cores:
         for el, v in c.get("elements", {}).items():
-            acc = elements.setdefault(el, {"in": 0, "drop": 0})
-            acc["in"] += v["in"]
-            acc["drop"] += v["drop"]
+            acc = elements.setdefault(el, {"in": 0, "drop": 0, "consumed": 0})
+            for k in acc:
+                acc[k] += v.get(k, 0)
     tables = {k: v for dev in stats.values() for k, v in dev.get("tables", {}).items()}
     sinks = {k: v for dev in stats.values() for k, v in dev.get("sinks", {}).items()}
     sources = {}
@@ -105,10 +105,11 @@ def format_summary(s: dict[str, Any]) -> str:
                            str(q["doorbells"]), str(q["full_waits"]),
                            f"{q['occupancy_avg']:.1f}/{q['occupancy_max']}"])
         parts.append(_table(q_rows))
-    drops = [(el, v["drop"], v["in"]) for el, v in s["elements"].items() if v["drop"]]
-    if drops:
-        parts.append(_table([["element", "dropped", "of"]]
-                            + [[el, str(d), str(i)] for el, d, i in drops]))
+    ended = [(el, v) for el, v in s["elements"].items() if v["drop"] or v.get("consumed")]
+    if ended:  # packets that went no further: dropped, or consumed on purpose (CONSUME)
+        parts.append(_table([["element", "dropped", "consumed", "of"]]
+                            + [[el, str(v["drop"]), str(v.get("consumed", 0)), str(v["in"])]
+                               for el, v in ended]))
     for name, values in s["tables"].items():
         nz = [f"[{i}]={v}" for i, v in enumerate(values) if v]
         parts.append(f"table {name}: " + (" ".join(nz) if nz else "all zero"))

@@ -91,6 +91,19 @@ def test_element_in_two_segments_is_an_error() -> None:
         p.to_ir()
 
 
+def test_element_with_more_outputs_than_the_mask_has_bits_is_an_error() -> None:
+    class Wide(Element):
+        outputs = tuple(Port(f"o{k}") for k in range(31))
+
+    p = Program("x")
+    src, w, out = Source("src"), Wide("w"), Sink("out")
+    src >> w
+    w["o0"] >> out
+    p.segment("s", [src, w, out])
+    with pytest.raises(OfflowError, match=r"`w` \(Wide\) has 31 outputs; at most 30"):
+        p.to_ir()
+
+
 def test_wired_element_outside_every_segment_is_an_error() -> None:
     p = Program("x")
     src, a, out = Source("src"), Pass("a"), Sink("out")

@@ -19,7 +19,7 @@ import pytest
 
 from offlow.build import build
 from offlow.cli import load_program
-from offlow.report import summarize
+from offlow.report import format_summary, summarize
 from offlow.runner import Run, RunOptions
 from tests.e2e import ROOT, read_frames, run_example
 from tests.test_kvs_program import DELETE, GET, REQUESTS, SET, binary, datagram
@@ -189,16 +189,26 @@ def test_concurrent_clients_see_the_latest_completed_write(policy: str) -> None:
     history = [op for h in histories for op in h]
     assert len(history) > 2000, "most requests must be answered"
     assert check_history(history) > 1000
-    hits, misses, made = paths(summarize(b.graph, res.stats)["elements"])
+    summary = summarize(b.graph, res.stats)
+    el = summary["elements"]
+    hits, misses, made = paths(el)
     assert hits > 0 and misses > 0
-    # Write-back: the tiny cache evicted written entries, which went to the store.
+    # Write-back: the tiny cache evicted written entries, which went to the store, and
+    # the update element consumed the store's answer to each (not counted as drops).
     assert (made > 0) == (policy == "write_back")
+    assert el["cache_update"]["consumed"] == made
+    assert el["cache_update"]["drop"] == 0
+    # offlow run's table of packets that went no further shows them as consumed.
+    rows = [ln.split() for ln in format_summary(summary).splitlines()]
+    want = ["cache_update", "0", str(made), str(el["cache_update"]["in"])]
+    assert (want in rows) == (policy == "write_back")
 
 
 def paths(el: dict[str, dict[str, int]]) -> tuple[int, int, int]:
     """Requests answered on the NIC, requests sent on to the store, and packets the
     cache made (write-backs), from the element counters."""
-    replies = el["cache_update"]["in"] - el["cache_update"]["drop"]
+    up = el["cache_update"]
+    replies = up["in"] - up["drop"] - up["consumed"]
     hits = el["tx"]["in"] - replies
     misses = el["cache_lookup"]["in"] - el["cache_lookup"]["drop"] - hits
     return hits, misses, el["serve"]["in"] - misses

@@ -153,7 +153,7 @@ class DeviceGen:
           "struct ofl_ctx {", "    struct ofl_core core; /* name, index, cpu, waiter, stats */",
           "    struct ofl_proc *proc;",
           f"    uint64_t el_in[{max(1, len(self.nodes))}], "
-          f"el_drop[{max(1, len(self.nodes))}];",
+          f"el_drop[{max(1, len(self.nodes))}], el_used[{max(1, len(self.nodes))}];",
           "    uint32_t steer;",
           "    struct ofl_group *grp; /* the core group of a grouped segment, else NULL */")
         for q in self.g.queues:
@@ -234,7 +234,8 @@ class DeviceGen:
             return
         e("    uint32_t m = 0;", f"    ofl_body_{cn}(ctx, pkt, state, &m);",
           f"    m = (m & OFL_DECIDED) ? (m & ~OFL_DECIDED) : (m ? m : {default}u);",
-          f"    if (!m) {{ ctx->el_drop[{i}]++; return; }}")
+          f"    if (!m) {{ ctx->el_drop[{i}]++; return; }}",
+          f"    if (m & OFL_CONSUMED) {{ ctx->el_used[{i}]++; return; }}")
         for k, p in enumerate(n.outputs):
             tgt = self.target(n, p.name)
             e(f"    if (m & (1u << {k})) {{", f"        m &= ~(1u << {k});",
@@ -546,6 +547,7 @@ class DeviceGen:
           "                ofl_json_begin_obj(&j, ofl_el_names[i]);",
           "                ofl_json_u64(&j, \"in\", ctxs[k].el_in[i]);",
           "                ofl_json_u64(&j, \"drop\", ctxs[k].el_drop[i]);",
+          "                ofl_json_u64(&j, \"consumed\", ctxs[k].el_used[i]);",
           "                ofl_json_end_obj(&j);", "            }",
           "            ofl_json_end_obj(&j);")
         e("            ofl_json_begin_arr(&j, \"queues\");")

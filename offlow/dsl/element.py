@@ -63,7 +63,8 @@ class Element:
     ``outputs`` and ``body`` (e.g. a classifier whose outputs depend on its rules).
 
     Body API (C): ``pkt`` (struct ofl_pkt *), ``state`` (per-packet record),
-    ``EMIT(port)``, ``SEND(port)`` (also emit on port, keep going), ``DROP()``;
+    ``EMIT(port)``, ``SEND(port)`` (also emit on port, keep going), ``DROP()``,
+    ``CONSUME()`` (the packet ends here on purpose: counted as consumed, not dropped);
     parameters and tables by name.  Falling off the end emits on the only output
     (or drops, when there are several outputs and none was chosen).
     """

@@ -24,7 +24,7 @@ from offlow.ir import (
     SharedTable,
 )
 from offlow.ir import Segment as IRSegment
-from offlow.ir.graph import ENQUEUE_MODES, MAX_INSTANCES
+from offlow.ir.graph import ENQUEUE_MODES, MAX_INSTANCES, MAX_OUTPUTS
 from offlow.ir.types import check_ctype
 
 DEVICES = ("host", "nic")
@@ -386,6 +386,9 @@ class Program:
 
     def _node(self, el: Element, segment: str) -> Node:
         cls = type(el).__name__
+        if len(el.outputs) > MAX_OUTPUTS:
+            raise OfflowError(f"element `{el.name}` ({cls}) has {len(el.outputs)} outputs; "
+                              f"at most {MAX_OUTPUTS} (a bit each in the body's choice)")
         params = []
         for pname, ctype in el.params.items():
             lit = c_literal(el.param_values[pname], ctype, f"element `{el.name}` param `{pname}`")

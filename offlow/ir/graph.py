@@ -104,6 +104,8 @@ class SharedTable:
 
 ENQUEUE_MODES = ("block", "drop")
 MAX_INSTANCES = 256
+# Outputs of one element: a bit each in the mask its body sets (gen.h OFL_MAX_PORTS).
+MAX_OUTPUTS = 30
 
 
 @dataclass(frozen=True)

@@ -115,9 +115,11 @@ def _lookup_body(c: Cache, node: str, ticket: str, wb: bool) -> str:
 
 
 def _update_body(c: Cache, ticket: str) -> str:
+    # reply_fn returns nonzero for the store's answer to a write-back: used up here
+    # (counted as consumed, not dropped). Bodies are parsed by pycparser: no comments.
     return "\n".join([
         f"    if ({c.ops.reply_fn}(cache, pkt{_args(c)}, state->{ticket}) != 0)",
-        "        DROP();",
+        "        CONSUME();",
     ])
 
 

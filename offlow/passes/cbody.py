@@ -112,10 +112,11 @@ class _Walker(c_ast.NodeVisitor):
     def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
         args = node.args.exprs if node.args is not None else []
-        if name == "DROP":
+        if name in ("DROP", "CONSUME"):
             if args:
-                raise BodyError(f"{self.ctx.where(node)}: DROP() takes no arguments; write DROP()")
-            self.drops = True
+                raise BodyError(f"{self.ctx.where(node)}: {name}() takes no arguments; "
+                                f"write {name}()")
+            self.drops = True  # either way the packet goes no further
         elif name in ("EMIT", "SEND"):
             if len(args) != 1 or not isinstance(args[0], c_ast.ID):
                 raise BodyError(
@@ -174,9 +175,9 @@ def _line_count(body: str) -> int:
 
 
 def _ends_flow(stmt: c_ast.Node | None) -> bool:
-    """Structurally, does `stmt` always end in EMIT(...) or DROP()?"""
+    """Structurally, does `stmt` always end in EMIT(...), DROP() or CONSUME()?"""
     if isinstance(stmt, c_ast.FuncCall) and isinstance(stmt.name, c_ast.ID):
-        return stmt.name.name in ("EMIT", "DROP")
+        return stmt.name.name in ("EMIT", "DROP", "CONSUME")
     if isinstance(stmt, c_ast.Compound):
         return bool(stmt.block_items) and _ends_flow(stmt.block_items[-1])
     if isinstance(stmt, c_ast.If):

@@ -30,6 +30,13 @@
 #define SEND(p) (*ofl_mask_ |= (1u << OFL_PORT_##p))
 /* Drop the packet (counted at this element) and leave the body. */
 #define DROP() do { *ofl_mask_ = OFL_DECIDED; return; } while (0)
+/* Set with OFL_DECIDED when a body used the packet up (CONSUME); output port bits
+ * stay below it (OFL_MAX_PORTS). */
+#define OFL_CONSUMED (1u << 30)
+#define OFL_MAX_PORTS 30
+/* The packet ends here on purpose, its work done (a reply that only updated a
+ * table, say): counted as consumed at this element, not as a drop; leave the body. */
+#define CONSUME() do { *ofl_mask_ = OFL_DECIDED | OFL_CONSUMED; return; } while (0)
 
 /* In a channel handler: answer the message with `n` bytes at `p` (at most 56; the
  * manager delivers it when the host receives). An error ends the handler. */
