@@ -115,6 +115,7 @@ def test_fall_through_when_last_statement_is_not_terminal():
 def test_no_fall_through_after_emit_or_drop():
     assert not run("state->ttl = 1;\nEMIT(out);").may_fall_through
     assert not run("if (state->ttl) { EMIT(out); } else DROP();").may_fall_through
+    assert not run("if (state->ttl) EMIT(out);\nCONSUME();").may_fall_through
     assert run("if (state->ttl) EMIT(out);").may_fall_through
 
 
@@ -161,6 +162,8 @@ def test_emit_and_send_need_exactly_one_port_name(body: str):
 def test_drop_with_arguments_is_an_error():
     with pytest.raises(BodyError, match=r"line 1: DROP\(\) takes no arguments"):
         run("DROP(out);")
+    with pytest.raises(BodyError, match=r"line 2: CONSUME\(\) takes no arguments"):
+        run("state->ttl = 1;\nCONSUME(1);")
 
 
 def test_return_with_value_is_an_error():
