@@ -320,9 +320,9 @@ class Run:
         return s
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        """Ask the processes to stop. In a UDP run they finish cleanly (sources end,
-        queues drain, stats are written; see runtime/include/offlow/stop.h); other runs
-        have no such handling and the signal ends them."""
+        """Ask the processes to stop: they finish cleanly (sources end, queues drain,
+        stats are written; see runtime/include/offlow/stop.h), and wait() returns
+        what they counted until then."""
         for p in self._all_procs().values():
             if p.poll() is None:
                 p.send_signal(sig)
@@ -372,9 +372,7 @@ class Run:
                 self._watch(errors, deadline)
             except KeyboardInterrupt:
                 self.stop(signal.SIGINT)
-                if self.opts.udp_port is None:
-                    raise
-                self._watch(errors, deadline)  # a UDP run ends cleanly: its stats count
+                self._watch(errors, deadline)  # the run ends cleanly: its stats count
         finally:
             self.window.unlink(missing_ok=True)
             self._stop_gateway(errors)

@@ -15,6 +15,7 @@ from scapy.layers.inet import IP
 
 from offlow.build import build
 from offlow.cli import load_program
+from offlow.report import summarize
 from offlow.runner import Run, RunOptions, run
 from tests.e2e import EXAMPLE, QUIC, TLS, read_frames, run_example
 
@@ -160,6 +161,37 @@ def test_killing_the_nic_process_makes_the_host_exit_with_an_error_within_a_seco
     assert r.procs["host"].returncode != 0
     assert elapsed < 1.0
     assert not res.ok and any("nic process died" in e for e in res.errors)
+
+
+@pytest.mark.parametrize(("program", "placement", "sig"), [
+    (EXAMPLE, [], signal.SIGTERM), (TEE, ["fwd.cores=0"], signal.SIGINT)],
+    ids=["own-threads-sigterm", "shared-thread-sigint"])
+def test_stopping_a_synthetic_run_ends_it_cleanly_with_its_counts(
+        program: Path, placement: list[str], sig: signal.Signals) -> None:
+    """Run.stop() (Ctrl-C) on a run that would last 30 s: the sources end, the queues
+    drain, both processes exit 0 and every packet the source made is accounted for."""
+    b = build(load_program(program, placement), werror=True)
+    r = Run(b, RunOptions(duration=30, timeout=20))
+    r.start()
+    try:
+        time.sleep(0.5)
+        assert all(p.poll() is None for p in r.procs.values())
+        t0 = time.monotonic()
+        r.stop(sig)
+        for p in r.procs.values():
+            p.wait(timeout=5)
+        elapsed = time.monotonic() - t0
+    finally:
+        res = r.wait()
+    assert res.ok, res.errors
+    assert elapsed < 5.0
+    s = summarize(b.graph, res.stats)
+    made = sum(v["packets"] for v in s["sources"].values())
+    assert made > 0
+    rx = next(x for x in s["segments"] if x["segment"] == "rx")
+    assert rx["packets"] == made
+    for q in s["queues"]:  # what entered a queue came out of it: nothing lost at the stop
+        assert q["delivered"] == q["packets"] > 0
 
 
 def test_malformed_capture_is_dropped_and_counted_where_each_frame_fails(tmp_path: Path) -> None:

@@ -286,7 +286,9 @@ class DeviceGen:
         for s in p.sources:
             cs = cname(s)
             e(f"    if (l->src_live_{cs}) {{",
-              f"        n = ofl_src_next(ctx->src_{cs}, pkts, bufs, OFL_BATCH);",
+              "        n = ofl_core_stopping(core) ? OFL_SRC_DONE",
+              f"                                    : ofl_src_next(ctx->src_{cs}, pkts, bufs, "
+              "OFL_BATCH);",
               f"        if (n == OFL_SRC_DONE) {{ l->src_live_{cs} = 0; l->live--; }}",
               f"        else if (n < 0) ofl_core_fail(core, n, \"source {s}\");",
               "        for (int i = 0; i < n; i++) {",

@@ -73,8 +73,9 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
         }
     }
     if (!a->window) return bad_opt("--window", NULL);
-    /* A UDP run serves until told to stop: SIGINT/SIGTERM end its loops, not the process. */
-    if (a->udp_fd >= 0 && ofl_stop_signals_block() < 0)
+    /* SIGINT/SIGTERM end the loops' sources, not the process: queues drain and the
+     * stats are written (a UDP run serves until then; others may stop early). */
+    if (ofl_stop_signals_block() < 0)
         return ofl_fatal("cannot block SIGINT and SIGTERM"), -EINVAL;
     return 0;
 }
@@ -109,6 +110,14 @@ void ofl_window_abort(struct ofl_window *w)
 {
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
     __atomic_store_n(&h->abort, 1u, __ATOMIC_RELEASE);
+}
+
+/* Turns between two looks at the pending signals in ofl_core_stopping. */
+#define STOP_POLL_EVERY 256u
+
+int ofl_core_stopping(struct ofl_core *c)
+{
+    return ++c->stop_polls % STOP_POLL_EVERY == 0 && ofl_stop_requested();
 }
 
 int ofl_serve_until_stopped(struct ofl_window *w)

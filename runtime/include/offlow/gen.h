@@ -137,6 +137,7 @@ struct ofl_core {
     uint8_t *scratch;         /* zeroed bytes for queues that do not carry packets */
     int peer_gone;            /* a peer process has exited (maybe after finishing) */
     int err;                  /* first error (negative errno or OFL_E*), 0 if none */
+    unsigned stop_polls;      /* ofl_core_stopping calls, to look every STOP_POLL_EVERY */
     char where[96];           /* what it was doing */
     uint64_t pkts_in, bytes_in, t_start, t_end;
 };
@@ -154,6 +155,12 @@ void ofl_core_begin(struct ofl_core *c);
  * finished normally after closing its rings: the loop decides, from the rings it
  * still reads from other devices); an abort by another process is an error. */
 void ofl_core_idle(struct ofl_core *c, int progress);
+
+/* 1 when the process was asked to stop (SIGINT or SIGTERM pending: see stop.h), so
+ * the core's sources should end as if their input had; it looks at the signals on
+ * one call in STOP_POLL_EVERY (one system call), so a stop lands within that many
+ * turns. */
+int ofl_core_stopping(struct ofl_core *c);
 
 /* Record the first error of this core and what it was doing, and tell every
  * process sharing the window to stop. */

@@ -1,9 +1,11 @@
 /* Stopping a process cleanly on SIGINT / SIGTERM, without a signal handler.
  *
- * A process that serves for ever (UDP sources) blocks both signals in every thread
- * before it starts any, so a signal stays pending instead of killing it; its loops
- * poll ofl_stop_requested() and finish as if their input had ended, so queues close
- * and stats are written.  Nothing consumes the signal: every thread sees it. */
+ * A generated program blocks both signals in every thread before it starts any, so
+ * a signal stays pending instead of killing it; its loops poll ofl_stop_requested()
+ * (the UDP source when idle, every source through ofl_core_stopping) and finish as
+ * if their input had ended, so queues close and stats are written: a UDP run serves
+ * until then, and a replay or synthetic run stops early with what it counted.
+ * Nothing consumes the signal: every thread sees it. */
 #ifndef OFL_STOP_H
 #define OFL_STOP_H
 
