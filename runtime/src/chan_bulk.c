@@ -16,9 +16,9 @@
  *     acks it in its status line.
  * A keeps the line busy: while B copies chunk n, chunk n+1 is posted, and A's CRC of
  * chunk n runs beside B's copy of it, so neither waits for the other's pass over
- * the bytes (up to 4 chunks in flight: the CRC slots). A side that gives up
- * publishes its error in its status line with the transfer id; the peer sees it
- * at its next step. Before side A returns from a
+ * the bytes (up to CHAN_INFLIGHT = 4 chunks in flight: the CRC slots). A side that
+ * gives up publishes its error in its status line with the transfer id; the peer
+ * sees it at its next step. Before side A returns from a
  * failed transfer it waits until B no longer copies A's memory (`copying`, with a
  * seq_cst store-then-load on both sides, so one of them always sees the other).
  *
@@ -76,12 +76,24 @@ static uint32_t ring_get(const struct ofl_chan_end *e, uint64_t off, uint8_t *ds
     return crc;
 }
 
-/* May the chunk after `next_off` go through the ring? Room for the largest chunk
- * past the bytes the peer has not consumed, and at most 4 chunks in flight (the
- * per-chunk arrays have 4 places). */
+/* Chunk c's place in the per-chunk arrays and CRC slots. */
+static inline uint32_t slot(uint32_t c)
+{
+    return c % CHAN_INFLIGHT;
+}
+
+/* May side A post another chunk? At most CHAN_INFLIGHT are in flight: B checks chunk
+ * c against slot c's CRC, so chunk c waits until chunk c - CHAN_INFLIGHT is done. */
+static bool inflight_room(const struct chan_bulk *op)
+{
+    return op->posted < op->acked + CHAN_INFLIGHT;
+}
+
+/* May the chunk after `next_off` go through the ring? A place in flight, and room
+ * for the largest chunk past the bytes the peer has not consumed. */
 static bool ring_room(const struct ofl_chan_end *e, const struct chan_bulk *op)
 {
-    return op->posted < op->acked + 4 &&
+    return inflight_room(op) &&
            op->next_off + OFL_CHAN_STAGE_SLOT <= op->acked_bytes + e->stage_size;
 }
 
@@ -319,7 +331,7 @@ static void prepare(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t cap, 
 static void crc_publish(struct ofl_chan_end *e, struct chan_bulk *op, uint32_t crc)
 {
     struct chan_bulk_st *st = &side_mine(e)->st[0];
-    uint32_t w = op->crced % 4;
+    uint32_t w = slot(op->crced);
     op->fl_crc0[w] = op->crc;
     op->crc = crc;
     STORE(&st->crc[w], crc, RELAXED);
@@ -330,7 +342,7 @@ static void crc_publish(struct ofl_chan_end *e, struct chan_bulk *op, uint32_t c
 static void post_chunk(struct ofl_chan_end *e, struct chan_bulk *op)
 {
     memcpy(end_ctl(e)->sg, op->ents, op->next_nent * sizeof *op->ents);
-    uint32_t w = op->posted % 4;
+    uint32_t w = slot(op->posted);
     op->fl_off[w] = op->next.offset;
     op->fl_bytes[w] = op->next.bytes;
     op->fl_staged[w] = (uint8_t)(op->next.flags & CHUNK_STAGED);
@@ -352,7 +364,7 @@ static void post_chunk(struct ofl_chan_end *e, struct chan_bulk *op)
 static bool crc_posted(struct ofl_chan_end *e, struct chan_bulk *op)
 {
     if (op->crced == op->posted) return false;
-    uint32_t w = op->crced % 4;
+    uint32_t w = slot(op->crced);
     crc_publish(e, op, ofl_crc32c(op->crc, op->buf + op->fl_off[w], op->fl_bytes[w]));
     return true;
 }
@@ -368,9 +380,9 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
         if (acked > op->posted || acked < op->acked) return fail(e, op, -EPROTO);
         if (acked != op->acked) {
             for (; op->acked < acked; op->acked++)
-                count_path(e, LOAD(&b->st[0].path[op->acked % 4], RELAXED),
-                           op->fl_bytes[op->acked % 4]);
-            uint32_t w = (acked - 1) % 4;
+                count_path(e, LOAD(&b->st[0].path[slot(op->acked)], RELAXED),
+                           op->fl_bytes[slot(op->acked)]);
+            uint32_t w = slot(acked - 1);
             op->acked_bytes = op->fl_off[w] + op->fl_bytes[w];
             set_progress(e, op->acked_bytes, op->len, acked, 0);
             progress = STEP_PROGRESS;
@@ -379,10 +391,10 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
     }
     /* B cannot read our memory and asks for the bounce: take back the unstaged
      * chunk it has not taken and post it again through a staging slot. */
-    if (op->posted > op->acked && !op->fl_staged[(op->posted - 1) % 4] &&
+    if (op->posted > op->acked && !op->fl_staged[slot(op->posted - 1)] &&
         (LOAD(&b->flags, ACQUIRE) & SIDE_WANT_BOUNCE) && chan_out_pending(e) &&
         chan_line_withdraw(e)) {
-        uint32_t w = (op->posted - 1) % 4;
+        uint32_t w = slot(op->posted - 1);
         op->posted--;
         op->next_off = op->fl_off[w];
         if (op->crced > op->posted) {   /* its CRC is out: taken back with it */
@@ -393,10 +405,9 @@ static int step_a_send(struct ofl_chan_end *e, struct chan_bulk *op)
         op->line_ours = 0;
         progress = STEP_PROGRESS;
     }
-    /* B checks chunk c against our CRC at [c % 4]: post chunk c only once chunk
-     * c - 4 is acknowledged. A staged chunk's CRC continues the previous one's. */
+    /* A staged chunk's CRC continues the previous one's. */
     int kind = op->prepared || !more_chunks(op) ? 0 : chunk_kind(e, op);
-    if (!op->prepared && more_chunks(op) && kind >= 0 && op->posted < op->acked + 4) {
+    if (!op->prepared && more_chunks(op) && kind >= 0 && inflight_room(op)) {
         bool staged = kind == CHUNK_STAGED;
         if (!staged || (ring_room(e, op) && op->crced == op->posted)) {
             prepare(e, op, staged ? OFL_CHAN_STAGE_SLOT : UINT64_MAX, kind);
@@ -429,7 +440,7 @@ static void corrupt(struct ofl_chan_end *e, uint8_t *dst, uint64_t off)
 /* Side A receiving: check chunk `op->acked` that B acknowledged. */
 static int verify_chunk(struct ofl_chan_end *e, struct chan_bulk *op, const struct chan_bulk_st *bst)
 {
-    uint32_t v = op->acked, w = v % 4;
+    uint32_t v = op->acked, w = slot(v);
     uint64_t off = op->fl_off[w];
     uint32_t bytes = op->fl_bytes[w];
     unsigned path = LOAD(&bst->path[w], RELAXED);
@@ -490,8 +501,8 @@ static int step_a_recv(struct ofl_chan_end *e, struct chan_bulk *op)
         }
         if (op->acked == op->posted && !more_chunks(op)) return finish(e, op);
     }
-    /* B writes chunk c's CRC at [c % 4] and may stage it in the ring: post chunk c
-     * only once chunk c - 4 is verified and the ring has room. */
+    /* B writes chunk c's CRC in slot c and may stage it in the ring: post chunk c
+     * only once chunk c - CHAN_INFLIGHT is verified and the ring has room. */
     if (!op->prepared && more_chunks(op) && ring_room(e, op)) {
         int kind = chunk_kind(e, op);
         prepare(e, op, OFL_CHAN_STAGE_SLOT, kind < 0 ? 0 : kind);
@@ -752,11 +763,11 @@ static int check_landed(struct ofl_chan_end *e, struct chan_bulk *op, uint64_t a
     uint32_t have = prog_count(ap);
     uint32_t v0 = op->verified;
     for (; op->verified < op->index && op->verified < have; op->verified++) {
-        uint32_t w = op->verified % 4;
+        uint32_t w = slot(op->verified);
         if (op->got_crc[w] != LOAD(&a->st[0].crc[w], RELAXED)) return -EBADMSG;
     }
     if (op->verified == v0) return 0;
-    uint64_t end = op->got_end[(op->verified - 1) % 4];
+    uint64_t end = op->got_end[slot(op->verified - 1)];
     publish(e, op, 0, op->verified, end);
     set_progress(e, end, op->len, op->verified, 0);
     return 1;
@@ -798,7 +809,8 @@ static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
         }
         op->phase = PH_RUN;
         publish(e, op, 0, 0, 0);
-    } else if (m.xfer != op->xfer || m.index != op->index || m.index >= op->verified + 4) {
+    } else if (m.xfer != op->xfer || m.index != op->index ||
+               m.index >= op->verified + CHAN_INFLIGHT) {
         /* out of order, or a fifth chunk before the first of four was acknowledged */
         return fail(e, op, -EPROTO);
     }
@@ -813,11 +825,11 @@ static int step_b_recv(struct ofl_chan_end *e, struct chan_bulk *op)
     /* Checked when A's CRC of the chunk is out (check_landed): A computes it while
      * we copy. Delivered only once every chunk checked. */
     op->crc = crc;
-    op->got_crc[m.index % 4] = crc;
-    op->got_end[m.index % 4] = m.offset + m.bytes;
+    op->got_crc[slot(m.index)] = crc;
+    op->got_end[slot(m.index)] = m.offset + m.bytes;
     op->done += m.bytes;
     op->index++;
-    STORE(&side_mine(e)->st[0].path[m.index % 4], (uint8_t)path, RELAXED);
+    STORE(&side_mine(e)->st[0].path[slot(m.index)], (uint8_t)path, RELAXED);
     count_path(e, path, m.bytes);
     rc = check_landed(e, op, LOAD(&a->st[0].prog, ACQUIRE));
     if (rc < 0) return fail(e, op, rc);
@@ -901,8 +913,8 @@ static int step_b_send(struct ofl_chan_end *e, struct chan_bulk *op)
     rc = copy_out(e, op, &m, &path, &crc);
     if (rc < 0) return fail(e, op, rc);
     struct chan_bulk_st *st = &side_mine(e)->st[1];
-    STORE(&st->crc[m.index % 4], crc, RELAXED);
-    STORE(&st->path[m.index % 4], (uint8_t)path, RELAXED);
+    STORE(&st->crc[slot(m.index)], crc, RELAXED);
+    STORE(&st->path[slot(m.index)], (uint8_t)path, RELAXED);
     op->crc = crc;
     op->done += m.bytes;
     op->index++;

@@ -79,6 +79,10 @@ struct chan_sg {
  * when side B finds process_vm_* refused); either side's request binds both. */
 enum { SIDE_WANT_BOUNCE = 1u, SIDE_WANT_VM = 2u };
 
+/* Chunks of one bulk transfer in flight at most: the sender's CRC slots and the
+ * per-chunk arrays below, chunk c at [c % CHAN_INFLIGHT]. */
+#define CHAN_INFLIGHT 4u
+
 /* Bulk status of one direction (dir 0: A -> B, dir 1: B -> A) on one side. `prog`
  * packs the transfer id, its error (positive errno, 0 while fine) and a chunk
  * count (B: chunks copied and acknowledged; A: chunks verified when receiving),
@@ -89,9 +93,9 @@ struct chan_bulk_st {
     uint64_t outstanding;          /* bytes still to move */
     uint64_t expected;             /* on -EMSGSIZE: the size this side expected */
     uint64_t copying;              /* B: xfer << 32 | chunk + 1 while it copies A's memory */
-    uint32_t crc[4];               /* the sender: running CRC32C after chunk c at [c % 4]
+    uint32_t crc[CHAN_INFLIGHT];   /* the sender: running CRC32C after chunk c (slot c)
                                       (A sending: published for chunks 0..count-1) */
-    uint8_t path[4];               /* B: OFL_CHAN_PATH_* of chunk c at [c % 4] */
+    uint8_t path[CHAN_INFLIGHT];   /* B: OFL_CHAN_PATH_* of chunk c (slot c) */
     uint8_t pad_[128 - 60];        /* the next hot line 128 bytes on */
 };
 _Static_assert(offsetof(struct chan_bulk_st, pad_) <= 64, "bulk status is one line");
@@ -429,16 +433,16 @@ struct chan_bulk {
     int refuse;                /* manager: refuse the transfer (-EMSGSIZE) */
     const struct ofl_chan_mem *mem;   /* A: registered memory holding buf, or NULL */
     /* A: chunks posted, chunks acknowledged (sending) or verified (receiving),
-     * bytes described so far, the chunks in flight (index % 4) */
+     * bytes described so far, the chunks in flight (by slot) */
     uint32_t posted, acked;
     uint32_t crced;            /* A sending: chunks whose CRC it has published */
     uint64_t acked_bytes;      /* A: bytes of the chunks acknowledged or verified */
     uint64_t next_off;
-    uint64_t fl_off[4];
-    uint32_t fl_bytes[4];
-    uint32_t fl_crc0[4];       /* running CRC before the chunk (to re-post it staged) */
+    uint64_t fl_off[CHAN_INFLIGHT];
+    uint32_t fl_bytes[CHAN_INFLIGHT];
+    uint32_t fl_crc0[CHAN_INFLIGHT]; /* running CRC before the chunk (to re-post it staged) */
     uint32_t next_crc;         /* a staged next chunk: the running CRC through it */
-    uint8_t fl_staged[4];
+    uint8_t fl_staged[CHAN_INFLIGHT];
     int line_ours;             /* our line holds a message of this transfer */
     /* A: the next chunk, prepared while the line is busy */
     int prepared;
@@ -448,10 +452,10 @@ struct chan_bulk {
     uint32_t index;
     uint64_t done;
     /* B receiving: chunks checked against A's CRCs; for each chunk landed and not yet
-     * checked (index % 4), the running CRC of what landed and its end offset */
+     * checked (by slot), the running CRC of what landed and its end offset */
     uint32_t verified;
-    uint32_t got_crc[4];
-    uint64_t got_end[4];
+    uint32_t got_crc[CHAN_INFLIGHT];
+    uint64_t got_end[CHAN_INFLIGHT];
     /* liveness for callers without a chan_wait (the manager) */
     uint32_t peer_gen;
     pid_t peer_pid;
