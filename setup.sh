@@ -34,7 +34,7 @@ if [ "${1:-}" = "--deps-only" ]; then
     exit 0
 fi
 
-data=../shared/data
+data=${OFFLOW_DATA:-../shared/data}  # the shared inputs (OFFLOW_DATA: a checkout elsewhere)
 mkdir -p out
 echo "== offlow explain examples/ttl_pipeline.py"
 .venv/bin/offlow explain examples/ttl_pipeline.py
