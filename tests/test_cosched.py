@@ -41,6 +41,9 @@ def test_shared_core_runs_one_thread_with_the_same_output(tmp_path: Path) -> Non
     s = run_example(["rx.device=host"], input=TLS, output=out, loops=2)
     assert s["ok"], s["errors"]
     assert read_frames(out) == expected_forwarded(read_frames(TLS)) * 2
+    # Each segment's clock ran from its own first packet, not only the thread's lead's.
+    for seg in s["segments"]:
+        assert seg["seconds"] > 0 and seg["mpps"] > 0, seg
 
 
 def test_a_segment_partly_sharing_a_core_delivers_every_packet_once(tmp_path: Path) -> None:

@@ -133,6 +133,7 @@ def test_synthetic_traffic_is_counted_through_both_segments() -> None:
     rx, app = s["segments"]
     assert rx["packets"] == 10000
     assert app["packets"] == 10000 - rx["drops"]
+    assert rx["seconds"] > 0 and app["seconds"] > 0  # each core's clock ran
     assert s["queues"][0]["packets"] == s["queues"][0]["delivered"] == app["packets"]
 
 

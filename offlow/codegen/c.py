@@ -315,8 +315,10 @@ class DeviceGen:
           f"    struct ofl_loop_{sn} l;", f"    ofl_loop_{sn}_init(&l, arg);",
           "    struct ofl_core *core = &l.ctx->core;",
           "    ofl_core_begin(core);",
-          "    while (l.live && !core->err)",
-          f"        ofl_core_idle(core, ofl_turn_{sn}(&l));",
+          "    while (l.live && !core->err) {",
+          f"        int progress = ofl_turn_{sn}(&l);",
+          "        if (progress) ofl_core_progressed(core);",
+          "        ofl_core_idle(core, progress);", "    }",
           f"    ofl_loop_{sn}_fini(&l);",
           "    ofl_core_end(core);", "    return NULL;", "}", "")
         if p.group:
@@ -344,8 +346,9 @@ class DeviceGen:
             e(f"        if (on[{i}] && (!l{i}.live || cores[{i}]->err)) {{",
               f"            ofl_loop_{sn}_fini(&l{i});",
               f"            ofl_core_end(cores[{i}]);", f"            on[{i}] = 0;",
-              f"        }} else if (on[{i}]) {{",
-              f"            progress |= ofl_turn_{sn}(&l{i});", "        }")
+              f"        }} else if (on[{i}] && ofl_turn_{sn}(&l{i})) {{",
+              f"            ofl_core_progressed(cores[{i}]); /* its own clock */",
+              "            progress = 1;", "        }")
         e(f"        for (int i = 0; i < {n} && lead < 0; i++)",
           "            if (on[i]) lead = i;",
           "        if (lead < 0) break;",
@@ -393,7 +396,7 @@ class DeviceGen:
           "        if (rc == 1) break;",
           "        if (rc < 0) { ofl_core_fail(core, rc, \"stopped: another core or process "
           "failed\"); break; }",
-          "        if (!core->t_start) core->t_start = ofl_now_ns();",
+          "        ofl_core_progressed(core);",
           "        ofl_group_slice(ctx->grp, core->idx, ctx->grp->n, &lo, &hi);",
           "        switch (ctx->grp->input) {")
         for k, q in enumerate(p.inputs):

@@ -184,11 +184,15 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what)
  * `offlow bench kvs`: see docs/kvs.md). */
 #define OFL_CORE_IDLE_SPINS 16u
 
+void ofl_core_progressed(struct ofl_core *c)
+{
+    if (!c->t_start) c->t_start = ofl_now_ns();
+}
+
 void ofl_core_idle(struct ofl_core *c, int progress)
 {
     int rc;
     if (progress) {
-        if (!c->t_start) c->t_start = ofl_now_ns();
         ofl_waiter_progress(&c->waiter);
         rc = ofl_waiter_check(&c->waiter);
     } else {

@@ -147,7 +147,7 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
                   const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize);
 
 /* Called on the core's own thread before its loop: pin it.  The core's clock starts
- * at its first progress (see ofl_core_idle) and stops in ofl_core_end. */
+ * at its first progress (see ofl_core_progressed) and stops in ofl_core_end. */
 void ofl_core_begin(struct ofl_core *c);
 
 /* Called once per loop turn: waits (spin, then yield) when nothing progressed and
@@ -155,6 +155,11 @@ void ofl_core_begin(struct ofl_core *c);
  * finished normally after closing its rings: the loop decides, from the rings it
  * still reads from other devices); an abort by another process is an error. */
 void ofl_core_idle(struct ofl_core *c, int progress);
+
+/* The core moved packets: its clock starts now if this is the first time. A loop
+ * calls it after each turn that progressed (a thread that runs several segments'
+ * loops, for each of them: it idles on one core's waiter only). */
+void ofl_core_progressed(struct ofl_core *c);
 
 /* 1 when the process was asked to stop (SIGINT or SIGTERM pending: see stop.h), so
  * the core's sources should end as if their input had; it looks at the signals on
