@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -147,10 +148,11 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
     return args
 
 
-def build_tcp_gateway() -> Path:
-    """Compile the TCP gateway (cached by content hash); return the executable."""
+def build_tcp_gateway(extra_flags: Sequence[str] = ()) -> Path:
+    """Compile the TCP gateway (cached by content hash; `extra_flags`: e.g. the tests'
+    sanitizers); return the executable."""
     sources = [TCP_GW_MAIN, *(RUNTIME / "src" / f"{m}.c" for m in TCP_GW_MODULES)]
-    return build_tool("offlow-tcp-gw", sources, TCP_GW_CFLAGS)
+    return build_tool("offlow-tcp-gw", sources, (*TCP_GW_CFLAGS, *extra_flags))
 
 
 def tcp_max_request(b: Build) -> int:
