@@ -51,6 +51,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
     summary["ok"] = res.ok
     summary["errors"] = res.errors
     summary["warnings"] = res.warnings
+    summary["interrupted"] = res.interrupted
     if res.tcp is not None:
         summary["tcp"] = res.tcp
     if a.json:
@@ -59,6 +60,9 @@ def _cmd_run(a: argparse.Namespace) -> int:
         print(format_summary(summary))
         if res.tcp is not None:
             print("tcp gateway: " + ", ".join(f"{k} {v}" for k, v in res.tcp.items()))
+    if res.interrupted:
+        print("offlow: stopped by Ctrl-C: the counts cover the run until then",
+              file=sys.stderr)
     for err in res.errors:
         print(f"offlow: error: {err}", file=sys.stderr)
     return 0 if res.ok else 1

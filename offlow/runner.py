@@ -75,6 +75,7 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     tcp: dict[str, Any] | None = None  # the TCP gateway's counters (tcp_port runs)
+    interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
 
 
 def cpu_base(device: str) -> int:
@@ -367,12 +368,17 @@ class Run:
             time.sleep(0.01)
 
     def wait(self) -> RunResult:
+        """Watch the processes to their end and collect their stats. A Ctrl-C here
+        stops the run cleanly (see stop) and marks the result `interrupted`; a second
+        one leaves at once."""
         errors: list[str] = []
+        interrupted = False
         deadline = time.monotonic() + self.opts.timeout if self.opts.timeout else None
         try:
             try:
                 self._watch(errors, deadline)
             except KeyboardInterrupt:
+                interrupted = True
                 self.stop(signal.SIGINT)
                 self._watch(errors, deadline)  # the run ends cleanly: its stats count
         finally:
@@ -399,7 +405,8 @@ class Run:
             except json.JSONDecodeError as e:
                 errors.append(f"the TCP gateway wrote unreadable counters: {e}")
         shutil.rmtree(self.tmp, ignore_errors=True)
-        return RunResult(ok=not errors, stats=stats, errors=errors, tcp=tcp)
+        return RunResult(ok=not errors, stats=stats, errors=errors, tcp=tcp,
+                         interrupted=interrupted)
 
 
 def run(b: Build, o: RunOptions, progress: bool = False) -> RunResult:

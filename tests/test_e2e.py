@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import struct
+import threading
 import time
 from pathlib import Path
 
@@ -193,6 +194,24 @@ def test_stopping_a_synthetic_run_ends_it_cleanly_with_its_counts(
     assert rx["packets"] == made
     for q in s["queues"]:  # what entered a queue came out of it: nothing lost at the stop
         assert q["delivered"] == q["packets"] > 0
+
+
+def test_ctrl_c_in_wait_stops_the_run_cleanly_and_says_so() -> None:
+    """A Ctrl-C (SIGINT to this process) while wait() watches a 30 s run: the run
+    drains and returns its counts, marked interrupted."""
+    b = build(load_program(EXAMPLE), werror=True)
+    r = Run(b, RunOptions(duration=30, timeout=20))
+    r.start()
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        res = r.wait()
+    finally:
+        timer.cancel()
+    assert res.ok and res.interrupted, res.errors
+    assert time.monotonic() - t0 < 10
+    assert sum(v["packets"] for v in summarize(b.graph, res.stats)["sources"].values()) > 0
 
 
 def test_malformed_capture_is_dropped_and_counted_where_each_frame_fails(tmp_path: Path) -> None:

@@ -85,6 +85,8 @@ def forward(b: Build, opts: RunOptions) -> dict:
     r = Run(b, opts)
     r.start()
     res = r.wait()
+    if res.interrupted:  # Ctrl-C: the run stopped cleanly; the sweep stops too
+        raise KeyboardInterrupt
     s = summarize(b.graph, res.stats)
     src = sum(v.get("packets", 0) for v in s["sources"].values())
     out = sum(v.get("packets", 0) for v in s["sinks"].values())
