@@ -176,17 +176,22 @@ class DeviceGen:
 
     def gen_handler(self, c: Channel) -> None:
         """The function a channel manager runs for each message on channel `c`."""
-        e, n = self.e, c.handler
+        e, n, cn = self.e, c.handler, cname(c.name)
+        # The body is a void function, so it may end early with `return;` (REPLY's
+        # error path stores the error and returns too).
         e(f"/* Channel {c.name}: handler {n.name} ({n.cls}). */",
-          f"static int ofl_handler_{cname(c.name)}(void *ofl_arg_, struct ofl_chan_end *ofl_end_, "
-          "const void *ofl_msg_, size_t len) {",
-          "    struct ofl_proc *proc = ofl_arg_;",
-          "    const uint8_t *msg = ofl_msg_;", *self._locals(n, "proc->"))
-        unused = ["proc", "msg", "len", "ofl_end_"] + [p[0] for p in n.params]
+          f"static void ofl_hbody_{cn}(struct ofl_proc *proc, struct ofl_chan_end *ofl_end_, "
+          "const uint8_t *msg, size_t len, int *ofl_err_) {", *self._locals(n, "proc->"))
+        unused = ["proc", "msg", "len", "ofl_end_", "ofl_err_"] + [p[0] for p in n.params]
         e("    " + " ".join(f"(void){u};" for u in unused + [t[0] for t in n.tables]))
         e(f'#line 1 "{n.cls} body ({n.origin or "?"})"', n.body)
         e.resync()
-        e("    return 0;", "}", "")
+        e("}", "",
+          f"static int ofl_handler_{cn}(void *ofl_arg_, struct ofl_chan_end *ofl_end_, "
+          "const void *ofl_msg_, size_t len) {",
+          "    int err = 0;",
+          f"    ofl_hbody_{cn}(ofl_arg_, ofl_end_, ofl_msg_, len, &err);",
+          "    return err;", "}", "")
 
     def gen_blob_open(self, t: SharedTable) -> None:
         """A typed wrapper of the table's open_blob_fn for ofl_table_recv."""

@@ -168,9 +168,9 @@ class Handler(Element):
 
     Body API (C): ``msg`` (const uint8_t *, ``len`` bytes, at most 56), parameters and
     tables by name, ``REPLY(ptr, n)`` to answer (at most 56 bytes, never blocks; the
-    host receives it with ``recv``). The body runs on the device's channel manager
-    thread, beside the packet cores: writes to tables race with them as any shared
-    access does."""
+    host receives it with ``recv``); ``return;`` ends the body early. The body runs on
+    the device's channel manager thread, beside the packet cores: writes to tables race
+    with them as any shared access does."""
 
     inputs = ()
     outputs = ()

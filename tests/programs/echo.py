@@ -1,5 +1,6 @@
 """A NIC program with an `echo` channel: each message comes back reversed, except
-ones starting with `quiet` (no answer); `count` is how many messages arrived."""
+ones starting with `quiet` (no answer: the handler returns early); `count` is how
+many messages arrived."""
 
 from offlow import Handler, Program, Shared, Sink, Source
 
@@ -9,11 +10,11 @@ class Echo(Handler):
     body = r"""
     uint8_t out[56];
     __atomic_add_fetch(&seen[0], 1, __ATOMIC_RELAXED);
-    if (len < 5 || memcmp(msg, "quiet", 5)) {
-        for (size_t i = 0; i < len; i++)
-            out[i] = msg[len - 1 - i];
-        REPLY(out, len);
-    }
+    if (len >= 5 && !memcmp(msg, "quiet", 5))
+        return;
+    for (size_t i = 0; i < len; i++)
+        out[i] = msg[len - 1 - i];
+    REPLY(out, len);
     """
 
 

@@ -39,11 +39,15 @@
 #define CONSUME() do { *ofl_mask_ = OFL_DECIDED | OFL_CONSUMED; return; } while (0)
 
 /* In a channel handler: answer the message with `n` bytes at `p` (at most 56; the
- * manager delivers it when the host receives). An error ends the handler. */
+ * manager delivers it when the host receives). An error ends the handler, which
+ * reports it. (A handler body may also end early with `return;`.) */
 #define REPLY(p, n)                                                             \
     do {                                                                        \
         int ofl_rc_ = ofl_chan_post(ofl_end_, (p), (n));                        \
-        if (ofl_rc_ < 0) return ofl_rc_;                                        \
+        if (ofl_rc_ < 0) {                                                      \
+            *ofl_err_ = ofl_rc_;                                                \
+            return;                                                             \
+        }                                                                       \
     } while (0)
 
 /* Call `fn` on a private copy of the packet and its state (several outputs chosen). */
