@@ -48,6 +48,24 @@ def test_channel_errors_are_clear(tmp_path: Path) -> None:
         assert ch.request(b"ab") == b"ba"  # the channel still works
 
 
+def test_a_failed_reply_closes_the_channel_and_the_host_is_told() -> None:
+    """REPLY of 57 bytes fails (-EMSGSIZE): the handler ends with the error, the
+    manager closes the channel, and the host's next calls on it fail with EPIPE at
+    once (not a timeout); the program itself goes on."""
+    with session(load_program(ECHO), RunOptions(count=10)) as s:
+        ch = s.channel("echo")
+        assert ch.request(b"ab") == b"ba"
+        ch.send(b"toolong")
+        t0 = time.monotonic()
+        with pytest.raises(ChannelError) as e:
+            ch.recv(timeout=5)
+        assert e.value.errno == errno.EPIPE and time.monotonic() - t0 < 2
+        with pytest.raises(ChannelError) as e:
+            ch.send(b"x")
+        assert e.value.errno == errno.EPIPE
+    assert s.result is not None and s.result.ok
+
+
 def test_a_dead_device_process_is_an_error_not_a_hang() -> None:
     b = build(load_program(ECHO))
     with pytest.raises(OfflowError):

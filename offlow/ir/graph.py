@@ -104,7 +104,8 @@ class SharedTable:
 
 ENQUEUE_MODES = ("block", "drop")
 MAX_INSTANCES = 256
-# Outputs of one element: a bit each in the mask its body sets (gen.h OFL_MAX_PORTS).
+# Outputs of one element: a bit each in the mask its body sets, below gen.h's
+# OFL_CONSUMED (bit 30) and OFL_DECIDED (bit 31).
 MAX_OUTPUTS = 30
 
 

@@ -1,6 +1,7 @@
 """A NIC program with an `echo` channel: each message comes back reversed, except
-ones starting with `quiet` (no answer: the handler returns early); `count` is how
-many messages arrived."""
+ones starting with `quiet` (no answer: the handler returns early) and `toolong`
+(a 57-byte REPLY: the error ends the handler and closes the channel); `count` is
+how many messages arrived."""
 
 from offlow import Handler, Program, Shared, Sink, Source
 
@@ -8,10 +9,12 @@ from offlow import Handler, Program, Shared, Sink, Source
 class Echo(Handler):
     tables = ("seen",)
     body = r"""
-    uint8_t out[56];
+    uint8_t out[57] = {0};
     __atomic_add_fetch(&seen[0], 1, __ATOMIC_RELAXED);
     if (len >= 5 && !memcmp(msg, "quiet", 5))
         return;
+    if (len >= 7 && !memcmp(msg, "toolong", 7))
+        REPLY(out, sizeof out);
     for (size_t i = 0; i < len; i++)
         out[i] = msg[len - 1 - i];
     REPLY(out, len);

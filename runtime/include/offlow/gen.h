@@ -31,9 +31,8 @@
 /* Drop the packet (counted at this element) and leave the body. */
 #define DROP() do { *ofl_mask_ = OFL_DECIDED; return; } while (0)
 /* Set with OFL_DECIDED when a body used the packet up (CONSUME); output port bits
- * stay below it (OFL_MAX_PORTS). */
+ * stay below it (the compiler allows at most 30 outputs: MAX_OUTPUTS). */
 #define OFL_CONSUMED (1u << 30)
-#define OFL_MAX_PORTS 30
 /* The packet ends here on purpose, its work done (a reply that only updated a
  * table, say): counted as consumed at this element, not as a drop; leave the body. */
 #define CONSUME() do { *ofl_mask_ = OFL_DECIDED | OFL_CONSUMED; return; } while (0)
