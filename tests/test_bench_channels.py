@@ -88,8 +88,10 @@ def test_result_is_well_formed_and_positive(result: tuple[dict, Path, Path, str]
         _check_stats(r["per_msg_ns"], TINY.lat_batches)
     rtt = channels.lat_row(res, "direct_rtt", "rtt", 56)
     assert rtt is not None
-    _check_stats(rtt["pingpong_paired_ns"], TINY.lat_batches)
-    _check_stats(rtt["ratio_to_pingpong"], TINY.lat_batches)
+    for k in ("pingpong_paired_ns", "ratio_to_pingpong", "pingpong_harness_paired_ns",
+              "ratio_to_pingpong_harness"):
+        _check_stats(rtt[k], TINY.lat_batches)
+    assert rtt["pingpong_paired_on"] == "the channel's message lines"
     # Throughput: every configuration at every size.
     got = {(t["dir"], t["k"], t["serve"], t["copy"]) for t in res["tput"]}
     assert got == {(d, TINY.conc if many else 1, s, c) for d, many, s, c in channels.CONFIGS}
@@ -140,6 +142,7 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
     assert r["paired_median"] == rtt["ratio_to_pingpong"]["median"]
     assert r["means"] == pytest.approx(
         rtt["per_msg_ns"]["mean"] / rtt["pingpong_paired_ns"]["mean"])
+    assert r["harness_paired_median"] == rtt["ratio_to_pingpong_harness"]["median"]
     assert r["standalone_medians"] == pytest.approx(
         rtt["per_msg_ns"]["median"] / res["pingpong"]["rtt_ns"]["median"])
     for t, r in zip(res["tput"], rat["bulk_vs_memcpy"], strict=True):
@@ -166,7 +169,7 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
         assert rat["rtt_vs_ucx"]["medians"] == pytest.approx(
             rtt["per_msg_ns"]["median"] / u["rtt_p50_ns"]["median"])
         assert rat["rtt_vs_ucx"]["normalised"] == pytest.approx(
-            rtt["ratio_to_pingpong"]["median"] / u["ratio_to_pingpong"]["median"])
+            rtt["ratio_to_pingpong_harness"]["median"] / u["ratio_to_pingpong"]["median"])
         bw = {b["size"]: b for b in res["ucx"]["bw"]}
         for t, r in zip(res["tput"], rat["bulk_vs_ucx"], strict=True):
             for row, x in zip(t["rows"], r["rows"], strict=True):

@@ -6,7 +6,9 @@
  *
  *   pingpong BATCHES PER   cache-line ping-pong: the host writes a counter into its
  *                          64-byte line, the device copies it into its own line, the
- *                          host waits for it; round-trip time per exchange.
+ *                          host waits for it; round-trip time per exchange. The
+ *                          lines are the harness's own (two lines of its shared
+ *                          state).
  *   pipe BATCHES PER       the same exchange as 1-byte write/read over two pipes.
  *   copy SIZES REPS        single-thread bandwidth at each size: memcpy between two
  *                          preallocated, touched buffers; process_vm_readv of a
@@ -29,7 +31,12 @@
  *                          its reply posted as a handler's REPLY is, with
  *                          ofl_chan_post; timed on the host; before each of its
  *                          batches both processes run a batch of the cache-line
- *                          ping-pong above: the paired ceiling), and bulk transfers
+ *                          ping-pong above on the channel's own two message lines
+ *                          (the paired ceiling: the lines a round trip moves; a
+ *                          word of each payload, the headers untouched, between
+ *                          batches, when no message is pending), then one on the
+ *                          harness's lines, as the pingpong mode does), and bulk
+ *                          transfers
  *                          of each BULKSIZES size in both directions. Direct
  *                          payloads are written before each batch and checked
  *                          after it (untimed), as the ping-pong has no payload.
@@ -70,6 +77,10 @@
 #include "offlow/err.h"
 #include "offlow/thread.h"
 #include "offlow/wait.h"
+
+/* The channels' internal layout: the round-trip row's paired ping-pong runs on the
+ * channel's own message lines (struct chan_line). */
+#include "../src/chan_int.h"
 
 #define HOST_CPU 0
 #define DEV_CPU 1
@@ -292,11 +303,14 @@ static int pair_fail(const struct pair *p, int rc, int line, const char *what)
     return rc;
 }
 
-/* Spin (then yield) until *word >= want; 0, or -EPIPE / -ECANCELED. */
-static int wait_ge(const uint64_t *word, uint64_t want, struct ofl_waiter *w)
+/* Spin (then yield) until *word == want (exact) or >= want; 0, or -EPIPE /
+ * -ECANCELED. */
+static int wait_until(const uint64_t *word, uint64_t want, bool exact, struct ofl_waiter *w)
 {
     uint32_t spins = 0;
-    while (__atomic_load_n(word, __ATOMIC_ACQUIRE) < want) {
+    for (;;) {
+        uint64_t v = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+        if (exact ? v == want : v >= want) break;
         if (spins < TIGHT_SPINS) {
             spins++;
             ofl_cpu_relax();
@@ -307,6 +321,11 @@ static int wait_ge(const uint64_t *word, uint64_t want, struct ofl_waiter *w)
     }
     ofl_waiter_progress(w);
     return 0;
+}
+
+static int wait_ge(const uint64_t *word, uint64_t want, struct ofl_waiter *w)
+{
+    return wait_until(word, want, false, w);
 }
 
 /* Yield until *word >= want: the harness's bookkeeping waits, which share a CPU
@@ -367,25 +386,42 @@ static void print_common(const char *mode, int host_pinned, int dev_pinned)
 
 /* ---- mode pingpong / pipe: the ceiling and peer for a round trip ---- */
 
-/* One batch of `per` cache-line exchanges, the counter continuing from *i: the host
- * writes the counter into its line and waits for the device to copy it into its
- * own. An untimed exchange comes first, so that the clock starts with both
- * processes in the loop (before a paired batch the device may still be in its last
- * send of the round-trip batch: that send returns once it sees the host's take).
- * Returns the batch time in ns (the device: 0), or a negative errno. */
-static int64_t pingpong_batch(struct pair *p, struct ofl_waiter *w, uint64_t *i, uint64_t per)
+/* The two words a ping-pong exchanges: one in a line only the host writes, one in
+ * a line only the device writes. */
+struct pp_words {
+    uint64_t *host, *dev;
+};
+
+/* The harness's own ping-pong lines. */
+static struct pp_words pp_harness(const struct pair *p)
+{
+    return (struct pp_words){&p->sh->line_host, &p->sh->line_dev};
+}
+
+/* Tags the exchanged counter: in the channel's lines the word holds message bytes
+ * between ping-pong batches, so a wait looks for the exact tagged value. */
+#define PP_TAG 0x5050000000000000ull
+
+/* One batch of `per` cache-line exchanges on `pw`, the counter continuing from *i:
+ * the host writes the counter into its word and waits for the device to copy it
+ * into its own. An untimed exchange comes first, so that the clock starts with
+ * both processes in the loop (before a paired batch the device may still be in
+ * its last send of the round-trip batch: that send returns once it sees the host's
+ * take). Returns the batch time in ns (the device: 0), or a negative errno. */
+static int64_t pingpong_batch(struct pair *p, struct ofl_waiter *w, uint64_t *i, uint64_t per,
+                              struct pp_words pw)
 {
     uint64_t t0 = 0;
     for (uint64_t k = 0; k <= per; k++) {
         if (k == 1) t0 = ofl_now_ns();
-        uint64_t n = ++*i;
+        uint64_t n = ++*i | PP_TAG;
         int rc;
         if (p->host) {
-            __atomic_store_n(&p->sh->line_host, n, __ATOMIC_RELEASE);
-            rc = wait_ge(&p->sh->line_dev, n, w);
+            __atomic_store_n(pw.host, n, __ATOMIC_RELEASE);
+            rc = wait_until(pw.dev, n, true, w);
         } else {
-            rc = wait_ge(&p->sh->line_host, n, w);
-            __atomic_store_n(&p->sh->line_dev, n, __ATOMIC_RELEASE);
+            rc = wait_until(pw.host, n, true, w);
+            __atomic_store_n(pw.dev, n, __ATOMIC_RELEASE);
         }
         if (rc < 0) return pair_fail(p, rc, __LINE__, "ping-pong wait");
     }
@@ -400,7 +436,7 @@ static int pingpong_side(struct pair *p, uint64_t batches, uint64_t per, double 
     pair_waiter(p, &w);
     uint64_t i = 0;
     for (uint64_t b = 0; b <= batches; b++) { /* batch 0: warm-up */
-        int64_t dt = pingpong_batch(p, &w, &i, per);
+        int64_t dt = pingpong_batch(p, &w, &i, per, pp_harness(p));
         if (dt < 0) return (int)dt;
         if (p->host && b) t[b - 1] = (double)dt / (double)per;
     }
@@ -802,11 +838,24 @@ static int bulk_step(struct ofl_chan_end *e, const struct lat_row *r, int host, 
     return 0;
 }
 
+/* The channel's own message lines as ping-pong words: the first payload word of
+ * each side's line (A: the host's). */
+static struct pp_words pp_channel(const struct pair *p, const struct ofl_chan_end *e)
+{
+    struct chan_line *mine = e->line_mine, *peer = (struct chan_line *)e->line_peer;
+    uint64_t *a = (uint64_t *)(void *)(p->host ? mine : peer)->payload;
+    uint64_t *b = (uint64_t *)(void *)(p->host ? peer : mine)->payload;
+    return (struct pp_words){a, b};
+}
+
 /* Run every row as this process; the timing side stores batch times (ns per
  * batch) into the shared samples (row-major, `batches` per row). Before each batch
- * of the round-trip row, both sides run a batch of cache-line ping-pong, whose
- * times go to the extra row `nrows`: the ceiling paired with each batch. `msgs`
- * holds 2 * per direct payloads (sent, received). */
+ * of the round-trip row, both sides run a batch of cache-line ping-pong on the
+ * harness's lines, whose times go to the extra row `nrows` + 1, then one on the
+ * channel's own message lines, to row `nrows`: the ceiling paired with each batch.
+ * No message is pending then: the host took the last reply before it starts the
+ * exchanges, and the device writes only after the host has. `msgs` holds 2 * per
+ * direct payloads (sent, received). */
 static int lat_side(struct pair *p, struct ofl_chan_end *e, const struct lat_row *rows,
                     int nrows, uint64_t batches, uint64_t per, uint8_t *buf, uint8_t *msgs,
                     uint64_t *bad)
@@ -821,10 +870,11 @@ static int lat_side(struct pair *p, struct ofl_chan_end *e, const struct lat_row
         uint64_t row_seed = 1000 + (uint64_t)ri;
         if (r->kind == LAT_BULK) fill_words(buf, r->len, row_seed);
         for (uint64_t b = 0; b <= batches; b++) { /* batch 0: warm-up, untimed */
-            if (r->kind == LAT_RTT) {
-                int64_t dt = pingpong_batch(p, &w, &pp, per);
+            for (int on = 1; r->kind == LAT_RTT && on >= 0; on--) {
+                int64_t dt = pingpong_batch(p, &w, &pp, per, on ? pp_harness(p) : pp_channel(p, e));
                 if (dt < 0) return (int)dt;
-                if (p->host && b) p->sh->samples[(uint64_t)nrows * batches + b - 1] = (uint64_t)dt;
+                if (p->host && b)
+                    p->sh->samples[(uint64_t)(nrows + on) * batches + b - 1] = (uint64_t)dt;
             }
             bool direct = r->kind != LAT_BULK;
             if (direct) direct_fill(r, p->host, seq, per, out);
@@ -876,7 +926,7 @@ static int mode_lat(uint64_t batches, uint64_t per, const uint64_t *bulk, int nb
     }
     struct pair p;
     size_t rlen;
-    int rc = pair_map(&p, (uint64_t)(nrows + 1) * batches);
+    int rc = pair_map(&p, (uint64_t)(nrows + 2) * batches);
     uint32_t id = 0;
     void *region = rc == 0 ? chan_region(1, &rlen, &id) : NULL;
     uint8_t *buf = region ? alloc_buf(maxb) : NULL;
@@ -942,18 +992,25 @@ static int mode_lat(uint64_t batches, uint64_t per, const uint64_t *bulk, int nb
                host_timed ? "host" : "device");
         print_stats("per_msg_ns", &s);
         if (r->kind == LAT_RTT) {
-            /* The paired ceiling: the ping-pong batch run just before each batch. */
-            const uint64_t *pp = p.sh->samples + (uint64_t)nrows * batches;
+            /* The paired ceilings: the ping-pong batches run just before each batch,
+             * on the channel's lines (the ceiling) and on the harness's. */
+            static const char *const names[2][2] = {
+                {"pingpong_paired_ns", "ratio_to_pingpong"},
+                {"pingpong_harness_paired_ns", "ratio_to_pingpong_harness"}};
             const uint64_t *rt = p.sh->samples + (uint64_t)ri * batches;
-            for (uint64_t b = 0; b < batches; b++) v[b] = (double)pp[b] / (double)per;
-            s = stats_of(v, batches);
-            printf(", ");
-            print_stats("pingpong_paired_ns", &s);
-            for (uint64_t b = 0; b < batches; b++)
-                v[b] = (double)rt[b] / (double)(pp[b] ? pp[b] : 1);
-            s = stats_of(v, batches);
-            printf(", ");
-            print_stats("ratio_to_pingpong", &s);
+            for (int on = 0; on < 2; on++) {
+                const uint64_t *pp = p.sh->samples + (uint64_t)(nrows + on) * batches;
+                for (uint64_t b = 0; b < batches; b++) v[b] = (double)pp[b] / (double)per;
+                s = stats_of(v, batches);
+                printf(", ");
+                print_stats(names[on][0], &s);
+                for (uint64_t b = 0; b < batches; b++)
+                    v[b] = (double)rt[b] / (double)(pp[b] ? pp[b] : 1);
+                s = stats_of(v, batches);
+                printf(", ");
+                print_stats(names[on][1], &s);
+            }
+            printf(", \"pingpong_paired_on\": \"the channel's message lines\"");
         }
         printf("}");
     }
