@@ -84,9 +84,9 @@ def build_tool(name: str, sources: list[Path], cflags: tuple[str, ...] | list[st
     return the executable."""
     if shutil.which("gcc") is None:
         raise OfflowError("no C compiler: install gcc (the README's setup command does)")
-    # public headers and the runtime's internal ones (chan_int.h ...)
-    headers = sorted((RUNTIME / "include" / "offlow").glob("*.h")) + sorted(
-        (RUNTIME / "src").glob("*.h"))
+    # public headers, the runtime's internal ones (chan_int.h ...) and the tools'
+    headers = [*sorted((RUNTIME / "include" / "offlow").glob("*.h")),
+               *sorted((RUNTIME / "src").glob("*.h")), *sorted((RUNTIME / "tools").glob("*.h"))]
     key = _digest(*(f.name.encode() + f.read_bytes() for f in [*sources, *headers]),
                   " ".join([*cflags, *libs]).encode())
     exe = cache_dir() / f"{name}-{key}"

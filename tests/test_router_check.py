@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import ipaddress
 import random
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -113,6 +114,23 @@ def test_missing_prefix_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(OfflowError, match="not found"):
         check.run_check(tmp_path / "nope.txt", random=10)
     assert check.main(["--prefixes", str(tmp_path / "nope.txt")]) == 2
+
+
+def test_driver_names_a_file_it_cannot_read_or_write(slice_file: Path, tmp_path: Path) -> None:
+    exe = check.build_driver()
+    a4 = tmp_path / "a4"
+    a4.write_bytes(np.arange(64, dtype=np.uint32).tobytes())
+    missing = tmp_path / "no-such-addresses"
+    res = subprocess.run([str(exe), str(slice_file), "4", str(a4), str(missing),
+                          str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and f"{missing}: No such file or directory" in res.stderr
+    out = tmp_path / "no-such-dir"
+    res = subprocess.run([str(exe), str(slice_file), "4", str(a4), str(a4), str(out)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and f"{out}/hops4_scalar: No such file" in res.stderr
+    res = subprocess.run([str(exe), str(slice_file), "4", str(a4), str(a4), str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and (tmp_path / "hops4_batch").stat().st_size == 2 * 64
 
 
 # ---- the reference ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The C runtime's own tests (rings, queues, window, misc), each built plain and with
+"""The C runtime's own tests (rings, queues, window, misc: errors, JSON, pinning,
+waiting, whole files), each built plain and with
 ASan+UBSan and run as a program that prints its checks and exits non-zero on failure."""
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from tests.ctools import RUNTIME, build_c, run_c
 C_TESTS = Path(__file__).resolve().parent / "c"
 # Only the modules these tests need: the rest of the runtime has its own tests.
 SOURCES = [RUNTIME / "src" / f"{m}.c"
-           for m in ("err", "wait", "window", "ring", "copy", "queue", "thread", "stats")]
+           for m in ("err", "wait", "window", "ring", "copy", "queue", "thread", "stats",
+                     "file")]
 
 # (program, arguments plain, arguments under the sanitizers: fewer entries there)
 PROGRAMS: list[tuple[str, list[str], list[str]]] = [
     ("test_ring", ["1000000"], ["200000"]),
     ("test_queue", ["300000"], ["30000"]),
     ("test_window", ["{tmp}"], ["{tmp}"]),
-    ("test_misc", [], []),
+    ("test_misc", ["{tmp}"], ["{tmp}"]),
 ]
 
 

@@ -31,8 +31,10 @@ from offlow.errors import OfflowError
 from offlow.router.reference import DEFAULT_PORTS, MAX_HOP, Reference, next_hop, read_prefixes
 
 DRIVER = Path(__file__).with_name("lpm_check.c")
-# The runtime modules the driver links (the prefix reader lives in synth.c).
-MODULES = ("err", "pkt", "src", "synth", "routes", "lpm4", "lpm6")
+# The runtime modules the driver links (the prefix reader lives in synth.c), and the
+# drivers' file helpers.
+MODULES = ("err", "pkt", "src", "synth", "routes", "lpm4", "lpm6", "file", "wait")
+TOOL_IO = RUNTIME / "tools" / "tool_io.c"
 CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror")
 LIBS = ("-lz", "-lm")
 DEFAULT_PREFIXES = DATA / "bgp-full-table.txt.gz"
@@ -45,7 +47,7 @@ ALL64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 def _sources() -> list[Path]:
-    return [DRIVER, *(RUNTIME / "src" / f"{m}.c" for m in MODULES)]
+    return [DRIVER, TOOL_IO, *(RUNTIME / "src" / f"{m}.c" for m in MODULES)]
 
 
 def build_driver() -> Path:

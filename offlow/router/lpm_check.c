@@ -11,53 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
 #include "offlow/routes.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* The whole file at `path` (its size in *len), or NULL with a message. */
-static void *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(n > 0 ? (size_t)n : 1);
-    if (!p || (n > 0 && fread(p, 1, (size_t)n, f) != (size_t)n)) {
-        fprintf(stderr, "%s: cannot read\n", path);
-        free(p);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
-
-static int spit(const char *dir, const char *name, const uint16_t *h, size_t n)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(h, sizeof *h, n, f) != n || fclose(f) != 0) {
-        perror(path);
-        return -1;
-    }
-    return 0;
-}
+#include "../../runtime/tools/tool_io.h"
 
 int main(int argc, char **argv)
 {
@@ -68,31 +26,30 @@ int main(int argc, char **argv)
     char err[256] = "";
     struct ofl_routes r;
     ofl_routes_init(&r);
-    double t0 = now_s();
+    double t0 = tool_now_s();
     if (ofl_routes_load(&r, argv[1], (unsigned)strtoul(argv[2], NULL, 10), err) < 0) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    double t_load = now_s() - t0;
+    double t_load = tool_now_s() - t0;
     struct ofl_lpm4 *t4;
     struct ofl_lpm6 *t6;
-    t0 = now_s();
+    t0 = tool_now_s();
     if (ofl_lpm4_build(&t4, r.v4, r.n4, err) < 0) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    double t_b4 = now_s() - t0;
-    t0 = now_s();
+    double t_b4 = tool_now_s() - t0;
+    t0 = tool_now_s();
     if (ofl_lpm6_build(&t6, r.v6, r.n6, err) < 0) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    double t_b6 = now_s() - t0;
+    double t_b6 = tool_now_s() - t0;
 
     size_t len4, len6;
-    uint32_t *a4 = slurp(argv[3], &len4);
-    uint8_t *a6 = slurp(argv[4], &len6);
-    if (!a4 || !a6) return 1;
+    uint32_t *a4 = tool_read(argv[3], &len4);
+    uint8_t *a6 = tool_read(argv[4], &len6);
     size_t n4 = len4 / 4, n6 = len6 / 16;
     uint16_t *s4 = malloc((n4 + 1) * 2), *b4 = malloc((n4 + 1) * 2);
     uint16_t *s6 = malloc((n6 + 1) * 2), *b6 = malloc((n6 + 1) * 2);
@@ -100,24 +57,25 @@ int main(int argc, char **argv)
         fprintf(stderr, "out of memory\n");
         return 1;
     }
-    t0 = now_s();
+    t0 = tool_now_s();
     for (size_t i = 0; i < n4; i++) s4[i] = ofl_lpm4_lookup(t4, a4[i]);
-    double t_s4 = now_s() - t0;
-    t0 = now_s();
+    double t_s4 = tool_now_s() - t0;
+    t0 = tool_now_s();
     for (size_t i = 0; i < n4; i += 1u << 20)
         ofl_lpm4_lookup_batch(t4, a4 + i, b4 + i, (unsigned)(n4 - i < 1u << 20 ? n4 - i : 1u << 20));
-    double t_l4 = now_s() - t0;
-    t0 = now_s();
+    double t_l4 = tool_now_s() - t0;
+    t0 = tool_now_s();
     for (size_t i = 0; i < n6; i++) s6[i] = ofl_lpm6_lookup(t6, a6 + 16 * i);
-    double t_s6 = now_s() - t0;
-    t0 = now_s();
+    double t_s6 = tool_now_s() - t0;
+    t0 = tool_now_s();
     for (size_t i = 0; i < n6; i += 1u << 20)
         ofl_lpm6_lookup_batch(t6, a6 + 16 * i, b6 + i,
                               (unsigned)(n6 - i < 1u << 20 ? n6 - i : 1u << 20));
-    double t_l6 = now_s() - t0;
-    if (spit(argv[5], "hops4_scalar", s4, n4) || spit(argv[5], "hops4_batch", b4, n4) ||
-        spit(argv[5], "hops6_scalar", s6, n6) || spit(argv[5], "hops6_batch", b6, n6))
-        return 1;
+    double t_l6 = tool_now_s() - t0;
+    tool_write(argv[5], "hops4_scalar", s4, n4 * sizeof *s4);
+    tool_write(argv[5], "hops4_batch", b4, n4 * sizeof *b4);
+    tool_write(argv[5], "hops6_scalar", s6, n6 * sizeof *s6);
+    tool_write(argv[5], "hops6_batch", b6, n6 * sizeof *b6);
 #define RATE(n, t) ((t) > 0 ? (double)(n) / (t) / 1e6 : 0.0)
     printf("{\"routes4\": %zu, \"routes6\": %zu, \"lines\": %llu, \"garbage\": %llu, "
            "\"load_s\": %.6f, \"build4_s\": %.6f, \"build6_s\": %.6f, "

@@ -79,6 +79,7 @@
 
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
+#include "../tools/tool_io.h"
 
 /* Addresses per bulk call: a compile-time constant (rte_lpm_lookup_bulk asks for one),
  * the same in bench_lpm.c. */
@@ -98,45 +99,6 @@ struct route6 {
     uint16_t hop;
     uint8_t len;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* The whole file at `path` (its size in *len); exits on error. */
-static void *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(n > 0 ? (size_t)n : 1);
-    if (!p || (n > 0 && fread(p, 1, (size_t)n, f) != (size_t)n)) {
-        fprintf(stderr, "%s: cannot read\n", path);
-        exit(1);
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
-
-static void spit(const char *dir, const char *name, const uint16_t *h, size_t n)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(h, sizeof *h, n, f) != n || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
-}
 
 /* JSON list of n doubles. */
 static void print_list(const double *v, int n)
@@ -394,7 +356,7 @@ static int build_once(struct impl *im, int rep, double limit)
     snprintf(name, sizeof name, "b%s%d", im->name + 4, rep);
     uint32_t tbl8 = (uint32_t)im->tbl8;
     uint32_t rules = (uint32_t)(nr + 16);
-    double t0 = now_s();
+    double t0 = tool_now_s();
     int rc = 0;
     im->inserted = 0;
     if (!strcmp(im->name, "rte_lpm")) {
@@ -445,10 +407,10 @@ static int build_once(struct impl *im, int rep, double limit)
             return -1;
         }
         im->inserted++;
-        if (limit > 0 && (i & 1023) == 1023 && now_s() - t0 > limit) {
+        if (limit > 0 && (i & 1023) == 1023 && tool_now_s() - t0 > limit) {
             snprintf(im->error, sizeof im->error,
                      "gave up after %.1f s: %zu of %zu prefixes inserted (limit %g s)",
-                     now_s() - t0, im->inserted, nr, limit);
+                     tool_now_s() - t0, im->inserted, nr, limit);
             destroy(im);
             return -1;
         }
@@ -682,7 +644,7 @@ int main(int argc, char **argv)
 
     /* Routes, from the packed file. */
     size_t len;
-    uint8_t *raw = slurp(argv[1], &len);
+    uint8_t *raw = tool_read(argv[1], &len);
     size_t rec = family == 4 ? 8 : 20;
     if (len % rec) {
         fprintf(stderr, "%s: not a whole number of %zu-byte records\n", argv[1], rec);
@@ -752,9 +714,9 @@ int main(int argc, char **argv)
         for (int rep = 0; rep < build_reps && (rep == 0 || total < build_budget); rep++) {
             destroy(im);
             size_t h0 = heap_bytes();
-            double t0 = now_s();
+            double t0 = tool_now_s();
             if (build_once(im, rep, limit) < 0) break;
-            double t = now_s() - t0;
+            double t = tool_now_s() - t0;
             im->memory = heap_bytes() - h0;
             im->build_s[im->nbuild++] = t;
             total += t;
@@ -807,7 +769,7 @@ int main(int argc, char **argv)
         *eq = 0;
         fname[f] = arg;
         size_t alen;
-        addrs[f] = slurp(eq + 1, &alen);
+        addrs[f] = tool_read(eq + 1, &alen);
         naddr[f] = alen / (family == 4 ? 4 : 16);
         if (naddr[f] == 0 || naddr[f] % BURST) {
             fprintf(stderr, "%s: %zu addresses, not a positive multiple of %d\n", eq + 1,
@@ -822,15 +784,15 @@ int main(int argc, char **argv)
             snprintf(out, sizeof out, "dpdk-hops-%s-%s.u16", lookups[l].name, fname[f]);
             for (char *c = out; *c; c++)
                 if (*c == ' ') *c = '_';
-            spit(outdir, out, hops, naddr[f]);
+            tool_write(outdir, out, hops, naddr[f] * sizeof *hops);
         }
         free(hops);
         /* Warm-up and calibration: passes per repetition. */
         for (int l = 0; l < nlook; l++) {
             select_lookup(&lookups[l]);
-            double t0 = now_s();
+            double t0 = tool_now_s();
             sink += one_pass(&lookups[l], addrs[f], naddr[f]);
-            double t = now_s() - t0;
+            double t = tool_now_s() - t0;
             double p = ceil(min_time / (t > 1e-9 ? t : 1e-9));
             lookups[l].passes[f] = p < 1 ? 1 : p > 100000 ? 100000 : (unsigned)p;
         }
@@ -839,10 +801,10 @@ int main(int argc, char **argv)
             for (int l = 0; l < nlook; l++) {
                 struct lookup *lk = &lookups[l];
                 select_lookup(lk);
-                double t0 = now_s();
+                double t0 = tool_now_s();
                 for (unsigned p = 0; p < lk->passes[f]; p++)
                     sink += one_pass(lk, addrs[f], naddr[f]);
-                double t = now_s() - t0;
+                double t = tool_now_s() - t0;
                 lk->mlps[f][rep] = (double)lk->passes[f] * (double)naddr[f] / t / 1e6;
             }
     }

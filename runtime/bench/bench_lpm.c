@@ -36,51 +36,13 @@
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
 #include "offlow/routes.h"
+#include "../tools/tool_io.h"
 
 /* Addresses per lookup call: the same compile-time constant as in bench_dpdk_lpm.c. */
 #define BURST 64
 #define MAX_REPS 64
 #define MAX_FILES 4
 #define NLOOK 2
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* The whole file at `path` (its size in *len); exits on error. */
-static void *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    void *p = malloc(n > 0 ? (size_t)n : 1);
-    if (!p || (n > 0 && fread(p, 1, (size_t)n, f) != (size_t)n)) {
-        fprintf(stderr, "%s: cannot read\n", path);
-        exit(1);
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
-
-static void spit(const char *dir, const char *name, const void *p, size_t bytes)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, bytes, f) != bytes || fclose(f) != 0) {
-        perror(path);
-        exit(1);
-    }
-}
 
 static void print_list(const double *v, int n)
 {
@@ -111,12 +73,12 @@ static int dump(int argc, char **argv)
     char err[256] = "";
     struct ofl_routes r;
     ofl_routes_init(&r);
-    double t0 = now_s();
+    double t0 = tool_now_s();
     if (ofl_routes_load(&r, argv[2], (unsigned)strtoul(argv[3], NULL, 10), err) < 0) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    double t = now_s() - t0;
+    double t = tool_now_s() - t0;
     uint8_t *b4 = calloc(r.n4 + 1, 8), *b6 = calloc(r.n6 + 1, 20);
     for (size_t i = 0; i < r.n4; i++) {
         memcpy(b4 + 8 * i, &r.v4[i].addr, 4);
@@ -128,8 +90,8 @@ static int dump(int argc, char **argv)
         memcpy(b6 + 20 * i + 16, &r.v6[i].hop, 2);
         b6[20 * i + 18] = r.v6[i].len;
     }
-    spit(argv[4], "routes4.bin", b4, 8 * r.n4);
-    spit(argv[4], "routes6.bin", b6, 20 * r.n6);
+    tool_write(argv[4], "routes4.bin", b4, 8 * r.n4);
+    tool_write(argv[4], "routes6.bin", b6, 20 * r.n6);
     printf("{\"v4\": %zu, \"v6\": %zu, \"bad\": %llu, \"load_s\": %.6g}\n", r.n4, r.n6,
            (unsigned long long)r.bad, t);
     ofl_routes_free(&r);
@@ -228,7 +190,7 @@ int main(int argc, char **argv)
     }
 
     size_t len;
-    uint8_t *raw = slurp(argv[2], &len);
+    uint8_t *raw = tool_read(argv[2], &len);
     size_t rec = family == 4 ? 8 : 20;
     if (len % rec) {
         fprintf(stderr, "%s: not a whole number of %zu-byte records\n", argv[2], rec);
@@ -262,9 +224,9 @@ int main(int argc, char **argv)
         ofl_lpm6_free(o6);
         o4 = NULL;
         o6 = NULL;
-        double t0 = now_s();
+        double t0 = tool_now_s();
         int rc = family == 4 ? ofl_lpm4_build(&o4, r4, nr, err) : ofl_lpm6_build(&o6, r6, nr, err);
-        double t = now_s() - t0;
+        double t = tool_now_s() - t0;
         if (rc < 0) {
             fprintf(stderr, "build failed: %s\n", err);
             return 1;
@@ -287,7 +249,7 @@ int main(int argc, char **argv)
         *eq = 0;
         fname[f] = arg;
         size_t alen;
-        void *a = slurp(eq + 1, &alen);
+        void *a = tool_read(eq + 1, &alen);
         naddr[f] = alen / (family == 4 ? 4 : 16);
         if (naddr[f] == 0 || naddr[f] % BURST) {
             fprintf(stderr, "%s: %zu addresses, not a positive multiple of %d\n", eq + 1,
@@ -301,22 +263,22 @@ int main(int argc, char **argv)
             snprintf(out, sizeof out, "hops-%s-%s.u16", look_names[l], fname[f]);
             for (char *c = out; *c; c++)
                 if (*c == ' ') *c = '_';
-            spit(outdir, out, hops, naddr[f] * sizeof *hops);
+            tool_write(outdir, out, hops, naddr[f] * sizeof *hops);
         }
         free(hops);
         for (int l = 0; l < NLOOK; l++) {
-            double t0 = now_s();
+            double t0 = tool_now_s();
             sink += one_pass(family, a, naddr[f], l);
-            double t = now_s() - t0;
+            double t = tool_now_s() - t0;
             double p = ceil(min_time / (t > 1e-9 ? t : 1e-9));
             passes[f][l] = p < 1 ? 1 : p > 100000 ? 100000 : (unsigned)p;
         }
         for (int rep = 0; rep < lookup_reps; rep++)
             for (int l = 0; l < NLOOK; l++) {
-                double t0 = now_s();
+                double t0 = tool_now_s();
                 for (unsigned p = 0; p < passes[f][l]; p++)
                     sink += one_pass(family, a, naddr[f], l);
-                double t = now_s() - t0;
+                double t = tool_now_s() - t0;
                 mlps[f][l][rep] = (double)passes[f][l] * (double)naddr[f] / t / 1e6;
             }
         free(a);

@@ -1,4 +1,5 @@
-/* Error text, the JSON writer, CPU pinning and the waiter. */
+/* Error text, the JSON writer, CPU pinning, the waiter and whole-file reads and
+ * writes. usage: test_misc TMPDIR */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 
 #include "check.h"
 #include "offlow/err.h"
+#include "offlow/file.h"
 #include "offlow/queue.h"
 #include "offlow/stats.h"
 #include "offlow/thread.h"
@@ -90,11 +92,70 @@ static void test_waiter(void)
           "abort word: -ECANCELED");
 }
 
-int main(void)
+static void test_file(const char *dir)
 {
+    /* A regular file: written, read back whole, NUL after the data. */
+    size_t big = 70000 + 123;   /* > the pipe's 60000 below */
+    uint8_t *src = malloc(big);
+    for (size_t i = 0; i < big; i++) src[i] = (uint8_t)(i * 7 + 1);
+    CHECK(ofl_file_write(dir, "f.bin", src, big) == 0, "write %zu bytes", big);
+    void *p = NULL;
+    size_t n = 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/f.bin", dir);
+    CHECK(ofl_file_read(path, &p, &n) == 0 && n == big && !memcmp(p, src, big) &&
+              ((char *)p)[n] == 0, "read back %zu bytes, NUL after them", n);
+    free(p);
+    /* Rewritten shorter: truncated, not overlaid. */
+    CHECK(ofl_file_write(dir, "f.bin", "abc", 3) == 0, "rewrite 3 bytes");
+    CHECK(ofl_file_read(path, &p, &n) == 0 && n == 3 && !strcmp(p, "abc"), "read 3 bytes");
+    free(p);
+    /* Empty. */
+    CHECK(ofl_file_write(dir, "empty", "", 0) == 0, "write an empty file");
+    snprintf(path, sizeof path, "%s/empty", dir);
+    CHECK(ofl_file_read(path, &p, &n) == 0 && n == 0 && p && ((char *)p)[0] == 0,
+          "empty file: 0 bytes, a buffer");
+    free(p);
+    /* A stream (a pipe): no size to ask for, grown as it reads. */
+    int fds[2];
+    size_t plen = 60000;
+    CHECK(pipe(fds) == 0, "pipe");
+    CHECK(write(fds[1], src, plen) == (ssize_t)plen, "fill the pipe");
+    close(fds[1]);
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fds[0]);
+    CHECK(ofl_file_read(path, &p, &n) == 0 && n == plen && !memcmp(p, src, plen),
+          "pipe: %zu bytes", n);
+    free(p);
+    close(fds[0]);
+    /* Errors: the errno, nothing allocated. */
+    snprintf(path, sizeof path, "%s/missing", dir);
+    p = src;
+    n = 9;
+    int rc = ofl_file_read(path, &p, &n);
+    CHECK(rc == -ENOENT && !p && n == 0, "missing file: %s", ofl_strerror(rc));
+    rc = ofl_file_read(dir, &p, &n);
+    CHECK(rc == -EISDIR && !p && n == 0, "a directory: %s", ofl_strerror(rc));
+    rc = ofl_file_write(path, "x", "abc", 3);
+    CHECK(rc == -ENOENT, "write into a missing directory: %s", ofl_strerror(rc));
+    memset(path, 'a', sizeof path - 1);
+    path[sizeof path - 1] = 0;
+    rc = ofl_file_write(dir, path, "abc", 3);
+    CHECK(rc == -ENAMETOOLONG, "a name past PATH_MAX: %s", ofl_strerror(rc));
+    rc = ofl_file_write(NULL, "/proc/version", "abc", 3);
+    CHECK(rc < 0, "an unwritable path: %s", ofl_strerror(rc));
+    free(src);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_misc TMPDIR\n");
+        return 2;
+    }
     test_strerror();
     test_json();
     test_pin();
     test_waiter();
+    test_file(argv[1]);
     return CHECK_DONE();
 }

@@ -1,0 +1,34 @@
+/* The drivers' helpers (see tool_io.h) over the runtime's file.h and wait.h. */
+#include "tool_io.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "offlow/err.h"
+#include "offlow/file.h"
+#include "offlow/wait.h"
+
+void *tool_read(const char *path, size_t *len)
+{
+    void *p;
+    int rc = ofl_file_read(path, &p, len);
+    if (rc < 0) {
+        fprintf(stderr, "%s: %s\n", path, ofl_strerror(rc));
+        exit(1);
+    }
+    return p;
+}
+
+void tool_write(const char *dir, const char *name, const void *data, size_t len)
+{
+    int rc = ofl_file_write(dir, name, data, len);
+    if (rc < 0) {
+        fprintf(stderr, "%s/%s: %s\n", dir, name, ofl_strerror(rc));
+        exit(1);
+    }
+}
+
+double tool_now_s(void)
+{
+    return 1e-9 * (double)ofl_now_ns();
+}
