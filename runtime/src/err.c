@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "offlow/mcproto.h"
 #include "offlow/queue.h"
 
 const char *ofl_strerror(int err)
@@ -16,6 +17,16 @@ const char *ofl_strerror(int err)
     case OFL_EVERSION: return "unsupported protocol version";
     case OFL_EUNSUPP: return "unsupported protocol";
     case OFL_Q_DONE: return "queue finished";
+    case OFL_MC_EMAGIC: return "memcached: bad magic byte";
+    case OFL_MC_EUNKNOWN: return "memcached: unknown command";
+    case OFL_MC_EINVAL: return "memcached: invalid arguments";
+    case OFL_MC_EKEY: return "memcached: key longer than 250 bytes";
+    case OFL_MC_E2BIG: return "memcached: value too large";
+    case OFL_MC_EBADLEN: return "memcached: extras and key longer than the body";
+    case OFL_MC_ECHUNK: return "memcached: data block not terminated by CRLF";
+    case OFL_MC_ELINE: return "memcached: command line too long";
+    case OFL_MC_ETRUNC: return "memcached: datagram ends inside a request";
+    case OFL_MC_EUDP: return "memcached: multi-datagram UDP request";
     /* the only -EDEADLK the runtime makes: ofl_qout with fail_full */
     case -EDEADLK: return "ring full, and its consumer runs in this same thread (segments "
                           "sharing a core): place them on different cores or raise ring_size";

@@ -554,19 +554,3 @@ ssize_t ofl_mc_write_error(uint8_t *out, size_t cap, const struct ofl_mc_req *re
     return ofl_mc_write_status(out, cap, req->opcode, req->opaque, status);
 }
 
-const char *ofl_mc_strerror(int err)
-{
-    switch (err) {
-    case OFL_MC_EMAGIC: return "memcached: bad magic byte";
-    case OFL_MC_EUNKNOWN: return "memcached: unknown command";
-    case OFL_MC_EINVAL: return "memcached: invalid arguments";
-    case OFL_MC_EKEY: return "memcached: key longer than 250 bytes";
-    case OFL_MC_E2BIG: return "memcached: value too large";
-    case OFL_MC_EBADLEN: return "memcached: extras and key longer than the body";
-    case OFL_MC_ECHUNK: return "memcached: data block not terminated by CRLF";
-    case OFL_MC_ELINE: return "memcached: command line too long";
-    case OFL_MC_ETRUNC: return "memcached: datagram ends inside a request";
-    case OFL_MC_EUDP: return "memcached: multi-datagram UDP request";
-    default: return ofl_strerror(err);
-    }
-}

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "offlow/err.h"
 #include "offlow/mcproto.h"
 
 #define MAXREQ (3u << 20)
@@ -430,7 +431,7 @@ static void test_text_errors(void)
                   r.proto == OFL_MC_TEXT &&
                   error_reply_is(&r, (int)n, cases[i].reply, strlen(cases[i].reply)),
               "text %.*s: %s, span %zu, reply %.*s", (int)strcspn(cases[i].in, "\r\n"),
-              cases[i].in, ofl_mc_strerror(cases[i].err), span,
+              cases[i].in, ofl_strerror(cases[i].err), span,
               (int)strcspn(cases[i].reply, "\r"), cases[i].reply);
         freeb(b);
     }
@@ -668,9 +669,9 @@ static void test_writers(void)
                         OFL_MC_ETRUNC, OFL_MC_EUDP};
     ok = 1;
     for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++)
-        ok &= strncmp(ofl_mc_strerror(errs[i]), "memcached: ", 11) == 0;
-    CHECK(ok && strcmp(ofl_mc_strerror(-EINVAL), "Invalid argument") == 0,
-          "every error has a text; errno values fall through to ofl_strerror");
+        ok &= strncmp(ofl_strerror(errs[i]), "memcached: ", 11) == 0;
+    CHECK(ok && strcmp(ofl_strerror(-EINVAL), "Invalid argument") == 0,
+          "ofl_strerror has a text for every memcached error, and errno values still");
 }
 
 /* A 1 MiB value (the default limit) parses in both protocols; one more byte does not. */

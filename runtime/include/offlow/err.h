@@ -15,8 +15,9 @@ enum ofl_pkt_err {
     OFL_EUNSUPP = -5005,   /* protocol or option the parser does not handle */
 };
 
-/* Text for `err`: a negative errno value, an OFL_E* reason or a runtime sentinel
- * such as OFL_Q_DONE. Never NULL; the string is static and thread-safe. */
+/* Text for `err`: a negative errno value, an OFL_E* reason, a memcached parser's
+ * OFL_MC_E* (mcproto.h) or a runtime sentinel such as OFL_Q_DONE. Never NULL; the
+ * string is static and thread-safe. */
 const char *ofl_strerror(int err);
 
 #endif

@@ -250,7 +250,5 @@ ssize_t ofl_mc_write_text_line(uint8_t *out, size_t cap, const char *line);
  * reply, e.g. a bad magic byte) or -ENOSPC. */
 ssize_t ofl_mc_write_error(uint8_t *out, size_t cap, const struct ofl_mc_req *req, int err);
 
-/* Text for an OFL_MC_E* error; other values are passed to ofl_strerror(). */
-const char *ofl_mc_strerror(int err);
 
 #endif
