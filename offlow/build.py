@@ -64,12 +64,16 @@ def build_runtime(extra_flags: tuple[str, ...] = ()) -> Path:
     tmp = out.with_name(out.name + f".tmp{os.getpid()}")
     tmp.mkdir(parents=True, exist_ok=True)
     objs = []
-    for src in sorted((RUNTIME / "src").glob("*.c")):
-        obj = tmp / (src.stem + ".o")
-        _cc([*CFLAGS, *extra_flags, "-Werror", f"-I{RUNTIME / 'include'}", "-c", str(src),
-             "-o", str(obj)], f"runtime/{src.name}")
-        objs.append(str(obj))
-    subprocess.run(["ar", "rcs", str(tmp / "libofflow.a"), *objs], check=True)
+    try:
+        for src in sorted((RUNTIME / "src").glob("*.c")):
+            obj = tmp / (src.stem + ".o")
+            _cc([*CFLAGS, *extra_flags, "-Werror", f"-I{RUNTIME / 'include'}", "-c", str(src),
+                 "-o", str(obj)], f"runtime/{src.name}")
+            objs.append(str(obj))
+        subprocess.run(["ar", "rcs", str(tmp / "libofflow.a"), *objs], check=True)
+    except BaseException:  # a compiler error or Ctrl-C: leave no half-built directory
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     try:
         tmp.rename(out)
     except OSError:  # another build won the race; use its result

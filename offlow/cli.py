@@ -220,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
     except OfflowError as err:
         print(f"offlow: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C outside a run's wait (compiling, a benchmark's setup): no traceback.
+        # A run's own Ctrl-C ends the run cleanly and is reported by its command.
+        print("offlow: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

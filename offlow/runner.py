@@ -236,6 +236,9 @@ class Run:
             udp.close()  # the processes hold it now
         if listener is not None and gw_exe is not None:
             self._start_gateway(gw_exe, listener)
+        if self.progress:
+            print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
+                  "stops the run and prints its counts so far", file=sys.stderr)
 
     def _check_tcp(self) -> Path | None:
         """Check the TCP options and build the gateway (before anything is created)."""

@@ -59,3 +59,58 @@ def test_router_check_command_reports_zero_mismatches(
     assert main(["router", "check", "--prefixes", str(table), "--random", "2000"]) == 0
     out = capsys.readouterr().out
     assert "0 mismatches" in out and "prefixes: 4 IPv4 + 3 IPv6" in out
+
+
+def test_ctrl_c_while_compiling_exits_130_without_a_traceback_or_a_half_built_runtime(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import offlow.build
+
+    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path / "cache"))
+    real_cc, calls = offlow.build._cc, []
+
+    def cc_then_ctrl_c(args: list[str], what: str) -> None:
+        calls.append(what)
+        if len(calls) == 2:  # the second runtime module: one object file is built
+            raise KeyboardInterrupt
+        real_cc(args, what)
+
+    monkeypatch.setattr(offlow.build, "_cc", cc_then_ctrl_c)
+    try:
+        rc = main(["run", str(EXAMPLE), "--duration", "1"])
+    except KeyboardInterrupt:  # escaping main would end the whole pytest session
+        pytest.fail("the Ctrl-C escaped main()")
+    assert rc == 130
+    err = capsys.readouterr().err
+    assert "offlow: interrupted" in err and "Traceback" not in err
+    assert len(calls) == 2
+    assert list((tmp_path / "cache").iterdir()) == []  # no runtime-*.tmpPID left behind
+
+
+def test_ctrl_c_during_a_run_prints_the_counts_and_says_so(tmp_path: Path) -> None:
+    """`offlow run` in a subprocess, SIGINT once it says the run has started: the
+    run ends cleanly with its counts and the line that says it was stopped."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "offlow.cli", "run", str(EXAMPLE),
+                             "--duration", "60"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ})
+    assert proc.stderr is not None
+    lines = []
+    deadline = time.monotonic() + 240  # a cold cache compiles the runtime first
+    for line in proc.stderr:
+        lines.append(line)
+        if "Ctrl-C stops the run" in line or time.monotonic() > deadline:
+            break
+    assert any("Ctrl-C stops the run" in s for s in lines), lines
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "offlow: stopped by Ctrl-C: the counts cover the run until then" in err
+    assert "Traceback" not in err
+    assert "source " in out and "packets" in out
