@@ -39,34 +39,43 @@ static void ring_job(struct ofl_ce_job *job, const struct ofl_ring *r, uint32_t 
     }
 }
 
-/* ---- producer ---- */
-
-static int qout_fail(struct ofl_qout *q, int err)
+/* Keep the first error of an endpoint (*slot: its sticky err field); returns it. */
+static int sticky(int *slot, int err)
 {
-    if (!q->err) q->err = err;
-    return q->err;
+    if (!*slot) *slot = err;
+    return *slot;
 }
+
+/* What both endpoints set up alike: `ring` attached to the ring memory, two batch
+ * buffers, their copy jobs idle. Returns 0 or -errno; after -ENOMEM the caller
+ * destroys its endpoint (a buffer may be allocated). */
+static int end_attach(struct ofl_ring *ring, void *ring_mem, size_t len, uint8_t *buf[2],
+                      struct ofl_ce_job job[2])
+{
+    int rc = ofl_ring_attach(ring, ring_mem, len);
+    if (rc < 0) return rc;
+    for (int k = 0; k < 2; k++) {
+        buf[k] = alloc_buf((size_t)ring->batch * ring->entry_size);
+        job[k].done = 1;
+        if (!buf[k]) return -ENOMEM;
+    }
+    return 0;
+}
+
+/* ---- producer ---- */
 
 int ofl_qout_init(struct ofl_qout *q, void *ring_mem, size_t len, struct ofl_ce *ce,
                   struct ofl_waiter *w)
 {
     memset(q, 0, sizeof *q);
     if (!ce) return -EINVAL;
-    int rc = ofl_ring_attach(&q->ring, ring_mem, len);
-    if (rc < 0) return rc;
     q->ce = ce;
     q->w = w;
+    int rc = end_attach(&q->ring, ring_mem, len, q->buf, q->job);
     q->entry_size = q->ring.entry_size;
     q->batch = q->ring.batch;
-    for (int k = 0; k < 2; k++) {
-        q->buf[k] = alloc_buf((size_t)q->batch * q->entry_size);
-        q->job[k].done = 1;
-        if (!q->buf[k]) {
-            ofl_qout_destroy(q);
-            return -ENOMEM;
-        }
-    }
-    return 0;
+    if (rc == -ENOMEM) ofl_qout_destroy(q);
+    return rc;
 }
 
 /* Ring slots free after the tail and the slots reserved by copies in flight. The
@@ -137,7 +146,7 @@ void *ofl_qout_slot(struct ofl_qout *q)
 {
     if (q->err) return NULL;
     if (q->closed) {
-        qout_fail(q, -EINVAL);
+        sticky(&q->err, -EINVAL);
         return NULL;
     }
     if (q->staged == q->batch && ofl_qout_flush(q) < 0) return NULL;
@@ -176,14 +185,14 @@ int ofl_qout_flush(struct ofl_qout *q)
             q->dropped += rem;
             break;
         }
-        if (room == 0 && q->fail_full) return qout_fail(q, -EDEADLK);
+        if (room == 0 && q->fail_full) return sticky(&q->err, -EDEADLK);
         if (room == 0) {
             /* Backpressure: the consumer is behind. One full_wait per episode. */
             if (!waiting) r->full_waits++;
             waiting = true;
             if (q->w) {
                 int rc = ofl_wait(q->w);
-                if (rc < 0) return qout_fail(q, rc);
+                if (rc < 0) return sticky(&q->err, rc);
             } else if (spins++ < OFL_WAIT_SPINS) {
                 ofl_cpu_relax();
             } else {
@@ -196,7 +205,7 @@ int ofl_qout_flush(struct ofl_qout *q)
         spins = 0;
         uint32_t n = rem < room ? rem : room;
         int rc = qout_submit(q, off, n);
-        if (rc < 0) return qout_fail(q, rc);
+        if (rc < 0) return sticky(&q->err, rc);
         off += n;
     }
     /* Double buffering: fill the other buffer while this one's copy runs. */
@@ -237,32 +246,18 @@ void ofl_qout_destroy(struct ofl_qout *q)
 
 /* ---- consumer ---- */
 
-static int qin_fail(struct ofl_qin *q, int err)
-{
-    if (!q->err) q->err = err;
-    return q->err;
-}
-
 int ofl_qin_init(struct ofl_qin *q, void *ring_mem, size_t len, struct ofl_ce *ce,
                  struct ofl_waiter *w)
 {
     memset(q, 0, sizeof *q);
     if (!ce) return -EINVAL;
-    int rc = ofl_ring_attach(&q->ring, ring_mem, len);
-    if (rc < 0) return rc;
     q->ce = ce;
     q->w = w;
+    int rc = end_attach(&q->ring, ring_mem, len, q->buf, q->job);
     q->entry_size = q->ring.entry_size;
     q->batch = q->ring.batch;
-    for (int k = 0; k < 2; k++) {
-        q->buf[k] = alloc_buf((size_t)q->batch * q->entry_size);
-        q->job[k].done = 1;
-        if (!q->buf[k]) {
-            ofl_qin_destroy(q);
-            return -ENOMEM;
-        }
-    }
-    return 0;
+    if (rc == -ENOMEM) ofl_qin_destroy(q);
+    return rc;
 }
 
 /* Start copying up to a batch of ready entries into empty buffer b. Returns the
@@ -311,24 +306,24 @@ int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries)
         if (q->state[k] == OFL_QB_HELD) q->state[k] = OFL_QB_EMPTY;
         if (q->state[k] == OFL_QB_COPYING) {
             int rc = qin_finish(q, k);
-            if (rc < 0) return qin_fail(q, rc);
+            if (rc < 0) return sticky(&q->err, rc);
         }
         if (q->state[k] == OFL_QB_READY) ready = k;
     }
     if (ready < 0) {
         /* Nothing prefetched: copy now (both buffers are empty here). */
         int rc = qin_kick(q, 0);
-        if (rc < 0) return qin_fail(q, rc);
+        if (rc < 0) return sticky(&q->err, rc);
         if (rc == 0) return ofl_ring_finished(&q->ring) ? OFL_Q_DONE : 0;
         rc = qin_finish(q, 0);
-        if (rc < 0) return qin_fail(q, rc);
+        if (rc < 0) return sticky(&q->err, rc);
         ready = 0;
     }
     /* Double buffering: start the next batch's copy before handing this one out.
      * Pointless with an inline engine, where it would only hold ring slots longer. */
     if (q->ce->mode == OFL_CE_THREAD) {
         int rc = qin_kick(q, 1 - ready);
-        if (rc < 0) return qin_fail(q, rc);
+        if (rc < 0) return sticky(&q->err, rc);
     }
     q->state[ready] = OFL_QB_HELD;
     *entries = q->buf[ready];
