@@ -259,17 +259,25 @@ class Run:
         """The gateway's listening socket (TCP runs), bound here like the UDP socket."""
         if self.opts.tcp_port is None:
             return None
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s = self._bind(socket.SOCK_STREAM, self.opts.tcp_port, "listen on TCP",
+                       (socket.SO_REUSEADDR, 1))
+        self.tcp_port = s.getsockname()[1]
+        return s
+
+    def _bind(self, kind: int, port: int, what: str, opt: tuple[int, int]) -> socket.socket:
+        """A socket of `kind` on 127.0.0.1:`port` (0: any free port) with socket option
+        `opt`, listening when it is a stream; a failure removes the window and says
+        which port and why."""
+        s = socket.socket(socket.AF_INET, kind)
         try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind(("127.0.0.1", self.opts.tcp_port))
-            s.listen(4096)  # capped by net.core.somaxconn
+            s.setsockopt(socket.SOL_SOCKET, *opt)
+            s.bind(("127.0.0.1", port))
+            if kind == socket.SOCK_STREAM:
+                s.listen(4096)  # capped by net.core.somaxconn
         except OSError as e:
             s.close()
             self.window.unlink(missing_ok=True)
-            raise OfflowError(f"cannot listen on TCP port {self.opts.tcp_port} on 127.0.0.1: "
-                              f"{e.strerror}") from e
-        self.tcp_port = s.getsockname()[1]
+            raise OfflowError(f"cannot {what} port {port} on 127.0.0.1: {e.strerror}") from e
         return s
 
     def _start_gateway(self, exe: Path, listener: socket.socket) -> None:
@@ -311,15 +319,8 @@ class Run:
         known before any process starts."""
         if self.opts.udp_port is None:
             return None
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)  # capped by the kernel
-            s.bind(("127.0.0.1", self.opts.udp_port))
-        except OSError as e:
-            s.close()
-            self.window.unlink(missing_ok=True)
-            raise OfflowError(f"cannot bind UDP port {self.opts.udp_port} on 127.0.0.1: "
-                              f"{e.strerror}") from e
+        s = self._bind(socket.SOCK_DGRAM, self.opts.udp_port, "bind UDP",
+                       (socket.SO_RCVBUF, 4 << 20))  # the buffer is capped by the kernel
         self.udp_port = s.getsockname()[1]
         if self.progress:
             print(f"offlow: serving UDP on 127.0.0.1:{self.udp_port}", file=sys.stderr)

@@ -62,6 +62,20 @@ def served() -> Iterator[Run]:
         assert res.tcp["requests"] == res.tcp["replies"] + res.tcp["timeouts"]
 
 
+def test_a_taken_tcp_port_is_a_clear_error_and_leaves_no_window() -> None:
+    from offlow.errors import OfflowError
+
+    b = build(load_program(KVS))
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind((HOST, 0))
+        taken.listen(1)
+        r = Run(b, RunOptions(tcp_port=taken.getsockname()[1], timeout=60))
+        with pytest.raises(OfflowError, match=f"cannot listen on TCP port "
+                                              f"{taken.getsockname()[1]} on 127.0.0.1"):
+            r.start()
+        assert not r.window.exists()
+
+
 def _client(port: int):  # noqa: ANN202 (pymemcache is optional: typed at run time)
     base = pytest.importorskip("pymemcache.client.base",
                                reason="pymemcache is not installed (pip install pymemcache)")
