@@ -31,13 +31,12 @@
  *                          its reply posted as a handler's REPLY is, with
  *                          ofl_chan_post; timed on the host; before each of its
  *                          batches both processes run a batch of the cache-line
- *                          ping-pong above on the channel's own two message lines
- *                          (the paired ceiling: the lines a round trip moves; a
- *                          word of each payload, the headers untouched, between
- *                          batches, when no message is pending), then one on the
- *                          harness's lines, as the pingpong mode does), and bulk
- *                          transfers
- *                          of each BULKSIZES size in both directions. Direct
+ *                          ping-pong above on the harness's lines, as the pingpong
+ *                          mode does, then one on the channel's own two message
+ *                          lines: the paired ceiling, the lines a round trip moves
+ *                          (a word of each payload, the headers untouched, while
+ *                          no message is pending)), and bulk transfers of each
+ *                          BULKSIZES size in both directions. Direct
  *                          payloads are written before each batch and checked
  *                          after it (untimed), as the ping-pong has no payload.
  *   tput DIR K SERVE SIZES REPS [COPY]
