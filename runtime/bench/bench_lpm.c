@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"

@@ -143,6 +143,8 @@ static void test_file(const char *dir)
     CHECK(rc == -ENAMETOOLONG, "a name past PATH_MAX: %s", ofl_strerror(rc));
     rc = ofl_file_write(NULL, "/proc/version", "abc", 3);
     CHECK(rc < 0, "an unwritable path: %s", ofl_strerror(rc));
+    rc = ofl_file_write(NULL, "/dev/full", "abc", 3);
+    CHECK(rc == -ENOSPC, "a write that fails after the open: %s", ofl_strerror(rc));
     free(src);
 }
 
