@@ -5,6 +5,7 @@ write-back adds the path of the entries it evicts. No C is run here
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from offlow.codegen.c import generate
 from offlow.codegen.queuegen import push_fn
 from offlow.explain import explain
 from offlow.ir import Edge, Graph
+from offlow.passes import compile_graph
 
 ROOT = Path(__file__).resolve().parent.parent
 KVS_CACHE = ROOT / "examples" / "kvs_cache.py"
@@ -46,6 +48,18 @@ def test_expansion_wires_hit_and_miss_paths(policy: str) -> None:
     assert "cache_ticket" not in {f.name for f in by_edge["cache_lookup", "tx"].fields}
     table = next(t for t in g.shared if t.name == "cache")
     assert table.home == "nic" and ("policy", policy) in table.options
+    # The store tells the update side (on the NIC) that an item expires: the field
+    # crosses back with the reply, and only the update's call reads it.
+    assert "kv_expiring" in {f.name for f in by_edge["serve", "cache_update"].fields}
+    assert "state->kv_expiring" in up.body and "kv_expiring" not in lk.body
+
+
+def test_reply_args_default_to_args() -> None:
+    g = load_program(KVS_CACHE, []).to_ir()
+    plain = replace(g.caches[0].ops, reply_args="")
+    body = compile_graph(replace(g, caches=(replace(g.caches[0], ops=plain),))).node(
+        "cache_update").body
+    assert "ofl_kvc_reply(cache, pkt, state->l3_off, state->l4_off, state->cache_ticket)" in body
 
 
 def test_write_back_sends_evictions_down_the_miss_path() -> None:

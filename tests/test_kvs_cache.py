@@ -225,3 +225,44 @@ def test_the_checker_catches_a_stale_read() -> None:
           Op(1, "get", b"a", 4.0, 5.0), Op(1, "delete", None, 6.0, 7.0),
           Op(1, "get", None, 8.0, 9.0)]
     assert check_history(ok) == 2
+
+
+def _ask(s: socket.socket, port: int, rid: int, req: bytes) -> tuple[int, bytes]:
+    s.sendto(struct.pack("!HHHH", rid, 0, 1, 0) + req, ("127.0.0.1", port))
+    while True:
+        data, _ = s.recvfrom(4096)
+        if struct.unpack("!H", data[:2])[0] == rid:
+            return status(data[8:])
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_an_item_with_an_expiry_is_never_served_from_the_cache(policy: str) -> None:
+    """memcached's GET replies carry no expiry, so a cached copy could outlive its item:
+    the store marks such replies (KvServe's kv_expiring, set on the host and read by
+    the update element on the NIC) and the cache does not keep them. A key without an
+    expiry, read the same way, is answered on the NIC."""
+    b = build(load_program(KVS_CACHE, [f"cache.policy={policy}"]), werror=True)
+    r = Run(b, RunOptions(udp_port=0, timeout=60))
+    r.start()
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(5.0)
+    try:
+        expiring = struct.pack("!BBHBBHIIQII", 0x80, SET, 3, 8, 0, 0, 8 + 3 + 4, 1, 0,
+                               7, 3600) + b"eggsoon"
+        assert _ask(s, r.udp_port, 1, expiring) == (0, b"")
+        for rid in (2, 3, 4):
+            assert _ask(s, r.udp_port, rid, binary(GET, b"egg")) == (0, b"soon")
+        assert _ask(s, r.udp_port, 5, binary(SET, b"ham", b"kept")) == (0, b"")
+        for rid in (6, 7, 8):
+            assert _ask(s, r.udp_port, rid, binary(GET, b"ham")) == (0, b"kept")
+    finally:
+        s.close()
+        r.stop()
+        res = r.wait()
+    assert res.ok, res.errors
+    el = summarize(b.graph, res.stats)["elements"]
+    hits, misses, _ = paths(el)
+    # egg: the SET (an expiry: not cacheable) and its three GETs reach the store. ham:
+    # its three GETs are hits; write-through sends its SET on (the store's answer
+    # makes the entry valid), write-back answers it on the NIC.
+    assert (hits, misses) == ((3, 5) if policy == "write_through" else (4, 4))

@@ -10,11 +10,12 @@ from offlow.dsl import CacheOps, Element, Port, Table
 # Program.cache(name, around=KvServe(...), ops=MEMCACHED_CACHE): a datagram holding one
 # GET, SET or DELETE is cached, anything else goes through (the keys it names are
 # written back first). Made packets (write-backs) are steered by `kv_hash`, as KeyHash
-# sets it.
+# sets it; KvServe's `kv_expiring` keeps replies whose item expires out of the cache.
 MEMCACHED_CACHE = CacheOps(
     ctype="struct ofl_kvc", open_fn="ofl_kvc_open_opts", close_fn="ofl_kvc_destroy",
     request_fn="ofl_kvc_request", reply_fn="ofl_kvc_reply",
-    args="state->l3_off, state->l4_off", steer="kv_hash",
+    args="state->l3_off, state->l4_off",
+    reply_args="state->l3_off, state->l4_off, state->kv_expiring", steer="kv_hash",
     steer_expr="(uint32_t)(hash >> 32)", internal="OFL_KVC_INTERNAL",
     source="memcached NIC cache (kvcache.c), empty at start-up")
 
@@ -49,14 +50,19 @@ class KvServe(Element):
     """Runs the memcached requests of the datagram against `store` and turns the packet
     into the reply (addresses swapped; quiet requests get the frame header alone, as
     memcached sends); datagrams that are not memcached, or end inside their first
-    request, are dropped here (counted)."""
+    request, are dropped here (counted). `kv_expiring` tells a cache after it that the
+    reply holds an item with an expiry time, which it must not keep."""
 
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
     tables = ("store",)
+    fields = {"kv_expiring": "uint8_t"}
     body = r"""
+    int rc;
     if (state->ip_proto != 17)
         DROP();
-    if (ofl_kvs_reply(store, pkt, state->l3_off, state->l4_off) != 0)
+    rc = ofl_kvs_reply(store, pkt, state->l3_off, state->l4_off);
+    if (rc != OFL_KVS_SEND && rc != OFL_KVS_SEND_EXPIRING)
         DROP();
+    state->kv_expiring = rc == OFL_KVS_SEND_EXPIRING;
     """

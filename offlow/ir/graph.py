@@ -195,9 +195,11 @@ class CacheOps:
     returns 0 (hit: the packet is now the reply), 1 (miss: send it on to the region,
     its reply will come back with `ticket`) or a negative errno (drop); `emit` sends a
     packet the cache makes (a write-back) into the region ahead of the request.
-    ``int reply_fn(ctype *c, struct ofl_pkt *pkt, ARGS, uint64_t ticket)`` returns 0
-    (send the reply on) or 1 (drop it: a reply to the cache's own traffic).
-    `args` are the C expressions ARGS (over `state`); `steer` is the per-packet field a
+    ``int reply_fn(ctype *c, struct ofl_pkt *pkt, REPLY_ARGS, uint64_t ticket)`` returns
+    0 (send the reply on) or 1 (drop it: a reply to the cache's own traffic).
+    `args` are the C expressions ARGS (over `state`); `reply_args` those of REPLY_ARGS,
+    where the region can tell the cache about its reply through per-packet fields its
+    elements set (the same as `args` when empty); `steer` is the per-packet field a
     made packet's key hash goes to (`steer_expr`, over `hash`); `internal` is the
     ticket of made packets."""
 
@@ -207,6 +209,7 @@ class CacheOps:
     request_fn: str
     reply_fn: str
     args: str = ""
+    reply_args: str = ""
     steer: str = ""
     steer_expr: str = "hash"
     internal: str = "UINT64_MAX"

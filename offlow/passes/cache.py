@@ -95,8 +95,8 @@ def _expand(g: Graph, c: Cache) -> Graph:
                    state=(*g.state, Field(ticket, "uint64_t")), shared=(*g.shared, table))
 
 
-def _args(c: Cache) -> str:
-    return f", {c.ops.args}" if c.ops.args else ""
+def _args(args: str) -> str:
+    return f", {args}" if args else ""
 
 
 def _lookup_body(c: Cache, node: str, ticket: str, wb: bool) -> str:
@@ -104,7 +104,7 @@ def _lookup_body(c: Cache, node: str, ticket: str, wb: bool) -> str:
     return "\n".join([
         *([f"    struct ofl_emit_{cname(node)} em = {{ ctx, state }};"] if wb else []),
         "    uint64_t ticket = 0;",
-        f"    int rc = {c.ops.request_fn}(cache, pkt{_args(c)}, &ticket, {emit});",
+        f"    int rc = {c.ops.request_fn}(cache, pkt{_args(c.ops.args)}, &ticket, {emit});",
         "    if (rc < 0)",
         "        DROP();",
         f"    state->{ticket} = ticket;",
@@ -117,8 +117,9 @@ def _lookup_body(c: Cache, node: str, ticket: str, wb: bool) -> str:
 def _update_body(c: Cache, ticket: str) -> str:
     # reply_fn returns nonzero for the store's answer to a write-back: used up here
     # (counted as consumed, not dropped). Bodies are parsed by pycparser: no comments.
+    args = _args(c.ops.reply_args or c.ops.args)
     return "\n".join([
-        f"    if ({c.ops.reply_fn}(cache, pkt{_args(c)}, state->{ticket}) != 0)",
+        f"    if ({c.ops.reply_fn}(cache, pkt{args}, state->{ticket}) != 0)",
         "        CONSUME();",
     ])
 

@@ -57,7 +57,7 @@ struct ofl_kvc {
     _Alignas(64) _Atomic uint64_t cas_next;
     _Atomic uint64_t hits, misses, bypass, evictions, writebacks, invalidations, drops;
     /* update side */
-    _Alignas(64) _Atomic uint64_t fills, stale_fills, wb_errors;
+    _Alignas(64) _Atomic uint64_t fills, stale_fills, uncached, wb_errors;
 };
 
 static inline void count(_Atomic uint64_t *c)
@@ -686,7 +686,7 @@ static void on_wb_reply(struct ofl_kvc *c, const uint8_t *b, size_t n)
 }
 
 int ofl_kvc_reply(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
-                  uint64_t ticket)
+                  int expiring, uint64_t ticket)
 {
     if (ticket == 0) return 0;
     size_t len = 0;
@@ -708,6 +708,9 @@ int ofl_kvc_reply(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uint3
     struct slot *s = &c->slots[i];
     if (s->seq != seq) {
         count(&c->stale_fills);
+    } else if (expiring && (s->state == ST_PEND_FILL || s->state == ST_CLEAN)) {
+        release(s);
+        count(&c->uncached);
     } else if (s->state == ST_PEND_FILL) {
         if (bad)
             release(s);
@@ -855,6 +858,7 @@ void ofl_kvc_stats(const struct ofl_kvc *c, struct ofl_kvc_stats *s)
     LD(misses);
     LD(fills);
     LD(stale_fills);
+    LD(uncached);
     LD(bypass);
     LD(evictions);
     LD(writebacks);

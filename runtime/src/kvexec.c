@@ -75,6 +75,7 @@ static int fetch(struct ofl_kv *kv, const uint8_t *key, uint32_t key_len,
         if (rc) return rc;
         size_t room = out->cap - out->len - hdr;
         rc = ofl_kv_get(kv, key, key_len, hash, out->buf + out->len + hdr, room, meta);
+        if (rc == 0 && meta->expires) out->expiring = 1;
         if (rc != -ENOBUFS) return rc;
         want = hdr + meta->value_len;   /* the value grew past the room: retry */
     }

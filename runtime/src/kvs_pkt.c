@@ -109,13 +109,13 @@ int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint3
     if (!p || l3_off + 20 > l4_off) return -EINVAL;
     /* Replies go to a buffer of their own: they overwrite the request's bytes. */
     uint8_t buf[REPLY_ROOM];
-    struct ofl_mc_out out = {buf, 0, sizeof buf, sizeof buf};
+    struct ofl_mc_out out = {.buf = buf, .cap = sizeof buf, .max = sizeof buf};
     struct ofl_mc_req bad;
     int overflow;
     unsigned ran;
     int id = run_datagram(kv, p, len, &out, &ran, &overflow, &bad);
     if (id < 0) return id;
-    if (ran == 0) return 1;   /* no request, or it is cut short: nothing, as memcached */
+    if (ran == 0) return OFL_KVS_NONE;   /* no request, or cut short: as memcached */
     if (overflow || out.len > REPLY_MAX) {
         /* Longer than one datagram: memcached's answer when it cannot build a reply. */
         if (!overflow) ofl_mc_parse(p + OFL_MC_UDP_HDR_LEN, len - OFL_MC_UDP_HDR_LEN,
@@ -138,7 +138,7 @@ int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint3
     ofl_kvs_swap_addrs(pkt->data, l3_off, l4_off);
     ofl_kvs_set_lengths(pkt->data, l3_off, l4_off, payload);
     pkt->len = (uint32_t)(l4_off + 8 + payload);
-    return 0;
+    return out.expiring ? OFL_KVS_SEND_EXPIRING : OFL_KVS_SEND;
 }
 
 int ofl_kvs_open_opts(struct ofl_kv **t, const struct ofl_args *a, const char *name)

@@ -288,6 +288,7 @@ int ofl_kv_get(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash
     meta->flags = it->flags;
     meta->value_len = it->value_len;
     meta->cas = it->cas;
+    meta->expires = it->exp != 0;
     int rc = -ENOBUFS;
     if (it->value_len <= cap) {
         memcpy(dst, it->data + it->key_len, it->value_len);

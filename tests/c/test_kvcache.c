@@ -163,12 +163,12 @@ static struct msg *deliver(struct world *w, struct msg **popped)
     w->n--;
     *popped = m;
     int rc = ofl_kvs_reply(w->kv, &m->pkt, L3, L4);
-    if (rc == 1 && w->header_only) {   /* what memcached sends for a silent request */
+    if (rc == OFL_KVS_NONE && w->header_only) {   /* what memcached sends for a silent request */
         ofl_put_be16(m->pkt.data + L4 + 4, 16);
         m->pkt.len = DGRAM + OFL_MC_UDP_HDR_LEN;
         rc = 0;
     }
-    if (rc != 0) {
+    if (rc != OFL_KVS_SEND && rc != OFL_KVS_SEND_EXPIRING) {
         if (m->ticket == OFL_KVC_INTERNAL) {
             free(m);
             *popped = NULL;
@@ -177,7 +177,7 @@ static struct msg *deliver(struct world *w, struct msg **popped)
         m->pkt.len = 0;
         return m;
     }
-    int r = ofl_kvc_reply(w->c, &m->pkt, L3, L4, m->ticket);
+    int r = ofl_kvc_reply(w->c, &m->pkt, L3, L4, rc == OFL_KVS_SEND_EXPIRING, m->ticket);
     if (m->ticket == OFL_KVC_INTERNAL) {
         if (r != 1) w->wb_bad_ret++;
         free(m);
@@ -427,6 +427,37 @@ static void test_fill(void)
     CHECK(st.stale_fills == 0, "no stale fills (%" PRIu64 ")", st.stale_fills);
     CHECK(do_bget(&w, "s", val, &hit, NULL, NULL) == 0 && hit && !strcmp(val, "shared"),
           "filled once, then hits");
+    world_free(&w);
+}
+
+/* An item with an expiry time is never kept: the cache cannot see the expiry in the
+ * store's reply (memcached's GET replies carry none), so a copy could outlive it. */
+static void test_expiring(int policy)
+{
+    const char *pn = policy == OFL_KVC_WRITE_BACK ? "write-back" : "write-through";
+    struct world w;
+    world_init(&w, policy, OFL_KVC_LRU, 64, 4, 256);
+    if (ofl_kv_store(w.kv, OFL_KV_SET, "e", 1, ofl_kv_hash("e", 1), "soon", 4, 5, 3600, 0, NULL))
+        abort();
+    char val[2048];
+    int hit;
+    for (int i = 0; i < 2; i++)
+        CHECK(do_bget(&w, "e", val, &hit, NULL, NULL) == 0 && !hit && !strcmp(val, "soon"),
+              "%s: binary GET %d of an expiring item: a miss, the store's value", pn, i);
+    struct msg *r = roundtrip(&w, text("get e\r\n"), &hit);
+    CHECK(r && !hit && body_is(r, "VALUE e 5 4\r\nsoon\r\nEND\r\n"),
+          "%s: text get of it: a miss too", pn);
+    free(r);
+    struct ofl_kvc_stats st;
+    ofl_kvc_stats(w.c, &st);
+    CHECK(st.uncached == 3 && st.fills == 0 && st.hits == 0,
+          "%s: three replies not kept (uncached %" PRIu64 ", fills %" PRIu64 ")", pn,
+          st.uncached, st.fills);
+    /* The same key stored again without an expiry is cached as usual. */
+    store_put(&w, "e", "kept");
+    CHECK(do_bget(&w, "e", val, &hit, NULL, NULL) == 0 && !hit &&
+              do_bget(&w, "e", val, &hit, NULL, NULL) == 0 && hit && !strcmp(val, "kept"),
+          "%s: without an expiry: filled, then a hit", pn);
     world_free(&w);
 }
 
@@ -728,13 +759,13 @@ static void test_malformed(int policy)
         for (size_t len = 0; len <= 40; len++) {
             struct msg *j = new_msg(1, junk[i], len);
             if (ofl_kvc_request(w.c, &m->pkt, L3, L4, &t, emit, &w) != OFL_KVC_MISS || !t) bad++;
-            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, t) != 0;
-            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, ((uint64_t)999999 << 32) | 1) != 0;
-            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, OFL_KVC_INTERNAL) != 1;
+            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, 0, t) != 0;
+            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, 0, ((uint64_t)999999 << 32) | 1) != 0;
+            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, 0, OFL_KVC_INTERNAL) != 1;
             j->pkt.len = 10;
             if (ofl_kvc_request(w.c, &m->pkt, L3, L4, &t, emit, &w) != OFL_KVC_MISS || !t) bad++;
-            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, t) != 0;
-            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, OFL_KVC_INTERNAL) != 1;
+            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, 0, t) != 0;
+            bad += ofl_kvc_reply(w.c, &j->pkt, L3, L4, 0, OFL_KVC_INTERNAL) != 1;
             free(j);
         }
     }
@@ -1102,8 +1133,10 @@ static void *update_thread(void *arg)
         }
         struct msg *m = t->ring[head % TQ];
         atomic_store(&t->head, head + 1);
-        if (ofl_kvs_reply(t->w.kv, &m->pkt, L3, L4) == 0) {
-            int r = ofl_kvc_reply(t->w.c, &m->pkt, L3, L4, m->ticket);
+        int rc = ofl_kvs_reply(t->w.kv, &m->pkt, L3, L4);
+        if (rc == OFL_KVS_SEND || rc == OFL_KVS_SEND_EXPIRING) {
+            int r = ofl_kvc_reply(t->w.c, &m->pkt, L3, L4, rc == OFL_KVS_SEND_EXPIRING,
+                                  m->ticket);
             if (r != (m->ticket == OFL_KVC_INTERNAL)) t->errors++;
             size_t n;
             const uint8_t *b = body(m, &n);
@@ -1177,6 +1210,8 @@ int main(int argc, char **argv)
     test_fill();
     test_stale(OFL_KVC_WRITE_THROUGH);
     test_stale(OFL_KVC_WRITE_BACK);
+    test_expiring(OFL_KVC_WRITE_THROUGH);
+    test_expiring(OFL_KVC_WRITE_BACK);
     test_eviction(OFL_KVC_LRU);
     test_eviction(OFL_KVC_CLOCK);
     test_delete_dirty();

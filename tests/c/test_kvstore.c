@@ -197,9 +197,15 @@ static void test_expiry(void)
     CHECK(ofl_kv_store(kv, OFL_KV_SET, k, 3, h, "w", 1, 0, -1, 0, NULL) == 0 &&
               ofl_kv_get(kv, k, 3, h, buf, sizeof buf, &m) == -ENOENT,
           "negative exptime over a present key removes it");
+    CHECK(ofl_kv_get(kv, "never", 5, ofl_kv_hash("never", 5), buf, sizeof buf, &m) == -ENOENT,
+          "absent key");
+    ofl_kv_store(kv, OFL_KV_SET, "never", 5, ofl_kv_hash("never", 5), "v", 1, 0, 0, 0, NULL);
+    CHECK(ofl_kv_get(kv, "never", 5, ofl_kv_hash("never", 5), buf, sizeof buf, &m) == 0 &&
+              m.expires == 0,
+          "exptime 0: the get says the item never expires");
     CHECK(ofl_kv_store(kv, OFL_KV_SET, k, 3, h, "v", 1, 0, 3600, 0, NULL) == 0 &&
-              ofl_kv_get(kv, k, 3, h, buf, sizeof buf, &m) == 0,
-          "relative exptime of an hour: present now");
+              ofl_kv_get(kv, k, 3, h, buf, sizeof buf, &m) == 0 && m.expires == 1,
+          "relative exptime of an hour: present now, and the get says it expires");
     int32_t past = 60 * 60 * 24 * 30 + 1;   /* an absolute time in January 1970 */
     CHECK(ofl_kv_store(kv, OFL_KV_SET, k, 3, h, "v", 1, 0, past, 0, NULL) == 0 &&
               ofl_kv_get(kv, k, 3, h, buf, sizeof buf, &m) == -ENOENT,

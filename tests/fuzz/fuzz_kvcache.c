@@ -102,13 +102,13 @@ static void deliver(struct fz *f)
     f->head = (f->head + 1) % QN;
     f->n--;
     int rc = ofl_kvs_reply(f->kv, &e.pkt, L3, L4);
-    if (rc == 1 && f->header_only) {
+    if (rc == OFL_KVS_NONE && f->header_only) {
         ofl_put_be16(e.pkt.data + L4 + 4, 16);
         e.pkt.len = L4 + 16;
         rc = 0;
     }
-    if (rc == 0) {
-        int r = ofl_kvc_reply(f->c, &e.pkt, L3, L4, e.ticket);
+    if (rc == OFL_KVS_SEND || rc == OFL_KVS_SEND_EXPIRING) {
+        int r = ofl_kvc_reply(f->c, &e.pkt, L3, L4, rc == OFL_KVS_SEND_EXPIRING, e.ticket);
         if (r != (e.ticket == OFL_KVC_INTERNAL)) abort();
     }
     free(e.pkt.data);
@@ -141,7 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                          : kind & 4 ? ((uint64_t)(kind >> 6) << 32 | (kind >> 4 & 3))
                          : f.n      ? f.q[f.head].ticket
                                     : 0;
-            int r = ofl_kvc_reply(f.c, &p, L3, L4, t);
+            int r = ofl_kvc_reply(f.c, &p, L3, L4, kind >> 7 & 1, t);
             if (r != (t == OFL_KVC_INTERNAL)) abort();
             free(p.data);
             break;

@@ -94,12 +94,15 @@ int ofl_kvc_request(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uin
                     uint64_t *ticket, ofl_kvc_emit emit, void *arg);
 
 /* Update side: the store's reply to a request that missed, with the ticket the
- * lookup side gave it. Fills or releases the reservation. Returns 0: send the reply
+ * lookup side gave it. Fills or releases the reservation; `expiring` nonzero (the
+ * store said the reply holds an item with an expiry time, OFL_KVS_SEND_EXPIRING)
+ * releases it unfilled, so that the cache never serves an item past its expiry
+ * (counted in uncached). Returns 0: send the reply
  * to the client; 1: drop it (the reply to a write-back, ticket OFL_KVC_INTERNAL;
  * an error status in it is counted in wb_errors). Accepts header-only replies (a
  * quiet request's). */
 int ofl_kvc_reply(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
-                  uint64_t ticket);
+                  int expiring, uint64_t ticket);
 
 /* Write back every dirty entry (binary SETQ through `emit`, each built with the
  * headers of `tmpl`: its addresses and offsets) and mark it clean. For the end of
@@ -112,12 +115,13 @@ int ofl_kvc_flush(struct ofl_kvc *c, ofl_kvc_emit emit, void *arg, const struct 
  * misses: cacheable requests sent on to the store; bypass: requests it cannot
  * serve, sent on with ticket 0; fills: replies that made an entry valid (GET fills,
  * write-through SET confirmations); stale_fills: replies whose reservation was
- * gone; evictions: entries evicted for room; writebacks: SETQ/DELETEQ emitted;
+ * gone; uncached: GET replies not kept because their item expires; evictions:
+ * entries evicted for room; writebacks: SETQ/DELETEQ emitted;
  * wb_errors: error replies to them; invalidations: entries dropped by DELETEs and
  * by requests the cache cannot serve; drops: requests refused (negative return). */
 struct ofl_kvc_stats {
-    uint64_t hits, misses, fills, stale_fills, bypass, evictions, writebacks, wb_errors,
-        invalidations, drops;
+    uint64_t hits, misses, fills, stale_fills, uncached, bypass, evictions, writebacks,
+        wb_errors, invalidations, drops;
 };
 
 /* Read the counters (relaxed atomic loads; exact when the cache is idle). */

@@ -26,6 +26,9 @@
 struct ofl_mc_out {
     uint8_t *buf;
     size_t len, cap, max;
+    /* Set when a value written here belongs to an item with an expiry time: a cache
+     * in front of the store must not keep the reply (it would outlive the item). */
+    unsigned expiring;
 };
 
 /* Make room for `n` more bytes. Returns 0, -ENOBUFS (would pass `max`) or -ENOMEM. */

@@ -27,10 +27,13 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
  * frame header alone (seq 0, count 0; memcached sends the same for a quiet binary
  * request); replies longer than one datagram (1400 bytes with the header) become
  * memcached's out-of-memory answer (binary status ENOMEM for the request that
- * overflowed, text "SERVER_ERROR out of memory writing get response"). Returns 0
- * (send it), 1 (nothing to send: the datagram holds no request, or ends inside its
- * first one; memcached answers neither) or a negative error (drop it: not a
- * memcached datagram, or the packet buffer cannot hold the reply). */
+ * overflowed, text "SERVER_ERROR out of memory writing get response"). Returns
+ * OFL_KVS_SEND, OFL_KVS_SEND_EXPIRING (send it, but a value in it belongs to an item
+ * with an expiry time: a cache must not keep it), OFL_KVS_NONE (nothing to send: the
+ * datagram holds no request, or ends inside its first one; memcached answers
+ * neither) or a negative error (drop it: not a memcached datagram, or the packet
+ * buffer cannot hold the reply). */
+enum { OFL_KVS_SEND = 0, OFL_KVS_NONE = 1, OFL_KVS_SEND_EXPIRING = 2 };
 int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off);
 
 /* The memcached datagram of `pkt` (UDP header at `l4_off`): its start, its length in

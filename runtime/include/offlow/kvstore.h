@@ -54,6 +54,7 @@ struct ofl_kv_meta {
     uint32_t flags;
     uint32_t value_len;
     uint64_t cas;
+    uint32_t expires;   /* 1: the item has an expiry time (0: it never expires) */
 };
 
 /* Counters, summed over the stripes. */
