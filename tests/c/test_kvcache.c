@@ -458,6 +458,27 @@ static void test_expiring(int policy)
     CHECK(do_bget(&w, "e", val, &hit, NULL, NULL) == 0 && !hit &&
               do_bget(&w, "e", val, &hit, NULL, NULL) == 0 && hit && !strcmp(val, "kept"),
           "%s: without an expiry: filled, then a hit", pn);
+    /* Two GETs share a reservation and the first reply fills the entry; if the
+     * store's item gains an expiry before the second is answered, that reply removes
+     * the entry. */
+    store_put(&w, "c", "lasting");
+    struct msg *g1 = bin(OFL_MC_OP_GET, "c", NULL, 0), *g2 = bin(OFL_MC_OP_GET, "c", NULL, 0);
+    g1->keep = g2->keep = 1;
+    submit(&w, g1);
+    submit(&w, g2);
+    CHECK(g1->ticket && g1->ticket == g2->ticket, "%s: two GETs share a ticket", pn);
+    struct msg *popped;
+    deliver(&w, &popped);
+    if (ofl_kv_store(w.kv, OFL_KV_SET, "c", 1, ofl_kv_hash("c", 1), "lasting", 7, 5, 3600, 0,
+                     NULL))
+        abort();
+    deliver(&w, &popped);
+    free(g1);
+    free(g2);
+    ofl_kvc_stats(w.c, &st);
+    CHECK(st.uncached == 4 && do_bget(&w, "c", val, &hit, NULL, NULL) == 0 && !hit,
+          "%s: the second reply removed the filled entry (uncached %" PRIu64 ")", pn,
+          st.uncached);
     world_free(&w);
 }
 
