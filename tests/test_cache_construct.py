@@ -69,6 +69,10 @@ def test_write_back_sends_evictions_down_the_miss_path() -> None:
     pre = wb.node("cache_lookup").prelude
     assert "{target:miss}" in pre and "st.kv_hash = (uint32_t)(hash >> 32);" in pre
     assert "st.cache_ticket = OFL_KVC_INTERNAL;" in pre
+    # Made packets are marked for the store (clients' packets keep the zero they
+    # start with), and the mark crosses to the host with the misses.
+    assert "st.kv_from_cache = 1;" in pre and "kv_from_cache" not in wt.node("cache_lookup").prelude
+    assert "state->kv_from_cache" in wb.node("serve").body
     nic = generate(wb)["nic.c"]
     q = next(q for q in wb.queues if q.edge.src == "cache_lookup" and q.edge.src_port == "miss")
     # The made packets take the same function (and ring) as the misses.
@@ -76,6 +80,17 @@ def test_write_back_sends_evictions_down_the_miss_path() -> None:
     assert "ofl_emit_cache_lookup, &em" in nic
     assert "write-back: written entries stay in the cache" in explain(wb)
     assert "write-through: writes go on to serve" in explain(wt)
+
+
+def test_the_made_mark_crosses_with_the_misses_and_must_be_declared() -> None:
+    wb = compiled("cache.policy=write_back")
+    q = next(q for q in wb.queues if q.edge.src == "cache_lookup" and q.edge.src_port == "miss")
+    assert "kv_from_cache" in {f.name for f in q.fields}
+    g = load_program(KVS_CACHE, ["cache.policy=write_back"]).to_ir()
+    bad = replace(g.caches[0].ops, made="kv_mark")
+    with pytest.raises(OfflowError, match="marks the entries it writes back with the "
+                                          "per-packet field `kv_mark`, which no element"):
+        compile_graph(replace(g, caches=(replace(g.caches[0], ops=bad),)))
 
 
 def test_cache_settings_from_the_command_line() -> None:

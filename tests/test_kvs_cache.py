@@ -227,12 +227,17 @@ def test_the_checker_catches_a_stale_read() -> None:
     assert check_history(ok) == 2
 
 
-def _ask(s: socket.socket, port: int, rid: int, req: bytes) -> tuple[int, bytes]:
+def _reply(s: socket.socket, port: int, rid: int, req: bytes) -> bytes:
+    """Send one request datagram; its reply (frame header stripped)."""
     s.sendto(struct.pack("!HHHH", rid, 0, 1, 0) + req, ("127.0.0.1", port))
     while True:
         data, _ = s.recvfrom(4096)
         if struct.unpack("!H", data[:2])[0] == rid:
-            return status(data[8:])
+            return data[8:]
+
+
+def _ask(s: socket.socket, port: int, rid: int, req: bytes) -> tuple[int, bytes]:
+    return status(_reply(s, port, rid, req))
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -266,3 +271,30 @@ def test_an_item_with_an_expiry_is_never_served_from_the_cache(policy: str) -> N
     # its three GETs are hits; write-through sends its SET on (the store's answer
     # makes the entry valid), write-back answers it on the NIC.
     assert (hits, misses) == ((3, 5) if policy == "write_through" else (4, 4))
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_cas_from_the_cache_still_matches_after_the_write_back(policy: str) -> None:
+    """Write-back answers a SET on the NIC with a CAS of the cache's. A CAS compare is
+    not cacheable: the cache writes the item back ahead of it, and the write-back's
+    SETQ carries that CAS, which the store keeps (the made packet's kv_from_cache, set
+    on the NIC and read by KvServe on the host). So the compare matches, once; it was
+    EXISTS. Write-through: the store's CAS, as memcached."""
+    b = build(load_program(KVS_CACHE, [f"cache.policy={policy}"]), werror=True)
+    r = Run(b, RunOptions(udp_port=0, timeout=60))
+    r.start()
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(5.0)
+    try:
+        rep = _reply(s, r.udp_port, 1, binary(SET, b"pear", b"ripe"))
+        cas = struct.unpack("!Q", rep[16:24])[0]
+        assert status(rep) == (0, b"") and cas != 0
+        assert (cas >> 63) == (policy == "write_back")   # the cache's CAS has the top bit
+        assert _ask(s, r.udp_port, 2, binary(SET, b"pear", b"soft", cas=cas)) == (0, b"")
+        assert _ask(s, r.udp_port, 3, binary(SET, b"pear", b"mush", cas=cas))[0] == 0x02
+        assert _ask(s, r.udp_port, 4, binary(GET, b"pear")) == (0, b"soft")
+    finally:
+        s.close()
+        r.stop()
+        res = r.wait()
+    assert res.ok, res.errors

@@ -16,11 +16,12 @@ KVS = ROOT / "examples" / "kvs.py"
 GET, SET, DELETE, GETQ, VERSION = 0x00, 0x01, 0x04, 0x09, 0x0B
 
 
-def binary(opcode: int, key: bytes = b"", value: bytes = b"", opaque: int = 0) -> bytes:
+def binary(opcode: int, key: bytes = b"", value: bytes = b"", opaque: int = 0,
+           cas: int = 0) -> bytes:
     extras = struct.pack("!II", 0, 0) if opcode == SET else b""
     body = extras + key + value
     return struct.pack("!BBHBBHIIQ", 0x80, opcode, len(key), len(extras), 0, 0, len(body),
-                       opaque, 0) + body
+                       opaque, cas) + body
 
 
 def datagram(request_id: int, payload: bytes) -> bytes:

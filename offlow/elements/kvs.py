@@ -10,13 +10,15 @@ from offlow.dsl import CacheOps, Element, Port, Table
 # Program.cache(name, around=KvServe(...), ops=MEMCACHED_CACHE): a datagram holding one
 # GET, SET or DELETE is cached, anything else goes through (the keys it names are
 # written back first). Made packets (write-backs) are steered by `kv_hash`, as KeyHash
-# sets it; KvServe's `kv_expiring` keeps replies whose item expires out of the cache.
+# sets it; KvServe's `kv_expiring` keeps replies whose item expires out of the cache,
+# and made packets carry `kv_from_cache`, so that the store keeps the CAS a write-back
+# carries (the one the cache gave clients).
 MEMCACHED_CACHE = CacheOps(
     ctype="struct ofl_kvc", open_fn="ofl_kvc_open_opts", close_fn="ofl_kvc_destroy",
     request_fn="ofl_kvc_request", reply_fn="ofl_kvc_reply",
     args="state->l3_off, state->l4_off",
     reply_args="state->l3_off, state->l4_off, state->kv_expiring", steer="kv_hash",
-    steer_expr="(uint32_t)(hash >> 32)", internal="OFL_KVC_INTERNAL",
+    steer_expr="(uint32_t)(hash >> 32)", internal="OFL_KVC_INTERNAL", made="kv_from_cache",
     source="memcached NIC cache (kvcache.c), empty at start-up")
 
 
@@ -51,17 +53,21 @@ class KvServe(Element):
     into the reply (addresses swapped; quiet requests get the frame header alone, as
     memcached sends); datagrams that are not memcached, or end inside their first
     request, are dropped here (counted). `kv_expiring` tells a cache after it that the
-    reply holds an item with an expiry time, which it must not keep."""
+    reply holds an item with an expiry time, which it must not keep; `kv_from_cache`
+    (set only by a write-back cache around it, on the packets it makes) runs a
+    write-back as a trusted writer's: the item keeps the CAS the cache gave it. The
+    body clears it once used, which also makes it a field it writes."""
 
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
     tables = ("store",)
-    fields = {"kv_expiring": "uint8_t"}
+    fields = {"kv_expiring": "uint8_t", "kv_from_cache": "uint8_t"}
     body = r"""
     int rc;
     if (state->ip_proto != 17)
         DROP();
-    rc = ofl_kvs_reply(store, pkt, state->l3_off, state->l4_off);
+    rc = ofl_kvs_reply(store, pkt, state->l3_off, state->l4_off, state->kv_from_cache);
+    state->kv_from_cache = 0;
     if (rc != OFL_KVS_SEND && rc != OFL_KVS_SEND_EXPIRING)
         DROP();
     state->kv_expiring = rc == OFL_KVS_SEND_EXPIRING;

@@ -201,7 +201,10 @@ class CacheOps:
     where the region can tell the cache about its reply through per-packet fields its
     elements set (the same as `args` when empty); `steer` is the per-packet field a
     made packet's key hash goes to (`steer_expr`, over `hash`); `internal` is the
-    ticket of made packets."""
+    ticket of made packets; `made`, when set, a per-packet field that made packets
+    carry as 1 (clients' packets as 0: fields start zeroed), so that the region can
+    tell the cache's own traffic from clients' (a memcached store keeps the CAS a
+    written-back item carries)."""
 
     ctype: str
     open_fn: str
@@ -213,6 +216,7 @@ class CacheOps:
     steer: str = ""
     steer_expr: str = "hash"
     internal: str = "UINT64_MAX"
+    made: str = ""
     source: str = ""
 
 

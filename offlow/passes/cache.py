@@ -71,6 +71,10 @@ def _expand(g: Graph, c: Cache) -> Graph:
     if wb and not any(f.name == c.ops.steer for f in g.state):
         raise OfflowError(f"{where}: write-back steers the entries it evicts by the "
                           f"per-packet field `{c.ops.steer}`, which no element declares")
+    if wb and c.ops.made and not any(f.name == c.ops.made for f in g.state):
+        raise OfflowError(f"{where}: write-back marks the entries it writes back with the "
+                          f"per-packet field `{c.ops.made}`, which no element in the region "
+                          "declares (the region must tell them from clients' requests)")
     in_t, out_t = first.inputs[0].type, last.outputs[0].type
     lookup = Node(
         name=lk, kind="element", cls="CacheLookup", inputs=(PortSpec("inp", in_t),),
@@ -135,6 +139,7 @@ def _emit_fn(c: Cache, node: str, ticket: str) -> str:
         "    struct ofl_state st = *e->state;",
         f"    st.{c.ops.steer} = {c.ops.steer_expr};",
         f"    st.{ticket} = {c.ops.internal};",
+        *([f"    st.{c.ops.made} = 1;"] if c.ops.made else []),
         "    {target:miss}(e->ctx, pkt, &st);",
         "}",
     ])

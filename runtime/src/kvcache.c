@@ -179,8 +179,9 @@ struct wb {
     uint8_t buf[WB_BUF];
 };
 
-/* Build into `wb` a binary SETQ (set) or DELETEQ of slot i's item with the headers
- * of `tmpl` (l4_off + 8 <= OFL_KVC_HDRS_MAX, checked by the callers), request id 0. */
+/* Build into `wb` a binary SETQ (set, with the CAS we gave the item: dirty entries
+ * always have one) or DELETEQ of slot i's item with the headers of `tmpl`
+ * (l4_off + 8 <= OFL_KVC_HDRS_MAX, checked by the callers), request id 0. */
 static void build_wb(struct ofl_kvc *c, struct wb *wb, uint32_t i, int set,
                      const uint8_t *tmpl, uint32_t l3_off, uint32_t l4_off)
 {
@@ -193,7 +194,8 @@ static void build_wb(struct ofl_kvc *c, struct wb *wb, uint32_t i, int set,
     ofl_put_be32(extras + 4, 0);
     size_t off = hdrs + OFL_MC_UDP_HDR_LEN;
     ssize_t n = ofl_mc_write_request(wb->buf + off, sizeof wb->buf - off,
-                                     set ? OFL_MC_OP_SETQ : OFL_MC_OP_DELETEQ, 0, 0,
+                                     set ? OFL_MC_OP_SETQ : OFL_MC_OP_DELETEQ, 0,
+                                     set ? s->cas : 0,
                                      set ? extras : NULL, set ? 8 : 0, key_of(c, i), s->key_len,
                                      set ? value_of(c, i) : NULL, set ? s->value_len : 0);
     if (n < 0) return;   /* not reached: WB_BUF holds the largest one */
@@ -841,8 +843,7 @@ int ofl_kvc_flush(struct ofl_kvc *c, ofl_kvc_emit emit, void *arg, const struct 
         struct slot *s = &c->slots[i];
         if (s->state == ST_DIRTY) {
             build_wb(c, &wb, i, 1, tmpl->data, l3_off, l4_off);
-            s->state = ST_CLEAN;
-            s->has_cas = 0;   /* the store gives the item a CAS of its own */
+            s->state = ST_CLEAN;   /* the store keeps our CAS (ofl_kv_exec_trusted) */
             n++;
         }
         unlock(st);

@@ -136,11 +136,16 @@ static int text_get(struct ofl_kv *kv, const struct ofl_mc_req *req, struct ofl_
     return put_line(out, "END");
 }
 
-static int store(struct ofl_kv *kv, const struct ofl_mc_req *req, struct ofl_mc_out *out)
+static enum ofl_kv_mode mode_of(const struct ofl_mc_req *req)
 {
-    enum ofl_kv_mode mode = req->cmd == OFL_MC_CMD_ADD       ? OFL_KV_ADD
-                            : req->cmd == OFL_MC_CMD_REPLACE ? OFL_KV_REPLACE
-                                                             : OFL_KV_SET;
+    return req->cmd == OFL_MC_CMD_ADD       ? OFL_KV_ADD
+           : req->cmd == OFL_MC_CMD_REPLACE ? OFL_KV_REPLACE
+                                            : OFL_KV_SET;
+}
+
+static int store(struct ofl_kv *kv, const struct ofl_mc_req *req, enum ofl_kv_mode mode,
+                 struct ofl_mc_out *out)
+{
     uint64_t cas = 0;
     int rc = ofl_kv_store(kv, mode, req->key, req->key_len, ofl_kv_hash(req->key, req->key_len),
                           req->value, req->value_len, req->flags, req->exptime, req->cas, &cas);
@@ -186,7 +191,7 @@ int ofl_kv_exec(struct ofl_kv *kv, const struct ofl_mc_req *req, struct ofl_mc_o
     case OFL_MC_CMD_SET:
     case OFL_MC_CMD_ADD:
     case OFL_MC_CMD_REPLACE:
-    case OFL_MC_CMD_CAS: return store(kv, req, out);
+    case OFL_MC_CMD_CAS: return store(kv, req, mode_of(req), out);
     case OFL_MC_CMD_DELETE: return del(kv, req, out);
     case OFL_MC_CMD_NOOP: return put_bin(out, req, OFL_MC_ST_OK, 0, NULL, 0);
     case OFL_MC_CMD_VERSION:
@@ -198,6 +203,12 @@ int ofl_kv_exec(struct ofl_kv *kv, const struct ofl_mc_req *req, struct ofl_mc_o
     }
     default: return ofl_kv_exec_error(req, OFL_MC_EUNKNOWN, out);
     }
+}
+
+int ofl_kv_exec_trusted(struct ofl_kv *kv, const struct ofl_mc_req *req, struct ofl_mc_out *out)
+{
+    if (req->cmd == OFL_MC_CMD_SET && req->cas) return store(kv, req, OFL_KV_SET_CAS, out);
+    return ofl_kv_exec(kv, req, out);
 }
 
 int ofl_kv_exec_error(const struct ofl_mc_req *req, int err, struct ofl_mc_out *out)

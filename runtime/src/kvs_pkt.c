@@ -70,9 +70,11 @@ void ofl_kvs_swap_addrs(uint8_t *frame, uint32_t l3_off, uint32_t l4_off)
  * append the replies to `out`. Returns the request id, or -EINVAL (not a datagram
  * that can be run); *ran counts the requests run or answered with an error;
  * *overflow is set when a reply did not fit `out`, and *bad_req then holds the
- * request being answered (its protocol, opcode, opaque). */
-static int run_datagram(struct ofl_kv *kv, const uint8_t *p, size_t len, struct ofl_mc_out *out,
-                        unsigned *ran, int *overflow, struct ofl_mc_req *bad_req)
+ * request being answered (its protocol, opcode, opaque). `trusted`: run the
+ * requests with ofl_kv_exec_trusted. */
+static int run_datagram(struct ofl_kv *kv, const uint8_t *p, size_t len, int trusted,
+                        struct ofl_mc_out *out, unsigned *ran, int *overflow,
+                        struct ofl_mc_req *bad_req)
 {
     struct ofl_mc_udp_hdr h;
     if (ofl_mc_udp_parse(p, len, &h) < 0) return -EINVAL;
@@ -88,7 +90,9 @@ static int run_datagram(struct ofl_kv *kv, const uint8_t *p, size_t len, struct 
         if (r == 0) break;   /* the datagram ends inside a request: nothing for it */
         size_t before = out->len;
         ++*ran;
-        int rc = r < 0 ? ofl_kv_exec_error(&req, (int)r, out) : ofl_kv_exec(kv, &req, out);
+        int rc = r < 0     ? ofl_kv_exec_error(&req, (int)r, out)
+                 : trusted ? ofl_kv_exec_trusted(kv, &req, out)
+                           : ofl_kv_exec(kv, &req, out);
         if (rc < 0) {
             out->len = before;
             *overflow = 1;
@@ -102,7 +106,8 @@ static int run_datagram(struct ofl_kv *kv, const uint8_t *p, size_t len, struct 
     return h.request_id;
 }
 
-int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off)
+int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
+                  int from_cache)
 {
     size_t len;
     const uint8_t *p = ofl_kvs_udp_payload(pkt, l4_off, &len);
@@ -113,7 +118,7 @@ int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint3
     struct ofl_mc_req bad;
     int overflow;
     unsigned ran;
-    int id = run_datagram(kv, p, len, &out, &ran, &overflow, &bad);
+    int id = run_datagram(kv, p, len, from_cache, &out, &ran, &overflow, &bad);
     if (id < 0) return id;
     if (ran == 0) return OFL_KVS_NONE;   /* no request, or cut short: as memcached */
     if (overflow || out.len > REPLY_MAX) {

@@ -303,6 +303,8 @@ int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size
                  int32_t exptime, uint64_t cas_in, uint64_t *cas_out)
 {
     if (key_len == 0 || key_len > OFL_KV_KEY_MAX || value_len > kv->value_max) return -E2BIG;
+    int given = mode == OFL_KV_SET_CAS;
+    if (given && !cas_in) return -EINVAL;
     /* Build the item before locking: the copy and the allocation stay outside. */
     struct item *it = malloc(sizeof *it + key_len + value_len);
     if (!it) return -ENOMEM;
@@ -322,8 +324,8 @@ int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size
     int rc = 0;
     lock(s);
     struct item *cur = find(s, key, key_len, hash);
-    if (cas_in && !cur) rc = -ENOENT;
-    else if (cas_in && cur->cas != cas_in) rc = -EEXIST;
+    if (cas_in && !given && !cur) rc = -ENOENT;
+    else if (cas_in && !given && cur->cas != cas_in) rc = -EEXIST;
     else if (mode == OFL_KV_ADD && cur) rc = -EEXIST;
     else if (mode == OFL_KV_REPLACE && !cur) rc = -ENOENT;
     if (rc) {
@@ -331,7 +333,7 @@ int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size
         free(it);
         return rc;
     }
-    it->cas = s->cas_next++ * kv->nstripes + (uint64_t)(s - kv->stripes);
+    it->cas = given ? cas_in : s->cas_next++ * kv->nstripes + (uint64_t)(s - kv->stripes);
     s->stores++;
     if (cas_out) *cas_out = it->cas;
     if (gone) {   /* expired on arrival: the store only removes the old value */

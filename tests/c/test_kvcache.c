@@ -162,7 +162,7 @@ static struct msg *deliver(struct world *w, struct msg **popped)
     w->head = (w->head + 1) % QMAX;
     w->n--;
     *popped = m;
-    int rc = ofl_kvs_reply(w->kv, &m->pkt, L3, L4);
+    int rc = ofl_kvs_reply(w->kv, &m->pkt, L3, L4, m->ticket == OFL_KVC_INTERNAL);
     if (rc == OFL_KVS_NONE && w->header_only) {   /* what memcached sends for a silent request */
         ofl_put_be16(m->pkt.data + L4 + 4, 16);
         m->pkt.len = DGRAM + OFL_MC_UDP_HDR_LEN;
@@ -569,8 +569,71 @@ static void test_eviction(int eviction)
     char val[2048];
     int hit;
     snprintf(key, sizeof key, "key%d", 39);
-    CHECK(do_bget(&w, key, val, &hit, NULL, NULL) == 0 && !hit && !strcmp(val, "value-39"),
-          "%s: flushed entries are clean without a CAS: binary GET refills", en);
+    uint64_t cas = 0;
+    struct ofl_kv_meta meta;
+    CHECK(do_bget(&w, key, val, &hit, &cas, NULL) == 0 && hit && !strcmp(val, "value-39") &&
+              ofl_kv_get(w.kv, key, strlen(key), ofl_kv_hash(key, strlen(key)), val,
+                         sizeof val, &meta) == 0 && meta.cas == cas && cas >> 63,
+          "%s: a flushed entry stays valid with its CAS, which the store kept", en);
+    world_free(&w);
+}
+
+/* A binary request with a CAS through the cache: its status. */
+static int cas_req(struct world *w, uint8_t op, const char *key, const char *val, uint64_t cas,
+                   int *hit)
+{
+    uint8_t b[1600];
+    struct msg *r = roundtrip(w, new_msg(1, b, bin_req(b, op, key, val, 0, 0, cas)), hit);
+    struct ofl_mc_res res;
+    int st = r && bin_res(r, &res) == 0 ? res.status : -1;
+    free(r);
+    return st;
+}
+
+/* Write-back: a client holding the CAS the cache gave an item can still use it once
+ * the item is written back (the write-back's SETQ carries it and the store keeps it,
+ * ofl_kvs_reply's from_cache). It got EXISTS before. */
+static void test_cas_after_writeback(void)
+{
+    struct world w;
+    world_init(&w, OFL_KVC_WRITE_BACK, OFL_KVC_LRU, 4, 2, 64);
+    int hit;
+    uint64_t x = 0;
+    char val[2048];
+    free(roundtrip(&w, bin(OFL_MC_OP_SET, "k", "v1", 0), &hit));
+    CHECK(do_bget(&w, "k", val, &hit, &x, NULL) == 0 && hit && x >> 63,
+          "write-back SET: the cache's CAS");
+    CHECK(cas_req(&w, OFL_MC_OP_SET, "k", "v2", x, &hit) == 0 && !hit &&
+              store_has(&w, "k", "v2"),
+          "a CAS SET with it (not cacheable: written back first) matches at the store");
+    CHECK(cas_req(&w, OFL_MC_OP_SET, "k", "v3", x, &hit) == OFL_MC_ST_EXISTS,
+          "... and only once: the same CAS again is EXISTS");
+
+    free(roundtrip(&w, bin(OFL_MC_OP_SET, "d", "D", 0), &hit));
+    CHECK(do_bget(&w, "d", val, &hit, &x, NULL) == 0 && hit, "a dirty d");
+    CHECK(cas_req(&w, OFL_MC_OP_DELETE, "d", NULL, x, &hit) == 0 && !hit &&
+              store_has(&w, "d", NULL),
+          "a DELETE with the cache's CAS matches at the store");
+
+    /* evicted dirty: written back with its CAS; a later GET fills it back with it */
+    free(roundtrip(&w, bin(OFL_MC_OP_SET, "e", "E", 0), &hit));
+    CHECK(do_bget(&w, "e", val, &hit, &x, NULL) == 0 && hit, "a dirty e");
+    char key[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof key, "f%d", i);
+        free(roundtrip(&w, bin(OFL_MC_OP_SET, key, "F", 0), &hit));
+    }
+    drain(&w);
+    uint64_t y = 0;
+    CHECK(store_has(&w, "e", "E") && do_bget(&w, "e", val, &hit, &y, NULL) == 0 && !hit &&
+              y == x,
+          "e evicted and written back: the store's GET answers with the cache's CAS");
+    CHECK(cas_req(&w, OFL_MC_OP_SET, "e", "E2", x, &hit) == 0 && store_has(&w, "e", "E2"),
+          "a CAS SET with it matches");
+    drain(&w);
+    struct ofl_kvc_stats st;
+    ofl_kvc_stats(w.c, &st);
+    CHECK(st.evictions >= 1 && st.wb_errors == 0 && !w.wb_bad_ret, "no write-back errors");
     world_free(&w);
 }
 
@@ -1154,7 +1217,7 @@ static void *update_thread(void *arg)
         }
         struct msg *m = t->ring[head % TQ];
         atomic_store(&t->head, head + 1);
-        int rc = ofl_kvs_reply(t->w.kv, &m->pkt, L3, L4);
+        int rc = ofl_kvs_reply(t->w.kv, &m->pkt, L3, L4, m->ticket == OFL_KVC_INTERNAL);
         if (rc == OFL_KVS_SEND || rc == OFL_KVS_SEND_EXPIRING) {
             int r = ofl_kvc_reply(t->w.c, &m->pkt, L3, L4, rc == OFL_KVS_SEND_EXPIRING,
                                   m->ticket);
@@ -1236,6 +1299,7 @@ int main(int argc, char **argv)
     test_eviction(OFL_KVC_LRU);
     test_eviction(OFL_KVC_CLOCK);
     test_delete_dirty();
+    test_cas_after_writeback();
     test_noncacheable();
     test_quiet();
     test_malformed(OFL_KVC_WRITE_THROUGH);

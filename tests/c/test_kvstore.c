@@ -122,6 +122,21 @@ static void test_basic(void)
     CHECK(del(kv, "a", c4) == 0 && !has(kv, "a"), "delete with the current CAS");
     CHECK(del(kv, "a", 0) == -ENOENT, "delete of an absent key: -ENOENT");
     CHECK(del(kv, "b", 0) == 0 && !has(kv, "b"), "delete without a CAS");
+    /* a given CAS (a cache writing back an item whose CAS it gave out) */
+    const uint64_t given = (1ull << 63) | 7;
+    CHECK(put(kv, OFL_KV_SET_CAS, "g", "x", 0, 0, NULL) == -EINVAL && !has(kv, "g"),
+          "set with a given CAS of 0: -EINVAL");
+    uint64_t cg = 0;
+    CHECK(put(kv, OFL_KV_SET_CAS, "g", "new", 2, given, &cg) == 0 && cg == given &&
+              get(kv, "g", buf, sizeof buf, &m) == 0 && !strcmp(buf, "new") && m.cas == given,
+          "set with a given CAS on an absent key: stored with that CAS");
+    CHECK(put(kv, OFL_KV_SET_CAS, "g", "newer", 2, given + 1, &cg) == 0 && cg == given + 1 &&
+              get(kv, "g", buf, sizeof buf, &m) == 0 && !strcmp(buf, "newer") &&
+              m.cas == given + 1,
+          "... on a present key with another CAS: replaced, with the given CAS");
+    CHECK(put(kv, OFL_KV_SET, "g", "client", 0, given + 1, &cg) == 0 && cg != given + 1 &&
+              !(cg >> 63),
+          "a client's CAS compare matches it; the store's next CAS is its own");
     /* limits */
     char key[260];
     memset(key, 'k', sizeof key);
@@ -152,7 +167,7 @@ static void test_basic(void)
     CHECK(unique, "200 sets over 8 stripes: 200 distinct non-zero CAS values");
     struct ofl_kv_stats st;
     ofl_kv_get_stats(kv, &st);
-    CHECK(st.items == 203 && st.evictions == 0 && st.deletes == 2,
+    CHECK(st.items == 204 && st.evictions == 0 && st.deletes == 2,
           "stats: %llu items, %llu deletes", (unsigned long long)st.items,
           (unsigned long long)st.deletes);
     ofl_kv_destroy(kv);
@@ -322,6 +337,47 @@ static void test_exec(void)
     ofl_kv_destroy(kv);
 }
 
+/* Run one binary request through ofl_kv_exec or ofl_kv_exec_trusted: its status. */
+static int exec_bin(struct ofl_kv *kv, int trusted, uint8_t op, const char *key, const char *val,
+                    uint64_t cas)
+{
+    uint8_t req[256], extras[8] = {0};
+    int set = op == OFL_MC_OP_SET || op == OFL_MC_OP_SETQ || op == OFL_MC_OP_ADD;
+    ssize_t n = ofl_mc_write_request(req, sizeof req, op, 0, cas, set ? extras : NULL,
+                                     set ? 8 : 0, key, strlen(key), val, val ? strlen(val) : 0);
+    struct ofl_mc_req r;
+    struct ofl_mc_out out = {.max = 1 << 16};
+    struct ofl_mc_res res;
+    int st = -1;
+    if (n > 0 && ofl_mc_parse(req, (size_t)n, OFL_MC_BINARY, NULL, &r) == n &&
+        (trusted ? ofl_kv_exec_trusted(kv, &r, &out) : ofl_kv_exec(kv, &r, &out)) == 0)
+        st = out.len == 0 ? 0 : ofl_mc_parse_response(out.buf, out.len, &res, NULL) > 0
+                                    ? res.status : -1;
+    ofl_mc_out_free(&out);
+    return st;
+}
+
+static void test_exec_trusted(void)
+{
+    struct ofl_kv *kv = make(1000, 0, 1 << 20, 4);
+    const uint64_t given = (1ull << 63) | 42;
+    char buf[64];
+    struct ofl_kv_meta m;
+    CHECK(exec_bin(kv, 0, OFL_MC_OP_SETQ, "k", "v1", given) == OFL_MC_ST_NOT_FOUND,
+          "a client's SETQ with a CAS compares it (absent key: NOT_FOUND)");
+    CHECK(exec_bin(kv, 1, OFL_MC_OP_SETQ, "k", "v1", given) == 0 &&
+              get(kv, "k", buf, sizeof buf, &m) == 0 && !strcmp(buf, "v1") && m.cas == given,
+          "a trusted SETQ with a CAS stores the item with it (quiet: no reply)");
+    CHECK(exec_bin(kv, 0, OFL_MC_OP_SET, "k", "v2", given) == 0,
+          "a client's CAS compare with that CAS then matches");
+    CHECK(exec_bin(kv, 1, OFL_MC_OP_ADD, "k", "v3", given) == OFL_MC_ST_EXISTS,
+          "trusted, other commands run as a client's: ADD with a stale CAS is EXISTS");
+    CHECK(exec_bin(kv, 1, OFL_MC_OP_SET, "n", "v", 0) == 0 &&
+              get(kv, "n", buf, sizeof buf, &m) == 0 && !(m.cas >> 63),
+          "trusted SET without a CAS: the store's own CAS");
+    ofl_kv_destroy(kv);
+}
+
 /* ---- threads -------------------------------------------------------------------- */
 
 struct worker {
@@ -451,6 +507,7 @@ int main(int argc, char **argv)
     test_expiry();
     test_eviction();
     test_exec();
+    test_exec_trusted();
     test_threads(ops);
     return CHECK_DONE();
 }

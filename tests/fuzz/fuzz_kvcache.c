@@ -101,7 +101,7 @@ static void deliver(struct fz *f)
     struct flight e = f->q[f->head];
     f->head = (f->head + 1) % QN;
     f->n--;
-    int rc = ofl_kvs_reply(f->kv, &e.pkt, L3, L4);
+    int rc = ofl_kvs_reply(f->kv, &e.pkt, L3, L4, e.ticket == OFL_KVC_INTERNAL);
     if (rc == OFL_KVS_NONE && f->header_only) {
         ofl_put_be16(e.pkt.data + L4 + 4, 16);
         e.pkt.len = L4 + 16;

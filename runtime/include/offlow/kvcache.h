@@ -78,7 +78,10 @@ int ofl_kvc_open_opts(struct ofl_kvc **t, const struct ofl_args *a, const char *
 /* Sends one packet the cache generates (a write-back: binary SETQ or DELETEQ) to
  * the store, ahead of the current request, steered by `key_hash` (ofl_kv_hash of
  * its key, what KeyHash computes). Its reply carries ticket OFL_KVC_INTERNAL. The
- * callee copies the packet (it lives on the caller's stack). */
+ * callee copies the packet (it lives on the caller's stack). A SETQ carries the CAS
+ * the cache gave the item (clients may hold it): the store must run made packets
+ * as a trusted writer's (ofl_kvs_reply's from_cache), which keeps that CAS; run as
+ * a client's, the SETQ would compare it and fail (counted in wb_errors). */
 typedef void (*ofl_kvc_emit)(void *arg, struct ofl_pkt *pkt, uint64_t key_hash);
 
 enum { OFL_KVC_HIT = 0, OFL_KVC_MISS = 1 };

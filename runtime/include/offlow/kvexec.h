@@ -42,6 +42,14 @@ void ofl_mc_out_free(struct ofl_mc_out *o);
  * sent (quit), or -ENOBUFS / -ENOMEM if the reply did not fit. */
 int ofl_kv_exec(struct ofl_kv *kv, const struct ofl_mc_req *req, struct ofl_mc_out *out);
 
+/* ofl_kv_exec for a request from a writer the store trusts with CAS values: a cache
+ * in front of it writing back an item whose CAS it gave to clients (ofl_kvc). A SET
+ * that carries a CAS stores the item with that CAS, whether or not the key exists,
+ * instead of comparing it (OFL_KV_SET_CAS), so that a client's later CAS command
+ * with it still matches. Other requests run as ofl_kv_exec runs them. */
+int ofl_kv_exec_trusted(struct ofl_kv *kv, const struct ofl_mc_req *req,
+                        struct ofl_mc_out *out);
+
 /* Append the reply to a request that ofl_mc_parse() rejected with `err`. Returns
  * 0, 1 if the connection should be closed after it (req->fatal), or -ENOBUFS /
  * -ENOMEM. */

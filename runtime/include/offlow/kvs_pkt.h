@@ -32,9 +32,13 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
  * with an expiry time: a cache must not keep it), OFL_KVS_NONE (nothing to send: the
  * datagram holds no request, or ends inside its first one; memcached answers
  * neither) or a negative error (drop it: not a memcached datagram, or the packet
- * buffer cannot hold the reply). */
+ * buffer cannot hold the reply). `from_cache` nonzero: the datagram is one a cache
+ * in front of the store made (ofl_kvc's write-backs, told apart by a per-packet
+ * field only the cache sets), run with ofl_kv_exec_trusted: the item keeps the CAS
+ * the cache gave it. Never for clients' datagrams. */
 enum { OFL_KVS_SEND = 0, OFL_KVS_NONE = 1, OFL_KVS_SEND_EXPIRING = 2 };
-int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off);
+int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
+                  int from_cache);
 
 /* The memcached datagram of `pkt` (UDP header at `l4_off`): its start, its length in
  * *len; NULL when the UDP header or its length does not fit the packet. */

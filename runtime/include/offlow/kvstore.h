@@ -47,6 +47,11 @@ enum ofl_kv_mode {
     OFL_KV_SET,      /* store whether or not the key exists */
     OFL_KV_ADD,      /* store only if the key does not exist (else -EEXIST) */
     OFL_KV_REPLACE,  /* store only if the key exists (else -ENOENT) */
+    OFL_KV_SET_CAS,  /* store whether or not the key exists, giving the item CAS cas_in
+                        (nonzero) instead of a new one: for a writer that keeps its CAS
+                        values apart from the store's, a cache in front of the store
+                        writing back an item whose CAS it gave out (ofl_kvc: top bit
+                        set, which the store's own values never have) */
 };
 
 /* What a get returns besides the value. */
@@ -85,7 +90,8 @@ int ofl_kv_get(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash
                size_t cap, struct ofl_kv_meta *meta);
 
 /* Store a value. cas_in != 0: the key must exist (-ENOENT) with this CAS (-EEXIST),
- * whatever the mode. Then ADD fails with -EEXIST if the key exists, REPLACE with
+ * whatever the mode (but OFL_KV_SET_CAS, where it is the item's new CAS; 0 there is
+ * -EINVAL). Then ADD fails with -EEXIST if the key exists, REPLACE with
  * -ENOENT if it does not. On success returns 0 and sets *cas_out (if not NULL) to
  * the item's new CAS. Evicts as needed; -E2BIG if the key or value is too long,
  * -ENOMEM if memory ran out (a replaced item is then gone too). */
