@@ -1193,6 +1193,27 @@ static void test_bulk_local(void)
               mode, bad, srcbad);
         CHECK(st.paths & want, "copy mode %d used path %u (paths seen %u)", mode, want, st.paths);
     }
+    /* Through the ring a transfer is a two-stage pipeline (staged, then copied out): one
+     * of at most a staging slot goes as a quarter, a half and a quarter of it, so that
+     * the stages overlap; longer ones in whole slots. Chunks counted by the end that
+     * copies them out (B from A, A verifying what B staged). */
+    const struct { size_t len; uint64_t chunks; } ramp[] = {
+        {16384, 1}, {32768, 2}, {49152, 3}, {65536, 3}, {65537, 2}, {1 << 20, 16}};
+    for (int dir = 0; dir < 2; dir++)
+        for (size_t i = 0; i < sizeof ramp / sizeof *ramp; i++) {
+            struct ofl_chan_end *to = dir ? &a : &b;
+            struct ofl_chan_stats s0, s1;
+            ofl_chan_get_stats(to, &s0);
+            int src_rc;
+            int rc = dir ? local_bulk(&b, &a, ramp[i].len, ramp[i].len, 7, &src_rc)
+                         : local_bulk(&a, &b, ramp[i].len, ramp[i].len, 7, &src_rc);
+            ofl_chan_get_stats(to, &s1);
+            CHECK(rc == 0 && src_rc == 0 && s1.chunks - s0.chunks == ramp[i].chunks &&
+                      s1.bytes_bounce - s0.bytes_bounce == ramp[i].len,
+                  "bounce %s %zu bytes: %llu chunks (want %llu)", dir ? "B->A" : "A->B",
+                  ramp[i].len, (unsigned long long)(s1.chunks - s0.chunks),
+                  (unsigned long long)ramp[i].chunks);
+        }
     ofl_chan_set_copy(&b, OFL_CHAN_COPY_AUTO);
     int src_rc;
     int rc = local_bulk(&a, &b, 5000, 4999, 1, &src_rc);
