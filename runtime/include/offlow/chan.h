@@ -14,7 +14,8 @@
  * Bulk transfers: any size, both directions. Side A always describes its own buffer
  * (the source when A sends, the destination when A receives) as a scatter-gather
  * list of pages, sent to B in chunks of K entries (default 6; at most
- * OFL_CHAN_STAGE_SLOT bytes when the chunk may be staged) over the direct path;
+ * OFL_CHAN_STAGE_SLOT bytes when the chunk may be staged or A receives, a quarter
+ * of that at both ends of a transfer of at most one slot) over the direct path;
  * side B's copy engine moves the pages (memcpy in one process; between processes one
  * copy when A's buffer is registered memory (ofl_chan_mem below), else a bounce
  * through the channel's staging ring in the region, or process_vm_readv/writev of
