@@ -43,8 +43,10 @@
  *                          bulk throughput, DIR h2d or d2h: K channels, each moving
  *                          one transfer of SIZE bytes at the same time (K sending
  *                          threads on one side, K receiving threads on the other,
- *                          or with SERVE mgr (h2d only) a one-thread channel manager
- *                          on the device). Per repetition: K * SIZE bytes over the
+ *                          or with SERVE mgr a one-thread channel manager on the
+ *                          device: it receives (h2d), or runs the sends the device
+ *                          queues with ofl_chan_mgr_bulk_send (d2h)). Per
+ *                          repetition: K * SIZE bytes over the
  *                          time from releasing the host's threads to the last one's
  *                          return; REPS repetitions after one warm-up. Before each
  *                          repetition the host times a memcpy of the same K * SIZE
@@ -1121,6 +1123,11 @@ static void mgr_done(void *ctx, struct ofl_chan_end *e, void *buf, size_t len, i
     __atomic_fetch_add(&m->done, 1, __ATOMIC_RELEASE);
 }
 
+static void mgr_sent(void *ctx, struct ofl_chan_end *e, const void *buf, size_t len, int status)
+{
+    mgr_done(ctx, e, (void *)(uintptr_t)buf, len, status);
+}
+
 struct tput_cfg {
     int d2h, mgr;
     int copy;                 /* enum ofl_chan_copy for both ends (the host's alone
@@ -1142,14 +1149,17 @@ static uint64_t tput_seed(uint64_t r, uint32_t i)
     return (r << 8) | i;
 }
 
-/* Device side with a channel manager (h2d): the manager receives; this thread
- * announces each round and checks the payloads after it. */
+/* Device side with a channel manager. h2d: the manager receives; this thread
+ * announces each round and checks the payloads after it. d2h: this thread fills the
+ * payloads, announces the round and queues a send per channel, which the manager
+ * runs. */
 static int tput_dev_mgr(struct pair *p, const struct tput_cfg *cfg, void *region,
                         uint8_t **bufs)
 {
     struct mgr_chan mc[MAX_CONC];
     uint64_t expect = 0;
-    static const struct ofl_chan_bulk_handler on_bulk = {mgr_begin, mgr_done};
+    static const struct ofl_chan_bulk_handler on_bulk = {
+        .begin = mgr_begin, .done = mgr_done, .sent = mgr_sent};
     struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, &p->sh->abort_word);
     if (!m) return pair_fail(p, -ENOMEM, __LINE__, "manager start");
     int rc = 0;
@@ -1165,12 +1175,22 @@ static int tput_dev_mgr(struct pair *p, const struct tput_cfg *cfg, void *region
         __atomic_store_n(&expect, cfg->sizes[si], __ATOMIC_RELEASE);
         for (uint64_t rep = 0; rep <= cfg->reps && rc == 0; rep++) {
             r++;
+            if (cfg->d2h)
+                for (uint32_t i = 0; i < cfg->k; i++)
+                    fill_words(bufs[i], cfg->sizes[si], tput_seed(r, i));
             __atomic_fetch_add(&p->sh->ready, cfg->k, __ATOMIC_RELEASE);
+            for (uint32_t i = 0; i < cfg->k && rc == 0 && cfg->d2h; i++) {
+                rc = ofl_chan_mgr_bulk_send(m, region, cfg->ids[i], OFL_CHAN_B, bufs[i],
+                                            cfg->sizes[si]);
+                if (rc < 0) pair_fail(p, rc, __LINE__, "managed bulk send");
+            }
             for (uint32_t i = 0; i < cfg->k && rc == 0; i++) {
                 rc = wait_ge_yield(&mc[i].done, r, &w);
                 if (rc == 0) rc = mc[i].status;
-                if (rc < 0) pair_fail(p, rc, __LINE__, "managed bulk receive");
-                else p->sh->dev_bad += check_words(bufs[i], cfg->sizes[si], tput_seed(r, i));
+                if (rc < 0) pair_fail(p, rc, __LINE__, cfg->d2h ? "managed bulk send"
+                                                               : "managed bulk receive");
+                else if (!cfg->d2h)
+                    p->sh->dev_bad += check_words(bufs[i], cfg->sizes[si], tput_seed(r, i));
             }
             __atomic_store_n(&p->sh->dev_rounds, r, __ATOMIC_RELEASE);
         }
@@ -1438,7 +1458,7 @@ int main(int argc, char **argv)
         cfg.sizes = sizes;
         cfg.reps = parse_count(argv[6], MAX_REPS);
         if ((!cfg.d2h && strcmp(argv[2], "h2d")) || (!cfg.mgr && strcmp(argv[4], "thr")) ||
-            (cfg.mgr && cfg.d2h) || !cfg.k || cfg.ns < 1 || !cfg.reps || cfg.copy < 0)
+            !cfg.k || cfg.ns < 1 || !cfg.reps || cfg.copy < 0)
             return usage(argv[0]);
         return mode_tput(&cfg);
     }

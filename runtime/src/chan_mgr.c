@@ -5,8 +5,10 @@
  * given to the end's handler (which may post a reply: the peer takes it with its
  * next receive, no thread waits for that); an announced bulk transfer gets a buffer
  * from the bulk handler and then advances one step per sweep, its liveness checked
- * about every millisecond. A sweep without work spins, then yields. Nothing here
- * waits for a peer, so blocked senders on the other side never hold a thread. */
+ * about every millisecond. A bulk send queued by ofl_chan_mgr_bulk_send (any thread)
+ * waits in the end's one-entry mailbox until its thread finds the end idle, then
+ * runs the same way. A sweep without work spins, then yields. Nothing here waits
+ * for a peer, so blocked senders on the other side never hold a thread. */
 #include "chan_int.h"
 
 #include <errno.h>
@@ -20,6 +22,9 @@
 
 #define MGR_MAX_THREADS 64u
 
+/* The send mailbox of a served end. */
+enum { SEND_FREE = 0, SEND_FILLING = 1, SEND_READY = 2 };
+
 struct mgr_slot {
     struct ofl_chan_end end;
     ofl_chan_handler on_msg;
@@ -27,9 +32,13 @@ struct mgr_slot {
     void *ctx;
     bool active;               /* false once a handler's error closed the end */
     bool op_active;            /* a bulk transfer is in progress */
+    bool op_send;              /* ... and it is a queued send */
     uint32_t op_bits;          /* the busy bits it holds */
     void *op_buf;
     size_t op_len;
+    uint32_t send_state;       /* SEND_*: a requester fills it, the thread empties it */
+    const void *send_buf;
+    size_t send_len;
     uint64_t next_live;        /* next liveness check of the transfer's peer */
     struct chan_bulk op;
 };
@@ -55,7 +64,20 @@ static void op_over(struct mgr_slot *s, int status)
 {
     s->op_active = false;
     chan_busy_put(&s->end, s->op_bits);
-    if (s->bulk.done) s->bulk.done(s->ctx, &s->end, s->op_buf, s->op_len, status);
+    if (s->op_send) {
+        if (s->bulk.sent) s->bulk.sent(s->ctx, &s->end, s->op_buf, s->op_len, status);
+    } else if (s->bulk.done) {
+        s->bulk.done(s->ctx, &s->end, s->op_buf, s->op_len, status);
+    }
+}
+
+/* A queued send that will not run: its sent handler gets `status`. */
+static void send_drop(struct mgr_slot *s, int status)
+{
+    const void *buf = s->send_buf;
+    size_t len = s->send_len;
+    STORE(&s->send_state, SEND_FREE, RELEASE);
+    if (s->bulk.sent) s->bulk.sent(s->ctx, &s->end, buf, len, status);
 }
 
 /* Advance the slot's bulk transfer by one step. Returns 1 on progress. */
@@ -101,10 +123,29 @@ static int poll_msg(struct mgr_slot *s, uint64_t ph, uint32_t ack)
     /* A reply the handler posts carries the acknowledgement; else it goes now. */
     if (s->on_msg(s->ctx, e, buf, len) < 0) {
         ofl_chan_close(e);
-        s->active = false;
+        STORE(&s->active, false, RELAXED);
     } else {
         chan_ack_publish(e);
     }
+    return 1;
+}
+
+/* Start the send queued in the mailbox (the end is idle). */
+static int start_send(struct mgr_slot *s, uint64_t *now)
+{
+    struct ofl_chan_end *e = &s->end;
+    uint32_t bits = e->side == OFL_CHAN_A ? BUSY_TX : BUSY_TX | BUSY_RX;
+    if (chan_busy_get(e, bits)) return 0;
+    s->op_buf = (void *)(uintptr_t)s->send_buf;
+    s->op_len = s->send_len;
+    STORE(&s->send_state, SEND_FREE, RELEASE);   /* the next one may queue */
+    int rc = chan_bulk_start(e, &s->op, BULK_SEND, s->op_buf, s->op_len, NULL);
+    s->op_bits = bits;
+    s->op_send = true;
+    s->op_active = true;
+    if (!*now) *now = ofl_now_ns();
+    s->next_live = *now + OFL_WAIT_CHECK_NS;
+    if (rc < 0) op_over(s, rc);
     return 1;
 }
 
@@ -124,6 +165,7 @@ static int start_bulk(struct mgr_slot *s, uint64_t total, uint64_t *now)
     }
     s->op.refuse = buf == NULL;
     s->op_bits = bits;
+    s->op_send = false;
     s->op_buf = buf;
     s->op_len = buf ? (size_t)total : 0;
     s->op_active = true;
@@ -136,9 +178,14 @@ static int start_bulk(struct mgr_slot *s, uint64_t total, uint64_t *now)
 /* One look at one served end. Returns 1 when something happened. */
 static int poll_slot(struct mgr_slot *s, uint64_t *now)
 {
-    if (!s->active) return 0;
+    bool ready = LOAD(&s->send_state, ACQUIRE) == SEND_READY;
+    if (!LOAD(&s->active, RELAXED)) {
+        if (ready) send_drop(s, -EPIPE);
+        return ready;
+    }
     struct ofl_chan_end *e = &s->end;
     if (s->op_active) return poll_bulk(s, now);
+    if (ready) return start_send(s, now);
     uint64_t ph;
     uint32_t ack;
     if (!chan_line_peek(e, &ph, &ack)) {
@@ -232,6 +279,32 @@ int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int si
     return 0;
 }
 
+int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
+                           const void *buf, size_t len)
+{
+    const struct chan_region *r = region ? chan_region_ok(region) : NULL;
+    if (!m || !r || id >= r->nchan || (len && !buf)) return -EINVAL;
+    const struct chan_ctl *ctl = chan_ctl_at(r, id);
+    struct mgr_slot *s = NULL;
+    pthread_mutex_lock(&m->lock);   /* the slots ofl_chan_mgr_serve publishes */
+    for (uint32_t i = 0; i < m->count && !s; i++)
+        if (m->slots[i]->end.ctl == ctl && m->slots[i]->end.side == side) s = m->slots[i];
+    pthread_mutex_unlock(&m->lock);
+    if (!s) return -ENOENT;
+    uint32_t st = SEND_FREE;
+    if (!__atomic_compare_exchange_n(&s->send_state, &st, SEND_FILLING, false,
+                                     __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+        return -EBUSY;
+    if (!LOAD(&s->active, RELAXED)) {
+        STORE(&s->send_state, SEND_FREE, RELEASE);
+        return -EPIPE;
+    }
+    s->send_buf = buf;
+    s->send_len = len;
+    STORE(&s->send_state, SEND_READY, RELEASE);
+    return 0;
+}
+
 void ofl_chan_mgr_stop(struct ofl_chan_mgr *m)
 {
     if (!m) return;
@@ -243,6 +316,7 @@ void ofl_chan_mgr_stop(struct ofl_chan_mgr *m)
             chan_bulk_fail(&s->end, &s->op, -ECANCELED);
             op_over(s, -ECANCELED);
         }
+        if (LOAD(&s->send_state, ACQUIRE) == SEND_READY) send_drop(s, -ECANCELED);
         ofl_chan_close(&s->end);
         free(s);
     }

@@ -1636,6 +1636,189 @@ static void test_manager(void)
     region_free(&r);
 }
 
+/* Managed bulk sends (ofl_chan_mgr_bulk_send): the device answers a direct request
+ * with a bulk transfer that its manager thread runs, and reports the transfer's end
+ * in a direct message from the `sent` handler. */
+#define MSEND_CHANNELS 8
+#define MSEND_MAX 300000
+
+struct msend_req {
+    uint64_t len, seed;
+};
+
+struct msend_ctx {
+    struct ofl_chan_mgr *m;
+    void *region;
+    uint32_t id;
+    uint8_t *buf;
+    int queued, busy;   /* queue results seen by the handler */
+    int sent_status;    /* the last sent handler's */
+    size_t sent_len;
+};
+
+static int msend_handler(void *ctx, struct ofl_chan_end *e, const void *msg, size_t len)
+{
+    (void)e;
+    struct msend_ctx *c = ctx;
+    struct msend_req q;
+    if (len != sizeof q) return -EPROTO;   /* closes the end */
+    memcpy(&q, msg, sizeof q);
+    if (q.len > MSEND_MAX) return -EMSGSIZE;
+    fill(c->buf, q.len, q.seed);
+    int rc = ofl_chan_mgr_bulk_send(c->m, c->region, c->id, OFL_CHAN_B, c->buf, q.len);
+    c->queued += rc == 0;
+    /* The mailbox holds one send until the thread starts it: it starts after this
+     * handler returns, so a second one is refused. */
+    c->busy += ofl_chan_mgr_bulk_send(c->m, c->region, c->id, OFL_CHAN_B, c->buf, q.len) ==
+               -EBUSY;
+    return 0;
+}
+
+static void msend_sent(void *ctx, struct ofl_chan_end *e, const void *buf, size_t len, int status)
+{
+    struct msend_ctx *c = ctx;
+    struct mgr_reply rep = {.status = status, .len = len};
+    if (buf != c->buf) rep.status = -EFAULT;   /* not the buffer it was given */
+    c->sent_status = rep.status;
+    c->sent_len = len;
+    ofl_chan_post(e, &rep, sizeof rep);
+}
+
+static void msend_child_main(void *p)
+{
+    struct mgr_child *c = p;
+    close(c->wfd);
+    struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, NULL);
+    CHECK(m != NULL, "manager with 1 thread started");
+    if (!m) return;
+    struct ofl_chan_bulk_handler bh = {.sent = msend_sent};
+    struct msend_ctx ctx[MSEND_CHANNELS];
+    for (uint32_t i = 0; i < MSEND_CHANNELS; i++) {
+        ctx[i] = (struct msend_ctx){m, c->r->mem, i, malloc(MSEND_MAX), 0, 0, 0, 0};
+        ofl_chan_mgr_serve(m, c->r->mem, i, OFL_CHAN_B, msend_handler, &bh, &ctx[i]);
+    }
+    char x;
+    while (read(c->fd, &x, 1) > 0) continue;
+    /* Channel 0's handler closed its end (the host sent a malformed request). */
+    CHECK(ofl_chan_mgr_bulk_send(m, c->r->mem, 0, OFL_CHAN_B, ctx[0].buf, 1) == -EPIPE,
+          "a send on an end its handler closed: -EPIPE");
+    int queued = 0, busy = 0;
+    for (int i = 0; i < MSEND_CHANNELS; i++) {
+        queued += ctx[i].queued;
+        busy += ctx[i].busy;
+    }
+    CHECK(queued == 2 * (MSEND_CHANNELS - 1) && busy == queued,
+          "each request queued one send (%d) and a second one at once was -EBUSY (%d)", queued,
+          busy);
+    ofl_chan_mgr_stop(m);
+    for (int i = 0; i < MSEND_CHANNELS; i++) free(ctx[i].buf);
+}
+
+/* A handler that holds its manager thread until *ctx is set (tests only: handlers
+ * must not block). */
+static int hold_handler(void *ctx, struct ofl_chan_end *e, const void *msg, size_t len)
+{
+    (void)e, (void)msg, (void)len;
+    while (!__atomic_load_n((int *)ctx, __ATOMIC_ACQUIRE)) sched_yield();
+    return 0;
+}
+
+static void *stop_main(void *p)
+{
+    ofl_chan_mgr_stop(p);
+    return NULL;
+}
+
+static void test_manager_send(void)
+{
+    struct region r = region_new(MSEND_CHANNELS);
+    for (int i = 0; i < MSEND_CHANNELS; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "out%d", i);
+        ofl_chan_create(r.mem, name);
+    }
+    int fds[2];
+    if (pipe(fds)) exit(2);
+    struct mgr_child mc = {.r = &r, .fd = fds[0], .wfd = fds[1]};
+    pid_t pid = spawn(msend_child_main, &mc);
+    close(fds[0]);
+    struct ofl_chan_end e[MSEND_CHANNELS];
+    int bad = 0;
+    uint8_t *buf = malloc(MSEND_MAX);
+    for (uint32_t i = 1; i < MSEND_CHANNELS; i++) {
+        bad += ofl_chan_open(&e[i], r.mem, i, OFL_CHAN_A, NULL) != 0;
+        for (int round = 0; round < 2; round++) {
+            struct msend_req q = {round ? 5000 : 1 + i * 37501u, i * 10 + (uint64_t)round};
+            size_t want = round ? 4000 : q.len;   /* round 1: a smaller buffer */
+            int rc = ofl_chan_send(&e[i], &q, sizeof q, LONG_WAIT);
+            int got = rc ? rc : ofl_chan_bulk_recv(&e[i], buf, want, LONG_WAIT);
+            struct mgr_reply rep;
+            int n = ofl_chan_recv(&e[i], &rep, sizeof rep, LONG_WAIT);
+            bool ok = round ? got == -EMSGSIZE && rep.status == -EMSGSIZE
+                            : got == 0 && rep.status == 0 && first_bad(buf, q.len, q.seed) < 0;
+            if (!ok || n != (int)sizeof rep || rep.len != q.len) {
+                printf("channel %u round %d: bulk %d, sent status %d len %llu\n", i, round, got,
+                       rep.status, (unsigned long long)rep.len);
+                bad++;
+            }
+        }
+    }
+    CHECK(bad == 0, "managed sends: %d channels, the device answers a request in bulk; a "
+          "smaller buffer is -EMSGSIZE on both sides", MSEND_CHANNELS - 1);
+    /* A malformed request closes channel 0 (its handler fails). */
+    ofl_chan_open(&e[0], r.mem, 0, OFL_CHAN_A, NULL);
+    CHECK(ofl_chan_send(&e[0], "x", 1, LONG_WAIT) == 0, "a malformed request is taken");
+    uint64_t until = ofl_now_ns() + 5000 * MS;
+    while (__atomic_load_n(&side_peer(&e[0])->gen, __ATOMIC_ACQUIRE) & 1u &&
+           ofl_now_ns() < until)
+        sched_yield();
+    for (int i = 0; i < MSEND_CHANNELS; i++) ofl_chan_close(&e[i]);
+    close(fds[1]);
+    reap(pid, "managed sends");
+    free(buf);
+
+    /* In this process: bad arguments, and a send still waiting for its peer when the
+     * manager stops (its side A never opens): -ECANCELED in its sent handler. */
+    struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, NULL);
+    struct msend_ctx c = {m, r.mem, 3, malloc(64), 0, 0, 1, 0};
+    struct ofl_chan_bulk_handler bh = {.sent = msend_sent};
+    CHECK(ofl_chan_mgr_serve(m, r.mem, 3, OFL_CHAN_B, NULL, &bh, &c) == 0, "serve channel 3");
+    CHECK(ofl_chan_mgr_bulk_send(m, r.mem, 4, OFL_CHAN_B, c.buf, 8) == -ENOENT &&
+              ofl_chan_mgr_bulk_send(m, r.mem, 3, OFL_CHAN_A, c.buf, 8) == -ENOENT,
+          "a send on an end the manager does not serve: -ENOENT");
+    CHECK(ofl_chan_mgr_bulk_send(NULL, r.mem, 3, OFL_CHAN_B, c.buf, 8) == -EINVAL &&
+              ofl_chan_mgr_bulk_send(m, NULL, 3, OFL_CHAN_B, c.buf, 8) == -EINVAL &&
+              ofl_chan_mgr_bulk_send(m, r.mem, MSEND_CHANNELS, OFL_CHAN_B, c.buf, 8) == -EINVAL &&
+              ofl_chan_mgr_bulk_send(m, r.mem, 3, OFL_CHAN_B, NULL, 8) == -EINVAL,
+          "no manager, no region, an id past the region, no buffer: -EINVAL");
+    CHECK(ofl_chan_mgr_bulk_send(m, r.mem, 3, OFL_CHAN_B, c.buf, 64) == 0, "a send queued");
+    ofl_chan_mgr_stop(m);
+    CHECK(c.sent_status == -ECANCELED && c.sent_len == 64,
+          "stopping the manager ends the waiting send: -ECANCELED (%d)", c.sent_status);
+    /* A send still in the mailbox at the stop (its thread held in another end's
+     * handler until the stop began) is ended the same way, never started. */
+    m = ofl_chan_mgr_start(1, NULL);
+    int release = 0;
+    c = (struct msend_ctx){m, r.mem, 3, c.buf, 0, 0, 1, 0};
+    ofl_chan_mgr_serve(m, r.mem, 3, OFL_CHAN_B, NULL, &bh, &c);
+    ofl_chan_mgr_serve(m, r.mem, 5, OFL_CHAN_B, hold_handler, NULL, &release);
+    struct ofl_chan_end a5;
+    ofl_chan_open(&a5, r.mem, 5, OFL_CHAN_A, NULL);
+    CHECK(ofl_chan_send(&a5, "h", 1, LONG_WAIT) == 0 &&
+              ofl_chan_mgr_bulk_send(m, r.mem, 3, OFL_CHAN_B, c.buf, 32) == 0,
+          "the manager's thread held in a handler; a send queued behind it");
+    pthread_t st;
+    pthread_create(&st, NULL, stop_main, m);
+    usleep(200000);   /* the stop begins; either way the send must end -ECANCELED */
+    __atomic_store_n(&release, 1, __ATOMIC_RELEASE);
+    pthread_join(st, NULL);
+    ofl_chan_close(&a5);
+    CHECK(c.sent_status == -ECANCELED && c.sent_len == 32,
+          "a send queued when the manager stops: -ECANCELED (%d)", c.sent_status);
+    free(c.buf);
+    region_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     int nchan = argc > 1 ? atoi(argv[1]) : 256;
@@ -1660,6 +1843,7 @@ int main(int argc, char **argv)
     test_dead_a();
     test_eperm_bounce();
     test_manager();
+    test_manager_send();
     test_stress(nchan, maxlen);
     return CHECK_DONE();
 }

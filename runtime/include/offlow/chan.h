@@ -315,11 +315,14 @@ typedef int (*ofl_chan_handler)(void *ctx, struct ofl_chan_end *e, const void *m
 
 /* A bulk handler: a bulk transfer of `len` bytes toward this end was announced;
  * return the buffer to receive into (NULL refuses it: the sender gets -EMSGSIZE).
- * `done` is then called with the transfer's status and the same buffer. Both run
- * on a manager thread and must not block. */
+ * `done` is then called with the transfer's status and the same buffer. `sent`
+ * (may be NULL) is called when a send queued with ofl_chan_mgr_bulk_send ends, with
+ * its status (0: the peer verified every byte) and buffer, which the caller may
+ * reuse from then on. All run on a manager thread and must not block. */
 struct ofl_chan_bulk_handler {
     void *(*begin)(void *ctx, struct ofl_chan_end *e, size_t len);
     void (*done)(void *ctx, struct ofl_chan_end *e, void *buf, size_t len, int status);
+    void (*sent)(void *ctx, struct ofl_chan_end *e, const void *buf, size_t len, int status);
 };
 
 struct ofl_chan_mgr;
@@ -337,8 +340,18 @@ int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int si
                        ofl_chan_handler on_msg, const struct ofl_chan_bulk_handler *on_bulk,
                        void *ctx);
 
+/* Queue a bulk send of the `len` bytes at `buf` on the end that `m` serves as side
+ * `side` of channel `id` in `region` (its peer takes it with ofl_chan_bulk_recv):
+ * the end's manager thread runs it step by step beside its other ends, then calls
+ * the end's `sent` handler. `buf` must stay untouched until then. Any thread may
+ * call it, a handler too (an answer in bulk). Returns 0, -EINVAL (no manager, a bad
+ * region or buffer), -ENOENT (no such served end), -EPIPE (its handler closed it)
+ * or -EBUSY (a send queued there has not started yet). */
+int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
+                           const void *buf, size_t len);
+
 /* Stop the threads, close every served end (a transfer in progress ends with
- * -ECANCELED in its done handler), free the manager. */
+ * -ECANCELED in its done or sent handler, as does a queued send), free the manager. */
 void ofl_chan_mgr_stop(struct ofl_chan_mgr *m);
 
 #endif
