@@ -32,6 +32,26 @@ def test_messages_are_answered_by_the_device_handler() -> None:
     assert s.result.stats["nic"]["tables"]["seen"] == [3]
 
 
+def test_a_handler_answers_in_bulk() -> None:
+    """BULK_REPLY: the handler fills a table and answers with it in bulk; the manager
+    sends it after the handler returns, and the host takes it with bulk_recv. The
+    channel goes on with direct messages and further bulk answers."""
+    with session(load_program(ECHO), RunOptions(count=10)) as s:
+        ch = s.channel("echo")
+        for k in (5, 200):
+            ch.send(b"bulk" + bytes([k]))
+            got = ch.bulk_recv(300_000, timeout=20)
+            assert bytes(got) == bytes((i * 7 + k) & 0xFF for i in range(300_000))
+            assert ch.request(b"ab") == b"ba"
+        ch.send(b"bulk" + bytes([1]))
+        with pytest.raises(ChannelError) as e:   # the host expects another size
+            ch.bulk_recv(bytearray(1000), timeout=20)
+        assert e.value.errno == errno.EMSGSIZE
+        assert ch.request(b"xy") == b"yx"
+        s.wait_drained()
+    assert s.result is not None and s.result.ok
+
+
 def test_channel_errors_are_clear(tmp_path: Path) -> None:
     with session(load_program(ECHO), RunOptions(count=10)) as s:
         with pytest.raises(OfflowError, match="has no channel `nope`; channels: echo"):

@@ -145,7 +145,8 @@ class DeviceGen:
         e("/* Process-wide state of this device. */", "struct ofl_proc {",
           "    struct ofl_window win;", "    struct ofl_window_tables *wtables;",
           f"    struct ofl_sink *sinks[{max(1, len(self.sinks))}];",
-          "    struct ofl_args args;")
+          "    struct ofl_args args;",
+          "    struct ofl_chan_mgr *chan_mgr; /* serves the channels (BULK_REPLY), or NULL */")
         for t in self.g.shared:
             if t.home in (self.device, "window"):
                 e(f"    {t.ctype.split('[')[0]} *tbl_{cname(t.name)};")
@@ -524,7 +525,8 @@ class DeviceGen:
             e("    /* Channel managers: serve the host's messages from before the first packet */",
               "    struct ofl_chan_mgr *mgr = ofl_chan_mgr_start(1, "
               "&((struct ofl_window_hdr *)proc.win.base)->abort);",
-              '    if (!mgr) return ofl_fatal("cannot start the channel manager");')
+              '    if (!mgr) return ofl_fatal("cannot start the channel manager");',
+              "    proc.chan_mgr = mgr;")
             for c in self.channels:
                 e(f'    if (ofl_gen_serve(mgr, &proc.win, chan_off, "{c.name}", '
                   f"ofl_handler_{cname(c.name)}, &proc) < 0) return 1;")

@@ -168,7 +168,10 @@ class Handler(Element):
 
     Body API (C): ``msg`` (const uint8_t *, ``len`` bytes, at most 56), parameters and
     tables by name, ``REPLY(ptr, n)`` to answer (at most 56 bytes, never blocks; the
-    host receives it with ``recv``); ``return;`` ends the body early. The body runs on
+    host receives it with ``recv``), ``BULK_REPLY(ptr, n)`` to answer in bulk (any
+    size, from a table that stays unchanged until the host has it; the manager sends
+    it after the body returns and the host takes it with ``bulk_recv``); ``return;``
+    ends the body early. The body runs on
     the device's channel manager thread, beside the packet cores: writes to tables race
     with them as any shared access does."""
 

@@ -49,6 +49,23 @@
         }                                                                       \
     } while (0)
 
+/* In a channel handler: answer the message in bulk with the `n` bytes at `p` (any
+ * size; the host takes them with bulk_recv). The manager sends them beside its other
+ * channels once the handler has returned (ofl_chan_mgr_bulk_send), so `p` must be
+ * memory that outlives the handler, a table, and stay unchanged until the host has
+ * them all: bytes that change during the transfer fail it on both sides (the CRC
+ * check). One waits at most: -EBUSY while the previous one has not started. An
+ * error ends the handler, which reports it. */
+#define BULK_REPLY(p, n)                                                        \
+    do {                                                                        \
+        int ofl_rc_ = ofl_chan_mgr_bulk_send(proc->chan_mgr, ofl_end_->region,  \
+                                             ofl_end_->id, ofl_end_->side, (p), (n)); \
+        if (ofl_rc_ < 0) {                                                      \
+            *ofl_err_ = ofl_rc_;                                                \
+            return;                                                             \
+        }                                                                       \
+    } while (0)
+
 /* Call `fn` on a private copy of the packet and its state (several outputs chosen). */
 #define OFL_CALL_ON_COPY(fn, ctx, pkt, state)                                   \
     do {                                                                        \
