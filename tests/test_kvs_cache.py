@@ -6,11 +6,13 @@ before the GET was sent, or of one running at the same time."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import socket
 import struct
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +21,9 @@ import pytest
 
 from offlow.build import build
 from offlow.cli import load_program
+from offlow.ir import Graph
 from offlow.report import format_summary, summarize
-from offlow.runner import Run, RunOptions
+from offlow.runner import Run, RunOptions, RunResult
 from tests.e2e import ROOT, read_frames, run_example
 from tests.test_kvs_program import DELETE, GET, REQUESTS, SET, binary, datagram
 
@@ -240,32 +243,54 @@ def _ask(s: socket.socket, port: int, rid: int, req: bytes) -> tuple[int, bytes]
     return status(_reply(s, port, rid, req))
 
 
+@dataclass
+class Live:
+    """The cache program running with a UDP port, a client socket, and (once the
+    block ends) the run's result."""
+    graph: Graph
+    run: Run
+    sock: socket.socket
+    result: RunResult | None = None
+
+    def ask(self, rid: int, req: bytes) -> tuple[int, bytes]:
+        return _ask(self.sock, self.run.udp_port, rid, req)
+
+    def reply(self, rid: int, req: bytes) -> bytes:
+        return _reply(self.sock, self.run.udp_port, rid, req)
+
+
+@contextlib.contextmanager
+def live(policy: str) -> Iterator[Live]:
+    b = build(load_program(KVS_CACHE, [f"cache.policy={policy}"]), werror=True)
+    r = Run(b, RunOptions(udp_port=0, timeout=60))
+    r.start()
+    lv = Live(b.graph, r, socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    lv.sock.settimeout(5.0)
+    try:
+        yield lv
+    finally:
+        lv.sock.close()
+        r.stop()
+        lv.result = r.wait()
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 def test_an_item_with_an_expiry_is_never_served_from_the_cache(policy: str) -> None:
     """memcached's GET replies carry no expiry, so a cached copy could outlive its item:
     the store marks such replies (KvServe's kv_expiring, set on the host and read by
     the update element on the NIC) and the cache does not keep them. A key without an
     expiry, read the same way, is answered on the NIC."""
-    b = build(load_program(KVS_CACHE, [f"cache.policy={policy}"]), werror=True)
-    r = Run(b, RunOptions(udp_port=0, timeout=60))
-    r.start()
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.settimeout(5.0)
-    try:
+    with live(policy) as lv:
         expiring = struct.pack("!BBHBBHIIQII", 0x80, SET, 3, 8, 0, 0, 8 + 3 + 4, 1, 0,
                                7, 3600) + b"eggsoon"
-        assert _ask(s, r.udp_port, 1, expiring) == (0, b"")
+        assert lv.ask(1, expiring) == (0, b"")
         for rid in (2, 3, 4):
-            assert _ask(s, r.udp_port, rid, binary(GET, b"egg")) == (0, b"soon")
-        assert _ask(s, r.udp_port, 5, binary(SET, b"ham", b"kept")) == (0, b"")
+            assert lv.ask(rid, binary(GET, b"egg")) == (0, b"soon")
+        assert lv.ask(5, binary(SET, b"ham", b"kept")) == (0, b"")
         for rid in (6, 7, 8):
-            assert _ask(s, r.udp_port, rid, binary(GET, b"ham")) == (0, b"kept")
-    finally:
-        s.close()
-        r.stop()
-        res = r.wait()
-    assert res.ok, res.errors
-    el = summarize(b.graph, res.stats)["elements"]
+            assert lv.ask(rid, binary(GET, b"ham")) == (0, b"kept")
+    assert lv.result is not None and lv.result.ok, lv.result
+    el = summarize(lv.graph, lv.result.stats)["elements"]
     hits, misses, _ = paths(el)
     # egg: the SET (an expiry: not cacheable) and its three GETs reach the store. ham:
     # its three GETs are hits; write-through sends its SET on (the store's answer
@@ -280,21 +305,12 @@ def test_a_cas_from_the_cache_still_matches_after_the_write_back(policy: str) ->
     SETQ carries that CAS, which the store keeps (the made packet's kv_from_cache, set
     on the NIC and read by KvServe on the host). So the compare matches, once; it was
     EXISTS. Write-through: the store's CAS, as memcached."""
-    b = build(load_program(KVS_CACHE, [f"cache.policy={policy}"]), werror=True)
-    r = Run(b, RunOptions(udp_port=0, timeout=60))
-    r.start()
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.settimeout(5.0)
-    try:
-        rep = _reply(s, r.udp_port, 1, binary(SET, b"pear", b"ripe"))
+    with live(policy) as lv:
+        rep = lv.reply(1, binary(SET, b"pear", b"ripe"))
         cas = struct.unpack("!Q", rep[16:24])[0]
         assert status(rep) == (0, b"") and cas != 0
         assert (cas >> 63) == (policy == "write_back")   # the cache's CAS has the top bit
-        assert _ask(s, r.udp_port, 2, binary(SET, b"pear", b"soft", cas=cas)) == (0, b"")
-        assert _ask(s, r.udp_port, 3, binary(SET, b"pear", b"mush", cas=cas))[0] == 0x02
-        assert _ask(s, r.udp_port, 4, binary(GET, b"pear")) == (0, b"soft")
-    finally:
-        s.close()
-        r.stop()
-        res = r.wait()
-    assert res.ok, res.errors
+        assert lv.ask(2, binary(SET, b"pear", b"soft", cas=cas)) == (0, b"")
+        assert lv.ask(3, binary(SET, b"pear", b"mush", cas=cas))[0] == 0x02
+        assert lv.ask(4, binary(GET, b"pear")) == (0, b"soft")
+    assert lv.result is not None and lv.result.ok, lv.result

@@ -1596,19 +1596,29 @@ static void *host_main(void *p)
     return NULL;
 }
 
-static void test_manager(void)
+/* Name the `n` channels of `r` `prefix`0.. and run `fn(mc)` in a child that stops
+ * when the parent closes mc->wfd. Returns the child's pid. */
+static pid_t mgr_child_start(struct region *r, const char *prefix, int n,
+                             void (*fn)(void *), struct mgr_child *mc)
 {
-    struct region r = region_new(MGR_CHANNELS);
-    char name[32];
-    for (int i = 0; i < MGR_CHANNELS; i++) {
-        snprintf(name, sizeof name, "svc%d", i);
-        ofl_chan_create(r.mem, name);
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        ofl_chan_create(r->mem, name);
     }
     int fds[2];
     if (pipe(fds)) exit(2);
-    struct mgr_child mc = {.r = &r, .fd = fds[0], .wfd = fds[1]};
-    pid_t pid = spawn(mgr_child_main, &mc);
+    *mc = (struct mgr_child){.r = r, .fd = fds[0], .wfd = fds[1]};
+    pid_t pid = spawn(fn, mc);
     close(fds[0]);
+    return pid;
+}
+
+static void test_manager(void)
+{
+    struct region r = region_new(MGR_CHANNELS);
+    struct mgr_child mc;
+    pid_t pid = mgr_child_start(&r, "svc", MGR_CHANNELS, mgr_child_main, &mc);
     pthread_barrier_t bar;
     pthread_barrier_init(&bar, NULL, MGR_HOSTS);
     struct host h[MGR_HOSTS];
@@ -1630,7 +1640,7 @@ static void test_manager(void)
     CHECK(bad == 0 && msgs == MGR_CHANNELS * MGR_ROUNDS,
           "%d channels, 2 manager threads, %d host threads sending at once: %d round trips and "
           "%d bulk transfers complete (%d bad)", MGR_CHANNELS, MGR_HOSTS, msgs, bulks, bad);
-    close(fds[1]);
+    close(mc.wfd);
     reap(pid, "manager");
     pthread_barrier_destroy(&bar);
     region_free(&r);
@@ -1732,16 +1742,8 @@ static void *stop_main(void *p)
 static void test_manager_send(void)
 {
     struct region r = region_new(MSEND_CHANNELS);
-    for (int i = 0; i < MSEND_CHANNELS; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "out%d", i);
-        ofl_chan_create(r.mem, name);
-    }
-    int fds[2];
-    if (pipe(fds)) exit(2);
-    struct mgr_child mc = {.r = &r, .fd = fds[0], .wfd = fds[1]};
-    pid_t pid = spawn(msend_child_main, &mc);
-    close(fds[0]);
+    struct mgr_child mc;
+    pid_t pid = mgr_child_start(&r, "out", MSEND_CHANNELS, msend_child_main, &mc);
     struct ofl_chan_end e[MSEND_CHANNELS];
     int bad = 0;
     uint8_t *buf = malloc(MSEND_MAX);
@@ -1773,7 +1775,7 @@ static void test_manager_send(void)
            ofl_now_ns() < until)
         sched_yield();
     for (int i = 0; i < MSEND_CHANNELS; i++) ofl_chan_close(&e[i]);
-    close(fds[1]);
+    close(mc.wfd);
     reap(pid, "managed sends");
     free(buf);
 
