@@ -1656,6 +1656,8 @@ struct msend_req {
     uint64_t len, seed;
 };
 
+#define MSEND_FAIL 999   /* a request seed whose handler fails after queueing its send */
+
 struct msend_ctx {
     struct ofl_chan_mgr *m;
     void *region;
@@ -1681,7 +1683,7 @@ static int msend_handler(void *ctx, struct ofl_chan_end *e, const void *msg, siz
      * handler returns, so a second one is refused. */
     c->busy += ofl_chan_mgr_bulk_send(c->m, c->region, c->id, OFL_CHAN_B, c->buf, q.len) ==
                -EBUSY;
-    return 0;
+    return q.seed == MSEND_FAIL ? -ECANCELED : 0;   /* fails after queueing: closes the end */
 }
 
 static void msend_sent(void *ctx, struct ofl_chan_end *e, const void *buf, size_t len, int status)
@@ -1709,7 +1711,10 @@ static void msend_child_main(void *p)
     }
     char x;
     while (read(c->fd, &x, 1) > 0) continue;
-    /* Channel 0's handler closed its end (the host sent a malformed request). */
+    /* Channel 0's handler queued a send, then failed, which closed its end. */
+    CHECK(ctx[0].sent_status == -EPIPE && ctx[0].sent_len == 1000,
+          "a send queued by a handler that then failed ends with -EPIPE (%d)",
+          ctx[0].sent_status);
     CHECK(ofl_chan_mgr_bulk_send(m, c->r->mem, 0, OFL_CHAN_B, ctx[0].buf, 1) == -EPIPE,
           "a send on an end its handler closed: -EPIPE");
     int queued = 0, busy = 0;
@@ -1717,7 +1722,7 @@ static void msend_child_main(void *p)
         queued += ctx[i].queued;
         busy += ctx[i].busy;
     }
-    CHECK(queued == 2 * (MSEND_CHANNELS - 1) && busy == queued,
+    CHECK(queued == 2 * (MSEND_CHANNELS - 1) + 1 && busy == queued,
           "each request queued one send (%d) and a second one at once was -EBUSY (%d)", queued,
           busy);
     ofl_chan_mgr_stop(m);
@@ -1767,9 +1772,10 @@ static void test_manager_send(void)
     }
     CHECK(bad == 0, "managed sends: %d channels, the device answers a request in bulk; a "
           "smaller buffer is -EMSGSIZE on both sides", MSEND_CHANNELS - 1);
-    /* A malformed request closes channel 0 (its handler fails). */
+    /* Channel 0's handler queues its send, then fails: the end closes. */
     ofl_chan_open(&e[0], r.mem, 0, OFL_CHAN_A, NULL);
-    CHECK(ofl_chan_send(&e[0], "x", 1, LONG_WAIT) == 0, "a malformed request is taken");
+    struct msend_req fq = {1000, MSEND_FAIL};
+    CHECK(ofl_chan_send(&e[0], &fq, sizeof fq, LONG_WAIT) == 0, "a failing request is taken");
     uint64_t until = ofl_now_ns() + 5000 * MS;
     while (__atomic_load_n(&side_peer(&e[0])->gen, __ATOMIC_ACQUIRE) & 1u &&
            ofl_now_ns() < until)

@@ -344,7 +344,9 @@ int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int si
  * `side` of channel `id` in `region` (its peer takes it with ofl_chan_bulk_recv):
  * the end's manager thread runs it step by step beside its other ends, then calls
  * the end's `sent` handler. `buf` must stay untouched until then. Any thread may
- * call it, a handler too (an answer in bulk). Returns 0, -EINVAL (no manager, a bad
+ * call it, a handler too (an answer in bulk), until ofl_chan_mgr_stop begins. A send
+ * still queued when its end closes (a handler failed) or the manager stops ends with
+ * -EPIPE or -ECANCELED in `sent`. Returns 0, -EINVAL (no manager, a bad
  * region or buffer), -ENOENT (no such served end), -EPIPE (its handler closed it)
  * or -EBUSY (a send queued there has not started yet). */
 int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
