@@ -68,14 +68,15 @@ def _seed_corpus(target: str, d: Path) -> None:
         (d / "mixed").write_text("\x00\x00192.0.2.0/24,65000\r\n2001:4:112::/48|x\n"
                                  "# c\n8.8.8.8\n1:2:3:4:5:6:7:8/127\n")
     elif target == "mcproto":
-        # first byte: framing (0 binary, 1 text, 2 UDP, 3 sniffed) + limit bits; second: cut
+        # first byte: framing (0 binary, 1 text, 2 UDP, 3 sniffed) + limit bits + 16:
+        # trusted exec; second: cut
         for name, mode, steps in (("bin", 0, binary_steps()), ("text", 1, text_steps()),
                                   ("udp", 2, udp_steps())):
             for i, st in enumerate(steps):
                 if callable(st.data) or len(st.data) > 4096:
                     continue
-                (d / f"{name}{i}").write_bytes(bytes([mode | (4 if i % 3 == 0 else 0), i])
-                                               + st.data)
+                flags = (4 if i % 3 == 0 else 0) | (16 if i % 2 else 0)
+                (d / f"{name}{i}").write_bytes(bytes([mode | flags, i]) + st.data)
     elif target == "kvcache":
         # first byte: policy / eviction / header-only replies; then records [kind][len][bytes]:
         # kind 0x80: a request (32 spare bytes for a reply), 1: the store answers the oldest

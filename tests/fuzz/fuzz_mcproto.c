@@ -10,7 +10,9 @@
  * within the input and its views within the request; an incomplete one needs at
  * least one byte and no more than its declared length; an error has a span. The
  * stream cut in two pieces must give the same requests as whole. Replies are
- * produced for everything (ofl_kv_exec / ofl_kv_exec_error) into a bounded buffer.
+ * produced for everything (ofl_kv_exec / ofl_kv_exec_error) into a bounded buffer;
+ * with bit 4 of the first byte set, requests run as a trusted writer's
+ * (ofl_kv_exec_trusted: a SET's CAS is the item's new one).
  * Pieces are parsed from exactly sized heap copies so ASan sees any over-read. */
 #include <errno.h>
 #include <stdint.h>
@@ -58,7 +60,7 @@ static void check_views(const uint8_t *p, size_t n, const struct ofl_mc_req *r)
 /* Parse `len` bytes as a stream; fill `out` with what came out. Runs each request
  * against `kv` when it is not NULL. Returns the number of outcomes. */
 static size_t run_stream(const uint8_t *data, size_t len, enum ofl_mc_proto proto,
-                         const struct ofl_mc_limits *lim, struct ofl_kv *kv,
+                         const struct ofl_mc_limits *lim, struct ofl_kv *kv, int trusted,
                          struct outcome *out)
 {
     uint8_t *buf = malloc(len ? len : 1);
@@ -80,7 +82,8 @@ static size_t run_stream(const uint8_t *data, size_t len, enum ofl_mc_proto prot
             if ((size_t)rc > len - off || r.len != (size_t)rc) abort();
             check_views(buf + off, (size_t)rc, &r);
             if (kv) {
-                int e = ofl_kv_exec(kv, &r, &reply);
+                int e = trusted ? ofl_kv_exec_trusted(kv, &r, &reply)
+                                : ofl_kv_exec(kv, &r, &reply);
                 if (e != 0 && e != 1 && e != -ENOBUFS) abort();
             }
             off += (size_t)rc;
@@ -140,14 +143,14 @@ static int same(const struct outcome *a, const struct outcome *b)
 }
 
 static void udp(const uint8_t *data, size_t len, const struct ofl_mc_limits *lim,
-                struct ofl_kv *kv, struct outcome *out)
+                struct ofl_kv *kv, int trusted, struct outcome *out)
 {
     struct ofl_mc_udp_hdr h;
     int rc = ofl_mc_udp_parse(data, len, &h);
     if (rc != OFL_MC_UDP_HDR_LEN && rc != OFL_MC_ETRUNC && rc != OFL_MC_EUDP) abort();
     if (rc == OFL_MC_UDP_HDR_LEN)
         run_stream(data + OFL_MC_UDP_HDR_LEN, len - OFL_MC_UDP_HDR_LEN, OFL_MC_ANY, lim, kv,
-                   out);
+                   trusted, out);
 }
 
 static void responses(const uint8_t *data, size_t len)
@@ -178,6 +181,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct ofl_mc_limits lim = ofl_mc_default_limits();
     if (data[0] & 4) lim.value_max = 64;          /* small limits reach E2BIG / ELINE */
     if (data[0] & 8) lim.line_max = 48;
+    int trusted = (data[0] & 16) != 0;
     size_t len = size - 2;
     const uint8_t *p = data + 2;
     size_t cut = len ? data[1] % (len + 1) : 0;
@@ -189,11 +193,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct outcome *whole = malloc(MAX_REQS * sizeof *whole);
     struct outcome *split = malloc(MAX_REQS * sizeof *split);
     if (mode == 2) {
-        udp(p, len, &lim, kv, whole);
+        udp(p, len, &lim, kv, trusted, whole);
     } else {
         enum ofl_mc_proto proto = mode == 0 ? OFL_MC_BINARY : mode == 1 ? OFL_MC_TEXT
                                                                         : OFL_MC_ANY;
-        size_t nw = run_stream(p, len, proto, &lim, kv, whole);
+        size_t nw = run_stream(p, len, proto, &lim, kv, trusted, whole);
         size_t ns = run_split(p, len, cut, proto, &lim, split);
         if (nw != ns) abort();
         for (size_t i = 0; i < nw; i++)
