@@ -16,9 +16,9 @@ import pytest
 from offlow.bench import channels
 
 TINY = channels.Sweep(lat_batches=5, lat_per=10, bulk_lat_sizes=(64, 4096),
-                      sizes=(4096, 1 << 20), reps=3, conc=8, pingpong_batches=20,
+                      sizes=(4096, 1 << 20), reps=4, conc=8, pingpong_batches=20,
                       pipe_batches=4, copy_reps=3, ucx_lat_iters=2000, ucx_bw_bytes=1 << 22,
-                      ucx_reps=1)
+                      ucx_reps=1, tput_procs=2)
 STATS_KEYS = {"n", "min", "max", "mean", "std", "median"}
 
 
@@ -97,13 +97,15 @@ def test_result_is_well_formed_and_positive(result: tuple[dict, Path, Path, str]
     assert got == {(d, TINY.conc if many else 1, s, c) for d, many, s, c in channels.CONFIGS}
     for t in res["tput"]:
         assert [r["size"] for r in t["rows"]] == list(TINY.sizes)
+        assert (t["reps"], t["processes"]) == (TINY.reps, TINY.tput_procs)
         for r in t["rows"]:
             for k in ("gbps", "memcpy_paired_gbps", "ratio_to_memcpy"):
                 _check_stats(r[k], TINY.reps)
+            assert len(r["samples"]["gbps"]) == len(r["samples"]["memcpy_paired_gbps"]) == TINY.reps
         # Every byte the device moved went by some copy path: K transfers per
-        # repetition (and the warm-up) at each size.
+        # repetition and per process's warm-up, at each size.
         moved = sum(t["device_copy_bytes"].values())
-        assert moved == t["k"] * (TINY.reps + 1) * sum(TINY.sizes)
+        assert moved == t["k"] * (TINY.reps + TINY.tput_procs) * sum(TINY.sizes)
         # Registered buffers: the one-copy path only; plain ones: never it.
         assert t["device_copy_bytes"]["mem"] == (moved if t["copy"] == "mem" else 0)
     assert res["machine"]["cpus"] >= 1
@@ -204,6 +206,26 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
     assert "NFComms Table 2" in text
     for fig in ("17.99", "30.04", "39.42", "51.96"):
         assert fig in text
+
+
+def test_throughput_runs_of_several_processes_are_merged() -> None:
+    def run(g: list[float], m: list[float], vm: int) -> dict:
+        return {"mode": "tput", "k": 1, "reps": len(g), "pinned": True,
+                "device_copy_bytes": {"bounce": 10, "vm": vm},
+                "rows": [{"size": 4096, "samples": {"gbps": g, "memcpy_paired_gbps": m},
+                          "gbps": {}, "memcpy_paired_gbps": {}, "ratio_to_memcpy": {}}]}
+    # The second process ran slow all along: the medians are the first's.
+    t = channels.merge_tput([run([10.0, 12.0], [20.0, 20.0], 1), run([2.0], [40.0], 2),
+                             run([11.0, 9.0], [10.0, 30.0], 0)])
+    assert (t["reps"], t["processes"], t["pinned"]) == (5, 3, True)
+    assert t["device_copy_bytes"] == {"bounce": 30, "vm": 3}
+    (r,) = t["rows"]
+    assert r["samples"]["gbps"] == [10.0, 12.0, 2.0, 11.0, 9.0]
+    assert r["gbps"]["n"] == 5 and r["gbps"]["median"] == 10.0
+    assert r["memcpy_paired_gbps"]["median"] == 20.0
+    # Each transfer over the memcpy timed just before it, not medians over medians.
+    assert r["ratio_to_memcpy"]["median"] == 0.5
+    assert r["ratio_to_memcpy"]["max"] == 1.1 and r["ratio_to_memcpy"]["min"] == 0.05
 
 
 def test_verdicts_say_met_or_missed() -> None:

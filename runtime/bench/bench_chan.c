@@ -50,7 +50,8 @@
  *                          time from releasing the host's threads to the last one's
  *                          return; REPS repetitions after one warm-up. Before each
  *                          repetition the host times a memcpy of the same K * SIZE
- *                          bytes (the paired ceiling). Payloads are filled before
+ *                          bytes (the paired ceiling); both are also printed per
+ *                          repetition ("samples"). Payloads are filled before
  *                          and checked after each timed transfer.
  *
  * lat and tput also report the bulk bytes the device's ends moved by each copy
@@ -125,6 +126,14 @@ static struct stats stats_of(double *v, size_t n)
     s.max = v[n - 1];
     s.median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
     return s;
+}
+
+/* Print `"key": [v0, v1, ...]` (no trailing separator). */
+static void print_samples(const char *key, const double *v, size_t n)
+{
+    printf("\"%s\": [", key);
+    for (size_t i = 0; i < n; i++) printf("%s%.6g", i ? ", " : "", v[i]);
+    printf("]");
 }
 
 /* Print `"key": {stats}` (no trailing separator). */
@@ -1388,6 +1397,13 @@ static int mode_tput(struct tput_cfg *cfg)
          * (before sorting either). */
         double *tt = t + (uint64_t)si * cfg->reps, *mm = mt + (uint64_t)si * cfg->reps;
         for (uint64_t i = 0; i < cfg->reps; i++) ratio[i] = tt[i] / mm[i];
+        /* The repetitions in order, so that runs can be merged (offlow bench channels
+         * runs each configuration in several processes). */
+        printf(", \"samples\": {");
+        print_samples("gbps", tt, cfg->reps);
+        printf(", ");
+        print_samples("memcpy_paired_gbps", mm, cfg->reps);
+        printf("}");
         s = stats_of(ratio, cfg->reps);
         printf(", ");
         print_stats("ratio_to_memcpy", &s);
