@@ -1651,6 +1651,7 @@ static void test_manager(void)
  * in a direct message from the `sent` handler. */
 #define MSEND_CHANNELS 8
 #define MSEND_MAX 300000
+#define MSEND_ROUNDS 3
 
 struct msend_req {
     uint64_t len, seed;
@@ -1700,8 +1701,8 @@ static void msend_child_main(void *p)
 {
     struct mgr_child *c = p;
     close(c->wfd);
-    struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, NULL);
-    CHECK(m != NULL, "manager with 1 thread started");
+    struct ofl_chan_mgr *m = ofl_chan_mgr_start(2, NULL);
+    CHECK(m != NULL, "manager with 2 threads started");
     if (!m) return;
     struct ofl_chan_bulk_handler bh = {.sent = msend_sent};
     struct msend_ctx ctx[MSEND_CHANNELS];
@@ -1722,7 +1723,7 @@ static void msend_child_main(void *p)
         queued += ctx[i].queued;
         busy += ctx[i].busy;
     }
-    CHECK(queued == 2 * (MSEND_CHANNELS - 1) + 1 && busy == queued,
+    CHECK(queued == MSEND_ROUNDS * (MSEND_CHANNELS - 1) + 1 && busy == queued,
           "each request queued one send (%d) and a second one at once was -EBUSY (%d)", queued,
           busy);
     ofl_chan_mgr_stop(m);
@@ -1744,46 +1745,72 @@ static void *stop_main(void *p)
     return NULL;
 }
 
+/* One host thread of test_manager_send: MSEND_ROUNDS requests on channel `id`,
+ * each answered in bulk; round 1 posts a smaller buffer (-EMSGSIZE both sides). */
+
+struct msend_host {
+    struct region *r;
+    struct ofl_chan_end e;
+    uint32_t id;
+    int bad;
+};
+
+static void *msend_host_main(void *p)
+{
+    struct msend_host *h = p;
+    uint8_t *buf = malloc(MSEND_MAX);
+    h->bad += ofl_chan_open(&h->e, h->r->mem, h->id, OFL_CHAN_A, NULL) != 0;
+    for (int round = 0; round < MSEND_ROUNDS; round++) {
+        struct msend_req q = {round == 1 ? 5000 : 1 + (h->id * 37501u + (uint64_t)round * 999) %
+                                                          MSEND_MAX,
+                              h->id * 10 + (uint64_t)round};
+        size_t want = round == 1 ? 4000 : q.len;
+        int rc = ofl_chan_send(&h->e, &q, sizeof q, LONG_WAIT);
+        int got = rc ? rc : ofl_chan_bulk_recv(&h->e, buf, want, LONG_WAIT);
+        struct mgr_reply rep;
+        int n = ofl_chan_recv(&h->e, &rep, sizeof rep, LONG_WAIT);
+        bool ok = round == 1 ? got == -EMSGSIZE && rep.status == -EMSGSIZE
+                             : got == 0 && rep.status == 0 && first_bad(buf, q.len, q.seed) < 0;
+        if (!ok || n != (int)sizeof rep || rep.len != q.len) {
+            printf("channel %u round %d: bulk %d, sent status %d len %llu\n", h->id, round, got,
+                   rep.status, (unsigned long long)rep.len);
+            h->bad++;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
 static void test_manager_send(void)
 {
     struct region r = region_new(MSEND_CHANNELS);
     struct mgr_child mc;
     pid_t pid = mgr_child_start(&r, "out", MSEND_CHANNELS, msend_child_main, &mc);
-    struct ofl_chan_end e[MSEND_CHANNELS];
+    struct msend_host hosts[MSEND_CHANNELS];
+    pthread_t th[MSEND_CHANNELS];
     int bad = 0;
-    uint8_t *buf = malloc(MSEND_MAX);
     for (uint32_t i = 1; i < MSEND_CHANNELS; i++) {
-        bad += ofl_chan_open(&e[i], r.mem, i, OFL_CHAN_A, NULL) != 0;
-        for (int round = 0; round < 2; round++) {
-            struct msend_req q = {round ? 5000 : 1 + i * 37501u, i * 10 + (uint64_t)round};
-            size_t want = round ? 4000 : q.len;   /* round 1: a smaller buffer */
-            int rc = ofl_chan_send(&e[i], &q, sizeof q, LONG_WAIT);
-            int got = rc ? rc : ofl_chan_bulk_recv(&e[i], buf, want, LONG_WAIT);
-            struct mgr_reply rep;
-            int n = ofl_chan_recv(&e[i], &rep, sizeof rep, LONG_WAIT);
-            bool ok = round ? got == -EMSGSIZE && rep.status == -EMSGSIZE
-                            : got == 0 && rep.status == 0 && first_bad(buf, q.len, q.seed) < 0;
-            if (!ok || n != (int)sizeof rep || rep.len != q.len) {
-                printf("channel %u round %d: bulk %d, sent status %d len %llu\n", i, round, got,
-                       rep.status, (unsigned long long)rep.len);
-                bad++;
-            }
-        }
+        hosts[i] = (struct msend_host){.r = &r, .id = i};
+        pthread_create(&th[i], NULL, msend_host_main, &hosts[i]);
     }
-    CHECK(bad == 0, "managed sends: %d channels, the device answers a request in bulk; a "
-          "smaller buffer is -EMSGSIZE on both sides", MSEND_CHANNELS - 1);
+    for (uint32_t i = 1; i < MSEND_CHANNELS; i++) {
+        pthread_join(th[i], NULL);
+        bad += hosts[i].bad;
+    }
+    CHECK(bad == 0, "managed sends: %d channels at once on 2 manager threads, each request "
+          "answered in bulk; a smaller buffer is -EMSGSIZE on both sides", MSEND_CHANNELS - 1);
     /* Channel 0's handler queues its send, then fails: the end closes. */
-    ofl_chan_open(&e[0], r.mem, 0, OFL_CHAN_A, NULL);
+    struct ofl_chan_end e0;
+    ofl_chan_open(&e0, r.mem, 0, OFL_CHAN_A, NULL);
     struct msend_req fq = {1000, MSEND_FAIL};
-    CHECK(ofl_chan_send(&e[0], &fq, sizeof fq, LONG_WAIT) == 0, "a failing request is taken");
+    CHECK(ofl_chan_send(&e0, &fq, sizeof fq, LONG_WAIT) == 0, "a failing request is taken");
     uint64_t until = ofl_now_ns() + 5000 * MS;
-    while (__atomic_load_n(&side_peer(&e[0])->gen, __ATOMIC_ACQUIRE) & 1u &&
-           ofl_now_ns() < until)
+    while (__atomic_load_n(&side_peer(&e0)->gen, __ATOMIC_ACQUIRE) & 1u && ofl_now_ns() < until)
         sched_yield();
-    for (int i = 0; i < MSEND_CHANNELS; i++) ofl_chan_close(&e[i]);
+    ofl_chan_close(&e0);
+    for (int i = 1; i < MSEND_CHANNELS; i++) ofl_chan_close(&hosts[i].e);
     close(mc.wfd);
     reap(pid, "managed sends");
-    free(buf);
 
     /* In this process: bad arguments, and a send still waiting for its peer when the
      * manager stops (its side A never opens): -ECANCELED in its sent handler. */
