@@ -131,6 +131,7 @@ int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint3
                         : ofl_mc_write_text_line(buf, sizeof buf,
                                                  "SERVER_ERROR out of memory writing get response");
         out.len = n > 0 ? (size_t)n : 0;
+        out.expiring = 0;   /* the answer holds no value */
     }
     /* A datagram without an answer (quiet requests, noreply) still gets one, with no
      * payload: memcached's header-only datagram (seq 0, count 0), so a gateway waiting

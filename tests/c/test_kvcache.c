@@ -479,6 +479,21 @@ static void test_expiring(int policy)
     CHECK(st.uncached == 4 && do_bget(&w, "c", val, &hit, NULL, NULL) == 0 && !hit,
           "%s: the second reply removed the filled entry (uncached %" PRIu64 ")", pn,
           st.uncached);
+    /* A reply over one datagram becomes the out-of-memory answer, which holds no
+     * value: plainly sent, even when the values it replaced belong to expiring items. */
+    char big[1001];
+    memset(big, 'x', 1000);
+    big[1000] = 0;
+    for (const char *k = "pq"; *k; k++)
+        if (ofl_kv_store(w.kv, OFL_KV_SET, k, 1, ofl_kv_hash(k, 1), big, 1000, 0, 3600, 0, NULL))
+            abort();
+    struct msg *mg = text("get p q\r\n");
+    int rc = ofl_kvs_reply(w.kv, &mg->pkt, L3, L4, 0);
+    CHECK(rc == OFL_KVS_SEND &&
+              body_is(mg, "SERVER_ERROR out of memory writing get response\r\n"),
+          "%s: an over-long reply of expiring items: the out-of-memory answer, sent plainly (%d)",
+          pn, rc);
+    free(mg);
     world_free(&w);
 }
 
