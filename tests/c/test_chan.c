@@ -1596,16 +1596,22 @@ static void *host_main(void *p)
     return NULL;
 }
 
-/* Name the `n` channels of `r` `prefix`0.. and run `fn(mc)` in a child that stops
- * when the parent closes mc->wfd. Returns the child's pid. */
-static pid_t mgr_child_start(struct region *r, const char *prefix, int n,
-                             void (*fn)(void *), struct mgr_child *mc)
+/* Create the `n` channels of `r`, named `prefix`0.. */
+static void name_channels(struct region *r, const char *prefix, int n)
 {
     for (int i = 0; i < n; i++) {
         char name[32];
         snprintf(name, sizeof name, "%s%d", prefix, i);
         ofl_chan_create(r->mem, name);
     }
+}
+
+/* Name the `n` channels of `r` `prefix`0.. and run `fn(mc)` in a child that stops
+ * when the parent closes mc->wfd. Returns the child's pid. */
+static pid_t mgr_child_start(struct region *r, const char *prefix, int n,
+                             void (*fn)(void *), struct mgr_child *mc)
+{
+    name_channels(r, prefix, n);
     int fds[2];
     if (pipe(fds)) exit(2);
     *mc = (struct mgr_child){.r = r, .fd = fds[0], .wfd = fds[1]};
@@ -1812,8 +1818,13 @@ static void test_manager_send(void)
     close(mc.wfd);
     reap(pid, "managed sends");
 
-    /* In this process: bad arguments, and a send still waiting for its peer when the
-     * manager stops (its side A never opens): -ECANCELED in its sent handler. */
+    region_free(&r);
+
+    /* In this process, on channels whose side A never opened (a send toward a closed
+     * side A would fail with -EPIPE at once): bad arguments, and a send still waiting
+     * for its peer when the manager stops: -ECANCELED in its sent handler. */
+    r = region_new(MSEND_CHANNELS);
+    name_channels(&r, "in", MSEND_CHANNELS);
     struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, NULL);
     struct msend_ctx c = {m, r.mem, 3, malloc(64), 0, 0, 1, 0};
     struct ofl_chan_bulk_handler bh = {.sent = msend_sent};
@@ -1827,6 +1838,7 @@ static void test_manager_send(void)
               ofl_chan_mgr_bulk_send(m, r.mem, 3, OFL_CHAN_B, NULL, 8) == -EINVAL,
           "no manager, no region, an id past the region, no buffer: -EINVAL");
     CHECK(ofl_chan_mgr_bulk_send(m, r.mem, 3, OFL_CHAN_B, c.buf, 64) == 0, "a send queued");
+    usleep(100000);   /* its thread starts it, which then waits for side A */
     ofl_chan_mgr_stop(m);
     CHECK(c.sent_status == -ECANCELED && c.sent_len == 64,
           "stopping the manager ends the waiting send: -ECANCELED (%d)", c.sent_status);
