@@ -1698,8 +1698,8 @@ static void msend_sent(void *ctx, struct ofl_chan_end *e, const void *buf, size_
     struct msend_ctx *c = ctx;
     struct mgr_reply rep = {.status = status, .len = len};
     if (buf != c->buf) rep.status = -EFAULT;   /* not the buffer it was given */
-    c->sent_status = rep.status;
     c->sent_len = len;
+    __atomic_store_n(&c->sent_status, rep.status, __ATOMIC_RELEASE);
     ofl_chan_post(e, &rep, sizeof rep);
 }
 
@@ -1718,7 +1718,11 @@ static void msend_child_main(void *p)
     }
     char x;
     while (read(c->fd, &x, 1) > 0) continue;
-    /* Channel 0's handler queued a send, then failed, which closed its end. */
+    /* Channel 0's handler queued a send, then failed, which closed its end; the
+     * manager's thread drops the send at its next sweep (waited for: bounded). */
+    for (uint64_t until = ofl_now_ns() + 5000 * MS;
+         !__atomic_load_n(&ctx[0].sent_status, __ATOMIC_ACQUIRE) && ofl_now_ns() < until;)
+        sched_yield();
     CHECK(ctx[0].sent_status == -EPIPE && ctx[0].sent_len == 1000,
           "a send queued by a handler that then failed ends with -EPIPE (%d)",
           ctx[0].sent_status);
