@@ -68,7 +68,7 @@ class KvServe(Element):
         DROP();
     rc = ofl_kvs_reply(store, pkt, state->l3_off, state->l4_off, state->kv_from_cache);
     state->kv_from_cache = 0;
-    if (rc != OFL_KVS_SEND && rc != OFL_KVS_SEND_EXPIRING)
+    if (!ofl_kvs_sends(rc))
         DROP();
     state->kv_expiring = rc == OFL_KVS_SEND_EXPIRING;
     """

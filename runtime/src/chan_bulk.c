@@ -1007,9 +1007,8 @@ int chan_bulk_incoming(const struct ofl_chan_end *e, uint64_t *total)
 
 /* ---- blocking calls ---- */
 
-static uint32_t bulk_bits(const struct ofl_chan_end *e, int role)
+uint32_t chan_bulk_bits(const struct ofl_chan_end *e, int role)
 {
-    /* Side A posts chunks either way; side B takes chunks either way. */
     if (e->side == OFL_CHAN_A) return role == BULK_SEND ? BUSY_TX : BUSY_TX | BUSY_RX;
     return role == BULK_SEND ? BUSY_TX | BUSY_RX : BUSY_RX;
 }
@@ -1018,7 +1017,7 @@ static int bulk_call(struct ofl_chan_end *e, int role, void *buf, size_t len, ui
                      const struct ofl_chan_mem *mem)
 {
     if (!e || !e->ctl || (len && !buf)) return -EINVAL;
-    uint32_t bits = bulk_bits(e, role);
+    uint32_t bits = chan_bulk_bits(e, role);
     if (chan_busy_get(e, bits)) return -EBUSY;
     struct chan_bulk op;
     int rc = chan_end_open(e) ? chan_bulk_start(e, &op, role, buf, len, mem) : -EPIPE;

@@ -474,6 +474,9 @@ int chan_bulk_step(struct ofl_chan_end *e, struct chan_bulk *op);
  * peer, withdraws our pending chunk message, waits until the peer no longer copies
  * our memory. */
 void chan_bulk_fail(struct ofl_chan_end *e, struct chan_bulk *op, int err);
+/* The call guards (BUSY_*) a transfer in `role` holds on `e`: side A posts chunks
+ * either way, side B takes chunks either way. */
+uint32_t chan_bulk_bits(const struct ofl_chan_end *e, int role);
 /* A bulk transfer toward this end is announced: 1 and its size, else 0. */
 int chan_bulk_incoming(const struct ofl_chan_end *e, uint64_t *total);
 

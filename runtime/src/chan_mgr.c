@@ -130,18 +130,15 @@ static int poll_msg(struct mgr_slot *s, uint64_t ph, uint32_t ack)
     return 1;
 }
 
-/* Start the send queued in the mailbox (the end is idle). */
-static int start_send(struct mgr_slot *s, uint64_t *now)
+/* The slot's transfer was started (chan_bulk_start returned `rc`) holding the guards
+ * `bits`: record it; one that could not start ends at once. Returns 1 (progress). */
+static int op_started(struct mgr_slot *s, bool send, void *buf, size_t len, uint32_t bits,
+                      int rc, uint64_t *now)
 {
-    struct ofl_chan_end *e = &s->end;
-    uint32_t bits = e->side == OFL_CHAN_A ? BUSY_TX : BUSY_TX | BUSY_RX;
-    if (chan_busy_get(e, bits)) return 0;
-    s->op_buf = (void *)(uintptr_t)s->send_buf;
-    s->op_len = s->send_len;
-    STORE(&s->send_state, SEND_FREE, RELEASE);   /* the next one may queue */
-    int rc = chan_bulk_start(e, &s->op, BULK_SEND, s->op_buf, s->op_len, NULL);
+    s->op_send = send;
+    s->op_buf = buf;
+    s->op_len = len;
     s->op_bits = bits;
-    s->op_send = true;
     s->op_active = true;
     if (!*now) *now = ofl_now_ns();
     s->next_live = *now + OFL_WAIT_CHECK_NS;
@@ -149,11 +146,24 @@ static int start_send(struct mgr_slot *s, uint64_t *now)
     return 1;
 }
 
+/* Start the send queued in the mailbox (the end is idle). */
+static int start_send(struct mgr_slot *s, uint64_t *now)
+{
+    struct ofl_chan_end *e = &s->end;
+    uint32_t bits = chan_bulk_bits(e, BULK_SEND);
+    if (chan_busy_get(e, bits)) return 0;
+    void *buf = (void *)(uintptr_t)s->send_buf;
+    size_t len = s->send_len;
+    STORE(&s->send_state, SEND_FREE, RELEASE);   /* the next one may queue */
+    int rc = chan_bulk_start(e, &s->op, BULK_SEND, buf, len, NULL);
+    return op_started(s, true, buf, len, bits, rc, now);
+}
+
 /* A bulk transfer toward the end was announced: ask for a buffer and start. */
 static int start_bulk(struct mgr_slot *s, uint64_t total, uint64_t *now)
 {
     struct ofl_chan_end *e = &s->end;
-    uint32_t bits = e->side == OFL_CHAN_A ? BUSY_TX | BUSY_RX : BUSY_RX;
+    uint32_t bits = chan_bulk_bits(e, BULK_RECV);
     if (chan_busy_get(e, bits)) return 0;
     void *buf = NULL;
     if (s->bulk.begin && total <= SIZE_MAX) buf = s->bulk.begin(s->ctx, e, (size_t)total);
@@ -164,15 +174,7 @@ static int start_bulk(struct mgr_slot *s, uint64_t total, uint64_t *now)
         rc = chan_bulk_start(e, &s->op, BULK_RECV, NULL, 0, NULL);
     }
     s->op.refuse = buf == NULL;
-    s->op_bits = bits;
-    s->op_send = false;
-    s->op_buf = buf;
-    s->op_len = buf ? (size_t)total : 0;
-    s->op_active = true;
-    if (!*now) *now = ofl_now_ns();
-    s->next_live = *now + OFL_WAIT_CHECK_NS;
-    if (rc < 0) op_over(s, rc);
-    return 1;
+    return op_started(s, false, buf, buf ? (size_t)total : 0, bits, rc, now);
 }
 
 /* One look at one served end. Returns 1 when something happened. */

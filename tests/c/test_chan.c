@@ -1526,12 +1526,26 @@ struct mgr_child {
     int wfd;   /* its write end (the child closes its copy) */
 };
 
-static void mgr_child_main(void *p)
+/* In a manager child: its manager with 2 threads (NULL if it did not start). */
+static struct ofl_chan_mgr *mgr_child_begin(struct mgr_child *c)
 {
-    struct mgr_child *c = p;
     close(c->wfd);
     struct ofl_chan_mgr *m = ofl_chan_mgr_start(2, NULL);
     CHECK(m != NULL, "manager with 2 threads started");
+    return m;
+}
+
+/* In a manager child: wait until the parent closes its end of the pipe. */
+static void mgr_child_wait(const struct mgr_child *c)
+{
+    char x;
+    while (read(c->fd, &x, 1) > 0) continue;
+}
+
+static void mgr_child_main(void *p)
+{
+    struct mgr_child *c = p;
+    struct ofl_chan_mgr *m = mgr_child_begin(c);
     if (!m) return;
     struct ofl_chan_bulk_handler bh = {.begin = bulk_begin, .done = bulk_done};
     int bad = 0;
@@ -1540,8 +1554,7 @@ static void mgr_child_main(void *p)
     CHECK(bad == 0, "manager serves side B of %d channels", MGR_CHANNELS);
     CHECK(ofl_chan_mgr_serve(m, c->r->mem, 0, OFL_CHAN_B, echo_handler, &bh, NULL) == -EBUSY,
           "serving a served end again: -EBUSY");
-    char x;
-    while (read(c->fd, &x, 1) > 0) continue;
+    mgr_child_wait(c);
     ofl_chan_mgr_stop(m);
 }
 
@@ -1706,18 +1719,17 @@ static void msend_sent(void *ctx, struct ofl_chan_end *e, const void *buf, size_
 static void msend_child_main(void *p)
 {
     struct mgr_child *c = p;
-    close(c->wfd);
-    struct ofl_chan_mgr *m = ofl_chan_mgr_start(2, NULL);
-    CHECK(m != NULL, "manager with 2 threads started");
+    struct ofl_chan_mgr *m = mgr_child_begin(c);
     if (!m) return;
     struct ofl_chan_bulk_handler bh = {.sent = msend_sent};
     struct msend_ctx ctx[MSEND_CHANNELS];
+    int bad = 0;
     for (uint32_t i = 0; i < MSEND_CHANNELS; i++) {
         ctx[i] = (struct msend_ctx){m, c->r->mem, i, malloc(MSEND_MAX), 0, 0, 0, 0};
-        ofl_chan_mgr_serve(m, c->r->mem, i, OFL_CHAN_B, msend_handler, &bh, &ctx[i]);
+        bad += ofl_chan_mgr_serve(m, c->r->mem, i, OFL_CHAN_B, msend_handler, &bh, &ctx[i]) != 0;
     }
-    char x;
-    while (read(c->fd, &x, 1) > 0) continue;
+    CHECK(bad == 0, "the manager serves side B of %d channels", MSEND_CHANNELS);
+    mgr_child_wait(c);
     /* Channel 0's handler queued a send, then failed, which closed its end; the
      * manager's thread drops the send at its next sweep (waited for: bounded). */
     for (uint64_t until = ofl_now_ns() + 5000 * MS;
@@ -1841,6 +1853,14 @@ static void test_manager_send(void)
               ofl_chan_mgr_bulk_send(m, r.mem, MSEND_CHANNELS, OFL_CHAN_B, c.buf, 8) == -EINVAL &&
               ofl_chan_mgr_bulk_send(m, r.mem, 3, OFL_CHAN_B, NULL, 8) == -EINVAL,
           "no manager, no region, an id past the region, no buffer: -EINVAL");
+    /* A length the transfer cannot have: queued, then refused when it starts. */
+    CHECK(ofl_chan_mgr_bulk_send(m, r.mem, 3, OFL_CHAN_B, c.buf, (size_t)1 << 36) == 0,
+          "a 64 GiB send is queued");
+    for (uint64_t until = ofl_now_ns() + 5000 * MS;
+         __atomic_load_n(&c.sent_status, __ATOMIC_ACQUIRE) == 1 && ofl_now_ns() < until;)
+        sched_yield();
+    CHECK(c.sent_status == -EINVAL && c.sent_len == (size_t)1 << 36,
+          "... and ends with -EINVAL in its sent handler when it starts (%d)", c.sent_status);
     CHECK(ofl_chan_mgr_bulk_send(m, r.mem, 3, OFL_CHAN_B, c.buf, 64) == 0, "a send queued");
     usleep(100000);   /* its thread starts it, which then waits for side A */
     ofl_chan_mgr_stop(m);

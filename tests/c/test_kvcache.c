@@ -168,7 +168,7 @@ static struct msg *deliver(struct world *w, struct msg **popped)
         m->pkt.len = DGRAM + OFL_MC_UDP_HDR_LEN;
         rc = 0;
     }
-    if (rc != OFL_KVS_SEND && rc != OFL_KVS_SEND_EXPIRING) {
+    if (!ofl_kvs_sends(rc)) {
         if (m->ticket == OFL_KVC_INTERNAL) {
             free(m);
             *popped = NULL;
@@ -1233,7 +1233,7 @@ static void *update_thread(void *arg)
         struct msg *m = t->ring[head % TQ];
         atomic_store(&t->head, head + 1);
         int rc = ofl_kvs_reply(t->w.kv, &m->pkt, L3, L4, m->ticket == OFL_KVC_INTERNAL);
-        if (rc == OFL_KVS_SEND || rc == OFL_KVS_SEND_EXPIRING) {
+        if (ofl_kvs_sends(rc)) {
             int r = ofl_kvc_reply(t->w.c, &m->pkt, L3, L4, rc == OFL_KVS_SEND_EXPIRING,
                                   m->ticket);
             if (r != (m->ticket == OFL_KVC_INTERNAL)) t->errors++;

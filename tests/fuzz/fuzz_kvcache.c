@@ -107,7 +107,7 @@ static void deliver(struct fz *f)
         e.pkt.len = L4 + 16;
         rc = 0;
     }
-    if (rc == OFL_KVS_SEND || rc == OFL_KVS_SEND_EXPIRING) {
+    if (ofl_kvs_sends(rc)) {
         int r = ofl_kvc_reply(f->c, &e.pkt, L3, L4, rc == OFL_KVS_SEND_EXPIRING, e.ticket);
         if (r != (e.ticket == OFL_KVC_INTERNAL)) abort();
     }

@@ -37,17 +37,21 @@
  * table, say): counted as consumed at this element, not as a drop; leave the body. */
 #define CONSUME() do { *ofl_mask_ = OFL_DECIDED | OFL_CONSUMED; return; } while (0)
 
-/* In a channel handler: answer the message with `n` bytes at `p` (at most 56; the
- * manager delivers it when the host receives). An error ends the handler, which
- * reports it. (A handler body may also end early with `return;`.) */
-#define REPLY(p, n)                                                             \
+/* In a channel handler: run `call` (a negative errno on failure); an error ends the
+ * handler, which reports it (the manager then closes the channel). */
+#define OFL_HANDLER_TRY_(call)                                                  \
     do {                                                                        \
-        int ofl_rc_ = ofl_chan_post(ofl_end_, (p), (n));                        \
+        int ofl_rc_ = (call);                                                   \
         if (ofl_rc_ < 0) {                                                      \
             *ofl_err_ = ofl_rc_;                                                \
             return;                                                             \
         }                                                                       \
     } while (0)
+
+/* In a channel handler: answer the message with `n` bytes at `p` (at most 56; the
+ * manager delivers it when the host receives). An error ends the handler, which
+ * reports it. (A handler body may also end early with `return;`.) */
+#define REPLY(p, n) OFL_HANDLER_TRY_(ofl_chan_post(ofl_end_, (p), (n)))
 
 /* In a channel handler: answer the message in bulk with the `n` bytes at `p` (any
  * size; the host takes them with bulk_recv). The manager sends them beside its other
@@ -57,14 +61,8 @@
  * check). One waits at most: -EBUSY while the previous one has not started. An
  * error ends the handler, which reports it. */
 #define BULK_REPLY(p, n)                                                        \
-    do {                                                                        \
-        int ofl_rc_ = ofl_chan_mgr_bulk_send(proc->chan_mgr, ofl_end_->region,  \
-                                             ofl_end_->id, ofl_end_->side, (p), (n)); \
-        if (ofl_rc_ < 0) {                                                      \
-            *ofl_err_ = ofl_rc_;                                                \
-            return;                                                             \
-        }                                                                       \
-    } while (0)
+    OFL_HANDLER_TRY_(ofl_chan_mgr_bulk_send(proc->chan_mgr, ofl_end_->region,   \
+                                            ofl_end_->id, ofl_end_->side, (p), (n)))
 
 /* Call `fn` on a private copy of the packet and its state (several outputs chosen). */
 #define OFL_CALL_ON_COPY(fn, ctx, pkt, state)                                   \

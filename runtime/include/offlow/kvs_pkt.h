@@ -37,6 +37,11 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
  * field only the cache sets), run with ofl_kv_exec_trusted: the item keeps the CAS
  * the cache gave it. Never for clients' datagrams. */
 enum { OFL_KVS_SEND = 0, OFL_KVS_NONE = 1, OFL_KVS_SEND_EXPIRING = 2 };
+/* Does ofl_kvs_reply's result `rc` say to send the packet? */
+static inline int ofl_kvs_sends(int rc)
+{
+    return rc == OFL_KVS_SEND || rc == OFL_KVS_SEND_EXPIRING;
+}
 int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
                   int from_cache);
 
