@@ -248,6 +248,7 @@ def test_verdicts_say_met_or_missed() -> None:
     ["tput", "h2d", "0", "thr", "4096", "3"], ["tput", "d2h", "8", "serve", "4096", "3"],
     ["tput", "sideways", "1", "thr", "4096", "3"], ["pingpong", "10", "x"],
     ["tput", "h2d", "17", "thr", "4096", "3"], ["copy", "4096,,8", "3"],
+    ["tput", "h2d", "8", "mgr", "4096", "3", "mem"], ["tput", "d2h", "8", "mgr", "4096", "3", "vm"],
 ])
 def test_bad_arguments_are_refused(args: list[str], cache: Path) -> None:
     exe = channels.build()

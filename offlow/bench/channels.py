@@ -14,8 +14,9 @@ channel region (chan.h). It measures, one mode per invocation:
   receives and replies with ofl_chan_post, as a handler's REPLY does; timed on the
   host), and small bulk transfers (64 B, 4 KB) both ways;
 - bulk throughput from 4 KB to 20 MB, one transfer and K = 8 concurrent transfers on
-  8 channels (8 host threads; on the device 8 threads, or one channel-manager thread
-  serving all 8: receiving, or running the sends the device queues), mean +- std over
+  8 channels (8 threads on each side, or on each side one channel-manager thread
+  serving all 8: the sender's runs the sends its side queues, the receiver's lands
+  them), mean +- std over
   the repetitions (of each configuration, in 3 processes: merge_tput), every payload
   filled before and checked after each timed
   transfer; with the host's buffers in plain memory (two copies, through the

@@ -43,12 +43,12 @@
  *                          bulk throughput, DIR h2d or d2h: K channels, each moving
  *                          one transfer of SIZE bytes at the same time (K sending
  *                          threads on one side, K receiving threads on the other,
- *                          or with SERVE mgr a one-thread channel manager on the
- *                          device: it receives (h2d), or runs the sends the device
- *                          queues with ofl_chan_mgr_bulk_send (d2h)). Per
- *                          repetition: K * SIZE bytes over the
- *                          time from releasing the host's threads to the last one's
- *                          return; REPS repetitions after one warm-up. Before each
+ *                          or with SERVE mgr a one-thread channel manager on each
+ *                          side: the sender's runs the sends its side queues with
+ *                          ofl_chan_mgr_bulk_send, the receiver's lands them; COPY
+ *                          auto only). Per repetition: K * SIZE bytes over the
+ *                          time from releasing the host's transfers to the last
+ *                          one's end; REPS repetitions after one warm-up. Before each
  *                          repetition the host times a memcpy of the same K * SIZE
  *                          bytes (the paired ceiling); both are also printed per
  *                          repetition ("samples"). Payloads are filled before
@@ -211,6 +211,7 @@ static uint64_t check_words(const void *buf, size_t len, uint64_t seed)
 struct shared {
     _Alignas(64) uint32_t abort_word;
     _Alignas(64) uint64_t ready;     /* device -> host: transfers it is ready for */
+    _Alignas(64) uint64_t go;        /* host -> device: rounds released (tput d2h mgr) */
     _Alignas(64) uint64_t line_host; /* ping-pong: written only by the host */
     _Alignas(64) uint64_t line_dev;  /* ping-pong: written only by the device */
     _Alignas(64) int32_t dev_err;    /* the device's first error (negative errno) */
@@ -1107,11 +1108,12 @@ static uint64_t crew_round(struct crew *c, uint64_t r)
     return wrc < 0 ? 0 : t;
 }
 
-/* The device side's manager state for one channel (SERVE mgr). */
+/* One side's manager state for one channel (SERVE mgr). */
 struct mgr_chan {
     uint8_t *buf;
     const uint64_t *expect;  /* the current round's size */
     uint64_t done;           /* transfers finished */
+    uint64_t t_end;          /* when the last one finished (ns) */
     int status;              /* the last transfer's status */
     struct ofl_chan_stats st;  /* the end's counters after the last transfer */
 };
@@ -1127,6 +1129,7 @@ static void mgr_done(void *ctx, struct ofl_chan_end *e, void *buf, size_t len, i
 {
     (void)buf, (void)len;
     struct mgr_chan *m = ctx;
+    m->t_end = ofl_now_ns();
     m->status = status;
     ofl_chan_get_stats(e, &m->st);
     __atomic_fetch_add(&m->done, 1, __ATOMIC_RELEASE);
@@ -1139,8 +1142,8 @@ static void mgr_sent(void *ctx, struct ofl_chan_end *e, const void *buf, size_t 
 
 struct tput_cfg {
     int d2h, mgr;
-    int copy;                 /* enum ofl_chan_copy for both ends (the host's alone
-                                 under a manager: its choice binds the device) */
+    int copy;                 /* enum ofl_chan_copy for both ends (AUTO under
+                                 managers: served ends take no other) */
     int mem;                  /* the host's buffers in registered memory (COPY mem) */
     uint32_t k;
     uint32_t ids[MAX_CONC];   /* the channels' ids */
@@ -1158,62 +1161,6 @@ static uint64_t tput_seed(uint64_t r, uint32_t i)
     return (r << 8) | i;
 }
 
-/* Device side with a channel manager. h2d: the manager receives; this thread
- * announces each round and checks the payloads after it. d2h: this thread fills the
- * payloads, announces the round and queues a send per channel, which the manager
- * runs. */
-static int tput_dev_mgr(struct pair *p, const struct tput_cfg *cfg, void *region,
-                        uint8_t **bufs)
-{
-    struct mgr_chan mc[MAX_CONC];
-    uint64_t expect = 0;
-    static const struct ofl_chan_bulk_handler on_bulk = {
-        .begin = mgr_begin, .done = mgr_done, .sent = mgr_sent};
-    struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, &p->sh->abort_word);
-    if (!m) return pair_fail(p, -ENOMEM, __LINE__, "manager start");
-    int rc = 0;
-    for (uint32_t i = 0; i < cfg->k && rc == 0; i++) {
-        mc[i] = (struct mgr_chan){.buf = bufs[i], .expect = &expect};
-        rc = ofl_chan_mgr_serve(m, region, cfg->ids[i], OFL_CHAN_B, NULL, &on_bulk, &mc[i]);
-        if (rc < 0) pair_fail(p, rc, __LINE__, "manager serve");
-    }
-    struct ofl_waiter w;
-    pair_waiter(p, &w);
-    uint64_t r = 0;
-    for (int si = 0; si < cfg->ns && rc == 0; si++) {
-        __atomic_store_n(&expect, cfg->sizes[si], __ATOMIC_RELEASE);
-        for (uint64_t rep = 0; rep <= cfg->reps && rc == 0; rep++) {
-            r++;
-            if (cfg->d2h)
-                for (uint32_t i = 0; i < cfg->k; i++)
-                    fill_words(bufs[i], cfg->sizes[si], tput_seed(r, i));
-            __atomic_fetch_add(&p->sh->ready, cfg->k, __ATOMIC_RELEASE);
-            for (uint32_t i = 0; i < cfg->k && rc == 0 && cfg->d2h; i++) {
-                rc = ofl_chan_mgr_bulk_send(m, region, cfg->ids[i], OFL_CHAN_B, bufs[i],
-                                            cfg->sizes[si]);
-                if (rc < 0) pair_fail(p, rc, __LINE__, "managed bulk send");
-            }
-            for (uint32_t i = 0; i < cfg->k && rc == 0; i++) {
-                rc = wait_ge_yield(&mc[i].done, r, &w);
-                if (rc == 0) rc = mc[i].status;
-                if (rc < 0) pair_fail(p, rc, __LINE__, cfg->d2h ? "managed bulk send"
-                                                               : "managed bulk receive");
-                else if (!cfg->d2h)
-                    p->sh->dev_bad += check_words(bufs[i], cfg->sizes[si], tput_seed(r, i));
-            }
-            __atomic_store_n(&p->sh->dev_rounds, r, __ATOMIC_RELEASE);
-        }
-    }
-    for (uint32_t i = 0; i < cfg->k; i++) add_copy_bytes(p->sh, &mc[i].st);
-    /* Keep serving until the host is done, then stop (closing the ends). */
-    if (rc == 0) {
-        char c;
-        while (read(p->watch_fd, &c, 1) < 0 && errno == EINTR) {}
-    }
-    ofl_chan_mgr_stop(m);
-    return rc;
-}
-
 /* Host: memcpy of the round's K payloads into `scratch`, one after the other, on
  * this thread (repeated to about 1 MiB, as in mode copy); Gb/s. The ceiling paired
  * with each repetition. */
@@ -1229,6 +1176,93 @@ static double paired_memcpy(uint8_t *const *bufs, uint32_t k, uint64_t len, uint
     }
     uint64_t dt = ofl_now_ns() - t0;
     return (double)(n * k * len * 8) / (double)(dt ? dt : 1);
+}
+
+/* One side's K channels served by a one-thread channel manager (SERVE mgr), on
+ * each side: no thread per channel. The sending side queues a send per channel
+ * each round (ofl_chan_mgr_bulk_send), the receiving side's manager lands the
+ * transfers into bufs as they are announced. The device queues its sends (d2h) only
+ * once the host has taken its start time, so a transfer never starts before it.
+ * The host times the rounds into t[] (to the last transfer's end, which its manager
+ * thread records) and a memcpy of the same bytes before each round into mt[]. */
+static int tput_mgr(struct pair *p, const struct tput_cfg *cfg, void *region, uint8_t **bufs,
+                    double *t, double *mt, uint8_t *scratch)
+{
+    int send = p->host != cfg->d2h;
+    struct mgr_chan mc[MAX_CONC];
+    uint64_t expect = 0;
+    static const struct ofl_chan_bulk_handler on_bulk = {
+        .begin = mgr_begin, .done = mgr_done, .sent = mgr_sent};
+    struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, &p->sh->abort_word);
+    if (!m) return pair_fail(p, -ENOMEM, __LINE__, "manager start");
+    int side = p->host ? OFL_CHAN_A : OFL_CHAN_B, rc = 0;
+    for (uint32_t i = 0; i < cfg->k && rc == 0; i++) {
+        mc[i] = (struct mgr_chan){.buf = bufs[i], .expect = &expect};
+        rc = ofl_chan_mgr_serve(m, region, cfg->ids[i], side, NULL, &on_bulk, &mc[i]);
+        if (rc < 0) pair_fail(p, rc, __LINE__, "manager serve");
+    }
+    const char *what = send ? "managed bulk send" : "managed bulk receive";
+    struct ofl_waiter w;
+    pair_waiter(p, &w);
+    uint64_t r = 0, ti = 0;
+    for (int si = 0; si < cfg->ns && rc == 0; si++) {
+        uint64_t len = cfg->sizes[si];
+        __atomic_store_n(&expect, len, __ATOMIC_RELEASE);
+        for (uint64_t rep = 0; rep <= cfg->reps && rc == 0; rep++) { /* rep 0: warm-up */
+            r++;
+            if (send)
+                for (uint32_t i = 0; i < cfg->k; i++) fill_words(bufs[i], len, tput_seed(r, i));
+            uint64_t t0 = 0, t1 = 0;
+            if (p->host) {
+                double mm = paired_memcpy(bufs, cfg->k, len, scratch);
+                if (rep) mt[ti] = mm;
+                if ((rc = wait_ge_yield(&p->sh->ready, r * cfg->k, &w)) < 0) {
+                    pair_fail(p, rc, __LINE__, "waiting for the device");
+                    break;
+                }
+                t0 = ofl_now_ns();
+                __atomic_store_n(&p->sh->go, r, __ATOMIC_RELEASE);
+            } else {
+                __atomic_fetch_add(&p->sh->ready, cfg->k, __ATOMIC_RELEASE);
+                if (send && (rc = wait_ge_yield(&p->sh->go, r, &w)) < 0) {
+                    pair_fail(p, rc, __LINE__, "waiting for the host");
+                    break;
+                }
+            }
+            for (uint32_t i = 0; i < cfg->k && rc == 0 && send; i++)
+                if ((rc = ofl_chan_mgr_bulk_send(m, region, cfg->ids[i], side, bufs[i], len)) < 0)
+                    pair_fail(p, rc, __LINE__, what);
+            for (uint32_t i = 0; i < cfg->k && rc == 0; i++) {
+                rc = wait_ge_yield(&mc[i].done, r, &w);
+                if (rc == 0) rc = mc[i].status;
+                if (rc < 0) pair_fail(p, rc, __LINE__, what);
+                else if (mc[i].t_end > t1) t1 = mc[i].t_end;
+            }
+            if (rc < 0) break;
+            if (p->host && rep) t[ti++] = (double)(cfg->k * len * 8) / (double)(t1 - t0);
+            if (!send) {
+                uint64_t bad = 0;
+                for (uint32_t i = 0; i < cfg->k; i++)
+                    bad += check_words(bufs[i], len, tput_seed(r, i));
+                if (p->host && bad) {
+                    fprintf(stderr, "bench_chan: %llu wrong words at size %llu\n",
+                            (unsigned long long)bad, (unsigned long long)len);
+                    rc = pair_fail(p, -EBADMSG, __LINE__, "payload check");
+                }
+                if (!p->host) p->sh->dev_bad += bad;
+            }
+            if (!p->host) __atomic_store_n(&p->sh->dev_rounds, r, __ATOMIC_RELEASE);
+        }
+    }
+    if (p->host && rc == 0) rc = host_wait_device(p, r);
+    if (!p->host) {
+        for (uint32_t i = 0; i < cfg->k; i++) add_copy_bytes(p->sh, &mc[i].st);
+        /* Keep serving until the host is done, then stop (closing the ends). */
+        char c;
+        while (rc == 0 && read(p->watch_fd, &c, 1) < 0 && errno == EINTR) {}
+    }
+    ofl_chan_mgr_stop(m);
+    return rc;
 }
 
 /* One side with a crew of K threads. The host times the rounds into t[] and a
@@ -1366,7 +1400,7 @@ static int mode_tput(struct tput_cfg *cfg)
     uint8_t *scratch = p.host && rc == 0 ? alloc_buf(maxs) : NULL;
     if (p.host && !scratch && rc == 0) rc = pair_fail(&p, -ENOMEM, __LINE__, "buffers");
     if (rc == 0) {
-        if (!p.host && cfg->mgr) rc = tput_dev_mgr(&p, cfg, region, bufs);
+        if (cfg->mgr) rc = tput_mgr(&p, cfg, region, bufs, t, mt, scratch);
         else rc = tput_crew(&p, cfg, region, bufs, mems, t, mt, scratch);
     }
     for (uint32_t i = 0; i < cfg->k; i++) {
@@ -1474,7 +1508,8 @@ int main(int argc, char **argv)
         cfg.sizes = sizes;
         cfg.reps = parse_count(argv[6], MAX_REPS);
         if ((!cfg.d2h && strcmp(argv[2], "h2d")) || (!cfg.mgr && strcmp(argv[4], "thr")) ||
-            !cfg.k || cfg.ns < 1 || !cfg.reps || cfg.copy < 0)
+            !cfg.k || cfg.ns < 1 || !cfg.reps || cfg.copy < 0 ||
+            (cfg.mgr && (cfg.copy != OFL_CHAN_COPY_AUTO || cfg.mem))) /* served ends: auto */
             return usage(argv[0]);
         return mode_tput(&cfg);
     }
