@@ -23,6 +23,7 @@ import numpy as np
 from offlow.build import RUNTIME, build_tool
 from offlow.errors import OfflowError
 
+WINDOW_MAGIC, WINDOW_VERSION = 0x314E49574C464F00, 2  # runtime/include/offlow/window.h
 MSG_MAX = 56
 FOREVER = 2**64 - 1
 SIDE_A, SIDE_B = 0, 1
@@ -59,6 +60,7 @@ def _library() -> ctypes.CDLL:
         ("ofl_chan_region_format", i32, [vp, sz, u32]),
         ("ofl_chan_create", i32, [vp, ctypes.c_char_p]),
         ("ofl_chan_lookup", i32, [vp, ctypes.c_char_p]),
+        ("ofl_chan_name", ctypes.c_char_p, [vp, u32]),
         ("ofl_chan_open", i32, [vp, vp, u32, i32, vp]),
         ("ofl_chan_close", None, [vp]),
         ("ofl_chan_set_chunk", i32, [vp, u32]),
@@ -224,6 +226,26 @@ class Channel:
             self._open = False
 
 
+def _channel_offset(m: Any, window: Path) -> int:
+    """Where the channel region of the window mapped as `m` starts, after checking
+    that the header and the region's extent fit the file (runtime/include/offlow/window.h):
+    the C side trusts what lies inside the region, not where it is."""
+    def u64(at: int) -> int:
+        return int.from_bytes(m[at:at + 8], "little")
+
+    if len(m) < 4096 or u64(0) != WINDOW_MAGIC:
+        raise OfflowError(f"{window}: not an offlow window (bad magic)")
+    if u64(8) != len(m) or int.from_bytes(m[16:20], "little") != WINDOW_VERSION:
+        raise OfflowError(f"{window}: an offlow window of another version or size "
+                          f"({u64(8)} bytes in its header, {len(m)} in the file)")
+    off, size = u64(Region.HDR_CHAN_OFF), u64(Region.HDR_CHAN_SIZE)
+    if not off:
+        raise OfflowError(f"{window}: the program has no channels (Program.channel)")
+    if off % 64 or off + max(size, 64) > len(m) or off + u64(off + 16) > len(m):
+        raise OfflowError(f"{window}: its channel region lies outside the file")
+    return off
+
+
 class Region:
     """The channel region of a program's window, mapped into this process."""
 
@@ -235,11 +257,11 @@ class Region:
         off = 4096
         size = lib.c.ofl_chan_region_size(max(1, len(names)))
         hdr = bytearray(off)
-        hdr[0:8] = 0x314E49574C464F00.to_bytes(8, "little")  # OFL_WINDOW_MAGIC
+        hdr[0:8] = WINDOW_MAGIC.to_bytes(8, "little")
         hdr[8:16] = (off + size).to_bytes(8, "little")
-        hdr[16:20] = (2).to_bytes(4, "little")  # OFL_WINDOW_VERSION
+        hdr[16:20] = WINDOW_VERSION.to_bytes(4, "little")
         hdr[cls.HDR_CHAN_OFF:cls.HDR_CHAN_OFF + 8] = off.to_bytes(8, "little")
-        hdr[32:40] = size.to_bytes(8, "little")
+        hdr[cls.HDR_CHAN_SIZE:cls.HDR_CHAN_SIZE + 8] = size.to_bytes(8, "little")
         with open(path, "xb") as f:
             f.write(bytes(hdr))
             f.truncate(off + size)
@@ -252,22 +274,29 @@ class Region:
         return region
 
     # byte offsets in the window header (runtime/include/offlow/window.h)
-    HDR_ABORT, HDR_CHAN_OFF, HDR_STOP, HDR_DRAINED = 20, 24, 40, 44
+    HDR_ABORT, HDR_CHAN_OFF, HDR_CHAN_SIZE, HDR_STOP, HDR_DRAINED = 20, 24, 32, 40, 44
 
     def __init__(self, window: Path, lib: _Lib | None = None) -> None:
         import mmap
 
         self._lib = lib or _Lib(_library())
-        fd = os.open(window, os.O_RDWR)
+        try:
+            fd = os.open(window, os.O_RDWR)
+        except OSError as e:
+            raise OfflowError(f"{window}: {e.strerror}") from None
         try:
             self._map = mmap.mmap(fd, 0)
+        except (OSError, ValueError) as e:
+            raise OfflowError(f"{window}: not an offlow window ({e})") from None
         finally:
             os.close(fd)
+        try:
+            off = _channel_offset(self._map, window)
+        except OfflowError:
+            self._map.close()
+            raise
         self._base = ctypes.c_char.from_buffer(self._map)
-        off = int.from_bytes(self._map[self.HDR_CHAN_OFF:self.HDR_CHAN_OFF + 8], "little")
-        if not off:
-            self.close()
-            raise OfflowError(f"{window}: the program has no channels (Program.channel)")
+        self._off = off
         self.address = ctypes.addressof(self._base) + off
         self.abort = ctypes.addressof(self._base) + self.HDR_ABORT
         self.channels: dict[str, Channel] = {}
@@ -281,6 +310,15 @@ class Region:
             self.channels[key] = Channel(self._lib, self.address, name, self.abort, side,
                                          self._registered)
         return self.channels[key]
+
+    def names(self) -> list[str]:
+        """The channels the region holds, in id order."""
+        nchan = int.from_bytes(self._map[self._off + 12:self._off + 16], "little")
+        need = self._lib.c.ofl_chan_region_size(nchan)
+        if not need or self._off + need > len(self._map):
+            return []   # not a formatted region (a count to trust)
+        got = (self._lib.c.ofl_chan_name(self.address, i) for i in range(nchan))
+        return [n.decode(errors="replace") for n in got if n is not None]
 
     def array(self, shape: int | tuple[int, ...], dtype: Any = np.uint8) -> np.ndarray:
         """A zeroed NumPy array in registered memory: bulk transfers from or into it

@@ -41,8 +41,11 @@ def _cmd_explain(a: argparse.Namespace) -> int:
 def _cmd_run(a: argparse.Namespace) -> int:
     prog = load_program(a.program, a.set)
     b = build(prog)
+    if a.serve and not b.graph.channels:
+        raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
+                          "(Program.channel)")
     opts = RunOptions(input=a.input, output=a.output, duration=a.duration, loops=a.loops,
-                      udp_port=a.udp, tcp_port=a.tcp,
+                      udp_port=a.udp, tcp_port=a.tcp, serve=a.serve,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt))
@@ -164,6 +167,10 @@ def parser() -> argparse.ArgumentParser:
                    help="also serve memcached over TCP on 127.0.0.1:PORT (0: a free port): a "
                         "gateway sends each request as one datagram to the --udp port "
                         "(without --udp: a free one) and writes the replies back")
+    r.add_argument("--serve", action="store_true",
+                   help="after the packets, keep serving the program's channels until Ctrl-C: "
+                   "other host programs attach with offlow.session.attach(WINDOW), the path "
+                   "it prints")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 

@@ -55,6 +55,7 @@ class RunOptions:
     opts: tuple[str, ...] = ()  # NAME.KEY=VALUE for sources, sinks and tables (override)
     timeout: float | None = None  # kill the run after this many seconds
     serve: bool = False  # processes stay up serving channels until a session stops them
+    #                      (or, run from the command line, until Ctrl-C)
     # Serve UDP clients on 127.0.0.1:PORT (0: a free port, see Run.udp_port): every source
     # reads datagrams from that socket, every sink sends replies on it; without a
     # duration the run lasts until Run.stop() (or Ctrl-C).
@@ -239,6 +240,11 @@ class Run:
         if self.progress:
             print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
                   "stops the run and prints its counts so far", file=sys.stderr)
+            if self.opts.serve:
+                names = ", ".join(c.name for c in self.build.graph.channels)
+                print(f"offlow: serving channels {names} after the packets, until Ctrl-C; "
+                      f"attach: offlow.session.attach('{self.window}')", file=sys.stderr,
+                      flush=True)
 
     def _check_tcp(self) -> Path | None:
         """Check the TCP options and build the gateway (before anything is created)."""

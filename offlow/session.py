@@ -7,12 +7,20 @@ devices over channels by name, stop it.
     print(s.result.ok)
 
 The processes run with --serve: after their packets they keep serving channels
-until the session ends (or one of them fails)."""
+until the session ends (or one of them fails).
+
+A program started elsewhere (`offlow run PROGRAM --serve`, which prints its window,
+or another session's `s.window`) is attached to instead; leaving the block closes
+this process's channel ends and leaves the program running:
+
+    with offlow.session.attach("/dev/shm/offlow-...") as a:
+        answer = a.channel("pcsa").request(b"summary")"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 from types import TracebackType
 
 from offlow.build import Build, build
@@ -43,15 +51,16 @@ class Session:
             raise
         return self
 
+    @property
+    def window(self) -> Path:
+        """The program's window file: other host programs attach to it (attach)."""
+        return self.run.window
+
     def channel(self, name: str) -> Channel:
         """The host end of channel `name` (opened once)."""
         if self.region is None:
             raise OfflowError("the session is not running (use it in a `with` block)")
-        if name not in {c.name for c in self.build.graph.channels}:
-            names = ", ".join(c.name for c in self.build.graph.channels)
-            raise OfflowError(f"program `{self.build.graph.name}` has no channel `{name}`; "
-                              f"channels: {names}")
-        return self.region.channel(name)
+        return _open(self.region, name, f"program `{self.build.graph.name}`")
 
     def wait_drained(self, timeout: float = 60.0) -> None:
         """Wait until every process has processed all its packets (sources done,
@@ -86,6 +95,54 @@ class Session:
         res = self._stop()
         if exc is None and not res.ok:
             raise OfflowError("the program failed: " + "; ".join(res.errors))
+
+
+def _open(region: Region, name: str, what: str) -> Channel:
+    """The host end of channel `name` of `region`, or an error naming the channels."""
+    names = region.names()
+    if name not in names:
+        raise OfflowError(f"{what} has no channel `{name}`; channels: {', '.join(names)}")
+    return region.channel(name)
+
+
+class Attached:
+    """The host ends of a running program's channels, found by its window file (see
+    the module docstring). Closing it closes only this process's ends."""
+
+    def __init__(self, window: str | Path) -> None:
+        self.window = Path(window)
+        if not self.window.exists():
+            raise OfflowError(f"{self.window}: no such window (the program has ended, or the "
+                              "path is not the one `offlow run --serve` printed)")
+        self.region: Region | None = Region(self.window)
+        if self.region.word(Region.HDR_STOP) or self.region.word(Region.HDR_ABORT):
+            self.close()
+            raise OfflowError(f"{self.window}: the program is stopping")
+
+    def channel(self, name: str) -> Channel:
+        """The host end of channel `name` (opened once; another host program that has
+        it open makes this fail with EBUSY)."""
+        if self.region is None:
+            raise OfflowError(f"{self.window}: closed")
+        return _open(self.region, name, f"the program at {self.window}")
+
+    def close(self) -> None:
+        if self.region is not None:
+            self.region.close()
+            self.region = None
+
+    def __enter__(self) -> Attached:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def attach(window: str | Path) -> Attached:
+    """Attach to the running program whose window is `window` (offlow run --serve prints
+    it; a Session has it as `window`), to talk to its devices over channels by name."""
+    return Attached(window)
 
 
 def session(program: Program | Build, options: RunOptions | None = None) -> Session:

@@ -16,7 +16,7 @@ from offlow.build import build
 from offlow.channels import ChannelError, ChannelTimeout
 from offlow.cli import load_program
 from offlow.runner import RunOptions
-from offlow.session import session
+from offlow.session import attach, session
 
 ECHO = Path(__file__).resolve().parent / "programs" / "echo.py"
 
@@ -28,8 +28,15 @@ def test_messages_are_answered_by_the_device_handler() -> None:
         assert ch.request(bytes(range(56))) == bytes(reversed(range(56)))
         assert ch.request(b"") == b""
         s.wait_drained()
+        # Another host program finds the program by the session's window; the
+        # session holds the channel's end.
+        with attach(s.window) as a:
+            with pytest.raises(ChannelError) as e:
+                a.channel("echo")
+            assert e.value.errno == errno.EBUSY
+        assert ch.request(b"ok") == b"ko"
     assert s.result is not None and s.result.ok
-    assert s.result.stats["nic"]["tables"]["seen"] == [3]
+    assert s.result.stats["nic"]["tables"]["seen"] == [4]
 
 
 def test_a_handler_answers_in_bulk() -> None:

@@ -1,0 +1,145 @@
+"""Attaching to a running program: `offlow run --serve` prints its window, and other
+host programs open its channels by name with offlow.session.attach; what is not a
+live program's window is a clear error."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from offlow import OfflowError
+from offlow.channels import ChannelError, Region
+from offlow.session import attach
+
+ECHO = Path(__file__).resolve().parent / "programs" / "echo.py"
+
+
+def _serving(args: list[str]) -> tuple[subprocess.Popen[str], Path]:
+    """`offlow run ECHO --serve ARGS` in a subprocess, and the window it prints."""
+    proc = subprocess.Popen([sys.executable, "-m", "offlow.cli", "run", str(ECHO), "--serve",
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ})
+    assert proc.stderr is not None
+    lines = []
+    deadline = time.monotonic() + 240  # a cold cache compiles the runtime first
+    for line in proc.stderr:  # ends at the line, or at EOF when the run fails
+        lines.append(line)
+        m = re.search(r"attach: offlow\.session\.attach\('([^']+)'\)", line)
+        if m:
+            return proc, Path(m.group(1))
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    proc.communicate()
+    raise AssertionError(f"no window printed: {lines}")
+
+
+def test_a_served_program_is_attached_to_by_its_window() -> None:
+    proc, window = _serving(["--count", "20"])
+    try:
+        with attach(window) as a:
+            ch = a.channel("echo")
+            assert ch.request(b"hello") == b"olleh"
+            with pytest.raises(OfflowError, match="has no channel `nope`; channels: echo"):
+                a.channel("nope")
+            # One host program holds a channel's end at a time.
+            with attach(window) as b:
+                with pytest.raises(ChannelError) as e:
+                    b.channel("echo")
+                assert e.value.errno == errno.EBUSY
+        with pytest.raises(OfflowError, match="closed"):
+            a.channel("echo")
+        # Closed, the end is free for the next host program; the program kept running.
+        with attach(window) as b:
+            assert b.channel("echo").request(b"abc") == b"cba"
+            ch = b.channel("echo")
+            ch.send(b"bulk" + bytes([3]))
+            got = ch.bulk_recv(300_000, timeout=20)
+            assert bytes(got) == bytes((i * 7 + 3) & 0xFF for i in range(300_000))
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "seen" in out  # the summary, with the handler's table
+    # The run removed its window: nothing to attach to.
+    with pytest.raises(OfflowError, match="no such window"):
+        attach(window)
+
+
+def test_serving_a_program_without_channels_is_refused() -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "ttl_pipeline.py"
+    res = subprocess.run([sys.executable, "-m", "offlow.cli", "run", str(example), "--serve"],
+                         capture_output=True, text=True, timeout=240)
+    assert res.returncode != 0
+    assert "has no channels to serve" in res.stderr and "Traceback" not in res.stderr
+
+
+def _window(path: Path, chan_off: int, chan_size: int, size: int = 8192) -> Path:
+    """A window header (runtime/include/offlow/window.h) with the given channel extent."""
+    hdr = bytearray(size)
+    hdr[0:8] = (0x314E49574C464F00).to_bytes(8, "little")
+    hdr[8:16] = size.to_bytes(8, "little")
+    hdr[16:20] = (2).to_bytes(4, "little")
+    hdr[24:32] = chan_off.to_bytes(8, "little")
+    hdr[32:40] = chan_size.to_bytes(8, "little")
+    path.write_bytes(bytes(hdr))
+    return path
+
+
+def test_what_is_not_a_live_window_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(OfflowError, match="no such window"):
+        attach(tmp_path / "missing")
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    with pytest.raises(OfflowError, match="not an offlow window"):
+        attach(empty)
+    junk = tmp_path / "junk"
+    junk.write_bytes(os.urandom(8192))
+    with pytest.raises(OfflowError, match="not an offlow window"):
+        attach(junk)
+    with pytest.raises(OfflowError, match="has no channels"):
+        attach(_window(tmp_path / "none", 0, 0))
+    for off, size in ((1 << 40, 4096), (4096, 1 << 20), (4100, 64)):
+        with pytest.raises(OfflowError, match="outside the file"):
+            attach(_window(tmp_path / f"w{off}-{size}", off, size))
+    # The region's own size field (past its header) must fit the file too.
+    w = _window(tmp_path / "long", 4096, 4096)
+    data = bytearray(w.read_bytes())
+    data[4096 + 16:4096 + 24] = (1 << 30).to_bytes(8, "little")
+    w.write_bytes(bytes(data))
+    with pytest.raises(OfflowError, match="outside the file"):
+        attach(w)
+    # A header of another size than its file.
+    w = _window(tmp_path / "short", 4096, 4096)
+    w.write_bytes(w.read_bytes() + bytes(4096))
+    with pytest.raises(OfflowError, match="another version or size"):
+        attach(w)
+    # Inside the extent, an unformatted region (with a channel count to distrust): no
+    # channels by any name.
+    w = _window(tmp_path / "blank", 4096, 4096)
+    data = bytearray(w.read_bytes())
+    data[4096 + 12:4096 + 16] = (0xFFFFFFFF).to_bytes(4, "little")
+    w.write_bytes(bytes(data))
+    with attach(w) as a:
+        with pytest.raises(OfflowError, match="has no channel `x`"):
+            a.channel("x")
+
+
+def test_a_stopping_program_is_not_attached_to(tmp_path: Path) -> None:
+    path = tmp_path / "win"
+    r = Region.create(path, ["a", "b"])
+    with attach(path) as a:
+        assert a.region is not None and a.region.names() == ["a", "b"]
+    r.set_word(Region.HDR_STOP, 1)
+    r.close()
+    with pytest.raises(OfflowError, match="stopping"):
+        attach(path)
