@@ -143,3 +143,46 @@ def test_a_stopping_program_is_not_attached_to(tmp_path: Path) -> None:
     r.close()
     with pytest.raises(OfflowError, match="stopping"):
         attach(path)
+
+
+def test_mutated_windows_are_refused_or_opened_never_a_crash(tmp_path: Path) -> None:
+    """Random bytes written over the window header and the channel region's header of
+    a valid window (deterministic seed): each attach either fails with OfflowError or
+    opens a region whose names and lookups work; a read out of bounds would crash this
+    process, in a subprocess so that the failure is reported rather than fatal."""
+    code = f"""
+import random
+from pathlib import Path
+from offlow import OfflowError
+from offlow.channels import ChannelError, Region
+from offlow.session import attach
+base = Path({str(tmp_path)!r}) / "base"
+Region.create(base, ["a", "b"]).close()
+good = base.read_bytes()
+rng = random.Random(7)
+opened = refused = 0
+for i in range(400):
+    data = bytearray(good)
+    for _ in range(rng.randint(1, 6)):
+        at = rng.choice([rng.randrange(64), 4096 + rng.randrange(64)])
+        data[at] = rng.randrange(256)
+    path = base.with_name(f"m{{i}}")
+    path.write_bytes(bytes(data))
+    try:
+        with attach(path) as a:
+            a.region.names()
+            try:
+                a.region.channel("a")  # straight to the C lookup
+            except (OfflowError, ChannelError):
+                pass
+            opened += 1
+    except OfflowError:
+        refused += 1
+    path.unlink()
+print(opened, refused)
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    opened, refused = map(int, res.stdout.split())
+    assert opened + refused == 400 and opened > 0 and refused > 0
