@@ -88,9 +88,11 @@ def build_tool(name: str, sources: list[Path], cflags: tuple[str, ...] | list[st
     return the executable."""
     if shutil.which("gcc") is None:
         raise OfflowError("no C compiler: install gcc (the README's setup command does)")
-    # public headers, the runtime's internal ones (chan_int.h ...) and the tools'
+    # public headers, the runtime's internal ones (chan_int.h ...), the tools' and the
+    # benchmarks'
     headers = [*sorted((RUNTIME / "include" / "offlow").glob("*.h")),
-               *sorted((RUNTIME / "src").glob("*.h")), *sorted((RUNTIME / "tools").glob("*.h"))]
+               *sorted((RUNTIME / "src").glob("*.h")), *sorted((RUNTIME / "tools").glob("*.h")),
+               *sorted((RUNTIME / "bench").glob("*.h"))]
     key = _digest(*(f.name.encode() + f.read_bytes() for f in [*sources, *headers]),
                   " ".join([*cflags, *libs]).encode())
     exe = cache_dir() / f"{name}-{key}"

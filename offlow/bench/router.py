@@ -66,6 +66,7 @@ DPDK_SRC = RUNTIME / "bench" / "bench_dpdk_lpm.c"
 # wait serve the drivers' helpers, TOOL_IO).
 MODULES = ("err", "pkt", "src", "synth", "routes", "lpm4", "lpm6", "file", "wait")
 TOOL_IO = RUNTIME / "tools" / "tool_io.c"
+LPM_COMMON = RUNTIME / "bench" / "lpm_bench.c"  # what both LPM programs share
 # The same optimisation for both sides.
 OPT = ("-O3", "-march=native")
 CFLAGS = ("-std=gnu11", "-D_GNU_SOURCE", *OPT, "-Wall", "-Wextra", "-Werror")
@@ -118,7 +119,7 @@ QUICK = Sweep(build_sizes=(10_000, 100_000, None), lookup_size=100_000, addresse
 
 def build_offlow() -> Path:
     """bench_lpm with the runtime modules it needs."""
-    srcs = [BENCH_SRC, TOOL_IO, *(RUNTIME / "src" / f"{m}.c" for m in MODULES)]
+    srcs = [BENCH_SRC, LPM_COMMON, TOOL_IO, *(RUNTIME / "src" / f"{m}.c" for m in MODULES)]
     return build_tool("bench_lpm", srcs, CFLAGS, LIBS)
 
 
@@ -141,7 +142,7 @@ def build_dpdk() -> Path:
         raise OfflowError("pkg-config does not find libdpdk")
     # DPDK's flags first: its -march=corei7 is overridden by ours (-march=native). The
     # runtime's modules go in too: offlow's lookups take turns with DPDK's.
-    srcs = [DPDK_SRC, TOOL_IO, *(RUNTIME / "src" / f"{m}.c" for m in MODULES)]
+    srcs = [DPDK_SRC, LPM_COMMON, TOOL_IO, *(RUNTIME / "src" / f"{m}.c" for m in MODULES)]
     return build_tool("bench_dpdk_lpm", srcs,
                       [*cflags.split(), *CFLAGS],
                       [*libs.split(), *LIBS])

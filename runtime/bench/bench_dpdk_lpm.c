@@ -56,7 +56,6 @@
  * not (DPDK normally runs on huge pages). Memory per table: the heap bytes its build
  * left allocated (tables, rules, RIB). Prints one JSON object. */
 #include <errno.h>
-#include <math.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -79,33 +78,9 @@
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
 #include "../tools/tool_io.h"
+#include "lpm_bench.h"
 
-/* Addresses per bulk call: a compile-time constant (rte_lpm_lookup_bulk asks for one),
- * the same in bench_lpm.c. */
-#define BURST 64
-#define MAX_REPS 64
 #define MAX_IMPLS 10
-#define MAX_FILES 4
-
-struct route4 {
-    uint32_t addr;
-    uint16_t hop;
-    uint8_t len;
-};
-
-struct route6 {
-    uint8_t addr[16];
-    uint16_t hop;
-    uint8_t len;
-};
-
-/* JSON list of n doubles. */
-static void print_list(const double *v, int n)
-{
-    putchar('[');
-    for (int i = 0; i < n; i++) printf("%s%.6g", i ? ", " : "", v[i]);
-    putchar(']');
-}
 
 static int socket = SOCKET_ID_ANY; /* where the tables are allocated */
 
@@ -150,23 +125,10 @@ static int thp_heap(size_t bytes)
     return rte_malloc_heap_get_socket(HEAP);
 }
 
-/* AnonHugePages of this process, in kB (-1 when unknown). */
-static long anon_huge_kb(void)
-{
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    if (!f) return -1;
-    char line[256];
-    long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
-    fclose(f);
-    return kb;
-}
-
 /* ---- routes and table sizes ---------------------------------------------------------- */
 
-static struct route4 *r4;
-static struct route6 *r6;
+static struct ofl_route4 *r4;
+static struct ofl_route6 *r6;
 static size_t nr;        /* routes in the file */
 static uint16_t def_hop; /* hop of the (last) /0 route, 0 without one */
 
@@ -324,7 +286,7 @@ struct impl {
     const char *name;      /* the table: rte_lpm, rte_fib, rte_lpm6, rte_fib6 */
     void *tbl;
     int skip;              /* -x */
-    double build_s[MAX_REPS];
+    double build_s[LPM_MAX_REPS];
     int nbuild;
     size_t memory;         /* heap bytes the last build holds */
     size_t tbl8;           /* tbl8 groups configured */
@@ -432,50 +394,24 @@ struct lookup {
     enum kind kind;
     struct impl *im;       /* DPDK: its table */
     int fib_type;          /* rte_fib / rte_fib6: the lookup type to select, else -1 */
-    double mlps[MAX_FILES][MAX_REPS];
-    unsigned passes[MAX_FILES];
+    double mlps[LPM_MAX_FILES][LPM_MAX_REPS];
+    unsigned passes[LPM_MAX_FILES];
 };
 
 static struct lookup lookups[MAX_IMPLS];
 static int nlook;
 
-/* One pass of a lookup over n addresses, BURST per call, the answers summed. Each
- * kind has its own loop, the call inlined where the library allows; the loops are not
- * inlined, so that bench_lpm.c runs the same machine code for offlow. */
-__attribute__((noinline)) static uint64_t pass_ofl4(const uint32_t *ip, size_t n, int batched)
-{
-    uint16_t out[BURST];
-    uint64_t s = 0;
-    for (size_t i = 0; i < n; i += BURST) {
-        if (batched) ofl_lpm4_lookup_batch(o4, ip + i, out, BURST);
-        else
-            for (unsigned j = 0; j < BURST; j++) out[j] = ofl_lpm4_lookup(o4, ip[i + j]);
-        for (unsigned j = 0; j < BURST; j++) s += out[j];
-    }
-    return s;
-}
-
-__attribute__((noinline)) static uint64_t pass_ofl6(const uint8_t *a, size_t n, int batched)
-{
-    uint16_t out[BURST];
-    uint64_t s = 0;
-    for (size_t i = 0; i < n; i += BURST) {
-        if (batched) ofl_lpm6_lookup_batch(o6, a + 16 * i, out, BURST);
-        else
-            for (unsigned j = 0; j < BURST; j++) out[j] = ofl_lpm6_lookup(o6, a + 16 * (i + j));
-        for (unsigned j = 0; j < BURST; j++) s += out[j];
-    }
-    return s;
-}
-
+/* One pass of a DPDK lookup over n addresses, LPM_BURST per call, the answers summed
+ * (offlow's: lpm_ofl_pass). Each table has its own loop, the call inlined where the
+ * library allows; the loops are not inlined into the timing loop. */
 __attribute__((noinline)) static uint64_t pass_lpm(void *t, const void *a, size_t n)
 {
     const uint32_t *ip = a;
-    uint32_t out[BURST];
+    uint32_t out[LPM_BURST];
     uint64_t s = 0;
-    for (size_t i = 0; i < n; i += BURST) {
-        rte_lpm_lookup_bulk((const struct rte_lpm *)t, ip + i, out, BURST);
-        for (unsigned j = 0; j < BURST; j++) s += out[j];
+    for (size_t i = 0; i < n; i += LPM_BURST) {
+        rte_lpm_lookup_bulk((const struct rte_lpm *)t, ip + i, out, LPM_BURST);
+        for (unsigned j = 0; j < LPM_BURST; j++) s += out[j];
     }
     return s;
 }
@@ -483,11 +419,11 @@ __attribute__((noinline)) static uint64_t pass_lpm(void *t, const void *a, size_
 __attribute__((noinline)) static uint64_t pass_fib(void *t, const void *a, size_t n)
 {
     uint32_t *ip = (uint32_t *)a;
-    uint64_t out[BURST];
+    uint64_t out[LPM_BURST];
     uint64_t s = 0;
-    for (size_t i = 0; i < n; i += BURST) {
-        rte_fib_lookup_bulk(t, ip + i, out, BURST);
-        for (unsigned j = 0; j < BURST; j++) s += out[j];
+    for (size_t i = 0; i < n; i += LPM_BURST) {
+        rte_fib_lookup_bulk(t, ip + i, out, LPM_BURST);
+        for (unsigned j = 0; j < LPM_BURST; j++) s += out[j];
     }
     return s;
 }
@@ -495,11 +431,11 @@ __attribute__((noinline)) static uint64_t pass_fib(void *t, const void *a, size_
 __attribute__((noinline)) static uint64_t pass_lpm6(void *t, const void *a, size_t n)
 {
     uint8_t(*ip)[16] = (uint8_t(*)[16])a;
-    int32_t out[BURST];
+    int32_t out[LPM_BURST];
     uint64_t s = 0;
-    for (size_t i = 0; i < n; i += BURST) {
-        rte_lpm6_lookup_bulk_func(t, ip + i, out, BURST);
-        for (unsigned j = 0; j < BURST; j++) s += (uint32_t)out[j];
+    for (size_t i = 0; i < n; i += LPM_BURST) {
+        rte_lpm6_lookup_bulk_func(t, ip + i, out, LPM_BURST);
+        for (unsigned j = 0; j < LPM_BURST; j++) s += (uint32_t)out[j];
     }
     return s;
 }
@@ -507,11 +443,11 @@ __attribute__((noinline)) static uint64_t pass_lpm6(void *t, const void *a, size
 __attribute__((noinline)) static uint64_t pass_fib6(void *t, const void *a, size_t n)
 {
     uint8_t(*ip)[16] = (uint8_t(*)[16])a;
-    uint64_t out[BURST];
+    uint64_t out[LPM_BURST];
     uint64_t s = 0;
-    for (size_t i = 0; i < n; i += BURST) {
-        rte_fib6_lookup_bulk(t, ip + i, out, BURST);
-        for (unsigned j = 0; j < BURST; j++) s += out[j];
+    for (size_t i = 0; i < n; i += LPM_BURST) {
+        rte_fib6_lookup_bulk(t, ip + i, out, LPM_BURST);
+        for (unsigned j = 0; j < LPM_BURST; j++) s += out[j];
     }
     return s;
 }
@@ -525,8 +461,7 @@ static void select_lookup(struct lookup *l)
 
 static uint64_t one_pass(struct lookup *l, const void *a, size_t n)
 {
-    if (l->kind != DPDK)
-        return r4 ? pass_ofl4(a, n, l->kind == OFL_BATCHED) : pass_ofl6(a, n, l->kind == OFL_BATCHED);
+    if (l->kind != DPDK) return lpm_ofl_pass(o4, o6, a, n, l->kind == OFL_BATCHED);
     const char *t = l->im->name;
     if (!strcmp(t, "rte_lpm")) return pass_lpm(l->im->tbl, a, n);
     if (!strcmp(t, "rte_fib")) return pass_fib(l->im->tbl, a, n);
@@ -538,43 +473,32 @@ static uint64_t one_pass(struct lookup *l, const void *a, size_t n)
 static void answers(struct lookup *l, const void *a, size_t n, uint16_t *hops)
 {
     if (l->kind != DPDK) {
-        for (size_t i = 0; i < n; i += BURST) {
-            if (r4 && l->kind == OFL_BATCHED)
-                ofl_lpm4_lookup_batch(o4, (const uint32_t *)a + i, hops + i, BURST);
-            else if (r4)
-                for (unsigned j = 0; j < BURST; j++)
-                    hops[i + j] = ofl_lpm4_lookup(o4, ((const uint32_t *)a)[i + j]);
-            else if (l->kind == OFL_BATCHED)
-                ofl_lpm6_lookup_batch(o6, (const uint8_t *)a + 16 * i, hops + i, BURST);
-            else
-                for (unsigned j = 0; j < BURST; j++)
-                    hops[i + j] = ofl_lpm6_lookup(o6, (const uint8_t *)a + 16 * (i + j));
-        }
+        lpm_ofl_answers(o4, o6, a, n, l->kind == OFL_BATCHED, hops);
         return;
     }
     const char *t = l->im->name;
     select_lookup(l);
-    for (size_t i = 0; i < n; i += BURST) {
+    for (size_t i = 0; i < n; i += LPM_BURST) {
         if (!strcmp(t, "rte_lpm")) {
-            uint32_t out[BURST];
+            uint32_t out[LPM_BURST];
             rte_lpm_lookup_bulk((const struct rte_lpm *)l->im->tbl, (const uint32_t *)a + i,
-                                out, BURST);
-            for (unsigned j = 0; j < BURST; j++)
+                                out, LPM_BURST);
+            for (unsigned j = 0; j < LPM_BURST; j++)
                 hops[i + j] = out[j] & RTE_LPM_LOOKUP_SUCCESS ? (uint16_t)(out[j] & 0xFFFFFF)
                                                               : def_hop;
         } else if (!strcmp(t, "rte_fib")) {
-            uint64_t out[BURST];
-            rte_fib_lookup_bulk(l->im->tbl, (uint32_t *)a + i, out, BURST);
-            for (unsigned j = 0; j < BURST; j++) hops[i + j] = (uint16_t)out[j];
+            uint64_t out[LPM_BURST];
+            rte_fib_lookup_bulk(l->im->tbl, (uint32_t *)a + i, out, LPM_BURST);
+            for (unsigned j = 0; j < LPM_BURST; j++) hops[i + j] = (uint16_t)out[j];
         } else if (!strcmp(t, "rte_lpm6")) {
-            int32_t out[BURST];
-            rte_lpm6_lookup_bulk_func(l->im->tbl, (uint8_t(*)[16])a + i, out, BURST);
-            for (unsigned j = 0; j < BURST; j++)
+            int32_t out[LPM_BURST];
+            rte_lpm6_lookup_bulk_func(l->im->tbl, (uint8_t(*)[16])a + i, out, LPM_BURST);
+            for (unsigned j = 0; j < LPM_BURST; j++)
                 hops[i + j] = out[j] < 0 ? def_hop : (uint16_t)out[j];
         } else {
-            uint64_t out[BURST];
-            rte_fib6_lookup_bulk(l->im->tbl, (uint8_t(*)[16])a + i, out, BURST);
-            for (unsigned j = 0; j < BURST; j++) hops[i + j] = (uint16_t)out[j];
+            uint64_t out[LPM_BURST];
+            rte_fib6_lookup_bulk(l->im->tbl, (uint8_t(*)[16])a + i, out, LPM_BURST);
+            for (unsigned j = 0; j < LPM_BURST; j++) hops[i + j] = (uint16_t)out[j];
         }
     }
 }
@@ -583,23 +507,7 @@ static void answers(struct lookup *l, const void *a, size_t n, uint16_t *hops)
 static void build_offlow(void)
 {
     char err[256] = "";
-    int rc;
-    if (r4) {
-        struct ofl_route4 *r = calloc(nr + 1, sizeof *r);
-        for (size_t i = 0; i < nr; i++)
-            r[i] = (struct ofl_route4){.addr = r4[i].addr, .hop = r4[i].hop, .len = r4[i].len};
-        rc = ofl_lpm4_build(&o4, r, nr, err);
-        free(r);
-    } else {
-        struct ofl_route6 *r = calloc(nr + 1, sizeof *r);
-        for (size_t i = 0; i < nr; i++) {
-            memcpy(r[i].addr, r6[i].addr, 16);
-            r[i].hop = r6[i].hop;
-            r[i].len = r6[i].len;
-        }
-        rc = ofl_lpm6_build(&o6, r, nr, err);
-        free(r);
-    }
+    int rc = r4 ? ofl_lpm4_build(&o4, r4, nr, err) : ofl_lpm6_build(&o6, r6, nr, err);
     if (rc < 0) {
         fprintf(stderr, "offlow build failed: %s\n", err);
         exit(1);
@@ -635,41 +543,13 @@ int main(int argc, char **argv)
     int cpu = atoi(argv[6]);
     const char *outdir = argv[7];
     int nfiles = argc - 8;
-    if ((family != 4 && family != 6) || build_reps < 1 || build_reps > MAX_REPS ||
-        lookup_reps < 1 || lookup_reps > MAX_REPS || nfiles > MAX_FILES) {
+    if ((family != 4 && family != 6) || build_reps < 1 || build_reps > LPM_MAX_REPS ||
+        lookup_reps < 1 || lookup_reps > LPM_MAX_REPS || nfiles > LPM_MAX_FILES) {
         fprintf(stderr, "bench_dpdk_lpm: bad arguments\n");
         return 2;
     }
 
-    /* Routes, from the packed file. */
-    size_t len;
-    uint8_t *raw = tool_read(argv[1], &len);
-    size_t rec = family == 4 ? 8 : 20;
-    if (len % rec) {
-        fprintf(stderr, "%s: not a whole number of %zu-byte records\n", argv[1], rec);
-        return 1;
-    }
-    nr = len / rec;
-    if (family == 4) r4 = calloc(nr + 1, sizeof *r4);
-    else r6 = calloc(nr + 1, sizeof *r6);
-    for (size_t i = 0; i < nr; i++) {
-        const uint8_t *p = raw + i * rec;
-        uint16_t hop;
-        if (family == 4) {
-            memcpy(&r4[i].addr, p, 4);
-            memcpy(&hop, p + 4, 2);
-            r4[i].hop = hop;
-            r4[i].len = p[6];
-            if (r4[i].len == 0) def_hop = hop;
-        } else {
-            memcpy(r6[i].addr, p, 16);
-            memcpy(&hop, p + 16, 2);
-            r6[i].hop = hop;
-            r6[i].len = p[18];
-            if (r6[i].len == 0) def_hop = hop;
-        }
-    }
-    free(raw);
+    lpm_read_routes(argv[1], family, &r4, &r6, &nr, &def_hop);
     /* tbl8 groups: what each table needs, 2% and 16 to spare. */
     size_t groups = family == 4 ? tbl8_groups4() : tbl8_groups6();
     size_t fib6_groups = family == 6 ? tbl8_reserve_fib6() : 0;
@@ -756,34 +636,16 @@ int main(int argc, char **argv)
         }
     }
 
-    char *fname[MAX_FILES];
-    void *addrs[MAX_FILES];
-    size_t naddr[MAX_FILES];
+    char *fname[LPM_MAX_FILES];
+    void *addrs[LPM_MAX_FILES];
+    size_t naddr[LPM_MAX_FILES];
     for (int f = 0; f < nfiles; f++) {
-        char *arg = argv[8 + f], *eq = strchr(arg, '=');
-        if (!eq) {
-            fprintf(stderr, "bench_dpdk_lpm: expected NAME=ADDRS, got %s\n", arg);
-            return 2;
-        }
-        *eq = 0;
-        fname[f] = arg;
-        size_t alen;
-        addrs[f] = tool_read(eq + 1, &alen);
-        naddr[f] = alen / (family == 4 ? 4 : 16);
-        if (naddr[f] == 0 || naddr[f] % BURST) {
-            fprintf(stderr, "%s: %zu addresses, not a positive multiple of %d\n", eq + 1,
-                    naddr[f], BURST);
-            return 2;
-        }
+        addrs[f] = lpm_read_addrs(argv[8 + f], family, "bench_dpdk_lpm", &fname[f], &naddr[f]);
         /* Untimed answers, for the comparison with offlow. */
         uint16_t *hops = malloc(naddr[f] * sizeof *hops);
         for (int l = 0; l < nlook; l++) {
             answers(&lookups[l], addrs[f], naddr[f], hops);
-            char out[256];
-            snprintf(out, sizeof out, "dpdk-hops-%s-%s.u16", lookups[l].name, fname[f]);
-            for (char *c = out; *c; c++)
-                if (*c == ' ') *c = '_';
-            tool_write(outdir, out, hops, naddr[f] * sizeof *hops);
+            lpm_write_hops(outdir, "dpdk-hops", lookups[l].name, fname[f], hops, naddr[f]);
         }
         free(hops);
         /* Warm-up and calibration: passes per repetition. */
@@ -791,9 +653,7 @@ int main(int argc, char **argv)
             select_lookup(&lookups[l]);
             double t0 = tool_now_s();
             sink += one_pass(&lookups[l], addrs[f], naddr[f]);
-            double t = tool_now_s() - t0;
-            double p = ceil(min_time / (t > 1e-9 ? t : 1e-9));
-            lookups[l].passes[f] = p < 1 ? 1 : p > 100000 ? 100000 : (unsigned)p;
+            lookups[l].passes[f] = lpm_passes(tool_now_s() - t0, min_time);
         }
         /* Timed repetitions, the lookups interleaved. */
         for (int rep = 0; rep < lookup_reps; rep++)
@@ -813,15 +673,15 @@ int main(int argc, char **argv)
            "\"default_hop\": %u, \"tbl8_groups_needed\": %zu, \"fib6_tbl8_reserved\": %zu, \"burst\": %d, \"cpu\": %d, "
            "\"heap_mb\": %ld, \"heap\": \"%s\", \"anon_huge_kb\": %ld, \"build_reps\": %d, "
            "\"build_budget_s\": %g, \"build_limit_s\": %g, \"avx512\": %s, \"builds\": [",
-           rte_version(), family, nr, def_hop, groups, fib6_groups, BURST, cpu, mem_mb,
+           rte_version(), family, nr, def_hop, groups, fib6_groups, LPM_BURST, cpu, mem_mb,
            eal_heap ? "EAL --no-huge memory (4 KiB pages)" : "external heap on transparent huge pages",
-           anon_huge_kb(),
+           lpm_anon_huge_kb(),
            build_reps, build_budget, limit,
            (family == 4 ? fib_avx512 : fib6_avx512) > 0 ? "true" : "false");
     for (int i = 0; i < nimpl; i++) {
         struct impl *im = &impls[i];
         printf("%s{\"name\": \"%s\", \"build_s\": ", i ? ", " : "", im->name);
-        print_list(im->build_s, im->nbuild);
+        lpm_print_list(im->build_s, im->nbuild);
         printf(", \"memory\": %zu, \"tbl8_groups\": %u, \"max_rules\": %zu, \"routes\": %zu, "
                "\"next_hop_bytes\": %u",
                im->tbl ? im->memory : 0, (unsigned)im->tbl8, nr + 16,
@@ -841,7 +701,7 @@ int main(int argc, char **argv)
                lk->kind != DPDK ? (r4 ? "offlow lpm4" : "offlow lpm6") : lk->im->name);
         for (int f = 0; f < nfiles; f++) {
             printf("%s\"%s\": ", f ? ", " : "", fname[f]);
-            print_list(lk->mlps[f], lookup_reps);
+            lpm_print_list(lk->mlps[f], lookup_reps);
         }
         printf("}, \"passes\": {");
         for (int f = 0; f < nfiles; f++)

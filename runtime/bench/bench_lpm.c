@@ -25,7 +25,6 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
-#include <math.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,32 +35,9 @@
 #include "offlow/lpm6.h"
 #include "offlow/routes.h"
 #include "../tools/tool_io.h"
+#include "lpm_bench.h"
 
-/* Addresses per lookup call: the same compile-time constant as in bench_dpdk_lpm.c. */
-#define BURST 64
-#define MAX_REPS 64
-#define MAX_FILES 4
 #define NLOOK 2
-
-static void print_list(const double *v, int n)
-{
-    putchar('[');
-    for (int i = 0; i < n; i++) printf("%s%.6g", i ? ", " : "", v[i]);
-    putchar(']');
-}
-
-/* AnonHugePages of this process, in kB (-1 when unknown). */
-static long anon_huge_kb(void)
-{
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    if (!f) return -1;
-    char line[256];
-    long kb = -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1) break;
-    fclose(f);
-    return kb;
-}
 
 static int dump(int argc, char **argv)
 {
@@ -103,61 +79,6 @@ static int dump(int argc, char **argv)
 
 static const char *look_names[NLOOK] = {"offlow scalar", "offlow batched"};
 
-/* The tables (globals, and the pass loops below, as in bench_dpdk_lpm.c, which times
- * the same lookups beside DPDK's: the same code, compiled the same way). */
-static struct ofl_lpm4 *o4;
-static struct ofl_lpm6 *o6;
-
-/* One pass of a lookup over n addresses, BURST per call, the answers summed. Not
- * inlined, so that both programs run the same machine code for it. */
-__attribute__((noinline)) static uint64_t pass_ofl4(const uint32_t *ip, size_t n, int batched)
-{
-    uint16_t out[BURST];
-    uint64_t s = 0;
-    for (size_t i = 0; i < n; i += BURST) {
-        if (batched) ofl_lpm4_lookup_batch(o4, ip + i, out, BURST);
-        else
-            for (unsigned j = 0; j < BURST; j++) out[j] = ofl_lpm4_lookup(o4, ip[i + j]);
-        for (unsigned j = 0; j < BURST; j++) s += out[j];
-    }
-    return s;
-}
-
-__attribute__((noinline)) static uint64_t pass_ofl6(const uint8_t *a, size_t n, int batched)
-{
-    uint16_t out[BURST];
-    uint64_t s = 0;
-    for (size_t i = 0; i < n; i += BURST) {
-        if (batched) ofl_lpm6_lookup_batch(o6, a + 16 * i, out, BURST);
-        else
-            for (unsigned j = 0; j < BURST; j++) out[j] = ofl_lpm6_lookup(o6, a + 16 * (i + j));
-        for (unsigned j = 0; j < BURST; j++) s += out[j];
-    }
-    return s;
-}
-
-/* Answers per address, kept (the untimed pass). */
-static void answers(int family, const void *a, size_t n, int batched, uint16_t *hops)
-{
-    for (size_t i = 0; i < n; i += BURST) {
-        if (family == 4 && batched)
-            ofl_lpm4_lookup_batch(o4, (const uint32_t *)a + i, hops + i, BURST);
-        else if (family == 4)
-            for (unsigned j = 0; j < BURST; j++)
-                hops[i + j] = ofl_lpm4_lookup(o4, ((const uint32_t *)a)[i + j]);
-        else if (batched)
-            ofl_lpm6_lookup_batch(o6, (const uint8_t *)a + 16 * i, hops + i, BURST);
-        else
-            for (unsigned j = 0; j < BURST; j++)
-                hops[i + j] = ofl_lpm6_lookup(o6, (const uint8_t *)a + 16 * (i + j));
-    }
-}
-
-static uint64_t one_pass(int family, const void *a, size_t n, int batched)
-{
-    return family == 4 ? pass_ofl4(a, n, batched) : pass_ofl6(a, n, batched);
-}
-
 static volatile uint64_t sink;
 
 int main(int argc, char **argv)
@@ -175,8 +96,8 @@ int main(int argc, char **argv)
     int cpu = atoi(argv[7]);
     const char *outdir = argv[8];
     int nfiles = argc - 9;
-    if ((family != 4 && family != 6) || build_reps < 1 || build_reps > MAX_REPS ||
-        lookup_reps < 1 || lookup_reps > MAX_REPS || nfiles > MAX_FILES) {
+    if ((family != 4 && family != 6) || build_reps < 1 || build_reps > LPM_MAX_REPS ||
+        lookup_reps < 1 || lookup_reps > LPM_MAX_REPS || nfiles > LPM_MAX_FILES) {
         fprintf(stderr, "bench_lpm: bad arguments\n");
         return 2;
     }
@@ -188,35 +109,17 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    size_t len;
-    uint8_t *raw = tool_read(argv[2], &len);
-    size_t rec = family == 4 ? 8 : 20;
-    if (len % rec) {
-        fprintf(stderr, "%s: not a whole number of %zu-byte records\n", argv[2], rec);
-        return 1;
-    }
-    size_t nr = len / rec;
-    struct ofl_route4 *r4 = NULL;
-    struct ofl_route6 *r6 = NULL;
-    if (family == 4) r4 = calloc(nr + 1, sizeof *r4);
-    else r6 = calloc(nr + 1, sizeof *r6);
-    for (size_t i = 0; i < nr; i++) {
-        const uint8_t *p = raw + i * rec;
-        if (family == 4) {
-            memcpy(&r4[i].addr, p, 4);
-            memcpy(&r4[i].hop, p + 4, 2);
-            r4[i].len = p[6];
-        } else {
-            memcpy(r6[i].addr, p, 16);
-            memcpy(&r6[i].hop, p + 16, 2);
-            r6[i].len = p[18];
-        }
-    }
-    free(raw);
+    struct ofl_route4 *r4;
+    struct ofl_route6 *r6;
+    size_t nr;
+    uint16_t def_hop;
+    lpm_read_routes(argv[2], family, &r4, &r6, &nr, &def_hop);
 
     /* Builds: repeated while under the budget, the last one kept. */
+    struct ofl_lpm4 *o4 = NULL;
+    struct ofl_lpm6 *o6 = NULL;
     char err[256] = "";
-    double build_s[MAX_REPS], total = 0;
+    double build_s[LPM_MAX_REPS], total = 0;
     int nbuild = 0;
     for (int rep = 0; rep < build_reps && (rep == 0 || total < build_budget); rep++) {
         ofl_lpm4_free(o4);
@@ -235,48 +138,28 @@ int main(int argc, char **argv)
     }
     size_t memory = family == 4 ? ofl_lpm4_memory(o4) : ofl_lpm6_memory(o6);
 
-    char *fname[MAX_FILES];
-    size_t naddr[MAX_FILES];
-    unsigned passes[MAX_FILES][NLOOK];
-    double mlps[MAX_FILES][NLOOK][MAX_REPS];
+    char *fname[LPM_MAX_FILES];
+    size_t naddr[LPM_MAX_FILES];
+    unsigned passes[LPM_MAX_FILES][NLOOK];
+    double mlps[LPM_MAX_FILES][NLOOK][LPM_MAX_REPS];
     for (int f = 0; f < nfiles; f++) {
-        char *arg = argv[9 + f], *eq = strchr(arg, '=');
-        if (!eq) {
-            fprintf(stderr, "bench_lpm: expected NAME=ADDRS, got %s\n", arg);
-            return 2;
-        }
-        *eq = 0;
-        fname[f] = arg;
-        size_t alen;
-        void *a = tool_read(eq + 1, &alen);
-        naddr[f] = alen / (family == 4 ? 4 : 16);
-        if (naddr[f] == 0 || naddr[f] % BURST) {
-            fprintf(stderr, "%s: %zu addresses, not a positive multiple of %d\n", eq + 1,
-                    naddr[f], BURST);
-            return 2;
-        }
+        void *a = lpm_read_addrs(argv[9 + f], family, "bench_lpm", &fname[f], &naddr[f]);
         uint16_t *hops = malloc(naddr[f] * sizeof *hops);
         for (int l = 0; l < NLOOK; l++) {
-            answers(family, a, naddr[f], l, hops);
-            char out[256];
-            snprintf(out, sizeof out, "hops-%s-%s.u16", look_names[l], fname[f]);
-            for (char *c = out; *c; c++)
-                if (*c == ' ') *c = '_';
-            tool_write(outdir, out, hops, naddr[f] * sizeof *hops);
+            lpm_ofl_answers(o4, o6, a, naddr[f], l, hops);
+            lpm_write_hops(outdir, "hops", look_names[l], fname[f], hops, naddr[f]);
         }
         free(hops);
         for (int l = 0; l < NLOOK; l++) {
             double t0 = tool_now_s();
-            sink += one_pass(family, a, naddr[f], l);
-            double t = tool_now_s() - t0;
-            double p = ceil(min_time / (t > 1e-9 ? t : 1e-9));
-            passes[f][l] = p < 1 ? 1 : p > 100000 ? 100000 : (unsigned)p;
+            sink += lpm_ofl_pass(o4, o6, a, naddr[f], l);
+            passes[f][l] = lpm_passes(tool_now_s() - t0, min_time);
         }
         for (int rep = 0; rep < lookup_reps; rep++)
             for (int l = 0; l < NLOOK; l++) {
                 double t0 = tool_now_s();
                 for (unsigned p = 0; p < passes[f][l]; p++)
-                    sink += one_pass(family, a, naddr[f], l);
+                    sink += lpm_ofl_pass(o4, o6, a, naddr[f], l);
                 double t = tool_now_s() - t0;
                 mlps[f][l][rep] = (double)passes[f][l] * (double)naddr[f] / t / 1e6;
             }
@@ -286,9 +169,9 @@ int main(int argc, char **argv)
     printf("{\"side\": \"offlow\", \"family\": %d, \"routes\": %zu, \"burst\": %d, "
            "\"cpu\": %d, \"anon_huge_kb\": %ld, \"build_reps\": %d, \"build_budget_s\": %g, "
            "\"builds\": [{\"name\": \"offlow %s\", \"build_s\": ",
-           family, nr, BURST, cpu, anon_huge_kb(), build_reps, build_budget,
+           family, nr, LPM_BURST, cpu, lpm_anon_huge_kb(), build_reps, build_budget,
            family == 4 ? "lpm4" : "lpm6");
-    print_list(build_s, nbuild);
+    lpm_print_list(build_s, nbuild);
     printf(", \"memory\": %zu, \"routes\": %zu", memory, nr);
     if (family == 4) printf(", \"tbl8_groups\": %u, \"tbl24_blocks\": %u", o4->groups, o4->blocks);
     else printf(", \"levels\": %u, \"depth\": %u, \"markers\": %zu, \"dir3_blocks\": %zu",
@@ -303,7 +186,7 @@ int main(int argc, char **argv)
                look_names[l], family == 4 ? "lpm4" : "lpm6");
         for (int f = 0; f < nfiles; f++) {
             printf("%s\"%s\": ", f ? ", " : "", fname[f]);
-            print_list(mlps[f][l], lookup_reps);
+            lpm_print_list(mlps[f][l], lookup_reps);
         }
         printf("}, \"passes\": {");
         for (int f = 0; f < nfiles; f++)
