@@ -237,3 +237,48 @@ def test_dpdk_setup_installs_with_apt_get(tmp_path: Path, monkeypatch: pytest.Mo
     assert version is None
     assert why == ("apt-get install libdpdk-dev failed (exit 100): E: Unable to locate "
                    "package libdpdk-dev")
+
+
+def _lpm_programs() -> list[Path]:
+    """bench_lpm, and bench_dpdk_lpm where libdpdk is installed."""
+    exes = [router.build_offlow()]
+    if router.pkg_config("--modversion") is not None:
+        exes.append(router.build_dpdk())
+    return exes
+
+
+def test_lpm_programs_refuse_bad_route_and_address_files(tmp_path: Path) -> None:
+    """Both LPM programs read their inputs with lpm_bench.c: a routes file that is not
+    whole records, an address argument without NAME=, and an address count that is
+    not a positive multiple of the burst each end the program with a message."""
+    import struct
+    import subprocess
+
+    routes = tmp_path / "r4.bin"
+    routes.write_bytes(b"".join(struct.pack("<IHBx", a, h, n) for a, h, n in
+                                ((0, 1, 0), (0x0A000000, 2, 8), (0xC0A80000, 3, 16))))
+    ragged = tmp_path / "ragged.bin"
+    ragged.write_bytes(bytes(8 * 3 + 5))
+    few = tmp_path / "few.u32"
+    few.write_bytes(bytes(4 * 63))             # one short of a burst
+    none = tmp_path / "none.u32"
+    none.write_bytes(b"")
+    ok = tmp_path / "ok.u32"
+    ok.write_bytes(bytes(4 * 64))
+    def run(exe: Path, rfile: Path, *addrs: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(exe), "4", str(rfile), "1", "0", "1", "0.0001", "0",
+                               str(tmp_path), *addrs], capture_output=True, text=True,
+                              timeout=120)
+
+    for exe in _lpm_programs():
+        res = run(exe, ragged, f"a={ok}")
+        assert res.returncode == 1 and "not a whole number of 8-byte records" in res.stderr
+        res = run(exe, routes, str(ok))
+        assert res.returncode == 2 and "expected NAME=ADDRS" in res.stderr
+        for bad in (few, none):
+            res = run(exe, routes, f"a={bad}")
+            assert res.returncode == 2 and "not a positive multiple of 64" in res.stderr
+        res = run(exe, routes, f"a={ok}")
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
+        assert out["addresses"] == [64] and out["routes"] == 3
