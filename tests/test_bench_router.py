@@ -4,53 +4,26 @@ disagreements) or is reported unavailable with a reason. No timing is asserted."
 
 from __future__ import annotations
 
-import gzip
 import ipaddress
 import json
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from offlow.bench import router
-
-BGP = router.DEFAULT_PREFIXES
-# Default and host routes, nested prefixes and a duplicate, beside the slice.
-EXTRA = ["0.0.0.0/0", "::/0", "192.0.2.1/32", "192.0.2.0/24", "192.0.2.128/25",
-         "2001:db8::1/128", "2001:db8::/32", "2001:db8::/64", "2001:db8::8000:0:0:0/65",
-         "10.0.0.0/8", "10.0.0.0/8"]
+from tests.router_slice import _cache, write_slice  # noqa: F401 (_cache: autouse fixture)
 
 TINY = router.Sweep(build_sizes=(250, None), lookup_size=None, addresses=4096,
                     lookup_reps=2, min_time=0.001, build_reps=2, build_budget=0.05,
                     lpm_budget=5.0)
 
 
-def _slice_lines() -> list[str]:
-    """About 1,600 IPv4 and 400 IPv6 prefixes: every k-th line of the BGP table, or
-    random prefixes when the table is not there."""
-    if BGP.exists():
-        lines = gzip.decompress(BGP.read_bytes()).decode().splitlines()
-        return [s for s in lines if ":" not in s][::560] + [s for s in lines if ":" in s][::400]
-    rng = random.Random(5)
-    out = [str(ipaddress.ip_network((rng.getrandbits(32), rng.randint(8, 32)), strict=False))
-           for _ in range(1600)]
-    out += [str(ipaddress.ip_network(((0x2001 << 112) | rng.getrandbits(112),
-                                      rng.randint(16, 64)), strict=False))
-            for _ in range(400)]
-    return out
-
-
 @pytest.fixture(scope="module")
 def slice_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    p = tmp_path_factory.mktemp("routes") / "slice.txt"
-    p.write_text("\n".join(_slice_lines() + EXTRA) + "\n")
-    return p
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    """About 1,600 IPv4 and 400 IPv6 prefixes, a /65 and a duplicate route."""
+    return write_slice(tmp_path_factory, 1610, 400,
+                       ("2001:db8::8000:0:0:0/65", "10.0.0.0/8", "10.0.0.0/8"))
 
 
 def _offlow_rows(res: dict) -> list[dict]:

@@ -5,10 +5,8 @@ well formed and every answer checked is right; no timing is asserted."""
 
 from __future__ import annotations
 
-import gzip
 import ipaddress
 import json
-import random
 import struct
 import subprocess
 from pathlib import Path
@@ -19,10 +17,7 @@ import pytest
 from offlow.bench import router, router_fwd, router_l3fwd, router_offload, router_sweeps
 from offlow.errors import OfflowError
 from tests.ctools import RUNTIME, build_c, run_c
-
-BGP = router.DEFAULT_PREFIXES
-EXTRA = ["0.0.0.0/0", "::/0", "192.0.2.1/32", "192.0.2.0/24", "192.0.2.128/25",
-         "2001:db8::1/128", "2001:db8::/32", "2001:db8::/64"]
+from tests.router_slice import _cache, write_slice  # noqa: F401 (_cache: autouse fixture)
 
 OFFLOAD = router_offload.OffloadSweep(batches=(32, 256, 4096), addresses=2048,
                                       lat_lookups=4096, stream_lookups=8192, depth=2, reps=2)
@@ -31,30 +26,10 @@ L3FWD = router_l3fwd.L3fwdSweep(cases=((4, 64), (6, 128)), duration=0.2, warmup=
                                 packets=256)
 
 
-def _slice_lines() -> list[str]:
-    """About 1,000 IPv4 and 200 IPv6 prefixes of the BGP table (random ones without it)."""
-    if BGP.exists():
-        lines = gzip.decompress(BGP.read_bytes()).decode().splitlines()
-        return [s for s in lines if ":" not in s][::900] + [s for s in lines if ":" in s][::800]
-    rng = random.Random(5)
-    out = [str(ipaddress.ip_network((rng.getrandbits(32), rng.randint(8, 32)), strict=False))
-           for _ in range(1000)]
-    out += [str(ipaddress.ip_network(((0x2001 << 112) | rng.getrandbits(112),
-                                      rng.randint(16, 64)), strict=False))
-            for _ in range(200)]
-    return out
-
-
 @pytest.fixture(scope="module")
 def slice_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    p = tmp_path_factory.mktemp("routes") / "slice.txt"
-    p.write_text("\n".join(_slice_lines() + EXTRA) + "\n")
-    return p
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    """About 1,000 IPv4 and 200 IPv6 prefixes."""
+    return write_slice(tmp_path_factory, 1002, 200)
 
 
 @pytest.fixture(scope="module")
