@@ -44,6 +44,40 @@ static void *ring_mem(uint32_t size, uint32_t es, uint32_t batch, size_t *len)
     return m;
 }
 
+/* A ring with its producer end `o` and consumer end `in`, each on its own copy
+ * engine, sharing a waiter without file descriptors. */
+struct qpair {
+    uint8_t *mem;
+    size_t len;
+    struct ofl_ce pce, cce;
+    struct ofl_waiter w;
+    struct ofl_qout o;
+    struct ofl_qin in;
+};
+
+/* Format a ring (size entries of es bytes, batch, data_off) and attach both ends, the
+ * producer's engine in mode pmode and the consumer's in cmode. */
+static void qpair_open(struct qpair *q, uint32_t size, uint32_t es, uint32_t batch,
+                       uint32_t data_off, int pmode, int cmode)
+{
+    q->mem = ring_mem_off(size, es, batch, data_off, &q->len);
+    CHECK(ofl_ce_start(&q->pce, pmode, -1) == 0 && ofl_ce_start(&q->cce, cmode, -1) == 0,
+          "copy engines started");
+    ofl_waiter_init(&q->w, NULL, 0, NULL);
+    CHECK(ofl_qout_init(&q->o, q->mem, q->len, &q->pce, &q->w) == 0 &&
+          ofl_qin_init(&q->in, q->mem, q->len, &q->cce, &q->w) == 0, "both ends attached");
+}
+
+/* Detach both ends, stop the engines (their counters stay readable) and free the ring. */
+static void qpair_close(struct qpair *q)
+{
+    ofl_qin_destroy(&q->in);
+    ofl_qout_destroy(&q->o);
+    ofl_ce_stop(&q->pce);
+    ofl_ce_stop(&q->cce);
+    free(q->mem);
+}
+
 /* Flush until nothing is staged or in flight: everything committed (a THREAD
  * engine's flush may return with its copy still running). */
 static int qout_sync(struct ofl_qout *o)
@@ -367,33 +401,20 @@ static void test_blocked_qout(int mode)
 
 static void test_corrupt(int mode)
 {
-    size_t len;
-    void *mem = ring_mem(RING_SIZE, 16, BATCH, &len);
-    struct ofl_ce pce, cce;
-    struct ofl_waiter w;
-    struct ofl_qout o;
-    struct ofl_qin in;
-    ofl_ce_start(&pce, mode, -1);
-    ofl_ce_start(&cce, mode, -1);
-    ofl_waiter_init(&w, NULL, 0, NULL);
-    ofl_qout_init(&o, mem, len, &pce, &w);
-    ofl_qin_init(&in, mem, len, &cce, &w);
-    for (int i = 0; i < 40; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&o))->len = (uint16_t)i;
-    CHECK(qout_sync(&o) == 0, "%s: 40 entries committed", mode ? "thread" : "inline");
+    struct qpair q;
+    qpair_open(&q, RING_SIZE, 16, BATCH, 0, mode, mode);
+    for (int i = 0; i < 40; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(qout_sync(&q.o) == 0, "%s: 40 entries committed", mode ? "thread" : "inline");
     /* Damage entry 20 (in the second batch the consumer takes). */
-    ((struct ofl_entry_hdr *)(o.ring.entries + 20 * 16))->seq ^= 0x100;
+    ((struct ofl_entry_hdr *)(q.o.ring.entries + 20 * 16))->seq ^= 0x100;
     const uint8_t *es;
-    int n1 = ofl_qin_next(&in, &es);
-    int n2 = ofl_qin_next(&in, &es);
+    int n1 = ofl_qin_next(&q.in, &es);
+    int n2 = ofl_qin_next(&q.in, &es);
     CHECK(n1 == (int)BATCH, "%s: first batch intact (%d)", mode ? "thread" : "inline", n1);
     CHECK(n2 == -EBADMSG, "%s: corrupted entry reported: %s", mode ? "thread" : "inline",
           ofl_strerror(n2));
-    CHECK(ofl_qin_next(&in, &es) == -EBADMSG, "the error sticks");
-    ofl_qin_destroy(&in);
-    ofl_qout_destroy(&o);
-    ofl_ce_stop(&pce);
-    ofl_ce_stop(&cce);
-    free(mem);
+    CHECK(ofl_qin_next(&q.in, &es) == -EBADMSG, "the error sticks");
+    qpair_close(&q);
 }
 
 /* enqueue=drop: a flush that finds the ring full drops what does not fit (counted,
@@ -402,46 +423,33 @@ static void test_corrupt(int mode)
 static void test_drop_full(int mode)
 {
     const char *mn = mode ? "thread" : "inline";
-    size_t len;
-    void *mem = ring_mem(8, 16, 4, &len);
-    struct ofl_ce pce, cce;
-    struct ofl_waiter w;
-    struct ofl_qout o;
-    struct ofl_qin in;
-    ofl_ce_start(&pce, mode, -1);
-    ofl_ce_start(&cce, mode, -1);
-    ofl_waiter_init(&w, NULL, 0, NULL);
-    ofl_qout_init(&o, mem, len, &pce, &w);
-    ofl_qin_init(&in, mem, len, &cce, &w);
-    o.drop_full = true;
+    struct qpair q;
+    qpair_open(&q, 8, 16, 4, 0, mode, mode);
+    q.o.drop_full = true;
     /* No consumer yet: 8 fit, the other 12 are dropped (a blocking queue would hang). */
-    for (int i = 0; i < 20; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&o))->len = (uint16_t)i;
-    CHECK(qout_sync(&o) == 0, "%s: 20 entries flushed without waiting", mn);
-    CHECK(o.ring.pushed == 8 && o.dropped == 12 && o.ring.full_waits == 0,
+    for (int i = 0; i < 20; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(qout_sync(&q.o) == 0, "%s: 20 entries flushed without waiting", mn);
+    CHECK(q.o.ring.pushed == 8 && q.o.dropped == 12 && q.o.ring.full_waits == 0,
           "%s: 8 pushed, 12 dropped, no waits (%llu, %llu, %llu)", mn,
-          (unsigned long long)o.ring.pushed, (unsigned long long)o.dropped,
-          (unsigned long long)o.ring.full_waits);
+          (unsigned long long)q.o.ring.pushed, (unsigned long long)q.o.dropped,
+          (unsigned long long)q.o.ring.full_waits);
     const uint8_t *es;
     uint32_t got = 0, bad = 0;
-    for (int n; (n = ofl_qin_next(&in, &es)) > 0;)
+    for (int n; (n = ofl_qin_next(&q.in, &es)) > 0;)
         for (int i = 0; i < n; i++, got++)
             bad += ((const struct ofl_entry_hdr *)(es + (size_t)i * 16))->len != got;
     CHECK(got == 8 && bad == 0, "%s: the first 8 arrive in order (%u, %u bad)", mn, got, bad);
     /* Room again: the next entries go through, nothing more is dropped. */
-    for (int i = 0; i < 4; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&o))->len = (uint16_t)(100 + i);
-    CHECK(ofl_qout_close(&o) == 0, "%s: closed", mn);
-    CHECK(o.ring.pushed == 12 && o.dropped == 12, "%s: 4 more pushed, none dropped", mn);
+    for (int i = 0; i < 4; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)(100 + i);
+    CHECK(ofl_qout_close(&q.o) == 0, "%s: closed", mn);
+    CHECK(q.o.ring.pushed == 12 && q.o.dropped == 12, "%s: 4 more pushed, none dropped", mn);
     got = bad = 0;
     int n;
-    while ((n = ofl_qin_next(&in, &es)) >= 0)
+    while ((n = ofl_qin_next(&q.in, &es)) >= 0)
         for (int i = 0; i < n; i++, got++)
             bad += ((const struct ofl_entry_hdr *)(es + (size_t)i * 16))->len != 100 + got;
     CHECK(got == 4 && bad == 0 && n == OFL_Q_DONE, "%s: then 100..103 and the end", mn);
-    ofl_qin_destroy(&in);
-    ofl_qout_destroy(&o);
-    ofl_ce_stop(&pce);
-    ofl_ce_stop(&cce);
-    free(mem);
+    qpair_close(&q);
 }
 
 /* The copy engine on its own: entry jobs are validated, copy only used bytes (the
@@ -523,27 +531,18 @@ static void test_used_only(int mode)
     enum { ES = 64, DOFF = 24, MAX = ES - DOFF, RS = 8, B = 4 };
     static const uint16_t lens[] = { 0, 1, 7, 8, MAX - 1, MAX, 2, 33 };
     const uint32_t nl = sizeof lens / sizeof lens[0];
-    size_t len;
-    uint8_t *mem = ring_mem_off(RS, ES, B, DOFF, &len);
-    struct ofl_ce pce, cce;
-    struct ofl_waiter w;
-    struct ofl_qout o;
-    struct ofl_qin in;
-    ofl_ce_start(&pce, mode, -1);
-    ofl_ce_start(&cce, mode, -1);
-    ofl_waiter_init(&w, NULL, 0, NULL);
-    CHECK(ofl_qout_init(&o, mem, len, &pce, &w) == 0 && ofl_qin_init(&in, mem, len, &cce, &w) == 0,
-          "%s: endpoints attached", mn);
-    CHECK(o.ring.data_off == DOFF && in.ring.data_off == DOFF, "%s: both sides see data_off",
+    struct qpair q;
+    qpair_open(&q, RS, ES, B, DOFF, mode, mode);
+    CHECK(q.o.ring.data_off == DOFF && q.in.ring.data_off == DOFF, "%s: both sides see data_off",
           mn);
     uint64_t sent = 0, got = 0, bad = 0, untouched_bad = 0, used_sum = 0;
     for (int round = 0; round < 7; round++) {
         /* The ring is empty here: mark every slot, so writes past `used` show. */
-        memset(o.ring.entries, 0x5a, (size_t)RS * ES);
+        memset(q.o.ring.entries, 0x5a, (size_t)RS * ES);
         uint32_t cnt = 3 + (uint32_t)round % 4;   /* 3..6 entries: runs wrap the ring */
         uint64_t first = sent;
         for (uint32_t j = 0; j < cnt; j++, sent++) {
-            uint8_t *e = ofl_qout_slot(&o);
+            uint8_t *e = ofl_qout_slot(&q.o);
             memset(e + 8, 0xee, ES - 8);          /* stale bytes that must not cross */
             uint16_t l = lens[sent % nl];
             ((struct ofl_entry_hdr *)e)->len = l;
@@ -553,16 +552,16 @@ static void test_used_only(int mode)
             for (uint32_t k = 0; k < l; k++) e[DOFF + k] = pattern(sent, k);
             used_sum += ofl_entry_used(ES, DOFF, l);
         }
-        CHECK(ofl_qout_flush(&o) == 0 && qout_sync(&o) == 0, "%s: round %d flushed", mn,
+        CHECK(ofl_qout_flush(&q.o) == 0 && qout_sync(&q.o) == 0, "%s: round %d flushed", mn,
               round);
         for (uint64_t i = first; i < sent; i++) {
-            const uint8_t *e = o.ring.entries + (size_t)(i % RS) * ES;
+            const uint8_t *e = q.o.ring.entries + (size_t)(i % RS) * ES;
             uint32_t used = ofl_entry_used(ES, DOFF, lens[i % nl]);
             for (uint32_t k = used; k < ES; k++) untouched_bad += e[k] != 0x5a;
         }
         const uint8_t *es;
         int n;
-        while (got < sent && (n = ofl_qin_next(&in, &es)) > 0) {
+        while (got < sent && (n = ofl_qin_next(&q.in, &es)) > 0) {
             for (int j = 0; j < n; j++, got++) {
                 const uint8_t *e = es + (size_t)j * ES;
                 const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
@@ -582,18 +581,14 @@ static void test_used_only(int mode)
           (unsigned long long)bad);
     CHECK(untouched_bad == 0, "%s: ring bytes past each entry's used part untouched (%llu)", mn,
           (unsigned long long)untouched_bad);
-    CHECK(ofl_qout_close(&o) == 0, "%s: closed", mn);
+    CHECK(ofl_qout_close(&q.o) == 0, "%s: closed", mn);
     const uint8_t *es;
-    CHECK(ofl_qin_next(&in, &es) == OFL_Q_DONE, "%s: then done", mn);
-    ofl_qin_destroy(&in);
-    ofl_qout_destroy(&o);
-    ofl_ce_stop(&pce);
-    ofl_ce_stop(&cce);
-    CHECK(pce.bytes == used_sum && cce.bytes == used_sum,
+    CHECK(ofl_qin_next(&q.in, &es) == OFL_Q_DONE, "%s: then done", mn);
+    qpair_close(&q);
+    CHECK(q.pce.bytes == used_sum && q.cce.bytes == used_sum,
           "%s: engines copied %llu / %llu bytes = the used bytes %llu (whole: %llu)", mn,
-          (unsigned long long)pce.bytes, (unsigned long long)cce.bytes,
+          (unsigned long long)q.pce.bytes, (unsigned long long)q.cce.bytes,
           (unsigned long long)used_sum, (unsigned long long)(sent * ES));
-    free(mem);
 }
 
 /* A len past the entry's packet area: corrupted in the ring, or set so by the
@@ -603,38 +598,25 @@ static void test_corrupt_len(int mode)
     const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
     enum { ES = 64, DOFF = 16, MAX = ES - DOFF };
     for (int how = 0; how < 2; how++) {
-        size_t len;
-        void *mem = ring_mem_off(RING_SIZE, ES, BATCH, DOFF, &len);
-        struct ofl_ce pce, cce;
-        struct ofl_waiter w;
-        struct ofl_qout o;
-        struct ofl_qin in;
-        ofl_ce_start(&pce, mode, -1);
-        ofl_ce_start(&cce, mode, -1);
-        ofl_waiter_init(&w, NULL, 0, NULL);
-        ofl_qout_init(&o, mem, len, &pce, &w);
-        ofl_qin_init(&in, mem, len, &cce, &w);
+        struct qpair q;
+        qpair_open(&q, RING_SIZE, ES, BATCH, DOFF, mode, mode);
         for (int i = 0; i < 40; i++) {
-            struct ofl_entry_hdr *h = ofl_qout_slot(&o);
+            struct ofl_entry_hdr *h = ofl_qout_slot(&q.o);
             h->len = (uint16_t)(i % (MAX + 1));
             if (how == 1 && i == 20) h->len = 0xffff;
         }
-        qout_sync(&o);
-        if (how == 0) ((struct ofl_entry_hdr *)(o.ring.entries + 20 * ES))->len = MAX + 1;
+        qout_sync(&q.o);
+        if (how == 0) ((struct ofl_entry_hdr *)(q.o.ring.entries + 20 * ES))->len = MAX + 1;
         const uint8_t *es;
-        int n1 = ofl_qin_next(&in, &es);
-        int n2 = ofl_qin_next(&in, &es);
+        int n1 = ofl_qin_next(&q.in, &es);
+        int n2 = ofl_qin_next(&q.in, &es);
         const char *what = how ? "producer's len 0xffff" : "len corrupted in the ring";
         CHECK(n1 == (int)BATCH, "%s, %s: first batch intact (%d)", mn, what, n1);
         CHECK(n2 == -EBADMSG, "%s, %s: reported: %s", mn, what, ofl_strerror(n2));
-        CHECK(ofl_qin_next(&in, &es) == -EBADMSG && in.err == -EBADMSG, "the error sticks");
-        CHECK(in.ring.popped == BATCH, "%s: the bad batch is not released (%llu popped)", mn,
-              (unsigned long long)in.ring.popped);
-        ofl_qin_destroy(&in);
-        ofl_qout_destroy(&o);
-        ofl_ce_stop(&pce);
-        ofl_ce_stop(&cce);
-        free(mem);
+        CHECK(ofl_qin_next(&q.in, &es) == -EBADMSG && q.in.err == -EBADMSG, "the error sticks");
+        CHECK(q.in.ring.popped == BATCH, "%s: the bad batch is not released (%llu popped)", mn,
+              (unsigned long long)q.in.ring.popped);
+        qpair_close(&q);
     }
 }
 
@@ -671,67 +653,54 @@ static uint64_t check64(const uint8_t *es, int n, uint64_t *next)
 static void test_overlap_order(void)
 {
     enum { ES = 64, DOFF = 16, RS = 16, B = 12 };
-    size_t len;
-    void *mem = ring_mem_off(RS, ES, B, DOFF, &len);
-    struct ofl_ce pce, cce;
-    struct ofl_waiter w;
-    struct ofl_qout o;
-    struct ofl_qin in;
+    struct qpair q;
     struct blocker bl;
-    ofl_ce_start(&pce, OFL_CE_THREAD, -1);
-    ofl_ce_start(&cce, OFL_CE_INLINE, -1);
-    ofl_waiter_init(&w, NULL, 0, NULL);
-    ofl_qout_init(&o, mem, len, &pce, &w);
-    ofl_qin_init(&in, mem, len, &cce, &w);
-    block_engine(&pce, &bl);
+    qpair_open(&q, RS, ES, B, DOFF, OFL_CE_THREAD, OFL_CE_INLINE);
+    block_engine(&q.pce, &bl);
     uint64_t sent = 0, got = 0, bad = 0, used = 0;
     const uint8_t *es;
     for (; sent < B; sent++) {
-        fill64(ofl_qout_slot(&o), sent);
+        fill64(ofl_qout_slot(&q.o), sent);
         used += ofl_entry_used(ES, DOFF, len_for(sent, ES - DOFF));
     }
-    CHECK(ofl_qout_flush(&o) == 0 && ofl_qout_pending(&o) == B,
+    CHECK(ofl_qout_flush(&q.o) == 0 && ofl_qout_pending(&q.o) == B,
           "overlap: flush returns with its %u entries in flight (%u pending)", B,
-          ofl_qout_pending(&o));
-    CHECK(ofl_qin_next(&in, &es) == 0 && o.ring.shm->tail == 0 && o.ring.batches == 0,
+          ofl_qout_pending(&q.o));
+    CHECK(ofl_qin_next(&q.in, &es) == 0 && q.o.ring.shm->tail == 0 && q.o.ring.batches == 0,
           "overlap: nothing visible to the consumer before the commit");
     for (; sent < RS; sent++) {
-        fill64(ofl_qout_slot(&o), sent);
+        fill64(ofl_qout_slot(&q.o), sent);
         used += ofl_entry_used(ES, DOFF, len_for(sent, ES - DOFF));
     }
-    CHECK(ofl_qout_flush(&o) == 0 && ofl_qout_pending(&o) == RS,
+    CHECK(ofl_qout_flush(&q.o) == 0 && ofl_qout_pending(&q.o) == RS,
           "overlap: a second flush reserves the last %u slots after those in flight (%u "
-          "pending)", RS - B, ofl_qout_pending(&o));
+          "pending)", RS - B, ofl_qout_pending(&q.o));
     int blocked = !ofl_ce_done(&bl.job);
-    CHECK(ofl_qin_next(&in, &es) == 0 && o.ring.shm->tail == 0,
+    CHECK(ofl_qin_next(&q.in, &es) == 0 && q.o.ring.shm->tail == 0,
           "overlap: still nothing visible");
     printf("info: copies %s in flight at the check\n", blocked ? "really still" : "no longer");
-    unblock_engine(&pce, &bl);
-    CHECK(qout_sync(&o) == 0 && ofl_qout_pending(&o) == 0 && o.ring.pushed == RS &&
-              o.ring.batches == 2 && o.bytes == used,
+    unblock_engine(&q.pce, &bl);
+    CHECK(qout_sync(&q.o) == 0 && ofl_qout_pending(&q.o) == 0 && q.o.ring.pushed == RS &&
+              q.o.ring.batches == 2 && q.o.bytes == used,
           "overlap: both committed, one doorbell each (%llu), %llu bytes counted (%llu)",
-          (unsigned long long)o.ring.batches, (unsigned long long)o.bytes,
+          (unsigned long long)q.o.ring.batches, (unsigned long long)q.o.bytes,
           (unsigned long long)used);
-    int n1 = ofl_qin_next(&in, &es);
+    int n1 = ofl_qin_next(&q.in, &es);
     if (n1 > 0) bad += check64(es, n1, &got);
-    int n2 = ofl_qin_next(&in, &es);
+    int n2 = ofl_qin_next(&q.in, &es);
     if (n2 > 0) bad += check64(es, n2, &got);
     CHECK(n1 == B && n2 == RS - B && got == RS && bad == 0,
           "overlap: consumer gets %d then %d entries, in order, intact (%llu bad)", n1, n2,
           (unsigned long long)bad);
     /* The slots came back: a flush now copies a full batch, across the ring's end. */
-    for (uint64_t end = sent + B; sent < end; sent++) fill64(ofl_qout_slot(&o), sent);
-    CHECK(ofl_qout_flush(&o) == 0 && qout_sync(&o) == 0 && o.ring.pushed == RS + B,
+    for (uint64_t end = sent + B; sent < end; sent++) fill64(ofl_qout_slot(&q.o), sent);
+    CHECK(ofl_qout_flush(&q.o) == 0 && qout_sync(&q.o) == 0 && q.o.ring.pushed == RS + B,
           "overlap: next batch committed");
-    int n3 = ofl_qin_next(&in, &es);
+    int n3 = ofl_qin_next(&q.in, &es);
     if (n3 > 0) bad += check64(es, n3, &got);
     CHECK(n3 == B && bad == 0, "overlap: and received intact (%d)", n3);
-    CHECK(ofl_qout_close(&o) == 0 && ofl_qin_next(&in, &es) == OFL_Q_DONE, "overlap: done");
-    ofl_qin_destroy(&in);
-    ofl_qout_destroy(&o);
-    ofl_ce_stop(&pce);
-    ofl_ce_stop(&cce);
-    free(mem);
+    CHECK(ofl_qout_close(&q.o) == 0 && ofl_qin_next(&q.in, &es) == OFL_Q_DONE, "overlap: done");
+    qpair_close(&q);
 }
 
 /* Close with copies in flight (one flushed, one still staged): close waits for
@@ -739,46 +708,37 @@ static void test_overlap_order(void)
 static void test_close_in_flight(void)
 {
     enum { ES = 64, DOFF = 16 };
-    size_t len;
-    void *mem = ring_mem_off(RING_SIZE, ES, BATCH, DOFF, &len);
-    struct ofl_ce pce, cce;
-    struct ofl_waiter w;
-    struct ofl_qout o;
-    struct ofl_qin in;
+    struct qpair q;
     struct blocker bl;
-    ofl_ce_start(&pce, OFL_CE_THREAD, -1);
-    ofl_ce_start(&cce, OFL_CE_THREAD, -1);
-    ofl_waiter_init(&w, NULL, 0, NULL);
-    ofl_qout_init(&o, mem, len, &pce, &w);
-    ofl_qin_init(&in, mem, len, &cce, &w);
-    block_engine(&pce, &bl);
+    qpair_open(&q, RING_SIZE, ES, BATCH, DOFF, OFL_CE_THREAD, OFL_CE_THREAD);
+    block_engine(&q.pce, &bl);
     uint64_t sent = 0, used = 0;
     for (; sent < 10; sent++) {
-        fill64(ofl_qout_slot(&o), sent);
+        fill64(ofl_qout_slot(&q.o), sent);
         used += ofl_entry_used(ES, DOFF, len_for(sent, ES - DOFF));
     }
-    ofl_qout_flush(&o);
+    ofl_qout_flush(&q.o);
     for (; sent < 15; sent++) {
-        fill64(ofl_qout_slot(&o), sent);
+        fill64(ofl_qout_slot(&q.o), sent);
         used += ofl_entry_used(ES, DOFF, len_for(sent, ES - DOFF));
     }
     int blocked = !ofl_ce_done(&bl.job);
-    CHECK(ofl_qout_pending(&o) == 15 && o.ring.shm->tail == 0,
+    CHECK(ofl_qout_pending(&q.o) == 15 && q.o.ring.shm->tail == 0,
           "close: 10 entries in flight, 5 staged, none committed (copy %s running)",
           blocked ? "really still" : "no longer");
-    CHECK(ofl_qout_close(&o) == 0, "close: closed with a copy in flight");
-    CHECK(ofl_qout_pending(&o) == 0 && o.ring.pushed == 15 && o.ring.batches == 2 &&
-              o.bytes == used && o.ring.shm->closed,
+    CHECK(ofl_qout_close(&q.o) == 0, "close: closed with a copy in flight");
+    CHECK(ofl_qout_pending(&q.o) == 0 && q.o.ring.pushed == 15 && q.o.ring.batches == 2 &&
+              q.o.bytes == used && q.o.ring.shm->closed,
           "close: nothing left in flight, 15 committed in 2 doorbells, %llu bytes (%llu)",
-          (unsigned long long)o.bytes, (unsigned long long)used);
-    CHECK(ofl_qout_slot(&o) == NULL && o.err == -EINVAL, "close: no slots after close");
-    unblock_engine(&pce, &bl);
+          (unsigned long long)q.o.bytes, (unsigned long long)used);
+    CHECK(ofl_qout_slot(&q.o) == NULL && q.o.err == -EINVAL, "close: no slots after close");
+    unblock_engine(&q.pce, &bl);
     uint64_t got = 0, bad = 0;
     int n, done = 0;
     uint64_t t0 = ofl_now_ns();
     while (ofl_now_ns() - t0 < 5000000000ull) {
         const uint8_t *es;
-        n = ofl_qin_next(&in, &es);
+        n = ofl_qin_next(&q.in, &es);
         if (n == OFL_Q_DONE) {
             done = 1;
             break;
@@ -787,11 +747,7 @@ static void test_close_in_flight(void)
         bad += check64(es, n, &got);
     }
     CHECK(done && got == 15 && bad == 0, "close: consumer gets all 15 in order, then done");
-    ofl_qin_destroy(&in);
-    ofl_qout_destroy(&o);
-    ofl_ce_stop(&pce);
-    ofl_ce_stop(&cce);
-    free(mem);
+    qpair_close(&q);
 }
 
 /* THREAD engine, nobody consuming, two copies in flight when the peer dies: the
