@@ -27,6 +27,7 @@ from offlow.build import Build, build
 from offlow.channels import Channel, Region
 from offlow.dsl import Program
 from offlow.errors import OfflowError
+from offlow.ir.graph import TABLE_CHANNEL_PREFIX
 from offlow.runner import Run, RunOptions, RunResult
 
 
@@ -60,7 +61,8 @@ class Session:
         """The host end of channel `name` (opened once)."""
         if self.region is None:
             raise OfflowError("the session is not running (use it in a `with` block)")
-        return _open(self.region, name, f"program `{self.build.graph.name}`")
+        return _open(self.region, name, f"program `{self.build.graph.name}`",
+                     [c.name for c in self.build.graph.channels])
 
     def wait_drained(self, timeout: float = 60.0) -> None:
         """Wait until every process has processed all its packets (sources done,
@@ -97,9 +99,9 @@ class Session:
             raise OfflowError("the program failed: " + "; ".join(res.errors))
 
 
-def _open(region: Region, name: str, what: str) -> Channel:
-    """The host end of channel `name` of `region`, or an error naming the channels."""
-    names = region.names()
+def _open(region: Region, name: str, what: str, names: list[str]) -> Channel:
+    """The host end of channel `name` of `region`, or an error naming the channels a
+    host program may open (`names`)."""
     if name not in names:
         raise OfflowError(f"{what} has no channel `{name}`; channels: {', '.join(names)}")
     return region.channel(name)
@@ -124,7 +126,8 @@ class Attached:
         it open makes this fail with EBUSY)."""
         if self.region is None:
             raise OfflowError(f"{self.window}: closed")
-        return _open(self.region, name, f"the program at {self.window}")
+        names = [n for n in self.region.names() if not n.startswith(TABLE_CHANNEL_PREFIX)]
+        return _open(self.region, name, f"the program at {self.window}", names)
 
     def close(self) -> None:
         if self.region is not None:

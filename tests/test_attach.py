@@ -186,3 +186,14 @@ print(opened, refused)
     assert res.returncode == 0, res.stderr
     opened, refused = map(int, res.stdout.split())
     assert opened + refused == 400 and opened > 0 and refused > 0
+
+
+def test_the_tables_channels_are_not_offered(tmp_path: Path) -> None:
+    """`table.NAME` channels carry tables between a program's processes at start-up; an
+    attached host program is not offered them."""
+    path = tmp_path / "win"
+    Region.create(path, ["a", "table.routes4"]).close()
+    with attach(path) as a:
+        with pytest.raises(OfflowError, match=r"has no channel `table.routes4`; channels: a$"):
+            a.channel("table.routes4")
+        assert a.channel("a") is a.channel("a")

@@ -115,6 +115,10 @@ def channel_bad_name() -> None:
     two_segment().channel("a b", Answer("h", t=Shared("t", "uint64_t", 1)))
 
 
+def channel_named_like_a_table() -> None:
+    two_segment().channel("table.t", Answer("h", t=Shared("t", "uint64_t", 1)))
+
+
 def channel_not_a_handler() -> None:
     two_segment().channel("c", Pass("p"))  # type: ignore[arg-type]
 
@@ -162,6 +166,8 @@ def not_an_output() -> None:
                         "its batches from a queue"),
     (channel_twice, "channel `c` is defined twice"),
     (channel_bad_name, "channel `a b`: a name is 1..31 letters, digits"),
+    (channel_named_like_a_table, "channel `table.t`: names starting with `table.` are the "
+                                 "tables'"),
     (channel_not_a_handler, "channel `c`: handler must be a Handler, not Pass"),
     (channel_unknown_device, "channel `c`: unknown device `gpu`; devices: host, nic"),
     (channel_without_device, "channel `c`: cannot tell which device serves it (no segment "

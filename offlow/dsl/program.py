@@ -24,7 +24,7 @@ from offlow.ir import (
     SharedTable,
 )
 from offlow.ir import Segment as IRSegment
-from offlow.ir.graph import ENQUEUE_MODES, MAX_INSTANCES, MAX_OUTPUTS
+from offlow.ir.graph import ENQUEUE_MODES, MAX_INSTANCES, MAX_OUTPUTS, TABLE_CHANNEL_PREFIX
 from offlow.ir.types import check_ctype
 
 DEVICES = ("host", "nic")
@@ -131,6 +131,9 @@ class Program:
             raise OfflowError(f"channel `{name}` is defined twice")
         if not name or len(name) > 31 or not all(c.isalnum() or c in "_.-" for c in name):
             raise OfflowError(f"channel `{name}`: a name is 1..31 letters, digits, `_`, `.`, `-`")
+        if name.startswith(TABLE_CHANNEL_PREFIX):
+            raise OfflowError(f"channel `{name}`: names starting with `{TABLE_CHANNEL_PREFIX}` "
+                              "are the tables' (they travel between processes over them)")
         if device is not None and device not in DEVICES:
             raise OfflowError(f"channel `{name}`: unknown device `{device}`; devices: "
                               f"{', '.join(DEVICES)}")

@@ -180,10 +180,16 @@ class Queue:
         return next((k for k, c in enumerate(self.channels) if c.edge == edge), None)
 
 
+# Channels named so carry tables between processes (runtime/src/gen_chan.c); the
+# program's own channels may not be named so.
+TABLE_CHANNEL_PREFIX = "table."
+
+
 def channel_names(g: Graph) -> list[str]:
     """Every channel of the window's region: the program's, then one per table the
     host sends to a device."""
-    return [c.name for c in g.channels] + [f"table.{t.name}" for t in g.shared if t.bulk]
+    return [c.name for c in g.channels] + [f"{TABLE_CHANNEL_PREFIX}{t.name}" for t in g.shared
+                                           if t.bulk]
 
 
 @dataclass(frozen=True)
