@@ -1178,6 +1178,53 @@ static double paired_memcpy(uint8_t *const *bufs, uint32_t k, uint64_t len, uint
     return (double)(n * k * len * 8) / (double)(dt ? dt : 1);
 }
 
+/* Round r of one tput side, before its transfers: the sending side fills the
+ * payloads; the host times the paired memcpy (into *mt unless NULL: the warm-up's is
+ * not kept), waits until the device is ready, takes the start time (*t0) and then
+ * releases the device's managed sends; the device says it is ready and, when it
+ * sends under a manager, waits for that release. 0 or a negative errno (reported). */
+static int round_begin(struct pair *p, const struct tput_cfg *cfg, uint8_t **bufs, uint64_t len,
+                       uint64_t r, int send, uint8_t *scratch, double *mt,
+                       struct ofl_waiter *w, uint64_t *t0)
+{
+    if (send)
+        for (uint32_t i = 0; i < cfg->k; i++) fill_words(bufs[i], len, tput_seed(r, i));
+    int rc;
+    if (p->host) {
+        double m = paired_memcpy(bufs, cfg->k, len, scratch);
+        if (mt) *mt = m;
+        if ((rc = wait_ge_yield(&p->sh->ready, r * cfg->k, w)) < 0)
+            return pair_fail(p, rc, __LINE__, "waiting for the device");
+        *t0 = ofl_now_ns();
+        __atomic_store_n(&p->sh->go, r, __ATOMIC_RELEASE);
+    } else {
+        __atomic_fetch_add(&p->sh->ready, cfg->k, __ATOMIC_RELEASE);
+        if (send && cfg->mgr && (rc = wait_ge_yield(&p->sh->go, r, w)) < 0)
+            return pair_fail(p, rc, __LINE__, "waiting for the host");
+    }
+    return 0;
+}
+
+/* Round r of one tput side, after its transfers (from t0 to t1 on the host): the
+ * host records the rate (into *t unless NULL), the receiving side checks every
+ * payload, the device says the round is done. 0 or -EBADMSG (reported). */
+static int round_end(struct pair *p, const struct tput_cfg *cfg, uint8_t **bufs, uint64_t len,
+                     uint64_t r, int send, uint64_t t0, uint64_t t1, double *t)
+{
+    if (t) *t = (double)(cfg->k * len * 8) / (double)(t1 - t0);
+    int rc = 0;
+    uint64_t bad = 0;
+    for (uint32_t i = 0; i < cfg->k && !send; i++) bad += check_words(bufs[i], len, tput_seed(r, i));
+    if (bad) {
+        if (!p->host) p->sh->dev_bad += bad;
+        fprintf(stderr, "bench_chan: %llu wrong words at size %llu\n", (unsigned long long)bad,
+                (unsigned long long)len);
+        rc = pair_fail(p, -EBADMSG, __LINE__, "payload check");
+    }
+    if (!p->host) __atomic_store_n(&p->sh->dev_rounds, r, __ATOMIC_RELEASE);
+    return rc;
+}
+
 /* One side's K channels served by a one-thread channel manager (SERVE mgr), on
  * each side: no thread per channel. The sending side queues a send per channel
  * each round (ofl_chan_mgr_bulk_send), the receiving side's manager lands the
@@ -1209,26 +1256,11 @@ static int tput_mgr(struct pair *p, const struct tput_cfg *cfg, void *region, ui
         uint64_t len = cfg->sizes[si];
         __atomic_store_n(&expect, len, __ATOMIC_RELEASE);
         for (uint64_t rep = 0; rep <= cfg->reps && rc == 0; rep++) { /* rep 0: warm-up */
-            r++;
-            if (send)
-                for (uint32_t i = 0; i < cfg->k; i++) fill_words(bufs[i], len, tput_seed(r, i));
             uint64_t t0 = 0, t1 = 0;
-            if (p->host) {
-                double mm = paired_memcpy(bufs, cfg->k, len, scratch);
-                if (rep) mt[ti] = mm;
-                if ((rc = wait_ge_yield(&p->sh->ready, r * cfg->k, &w)) < 0) {
-                    pair_fail(p, rc, __LINE__, "waiting for the device");
-                    break;
-                }
-                t0 = ofl_now_ns();
-                __atomic_store_n(&p->sh->go, r, __ATOMIC_RELEASE);
-            } else {
-                __atomic_fetch_add(&p->sh->ready, cfg->k, __ATOMIC_RELEASE);
-                if (send && (rc = wait_ge_yield(&p->sh->go, r, &w)) < 0) {
-                    pair_fail(p, rc, __LINE__, "waiting for the host");
-                    break;
-                }
-            }
+            bool kept = p->host && rep;
+            if ((rc = round_begin(p, cfg, bufs, len, ++r, send, scratch, kept ? &mt[ti] : NULL,
+                                  &w, &t0)) < 0)
+                break;
             for (uint32_t i = 0; i < cfg->k && rc == 0 && send; i++)
                 if ((rc = ofl_chan_mgr_bulk_send(m, region, cfg->ids[i], side, bufs[i], len)) < 0)
                     pair_fail(p, rc, __LINE__, what);
@@ -1238,20 +1270,7 @@ static int tput_mgr(struct pair *p, const struct tput_cfg *cfg, void *region, ui
                 if (rc < 0) pair_fail(p, rc, __LINE__, what);
                 else if (mc[i].t_end > t1) t1 = mc[i].t_end;
             }
-            if (rc < 0) break;
-            if (p->host && rep) t[ti++] = (double)(cfg->k * len * 8) / (double)(t1 - t0);
-            if (!send) {
-                uint64_t bad = 0;
-                for (uint32_t i = 0; i < cfg->k; i++)
-                    bad += check_words(bufs[i], len, tput_seed(r, i));
-                if (p->host && bad) {
-                    fprintf(stderr, "bench_chan: %llu wrong words at size %llu\n",
-                            (unsigned long long)bad, (unsigned long long)len);
-                    rc = pair_fail(p, -EBADMSG, __LINE__, "payload check");
-                }
-                if (!p->host) p->sh->dev_bad += bad;
-            }
-            if (!p->host) __atomic_store_n(&p->sh->dev_rounds, r, __ATOMIC_RELEASE);
+            if (rc == 0) rc = round_end(p, cfg, bufs, len, r, send, t0, t1, kept ? &t[ti++] : NULL);
         }
     }
     if (p->host && rc == 0) rc = host_wait_device(p, r);
@@ -1305,38 +1324,17 @@ static int tput_crew(struct pair *p, const struct tput_cfg *cfg, void *region, u
         uint64_t len = cfg->sizes[si];
         __atomic_store_n(&c->len, len, __ATOMIC_RELEASE);
         for (uint64_t rep = 0; rep <= cfg->reps && rc == 0; rep++) { /* rep 0: warm-up */
-            r++;
-            if (c->send)
-                for (uint32_t i = 0; i < cfg->k; i++) fill_words(bufs[i], len, tput_seed(r, i));
             uint64_t t0 = 0;
-            if (p->host) {
-                double m = paired_memcpy(bufs, cfg->k, len, scratch);
-                if (rep) mt[ti] = m;
-                if ((rc = wait_ge_yield(&p->sh->ready, r * cfg->k, &w)) < 0) {
-                    pair_fail(p, rc, __LINE__, "waiting for the device");
-                    break;
-                }
-                t0 = ofl_now_ns();
-            } else {
-                __atomic_fetch_add(&p->sh->ready, cfg->k, __ATOMIC_RELEASE);
-            }
+            bool kept = p->host && rep;
+            if ((rc = round_begin(p, cfg, bufs, len, ++r, c->send, scratch,
+                                  kept ? &mt[ti] : NULL, &w, &t0)) < 0)
+                break;
             uint64_t t1 = crew_round(c, r);
             if (!t1) {
                 rc = -EIO;
                 break;
             }
-            if (p->host && rep) t[ti++] = (double)(cfg->k * len * 8) / (double)(t1 - t0);
-            if (!c->send) {
-                uint64_t bad = 0;
-                for (uint32_t i = 0; i < cfg->k; i++)
-                    bad += check_words(bufs[i], len, tput_seed(r, i));
-                if (bad) {
-                    fprintf(stderr, "bench_chan: %llu wrong words at size %llu\n",
-                            (unsigned long long)bad, (unsigned long long)len);
-                    rc = pair_fail(p, -EBADMSG, __LINE__, "payload check");
-                }
-            }
-            if (!p->host) __atomic_store_n(&p->sh->dev_rounds, r, __ATOMIC_RELEASE);
+            rc = round_end(p, cfg, bufs, len, r, c->send, t0, t1, kept ? &t[ti++] : NULL);
         }
     }
     if (p->host && rc == 0) rc = host_wait_device(p, r);
