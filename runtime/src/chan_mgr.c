@@ -21,6 +21,9 @@
 #define STORE(p, v, o) __atomic_store_n((p), (v), __ATOMIC_##o)
 
 #define MGR_MAX_THREADS 64u
+/* Places in the index of served ends: a power of two, twice the most ends. */
+#define MGR_INDEX (2u * OFL_CHAN_MGR_MAX_ENDS)
+_Static_assert((MGR_INDEX & (MGR_INDEX - 1)) == 0, "the index size is a power of two");
 
 /* The send mailbox of a served end. */
 enum { SEND_FREE = 0, SEND_FILLING = 1, SEND_READY = 2 };
@@ -58,7 +61,42 @@ struct ofl_chan_mgr {
     pthread_mutex_t lock;      /* serializes ofl_chan_mgr_serve */
     struct mgr_worker workers[MGR_MAX_THREADS];
     struct mgr_slot *slots[OFL_CHAN_MGR_MAX_ENDS];
+    uint32_t index[MGR_INDEX]; /* slot + 1 by (channel, side), open addressing; 0: free
+                                  (under lock: ofl_chan_mgr_bulk_send finds ends in O(1)) */
 };
+
+/* The first place of (ctl, side) in the index. */
+static uint32_t index_home(const struct chan_ctl *ctl, int side)
+{
+    uint64_t x = ((uint64_t)(uintptr_t)ctl >> 6) * 2u + (uint64_t)(side & 1);
+    x *= 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(x >> 40) & (MGR_INDEX - 1);
+}
+
+/* The slot serving (ctl, side), or NULL (the lock held). */
+static struct mgr_slot *index_find(const struct ofl_chan_mgr *m, const struct chan_ctl *ctl,
+                                   int side)
+{
+    for (uint32_t i = index_home(ctl, side);; i = (i + 1) & (MGR_INDEX - 1)) {
+        uint32_t v = m->index[i];
+        if (!v) return NULL;
+        struct mgr_slot *s = m->slots[v - 1];
+        if (s->end.ctl == ctl && s->end.side == side) return s;
+    }
+}
+
+/* Record slot n (serving ctl, side) in the index, in place of an older slot of the
+ * same end (one whose handler closed it, served again: the newest serves). The lock
+ * held; never full: it has twice the places of the most slots. */
+static void index_add(struct ofl_chan_mgr *m, const struct chan_ctl *ctl, int side, uint32_t n)
+{
+    uint32_t i = index_home(ctl, side);
+    for (; m->index[i]; i = (i + 1) & (MGR_INDEX - 1)) {
+        const struct mgr_slot *s = m->slots[m->index[i] - 1];
+        if (s->end.ctl == ctl && s->end.side == side) break;
+    }
+    m->index[i] = n + 1;
+}
 
 static void op_over(struct mgr_slot *s, int status)
 {
@@ -270,6 +308,7 @@ int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int si
     uint32_t n = m->count;
     if (n < OFL_CHAN_MGR_MAX_ENDS) {
         m->slots[n] = s;
+        index_add(m, s->end.ctl, side, n);
         STORE(&m->count, n + 1, RELEASE);
     }
     pthread_mutex_unlock(&m->lock);
@@ -287,10 +326,8 @@ int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, in
     const struct chan_region *r = region ? chan_region_ok(region) : NULL;
     if (!m || !r || id >= r->nchan || (len && !buf)) return -EINVAL;
     const struct chan_ctl *ctl = chan_ctl_at(r, id);
-    struct mgr_slot *s = NULL;
-    pthread_mutex_lock(&m->lock);   /* the slots ofl_chan_mgr_serve publishes */
-    for (uint32_t i = 0; i < m->count && !s; i++)
-        if (m->slots[i]->end.ctl == ctl && m->slots[i]->end.side == side) s = m->slots[i];
+    pthread_mutex_lock(&m->lock);   /* the slots and index ofl_chan_mgr_serve publishes */
+    struct mgr_slot *s = index_find(m, ctl, side);
     pthread_mutex_unlock(&m->lock);
     if (!s) return -ENOENT;
     uint32_t st = SEND_FREE;

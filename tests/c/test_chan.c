@@ -1752,6 +1752,13 @@ static void msend_child_main(void *p)
     for (int i = 0; i < MSEND_CHANNELS; i++) free(ctx[i].buf);
 }
 
+/* A handler that fails, which closes its end. */
+static int fail_handler(void *ctx, struct ofl_chan_end *e, const void *msg, size_t len)
+{
+    (void)ctx, (void)e, (void)msg, (void)len;
+    return -EPROTO;
+}
+
 /* A handler that holds its manager thread until *ctx is set (tests only: handlers
  * must not block). */
 static int hold_handler(void *ctx, struct ofl_chan_end *e, const void *msg, size_t len)
@@ -1872,6 +1879,22 @@ static void test_manager_send(void)
     int release = 0;
     c = (struct msend_ctx){m, r.mem, 3, c.buf, 0, 0, 1, 0};
     ofl_chan_mgr_serve(m, r.mem, 3, OFL_CHAN_B, NULL, &bh, &c);
+    /* An end whose handler failed (which closed it), served again: the new service
+     * takes the sends (the closed one refuses them with -EPIPE). */
+    struct msend_ctx c6 = {m, r.mem, 6, malloc(16), 0, 0, 1, 0};
+    struct ofl_chan_end a6;
+    CHECK(ofl_chan_mgr_serve(m, r.mem, 6, OFL_CHAN_B, fail_handler, &bh, &c6) == 0 &&
+              ofl_chan_open(&a6, r.mem, 6, OFL_CHAN_A, NULL) == 0 &&
+              ofl_chan_send(&a6, "x", 1, LONG_WAIT) == 0,
+          "a message to a handler that fails");
+    int closed = 0;
+    for (uint64_t until = ofl_now_ns() + 5000 * MS; !closed && ofl_now_ns() < until;)
+        if (!(closed = ofl_chan_mgr_bulk_send(m, r.mem, 6, OFL_CHAN_B, c6.buf, 16) == -EPIPE))
+            sched_yield();
+    CHECK(closed, "the failed handler's end refuses sends: -EPIPE");
+    CHECK(ofl_chan_mgr_serve(m, r.mem, 6, OFL_CHAN_B, NULL, &bh, &c6) == 0 &&
+              ofl_chan_mgr_bulk_send(m, r.mem, 6, OFL_CHAN_B, c6.buf, 16) == 0,
+          "served again, the end takes a send");
     ofl_chan_mgr_serve(m, r.mem, 5, OFL_CHAN_B, hold_handler, NULL, &release);
     struct ofl_chan_end a5;
     ofl_chan_open(&a5, r.mem, 5, OFL_CHAN_A, NULL);
@@ -1886,6 +1909,10 @@ static void test_manager_send(void)
     ofl_chan_close(&a5);
     CHECK(c.sent_status == -ECANCELED && c.sent_len == 32,
           "a send queued when the manager stops: -ECANCELED (%d)", c.sent_status);
+    CHECK(c6.sent_status == -ECANCELED && c6.sent_len == 16,
+          "... and the one on the end served again: -ECANCELED (%d)", c6.sent_status);
+    ofl_chan_close(&a6);
+    free(c6.buf);
     free(c.buf);
     region_free(&r);
 }

@@ -335,7 +335,8 @@ struct ofl_chan_mgr *ofl_chan_mgr_start(unsigned nthreads,
 /* Serve side `side` of channel `id` in `region`: direct messages go to `on_msg`
  * (may be NULL: they stay pending), bulk transfers to `on_bulk` (may be NULL: they
  * are refused). Returns 0, -EBUSY, -EINVAL, -ENOSPC. Can be called while the
- * manager runs, from any thread. */
+ * manager runs, from any thread. An end whose handler failed (closing it) may be
+ * served again: ofl_chan_mgr_bulk_send then finds the new service. */
 int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
                        ofl_chan_handler on_msg, const struct ofl_chan_bulk_handler *on_bulk,
                        void *ctx);
@@ -346,7 +347,8 @@ int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int si
  * the end's `sent` handler. `buf` must stay untouched until then. Any thread may
  * call it, a handler too (an answer in bulk), until ofl_chan_mgr_stop begins. A send
  * still queued when its end closes (a handler failed) or the manager stops ends with
- * -EPIPE or -ECANCELED in `sent`. Returns 0, -EINVAL (no manager, a bad
+ * -EPIPE or -ECANCELED in `sent`. Finds the end in constant time (an index by
+ * channel and side). Returns 0, -EINVAL (no manager, a bad
  * region or buffer), -ENOENT (no such served end), -EPIPE (its handler closed it)
  * or -EBUSY (a send queued there has not started yet). */
 int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
