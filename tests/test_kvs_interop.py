@@ -10,10 +10,8 @@ that need them are skipped, with the reason, only when that cannot be done."""
 from __future__ import annotations
 
 import random
-import re
 import socket
 import struct
-import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -25,9 +23,9 @@ from offlow.kvs.tools import (
     kvs_server,
     memcached,
     run_loadgen,
-    setup_memaslap,
     setup_memcached,
 )
+from tests.memaslap import run_verified
 
 
 @pytest.fixture(scope="module")
@@ -91,29 +89,10 @@ def test_interop_replay_matches_memcached(server: Server, real_memcached: Server
     assert result.steps > 100 and result.answered > 100, result.report()
 
 
-def _memaslap_stats(out: str) -> dict[str, int]:
-    return {m.group(1): int(m.group(2))
-            for m in re.finditer(r"^(\w+): (\d+)\s*$", out, re.MULTILINE)}
-
-
 @pytest.mark.parametrize("mode", [[], ["-B"], ["-U"]], ids=["text", "binary", "udp"])
 def test_memcaslap_runs_without_errors(mode: list[str], server: Server) -> None:
-    tool, why = setup_memaslap()
-    if not tool:
-        pytest.skip(f"memcaslap unavailable: {why}")
-    cmd = [tool, "-s", f"{HOST}:{server.port}", "-t", "1s", "-T", "1", "-c", "8",
-           "-v", "0.1", *mode]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out
-    stats = _memaslap_stats(out)
-    assert stats.get("cmd_get", 0) > 0 and stats.get("cmd_set", 0) > 0, out
-    assert "verify_failed" in stats, out   # -v: a tenth of the gets are checked
-    for bad in ("verify_failed", "verify_misses", "get_misses", "udp_timeout", "packet_drop",
-                "packet_disorder"):
-        assert stats.get(bad, 0) == 0, out
-    # memcaslap reports protocol trouble in free text ("... error", "unexpected ...")
-    assert not re.search(r"error|unexpect", out, re.IGNORECASE), out
+    run_verified(server.port, mode, 1, ("verify_failed", "verify_misses", "get_misses",
+                                        "udp_timeout", "packet_drop", "packet_disorder"), 60)
 
 
 @pytest.mark.parametrize("proto", ["udp", "tcp"])

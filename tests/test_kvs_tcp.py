@@ -11,7 +11,6 @@ ASan+UBSan."""
 from __future__ import annotations
 
 import random
-import re
 import socket
 import struct
 import subprocess
@@ -25,10 +24,11 @@ import pytest
 from offlow.build import build
 from offlow.cli import load_program
 from offlow.kvs.interop import compare, sequences
-from offlow.kvs.tools import HOST, kvs_server, memcached, setup_memaslap, setup_memcached
+from offlow.kvs.tools import HOST, kvs_server, memcached, setup_memcached
 from offlow.runner import Run, RunOptions, build_tcp_gateway
 from tests.ctools import RUNTIME, SANITIZE, build_c, run_c
 from tests.e2e import ROOT
+from tests.memaslap import run_verified
 
 KVS = ROOT / "examples" / "kvs.py"
 HDR = struct.Struct(">BBHBBHIIQ")
@@ -174,27 +174,11 @@ def test_interop_replay_over_tcp_matches_memcached(served: Run) -> None:
     assert result.steps > 90 and result.answered > 90, result.report()
 
 
-def _memaslap_stats(out: str) -> dict[str, int]:
-    return {m.group(1): int(m.group(2))
-            for m in re.finditer(r"^(\w+): (\d+)\s*$", out, re.MULTILINE)}
-
-
 @pytest.mark.parametrize("mode", [[], ["-B"]], ids=["text", "binary"])
 def test_memcaslap_over_tcp_verifies(mode: list[str], served: Run) -> None:
-    tool, why = setup_memaslap()
-    if not tool:
-        pytest.skip(f"memcaslap unavailable: {why}")
-    cmd = [tool, "-s", f"{HOST}:{served.tcp_port}", "-t", "2s", "-T", "1", "-c", "8",
-           "-v", "0.1", *mode]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out
-    stats = _memaslap_stats(out)
-    assert stats.get("cmd_get", 0) > 0 and stats.get("cmd_set", 0) > 0, out
-    assert "verify_failed" in stats, out
-    for bad in ("verify_failed", "verify_misses", "get_misses"):
-        assert stats.get(bad, 0) == 0, out
-    assert not re.search(r"error|unexpect", out, re.IGNORECASE), out
+    assert served.tcp_port is not None
+    run_verified(served.tcp_port, mode, 2, ("verify_failed", "verify_misses", "get_misses"),
+                 120)
 
 
 def test_oversized_requests_are_refused_and_the_connection_goes_on(served: Run) -> None:
