@@ -98,6 +98,8 @@ def _window(path: Path, chan_off: int, chan_size: int, size: int = 8192) -> Path
 def test_what_is_not_a_live_window_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(OfflowError, match="no such window"):
         attach(tmp_path / "missing")
+    with pytest.raises(OfflowError, match="Is a directory"):
+        attach(tmp_path)
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     with pytest.raises(OfflowError, match="not an offlow window"):
