@@ -121,13 +121,19 @@ class Attached:
             self.close()
             raise OfflowError(f"{self.window}: the program is stopping")
 
+    def _mapped(self) -> Region:
+        if self.region is None:
+            raise OfflowError(f"{self.window}: closed")
+        return self.region
+
+    def names(self) -> list[str]:
+        """The program's channels a host program may open."""
+        return [n for n in self._mapped().names() if not n.startswith(TABLE_CHANNEL_PREFIX)]
+
     def channel(self, name: str) -> Channel:
         """The host end of channel `name` (opened once; another host program that has
         it open makes this fail with EBUSY)."""
-        if self.region is None:
-            raise OfflowError(f"{self.window}: closed")
-        names = [n for n in self.region.names() if not n.startswith(TABLE_CHANNEL_PREFIX)]
-        return _open(self.region, name, f"the program at {self.window}", names)
+        return _open(self._mapped(), name, f"the program at {self.window}", self.names())
 
     def close(self) -> None:
         if self.region is not None:

@@ -196,6 +196,9 @@ def test_the_tables_channels_are_not_offered(tmp_path: Path) -> None:
     path = tmp_path / "win"
     Region.create(path, ["a", "table.routes4"]).close()
     with attach(path) as a:
+        assert a.names() == ["a"]
         with pytest.raises(OfflowError, match=r"has no channel `table.routes4`; channels: a$"):
             a.channel("table.routes4")
         assert a.channel("a") is a.channel("a")
+    with pytest.raises(OfflowError, match="closed"):
+        a.names()
