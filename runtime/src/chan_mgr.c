@@ -58,7 +58,7 @@ struct ofl_chan_mgr {
     const volatile uint32_t *abort_flag;
     uint32_t stop;
     uint32_t count;            /* slots published (release) */
-    pthread_mutex_t lock;      /* serializes ofl_chan_mgr_serve */
+    pthread_mutex_t lock;      /* serializes ofl_chan_mgr_serve; guards slots and index */
     struct mgr_worker workers[MGR_MAX_THREADS];
     struct mgr_slot *slots[OFL_CHAN_MGR_MAX_ENDS];
     uint32_t index[MGR_INDEX]; /* slot + 1 by (channel, side), open addressing; 0: free
@@ -73,29 +73,16 @@ static uint32_t index_home(const struct chan_ctl *ctl, int side)
     return (uint32_t)(x >> 40) & (MGR_INDEX - 1);
 }
 
-/* The slot serving (ctl, side), or NULL (the lock held). */
-static struct mgr_slot *index_find(const struct ofl_chan_mgr *m, const struct chan_ctl *ctl,
-                                   int side)
-{
-    for (uint32_t i = index_home(ctl, side);; i = (i + 1) & (MGR_INDEX - 1)) {
-        uint32_t v = m->index[i];
-        if (!v) return NULL;
-        struct mgr_slot *s = m->slots[v - 1];
-        if (s->end.ctl == ctl && s->end.side == side) return s;
-    }
-}
-
-/* Record slot n (serving ctl, side) in the index, in place of an older slot of the
- * same end (one whose handler closed it, served again: the newest serves). The lock
- * held; never full: it has twice the places of the most slots. */
-static void index_add(struct ofl_chan_mgr *m, const struct chan_ctl *ctl, int side, uint32_t n)
+/* The place of (ctl, side) in the index: where it is, else the free place that ends
+ * its probe (the lock held; never full: it has twice the places of the most slots). */
+static uint32_t index_place(const struct ofl_chan_mgr *m, const struct chan_ctl *ctl, int side)
 {
     uint32_t i = index_home(ctl, side);
     for (; m->index[i]; i = (i + 1) & (MGR_INDEX - 1)) {
         const struct mgr_slot *s = m->slots[m->index[i] - 1];
         if (s->end.ctl == ctl && s->end.side == side) break;
     }
-    m->index[i] = n + 1;
+    return i;
 }
 
 static void op_over(struct mgr_slot *s, int status)
@@ -308,7 +295,9 @@ int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int si
     uint32_t n = m->count;
     if (n < OFL_CHAN_MGR_MAX_ENDS) {
         m->slots[n] = s;
-        index_add(m, s->end.ctl, side, n);
+        /* In place of an older slot of the same end (its handler closed it and it is
+         * served again): the newest serves. */
+        m->index[index_place(m, s->end.ctl, side)] = n + 1;
         STORE(&m->count, n + 1, RELEASE);
     }
     pthread_mutex_unlock(&m->lock);
@@ -327,7 +316,8 @@ int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, in
     if (!m || !r || id >= r->nchan || (len && !buf)) return -EINVAL;
     const struct chan_ctl *ctl = chan_ctl_at(r, id);
     pthread_mutex_lock(&m->lock);   /* the slots and index ofl_chan_mgr_serve publishes */
-    struct mgr_slot *s = index_find(m, ctl, side);
+    uint32_t v = m->index[index_place(m, ctl, side)];
+    struct mgr_slot *s = v ? m->slots[v - 1] : NULL;
     pthread_mutex_unlock(&m->lock);
     if (!s) return -ENOENT;
     uint32_t st = SEND_FREE;
