@@ -70,7 +70,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from offlow.bench.router import machine, quiet_check
+from offlow.bench.machine import machine, quiet_check
 from offlow.build import RUNTIME, build_tool
 from offlow.errors import OfflowError
 

@@ -389,7 +389,7 @@ def _memcached_version(path: str) -> str | None:
 def measure(st: Settings, names: Sequence[str] | None = None,
             progress: bool = True) -> dict:
     """Run every design `st.repeat` times, alternating; return every number."""
-    from offlow.bench.router import machine, quiet_check
+    from offlow.bench.machine import machine, quiet_check
 
     t_start = time.monotonic()
     designs = [_by_name(n) for n in names] if names else list(DESIGNS)

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from offlow.bench.machine import machine
 from offlow.build import RUNTIME, build_tool
 from offlow.errors import OfflowError
 
@@ -59,19 +59,6 @@ def _sources() -> list[Path]:
 def build() -> Path:
     """Compile bench_queue (-O2) once per content hash of its sources and headers."""
     return build_tool("bench_queue", _sources(), CFLAGS)
-
-
-def machine() -> dict[str, object]:
-    """What the numbers were measured on."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": model, "cpus": os.cpu_count(), "kernel": platform.release()}
 
 
 def measure(entries: int, reps: int, batches: Sequence[int], sizes: Sequence[int],

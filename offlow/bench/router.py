@@ -38,7 +38,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -51,6 +50,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from offlow.bench.machine import machine, quiet_check
 from offlow.build import RUNTIME, build_tool
 from offlow.errors import OfflowError
 from offlow.router.check import DEFAULT_PREFIXES
@@ -181,55 +181,6 @@ def setup_dpdk() -> tuple[str | None, str | None]:
         return None, "libdpdk-dev was installed but pkg-config does not find libdpdk"
     print(f"DPDK setup: installed DPDK {version}", flush=True)
     return version, None
-
-
-# ---- machine --------------------------------------------------------------------------
-
-
-def _cpu_times() -> dict[str, tuple[int, int]]:
-    out = {}
-    for line in Path("/proc/stat").read_text().splitlines():
-        f = line.split()
-        if f and f[0].startswith("cpu") and f[0] != "cpu":
-            v = list(map(int, f[1:]))
-            idle = v[3] + (v[4] if len(v) > 4 else 0)
-            out[f[0]] = (sum(v), idle)
-    return out
-
-
-def quiet_check(seconds: float) -> dict[str, float]:
-    """Per-CPU busy fraction over `seconds` (before timing: is the machine quiet?)."""
-    try:
-        a = _cpu_times()
-        time.sleep(seconds)
-        b = _cpu_times()
-    except OSError:
-        return {}
-    busy = {}
-    for cpu, (tot, idle) in b.items():
-        if cpu in a:
-            dt, di = tot - a[cpu][0], idle - a[cpu][1]
-            busy[cpu] = round(1 - di / dt, 3) if dt > 0 else 0.0
-    return busy
-
-
-def machine() -> dict[str, object]:
-    """What the numbers were measured on."""
-    model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    thp = ""
-    try:
-        thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()
-    except OSError:
-        pass
-    return {"cpu": model, "cpus": os.cpu_count(), "kernel": platform.release(),
-            "transparent_hugepage": thp}
 
 
 def bench_cpu() -> int:
