@@ -233,6 +233,7 @@ struct pair {
     int watch_fd;    /* EOF when the other process has exited */
     int hold_fd;     /* kept open for the other's watch_fd */
     int host;        /* 1 in the host process */
+    int pinned;      /* this side has its CPU to itself (pin) */
 };
 
 /* Map the shared state with room for `nsamples` device samples; 0 or -errno. */
@@ -245,8 +246,16 @@ static int pair_map(struct pair *p, uint64_t nsamples)
     return 0;
 }
 
+/* Pin the calling thread (threads it creates inherit it); 1 when it has the CPU to
+ * itself among the two processes, 0 when the CPUs were too few or pinning failed. */
+static int pin(int cpu)
+{
+    return ofl_pin_self(cpu) == 0 && ofl_ncpus() > 1;
+}
+
 /* Fork the device process; both return (the host with p->host = 1) with their
- * liveness fds set up. Returns 0 or -errno (host, nothing forked). */
+ * liveness fds set up, each pinned to its CPU (the device's result in
+ * sh->dev_pinned too). Returns 0 or -errno (host, nothing forked). */
 static int pair_fork(struct pair *p)
 {
     int to_dev[2], to_host[2];
@@ -279,6 +288,8 @@ static int pair_fork(struct pair *p)
         p->child = pid;
         p->host = 1;
     }
+    p->pinned = pin(p->host ? HOST_CPU : DEV_CPU);
+    if (!p->host) p->sh->dev_pinned = p->pinned;
     return 0;
 }
 
@@ -378,13 +389,6 @@ static void print_copy_bytes(const struct shared *sh)
            (unsigned long long)sh->dev_bytes[2], (unsigned long long)sh->dev_bytes[3]);
 }
 
-/* Pin the calling thread (threads it creates inherit it); 1 when it has the CPU to
- * itself among the two processes, 0 when the CPUs were too few or pinning failed. */
-static int pin(int cpu)
-{
-    return ofl_pin_self(cpu) == 0 && ofl_ncpus() > 1;
-}
-
 static void print_common(const char *mode, int host_pinned, int dev_pinned)
 {
     printf("\"mode\": \"%s\", \"cpus\": %d, \"host_cpu\": %d, \"device_cpu\": %d, "
@@ -482,7 +486,6 @@ static int mode_roundtrip(int use_pipe, uint64_t batches, uint64_t per)
     }
     uint64_t total = (batches + 1) * per;
     if (!p.host) {
-        p.sh->dev_pinned = pin(DEV_CPU);
         if (use_pipe) {
             close(fwd[1]);
             close(back[0]);
@@ -496,7 +499,6 @@ static int mode_roundtrip(int use_pipe, uint64_t batches, uint64_t per)
         }
         _exit(rc < 0 ? 1 : 0);
     }
-    int hp = pin(HOST_CPU);
     if (use_pipe) {
         close(fwd[0]);
         close(back[1]);
@@ -523,7 +525,7 @@ static int mode_roundtrip(int use_pipe, uint64_t batches, uint64_t per)
     }
     struct stats s = stats_of(t, batches);
     printf("{");
-    print_common(use_pipe ? "pipe" : "pingpong", hp, p.sh->dev_pinned);
+    print_common(use_pipe ? "pipe" : "pingpong", p.pinned, p.sh->dev_pinned);
     printf(", \"batches\": %llu, \"per\": %llu, ", (unsigned long long)batches,
            (unsigned long long)per);
     print_stats("rtt_ns", &s);
@@ -950,8 +952,6 @@ static int mode_lat(uint64_t batches, uint64_t per, const uint64_t *bulk, int nb
         fprintf(stderr, "bench_chan: fork: %s\n", ofl_strerror(rc));
         return 1;
     }
-    int mine = p.host ? pin(HOST_CPU) : pin(DEV_CPU);
-    if (!p.host) p.sh->dev_pinned = mine;
     struct ofl_chan_end e = {0};
     uint64_t bad = 0;
     rc = ofl_chan_open(&e, region, id, p.host ? OFL_CHAN_A : OFL_CHAN_B, &p.sh->abort_word);
@@ -986,7 +986,7 @@ static int mode_lat(uint64_t batches, uint64_t per, const uint64_t *bulk, int nb
     double *v = malloc(batches * sizeof *v);
     if (!v) return 1;
     printf("{");
-    print_common("lat", mine, p.sh->dev_pinned);
+    print_common("lat", p.pinned, p.sh->dev_pinned);
     printf(", \"batches\": %llu, \"per\": %llu, \"sg_per_chunk\": %u",
            (unsigned long long)batches, (unsigned long long)per, k);
     print_copy_bytes(p.sh);
@@ -1378,8 +1378,6 @@ static int mode_tput(struct tput_cfg *cfg)
         fprintf(stderr, "bench_chan: fork: %s\n", ofl_strerror(rc));
         return 1;
     }
-    int mine = p.host ? pin(HOST_CPU) : pin(DEV_CPU);
-    if (!p.host) p.sh->dev_pinned = mine;
     uint8_t *bufs[MAX_CONC] = {0};
     struct ofl_chan_mem mems[MAX_CONC];
     memset(mems, 0, sizeof mems);
@@ -1416,7 +1414,7 @@ static int mode_tput(struct tput_cfg *cfg)
         return 1;
     }
     printf("{");
-    print_common("tput", mine, p.sh->dev_pinned);
+    print_common("tput", p.pinned, p.sh->dev_pinned);
     printf(", \"dir\": \"%s\", \"k\": %u, \"serve\": \"%s\", \"copy\": \"%s\", "
            "\"reps\": %llu", cfg->d2h ? "d2h" : "h2d", cfg->k, cfg->mgr ? "mgr" : "thr",
            cfg->mem ? "mem" : copy_names[cfg->copy], (unsigned long long)cfg->reps);
