@@ -420,6 +420,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
     unsigned *root = NULL;
     uint32_t *ids = NULL;
     struct keys32 ks = {NULL, NULL, 0};
+    int rc = -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         if (r[i].len > 128 || r[i].hop < 1 || r[i].hop > OFL_ROUTE_MAX_HOP) {
             snprintf(errbuf, 256, "route %zu: length %u, hop %u: want a length 0..128 and "
@@ -598,17 +599,9 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
     if (compact(t) < 0) goto nomem;
     struct ofl_lpm6_node *fit = realloc(t->node, (t->nnodes + 1) * sizeof *t->node);
     if (fit) t->node = fit;
-    free(lg);
-    free(mk);
-    free(ids);
-    free(root);
-    free(cost);
-    free(sum);
-    free(ks.key);
-    free(ks.val);
     *out = t;
-    return 0;
-nomem:
+    rc = 0;
+nomem: /* and the end of a successful build (rc 0) */
     free(lg);
     free(mk);
     free(ids);
@@ -617,9 +610,10 @@ nomem:
     free(sum);
     free(ks.key);
     free(ks.val);
+    if (rc == 0) return 0;
     ofl_lpm6_free(t);
     snprintf(errbuf, 256, "out of memory for an IPv6 table of %zu routes", n);
-    return -ENOMEM;
+    return rc;
 }
 
 int ofl_lpm6_open_file(struct ofl_lpm6 **t, const char *path, unsigned nports, char *errbuf)
