@@ -10,19 +10,7 @@
 
 #include "offlow/err.h"
 #include "offlow/pkt.h"
-
-/* RFC 1071 the slow way, to cross-check ofl_csum. */
-static uint16_t ref_csum(const uint8_t *p, size_t n)
-{
-    uint32_t s = 0;
-    for (size_t i = 0; i + 1 < n; i += 2) {
-        s += (uint32_t)(p[i] << 8 | p[i + 1]);
-        s = (s & 0xFFFF) + (s >> 16);
-    }
-    if (n & 1) s += (uint32_t)p[n - 1] << 8;
-    while (s >> 16) s = (s & 0xFFFF) + (s >> 16);
-    return (uint16_t)~s;
-}
+#include "../c/ref_csum.h"
 
 static int ok_code(int rc)
 {
