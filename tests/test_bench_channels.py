@@ -160,6 +160,8 @@ def test_ratios_follow_from_the_numbers(result: tuple[dict, Path, Path, str]) ->
     for v in rat["verdicts"]:
         if "/ memcpy" in v["name"]:  # each bulk target beside the ceiling at its size
             assert v["ceiling"] == pytest.approx(xceil[v["size"]])
+            below = "itself below the target" in channels.verdict_line(v)
+            assert below == (v["ceiling"] < v["target"])
         if v["met"] is not None:
             ok = v["value"] <= v["target"] if v["at_most"] else v["value"] >= v["target"]
             assert v["met"] == ok
@@ -234,10 +236,12 @@ def test_verdicts_say_met_or_missed() -> None:
     v = {"name": "y", "value": 0.5, "size": 1 << 20, "target": 0.8, "at_most": False,
          "met": False}
     assert channels.verdict_line(v).endswith("0.50x at 1M: MISSED")
-    v["ceiling"] = 0.63
+    v["ceiling"] = 0.63   # below the target: the line says so
     assert channels.verdict_line(v).endswith(
         "0.50x at 1M (one receiving thread's ceiling there, copy+CRC32C x-core / memcpy, "
-        "means: 0.63x): MISSED")
+        "means: 0.63x, itself below the target): MISSED")
+    v["ceiling"] = 0.9
+    assert channels.verdict_line(v).endswith("means: 0.90x): MISSED")
     v = {"name": "z", "value": None, "target": 1.0, "at_most": True, "met": None,
          "why": "no UCX"}
     assert "NOT JUDGED (no UCX)" in channels.verdict_line(v)

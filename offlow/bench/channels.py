@@ -551,8 +551,9 @@ def verdict_line(v: dict) -> str:
         return f"target {v['name']} {op} {v['target']:.2f}x: NOT JUDGED ({v['why']})"
     at = f" at {_label(v['size'])}" if "size" in v else ""
     if "ceiling" in v:
+        below = ", itself below the target" if v["ceiling"] < v["target"] else ""
         at += (f" (one receiving thread's ceiling there, copy+CRC32C x-core / memcpy, "
-               f"means: {v['ceiling']:.2f}x)")
+               f"means: {v['ceiling']:.2f}x{below})")
     return (f"target {v['name']} {op} {v['target']:.2f}x: {v['value']:.2f}x{at}: "
             f"{'MET' if v['met'] else 'MISSED'}")
 
