@@ -72,6 +72,7 @@ from pathlib import Path
 
 from offlow.bench.machine import machine, quiet_check
 from offlow.build import RUNTIME, build_tool
+from offlow.debian import apt_install
 from offlow.errors import OfflowError
 
 BENCH_SRC = RUNTIME / "bench" / "bench_chan.c"
@@ -238,24 +239,9 @@ def setup_ucx(install: bool = True) -> tuple[str | None, str | None]:
         return found, None
     if not install:
         return None, "ucx_perftest is not installed (Debian package ucx-utils)"
-    if shutil.which("apt-get") is None:
-        return None, "ucx_perftest is not installed and there is no apt-get to install it"
-    if os.geteuid() != 0:
-        return None, "ucx_perftest is not installed and installing ucx-utils needs root"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-qq", "ucx-utils"]
-    print(f"UCX setup: ucx_perftest not found; running {' '.join(cmd)}", flush=True)
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-        if res.returncode != 0:
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True,
-                           env=env, timeout=600)
-            res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"apt-get install ucx-utils failed: {e}"
-    if res.returncode != 0:
-        tail = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["?"]
-        return None, f"apt-get install ucx-utils failed (exit {res.returncode}): {tail[0]}"
+    why = apt_install(["ucx-utils"], "ucx_perftest", "UCX setup")
+    if why:
+        return None, why
     found = shutil.which("ucx_perftest")
     return (found, None) if found else (None, "ucx-utils installed but no ucx_perftest")
 

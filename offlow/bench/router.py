@@ -52,6 +52,7 @@ import numpy as np
 
 from offlow.bench.machine import machine, quiet_check
 from offlow.build import RUNTIME, build_tool
+from offlow.debian import apt_install
 from offlow.errors import OfflowError
 from offlow.router.check import DEFAULT_PREFIXES
 
@@ -155,27 +156,10 @@ def setup_dpdk() -> tuple[str | None, str | None]:
     version = _pkg_config("--modversion")
     if version:
         return version, None
-    if shutil.which("apt-get") is None:
-        return None, "libdpdk-dev is not installed and there is no apt-get to install it"
-    if os.geteuid() != 0:
-        return None, "libdpdk-dev is not installed and installing it needs root"
     pkgs = ["libdpdk-dev"] + ([] if shutil.which("pkg-config") else ["pkg-config"])
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-qq", *pkgs]
-    print(f"DPDK setup: libdpdk not found; running {' '.join(cmd)}", flush=True)
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-        if res.returncode != 0:
-            print("DPDK setup: that failed; running apt-get update -qq and trying again",
-                  flush=True)
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True,
-                           env=env, timeout=600)
-            res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return None, f"apt-get install libdpdk-dev failed: {e}"
-    if res.returncode != 0:
-        tail = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["?"]
-        return None, f"apt-get install libdpdk-dev failed (exit {res.returncode}): {tail[0]}"
+    why = apt_install(pkgs, "libdpdk-dev", "DPDK setup")
+    if why:
+        return None, why
     version = _pkg_config("--modversion")
     if not version:
         return None, "libdpdk-dev was installed but pkg-config does not find libdpdk"

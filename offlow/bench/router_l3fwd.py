@@ -54,6 +54,7 @@ import numpy as np
 from offlow.bench import router_fwd
 from offlow.bench.router import addresses4, addresses6, pkg_config, setup_dpdk, take
 from offlow.build import Build, build, cache_dir
+from offlow.debian import apt_install
 from offlow.errors import OfflowError
 from offlow.runner import RunOptions, cpu_base
 
@@ -95,30 +96,6 @@ QUICK = L3fwdSweep(cases=((4, 64), (4, 1500), (6, 64)), duration=0.5, warmup=0.3
 
 
 # ---- l3fwd: install, patch, build ------------------------------------------------------
-
-
-def _apt_install(pkg: str) -> str | None:
-    """Install a Debian package as root with apt-get (after `apt-get update` when the
-    first try fails); None, or why it could not be done."""
-    if shutil.which("apt-get") is None:
-        return f"{pkg} is not installed and there is no apt-get to install it"
-    if os.geteuid() != 0:
-        return f"{pkg} is not installed and installing it needs root"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-qq", pkg]
-    print(f"l3fwd setup: running {' '.join(cmd)}", flush=True)
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-        if res.returncode != 0:
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, env=env,
-                           timeout=600)
-            res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"apt-get install {pkg} failed: {e}"
-    if res.returncode != 0:
-        tail = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["?"]
-        return f"apt-get install {pkg} failed (exit {res.returncode}): {tail[0]}"
-    return None
 
 
 def _makefile_sources(src: Path) -> list[str]:
@@ -198,7 +175,7 @@ def setup() -> tuple[Path | None, dict]:
         return None, info
     info["dpdk"] = version
     if not (L3FWD_SRC / "main.c").exists():
-        why = _apt_install("dpdk-doc")
+        why = apt_install(["dpdk-doc"], "dpdk-doc", "l3fwd setup")
         if why or not (L3FWD_SRC / "main.c").exists():
             info["reason"] = why or f"dpdk-doc installed but {L3FWD_SRC} has no main.c"
             return None, info

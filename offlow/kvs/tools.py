@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from offlow.build import RUNTIME, build_tool
+from offlow.debian import apt_install
 from offlow.errors import OfflowError
 
 SERVER_SRC = RUNTIME / "bench" / "kvs_server.c"
@@ -163,37 +164,13 @@ def memcached_path() -> str | None:
         "/usr/bin/memcached" if Path("/usr/bin/memcached").exists() else None)
 
 
-def _apt_install(packages: Sequence[str], what: str) -> str | None:
-    """Install Debian packages as root with apt-get; None on success, else why not."""
-    if shutil.which("apt-get") is None:
-        return f"{what} is not installed and there is no apt-get to install it"
-    if os.geteuid() != 0:
-        return f"{what} is not installed and installing it needs root"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "-qq", *packages]
-    print(f"setup: {what} not found; running {' '.join(cmd)}", flush=True)
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-        if res.returncode != 0:
-            print("setup: that failed; running apt-get update -qq and trying again", flush=True)
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True,
-                           env=env, timeout=600)
-            res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"apt-get install {' '.join(packages)} failed: {e}"
-    if res.returncode != 0:
-        tail = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["?"]
-        return f"apt-get install {' '.join(packages)} failed (exit {res.returncode}): {tail[0]}"
-    return None
-
-
 def setup_memcached() -> tuple[str | None, str | None]:
     """Make memcached available: (path, None), or (None, why not). Installs Debian's
     `memcached` with apt-get when missing (as root)."""
     path = memcached_path()
     if path:
         return path, None
-    why = _apt_install(["memcached"], "memcached")
+    why = apt_install(["memcached"], "memcached")
     if why:
         return None, why
     path = memcached_path()
@@ -211,7 +188,7 @@ def setup_memaslap() -> tuple[str | None, str | None]:
     path = memaslap_path()
     if path:
         return path, None
-    why = _apt_install(["libmemcached-tools"], "memcaslap (libmemcached-tools)")
+    why = apt_install(["libmemcached-tools"], "memcaslap (libmemcached-tools)")
     if why:
         return None, why
     path = memaslap_path()

@@ -1,0 +1,36 @@
+"""Installing a peer's Debian packages on demand (benchmarks and their tests do, as
+root, when a peer is missing), the way the README's setup command installs offlow's."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+
+def apt_install(packages: Sequence[str], what: str, who: str = "setup") -> str | None:
+    """Install `packages` with apt-get as root (after `apt-get update` when the first
+    try fails: a fresh machine may have no package lists), saying so under `who`.
+    `what` names the missing thing in the reasons. None on success, else why not."""
+    if shutil.which("apt-get") is None:
+        return f"{what} is not installed and there is no apt-get to install it"
+    if os.geteuid() != 0:
+        return f"{what} is not installed and installing it needs root"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "install", "-y", "-qq", *packages]
+    print(f"{who}: {what} not found; running {' '.join(cmd)}", flush=True)
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+        if res.returncode != 0:
+            print(f"{who}: that failed; running apt-get update -qq and trying again",
+                  flush=True)
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, text=True,
+                           env=env, timeout=600)
+            res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"apt-get install {' '.join(packages)} failed: {e}"
+    if res.returncode != 0:
+        tail = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["?"]
+        return f"apt-get install {' '.join(packages)} failed (exit {res.returncode}): {tail[0]}"
+    return None
