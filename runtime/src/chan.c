@@ -48,6 +48,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "offlow/hash.h"
+
 #define LOAD(p, o) __atomic_load_n((p), __ATOMIC_##o)
 #define STORE(p, v, o) __atomic_store_n((p), (v), __ATOMIC_##o)
 
@@ -259,16 +261,6 @@ int chan_pid_alive(pid_t pid, int *pidfd)
 
 /* ---- ends ---- */
 
-static uint32_t mix32(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return (uint32_t)x;
-}
-
 /* A usable end: opened once (open or closed now). */
 static bool end_valid(const struct ofl_chan_end *e)
 {
@@ -308,7 +300,8 @@ int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
     e->abort_flag = abort_flag;
     e->id = id;
     e->side = side;
-    e->cookie = mix32(ofl_now_ns() ^ (uint64_t)(uintptr_t)e ^ ((uint64_t)me << 40)) | 1u;
+    uint64_t seed = ofl_now_ns() ^ (uint64_t)(uintptr_t)e ^ ((uint64_t)me << 40);
+    e->cookie = (uint32_t)ofl_fmix64(seed) | 1u;
     STORE(&s->pid, me, RELAXED);
     STORE(&s->flags, 0, RELAXED);
     STORE(&s->rx_waiting, 0, RELAXED);

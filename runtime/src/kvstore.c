@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "offlow/hash.h"
 #include "offlow/spin.h"
 
 #define NIL UINT32_MAX
@@ -79,16 +80,6 @@ static uint32_t expiry(const struct ofl_kv *kv, int32_t exptime, int *gone)
 
 /* ---- hash ----------------------------------------------------------------------- */
 
-static uint64_t mix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return h;
-}
-
 uint64_t ofl_kv_hash(const void *key, size_t len)
 {
     const uint8_t *p = key;
@@ -105,8 +96,8 @@ uint64_t ofl_kv_hash(const void *key, size_t len)
     }
     uint64_t tail = 0;
     for (size_t i = 0; i < len; i++) tail |= (uint64_t)p[i] << (8 * i);
-    h ^= mix(tail ^ 0x2545f4914f6cdd1dull);
-    return mix(h);
+    h ^= ofl_fmix64(tail ^ 0x2545f4914f6cdd1dull);
+    return ofl_fmix64(h);
 }
 
 uint32_t ofl_kv_stripe(const struct ofl_kv *kv, uint64_t hash)

@@ -16,4 +16,15 @@ static inline uint32_t ofl_fmix32(uint32_t h)
     return h;
 }
 
+/* The murmur3 64-bit finalizer (fmix64): the same for 64-bit values. */
+static inline uint64_t ofl_fmix64(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
 #endif
