@@ -1,4 +1,4 @@
-/* Small integer hash helpers for element bodies. */
+/* Small integer hash helpers, for element bodies and the runtime. */
 #ifndef OFL_HASH_H
 #define OFL_HASH_H
 
