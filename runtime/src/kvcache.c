@@ -734,6 +734,7 @@ int ofl_kvc_reply(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uint3
 
 int ofl_kvc_create(struct ofl_kvc **out, const struct ofl_kvc_config *cfg)
 {
+    *out = NULL;
     if (!cfg->ways || cfg->ways > OFL_KVC_WAYS_MAX || cfg->entries < cfg->ways ||
         cfg->entries > (1u << 30) || cfg->value_max > OFL_KVC_VALUE_MAX ||
         (cfg->policy != OFL_KVC_WRITE_THROUGH && cfg->policy != OFL_KVC_WRITE_BACK) ||

@@ -59,8 +59,8 @@ struct ofl_kvc_config {
     int eviction;        /* OFL_KVC_LRU or OFL_KVC_CLOCK */
 };
 
-/* Build an empty cache. Returns 0 and sets *out, -EINVAL for a bad configuration,
- * or -ENOMEM. */
+/* Build an empty cache. Returns 0 and sets *out, or -EINVAL for a bad configuration
+ * or -ENOMEM (*out NULL). */
 int ofl_kvc_create(struct ofl_kvc **out, const struct ofl_kvc_config *cfg);
 
 /* Free the cache (no call in flight; dirty entries are lost: flush first). */

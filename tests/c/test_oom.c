@@ -1,0 +1,236 @@
+/* Out of memory: every allocation that the runtime's constructors make is made to
+ * fail in turn, and each failure must come back as -ENOMEM with nothing built and
+ * nothing leaked (LeakSanitizer checks the leaks in the ASan build), or be one the
+ * constructor may do without (it then succeeds).
+ *
+ * Linked with -Wl,--wrap for malloc, calloc, realloc, aligned_alloc and mmap: the
+ * runtime's calls come here, the C library's own do not. The failure plan is file
+ * state because the wrappers get no context from their callers. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "check.h"
+#include "offlow/kvcache.h"
+#include "offlow/kvstore.h"
+#include "offlow/lpm4.h"
+#include "offlow/lpm6.h"
+#include "offlow/queue.h"
+#include "offlow/ring.h"
+#include "offlow/routes.h"
+
+/* The failure plan: the call numbered fail_at (from 0) fails; -1: none does. */
+static long fail_at = -1, calls;
+static int failed;
+
+static int fail_now(void)
+{
+    if (fail_at >= 0 && calls++ == fail_at) {
+        failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__real_realloc(void *p, size_t n);
+void *__real_aligned_alloc(size_t a, size_t n);
+void *__real_mmap(void *a, size_t n, int prot, int flags, int fd, off_t off);
+
+void *__wrap_malloc(size_t n)
+{
+    return fail_now() ? NULL : __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t k, size_t n)
+{
+    return fail_now() ? NULL : __real_calloc(k, n);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    return fail_now() ? NULL : __real_realloc(p, n);
+}
+
+void *__wrap_aligned_alloc(size_t a, size_t n)
+{
+    return fail_now() ? NULL : __real_aligned_alloc(a, n);
+}
+
+void *__wrap_mmap(void *a, size_t n, int prot, int flags, int fd, off_t off)
+{
+    if (fail_now()) {
+        errno = ENOMEM;
+        return MAP_FAILED;
+    }
+    return __real_mmap(a, n, prot, flags, fd, off);
+}
+
+/* One try of a constructor: 0 (it built, checked and freed what it built) or its
+ * negative errno. */
+typedef int (*attempt_fn)(void *arg);
+
+/* Fail each allocation of `attempt` in turn until a try fails none. */
+static void sweep(const char *what, attempt_fn attempt, void *arg)
+{
+    int wrong = 0, tolerated = 0;
+    long n = 0;
+    for (; n < 100000; n++) {
+        calls = 0;
+        failed = 0;
+        fail_at = n;
+        int rc = attempt(arg);
+        fail_at = -1;
+        if (rc == 0 && !failed) break;  /* every allocation made: the sweep is done */
+        if (rc == 0)
+            tolerated++;
+        else if (rc != -ENOMEM) {
+            printf("  %s: allocation %ld failing gave %d\n", what, n, rc);
+            wrong++;
+        }
+    }
+    CHECK(n > 0 && n < 100000 && wrong == 0,
+          "%s: each of its %ld allocations failing gives -ENOMEM (%d done without)", what, n,
+          tolerated);
+}
+
+/* Routes with every prefix length, so that every part of the tables is built. */
+static void make_routes(struct ofl_routes *r)
+{
+    ofl_routes_init(r);
+    uint64_t s = 7;
+    for (unsigned len = 0; len <= 32; len++)
+        for (int k = 0; k < 4; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            uint32_t a = (uint32_t)(s >> 32);
+            ofl_routes_add4(r, len ? a & (0xFFFFFFFFu << (32 - len)) : 0, (uint8_t)len,
+                            (uint16_t)(1 + k));
+        }
+    for (unsigned len = 0; len <= 128; len++)
+        for (int k = 0; k < 3; k++) {
+            uint8_t a[16] = {0x20, 0x01, 0x0d, 0xb8};
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            memcpy(a + 4, &s, 8);
+            for (unsigned b = len; b < 128; b++) a[b / 8] &= (uint8_t)~(0x80u >> (b % 8));
+            ofl_routes_add6(r, a, (uint8_t)len, (uint16_t)(1 + k));
+        }
+}
+
+static int try_lpm4(void *arg)
+{
+    const struct ofl_routes *r = arg;
+    struct ofl_lpm4 *t = (void *)1;
+    char err[256];
+    int rc = ofl_lpm4_build(&t, r->v4, r->n4, err);
+    if (rc < 0) return t == NULL ? rc : -EFAULT;
+    int ok = ofl_lpm4_lookup(t, 0x0A000001u) != 0;
+    ofl_lpm4_free(t);
+    return ok ? 0 : -EFAULT;
+}
+
+static int try_lpm6(void *arg)
+{
+    const struct ofl_routes *r = arg;
+    struct ofl_lpm6 *t = (void *)1;
+    char err[256];
+    int rc = ofl_lpm6_build(&t, r->v6, r->n6, err);
+    if (rc < 0) return t == NULL ? rc : -EFAULT;
+    uint8_t a[16] = {0x30};
+    int ok = ofl_lpm6_lookup(t, a) != 0;   /* the default route */
+    ofl_lpm6_free(t);
+    return ok ? 0 : -EFAULT;
+}
+
+static int try_routes_load(void *arg)
+{
+    struct ofl_routes r;
+    ofl_routes_init(&r);
+    char err[256];
+    int rc = ofl_routes_load(&r, arg, 4, err);
+    size_t n = r.n4 + r.n6;
+    ofl_routes_free(&r);
+    return rc < 0 ? rc : n == 40 ? 0 : -EFAULT;
+}
+
+static int try_kv(void *arg)
+{
+    (void)arg;
+    struct ofl_kv_config cfg = {.capacity = 1024, .mem_bytes = 0, .value_max = 100};
+    struct ofl_kv *kv = (void *)1;
+    int rc = ofl_kv_create(&kv, &cfg);
+    if (rc < 0) return kv == NULL ? rc : -EFAULT;
+    ofl_kv_destroy(kv);
+    return 0;
+}
+
+static int try_kvc(void *arg)
+{
+    (void)arg;
+    struct ofl_kvc_config cfg = {.entries = 256, .ways = 4, .value_max = 100,
+                                 .policy = OFL_KVC_WRITE_BACK, .eviction = OFL_KVC_CLOCK};
+    struct ofl_kvc *c = (void *)1;
+    int rc = ofl_kvc_create(&c, &cfg);
+    if (rc < 0) return c == NULL ? rc : -EFAULT;
+    ofl_kvc_destroy(c);
+    return 0;
+}
+
+/* Both ends of a ring (formatted outside the sweep) attached and detached. */
+struct ring_try {
+    void *mem;
+    size_t len;
+    struct ofl_ce ce;
+    struct ofl_waiter w;
+};
+
+static int try_queue(void *arg)
+{
+    struct ring_try *t = arg;
+    struct ofl_qout o;
+    struct ofl_qin in;
+    int rc = ofl_qout_init(&o, t->mem, t->len, &t->ce, &t->w);
+    if (rc < 0) return rc;
+    rc = ofl_qin_init(&in, t->mem, t->len, &t->ce, &t->w);
+    if (rc == 0) ofl_qin_destroy(&in);
+    ofl_qout_destroy(&o);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *tmp = argc > 2 && !strcmp(argv[1], "--tmp") ? argv[2] : "/tmp";
+    struct ofl_routes r;
+    make_routes(&r);
+    sweep("IPv4 DIR-24-8 build", try_lpm4, &r);
+    sweep("IPv6 table build", try_lpm6, &r);
+    ofl_routes_free(&r);
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/oom-routes.txt", tmp);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "route file %s written", path);
+    if (f) {
+        for (int i = 0; i < 20; i++) fprintf(f, "10.%d.0.0/16 x\n2001:db8:%x::/48\n", i, i);
+        fclose(f);
+        sweep("route file load", try_routes_load, path);
+        remove(path);
+    }
+
+    sweep("key-value store create", try_kv, NULL);
+    sweep("NIC cache create", try_kvc, NULL);
+
+    struct ring_try q;
+    q.len = ofl_ring_mem_size(64, 128);
+    q.mem = aligned_alloc(64, q.len);
+    CHECK(q.mem && ofl_ring_format(q.mem, q.len, 64, 128, 8, 0) == 0, "ring formatted");
+    CHECK(ofl_ce_start(&q.ce, OFL_CE_INLINE, -1) == 0, "copy engine started");
+    ofl_waiter_init(&q.w, NULL, 0, NULL);
+    sweep("queue ends attach", try_queue, &q);
+    ofl_ce_stop(&q.ce);
+    free(q.mem);
+    return CHECK_DONE();
+}

@@ -1,0 +1,27 @@
+"""Out of memory in the runtime's constructors (tests/c/test_oom.c): each allocation
+of the LPM table builds, the route-file reader, the key-value store, the NIC cache and
+the queue ends fails in turn (the runtime's malloc, calloc, realloc, aligned_alloc and
+mmap are wrapped at link time), and each failure must return -ENOMEM with nothing
+built; under ASan+UBSan, nothing may leak either."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.ctools import build_c, run_c, runtime_sources
+
+C_TESTS = Path(__file__).resolve().parent / "c"
+WRAP = ",".join(f"--wrap={f}" for f in ("malloc", "calloc", "realloc", "aligned_alloc", "mmap"))
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_every_failed_allocation_is_enomem_and_leaks_nothing(sanitize: bool,
+                                                             tmp_path: Path) -> None:
+    exe = build_c([C_TESTS / "test_oom.c", *runtime_sources()], tmp_path, "test_oom",
+                  sanitize=sanitize, libs=(f"-Wl,{WRAP}", "-lpcap", "-lz", "-lm"))
+    res = run_c(exe, "--tmp", str(tmp_path), timeout=300)
+    assert res.returncode == 0, f"{res.stdout[-8000:]}\n{res.stderr[-8000:]}"
+    assert "0 failure(s)" in res.stdout
+    assert res.stdout.count("gives -ENOMEM") == 6
