@@ -143,6 +143,7 @@ static int load(struct pcap_src *s, pcap_t *p, int raw, const char *path, char *
 int ofl_pcap_src_open(struct ofl_src **out, const char *path, const struct ofl_src_opts *o,
                       char *errbuf)
 {
+    *out = NULL;
     char name[64];
     snprintf(name, sizeof name, "pcap %s", path);
     struct pcap_src *s = calloc(1, sizeof *s);
@@ -214,6 +215,7 @@ struct ofl_pcap_sink {
 int ofl_pcap_sink_open(struct ofl_pcap_sink **out, const char *path, uint32_t snaplen,
                        char *errbuf)
 {
+    *out = NULL;
     struct ofl_pcap_sink *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(errbuf, 256, "out of memory");

@@ -480,6 +480,7 @@ static const struct ofl_src_ops synth_ops = {
 int ofl_synth_src_open(struct ofl_src **out, const struct ofl_synth_opts *so,
                        const struct ofl_src_opts *o, char *errbuf)
 {
+    *out = NULL;
     struct synth_src *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(errbuf, 256, "out of memory");

@@ -523,6 +523,7 @@ static void expire(struct ofl_tcp_gw *gw, uint64_t now)
 int ofl_tcp_gw_create(struct ofl_tcp_gw **out, const struct ofl_tcp_gw_config *cfg,
                       char *errbuf)
 {
+    *out = NULL;
     struct ofl_tcp_gw_config c = *cfg;
     if (!c.max_conns) c.max_conns = 4096;
     if (!c.max_request) c.max_request = OFL_TCP_GW_REQUEST_MAX;

@@ -186,6 +186,7 @@ static const struct ofl_src_ops udp_src_ops = {
 
 int ofl_udp_src_open(struct ofl_src **out, int fd, const struct ofl_src_opts *o, char *errbuf)
 {
+    *out = NULL;
     char name[64];
     uint32_t addr = 0;
     uint16_t port = 0;
@@ -239,6 +240,7 @@ struct ofl_udp_sink {
 
 int ofl_udp_sink_open(struct ofl_udp_sink **out, int fd, unsigned nslots, char *errbuf)
 {
+    *out = NULL;
     uint32_t addr;
     uint16_t port;
     int rc = udp_sock_check(fd, &addr, &port, errbuf);

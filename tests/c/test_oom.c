@@ -11,16 +11,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "offlow/kvcache.h"
 #include "offlow/kvstore.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
+#include "offlow/pcap_port.h"
 #include "offlow/queue.h"
 #include "offlow/ring.h"
 #include "offlow/routes.h"
+#include "offlow/synth.h"
+#include "offlow/tcp_gw.h"
+#include "offlow/udp_port.h"
 
 /* The failure plan: the call numbered fail_at (from 0) fails; -1: none does. */
 static long fail_at = -1, calls;
@@ -200,6 +208,89 @@ static int try_queue(void *arg)
     return rc;
 }
 
+static struct ofl_src_opts src_opts(void)
+{
+    struct ofl_src_opts o = {.loops = 1, .mtu = 2048, .count = 100, .seed = 1};
+    return o;
+}
+
+/* A synthetic source with a size mix and a prefix file (arg: its path). */
+static int try_synth(void *arg)
+{
+    struct ofl_synth_opts so = {.sizes = "64:7,576:4,1500:1", .prefixes = arg};
+    struct ofl_src_opts o = src_opts();
+    struct ofl_src *src = (void *)1;
+    char err[256];
+    int rc = ofl_synth_src_open(&src, &so, &o, err);
+    if (rc < 0) return src == NULL ? rc : -EFAULT;
+    ofl_src_close(src);
+    return 0;
+}
+
+/* A capture written by a pcap sink (arg: its path), then replayed by a pcap source. */
+static int try_pcap(void *arg)
+{
+    struct ofl_pcap_sink *k = (void *)1;
+    char err[256];
+    int rc = ofl_pcap_sink_open(&k, arg, 65535, err);
+    if (rc < 0) return k == NULL ? rc : -EFAULT;
+    uint8_t frame[60] = {0};
+    for (int i = 0; i < 8; i++) {
+        struct ofl_pkt p = {frame, sizeof frame, sizeof frame, (uint64_t)i};
+        ofl_pcap_sink_write(k, &p);
+    }
+    if ((rc = ofl_pcap_sink_close(k)) < 0) return rc;
+    struct ofl_src_opts o = src_opts();
+    struct ofl_src *src = (void *)1;
+    rc = ofl_pcap_src_open(&src, arg, &o, err);
+    if (rc < 0) return src == NULL ? rc : -EFAULT;
+    ofl_src_close(src);
+    return 0;
+}
+
+/* A UDP source and a sink of 4 slots on one socket (arg: its fd). */
+static int try_udp(void *arg)
+{
+    int fd = *(int *)arg;
+    struct ofl_src_opts o = src_opts();
+    struct ofl_src *src = (void *)1;
+    char err[256];
+    int rc = ofl_udp_src_open(&src, fd, &o, err);
+    if (rc < 0) return src == NULL ? rc : -EFAULT;
+    ofl_src_close(src);
+    struct ofl_udp_sink *k = (void *)1;
+    rc = ofl_udp_sink_open(&k, fd, 4, err);
+    if (rc < 0) return k == NULL ? rc : -EFAULT;
+    ofl_udp_sink_close(k);
+    return 0;
+}
+
+/* The TCP gateway in front of a UDP server (arg: a listening socket's fd). */
+static int try_tcp_gw(void *arg)
+{
+    struct ofl_tcp_gw_config cfg = {.listen_fd = *(int *)arg, .server_addr = INADDR_LOOPBACK,
+                                    .server_port = 9, .max_conns = 16};
+    struct ofl_tcp_gw *gw = (void *)1;
+    char err[256];
+    int rc = ofl_tcp_gw_create(&gw, &cfg, err);
+    if (rc < 0) return gw == NULL ? rc : -EFAULT;
+    ofl_tcp_gw_destroy(gw);
+    return 0;
+}
+
+/* A socket bound to a free port on 127.0.0.1 (listening when TCP), or -1. */
+static int local_socket(int type)
+{
+    int fd = socket(AF_INET, type, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+                    (type == SOCK_STREAM && listen(fd, 4) < 0))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 int main(int argc, char **argv)
 {
     const char *tmp = argc > 2 && !strcmp(argv[1], "--tmp") ? argv[2] : "/tmp";
@@ -217,8 +308,18 @@ int main(int argc, char **argv)
         for (int i = 0; i < 20; i++) fprintf(f, "10.%d.0.0/16 x\n2001:db8:%x::/48\n", i, i);
         fclose(f);
         sweep("route file load", try_routes_load, path);
+        sweep("synthetic source open", try_synth, path);
         remove(path);
     }
+    snprintf(path, sizeof path, "%s/oom.pcap", tmp);
+    sweep("pcap sink and source open", try_pcap, path);
+    remove(path);
+    int udp = local_socket(SOCK_DGRAM), tcp = local_socket(SOCK_STREAM);
+    CHECK(udp >= 0 && tcp >= 0, "local UDP and TCP sockets");
+    if (udp >= 0) sweep("UDP source and sink open", try_udp, &udp);
+    if (tcp >= 0) sweep("TCP gateway create", try_tcp_gw, &tcp);
+    close(udp);
+    close(tcp);
 
     sweep("key-value store create", try_kv, NULL);
     sweep("NIC cache create", try_kvc, NULL);

@@ -8,16 +8,15 @@
 #include "offlow/pkt.h"
 #include "offlow/src.h"
 
-/* Open the capture at `path` as a source (replay rules in src.h). The whole
- * file is read at open into one allocation, keeping only this core's packets
- * (index % nparts == part) that fit in `mtu`, so passes are cheap memcpys.
- * Link types: Ethernet, and raw IPv4/IPv6 (an Ethernet header with zero
- * addresses and the IP version's ethertype is put in front). ts_ns is the
- * capture's timestamp (the same in every pass).
- * Returns 0 and sets `*s`, or a negative errno with a message in `errbuf` (256
+/* Open the capture at `path` as a source (replay rules in src.h). The whole file is
+ * read at open into one allocation, keeping only this core's packets (index % nparts ==
+ * part) that fit in `mtu`, so passes are cheap memcpys. Link types: Ethernet, and raw
+ * IPv4/IPv6 (an Ethernet header with zero addresses and the IP version's ethertype is
+ * put in front). ts_ns is the capture's timestamp (the same in every pass). Returns 0
+ * and sets `*s` (NULL on failure), or a negative errno with a message in `errbuf` (256
  * bytes): -ENOENT etc. when the file cannot be opened, -EINVAL when it is not a
- * readable capture (bad header, truncated record, bogus lengths), -EPROTONOSUPPORT
- * for other link types, -ENOMEM, or ofl_src_init's -EINVAL for bad options. */
+ * readable capture (bad header, truncated record, bogus lengths), -EPROTONOSUPPORT for
+ * other link types, -ENOMEM, or ofl_src_init's -EINVAL for bad options. */
 int ofl_pcap_src_open(struct ofl_src **s, const char *path, const struct ofl_src_opts *o,
                       char *errbuf);
 
@@ -28,9 +27,9 @@ uint64_t ofl_pcap_src_own_packets(const struct ofl_src *s);
 /* A capture being written (Ethernet link type, microsecond timestamps). */
 struct ofl_pcap_sink;
 
-/* Create (or truncate) `path` for writing packets cut to `snaplen` bytes.
- * Returns 0 and sets `*s`, or a negative errno with a message in `errbuf`
- * (256 bytes). */
+/* Create (or truncate) `path` for writing packets cut to `snaplen` bytes. Returns 0 and
+ * sets `*s` (NULL on failure), or a negative errno with a message in `errbuf` (256
+ * bytes). */
 int ofl_pcap_sink_open(struct ofl_pcap_sink **s, const char *path, uint32_t snaplen,
                        char *errbuf);
 

@@ -30,9 +30,9 @@ struct ofl_synth_opts {
     const char *prefixes;  /* destination prefix file (ofl_prefixes_load); NULL = none */
 };
 
-/* Open a synthetic source. Returns 0 and sets `*s`, or a negative errno with a
- * message in `errbuf` (256 bytes): -EINVAL for a bad size mix, a size above the
- * mtu or bad common options; the prefix file's errors (ofl_prefixes_load),
+/* Open a synthetic source. Returns 0 and sets `*s` (NULL on failure), or a negative
+ * errno with a message in `errbuf` (256 bytes): -EINVAL for a bad size mix, a size
+ * above the mtu or bad common options; the prefix file's errors (ofl_prefixes_load),
  * including -EINVAL when it holds no IPv4 prefix at all. */
 int ofl_synth_src_open(struct ofl_src **s, const struct ofl_synth_opts *so,
                        const struct ofl_src_opts *o, char *errbuf);

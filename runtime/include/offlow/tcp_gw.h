@@ -147,9 +147,9 @@ struct ofl_tcp_gw_stats {
 struct ofl_tcp_gw;
 
 /* Create a gateway: its UDP socket (connected to the server), its epoll set, its
- * connection table. Returns 0 and sets `*gw`, or a negative errno with a message
- * in `errbuf` (256 bytes): -EINVAL for bad settings or a listen_fd that is not a
- * listening TCP socket, -ENOMEM, or a socket error. */
+ * connection table. Returns 0 and sets `*gw` (NULL on failure), or a negative errno
+ * with a message in `errbuf` (256 bytes): -EINVAL for bad settings or a listen_fd that
+ * is not a listening TCP socket, -ENOMEM, or a socket error. */
 int ofl_tcp_gw_create(struct ofl_tcp_gw **gw, const struct ofl_tcp_gw_config *cfg,
                       char *errbuf);
 

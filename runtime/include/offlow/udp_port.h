@@ -54,20 +54,19 @@ int ofl_udp_frame_parse(const uint8_t *frame, uint32_t len, struct ofl_udp_dgram
 
 /* ---- source ---------------------------------------------------------------- */
 
-/* Open a source reading datagrams from the bound IPv4 UDP socket `fd` (not
- * closed by the source; several sources may share it, the kernel hands each
- * datagram to one reader).  Each ofl_src_next call makes one non-blocking
- * recvmmsg of up to min(n, OFL_UDP_BATCH_MAX) datagrams and returns the frames
- * (client -> the socket's address; ts_ns: CLOCK_REALTIME when read), or 0 when
- * none is pending.  A datagram longer than mtu - OFL_UDP_FRAME_HDRS is dropped and
- * counted (ofl_src_dropped).  The source never finishes by itself: it returns
- * OFL_SRC_DONE after duration_ns (src.h), or once a stop signal is pending
- * (stop.h; looked at when the socket is idle and every 64 reads); `loops`,
- * `count` and `part` do not apply (`rate` paces the reads as usual).
- * Returns 0 and sets `*s`, or a negative errno with a message in `errbuf` (256
+/* Open a source reading datagrams from the bound IPv4 UDP socket `fd` (not closed by
+ * the source; several sources may share it, the kernel hands each datagram to one
+ * reader). Each ofl_src_next call makes one non-blocking recvmmsg of up to min(n,
+ * OFL_UDP_BATCH_MAX) datagrams and returns the frames (client -> the socket's address;
+ * ts_ns: CLOCK_REALTIME when read), or 0 when none is pending. A datagram longer than
+ * mtu - OFL_UDP_FRAME_HDRS is dropped and counted (ofl_src_dropped). The source never
+ * finishes by itself: it returns OFL_SRC_DONE after duration_ns (src.h), or once a stop
+ * signal is pending (stop.h; looked at when the socket is idle and every 64 reads);
+ * `loops`, `count` and `part` do not apply (`rate` paces the reads as usual). Returns 0
+ * and sets `*s` (NULL on failure), or a negative errno with a message in `errbuf` (256
  * bytes): -EBADF / -ENOTSOCK for a bad fd, -EPROTOTYPE when it is not a datagram
- * socket, -EAFNOSUPPORT when not IPv4, -EINVAL for an mtu below 42 bytes or bad
- * common options, -ENOMEM. */
+ * socket, -EAFNOSUPPORT when not IPv4, -EINVAL for an mtu below 42 bytes or bad common
+ * options, -ENOMEM. */
 int ofl_udp_src_open(struct ofl_src **s, int fd, const struct ofl_src_opts *o, char *errbuf);
 
 /* ---- sink ------------------------------------------------------------------- */
@@ -75,9 +74,9 @@ int ofl_udp_src_open(struct ofl_src **s, int fd, const struct ofl_src_opts *o, c
 /* A sink sending on a UDP socket, with one batch per slot (per core). */
 struct ofl_udp_sink;
 
-/* Open a sink sending on the IPv4 UDP socket `fd` (not closed by the sink) for
- * `nslots` writers (>= 1; slot k is used by one thread at a time).  Returns 0 and
- * sets `*s`, or a negative errno with a message in `errbuf` (256 bytes): as
+/* Open a sink sending on the IPv4 UDP socket `fd` (not closed by the sink) for `nslots`
+ * writers (>= 1; slot k is used by one thread at a time). Returns 0 and sets `*s` (NULL
+ * on failure), or a negative errno with a message in `errbuf` (256 bytes): as
  * ofl_udp_src_open for a bad fd, -EINVAL for nslots 0, -ENOMEM. */
 int ofl_udp_sink_open(struct ofl_udp_sink **s, int fd, unsigned nslots, char *errbuf);
 
