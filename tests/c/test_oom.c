@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "offlow/chan.h"
 #include "offlow/kvcache.h"
 #include "offlow/kvstore.h"
 #include "offlow/lpm4.h"
@@ -278,6 +279,16 @@ static int try_tcp_gw(void *arg)
     return 0;
 }
 
+/* A channel manager of one thread serving one end (arg: a region with channel 0). */
+static int try_chan_mgr(void *arg)
+{
+    struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, NULL);
+    if (!m) return -ENOMEM;   /* here only when its allocation failed */
+    int rc = ofl_chan_mgr_serve(m, arg, 0, OFL_CHAN_B, NULL, NULL, NULL);
+    ofl_chan_mgr_stop(m);
+    return rc;
+}
+
 /* A socket bound to a free port on 127.0.0.1 (listening when TCP), or -1. */
 static int local_socket(int type)
 {
@@ -323,6 +334,13 @@ int main(int argc, char **argv)
 
     sweep("key-value store create", try_kv, NULL);
     sweep("NIC cache create", try_kvc, NULL);
+
+    size_t rlen = ofl_chan_region_size(1);
+    void *region = aligned_alloc(4096, rlen);
+    CHECK(region && ofl_chan_region_format(region, rlen, 1) == 0 &&
+              ofl_chan_create(region, "oom") == 0, "channel region formatted");
+    sweep("channel manager start and serve", try_chan_mgr, region);
+    free(region);
 
     struct ring_try q;
     q.len = ofl_ring_mem_size(64, 128);

@@ -334,7 +334,7 @@ struct ofl_chan_mgr *ofl_chan_mgr_start(unsigned nthreads,
 
 /* Serve side `side` of channel `id` in `region`: direct messages go to `on_msg`
  * (may be NULL: they stay pending), bulk transfers to `on_bulk` (may be NULL: they
- * are refused). Returns 0, -EBUSY, -EINVAL, -ENOSPC. Can be called while the
+ * are refused). Returns 0, -EBUSY, -EINVAL, -ENOSPC, -ENOMEM. Can be called while the
  * manager runs, from any thread. An end whose handler failed (closing it) may be
  * served again: ofl_chan_mgr_bulk_send then finds the new service. */
 int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
