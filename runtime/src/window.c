@@ -24,7 +24,8 @@ int ofl_window_create(struct ofl_window *w, const char *path, size_t size)
         m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED) rc = -errno;
     }
-    if (rc) {
+    if (rc) {   /* the file is ours (O_EXCL): no half-made window stays behind */
+        unlink(path);
         close(fd);
         return rc;
     }

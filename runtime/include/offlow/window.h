@@ -36,7 +36,8 @@ struct ofl_window {
 
 /* Create the window file `path` (must not exist; mode 0600) of `size` bytes
  * (>= OFL_WINDOW_HDR_SIZE), map it and write the header.
- * Returns 0, -EINVAL (size too small), -EEXIST, or another negative errno. */
+ * Returns 0, -EINVAL (size too small), -EEXIST, or another negative errno; a file
+ * it created is removed again when a later step fails (sizing it, mapping it). */
 int ofl_window_create(struct ofl_window *w, const char *path, size_t size);
 
 /* Map an existing window and check its magic, version and size against the file.
