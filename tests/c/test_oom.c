@@ -19,6 +19,7 @@
 
 #include "check.h"
 #include "offlow/chan.h"
+#include "offlow/file.h"
 #include "offlow/kvcache.h"
 #include "offlow/kvstore.h"
 #include "offlow/lpm4.h"
@@ -288,6 +289,27 @@ static int try_chan_mgr(void *arg)
     return rc;
 }
 
+/* Registered channel memory allocated and freed. */
+static int try_chan_mem(void *arg)
+{
+    (void)arg;
+    struct ofl_chan_mem m;
+    int rc = ofl_chan_mem_alloc(&m, 1u << 20);
+    if (rc == 0) ofl_chan_mem_free(&m);
+    return rc;
+}
+
+/* A file read whole (arg: its path, 100 KB, so that the buffer grows). */
+static int try_file_read(void *arg)
+{
+    void *data = (void *)1;
+    size_t len = 1;
+    int rc = ofl_file_read(arg, &data, &len);
+    if (rc < 0) return data == NULL && len == 0 ? rc : -EFAULT;
+    free(data);
+    return len == 100000 ? 0 : -EFAULT;
+}
+
 /* A window created, then opened a second time (arg: its path, removed after). */
 static int try_window(void *arg)
 {
@@ -332,6 +354,16 @@ int main(int argc, char **argv)
         fclose(f);
         sweep("route file load", try_routes_load, path);
         sweep("synthetic source open", try_synth, path);
+        remove(path);
+    }
+    sweep("registered channel memory", try_chan_mem, NULL);
+    snprintf(path, sizeof path, "%s/oom-file", tmp);
+    f = fopen(path, "w");
+    CHECK(f != NULL, "a 100 KB file written");
+    if (f) {
+        for (int i = 0; i < 100000; i++) fputc('a' + i % 26, f);
+        fclose(f);
+        sweep("file read", try_file_read, path);
         remove(path);
     }
     snprintf(path, sizeof path, "%s/oom-window", tmp);
