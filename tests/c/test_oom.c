@@ -81,8 +81,9 @@ void *__wrap_mmap(void *a, size_t n, int prot, int flags, int fd, off_t off)
     return __real_mmap(a, n, prot, flags, fd, off);
 }
 
-/* One try of a constructor: 0 (it built, checked and freed what it built) or its
- * negative errno. */
+/* One try of a constructor: 0 (it built, checked and freed what it built), its
+ * negative errno, or -EFAULT when it broke its contract (a failure that left *out
+ * set, a table that answers wrongly). */
 typedef int (*attempt_fn)(void *arg);
 
 /* Fail each allocation of `attempt` in turn until a try fails none. */
