@@ -38,7 +38,8 @@ class ChannelError(OfflowError):
 
 
 class ChannelTimeout(ChannelError):
-    """A blocking call ran out of time (ETIMEDOUT) or a try-call found nothing (EAGAIN)."""
+    """A blocking call ran out of time (ETIMEDOUT), or a call found the peer not ready
+    (EAGAIN; Channel.try_send and try_recv answer that with False / None instead)."""
 
 
 def _sources() -> list[Path]:
@@ -66,6 +67,8 @@ def _library() -> ctypes.CDLL:
         ("ofl_chan_set_chunk", i32, [vp, u32]),
         ("ofl_chan_send", i32, [vp, vp, sz, u64]),
         ("ofl_chan_recv", i32, [vp, vp, sz, u64]),
+        ("ofl_chan_try_send", i32, [vp, vp, sz]),
+        ("ofl_chan_try_recv", i32, [vp, vp, sz]),
         ("ofl_chan_bulk_send", i32, [vp, vp, sz, u64]),
         ("ofl_chan_bulk_recv", i32, [vp, vp, sz, u64]),
         ("ofl_chan_bulk_send_mem", i32, [vp, vp, sz, sz, u64]),
@@ -173,6 +176,25 @@ class Channel:
         buf = ctypes.create_string_buffer(MSG_MAX)
         n = self._lib.check(self._lib.c.ofl_chan_recv(self._end, buf, MSG_MAX, _ns(timeout)),
                             f"recv on `{self.name}`")
+        return buf.raw[:n]
+
+    def try_send(self, msg: bytes | bytearray | memoryview) -> bool:
+        """Direct message without waiting: True once the device took it, False when
+        it is not ready to take one now (the message is then withdrawn)."""
+        data = bytes(msg)
+        rc = self._lib.c.ofl_chan_try_send(self._end, data, len(data))
+        if rc == -errno.EAGAIN:
+            return False
+        self._lib.check(rc, f"try_send on `{self.name}`")
+        return True
+
+    def try_recv(self) -> bytes | None:
+        """The pending direct message from the device, or None when there is none."""
+        buf = ctypes.create_string_buffer(MSG_MAX)
+        n = self._lib.c.ofl_chan_try_recv(self._end, buf, MSG_MAX)
+        if n == -errno.EAGAIN:
+            return None
+        self._lib.check(n, f"try_recv on `{self.name}`")
         return buf.raw[:n]
 
     def request(self, msg: bytes, timeout: float | None = 5.0) -> bytes:

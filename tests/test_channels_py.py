@@ -1,12 +1,13 @@
 """The Python channel API on a stand-alone region, both ends in this process (one
-per thread): direct messages, bulk transfers from bytes, memoryviews and NumPy
-arrays in both directions, and the errors."""
+per thread): direct messages (blocking and try-calls), bulk transfers from bytes,
+memoryviews and NumPy arrays in both directions, and the errors."""
 
 from __future__ import annotations
 
 import errno
 import multiprocessing as mp
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,35 @@ def test_bulk_size_mismatch_fails_on_both_sides(region: Region) -> None:
     t.join()
     assert e.value.errno == errno.EMSGSIZE
     assert isinstance(out["error"], ChannelError) and out["error"].errno == errno.EMSGSIZE
+
+
+def _until(fn: Callable[[], Any]) -> Any:
+    """Call `fn` until it returns something other than None or False (5 s at most)."""
+    deadline = time.monotonic() + 5
+    while (v := fn()) in (None, False):
+        assert time.monotonic() < deadline, "gave up waiting"
+    return v
+
+
+def test_try_send_and_try_recv_do_not_wait(region: Region) -> None:
+    host, dev = region.channel("a"), region.channel("a", SIDE_B)
+    assert host.try_recv() is None          # nothing pending
+    assert host.try_send(b"x") is False     # the device is not receiving ...
+    assert dev.try_recv() is None           # ... and the message was withdrawn
+    t, out = in_thread(lambda: dev.recv(timeout=5))
+    assert _until(lambda: host.try_send(b"ping")) is True   # once it waits in recv
+    t.join()
+    assert out["value"] == b"ping"
+    t, out = in_thread(lambda: dev.send(b"pong", timeout=5))
+    assert _until(host.try_recv) == b"pong"
+    t.join()
+    assert "error" not in out
+    with pytest.raises(ChannelError) as e:   # errors other than "not now" raise
+        host.try_send(bytes(57))
+    assert e.value.errno == errno.EMSGSIZE
+    host.close()
+    with pytest.raises(ChannelError):
+        host.try_recv()
 
 
 def test_errors(region: Region) -> None:
