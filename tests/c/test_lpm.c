@@ -440,71 +440,6 @@ static void test_lpm4_cases(void)
     free(g);
 }
 
-static void test_lpm4_random(void)
-{
-    char err[256] = "";
-    size_t sizes[] = {1, 10, 200, 3000};
-    int nsizes = quick ? 3 : 4;
-    for (int si = 0; si < nsizes; si++) {
-        for (uint64_t seed = 1; seed <= 3; seed++) {
-            struct set4 s = gen4(sizes[si], seed * 100 + sizes[si]);
-            struct ofl_lpm4 *t;
-            int rc = ofl_lpm4_build(&t, s.v, s.n, err);
-            size_t bad = rc ? 1 : check4(t, s.v, s.n, s.n, 5000, seed);
-            CHECK(rc == 0 && bad == 0, "random set of %zu (seed %llu, %u groups): %zu "
-                  "mismatches %s", s.n, (unsigned long long)seed, rc ? 0 : t->groups, bad,
-                  rc ? err : "");
-            if (!rc) ofl_lpm4_free(t);
-
-            /* Shuffled: answers follow the new order of equal prefixes. */
-            struct ofl_rng g = {seed};
-            for (size_t i = s.n; i > 1; i--) {
-                size_t j = ofl_rng_below(&g, i);
-                struct ofl_route4 x = s.v[i - 1];
-                s.v[i - 1] = s.v[j];
-                s.v[j] = x;
-            }
-            rc = ofl_lpm4_build(&t, s.v, s.n, err);
-            bad = rc ? 1 : check4(t, s.v, s.n, s.n, 1000, seed + 7);
-            CHECK(rc == 0 && bad == 0, "  shuffled: %zu mismatches", bad);
-            if (!rc) ofl_lpm4_free(t);
-
-            /* Rebuilt without the second half (prefix removal). */
-            rc = ofl_lpm4_build(&t, s.v, s.n / 2, err);
-            bad = rc ? 1 : check4(t, s.v, s.n / 2, s.n / 2, 1000, seed + 9);
-            size_t gone = 0;
-            if (!rc)
-                for (size_t i = s.n / 2; i < s.n; i++)
-                    gone += ofl_lpm4_lookup(t, s.v[i].addr) != brute4(s.v, s.n / 2, s.v[i].addr);
-            CHECK(rc == 0 && bad == 0 && gone == 0, "  rebuilt from the first %zu: %zu + %zu "
-                  "mismatches", s.n / 2, bad, gone);
-            if (!rc) ofl_lpm4_free(t);
-            free(s.v);
-        }
-    }
-
-    /* Batch sizes around the group size. */
-    struct set4 s = gen4(500, 42);
-    struct ofl_lpm4 *t;
-    ofl_lpm4_build(&t, s.v, s.n, err);
-    unsigned ns[] = {0, 1, 31, 32, 33, 64, 100, 1000};
-    uint32_t a[1000];
-    uint16_t h[1001];
-    struct ofl_rng g = {5};
-    size_t bad = 0;
-    for (size_t i = 0; i < 1000; i++)
-        a[i] = i % 2 ? (uint32_t)ofl_rng_next(&g) : s.v[i % s.n].addr | (i & 3);
-    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
-        h[ns[k]] = 0xABCD;
-        ofl_lpm4_lookup_batch(t, a, h, ns[k]);
-        for (unsigned i = 0; i < ns[k]; i++) bad += h[i] != ofl_lpm4_lookup(t, a[i]);
-        bad += h[ns[k]] != 0xABCD;
-    }
-    CHECK(bad == 0, "batch == scalar for batches of 0..1000, nothing written past n");
-    ofl_lpm4_free(t);
-    free(s.v);
-}
-
 /* ---- IPv6 ------------------------------------------------------------------------- */
 
 struct set6 {
@@ -867,6 +802,149 @@ static void test_lpm6_tables(void)
     free(seen);
 }
 
+/* ---- random route sets, both families ------------------------------------------- */
+
+/* A family's table behind void pointers, for the steps its random-set tests share. */
+struct family {
+    size_t route_size;
+    int (*build)(void **t, const void *r, size_t n, char *err);
+    void (*free)(void *t);
+    /* check4 / check6 over the first nb of n routes */
+    size_t (*check)(const void *t, const void *r, size_t n, size_t nb, size_t nrand,
+                    uint64_t seed);
+    /* Route i's own address: answered as brute force over the first n routes? */
+    int (*agrees)(const void *t, const void *r, size_t n, size_t i);
+};
+
+static int build4(void **t, const void *r, size_t n, char *err)
+{
+    struct ofl_lpm4 *x = NULL;
+    int rc = ofl_lpm4_build(&x, r, n, err);
+    *t = x;
+    return rc;
+}
+
+static size_t check4v(const void *t, const void *r, size_t n, size_t nb, size_t nrand,
+                      uint64_t seed)
+{
+    return check4(t, r, n, nb, nrand, seed);
+}
+
+static int agrees4(const void *t, const void *r, size_t n, size_t i)
+{
+    const struct ofl_route4 *v = r;
+    return ofl_lpm4_lookup(t, v[i].addr) == brute4(v, n, v[i].addr);
+}
+
+static void free4(void *t)
+{
+    ofl_lpm4_free(t);
+}
+
+static int build6(void **t, const void *r, size_t n, char *err)
+{
+    struct ofl_lpm6 *x = NULL;
+    int rc = ofl_lpm6_build(&x, r, n, err);
+    *t = x;
+    return rc;
+}
+
+static size_t check6v(const void *t, const void *r, size_t n, size_t nb, size_t nrand,
+                      uint64_t seed)
+{
+    return check6(t, r, n, nb, nrand, seed);
+}
+
+static int agrees6(const void *t, const void *r, size_t n, size_t i)
+{
+    const struct ofl_route6 *v = r;
+    return ofl_lpm6_lookup(t, v[i].addr) == brute6(v, n, v[i].addr);
+}
+
+static void free6(void *t)
+{
+    ofl_lpm6_free(t);
+}
+
+_Static_assert(sizeof(struct ofl_route4) <= 64 && sizeof(struct ofl_route6) <= 64,
+               "rebuilds swaps routes through 64 bytes");
+
+static const struct family fam4 = {sizeof(struct ofl_route4), build4, free4, check4v, agrees4};
+static const struct family fam6 = {sizeof(struct ofl_route6), build6, free6, check6v, agrees6};
+
+/* The random-set steps after the first build: the n routes at `v` shuffled (answers
+ * follow the new order of equal prefixes), then rebuilt without the second half
+ * (prefix removal: those routes' addresses are answered by the first half alone). */
+static void rebuilds(const struct family *f, void *v, size_t n, uint64_t seed)
+{
+    char err[256] = "";
+    uint8_t *b = v, tmp[64];
+    size_t sz = f->route_size;
+    struct ofl_rng g = {seed};
+    for (size_t i = n; i > 1; i--) {
+        size_t j = ofl_rng_below(&g, i);
+        memcpy(tmp, b + (i - 1) * sz, sz);
+        memcpy(b + (i - 1) * sz, b + j * sz, sz);
+        memcpy(b + j * sz, tmp, sz);
+    }
+    void *t;
+    int rc = f->build(&t, v, n, err);
+    size_t bad = rc ? 1 : f->check(t, v, n, n, 1000, seed + 7);
+    CHECK(rc == 0 && bad == 0, "  shuffled: %zu mismatches %s", bad, err);
+    if (!rc) f->free(t);
+
+    rc = f->build(&t, v, n / 2, err);
+    bad = rc ? 1 : f->check(t, v, n / 2, n / 2, 1000, seed + 9);
+    size_t gone = 0;
+    if (!rc)
+        for (size_t i = n / 2; i < n; i++) gone += !f->agrees(t, v, n / 2, i);
+    CHECK(rc == 0 && bad == 0 && gone == 0, "  rebuilt from the first %zu: %zu + %zu "
+          "mismatches %s", n / 2, bad, gone, err);
+    if (!rc) f->free(t);
+}
+
+static void test_lpm4_random(void)
+{
+    char err[256] = "";
+    size_t sizes[] = {1, 10, 200, 3000};
+    int nsizes = quick ? 3 : 4;
+    for (int si = 0; si < nsizes; si++) {
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            struct set4 s = gen4(sizes[si], seed * 100 + sizes[si]);
+            struct ofl_lpm4 *t;
+            int rc = ofl_lpm4_build(&t, s.v, s.n, err);
+            size_t bad = rc ? 1 : check4(t, s.v, s.n, s.n, 5000, seed);
+            CHECK(rc == 0 && bad == 0, "random set of %zu (seed %llu, %u groups): %zu "
+                  "mismatches %s", s.n, (unsigned long long)seed, rc ? 0 : t->groups, bad,
+                  rc ? err : "");
+            if (!rc) ofl_lpm4_free(t);
+            rebuilds(&fam4, s.v, s.n, seed);
+            free(s.v);
+        }
+    }
+
+    /* Batch sizes around the group size. */
+    struct set4 s = gen4(500, 42);
+    struct ofl_lpm4 *t;
+    ofl_lpm4_build(&t, s.v, s.n, err);
+    unsigned ns[] = {0, 1, 31, 32, 33, 64, 100, 1000};
+    uint32_t a[1000];
+    uint16_t h[1001];
+    struct ofl_rng g = {5};
+    size_t bad = 0;
+    for (size_t i = 0; i < 1000; i++)
+        a[i] = i % 2 ? (uint32_t)ofl_rng_next(&g) : s.v[i % s.n].addr | (i & 3);
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        h[ns[k]] = 0xABCD;
+        ofl_lpm4_lookup_batch(t, a, h, ns[k]);
+        for (unsigned i = 0; i < ns[k]; i++) bad += h[i] != ofl_lpm4_lookup(t, a[i]);
+        bad += h[ns[k]] != 0xABCD;
+    }
+    CHECK(bad == 0, "batch == scalar for batches of 0..1000, nothing written past n");
+    ofl_lpm4_free(t);
+    free(s.v);
+}
+
 static void test_lpm6_random(void)
 {
     char err[256] = "";
@@ -883,28 +961,7 @@ static void test_lpm6_random(void)
                   rc ? 0 : t->nlv, rc ? 0 : t->prefixes, rc ? 0 : t->markers, bad,
                   rc ? err : "");
             if (!rc) ofl_lpm6_free(t);
-
-            struct ofl_rng g = {seed};
-            for (size_t i = s.n; i > 1; i--) {
-                size_t j = ofl_rng_below(&g, i);
-                struct ofl_route6 x = s.v[i - 1];
-                s.v[i - 1] = s.v[j];
-                s.v[j] = x;
-            }
-            rc = ofl_lpm6_build(&t, s.v, s.n, err);
-            bad = rc ? 1 : check6(t, s.v, s.n, s.n, 1000, seed + 7);
-            CHECK(rc == 0 && bad == 0, "  shuffled: %zu mismatches", bad);
-            if (!rc) ofl_lpm6_free(t);
-
-            rc = ofl_lpm6_build(&t, s.v, s.n / 2, err);
-            bad = rc ? 1 : check6(t, s.v, s.n / 2, s.n / 2, 1000, seed + 9);
-            size_t gone = 0;
-            if (!rc)
-                for (size_t i = s.n / 2; i < s.n; i++)
-                    gone += ofl_lpm6_lookup(t, s.v[i].addr) != brute6(s.v, s.n / 2, s.v[i].addr);
-            CHECK(rc == 0 && bad == 0 && gone == 0, "  rebuilt from the first %zu: %zu + %zu "
-                  "mismatches", s.n / 2, bad, gone);
-            if (!rc) ofl_lpm6_free(t);
+            rebuilds(&fam6, s.v, s.n, seed);
             free(s.v);
         }
     }
