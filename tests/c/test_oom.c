@@ -130,29 +130,44 @@ static void make_routes(struct ofl_routes *r)
         }
 }
 
+/* The routes, and tables built from them with every allocation made: a table built
+ * while one failed (and done without it) must answer as they do. */
+struct lpm_try {
+    struct ofl_routes r;
+    struct ofl_lpm4 *ref4;
+    struct ofl_lpm6 *ref6;
+};
+
 static int try_lpm4(void *arg)
 {
-    const struct ofl_routes *r = arg;
+    const struct lpm_try *x = arg;
     struct ofl_lpm4 *t = (void *)1;
     char err[256];
-    int rc = ofl_lpm4_build(&t, r->v4, r->n4, err);
+    int rc = ofl_lpm4_build(&t, x->r.v4, x->r.n4, err);
     if (rc < 0) return t == NULL ? rc : -EFAULT;
-    int ok = ofl_lpm4_lookup(t, 0x0A000001u) != 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < x->r.n4; i++)
+        for (uint32_t d = 0; d < 2; d++) {  /* each route's first address and its last */
+            uint32_t a = x->r.v4[i].addr | (d && x->r.v4[i].len < 32
+                                                ? 0xFFFFFFFFu >> x->r.v4[i].len : 0);
+            bad += ofl_lpm4_lookup(t, a) != ofl_lpm4_lookup(x->ref4, a);
+        }
     ofl_lpm4_free(t);
-    return ok ? 0 : -EFAULT;
+    return bad ? -EFAULT : 0;
 }
 
 static int try_lpm6(void *arg)
 {
-    const struct ofl_routes *r = arg;
+    const struct lpm_try *x = arg;
     struct ofl_lpm6 *t = (void *)1;
     char err[256];
-    int rc = ofl_lpm6_build(&t, r->v6, r->n6, err);
+    int rc = ofl_lpm6_build(&t, x->r.v6, x->r.n6, err);
     if (rc < 0) return t == NULL ? rc : -EFAULT;
-    uint8_t a[16] = {0x30};
-    int ok = ofl_lpm6_lookup(t, a) != 0;   /* the default route */
+    size_t bad = 0;
+    for (size_t i = 0; i < x->r.n6; i++)
+        bad += ofl_lpm6_lookup(t, x->r.v6[i].addr) != ofl_lpm6_lookup(x->ref6, x->r.v6[i].addr);
     ofl_lpm6_free(t);
-    return ok ? 0 : -EFAULT;
+    return bad ? -EFAULT : 0;
 }
 
 static int try_routes_load(void *arg)
@@ -340,11 +355,17 @@ static int local_socket(int type)
 int main(int argc, char **argv)
 {
     const char *tmp = argc > 2 && !strcmp(argv[1], "--tmp") ? argv[2] : "/tmp";
-    struct ofl_routes r;
-    make_routes(&r);
-    sweep("IPv4 DIR-24-8 build", try_lpm4, &r);
-    sweep("IPv6 table build", try_lpm6, &r);
-    ofl_routes_free(&r);
+    struct lpm_try x;
+    char err[256];
+    make_routes(&x.r);
+    CHECK(ofl_lpm4_build(&x.ref4, x.r.v4, x.r.n4, err) == 0 &&
+              ofl_lpm6_build(&x.ref6, x.r.v6, x.r.n6, err) == 0,
+          "reference tables of %zu IPv4 and %zu IPv6 routes", x.r.n4, x.r.n6);
+    sweep("IPv4 DIR-24-8 build", try_lpm4, &x);
+    sweep("IPv6 table build", try_lpm6, &x);
+    ofl_lpm4_free(x.ref4);
+    ofl_lpm6_free(x.ref6);
+    ofl_routes_free(&x.r);
 
     char path[4096];
     snprintf(path, sizeof path, "%s/oom-routes.txt", tmp);
