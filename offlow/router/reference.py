@@ -151,16 +151,16 @@ class Reference:
         addrs = np.asarray(addrs, dtype=np.uint32)
         arrays = self._arrays(self.v4, lambda ks: np.array(ks, dtype=np.uint32))
         return _longest_first(arrays, len(addrs),
-                              lambda todo, length: addrs[todo] & np.uint32(self.v4.mask(length)))
+                              lambda idx, length: addrs[idx] & np.uint32(self.v4.mask(length)))
 
     def lookup6_many(self, addrs: np.ndarray) -> np.ndarray:
         """Hops of IPv6 addresses given as an (n, 16) uint8 array (network order)."""
         addrs = np.ascontiguousarray(addrs, dtype=np.uint8).reshape(-1, 16)
         arrays = self._arrays(self.v6, _ints_to_s16)
 
-        def masked(todo: np.ndarray, length: int) -> np.ndarray:
+        def masked(unmatched: np.ndarray, length: int) -> np.ndarray:
             m = np.frombuffer(self.v6.mask(length).to_bytes(16, "big"), dtype=np.uint8)
-            return np.ascontiguousarray(addrs[todo] & m).view("S16").ravel()
+            return np.ascontiguousarray(addrs[unmatched] & m).view("S16").ravel()
 
         return _longest_first(arrays, len(addrs), masked)
 
@@ -168,17 +168,17 @@ class Reference:
 def _longest_first(arrays: dict[int, tuple[np.ndarray, np.ndarray]], n: int,
                    masked: Callable[[np.ndarray, int], np.ndarray]) -> np.ndarray:
     """Hops of `n` addresses (0: no route): each prefix length's sorted keys and hops
-    from the longest length down, `masked(todo, length)` giving the keys of the
-    addresses `todo` (indices) not matched yet, cut to that length."""
+    from the longest length down, `masked(unmatched, length)` giving the keys of the
+    addresses `unmatched` (indices) not matched yet, cut to that length."""
     out = np.zeros(n, dtype=np.uint16)
-    todo = np.arange(n)
+    unmatched = np.arange(n)
     for length in sorted(arrays, reverse=True):
-        if not len(todo):
+        if not len(unmatched):
             break
         keys, hops = arrays[length]
-        out_i, found = _search(keys, masked(todo, length))
-        out[todo[found]] = hops[out_i[found]]
-        todo = todo[~found]
+        out_i, found = _search(keys, masked(unmatched, length))
+        out[unmatched[found]] = hops[out_i[found]]
+        unmatched = unmatched[~found]
     return out
 
 
