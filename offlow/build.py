@@ -115,15 +115,18 @@ class Build:
     binaries: dict[str, Path]  # device -> executable
 
 
-def compile_program(program: Program) -> Graph:
-    """Front-end and passes only (what `explain` needs)."""
-    return compile_graph(program.to_ir())
+def compile_program(program: Program, fit: tuple[int, str] | None = None) -> Graph:
+    """Front-end and passes only (what `explain` needs); `fit`: the mtu the input
+    needs and why (Program.to_ir)."""
+    return compile_graph(program.to_ir(fit))
 
 
-def build(program: Program, *, werror: bool = False,
-          extra_flags: tuple[str, ...] = ()) -> Build:
-    """Compile `program` to one executable per device, reusing cached builds."""
-    graph = compile_program(program)
+def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...] = (),
+          fit: tuple[int, str] | None = None) -> Build:
+    """Compile `program` to one executable per device, reusing cached builds; `fit`:
+    the mtu its input needs and why (offlow.runner.input_mtu), for a program that sets
+    none."""
+    graph = compile_program(program, fit)
     sources = generate(graph)
     flags = extra_flags + (("-Werror",) if werror else ())
     lib = build_runtime(extra_flags)

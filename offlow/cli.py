@@ -9,12 +9,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from offlow.build import build, compile_program
+from offlow.build import compile_program
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.report import format_summary, summarize
-from offlow.runner import RunOptions, run
+from offlow.runner import RunOptions, build_for, input_mtu, run
 
 
 def load_program(path: Path, settings: Sequence[str] = ()) -> Program:
@@ -34,21 +34,23 @@ def load_program(path: Path, settings: Sequence[str] = ()) -> Program:
 
 
 def _cmd_explain(a: argparse.Namespace) -> int:
-    print(explain(compile_program(load_program(a.program, a.set))))
+    prog = load_program(a.program, a.set)
+    fit = input_mtu(RunOptions(input=a.input)) if a.input else None
+    print(explain(compile_program(prog, fit)))
     return 0
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
     prog = load_program(a.program, a.set)
-    b = build(prog)
-    if a.serve and not b.graph.channels:
-        raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
-                          "(Program.channel)")
     opts = RunOptions(input=a.input, output=a.output, duration=a.duration, loops=a.loops,
                       udp_port=a.udp, tcp_port=a.tcp, serve=a.serve,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt))
+    b = build_for(prog, opts)
+    if a.serve and not b.graph.channels:
+        raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
+                          "(Program.channel)")
     res = run(b, opts, progress=True)
     summary = summarize(b.graph, res.stats)
     summary["ok"] = res.ok
@@ -138,10 +140,18 @@ def parser() -> argparse.ArgumentParser:
         sp.add_argument("program", type=Path, help="a Python file defining program()")
         sp.add_argument("--set", action="append", default=[], metavar="SEG.ATTR=VALUE",
                         help="change placement (rx.device=host, rx.cores=0,1) or queues "
-                             "(ring_size=256, batch=64, mtu=9018)")
+                             "(ring_size=256, batch=64, mtu=9018). mtu: the largest frame in "
+                             "bytes, Ethernet header included (64..65535); longer frames are "
+                             "dropped and counted at the source. A program that sets none "
+                             "(or mtu=auto) is sized to its input: the longest frame of "
+                             "--input, the largest of --sizes, 2048 for UDP; queue entries "
+                             "reserve room for a whole frame")
 
     ex = sub.add_parser("explain", help="show the compiled design")
     program_args(ex)
+    ex.add_argument("--input", type=Path,
+                    help="size the queues to this capture as `run --input` does (else the "
+                         "program's mtu, or 2048)")
     ex.set_defaults(fn=_cmd_explain)
 
     r = sub.add_parser("run", help="compile and run a program")

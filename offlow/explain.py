@@ -16,7 +16,9 @@ def explain(g: Graph) -> str:
     full = state_bytes(g.state)
     lines = [f"program {g.name}: {len(g.nodes)} elements, {len(g.segments)} segments, "
              f"{len(g.queues)} queues; per-packet state {full} B "
-             f"({', '.join(f'{f.name}:{f.ctype}' for f in g.state) or 'no fields'})", ""]
+             f"({', '.join(f'{f.name}:{f.ctype}' for f in g.state) or 'no fields'})",
+             f"mtu {g.mtu} B ({g.mtu_why}): the largest frame, Ethernet header included; "
+             "longer ones are dropped and counted at the source", ""]
     lines.append("segments:")
     for s in g.segments:
         members = [n.name for n in g.nodes if n.segment == s.name]
@@ -113,7 +115,7 @@ def _queue_lines(g: Graph, q: Queue, full: int) -> list[str]:
     for lay in channel_layouts(q, g.mtu):
         ch = q.channels[lay.channel]
         fields = ", ".join(f"{f.name}:{f.ctype}" for f in ch.fields) or "none"
-        data = (f" + packet bytes (up to {lay.data_cap})" if ch.carries_data
+        data = (f" + packet bytes (up to {g.mtu})" if ch.carries_data
                 else " (no packet bytes)")
         extra = " + 2 B length" if lay.len_off else ""
         out += [f"    channel {lay.channel}: {ch.edge}",

@@ -72,8 +72,9 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
             acc = sources.setdefault(name, {})
             for k2, n in v.items():
                 acc[k2] = acc.get(k2, 0) + n
-    return {"program": g.name, "segments": segments, "queues": queues, "elements": elements,
-            "sources": sources, "sinks": sinks, "tables": tables}
+    return {"program": g.name, "mtu": g.mtu, "mtu_why": g.mtu_why, "segments": segments,
+            "queues": queues, "elements": elements, "sources": sources, "sinks": sinks,
+            "tables": tables}
 
 
 def _table(rows: list[list[str]]) -> str:
@@ -114,7 +115,8 @@ def format_summary(s: dict[str, Any]) -> str:
         nz = [f"[{i}]={v}" for i, v in enumerate(values) if v]
         parts.append(f"table {name}: " + (" ".join(nz) if nz else "all zero"))
     for name, v in s["sources"].items():
-        dropped = f", {v['dropped']} dropped (longer than the mtu)" if v.get("dropped") else ""
+        dropped = (f", {v['dropped']} dropped (longer than the mtu, {s['mtu']} B: "
+                   f"{s['mtu_why']})" if v.get("dropped") else "")
         parts.append(f"source {name}: {v['packets']} packets{dropped}")
     for name, v in s["sinks"].items():
         where = f" -> {v['path']}" if v.get("path") else ""

@@ -9,6 +9,7 @@ peers see EOF within a millisecond of their next check, and exit with an error.
 from __future__ import annotations
 
 import json
+import math
 import os
 import secrets
 import shutil
@@ -23,8 +24,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow.build import RUNTIME, Build, build_tool
+from offlow.build import RUNTIME, Build, build, build_tool
+from offlow.dsl import Program
 from offlow.errors import OfflowError
+from offlow.inputs import largest_synthetic, read_capture
+from offlow.ir.graph import DEFAULT_MTU, MTU_MAX, MTU_MIN
 from offlow.passes.fuse import threads
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
@@ -115,9 +119,6 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
     args: list[str] = []
     paths = sink_paths(b, Path(o.output)) if o.output else {}
     if o.udp_port is not None:
-        if o.input or o.output:
-            raise OfflowError("a UDP run reads and answers datagrams: it takes no input or "
-                              "output capture")
         if not 0 <= o.udp_port <= 65535:
             raise OfflowError(f"UDP port {o.udp_port} is not within 0..65535")
         args = _udp_opts(b, o)
@@ -148,6 +149,80 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
                               f"known: {', '.join(sorted(known))}")
         args += ["--opt", opt]
     return args
+
+
+def _positive(name: str, value: float | None, zero_ok: bool = False) -> None:
+    """A number option that must be finite and above 0 (or at least 0)."""
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise OfflowError(f"--{name} {value:g}: must be a number above 0"
+                          + (" (or 0)" if zero_ok else ""))
+
+
+def check_options(o: RunOptions) -> None:
+    """Check every run option that can be checked before a process starts (numbers,
+    the input capture, the synthetic mix and prefix file, where the output goes), so
+    that a bad one is one clear error instead of a device process's failure."""
+    if (o.udp_port is not None or o.tcp_port is not None) and (o.input or o.output):
+        raise OfflowError("a UDP run reads and answers datagrams: it takes no input or "
+                          "output capture")
+    _positive("duration", o.duration)
+    _positive("timeout", o.timeout)
+    _positive("rate", o.rate, zero_ok=True)
+    if o.loops < 1:
+        raise OfflowError(f"--loops {o.loops}: must be at least 1 (replays of the input)")
+    if o.count < 0:
+        raise OfflowError(f"--count {o.count}: must be at least 0")
+    if not 0 <= o.seed < 1 << 64:
+        raise OfflowError(f"--seed {o.seed}: must be within 0..2^64-1")
+    if o.copy_engine not in ("inline", "thread"):
+        raise OfflowError(f"copy engine `{o.copy_engine}`: expected inline or thread")
+    if o.udp_port is None and o.tcp_port is None:
+        if o.input is not None:
+            read_capture(Path(o.input))
+        else:
+            largest_synthetic(o.sizes, Path(o.prefixes) if o.prefixes else None)
+    if o.output is not None:
+        _check_output(Path(o.output), Path(o.input) if o.input else None)
+
+
+def _check_output(out: Path, inp: Path | None) -> None:
+    """The output capture's folder exists and takes files; it is not the input."""
+    folder = out.parent
+    if out.is_dir():
+        raise OfflowError(f"--output {out}: is a directory; name a file in it")
+    if not folder.is_dir():
+        raise OfflowError(f"--output {out}: no such directory {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OfflowError(f"--output {out}: cannot write in {folder}")
+    if inp is not None and out.exists() and out.resolve() == inp.resolve():
+        raise OfflowError(f"--output {out}: is the input capture; name another file")
+
+
+def input_mtu(o: RunOptions) -> tuple[int, str]:
+    """The mtu the run's input needs, and why: the longest frame of the capture, the
+    largest synthetic frame, or for UDP runs the default (a datagram longer than the
+    mtu less its 42 B of headers is dropped and counted). A program that sets its mtu
+    keeps it (Program.to_ir)."""
+    if o.udp_port is not None or o.tcp_port is not None:
+        return DEFAULT_MTU, "the default for a UDP run"
+    if o.input is not None:
+        cap = read_capture(Path(o.input))
+        why = f"the longest frame of {Path(o.input).name}"
+        if cap.longest > MTU_MAX:
+            why += (f" is {cap.longest} B, above the largest mtu: frames longer than {MTU_MAX} B "
+                    "are dropped and counted")
+        return min(max(cap.longest, MTU_MIN), MTU_MAX), why
+    largest = largest_synthetic(o.sizes, Path(o.prefixes) if o.prefixes else None)
+    return max(largest, MTU_MIN), "the largest synthetic frame (--sizes)"
+
+
+def build_for(program: Program, o: RunOptions, **build_args: Any) -> Build:
+    """Check the run options, then build `program` for them: a program that sets no
+    mtu gets the one its input needs (input_mtu). `build_args` go to build()."""
+    check_options(o)
+    return build(program, fit=input_mtu(o), **build_args)
 
 
 def build_tcp_gateway(extra_flags: Sequence[str] = ()) -> Path:
@@ -183,6 +258,8 @@ class Run:
     def __init__(self, b: Build, o: RunOptions, progress: bool = False) -> None:
         if o.tcp_port is not None and o.udp_port is None:
             o = replace(o, udp_port=0)  # the gateway talks to the program over UDP
+        check_options(o)  # before anything is created
+        _opts_for(b, o)  # its errors (an --opt naming nothing) too
         self.build = b
         self.opts = o
         self.progress = progress  # print a line to stderr every PROGRESS_EVERY seconds
@@ -195,9 +272,6 @@ class Run:
         self.gateway: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        for path in (self.opts.input, self.opts.prefixes):
-            if path is not None and not Path(path).exists():
-                raise OfflowError(f"no such file: {path}")
         common = _opts_for(self.build, self.opts)  # errors before anything is created
         gw_exe = self._check_tcp()
         devices = list(self.build.binaries)

@@ -23,12 +23,12 @@ from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
-from offlow.build import Build, build
+from offlow.build import Build
 from offlow.channels import Channel, Region
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir.graph import TABLE_CHANNEL_PREFIX
-from offlow.runner import Run, RunOptions, RunResult
+from offlow.runner import Run, RunOptions, RunResult, build_for
 
 
 class Session:
@@ -155,6 +155,8 @@ def attach(window: str | Path) -> Attached:
 
 
 def session(program: Program | Build, options: RunOptions | None = None) -> Session:
-    """Start `program` (built first when it is a Program) for a host program."""
-    b = program if isinstance(program, Build) else build(program)
-    return Session(b, options or RunOptions())
+    """Start `program` (built first, for `options`, when it is a Program) for a host
+    program."""
+    o = options or RunOptions()
+    b = program if isinstance(program, Build) else build_for(program, o)
+    return Session(b, o)

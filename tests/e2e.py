@@ -8,10 +8,10 @@ from typing import Any
 
 import dpkt
 
-from offlow.build import DATA, build
+from offlow.build import DATA
 from offlow.cli import load_program
 from offlow.report import summarize
-from offlow.runner import RunOptions, run
+from offlow.runner import RunOptions, build_for, run
 
 ROOT = Path(__file__).resolve().parents[1]
 TLS = DATA / "tls_ciphers.pcap"
@@ -24,8 +24,9 @@ def run_example(settings: Sequence[str] = (), program: Path = EXAMPLE,
     """Build and run a program file (the TTL pipeline by default); return the summary
     (with `ok` and `errors`)."""
     prog = load_program(program, list(settings))
-    b = build(prog, werror=True)
-    res = run(b, RunOptions(timeout=60, **opts))
+    o = RunOptions(timeout=60, **opts)
+    b = build_for(prog, o, werror=True)
+    res = run(b, o)
     s = summarize(b.graph, res.stats)
     s["ok"], s["errors"] = res.ok, res.errors
     return s

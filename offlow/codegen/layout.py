@@ -27,7 +27,8 @@ class EntryLayout:
     channel: int
     fields: tuple[tuple[Field, int], ...]  # (field, byte offset)
     data_off: int
-    data_cap: int  # bytes reserved for the packet (0 when the bytes do not cross)
+    data_cap: int  # bytes reserved for the packet: the mtu rounded up to 8 (0 when the
+    #                bytes do not cross), so that data_off + data_cap is the entry's size
     size: int  # bytes of this channel's entries (a tagged ring's entries may be larger)
     len_off: int = 0  # offset of ofl_len (a tagged channel without packet bytes), else 0
 
@@ -63,13 +64,31 @@ def entry_layout(q: Queue, mtu: int, channel: int = 0) -> EntryLayout:
     if q.tagged and not ch.carries_data:
         len_off = (end + 1) // 2 * 2
         end = len_off + 2
-    data_off = (end + 7) // 8 * 8
-    cap = mtu if ch.carries_data else 0
-    if q.tagged and data_off - ENTRY_HDR + cap > LEN_MAX:
+    data_off = _round8(end)
+    if q.tagged and ch.carries_data and data_off - ENTRY_HDR + mtu > LEN_MAX:
         raise OfflowError(f"queue `{q.name}`, channel {ch.edge}: {data_off - ENTRY_HDR} B of "
                           f"fields and an mtu of {mtu} do not fit the 16-bit entry length of "
-                          "a queue with several channels; lower the mtu")
+                          f"a queue with several channels; set the mtu to at most "
+                          f"{LEN_MAX - (data_off - ENTRY_HDR)}")
+    # Entries are a multiple of 8 bytes (the ring's rule): the packet's room is the mtu
+    # rounded up, declared so in the C struct, whose size then needs no padding.
+    cap = _round8(mtu) if ch.carries_data else 0
     return EntryLayout(q, channel, tuple(placed), data_off, cap, data_off + cap, len_off)
+
+
+def _round8(n: int) -> int:
+    return (n + 7) // 8 * 8
+
+
+def max_mtu(q: Queue) -> int:
+    """The largest mtu `q` can carry: a queue with several channels counts a channel's
+    fields and packet bytes in one 16-bit entry length."""
+    most = LEN_MAX
+    for k, ch in enumerate(q.channels):
+        if q.tagged and ch.carries_data:
+            fields = entry_layout(q, 0, k).data_off - ENTRY_HDR
+            most = min(most, LEN_MAX - fields)
+    return most
 
 
 def channel_layouts(q: Queue, mtu: int) -> list[EntryLayout]:

@@ -24,12 +24,21 @@ from offlow.ir import (
     SharedTable,
 )
 from offlow.ir import Segment as IRSegment
-from offlow.ir.graph import ENQUEUE_MODES, MAX_INSTANCES, MAX_OUTPUTS, TABLE_CHANNEL_PREFIX
+from offlow.ir.graph import (
+    DEFAULT_MTU,
+    ENQUEUE_MODES,
+    MAX_INSTANCES,
+    MAX_OUTPUTS,
+    MTU_MAX,
+    MTU_MIN,
+    TABLE_CHANNEL_PREFIX,
+)
 from offlow.ir.types import check_ctype
 
 DEVICES = ("host", "nic")
 CACHE_POLICIES = ("write_through", "write_back")
 CACHE_EVICTIONS = ("lru", "clock")
+AUTO = "auto"  # Program(mtu=AUTO): the run's input sizes the queues
 
 
 class State:
@@ -76,7 +85,7 @@ class Program:
     """A data-flow program plus its placement."""
 
     def __init__(
-        self, name: str, *, state: type[State] | None = None, mtu: int = 2048,
+        self, name: str, *, state: type[State] | None = None, mtu: int | str = AUTO,
         ring_size: int = 1024, batch: int = 32,
     ) -> None:
         self.name = name
@@ -85,23 +94,32 @@ class Program:
         self.channels: dict[str, tuple[str, Handler]] = {}  # name -> (device or "", handler)
         self.caches: dict[str, CacheDecl] = {}
         self.queue_specs: dict[tuple[str, str], QueueSpec] = {}  # (from, to) -> mapping
+        self.mtu: int | None = None  # None: sized to the run's input (AUTO)
+        self.ring_size, self.batch = ring_size, batch
         self.set_queues(mtu=mtu, ring_size=ring_size, batch=batch)
 
-    def set_queues(self, *, mtu: int | None = None, ring_size: int | None = None,
+    def set_queues(self, *, mtu: int | str | None = None, ring_size: int | None = None,
                    batch: int | None = None) -> None:
-        """Queue geometry for every queue of the program: the largest frame (`mtu`), the
-        entries per ring (a power of two) and the entries per doorbell (`batch`)."""
-        mtu = self.mtu if mtu is None else mtu
+        """Queue geometry for every queue of the program: the largest frame in bytes,
+        Ethernet header included (`mtu`; AUTO, the default: the run's input decides, see
+        `to_ir`), the entries per ring (a power of two) and the entries per doorbell
+        (`batch`). Unset arguments keep their value."""
         ring_size = self.ring_size if ring_size is None else ring_size
         batch = self.batch if batch is None else batch
-        if not 64 <= mtu <= 65535:
-            raise OfflowError(f"program `{self.name}`: mtu {mtu} must be 64..65535")
+        if mtu == AUTO:
+            self.mtu = None
+        elif mtu is not None:
+            if isinstance(mtu, bool) or not isinstance(mtu, int) or not (
+                    MTU_MIN <= mtu <= MTU_MAX):
+                raise OfflowError(f"program `{self.name}`: mtu {mtu!r} must be {MTU_MIN}.."
+                                  f"{MTU_MAX} (the largest frame in bytes) or {AUTO!r}")
+            self.mtu = mtu
         if ring_size < 2 or ring_size & (ring_size - 1) or ring_size > 1 << 20:
             raise OfflowError(f"program `{self.name}`: ring_size {ring_size} must be a power "
                               "of two from 2 to 1048576")
         if batch < 1:
             raise OfflowError(f"program `{self.name}`: batch {batch} must be at least 1")
-        self.mtu, self.ring_size, self.batch = mtu, ring_size, batch
+        self.ring_size, self.batch = ring_size, batch
 
     def segment(
         self, name: str, members: Sequence[Element | Composite], *, device: str = "host",
@@ -282,8 +300,11 @@ class Program:
         """Apply a command-line setting: a placement such as ``rx.device=nic`` or
         ``rx.cores=0,1``, a core group ``rx.group=on``, a queue's mapping
         ``rx->app.instances=4`` (``rx:app.steer=key``, ``rx:app.enqueue=drop``), or the
-        queue geometry ``ring_size=256``, ``batch=64``, ``mtu=9018``."""
+        queue geometry ``ring_size=256``, ``batch=64``, ``mtu=9018`` (``mtu=auto``)."""
         lhs, eq, value = setting.partition("=")
+        if eq and lhs == "mtu" and value == AUTO:
+            self.set_queues(mtu=AUTO)
+            return
         if eq and lhs in ("ring_size", "batch", "mtu"):
             try:
                 self.set_queues(**{lhs: int(value)})
@@ -307,7 +328,7 @@ class Program:
                 f"--set `{setting}`: expected SEGMENT.device=DEV, SEGMENT.cores=0,1, "
                 "SEGMENT.group=on|off, SEGMENT.steer=FIELD, CACHE.policy=P, CACHE.entries=N, "
                 "SRC->DST.instances=N, SRC->DST.steer=FIELD, SRC->DST.enqueue=block|drop, "
-                "ring_size=N, batch=N or mtu=N"
+                "ring_size=N, batch=N or mtu=N|auto"
             ) from None
         if attr == "device":
             self.place(seg, device=value)
@@ -328,8 +349,10 @@ class Program:
             raise OfflowError(
                 f"--set `{setting}`: unknown attribute `{attr}` (device, cores, group, steer)")
 
-    def to_ir(self) -> Graph:
-        """Lower the program to the IR (composites are already flat)."""
+    def to_ir(self, fit: tuple[int, str] | None = None) -> Graph:
+        """Lower the program to the IR (composites are already flat). `fit` is the mtu
+        its input needs and why (offlow.runner.input_mtu), taken when the program sets
+        none; else the default, DEFAULT_MTU."""
         if self.batch > self.ring_size:
             raise OfflowError(f"program `{self.name}`: batch {self.batch} must be 1..ring_size "
                               f"({self.ring_size})")
@@ -383,9 +406,16 @@ class Program:
             name=self.name, nodes=nodes, edges=tuple(edges), segments=segments,
             state=self._state_fields(elements), shared=self._shared([*elements, *handlers]),
             channels=channels, caches=tuple(caches), queue_specs=tuple(self.queue_specs.values()),
-            mtu=self.mtu, ring_size=self.ring_size,
-            batch=self.batch,
+            ring_size=self.ring_size, batch=self.batch, **self._mtu(fit),
         )
+
+    def _mtu(self, fit: tuple[int, str] | None) -> dict[str, object]:
+        """The Graph's mtu, why it is so, and whether it was fitted to the input."""
+        if self.mtu is not None:
+            return {"mtu": self.mtu, "mtu_why": "set by the program or --set mtu"}
+        if fit is None:
+            return {"mtu": DEFAULT_MTU, "mtu_why": "the default: no input to size it to"}
+        return {"mtu": fit[0], "mtu_why": fit[1], "mtu_fitted": True}
 
     def _node(self, el: Element, segment: str) -> Node:
         cls = type(el).__name__

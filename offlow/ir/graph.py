@@ -103,6 +103,11 @@ class SharedTable:
 
 
 ENQUEUE_MODES = ("block", "drop")
+# The largest frame (the mtu) a program may take: an entry header's 16-bit length.
+MTU_MAX = 65535
+MTU_MIN = 64
+# The mtu where nothing sizes it to an input (see Program's `mtu`).
+DEFAULT_MTU = 2048
 MAX_INSTANCES = 256
 # Outputs of one element: a bit each in the mask its body sets, below gen.h's
 # OFL_CONSUMED (bit 30) and OFL_DECIDED (bit 31).
@@ -252,7 +257,9 @@ class Graph:
     channels: tuple[Channel, ...] = ()
     caches: tuple[Cache, ...] = ()
     queue_specs: tuple[QueueSpec, ...] = ()  # Program.queue settings, by segment pair
-    mtu: int = 2048
+    mtu: int = DEFAULT_MTU
+    mtu_why: str = ""  # how the mtu was chosen, for explain and the run report
+    mtu_fitted: bool = False  # sized to the input (not set by the program): may be lowered
     ring_size: int = 1024
     batch: int = 32
     notes: tuple[str, ...] = field(default=())

@@ -12,13 +12,14 @@ from offlow.passes.cache import expand_caches
 from offlow.passes.check import check_ports
 from offlow.passes.liveness import liveness
 from offlow.passes.loops import check_loops
+from offlow.passes.mtu import fit_mtu
 from offlow.passes.place import place
 from offlow.passes.queues import insert_queues
 from offlow.passes.state_check import check_state
 
 PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
     expand_caches, check_ports, analyze_bodies, place, check_loops, check_state, insert_queues,
-    liveness,
+    liveness, fit_mtu,
 )
 
 

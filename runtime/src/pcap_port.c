@@ -23,6 +23,7 @@ struct pcap_src {
     struct pcap_rec *recs;
     size_t nrec;
     uint64_t file_pkts;       /* records in the file */
+    uint32_t longest;         /* this core's longest frame, those longer than the mtu too */
     uint64_t oversize;        /* this core's packets longer than the mtu (per pass) */
     size_t pos;               /* next record of the current pass */
     uint64_t pass;            /* passes finished */
@@ -113,6 +114,7 @@ static int load(struct pcap_src *s, pcap_t *p, int raw, const char *path, char *
         if (idx % o->nparts != o->part) continue;
         uint32_t extra = raw ? OFL_ETH_HLEN : 0;
         uint64_t len = (uint64_t)h->caplen + extra;
+        if (len > s->longest) s->longest = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
         if (len > o->mtu) {
             s->oversize++;
             continue;
@@ -200,6 +202,11 @@ uint64_t ofl_pcap_src_file_packets(const struct ofl_src *s)
 uint64_t ofl_pcap_src_own_packets(const struct ofl_src *s)
 {
     return s->ops == &pcap_src_ops ? ((const struct pcap_src *)s)->nrec : 0;
+}
+
+uint32_t ofl_pcap_src_longest(const struct ofl_src *s)
+{
+    return s->ops == &pcap_src_ops ? ((const struct pcap_src *)s)->longest : 0;
 }
 
 /* ---- sink ------------------------------------------------------------------------ */

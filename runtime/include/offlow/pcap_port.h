@@ -24,6 +24,10 @@ int ofl_pcap_src_open(struct ofl_src **s, const char *path, const struct ofl_src
 uint64_t ofl_pcap_src_file_packets(const struct ofl_src *s);
 uint64_t ofl_pcap_src_own_packets(const struct ofl_src *s);
 
+/* The longest frame of this core's packets in bytes (raw IP: with the Ethernet header
+ * put in front), those longer than the mtu included: the mtu that takes them all. */
+uint32_t ofl_pcap_src_longest(const struct ofl_src *s);
+
 /* A capture being written (Ethernet link type, microsecond timestamps). */
 struct ofl_pcap_sink;
 
