@@ -119,7 +119,8 @@ def _queue_lines(g: Graph, q: Queue, full: int) -> list[str]:
                 else " (no packet bytes)")
         extra = " + 2 B length" if lay.len_off else ""
         out += [f"    channel {lay.channel}: {ch.edge}",
-                f"      carries {fields}: {lay.field_bytes} B of the {full} B state{data}",
+                f"      carries {fields}: {lay.field_bytes} B of the {full} B state"
+                f"{' + timestamp (8 B)' if lay.carries_ts else ''}{data}",
                 f"      entry {lay.size} B (8 B header + {lay.data_off - 8} B fields{extra}"
                 f"{' + data' if ch.carries_data else ''}); per 64 B packet "
                 f"{lay.bytes_for(64)} B cross"]

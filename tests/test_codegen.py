@@ -44,5 +44,6 @@ def test_tee_sends_a_copy_to_each_output(tmp_path: Path) -> None:
     assert stats_q["entry_bytes"] == 16 and stats_q["delivered"] == len(v4)
     assert stats_q["bytes"] == 16 * len(v4)  # only the 16-byte entries crossed
     fwd_q = next(q for q in s["queues"] if q["to"] == "fwd")
-    # header + fields (16 B), then only the packet's own bytes, rounded up to 8
-    assert fwd_q["bytes"] == sum((16 + len(f) + 7) // 8 * 8 for f in v4)
+    # header + fields + the timestamp the sink writes (24 B), then only the packet's own
+    # bytes, rounded up to 8
+    assert fwd_q["bytes"] == sum((24 + len(f) + 7) // 8 * 8 for f in v4)

@@ -20,6 +20,7 @@ from offlow.report import summarize
 from offlow.runner import Run, RunOptions, build_for, run
 from tests.e2e import EXAMPLE, QUIC, TLS, read_frames, run_example
 
+
 def expected_forwarded(frames: list[bytes], mtu: int = 65535) -> list[bytes]:
     """What the pipeline should forward: IP packets with TTL > 1, TTL decremented;
     frames longer than `mtu` are dropped (and counted) at the source. The checksum is

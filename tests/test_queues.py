@@ -63,8 +63,10 @@ def test_each_channel_has_its_own_entry_layout() -> None:
     (q,) = compiled().queues
     cnt, get, put = channel_layouts(q, 2048)
     assert (cnt.size, cnt.data_cap, cnt.bytes_for(64)) == (16, 0, 16)  # key + length
-    assert (get.data_off, get.bytes_for(64)) == (24, 88)
-    assert (put.data_off, put.bytes_for(64)) == (32, 96)
+    # get and put reach the sink, which writes the packet's timestamp: it crosses (8 B)
+    assert (get.carries_ts, put.carries_ts, cnt.carries_ts) == (True, True, False)
+    assert (get.data_off, get.bytes_for(64)) == (32, 96)
+    assert (put.data_off, put.bytes_for(64)) == (40, 104)
 
 
 def test_mapping_from_the_command_line() -> None:
@@ -210,9 +212,10 @@ def test_each_key_reaches_one_instance_in_order(tmp_path: Path, instances: int) 
     assert q["packets"] == q["delivered"] == 2 * n and q["dropped"] == 0
     # the count channel (no packet bytes) delivered every copy with its key
     assert s["tables"]["counts"] == [per_key[k] for k in range(KEYS)]
-    # what crossed: 16 B per count entry, header + fields + the 64 packet bytes otherwise
+    # what crossed: 16 B per count entry, header + fields + timestamp + the 64 packet
+    # bytes otherwise
     gets = sum(1 for r in rows if r["channel"] == 0)
-    assert q["bytes"] == 16 * n + 88 * gets + 96 * (n - gets)
+    assert q["bytes"] == 16 * n + 96 * gets + 104 * (n - gets)
 
 
 def test_enqueue_drop_drops_and_counts_on_a_full_ring(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ from offlow.ir.types import packed_layout
 
 ENTRY_HDR = 8  # struct ofl_entry_hdr: seq (ownership), len, flags (a tagged queue's channel)
 LEN_MAX = 65535  # h.len is 16 bits
+# The packet's timestamp, an entry member beside the live fields when it crosses.
+TS_FIELD = Field("ofl_ts_ns", "uint64_t")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,12 @@ class EntryLayout:
 
     @property
     def field_bytes(self) -> int:
-        return sum(f.size for f, _ in self.fields)
+        """Bytes of per-packet state fields (the timestamp is not one)."""
+        return sum(f.size for f, _ in self.fields if f != TS_FIELD)
+
+    @property
+    def carries_ts(self) -> bool:
+        return any(f == TS_FIELD for f, _ in self.fields)
 
     @property
     def len_bias(self) -> int:
@@ -56,10 +63,12 @@ class EntryLayout:
 
 
 def entry_layout(q: Queue, mtu: int, channel: int = 0) -> EntryLayout:
-    """Header, then the channel's live fields (largest alignment first), then (tagged,
-    no packet bytes) ofl_len, then the packet bytes."""
+    """Header, then the channel's live fields and, when it crosses, the timestamp
+    (largest alignment first), then (tagged, no packet bytes) ofl_len, then the packet
+    bytes."""
     ch = q.channels[channel]
-    placed, end = packed_layout(ch.fields, ENTRY_HDR)
+    placed, end = packed_layout((*ch.fields, *((TS_FIELD,) if ch.carries_ts else ())),
+                                ENTRY_HDR)
     len_off = 0
     if q.tagged and not ch.carries_data:
         len_off = (end + 1) // 2 * 2

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from offlow.codegen.layout import ENTRY_HDR, EntryLayout, channel_layouts, entry_size
+from offlow.codegen.layout import (
+    ENTRY_HDR,
+    TS_FIELD,
+    EntryLayout,
+    channel_layouts,
+    entry_size,
+)
 from offlow.ir import Graph, Queue
 from offlow.ir.types import cname
 from offlow.passes.queues import consumer_cores
@@ -102,13 +108,21 @@ def ring_desc(r: RingSlot) -> str:
 
 
 def _copy_fields(lay: EntryLayout, dst: str, src: str, ind: str) -> list[str]:
+    """Copy the live state fields between entry and state (not the timestamp)."""
     out = []
     for f, _ in lay.fields:
+        if f == TS_FIELD:
+            continue
         if f.count > 1:
             out.append(f"{ind}memcpy({dst}{f.name}, {src}{f.name}, sizeof {dst}{f.name});")
         else:
             out.append(f"{ind}{dst}{f.name} = {src}{f.name};")
     return out
+
+
+def _copy_ts(lay: EntryLayout) -> list[str]:
+    """A tagged consumer's copy of the timestamp, when the channel carries it."""
+    return [f"            pk.ts_ns = en->{TS_FIELD.name};"] if lay.carries_ts else []
 
 
 def push_def(q: Queue, k: int, mtu: int) -> list[str]:
@@ -137,6 +151,8 @@ def push_def(q: Queue, k: int, mtu: int) -> list[str]:
                 f"    en->h.len = {lay.size - ENTRY_HDR}u;",
                 "    en->ofl_len = (uint16_t)pkt->len;"]
     out += _copy_fields(lay, "en->", "state->", "    ")
+    if lay.carries_ts:
+        out.append(f"    en->{TS_FIELD.name} = pkt->ts_ns;")
     if lay.data_cap:
         out.append("    memcpy(en->data, pkt->data, pkt->len);")
     out += ["    (void)state;", "}", ""]
@@ -163,8 +179,9 @@ def input_def(segment: str, q: Queue, mtu: int) -> list[str]:
         out.append(f"        {channel_type(q, 0)} *en = ({channel_type(q, 0)} *)(void *)raw;")
         out += _copy_fields(lay, "st.", "en->", "        ")
         data = "en->data" if lay.data_cap else "core->scratch"
+        ts = f"en->{TS_FIELD.name}" if lay.carries_ts else "0"
         out += [f"        struct ofl_pkt pk = {{ .data = {data}, .len = en->h.len, "
-                ".cap = OFL_MTU, .ts_ns = 0 };",
+                f".cap = OFL_MTU, .ts_ns = {ts} }};",
                 "        core->pkts_in++; core->bytes_in += pk.len;",
                 f"        ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "    }", "}", ""]
         return out
@@ -181,11 +198,13 @@ def input_def(segment: str, q: Queue, mtu: int) -> list[str]:
             out += [*([f"            if (en->h.len < {lay.len_bias}u) {{ ok = 0; break; }}"]
                       if lay.len_bias else []),  # (a length below 0: nothing to check)
                     *_copy_fields(lay, "st.", "en->", "            "),
+                    *_copy_ts(lay),
                     "            pk.data = en->data;",
                     f"            pk.len = (uint32_t)en->h.len - {lay.len_bias}u;"]
         else:
             out += [f"            if (en->h.len != {lay.size - ENTRY_HDR}u) {{ ok = 0; break; }}",
                     *_copy_fields(lay, "st.", "en->", "            "),
+                    *_copy_ts(lay),
                     "            pk.len = en->ofl_len;"]
         out += ["            core->pkts_in++; core->bytes_in += pk.len;",
                 f"            ofl_node_{cname(ch.edge.dst)}(ctx, &pk, &st);",

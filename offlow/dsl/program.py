@@ -446,6 +446,9 @@ class Program:
         for who, fields in sources:
             for fname, ctype in fields.items():
                 check_ctype(ctype, f"{who}, field `{fname}`")
+                if not fname.isidentifier() or fname.startswith("ofl_"):
+                    raise OfflowError(f"{who}, field `{fname}`: a field name is a C identifier "
+                                      "not starting with `ofl_` (offlow's own names)")
                 if fname in decl and decl[fname][0] != ctype:
                     raise OfflowError(
                         f"per-packet field `{fname}` is `{decl[fname][0]}` in {decl[fname][1]} "

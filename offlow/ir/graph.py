@@ -24,6 +24,7 @@ class BodyFacts:
     kills: frozenset[str] = frozenset()
     emits: frozenset[str] = frozenset()
     uses_pkt: bool = False
+    reads_ts: bool = False  # the packet's timestamp (pkt->ts_ns)
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class QueueChannel:
     edge: Edge
     fields: tuple[Field, ...] = ()  # live per-packet fields it carries
     carries_data: bool = True  # the packet bytes are needed downstream
+    carries_ts: bool = True  # the packet's timestamp is read downstream (or a sink writes it)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ def analyze_bodies(g: Graph) -> Graph:
     nodes = []
     for n in g.nodes:
         if n.kind != "element":
-            nodes.append(replace(n, facts=BodyFacts(uses_pkt=True)))
+            nodes.append(replace(n, facts=BodyFacts(uses_pkt=True, reads_ts=True)))
             continue
         names = [p[0] for p in n.params] + [t[0] for t in n.tables]
         try:
@@ -29,6 +29,7 @@ def analyze_bodies(g: Graph) -> Graph:
         facts = BodyFacts(
             reads=frozenset(info.reads), writes=frozenset(info.writes),
             kills=frozenset(info.kills), emits=frozenset(info.emits), uses_pkt=info.uses_pkt,
+            reads_ts=info.reads_ts,
         )
         nodes.append(replace(n, facts=facts))
     for c in g.channels:  # handler bodies: parsed for their errors; they touch no packet

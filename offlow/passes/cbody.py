@@ -34,6 +34,7 @@ class BodyInfo:
     uses_pkt: bool
     may_fall_through: bool
     uses_whole_state: bool = False
+    reads_ts: bool = False  # names pkt->ts_ns, or hands `pkt` itself to other code
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -50,6 +51,7 @@ class _Walker(c_ast.NodeVisitor):
         self.writes: set[str] = set()
         self.emits: set[str] = set()
         self.drops = self.exits = self.uses_pkt = self.whole_state = self.jumps = False
+        self.reads_ts = False
 
     def state_field(self, node: c_ast.StructRef) -> str | None:
         """The field name if `node` is `state->NAME` (checked against the declared fields)."""
@@ -66,8 +68,8 @@ class _Walker(c_ast.NodeVisitor):
         return field
 
     def visit_ID(self, node: c_ast.ID) -> None:
-        if node.name == "pkt":
-            self.uses_pkt = True
+        if node.name == "pkt":  # bare `pkt` (not `pkt->data`): code it goes to may read
+            self.uses_pkt = self.reads_ts = True  # its timestamp too
         elif node.name == "state":  # bare `state` (not `state->f`): may touch every field
             self.whole_state = True
 
@@ -75,6 +77,9 @@ class _Walker(c_ast.NodeVisitor):
         field = self.state_field(node)
         if field is not None:
             self.reads.add(field)
+        elif _is_pkt_member(node):
+            self.uses_pkt = True
+            self.reads_ts = self.reads_ts or node.field.name == "ts_ns"
         else:
             self.visit(node.name)  # node.field is a member name, not a variable
 
@@ -89,7 +94,7 @@ class _Walker(c_ast.NodeVisitor):
             elif node.type == ".":
                 self._target(node.name, read_too)
             else:
-                self.visit(node.name)
+                self.visit_StructRef(node)  # pkt->member, or any other pointer's
         elif isinstance(node, c_ast.ArrayRef):
             self.visit(node.subscript)
             self._target(node.name, read_too)
@@ -145,6 +150,11 @@ class _Walker(c_ast.NodeVisitor):
 
     def visit_Goto(self, node: c_ast.Goto) -> None:  # a jump may skip an assignment
         self.jumps = True
+
+
+def _is_pkt_member(node: c_ast.StructRef) -> bool:
+    """True for `pkt->member`."""
+    return node.type == "->" and isinstance(node.name, c_ast.ID) and node.name.name == "pkt"
 
 
 def _is_state_lvalue(node: c_ast.Node) -> bool:
@@ -246,4 +256,5 @@ def analyze_body(
         uses_pkt=whole.uses_pkt,
         may_fall_through=not stmts or not _ends_flow(stmts[-1]),
         uses_whole_state=whole.whole_state,
+        reads_ts=whole.reads_ts,
     )
