@@ -123,7 +123,8 @@ def test_unknown_field_error_names_element_line_and_suggestion():
     with pytest.raises(BodyError) as exc:
         run("uint8_t x = 0;\nstate->tll = x;", fields={"ttl": "uint8_t", "l3_off": "uint16_t"})
     msg = str(exc.value)
-    assert msg.startswith("element `DecTTL` line 2: `state->tll` is not a per-packet state field")
+    assert msg.startswith("element `DecTTL`, body line 2: `state->tll` is not a per-packet state "
+                          "field")
     assert "declared fields: ttl, l3_off" in msg
     assert "Declare it in the element's `fields`" in msg
     assert "did you mean `ttl`?" in msg
@@ -133,12 +134,12 @@ def test_syntax_error_reports_body_line():
     with pytest.raises(BodyError) as exc:
         run("state->ttl = 1;\nuint8_t x = 2;\nfoo bar;")
     msg = str(exc.value)
-    assert "element `DecTTL`: C body does not parse at line 3" in msg
+    assert "element `DecTTL`, body line 3: C does not parse" in msg
     assert "check the statement before it" in msg
 
 
 def test_missing_semicolon_at_end_reports_last_line():
-    with pytest.raises(BodyError, match="at line 2: unexpected end of the body"):
+    with pytest.raises(BodyError, match="does not parse: unexpected end of the body"):
         run("state->ttl = 1;\nEMIT(out)\n")
 
 
@@ -147,7 +148,7 @@ def test_emit_unknown_port():
         run("\n\n\nEMIT(udpp);", element="Classify", outputs=["udp", "tcp", "other"])
     msg = str(exc.value)
     assert msg.startswith(
-        "element `Classify` line 4: EMIT(`udpp`): no output port `udpp`; "
+        "element `Classify`, body line 4: EMIT(`udpp`): no output port `udpp`; "
         "outputs are: udp, tcp, other"
     )
     assert "did you mean `udp`?" in msg
@@ -160,9 +161,9 @@ def test_emit_and_send_need_exactly_one_port_name(body: str):
 
 
 def test_drop_with_arguments_is_an_error():
-    with pytest.raises(BodyError, match=r"line 1: DROP\(\) takes no arguments"):
+    with pytest.raises(BodyError, match=r"body line 1: DROP\(\) takes no arguments"):
         run("DROP(out);")
-    with pytest.raises(BodyError, match=r"line 2: CONSUME\(\) takes no arguments"):
+    with pytest.raises(BodyError, match=r"body line 2: CONSUME\(\) takes no arguments"):
         run("state->ttl = 1;\nCONSUME(1);")
 
 
@@ -170,7 +171,7 @@ def test_return_with_value_is_an_error():
     with pytest.raises(BodyError) as exc:
         run("state->ttl = 1;\nreturn 1;", element="X")
     assert str(exc.value) == (
-        "element `X` line 2: use EMIT(port) or DROP() instead of `return value`"
+        "element `X`, body line 2: use EMIT(port) or DROP() instead of `return value`"
     )
 
 

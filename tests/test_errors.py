@@ -172,7 +172,8 @@ def not_an_output() -> None:
     (channel_unknown_device, "channel `c`: unknown device `gpu`; devices: host, nic"),
     (channel_without_device, "channel `c`: cannot tell which device serves it (no segment "
                              "uses its tables); say device=..."),
-    (channel_body_does_not_parse, "channel `c`: element `h`: C body does not parse at line 1"),
+    (channel_body_does_not_parse, "channel `c`: "
+         f"{__file__}:138: element `h`: C does not parse"),
     (group_not_a_flag, "--set `app.group=maybe`: group must be on or off"),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_error_message(make: Callable[[], None], message: str) -> None:

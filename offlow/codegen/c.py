@@ -4,6 +4,7 @@ functions, one fused loop per segment, main)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -71,10 +72,11 @@ def gen_common(g: Graph) -> str:
       "static inline size_t ofl_layout(size_t ring_off[], size_t *tables_off, "
       "size_t *chan_off) {",
       "    size_t off = OFL_WINDOW_HDR_SIZE;",
-      "    for (uint32_t i = 0; i < OFL_NRINGS; i++) {",
-      "        ring_off[i] = off;",
-      "        off += ofl_ring_mem_size(ofl_ring_desc[i].size, ofl_ring_desc[i].entry_size);",
-      "    }",
+      # (no loop over no rings: `i < 0u` is a warning)
+      *(["    for (uint32_t i = 0; i < OFL_NRINGS; i++) {",
+         "        ring_off[i] = off;",
+         "        off += ofl_ring_mem_size(ofl_ring_desc[i].size, ofl_ring_desc[i].entry_size);",
+         "    }"] if rs else ["    (void)ring_off;"]),
       "    *tables_off = off;",
       "    off += (sizeof(struct ofl_window_tables) + 4095) / 4096 * 4096;",
       *(["    *chan_off = off;",
@@ -122,6 +124,7 @@ class DeviceGen:
             if self.g.segment(q.src_segment).device == self.device:
                 for k in range(len(q.channels)):
                     e(*qg.push_def(q, k, self.g.mtu))
+        self.gen_helpers()
         for p in self.plans:
             for name in p.nodes:
                 self.gen_node(self.g.node(name))
@@ -185,14 +188,32 @@ class DeviceGen:
           "const uint8_t *msg, size_t len, int *ofl_err_) {", *self._locals(n, "proc->"))
         unused = ["proc", "msg", "len", "ofl_end_", "ofl_err_"] + [p[0] for p in n.params]
         e("    " + " ".join(f"(void){u};" for u in unused + [t[0] for t in n.tables]))
-        e(f'#line 1 "{n.cls} body ({n.origin or "?"})"', n.body)
-        e.resync()
+        self._body(n)
         e("}", "",
           f"static int ofl_handler_{cn}(void *ofl_arg_, struct ofl_chan_end *ofl_end_, "
           "const void *ofl_msg_, size_t len) {",
           "    int err = 0;",
           f"    ofl_hbody_{cn}(ofl_arg_, ofl_end_, ofl_msg_, len, &err);",
           "    return err;", "}", "")
+
+    def _body(self, n: Node) -> None:
+        """A body where its program file says it is (#line), then the end of the macros
+        it defined: each body's own."""
+        self.e(_line_directive(n.origin, n.body_line, f"<body of {n.name}>"), n.body)
+        self.e.resync()
+        self.e(*(f"#undef {m}" for m in (n.facts.macros if n.facts else ())))
+
+    def gen_helpers(self) -> None:
+        """Each element class's helpers (file-scope C), once, before any body."""
+        seen: set[tuple[str, str]] = set()
+        for n in [*self.nodes, *(c.handler for c in self.channels)]:
+            if n.helpers and (n.cls, n.helpers) not in seen:
+                seen.add((n.cls, n.helpers))
+                self.e(f"/* Helpers of {n.cls}. */",
+                       _line_directive(n.origin, n.helpers_line, f"<helpers of {n.name}>"),
+                       n.helpers)
+                self.e.resync()
+                self.e("")
 
     def gen_blob_open(self, t: SharedTable) -> None:
         """A typed wrapper of the table's open_blob_fn for ofl_table_recv."""
@@ -221,8 +242,7 @@ class DeviceGen:
             unused = ["ctx", "pkt", "state", "ofl_mask_"]
             unused += [p[0] for p in n.params] + [t[0] for t in n.tables]
             e("    " + " ".join(f"(void){u};" for u in unused))
-            e(f'#line 1 "{n.cls} body ({n.origin or "?"})"', n.body)
-            e.resync()
+            self._body(n)
             e("}", "")
         default = 1 if len(n.outputs) == 1 else 0
         e(f"static void ofl_node_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
@@ -462,12 +482,13 @@ class DeviceGen:
           "    size_t wsize = ofl_layout(ring_off, &tables_off, &chan_off);",
           "    if (proc.args.init) { /* create the window and format every ring in it */",
           "        int rc = ofl_window_create(&proc.win, proc.args.window, wsize);",
-          "        for (uint32_t i = 0; rc == 0 && i < OFL_NRINGS; i++)",
-          "            rc = ofl_ring_format(ofl_window_at(&proc.win, ring_off[i]),",
-          "                                 ofl_ring_mem_size(ofl_ring_desc[i].size,",
-          "                                                   ofl_ring_desc[i].entry_size),",
-          "                                 ofl_ring_desc[i].size, ofl_ring_desc[i].entry_size,",
-          "                                 ofl_ring_desc[i].batch, ofl_ring_desc[i].data_off);",
+          *(["        for (uint32_t i = 0; rc == 0 && i < OFL_NRINGS; i++)",
+             "            rc = ofl_ring_format(ofl_window_at(&proc.win, ring_off[i]),",
+             "                                 ofl_ring_mem_size(ofl_ring_desc[i].size,",
+             "                                                   ofl_ring_desc[i].entry_size),",
+             "                                 ofl_ring_desc[i].size, ofl_ring_desc[i].entry_size,",
+             "                                 ofl_ring_desc[i].batch, ofl_ring_desc[i].data_off);"]
+            if self.rings else []),
           *(["        if (rc == 0) rc = ofl_gen_channels(&proc.win, chan_off, OFL_NCHAN, "
              "ofl_chan_names);"] if channel_names(self.g) else ["        (void)chan_off;"]),
           "        if (rc < 0) return ofl_fatal_err(\"cannot create the window\", rc);",
@@ -680,6 +701,11 @@ class DeviceGen:
             for s in p.sources:
                 self.e(f'                ofl_stats_source(&j, "{s}", ctxs[k].src_{cname(s)});')
         self._per_core(ctxs, one)
+
+
+def _line_directive(file: str, line: int, unknown: str) -> str:
+    """#line to `file`:`line`, or to line 1 of `unknown` for code made at run time."""
+    return f"#line {line} {json.dumps(file)}" if file and line else f"#line 1 {json.dumps(unknown)}"
 
 
 def generate(g: Graph) -> dict[str, str]:

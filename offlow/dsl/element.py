@@ -9,6 +9,7 @@ segment it is placed in (see program.py).  Wiring uses ``>>``::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -75,7 +76,17 @@ class Element:
     params: ClassVar[Mapping[str, str]] = {}
     tables: ClassVar[tuple[str, ...]] = ()
     body: str = ""
+    # C at file scope before the body: static inline helper functions, types, macros
+    # (C allows no function definition inside a body, which is a function's block)
+    helpers: ClassVar[str] = ""
     kind: ClassVar[str] = "element"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Record where the class is defined (offlow.dsl.where): the compiler's
+        messages and the generated C name the program file and line of a body."""
+        super().__init_subclass__(**kwargs)
+        frame = sys._getframe(1)  # the frame running the `class` statement
+        cls._ofl_site = (frame.f_code.co_filename, frame.f_lineno)
 
     def __init__(self, name: str | None = None, **kwargs: Any) -> None:
         self.name = name or type(self).__name__.lower()

@@ -4,12 +4,12 @@ like in one process."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from offlow.dsl.element import Composite, Element, Handler
 from offlow.dsl.values import Shared, Table, c_literal
+from offlow.dsl.where import code_site
 from offlow.errors import OfflowError
 from offlow.ir import (
     Cache,
@@ -72,13 +72,6 @@ class CacheDecl:
     options: dict[str, str]
 
 
-
-
-def _origin(element: Element) -> str:
-    try:
-        return inspect.getsourcefile(type(element)) or ""
-    except TypeError:
-        return ""
 
 
 class Program:
@@ -422,6 +415,7 @@ class Program:
         if len(el.outputs) > MAX_OUTPUTS:
             raise OfflowError(f"element `{el.name}` ({cls}) has {len(el.outputs)} outputs; "
                               f"at most {MAX_OUTPUTS} (a bit each in the body's choice)")
+        origin, body_line = code_site(el, "body")
         params = []
         for pname, ctype in el.params.items():
             lit = c_literal(el.param_values[pname], ctype, f"element `{el.name}` param `{pname}`")
@@ -433,7 +427,8 @@ class Program:
             body=el.body, params=tuple(params),
             tables=tuple((local, ref.name) for local, ref in el.table_refs.items()),
             fields=tuple(Field(n, t) for n, t in el.fields.items()),
-            segment=segment, origin=_origin(el),
+            segment=segment, origin=origin, body_line=body_line, helpers=el.helpers,
+            helpers_line=code_site(el, "helpers")[1],
         )
 
     def _state_fields(self, elements: list[Element]) -> tuple[Field, ...]:

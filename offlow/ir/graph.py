@@ -25,6 +25,7 @@ class BodyFacts:
     emits: frozenset[str] = frozenset()
     uses_pkt: bool = False
     reads_ts: bool = False  # the packet's timestamp (pkt->ts_ns)
+    macros: tuple[str, ...] = ()  # macros the body #defines (undefined after it)
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,10 @@ class Node:
     fields: tuple[Field, ...] = ()  # state fields the element declares
     segment: str = ""
     facts: BodyFacts | None = None
-    origin: str = ""  # where the element class is defined, for #line directives
+    origin: str = ""  # the file that defines the element's class, for messages and #line
+    body_line: int = 0  # the line of that file where the body starts (0: made at run time)
+    helpers: str = ""  # C at file scope for the body (Element.helpers)
+    helpers_line: int = 0  # the line of `origin` where the helpers start (0: unknown)
     prelude: str = ""  # file-scope C emitted before the body; `{target:PORT}` names the
     #                    function that takes a packet sent on PORT (compiler-made nodes)
 

@@ -1,9 +1,10 @@
 """Analyse one element's C body with pycparser: which per-packet state fields it reads,
 writes and kills, which output ports it names, and whether it can fall through.
 
-The body is wrapped in a synthetic translation unit (a prelude of typedefs, then
-``void __ofl_body(void) { <body> }``) and parsed with pycparser's real parser; line
-numbers in errors are relative to the body.
+The body is wrapped in a synthetic translation unit (a prelude of typedefs, the
+element's helpers, then ``void __ofl_body(void) { <body> }``), run through the real C
+preprocessor (comments, #define, #if: see cpp.py) and parsed with pycparser; line
+markers make every position in a message the program file's line.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pycparser import c_ast, c_parser
+
+from offlow.passes.cpp import CppError, preprocess
 
 _STD_TYPES = (
     "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
@@ -35,6 +38,7 @@ class BodyInfo:
     may_fall_through: bool
     uses_whole_state: bool = False
     reads_ts: bool = False  # names pkt->ts_ns, or hands `pkt` itself to other code
+    macros: tuple[str, ...] = ()  # macros the body #defines (and does not #undef)
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -164,24 +168,45 @@ def _is_state_lvalue(node: c_ast.Node) -> bool:
     return isinstance(node, c_ast.ID) and node.name == "state"
 
 
+@dataclass(frozen=True)
+class Site:
+    """Where a C string is written: a file and the line its first line is on (line 0:
+    unknown, a string made at run time; messages then count lines within it)."""
+
+    file: str = ""
+    line: int = 0
+
+
+_END = "<end of the body>"  # the file the line markers give the closing brace we add
+_OPEN = "void __ofl_body(void) {"
+
+
 @dataclass
 class _Context:
     element: str
     outputs: Sequence[str]
     fields: Sequence[str]
-    offset: int
-    last_line: int
 
-    def line(self, coord: object) -> int:
-        raw = getattr(coord, "line", None) or self.offset + 1
-        return min(max(raw - self.offset, 1), self.last_line)
-
-    def where(self, node: c_ast.Node) -> str:
-        return f"element `{self.element}` line {self.line(node.coord)}"
+    def where(self, node: c_ast.Node | None) -> str:
+        coord = getattr(node, "coord", None)
+        return _place(self.element, getattr(coord, "file", "") or "",
+                      getattr(coord, "line", None) or 1)
 
 
-def _line_count(body: str) -> int:
-    return max(len(body.splitlines()), 1)
+def _place(element: str, file: str, line: int) -> str:
+    """`prog.py:25: element `x`` (the body's file and line), or `element `x`, body line
+    3` for a body made at run time."""
+    if file.startswith("<body of ") or file.startswith("<helpers of "):
+        what = "body" if file.startswith("<body") else "helpers"
+        return f"element `{element}`, {what} line {line}"
+    return f"{file}:{line}: element `{element}`"
+
+
+def _marker(site: Site, what: str, element: str) -> str:
+    """A #line directive for a body or helpers string at `site`."""
+    if site.file and site.line:
+        return f'#line {site.line} "{site.file}"'
+    return f'#line 1 "<{what} of {element}>"'
 
 
 def _ends_flow(stmt: c_ast.Node | None) -> bool:
@@ -195,41 +220,52 @@ def _ends_flow(stmt: c_ast.Node | None) -> bool:
     return False
 
 
-def _parse(body: str, ctx_element: str, typedefs: Iterable[str]) -> tuple[list[c_ast.Node], int]:
+def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers: str,
+           helpers_site: Site) -> tuple[list[c_ast.Node], tuple[str, ...]]:
+    """The body's statements, parsed after the real preprocessor, and its macros."""
     names = [*_STD_TYPES, *typedefs]
-    prelude = "typedef _Bool bool;\n" + "".join(f"typedef int {n};\n" for n in names)
-    prelude += "void __ofl_body(void) {\n"
-    offset = prelude.count("\n")
+    code = "typedef _Bool bool;\n" + "".join(f"typedef int {n};\n" for n in names)
+    if helpers:
+        code += _marker(helpers_site, "helpers", element) + "\n" + helpers + "\n"
+    code += f"{_OPEN}\n{_marker(site, 'body', element)}\n{body}\n#line 1 \"{_END}\"\n}}\n"
+    try:
+        pre = preprocess(code, _OPEN)
+    except CppError as err:
+        raise BodyError(f"element `{element}`: {err}") from None
     parser = c_parser.CParser()
     try:
-        ast = parser.parse(prelude + body + "\n}\n", filename="<body>")
+        ast = parser.parse(pre.text, filename="<offlow>")
     except c_parser.ParseError as err:
-        msg = str(err)
-        head, _, detail = msg.partition(": ")
-        parts = head.split(":")
-        line = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
-        if line is None:  # some pycparser errors carry no position: use the next token's
-            tok = getattr(getattr(parser, "_tokens", None), "peek", lambda: None)()
-            line = getattr(tok, "lineno", None)
-        last = _line_count(body)
-        if line is None or line - offset > last:  # failed on the closing brace we added
-            line, detail = offset + last, "unexpected end of the body (missing `;` or `}`?)"
-        raise BodyError(
-            f"element `{ctx_element}`: C body does not parse at line {max(line - offset, 1)}: "
-            f"{detail or msg}; check the statement before it"
-        ) from None
+        raise BodyError(_parse_error(str(err), parser, element)) from None
     func = ast.ext[-1]
-    return list(func.body.block_items or []), offset
+    return list(func.body.block_items or []), pre.macros
+
+
+def _parse_error(msg: str, parser: c_parser.CParser, element: str) -> str:
+    """A parse error as `FILE:LINE: element `x`: C does not parse: DETAIL`."""
+    head, _, detail = msg.partition(": ")
+    file, _, rest = head.partition(":")
+    line = rest.split(":")[0]
+    if not line.isdigit():  # some pycparser errors carry no position: the next token's
+        tok = getattr(getattr(parser, "_tokens", None), "peek", lambda: None)()
+        line = str(getattr(tok, "lineno", "") or "")
+    if file == _END or not line:  # failed on the closing brace we added
+        return (f"element `{element}`: C body does not parse: unexpected end of the body "
+                "(missing `;` or `}`?)")
+    return (f"{_place(element, file, int(line))}: C does not parse: {detail or msg}; check the "
+            "statement before it")
 
 
 def analyze_body(
     body: str, *, element: str, outputs: Sequence[str], fields: Mapping[str, str],
-    names: Iterable[str] = (), typedefs: Iterable[str] = (),
+    names: Iterable[str] = (), typedefs: Iterable[str] = (), site: Site = Site(),
+    helpers: str = "", helpers_site: Site = Site(),
 ) -> BodyInfo:
-    """Analyse one element body. `names` (parameters, tables) are plain identifiers in
-    scope; they need no declaration for parsing and are accepted for the caller's record."""
-    stmts, offset = _parse(body, element, typedefs)
-    ctx = _Context(element, list(outputs), list(fields), offset, _line_count(body))
+    """Analyse one element body, written at `site`, after its `helpers` (file-scope C).
+    `names` (parameters, tables) are plain identifiers in scope; they need no declaration
+    for parsing and are accepted for the caller's record."""
+    stmts, macros = _parse(body, element, typedefs, site, helpers, helpers_site)
+    ctx = _Context(element, list(outputs), list(fields))
     whole = _Walker(ctx)
     kills: set[str] = set()
     read_before: set[str] = set()
@@ -257,4 +293,5 @@ def analyze_body(
         may_fall_through=not stmts or not _ends_flow(stmts[-1]),
         uses_whole_state=whole.whole_state,
         reads_ts=whole.reads_ts,
+        macros=macros,
     )
