@@ -148,7 +148,23 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
             raise OfflowError(f"--opt `{opt}`: no source, sink or table named `{name}`; "
                               f"known: {', '.join(sorted(known))}")
         args += ["--opt", opt]
+    _check_table_files(b, args)
     return args
+
+
+def _check_table_files(b: Build, args: list[str]) -> None:
+    """A table's `path` option (the last one given wins) names a file it reads: it must
+    be there before the processes start."""
+    tables = {t.name for t in b.graph.shared}
+    paths = {}
+    for opt in args[1::2]:
+        name, _, rest = opt.partition(".")
+        key, _, value = rest.partition("=")
+        if name in tables and key == "path":
+            paths[name] = value
+    for name, value in paths.items():
+        if not Path(value).is_file():
+            raise OfflowError(f"table `{name}`: path={value}: no such file")
 
 
 def _positive(name: str, value: float | None, zero_ok: bool = False) -> None:

@@ -202,6 +202,10 @@ class Program:
                 if n < 1:
                     raise OfflowError(f"cache `{name}`: {key} must be a positive number, "
                                       f"not {value!r}")
+                for setting, lo, hi in c.ops.limits:
+                    if setting == key and not lo <= n <= hi:
+                        raise OfflowError(f"cache `{name}`: {key} {n} is not within {lo}.."
+                                          f"{hi}, what this cache takes")
                 c.options[key] = str(n)
             else:
                 raise OfflowError(f"cache `{name}`: unknown setting `{key}` (policy, entries, "

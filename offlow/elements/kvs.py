@@ -19,7 +19,10 @@ MEMCACHED_CACHE = CacheOps(
     args="state->l3_off, state->l4_off",
     reply_args="state->l3_off, state->l4_off, state->kv_expiring", steer="kv_hash",
     steer_expr="(uint32_t)(hash >> 32)", internal="OFL_KVC_INTERNAL", made="kv_from_cache",
-    source="memcached NIC cache (kvcache.c), empty at start-up")
+    source="memcached NIC cache (kvcache.c), empty at start-up",
+    # kvcache.h's OFL_KVC_WAYS_MAX, OFL_KVC_ENTRIES_MAX, OFL_KVC_VALUE_MAX (a test
+    # compares them)
+    limits=(("ways", 1, 64), ("entries", 1, 1 << 30), ("value_max", 1, 1024)))
 
 
 def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1400) -> Table:

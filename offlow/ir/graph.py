@@ -235,6 +235,9 @@ class CacheOps:
     internal: str = "UINT64_MAX"
     made: str = ""
     source: str = ""
+    # (setting, lowest, highest) of each number setting the C side takes, checked when
+    # the program is built (Program.set_cache) rather than by a device process at start
+    limits: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)

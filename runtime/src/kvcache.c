@@ -736,7 +736,7 @@ int ofl_kvc_create(struct ofl_kvc **out, const struct ofl_kvc_config *cfg)
 {
     *out = NULL;
     if (!cfg->ways || cfg->ways > OFL_KVC_WAYS_MAX || cfg->entries < cfg->ways ||
-        cfg->entries > (1u << 30) || cfg->value_max > OFL_KVC_VALUE_MAX ||
+        cfg->entries > OFL_KVC_ENTRIES_MAX || cfg->value_max > OFL_KVC_VALUE_MAX ||
         (cfg->policy != OFL_KVC_WRITE_THROUGH && cfg->policy != OFL_KVC_WRITE_BACK) ||
         (cfg->eviction != OFL_KVC_LRU && cfg->eviction != OFL_KVC_CLOCK))
         return -EINVAL;
@@ -814,7 +814,7 @@ int ofl_kvc_open_opts(struct ofl_kvc **t, const struct ofl_args *a, const char *
         return -EINVAL;
     }
     if (!cfg.ways || cfg.ways > OFL_KVC_WAYS_MAX || cfg.entries < cfg.ways ||
-        cfg.entries > (1u << 30) || cfg.value_max > OFL_KVC_VALUE_MAX) {
+        cfg.entries > OFL_KVC_ENTRIES_MAX || cfg.value_max > OFL_KVC_VALUE_MAX) {
         fprintf(stderr,
                 "offlow %s: cache %s: entries=%u ways=%u value_max=%u (need 1 <= ways <= %u, "
                 "ways <= entries <= 2^30, value_max <= %u)\n",

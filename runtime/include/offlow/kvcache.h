@@ -43,6 +43,8 @@ struct ofl_kvc;
 #define OFL_KVC_VALUE_MAX 1024u
 /* Most ways per set. */
 #define OFL_KVC_WAYS_MAX 64u
+/* Most entries in all. */
+#define OFL_KVC_ENTRIES_MAX (1u << 30)
 /* Largest l4_off + 8 (headers before the memcached datagram) of a packet that may
  * need a write-back built from it (write-back policy); deeper packets are dropped. */
 #define OFL_KVC_HDRS_MAX 256u
