@@ -45,7 +45,16 @@ def _cc(args: list[str], what: str) -> None:
         raise OfflowError("no C compiler: install gcc (the README's setup command does)")
     res = subprocess.run(["gcc", *args], capture_output=True, text=True)
     if res.returncode != 0:
-        raise OfflowError(f"C compiler failed on {what}:\n{res.stderr.strip()}")
+        raise OfflowError(f"C compiler failed on {what}:\n{_errors_only(args, res.stderr)}")
+
+
+def _errors_only(args: list[str], stderr: str) -> str:
+    """The compiler's errors without its warnings (of generated code, mostly, which a
+    user cannot act on): the same compile checked again with warnings off. When that
+    passes, the warnings were the errors (-Werror): all of the first output."""
+    res = subprocess.run(["gcc", *[a for a in args if a != "-Werror"], "-w", "-fsyntax-only"],
+                         capture_output=True, text=True)
+    return (res.stderr if res.returncode != 0 and res.stderr.strip() else stderr).strip()
 
 
 def runtime_hash(extra_flags: tuple[str, ...] = ()) -> str:

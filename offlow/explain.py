@@ -118,15 +118,16 @@ def _queue_lines(g: Graph, q: Queue, full: int) -> list[str]:
         data = (f" + packet bytes (up to {g.mtu})" if ch.carries_data
                 else " (no packet bytes)")
         extra = " + 2 B length" if lay.len_off else ""
+        moved = "cross the interconnect" if q.crosses_device else "are copied through the ring"
         out += [f"    channel {lay.channel}: {ch.edge}",
                 f"      carries {fields}: {lay.field_bytes} B of the {full} B state"
                 f"{' + timestamp (8 B)' if lay.carries_ts else ''}{data}",
                 f"      entry {lay.size} B (8 B header + {lay.data_off - 8} B fields{extra}"
                 f"{' + data' if ch.carries_data else ''}); per 64 B packet "
-                f"{lay.bytes_for(64)} B cross"]
+                f"{lay.bytes_for(64)} B {moved}"]
     if q.tagged:
         out.append(f"    ring entries of {entry_size(q, g.mtu)} B (the largest channel's), "
-                   "each tagged with its channel; only each entry's used bytes cross; "
+                   "each tagged with its channel; only each entry's used bytes are copied; "
                    "order is kept per instance across channels")
     nprod, ncons = len(src.cores), consumers(g, q)
     how = (f"steered by {q.steer} % {q.instances}" if q.steer

@@ -58,12 +58,15 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
             "occupancy_max": max((x["occupancy_max"] for x in cons), default=0),
             "rings": len(prod),
         })
-    elements: dict[str, dict[str, int]] = {}
+    elements: dict[str, dict[str, Any]] = {}
     for c in cores:
         for el, v in c.get("elements", {}).items():
-            acc = elements.setdefault(el, {"in": 0, "drop": 0, "consumed": 0})
-            for k in acc:
+            acc = elements.setdefault(el, {"in": 0, "drop": 0, "consumed": 0, "copies": 0,
+                                           "made": 0, "why": {}})
+            for k in ("in", "drop", "consumed", "copies", "made"):
                 acc[k] += v.get(k, 0)
+            for why, n in v.get("why", {}).items():
+                acc["why"][why] = acc["why"].get(why, 0) + n
     tables = {k: v for dev in stats.values() for k, v in dev.get("tables", {}).items()}
     sinks = {k: v for dev in stats.values() for k, v in dev.get("sinks", {}).items()}
     sources = {}
@@ -74,18 +77,88 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
                 acc[k2] = acc.get(k2, 0) + n
     return {"program": g.name, "mtu": g.mtu, "mtu_why": g.mtu_why, "segments": segments,
             "queues": queues, "elements": elements, "sources": sources, "sinks": sinks,
-            "tables": tables}
+            "tables": tables,
+            "accounting": account(g, sources, elements, queues, sinks)}
 
 
-def _table(rows: list[list[str]]) -> str:
+def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
+            queues: list[dict[str, Any]], sinks: dict[str, Any]) -> dict[str, Any]:
+    """Every packet in one place: the frames the sources read (and the copies SEND made
+    and the packets elements made) = forwarded (written by sinks) + dropped (where and
+    why) + consumed (an element's work done: CONSUME, or an element without outputs);
+    `unaccounted` is what the equation misses (0 in a run that ended cleanly)."""
+    meaning = {(n.name, r): d for n in g.nodes for r, d in n.drops}
+    dropped: list[dict[str, Any]] = []
+    for name, v in sources.items():
+        if v.get("dropped"):
+            dropped.append({"at": name, "reason": "longer_than_mtu", "packets": v["dropped"],
+                            "what": f"a frame longer than the mtu ({g.mtu} B)"})
+    for name, v in elements.items():
+        for why, n in v["why"].items():
+            if n:
+                dropped.append({"at": name, "reason": why, "packets": n,
+                                "what": meaning.get((name, why), "")})
+        if v["drop"] > sum(v["why"].values()):
+            dropped.append({"at": name, "reason": "dropped",
+                            "packets": v["drop"] - sum(v["why"].values()),
+                            "what": "DROP() in its body"})
+    for q in queues:
+        if q["dropped"]:
+            dropped.append({"at": q["queue"], "reason": "ring_full", "packets": q["dropped"],
+                            "what": "a full ring under enqueue=drop"})
+    consumed = {name: v["consumed"] for name, v in elements.items() if v["consumed"]}
+    read = sum(v.get("packets", 0) + v.get("dropped", 0) for v in sources.values())
+    copies = sum(v["copies"] for v in elements.values())
+    made = sum(v["made"] for v in elements.values())
+    forwarded = sum(v.get("packets", 0) for v in sinks.values())
+    lost = sum(d["packets"] for d in dropped) + sum(consumed.values())
+    return {"read": read, "copies": copies, "made": made, "forwarded": forwarded,
+            "dropped": dropped, "consumed": consumed,
+            "unaccounted": read + copies + made - forwarded - lost}
+
+
+def _table(rows: list[list[str]], align: str = "") -> str:
+    """Rows as columns; `align` says l or r per column (default: the first left, the
+    others right)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    align = align or "l" + "r" * (len(widths) - 1)
     out = []
     for k, r in enumerate(rows):
-        out.append("  ".join(c.rjust(w) if i else c.ljust(w)
-                             for i, (c, w) in enumerate(zip(r, widths, strict=True))))
+        out.append("  ".join(c.ljust(w) if a == "l" else c.rjust(w)
+                             for c, w, a in zip(r, widths, align, strict=True)).rstrip())
         if k == 0:
             out.append("  ".join("-" * w for w in widths))
     return "\n".join(out)
+
+
+TABLE_SHOWN = 16  # nonzero entries of a shared table the text report prints
+
+
+def format_table(name: str, values: list[int]) -> str:
+    """A shared table's nonzero entries, the first TABLE_SHOWN of them (--json has all)."""
+    nz = [f"[{i}]={v}" for i, v in enumerate(values) if v]
+    if not nz:
+        return f"table {name}: all zero ({len(values)} entries)"
+    more = (f" ... and {len(nz) - TABLE_SHOWN} more nonzero of {len(values)} entries "
+            "(--json has them all)" if len(nz) > TABLE_SHOWN else "")
+    return f"table {name}: " + " ".join(nz[:TABLE_SHOWN]) + more
+
+
+def format_accounting(a: dict[str, Any]) -> str:
+    """The packets of a run in one equation, then where each one that went no further
+    ended and why."""
+    extra = "".join(f" + {a[k]} {w}" for k, w in (("copies", "copies (SEND)"),
+                                                    ("made", "made by elements")) if a[k])
+    dropped = sum(d["packets"] for d in a["dropped"])
+    line = (f"packets: {a['read']} read{extra} = {a['forwarded']} forwarded + {dropped} "
+            f"dropped + {sum(a['consumed'].values())} consumed")
+    if a["unaccounted"]:
+        line += f"; {a['unaccounted']} unaccounted (still in flight when the run ended?)"
+    rows = [["ended at", "how", "packets", "why"]]
+    rows += [[d["at"], f"dropped: {d['reason']}", str(d["packets"]), d["what"]]
+             for d in a["dropped"]]
+    rows += [[name, "consumed", str(n), ""] for name, n in a["consumed"].items()]
+    return line if len(rows) == 1 else line + "\n" + _table(rows, "llrl")
 
 
 def format_summary(s: dict[str, Any]) -> str:
@@ -106,14 +179,9 @@ def format_summary(s: dict[str, Any]) -> str:
                            str(q["doorbells"]), str(q["full_waits"]),
                            f"{q['occupancy_avg']:.1f}/{q['occupancy_max']}"])
         parts.append(_table(q_rows))
-    ended = [(el, v) for el, v in s["elements"].items() if v["drop"] or v.get("consumed")]
-    if ended:  # packets that went no further: dropped, or consumed on purpose (CONSUME)
-        parts.append(_table([["element", "dropped", "consumed", "of"]]
-                            + [[el, str(v["drop"]), str(v.get("consumed", 0)), str(v["in"])]
-                               for el, v in ended]))
+    parts.append(format_accounting(s["accounting"]))
     for name, values in s["tables"].items():
-        nz = [f"[{i}]={v}" for i, v in enumerate(values) if v]
-        parts.append(f"table {name}: " + (" ".join(nz) if nz else "all zero"))
+        parts.append(format_table(name, values))
     for name, v in s["sources"].items():
         dropped = (f", {v['dropped']} dropped (longer than the mtu, {s['mtu']} B: "
                    f"{s['mtu_why']})" if v.get("dropped") else "")

@@ -219,3 +219,15 @@ def test_realistic_ipv4_body():
     assert info.emits == {"udp", "tcp", "other"}
     assert info.drops and info.uses_pkt and not info.uses_whole_state
     assert not info.may_fall_through
+
+
+def test_drop_why_names_one_of_the_elements_reasons():
+    info = run("if (state->ttl == 0) DROP_WHY(expired);\nEMIT(out);", reasons=["expired"])
+    assert info.drops and info.emits == {"out"}
+    assert not run("DROP_WHY(expired);", reasons=["expired"]).may_fall_through
+    with pytest.raises(BodyError, match=r"DROP_WHY\(\) takes one of the element's drop "
+                                        r"reasons \(its `drops`\): expired \(did you mean "
+                                        r"`expired`\?\)"):
+        run("DROP_WHY(expird);", reasons=["expired"])
+    with pytest.raises(BodyError, match=r"\(none declared\)"):
+        run("DROP_WHY(expired);")

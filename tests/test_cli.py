@@ -15,8 +15,8 @@ def test_explain_shows_segments_queues_and_what_crosses(capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     assert "rx: device nic" in out
     assert "app: device host" in out
-    # only the two fields the host side reads cross, not the whole state record
-    assert "carries ip_proto:uint8_t, l4_off:uint16_t" in out
+    # only the fields the host side reads cross, not the whole state record
+    assert "carries ip_frag:uint8_t, ip_proto:uint8_t, l4_end:uint16_t, l4_off:uint16_t" in out
     assert "class_counts: uint64_t[4] in host memory" in out
 
 

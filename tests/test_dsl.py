@@ -93,14 +93,14 @@ def test_element_in_two_segments_is_an_error() -> None:
 
 def test_element_with_more_outputs_than_the_mask_has_bits_is_an_error() -> None:
     class Wide(Element):
-        outputs = tuple(Port(f"o{k}") for k in range(31))
+        outputs = tuple(Port(f"o{k}") for k in range(30))
 
     p = Program("x")
     src, w, out = Source("src"), Wide("w"), Sink("out")
     src >> w
     w["o0"] >> out
     p.segment("s", [src, w, out])
-    with pytest.raises(OfflowError, match=r"`w` \(Wide\) has 31 outputs; at most 30"):
+    with pytest.raises(OfflowError, match=r"`w` \(Wide\) has 30 outputs; at most 29"):
         p.to_ir()
 
 

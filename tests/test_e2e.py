@@ -8,6 +8,7 @@ import signal
 import struct
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import dpkt
@@ -216,7 +217,7 @@ def test_ctrl_c_in_wait_stops_the_run_cleanly_and_says_so() -> None:
 
 
 def test_malformed_capture_is_dropped_and_counted_where_each_frame_fails(tmp_path: Path) -> None:
-    from offlow.testing.malformed import write_malformed_pcap
+    from offlow.testing.malformed import malformed_cases, write_malformed_pcap
 
     capture, out = tmp_path / "bad.pcap", tmp_path / "out.pcap"
     want = write_malformed_pcap(capture)
@@ -227,9 +228,19 @@ def test_malformed_capture_is_dropped_and_counted_where_each_frame_fails(tmp_pat
     assert el["ip4"]["drop"] == want["bad_ipv4"]
     assert el["ip6"]["drop"] == want["bad_ipv6"]
     assert el["l4"]["drop"] == want["bad_l4"]
-    assert el["non_ip"]["in"] == want["other"]
+    assert el["non_ip"]["in"] == el["non_ip"]["consumed"] == want["other"]
     assert len(read_frames(out)) == want["valid_ipv4"] + want["valid_ipv6"]
     assert s["sources"]["rx"]["packets"] == want["total"]
+    # each drop with its element's reason, as the capture's cases say
+    at = {"bad_eth": "eth", "bad_ipv4": "ip4", "bad_ipv6": "ip6", "bad_l4": "l4"}
+    reasons = Counter((at[c.category], c.reason) for c in malformed_cases() if c.reason)
+    assert {(e, r): n for e, v in el.items() for r, n in v["why"].items() if n} == reasons
+    # and every frame accounted for in one place
+    a = s["accounting"]
+    assert (a["read"], a["forwarded"], a["unaccounted"]) == (
+        want["total"], len(read_frames(out)), 0)
+    assert sum(d["packets"] for d in a["dropped"]) == want["bad"]
+    assert a["consumed"] == {"non_ip": want["other"]}
 
 
 SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer",

@@ -203,8 +203,12 @@ def test_concurrent_clients_see_the_latest_completed_write(policy: str) -> None:
     assert el["cache_update"]["drop"] == 0
     # offlow run's table of packets that went no further shows them as consumed.
     rows = [ln.split() for ln in format_summary(summary).splitlines()]
-    want = ["cache_update", "0", str(made), str(el["cache_update"]["in"])]
+    want = ["cache_update", "consumed", str(made)]
     assert (want in rows) == (policy == "write_back")
+    # the lookup counted the packets it made, and every packet is accounted for
+    a = summary["accounting"]
+    assert (a["made"], a["unaccounted"]) == (made, 0)
+    assert el["cache_lookup"]["made"] == made
 
 
 def paths(el: dict[str, dict[str, int]]) -> tuple[int, int, int]:

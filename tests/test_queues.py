@@ -135,10 +135,11 @@ def test_explain_shows_channels_and_mapping() -> None:
     assert "rx->app: rx (nic) -> app (host), 3 channels" in text
     assert "channel 0: cls.count -> cnt.inp" in text
     assert "carries key:uint32_t: 4 B of the 24 B state (no packet bytes)" in text
-    assert "entry 16 B (8 B header + 8 B fields + 2 B length); per 64 B packet 16 B cross" in text
+    assert ("entry 16 B (8 B header + 8 B fields + 2 B length); per 64 B packet 16 B cross "
+            "the interconnect") in text
     assert "channel 2: cls.put -> put.inp" in text
     assert "carries key:uint32_t, seq:uint64_t, val:uint64_t: 20 B" in text
-    assert "per 64 B packet 96 B cross" in text
+    assert "per 64 B packet 104 B cross the interconnect" in text  # put: fields, time, data
     assert "3 instances per producer core (steered by key % 3): 3 ring(s)" in text
     assert "consumers: core 0 polls instances 0,2; core 1 polls instance 1" in text
     assert "enqueue: drop (a full ring drops the packet, counted per queue)" in text

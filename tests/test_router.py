@@ -13,6 +13,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
+from offlow import OfflowError
 from offlow.router.reference import Reference
 from tests.e2e import DATA, ROOT, read_frames, run_example
 
@@ -112,14 +113,12 @@ def test_router_forwards_to_the_reference_next_hop(placement: list[str], tmp_pat
     assert len(route["cores"]) == (2 if "route.group=on" in placement else 1)
 
 
-def test_router_with_a_missing_prefix_file_fails_clearly(
-        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
-    s = run_example(program=ROUTER, input=DATA / "quic.pcap",
+def test_router_with_a_missing_prefix_file_fails_clearly(tmp_path: Path) -> None:
+    """Before any process starts (a table's path= must name a file)."""
+    with pytest.raises(OfflowError, match=f"table `routes4`: path={tmp_path}/missing.txt: "
+                                          "no such file"):
+        run_example(program=ROUTER, input=DATA / "quic.pcap",
                     opts=(f"routes4.path={tmp_path / 'missing.txt'}",))
-    assert not s["ok"]
-    err = capfd.readouterr().err
-    assert f"table routes4 from {tmp_path / 'missing.txt'}" in err
-    assert "No such file" in err
 
 
 def test_router_drops_and_counts_malformed_packets(tmp_path: Path) -> None:

@@ -102,6 +102,10 @@ class DeviceGen:
         self.ctx_index = {(p.name, k): i for i, (p, k) in
                           enumerate((p, k) for p in self.plans for k in range(len(p.cores)))}
         self.threads = [t for t in threads(g) if t.device == device]
+        # each node's drop reasons: numbered from why_base[node] in the flat el_why
+        self.why_base: dict[str, int] = {}
+        for n in self.nodes:
+            self.why_base[n.name] = sum(len(m.drops) for m in self.nodes[:self.index[n.name]])
         self.e = Emitter(f"{device}.c")
 
     def target(self, node: Node, port: str) -> str:
@@ -156,8 +160,11 @@ class DeviceGen:
         e("};", "", "/* One per segment core: everything its loop touches. */",
           "struct ofl_ctx {", "    struct ofl_core core; /* name, index, cpu, waiter, stats */",
           "    struct ofl_proc *proc;",
-          f"    uint64_t el_in[{max(1, len(self.nodes))}], "
-          f"el_drop[{max(1, len(self.nodes))}], el_used[{max(1, len(self.nodes))}];",
+          "    /* per element: packets in, dropped, consumed, extra copies sent, made */",
+          "    uint64_t " + ", ".join(f"el_{c}[{max(1, len(self.nodes))}]"
+                                      for c in ("in", "drop", "used", "copies", "made")) + ";",
+          f"    uint64_t el_why[{max(1, sum(len(n.drops) for n in self.nodes))}]; "
+          "/* drops per element and reason */",
           "    uint32_t steer;",
           "    struct ofl_group *grp; /* the core group of a grouped segment, else NULL */")
         for q in self.g.queues:
@@ -227,7 +234,7 @@ class DeviceGen:
         i = self.index[n.name]
         cn = cname(n.name)
         if n.prelude:
-            text = n.prelude
+            text = n.prelude.replace("{made}", f"e->ctx->el_made[{i}]++;")
             for p in n.outputs:
                 text = text.replace(f"{{target:{p.name}}}", self.target(n, p.name))
             e(text, "")
@@ -238,6 +245,9 @@ class DeviceGen:
             if n.outputs:
                 e("    enum { " + ", ".join(f"OFL_PORT_{p.name} = {k}"
                                             for k, p in enumerate(n.outputs)) + " };")
+            if n.drops:
+                e("    enum { " + ", ".join(f"OFL_WHY_{r} = {k}u"
+                                            for k, (r, _) in enumerate(n.drops)) + " };")
             e(*self._locals(n, "ctx->proc->"))
             unused = ["ctx", "pkt", "state", "ofl_mask_"]
             unused += [p[0] for p in n.params] + [t[0] for t in n.tables]
@@ -255,17 +265,23 @@ class DeviceGen:
         if n.kind == "source":
             e(f"    {self.target(n, n.outputs[0].name)}(ctx, pkt, state);", "}", "")
             return
-        if not n.outputs:
-            e("    uint32_t m = 0;", f"    ofl_body_{cn}(ctx, pkt, state, &m);", "}", "")
+        e("    uint32_t m = 0;", f"    ofl_body_{cn}(ctx, pkt, state, &m);")
+        if n.drops:
+            e("    if (m & OFL_WHY) {", f"        ctx->el_drop[{i}]++;",
+              f"        ctx->el_why[{self.why_base[n.name]}u + (m & 0xFFu)]++;",
+              "        return;", "    }")
+        if not n.outputs:  # the packet ends here: used up, unless the body dropped it
+            e(f"    if (m == OFL_DECIDED) ctx->el_drop[{i}]++;",
+              f"    else ctx->el_used[{i}]++;", "}", "")
             return
-        e("    uint32_t m = 0;", f"    ofl_body_{cn}(ctx, pkt, state, &m);",
-          f"    m = (m & OFL_DECIDED) ? (m & ~OFL_DECIDED) : (m ? m : {default}u);",
+        e(f"    m = (m & OFL_DECIDED) ? (m & ~OFL_DECIDED) : (m ? m : {default}u);",
           f"    if (!m) {{ ctx->el_drop[{i}]++; return; }}",
           f"    if (m & OFL_CONSUMED) {{ ctx->el_used[{i}]++; return; }}")
         for k, p in enumerate(n.outputs):
             tgt = self.target(n, p.name)
             e(f"    if (m & (1u << {k})) {{", f"        m &= ~(1u << {k});",
-              f"        if (m) OFL_CALL_ON_COPY({tgt}, ctx, pkt, state);",
+              f"        if (m) {{ ctx->el_copies[{i}]++; OFL_CALL_ON_COPY({tgt}, ctx, pkt, "
+              "state); }",
               f"        else {tgt}(ctx, pkt, state);", "    }")
         e("}", "")
 
@@ -471,10 +487,20 @@ class DeviceGen:
     def gen_main(self) -> None:
         e = self.e
         ctxs = [(p, k) for p in self.plans for k in range(len(p.cores))]
-        e("/* Element names, by counter index, for the stats file. */",
+        reasons = [r for n in self.nodes for r, _ in n.drops]
+        e("/* Element names, by counter index, for the stats file; each one's drop reasons",
+          " * (ofl_why_n of them from ofl_why_base in ofl_why_names). */",
           "static const char *const ofl_el_names[] = {"
           + ", ".join(f'"{n.name}"' for n in self.nodes) + (", " if self.nodes else "")
-          + "NULL };", "",
+          + "NULL };",
+          "static const unsigned ofl_why_n[] = {"
+          + ", ".join(f"{len(n.drops)}u" for n in self.nodes) + (", " if self.nodes else "")
+          + "0u };",
+          "static const unsigned ofl_why_base[] = {"
+          + ", ".join(f"{self.why_base[n.name]}u" for n in self.nodes)
+          + (", " if self.nodes else "") + "0u };",
+          "static const char *const ofl_why_names[] = {"
+          + "".join(f'"{r}", ' for r in reasons) + "NULL };", "",
           "int main(int argc, char **argv) {",
           "    struct ofl_proc proc;", "    memset(&proc, 0, sizeof proc);",
           f'    if (ofl_args_parse(&proc.args, argc, argv, "{self.device}") < 0) return 2;',
@@ -581,6 +607,16 @@ class DeviceGen:
           "                ofl_json_u64(&j, \"in\", ctxs[k].el_in[i]);",
           "                ofl_json_u64(&j, \"drop\", ctxs[k].el_drop[i]);",
           "                ofl_json_u64(&j, \"consumed\", ctxs[k].el_used[i]);",
+          "                if (ctxs[k].el_copies[i])",
+          "                    ofl_json_u64(&j, \"copies\", ctxs[k].el_copies[i]);",
+          "                if (ctxs[k].el_made[i]) ofl_json_u64(&j, \"made\", ctxs[k].el_made[i]);",
+          "                if (ofl_why_n[i]) {",
+          "                    ofl_json_begin_obj(&j, \"why\");",
+          "                    for (unsigned r = 0; r < ofl_why_n[i]; r++)",
+          "                        ofl_json_u64(&j, ofl_why_names[ofl_why_base[i] + r],",
+          "                                     ctxs[k].el_why[ofl_why_base[i] + r]);",
+          "                    ofl_json_end_obj(&j);",
+          "                }",
           "                ofl_json_end_obj(&j);", "            }",
           "            ofl_json_end_obj(&j);")
         e("            ofl_json_begin_arr(&j, \"queues\");")

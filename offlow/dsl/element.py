@@ -65,7 +65,8 @@ class Element:
 
     Body API (C): ``pkt`` (struct ofl_pkt *), ``state`` (per-packet record),
     ``EMIT(port)``, ``SEND(port)`` (also emit on port, keep going), ``DROP()``,
-    ``CONSUME()`` (the packet ends here on purpose: counted as consumed, not dropped);
+    ``DROP_WHY(reason)`` (one of ``drops``), ``CONSUME()`` (the packet ends here on
+    purpose: counted as consumed, not dropped);
     parameters and tables by name.  Falling off the end emits on the only output
     (or drops, when there are several outputs and none was chosen).
     """
@@ -79,6 +80,9 @@ class Element:
     # C at file scope before the body: static inline helper functions, types, macros
     # (C allows no function definition inside a body, which is a function's block)
     helpers: ClassVar[str] = ""
+    # reasons the body drops packets for, DROP_WHY(reason), and what each means: the
+    # run report counts drops per element and reason
+    drops: ClassVar[Mapping[str, str]] = {}
     kind: ClassVar[str] = "element"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

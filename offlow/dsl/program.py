@@ -27,6 +27,7 @@ from offlow.ir import Segment as IRSegment
 from offlow.ir.graph import (
     DEFAULT_MTU,
     ENQUEUE_MODES,
+    MAX_DROP_REASONS,
     MAX_INSTANCES,
     MAX_OUTPUTS,
     MTU_MAX,
@@ -419,6 +420,10 @@ class Program:
         if len(el.outputs) > MAX_OUTPUTS:
             raise OfflowError(f"element `{el.name}` ({cls}) has {len(el.outputs)} outputs; "
                               f"at most {MAX_OUTPUTS} (a bit each in the body's choice)")
+        if len(el.drops) > MAX_DROP_REASONS or not all(
+                str(r).isidentifier() for r in el.drops):
+            raise OfflowError(f"element `{el.name}` ({cls}): drops names at most "
+                              f"{MAX_DROP_REASONS} reasons, each a C identifier")
         origin, body_line = code_site(el, "body")
         params = []
         for pname, ctype in el.params.items():
@@ -432,6 +437,7 @@ class Program:
             tables=tuple((local, ref.name) for local, ref in el.table_refs.items()),
             fields=tuple(Field(n, t) for n, t in el.fields.items()),
             segment=segment, origin=origin, body_line=body_line, helpers=el.helpers,
+            drops=tuple((str(r), str(d)) for r, d in el.drops.items()),
             helpers_line=code_site(el, "helpers")[1],
         )
 

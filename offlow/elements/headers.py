@@ -17,11 +17,13 @@ class ParseEth(Element):
     inputs = (Port("inp", "eth"),)
     outputs = (Port("ipv4", "ip.v4"), Port("ipv6", "ip.v6"), Port("other", "eth"))
     fields = {"l3_off": "uint16_t", "ethertype": "uint16_t"}
+    drops = {"malformed": "the Ethernet header or a VLAN tag is cut short, or there are more "
+                          "than two VLAN tags"}
     body = r"""
     uint16_t ethertype;
     uint32_t l3_off;
     if (ofl_parse_eth(pkt->data, pkt->len, &ethertype, &l3_off) < 0)
-        DROP();
+        DROP_WHY(malformed);
     state->ethertype = ethertype;
     state->l3_off = (uint16_t)l3_off;
     if (ethertype == 0x0800) EMIT(ipv4);
@@ -35,15 +37,20 @@ class CheckIPv4(Element):
 
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
-    fields = {"l4_off": "uint16_t", "ip_proto": "uint8_t", "ttl": "uint8_t",
-              "src4": "uint32_t", "dst4": "uint32_t"}
+    fields = {"l4_off": "uint16_t", "l4_end": "uint16_t", "ip_proto": "uint8_t",
+              "ip_frag": "uint8_t", "ttl": "uint8_t", "src4": "uint32_t", "dst4": "uint32_t"}
+    drops = {"malformed": "the header is cut short, or its version, header length or total "
+                          "length is impossible (a total length past the frame too)",
+             "bad_checksum": "the header checksum is wrong"}
     body = r"""
     struct ofl_ipv4_info ip;
     if (ofl_parse_ipv4(pkt->data, pkt->len, state->l3_off, &ip) < 0)
-        DROP();
+        DROP_WHY(malformed);
     if (!ofl_ipv4_csum_ok(pkt->data + state->l3_off, ip.hdr_len))
-        DROP();
+        DROP_WHY(bad_checksum);
     state->l4_off = (uint16_t)(state->l3_off + ip.hdr_len);
+    state->l4_end = (uint16_t)ip.end;
+    state->ip_frag = ip.frag;
     state->ip_proto = ip.proto;
     state->ttl = ip.ttl;
     state->src4 = ip.src;
@@ -56,13 +63,17 @@ class CheckIPv6(Element):
 
     inputs = (Port("inp", "ip.v6"),)
     outputs = (Port("out", "ip.v6"),)
-    fields = {"l4_off": "uint16_t", "ip_proto": "uint8_t", "ttl": "uint8_t",
-              "dst6": "uint8_t[16]"}
+    fields = {"l4_off": "uint16_t", "l4_end": "uint16_t", "ip_proto": "uint8_t",
+              "ip_frag": "uint8_t", "ttl": "uint8_t", "dst6": "uint8_t[16]"}
+    drops = {"malformed": "the header is cut short, its version is not 6, its payload "
+                          "length runs past the frame, or an extension header is bad"}
     body = r"""
     struct ofl_ipv6_info ip;
     if (ofl_parse_ipv6(pkt->data, pkt->len, state->l3_off, &ip) < 0)
-        DROP();
-    state->l4_off = ip.l4_off;
+        DROP_WHY(malformed);
+    state->l4_off = (uint16_t)ip.l4_off;
+    state->l4_end = (uint16_t)ip.end;
+    state->ip_frag = ip.frag;
     state->ip_proto = ip.proto;
     state->ttl = ip.hop_limit;
     for (int k = 0; k < 16; k++)
@@ -75,9 +86,10 @@ class DecTTL(Element):
 
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
+    drops = {"ttl_expired": "the TTL is 1 or 0: the packet may go no further"}
     body = r"""
     if (state->ttl <= 1)
-        DROP();
+        DROP_WHY(ttl_expired);
     ofl_ipv4_dec_ttl(pkt->data + state->l3_off);
     state->ttl = (uint8_t)(state->ttl - 1);
     """
@@ -88,29 +100,38 @@ class DecHopLimit(Element):
 
     inputs = (Port("inp", "ip.v6"),)
     outputs = (Port("out", "ip.v6"),)
+    drops = {"hop_limit_expired": "the hop limit is 1 or 0: the packet may go no further"}
     body = r"""
     if (state->ttl <= 1)
-        DROP();
+        DROP_WHY(hop_limit_expired);
     pkt->data[state->l3_off + 7] = (uint8_t)(state->ttl - 1);
     state->ttl = (uint8_t)(state->ttl - 1);
     """
 
 
 class ParseL4(Element):
-    """UDP and TCP ports (0 for other protocols); truncated transport headers are dropped."""
+    """UDP and TCP ports (0 for other protocols and for fragments after the first, which
+    hold no transport header); a transport header that does not fit the IP payload is
+    dropped, and so is one whose UDP length or TCP data offset is impossible or runs past
+    the payload (a first fragment's UDP length covers the whole datagram: it may)."""
 
     inputs = (Port("inp", "ip"),)
     outputs = (Port("out", "ip"),)
     fields = {"sport": "uint16_t", "dport": "uint16_t"}
+    drops = {"truncated": "the UDP or TCP header is cut short by the end of the IP payload",
+             "bad_header": "a UDP length below 8 or a TCP data offset below 5",
+             "past_payload": "the UDP length or the TCP data offset runs past the IP payload"}
     body = r"""
     uint16_t sport = 0, dport = 0;
-    if (state->ip_proto == 17 || state->ip_proto == 6) {
-        int rc = state->ip_proto == 17
-            ? ofl_parse_udp(pkt->data, pkt->len, state->l4_off, &sport, &dport)
-            : ofl_parse_tcp(pkt->data, pkt->len, state->l4_off, &sport, &dport);
-        if (rc < 0)
-            DROP();
-    }
+    uint32_t end = state->l4_end < pkt->len ? state->l4_end : pkt->len;
+    int rc = ofl_parse_l4(pkt->data, end, state->l4_off, state->ip_proto, state->ip_frag,
+                          &sport, &dport);
+    if (rc == OFL_ETRUNC)
+        DROP_WHY(truncated);
+    if (rc == OFL_EBADHDR)
+        DROP_WHY(bad_header);
+    if (rc < 0)
+        DROP_WHY(past_payload);
     state->sport = sport;
     state->dport = dport;
     """
@@ -145,7 +166,7 @@ class Count(Element):
 
 
 class Discard(Element):
-    """Consumes packets that are not wanted (counted as input, not as drops)."""
+    """Consumes packets that are not wanted (counted as consumed, not as drops)."""
 
     inputs = (Port("inp", "any"),)
     outputs = ()

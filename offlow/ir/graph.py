@@ -44,9 +44,11 @@ class Node:
     origin: str = ""  # the file that defines the element's class, for messages and #line
     body_line: int = 0  # the line of that file where the body starts (0: made at run time)
     helpers: str = ""  # C at file scope for the body (Element.helpers)
+    drops: tuple[tuple[str, str], ...] = ()  # (reason, what it means) for DROP_WHY
     helpers_line: int = 0  # the line of `origin` where the helpers start (0: unknown)
     prelude: str = ""  # file-scope C emitted before the body; `{target:PORT}` names the
-    #                    function that takes a packet sent on PORT (compiler-made nodes)
+    #                    function that takes a packet sent on PORT, `{made}` counts a packet
+    #                    the node made (compiler-made nodes)
 
     def output(self, name: str) -> PortSpec:
         return next(p for p in self.outputs if p.name == name)
@@ -115,8 +117,10 @@ MTU_MIN = 64
 DEFAULT_MTU = 2048
 MAX_INSTANCES = 256
 # Outputs of one element: a bit each in the mask its body sets, below gen.h's
-# OFL_CONSUMED (bit 30) and OFL_DECIDED (bit 31).
-MAX_OUTPUTS = 30
+# OFL_WHY (bit 29), OFL_CONSUMED (bit 30) and OFL_DECIDED (bit 31).
+MAX_OUTPUTS = 29
+# Named drop reasons of one element (DROP_WHY): a number each in the mask's low byte.
+MAX_DROP_REASONS = 256
 
 
 @dataclass(frozen=True)

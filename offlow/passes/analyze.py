@@ -49,4 +49,4 @@ def analyze_bodies(g: Graph) -> Graph:
 def _written(n: Node) -> dict[str, Any]:
     """Where the node's body and helpers are written, and the helpers."""
     return {"site": Site(n.origin, n.body_line), "helpers": n.helpers,
-            "helpers_site": Site(n.origin, n.helpers_line)}
+            "helpers_site": Site(n.origin, n.helpers_line), "reasons": [r for r, _ in n.drops]}

@@ -140,6 +140,7 @@ def _emit_fn(c: Cache, node: str, ticket: str) -> str:
         f"    st.{c.ops.steer} = {c.ops.steer_expr};",
         f"    st.{ticket} = {c.ops.internal};",
         *([f"    st.{c.ops.made} = 1;"] if c.ops.made else []),
+        "    {made}",
         "    {target:miss}(e->ctx, pkt, &st);",
         "}",
     ])

@@ -126,6 +126,14 @@ class _Walker(c_ast.NodeVisitor):
                 raise BodyError(f"{self.ctx.where(node)}: {name}() takes no arguments; "
                                 f"write {name}()")
             self.drops = True  # either way the packet goes no further
+        elif name == "DROP_WHY":
+            why = args[0].name if len(args) == 1 and isinstance(args[0], c_ast.ID) else None
+            if why not in self.ctx.reasons:
+                raise BodyError(
+                    f"{self.ctx.where(node)}: DROP_WHY() takes one of the element's drop "
+                    f"reasons (its `drops`): {', '.join(self.ctx.reasons) or '(none declared)'}"
+                    f"{_hint(why or '', self.ctx.reasons)}")
+            self.drops = True
         elif name in ("EMIT", "SEND"):
             if len(args) != 1 or not isinstance(args[0], c_ast.ID):
                 raise BodyError(
@@ -186,6 +194,7 @@ class _Context:
     element: str
     outputs: Sequence[str]
     fields: Sequence[str]
+    reasons: Sequence[str] = ()
 
     def where(self, node: c_ast.Node | None) -> str:
         coord = getattr(node, "coord", None)
@@ -212,7 +221,7 @@ def _marker(site: Site, what: str, element: str) -> str:
 def _ends_flow(stmt: c_ast.Node | None) -> bool:
     """Structurally, does `stmt` always end in EMIT(...), DROP() or CONSUME()?"""
     if isinstance(stmt, c_ast.FuncCall) and isinstance(stmt.name, c_ast.ID):
-        return stmt.name.name in ("EMIT", "DROP", "CONSUME")
+        return stmt.name.name in ("EMIT", "DROP", "DROP_WHY", "CONSUME")
     if isinstance(stmt, c_ast.Compound):
         return bool(stmt.block_items) and _ends_flow(stmt.block_items[-1])
     if isinstance(stmt, c_ast.If):
@@ -259,13 +268,14 @@ def _parse_error(msg: str, parser: c_parser.CParser, element: str) -> str:
 def analyze_body(
     body: str, *, element: str, outputs: Sequence[str], fields: Mapping[str, str],
     names: Iterable[str] = (), typedefs: Iterable[str] = (), site: Site = Site(),
-    helpers: str = "", helpers_site: Site = Site(),
+    helpers: str = "", helpers_site: Site = Site(), reasons: Sequence[str] = (),
 ) -> BodyInfo:
-    """Analyse one element body, written at `site`, after its `helpers` (file-scope C).
-    `names` (parameters, tables) are plain identifiers in scope; they need no declaration
-    for parsing and are accepted for the caller's record."""
+    """Analyse one element body, written at `site`, after its `helpers` (file-scope C);
+    `reasons` are its drop reasons (DROP_WHY). `names` (parameters, tables) are plain
+    identifiers in scope; they need no declaration for parsing and are accepted for the
+    caller's record."""
     stmts, macros = _parse(body, element, typedefs, site, helpers, helpers_site)
-    ctx = _Context(element, list(outputs), list(fields))
+    ctx = _Context(element, list(outputs), list(fields), list(reasons))
     whole = _Walker(ctx)
     kills: set[str] = set()
     read_before: set[str] = set()

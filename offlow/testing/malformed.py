@@ -13,8 +13,14 @@ UDP/TCP, as the header elements do it) puts it in:
   beyond the frame or below the header, or a wrong checksum;
 - ``bad_ipv6``: the IPv6 header is cut, has a wrong version, a payload length beyond
   the frame, or an extension header chain running past the payload;
-- ``bad_l4``: a valid IP header, then a UDP/TCP header that is cut or has a TCP data
-  offset < 5 or a UDP length < 8.
+- ``bad_l4``: a valid IP header, then a UDP/TCP header that is cut by the end of the
+  IP payload (Ethernet padding after it does not count), has a TCP data offset < 5 or
+  a UDP length < 8, or whose UDP length or TCP data offset runs past the IP payload
+  (a first fragment's UDP length may: it covers the whole datagram; a later fragment
+  holds no transport header at all).
+
+A malformed frame's ``reason`` is the drop reason of the element that rejects it
+(ParseEth, CheckIPv4, CheckIPv6, ParseL4's ``drops``).
 """
 
 from __future__ import annotations
@@ -45,6 +51,12 @@ class Case:
     category: str
     frame: bytes
     wire_len: int | None = None
+    why: str = ""  # the drop reason, when not its category's usual one (see `reason`)
+
+    @property
+    def reason(self) -> str:
+        """The drop reason of a malformed frame ("" for a valid one)."""
+        return self.why or ("malformed" if self.category in BAD[:3] else "")
 
 
 def csum(data: bytes) -> int:
@@ -67,11 +79,12 @@ def eth(ethertype: int, tags: tuple[int, ...] = ()) -> bytes:
 
 def ipv4(payload: bytes, proto: int, *, ihl: int = 5, version: int = 4,
          total_len: int | None = None, ttl: int = 64, bad_csum: bool = False,
-         ident: int = 1) -> bytes:
-    """IPv4 header (NOP options when ihl > 5) followed by ``payload``."""
+         ident: int = 1, frag: int = 0) -> bytes:
+    """IPv4 header (NOP options when ihl > 5) followed by ``payload``; ``frag`` is the
+    flags and fragment offset word (0x2000: more fragments; offset in 8-byte units)."""
     opts = b"\x01" * (max(ihl, 5) * 4 - 20)
     tl = 20 + len(opts) + len(payload) if total_len is None else total_len
-    h = struct.pack("!BBHHHBBH4s4s", version << 4 | ihl, 0, tl, ident, 0, ttl, proto, 0,
+    h = struct.pack("!BBHHHBBH4s4s", version << 4 | ihl, 0, tl, ident, frag, ttl, proto, 0,
                     SRC4, DST4) + opts
     c = csum(h)
     if bad_csum:
@@ -91,9 +104,9 @@ def ext(nh: int, body_units: int = 0) -> bytes:
     return struct.pack("!BB", nh, body_units) + b"\0" * (6 + 8 * body_units)
 
 
-def frag(nh: int) -> bytes:
-    """IPv6 fragment header: offset 0, more fragments."""
-    return struct.pack("!BBHI", nh, 0, 1, 0x1234)
+def frag(nh: int, offset: int = 0) -> bytes:
+    """IPv6 fragment header: ``offset`` (8-byte units), more fragments when 0."""
+    return struct.pack("!BBHI", nh, 0, offset << 3 | (0 if offset else 1), 0x1234)
 
 
 def l4_csum(segment: bytes, proto: int, version: int) -> int:
@@ -168,6 +181,14 @@ def _valid_cases() -> list[Case]:
         Case("ipv6_no_next", "valid_ipv6", eth(0x86DD) + ipv6(b"", 59)),
         Case("arp", "other", eth(0x0806) + arp()),
         Case("vlan_arp", "other", eth(0x0806, (0x8100,)) + arp()),
+        # a first fragment: its UDP length counts the whole datagram, more than it holds
+        Case("ipv4_first_fragment_udp", "valid_ipv4",
+             eth(0x0800) + ipv4(udp(7, 53, pay, length=8 + 3 * len(pay)), 17, frag=0x2000)),
+        # later fragments hold no transport header: their bytes are not one
+        Case("ipv4_later_fragment", "valid_ipv4",
+             eth(0x0800) + ipv4(b"\0\0\0\0\0\3" + pay, 17, frag=4)),
+        Case("ipv6_later_fragment", "valid_ipv6",
+             eth(0x86DD) + ipv6(frag(6, offset=4) + b"\0" * 12 + b"\x10" + pay, 44)),
     ]
     return cases
 
@@ -194,7 +215,8 @@ def _bad_cases() -> list[Case]:
         Case("ipv4_total_len_65535", "bad_ipv4", eth(0x0800) + ipv4(u, 17, total_len=65535)),
         Case("ipv4_total_len_below_header", "bad_ipv4",
              eth(0x0800) + ipv4(u, 17, total_len=19)),
-        Case("ipv4_bad_checksum", "bad_ipv4", eth(0x0800) + ipv4(u, 17, bad_csum=True)),
+        Case("ipv4_bad_checksum", "bad_ipv4", eth(0x0800) + ipv4(u, 17, bad_csum=True),
+             why="bad_checksum"),
         Case("ipv4_snapped_record", "bad_ipv4",
              (eth(0x0800) + ipv4(udp(1, 53, b"s" * 1450), 17))[:64], wire_len=1492),
         Case("ipv6_header_cut", "bad_ipv6", eth(0x86DD) + good6[:30]),
@@ -208,15 +230,31 @@ def _bad_cases() -> list[Case]:
              eth(0x86DD) + ipv6(ext(60) + ext(17) + u, 0, plen=12)),
         Case("ipv6_hop_by_hop_not_first", "bad_ipv6",
              eth(0x86DD) + ipv6(ext(0) + ext(17) + u, 60)),
-        Case("tcp_doff_4", "bad_l4", eth(0x0800) + ipv4(tcp(1, 443, b"z" * 20, doff=4), 6)),
-        Case("tcp_doff_0", "bad_l4", eth(0x0800) + ipv4(tcp(1, 443, b"", doff=0), 6)),
+        Case("tcp_doff_4", "bad_l4", eth(0x0800) + ipv4(tcp(1, 443, b"z" * 20, doff=4), 6),
+             why="bad_header"),
+        Case("tcp_doff_0", "bad_l4", eth(0x0800) + ipv4(tcp(1, 443, b"", doff=0), 6),
+             why="bad_header"),
         Case("tcp_doff_past_frame", "bad_l4",
-             eth(0x0800) + ipv4(tcp(1, 443, b"", doff=15)[:24], 6)),
-        Case("tcp_header_cut", "bad_l4", eth(0x0800) + ipv4(t[:12], 6)),
-        Case("udp_header_cut", "bad_l4", eth(0x0800) + ipv4(u[:4], 17)),
-        Case("udp_length_7", "bad_l4", eth(0x0800) + ipv4(udp(1, 53, b"", length=7), 17)),
-        Case("ipv6_tcp_doff_3", "bad_l4", eth(0x86DD) + ipv6(tcp(1, 80, b"q", doff=3), 6)),
-        Case("ipv6_udp_cut", "bad_l4", eth(0x86DD) + ipv6(u[:6], 17)),
+             eth(0x0800) + ipv4(tcp(1, 443, b"", doff=15)[:24], 6), why="past_payload"),
+        Case("tcp_header_cut", "bad_l4", eth(0x0800) + ipv4(t[:12], 6), why="truncated"),
+        Case("udp_header_cut", "bad_l4", eth(0x0800) + ipv4(u[:4], 17), why="truncated"),
+        Case("udp_length_7", "bad_l4", eth(0x0800) + ipv4(udp(1, 53, b"", length=7), 17),
+             why="bad_header"),
+        Case("ipv6_tcp_doff_3", "bad_l4", eth(0x86DD) + ipv6(tcp(1, 80, b"q", doff=3), 6),
+             why="bad_header"),
+        Case("ipv6_udp_cut", "bad_l4", eth(0x86DD) + ipv6(u[:6], 17), why="truncated"),
+        Case("udp_length_past_ip_payload", "bad_l4",
+             eth(0x0800) + ipv4(udp(1, 53, b"y" * 20, length=8 + 30), 17),
+             why="past_payload"),
+        Case("ipv6_udp_length_past_payload", "bad_l4",
+             eth(0x86DD) + ipv6(udp(1, 53, b"y" * 20, length=8 + 21), 17),
+             why="past_payload"),
+        # the header with its options fits the frame, but only thanks to the padding
+        Case("tcp_doff_past_ip_payload", "bad_l4",
+             eth(0x0800) + ipv4(tcp(1, 443, b"", doff=6)[:20], 6) + b"\0" * 10,
+             why="past_payload"),
+        Case("udp_header_in_padding", "bad_l4",
+             eth(0x0800) + ipv4(u[:4], 17) + u[4:8] + b"\0" * 10, why="truncated"),
     ]
 
 

@@ -16,6 +16,7 @@ const char *ofl_strerror(int err)
     case OFL_ECSUM: return "bad checksum";
     case OFL_EVERSION: return "unsupported protocol version";
     case OFL_EUNSUPP: return "unsupported protocol";
+    case OFL_ELENGTH: return "length field past the end of the packet";
     case OFL_Q_DONE: return "queue finished";
     case OFL_MC_EMAGIC: return "memcached: bad magic byte";
     case OFL_MC_EUNKNOWN: return "memcached: unknown command";

@@ -58,7 +58,10 @@ int ofl_parse_ipv4(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv4
     uint32_t tot = ofl_get_be16(h + 2);
     if (tot < hl) return OFL_EBADHDR;
     if (tot > avail) return OFL_ETRUNC;
+    uint16_t fl = ofl_get_be16(h + 6);   /* flags (MF: 0x2000) and fragment offset */
     ip->hdr_len = hl;
+    ip->end = off + tot;
+    ip->frag = (fl & 0x1FFF) ? OFL_FRAG_LATER : (fl & 0x2000) ? OFL_FRAG_FIRST : OFL_FRAG_NONE;
     ip->ttl = h[8];
     ip->proto = h[9];
     ip->src = ofl_get_be32(h + 12);
@@ -76,7 +79,7 @@ int ofl_parse_ipv6(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv6
     /* Extension headers must lie within the declared payload, not the padding. */
     uint32_t end = off + OFL_IPV6_HLEN + plen;
     uint32_t cur = off + OFL_IPV6_HLEN;
-    uint8_t nh = h[6];
+    uint8_t nh = h[6], frag = OFL_FRAG_NONE;
     for (uint32_t n = 0;; n++) {
         uint32_t hl;
         if (nh == 0 || nh == 43 || nh == 44 || nh == 60 || nh == 51) {
@@ -87,13 +90,21 @@ int ofl_parse_ipv6(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv6
             else if (nh == 51) hl = ((uint32_t)p[cur + 1] + 2) * 4;
             else hl = ((uint32_t)p[cur + 1] + 1) * 8;
             if (hl > end - cur) return OFL_ETRUNC;
+            uint16_t fo = nh == 44 ? ofl_get_be16(p + cur + 2) : 0;  /* offset << 3 | M */
             nh = p[cur];
             cur += hl;
+            if (fo >> 3) {   /* a later fragment: payload follows, not headers */
+                frag = OFL_FRAG_LATER;
+                break;
+            }
+            if (fo & 1) frag = OFL_FRAG_FIRST;
             continue;
         }
         break;
     }
     ip->l4_off = cur;
+    ip->end = end;
+    ip->frag = frag;
     ip->proto = nh;
     ip->hop_limit = h[7];
     memcpy(ip->src, h + 8, 16);
@@ -122,5 +133,32 @@ int ofl_parse_tcp(const uint8_t *p, uint32_t len, uint32_t off, uint16_t *sport,
     if (hl > len - off) return OFL_ETRUNC;
     *sport = ofl_get_be16(t);
     *dport = ofl_get_be16(t + 2);
+    return 0;
+}
+
+int ofl_parse_l4(const uint8_t *p, uint32_t end, uint32_t off, uint8_t proto, uint8_t frag,
+                 uint16_t *sport, uint16_t *dport)
+{
+    if (frag == OFL_FRAG_LATER || (proto != 17 && proto != 6)) {
+        *sport = *dport = 0;
+        return 0;
+    }
+    if (off > end) return OFL_ETRUNC;
+    const uint8_t *h = p + off;
+    uint32_t room = end - off;
+    if (proto == 17) {
+        if (room < OFL_UDP_HLEN) return OFL_ETRUNC;
+        uint32_t ulen = ofl_get_be16(h + 4);
+        if (ulen < OFL_UDP_HLEN) return OFL_EBADHDR;
+        /* A first fragment's UDP length covers the whole datagram. */
+        if (ulen > room && frag != OFL_FRAG_FIRST) return OFL_ELENGTH;
+    } else {
+        if (room < OFL_TCP_HLEN) return OFL_ETRUNC;
+        uint32_t hl = (uint32_t)(h[12] >> 4) * 4;
+        if (hl < OFL_TCP_HLEN) return OFL_EBADHDR;
+        if (hl > room) return OFL_ELENGTH;
+    }
+    *sport = ofl_get_be16(h);
+    *dport = ofl_get_be16(h + 2);
     return 0;
 }

@@ -123,24 +123,28 @@ static int parse_all(const uint8_t *p, uint32_t len, struct summary *s)
     uint32_t l3;
     int rc = ofl_parse_eth(p, len, &s->et, &l3);
     if (rc < 0) return rc;
-    uint32_t l4;
+    uint32_t l4, end;
+    uint8_t frag;
     if (s->et == OFL_ETHERTYPE_IPV4) {
         struct ofl_ipv4_info ip;
         if ((rc = ofl_parse_ipv4(p, len, l3, &ip)) < 0) return rc;
         if (!ofl_ipv4_csum_ok(p + l3, ip.hdr_len)) return OFL_ECSUM;
         l4 = l3 + ip.hdr_len;
+        end = ip.end;
+        frag = ip.frag;
         s->proto = ip.proto;
     } else if (s->et == OFL_ETHERTYPE_IPV6) {
         struct ofl_ipv6_info ip;
         if ((rc = ofl_parse_ipv6(p, len, l3, &ip)) < 0) return rc;
         l4 = ip.l4_off;
+        end = ip.end;
+        frag = ip.frag;
         s->proto = ip.proto;
     } else {
         return 0;
     }
-    if (s->proto == 17) return ofl_parse_udp(p, len, l4, &s->sport, &s->dport);
-    if (s->proto == 6) return ofl_parse_tcp(p, len, l4, &s->sport, &s->dport);
-    return 0;
+    if (end > len) return -1;   /* the IP parsers promise an end within the frame */
+    return ofl_parse_l4(p, end, l4, s->proto, frag, &s->sport, &s->dport);
 }
 
 /* Every proper prefix of a good packet fails with OFL_ETRUNC (none are padded). */
@@ -311,7 +315,7 @@ static void test_bad_ipv4(void)
     ip[20 + 12] = 0x40;
     expect("TCP data offset 4", b, len, OFL_EBADHDR);
     ip[20 + 12] = 0xF0;
-    expect("TCP data offset 15 beyond the frame", b, len, OFL_ETRUNC); RESET();
+    expect("TCP data offset 15 beyond the packet", b, len, OFL_ELENGTH); RESET();
     ofl_put_be16(ip + 20 + 4, 7);
     expect("UDP length 7", b, len, OFL_EBADHDR); RESET();
     ofl_put_be16(ip + 2, 20 + 4); RESUM();
@@ -325,6 +329,71 @@ static void test_bad_ipv4(void)
     CHECK(ofl_parse_udp(b, len, 0xFFFFFFFCu, &sp, &dp) == OFL_ETRUNC, "UDP offset overflow");
     CHECK(ofl_parse_tcp(b, len, 0xFFFFFFF0u, &sp, &dp) == OFL_ETRUNC, "TCP offset overflow");
     CHECK(ofl_parse_tcp(b, 10, 0, &sp, &dp) == OFL_ETRUNC, "TCP 10 bytes");
+}
+
+/* The transport header is read within the IP payload, not the frame: Ethernet padding
+ * after the IP packet holds no header; a UDP length or TCP data offset past the payload
+ * is OFL_ELENGTH, except a first fragment's UDP length; later fragments hold no header. */
+static void test_l4_in_ip_payload(void)
+{
+    uint8_t b[256];
+    uint16_t sp, dp;
+    struct ofl_ipv4_info v4;
+    uint32_t len = build_v4(b, 0, 17, 0, 0);   /* 14 + 20 + 8 + 30, UDP length 38 */
+    uint8_t *ip = b + 14;
+    memset(b + len, 0, 10);   /* 10 bytes of Ethernet padding after the IP packet */
+    CHECK(ofl_parse_ipv4(b, len + 10, 14, &v4) == 0 && v4.end == len &&
+          v4.frag == OFL_FRAG_NONE, "IPv4 end before the padding: %u", v4.end);
+    CHECK(ofl_parse_l4(b, v4.end, 34, 17, v4.frag, &sp, &dp) == 0 && sp == 5353 && dp == 53,
+          "UDP within the payload");
+    ofl_put_be16(ip + 20 + 4, 39);
+    CHECK(ofl_parse_udp(b, len + 10, 34, &sp, &dp) == 0, "(the frame-bounded parser passes it)");
+    CHECK(ofl_parse_l4(b, v4.end, 34, 17, OFL_FRAG_NONE, &sp, &dp) == OFL_ELENGTH,
+          "UDP length one past the IP payload");
+    ofl_put_be16(ip + 6, 0x2000);   /* more fragments, offset 0: a first fragment */
+    ofl_put_be16(ip + 10, 0);
+    ofl_put_be16(ip + 10, ofl_csum(ip, 20));
+    CHECK(ofl_parse_ipv4(b, len, 14, &v4) == 0 && v4.frag == OFL_FRAG_FIRST, "first fragment");
+    sp = dp = 0;
+    CHECK(ofl_parse_l4(b, v4.end, 34, 17, v4.frag, &sp, &dp) == 0 && sp == 5353,
+          "a first fragment's UDP length may cover the whole datagram");
+    ofl_put_be16(ip + 6, 0x0004);   /* offset 32 bytes, the last fragment */
+    ofl_put_be16(ip + 10, 0);
+    ofl_put_be16(ip + 10, ofl_csum(ip, 20));
+    ofl_put_be16(ip + 20 + 4, 3);   /* would be a bad UDP length, were it a header */
+    CHECK(ofl_parse_ipv4(b, len, 14, &v4) == 0 && v4.frag == OFL_FRAG_LATER, "later fragment");
+    sp = dp = 7;
+    CHECK(ofl_parse_l4(b, v4.end, 34, 17, v4.frag, &sp, &dp) == 0 && sp == 0 && dp == 0,
+          "a later fragment holds no transport header");
+    /* UDP header half in the padding: the IP total length ends after 4 of its bytes. */
+    len = build_v4(b, 0, 17, 0, 0);
+    ofl_put_be16(ip + 2, 20 + 4);
+    ofl_put_be16(ip + 10, 0);
+    ofl_put_be16(ip + 10, ofl_csum(ip, 20));
+    CHECK(ofl_parse_ipv4(b, len, 14, &v4) == 0 && v4.end == 14 + 24, "end at 38");
+    CHECK(ofl_parse_l4(b, v4.end, 34, 17, v4.frag, &sp, &dp) == OFL_ETRUNC,
+          "UDP header cut by the IP payload");
+    /* TCP whose options run into the padding. */
+    len = build_v4(b, 0, 6, 0, 1);   /* 24-byte TCP header */
+    ofl_put_be16(ip + 2, 20 + 20);
+    ofl_put_be16(ip + 10, 0);
+    ofl_put_be16(ip + 10, ofl_csum(ip, 20));
+    CHECK(ofl_parse_ipv4(b, len, 14, &v4) == 0, "TCP packet");
+    CHECK(ofl_parse_l4(b, v4.end, 34, 6, v4.frag, &sp, &dp) == OFL_ELENGTH,
+          "TCP options past the IP payload");
+    CHECK(ofl_parse_l4(b, v4.end, v4.end + 1, 6, 0, &sp, &dp) == OFL_ETRUNC, "offset past end");
+    CHECK(ofl_parse_l4(b, v4.end, 34, 1, 0, &sp, &dp) == 0 && sp == 0, "ICMP: no ports");
+    /* IPv6: a fragment header with an offset ends the walk; M alone marks the first. */
+    static const uint8_t fr[] = {44};
+    len = build_v6(b, 0, fr, 1, 17);
+    struct ofl_ipv6_info v6;
+    CHECK(ofl_parse_ipv6(b, len, 14, &v6) == 0 && v6.frag == OFL_FRAG_NONE &&
+          v6.end == len, "IPv6 fragment header, offset 0, no more: not a fragment");
+    b[14 + 40 + 3] = 1;   /* M */
+    CHECK(ofl_parse_ipv6(b, len, 14, &v6) == 0 && v6.frag == OFL_FRAG_FIRST, "IPv6 first");
+    b[14 + 40 + 3] = 8;   /* offset 1 (8 bytes) */
+    CHECK(ofl_parse_ipv6(b, len, 14, &v6) == 0 && v6.frag == OFL_FRAG_LATER &&
+          v6.l4_off == 14 + 48 && v6.proto == 17, "IPv6 later fragment");
 }
 
 static void test_bad_ipv6(void)
@@ -471,6 +540,7 @@ int main(void)
     test_bad_eth();
     test_bad_ipv4();
     test_bad_ipv6();
+    test_l4_in_ip_payload();
     test_csum();
     test_dec_ttl();
     return CHECK_DONE();

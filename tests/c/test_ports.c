@@ -746,8 +746,8 @@ static void test_bgp_table(void)
 static const char *category(const struct ofl_pkt *p)
 {
     uint16_t et, sp, dp;
-    uint32_t l3, l4;
-    uint8_t proto;
+    uint32_t l3, l4, end;
+    uint8_t proto, frag;
     if (ofl_parse_eth(p->data, p->len, &et, &l3) < 0) return "bad_eth";
     if (et == OFL_ETHERTYPE_IPV4) {
         struct ofl_ipv4_info ip;
@@ -755,18 +755,20 @@ static const char *category(const struct ofl_pkt *p)
             !ofl_ipv4_csum_ok(p->data + l3, ip.hdr_len))
             return "bad_ipv4";
         l4 = l3 + ip.hdr_len;
+        end = ip.end;
         proto = ip.proto;
+        frag = ip.frag;
     } else if (et == OFL_ETHERTYPE_IPV6) {
         struct ofl_ipv6_info ip;
         if (ofl_parse_ipv6(p->data, p->len, l3, &ip) < 0) return "bad_ipv6";
         l4 = ip.l4_off;
+        end = ip.end;
         proto = ip.proto;
+        frag = ip.frag;
     } else {
         return "other";
     }
-    int rc = proto == 17 ? ofl_parse_udp(p->data, p->len, l4, &sp, &dp)
-           : proto == 6 ? ofl_parse_tcp(p->data, p->len, l4, &sp, &dp) : 0;
-    if (rc < 0) return "bad_l4";
+    if (ofl_parse_l4(p->data, end, l4, proto, frag, &sp, &dp) < 0) return "bad_l4";
     return et == OFL_ETHERTYPE_IPV4 ? "valid_ipv4" : "valid_ipv6";
 }
 

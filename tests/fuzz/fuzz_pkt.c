@@ -15,7 +15,7 @@
 static int ok_code(int rc)
 {
     return rc == 0 || rc == OFL_ETRUNC || rc == OFL_EBADHDR || rc == OFL_EVERSION ||
-           rc == OFL_EUNSUPP;
+           rc == OFL_EUNSUPP || rc == OFL_ELENGTH;
 }
 
 static void l4(const uint8_t *p, uint32_t len, uint32_t off)
@@ -23,6 +23,20 @@ static void l4(const uint8_t *p, uint32_t len, uint32_t off)
     uint16_t sp = 0, dp = 0;
     if (!ok_code(ofl_parse_udp(p, len, off, &sp, &dp))) abort();
     if (!ok_code(ofl_parse_tcp(p, len, off, &sp, &dp))) abort();
+}
+
+/* The transport header of an IP packet that ends at `end` (what ParseL4 does), for
+ * both protocols and every kind of fragment. */
+static void l4_in(const uint8_t *p, uint32_t len, uint32_t end, uint32_t off, uint8_t frag)
+{
+    if (end > len || frag > OFL_FRAG_LATER) abort();
+    for (int k = 0; k < 3; k++) {
+        uint16_t sp = 1, dp = 1;
+        uint8_t proto = k == 0 ? 17 : k == 1 ? 6 : 1;
+        int rc = ofl_parse_l4(p, end, off, proto, frag, &sp, &dp);
+        if (!ok_code(rc)) abort();
+        if (rc == 0 && (frag == OFL_FRAG_LATER || proto == 1) && (sp || dp)) abort();
+    }
 }
 
 static void ip_at(const uint8_t *p, uint32_t len, uint32_t off)
@@ -40,6 +54,7 @@ static void ip_at(const uint8_t *p, uint32_t len, uint32_t off)
         if (ofl_ipv4_csum_ok(copy, v4.hdr_len) != valid) abort();
         free(copy);
         l4(p, len, off + v4.hdr_len);
+        l4_in(p, len, v4.end, off + v4.hdr_len, v4.frag);
     }
     struct ofl_ipv6_info v6;
     rc = ofl_parse_ipv6(p, len, off, &v6);
@@ -47,6 +62,7 @@ static void ip_at(const uint8_t *p, uint32_t len, uint32_t off)
     if (rc == 0) {
         if (v6.l4_off < off + 40 || v6.l4_off > len) abort();
         l4(p, len, v6.l4_off);
+        l4_in(p, len, v6.end, v6.l4_off, v6.frag);
     }
 }
 

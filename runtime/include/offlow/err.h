@@ -13,6 +13,7 @@ enum ofl_pkt_err {
     OFL_ECSUM = -5003,     /* checksum mismatch */
     OFL_EVERSION = -5004,  /* unknown protocol version */
     OFL_EUNSUPP = -5005,   /* protocol or option the parser does not handle */
+    OFL_ELENGTH = -5006,   /* a length field runs past the packet that holds it */
 };
 
 /* Text for `err`: a negative errno value, an OFL_E* reason, a memcached parser's

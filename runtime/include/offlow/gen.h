@@ -30,8 +30,14 @@
 #define SEND(p) (*ofl_mask_ |= (1u << OFL_PORT_##p))
 /* Drop the packet (counted at this element) and leave the body. */
 #define DROP() do { *ofl_mask_ = OFL_DECIDED; return; } while (0)
+/* Set with OFL_DECIDED when a body dropped the packet for a reason it names
+ * (DROP_WHY): the reason's number is in the low byte instead of port bits. */
+#define OFL_WHY (1u << 29)
+/* Drop the packet for reason `r`, one of the element's `drops` (counted at this
+ * element, per reason), and leave the body. */
+#define DROP_WHY(r) do { *ofl_mask_ = OFL_DECIDED | OFL_WHY | OFL_WHY_##r; return; } while (0)
 /* Set with OFL_DECIDED when a body used the packet up (CONSUME); output port bits
- * stay below it (the compiler allows at most 30 outputs: MAX_OUTPUTS). */
+ * stay below OFL_WHY (the compiler allows at most 29 outputs: MAX_OUTPUTS). */
 #define OFL_CONSUMED (1u << 30)
 /* The packet ends here on purpose, its work done (a reply that only updated a
  * table, say): counted as consumed at this element, not as a drop; leave the body. */

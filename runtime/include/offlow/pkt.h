@@ -7,6 +7,7 @@
  *   OFL_EBADHDR   a field has an impossible value (IHL < 5, TCP data offset < 5, ...)
  *   OFL_EVERSION  the IP version nibble is not the expected one
  *   OFL_EUNSUPP   something the parser does not handle (three VLAN tags, ...)
+ *   OFL_ELENGTH   a length field runs past the IP packet that holds it
  * Multi-byte results are in host byte order. Outputs are written only on success.
  *
  * Checksums: ofl_csum() returns the value to store in a checksum field (written
@@ -124,11 +125,17 @@ static inline void ofl_ipv4_dec_ttl(uint8_t *iphdr)
  * OFL_ETRUNC: shorter than the header and its tags; OFL_EUNSUPP: a third tag. */
 int ofl_parse_eth(const uint8_t *p, uint32_t len, uint16_t *ethertype, uint32_t *l3_off);
 
+/* Whether an IP packet is a fragment: not one, the first (offset 0, more to come:
+ * it starts with the transport header) or a later one (no transport header). */
+enum { OFL_FRAG_NONE = 0, OFL_FRAG_FIRST = 1, OFL_FRAG_LATER = 2 };
+
 /* What ofl_parse_ipv4 found. */
 struct ofl_ipv4_info {
     uint32_t hdr_len;   /* IHL * 4; the transport header is at off + hdr_len */
+    uint32_t end;       /* off + total length: the IP packet's end (then padding) */
     uint8_t proto;
     uint8_t ttl;
+    uint8_t frag;       /* OFL_FRAG_* */
     uint32_t src, dst;  /* host order */
 };
 
@@ -141,8 +148,10 @@ int ofl_parse_ipv4(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv4
 /* What ofl_parse_ipv6 found. */
 struct ofl_ipv6_info {
     uint32_t l4_off;     /* offset of the header after the extension headers */
+    uint32_t end;        /* off + 40 + payload length: the IP packet's end */
     uint8_t proto;       /* its protocol: the last Next Header value */
     uint8_t hop_limit;
+    uint8_t frag;        /* OFL_FRAG_* (from a fragment header) */
     uint8_t src[16], dst[16];
 };
 
@@ -150,7 +159,8 @@ struct ofl_ipv6_info {
  * (OFL_ETRUNC), then the extension headers hop-by-hop (0, only first), routing
  * (43), fragment (44), destination options (60) and AH (51), each within the
  * payload (OFL_ETRUNC); hop-by-hop elsewhere is OFL_EBADHDR, more than
- * OFL_IPV6_MAX_EXT headers OFL_EUNSUPP. Any other Next Header ends the walk. */
+ * OFL_IPV6_MAX_EXT headers OFL_EUNSUPP. Any other Next Header ends the walk, and so
+ * does the fragment header of a later fragment (what follows it is payload). */
 int ofl_parse_ipv6(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv6_info *ip);
 
 /* The UDP header at `off`: 8 bytes within `len` (OFL_ETRUNC), length field >= 8
@@ -164,5 +174,15 @@ int ofl_parse_udp(const uint8_t *p, uint32_t len, uint32_t off, uint16_t *sport,
  * Sets the ports (host order). */
 int ofl_parse_tcp(const uint8_t *p, uint32_t len, uint32_t off, uint16_t *sport,
                   uint16_t *dport);
+
+/* The transport header of protocol `proto` at `off` of an IP packet that ends at
+ * `end` (ofl_ipv4_info/ofl_ipv6_info's, at most the frame's length) and is fragment
+ * `frag`: UDP (17) and TCP (6) headers within the IP payload (OFL_ETRUNC), a UDP
+ * length >= 8 and a TCP data offset >= 5 (OFL_EBADHDR), a UDP length within the
+ * payload unless the packet is a first fragment and a TCP header with its options
+ * within it (OFL_ELENGTH). Sets the ports (host order); 0 for other protocols and
+ * later fragments (which hold no transport header). */
+int ofl_parse_l4(const uint8_t *p, uint32_t end, uint32_t off, uint8_t proto, uint8_t frag,
+                 uint16_t *sport, uint16_t *dport);
 
 #endif

@@ -1,0 +1,113 @@
+"""What `offlow run` and `offlow explain` print, as a user reads them: every packet
+accounted for in one place (read = forwarded + dropped, per element and reason, +
+consumed), a large shared table kept to a readable line, a queue that stays on one
+device not said to cross the interconnect, a compile failure without warnings."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from offlow.cli import main
+from offlow.testing import write_malformed_pcap
+from tests.e2e import EXAMPLE, TLS, read_frames, run_example
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_run_report_accounts_for_every_packet(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    capture = tmp_path / "bad.pcap"
+    want = write_malformed_pcap(capture)
+    assert main(["run", str(EXAMPLE), "--input", str(capture)]) == 0
+    out = capsys.readouterr().out
+    forwarded = want["valid_ipv4"] + want["valid_ipv6"]
+    assert (f"packets: {want['total']} read = {forwarded} forwarded + {want['bad']} dropped + "
+            f"{want['other']} consumed") in out
+    rows = [ln.split()[:4] for ln in out.splitlines()]
+    # ParseL4's drops with their reasons (a UDP length past the IP payload among them)
+    assert ["l4", "dropped:", "past_payload", "4"] in rows
+    assert ["l4", "dropped:", "truncated", "4"] in rows
+    assert ["ip4", "dropped:", "bad_checksum", "1"] in rows
+    # the Discard element's packets are consumed, not only counted as its input
+    assert ["non_ip", "consumed", str(want["other"])] in [r[:3] for r in rows]
+
+
+def test_copies_and_drops_balance_in_the_accounting(tmp_path: Path) -> None:
+    tee = ROOT / "tests" / "programs" / "tee.py"
+    s = run_example(program=tee, input=TLS, output=tmp_path / "out.pcap")
+    assert s["ok"], s["errors"]
+    a = s["accounting"]
+    assert a["read"] == len(read_frames(TLS)) and a["copies"] > 0
+    assert a["unaccounted"] == 0
+    assert a["forwarded"] == len(read_frames(tmp_path / "out.pcap"))
+
+
+def test_a_large_shared_table_is_printed_on_a_readable_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = tmp_path / "hist.py"
+    prog.write_text(textwrap.dedent('''\
+        from offlow import Element, Program, Shared, Sink, Source
+
+
+        class Histogram(Element):
+            tables = ("hist",)
+            body = r"""
+            hist[(pkt->ts_ns / 1000u) % 16384u] += 1;  /* synthetic packets: 1 us apart */
+            """
+
+
+        def program() -> Program:
+            p = Program("hist")
+            hist = Shared("hist", "uint32_t", 16384)
+            src, h, out = Source("rx"), Histogram("h", hist=hist), Sink("tx")
+            src >> h >> out
+            p.segment("all", [src, h, out], device="host")
+            return p
+        '''))
+    assert main(["run", str(prog), "--count", "10000"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("table hist"))
+    assert len(line) < 400, len(line)
+    assert "... and 9984 more nonzero of 16384 entries (--json has them all)" in line
+    assert main(["run", str(prog), "--count", "10000", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)["tables"]["hist"]
+    assert len(table) == 16384 and sum(table) == 10000
+
+
+def test_explain_says_a_queue_on_one_device_does_not_cross_the_interconnect(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", str(EXAMPLE), "--set", "rx.device=host"]) == 0
+    out = capsys.readouterr().out
+    assert "B are copied through the ring" in out and "cross the interconnect" not in out
+    assert main(["explain", str(EXAMPLE)]) == 0
+    assert "B cross the interconnect" in capsys.readouterr().out
+
+
+def test_a_compile_failure_shows_the_error_not_warnings(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prog = tmp_path / "oops.py"
+    prog.write_text(textwrap.dedent('''\
+        from offlow import Element, Program, Sink, Source
+
+
+        class Oops(Element):
+            body = r"""
+            uint32_t x = 1;          /* set, never used: a warning */
+            x += undeclared_thing;   /* the error */
+            """
+
+
+        def program() -> Program:
+            p = Program("oops")
+            src, o, out = Source("rx"), Oops("o"), Sink("tx")
+            src >> o >> out
+            p.segment("all", [src, o, out], device="host")
+            return p
+        '''))
+    assert main(["run", str(prog), "--count", "10"]) == 2
+    err = capsys.readouterr().err
+    assert f"{prog}:7:" in err and "undeclared_thing" in err
+    assert "warning" not in err, err
