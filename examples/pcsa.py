@@ -3,9 +3,14 @@ over a direct channel (NFComms' application).
 
 The NIC parses each frame and adds its IPv4 source address to a 2,048-bitmap PCSA
 sketch that lives in NIC memory; nothing crosses to the host per packet. A host
-program opens the `pcsa` channel and asks for the summary:
+program opens the `pcsa` channel and asks for the summary; `offlow pcsa` runs this
+program on a capture and prints the estimate beside the exact count:
 
-    offlow pcsa examples/pcsa.py --input ../shared/data/tls_ciphers.pcap
+    offlow pcsa --input ../shared/data/tls_ciphers.pcap
+
+or serve it and attach to its window from another host program (offlow.session):
+
+    offlow run examples/pcsa.py --input ../shared/data/tls_ciphers.pcap --serve
 """
 
 from offlow import Program, Sink, Source

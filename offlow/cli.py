@@ -9,6 +9,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from offlow.build import compile_program
 from offlow.dsl import Program
@@ -116,7 +117,7 @@ def _cmd_kvs(a: argparse.Namespace) -> int:
         return interop.main()
     from offlow.kvs import quick
 
-    return quick.main(a.args)
+    return quick.cli(a)
 
 
 def _cmd_bench(a: argparse.Namespace) -> int:
@@ -152,9 +153,19 @@ def _cmd_bench(a: argparse.Namespace) -> int:
                       "channels, kvs")
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows each option's default, when it has one worth showing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, False, [], argparse.SUPPRESS) or "%(default)" in (
+                action.help or "") or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="offlow", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_SubParser)
 
     def program_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("program", type=Path, help="a Python file defining program()")
@@ -181,12 +192,16 @@ def parser() -> argparse.ArgumentParser:
                    help="pcap file for the sink (with several sinks: OUTPUT.SINK.pcap each)")
     r.add_argument("--duration", type=float, help="seconds to run (replays the input)")
     r.add_argument("--loops", type=int, default=1, help="replays of the input (default 1)")
-    r.add_argument("--rate", type=float, default=0.0, help="packets/s per source core")
+    r.add_argument("--rate", type=float, default=0.0,
+                   help="packets/s per source core (0: as fast as possible)")
     r.add_argument("--count", type=int, default=10000, help="synthetic packets per replay")
     r.add_argument("--sizes", default="64:7,576:4,1500:1", help="synthetic size:weight mix")
     r.add_argument("--prefixes", type=Path, help="synthetic destination prefixes file")
-    r.add_argument("--seed", type=int, default=1)
-    r.add_argument("--copy-engine", choices=["inline", "thread"], default="inline")
+    r.add_argument("--seed", type=int, default=1,
+                   help="seed of the synthetic traffic (the same seed, the same packets)")
+    r.add_argument("--copy-engine", choices=["inline", "thread"], default="inline",
+                   help="the copy engine: inline (copies when a batch is submitted) or on a "
+                        "thread of its own")
     r.add_argument("--timeout", type=float, help="kill the run after this many seconds")
     r.add_argument("--opt", action="append", default=[], metavar="NAME.KEY=VALUE",
                    help="a run-time option of a source, sink or table (e.g. routes.path=F)")
@@ -223,11 +238,14 @@ def parser() -> argparse.ArgumentParser:
     pc.set_defaults(fn=_cmd_pcsa)
 
     kv = sub.add_parser("kvs", help="key-value store tools (memcached protocol)")
-    kv.add_argument("tool", choices=["interop", "quick"],
-                    help="interop: replay one request sequence against a real memcached and "
-                         "offlow's server and show every difference; quick: offlow's CPU-only "
-                         "server beside memcached under the same load")
-    kv.add_argument("args", nargs=argparse.REMAINDER, help="quick: its options (--help)")
+    kvsub = kv.add_subparsers(dest="tool", required=True, parser_class=_SubParser)
+    kvsub.add_parser("interop", help="replay one request sequence against a real memcached "
+                     "and offlow's server and show every difference (exit 1 on one)")
+    kq = kvsub.add_parser("quick", help="offlow's CPU-only server beside memcached under the "
+                          "same load")
+    from offlow.kvs import quick
+
+    quick.add_arguments(kq)
     kv.set_defaults(fn=_cmd_kvs)
 
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
@@ -248,6 +266,14 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--repeat", type=int, help="kvs: rounds over the designs (default 3)")
     b.set_defaults(fn=_cmd_bench)
     return p
+
+
+class _SubParser(argparse.ArgumentParser):
+    """A subcommand's parser: its --help shows the options' defaults."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(**kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:

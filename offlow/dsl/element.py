@@ -83,6 +83,8 @@ class Element:
     # reasons the body drops packets for, DROP_WHY(reason), and what each means: the
     # run report counts drops per element and reason
     drops: ClassVar[Mapping[str, str]] = {}
+    # what each field in `fields` holds (its byte order too), for the element reference
+    field_docs: ClassVar[Mapping[str, str]] = {}
     kind: ClassVar[str] = "element"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

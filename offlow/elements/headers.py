@@ -10,6 +10,16 @@ from collections.abc import Mapping
 
 from offlow.dsl.element import Element, Port
 
+# What CheckIPv4 and CheckIPv6 both record.
+_IP_FIELDS = {
+    "l4_off": "offset of the transport header (IPv6: after the extension headers)",
+    "l4_end": "offset where the IP packet ends (what follows is Ethernet padding)",
+    "ip_proto": "the transport protocol number (6 TCP, 17 UDP; IPv6: the last next header)",
+    "ip_frag": "0: not a fragment, 1: the first fragment, 2: a later one (no transport "
+               "header)",
+    "ttl": "the TTL (IPv6: the hop limit)",
+}
+
 
 class ParseEth(Element):
     """Ethernet (with up to two VLAN tags): sends IPv4, IPv6 and other frames apart."""
@@ -17,6 +27,10 @@ class ParseEth(Element):
     inputs = (Port("inp", "eth"),)
     outputs = (Port("ipv4", "ip.v4"), Port("ipv6", "ip.v6"), Port("other", "eth"))
     fields = {"l3_off": "uint16_t", "ethertype": "uint16_t"}
+    field_docs = {"l3_off": "offset of the IP header (after the Ethernet header and the VLAN "
+                            "tags)",
+                  "ethertype": "the ethertype after the VLAN tags, host byte order (0x0800 "
+                               "IPv4, 0x86DD IPv6)"}
     drops = {"malformed": "the Ethernet header or a VLAN tag is cut short, or there are more "
                           "than two VLAN tags"}
     body = r"""
@@ -39,6 +53,9 @@ class CheckIPv4(Element):
     outputs = (Port("out", "ip.v4"),)
     fields = {"l4_off": "uint16_t", "l4_end": "uint16_t", "ip_proto": "uint8_t",
               "ip_frag": "uint8_t", "ttl": "uint8_t", "src4": "uint32_t", "dst4": "uint32_t"}
+    field_docs = {**_IP_FIELDS,
+                  "src4": "the source address, host byte order (10.0.0.1 is 0x0A000001)",
+                  "dst4": "the destination address, host byte order"}
     drops = {"malformed": "the header is cut short, or its version, header length or total "
                           "length is impossible (a total length past the frame too)",
              "bad_checksum": "the header checksum is wrong"}
@@ -65,6 +82,8 @@ class CheckIPv6(Element):
     outputs = (Port("out", "ip.v6"),)
     fields = {"l4_off": "uint16_t", "l4_end": "uint16_t", "ip_proto": "uint8_t",
               "ip_frag": "uint8_t", "ttl": "uint8_t", "dst6": "uint8_t[16]"}
+    field_docs = {**_IP_FIELDS,
+                  "dst6": "the destination address, network byte order (as on the wire)"}
     drops = {"malformed": "the header is cut short, its version is not 6, its payload "
                           "length runs past the frame, or an extension header is bad"}
     body = r"""
@@ -118,6 +137,8 @@ class ParseL4(Element):
     inputs = (Port("inp", "ip"),)
     outputs = (Port("out", "ip"),)
     fields = {"sport": "uint16_t", "dport": "uint16_t"}
+    field_docs = {"sport": "the UDP or TCP source port, host byte order (0: none)",
+                  "dport": "the UDP or TCP destination port, host byte order (0: none)"}
     drops = {"truncated": "the UDP or TCP header is cut short by the end of the IP payload",
              "bad_header": "a UDP length below 8 or a TCP data offset below 5",
              "past_payload": "the UDP length or the TCP data offset runs past the IP payload"}

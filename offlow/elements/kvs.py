@@ -41,10 +41,13 @@ class KeyHash(Element):
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
     fields = {"kv_hash": "uint32_t"}
+    field_docs = {"kv_hash": "the upper 32 bits of the store's 64-bit hash of the first key "
+                             "(0: no key)"}
+    drops = {"not_udp": "not a UDP datagram"}
     body = r"""
     uint64_t h = 0;
     if (state->ip_proto != 17)
-        DROP();
+        DROP_WHY(not_udp);
     if (ofl_kvs_key_hash(pkt, state->l4_off, &h) < 0)
         h = 0;
     state->kv_hash = (uint32_t)(h >> 32);
@@ -65,13 +68,20 @@ class KvServe(Element):
     outputs = (Port("out", "ip.v4"),)
     tables = ("store",)
     fields = {"kv_expiring": "uint8_t", "kv_from_cache": "uint8_t"}
+    field_docs = {"kv_expiring": "1 when the reply holds an item with an expiry time",
+                  "kv_from_cache": "1 on the packets a write-back cache makes (0 on clients' "
+                                   "requests); cleared here once used"}
+    drops = {"not_udp": "not a UDP datagram",
+             "no_reply": "no request to answer (none in the datagram, or it ends inside "
+                         "the first), not a memcached datagram, or a reply the packet "
+                         "cannot hold"}
     body = r"""
     int rc;
     if (state->ip_proto != 17)
-        DROP();
+        DROP_WHY(not_udp);
     rc = ofl_kvs_reply(store, pkt, state->l3_off, state->l4_off, state->kv_from_cache);
     state->kv_from_cache = 0;
     if (!ofl_kvs_sends(rc))
-        DROP();
+        DROP_WHY(no_reply);
     state->kv_expiring = rc == OFL_KVS_SEND_EXPIRING;
     """

@@ -34,11 +34,13 @@ class LookupIPv4(Element):
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
     fields = {"hop": "uint16_t"}
+    field_docs = {"hop": "the next hop, 1..nports (the table's next-hop rule)"}
+    drops = {"unroutable": "no route covers the destination"}
     tables = ("routes",)
     body = r"""
     uint16_t hop = ofl_lpm4_lookup(routes, state->dst4);
     if (!hop)
-        DROP();
+        DROP_WHY(unroutable);
     state->hop = hop;
     """
 
@@ -49,11 +51,13 @@ class LookupIPv6(Element):
     inputs = (Port("inp", "ip.v6"),)
     outputs = (Port("out", "ip.v6"),)
     fields = {"hop": "uint16_t"}
+    field_docs = {"hop": "the next hop, 1..nports (the table's next-hop rule)"}
+    drops = {"unroutable": "no route covers the destination"}
     tables = ("routes",)
     body = r"""
     uint16_t hop = ofl_lpm6_lookup(routes, state->dst6);
     if (!hop)
-        DROP();
+        DROP_WHY(unroutable);
     state->hop = hop;
     """
 

@@ -59,18 +59,27 @@ def summary(results: dict[str, dict[str, list[float]]]) -> list[str]:
     return lines
 
 
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of `offlow kvs quick` (and `python -m offlow.kvs.quick`)."""
+    ap.add_argument("--reps", type=int, default=3, help="pairs of runs per protocol")
+    ap.add_argument("--duration", type=float, default=4.0, help="seconds of load per run")
+    ap.add_argument("--protos", default="udp,tcp", help="protocols, comma-separated")
+    ap.add_argument("--depth", type=int, default=16, help="requests in flight per connection")
+
+
+def cli(a: argparse.Namespace) -> int:
+    """Measure with the parsed options and print the summary."""
+    results = run(a.reps, a.duration, a.protos.split(","), a.depth)
+    print("\n".join(summary(results)))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
     ap = argparse.ArgumentParser(prog="python -m offlow.kvs.quick", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--duration", type=float, default=4.0)
-    ap.add_argument("--protos", default="udp,tcp")
-    ap.add_argument("--depth", type=int, default=16)
-    a = ap.parse_args(argv)
-    results = run(a.reps, a.duration, a.protos.split(","), a.depth)
-    print("\n".join(summary(results)))
-    return 0
+    add_arguments(ap)
+    return cli(ap.parse_args(argv))
 
 
 if __name__ == "__main__":
