@@ -133,7 +133,7 @@ def compile_program(program: Program, fit: tuple[int, str] | None = None) -> Gra
 def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...] = (),
           fit: tuple[int, str] | None = None) -> Build:
     """Compile `program` to one executable per device, reusing cached builds; `fit`:
-    the mtu its input needs and why (offlow.runner.input_mtu), for a program that sets
+    the mtu its input needs and why (offlow.runner.check_options), for a program that sets
     none."""
     graph = compile_program(program, fit)
     sources = generate(graph)

@@ -16,7 +16,7 @@ from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.report import format_summary, summarize
-from offlow.runner import RunOptions, build_for, input_mtu, run
+from offlow.runner import RunOptions, build_for, check_options, run
 
 
 def load_program(path: Path, settings: Sequence[str] = ()) -> Program:
@@ -56,7 +56,7 @@ def _program_error(path: Path, err: Exception) -> str:
 
 def _cmd_explain(a: argparse.Namespace) -> int:
     prog = load_program(a.program, a.set)
-    fit = input_mtu(RunOptions(input=a.input)) if a.input else None
+    fit = check_options(RunOptions(input=a.input)) if a.input else None
     print(explain(compile_program(prog, fit)))
     return 0
 

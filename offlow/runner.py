@@ -176,10 +176,14 @@ def _positive(name: str, value: float | None, zero_ok: bool = False) -> None:
                           + (" (or 0)" if zero_ok else ""))
 
 
-def check_options(o: RunOptions) -> None:
+def check_options(o: RunOptions) -> tuple[int, str]:
     """Check every run option that can be checked before a process starts (numbers,
     the input capture, the synthetic mix and prefix file, where the output goes), so
-    that a bad one is one clear error instead of a device process's failure."""
+    that a bad one is one clear error instead of a device process's failure. Returns
+    the mtu the input needs and why: the longest frame of the capture, the largest
+    synthetic frame, or for UDP runs the default (a datagram longer than the mtu less
+    its 42 B of headers is dropped and counted); a program that sets its own mtu keeps
+    it (Program.to_ir)."""
     if (o.udp_port is not None or o.tcp_port is not None) and (o.input or o.output):
         raise OfflowError("a UDP run reads and answers datagrams: it takes no input or "
                           "output capture")
@@ -194,13 +198,19 @@ def check_options(o: RunOptions) -> None:
         raise OfflowError(f"--seed {o.seed}: must be within 0..2^64-1")
     if o.copy_engine not in ("inline", "thread"):
         raise OfflowError(f"copy engine `{o.copy_engine}`: expected inline or thread")
-    if o.udp_port is None and o.tcp_port is None:
-        if o.input is not None:
-            read_capture(Path(o.input))
-        else:
-            largest_synthetic(o.sizes, Path(o.prefixes) if o.prefixes else None)
     if o.output is not None:
         _check_output(Path(o.output), Path(o.input) if o.input else None)
+    if o.udp_port is not None or o.tcp_port is not None:
+        return DEFAULT_MTU, "the default for a UDP run"
+    if o.input is not None:
+        cap = read_capture(Path(o.input))
+        why = f"the longest frame of {Path(o.input).name}"
+        if cap.longest > MTU_MAX:
+            why += (f" is {cap.longest} B, above the largest mtu: frames longer than {MTU_MAX} B "
+                    "are dropped and counted")
+        return min(max(cap.longest, MTU_MIN), MTU_MAX), why
+    largest = largest_synthetic(o.sizes, Path(o.prefixes) if o.prefixes else None)
+    return max(largest, MTU_MIN), "the largest synthetic frame (--sizes)"
 
 
 def _check_output(out: Path, inp: Path | None) -> None:
@@ -216,29 +226,10 @@ def _check_output(out: Path, inp: Path | None) -> None:
         raise OfflowError(f"--output {out}: is the input capture; name another file")
 
 
-def input_mtu(o: RunOptions) -> tuple[int, str]:
-    """The mtu the run's input needs, and why: the longest frame of the capture, the
-    largest synthetic frame, or for UDP runs the default (a datagram longer than the
-    mtu less its 42 B of headers is dropped and counted). A program that sets its mtu
-    keeps it (Program.to_ir)."""
-    if o.udp_port is not None or o.tcp_port is not None:
-        return DEFAULT_MTU, "the default for a UDP run"
-    if o.input is not None:
-        cap = read_capture(Path(o.input))
-        why = f"the longest frame of {Path(o.input).name}"
-        if cap.longest > MTU_MAX:
-            why += (f" is {cap.longest} B, above the largest mtu: frames longer than {MTU_MAX} B "
-                    "are dropped and counted")
-        return min(max(cap.longest, MTU_MIN), MTU_MAX), why
-    largest = largest_synthetic(o.sizes, Path(o.prefixes) if o.prefixes else None)
-    return max(largest, MTU_MIN), "the largest synthetic frame (--sizes)"
-
-
 def build_for(program: Program, o: RunOptions, **build_args: Any) -> Build:
     """Check the run options, then build `program` for them: a program that sets no
-    mtu gets the one its input needs (input_mtu). `build_args` go to build()."""
-    check_options(o)
-    return build(program, fit=input_mtu(o), **build_args)
+    mtu gets the one its input needs (check_options). `build_args` go to build()."""
+    return build(program, fit=check_options(o), **build_args)
 
 
 def build_tcp_gateway(extra_flags: Sequence[str] = ()) -> Path:

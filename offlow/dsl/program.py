@@ -349,7 +349,7 @@ class Program:
 
     def to_ir(self, fit: tuple[int, str] | None = None) -> Graph:
         """Lower the program to the IR (composites are already flat). `fit` is the mtu
-        its input needs and why (offlow.runner.input_mtu), taken when the program sets
+        its input needs and why (offlow.runner.check_options), taken when the program sets
         none; else the default, DEFAULT_MTU."""
         if self.batch > self.ring_size:
             raise OfflowError(f"program `{self.name}`: batch {self.batch} must be 1..ring_size "
