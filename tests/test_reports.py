@@ -14,6 +14,7 @@ import pytest
 from offlow.cli import main
 from offlow.testing import write_malformed_pcap
 from tests.e2e import EXAMPLE, TLS, read_frames, run_example
+from tests.test_c_bodies import write_program
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,26 +89,9 @@ def test_explain_says_a_queue_on_one_device_does_not_cross_the_interconnect(
 
 def test_a_compile_failure_shows_the_error_not_warnings(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    prog = tmp_path / "oops.py"
-    prog.write_text(textwrap.dedent('''\
-        from offlow import Element, Program, Sink, Source
-
-
-        class Oops(Element):
-            body = r"""
-            uint32_t x = 1;          /* set, never used: a warning */
-            x += undeclared_thing;   /* the error */
-            """
-
-
-        def program() -> Program:
-            p = Program("oops")
-            src, o, out = Source("rx"), Oops("o"), Sink("tx")
-            src >> o >> out
-            p.segment("all", [src, o, out], device="host")
-            return p
-        '''))
+    prog, first = write_program(tmp_path, "\nuint32_t x = 1;   /* set, never used: a warning "
+                                          "*/\nx += undeclared_thing;   /* the error */\n")
     assert main(["run", str(prog), "--count", "10"]) == 2
     err = capsys.readouterr().err
-    assert f"{prog}:7:" in err and "undeclared_thing" in err
+    assert f"{prog}:{first + 2}:" in err and "undeclared_thing" in err
     assert "warning" not in err, err
