@@ -13,6 +13,7 @@ from offlow.build import build, compile_program
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.explain import explain
+from offlow.lifecycle import Terminated, stop_signals
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, run
 
@@ -64,7 +65,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
         if res.tcp is not None:
             print("tcp gateway: " + ", ".join(f"{k} {v}" for k, v in res.tcp.items()))
     if res.interrupted:
-        print("offlow: stopped by Ctrl-C: the counts cover the run until then",
+        by = "SIGTERM" if res.stopped_by == "SIGTERM" else "Ctrl-C"
+        print(f"offlow: stopped by {by}: the counts cover the run until then",
               file=sys.stderr)
     for err in res.errors:
         print(f"offlow: error: {err}", file=sys.stderr)
@@ -223,15 +225,17 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return int(args.fn(args))
+        with stop_signals():  # SIGTERM stops like Ctrl-C, which works even if inherited ignored
+            return int(args.fn(args))
     except OfflowError as err:
         print(f"offlow: error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         # Ctrl-C outside a run's wait (compiling, a benchmark's setup): no traceback.
         # A run's own Ctrl-C ends the run cleanly and is reported by its command.
-        print("offlow: interrupted", file=sys.stderr)
-        return 130
+        term = isinstance(e, Terminated)
+        print("offlow: interrupted" + (" (SIGTERM)" if term else ""), file=sys.stderr)
+        return 143 if term else 130
 
 
 if __name__ == "__main__":

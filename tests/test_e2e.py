@@ -16,6 +16,7 @@ from scapy.layers.inet import IP
 
 from offlow.build import build
 from offlow.cli import load_program
+from offlow.lifecycle import stop_signals
 from offlow.report import summarize
 from offlow.runner import Run, RunOptions, run
 from tests.e2e import EXAMPLE, QUIC, TLS, read_frames, run_example
@@ -206,7 +207,8 @@ def test_ctrl_c_in_wait_stops_the_run_cleanly_and_says_so() -> None:
     t0 = time.monotonic()
     timer.start()
     try:
-        res = r.wait()
+        with stop_signals():  # a Ctrl-C even when pytest was started with SIGINT ignored
+            res = r.wait()
     finally:
         timer.cancel()
     assert res.ok and res.interrupted, res.errors

@@ -1,18 +1,23 @@
-/* Error text, the JSON writer, CPU pinning, the waiter and whole-file reads and
- * writes. usage: test_misc TMPDIR */
+/* Error text, the JSON writer, CPU pinning, the waiter, whole-file reads and
+ * writes, and the runner's lifeline. usage: test_misc TMPDIR */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "offlow/err.h"
 #include "offlow/file.h"
+#include "offlow/lifeline.h"
 #include "offlow/queue.h"
 #include "offlow/stats.h"
+#include "offlow/stop.h"
 #include "offlow/thread.h"
 #include "offlow/wait.h"
 
@@ -148,6 +153,74 @@ static void test_file(const char *dir)
     free(src);
 }
 
+/* A device process of a run whose runner (this process) holds the write end of
+ * `life`: it blocks the stop signals, watches the runner, and either loops until a
+ * stop is pending (`obeys`: then exits 0 after removing the run's files) or never
+ * stops (the lifeline ends it). */
+static void lifeline_child(int life[2], const char *win, const char *stats, int obeys)
+{
+    close(life[1]);
+    volatile uint32_t abort_word = 0;
+    if (ofl_stop_signals_block() < 0) _exit(3);
+    struct ofl_lifeline l;
+    if (ofl_lifeline_start(&l, life[0], &abort_word, win, stats) < 0) _exit(4);
+    __atomic_store_n(&l.grace_ns, 50000000ull, __ATOMIC_RELAXED);
+    for (;;) {
+        if (obeys && ofl_stop_requested()) {
+            ofl_lifeline_finish(&l);
+            _exit(ofl_lifeline_gone(&l) ? 0 : 6);
+        }
+        usleep(1000);
+    }
+}
+
+/* Run a child as above, end the "runner" (close the write end) and return the
+ * child's exit status (or 128 + its signal). */
+static int lifeline_run(const char *win, const char *stats, int obeys)
+{
+    int life[2];
+    if (pipe(life) < 0) return -1;
+    FILE *f = fopen(win, "w");
+    if (f) fclose(f);
+    f = fopen(stats, "w");
+    if (f) fclose(f);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) lifeline_child(life, win, stats, obeys);
+    close(life[0]);
+    usleep(20000);
+    int alive = waitpid(pid, NULL, WNOHANG) == 0;
+    CHECK(alive, "a process with its runner alive goes on");
+    close(life[1]);
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_lifeline(const char *dir)
+{
+    struct ofl_lifeline l;
+    CHECK(ofl_lifeline_start(&l, -1, NULL, NULL, NULL) == 0 && !ofl_lifeline_gone(&l),
+          "no runner to watch: nothing watched");
+    ofl_lifeline_finish(&l);
+    int fd = open(dir, O_RDONLY);
+    CHECK(ofl_lifeline_start(&l, fd, NULL, NULL, NULL) == -EBADF, "not a pipe: -EBADF");
+    close(fd);
+    char folder[4096], win[4200], stats[4200];
+    for (int obeys = 1; obeys >= 0; obeys--) {
+        snprintf(folder, sizeof folder, "%s/offlow-run-1-%d", dir, obeys);
+        snprintf(win, sizeof win, "%s/win%d", dir, obeys);
+        snprintf(stats, sizeof stats, "%s/host.json", folder);
+        CHECK(mkdir(folder, 0700) == 0, "a run folder");
+        int rc = lifeline_run(win, stats, obeys);
+        CHECK(rc == (obeys ? 0 : 1), "runner gone: the process %s (status %d)",
+              obeys ? "stops as on SIGTERM" : "that does not stop ends itself", rc);
+        struct stat st;
+        CHECK(stat(win, &st) < 0 && stat(stats, &st) < 0 && stat(folder, &st) < 0,
+              "its window, stats file and run folder are removed");
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -159,5 +232,6 @@ int main(int argc, char **argv)
     test_pin();
     test_waiter();
     test_file(argv[1]);
+    test_lifeline(argv[1]);
     return CHECK_DONE();
 }
