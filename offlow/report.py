@@ -120,5 +120,7 @@ def format_summary(s: dict[str, Any]) -> str:
         where = f" -> {v['path']}" if v.get("path") else ""
         udp = (f", {v['sent']} sent, {v['dropped']} dropped (not IPv4/UDP), "
                f"{v['send_errors']} send errors") if "sent" in v else ""
+        if v.get("to_self"):
+            udp += f", {v['to_self']} refused (addressed to the server's own socket: a loop)"
         parts.append(f"sink {name}: {v['packets']} packets{where}{udp}")
     return "\n\n".join(parts)

@@ -484,6 +484,7 @@ void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink 
     if (s->udp) {
         ofl_json_u64(j, "sent", ofl_udp_sink_sent(s->udp));
         ofl_json_u64(j, "dropped", ofl_udp_sink_dropped(s->udp));
+        ofl_json_u64(j, "to_self", ofl_udp_sink_to_self(s->udp));
         ofl_json_u64(j, "send_errors", ofl_udp_sink_send_errors(s->udp));
     }
     ofl_json_end_obj(j);
