@@ -71,7 +71,7 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
         for name, v in c.get("sources", {}).items():
             acc = sources.setdefault(name, {})
             for k2, n in v.items():
-                acc[k2] = acc.get(k2, 0) + n
+                acc[k2] = n if isinstance(n, str) else acc.get(k2, 0) + n  # "error": text
     return {"program": g.name, "segments": segments, "queues": queues, "elements": elements,
             "sources": sources, "sinks": sinks, "tables": tables}
 

@@ -500,9 +500,23 @@ class Run:
             raise
         errors += self._exit_errors()
         stats, tcp = self._read_stats(errors)
+        errors += _source_errors(stats)
         self._release()
         return RunResult(ok=not errors, stats=stats, errors=errors, tcp=tcp,
                          interrupted=interrupted, stopped_by=stopped_by)
+
+
+def _source_errors(stats: dict[str, Any]) -> list[str]:
+    """Faults of the inputs that the sources went on from (a capture cut short), once
+    each (every core of a source reads the same file)."""
+    out: list[str] = []
+    for dev in stats.values():
+        for core in dev.get("cores", []):
+            for name, v in core.get("sources", {}).items():
+                msg = f"source {name}: {v['error']}" if "error" in v else None
+                if msg and msg not in out:
+                    out.append(msg)
+    return out
 
 
 def _signal_name(n: int) -> str:

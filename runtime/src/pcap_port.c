@@ -100,7 +100,10 @@ static void raw_eth_header(uint8_t *eth, const uint8_t *ip, uint32_t iplen)
     ofl_put_be16(eth + 12, et);
 }
 
-/* Read every record of `p` into `s`; returns 0 or a negative errno with `errbuf`. */
+/* Read every record of `p` into `s`; returns 0 or a negative errno with `errbuf`. A
+ * record libpcap cannot read (the file cut short, a bogus length) ends the reading:
+ * the records before it are kept, as tcpdump and tshark process them, and the
+ * source's error says where the capture broke off. */
 static int load(struct pcap_src *s, pcap_t *p, int raw, const char *path, char *errbuf)
 {
     const struct ofl_src_opts *o = &s->base.o;
@@ -132,11 +135,10 @@ static int load(struct pcap_src *s, pcap_t *p, int raw, const char *path, char *
         r->ts_ns = (uint64_t)h->ts.tv_sec * 1000000000ull + (uint64_t)h->ts.tv_usec;
         used += len;
     }
-    if (rc == PCAP_ERROR) {
-        snprintf(errbuf, 256, "%s: bad capture after %llu packets: %s", path,
-                 (unsigned long long)s->file_pkts, pcap_geterr(p));
-        return -EINVAL;
-    }
+    if (rc == PCAP_ERROR)
+        snprintf(s->base.error, sizeof s->base.error,
+                 "%s is cut short or damaged after %llu packets (%.120s); only those were read",
+                 path, (unsigned long long)s->file_pkts, pcap_geterr(p));
     return 0;
 }
 

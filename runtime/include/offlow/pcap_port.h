@@ -12,11 +12,13 @@
  * read at open into one allocation, keeping only this core's packets (index % nparts ==
  * part) that fit in `mtu`, so passes are cheap memcpys. Link types: Ethernet, and raw
  * IPv4/IPv6 (an Ethernet header with zero addresses and the IP version's ethertype is
- * put in front). ts_ns is the capture's timestamp (the same in every pass). Returns 0
- * and sets `*s` (NULL on failure), or a negative errno with a message in `errbuf` (256
- * bytes): -ENOENT etc. when the file cannot be opened, -EINVAL when it is not a
- * readable capture (bad header, truncated record, bogus lengths), -EPROTONOSUPPORT for
- * other link types, -ENOMEM, or ofl_src_init's -EINVAL for bad options. */
+ * put in front). ts_ns is the capture's timestamp (the same in every pass). A record
+ * that cannot be read (the file cut short in the middle of one, a bogus length) ends
+ * the capture there: the packets before it are the source's, and ofl_src_error says
+ * where it broke off. Returns 0 and sets `*s` (NULL on failure), or a negative errno
+ * with a message in `errbuf` (256 bytes): -ENOENT etc. when the file cannot be opened,
+ * -EINVAL when it is not a capture (a bad file header), -EPROTONOSUPPORT for other
+ * link types, -ENOMEM, or ofl_src_init's -EINVAL for bad options. */
 int ofl_pcap_src_open(struct ofl_src **s, const char *path, const struct ofl_src_opts *o,
                       char *errbuf);
 
