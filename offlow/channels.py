@@ -64,6 +64,7 @@ def _library() -> ctypes.CDLL:
         ("ofl_chan_name", ctypes.c_char_p, [vp, u32]),
         ("ofl_chan_open", i32, [vp, vp, u32, i32, vp]),
         ("ofl_chan_close", None, [vp]),
+        ("ofl_chan_peer_state", i32, [vp]),
         ("ofl_chan_set_chunk", i32, [vp, u32]),
         ("ofl_chan_send", i32, [vp, vp, sz, u64]),
         ("ofl_chan_recv", i32, [vp, vp, sz, u64]),
@@ -164,6 +165,10 @@ class Channel:
                   f"opening channel `{name}`")
         self.id = cid
         self._open = True
+        if lib.c.ofl_chan_peer_state(self._end) == -errno.EPIPE:
+            self.close()
+            raise ChannelError(f"channel `{name}`", errno.EPIPE,
+                               "its other end belongs to a process that has ended")
 
     def send(self, msg: bytes | bytearray | memoryview, timeout: float | None = None) -> None:
         """Direct message (at most 56 bytes); returns once the device has taken it."""
@@ -180,7 +185,9 @@ class Channel:
 
     def try_send(self, msg: bytes | bytearray | memoryview) -> bool:
         """Direct message without waiting: True once the device took it, False when
-        it is not ready to take one now (the message is then withdrawn)."""
+        it is not ready to take one now (the message is then withdrawn). A device
+        that closed the channel or whose process is gone raises ChannelError (EPIPE)
+        within about a millisecond, so `while not ch.try_send(m)` ends."""
         data = bytes(msg)
         rc = self._lib.c.ofl_chan_try_send(self._end, data, len(data))
         if rc == -errno.EAGAIN:
@@ -189,7 +196,8 @@ class Channel:
         return True
 
     def try_recv(self) -> bytes | None:
-        """The pending direct message from the device, or None when there is none."""
+        """The pending direct message from the device, or None when there is none (a
+        device that closed the channel or whose process is gone: ChannelError, EPIPE)."""
         buf = ctypes.create_string_buffer(MSG_MAX)
         n = self._lib.c.ofl_chan_try_recv(self._end, buf, MSG_MAX)
         if n == -errno.EAGAIN:
@@ -297,6 +305,7 @@ class Region:
 
     # byte offsets in the window header (runtime/include/offlow/window.h)
     HDR_ABORT, HDR_CHAN_OFF, HDR_CHAN_SIZE, HDR_STOP, HDR_DRAINED = 20, 24, 32, 40, 44
+    HDR_RUNNER = 48  # int32: the pid of the process that runs the program (0: unknown)
 
     def __init__(self, window: Path, lib: _Lib | None = None) -> None:
         import mmap

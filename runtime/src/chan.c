@@ -540,6 +540,39 @@ void chan_wait_done(struct chan_wait *cw)
     cw->pidfd = -1;
 }
 
+int ofl_chan_peer_state(const struct ofl_chan_end *e)
+{
+    if (!end_valid(e)) return -EINVAL;
+    const struct chan_side *p = side_peer(e);
+    uint32_t g = LOAD(&p->gen, ACQUIRE);
+    if (g == 0) return 0;
+    if (!(g & 1u) || !chan_pid_alive(LOAD(&p->pid, RELAXED), NULL)) return -EPIPE;
+    return 1;
+}
+
+/* A try call that found the peer not ready: has the peer closed, or its process gone?
+ * The kernel is asked at most every OFL_WAIT_CHECK_NS per end (a loop of try calls
+ * costs a clock read each); a death found stays found for that peer session. */
+static bool known_dead(const struct ofl_chan_end *e)
+{
+    uint32_t d = LOAD(&e->dead_gen, RELAXED);
+    return d && d == LOAD(&side_peer(e)->gen, ACQUIRE);
+}
+
+static bool try_peer_gone(struct ofl_chan_end *e)
+{
+    uint32_t g = LOAD(&side_peer(e)->gen, ACQUIRE);
+    if (g && !(g & 1u)) return true;
+    if (!g) return false;
+    if (known_dead(e)) return true;
+    uint64_t now = ofl_now_ns();
+    if (now < LOAD(&e->try_check_ns, RELAXED)) return false;
+    STORE(&e->try_check_ns, now + OFL_WAIT_CHECK_NS, RELAXED);
+    if (chan_pid_alive(LOAD(&side_peer(e)->pid, RELAXED), NULL)) return false;
+    STORE(&e->dead_gen, g, RELAXED);
+    return true;
+}
+
 /* ---- direct messages ---- */
 
 /* Waits of a send before it also reads the receiver's claim word (the published ack
@@ -635,6 +668,7 @@ static int send_impl(struct ofl_chan_end *e, const void *msg, size_t len, uint64
 {
     if (!end_valid(e) || (len && !msg)) return -EINVAL;
     if (len > OFL_CHAN_MSG_MAX) return -EMSGSIZE;
+    if (try_ && known_dead(e)) return -EPIPE;   /* not the receiver's grace again */
     if (chan_busy_get(e, BUSY_TX)) return -EBUSY;
     uint32_t gen = 0;
     int rc = timeout >= FAST_MIN_TIMEOUT ? send_fast(e, msg, len, &gen) : 2;
@@ -654,7 +688,8 @@ static int send_impl(struct ofl_chan_end *e, const void *msg, size_t len, uint64
     }
     if (rc == 0) stat_add(&e->stats.sent, 1);
     chan_busy_put(e, BUSY_TX);
-    return try_ && rc == -ETIMEDOUT ? -EAGAIN : rc;
+    if (try_ && rc == -ETIMEDOUT) rc = try_peer_gone(e) ? -EPIPE : -EAGAIN;
+    return rc;
 }
 
 int ofl_chan_send(struct ofl_chan_end *e, const void *msg, size_t len, uint64_t timeout_ns)
@@ -701,7 +736,7 @@ static int recv_body(struct ofl_chan_end *e, struct chan_wait *cw, void *buf, si
             break;
         }
         if (try_) {
-            rc = chan_peer_check(e, cw) < 0 ? -EPIPE : -EAGAIN;
+            rc = chan_peer_check(e, cw) < 0 || try_peer_gone(e) ? -EPIPE : -EAGAIN;
             break;
         }
         if (!waiting) {
