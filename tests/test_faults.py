@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -138,3 +139,29 @@ def test_the_death_of_the_tcp_gateway_ends_the_run_with_an_error(sig: int) -> No
     assert res.errors == [f"the TCP gateway process died ({signal.Signals(sig).name})"]
     assert set(res.stats) == {"host"}  # the program stopped cleanly and wrote its stats
     assert not r.window.exists()
+
+
+def _cpu_ticks(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rfind(")") + 2:].split()
+    return int(fields[11]) + int(fields[12])
+
+
+@pytest.mark.parametrize("args", [[ECHO, "--serve", "--count", "20"], [EXAMPLE, "--udp", "0"]],
+                         ids=["serve", "udp"])
+def test_an_idle_run_costs_no_cpu(args: list[object], tmp_path: Path) -> None:
+    """A program serving channels after its packets (--serve), or a UDP server nobody
+    sends to: its processes wait without spinning (each took ~98% of a CPU)."""
+    run = start_cli(args, tmp_path)
+    try:
+        assert run.wait_for("Ctrl-C stops the run"), run.stderr()
+        time.sleep(1.5)  # past every spin and yield, into the naps
+        kids = run.children()
+        before = {p: _cpu_ticks(p) for p in kids}
+        time.sleep(1.0)
+        used = {p: (_cpu_ticks(p) - t) / os.sysconf("SC_CLK_TCK") for p, t in before.items()}
+        os.kill(run.pid, signal.SIGINT)
+        assert run.wait_gone() == [] and run.proc.returncode == 0, run.stderr()
+        assert kids and all(u < 0.15 for u in used.values()), used
+    finally:
+        run.kill_all()

@@ -274,6 +274,7 @@ int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
     memset(e, 0, sizeof *e);
     e->corrupt_at = UINT64_MAX;
     e->sg_per_chunk = OFL_CHAN_SG_DEFAULT;
+    e->intr_fd = -1;
     struct chan_region *r = chan_region_ok(region);
     if (!r || id >= r->nchan || (side != OFL_CHAN_A && side != OFL_CHAN_B)) return -EINVAL;
     struct chan_ctl *c = chan_ctl_at(r, id);
@@ -381,6 +382,13 @@ int ofl_chan_set_chunk(struct ofl_chan_end *e, uint32_t k)
     return 0;
 }
 
+int ofl_chan_set_intr(struct ofl_chan_end *e, int fd)
+{
+    if (!end_valid(e) || fd < -1) return -EINVAL;
+    STORE(&e->intr_fd, fd, RELAXED);
+    return 0;
+}
+
 int ofl_chan_set_copy(struct ofl_chan_end *e, int mode)
 {
     if (!end_valid(e) || mode < OFL_CHAN_COPY_AUTO || mode > OFL_CHAN_COPY_BOUNCE)
@@ -483,6 +491,8 @@ void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t
     cw->w.next_check_ns = 0;
     cw->w.calls = 0;
     cw->w.dead = 0;
+    cw->w.intr_fd = LOAD(&e->intr_fd, RELAXED);
+    cw->w.idle_since = 0;
     cw->timeout = timeout_ns;
     cw->deadline = 0;
     cw->next_live = 0;

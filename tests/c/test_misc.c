@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -91,6 +92,38 @@ static void test_waiter(void)
     while (rc == 0 && ofl_now_ns() - t0 < 1000000000) rc = ofl_waiter_check(&w);
     CHECK(rc == -EPIPE, "busy-loop check finds the dead peer: %s", ofl_strerror(rc));
     close(fds[0]);
+
+    /* Idle: spin, yield, then nap. A waiter idle for 300 ms uses a few ms of CPU, and
+     * a death or an interrupt ends its nap. */
+    CHECK(pipe(fds) == 0, "pipe");
+    int intr[2];
+    CHECK(pipe(intr) == 0, "interrupt pipe");
+    ofl_waiter_init(&w, &fds[0], 1, &abort_word);
+    w.intr_fd = intr[0];
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    t0 = ofl_now_ns();
+    rc = 0;
+    while (rc == 0 && ofl_now_ns() - t0 < 300000000) rc = ofl_wait(&w);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    double cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+    CHECK(rc == 0 && cpu_ms < 60, "an idle wait of 300 ms took %.1f ms of CPU", cpu_ms);
+    CHECK(write(intr[1], "i", 1) == 1, "a signal's byte");
+    rc = ofl_wait(&w);
+    CHECK(rc == -EINTR && ofl_wait(&w) == -EINTR, "the interrupt fd ends the nap: %s",
+          ofl_strerror(rc));
+    char b;
+    CHECK(read(intr[0], &b, 1) == 1 && ofl_wait(&w) == 0, "drained: waiting again");
+    close(fds[1]);
+    rc = 0;
+    for (int i = 0; i < 1000 && rc == 0; i++) rc = ofl_wait(&w);
+    CHECK(rc == -EPIPE, "a peer's death ends the nap: %s", ofl_strerror(rc));
+    ofl_waiter_progress(&w);
+    CHECK(ofl_wait(&w) == -EPIPE, "and stays found");
+    close(fds[0]);
+    close(intr[0]);
+    close(intr[1]);
+
     ofl_waiter_init(&w, NULL, 0, &abort_word);
     abort_word = 1;
     CHECK(ofl_wait(&w) == -ECANCELED && ofl_waiter_check(&w) == -ECANCELED,
