@@ -13,7 +13,7 @@ from offlow.build import build, compile_program
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.explain import explain
-from offlow.lifecycle import Terminated, stop_signals
+from offlow.lifecycle import Terminated, signals_deferred, stop_signals
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, run
 
@@ -223,19 +223,21 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        with stop_signals():  # SIGTERM stops like Ctrl-C, which works even if inherited ignored
+    with stop_signals():  # SIGTERM stops like Ctrl-C, which works even if inherited ignored
+        try:
+            with signals_deferred():  # the parser imports numpy
+                p = parser()
+            args = p.parse_args(argv)
             return int(args.fn(args))
-    except OfflowError as err:
-        print(f"offlow: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt as e:
-        # Ctrl-C outside a run's wait (compiling, a benchmark's setup): no traceback.
-        # A run's own Ctrl-C ends the run cleanly and is reported by its command.
-        term = isinstance(e, Terminated)
-        print("offlow: interrupted" + (" (SIGTERM)" if term else ""), file=sys.stderr)
-        return 143 if term else 130
+        except OfflowError as err:
+            print(f"offlow: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as e:
+            # Ctrl-C outside a run's wait (compiling, a benchmark's setup): no traceback.
+            # A run's own Ctrl-C ends the run cleanly and is reported by its command.
+            term = isinstance(e, Terminated)
+            print("offlow: interrupted" + (" (SIGTERM)" if term else ""), file=sys.stderr)
+            return 143 if term else 130
 
 
 if __name__ == "__main__":

@@ -55,6 +55,19 @@ def stop_signals() -> Iterator[None]:
             signal.signal(s, h if h is not None else signal.SIG_DFL)
 
 
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """SIGINT and SIGTERM wait (blocked) until the end of the block, then take effect:
+    for imports of C extensions, which turn a KeyboardInterrupt raised in them into
+    an ImportError (numpy does)."""
+    sigs = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process `pid` exists and has not exited (a zombie has)."""
     if pid <= 0:

@@ -371,6 +371,39 @@ static uint64_t whole_records(const char *path, int *boundary)
     return n;
 }
 
+/* A sink's file is a capture at every moment: the header at open, then only whole
+ * records (before the close writes the rest). */
+static void test_pcap_sink_whole_records(void)
+{
+    char err[256] = "";
+    const char *path = path_in(tmp_dir, "whole.pcap");
+    struct ofl_pcap_sink *k = NULL;
+    CHECK(ofl_pcap_sink_open(&k, path, 65535, err) == 0, "sink open: %s", err);
+    if (!k) return;
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size == 24, "the header is on disk at open (%lld bytes)",
+          (long long)st.st_size);
+    static uint8_t frame[1499];
+    int whole = 1, grew = 0;
+    for (int i = 0; i < 1000; i++) {
+        frame[0] = (uint8_t)i;
+        struct ofl_pkt p = {frame, (uint32_t)(60 + i % 1439), sizeof frame, (uint64_t)i};
+        ofl_pcap_sink_write(k, &p);
+        int boundary = 0;
+        FILE *f = fopen(path, "rb");
+        fseek(f, 0, SEEK_END);
+        grew += ftell(f) > 24;
+        fclose(f);
+        whole_records(path, &boundary);
+        whole &= boundary;
+    }
+    CHECK(whole && grew, "after each of 1000 writes (%d with records on disk) the file ends "
+          "on a record boundary", grew);
+    CHECK(ofl_pcap_sink_close(k) == 0, "close");
+    int boundary = 0;
+    CHECK(whole_records(path, &boundary) == 1000 && boundary, "all 1000 records after close");
+}
+
 static void test_pcap_bad_files(void)
 {
     char err[256];
@@ -855,6 +888,7 @@ int main(int argc, char **argv)
     test_pcap_mtu();
     test_pcap_rate_duration();
     test_pcap_bad_files();
+    test_pcap_sink_whole_records();
     test_sink_threads();
     test_synth();
     test_size_mix();

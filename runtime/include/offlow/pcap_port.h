@@ -29,9 +29,11 @@ uint64_t ofl_pcap_src_own_packets(const struct ofl_src *s);
 /* A capture being written (Ethernet link type, microsecond timestamps). */
 struct ofl_pcap_sink;
 
-/* Create (or truncate) `path` for writing packets cut to `snaplen` bytes. Returns 0 and
- * sets `*s` (NULL on failure), or a negative errno with a message in `errbuf` (256
- * bytes). */
+/* Create (or truncate) `path` for writing packets cut to `snaplen` bytes. The file
+ * header is written at once, and records are buffered (256 KiB) and written out in
+ * whole records only, so the file is a readable capture at any moment, even after a
+ * SIGKILL of the writer (unless it lands inside a write). Returns 0 and sets `*s`
+ * (NULL on failure), or a negative errno with a message in `errbuf` (256 bytes). */
 int ofl_pcap_sink_open(struct ofl_pcap_sink **s, const char *path, uint32_t snaplen,
                        char *errbuf);
 
