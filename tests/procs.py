@@ -33,6 +33,13 @@ def group_pids(pgid: int) -> list[int]:
     return pids
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time process `pid` has used so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rfind(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @dataclass
 class CliRun:
     """`offlow run ARGS` started by start_cli."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import multiprocessing as mp
-import os
 import queue
 import signal
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 
 from offlow import OfflowError
 from offlow.channels import SIDE_B, ChannelError, ChannelTimeout, Region
+from tests.procs import cpu_seconds
 
 
 @pytest.fixture
@@ -197,20 +197,12 @@ print("returned", host.recv(), got == [signal.SIGUSR1], flush=True)
 """
 
 
-def _cpu_ticks(pid: int) -> int:
-    """User + system CPU time of process `pid`, in clock ticks."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rfind(")") + 2:].split()
-    return int(fields[11]) + int(fields[12])
-
-
 def test_blocking_calls_cost_no_cpu_while_the_device_idles_and_ctrl_c_ends_them(
         tmp_path: Path) -> None:
     """recv(), bulk_recv() and send() without a timeout, the device alive and idle:
     each waits without spinning a core, and SIGINT ends it with KeyboardInterrupt
     (they spun at 64-100% CPU and ignored Ctrl-C until SIGKILL). A handler that
     returns leaves the wait going on."""
-    hz = os.sysconf("SC_CLK_TCK")
     proc = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path / "win")],
                             stdout=subprocess.PIPE, text=True)
     lines: queue.Queue[str] = queue.Queue()
@@ -227,9 +219,9 @@ def test_blocking_calls_cost_no_cpu_while_the_device_idles_and_ctrl_c_ends_them(
         for name in ("recv", "bulk_recv", "send"):
             assert line() == ["waiting", name]
             time.sleep(0.3)  # past the spins and yields, into the naps
-            before = _cpu_ticks(proc.pid)
+            before = cpu_seconds(proc.pid)
             time.sleep(1.0)
-            used = (_cpu_ticks(proc.pid) - before) / hz
+            used = cpu_seconds(proc.pid) - before
             proc.send_signal(signal.SIGINT)
             assert line() == ["interrupted", name]
             assert used < 0.15, f"{name}: {used:.2f} s of CPU in 1 s of waiting"

@@ -20,7 +20,7 @@ from offlow.cli import load_program
 from offlow.lifecycle import pid_alive, sweep_stale
 from offlow.runner import Run, RunOptions
 from tests.e2e import EXAMPLE, ROOT
-from tests.procs import start_cli
+from tests.procs import cpu_seconds, start_cli
 
 ECHO = Path(__file__).resolve().parent / "programs" / "echo.py"
 KVS = ROOT / "examples" / "kvs.py"
@@ -141,12 +141,6 @@ def test_the_death_of_the_tcp_gateway_ends_the_run_with_an_error(sig: int) -> No
     assert not r.window.exists()
 
 
-def _cpu_ticks(pid: int) -> int:
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat[stat.rfind(")") + 2:].split()
-    return int(fields[11]) + int(fields[12])
-
-
 @pytest.mark.parametrize("args", [[ECHO, "--serve", "--count", "20"], [EXAMPLE, "--udp", "0"]],
                          ids=["serve", "udp"])
 def test_an_idle_run_costs_no_cpu(args: list[object], tmp_path: Path) -> None:
@@ -157,9 +151,9 @@ def test_an_idle_run_costs_no_cpu(args: list[object], tmp_path: Path) -> None:
         assert run.wait_for("Ctrl-C stops the run"), run.stderr()
         time.sleep(1.5)  # past every spin and yield, into the naps
         kids = run.children()
-        before = {p: _cpu_ticks(p) for p in kids}
+        before = {p: cpu_seconds(p) for p in kids}
         time.sleep(1.0)
-        used = {p: (_cpu_ticks(p) - t) / os.sysconf("SC_CLK_TCK") for p, t in before.items()}
+        used = {p: cpu_seconds(p) - t for p, t in before.items()}
         os.kill(run.pid, signal.SIGINT)
         assert run.wait_gone() == [] and run.proc.returncode == 0, run.stderr()
         assert kids and all(u < 0.15 for u in used.values()), used
