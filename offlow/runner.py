@@ -35,7 +35,7 @@ PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
 # The TCP gateway (runtime/src/tcp_gw.c, runtime/tools/tcp_gw_main.c): memcached over
 # TCP turned into one datagram per request to the run's UDP port.
 TCP_GW_MAIN = RUNTIME / "tools" / "tcp_gw_main.c"
-TCP_GW_MODULES = ("err", "mcproto", "tcp_gw", "lifeline")
+TCP_GW_MODULES = ("err", "mcproto", "tcp_gw", "lifeline", "wait")
 TCP_GW_CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra",
                  "-Werror")
 TCP_GW_REQUEST_MAX = 1400 - 8  # memcached's UDP datagram less its frame header
@@ -498,10 +498,12 @@ class Run:
         except BaseException:
             self._abandon()
             raise
-        errors += self._exit_errors()
-        stats, tcp = self._read_stats(errors)
-        errors += _source_errors(stats)
-        self._release()
+        try:
+            errors += self._exit_errors()
+            stats, tcp = self._read_stats(errors)
+            errors += _source_errors(stats)
+        finally:
+            self._release()
         return RunResult(ok=not errors, stats=stats, errors=errors, tcp=tcp,
                          interrupted=interrupted, stopped_by=stopped_by)
 

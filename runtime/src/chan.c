@@ -560,15 +560,16 @@ int ofl_chan_peer_state(const struct ofl_chan_end *e)
     return 1;
 }
 
-/* A try call that found the peer not ready: has the peer closed, or its process gone?
- * The kernel is asked at most every OFL_WAIT_CHECK_NS per end (a loop of try calls
- * costs a clock read each); a death found stays found for that peer session. */
+/* The peer session a try call found dead is still the one there. */
 static bool known_dead(const struct ofl_chan_end *e)
 {
     uint32_t d = LOAD(&e->dead_gen, RELAXED);
     return d && d == LOAD(&side_peer(e)->gen, ACQUIRE);
 }
 
+/* A try call that found the peer not ready: has the peer closed, or its process gone?
+ * The kernel is asked at most every OFL_WAIT_CHECK_NS per end (a loop of try calls
+ * costs a clock read each); a death found stays found for that peer session. */
 static bool try_peer_gone(struct ofl_chan_end *e)
 {
     uint32_t g = LOAD(&side_peer(e)->gen, ACQUIRE);

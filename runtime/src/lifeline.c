@@ -2,7 +2,6 @@
 #include "offlow/lifeline.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
 #include <poll.h>
@@ -10,8 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "offlow/wait.h"
 
 /* Block in poll() until the runner's end closes. A byte that shows up is not a
  * death (the runner never writes; a reader that cannot read any more is). */
@@ -29,12 +29,6 @@ static void wait_for_eof(int fd)
     }
 }
 
-static void sleep_ns(uint64_t ns)
-{
-    struct timespec t = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
-    while (nanosleep(&t, &t) < 0 && errno == EINTR) {}
-}
-
 static void *watch(void *arg)
 {
     struct ofl_lifeline *l = arg;
@@ -43,9 +37,9 @@ static void *watch(void *arg)
     /* Stop as on SIGTERM: the process blocks it, so it stays pending (stop.h). */
     kill(getpid(), SIGTERM);
     uint64_t grace = __atomic_load_n(&l->grace_ns, __ATOMIC_RELAXED);
-    sleep_ns(grace);
+    ofl_sleep_ns(grace);
     if (l->abort) __atomic_store_n(l->abort, 1u, __ATOMIC_RELEASE);
-    sleep_ns(grace);
+    ofl_sleep_ns(grace);
     /* Still here: nobody can wait for this process any more, so it ends itself. */
     fprintf(stderr, "offlow: the runner is gone and this process did not stop; exiting\n");
     ofl_lifeline_finish(l);

@@ -206,13 +206,6 @@ uint64_t ofl_pcap_src_own_packets(const struct ofl_src *s)
 
 /* ---- sink ------------------------------------------------------------------------ */
 
-/* A record's header in the file: timestamps as two 32-bit words, then the lengths
- * (struct pcap_pkthdr in memory has a struct timeval, 16 bytes on 64-bit Linux but
- * not in the file everywhere). */
-struct pcap_sf_pkthdr_ {
-    uint32_t sec, usec, caplen, len;
-};
-
 /* Bytes of records a sink buffers: more than the largest record (16 + 65535), so a
  * record always fits once the buffer is written out (see ofl_pcap_sink_write). */
 #define SINK_BUF (256u * 1024u)
@@ -287,7 +280,7 @@ void ofl_pcap_sink_write(struct ofl_pcap_sink *s, const struct ofl_pkt *p)
     h.ts.tv_usec = (suseconds_t)(p->ts_ns % 1000000000ull / 1000);
     h.len = p->len;
     h.caplen = p->len < s->snaplen ? p->len : s->snaplen;
-    size_t rec = sizeof(struct pcap_sf_pkthdr_) + h.caplen;
+    size_t rec = 16 + h.caplen;   /* in the file: a 16-byte record header, the bytes */
     pthread_mutex_lock(&s->lock);
     /* Written out before a record would straddle the buffer's end: every write()
      * ends on a record boundary, so a process killed at any time leaves whole
