@@ -49,13 +49,13 @@ def examples(folder: Path) -> list[Example]:
     routes = folder / "routes.txt"
     routes.write_text("\n".join(slice_lines(2000, 500)) + "\n")
     ex = ROOT / "examples"
+    slow = ["--duration", "30", "--rate", "20000"]  # outputs of a few MB, not GB
     return [
-        Example("ttl synthetic", EXAMPLE, ["--duration", "30"], output=True),
-        Example("ttl capture", EXAMPLE, ["--input", str(TLS), "--duration", "30",
-                                         "--set", "app.cores=0,1"], output=True),
-        Example("router", ex / "router.py", ["--duration", "30", "--opt",
-                                             f"routes4.path={routes}", "--opt",
-                                             f"routes6.path={routes}"], output=True),
+        Example("ttl synthetic", EXAMPLE, slow, output=True),
+        Example("ttl capture", EXAMPLE, ["--input", str(TLS), *slow, "--set", "app.cores=0,1"],
+                output=True),
+        Example("router", ex / "router.py", [*slow, "--opt", f"routes4.path={routes}",
+                                             "--opt", f"routes6.path={routes}"], output=True),
         Example("kvs tcp", ex / "kvs.py", ["--tcp", "0", "--duration", "30"], gateway=True),
         Example("kvs_cache udp", ex / "kvs_cache.py", ["--udp", "0", "--duration", "30"]),
         Example("pcsa serve", ex / "pcsa.py", ["--serve", "--count", "5000"]),
