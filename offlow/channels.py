@@ -2,7 +2,9 @@
 direct messages and bulk transfers with the device that serves it.
 
 This is a thin ctypes layer over the C channel API (runtime/include/offlow/chan.h),
-built once as a shared library: the blocking calls spin in C (the GIL is released),
+built once as a shared library: the blocking calls wait in C (the GIL is released;
+spin, yield, then nap: they cost no CPU while the device is idle, and a signal such
+as Ctrl-C ends the wait and raises here: offlow/interrupt.py),
 and bulk transfers hand the C side the address of the caller's buffer (bytes,
 bytearray, memoryview or a contiguous NumPy array), so the device's copy engine
 moves the bytes straight out of (or into) it: no extra copy in Python. Arrays from
@@ -15,6 +17,7 @@ import ctypes
 import errno
 import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +25,10 @@ import numpy as np
 
 from offlow.build import RUNTIME, build_tool
 from offlow.errors import OfflowError
+from offlow.interrupt import Wakeup, timeout_ns
 
 WINDOW_MAGIC, WINDOW_VERSION = 0x314E49574C464F00, 2  # runtime/include/offlow/window.h
 MSG_MAX = 56
-FOREVER = 2**64 - 1
 SIDE_A, SIDE_B = 0, 1
 
 
@@ -64,6 +67,8 @@ def _library() -> ctypes.CDLL:
         ("ofl_chan_name", ctypes.c_char_p, [vp, u32]),
         ("ofl_chan_open", i32, [vp, vp, u32, i32, vp]),
         ("ofl_chan_close", None, [vp]),
+        ("ofl_chan_peer_state", i32, [vp]),
+        ("ofl_chan_set_intr", i32, [vp, i32]),
         ("ofl_chan_set_chunk", i32, [vp, u32]),
         ("ofl_chan_send", i32, [vp, vp, sz, u64]),
         ("ofl_chan_recv", i32, [vp, vp, sz, u64]),
@@ -130,10 +135,6 @@ class _Lib:
         raise cls(what, -rc, text)
 
 
-def _ns(timeout: float | None) -> int:
-    return FOREVER if timeout is None else max(0, int(timeout * 1e9))
-
-
 def _address(buf: Any, writable: bool) -> tuple[int, int, Any]:
     """(address, length, keep-alive) of a buffer's bytes without copying them; a
     non-contiguous NumPy array is copied once (that is the only copy made)."""
@@ -153,10 +154,12 @@ class Channel:
     """One end of a channel (side A: the host program's). Not for two threads at
     once in the same direction."""
 
-    def __init__(self, lib: _Lib, region: int, name: str, abort: int | None = None,
-                 side: int = SIDE_A, registered: list[_Registered] | None = None) -> None:
+    def __init__(self, lib: _Lib, region: int, name: str, wakeup: Wakeup,
+                 abort: int | None = None, side: int = SIDE_A,
+                 registered: list[_Registered] | None = None) -> None:
         self.name = name
         self._lib = lib
+        self._wakeup = wakeup
         self._registered = registered if registered is not None else []
         self._end = ctypes.create_string_buffer(lib.c.ofl_chan_end_size())
         cid = lib.check(lib.c.ofl_chan_lookup(region, name.encode()), f"channel `{name}`")
@@ -164,23 +167,34 @@ class Channel:
                   f"opening channel `{name}`")
         self.id = cid
         self._open = True
+        lib.c.ofl_chan_set_intr(self._end, wakeup.r)
+        if lib.c.ofl_chan_peer_state(self._end) == -errno.EPIPE:
+            self.close()
+            raise ChannelError(f"channel `{name}`", errno.EPIPE,
+                               "its other end belongs to a process that has ended")
 
     def send(self, msg: bytes | bytearray | memoryview, timeout: float | None = None) -> None:
         """Direct message (at most 56 bytes); returns once the device has taken it."""
         data = bytes(msg)
-        self._lib.check(self._lib.c.ofl_chan_send(self._end, data, len(data), _ns(timeout)),
-                        f"send on `{self.name}`")
+        c = self._lib.c
+        rc = self._wakeup.resumable(lambda ns: c.ofl_chan_send(self._end, data, len(data), ns),
+                                    timeout)
+        self._lib.check(rc, f"send on `{self.name}`")
 
     def recv(self, timeout: float | None = None) -> bytes:
         """The next direct message from the device."""
         buf = ctypes.create_string_buffer(MSG_MAX)
-        n = self._lib.check(self._lib.c.ofl_chan_recv(self._end, buf, MSG_MAX, _ns(timeout)),
-                            f"recv on `{self.name}`")
+        c = self._lib.c
+        rc = self._wakeup.resumable(lambda ns: c.ofl_chan_recv(self._end, buf, MSG_MAX, ns),
+                                    timeout)
+        n = self._lib.check(rc, f"recv on `{self.name}`")
         return buf.raw[:n]
 
     def try_send(self, msg: bytes | bytearray | memoryview) -> bool:
         """Direct message without waiting: True once the device took it, False when
-        it is not ready to take one now (the message is then withdrawn)."""
+        it is not ready to take one now (the message is then withdrawn). A device
+        that closed the channel or whose process is gone raises ChannelError (EPIPE)
+        within about a millisecond, so `while not ch.try_send(m)` ends."""
         data = bytes(msg)
         rc = self._lib.c.ofl_chan_try_send(self._end, data, len(data))
         if rc == -errno.EAGAIN:
@@ -189,7 +203,8 @@ class Channel:
         return True
 
     def try_recv(self) -> bytes | None:
-        """The pending direct message from the device, or None when there is none."""
+        """The pending direct message from the device, or None when there is none (a
+        device that closed the channel or whose process is gone: ChannelError, EPIPE)."""
         buf = ctypes.create_string_buffer(MSG_MAX)
         n = self._lib.c.ofl_chan_try_recv(self._end, buf, MSG_MAX)
         if n == -errno.EAGAIN:
@@ -205,18 +220,22 @@ class Channel:
     def _bulk(self, send: bool, addr: int, n: int, timeout: float | None) -> None:
         """One bulk transfer of [addr, addr + n): through registered memory when it
         lies in a block of the region's (Region.array), else by address."""
-        c = self._lib.c
+        c, ns = self._lib.c, timeout_ns(timeout)
         for reg in self._registered:
             off = reg.find(addr, n)
             if off is not None:
                 fn = c.ofl_chan_bulk_send_mem if send else c.ofl_chan_bulk_recv_mem
-                rc = fn(self._end, ctypes.byref(reg.desc), off, n, _ns(timeout))
+                call = partial(fn, self._end, ctypes.byref(reg.desc), off, n, ns)
                 break
         else:
             fn = c.ofl_chan_bulk_send if send else c.ofl_chan_bulk_recv
-            rc = fn(self._end, addr, n, _ns(timeout))
-        what = "send" if send else "receive"
-        self._lib.check(rc, f"bulk {what} of {n} bytes on `{self.name}`")
+            call = partial(fn, self._end, addr, n, ns)
+        rc = self._wakeup.once(call)
+        what = f"bulk {'send' if send else 'receive'} of {n} bytes on `{self.name}`"
+        if rc == -errno.EINTR:  # a signal whose handler did not raise
+            raise ChannelError(what, errno.EINTR, "interrupted by a signal: the transfer was "
+                               "given up on both sides")
+        self._lib.check(rc, what)
 
     def bulk_send(self, buf: Any, timeout: float | None = None) -> None:
         """Send a whole buffer (bytes-like or NumPy array) as one bulk transfer."""
@@ -297,6 +316,7 @@ class Region:
 
     # byte offsets in the window header (runtime/include/offlow/window.h)
     HDR_ABORT, HDR_CHAN_OFF, HDR_CHAN_SIZE, HDR_STOP, HDR_DRAINED = 20, 24, 32, 40, 44
+    HDR_RUNNER = 48  # int32: the pid of the process that runs the program (0: unknown)
 
     def __init__(self, window: Path, lib: _Lib | None = None) -> None:
         import mmap
@@ -323,14 +343,15 @@ class Region:
         self.abort = ctypes.addressof(self._base) + self.HDR_ABORT
         self.channels: dict[str, Channel] = {}
         self._registered: list[_Registered] = []
+        self._wakeup = Wakeup()
 
     def channel(self, name: str, side: int = SIDE_A) -> Channel:
         """Open (once) an end of channel `name`: side A (0) is the host program's, side
         B (1) the device's (the copier of bulk transfers)."""
         key = f"{name}/{side}"
         if key not in self.channels:
-            self.channels[key] = Channel(self._lib, self.address, name, self.abort, side,
-                                         self._registered)
+            self.channels[key] = Channel(self._lib, self.address, name, self._wakeup,
+                                         self.abort, side, self._registered)
         return self.channels[key]
 
     def names(self) -> list[str]:
@@ -382,3 +403,4 @@ class Region:
         self._registered.clear()
         del self._base
         self._map.close()
+        self._wakeup.close()

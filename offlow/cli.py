@@ -15,6 +15,7 @@ from offlow.build import compile_program
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.explain import explain
+from offlow.lifecycle import Terminated, signals_deferred, stop_signals
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, build_for, check_options, run
 
@@ -87,7 +88,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
         if res.tcp is not None:
             print("tcp gateway: " + ", ".join(f"{k} {v}" for k, v in res.tcp.items()))
     if res.interrupted:
-        print("offlow: stopped by Ctrl-C: the counts cover the run until then",
+        by = "SIGTERM" if res.stopped_by == "SIGTERM" else "Ctrl-C"
+        print(f"offlow: stopped by {by}: the counts cover the run until then",
               file=sys.stderr)
     for err in res.errors:
         print(f"offlow: error: {err}", file=sys.stderr)
@@ -277,17 +279,21 @@ class _SubParser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        return int(args.fn(args))
-    except OfflowError as err:
-        print(f"offlow: error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        # Ctrl-C outside a run's wait (compiling, a benchmark's setup): no traceback.
-        # A run's own Ctrl-C ends the run cleanly and is reported by its command.
-        print("offlow: interrupted", file=sys.stderr)
-        return 130
+    with stop_signals():  # SIGTERM stops like Ctrl-C, which works even if inherited ignored
+        try:
+            with signals_deferred():  # the parser imports numpy
+                p = parser()
+            args = p.parse_args(argv)
+            return int(args.fn(args))
+        except OfflowError as err:
+            print(f"offlow: error: {err}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt as e:
+            # Ctrl-C outside a run's wait (compiling, a benchmark's setup): no traceback.
+            # A run's own Ctrl-C ends the run cleanly and is reported by its command.
+            term = isinstance(e, Terminated)
+            print("offlow: interrupted" + (" (SIGTERM)" if term else ""), file=sys.stderr)
+            return 143 if term else 130
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
         for name, v in c.get("sources", {}).items():
             acc = sources.setdefault(name, {})
             for k2, n in v.items():
-                acc[k2] = acc.get(k2, 0) + n
+                acc[k2] = n if isinstance(n, str) else acc.get(k2, 0) + n  # "error": text
     return {"program": g.name, "mtu": g.mtu, "mtu_why": g.mtu_why, "segments": segments,
             "queues": queues, "elements": elements, "sources": sources, "sinks": sinks,
             "tables": tables,
@@ -106,11 +106,20 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
         if q["dropped"]:
             dropped.append({"at": q["queue"], "reason": "ring_full", "packets": q["dropped"],
                             "what": "a full ring under enqueue=drop"})
+    # a UDP sink takes every packet but sends only the IPv4/UDP ones not addressed to itself
+    sink_drops = (("dropped", "not_udp", "not an IPv4/UDP frame: nothing to send"),
+                  ("to_self", "to_self", "addressed to the server's own socket (a loop)"),
+                  ("send_errors", "send_error", "the socket refused the datagram"))
+    for name, v in sinks.items():
+        for key, reason, what in sink_drops:
+            if v.get(key):
+                dropped.append({"at": name, "reason": reason, "packets": v[key], "what": what})
     consumed = {name: v["consumed"] for name, v in elements.items() if v["consumed"]}
     read = sum(v.get("packets", 0) + v.get("dropped", 0) for v in sources.values())
     copies = sum(v["copies"] for v in elements.values())
     made = sum(v["made"] for v in elements.values())
-    forwarded = sum(v.get("packets", 0) for v in sinks.values())
+    forwarded = sum(v.get("packets", 0) - sum(v.get(k, 0) for k, _, _ in sink_drops)
+                    for v in sinks.values())
     lost = sum(d["packets"] for d in dropped) + sum(consumed.values())
     return {"read": read, "copies": copies, "made": made, "forwarded": forwarded,
             "dropped": dropped, "consumed": consumed,
@@ -190,5 +199,7 @@ def format_summary(s: dict[str, Any]) -> str:
         where = f" -> {v['path']}" if v.get("path") else ""
         udp = (f", {v['sent']} sent, {v['dropped']} dropped (not IPv4/UDP), "
                f"{v['send_errors']} send errors") if "sent" in v else ""
+        if v.get("to_self"):
+            udp += f", {v['to_self']} refused (addressed to the server's own socket: a loop)"
         parts.append(f"sink {name}: {v['packets']} packets{where}{udp}")
     return "\n\n".join(parts)

@@ -4,6 +4,9 @@ Each device is its own OS process.  They share only the interconnect window (a
 0600 file in /dev/shm).  Each process holds the write end of a liveness pipe whose
 read end its peers poll: when a process dies, the kernel closes its end and the
 peers see EOF within a millisecond of their next check, and exit with an error.
+The runner holds such a pipe too (the lifeline: when it ends, however it ends, its
+processes stop and clean up), and it watches every process of the run, helpers
+such as the TCP gateway included: the first that fails stops the others.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +31,7 @@ from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.inputs import largest_synthetic, read_capture
 from offlow.ir.graph import DEFAULT_MTU, MTU_MAX, MTU_MIN
+from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
 from offlow.passes.fuse import threads
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
@@ -36,10 +39,12 @@ PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
 # The TCP gateway (runtime/src/tcp_gw.c, runtime/tools/tcp_gw_main.c): memcached over
 # TCP turned into one datagram per request to the run's UDP port.
 TCP_GW_MAIN = RUNTIME / "tools" / "tcp_gw_main.c"
-TCP_GW_MODULES = ("err", "mcproto", "tcp_gw")
-TCP_GW_CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra", "-Werror")
+TCP_GW_MODULES = ("err", "mcproto", "tcp_gw", "lifeline", "wait")
+TCP_GW_CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra",
+                 "-Werror")
 TCP_GW_REQUEST_MAX = 1400 - 8  # memcached's UDP datagram less its frame header
 TCP_GW_STOP_WAIT = 5.0  # seconds the gateway gets to write its counters when stopped
+GATEWAY = "TCP gateway"  # the gateway's name among the processes of a run
 
 
 @dataclass
@@ -81,6 +86,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     tcp: dict[str, Any] | None = None  # the TCP gateway's counters (tcp_port runs)
     interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
+    stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C) or "SIGTERM"
 
 
 def cpu_base(device: str) -> int:
@@ -260,7 +266,11 @@ def oversubscription(b: Build, o: RunOptions) -> str | None:
 
 
 class Run:
-    """A running program: start(), then wait(); `procs` maps device -> Popen."""
+    """A running program: start(), then wait(); `procs` maps device -> Popen.
+
+    Every process of the run holds the read end of a pipe whose write end only this
+    process holds (its lifeline, runtime/include/offlow/lifeline.h): whenever this
+    process ends, however it ends, they stop and remove the run's window and files."""
 
     def __init__(self, b: Build, o: RunOptions, progress: bool = False) -> None:
         if o.tcp_port is not None and o.udp_port is None:
@@ -270,55 +280,32 @@ class Run:
         self.build = b
         self.opts = o
         self.progress = progress  # print a line to stderr every PROGRESS_EVERY seconds
-        self.tmp = Path(tempfile.mkdtemp(prefix="offlow-run-"))
+        self.tmp: Path | None = None  # the run folder (stats files), made by start()
         tag = f"{b.graph.name}-{os.getpid()}-{secrets.token_hex(4)}"
-        self.window = Path("/dev/shm") / f"offlow-{tag}"
+        self.window = SHM / f"offlow-{tag}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.udp_port: int | None = None  # the port served (RunOptions.udp_port), once started
         self.tcp_port: int | None = None  # the TCP port served (RunOptions.tcp_port)
         self.gateway: subprocess.Popen[bytes] | None = None
+        self._lifeline: int | None = None  # write end of the processes' liveness pipe
+        self._stopping = False  # stop() was called: a helper may exit now
+        self._killed: set[str] = set()  # processes this Run killed (their reason is given)
+        self._early: set[str] = set()  # helpers that exited before the run was stopped
 
     def start(self) -> None:
+        """Create the window and start the processes (the options were checked when
+        the Run was made). A failure or a Ctrl-C on the way leaves nothing behind: no
+        process, window or run folder."""
         common = _opts_for(self.build, self.opts)  # errors before anything is created
         gw_exe = self._check_tcp()
-        devices = list(self.build.binaries)
-        init = subprocess.run(
-            [str(self.build.binaries[devices[0]]), "--init", "--window", str(self.window)],
-            capture_output=True, text=True)
-        if init.returncode != 0:
-            self.window.unlink(missing_ok=True)
-            raise OfflowError(f"cannot set up the interconnect window: {init.stderr.strip()}")
-        udp = self._udp_socket()
+        sweep_stale()
         try:
-            listener = self._tcp_listener()
-        except OfflowError:
-            if udp is not None:
-                udp.close()
+            self._launch(common, gw_exe)
+        except BaseException:
+            self._abandon()
             raise
-        pipes = {d: os.pipe() for d in devices}
-        for dev in devices:
-            mine_w = pipes[dev][1]
-            peers_r = [pipes[p][0] for p in devices if p != dev]
-            cmd = [str(self.build.binaries[dev]), "--window", str(self.window),
-                   "--stats", str(self.tmp / f"{dev}.json"), "--cpu-base", str(cpu_base(dev)),
-                   "--ce", self.opts.copy_engine, *common]
-            if self.opts.serve:
-                cmd.append("--serve")
-            for fd in peers_r:
-                cmd += ["--peer-fd", str(fd)]
-            shared = [mine_w, *peers_r]
-            if udp is not None:
-                cmd += ["--udp-fd", str(udp.fileno())]
-                shared.append(udp.fileno())
-            self.procs[dev] = subprocess.Popen(cmd, pass_fds=shared)
-        for r, w in pipes.values():
-            os.close(r)
-            os.close(w)
-        if udp is not None:
-            udp.close()  # the processes hold it now
-        if listener is not None and gw_exe is not None:
-            self._start_gateway(gw_exe, listener)
         if self.progress:
+            devices = list(self.procs)
             print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
                   "stops the run and prints its counts so far", file=sys.stderr)
             if self.opts.serve:
@@ -326,6 +313,49 @@ class Run:
                 print(f"offlow: serving channels {names} after the packets, until Ctrl-C; "
                       f"attach: offlow.session.attach('{self.window}')", file=sys.stderr,
                       flush=True)
+
+    def _launch(self, common: list[str], gw_exe: Path | None) -> None:
+        """The run folder, the window, the sockets, then the processes."""
+        self.tmp = run_folder()
+        devices = list(self.build.binaries)
+        init = subprocess.run(
+            [str(self.build.binaries[devices[0]]), "--init", "--window", str(self.window)],
+            capture_output=True, text=True)
+        if init.returncode != 0:
+            raise OfflowError(f"cannot set up the interconnect window: {init.stderr.strip()}")
+        fds: list[int] = []
+        socks: list[socket.socket] = []
+        try:
+            udp = self._udp_socket()
+            socks += [udp] if udp is not None else []
+            listener = self._tcp_listener()
+            socks += [listener] if listener is not None else []
+            life_r, self._lifeline = os.pipe()
+            pipes = {d: os.pipe() for d in devices}
+            fds += [life_r, *(fd for pair in pipes.values() for fd in pair)]
+            for dev in devices:
+                mine_w = pipes[dev][1]
+                peers_r = [pipes[p][0] for p in devices if p != dev]
+                cmd = [str(self.build.binaries[dev]), "--window", str(self.window),
+                       "--stats", str(self.tmp / f"{dev}.json"),
+                       "--cpu-base", str(cpu_base(dev)), "--ce", self.opts.copy_engine,
+                       "--runner-fd", str(life_r), *common]
+                if self.opts.serve:
+                    cmd.append("--serve")
+                for fd in peers_r:
+                    cmd += ["--peer-fd", str(fd)]
+                shared = [mine_w, life_r, *peers_r]
+                if udp is not None:
+                    cmd += ["--udp-fd", str(udp.fileno())]
+                    shared.append(udp.fileno())
+                self.procs[dev] = subprocess.Popen(cmd, pass_fds=shared)
+            if listener is not None and gw_exe is not None:
+                self._start_gateway(gw_exe, listener, self.tmp / "tcp_gw.json", life_r)
+        finally:  # the processes hold what they need now
+            for fd in fds:
+                os.close(fd)
+            for s in socks:
+                s.close()
 
     def _check_tcp(self) -> Path | None:
         """Check the TCP options and build the gateway (before anything is created)."""
@@ -353,8 +383,7 @@ class Run:
 
     def _bind(self, kind: int, port: int, what: str, opt: tuple[int, int]) -> socket.socket:
         """A socket of `kind` on 127.0.0.1:`port` (0: any free port) with socket option
-        `opt`, listening when it is a stream; a failure removes the window and says
-        which port and why."""
+        `opt`, listening when it is a stream; a failure says which port and why."""
         s = socket.socket(socket.AF_INET, kind)
         try:
             s.setsockopt(socket.SOL_SOCKET, *opt)
@@ -363,19 +392,21 @@ class Run:
                 s.listen(4096)  # capped by net.core.somaxconn
         except OSError as e:
             s.close()
-            self.window.unlink(missing_ok=True)
             raise OfflowError(f"cannot {what} port {port} on 127.0.0.1: {e.strerror}") from e
         return s
 
-    def _start_gateway(self, exe: Path, listener: socket.socket) -> None:
-        """Start the gateway on `listener`, forwarding to the run's UDP port."""
+    def _start_gateway(self, exe: Path, listener: socket.socket, stats: Path,
+                       lifeline: int) -> None:
+        """Start the gateway on `listener`, forwarding to the run's UDP port; it writes
+        its counters to `stats` and watches the runner through `lifeline`."""
         o = self.opts
         cmd = [str(exe), "--listen-fd", str(listener.fileno()), "--udp-port", str(self.udp_port),
                "--max-request", str(tcp_max_request(self.build)),
                "--timeout-ms", str(max(1, round(o.tcp_timeout * 1000))),
-               "--max-conns", str(o.tcp_max_conns), "--stats", str(self.tmp / "tcp_gw.json")]
+               "--max-conns", str(o.tcp_max_conns), "--stats", str(stats),
+               "--runner-fd", str(lifeline)]
         try:
-            self.gateway = subprocess.Popen(cmd, pass_fds=[listener.fileno()],
+            self.gateway = subprocess.Popen(cmd, pass_fds=[listener.fileno(), lifeline],
                                             stdout=subprocess.DEVNULL)
         finally:
             listener.close()  # the gateway holds it now
@@ -386,20 +417,16 @@ class Run:
     def _stop_gateway(self, errors: list[str]) -> None:
         """Stop the gateway (it writes its counters) once the program is done."""
         g = self.gateway
-        if g is None:
+        if g is None or g.poll() is not None:
             return
-        if g.poll() is None:
-            g.send_signal(signal.SIGTERM)
-            try:
-                g.wait(TCP_GW_STOP_WAIT)
-            except subprocess.TimeoutExpired:
-                g.kill()
-                g.wait()
-                errors.append("the TCP gateway did not stop when asked")
-        if g.returncode and g.returncode < 0 and g.returncode != -signal.SIGKILL:
-            errors.append(f"the TCP gateway died ({signal.Signals(-g.returncode).name})")
-        elif g.returncode and g.returncode > 0:
-            errors.append(f"the TCP gateway exited with status {g.returncode}")
+        self._stopping = True
+        g.send_signal(signal.SIGTERM)
+        try:
+            g.wait(TCP_GW_STOP_WAIT)
+        except subprocess.TimeoutExpired:
+            self._kill(GATEWAY, g)
+            g.wait()
+            errors.append("the TCP gateway did not stop when asked")
 
     def _udp_socket(self) -> socket.socket | None:
         """The socket every process serves on (UDP runs): bound here, so the port is
@@ -417,69 +444,85 @@ class Run:
         """Ask the processes to stop: they finish cleanly (sources end, queues drain,
         stats are written; see runtime/include/offlow/stop.h), and wait() returns
         what they counted until then."""
+        self._stopping = True
         for p in self._all_procs().values():
             if p.poll() is None:
                 p.send_signal(sig)
 
     def _all_procs(self) -> dict[str, subprocess.Popen[bytes]]:
-        """The device processes and, in a TCP run, the gateway."""
+        """Every process of the run: the device processes and its helpers (in a TCP
+        run, the gateway)."""
         procs = dict(self.procs)
         if self.gateway is not None:
-            procs["TCP gateway"] = self.gateway
+            procs[GATEWAY] = self.gateway
         return procs
 
+    def _kill(self, name: str, p: subprocess.Popen[bytes]) -> None:
+        if p.poll() is None:
+            p.kill()
+            self._killed.add(name)
+
+    def _failed(self, name: str, p: subprocess.Popen[bytes]) -> bool:
+        """Process `name` has ended as it must not: with a non-zero status or by a
+        signal, or, a helper, at all before the run was asked to stop (a device
+        process ends by itself when its packets are done)."""
+        if p.returncode is None:
+            return False
+        if p.returncode == 0 and name not in self.procs and not self._stopping:
+            self._early.add(name)
+        return p.returncode != 0 or name in self._early
+
     def _watch(self, errors: list[str], deadline: float | None) -> None:
-        """Poll until every process has exited; kill them all at the deadline or when
-        some are still up two seconds after one failed."""
+        """Poll every process of the run until the device processes have exited. The
+        first failure (see _failed) stops the others cleanly, so what they counted is
+        kept; those still up two seconds later, or at the deadline, are killed."""
         first_fail: float | None = None
         killed = False
         started = time.monotonic()
         next_note = started + PROGRESS_EVERY
-        while any(p.poll() is None for p in self.procs.values()):
+        while True:
+            members = self._all_procs()
+            for p in members.values():
+                p.poll()
+            if all(p.returncode is not None for p in self.procs.values()):
+                return
             now = time.monotonic()
             if self.progress and now >= next_note:
                 next_note += PROGRESS_EVERY
                 total = f" of {self.opts.duration:g}" if self.opts.duration else ""
                 print(f"offlow: running, {now - started:.0f}{total} s", file=sys.stderr)
-            failed = [d for d, p in self._all_procs().items()
-                      if p.returncode not in (None, 0)]
-            if failed and first_fail is None:
+            if first_fail is None and any(self._failed(n, p) for n, p in members.items()):
                 first_fail = now
-                if self.gateway is not None and self.gateway.returncode not in (None, 0):
-                    self.stop()  # no gateway: the program stops too, cleanly
+                self.stop()
             late = first_fail is not None and now - first_fail > 2.0
             expired = deadline is not None and now > deadline
             if (late or expired) and not killed:
                 killed = True
-                for p in self._all_procs().values():
-                    if p.poll() is None:
-                        p.kill()
+                for name, p in members.items():
+                    self._kill(name, p)
                 errors.append("run timed out" if expired
-                              else "a process did not stop after its peer failed")
+                              else "a process did not stop after another one failed")
             time.sleep(0.01)
 
-    def wait(self) -> RunResult:
-        """Watch the processes to their end and collect their stats. A Ctrl-C here
-        stops the run cleanly (see stop) and marks the result `interrupted`; a second
-        one leaves at once."""
-        errors: list[str] = []
-        interrupted = False
-        deadline = time.monotonic() + self.opts.timeout if self.opts.timeout else None
-        try:
-            try:
-                self._watch(errors, deadline)
-            except KeyboardInterrupt:
-                interrupted = True
-                self.stop(signal.SIGINT)
-                self._watch(errors, deadline)  # the run ends cleanly: its stats count
-        finally:
-            self.window.unlink(missing_ok=True)
-            self._stop_gateway(errors)
-        for dev, p in self.procs.items():
-            if p.returncode and p.returncode < 0:
-                errors.append(f"the {dev} process died ({signal.Signals(-p.returncode).name})")
-            elif p.returncode:
-                errors.append(f"the {dev} process exited with status {p.returncode}")
+    def _exit_errors(self) -> list[str]:
+        """How each process that failed ended (those this Run killed have their
+        reason said already)."""
+        out = []
+        for name, p in self._all_procs().items():
+            rc = p.returncode
+            if rc is None or name in self._killed:
+                continue
+            if rc < 0:
+                out.append(f"the {name} process died ({_signal_name(-rc)})")
+            elif rc > 0:
+                out.append(f"the {name} process exited with status {rc}")
+            elif name in self._early:
+                out.append(f"the {name} process exited before the run was stopped")
+        return out
+
+    def _read_stats(self, errors: list[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The stats each device process wrote, and the gateway's counters."""
+        assert self.tmp is not None
         stats = {}
         for dev in self.procs:
             path = self.tmp / f"{dev}.json"
@@ -495,9 +538,75 @@ class Run:
                 tcp = dict(json.loads(gw_stats.read_text()))
             except json.JSONDecodeError as e:
                 errors.append(f"the TCP gateway wrote unreadable counters: {e}")
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        return stats, tcp
+
+    def _abandon(self) -> None:
+        """Kill every process of the run and remove what it made (a failed start, a
+        second Ctrl-C in wait)."""
+        members = self._all_procs()
+        for name, p in members.items():
+            self._kill(name, p)
+        for p in members.values():
+            p.wait()
+        self._release()
+
+    def _release(self) -> None:
+        """Remove the window and the run folder; let go of the lifeline."""
+        self.window.unlink(missing_ok=True)
+        if self.tmp is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
+
+    def wait(self) -> RunResult:
+        """Watch the processes to their end and collect their stats. A Ctrl-C (or a
+        SIGTERM in a stop_signals block) here stops the run cleanly (see stop) and
+        marks the result `interrupted`; a second one leaves at once, killing the
+        processes."""
+        errors: list[str] = []
+        interrupted, stopped_by = False, ""
+        deadline = time.monotonic() + self.opts.timeout if self.opts.timeout else None
+        try:
+            try:
+                self._watch(errors, deadline)
+            except KeyboardInterrupt as e:
+                interrupted = True
+                stopped_by = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
+                self.stop(signal.SIGINT)
+                self._watch(errors, deadline)  # the run ends cleanly: its stats count
+            self._stop_gateway(errors)
+        except BaseException:
+            self._abandon()
+            raise
+        try:
+            errors += self._exit_errors()
+            stats, tcp = self._read_stats(errors)
+            errors += _source_errors(stats)
+        finally:
+            self._release()
         return RunResult(ok=not errors, stats=stats, errors=errors, tcp=tcp,
-                         interrupted=interrupted)
+                         interrupted=interrupted, stopped_by=stopped_by)
+
+
+def _source_errors(stats: dict[str, Any]) -> list[str]:
+    """Faults of the inputs that the sources went on from (a capture cut short), once
+    each (every core of a source reads the same file)."""
+    out: list[str] = []
+    for dev in stats.values():
+        for core in dev.get("cores", []):
+            for name, v in core.get("sources", {}).items():
+                msg = f"source {name}: {v['error']}" if "error" in v else None
+                if msg and msg not in out:
+                    out.append(msg)
+    return out
+
+
+def _signal_name(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
 
 
 def run(b: Build, o: RunOptions, progress: bool = False) -> RunResult:

@@ -28,6 +28,7 @@ from offlow.channels import Channel, Region
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir.graph import TABLE_CHANNEL_PREFIX
+from offlow.lifecycle import pid_alive
 from offlow.runner import Run, RunOptions, RunResult, build_for
 
 
@@ -120,6 +121,11 @@ class Attached:
         if self.region.word(Region.HDR_STOP) or self.region.word(Region.HDR_ABORT):
             self.close()
             raise OfflowError(f"{self.window}: the program is stopping")
+        runner = self.region.word(Region.HDR_RUNNER)
+        if 0 < runner < 2**31 and not pid_alive(runner):
+            self.close()
+            raise OfflowError(f"{self.window}: the program has ended (the process that ran "
+                              f"it, pid {runner}, is gone)")
 
     def _mapped(self) -> Region:
         if self.region is None:

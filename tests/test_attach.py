@@ -147,6 +147,52 @@ def test_a_stopping_program_is_not_attached_to(tmp_path: Path) -> None:
         attach(path)
 
 
+def test_the_window_of_an_ended_program_is_refused(tmp_path: Path) -> None:
+    """A window left by a program whose runner is gone (killed before it could remove
+    it), or a channel whose device end a dead process held: attach (or opening that
+    channel) is a clear error, not a success whose first send fails."""
+    path = tmp_path / "win"
+    r = Region.create(path, ["a"])
+    r.set_word(Region.HDR_RUNNER, os.getpid())
+    with attach(path) as a:
+        assert a.names() == ["a"]
+    gone = subprocess.Popen([sys.executable, "-c", ""])
+    gone.wait()
+    r.set_word(Region.HDR_RUNNER, gone.pid)
+    with pytest.raises(OfflowError, match=f"the program has ended \\(the process that ran it, "
+                                          f"pid {gone.pid}, is gone\\)"):
+        attach(path)
+    r.set_word(Region.HDR_RUNNER, 0)  # unknown: not refused
+    code = ("import os, signal, sys; from offlow.channels import Region; "
+            "Region(sys.argv[1]).channel('a', side=1); os.kill(os.getpid(), signal.SIGKILL)")
+    dev = subprocess.run([sys.executable, "-c", code, str(path)], timeout=120)
+    assert dev.returncode == -signal.SIGKILL
+    with attach(path) as a:
+        with pytest.raises(ChannelError, match="its other end belongs to a process that has "
+                                               "ended") as e:
+            a.channel("a")
+        assert e.value.errno == errno.EPIPE
+    r.close()
+
+
+def test_the_window_header_offsets_are_the_c_headers(tmp_path: Path) -> None:
+    """Region's offsets into the window header are those of struct ofl_window_hdr."""
+    from offlow.build import RUNTIME
+
+    src = tmp_path / "offsets.c"
+    src.write_text("#include <stddef.h>\n#include <stdio.h>\n#include \"offlow/window.h\"\n"
+                   "int main(void) { printf(\"%zu %zu %zu %zu %zu %zu\\n\", "
+                   + ", ".join(f"offsetof(struct ofl_window_hdr, {f})" for f in
+                               ("abort", "chan_off", "chan_size", "stop", "drained", "runner"))
+                   + "); return 0; }\n")
+    exe = tmp_path / "offsets"
+    subprocess.run(["gcc", "-std=c11", f"-I{RUNTIME / 'include'}", str(src), "-o", str(exe)],
+                   check=True)
+    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
+    assert list(map(int, got)) == [Region.HDR_ABORT, Region.HDR_CHAN_OFF, Region.HDR_CHAN_SIZE,
+                                   Region.HDR_STOP, Region.HDR_DRAINED, Region.HDR_RUNNER]
+
+
 def test_mutated_windows_are_refused_or_opened_never_a_crash(tmp_path: Path) -> None:
     """Random bytes written over the window header and the channel region's header of
     a valid window (deterministic seed): each attach either fails with OfflowError or

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import errno
 import multiprocessing as mp
+import queue
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +21,7 @@ import pytest
 
 from offlow import OfflowError
 from offlow.channels import SIDE_B, ChannelError, ChannelTimeout, Region
+from tests.procs import cpu_seconds
 
 
 @pytest.fixture
@@ -165,3 +170,66 @@ def test_registered_array_shapes(region: Region) -> None:
     assert np.array_equal(np.frombuffer(bytes(out["value"]), np.float32).reshape(3, 5), a)
     # Both ends in one process: the memcpy path, registered or not.
     assert dev.stats()["bytes_memcpy"] == a.nbytes
+
+
+WAITER = r"""
+import signal, sys, threading
+from pathlib import Path
+from offlow.channels import SIDE_B, Region
+
+r = Region.create(Path(sys.argv[1]), ["c"])
+host, dev = r.channel("c"), r.channel("c", SIDE_B)   # the device: alive, idle
+calls = {"recv": lambda: host.recv(), "bulk_recv": lambda: host.bulk_recv(4096),
+         "send": lambda: host.send(b"nobody takes it")}
+for name, call in calls.items():
+    print("waiting", name, flush=True)
+    try:
+        call()
+        print("returned", name, flush=True)
+    except KeyboardInterrupt:
+        print("interrupted", name, flush=True)
+# A signal whose handler returns: the wait goes on, and ends with the message.
+got = []
+signal.signal(signal.SIGUSR1, lambda s, f: (got.append(s), threading.Timer(
+    0.3, dev.send, (b"late",)).start()))
+print("waiting handled", flush=True)
+print("returned", host.recv(), got == [signal.SIGUSR1], flush=True)
+"""
+
+
+def test_blocking_calls_cost_no_cpu_while_the_device_idles_and_ctrl_c_ends_them(
+        tmp_path: Path) -> None:
+    """recv(), bulk_recv() and send() without a timeout, the device alive and idle:
+    each waits without spinning a core, and SIGINT ends it with KeyboardInterrupt
+    (they spun at 64-100% CPU and ignored Ctrl-C until SIGKILL). A handler that
+    returns leaves the wait going on."""
+    proc = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path / "win")],
+                            stdout=subprocess.PIPE, text=True)
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or []],
+                     daemon=True).start()
+
+    def line() -> list[str]:
+        try:
+            return lines.get(timeout=30).split()
+        except queue.Empty:
+            return ["(nothing in 30 s)"]
+
+    try:
+        for name in ("recv", "bulk_recv", "send"):
+            assert line() == ["waiting", name]
+            time.sleep(0.3)  # past the spins and yields, into the naps
+            before = cpu_seconds(proc.pid)
+            time.sleep(1.0)
+            used = cpu_seconds(proc.pid) - before
+            proc.send_signal(signal.SIGINT)
+            assert line() == ["interrupted", name]
+            assert used < 0.15, f"{name}: {used:.2f} s of CPU in 1 s of waiting"
+        assert line() == ["waiting", "handled"]
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGUSR1)
+        assert line() == ["returned", "b'late'", "True"]
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()

@@ -17,6 +17,7 @@ from scapy.layers.inet import IP
 
 from offlow.build import build
 from offlow.cli import load_program
+from offlow.lifecycle import stop_signals
 from offlow.report import summarize
 from offlow.runner import Run, RunOptions, build_for, run
 from tests.e2e import EXAMPLE, QUIC, TLS, read_frames, run_example
@@ -208,12 +209,36 @@ def test_ctrl_c_in_wait_stops_the_run_cleanly_and_says_so() -> None:
     t0 = time.monotonic()
     timer.start()
     try:
-        res = r.wait()
+        with stop_signals():  # a Ctrl-C even when pytest was started with SIGINT ignored
+            res = r.wait()
     finally:
         timer.cancel()
     assert res.ok and res.interrupted, res.errors
     assert time.monotonic() - t0 < 10
     assert sum(v["packets"] for v in summarize(b.graph, res.stats)["sources"].values()) > 0
+
+
+@pytest.mark.parametrize("cores", [["rx.cores=0"], ["rx.cores=0,1"]], ids=["one", "two-cores"])
+def test_a_capture_cut_in_a_record_is_processed_up_to_the_cut_then_reported(
+        cores: list[str], tmp_path: Path) -> None:
+    """A capture cut in the middle of its ninth record (a copy interrupted, a full
+    disk): the eight packets before the cut go through the program, then the run
+    reports the cut, as tcpdump and tshark do, instead of refusing the whole file."""
+    data = TLS.read_bytes()
+    off = 24  # walk the records (pcap file format) to the ninth one
+    for _ in range(8):
+        off += 16 + struct.unpack_from("<I", data, off + 8)[0]
+    caplen = struct.unpack_from("<I", data, off + 8)[0]
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes(data[:off + 16 + 20])
+    out = tmp_path / "out.pcap"
+    s = run_example(cores, input=cut, output=out)
+    assert s["sources"]["rx"]["packets"] == 8
+    assert sorted(read_frames(out)) == sorted(expected_forwarded(read_frames(TLS)[:8]))
+    assert not s["ok"]
+    assert s["errors"] == [f"source rx: {cut} is cut short or damaged after 8 packets (truncated "
+                           f"dump file; tried to read {caplen} captured bytes, only got 20); "
+                           "only those were read"]
 
 
 def test_malformed_capture_is_dropped_and_counted_where_each_frame_fails(tmp_path: Path) -> None:

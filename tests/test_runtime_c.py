@@ -1,5 +1,5 @@
 """The C runtime's own tests (rings, queues, window, misc: errors, JSON, pinning,
-waiting, whole files), each built plain and with
+waiting, whole files, the runner's lifeline), each built plain and with
 ASan+UBSan and run as a program that prints its checks and exits non-zero on failure."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ C_TESTS = Path(__file__).resolve().parent / "c"
 # Only the modules these tests need: the rest of the runtime has its own tests.
 SOURCES = [RUNTIME / "src" / f"{m}.c"
            for m in ("err", "wait", "window", "ring", "copy", "queue", "thread", "stats",
-                     "file")]
+                     "file", "lifeline", "stop")]
 
 # (program, arguments plain, arguments under the sanitizers: fewer entries there)
 PROGRAMS: list[tuple[str, list[str], list[str]]] = [

@@ -107,6 +107,27 @@ def test_a_dead_device_process_is_an_error_not_a_hang() -> None:
     assert s.result is not None and not s.result.ok
 
 
+@pytest.mark.parametrize("call", ["try_send", "try_recv"])
+def test_try_calls_toward_a_dead_device_raise_instead_of_answering_not_now(call: str) -> None:
+    """`while not ch.try_send(m)` (or `while ch.try_recv() is None`) toward a device
+    whose process was killed: EPIPE, not False / None for ever."""
+    b = build(load_program(ECHO))
+    with pytest.raises(OfflowError):  # the session ends with the device's death
+        with session(b, RunOptions(count=10)) as s:
+            ch = s.channel("echo")
+            assert ch.request(b"x") == b"x"
+            assert ch.try_recv() is None  # alive: nothing pending
+            os.kill(s.run.procs["nic"].pid, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            with pytest.raises(ChannelError) as e:
+                while time.monotonic() < deadline:
+                    if call == "try_send":
+                        ch.try_send(b"y")  # a manager takes it while the device lives
+                    else:
+                        assert ch.try_recv() is None
+            assert e.value.errno == errno.EPIPE
+
+
 def test_a_program_without_channels_has_no_session() -> None:
     with pytest.raises(OfflowError, match="has no channels"):
         session(load_program(Path(__file__).resolve().parents[1] / "examples" /

@@ -19,9 +19,10 @@ import pytest
 from offlow.build import build
 from offlow.cli import load_program
 from offlow.errors import OfflowError
-from offlow.report import summarize
+from offlow.report import format_summary, summarize
 from offlow.runner import Run, RunOptions, run
 from tests.ctools import RUNTIME, build_c, run_c
+from tests.e2e import EXAMPLE
 
 HERE = Path(__file__).resolve().parent
 ECHO = HERE / "programs" / "udp_echo.py"
@@ -138,6 +139,31 @@ def test_a_udp_run_ends_after_its_duration(echo_build: Any) -> None:
         res = r.wait()  # no stop: the sources end after half a second
     assert res.ok, res.errors
     assert summarize(echo_build.graph, res.stats)["sinks"]["tx"]["sent"] == 1
+
+
+def test_a_forwarding_program_never_loops_a_datagram_into_its_own_socket() -> None:
+    """The TTL pipeline forwards each frame to its destination, which under --udp is
+    the server's own socket: the sink must refuse it (counted, with its reason), or
+    the source reads it in again with fresh headers, for ever (921,587 packets from
+    one datagram in 6 s), and every datagram anyone sends starts another loop."""
+    b = build(load_program(EXAMPLE), werror=True)
+    r = Run(b, RunOptions(udp_port=0, duration=1.5, timeout=60))
+    r.start()
+    try:
+        assert r.udp_port
+        with client() as c:
+            c.sendto(b"once", ("127.0.0.1", r.udp_port))
+    finally:
+        res = r.wait()
+    assert res.ok, res.errors
+    s = summarize(b.graph, res.stats)
+    assert s["sources"]["rx"]["packets"] == 1
+    assert s["sinks"]["tx"]["to_self"] == 1 and s["sinks"]["tx"]["sent"] == 0
+    assert "1 refused (addressed to the server's own socket: a loop)" in format_summary(s)
+    # the run's accounting says where the packet went: dropped at the sink, not forwarded
+    a = s["accounting"]
+    assert (a["read"], a["forwarded"], a["unaccounted"]) == (1, 0, 0)
+    assert [(d["at"], d["reason"], d["packets"]) for d in a["dropped"]] == [("tx", "to_self", 1)]
 
 
 def test_udp_run_option_errors(echo_build: Any, tmp_path: Path) -> None:

@@ -518,10 +518,17 @@ class DeviceGen:
           *(["        if (rc == 0) rc = ofl_gen_channels(&proc.win, chan_off, OFL_NCHAN, "
              "ofl_chan_names);"] if channel_names(self.g) else ["        (void)chan_off;"]),
           "        if (rc < 0) return ofl_fatal_err(\"cannot create the window\", rc);",
+          "        ofl_window_mark_runner(&proc.win);",
           "        ofl_window_close(&proc.win);",
           "        return 0;",
           "    }",
           "    if (ofl_proc_open(&proc.win, &proc.args, wsize) < 0) return 1;",
+          "    /* the runner's liveness pipe: stop (and clean up) if it goes (lifeline.h) */",
+          "    static struct ofl_lifeline life;",
+          "    if (ofl_lifeline_start(&life, proc.args.runner_fd, "
+          "&((struct ofl_window_hdr *)proc.win.base)->abort,",
+          "                           proc.args.window, proc.args.stats) < 0)",
+          "        return ofl_fatal(\"--runner-fd is not a pipe\");",
           "    proc.wtables = ofl_window_at(&proc.win, tables_off);")
         for t in self.g.shared:
             if t.bulk and self.device == "host":
@@ -663,7 +670,8 @@ class DeviceGen:
             if t.home == self.device:
                 free = t.close_fn if t.is_object else "free"
                 e(f"    {free}(proc.tbl_{cname(t.name)});")
-        e("    ofl_window_close(&proc.win);", "    return failed ? 1 : 0;", "}")
+        e("    ofl_window_close(&proc.win);", "    ofl_lifeline_finish(&life);",
+          "    return failed ? 1 : 0;", "}")
 
     def _attach(self, k: int, q: Queue, core_idx: int, side: str) -> None:
         e = self.e

@@ -274,6 +274,7 @@ int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
     memset(e, 0, sizeof *e);
     e->corrupt_at = UINT64_MAX;
     e->sg_per_chunk = OFL_CHAN_SG_DEFAULT;
+    e->intr_fd = -1;
     struct chan_region *r = chan_region_ok(region);
     if (!r || id >= r->nchan || (side != OFL_CHAN_A && side != OFL_CHAN_B)) return -EINVAL;
     struct chan_ctl *c = chan_ctl_at(r, id);
@@ -381,6 +382,13 @@ int ofl_chan_set_chunk(struct ofl_chan_end *e, uint32_t k)
     return 0;
 }
 
+int ofl_chan_set_intr(struct ofl_chan_end *e, int fd)
+{
+    if (!end_valid(e) || fd < -1) return -EINVAL;
+    STORE(&e->intr_fd, fd, RELAXED);
+    return 0;
+}
+
 int ofl_chan_set_copy(struct ofl_chan_end *e, int mode)
 {
     if (!end_valid(e) || mode < OFL_CHAN_COPY_AUTO || mode > OFL_CHAN_COPY_BOUNCE)
@@ -483,6 +491,8 @@ void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t
     cw->w.next_check_ns = 0;
     cw->w.calls = 0;
     cw->w.dead = 0;
+    cw->w.intr_fd = LOAD(&e->intr_fd, RELAXED);
+    cw->w.idle_since = 0;
     cw->timeout = timeout_ns;
     cw->deadline = 0;
     cw->next_live = 0;
@@ -538,6 +548,40 @@ void chan_wait_done(struct chan_wait *cw)
 {
     if (cw->pidfd >= 0) close(cw->pidfd);
     cw->pidfd = -1;
+}
+
+int ofl_chan_peer_state(const struct ofl_chan_end *e)
+{
+    if (!end_valid(e)) return -EINVAL;
+    const struct chan_side *p = side_peer(e);
+    uint32_t g = LOAD(&p->gen, ACQUIRE);
+    if (g == 0) return 0;
+    if (!(g & 1u) || !chan_pid_alive(LOAD(&p->pid, RELAXED), NULL)) return -EPIPE;
+    return 1;
+}
+
+/* The peer session a try call found dead is still the one there. */
+static bool known_dead(const struct ofl_chan_end *e)
+{
+    uint32_t d = LOAD(&e->dead_gen, RELAXED);
+    return d && d == LOAD(&side_peer(e)->gen, ACQUIRE);
+}
+
+/* A try call that found the peer not ready: has the peer closed, or its process gone?
+ * The kernel is asked at most every OFL_WAIT_CHECK_NS per end (a loop of try calls
+ * costs a clock read each); a death found stays found for that peer session. */
+static bool try_peer_gone(struct ofl_chan_end *e)
+{
+    uint32_t g = LOAD(&side_peer(e)->gen, ACQUIRE);
+    if (g && !(g & 1u)) return true;
+    if (!g) return false;
+    if (known_dead(e)) return true;
+    uint64_t now = ofl_now_ns();
+    if (now < LOAD(&e->try_check_ns, RELAXED)) return false;
+    STORE(&e->try_check_ns, now + OFL_WAIT_CHECK_NS, RELAXED);
+    if (chan_pid_alive(LOAD(&side_peer(e)->pid, RELAXED), NULL)) return false;
+    STORE(&e->dead_gen, g, RELAXED);
+    return true;
 }
 
 /* ---- direct messages ---- */
@@ -635,6 +679,7 @@ static int send_impl(struct ofl_chan_end *e, const void *msg, size_t len, uint64
 {
     if (!end_valid(e) || (len && !msg)) return -EINVAL;
     if (len > OFL_CHAN_MSG_MAX) return -EMSGSIZE;
+    if (try_ && known_dead(e)) return -EPIPE;   /* not the receiver's grace again */
     if (chan_busy_get(e, BUSY_TX)) return -EBUSY;
     uint32_t gen = 0;
     int rc = timeout >= FAST_MIN_TIMEOUT ? send_fast(e, msg, len, &gen) : 2;
@@ -654,7 +699,8 @@ static int send_impl(struct ofl_chan_end *e, const void *msg, size_t len, uint64
     }
     if (rc == 0) stat_add(&e->stats.sent, 1);
     chan_busy_put(e, BUSY_TX);
-    return try_ && rc == -ETIMEDOUT ? -EAGAIN : rc;
+    if (try_ && rc == -ETIMEDOUT) rc = try_peer_gone(e) ? -EPIPE : -EAGAIN;
+    return rc;
 }
 
 int ofl_chan_send(struct ofl_chan_end *e, const void *msg, size_t len, uint64_t timeout_ns)
@@ -701,7 +747,7 @@ static int recv_body(struct ofl_chan_end *e, struct chan_wait *cw, void *buf, si
             break;
         }
         if (try_) {
-            rc = chan_peer_check(e, cw) < 0 ? -EPIPE : -EAGAIN;
+            rc = chan_peer_check(e, cw) < 0 || try_peer_gone(e) ? -EPIPE : -EAGAIN;
             break;
         }
         if (!waiting) {

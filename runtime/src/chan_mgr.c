@@ -7,7 +7,8 @@
  * from the bulk handler and then advances one step per sweep, its liveness checked
  * about every millisecond. A bulk send queued by ofl_chan_mgr_bulk_send (any thread)
  * waits in the end's one-entry mailbox until its thread finds the end idle, then
- * runs the same way. A sweep without work spins, then yields. Nothing here waits
+ * runs the same way. A sweep without work spins, then yields, then naps (wait.h: a
+ * message to an idle manager is taken within 1 ms). Nothing here waits
  * for a peer, so blocked senders on the other side never hold a thread. */
 #include "chan_int.h"
 
@@ -245,7 +246,7 @@ static void *worker_main(void *arg)
         if (work)
             ofl_waiter_progress(&wt);
         else if (ofl_wait(&wt) < 0)
-            sched_yield();   /* aborted: idle until stopped */
+            ofl_sleep_ns(OFL_WAIT_NAP_MAX_NS);   /* aborted: idle until stopped */
     }
     return NULL;
 }

@@ -60,13 +60,16 @@ static bool job_ok(const struct ofl_ce_job *job)
            (job->data_off >= 8 && job->data_off % 8 == 0 && job->data_off <= job->stride);
 }
 
-/* The engine thread: take jobs in order; spin a while when idle, then yield. */
+/* The engine thread: take jobs in order; when idle, spin a while, then yield, then
+ * nap (wait.h). */
 static void *engine_main(void *arg)
 {
     struct ofl_ce *ce = arg;
     if (ce->cpu >= 0) ofl_pin_self(ce->cpu);
-    uint32_t head = ce->q_head, idle = 0;
+    uint32_t head = ce->q_head;
     uint64_t bytes = 0;
+    struct ofl_waiter w;
+    ofl_waiter_init(&w, NULL, 0, NULL);
     for (;;) {
         uint32_t tail = __atomic_load_n(&ce->q_tail, __ATOMIC_ACQUIRE);
         if (head != tail) {
@@ -75,7 +78,7 @@ static void *engine_main(void *arg)
                 head++;
                 __atomic_store_n(&ce->q_head, head, __ATOMIC_RELEASE);
             }
-            idle = 0;
+            ofl_waiter_progress(&w);
             continue;
         }
         /* Stop only with an empty queue, so every queued job completes. */
@@ -83,12 +86,7 @@ static void *engine_main(void *arg)
             if (head == __atomic_load_n(&ce->q_tail, __ATOMIC_ACQUIRE)) break;
             continue;
         }
-        if (idle < OFL_WAIT_SPINS) {
-            idle++;
-            ofl_cpu_relax();
-        } else {
-            sched_yield();
-        }
+        ofl_wait(&w);   /* spin, yield, then nap: an idle engine costs no CPU */
     }
     ce->bytes += bytes;   /* read by the submitter after the join */
     return NULL;

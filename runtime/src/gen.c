@@ -34,12 +34,22 @@ static int bad_opt(const char *what, const char *arg)
     return -EINVAL;
 }
 
+/* A file descriptor number, or -1 when `v` is not one. */
+static int parse_fd(const char *v)
+{
+    char *end;
+    errno = 0;
+    long fd = strtol(v, &end, 10);
+    return errno || end == v || *end || fd < 0 || fd > 1 << 20 ? -1 : (int)fd;
+}
+
 int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device)
 {
     memset(a, 0, sizeof *a);
     a->device = device;
     a->ce_mode = OFL_CE_INLINE;
     a->udp_fd = -1;
+    a->runner_fd = -1;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--init")) { a->init = true; continue; }
@@ -54,11 +64,9 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
             else if (!strcmp(v, "thread")) a->ce_mode = OFL_CE_THREAD;
             else return bad_opt(k, v);
         } else if (!strcmp(k, "--udp-fd")) {
-            char *end;
-            errno = 0;
-            long fd = strtol(v, &end, 10);
-            if (errno || end == v || *end || fd < 0 || fd > 1 << 20) return bad_opt(k, v);
-            a->udp_fd = (int)fd;
+            if ((a->udp_fd = parse_fd(v)) < 0) return bad_opt(k, v);
+        } else if (!strcmp(k, "--runner-fd")) {
+            if ((a->runner_fd = parse_fd(v)) < 0) return bad_opt(k, v);
         } else if (!strcmp(k, "--peer-fd")) {
             if (a->npeers == 4) return bad_opt(k, v);
             a->peer_fds[a->npeers++] = atoi(v);
@@ -104,6 +112,11 @@ int ofl_proc_open(struct ofl_window *w, const struct ofl_args *a, size_t size)
         return -EINVAL;
     }
     return 0;
+}
+
+void ofl_window_mark_runner(struct ofl_window *w)
+{
+    ((struct ofl_window_hdr *)w->base)->runner = (int32_t)getppid();
 }
 
 void ofl_window_abort(struct ofl_window *w)
@@ -439,6 +452,7 @@ void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src
     ofl_json_u64(j, "packets", ofl_src_packets(s));
     ofl_json_u64(j, "bytes", ofl_src_bytes(s));
     ofl_json_u64(j, "dropped", ofl_src_dropped(s));
+    if (ofl_src_error(s)) ofl_json_str(j, "error", ofl_src_error(s));
     ofl_json_end_obj(j);
 }
 
@@ -471,6 +485,7 @@ void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink 
     if (s->udp) {
         ofl_json_u64(j, "sent", ofl_udp_sink_sent(s->udp));
         ofl_json_u64(j, "dropped", ofl_udp_sink_dropped(s->udp));
+        ofl_json_u64(j, "to_self", ofl_udp_sink_to_self(s->udp));
         ofl_json_u64(j, "send_errors", ofl_udp_sink_send_errors(s->udp));
     }
     ofl_json_end_obj(j);

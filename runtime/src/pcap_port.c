@@ -101,7 +101,10 @@ static void raw_eth_header(uint8_t *eth, const uint8_t *ip, uint32_t iplen)
     ofl_put_be16(eth + 12, et);
 }
 
-/* Read every record of `p` into `s`; returns 0 or a negative errno with `errbuf`. */
+/* Read every record of `p` into `s`; returns 0 or a negative errno with `errbuf`. A
+ * record libpcap cannot read (the file cut short, a bogus length) ends the reading:
+ * the records before it are kept, as tcpdump and tshark process them, and the
+ * source's error says where the capture broke off. */
 static int load(struct pcap_src *s, pcap_t *p, int raw, const char *path, char *errbuf)
 {
     const struct ofl_src_opts *o = &s->base.o;
@@ -134,11 +137,10 @@ static int load(struct pcap_src *s, pcap_t *p, int raw, const char *path, char *
         r->ts_ns = (uint64_t)h->ts.tv_sec * 1000000000ull + (uint64_t)h->ts.tv_usec;
         used += len;
     }
-    if (rc == PCAP_ERROR) {
-        snprintf(errbuf, 256, "%s: bad capture after %llu packets: %s", path,
-                 (unsigned long long)s->file_pkts, pcap_geterr(p));
-        return -EINVAL;
-    }
+    if (rc == PCAP_ERROR)
+        snprintf(s->base.error, sizeof s->base.error,
+                 "%s is cut short or damaged after %llu packets (%.120s); only those were read",
+                 path, (unsigned long long)s->file_pkts, pcap_geterr(p));
     return 0;
 }
 
@@ -211,11 +213,19 @@ uint32_t ofl_pcap_src_longest(const struct ofl_src *s)
 
 /* ---- sink ------------------------------------------------------------------------ */
 
+/* Bytes of records a sink buffers: more than the largest record (16 + 65535), so a
+ * record always fits once the buffer is written out (see ofl_pcap_sink_write). */
+#define SINK_BUF (256u * 1024u)
+_Static_assert(SINK_BUF > 16u + 65535u, "a whole record fits the sink's buffer");
+
 struct ofl_pcap_sink {
     pthread_mutex_t lock;
     pcap_t *dead;
     pcap_dumper_t *dump;
+    FILE *f;                  /* the file under `dump`, buffered by `buf` */
+    char *buf;                /* SINK_BUF bytes (glibc ignores a size without one) */
     uint32_t snaplen;
+    size_t buffered;          /* bytes of records in f's buffer */
     uint64_t packets;
 };
 
@@ -235,11 +245,31 @@ int ofl_pcap_sink_open(struct ofl_pcap_sink **out, const char *path, uint32_t sn
         free(s);
         return -ENOMEM;
     }
+    s->buf = malloc(SINK_BUF);
+    s->f = s->buf ? fopen(path, "wb") : NULL;
+    if (s->f && setvbuf(s->f, s->buf, _IOFBF, SINK_BUF) != 0) {
+        fclose(s->f);
+        s->f = NULL;
+        errno = ENOMEM;
+    }
+    if (!s->f) {
+        int rc = s->buf ? -errno : -ENOMEM;
+        snprintf(errbuf, 256, "%s: %s", path, strerror(-rc));
+        free(s->buf);
+        pcap_close(s->dead);
+        free(s);
+        return rc;
+    }
     errno = 0;
-    s->dump = pcap_dump_open(s->dead, path);
-    if (!s->dump) {
+    s->dump = pcap_dump_fopen(s->dead, s->f);
+    /* The file header on disk at once: a process killed before its first records
+     * still leaves a capture (an empty one). */
+    if (!s->dump || fflush(s->f) != 0) {
         int rc = errno ? -errno : -EIO;
-        snprintf(errbuf, 256, "%s", pcap_geterr(s->dead));
+        snprintf(errbuf, 256, "%s: %s", path, s->dump ? strerror(errno) : pcap_geterr(s->dead));
+        if (s->dump) pcap_dump_close(s->dump);
+        else fclose(s->f);
+        free(s->buf);
         pcap_close(s->dead);
         free(s);
         return rc;
@@ -257,7 +287,16 @@ void ofl_pcap_sink_write(struct ofl_pcap_sink *s, const struct ofl_pkt *p)
     h.ts.tv_usec = (suseconds_t)(p->ts_ns % 1000000000ull / 1000);
     h.len = p->len;
     h.caplen = p->len < s->snaplen ? p->len : s->snaplen;
+    size_t rec = 16 + h.caplen;   /* in the file: a 16-byte record header, the bytes */
     pthread_mutex_lock(&s->lock);
+    /* Written out before a record would straddle the buffer's end: every write()
+     * ends on a record boundary, so a process killed at any time leaves whole
+     * records (unless the kill lands inside that write). */
+    if (s->buffered + rec > SINK_BUF) {
+        fflush(s->f);
+        s->buffered = 0;
+    }
+    s->buffered += rec;
     pcap_dump((u_char *)s->dump, &h, p->data);
     __atomic_store_n(&s->packets, s->packets + 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&s->lock);
@@ -274,6 +313,7 @@ int ofl_pcap_sink_close(struct ofl_pcap_sink *s)
     int rc = 0;
     if (pcap_dump_flush(s->dump) < 0 || ferror(pcap_dump_file(s->dump))) rc = -EIO;
     pcap_dump_close(s->dump);
+    free(s->buf);   /* after the close: the FILE used it to the end */
     pcap_close(s->dead);
     pthread_mutex_destroy(&s->lock);
     free(s);

@@ -99,3 +99,8 @@ const char *ofl_src_kind(const struct ofl_src *s)
 {
     return s->ops->kind;
 }
+
+const char *ofl_src_error(const struct ofl_src *s)
+{
+    return s->error[0] ? s->error : NULL;
+}

@@ -227,12 +227,14 @@ struct udp_tx {
     struct sockaddr_in to[OFL_UDP_BATCH_MAX];
     uint32_t n;               /* datagrams waiting */
     uint32_t used;            /* arena bytes they use */
-    uint64_t sent, dropped, errors;
+    uint64_t sent, dropped, errors, to_self;
     uint8_t arena[UDP_TX_ARENA];
 };
 
 struct ofl_udp_sink {
     int fd;
+    uint32_t addr;            /* the socket's address and port, host order */
+    uint16_t port;
     unsigned nslots;
     uint64_t bad_slot;        /* writes with a slot out of range (updated atomically) */
     struct udp_tx **tx;       /* one per slot, separately allocated: no shared lines */
@@ -255,6 +257,8 @@ int ofl_udp_sink_open(struct ofl_udp_sink **out, int fd, unsigned nslots, char *
         return -ENOMEM;
     }
     s->fd = fd;
+    s->addr = addr;
+    s->port = port;
     s->nslots = nslots;
     for (unsigned i = 0; i < nslots; i++) {
         s->tx[i] = aligned_alloc(64, (sizeof(struct udp_tx) + 63) / 64 * 64);
@@ -268,6 +272,15 @@ int ofl_udp_sink_open(struct ofl_udp_sink **out, int fd, unsigned nslots, char *
     return 0;
 }
 
+/* Whether a datagram to `dst`:`dport` (host order) would come back to the sink's own
+ * socket: its own port at its own address, at 0.0.0.0 (delivered locally), or, for a
+ * socket bound to every address, at 127.0.0.0/8. */
+static int to_self(const struct ofl_udp_sink *s, uint32_t dst, uint16_t dport)
+{
+    if (dport != s->port) return 0;
+    return dst == s->addr || dst == 0 || (s->addr == 0 && dst >> 24 == 127);
+}
+
 void ofl_udp_sink_write(struct ofl_udp_sink *s, unsigned slot, const struct ofl_pkt *p)
 {
     if (slot >= s->nslots) {
@@ -278,6 +291,10 @@ void ofl_udp_sink_write(struct ofl_udp_sink *s, unsigned slot, const struct ofl_
     struct ofl_udp_dgram d;
     if (ofl_udp_frame_parse(p->data, p->len, &d) < 0) {
         t->dropped++;
+        return;
+    }
+    if (to_self(s, d.dst, d.dport)) {  /* it would come back in as a new packet: a loop */
+        t->to_self++;
         return;
     }
     if (t->n == OFL_UDP_BATCH_MAX || UDP_TX_ARENA - t->used < d.payload_len)
@@ -340,6 +357,13 @@ uint64_t ofl_udp_sink_dropped(const struct ofl_udp_sink *s)
 {
     uint64_t n = __atomic_load_n(&s->bad_slot, __ATOMIC_RELAXED);
     for (unsigned i = 0; i < s->nslots; i++) n += s->tx[i]->dropped;
+    return n;
+}
+
+uint64_t ofl_udp_sink_to_self(const struct ofl_udp_sink *s)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < s->nslots; i++) n += s->tx[i]->to_self;
     return n;
 }
 

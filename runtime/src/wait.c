@@ -1,9 +1,10 @@
-/* Bounded spin, then yield, with peer liveness checks. */
+/* Bounded spin, then yield, then short naps, with peer liveness checks (see wait.h). */
 #include "offlow/wait.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <time.h>
 
@@ -14,6 +15,12 @@ uint64_t ofl_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void ofl_sleep_ns(uint64_t ns)
+{
+    struct timespec t = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+    nanosleep(&t, NULL);
+}
+
 void ofl_waiter_init(struct ofl_waiter *w, const int *peer_fds, int npeers,
                      const volatile uint32_t *abort_flag)
 {
@@ -21,29 +28,34 @@ void ofl_waiter_init(struct ofl_waiter *w, const int *peer_fds, int npeers,
     if (npeers > OFL_WAIT_MAX_PEERS) npeers = OFL_WAIT_MAX_PEERS;
     for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) w->peer_fds[i] = i < npeers ? peer_fds[i] : -1;
     w->npeers = npeers;
+    w->intr_fd = -1;
     w->abort_flag = abort_flag;
     w->spins = 0;
     w->calls = 0;
     w->dead = 0;
+    w->idle_since = 0;
     w->next_check_ns = ofl_now_ns() + OFL_WAIT_CHECK_NS;
 }
 
 void ofl_waiter_progress(struct ofl_waiter *w)
 {
     w->spins = 0;
+    w->idle_since = 0;
 }
 
-/* Poll the peer fds without blocking: EOF or hang-up on any means that peer died. */
-static int poll_peers(const struct ofl_waiter *w)
+/* Poll the peer fds and the interrupt fd, for up to `timeout_ns` (0: a look).
+ * EOF or hang-up on a peer fd means that peer died (-EPIPE); a readable interrupt
+ * fd is -EINTR. */
+static int poll_fds(const struct ofl_waiter *w, uint64_t timeout_ns)
 {
-    if (w->npeers == 0) return 0;
-    struct pollfd p[OFL_WAIT_MAX_PEERS];
-    for (int i = 0; i < w->npeers; i++) {
-        p[i].fd = w->peer_fds[i];
-        p[i].events = POLLIN;
-        p[i].revents = 0;
-    }
-    int rc = poll(p, (nfds_t)w->npeers, 0);
+    struct pollfd p[OFL_WAIT_MAX_PEERS + 1];
+    nfds_t n = 0;
+    for (int i = 0; i < w->npeers; i++) p[n++] = (struct pollfd){w->peer_fds[i], POLLIN, 0};
+    if (w->intr_fd >= 0) p[n++] = (struct pollfd){w->intr_fd, POLLIN, 0};
+    if (n == 0 && timeout_ns == 0) return 0;
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000ull),
+                          (long)(timeout_ns % 1000000000ull)};
+    int rc = ppoll(p, n, &ts, NULL);
     if (rc < 0) return errno == EINTR ? 0 : -errno;
     for (int i = 0; i < w->npeers && rc > 0; i++) {
         if (p[i].revents & POLLNVAL) return -EBADF;
@@ -55,18 +67,24 @@ static int poll_peers(const struct ofl_waiter *w)
             if (ioctl(p[i].fd, FIONREAD, &avail) == 0 && avail == 0) return -EPIPE;
         }
     }
+    if (w->intr_fd >= 0 && (p[n - 1].revents & (POLLIN | POLLHUP | POLLERR))) return -EINTR;
     return 0;
 }
 
-/* The peers, when their check is due at `now`; a death found stays found. */
+/* What a poll found: a death stays found; an interrupt is told each time. */
+static int found(struct ofl_waiter *w, int rc)
+{
+    if (rc == -EPIPE || rc == -EBADF) w->dead = rc;
+    return rc;
+}
+
+/* The peers, when their check is due at `now`. */
 static int check_at(struct ofl_waiter *w, uint64_t now)
 {
     if (w->dead) return w->dead;
     if (now < w->next_check_ns) return 0;
     w->next_check_ns = now + OFL_WAIT_CHECK_NS;
-    int rc = poll_peers(w);
-    if (rc == -EPIPE || rc == -EBADF) w->dead = rc;
-    return rc;
+    return found(w, poll_fds(w, 0));
 }
 
 static int check_abort(const struct ofl_waiter *w)
@@ -93,8 +111,21 @@ int ofl_wait(struct ofl_waiter *w)
         ofl_cpu_relax();
         /* Spinning is short; read the clock only now and then. */
         if (w->spins & 63u) return 0;
-    } else {
-        sched_yield();
+        return check_at(w, ofl_now_ns());
     }
-    return check_at(w, ofl_now_ns());
+    uint64_t now = ofl_now_ns();
+    if (!w->idle_since) w->idle_since = now;
+    uint64_t idle = now - w->idle_since;
+    if (idle < OFL_WAIT_NAP_AFTER_NS) {
+        sched_yield();
+        return check_at(w, now);
+    }
+    /* Idle for a while: sleep a sixteenth of the idle time so far (bounded), woken
+     * early by a peer's death or an interrupt; the peers are looked at meanwhile. */
+    uint64_t nap = idle / 16;
+    if (nap < OFL_WAIT_NAP_MIN_NS) nap = OFL_WAIT_NAP_MIN_NS;
+    if (nap > OFL_WAIT_NAP_MAX_NS) nap = OFL_WAIT_NAP_MAX_NS;
+    w->next_check_ns = now + OFL_WAIT_CHECK_NS;
+    rc = found(w, poll_fds(w, nap));
+    return rc < 0 ? rc : check_abort(w);
 }

@@ -2,14 +2,16 @@
  *
  * usage: offlow-tcp-gw (--listen-fd N | --port P) --udp-port P [--max-conns N]
  *                      [--max-request B] [--timeout-ms MS] [--reply-max B]
- *                      [--stats PATH]
+ *                      [--stats PATH] [--runner-fd N]
  *   --listen-fd  a listening TCP socket to serve (the runner binds it)
  *   --port       or listen on 127.0.0.1:P itself (0: a free port)
  *   --udp-port   the server's UDP port on 127.0.0.1
  *   --stats      where to write the counters as JSON at exit (default: stdout)
+ *   --runner-fd  the runner's liveness pipe (lifeline.h)
  *
- * Prints "ready tcp=PORT" when serving; stops on SIGTERM or SIGINT (or when its
- * parent process exits) and writes one JSON object of counters. */
+ * Prints "ready tcp=PORT" when serving; stops on SIGTERM or SIGINT (or when the
+ * runner exits: then it removes its counters and their run folder once written)
+ * and writes one JSON object of counters. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -18,19 +20,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "offlow/lifeline.h"
 #include "offlow/tcp_gw.h"
 
 static int usage(const char *why)
 {
     fprintf(stderr, "offlow-tcp-gw: %s\nusage: offlow-tcp-gw (--listen-fd N | --port P) "
             "--udp-port P [--max-conns N] [--max-request B] [--timeout-ms MS] "
-            "[--reply-max B] [--stats PATH]\n", why);
+            "[--reply-max B] [--stats PATH] [--runner-fd N]\n", why);
     return 2;
 }
 
@@ -61,7 +63,7 @@ static void write_stats(FILE *f, const struct ofl_tcp_gw_stats *s, uint32_t open
 int main(int argc, char **argv)
 {
     struct ofl_tcp_gw_config cfg = {.listen_fd = -1, .server_addr = 0x7F000001u};
-    long listen_port = -1;
+    long listen_port = -1, runner_fd = -1;
     const char *stats = NULL;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
@@ -80,10 +82,10 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--max-request")) cfg.max_request = (uint32_t)x;
         else if (!strcmp(k, "--timeout-ms")) cfg.timeout_ms = (uint32_t)x;
         else if (!strcmp(k, "--reply-max")) cfg.reply_max = (uint32_t)x;
+        else if (!strcmp(k, "--runner-fd")) runner_fd = x;
         else return usage("unknown option or value out of range");
     }
     if ((cfg.listen_fd < 0) == (listen_port < 0)) return usage("give --listen-fd or --port");
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
     /* one descriptor per connection: take what the hard limit allows */
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -121,6 +123,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "offlow-tcp-gw: signalfd: %s\n", strerror(errno));
         return 1;
     }
+    /* After the signals are blocked: a runner gone is a SIGTERM on the signalfd. */
+    struct ofl_lifeline life;
+    if (ofl_lifeline_start(&life, (int)runner_fd, NULL, NULL, stats) < 0) {
+        fprintf(stderr, "offlow-tcp-gw: --runner-fd is not a pipe\n");
+        return 1;
+    }
     char err[256] = "";
     struct ofl_tcp_gw *gw;
     int rc = ofl_tcp_gw_create(&gw, &cfg, err);
@@ -142,6 +150,7 @@ int main(int argc, char **argv)
     }
     write_stats(f, &st, open);
     if (f != stdout) fclose(f);
+    ofl_lifeline_finish(&life);
     if (rc < 0) {
         fprintf(stderr, "offlow-tcp-gw: epoll: %s\n", strerror(-rc));
         return 1;

@@ -1088,6 +1088,57 @@ static void test_dead_a(void)
     region_free(&r);
 }
 
+/* Side B in a child: opens, then blocks in a recv (J_RECV) or idles until killed. */
+static void try_peer_main(void *p)
+{
+    struct job *j = p;
+    struct ofl_chan_end e;
+    if (ofl_chan_open(&e, j->r->mem, (uint32_t)j->id, OFL_CHAN_B, NULL)) _exit(1);
+    uint8_t buf[64];
+    if (j->op == J_RECV) ofl_chan_recv(&e, buf, sizeof buf, LONG_WAIT);
+    for (;;) pause();
+}
+
+/* try_send / try_recv toward a peer whose process is killed (not reaped at first: a
+ * zombie): -EPIPE within a bounded loop, not -EAGAIN for ever. */
+static void test_try_dead_peer(void)
+{
+    struct region r = region_new(8);
+    for (int waiting = 0; waiting < 2; waiting++) {
+        const char *what = waiting ? "try: B killed in recv" : "try: B killed idle";
+        int id = ofl_chan_create(r.mem, what);
+        struct ofl_chan_end e;
+        open_end(&e, &r, id, OFL_CHAN_A);
+        struct job j = {.r = &r, .id = id, .op = waiting ? J_RECV : J_IDLE};
+        pid_t pid = spawn(try_peer_main, &j);
+        uint64_t t0 = ofl_now_ns();
+        while (ofl_chan_peer_state(&e) == 0 && ofl_now_ns() - t0 < LONG_WAIT) usleep(100);
+        usleep(20000);   /* into its recv */
+        uint8_t buf[64];
+        CHECK(ofl_chan_peer_state(&e) == 1 && ofl_chan_try_recv(&e, buf, sizeof buf) == -EAGAIN,
+              "%s: alive, nothing pending: -EAGAIN", what);
+        if (!waiting)
+            CHECK(ofl_chan_try_send(&e, "x", 1) == -EAGAIN, "%s: not receiving: -EAGAIN", what);
+        kill(pid, SIGKILL);
+        int sent = -EAGAIN, got = -EAGAIN;
+        long tries = 0;
+        t0 = ofl_now_ns();
+        while ((sent == -EAGAIN || got == -EAGAIN) && ofl_now_ns() - t0 < LONG_WAIT) {
+            if (sent == -EAGAIN) sent = ofl_chan_try_send(&e, "x", 1);
+            if (got == -EAGAIN) got = ofl_chan_try_recv(&e, buf, sizeof buf);
+            tries++;
+        }
+        CHECK(sent == -EPIPE && got == -EPIPE, "%s: try_send %s, try_recv %s (after %ld tries)",
+              what, ofl_strerror(sent), ofl_strerror(got), tries);
+        CHECK(ofl_chan_try_send(&e, "x", 1) == -EPIPE &&
+                  ofl_chan_try_recv(&e, buf, sizeof buf) == -EPIPE &&
+                  ofl_chan_peer_state(&e) == -EPIPE, "%s: and so it stays", what);
+        reap_quiet(pid);
+        ofl_chan_close(&e);
+    }
+    region_free(&r);
+}
+
 /* ---- bulk inside one process (memcpy path) and the copy paths ---- */
 
 struct bulk_thr {
@@ -1939,6 +1990,7 @@ int main(int argc, char **argv)
     test_sg_runs();
     test_chunk_window();
     test_dead_a();
+    test_try_dead_peer();
     test_eperm_bounce();
     test_manager();
     test_manager_send();

@@ -1,18 +1,24 @@
-/* Error text, the JSON writer, CPU pinning, the waiter and whole-file reads and
- * writes. usage: test_misc TMPDIR */
+/* Error text, the JSON writer, CPU pinning, the waiter, whole-file reads and
+ * writes, and the runner's lifeline. usage: test_misc TMPDIR */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "offlow/err.h"
 #include "offlow/file.h"
+#include "offlow/lifeline.h"
 #include "offlow/queue.h"
 #include "offlow/stats.h"
+#include "offlow/stop.h"
 #include "offlow/thread.h"
 #include "offlow/wait.h"
 
@@ -86,6 +92,38 @@ static void test_waiter(void)
     while (rc == 0 && ofl_now_ns() - t0 < 1000000000) rc = ofl_waiter_check(&w);
     CHECK(rc == -EPIPE, "busy-loop check finds the dead peer: %s", ofl_strerror(rc));
     close(fds[0]);
+
+    /* Idle: spin, yield, then nap. A waiter idle for 300 ms uses a few ms of CPU, and
+     * a death or an interrupt ends its nap. */
+    CHECK(pipe(fds) == 0, "pipe");
+    int intr[2];
+    CHECK(pipe(intr) == 0, "interrupt pipe");
+    ofl_waiter_init(&w, &fds[0], 1, &abort_word);
+    w.intr_fd = intr[0];
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    t0 = ofl_now_ns();
+    rc = 0;
+    while (rc == 0 && ofl_now_ns() - t0 < 300000000) rc = ofl_wait(&w);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    double cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+    CHECK(rc == 0 && cpu_ms < 60, "an idle wait of 300 ms took %.1f ms of CPU", cpu_ms);
+    CHECK(write(intr[1], "i", 1) == 1, "a signal's byte");
+    rc = ofl_wait(&w);
+    CHECK(rc == -EINTR && ofl_wait(&w) == -EINTR, "the interrupt fd ends the nap: %s",
+          ofl_strerror(rc));
+    char b;
+    CHECK(read(intr[0], &b, 1) == 1 && ofl_wait(&w) == 0, "drained: waiting again");
+    close(fds[1]);
+    rc = 0;
+    for (int i = 0; i < 1000 && rc == 0; i++) rc = ofl_wait(&w);
+    CHECK(rc == -EPIPE, "a peer's death ends the nap: %s", ofl_strerror(rc));
+    ofl_waiter_progress(&w);
+    CHECK(ofl_wait(&w) == -EPIPE, "and stays found");
+    close(fds[0]);
+    close(intr[0]);
+    close(intr[1]);
+
     ofl_waiter_init(&w, NULL, 0, &abort_word);
     abort_word = 1;
     CHECK(ofl_wait(&w) == -ECANCELED && ofl_waiter_check(&w) == -ECANCELED,
@@ -148,6 +186,74 @@ static void test_file(const char *dir)
     free(src);
 }
 
+/* A device process of a run whose runner (this process) holds the write end of
+ * `life`: it blocks the stop signals, watches the runner, and either loops until a
+ * stop is pending (`obeys`: then exits 0 after removing the run's files) or never
+ * stops (the lifeline ends it). */
+static void lifeline_child(int life[2], const char *win, const char *stats, int obeys)
+{
+    close(life[1]);
+    volatile uint32_t abort_word = 0;
+    if (ofl_stop_signals_block() < 0) _exit(3);
+    struct ofl_lifeline l;
+    if (ofl_lifeline_start(&l, life[0], &abort_word, win, stats) < 0) _exit(4);
+    __atomic_store_n(&l.grace_ns, 50000000ull, __ATOMIC_RELAXED);
+    for (;;) {
+        if (obeys && ofl_stop_requested()) {
+            ofl_lifeline_finish(&l);
+            _exit(ofl_lifeline_gone(&l) ? 0 : 6);
+        }
+        usleep(1000);
+    }
+}
+
+/* Run a child as above, end the "runner" (close the write end) and return the
+ * child's exit status (or 128 + its signal). */
+static int lifeline_run(const char *win, const char *stats, int obeys)
+{
+    int life[2];
+    if (pipe(life) < 0) return -1;
+    FILE *f = fopen(win, "w");
+    if (f) fclose(f);
+    f = fopen(stats, "w");
+    if (f) fclose(f);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) lifeline_child(life, win, stats, obeys);
+    close(life[0]);
+    usleep(20000);
+    int alive = waitpid(pid, NULL, WNOHANG) == 0;
+    CHECK(alive, "a process with its runner alive goes on");
+    close(life[1]);
+    int st = 0;
+    if (waitpid(pid, &st, 0) != pid) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_lifeline(const char *dir)
+{
+    struct ofl_lifeline l;
+    CHECK(ofl_lifeline_start(&l, -1, NULL, NULL, NULL) == 0 && !ofl_lifeline_gone(&l),
+          "no runner to watch: nothing watched");
+    ofl_lifeline_finish(&l);
+    int fd = open(dir, O_RDONLY);
+    CHECK(ofl_lifeline_start(&l, fd, NULL, NULL, NULL) == -EBADF, "not a pipe: -EBADF");
+    close(fd);
+    char folder[4096], win[4200], stats[4200];
+    for (int obeys = 1; obeys >= 0; obeys--) {
+        snprintf(folder, sizeof folder, "%s/offlow-run-1-%d", dir, obeys);
+        snprintf(win, sizeof win, "%s/win%d", dir, obeys);
+        snprintf(stats, sizeof stats, "%s/host.json", folder);
+        CHECK(mkdir(folder, 0700) == 0, "a run folder");
+        int rc = lifeline_run(win, stats, obeys);
+        CHECK(rc == (obeys ? 0 : 1), "runner gone: the process %s (status %d)",
+              obeys ? "stops as on SIGTERM" : "that does not stop ends itself", rc);
+        struct stat st;
+        CHECK(stat(win, &st) < 0 && stat(stats, &st) < 0 && stat(folder, &st) < 0,
+              "its window, stats file and run folder are removed");
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -159,5 +265,6 @@ int main(int argc, char **argv)
     test_pin();
     test_waiter();
     test_file(argv[1]);
+    test_lifeline(argv[1]);
     return CHECK_DONE();
 }

@@ -385,6 +385,15 @@ static void test_sink(void)
           ofl_udp_sink_dropped(k) == 4 && nothing_waiting(cli),
           "not IPv4 / not UDP / truncated / slot out of range: 4 dropped, none sent");
 
+    /* A frame to the sink's own socket would come back through the source. */
+    p.len = reply(f, cport, sport, "loop", 4);
+    ofl_udp_sink_write(k, 0, &p);
+    ofl_udp_frame_build(f, LOOPBACK, cport, 0, sport, 4);   /* to 0.0.0.0:sport */
+    ofl_udp_sink_write(k, 1, &p);
+    CHECK(ofl_udp_sink_flush(k, 0) == 0 && ofl_udp_sink_flush(k, 1) == 0 &&
+          ofl_udp_sink_to_self(k) == 2 && ofl_udp_sink_dropped(k) == 4 && nothing_waiting(srv),
+          "to its own address and port, or 0.0.0.0 and its port: 2 refused, none sent");
+
     p.len = reply(f, sport, 0, "port0", 5);
     ofl_udp_sink_write(k, 0, &p);
     p.len = reply(f, sport, cport, "after", 5);

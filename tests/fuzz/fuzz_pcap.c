@@ -3,7 +3,8 @@
  * The input is written to a private file in $TMPDIR (or /tmp) and opened as a source with
  * options picked from the input's length; opening either fails with a message
  * or succeeds, and then the source must drain to OFL_SRC_DONE delivering exactly
- * its packets once per pass, each within the mtu. */
+ * its packets once per pass, each within the mtu; a record it could not read is
+ * said by ofl_src_error (the records before it are still delivered). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,6 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         got += (uint64_t)rc;
     }
     if (got != o.loops * ofl_pcap_src_own_packets(s) || ofl_src_packets(s) != got) abort();
+    const char *e = ofl_src_error(s);
+    if (e && !strstr(e, "cut short or damaged")) abort();
     ofl_src_close(s);
     free(bufs);
     return 0;

@@ -29,7 +29,7 @@
  * -EBADMSG. One bulk transfer runs on a channel at a time.
  *
  * Progress: blocking calls make progress on their own thread (bounded spin, then
- * sched_yield; never a kernel sleep). Device code that serves many channels uses a
+ * sched_yield, then, once the peer has been idle a while, short naps: wait.h). Device code that serves many channels uses a
  * manager (ofl_chan_mgr): a few threads that poll all registered channels with
  * non-blocking steps and run handlers, so the number of channels is not limited by
  * the number of threads and blocked senders never hold a manager thread.
@@ -49,7 +49,8 @@
  * message was expected, or the reverse; and side B's bulk send when side A started
  * one at the same moment: A has the right of way),
  * -ECONNABORTED (the peer gave up the bulk transfer: its timeout or abort), -EFAULT
- * (a scatter-gather entry does not lie in the peer's memory). */
+ * (a scatter-gather entry does not lie in the peer's memory), -EINTR (the end's
+ * interrupt fd turned readable: ofl_chan_set_intr). */
 #ifndef OFL_CHAN_H
 #define OFL_CHAN_H
 
@@ -149,6 +150,9 @@ struct ofl_chan_end {
                                  acknowledgement also rewrites) */
     uint32_t tx_done;         /* sequence number of our last message known taken */
     uint32_t cookie;          /* identifies this struct to a peer in the same process */
+    int intr_fd;              /* readable: blocking calls end with -EINTR (-1: none) */
+    uint64_t try_check_ns;    /* try calls: when to ask whether the peer's process lives */
+    uint32_t dead_gen;        /* the peer session found dead (its gen), 0: none (atomic) */
     uint32_t stage_size;      /* bytes of the staging ring (a power of two) */
     /* side B's copy engine: what it learned about the peer session `vm_gen` */
     uint32_t vm_gen;
@@ -198,10 +202,22 @@ const char *ofl_chan_name(const void *region, uint32_t id);
 int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
                   const volatile uint32_t *abort_flag);
 
+/* The peer side as this end sees it now: 1 open by a live process, 0 not opened
+ * yet, -EPIPE closed or its process gone (pidfd, else kill and /proc), -EINVAL for
+ * an end never opened. One look, no waiting. */
+int ofl_chan_peer_state(const struct ofl_chan_end *e);
+
 /* Close the end: a peer blocked on it (or starting a call later) gets -EPIPE; our
  * pending post is withdrawn. Idempotent. Call it when no other call on the end
  * runs, except that a blocked call on another thread returns -EPIPE. */
 void ofl_chan_close(struct ofl_chan_end *e);
+
+/* Give the end an interrupt fd (-1: none, the default): while it is readable (a
+ * byte written to a pipe: Python's signal wakeup fd), a blocking call on the end
+ * returns -EINTR within about a millisecond, or at once from a nap (wait.h); a send
+ * is then withdrawn, a receive takes nothing, a bulk transfer fails on both sides.
+ * The fd is only polled, never read. Returns 0 or -EINVAL. */
+int ofl_chan_set_intr(struct ofl_chan_end *e, int fd);
 
 /* Set K, the scatter-gather entries per bulk chunk (1..OFL_CHAN_SG_MAX).
  * Returns 0 or -EINVAL. */
@@ -218,7 +234,9 @@ int ofl_chan_send(struct ofl_chan_end *e, const void *msg, size_t len, uint64_t 
 
 /* ofl_chan_send with a zero timeout: -EAGAIN instead of -ETIMEDOUT when the peer
  * is not ready to take the message now (ready: blocked in recv, or served by a
- * manager; such a peer gets up to OFL_CHAN_GRACE_NS to take it). */
+ * manager; such a peer gets up to OFL_CHAN_GRACE_NS to take it); -EPIPE, not -EAGAIN,
+ * once the peer closed or its process is gone (asked of the kernel at most every
+ * OFL_WAIT_CHECK_NS: a loop of try calls learns of a death within about 1 ms). */
 int ofl_chan_try_send(struct ofl_chan_end *e, const void *msg, size_t len);
 
 /* Direct receive into `buf` (capacity `cap`); returns the message length (>= 0),
@@ -227,7 +245,8 @@ int ofl_chan_try_send(struct ofl_chan_end *e, const void *msg, size_t len);
  * bulk transfer: its message stays pending for ofl_chan_bulk_recv). */
 int ofl_chan_recv(struct ofl_chan_end *e, void *buf, size_t cap, uint64_t timeout_ns);
 
-/* ofl_chan_recv with a zero timeout: -EAGAIN when no message is pending. */
+/* ofl_chan_recv with a zero timeout: -EAGAIN when no message is pending; -EPIPE
+ * when none is and the peer closed or its process is gone (as ofl_chan_try_send). */
 int ofl_chan_try_recv(struct ofl_chan_end *e, void *buf, size_t cap);
 
 /* Queue a message on `e` without blocking: the peer takes it with its next receive

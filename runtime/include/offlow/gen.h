@@ -99,6 +99,8 @@ struct ofl_args {
     int udp_fd;               /* --udp-fd N: the run's UDP socket (-1: none); a process
                                  given one blocks SIGINT/SIGTERM and takes them as a
                                  request to stop cleanly (stop.h) */
+    int runner_fd;            /* --runner-fd N: the runner's liveness pipe (-1: none;
+                                 lifeline.h) */
     int nopts;                /* --opt NAME.KEY=VALUE */
     const char *opt_key[OFL_MAX_OPTS];
     const char *opt_val[OFL_MAX_OPTS];
@@ -122,6 +124,10 @@ int ofl_fatal_err(const char *msg, int err);
 
 /* Open the window created by --init and check its size; prints errors. */
 int ofl_proc_open(struct ofl_window *w, const struct ofl_args *a, size_t size);
+
+/* --init: record this process's parent, the runner, in the window header (attach
+ * refuses a window whose runner is gone). */
+void ofl_window_mark_runner(struct ofl_window *w);
 
 /* Tell every process sharing the window to stop (a fatal error happened here). */
 void ofl_window_abort(struct ofl_window *w);

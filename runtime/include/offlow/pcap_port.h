@@ -12,11 +12,13 @@
  * read at open into one allocation, keeping only this core's packets (index % nparts ==
  * part) that fit in `mtu`, so passes are cheap memcpys. Link types: Ethernet, and raw
  * IPv4/IPv6 (an Ethernet header with zero addresses and the IP version's ethertype is
- * put in front). ts_ns is the capture's timestamp (the same in every pass). Returns 0
- * and sets `*s` (NULL on failure), or a negative errno with a message in `errbuf` (256
- * bytes): -ENOENT etc. when the file cannot be opened, -EINVAL when it is not a
- * readable capture (bad header, truncated record, bogus lengths), -EPROTONOSUPPORT for
- * other link types, -ENOMEM, or ofl_src_init's -EINVAL for bad options. */
+ * put in front). ts_ns is the capture's timestamp (the same in every pass). A record
+ * that cannot be read (the file cut short in the middle of one, a bogus length) ends
+ * the capture there: the packets before it are the source's, and ofl_src_error says
+ * where it broke off. Returns 0 and sets `*s` (NULL on failure), or a negative errno
+ * with a message in `errbuf` (256 bytes): -ENOENT etc. when the file cannot be opened,
+ * -EINVAL when it is not a capture (a bad file header), -EPROTONOSUPPORT for other
+ * link types, -ENOMEM, or ofl_src_init's -EINVAL for bad options. */
 int ofl_pcap_src_open(struct ofl_src **s, const char *path, const struct ofl_src_opts *o,
                       char *errbuf);
 
@@ -31,9 +33,11 @@ uint32_t ofl_pcap_src_longest(const struct ofl_src *s);
 /* A capture being written (Ethernet link type, microsecond timestamps). */
 struct ofl_pcap_sink;
 
-/* Create (or truncate) `path` for writing packets cut to `snaplen` bytes. Returns 0 and
- * sets `*s` (NULL on failure), or a negative errno with a message in `errbuf` (256
- * bytes). */
+/* Create (or truncate) `path` for writing packets cut to `snaplen` bytes. The file
+ * header is written at once, and records are buffered (256 KiB) and written out in
+ * whole records only, so the file is a readable capture at any moment, even after a
+ * SIGKILL of the writer (unless it lands inside a write). Returns 0 and sets `*s`
+ * (NULL on failure), or a negative errno with a message in `errbuf` (256 bytes). */
 int ofl_pcap_sink_open(struct ofl_pcap_sink **s, const char *path, uint32_t snaplen,
                        char *errbuf);
 

@@ -20,6 +20,7 @@
 #include "offlow/hash.h"
 #include "offlow/kvcache.h"
 #include "offlow/kvs_pkt.h"
+#include "offlow/lifeline.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
 #include "offlow/pcap_port.h"

@@ -55,6 +55,7 @@ struct ofl_src {
     char name[64];                /* kind and what it reads, for messages */
     uint64_t packets, bytes;      /* delivered */
     uint64_t dropped;             /* not delivered: longer than the mtu */
+    char error[256];              /* a fault it went on from (ofl_src_error), "" if none */
     int done;                     /* OFL_SRC_DONE was returned */
     int started;                  /* the first ofl_src_next call happened */
     uint64_t t_start_ns;          /* time of the first ofl_src_next call */
@@ -83,6 +84,10 @@ uint64_t ofl_src_dropped(const struct ofl_src *s);
 
 /* The source's kind ("pcap", "synth"). */
 const char *ofl_src_kind(const struct ofl_src *s);
+
+/* A fault in the input the source went on from, for the run to report (a capture
+ * cut short: its packets before the cut are delivered), or NULL when none. */
+const char *ofl_src_error(const struct ofl_src *s);
 
 /* CLOCK_MONOTONIC in nanoseconds (the clock of duration and rate). */
 uint64_t ofl_src_clock_ns(void);

@@ -10,7 +10,9 @@
 #define OFL_STOP_H
 
 /* Block SIGINT and SIGTERM in the calling thread (threads created later inherit
- * the mask).  Call it before any other thread starts.  Returns 0 or a negative
+ * the mask) and set their action to the default, so that one inherited as ignored
+ * still stays pending; ignore SIGPIPE (a write to a closed pipe fails with EPIPE
+ * instead).  Call it before any other thread starts.  Returns 0 or a negative
  * errno. */
 int ofl_stop_signals_block(void);
 

@@ -82,8 +82,12 @@ int ofl_udp_sink_open(struct ofl_udp_sink **s, int fd, unsigned nslots, char *er
 
 /* Queue the payload of frame `p` (copied: `p` may be reused at once) on slot
  * `slot`'s batch, for its IPv4 destination and UDP destination port.  A frame
- * that ofl_udp_frame_parse rejects is dropped and counted, never sent; a full
- * batch is flushed first. */
+ * that ofl_udp_frame_parse rejects is dropped and counted, never sent; so is one
+ * addressed to the sink's own socket (its port at its address, at 0.0.0.0, or at
+ * 127.0.0.0/8 when it is bound to every address): the source reading that socket
+ * would take it in again as a new packet with fresh headers, so a forwarding
+ * program would loop it for ever (ofl_udp_sink_to_self counts them).  A full batch
+ * is flushed first. */
 void ofl_udp_sink_write(struct ofl_udp_sink *s, unsigned slot, const struct ofl_pkt *p);
 
 /* Send slot `slot`'s batch with sendmmsg (non-blocking).  While the kernel has no
@@ -94,9 +98,11 @@ unsigned ofl_udp_sink_flush(struct ofl_udp_sink *s, unsigned slot);
 
 /* Counters over all slots (read them when no slot is being written): datagrams
  * sent, frames dropped because they are not IPv4/UDP (or came with a slot out of
- * range), datagrams the kernel refused. */
+ * range), frames refused because they were addressed to the sink's own socket,
+ * datagrams the kernel refused. */
 uint64_t ofl_udp_sink_sent(const struct ofl_udp_sink *s);
 uint64_t ofl_udp_sink_dropped(const struct ofl_udp_sink *s);
+uint64_t ofl_udp_sink_to_self(const struct ofl_udp_sink *s);
 uint64_t ofl_udp_sink_send_errors(const struct ofl_udp_sink *s);
 
 /* Flush every slot and free the sink (NULL is fine); the socket stays open. */

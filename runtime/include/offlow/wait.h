@@ -1,9 +1,18 @@
-/* Waiting without sleeping: bounded spin, then yield, with peer liveness checks.
+/* Waiting: bounded spin, then yield, then short naps, with peer liveness checks.
  *
- * Cores never block in the kernel (waking an idle vCPU costs ~100 us); they spin
- * with a pause hint, then fall back to sched_yield(). While waiting they watch the
- * liveness pipes of the peer processes (EOF = the peer died) and the window-wide
- * abort word. */
+ * A core that waits for a peer running on its own CPU spins with a pause hint (a
+ * hand-off costs tens of nanoseconds that way; waking a sleeping vCPU costs ~100 us
+ * here), then falls back to sched_yield() so oversubscribed runs make progress. A
+ * waiter idle for OFL_WAIT_NAP_AFTER_NS (the peer itself is idle: no packets, no
+ * requests) naps instead, in poll(): each nap lasts a sixteenth of the idle time so
+ * far, at least OFL_WAIT_NAP_MIN_NS and at most OFL_WAIT_NAP_MAX_NS. So new work is
+ * seen within max(50 us, idle time / 16), never more than 1 ms (plus the ~100 us a
+ * sleeping vCPU takes to wake) after it arrives, and an idle waiter costs about a
+ * thousand wake-ups a second: well under 1% of a core. A nap ends at once when a
+ * peer dies or the interrupt fd turns readable. While waiting, the waiter watches
+ * the liveness pipes of the peer processes (EOF = the peer died), the window-wide
+ * abort word and an optional interrupt fd (readable = stop waiting: Python's signal
+ * wakeup fd, see channels.py). */
 #ifndef OFL_WAIT_H
 #define OFL_WAIT_H
 
@@ -14,6 +23,11 @@
 #define OFL_WAIT_SPINS 2000u
 /* Interval between liveness polls of the peer fds. */
 #define OFL_WAIT_CHECK_NS 1000000ull
+/* Idle time (since the spins ended) after which a waiter naps instead of yielding,
+ * and the shortest and longest nap. */
+#define OFL_WAIT_NAP_AFTER_NS 1000000ull
+#define OFL_WAIT_NAP_MIN_NS 50000ull
+#define OFL_WAIT_NAP_MAX_NS 1000000ull
 
 /* Per-thread waiting state; owned by the caller, not shared between threads. */
 struct ofl_waiter {
@@ -24,17 +38,20 @@ struct ofl_waiter {
     uint64_t next_check_ns;              /* when to poll the peer fds next */
     uint32_t calls;                      /* busy-loop checks since the last clock read */
     int dead;                            /* sticky: -EPIPE/-EBADF once a peer was found dead */
+    int intr_fd;                         /* readable: end the wait with -EINTR; -1: none */
+    uint64_t idle_since;                 /* when the yields began (0: not idle yet) */
 };
 
 /* Set up `w` to watch `npeers` (at most 4; extra are ignored) peer fds and the
- * abort word `abort_flag` (may be NULL). */
+ * abort word `abort_flag` (may be NULL); no interrupt fd (set w->intr_fd for one). */
 void ofl_waiter_init(struct ofl_waiter *w, const int *peer_fds, int npeers,
                      const volatile uint32_t *abort_flag);
 
 /* Called when no progress was made: pause (up to OFL_WAIT_SPINS times), then
- * sched_yield(); about every millisecond polls the peer fds.
+ * sched_yield(), then, once idle for OFL_WAIT_NAP_AFTER_NS, nap (see above); about
+ * every millisecond polls the peer fds and the interrupt fd.
  * Returns 0 (keep waiting), -EPIPE (a peer died), -ECANCELED (abort word set),
- * -EBADF (a peer fd is not open). */
+ * -EBADF (a peer fd is not open), -EINTR (the interrupt fd is readable). */
 int ofl_wait(struct ofl_waiter *w);
 
 /* Called when progress was made: the next wait starts spinning again. */
@@ -42,11 +59,15 @@ void ofl_waiter_progress(struct ofl_waiter *w);
 
 /* Rate-limited liveness check for busy loops that never wait: reads the abort
  * word every call, the clock every 64 calls, the peer fds every ~1 ms.
- * Returns 0 or -EPIPE / -ECANCELED / -EBADF as ofl_wait. */
+ * Returns 0 or -EPIPE / -ECANCELED / -EBADF / -EINTR as ofl_wait. */
 int ofl_waiter_check(struct ofl_waiter *w);
 
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t ofl_now_ns(void);
+
+/* Sleep about `ns` nanoseconds (a signal may end it early): for loops that have
+ * nothing to wait for but time, such as a stopped manager's. */
+void ofl_sleep_ns(uint64_t ns);
 
 /* One spin of a busy wait: a pause hint on x86, a compiler barrier elsewhere. */
 static inline void ofl_cpu_relax(void)

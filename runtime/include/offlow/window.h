@@ -22,7 +22,9 @@ struct ofl_window_hdr {
     uint64_t chan_size;
     volatile uint32_t stop;    /* set by a host session: processes serving channels exit */
     volatile uint32_t drained; /* processes whose packet cores are all done (--serve) */
-    uint8_t pad_[64 - 48];     /* keep the header on its own cache line */
+    int32_t runner;            /* pid of the process that runs the program (0: unknown);
+                                  while it lives the window is in use */
+    uint8_t pad_[64 - 52];     /* keep the header on its own cache line */
 };
 _Static_assert(sizeof(struct ofl_window_hdr) == 64, "window header is one cache line");
 _Static_assert(sizeof(struct ofl_window_hdr) <= OFL_WINDOW_HDR_SIZE, "window header too big");

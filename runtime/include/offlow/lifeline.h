@@ -1,0 +1,52 @@
+/* A device process and the runner that started it.
+ *
+ * The runner holds the only write end of a pipe whose read end each process of its
+ * run gets (--runner-fd N).  The kernel closes that end when the runner exits,
+ * however it exits (SIGKILL and the OOM killer included), so the read end turns to
+ * end-of-file: the process then stops as on SIGTERM (stop.h: sources end, queues
+ * drain, sinks finish their captures), raises the window's abort word if it has
+ * not stopped OFL_LIFELINE_GRACE_NS later, and exits at once after twice that.  On
+ * its way out it removes what only the runner would have removed: the window file,
+ * its stats file, and their run folder once empty.
+ *
+ * One thread per process sleeps in poll() on the pipe: no CPU, and no dependence on
+ * which thread of the runner started the process (unlike PR_SET_PDEATHSIG). */
+#ifndef OFL_LIFELINE_H
+#define OFL_LIFELINE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+/* After the runner is gone: how long a clean stop may take before the abort word is
+ * raised, and (again as long) before the process exits regardless. */
+#define OFL_LIFELINE_GRACE_NS 3000000000ull
+
+/* The watch of one process's runner; owned by the process (not copied once started). */
+struct ofl_lifeline {
+    int fd;                       /* read end of the runner's pipe, -1: none watched */
+    volatile uint32_t *abort;     /* the window's abort word (may be NULL) */
+    const char *window;           /* what to remove when orphaned (either may be NULL) */
+    const char *stats;
+    uint64_t grace_ns;            /* OFL_LIFELINE_GRACE_NS (tests shorten it; atomic) */
+    uint32_t gone;                /* the runner has exited (atomic) */
+    int started;                  /* the watching thread runs */
+    pthread_t thread;
+};
+
+/* Watch the runner through pipe read end `fd` (-1: none; then nothing is watched and
+ * 0 is returned): start the thread described above, with the window's abort word
+ * `abort_word` and the paths of the window and of the stats file (NULL: none) to
+ * remove if the runner goes.  Returns 0, -EBADF when `fd` is not an open pipe or
+ * FIFO, or the negative errno of pthread_create. */
+int ofl_lifeline_start(struct ofl_lifeline *l, int fd, volatile uint32_t *abort_word,
+                       const char *window, const char *stats);
+
+/* 1 once the runner has exited, else 0. */
+int ofl_lifeline_gone(const struct ofl_lifeline *l);
+
+/* Called last before the process exits: when the runner is gone, remove the window
+ * file, the stats file, and the stats file's folder if it is a run folder
+ * ("offlow-run-...") left empty.  Nothing when the runner is alive. */
+void ofl_lifeline_finish(struct ofl_lifeline *l);
+
+#endif
