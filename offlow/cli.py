@@ -61,8 +61,6 @@ def _cmd_run(a: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
-        if res.tcp is not None:
-            print("tcp gateway: " + ", ".join(f"{k} {v}" for k, v in res.tcp.items()))
     if res.interrupted:
         print("offlow: stopped by Ctrl-C: the counts cover the run until then",
               file=sys.stderr)
@@ -164,9 +162,9 @@ def parser() -> argparse.ArgumentParser:
                    help="serve UDP clients on 127.0.0.1:PORT (0: a free port): every source "
                         "reads datagrams, every sink sends replies; until --duration or Ctrl-C")
     r.add_argument("--tcp", type=int, metavar="PORT",
-                   help="also serve memcached over TCP on 127.0.0.1:PORT (0: a free port): a "
-                        "gateway sends each request as one datagram to the --udp port "
-                        "(without --udp: a free one) and writes the replies back")
+                   help="also serve TCP on 127.0.0.1:PORT (0: a free port) from the program's "
+                        "table that serves it (kv_store: memcached over TCP, any value up to "
+                        "its value_max); UDP is served too (without --udp: a free port)")
     r.add_argument("--serve", action="store_true",
                    help="after the packets, keep serving the program's channels until Ctrl-C: "
                    "other host programs attach with offlow.session.attach(WINDOW), the path "

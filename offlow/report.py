@@ -87,6 +87,12 @@ def _table(rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
+def _counters(values: dict[str, Any]) -> str:
+    """`key value` pairs, nested objects (a store's TCP server) in parentheses."""
+    return ", ".join(f"{k} ({_counters(v)})" if isinstance(v, dict) else f"{k} {v}"
+                     for k, v in values.items())
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """The tables `offlow run` prints."""
     seg_rows = [["segment", "device", "cores", "packets", "Mpps", "Gb/s", "drops"]]
@@ -111,6 +117,9 @@ def format_summary(s: dict[str, Any]) -> str:
                             + [[el, str(v["drop"]), str(v.get("consumed", 0)), str(v["in"])]
                                for el, v in ended]))
     for name, values in s["tables"].items():
+        if isinstance(values, dict):  # a table object's counters (its stats_fn)
+            parts.append(f"table {name}: " + _counters(values))
+            continue
         nz = [f"[{i}]={v}" for i, v in enumerate(values) if v]
         parts.append(f"table {name}: " + (" ".join(nz) if nz else "all zero"))
     for name, v in s["sources"].items():

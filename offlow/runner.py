@@ -18,24 +18,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow.build import RUNTIME, Build, build_tool
+from offlow.build import Build
 from offlow.errors import OfflowError
+from offlow.ir import Graph, SharedTable
 from offlow.passes.fuse import threads
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
-
-# The TCP gateway (runtime/src/tcp_gw.c, runtime/tools/tcp_gw_main.c): memcached over
-# TCP turned into one datagram per request to the run's UDP port.
-TCP_GW_MAIN = RUNTIME / "tools" / "tcp_gw_main.c"
-TCP_GW_MODULES = ("err", "mcproto", "tcp_gw")
-TCP_GW_CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-Wall", "-Wextra", "-Werror")
-TCP_GW_REQUEST_MAX = 1400 - 8  # memcached's UDP datagram less its frame header
-TCP_GW_STOP_WAIT = 5.0  # seconds the gateway gets to write its counters when stopped
 
 
 @dataclass
@@ -60,13 +52,12 @@ class RunOptions:
     # reads datagrams from that socket, every sink sends replies on it; without a
     # duration the run lasts until Run.stop() (or Ctrl-C).
     udp_port: int | None = None
-    # Serve memcached over TCP on 127.0.0.1:PORT (0: a free port, see Run.tcp_port): a
-    # gateway process cuts each connection's stream into requests and sends each as one
-    # memcached datagram to the run's UDP port (implies udp_port=0 when that is None).
+    # Serve TCP on 127.0.0.1:PORT (0: a free port, see Run.tcp_port): the listening
+    # socket goes to the process that holds the program's table that serves TCP (a
+    # table declared with tcp=True: the key-value store serves memcached over TCP from
+    # its own threads); implies udp_port=0 when that is None.
     tcp_port: int | None = None
-    tcp_timeout: float = 5.0  # seconds a request waits for its reply before its
-    #                           connection is closed (counted)
-    tcp_max_conns: int = 4096  # connections the gateway holds; more are closed at once
+    tcp_max_conns: int = 4096  # connections served at once; more are closed at once
 
 
 @dataclass
@@ -75,7 +66,7 @@ class RunResult:
     stats: dict[str, Any]  # device -> that process's stats
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    tcp: dict[str, Any] | None = None  # the TCP gateway's counters (tcp_port runs)
+    tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs)
     interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
 
 
@@ -150,17 +141,37 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
     return args
 
 
-def build_tcp_gateway(extra_flags: Sequence[str] = ()) -> Path:
-    """Compile the TCP gateway (cached by content hash; `extra_flags`: e.g. the tests'
-    sanitizers); return the executable."""
-    sources = [TCP_GW_MAIN, *(RUNTIME / "src" / f"{m}.c" for m in TCP_GW_MODULES)]
-    return build_tool("offlow-tcp-gw", sources, (*TCP_GW_CFLAGS, *extra_flags))
+def _region(g: Graph, first: str, last: str) -> set[str]:
+    """The elements on the paths from `first` to `last` (a cache's region)."""
+    seen, todo = set(), [first]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n != last:
+            todo += [e.dst for e in g.out_edges(n)]
+    return seen
 
 
-def tcp_max_request(b: Build) -> int:
-    """The longest request the gateway forwards: one memcached datagram's payload, and
-    no more than the program's sources accept (its mtu less the frame headers)."""
-    return min(TCP_GW_REQUEST_MAX, b.graph.mtu - 42 - 8)
+def tcp_table(g: Graph) -> SharedTable:
+    """The table that serves the run's TCP socket; a clear error when the program has
+    none, several, or one that a cache sits in front of (TCP clients would bypass the
+    cache: its written entries unseen, its copies stale)."""
+    tables = [t for t in g.shared if t.tcp]
+    if len(tables) != 1:
+        have = ", ".join(t.name for t in tables) or "none"
+        raise OfflowError(f"--tcp needs one table that serves TCP (kv_store); this program "
+                          f"has {have}")
+    t = tables[0]
+    for c in g.caches:
+        behind = [n for n in _region(g, c.first, c.last)
+                  if any(ref == t.name for _, ref in g.node(n).tables)]
+        if behind:
+            raise OfflowError(f"--tcp: the table `{t.name}` sits behind the cache `{c.name}` "
+                              f"(used by {', '.join(behind)}); TCP requests would bypass "
+                              "the cache, so serve this design over UDP (--udp)")
+    return t
 
 
 def oversubscription(b: Build, o: RunOptions) -> str | None:
@@ -182,7 +193,7 @@ class Run:
 
     def __init__(self, b: Build, o: RunOptions, progress: bool = False) -> None:
         if o.tcp_port is not None and o.udp_port is None:
-            o = replace(o, udp_port=0)  # the gateway talks to the program over UDP
+            o = replace(o, udp_port=0)  # its sources serve UDP: it lasts until stopped
         self.build = b
         self.opts = o
         self.progress = progress  # print a line to stderr every PROGRESS_EVERY seconds
@@ -192,14 +203,14 @@ class Run:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.udp_port: int | None = None  # the port served (RunOptions.udp_port), once started
         self.tcp_port: int | None = None  # the TCP port served (RunOptions.tcp_port)
-        self.gateway: subprocess.Popen[bytes] | None = None
+        self.tcp_table: SharedTable | None = None  # the table serving it
 
     def start(self) -> None:
         for path in (self.opts.input, self.opts.prefixes):
             if path is not None and not Path(path).exists():
                 raise OfflowError(f"no such file: {path}")
         common = _opts_for(self.build, self.opts)  # errors before anything is created
-        gw_exe = self._check_tcp()
+        self._check_tcp()
         devices = list(self.build.binaries)
         init = subprocess.run(
             [str(self.build.binaries[devices[0]]), "--init", "--window", str(self.window)],
@@ -229,14 +240,22 @@ class Run:
             if udp is not None:
                 cmd += ["--udp-fd", str(udp.fileno())]
                 shared.append(udp.fileno())
+            if listener is not None and self.tcp_table and self.tcp_table.home == dev:
+                name = self.tcp_table.name
+                cmd += ["--opt", f"{name}.tcp_fd={listener.fileno()}",
+                        "--opt", f"{name}.tcp_conns={self.opts.tcp_max_conns}"]
+                shared.append(listener.fileno())
             self.procs[dev] = subprocess.Popen(cmd, pass_fds=shared)
         for r, w in pipes.values():
             os.close(r)
             os.close(w)
         if udp is not None:
             udp.close()  # the processes hold it now
-        if listener is not None and gw_exe is not None:
-            self._start_gateway(gw_exe, listener)
+        if listener is not None:
+            listener.close()
+            if self.progress:
+                print(f"offlow: serving TCP on 127.0.0.1:{self.tcp_port} from the "
+                      f"{self.tcp_table.home if self.tcp_table else '?'} process", file=sys.stderr)
         if self.progress:
             print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
                   "stops the run and prints its counts so far", file=sys.stderr)
@@ -246,23 +265,20 @@ class Run:
                       f"attach: offlow.session.attach('{self.window}')", file=sys.stderr,
                       flush=True)
 
-    def _check_tcp(self) -> Path | None:
-        """Check the TCP options and build the gateway (before anything is created)."""
+    def _check_tcp(self) -> None:
+        """Check the TCP options and find the table that serves TCP (before anything is
+        created)."""
         o = self.opts
         if o.tcp_port is None:
-            return None
+            return
         if not 0 <= o.tcp_port <= 65535:
             raise OfflowError(f"TCP port {o.tcp_port} is not within 0..65535")
-        if o.tcp_timeout <= 0 or not 1 <= o.tcp_max_conns <= 60000:
-            raise OfflowError("the TCP gateway needs a timeout above 0 and 1..60000 "
-                              "connections")
-        if tcp_max_request(self.build) < 64:
-            raise OfflowError(f"an mtu of {self.build.graph.mtu} leaves no room for memcached "
-                              "requests over TCP")
-        return build_tcp_gateway()
+        if not 1 <= o.tcp_max_conns <= 1 << 20:
+            raise OfflowError(f"--tcp-max-conns {o.tcp_max_conns}: 1..{1 << 20}")
+        self.tcp_table = tcp_table(self.build.graph)
 
     def _tcp_listener(self) -> socket.socket | None:
-        """The gateway's listening socket (TCP runs), bound here like the UDP socket."""
+        """The listening TCP socket (TCP runs), bound here like the UDP socket."""
         if self.opts.tcp_port is None:
             return None
         s = self._bind(socket.SOCK_STREAM, self.opts.tcp_port, "listen on TCP",
@@ -286,40 +302,6 @@ class Run:
             raise OfflowError(f"cannot {what} port {port} on 127.0.0.1: {e.strerror}") from e
         return s
 
-    def _start_gateway(self, exe: Path, listener: socket.socket) -> None:
-        """Start the gateway on `listener`, forwarding to the run's UDP port."""
-        o = self.opts
-        cmd = [str(exe), "--listen-fd", str(listener.fileno()), "--udp-port", str(self.udp_port),
-               "--max-request", str(tcp_max_request(self.build)),
-               "--timeout-ms", str(max(1, round(o.tcp_timeout * 1000))),
-               "--max-conns", str(o.tcp_max_conns), "--stats", str(self.tmp / "tcp_gw.json")]
-        try:
-            self.gateway = subprocess.Popen(cmd, pass_fds=[listener.fileno()],
-                                            stdout=subprocess.DEVNULL)
-        finally:
-            listener.close()  # the gateway holds it now
-        if self.progress:
-            print(f"offlow: serving memcached over TCP on 127.0.0.1:{self.tcp_port} "
-                  f"(one datagram per request to UDP port {self.udp_port})", file=sys.stderr)
-
-    def _stop_gateway(self, errors: list[str]) -> None:
-        """Stop the gateway (it writes its counters) once the program is done."""
-        g = self.gateway
-        if g is None:
-            return
-        if g.poll() is None:
-            g.send_signal(signal.SIGTERM)
-            try:
-                g.wait(TCP_GW_STOP_WAIT)
-            except subprocess.TimeoutExpired:
-                g.kill()
-                g.wait()
-                errors.append("the TCP gateway did not stop when asked")
-        if g.returncode and g.returncode < 0 and g.returncode != -signal.SIGKILL:
-            errors.append(f"the TCP gateway died ({signal.Signals(-g.returncode).name})")
-        elif g.returncode and g.returncode > 0:
-            errors.append(f"the TCP gateway exited with status {g.returncode}")
-
     def _udp_socket(self) -> socket.socket | None:
         """The socket every process serves on (UDP runs): bound here, so the port is
         known before any process starts."""
@@ -336,16 +318,9 @@ class Run:
         """Ask the processes to stop: they finish cleanly (sources end, queues drain,
         stats are written; see runtime/include/offlow/stop.h), and wait() returns
         what they counted until then."""
-        for p in self._all_procs().values():
+        for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(sig)
-
-    def _all_procs(self) -> dict[str, subprocess.Popen[bytes]]:
-        """The device processes and, in a TCP run, the gateway."""
-        procs = dict(self.procs)
-        if self.gateway is not None:
-            procs["TCP gateway"] = self.gateway
-        return procs
 
     def _watch(self, errors: list[str], deadline: float | None) -> None:
         """Poll until every process has exited; kill them all at the deadline or when
@@ -360,17 +335,14 @@ class Run:
                 next_note += PROGRESS_EVERY
                 total = f" of {self.opts.duration:g}" if self.opts.duration else ""
                 print(f"offlow: running, {now - started:.0f}{total} s", file=sys.stderr)
-            failed = [d for d, p in self._all_procs().items()
-                      if p.returncode not in (None, 0)]
+            failed = [d for d, p in self.procs.items() if p.returncode not in (None, 0)]
             if failed and first_fail is None:
                 first_fail = now
-                if self.gateway is not None and self.gateway.returncode not in (None, 0):
-                    self.stop()  # no gateway: the program stops too, cleanly
             late = first_fail is not None and now - first_fail > 2.0
             expired = deadline is not None and now > deadline
             if (late or expired) and not killed:
                 killed = True
-                for p in self._all_procs().values():
+                for p in self.procs.values():
                     if p.poll() is None:
                         p.kill()
                 errors.append("run timed out" if expired
@@ -393,7 +365,6 @@ class Run:
                 self._watch(errors, deadline)  # the run ends cleanly: its stats count
         finally:
             self.window.unlink(missing_ok=True)
-            self._stop_gateway(errors)
         for dev, p in self.procs.items():
             if p.returncode and p.returncode < 0:
                 errors.append(f"the {dev} process died ({signal.Signals(-p.returncode).name})")
@@ -408,12 +379,9 @@ class Run:
                 except json.JSONDecodeError as e:
                     errors.append(f"the {dev} process wrote an unreadable stats file: {e}")
         tcp = None
-        gw_stats = self.tmp / "tcp_gw.json"
-        if self.gateway is not None and gw_stats.exists():
-            try:
-                tcp = dict(json.loads(gw_stats.read_text()))
-            except json.JSONDecodeError as e:
-                errors.append(f"the TCP gateway wrote unreadable counters: {e}")
+        if self.tcp_table is not None:
+            t = self.tcp_table
+            tcp = stats.get(t.home, {}).get("tables", {}).get(t.name, {}).get("tcp")
         shutil.rmtree(self.tmp, ignore_errors=True)
         return RunResult(ok=not errors, stats=stats, errors=errors, tcp=tcp,
                          interrupted=interrupted)

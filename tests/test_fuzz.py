@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from offlow.build import DATA
-from offlow.kvs.interop import binary_steps, text_steps, udp_steps
+from offlow.kvs.steps import binary_steps, meta_steps, text_steps, udp_steps
 from offlow.testing import malformed_cases
 from offlow.testing.malformed import write_pcap
 from tests.ctools import RUNTIME, runtime_sources
@@ -71,7 +71,7 @@ def _seed_corpus(target: str, d: Path) -> None:
         # first byte: framing (0 binary, 1 text, 2 UDP, 3 sniffed) + limit bits + 16:
         # trusted exec; second: cut
         for name, mode, steps in (("bin", 0, binary_steps()), ("text", 1, text_steps()),
-                                  ("udp", 2, udp_steps())):
+                                  ("meta", 1, meta_steps()), ("udp", 2, udp_steps())):
             for i, st in enumerate(steps):
                 if callable(st.data) or len(st.data) > 4096:
                     continue

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from offlow.kvs.interop import BLOCK_SKIPPED, compare
+from offlow.kvs.interop import compare
+from offlow.kvs.steps import BLOCK_SKIPPED
 from offlow.kvs.tools import (
     HOST,
     Server,

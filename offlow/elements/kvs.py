@@ -22,12 +22,15 @@ MEMCACHED_CACHE = CacheOps(
     source="memcached NIC cache (kvcache.c), empty at start-up")
 
 
-def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1400) -> Table:
+def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1 << 20) -> Table:
     """A memcached-compatible store: `capacity` items, CLOCK eviction, CAS; run-time
-    options NAME.capacity=, NAME.mem= (bytes), NAME.value_max=."""
-    return Table(name, "struct ofl_kv", "ofl_kvs_open_opts", "ofl_kv_destroy",
+    options NAME.capacity=, NAME.mem= (bytes), NAME.value_max= (memcached's -I: 1 MiB by
+    default), NAME.tcp_threads=. It serves memcached over TCP itself when the run has a
+    TCP port (offlow run --tcp): runtime/include/offlow/kvs_table.h."""
+    return Table(name, "struct ofl_kvs", "ofl_kvs_open_opts", "ofl_kvs_close",
                  options=(("capacity", str(capacity)), ("value_max", str(value_max))),
-                 source="memcached-compatible hash table (kvstore.c), empty at start-up")
+                 source="memcached-compatible hash table (kvstore.c), empty at start-up",
+                 stats_fn="ofl_kvs_stats_json", tcp=True)
 
 
 class KeyHash(Element):

@@ -42,6 +42,11 @@ class Node:
     origin: str = ""  # where the element class is defined, for #line directives
     prelude: str = ""  # file-scope C emitted before the body; `{target:PORT}` names the
     #                    function that takes a packet sent on PORT (compiler-made nodes)
+    # C run once per core when the node's segment is done there, before its output
+    # queues close (compiler-made nodes: a cache writing back what it holds): `ctx`, the
+    # node's tables, `{target:PORT}` as in the prelude, and `{kept_state}`: the state of
+    # the first packet this core's node saw (`const struct ofl_state *`, NULL if none).
+    at_end: str = ""
 
     def output(self, name: str) -> PortSpec:
         return next(p for p in self.outputs if p.name == name)
@@ -96,6 +101,8 @@ class SharedTable:
     pack_fn: str = ""  # host side of a table that travels (see dsl.values.Table)
     open_blob_fn: str = ""
     bulk: bool = False  # set by placement: sent by the host over channel table.NAME
+    stats_fn: str = ""  # writes the object's counters to the stats file (dsl Table)
+    tcp: bool = False   # serves the run's TCP socket, when it has one (dsl Table)
 
     @property
     def is_object(self) -> bool:
@@ -224,6 +231,13 @@ class CacheOps:
     internal: str = "UINT64_MAX"
     made: str = ""
     source: str = ""
+    # ``void stats_fn(struct ofl_json *j, const char *name, const ctype *c)``: the
+    # cache's counters in the stats file
+    stats_fn: str = ""
+    # write-back: ``int finish_fn(ctype *c, emit, void *arg)`` writes back every written
+    # entry through `emit` when the lookup's segment is done (the run stops), returning
+    # how many
+    finish_fn: str = ""
 
 
 @dataclass(frozen=True)

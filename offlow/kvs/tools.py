@@ -34,7 +34,7 @@ from offlow.errors import OfflowError
 SERVER_SRC = RUNTIME / "bench" / "kvs_server.c"
 LOADGEN_SRC = RUNTIME / "bench" / "kvs_loadgen.c"
 # The runtime modules each tool links, listed rather than globbed.
-SERVER_MODULES = ("err", "wait", "thread", "mcproto", "kvstore", "kvexec")
+SERVER_MODULES = ("err", "wait", "thread", "mcproto", "kvstore", "kvexec", "kvs_tcp")
 LOADGEN_MODULES = ("err", "wait", "thread", "mcproto")
 CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-Werror")
 LIBS = ("-lm", "-pthread")

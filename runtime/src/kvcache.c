@@ -690,10 +690,15 @@ static void on_wb_reply(struct ofl_kvc *c, const uint8_t *b, size_t n)
 int ofl_kvc_reply(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
                   int expiring, uint64_t ticket)
 {
-    if (ticket == 0) return 0;
     size_t len = 0;
     const uint8_t *p = udp_payload(pkt, l3_off, l4_off, &len);
-    int bad = !p || len < OFL_MC_UDP_HDR_LEN;
+    /* A reply of several datagrams (the store's, ofl_kvs_reply) came through a queue,
+     * which does not carry its segmentation: set it again for the sink. It holds a
+     * value too long to cache. */
+    int multi = p && len >= OFL_MC_UDP_HDR_LEN && ofl_get_be16(p + 4) > 1;
+    if (multi) pkt->seg = OFL_MC_UDP_DGRAM_MAX;
+    if (ticket == 0) return 0;
+    int bad = !p || len < OFL_MC_UDP_HDR_LEN || (multi && ticket != OFL_KVC_INTERNAL);
     const uint8_t *b = bad ? NULL : p + OFL_MC_UDP_HDR_LEN;
     size_t n = bad ? 0 : len - OFL_MC_UDP_HDR_LEN;
     if (ticket == OFL_KVC_INTERNAL) {

@@ -50,7 +50,7 @@ static struct msg *new_msg(uint16_t id, const void *req, size_t n)
                         (uint32_t)(OFL_MC_UDP_HDR_LEN + n));
     ofl_mc_udp_write(m->buf + DGRAM, id, 0, 1);
     memcpy(m->buf + DGRAM + OFL_MC_UDP_HDR_LEN, req, n);
-    m->pkt = (struct ofl_pkt){m->buf, (uint32_t)(DGRAM + OFL_MC_UDP_HDR_LEN + n), CAP, 0};
+    m->pkt = (struct ofl_pkt){m->buf, (uint32_t)(DGRAM + OFL_MC_UDP_HDR_LEN + n), CAP, 0, 0};
     m->op = -1;
     return m;
 }
@@ -92,6 +92,7 @@ static const uint8_t *body(const struct msg *m, size_t *n)
 struct world {
     struct ofl_kvc *c;
     struct ofl_kv *kv;
+    struct ofl_kvs store;  /* kv as a program's table (no TCP) */
     struct msg *q[QMAX];   /* FIFO of requests on their way to the store */
     int head, n;
     int header_only;       /* replies to quiet requests: a header-only datagram */
@@ -110,7 +111,7 @@ static void emit(void *arg, struct ofl_pkt *pkt, uint64_t hash)
     struct world *w = arg;
     struct msg *m = calloc(1, sizeof *m);
     memcpy(m->buf, pkt->data, pkt->len);
-    m->pkt = (struct ofl_pkt){m->buf, pkt->len, CAP, 0};
+    m->pkt = (struct ofl_pkt){m->buf, pkt->len, CAP, 0, 0};
     m->ticket = OFL_KVC_INTERNAL;
     m->op = -1;
     uint64_t h;
@@ -129,6 +130,8 @@ static void world_init(struct world *w, int policy, int eviction, uint32_t entri
     struct ofl_kvc_config cfg = {entries, ways, value_max, policy, eviction};
     struct ofl_kv_config kcfg = {100000, 0, 1400, 0};
     if (ofl_kvc_create(&w->c, &cfg) || ofl_kv_create(&w->kv, &kcfg)) abort();
+    w->store.kv = w->kv;
+    w->store.value_max = kcfg.value_max;
 }
 
 static void world_free(struct world *w)
@@ -162,7 +165,7 @@ static struct msg *deliver(struct world *w, struct msg **popped)
     w->head = (w->head + 1) % QMAX;
     w->n--;
     *popped = m;
-    int rc = ofl_kvs_reply(w->kv, &m->pkt, L3, L4, m->ticket == OFL_KVC_INTERNAL);
+    int rc = ofl_kvs_reply(&w->store, &m->pkt, L3, L4, m->ticket == OFL_KVC_INTERNAL);
     if (rc == OFL_KVS_NONE && w->header_only) {   /* what memcached sends for a silent request */
         ofl_put_be16(m->pkt.data + L4 + 4, 16);
         m->pkt.len = DGRAM + OFL_MC_UDP_HDR_LEN;
@@ -488,7 +491,7 @@ static void test_expiring(int policy)
         if (ofl_kv_store(w.kv, OFL_KV_SET, k, 1, ofl_kv_hash(k, 1), big, 1000, 0, 3600, 0, NULL))
             abort();
     struct msg *mg = text("get p q\r\n");
-    int rc = ofl_kvs_reply(w.kv, &mg->pkt, L3, L4, 0);
+    int rc = ofl_kvs_reply(&w.store, &mg->pkt, L3, L4, 0);
     CHECK(rc == OFL_KVS_SEND &&
               body_is(mg, "SERVER_ERROR out of memory writing get response\r\n"),
           "%s: an over-long reply of expiring items: the out-of-memory answer, sent plainly (%d)",
@@ -1215,7 +1218,7 @@ static void temit(void *arg, struct ofl_pkt *pkt, uint64_t hash)
     struct tworld *t = arg;
     struct msg *m = calloc(1, sizeof *m);
     memcpy(m->buf, pkt->data, pkt->len);
-    m->pkt = (struct ofl_pkt){m->buf, pkt->len, CAP, 0};
+    m->pkt = (struct ofl_pkt){m->buf, pkt->len, CAP, 0, 0};
     m->ticket = OFL_KVC_INTERNAL;
     tpush(t, m);
 }
@@ -1232,7 +1235,7 @@ static void *update_thread(void *arg)
         }
         struct msg *m = t->ring[head % TQ];
         atomic_store(&t->head, head + 1);
-        int rc = ofl_kvs_reply(t->w.kv, &m->pkt, L3, L4, m->ticket == OFL_KVC_INTERNAL);
+        int rc = ofl_kvs_reply(&t->w.store, &m->pkt, L3, L4, m->ticket == OFL_KVC_INTERNAL);
         if (ofl_kvs_sends(rc)) {
             int r = ofl_kvc_reply(t->w.c, &m->pkt, L3, L4, rc == OFL_KVS_SEND_EXPIRING,
                                   m->ticket);
