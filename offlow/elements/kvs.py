@@ -12,14 +12,16 @@ from offlow.dsl import CacheOps, Element, Port, Table
 # written back first). Made packets (write-backs) are steered by `kv_hash`, as KeyHash
 # sets it; KvServe's `kv_expiring` keeps replies whose item expires out of the cache,
 # and made packets carry `kv_from_cache`, so that the store keeps the CAS a write-back
-# carries (the one the cache gave clients).
+# carries (the one the cache gave clients). When the run stops, write-back entries
+# still written are written back (ofl_kvc_finish) and counted in the stats file.
 MEMCACHED_CACHE = CacheOps(
     ctype="struct ofl_kvc", open_fn="ofl_kvc_open_opts", close_fn="ofl_kvc_destroy",
     request_fn="ofl_kvc_request", reply_fn="ofl_kvc_reply",
     args="state->l3_off, state->l4_off",
     reply_args="state->l3_off, state->l4_off, state->kv_expiring", steer="kv_hash",
     steer_expr="(uint32_t)(hash >> 32)", internal="OFL_KVC_INTERNAL", made="kv_from_cache",
-    source="memcached NIC cache (kvcache.c), empty at start-up")
+    source="memcached NIC cache (kvcache.c), empty at start-up",
+    stats_fn="ofl_kvc_stats_json", finish_fn="ofl_kvc_finish")
 
 
 def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1 << 20) -> Table:

@@ -144,23 +144,44 @@ int ofl_kvs_reply(struct ofl_kvs *t, struct ofl_pkt *pkt, uint32_t l3_off, uint3
         out.len = n > 0 ? (size_t)n : 0;
         out.expiring = 0;   /* the answer holds no value */
     }
-    /* A datagram without an answer (quiet requests, noreply) still gets one, with no
-     * payload: memcached's header-only datagram (seq 0, count 0), so a client waiting
-     * for each request's reply hears of it. */
-    size_t n = out.len ? dgrams_of(out.len) : 1;
-    size_t payload = OFL_MC_UDP_HDR_LEN * n + out.len;
+    int rc = ofl_kvs_frame(pkt, l3_off, l4_off, (uint16_t)id, buf, out.len);
+    if (rc < 0) return rc;
+    ofl_kvs_swap_addrs(pkt->data, l3_off, l4_off);
+    return out.expiring ? OFL_KVS_SEND_EXPIRING : OFL_KVS_SEND;
+}
+
+int ofl_kvs_frame(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off, uint16_t id,
+                  const uint8_t *body, size_t len)
+{
+    /* No answer at all (quiet requests, noreply) is still a datagram, with no payload:
+     * memcached's header-only datagram (seq 0, count 0), so a client waiting for each
+     * request's reply hears of it. */
+    size_t n = len ? dgrams_of(len) : 1;
+    size_t payload = OFL_MC_UDP_HDR_LEN * n + len;
     if ((size_t)l4_off + 8 + payload > pkt->cap || n > UINT16_MAX) return -EMSGSIZE;
     uint8_t *d = pkt->data + l4_off + 8;
     for (size_t i = 0; i < n; i++) {
-        size_t at = i * DGRAM_PAYLOAD, part = out.len - at < DGRAM_PAYLOAD ? out.len - at
-                                                                            : DGRAM_PAYLOAD;
-        ofl_mc_udp_write(d, (uint16_t)id, (uint16_t)i, out.len ? (uint16_t)n : 0);
-        if (out.len) memcpy(d + OFL_MC_UDP_HDR_LEN, buf + at, part);
-        d += OFL_MC_UDP_HDR_LEN + (out.len ? part : 0);
+        size_t at = i * DGRAM_PAYLOAD, part = len - at < DGRAM_PAYLOAD ? len - at : DGRAM_PAYLOAD;
+        ofl_mc_udp_write(d, id, (uint16_t)i, len ? (uint16_t)n : 0);
+        if (len) memmove(d + OFL_MC_UDP_HDR_LEN, body + at, part);
+        d += OFL_MC_UDP_HDR_LEN + (len ? part : 0);
     }
-    ofl_kvs_swap_addrs(pkt->data, l3_off, l4_off);
     ofl_kvs_set_lengths(pkt->data, l3_off, l4_off, payload);
     pkt->len = (uint32_t)(l4_off + 8 + payload);
     pkt->seg = n > 1 ? DGRAM_MAX : 0;
-    return out.expiring ? OFL_KVS_SEND_EXPIRING : OFL_KVS_SEND;
+    return 0;
+}
+
+size_t ofl_kvs_unframe(const uint8_t *payload, size_t len, uint8_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t at = 0; at < len; at += DGRAM_MAX) {
+        size_t dg = len - at < DGRAM_MAX ? len - at : DGRAM_MAX;
+        if (dg <= OFL_MC_UDP_HDR_LEN) continue;
+        size_t part = dg - OFL_MC_UDP_HDR_LEN;
+        if (part > cap - n) part = cap - n;
+        memcpy(out + n, payload + at + OFL_MC_UDP_HDR_LEN, part);
+        n += part;
+    }
+    return n;
 }

@@ -843,6 +843,7 @@ const char *ofl_mc_status_text(uint16_t status)
     case OFL_MC_ST_DELTA_BADVAL: return "Non-numeric server-side value for incr or decr";
     case OFL_MC_ST_UNKNOWN_COMMAND: return "Unknown command";
     case OFL_MC_ST_ENOMEM: return "Out of memory";
+    case OFL_MC_ST_ETMPFAIL: return "Temporary failure";
     default: return "Unknown error";
     }
 }

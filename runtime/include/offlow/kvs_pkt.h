@@ -47,6 +47,18 @@ static inline int ofl_kvs_sends(int rc)
 int ofl_kvs_reply(struct ofl_kvs *t, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
                   int from_cache);
 
+/* Write `len` bytes of replies (`body`, not inside the packet) as the UDP payload
+ * of `pkt` (IPv4 header at l3_off, UDP at l4_off; addresses left as they are):
+ * memcached's datagrams of at most 1400 bytes with request id `id`, sequence numbers
+ * and count, back to back, pkt->seg set when there are several (nothing: the frame
+ * header alone, count 0). Returns 0, or -EMSGSIZE when they do not fit pkt->cap. */
+int ofl_kvs_frame(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off, uint16_t id,
+                  const uint8_t *body, size_t len);
+
+/* The replies of a UDP payload framed so (`len` bytes of datagrams back to back),
+ * frame headers taken out, into `out` (`cap` bytes). Returns their length. */
+size_t ofl_kvs_unframe(const uint8_t *payload, size_t len, uint8_t *out, size_t cap);
+
 /* The memcached datagram of `pkt` (UDP header at `l4_off`): its start, its length in
  * *len; NULL when the UDP header or its length does not fit the packet. */
 const uint8_t *ofl_kvs_udp_payload(const struct ofl_pkt *pkt, uint32_t l4_off, size_t *len);

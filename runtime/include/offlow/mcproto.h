@@ -114,6 +114,7 @@ enum ofl_mc_status {
     OFL_MC_ST_DELTA_BADVAL = 0x0006,
     OFL_MC_ST_UNKNOWN_COMMAND = 0x0081,
     OFL_MC_ST_ENOMEM = 0x0082,
+    OFL_MC_ST_ETMPFAIL = 0x0086,
 };
 
 /* Parse errors (negative, in their own range below the OFL_E* packet reasons). */
