@@ -122,7 +122,8 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 
         kvs.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
                 designs=a.designs.split(",") if a.designs else None, duration=a.duration,
-                cores=a.cores, repeat=a.repeat)
+                cores=a.cores, repeat=a.repeat,
+                workloads=a.values.split(",") if a.values else None)
         return 0
     raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups, "
                       "channels, kvs")
@@ -208,8 +209,10 @@ def parser() -> argparse.ArgumentParser:
                    help="router, groups: prefix file (default: the BGP table)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,l3fwd,groups "
                    "(default: all)")
-    b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,cpu,"
-                   "split,cache_wt,cache_wb,kvs_server)")
+    b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,"
+                   "udp_echo,cpu,split,cache_wt,cache_wb,kvs_server)")
+    b.add_argument("--values", help="kvs: comma-separated workloads (default: '64 B,1 KB,"
+                   "64 KB': 64 B and 1 KB values over UDP, 64 KB over TCP)")
     b.add_argument("--duration", type=float, help="kvs: measured seconds per run")
     b.add_argument("--cores", type=int,
                    help="kvs: server core budget, memcached/kvs_server -t (default 2)")

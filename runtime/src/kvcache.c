@@ -852,21 +852,27 @@ static size_t stats_lines(const struct ofl_kvc *c, int binary, const uint8_t *tm
 static void add_stats(const struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off,
                       uint32_t l4_off, const uint8_t *p, size_t len)
 {
-    uint8_t body[65536 + 4096];
+    enum { ROOM = 65536 + 4096 };   /* the largest answer, and the counters' lines */
+    uint8_t *body = malloc(ROOM);   /* rare (stats): off the stack of every reply */
+    if (!body) return;
     size_t n = ofl_kvs_unframe(p, len, body, 65536);
     const uint8_t *end = n >= 24 ? body + n - 24 : NULL;
     int binary = end && end[0] == OFL_MC_RES_MAGIC && end[1] == OFL_MC_OP_STAT &&
                  !(end[2] | end[3]) && !(end[8] | end[9] | end[10] | end[11]);
     int text = n >= 5 && !memcmp(body + n - 5, "END\r\n", 5);
-    if (!binary && !text) return;
+    if (!binary && !text) {
+        free(body);
+        return;
+    }
     size_t tail = binary ? 24 : 5;
     uint8_t last[24];
     memcpy(last, body + n - tail, tail);
-    size_t k = stats_lines(c, binary, last, body + n - tail, sizeof body - (n - tail) - tail);
+    size_t k = stats_lines(c, binary, last, body + n - tail, ROOM - (n - tail) - tail);
     memcpy(body + n - tail + k, last, tail);
     /* (the request id is read before the packet is written over; a frame that does not
      * fit writes nothing: the store's answer stays) */
     ofl_kvs_frame(pkt, l3_off, l4_off, ofl_get_be16(p), body, n + k);
+    free(body);
 }
 
 int ofl_kvc_reply(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,

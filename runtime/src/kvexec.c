@@ -29,8 +29,10 @@ int ofl_mc_out_reserve(struct ofl_mc_out *o, size_t n)
     size_t cap = o->cap ? o->cap : 4096;
     while (cap - o->len < n) cap *= 2;
     if (cap > o->max) cap = o->max;
-    uint8_t *b = realloc(o->buf, cap);
+    uint8_t *b = o->borrowed ? malloc(cap) : realloc(o->buf, cap);
     if (!b) return -ENOMEM;
+    if (o->borrowed && o->len) memcpy(b, o->buf, o->len);
+    o->borrowed = 0;
     o->buf = b;
     o->cap = cap;
     return 0;
@@ -38,7 +40,7 @@ int ofl_mc_out_reserve(struct ofl_mc_out *o, size_t n)
 
 void ofl_mc_out_free(struct ofl_mc_out *o)
 {
-    free(o->buf);
+    if (!o->borrowed) free(o->buf);
     size_t max = o->max;
     memset(o, 0, sizeof *o);
     o->max = max;

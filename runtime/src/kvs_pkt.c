@@ -62,8 +62,9 @@ void ofl_kvs_swap_addrs(uint8_t *frame, uint32_t l3_off, uint32_t l4_off)
 /* Largest payload of one reply datagram, and what is left of it after the frame header. */
 #define DGRAM_MAX OFL_MC_UDP_DGRAM_MAX
 #define DGRAM_PAYLOAD (OFL_MC_UDP_DGRAM_MAX - OFL_MC_UDP_HDR_LEN)
-/* A reply buffer on the stack: no reply is longer than a packet (a frame's UDP
- * payload is at most 65,507 bytes). */
+/* The reply buffer on the stack (longer replies move to the heap: ofl_mc_out's
+ * borrowed buffer); no reply is longer than a packet (65,507 bytes of UDP payload). */
+#define REPLY_STACK 2048u
 #define REPLY_ROOM 65536u
 
 /* Run every request of the datagram at `p` (`len` bytes, frame header first) and
@@ -126,28 +127,34 @@ int ofl_kvs_reply(struct ofl_kvs *t, struct ofl_pkt *pkt, uint32_t l3_off, uint3
     size_t room = pkt->cap > (size_t)l4_off + 8 ? pkt->cap - l4_off - 8 : 0;
     if (room > REPLY_ROOM) room = REPLY_ROOM;
     size_t max = room - OFL_MC_UDP_HDR_LEN * dgrams_of(room);
-    uint8_t buf[REPLY_ROOM];
-    struct ofl_mc_out out = {.buf = buf, .cap = max, .max = max};
+    uint8_t buf[REPLY_STACK];
+    struct ofl_mc_out out = {.buf = buf, .cap = sizeof buf < max ? sizeof buf : max, .max = max,
+                             .borrowed = 1};
     struct ofl_mc_req bad;
     memset(&bad, 0, sizeof bad);
     int overflow;
     unsigned ran;
     int id = run_datagram(t, p, len, from_cache, &out, &ran, &overflow, &bad);
-    if (id < 0) return id;
-    if (ran == 0) return OFL_KVS_NONE;   /* no request, or cut short: as memcached */
+    if (id < 0 || ran == 0) {   /* not a datagram, or no request / cut short: as memcached */
+        ofl_mc_out_free(&out);
+        return id < 0 ? id : OFL_KVS_NONE;
+    }
     if (overflow) {
         /* Longer than the packet: memcached's answer when it cannot build a reply. */
+        ofl_mc_out_free(&out);
         ssize_t n = bad.proto == OFL_MC_BINARY
-                        ? ofl_mc_write_status(buf, max, bad.opcode, bad.opaque, OFL_MC_ST_ENOMEM)
-                        : ofl_mc_write_text_line(buf, max,
+                        ? ofl_mc_write_status(buf, sizeof buf, bad.opcode, bad.opaque,
+                                              OFL_MC_ST_ENOMEM)
+                        : ofl_mc_write_text_line(buf, sizeof buf,
                                                  "SERVER_ERROR out of memory writing get response");
-        out.len = n > 0 ? (size_t)n : 0;
-        out.expiring = 0;   /* the answer holds no value */
+        out = (struct ofl_mc_out){.buf = buf, .len = n > 0 ? (size_t)n : 0, .borrowed = 1};
     }
-    int rc = ofl_kvs_frame(pkt, l3_off, l4_off, (uint16_t)id, buf, out.len);
+    int rc = ofl_kvs_frame(pkt, l3_off, l4_off, (uint16_t)id, out.buf, out.len);
+    int expiring = out.expiring;
+    ofl_mc_out_free(&out);
     if (rc < 0) return rc;
     ofl_kvs_swap_addrs(pkt->data, l3_off, l4_off);
-    return out.expiring ? OFL_KVS_SEND_EXPIRING : OFL_KVS_SEND;
+    return expiring ? OFL_KVS_SEND_EXPIRING : OFL_KVS_SEND;
 }
 
 int ofl_kvs_frame(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off, uint16_t id,

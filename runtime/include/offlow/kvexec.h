@@ -51,10 +51,13 @@ struct ofl_kv_env {
     uint64_t started_s;      /* CLOCK_MONOTONIC seconds when the server started (uptime) */
 };
 
-/* A byte buffer that grows up to `max` bytes. */
+/* A byte buffer that grows up to `max` bytes. `borrowed`: buf is the caller's (a
+ * stack array): growing moves the bytes to a heap buffer of ours (borrowed then 0;
+ * free it with ofl_mc_out_free) instead of reallocating the caller's. */
 struct ofl_mc_out {
     uint8_t *buf;
     size_t len, cap, max;
+    unsigned borrowed;
     /* Set when a value written here belongs to an item with an expiry time: a cache
      * in front of the store must not keep the reply (it would outlive the item). */
     unsigned expiring;
@@ -63,7 +66,7 @@ struct ofl_mc_out {
 /* Make room for `n` more bytes. Returns 0, -ENOBUFS (would pass `max`) or -ENOMEM. */
 int ofl_mc_out_reserve(struct ofl_mc_out *o, size_t n);
 
-/* Free the buffer and zero the structure (`max` is kept). */
+/* Free the buffer (unless borrowed) and zero the structure (`max` is kept). */
 void ofl_mc_out_free(struct ofl_mc_out *o);
 
 /* Run request `req` (as ofl_mc_parse() returned it) against `kv` and append its
