@@ -36,8 +36,10 @@ from offlow.errors import OfflowError
 SERVER_SRC = RUNTIME / "bench" / "kvs_server.c"
 LOADGEN_SRC = RUNTIME / "bench" / "kvs_loadgen.c"
 ECHO_SRC = RUNTIME / "bench" / "udp_echo.c"
+TOOL_IO = RUNTIME / "tools" / "tool_io.c"  # the drivers' argument, file and clock helpers
 # The runtime modules each tool links, listed rather than globbed.
-SERVER_MODULES = ("err", "wait", "thread", "mcproto", "kvstore", "kvexec", "kvs_tcp")
+SERVER_MODULES = ("err", "file", "wait", "thread", "mcproto", "kvstore", "kvexec", "kvs_tcp")
+ECHO_MODULES = ("err", "file", "wait", "thread")
 LOADGEN_MODULES = ("err", "wait", "thread", "mcproto")
 CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-Werror")
 LIBS = ("-lm", "-pthread")
@@ -45,13 +47,13 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 10.0
 
 
-def _sources(main: Path, modules: Sequence[str]) -> list[Path]:
-    return [main, *(RUNTIME / "src" / f"{m}.c" for m in modules)]
+def _sources(main: Path, modules: Sequence[str], *extra: Path) -> list[Path]:
+    return [main, *extra, *(RUNTIME / "src" / f"{m}.c" for m in modules)]
 
 
 def build_server() -> Path:
     """Compile kvs_server (cached by content hash); return the executable."""
-    return build_tool("kvs_server", _sources(SERVER_SRC, SERVER_MODULES), CFLAGS, LIBS)
+    return build_tool("kvs_server", _sources(SERVER_SRC, SERVER_MODULES, TOOL_IO), CFLAGS, LIBS)
 
 
 def build_loadgen() -> Path:
@@ -61,7 +63,7 @@ def build_loadgen() -> Path:
 
 def build_echo() -> Path:
     """Compile udp_echo (cached by content hash); return the executable."""
-    return build_tool("udp_echo", _sources(ECHO_SRC, ("err", "wait", "thread")), CFLAGS, LIBS)
+    return build_tool("udp_echo", _sources(ECHO_SRC, ECHO_MODULES, TOOL_IO), CFLAGS, LIBS)
 
 
 def free_port() -> int:

@@ -26,8 +26,9 @@
  * datagrams of at most 1400 bytes with the request's id, sequence numbers and
  * count in their frame headers. A datagram whose frame header is short or
  * announces several datagrams, or that ends inside a request, is dropped and
- * counted. TCP connections are read as streams; a bad request gets memcached's
- * error reply, and a stream that cannot be resynchronized is closed after it.
+ * counted. TCP connections are served by the runtime's TCP engine (kvs_tcp.h:
+ * pipelined requests answered in order, values up to -I, a connection limit,
+ * memcached's errors and out-of-memory answers), inside each worker's epoll loop.
  * While busy, workers poll (epoll_wait with no timeout: bounded spin then
  * sched_yield); they block only after --idle-block-ms without work.
  *
@@ -60,6 +61,7 @@
 #include "offlow/mcproto.h"
 #include "offlow/thread.h"
 #include "offlow/wait.h"
+#include "../tools/tool_io.h"
 
 #define UDP_BATCH 32
 #define UDP_BUF 65536                 /* largest datagram read */
@@ -364,15 +366,8 @@ static void worker_teardown(struct worker *w)
 static void server_stats(void *arg, struct ofl_kv_server_stats *s)
 {
     const struct server *srv = arg;
-    struct ofl_kvs_tcp_stats ts;
-    ofl_kvs_tcp_get_stats(&srv->tcp, &ts);
-    s->curr_conns = ts.curr;
-    s->total_conns = ts.accepted;
-    s->rejected_conns = ts.refused;
-    s->max_conns = srv->tcp.max_conns;
+    ofl_kvs_tcp_server_stats(&srv->tcp, s);
     s->threads = (uint64_t)srv->nworkers;
-    s->bytes_read = ts.bytes_read;
-    s->bytes_written = ts.bytes_written;
     s->tcp_port = (uint32_t)srv->tcp_port;
     s->udp_port = srv->udp_port > 0 ? (uint32_t)srv->udp_port : 0;
     s->value_max = srv->lim.value_max;
@@ -395,14 +390,7 @@ static void usage(void)
 
 static long num_arg(const char *s, long lo, long hi)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "kvs_server: bad number '%s' (expected %ld..%ld)\n", s, lo, hi);
-        exit(2);
-    }
-    return v;
+    return tool_number("kvs_server", s, lo, hi);
 }
 
 static void parse_args(int argc, char **argv, struct server *srv, struct ofl_kv_config *cfg)

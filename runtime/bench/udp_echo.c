@@ -34,6 +34,7 @@
 
 #include "offlow/thread.h"
 #include "offlow/wait.h"
+#include "../tools/tool_io.h"
 
 #define BATCH_MAX 64
 #define DGRAM_MAX 65536
@@ -92,14 +93,7 @@ static void *serve(void *arg)
 
 static long num(const char *s, long lo, long hi)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "udp_echo: bad number '%s' (expected %ld..%ld)\n", s, lo, hi);
-        exit(2);
-    }
-    return v;
+    return tool_number("udp_echo", s, lo, hi);
 }
 
 int main(int argc, char **argv)

@@ -27,14 +27,7 @@ static void server_stats(void *arg, struct ofl_kv_server_stats *s)
     s->value_max = t->value_max;
     s->threads = t->tcp_threads;
     if (!t->server) return;
-    struct ofl_kvs_tcp_stats ts;
-    ofl_kvs_tcp_get_stats(&t->tcp, &ts);
-    s->curr_conns = ts.curr;
-    s->total_conns = ts.accepted;
-    s->rejected_conns = ts.refused;
-    s->max_conns = t->tcp.max_conns;
-    s->bytes_read = ts.bytes_read;
-    s->bytes_written = ts.bytes_written;
+    ofl_kvs_tcp_server_stats(&t->tcp, s);
     s->tcp_port = t->tcp_port;
 }
 

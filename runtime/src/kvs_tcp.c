@@ -75,6 +75,18 @@ void ofl_kvs_tcp_get_stats(const struct ofl_kvs_tcp_shared *sh, struct ofl_kvs_t
     s->oom = load(&sh->oom);
 }
 
+void ofl_kvs_tcp_server_stats(const struct ofl_kvs_tcp_shared *sh, struct ofl_kv_server_stats *s)
+{
+    struct ofl_kvs_tcp_stats ts;
+    ofl_kvs_tcp_get_stats(sh, &ts);
+    s->curr_conns = ts.curr;
+    s->total_conns = ts.accepted;
+    s->rejected_conns = ts.refused;
+    s->max_conns = sh->max_conns;
+    s->bytes_read = ts.bytes_read;
+    s->bytes_written = ts.bytes_written;
+}
+
 /* ---- connections ------------------------------------------------------------------ */
 
 static void conn_close(struct ofl_kvs_tcp_worker *w, struct ofl_kvs_tcp_conn *c)

@@ -521,23 +521,28 @@ int ofl_kv_store(struct ofl_kv *kv, unsigned mode_bits, const void *key, size_t 
     return rc;
 }
 
+/* The item a delete (or an invalidation) of `key` acts on (stripe locked): NULL and
+ * *rc -ENOENT when absent, -EEXIST when cas_in is nonzero and not its CAS (both
+ * counted as delete misses). */
+static struct item *find_to_delete(struct stripe *s, const void *key, size_t key_len,
+                                   uint64_t hash, uint64_t cas_in, int *rc)
+{
+    struct item *cur = find(s, key, key_len, hash);
+    *rc = !cur ? -ENOENT : cas_in && cur->cas != cas_in ? -EEXIST : 0;
+    if (*rc) s->n.delete_misses++;
+    return *rc ? NULL : cur;
+}
+
 int ofl_kv_delete(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash,
                   uint64_t cas_in)
 {
     if (key_len == 0 || key_len > OFL_KV_KEY_MAX) return -ENOENT;
     struct stripe *s = stripe_of(kv, hash);
+    int rc;
     lock(s);
-    struct item *cur = find(s, key, key_len, hash);
-    int rc = 0;
-    struct item *it = NULL;
-    if (!cur) {
-        rc = -ENOENT;
-        s->n.delete_misses++;
-    } else if (cas_in && cur->cas != cas_in) {
-        rc = -EEXIST;
-        s->n.delete_misses++;
-    } else {
-        it = unlink_item(s, cur);
+    struct item *it = find_to_delete(s, key, key_len, hash, cas_in, &rc);
+    if (it) {
+        unlink_item(s, it);
         s->n.deletes++;
     }
     unlock(s);
@@ -550,16 +555,10 @@ int ofl_kv_invalidate(struct ofl_kv *kv, const void *key, size_t key_len, uint64
 {
     if (key_len == 0 || key_len > OFL_KV_KEY_MAX) return -ENOENT;
     struct stripe *s = stripe_of(kv, hash);
+    int rc;
     lock(s);
-    struct item *cur = find(s, key, key_len, hash);
-    int rc = 0;
-    if (!cur) {
-        rc = -ENOENT;
-        s->n.delete_misses++;
-    } else if (cas_in && cur->cas != cas_in) {
-        rc = -EEXIST;
-        s->n.delete_misses++;
-    } else {
+    struct item *cur = find_to_delete(s, key, key_len, hash, cas_in, &rc);
+    if (cur) {
         int gone;
         if (touch) cur->exp = expiry(kv, exptime, &gone);
         if (touch && gone) cur->exp = now_s();

@@ -76,6 +76,10 @@ void ofl_kvs_tcp_shared_init(struct ofl_kvs_tcp_shared *sh, struct ofl_kv *kv,
 /* The counters so far. */
 void ofl_kvs_tcp_get_stats(const struct ofl_kvs_tcp_shared *sh, struct ofl_kvs_tcp_stats *s);
 
+/* Fill the connection and byte figures of `s` (what "stats" reports, kvexec.h) from
+ * the counters so far. */
+void ofl_kvs_tcp_server_stats(const struct ofl_kvs_tcp_shared *sh, struct ofl_kv_server_stats *s);
+
 struct ofl_kvs_tcp_conn;
 
 /* One thread's connections, in that thread's epoll set. */
