@@ -288,16 +288,23 @@ static int try_udp(void *arg)
     return 0;
 }
 
+/* A small store (1 MiB values) and the TCP engine's shared part over it. */
+static int tcp_store(struct ofl_kv **kv, struct ofl_kvs_tcp_shared *sh)
+{
+    struct ofl_kv_config cfg = {.capacity = 64, .mem_bytes = 0, .value_max = 1 << 20};
+    int rc = ofl_kv_create(kv, &cfg);
+    if (rc >= 0) ofl_kvs_tcp_shared_init(sh, *kv, 0, 0, NULL);
+    return rc;
+}
+
 /* The key-value store's TCP server with threads of its own (arg: a listening
  * socket's fd). */
 static int try_tcp_server(void *arg)
 {
-    struct ofl_kv_config cfg = {.capacity = 64, .mem_bytes = 0, .value_max = 1 << 20};
     struct ofl_kv *kv;
-    int rc = ofl_kv_create(&kv, &cfg);
-    if (rc < 0) return rc;
     struct ofl_kvs_tcp_shared sh;
-    ofl_kvs_tcp_shared_init(&sh, kv, 0, 0, NULL);
+    int rc = tcp_store(&kv, &sh);
+    if (rc < 0) return rc;
     struct ofl_kvs_tcp_server *srv = (void *)1;
     char err[256];
     rc = ofl_kvs_tcp_server_start(&srv, &sh, *(int *)arg, 2, err);
@@ -450,12 +457,10 @@ struct serve_try {
 static int try_serving(void *arg)
 {
     const struct serve_try *t = arg;
-    struct ofl_kv_config cfg = {.capacity = 64, .mem_bytes = 0, .value_max = 1 << 20};
     struct ofl_kv *kv;
-    int rc = ofl_kv_create(&kv, &cfg);
-    if (rc < 0) return rc;
     struct ofl_kvs_tcp_shared sh;
-    ofl_kvs_tcp_shared_init(&sh, kv, 0, 0, NULL);
+    int rc = tcp_store(&kv, &sh);
+    if (rc < 0) return rc;
     struct ofl_kvs_tcp_worker w;
     int ep = epoll_create1(EPOLL_CLOEXEC);
     struct sockaddr_in a;
