@@ -85,8 +85,6 @@ def _cmd_run(a: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
-        if res.tcp is not None:
-            print("tcp gateway: " + ", ".join(f"{k} {v}" for k, v in res.tcp.items()))
     if res.interrupted:
         by = "SIGTERM" if res.stopped_by == "SIGTERM" else "Ctrl-C"
         print(f"offlow: stopped by {by}: the counts cover the run until then",
@@ -149,7 +147,8 @@ def _cmd_bench(a: argparse.Namespace) -> int:
 
         kvs.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
                 designs=a.designs.split(",") if a.designs else None, duration=a.duration,
-                cores=a.cores, repeat=a.repeat)
+                cores=a.cores, repeat=a.repeat,
+                workloads=a.values.split(",") if a.values else None)
         return 0
     raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups, "
                       "channels, kvs")
@@ -176,9 +175,9 @@ def parser() -> argparse.ArgumentParser:
                              "(ring_size=256, batch=64, mtu=9018). mtu: the largest frame in "
                              "bytes, Ethernet header included (64..65535); longer frames are "
                              "dropped and counted at the source. A program that sets none "
-                             "(or mtu=auto) is sized to its input: the longest frame of "
-                             "--input, the largest of --sizes, 2048 for UDP; queue entries "
-                             "reserve room for a whole frame")
+                             "(or mtu=auto) is sized to its input: 2048, raised to the "
+                             "longest frame of --input or the largest of --sizes; queue "
+                             "entries reserve room for a whole frame")
 
     ex = sub.add_parser("explain", help="show the compiled design")
     program_args(ex)
@@ -211,9 +210,9 @@ def parser() -> argparse.ArgumentParser:
                    help="serve UDP clients on 127.0.0.1:PORT (0: a free port): every source "
                         "reads datagrams, every sink sends replies; until --duration or Ctrl-C")
     r.add_argument("--tcp", type=int, metavar="PORT",
-                   help="also serve memcached over TCP on 127.0.0.1:PORT (0: a free port): a "
-                        "gateway sends each request as one datagram to the --udp port "
-                        "(without --udp: a free one) and writes the replies back")
+                   help="also serve TCP on 127.0.0.1:PORT (0: a free port) from the program's "
+                        "table that serves it (kv_store: memcached over TCP, any value up to "
+                        "its value_max); UDP is served too (without --udp: a free port)")
     r.add_argument("--serve", action="store_true",
                    help="after the packets, keep serving the program's channels until Ctrl-C: "
                    "other host programs attach with offlow.session.attach(WINDOW), the path "
@@ -260,8 +259,10 @@ def parser() -> argparse.ArgumentParser:
                    help="router, groups: prefix file (default: the BGP table)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,l3fwd,groups "
                    "(default: all)")
-    b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,cpu,"
-                   "split,cache_wt,cache_wb,kvs_server)")
+    b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,"
+                   "udp_echo,cpu,split,cache_wt,cache_wb,kvs_server)")
+    b.add_argument("--values", help="kvs: comma-separated workloads (default: '64 B,1 KB,"
+                   "64 KB': 64 B and 1 KB values over UDP, 64 KB over TCP)")
     b.add_argument("--duration", type=float, help="kvs: measured seconds per run")
     b.add_argument("--cores", type=int,
                    help="kvs: server core budget, memcached/kvs_server -t (default 2)")

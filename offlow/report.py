@@ -107,7 +107,8 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
             dropped.append({"at": q["queue"], "reason": "ring_full", "packets": q["dropped"],
                             "what": "a full ring under enqueue=drop"})
     # a UDP sink takes every packet but sends only the IPv4/UDP ones not addressed to itself
-    sink_drops = (("dropped", "not_udp", "not an IPv4/UDP frame: nothing to send"),
+    sink_drops = (("dropped", "not_sent",
+                   "not an IPv4/UDP frame, or more datagrams than a batch holds"),
                   ("to_self", "to_self", "addressed to the server's own socket (a loop)"),
                   ("send_errors", "send_error", "the socket refused the datagram"))
     for name, v in sinks.items():
@@ -170,6 +171,12 @@ def format_accounting(a: dict[str, Any]) -> str:
     return line if len(rows) == 1 else line + "\n" + _table(rows, "llrl")
 
 
+def _counters(values: dict[str, Any]) -> str:
+    """`key value` pairs, nested objects (a store's TCP server) in parentheses."""
+    return ", ".join(f"{k} ({_counters(v)})" if isinstance(v, dict) else f"{k} {v}"
+                     for k, v in values.items())
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """The tables `offlow run` prints."""
     seg_rows = [["segment", "device", "cores", "packets", "Mpps", "Gb/s", "drops"]]
@@ -190,6 +197,9 @@ def format_summary(s: dict[str, Any]) -> str:
         parts.append(_table(q_rows))
     parts.append(format_accounting(s["accounting"]))
     for name, values in s["tables"].items():
+        if isinstance(values, dict):  # a table object's counters (its stats_fn)
+            parts.append(f"table {name}: " + _counters(values))
+            continue
         parts.append(format_table(name, values))
     for name, v in s["sources"].items():
         dropped = (f", {v['dropped']} dropped (longer than the mtu, {s['mtu']} B: "

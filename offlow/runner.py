@@ -5,8 +5,8 @@ Each device is its own OS process.  They share only the interconnect window (a
 read end its peers poll: when a process dies, the kernel closes its end and the
 peers see EOF within a millisecond of their next check, and exit with an error.
 The runner holds such a pipe too (the lifeline: when it ends, however it ends, its
-processes stop and clean up), and it watches every process of the run, helpers
-such as the TCP gateway included: the first that fails stops the others.
+processes stop and clean up), and it watches every process of the run: the first
+that fails stops the others.
 """
 
 from __future__ import annotations
@@ -21,30 +21,21 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow.build import RUNTIME, Build, build, build_tool
+from offlow.build import Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.inputs import largest_synthetic, read_capture
-from offlow.ir.graph import DEFAULT_MTU, MTU_MAX, MTU_MIN
+from offlow.ir import Graph, SharedTable
+from offlow.ir.graph import DEFAULT_MTU, MTU_MAX
 from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
 from offlow.passes.fuse import threads
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
 
-# The TCP gateway (runtime/src/tcp_gw.c, runtime/tools/tcp_gw_main.c): memcached over
-# TCP turned into one datagram per request to the run's UDP port.
-TCP_GW_MAIN = RUNTIME / "tools" / "tcp_gw_main.c"
-TCP_GW_MODULES = ("err", "mcproto", "tcp_gw", "lifeline", "wait")
-TCP_GW_CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra",
-                 "-Werror")
-TCP_GW_REQUEST_MAX = 1400 - 8  # memcached's UDP datagram less its frame header
-TCP_GW_STOP_WAIT = 5.0  # seconds the gateway gets to write its counters when stopped
-GATEWAY = "TCP gateway"  # the gateway's name among the processes of a run
 
 
 @dataclass
@@ -69,13 +60,12 @@ class RunOptions:
     # reads datagrams from that socket, every sink sends replies on it; without a
     # duration the run lasts until Run.stop() (or Ctrl-C).
     udp_port: int | None = None
-    # Serve memcached over TCP on 127.0.0.1:PORT (0: a free port, see Run.tcp_port): a
-    # gateway process cuts each connection's stream into requests and sends each as one
-    # memcached datagram to the run's UDP port (implies udp_port=0 when that is None).
+    # Serve TCP on 127.0.0.1:PORT (0: a free port, see Run.tcp_port): the listening
+    # socket goes to the process that holds the program's table that serves TCP (a
+    # table declared with tcp=True: the key-value store serves memcached over TCP from
+    # its own threads); implies udp_port=0 when that is None.
     tcp_port: int | None = None
-    tcp_timeout: float = 5.0  # seconds a request waits for its reply before its
-    #                           connection is closed (counted)
-    tcp_max_conns: int = 4096  # connections the gateway holds; more are closed at once
+    tcp_max_conns: int = 4096  # connections served at once; more are closed at once
 
 
 @dataclass
@@ -84,7 +74,7 @@ class RunResult:
     stats: dict[str, Any]  # device -> that process's stats
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    tcp: dict[str, Any] | None = None  # the TCP gateway's counters (tcp_port runs)
+    tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs)
     interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
     stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C) or "SIGTERM"
 
@@ -186,8 +176,10 @@ def check_options(o: RunOptions) -> tuple[int, str]:
     """Check every run option that can be checked before a process starts (numbers,
     the input capture, the synthetic mix and prefix file, where the output goes), so
     that a bad one is one clear error instead of a device process's failure. Returns
-    the mtu the input needs and why: the longest frame of the capture, the largest
-    synthetic frame, or for UDP runs the default (a datagram longer than the mtu less
+    the mtu the input needs and why: the default (DEFAULT_MTU), raised to the longest
+    frame of the capture or the largest synthetic frame where that is longer (never
+    below it: elements may build packets longer than they take, replies), or for UDP
+    runs the default (a datagram longer than the mtu less
     its 42 B of headers is dropped and counted); a program that sets its own mtu keeps
     it (Program.to_ir)."""
     if (o.udp_port is not None or o.tcp_port is not None) and (o.input or o.output):
@@ -210,13 +202,17 @@ def check_options(o: RunOptions) -> tuple[int, str]:
         return DEFAULT_MTU, "the default for a UDP run"
     if o.input is not None:
         cap = read_capture(Path(o.input))
+        if cap.longest <= DEFAULT_MTU:
+            return DEFAULT_MTU, f"the default: every frame of {Path(o.input).name} fits"
         why = f"the longest frame of {Path(o.input).name}"
         if cap.longest > MTU_MAX:
             why += (f" is {cap.longest} B, above the largest mtu: frames longer than {MTU_MAX} B "
                     "are dropped and counted")
-        return min(max(cap.longest, MTU_MIN), MTU_MAX), why
+        return min(cap.longest, MTU_MAX), why
     largest = largest_synthetic(o.sizes, Path(o.prefixes) if o.prefixes else None)
-    return max(largest, MTU_MIN), "the largest synthetic frame (--sizes)"
+    if largest <= DEFAULT_MTU:
+        return DEFAULT_MTU, "the default: every synthetic frame (--sizes) fits"
+    return largest, "the largest synthetic frame (--sizes)"
 
 
 def _check_output(out: Path, inp: Path | None) -> None:
@@ -238,17 +234,37 @@ def build_for(program: Program, o: RunOptions, **build_args: Any) -> Build:
     return build(program, fit=check_options(o), **build_args)
 
 
-def build_tcp_gateway(extra_flags: Sequence[str] = ()) -> Path:
-    """Compile the TCP gateway (cached by content hash; `extra_flags`: e.g. the tests'
-    sanitizers); return the executable."""
-    sources = [TCP_GW_MAIN, *(RUNTIME / "src" / f"{m}.c" for m in TCP_GW_MODULES)]
-    return build_tool("offlow-tcp-gw", sources, (*TCP_GW_CFLAGS, *extra_flags))
+def _region(g: Graph, first: str, last: str) -> set[str]:
+    """The elements on the paths from `first` to `last` (a cache's region)."""
+    seen, todo = set(), [first]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n != last:
+            todo += [e.dst for e in g.out_edges(n)]
+    return seen
 
 
-def tcp_max_request(b: Build) -> int:
-    """The longest request the gateway forwards: one memcached datagram's payload, and
-    no more than the program's sources accept (its mtu less the frame headers)."""
-    return min(TCP_GW_REQUEST_MAX, b.graph.mtu - 42 - 8)
+def tcp_table(g: Graph) -> SharedTable:
+    """The table that serves the run's TCP socket; a clear error when the program has
+    none, several, or one that a cache sits in front of (TCP clients would bypass the
+    cache: its written entries unseen, its copies stale)."""
+    tables = [t for t in g.shared if t.tcp]
+    if len(tables) != 1:
+        have = ", ".join(t.name for t in tables) or "none"
+        raise OfflowError(f"--tcp needs one table that serves TCP (kv_store); this program "
+                          f"has {have}")
+    t = tables[0]
+    for c in g.caches:
+        behind = [n for n in _region(g, c.first, c.last)
+                  if any(ref == t.name for _, ref in g.node(n).tables)]
+        if behind:
+            raise OfflowError(f"--tcp: the table `{t.name}` sits behind the cache `{c.name}` "
+                              f"(used by {', '.join(behind)}); TCP requests would bypass "
+                              "the cache, so serve this design over UDP (--udp)")
+    return t
 
 
 def oversubscription(b: Build, o: RunOptions) -> str | None:
@@ -274,7 +290,7 @@ class Run:
 
     def __init__(self, b: Build, o: RunOptions, progress: bool = False) -> None:
         if o.tcp_port is not None and o.udp_port is None:
-            o = replace(o, udp_port=0)  # the gateway talks to the program over UDP
+            o = replace(o, udp_port=0)  # its sources serve UDP: it lasts until stopped
         check_options(o)  # before anything is created
         _opts_for(b, o)  # its errors (an --opt naming nothing) too
         self.build = b
@@ -286,21 +302,19 @@ class Run:
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.udp_port: int | None = None  # the port served (RunOptions.udp_port), once started
         self.tcp_port: int | None = None  # the TCP port served (RunOptions.tcp_port)
-        self.gateway: subprocess.Popen[bytes] | None = None
+        self.tcp_table: SharedTable | None = None  # the table serving it
         self._lifeline: int | None = None  # write end of the processes' liveness pipe
-        self._stopping = False  # stop() was called: a helper may exit now
         self._killed: set[str] = set()  # processes this Run killed (their reason is given)
-        self._early: set[str] = set()  # helpers that exited before the run was stopped
 
     def start(self) -> None:
         """Create the window and start the processes (the options were checked when
         the Run was made). A failure or a Ctrl-C on the way leaves nothing behind: no
         process, window or run folder."""
         common = _opts_for(self.build, self.opts)  # errors before anything is created
-        gw_exe = self._check_tcp()
+        self._check_tcp()
         sweep_stale()
         try:
-            self._launch(common, gw_exe)
+            self._launch(common)
         except BaseException:
             self._abandon()
             raise
@@ -314,7 +328,7 @@ class Run:
                       f"attach: offlow.session.attach('{self.window}')", file=sys.stderr,
                       flush=True)
 
-    def _launch(self, common: list[str], gw_exe: Path | None) -> None:
+    def _launch(self, common: list[str]) -> None:
         """The run folder, the window, the sockets, then the processes."""
         self.tmp = run_folder()
         devices = list(self.build.binaries)
@@ -348,32 +362,35 @@ class Run:
                 if udp is not None:
                     cmd += ["--udp-fd", str(udp.fileno())]
                     shared.append(udp.fileno())
+                if listener is not None and self.tcp_table and self.tcp_table.home == dev:
+                    name = self.tcp_table.name
+                    cmd += ["--opt", f"{name}.tcp_fd={listener.fileno()}",
+                            "--opt", f"{name}.tcp_conns={self.opts.tcp_max_conns}"]
+                    shared.append(listener.fileno())
                 self.procs[dev] = subprocess.Popen(cmd, pass_fds=shared)
-            if listener is not None and gw_exe is not None:
-                self._start_gateway(gw_exe, listener, self.tmp / "tcp_gw.json", life_r)
+            if listener is not None and self.progress and self.tcp_table:
+                print(f"offlow: serving TCP on 127.0.0.1:{self.tcp_port} from the "
+                      f"{self.tcp_table.home} process", file=sys.stderr)
         finally:  # the processes hold what they need now
             for fd in fds:
                 os.close(fd)
             for s in socks:
                 s.close()
 
-    def _check_tcp(self) -> Path | None:
-        """Check the TCP options and build the gateway (before anything is created)."""
+    def _check_tcp(self) -> None:
+        """Check the TCP options and find the table that serves TCP (before anything is
+        created)."""
         o = self.opts
         if o.tcp_port is None:
-            return None
+            return
         if not 0 <= o.tcp_port <= 65535:
             raise OfflowError(f"TCP port {o.tcp_port} is not within 0..65535")
-        if o.tcp_timeout <= 0 or not 1 <= o.tcp_max_conns <= 60000:
-            raise OfflowError("the TCP gateway needs a timeout above 0 and 1..60000 "
-                              "connections")
-        if tcp_max_request(self.build) < 64:
-            raise OfflowError(f"an mtu of {self.build.graph.mtu} leaves no room for memcached "
-                              "requests over TCP")
-        return build_tcp_gateway()
+        if not 1 <= o.tcp_max_conns <= 1 << 20:
+            raise OfflowError(f"--tcp-max-conns {o.tcp_max_conns}: 1..{1 << 20}")
+        self.tcp_table = tcp_table(self.build.graph)
 
     def _tcp_listener(self) -> socket.socket | None:
-        """The gateway's listening socket (TCP runs), bound here like the UDP socket."""
+        """The listening TCP socket (TCP runs), bound here like the UDP socket."""
         if self.opts.tcp_port is None:
             return None
         s = self._bind(socket.SOCK_STREAM, self.opts.tcp_port, "listen on TCP",
@@ -395,39 +412,6 @@ class Run:
             raise OfflowError(f"cannot {what} port {port} on 127.0.0.1: {e.strerror}") from e
         return s
 
-    def _start_gateway(self, exe: Path, listener: socket.socket, stats: Path,
-                       lifeline: int) -> None:
-        """Start the gateway on `listener`, forwarding to the run's UDP port; it writes
-        its counters to `stats` and watches the runner through `lifeline`."""
-        o = self.opts
-        cmd = [str(exe), "--listen-fd", str(listener.fileno()), "--udp-port", str(self.udp_port),
-               "--max-request", str(tcp_max_request(self.build)),
-               "--timeout-ms", str(max(1, round(o.tcp_timeout * 1000))),
-               "--max-conns", str(o.tcp_max_conns), "--stats", str(stats),
-               "--runner-fd", str(lifeline)]
-        try:
-            self.gateway = subprocess.Popen(cmd, pass_fds=[listener.fileno(), lifeline],
-                                            stdout=subprocess.DEVNULL)
-        finally:
-            listener.close()  # the gateway holds it now
-        if self.progress:
-            print(f"offlow: serving memcached over TCP on 127.0.0.1:{self.tcp_port} "
-                  f"(one datagram per request to UDP port {self.udp_port})", file=sys.stderr)
-
-    def _stop_gateway(self, errors: list[str]) -> None:
-        """Stop the gateway (it writes its counters) once the program is done."""
-        g = self.gateway
-        if g is None or g.poll() is not None:
-            return
-        self._stopping = True
-        g.send_signal(signal.SIGTERM)
-        try:
-            g.wait(TCP_GW_STOP_WAIT)
-        except subprocess.TimeoutExpired:
-            self._kill(GATEWAY, g)
-            g.wait()
-            errors.append("the TCP gateway did not stop when asked")
-
     def _udp_socket(self) -> socket.socket | None:
         """The socket every process serves on (UDP runs): bound here, so the port is
         known before any process starts."""
@@ -444,45 +428,25 @@ class Run:
         """Ask the processes to stop: they finish cleanly (sources end, queues drain,
         stats are written; see runtime/include/offlow/stop.h), and wait() returns
         what they counted until then."""
-        self._stopping = True
-        for p in self._all_procs().values():
+        for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(sig)
-
-    def _all_procs(self) -> dict[str, subprocess.Popen[bytes]]:
-        """Every process of the run: the device processes and its helpers (in a TCP
-        run, the gateway)."""
-        procs = dict(self.procs)
-        if self.gateway is not None:
-            procs[GATEWAY] = self.gateway
-        return procs
 
     def _kill(self, name: str, p: subprocess.Popen[bytes]) -> None:
         if p.poll() is None:
             p.kill()
             self._killed.add(name)
 
-    def _failed(self, name: str, p: subprocess.Popen[bytes]) -> bool:
-        """Process `name` has ended as it must not: with a non-zero status or by a
-        signal, or, a helper, at all before the run was asked to stop (a device
-        process ends by itself when its packets are done)."""
-        if p.returncode is None:
-            return False
-        if p.returncode == 0 and name not in self.procs and not self._stopping:
-            self._early.add(name)
-        return p.returncode != 0 or name in self._early
-
     def _watch(self, errors: list[str], deadline: float | None) -> None:
-        """Poll every process of the run until the device processes have exited. The
-        first failure (see _failed) stops the others cleanly, so what they counted is
+        """Poll every process of the run until they have exited. The first failure (a
+        non-zero status or a signal) stops the others cleanly, so what they counted is
         kept; those still up two seconds later, or at the deadline, are killed."""
         first_fail: float | None = None
         killed = False
         started = time.monotonic()
         next_note = started + PROGRESS_EVERY
         while True:
-            members = self._all_procs()
-            for p in members.values():
+            for p in self.procs.values():
                 p.poll()
             if all(p.returncode is not None for p in self.procs.values()):
                 return
@@ -491,14 +455,14 @@ class Run:
                 next_note += PROGRESS_EVERY
                 total = f" of {self.opts.duration:g}" if self.opts.duration else ""
                 print(f"offlow: running, {now - started:.0f}{total} s", file=sys.stderr)
-            if first_fail is None and any(self._failed(n, p) for n, p in members.items()):
+            if first_fail is None and any(p.returncode for p in self.procs.values()):
                 first_fail = now
                 self.stop()
             late = first_fail is not None and now - first_fail > 2.0
             expired = deadline is not None and now > deadline
             if (late or expired) and not killed:
                 killed = True
-                for name, p in members.items():
+                for name, p in self.procs.items():
                     self._kill(name, p)
                 errors.append("run timed out" if expired
                               else "a process did not stop after another one failed")
@@ -508,7 +472,7 @@ class Run:
         """How each process that failed ended (those this Run killed have their
         reason said already)."""
         out = []
-        for name, p in self._all_procs().items():
+        for name, p in self.procs.items():
             rc = p.returncode
             if rc is None or name in self._killed:
                 continue
@@ -516,12 +480,11 @@ class Run:
                 out.append(f"the {name} process died ({_signal_name(-rc)})")
             elif rc > 0:
                 out.append(f"the {name} process exited with status {rc}")
-            elif name in self._early:
-                out.append(f"the {name} process exited before the run was stopped")
         return out
 
     def _read_stats(self, errors: list[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        """The stats each device process wrote, and the gateway's counters."""
+        """The stats each device process wrote, and the TCP server's counters (those of
+        the table that serves TCP)."""
         assert self.tmp is not None
         stats = {}
         for dev in self.procs:
@@ -532,21 +495,17 @@ class Run:
                 except json.JSONDecodeError as e:
                     errors.append(f"the {dev} process wrote an unreadable stats file: {e}")
         tcp = None
-        gw_stats = self.tmp / "tcp_gw.json"
-        if self.gateway is not None and gw_stats.exists():
-            try:
-                tcp = dict(json.loads(gw_stats.read_text()))
-            except json.JSONDecodeError as e:
-                errors.append(f"the TCP gateway wrote unreadable counters: {e}")
+        if self.tcp_table is not None:
+            t = self.tcp_table
+            tcp = stats.get(t.home, {}).get("tables", {}).get(t.name, {}).get("tcp")
         return stats, tcp
 
     def _abandon(self) -> None:
         """Kill every process of the run and remove what it made (a failed start, a
         second Ctrl-C in wait)."""
-        members = self._all_procs()
-        for name, p in members.items():
+        for name, p in self.procs.items():
             self._kill(name, p)
-        for p in members.values():
+        for p in self.procs.values():
             p.wait()
         self._release()
 
@@ -575,7 +534,6 @@ class Run:
                 stopped_by = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
                 self.stop(signal.SIGINT)
                 self._watch(errors, deadline)  # the run ends cleanly: its stats count
-            self._stop_gateway(errors)
         except BaseException:
             self._abandon()
             raise

@@ -1,9 +1,9 @@
 """Chaos and soak: runs of each example, each ended by a random fault at a random time:
-a process of the run killed (SIGKILL) or crashed (SIGSEGV), the TCP gateway
-included, or the runner itself sent SIGTERM, SIGINT or SIGKILL (SIGTERM and SIGINT
-also while it still starts). After each run: no process of it survives, no window
-or run folder of it is left, the exit status and error say what happened, and the
-output capture written so far reads as a capture.
+a process of the run killed (SIGKILL) or crashed (SIGSEGV), or the runner itself
+sent SIGTERM, SIGINT or SIGKILL (SIGTERM and SIGINT also while it still starts).
+After each run: no process of it survives, no window or run folder of it is left, the
+exit status and error say what happened, and the output capture written so far reads
+as a capture.
 
 Bounded: runs go on until OFFLOW_CHAOS_SECONDS (default 60) have passed, every kind
 of fault at least once; the seed is printed with the counts (OFFLOW_CHAOS_SEED
@@ -31,8 +31,8 @@ from tests.e2e import EXAMPLE, ROOT, TLS
 from tests.procs import start_cli
 from tests.router_slice import slice_lines
 
-KINDS = ["kill process", "segv process", "kill gateway", "sigterm runner", "sigint runner",
-         "sigkill runner", "early sigterm", "early sigint"]
+KINDS = ["kill process", "segv process", "sigterm runner", "sigint runner", "sigkill runner",
+         "early sigterm", "early sigint"]
 STARTED = "Ctrl-C stops the run"
 
 
@@ -42,7 +42,6 @@ class Example:
     program: Path
     args: list[str]
     output: bool = False  # writes --output OUT (checked after the run)
-    gateway: bool = False
 
 
 def examples(folder: Path) -> list[Example]:
@@ -56,19 +55,18 @@ def examples(folder: Path) -> list[Example]:
                 output=True),
         Example("router", ex / "router.py", [*slow, "--opt", f"routes4.path={routes}",
                                              "--opt", f"routes6.path={routes}"], output=True),
-        Example("kvs tcp", ex / "kvs.py", ["--tcp", "0", "--duration", "30"], gateway=True),
+        Example("kvs tcp", ex / "kvs.py", ["--tcp", "0", "--duration", "30"]),
         Example("kvs_cache udp", ex / "kvs_cache.py", ["--udp", "0", "--duration", "30"]),
         Example("pcsa serve", ex / "pcsa.py", ["--serve", "--count", "5000"]),
     ]
 
 
 def device_name(pid: int) -> str:
-    """host, nic or TCP gateway, from the executable's name."""
+    """host or nic, from the executable's name."""
     try:
-        exe = Path(os.readlink(f"/proc/{pid}/exe")).name
+        return Path(os.readlink(f"/proc/{pid}/exe")).name
     except OSError:
         return "?"
-    return "TCP gateway" if exe.startswith("offlow-tcp-gw") else exe
 
 
 def capture_problem(path: Path, partial_ok: bool) -> str | None:
@@ -131,9 +129,7 @@ def one_run(ex: Example, kind: str, rng: random.Random, folder: Path, tally: Tal
                                signal.SIGKILL: ("",)}[sig]
             else:
                 sig = signal.SIGSEGV if kind == "segv process" else signal.SIGKILL
-                names = (["TCP gateway"] if kind == "kill gateway"
-                         else sorted(n for n in kids if n != "TCP gateway"))
-                victim = rng.choice(names)
+                victim = rng.choice(sorted(kids))
                 os.kill(kids[victim], sig)
                 expect_status = (1,)
                 expect_text = (f"the {victim} process died ({signal.Signals(sig).name})",)
@@ -177,8 +173,7 @@ def test_chaos_runs_leave_nothing_behind_and_say_what_happened(
         if not order:
             order = rng.sample(KINDS, len(KINDS))
         kind = order.pop()
-        choices = [e for e in exs if e.gateway] if kind == "kill gateway" else exs
-        one_run(rng.choice(choices), kind, rng, tmp_path / f"run{i}", tally)
+        one_run(rng.choice(exs), kind, rng, tmp_path / f"run{i}", tally)
         i += 1
     with capsys.disabled():
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(tally.faults.items()))

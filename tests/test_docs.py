@@ -54,7 +54,11 @@ def test_run_json_matches_its_schema(tmp_path: Path, capsys: pytest.CaptureFixtu
                  capsys),
         run_json(["run", str(ROOT / "tests" / "programs" / "udp_echo.py"), "--udp", "0",
                   "--duration", "0.3"], capsys),
+        # a table object's counters and the TCP server's
+        run_json(["run", str(ROOT / "examples" / "kvs.py"), "--tcp", "0", "--duration", "0.3"],
+                 capsys),
     ]
+    assert isinstance(runs[-1]["tables"]["store"], dict) and "tcp" in runs[-1]
     for doc in runs:
         jsonschema.validate(doc, SCHEMA)
     # the schema is strict: a key it does not document fails it

@@ -120,24 +120,24 @@ def test_a_stale_window_and_run_folder_are_removed_by_the_sweep(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSEGV], ids=["sigkill", "sigsegv"])
-def test_the_death_of_the_tcp_gateway_ends_the_run_with_an_error(sig: int) -> None:
-    """The gateway is a process of the run like the others: its death stops the run
-    at once (cleanly, with its counts) and is said, instead of going unnoticed
-    until the run's own end."""
+def test_the_death_of_the_tcp_server_ends_the_run_with_an_error(sig: int) -> None:
+    """The process serving TCP (the one holding the store) is watched like every
+    process of the run: its death stops the run at once and is said, instead of the
+    run going on with its TCP port refusing connections until its own end."""
     b = build(load_program(KVS))
     r = Run(b, RunOptions(tcp_port=0, timeout=30))
     r.start()
     try:
-        assert r.gateway is not None and r.tcp_port
+        assert r.tcp_table is not None and r.tcp_port
         with socket.create_connection(("127.0.0.1", r.tcp_port), timeout=10) as c:
             c.sendall(b"version\r\n")
             assert c.recv(100).startswith(b"VERSION")
-        os.kill(r.gateway.pid, sig)
+        server = r.tcp_table.home
+        os.kill(r.procs[server].pid, sig)
     finally:
         res = r.wait()
     assert not res.ok
-    assert res.errors == [f"the TCP gateway process died ({signal.Signals(sig).name})"]
-    assert set(res.stats) == {"host"}  # the program stopped cleanly and wrote its stats
+    assert res.errors == [f"the {server} process died ({signal.Signals(sig).name})"]
     assert not r.window.exists()
 
 

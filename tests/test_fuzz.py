@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from offlow.build import DATA
-from offlow.kvs.interop import binary_steps, text_steps, udp_steps
+from offlow.kvs.steps import binary_steps, meta_steps, text_steps, udp_steps
 from offlow.testing import malformed_cases
 from offlow.testing.malformed import write_pcap
 from tests.ctools import RUNTIME, runtime_sources
@@ -71,12 +71,19 @@ def _seed_corpus(target: str, d: Path) -> None:
         # first byte: framing (0 binary, 1 text, 2 UDP, 3 sniffed) + limit bits + 16:
         # trusted exec; second: cut
         for name, mode, steps in (("bin", 0, binary_steps()), ("text", 1, text_steps()),
-                                  ("udp", 2, udp_steps())):
+                                  ("meta", 1, meta_steps()), ("udp", 2, udp_steps())):
             for i, st in enumerate(steps):
                 if callable(st.data) or len(st.data) > 4096:
                     continue
                 flags = (4 if i % 3 == 0 else 0) | (16 if i % 2 else 0)
                 (d / f"{name}{i}").write_bytes(bytes([mode | flags, i]) + st.data)
+        # bit 5: a storage command (second byte: set add replace append prepend cas ms)
+        # with these arguments, a length of 13 and a data block reading "delete victim"
+        for i, args in enumerate((b"k 0 0", b"k 0 0 noreply", b"k 0 0 noreply extra", b"k x 0",
+                                  b"k 0 x 5", b"k" * 251 + b" 0 0", b"k 0", b"k",
+                                  b"k Mx", b"k F1 F1 q", b"k Tx", b"k b", b"k O" + b"9" * 40)):
+            for cmd in range(7):
+                (d / f"inject{i}_{cmd}").write_bytes(bytes([32, cmd]) + args)
     elif target == "kvcache":
         # first byte: policy / eviction / header-only replies; then records [kind][len][bytes]:
         # kind 0x80: a request (32 spare bytes for a reply), 1: the store answers the oldest

@@ -235,12 +235,18 @@ def test_the_checker_catches_a_stale_read() -> None:
 
 
 def _reply(s: socket.socket, port: int, rid: int, req: bytes) -> bytes:
-    """Send one request datagram; its reply (frame header stripped)."""
+    """Send one request datagram; its reply (frame headers stripped, the datagrams of a
+    longer one put together in sequence order)."""
     s.sendto(struct.pack("!HHHH", rid, 0, 1, 0) + req, ("127.0.0.1", port))
+    parts: dict[int, bytes] = {}
     while True:
         data, _ = s.recvfrom(4096)
-        if struct.unpack("!H", data[:2])[0] == rid:
-            return data[8:]
+        r, seq, count = struct.unpack("!HHH", data[:6])
+        if r != rid:
+            continue
+        parts[seq] = data[8:]
+        if len(parts) >= max(count, 1):
+            return b"".join(parts[i] for i in sorted(parts))
 
 
 def _ask(s: socket.socket, port: int, rid: int, req: bytes) -> tuple[int, bytes]:
@@ -318,3 +324,90 @@ def test_a_cas_from_the_cache_still_matches_after_the_write_back(policy: str) ->
         assert lv.ask(3, binary(SET, b"pear", b"mush", cas=cas))[0] == 0x02
         assert lv.ask(4, binary(GET, b"pear")) == (0, b"soft")
     assert lv.result is not None and lv.result.ok, lv.result
+
+
+def test_written_entries_are_in_the_store_after_stop() -> None:
+    """Write-back keeps SETs on the NIC; when the run stops, what is still written goes
+    to the store before its queue closes: the store's item count at exit is the keys
+    set, and the report says how many were written back."""
+    with live("write_back") as lv:
+        for i in range(40):
+            assert lv.ask(i + 1, binary(SET, b"wb:%d" % i, b"v%d" % i)) == (0, b"")
+    assert lv.result is not None and lv.result.ok, lv.result
+    summary = summarize(lv.graph, lv.result.stats)
+    store, cache = summary["tables"]["store"], summary["tables"]["cache"]
+    assert cache["written_back_at_stop"] == 40 and cache["wb_in_flight_at_stop"] == 0
+    assert store["items"] == 40 and store["stores"] == 40
+    assert "written_back_at_stop 40" in format_summary(summary)
+    assert cache["hits"] == 40 and cache["misses"] == 0
+
+
+def test_write_through_writes_nothing_back_at_stop() -> None:
+    with live("write_through") as lv:
+        for i in range(10):
+            assert lv.ask(i + 1, binary(SET, b"wt:%d" % i, b"v")) == (0, b"")
+    assert lv.result is not None and lv.result.ok, lv.result
+    tables = summarize(lv.graph, lv.result.stats)["tables"]
+    assert tables["cache"]["written_back_at_stop"] == 0 and tables["store"]["items"] == 10
+
+
+def test_a_multi_key_request_never_passes_a_write_back() -> None:
+    """Write-back with the store on two host cores: a multi-get steered by its first
+    key's core must not reach the store before the write-back of another of its keys
+    (on that key's core). Naming a key whose write-back is on its way, it is answered
+    memcached's temporary failure; once the write-back's reply came back, a retry gets
+    the written value."""
+    b = build(load_program(KVS_CACHE, ["cache.policy=write_back", "store.cores=0,1"]),
+              werror=True)
+    r = Run(b, RunOptions(udp_port=0, timeout=60))
+    r.start()
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(5.0)
+    try:
+        keys = [b"mk:%d" % i for i in range(8)]
+        for i, k in enumerate(keys):
+            assert _ask(s, r.udp_port, i + 1, binary(SET, k, b"val-%d" % i)) == (0, b"")
+        multi = b"get " + b" ".join(keys) + b"\r\n"
+        first = _reply(s, r.udp_port, 100, multi)
+        assert first == b"SERVER_ERROR a key of this request is being written back; retry\r\n"
+        want = b"".join(b"VALUE %s 0 %d\r\nval-%d\r\n" % (k, len(b"val-%d" % i), i)
+                        for i, k in enumerate(keys)) + b"END\r\n"
+        for attempt in range(200):
+            got = _reply(s, r.udp_port, 101 + attempt, multi)
+            if not got.startswith(b"SERVER_ERROR"):
+                break
+            time.sleep(0.01)
+        assert got == want
+    finally:
+        s.close()
+        r.stop()
+        res = r.wait()
+    assert res.ok, res.errors
+    cache = summarize(b.graph, res.stats)["tables"]["cache"]
+    assert cache["refused_multi_key"] >= 1 and cache["wb_in_flight_at_stop"] == 0
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_stats_carries_the_nic_caches_counters(policy: str) -> None:
+    """`stats` over UDP through a cache design: the store's counters, with the NIC
+    cache's added by its update side (text and binary)."""
+    with live(policy) as lv:
+        for i in range(5):
+            assert lv.ask(i + 1, binary(SET, b"st:%d" % i, b"v")) == (0, b"")
+        for i in range(5):
+            assert lv.ask(10 + i, binary(GET, b"st:%d" % i)) == (0, b"v")
+        text = lv.reply(20, b"stats\r\n")
+        lines = dict(ln.split(b" ")[1:3] for ln in text.split(b"\r\n") if ln.startswith(b"STAT"))
+        assert text.endswith(b"END\r\n") and int(lines[b"cmd_get"]) >= 0
+        hits = int(lines[b"nic_cache_hits"])
+        assert hits >= 5 and int(lines[b"nic_cache_misses"]) >= 0
+        assert b"nic_cache_writebacks" in lines and b"nic_cache_evictions" in lines
+        stat = struct.pack("!BBHBBHIIQ", 0x80, 0x10, 0, 0, 0, 0, 0, 77, 0)
+        got = lv.reply(21, stat)
+        names = []
+        while got:
+            kl, bl = struct.unpack("!H", got[2:4])[0], struct.unpack("!I", got[8:12])[0]
+            assert got[1] == 0x10 and struct.unpack("!I", got[12:16])[0] == 77
+            names.append(got[24 + got[4]:24 + got[4] + kl])
+            got = got[24 + bl:]
+        assert names[-1] == b"" and b"nic_cache_hits" in names and b"cmd_get" in names

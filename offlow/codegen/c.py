@@ -175,7 +175,15 @@ class DeviceGen:
                   f"    unsigned nin_{cname(q.name)};")
         for s in self.sources:
             e(f"    struct ofl_src *src_{cname(s.name)};")
+        for n in self._at_end_nodes():
+            e(f"    struct ofl_state kept_{cname(n.name)}; /* the first state {n.name} saw */",
+              f"    uint8_t has_kept_{cname(n.name)};")
         e("};", "")
+
+    def _at_end_nodes(self) -> list[Node]:
+        """The nodes of this device with code to run at their segment's end."""
+        return [self.g.node(name) for p in self.plans for name in p.nodes
+                if self.g.node(name).at_end]
 
     def _locals(self, n: Node, via: str) -> list[str]:
         """Declarations of a body's parameters and tables (reached through `via`)."""
@@ -257,6 +265,9 @@ class DeviceGen:
         default = 1 if len(n.outputs) == 1 else 0
         e(f"static void ofl_node_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
           "struct ofl_state *state) {", f"    ctx->el_in[{i}]++;")
+        if n.at_end:
+            e(f"    if (!ctx->has_kept_{cn}) {{ ctx->kept_{cn} = *state; "
+              f"ctx->has_kept_{cn} = 1; }}")
         if n.kind == "sink":
             k = self.sinks.index(n)
             e(f"    ofl_sink_write(ctx->proc->sinks[{k}], ctx->core.idx, pkt);", "    (void)state;",
@@ -417,7 +428,20 @@ class DeviceGen:
                    f"{ind}}}")
 
     def _close(self, p: SegmentPlan) -> None:
-        """Close every output ring of this core (the consumers see the end)."""
+        """Run the segment's nodes' end code, then close every output ring of this core
+        (the consumers see the end)."""
+        for name in p.nodes:
+            n = self.g.node(name)
+            if not n.at_end:
+                continue
+            cn = cname(n.name)
+            text = n.at_end.replace(
+                "{kept_state}", f"(ctx->has_kept_{cn} ? &ctx->kept_{cn} : NULL)")
+            for port in n.outputs:
+                text = text.replace(f"{{target:{port.name}}}", self.target(n, port.name))
+            self.e(f"    if (!core->err) {{ /* {n.name}: at the end */",
+                   *("    " + line for line in self._locals(n, "ctx->proc->")),
+                   *("    " + line for line in text.splitlines()), "    }")
         for q in p.outputs:
             self.e(f"    for (unsigned j = 0; j < {q.instances}u && !core->err; j++) {{",
                    f"        int rc = ofl_qout_close(&ctx->out_{cname(q.name)}[j]);",
@@ -643,6 +667,8 @@ class DeviceGen:
                 e(f"        ofl_stats_table(&j, \"{t.name}\", proc.tbl_{cname(t.name)}, "
                   f"{t.length}u, sizeof *proc.tbl_{cname(t.name)}, "
                   f"{1 if t.ctype.startswith('int') else 0});")
+            elif t.home == self.device and t.stats_fn:
+                e(f"        {t.stats_fn}(&j, \"{t.name}\", proc.tbl_{cname(t.name)});")
         e("        ofl_json_end_obj(&j);")
         e("        ofl_json_begin_obj(&j, \"sinks\");")
         for k, s in enumerate(self.sinks):

@@ -41,6 +41,12 @@ class Table:
     and sends the blob over the bulk channel ``table.NAME``; the device builds the
     table from it with ``int open_blob_fn(ctype **t, const void *blob, size_t len,
     const struct ofl_args *a, const char *name)`` (a NIC has no file system).
+
+    `stats_fn`, when set, writes the object's counters to the stats file at exit:
+    ``void stats_fn(struct ofl_json *j, const char *name, const ctype *t)`` (an object
+    named `name`). A table with `tcp` serves the run's TCP socket (``offlow run
+    --tcp``): the runner passes it to the process that holds the table as the option
+    ``NAME.tcp_fd=N``, which the open function serves.
     """
 
     name: str
@@ -51,6 +57,8 @@ class Table:
     source: str = ""
     pack_fn: str = ""
     open_blob_fn: str = ""
+    stats_fn: str = ""
+    tcp: bool = False
 
 
 def c_literal(value: Any, ctype: str, where: str) -> str:

@@ -12,7 +12,8 @@ from offlow.dsl import CacheOps, Element, Port, Table
 # written back first). Made packets (write-backs) are steered by `kv_hash`, as KeyHash
 # sets it; KvServe's `kv_expiring` keeps replies whose item expires out of the cache,
 # and made packets carry `kv_from_cache`, so that the store keeps the CAS a write-back
-# carries (the one the cache gave clients).
+# carries (the one the cache gave clients). When the run stops, write-back entries
+# still written are written back (ofl_kvc_finish) and counted in the stats file.
 MEMCACHED_CACHE = CacheOps(
     ctype="struct ofl_kvc", open_fn="ofl_kvc_open_opts", close_fn="ofl_kvc_destroy",
     request_fn="ofl_kvc_request", reply_fn="ofl_kvc_reply",
@@ -22,15 +23,19 @@ MEMCACHED_CACHE = CacheOps(
     source="memcached NIC cache (kvcache.c), empty at start-up",
     # kvcache.h's OFL_KVC_WAYS_MAX, OFL_KVC_ENTRIES_MAX, OFL_KVC_VALUE_MAX (a test
     # compares them)
-    limits=(("ways", 1, 64), ("entries", 1, 1 << 30), ("value_max", 1, 1024)))
+    limits=(("ways", 1, 64), ("entries", 1, 1 << 30), ("value_max", 1, 1024)),
+    stats_fn="ofl_kvc_stats_json", finish_fn="ofl_kvc_finish")
 
 
-def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1400) -> Table:
+def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1 << 20) -> Table:
     """A memcached-compatible store: `capacity` items, CLOCK eviction, CAS; run-time
-    options NAME.capacity=, NAME.mem= (bytes), NAME.value_max=."""
-    return Table(name, "struct ofl_kv", "ofl_kvs_open_opts", "ofl_kv_destroy",
+    options NAME.capacity=, NAME.mem= (bytes), NAME.value_max= (memcached's -I: 1 MiB by
+    default), NAME.tcp_threads=. It serves memcached over TCP itself when the run has a
+    TCP port (offlow run --tcp): runtime/include/offlow/kvs_table.h."""
+    return Table(name, "struct ofl_kvs", "ofl_kvs_open_opts", "ofl_kvs_close",
                  options=(("capacity", str(capacity)), ("value_max", str(value_max))),
-                 source="memcached-compatible hash table (kvstore.c), empty at start-up")
+                 source="memcached-compatible hash table (kvstore.c), empty at start-up",
+                 stats_fn="ofl_kvs_stats_json", tcp=True)
 
 
 class KeyHash(Element):

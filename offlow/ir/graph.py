@@ -49,6 +49,11 @@ class Node:
     prelude: str = ""  # file-scope C emitted before the body; `{target:PORT}` names the
     #                    function that takes a packet sent on PORT, `{made}` counts a packet
     #                    the node made (compiler-made nodes)
+    # C run once per core when the node's segment is done there, before its output
+    # queues close (compiler-made nodes: a cache writing back what it holds): `ctx`, the
+    # node's tables, `{target:PORT}` as in the prelude, and `{kept_state}`: the state of
+    # the first packet this core's node saw (`const struct ofl_state *`, NULL if none).
+    at_end: str = ""
 
     def output(self, name: str) -> PortSpec:
         return next(p for p in self.outputs if p.name == name)
@@ -103,6 +108,8 @@ class SharedTable:
     pack_fn: str = ""  # host side of a table that travels (see dsl.values.Table)
     open_blob_fn: str = ""
     bulk: bool = False  # set by placement: sent by the host over channel table.NAME
+    stats_fn: str = ""  # writes the object's counters to the stats file (dsl Table)
+    tcp: bool = False   # serves the run's TCP socket, when it has one (dsl Table)
 
     @property
     def is_object(self) -> bool:
@@ -242,6 +249,13 @@ class CacheOps:
     # (setting, lowest, highest) of each number setting the C side takes, checked when
     # the program is built (Program.set_cache) rather than by a device process at start
     limits: tuple[tuple[str, int, int], ...] = ()
+    # ``void stats_fn(struct ofl_json *j, const char *name, const ctype *c)``: the
+    # cache's counters in the stats file
+    stats_fn: str = ""
+    # write-back: ``int finish_fn(ctype *c, emit, void *arg)`` writes back every written
+    # entry through `emit` when the lookup's segment is done (the run stops), returning
+    # how many
+    finish_fn: str = ""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@
   frame header and TCP, binary and text protocols) on the runtime's mcproto, kvstore
   and kvexec modules;
 - runtime/bench/kvs_loadgen.c: the load generator (binary protocol over UDP or TCP,
-  closed or open loop, Floem's workload by default), printing one JSON object.
+  closed or open loop, Floem's workload by default), printing one JSON object;
+- runtime/bench/udp_echo.c: a UDP echo server (recvmmsg / sendmmsg, nothing parsed),
+  the benchmark's ceiling.
 
 Both are compiled once per content hash with `offlow.build.build_tool`. Servers run as
 child processes on 127.0.0.1 and are stopped (SIGTERM, then SIGKILL) when their
@@ -33,8 +35,11 @@ from offlow.errors import OfflowError
 
 SERVER_SRC = RUNTIME / "bench" / "kvs_server.c"
 LOADGEN_SRC = RUNTIME / "bench" / "kvs_loadgen.c"
+ECHO_SRC = RUNTIME / "bench" / "udp_echo.c"
+TOOL_IO = RUNTIME / "tools" / "tool_io.c"  # the drivers' argument, file and clock helpers
 # The runtime modules each tool links, listed rather than globbed.
-SERVER_MODULES = ("err", "wait", "thread", "mcproto", "kvstore", "kvexec")
+SERVER_MODULES = ("err", "file", "wait", "thread", "mcproto", "kvstore", "kvexec", "kvs_tcp")
+ECHO_MODULES = ("err", "file", "wait", "thread")
 LOADGEN_MODULES = ("err", "wait", "thread", "mcproto")
 CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-Werror")
 LIBS = ("-lm", "-pthread")
@@ -42,18 +47,23 @@ HOST = "127.0.0.1"
 START_TIMEOUT = 10.0
 
 
-def _sources(main: Path, modules: Sequence[str]) -> list[Path]:
-    return [main, *(RUNTIME / "src" / f"{m}.c" for m in modules)]
+def _sources(main: Path, modules: Sequence[str], *extra: Path) -> list[Path]:
+    return [main, *extra, *(RUNTIME / "src" / f"{m}.c" for m in modules)]
 
 
 def build_server() -> Path:
     """Compile kvs_server (cached by content hash); return the executable."""
-    return build_tool("kvs_server", _sources(SERVER_SRC, SERVER_MODULES), CFLAGS, LIBS)
+    return build_tool("kvs_server", _sources(SERVER_SRC, SERVER_MODULES, TOOL_IO), CFLAGS, LIBS)
 
 
 def build_loadgen() -> Path:
     """Compile kvs_loadgen (cached by content hash); return the executable."""
     return build_tool("kvs_loadgen", _sources(LOADGEN_SRC, LOADGEN_MODULES), CFLAGS, LIBS)
+
+
+def build_echo() -> Path:
+    """Compile udp_echo (cached by content hash); return the executable."""
+    return build_tool("udp_echo", _sources(ECHO_SRC, ECHO_MODULES, TOOL_IO), CFLAGS, LIBS)
 
 
 def free_port() -> int:
@@ -158,6 +168,25 @@ def kvs_server(threads: int = 1, port: int | None = None, cpus: Sequence[int] | 
         server.stop()
 
 
+@contextmanager
+def udp_echo(threads: int = 1, cpus: Sequence[int] | None = None) -> Iterator[Server]:
+    """Run udp_echo on HOST (a free UDP port) for the duration of the context; `cpus`
+    pins its threads round robin."""
+    args = [str(build_echo()), "-l", HOST, "-p", "0", "-t", str(threads)]
+    if cpus:
+        args += ["--cpus", ",".join(map(str, cpus))]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    line = proc.stdout.readline() if proc.stdout else ""
+    if not line.startswith("ready udp="):
+        proc.kill()
+        raise OfflowError(f"udp_echo did not start: {line}")
+    server = Server("udp_echo", int(line.split()[1].split("=")[1]), proc, line)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def memcached_path() -> str | None:
     """The memcached executable, if installed."""
     return shutil.which("memcached") or (
@@ -224,7 +253,8 @@ def run_loadgen(port: int, *, proto: str = "udp", mode: str = "closed", duration
                 keys: int = 100_000, key_size: int = 32, value_size: int = 64,
                 zipf: float = 0.9, get_ratio: float = 0.9, warmup: bool = True,
                 timeout_ms: float = 200, seed: int = 1, cpus: Sequence[int] | None = None,
-                progress: str = "auto", timeout: float | None = None) -> dict:
+                progress: str = "auto", timeout: float | None = None,
+                echo: bool = False) -> dict:
     """Run kvs_loadgen against HOST:port and return its JSON report (progress lines, if
     any, go to this process's stderr)."""
     exe = build_loadgen()
@@ -237,6 +267,8 @@ def run_loadgen(port: int, *, proto: str = "udp", mode: str = "closed", duration
         args += ["--rate", str(rate)]
     if not warmup:
         args.append("--no-warmup")
+    if echo:
+        args.append("--echo")
     if cpus:
         args += ["--cpus", ",".join(map(str, cpus))]
     limit = timeout if timeout is not None else duration + 120

@@ -11,7 +11,9 @@ elements around the region, where the cache table lives:
 `lookup` also sends packets of its own down the miss path (the written entries it
 evicts): a function in its prelude gives each one the state of the request, its own
 key hash in the steering field (so it reaches the same core as later requests for
-that key, in order) and the ticket of made packets.
+that key, in order) and the ticket of made packets; when its segment is done (the
+run stops), its end code writes back what is still written in the cache
+(`finish_fn`), before the queue to the region closes.
 """
 
 from __future__ import annotations
@@ -81,7 +83,8 @@ def _expand(g: Graph, c: Cache) -> Graph:
         outputs=(PortSpec("hit", out_t), PortSpec("miss", in_t)),
         body=_lookup_body(c, lk, ticket, wb), tables=(("cache", c.name),),
         segment=seg_in, origin=f"cache {c.name} ({c.policy})",
-        prelude=_emit_fn(c, lk, ticket) if wb else "")
+        prelude=_emit_fn(c, lk, ticket) if wb else "",
+        at_end=_finish(c, lk) if wb and c.ops.finish_fn else "")
     update = Node(
         name=up, kind="element", cls="CacheUpdate", inputs=(PortSpec("inp", out_t),),
         outputs=(PortSpec("out", out_t),), body=_update_body(c, ticket),
@@ -94,7 +97,8 @@ def _expand(g: Graph, c: Cache) -> Graph:
               Edge(up, "out", out.dst, out.dst_port)]
     table = SharedTable(c.name, c.ops.ctype, 1, open_fn=c.ops.open_fn, close_fn=c.ops.close_fn,
                         options=(("policy", c.policy), *c.options),
-                        source=c.ops.source or f"{c.policy} cache, empty at start-up")
+                        source=c.ops.source or f"{c.policy} cache, empty at start-up",
+                        stats_fn=c.ops.stats_fn)
     return replace(g, nodes=(*g.nodes, lookup, update), edges=tuple(edges),
                    state=(*g.state, Field(ticket, "uint64_t")), shared=(*g.shared, table))
 
@@ -125,6 +129,20 @@ def _update_body(c: Cache, ticket: str) -> str:
     return "\n".join([
         f"    if ({c.ops.reply_fn}(cache, pkt{args}, state->{ticket}) != 0)",
         "        CONSUME();",
+    ])
+
+
+def _finish(c: Cache, node: str) -> str:
+    """At the end of the lookup's segment on a core (the run stops): write back what is
+    written in the cache, down the miss path as the evicted entries go, with the state
+    of a request this core saw; before the queue to the store closes."""
+    n = cname(node)
+    return "\n".join([
+        "const struct ofl_state *kept = {kept_state};",
+        "if (kept) {",
+        f"    struct ofl_emit_{n} em = {{ ctx, kept }};",
+        f"    {c.ops.finish_fn}(cache, ofl_emit_{n}, &em);",
+        "}",
     ])
 
 

@@ -27,6 +27,9 @@
  *   --cpus LIST         CPUs to pin threads to, round robin (default: not pinned)
  *   --progress on|off|auto  a progress line every second on stderr (auto: runs
  *                       over 5 s; default auto)
+ *   --echo              the server sends each datagram back as it came (udp_echo, the
+ *                       benchmark's ceiling): an answer is the request's own bytes,
+ *                       counted as done (a GET as a miss), nothing checked but its id
  *
  * GET answers are checked: a hit must carry the key's value (its length and its
  * first 8 bytes, which encode the key's index), a SET must answer status 0, a GET
@@ -74,7 +77,7 @@ enum { PHASE_WARMUP, PHASE_RUN, PHASE_DRAIN };
 
 struct config {
     struct sockaddr_in server;
-    int proto, mode, threads, conns, depth, warmup, progress;
+    int proto, mode, threads, conns, depth, warmup, progress, echo;
     double rate, duration, zipf, get_ratio;
     uint32_t keys, key_size, value_size;
     uint64_t timeout_ns, seed;
@@ -482,6 +485,18 @@ static int conn_receive(struct thread *t, struct conn *c)
             size_t len = m[i].msg_len;
             struct ofl_mc_udp_hdr h;
             struct ofl_mc_res res;
+            if (t->cfg->echo && !(m[i].msg_hdr.msg_flags & MSG_TRUNC) &&
+                len >= OFL_MC_UDP_HDR_LEN + OFL_MC_HDR_LEN) {
+                /* our own request back: its opcode and opaque, a done answer */
+                memset(&res, 0, sizeof res);
+                res.opcode = d[OFL_MC_UDP_HDR_LEN + 1];
+                res.status = res.opcode == OFL_MC_OP_GET ? OFL_MC_ST_NOT_FOUND : OFL_MC_ST_OK;
+                const uint8_t *o = d + OFL_MC_UDP_HDR_LEN + 12;
+                res.opaque = (uint32_t)o[0] << 24 | (uint32_t)o[1] << 16 | (uint32_t)o[2] << 8 | o[3];
+                complete(t, c, &res, now);
+                done++;
+                continue;
+            }
             if ((m[i].msg_hdr.msg_flags & MSG_TRUNC) || ofl_mc_udp_parse(d, len, &h) < 0 ||
                 ofl_mc_parse_response(d + OFL_MC_UDP_HDR_LEN, len - OFL_MC_UDP_HDR_LEN, &res,
                                       NULL) != (ssize_t)(len - OFL_MC_UDP_HDR_LEN) ||
@@ -676,7 +691,7 @@ static void usage(void)
             "usage: kvs_loadgen [-s HOST] -p PORT [--proto udp|tcp] [--mode closed|open] "
             "[--threads T] [--conns C] [--depth D] [--rate R] [--duration S] [--keys N] "
             "[--key-size B] [--value-size B] [--zipf S] [--get-ratio F] [--no-warmup] "
-            "[--timeout-ms MS] [--seed N] [--cpus LIST] [--progress on|off|auto]\n");
+            "[--timeout-ms MS] [--seed N] [--cpus LIST] [--progress on|off|auto] [--echo]\n");
     exit(2);
 }
 
@@ -695,7 +710,8 @@ static double dbl_arg(const char *name, const char *s, double lo, double hi)
 static void parse_args(int argc, char **argv, struct config *cfg)
 {
     enum { O_PROTO = 256, O_MODE, O_THREADS, O_CONNS, O_DEPTH, O_RATE, O_DURATION, O_KEYS,
-           O_KSIZE, O_VSIZE, O_ZIPF, O_GETS, O_NOWARM, O_TIMEOUT, O_SEED, O_CPUS, O_PROGRESS };
+           O_KSIZE, O_VSIZE, O_ZIPF, O_GETS, O_NOWARM, O_TIMEOUT, O_SEED, O_CPUS, O_PROGRESS,
+           O_ECHO };
     static const struct option opts[] = {
         {"proto", 1, NULL, O_PROTO},        {"mode", 1, NULL, O_MODE},
         {"threads", 1, NULL, O_THREADS},    {"conns", 1, NULL, O_CONNS},
@@ -705,7 +721,8 @@ static void parse_args(int argc, char **argv, struct config *cfg)
         {"zipf", 1, NULL, O_ZIPF},          {"get-ratio", 1, NULL, O_GETS},
         {"no-warmup", 0, NULL, O_NOWARM},   {"timeout-ms", 1, NULL, O_TIMEOUT},
         {"seed", 1, NULL, O_SEED},          {"cpus", 1, NULL, O_CPUS},
-        {"progress", 1, NULL, O_PROGRESS},  {NULL, 0, NULL, 0}};
+        {"progress", 1, NULL, O_PROGRESS},  {"echo", 0, NULL, O_ECHO},
+        {NULL, 0, NULL, 0}};
     const char *host = "127.0.0.1";
     int port = -1, c;
     while ((c = getopt_long(argc, argv, "s:p:", opts, NULL)) != -1) {
@@ -745,6 +762,7 @@ static void parse_args(int argc, char **argv, struct config *cfg)
             free(list);
             break;
         }
+        case O_ECHO: cfg->echo = 1; break;
         case O_PROGRESS:
             cfg->progress = !strcmp(optarg, "on") ? 1 : !strcmp(optarg, "off") ? 0 : -1;
             break;

@@ -26,8 +26,9 @@
  * datagrams of at most 1400 bytes with the request's id, sequence numbers and
  * count in their frame headers. A datagram whose frame header is short or
  * announces several datagrams, or that ends inside a request, is dropped and
- * counted. TCP connections are read as streams; a bad request gets memcached's
- * error reply, and a stream that cannot be resynchronized is closed after it.
+ * counted. TCP connections are served by the runtime's TCP engine (kvs_tcp.h:
+ * pipelined requests answered in order, values up to -I, a connection limit,
+ * memcached's errors and out-of-memory answers), inside each worker's epoll loop.
  * While busy, workers poll (epoll_wait with no timeout: bounded spin then
  * sched_yield); they block only after --idle-block-ms without work.
  *
@@ -55,10 +56,12 @@
 #include <unistd.h>
 
 #include "offlow/kvexec.h"
+#include "offlow/kvs_tcp.h"
 #include "offlow/kvstore.h"
 #include "offlow/mcproto.h"
 #include "offlow/thread.h"
 #include "offlow/wait.h"
+#include "../tools/tool_io.h"
 
 #define UDP_BATCH 32
 #define UDP_BUF 65536                 /* largest datagram read */
@@ -67,30 +70,14 @@
 #define UDP_PAYLOAD (OFL_MC_UDP_DGRAM_MAX - OFL_MC_UDP_HDR_LEN)
 #define SEND_SLICE 1024               /* sendmmsg's limit per call */
 #define MAX_EVENTS 64
-#define IN_START 4096
-#define BUF_SHRINK (256u << 10)       /* idle connection buffers above this are freed */
-#define OUT_HIGH (4u << 20)           /* stop reading a connection with this much unsent */
-#define OUT_MAX (256u << 20)          /* most reply bytes queued on one connection */
+#define BUF_SHRINK (256u << 10)       /* an idle reply buffer above this is freed */
+#define OUT_MAX (256u << 20)          /* most reply bytes of one UDP batch */
 #define MAX_CPUS 64
 
-/* Tags for epoll data of the two sockets a worker owns (connections use pointers). */
-#define TAG_LISTEN ((void *)1)
+/* The epoll tag of a worker's UDP socket (its TCP engine tags the rest). */
 #define TAG_UDP ((void *)2)
 
 struct server;
-
-struct conn {
-    struct conn *prev, *next;   /* the worker's list of open connections */
-    int fd;
-    uint8_t proto;       /* enum ofl_mc_proto: fixed by the first request */
-    uint8_t closing;     /* close once the output is sent */
-    uint8_t writing;     /* epoll interest is EPOLLOUT (output pending) */
-    uint8_t *in;
-    size_t in_len, in_cap;
-    uint64_t skip;       /* bytes of a rejected request still to discard */
-    struct ofl_mc_out out;
-    size_t out_off;
-};
 
 /* One reply message to one datagram: bytes [start, start + len) of the reply buffer. */
 struct udp_reply {
@@ -103,7 +90,7 @@ struct worker {
     struct server *srv;
     int id, cpu, ep, lfd, ufd;
     pthread_t th;
-    struct conn *conns;         /* open connections */
+    struct ofl_kvs_tcp_worker tcp;   /* its TCP listener and connections */
     /* UDP receive batch */
     struct mmsghdr rmsg[UDP_BATCH];
     struct iovec riov[UDP_BATCH];
@@ -117,9 +104,8 @@ struct worker {
     struct iovec *siov;
     uint8_t (*shdr)[OFL_MC_UDP_HDR_LEN];
     size_t send_cap;
-    /* counters (written by this worker only; read after it stopped) */
+    /* UDP counters (written by this worker only; read after it stopped) */
     uint64_t requests, parse_errors, udp_datagrams, udp_dropped, udp_send_dropped;
-    uint64_t tcp_accepted, tcp_closed_bad;
 };
 
 struct server {
@@ -130,7 +116,7 @@ struct server {
     int tcp_port, udp_port;       /* udp_port < 0: no UDP */
     int nworkers, idle_block_ms;
     int cpus[MAX_CPUS], ncpus;
-    size_t in_max;
+    struct ofl_kvs_tcp_shared tcp;   /* the TCP engine's limits and counters */
     struct worker *w;
 };
 
@@ -165,173 +151,6 @@ static int bound_port(int fd)
     socklen_t len = sizeof sa;
     if (getsockname(fd, (struct sockaddr *)&sa, &len)) return -errno;
     return ntohs(sa.sin_port);
-}
-
-/* ---- TCP connections ------------------------------------------------------------ */
-
-static void conn_close(struct worker *w, struct conn *c)
-{
-    if (c->prev) c->prev->next = c->next;
-    else w->conns = c->next;
-    if (c->next) c->next->prev = c->prev;
-    epoll_ctl(w->ep, EPOLL_CTL_DEL, c->fd, NULL);
-    close(c->fd);
-    free(c->in);
-    ofl_mc_out_free(&c->out);
-    free(c);
-}
-
-static void conn_interest(struct worker *w, struct conn *c, int writing)
-{
-    if (c->writing == writing) return;
-    struct epoll_event ev = {.events = writing ? EPOLLOUT : EPOLLIN, .data.ptr = c};
-    epoll_ctl(w->ep, EPOLL_CTL_MOD, c->fd, &ev);
-    c->writing = (uint8_t)writing;
-}
-
-/* Make room for `more` bytes of input beyond in_len. Returns 0 or -1 (over the
- * limit: the request cannot be held; parse errors should have caught it). */
-static int in_reserve(struct worker *w, struct conn *c, size_t more)
-{
-    if (c->in_cap - c->in_len >= more) return 0;
-    size_t want = c->in_len + more;
-    if (want > w->srv->in_max) return -1;
-    size_t cap = c->in_cap ? c->in_cap : IN_START;
-    while (cap < want) cap *= 2;
-    if (cap > w->srv->in_max) cap = w->srv->in_max;
-    uint8_t *b = realloc(c->in, cap);
-    if (!b) return -1;
-    c->in = b;
-    c->in_cap = cap;
-    return 0;
-}
-
-/* Parse and run the requests in the input buffer while the output is not backed up.
- * Returns the bytes still wanted for the next request (>= 1), or 0 if it stopped
- * for another reason (closing, output backed up). */
-static size_t conn_process(struct worker *w, struct conn *c)
-{
-    struct server *srv = w->srv;
-    size_t off = 0, need = 1;
-    while (!c->closing && c->out.len - c->out_off < OUT_HIGH) {
-        if (c->skip) {
-            size_t d = c->in_len - off < c->skip ? c->in_len - off : (size_t)c->skip;
-            off += d;
-            c->skip -= d;
-            if (c->skip) break;
-            continue;
-        }
-        if (off == c->in_len) break;
-        struct ofl_mc_req req;
-        ssize_t r = ofl_mc_parse(c->in + off, c->in_len - off, (enum ofl_mc_proto)c->proto,
-                                 &srv->lim, &req);
-        c->proto = req.proto;
-        if (r == 0) {
-            need = req.need;
-            break;
-        }
-        int rc;
-        if (r < 0) {
-            w->parse_errors++;
-            rc = ofl_kv_exec_error(&req, (int)r, &c->out);
-            size_t avail = c->in_len - off;
-            size_t take = req.len < avail ? req.len : avail;
-            off += take;
-            c->skip = req.len - take;
-        } else {
-            w->requests++;
-            rc = ofl_kv_exec(srv->kv, &req, &c->out);
-            off += (size_t)r;
-        }
-        if (rc != 0) c->closing = 1;   /* quit, a fatal error, or no room for a reply */
-    }
-    if (off) {
-        memmove(c->in, c->in + off, c->in_len - off);
-        c->in_len -= off;
-    }
-    if (c->in_len == 0 && c->in_cap > BUF_SHRINK) {
-        free(c->in);
-        c->in = NULL;
-        c->in_cap = 0;
-    }
-    return c->closing || c->out.len - c->out_off >= OUT_HIGH ? 0 : need;
-}
-
-/* Send queued output. Returns 0, or -1 if the connection was closed. */
-static int conn_flush(struct worker *w, struct conn *c)
-{
-    while (c->out_off < c->out.len) {
-        ssize_t n = send(c->fd, c->out.buf + c->out_off, c->out.len - c->out_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-            if (errno == EINTR) continue;
-            conn_close(w, c);
-            return -1;
-        }
-        c->out_off += (size_t)n;
-    }
-    if (c->out_off == c->out.len) {
-        c->out.len = c->out_off = 0;
-        if (c->out.cap > BUF_SHRINK) ofl_mc_out_free(&c->out);
-        if (c->closing) {
-            conn_close(w, c);
-            return -1;
-        }
-    }
-    conn_interest(w, c, c->out_off < c->out.len);
-    return 0;
-}
-
-/* Readable (or writable again): read, process, answer, until the socket is drained
- * or the output backs up. */
-static void conn_service(struct worker *w, struct conn *c)
-{
-    for (;;) {
-        size_t need = conn_process(w, c);
-        if (conn_flush(w, c)) return;
-        if (c->writing) return;   /* EPOLLOUT will call again */
-        if (need == 0) continue;  /* the output was backed up and is sent now */
-        if (in_reserve(w, c, need > 16384 ? need : 16384) && in_reserve(w, c, need)) {
-            w->tcp_closed_bad++;
-            conn_close(w, c);
-            return;
-        }
-        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-            conn_close(w, c);
-            return;
-        }
-        if (n < 0) return;
-        c->in_len += (size_t)n;
-    }
-}
-
-static void accept_all(struct worker *w)
-{
-    for (;;) {
-        int fd = accept4(w->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return;
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        struct conn *c = calloc(1, sizeof *c);
-        if (!c) {
-            close(fd);
-            continue;
-        }
-        c->fd = fd;
-        c->out.max = OUT_MAX;
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-        if (epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev)) {
-            close(fd);
-            free(c);
-            continue;
-        }
-        c->next = w->conns;
-        if (w->conns) w->conns->prev = c;
-        w->conns = c;
-        w->tcp_accepted++;
-    }
 }
 
 /* ---- UDP ------------------------------------------------------------------------ */
@@ -492,17 +311,11 @@ static void *worker_main(void *arg)
         blocking = 0;
         for (int i = 0; i < n; i++) {
             void *tag = evs[i].data.ptr;
-            if (tag == TAG_LISTEN) {
-                accept_all(w);
-            } else if (tag == TAG_UDP) {
+            if (tag == TAG_UDP) {
                 for (int k = 0; k < UDP_ROUNDS && udp_batch(w) == UDP_BATCH; k++) {}
                 udp_hot = 1;
             } else {
-                struct conn *c = tag;
-                if (evs[i].events & (EPOLLERR | EPOLLHUP) && !(evs[i].events & EPOLLIN))
-                    conn_close(w, c);
-                else
-                    conn_service(w, c);
+                ofl_kvs_tcp_worker_event(&w->tcp, tag, evs[i].events);
             }
         }
     }
@@ -518,8 +331,9 @@ static int worker_setup(struct worker *w)
     if (w->lfd < 0) return w->lfd;
     if (srv->tcp_port == 0) srv->tcp_port = bound_port(w->lfd);
     if (srv->udp_port == 0) srv->udp_port = srv->tcp_port;
-    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = TAG_LISTEN};
-    if (epoll_ctl(w->ep, EPOLL_CTL_ADD, w->lfd, &ev)) return -errno;
+    int rc = ofl_kvs_tcp_worker_init(&w->tcp, &srv->tcp, w->ep, w->lfd);
+    if (rc) return rc;
+    struct epoll_event ev;
     w->ufd = -1;
     if (srv->udp_port > 0) {
         w->ufd = bind_socket(SOCK_DGRAM, srv->addr, srv->udp_port);
@@ -536,7 +350,7 @@ static int worker_setup(struct worker *w)
 /* Close the worker's sockets and every connection still in its epoll set. */
 static void worker_teardown(struct worker *w)
 {
-    while (w->conns) conn_close(w, w->conns);
+    if (w->tcp.sh) ofl_kvs_tcp_worker_fini(&w->tcp);
     if (w->lfd >= 0) close(w->lfd);
     if (w->ufd >= 0) close(w->ufd);
     if (w->ep >= 0) close(w->ep);
@@ -546,6 +360,22 @@ static void worker_teardown(struct worker *w)
     free(w->smsg);
     free(w->siov);
     free(w->shdr);
+}
+
+/* What "stats" reports about the server. */
+static void server_stats(void *arg, struct ofl_kv_server_stats *s)
+{
+    const struct server *srv = arg;
+    ofl_kvs_tcp_server_stats(&srv->tcp, s);
+    s->threads = (uint64_t)srv->nworkers;
+    s->tcp_port = (uint32_t)srv->tcp_port;
+    s->udp_port = srv->udp_port > 0 ? (uint32_t)srv->udp_port : 0;
+    s->value_max = srv->lim.value_max;
+}
+
+static uint64_t mono_s(void)
+{
+    return ofl_now_ns() / 1000000000ull;
 }
 
 /* ---- main ----------------------------------------------------------------------- */
@@ -560,14 +390,7 @@ static void usage(void)
 
 static long num_arg(const char *s, long lo, long hi)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) {
-        fprintf(stderr, "kvs_server: bad number '%s' (expected %ld..%ld)\n", s, lo, hi);
-        exit(2);
-    }
-    return v;
+    return tool_number("kvs_server", s, lo, hi);
 }
 
 static void parse_args(int argc, char **argv, struct server *srv, struct ofl_kv_config *cfg)
@@ -615,11 +438,12 @@ int main(int argc, char **argv)
     parse_args(argc, argv, &srv, &cfg);
     srv.lim = ofl_mc_default_limits();
     srv.lim.value_max = cfg.value_max;
-    srv.in_max = (size_t)cfg.value_max + srv.lim.line_max + OFL_MC_HDR_LEN + 512;
     atomic_init(&srv.stop, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
 
     int rc = ofl_kv_create(&srv.kv, &cfg);
+    struct ofl_kv_env env = {.server_stats = server_stats, .arg = &srv, .started_s = mono_s()};
+    ofl_kvs_tcp_shared_init(&srv.tcp, srv.kv, cfg.value_max, 0, &env);
     if (rc) {
         fprintf(stderr, "kvs_server: cannot create the store (%s): -c %llu -m %llu MiB "
                         "-I %u\n", strerror(-rc), (unsigned long long)cfg.capacity,
@@ -665,8 +489,7 @@ int main(int argc, char **argv)
     while (read(sfd, &si, sizeof si) < 0 && errno == EINTR) {}
     atomic_store(&srv.stop, 1);
 
-    uint64_t requests = 0, perr = 0, dgrams = 0, dropped = 0, sdropped = 0, accepted = 0,
-             bad = 0;
+    uint64_t requests = 0, perr = 0, dgrams = 0, dropped = 0, sdropped = 0;
     for (int i = 0; i < srv.nworkers; i++) {
         struct worker *w = &srv.w[i];
         pthread_join(w->th, NULL);
@@ -675,20 +498,22 @@ int main(int argc, char **argv)
         dgrams += w->udp_datagrams;
         dropped += w->udp_dropped;
         sdropped += w->udp_send_dropped;
-        accepted += w->tcp_accepted;
-        bad += w->tcp_closed_bad;
         worker_teardown(w);
     }
+    struct ofl_kvs_tcp_stats ts;
+    ofl_kvs_tcp_get_stats(&srv.tcp, &ts);
     struct ofl_kv_stats st;
     ofl_kv_get_stats(srv.kv, &st);
     printf("{\"requests\": %llu, \"parse_errors\": %llu, \"udp_datagrams\": %llu, "
            "\"udp_dropped\": %llu, \"udp_send_dropped\": %llu, \"tcp_accepted\": %llu, "
-           "\"tcp_closed_oversize\": %llu, \"items\": %llu, \"bytes\": %llu, \"gets\": %llu, "
-           "\"hits\": %llu, \"stores\": %llu, \"deletes\": %llu, \"evictions\": %llu, "
-           "\"expired\": %llu}\n",
-           (unsigned long long)requests, (unsigned long long)perr, (unsigned long long)dgrams,
+           "\"tcp_refused\": %llu, \"tcp_oom\": %llu, \"items\": %llu, \"bytes\": %llu, "
+           "\"gets\": %llu, \"hits\": %llu, \"stores\": %llu, \"deletes\": %llu, "
+           "\"evictions\": %llu, \"expired\": %llu}\n",
+           (unsigned long long)(requests + ts.requests),
+           (unsigned long long)(perr + ts.parse_errors), (unsigned long long)dgrams,
            (unsigned long long)dropped, (unsigned long long)sdropped,
-           (unsigned long long)accepted, (unsigned long long)bad,
+           (unsigned long long)ts.accepted, (unsigned long long)ts.refused,
+           (unsigned long long)ts.oom,
            (unsigned long long)st.items, (unsigned long long)st.bytes,
            (unsigned long long)st.gets, (unsigned long long)st.hits,
            (unsigned long long)st.stores, (unsigned long long)st.deletes,

@@ -364,8 +364,18 @@ void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p)
 {
     __atomic_fetch_add(&s->packets, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&s->bytes, p->len, __ATOMIC_RELAXED);
-    if (s->udp) ofl_udp_sink_write(s->udp, core, p);
-    else if (s->pcap) ofl_pcap_sink_write(s->pcap, p);
+    if (s->udp) {
+        ofl_udp_sink_write(s->udp, core, p);
+    } else if (s->pcap && p->seg) {   /* a capture holds each datagram as sent */
+        uint8_t frame[OFL_SINK_SNAPLEN];
+        int n;
+        for (uint32_t k = 0; (n = ofl_udp_frame_segment(p, k, frame, sizeof frame)) > 0; k++) {
+            struct ofl_pkt part = {frame, (uint32_t)n, (uint32_t)n, p->ts_ns, 0};
+            ofl_pcap_sink_write(s->pcap, &part);
+        }
+    } else if (s->pcap) {
+        ofl_pcap_sink_write(s->pcap, p);
+    }
 }
 
 void ofl_sink_flush(struct ofl_sink *s, unsigned core)

@@ -18,6 +18,8 @@
 #define NIL UINT32_MAX
 #define CACHE_CAS_BIT (1ull << 63)   /* CAS values the cache assigns (write-back SETs) */
 #define REPLY_MAX (OFL_MC_UDP_DGRAM_MAX - OFL_MC_UDP_HDR_LEN)
+/* In-flight write-back buckets (a write-back's request id is its bucket). */
+#define WB_BUCKETS 4096u
 /* A write-back packet: headers, frame header, binary SETQ (24 + 8 extras), key, value. */
 #define WB_BUF (OFL_KVC_HDRS_MAX + OFL_MC_UDP_HDR_LEN + OFL_MC_HDR_LEN + 8 + OFL_KV_KEY_MAX + \
                 OFL_KVC_VALUE_MAX)
@@ -56,9 +58,24 @@ struct ofl_kvc {
     /* lookup side */
     _Alignas(64) _Atomic uint64_t cas_next;
     _Atomic uint64_t hits, misses, bypass, evictions, writebacks, invalidations, drops;
+    _Atomic uint64_t refused, flushed;
     /* update side */
     _Alignas(64) _Atomic uint64_t fills, stale_fills, uncached, wb_errors;
+    /* write-backs on their way to the store, by key-hash bucket (the bucket is the
+     * write-back datagram's request id, which its reply carries back) */
+    _Atomic uint32_t inflight[WB_BUCKETS];
+    /* the headers of the first request seen: the template of the write-backs made
+     * when the run stops (ofl_kvc_finish); tmpl_state 0 empty, 1 being written, 2 set */
+    _Atomic int tmpl_state;
+    uint32_t tmpl_l3, tmpl_l4;
+    uint8_t tmpl[OFL_KVC_HDRS_MAX];
 };
+
+/* The in-flight bucket of a key hash. */
+static uint32_t bucket_of(uint64_t hash)
+{
+    return (uint32_t)(hash >> 40) % WB_BUCKETS;
+}
 
 static inline void count(_Atomic uint64_t *c)
 {
@@ -181,14 +198,15 @@ struct wb {
 
 /* Build into `wb` a binary SETQ (set, with the CAS we gave the item: dirty entries
  * always have one) or DELETEQ of slot i's item with the headers of `tmpl`
- * (l4_off + 8 <= OFL_KVC_HDRS_MAX, checked by the callers), request id 0. */
+ * (l4_off + 8 <= OFL_KVC_HDRS_MAX, checked by the callers), its request id the
+ * key's in-flight bucket. */
 static void build_wb(struct ofl_kvc *c, struct wb *wb, uint32_t i, int set,
                      const uint8_t *tmpl, uint32_t l3_off, uint32_t l4_off)
 {
     const struct slot *s = &c->slots[i];
     uint32_t hdrs = l4_off + 8;
     memcpy(wb->buf, tmpl, hdrs);
-    ofl_mc_udp_write(wb->buf + hdrs, 0, 0, 1);
+    ofl_mc_udp_write(wb->buf + hdrs, (uint16_t)bucket_of(s->hash), 0, 1);
     uint8_t extras[8];
     ofl_put_be32(extras, s->flags);
     ofl_put_be32(extras + 4, 0);
@@ -213,6 +231,7 @@ static void send_wb(struct ofl_kvc *c, struct wb *wb, ofl_kvc_emit emit, void *a
     if (!wb->ready) return;
     wb->ready = 0;
     count(&c->writebacks);
+    atomic_fetch_add_explicit(&c->inflight[bucket_of(wb->hash)], 1, memory_order_release);
     emit(arg, &wb->pkt, wb->hash);
 }
 
@@ -268,11 +287,12 @@ static void invalidate(struct ofl_kvc *c, const uint8_t *key, uint32_t klen,
     send_wb(c, wb, emit, arg);
 }
 
-/* Every key of every request of the datagram `d` (frame header excluded), walked
- * as ofl_kv_exec_udp walks it, is dropped from the cache. */
-static void invalidate_all(struct ofl_kvc *c, const uint8_t *d, size_t dlen,
-                           const struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
-                           ofl_kvc_emit emit, void *arg, struct wb *wb)
+/* Call fn(c, key, klen, arg) for every key of every request of the datagram `d`
+ * (frame header excluded), walked as ofl_kv_exec_udp walks it (a meta command's
+ * base64 key decoded); stops early when fn returns nonzero, and returns that. */
+static int each_key(struct ofl_kvc *c, const uint8_t *d, size_t dlen,
+                    int (*fn)(struct ofl_kvc *c, const uint8_t *key, uint32_t klen, void *arg),
+                    void *arg)
 {
     struct ofl_mc_limits lim = ofl_mc_default_limits();
     enum ofl_mc_proto proto = OFL_MC_ANY;
@@ -287,17 +307,100 @@ static void invalidate_all(struct ofl_kvc *c, const uint8_t *d, size_t dlen,
             off = req.len < dlen - off ? off + req.len : dlen;
             continue;
         }
-        if (req.proto == OFL_MC_TEXT &&
-            (req.cmd == OFL_MC_CMD_GET || req.cmd == OFL_MC_CMD_GETS)) {
+        int rc = 0;
+        int multi = req.proto == OFL_MC_TEXT &&
+                    (req.cmd == OFL_MC_CMD_GET || req.cmd == OFL_MC_CMD_GETS ||
+                     req.cmd == OFL_MC_CMD_GAT || req.cmd == OFL_MC_CMD_GATS);
+        if (multi) {
             const uint8_t *pos = req.keys, *end = req.keys + req.keys_len, *key;
             uint32_t klen;
-            while (ofl_mc_next_key(&pos, end, &key, &klen))
-                invalidate(c, key, klen, pkt, l3_off, l4_off, emit, arg, wb);
+            while (!rc && ofl_mc_next_key(&pos, end, &key, &klen)) rc = fn(c, key, klen, arg);
+        } else if (req.key_len && req.key_b64) {
+            uint8_t key[OFL_MC_KEY_MAX];
+            size_t klen = ofl_mc_key_decode(req.key, req.key_len, key);
+            if (klen) rc = fn(c, key, (uint32_t)klen, arg);
         } else if (req.key_len) {
-            invalidate(c, req.key, req.key_len, pkt, l3_off, l4_off, emit, arg, wb);
+            rc = fn(c, req.key, req.key_len, arg);
         }
+        if (rc) return rc;
         off += (size_t)r;
     }
+    return 0;
+}
+
+/* What invalidate_one needs besides the key. */
+struct inv {
+    const struct ofl_pkt *pkt;
+    uint32_t l3_off, l4_off;
+    ofl_kvc_emit emit;
+    void *arg;
+    struct wb *wb;
+};
+
+static int invalidate_one(struct ofl_kvc *c, const uint8_t *key, uint32_t klen, void *arg)
+{
+    const struct inv *v = arg;
+    invalidate(c, key, klen, v->pkt, v->l3_off, v->l4_off, v->emit, v->arg, v->wb);
+    return 0;
+}
+
+/* Every key of every request of the datagram `d` is dropped from the cache (dirty
+ * ones written back first). */
+static void invalidate_all(struct ofl_kvc *c, const uint8_t *d, size_t dlen,
+                           const struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
+                           ofl_kvc_emit emit, void *arg, struct wb *wb)
+{
+    struct inv v = {pkt, l3_off, l4_off, emit, arg, wb};
+    each_key(c, d, dlen, invalidate_one, &v);
+}
+
+/* The key the datagram is steered by (its first request's, as KeyHash hashes it;
+ * none when that request has no key). */
+struct first_key {
+    const uint8_t *key;
+    uint32_t klen;
+};
+
+/* A key other than the steering key whose write-back has not come back from the
+ * store: the request, steered to the first key's host core, could pass it there
+ * (the steering key's own write-backs go ahead of it on its core). */
+static int passes_write_back(struct ofl_kvc *c, const uint8_t *key, uint32_t klen, void *arg)
+{
+    const struct first_key *f = arg;
+    if (f->key && klen == f->klen && !memcmp(key, f->key, klen)) return 0;
+    uint32_t b = bucket_of(ofl_kv_hash(key, klen));
+    return atomic_load_explicit(&c->inflight[b], memory_order_acquire) != 0;
+}
+
+/* Answer the datagram with memcached's temporary-failure reply (binary ETMPFAIL for
+ * its first request, text SERVER_ERROR): a multi-key request that names a key being
+ * written back, refused rather than run ahead of the write-back. */
+static void refuse(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off, uint16_t id,
+                   const uint8_t *d, size_t dlen)
+{
+    struct ofl_mc_req req;
+    ofl_mc_parse(d, dlen, OFL_MC_ANY, NULL, &req);
+    uint8_t out[128];
+    ssize_t n = req.proto == OFL_MC_BINARY
+                    ? ofl_mc_write_status(out, sizeof out, req.opcode, req.opaque,
+                                          OFL_MC_ST_ETMPFAIL)
+                    : ofl_mc_write_text_line(out, sizeof out, OFL_KVC_BUSY_TEXT);
+    put_reply(pkt, l3_off, l4_off, id, out, n > 0 ? (size_t)n : 0);
+}
+
+/* Keep the headers of the first request as the template of the write-backs made when
+ * the run stops. */
+static void keep_template(struct ofl_kvc *c, const struct ofl_pkt *pkt, uint32_t l3_off,
+                          uint32_t l4_off)
+{
+    int empty = 0;
+    if (atomic_load_explicit(&c->tmpl_state, memory_order_relaxed) != 0 ||
+        !atomic_compare_exchange_strong(&c->tmpl_state, &empty, 1))
+        return;
+    memcpy(c->tmpl, pkt->data, (size_t)l4_off + 8);
+    c->tmpl_l3 = l3_off;
+    c->tmpl_l4 = l4_off;
+    atomic_store_explicit(&c->tmpl_state, 2, memory_order_release);
 }
 
 /* ---- lookup side ------------------------------------------------------------------ */
@@ -498,6 +601,7 @@ int ofl_kvc_request(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uin
         count(&c->drops);
         return p && emit ? -EMSGSIZE : -EINVAL;
     }
+    if (c->policy == OFL_KVC_WRITE_BACK) keep_template(c, pkt, l3_off, l4_off);
     struct ofl_mc_udp_hdr h;
     if (ofl_mc_udp_parse(p, len, &h) < 0) {   /* the store drops it */
         count(&c->bypass);
@@ -521,7 +625,28 @@ int ofl_kvc_request(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uin
         }
     }
     invalidate_all(c, d, dlen, pkt, l3_off, l4_off, emit, arg, &wb);
+    if (c->policy == OFL_KVC_WRITE_BACK) {
+        struct first_key f = {NULL, 0};
+        uint8_t fk[OFL_MC_KEY_MAX];
+        if (r > 0 && req.key_len) {
+            f.key = req.key;
+            f.klen = req.key_len;
+            if (req.key_b64) {
+                f.klen = (uint32_t)ofl_mc_key_decode(req.key, req.key_len, fk);
+                f.key = fk;
+            }
+        }
+        if (each_key(c, d, dlen, passes_write_back, &f) &&
+            reply_fits(pkt, l4_off, sizeof OFL_KVC_BUSY_TEXT + OFL_MC_HDR_LEN + 24)) {
+            refuse(pkt, l3_off, l4_off, h.request_id, d, dlen);
+            count(&c->refused);
+            return OFL_KVC_HIT;
+        }
+    }
     count(&c->bypass);
+    /* a stats request alone: its answer comes back with the cache's counters added */
+    if (r > 0 && (size_t)r == dlen && req.cmd == OFL_MC_CMD_STATS && req.args_len == 0)
+        *ticket = OFL_KVC_STATS;
     return OFL_KVC_MISS;
 }
 
@@ -670,8 +795,12 @@ static void on_set_reply(struct ofl_kvc *c, uint32_t i, const uint8_t *b, size_t
 }
 
 /* Replies to write-backs: count the errors (deleting a key the store lacks is fine). */
-static void on_wb_reply(struct ofl_kvc *c, const uint8_t *b, size_t n)
+static void on_wb_reply(struct ofl_kvc *c, uint16_t rid, const uint8_t *b, size_t n)
 {
+    _Atomic uint32_t *f = &c->inflight[rid % WB_BUCKETS];
+    uint32_t v = atomic_load_explicit(f, memory_order_relaxed);
+    while (v && !atomic_compare_exchange_weak_explicit(f, &v, v - 1, memory_order_release,
+                                                       memory_order_relaxed)) {}
     size_t off = 0;
     while (off < n) {
         struct ofl_mc_res res;
@@ -687,20 +816,88 @@ static void on_wb_reply(struct ofl_kvc *c, const uint8_t *b, size_t n)
     }
 }
 
+/* The cache's counters, as `stats` lines (text) or binary STAT responses, written to
+ * `out` (at least 2 KB); `tmpl`: the binary answer's terminator (opcode, opaque).
+ * Returns the bytes written. */
+static size_t stats_lines(const struct ofl_kvc *c, int binary, const uint8_t *tmpl,
+                          uint8_t *out, size_t cap)
+{
+    struct ofl_kvc_stats st;
+    ofl_kvc_stats(c, &st);
+    const struct {
+        const char *name;
+        uint64_t v;
+    } nums[] = {{"nic_cache_hits", st.hits},         {"nic_cache_misses", st.misses},
+                {"nic_cache_evictions", st.evictions}, {"nic_cache_writebacks", st.writebacks},
+                {"nic_cache_fills", st.fills},         {"nic_cache_bypass", st.bypass}};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        char v[24];
+        int vl = snprintf(v, sizeof v, "%llu", (unsigned long long)nums[i].v);
+        ssize_t k = binary ? ofl_mc_write_response(out + n, cap - n, OFL_MC_OP_STAT, 0,
+                                                   ofl_get_be32(tmpl + 12), 0, NULL, 0,
+                                                   nums[i].name, strlen(nums[i].name), v,
+                                                   (size_t)vl)
+                           : snprintf((char *)out + n, cap - n, "STAT %s %s\r\n",
+                                      nums[i].name, v);
+        if (k < 0 || (size_t)k >= cap - n) break;
+        n += (size_t)k;
+    }
+    return n;
+}
+
+/* The store's answer to a stats request, with the cache's counters added before its
+ * end (text END, binary the empty STAT), framed again; left as it is when it does not
+ * fit the packet or does not end as a stats answer does. */
+static void add_stats(const struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off,
+                      uint32_t l4_off, const uint8_t *p, size_t len)
+{
+    enum { ROOM = 65536 + 4096 };   /* the largest answer, and the counters' lines */
+    uint8_t *body = malloc(ROOM);   /* rare (stats): off the stack of every reply */
+    if (!body) return;
+    size_t n = ofl_kvs_unframe(p, len, body, 65536);
+    const uint8_t *end = n >= 24 ? body + n - 24 : NULL;
+    int binary = end && end[0] == OFL_MC_RES_MAGIC && end[1] == OFL_MC_OP_STAT &&
+                 !(end[2] | end[3]) && !(end[8] | end[9] | end[10] | end[11]);
+    int text = n >= 5 && !memcmp(body + n - 5, "END\r\n", 5);
+    if (!binary && !text) {
+        free(body);
+        return;
+    }
+    size_t tail = binary ? 24 : 5;
+    uint8_t last[24];
+    memcpy(last, body + n - tail, tail);
+    size_t k = stats_lines(c, binary, last, body + n - tail, ROOM - (n - tail) - tail);
+    memcpy(body + n - tail + k, last, tail);
+    /* (the request id is read before the packet is written over; a frame that does not
+     * fit writes nothing: the store's answer stays) */
+    ofl_kvs_frame(pkt, l3_off, l4_off, ofl_get_be16(p), body, n + k);
+    free(body);
+}
+
 int ofl_kvc_reply(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
                   int expiring, uint64_t ticket)
 {
-    if (ticket == 0) return 0;
     size_t len = 0;
     const uint8_t *p = udp_payload(pkt, l3_off, l4_off, &len);
-    int bad = !p || len < OFL_MC_UDP_HDR_LEN;
+    /* A reply of several datagrams (the store's, ofl_kvs_reply) came through a queue,
+     * which does not carry its segmentation: set it again for the sink. It holds a
+     * value too long to cache. */
+    int multi = p && len >= OFL_MC_UDP_HDR_LEN && ofl_get_be16(p + 4) > 1;
+    if (multi) pkt->seg = OFL_MC_UDP_DGRAM_MAX;
+    if (ticket == OFL_KVC_STATS) {
+        if (p && len > OFL_MC_UDP_HDR_LEN) add_stats(c, pkt, l3_off, l4_off, p, len);
+        return 0;
+    }
+    if (ticket == 0) return 0;
+    int bad = !p || len < OFL_MC_UDP_HDR_LEN || (multi && ticket != OFL_KVC_INTERNAL);
     const uint8_t *b = bad ? NULL : p + OFL_MC_UDP_HDR_LEN;
     size_t n = bad ? 0 : len - OFL_MC_UDP_HDR_LEN;
     if (ticket == OFL_KVC_INTERNAL) {
         if (bad)
             count(&c->wb_errors);
         else
-            on_wb_reply(c, b, n);
+            on_wb_reply(c, ofl_get_be16(p), b, n);
         return 1;
     }
     uint32_t i = (uint32_t)(ticket >> 32), seq = (uint32_t)ticket;
@@ -853,6 +1050,41 @@ int ofl_kvc_flush(struct ofl_kvc *c, ofl_kvc_emit emit, void *arg, const struct 
     return n;
 }
 
+int ofl_kvc_finish(struct ofl_kvc *c, ofl_kvc_emit emit, void *arg)
+{
+    if (c->policy != OFL_KVC_WRITE_BACK ||
+        atomic_load_explicit(&c->tmpl_state, memory_order_acquire) != 2)
+        return 0;   /* write-through, or no request yet: nothing is dirty */
+    struct ofl_pkt tmpl = {c->tmpl, c->tmpl_l4 + 8, OFL_KVC_HDRS_MAX, 0, 0};
+    int n = ofl_kvc_flush(c, emit, arg, &tmpl, c->tmpl_l3, c->tmpl_l4);
+    if (n > 0) atomic_fetch_add_explicit(&c->flushed, (uint64_t)n, memory_order_relaxed);
+    return n;
+}
+
+void ofl_kvc_stats_json(struct ofl_json *j, const char *name, const struct ofl_kvc *c)
+{
+    struct ofl_kvc_stats s;
+    ofl_kvc_stats(c, &s);
+    uint64_t inflight = 0;
+    for (uint32_t i = 0; i < WB_BUCKETS; i++)
+        inflight += atomic_load_explicit(&c->inflight[i], memory_order_relaxed);
+    const struct {
+        const char *key;
+        uint64_t v;
+    } nums[] = {
+        {"hits", s.hits},           {"misses", s.misses},
+        {"bypass", s.bypass},       {"fills", s.fills},
+        {"stale_fills", s.stale_fills}, {"uncached", s.uncached},
+        {"evictions", s.evictions}, {"writebacks", s.writebacks},
+        {"wb_errors", s.wb_errors}, {"written_back_at_stop", s.flushed},
+        {"wb_in_flight_at_stop", inflight}, {"refused_multi_key", s.refused},
+        {"invalidations", s.invalidations}, {"drops", s.drops},
+    };
+    ofl_json_begin_obj(j, name);
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) ofl_json_u64(j, nums[i].key, nums[i].v);
+    ofl_json_end_obj(j);
+}
+
 void ofl_kvc_stats(const struct ofl_kvc *c, struct ofl_kvc_stats *s)
 {
 #define LD(f) s->f = atomic_load_explicit(&c->f, memory_order_relaxed)
@@ -867,5 +1099,7 @@ void ofl_kvc_stats(const struct ofl_kvc *c, struct ofl_kvc_stats *s)
     LD(wb_errors);
     LD(invalidations);
     LD(drops);
+    LD(refused);
+    LD(flushed);
 #undef LD
 }

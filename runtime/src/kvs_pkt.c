@@ -7,10 +7,6 @@
 #include <string.h>
 
 #include "offlow/err.h"
-#include "offlow/gen.h"
-
-/* Largest reply payload: one datagram of memcached's UDP size, frame header excluded. */
-#define REPLY_MAX (OFL_MC_UDP_DGRAM_MAX - OFL_MC_UDP_HDR_LEN)
 
 const uint8_t *ofl_kvs_udp_payload(const struct ofl_pkt *pkt, uint32_t l4_off, size_t *len)
 {
@@ -31,7 +27,9 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
     if (ofl_mc_parse(p + OFL_MC_UDP_HDR_LEN, len - OFL_MC_UDP_HDR_LEN, OFL_MC_ANY, NULL,
                      &req) <= 0 || !req.key_len)
         return -EINVAL;
-    *hash = ofl_kv_hash(req.key, req.key_len);
+    uint8_t key[OFL_MC_KEY_MAX];   /* a meta command's base64 key: the key it names */
+    size_t klen = req.key_b64 ? ofl_mc_key_decode(req.key, req.key_len, key) : 0;
+    *hash = klen ? ofl_kv_hash(key, klen) : ofl_kv_hash(req.key, req.key_len);
     return 0;
 }
 
@@ -61,10 +59,13 @@ void ofl_kvs_swap_addrs(uint8_t *frame, uint32_t l3_off, uint32_t l4_off)
     ip[8] = 64;
 }
 
-/* Room for the replies of one datagram: kvexec reserves a value's worth ahead
- * (VALUE_GUESS) before it knows the value, so a reply that fits REPLY_MAX may need
- * this much room while it is written; what does not fit is refused below. */
-#define REPLY_ROOM 4096u
+/* Largest payload of one reply datagram, and what is left of it after the frame header. */
+#define DGRAM_MAX OFL_MC_UDP_DGRAM_MAX
+#define DGRAM_PAYLOAD (OFL_MC_UDP_DGRAM_MAX - OFL_MC_UDP_HDR_LEN)
+/* The reply buffer on the stack (longer replies move to the heap: ofl_mc_out's
+ * borrowed buffer); no reply is longer than a packet (65,507 bytes of UDP payload). */
+#define REPLY_STACK 2048u
+#define REPLY_ROOM 65536u
 
 /* Run every request of the datagram at `p` (`len` bytes, frame header first) and
  * append the replies to `out`. Returns the request id, or -EINVAL (not a datagram
@@ -72,13 +73,14 @@ void ofl_kvs_swap_addrs(uint8_t *frame, uint32_t l3_off, uint32_t l4_off)
  * *overflow is set when a reply did not fit `out`, and *bad_req then holds the
  * request being answered (its protocol, opcode, opaque). `trusted`: run the
  * requests with ofl_kv_exec_trusted. */
-static int run_datagram(struct ofl_kv *kv, const uint8_t *p, size_t len, int trusted,
+static int run_datagram(struct ofl_kvs *t, const uint8_t *p, size_t len, int trusted,
                         struct ofl_mc_out *out, unsigned *ran, int *overflow,
                         struct ofl_mc_req *bad_req)
 {
     struct ofl_mc_udp_hdr h;
     if (ofl_mc_udp_parse(p, len, &h) < 0) return -EINVAL;
     struct ofl_mc_limits lim = ofl_mc_default_limits();
+    lim.value_max = t->value_max;
     size_t off = OFL_MC_UDP_HDR_LEN;
     enum ofl_mc_proto proto = OFL_MC_ANY;
     *overflow = 0;
@@ -91,8 +93,8 @@ static int run_datagram(struct ofl_kv *kv, const uint8_t *p, size_t len, int tru
         size_t before = out->len;
         ++*ran;
         int rc = r < 0     ? ofl_kv_exec_error(&req, (int)r, out)
-                 : trusted ? ofl_kv_exec_trusted(kv, &req, out)
-                           : ofl_kv_exec(kv, &req, out);
+                 : trusted ? ofl_kv_exec_trusted(t->kv, &req, out)
+                           : ofl_kv_exec_env(t->kv, &req, out, &t->env);
         if (rc < 0) {
             out->len = before;
             *overflow = 1;
@@ -102,73 +104,91 @@ static int run_datagram(struct ofl_kv *kv, const uint8_t *p, size_t len, int tru
         if (r < 0) off = req.len < len - off ? off + req.len : len;
         else off += (size_t)r;
         if (req.fatal || rc == 1) break;   /* quit means nothing more on UDP */
+        if (ofl_kv_udp_stops(&req, out->buf + before, out->len - before)) break;
     }
     return h.request_id;
 }
 
-int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
+/* Datagrams a reply of `n` bytes takes (the frame header alone for 0). */
+static size_t dgrams_of(size_t n)
+{
+    return n ? (n + DGRAM_PAYLOAD - 1) / DGRAM_PAYLOAD : 1;
+}
+
+int ofl_kvs_reply(struct ofl_kvs *t, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
                   int from_cache)
 {
     size_t len;
     const uint8_t *p = ofl_kvs_udp_payload(pkt, l4_off, &len);
-    if (!p || l3_off + 20 > l4_off) return -EINVAL;
-    /* Replies go to a buffer of their own: they overwrite the request's bytes. */
-    uint8_t buf[REPLY_ROOM];
-    struct ofl_mc_out out = {.buf = buf, .cap = sizeof buf, .max = sizeof buf};
+    if (!p || l3_off + 20 > l4_off || (size_t)l4_off + 8 + OFL_MC_UDP_HDR_LEN > pkt->cap)
+        return -EINVAL;
+    /* The room for the reply: the packet's payload less a frame header per datagram
+     * (replies go to a buffer of their own: they overwrite the request's bytes). */
+    size_t room = pkt->cap > (size_t)l4_off + 8 ? pkt->cap - l4_off - 8 : 0;
+    if (room > REPLY_ROOM) room = REPLY_ROOM;
+    size_t max = room - OFL_MC_UDP_HDR_LEN * dgrams_of(room);
+    uint8_t buf[REPLY_STACK];
+    struct ofl_mc_out out = {.buf = buf, .cap = sizeof buf < max ? sizeof buf : max, .max = max,
+                             .borrowed = 1};
     struct ofl_mc_req bad;
+    memset(&bad, 0, sizeof bad);
     int overflow;
     unsigned ran;
-    int id = run_datagram(kv, p, len, from_cache, &out, &ran, &overflow, &bad);
-    if (id < 0) return id;
-    if (ran == 0) return OFL_KVS_NONE;   /* no request, or cut short: as memcached */
-    if (overflow || out.len > REPLY_MAX) {
-        /* Longer than one datagram: memcached's answer when it cannot build a reply. */
-        if (!overflow) ofl_mc_parse(p + OFL_MC_UDP_HDR_LEN, len - OFL_MC_UDP_HDR_LEN,
-                                    OFL_MC_ANY, NULL, &bad);
+    int id = run_datagram(t, p, len, from_cache, &out, &ran, &overflow, &bad);
+    if (id < 0 || ran == 0) {   /* not a datagram, or no request / cut short: as memcached */
+        ofl_mc_out_free(&out);
+        return id < 0 ? id : OFL_KVS_NONE;
+    }
+    if (overflow) {
+        /* Longer than the packet: memcached's answer when it cannot build a reply. */
+        ofl_mc_out_free(&out);
         ssize_t n = bad.proto == OFL_MC_BINARY
                         ? ofl_mc_write_status(buf, sizeof buf, bad.opcode, bad.opaque,
                                               OFL_MC_ST_ENOMEM)
                         : ofl_mc_write_text_line(buf, sizeof buf,
                                                  "SERVER_ERROR out of memory writing get response");
-        out.len = n > 0 ? (size_t)n : 0;
-        out.expiring = 0;   /* the answer holds no value */
+        out = (struct ofl_mc_out){.buf = buf, .len = n > 0 ? (size_t)n : 0, .borrowed = 1};
     }
-    /* A datagram without an answer (quiet requests, noreply) still gets one, with no
-     * payload: memcached's header-only datagram (seq 0, count 0), so a gateway waiting
-     * for each request's reply hears of it. */
-    size_t payload = OFL_MC_UDP_HDR_LEN + out.len;
-    if ((size_t)l4_off + 8 + payload > pkt->cap) return -EMSGSIZE;
-    uint8_t *d = pkt->data + l4_off + 8;
-    ofl_mc_udp_write(d, (uint16_t)id, 0, out.len ? 1 : 0);
-    if (out.len) memcpy(d + OFL_MC_UDP_HDR_LEN, buf, out.len);
+    int rc = ofl_kvs_frame(pkt, l3_off, l4_off, (uint16_t)id, out.buf, out.len);
+    int expiring = out.expiring;
+    ofl_mc_out_free(&out);
+    if (rc < 0) return rc;
     ofl_kvs_swap_addrs(pkt->data, l3_off, l4_off);
-    ofl_kvs_set_lengths(pkt->data, l3_off, l4_off, payload);
-    pkt->len = (uint32_t)(l4_off + 8 + payload);
-    return out.expiring ? OFL_KVS_SEND_EXPIRING : OFL_KVS_SEND;
+    return expiring ? OFL_KVS_SEND_EXPIRING : OFL_KVS_SEND;
 }
 
-int ofl_kvs_open_opts(struct ofl_kv **t, const struct ofl_args *a, const char *name)
+int ofl_kvs_frame(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off, uint16_t id,
+                  const uint8_t *body, size_t len)
 {
-    struct ofl_kv_config cfg = {0, 0, 0, 0};
-    const char *keys[3] = {"capacity", "mem", "value_max"};
-    const char *dflt[3] = {"1000000", "0", "1400"};
-    uint64_t v[3];
-    for (int i = 0; i < 3; i++) {
-        const char *s = ofl_args_get(a, name, keys[i], dflt[i]);
-        char *end;
-        v[i] = strtoull(s, &end, 10);
-        if (end == s || *end) {
-            fprintf(stderr, "offlow %s: store %s: %s=%s is not a number\n", a->device, name,
-                    keys[i], s);
-            return -EINVAL;
-        }
+    /* No answer at all (quiet requests, noreply) is still a datagram, with no payload:
+     * memcached's header-only datagram (seq 0, count 0), so a client waiting for each
+     * request's reply hears of it. */
+    size_t n = len ? dgrams_of(len) : 1;
+    size_t payload = OFL_MC_UDP_HDR_LEN * n + len;
+    if ((size_t)l4_off + 8 + payload > pkt->cap || n > UINT16_MAX) return -EMSGSIZE;
+    uint8_t *d = pkt->data + l4_off + 8;
+    for (size_t i = 0; i < n; i++) {
+        size_t at = i * DGRAM_PAYLOAD, part = len - at < DGRAM_PAYLOAD ? len - at : DGRAM_PAYLOAD;
+        ofl_mc_udp_write(d, id, (uint16_t)i, len ? (uint16_t)n : 0);
+        if (len) memmove(d + OFL_MC_UDP_HDR_LEN, body + at, part);
+        d += OFL_MC_UDP_HDR_LEN + (len ? part : 0);
     }
-    cfg.capacity = v[0];
-    cfg.mem_bytes = v[1];
-    cfg.value_max = v[2] > OFL_MC_VALUE_MAX_DEFAULT ? OFL_MC_VALUE_MAX_DEFAULT : (uint32_t)v[2];
-    int rc = ofl_kv_create(t, &cfg);
-    if (rc < 0)
-        fprintf(stderr, "offlow %s: store %s (capacity %llu): %s\n", a->device, name,
-                (unsigned long long)cfg.capacity, ofl_strerror(rc));
-    return rc;
+    ofl_kvs_set_lengths(pkt->data, l3_off, l4_off, payload);
+    pkt->len = (uint32_t)(l4_off + 8 + payload);
+    pkt->seg = n > 1 ? DGRAM_MAX : 0;
+    return 0;
+}
+
+size_t ofl_kvs_unframe(const uint8_t *payload, size_t len, uint8_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (size_t at = 0; at < len; at += DGRAM_MAX) {
+        size_t dg = len - at < DGRAM_MAX ? len - at : DGRAM_MAX;
+        if (dg <= OFL_MC_UDP_HDR_LEN) continue;
+        size_t part = dg - OFL_MC_UDP_HDR_LEN;
+        if (part > cap - n) part = cap - n;
+        memcpy(out + n, payload + at + OFL_MC_UDP_HDR_LEN, part);
+        n += part;
+    }
+    return n;
 }

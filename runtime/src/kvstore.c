@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +15,11 @@
 #define NIL UINT32_MAX
 #define DEFAULT_STRIPES 64u
 #define RELATIVE_MAX (60 * 60 * 24 * 30)   /* memcached: longer exptimes are Unix times */
+#define BUMP_EVERY 60u                     /* memcached's ITEM_UPDATE_INTERVAL, seconds */
+#define DIGITS_MAX 20u                     /* a 64-bit unsigned decimal */
+
+/* Item marks (memcached's ITEM_FETCHED, ITEM_TOKEN_SENT, ITEM_STALE). */
+enum { FETCHED = 1, TOKEN_SENT = 2, STALE = 4 };
 
 struct item {
     struct item *next;    /* next item in the bucket chain */
@@ -23,9 +29,18 @@ struct item {
     uint64_t cas;
     uint32_t flags;
     uint32_t exp;         /* expiry on the store's clock (seconds), 0 = never */
+    uint32_t atime;       /* stored or last bumped, on the store's clock */
     uint16_t key_len;
     uint8_t used;         /* CLOCK reference bit */
+    uint8_t marks;        /* FETCHED, TOKEN_SENT, STALE */
     uint8_t data[];       /* key, then value */
+};
+
+/* Counters of a stripe (summed by ofl_kv_get_stats). */
+struct counters {
+    uint64_t gets, hits, stores, deletes, evictions, expired, total_items;
+    uint64_t delete_misses, incr_hits, incr_misses, decr_hits, decr_misses;
+    uint64_t cas_hits, cas_misses, cas_badval, touch_hits, touch_misses, flushed;
 };
 
 struct stripe {
@@ -33,10 +48,12 @@ struct stripe {
     uint32_t nslots, nitems, nfree, hand, mask;
     uint64_t bytes, mem_max;     /* mem_max 0: no byte limit */
     uint64_t cas_next;
+    uint32_t flush_at;           /* items bumped before this time are gone once it has
+                                    come (store clock; 0: no flush pending) */
     struct item **heads;         /* mask + 1 bucket chains (item pointers: one miss less) */
     struct item **slots;
     uint32_t *free_slots;        /* stack of free slot indices */
-    uint64_t gets, hits, stores, deletes, evictions, expired;
+    struct counters n;
 };
 
 struct ofl_kv {
@@ -44,6 +61,7 @@ struct ofl_kv {
     uint32_t nstripes, value_max;
     uint64_t capacity, mem_bytes;
     int64_t unix_offset;         /* Unix time minus the store's clock, at creation */
+    atomic_uint_fast64_t flushes;
 };
 
 /* ---- locks and clock ------------------------------------------------------------ */
@@ -220,15 +238,24 @@ static struct item *unlink_item(struct stripe *s, struct item *it)
     return it;
 }
 
-/* The item holding `key`, or NULL; an expired item found on the way is dropped. */
+/* Has a flush invalidated `it`? */
+static int flushed(const struct stripe *s, const struct item *it, uint32_t now)
+{
+    return s->flush_at && now >= s->flush_at && it->atime < s->flush_at;
+}
+
+/* The item holding `key`, or NULL; an expired or flushed item found on the way is
+ * dropped. */
 static struct item *find(struct stripe *s, const void *key, size_t key_len, uint64_t hash)
 {
     for (struct item *it = s->heads[bucket_of(s, hash)]; it; it = it->next) {
         if (it->hash != hash || it->key_len != key_len || memcmp(it->data, key, key_len))
             continue;
-        if (it->exp && now_s() >= it->exp) {
+        uint32_t now = now_s();
+        if ((it->exp && now >= it->exp) || flushed(s, it, now)) {
+            if (it->exp && now >= it->exp) s->n.expired++;
+            else s->n.flushed++;
             free(unlink_item(s, it));
-            s->expired++;
             return NULL;
         }
         return it;
@@ -250,7 +277,7 @@ static int evict_one(struct stripe *s, uint32_t keep)
             continue;
         }
         free(unlink_item(s, it));
-        s->evictions++;
+        s->n.evictions++;
         return 0;
     }
     return -ENOMEM;
@@ -261,72 +288,225 @@ static int over_budget(const struct stripe *s, uint64_t extra)
     return s->mem_max && s->bytes + extra > s->mem_max;
 }
 
-/* ---- public operations ---------------------------------------------------------- */
-
-int ofl_kv_get(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash, void *dst,
-               size_t cap, struct ofl_kv_meta *meta)
+/* Put `it` (built, not linked) in the table in place of `cur` (NULL: a new key).
+ * Stripe locked. Returns the item it replaced (to free once unlocked), or sets *rc
+ * to -ENOMEM when nothing can be evicted for it. */
+static struct item *link_item(struct stripe *s, struct item *it, struct item *cur, int *rc)
 {
-    struct stripe *s = stripe_of(kv, hash);
-    lock(s);
-    s->gets++;
-    struct item *it = key_len && key_len <= OFL_KV_KEY_MAX ? find(s, key, key_len, hash) : NULL;
-    if (!it) {
-        unlock(s);
-        return -ENOENT;
+    uint64_t size = item_bytes(it);
+    *rc = 0;
+    s->n.total_items++;
+    if (cur) {   /* take the old item's slot and chain position */
+        struct item **link = &s->heads[bucket_of(s, it->hash)];
+        while (*link != cur) link = &(*link)->next;
+        *link = it;
+        it->next = cur->next;
+        it->slot = cur->slot;
+        s->slots[it->slot] = it;
+        s->bytes += size - item_bytes(cur);
+        while (over_budget(s, 0) && evict_one(s, it->slot) == 0) {}
+        return cur;
     }
-    s->hits++;
+    while ((s->nitems == s->nslots || over_budget(s, size)) && evict_one(s, NIL) == 0) {}
+    if (s->nitems == s->nslots) {   /* cannot happen with nslots >= 1 */
+        *rc = -ENOMEM;
+        return NULL;
+    }
+    it->slot = s->free_slots[--s->nfree];
+    struct item **head = &s->heads[bucket_of(s, it->hash)];
+    it->next = *head;
+    *head = it;
+    s->slots[it->slot] = it;
+    s->nitems++;
+    s->bytes += size;
+    return NULL;
+}
+
+/* A new item (not linked): key, `n` bytes of value from the parts a (na) and b (nb). */
+static struct item *new_item(const void *key, size_t key_len, uint64_t hash, const void *a,
+                             size_t na, const void *b, size_t nb)
+{
+    struct item *it = malloc(sizeof *it + key_len + na + nb);
+    if (!it) return NULL;
+    memset(it, 0, sizeof *it);
+    it->value_len = (uint32_t)(na + nb);
+    it->hash = hash;
+    it->key_len = (uint16_t)key_len;
     it->used = 1;
+    it->atime = now_s();
+    memcpy(it->data, key, key_len);
+    if (na) memcpy(it->data + key_len, a, na);
+    if (nb) memcpy(it->data + key_len + na, b, nb);
+    return it;
+}
+
+static uint64_t next_cas(struct ofl_kv *kv, struct stripe *s)
+{
+    return s->cas_next++ * kv->nstripes + (uint64_t)(s - kv->stripes);
+}
+
+/* Fill *meta from `it` (stripe locked) as of time `now`. */
+static void describe(const struct item *it, uint32_t now, struct ofl_kv_meta *meta)
+{
     meta->flags = it->flags;
     meta->value_len = it->value_len;
     meta->cas = it->cas;
     meta->expires = it->exp != 0;
-    int rc = -ENOBUFS;
-    if (it->value_len <= cap) {
-        memcpy(dst, it->data + it->key_len, it->value_len);
-        rc = 0;
+    meta->ttl = it->exp == 0 ? -1 : it->exp > now ? (int32_t)(it->exp - now) : 0;
+    meta->idle = now > it->atime ? now - it->atime : 0;
+    meta->fetched = (it->marks & FETCHED) != 0;
+    meta->token_sent = (it->marks & TOKEN_SENT) != 0;
+    meta->stale = (it->marks & STALE) != 0;
+}
+
+/* Bump `it` for a read: its CLOCK bit, read mark, and its access time once a minute. */
+static void bump(struct item *it, uint32_t now)
+{
+    it->used = 1;
+    it->marks |= FETCHED;
+    if (now >= it->atime + BUMP_EVERY) it->atime = now;
+}
+
+int ofl_kv_read(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash, void *dst,
+                size_t cap, const struct ofl_kv_read *opt, struct ofl_kv_meta *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    if (key_len == 0 || key_len > OFL_KV_KEY_MAX) return -ENOENT;
+    struct stripe *s = stripe_of(kv, hash);
+    struct item *made = NULL;
+    int gone = 0;
+    if (opt && opt->vivify) {   /* built before locking, used only on a miss */
+        made = new_item(key, key_len, hash, NULL, 0, NULL, 0);
+        if (!made) return -ENOMEM;
+        made->exp = expiry(kv, opt->vivify_exptime, &gone);
+    }
+    int again = opt && opt->again;
+    lock(s);
+    if (!again && opt && opt->touch) s->n.touch_hits++;   /* taken back below on a miss */
+    else if (!again) s->n.gets++;
+    struct item *it = find(s, key, key_len, hash);
+    uint32_t now = now_s();
+    if (!it && made && !gone) {
+        int rc;
+        made->cas = next_cas(kv, s);
+        link_item(s, made, NULL, &rc);
+        if (rc == 0) {
+            it = made;
+            made = NULL;
+            meta->created = meta->win = 1;
+            it->marks |= TOKEN_SENT;
+        }
+    }
+    if (!it) {
+        if (opt && opt->touch && !again) {
+            s->n.touch_hits--;
+            s->n.touch_misses++;
+        }
+        unlock(s);
+        free(made);
+        return -ENOENT;
+    }
+    if (!again && !(opt && opt->touch)) s->n.hits++;
+    describe(it, now, meta);
+    if (meta->created) meta->fetched = 0;
+    if (opt && opt->touch) {
+        int expired_now;
+        it->exp = expiry(kv, opt->exptime, &expired_now);
+        if (expired_now) it->exp = now;   /* gone for the next reader */
+    }
+    if (!meta->created) {
+        if (opt && opt->recache && !meta->token_sent && it->exp &&
+            it->exp < now + (uint32_t)(opt->recache_s > 0 ? opt->recache_s : 0))
+            meta->win = 1;
+        if (meta->stale && !meta->token_sent) meta->win = 1;
+        if (meta->win) it->marks |= TOKEN_SENT;
+    }
+    if (!(opt && (opt->no_bump || again))) bump(it, now);
+    int rc = 0;
+    if (dst) {
+        if (it->value_len <= cap) memcpy(dst, it->data + it->key_len, it->value_len);
+        else rc = -ENOBUFS;
     }
     unlock(s);
+    free(made);
     return rc;
 }
 
-int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size_t key_len,
+int ofl_kv_get(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash, void *dst,
+               size_t cap, struct ofl_kv_meta *meta)
+{
+    return ofl_kv_read(kv, key, key_len, hash, dst, cap, NULL, meta);
+}
+
+int ofl_kv_store(struct ofl_kv *kv, unsigned mode_bits, const void *key, size_t key_len,
                  uint64_t hash, const void *value, size_t value_len, uint32_t flags,
                  int32_t exptime, uint64_t cas_in, uint64_t *cas_out)
 {
+    enum ofl_kv_mode mode = (enum ofl_kv_mode)(mode_bits & 0xff);
+    int stale_ok = (mode_bits & OFL_KV_INVALIDATE) != 0;
     if (key_len == 0 || key_len > OFL_KV_KEY_MAX || value_len > kv->value_max) return -E2BIG;
     int given = mode == OFL_KV_SET_CAS;
     if (given && !cas_in) return -EINVAL;
-    /* Build the item before locking: the copy and the allocation stay outside. */
-    struct item *it = malloc(sizeof *it + key_len + value_len);
-    if (!it) return -ENOMEM;
-    it->next = NULL;
-    it->value_len = (uint32_t)value_len;
-    it->hash = hash;
-    it->flags = flags;
-    it->key_len = (uint16_t)key_len;
-    it->used = 1;
-    memcpy(it->data, key, key_len);
-    if (value_len) memcpy(it->data + key_len, value, value_len);
-    int gone;
-    it->exp = expiry(kv, exptime, &gone);
-
+    int concat = mode == OFL_KV_APPEND || mode == OFL_KV_PREPEND;
+    int compare = cas_in && !given;   /* any other mode with a CAS is a CAS */
+    /* Build the item before locking: the copy and the allocation stay outside (an
+     * append is built under the lock: it needs the old value). */
+    struct item *it = NULL;
+    int gone = 0;
+    if (!concat) {
+        it = new_item(key, key_len, hash, value, value_len, NULL, 0);
+        if (!it) return -ENOMEM;
+        it->flags = flags;
+        it->exp = expiry(kv, exptime, &gone);
+    }
     struct stripe *s = stripe_of(kv, hash);
     struct item *old = NULL;
-    int rc = 0;
+    int rc = 0, marked_stale = 0;
     lock(s);
+    s->n.stores++;
     struct item *cur = find(s, key, key_len, hash);
-    if (cas_in && !given && !cur) rc = -ENOENT;
-    else if (cas_in && !given && cur->cas != cas_in) rc = -EEXIST;
-    else if (mode == OFL_KV_ADD && cur) rc = -EEXIST;
-    else if (mode == OFL_KV_REPLACE && !cur) rc = -ENOENT;
+    if (compare && !cur) {
+        rc = -ENOENT;
+        s->n.cas_misses++;
+    } else if (compare && cur->cas != cas_in) {
+        if (stale_ok && mode == OFL_KV_CAS && cas_in < cur->cas) {
+            marked_stale = 1;
+            s->n.cas_hits++;
+        } else {
+            rc = -EEXIST;
+            s->n.cas_badval++;
+        }
+    } else if (mode == OFL_KV_ADD && cur && !compare) {
+        rc = -EEXIST;
+    } else if ((mode == OFL_KV_REPLACE || concat) && !cur) {
+        rc = -ENOENT;
+    } else if (compare) {
+        s->n.cas_hits++;
+    }
+    if (!rc && concat && (uint64_t)cur->value_len + value_len > kv->value_max) rc = -E2BIG;
+    if (!rc && concat) {
+        const uint8_t *old_v = cur->data + cur->key_len;
+        it = mode == OFL_KV_APPEND
+                 ? new_item(key, key_len, hash, old_v, cur->value_len, value, value_len)
+                 : new_item(key, key_len, hash, value, value_len, old_v, cur->value_len);
+        if (!it) rc = -ENOMEM;
+        else {
+            it->flags = cur->flags;
+            it->exp = cur->exp;
+        }
+    }
     if (rc) {
         unlock(s);
         free(it);
         return rc;
     }
-    it->cas = given ? cas_in : s->cas_next++ * kv->nstripes + (uint64_t)(s - kv->stripes);
-    s->stores++;
+    it->cas = given ? cas_in : next_cas(kv, s);
     if (cas_out) *cas_out = it->cas;
+    if (marked_stale) {   /* memcached keeps the expiry and marks of the item it replaces */
+        it->exp = cur->exp;
+        it->marks = (uint8_t)(STALE | (cur->marks & TOKEN_SENT));
+        gone = 0;
+    }
     if (gone) {   /* expired on arrival: the store only removes the old value */
         if (cur) old = unlink_item(s, cur);
         unlock(s);
@@ -334,35 +514,23 @@ int ofl_kv_store(struct ofl_kv *kv, enum ofl_kv_mode mode, const void *key, size
         free(it);
         return 0;
     }
-    uint64_t size = item_bytes(it);
-    if (cur) {   /* take the old item's slot and chain position */
-        old = cur;
-        struct item **link = &s->heads[bucket_of(s, hash)];
-        while (*link != old) link = &(*link)->next;
-        *link = it;
-        it->next = old->next;
-        it->slot = old->slot;
-        s->slots[it->slot] = it;
-        s->bytes += size - item_bytes(old);
-        while (over_budget(s, 0) && evict_one(s, it->slot) == 0) {}
-    } else {
-        while ((s->nitems == s->nslots || over_budget(s, size)) && evict_one(s, NIL) == 0) {}
-        if (s->nitems == s->nslots) {   /* cannot happen with nslots >= 1 */
-            unlock(s);
-            free(it);
-            return -ENOMEM;
-        }
-        it->slot = s->free_slots[--s->nfree];
-        struct item **head = &s->heads[bucket_of(s, hash)];
-        it->next = *head;
-        *head = it;
-        s->slots[it->slot] = it;
-        s->nitems++;
-        s->bytes += size;
-    }
+    old = link_item(s, it, cur, &rc);
     unlock(s);
     free(old);
-    return 0;
+    if (rc) free(it);
+    return rc;
+}
+
+/* The item a delete (or an invalidation) of `key` acts on (stripe locked): NULL and
+ * *rc -ENOENT when absent, -EEXIST when cas_in is nonzero and not its CAS (both
+ * counted as delete misses). */
+static struct item *find_to_delete(struct stripe *s, const void *key, size_t key_len,
+                                   uint64_t hash, uint64_t cas_in, int *rc)
+{
+    struct item *cur = find(s, key, key_len, hash);
+    *rc = !cur ? -ENOENT : cas_in && cur->cas != cas_in ? -EEXIST : 0;
+    if (*rc) s->n.delete_misses++;
+    return *rc ? NULL : cur;
 }
 
 int ofl_kv_delete(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash,
@@ -370,19 +538,166 @@ int ofl_kv_delete(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t h
 {
     if (key_len == 0 || key_len > OFL_KV_KEY_MAX) return -ENOENT;
     struct stripe *s = stripe_of(kv, hash);
+    int rc;
     lock(s);
-    struct item *cur = find(s, key, key_len, hash);
-    int rc = 0;
-    struct item *it = NULL;
-    if (!cur) rc = -ENOENT;
-    else if (cas_in && cur->cas != cas_in) rc = -EEXIST;
-    else {
-        it = unlink_item(s, cur);
-        s->deletes++;
+    struct item *it = find_to_delete(s, key, key_len, hash, cas_in, &rc);
+    if (it) {
+        unlink_item(s, it);
+        s->n.deletes++;
     }
     unlock(s);
     free(it);
     return rc;
+}
+
+int ofl_kv_invalidate(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash,
+                      uint64_t cas_in, int touch, int32_t exptime, uint64_t *cas_out)
+{
+    if (key_len == 0 || key_len > OFL_KV_KEY_MAX) return -ENOENT;
+    struct stripe *s = stripe_of(kv, hash);
+    int rc;
+    lock(s);
+    struct item *cur = find_to_delete(s, key, key_len, hash, cas_in, &rc);
+    if (cur) {
+        int gone;
+        if (touch) cur->exp = expiry(kv, exptime, &gone);
+        if (touch && gone) cur->exp = now_s();
+        cur->marks = (uint8_t)((cur->marks | STALE) & ~TOKEN_SENT);
+        cur->cas = next_cas(kv, s);
+        if (cas_out) *cas_out = cur->cas;
+    }
+    unlock(s);
+    return rc;
+}
+
+/* memcached's safe_strtoull on an item's value: optional leading spaces and sign,
+ * digits, then the end or a space; no overflow, no negative number. */
+static int value_number(const uint8_t *v, uint32_t n, uint64_t *out)
+{
+    uint32_t i = 0;
+    while (i < n && (v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r'))) i++;
+    int neg = 0;
+    if (i < n && (v[i] == '+' || v[i] == '-')) neg = v[i++] == '-';
+    uint32_t digits = i;
+    uint64_t x = 0;
+    for (; i < n && v[i] >= '0' && v[i] <= '9'; i++) {
+        uint64_t d = (uint64_t)(v[i] - '0');
+        if (x > (UINT64_MAX - d) / 10) return -1;   /* ERANGE */
+        x = x * 10 + d;
+    }
+    if (i == digits) return -1;
+    if (i < n && !(v[i] == ' ' || (v[i] >= '\t' && v[i] <= '\r'))) return -1;
+    /* strtoull negates; memcached refuses a '-' once the result looks negative */
+    if (neg) x = (uint64_t)0 - x;
+    if (neg && (int64_t)x < 0) return -1;
+    *out = x;
+    return 0;
+}
+
+int ofl_kv_arith(struct ofl_kv *kv, const void *key, size_t key_len, uint64_t hash,
+                 const struct ofl_kv_arith *a, uint64_t *value, struct ofl_kv_meta *meta)
+{
+    memset(meta, 0, sizeof *meta);
+    if (key_len == 0 || key_len > OFL_KV_KEY_MAX) return -ENOENT;
+    char digits[DIGITS_MAX + 1];
+    /* Built before locking for a miss that creates, and for a result that grows. */
+    int n0 = snprintf(digits, sizeof digits, "%llu", (unsigned long long)a->initial);
+    struct item *made = NULL;
+    int gone = 0;
+    if (a->create) {
+        made = new_item(key, key_len, hash, digits, (size_t)n0, NULL, 0);
+        if (!made) return -ENOMEM;
+        made->exp = expiry(kv, a->exptime, &gone);
+    }
+    struct stripe *s = stripe_of(kv, hash);
+    lock(s);
+    struct item *cur = find(s, key, key_len, hash), *old = NULL, *grown = NULL;
+    uint32_t now = now_s();
+    int rc = 0;
+    if (!cur) {
+        if (made) {
+            made->cas = next_cas(kv, s);
+            *value = a->initial;
+            describe(made, now, meta);
+            meta->created = 1;
+            if (!gone) link_item(s, made, NULL, &rc);
+            if (!rc && !gone) made = NULL;
+            rc = rc ? rc : 0;
+        } else {
+            rc = -ENOENT;
+            if (a->incr) s->n.incr_misses++;
+            else s->n.decr_misses++;
+        }
+    } else if (a->cas_in && cur->cas != a->cas_in) {
+        rc = -EEXIST;
+    } else if (cur->value_len == 0 ||
+               value_number(cur->data + cur->key_len, cur->value_len, value) < 0) {
+        rc = -EINVAL;
+    } else {
+        *value = a->incr ? *value + a->delta : *value > a->delta ? *value - a->delta : 0;
+        if (a->incr) s->n.incr_hits++;
+        else s->n.decr_hits++;
+        int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)*value);
+        if ((uint32_t)n <= cur->value_len) {   /* in place, padded with spaces */
+            uint8_t *v = cur->data + cur->key_len;
+            memcpy(v, digits, (size_t)n);
+            memset(v + n, ' ', cur->value_len - (uint32_t)n);
+            cur->cas = next_cas(kv, s);
+            describe(cur, now, meta);
+        } else {
+            /* A longer number: a new item, allocated under the lock (rare: a carry
+             * into a new digit). */
+            grown = new_item(key, key_len, hash, digits, (size_t)n, NULL, 0);
+            if (!grown) {
+                rc = -ENOMEM;
+            } else {
+                grown->flags = cur->flags;
+                grown->exp = cur->exp;
+                grown->cas = next_cas(kv, s);
+                old = link_item(s, grown, cur, &rc);
+                describe(grown, now, meta);
+            }
+        }
+    }
+    unlock(s);
+    free(old);
+    free(made);
+    return rc;
+}
+
+void ofl_kv_flush(struct ofl_kv *kv, int32_t delay)
+{
+    atomic_fetch_add_explicit(&kv->flushes, 1, memory_order_relaxed);
+    int gone;
+    uint32_t at = delay > 0 ? expiry(kv, delay, &gone) : 0;
+    for (uint32_t n = 0; n < kv->nstripes; n++) {
+        struct stripe *s = &kv->stripes[n];
+        lock(s);
+        if (at) {
+            s->flush_at = at;
+            unlock(s);
+            continue;
+        }
+        s->flush_at = 0;
+        for (uint32_t i = 0; i < s->nslots; i++) {
+            struct item *it = s->slots[i];
+            if (!it) continue;
+            free(unlink_item(s, it));
+            s->n.flushed++;
+        }
+        unlock(s);
+    }
+}
+
+void ofl_kv_reset_stats(struct ofl_kv *kv)
+{
+    atomic_store_explicit(&kv->flushes, 0, memory_order_relaxed);
+    for (uint32_t n = 0; n < kv->nstripes; n++) {
+        struct stripe *s = &kv->stripes[n];
+        lock(s);
+        memset(&s->n, 0, sizeof s->n);
+        unlock(s);
+    }
 }
 
 void ofl_kv_get_stats(struct ofl_kv *kv, struct ofl_kv_stats *st)
@@ -390,17 +705,31 @@ void ofl_kv_get_stats(struct ofl_kv *kv, struct ofl_kv_stats *st)
     memset(st, 0, sizeof *st);
     st->capacity = kv->capacity;
     st->mem_bytes = kv->mem_bytes;
+    st->flushes = atomic_load_explicit(&kv->flushes, memory_order_relaxed);
     for (uint32_t n = 0; n < kv->nstripes; n++) {
         struct stripe *s = &kv->stripes[n];
         lock(s);
         st->items += s->nitems;
         st->bytes += s->bytes;
-        st->gets += s->gets;
-        st->hits += s->hits;
-        st->stores += s->stores;
-        st->deletes += s->deletes;
-        st->evictions += s->evictions;
-        st->expired += s->expired;
+        const struct counters *c = &s->n;
+        st->gets += c->gets;
+        st->hits += c->hits;
+        st->stores += c->stores;
+        st->deletes += c->deletes;
+        st->evictions += c->evictions;
+        st->expired += c->expired;
+        st->total_items += c->total_items;
+        st->delete_misses += c->delete_misses;
+        st->incr_hits += c->incr_hits;
+        st->incr_misses += c->incr_misses;
+        st->decr_hits += c->decr_hits;
+        st->decr_misses += c->decr_misses;
+        st->cas_hits += c->cas_hits;
+        st->cas_misses += c->cas_misses;
+        st->cas_badval += c->cas_badval;
+        st->touch_hits += c->touch_hits;
+        st->touch_misses += c->touch_misses;
+        st->flushed += c->flushed;
         unlock(s);
     }
 }

@@ -8,9 +8,6 @@
 
 #include "offlow/err.h"
 
-/* Most tokens a text command other than get/gets can have (cas: 7). */
-#define TEXT_TOKENS_MAX 8
-
 static uint16_t rd16(const uint8_t *p)
 {
     return (uint16_t)(p[0] << 8 | p[1]);
@@ -65,29 +62,75 @@ enum shape {
     SHAPE_UNKNOWN,
     SHAPE_KEY,        /* key only: get family, delete */
     SHAPE_STORE,      /* 8 bytes of extras (flags, expiry), key, any value */
+    SHAPE_CONCAT,     /* key and any value, no extras: append, prepend */
+    SHAPE_ARITH,      /* 20 bytes of extras (delta, initial, expiry), key */
+    SHAPE_TOUCH,      /* 4 bytes of extras (expiry), key: touch, gat */
+    SHAPE_FLUSH,      /* nothing, or 4 bytes of extras (delay) */
+    SHAPE_STAT,       /* an optional key (the group) */
     SHAPE_EMPTY,      /* nothing: noop, version, quit */
 };
 
+/* Set the request's command and quiet / want_key for opcode `op`; its body shape. */
 static enum shape classify(uint8_t op, struct ofl_mc_req *req)
 {
-    switch (op) {
-    case OFL_MC_OP_GETKQ: req->quiet = 1; /* fall through */
-    case OFL_MC_OP_GETK: req->want_key = 1; req->cmd = OFL_MC_CMD_GET; return SHAPE_KEY;
-    case OFL_MC_OP_GETQ: req->quiet = 1; /* fall through */
-    case OFL_MC_OP_GET: req->cmd = OFL_MC_CMD_GET; return SHAPE_KEY;
-    case OFL_MC_OP_DELETEQ: req->quiet = 1; /* fall through */
-    case OFL_MC_OP_DELETE: req->cmd = OFL_MC_CMD_DELETE; return SHAPE_KEY;
-    case OFL_MC_OP_SETQ: req->quiet = 1; /* fall through */
-    case OFL_MC_OP_SET: req->cmd = OFL_MC_CMD_SET; return SHAPE_STORE;
-    case OFL_MC_OP_ADDQ: req->quiet = 1; /* fall through */
-    case OFL_MC_OP_ADD: req->cmd = OFL_MC_CMD_ADD; return SHAPE_STORE;
-    case OFL_MC_OP_REPLACEQ: req->quiet = 1; /* fall through */
-    case OFL_MC_OP_REPLACE: req->cmd = OFL_MC_CMD_REPLACE; return SHAPE_STORE;
-    case OFL_MC_OP_QUITQ: req->quiet = 1; /* fall through */
-    case OFL_MC_OP_QUIT: req->cmd = OFL_MC_CMD_QUIT; return SHAPE_EMPTY;
-    case OFL_MC_OP_NOOP: req->cmd = OFL_MC_CMD_NOOP; return SHAPE_EMPTY;
-    case OFL_MC_OP_VERSION: req->cmd = OFL_MC_CMD_VERSION; return SHAPE_EMPTY;
-    default: return SHAPE_UNKNOWN;
+    static const struct {
+        uint8_t op, cmd, shape, quiet, want_key;
+    } ops[] = {
+        {OFL_MC_OP_GET, OFL_MC_CMD_GET, SHAPE_KEY, 0, 0},
+        {OFL_MC_OP_GETQ, OFL_MC_CMD_GET, SHAPE_KEY, 1, 0},
+        {OFL_MC_OP_GETK, OFL_MC_CMD_GET, SHAPE_KEY, 0, 1},
+        {OFL_MC_OP_GETKQ, OFL_MC_CMD_GET, SHAPE_KEY, 1, 1},
+        {OFL_MC_OP_DELETE, OFL_MC_CMD_DELETE, SHAPE_KEY, 0, 0},
+        {OFL_MC_OP_DELETEQ, OFL_MC_CMD_DELETE, SHAPE_KEY, 1, 0},
+        {OFL_MC_OP_SET, OFL_MC_CMD_SET, SHAPE_STORE, 0, 0},
+        {OFL_MC_OP_SETQ, OFL_MC_CMD_SET, SHAPE_STORE, 1, 0},
+        {OFL_MC_OP_ADD, OFL_MC_CMD_ADD, SHAPE_STORE, 0, 0},
+        {OFL_MC_OP_ADDQ, OFL_MC_CMD_ADD, SHAPE_STORE, 1, 0},
+        {OFL_MC_OP_REPLACE, OFL_MC_CMD_REPLACE, SHAPE_STORE, 0, 0},
+        {OFL_MC_OP_REPLACEQ, OFL_MC_CMD_REPLACE, SHAPE_STORE, 1, 0},
+        {OFL_MC_OP_APPEND, OFL_MC_CMD_APPEND, SHAPE_CONCAT, 0, 0},
+        {OFL_MC_OP_APPENDQ, OFL_MC_CMD_APPEND, SHAPE_CONCAT, 1, 0},
+        {OFL_MC_OP_PREPEND, OFL_MC_CMD_PREPEND, SHAPE_CONCAT, 0, 0},
+        {OFL_MC_OP_PREPENDQ, OFL_MC_CMD_PREPEND, SHAPE_CONCAT, 1, 0},
+        {OFL_MC_OP_INCREMENT, OFL_MC_CMD_INCR, SHAPE_ARITH, 0, 0},
+        {OFL_MC_OP_INCREMENTQ, OFL_MC_CMD_INCR, SHAPE_ARITH, 1, 0},
+        {OFL_MC_OP_DECREMENT, OFL_MC_CMD_DECR, SHAPE_ARITH, 0, 0},
+        {OFL_MC_OP_DECREMENTQ, OFL_MC_CMD_DECR, SHAPE_ARITH, 1, 0},
+        {OFL_MC_OP_TOUCH, OFL_MC_CMD_TOUCH, SHAPE_TOUCH, 0, 0},
+        {OFL_MC_OP_GAT, OFL_MC_CMD_GAT, SHAPE_TOUCH, 0, 0},
+        {OFL_MC_OP_GATQ, OFL_MC_CMD_GAT, SHAPE_TOUCH, 1, 0},
+        {OFL_MC_OP_GATK, OFL_MC_CMD_GAT, SHAPE_TOUCH, 0, 1},
+        {OFL_MC_OP_GATKQ, OFL_MC_CMD_GAT, SHAPE_TOUCH, 1, 1},
+        {OFL_MC_OP_FLUSH, OFL_MC_CMD_FLUSH, SHAPE_FLUSH, 0, 0},
+        {OFL_MC_OP_FLUSHQ, OFL_MC_CMD_FLUSH, SHAPE_FLUSH, 1, 0},
+        {OFL_MC_OP_STAT, OFL_MC_CMD_STATS, SHAPE_STAT, 0, 0},
+        {OFL_MC_OP_NOOP, OFL_MC_CMD_NOOP, SHAPE_EMPTY, 0, 0},
+        {OFL_MC_OP_VERSION, OFL_MC_CMD_VERSION, SHAPE_EMPTY, 0, 0},
+        {OFL_MC_OP_QUIT, OFL_MC_CMD_QUIT, SHAPE_EMPTY, 0, 0},
+        {OFL_MC_OP_QUITQ, OFL_MC_CMD_QUIT, SHAPE_EMPTY, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        if (ops[i].op != op) continue;
+        req->cmd = ops[i].cmd;
+        req->quiet = ops[i].quiet;
+        req->want_key = ops[i].want_key;
+        return (enum shape)ops[i].shape;
+    }
+    return SHAPE_UNKNOWN;
+}
+
+/* Does a body of extras / key / value lengths fit the shape (memcached's checks)? */
+static int shape_ok(enum shape shape, uint32_t ext, uint32_t key, uint32_t value)
+{
+    switch (shape) {
+    case SHAPE_KEY: return ext == 0 && key > 0 && value == 0;
+    case SHAPE_STORE: return ext == 8 && key > 0;
+    case SHAPE_CONCAT: return ext == 0 && key > 0;
+    case SHAPE_ARITH: return ext == 20 && key > 0 && value == 0;
+    case SHAPE_TOUCH: return ext == 4 && key > 0 && value == 0;
+    case SHAPE_FLUSH: return (ext == 0 || ext == 4) && key == 0 && value == 0;
+    case SHAPE_STAT: return ext == 0 && value == 0;
+    default: return ext == 0 && key == 0 && value == 0;
     }
 }
 
@@ -106,22 +149,14 @@ static ssize_t parse_binary(const uint8_t *buf, size_t len, const struct ofl_mc_
     req->opaque = rd32(buf + 12);
     req->cas = rd64(buf + 16);
     size_t span = OFL_MC_HDR_LEN + (size_t)body;
-    enum shape shape = classify(op, req);
-    if (shape == SHAPE_UNKNOWN) {
-        req->quiet = 0;
-        return fail(req, OFL_MC_EUNKNOWN, span, 0);
-    }
+    /* memcached's order: lengths, then the key, then the opcode */
     if (ext_len + key_len > body) return fail(req, OFL_MC_EBADLEN, span, 1);
     if (key_len > OFL_MC_KEY_MAX) return fail(req, OFL_MC_EKEY, span, 1);
+    enum shape shape = classify(op, req);
+    if (shape == SHAPE_UNKNOWN) return fail(req, OFL_MC_EUNKNOWN, span, 0);
     uint32_t value_len = body - ext_len - key_len;
-    int ok;
-    switch (shape) {
-    case SHAPE_KEY: ok = ext_len == 0 && key_len > 0 && value_len == 0; break;
-    case SHAPE_STORE: ok = ext_len == 8 && key_len > 0; break;
-    default: ok = ext_len == 0 && key_len == 0 && value_len == 0; break;
-    }
-    if (!ok) return fail(req, OFL_MC_EINVAL, span, 1);
-    if (shape == SHAPE_STORE && value_len > lim->value_max)
+    if (!shape_ok(shape, ext_len, key_len, value_len)) return fail(req, OFL_MC_EINVAL, span, 1);
+    if ((shape == SHAPE_STORE || shape == SHAPE_CONCAT) && value_len > lim->value_max)
         return fail(req, OFL_MC_E2BIG, span, 0);
     if (len < span) {
         req->need = span - len;
@@ -135,15 +170,41 @@ static ssize_t parse_binary(const uint8_t *buf, size_t len, const struct ofl_mc_
     req->nkeys = key_len ? 1 : 0;
     req->value = p + ext_len + key_len;
     req->value_len = value_len;
-    if (shape == SHAPE_STORE) {
+    switch (shape) {
+    case SHAPE_STORE:
         req->flags = rd32(p);
         req->exptime = (int32_t)rd32(p + 4);
+        break;
+    case SHAPE_ARITH:
+        req->delta = rd64(p);
+        req->initial = rd64(p + 8);
+        req->exptime = (int32_t)rd32(p + 16);
+        break;
+    case SHAPE_TOUCH:
+        req->exptime = (int32_t)rd32(p);
+        break;
+    case SHAPE_FLUSH:
+        req->exptime = ext_len ? (int32_t)rd32(p) : 0;
+        break;
+    case SHAPE_STAT:
+        req->args = req->key;
+        req->args_len = key_len;
+        req->nkeys = 0;
+        break;
+    default:
+        break;
     }
     req->len = span;
     return (ssize_t)span;
 }
 
 /* ---- text requests -------------------------------------------------------------- */
+
+/* Most tokens looked at in a command line (memcached's MAX_TOKENS less its end
+ * marker); get and gat walk their keys without this limit. */
+#define TEXT_TOKENS_MAX 23
+/* memcached's MFLAG_MAX_OPT_LENGTH, counted as real tokens: more is an error. */
+#define META_TOKENS_MAX 19
 
 struct tok {
     const uint8_t *p;
@@ -175,14 +236,14 @@ static unsigned tokenize(const uint8_t *p, const uint8_t *end, struct tok *t, un
 }
 
 /* An unsigned decimal (an optional '+', then digits) no larger than `max`. */
-static int parse_uint(const struct tok *t, uint64_t max, uint64_t *out)
+static int parse_uint(const uint8_t *p, uint32_t n, uint64_t max, uint64_t *out)
 {
     uint32_t i = 0;
-    if (t->n && t->p[0] == '+') i = 1;
-    if (i == t->n) return -1;
+    if (n && p[0] == '+') i = 1;
+    if (i == n) return -1;
     uint64_t v = 0;
-    for (; i < t->n; i++) {
-        uint8_t c = t->p[i];
+    for (; i < n; i++) {
+        uint8_t c = p[i];
         if (c < '0' || c > '9') return -1;
         if (v > (max - (uint64_t)(c - '0')) / 10) return -1;
         v = v * 10 + (uint64_t)(c - '0');
@@ -191,100 +252,335 @@ static int parse_uint(const struct tok *t, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* A signed decimal; values beyond int32 are clamped (memcached accepts them). */
-static int parse_exptime(const struct tok *t, int32_t *out)
+static int tok_uint(const struct tok *t, uint64_t max, uint64_t *out)
 {
-    struct tok u = *t;
+    return parse_uint(t->p, t->n, max, out);
+}
+
+/* A signed decimal; values beyond int32 are clamped (memcached accepts them). */
+static int parse_int(const uint8_t *p, uint32_t n, int32_t *out)
+{
     int neg = 0;
-    if (u.n && u.p[0] == '-') {
+    if (n && p[0] == '-') {
         neg = 1;
-        u.p++;
-        u.n--;
-        if (u.n && u.p[0] == '+') return -1;
+        p++;
+        n--;
+        if (n && p[0] == '+') return -1;
     }
     uint64_t v;
-    if (parse_uint(&u, UINT64_MAX, &v)) return -1;
+    if (parse_uint(p, n, UINT64_MAX, &v)) return -1;
     if (neg) *out = v >= (uint64_t)INT32_MAX + 1 ? INT32_MIN : -(int32_t)v;
     else *out = v > INT32_MAX ? INT32_MAX : (int32_t)v;
     return 0;
 }
 
-static ssize_t text_get(const struct tok *cmd, const uint8_t *end, struct ofl_mc_req *req,
-                        size_t line_len)
+static int tok_int(const struct tok *t, int32_t *out)
 {
-    req->cmd = tok_is(cmd, "gets") ? OFL_MC_CMD_GETS : OFL_MC_CMD_GET;
-    const uint8_t *pos = cmd->p + cmd->n, *key;
+    return parse_int(t->p, t->n, out);
+}
+
+/* A text error: its reply line (NULL: the error code's own) and span. */
+static ssize_t text_fail(struct ofl_mc_req *req, int err, const char *msg, size_t span)
+{
+    req->errmsg = msg;
+    return fail(req, err, span, 0);
+}
+
+static const char BAD_FORMAT[] = "CLIENT_ERROR bad command line format";
+
+/* get, gets, gat, gats: `first` is the index of the first key token (gat: 2). */
+static ssize_t text_get(const struct tok *t, unsigned nt, const uint8_t *end,
+                        struct ofl_mc_req *req, size_t line_len)
+{
+    int touch = tok_is(&t[0], "gat") || tok_is(&t[0], "gats");
+    req->cmd = tok_is(&t[0], "gets")   ? OFL_MC_CMD_GETS
+               : tok_is(&t[0], "gat")  ? OFL_MC_CMD_GAT
+               : tok_is(&t[0], "gats") ? OFL_MC_CMD_GATS
+                                       : OFL_MC_CMD_GET;
+    if (nt < 2) return text_fail(req, OFL_MC_EUNKNOWN, NULL, line_len);
+    if (touch && tok_int(&t[1], &req->exptime))
+        return text_fail(req, OFL_MC_EINVAL, "CLIENT_ERROR invalid exptime argument", line_len);
+    const uint8_t *pos = touch ? t[1].p + t[1].n : t[0].p + t[0].n, *key;
     uint32_t key_len, n = 0;
+    req->keys = pos;
     while (ofl_mc_next_key(&pos, end, &key, &key_len)) {
         if (n == 0) {
             req->key = key;
             req->key_len = key_len;
             req->keys = key;
         }
-        if (key_len > OFL_MC_KEY_MAX) return fail(req, OFL_MC_EKEY, line_len, 0);
+        if (key_len > OFL_MC_KEY_MAX) return text_fail(req, OFL_MC_EKEY, NULL, line_len);
         n++;
     }
-    if (n == 0) return fail(req, OFL_MC_EUNKNOWN, line_len, 0);
     req->keys_len = (uint32_t)(end - req->keys);
-    req->nkeys = n;
+    req->nkeys = n;   /* gat of no key: memcached answers END */
     req->len = line_len;
     return (ssize_t)line_len;
 }
 
-static ssize_t text_store(const uint8_t *buf, size_t len, const struct ofl_mc_limits *lim,
-                          const struct tok *t, unsigned nt, struct ofl_mc_req *req,
+/* A storage command's data block: `bytes` long at buf + line_len, then "\r\n". */
+static ssize_t data_block(const uint8_t *buf, size_t len, uint64_t bytes,
+                          const struct ofl_mc_limits *lim, struct ofl_mc_req *req,
                           size_t line_len)
 {
-    int is_cas = tok_is(&t[0], "cas");
-    unsigned base = is_cas ? 6 : 5;   /* command, key, flags, exptime, bytes[, cas] */
-    req->cmd = is_cas ? OFL_MC_CMD_CAS
-               : tok_is(&t[0], "set") ? OFL_MC_CMD_SET
-               : tok_is(&t[0], "add") ? OFL_MC_CMD_ADD
-                                       : OFL_MC_CMD_REPLACE;
-    if (nt != base && nt != base + 1) return fail(req, OFL_MC_EUNKNOWN, line_len, 0);
-    req->quiet = nt == base + 1 && tok_is(&t[base], "noreply");
-    req->key = t[1].p;
-    req->key_len = t[1].n;
-    req->nkeys = 1;
-    if (t[1].n > OFL_MC_KEY_MAX) return fail(req, OFL_MC_EKEY, line_len, 0);
-    uint64_t flags, bytes, cas = 0;
-    int32_t exptime;
-    if (parse_uint(&t[2], UINT32_MAX, &flags) || parse_exptime(&t[3], &exptime) ||
-        parse_uint(&t[4], INT32_MAX - 2, &bytes) || (is_cas && parse_uint(&t[5], UINT64_MAX, &cas)))
-        return fail(req, OFL_MC_EINVAL, line_len, 0);
-    req->flags = (uint32_t)flags;
-    req->exptime = exptime;
-    req->cas = cas;
     size_t span = line_len + (size_t)bytes + 2;
-    if (bytes > lim->value_max) return fail(req, OFL_MC_E2BIG, span, 0);
+    if (bytes > lim->value_max) return text_fail(req, OFL_MC_E2BIG, NULL, span);
     if (len < span) {
         req->need = span - len;
         return 0;
     }
     const uint8_t *data = buf + line_len;
-    if (data[bytes] != '\r' || data[bytes + 1] != '\n') return fail(req, OFL_MC_ECHUNK, span, 0);
+    if (data[bytes] != '\r' || data[bytes + 1] != '\n')
+        return text_fail(req, OFL_MC_ECHUNK, NULL, span);
     req->value = data;
     req->value_len = (uint32_t)bytes;
     req->len = span;
     return (ssize_t)span;
 }
 
+/* The length a storage line announces in token `t` (0 .. INT32_MAX - 2, as memcached
+ * reads it), or -1 when it cannot be read. */
+static int64_t data_len(const struct tok *t)
+{
+    uint64_t v;
+    return tok_uint(t, INT32_MAX - 2, &v) ? -1 : (int64_t)v;
+}
+
+static ssize_t text_store(const uint8_t *buf, size_t len, const struct ofl_mc_limits *lim,
+                          const struct tok *t, unsigned nt, struct ofl_mc_req *req,
+                          size_t line_len)
+{
+    static const struct {
+        const char *name;
+        uint8_t cmd;
+    } cmds[] = {{"set", OFL_MC_CMD_SET},         {"add", OFL_MC_CMD_ADD},
+                {"replace", OFL_MC_CMD_REPLACE}, {"append", OFL_MC_CMD_APPEND},
+                {"prepend", OFL_MC_CMD_PREPEND}, {"cas", OFL_MC_CMD_CAS}};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (tok_is(&t[0], cmds[i].name)) req->cmd = cmds[i].cmd;
+    int is_cas = req->cmd == OFL_MC_CMD_CAS;
+    unsigned base = is_cas ? 6 : 5;   /* command, key, flags, exptime, bytes[, cas] */
+    /* Whatever else is wrong, a readable length means a data block follows: skip it. */
+    int64_t bytes = nt >= 5 ? data_len(&t[4]) : -1;
+    size_t span = bytes >= 0 ? line_len + (size_t)bytes + 2 : line_len;
+    if (nt != base && nt != base + 1) return text_fail(req, OFL_MC_EUNKNOWN, NULL, span);
+    req->quiet = tok_is(&t[nt - 1], "noreply");
+    req->key = t[1].p;
+    req->key_len = t[1].n;
+    req->nkeys = 1;
+    if (t[1].n > OFL_MC_KEY_MAX) return text_fail(req, OFL_MC_EKEY, NULL, span);
+    uint64_t flags, cas = 0;
+    int32_t exptime;
+    if (tok_uint(&t[2], UINT32_MAX, &flags) || tok_int(&t[3], &exptime) || bytes < 0 ||
+        (is_cas && tok_uint(&t[5], UINT64_MAX, &cas)))
+        return text_fail(req, OFL_MC_EINVAL, NULL, span);
+    req->flags = (uint32_t)flags;
+    req->exptime = exptime;
+    req->cas = cas;
+    return data_block(buf, len, (uint64_t)bytes, lim, req, line_len);
+}
+
 static ssize_t text_delete(const struct tok *t, unsigned nt, struct ofl_mc_req *req,
                            size_t line_len)
 {
     req->cmd = OFL_MC_CMD_DELETE;
-    if (nt < 2 || nt > 4) return fail(req, OFL_MC_EUNKNOWN, line_len, 0);
+    if (nt < 2 || nt > 4) return text_fail(req, OFL_MC_EUNKNOWN, NULL, line_len);
     req->key = t[1].p;
     req->key_len = t[1].n;
     req->nkeys = 1;
-    if (t[1].n > OFL_MC_KEY_MAX) return fail(req, OFL_MC_EKEY, line_len, 0);
-    /* "delete <key> [0] [noreply]": the 0 is a legacy hold time. */
-    int zero = nt > 2 && tok_is(&t[2], "0");
-    req->quiet = tok_is(&t[nt - 1], "noreply") && nt > 2;
-    int ok = nt == 2 || (nt == 3 && (zero || req->quiet)) || (nt == 4 && zero && req->quiet);
-    if (!ok) return fail(req, OFL_MC_EINVAL, line_len, 0);
+    /* "delete <key> [0] [noreply]": the 0 is a legacy hold time; memcached checks
+     * the arguments before the key */
+    if (nt > 2) {
+        int zero = tok_is(&t[2], "0");
+        req->quiet = tok_is(&t[nt - 1], "noreply");
+        if (!((nt == 3 && (zero || req->quiet)) || (nt == 4 && zero && req->quiet)))
+            return text_fail(req, OFL_MC_EINVAL,
+                             "CLIENT_ERROR bad command line format.  "
+                             "Usage: delete <key> [noreply]", line_len);
+    }
+    if (t[1].n > OFL_MC_KEY_MAX) return text_fail(req, OFL_MC_EKEY, NULL, line_len);
     req->len = line_len;
     return (ssize_t)line_len;
+}
+
+/* incr, decr, touch: "<cmd> <key> <number> [noreply]". */
+static ssize_t text_keyed(const struct tok *t, unsigned nt, struct ofl_mc_req *req,
+                          size_t line_len)
+{
+    int touch = tok_is(&t[0], "touch");
+    req->cmd = touch ? OFL_MC_CMD_TOUCH : tok_is(&t[0], "incr") ? OFL_MC_CMD_INCR
+                                                                : OFL_MC_CMD_DECR;
+    if (nt != 3 && nt != 4) return text_fail(req, OFL_MC_EUNKNOWN, NULL, line_len);
+    req->quiet = tok_is(&t[nt - 1], "noreply");
+    req->key = t[1].p;
+    req->key_len = t[1].n;
+    req->nkeys = 1;
+    if (t[1].n > OFL_MC_KEY_MAX) return text_fail(req, OFL_MC_EKEY, NULL, line_len);
+    if (touch ? tok_int(&t[2], &req->exptime) : tok_uint(&t[2], UINT64_MAX, &req->delta))
+        return text_fail(req, OFL_MC_EINVAL,
+                         touch ? "CLIENT_ERROR invalid exptime argument"
+                               : "CLIENT_ERROR invalid numeric delta argument", line_len);
+    req->len = line_len;
+    return (ssize_t)line_len;
+}
+
+/* flush_all [delay] [noreply], verbosity <level> [noreply]. */
+static ssize_t text_admin(const struct tok *t, unsigned nt, struct ofl_mc_req *req,
+                          size_t line_len)
+{
+    int flush = tok_is(&t[0], "flush_all");
+    req->cmd = flush ? OFL_MC_CMD_FLUSH : OFL_MC_CMD_VERBOSITY;
+    if (flush ? nt > 3 : nt != 2 && nt != 3)
+        return text_fail(req, OFL_MC_EUNKNOWN, NULL, line_len);
+    req->quiet = nt > 1 && tok_is(&t[nt - 1], "noreply");
+    uint64_t level;
+    if (flush && nt != (req->quiet ? 2u : 1u) && tok_int(&t[1], &req->exptime))
+        return text_fail(req, OFL_MC_EINVAL, "CLIENT_ERROR invalid exptime argument",
+                         line_len);
+    if (!flush && tok_uint(&t[1], UINT32_MAX, &level))
+        return text_fail(req, OFL_MC_EINVAL, NULL, line_len);
+    req->len = line_len;
+    return (ssize_t)line_len;
+}
+
+/* ---- meta commands ---- */
+
+/* What a meta command's flags said, besides the request fields they set. */
+struct meta_flags {
+    const char *err;   /* the last error seen (NULL: none) */
+    int stop;          /* a duplicate or unknown flag: memcached stops at once */
+};
+
+/* memcached's flag pre-parse (1.6.18): each token's first letter is a flag, given
+ * once; N, T, R take a signed number, F an unsigned one, C, D, J a 64-bit one, M one
+ * letter; b decodes the key. Errors other than a duplicate or unknown flag are
+ * remembered and the walk goes on (the last one is reported). */
+static void meta_flags(const struct tok *t, unsigned from, unsigned nt, struct ofl_mc_req *req,
+                       struct meta_flags *mf)
+{
+    mf->err = NULL;
+    mf->stop = 0;
+    for (unsigned i = from; i < nt; i++) {
+        uint8_t c = t[i].p[0];
+        const uint8_t *arg = t[i].p + 1;
+        uint32_t an = t[i].n - 1;
+        int known = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (c >= 127 || (known && (req->mflags & OFL_MC_MF(c)))) {
+            mf->err = "CLIENT_ERROR duplicate flag";
+            mf->stop = 1;
+            return;
+        }
+        uint64_t u;
+        switch (c) {
+        case 'b': {
+            uint8_t tmp[OFL_MC_KEY_MAX];
+            if (ofl_mc_key_decode(req->key, req->key_len, tmp) == 0)
+                mf->err = "CLIENT_ERROR error decoding key";
+            req->key_b64 = 1;
+            break;
+        }
+        case 'N':
+        case 'T':
+        case 'R': {
+            int32_t v;
+            if (parse_int(arg, an, &v)) {
+                mf->err = "CLIENT_ERROR bad token in command line format";
+                break;
+            }
+            if (c == 'N') req->ttl_vivify = v;
+            else if (c == 'T') req->exptime = v;
+            else req->recache = v;
+            break;
+        }
+        case 'F':
+            if (parse_uint(arg, an, UINT32_MAX, &u)) mf->err = mf->err ? mf->err : BAD_FORMAT;
+            else req->flags = (uint32_t)u;
+            break;
+        case 'C':
+            if (parse_uint(arg, an, UINT64_MAX, &req->cas))
+                mf->err = "CLIENT_ERROR bad token in command line format";
+            break;
+        case 'D':
+            if (parse_uint(arg, an, UINT64_MAX, &req->delta))
+                mf->err = "CLIENT_ERROR invalid numeric delta value";
+            break;
+        case 'J':
+            if (parse_uint(arg, an, UINT64_MAX, &req->initial))
+                mf->err = "CLIENT_ERROR invalid numeric initial value";
+            break;
+        case 'M':
+            if (an != 1) mf->err = "CLIENT_ERROR incorrect length for M token";
+            else req->mode = arg[0];
+            break;
+        case 'l': case 'O': case 'P': case 'L': case 'k': case 's': case 't': case 'c':
+        case 'f': case 'v': case 'h': case 'u': case 'q': case 'I':
+            break;
+        default:
+            mf->err = "CLIENT_ERROR invalid flag";
+            mf->stop = 1;
+            return;
+        }
+        req->mflags |= OFL_MC_MF(c);
+    }
+}
+
+/* The O token (opaque) of a meta command's flags, if it is longer than allowed. */
+static int opaque_too_long(const struct tok *t, unsigned from, unsigned nt)
+{
+    for (unsigned i = from; i < nt; i++)
+        if (t[i].p[0] == 'O' && t[i].n > OFL_MC_OPAQUE_MAX) return 1;
+    return 0;
+}
+
+static ssize_t text_meta(const uint8_t *buf, size_t len, const struct ofl_mc_limits *lim,
+                         const struct tok *t, unsigned nt, const uint8_t *end,
+                         struct ofl_mc_req *req, size_t line_len)
+{
+    uint8_t which = t[0].p[1];
+    req->cmd = which == 'g' ? OFL_MC_CMD_MG : which == 's' ? OFL_MC_CMD_MS
+               : which == 'd' ? OFL_MC_CMD_MD : OFL_MC_CMD_MA;
+    int set = req->cmd == OFL_MC_CMD_MS;
+    if (nt < 2) return text_fail(req, OFL_MC_EUNKNOWN, NULL, line_len);
+    int64_t bytes = set && nt >= 3 ? data_len(&t[2]) : -1;
+    size_t span = bytes >= 0 ? line_len + (size_t)bytes + 2 : line_len;
+    req->key = t[1].p;
+    req->key_len = t[1].n;
+    req->nkeys = 1;
+    if (t[1].n > OFL_MC_KEY_MAX) return text_fail(req, OFL_MC_EKEY, BAD_FORMAT, span);
+    if (set && nt == 2) return text_fail(req, OFL_MC_EINVAL, BAD_FORMAT, line_len);
+    if (nt > META_TOKENS_MAX)
+        return text_fail(req, OFL_MC_EINVAL,
+                         req->cmd == OFL_MC_CMD_MG ? "CLIENT_ERROR options flags are too long"
+                                                   : "CLIENT_ERROR options flags too long",
+                         span);
+    if (set && bytes < 0) return text_fail(req, OFL_MC_EINVAL, BAD_FORMAT, line_len);
+    unsigned from = set ? 3 : 2;
+    req->delta = 1;   /* ma: by one unless D says otherwise */
+    struct meta_flags mf;
+    meta_flags(t, from, nt, req, &mf);
+    if (mf.err) {
+        int plain = req->cmd == OFL_MC_CMD_MG || set;
+        return text_fail(req, OFL_MC_EINVAL,
+                         plain ? mf.err : "CLIENT_ERROR invalid or duplicate flag", span);
+    }
+    if (opaque_too_long(t, from, nt))
+        return text_fail(req, OFL_MC_EINVAL, "CLIENT_ERROR opaque token too long", span);
+    if (req->mode && set && !strchr("EAPRS", req->mode))
+        return text_fail(req, OFL_MC_EINVAL, "CLIENT_ERROR invalid mode for ms M token", span);
+    if (req->mode && req->cmd == OFL_MC_CMD_MA && !strchr("ID+-", req->mode))
+        return text_fail(req, OFL_MC_EINVAL, "CLIENT_ERROR invalid mode for ma M token", span);
+    if (nt > from) {
+        req->args = t[from].p;
+        req->args_len = (uint32_t)(end - t[from].p);
+    }
+    if (!set) {
+        req->quiet = (req->mflags & OFL_MC_MF('q')) != 0;
+        req->len = line_len;
+        return (ssize_t)line_len;
+    }
+    ssize_t r = data_block(buf, len, (uint64_t)bytes, lim, req, line_len);
+    req->quiet = r > 0 && (req->mflags & OFL_MC_MF('q'));   /* errors are answered */
+    return r;
 }
 
 static ssize_t parse_text(const uint8_t *buf, size_t len, const struct ofl_mc_limits *lim,
@@ -303,18 +599,36 @@ static ssize_t parse_text(const uint8_t *buf, size_t len, const struct ofl_mc_li
     if (end > buf && end[-1] == '\r') end--;
     struct tok t[TEXT_TOKENS_MAX];
     unsigned nt = tokenize(buf, end, t, TEXT_TOKENS_MAX);
-    if (nt == 0) return fail(req, OFL_MC_EUNKNOWN, line_len, 0);
-    if (tok_is(&t[0], "get") || tok_is(&t[0], "gets")) return text_get(&t[0], end, req, line_len);
-    if (tok_is(&t[0], "set") || tok_is(&t[0], "add") || tok_is(&t[0], "replace") ||
-        tok_is(&t[0], "cas"))
+    if (nt == 0) return text_fail(req, OFL_MC_EUNKNOWN, NULL, line_len);
+    const struct tok *c = &t[0];
+    if (tok_is(c, "get") || tok_is(c, "gets") || tok_is(c, "gat") || tok_is(c, "gats"))
+        return text_get(t, nt, end, req, line_len);
+    if (tok_is(c, "set") || tok_is(c, "add") || tok_is(c, "replace") || tok_is(c, "cas") ||
+        tok_is(c, "append") || tok_is(c, "prepend"))
         return text_store(buf, len, lim, t, nt, req, line_len);
-    if (tok_is(&t[0], "delete")) return text_delete(t, nt, req, line_len);
-    if (tok_is(&t[0], "version") || tok_is(&t[0], "quit")) {
-        req->cmd = tok_is(&t[0], "quit") ? OFL_MC_CMD_QUIT : OFL_MC_CMD_VERSION;
+    if (tok_is(c, "delete")) return text_delete(t, nt, req, line_len);
+    if (tok_is(c, "incr") || tok_is(c, "decr") || tok_is(c, "touch"))
+        return text_keyed(t, nt, req, line_len);
+    if (tok_is(c, "flush_all") || tok_is(c, "verbosity")) return text_admin(t, nt, req, line_len);
+    if (tok_is(c, "mg") || tok_is(c, "ms") || tok_is(c, "md") || tok_is(c, "ma"))
+        return text_meta(buf, len, lim, t, nt, end, req, line_len);
+    static const struct {
+        const char *name;
+        uint8_t cmd;
+    } plain[] = {{"version", OFL_MC_CMD_VERSION}, {"quit", OFL_MC_CMD_QUIT},
+                 {"mn", OFL_MC_CMD_MN},           {"stats", OFL_MC_CMD_STATS},
+                 {"shutdown", OFL_MC_CMD_SHUTDOWN}};
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        if (!tok_is(c, plain[i].name)) continue;
+        req->cmd = plain[i].cmd;
+        if (nt > 1) {
+            req->args = t[1].p;
+            req->args_len = (uint32_t)(end - t[1].p);
+        }
         req->len = line_len;
         return (ssize_t)line_len;
     }
-    return fail(req, OFL_MC_EUNKNOWN, line_len, 0);
+    return text_fail(req, OFL_MC_EUNKNOWN, NULL, line_len);
 }
 
 ssize_t ofl_mc_parse(const uint8_t *buf, size_t len, enum ofl_mc_proto proto,
@@ -348,6 +662,60 @@ int ofl_mc_next_key(const uint8_t **pos, const uint8_t *end, const uint8_t **key
     *key_len = (uint32_t)(p - s);
     *pos = p;
     return 1;
+}
+
+/* ---- base64 keys (meta flag b) --------------------------------------------------- */
+
+static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* The 6-bit value of a base64 character; '=' is 0 (padding); -1 outside the alphabet. */
+static int b64_value(uint8_t c)
+{
+    if (c == '=') return 0;
+    const char *at = c ? strchr(B64, c) : NULL;
+    return at ? (int)(at - B64) : -1;
+}
+
+size_t ofl_mc_key_decode(const uint8_t *in, size_t len, uint8_t *out)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < len; i++) count += b64_value(in[i]) >= 0;
+    if (count == 0 || count % 4 || count / 4 * 3 > OFL_MC_KEY_MAX) return 0;
+    size_t n = 0, got = 0;
+    int pad = 0;
+    uint32_t acc = 0;
+    for (size_t i = 0; i < len; i++) {
+        int v = b64_value(in[i]);
+        if (v < 0) continue;
+        pad += in[i] == '=';
+        acc = acc << 6 | (uint32_t)v;
+        if (++got < 4) continue;
+        out[n++] = (uint8_t)(acc >> 16);
+        out[n++] = (uint8_t)(acc >> 8);
+        out[n++] = (uint8_t)acc;
+        got = 0;
+        acc = 0;
+        if (pad) {   /* padding ends the key: one or two bytes fewer */
+            if (pad > 2) return 0;
+            return n - (size_t)pad;
+        }
+    }
+    return n;
+}
+
+size_t ofl_mc_key_encode(const uint8_t *in, size_t len, uint8_t *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t b = (uint32_t)in[i] << 16;
+        if (i + 1 < len) b |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < len) b |= in[i + 2];
+        out[n++] = (uint8_t)B64[b >> 18 & 63];
+        out[n++] = (uint8_t)B64[b >> 12 & 63];
+        out[n++] = i + 1 < len ? (uint8_t)B64[b >> 6 & 63] : '=';
+        out[n++] = i + 2 < len ? (uint8_t)B64[b & 63] : '=';
+    }
+    return n;
 }
 
 /* ---- binary responses (client side) --------------------------------------------- */
@@ -472,8 +840,10 @@ const char *ofl_mc_status_text(uint16_t status)
     case OFL_MC_ST_E2BIG: return "Too large.";
     case OFL_MC_ST_EINVAL: return "Invalid arguments";
     case OFL_MC_ST_NOT_STORED: return "Not stored.";
+    case OFL_MC_ST_DELTA_BADVAL: return "Non-numeric server-side value for incr or decr";
     case OFL_MC_ST_UNKNOWN_COMMAND: return "Unknown command";
     case OFL_MC_ST_ENOMEM: return "Out of memory";
+    case OFL_MC_ST_ETMPFAIL: return "Temporary failure";
     default: return "Unknown error";
     }
 }
@@ -525,14 +895,11 @@ ssize_t ofl_mc_write_text_line(uint8_t *out, size_t cap, const char *line)
 static ssize_t text_error(uint8_t *out, size_t cap, const struct ofl_mc_req *req, int err)
 {
     if (req->quiet) return 0;   /* memcached: noreply silences errors too */
+    if (req->errmsg) return ofl_mc_write_text_line(out, cap, req->errmsg);
     switch (err) {
     case OFL_MC_EUNKNOWN: return ofl_mc_write_text_line(out, cap, "ERROR");
-    case OFL_MC_EKEY: return ofl_mc_write_text_line(out, cap, "CLIENT_ERROR bad command line format");
-    case OFL_MC_EINVAL:
-        if (req->cmd == OFL_MC_CMD_DELETE)
-            return ofl_mc_write_text_line(
-                out, cap, "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]");
-        return ofl_mc_write_text_line(out, cap, "CLIENT_ERROR bad command line format");
+    case OFL_MC_EKEY:
+    case OFL_MC_EINVAL: return ofl_mc_write_text_line(out, cap, BAD_FORMAT);
     case OFL_MC_E2BIG: return ofl_mc_write_text_line(out, cap, "SERVER_ERROR object too large for cache");
     case OFL_MC_ECHUNK: return ofl_mc_write_text_line(out, cap, "CLIENT_ERROR bad data chunk");
     case OFL_MC_ELINE: return ofl_mc_write_text_line(out, cap, "CLIENT_ERROR line too long");

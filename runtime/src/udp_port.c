@@ -61,9 +61,31 @@ int ofl_udp_frame_parse(const uint8_t *frame, uint32_t len, struct ofl_udp_dgram
     if (ulen > ip_end - l4) return OFL_ETRUNC;
     d->dst = ip.dst;
     d->dport = dport;
+    d->l3_off = l3;
     d->payload_off = l4 + OFL_UDP_HLEN;
     d->payload_len = ulen - OFL_UDP_HLEN;
     return 0;
+}
+
+int ofl_udp_frame_segment(const struct ofl_pkt *p, uint32_t k, uint8_t *out, uint32_t cap)
+{
+    struct ofl_udp_dgram d;
+    int rc = ofl_udp_frame_parse(p->data, p->len, &d);
+    if (rc < 0) return rc;
+    uint32_t seg = p->seg && p->seg < d.payload_len ? p->seg : d.payload_len;
+    if (seg == 0 ? k > 0 : (uint64_t)k * seg >= d.payload_len) return 0;
+    uint32_t off = k * seg, part = d.payload_len - off < seg ? d.payload_len - off : seg;
+    if (d.payload_off + part > cap) return -ENOSPC;
+    memcpy(out, p->data, d.payload_off);
+    memcpy(out + d.payload_off, p->data + d.payload_off + off, part);
+    uint8_t *ip = out + d.l3_off, *udp = out + d.payload_off - OFL_UDP_HLEN;
+    uint32_t ihl = (uint32_t)(ip[0] & 15) * 4;
+    ofl_put_be16(ip + 2, (uint16_t)(d.payload_off - d.l3_off + part));
+    ofl_put_be16(ip + 10, 0);
+    ofl_put_be16(ip + 10, ofl_csum(ip, ihl));
+    ofl_put_be16(udp + 4, (uint16_t)(OFL_UDP_HLEN + part));
+    ofl_put_be16(udp + 6, 0);
+    return (int)(d.payload_off + part);
 }
 
 /* ---- sockets ------------------------------------------------------------------ */
@@ -297,23 +319,32 @@ void ofl_udp_sink_write(struct ofl_udp_sink *s, unsigned slot, const struct ofl_
         t->to_self++;
         return;
     }
-    if (t->n == OFL_UDP_BATCH_MAX || UDP_TX_ARENA - t->used < d.payload_len)
+    /* a segmented payload (p->seg) goes out as datagrams of seg bytes, the last shorter */
+    uint32_t seg = p->seg && p->seg < d.payload_len ? p->seg : d.payload_len;
+    uint32_t parts = seg ? (d.payload_len + seg - 1) / seg : 1;
+    if (parts > OFL_UDP_BATCH_MAX) {
+        t->dropped++;
+        return;
+    }
+    if (OFL_UDP_BATCH_MAX - t->n < parts || UDP_TX_ARENA - t->used < d.payload_len)
         ofl_udp_sink_flush(s, slot);
-    uint32_t i = t->n++;
     uint8_t *buf = t->arena + t->used;
     if (d.payload_len) memcpy(buf, p->data + d.payload_off, d.payload_len);
     t->used += d.payload_len;
-    memset(&t->to[i], 0, sizeof t->to[i]);
-    t->to[i].sin_family = AF_INET;
-    t->to[i].sin_port = htons(d.dport);
-    t->to[i].sin_addr.s_addr = htonl(d.dst);
-    t->iov[i].iov_base = buf;
-    t->iov[i].iov_len = d.payload_len;
-    memset(&t->msgs[i], 0, sizeof t->msgs[i]);
-    t->msgs[i].msg_hdr.msg_name = &t->to[i];
-    t->msgs[i].msg_hdr.msg_namelen = sizeof t->to[i];
-    t->msgs[i].msg_hdr.msg_iov = &t->iov[i];
-    t->msgs[i].msg_hdr.msg_iovlen = 1;
+    for (uint32_t k = 0; k < parts; k++) {
+        uint32_t i = t->n++, off = k * seg;
+        memset(&t->to[i], 0, sizeof t->to[i]);
+        t->to[i].sin_family = AF_INET;
+        t->to[i].sin_port = htons(d.dport);
+        t->to[i].sin_addr.s_addr = htonl(d.dst);
+        t->iov[i].iov_base = buf + off;
+        t->iov[i].iov_len = d.payload_len - off < seg ? d.payload_len - off : seg;
+        memset(&t->msgs[i], 0, sizeof t->msgs[i]);
+        t->msgs[i].msg_hdr.msg_name = &t->to[i];
+        t->msgs[i].msg_hdr.msg_namelen = sizeof t->to[i];
+        t->msgs[i].msg_hdr.msg_iov = &t->iov[i];
+        t->msgs[i].msg_hdr.msg_iovlen = 1;
+    }
 }
 
 unsigned ofl_udp_sink_flush(struct ofl_udp_sink *s, unsigned slot)

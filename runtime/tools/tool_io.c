@@ -1,6 +1,7 @@
 /* The drivers' helpers (see tool_io.h) over the runtime's file.h and wait.h. */
 #include "tool_io.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,4 +32,16 @@ void tool_write(const char *dir, const char *name, const void *data, size_t len)
 double tool_now_s(void)
 {
     return 1e-9 * (double)ofl_now_ns();
+}
+
+long tool_number(const char *tool, const char *s, long lo, long hi)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "%s: bad number '%s' (expected %ld..%ld)\n", tool, s, lo, hi);
+        exit(2);
+    }
+    return v;
 }

@@ -456,6 +456,135 @@ static void *hammer(void *arg)
     return NULL;
 }
 
+/* A text request run through the parser and ofl_kv_exec: the reply, NUL-terminated. */
+static const char *ask(struct ofl_kv *kv, const char *req, char *buf, size_t cap)
+{
+    struct ofl_mc_out out = {.max = 1 << 16};
+    size_t off = 0, len = strlen(req);
+    while (off < len) {
+        struct ofl_mc_req r;
+        ssize_t n = ofl_mc_parse((const uint8_t *)req + off, len - off, OFL_MC_ANY, NULL, &r);
+        if (n <= 0) {
+            if (n < 0) ofl_kv_exec_error(&r, (int)n, &out);
+            off += n < 0 ? r.len : len - off;
+            continue;
+        }
+        ofl_kv_exec(kv, &r, &out);
+        off += (size_t)n;
+    }
+    size_t k = out.len < cap - 1 ? out.len : cap - 1;
+    memcpy(buf, out.buf, k);
+    buf[k] = 0;
+    ofl_mc_out_free(&out);
+    return buf;
+}
+
+static void test_concat(void)
+{
+    struct ofl_kv *kv = make(100, 0, 8, 1);
+    char buf[256];
+    struct ofl_kv_meta m;
+    CHECK(put(kv, OFL_KV_APPEND, "a", "x", 0, 0, NULL) == -ENOENT && !has(kv, "a"),
+          "append to an absent key: -ENOENT, nothing stored");
+    uint64_t h = ofl_kv_hash("a", 1), c1;
+    CHECK(ofl_kv_store(kv, OFL_KV_SET, "a", 1, h, "mid", 3, 7, 1000, 0, &c1) == 0, "set");
+    CHECK(put(kv, OFL_KV_APPEND, "a", ">>", 9, 0, NULL) == 0 &&
+              put(kv, OFL_KV_PREPEND, "a", "<<", 9, 0, NULL) == 0 &&
+              get(kv, "a", buf, sizeof buf, &m) == 0 && strcmp(buf, "<<mid>>") == 0 &&
+              m.flags == 7 && m.expires,
+          "append and prepend: the value grows at both ends, flags and expiry are kept");
+    CHECK(put(kv, OFL_KV_APPEND, "a", "xy", 0, 0, NULL) == -E2BIG && has(kv, "a"),
+          "an append past value_max: -E2BIG, the item unchanged");
+    CHECK(put(kv, OFL_KV_APPEND, "a", "z", 0, c1, NULL) == -EEXIST,
+          "an append with a stale CAS: -EEXIST");
+    ofl_kv_destroy(kv);
+}
+
+static void test_arith(void)
+{
+    struct ofl_kv *kv = make(100, 0, 64, 1);
+    char buf[512];
+    CHECK(strcmp(ask(kv, "set n 5 0 3\r\n100\r\ndecr n 95\r\nget n\r\n", buf, sizeof buf),
+                 "STORED\r\n5\r\nVALUE n 5 3\r\n5  \r\nEND\r\n") == 0,
+          "decr rewrites in place, padded with spaces (as memcached): %s", buf);
+    CHECK(strcmp(ask(kv, "set n 0 0 2\r\n99\r\nincr n 1\r\nget n\r\n", buf, sizeof buf),
+                 "STORED\r\n100\r\nVALUE n 0 3\r\n100\r\nEND\r\n") == 0,
+          "incr past a new digit makes a longer value: %s", buf);
+    CHECK(strcmp(ask(kv, "set n 0 0 20\r\n18446744073709551615\r\nincr n 2\r\ndecr n 9\r\n", buf,
+                     sizeof buf),
+                 "STORED\r\n1\r\n0\r\n") == 0,
+          "incr wraps at 2^64, decr stops at 0: %s", buf);
+    CHECK(strcmp(ask(kv, "set n 0 0 3\r\n 12\r\nincr n 1\r\nset n 0 0 3\r\n-12\r\nincr n 1\r\n"
+                         "set n 0 0 0\r\n\r\nincr n 1\r\nincr none 1\r\n", buf, sizeof buf),
+                 "STORED\r\n13\r\nSTORED\r\nCLIENT_ERROR cannot increment or decrement "
+                 "non-numeric value\r\nSTORED\r\nCLIENT_ERROR cannot increment or decrement "
+                 "non-numeric value\r\nNOT_FOUND\r\n") == 0,
+          "leading spaces are a number, a negative or empty value is not, a miss: %s", buf);
+    struct ofl_kv_arith a = {.incr = 1, .delta = 1, .initial = 42, .create = 1};
+    uint64_t v = 0;
+    struct ofl_kv_meta m;
+    CHECK(ofl_kv_arith(kv, "c", 1, ofl_kv_hash("c", 1), &a, &v, &m) == 0 && v == 42 && m.created &&
+              ofl_kv_arith(kv, "c", 1, ofl_kv_hash("c", 1), &a, &v, &m) == 0 && v == 43 &&
+              !m.created,
+          "arithmetic's create stores the initial value once, then counts from it");
+    ofl_kv_destroy(kv);
+}
+
+static void test_meta_marks(void)
+{
+    struct ofl_kv *kv = make(100, 0, 64, 1);
+    uint64_t h = ofl_kv_hash("k", 1), cas;
+    struct ofl_kv_meta m;
+    struct ofl_kv_read viv = {.vivify = 1, .vivify_exptime = 30};
+    CHECK(ofl_kv_read(kv, "k", 1, h, NULL, 0, &viv, &m) == 0 && m.created && m.win &&
+              m.value_len == 0 && m.ttl > 0,
+          "vivify on a miss creates an empty item and wins");
+    CHECK(ofl_kv_read(kv, "k", 1, h, NULL, 0, &viv, &m) == 0 && !m.created && !m.win &&
+              m.token_sent,
+          "the next reader sees that another client won");
+    CHECK(ofl_kv_invalidate(kv, "k", 1, h, 0, 0, 0, &cas) == 0 &&
+              ofl_kv_read(kv, "k", 1, h, NULL, 0, NULL, &m) == 0 && m.stale && m.win &&
+              m.cas == cas,
+          "invalidate marks the item stale with a new CAS; the first reader after wins");
+    CHECK(ofl_kv_store(kv, OFL_KV_CAS | OFL_KV_INVALIDATE, "k", 1, h, "v", 1, 0, 0, 1, NULL) == 0 &&
+              ofl_kv_read(kv, "k", 1, h, NULL, 0, NULL, &m) == 0 && m.stale,
+          "a CAS older than the item's stores with OFL_KV_INVALIDATE, still stale");
+    CHECK(ofl_kv_store(kv, OFL_KV_CAS, "k", 1, h, "v", 1, 0, 0, 1, NULL) == -EEXIST,
+          "without it the old CAS is refused");
+    struct ofl_kv_read rec = {.recache = 1, .recache_s = 100};
+    ofl_kv_store(kv, OFL_KV_SET, "r", 1, ofl_kv_hash("r", 1), "v", 1, 0, 50, 0, NULL);
+    CHECK(ofl_kv_read(kv, "r", 1, ofl_kv_hash("r", 1), NULL, 0, &rec, &m) == 0 && m.win &&
+              ofl_kv_read(kv, "r", 1, ofl_kv_hash("r", 1), NULL, 0, &rec, &m) == 0 && !m.win &&
+              m.token_sent,
+          "recache: with less TTL left than asked the first reader wins, once");
+    CHECK(ofl_kv_read(kv, "r", 1, ofl_kv_hash("r", 1), NULL, 0, NULL, &m) == 0 && m.fetched,
+          "an item read before says so (mg h)");
+    ofl_kv_destroy(kv);
+}
+
+static void test_flush(void)
+{
+    struct ofl_kv *kv = make(100, 0, 64, 4);
+    for (int i = 0; i < 20; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        put(kv, OFL_KV_SET, k, "v", 0, 0, NULL);
+    }
+    ofl_kv_flush(kv, 100000);
+    CHECK(has(kv, "k3") && has(kv, "k19"), "a flush a day ahead leaves the items for now");
+    ofl_kv_flush(kv, 0);
+    struct ofl_kv_stats st;
+    ofl_kv_get_stats(kv, &st);
+    CHECK(!has(kv, "k3") && st.items == 0 && st.flushed == 20 && st.flushes == 2,
+          "a flush now frees every item (20 flushed, 2 flushes counted)");
+    put(kv, OFL_KV_SET, "after", "v", 0, 0, NULL);
+    CHECK(has(kv, "after"), "items stored after a flush stay");
+    ofl_kv_reset_stats(kv);
+    ofl_kv_get_stats(kv, &st);
+    CHECK(st.flushes == 0 && st.stores == 0 && st.items == 1, "reset zeroes the counters only");
+    ofl_kv_destroy(kv);
+}
+
 static void test_threads(long ops)
 {
     /* Room for every key: nothing is evicted, so each thread's model is exact. */
@@ -508,6 +637,10 @@ int main(int argc, char **argv)
     test_eviction();
     test_exec();
     test_exec_trusted();
+    test_concat();
+    test_arith();
+    test_meta_marks();
+    test_flush();
     test_threads(ops);
     return CHECK_DONE();
 }

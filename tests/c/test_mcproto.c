@@ -137,27 +137,54 @@ static void test_binary_opcodes(void)
         {OFL_MC_OP_VERSION, 2, OFL_MC_CMD_VERSION, 0, 0},
         {OFL_MC_OP_QUIT, 2, OFL_MC_CMD_QUIT, 0, 0},
         {OFL_MC_OP_QUITQ, 2, OFL_MC_CMD_QUIT, 1, 0},
+        {OFL_MC_OP_APPEND, 3, OFL_MC_CMD_APPEND, 0, 0},
+        {OFL_MC_OP_APPENDQ, 3, OFL_MC_CMD_APPEND, 1, 0},
+        {OFL_MC_OP_PREPEND, 3, OFL_MC_CMD_PREPEND, 0, 0},
+        {OFL_MC_OP_PREPENDQ, 3, OFL_MC_CMD_PREPEND, 1, 0},
+        {OFL_MC_OP_INCREMENT, 4, OFL_MC_CMD_INCR, 0, 0},
+        {OFL_MC_OP_INCREMENTQ, 4, OFL_MC_CMD_INCR, 1, 0},
+        {OFL_MC_OP_DECREMENT, 4, OFL_MC_CMD_DECR, 0, 0},
+        {OFL_MC_OP_DECREMENTQ, 4, OFL_MC_CMD_DECR, 1, 0},
+        {OFL_MC_OP_TOUCH, 5, OFL_MC_CMD_TOUCH, 0, 0},
+        {OFL_MC_OP_GAT, 5, OFL_MC_CMD_GAT, 0, 0},
+        {OFL_MC_OP_GATQ, 5, OFL_MC_CMD_GAT, 1, 0},
+        {OFL_MC_OP_GATK, 5, OFL_MC_CMD_GAT, 0, 1},
+        {OFL_MC_OP_GATKQ, 5, OFL_MC_CMD_GAT, 1, 1},
+        {OFL_MC_OP_FLUSH, 2, OFL_MC_CMD_FLUSH, 0, 0},
+        {OFL_MC_OP_FLUSHQ, 2, OFL_MC_CMD_FLUSH, 1, 0},
+        {OFL_MC_OP_STAT, 2, OFL_MC_CMD_STATS, 0, 0},
     };
+    /* extras of the arithmetic (delta 5, initial 7, expiry 60) and touch shapes */
+    const uint8_t arith[20] = {0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 60};
+    const uint8_t touch[4] = {0, 0, 0, 60};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
-        struct buf b = ops[i].shape == 0   ? breq(ops[i].op, NULL, 0, "mykey", NULL, 0, 77, 5)
-                       : ops[i].shape == 1 ? breq(ops[i].op, ex, 8, "mykey", "value!", 6, 77, 5)
-                                           : breq(ops[i].op, NULL, 0, NULL, NULL, 0, 77, 5);
+        int sh = ops[i].shape;
+        struct buf b = sh == 0   ? breq(ops[i].op, NULL, 0, "mykey", NULL, 0, 77, 5)
+                       : sh == 1 ? breq(ops[i].op, ex, 8, "mykey", "value!", 6, 77, 5)
+                       : sh == 3 ? breq(ops[i].op, NULL, 0, "mykey", "value!", 6, 77, 5)
+                       : sh == 4 ? breq(ops[i].op, arith, 20, "mykey", NULL, 0, 77, 5)
+                       : sh == 5 ? breq(ops[i].op, touch, 4, "mykey", NULL, 0, 77, 5)
+                                 : breq(ops[i].op, NULL, 0, NULL, NULL, 0, 77, 5);
         struct ofl_mc_req r;
         ssize_t n = parse(&b, OFL_MC_ANY, NULL, &r);
         int ok = n == (ssize_t)b.n && r.len == b.n && r.proto == OFL_MC_BINARY &&
                  r.opcode == ops[i].op && r.cmd == ops[i].cmd && r.quiet == ops[i].quiet &&
                  r.want_key == ops[i].want_key && r.opaque == 77 && r.cas == 5;
-        if (ops[i].shape != 2)
+        if (sh != 2)
             ok = ok && view_is(r.key, r.key_len, "mykey") && inside(&b, r.key, r.key_len) &&
                  r.nkeys == 1;
         else
             ok = ok && r.key_len == 0 && r.nkeys == 0;
-        if (ops[i].shape == 1)
+        if (sh == 1)
             ok = ok && view_is(r.value, r.value_len, "value!") && inside(&b, r.value, 6) &&
                  r.flags == 0xdeadbeef && r.exptime == 3600 && r.extras_len == 8 &&
                  r.extras == b.p + 24;
+        else if (sh == 3)
+            ok = ok && view_is(r.value, r.value_len, "value!") && r.extras_len == 0;
         else
             ok = ok && r.value_len == 0;
+        if (sh == 4) ok = ok && r.delta == 5 && r.initial == 7 && r.exptime == 60;
+        if (sh == 5) ok = ok && r.exptime == 60;
         CHECK(ok, "binary opcode 0x%02x parses (cmd %d quiet %d want_key %d)", ops[i].op,
               ops[i].cmd, ops[i].quiet, ops[i].want_key);
         /* Forcing the protocol gives the same; forcing text reads it as a text line. */
@@ -180,7 +207,7 @@ static void test_binary_opcodes(void)
                       r.opaque == 9 && bin_error_is(&r, (int)n, OFL_MC_ST_UNKNOWN_COMMAND);
         freeb(b);
     }
-    CHECK(unknown_ok && count == 240, "all %d other opcodes: EUNKNOWN, body skipped, "
+    CHECK(unknown_ok && count == 256 - (int)(sizeof ops / sizeof ops[0]), "all %d other opcodes: EUNKNOWN, body skipped, "
           "UNKNOWN_COMMAND reply, connection kept", count);
 }
 
@@ -395,19 +422,53 @@ static void test_text_errors(void)
         {"get\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
         {"get\tk\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
         {"set k 0 0\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
-        {"set k 0 0 1 noreply x\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
-        {"cas k 0 0 1\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
+        /* a readable length: the data block (1 byte + CRLF) is part of the error */
+        {"set k 0 0 1 noreply x\r\n", OFL_MC_EUNKNOWN, 23 + 3, 0, "ERROR\r\n"},
+        {"cas k 0 0 1\r\n", OFL_MC_EUNKNOWN, 13 + 3, 0, "ERROR\r\n"},
+        {"set k 0 1\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
         {"delete\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
         {"delete a b c d\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
-        {"set k abc 0 1\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR bad command line format\r\n"},
-        {"set k -1 0 1\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR bad command line format\r\n"},
-        {"set k 4294967296 0 1\r\n", OFL_MC_EINVAL, 0, 0,
+        {"set k abc 0 1\r\n", OFL_MC_EINVAL, 15 + 3, 0,
          "CLIENT_ERROR bad command line format\r\n"},
-        {"set k 0 x 1\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR bad command line format\r\n"},
+        {"set k -1 0 1\r\n", OFL_MC_EINVAL, 14 + 3, 0, "CLIENT_ERROR bad command line format\r\n"},
+        {"set k 4294967296 0 1\r\n", OFL_MC_EINVAL, 22 + 3, 0,
+         "CLIENT_ERROR bad command line format\r\n"},
+        {"set k 0 x 1\r\n", OFL_MC_EINVAL, 13 + 3, 0, "CLIENT_ERROR bad command line format\r\n"},
         {"set k 0 0 -1\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR bad command line format\r\n"},
         {"set k 0 0 1x\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR bad command line format\r\n"},
-        {"cas k 0 0 1 -3\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR bad command line format\r\n"},
-        {"set k abc 0 1 noreply\r\n", OFL_MC_EINVAL, 0, 0, ""},
+        {"cas k 0 0 1 -3\r\n", OFL_MC_EINVAL, 16 + 3, 0,
+         "CLIENT_ERROR bad command line format\r\n"},
+        {"set k abc 0 1 noreply\r\n", OFL_MC_EINVAL, 23 + 3, 0, ""},
+        {"set k 0 0 noreply\r\n", OFL_MC_EINVAL, 0, 0, ""},
+        {"ms k 1 Mx\r\n", OFL_MC_EINVAL, 11 + 3, 0,
+         "CLIENT_ERROR invalid mode for ms M token\r\n"},
+        {"ms k 1 F1 F2\r\n", OFL_MC_EINVAL, 14 + 3, 0, "CLIENT_ERROR duplicate flag\r\n"},
+        {"ms k 1 Z\r\n", OFL_MC_EINVAL, 10 + 3, 0, "CLIENT_ERROR invalid flag\r\n"},
+        {"ms k 1 Tx\r\n", OFL_MC_EINVAL, 11 + 3, 0,
+         "CLIENT_ERROR bad token in command line format\r\n"},
+        {"ms k 1 q Fx\r\n", OFL_MC_EINVAL, 13 + 3, 0,
+         "CLIENT_ERROR bad command line format\r\n"},
+        {"ms k x\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR bad command line format\r\n"},
+        {"ms k\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR bad command line format\r\n"},
+        {"ms\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
+        {"ms k 101\r\n", OFL_MC_E2BIG, 10 + 101 + 2, 0,
+         "SERVER_ERROR object too large for cache\r\n"},
+        {"ms k 3 q\r\nabcXY\r\n", OFL_MC_ECHUNK, 10 + 5, 0, "CLIENT_ERROR bad data chunk\r\n"},
+        {"mg k Tx Fy\r\n", OFL_MC_EINVAL, 0, 0,
+         "CLIENT_ERROR bad token in command line format\r\n"},
+        {"md k Tx\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR invalid or duplicate flag\r\n"},
+        {"ma k Mx\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR invalid mode for ma M token\r\n"},
+        {"mg k O123456789012345678901234567890123\r\n", OFL_MC_EINVAL, 0, 0,
+         "CLIENT_ERROR opaque token too long\r\n"},
+        {"mx k\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
+        {"incr k x\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR invalid numeric delta argument\r\n"},
+        {"touch k x\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR invalid exptime argument\r\n"},
+        {"gat x k\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR invalid exptime argument\r\n"},
+        {"flush_all x\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR invalid exptime argument\r\n"},
+        {"flush_all 1 2 3\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
+        {"verbosity\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
+        {"verbosity x\r\n", OFL_MC_EINVAL, 0, 0, "CLIENT_ERROR bad command line format\r\n"},
+        {"incr k\r\n", OFL_MC_EUNKNOWN, 0, 0, "ERROR\r\n"},
         {"delete k 5\r\n", OFL_MC_EINVAL, 0, 0,
          "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"},
         {"delete k 5 noreply\r\n", OFL_MC_EINVAL, 0, 0, ""},
@@ -453,12 +514,12 @@ static void test_text_errors(void)
             size_t first = (size_t)(strchr(line, '\n') - line) + 1;
             if (len == 250)
                 CHECK(n == (ssize_t)b.n, "%.6s with a 250-byte key parses", fmts[f]);
-            else
-                CHECK(n == OFL_MC_EKEY && r.len == first && !r.fatal &&
+            else   /* a set's data block goes with its line */
+                CHECK(n == OFL_MC_EKEY && r.len == (f == 1 ? b.n : first) && !r.fatal &&
                           error_reply_is(&r, (int)n, "CLIENT_ERROR bad command line format\r\n",
                                          38),
-                      "%.6s with a 251-byte key: EKEY, only the line skipped, CLIENT_ERROR",
-                      fmts[f]);
+                      "%.6s with a 251-byte key: EKEY, the line (and a data block) skipped, "
+                      "CLIENT_ERROR", fmts[f]);
             freeb(b);
         }
     }
@@ -476,6 +537,100 @@ static void test_text_errors(void)
     CHECK(parse(&b, OFL_MC_ANY, &lim, &r) == 0 && r.need == 1,
           "63 bytes without a newline (limit 64): incomplete, need 1");
     freeb(b);
+}
+
+/* ---- a storage command's data block is never read as commands -------------------- */
+
+/* Parse `in` as a TCP stream delivered in two pieces cut at `cut` (an error's span
+ * past what has arrived is skipped as the rest arrives, as the servers do); record
+ * the commands of the complete requests (OFL_MC_CMD_NONE for an error) in `cmds`.
+ * Returns how many requests there were. */
+static size_t stream_cmds(const char *in, size_t cut, uint8_t *cmds, size_t max)
+{
+    size_t len = strlen(in), start = 0, have = cut, n = 0, skip = 0;
+    enum ofl_mc_proto proto = OFL_MC_ANY;
+    while (start < len && n < max) {
+        if (skip) {   /* drop what arrived of a refused request's span */
+            size_t drop = have - start < skip ? have - start : skip;
+            start += drop;
+            skip -= drop;
+            if (skip) {
+                have = len;
+                continue;
+            }
+            if (start == len) break;
+        }
+        struct buf b = mk(in + start, have - start);
+        struct ofl_mc_req r;
+        ssize_t k = parse(&b, proto, NULL, &r);
+        freeb(b);
+        if (have > start) proto = (enum ofl_mc_proto)r.proto;
+        if (k == 0) {
+            if (have == len) break;
+            have = len;
+            continue;
+        }
+        cmds[n++] = k > 0 ? r.cmd : OFL_MC_CMD_NONE;
+        size_t span = k > 0 ? (size_t)k : r.len;
+        if (k < 0 && r.fatal) break;
+        if (span > have - start) {
+            skip = span - (have - start);
+            start = have;
+        } else {
+            start += span;
+        }
+    }
+    return n;
+}
+
+static void test_data_blocks_are_never_commands(void)
+{
+    /* Every storage command, right and wrong in every way whose length can be read;
+     * the data block "delete victim" (13 bytes) must never run as a delete, and the
+     * "get victim" after it must be the next request. */
+    const char *lines[] = {
+        "set k 0 0 13", "add k 0 0 13", "replace k 0 0 13", "append k 0 0 13",
+        "prepend k 0 0 13", "cas k 0 0 13 5", "ms k 13", "ms k 13 MA", "ms k 13 MP",
+        "ms k 13 T0 F5 q", "set k 0 0 13 noreply", "append k 0 0 13 noreply",
+        "set k 0 0 13 noreply extra", "append k 0 0 13 a b", "cas k 0 0 13",
+        "prepend k 0 0 13 1 2 3", "set k x 0 13", "add k 0 x 13", "cas k 0 0 13 x",
+        "append k x 0 13 noreply", "set kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+        "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+        "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+        "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk 0 0 13",
+        "ms k 13 Z", "ms k 13 Mx", "ms k 13 F1 F1", "ms k 13 Tx", "ms k 13 Fx q",
+        "ms k 13 O1234567890123456789012345678901234", "ms k 13 b", "ms k 13 Cx",
+        "ms k 13 a b c d e f g h i j k l m n o p q r s t u v",
+        "set k 0 0 13\r\ndelete victimXY", /* no CRLF after the block: bad data chunk */
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+        char in[1024];
+        int chunk = strstr(lines[i], "\r\n") != NULL;
+        snprintf(in, sizeof in, chunk ? "%sget victim\r\n" : "%s\r\ndelete victim\r\nget victim\r\n",
+                 lines[i]);
+        size_t len = strlen(in);
+        int ok = 1;
+        for (size_t cut = 0; cut <= len && ok; cut++) {
+            uint8_t cmds[8];
+            size_t n = stream_cmds(in, cut, cmds, 8);
+            ok = n == 2 && cmds[1] == OFL_MC_CMD_GET && cmds[0] != OFL_MC_CMD_DELETE;
+        }
+        CHECK(ok, "%.40s + a data block that reads as \"delete victim\": the block is "
+              "skipped whatever the line's fault, at every cut; the next request is the get",
+              lines[i]);
+    }
+    /* When the length cannot be read, only the line goes (the next line is a command:
+     * memcached reads it so too, and a client that sends such a line sends no block). */
+    const char *unreadable[] = {"set k 0 0", "set k 0 0 x", "set k 0 0 -1", "ms k", "ms k x",
+                                "append k 0 0 99999999999"};
+    for (size_t i = 0; i < sizeof unreadable / sizeof unreadable[0]; i++) {
+        char in[256];
+        snprintf(in, sizeof in, "%s\r\ndelete victim\r\n", unreadable[i]);
+        uint8_t cmds[8];
+        size_t n = stream_cmds(in, strlen(in), cmds, 8);
+        CHECK(n == 2 && cmds[0] == OFL_MC_CMD_NONE && cmds[1] == OFL_MC_CMD_DELETE,
+              "%s: no readable length, only the line is an error", unreadable[i]);
+    }
 }
 
 /* ---- incomplete input: every split --------------------------------------------- */
@@ -705,6 +860,7 @@ int main(void)
     test_binary_errors();
     test_text_commands();
     test_text_errors();
+    test_data_blocks_are_never_commands();
     test_incomplete();
     test_udp();
     test_writers();

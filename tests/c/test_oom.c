@@ -1,7 +1,11 @@
 /* Out of memory: every allocation that the runtime's constructors make is made to
  * fail in turn, and each failure must come back as -ENOMEM with nothing built and
  * nothing leaked (LeakSanitizer checks the leaks in the ASan build), or be one the
- * constructor may do without (it then succeeds).
+ * constructor may do without (it then succeeds). The key-value store's TCP server is
+ * swept while serving too: every allocation of a session (a connection's buffers as
+ * they grow for a 100 KB value, the store's items, the replies) fails in turn, and
+ * the client must get memcached's out-of-memory answers in place of the lost
+ * replies (or see the connection closed), never a wrong answer or a crash.
  *
  * Linked with -Wl,--wrap for malloc, calloc, realloc, aligned_alloc and mmap: the
  * runtime's calls come here, the C library's own do not. The failure plan is file
@@ -12,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -21,6 +27,7 @@
 #include "offlow/chan.h"
 #include "offlow/file.h"
 #include "offlow/kvcache.h"
+#include "offlow/kvs_tcp.h"
 #include "offlow/kvstore.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
@@ -29,7 +36,6 @@
 #include "offlow/ring.h"
 #include "offlow/routes.h"
 #include "offlow/synth.h"
-#include "offlow/tcp_gw.h"
 #include "offlow/udp_port.h"
 #include "offlow/window.h"
 
@@ -253,7 +259,7 @@ static int try_pcap(void *arg)
     if (rc < 0) return k == NULL ? rc : -EFAULT;
     uint8_t frame[60] = {0};
     for (int i = 0; i < 8; i++) {
-        struct ofl_pkt p = {frame, sizeof frame, sizeof frame, (uint64_t)i};
+        struct ofl_pkt p = {frame, sizeof frame, sizeof frame, (uint64_t)i, 0};
         ofl_pcap_sink_write(k, &p);
     }
     if ((rc = ofl_pcap_sink_close(k)) < 0) return rc;
@@ -282,20 +288,225 @@ static int try_udp(void *arg)
     return 0;
 }
 
-/* The TCP gateway in front of a UDP server (arg: a listening socket's fd). */
-static int try_tcp_gw(void *arg)
+/* A small store (1 MiB values) and the TCP engine's shared part over it. */
+static int tcp_store(struct ofl_kv **kv, struct ofl_kvs_tcp_shared *sh)
 {
-    struct ofl_tcp_gw_config cfg = {.listen_fd = *(int *)arg, .server_addr = INADDR_LOOPBACK,
-                                    .server_port = 9, .max_conns = 16};
-    struct ofl_tcp_gw *gw = (void *)1;
-    char err[256];
-    int rc = ofl_tcp_gw_create(&gw, &cfg, err);
-    if (rc < 0) return gw == NULL ? rc : -EFAULT;
-    ofl_tcp_gw_destroy(gw);
-    return 0;
+    struct ofl_kv_config cfg = {.capacity = 64, .mem_bytes = 0, .value_max = 1 << 20};
+    int rc = ofl_kv_create(kv, &cfg);
+    if (rc >= 0) ofl_kvs_tcp_shared_init(sh, *kv, 0, 0, NULL);
+    return rc;
 }
 
-/* A channel manager of one thread serving one end (arg: a region with channel 0). */
+/* The key-value store's TCP server with threads of its own (arg: a listening
+ * socket's fd). */
+static int try_tcp_server(void *arg)
+{
+    struct ofl_kv *kv;
+    struct ofl_kvs_tcp_shared sh;
+    int rc = tcp_store(&kv, &sh);
+    if (rc < 0) return rc;
+    struct ofl_kvs_tcp_server *srv = (void *)1;
+    char err[256];
+    rc = ofl_kvs_tcp_server_start(&srv, &sh, *(int *)arg, 2, err);
+    if (rc < 0 && srv) rc = -EFAULT;
+    ofl_kvs_tcp_server_stop(rc < 0 ? NULL : srv);
+    ofl_kv_destroy(kv);
+    return rc;
+}
+
+/* ---- serving -------------------------------------------------------------------- */
+
+/* A session's requests: a 100 KB value (the input buffer grows for it), a multi-get,
+ * a stats answer, arithmetic, meta commands; "version" last, as a marker. */
+static char *session_text(size_t *len)
+{
+    static const char tail[] =
+        "get big small nope big\r\nset small 0 0 2\r\n42\r\nincr small 8\r\nstats\r\n"
+        "ms m 3 T0\r\nabc\r\nmg m v s\r\nappend big 0 0 1\r\n!\r\nversion\r\n";
+    size_t v = 100000, head = 64;
+    char *s = malloc(head + v + 2 + sizeof tail);
+    int n = snprintf(s, head, "set big 0 0 %zu\r\n", v);
+    memset(s + n, 'v', v);
+    memcpy(s + n + v, "\r\n", 2);
+    memcpy(s + n + v + 2, tail, sizeof tail);
+    *len = (size_t)n + v + 2 + sizeof tail - 1;
+    return s;
+}
+
+/* The same over the binary protocol: SET of 100 KB, GET, GETK of a miss, STAT, NOOP
+ * last as the marker. */
+static uint8_t *session_binary(size_t *len)
+{
+    size_t v = 100000, cap = 2 * v + 4096, n = 0;
+    uint8_t *s = malloc(cap), *val = malloc(v);
+    memset(val, 'b', v);
+    const uint8_t ex[8] = {0};
+    n += (size_t)ofl_mc_write_request(s + n, cap - n, OFL_MC_OP_SET, 1, 0, ex, 8, "big", 3, val, v);
+    n += (size_t)ofl_mc_write_request(s + n, cap - n, OFL_MC_OP_GET, 2, 0, NULL, 0, "big", 3, NULL, 0);
+    n += (size_t)ofl_mc_write_request(s + n, cap - n, OFL_MC_OP_GETK, 3, 0, NULL, 0, "no", 2, NULL, 0);
+    n += (size_t)ofl_mc_write_request(s + n, cap - n, OFL_MC_OP_STAT, 4, 0, NULL, 0, NULL, 0, NULL, 0);
+    n += (size_t)ofl_mc_write_request(s + n, cap - n, OFL_MC_OP_NOOP, 5, 0, NULL, 0, NULL, 0, NULL, 0);
+    free(val);
+    *len = n;
+    return s;
+}
+
+/* Is `line` (without CRLF) one of memcached's answers that this session may get? */
+static int text_answer_ok(const char *line, int *oom)
+{
+    static const char *const plain[] = {"STORED", "NOT_STORED", "END", "HD", "EN", "NS",
+                                        "NOT_FOUND", "RESET", "ERROR"};
+    static const char *const ooms[] = {"SERVER_ERROR out of memory storing object",
+                                       "SERVER_ERROR out of memory writing get response",
+                                       "SERVER_ERROR out of memory"};
+    for (size_t i = 0; i < sizeof ooms / sizeof ooms[0]; i++)
+        if (!strcmp(line, ooms[i])) return *oom = 1;
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        if (!strcmp(line, plain[i])) return 1;
+    if (!strncmp(line, "STAT ", 5) || !strncmp(line, "VERSION ", 8)) return 1;
+    return line[0] >= '0' && line[0] <= '9' && strspn(line, "0123456789") == strlen(line);
+}
+
+/* Answers a session gets, one per request (a get's VALUE blocks and END are one, so
+ * are the STAT lines and END; an out-of-memory answer takes the place of one). */
+#define TEXT_ANSWERS 9
+#define BINARY_ANSWERS 5
+
+/* Check a text session's answers (`n` bytes, `closed`: the server closed the
+ * connection): every one is an answer memcached gives here, values included, one per
+ * request, the marker's last, unless the connection was closed. Returns 0 (the whole
+ * answer, no out-of-memory answer in it), -ENOMEM (out-of-memory answers, or closed),
+ * or -EFAULT (something else: a wrong or missing answer). */
+static int check_text(const char *r, size_t n, int closed)
+{
+    int oom = 0, marker = 0, answers = 0, open_block = 0;
+    size_t off = 0;
+    while (off < n) {
+        const char *eol = memmem(r + off, n - off, "\r\n", 2);
+        if (!eol) return closed ? -ENOMEM : -EFAULT;
+        char line[512];
+        size_t ll = (size_t)(eol - (r + off));
+        if (ll >= sizeof line) return -EFAULT;
+        memcpy(line, r + off, ll);
+        line[ll] = 0;
+        off += ll + 2;
+        unsigned long vlen;
+        int value = sscanf(line, "VALUE %*s %*u %lu", &vlen) == 1;
+        if (value || sscanf(line, "VA %lu", &vlen) == 1) {
+            if (n - off < vlen + 2) return closed ? -ENOMEM : -EFAULT;
+            for (size_t i = 0; i < vlen; i++)
+                if (!strchr("v!42abc50", r[off + i])) return -EFAULT;
+            off += vlen + 2;
+            if (value) open_block = 1;   /* a get's answer goes on to END */
+            else answers++;
+            continue;
+        }
+        if (!text_answer_ok(line, &oom)) {
+            printf("  unexpected answer: %s\n", line);
+            return -EFAULT;
+        }
+        if (!strncmp(line, "STAT ", 5)) {
+            open_block = 1;
+            continue;
+        }
+        answers++;   /* END closes an open block; any other line is an answer itself */
+        open_block = 0;
+        marker = !strncmp(line, "VERSION ", 8);
+    }
+    if (!closed && (!marker || answers != TEXT_ANSWERS || open_block)) {
+        printf("  %d answers (want %d), marker %d\n", answers, TEXT_ANSWERS, marker);
+        return -EFAULT;
+    }
+    return oom || closed ? -ENOMEM : 0;
+}
+
+/* The same for a binary session: every response parses, its status OK, not found or
+ * ENOMEM, a value only of the bytes stored; NOOP (opaque 5) last unless closed. */
+static int check_binary(const uint8_t *r, size_t n, int closed)
+{
+    int oom = 0, marker = 0, answers = 0;
+    size_t off = 0;
+    while (off < n) {
+        struct ofl_mc_res res;
+        ssize_t k = ofl_mc_parse_response(r + off, n - off, &res, NULL);
+        if (k <= 0) return closed && k == 0 ? -ENOMEM : -EFAULT;
+        if (res.status == OFL_MC_ST_ENOMEM) oom = 1;
+        else if (res.status != OFL_MC_ST_OK && res.status != OFL_MC_ST_NOT_FOUND) return -EFAULT;
+        if (res.status == OFL_MC_ST_OK && res.opcode == OFL_MC_OP_GET)
+            for (size_t i = 0; i < res.value_len; i++)
+                if (res.value[i] != 'b') return -EFAULT;
+        marker = res.opcode == OFL_MC_OP_NOOP && res.opaque == 5;
+        /* a STAT answer is one response per statistic, then one with no key */
+        answers += !(res.opcode == OFL_MC_OP_STAT && res.status == OFL_MC_ST_OK && res.key_len);
+        off += (size_t)k;
+    }
+    if (!closed && (!marker || answers != BINARY_ANSWERS)) {
+        printf("  %d binary answers (want %d), marker %d\n", answers, BINARY_ANSWERS, marker);
+        return -EFAULT;
+    }
+    return oom || closed ? -ENOMEM : 0;
+}
+
+struct serve_try {
+    int listen_fd;
+    int binary;
+};
+
+/* One session against a TCP worker driven here (one thread: the client's writes and
+ * reads interleave with the worker's events), with an allocation failing somewhere. */
+static int try_serving(void *arg)
+{
+    const struct serve_try *t = arg;
+    struct ofl_kv *kv;
+    struct ofl_kvs_tcp_shared sh;
+    int rc = tcp_store(&kv, &sh);
+    if (rc < 0) return rc;
+    struct ofl_kvs_tcp_worker w;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    getsockname(t->listen_fd, (struct sockaddr *)&a, &al);
+    int cl = socket(AF_INET, SOCK_STREAM, 0);
+    if (ep < 0 || cl < 0 || ofl_kvs_tcp_worker_init(&w, &sh, ep, t->listen_fd) < 0 ||
+        connect(cl, (struct sockaddr *)&a, sizeof a) < 0) {
+        printf("  cannot set up a session\n");
+        return -EFAULT;
+    }
+    fcntl(cl, F_SETFL, fcntl(cl, F_GETFL) | O_NONBLOCK);
+    long saved = fail_at;   /* the session's own buffers are not the runtime's */
+    fail_at = -1;
+    size_t len;
+    uint8_t *req = t->binary ? session_binary(&len) : (uint8_t *)session_text(&len);
+    size_t cap = 1 << 20, got = 0, sent = 0;
+    char *resp = malloc(cap);
+    fail_at = saved;
+    int closed = 0, idle = 0;
+    while (!closed && idle < 200) {
+        int progress = 0;
+        if (sent < len) {
+            ssize_t k = send(cl, req + sent, len - sent, MSG_NOSIGNAL);
+            if (k > 0) sent += (size_t)k, progress = 1;
+        }
+        struct epoll_event evs[8];
+        int ne = epoll_wait(ep, evs, 8, 1);
+        for (int i = 0; i < ne; i++) ofl_kvs_tcp_worker_event(&w, evs[i].data.ptr, evs[i].events);
+        progress |= ne > 0;
+        ssize_t k = recv(cl, resp + got, cap - got, 0);
+        if (k > 0) got += (size_t)k, progress = 1;
+        else if (k == 0) closed = 1;
+        idle = progress ? 0 : idle + 1;
+    }
+    rc = t->binary ? check_binary((const uint8_t *)resp, got, closed)
+                   : check_text(resp, got, closed);
+    ofl_kvs_tcp_worker_fini(&w);
+    close(ep);
+    close(cl);
+    ofl_kv_destroy(kv);
+    free(resp);
+    free(req);
+    return rc;
+}
+
 static int try_chan_mgr(void *arg)
 {
     struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, NULL);
@@ -396,7 +607,11 @@ int main(int argc, char **argv)
     int udp = local_socket(SOCK_DGRAM), tcp = local_socket(SOCK_STREAM);
     CHECK(udp >= 0 && tcp >= 0, "local UDP and TCP sockets");
     if (udp >= 0) sweep("UDP source and sink open", try_udp, &udp);
-    if (tcp >= 0) sweep("TCP gateway create", try_tcp_gw, &tcp);
+    if (tcp >= 0) sweep("key-value TCP server start", try_tcp_server, &tcp);
+    struct serve_try st = {tcp, 0};
+    if (tcp >= 0) sweep("key-value store serving text over TCP", try_serving, &st);
+    st.binary = 1;
+    if (tcp >= 0) sweep("key-value store serving binary over TCP", try_serving, &st);
     close(udp);
     close(tcp);
 

@@ -154,7 +154,7 @@ static void test_pcap_round_trip(void)
     struct ofl_pcap_sink *k = NULL;
     CHECK(ofl_pcap_sink_open(&k, tmp, 65535, err) == 0, "sink open: %s", err);
     for (size_t i = 0; i < in.n; i++) {
-        struct ofl_pkt p = {in.data[i], in.len[i], in.len[i], in.ts[i]};
+        struct ofl_pkt p = {in.data[i], in.len[i], in.len[i], in.ts[i], 0};
         ofl_pcap_sink_write(k, &p);
     }
     CHECK(ofl_pcap_sink_packets(k) == in.n, "sink counted %llu",
@@ -169,7 +169,7 @@ static void test_pcap_round_trip(void)
     /* A snaplen cuts packets. */
     CHECK(ofl_pcap_sink_open(&k, tmp, 60, err) == 0, "sink snaplen 60");
     for (size_t i = 0; i < in.n; i++) {
-        struct ofl_pkt p = {in.data[i], in.len[i], in.len[i], in.ts[i]};
+        struct ofl_pkt p = {in.data[i], in.len[i], in.len[i], in.ts[i], 0};
         ofl_pcap_sink_write(k, &p);
     }
     ofl_pcap_sink_close(k);
@@ -305,7 +305,7 @@ static void test_pcap_rate_duration(void)
     struct ofl_pcap_sink *k = NULL;
     ofl_pcap_sink_open(&k, one, 65535, err);
     uint8_t frame[60] = {0};
-    struct ofl_pkt p = {frame, 60, 60, 5};
+    struct ofl_pkt p = {frame, 60, 60, 5, 0};
     ofl_pcap_sink_write(k, &p);
     ofl_pcap_sink_close(k);
     o = opts();
@@ -512,7 +512,7 @@ static void *write_many(void *arg)
     for (int i = 0; i < 1000; i++) {
         memset(frame, w->id, sizeof frame);
         ofl_put_be32(frame, (uint32_t)i);
-        struct ofl_pkt p = {frame, 60 + (uint32_t)(i % 40), 100, (uint64_t)i * 1000};
+        struct ofl_pkt p = {frame, 60 + (uint32_t)(i % 40), 100, (uint64_t)i * 1000, 0};
         ofl_pcap_sink_write(w->k, &p);
     }
     return NULL;

@@ -36,6 +36,7 @@ struct flight {
 struct fz {
     struct ofl_kvc *c;
     struct ofl_kv *kv;
+    struct ofl_kvs store;   /* kv as a program's table (no TCP) */
     struct flight q[QN];
     int head, n;
     int header_only;
@@ -56,7 +57,7 @@ static struct ofl_pkt frame(const uint8_t *payload, size_t n, size_t slack)
     ofl_put_be16(d + L4 + 2, 11211);
     ofl_put_be16(d + L4 + 4, (uint16_t)(8 + n));
     if (n) memcpy(d + L4 + 8, payload, n);
-    return (struct ofl_pkt){d, (uint32_t)len, (uint32_t)cap, 0};
+    return (struct ofl_pkt){d, (uint32_t)len, (uint32_t)cap, 0, 0};
 }
 
 static void push(struct fz *f, struct ofl_pkt pkt, uint64_t ticket)
@@ -78,7 +79,7 @@ static void emit(void *arg, struct ofl_pkt *pkt, uint64_t hash)
     uint8_t *d = malloc(2048);
     if (pkt->len > 2048) abort();
     memcpy(d, pkt->data, pkt->len);
-    push(f, (struct ofl_pkt){d, pkt->len, 2048, 0}, OFL_KVC_INTERNAL);
+    push(f, (struct ofl_pkt){d, pkt->len, 2048, 0, 0}, OFL_KVC_INTERNAL);
 }
 
 static void request(struct fz *f, struct ofl_pkt pkt, uint32_t l3, uint32_t l4)
@@ -101,7 +102,7 @@ static void deliver(struct fz *f)
     struct flight e = f->q[f->head];
     f->head = (f->head + 1) % QN;
     f->n--;
-    int rc = ofl_kvs_reply(f->kv, &e.pkt, L3, L4, e.ticket == OFL_KVC_INTERNAL);
+    int rc = ofl_kvs_reply(&f->store, &e.pkt, L3, L4, e.ticket == OFL_KVC_INTERNAL);
     if (rc == OFL_KVS_NONE && f->header_only) {
         ofl_put_be16(e.pkt.data + L4 + 4, 16);
         e.pkt.len = L4 + 16;
@@ -124,6 +125,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                  data[0] & 2 ? OFL_KVC_CLOCK : OFL_KVC_LRU};
     struct ofl_kv_config kcfg = {64, 0, 1400, 0};
     if (ofl_kvc_create(&f.c, &cfg) || ofl_kv_create(&f.kv, &kcfg)) abort();
+    f.store.kv = f.kv;
+    f.store.value_max = kcfg.value_max;
     f.header_only = data[0] >> 2 & 1;
     size_t i = 1;
     while (i + 2 <= size) {
@@ -149,7 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         default: {
             uint8_t *d = malloc(n ? n : 1);
             if (n) memcpy(d, b, n);
-            request(&f, (struct ofl_pkt){d, (uint32_t)n, (uint32_t)n, 0}, (kind >> 2) & 31,
+            request(&f, (struct ofl_pkt){d, (uint32_t)n, (uint32_t)n, 0, 0}, (kind >> 2) & 31,
                     (uint32_t)(kind >> 7) * 20 + ((kind >> 2) & 31) + 20);
             break;
         }

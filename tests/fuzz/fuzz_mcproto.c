@@ -13,9 +13,16 @@
  * produced for everything (ofl_kv_exec / ofl_kv_exec_error) into a bounded buffer;
  * with bit 4 of the first byte set, requests run as a trusted writer's
  * (ofl_kv_exec_trusted: a SET's CAS is the item's new one).
+ *
+ * With bit 5 set, the rest of the input is the arguments of a text storage command
+ * (the second byte picks set, add, replace, append, prepend, cas or ms) whose length
+ * token is 13, followed by a 13-byte data block that is itself a command, "delete
+ * victim", and by "get victim": whatever the fuzzed arguments make of the line, the
+ * block must never be parsed as a request, and the get must come next.
  * Pieces are parsed from exactly sized heap copies so ASan sees any over-read. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -174,6 +181,54 @@ static void responses(const uint8_t *data, size_t len)
     }
 }
 
+/* The injection check (bit 5): see the file comment. */
+static void injection(const uint8_t *args, size_t n, uint8_t which)
+{
+    static const char *const cmds[] = {"set", "add", "replace", "append", "prepend", "cas", "ms"};
+    const char *cmd = cmds[which % 7];
+    int meta = which % 7 == 6;
+    /* The fuzzed arguments as tokens (no newline: the line must end where we say). */
+    char *line = malloc(n * 2 + 64), *out = line;
+    out += sprintf(out, "%s", cmd);
+    unsigned tok = 0;
+    size_t i = 0;
+    while (i < n || tok < (meta ? 1u : 3u)) {
+        char t[64];
+        size_t k = 0;
+        while (i < n && args[i] == ' ') i++;
+        while (i < n && args[i] != ' ' && k < sizeof t - 1) {
+            if (args[i] != '\n') t[k++] = (char)args[i];
+            i++;
+        }
+        if (k == 0 && i >= n) t[k++] = 'x';   /* fewer tokens than the length's place */
+        if (k == 0) continue;
+        *out++ = ' ';
+        memcpy(out, t, k);
+        out += k;
+        tok++;
+        if (tok == (meta ? 1u : 3u)) out += sprintf(out, " 13");
+    }
+    const char tail[] = "\r\ndelete victim\r\nget victim\r\n";
+    size_t len = (size_t)(out - line);
+    memcpy(out, tail, sizeof tail - 1);
+    len += sizeof tail - 1;
+    uint8_t *buf = malloc(len);
+    memcpy(buf, line, len);
+    free(line);
+    size_t off = 0;
+    int got_get = 0;
+    enum ofl_mc_proto proto = OFL_MC_TEXT;
+    while (off < len && !got_get) {
+        struct ofl_mc_req r;
+        ssize_t rc = ofl_mc_parse(buf + off, len - off, proto, NULL, &r);
+        if (rc == 0 || (rc < 0 && r.fatal)) break;   /* the line was too long */
+        if (rc > 0 && r.cmd == OFL_MC_CMD_DELETE) abort();   /* the block ran */
+        if (rc > 0 && r.cmd == OFL_MC_CMD_GET) got_get = 1;
+        off += rc > 0 ? (size_t)rc : r.len;
+    }
+    free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2 || size > 200000) return 0;
@@ -184,6 +239,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int trusted = (data[0] & 16) != 0;
     size_t len = size - 2;
     const uint8_t *p = data + 2;
+    if (data[0] & 32) {
+        if (len <= 4096) injection(p, len, data[1]);
+        return 0;
+    }
     size_t cut = len ? data[1] % (len + 1) : 0;
 
     struct ofl_kv *kv = NULL;

@@ -21,6 +21,15 @@
  * key and fills it only if the slot still holds that same reservation (a SET or a
  * DELETE in between replaced or removed it: a stale fill, ignored).
  *
+ * Write-back and requests of several keys: a request is steered to the host core of
+ * its first key, and a write-back to the core of its own key, so a request could
+ * reach the store before the write-back of another of its keys. Each write-back is
+ * counted in flight (by key-hash bucket: its datagram's request id, which the
+ * store's reply carries back to the update side) until its reply comes; a request
+ * naming a key other than its first whose bucket has a write-back in flight is not
+ * sent on but answered with memcached's temporary failure (text OFL_KVC_BUSY_TEXT,
+ * binary ETMPFAIL): a retry after the write-back's reply runs correctly.
+ *
  * Thread safety: one spin lock per set (bounded spin with a pause hint, then
  * sched_yield; nothing sleeps); the lookup side and the update side may run on
  * different threads at the same time. Each call takes one set lock at a time and
@@ -33,6 +42,7 @@
 #include <stdint.h>
 
 #include "offlow/pkt.h"
+#include "offlow/stats.h"
 
 struct ofl_args;
 
@@ -76,6 +86,9 @@ int ofl_kvc_open_opts(struct ofl_kvc **t, const struct ofl_args *a, const char *
 
 /* Ticket of the cache's own traffic (write-backs). */
 #define OFL_KVC_INTERNAL UINT64_MAX
+/* Ticket of a stats request: its answer gets the cache's counters (nic_cache_hits,
+ * misses, evictions, writebacks, fills, bypass) added before its end. */
+#define OFL_KVC_STATS (UINT64_MAX - 1)
 
 /* Sends one packet the cache generates (a write-back: binary SETQ or DELETEQ) to
  * the store, ahead of the current request, steered by `key_hash` (ofl_kv_hash of
@@ -116,6 +129,20 @@ int ofl_kvc_reply(struct ofl_kvc *c, struct ofl_pkt *pkt, uint32_t l3_off, uint3
 int ofl_kvc_flush(struct ofl_kvc *c, ofl_kvc_emit emit, void *arg, const struct ofl_pkt *tmpl,
                   uint32_t l3_off, uint32_t l4_off);
 
+/* Write-back policy, when the lookup side is done (the run stops): write back every
+ * dirty entry through `emit`, built with the headers of the first request the cache
+ * saw, so that the store holds them after the run. Returns how many (counted in
+ * flushed; 0 for write-through or before any request). */
+int ofl_kvc_finish(struct ofl_kvc *c, ofl_kvc_emit emit, void *arg);
+
+/* What a multi-key request that would pass a write-back is answered (text; binary:
+ * status ETMPFAIL). */
+#define OFL_KVC_BUSY_TEXT "SERVER_ERROR a key of this request is being written back; retry"
+
+/* The counters for the stats file: an object `name` (ofl_kvc_stats, and the
+ * write-backs still on their way to the store). */
+void ofl_kvc_stats_json(struct ofl_json *j, const char *name, const struct ofl_kvc *c);
+
 /* Counters. hits: requests the cache answered (GET hits, write-back SET and DELETE);
  * misses: cacheable requests sent on to the store; bypass: requests it cannot
  * serve, sent on with ticket 0; fills: replies that made an entry valid (GET fills,
@@ -123,10 +150,12 @@ int ofl_kvc_flush(struct ofl_kvc *c, ofl_kvc_emit emit, void *arg, const struct 
  * gone; uncached: GET replies not kept because their item expires; evictions:
  * entries evicted for room; writebacks: SETQ/DELETEQ emitted;
  * wb_errors: error replies to them; invalidations: entries dropped by DELETEs and
- * by requests the cache cannot serve; drops: requests refused (negative return). */
+ * by requests the cache cannot serve; drops: requests refused (negative return);
+ * refused: multi-key requests answered OFL_KVC_BUSY_TEXT; flushed: entries written
+ * back by ofl_kvc_finish. */
 struct ofl_kvc_stats {
     uint64_t hits, misses, fills, stale_fills, uncached, bypass, evictions, writebacks,
-        wb_errors, invalidations, drops;
+        wb_errors, invalidations, drops, refused, flushed;
 };
 
 /* Read the counters (relaxed atomic loads; exact when the cache is idle). */

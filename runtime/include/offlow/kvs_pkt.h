@@ -2,8 +2,8 @@
  *
  * A packet is an Ethernet/IPv4/UDP frame whose UDP payload is a memcached datagram
  * (8-byte frame header, then requests), as a pcap or the UDP socket source gives
- * it. The store is a Table object (ofl_kvs_open_opts) in the memory of the device
- * that runs the element using it. */
+ * it. The store is a Table object (kvs_table.h) in the memory of the device that
+ * runs the element using it. */
 #ifndef OFL_KVS_PKT_H
 #define OFL_KVS_PKT_H
 
@@ -11,23 +11,25 @@
 #include <stdint.h>
 
 #include "offlow/kvexec.h"
+#include "offlow/kvs_table.h"
 #include "offlow/pkt.h"
-
-struct ofl_args;
 
 /* Hash of the key of the first request in the datagram of `pkt` (UDP header at
  * `l4_off`), the store's own hash (ofl_kv_hash). Returns 0 and sets *hash, or a
  * negative error when the payload holds no complete request with a key. */
 int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash);
 
-/* Run the datagram of `pkt` against `kv` and turn the packet into the reply, in
- * place: one datagram with the request's id, addresses and ports swapped, IPv4
- * lengths and checksum fixed (UDP checksum 0). Every datagram that is run is
- * answered: with no reply to send (quiet requests, noreply) the answer is the
- * frame header alone (seq 0, count 0; memcached sends the same for a quiet binary
- * request); replies longer than one datagram (1400 bytes with the header) become
- * memcached's out-of-memory answer (binary status ENOMEM for the request that
- * overflowed, text "SERVER_ERROR out of memory writing get response"). Returns
+/* Run the datagram of `pkt` against the store `t` and turn the packet into the reply,
+ * in place, addresses and ports swapped, IPv4 lengths and checksum fixed (UDP
+ * checksum 0): memcached's datagrams of at most 1400 bytes, each with the request's
+ * id, its sequence number and their count in its frame header. A reply of several
+ * datagrams is one frame whose UDP payload holds them back to back, with pkt->seg =
+ * 1400 (the sink sends them apart). Every datagram that is run is answered: with no
+ * reply to send (quiet requests, noreply) the answer is the frame header alone (seq
+ * 0, count 0; memcached sends the same for a quiet binary request); replies that do
+ * not fit the packet (its cap: the program's mtu) become memcached's out-of-memory
+ * answer (binary status ENOMEM for the request that overflowed, text "SERVER_ERROR
+ * out of memory writing get response"). Returns
  * OFL_KVS_SEND, OFL_KVS_SEND_EXPIRING (send it, but a value in it belongs to an item
  * with an expiry time: a cache must not keep it), OFL_KVS_NONE (nothing to send: the
  * datagram holds no request, or ends inside its first one; memcached answers
@@ -42,8 +44,20 @@ static inline int ofl_kvs_sends(int rc)
 {
     return rc == OFL_KVS_SEND || rc == OFL_KVS_SEND_EXPIRING;
 }
-int ofl_kvs_reply(struct ofl_kv *kv, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
+int ofl_kvs_reply(struct ofl_kvs *t, struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off,
                   int from_cache);
+
+/* Write `len` bytes of replies (`body`, not inside the packet) as the UDP payload
+ * of `pkt` (IPv4 header at l3_off, UDP at l4_off; addresses left as they are):
+ * memcached's datagrams of at most 1400 bytes with request id `id`, sequence numbers
+ * and count, back to back, pkt->seg set when there are several (nothing: the frame
+ * header alone, count 0). Returns 0, or -EMSGSIZE when they do not fit pkt->cap. */
+int ofl_kvs_frame(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off, uint16_t id,
+                  const uint8_t *body, size_t len);
+
+/* The replies of a UDP payload framed so (`len` bytes of datagrams back to back),
+ * frame headers taken out, into `out` (`cap` bytes). Returns their length. */
+size_t ofl_kvs_unframe(const uint8_t *payload, size_t len, uint8_t *out, size_t cap);
 
 /* The memcached datagram of `pkt` (UDP header at `l4_off`): its start, its length in
  * *len; NULL when the UDP header or its length does not fit the packet. */
@@ -56,9 +70,5 @@ void ofl_kvs_swap_addrs(uint8_t *frame, uint32_t l3_off, uint32_t l4_off);
 /* Set the IPv4 and UDP lengths of `frame` for a UDP payload of `payload` bytes (UDP
  * checksum 0) and recompute the IPv4 header checksum. */
 void ofl_kvs_set_lengths(uint8_t *frame, uint32_t l3_off, uint32_t l4_off, size_t payload);
-
-/* The store named `name` from its options: capacity= (items, default 1000000),
- * mem= (bytes, 0 = no limit), value_max= (default 1400). Prints errors. */
-int ofl_kvs_open_opts(struct ofl_kv **t, const struct ofl_args *a, const char *name);
 
 #endif

@@ -27,6 +27,10 @@ struct ofl_pkt {
     uint32_t len;    /* bytes of frame in `data` */
     uint32_t cap;    /* bytes available at `data` (>= len) */
     uint64_t ts_ns;  /* capture time, ns since the epoch (sources set it) */
+    uint32_t seg;    /* UDP segmentation (as UDP GSO): a sink sends a UDP payload longer
+                        than this as datagrams of `seg` bytes, the last shorter; 0: one
+                        datagram. Set by an element for the sink of its own segment: a
+                        queue does not carry it. */
 };
 
 #define OFL_ETH_HLEN 14u

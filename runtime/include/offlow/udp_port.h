@@ -40,6 +40,7 @@ void ofl_udp_frame_build(uint8_t *frame, uint32_t src, uint16_t sport, uint32_t 
 struct ofl_udp_dgram {
     uint32_t dst;          /* IPv4 destination, host order */
     uint16_t dport;        /* UDP destination port, host order */
+    uint32_t l3_off;       /* the IPv4 header */
     uint32_t payload_off;  /* payload: frame + payload_off ... */
     uint32_t payload_len;  /* ... this many bytes (UDP length - 8) */
 };
@@ -51,6 +52,13 @@ struct ofl_udp_dgram {
  * own errors otherwise.  Checksums are not checked: the kernel writes new headers.
  * Returns 0 and fills `*d`, or a negative OFL_E* reason. */
 int ofl_udp_frame_parse(const uint8_t *frame, uint32_t len, struct ofl_udp_dgram *d);
+
+/* Segment k of a segmented frame (p->seg, pkt.h): p's headers around bytes
+ * [k * seg, (k + 1) * seg) of its UDP payload, IPv4 and UDP lengths and the IPv4
+ * checksum set, written to `out` (`cap` bytes). Returns the segment's length, 0 when
+ * there is no segment k, a negative OFL_E* when `p` is not IPv4/UDP
+ * (ofl_udp_frame_parse), or -ENOSPC. Without p->seg the frame is its only segment. */
+int ofl_udp_frame_segment(const struct ofl_pkt *p, uint32_t k, uint8_t *out, uint32_t cap);
 
 /* ---- source ---------------------------------------------------------------- */
 
@@ -81,8 +89,10 @@ struct ofl_udp_sink;
 int ofl_udp_sink_open(struct ofl_udp_sink **s, int fd, unsigned nslots, char *errbuf);
 
 /* Queue the payload of frame `p` (copied: `p` may be reused at once) on slot
- * `slot`'s batch, for its IPv4 destination and UDP destination port.  A frame
- * that ofl_udp_frame_parse rejects is dropped and counted, never sent; so is one
+ * `slot`'s batch, for its IPv4 destination and UDP destination port; with p->seg
+ * set, a longer payload goes as datagrams of p->seg bytes (the last shorter), at
+ * most OFL_UDP_BATCH_MAX of them.  A frame that ofl_udp_frame_parse rejects (or
+ * that needs more datagrams) is dropped and counted, never sent; so is one
  * addressed to the sink's own socket (its port at its address, at 0.0.0.0, or at
  * 127.0.0.0/8 when it is bound to every address): the source reading that socket
  * would take it in again as a new packet with fresh headers, so a forwarding
