@@ -81,9 +81,19 @@ static void remove_run_folder(const char *path)
     if (!strncmp(base, "offlow-run-", 11)) rmdir(dir);   /* ENOTEMPTY: a sibling's turn */
 }
 
+/* The runner's end of the pipe is closed now (a look, no wait). The process may see
+ * the runner go by another way (getppid, a peer that stopped) before the watching
+ * thread wakes from poll(); the kernel closes a process's files before its children
+ * are reparented, so the pipe already says so then. */
+static int runner_closed(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
 void ofl_lifeline_finish(struct ofl_lifeline *l)
 {
-    if (!ofl_lifeline_gone(l)) return;
+    if (l->fd < 0 || (!ofl_lifeline_gone(l) && !runner_closed(l->fd))) return;
     if (l->window) unlink(l->window);
     if (l->stats) {
         unlink(l->stats);

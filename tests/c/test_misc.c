@@ -252,6 +252,30 @@ static void test_lifeline(const char *dir)
         CHECK(stat(win, &st) < 0 && stat(stats, &st) < 0 && stat(folder, &st) < 0,
               "its window, stats file and run folder are removed");
     }
+    /* The process ends on its own after the runner went (its serve loop saw getppid
+     * change) before the watching thread woke: finish still cleans up. A lifeline
+     * whose thread never ran stands for that moment. */
+    int life[2];
+    CHECK(pipe(life) == 0, "a pipe");
+    snprintf(folder, sizeof folder, "%s/offlow-run-1-early", dir);
+    snprintf(win, sizeof win, "%s/win-early", dir);
+    snprintf(stats, sizeof stats, "%s/host.json", folder);
+    CHECK(mkdir(folder, 0700) == 0, "a run folder");
+    FILE *f = fopen(win, "w");
+    FILE *g = fopen(stats, "w");
+    CHECK(f && g, "a window and a stats file");
+    if (f) fclose(f);
+    if (g) fclose(g);
+    struct ofl_lifeline early = {.fd = life[0], .window = win, .stats = stats};
+    struct stat st;
+    ofl_lifeline_finish(&early);
+    CHECK(stat(win, &st) == 0 && stat(stats, &st) == 0,
+          "the runner alive: finish removes nothing");
+    close(life[1]);
+    ofl_lifeline_finish(&early);
+    CHECK(stat(win, &st) < 0 && stat(stats, &st) < 0 && stat(folder, &st) < 0,
+          "the runner gone before the thread saw it: finish removes its files");
+    close(life[0]);
 }
 
 int main(int argc, char **argv)

@@ -44,9 +44,10 @@ int ofl_lifeline_start(struct ofl_lifeline *l, int fd, volatile uint32_t *abort_
 /* 1 once the runner has exited, else 0. */
 int ofl_lifeline_gone(const struct ofl_lifeline *l);
 
-/* Called last before the process exits: when the runner is gone, remove the window
- * file, the stats file, and the stats file's folder if it is a run folder
- * ("offlow-run-...") left empty.  Nothing when the runner is alive. */
+/* Called last before the process exits: when the runner is gone (the watching thread
+ * saw it, or the pipe says so now, the thread not awake yet), remove the window file,
+ * the stats file, and the stats file's folder if it is a run folder ("offlow-run-...")
+ * left empty.  Nothing when the runner is alive. */
 void ofl_lifeline_finish(struct ofl_lifeline *l);
 
 #endif
