@@ -31,7 +31,7 @@ from offlow.errors import OfflowError
 from offlow.inputs import largest_synthetic, read_capture
 from offlow.ir import Graph, SharedTable
 from offlow.ir.graph import DEFAULT_MTU, MTU_MAX
-from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
+from offlow.lifecycle import SHM, Terminated, run_folder, signals_deferred, sweep_stale
 from offlow.passes.fuse import threads
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
@@ -367,7 +367,11 @@ class Run:
                     cmd += ["--opt", f"{name}.tcp_fd={listener.fileno()}",
                             "--opt", f"{name}.tcp_conns={self.opts.tcp_max_conns}"]
                     shared.append(listener.fileno())
-                self.procs[dev] = subprocess.Popen(cmd, pass_fds=shared)
+                # started with SIGINT and SIGTERM blocked (the mask is inherited): one
+                # sent before the process blocks them itself stays pending (stop.h),
+                # instead of killing it or, inherited ignored, being dropped
+                with signals_deferred():
+                    self.procs[dev] = subprocess.Popen(cmd, pass_fds=shared)
             if listener is not None and self.progress and self.tcp_table:
                 print(f"offlow: serving TCP on 127.0.0.1:{self.tcp_port} from the "
                       f"{self.tcp_table.home} process", file=sys.stderr)

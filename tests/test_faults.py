@@ -1,5 +1,5 @@
 """Faults a user's operations team meets: the runner killed (SIGKILL, SIGTERM) or
-started with SIGINT ignored, a failed start, a helper process that dies, a window left
+started with SIGINT ignored, a failed start, a process of the run that dies, a window left
 by a runner killed before its processes started. No process outlives its run, nothing
 is left in /dev/shm or the temp folder, and every death is noticed and said."""
 
@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -83,6 +84,30 @@ def test_a_run_started_with_sigint_ignored_still_stops_on_sigint(tmp_path: Path)
         assert run.leftovers() == []
     finally:
         run.kill_all()
+
+
+def test_device_processes_start_with_the_stop_signals_blocked(tmp_path: Path) -> None:
+    """A SIGINT or SIGTERM that reaches a device process before it has blocked them
+    itself must stay pending (stop.h), not kill it (under load the runner forwarded
+    a Ctrl-C in that moment: "the nic process died (SIGINT)"): the runner starts the
+    processes with both blocked. A stand-in for the program records its mask (in
+    Python: a shell would reset the mask before anything runs)."""
+    seen = tmp_path / "sigblk"
+    fake = tmp_path / "device.py"
+    fake.write_text(f"#!{sys.executable}\n"
+                    "import sys\n"
+                    "if '--init' not in sys.argv:\n"
+                    "    mask = open('/proc/self/status').read().split('SigBlk:')[1].split()[0]\n"
+                    f"    open({str(seen)!r}, 'a').write(mask + '\\n')\n")
+    fake.chmod(0o755)
+    b = build(load_program(EXAMPLE))
+    r = Run(replace(b, binaries={dev: fake for dev in b.binaries}), RunOptions(count=10))
+    r.start()
+    res = r.wait()
+    assert res.ok, res.errors
+    masks = [int(line, 16) for line in seen.read_text().splitlines()]
+    both = 1 << (signal.SIGINT - 1) | 1 << (signal.SIGTERM - 1)
+    assert len(masks) == len(b.binaries) and all(m & both == both for m in masks), masks
 
 
 def test_failed_starts_leave_no_run_folder(tmp_path: Path) -> None:

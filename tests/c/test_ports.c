@@ -387,7 +387,8 @@ static void test_pcap_sink_whole_records(void)
     int whole = 1, grew = 0;
     for (int i = 0; i < 1000; i++) {
         frame[0] = (uint8_t)i;
-        struct ofl_pkt p = {frame, (uint32_t)(60 + i % 1439), sizeof frame, (uint64_t)i};
+        struct ofl_pkt p = {.data = frame, .len = (uint32_t)(60 + i % 1439),
+                            .cap = sizeof frame, .ts_ns = (uint64_t)i};
         ofl_pcap_sink_write(k, &p);
         int boundary = 0;
         FILE *f = fopen(path, "rb");
