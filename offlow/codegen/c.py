@@ -13,6 +13,7 @@ from offlow.codegen.queuegen import consumers, rings
 from offlow.ir import Channel, Graph, Node, Queue, SharedTable
 from offlow.ir.graph import channel_names
 from offlow.ir.types import cname, sort_fields
+from offlow.passes.analyze import MADE_TOO_LONG
 from offlow.passes.fuse import CoreThread, SegmentPlan, fuse, threads
 
 
@@ -238,6 +239,9 @@ class DeviceGen:
             for p in n.outputs:
                 text = text.replace(f"{{target:{p.name}}}", self.target(n, p.name))
             e(text, "")
+        makes = sorted(n.facts.makes) if n.facts else []
+        if makes:
+            self.gen_make(n, i, makes)
         if n.kind == "element":
             e(f"/* Element {n.name} ({n.cls}). */",
               f"static inline void ofl_body_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
@@ -253,7 +257,7 @@ class DeviceGen:
             unused += [p[0] for p in n.params] + [t[0] for t in n.tables]
             e("    " + " ".join(f"(void){u};" for u in unused))
             self._body(n)
-            e("}", "")
+            e("}", *(["#undef OFL_MAKE_"] if makes else []), "")
         default = 1 if len(n.outputs) == 1 else 0
         e(f"static void ofl_node_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
           "struct ofl_state *state) {", f"    ctx->el_in[{i}]++;")
@@ -284,6 +288,26 @@ class DeviceGen:
               "state); }",
               f"        else {tgt}(ctx, pkt, state);", "    }")
         e("}", "")
+
+    def gen_make(self, n: Node, i: int, ports: list[str]) -> None:
+        """The function MAKE calls in `n`'s body: a packet the body built goes out on a
+        port now, with its own copy of the state (what follows may change it), counted
+        as made (and dropped, made_too_long, when it is longer than the mtu); OFL_MAKE_
+        names it in the body."""
+        k = {p.name: j for j, p in enumerate(n.outputs)}
+        why = self.why_base[n.name] + [r for r, _ in n.drops].index(MADE_TOO_LONG[0])
+        self.e(f"/* Packets {n.name} makes (MAKE): each with its own copy of the state. */",
+               f"static void ofl_make_{cname(n.name)}(struct ofl_ctx *ctx, unsigned port, "
+               "struct ofl_pkt *pkt, const struct ofl_state *state) {",
+               f"    ctx->el_made[{i}]++;",
+               "    /* longer than a queue entry or a sink takes: dropped here, counted */",
+               "    if (pkt->len > OFL_MTU || pkt->len > pkt->cap) {",
+               f"        ctx->el_drop[{i}]++; ctx->el_why[{why}u]++; return;", "    }",
+               "    struct ofl_state st = *state;",
+               "    switch (port) {",
+               *(f"    case {k[p]}u: {self.target(n, p)}(ctx, pkt, &st); break;" for p in ports),
+               "    default: break;", "    }", "}",
+               f"#define OFL_MAKE_ ofl_make_{cname(n.name)}", "")
 
     def gen_loop(self, p: SegmentPlan) -> None:
         """The segment's loop of one core, in parts a thread can interleave with other

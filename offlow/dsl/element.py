@@ -66,7 +66,9 @@ class Element:
     Body API (C): ``pkt`` (struct ofl_pkt *), ``state`` (per-packet record),
     ``EMIT(port)``, ``SEND(port)`` (also emit on port, keep going), ``DROP()``,
     ``DROP_WHY(reason)`` (one of ``drops``), ``CONSUME()`` (the packet ends here on
-    purpose: counted as consumed, not dropped);
+    purpose: counted as consumed, not dropped), ``MAKE(port, p)`` (send a packet the
+    body built, a ``struct ofl_pkt *``, on port now with a copy of the state; counted
+    as made: one packet in, many out);
     parameters and tables by name.  Falling off the end emits on the only output
     (or drops, when there are several outputs and none was chosen).
     """

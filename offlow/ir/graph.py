@@ -26,6 +26,7 @@ class BodyFacts:
     uses_pkt: bool = False
     reads_ts: bool = False  # the packet's timestamp (pkt->ts_ns)
     macros: tuple[str, ...] = ()  # macros the body #defines (undefined after it)
+    makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
 
 
 @dataclass(frozen=True)
