@@ -248,6 +248,12 @@ def parser() -> argparse.ArgumentParser:
     quick.add_arguments(kq)
     kv.set_defaults(fn=_cmd_kvs)
 
+    ls = sub.add_parser("lso", help="segmentation offload tools: large sends, cut on the NIC")
+    from offlow.lso import cli as lso_cli
+
+    lso_cli.add_arguments(ls.add_subparsers(dest="lso_cmd", required=True,
+                                            parser_class=_SubParser), _SubParser)
+
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
     b.add_argument("name", choices=["queue", "router", "groups", "channels", "kvs"])
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")

@@ -82,6 +82,10 @@ class Element:
     # C at file scope before the body: static inline helper functions, types, macros
     # (C allows no function definition inside a body, which is a function's block)
     helpers: ClassVar[str] = ""
+    # runtime headers of an application library the body or its tables use (e.g.
+    # "offlow/lso_nic.h"): included by the C file of each device that runs the element
+    # (the runtime's core headers are always there)
+    includes: ClassVar[tuple[str, ...]] = ()
     # reasons the body drops packets for, DROP_WHY(reason), and what each means: the
     # run report counts drops per element and reason
     drops: ClassVar[Mapping[str, str]] = {}

@@ -56,6 +56,11 @@ void ofl_lso_port_detach(struct ofl_lso_port *p)
 
 /* ---- host ------------------------------------------------------------------------------ */
 
+size_t ofl_lso_host_size(void)
+{
+    return sizeof(struct ofl_lso_host);
+}
+
 int ofl_lso_host_create(struct ofl_lso_host *h, const char *path, uint32_t half,
                         uint32_t entries)
 {
@@ -160,7 +165,11 @@ static int wait_for(struct ofl_lso_host *h, int (*ready)(struct ofl_lso_host *),
         if (now >= next_check) {
             next_check = now + OFL_WAIT_CHECK_NS;
             pid_t nic = __atomic_load_n(&h->p.hdr->nic_pid, __ATOMIC_ACQUIRE);
-            if (nic && !ofl_pid_alive(nic, &h->nic_pidfd)) return -EPIPE;
+            if (nic && !ofl_pid_alive(nic, &h->nic_pidfd)) {
+                /* what it posted before it exited still counts */
+                rc = drain(h);
+                return rc >= 0 && ready(h) ? 0 : -EPIPE;
+            }
         }
     }
 }

@@ -263,6 +263,35 @@ static void test_device_dies(void)
     ofl_lso_host_destroy(&h);
 }
 
+/* A device that completes everything and exits before the host looks: the host's
+ * finish still takes those completions (no -EPIPE). */
+static void test_device_done_then_gone(void)
+{
+    snprintf(path, sizeof path, "/dev/shm/offlow-test-lso-%d-g", (int)getpid());
+    unlink(path);
+    struct ofl_lso_host h;
+    ofl_lso_host_create(&h, path, 65536, 8);
+    uint8_t tmpl[64], pay[3000] = { 0 };
+    uint32_t tl = tmpl_tcp4(tmpl);
+    struct ofl_lso_send x = { tmpl, tl, pay, 3000, 1460, 0, 0, 1 };
+    int posted = 0;
+    for (int i = 0; i < 4; i++) posted += ofl_lso_host_send(&h, &x, SEC) == 0;
+    ofl_ring_close(&h.desc);   /* finished posting, not yet waiting */
+    pid_t dev = fork();
+    if (dev == 0) {
+        struct dev d = { .move = OFL_LSO_PIO };
+        device(&d);
+        _exit(d.sends == 4 ? 0 : 3);
+    }
+    int st = 0;
+    waitpid(dev, &st, 0);
+    int rc = ofl_lso_host_finish(&h, 5 * SEC);
+    CHECK(posted == 4 && WIFEXITED(st) && WEXITSTATUS(st) == 0 && rc == 0 && h.completed == 4,
+          "a device that completed every send and exited: finish takes them all (%d, %llu)",
+          rc, (unsigned long long)h.completed);
+    ofl_lso_host_destroy(&h);
+}
+
 static void test_not_a_port(void)
 {
     struct ofl_src_opts so = { .mtu = 2048 };
@@ -288,6 +317,7 @@ int main(void)
     test_refused();
     test_host_dies();
     test_device_dies();
+    test_device_done_then_gone();
     test_not_a_port();
     return CHECK_DONE();
 }

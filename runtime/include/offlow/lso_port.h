@@ -20,6 +20,7 @@
 #ifndef OFL_LSO_PORT_H
 #define OFL_LSO_PORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "offlow/lso.h"
@@ -100,6 +101,9 @@ struct ofl_lso_host {
     /* counters */
     uint64_t sends, bytes, completed, refused, packets, waits, forgotten;
 };
+
+/* sizeof(struct ofl_lso_host), for callers that allocate it elsewhere (Python). */
+size_t ofl_lso_host_size(void);
 
 /* Create the port file `path` (must not exist) with a send buffer of two halves of
  * `half` bytes (at least OFL_LSO_SEND_MAX, rounded up to 4 KiB) and FIFOs of
