@@ -149,8 +149,13 @@ def _cmd_bench(a: argparse.Namespace) -> int:
                 designs=a.designs.split(",") if a.designs else None, duration=a.duration,
                 cores=a.cores, repeat=a.repeat)
         return 0
+    if a.name == "lso":
+        from offlow.bench import lso
+
+        lso.run(quick=a.quick, out_json=a.json_out)
+        return 0
     raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups, "
-                      "channels, kvs")
+                      "channels, kvs, lso")
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -255,7 +260,7 @@ def parser() -> argparse.ArgumentParser:
                                             parser_class=_SubParser), _SubParser)
 
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
-    b.add_argument("name", choices=["queue", "router", "groups", "channels", "kvs"])
+    b.add_argument("name", choices=["queue", "router", "groups", "channels", "kvs", "lso"])
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
     b.add_argument("--png", type=Path,

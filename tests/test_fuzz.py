@@ -113,8 +113,9 @@ def lso_seed_descriptors() -> list[tuple[str, bytes]]:
         raw = bytes(t)
         for j, (mtu, length, mss, flags) in enumerate([(1500, 3000, 1460, 0), (512, 65535, 400, 1),
                                                        (9000, 0, 8000, 0), (576, 999, 8, 1)]):
-            head = struct.pack("<HHB", mtu, mtu + 22, j & 1)
-            desc = struct.pack("<IIHHHHII", 100, length, mss, flags, len(raw), 0, 7, j) + raw
+            head = struct.pack("<HHB", mtu, mtu + 22, j % 3)
+            desc = struct.pack("<IIHHHHII", 200, length, mss, flags | (j & 2), len(raw), 0, 7,
+                               j) + raw
             out.append((f"desc{i}_{j}", head + desc))
     return out
 

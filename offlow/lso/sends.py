@@ -95,13 +95,16 @@ def _with_l4_csum(l4: bytes, proto: int, addrs: bytes) -> bytes:
     return l4[:at] + struct.pack("!H", c) + l4[at + 2:]
 
 
-def _sizes(rng: random.Random, total: int, large: bool) -> Iterator[int]:
-    """Send sizes that cut `total` bytes: as large as allowed (`large`), else a mix of
-    sends below the MSS and sends of a few to 44 MSS."""
+def _sizes(rng: random.Random, total: int, large: bool | int) -> Iterator[int]:
+    """Send sizes that cut `total` bytes: as large as allowed (`large` True), all of
+    `large` bytes (an int), else a mix of sends below the MSS and sends of a few to 44
+    MSS."""
     left = total
     while left > 0:
-        if large:
+        if large is True:
             n = SEND_MAX
+        elif large:
+            n = int(large)
         elif rng.random() < 0.3:
             n = rng.randint(1, MSS_HINT)
         else:
@@ -250,9 +253,10 @@ def udp_sends(capture: Path, ipv6: bool = False, seed: int = 1, large: bool = Fa
 # ---- a stream ---------------------------------------------------------------------------
 
 def stream_sends(data: bytes, proto: str = "tcp", ipv6: bool = False, seed: int = 1,
-                 large: bool = True) -> list[bytes]:
+                 large: bool | int = True) -> list[bytes]:
     """`data` as one TCP connection's sends (client to server, acknowledged) or as UDP
-    datagrams, every one as large as allowed unless `large` is False."""
+    datagrams: every one as large as allowed (`large` True), of `large` bytes (an int),
+    or of seeded sizes (False)."""
     rng = random.Random(seed)
     a = Endpoint(b"\x02\x00\x00\x00\x00\x01", bytes([198, 51, 100, 1]), 40000)
     b = Endpoint(b"\x02\x00\x00\x00\x00\x02", bytes([203, 0, 113, 2]), 443)

@@ -236,7 +236,7 @@ static void set_ip_len(struct ofl_lso_cut *c, uint32_t iplen)
     else ofl_put_be16(ip + 2, (uint16_t)iplen);
 }
 
-int ofl_lso_begin(struct ofl_lso_cut *c, const uint8_t *desc, uint32_t dlen, const uint8_t *buf,
+int ofl_lso_begin(struct ofl_lso_cut *c, const uint8_t *desc, uint32_t dlen, uint8_t *buf,
                   uint64_t buf_len, const struct ofl_lso_limits *lim)
 {
     memset(c, 0, offsetof(struct ofl_lso_cut, hdr));
@@ -253,7 +253,9 @@ int ofl_lso_begin(struct ofl_lso_cut *c, const uint8_t *desc, uint32_t dlen, con
     struct tmpl t;
     if (parse_tmpl(h, hlen, &t) < 0 || (uint32_t)t.l4_off + t.l4_hl != hlen)
         return OFL_LSO_ETEMPLATE;
-    if ((uint64_t)off + len > buf_len) return OFL_LSO_EBUFFER;
+    if ((uint64_t)off + len > buf_len ||
+        ((flags & OFL_LSO_HEADROOM) && off < OFL_LSO_HEADROOM_BYTES))
+        return OFL_LSO_EBUFFER;
     if (t.tcp ? len > OFL_LSO_SEND_MAX
               : OFL_UDP_HLEN + len > 0xFFFFu - (t.v6 ? 0u : t.ip_hl))
         return OFL_LSO_ELENGTH;
@@ -311,16 +313,31 @@ int ofl_lso_begin(struct ofl_lso_cut *c, const uint8_t *desc, uint32_t dlen, con
 
 /* ---- the packets ---------------------------------------------------------------------- */
 
-/* Move the next `n` payload bytes of the send to `at` in `out`: by the core (pio:
- * copied, and summed when `sum` is not NULL) or recorded for the caller's DMA. */
+/* Where packet headers of `hl` bytes go for a packet whose payload starts at payload
+ * byte `pos`: `out`, or in place just before that payload in the send buffer. */
+static inline uint8_t *frame_at(struct ofl_lso_cut *c, uint8_t *out, uint32_t pos, uint32_t hl,
+                                int mode)
+{
+    out = mode == OFL_LSO_IN_PLACE ? c->payload + pos - hl : out;
+    c->frame = out;
+    return out;
+}
+
+/* Move the next `n` payload bytes of the send, from `pos`, to `at` in `out`: copied by
+ * the core (summed on the way when `sum` is not NULL), recorded for the caller's DMA, or
+ * already there (in place: summed when asked). */
 static void payload(struct ofl_lso_cut *c, uint8_t *out, uint32_t at, uint32_t pos, uint32_t n,
-                    int pio, uint16_t *sum)
+                    int mode, uint16_t *sum)
 {
     c->slice_src = c->payload + pos;
     c->slice_dst = at;
     c->slice_len = n;
-    c->pio = (uint8_t)pio;
-    if (!pio) return;
+    c->moved = (uint8_t)mode;
+    if (mode == OFL_LSO_BY_DMA) return;
+    if (mode == OFL_LSO_IN_PLACE) {
+        if (sum) *sum = ofl_lso_sum(c->slice_src, n);
+        return;
+    }
     if (sum) *sum = ofl_lso_copy_sum(out + at, c->slice_src, n);
     else memcpy(out + at, c->slice_src, n);
 }
@@ -349,23 +366,26 @@ static inline void put_hdr(const struct ofl_lso_cut *c, uint8_t *out, uint32_t n
 
 /* TCP: the working header with the segment's lengths and checksum into `out`, then
  * `n` payload bytes from `pos`. */
-static uint32_t tcp_packet(struct ofl_lso_cut *c, uint8_t *out, uint32_t pos, uint32_t n, int pio)
+static uint32_t tcp_packet(struct ofl_lso_cut *c, uint8_t *out, uint32_t pos, uint32_t n, int mode)
 {
+    out = frame_at(c, out, pos, c->hdr_len, mode);
     put_hdr(c, out, c->hdr_len);
     uint16_t sum = 0;
-    int csum = pio && !(c->flags & OFL_LSO_CSUM_OFFLOAD);
-    payload(c, out, c->hdr_len, pos, n, pio, csum ? &sum : NULL);
-    if (pio || (c->flags & OFL_LSO_CSUM_OFFLOAD)) l4_csum(c, out, c->l4_hl + n, sum);
+    int csum = mode != OFL_LSO_BY_DMA && !(c->flags & OFL_LSO_CSUM_OFFLOAD);
+    payload(c, out, c->hdr_len, pos, n, mode, csum ? &sum : NULL);
+    if (mode != OFL_LSO_BY_DMA || (c->flags & OFL_LSO_CSUM_OFFLOAD))
+        l4_csum(c, out, c->l4_hl + n, sum);
     return c->hdr_len + n;
 }
 
 /* UDP fragment: the working header up to the UDP header (with it: the first fragment),
  * then `n` datagram bytes from payload byte `pos`. */
 static uint32_t udp_fragment(struct ofl_lso_cut *c, uint8_t *out, uint32_t hl, uint32_t pos,
-                             uint32_t n, int pio)
+                             uint32_t n, int mode)
 {
+    out = frame_at(c, out, pos, hl, mode);
     put_hdr(c, out, hl);
-    payload(c, out, hl, pos, n, pio, NULL);
+    payload(c, out, hl, pos, n, mode, NULL);
     return hl + n;
 }
 
@@ -380,19 +400,20 @@ static void set_frag(struct ofl_lso_cut *c, uint32_t dpos, int more)
     }
 }
 
-__attribute__((noinline)) uint32_t ofl_lso_ssm(struct ofl_lso_cut *c, uint8_t *out, int pio)
+__attribute__((noinline)) uint32_t ofl_lso_ssm(struct ofl_lso_cut *c, uint8_t *out, int mode)
 {
     uint32_t len;
     c->kind = c->len ? OFL_LSO_SSM : OFL_LSO_ZERO;
     set_ip_len(c, c->ip_hl + c->l4_hl + c->len);
     if (!c->v6) ip4_csum(c);
     if (c->tcp) {
-        len = tcp_packet(c, out, 0, c->len, pio);
+        len = tcp_packet(c, out, 0, c->len, mode);
     } else {
+        out = frame_at(c, out, 0, c->hdr_len, mode);
         put_hdr(c, out, c->hdr_len);
         uint16_t sum = 0;
-        int csum = pio && !(c->flags & OFL_LSO_CSUM_OFFLOAD);
-        payload(c, out, c->hdr_len, 0, c->len, pio, csum ? &sum : NULL);
+        int csum = mode != OFL_LSO_BY_DMA && !(c->flags & OFL_LSO_CSUM_OFFLOAD);
+        payload(c, out, c->hdr_len, 0, c->len, mode, csum ? &sum : NULL);
         if (csum) l4_csum(c, out, OFL_UDP_HLEN + c->len, sum);
         len = c->hdr_len + c->len;
     }
@@ -400,7 +421,7 @@ __attribute__((noinline)) uint32_t ofl_lso_ssm(struct ofl_lso_cut *c, uint8_t *o
     return len;
 }
 
-__attribute__((noinline)) uint32_t ofl_lso_bom(struct ofl_lso_cut *c, uint8_t *out, int pio)
+__attribute__((noinline)) uint32_t ofl_lso_bom(struct ofl_lso_cut *c, uint8_t *out, int mode)
 {
     uint32_t len;
     c->kind = OFL_LSO_BOM;
@@ -408,7 +429,7 @@ __attribute__((noinline)) uint32_t ofl_lso_bom(struct ofl_lso_cut *c, uint8_t *o
         set_ip_len(c, c->ip_hl + c->l4_hl + c->unit);
         c->hdr[c->l4_off + 13] = (uint8_t)(c->tcp_flags & ~(TCP_PSH | TCP_FIN));
         if (!c->v6) ip4_csum(c);
-        len = tcp_packet(c, out, 0, c->unit, pio);
+        len = tcp_packet(c, out, 0, c->unit, mode);
         c->seq += c->unit;
         c->ip_id++;
     } else {
@@ -426,32 +447,32 @@ __attribute__((noinline)) uint32_t ofl_lso_bom(struct ofl_lso_cut *c, uint8_t *o
             ofl_put_be16(c->hdr + c->l3_off + 6, IP4_MF);
             ip4_csum(c);
         }
-        len = udp_fragment(c, out, c->udp_off + OFL_UDP_HLEN, 0, c->unit - OFL_UDP_HLEN, pio);
+        len = udp_fragment(c, out, c->udp_off + OFL_UDP_HLEN, 0, c->unit - OFL_UDP_HLEN, mode);
     }
     c->next++;
     return len;
 }
 
-__attribute__((noinline)) uint32_t ofl_lso_com(struct ofl_lso_cut *c, uint8_t *out, int pio)
+__attribute__((noinline)) uint32_t ofl_lso_com(struct ofl_lso_cut *c, uint8_t *out, int mode)
 {
     uint32_t len;
     c->kind = OFL_LSO_COM;
     if (c->tcp) {
         ofl_put_be32(c->hdr + c->l4_off + 4, c->seq);
         if (!c->v6) ip4_update(c, 4, c->ip_id);
-        len = tcp_packet(c, out, c->next * c->unit, c->unit, pio);
+        len = tcp_packet(c, out, c->next * c->unit, c->unit, mode);
         c->seq += c->unit;
         c->ip_id++;
     } else {
         uint32_t dpos = c->next * c->unit;
         set_frag(c, dpos, 1);
-        len = udp_fragment(c, out, c->udp_off, dpos - OFL_UDP_HLEN, c->unit, pio);
+        len = udp_fragment(c, out, c->udp_off, dpos - OFL_UDP_HLEN, c->unit, mode);
     }
     c->next++;
     return len;
 }
 
-__attribute__((noinline)) uint32_t ofl_lso_eom(struct ofl_lso_cut *c, uint8_t *out, int pio)
+__attribute__((noinline)) uint32_t ofl_lso_eom(struct ofl_lso_cut *c, uint8_t *out, int mode)
 {
     uint32_t len;
     c->kind = OFL_LSO_EOM;
@@ -465,7 +486,7 @@ __attribute__((noinline)) uint32_t ofl_lso_eom(struct ofl_lso_cut *c, uint8_t *o
             ofl_put_be16(c->hdr + c->l3_off + 4, c->ip_id);
             ip4_csum(c);
         }
-        len = tcp_packet(c, out, pos, n, pio);
+        len = tcp_packet(c, out, pos, n, mode);
         c->seq += n;
         c->ip_id++;
     } else {
@@ -476,19 +497,19 @@ __attribute__((noinline)) uint32_t ofl_lso_eom(struct ofl_lso_cut *c, uint8_t *o
             ofl_put_be16(c->hdr + c->l3_off + 6, (uint16_t)(dpos / 8));
             ip4_csum(c);
         }
-        len = udp_fragment(c, out, c->udp_off, dpos - OFL_UDP_HLEN, n, pio);
+        len = udp_fragment(c, out, c->udp_off, dpos - OFL_UDP_HLEN, n, mode);
     }
     c->next++;
     return len;
 }
 
-uint32_t ofl_lso_next(struct ofl_lso_cut *c, uint8_t *out, int pio)
+uint32_t ofl_lso_next(struct ofl_lso_cut *c, uint8_t *out, int mode)
 {
     if (c->next >= c->npkts) return 0;
-    if (c->npkts == 1) return ofl_lso_ssm(c, out, pio);
-    if (c->next == 0) return ofl_lso_bom(c, out, pio);
-    if (c->next + 1 == c->npkts) return ofl_lso_eom(c, out, pio);
-    return ofl_lso_com(c, out, pio);
+    if (c->npkts == 1) return ofl_lso_ssm(c, out, mode);
+    if (c->next == 0) return ofl_lso_bom(c, out, mode);
+    if (c->next + 1 == c->npkts) return ofl_lso_eom(c, out, mode);
+    return ofl_lso_com(c, out, mode);
 }
 
 void ofl_lso_seal(const struct ofl_lso_cut *c, uint8_t *out, uint32_t len, unsigned kind)

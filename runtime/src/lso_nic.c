@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include "offlow/err.h"
-#include "offlow/gen.h"
 
 #define DONE_ENTRY (8u + (uint32_t)sizeof(struct ofl_lso_done))
 /* Room for an Ethernet header with two VLAN tags before the IP packet. */
@@ -21,7 +20,7 @@ int ofl_lso_nic_open(struct ofl_lso_nic **out, const struct ofl_lso_nic_opts *o,
         snprintf(errbuf, 256, "needs path= (the send port's file)");
         return -EINVAL;
     }
-    if (o->mtu < 68 || o->mtu > 9216 || o->move < OFL_LSO_PIO || o->move > OFL_LSO_AUTO) {
+    if (o->mtu < 68 || o->mtu > 9216 || o->move < OFL_LSO_PIO || o->move > OFL_LSO_PLACE) {
         snprintf(errbuf, 256, "mtu=%u: the link's IP MTU is 68..9216", o->mtu);
         return -EINVAL;
     }
@@ -54,7 +53,7 @@ int ofl_lso_nic_open(struct ofl_lso_nic **out, const struct ofl_lso_nic_opts *o,
         return -ENOMEM;
     }
     for (int k = 0; k < 2; k++) n->ch[k].buf = n->bufs + (size_t)k * OFL_LSO_CHUNK * n->frame_cap;
-    if (o->move != OFL_LSO_PIO) {
+    if (o->move == OFL_LSO_DMA || o->move == OFL_LSO_AUTO) {
         rc = ofl_ce_start(&n->ce, OFL_CE_THREAD, o->dma_cpu);
         if (rc < 0) {
             snprintf(errbuf, 256, "cannot start the copy engine: %s", ofl_strerror(rc));
@@ -65,48 +64,6 @@ int ofl_lso_nic_open(struct ofl_lso_nic **out, const struct ofl_lso_nic_opts *o,
     __atomic_store_n(&n->p.hdr->nic_pid, (int32_t)getpid(), __ATOMIC_RELEASE);
     *out = n;
     return 0;
-}
-
-/* A number option NAME.KEY (default `dflt`) within [lo, hi]. */
-static int opt_num(const struct ofl_args *a, const char *name, const char *key,
-                   const char *dflt, long lo, long hi, long *v)
-{
-    const char *s = ofl_args_get(a, name, key, dflt);
-    char *end;
-    long x = strtol(s, &end, 10);
-    if (end == s || *end || x < lo || x > hi) {
-        fprintf(stderr, "offlow %s: send port %s: %s=%s is not a number within %ld..%ld\n",
-                a->device, name, key, s, lo, hi);
-        return -EINVAL;
-    }
-    *v = x;
-    return 0;
-}
-
-int ofl_lso_nic_open_opts(struct ofl_lso_nic **n, const struct ofl_args *a, const char *name)
-{
-    struct ofl_lso_nic_opts o = { .path = ofl_args_get(a, name, "path", NULL) };
-    long mtu, dma_min, cpu;
-    const char *move = ofl_args_get(a, name, "move", "pio");
-    if (opt_num(a, name, "mtu", "1500", 68, 9216, &mtu) ||
-        opt_num(a, name, "dma_min", "1024", 0, 65535, &dma_min) ||
-        opt_num(a, name, "dma_cpu", "-1", -1, 4095, &cpu))
-        return -EINVAL;
-    if (!strcmp(move, "pio")) o.move = OFL_LSO_PIO;
-    else if (!strcmp(move, "dma")) o.move = OFL_LSO_DMA;
-    else if (!strcmp(move, "auto")) o.move = OFL_LSO_AUTO;
-    else {
-        fprintf(stderr, "offlow %s: send port %s: move=%s: expected pio, dma or auto\n",
-                a->device, name, move);
-        return -EINVAL;
-    }
-    o.mtu = (uint32_t)mtu;
-    o.dma_min = (uint32_t)dma_min;
-    o.dma_cpu = (int)cpu;
-    char errbuf[256] = "";
-    int rc = ofl_lso_nic_open(n, &o, errbuf);
-    if (rc < 0) fprintf(stderr, "offlow %s: send port %s: %s\n", a->device, name, errbuf);
-    return rc;
 }
 
 void ofl_lso_nic_close(struct ofl_lso_nic *n)
@@ -163,7 +120,7 @@ static int fill(struct ofl_lso_nic *n, struct ofl_lso_chunk *c)
     int pio = n->move == OFL_LSO_PIO || (n->move == OFL_LSO_AUTO && n->cut.unit < n->dma_min);
     while (c->n < OFL_LSO_CHUNK && ofl_lso_left(&n->cut)) {
         uint8_t *out = c->buf + (size_t)c->n * n->frame_cap;
-        c->len[c->n] = ofl_lso_next(&n->cut, out, pio);
+        c->len[c->n] = ofl_lso_next(&n->cut, out, pio ? OFL_LSO_BY_PIO : OFL_LSO_BY_DMA);
         c->kind[c->n] = n->cut.kind;
         c->dma[c->n] = (uint8_t)!pio;
         if (pio) {
@@ -197,6 +154,23 @@ static int land(struct ofl_lso_nic *n, struct ofl_lso_chunk *c)
 int ofl_lso_nic_next(struct ofl_lso_nic *n, struct ofl_pkt *out, unsigned *kind)
 {
     if (!n->active) return 0;
+    if (n->move == OFL_LSO_PIO || n->move == OFL_LSO_PLACE) {  /* one packet at a time */
+        if (!ofl_lso_left(&n->cut)) {
+            n->active = 0;
+            complete(n, 0, n->cut.npkts, n->cut.len);
+            return 0;
+        }
+        int place = n->move == OFL_LSO_PLACE && (n->cut.flags & OFL_LSO_HEADROOM);
+        uint32_t len = ofl_lso_next(&n->cut, n->bufs, place ? OFL_LSO_IN_PLACE : OFL_LSO_BY_PIO);
+        *out = (struct ofl_pkt){ .data = n->cut.frame, .len = len,
+                                 .cap = place ? len : n->frame_cap, .ts_ns = 0 };
+        *kind = n->cut.kind;
+        if (place) n->place_bytes += n->cut.slice_len;
+        else n->pio_bytes += n->cut.slice_len;
+        n->packets++;
+        n->bytes += len;
+        return 1;
+    }
     for (;;) {
         struct ofl_lso_chunk *c = &n->ch[n->cur], *o = &n->ch[n->cur ^ 1u];
         if (c->i < c->n) {

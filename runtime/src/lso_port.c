@@ -70,6 +70,8 @@ int ofl_lso_host_create(struct ofl_lso_host *h, const char *path, uint32_t half,
     if (half < OFL_LSO_SEND_MAX || half > (1u << 30) || entries < 2 || entries > (1u << 16) ||
         (entries & (entries - 1)) || strlen(path) >= sizeof h->path)
         return -EINVAL;
+    if (half < OFL_LSO_SEND_MAX + OFL_LSO_HEADROOM_BYTES)  /* the largest send fits a half */
+        half = OFL_LSO_SEND_MAX + OFL_LSO_HEADROOM_BYTES;
     half = (uint32_t)up(half, 4096);
     uint64_t desc_len = ofl_ring_mem_size(entries, OFL_LSO_DESC_ENTRY);
     uint64_t done_len = ofl_ring_mem_size(2 * entries, DONE_ENTRY);
@@ -204,21 +206,23 @@ int ofl_lso_host_send(struct ofl_lso_host *h, const struct ofl_lso_send *s, uint
     if (!s->mss || s->len > OFL_LSO_SEND_MAX || ofl_lso_check_template(s->tmpl, s->tlen) < 0)
         return -EINVAL;
     uint32_t half = h->p.hdr->half;
-    if (s->len > half) return -EMSGSIZE;
+    uint32_t need = OFL_LSO_HEADROOM_BYTES + s->len;  /* room for headers in place too */
+    if (need > half) return -EMSGSIZE;
     int rc = wait_for(h, room_to_post, timeout_ns);
     if (rc < 0) return rc;
-    if (h->fill_off + s->len > half) {  /* this half is full: the other, once it is free */
+    if (h->fill_off + need > half) {  /* this half is full: the other, once it is free */
         rc = wait_for(h, other_half_free, timeout_ns);
         if (rc < 0) return rc;
         h->fill ^= 1u;
         h->fill_off = 0;
     }
-    uint32_t off = h->fill * half + h->fill_off;
+    uint32_t off = h->fill * half + h->fill_off + OFL_LSO_HEADROOM_BYTES;
     memcpy(h->p.buf + off, s->payload, s->len);
-    h->fill_off += (uint32_t)up(s->len, 64);
+    h->fill_off += (uint32_t)up(need, 64);
     if (h->fill_off > half) h->fill_off = half;
     uint8_t *slot = ofl_ring_slot(&h->desc, 0);
-    struct ofl_lso_desc d = { .off = off, .len = s->len, .mss = s->mss, .flags = s->flags,
+    struct ofl_lso_desc d = { .off = off, .len = s->len, .mss = s->mss,
+                              .flags = (uint16_t)(s->flags | OFL_LSO_HEADROOM),
                               .hdr_len = (uint16_t)s->tlen, .frag_id = s->frag_id,
                               .tag = s->tag };
     memcpy(d.hdr, s->tmpl, s->tlen);

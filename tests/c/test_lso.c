@@ -138,13 +138,16 @@ struct got {
 
 /* Check every packet of one send; `pio` 0 moves the payload like a DMA: memcpy of the
  * slice, then ofl_lso_seal. Returns failures (also printed). */
+static uint8_t original[BUF];
+
 static int cut_and_check(const struct shape *s, uint32_t len, uint16_t mss, uint16_t flags,
-                         uint32_t mtu, int pio, struct got *g)
+                         uint32_t mtu, int mode, struct got *g)
 {
     uint8_t tmpl[128], desc[256];
     uint32_t tl = make_tmpl(tmpl, s);
-    uint32_t off = rnd() % 1000;
-    for (uint32_t i = 0; i < len; i++) sendbuf[off + i] = (uint8_t)rnd();
+    uint32_t off = OFL_LSO_HEADROOM_BYTES + rnd() % 1000;
+    for (uint32_t i = 0; i < len; i++) original[i] = sendbuf[off + i] = (uint8_t)rnd();
+    if (mode == OFL_LSO_IN_PLACE) flags |= OFL_LSO_HEADROOM;
     uint32_t dl = make_desc(desc, off, len, mss, flags, tmpl, tl);
     struct ofl_lso_limits lim = { .mtu = mtu, .frame_max = FRAME };
     struct ofl_lso_cut c;
@@ -152,12 +155,19 @@ static int cut_and_check(const struct shape *s, uint32_t len, uint16_t mss, uint
     memset(g, 0, sizeof *g);
     if (rc) { printf("begin: %s\n", ofl_lso_reason(rc)); return 1; }
     int bad = 0, offload = flags & OFL_LSO_CSUM_OFFLOAD;
-    static uint8_t out[FRAME];
+    static uint8_t buf[FRAME];
+    uint8_t *out = buf;
     uint32_t fl, want_seq = 0xFFFFF000u, last_off = 0;
-    while ((fl = ofl_lso_next(&c, out, pio)) > 0) {
+    while ((fl = ofl_lso_next(&c, buf, mode)) > 0) {
         unsigned k = c.kind, idx = g->pkts;
         g->kinds[idx < 4096 ? idx : 4095] = (uint8_t)k;
-        if (!pio) {
+        out = c.frame;
+        if (mode == OFL_LSO_IN_PLACE &&
+            (out < sendbuf + off - OFL_LSO_HEADROOM_BYTES || out + fl > sendbuf + off + len)) {
+            bad++; printf("in place: outside the send's room\n"); break;
+        }
+        if (mode != OFL_LSO_IN_PLACE && out != buf) { bad++; break; }
+        if (mode == OFL_LSO_BY_DMA) {
             memcpy(out + c.slice_dst, c.slice_src, c.slice_len);
             ofl_lso_seal(&c, out, fl, k);
         }
@@ -236,8 +246,8 @@ static int cut_and_check(const struct shape *s, uint32_t len, uint16_t mss, uint
         if (offload) {
             if (ofl_get_be16(u + 6) != fold(pseudo(ipb, s->v6, 17, 8 + len))) { bad++; printf("udp pseudo\n"); }
         } else if (l4_check(ipb, s->v6, 17, u, 8 + len)) { bad++; printf("udp csum\n"); }
-        if (memcmp(u + 8, sendbuf + off, len)) { bad++; printf("datagram bytes\n"); }
-    } else if (g->bytes != len || memcmp(g->stream, sendbuf + off, len)) {
+        if (memcmp(u + 8, original, len)) { bad++; printf("datagram bytes\n"); }
+    } else if (g->bytes != len || memcmp(g->stream, original, len)) {
         bad++; printf("stream bytes\n");
     }
     g->bad = (uint32_t)bad;
@@ -285,10 +295,12 @@ static void test_cuts(void)
             for (unsigned li = 0; li < sizeof lens / sizeof lens[0]; li++) {
                 for (int fl = 0; fl < 2; fl++) {
                     uint16_t flags = fl ? OFL_LSO_CSUM_OFFLOAD : 0;
-                    bad += cut_and_check(s, lens[li], mss, flags, mtus[mi], 1, &g) != 0;
-                    bad += cut_and_check(s, lens[li], mss, flags, mtus[mi], 0, &h) != 0;
-                    cases += 2;
+                    bad += cut_and_check(s, lens[li], mss, flags, mtus[mi], OFL_LSO_BY_PIO, &g) != 0;
+                    bad += cut_and_check(s, lens[li], mss, flags, mtus[mi], OFL_LSO_BY_DMA, &h) != 0;
                     if (g.pkts != h.pkts || g.bytes != h.bytes) diff++;
+                    bad += cut_and_check(s, lens[li], mss, flags, mtus[mi], OFL_LSO_IN_PLACE, &h) != 0;
+                    if (g.pkts != h.pkts || g.bytes != h.bytes) diff++;
+                    cases += 3;
                     /* kinds: one packet is SSM (ZERO when empty); else BOM COM.. EOM */
                     uint32_t n = g.pkts;
                     uint32_t data = s->tcp ? lens[li] : 8 + lens[li];
@@ -303,32 +315,39 @@ static void test_cuts(void)
                 }
             }
         }
-        CHECK(!bad && !diff, "%s: %d sends (MTU 512..9000, 0..64 KB, compute and offload, PIO and DMA) "
-              "read back right", names[si], cases);
+        CHECK(!bad && !diff, "%s: %d sends (MTU 512..9000, 0..64 KB, compute and offload, PIO, DMA, in "
+              "place) read back right", names[si], cases);
     }
 }
 
-static void test_pio_and_dma_give_the_same_bytes(void)
+static void test_pio_dma_and_in_place_give_the_same_bytes(void)
 {
     uint8_t tmpl[128], desc[256];
-    struct shape s = { 0, 1, 0, 0, 1 };
-    uint32_t tl = make_tmpl(tmpl, &s);
-    for (uint32_t i = 0; i < 20000; i++) sendbuf[i] = (uint8_t)rnd();
-    uint32_t dl = make_desc(desc, 3, 20000, 1448, 0, tmpl, tl);
-    struct ofl_lso_limits lim = { 1500, FRAME };
-    struct ofl_lso_cut a, b;
-    static uint8_t x[FRAME], y[FRAME];
-    int same = ofl_lso_begin(&a, desc, dl, sendbuf, BUF, &lim) == 0 &&
-               ofl_lso_begin(&b, desc, dl, sendbuf, BUF, &lim) == 0;
-    uint32_t la, lb;
-    while (same && (la = ofl_lso_next(&a, x, 1)) > 0) {
-        memset(y, 0xEE, sizeof y);
-        lb = ofl_lso_next(&b, y, 0);
-        memcpy(y + b.slice_dst, b.slice_src, b.slice_len);
-        ofl_lso_seal(&b, y, lb, b.kind);
-        same = la == lb && !memcmp(x, y, la);
+    struct shape shapes[2] = { { 0, 1, 0, 0, 1 }, { 1, 0, 1, 0, 0 } };
+    int same = 1;
+    for (int si = 0; si < 2; si++) {
+        uint32_t tl = make_tmpl(tmpl, &shapes[si]);
+        for (uint32_t i = 0; i < 20000; i++) sendbuf[200 + i] = (uint8_t)rnd();
+        uint32_t dl = make_desc(desc, 200, 20000, 1200, OFL_LSO_HEADROOM, tmpl, tl);
+        struct ofl_lso_limits lim = { 1500, FRAME };
+        struct ofl_lso_cut a, b, p;
+        static uint8_t x[FRAME], y[FRAME], z[FRAME], keep[BUF];
+        memcpy(keep, sendbuf, 20400);
+        same &= ofl_lso_begin(&a, desc, dl, keep, BUF, &lim) == 0 &&
+                ofl_lso_begin(&b, desc, dl, keep, BUF, &lim) == 0 &&
+                ofl_lso_begin(&p, desc, dl, sendbuf, BUF, &lim) == 0;
+        uint32_t la, lb, lp;
+        while (same && (la = ofl_lso_next(&a, x, OFL_LSO_BY_PIO)) > 0) {
+            memset(y, 0xEE, sizeof y);
+            lb = ofl_lso_next(&b, y, OFL_LSO_BY_DMA);
+            memcpy(y + b.slice_dst, b.slice_src, b.slice_len);
+            ofl_lso_seal(&b, y, lb, b.kind);
+            lp = ofl_lso_next(&p, z, OFL_LSO_IN_PLACE);
+            same = la == lb && la == lp && !memcmp(x, y, la) && !memcmp(x, p.frame, la);
+        }
     }
-    CHECK(same, "PIO and DMA + seal build byte-identical packets");
+    CHECK(same, "PIO, DMA + seal and in place build byte-identical packets (TCP/IPv4, "
+          "fragments of UDP/IPv6)");
 }
 
 static int refuse(const uint8_t *desc, uint32_t dl, uint64_t buflen, uint32_t mtu, uint32_t frame)
@@ -397,6 +416,9 @@ static void test_refusals(void)
     dl = make_desc(d, 1000, 3000, 1460, 0, tmpl, tl);
     CHECK(refuse(d, dl, 3999, 1500, FRAME) == OFL_LSO_EBUFFER && refuse(d, dl, 4000, 1500, FRAME) == 0,
           "payload one byte past the send buffer: beyond_buffer (exactly to its end: taken)");
+    dl = make_desc(d, OFL_LSO_HEADROOM_BYTES - 1, 100, 1460, OFL_LSO_HEADROOM, tmpl, tl);
+    CHECK(refuse(d, dl, BUF, 1500, FRAME) == OFL_LSO_EBUFFER,
+          "headroom claimed before the buffer's start: beyond_buffer");
     dl = make_desc(d, 0xFFFFFFF0u, 0x20, 1460, 0, tmpl, tl);
     CHECK(refuse(d, dl, BUF, 1500, FRAME) == OFL_LSO_EBUFFER, "off + len wrapping 32 bits: beyond_buffer");
     dl = make_desc(d, 0, 3000, 0, 0, tmpl, tl);
@@ -440,7 +462,7 @@ int main(void)
 {
     test_sums();
     test_cuts();
-    test_pio_and_dma_give_the_same_bytes();
+    test_pio_dma_and_in_place_give_the_same_bytes();
     test_refusals();
     test_split();
     return CHECK_DONE();

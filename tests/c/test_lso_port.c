@@ -163,7 +163,7 @@ static void test_refused(void)
     memcpy(good.hdr, tmpl, tl);
     struct ofl_lso_desc x;
     int posted = 0;
-    x = good; x.off = 2 * 65536 - 50;  /* past the send buffer's end */
+    x = good; x.off = 2 * h.p.hdr->half - 50;  /* past the send buffer's end */
     posted += ofl_lso_host_post_raw(&h, &x, 24 + tl, SEC) == 0;
     x = good; x.mss = 0;
     posted += ofl_lso_host_post_raw(&h, &x, 24 + tl, SEC) == 0;
@@ -314,6 +314,7 @@ int main(void)
     test_sends(OFL_LSO_PIO, "PIO");
     test_sends(OFL_LSO_DMA, "DMA");
     test_sends(OFL_LSO_AUTO, "AUTO");
+    test_sends(OFL_LSO_PLACE, "PLACE");
     test_refused();
     test_host_dies();
     test_device_dies();

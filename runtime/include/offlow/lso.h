@@ -18,7 +18,9 @@
  * checks it against the send buffer and the link's MTU (a malformed one is refused
  * with a reason), then ofl_lso_next builds the packets one by one into buffers the
  * caller owns. The payload moves by PIO (the core copies it, checksumming on the
- * way) or is left to the caller's DMA (ofl_lso_seal then finishes the checksum). */
+ * way), is left to the caller's DMA (ofl_lso_seal then finishes the checksum), or stays
+ * where it is: the seed's template updated in place in the send buffer, each packet's
+ * headers written right before its payload there (the host leaves headroom). */
 #ifndef OFL_LSO_H
 #define OFL_LSO_H
 
@@ -35,7 +37,19 @@
                                         complemented) of the packet (UDP: of the whole
                                         datagram, in its first fragment), as Linux's
                                         CHECKSUM_PARTIAL and DPDK's Tx offload take them */
-#define OFL_LSO_FLAGS_KNOWN 0x0001u
+#define OFL_LSO_HEADROOM 0x0002u     /* the OFL_LSO_HEADROOM_BYTES bytes before the payload
+                                        belong to the send too: the device may write each
+                                        packet's headers in place, right before its
+                                        payload, and hand the packet on from there */
+#define OFL_LSO_FLAGS_KNOWN 0x0003u
+#define OFL_LSO_HEADROOM_BYTES 192u  /* the largest header (with an IPv6 fragment header),
+                                        rounded up to a cache line */
+
+/* How ofl_lso_next moves a packet's payload. */
+enum { OFL_LSO_BY_DMA = 0,    /* not at all: the caller's DMA does (then ofl_lso_seal) */
+       OFL_LSO_BY_PIO = 1,    /* the core copies it into the caller's buffer */
+       OFL_LSO_IN_PLACE = 2   /* it stays: the headers go before it in the send buffer
+                                 (descriptors with OFL_LSO_HEADROOM only) */ };
 
 /* A descriptor as the host writes it, little-endian; `hdr_len` bytes of header
  * template follow the fixed part (ofl_lso_begin reads only those). */
@@ -66,7 +80,8 @@ enum ofl_lso_err {
     OFL_LSO_ETEMPLATE = -5102,  /* the template is cut short, or is not Ethernet + IPv4/IPv6
                                    + TCP/UDP (extension headers, a fragment, bytes after
                                    the transport header, DF on a datagram to fragment) */
-    OFL_LSO_EBUFFER = -5103,    /* the payload runs past the send buffer */
+    OFL_LSO_EBUFFER = -5103,    /* the payload runs past the send buffer (or its headroom
+                                   before the buffer's start) */
     OFL_LSO_EMSS = -5104,       /* MSS 0, or a packet of MSS bytes over the MTU */
     OFL_LSO_ELENGTH = -5105,    /* longer than the protocol allows: a TCP send over
                                    OFL_LSO_SEND_MAX, a UDP datagram over 65,535 bytes */
@@ -89,7 +104,7 @@ struct ofl_lso_limits {
 
 /* One send being cut. Filled by ofl_lso_begin; advanced by ofl_lso_next. */
 struct ofl_lso_cut {
-    const uint8_t *payload;  /* the payload in the send buffer */
+    uint8_t *payload;        /* the payload in the send buffer */
     uint32_t len;            /* its bytes */
     uint32_t unit;           /* payload bytes per packet: TCP the MSS; UDP the datagram
                                 bytes per fragment (a multiple of 8) */
@@ -105,13 +120,15 @@ struct ofl_lso_cut {
     uint8_t frag;            /* UDP cut into fragments */
     uint8_t kind;            /* the kind of the packet ofl_lso_next built last */
     uint8_t tcp_flags;       /* the template's TCP flags */
-    uint8_t pio;             /* the last packet's payload was copied by ofl_lso_next */
+    uint8_t moved;           /* how the last packet's payload moved (OFL_LSO_BY_*) */
     uint16_t ip_id;          /* IPv4: the next packet's Identification */
     uint32_t seq;            /* TCP: the next packet's sequence number */
     uint64_t ph;             /* pseudo-header sum of the addresses and the protocol */
     /* the last packet's payload: `slice_len` bytes from `slice_src` to `slice_dst` bytes
-       into the packet (what a DMA moves when ofl_lso_next did not) */
+       into the packet (what a DMA moves when ofl_lso_next did not), and the packet's first
+       byte (the caller's buffer, or in place in the send buffer) */
     const uint8_t *slice_src;
+    uint8_t *frame;
     uint32_t slice_dst, slice_len;
     uint8_t hdr[OFL_LSO_HDR_MAX + 8]; /* the working header: the template, updated in place
                                          (+8: an IPv6 fragment header) */
@@ -122,7 +139,7 @@ struct ofl_lso_cut {
  * `c`. UDP in compute mode sums the whole datagram here when it must be fragmented
  * (its checksum goes in the first fragment). Returns 0 or an OFL_LSO_E* reason (then
  * c->tag is the descriptor's when its fixed part was there, else 0). */
-int ofl_lso_begin(struct ofl_lso_cut *c, const uint8_t *desc, uint32_t dlen, const uint8_t *buf,
+int ofl_lso_begin(struct ofl_lso_cut *c, const uint8_t *desc, uint32_t dlen, uint8_t *buf,
                   uint64_t buf_len, const struct ofl_lso_limits *lim);
 
 /* Packets ofl_lso_next has still to build. */
@@ -131,21 +148,25 @@ static inline uint32_t ofl_lso_left(const struct ofl_lso_cut *c)
     return c->npkts - c->next;
 }
 
-/* Build the next packet of the send into `out` (lim.frame_max bytes) by its kind's
- * path: the header from the working template, then, when `pio`, its payload, copied
- * from the send buffer with its checksum (the packet is complete); without `pio` the
- * payload is left for the caller to move (c->slice_*), then ofl_lso_seal. Sets
- * c->kind. Returns the frame's length; 0 when no packet is left. */
-uint32_t ofl_lso_next(struct ofl_lso_cut *c, uint8_t *out, int pio);
+/* Build the next packet of the send by its kind's path, moving its payload by `mode`:
+ * OFL_LSO_BY_PIO, into `out` (lim.frame_max bytes), the payload copied from the send
+ * buffer with its checksum (the packet is complete); OFL_LSO_BY_DMA, into `out` without
+ * the payload, left for the caller to move (c->slice_*), then ofl_lso_seal;
+ * OFL_LSO_IN_PLACE (a descriptor with OFL_LSO_HEADROOM), in the send buffer itself:
+ * the headers are written right before the payload, over bytes of packets already
+ * built (so each packet must be done with before the next is built), `out` unused.
+ * Sets c->kind and c->frame (where the packet starts). Returns the frame's length; 0
+ * when no packet is left. */
+uint32_t ofl_lso_next(struct ofl_lso_cut *c, uint8_t *out, int mode);
 
 /* The kinds' paths, which ofl_lso_next calls (public so that instruction counts can be
  * taken per kind): each writes packet c->next and returns its length. */
-uint32_t ofl_lso_ssm(struct ofl_lso_cut *c, uint8_t *out, int pio);
-uint32_t ofl_lso_bom(struct ofl_lso_cut *c, uint8_t *out, int pio);
-uint32_t ofl_lso_com(struct ofl_lso_cut *c, uint8_t *out, int pio);
-uint32_t ofl_lso_eom(struct ofl_lso_cut *c, uint8_t *out, int pio);
+uint32_t ofl_lso_ssm(struct ofl_lso_cut *c, uint8_t *out, int mode);
+uint32_t ofl_lso_bom(struct ofl_lso_cut *c, uint8_t *out, int mode);
+uint32_t ofl_lso_com(struct ofl_lso_cut *c, uint8_t *out, int mode);
+uint32_t ofl_lso_eom(struct ofl_lso_cut *c, uint8_t *out, int mode);
 
-/* Finish a packet whose payload the caller moved (ofl_lso_next without pio): its
+/* Finish a packet whose payload the caller moved (ofl_lso_next by DMA): its
  * transport checksum, in compute mode, over the payload now in `out`. `len` is what
  * ofl_lso_next returned for it; `kind` its c->kind. */
 void ofl_lso_seal(const struct ofl_lso_cut *c, uint8_t *out, uint32_t len, unsigned kind);

@@ -4,8 +4,9 @@
  * chunk of packets' payloads while the core writes the next chunk's headers), and post
  * its completion once its last packet has left. The segmentation element's table.
  *
- * Packets are built in two chunks of OFL_LSO_CHUNK buffers owned here: while the
- * element hands one chunk's packets on (MAKE), the engine fills the other. A packet
+ * With DMA, packets are built in two chunks of OFL_LSO_CHUNK buffers owned here: while
+ * the element hands one chunk's packets on (MAKE), the engine fills the other; PIO
+ * builds each packet in one buffer, PLACE in the send buffer itself. A packet
  * ofl_lso_nic_next returns is valid until the next call. */
 #ifndef OFL_LSO_NIC_H
 #define OFL_LSO_NIC_H
@@ -19,16 +20,19 @@
 
 struct ofl_args;
 
-/* How payloads move: the core (PIO), the copy engine (DMA), or DMA for payloads of at
- * least dma_min bytes and PIO below (AUTO: the crossover `offlow bench lso` measures). */
-enum { OFL_LSO_PIO = 0, OFL_LSO_DMA = 1, OFL_LSO_AUTO = 2 };
+/* How payloads move: the core copies them into the device's packet buffers (PIO), the
+ * copy engine does (DMA), DMA for payloads of at least dma_min bytes and PIO below
+ * (AUTO: the crossover `offlow bench lso` measures), or they stay in the send buffer and
+ * each packet's headers are written in place before its payload (PLACE: sends the host
+ * left headroom for, OFL_LSO_HEADROOM; others by PIO). */
+enum { OFL_LSO_PIO = 0, OFL_LSO_DMA = 1, OFL_LSO_AUTO = 2, OFL_LSO_PLACE = 3 };
 
 #define OFL_LSO_CHUNK OFL_CE_MAX_SEGS
 
 struct ofl_lso_nic_opts {
     const char *path;   /* the port file */
     uint32_t mtu;       /* the link's IP MTU: 68..9216 */
-    int move;           /* OFL_LSO_PIO / DMA / AUTO */
+    int move;           /* OFL_LSO_PIO / DMA / AUTO / PLACE */
     uint32_t dma_min;   /* AUTO: the smallest payload the engine moves */
     int dma_cpu;        /* the copy engine thread's CPU, -1 any */
 };
@@ -58,7 +62,7 @@ struct ofl_lso_nic {
     unsigned cur;                   /* the chunk being handed out */
     uint8_t *bufs;
     /* counters */
-    uint64_t sends, refused, packets, bytes, pio_bytes, dma_bytes, dma_jobs, done_lost;
+    uint64_t sends, refused, packets, bytes, pio_bytes, dma_bytes, place_bytes, dma_jobs, done_lost;
 };
 
 /* Attach to the port at o->path as its device side: the completion FIFO, the send
@@ -67,8 +71,8 @@ struct ofl_lso_nic {
  * negative errno with a message in `errbuf` (256 bytes). */
 int ofl_lso_nic_open(struct ofl_lso_nic **n, const struct ofl_lso_nic_opts *o, char *errbuf);
 
-/* The same from table options NAME.path=, NAME.mtu= (1500), NAME.move=pio|dma|auto
- * (pio), NAME.dma_min= (bytes, 1024), NAME.dma_cpu= (-1); prints what is wrong. */
+/* The same from table options NAME.path=, NAME.mtu= (1500), NAME.move=pio|dma|auto|
+ * place (pio), NAME.dma_min= (bytes, 1024), NAME.dma_cpu= (-1); prints what is wrong. */
 int ofl_lso_nic_open_opts(struct ofl_lso_nic **n, const struct ofl_args *a, const char *name);
 
 /* Stop the engine, unmap, free (NULL is fine). */

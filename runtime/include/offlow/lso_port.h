@@ -106,19 +106,21 @@ struct ofl_lso_host {
 size_t ofl_lso_host_size(void);
 
 /* Create the port file `path` (must not exist) with a send buffer of two halves of
- * `half` bytes (at least OFL_LSO_SEND_MAX, rounded up to 4 KiB) and FIFOs of
+ * `half` bytes (at least OFL_LSO_SEND_MAX; raised to hold the largest send and its
+ * headroom, rounded up to 4 KiB) and FIFOs of
  * `entries` descriptors (a power of two >= 2); the completion FIFO holds 2 * entries,
  * which bounds the sends outstanding. Returns 0, -EINVAL or a negative errno (the
  * file is not left behind). */
 int ofl_lso_host_create(struct ofl_lso_host *h, const char *path, uint32_t half,
                         uint32_t entries);
 
-/* Post one send: its payload is copied into the half being filled (switching halves
- * when it is full, after every send of the other half has completed) and its
- * descriptor into the FIFO. Waits (bounded spin, then yield) for room, reaping
+/* Post one send: its payload is copied into the half being filled after
+ * OFL_LSO_HEADROOM_BYTES of headroom (the device may write packet headers there: the
+ * descriptor says OFL_LSO_HEADROOM), switching halves when it is full, after every send
+ * of the other half has completed, and its descriptor into the FIFO. Waits (bounded spin, then yield) for room, reaping
  * completions meanwhile, up to `timeout_ns` (0: for ever).
  * Returns 0; -EINVAL (a template lso.h refuses, MSS 0, a payload over
- * OFL_LSO_SEND_MAX), -EMSGSIZE (a payload larger than a half), -ETIMEDOUT, -EPIPE (the
+ * OFL_LSO_SEND_MAX), -EMSGSIZE (a payload and its headroom larger than a half), -ETIMEDOUT, -EPIPE (the
  * device process exited). Checks that need the link (the MTU) are the NIC's. */
 int ofl_lso_host_send(struct ofl_lso_host *h, const struct ofl_lso_send *s, uint64_t timeout_ns);
 
