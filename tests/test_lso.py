@@ -220,8 +220,8 @@ def test_the_host_refuses_what_it_can_know_is_wrong_before_posting(tmp_path: Pat
 
 
 @needs_data
-@pytest.mark.parametrize("move", ["dma", "auto"])
-def test_dma_and_auto_cut_the_same_packets_as_pio(tmp_path: Path, move: str) -> None:
+@pytest.mark.parametrize("move", ["dma", "auto", "place"])
+def test_dma_auto_and_in_place_cut_the_same_packets_as_pio(tmp_path: Path, move: str) -> None:
     stream = (DATA / "bgp-full-table.txt.gz").read_bytes()[:150_000]
     frames = [*gen.stream_sends(stream, "tcp", seed=1, large=False),
               *gen.stream_sends(stream, "udp", seed=2, large=False)]

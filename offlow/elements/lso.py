@@ -15,9 +15,10 @@ KIND_SLOTS = tuple(f"{p}_{k}" for p in ("tcp", "udp") for k in ("ssm", "bom", "c
 def send_port(name: str, mtu: int = 1500, move: str = "pio", dma_min: int = 1024) -> Table:
     """The device's side of a send port (lso_nic.h): run-time options NAME.path= (the
     port's file: a host program makes it, offlow.lso.port.SendPort), NAME.mtu= (the link's
-    IP MTU), NAME.move=pio|dma|auto (how payloads leave the send buffer: the core, the
-    copy engine, or the engine for payloads of at least NAME.dma_min= bytes),
-    NAME.dma_cpu= (the engine thread's CPU)."""
+    IP MTU), NAME.move=pio|dma|auto|place (how payloads leave the send buffer: the core,
+    the copy engine, the engine for payloads of at least NAME.dma_min= bytes, or not at
+    all: each packet's headers written in place before its payload), NAME.dma_cpu= (the
+    engine thread's CPU)."""
     return Table(name, "struct ofl_lso_nic", "ofl_lso_nic_open_opts", "ofl_lso_nic_close",
                  options=(("path", ""), ("mtu", str(mtu)), ("move", move),
                           ("dma_min", str(dma_min))),
@@ -39,9 +40,10 @@ class Segment(Element):
     for offload as the descriptor says. Each packet is a BOM, COM, EOM or SSM, each with
     its own path through the header template (a send without payload passes through as
     one packet); `kinds` counts them (KIND_SLOTS). Payloads leave the send buffer by PIO
-    or DMA (the port's move=); the send is completed to the host once its last packet has
-    gone on. A malformed descriptor is refused and counted per reason (and completed with
-    it, so the host learns why)."""
+    or DMA, or stay there with the headers written before them (the port's move=); the
+    send is completed to the host once its last packet has gone on. A malformed
+    descriptor is refused and counted per reason (and completed with it, so the host
+    learns why)."""
 
     inputs = (Port("send", "any"),)
     outputs = (Port("out", "eth"),)

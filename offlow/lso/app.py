@@ -30,8 +30,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "lso.py"
 
 @dataclass
 class Settings:
-    """How the device cuts: the link's IP MTU, how payloads move (pio, dma, auto, with
-    DMA from `dma_min` bytes under auto), the copy engine of the program's queues."""
+    """How the device cuts: the link's IP MTU, how payloads move (pio, dma, auto with DMA
+    from `dma_min` bytes, place), the copy engine of the program's queues."""
 
     mtu: int = 1500
     move: str = "pio"
@@ -61,8 +61,8 @@ class Session:
     """A started program and the send port it cuts sends from (see the module doc)."""
 
     def __init__(self, program: Program, s: Settings) -> None:
-        if s.move not in ("pio", "dma", "auto"):
-            raise OfflowError(f"move `{s.move}`: expected pio, dma or auto")
+        if s.move not in ("pio", "dma", "auto", "place"):
+            raise OfflowError(f"move `{s.move}`: expected pio, dma, auto or place")
         self.settings = s
         self.port = SendPort.create()
         try:

@@ -36,9 +36,11 @@ def add_arguments(sub: argparse._SubParsersAction, parser_class: type) -> None:
                    help="a capture whose frames each carry a whole send (offlow lso sends)")
     r.add_argument("--output", type=Path, help="pcap for the packets made (else counted)")
     r.add_argument("--mtu", type=int, default=1500, help="the link's IP MTU (68..9216)")
-    r.add_argument("--move", choices=["pio", "dma", "auto"], default="pio",
+    r.add_argument("--move", choices=["pio", "dma", "auto", "place"], default="pio",
                    help="payloads leave the send buffer by the NIC core (pio), its copy "
-                        "engine (dma), or the engine from --dma-min bytes (auto)")
+                        "engine (dma), the engine from --dma-min bytes (auto), or not at "
+                        "all: each packet's headers written in place before its payload "
+                        "(place)")
     r.add_argument("--dma-min", type=int, help="auto: the smallest payload the engine moves "
                    "(default 1024)")
     r.add_argument("--offload", action="store_true",

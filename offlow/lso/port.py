@@ -130,7 +130,7 @@ class SendPort:
                  dma_min: int | None = None) -> tuple[str, ...]:
         """The run options (NAME.KEY=VALUE) that point a compiled program at this port:
         every source reads its descriptors (kind=lso), every send-port table cuts them
-        for a link of IP MTU `mtu`, payloads moving by `move` (pio, dma, auto)."""
+        for a link of IP MTU `mtu`, payloads moving by `move` (pio, dma, auto, place)."""
         opts = [o for n in g.nodes if n.kind == "source"
                 for o in (f"{n.name}.kind=lso", f"{n.name}.port={self.path}")]
         tables = [t.name for t in g.shared if t.ctype == NIC_CTYPE]

@@ -210,7 +210,7 @@ void ofl_core_destroy(struct ofl_core *c);
 
 /* ---- ports by name ------------------------------------------------------------ */
 
-/* Open the source named `name` from its options (kind=pcap|synth|udp, path, loops,
+/* Open the source named `name` from its options (kind=pcap|synth|udp|lso, path, loops,
  * duration_ns, rate, count, sizes, prefixes, seed); core `part` of `nparts`.
  * kind=udp reads the --udp-fd socket (udp_port.h). */
 int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *name,
