@@ -16,19 +16,11 @@ from offlow.errors import OfflowError
 from offlow.passes.cbody import BodyError, analyze_body
 from offlow.report import summarize
 from offlow.runner import RunOptions, build_for, run
+from offlow.testing.malformed import csum
 from tests.e2e import QUIC, read_frames
 
 CHUNKS = Path(__file__).resolve().parent / "programs" / "chunks.py"
 PIECE = 37
-
-
-def _csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return s
 
 
 def _expected(frames: list[bytes]) -> tuple[list[bytes], int, int]:
@@ -69,11 +61,11 @@ def test_each_datagram_becomes_its_pieces_in_order_with_valid_headers(
             continue
         udp = ip.data
         raw_ip = bytes(buf[14:14 + ip.hl * 4])
-        assert _csum(raw_ip) == 0xFFFF                       # IPv4 header checksum
+        assert csum(raw_ip) == 0                            # IPv4 header checksum
         assert ip.len == len(buf) - 14 and udp.ulen == ip.len - ip.hl * 4
         seg = bytes(buf[14 + ip.hl * 4:14 + ip.len])
         pseudo = raw_ip[12:20] + struct.pack("!BBH", 0, 17, len(seg))
-        assert _csum(pseudo + seg) == 0xFFFF                 # UDP checksum
+        assert csum(pseudo + seg) == 0                      # UDP checksum
         got.append(bytes(udp.data))
     assert got == pieces
     assert all(0 < len(p) <= PIECE for p in got)

@@ -22,24 +22,17 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dpkt
 
 from offlow.errors import OfflowError
+from offlow.testing.malformed import csum
 
 SEND_MAX = 65000  # payload bytes of the largest send made here (under 64 KB with headers)
 WINDOW = 65535
 MSS_HINT = 1460  # sizes are drawn around a 1500-byte MTU's MSS
 ACK, PSH, SYN, FIN = 0x10, 0x08, 0x02, 0x01
-
-
-def _csum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 
 
 @dataclass
@@ -68,7 +61,7 @@ class Framer:
                           0x4000 if proto == 6 else 0, 64, proto, 0, self.src.addr,
                           self.dst.addr)
         self.ip_id += 1
-        hdr = hdr[:10] + struct.pack("!H", _csum(hdr)) + hdr[12:]
+        hdr = hdr[:10] + struct.pack("!H", csum(hdr)) + hdr[12:]
         return hdr + _with_l4_csum(l4, proto, self.src.addr + self.dst.addr)
 
     def frame(self, proto: int, l4: bytes) -> bytes:
@@ -89,7 +82,7 @@ def _with_l4_csum(l4: bytes, proto: int, addrs: bytes) -> bytes:
     at = 16 if proto == 6 else 6
     pseudo = addrs + struct.pack("!HH", proto, len(l4)) if len(addrs) == 8 else \
         addrs + struct.pack("!II", len(l4), proto)
-    c = _csum(pseudo + l4)
+    c = csum(pseudo + l4)
     if proto == 17 and c == 0:
         c = 0xFFFF
     return l4[:at] + struct.pack("!H", c) + l4[at + 2:]
@@ -135,37 +128,41 @@ def _tcp_conns(capture: Path) -> list[_Conn]:
     order in which the sides took turns."""
     conns: dict[tuple, _Conn] = {}
     order: list[_Conn] = []
+    for src, dst, t in _flows(capture, dpkt.tcp.TCP):
+        key = tuple(sorted([(src.addr, src.port), (dst.addr, dst.port)]))
+        c = conns.get(key)
+        if c is None:
+            c = conns[key] = _Conn(_Dir(src), _Dir(dst))
+            order.append(c)
+        side = 0 if (c.a.end.addr, c.a.end.port) == (src.addr, src.port) else 1
+        d = c.a if side == 0 else c.b
+        if t.flags & SYN:
+            d.isn = t.seq
+        if d.isn is None:
+            d.isn = (t.seq - 1) & 0xFFFFFFFF
+        data = bytes(t.data)
+        if data:
+            off = (t.seq - d.isn - 1) & 0xFFFFFFFF
+            if off < 1 << 30 and off not in d.chunks:
+                d.chunks[off] = data
+            end = _stream(d)
+            if not c.turns or c.turns[-1][0] != side:
+                c.turns.append((side, len(end)))
+            else:
+                c.turns[-1] = (side, len(end))
+    return order
+
+
+def _flows(capture: Path, l4: type) -> Iterator[tuple[Endpoint, Endpoint, Any]]:
+    """(source, destination, transport header) of each IPv4 packet of `capture` whose
+    transport is `l4` (dpkt.tcp.TCP or dpkt.udp.UDP)."""
     with open(capture, "rb") as f:
         for _, buf in dpkt.pcap.Reader(f):
             eth = dpkt.ethernet.Ethernet(buf)
             ip = eth.data
-            if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.tcp.TCP):
-                continue
-            t = ip.data
-            src = Endpoint(bytes(eth.src), bytes(ip.src), t.sport)
-            dst = Endpoint(bytes(eth.dst), bytes(ip.dst), t.dport)
-            key = tuple(sorted([(src.addr, src.port), (dst.addr, dst.port)]))
-            c = conns.get(key)
-            if c is None:
-                c = conns[key] = _Conn(_Dir(src), _Dir(dst))
-                order.append(c)
-            side = 0 if (c.a.end.addr, c.a.end.port) == (src.addr, src.port) else 1
-            d = c.a if side == 0 else c.b
-            if t.flags & SYN:
-                d.isn = t.seq
-            if d.isn is None:
-                d.isn = (t.seq - 1) & 0xFFFFFFFF
-            data = bytes(t.data)
-            if data:
-                off = (t.seq - d.isn - 1) & 0xFFFFFFFF
-                if off < 1 << 30 and off not in d.chunks:
-                    d.chunks[off] = data
-                end = _stream(d)
-                if not c.turns or c.turns[-1][0] != side:
-                    c.turns.append((side, len(end)))
-                else:
-                    c.turns[-1] = (side, len(end))
-    return order
+            if isinstance(ip, dpkt.ip.IP) and isinstance(ip.data, l4):
+                yield (Endpoint(bytes(eth.src), bytes(ip.src), ip.data.sport),
+                       Endpoint(bytes(eth.dst), bytes(ip.dst), ip.data.dport), ip.data)
 
 
 def _stream(d: _Dir) -> bytes:
@@ -227,19 +224,11 @@ def udp_sends(capture: Path, ipv6: bool = False, seed: int = 1, large: bool = Fa
     """Frames of whole datagrams joining each UDP flow direction's payloads (module doc)."""
     rng = random.Random(seed)
     flows: dict[tuple, tuple[Framer, bytearray]] = {}
-    with open(capture, "rb") as f:
-        for _, buf in dpkt.pcap.Reader(f):
-            eth = dpkt.ethernet.Ethernet(buf)
-            ip = eth.data
-            if not isinstance(ip, dpkt.ip.IP) or not isinstance(ip.data, dpkt.udp.UDP):
-                continue
-            u = ip.data
-            key = (bytes(ip.src), u.sport, bytes(ip.dst), u.dport)
-            if key not in flows:
-                flows[key] = (Framer(Endpoint(bytes(eth.src), bytes(ip.src), u.sport),
-                                     Endpoint(bytes(eth.dst), bytes(ip.dst), u.dport), ipv6),
-                              bytearray())
-            flows[key][1].extend(bytes(u.data))
+    for src, dst, u in _flows(capture, dpkt.udp.UDP):
+        key = (src.addr, src.port, dst.addr, dst.port)
+        if key not in flows:
+            flows[key] = (Framer(src, dst, ipv6), bytearray())
+        flows[key][1].extend(bytes(u.data))
     frames: list[bytes] = []
     for fr, data in flows.values():
         pos = 0

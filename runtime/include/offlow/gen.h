@@ -47,7 +47,8 @@
  * on port `port` now, with a copy of the packet's state as it is; go on. What follows
  * takes its own copy before MAKE returns, so the body may reuse the bytes at once.
  * Counted as made at this element (one send cut into many packets: MAKE each piece,
- * then CONSUME() the send). */
+ * then CONSUME() the send); one longer than the mtu or its cap goes no further
+ * (dropped and counted: made_too_long). */
 #define MAKE(port, p) OFL_MAKE_(ctx, OFL_PORT_##port, (p), state)
 
 /* In a channel handler: run `call` (a negative errno on failure); an error ends the
