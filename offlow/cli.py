@@ -150,8 +150,13 @@ def _cmd_bench(a: argparse.Namespace) -> int:
                 cores=a.cores, repeat=a.repeat,
                 workloads=a.values.split(",") if a.values else None)
         return 0
+    if a.name == "lso":
+        from offlow.bench import lso
+
+        lso.run(quick=a.quick, out_json=a.json_out)
+        return 0
     raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups, "
-                      "channels, kvs")
+                      "channels, kvs, lso")
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -249,8 +254,14 @@ def parser() -> argparse.ArgumentParser:
     quick.add_arguments(kq)
     kv.set_defaults(fn=_cmd_kvs)
 
+    ls = sub.add_parser("lso", help="segmentation offload tools: large sends, cut on the NIC")
+    from offlow.lso import cli as lso_cli
+
+    lso_cli.add_arguments(ls.add_subparsers(dest="lso_cmd", required=True,
+                                            parser_class=_SubParser), _SubParser)
+
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
-    b.add_argument("name", choices=["queue", "router", "groups", "channels", "kvs"])
+    b.add_argument("name", choices=["queue", "router", "groups", "channels", "kvs", "lso"])
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
     b.add_argument("--png", type=Path,

@@ -2,13 +2,16 @@
 the prefix-file / size-mix parsers and the route tables (prefix text -> DIR-24-8 and
 IPv6 tables -> lookups against brute force), the memcached request parser (binary, text
 and UDP-framed streams, run against a small key-value store), the NIC cache of the
-key-value store (arbitrary requests and replies on both sides), from small seed corpora
-made of valid and malformed inputs.  Skipped when clang cannot build libFuzzer targets."""
+key-value store (arbitrary requests and replies on both sides), the segmentation
+offload's descriptor and template parser (every descriptor it takes cut into packets
+that must fit), from small seed corpora made of valid and malformed inputs.  Skipped
+when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
@@ -23,8 +26,8 @@ from tests.ctools import RUNTIME, runtime_sources
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 SOURCES = [RUNTIME / "src" / f"{m}.c"
            for m in ("err", "pkt", "src", "pcap_port", "synth", "routes", "lpm4", "lpm6",
-                     "mcproto", "kvstore", "kvexec")]
-TARGETS = ("pkt", "pcap", "prefixes", "routes", "mcproto", "chan", "kvcache")
+                     "mcproto", "kvstore", "kvexec", "lso")]
+TARGETS = ("pkt", "pcap", "prefixes", "routes", "mcproto", "chan", "kvcache", "lso")
 FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
          "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"]
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
@@ -93,11 +96,35 @@ def _seed_corpus(target: str, d: Path) -> None:
             for i, dg in enumerate(dgrams):
                 seq += bytes([0x80, len(dg)]) + dg + (bytes([1, 0]) if i % 2 else b"")
             (d / f"seq{mode}").write_bytes(seq + bytes([1, 0]) * 4)
+    elif target == "lso":
+        for name, desc in lso_seed_descriptors():
+            (d / name).write_bytes(desc)
     else:
         (d / "prefixes").write_text("1.0.0.0/24\n  10.1.0.0/16 65000 x\n2001:db8::/32\n"
                                     "# comment\n8.8.8.8\ngarbage\n")
         (d / "imix").write_text("64:7,576:4,1500:1")
         (d / "sizes").write_text("64,128,1500")
+
+
+def lso_seed_descriptors() -> list[tuple[str, bytes]]:
+    """Seeds for fuzz_lso: link MTU, frame size and PIO flag, then a descriptor (its
+    fixed part, little-endian, and a header template made by scapy)."""
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Dot1Q, Ether
+
+    templates = [Ether() / IP() / TCP(), Ether() / Dot1Q() / IPv6() / TCP(options=[("NOP", 0)] * 4),
+                 Ether() / IP(options=b"\x01\x01\x01\x00") / UDP(), Ether() / IPv6() / UDP()]
+    out = []
+    for i, t in enumerate(templates):
+        raw = bytes(t)
+        for j, (mtu, length, mss, flags) in enumerate([(1500, 3000, 1460, 0), (512, 65535, 400, 1),
+                                                       (9000, 0, 8000, 0), (576, 999, 8, 1)]):
+            head = struct.pack("<HHB", mtu, mtu + 22, j % 3)
+            desc = struct.pack("<IIHHHHII", 200, length, mss, flags | (j & 2), len(raw), 0, 7,
+                               j) + raw
+            out.append((f"desc{i}_{j}", head + desc))
+    return out
 
 
 @pytest.fixture(scope="module")

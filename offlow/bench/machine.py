@@ -53,3 +53,21 @@ def machine() -> dict[str, object]:
         pass
     return {"cpu": model, "cpus": os.cpu_count(), "kernel": platform.release(),
             "transparent_hugepage": thp}
+
+
+# CPU features that choose code paths here and in the peers (DPDK's AVX-512 lookups,
+# glibc's memcpy, the checksum and CRC kernels)
+FEATURES = ("sse4_2", "avx", "avx2", "bmi2", "erms", "fsrm", "pclmulqdq", "vpclmulqdq",
+            "gfni", "vaes", "avx512f", "avx512bw", "avx512vl", "avx512vbmi2")
+
+
+def cpu_features() -> list[str]:
+    """Which of FEATURES the CPU has (its /proc/cpuinfo flags), in that order."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return [f for f in FEATURES if f in flags]
+    except OSError:
+        pass
+    return []

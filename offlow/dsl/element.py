@@ -66,7 +66,9 @@ class Element:
     Body API (C): ``pkt`` (struct ofl_pkt *), ``state`` (per-packet record),
     ``EMIT(port)``, ``SEND(port)`` (also emit on port, keep going), ``DROP()``,
     ``DROP_WHY(reason)`` (one of ``drops``), ``CONSUME()`` (the packet ends here on
-    purpose: counted as consumed, not dropped);
+    purpose: counted as consumed, not dropped), ``MAKE(port, p)`` (send a packet the
+    body built, a ``struct ofl_pkt *``, on port now with a copy of the state; counted
+    as made: one packet in, many out);
     parameters and tables by name.  Falling off the end emits on the only output
     (or drops, when there are several outputs and none was chosen).
     """
@@ -80,6 +82,10 @@ class Element:
     # C at file scope before the body: static inline helper functions, types, macros
     # (C allows no function definition inside a body, which is a function's block)
     helpers: ClassVar[str] = ""
+    # runtime headers of an application library the body or its tables use (e.g.
+    # "offlow/lso_nic.h"): included by the C file of each device that runs the element
+    # (the runtime's core headers are always there)
+    includes: ClassVar[tuple[str, ...]] = ()
     # reasons the body drops packets for, DROP_WHY(reason), and what each means: the
     # run report counts drops per element and reason
     drops: ClassVar[Mapping[str, str]] = {}

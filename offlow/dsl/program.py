@@ -438,7 +438,7 @@ class Program:
             fields=tuple(Field(n, t) for n, t in el.fields.items()),
             segment=segment, origin=origin, body_line=body_line, helpers=el.helpers,
             drops=tuple((str(r), str(d)) for r, d in el.drops.items()),
-            helpers_line=code_site(el, "helpers")[1],
+            helpers_line=code_site(el, "helpers")[1], includes=tuple(el.includes),
         )
 
     def _state_fields(self, elements: list[Element]) -> tuple[Field, ...]:

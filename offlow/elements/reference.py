@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 from offlow.dsl import Element, Handler, Shared
 from offlow.dsl.where import class_site, code_site
-from offlow.elements import headers, kvs, router, sketch
+from offlow.elements import headers, kvs, lso, router, sketch
 from offlow.passes.cbody import Site, analyze_body
 
-MODULES = (headers, router, kvs, sketch)
+MODULES = (headers, router, kvs, sketch, lso)
 # Elements whose constructor needs arguments: an example of each.
 _EXAMPLES: dict[str, Callable[[], Element]] = {
     "Classify": lambda: headers.Classify({"tls": (6, 443), "dns": (17, 53)}),
@@ -27,6 +27,7 @@ _EXAMPLES: dict[str, Callable[[], Element]] = {
     "KvServe": lambda: kvs.KvServe(store=kvs.kv_store("store")),
     "PCSA": lambda: sketch.PCSA(sketch=sketch.pcsa_table("sketch")),
     "PcsaSummary": lambda: sketch.PcsaSummary(sketch=sketch.pcsa_table("sketch")),
+    "Segment": lambda: lso.Segment(port=lso.send_port("port"), kinds=lso.kind_counts("kinds")),
 }
 
 

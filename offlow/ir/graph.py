@@ -26,6 +26,7 @@ class BodyFacts:
     uses_pkt: bool = False
     reads_ts: bool = False  # the packet's timestamp (pkt->ts_ns)
     macros: tuple[str, ...] = ()  # macros the body #defines (undefined after it)
+    makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Node:
     helpers: str = ""  # C at file scope for the body (Element.helpers)
     drops: tuple[tuple[str, str], ...] = ()  # (reason, what it means) for DROP_WHY
     helpers_line: int = 0  # the line of `origin` where the helpers start (0: unknown)
+    includes: tuple[str, ...] = ()  # runtime headers its body uses (Element.includes)
     prelude: str = ""  # file-scope C emitted before the body; `{target:PORT}` names the
     #                    function that takes a packet sent on PORT, `{made}` counts a packet
     #                    the node made (compiler-made nodes)

@@ -10,6 +10,10 @@ from offlow.errors import OfflowError
 from offlow.ir import BodyFacts, Graph, Node
 from offlow.passes.cbody import BodyError, Site, analyze_body
 
+# The drop reason of a packet a body made (MAKE) that is longer than the mtu: no queue
+# entry or sink could take it.
+MADE_TOO_LONG = ("made_too_long", "a packet it made (MAKE) is longer than the mtu")
+
 
 def analyze_bodies(g: Graph) -> Graph:
     """Attach BodyFacts to every element node (and the macros each handler defines)."""
@@ -30,9 +34,12 @@ def analyze_bodies(g: Graph) -> Graph:
         facts = BodyFacts(
             reads=frozenset(info.reads), writes=frozenset(info.writes),
             kills=frozenset(info.kills), emits=frozenset(info.emits), uses_pkt=info.uses_pkt,
-            reads_ts=info.reads_ts, macros=info.macros,
+            reads_ts=info.reads_ts, macros=info.macros, makes=info.makes,
         )
-        nodes.append(replace(n, facts=facts))
+        drops = n.drops
+        if info.makes and MADE_TOO_LONG[0] not in dict(drops):
+            drops = (*drops, MADE_TOO_LONG)  # counted by the MAKE function (codegen)
+        nodes.append(replace(n, facts=facts, drops=drops))
     channels = []
     for c in g.channels:  # handler bodies: parsed for their errors; they touch no packet
         h = c.handler

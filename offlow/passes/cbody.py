@@ -39,6 +39,7 @@ class BodyInfo:
     uses_whole_state: bool = False
     reads_ts: bool = False  # names pkt->ts_ns, or hands `pkt` itself to other code
     macros: tuple[str, ...] = ()  # macros the body #defines (and does not #undef)
+    makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -54,6 +55,7 @@ class _Walker(c_ast.NodeVisitor):
         self.reads: set[str] = set()
         self.writes: set[str] = set()
         self.emits: set[str] = set()
+        self.makes: set[str] = set()
         self.drops = self.exits = self.uses_pkt = self.whole_state = self.jumps = False
         self.reads_ts = False
 
@@ -141,17 +143,32 @@ class _Walker(c_ast.NodeVisitor):
                     f"e.g. {name}({self.ctx.outputs[0] if self.ctx.outputs else 'out'}); "
                     f"outputs are: {', '.join(self.ctx.outputs) or '(none)'}"
                 )
-            port = args[0].name
-            if port not in self.ctx.outputs:
-                raise BodyError(
-                    f"{self.ctx.where(node)}: {name}(`{port}`): no output port `{port}`; "
-                    f"outputs are: {', '.join(self.ctx.outputs) or '(none)'}"
-                    f"{_hint(port, self.ctx.outputs)}"
-                )
-            self.emits.add(port)
+            self.emits.add(self.port(node, name, args[0].name))
             self.exits = self.exits or name == "EMIT"
+        elif name == "MAKE":
+            if len(args) != 2 or not isinstance(args[0], c_ast.ID):
+                raise BodyError(
+                    f"{self.ctx.where(node)}: MAKE() takes an output port name and a packet "
+                    f"(a struct ofl_pkt *), e.g. MAKE("
+                    f"{self.ctx.outputs[0] if self.ctx.outputs else 'out'}, &piece); "
+                    f"outputs are: {', '.join(self.ctx.outputs) or '(none)'}"
+                )
+            port = self.port(node, name, args[0].name)
+            self.emits.add(port)
+            self.makes.add(port)
+            self.visit(args[1])
         else:
             self.generic_visit(node)
+
+    def port(self, node: c_ast.Node, macro: str, port: str) -> str:
+        """`port`, checked to be one of the element's outputs."""
+        if port not in self.ctx.outputs:
+            raise BodyError(
+                f"{self.ctx.where(node)}: {macro}(`{port}`): no output port `{port}`; "
+                f"outputs are: {', '.join(self.ctx.outputs) or '(none)'}"
+                f"{_hint(port, self.ctx.outputs)}"
+            )
+        return port
 
     def visit_Return(self, node: c_ast.Return) -> None:
         if node.expr is not None:
@@ -304,4 +321,5 @@ def analyze_body(
         uses_whole_state=whole.whole_state,
         reads_ts=whole.reads_ts,
         macros=macros,
+        makes=frozenset(whole.makes),
     )

@@ -148,7 +148,7 @@ static void table_lock(struct chan_region *r)
         if (__atomic_compare_exchange_n(&r->lock, &cur, me, false, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED))
             return;
-        if (cur != me && !chan_pid_alive(cur, NULL) &&
+        if (cur != me && !ofl_pid_alive(cur, NULL) &&
             __atomic_compare_exchange_n(&r->lock, &cur, me, false, __ATOMIC_ACQUIRE,
                                         __ATOMIC_RELAXED))
             return;
@@ -218,47 +218,6 @@ const char *ofl_chan_name(const void *region, uint32_t id)
 
 /* ---- liveness ---- */
 
-/* A process that exited but was not reaped yet (kill(pid, 0) still succeeds). */
-static bool proc_gone(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return false;
-    buf[n] = '\0';
-    /* "pid (comm) S ...": comm may hold anything, so find the last ')'. */
-    const char *p = strrchr(buf, ')');
-    if (!p || p[1] != ' ') return false;
-    return p[2] == 'Z' || p[2] == 'X';
-}
-
-int chan_pid_alive(pid_t pid, int *pidfd)
-{
-    if (pid <= 0) return 0;
-    if (pid == getpid()) return 1;
-    if (pidfd && *pidfd == -1) {
-        long fd = syscall(SYS_pidfd_open, pid, 0);
-        if (fd >= 0)
-            *pidfd = (int)fd;
-        else if (errno == ESRCH)
-            return 0;
-        else
-            *pidfd = -2;
-    }
-    if (pidfd && *pidfd >= 0) {
-        /* A pidfd turns readable when the process exits (zombies included). */
-        struct pollfd p = {.fd = *pidfd, .events = POLLIN};
-        int rc = poll(&p, 1, 0);
-        if (rc > 0) return 0;
-        if (rc == 0) return 1;
-    }
-    if (kill(pid, 0) < 0 && errno == ESRCH) return 0;
-    return !proc_gone(pid);
-}
-
 /* ---- ends ---- */
 
 /* A usable end: opened once (open or closed now). */
@@ -284,7 +243,7 @@ int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
     int32_t cur = LOAD(&s->owner, ACQUIRE);
     for (;;) {
         /* Free, or held by a process that died without closing: take it. */
-        if (cur == 0 || (cur != me && !chan_pid_alive(cur, NULL))) {
+        if (cur == 0 || (cur != me && !ofl_pid_alive(cur, NULL))) {
             if (__atomic_compare_exchange_n(&s->owner, &cur, me, false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE))
                 break;
@@ -335,7 +294,7 @@ void chan_quiesce_peer_copy(const struct ofl_chan_end *e, int dir, uint32_t xfer
         if (c == 0 || (!any && prog_xfer(c) != xfer)) return;
         if ((LOAD(&p->gen, ACQUIRE) & 1u) == 0) return;
         if ((i & 1023u) == 1023u) {
-            if (!chan_pid_alive(pid, NULL) || ofl_now_ns() - t0 > 1000000000ull) return;
+            if (!ofl_pid_alive(pid, NULL) || ofl_now_ns() - t0 > 1000000000ull) return;
         }
         if (i < OFL_WAIT_SPINS)
             ofl_cpu_relax();
@@ -526,7 +485,7 @@ int chan_wait(struct chan_wait *cw, const struct ofl_chan_end *e)
     if (now >= cw->deadline) return -ETIMEDOUT;
     if (now >= cw->next_live) {
         cw->next_live = now + OFL_WAIT_CHECK_NS;
-        if (cw->peer_gen && !chan_pid_alive(cw->peer_pid, &cw->pidfd)) return -EPIPE;
+        if (cw->peer_gen && !ofl_pid_alive(cw->peer_pid, &cw->pidfd)) return -EPIPE;
     }
     return 0;
 }
@@ -556,7 +515,7 @@ int ofl_chan_peer_state(const struct ofl_chan_end *e)
     const struct chan_side *p = side_peer(e);
     uint32_t g = LOAD(&p->gen, ACQUIRE);
     if (g == 0) return 0;
-    if (!(g & 1u) || !chan_pid_alive(LOAD(&p->pid, RELAXED), NULL)) return -EPIPE;
+    if (!(g & 1u) || !ofl_pid_alive(LOAD(&p->pid, RELAXED), NULL)) return -EPIPE;
     return 1;
 }
 
@@ -579,7 +538,7 @@ static bool try_peer_gone(struct ofl_chan_end *e)
     uint64_t now = ofl_now_ns();
     if (now < LOAD(&e->try_check_ns, RELAXED)) return false;
     STORE(&e->try_check_ns, now + OFL_WAIT_CHECK_NS, RELAXED);
-    if (chan_pid_alive(LOAD(&side_peer(e)->pid, RELAXED), NULL)) return false;
+    if (ofl_pid_alive(LOAD(&side_peer(e)->pid, RELAXED), NULL)) return false;
     STORE(&e->dead_gen, g, RELAXED);
     return true;
 }

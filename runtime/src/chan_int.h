@@ -389,9 +389,6 @@ enum { PEER_OPEN = 0, PEER_ABSENT = 1 };
 /* The peer as this call sees it: PEER_OPEN (attaching now if it just opened),
  * PEER_ABSENT (never opened yet), or -EPIPE (closed, or a different session). */
 int chan_peer_check(const struct ofl_chan_end *e, struct chan_wait *cw);
-/* 1 alive, 0 dead. `pidfd` caches a pidfd (-1: open one; -2: unsupported; NULL:
- * use kill(pid, 0) and /proc only). */
-int chan_pid_alive(pid_t pid, int *pidfd);
 
 void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t timeout_ns);
 /* A wait that made no progress: spin or yield; checks the abort word, our end,

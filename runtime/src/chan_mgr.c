@@ -115,7 +115,7 @@ static int poll_bulk(struct mgr_slot *s, uint64_t *now)
         if (!*now) *now = ofl_now_ns();
         if (*now < s->next_live) return 0;
         s->next_live = *now + OFL_WAIT_CHECK_NS;
-        if (!s->op.peer_pid || chan_pid_alive(s->op.peer_pid, NULL)) return 0;
+        if (!s->op.peer_pid || ofl_pid_alive(s->op.peer_pid, NULL)) return 0;
         chan_bulk_fail(e, &s->op, -EPIPE);
         rc = -EPIPE;
     }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "offlow/err.h"
+#include "offlow/lso_port.h"
 #include "offlow/pcap_port.h"
 #include "offlow/stop.h"
 #include "offlow/synth.h"
@@ -300,8 +301,15 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
             return -EINVAL;
         }
         rc = ofl_udp_src_open(s, a->udp_fd, &o, errbuf);
+    } else if (!strcmp(kind, "lso")) {
+        const char *port = ofl_args_get(a, name, "port", NULL);
+        if (!port) {
+            fprintf(stderr, "offlow %s: source %s: kind=lso needs port=\n", a->device, name);
+            return -EINVAL;
+        }
+        rc = ofl_lso_src_open(s, port, &o, errbuf);
     } else {
-        fprintf(stderr, "offlow %s: source %s: unknown kind `%s` (pcap, synth, udp)\n",
+        fprintf(stderr, "offlow %s: source %s: unknown kind `%s` (pcap, synth, udp, lso)\n",
                 a->device, name, kind);
         return -EINVAL;
     }

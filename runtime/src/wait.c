@@ -2,11 +2,17 @@
 #include "offlow/wait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t ofl_now_ns(void)
 {
@@ -128,4 +134,45 @@ int ofl_wait(struct ofl_waiter *w)
     w->next_check_ns = now + OFL_WAIT_CHECK_NS;
     rc = found(w, poll_fds(w, nap));
     return rc < 0 ? rc : check_abort(w);
+}
+
+/* A process that exited but was not reaped yet (kill(pid, 0) still succeeds). */
+static bool proc_gone(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return false;
+    buf[n] = '\0';
+    /* "pid (comm) S ...": comm may hold anything, so find the last ')'. */
+    const char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ') return false;
+    return p[2] == 'Z' || p[2] == 'X';
+}
+
+int ofl_pid_alive(pid_t pid, int *pidfd)
+{
+    if (pid <= 0) return 0;
+    if (pid == getpid()) return 1;
+    if (pidfd && *pidfd == -1) {
+        long fd = syscall(SYS_pidfd_open, pid, 0);
+        if (fd >= 0)
+            *pidfd = (int)fd;
+        else if (errno == ESRCH)
+            return 0;
+        else
+            *pidfd = -2;
+    }
+    if (pidfd && *pidfd >= 0) {
+        /* A pidfd turns readable when the process exits (zombies included). */
+        struct pollfd p = {.fd = *pidfd, .events = POLLIN};
+        int rc = poll(&p, 1, 0);
+        if (rc > 0) return 0;
+        if (rc == 0) return 1;
+    }
+    if (kill(pid, 0) < 0 && errno == ESRCH) return 0;
+    return !proc_gone(pid);
 }

@@ -43,6 +43,14 @@
  * table, say): counted as consumed at this element, not as a drop; leave the body. */
 #define CONSUME() do { *ofl_mask_ = OFL_DECIDED | OFL_CONSUMED; return; } while (0)
 
+/* Send a packet the body built, `p` (a struct ofl_pkt *: data, len, cap, ts_ns), out
+ * on port `port` now, with a copy of the packet's state as it is; go on. What follows
+ * takes its own copy before MAKE returns, so the body may reuse the bytes at once.
+ * Counted as made at this element (one send cut into many packets: MAKE each piece,
+ * then CONSUME() the send); one longer than the mtu or its cap goes no further
+ * (dropped and counted: made_too_long). */
+#define MAKE(port, p) OFL_MAKE_(ctx, OFL_PORT_##port, (p), state)
+
 /* In a channel handler: run `call` (a negative errno on failure); an error ends the
  * handler, which reports it (the manager then closes the channel). */
 #define OFL_HANDLER_TRY_(call)                                                  \
@@ -209,7 +217,7 @@ void ofl_core_destroy(struct ofl_core *c);
 
 /* ---- ports by name ------------------------------------------------------------ */
 
-/* Open the source named `name` from its options (kind=pcap|synth|udp, path, loops,
+/* Open the source named `name` from its options (kind=pcap|synth|udp|lso, path, loops,
  * duration_ns, rate, count, sizes, prefixes, seed); core `part` of `nparts`.
  * kind=udp reads the --udp-fd socket (udp_port.h). */
 int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *name,

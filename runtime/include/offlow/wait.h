@@ -17,6 +17,7 @@
 #define OFL_WAIT_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #define OFL_WAIT_MAX_PEERS 4
 /* Waits that pause before yielding the CPU. */
@@ -68,6 +69,11 @@ uint64_t ofl_now_ns(void);
 /* Sleep about `ns` nanoseconds (a signal may end it early): for loops that have
  * nothing to wait for but time, such as a stopped manager's. */
 void ofl_sleep_ns(uint64_t ns);
+
+/* Whether process `pid` is alive: 1, or 0 when it has exited (a zombie not reaped
+ * yet counts as exited; pid <= 0 is never alive). `pidfd` caches a pidfd between
+ * calls (start it at -1; -2: unsupported here; NULL: kill(pid, 0) and /proc only). */
+int ofl_pid_alive(pid_t pid, int *pidfd);
 
 /* One spin of a busy wait: a pause hint on x86, a compiler barrier elsewhere. */
 static inline void ofl_cpu_relax(void)

@@ -1,0 +1,44 @@
+"""The segmentation offload's C side: cutting sends by message kind (test_lso.c: every
+packet read back with the header parsers and the slow reference checksum, PIO and DMA
+alike, every malformed descriptor refused for its reason) and the send port
+(test_lso_port.c: host and device threads through the double-buffered send buffer and
+the two FIFOs, refusals completed in order, either side's death noticed), each built
+plain and with ASan+UBSan."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.ctools import RUNTIME, build_c, run_c, runtime_sources
+
+C_TESTS = Path(__file__).resolve().parent / "c"
+CUT = [RUNTIME / "src" / f"{m}.c" for m in ("lso", "pkt", "err")]
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("lsoc")
+
+
+def _check(name: str, res: subprocess.CompletedProcess[str]) -> None:
+    assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"
+                                 f"{res.stdout}\n--- stderr ---\n{res.stderr}")
+    assert "0 failure(s)" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_sends_are_cut_into_the_packets_the_rfcs_describe(sanitize: bool,
+                                                          build_dir: Path) -> None:
+    exe = build_c([C_TESTS / "test_lso.c", *CUT], build_dir, "test_lso", sanitize=sanitize)
+    _check("test_lso", run_c(exe, timeout=300))
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_the_send_port_moves_every_send_and_its_completion(sanitize: bool,
+                                                           build_dir: Path) -> None:
+    exe = build_c([C_TESTS / "test_lso_port.c", *runtime_sources()], build_dir,
+                  "test_lso_port", sanitize=sanitize)
+    _check("test_lso_port", run_c(exe, timeout=300))
