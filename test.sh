@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./setup.sh --deps-only
-.venv/bin/ruff check offlow tests examples
+.venv/bin/ruff check offlow benchmarks tests examples
 .venv/bin/pytest -q "$@"

@@ -2,116 +2,22 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlow.codegen.c import generate
+from offlow import cbuild
+from offlow.cbuild import ROOT, cache_dir, digest
+from offlow.codegen.c import generate, headers
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
 from offlow.passes import compile_graph
 
-ROOT = Path(__file__).resolve().parents[1]
 # The real inputs (BGP table, captures): ../shared/data beside the checkout, or
 # $OFFLOW_DATA for a checkout that lives elsewhere.
 DATA = Path(os.environ.get("OFFLOW_DATA") or ROOT.parent / "shared" / "data")
-RUNTIME = ROOT / "runtime"
-CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra")
-LIBS = ("-lpcap", "-lz", "-lm", "-pthread")
-
-
-def cache_dir() -> Path:
-    """Where builds are kept: $OFFLOW_CACHE or ~/.cache/offlow."""
-    base = os.environ.get("OFFLOW_CACHE") or Path.home() / ".cache" / "offlow"
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _digest(*parts: bytes) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(len(p).to_bytes(8, "little"))
-        h.update(p)
-    return h.hexdigest()[:16]
-
-
-def _cc(args: list[str], what: str) -> None:
-    if shutil.which("gcc") is None:
-        raise OfflowError("no C compiler: install gcc (the README's setup command does)")
-    res = subprocess.run(["gcc", *args], capture_output=True, text=True)
-    if res.returncode != 0:
-        raise OfflowError(f"C compiler failed on {what}:\n{_errors_only(args, res.stderr)}")
-
-
-def _errors_only(args: list[str], stderr: str) -> str:
-    """The compiler's errors without its warnings (of generated code, mostly, which a
-    user cannot act on): the same compile checked again with warnings off. When that
-    passes, the warnings were the errors (-Werror): all of the first output."""
-    res = subprocess.run(["gcc", *[a for a in args if a != "-Werror"], "-w", "-fsyntax-only"],
-                         capture_output=True, text=True)
-    return (res.stderr if res.returncode != 0 and res.stderr.strip() else stderr).strip()
-
-
-def runtime_hash(extra_flags: tuple[str, ...] = ()) -> str:
-    """Hash of the runtime's sources, headers and flags."""
-    files = sorted((RUNTIME / "src").glob("*.[ch]")) + sorted((RUNTIME / "include").rglob("*.h"))
-    return _digest(*(f.name.encode() + f.read_bytes() for f in files),
-                   " ".join(CFLAGS + extra_flags).encode())
-
-
-def build_runtime(extra_flags: tuple[str, ...] = ()) -> Path:
-    """Compile the runtime library once per content hash; return libofflow.a."""
-    out = cache_dir() / f"runtime-{runtime_hash(extra_flags)}"
-    lib = out / "libofflow.a"
-    if lib.exists():
-        return lib
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    objs = []
-    try:
-        for src in sorted((RUNTIME / "src").glob("*.c")):
-            obj = tmp / (src.stem + ".o")
-            _cc([*CFLAGS, *extra_flags, "-Werror", f"-I{RUNTIME / 'include'}", "-c", str(src),
-                 "-o", str(obj)], f"runtime/{src.name}")
-            objs.append(str(obj))
-        subprocess.run(["ar", "rcs", str(tmp / "libofflow.a"), *objs], check=True)
-    except BaseException:  # a compiler error or Ctrl-C: leave no half-built directory
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
-        tmp.rename(out)
-    except OSError:  # another build won the race; use its result
-        shutil.rmtree(tmp, ignore_errors=True)
-    return lib
-
-
-def build_tool(name: str, sources: list[Path], cflags: tuple[str, ...] | list[str],
-               libs: tuple[str, ...] | list[str] = ()) -> Path:
-    """Compile a C tool (a benchmark or checker driver plus the runtime modules it
-    names) once per content hash of its sources, the runtime headers and the flags;
-    return the executable."""
-    if shutil.which("gcc") is None:
-        raise OfflowError("no C compiler: install gcc (the README's setup command does)")
-    # public headers, the runtime's internal ones (chan_int.h ...), the tools' and the
-    # benchmarks'
-    headers = [*sorted((RUNTIME / "include" / "offlow").glob("*.h")),
-               *sorted((RUNTIME / "src").glob("*.h")), *sorted((RUNTIME / "tools").glob("*.h")),
-               *sorted((RUNTIME / "bench").glob("*.h"))]
-    key = _digest(*(f.name.encode() + f.read_bytes() for f in [*sources, *headers]),
-                  " ".join([*cflags, *libs]).encode())
-    exe = cache_dir() / f"{name}-{key}"
-    if exe.exists():
-        return exe
-    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-    _cc([*cflags, f"-I{RUNTIME / 'include'}", *map(str, sources), "-o", str(tmp), *libs],
-        name)
-    tmp.replace(exe)
-    return exe
 
 
 @dataclass(frozen=True)
@@ -122,6 +28,18 @@ class Build:
     sources: dict[str, str]
     directory: Path
     binaries: dict[str, Path]  # device -> executable
+
+
+def _with_hint(message: str) -> str:
+    """A compiler error, and what to do when a body uses a runtime name (ofl_, OFL_)
+    that the program's headers do not declare (a library's, whose header no element
+    names)."""
+    if re.search(r"(implicit declaration of function|undefined reference to) .ofl_|"
+                 r".(ofl|OFL)_\w*. undeclared", message):
+        return (f"{message}\n(a name of a runtime library beside the core is declared by "
+                "the library's header: name it in the element's or the table's `includes`, "
+                "for example includes = (\"offlow/lpm4.h\",); docs/elements.md)")
+    return message
 
 
 def compile_program(program: Program, fit: tuple[int, str] | None = None) -> Graph:
@@ -137,19 +55,27 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     none."""
     graph = compile_program(program, fit)
     sources = generate(graph)
-    flags = extra_flags + (("-Werror",) if werror else ())
-    lib = build_runtime(extra_flags)
-    key = _digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),
-                  lib.parent.name.encode(), " ".join(flags).encode())
+    d = cbuild.description()
+    libs = d.closure(d.for_headers(headers(graph)))
+    archives = [cbuild.build_library(lib.name, cbuild.TOOL, extra_flags) for lib in libs]
+    cflags = (*d.flags("base", "optimize"), *extra_flags, *(d.flags("werror") if werror else ()))
+    key = digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),
+                 *(a.parent.name.encode() for a in archives), " ".join(cflags).encode())
     out = cache_dir() / f"{program.name}-{key}"
     binaries = {dev: out / dev for dev in graph.devices()}
     if not all(b.exists() for b in binaries.values()):
         out.mkdir(parents=True, exist_ok=True)
         for name, text in sources.items():
             (out / name).write_text(text)
+        system = dict.fromkeys(f for lib in libs for f in lib.link)
         for dev, exe in binaries.items():
             tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-            _cc([*CFLAGS, *flags, f"-I{RUNTIME / 'include'}", f"-I{out}", str(out / f"{dev}.c"),
-                 str(lib), "-o", str(tmp), *LIBS], f"generated {dev}.c of `{program.name}`")
+            try:
+                cbuild.cc(d.compiler(), [*cflags, *cbuild.include_flags(libs, [out]),
+                                         str(out / f"{dev}.c"), *map(str, archives), "-o",
+                                         str(tmp), *system],
+                          f"generated {dev}.c of `{program.name}`")
+            except OfflowError as e:
+                raise OfflowError(_with_hint(str(e))) from None
             tmp.rename(exe)
     return Build(graph, sources, out, binaries)

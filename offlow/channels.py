@@ -1,7 +1,7 @@
 """Channels from Python: open a channel of a running program by name and exchange
 direct messages and bulk transfers with the device that serves it.
 
-This is a thin ctypes layer over the C channel API (runtime/include/offlow/chan.h),
+This is a thin ctypes layer over the C channel API (runtime/core/include/offlow/chan.h),
 built once as a shared library: the blocking calls wait in C (the GIL is released;
 spin, yield, then nap: they cost no CPU while the device is idle, and a signal such
 as Ctrl-C ends the wait and raises here: offlow/interrupt.py),
@@ -23,11 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from offlow.build import RUNTIME, build_tool
+from offlow import cbuild
 from offlow.errors import OfflowError
 from offlow.interrupt import Wakeup, timeout_ns
 
-WINDOW_MAGIC, WINDOW_VERSION = 0x314E49574C464F00, 2  # runtime/include/offlow/window.h
 MSG_MAX = 56
 SIDE_A, SIDE_B = 0, 1
 
@@ -45,16 +44,14 @@ class ChannelTimeout(ChannelError):
     (EAGAIN; Channel.try_send and try_recv answer that with False / None instead)."""
 
 
-def _sources() -> list[Path]:
-    src = RUNTIME / "src"
-    return [*sorted(src.glob("chan*.c")), src / "crc32c.c", src / "wait.c", src / "err.c"]
+# The runtime modules the channel library holds (all of the core's chan*.c).
+MODULES = tuple(("core", m) for m in ("chan", "chan_abi", "chan_bulk", "chan_mem", "chan_mgr",
+                                      "crc32c", "wait", "err", "window"))
 
 
 def _library() -> ctypes.CDLL:
     """Build (once per content hash) and load the channel library."""
-    so = build_tool("libofflow-chan.so", _sources(),
-                    ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-fPIC", "-shared",
-                     "-Wall", "-Wextra", "-Werror"))
+    so = cbuild.build_shared("libofflow-chan.so", MODULES)
     lib = ctypes.CDLL(str(so))
     vp, u32, u64, sz, i32 = (ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_size_t,
                              ctypes.c_int)
@@ -84,6 +81,9 @@ def _library() -> ctypes.CDLL:
         ("ofl_chan_get_stats", None, [vp, vp]),
         ("ofl_crc32c", u32, [u32, vp, sz]),
         ("ofl_strerror", ctypes.c_char_p, [i32]),
+        ("ofl_window_hdr_field", i32, [ctypes.c_char_p, ctypes.POINTER(u64),
+                                       ctypes.POINTER(u32)]),
+        ("ofl_window_hdr_const", i32, [ctypes.c_char_p, ctypes.POINTER(u64)]),
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
@@ -91,14 +91,14 @@ def _library() -> ctypes.CDLL:
 
 
 class _MemDesc(ctypes.Structure):
-    """struct ofl_chan_mem (runtime/include/offlow/chan.h)."""
+    """struct ofl_chan_mem (runtime/core/include/offlow/chan.h)."""
 
     _fields_ = [("addr", ctypes.c_void_p), ("len", ctypes.c_uint64), ("fd", ctypes.c_int),
                 ("ino", ctypes.c_uint64)]
 
 
 class _Stats(ctypes.Structure):
-    """struct ofl_chan_stats (runtime/include/offlow/chan.h)."""
+    """struct ofl_chan_stats (runtime/core/include/offlow/chan.h)."""
 
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "sent", "posted", "received", "withdrawn", "bulk_sent", "bulk_received", "bulk_failed",
@@ -133,6 +133,45 @@ class _Lib:
         text = self.c.ofl_strerror(rc).decode()
         cls = ChannelTimeout if -rc in (errno.ETIMEDOUT, errno.EAGAIN) else ChannelError
         raise cls(what, -rc, text)
+
+
+@dataclass(frozen=True)
+class WindowHeader:
+    """The window header's layout as the C runtime states it (window.h:
+    ofl_window_hdr_field, ofl_window_hdr_const): no offset of it is written in Python.
+    Fields are read and written by name ("chan_off", "stop", ...), little-endian
+    unsigned, each its C size."""
+
+    fields: dict[str, tuple[int, int]]  # name -> (byte offset, size)
+    magic: int
+    version: int
+    size: int  # OFL_WINDOW_HDR_SIZE: where the rest of the window starts
+
+    NAMES = ("magic", "size", "version", "abort", "chan_off", "chan_size", "stop", "drained",
+             "runner")
+
+    @classmethod
+    def of(cls, lib: _Lib) -> WindowHeader:
+        off, size, value = ctypes.c_uint64(), ctypes.c_uint32(), ctypes.c_uint64()
+        fields = {}
+        for name in cls.NAMES:
+            lib.check(lib.c.ofl_window_hdr_field(name.encode(), ctypes.byref(off),
+                                                 ctypes.byref(size)), f"window field {name}")
+            fields[name] = (off.value, size.value)
+        consts = []
+        for name in ("magic", "version", "hdr_size"):
+            lib.check(lib.c.ofl_window_hdr_const(name.encode(), ctypes.byref(value)),
+                      f"window constant {name}")
+            consts.append(value.value)
+        return cls(fields, *consts)
+
+    def get(self, m: Any, name: str) -> int:
+        off, size = self.fields[name]
+        return int.from_bytes(m[off:off + size], "little")
+
+    def put(self, m: Any, name: str, value: int) -> None:
+        off, size = self.fields[name]
+        m[off:off + size] = value.to_bytes(size, "little")
 
 
 def _address(buf: Any, writable: bool) -> tuple[int, int, Any]:
@@ -267,22 +306,20 @@ class Channel:
             self._open = False
 
 
-def _channel_offset(m: Any, window: Path) -> int:
+def _channel_offset(m: Any, window: Path, hdr: WindowHeader) -> int:
     """Where the channel region of the window mapped as `m` starts, after checking
-    that the header and the region's extent fit the file (runtime/include/offlow/window.h):
-    the C side trusts what lies inside the region, not where it is."""
-    def u64(at: int) -> int:
-        return int.from_bytes(m[at:at + 8], "little")
-
-    if len(m) < 4096 or u64(0) != WINDOW_MAGIC:
+    that the header and the region's extent fit the file (runtime/core/include/offlow/
+    window.h): the C side trusts what lies inside the region, not where it is."""
+    if len(m) < hdr.size or hdr.get(m, "magic") != hdr.magic:
         raise OfflowError(f"{window}: not an offlow window (bad magic)")
-    if u64(8) != len(m) or int.from_bytes(m[16:20], "little") != WINDOW_VERSION:
+    if hdr.get(m, "size") != len(m) or hdr.get(m, "version") != hdr.version:
         raise OfflowError(f"{window}: an offlow window of another version or size "
-                          f"({u64(8)} bytes in its header, {len(m)} in the file)")
-    off, size = u64(Region.HDR_CHAN_OFF), u64(Region.HDR_CHAN_SIZE)
+                          f"({hdr.get(m, 'size')} bytes in its header, {len(m)} in the file)")
+    off, size = hdr.get(m, "chan_off"), hdr.get(m, "chan_size")
     if not off:
         raise OfflowError(f"{window}: the program has no channels (Program.channel)")
-    if off % 64 or off + max(size, 64) > len(m) or off + u64(off + 16) > len(m):
+    if off % 64 or off + max(size, 64) > len(m) or \
+            off + int.from_bytes(m[off + 16:off + 24], "little") > len(m):
         raise OfflowError(f"{window}: its channel region lies outside the file")
     return off
 
@@ -295,14 +332,13 @@ class Region:
         """A stand-alone window file holding only a channel region with channels
         `names` (for host programs talking to each other, and for tests)."""
         lib = _Lib(_library())
-        off = 4096
+        layout = WindowHeader.of(lib)
+        off = layout.size
         size = lib.c.ofl_chan_region_size(max(1, len(names)))
         hdr = bytearray(off)
-        hdr[0:8] = WINDOW_MAGIC.to_bytes(8, "little")
-        hdr[8:16] = (off + size).to_bytes(8, "little")
-        hdr[16:20] = WINDOW_VERSION.to_bytes(4, "little")
-        hdr[cls.HDR_CHAN_OFF:cls.HDR_CHAN_OFF + 8] = off.to_bytes(8, "little")
-        hdr[cls.HDR_CHAN_SIZE:cls.HDR_CHAN_SIZE + 8] = size.to_bytes(8, "little")
+        for name, value in (("magic", layout.magic), ("size", off + size),
+                            ("version", layout.version), ("chan_off", off), ("chan_size", size)):
+            layout.put(hdr, name, value)
         with open(path, "xb") as f:
             f.write(bytes(hdr))
             f.truncate(off + size)
@@ -314,14 +350,11 @@ class Region:
                       f"creating channel `{name}`")
         return region
 
-    # byte offsets in the window header (runtime/include/offlow/window.h)
-    HDR_ABORT, HDR_CHAN_OFF, HDR_CHAN_SIZE, HDR_STOP, HDR_DRAINED = 20, 24, 32, 40, 44
-    HDR_RUNNER = 48  # int32: the pid of the process that runs the program (0: unknown)
-
     def __init__(self, window: Path, lib: _Lib | None = None) -> None:
         import mmap
 
         self._lib = lib or _Lib(_library())
+        self.header = WindowHeader.of(self._lib)
         try:
             fd = os.open(window, os.O_RDWR)
         except OSError as e:
@@ -333,14 +366,14 @@ class Region:
         finally:
             os.close(fd)
         try:
-            off = _channel_offset(self._map, window)
+            off = _channel_offset(self._map, window, self.header)
         except OfflowError:
             self._map.close()
             raise
         self._base = ctypes.c_char.from_buffer(self._map)
         self._off = off
         self.address = ctypes.addressof(self._base) + off
-        self.abort = ctypes.addressof(self._base) + self.HDR_ABORT
+        self.abort = ctypes.addressof(self._base) + self.header.fields["abort"][0]
         self.channels: dict[str, Channel] = {}
         self._registered: list[_Registered] = []
         self._wakeup = Wakeup()
@@ -386,12 +419,12 @@ class Region:
         self._registered.append(_Registered(desc, fd, mm))
         return arr[:count * dt.itemsize].view(dt).reshape(shape)
 
-    def word(self, offset: int) -> int:
-        """A 32-bit word of the window header."""
-        return int.from_bytes(self._map[offset:offset + 4], "little")
+    def word(self, name: str) -> int:
+        """Field `name` of the window header ("stop", "drained", "abort", "runner")."""
+        return self.header.get(self._map, name)
 
-    def set_word(self, offset: int, value: int) -> None:
-        self._map[offset:offset + 4] = value.to_bytes(4, "little")
+    def set_word(self, name: str, value: int) -> None:
+        self.header.put(self._map, name, value)
 
     def close(self) -> None:
         for ch in self.channels.values():

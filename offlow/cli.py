@@ -4,55 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import runpy
 import sys
-import traceback
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from offlow.build import compile_program
-from offlow.dsl import Program
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.lifecycle import Terminated, signals_deferred, stop_signals
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, build_for, check_options, run
-
-
-def load_program(path: Path, settings: Sequence[str] = ()) -> Program:
-    """Run a program file in a fresh namespace and call its `program()` function. An
-    error raised there (a Python one, or an offlow one about the wiring) is an
-    OfflowError naming the file and the line of the program that raised it."""
-    if not path.exists():
-        raise OfflowError(f"no such program file: {path}")
-    try:
-        namespace = runpy.run_path(str(path), run_name="offlow_program")
-        factory = namespace.get("program")
-        if not callable(factory):
-            raise OfflowError(f"{path} must define `def program() -> offlow.Program`")
-        prog = factory()
-    except Exception as err:  # any error of the user's code is reported so
-        raise OfflowError(_program_error(path, err)) from None
-    if not isinstance(prog, Program):
-        raise OfflowError(f"{path}: program() returned {type(prog).__name__}, not a Program")
-    for s in settings:
-        prog.apply_setting(s)
-    return prog
-
-
-def _program_error(path: Path, err: Exception) -> str:
-    """`FILE:LINE: message` for an error raised while running program file `path`: the
-    line is the deepest one of the file in the traceback (or a syntax error's)."""
-    if isinstance(err, SyntaxError) and err.filename and err.lineno:
-        return f"{err.filename}:{err.lineno}: {type(err).__name__}: {err.msg}"
-    here = str(path)
-    frames = [f for f in traceback.extract_tb(err.__traceback__)
-              if Path(f.filename).resolve() == path.resolve()]
-    what = str(err) if isinstance(err, OfflowError) else f"{type(err).__name__}: {err}"
-    if not frames or str(err).startswith(here):
-        return what
-    return f"{here}:{frames[-1].lineno}: {what}"
 
 
 def _cmd_explain(a: argparse.Namespace) -> int:
@@ -118,45 +80,6 @@ def _cmd_kvs(a: argparse.Namespace) -> int:
     from offlow.kvs import quick
 
     return quick.cli(a)
-
-
-def _cmd_bench(a: argparse.Namespace) -> int:
-    if a.name == "queue":
-        from offlow.bench import queue
-
-        queue.run(quick=a.quick, out_json=a.json_out)
-        return 0
-    if a.name == "router":
-        from offlow.bench import router
-
-        router.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
-                   prefixes=a.prefixes or router.DEFAULT_PREFIXES, sweeps=a.sweeps)
-        return 0
-    if a.name == "channels":
-        from offlow.bench import channels
-
-        channels.run(quick=a.quick, out_json=a.json_out, png=a.png)
-        return 0
-    if a.name == "groups":
-        from offlow.bench import groups
-
-        groups.run(quick=a.quick, out_json=a.json_out, out_png=a.png, prefixes=a.prefixes)
-        return 0
-    if a.name == "kvs":
-        from offlow.bench import kvs
-
-        kvs.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
-                designs=a.designs.split(",") if a.designs else None, duration=a.duration,
-                cores=a.cores, repeat=a.repeat,
-                workloads=a.values.split(",") if a.values else None)
-        return 0
-    if a.name == "lso":
-        from offlow.bench import lso
-
-        lso.run(quick=a.quick, out_json=a.json_out)
-        return 0
-    raise OfflowError(f"unknown benchmark `{a.name}`; available: queue, router, groups, "
-                      "channels, kvs, lso")
 
 
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -261,24 +184,10 @@ def parser() -> argparse.ArgumentParser:
                                             parser_class=_SubParser), _SubParser)
 
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
-    b.add_argument("name", choices=["queue", "router", "groups", "channels", "kvs", "lso"])
-    b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
-    b.add_argument("--json-out", type=Path, help="where to write the JSON results")
-    b.add_argument("--png", type=Path,
-                   help="router, groups, channels, kvs: where to write the plot")
-    b.add_argument("--prefixes", type=Path,
-                   help="router, groups: prefix file (default: the BGP table)")
-    b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,l3fwd,groups "
-                   "(default: all)")
-    b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,"
-                   "udp_echo,cpu,split,cache_wt,cache_wb,kvs_server)")
-    b.add_argument("--values", help="kvs: comma-separated workloads (default: '64 B,1 KB,"
-                   "64 KB': 64 B and 1 KB values over UDP, 64 KB over TCP)")
-    b.add_argument("--duration", type=float, help="kvs: measured seconds per run")
-    b.add_argument("--cores", type=int,
-                   help="kvs: server core budget, memcached/kvs_server -t (default 2)")
-    b.add_argument("--repeat", type=int, help="kvs: rounds over the designs (default 3)")
-    b.set_defaults(fn=_cmd_bench)
+    import benchmarks  # the benchmarks (a package beside offlow's) say their options
+
+    benchmarks.add_arguments(b)
+    b.set_defaults(fn=benchmarks.run)
     return p
 
 

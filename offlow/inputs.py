@@ -10,11 +10,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlow.build import CFLAGS, RUNTIME, build_tool
+from offlow.cbuild import RUNTIME, build_exe
 from offlow.errors import OfflowError
 
 INPUTS_MAIN = RUNTIME / "tools" / "inputs_main.c"
-INPUTS_MODULES = ("pcap_port", "src", "synth", "pkt")
 
 
 @dataclass(frozen=True)
@@ -27,8 +26,7 @@ class Capture:
 
 
 def _tool() -> Path:
-    sources = [INPUTS_MAIN, *(RUNTIME / "src" / f"{m}.c" for m in INPUTS_MODULES)]
-    return build_tool("offlow-inputs", sources, (*CFLAGS, "-Werror"), ("-lpcap", "-lz", "-lm"))
+    return build_exe("offlow-inputs", [INPUTS_MAIN])
 
 
 def _ask(args: list[str], what: str) -> dict[str, int]:

@@ -4,7 +4,7 @@ Python runs a signal's handler (KeyboardInterrupt for Ctrl-C) only between bytec
 a C call that waits for a device never sees it. So while such a call may block, this
 process's signal wakeup fd (signal.set_wakeup_fd: Python's own C-level handler writes
 a byte to it for every signal, in whichever thread the signal lands) points at a pipe
-whose read end the C waits poll (ofl_chan_set_intr, runtime/include/offlow/wait.h):
+whose read end the C waits poll (ofl_chan_set_intr, runtime/core/include/offlow/wait.h):
 the call returns -EINTR within a millisecond, Python runs the handler, and a call
 whose handler did not raise goes on waiting. Only the main thread can be interrupted
 so (it alone runs handlers); the wakeup fd it had is put back after each call, and

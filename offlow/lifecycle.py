@@ -3,7 +3,7 @@
 A run owns a window in /dev/shm (offlow-NAME-PID-HEX) and a run folder in the temp
 directory (offlow-run-PID-...), PID being the runner's.  The runner removes both when
 it ends; when it is killed (SIGKILL, the OOM killer), its processes notice through
-their liveness pipe and remove them (runtime/include/offlow/lifeline.h); what a
+their liveness pipe and remove them (runtime/core/include/offlow/lifeline.h); what a
 runner killed before any process started leaves, the next run removes (sweep_stale).
 """
 

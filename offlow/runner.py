@@ -285,7 +285,7 @@ class Run:
     """A running program: start(), then wait(); `procs` maps device -> Popen.
 
     Every process of the run holds the read end of a pipe whose write end only this
-    process holds (its lifeline, runtime/include/offlow/lifeline.h): whenever this
+    process holds (its lifeline, runtime/core/include/offlow/lifeline.h): whenever this
     process ends, however it ends, they stop and remove the run's window and files."""
 
     def __init__(self, b: Build, o: RunOptions, progress: bool = False) -> None:
@@ -430,7 +430,7 @@ class Run:
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         """Ask the processes to stop: they finish cleanly (sources end, queues drain,
-        stats are written; see runtime/include/offlow/stop.h), and wait() returns
+        stats are written; see runtime/core/include/offlow/stop.h), and wait() returns
         what they counted until then."""
         for p in self.procs.values():
             if p.poll() is None:

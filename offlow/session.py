@@ -72,9 +72,9 @@ class Session:
             raise OfflowError("the session is not running (use it in a `with` block)")
         deadline = time.monotonic() + timeout
         want = len(self.run.procs)
-        while self.region.word(Region.HDR_DRAINED) < want:
+        while self.region.word("drained") < want:
             failed = [d for d, p in self.run.procs.items() if p.poll() is not None]
-            if failed or self.region.word(Region.HDR_ABORT):
+            if failed or self.region.word("abort"):
                 raise OfflowError(f"the program stopped before draining ({', '.join(failed)} "
                                   "exited); see its errors")
             if time.monotonic() > deadline:
@@ -83,7 +83,7 @@ class Session:
 
     def _stop(self) -> RunResult:
         if self.region is not None:
-            self.region.set_word(Region.HDR_STOP, 1)
+            self.region.set_word("stop", 1)
             self.region.close()
             self.region = None
         else:  # the window could not be mapped: stop the processes by hand
@@ -118,10 +118,10 @@ class Attached:
             raise OfflowError(f"{self.window}: no such window (the program has ended, or the "
                               "path is not the one `offlow run --serve` printed)")
         self.region: Region | None = Region(self.window)
-        if self.region.word(Region.HDR_STOP) or self.region.word(Region.HDR_ABORT):
+        if self.region.word("stop") or self.region.word("abort"):
             self.close()
             raise OfflowError(f"{self.window}: the program is stopping")
-        runner = self.region.word(Region.HDR_RUNNER)
+        runner = self.region.word("runner")
         if 0 < runner < 2**31 and not pid_alive(runner):
             self.close()
             raise OfflowError(f"{self.window}: the program has ended (the process that ran "

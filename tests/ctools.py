@@ -1,34 +1,37 @@
-"""Build and run C test programs from pytest (plain or with ASan+UBSan)."""
+"""Build and run C test programs from pytest (plain or with ASan+UBSan), through the one
+C build description (runtime/build.toml, offlow/cbuild.py): a test links the runtime
+libraries it names, built with the test's own flags."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNTIME = ROOT / "runtime"
-CFLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-pthread"]
-SANITIZE = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover=all"]
+from offlow import cbuild
+
+# The core's C tests, and check.h, the helpers every C test includes (a library's tests
+# live in its own folder: runtime/lib/NAME/tests).
+C_TESTS = Path(__file__).resolve().parent / "c"
 
 
-def runtime_sources() -> list[Path]:
-    """All C sources of the runtime library."""
-    return sorted((RUNTIME / "src").glob("*.c"))
+def lib_test(lib: str, name: str) -> Path:
+    """The C test `name`.c of runtime library `lib`."""
+    return cbuild.description().library(lib).tests / f"{name}.c"
 
 
-def build_c(
-    sources: list[Path], out_dir: Path, name: str, sanitize: bool = False,
-    libs: tuple[str, ...] = ("-lpcap", "-lz", "-lm"),
-) -> Path:
-    """Compile `sources` plus the runtime into an executable; return its path."""
-    flags = CFLAGS + (SANITIZE + ["-O1"] if sanitize else ["-O2"])
-    key = hashlib.sha256(" ".join(map(str, sources + flags)).encode()).hexdigest()[:8]
-    exe = out_dir / f"{name}-{'asan' if sanitize else 'plain'}-{key}"
-    cmd = ["gcc", *flags, f"-I{RUNTIME / 'include'}", *map(str, sources), "-o", str(exe), *libs]
-    subprocess.run(cmd, check=True, capture_output=False)
-    return exe
+def flag_sets(sanitize: bool) -> tuple[str, ...]:
+    """The build description's flag sets of a C test: plain, or under ASan+UBSan."""
+    return ("base", "sanitize" if sanitize else "optimize", "werror")
+
+
+def build_c(sources: Sequence[Path], name: str, libs: Sequence[str] = ("core",),
+            sanitize: bool = False, link: Sequence[str] = ()) -> Path:
+    """Compile `sources` with runtime libraries `libs` (cached by content hash); return
+    the executable."""
+    return cbuild.build_exe(f"ctest-{name}-{'asan' if sanitize else 'plain'}", sources, libs,
+                            flag_sets(sanitize), includes=[C_TESTS], link=link)
 
 
 def run_c(exe: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ from typing import Any
 import dpkt
 
 from offlow.build import DATA
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.report import summarize
 from offlow.runner import RunOptions, build_for, run
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow.bench import router
+from benchmarks import router
 
 BGP = router.DEFAULT_PREFIXES
 # Default and host routes, nested prefixes, beside the slice.

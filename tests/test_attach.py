@@ -18,6 +18,7 @@ import pytest
 from offlow import OfflowError
 from offlow.channels import ChannelError, Region
 from offlow.session import attach
+from tests.ctools import C_TESTS, build_c
 
 ECHO = Path(__file__).resolve().parent / "programs" / "echo.py"
 
@@ -84,7 +85,7 @@ def test_serving_a_program_without_channels_is_refused() -> None:
 
 
 def _window(path: Path, chan_off: int, chan_size: int, size: int = 8192) -> Path:
-    """A window header (runtime/include/offlow/window.h) with the given channel extent."""
+    """A window header (runtime/core/include/offlow/window.h) with the given channel extent."""
     hdr = bytearray(size)
     hdr[0:8] = (0x314E49574C464F00).to_bytes(8, "little")
     hdr[8:16] = size.to_bytes(8, "little")
@@ -141,7 +142,7 @@ def test_a_stopping_program_is_not_attached_to(tmp_path: Path) -> None:
     r = Region.create(path, ["a", "b"])
     with attach(path) as a:
         assert a.region is not None and a.region.names() == ["a", "b"]
-    r.set_word(Region.HDR_STOP, 1)
+    r.set_word("stop", 1)
     r.close()
     with pytest.raises(OfflowError, match="stopping"):
         attach(path)
@@ -153,16 +154,16 @@ def test_the_window_of_an_ended_program_is_refused(tmp_path: Path) -> None:
     channel) is a clear error, not a success whose first send fails."""
     path = tmp_path / "win"
     r = Region.create(path, ["a"])
-    r.set_word(Region.HDR_RUNNER, os.getpid())
+    r.set_word("runner", os.getpid())
     with attach(path) as a:
         assert a.names() == ["a"]
     gone = subprocess.Popen([sys.executable, "-c", ""])
     gone.wait()
-    r.set_word(Region.HDR_RUNNER, gone.pid)
+    r.set_word("runner", gone.pid)
     with pytest.raises(OfflowError, match=f"the program has ended \\(the process that ran it, "
                                           f"pid {gone.pid}, is gone\\)"):
         attach(path)
-    r.set_word(Region.HDR_RUNNER, 0)  # unknown: not refused
+    r.set_word("runner", 0)  # unknown: not refused
     code = ("import os, signal, sys; from offlow.channels import Region; "
             "Region(sys.argv[1]).channel('a', side=1); os.kill(os.getpid(), signal.SIGKILL)")
     dev = subprocess.run([sys.executable, "-c", code, str(path)], timeout=120)
@@ -175,22 +176,26 @@ def test_the_window_of_an_ended_program_is_refused(tmp_path: Path) -> None:
     r.close()
 
 
-def test_the_window_header_offsets_are_the_c_headers(tmp_path: Path) -> None:
-    """Region's offsets into the window header are those of struct ofl_window_hdr."""
-    from offlow.build import RUNTIME
-
-    src = tmp_path / "offsets.c"
-    src.write_text("#include <stddef.h>\n#include <stdio.h>\n#include \"offlow/window.h\"\n"
-                   "int main(void) { printf(\"%zu %zu %zu %zu %zu %zu\\n\", "
-                   + ", ".join(f"offsetof(struct ofl_window_hdr, {f})" for f in
-                               ("abort", "chan_off", "chan_size", "stop", "drained", "runner"))
-                   + "); return 0; }\n")
-    exe = tmp_path / "offsets"
-    subprocess.run(["gcc", "-std=c11", f"-I{RUNTIME / 'include'}", str(src), "-o", str(exe)],
-                   check=True)
-    got = subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()
-    assert list(map(int, got)) == [Region.HDR_ABORT, Region.HDR_CHAN_OFF, Region.HDR_CHAN_SIZE,
-                                   Region.HDR_STOP, Region.HDR_DRAINED, Region.HDR_RUNNER]
+def test_the_window_header_python_writes_and_reads_is_the_c_struct(tmp_path: Path) -> None:
+    """Python reads and writes the window header through the layout C exports
+    (WindowHeader): a window Python made opens in C (magic, version, size checked) with
+    the fields Python wrote, and the words C sets through the struct are the ones Python
+    reads."""
+    exe = build_c([C_TESTS / "window_fields.c"], "window_fields")
+    path = tmp_path / "win"
+    r = Region.create(path, ["a", "b"])
+    for name, value in (("abort", 3), ("stop", 1), ("drained", 2), ("runner", os.getpid())):
+        r.set_word(name, value)
+    got = subprocess.run([str(exe), "read", str(path)], capture_output=True, text=True,
+                         check=True).stdout.split()
+    fields = dict(zip(got[::2], map(int, got[1::2]), strict=True))
+    assert fields == {"size": path.stat().st_size, "chan_off": 4096,
+                      "chan_size": path.stat().st_size - 4096, "abort": 3, "stop": 1,
+                      "drained": 2, "runner": os.getpid()}
+    assert r.names() == ["a", "b"]
+    subprocess.run([str(exe), "write", str(path)], check=True)
+    assert [r.word(n) for n in ("abort", "stop", "drained", "runner")] == [7, 11, 13, 1234567]
+    r.close()
 
 
 def test_mutated_windows_are_refused_or_opened_never_a_crash(tmp_path: Path) -> None:
@@ -204,6 +209,7 @@ from pathlib import Path
 from offlow import OfflowError
 from offlow.channels import ChannelError, Region
 from offlow.session import attach
+from tests.ctools import C_TESTS, build_c
 base = Path({str(tmp_path)!r}) / "base"
 Region.create(base, ["a", "b"]).close()
 good = base.read_bytes()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow.bench import channels
+from benchmarks import channels
 
 TINY = channels.Sweep(lat_batches=5, lat_per=10, bulk_lat_sizes=(64, 4096),
                       sizes=(4096, 1 << 20), reps=4, conc=8, pingpong_batches=20,

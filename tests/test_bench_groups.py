@@ -7,8 +7,8 @@ import gzip
 import os
 from pathlib import Path
 
-from offlow.bench import groups
-from offlow.bench.router import DEFAULT_PREFIXES
+from benchmarks import groups
+from benchmarks.router import DEFAULT_PREFIXES
 
 
 def test_group_sweep_is_well_formed(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow.bench import kvs
+from benchmarks import kvs
 from offlow.kvs.tools import setup_memcached
 
 ROOT = Path(__file__).resolve().parents[1]

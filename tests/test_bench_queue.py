@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow.bench import queue
+from benchmarks import queue
 
 KEYS = {"batch", "entry_size", "ring_size", "entries", "reps", "offlow_received",
         "ceiling_received", "offlow_mps", "offlow_mps_min", "offlow_mps_max", "ceiling_mps",

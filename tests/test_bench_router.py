@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offlow.bench import router
+from benchmarks import router
+from benchmarks.common import peers
+from benchmarks.common import routes as common_routes
 from tests.router_slice import _cache, write_slice  # noqa: F401 (_cache: autouse fixture)
 
 TINY = router.Sweep(build_sizes=(250, None), lookup_size=None, addresses=4096,
@@ -120,23 +122,23 @@ def test_without_dpdk_offlow_is_measured_alone(slice_file: Path, tmp_path: Path,
 
 
 def test_slices_and_addresses() -> None:
-    routes = np.zeros(10, dtype=router.V4)
+    routes = np.zeros(10, dtype=common_routes.V4)
     routes["addr"] = np.arange(10)
-    assert list(router.take(routes, 5)["addr"]) == [0, 2, 4, 6, 8]
-    assert len(router.take(routes, None)) == 10 and len(router.take(routes, 99)) == 10
+    assert list(common_routes.take(routes, 5)["addr"]) == [0, 2, 4, 6, 8]
+    assert len(common_routes.take(routes, None)) == 10 and len(common_routes.take(routes, 99)) == 10
     # Hits lie inside the prefix they were drawn from.
-    r4 = np.zeros(3, dtype=router.V4)
+    r4 = np.zeros(3, dtype=common_routes.V4)
     r4["addr"] = [0x0A000000, 0xC0000200, 0]
     r4["len"] = [8, 24, 0]
-    a = router.addresses4(r4, 1000, np.random.default_rng(1))
+    a = common_routes.addresses4(r4, 1000, np.random.default_rng(1))
     nets = [ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("192.0.2.0/24"),
             ipaddress.ip_network("0.0.0.0/0")]
     assert all(any(ipaddress.IPv4Address(int(x)) in n for n in nets) for x in a["hits"])
     assert len(set(a["random"].tolist())) > 990
-    r6 = np.zeros(1, dtype=router.V6)
+    r6 = np.zeros(1, dtype=common_routes.V6)
     r6["addr"][0] = list(ipaddress.IPv6Address("2001:db8::").packed)
     r6["len"] = 33
-    a6 = router.addresses6(r6, 500, np.random.default_rng(2))
+    a6 = common_routes.addresses6(r6, 500, np.random.default_rng(2))
     net = ipaddress.ip_network("2001:db8::/33")
     assert all(ipaddress.IPv6Address(bytes(x)) in net for x in a6["hits"])
     assert a6["random"].shape == (500, 16)
@@ -162,18 +164,18 @@ def test_verdict_lines() -> None:
 
 
 def test_dpdk_setup_says_why_it_cannot_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(router, "_pkg_config", lambda *a: None)
-    real_which = router.shutil.which
-    monkeypatch.setattr(router.shutil, "which",
+    monkeypatch.setattr(peers, "pkg_config", lambda *a: None)
+    real_which = peers.shutil.which
+    monkeypatch.setattr(peers.shutil, "which",
                         lambda name: None if name == "apt-get" else real_which(name))
-    assert router.setup_dpdk() == (None, "libdpdk-dev is not installed and there is no "
+    assert peers.setup_dpdk() == (None, "libdpdk-dev is not installed and there is no "
                                          "apt-get to install it")
-    monkeypatch.setattr(router.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr(router.os, "geteuid", lambda: 1000)
-    assert router.setup_dpdk() == (None, "libdpdk-dev is not installed and installing it "
+    monkeypatch.setattr(peers.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(peers.os, "geteuid", lambda: 1000)
+    assert peers.setup_dpdk() == (None, "libdpdk-dev is not installed and installing it "
                                          "needs root")
-    monkeypatch.setattr(router, "_pkg_config", lambda *a: "22.11.11")
-    assert router.setup_dpdk() == ("22.11.11", None)
+    monkeypatch.setattr(peers, "pkg_config", lambda *a: "22.11.11")
+    assert peers.setup_dpdk() == ("22.11.11", None)
 
 
 def test_dpdk_setup_installs_with_apt_get(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -193,9 +195,9 @@ def test_dpdk_setup_installs_with_apt_get(tmp_path: Path, monkeypatch: pytest.Mo
         f"touch {tmp_path}/installed\n")
     for f in bin_.iterdir():
         f.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_}:{router.os.environ['PATH']}")
-    monkeypatch.setattr(router.os, "geteuid", lambda: 0)
-    assert router.setup_dpdk() == ("22.11.99", None)
+    monkeypatch.setenv("PATH", f"{bin_}:{peers.os.environ['PATH']}")
+    monkeypatch.setattr(peers.os, "geteuid", lambda: 0)
+    assert peers.setup_dpdk() == ("22.11.99", None)
     assert log.read_text().splitlines() == ["install -y -qq libdpdk-dev", "update -qq",
                                             "install -y -qq libdpdk-dev"]
     out = capsys.readouterr().out
@@ -206,7 +208,7 @@ def test_dpdk_setup_installs_with_apt_get(tmp_path: Path, monkeypatch: pytest.Mo
     (bin_ / "apt-get").write_text("#!/bin/sh\n[ \"$1\" = update ] && exit 0\n"
                                   "echo 'E: Unable to locate package libdpdk-dev' >&2\n"
                                   "exit 100\n")
-    version, why = router.setup_dpdk()
+    version, why = peers.setup_dpdk()
     assert version is None
     assert why == ("apt-get install libdpdk-dev failed (exit 100): E: Unable to locate "
                    "package libdpdk-dev")
@@ -214,8 +216,8 @@ def test_dpdk_setup_installs_with_apt_get(tmp_path: Path, monkeypatch: pytest.Mo
 
 def _lpm_programs() -> list[Path]:
     """bench_lpm, and bench_dpdk_lpm where libdpdk is installed."""
-    exes = [router.build_offlow()]
-    if router.pkg_config("--modversion") is not None:
+    exes = [common_routes.build_offlow()]
+    if peers.pkg_config("--modversion") is not None:
         exes.append(router.build_dpdk())
     return exes
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offlow.bench import router, router_fwd, router_l3fwd, router_offload, router_sweeps
+from benchmarks import router, router_fwd, router_l3fwd, router_offload, router_sweeps
+from benchmarks.common import routes as common_routes
 from offlow.errors import OfflowError
-from tests.ctools import RUNTIME, build_c, run_c
+from tests.ctools import build_c, run_c
 from tests.router_slice import _cache, write_slice  # noqa: F401 (_cache: autouse fixture)
 
 OFFLOAD = router_offload.OffloadSweep(batches=(32, 256, 4096), addresses=2048,
@@ -39,7 +40,7 @@ def routes(slice_file: Path, tmp_path_factory: pytest.TempPathFactory,
     mp = pytest.MonkeyPatch()
     mp.setenv("OFFLOW_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
     try:
-        _, r4, r6 = router.load_routes(router.build_offlow(), slice_file, work)
+        _, r4, r6 = common_routes.load_routes(common_routes.build_offlow(), slice_file, work)
     finally:
         mp.undo()
     return r4, r6
@@ -82,17 +83,15 @@ def test_offload_sweep(slice_file: Path, tmp_path: Path,
 
 
 @pytest.fixture(scope="module")
-def offload_exe(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("offload-c")
-    srcs = [RUNTIME / "bench" / "bench_offload.c",
-            *(RUNTIME / "src" / f"{m}.c" for m in router_offload.MODULES)]
-    return {"plain": build_c(srcs, out, "bench_offload", libs=("-lz", "-lm")),
-            "asan": build_c(srcs, out, "bench_offload", sanitize=True, libs=("-lz", "-lm"))}
+def offload_exe() -> dict[str, Path]:
+    srcs = [router_offload.SRC]
+    return {"plain": build_c(srcs, "bench_offload", ["lpm"]),
+            "asan": build_c(srcs, "bench_offload", ["lpm"], sanitize=True)}
 
 
 def _addr_file(tmp_path: Path, routes: tuple[np.ndarray, np.ndarray], family: int) -> Path:
     rng = np.random.default_rng(3)
-    gen = router.addresses4 if family == 4 else router.addresses6
+    gen = common_routes.addresses4 if family == 4 else common_routes.addresses6
     a = gen(routes[0] if family == 4 else routes[1], 1000, rng)["hits"]
     p = tmp_path / f"a{family}.bin"
     np.ascontiguousarray(a).tofile(p)

@@ -13,7 +13,8 @@ import pytest
 
 from offlow import OfflowError
 from offlow.build import build
-from offlow.cli import load_program, main
+from offlow.cli import main
+from offlow.dsl.loader import load_program
 from offlow.runner import RunOptions
 from offlow.session import session
 from tests.e2e import TLS, read_frames, run_example

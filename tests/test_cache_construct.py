@@ -12,9 +12,9 @@ import pytest
 
 from offlow import OfflowError
 from offlow.build import compile_program
-from offlow.cli import load_program
 from offlow.codegen.c import generate
 from offlow.codegen.queuegen import push_fn
+from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.ir import Edge, Graph
 from offlow.passes import compile_graph

@@ -4,26 +4,14 @@ run as a program that prints its checks and exits non-zero on failure."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.ctools import RUNTIME, build_c, run_c
-
-C_TESTS = Path(__file__).resolve().parent / "c"
-SOURCES = [RUNTIME / "src" / f"{m}.c"
-           for m in ("err", "wait", "crc32c", "chan", "chan_bulk", "chan_mem", "chan_mgr")]
-
-
-@pytest.fixture(scope="module")
-def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("chan")
+from tests.ctools import C_TESTS, build_c, run_c
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
-def test_chan_program(sanitize: bool, build_dir: Path) -> None:
-    exe = build_c([C_TESTS / "test_chan.c", *SOURCES], build_dir, "test_chan",
-                  sanitize=sanitize, libs=("-lm",))
+def test_chan_program(sanitize: bool) -> None:
+    exe = build_c([C_TESTS / "test_chan.c"], "test_chan", sanitize=sanitize)
     # 256 channels either way; transfers up to 3 MB plain, 1 MB under the sanitizers.
     args = ["256", "1000000"] if sanitize else ["256", "3145728"]
     res = run_c(exe, *args, timeout=120)

@@ -26,7 +26,7 @@ import dpkt
 import pytest
 
 from offlow.build import build
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from tests.e2e import EXAMPLE, ROOT, TLS
 from tests.procs import start_cli
 from tests.router_slice import slice_lines

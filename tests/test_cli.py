@@ -64,20 +64,20 @@ def test_router_check_command_reports_zero_mismatches(
 def test_ctrl_c_while_compiling_exits_130_without_a_traceback_or_a_half_built_runtime(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    import offlow.build
+    import offlow.cbuild
 
     monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path / "cache"))
-    real_cc, calls = offlow.build._cc, []
+    real_cc, calls = offlow.cbuild.cc, []
 
-    def cc_then_ctrl_c(args: list[str], what: str) -> None:
+    def cc_then_ctrl_c(cc: str, args: list[str], what: str) -> None:
         calls.append(what)
-        # the inputs tool (checks --sizes before anything starts), then the second
-        # runtime module: one object file is built
+        # the runtime's core for the inputs tool (it checks --sizes before anything
+        # starts): two object files are built, the third is interrupted
         if len(calls) == 3:
             raise KeyboardInterrupt
-        real_cc(args, what)
+        real_cc(cc, args, what)
 
-    monkeypatch.setattr(offlow.build, "_cc", cc_then_ctrl_c)
+    monkeypatch.setattr(offlow.cbuild, "cc", cc_then_ctrl_c)
     try:
         rc = main(["run", str(EXAMPLE), "--duration", "1"])
     except KeyboardInterrupt:  # escaping main would end the whole pytest session
@@ -85,9 +85,8 @@ def test_ctrl_c_while_compiling_exits_130_without_a_traceback_or_a_half_built_ru
     assert rc == 130
     err = capsys.readouterr().err
     assert "offlow: interrupted" in err and "Traceback" not in err
-    assert len(calls) == 3 and calls[0] == "offlow-inputs"
-    left = [p.name for p in (tmp_path / "cache").iterdir()]
-    assert [n for n in left if not n.startswith("offlow-inputs-")] == []  # no runtime-*.tmpPID
+    assert len(calls) == 3 and all(c.startswith("runtime/core/src/") for c in calls), calls
+    assert list((tmp_path / "cache").iterdir()) == []  # no runtime-core-*.tmpPID
 
 
 def test_ctrl_c_during_a_run_prints_the_counts_and_says_so(tmp_path: Path) -> None:

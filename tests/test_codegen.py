@@ -9,7 +9,7 @@ from pathlib import Path
 import dpkt
 
 from offlow.build import compile_program
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from tests.e2e import TLS, read_frames, run_example
 from tests.test_e2e import expected_forwarded
 

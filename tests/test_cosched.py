@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from offlow.build import build, compile_program
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.passes.fuse import CoreThread, threads
 from offlow.runner import RunOptions, oversubscription

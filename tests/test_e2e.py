@@ -15,8 +15,9 @@ import dpkt
 import pytest
 from scapy.layers.inet import IP
 
+from offlow import cbuild
 from offlow.build import build
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.lifecycle import stop_signals
 from offlow.report import summarize
 from offlow.runner import Run, RunOptions, build_for, run
@@ -268,8 +269,7 @@ def test_malformed_capture_is_dropped_and_counted_where_each_frame_fails(tmp_pat
     assert a["consumed"] == {"non_ip": want["other"]}
 
 
-SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer",
-            "-fno-sanitize-recover=all")
+SANITIZE = cbuild.flags("sanitize")
 
 
 @pytest.mark.parametrize(("engine", "placement"), [

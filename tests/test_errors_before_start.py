@@ -14,6 +14,7 @@ import pytest
 
 from offlow.build import DATA
 from offlow.elements.kvs import MEMCACHED_CACHE
+from tests.ctools import build_c
 from tests.e2e import EXAMPLE, TLS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,9 +109,7 @@ def test_the_cache_limits_are_the_c_sides(tmp_path: Path) -> None:
     src.write_text('#include <stdio.h>\n#include "offlow/kvcache.h"\n'
                    'int main(void) { printf("%u %u %u", OFL_KVC_WAYS_MAX, OFL_KVC_ENTRIES_MAX,'
                    " OFL_KVC_VALUE_MAX); return 0; }\n")
-    exe = tmp_path / "limits"
-    subprocess.run(["gcc", "-std=c11", f"-I{ROOT / 'runtime' / 'include'}", str(src), "-o",
-                    str(exe)], check=True)
+    exe = build_c([src], "limits", ["kvs"])
     highs = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True,
                                             check=True).stdout.split()]
     assert {k: hi for k, _, hi in MEMCACHED_CACHE.limits} == dict(

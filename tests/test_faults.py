@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from offlow.build import build
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.lifecycle import pid_alive, sweep_stale
 from offlow.runner import Run, RunOptions
 from tests.e2e import EXAMPLE, ROOT

@@ -17,32 +17,32 @@ from pathlib import Path
 
 import pytest
 
+from offlow import cbuild
 from offlow.build import DATA
+from offlow.errors import OfflowError
 from offlow.kvs.steps import binary_steps, meta_steps, text_steps, udp_steps
 from offlow.testing import malformed_cases
 from offlow.testing.malformed import write_pcap
-from tests.ctools import RUNTIME, runtime_sources
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
-SOURCES = [RUNTIME / "src" / f"{m}.c"
-           for m in ("err", "pkt", "src", "pcap_port", "synth", "routes", "lpm4", "lpm6",
-                     "mcproto", "kvstore", "kvexec", "lso")]
-TARGETS = ("pkt", "pcap", "prefixes", "routes", "mcproto", "chan", "kvcache", "lso")
-FLAGS = ["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", "-g", "-O1",
-         "-fsanitize=fuzzer,address,undefined", "-fno-sanitize-recover=all"]
+# target -> the runtime library it fuzzes (and links, with the core)
+TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm",
+           "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso"}
+SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
 SECONDS = 10
 
 
 def _libfuzzer_problem(tmp: Path) -> str | None:
     """Why libFuzzer targets cannot be built here, or None."""
-    if shutil.which("clang") is None:
-        return "clang is not installed"
+    cc = cbuild.description().compiler(*SETS)
+    if shutil.which(cc) is None:
+        return f"{cc} is not installed"
     src = tmp / "probe.c"
     src.write_text("#include <stddef.h>\n#include <stdint.h>\n"
                    "int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)"
                    "{ (void)d; (void)n; return 0; }\n")
-    res = subprocess.run(["clang", *FLAGS, str(src), "-o", str(tmp / "probe")],
+    res = subprocess.run([cc, *cbuild.flags(*SETS), str(src), "-o", str(tmp / "probe")],
                          capture_output=True, text=True)
     if res.returncode != 0:
         return f"clang cannot link -fsanitize=fuzzer (libclang-rt-dev missing?): " \
@@ -138,12 +138,11 @@ def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, 
     env = dict(os.environ, TMPDIR=str(tmp),
                ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    for t in TARGETS:
-        exe = tmp / f"fuzz_{t}"
-        srcs = runtime_sources() if t == "kvcache" else SOURCES   # kvcache.c needs gen.c
-        subprocess.run(["clang", *FLAGS, f"-I{RUNTIME / 'include'}", str(FUZZ / f"fuzz_{t}.c"),
-                        *map(str, srcs), "-o", str(exe), "-lpcap", "-lz", "-lm"],
-                       check=True)
+    for t, lib in TARGETS.items():
+        try:
+            exe = cbuild.build_exe(f"fuzz_{t}", [FUZZ / f"fuzz_{t}.c"], [lib], SETS)
+        except OfflowError as e:
+            pytest.fail(str(e))
         corpus = tmp / f"corpus_{t}"
         _seed_corpus(t, corpus)
         log = tmp / f"{t}.log"

@@ -20,7 +20,7 @@ import dpkt
 import pytest
 
 from offlow.build import build
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.ir import Graph
 from offlow.report import format_summary, summarize
 from offlow.runner import Run, RunOptions, RunResult

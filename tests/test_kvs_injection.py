@@ -3,7 +3,7 @@ or wrong in each way whose data length can still be read, followed by a data blo
 that is itself a command ("delete victim", or "set victim ..." for the overwrite),
 leaves the other keys as they were. Over TCP and UDP, against the hand-written server
 (kvs_server) and the key-value store program (examples/kvs.py, served over UDP and
-TCP); the parser's own test is tests/c/test_mcproto.c
+TCP); the parser's own test is runtime/lib/kvs/tests/test_mcproto.c
 (test_data_blocks_are_never_commands) and the fuzz target's injection mode."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from offlow.build import build
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.kvs.tools import HOST, kvs_server
 from offlow.runner import Run, RunOptions
 from tests.e2e import ROOT

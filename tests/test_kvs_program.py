@@ -103,7 +103,7 @@ def test_udp_clients_are_served(tmp_path: Path) -> None:
     import socket
 
     from offlow.build import build
-    from offlow.cli import load_program
+    from offlow.dsl.loader import load_program
     from offlow.runner import Run, RunOptions
 
     r = Run(build(load_program(KVS)), RunOptions(udp_port=0, timeout=60))

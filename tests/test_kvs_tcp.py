@@ -1,5 +1,5 @@
 """memcached over TCP for the key-value store program (examples/kvs.py under
-`offlow run --tcp`): the store's own TCP threads (runtime/src/kvs_tcp.c, started by the
+`offlow run --tcp`): the store's own TCP threads (runtime/lib/kvs/src/kvs_tcp.c, started by the
 table, kvs_table.c) cut each connection into requests and run them against the store.
 pymemcache (1 MB values, its default noreply flush_all), the interop replay beside a
 real memcached (every command, quiet form and error), memcaslap (text and binary,
@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 
 from offlow.build import build
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.kvs.interop import compare
 from offlow.kvs.steps import BLOCK_SKIPPED, sequences

@@ -16,7 +16,7 @@ import dpkt
 import pytest
 
 from offlow.build import DATA
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.lso import sends as gen
 from offlow.lso.app import EXAMPLE, Outcome, kinds_of, run_capture, session
@@ -239,8 +239,8 @@ def test_dma_auto_and_in_place_cut_the_same_packets_as_pio(tmp_path: Path, move:
 def rte_gso() -> Path:
     """DPDK's side of the benchmark (installs libdpdk-dev when missing and this is root
     with apt-get; otherwise the tests that need it skip with the reason)."""
-    from offlow.bench.lso import build_dpdk
-    from offlow.bench.router import setup_dpdk
+    from benchmarks.common.peers import setup_dpdk
+    from benchmarks.lso import build_dpdk
 
     version, why = setup_dpdk()
     if version is None:

@@ -8,19 +8,10 @@ plain and with ASan+UBSan."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.ctools import RUNTIME, build_c, run_c, runtime_sources
-
-C_TESTS = Path(__file__).resolve().parent / "c"
-CUT = [RUNTIME / "src" / f"{m}.c" for m in ("lso", "pkt", "err")]
-
-
-@pytest.fixture(scope="module")
-def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("lsoc")
+from tests.ctools import build_c, lib_test, run_c
 
 
 def _check(name: str, res: subprocess.CompletedProcess[str]) -> None:
@@ -30,15 +21,12 @@ def _check(name: str, res: subprocess.CompletedProcess[str]) -> None:
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
-def test_sends_are_cut_into_the_packets_the_rfcs_describe(sanitize: bool,
-                                                          build_dir: Path) -> None:
-    exe = build_c([C_TESTS / "test_lso.c", *CUT], build_dir, "test_lso", sanitize=sanitize)
+def test_sends_are_cut_into_the_packets_the_rfcs_describe(sanitize: bool) -> None:
+    exe = build_c([lib_test("lso", "test_lso")], "test_lso", ["lso"], sanitize)
     _check("test_lso", run_c(exe, timeout=300))
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
-def test_the_send_port_moves_every_send_and_its_completion(sanitize: bool,
-                                                           build_dir: Path) -> None:
-    exe = build_c([C_TESTS / "test_lso_port.c", *runtime_sources()], build_dir,
-                  "test_lso_port", sanitize=sanitize)
+def test_the_send_port_moves_every_send_and_its_completion(sanitize: bool) -> None:
+    exe = build_c([lib_test("lso", "test_lso_port")], "test_lso_port", ["lso"], sanitize)
     _check("test_lso_port", run_c(exe, timeout=300))

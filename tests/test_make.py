@@ -11,7 +11,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.passes.cbody import BodyError, analyze_body
 from offlow.report import summarize

@@ -13,11 +13,12 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from offlow import OfflowError, Program
-from offlow.build import RUNTIME, compile_program
-from offlow.cli import load_program, main
+from offlow import OfflowError, Program, cbuild
+from offlow.build import compile_program
+from offlow.cli import main
 from offlow.codegen.layout import max_mtu
 from offlow.codegen.queuegen import entry_decls
+from offlow.dsl.loader import load_program
 from offlow.ir import Queue
 from tests.e2e import EXAMPLE, TLS, read_frames, run_example
 from tests.test_e2e import expected_forwarded
@@ -51,8 +52,10 @@ def test_entry_layouts_agree_with_the_c_compiler_for_any_mtu(tmp_path: Path) -> 
                 lines += entry_decls(replace(q, name=f"q{k}_mtu{mtu}"), mtu)
     src = tmp_path / "layouts.c"
     src.write_text("\n".join(lines) + "\n")
-    res = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
-                          f"-I{RUNTIME / 'include'}", str(src)], capture_output=True, text=True)
+    d = cbuild.description()
+    res = subprocess.run([d.compiler(), *d.flags("base", "syntax"),
+                          *cbuild.include_flags(d.closure(["core"])), str(src)],
+                         capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[:2000]
     assert sum("_Static_assert(sizeof" in x for x in lines) >= len(MTUS) * 4
 

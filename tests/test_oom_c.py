@@ -14,17 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.ctools import build_c, run_c, runtime_sources
-
-C_TESTS = Path(__file__).resolve().parent / "c"
-WRAP = ",".join(f"--wrap={f}" for f in ("malloc", "calloc", "realloc", "aligned_alloc", "mmap"))
+from offlow import cbuild
+from tests.ctools import C_TESTS, build_c, run_c
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_every_failed_allocation_is_enomem_and_leaks_nothing(sanitize: bool,
                                                              tmp_path: Path) -> None:
-    exe = build_c([C_TESTS / "test_oom.c", *runtime_sources()], tmp_path, "test_oom",
-                  sanitize=sanitize, libs=(f"-Wl,{WRAP}", "-lpcap", "-lz", "-lm"))
+    exe = build_c([C_TESTS / "test_oom.c"], "test_oom", ["lpm", "kvs"], sanitize,
+                  link=cbuild.flags("wrap_alloc"))
     res = run_c(exe, "--tmp", str(tmp_path), timeout=300)
     assert res.returncode == 0, f"{res.stdout[-8000:]}\n{res.stderr[-8000:]}"
     assert "0 failure(s)" in res.stdout

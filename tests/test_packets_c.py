@@ -12,19 +12,10 @@ import pytest
 
 from offlow.build import DATA
 from offlow.testing import malformed_cases, write_malformed_pcap
-from tests.ctools import RUNTIME, build_c, run_c
-
-C_TESTS = Path(__file__).resolve().parent / "c"
-# Only the modules these programs need (the rest of the runtime has its own tests).
-SOURCES = [RUNTIME / "src" / f"{m}.c" for m in ("err", "pkt", "src", "pcap_port", "synth")]
+from tests.ctools import C_TESTS, build_c, run_c
 
 needs_data = pytest.mark.skipif(
     not (DATA / "tls_ciphers.pcap").exists(), reason=f"shared captures not found in {DATA}")
-
-
-@pytest.fixture(scope="module")
-def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("pktc")
 
 
 def _check(name: str, res: subprocess.CompletedProcess[str]) -> None:
@@ -34,24 +25,22 @@ def _check(name: str, res: subprocess.CompletedProcess[str]) -> None:
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
-def test_parsers_and_checksums(sanitize: bool, build_dir: Path) -> None:
-    exe = build_c([C_TESTS / "test_pkt.c", *SOURCES], build_dir, "test_pkt", sanitize=sanitize)
+def test_parsers_and_checksums(sanitize: bool) -> None:
+    exe = build_c([C_TESTS / "test_pkt.c"], "test_pkt", sanitize=sanitize)
     _check("test_pkt", run_c(exe, timeout=120))
 
 
 @needs_data
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
-def test_pcap_and_synthetic_ports(sanitize: bool, build_dir: Path, tmp_path: Path) -> None:
-    exe = build_c([C_TESTS / "test_ports.c", *SOURCES], build_dir, "test_ports",
-                  sanitize=sanitize)
+def test_pcap_and_synthetic_ports(sanitize: bool, tmp_path: Path) -> None:
+    exe = build_c([C_TESTS / "test_ports.c"], "test_ports", sanitize=sanitize)
     _check("test_ports", run_c(exe, str(DATA), str(tmp_path), timeout=120))
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_parsers_classify_the_malformed_capture_frame_by_frame(
-        sanitize: bool, build_dir: Path, tmp_path: Path) -> None:
-    exe = build_c([C_TESTS / "test_ports.c", *SOURCES], build_dir, "test_ports",
-                  sanitize=sanitize)
+        sanitize: bool, tmp_path: Path) -> None:
+    exe = build_c([C_TESTS / "test_ports.c"], "test_ports", sanitize=sanitize)
     path = tmp_path / "malformed.pcap"
     counts = write_malformed_pcap(path)
     res = run_c(exe, "classify", str(path), timeout=60)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.runner import RunOptions
 from offlow.session import session
 from offlow.sketch import pcsa_estimate, pcsa_standard_error

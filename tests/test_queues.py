@@ -16,9 +16,9 @@ import pytest
 
 from offlow import OfflowError, Program
 from offlow.build import build, compile_program
-from offlow.cli import load_program
 from offlow.codegen.c import generate
 from offlow.codegen.layout import channel_layouts
+from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.ir import Edge, Graph
 from offlow.report import summarize

@@ -141,7 +141,7 @@ def test_router_drops_and_counts_malformed_packets(tmp_path: Path) -> None:
 
 def test_tables_on_the_nic_are_sent_by_the_host_over_a_bulk_channel() -> None:
     from offlow.build import compile_program
-    from offlow.cli import load_program
+    from offlow.dsl.loader import load_program
     from offlow.explain import explain
 
     on_nic = compile_program(load_program(ROUTER))

@@ -137,7 +137,7 @@ def test_driver_names_a_file_it_cannot_read_or_write(slice_file: Path, tmp_path:
 
 
 def test_next_hop_rule_matches_the_documented_values() -> None:
-    # The same values tests/c/test_lpm.c pins for the C rule.
+    # The same values runtime/lib/lpm/tests/test_lpm.c pins for the C rule.
     net = ipaddress.ip_network
     assert next_hop(net("1.0.0.0/24")) == 5 and next_hop(net("1.0.0.0/24"), 1000) == 877
     assert next_hop(net("0.0.0.0/0")) == 16 and next_hop(net("0.0.0.0/0"), 1000) == 728

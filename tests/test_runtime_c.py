@@ -8,13 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ctools import RUNTIME, build_c, run_c
-
-C_TESTS = Path(__file__).resolve().parent / "c"
-# Only the modules these tests need: the rest of the runtime has its own tests.
-SOURCES = [RUNTIME / "src" / f"{m}.c"
-           for m in ("err", "wait", "window", "ring", "copy", "queue", "thread", "stats",
-                     "file", "lifeline", "stop")]
+from tests.ctools import C_TESTS, build_c, run_c
 
 # (program, arguments plain, arguments under the sanitizers: fewer entries there)
 PROGRAMS: list[tuple[str, list[str], list[str]]] = [
@@ -25,18 +19,12 @@ PROGRAMS: list[tuple[str, list[str], list[str]]] = [
 ]
 
 
-@pytest.fixture(scope="module")
-def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("ctests")
-
-
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 @pytest.mark.parametrize(("name", "args", "asan_args"), PROGRAMS,
                          ids=[p[0] for p in PROGRAMS])
 def test_c_program(name: str, args: list[str], asan_args: list[str], sanitize: bool,
-                   build_dir: Path, tmp_path: Path) -> None:
-    exe = build_c([C_TESTS / f"{name}.c", *SOURCES], build_dir, name, sanitize=sanitize,
-                  libs=("-lm",))
+                   tmp_path: Path) -> None:
+    exe = build_c([C_TESTS / f"{name}.c"], name, sanitize=sanitize)
     argv = [a.format(tmp=tmp_path) for a in (asan_args if sanitize else args)]
     res = run_c(exe, *argv, timeout=60)
     assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"

@@ -14,7 +14,7 @@ import pytest
 from offlow import OfflowError
 from offlow.build import build
 from offlow.channels import ChannelError, ChannelTimeout
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.runner import RunOptions
 from offlow.session import attach, session
 

@@ -10,7 +10,7 @@ import pytest
 
 from offlow import Element, OfflowError, Program, Sink, Source
 from offlow.build import build, compile_program
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.runner import RunOptions, run
 

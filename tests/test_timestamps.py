@@ -13,7 +13,7 @@ import dpkt
 import pytest
 
 from offlow.build import compile_program
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.passes.cbody import analyze_body
 from tests.e2e import EXAMPLE, QUIC, TLS, run_example
 from tests.test_e2e import expected_forwarded

@@ -16,20 +16,19 @@ from typing import Any
 
 import pytest
 
+from offlow import cbuild
 from offlow.build import build
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.report import format_summary, summarize
 from offlow.runner import Run, RunOptions, run
-from tests.ctools import RUNTIME, build_c, run_c
+from tests.ctools import C_TESTS, build_c, run_c
 from tests.e2e import EXAMPLE
 
 HERE = Path(__file__).resolve().parent
 ECHO = HERE / "programs" / "udp_echo.py"
 MAX_PAYLOAD = 256 - 42  # the echo program's mtu less the headers the source adds
-SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer",
-            "-fno-sanitize-recover=all")
-C_SOURCES = [RUNTIME / "src" / f"{m}.c" for m in ("err", "pkt", "src", "udp_port", "stop")]
+SANITIZE = cbuild.flags("sanitize")
 
 
 def client() -> socket.socket:
@@ -102,9 +101,8 @@ def echo_build() -> Any:
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
-def test_frames_source_sink_and_stop_signals_in_c(sanitize: bool, tmp_path: Path) -> None:
-    exe = build_c([HERE / "c" / "test_udp.c", *C_SOURCES], tmp_path, "test_udp",
-                  sanitize=sanitize, libs=("-lm",))
+def test_frames_source_sink_and_stop_signals_in_c(sanitize: bool) -> None:
+    exe = build_c([C_TESTS / "test_udp.c"], "test_udp", sanitize=sanitize)
     res = run_c(exe, timeout=60)
     assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
     assert "0 failure(s)" in res.stdout

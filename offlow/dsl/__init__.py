@@ -1,4 +1,5 @@
-"""The front-end: elements with C bodies, per-packet state, shared state, wiring, placement."""
+"""The front-end: elements with C bodies, per-packet state, shared state, wiring, placement,
+and program files (loader.load_program)."""
 
 from offlow.dsl.element import Composite, Element, Handler, Port, Sink, Source
 from offlow.dsl.program import Program, Segment, State

@@ -47,6 +47,13 @@ class Table:
     named `name`). A table with `tcp` serves the run's TCP socket (``offlow run
     --tcp``): the runner passes it to the process that holds the table as the option
     ``NAME.tcp_fd=N``, which the open function serves.
+
+    `includes` are the runtime headers that declare these functions and `ctype`
+    (``offlow/lpm4.h``): the generated program includes them, and links the runtime
+    libraries that hold them. `src_kinds` are the packet source kinds the table's
+    library adds, as (kind, C function) pairs: ``--opt SOURCE.kind=KIND`` opens a source
+    with ``int fn(struct ofl_src **s, const struct ofl_args *a, const char *name,
+    const struct ofl_src_opts *o, char *errbuf)`` (gen.h's struct ofl_src_kind).
     """
 
     name: str
@@ -59,6 +66,8 @@ class Table:
     open_blob_fn: str = ""
     stats_fn: str = ""
     tcp: bool = False
+    includes: tuple[str, ...] = ()
+    src_kinds: tuple[tuple[str, str], ...] = ()
 
 
 def c_literal(value: Any, ctype: str, where: str) -> str:

@@ -1,6 +1,6 @@
 """Element library v0: header parsing, TTL, classification, counting.
 
-Bodies call the bounds-checked parsers of runtime/include/offlow/pkt.h, so a
+Bodies call the bounds-checked parsers of runtime/core/include/offlow/pkt.h, so a
 malformed packet is a counted drop at the element that rejects it, never an
 out-of-bounds read."""
 

@@ -1,12 +1,12 @@
 """Key-value store elements: memcached's binary and text protocols over UDP (with the
 memcached frame header), served from a hash table that lives in the memory of the
-device running KvServe (runtime/include/offlow/kvs_pkt.h, kvstore.h)."""
+device running KvServe (runtime/lib/kvs/include/offlow/kvs_pkt.h, kvstore.h)."""
 
 from __future__ import annotations
 
 from offlow.dsl import CacheOps, Element, Port, Table
 
-# The NIC cache of memcached requests (runtime/include/offlow/kvcache.h), for
+# The NIC cache of memcached requests (runtime/lib/kvs/include/offlow/kvcache.h), for
 # Program.cache(name, around=KvServe(...), ops=MEMCACHED_CACHE): a datagram holding one
 # GET, SET or DELETE is cached, anything else goes through (the keys it names are
 # written back first). Made packets (write-backs) are steered by `kv_hash`, as KeyHash
@@ -24,18 +24,18 @@ MEMCACHED_CACHE = CacheOps(
     # kvcache.h's OFL_KVC_WAYS_MAX, OFL_KVC_ENTRIES_MAX, OFL_KVC_VALUE_MAX (a test
     # compares them)
     limits=(("ways", 1, 64), ("entries", 1, 1 << 30), ("value_max", 1, 1024)),
-    stats_fn="ofl_kvc_stats_json", finish_fn="ofl_kvc_finish")
+    stats_fn="ofl_kvc_stats_json", finish_fn="ofl_kvc_finish", includes=("offlow/kvcache.h",))
 
 
 def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1 << 20) -> Table:
     """A memcached-compatible store: `capacity` items, CLOCK eviction, CAS; run-time
     options NAME.capacity=, NAME.mem= (bytes), NAME.value_max= (memcached's -I: 1 MiB by
     default), NAME.tcp_threads=. It serves memcached over TCP itself when the run has a
-    TCP port (offlow run --tcp): runtime/include/offlow/kvs_table.h."""
+    TCP port (offlow run --tcp): runtime/lib/kvs/include/offlow/kvs_table.h."""
     return Table(name, "struct ofl_kvs", "ofl_kvs_open_opts", "ofl_kvs_close",
                  options=(("capacity", str(capacity)), ("value_max", str(value_max))),
                  source="memcached-compatible hash table (kvstore.c), empty at start-up",
-                 stats_fn="ofl_kvs_stats_json", tcp=True)
+                 stats_fn="ofl_kvs_stats_json", tcp=True, includes=("offlow/kvs_table.h",))
 
 
 class KeyHash(Element):
@@ -49,6 +49,7 @@ class KeyHash(Element):
     field_docs = {"kv_hash": "the upper 32 bits of the store's 64-bit hash of the first key "
                              "(0: no key)"}
     drops = {"not_udp": "not a UDP datagram"}
+    includes = ("offlow/kvs_pkt.h",)
     body = r"""
     uint64_t h = 0;
     if (state->ip_proto != 17)
@@ -80,6 +81,7 @@ class KvServe(Element):
              "no_reply": "no request to answer (none in the datagram, or it ends inside "
                          "the first), not a memcached datagram, or a reply the packet "
                          "cannot hold"}
+    includes = ("offlow/kvs_pkt.h",)
     body = r"""
     int rc;
     if (state->ip_proto != 17)

@@ -1,6 +1,6 @@
 """Segmentation offload (the LSO seed): the device cuts each large send a host program
 posted through a send port (offlow.lso.port) into TCP segments or UDP fragments of at
-most the link's MTU (runtime/include/offlow/lso.h, lso_nic.h)."""
+most the link's MTU (runtime/lib/lso/include/offlow/lso.h, lso_nic.h)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ def send_port(name: str, mtu: int = 1500, move: str = "pio", dma_min: int = 1024
                  options=(("path", ""), ("mtu", str(mtu)), ("move", move),
                           ("dma_min", str(dma_min))),
                  source="the device side of a send port (lso_nic.c): its send buffer and "
-                        "completion FIFO, mapped from the port's file (path=)")
+                        "completion FIFO, mapped from the port's file (path=)",
+                 includes=("offlow/lso_nic.h",), src_kinds=(("lso", "ofl_lso_src_open_opts"),))
 
 
 def kind_counts(name: str) -> Shared:

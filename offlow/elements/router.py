@@ -24,7 +24,8 @@ def _lpm_table(name: str, ctype: str, prefix: str, path: str | Path | None, npor
                what: str) -> Table:
     opts = (("nports", str(nports)),) + ((("path", str(path)),) if path else ())
     return Table(name, ctype, f"{prefix}_open_opts", f"{prefix}_free", options=opts,
-                 source=what, pack_fn=f"{prefix}_pack", open_blob_fn=f"{prefix}_open_blob")
+                 source=what, pack_fn=f"{prefix}_pack", open_blob_fn=f"{prefix}_open_blob",
+                 includes=("offlow/lpm_tables.h",))
 
 
 class LookupIPv4(Element):

@@ -112,6 +112,8 @@ class SharedTable:
     bulk: bool = False  # set by placement: sent by the host over channel table.NAME
     stats_fn: str = ""  # writes the object's counters to the stats file (dsl Table)
     tcp: bool = False   # serves the run's TCP socket, when it has one (dsl Table)
+    includes: tuple[str, ...] = ()  # runtime headers of its type and functions (dsl Table)
+    src_kinds: tuple[tuple[str, str], ...] = ()  # source kinds it adds: (kind, C function)
 
     @property
     def is_object(self) -> bool:
@@ -204,7 +206,7 @@ class Queue:
         return next((k for k, c in enumerate(self.channels) if c.edge == edge), None)
 
 
-# Channels named so carry tables between processes (runtime/src/gen_chan.c); the
+# Channels named so carry tables between processes (runtime/core/src/gen_chan.c); the
 # program's own channels may not be named so.
 TABLE_CHANNEL_PREFIX = "table."
 
@@ -258,6 +260,8 @@ class CacheOps:
     # entry through `emit` when the lookup's segment is done (the run stops), returning
     # how many
     finish_fn: str = ""
+    # the runtime headers that declare `ctype` and these functions (offlow/kvcache.h)
+    includes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,14 @@
 """Building and running the key-value store's C tools, and a real memcached beside them.
 
-- runtime/bench/kvs_server.c: the CPU-only memcached-compatible server (UDP with the
-  frame header and TCP, binary and text protocols) on the runtime's mcproto, kvstore
-  and kvexec modules;
-- runtime/bench/kvs_loadgen.c: the load generator (binary protocol over UDP or TCP,
-  closed or open loop, Floem's workload by default), printing one JSON object;
-- runtime/bench/udp_echo.c: a UDP echo server (recvmmsg / sendmmsg, nothing parsed),
+- runtime/lib/kvs/tools/kvs_server.c: the CPU-only memcached-compatible server (UDP with
+  the frame header and TCP, binary and text protocols) on the kvs library's mcproto,
+  kvstore and kvexec modules;
+- runtime/lib/kvs/tools/kvs_loadgen.c: the load generator (binary protocol over UDP or
+  TCP, closed or open loop, Floem's workload by default), printing one JSON object;
+- runtime/tools/udp_echo.c: a UDP echo server (recvmmsg / sendmmsg, nothing parsed),
   the benchmark's ceiling.
 
-Both are compiled once per content hash with `offlow.build.build_tool`. Servers run as
+They are compiled once per content hash with `offlow.cbuild.build_exe`. Servers run as
 child processes on 127.0.0.1 and are stopped (SIGTERM, then SIGKILL) when their
 context ends; memcached comes from Debian's `memcached` package, installed on demand
 by `setup_memcached` (as root, with apt-get) the way the router benchmark installs
@@ -29,41 +29,30 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from offlow.build import RUNTIME, build_tool
+from offlow.cbuild import RUNTIME, build_exe
 from offlow.debian import apt_install
 from offlow.errors import OfflowError
 
-SERVER_SRC = RUNTIME / "bench" / "kvs_server.c"
-LOADGEN_SRC = RUNTIME / "bench" / "kvs_loadgen.c"
-ECHO_SRC = RUNTIME / "bench" / "udp_echo.c"
-TOOL_IO = RUNTIME / "tools" / "tool_io.c"  # the drivers' argument, file and clock helpers
-# The runtime modules each tool links, listed rather than globbed.
-SERVER_MODULES = ("err", "file", "wait", "thread", "mcproto", "kvstore", "kvexec", "kvs_tcp")
-ECHO_MODULES = ("err", "file", "wait", "thread")
-LOADGEN_MODULES = ("err", "wait", "thread", "mcproto")
-CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-Wall", "-Wextra", "-Werror")
-LIBS = ("-lm", "-pthread")
+KVS_TOOLS = RUNTIME / "lib" / "kvs" / "tools"
+TOOLS = RUNTIME / "tools"  # the drivers' argument, file and clock helpers (tool_io)
 HOST = "127.0.0.1"
 START_TIMEOUT = 10.0
 
 
-def _sources(main: Path, modules: Sequence[str], *extra: Path) -> list[Path]:
-    return [main, *extra, *(RUNTIME / "src" / f"{m}.c" for m in modules)]
-
-
 def build_server() -> Path:
     """Compile kvs_server (cached by content hash); return the executable."""
-    return build_tool("kvs_server", _sources(SERVER_SRC, SERVER_MODULES, TOOL_IO), CFLAGS, LIBS)
+    return build_exe("kvs_server", [KVS_TOOLS / "kvs_server.c", TOOLS / "tool_io.c"], ["kvs"],
+                     includes=[TOOLS])
 
 
 def build_loadgen() -> Path:
     """Compile kvs_loadgen (cached by content hash); return the executable."""
-    return build_tool("kvs_loadgen", _sources(LOADGEN_SRC, LOADGEN_MODULES), CFLAGS, LIBS)
+    return build_exe("kvs_loadgen", [KVS_TOOLS / "kvs_loadgen.c"], ["kvs"])
 
 
 def build_echo() -> Path:
     """Compile udp_echo (cached by content hash); return the executable."""
-    return build_tool("udp_echo", _sources(ECHO_SRC, ECHO_MODULES, TOOL_IO), CFLAGS, LIBS)
+    return build_exe("udp_echo", [TOOLS / "udp_echo.c", TOOLS / "tool_io.c"], includes=[TOOLS])
 
 
 def free_port() -> int:

@@ -83,7 +83,7 @@ def _data(name: str) -> Path:
 
 
 def _run(a: argparse.Namespace) -> int:
-    from offlow.cli import load_program
+    from offlow.dsl.loader import load_program
 
     if not a.input.is_file():
         raise OfflowError(f"--input {a.input}: no such file")

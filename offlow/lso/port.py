@@ -1,4 +1,4 @@
-"""The host side of a send port (runtime/include/offlow/lso_port.h), from Python: a
+"""The host side of a send port (runtime/lib/lso/include/offlow/lso_port.h), from Python: a
 host program writes each large send into the port's double-buffered send buffer and
 posts its descriptor; the device cuts it (offlow.elements.lso.Segment) and posts a
 completion. A thin ctypes layer over the C host side, built once as a shared library:
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from offlow.build import RUNTIME, build_tool
+from offlow import cbuild
 from offlow.errors import OfflowError
 from offlow.ir import Graph
 
@@ -35,7 +35,9 @@ NIC_CTYPE = "struct ofl_lso_nic"  # the device side's table type (lso_nic.h)
 REASONS = {-5101: "bad_desc", -5102: "bad_template", -5103: "beyond_buffer",
            -5104: "bad_mss", -5105: "too_long"}
 KINDS = ("ssm", "bom", "com", "eom", "zero")  # lso.h's message kinds, by value
-MODULES = ("lso_port", "lso", "ring", "window", "wait", "err", "pkt", "src")
+# The runtime modules the host side's shared library holds: (library, module).
+MODULES = (("lso", "lso_port"), ("lso", "lso"), ("core", "ring"), ("core", "window"),
+           ("core", "wait"), ("core", "err"), ("core", "pkt"), ("core", "src"))
 
 
 class PortError(OfflowError):
@@ -74,9 +76,7 @@ class _Done(ctypes.Structure):
 
 def _library() -> ctypes.CDLL:
     """Build (once per content hash) and load the host side's library."""
-    so = build_tool("libofflow-lso.so", [RUNTIME / "src" / f"{m}.c" for m in MODULES],
-                    ("-std=c11", "-D_GNU_SOURCE", "-O2", "-g", "-pthread", "-fPIC", "-shared",
-                     "-Wall", "-Wextra", "-Werror"))
+    so = cbuild.build_shared("libofflow-lso.so", MODULES)
     lib = ctypes.CDLL(str(so))
     vp, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
     for name, res, args in [

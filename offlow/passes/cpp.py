@@ -13,15 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-# GNU C the parser lacks, for analysis only: a type expression read as `int` reads
-# nothing (typeof does not evaluate its operand), attributes and `__extension__` mean
-# nothing to which fields a body touches.
-_GNU_AS_STANDARD = (
-    "-D__typeof__(x)=int", "-D__typeof(x)=int", "-Dtypeof(x)=int",
-    "-D__attribute__(x)=", "-D__extension__=", "-D__inline__=inline", "-D__inline=inline",
-    "-D__restrict__=restrict", "-D__restrict=restrict", "-D__volatile__=volatile",
-    "-D__const__=const", "-D__signed__=signed",
-)
+from offlow import cbuild
 
 
 class CppError(Exception):
@@ -36,14 +28,14 @@ class Preprocessed:
 
 
 def preprocess(code: str, start: str) -> Preprocessed:
-    """Run `code` through gcc -E; `start` is the line of `code` after which the macros
-    it defines are reported (the line that opens a body's function)."""
-    if shutil.which("gcc") is None:
+    """Run `code` through gcc -E (runtime/build.toml's flag set `preprocess`: it says
+    why each flag); `start` is the line of `code` after which the macros it defines are
+    reported (the line that opens a body's function)."""
+    d = cbuild.description()
+    if shutil.which(d.compiler()) is None:
         raise CppError("no C compiler: install gcc (the README's setup command does)")
-    # -dD keeps #define lines in place (so the body's macros are known); -nostdinc:
-    # an #include in a body would paste a header inside a function
-    res = subprocess.run(["gcc", "-E", "-dD", "-nostdinc", "-std=gnu11", *_GNU_AS_STANDARD,
-                          "-x", "c", "-"], input=code, capture_output=True, text=True)
+    res = subprocess.run([d.compiler(), *d.flags("preprocess")], input=code,
+                         capture_output=True, text=True)
     if res.returncode != 0:
         errors = [x for x in res.stderr.splitlines() if "error" in x] or [res.stderr.strip()]
         raise CppError(errors[0].replace("<stdin>", "body"))

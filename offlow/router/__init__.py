@@ -1,5 +1,5 @@
 """IPv4 and IPv6 routers: the longest-prefix-match reference and `offlow router check`.
 
-The tables themselves are C (runtime/src/lpm4.c, lpm6.c, routes.c); docs/router.md
+The tables themselves are C (runtime/lib/lpm/src/lpm4.c, lpm6.c, routes.c); docs/router.md
 describes them and the next-hop rule.
 """

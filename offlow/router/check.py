@@ -26,17 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from offlow.build import DATA, RUNTIME, build_tool
+from offlow.build import DATA
+from offlow.cbuild import RUNTIME, build_exe
 from offlow.errors import OfflowError
 from offlow.router.reference import DEFAULT_PORTS, MAX_HOP, Reference, next_hop, read_prefixes
 
 DRIVER = Path(__file__).with_name("lpm_check.c")
-# The runtime modules the driver links (the prefix reader lives in synth.c), and the
-# drivers' file helpers.
-MODULES = ("err", "pkt", "src", "synth", "routes", "lpm4", "lpm6", "file", "wait")
-TOOL_IO = RUNTIME / "tools" / "tool_io.c"
-CFLAGS = ("-std=c11", "-D_GNU_SOURCE", "-O2", "-Wall", "-Wextra", "-Werror")
-LIBS = ("-lz", "-lm")
+TOOLS = RUNTIME / "tools"  # the drivers' file helpers (tool_io)
 DEFAULT_PREFIXES = DATA / "bgp-full-table.txt.gz"
 DEFAULT_RANDOM = 1_000_000
 # Addresses per family whose reference answers are recomputed by the dict loop.
@@ -46,14 +42,10 @@ EXAMPLES = 10
 ALL64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
-def _sources() -> list[Path]:
-    return [DRIVER, TOOL_IO, *(RUNTIME / "src" / f"{m}.c" for m in MODULES)]
-
-
 def build_driver() -> Path:
-    """Compile lpm_check.c with the runtime modules it needs, once per content hash of
-    the sources and headers; return the executable."""
-    return build_tool("lpm_check", _sources(), CFLAGS, LIBS)
+    """Compile lpm_check.c with the runtime's lpm library, once per content hash of the
+    sources and headers; return the executable."""
+    return build_exe("lpm_check", [DRIVER, TOOLS / "tool_io.c"], ["lpm"], includes=[TOOLS])
 
 
 # ---- addresses ---------------------------------------------------------------------

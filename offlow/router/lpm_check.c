@@ -15,7 +15,7 @@
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
 #include "offlow/routes.h"
-#include "../../runtime/tools/tool_io.h"
+#include "tool_io.h"
 
 int main(int argc, char **argv)
 {

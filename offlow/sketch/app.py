@@ -10,7 +10,7 @@ from pathlib import Path
 import dpkt
 import numpy as np
 
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.runner import RunOptions
 from offlow.session import session
 from offlow.sketch.pcsa import parse_summary, pcsa_estimate, pcsa_raw, pcsa_standard_error

@@ -23,7 +23,7 @@
 #include "check.h"
 #include "offlow/chan.h"
 #include "offlow/err.h"
-#include "../../runtime/src/chan_int.h"   /* chan_mem_map: the mapping's own checks */
+#include "chan_int.h"   /* chan_mem_map: the mapping's own checks */
 
 #define MS 1000000ull
 #define LONG_WAIT (20000 * MS)   /* never reached in a passing run */

@@ -24,11 +24,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../runtime/src/chan.c"
-#include "../../runtime/src/chan_bulk.c"
-#include "../../runtime/src/chan_mem.c"
-#include "../../runtime/src/crc32c.c"
-#include "../../runtime/src/wait.c"
+#include "../../runtime/core/src/chan.c"
+#include "../../runtime/core/src/chan_bulk.c"
+#include "../../runtime/core/src/chan_mem.c"
+#include "../../runtime/core/src/crc32c.c"
+#include "../../runtime/core/src/wait.c"
 
 #define FRAME (64 + 8 + 4 + sizeof(struct chan_side) + sizeof(((struct chan_ctl *)0)->sg))
 #define MAX_BUF 300000

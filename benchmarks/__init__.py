@@ -1,0 +1,53 @@
+"""Benchmarks: each compares offlow with its peer and ceiling measured in the same run
+(`offlow bench NAME`). They sit on top of the offlow package and import it, never the
+other way round; their shared pieces are in benchmarks.common, their C drivers in
+benchmarks/c."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from pathlib import Path
+
+NAMES = ("queue", "router", "groups", "channels", "kvs", "lso")
+
+
+def add_arguments(b: argparse.ArgumentParser) -> None:
+    """The options of `offlow bench`."""
+    b.add_argument("name", choices=NAMES)
+    b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
+    b.add_argument("--json-out", type=Path, help="where to write the JSON results")
+    b.add_argument("--png", type=Path,
+                   help="router, groups, channels, kvs: where to write the plot")
+    b.add_argument("--prefixes", type=Path,
+                   help="router, groups: prefix file (default: the BGP table)")
+    b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,l3fwd,groups "
+                   "(default: all)")
+    b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,"
+                   "udp_echo,cpu,split,cache_wt,cache_wb,kvs_server)")
+    b.add_argument("--values", help="kvs: comma-separated workloads (default: '64 B,1 KB,"
+                   "64 KB': 64 B and 1 KB values over UDP, 64 KB over TCP)")
+    b.add_argument("--duration", type=float, help="kvs: measured seconds per run")
+    b.add_argument("--cores", type=int,
+                   help="kvs: server core budget, memcached/kvs_server -t (default 2)")
+    b.add_argument("--repeat", type=int, help="kvs: rounds over the designs (default 3)")
+
+
+def run(a: argparse.Namespace) -> int:
+    """Run benchmark `a.name` with the options add_arguments parsed."""
+    bench = importlib.import_module(f"benchmarks.{a.name}")
+    if a.name == "router":
+        bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
+                  prefixes=a.prefixes or bench.DEFAULT_PREFIXES, sweeps=a.sweeps)
+    elif a.name == "channels":
+        bench.run(quick=a.quick, out_json=a.json_out, png=a.png)
+    elif a.name == "groups":
+        bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png, prefixes=a.prefixes)
+    elif a.name == "kvs":
+        bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png,
+                  designs=a.designs.split(",") if a.designs else None, duration=a.duration,
+                  cores=a.cores, repeat=a.repeat,
+                  workloads=a.values.split(",") if a.values else None)
+    else:  # queue, lso
+        bench.run(quick=a.quick, out_json=a.json_out)
+    return 0

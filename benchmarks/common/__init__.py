@@ -1,0 +1,7 @@
+"""What the benchmarks share, at the bottom of the benchmarks package: the machine
+description (machine), the peers' setup from Debian (peers) and the routes and
+addresses the router benchmarks use (routes). Nothing here imports a benchmark."""
+
+from pathlib import Path
+
+C = Path(__file__).resolve().parents[1] / "c"  # the benchmarks' C drivers

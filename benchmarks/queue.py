@@ -1,0 +1,157 @@
+"""`offlow bench queue`: offlow queue throughput and one-way latency beside a minimal
+SPSC ring (the ceiling).
+
+The C program runtime/bench/bench_queue.c moves entries from a producer pinned to CPU 0
+to a consumer pinned to CPU 1, through the offlow queue (qout -> ring -> qin with the
+inline copy engine) and through a hand-written SPSC ring of the same geometry, for each
+(batch, entry size), and prints one JSON line per configuration: streaming throughput,
+and unloaded one-way latency (one timestamped batch in flight at a time; p50 / p99).
+It checks itself that every entry arrived exactly once and in order, and fails
+otherwise. The target: at batch >= 32, at least half the ceiling's rate; the verdict
+is reported, never enforced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import C
+from benchmarks.common.machine import machine
+from offlow.cbuild import TOOL, build_exe
+from offlow.errors import OfflowError
+
+BENCH_SRC = C / "bench_queue.c"
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What one invocation measures."""
+
+    entries: int
+    reps: int
+    batches: tuple[int, ...]
+    sizes: tuple[int, ...]
+    lat_iters: int  # latency samples (one batch each) per configuration and side
+
+
+FULL = Sweep(entries=2_000_000, reps=5, batches=(1, 4, 16, 32, 64, 256), sizes=(16, 64, 256),
+             lat_iters=10_000)
+QUICK = Sweep(entries=200_000, reps=3, batches=(1, 32, 256), sizes=(16, 256), lat_iters=1_000)
+
+# The goal: from this batch size up, the offlow queue moves at least this fraction
+# of the ceiling's entries per second.
+TARGET_BATCH = 32
+TARGET_RATIO = 0.5
+
+
+def build() -> Path:
+    """Compile bench_queue (the runtime's flags, -O2) once per content hash of its
+    sources and headers."""
+    return build_exe("bench_queue", [BENCH_SRC], ["core"], TOOL)
+
+
+def measure(entries: int, reps: int, batches: Sequence[int], sizes: Sequence[int],
+            lat_iters: int = 1_000, timeout: float = 600) -> list[dict]:
+    """Run the benchmark for every (batch, entry size); return one row per config."""
+    exe = build()
+    args = [str(exe), str(entries), str(reps), ",".join(map(str, batches)),
+            ",".join(map(str, sizes)), str(lat_iters)]
+    res = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if res.returncode != 0:
+        raise OfflowError(f"bench_queue failed (exit {res.returncode}):\n{res.stderr.strip()}")
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+    for r in rows:
+        if r["offlow_received"] != r["entries"] or r["ceiling_received"] != r["entries"]:
+            raise OfflowError(f"bench_queue lost entries: {r}")
+    return rows
+
+
+def format_table(rows: list[dict]) -> str:
+    """The rows as a text table: throughput median (min-max) over the repetitions and
+    latency p50 / p99 in ns."""
+    head = (f"{'batch':>5} {'entry B':>7} | {'offlow Mentries/s':>22} | "
+            f"{'ceiling Mentries/s':>22} | {'ratio':>5} | {'offlow p50/p99 ns':>17} | "
+            f"{'ceiling p50/p99 ns':>18} | {'p50 x':>5}")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        o = f"{r['offlow_mps']:.1f} ({r['offlow_mps_min']:.1f}-{r['offlow_mps_max']:.1f})"
+        c = f"{r['ceiling_mps']:.1f} ({r['ceiling_mps_min']:.1f}-{r['ceiling_mps_max']:.1f})"
+        ol = f"{r['offlow_lat_p50_ns']}/{r['offlow_lat_p99_ns']}"
+        cl = f"{r['ceiling_lat_p50_ns']}/{r['ceiling_lat_p99_ns']}"
+        out.append(f"{r['batch']:>5} {r['entry_size']:>7} | {o:>22} | {c:>22} | "
+                   f"{r['ratio']:>5.2f} | {ol:>17} | {cl:>18} | {r['lat_ratio']:>5.2f}")
+    return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The target check: the worst throughput ratio over rows with batch >= min_batch."""
+
+    target_ratio: float
+    min_batch: int
+    min_ratio: float | None  # None: no row with batch >= min_batch
+    batch: int | None        # where the minimum is
+    entry_size: int | None
+
+    @property
+    def meets(self) -> bool | None:
+        """True / False: the target is met / missed; None: nothing to judge."""
+        return None if self.min_ratio is None else self.min_ratio >= self.target_ratio
+
+    def line(self) -> str:
+        """One line saying whether the target is met."""
+        if self.min_ratio is None:
+            return f"verdict: no configuration with batch >= {self.min_batch} measured"
+        return (f"verdict: at batch >= {self.min_batch}, minimum throughput ratio "
+                f"{self.min_ratio:.2f} (batch {self.batch}, {self.entry_size} B) vs target "
+                f"{self.target_ratio:.2f}: {'meets' if self.meets else 'misses'}")
+
+    def to_json(self) -> dict[str, object]:
+        """The verdict as a JSON object."""
+        return {"target_ratio": self.target_ratio, "min_batch": self.min_batch,
+                "min_ratio": self.min_ratio, "batch": self.batch,
+                "entry_size": self.entry_size, "meets": self.meets}
+
+
+def verdict(rows: list[dict]) -> Verdict:
+    """Check TARGET_RATIO over the rows with batch >= TARGET_BATCH (never fails)."""
+    big = [r for r in rows if r["batch"] >= TARGET_BATCH]
+    if not big:
+        return Verdict(TARGET_RATIO, TARGET_BATCH, None, None, None)
+    worst = min(big, key=lambda r: r["ratio"])
+    return Verdict(TARGET_RATIO, TARGET_BATCH, worst["ratio"], worst["batch"],
+                   worst["entry_size"])
+
+
+def run(quick: bool, out_json: str | os.PathLike[str] | None,
+        entries: int | None = None) -> list[dict]:
+    """Run the queue benchmark, print a table, optionally write JSON; return the rows.
+
+    quick: fewer configurations and entries (a few seconds). entries: override the
+    number of entries per transfer (tests use a tiny count)."""
+    sweep = QUICK if quick else FULL
+    n = entries if entries is not None else sweep.entries
+    rows = measure(n, sweep.reps, sweep.batches, sweep.sizes, sweep.lat_iters)
+    info = machine()
+    ring = rows[0]["ring_size"] if rows else "?"
+    print(f"queue throughput: producer on CPU 0 -> consumer on CPU 1, {n} entries per "
+          f"transfer, ring of {ring} entries, median (min-max) of {sweep.reps} runs")
+    print(f"one-way latency: one batch in flight, producer's timestamp in its first entry "
+          f"to the consumer's dequeue, p50/p99 of {sweep.lat_iters} batches; "
+          f"p50 x = offlow p50 / ceiling p50")
+    print(f"machine: {info['cpu']}, {info['cpus']} CPUs, kernel {info['kernel']}")
+    print("offlow: qout -> ring -> qin, inline copy engine, seq checked; "
+          "ceiling: bare SPSC ring, entries used in place")
+    print(format_table(rows))
+    v = verdict(rows)
+    print(v.line())
+    if out_json:
+        Path(out_json).write_text(json.dumps({"benchmark": "queue", "machine": info,
+                                              "sweep": sweep.__dict__, "verdict": v.to_json(),
+                                              "rows": rows}, indent=2) + "\n")
+    return rows

@@ -1,0 +1,196 @@
+"""Forwarding runs of the router program for `offlow bench router`: the packet size
+sweep (synthetic traffic) and the runs beside DPDK's l3fwd (a replayed pcap).
+
+The program is examples/router.py, compiled and run through the runner, in two
+placements:
+
+- "as placed": as the example places it (parse and lookups on the NIC, next-hop
+  rewrite and sink on the host: three busy-polling threads on the CPUs the runner
+  gives the two devices);
+- "one core": the same elements in one segment on one NIC core (one thread), the
+  placement that compares per core with a one-lcore l3fwd.
+
+A run's rate is the packets that reached the sink over the longest core clock of the
+run (each core's clock starts at its first packet); Gb/s counts frame bytes (no FCS,
+preamble or gap). A run with drops, errors, or fewer packets out than in is reported
+as such, never as a rate.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from offlow.build import ROOT, Build, build
+from offlow.dsl import Program
+from offlow.errors import OfflowError
+from offlow.report import summarize
+from offlow.runner import Run, RunOptions, cpu_base, oversubscription
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+EXAMPLE = ROOT / "examples" / "router.py"
+SIZES = (64, 128, 256, 512, 1024, 1500)
+PLACEMENTS = ("one core", "as placed")
+
+
+@dataclass(frozen=True)
+class SizeSweep:
+    """What the packet size sweep measures."""
+
+    sizes: tuple[int, ...] = SIZES
+    duration: float = 1.0       # seconds of traffic per run
+    reps: int = 3               # runs per size and placement
+    count: int = 65536          # synthetic packets per pass (they repeat)
+    placements: tuple[str, ...] = PLACEMENTS
+
+
+FULL = SizeSweep()
+QUICK = SizeSweep(duration=0.3, reps=1)
+
+
+def program(placement: str) -> Program:
+    """examples/router.py as placed, or its elements in one segment on one NIC core."""
+    from offlow.dsl.loader import load_program
+
+    p = load_program(EXAMPLE)
+    if placement == "as placed":
+        return p
+    if placement != "one core":
+        raise OfflowError(f"unknown placement `{placement}`; known: {', '.join(PLACEMENTS)}")
+    q = Program(f"{p.name}_one_core", mtu=p.mtu, ring_size=p.ring_size, batch=p.batch)
+    q.segment("all", [el for s in p.segments.values() for el in s.elements], device="nic",
+              cores=[0])
+    return q
+
+
+def cpus_of(b: Build) -> list[int]:
+    """The CPUs the runner pins a build's segment cores to."""
+    ncpu = os.cpu_count() or 1
+    return sorted({(cpu_base(s.device) + c) % ncpu for s in b.graph.segments for c in s.cores})
+
+
+def threads_of(b: Build) -> int:
+    """Busy-polling threads of a build (one per segment core, inline copy engine)."""
+    return sum(len(s.cores) for s in b.graph.segments)
+
+
+def forward(b: Build, opts: RunOptions) -> dict:
+    """Run a build once: forwarded packets and the rate, or why there is none. (The
+    runner's oversubscription warning is not printed: placement_info reports it.)"""
+    r = Run(b, opts)
+    r.start()
+    res = r.wait()
+    if res.interrupted:  # Ctrl-C: the run stopped cleanly; the sweep stops too
+        raise KeyboardInterrupt
+    s = summarize(b.graph, res.stats)
+    src = sum(v.get("packets", 0) for v in s["sources"].values())
+    out = sum(v.get("packets", 0) for v in s["sinks"].values())
+    out_bytes = sum(v.get("bytes", 0) for v in s["sinks"].values())
+    secs = max((seg["seconds"] for seg in s["segments"]), default=0.0)
+    drops = {el: v["drop"] for el, v in s["elements"].items() if v["drop"]}
+    row: dict = {"in": src, "out": out, "seconds": secs, "drops": drops,
+                 "errors": res.errors, "mpps": None, "gbps": None}
+    why = None
+    if res.errors:
+        why = "; ".join(res.errors)
+    elif drops:
+        why = "dropped " + ", ".join(f"{k} {v}" for k, v in drops.items())
+    elif out != src or out == 0 or secs <= 0:
+        why = f"{out} of {src} packets came out"
+    if why:
+        row["why"] = why
+    else:
+        row["mpps"] = out / secs / 1e6
+        row["gbps"] = out_bytes * 8 / secs / 1e9
+    return row
+
+
+def spread(v: list[float]) -> dict[str, float] | None:
+    """Median and min-max, or None for no values."""
+    if not v:
+        return None
+    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
+
+
+def placement_info(b: Build, opts: RunOptions) -> dict:
+    """Where a placement runs: threads, CPUs, and the runner's oversubscription note."""
+    return {"threads": threads_of(b), "cpus": cpus_of(b),
+            "oversubscribed": oversubscription(b, opts)}
+
+
+def measure_sizes(prefixes: Path, sw: SizeSweep) -> dict:
+    """The router forwarding synthetic IPv4/UDP traffic of each frame size to
+    destinations inside the table's prefixes (the synthetic source draws them), with
+    the table built from the same prefix file."""
+    builds = {p: build(program(p)) for p in sw.placements}
+    tables = (f"routes4.path={prefixes}", f"routes6.path={prefixes}")
+    rows = []
+    info = {}
+    for size in sw.sizes:
+        for place in sw.placements:
+            runs = []
+            opts = RunOptions(duration=sw.duration, count=sw.count, sizes=str(size),
+                              prefixes=prefixes, opts=tables, timeout=sw.duration + 120)
+            info[place] = placement_info(builds[place], opts)
+            for _ in range(sw.reps):
+                runs.append(forward(builds[place], opts))
+            ok = [r for r in runs if r["mpps"] is not None]
+            rows.append({"size": size, "placement": place,
+                         "mpps": spread([r["mpps"] for r in ok]),
+                         "gbps": spread([r["gbps"] for r in ok]),
+                         "mpps_per_cpu": spread([r["mpps"] / len(info[place]["cpus"])
+                                                 for r in ok]),
+                         "runs": runs,
+                         "why": None if ok else runs[0].get("why")})
+    return {"settings": asdict(sw), "program": str(EXAMPLE), "source": "synthetic IPv4/UDP",
+            "prefixes": str(prefixes), "placements": info, "rows": rows}
+
+
+def format_sizes(sz: dict) -> list[str]:
+    """The packet size sweep as report lines."""
+    st = sz["settings"]
+    out = ["", f"packet size sweep: {Path(sz['program']).name} forwarding synthetic IPv4/UDP "
+               f"frames to destinations in the table ({st['duration']:g} s per run, median "
+               f"(min-max) of {st['reps']}; the synthetic source's work is part of it)"]
+    for place, inf in sz["placements"].items():
+        note = f"; {inf['oversubscribed']}" if inf["oversubscribed"] else ""
+        out.append(f"  {place}: {inf['threads']} busy-polling thread(s) on CPU(s) "
+                   f"{','.join(map(str, inf['cpus']))}{note}")
+    head = f"{'frame B':>7} | {'placement':10} | {'Mpps':>20} | {'Gb/s':>20} | {'Mpps/CPU':>8}"
+    out += [head, "-" * len(head)]
+    for r in sz["rows"]:
+        if r["mpps"] is None:
+            out.append(f"{r['size']:>7} | {r['placement']:10} | no rate: {r['why']}")
+            continue
+        m, g = r["mpps"], r["gbps"]
+        out.append(f"{r['size']:>7} | {r['placement']:10} | "
+                   f"{m['median']:>6.2f} ({m['min']:.2f}-{m['max']:.2f}) | "
+                   f"{g['median']:>6.2f} ({g['min']:.2f}-{g['max']:.2f}) | "
+                   f"{r['mpps_per_cpu']['median']:>8.2f}")
+    return out
+
+
+def plot_sizes(sz: dict, ax: Axes) -> None:
+    """Mpps (left axis) and Gb/s (right axis) against the frame size."""
+    ax2 = ax.twinx()
+    for k, place in enumerate(sz["settings"]["placements"]):
+        rows = [r for r in sz["rows"] if r["placement"] == place and r["mpps"]]
+        xs = [r["size"] for r in rows]
+        ax.plot(xs, [r["mpps"]["median"] for r in rows], marker="o", color=f"C{k}",
+                label=f"{place}, Mpps")
+        ax2.plot(xs, [r["gbps"]["median"] for r in rows], marker="s", linestyle="--",
+                 color=f"C{k}", label=f"{place}, Gb/s")
+    ax.set_ylim(bottom=0)
+    ax2.set_ylim(bottom=0)
+    ax.set_xlabel("frame size, bytes")
+    ax.set_ylabel("Mpps (solid)")
+    ax2.set_ylabel("Gb/s (dashed)")
+    ax.set_title("router, synthetic traffic: packet size sweep")
+    lines = ax.get_legend_handles_labels()
+    lines2 = ax2.get_legend_handles_labels()
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], fontsize=7)

@@ -1,0 +1,163 @@
+"""The sweeps of `offlow bench router` beyond the lookup tables: which run, their
+settings, and their part of the result, report and plot.
+
+- "lookups": LPM builds and lookups beside DPDK's tables (offlow.bench.router);
+- "offload": offload batch size sweep, host -> NIC over offlow's queues
+  (offlow.bench.router_offload, Knapp Figure 6);
+- "sizes": the router program forwarding synthetic traffic of each frame size
+  (offlow.bench.router_fwd);
+- "l3fwd": the router and DPDK's l3fwd on the same replayed pcap, one core each
+  (offlow.bench.router_l3fwd);
+- "groups": the lookup segment as a core group of 1..8 cores and data-parallel
+  (offlow.bench.groups, Knapp Figure 8).
+
+A sweep that fails is reported with its error; the others still run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from benchmarks import groups, router_fwd, router_l3fwd, router_offload
+from benchmarks.common.routes import SEED, addresses4, addresses6, build_offlow, load_routes
+from offlow.errors import OfflowError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+SWEEPS = ("lookups", "offload", "sizes", "l3fwd", "groups")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings of the sweeps beyond the lookups."""
+
+    offload: router_offload.OffloadSweep
+    sizes: router_fwd.SizeSweep
+    l3fwd: router_l3fwd.L3fwdSweep
+    groups: groups.GroupSweep
+
+
+def settings(quick: bool, offload: router_offload.OffloadSweep | None = None,
+             sizes: router_fwd.SizeSweep | None = None,
+             l3fwd: router_l3fwd.L3fwdSweep | None = None,
+             group: groups.GroupSweep | None = None) -> Settings:
+    """The quick or full settings, each replaceable."""
+    return Settings(offload or (router_offload.QUICK if quick else router_offload.FULL),
+                    sizes or (router_fwd.QUICK if quick else router_fwd.FULL),
+                    l3fwd or (router_l3fwd.QUICK if quick else router_l3fwd.FULL),
+                    group or (groups.QUICK if quick else groups.FULL))
+
+
+def choose(sweeps: Sequence[str] | str | None, lookups_override: bool) -> tuple[str, ...]:
+    """The sweeps to run, in SWEEPS order: the names given (a sequence or a comma-separated
+    string; "all" for every one), else all of them, except that a caller overriding the
+    lookup settings and naming no sweep gets the lookups alone."""
+    if sweeps is None:
+        return ("lookups",) if lookups_override else SWEEPS
+    names = [s.strip() for s in (sweeps.split(",") if isinstance(sweeps, str) else sweeps)]
+    if "all" in names:
+        return SWEEPS
+    bad = [s for s in names if s not in SWEEPS]
+    if bad or not names:
+        raise OfflowError(f"unknown sweep(s) {', '.join(bad) or '(none given)'}; known: "
+                          f"{', '.join(SWEEPS)} (or all)")
+    return tuple(s for s in SWEEPS if s in names)
+
+
+def _routes(prefixes: Path) -> tuple[dict, np.ndarray, np.ndarray]:
+    import tempfile
+
+    exe = build_offlow()
+    with tempfile.TemporaryDirectory(prefix="offlow-bench-routes-") as d:
+        return load_routes(exe, prefixes, Path(d))
+
+
+def measure(prefixes: Path, chosen: tuple[str, ...], st: Settings,
+            use_dpdk: bool = True) -> dict:
+    """The chosen sweeps other than "lookups": {"offload": ..., "sizes": ..., "l3fwd": ...},
+    each a result or {"error": why}."""
+    out: dict = {}
+    r4 = r6 = None
+    if "offload" in chosen or "l3fwd" in chosen:
+        _, r4, r6 = _routes(prefixes)
+    if "offload" in chosen and r4 is not None and r6 is not None:
+        rng = np.random.default_rng(SEED)
+        n = st.offload.addresses
+        addrs = {4: addresses4(r4, n, rng)["hits"], 6: addresses6(r6, n, rng)["hits"]}
+        try:
+            out["offload"] = router_offload.measure(prefixes, addrs, st.offload)
+        except OfflowError as e:
+            out["offload"] = {"error": str(e)}
+    if "sizes" in chosen:
+        try:
+            out["sizes"] = router_fwd.measure_sizes(prefixes, st.sizes)
+        except OfflowError as e:
+            out["sizes"] = {"error": str(e)}
+    if "l3fwd" in chosen and r4 is not None and r6 is not None:
+        try:
+            out["l3fwd"] = router_l3fwd.measure(r4, r6, st.l3fwd, prefixes, use_l3fwd=use_dpdk)
+        except OfflowError as e:
+            out["l3fwd"] = {"error": str(e)}
+    if "groups" in chosen:
+        try:
+            out["groups"] = groups.measure(prefixes, st.groups)
+        except OfflowError as e:
+            out["groups"] = {"error": str(e)}
+    return out
+
+
+def format_report(res: dict) -> list[str]:
+    """Report lines of the sweeps in `res` (those present)."""
+    out: list[str] = []
+    for key, fmt in (("offload", router_offload.format_report),
+                     ("sizes", router_fwd.format_sizes),
+                     ("l3fwd", router_l3fwd.format_report),
+                     ("groups", lambda r: ["", *groups.format_report(r).splitlines()])):
+        part = res.get(key)
+        if part is None:
+            continue
+        if "error" in part:
+            out += ["", f"{key} sweep failed: {part['error']}"]
+        else:
+            out += fmt(part)
+    return out
+
+
+def panels(res: dict) -> int:
+    """Plot rows the sweeps in `res` need (two panels a row)."""
+    rows = 0
+    if res.get("offload") and "error" not in res["offload"]:
+        rows += 1
+    if any(res.get(k) and "error" not in res[k] for k in ("sizes", "l3fwd")):
+        rows += 1
+    if res.get("groups") and "error" not in res["groups"]:
+        rows += 1
+    return rows
+
+
+def plot(res: dict, axes: list[list[Axes]]) -> None:
+    """Fill the rows of `axes` (panels(res) of them, two axes each)."""
+    row = 0
+    if res.get("offload") and "error" not in res["offload"]:
+        router_offload.plot(res["offload"], axes[row][0], axes[row][1])
+        row += 1
+    if row < len(axes) and any(res.get(k) and "error" not in res[k] for k in ("sizes", "l3fwd")):
+        left, right = axes[row]
+        if res.get("sizes") and "error" not in res["sizes"]:
+            router_fwd.plot_sizes(res["sizes"], left)
+        else:
+            left.set_axis_off()
+        if res.get("l3fwd") and "error" not in res["l3fwd"]:
+            router_l3fwd.plot(res["l3fwd"], right)
+        else:
+            right.set_axis_off()
+        row += 1
+    if res.get("groups") and "error" not in res["groups"] and row < len(axes):
+        groups.plot(res["groups"], axes[row][0])
+        axes[row][1].set_axis_off()

@@ -1,1 +1,0 @@
-"""Benchmarks: each compares offlow with its peer and ceiling measured in the same run."""

@@ -1,0 +1,267 @@
+"""The C build: runtime/build.toml (the one table of C flags, and the runtime's core and
+libraries), and compiling with it, cached by content hash.
+
+Everything offlow compiles goes through here: the runtime's libraries (one static
+archive each, per set of flags), generated programs (offlow/build.py), offlow's C tools,
+the C tests and the benchmarks' drivers."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from offlow.errors import OfflowError
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNTIME = ROOT / "runtime"
+DESCRIPTION = RUNTIME / "build.toml"
+# The builds of the runtime and of offlow's tools: warnings are errors there.
+TOOL = ("base", "optimize", "werror")
+
+
+@dataclass(frozen=True)
+class Library:
+    """One folder of the runtime: the core, or a library beside it (runtime/lib/NAME)."""
+
+    name: str
+    path: Path
+    needs: tuple[str, ...] = ()
+    link: tuple[str, ...] = ()  # the system libraries it needs
+
+    @property
+    def include(self) -> Path:
+        return self.path / "include"
+
+    @property
+    def src(self) -> Path:
+        return self.path / "src"
+
+    @property
+    def tests(self) -> Path:
+        return self.path / "tests"
+
+    def sources(self) -> list[Path]:
+        return sorted(self.src.glob("*.c"))
+
+    def source(self, module: str) -> Path:
+        """Its source file `module`.c (a tool that takes only some modules)."""
+        path = self.src / f"{module}.c"
+        if not path.exists():
+            raise OfflowError(f"runtime library `{self.name}` has no module {module}.c")
+        return path
+
+    def headers(self) -> list[Path]:
+        """Its public headers and the private ones beside its sources."""
+        return [*sorted(self.include.rglob("*.h")), *sorted(self.src.glob("*.h"))]
+
+    def public(self) -> list[str]:
+        """Its public headers as a program includes them (`offlow/lpm4.h`)."""
+        return [str(h.relative_to(self.include)) for h in sorted(self.include.rglob("*.h"))]
+
+
+@dataclass(frozen=True)
+class Description:
+    """runtime/build.toml, read."""
+
+    cc: str
+    flag_sets: Mapping[str, tuple[str, ...]]
+    cc_for: Mapping[str, str]  # flag set -> the compiler it needs
+    libraries: Mapping[str, Library]
+
+    def flags(self, *sets: str) -> tuple[str, ...]:
+        """The flags of the named sets, in order."""
+        unknown = [s for s in sets if s not in self.flag_sets]
+        if unknown:
+            raise OfflowError(f"{DESCRIPTION}: no flag set {unknown[0]!r}; it has "
+                              + ", ".join(self.flag_sets))
+        return tuple(f for s in sets for f in self.flag_sets[s])
+
+    def compiler(self, *sets: str) -> str:
+        return next((self.cc_for[s] for s in sets if s in self.cc_for), self.cc)
+
+    def library(self, name: str) -> Library:
+        if name not in self.libraries:
+            raise OfflowError(f"{DESCRIPTION}: no library {name!r}; it has "
+                              + ", ".join(self.libraries))
+        return self.libraries[name]
+
+    def closure(self, names: Iterable[str]) -> tuple[Library, ...]:
+        """The libraries `names` and those they need, in link order (each one before the
+        libraries it needs)."""
+        order: list[str] = []
+
+        def visit(name: str, path: tuple[str, ...]) -> None:
+            if name in path:
+                raise OfflowError(f"{DESCRIPTION}: libraries need each other: "
+                                  + " -> ".join((*path, name)))
+            if name in order:
+                return
+            for dep in self.library(name).needs:
+                visit(dep, (*path, name))
+            order.append(name)
+
+        for n in names:
+            visit(n, ())
+        return tuple(self.libraries[n] for n in reversed(order))
+
+    def owner(self, header: str) -> Library | None:
+        """The library whose include folder holds `header` (`offlow/lpm4.h`)."""
+        return next((lib for lib in self.libraries.values()
+                     if (lib.include / header).is_file()), None)
+
+    def for_headers(self, headers: Iterable[str]) -> tuple[str, ...]:
+        """The libraries a program that includes `headers` links: the core and the
+        owners of those headers (a header no library holds is the program's own or the
+        system's)."""
+        names = ["core"]
+        for h in headers:
+            lib = self.owner(h)
+            if lib and lib.name not in names:
+                names.append(lib.name)
+        return tuple(names)
+
+
+def description(path: Path = DESCRIPTION) -> Description:
+    """Read the build description."""
+    try:
+        raw = tomllib.loads(path.read_text())
+        libs = {name: Library(name, RUNTIME / v["path"], tuple(v.get("needs", ())),
+                              tuple(v.get("link", ()))) for name, v in raw["lib"].items()}
+        return Description(raw["cc"], {k: tuple(v) for k, v in raw["flags"].items()},
+                           dict(raw.get("cc_for", {})), libs)
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as e:
+        raise OfflowError(f"{path}: not a build description: {e}") from None
+
+
+def flags(*sets: str) -> tuple[str, ...]:
+    """The flags of the named sets of runtime/build.toml, in order."""
+    return description().flags(*sets)
+
+
+def cache_dir() -> Path:
+    """Where builds are kept: $OFFLOW_CACHE or ~/.cache/offlow."""
+    base = os.environ.get("OFFLOW_CACHE") or Path.home() / ".cache" / "offlow"
+    path = Path(base)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(len(p).to_bytes(8, "little"))
+        h.update(p)
+    return h.hexdigest()[:16]
+
+
+def _files_digest(files: Iterable[Path], *extra: str) -> str:
+    return digest(*(str(f.relative_to(ROOT) if f.is_relative_to(ROOT) else f).encode()
+                    + f.read_bytes() for f in files), *(x.encode() for x in extra))
+
+
+def cc(cc_name: str, args: Sequence[str], what: str) -> None:
+    """Run the compiler; its errors (without its warnings) as an OfflowError."""
+    if shutil.which(cc_name) is None:
+        raise OfflowError(f"no C compiler ({cc_name}): install it (the README's setup "
+                          "command does)")
+    res = subprocess.run([cc_name, *args], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise OfflowError(f"C compiler failed on {what}:\n"
+                          f"{_errors_only(cc_name, args, res.stderr)}")
+
+
+def _errors_only(cc_name: str, args: Sequence[str], stderr: str) -> str:
+    """The compiler's errors without its warnings (of generated code, mostly, which a
+    user cannot act on): the same compile checked again with warnings off. When that
+    passes, the warnings were the errors (-Werror): all of the first output."""
+    werror = set(flags("werror"))
+    res = subprocess.run([cc_name, *[a for a in args if a not in werror], *flags("errors_only")],
+                         capture_output=True, text=True)
+    return (res.stderr if res.returncode != 0 and res.stderr.strip() else stderr).strip()
+
+
+def include_flags(libs: Iterable[Library], extra: Iterable[Path] = ()) -> list[str]:
+    return [f"-I{p}" for p in [*(lib.include for lib in libs), *extra]]
+
+
+def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = (),
+                  peer: Sequence[str] = ()) -> Path:
+    """Compile runtime library `name` into a static archive once per content hash of
+    its sources, the headers it can see and the flags (`peer`'s, then the sets', then
+    `extra`); return the archive."""
+    d = description()
+    lib = d.library(name)
+    seen = d.closure([name])
+    args = [*peer, *d.flags(*sets), *extra]
+    compiler = d.compiler(*sets)
+    key = _files_digest([*lib.sources(), *(h for x in seen for h in x.headers())],
+                        compiler, " ".join(args))
+    out = cache_dir() / f"runtime-{name}-{key}"
+    archive = out / f"libofflow-{name}.a"
+    if archive.exists():
+        return archive
+    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    try:
+        objs = []
+        for src in lib.sources():
+            obj = tmp / (src.stem + ".o")
+            cc(compiler, [*args, *include_flags(seen, [lib.src]), "-c", str(src), "-o",
+                          str(obj)], f"{src.relative_to(ROOT)}")
+            objs.append(str(obj))
+        subprocess.run(["ar", "rcs", str(tmp / archive.name), *objs], check=True)
+    except BaseException:  # a compiler error or Ctrl-C: leave no half-built directory
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        tmp.rename(out)
+    except OSError:  # another build won the race; use its result
+        shutil.rmtree(tmp, ignore_errors=True)
+    return archive
+
+
+def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",),
+              sets: Sequence[str] = TOOL, *, includes: Sequence[Path] = (),
+              extra: Sequence[str] = (), peer: Sequence[str] = (),
+              link: Sequence[str] = (), archives: bool = True) -> Path:
+    """Compile `sources` (a tool's, a test's or a benchmark driver's) with runtime
+    libraries `libs` once per content hash of the sources, the headers they can see and
+    the flags; return the executable (a shared object with flag set `shared`).
+    `archives`: link the libraries' archives, built with the same flags; else the
+    sources name every runtime module they need (a shared object exports only those).
+    `includes`: more folders of headers; `extra`: flags after the sets'; `peer`: a
+    peer's flags (from pkg-config), before the sets' (ours win); `link`: more libraries."""
+    d = description()
+    seen = d.closure(libs)
+    args = [*peer, *d.flags(*sets), *extra]
+    compiler = d.compiler(*sets)
+    headers = [*(h for lib in seen for h in lib.headers()),
+               *(h for inc in includes for h in sorted(inc.glob("*.h")))]
+    linked = [build_library(lib.name, sets, extra, peer) for lib in seen] if archives else []
+    key = _files_digest([*sources, *headers], compiler, " ".join(args), " ".join(link),
+                        *(a.parent.name for a in linked))
+    exe = cache_dir() / f"{name}-{key}"
+    if exe.exists():
+        return exe
+    system = [f for lib in seen for f in lib.link if f not in link]
+    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
+    cc(compiler, [*args, *include_flags(seen, [*includes, *(lib.src for lib in seen)]),
+                  *map(str, sources), *map(str, linked), "-o", str(tmp), *link,
+                  *dict.fromkeys(system)], name)
+    tmp.replace(exe)
+    return exe
+
+
+def build_shared(name: str, modules: Sequence[tuple[str, str]]) -> Path:
+    """A shared library (for ctypes) of the runtime modules `modules`, (library,
+    module) pairs, once per content hash; return its path."""
+    d = description()
+    sources = [d.library(lib).source(m) for lib, m in modules]
+    return build_exe(name, sources, sorted({lib for lib, _ in modules}), (*TOOL, "shared"),
+                     archives=False)

@@ -1,0 +1,48 @@
+"""Program files: a Python file that defines `program() -> offlow.Program`, loaded into
+a program value (what `offlow run FILE`, `offlow explain FILE` and the benchmarks
+compile)."""
+
+from __future__ import annotations
+
+import runpy
+import traceback
+from collections.abc import Sequence
+from pathlib import Path
+
+from offlow.dsl.program import Program
+from offlow.errors import OfflowError
+
+
+def load_program(path: Path, settings: Sequence[str] = ()) -> Program:
+    """Run a program file in a fresh namespace and call its `program()` function. An
+    error raised there (a Python one, or an offlow one about the wiring) is an
+    OfflowError naming the file and the line of the program that raised it."""
+    if not path.exists():
+        raise OfflowError(f"no such program file: {path}")
+    try:
+        namespace = runpy.run_path(str(path), run_name="offlow_program")
+        factory = namespace.get("program")
+        if not callable(factory):
+            raise OfflowError(f"{path} must define `def program() -> offlow.Program`")
+        prog = factory()
+    except Exception as err:  # any error of the user's code is reported so
+        raise OfflowError(_program_error(path, err)) from None
+    if not isinstance(prog, Program):
+        raise OfflowError(f"{path}: program() returned {type(prog).__name__}, not a Program")
+    for s in settings:
+        prog.apply_setting(s)
+    return prog
+
+
+def _program_error(path: Path, err: Exception) -> str:
+    """`FILE:LINE: message` for an error raised while running program file `path`: the
+    line is the deepest one of the file in the traceback (or a syntax error's)."""
+    if isinstance(err, SyntaxError) and err.filename and err.lineno:
+        return f"{err.filename}:{err.lineno}: {type(err).__name__}: {err.msg}"
+    here = str(path)
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if Path(f.filename).resolve() == path.resolve()]
+    what = str(err) if isinstance(err, OfflowError) else f"{type(err).__name__}: {err}"
+    if not frames or str(err).startswith(here):
+        return what
+    return f"{here}:{frames[-1].lineno}: {what}"

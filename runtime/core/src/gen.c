@@ -1,0 +1,517 @@
+/* Support for generated programs: options, segment cores, ports by name, stats. */
+#include "offlow/gen.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "offlow/err.h"
+#include "offlow/pcap_port.h"
+#include "offlow/stop.h"
+#include "offlow/synth.h"
+#include "offlow/thread.h"
+#include "offlow/udp_port.h"
+
+int ofl_fatal(const char *msg)
+{
+    fprintf(stderr, "offlow: %s\n", msg);
+    return 1;
+}
+
+int ofl_fatal_err(const char *msg, int err)
+{
+    fprintf(stderr, "offlow: %s: %s\n", msg, ofl_strerror(err));
+    return 1;
+}
+
+static int bad_opt(const char *what, const char *arg)
+{
+    fprintf(stderr, "offlow: bad option %s %s\n", what, arg ? arg : "(missing)");
+    return -EINVAL;
+}
+
+/* A file descriptor number, or -1 when `v` is not one. */
+static int parse_fd(const char *v)
+{
+    char *end;
+    errno = 0;
+    long fd = strtol(v, &end, 10);
+    return errno || end == v || *end || fd < 0 || fd > 1 << 20 ? -1 : (int)fd;
+}
+
+int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device)
+{
+    memset(a, 0, sizeof *a);
+    a->device = device;
+    a->ce_mode = OFL_CE_INLINE;
+    a->udp_fd = -1;
+    a->runner_fd = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(k, "--init")) { a->init = true; continue; }
+        if (!strcmp(k, "--serve")) { a->serve = true; continue; }
+        if (!v) return bad_opt(k, v);
+        i++;
+        if (!strcmp(k, "--window")) a->window = v;
+        else if (!strcmp(k, "--stats")) a->stats = v;
+        else if (!strcmp(k, "--cpu-base")) a->cpu_base = atoi(v);
+        else if (!strcmp(k, "--ce")) {
+            if (!strcmp(v, "inline")) a->ce_mode = OFL_CE_INLINE;
+            else if (!strcmp(v, "thread")) a->ce_mode = OFL_CE_THREAD;
+            else return bad_opt(k, v);
+        } else if (!strcmp(k, "--udp-fd")) {
+            if ((a->udp_fd = parse_fd(v)) < 0) return bad_opt(k, v);
+        } else if (!strcmp(k, "--runner-fd")) {
+            if ((a->runner_fd = parse_fd(v)) < 0) return bad_opt(k, v);
+        } else if (!strcmp(k, "--peer-fd")) {
+            if (a->npeers == 4) return bad_opt(k, v);
+            a->peer_fds[a->npeers++] = atoi(v);
+        } else if (!strcmp(k, "--opt")) {
+            const char *eq = strchr(v, '=');
+            if (!eq || a->nopts == OFL_MAX_OPTS) return bad_opt(k, v);
+            a->opt_key[a->nopts] = v;
+            a->opt_keylen[a->nopts] = (size_t)(eq - v);
+            a->opt_val[a->nopts++] = eq + 1;
+        } else {
+            return bad_opt(k, v);
+        }
+    }
+    if (!a->window) return bad_opt("--window", NULL);
+    /* SIGINT/SIGTERM end the loops' sources, not the process: queues drain and the
+     * stats are written (a UDP run serves until then; others may stop early). */
+    if (ofl_stop_signals_block() < 0)
+        return ofl_fatal("cannot block SIGINT and SIGTERM"), -EINVAL;
+    return 0;
+}
+
+const char *ofl_args_get(const struct ofl_args *a, const char *name, const char *key,
+                         const char *dflt)
+{
+    size_t nl = strlen(name), kl = strlen(key);
+    for (int i = a->nopts - 1; i >= 0; i--) {
+        const char *k = a->opt_key[i];
+        if (a->opt_keylen[i] == nl + 1 + kl && !strncmp(k, name, nl) && k[nl] == '.' &&
+            !strncmp(k + nl + 1, key, kl))
+            return a->opt_val[i];
+    }
+    return dflt;
+}
+
+int ofl_proc_open(struct ofl_window *w, const struct ofl_args *a, size_t size)
+{
+    int rc = ofl_window_open(w, a->window);
+    if (rc < 0) return ofl_fatal_err("cannot open the interconnect window", rc), rc;
+    if (w->size < size) {
+        ofl_window_close(w);
+        fprintf(stderr, "offlow: window %s is %zu bytes, the program needs %zu "
+                "(built by another version of the program?)\n", a->window, w->size, size);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+void ofl_window_mark_runner(struct ofl_window *w)
+{
+    ((struct ofl_window_hdr *)w->base)->runner = (int32_t)getppid();
+}
+
+void ofl_window_abort(struct ofl_window *w)
+{
+    struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
+    __atomic_store_n(&h->abort, 1u, __ATOMIC_RELEASE);
+}
+
+/* Turns between two looks at the pending signals in ofl_core_stopping. */
+#define STOP_POLL_EVERY 256u
+
+int ofl_core_stopping(struct ofl_core *c)
+{
+    return ++c->stop_polls % STOP_POLL_EVERY == 0 && ofl_stop_requested();
+}
+
+int ofl_serve_until_stopped(struct ofl_window *w)
+{
+    struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
+    pid_t parent = getppid();
+    const struct timespec ms = {0, 1000000};
+    __atomic_add_fetch(&h->drained, 1u, __ATOMIC_RELEASE);
+    for (;;) {
+        if (__atomic_load_n(&h->abort, __ATOMIC_ACQUIRE)) return -ECANCELED;
+        if (__atomic_load_n(&h->stop, __ATOMIC_ACQUIRE)) return 0;
+        if (ofl_stop_requested()) return 0;
+        if (getppid() != parent) return -EPIPE;
+        nanosleep(&ms, NULL);
+    }
+}
+
+int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
+                  const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize)
+{
+    memset(c, 0, sizeof *c);
+    c->device = a->device;
+    c->segment = segment;
+    c->idx = idx;
+    c->n = n;
+    c->cpu = a->cpu_base + core_no;
+    struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
+    c->abort = &h->abort;
+    ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
+    ofl_waiter_init(&c->local, NULL, 0, &h->abort);
+    c->ce = calloc(1, sizeof *c->ce);
+    c->bufs = aligned_alloc(64, (bufsize + 63) / 64 * 64);
+    c->scratch = calloc(1, bufsize);
+    if (!c->ce || !c->bufs || !c->scratch) return ofl_fatal("out of memory"), -ENOMEM;
+    int rc = ofl_ce_start(c->ce, a->ce_mode, -1);
+    if (rc < 0) return ofl_fatal_err("cannot start the copy engine", rc), rc;
+    return 0;
+}
+
+void ofl_core_begin(struct ofl_core *c)
+{
+    int rc = ofl_pin_self(c->cpu);
+    c->oversubscribed = rc > 0;
+    c->t_start = 0;  /* set when the first packet arrives: waiting for peers to start
+                        (or to build their tables) is not processing time */
+}
+
+void ofl_core_fail(struct ofl_core *c, int err, const char *what)
+{
+    if (c->err) return;
+    c->err = err ? err : -EIO;
+    snprintf(c->where, sizeof c->where, "%s", what);
+    if (c->err != -ECANCELED && c->abort) __atomic_store_n(c->abort, 1u, __ATOMIC_RELEASE);
+}
+
+/* Idle turns a segment core spins (pause hint) before it yields the CPU at every idle
+ * turn. One turn of a segment's loop polls all its inputs: tens of nanoseconds for a
+ * few rings, a system call (about a microsecond) for a UDP source, so 16 turns are
+ * about 1 to 30 us: enough to catch the next batch of a peer running on its own CPU.
+ * A core that shares its CPU (two segments placed on one CPU, a NIC and a host core
+ * on the same CPU, more busy threads than CPUs) then hands it over at once instead of
+ * spinning out OFL_WAIT_SPINS turns first: with a system call per turn that was about
+ * 2 ms, for every request a kvs segment served when it shared a CPU (measured with
+ * `offlow bench kvs`: see docs/kvs.md). */
+#define OFL_CORE_IDLE_SPINS 16u
+
+void ofl_core_progressed(struct ofl_core *c)
+{
+    if (!c->t_start) c->t_start = ofl_now_ns();
+}
+
+void ofl_core_idle(struct ofl_core *c, int progress)
+{
+    int rc;
+    if (progress) {
+        ofl_waiter_progress(&c->waiter);
+        rc = ofl_waiter_check(&c->waiter);
+    } else {
+        /* Past its few idle spins, the core yields at every idle turn (see
+         * OFL_CORE_IDLE_SPINS), until it makes progress again. */
+        if (c->waiter.spins >= OFL_CORE_IDLE_SPINS && c->waiter.spins < OFL_WAIT_SPINS)
+            c->waiter.spins = OFL_WAIT_SPINS;
+        rc = ofl_wait(&c->waiter);
+    }
+    if (rc == -EPIPE) {
+        c->peer_gone = 1;
+        if (!progress) sched_yield();  /* the waiter no longer waits once a peer is gone */
+    } else if (rc == -ECANCELED) {
+        ofl_core_fail(c, rc, "stopped: another core or process failed");
+    } else if (rc < 0) {
+        ofl_core_fail(c, rc, "waiting");
+    }
+}
+
+void ofl_core_end(struct ofl_core *c)
+{
+    c->t_end = ofl_now_ns();
+    if (!c->t_start) c->t_start = c->t_end;
+    if (c->err)
+        fprintf(stderr, "offlow %s: segment %s core %u: %s: %s\n", c->device, c->segment, c->idx,
+                c->where, ofl_strerror(c->err));
+}
+
+void ofl_core_destroy(struct ofl_core *c)
+{
+    if (c->ce) ofl_ce_stop(c->ce);
+    free(c->ce);
+    free(c->bufs);
+    free(c->scratch);
+    c->ce = NULL;
+    c->bufs = c->scratch = NULL;
+}
+
+/* ---- sources ------------------------------------------------------------------ */
+
+/* Option "<name>.<key>" as an unsigned number; -EINVAL (with a message) if malformed. */
+static int opt_u64(const struct ofl_args *a, const char *name, const char *key, uint64_t dflt,
+                   uint64_t *out)
+{
+    const char *v = ofl_args_get(a, name, key, NULL);
+    if (!v) { *out = dflt; return 0; }
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-') {
+        fprintf(stderr, "offlow %s: source %s: %s=%s is not a number\n", a->device, name, key,
+                v);
+        return -EINVAL;
+    }
+    *out = x;
+    return 0;
+}
+
+int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *name,
+                    unsigned part, unsigned nparts, uint32_t mtu)
+{
+    struct ofl_src_opts o = { .part = part, .nparts = nparts, .mtu = mtu };
+    int rc = 0;
+    rc |= opt_u64(a, name, "loops", 1, &o.loops);
+    rc |= opt_u64(a, name, "duration_ns", 0, &o.duration_ns);
+    rc |= opt_u64(a, name, "count", 10000, &o.count);
+    rc |= opt_u64(a, name, "seed", 1, &o.seed);
+    const char *rate = ofl_args_get(a, name, "rate", "0");
+    char *end;
+    o.rate_pps = strtod(rate, &end);
+    if (end == rate || *end || !(o.rate_pps >= 0)) {
+        fprintf(stderr, "offlow %s: source %s: rate=%s is not a rate\n", a->device, name, rate);
+        rc = -EINVAL;
+    }
+    if (rc) return -EINVAL;
+    const char *kind = ofl_args_get(a, name, "kind", "synth");
+    char errbuf[256] = "";
+    if (!strcmp(kind, "pcap")) {
+        const char *path = ofl_args_get(a, name, "path", NULL);
+        if (!path) {
+            fprintf(stderr, "offlow %s: source %s: kind=pcap needs path=\n", a->device, name);
+            return -EINVAL;
+        }
+        rc = ofl_pcap_src_open(s, path, &o, errbuf);
+    } else if (!strcmp(kind, "synth")) {
+        struct ofl_synth_opts so = { .sizes = ofl_args_get(a, name, "sizes", NULL),
+                                     .prefixes = ofl_args_get(a, name, "prefixes", NULL) };
+        rc = ofl_synth_src_open(s, &so, &o, errbuf);
+    } else if (!strcmp(kind, "udp")) {
+        if (a->udp_fd < 0) {
+            fprintf(stderr, "offlow %s: source %s: kind=udp needs --udp-fd\n", a->device, name);
+            return -EINVAL;
+        }
+        rc = ofl_udp_src_open(s, a->udp_fd, &o, errbuf);
+    } else {
+        const struct ofl_src_kind *k = a->src_kinds;
+        while (k && k->name && strcmp(k->name, kind)) k++;
+        if (!k || !k->name) {
+            fprintf(stderr, "offlow %s: source %s: unknown kind `%s` (pcap, synth, udp", a->device,
+                    name, kind);
+            for (k = a->src_kinds; k && k->name; k++) fprintf(stderr, ", %s", k->name);
+            fprintf(stderr, ")\n");
+            return -EINVAL;
+        }
+        rc = k->open(s, a, name, &o, errbuf);
+    }
+    if (rc < 0)
+        fprintf(stderr, "offlow %s: source %s: %s\n", a->device, name,
+                errbuf[0] ? errbuf : ofl_strerror(rc));
+    return rc;
+}
+
+/* ---- sinks -------------------------------------------------------------------- */
+
+struct ofl_sink {
+    struct ofl_pcap_sink *pcap;   /* a capture, or */
+    struct ofl_udp_sink *udp;     /* the run's UDP socket; both NULL: count only */
+    const char *path;
+    uint64_t packets, bytes;      /* updated atomically: several cores may share a sink */
+};
+
+int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name,
+                  unsigned ncores)
+{
+    const char *kind = ofl_args_get(a, name, "kind", NULL);
+    if (kind && strcmp(kind, "udp") && strcmp(kind, "pcap")) {
+        fprintf(stderr, "offlow %s: sink %s: unknown kind `%s` (pcap, udp)\n", a->device, name,
+                kind);
+        return -EINVAL;
+    }
+    if (kind && !strcmp(kind, "udp") && a->udp_fd < 0) {
+        fprintf(stderr, "offlow %s: sink %s: kind=udp needs --udp-fd\n", a->device, name);
+        return -EINVAL;
+    }
+    struct ofl_sink *k = calloc(1, sizeof *k);
+    if (!k) return ofl_fatal("out of memory"), -ENOMEM;
+    k->path = ofl_args_get(a, name, "path", NULL);
+    if (kind && !strcmp(kind, "udp")) {
+        char errbuf[256] = "";
+        int rc = ofl_udp_sink_open(&k->udp, a->udp_fd, ncores, errbuf);
+        if (rc < 0) {
+            fprintf(stderr, "offlow %s: sink %s: %s\n", a->device, name,
+                    errbuf[0] ? errbuf : ofl_strerror(rc));
+            free(k);
+            return rc;
+        }
+        k->path = NULL;
+    } else if (k->path) {
+        char errbuf[256] = "";
+        int rc = ofl_pcap_sink_open(&k->pcap, k->path, OFL_SINK_SNAPLEN, errbuf);
+        if (rc < 0) {
+            fprintf(stderr, "offlow: sink %s: cannot write %s: %s\n", name, k->path,
+                    errbuf[0] ? errbuf : ofl_strerror(rc));
+            free(k);
+            return rc;
+        }
+    }
+    *s = k;
+    return 0;
+}
+
+void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p)
+{
+    __atomic_fetch_add(&s->packets, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&s->bytes, p->len, __ATOMIC_RELAXED);
+    if (s->udp) {
+        ofl_udp_sink_write(s->udp, core, p);
+    } else if (s->pcap && p->seg) {   /* a capture holds each datagram as sent */
+        uint8_t frame[OFL_SINK_SNAPLEN];
+        int n;
+        for (uint32_t k = 0; (n = ofl_udp_frame_segment(p, k, frame, sizeof frame)) > 0; k++) {
+            struct ofl_pkt part = {frame, (uint32_t)n, (uint32_t)n, p->ts_ns, 0};
+            ofl_pcap_sink_write(s->pcap, &part);
+        }
+    } else if (s->pcap) {
+        ofl_pcap_sink_write(s->pcap, p);
+    }
+}
+
+void ofl_sink_flush(struct ofl_sink *s, unsigned core)
+{
+    if (s->udp) ofl_udp_sink_flush(s->udp, core);
+}
+
+void ofl_sink_close(struct ofl_sink *s)
+{
+    if (!s) return;
+    ofl_udp_sink_close(s->udp);
+    if (s->pcap && ofl_pcap_sink_close(s->pcap) < 0)
+        fprintf(stderr, "offlow: cannot finish writing %s\n", s->path);
+    free(s);
+}
+
+/* ---- stats file ------------------------------------------------------------------ */
+
+bool ofl_stats_begin(struct ofl_json *j, const struct ofl_args *a)
+{
+    memset(j, 0, sizeof *j);
+    if (!a->stats) return false;
+    j->f = fopen(a->stats, "w");
+    if (!j->f) {
+        fprintf(stderr, "offlow %s: cannot write stats to %s: %s\n", a->device, a->stats,
+                strerror(errno));
+        return false;
+    }
+    ofl_json_begin_obj(j, NULL);
+    ofl_json_str(j, "device", a->device);
+    return true;
+}
+
+void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
+{
+    ofl_json_begin_obj(j, NULL);
+    ofl_json_str(j, "segment", c->segment);
+    ofl_json_u64(j, "core", c->idx);
+    ofl_json_u64(j, "cpu", (uint64_t)c->cpu);
+    ofl_json_u64(j, "oversubscribed", (uint64_t)c->oversubscribed);
+    ofl_json_u64(j, "elapsed_ns", c->t_end > c->t_start ? c->t_end - c->t_start : 0);
+    ofl_json_u64(j, "pkts_in", c->pkts_in);
+    ofl_json_u64(j, "bytes_in", c->bytes_in);
+    if (c->err) {
+        ofl_json_str(j, "error", ofl_strerror(c->err));
+        ofl_json_str(j, "where", c->where);
+    }
+}
+
+static void stats_ring(struct ofl_json *j, const char *queue, const char *side, unsigned prod,
+                       unsigned cons, const struct ofl_ring *r, uint64_t bytes)
+{
+    ofl_json_begin_obj(j, NULL);
+    ofl_json_str(j, "queue", queue);
+    ofl_json_str(j, "side", side);
+    ofl_json_u64(j, "prod", prod);
+    ofl_json_u64(j, "cons", cons);
+    ofl_json_u64(j, "pushed", r->pushed);
+    ofl_json_u64(j, "popped", r->popped);
+    ofl_json_u64(j, "doorbells", r->batches);
+    ofl_json_u64(j, "full_waits", r->full_waits);
+    ofl_json_u64(j, "occupancy_sum", r->occupancy_sum);
+    ofl_json_u64(j, "occupancy_max", r->occupancy_max);
+    ofl_json_u64(j, "occupancy_samples", r->samples);
+    ofl_json_u64(j, "bytes", bytes);
+    ofl_json_end_obj(j);
+}
+
+void ofl_stats_qout(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
+                    const struct ofl_qout *q)
+{
+    stats_ring(j, queue, "out", prod, cons, &q->ring, q->bytes);
+}
+
+void ofl_stats_qin(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
+                   const struct ofl_qin *q)
+{
+    stats_ring(j, queue, "in", prod, cons, &q->ring, 0);
+}
+
+void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src *s)
+{
+    ofl_json_begin_obj(j, name);
+    ofl_json_u64(j, "packets", ofl_src_packets(s));
+    ofl_json_u64(j, "bytes", ofl_src_bytes(s));
+    ofl_json_u64(j, "dropped", ofl_src_dropped(s));
+    if (ofl_src_error(s)) ofl_json_str(j, "error", ofl_src_error(s));
+    ofl_json_end_obj(j);
+}
+
+void ofl_stats_table(struct ofl_json *j, const char *name, const void *t, unsigned n,
+                     size_t size, int is_signed)
+{
+    ofl_json_begin_arr(j, name);
+    const uint8_t *p = t;
+    for (unsigned i = 0; i < n; i++, p += size) {
+        uint64_t u = 0;
+        int64_t s = 0;
+        switch (size) {
+        case 1: { uint8_t v; memcpy(&v, p, 1); u = v; s = (int8_t)v; break; }
+        case 2: { uint16_t v; memcpy(&v, p, 2); u = v; s = (int16_t)v; break; }
+        case 4: { uint32_t v; memcpy(&v, p, 4); u = v; s = (int32_t)v; break; }
+        default: { uint64_t v; memcpy(&v, p, 8); u = v; s = (int64_t)v; break; }
+        }
+        if (is_signed && s < 0) ofl_json_f64(j, NULL, (double)s);
+        else ofl_json_u64(j, NULL, u);
+    }
+    ofl_json_end_arr(j);
+}
+
+void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink *s)
+{
+    ofl_json_begin_obj(j, name);
+    ofl_json_u64(j, "packets", s->packets);
+    ofl_json_u64(j, "bytes", s->bytes);
+    if (s->path) ofl_json_str(j, "path", s->path);
+    if (s->udp) {
+        ofl_json_u64(j, "sent", ofl_udp_sink_sent(s->udp));
+        ofl_json_u64(j, "dropped", ofl_udp_sink_dropped(s->udp));
+        ofl_json_u64(j, "to_self", ofl_udp_sink_to_self(s->udp));
+        ofl_json_u64(j, "send_errors", ofl_udp_sink_send_errors(s->udp));
+    }
+    ofl_json_end_obj(j);
+}
+
+void ofl_stats_end(struct ofl_json *j)
+{
+    ofl_json_end_obj(j);
+    fputc('\n', j->f);
+    fclose(j->f);
+    j->f = NULL;
+}

@@ -1,0 +1,32 @@
+/* The LPM tables as table objects of generated programs (runtime/lib/lpm:
+ * lpm_tables.c): built by name from a program's run-time options, or from the routes
+ * the host sent (a table that travels): the functions of offlow/elements/router.py's
+ * tables. */
+#ifndef OFL_LPM_TABLES_H
+#define OFL_LPM_TABLES_H
+
+#include <stddef.h>
+
+#include "offlow/gen.h"
+#include "offlow/lpm4.h"
+#include "offlow/lpm6.h"
+
+/* Build the IPv4 (IPv6) LPM table named `name` from its options: path= (a prefix
+ * file, text or gzip) and nports= (next hops 1..nports by the file rule, default 16).
+ * Prints what it built, or the error. */
+int ofl_lpm4_open_opts(struct ofl_lpm4 **t, const struct ofl_args *a, const char *name);
+int ofl_lpm6_open_opts(struct ofl_lpm6 **t, const struct ofl_args *a, const char *name);
+
+/* The host side of a table that travels: read the prefix file of table `name` (its
+ * options as above) and return its IPv4 (IPv6) routes as one malloc'ed blob. */
+int ofl_lpm4_pack(void **blob, size_t *len, const struct ofl_args *a, const char *name);
+int ofl_lpm6_pack(void **blob, size_t *len, const struct ofl_args *a, const char *name);
+
+/* The device side: build the table from a blob of routes the host sent. A blob that
+ * is not a whole number of routes, or holds a bad route, is -EINVAL (printed). */
+int ofl_lpm4_open_blob(struct ofl_lpm4 **t, const void *blob, size_t len,
+                       const struct ofl_args *a, const char *name);
+int ofl_lpm6_open_blob(struct ofl_lpm6 **t, const void *blob, size_t len,
+                       const struct ofl_args *a, const char *name);
+
+#endif
