@@ -2,7 +2,7 @@
 experiments of NFComms, seed 000: its Table 2 and Figure 4), beside the ceilings and
 the peer measured in the same run.
 
-The C program runtime/bench/bench_chan.c forks a "device" process pinned to CPU 1
+The C program benchmarks/c/bench_chan.c forks a "device" process pinned to CPU 1
 from the host process pinned to CPU 0; they share MAP_SHARED memory holding the
 channel region (chan.h). It measures, one mode per invocation:
 

@@ -2,7 +2,7 @@
 sends in the same run, the copy engine beside the core (the DMA/PIO crossover), and the
 LSO seed's cycle tables from instruction counts of offlow's own code.
 
-- Rates (runtime/bench/bench_dpdk_gso.c; bench_lso.c alone when DPDK is missing): 64 KB
+- Rates (benchmarks/c/bench_dpdk_gso.c; bench_lso.c alone when DPDK is missing): 64 KB
   TCP/IPv4 and UDP/IPv4 sends of the BGP table's bytes cut at IP MTU 512, 1024 and 1500
   by the NIC element's code (lso_nic.c over lso.c) and by rte_gso_segment, one pinned
   core, repetitions taking turns; Mpps and Gb/s of output (frame bytes) per core, and

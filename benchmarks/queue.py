@@ -1,7 +1,7 @@
 """`offlow bench queue`: offlow queue throughput and one-way latency beside a minimal
 SPSC ring (the ceiling).
 
-The C program runtime/bench/bench_queue.c moves entries from a producer pinned to CPU 0
+The C program benchmarks/c/bench_queue.c moves entries from a producer pinned to CPU 0
 to a consumer pinned to CPU 1, through the offlow queue (qout -> ring -> qin with the
 inline copy engine) and through a hand-written SPSC ring of the same geometry, for each
 (batch, entry size), and prints one JSON line per configuration: streaming throughput,

@@ -2,13 +2,13 @@
 DPDK 22.11, in one run on the same machine, routes and addresses.
 
 Two C programs, compiled once per content hash into $OFFLOW_CACHE or ~/.cache/offlow
-with the same optimisation flags (-O3 -march=native):
+with the same flags (runtime/build.toml's `native` set: -O3 -march=native):
 
-- runtime/bench/bench_lpm.c: offlow's IPv4 DIR-24-8 (lpm4.h) and IPv6 binary search on
+- benchmarks/c/bench_lpm.c: offlow's IPv4 DIR-24-8 (lpm4.h) and IPv6 binary search on
   prefix lengths (lpm6.h), scalar and batched (latency-hiding) lookups;
-- runtime/bench/bench_dpdk_lpm.c: DPDK's rte_lpm and rte_fib (DIR24_8) for IPv4,
+- benchmarks/c/bench_dpdk_lpm.c: DPDK's rte_lpm and rte_fib (DIR24_8) for IPv4,
   rte_lpm6 and rte_fib6 (TRIE) for IPv6, with EAL on --no-huge memory; compiled with
-  `pkg-config --cflags --libs libdpdk` and the runtime's LPM modules: it times offlow's
+  `pkg-config --cflags --libs libdpdk` and the runtime's lpm library: it times offlow's
   lookups too, taking turns with DPDK's in every repetition, and the ratios pair those
   repetitions (rates drift between processes on a shared machine; side by side they
   hold). When libdpdk is missing, the setup step installs Debian's libdpdk-dev (as
@@ -677,10 +677,10 @@ def run(quick: bool = False, out_json: str | os.PathLike[str] | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m offlow.bench.router`: the benchmark with every option of run()."""
+    """`python -m benchmarks.router`: the benchmark with every option of run()."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m offlow.bench.router", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m benchmarks.router", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="quick settings (about a minute)")
     p.add_argument("--json-out", type=Path, help="where to write the JSON results")

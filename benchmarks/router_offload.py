@@ -1,6 +1,6 @@
 """Offload batch size sweep of `offlow bench router` (Knapp, Figure 6).
 
-runtime/bench/bench_offload.c runs two processes: a host pinned to CPU 0 and a "NIC"
+benchmarks/c/bench_offload.c runs two processes: a host pinned to CPU 0 and a "NIC"
 pinned to CPU 1 (the same CPU when the machine has one: oversubscribed, and said so),
 connected by offlow's runtime queues in an interconnect window. The host sends batches
 of B lookups carrying only the region of interest (the destination address and an

@@ -1,15 +1,15 @@
 """The sweeps of `offlow bench router` beyond the lookup tables: which run, their
 settings, and their part of the result, report and plot.
 
-- "lookups": LPM builds and lookups beside DPDK's tables (offlow.bench.router);
+- "lookups": LPM builds and lookups beside DPDK's tables (benchmarks.router);
 - "offload": offload batch size sweep, host -> NIC over offlow's queues
-  (offlow.bench.router_offload, Knapp Figure 6);
+  (benchmarks.router_offload, Knapp Figure 6);
 - "sizes": the router program forwarding synthetic traffic of each frame size
-  (offlow.bench.router_fwd);
+  (benchmarks.router_fwd);
 - "l3fwd": the router and DPDK's l3fwd on the same replayed pcap, one core each
-  (offlow.bench.router_l3fwd);
+  (benchmarks.router_l3fwd);
 - "groups": the lookup segment as a core group of 1..8 cores and data-parallel
-  (offlow.bench.groups, Knapp Figure 8).
+  (benchmarks.groups, Knapp Figure 8).
 
 A sweep that fails is reported with its error; the others still run.
 """
