@@ -1,6 +1,7 @@
 """The packet side of the C runtime: header parsers and checksums (test_pkt.c), the
-pcap and synthetic ports (test_ports.c), each built plain and with ASan+UBSan and
-run as a program that prints its checks and exits non-zero on failure.  The
+pcap and synthetic ports and the source kinds libraries add (test_ports.c), each
+built plain and with ASan+UBSan and run as a program that prints its checks and exits
+non-zero on failure.  The
 parsers also classify the malformed capture of offlow.testing frame by frame."""
 
 from __future__ import annotations
@@ -34,7 +35,12 @@ def test_parsers_and_checksums(sanitize: bool) -> None:
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_pcap_and_synthetic_ports(sanitize: bool, tmp_path: Path) -> None:
     exe = build_c([C_TESTS / "test_ports.c"], "test_ports", sanitize=sanitize)
-    _check("test_ports", run_c(exe, str(DATA), str(tmp_path), timeout=120))
+    res = run_c(exe, str(DATA), str(tmp_path), timeout=120)
+    _check("test_ports", res)
+    # source kinds a library adds: what the runtime says of each (test_source_kinds)
+    assert "offlow nic: source rx: unknown kind `fake` (pcap, synth, udp)\n" in res.stderr
+    assert "offlow nic: source rx: fake rx part 1 of 2, loops 3\n" in res.stderr
+    assert "offlow nic: source tx: unknown kind `other` (pcap, synth, udp, fake)\n" in res.stderr
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])

@@ -1,5 +1,5 @@
 /* Packet ports: the pcap source and sink, the synthetic source, size mixes and
- * prefix files.
+ * prefix files, and source kinds a library adds (gen.h's struct ofl_src_kind).
  *   test_ports DATA_DIR TMP_DIR      run the tests (DATA_DIR holds the shared captures)
  *   test_ports classify FILE.pcap    print each packet's category (valid_ipv4, bad_l4, ...;
  *                                    see offlow/testing/malformed.py), using the
@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "offlow/err.h"
+#include "offlow/gen.h"
 #include "offlow/pcap_port.h"
 #include "offlow/pkt.h"
 #include "offlow/src.h"
@@ -875,6 +876,37 @@ static int classify(const char *path)
     return 0;
 }
 
+/* A source kind "fake", as a library adds one: it says it was asked, with the common
+ * options the core read. */
+static int fake_open(struct ofl_src **s, const struct ofl_args *a, const char *name,
+                     const struct ofl_src_opts *o, char *errbuf)
+{
+    (void)a;
+    *s = NULL;
+    snprintf(errbuf, 256, "fake %s part %u of %u, loops %llu", name, (unsigned)o->part,
+             (unsigned)o->nparts, (unsigned long long)o->loops);
+    return -EDOM;
+}
+
+/* ofl_source_open hands a kind it does not know itself to the program's libraries'
+ * kinds (a->src_kinds), and refuses one that no library adds. */
+static void test_source_kinds(void)
+{
+    const struct ofl_src_kind kinds[] = { { "fake", fake_open }, { NULL, NULL } };
+    char *argv[] = { "test", "--window", "/none", "--opt", "rx.kind=fake", "--opt",
+                     "rx.loops=3", "--opt", "tx.kind=other", NULL };
+    struct ofl_args a;
+    struct ofl_src *s = NULL;
+    CHECK(ofl_args_parse(&a, 9, argv, "nic") == 0, "options parsed");
+    CHECK(ofl_source_open(&s, &a, "rx", 1, 2, 2048) == -EINVAL && !s,
+          "kind fake without the library's kinds: refused");
+    a.src_kinds = kinds;
+    CHECK(ofl_source_open(&s, &a, "rx", 1, 2, 2048) == -EDOM && !s,
+          "kind fake: the library's open function runs");
+    CHECK(ofl_source_open(&s, &a, "tx", 0, 1, 2048) == -EINVAL && !s,
+          "kind other, which no library adds: refused");
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "classify")) return classify(argv[2]);
@@ -897,5 +929,6 @@ int main(int argc, char **argv)
     test_size_mix();
     test_prefixes();
     test_bgp_table();
+    test_source_kinds();
     return CHECK_DONE();
 }
