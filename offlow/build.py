@@ -9,11 +9,13 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlow.codegen.c import generate
+from offlow import targets
+from offlow.codegen.c import gen_common
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
 from offlow.passes import compile_graph
+from offlow.plan import Plan, make_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 # The real inputs (BGP table, captures): ../shared/data beside the checkout, or
@@ -116,18 +118,42 @@ def build_tool(name: str, sources: list[Path], cflags: tuple[str, ...] | list[st
 
 @dataclass(frozen=True)
 class Build:
-    """The result of compiling a program: its IR, generated C and executables."""
+    """The result of compiling a program: its plan, generated sources and executables."""
 
-    graph: Graph
+    plan: Plan
     sources: dict[str, str]
     directory: Path
     binaries: dict[str, Path]  # device -> executable
 
+    @property
+    def graph(self) -> Graph:
+        """The compiled graph (the plan's)."""
+        return self.plan.graph
+
 
 def compile_program(program: Program, fit: tuple[int, str] | None = None) -> Graph:
-    """Front-end and passes only (what `explain` needs); `fit`: the mtu the input
-    needs and why (Program.to_ir)."""
+    """Front-end and passes only; `fit`: the mtu the input needs and why
+    (Program.to_ir)."""
     return compile_graph(program.to_ir(fit))
+
+
+def plan_graph(g: Graph) -> Plan:
+    """The lowering plan of compiled graph `g` on the targets its segments name (a
+    target need not be usable here to be planned for: `explain` shows the plan)."""
+    return make_plan(g, {d: targets.get(d) for d in g.devices()})
+
+
+def plan_program(program: Program, fit: tuple[int, str] | None = None) -> Plan:
+    """Front-end, passes and the lowering plan (what `explain` shows)."""
+    return plan_graph(compile_program(program, fit))
+
+
+def generate(plan: Plan) -> dict[str, str]:
+    """File name -> text: common.h, then each device's files from its target."""
+    files = {"common.h": gen_common(plan)}
+    for d in plan.devices:
+        files.update(targets.get(d.target).generate(plan, d.name))
+    return files
 
 
 def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...] = (),
@@ -135,21 +161,31 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     """Compile `program` to one executable per device, reusing cached builds; `fit`:
     the mtu its input needs and why (offlow.runner.check_options), for a program that sets
     none."""
-    graph = compile_program(program, fit)
-    sources = generate(graph)
+    plan = plan_program(program, fit)
+    for d in plan.devices:
+        targets.usable(d.target)
+    sources = generate(plan)
     flags = extra_flags + (("-Werror",) if werror else ())
     lib = build_runtime(extra_flags)
     key = _digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),
                   lib.parent.name.encode(), " ".join(flags).encode())
     out = cache_dir() / f"{program.name}-{key}"
-    binaries = {dev: out / dev for dev in graph.devices()}
-    if not all(b.exists() for b in binaries.values()):
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in sources.items():
-            (out / name).write_text(text)
-        for dev, exe in binaries.items():
-            tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-            _cc([*CFLAGS, *flags, f"-I{RUNTIME / 'include'}", f"-I{out}", str(out / f"{dev}.c"),
-                 str(lib), "-o", str(tmp), *LIBS], f"generated {dev}.c of `{program.name}`")
-            tmp.rename(exe)
-    return Build(graph, sources, out, binaries)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in sources.items():
+        if not (out / name).exists():  # (whole, even beside a build of the same program)
+            tmp = out / f"{name}.tmp{os.getpid()}"
+            tmp.write_text(text)
+            tmp.replace(out / name)
+
+    def compile_c(c_file: Path, exe: Path) -> None:
+        """Compile generated `c_file` with the runtime into `exe` (once: cached)."""
+        if exe.exists():
+            return
+        tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
+        _cc([*CFLAGS, *flags, f"-I{RUNTIME / 'include'}", f"-I{out}", str(c_file), str(lib),
+             "-o", str(tmp), *LIBS], f"generated {c_file.name} of `{program.name}`")
+        tmp.rename(exe)
+
+    binaries = {d.name: targets.get(d.target).build(plan, d.name, out, compile_c)
+                for d in plan.devices}
+    return Build(plan, sources, out, binaries)

@@ -36,7 +36,7 @@ def test_shared_core_runs_one_thread_with_the_same_output(tmp_path: Path) -> Non
     assert "ofl_seg_rx" not in host and "ofl_seg_app" not in host
     assert host.count("pthread_create(") == 1
     assert oversubscription(b, RunOptions()) is None
-    assert "host core 0: rx, app share one thread" in explain(b.graph)
+    assert "host core 0: rx, app share one thread" in explain(b.plan)
     out = tmp_path / "out.pcap"
     s = run_example(["rx.device=host"], input=TLS, output=out, loops=2)
     assert s["ok"], s["errors"]

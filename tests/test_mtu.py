@@ -16,9 +16,10 @@ import pytest
 from offlow import OfflowError, Program
 from offlow.build import RUNTIME, compile_program
 from offlow.cli import load_program, main
-from offlow.codegen.layout import max_mtu
 from offlow.codegen.queuegen import entry_decls
 from offlow.ir import Queue
+from offlow.ir.layout import max_mtu
+from offlow.plan import queue_plan
 from tests.e2e import EXAMPLE, TLS, read_frames, run_example
 from tests.test_e2e import expected_forwarded
 
@@ -48,7 +49,7 @@ def test_entry_layouts_agree_with_the_c_compiler_for_any_mtu(tmp_path: Path) -> 
     for k, q in enumerate(queues()):
         for mtu in {*MTUS, max_mtu(q)}:  # a queue with several channels holds less
             if mtu <= max_mtu(q):
-                lines += entry_decls(replace(q, name=f"q{k}_mtu{mtu}"), mtu)
+                lines += entry_decls(queue_plan(replace(q, name=f"q{k}_mtu{mtu}"), mtu))
     src = tmp_path / "layouts.c"
     src.write_text("\n".join(lines) + "\n")
     res = subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",

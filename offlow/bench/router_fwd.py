@@ -18,7 +18,6 @@ as such, never as a rate.
 
 from __future__ import annotations
 
-import os
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from offlow.build import ROOT, Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.report import summarize
-from offlow.runner import Run, RunOptions, cpu_base, oversubscription
+from offlow.runner import Run, RunOptions, oversubscription
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -70,8 +69,7 @@ def program(placement: str) -> Program:
 
 def cpus_of(b: Build) -> list[int]:
     """The CPUs the runner pins a build's segment cores to."""
-    ncpu = os.cpu_count() or 1
-    return sorted({(cpu_base(s.device) + c) % ncpu for s in b.graph.segments for c in s.cores})
+    return sorted({c for s in b.graph.segments for c in b.plan.cpus(s.name)})
 
 
 def threads_of(b: Build) -> int:
@@ -87,7 +85,7 @@ def forward(b: Build, opts: RunOptions) -> dict:
     res = r.wait()
     if res.interrupted:  # Ctrl-C: the run stopped cleanly; the sweep stops too
         raise KeyboardInterrupt
-    s = summarize(b.graph, res.stats)
+    s = summarize(b.plan, res.stats)
     src = sum(v.get("packets", 0) for v in s["sources"].values())
     out = sum(v.get("packets", 0) for v in s["sinks"].values())
     out_bytes = sum(v.get("bytes", 0) for v in s["sinks"].values())

@@ -31,11 +31,6 @@ class Port:
     type: str = "any"
 
 
-def port_types_compatible(out_type: str, in_type: str) -> bool:
-    """True when a packet of `out_type` may enter an input of `in_type`."""
-    return in_type in ("any", out_type) or out_type.startswith(in_type + ".")
-
-
 @dataclass(frozen=True)
 class PortRef:
     """One port of one element instance; the unit that ``>>`` connects."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from offlow import targets
 from offlow.dsl.element import Composite, Element, Handler
 from offlow.dsl.values import Shared, Table, c_literal
 from offlow.dsl.where import code_site
@@ -36,7 +37,6 @@ from offlow.ir.graph import (
 )
 from offlow.ir.types import check_ctype
 
-DEVICES = ("host", "nic")
 CACHE_POLICIES = ("write_through", "write_back")
 CACHE_EVICTIONS = ("lru", "clock")
 AUTO = "auto"  # Program(mtu=AUTO): the run's input sizes the queues
@@ -146,9 +146,9 @@ class Program:
         if name.startswith(TABLE_CHANNEL_PREFIX):
             raise OfflowError(f"channel `{name}`: names starting with `{TABLE_CHANNEL_PREFIX}` "
                               "are the tables' (they travel between processes over them)")
-        if device is not None and device not in DEVICES:
+        if device is not None and device not in targets.names():
             raise OfflowError(f"channel `{name}`: unknown device `{device}`; devices: "
-                              f"{', '.join(DEVICES)}")
+                              f"{', '.join(targets.names())}")
         if not isinstance(handler, Handler):
             raise OfflowError(f"channel `{name}`: handler must be a Handler, not "
                               f"{type(handler).__name__}")
@@ -274,10 +274,10 @@ class Program:
             )
         seg = self.segments[segment]
         if device is not None:
-            if device not in DEVICES:
+            if device not in targets.names():
                 raise OfflowError(
                     f"segment `{segment}`: unknown device `{device}`; "
-                    f"devices: {', '.join(DEVICES)}"
+                    f"devices: {', '.join(targets.names())}"
                 )
             seg.device = device
         if cores is not None:

@@ -102,14 +102,14 @@ class SharedTable:
     name: str
     ctype: str
     length: int
-    home: str = ""  # "host", "nic" or "window" (used by several devices); set by placement
+    home: str = ""  # a device, or "window" (used by several devices); set by placement
     open_fn: str = ""
     close_fn: str = ""
     options: tuple[tuple[str, str], ...] = ()
     source: str = ""
     pack_fn: str = ""  # host side of a table that travels (see dsl.values.Table)
     open_blob_fn: str = ""
-    bulk: bool = False  # set by placement: sent by the host over channel table.NAME
+    bulk: bool = False  # set by the plan: sent to its device over channel table.NAME
     stats_fn: str = ""  # writes the object's counters to the stats file (dsl Table)
     tcp: bool = False   # serves the run's TCP socket, when it has one (dsl Table)
 
@@ -130,6 +130,9 @@ MAX_INSTANCES = 256
 MAX_OUTPUTS = 29
 # Named drop reasons of one element (DROP_WHY): a number each in the mask's low byte.
 MAX_DROP_REASONS = 256
+# The drop reason of a packet a body made (MAKE) that is longer than the mtu: no queue
+# entry or sink could take it (every element that makes packets has it).
+MADE_TOO_LONG = ("made_too_long", "a packet it made (MAKE) is longer than the mtu")
 
 
 @dataclass(frozen=True)

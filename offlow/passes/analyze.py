@@ -8,11 +8,8 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir import BodyFacts, Graph, Node
+from offlow.ir.graph import MADE_TOO_LONG
 from offlow.passes.cbody import BodyError, Site, analyze_body
-
-# The drop reason of a packet a body made (MAKE) that is longer than the mtu: no queue
-# entry or sink could take it.
-MADE_TOO_LONG = ("made_too_long", "a packet it made (MAKE) is longer than the mtu")
 
 
 def analyze_bodies(g: Graph) -> Graph:

@@ -95,7 +95,7 @@
 
 /* Options of one device process, from its command line. */
 struct ofl_args {
-    const char *device;       /* "host", "nic" */
+    const char *device;       /* the device's name: "host", "nic" (for messages) */
     const char *window;       /* --window PATH */
     const char *stats;        /* --stats PATH (NULL: no stats file) */
     bool init;                /* --init: create and format the window, then exit */
