@@ -155,11 +155,17 @@ def test_generated_code_tags_entries_and_dispatches_them() -> None:
         assert f"case {k}: {{ /* cls.{port} -> {dst}.inp */" in host
     assert "&ctx->out_rx__app[(uint32_t)state->key % 3u]" in nic
     assert "en->ofl_len = (uint16_t)pkt->len;" in nic  # the count channel's length
-    assert nic.count(".drop_full = true;") == 3
+    # the NIC core's three rings, each dropping when full (enqueue=drop)
+    assert ('{ "rx->app", &ofl_ctxs[0].out_rx__app, NULL, NULL, ofl_rings_0_0, 3u, false, '
+            "true }") in nic
     assert "union ofl_q_rx__app {" in common
     assert ("sizeof(struct ofl_entry_hdr) }, /* 2: rx->app core 0 -> instance 2 (core 0) */"
             in common)
-    assert "ctxs[0].nin_rx__app = 2u;" in host and "ctxs[1].nin_rx__app = 1u;" in host
+    # host core 0 polls instances 0 and 2 (rings 0 and 2), core 1 instance 1
+    assert ("static const struct ofl_ring_use ofl_rings_0_0[] = {\n"
+            "    { 0u, 0u, 0u, 0u, false },\n    { 2u, 0u, 2u, 0u, false },\n};") in host
+    assert "&ofl_ctxs[0].nin_rx__app, ofl_rings_0_0, 2u, false, false }" in host
+    assert "&ofl_ctxs[1].nin_rx__app, ofl_rings_1_0, 1u, false, false }" in host
 
 
 # ---- end to end --------------------------------------------------------------------------

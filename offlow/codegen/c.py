@@ -5,7 +5,6 @@ nic targets), its file (element functions, one fused loop per segment, main)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from offlow.codegen import queuegen as qg
@@ -59,7 +58,7 @@ def gen_common(plan: Plan) -> str:
     e("/* Rings in window order: entry size, entries, doorbell batch, and where the",
       " * packet bytes start in an entry (0: fixed-size entries, always copied whole). */",
       f"#define OFL_NRINGS {len(rs)}u",
-      "static const struct { uint32_t entry_size, size, batch, data_off; } ofl_ring_desc[] = {")
+      "static const struct ofl_ring_spec ofl_ring_desc[] = {")
     for r in rs:
         e(qg.ring_desc(r))
     if not rs:
@@ -147,8 +146,6 @@ class DeviceGen:
         for t in self.threads:
             if len(t.loops) > 1:
                 self.gen_shared_thread(t, self.ctx_index)
-        if self._produces():
-            e(*qg.stats_fn())
         self.gen_main()
         return e.text()
 
@@ -537,268 +534,198 @@ class DeviceGen:
         e("        progress |= n > 0;", "    }")
 
     def gen_main(self) -> None:
+        """The process's state, the tables that describe it to the runtime (ofl_prog:
+        its cores, rings, sources, sinks, tables and threads) and main, which sets up
+        what only this program knows (its tables, core groups and channels) and leaves
+        the rest to the runtime (gen.h: ofl_prog_open, _run, _report, _close)."""
         e = self.e
         ctxs = [(p, k) for p in self.plans for k in range(len(p.cores))]
         reasons = [r for n in self.nodes for r, _ in n.drops]
         e("/* Element names, by counter index, for the stats file; each one's drop reasons",
           " * (ofl_why_n of them from ofl_why_base in ofl_why_names). */",
           "static const char *const ofl_el_names[] = {"
-          + ", ".join(f'"{n.name}"' for n in self.nodes) + (", " if self.nodes else "")
-          + "NULL };",
+          + "".join(f'"{n.name}", ' for n in self.nodes) + "NULL };",
           "static const unsigned ofl_why_n[] = {"
-          + ", ".join(f"{len(n.drops)}u" for n in self.nodes) + (", " if self.nodes else "")
-          + "0u };",
+          + "".join(f"{len(n.drops)}u, " for n in self.nodes) + "0u };",
           "static const unsigned ofl_why_base[] = {"
-          + ", ".join(f"{self.why_base[n.name]}u" for n in self.nodes)
-          + (", " if self.nodes else "") + "0u };",
+          + "".join(f"{self.why_base[n.name]}u, " for n in self.nodes) + "0u };",
           "static const char *const ofl_why_names[] = {"
           + "".join(f'"{r}", ' for r in reasons) + "NULL };", "",
-          "int main(int argc, char **argv) {",
-          "    struct ofl_proc proc;", "    memset(&proc, 0, sizeof proc);",
-          f'    if (ofl_args_parse(&proc.args, argc, argv, "{self.device}") < 0) return 2;',
-          "    size_t ring_off[OFL_NRINGS + 1], tables_off, chan_off;",
-          "    size_t wsize = ofl_layout(ring_off, &tables_off, &chan_off);",
-          "    if (proc.args.init) { /* create the window and format every ring in it */",
-          "        int rc = ofl_window_create(&proc.win, proc.args.window, wsize);",
-          *(["        for (uint32_t i = 0; rc == 0 && i < OFL_NRINGS; i++)",
-             "            rc = ofl_ring_format(ofl_window_at(&proc.win, ring_off[i]),",
-             "                                 ofl_ring_mem_size(ofl_ring_desc[i].size,",
-             "                                                   ofl_ring_desc[i].entry_size),",
-             "                                 ofl_ring_desc[i].size, ofl_ring_desc[i].entry_size,",
-             "                                 ofl_ring_desc[i].batch, ofl_ring_desc[i].data_off);"]
-            if self.rings else []),
-          *(["        if (rc == 0) rc = ofl_gen_channels(&proc.win, chan_off, OFL_NCHAN, "
-             "ofl_chan_names);"] if self.plan.window_channels else ["        (void)chan_off;"]),
-          "        if (rc < 0) return ofl_fatal_err(\"cannot create the window\", rc);",
-          "        ofl_window_mark_runner(&proc.win);",
-          "        ofl_window_close(&proc.win);",
-          "        return 0;",
-          "    }",
-          "    if (ofl_proc_open(&proc.win, &proc.args, wsize) < 0) return 1;",
-          "    /* the runner's liveness pipe: stop (and clean up) if it goes (lifeline.h) */",
-          "    static struct ofl_lifeline life;",
-          "    if (ofl_lifeline_start(&life, proc.args.runner_fd, "
-          "&((struct ofl_window_hdr *)proc.win.base)->abort,",
-          "                           proc.args.window, proc.args.stats) < 0)",
-          "        return ofl_fatal(\"--runner-fd is not a pipe\");",
-          "    proc.wtables = ofl_window_at(&proc.win, tables_off);")
-        for t in self.g.shared:
-            if t.bulk and self.device == self.plan.table_sender:
-                e(f"    /* table {t.name} lives on {t.home}: read here, sent over a channel */",
-                  f'    if (ofl_table_send(&proc.win, chan_off, "{t.name}", {t.pack_fn}, '
-                  "&proc.args) < 0)", "        return 1;")
-        for t in self.g.shared:
-            if t.home == "window":
-                e(f"    proc.tbl_{cname(t.name)} = proc.wtables->{cname(t.name)};")
-            elif t.home == self.device and t.bulk:
-                e(f"    /* table {t.name}: built here from what the host sent */",
-                  f'    if (ofl_table_recv(&proc.tbl_{cname(t.name)}, &proc.win, chan_off, '
-                  f'"{t.name}", ofl_blob_{cname(t.name)}, &proc.args) < 0)',
-                  "        return 1;")
-            elif t.home == self.device and t.is_object:
-                e(f"    /* table {t.name}: built here, before any core starts */",
-                  f'    if ({t.open_fn}(&proc.tbl_{cname(t.name)}, &proc.args, "{t.name}") < 0)',
-                  "        return 1;")
-            elif t.home == self.device:
-                base = t.ctype.split("[")[0]
-                e(f"    proc.tbl_{cname(t.name)} = calloc({t.length}, sizeof({base}));",
-                  f"    if (!proc.tbl_{cname(t.name)}) return ofl_fatal(\"out of memory\");")
-        for k, s in enumerate(self.sinks):
-            ncores = next(len(p.cores) for p in self.plans if s.name in p.nodes)
-            e(f'    if (ofl_sink_open(&proc.sinks[{k}], &proc.args, "{s.name}", {ncores}u) < 0)',
-              "        return 1;")
-        e(f"    static struct ofl_ctx ctxs[{max(1, len(ctxs))}];",
-          f"    const unsigned nctx = {len(ctxs)}u;")
+          "/* This process: its tables and sinks, its core groups, its segment cores. */",
+          "static struct ofl_proc ofl_process;")
         for p in self.plans:
             if p.group:
-                e(f"    static struct ofl_group grp_{cname(p.name)};",
-                  f"    ofl_group_init(&grp_{cname(p.name)}, {len(p.cores)}u);")
-        for k, (p, core_idx) in enumerate(ctxs):
-            e(f"    /* segment {p.name}, core {p.cores[core_idx]} */",
-              f"    ctxs[{k}].proc = &proc;",
-              *([f"    ctxs[{k}].grp = &grp_{cname(p.name)};"] if p.group else []),
-              f'    if (ofl_core_init(&ctxs[{k}].core, &proc.args, &proc.win, "{p.name}", '
-              f"{core_idx}u, {len(p.cores)}u, {p.cores[core_idx]}, OFL_BATCH * OFL_MTU) < 0)",
-              "        return 1;")
-            for s in p.sources:
-                e(f"    if (ofl_source_open(&ctxs[{k}].src_{cname(s)}, &proc.args, \"{s}\", "
-                  f"{core_idx}u, {len(p.cores)}u, OFL_MTU) < 0) return 1;")
-            for q in p.outputs:
-                self._attach(k, q, core_idx, "out")
-            for q in p.inputs:
-                self._attach(k, q, core_idx, "in")
+                e(f"static struct ofl_group ofl_group_{cname(p.name)};")
+        e(f"static struct ofl_ctx ofl_ctxs[{max(1, len(ctxs))}] = {{")
+        for p, k in ctxs:
+            grp = f", .grp = &ofl_group_{cname(p.name)}" if p.group else ""
+            e(f"    {{ .proc = &ofl_process{grp} }}, /* segment {p.name}, core {p.cores[k]} */")
+        e("};", "")
+        tables = self._table_uses()
+        cores = [self._core_use(k, p, idx) for k, (p, idx) in enumerate(ctxs)]
+        e("static const struct ofl_core_use ofl_cores[] = {", *cores, "};")
+        e(_array("struct ofl_sink_use", "ofl_sinks", [
+            f'    {{ "{s.name}", &ofl_process.sinks[{k}], '
+            f"{next(len(p.cores) for p in self.plans if s.name in p.nodes)}u }},"
+            for k, s in enumerate(self.sinks)]))
+        e(_array("struct ofl_table_use", "ofl_tables", tables))
+        e(_array("struct ofl_thread_use", "ofl_threads", [
+            f"    {{ {fn}, {arg} }}," for fn, arg in self._thread_fns()]))
+        e("static const struct ofl_prog ofl_prog = {",
+          "    .el_names = ofl_el_names, .why_n = ofl_why_n, .why_base = ofl_why_base,",
+          "    .why_names = ofl_why_names, .rings = ofl_ring_desc,",
+          f"    .cores = ofl_cores, .ncores = {len(ctxs)}u,",
+          f"    .sinks = {_ref('ofl_sinks', self.sinks)}, .nsinks = {len(self.sinks)}u,",
+          f"    .tables = {_ref('ofl_tables', tables)}, .ntables = {len(tables)}u,",
+          f"    .threads = ofl_threads, .nthreads = {len(self.threads)}u,",
+          f"    .instances = {'true' if any(p.outputs for p in self.plans) else 'false'}, "
+          ".mtu = OFL_MTU, .bufsize = OFL_BATCH * OFL_MTU,", "};", "")
+        e("int main(int argc, char **argv) {",
+          "    struct ofl_proc *proc = &ofl_process;",
+          f'    if (ofl_args_parse(&proc->args, argc, argv, "{self.device}") < 0) return 2;',
+          "    size_t ring_off[OFL_NRINGS + 1], tables_off, chan_off;",
+          "    size_t wsize = ofl_layout(ring_off, &tables_off, &chan_off);",
+          "    if (proc->args.init) /* create the window and format every ring in it */",
+          "        return ofl_prog_init_window(&proc->win, &proc->args, wsize, ofl_ring_desc, "
+          "OFL_NRINGS,",
+          "                                    ring_off, chan_off, OFL_NCHAN, ofl_chan_names);",
+          "    if (ofl_proc_open(&proc->win, &proc->args, wsize) < 0) return 1;",
+          "    /* the runner's liveness pipe: stop (and clean up) if it goes (lifeline.h) */",
+          "    static struct ofl_lifeline life;",
+          "    if (ofl_lifeline_start(&life, proc->args.runner_fd, "
+          "&((struct ofl_window_hdr *)proc->win.base)->abort,",
+          "                           proc->args.window, proc->args.stats) < 0)",
+          "        return ofl_fatal(\"--runner-fd is not a pipe\");",
+          "    proc->wtables = ofl_window_at(&proc->win, tables_off);")
+        self._open_tables()
+        for p in self.plans:
+            if p.group:
+                e(f"    ofl_group_init(&ofl_group_{cname(p.name)}, {len(p.cores)}u);")
+        e("    /* sinks, then every core: its sources and the ends of its rings */",
+          "    if (ofl_prog_open(&ofl_prog, &proc->args, &proc->win, ring_off) < 0) return 1;")
         if self.channels:
             e("    /* Channel managers: serve the host's messages from before the first packet */",
               "    struct ofl_chan_mgr *mgr = ofl_chan_mgr_start(1, "
-              "&((struct ofl_window_hdr *)proc.win.base)->abort);",
+              "&((struct ofl_window_hdr *)proc->win.base)->abort);",
               '    if (!mgr) return ofl_fatal("cannot start the channel manager");',
-              "    proc.chan_mgr = mgr;")
+              "    proc->chan_mgr = mgr;")
             for c in self.channels:
-                e(f'    if (ofl_gen_serve(mgr, &proc.win, chan_off, "{c.name}", '
-                  f"ofl_handler_{cname(c.name)}, &proc) < 0) return 1;")
-        e(f"    static pthread_t tids[{max(1, len(self.threads))}];")
-        for i, t in enumerate(self.threads):
-            if len(t.loops) > 1:
-                fn, arg = f"ofl_thread_{self.device}_{t.core}", "ctxs"
-            else:
-                p = next(p for p in self.plans if p.name == t.loops[0][0])
-                loop = "ofl_grp_" if p.group and t.loops[0][1] else "ofl_seg_"
-                fn, arg = f"{loop}{cname(p.name)}", f"&ctxs[{self.ctx_index[t.loops[0]]}]"
-            e(f"    if (pthread_create(&tids[{i}], NULL, {fn}, {arg}))",
-              '        return ofl_fatal("cannot start a segment thread");')
-        e("    int failed = 0;",
-          f"    for (unsigned i = 0; i < {len(self.threads)}u; i++) pthread_join(tids[i], NULL);",
-          "    for (unsigned k = 0; k < nctx; k++) {",
-          "        if (ctxs[k].core.err) { failed = 1; ofl_window_abort(&proc.win); }",
-          "    }",
-          "    if (proc.args.serve && !failed && ofl_serve_until_stopped(&proc.win) < 0)",
+                e(f'    if (ofl_gen_serve(mgr, &proc->win, chan_off, "{c.name}", '
+                  f"ofl_handler_{cname(c.name)}, proc) < 0) return 1;")
+        e("    int failed = ofl_prog_run(&ofl_prog, &proc->win);",
+          "    if (proc->args.serve && !failed && ofl_serve_until_stopped(&proc->win) < 0)",
           "        failed = 1;",
           *(["    ofl_chan_mgr_stop(mgr);"] if self.channels else []),
-          "    struct ofl_json j;",
-          "    if (ofl_stats_begin(&j, &proc.args)) {",
-          "        ofl_json_begin_arr(&j, \"cores\");",
-          "        for (unsigned k = 0; k < nctx; k++) {",
-          "            ofl_stats_core(&j, &ctxs[k].core);",
-          "            ofl_json_begin_obj(&j, \"elements\");",
-          "            for (unsigned i = 0; ofl_el_names[i]; i++) {",
-          "                if (!ctxs[k].el_in[i]) continue;",
-          "                ofl_json_begin_obj(&j, ofl_el_names[i]);",
-          "                ofl_json_u64(&j, \"in\", ctxs[k].el_in[i]);",
-          "                ofl_json_u64(&j, \"drop\", ctxs[k].el_drop[i]);",
-          "                ofl_json_u64(&j, \"consumed\", ctxs[k].el_used[i]);",
-          "                if (ctxs[k].el_copies[i])",
-          "                    ofl_json_u64(&j, \"copies\", ctxs[k].el_copies[i]);",
-          "                if (ctxs[k].el_made[i]) ofl_json_u64(&j, \"made\", ctxs[k].el_made[i]);",
-          "                if (ofl_why_n[i]) {",
-          "                    ofl_json_begin_obj(&j, \"why\");",
-          "                    for (unsigned r = 0; r < ofl_why_n[i]; r++)",
-          "                        ofl_json_u64(&j, ofl_why_names[ofl_why_base[i] + r],",
-          "                                     ctxs[k].el_why[ofl_why_base[i] + r]);",
-          "                    ofl_json_end_obj(&j);",
-          "                }",
-          "                ofl_json_end_obj(&j);", "            }",
-          "            ofl_json_end_obj(&j);")
-        e("            ofl_json_begin_arr(&j, \"queues\");")
-        self._stats_queues(ctxs)
-        e("            ofl_json_end_arr(&j);")
-        if self._produces():
-            e("            ofl_json_begin_arr(&j, \"instances\");")
-            self._stats_instances(ctxs)
-            e("            ofl_json_end_arr(&j);")
-        e("            ofl_json_begin_obj(&j, \"sources\");")
-        self._stats_sources(ctxs)
-        e("            ofl_json_end_obj(&j);")
-        e("            ofl_json_end_obj(&j);", "        }", "        ofl_json_end_arr(&j);")
-        e("        ofl_json_begin_obj(&j, \"tables\");")
-        for t in self.g.shared:
-            if t.home in (self.device, "window") and not t.is_object:
-                e(f"        ofl_stats_table(&j, \"{t.name}\", proc.tbl_{cname(t.name)}, "
-                  f"{t.length}u, sizeof *proc.tbl_{cname(t.name)}, "
-                  f"{1 if t.ctype.startswith('int') else 0});")
-            elif t.home == self.device and t.stats_fn:
-                e(f"        {t.stats_fn}(&j, \"{t.name}\", proc.tbl_{cname(t.name)});")
-        e("        ofl_json_end_obj(&j);")
-        e("        ofl_json_begin_obj(&j, \"sinks\");")
-        for k, s in enumerate(self.sinks):
-            e(f"        ofl_stats_sink(&j, \"{s.name}\", proc.sinks[{k}]);")
-        e("        ofl_json_end_obj(&j);")
-        e("        ofl_stats_end(&j);", "    }")
-        for k in range(len(self.sinks)):
-            e(f"    ofl_sink_close(proc.sinks[{k}]);")
-        e("    /* Tear down: every core's queues, sources and buffers, then the tables. */")
-        for k, (p, core_idx) in enumerate(ctxs):
-            for s in p.sources:
-                e(f"    ofl_src_close(ctxs[{k}].src_{cname(s)});")
-            for side, qs, fn in (("out", p.outputs, "ofl_qout_destroy"),
-                                 ("in", p.inputs, "ofl_qin_destroy")):
-                for q in qs:
-                    n = sum(1 for r in self.rings if r.queue == q
-                            and (r.prod if side == "out" else r.cons) == core_idx)
-                    arr = f"ctxs[{k}].{side}_{cname(q.name)}"
-                    if not n:  # a core group's worker has no input rings
-                        continue
-                    e(f"    for (unsigned i = 0; i < {n}u; i++) {fn}(&{arr}[i]);",
-                      f"    free({arr});")
-            e(f"    ofl_core_destroy(&ctxs[{k}].core);")
-        for t in self.g.shared:
-            if t.home == self.device:
-                free = t.close_fn if t.is_object else "free"
-                e(f"    {free}(proc.tbl_{cname(t.name)});")
-        e("    ofl_window_close(&proc.win);", "    ofl_lifeline_finish(&life);",
-          "    return failed ? 1 : 0;", "}")
+          "    ofl_prog_report(&ofl_prog, &proc->args);",
+          "    ofl_prog_close(&ofl_prog);",
+          "    ofl_window_close(&proc->win);", "    ofl_lifeline_finish(&life);",
+          "    return failed;", "}")
 
-    def _attach(self, k: int, q: Queue, core_idx: int, side: str) -> None:
+    def _open_tables(self) -> None:
+        """main's lines that get each table this process uses: sent (the device that
+        reads tables for those without a file system), received, built or allocated."""
         e = self.e
-        cq = cname(q.name)
-        if side == "out":
-            mine = [r for r in self.rings if r.queue == q and r.prod == core_idx]
-            fn, arr = "ofl_qout_init", f"ctxs[{k}].out_{cq}"
-            typ = "struct ofl_qout"
-        else:
-            mine = [r for r in self.rings if r.queue == q and r.cons == core_idx]
-            fn, arr = "ofl_qin_init", f"ctxs[{k}].in_{cq}"
-            typ = "struct ofl_qin"
-        # a ring inside this process must not fail when a peer process exits
-        waiter = "waiter" if q.crosses_device else "local"
-        if not mine:  # a worker of a core group, or a core polling no instance of q
-            return
-        e(f"    {arr} = calloc({len(mine)}, sizeof({typ}));",
-          f'    if (!{arr}) return ofl_fatal("out of memory");')
-        if side == "in":
-            e(f"    ctxs[{k}].nin_{cq} = {len(mine)}u;")
-        for j, r in enumerate(mine):
-            e(f"    if ({fn}(&{arr}[{j}], ofl_window_at(&proc.win, ring_off[{r.index}]),",
-              f"            ofl_ring_mem_size(ofl_ring_desc[{r.index}].size, "
-              f"ofl_ring_desc[{r.index}].entry_size), ctxs[{k}].core.ce, "
-              f"&ctxs[{k}].core.{waiter}) < 0)",
-              f'        return ofl_fatal("cannot attach ring {q.name} core {r.prod} -> '
-              f'instance {r.inst}");')
-            if side == "out" and q.enqueue == "drop":
-                e(f"    {arr}[{j}].drop_full = true; /* enqueue=drop */")
-            elif side == "out" and any((q.src_segment, r.prod) in t.loops
-                                       and (q.dst_segment, r.cons) in t.loops
-                                       for t in self.threads):
-                e(f"    {arr}[{j}].fail_full = true; /* its consumer runs in this thread */")
+        for t in self.g.shared:
+            if t.bulk and self.device == self.plan.table_sender:
+                e(f"    /* table {t.name} lives on {t.home}: read here, sent over a channel */",
+                  f'    if (ofl_table_send(&proc->win, chan_off, "{t.name}", {t.pack_fn}, '
+                  "&proc->args) < 0)", "        return 1;")
+        for t in self.g.shared:
+            tbl = f"proc->tbl_{cname(t.name)}"
+            if t.home == "window":
+                e(f"    {tbl} = proc->wtables->{cname(t.name)};")
+            elif t.home == self.device and t.bulk:
+                e(f"    /* table {t.name}: built here from what the host sent */",
+                  f'    if (ofl_table_recv(&{tbl}, &proc->win, chan_off, "{t.name}", '
+                  f"ofl_blob_{cname(t.name)}, &proc->args) < 0)", "        return 1;")
+            elif t.home == self.device and t.is_object:
+                e(f"    /* table {t.name}: built here, before any core starts */",
+                  f'    if ({t.open_fn}(&{tbl}, &proc->args, "{t.name}") < 0)', "        return 1;")
+            elif t.home == self.device:
+                base = t.ctype.split("[")[0]
+                e(f"    {tbl} = calloc({t.length}, sizeof({base}));",
+                  f"    if (!{tbl}) return ofl_fatal(\"out of memory\");")
 
-    def _per_core(self, ctxs: list[tuple[SegmentPlan, int]],
-                  emit_one: Callable[[SegmentPlan, int], None]) -> None:
-        for k, (p, core_idx) in enumerate(ctxs):
-            self.e(f"            if (k == {k}u) {{")
-            emit_one(p, core_idx)
-            self.e("            }")
+    def _table_uses(self) -> list[str]:
+        """Each table's stats and teardown functions (one line each), and its row of
+        ofl_tables."""
+        rows = []
+        for t in self.g.shared:
+            tn, tbl = cname(t.name), f"ofl_process.tbl_{cname(t.name)}"
+            stats = close = "NULL"
+            if t.home in (self.device, "window") and not t.is_object:
+                stats = f"ofl_tstats_{tn}"
+                signed = 1 if t.ctype.startswith("int") else 0
+                self.e(f"static void {stats}(struct ofl_json *j, const char *name) {{ "
+                       f"ofl_stats_table(j, name, {tbl}, {t.length}u, sizeof *{tbl}, {signed}); }}")
+            elif t.home == self.device and t.stats_fn:
+                stats = f"ofl_tstats_{tn}"
+                self.e(f"static void {stats}(struct ofl_json *j, const char *name) {{ "
+                       f"{t.stats_fn}(j, name, {tbl}); }}")
+            if t.home == self.device:
+                close = f"ofl_tclose_{tn}"
+                self.e(f"static void {close}(void) {{ "
+                       f"{t.close_fn if t.is_object else 'free'}({tbl}); }}")
+            if stats != "NULL" or close != "NULL":
+                rows.append(f'    {{ "{t.name}", {stats}, {close} }},')
+        return rows
 
-    def _stats_queues(self, ctxs: list[tuple[SegmentPlan, int]]) -> None:
-        def one(p: SegmentPlan, core_idx: int) -> None:
-            for q in p.outputs:
-                mine = [x for x in self.rings if x.queue == q and x.prod == core_idx]
-                for idx, r in enumerate(mine):
-                    self.e(f'                ofl_stats_qout(&j, "{q.name}", {r.prod}u, '
-                           f"{r.cons}u, &ctxs[k].out_{cname(q.name)}[{idx}]);")
-            for q in p.inputs:
-                mine = [x for x in self.rings if x.queue == q and x.cons == core_idx]
-                for idx, r in enumerate(mine):
-                    self.e(f'                ofl_stats_qin(&j, "{q.name}", {r.prod}u, '
-                           f"{r.cons}u, &ctxs[k].in_{cname(q.name)}[{idx}]);")
-        self._per_core(ctxs, one)
+    def _core_use(self, k: int, p: SegmentPlan, idx: int) -> str:
+        """Core `k`'s row of ofl_cores (segment `p`, its core `idx`), after the arrays of
+        its rings, queue sides and sources it names."""
+        e, ctx = self.e, f"ofl_ctxs[{k}]"
+        sides = []
+        for q in [*p.outputs, *p.inputs]:
+            out = q in p.outputs
+            mine = [r for r in self.rings if r.queue == q and (r.prod if out else r.cons) == idx]
+            rings = f"ofl_rings_{k}_{len(sides)}"
+            if mine:
+                e(f"static const struct ofl_ring_use {rings}[] = {{", *(
+                    f"    {{ {r.index}u, {r.prod}u, {r.inst}u, {r.cons}u, "
+                    f"{'true' if out and self._same_thread(q, r.prod, r.cons) else 'false'} }},"
+                    for r in mine), "};")
+            end = (f"&{ctx}.out_{cname(q.name)}, NULL, NULL" if out else
+                   f"NULL, &{ctx}.in_{cname(q.name)}, &{ctx}.nin_{cname(q.name)}")
+            sides.append(f'    {{ "{q.name}", {end}, {rings if mine else "NULL"}, {len(mine)}u, '
+                         f"{'false' if q.crosses_device else 'true'}, "
+                         f"{'true' if out and q.enqueue == 'drop' else 'false'} }},")
+        e(_array("struct ofl_qside", f"ofl_queues_{k}", sides))
+        srcs = [f'    {{ "{s}", &{ctx}.src_{cname(s)} }},' for s in p.sources]
+        e(_array("struct ofl_src_use", f"ofl_sources_{k}", srcs))
+        counts = ", ".join(f"{ctx}.el_{c}" for c in ("in", "drop", "used", "copies", "made",
+                                                      "why"))
+        return (f'    {{ &{ctx}.core, "{p.name}", {idx}u, {len(p.cores)}u, {p.cores[idx]}, '
+                f"{{ {counts} }},\n      {_ref(f'ofl_queues_{k}', sides)}, {len(sides)}u, "
+                f"{_ref(f'ofl_sources_{k}', srcs)}, {len(srcs)}u }},")
 
-    def _produces(self) -> bool:
-        """Some segment of this device enqueues on a queue."""
-        return any(p.outputs for p in self.plans)
+    def _same_thread(self, q: Queue, prod: int, cons: int) -> bool:
+        """The producer and consumer cores of a ring of `q` share one thread."""
+        return any((q.src_segment, prod) in t.loops and (q.dst_segment, cons) in t.loops
+                   for t in self.threads)
 
-    def _stats_instances(self, ctxs: list[tuple[SegmentPlan, int]]) -> None:
-        def one(p: SegmentPlan, core_idx: int) -> None:
-            for q in p.outputs:
-                mine = [x for x in self.rings if x.queue == q and x.prod == core_idx]
-                for idx, r in enumerate(mine):
-                    self.e(f'                ofl_stats_qmap(&j, "{q.name}", {r.prod}u, '
-                           f"{r.inst}u, {r.cons}u, &ctxs[k].out_{cname(q.name)}[{idx}]);")
-        self._per_core(ctxs, one)
+    def _thread_fns(self) -> list[tuple[str, str]]:
+        """Each thread's function and argument."""
+        out = []
+        for t in self.threads:
+            if len(t.loops) > 1:
+                out.append((f"ofl_thread_{self.device}_{t.core}", "ofl_ctxs"))
+                continue
+            p = next(p for p in self.plans if p.name == t.loops[0][0])
+            loop = "ofl_grp_" if p.group and t.loops[0][1] else "ofl_seg_"
+            out.append((f"{loop}{cname(p.name)}", f"&ofl_ctxs[{self.ctx_index[t.loops[0]]}]"))
+        return out
 
-    def _stats_sources(self, ctxs: list[tuple[SegmentPlan, int]]) -> None:
-        def one(p: SegmentPlan, core_idx: int) -> None:
-            for s in p.sources:
-                self.e(f'                ofl_stats_source(&j, "{s}", ctxs[k].src_{cname(s)});')
-        self._per_core(ctxs, one)
+
+def _array(ctype: str, name: str, rows: list[str]) -> str:
+    """A static const array of `rows` (nothing when there are none: C has no empty
+    arrays; _ref then gives NULL)."""
+    if not rows:
+        return ""
+    return "\n".join([f"static const {ctype} {name}[] = {{", *rows, "};"])
+
+
+def _ref(name: str, rows: list[str]) -> str:
+    return name if rows else "NULL"
 
 
 def _line_directive(file: str, line: int, unknown: str) -> str:

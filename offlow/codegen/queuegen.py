@@ -173,23 +173,3 @@ def input_def(segment: str, qp: QueuePlan) -> list[str]:
             "channel or a bad length\");",
             "            return;", "        }", "    }", "}", ""]
     return out
-
-
-def stats_fn() -> list[str]:
-    """A device file's helper that reports one producer ring's instance and drops."""
-    return [
-        "/* The mapping of one producer ring (which instance, which consumer core) and the",
-        " * packets it took and dropped (a full ring under enqueue=drop). */",
-        "static void ofl_stats_qmap(struct ofl_json *j, const char *queue, unsigned prod, "
-        "unsigned inst,",
-        "                           unsigned cons, const struct ofl_qout *q) {",
-        "    ofl_json_begin_obj(j, NULL);",
-        "    ofl_json_str(j, \"queue\", queue);",
-        "    ofl_json_u64(j, \"prod\", prod);",
-        "    ofl_json_u64(j, \"instance\", inst);",
-        "    ofl_json_u64(j, \"cons\", cons);",
-        "    ofl_json_u64(j, \"pushed\", q->ring.pushed);",
-        "    ofl_json_u64(j, \"dropped\", q->dropped);",
-        "    ofl_json_end_obj(j);",
-        "}", "",
-    ]
