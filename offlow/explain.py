@@ -4,6 +4,7 @@ mapping onto rings, and where each table lives."""
 
 from __future__ import annotations
 
+from offlow.codegen.vector import VEC_MAX
 from offlow.ir import Graph
 from offlow.plan import Plan, QueuePlan
 
@@ -31,6 +32,15 @@ def explain(plan: Plan) -> str:
         lines.append(f"  {s.name}: device {s.device}, cores {list(s.cores)} (CPUs {cpus} here), "
                      f"{par}"
                      f"elements: {' '.join(members)}")
+    for d in plan.devices:
+        for p in d.segments:
+            batch = [n for n in p.nodes[::-1] if g.node(n).batch_body]
+            if p.vector:
+                lines.append(f"  {p.name}: vector elements {', '.join(p.vector)} run their batch "
+                             f"bodies over each batch (up to {min(g.batch, VEC_MAX)} packets "
+                             "wait for them; what leaves keeps its order)")
+            elif batch:
+                lines.append(f"  {p.name}: {', '.join(batch)} run per packet ({p.per_packet})")
     for t in plan.threads:
         if len(t.loops) > 1:
             loops = ", ".join(f"{seg}" + (f" (its core {k})" if len(g.segment(seg).cores) > 1

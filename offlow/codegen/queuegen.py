@@ -116,9 +116,9 @@ def push_def(qp: QueuePlan, k: int) -> list[str]:
     return out
 
 
-def input_def(segment: str, qp: QueuePlan) -> list[str]:
+def input_def(segment: str, qp: QueuePlan, done: list[str]) -> list[str]:
     """A function that runs entries [lo, hi) of a batch from `q` through `segment`,
-    each to its channel's element."""
+    each to its channel's element, then `done` (the segment's vector flush)."""
     q = qp.queue
     cq = cname(q.name)
     out = [f"/* Entries [lo, hi) of a batch from {q.name}, through segment {segment}. */",
@@ -141,7 +141,8 @@ def input_def(segment: str, qp: QueuePlan) -> list[str]:
         out += [f"        struct ofl_pkt pk = {{ .data = {data}, .len = en->h.len, "
                 f".cap = OFL_MTU, .ts_ns = {ts} }};",
                 "        core->pkts_in++; core->bytes_in += pk.len;",
-                f"        ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "    }", "}", ""]
+                f"        ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "    }", *done, "}",
+                ""]
         return out
     out += ["        struct ofl_pkt pk = { .data = core->scratch, .len = 0, .cap = OFL_MTU, "
             ".ts_ns = 0 };",
@@ -171,5 +172,5 @@ def input_def(segment: str, qp: QueuePlan) -> list[str]:
             "        if (!ok) {",
             f"            ofl_core_fail(core, -EBADMSG, \"{q.name}: an entry with an unknown "
             "channel or a bad length\");",
-            "            return;", "        }", "    }", "}", ""]
+            "            return;", "        }", "    }", *done, "}", ""]
     return out

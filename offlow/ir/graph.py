@@ -27,6 +27,7 @@ class BodyFacts:
     reads_ts: bool = False  # the packet's timestamp (pkt->ts_ns)
     macros: tuple[str, ...] = ()  # macros the body #defines (undefined after it)
     makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
+    sends: bool = False  # it may send a packet on several ports (SEND: copies)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,12 @@ class Node:
     # node's tables, `{target:PORT}` as in the prelude, and `{kept_state}`: the state of
     # the first packet this core's node saw (`const struct ofl_state *`, NULL if none).
     at_end: str = ""
+    # C over a vector of packets (Element.batch_body), run instead of `body` where the
+    # node's segment runs batches (offlow.passes.fuse), and what it does (its own
+    # macros; `facts` holds both bodies' effect on the state)
+    batch_body: str = ""
+    batch_line: int = 0  # the line of `origin` where the batch body starts (0: unknown)
+    batch_facts: BodyFacts | None = None
 
     def output(self, name: str) -> PortSpec:
         return next(p for p in self.outputs if p.name == name)
@@ -92,6 +99,7 @@ class Segment:
     cores: tuple[int, ...]
     group: bool = False  # a core group: a master hands each batch out in slices
     steer: str = ""  # per-packet field that picks the consumer core; "" = round robin
+    vector: bool = True  # its elements' batch bodies may run (else per packet only)
 
 
 @dataclass(frozen=True)

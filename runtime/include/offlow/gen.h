@@ -43,6 +43,14 @@
  * table, say): counted as consumed at this element, not as a drop; leave the body. */
 #define CONSUME() do { *ofl_mask_ = OFL_DECIDED | OFL_CONSUMED; return; } while (0)
 
+/* In a batch body (Element.batch_body, over packets 0..n-1): packet `i`'s outcome,
+ * as EMIT, DROP, DROP_WHY and CONSUME give a packet's; the body goes on (to the other
+ * packets). A packet given none goes out as if the per-packet body fell off its end. */
+#define EMIT_AT(i, p) (ofl_masks_[i] |= OFL_DECIDED | (1u << OFL_PORT_##p))
+#define DROP_AT(i) (ofl_masks_[i] = OFL_DECIDED)
+#define DROP_WHY_AT(i, r) (ofl_masks_[i] = OFL_DECIDED | OFL_WHY | OFL_WHY_##r)
+#define CONSUME_AT(i) (ofl_masks_[i] = OFL_DECIDED | OFL_CONSUMED)
+
 /* Send a packet the body built, `p` (a struct ofl_pkt *: data, len, cap, ts_ns), out
  * on port `port` now, with a copy of the packet's state as it is; go on. What follows
  * takes its own copy before MAKE returns, so the body may reuse the bytes at once.
