@@ -148,13 +148,7 @@ class _Walker(c_ast.NodeVisitor):
                                 f"write {name}()")
             self.drops = True  # either way the packet goes no further
         elif name == "DROP_WHY":
-            why = args[0].name if len(args) == 1 and isinstance(args[0], c_ast.ID) else None
-            if why not in self.ctx.reasons:
-                raise BodyError(
-                    f"{self.ctx.where(node)}: DROP_WHY() takes one of the element's drop "
-                    f"reasons (its `drops`): {', '.join(self.ctx.reasons) or '(none declared)'}"
-                    f"{_hint(why or '', self.ctx.reasons)}")
-            self.drops = True
+            self.reason(node, name, args[0] if len(args) == 1 else None)
         elif name in ("EMIT", "SEND"):
             if len(args) != 1 or not isinstance(args[0], c_ast.ID):
                 raise BodyError(
@@ -208,15 +202,19 @@ class _Walker(c_ast.NodeVisitor):
                                 f"second; outputs are: {', '.join(self.ctx.outputs) or '(none)'}")
             self.emits.add(self.port(node, name, args[1].name))
         elif name == "DROP_WHY_AT":
-            why = args[1].name if isinstance(args[1], c_ast.ID) else None
-            if why not in self.ctx.reasons:
-                raise BodyError(
-                    f"{self.ctx.where(node)}: DROP_WHY_AT() takes one of the element's drop "
-                    f"reasons (its `drops`): {', '.join(self.ctx.reasons) or '(none declared)'}"
-                    f"{_hint(why or '', self.ctx.reasons)}")
-            self.drops = True
+            self.reason(node, name, args[1])
         else:
             self.drops = True
+
+    def reason(self, node: c_ast.Node, macro: str, arg: c_ast.Node | None) -> None:
+        """DROP_WHY's (DROP_WHY_AT's) reason, checked to be one of the element's."""
+        why = arg.name if isinstance(arg, c_ast.ID) else None
+        if why not in self.ctx.reasons:
+            raise BodyError(
+                f"{self.ctx.where(node)}: {macro}() takes one of the element's drop "
+                f"reasons (its `drops`): {', '.join(self.ctx.reasons) or '(none declared)'}"
+                f"{_hint(why or '', self.ctx.reasons)}")
+        self.drops = True
 
     def port(self, node: c_ast.Node, macro: str, port: str) -> str:
         """`port`, checked to be one of the element's outputs."""

@@ -37,8 +37,8 @@ class ByProto(Element):
     """
 
 
-class TagTcp(Element):
-    """Tags a TCP packet (identification := mix(src, dst)); drops tags that end in 3."""
+class Tagger(Element):
+    """What the two taggers share: ports, the tag, the drop reason, the table, the mix."""
 
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
@@ -46,6 +46,11 @@ class TagTcp(Element):
     drops = {"unlucky": "the packet's tag ends in 3 (mod 8)"}
     tables = ("slots",)
     helpers = MIX
+
+
+class TagTcp(Tagger):
+    """Tags a TCP packet (identification := mix(src, dst)); drops tags that end in 3."""
+
     body = r"""
     uint16_t t = (uint16_t)tag_mix(state->src4, state->dst4);
     if ((t & 7u) == 3u)
@@ -75,16 +80,10 @@ class TagTcp(Element):
     """
 
 
-class TagUdp(Element):
+class TagUdp(Tagger):
     """Tags a UDP packet as TagTcp does a TCP one, with a batch body only; packets of
     source port 53 (DNS) are consumed here."""
 
-    inputs = (Port("inp", "ip.v4"),)
-    outputs = (Port("out", "ip.v4"),)
-    fields = {"tag": "uint16_t"}
-    drops = {"unlucky": "the packet's tag ends in 3 (mod 8)"}
-    tables = ("slots",)
-    helpers = MIX
     batch_body = r"""
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *l4 = pkts[i].data + states[i].l4_off;
