@@ -60,7 +60,7 @@ def measure_one(size: int, grouped: bool, prefixes: Path, sw: GroupSweep,
         if not res.ok:
             errors += res.errors
             continue
-        s = summarize(b.graph, res.stats)
+        s = summarize(b.plan, res.stats)
         route = next(x for x in s["segments"] if x["segment"] == "route")
         rates.append(route["mpps"])
     return {"cores": size, "grouped": grouped, "batch": batch,

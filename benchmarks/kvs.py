@@ -31,7 +31,7 @@ leave most free: they put host core 0 on CPU 0) for every design; memcached (`-t
 CORES`) and kvs_server (`-t CORES`) are pinned to CPUs 0..CORES-1 (memcached's workers
 block in epoll when idle; kvs_server's poll, then block after 50 ms idle); the offlow
 designs run where their program places their segments (host core k on CPU k, NIC core
-k on CPU ncpu/2 + k, see runner.cpu_of; segments on the same device core share one
+k on CPU ncpu/2 + k, see offlow.plan; segments on the same device core share one
 thread), every thread busy-polling. The loadgen itself busy-polls (spin, then yield),
 so its thread counts against the same CPUs: a design whose polling threads plus the
 loadgen's outnumber the CPUs, or share one, is oversubscribed, and the report prints a
@@ -267,7 +267,6 @@ def echo_cpus(st: Settings) -> list[int]:
 def placement(d: Design, st: Settings, b: Any = None) -> dict[str, Any]:
     """Where the design's threads run and how many poll; the loadgen's thread(s) too;
     and the oversubscription warning, if any. `b`: the offlow design's Build."""
-    from offlow import runner
 
     ncpu = _ncpu()
     client = [client_cpu(st)] * st.client_threads
@@ -275,10 +274,8 @@ def placement(d: Design, st: Settings, b: Any = None) -> dict[str, Any]:
                                                      "cpus": sorted(set(client)),
                                                      "polls": True}}
     if d.kind == "offlow":
-        from offlow.passes.fuse import threads as core_threads
-
-        ths = [{"device": t.device, "core": t.core, "cpu": runner.cpu_of(t.device, t.core),
-                "segments": [seg for seg, _ in t.loops]} for t in core_threads(b.graph)]
+        ths = [{"device": t.device, "core": t.core, "cpu": b.plan.cpu(t.device, t.core),
+                "segments": [seg for seg, _ in t.loops]} for t in b.plan.threads]
         out["server"] = {"threads": len(ths), "polls": True, "loops": ths,
                          "cpus": sorted({t["cpu"] for t in ths}),
                          "processes": sorted({s.device for s in b.graph.segments})}
@@ -360,7 +357,7 @@ def run_once(d: Design, st: Settings, w: Workload, b: Any = None) -> dict:
             res = r.wait()
         server["ok"], server["errors"] = res.ok, res.errors[:5]
         try:
-            s = summarize(b.graph, res.stats)
+            s = summarize(b.plan, res.stats)
             server["segments"] = [{k: x.get(k) for k in ("segment", "device", "packets",
                                                           "mpps", "drops") if k in x}
                                   for x in s.get("segments", [])]

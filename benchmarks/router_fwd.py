@@ -1,5 +1,7 @@
 """Forwarding runs of the router program for `offlow bench router`: the packet size
-sweep (synthetic traffic) and the runs beside DPDK's l3fwd (a replayed pcap).
+sweep (synthetic traffic), vector vs per-packet lookups (the same traffic, the lookup
+elements' batch bodies or their per-packet bodies, side by side) and the runs beside
+DPDK's l3fwd (a replayed pcap).
 
 The program is examples/router.py, compiled and run through the runner, in two
 placements:
@@ -18,7 +20,6 @@ as such, never as a rate.
 
 from __future__ import annotations
 
-import os
 import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,7 +29,7 @@ from offlow.build import ROOT, Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.report import summarize
-from offlow.runner import Run, RunOptions, cpu_base, oversubscription
+from offlow.runner import Run, RunOptions, oversubscription
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -51,6 +52,24 @@ class SizeSweep:
 
 FULL = SizeSweep()
 QUICK = SizeSweep(duration=0.3, reps=1)
+# The segment that holds the lookups, per placement.
+LOOKUPS = {"one core": "all", "as placed": "route"}
+MODES = ("vector", "per packet")
+
+
+@dataclass(frozen=True)
+class VectorSweep:
+    """What the vector vs per-packet comparison measures: runs of both, taking turns."""
+
+    size: int = 64              # frame bytes
+    duration: float = 1.0
+    reps: int = 5               # pairs of runs per placement
+    count: int = 65536
+    placements: tuple[str, ...] = PLACEMENTS
+
+
+VECTOR_FULL = VectorSweep()
+VECTOR_QUICK = VectorSweep(duration=0.3, reps=3)
 
 
 def program(placement: str) -> Program:
@@ -68,10 +87,20 @@ def program(placement: str) -> Program:
     return q
 
 
+def lookups(placement: str, mode: str) -> Program:
+    """The router in `placement` with its lookups' batch bodies (mode "vector") or
+    their per-packet bodies ("per packet": --set SEG.vector=off)."""
+    p = program(placement)
+    if mode not in MODES:
+        raise OfflowError(f"unknown mode `{mode}`; known: {', '.join(MODES)}")
+    if mode == "per packet":
+        p.apply_setting(f"{LOOKUPS[placement]}.vector=off")
+    return p
+
+
 def cpus_of(b: Build) -> list[int]:
     """The CPUs the runner pins a build's segment cores to."""
-    ncpu = os.cpu_count() or 1
-    return sorted({(cpu_base(s.device) + c) % ncpu for s in b.graph.segments for c in s.cores})
+    return sorted({c for s in b.graph.segments for c in b.plan.cpus(s.name)})
 
 
 def threads_of(b: Build) -> int:
@@ -87,7 +116,7 @@ def forward(b: Build, opts: RunOptions) -> dict:
     res = r.wait()
     if res.interrupted:  # Ctrl-C: the run stopped cleanly; the sweep stops too
         raise KeyboardInterrupt
-    s = summarize(b.graph, res.stats)
+    s = summarize(b.plan, res.stats)
     src = sum(v.get("packets", 0) for v in s["sources"].values())
     out = sum(v.get("packets", 0) for v in s["sinks"].values())
     out_bytes = sum(v.get("bytes", 0) for v in s["sinks"].values())
@@ -149,6 +178,68 @@ def measure_sizes(prefixes: Path, sw: SizeSweep) -> dict:
                          "why": None if ok else runs[0].get("why")})
     return {"settings": asdict(sw), "program": str(EXAMPLE), "source": "synthetic IPv4/UDP",
             "prefixes": str(prefixes), "placements": info, "rows": rows}
+
+
+def measure_vector(prefixes: Path, sw: VectorSweep) -> dict:
+    """The router forwarding the same synthetic traffic with vector and with per-packet
+    lookups, one run of each in turn (which goes first alternates), per placement; the
+    ratio pairs each vector run with the per-packet run beside it."""
+    tables = (f"routes4.path={prefixes}", f"routes6.path={prefixes}")
+    opts = RunOptions(duration=sw.duration, count=sw.count, sizes=str(sw.size),
+                      prefixes=prefixes, opts=tables, timeout=sw.duration + 120)
+    rows, info = [], {}
+    for place in sw.placements:
+        builds = {m: build(lookups(place, m)) for m in MODES}
+        info[place] = placement_info(builds["vector"], opts)
+        info[place]["vector"] = list(builds["vector"].plan.segment(LOOKUPS[place]).vector)
+        runs: dict[str, list[dict]] = {m: [] for m in MODES}
+        for k in range(sw.reps):
+            for m in (MODES if k % 2 == 0 else MODES[::-1]):
+                runs[m].append(forward(builds[m], opts))
+        pairs = [(v["mpps"], p["mpps"]) for v, p in zip(runs["vector"], runs["per packet"],
+                                                         strict=True)
+                 if v["mpps"] is not None and p["mpps"] is not None]
+        ncpu = len(info[place]["cpus"])
+        rows.append({"placement": place,
+                     **{m: spread([v for v, _ in pairs] if m == "vector" else
+                                  [p for _, p in pairs]) for m in MODES},
+                     "mpps_per_cpu": {m: spread([(v if m == "vector" else p) / ncpu
+                                                 for v, p in pairs]) for m in MODES},
+                     "ratio": spread([v / p for v, p in pairs]),
+                     "runs": runs,
+                     "why": None if pairs else next(
+                         (r.get("why") for m in MODES for r in runs[m] if r.get("why")), None)})
+    return {"settings": asdict(sw), "program": str(EXAMPLE), "source": "synthetic IPv4/UDP",
+            "prefixes": str(prefixes), "placements": info, "rows": rows}
+
+
+def format_vector(vr: dict) -> list[str]:
+    """Vector vs per-packet lookups as report lines."""
+    st = vr["settings"]
+    out = ["", f"vector vs per-packet lookups: {Path(vr['program']).name} forwarding synthetic "
+               f"{st['size']} B IPv4/UDP frames to destinations in the table, the lookup "
+               "elements' batch bodies (the tables' batched lookups) or their per-packet "
+               f"bodies, runs taking turns ({st['duration']:g} s each, median (min-max) of "
+               f"{st['reps']} pairs)"]
+    for place, inf in vr["placements"].items():
+        note = f"; {inf['oversubscribed']}" if inf["oversubscribed"] else ""
+        out.append(f"  {place}: {inf['threads']} busy-polling thread(s) on CPU(s) "
+                   f"{','.join(map(str, inf['cpus']))}; vector elements "
+                   f"{', '.join(inf['vector']) or 'none'}{note}")
+    head = (f"{'placement':10} | {'vector Mpps':>20} | {'per-packet Mpps':>20} | "
+            f"{'Mpps/CPU vec/pp':>15} | {'ratio vector/per-packet':>24}")
+    out += [head, "-" * len(head)]
+    for r in vr["rows"]:
+        if r["ratio"] is None:
+            out.append(f"{r['placement']:10} | no rate: {r['why']}")
+            continue
+        v, p, q = r["vector"], r["per packet"], r["ratio"]
+        pc = r["mpps_per_cpu"]
+        out.append(f"{r['placement']:10} | {v['median']:>6.2f} ({v['min']:.2f}-{v['max']:.2f}) | "
+                   f"{p['median']:>6.2f} ({p['min']:.2f}-{p['max']:.2f}) | "
+                   f"{pc['vector']['median']:>6.2f}/{pc['per packet']['median']:<8.2f} | "
+                   f"{q['median']:>6.2f}x ({q['min']:.2f}-{q['max']:.2f})")
+    return out
 
 
 def format_sizes(sz: dict) -> list[str]:

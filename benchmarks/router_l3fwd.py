@@ -59,7 +59,8 @@ from offlow.build import Build, build
 from offlow.cbuild import cache_dir
 from offlow.debian import apt_install
 from offlow.errors import OfflowError
-from offlow.runner import RunOptions, cpu_base
+from offlow.runner import RunOptions
+from offlow.targets import nic
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -437,7 +438,7 @@ def measure(routes4: np.ndarray, routes6: np.ndarray, sw: L3fwdSweep,
                      "tbl8_groups_v4": tbl8_groups4(r4),
                      "rule": "every k-th prefix of the file (evenly spaced), /0 left out, "
                              "up to l3fwd's compile-time LPM capacity"}
-    cpu = cpu_base("nic")
+    cpu = nic.TARGET.cpu_base(os.cpu_count() or 1)
     res["cpu"] = cpu
     builds: dict[str, Build] = {p: build(router_fwd.program(p)) for p in router_fwd.PLACEMENTS}
     with tempfile.TemporaryDirectory(prefix="offlow-bench-l3fwd-") as d:

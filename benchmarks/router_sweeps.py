@@ -6,6 +6,9 @@ settings, and their part of the result, report and plot.
   (benchmarks.router_offload, Knapp Figure 6);
 - "sizes": the router program forwarding synthetic traffic of each frame size
   (benchmarks.router_fwd);
+- "vector": the router program's lookups as vector elements (the tables' batched
+  lookups) beside their per-packet bodies, on the same traffic, in turns
+  (benchmarks.router_fwd);
 - "l3fwd": the router and DPDK's l3fwd on the same replayed pcap, one core each
   (benchmarks.router_l3fwd);
 - "groups": the lookup segment as a core group of 1..8 cores and data-parallel
@@ -30,7 +33,7 @@ from offlow.errors import OfflowError
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-SWEEPS = ("lookups", "offload", "sizes", "l3fwd", "groups")
+SWEEPS = ("lookups", "offload", "sizes", "vector", "l3fwd", "groups")
 
 
 @dataclass(frozen=True)
@@ -41,17 +44,20 @@ class Settings:
     sizes: router_fwd.SizeSweep
     l3fwd: router_l3fwd.L3fwdSweep
     groups: groups.GroupSweep
+    vector: router_fwd.VectorSweep
 
 
 def settings(quick: bool, offload: router_offload.OffloadSweep | None = None,
              sizes: router_fwd.SizeSweep | None = None,
              l3fwd: router_l3fwd.L3fwdSweep | None = None,
-             group: groups.GroupSweep | None = None) -> Settings:
+             group: groups.GroupSweep | None = None,
+             vector: router_fwd.VectorSweep | None = None) -> Settings:
     """The quick or full settings, each replaceable."""
     return Settings(offload or (router_offload.QUICK if quick else router_offload.FULL),
                     sizes or (router_fwd.QUICK if quick else router_fwd.FULL),
                     l3fwd or (router_l3fwd.QUICK if quick else router_l3fwd.FULL),
-                    group or (groups.QUICK if quick else groups.FULL))
+                    group or (groups.QUICK if quick else groups.FULL),
+                    vector or (router_fwd.VECTOR_QUICK if quick else router_fwd.VECTOR_FULL))
 
 
 def choose(sweeps: Sequence[str] | str | None, lookups_override: bool) -> tuple[str, ...]:
@@ -99,6 +105,11 @@ def measure(prefixes: Path, chosen: tuple[str, ...], st: Settings,
             out["sizes"] = router_fwd.measure_sizes(prefixes, st.sizes)
         except OfflowError as e:
             out["sizes"] = {"error": str(e)}
+    if "vector" in chosen:
+        try:
+            out["vector"] = router_fwd.measure_vector(prefixes, st.vector)
+        except OfflowError as e:
+            out["vector"] = {"error": str(e)}
     if "l3fwd" in chosen and r4 is not None and r6 is not None:
         try:
             out["l3fwd"] = router_l3fwd.measure(r4, r6, st.l3fwd, prefixes, use_l3fwd=use_dpdk)
@@ -117,6 +128,7 @@ def format_report(res: dict) -> list[str]:
     out: list[str] = []
     for key, fmt in (("offload", router_offload.format_report),
                      ("sizes", router_fwd.format_sizes),
+                     ("vector", router_fwd.format_vector),
                      ("l3fwd", router_l3fwd.format_report),
                      ("groups", lambda r: ["", *groups.format_report(r).splitlines()])):
         part = res.get(key)

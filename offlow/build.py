@@ -7,13 +7,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlow import cbuild
+from offlow import cbuild, targets
 from offlow.cbuild import ROOT, cache_dir, digest
-from offlow.codegen.c import generate, headers
+from offlow.codegen.c import gen_common, headers
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
 from offlow.passes import compile_graph
+from offlow.plan import Plan, make_plan
 
 # The real inputs (BGP table, captures): ../shared/data beside the checkout, or
 # $OFFLOW_DATA for a checkout that lives elsewhere.
@@ -22,12 +23,17 @@ DATA = Path(os.environ.get("OFFLOW_DATA") or ROOT.parent / "shared" / "data")
 
 @dataclass(frozen=True)
 class Build:
-    """The result of compiling a program: its IR, generated C and executables."""
+    """The result of compiling a program: its plan, generated sources and executables."""
 
-    graph: Graph
+    plan: Plan
     sources: dict[str, str]
     directory: Path
     binaries: dict[str, Path]  # device -> executable
+
+    @property
+    def graph(self) -> Graph:
+        """The compiled graph (the plan's)."""
+        return self.plan.graph
 
 
 def _with_hint(message: str) -> str:
@@ -43,9 +49,28 @@ def _with_hint(message: str) -> str:
 
 
 def compile_program(program: Program, fit: tuple[int, str] | None = None) -> Graph:
-    """Front-end and passes only (what `explain` needs); `fit`: the mtu the input
-    needs and why (Program.to_ir)."""
+    """Front-end and passes only; `fit`: the mtu the input needs and why
+    (Program.to_ir)."""
     return compile_graph(program.to_ir(fit))
+
+
+def plan_graph(g: Graph) -> Plan:
+    """The lowering plan of compiled graph `g` on the targets its segments name (a
+    target need not be usable here to be planned for: `explain` shows the plan)."""
+    return make_plan(g, {d: targets.get(d) for d in g.devices()})
+
+
+def plan_program(program: Program, fit: tuple[int, str] | None = None) -> Plan:
+    """Front-end, passes and the lowering plan (what `explain` shows)."""
+    return plan_graph(compile_program(program, fit))
+
+
+def generate(plan: Plan) -> dict[str, str]:
+    """File name -> text: common.h, then each device's files from its target."""
+    files = {"common.h": gen_common(plan)}
+    for d in plan.devices:
+        files.update(targets.get(d.target).generate(plan, d.name))
+    return files
 
 
 def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...] = (),
@@ -53,8 +78,11 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     """Compile `program` to one executable per device, reusing cached builds; `fit`:
     the mtu its input needs and why (offlow.runner.check_options), for a program that sets
     none."""
-    graph = compile_program(program, fit)
-    sources = generate(graph)
+    plan = plan_program(program, fit)
+    for dev in plan.devices:
+        targets.usable(dev.target)
+    sources = generate(plan)
+    graph = plan.graph
     d = cbuild.description()
     libs = d.closure(d.for_headers(headers(graph)))
     archives = [cbuild.build_library(lib.name, cbuild.TOOL, extra_flags) for lib in libs]
@@ -62,20 +90,27 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     key = digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),
                  *(a.parent.name.encode() for a in archives), " ".join(cflags).encode())
     out = cache_dir() / f"{program.name}-{key}"
-    binaries = {dev: out / dev for dev in graph.devices()}
-    if not all(b.exists() for b in binaries.values()):
-        out.mkdir(parents=True, exist_ok=True)
-        for name, text in sources.items():
-            (out / name).write_text(text)
-        system = dict.fromkeys(f for lib in libs for f in lib.link)
-        for dev, exe in binaries.items():
-            tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-            try:
-                cbuild.cc(d.compiler(), [*cflags, *cbuild.include_flags(libs, [out]),
-                                         str(out / f"{dev}.c"), *map(str, archives), "-o",
-                                         str(tmp), *system],
-                          f"generated {dev}.c of `{program.name}`")
-            except OfflowError as e:
-                raise OfflowError(_with_hint(str(e))) from None
-            tmp.rename(exe)
-    return Build(graph, sources, out, binaries)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in sources.items():
+        if not (out / name).exists():  # (whole, even beside a build of the same program)
+            tmp = out / f"{name}.tmp{os.getpid()}"
+            tmp.write_text(text)
+            tmp.replace(out / name)
+    system = dict.fromkeys(f for lib in libs for f in lib.link)
+
+    def compile_c(c_file: Path, exe: Path) -> None:
+        """Compile generated `c_file` with the runtime libraries into `exe` (once: cached)."""
+        if exe.exists():
+            return
+        tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
+        try:
+            cbuild.cc(d.compiler(), [*cflags, *cbuild.include_flags(libs, [out]), str(c_file),
+                                     *map(str, archives), "-o", str(tmp), *system],
+                      f"generated {c_file.name} of `{program.name}`")
+        except OfflowError as e:
+            raise OfflowError(_with_hint(str(e))) from None
+        tmp.rename(exe)
+
+    binaries = {dev.name: targets.get(dev.target).build(plan, dev.name, out, compile_c)
+                for dev in plan.devices}
+    return Build(plan, sources, out, binaries)

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offlow.build import compile_program
+from offlow import targets
+from offlow.build import plan_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
@@ -20,7 +21,13 @@ from offlow.runner import RunOptions, build_for, check_options, run
 def _cmd_explain(a: argparse.Namespace) -> int:
     prog = load_program(a.program, a.set)
     fit = check_options(RunOptions(input=a.input)) if a.input else None
-    print(explain(compile_program(prog, fit)))
+    print(explain(plan_program(prog, fit)))
+    return 0
+
+
+def _cmd_targets(a: argparse.Namespace) -> int:
+    rows = targets.listing()
+    print(json.dumps(rows, indent=2) if a.json else targets.format_listing(rows))
     return 0
 
 
@@ -36,7 +43,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
                           "(Program.channel)")
     res = run(b, opts, progress=True)
-    summary = summarize(b.graph, res.stats)
+    summary = summarize(b.plan, res.stats)
     summary["ok"] = res.ok
     summary["errors"] = res.errors
     summary["warnings"] = res.warnings
@@ -113,6 +120,11 @@ def parser() -> argparse.ArgumentParser:
                     help="size the queues to this capture as `run --input` does (else the "
                          "program's mtu, or 2048)")
     ex.set_defaults(fn=_cmd_explain)
+
+    tg = sub.add_parser("targets", help="list the device targets, whether each is usable "
+                        "here and why not")
+    tg.add_argument("--json", action="store_true", help="print them as JSON")
+    tg.set_defaults(fn=_cmd_targets)
 
     r = sub.add_parser("run", help="compile and run a program")
     program_args(r)

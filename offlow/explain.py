@@ -4,16 +4,15 @@ mapping onto rings, and where each table lives."""
 
 from __future__ import annotations
 
-from offlow.codegen.layout import channel_layouts, entry_size, state_bytes
-from offlow.codegen.queuegen import consumers, polled_by
-from offlow.ir import Graph, Queue
-from offlow.passes.fuse import threads
-from offlow.runner import cpu_of
+from offlow.codegen.vector import VEC_MAX
+from offlow.ir import Graph
+from offlow.plan import Plan, QueuePlan
 
 
-def explain(g: Graph) -> str:
-    """A readable description of a compiled graph."""
-    full = state_bytes(g.state)
+def explain(plan: Plan) -> str:
+    """A readable description of a plan."""
+    g = plan.graph
+    full = plan.state_bytes
     lines = [f"program {g.name}: {len(g.nodes)} elements, {len(g.segments)} segments, "
              f"{len(g.queues)} queues; per-packet state {full} B "
              f"({', '.join(f'{f.name}:{f.ctype}' for f in g.state) or 'no fields'})",
@@ -22,7 +21,7 @@ def explain(g: Graph) -> str:
     lines.append("segments:")
     for s in g.segments:
         members = [n.name for n in g.nodes if n.segment == s.name]
-        cpus = ",".join(str(cpu_of(s.device, c)) for c in s.cores)
+        cpus = ",".join(map(str, plan.cpus(s.name)))
         if s.group:
             par = (f"core group of {len(s.cores)} (master core {s.cores[0]} takes each batch, "
                    "every member processes a slice), ")
@@ -33,7 +32,16 @@ def explain(g: Graph) -> str:
         lines.append(f"  {s.name}: device {s.device}, cores {list(s.cores)} (CPUs {cpus} here), "
                      f"{par}"
                      f"elements: {' '.join(members)}")
-    for t in threads(g):
+    for d in plan.devices:
+        for p in d.segments:
+            batch = [n for n in p.nodes[::-1] if g.node(n).batch_body]
+            if p.vector:
+                lines.append(f"  {p.name}: vector elements {', '.join(p.vector)} run their batch "
+                             f"bodies over each batch (up to {min(g.batch, VEC_MAX)} packets "
+                             "wait for them; what leaves keeps its order)")
+            elif batch:
+                lines.append(f"  {p.name}: {', '.join(batch)} run per packet ({p.per_packet})")
+    for t in plan.threads:
         if len(t.loops) > 1:
             loops = ", ".join(f"{seg}" + (f" (its core {k})" if len(g.segment(seg).cores) > 1
                                           else "") for seg, k in t.loops)
@@ -43,8 +51,8 @@ def explain(g: Graph) -> str:
     lines.append("queues:")
     if not g.queues:
         lines.append("  none (one segment)")
-    for q in g.queues:
-        lines += _queue_lines(g, q, full)
+    for qp in plan.queues:
+        lines += _queue_lines(g, qp, full)
     lines.append("")
     lines.append("shared tables:")
     if not g.shared:
@@ -105,14 +113,15 @@ def _caches(g: Graph) -> list[str]:
     return ["", "caches:", *lines] if lines else []
 
 
-def _queue_lines(g: Graph, q: Queue, full: int) -> list[str]:
+def _queue_lines(g: Graph, qp: QueuePlan, full: int) -> list[str]:
     """A logical queue: its channels, then its mapping onto rings."""
+    q = qp.queue
     src, dst = g.segment(q.src_segment), g.segment(q.dst_segment)
     where = "interconnect window" if q.crosses_device else "window (same device)"
     nchan = len(q.channels)
     out = [f"  {q.name}: {src.name} ({src.device}) -> {dst.name} ({dst.device}), "
            f"{nchan} channel{'s' if nchan > 1 else ''}"]
-    for lay in channel_layouts(q, g.mtu):
+    for lay in qp.layouts:
         ch = q.channels[lay.channel]
         fields = ", ".join(f"{f.name}:{f.ctype}" for f in ch.fields) or "none"
         data = (f" + packet bytes (up to {g.mtu})" if ch.carries_data
@@ -126,10 +135,10 @@ def _queue_lines(g: Graph, q: Queue, full: int) -> list[str]:
                 f"{' + data' if ch.carries_data else ''}); per 64 B packet "
                 f"{lay.bytes_for(64)} B {moved}"]
     if q.tagged:
-        out.append(f"    ring entries of {entry_size(q, g.mtu)} B (the largest channel's), "
+        out.append(f"    ring entries of {qp.entry_size} B (the largest channel's), "
                    "each tagged with its channel; only each entry's used bytes are copied; "
                    "order is kept per instance across channels")
-    nprod, ncons = len(src.cores), consumers(g, q)
+    nprod, ncons = len(src.cores), qp.consumers
     how = (f"steered by {q.steer} % {q.instances}" if q.steer
            else "round robin, per loop turn")
     out.append(f"    {q.instances} instance{'s' if q.instances > 1 else ''} per producer core "
@@ -137,7 +146,7 @@ def _queue_lines(g: Graph, q: Queue, full: int) -> list[str]:
                f"{where}, doorbell every {q.batch} entries")
     polls = []
     for c in range(ncons):
-        mine = polled_by(g, q, c)
+        mine = qp.polled_by(c)
         core = dst.cores[c]
         polls.append(f"core {core} polls instance{'s' if len(mine) > 1 else ''} "
                      + ",".join(map(str, mine)) if mine else f"core {core} polls none")

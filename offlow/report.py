@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from offlow.codegen.layout import channel_layouts, entry_size
 from offlow.ir import Graph
+from offlow.plan import Plan
 
 
-def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
+def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
     """Per segment: packets, Mpps, Gb/s, drops; per queue: traffic, waits, occupancy."""
+    g = plan.graph
     cores = [c for dev in stats.values() for c in dev.get("cores", [])]
     segments = []
     for s in g.segments:
@@ -29,8 +30,8 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
             "drops_by_element": drops,
         })
     queues = []
-    for q in g.queues:
-        lays = channel_layouts(q, g.mtu)
+    for qp in plan.queues:
+        q, lays = qp.queue, qp.layouts
         prod = [x for c in cores for x in c.get("queues", [])
                 if x["queue"] == q.name and x["side"] == "out"]
         inst = [x for c in cores for x in c.get("instances", []) if x["queue"] == q.name]
@@ -42,7 +43,7 @@ def summarize(g: Graph, stats: dict[str, Any]) -> dict[str, Any]:
         samples = sum(x["occupancy_samples"] for x in cons)
         queues.append({
             "queue": q.name, "from": q.src_segment, "to": q.dst_segment,
-            "fields": [f.name for f in q.fields], "entry_bytes": entry_size(q, g.mtu),
+            "fields": [f.name for f in q.fields], "entry_bytes": qp.entry_size,
             "state_bytes": max(lay.field_bytes for lay in lays), "carries_data": q.carries_data,
             "channels": [{"edge": str(c.edge), "fields": [f.name for f in c.fields],
                           "carries_data": c.carries_data, "entry_bytes": lay.size}

@@ -11,7 +11,6 @@ that fails stops the others.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import secrets
@@ -25,14 +24,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from offlow import targets
 from offlow.build import Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.inputs import largest_synthetic, read_capture
 from offlow.ir import Graph, SharedTable
 from offlow.ir.graph import DEFAULT_MTU, MTU_MAX
-from offlow.lifecycle import SHM, Terminated, run_folder, signals_deferred, sweep_stale
-from offlow.passes.fuse import threads
+from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
+from offlow.targets.base import Part
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
 
@@ -77,16 +77,6 @@ class RunResult:
     tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs)
     interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
     stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C) or "SIGTERM"
-
-
-def cpu_base(device: str) -> int:
-    """The CPU of a device's core 0: host cores from CPU 0, NIC cores from the middle up."""
-    return 0 if device == "host" else (os.cpu_count() or 1) // 2
-
-
-def cpu_of(device: str, core: int) -> int:
-    """The CPU a device's core runs on here (wrapping around when there are fewer)."""
-    return (cpu_base(device) + core) % (os.cpu_count() or 1)
 
 
 def sink_paths(b: Build, output: Path) -> dict[str, Path]:
@@ -272,7 +262,7 @@ def oversubscription(b: Build, o: RunOptions) -> str | None:
     or two threads placed on the same CPU; segments placed on the same device core
     share one thread)."""
     ncpu = os.cpu_count() or 1
-    cpus = [cpu_of(t.device, t.core) for t in threads(b.graph)]
+    cpus = [b.plan.cpu(t.device, t.core) for t in b.plan.threads]
     busy = len(cpus) * (2 if o.copy_engine == "thread" else 1)
     if busy > ncpu or len(set(cpus)) < len(cpus):
         return (f"oversubscribed: {busy} busy-polling threads on CPUs "
@@ -331,12 +321,10 @@ class Run:
     def _launch(self, common: list[str]) -> None:
         """The run folder, the window, the sockets, then the processes."""
         self.tmp = run_folder()
-        devices = list(self.build.binaries)
-        init = subprocess.run(
-            [str(self.build.binaries[devices[0]]), "--init", "--window", str(self.window)],
-            capture_output=True, text=True)
-        if init.returncode != 0:
-            raise OfflowError(f"cannot set up the interconnect window: {init.stderr.strip()}")
+        plan = self.build.plan
+        devices = [d.name for d in plan.devices]
+        first = plan.devices[0]
+        targets.get(first.target).init_transport(self.build.binaries[first.name], self.window)
         fds: list[int] = []
         socks: list[socket.socket] = []
         try:
@@ -347,31 +335,27 @@ class Run:
             life_r, self._lifeline = os.pipe()
             pipes = {d: os.pipe() for d in devices}
             fds += [life_r, *(fd for pair in pipes.values() for fd in pair)]
-            for dev in devices:
-                mine_w = pipes[dev][1]
-                peers_r = [pipes[p][0] for p in devices if p != dev]
-                cmd = [str(self.build.binaries[dev]), "--window", str(self.window),
-                       "--stats", str(self.tmp / f"{dev}.json"),
-                       "--cpu-base", str(cpu_base(dev)), "--ce", self.opts.copy_engine,
-                       "--runner-fd", str(life_r), *common]
+            for d in plan.devices:
+                mine_w = pipes[d.name][1]
+                peers_r = [pipes[p][0] for p in devices if p != d.name]
+                args = ["--ce", self.opts.copy_engine, "--runner-fd", str(life_r), *common]
                 if self.opts.serve:
-                    cmd.append("--serve")
+                    args.append("--serve")
                 for fd in peers_r:
-                    cmd += ["--peer-fd", str(fd)]
+                    args += ["--peer-fd", str(fd)]
                 shared = [mine_w, life_r, *peers_r]
                 if udp is not None:
-                    cmd += ["--udp-fd", str(udp.fileno())]
+                    args += ["--udp-fd", str(udp.fileno())]
                     shared.append(udp.fileno())
-                if listener is not None and self.tcp_table and self.tcp_table.home == dev:
+                if listener is not None and self.tcp_table and self.tcp_table.home == d.name:
                     name = self.tcp_table.name
-                    cmd += ["--opt", f"{name}.tcp_fd={listener.fileno()}",
-                            "--opt", f"{name}.tcp_conns={self.opts.tcp_max_conns}"]
+                    args += ["--opt", f"{name}.tcp_fd={listener.fileno()}",
+                             "--opt", f"{name}.tcp_conns={self.opts.tcp_max_conns}"]
                     shared.append(listener.fileno())
-                # started with SIGINT and SIGTERM blocked (the mask is inherited): one
-                # sent before the process blocks them itself stays pending (stop.h),
-                # instead of killing it or, inherited ignored, being dropped
-                with signals_deferred():
-                    self.procs[dev] = subprocess.Popen(cmd, pass_fds=shared)
+                part = Part(device=d.name, binary=self.build.binaries[d.name], window=self.window,
+                            stats=self.tmp / f"{d.name}.json", cpu_base=d.cpu_base,
+                            args=tuple(args), pass_fds=tuple(shared))
+                self.procs[d.name] = targets.get(d.target).start(part)
             if listener is not None and self.progress and self.tcp_table:
                 print(f"offlow: serving TCP on 127.0.0.1:{self.tcp_port} from the "
                       f"{self.tcp_table.home} process", file=sys.stderr)
@@ -495,9 +479,9 @@ class Run:
             path = self.tmp / f"{dev}.json"
             if path.exists():
                 try:
-                    stats[dev] = json.loads(path.read_text())
-                except json.JSONDecodeError as e:
-                    errors.append(f"the {dev} process wrote an unreadable stats file: {e}")
+                    stats[dev] = targets.get(self.build.plan.device(dev).target).read_stats(path)
+                except OfflowError as e:
+                    errors.append(str(e))
         tcp = None
         if self.tcp_table is not None:
             t = self.tcp_table

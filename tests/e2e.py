@@ -27,7 +27,7 @@ def run_example(settings: Sequence[str] = (), program: Path = EXAMPLE,
     o = RunOptions(timeout=60, **opts)
     b = build_for(prog, o, werror=True)
     res = run(b, o)
-    s = summarize(b.graph, res.stats)
+    s = summarize(b.plan, res.stats)
     s["ok"], s["errors"] = res.ok, res.errors
     return s
 

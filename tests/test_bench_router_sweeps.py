@@ -23,6 +23,7 @@ from tests.router_slice import _cache, write_slice  # noqa: F401 (_cache: autous
 OFFLOAD = router_offload.OffloadSweep(batches=(32, 256, 4096), addresses=2048,
                                       lat_lookups=4096, stream_lookups=8192, depth=2, reps=2)
 SIZES = router_fwd.SizeSweep(sizes=(64, 1500), duration=0.05, reps=1, count=1000)
+VECTOR = router_fwd.VectorSweep(duration=0.05, reps=2, count=1000)
 L3FWD = router_l3fwd.L3fwdSweep(cases=((4, 64), (6, 128)), duration=0.2, warmup=0.1, reps=1,
                                 packets=256)
 
@@ -164,6 +165,26 @@ def test_size_sweep(slice_file: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert sz["placements"]["one core"]["threads"] == 1
     assert sz["placements"]["as placed"]["threads"] == 3
     assert "packet size sweep" in text and "1500 | one core" in text
+
+
+def test_vector_sweep_runs_both_lookups_in_turns(slice_file: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    res = router.run(quick=True, prefixes=slice_file, sweeps=["vector"], vector=VECTOR)
+    text = capsys.readouterr().out
+    vr = res["vector"]
+    assert [r["placement"] for r in vr["rows"]] == list(router_fwd.PLACEMENTS)
+    for r in vr["rows"]:
+        assert r["why"] is None, r["why"]
+        for m in router_fwd.MODES:
+            assert len(r["runs"][m]) == VECTOR.reps
+            assert all(x["out"] == x["in"] > 0 and not x["drops"] and not x["errors"]
+                       for x in r["runs"][m])
+        assert r["ratio"]["min"] <= r["ratio"]["median"] <= r["ratio"]["max"]
+    assert vr["placements"]["one core"]["vector"] == ["lpm4", "lpm6"]
+    assert vr["placements"]["as placed"]["vector"] == ["lpm4", "lpm6"]
+    assert "vector vs per-packet lookups" in text and "ratio vector/per-packet" in text
+    off = router_fwd.lookups("as placed", "per packet")
+    assert not off.segments["route"].vector and router_fwd.lookups("one core", "vector")
 
 
 def test_one_core_program_has_every_element() -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from offlow import OfflowError
-from offlow.build import compile_program
-from offlow.codegen.c import generate
+from offlow.build import compile_program, generate, plan_graph
 from offlow.codegen.queuegen import push_fn
 from offlow.dsl.loader import load_program
 from offlow.explain import explain
@@ -73,13 +72,13 @@ def test_write_back_sends_evictions_down_the_miss_path() -> None:
     # start with), and the mark crosses to the host with the misses.
     assert "st.kv_from_cache = 1;" in pre and "kv_from_cache" not in wt.node("cache_lookup").prelude
     assert "state->kv_from_cache" in wb.node("serve").body
-    nic = generate(wb)["nic.c"]
+    nic = generate(plan_graph(wb))["nic.c"]
     q = next(q for q in wb.queues if q.edge.src == "cache_lookup" and q.edge.src_port == "miss")
     # The made packets take the same function (and ring) as the misses.
     assert f"{push_fn(q, 0)}(e->ctx, pkt, &st);" in nic
     assert "ofl_emit_cache_lookup, &em" in nic
-    assert "write-back: written entries stay in the cache" in explain(wb)
-    assert "write-through: writes go on to serve" in explain(wt)
+    assert "write-back: written entries stay in the cache" in explain(plan_graph(wb))
+    assert "write-through: writes go on to serve" in explain(plan_graph(wt))
 
 
 def test_the_made_mark_crosses_with_the_misses_and_must_be_declared() -> None:
@@ -97,7 +96,7 @@ def test_cache_settings_from_the_command_line() -> None:
     g = compiled("cache.entries=64", "cache.ways=4", "cache.eviction=clock")
     opts = dict(next(t for t in g.shared if t.name == "cache").options)
     assert (opts["entries"], opts["ways"], opts["eviction"]) == ("64", "4", "clock")
-    assert "64 entries in sets of 4, clock eviction" in explain(g)
+    assert "64 entries in sets of 4, clock eviction" in explain(plan_graph(g))
 
 
 @pytest.mark.parametrize(("settings", "message"), [

@@ -34,9 +34,10 @@ def test_shared_core_runs_one_thread_with_the_same_output(tmp_path: Path) -> Non
     host = b.sources["host.c"]
     assert "static void *ofl_thread_host_0(void *arg)" in host
     assert "ofl_seg_rx" not in host and "ofl_seg_app" not in host
-    assert host.count("pthread_create(") == 1
+    assert ("static const struct ofl_thread_use ofl_threads[] = {\n"
+            "    { ofl_thread_host_0, ofl_ctxs },\n};") in host  # one thread, both loops
     assert oversubscription(b, RunOptions()) is None
-    assert "host core 0: rx, app share one thread" in explain(b.graph)
+    assert "host core 0: rx, app share one thread" in explain(b.plan)
     out = tmp_path / "out.pcap"
     s = run_example(["rx.device=host"], input=TLS, output=out, loops=2)
     assert s["ok"], s["errors"]
@@ -77,7 +78,9 @@ def test_a_full_ring_inside_one_thread_is_an_error_not_a_hang(
     p.segment("rx", [src, two], cores=[0])
     p.segment("out", [x, y], cores=[0])
     b = build(p, werror=True)
-    assert "fail_full = true; /* its consumer runs in this thread */" in b.sources["host.c"]
+    # its one ring (to the consumer in its thread) fails when full: ofl_ring_use.fail_full
+    assert ("static const struct ofl_ring_use ofl_rings_0_0[] = {\n"
+            "    { 0u, 0u, 0u, 0u, true },\n};") in b.sources["host.c"]
     res = run(b, RunOptions(count=20_000, sizes="64", timeout=60))
     assert not res.ok
     err = capfd.readouterr().err

@@ -153,7 +153,7 @@ def test_composite_is_flattened_with_prefixed_names() -> None:
 
 
 def test_port_types_are_checked_nominally() -> None:
-    from offlow.dsl.element import port_types_compatible
+    from offlow.ir.types import port_types_compatible
 
     assert port_types_compatible("ip.v4", "ip")
     assert port_types_compatible("eth", "any")

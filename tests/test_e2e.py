@@ -191,7 +191,7 @@ def test_stopping_a_synthetic_run_ends_it_cleanly_with_its_counts(
         res = r.wait()
     assert res.ok, res.errors
     assert elapsed < 5.0
-    s = summarize(b.graph, res.stats)
+    s = summarize(b.plan, res.stats)
     made = sum(v["packets"] for v in s["sources"].values())
     assert made > 0
     rx = next(x for x in s["segments"] if x["segment"] == "rx")
@@ -216,7 +216,7 @@ def test_ctrl_c_in_wait_stops_the_run_cleanly_and_says_so() -> None:
         timer.cancel()
     assert res.ok and res.interrupted, res.errors
     assert time.monotonic() - t0 < 10
-    assert sum(v["packets"] for v in summarize(b.graph, res.stats)["sources"].values()) > 0
+    assert sum(v["packets"] for v in summarize(b.plan, res.stats)["sources"].values()) > 0
 
 
 @pytest.mark.parametrize("cores", [["rx.cores=0"], ["rx.cores=0,1"]], ids=["one", "two-cores"])

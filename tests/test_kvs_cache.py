@@ -21,7 +21,7 @@ import pytest
 
 from offlow.build import build
 from offlow.dsl.loader import load_program
-from offlow.ir import Graph
+from offlow.plan import Plan
 from offlow.report import format_summary, summarize
 from offlow.runner import Run, RunOptions, RunResult
 from tests.e2e import ROOT, read_frames, run_example
@@ -192,7 +192,7 @@ def test_concurrent_clients_see_the_latest_completed_write(policy: str) -> None:
     history = [op for h in histories for op in h]
     assert len(history) > 2000, "most requests must be answered"
     assert check_history(history) > 1000
-    summary = summarize(b.graph, res.stats)
+    summary = summarize(b.plan, res.stats)
     el = summary["elements"]
     hits, misses, made = paths(el)
     assert hits > 0 and misses > 0
@@ -257,7 +257,7 @@ def _ask(s: socket.socket, port: int, rid: int, req: bytes) -> tuple[int, bytes]
 class Live:
     """The cache program running with a UDP port, a client socket, and (once the
     block ends) the run's result."""
-    graph: Graph
+    plan: Plan
     run: Run
     sock: socket.socket
     result: RunResult | None = None
@@ -274,7 +274,7 @@ def live(policy: str) -> Iterator[Live]:
     b = build(load_program(KVS_CACHE, [f"cache.policy={policy}"]), werror=True)
     r = Run(b, RunOptions(udp_port=0, timeout=60))
     r.start()
-    lv = Live(b.graph, r, socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+    lv = Live(b.plan, r, socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
     lv.sock.settimeout(5.0)
     try:
         yield lv
@@ -300,7 +300,7 @@ def test_an_item_with_an_expiry_is_never_served_from_the_cache(policy: str) -> N
         for rid in (6, 7, 8):
             assert lv.ask(rid, binary(GET, b"ham")) == (0, b"kept")
     assert lv.result is not None and lv.result.ok, lv.result
-    el = summarize(lv.graph, lv.result.stats)["elements"]
+    el = summarize(lv.plan, lv.result.stats)["elements"]
     hits, misses, _ = paths(el)
     # egg: the SET (an expiry: not cacheable) and its three GETs reach the store. ham:
     # its three GETs are hits; write-through sends its SET on (the store's answer
@@ -334,7 +334,7 @@ def test_written_entries_are_in_the_store_after_stop() -> None:
         for i in range(40):
             assert lv.ask(i + 1, binary(SET, b"wb:%d" % i, b"v%d" % i)) == (0, b"")
     assert lv.result is not None and lv.result.ok, lv.result
-    summary = summarize(lv.graph, lv.result.stats)
+    summary = summarize(lv.plan, lv.result.stats)
     store, cache = summary["tables"]["store"], summary["tables"]["cache"]
     assert cache["written_back_at_stop"] == 40 and cache["wb_in_flight_at_stop"] == 0
     assert store["items"] == 40 and store["stores"] == 40
@@ -347,7 +347,7 @@ def test_write_through_writes_nothing_back_at_stop() -> None:
         for i in range(10):
             assert lv.ask(i + 1, binary(SET, b"wt:%d" % i, b"v")) == (0, b"")
     assert lv.result is not None and lv.result.ok, lv.result
-    tables = summarize(lv.graph, lv.result.stats)["tables"]
+    tables = summarize(lv.plan, lv.result.stats)["tables"]
     assert tables["cache"]["written_back_at_stop"] == 0 and tables["store"]["items"] == 10
 
 
@@ -383,7 +383,7 @@ def test_a_multi_key_request_never_passes_a_write_back() -> None:
         r.stop()
         res = r.wait()
     assert res.ok, res.errors
-    cache = summarize(b.graph, res.stats)["tables"]["cache"]
+    cache = summarize(b.plan, res.stats)["tables"]["cache"]
     assert cache["refused_multi_key"] >= 1 and cache["wb_in_flight_at_stop"] == 0
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from offlow import Element, OfflowError, Program, Sink, Source, cbuild
-from offlow.build import build, compile_program
-from offlow.codegen.c import generate, headers
+from offlow.build import build, compile_program, generate, plan_graph
+from offlow.codegen.c import headers
 from offlow.dsl.loader import load_program
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,7 +205,7 @@ def test_a_program_includes_and_links_only_the_libraries_it_names(
     g = compile_program(load_program(ROOT / program))
     d = cbuild.description()
     assert d.for_headers(headers(g)) == libs
-    common = generate(g)["common.h"]
+    common = generate(plan_graph(g))["common.h"]
     for name, lib in d.libraries.items():
         named = [h for h in lib.public() if f"#include <{h}>" in common]
         assert bool(named) == (name in libs), (name, named)

@@ -46,7 +46,7 @@ def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, list[bytes]
     b = build_for(load_program(CHUNKS), o, werror=True)
     res = run(b, o)
     assert res.ok, res.errors
-    return summarize(b.graph, res.stats), read_frames(out)
+    return summarize(b.plan, res.stats), read_frames(out)
 
 
 def test_each_datagram_becomes_its_pieces_in_order_with_valid_headers(

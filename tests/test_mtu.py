@@ -16,10 +16,11 @@ import pytest
 from offlow import OfflowError, Program, cbuild
 from offlow.build import compile_program
 from offlow.cli import main
-from offlow.codegen.layout import max_mtu
 from offlow.codegen.queuegen import entry_decls
 from offlow.dsl.loader import load_program
 from offlow.ir import Queue
+from offlow.ir.layout import max_mtu
+from offlow.plan import queue_plan
 from tests.e2e import EXAMPLE, TLS, read_frames, run_example
 from tests.test_e2e import expected_forwarded
 
@@ -49,7 +50,7 @@ def test_entry_layouts_agree_with_the_c_compiler_for_any_mtu(tmp_path: Path) -> 
     for k, q in enumerate(queues()):
         for mtu in {*MTUS, max_mtu(q)}:  # a queue with several channels holds less
             if mtu <= max_mtu(q):
-                lines += entry_decls(replace(q, name=f"q{k}_mtu{mtu}"), mtu)
+                lines += entry_decls(queue_plan(replace(q, name=f"q{k}_mtu{mtu}"), mtu))
     src = tmp_path / "layouts.c"
     src.write_text("\n".join(lines) + "\n")
     d = cbuild.description()

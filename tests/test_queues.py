@@ -15,12 +15,11 @@ from typing import Any
 import pytest
 
 from offlow import OfflowError, Program
-from offlow.build import build, compile_program
-from offlow.codegen.c import generate
-from offlow.codegen.layout import channel_layouts
+from offlow.build import build, compile_program, generate, plan_graph
 from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.ir import Edge, Graph
+from offlow.ir.layout import channel_layouts
 from offlow.report import summarize
 from offlow.runner import RunOptions, run
 from tests.e2e import EXAMPLE, read_frames
@@ -131,7 +130,7 @@ def test_steering_field_must_be_written_before_the_queue() -> None:
 # ---- explain and the C -------------------------------------------------------------------
 
 def test_explain_shows_channels_and_mapping() -> None:
-    text = explain(compiled("rx:app.instances=3", "rx:app.enqueue=drop"))
+    text = explain(plan_graph(compiled("rx:app.instances=3", "rx:app.enqueue=drop")))
     assert "rx->app: rx (nic) -> app (host), 3 channels" in text
     assert "channel 0: cls.count -> cnt.inp" in text
     assert "carries key:uint32_t: 4 B of the 24 B state (no packet bytes)" in text
@@ -143,12 +142,12 @@ def test_explain_shows_channels_and_mapping() -> None:
     assert "3 instances per producer core (steered by key % 3): 3 ring(s)" in text
     assert "consumers: core 0 polls instances 0,2; core 1 polls instance 1" in text
     assert "enqueue: drop (a full ring drops the packet, counted per queue)" in text
-    text = explain(compiled("rx:app.instances=1"))
+    text = explain(plan_graph(compiled("rx:app.instances=1")))
     assert "consumers: core 0 polls instance 0; core 1 polls none" in text
 
 
 def test_generated_code_tags_entries_and_dispatches_them() -> None:
-    files = generate(compiled("rx:app.instances=3", "rx:app.enqueue=drop"))
+    files = generate(plan_graph(compiled("rx:app.instances=3", "rx:app.enqueue=drop")))
     nic, host, common = files["nic.c"], files["host.c"], files["common.h"]
     for k, (port, dst) in enumerate((("count", "cnt"), ("get", "get"), ("put", "put"))):
         assert f"static void ofl_push_rx__app_c{k}(" in nic, port
@@ -156,11 +155,17 @@ def test_generated_code_tags_entries_and_dispatches_them() -> None:
         assert f"case {k}: {{ /* cls.{port} -> {dst}.inp */" in host
     assert "&ctx->out_rx__app[(uint32_t)state->key % 3u]" in nic
     assert "en->ofl_len = (uint16_t)pkt->len;" in nic  # the count channel's length
-    assert nic.count(".drop_full = true;") == 3
+    # the NIC core's three rings, each dropping when full (enqueue=drop)
+    assert ('{ "rx->app", &ofl_ctxs[0].out_rx__app, NULL, NULL, ofl_rings_0_0, 3u, false, '
+            "true }") in nic
     assert "union ofl_q_rx__app {" in common
     assert ("sizeof(struct ofl_entry_hdr) }, /* 2: rx->app core 0 -> instance 2 (core 0) */"
             in common)
-    assert "ctxs[0].nin_rx__app = 2u;" in host and "ctxs[1].nin_rx__app = 1u;" in host
+    # host core 0 polls instances 0 and 2 (rings 0 and 2), core 1 instance 1
+    assert ("static const struct ofl_ring_use ofl_rings_0_0[] = {\n"
+            "    { 0u, 0u, 0u, 0u, false },\n    { 2u, 0u, 2u, 0u, false },\n};") in host
+    assert "&ofl_ctxs[0].nin_rx__app, ofl_rings_0_0, 2u, false, false }" in host
+    assert "&ofl_ctxs[1].nin_rx__app, ofl_rings_1_0, 1u, false, false }" in host
 
 
 # ---- end to end --------------------------------------------------------------------------
@@ -173,7 +178,7 @@ def run_program(tmp_path: Path, *settings: str, count: int = 20_000, spin: int =
     out = tmp_path / "out.pcap"
     res = run(b, RunOptions(count=count, sizes="64", output=out, timeout=120))
     assert res.ok, res.errors
-    s = summarize(b.graph, res.stats)
+    s = summarize(b.plan, res.stats)
     rows = [{"seq": int.from_bytes(f[50:58], "big"), "core": f[58], "channel": f[59],
              "key": f[60], "val": f[61]} for f in read_frames(out)]
     return s, rows

@@ -140,14 +140,14 @@ def test_router_drops_and_counts_malformed_packets(tmp_path: Path) -> None:
 
 
 def test_tables_on_the_nic_are_sent_by_the_host_over_a_bulk_channel() -> None:
-    from offlow.build import compile_program
+    from offlow.build import compile_program, plan_graph
     from offlow.dsl.loader import load_program
     from offlow.explain import explain
 
-    on_nic = compile_program(load_program(ROUTER))
+    on_nic = plan_graph(compile_program(load_program(ROUTER))).graph
     assert all(t.bulk and t.home == "nic" for t in on_nic.shared)
     assert "sends it over the bulk channel table.routes4 (CRC32C checked), nic builds it" in (
-        explain(on_nic))
-    on_host = compile_program(load_program(ROUTER, ["route.device=host"]))
+        explain(plan_graph(on_nic)))
+    on_host = plan_graph(compile_program(load_program(ROUTER, ["route.device=host"]))).graph
     assert not any(t.bulk for t in on_host.shared)
-    assert "built at start-up by the host process" in explain(on_host)
+    assert "built at start-up by the host process" in explain(plan_graph(on_host))

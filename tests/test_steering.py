@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from offlow import Element, OfflowError, Program, Sink, Source
-from offlow.build import build, compile_program
+from offlow.build import build, compile_program, plan_program
 from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.runner import RunOptions, run
@@ -30,7 +30,7 @@ def test_each_key_reaches_one_core_in_order() -> None:
 
 
 def test_explain_shows_the_steering() -> None:
-    text = explain(compile_program(load_program(STEER)))
+    text = explain(plan_program(load_program(STEER)))
     assert "data-parallel over 3 cores (steered by key % 3)" in text
 
 

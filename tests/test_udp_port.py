@@ -73,7 +73,7 @@ def serve(run_: Run, exchange: Any, sig: int = signal.SIGTERM) -> dict[str, Any]
         res = run_.wait()
     assert res.ok, res.errors
     assert set(res.stats) == {"host", "nic"}  # both wrote their stats after the signal
-    return summarize(run_.build.graph, res.stats)
+    return summarize(run_.build.plan, res.stats)
 
 
 def exchange_with_drops(c: socket.socket, port: int) -> None:
@@ -136,7 +136,7 @@ def test_a_udp_run_ends_after_its_duration(echo_build: Any) -> None:
     finally:
         res = r.wait()  # no stop: the sources end after half a second
     assert res.ok, res.errors
-    assert summarize(echo_build.graph, res.stats)["sinks"]["tx"]["sent"] == 1
+    assert summarize(echo_build.plan, res.stats)["sinks"]["tx"]["sent"] == 1
 
 
 def test_a_forwarding_program_never_loops_a_datagram_into_its_own_socket() -> None:
@@ -154,7 +154,7 @@ def test_a_forwarding_program_never_loops_a_datagram_into_its_own_socket() -> No
     finally:
         res = r.wait()
     assert res.ok, res.errors
-    s = summarize(b.graph, res.stats)
+    s = summarize(b.plan, res.stats)
     assert s["sources"]["rx"]["packets"] == 1
     assert s["sinks"]["tx"]["to_self"] == 1 and s["sinks"]["tx"]["sent"] == 0
     assert "1 refused (addressed to the server's own socket: a loop)" in format_summary(s)

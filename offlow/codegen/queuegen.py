@@ -4,54 +4,10 @@ channel's element.  Used by offlow.codegen.c; returns lines of C."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from offlow.codegen.layout import (
-    ENTRY_HDR,
-    TS_FIELD,
-    EntryLayout,
-    channel_layouts,
-    entry_size,
-)
-from offlow.ir import Graph, Queue
+from offlow.ir import Queue
+from offlow.ir.layout import ENTRY_HDR, TS_FIELD, EntryLayout
 from offlow.ir.types import cname
-from offlow.passes.queues import consumer_cores
-
-
-@dataclass(frozen=True)
-class RingSlot:
-    """One physical ring: instance `inst` of queue `queue` from producer core `prod`;
-    consumer core `cons` (inst % consumer cores) takes it."""
-
-    index: int
-    queue: Queue
-    prod: int
-    inst: int
-    cons: int
-
-
-def consumers(g: Graph, q: Queue) -> int:
-    """Cores that take batches from queue `q`: every core of a data-parallel segment,
-    only the master of a core group."""
-    return consumer_cores(g, q.dst_segment)
-
-
-def rings(g: Graph) -> list[RingSlot]:
-    """Every queue gets `instances` SPSC rings per producer core; instance i is
-    polled by consumer core i % consumers."""
-    out: list[RingSlot] = []
-    for q in g.queues:
-        ncons = consumers(g, q)
-        for p in range(len(g.segment(q.src_segment).cores)):
-            for i in range(q.instances):
-                out.append(RingSlot(len(out), q, p, i, i % ncons))
-    return out
-
-
-def polled_by(g: Graph, q: Queue, cons: int) -> list[int]:
-    """The instances of `q` consumer core `cons` takes."""
-    n = consumers(g, q)
-    return [i for i in range(q.instances) if i % n == cons]
+from offlow.plan import QueuePlan, RingSlot
 
 
 def entry_type(q: Queue) -> str:
@@ -68,10 +24,11 @@ def push_fn(q: Queue, k: int) -> str:
     return f"ofl_push_{cname(q.name)}" + (f"_c{k}" if q.tagged else "")
 
 
-def entry_decls(q: Queue, mtu: int) -> list[str]:
+def entry_decls(qp: QueuePlan) -> list[str]:
     """common.h: the entry struct of each channel (and the union of them, tagged)."""
+    q = qp.queue
     out: list[str] = []
-    for lay in channel_layouts(q, mtu):
+    for lay in qp.layouts:
         ch = q.channels[lay.channel]
         what = (f"carries {lay.field_bytes} B of state"
                 + (" and the packet bytes" if ch.carries_data else ", not the packet bytes"))
@@ -90,7 +47,7 @@ def entry_decls(q: Queue, mtu: int) -> list[str]:
         out.append(f"{entry_type(q)} {{ "
                    + " ".join(f"{channel_type(q, k)} c{k};" for k in range(len(q.channels)))
                    + " };")
-        out.append(f"_Static_assert(sizeof({entry_type(q)}) == {entry_size(q, mtu)}, "
+        out.append(f"_Static_assert(sizeof({entry_type(q)}) == {qp.entry_size}, "
                    f"\"entries of {q.name}\");")
     return out
 
@@ -125,9 +82,9 @@ def _copy_ts(lay: EntryLayout) -> list[str]:
     return [f"            pk.ts_ns = en->{TS_FIELD.name};"] if lay.carries_ts else []
 
 
-def push_def(q: Queue, k: int, mtu: int) -> list[str]:
+def push_def(qp: QueuePlan, k: int) -> list[str]:
     """The enqueue function of channel k: pick the instance, fill an entry."""
-    lay = channel_layouts(q, mtu)[k]
+    q, lay = qp.queue, qp.layouts[k]
     ch = q.channels[k]
     cq = cname(q.name)
     pick = f"(uint32_t)state->{q.steer}" if q.steer else "ctx->steer"
@@ -159,9 +116,10 @@ def push_def(q: Queue, k: int, mtu: int) -> list[str]:
     return out
 
 
-def input_def(segment: str, q: Queue, mtu: int) -> list[str]:
+def input_def(segment: str, qp: QueuePlan, done: list[str]) -> list[str]:
     """A function that runs entries [lo, hi) of a batch from `q` through `segment`,
-    each to its channel's element."""
+    each to its channel's element, then `done` (the segment's vector flush)."""
+    q = qp.queue
     cq = cname(q.name)
     out = [f"/* Entries [lo, hi) of a batch from {q.name}, through segment {segment}. */",
            f"static void ofl_in_{cname(segment)}_{cq}(struct ofl_ctx *ctx, const uint8_t *es, "
@@ -173,7 +131,7 @@ def input_def(segment: str, q: Queue, mtu: int) -> list[str]:
            f"        uint8_t *raw = (uint8_t *)(uintptr_t)(es + (size_t)i * "
            f"sizeof({entry_type(q)}));",
            "        struct ofl_state st;", "        memset(&st, 0, sizeof st);"]
-    lays = channel_layouts(q, mtu)
+    lays = qp.layouts
     if not q.tagged:
         lay = lays[0]
         out.append(f"        {channel_type(q, 0)} *en = ({channel_type(q, 0)} *)(void *)raw;")
@@ -183,7 +141,8 @@ def input_def(segment: str, q: Queue, mtu: int) -> list[str]:
         out += [f"        struct ofl_pkt pk = {{ .data = {data}, .len = en->h.len, "
                 f".cap = OFL_MTU, .ts_ns = {ts} }};",
                 "        core->pkts_in++; core->bytes_in += pk.len;",
-                f"        ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "    }", "}", ""]
+                f"        ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "    }", *done, "}",
+                ""]
         return out
     out += ["        struct ofl_pkt pk = { .data = core->scratch, .len = 0, .cap = OFL_MTU, "
             ".ts_ns = 0 };",
@@ -213,25 +172,5 @@ def input_def(segment: str, q: Queue, mtu: int) -> list[str]:
             "        if (!ok) {",
             f"            ofl_core_fail(core, -EBADMSG, \"{q.name}: an entry with an unknown "
             "channel or a bad length\");",
-            "            return;", "        }", "    }", "}", ""]
+            "            return;", "        }", "    }", *done, "}", ""]
     return out
-
-
-def stats_fn() -> list[str]:
-    """A device file's helper that reports one producer ring's instance and drops."""
-    return [
-        "/* The mapping of one producer ring (which instance, which consumer core) and the",
-        " * packets it took and dropped (a full ring under enqueue=drop). */",
-        "static void ofl_stats_qmap(struct ofl_json *j, const char *queue, unsigned prod, "
-        "unsigned inst,",
-        "                           unsigned cons, const struct ofl_qout *q) {",
-        "    ofl_json_begin_obj(j, NULL);",
-        "    ofl_json_str(j, \"queue\", queue);",
-        "    ofl_json_u64(j, \"prod\", prod);",
-        "    ofl_json_u64(j, \"instance\", inst);",
-        "    ofl_json_u64(j, \"cons\", cons);",
-        "    ofl_json_u64(j, \"pushed\", q->ring.pushed);",
-        "    ofl_json_u64(j, \"dropped\", q->dropped);",
-        "    ofl_json_end_obj(j);",
-        "}", "",
-    ]

@@ -31,11 +31,6 @@ class Port:
     type: str = "any"
 
 
-def port_types_compatible(out_type: str, in_type: str) -> bool:
-    """True when a packet of `out_type` may enter an input of `in_type`."""
-    return in_type in ("any", out_type) or out_type.startswith(in_type + ".")
-
-
 @dataclass(frozen=True)
 class PortRef:
     """One port of one element instance; the unit that ``>>`` connects."""
@@ -79,6 +74,13 @@ class Element:
     params: ClassVar[Mapping[str, str]] = {}
     tables: ClassVar[tuple[str, ...]] = ()
     body: str = ""
+    # C over a vector of packets, beside or instead of `body`: `n` packets (at most
+    # OFL_VEC), `pkts[i]` and `states[i]` (struct ofl_pkt, struct ofl_state), the
+    # outcome per packet with EMIT_AT(i, port), DROP_AT(i), DROP_WHY_AT(i, reason),
+    # CONSUME_AT(i) (a packet given none goes out on the only output). The compiler
+    # runs it where the element's segment takes its packets in batches (see
+    # docs/elements.md), else `body` (or this one over one packet, without `body`).
+    batch_body: str = ""
     # C at file scope before the body: static inline helper functions, types, macros
     # (C allows no function definition inside a body, which is a function's block)
     helpers: ClassVar[str] = ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from offlow import targets
 from offlow.dsl.element import Composite, Element, Handler
 from offlow.dsl.values import Shared, Table, c_literal
 from offlow.dsl.where import code_site
@@ -36,7 +37,6 @@ from offlow.ir.graph import (
 )
 from offlow.ir.types import check_ctype
 
-DEVICES = ("host", "nic")
 CACHE_POLICIES = ("write_through", "write_back")
 CACHE_EVICTIONS = ("lru", "clock")
 AUTO = "auto"  # Program(mtu=AUTO): the run's input sizes the queues
@@ -60,6 +60,7 @@ class Segment:
     cores: tuple[int, ...]
     group: bool = False
     steer: str = ""  # per-packet field choosing the core (field % cores); "" = round robin
+    vector: bool = True  # elements' batch bodies may run where it takes batches
 
 
 @dataclass
@@ -146,9 +147,9 @@ class Program:
         if name.startswith(TABLE_CHANNEL_PREFIX):
             raise OfflowError(f"channel `{name}`: names starting with `{TABLE_CHANNEL_PREFIX}` "
                               "are the tables' (they travel between processes over them)")
-        if device is not None and device not in DEVICES:
+        if device is not None and device not in targets.names():
             raise OfflowError(f"channel `{name}`: unknown device `{device}`; devices: "
-                              f"{', '.join(DEVICES)}")
+                              f"{', '.join(targets.names())}")
         if not isinstance(handler, Handler):
             raise OfflowError(f"channel `{name}`: handler must be a Handler, not "
                               f"{type(handler).__name__}")
@@ -266,7 +267,7 @@ class Program:
 
     def place(self, segment: str, *, device: str | None = None,
               cores: Iterable[int] | None = None, group: bool | None = None,
-              steer: str | None = None) -> None:
+              steer: str | None = None, vector: bool | None = None) -> None:
         """Change where a segment runs: the one-line design change."""
         if segment not in self.segments:
             raise OfflowError(
@@ -274,10 +275,10 @@ class Program:
             )
         seg = self.segments[segment]
         if device is not None:
-            if device not in DEVICES:
+            if device not in targets.names():
                 raise OfflowError(
                     f"segment `{segment}`: unknown device `{device}`; "
-                    f"devices: {', '.join(DEVICES)}"
+                    f"devices: {', '.join(targets.names())}"
                 )
             seg.device = device
         if cores is not None:
@@ -293,6 +294,8 @@ class Program:
             seg.group = bool(group)
         if steer is not None:
             seg.steer = steer
+        if vector is not None:
+            seg.vector = bool(vector)
 
     def apply_setting(self, setting: str) -> None:
         """Apply a command-line setting: a placement such as ``rx.device=nic`` or
@@ -324,7 +327,8 @@ class Program:
         except ValueError:
             raise OfflowError(
                 f"--set `{setting}`: expected SEGMENT.device=DEV, SEGMENT.cores=0,1, "
-                "SEGMENT.group=on|off, SEGMENT.steer=FIELD, CACHE.policy=P, CACHE.entries=N, "
+                "SEGMENT.group=on|off, SEGMENT.steer=FIELD, SEGMENT.vector=on|off, CACHE.policy=P, "
+                "CACHE.entries=N, "
                 "SRC->DST.instances=N, SRC->DST.steer=FIELD, SRC->DST.enqueue=block|drop, "
                 "ring_size=N, batch=N or mtu=N|auto"
             ) from None
@@ -338,14 +342,14 @@ class Program:
             self.place(seg, cores=cores)
         elif attr == "steer":
             self.place(seg, steer=value)
-        elif attr == "group":
+        elif attr in ("group", "vector"):
             flags = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
             if value.lower() not in flags:
-                raise OfflowError(f"--set `{setting}`: group must be on or off")
-            self.place(seg, group=flags[value.lower()])
+                raise OfflowError(f"--set `{setting}`: {attr} must be on or off")
+            self.place(seg, **{attr: flags[value.lower()]})
         else:
-            raise OfflowError(
-                f"--set `{setting}`: unknown attribute `{attr}` (device, cores, group, steer)")
+            raise OfflowError(f"--set `{setting}`: unknown attribute `{attr}` (device, cores, "
+                              "group, steer, vector)")
 
     def to_ir(self, fit: tuple[int, str] | None = None) -> Graph:
         """Lower the program to the IR (composites are already flat). `fit` is the mtu
@@ -387,7 +391,7 @@ class Program:
                         "not in any segment; add it to a segment"
                     )
                 edges.append(Edge(el.name, port, dst.element.name, dst.port))
-        segments = tuple(IRSegment(s.name, s.device, s.cores, s.group, s.steer)
+        segments = tuple(IRSegment(s.name, s.device, s.cores, s.group, s.steer, s.vector)
                          for s in self.segments.values())
         caches = []
         for cname_, c in self.caches.items():
@@ -439,6 +443,7 @@ class Program:
             segment=segment, origin=origin, body_line=body_line, helpers=el.helpers,
             drops=tuple((str(r), str(d)) for r, d in el.drops.items()),
             helpers_line=code_site(el, "helpers")[1], includes=tuple(el.includes),
+            batch_body=el.batch_body, batch_line=code_site(el, "batch_body")[1],
         )
 
     def _state_fields(self, elements: list[Element]) -> tuple[Field, ...]:

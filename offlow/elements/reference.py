@@ -92,6 +92,9 @@ def entry(cls: type[Element]) -> list[str]:
         out += [f"  - `{r}`: {d}" for r, d in cls.drops.items()]
     elif info.drops:
         out.append("- drops: counted at the element (see its description)")
+    if cls.batch_body:
+        out.append("- a vector element: where its segment takes packets in batches, its batch "
+                   "body runs over each batch (docs/elements.md)")
     out.append("")
     return out
 

@@ -44,6 +44,19 @@ class LookupIPv4(Element):
         DROP_WHY(unroutable);
     state->hop = hop;
     """
+    # over a batch: the table's batched lookup, whose cache misses overlap
+    batch_body = r"""
+    uint32_t dst[OFL_VEC];
+    uint16_t hop[OFL_VEC];
+    for (uint32_t i = 0; i < n; i++)
+        dst[i] = states[i].dst4;
+    ofl_lpm4_lookup_batch(routes, dst, hop, n);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!hop[i])
+            DROP_WHY_AT(i, unroutable);
+        states[i].hop = hop[i];
+    }
+    """
 
 
 class LookupIPv6(Element):
@@ -60,6 +73,18 @@ class LookupIPv6(Element):
     if (!hop)
         DROP_WHY(unroutable);
     state->hop = hop;
+    """
+    batch_body = r"""
+    uint8_t dst[OFL_VEC][16];
+    uint16_t hop[OFL_VEC];
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(dst[i], states[i].dst6, 16);
+    ofl_lpm6_lookup_batch(routes, &dst[0][0], hop, n);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!hop[i])
+            DROP_WHY_AT(i, unroutable);
+        states[i].hop = hop[i];
+    }
     """
 
 

@@ -27,6 +27,7 @@ class BodyFacts:
     reads_ts: bool = False  # the packet's timestamp (pkt->ts_ns)
     macros: tuple[str, ...] = ()  # macros the body #defines (undefined after it)
     makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
+    sends: bool = False  # it may send a packet on several ports (SEND: copies)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,12 @@ class Node:
     # node's tables, `{target:PORT}` as in the prelude, and `{kept_state}`: the state of
     # the first packet this core's node saw (`const struct ofl_state *`, NULL if none).
     at_end: str = ""
+    # C over a vector of packets (Element.batch_body), run instead of `body` where the
+    # node's segment runs batches (offlow.passes.fuse), and what it does (its own
+    # macros; `facts` holds both bodies' effect on the state)
+    batch_body: str = ""
+    batch_line: int = 0  # the line of `origin` where the batch body starts (0: unknown)
+    batch_facts: BodyFacts | None = None
 
     def output(self, name: str) -> PortSpec:
         return next(p for p in self.outputs if p.name == name)
@@ -92,6 +99,7 @@ class Segment:
     cores: tuple[int, ...]
     group: bool = False  # a core group: a master hands each batch out in slices
     steer: str = ""  # per-packet field that picks the consumer core; "" = round robin
+    vector: bool = True  # its elements' batch bodies may run (else per packet only)
 
 
 @dataclass(frozen=True)
@@ -102,14 +110,14 @@ class SharedTable:
     name: str
     ctype: str
     length: int
-    home: str = ""  # "host", "nic" or "window" (used by several devices); set by placement
+    home: str = ""  # a device, or "window" (used by several devices); set by placement
     open_fn: str = ""
     close_fn: str = ""
     options: tuple[tuple[str, str], ...] = ()
     source: str = ""
     pack_fn: str = ""  # host side of a table that travels (see dsl.values.Table)
     open_blob_fn: str = ""
-    bulk: bool = False  # set by placement: sent by the host over channel table.NAME
+    bulk: bool = False  # set by the plan: sent to its device over channel table.NAME
     stats_fn: str = ""  # writes the object's counters to the stats file (dsl Table)
     tcp: bool = False   # serves the run's TCP socket, when it has one (dsl Table)
     includes: tuple[str, ...] = ()  # runtime headers of its type and functions (dsl Table)
@@ -132,6 +140,9 @@ MAX_INSTANCES = 256
 MAX_OUTPUTS = 29
 # Named drop reasons of one element (DROP_WHY): a number each in the mask's low byte.
 MAX_DROP_REASONS = 256
+# The drop reason of a packet a body made (MAKE) that is longer than the mtu: no queue
+# entry or sink could take it (every element that makes packets has it).
+MADE_TOO_LONG = ("made_too_long", "a packet it made (MAKE) is longer than the mtu")
 
 
 @dataclass(frozen=True)

@@ -84,3 +84,9 @@ def sort_fields(fields: tuple[Field, ...]) -> tuple[Field, ...]:
 def cname(name: str) -> str:
     """A C identifier for an element, segment or queue name."""
     return "".join(ch if ch.isalnum() else "_" for ch in name)
+
+
+def port_types_compatible(out_type: str, in_type: str) -> bool:
+    """True when a packet of `out_type` may enter an input of `in_type` (types are
+    nominal and dotted: `ip.v4` feeds `ip` and `ip.v4`; `any` takes everything)."""
+    return in_type in ("any", out_type) or out_type.startswith(in_type + ".")

@@ -103,7 +103,7 @@ class Session:
                 res.warnings.append(warning)
             done = self.port.completions()
             self.port.close()
-        self.outcome = Outcome(res, summarize(self.build.graph, res.stats), done,
+        self.outcome = Outcome(res, summarize(self.build.plan, res.stats), done,
                                self.port.sent, self.skipped, errors)
 
     @property

@@ -8,11 +8,8 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir import BodyFacts, Graph, Node
-from offlow.passes.cbody import BodyError, Site, analyze_body
-
-# The drop reason of a packet a body made (MAKE) that is longer than the mtu: no queue
-# entry or sink could take it.
-MADE_TOO_LONG = ("made_too_long", "a packet it made (MAKE) is longer than the mtu")
+from offlow.ir.graph import MADE_TOO_LONG
+from offlow.passes.cbody import BodyError, BodyInfo, Site, analyze_body
 
 
 def analyze_bodies(g: Graph) -> Graph:
@@ -24,22 +21,22 @@ def analyze_bodies(g: Graph) -> Graph:
             nodes.append(replace(n, facts=BodyFacts(uses_pkt=True, reads_ts=True)))
             continue
         names = [p[0] for p in n.params] + [t[0] for t in n.tables]
+        args = {"element": n.name, "outputs": [p.name for p in n.outputs], "fields": fields,
+                "names": names}
         try:
-            info = analyze_body(
-                n.body, element=n.name, outputs=[p.name for p in n.outputs],
-                fields=fields, names=names, **_written(n),
-            )
+            # (an element with only a batch body runs it on one packet where needed)
+            info = (analyze_body(n.body, **args, **_written(n))
+                    if n.body.strip() or not n.batch_body else None)
+            batch = (analyze_body(n.batch_body, **args, **_written(n, batch=True), vector=True)
+                     if n.batch_body else None)
         except BodyError as err:
             raise OfflowError(str(err)) from None
-        facts = BodyFacts(
-            reads=frozenset(info.reads), writes=frozenset(info.writes),
-            kills=frozenset(info.kills), emits=frozenset(info.emits), uses_pkt=info.uses_pkt,
-            reads_ts=info.reads_ts, macros=info.macros, makes=info.makes,
-        )
+        facts = _facts(info, batch)
         drops = n.drops
-        if info.makes and MADE_TOO_LONG[0] not in dict(drops):
+        if facts.makes and MADE_TOO_LONG[0] not in dict(drops):
             drops = (*drops, MADE_TOO_LONG)  # counted by the MAKE function (codegen)
-        nodes.append(replace(n, facts=facts, drops=drops))
+        nodes.append(replace(n, facts=facts, drops=drops,
+                             batch_facts=_facts(batch, None) if batch else None))
     channels = []
     for c in g.channels:  # handler bodies: parsed for their errors; they touch no packet
         h = c.handler
@@ -53,7 +50,27 @@ def analyze_bodies(g: Graph) -> Graph:
     return replace(g, nodes=tuple(nodes), channels=tuple(channels))
 
 
-def _written(n: Node) -> dict[str, Any]:
-    """Where the node's body and helpers are written, and the helpers."""
-    return {"site": Site(n.origin, n.body_line), "helpers": n.helpers,
-            "helpers_site": Site(n.origin, n.helpers_line), "reasons": [r for r, _ in n.drops]}
+def _facts(one: BodyInfo | None, batch: BodyInfo | None) -> BodyFacts:
+    """What an element does to the state: its per-packet body's facts (else its batch
+    body's), with what its batch body reads, writes and emits added (the compiler runs
+    either, so queues carry what both need); a field the batch body reads is not
+    killed."""
+    first = one or batch
+    assert first is not None
+    other = batch if one is not None else None
+    none: frozenset[str] = frozenset()
+    return BodyFacts(
+        reads=frozenset(first.reads | (other.reads if other else none)),
+        writes=frozenset(first.writes | (other.writes if other else none)),
+        kills=frozenset(first.kills - (other.reads if other else none)),
+        emits=frozenset(first.emits | (other.emits if other else none)),
+        uses_pkt=first.uses_pkt or bool(other and other.uses_pkt),
+        reads_ts=first.reads_ts or bool(other and other.reads_ts),
+        macros=first.macros, makes=first.makes, sends=first.sends)
+
+
+def _written(n: Node, batch: bool = False) -> dict[str, Any]:
+    """Where the node's body (or batch body) and helpers are written, and the helpers."""
+    return {"site": Site(n.origin, n.batch_line if batch else n.body_line),
+            "helpers": n.helpers, "helpers_site": Site(n.origin, n.helpers_line),
+            "reasons": [r for r, _ in n.drops]}

@@ -1,5 +1,8 @@
 """Analyse one element's C body with pycparser: which per-packet state fields it reads,
-writes and kills, which output ports it names, and whether it can fall through.
+writes and kills, which output ports it names, and whether it can fall through. A
+batch body (Element.batch_body) names the state and packet of packet i as `states[i]`
+and `pkts[i]` and decides per packet with EMIT_AT(i, port), DROP_AT(i),
+DROP_WHY_AT(i, reason) and CONSUME_AT(i).
 
 The body is wrapped in a synthetic translation unit (a prelude of typedefs, the
 element's helpers, then ``void __ofl_body(void) { <body> }``), run through the real C
@@ -40,6 +43,7 @@ class BodyInfo:
     reads_ts: bool = False  # names pkt->ts_ns, or hands `pkt` itself to other code
     macros: tuple[str, ...] = ()  # macros the body #defines (and does not #undef)
     makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
+    sends: bool = False  # SEND: it may send a packet on several ports (copies)
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -57,37 +61,47 @@ class _Walker(c_ast.NodeVisitor):
         self.emits: set[str] = set()
         self.makes: set[str] = set()
         self.drops = self.exits = self.uses_pkt = self.whole_state = self.jumps = False
-        self.reads_ts = False
+        self.reads_ts = self.sends = False
 
     def state_field(self, node: c_ast.StructRef) -> str | None:
-        """The field name if `node` is `state->NAME` (checked against the declared fields)."""
-        if node.type != "->" or not isinstance(node.name, c_ast.ID) or node.name.name != "state":
+        """The field name if `node` is `state->NAME` (a batch body's `states[i].NAME`),
+        checked against the declared fields."""
+        if not _member_of(node, *(("states", ".") if self.ctx.vector else ("state", "->"))):
             return None
         field = node.field.name
         if field not in self.ctx.fields:
             declared = ", ".join(self.ctx.fields) or "(none)"
+            what = "states[i]." if self.ctx.vector else "state->"
             raise BodyError(
-                f"{self.ctx.where(node)}: `state->{field}` is not a per-packet state field; "
+                f"{self.ctx.where(node)}: `{what}{field}` is not a per-packet state field; "
                 f"declared fields: {declared}. Declare it in the element's `fields` or fix the "
                 f"name{_hint(field, self.ctx.fields)}"
             )
         return field
 
     def visit_ID(self, node: c_ast.ID) -> None:
-        if node.name == "pkt":  # bare `pkt` (not `pkt->data`): code it goes to may read
+        pkt, state = ("pkts", "states") if self.ctx.vector else ("pkt", "state")
+        if node.name == pkt:  # bare `pkt` (not `pkt->data`): code it goes to may read
             self.uses_pkt = self.reads_ts = True  # its timestamp too
-        elif node.name == "state":  # bare `state` (not `state->f`): may touch every field
+        elif node.name == state:  # bare `state` (not `state->f`): may touch every field
             self.whole_state = True
 
     def visit_StructRef(self, node: c_ast.StructRef) -> None:
         field = self.state_field(node)
         if field is not None:
             self.reads.add(field)
-        elif _is_pkt_member(node):
+            self._subscript(node)
+        elif _member_of(node, *(("pkts", ".") if self.ctx.vector else ("pkt", "->"))):
             self.uses_pkt = True
             self.reads_ts = self.reads_ts or node.field.name == "ts_ns"
+            self._subscript(node)
         else:
             self.visit(node.name)  # node.field is a member name, not a variable
+
+    def _subscript(self, node: c_ast.StructRef) -> None:
+        """The index of a batch body's `states[i]` or `pkts[i]` is an expression too."""
+        if isinstance(node.name, c_ast.ArrayRef):
+            self.visit(node.name.subscript)
 
     def _target(self, node: c_ast.Node, read_too: bool) -> None:
         """Visit an assigned lvalue: `state->f`, `state->f.x`, `state->f[i]` write f."""
@@ -97,6 +111,7 @@ class _Walker(c_ast.NodeVisitor):
                 self.writes.add(field)
                 if read_too:
                     self.reads.add(field)
+                self._subscript(node)
             elif node.type == ".":
                 self._target(node.name, read_too)
             else:
@@ -114,7 +129,7 @@ class _Walker(c_ast.NodeVisitor):
     def visit_UnaryOp(self, node: c_ast.UnaryOp) -> None:
         if node.op in ("++", "--", "p++", "p--"):
             self._target(node.expr, read_too=True)
-        elif node.op == "&" and _is_state_lvalue(node.expr):
+        elif node.op == "&" and _is_state_lvalue(node.expr, self.ctx.vector):
             self.whole_state = True
             self.visit(node.expr)
         else:
@@ -123,19 +138,17 @@ class _Walker(c_ast.NodeVisitor):
     def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
         name = node.name.name if isinstance(node.name, c_ast.ID) else None
         args = node.args.exprs if node.args is not None else []
-        if name in ("DROP", "CONSUME"):
+        if name in _PER_PACKET + _PER_INDEX:
+            self._mode(node, name)
+        if name in _PER_INDEX:
+            self._per_index(node, name, args)
+        elif name in ("DROP", "CONSUME"):
             if args:
                 raise BodyError(f"{self.ctx.where(node)}: {name}() takes no arguments; "
                                 f"write {name}()")
             self.drops = True  # either way the packet goes no further
         elif name == "DROP_WHY":
-            why = args[0].name if len(args) == 1 and isinstance(args[0], c_ast.ID) else None
-            if why not in self.ctx.reasons:
-                raise BodyError(
-                    f"{self.ctx.where(node)}: DROP_WHY() takes one of the element's drop "
-                    f"reasons (its `drops`): {', '.join(self.ctx.reasons) or '(none declared)'}"
-                    f"{_hint(why or '', self.ctx.reasons)}")
-            self.drops = True
+            self.reason(node, name, args[0] if len(args) == 1 else None)
         elif name in ("EMIT", "SEND"):
             if len(args) != 1 or not isinstance(args[0], c_ast.ID):
                 raise BodyError(
@@ -145,6 +158,7 @@ class _Walker(c_ast.NodeVisitor):
                 )
             self.emits.add(self.port(node, name, args[0].name))
             self.exits = self.exits or name == "EMIT"
+            self.sends = self.sends or name == "SEND"
         elif name == "MAKE":
             if len(args) != 2 or not isinstance(args[0], c_ast.ID):
                 raise BodyError(
@@ -159,6 +173,48 @@ class _Walker(c_ast.NodeVisitor):
             self.visit(args[1])
         else:
             self.generic_visit(node)
+
+    def _mode(self, node: c_ast.Node, name: str) -> None:
+        """Per-packet macros in a per-packet body, per-index ones in a batch body."""
+        if self.ctx.vector and name in _PER_PACKET:
+            instead = {"EMIT": "EMIT_AT(i, port)", "DROP": "DROP_AT(i)", "CONSUME":
+                       "CONSUME_AT(i)", "DROP_WHY": "DROP_WHY_AT(i, reason)"}.get(name)
+            how = (f"say which packet: {instead}" if instead else
+                   f"it has no {name}(): give the element a per-packet body for that")
+            raise BodyError(f"{self.ctx.where(node)}: {name}() is for a per-packet body; in a "
+                            f"batch body {how}")
+        if not self.ctx.vector and name in _PER_INDEX:
+            raise BodyError(f"{self.ctx.where(node)}: {name}() is for a batch body "
+                            f"(batch_body); a per-packet body writes {name[:-3]}(...)")
+
+    def _per_index(self, node: c_ast.Node, name: str, args: list[c_ast.Node]) -> None:
+        """EMIT_AT(i, port), DROP_AT(i), DROP_WHY_AT(i, reason), CONSUME_AT(i)."""
+        usage = {"EMIT_AT": "the packet's index and an output port: EMIT_AT(i, out)",
+                 "DROP_WHY_AT": "the packet's index and a drop reason: DROP_WHY_AT(i, why)",
+                 "DROP_AT": "the packet's index: DROP_AT(i)",
+                 "CONSUME_AT": "the packet's index: CONSUME_AT(i)"}[name]
+        if len(args) != (2 if name in ("EMIT_AT", "DROP_WHY_AT") else 1):
+            raise BodyError(f"{self.ctx.where(node)}: {name}() takes {usage}")
+        self.visit(args[0])
+        if name == "EMIT_AT":
+            if not isinstance(args[1], c_ast.ID):
+                raise BodyError(f"{self.ctx.where(node)}: EMIT_AT() takes an output port name "
+                                f"second; outputs are: {', '.join(self.ctx.outputs) or '(none)'}")
+            self.emits.add(self.port(node, name, args[1].name))
+        elif name == "DROP_WHY_AT":
+            self.reason(node, name, args[1])
+        else:
+            self.drops = True
+
+    def reason(self, node: c_ast.Node, macro: str, arg: c_ast.Node | None) -> None:
+        """DROP_WHY's (DROP_WHY_AT's) reason, checked to be one of the element's."""
+        why = arg.name if isinstance(arg, c_ast.ID) else None
+        if why not in self.ctx.reasons:
+            raise BodyError(
+                f"{self.ctx.where(node)}: {macro}() takes one of the element's drop "
+                f"reasons (its `drops`): {', '.join(self.ctx.reasons) or '(none declared)'}"
+                f"{_hint(why or '', self.ctx.reasons)}")
+        self.drops = True
 
     def port(self, node: c_ast.Node, macro: str, port: str) -> str:
         """`port`, checked to be one of the element's outputs."""
@@ -181,16 +237,25 @@ class _Walker(c_ast.NodeVisitor):
         self.jumps = True
 
 
-def _is_pkt_member(node: c_ast.StructRef) -> bool:
-    """True for `pkt->member`."""
-    return node.type == "->" and isinstance(node.name, c_ast.ID) and node.name.name == "pkt"
+# The outcome macros of a per-packet body, and those of a batch body (per index).
+_PER_PACKET = ("EMIT", "SEND", "DROP", "DROP_WHY", "CONSUME", "MAKE")
+_PER_INDEX = ("EMIT_AT", "DROP_AT", "DROP_WHY_AT", "CONSUME_AT")
 
 
-def _is_state_lvalue(node: c_ast.Node) -> bool:
-    """True for `state`, `state->f`, `state->f.x`, `state->f[i]` and the like."""
+def _member_of(node: c_ast.StructRef, name: str, op: str) -> bool:
+    """True for `name->member` (op "->") or, for a vector, `name[i].member` (op ".")."""
+    if node.type != op:
+        return False
+    base = node.name.name if op == "." and isinstance(node.name, c_ast.ArrayRef) else node.name
+    return isinstance(base, c_ast.ID) and base.name == name
+
+
+def _is_state_lvalue(node: c_ast.Node, vector: bool = False) -> bool:
+    """True for `state`, `state->f`, `state->f.x`, `state->f[i]` and the like (a batch
+    body's `states[i]`, `states[i].f`...)."""
     while isinstance(node, c_ast.StructRef | c_ast.ArrayRef):
         node = node.name
-    return isinstance(node, c_ast.ID) and node.name == "state"
+    return isinstance(node, c_ast.ID) and node.name == ("states" if vector else "state")
 
 
 @dataclass(frozen=True)
@@ -212,6 +277,7 @@ class _Context:
     outputs: Sequence[str]
     fields: Sequence[str]
     reasons: Sequence[str] = ()
+    vector: bool = False  # a batch body
 
     def where(self, node: c_ast.Node | None) -> str:
         coord = getattr(node, "coord", None)
@@ -222,9 +288,9 @@ class _Context:
 def _place(element: str, file: str, line: int) -> str:
     """`prog.py:25: element `x`` (the body's file and line), or `element `x`, body line
     3` for a body made at run time."""
-    if file.startswith("<body of ") or file.startswith("<helpers of "):
-        what = "body" if file.startswith("<body") else "helpers"
-        return f"element `{element}`, {what} line {line}"
+    for what in ("body", "batch body", "helpers"):
+        if file.startswith(f"<{what} of "):
+            return f"element `{element}`, {what} line {line}"
     return f"{file}:{line}: element `{element}`"
 
 
@@ -247,13 +313,13 @@ def _ends_flow(stmt: c_ast.Node | None) -> bool:
 
 
 def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers: str,
-           helpers_site: Site) -> tuple[list[c_ast.Node], tuple[str, ...]]:
+           helpers_site: Site, what: str = "body") -> tuple[list[c_ast.Node], tuple[str, ...]]:
     """The body's statements, parsed after the real preprocessor, and its macros."""
     names = [*_STD_TYPES, *typedefs]
     code = "typedef _Bool bool;\n" + "".join(f"typedef int {n};\n" for n in names)
     if helpers:
         code += _marker(helpers_site, "helpers", element) + "\n" + helpers + "\n"
-    code += f"{_OPEN}\n{_marker(site, 'body', element)}\n{body}\n#line 1 \"{_END}\"\n}}\n"
+    code += f"{_OPEN}\n{_marker(site, what, element)}\n{body}\n#line 1 \"{_END}\"\n}}\n"
     try:
         pre = preprocess(code, _OPEN)
     except CppError as err:
@@ -286,13 +352,16 @@ def analyze_body(
     body: str, *, element: str, outputs: Sequence[str], fields: Mapping[str, str],
     names: Iterable[str] = (), typedefs: Iterable[str] = (), site: Site = Site(),
     helpers: str = "", helpers_site: Site = Site(), reasons: Sequence[str] = (),
+    vector: bool = False,
 ) -> BodyInfo:
     """Analyse one element body, written at `site`, after its `helpers` (file-scope C);
     `reasons` are its drop reasons (DROP_WHY). `names` (parameters, tables) are plain
     identifiers in scope; they need no declaration for parsing and are accepted for the
-    caller's record."""
-    stmts, macros = _parse(body, element, typedefs, site, helpers, helpers_site)
-    ctx = _Context(element, list(outputs), list(fields), list(reasons))
+    caller's record. `vector`: a batch body (its fields are read and written in loops,
+    so none is killed)."""
+    stmts, macros = _parse(body, element, typedefs, site, helpers, helpers_site,
+                           "batch body" if vector else "body")
+    ctx = _Context(element, list(outputs), list(fields), list(reasons), vector)
     whole = _Walker(ctx)
     kills: set[str] = set()
     read_before: set[str] = set()
@@ -313,7 +382,7 @@ def analyze_body(
     return BodyInfo(
         reads=frozenset(whole.reads),
         writes=frozenset(whole.writes),
-        kills=frozenset() if whole.jumps else frozenset(kills),
+        kills=frozenset() if whole.jumps or vector else frozenset(kills),
         emits=frozenset(whole.emits),
         drops=whole.drops,
         uses_pkt=whole.uses_pkt,
@@ -322,4 +391,5 @@ def analyze_body(
         reads_ts=whole.reads_ts,
         macros=macros,
         makes=frozenset(whole.makes),
+        sends=whole.sends,
     )

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from offlow.dsl.element import port_types_compatible
 from offlow.errors import OfflowError
 from offlow.ir import Graph
+from offlow.ir.types import port_types_compatible
 
 
 def check_ports(g: Graph) -> Graph:

@@ -1,6 +1,17 @@
 """Fuse each segment into one loop: which packets enter it (sources and incoming
-queues), which queues leave it, and the order in which its element functions are
-defined so that each is declared before the elements that call it."""
+queues), which queues leave it, the order in which its element functions are defined
+so that each is declared before the elements that call it, and whether its vector
+elements run their batch bodies.
+
+A segment takes its packets in batches (a source's, or a ring's). Where it can, the
+loop runs each batch in stages: every packet goes through the elements before the
+vector elements and waits at the one it reaches; each vector element then runs its
+batch body over the packets waiting at it; then every packet goes on, in the order the
+batch brought them. That keeps the order of what leaves the segment when every path
+from where packets enter it to where they leave it (a sink, a queue) crosses exactly
+one vector element, and when no element of it sends copies (SEND), makes packets
+(MAKE) or is a compiler-made one with code of its own (a cache's); else its elements
+run per packet, and the plan says why."""
 
 from __future__ import annotations
 
@@ -20,6 +31,8 @@ class SegmentPlan:
     sources: tuple[str, ...]
     inputs: tuple[Queue, ...]
     outputs: tuple[Queue, ...]
+    vector: tuple[str, ...] = ()  # the nodes that run their batch bodies, in flow order
+    per_packet: str = ""  # why its elements with batch bodies run per packet, if they do
 
 
 def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
@@ -28,14 +41,51 @@ def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
     plans = []
     for s in g.segments:
         members = [n for n in order if g.node(n).segment == s.name]
+        vector, why = _vector(g, s.name, members) if s.vector else ((), "")
+        if not s.vector and any(g.node(n).batch_body for n in members):
+            why = "vector=off"
         plans.append(SegmentPlan(
             name=s.name, device=s.device, cores=s.cores, group=s.group,
             nodes=tuple(reversed(members)),
             sources=tuple(n for n in members if g.node(n).kind == "source"),
             inputs=tuple(q for q in g.queues if q.dst_segment == s.name),
             outputs=tuple(q for q in g.queues if q.src_segment == s.name),
+            vector=vector, per_packet=why,
         ))
     return tuple(plans)
+
+
+def _vector(g: Graph, segment: str, members: list[str]) -> tuple[tuple[str, ...], str]:
+    """The nodes of `segment` (`members`, in flow order) that run their batch bodies,
+    or none and why (see the module's doc)."""
+    vec = [n for n in members if g.node(n).batch_body]
+    if not vec:
+        return (), ""
+    for n in members:
+        node = g.node(n)
+        facts = node.facts
+        if node.prelude or node.at_end:
+            return (), f"`{n}` is made by the compiler with code of its own"
+        if facts and (facts.sends or facts.makes):
+            return (), f"`{n}` " + ("makes packets (MAKE)" if facts.makes
+                                    else "sends copies (SEND)")
+    # the vector elements crossed on the way to each element: 0, 1 or "2 or more"
+    crossed: dict[str, set[int]] = {}
+    for n in members:
+        node = g.node(n)
+        came = ({0} if node.kind == "source" or any(g.node(e.src).segment != segment
+                                                    for e in g.in_edges(n)) else set())
+        for e in g.in_edges(n):
+            came |= crossed.get(e.src, set()) if g.node(e.src).segment == segment else set()
+        crossed[n] = {min(c + (n in vec), 2) for c in came}
+        if n in vec and 2 in crossed[n]:  # (it would wait twice in one batch)
+            return (), f"packets cross another vector element before `{n}`"
+        leaves = node.kind == "sink" or any(g.node(e.dst).segment != segment
+                                            for e in g.out_edges(n))
+        if leaves and 0 in crossed[n]:
+            return (), (f"packets reach `{n}`, where they leave the segment, without crossing "
+                        "a vector element")
+    return tuple(vec), ""
 
 
 @dataclass(frozen=True)

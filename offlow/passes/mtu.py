@@ -1,5 +1,5 @@
 """An mtu fitted to the run's input (not set by the program) is lowered, when a queue
-cannot carry frames that long, to the largest one every queue can (codegen.layout's
+cannot carry frames that long, to the largest one every queue can (ir.layout's
 max_mtu): longer frames are then dropped and counted at the source, as frames longer
 than a program's own mtu are. An mtu the program sets is kept (and a queue that cannot
 carry it is a compile error saying how far to lower it)."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from offlow.codegen.layout import max_mtu
 from offlow.errors import OfflowError
 from offlow.ir import Graph
+from offlow.ir.layout import max_mtu
 
 
 def fit_mtu(g: Graph) -> Graph:

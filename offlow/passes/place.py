@@ -31,11 +31,9 @@ def place(g: Graph) -> Graph:
                 f"table `{t.name}` ({t.ctype}) is used on {' and '.join(devices)}; a table "
                 "object lives in one device's memory: give each device its own Table, or "
                 "place its users on one device")
-        home = devices[0] if len(devices) == 1 else "window"
-        # a device table that can travel is sent by the host process when there is one
-        bulk = (t.is_object and bool(t.pack_fn) and home not in ("host", "window")
-                and "host" in {s.device for s in g.segments})
-        shared.append(replace(t, home=home, bulk=bulk))
+        # (whether it travels there over a bulk channel is the plan's decision: it
+        # depends on what the device's target can read, offlow.plan)
+        shared.append(replace(t, home=devices[0] if len(devices) == 1 else "window"))
     return replace(g, shared=tuple(shared), channels=channels)
 
 

@@ -2,6 +2,7 @@
 #include "offlow/gen.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 
 #include "offlow/err.h"
 #include "offlow/pcap_port.h"
+#include "offlow/ring.h"
 #include "offlow/stop.h"
 #include "offlow/synth.h"
 #include "offlow/thread.h"
@@ -397,6 +399,217 @@ void ofl_sink_close(struct ofl_sink *s)
     if (s->pcap && ofl_pcap_sink_close(s->pcap) < 0)
         fprintf(stderr, "offlow: cannot finish writing %s\n", s->path);
     free(s);
+}
+
+/* ---- the program's descriptor ------------------------------------------------------ */
+
+int ofl_prog_init_window(struct ofl_window *w, const struct ofl_args *a, size_t wsize,
+                         const struct ofl_ring_spec *rings, unsigned n, const size_t *ring_off,
+                         size_t chan_off, unsigned nchan, const char *const *names)
+{
+    int rc = ofl_window_create(w, a->window, wsize);
+    for (unsigned i = 0; rc == 0 && i < n; i++)
+        rc = ofl_ring_format(ofl_window_at(w, ring_off[i]),
+                             ofl_ring_mem_size(rings[i].size, rings[i].entry_size),
+                             rings[i].size, rings[i].entry_size, rings[i].batch,
+                             rings[i].data_off);
+    if (rc == 0 && nchan) rc = ofl_gen_channels(w, chan_off, nchan, names);
+    if (rc < 0) return ofl_fatal_err("cannot create the window", rc);
+    ofl_window_mark_runner(w);
+    ofl_window_close(w);
+    return 0;
+}
+
+/* Attach the ends of the rings of one queue side of core `c`. */
+static int attach_side(const struct ofl_prog *p, struct ofl_core *c, const struct ofl_qside *q,
+                       struct ofl_window *w, const size_t *ring_off)
+{
+    if (!q->n) return 0;  /* a core group's worker, or a core polling no instance */
+    if (q->out) *q->out = calloc(q->n, sizeof **q->out);
+    else *q->in = calloc(q->n, sizeof **q->in);
+    if (q->out ? !*q->out : !*q->in) return ofl_fatal("out of memory"), -ENOMEM;
+    if (q->in) *q->nin = q->n;
+    struct ofl_waiter *waiter = q->local ? &c->local : &c->waiter;
+    for (unsigned i = 0; i < q->n; i++) {
+        const struct ofl_ring_use *r = &q->rings[i];
+        const struct ofl_ring_spec *spec = &p->rings[r->ring];
+        void *mem = ofl_window_at(w, ring_off[r->ring]);
+        size_t len = ofl_ring_mem_size(spec->size, spec->entry_size);
+        int rc = q->out ? ofl_qout_init(&(*q->out)[i], mem, len, c->ce, waiter)
+                        : ofl_qin_init(&(*q->in)[i], mem, len, c->ce, waiter);
+        if (rc < 0) {
+            fprintf(stderr, "offlow: cannot attach ring %s core %u -> instance %u\n", q->queue,
+                    r->prod, r->inst);
+            return rc;
+        }
+        if (q->out && q->drop_full) (*q->out)[i].drop_full = true;
+        else if (q->out && r->fail_full) (*q->out)[i].fail_full = true;
+    }
+    return 0;
+}
+
+int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
+                  const size_t *ring_off)
+{
+    int rc;
+    for (unsigned k = 0; k < p->nsinks; k++) {
+        const struct ofl_sink_use *s = &p->sinks[k];
+        if ((rc = ofl_sink_open(s->sink, a, s->name, s->ncores)) < 0) return rc;
+    }
+    for (unsigned k = 0; k < p->ncores; k++) {
+        const struct ofl_core_use *u = &p->cores[k];
+        rc = ofl_core_init(u->core, a, w, u->segment, u->idx, u->n, u->core_no, p->bufsize);
+        if (rc < 0) return rc;
+        for (unsigned i = 0; i < u->nsources; i++) {
+            rc = ofl_source_open(u->sources[i].src, a, u->sources[i].name, u->idx, u->n,
+                                 p->mtu);
+            if (rc < 0) return rc;
+        }
+        for (unsigned i = 0; i < u->nqueues; i++)
+            if ((rc = attach_side(p, u->core, &u->queues[i], w, ring_off)) < 0) return rc;
+    }
+    return 0;
+}
+
+int ofl_prog_run(const struct ofl_prog *p, struct ofl_window *w)
+{
+    pthread_t *tids = calloc(p->nthreads ? p->nthreads : 1, sizeof *tids);
+    if (!tids) return ofl_fatal("out of memory");
+    unsigned started = 0;
+    int failed = 0;
+    for (; started < p->nthreads; started++) {
+        if (pthread_create(&tids[started], NULL, p->threads[started].fn,
+                           p->threads[started].arg)) {
+            ofl_fatal("cannot start a segment thread");
+            ofl_window_abort(w);  /* the threads started stop; so do the peers */
+            failed = 1;
+            break;
+        }
+    }
+    for (unsigned i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    free(tids);
+    for (unsigned k = 0; k < p->ncores; k++) {
+        if (p->cores[k].core->err) {
+            failed = 1;
+            ofl_window_abort(w);
+        }
+    }
+    return failed;
+}
+
+/* The mapping of one producer ring (which instance, which consumer core) and the
+ * packets it took and dropped (a full ring under enqueue=drop). */
+static void stats_qmap(struct ofl_json *j, const char *queue, const struct ofl_ring_use *r,
+                       const struct ofl_qout *q)
+{
+    ofl_json_begin_obj(j, NULL);
+    ofl_json_str(j, "queue", queue);
+    ofl_json_u64(j, "prod", r->prod);
+    ofl_json_u64(j, "instance", r->inst);
+    ofl_json_u64(j, "cons", r->cons);
+    ofl_json_u64(j, "pushed", q->ring.pushed);
+    ofl_json_u64(j, "dropped", q->dropped);
+    ofl_json_end_obj(j);
+}
+
+/* Element `i`'s counters on one core (elements that saw no packet are left out). */
+static void stats_element(struct ofl_json *j, const struct ofl_prog *p,
+                          const struct ofl_el_counts *c, unsigned i)
+{
+    ofl_json_begin_obj(j, p->el_names[i]);
+    ofl_json_u64(j, "in", c->in[i]);
+    ofl_json_u64(j, "drop", c->drop[i]);
+    ofl_json_u64(j, "consumed", c->used[i]);
+    if (c->copies[i]) ofl_json_u64(j, "copies", c->copies[i]);
+    if (c->made[i]) ofl_json_u64(j, "made", c->made[i]);
+    if (p->why_n[i]) {
+        ofl_json_begin_obj(j, "why");
+        for (unsigned r = 0; r < p->why_n[i]; r++)
+            ofl_json_u64(j, p->why_names[p->why_base[i] + r], c->why[p->why_base[i] + r]);
+        ofl_json_end_obj(j);
+    }
+    ofl_json_end_obj(j);
+}
+
+static void stats_core(struct ofl_json *j, const struct ofl_prog *p, const struct ofl_core_use *u)
+{
+    ofl_stats_core(j, u->core);
+    ofl_json_begin_obj(j, "elements");
+    for (unsigned i = 0; p->el_names[i]; i++)
+        if (u->el.in[i]) stats_element(j, p, &u->el, i);
+    ofl_json_end_obj(j);
+    ofl_json_begin_arr(j, "queues");
+    for (unsigned q = 0; q < u->nqueues; q++) {
+        const struct ofl_qside *s = &u->queues[q];
+        for (unsigned i = 0; i < s->n; i++) {
+            if (s->out) ofl_stats_qout(j, s->queue, s->rings[i].prod, s->rings[i].cons,
+                                       &(*s->out)[i]);
+            else ofl_stats_qin(j, s->queue, s->rings[i].prod, s->rings[i].cons, &(*s->in)[i]);
+        }
+    }
+    ofl_json_end_arr(j);
+    if (p->instances) {
+        ofl_json_begin_arr(j, "instances");
+        for (unsigned q = 0; q < u->nqueues; q++) {
+            const struct ofl_qside *s = &u->queues[q];
+            for (unsigned i = 0; s->out && i < s->n; i++)
+                stats_qmap(j, s->queue, &s->rings[i], &(*s->out)[i]);
+        }
+        ofl_json_end_arr(j);
+    }
+    ofl_json_begin_obj(j, "sources");
+    for (unsigned i = 0; i < u->nsources; i++)
+        ofl_stats_source(j, u->sources[i].name, *u->sources[i].src);
+    ofl_json_end_obj(j);
+    ofl_json_end_obj(j);
+}
+
+void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a)
+{
+    struct ofl_json j;
+    if (!ofl_stats_begin(&j, a)) return;
+    ofl_json_begin_arr(&j, "cores");
+    for (unsigned k = 0; k < p->ncores; k++) stats_core(&j, p, &p->cores[k]);
+    ofl_json_end_arr(&j);
+    ofl_json_begin_obj(&j, "tables");
+    for (unsigned t = 0; t < p->ntables; t++)
+        if (p->tables[t].stats) p->tables[t].stats(&j, p->tables[t].name);
+    ofl_json_end_obj(&j);
+    ofl_json_begin_obj(&j, "sinks");
+    for (unsigned k = 0; k < p->nsinks; k++)
+        ofl_stats_sink(&j, p->sinks[k].name, *p->sinks[k].sink);
+    ofl_json_end_obj(&j);
+    ofl_stats_end(&j);
+}
+
+void ofl_prog_close(const struct ofl_prog *p)
+{
+    for (unsigned k = 0; k < p->nsinks; k++) {
+        ofl_sink_close(*p->sinks[k].sink);
+        *p->sinks[k].sink = NULL;
+    }
+    for (unsigned k = 0; k < p->ncores; k++) {
+        const struct ofl_core_use *u = &p->cores[k];
+        for (unsigned i = 0; i < u->nsources; i++) {
+            ofl_src_close(*u->sources[i].src);
+            *u->sources[i].src = NULL;
+        }
+        for (unsigned q = 0; q < u->nqueues; q++) {
+            const struct ofl_qside *s = &u->queues[q];
+            if (s->out && *s->out) {
+                for (unsigned i = 0; i < s->n; i++) ofl_qout_destroy(&(*s->out)[i]);
+                free(*s->out);
+                *s->out = NULL;
+            } else if (s->in && *s->in) {
+                for (unsigned i = 0; i < s->n; i++) ofl_qin_destroy(&(*s->in)[i]);
+                free(*s->in);
+                *s->in = NULL;
+            }
+        }
+        ofl_core_destroy(u->core);
+    }
+    for (unsigned t = 0; t < p->ntables; t++)
+        if (p->tables[t].close) p->tables[t].close();
 }
 
 /* ---- stats file ------------------------------------------------------------------ */

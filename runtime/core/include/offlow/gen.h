@@ -43,6 +43,14 @@
  * table, say): counted as consumed at this element, not as a drop; leave the body. */
 #define CONSUME() do { *ofl_mask_ = OFL_DECIDED | OFL_CONSUMED; return; } while (0)
 
+/* In a batch body (Element.batch_body, over packets 0..n-1): packet `i`'s outcome,
+ * as EMIT, DROP, DROP_WHY and CONSUME give a packet's; the body goes on (to the other
+ * packets). A packet given none goes out as if the per-packet body fell off its end. */
+#define EMIT_AT(i, p) (ofl_masks_[i] |= OFL_DECIDED | (1u << OFL_PORT_##p))
+#define DROP_AT(i) (ofl_masks_[i] = OFL_DECIDED)
+#define DROP_WHY_AT(i, r) (ofl_masks_[i] = OFL_DECIDED | OFL_WHY | OFL_WHY_##r)
+#define CONSUME_AT(i) (ofl_masks_[i] = OFL_DECIDED | OFL_CONSUMED)
+
 /* Send a packet the body built, `p` (a struct ofl_pkt *: data, len, cap, ts_ns), out
  * on port `port` now, with a copy of the packet's state as it is; go on. What follows
  * takes its own copy before MAKE returns, so the body may reuse the bytes at once.
@@ -107,7 +115,7 @@ struct ofl_src_kind {
 
 /* Options of one device process, from its command line. */
 struct ofl_args {
-    const char *device;       /* "host", "nic" */
+    const char *device;       /* the device's name: "host", "nic" (for messages) */
     const char *window;       /* --window PATH */
     const char *stats;        /* --stats PATH (NULL: no stats file) */
     bool init;                /* --init: create and format the window, then exit */
@@ -277,6 +285,132 @@ int ofl_table_send(struct ofl_window *w, size_t chan_off, const char *name,
  * Prints errors (a host that failed or died is -EPIPE, not a hang). */
 int ofl_table_recv(void *t, struct ofl_window *w, size_t chan_off, const char *name,
                    ofl_table_blob_fn open, const struct ofl_args *a);
+
+/* ---- the program's descriptor ------------------------------------------------ */
+
+/* A generated main describes its device's part of the program in tables of the types
+ * below (address constants into its own static state) and hands them to
+ * ofl_prog_open, ofl_prog_run, ofl_prog_report and ofl_prog_close, which set up,
+ * run, report and tear down every segment core of the process. */
+
+/* One ring of the window: entry size, entries, doorbell batch, and where the packet
+ * bytes start in an entry (0: fixed-size entries, always copied whole). */
+struct ofl_ring_spec {
+    uint32_t entry_size, size, batch, data_off;
+};
+
+/* --init: create the window `a->window` of `wsize` bytes, format the `n` rings of
+ * `rings` at offsets `ring_off`, create the `nchan` channels named `names` in the
+ * channel region at `chan_off` (none when nchan is 0), record the runner, close the
+ * window. Returns the process's exit status: 0, or 1 (printed). */
+int ofl_prog_init_window(struct ofl_window *w, const struct ofl_args *a, size_t wsize,
+                         const struct ofl_ring_spec *rings, unsigned n, const size_t *ring_off,
+                         size_t chan_off, unsigned nchan, const char *const *names);
+
+/* One ring a segment core pushes to or polls: its index among the window's rings,
+ * the producer core, instance and consumer core it connects. */
+struct ofl_ring_use {
+    unsigned ring, prod, inst, cons;
+    bool fail_full;           /* producer: its consumer runs in this thread, so a full
+                                 ring fails (ofl_qout.fail_full) instead of waiting */
+};
+
+/* The rings of one logical queue that one segment core pushes to (`out` set) or
+ * polls (`in` and `nin` set): where the core keeps their ends, and which they are. */
+struct ofl_qside {
+    const char *queue;
+    struct ofl_qout **out;    /* the core's array of producer ends, or NULL */
+    struct ofl_qin **in;      /* the core's array of consumer ends, or NULL */
+    unsigned *nin;            /* how many of them it polls (an input) */
+    const struct ofl_ring_use *rings;
+    unsigned n;
+    bool local;               /* the other side is in this process: a peer process
+                                 that exits must not fail its rings */
+    bool drop_full;           /* output: a full ring drops the entry (enqueue=drop) */
+};
+
+/* A source of a segment core, by name, and where the core keeps it. */
+struct ofl_src_use {
+    const char *name;
+    struct ofl_src **src;
+};
+
+/* Per-element counters of one segment core, indexed like ofl_prog.el_names (`why`:
+ * per element and drop reason, from ofl_prog.why_base). */
+struct ofl_el_counts {
+    uint64_t *in, *drop, *used, *copies, *made, *why;
+};
+
+/* One segment core: its ofl_core, what it runs and counts, its rings and sources. */
+struct ofl_core_use {
+    struct ofl_core *core;
+    const char *segment;
+    unsigned idx, n;          /* its index in the segment's cores, and how many */
+    int core_no;              /* the device core it runs on */
+    struct ofl_el_counts el;
+    const struct ofl_qside *queues;  /* its outputs first, then its inputs */
+    unsigned nqueues;
+    const struct ofl_src_use *sources;
+    unsigned nsources;
+};
+
+/* A sink, by name, where the process keeps it, and the cores of its segment. */
+struct ofl_sink_use {
+    const char *name;
+    struct ofl_sink **sink;
+    unsigned ncores;
+};
+
+/* A table this process reports or frees (generated one-line functions). */
+struct ofl_table_use {
+    const char *name;
+    void (*stats)(struct ofl_json *j, const char *name);  /* its stats, or NULL */
+    void (*close)(void);      /* frees it (a table of this device), or NULL */
+};
+
+/* A thread of the process: the function running its loop(s), and its argument. */
+struct ofl_thread_use {
+    void *(*fn)(void *);
+    void *arg;
+};
+
+/* A device's part of the program. */
+struct ofl_prog {
+    const char *const *el_names;   /* its elements, NULL-terminated */
+    const unsigned *why_n;         /* per element: its drop reasons */
+    const unsigned *why_base;      /* per element: its first reason in why_names */
+    const char *const *why_names;
+    const struct ofl_ring_spec *rings;  /* every ring of the window */
+    const struct ofl_core_use *cores;
+    unsigned ncores;
+    const struct ofl_sink_use *sinks;
+    unsigned nsinks;
+    const struct ofl_table_use *tables;
+    unsigned ntables;
+    const struct ofl_thread_use *threads;
+    unsigned nthreads;
+    bool instances;           /* report each producer ring's mapping ("instances") */
+    uint32_t mtu;             /* the largest frame */
+    size_t bufsize;           /* each core's packet buffers: batch x mtu */
+};
+
+/* Open the sinks, then for each core: its ofl_core, its sources, the ends of its
+ * output and input rings (at `ring_off` in window `w`). Prints the reason and
+ * returns a negative errno on failure (what was opened stays for the exit). */
+int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
+                  const size_t *ring_off);
+
+/* Start every thread and wait for all of them; a core that failed aborts the window
+ * (every process stops). Returns 1 when a core failed or a thread could not start
+ * (printed), else 0. */
+int ofl_prog_run(const struct ofl_prog *p, struct ofl_window *w);
+
+/* Write the stats file (--stats): per core its counters, elements, rings (and their
+ * mapping) and sources; the tables; the sinks. Nothing without --stats. */
+void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a);
+
+/* Close the sinks, then each core's sources, rings and buffers, then the tables. */
+void ofl_prog_close(const struct ofl_prog *p);
 
 /* ---- stats file -------------------------------------------------------------- */
 

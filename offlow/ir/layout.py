@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from offlow.errors import OfflowError
-from offlow.ir import Field, Queue
-from offlow.ir.types import packed_layout
+from offlow.ir.graph import Queue
+from offlow.ir.types import Field, packed_layout
 
 ENTRY_HDR = 8  # struct ofl_entry_hdr: seq (ownership), len, flags (a tagged queue's channel)
 LEN_MAX = 65535  # h.len is 16 bits

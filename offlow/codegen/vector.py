@@ -1,0 +1,81 @@
+"""C for a segment whose vector elements run their batch bodies (offlow.passes.fuse
+decides where): each packet waits at the vector element it reaches (a copy of its
+packet descriptor and state in the core's context), and the segment's flush runs each
+vector element's batch body over the packets waiting at it, then sends every packet
+on in the order they arrived. The flush runs when a batch is done (a source's, or a
+ring's entries) or when OFL_VEC packets wait. Used by offlow.codegen.c; returns lines
+of C."""
+
+from __future__ import annotations
+
+from offlow.ir.types import cname
+from offlow.plan import SegmentPlan
+
+# The most packets that wait at a segment's vector elements before they run (OFL_VEC:
+# the program's batch, up to this): each core keeps a copy of each.
+VEC_MAX = 256
+
+
+def ctx_fields(p: SegmentPlan) -> list[str]:
+    """The members of struct ofl_ctx that hold the packets waiting in segment `p`."""
+    sn = cname(p.name)
+    out = [f"    /* segment {p.name}: packets waiting at its vector elements, in arrival "
+           "order */",
+           f"    uint32_t vcount_{sn};", f"    uint8_t vorder_{sn}[OFL_VEC];"]
+    for n in p.vector:
+        cn = cname(n)
+        out.append(f"    struct ofl_pkt vpkt_{cn}[OFL_VEC]; struct ofl_state vst_{cn}[OFL_VEC]; "
+                   f"uint32_t vn_{cn};")
+    return out
+
+
+def flush_decl(p: SegmentPlan) -> str:
+    return f"static void ofl_vflush_{cname(p.name)}(struct ofl_ctx *ctx);"
+
+
+def park_def(p: SegmentPlan, node: str, index: int) -> list[str]:
+    """The entry point of vector element `node` (counter `index`): the packet waits."""
+    sn, cn, k = cname(p.name), cname(node), p.vector.index(node)
+    return [f"/* {node} runs its batch body: the packet waits for it (segment {p.name}). */",
+            f"static void ofl_node_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
+            "struct ofl_state *state) {",
+            f"    ctx->el_in[{index}]++;",
+            f"    uint32_t j = ctx->vn_{cn}++;",
+            f"    ctx->vpkt_{cn}[j] = *pkt;", f"    ctx->vst_{cn}[j] = *state;",
+            f"    ctx->vorder_{sn}[ctx->vcount_{sn}++] = {k}u;",
+            f"    if (ctx->vcount_{sn} == OFL_VEC) ofl_vflush_{sn}(ctx);", "}", ""]
+
+
+def flush_def(p: SegmentPlan) -> list[str]:
+    """Segment `p`'s flush: every vector element's batch body over the packets waiting
+    at it, then each packet on (ofl_out_NODE: counted, then to what follows), in the
+    order they arrived."""
+    sn = cname(p.name)
+    out = [f"/* Segment {p.name}: its vector elements over the packets waiting at each, then "
+           "every packet on, in arrival order. */",
+           f"static void ofl_vflush_{sn}(struct ofl_ctx *ctx) {{",
+           f"    if (!ctx->vcount_{sn}) return;"]
+    for n in p.vector:
+        cn = cname(n)
+        out += [f"    uint32_t m_{cn}[OFL_VEC];",
+                f"    memset(m_{cn}, 0, ctx->vn_{cn} * sizeof m_{cn}[0]);",
+                f"    if (ctx->vn_{cn}) ofl_vbody_{cn}(ctx, ctx->vpkt_{cn}, ctx->vst_{cn}, "
+                f"ctx->vn_{cn}, m_{cn});"]
+    out += [f"    uint32_t at[{len(p.vector)}] = {{0}};",
+            f"    const uint32_t count = ctx->vcount_{sn};",
+            f"    ctx->vcount_{sn} = 0;",
+            *(f"    ctx->vn_{cname(n)} = 0;" for n in p.vector),
+            "    for (uint32_t k = 0; k < count; k++) {",
+            f"        const uint32_t v = ctx->vorder_{sn}[k], j = at[v]++;",
+            "        switch (v) {"]
+    for k, n in enumerate(p.vector):
+        cn = cname(n)
+        out.append(f"        case {k}: ofl_out_{cn}(ctx, &ctx->vpkt_{cn}[j], &ctx->vst_{cn}[j], "
+                   f"m_{cn}[j]); break;")
+    out += ["        default: break;", "        }", "    }", "}", ""]
+    return out
+
+
+def flush_call(p: SegmentPlan, ind: str) -> list[str]:
+    """A batch is done: the packets waiting in segment `p` go."""
+    return [f"{ind}ofl_vflush_{cname(p.name)}(ctx);"] if p.vector else []

@@ -1,0 +1,113 @@
+"""The target interface: what a device target tells the compiler and the runner.
+
+A target is where a segment can run (`p.segment(..., device=NAME)`). It says:
+- whether it is usable on this machine, and why not (`unusable`: a missing package,
+  no device), in the formats `missing_package` and `no_device` give;
+- which elements and constructs it accepts (`refuse_node`, `refuse_segment`: a
+  placement it cannot run is a compile error naming the element, the target and the
+  reason), and whether its process reads the files tables are built from;
+- how it generates code for its segments from the plan (`generate`) and builds it
+  (`build`);
+- how its part of a run starts (`start`: a process the runner watches, as it watches
+  every part, and stops with a signal), over which interconnect (`interconnect`,
+  `init_transport`), and how it reports stats (`read_stats`).
+
+docs/targets.md says how to add one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from offlow.errors import OfflowError
+from offlow.ir import Graph, Node, Segment
+from offlow.plan import Plan
+
+# Compiles one generated C file with the runtime into an executable (offlow.build).
+CompileC = Callable[[Path, Path], None]
+
+
+def missing_package(package: str, what: str, install: str = "apt-get install") -> str:
+    """The reason a target needs a package that is not installed here."""
+    return f"missing package `{package}` ({what}; {install} {package})"
+
+
+def no_device(what: str) -> str:
+    """The reason a target has no device to run on here."""
+    return f"no device ({what})"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One device's part of a run, as the runner starts it: its executable, the run's
+    window and the file its stats go to, and the arguments and file descriptors every
+    part gets (options, liveness pipes, sockets)."""
+
+    device: str
+    binary: Path
+    window: Path
+    stats: Path
+    cpu_base: int
+    args: tuple[str, ...]
+    pass_fds: tuple[int, ...]
+
+
+class Target:
+    """A device target (see the module's doc). Subclasses set the class attributes
+    and implement generate, build and start."""
+
+    name: ClassVar[str] = ""
+    runs: ClassVar[str] = ""  # what runs where, in a few words (`offlow targets`)
+    interconnect: ClassVar[str] = ""  # how its segments reach the other devices'
+    # Its process reads the files tables are built from (prefix files...). A device
+    # without a file system (a NIC) gets a table that can travel from one that has.
+    reads_table_files: ClassVar[bool] = True
+
+    def unusable(self) -> str | None:
+        """Why this target cannot run here (missing_package, no_device), or None."""
+        return None
+
+    def cpu_base(self, ncpus: int) -> int:
+        """The CPU its core 0 runs on (an emulated device shares this machine's)."""
+        return 0
+
+    def refuse_node(self, g: Graph, node: Node) -> str | None:
+        """Why it cannot run `node` (an element, source, sink or channel handler of
+        compiled graph `g`), or None when it can."""
+        return None
+
+    def refuse_segment(self, g: Graph, segment: Segment) -> str | None:
+        """Why it cannot run `segment` as placed (its cores, a core group), or None."""
+        return None
+
+    def generate(self, plan: Plan, device: str) -> dict[str, str]:
+        """The source files (name -> text) of `device`'s part of the plan; every part
+        also has the plan's common.h beside them."""
+        raise NotImplementedError
+
+    def build(self, plan: Plan, device: str, directory: Path, compile_c: CompileC) -> Path:
+        """Build `device`'s part from its files in `directory`; return what start runs."""
+        raise NotImplementedError
+
+    def init_transport(self, binary: Path, window: Path) -> None:
+        """Create the run's interconnect before any part starts, with this target's
+        executable `binary`."""
+        raise NotImplementedError
+
+    def start(self, part: Part) -> subprocess.Popen[bytes]:
+        """Start `part`: a process the runner watches (its exit status says how it
+        ended) and stops with SIGTERM or SIGINT (it then ends cleanly, stats written)."""
+        raise NotImplementedError
+
+    def read_stats(self, path: Path) -> dict[str, Any]:
+        """The stats its part wrote at exit (the run report's input: cores, elements,
+        queues, tables, sinks; docs/run-result.schema.json)."""
+        try:
+            return dict(json.loads(path.read_text()))
+        except json.JSONDecodeError as e:
+            raise OfflowError(f"the {self.name} process wrote an unreadable stats file: "
+                              f"{e}") from None

@@ -1,0 +1,271 @@
+/* The program descriptor (gen.h: ofl_prog): what a generated main hands the runtime.
+ * A descriptor written here by hand, as the compiler writes one: two segment cores of
+ * one process, "a" producing on two rings of queue a->b (dropping when full) from a
+ * synthetic source, "b" polling both; a sink; a table with stats and one
+ * freed at the end. Checked: --init creates the window and formats every ring;
+ * ofl_prog_open attaches each core's ring ends where its core keeps them (and says
+ * which ring it cannot attach); ofl_prog_run runs every thread and reports (and
+ * raises the window's abort word on) a core's failure; ofl_prog_report writes each
+ * core's counters, elements, rings, their mapping and sources, the tables and sinks;
+ * ofl_prog_close frees all of it (ASan's leak check) and each table's close runs once.
+ * Usage: test_prog TMPDIR */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "offlow/err.h"
+#include "offlow/file.h"
+#include "offlow/gen.h"
+#include "offlow/ring.h"
+
+#define NEL 2
+
+/* What a generated struct ofl_ctx holds for the runtime (names as the compiler's). */
+struct ctx {
+    struct ofl_core core;
+    uint64_t el_in[NEL], el_drop[NEL], el_used[NEL], el_copies[NEL], el_made[NEL], el_why[2];
+    struct ofl_qout *out_ab;
+    struct ofl_qin *in_ab;
+    unsigned nin_ab;
+    struct ofl_src *src_gen;
+    int fail;                 /* this core's thread fails (ofl_prog_run's error path) */
+};
+
+static struct ctx ctxs[2];
+static struct ofl_sink *sinks[1];
+static uint64_t counts[3] = {7, 0, 9};
+static int closed;
+
+static const struct ofl_ring_spec rings[] = {
+    {64, 64, 4, 0},
+    {64, 64, 4, 0},
+};
+
+static const char *const el_names[] = {"parse", "count", NULL};
+static const unsigned why_n[] = {2, 0, 0};
+static const unsigned why_base[] = {0, 2, 0};
+static const char *const why_names[] = {"short", "bad", NULL};
+
+static const struct ofl_ring_use a_rings[] = {{0, 0, 0, 0, false}, {1, 0, 1, 0, false}};
+static const struct ofl_ring_use b_rings[] = {{0, 0, 0, 0, false}, {1, 0, 1, 0, false}};
+static const struct ofl_ring_use a_rings_same_thread[] = {{0, 0, 0, 0, true}};
+static const struct ofl_qside a_queues[] = {
+    {"a->b", &ctxs[0].out_ab, NULL, NULL, a_rings, 2, true, true},  /* enqueue=drop */
+};
+static const struct ofl_qside b_queues[] = {
+    {"a->b", NULL, &ctxs[1].in_ab, &ctxs[1].nin_ab, b_rings, 2, true, false},
+};
+static const struct ofl_src_use a_sources[] = {{"gen", &ctxs[0].src_gen}};
+
+#define COUNTS(k)                                                                  \
+    {ctxs[k].el_in, ctxs[k].el_drop, ctxs[k].el_used, ctxs[k].el_copies, ctxs[k].el_made, \
+     ctxs[k].el_why}
+
+static const struct ofl_core_use cores[] = {
+    {&ctxs[0].core, "a", 0, 1, 0, COUNTS(0), a_queues, 1, a_sources, 1},
+    {&ctxs[1].core, "b", 0, 1, 1, COUNTS(1), b_queues, 1, NULL, 0},
+};
+
+static void table_stats(struct ofl_json *j, const char *name)
+{
+    ofl_stats_table(j, name, counts, 3, sizeof counts[0], 0);
+}
+
+static void table_close(void) { closed++; }
+
+static const struct ofl_sink_use sink_uses[] = {{"out", &sinks[0], 1}};
+static const struct ofl_table_use tables[] = {
+    {"counts", table_stats, NULL},
+    {"store", NULL, table_close},
+};
+
+/* Core a: three entries on instance 0, two on instance 1, then close both rings. */
+static void *run_a(void *arg)
+{
+    struct ctx *c = arg;
+    for (int i = 0; i < 5; i++) {
+        struct ofl_qout *q = &c->out_ab[i < 3 ? 0 : 1];
+        struct ofl_entry_hdr *e = ofl_qout_slot(q);
+        if (!e) { ofl_core_fail(&c->core, q->err, "enqueue"); return NULL; }
+        e->len = 0;
+        c->el_in[0]++;
+        c->core.pkts_in++;
+    }
+    c->el_drop[0] = 1;
+    c->el_why[1] = 1;  /* parse dropped one packet: bad */
+    for (int i = 0; i < 2; i++)
+        if (ofl_qout_close(&c->out_ab[i]) < 0) ofl_core_fail(&c->core, -EIO, "close");
+    return NULL;
+}
+
+/* Core b: every entry of both rings until each is closed. */
+static void *run_b(void *arg)
+{
+    struct ctx *c = arg;
+    int done[2] = {0, 0};
+    for (unsigned live = c->nin_ab, i = 0; live; i = (i + 1) % c->nin_ab) {
+        const uint8_t *es;
+        if (done[i]) continue;
+        int n = ofl_qin_next(&c->in_ab[i], &es);
+        if (n == OFL_Q_DONE) { done[i] = 1; live--; continue; }
+        if (n < 0) { ofl_core_fail(&c->core, n, "dequeue"); return NULL; }
+        c->el_in[1] += (uint64_t)n;
+        c->el_used[1] += (uint64_t)n;
+    }
+    if (c->fail) ofl_core_fail(&c->core, -EIO, "told to fail");
+    return NULL;
+}
+
+static const struct ofl_thread_use threads[] = {{run_a, &ctxs[0]}, {run_b, &ctxs[1]}};
+
+static const struct ofl_prog prog = {
+    .el_names = el_names, .why_n = why_n, .why_base = why_base, .why_names = why_names,
+    .rings = rings, .cores = cores, .ncores = 2, .sinks = sink_uses, .nsinks = 1,
+    .tables = tables, .ntables = 2, .threads = threads, .nthreads = 2, .instances = true,
+    .mtu = 2048, .bufsize = 4 * 2048,
+};
+
+/* The window: header, then the two rings. */
+static size_t layout(size_t ring_off[2])
+{
+    size_t off = OFL_WINDOW_HDR_SIZE;
+    for (int i = 0; i < 2; i++) {
+        ring_off[i] = off;
+        off += ofl_ring_mem_size(rings[i].size, rings[i].entry_size);
+    }
+    return off;
+}
+
+static int contains(const char *text, const char *what)
+{
+    int ok = strstr(text, what) != NULL;
+    if (!ok) printf("  missing: %s\n", what);
+    return ok;
+}
+
+/* One whole run: init, open, run, report, close; `fail`: core b fails. */
+static void one_run(const char *dir, int fail)
+{
+    char window[512], stats[512];
+    snprintf(window, sizeof window, "%s/window-%d", dir, fail);
+    snprintf(stats, sizeof stats, "%s/stats-%d.json", dir, fail);
+    char *argv[] = {"test_prog", "--window", window, "--stats", stats, "--opt", "gen.count=5",
+                    NULL};
+    struct ofl_args a;
+    struct ofl_window w;
+    size_t ring_off[2];
+    size_t wsize = layout(ring_off);
+    CHECK(ofl_args_parse(&a, 7, argv, "nic") == 0, "arguments parsed");
+    CHECK(ofl_prog_init_window(&w, &a, wsize, rings, 2, ring_off, 0, 0, NULL) == 0,
+          "--init: the window is made, its rings formatted");
+    CHECK(ofl_proc_open(&w, &a, wsize) == 0, "the window opens at its size");
+    struct ofl_ring r;
+    CHECK(ofl_ring_attach(&r, ofl_window_at(&w, ring_off[1]),
+                          ofl_ring_mem_size(64, 64)) == 0 && r.shm->size == 64,
+          "ring 1 is formatted in the window (64 entries)");
+    memset(ctxs, 0, sizeof ctxs);
+    ctxs[1].fail = fail;
+    closed = 0;
+    CHECK(ofl_prog_open(&prog, &a, &w, ring_off) == 0, "every core opened");
+    CHECK(ctxs[0].out_ab && ctxs[1].in_ab && ctxs[1].nin_ab == 2 && ctxs[0].src_gen &&
+          sinks[0], "ring ends, source and sink are where the cores keep them");
+    CHECK(ctxs[0].out_ab[0].drop_full && ctxs[0].out_ab[1].drop_full &&
+          !ctxs[0].out_ab[0].fail_full, "the producer's ends drop when full (enqueue=drop)");
+    CHECK(ctxs[0].core.segment && !strcmp(ctxs[0].core.segment, "a") &&
+          ctxs[1].core.cpu == a.cpu_base + 1, "cores named and placed (core 1 on CPU base+1)");
+    CHECK(ofl_prog_run(&prog, &w) == fail, "run: %s", fail ? "a core failed" : "no failure");
+    uint32_t aborted = ((struct ofl_window_hdr *)w.base)->abort;
+    CHECK(!!aborted == fail, "the window's abort word is %s", fail ? "raised" : "left alone");
+    CHECK(ctxs[1].el_in[1] == 5, "core b took all 5 entries of both rings");
+    ofl_prog_report(&prog, &a);
+    size_t len;
+    char *text = NULL;
+    CHECK(ofl_file_read(stats, (void **)&text, &len) == 0, "stats file written");
+    if (text) {
+        text = realloc(text, len + 1);
+        text[len] = 0;
+        CHECK(contains(text, "\"segment\":\"a\"") && contains(text, "\"segment\":\"b\""),
+              "both cores reported");
+        CHECK(contains(text, "\"parse\":{\"in\":5,\"drop\":1,\"consumed\":0,"
+                             "\"why\":{\"short\":0,\"bad\":1}}"),
+              "core a's element with its counters and drop reasons");
+        CHECK(contains(text, "\"count\":{\"in\":5,\"drop\":0,\"consumed\":5}"),
+              "core b's element; elements that saw nothing are left out");
+        CHECK(contains(text, "{\"queue\":\"a->b\",\"side\":\"out\",\"prod\":0,\"cons\":0,"
+                             "\"pushed\":3") &&
+              contains(text, "{\"queue\":\"a->b\",\"side\":\"in\",\"prod\":0,\"cons\":0,"
+                             "\"pushed\":0,\"popped\":2,"),
+              "each ring's producer and consumer ends, in ring order");
+        CHECK(contains(text, "\"instances\":[{\"queue\":\"a->b\",\"prod\":0,\"instance\":0,"
+                             "\"cons\":0,\"pushed\":3,\"dropped\":0},{\"queue\":\"a->b\","
+                             "\"prod\":0,\"instance\":1,\"cons\":0,\"pushed\":2,"
+                             "\"dropped\":0}]"),
+              "the producer's mapping of its rings (instances)");
+        CHECK(contains(text, "\"sources\":{\"gen\":{\"packets\":0"),
+              "the source, under its core");
+        CHECK(contains(text, "\"tables\":{\"counts\":[7,0,9]}"), "the table's stats");
+        CHECK(contains(text, "\"sinks\":{\"out\":{\"packets\":0"), "the sink");
+        CHECK(!fail || contains(text, "\"error\":"), "a failed core says so");
+        free(text);
+    }
+    ofl_prog_close(&prog);
+    CHECK(closed == 1, "the table's close ran once");
+    CHECK(!ctxs[0].out_ab && !ctxs[1].in_ab && !ctxs[0].src_gen && !sinks[0],
+          "ring ends, source and sink freed and forgotten");
+    ofl_window_close(&w);
+    unlink(window);
+}
+
+/* A ring that is not formatted cannot be attached: named in the error. */
+static void bad_ring(const char *dir)
+{
+    char window[512];
+    snprintf(window, sizeof window, "%s/window-bad", dir);
+    char *argv[] = {"test_prog", "--window", window, NULL};
+    struct ofl_args a;
+    struct ofl_window w;
+    size_t ring_off[2];
+    size_t wsize = layout(ring_off);
+    CHECK(ofl_args_parse(&a, 3, argv, "nic") == 0, "arguments parsed");
+    CHECK(ofl_window_create(&w, window, wsize) == 0, "a window whose rings are not formatted");
+    memset(ctxs, 0, sizeof ctxs);
+    struct ofl_prog p = prog;
+    p.nsinks = 0;
+    p.ncores = 1;
+    struct ofl_core_use one = cores[0];
+    one.nsources = 0;
+    p.cores = &one;
+    CHECK(ofl_prog_open(&p, &a, &w, ring_off) < 0, "opening fails at the first ring");
+    p.ntables = 0;
+    ofl_prog_close(&p);
+    ofl_window_close(&w);
+    unlink(window);
+    /* a ring whose consumer runs in the producer's thread fails when full */
+    memset(ctxs, 0, sizeof ctxs);
+    CHECK(ofl_prog_init_window(&w, &a, wsize, rings, 2, ring_off, 0, 0, NULL) == 0,
+          "the window made again, formatted");
+    CHECK(ofl_proc_open(&w, &a, wsize) == 0, "and opened");
+    struct ofl_qside same = {"a->b", &ctxs[0].out_ab, NULL, NULL, a_rings_same_thread, 1,
+                             true, false};
+    one.queues = &same;
+    CHECK(ofl_prog_open(&p, &a, &w, ring_off) == 0 && ctxs[0].out_ab[0].fail_full &&
+          !ctxs[0].out_ab[0].drop_full, "its end fails when full instead of waiting");
+    ofl_prog_close(&p);
+    ofl_window_close(&w);
+    unlink(window);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: test_prog TMPDIR\n");
+        return 2;
+    }
+    one_run(argv[1], 0);
+    one_run(argv[1], 1);
+    bad_ring(argv[1]);
+    return CHECK_DONE();
+}
