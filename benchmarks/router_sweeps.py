@@ -19,7 +19,7 @@ A sweep that fails is reported with its error; the others still run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,38 +88,27 @@ def measure(prefixes: Path, chosen: tuple[str, ...], st: Settings,
             use_dpdk: bool = True) -> dict:
     """The chosen sweeps other than "lookups": {"offload": ..., "sizes": ..., "l3fwd": ...},
     each a result or {"error": why}."""
-    out: dict = {}
-    r4 = r6 = None
+    runs: dict[str, Callable[[], dict]] = {
+        "sizes": lambda: router_fwd.measure_sizes(prefixes, st.sizes),
+        "vector": lambda: router_fwd.measure_vector(prefixes, st.vector),
+        "groups": lambda: groups.measure(prefixes, st.groups),
+    }
     if "offload" in chosen or "l3fwd" in chosen:
         _, r4, r6 = _routes(prefixes)
-    if "offload" in chosen and r4 is not None and r6 is not None:
         rng = np.random.default_rng(SEED)
         n = st.offload.addresses
-        addrs = {4: addresses4(r4, n, rng)["hits"], 6: addresses6(r6, n, rng)["hits"]}
-        try:
-            out["offload"] = router_offload.measure(prefixes, addrs, st.offload)
-        except OfflowError as e:
-            out["offload"] = {"error": str(e)}
-    if "sizes" in chosen:
-        try:
-            out["sizes"] = router_fwd.measure_sizes(prefixes, st.sizes)
-        except OfflowError as e:
-            out["sizes"] = {"error": str(e)}
-    if "vector" in chosen:
-        try:
-            out["vector"] = router_fwd.measure_vector(prefixes, st.vector)
-        except OfflowError as e:
-            out["vector"] = {"error": str(e)}
-    if "l3fwd" in chosen and r4 is not None and r6 is not None:
-        try:
-            out["l3fwd"] = router_l3fwd.measure(r4, r6, st.l3fwd, prefixes, use_l3fwd=use_dpdk)
-        except OfflowError as e:
-            out["l3fwd"] = {"error": str(e)}
-    if "groups" in chosen:
-        try:
-            out["groups"] = groups.measure(prefixes, st.groups)
-        except OfflowError as e:
-            out["groups"] = {"error": str(e)}
+        runs["offload"] = lambda: router_offload.measure(
+            prefixes, {4: addresses4(r4, n, rng)["hits"], 6: addresses6(r6, n, rng)["hits"]},
+            st.offload)
+        runs["l3fwd"] = lambda: router_l3fwd.measure(r4, r6, st.l3fwd, prefixes,
+                                                     use_l3fwd=use_dpdk)
+    out: dict = {}
+    for name in SWEEPS:
+        if name in chosen and name in runs:
+            try:
+                out[name] = runs[name]()
+            except OfflowError as e:
+                out[name] = {"error": str(e)}
     return out
 
 
