@@ -20,8 +20,9 @@ if ((${#need[@]})); then
     apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-if [ ! -x .venv/bin/python ]; then
-    python3 -m venv .venv
+if [ ! -x .venv/bin/python ] || [ ! -x .venv/bin/pip ]; then
+    python3 -m venv --clear .venv  # (again over one that an interrupted setup left half made)
+    rm -f .venv/.offlow-installed
 fi
 stamp=.venv/.offlow-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
