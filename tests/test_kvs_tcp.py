@@ -367,9 +367,12 @@ def test_slow_reader_holds_up_only_itself(served: Run) -> None:
     value = b"s" * 1000
     _ask(port, b"set tcp:slow 0 0 1000\r\n" + value + b"\r\n", b"STORED\r\n")
     one = b"VALUE tcp:slow 0 1000\r\n" + value + b"\r\nEND\r\n"
-    count = 3000   # ~3 MB of replies the reader does not read for a while
+    # 8 MB of replies the reader does not read for a while: more than the kernel
+    # buffers on loopback (the store's send buffer grows to a few MB), so the store
+    # holds the rest. (A small SO_RCVBUF would force that with less, but then the
+    # reader drains it at a few tens of KB/s.)
+    count = 8000
     slow = socket.create_connection((HOST, port), timeout=30)
-    slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     try:
         sender = threading.Thread(target=slow.sendall, args=(b"get tcp:slow\r\n" * count,))
         sender.start()
