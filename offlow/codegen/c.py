@@ -237,10 +237,10 @@ class DeviceGen:
         """A body (or batch body) where its program file says it is (#line), then the
         end of the macros it defined: each body's own."""
         if batch:
-            self.e(_line_directive(n.origin, n.batch_line, f"<batch body of {n.name}>"),
+            self.e(line_directive(n.origin, n.batch_line, f"<batch body of {n.name}>"),
                    n.batch_body)
         else:
-            self.e(_line_directive(n.origin, n.body_line, f"<body of {n.name}>"), n.body)
+            self.e(line_directive(n.origin, n.body_line, f"<body of {n.name}>"), n.body)
         self.e.resync()
         facts = n.batch_facts if batch else n.facts
         self.e(*(f"#undef {m}" for m in (facts.macros if facts else ())))
@@ -253,7 +253,7 @@ class DeviceGen:
             if n.helpers and n.helpers not in seen:
                 seen.add(n.helpers)
                 self.e(f"/* Helpers of {n.cls}. */",
-                       _line_directive(n.origin, n.helpers_line, f"<helpers of {n.name}>"),
+                       line_directive(n.origin, n.helpers_line, f"<helpers of {n.name}>"),
                        n.helpers)
                 self.e.resync()
                 self.e("")
@@ -784,7 +784,7 @@ def _ref(name: str, rows: list[str]) -> str:
     return name if rows else "NULL"
 
 
-def _line_directive(file: str, line: int, unknown: str) -> str:
+def line_directive(file: str, line: int, unknown: str) -> str:
     """#line to `file`:`line`, or to line 1 of `unknown` for code made at run time."""
     return f"#line {line} {json.dumps(file)}" if file and line else f"#line 1 {json.dumps(unknown)}"
 
