@@ -5,8 +5,14 @@ accepts, and a verifier refusal reported at the element's body line."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
+from typing import Any
 
+import dpkt
 import pytest
 
 from offlow import Element, Handler, Port, Program, Shared, Sink, Source
@@ -14,8 +20,11 @@ from offlow.build import build, plan_program
 from offlow.cli import load_program
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.errors import OfflowError
+from offlow.report import summarize
+from offlow.runner import Run, RunOptions
 from offlow.targets import xdp
-from tests.e2e import EXAMPLE, ROOT
+from offlow.testing.malformed import write_malformed_pcap
+from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
 
 XDP_TTL = ROOT / "tests" / "programs" / "xdp_ttl.py"
 WHY_NOT = xdp.TARGET.unusable()
@@ -200,9 +209,12 @@ def test_a_users_segment_compiles_to_an_xdp_program_the_verifier_accepts() -> No
     element with comments, a parameter and an odd-sized field; build() loads each
     program into the kernel, so the verifier has accepted it."""
     b = build(load_program(XDP_TTL, ["edge.device=xdp"]))
-    obj = b.binaries["xdp"]
-    assert obj.name == "xdp.bpf.o" and obj.read_bytes()[:4] == b"\x7fELF"
-    assert b"ofl_xdp_edge" in obj.read_bytes()
+    obj = b.binaries["xdp"].with_name("xdp.bpf.o")
+    assert obj.read_bytes()[:4] == b"\x7fELF" and b"ofl_xdp_edge" in obj.read_bytes()
+    # the object the host side runs: loaded into the kernel again, accepted again
+    check = subprocess.run([str(b.binaries["xdp"]), "--check", str(obj)], capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stderr
 
 
 class FarWrite(Element):
@@ -229,3 +241,125 @@ def test_a_verifier_refusal_names_the_element_and_its_body_line() -> None:
                           "`edge`'s XDP program: ")
     assert "unbounded memory access" in msg
     assert "processed" not in msg and "BEGIN PROG LOAD LOG" not in msg  # not the raw log
+
+
+def _run(tmp_path: Path, device: str, capture: Path | None, **opts: Any) -> tuple[
+        dict[str, Any], bytes]:
+    """tests/programs/xdp_ttl.py with its segment on `device`: the run's summary and
+    the output capture's bytes."""
+    out = tmp_path / f"{device}.pcap"
+    s = run_example([f"edge.device={device}"], XDP_TTL, input=capture, output=out, **opts)
+    assert s["ok"], s["errors"]
+    assert s["accounting"]["unaccounted"] == 0
+    return s, out.read_bytes()
+
+
+@needs_bpf
+@pytest.mark.parametrize("capture", ["tls", "quic", "synthetic"])
+def test_xdp_writes_what_the_nic_writes_and_counts_the_same(capture: str,
+                                                            tmp_path: Path) -> None:
+    """The same frames, in the same order with the same timestamps, and the same
+    counters per element and drop reason, from the kernel's XDP path as from the
+    emulated NIC."""
+    path = {"tls": TLS, "quic": QUIC, "synthetic": None}[capture]
+    synth = {"count": 3000, "seed": 5, "sizes": "60:3,333:1,1514:1"} if path is None else {}
+    nic, nic_out = _run(tmp_path, "nic", path, **synth)
+    got, xdp_out = _run(tmp_path, "xdp", path, **synth)
+    assert got["segments"][0]["device"] == "xdp" and got["accounting"]["forwarded"] > 100
+    assert xdp_out == nic_out
+    assert got["elements"] == nic["elements"]
+    assert got["accounting"] == nic["accounting"]
+
+
+@needs_bpf
+def test_xdp_forwards_ipv4_with_the_ttl_down_the_dscp_set_and_a_good_checksum(
+        tmp_path: Path) -> None:
+    """Checked with dpkt against the input, not against offlow."""
+    _, out = _run(tmp_path, "xdp", TLS)
+    (tmp_path / "in.pcap").write_bytes(out)
+    sent = [dpkt.ethernet.Ethernet(f) for f in read_frames(TLS)]
+    back = [dpkt.ethernet.Ethernet(f) for f in read_frames(tmp_path / "in.pcap")]
+    assert len(back) == len(sent) > 1000
+    for a, b in zip(sent, back, strict=True):
+        assert isinstance(a.data, dpkt.ip.IP) and isinstance(b.data, dpkt.ip.IP)
+        assert b.data.ttl == a.data.ttl - 1 and b.data.tos >> 2 == 10
+        raw = bytes(b.data)[: b.data.hl * 4]
+        total = sum(int.from_bytes(raw[k:k + 2], "big") for k in range(0, len(raw), 2))
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        assert total == 0xFFFF  # the header checksum holds
+        assert bytes(b.data.data) == bytes(a.data.data)
+
+
+@needs_bpf
+def test_malformed_frames_are_dropped_and_counted_as_on_the_nic(tmp_path: Path) -> None:
+    """Every malformed frame is dropped where the NIC drops it, for the same reason,
+    except the frames shorter than an Ethernet header: the kernel does not send those
+    into the veth pair, so they are dropped at the source, counted (`runt`)."""
+    capture = tmp_path / "malformed.pcap"
+    expected = write_malformed_pcap(capture)
+    nic, nic_out = _run(tmp_path, "nic", capture)
+    got, xdp_out = _run(tmp_path, "xdp", capture)
+    assert xdp_out == nic_out
+    runts = sum(1 for f in read_frames(capture) if len(f) < 14)
+    assert runts > 0 and got["elements"]["wire"]["why"] == {"runt": runts}
+    assert got["elements"]["wire"]["drop"] == runts
+    frames_nic, frames_xdp = nic["elements"]["frames"], got["elements"]["frames"]
+    assert frames_xdp["why"]["malformed"] == frames_nic["why"]["malformed"] - runts
+    for name in ("v4", "v6", "hop4", "hop6", "mark", "back", "rest"):
+        assert got["elements"][name] == nic["elements"][name], name
+    dropped = sum(d["packets"] for d in got["accounting"]["dropped"])
+    assert dropped == sum(d["packets"] for d in nic["accounting"]["dropped"])
+    assert got["accounting"]["read"] == expected["total"]
+
+
+def _started_in_its_own_namespace(r: Run) -> int:
+    """The pid of the run's xdp process, once its veth pair is up in its own network
+    namespace (its /proc/PID/net/dev lists both ends; ours never does)."""
+    pid = r.procs["xdp"].pid
+    for _ in range(400):
+        try:
+            dev = Path(f"/proc/{pid}/net/dev").read_text()
+        except FileNotFoundError:
+            break
+        if "ofl-xdp:" in dev and "ofl-peer:" in dev:
+            assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+            return pid
+        time.sleep(0.025)
+    raise AssertionError(f"the xdp process never set up its veth pair: {r.procs['xdp'].poll()}")
+
+
+@needs_bpf
+def test_stopping_an_xdp_run_ends_it_cleanly_with_its_counts(tmp_path: Path) -> None:
+    b = build(load_program(XDP_TTL, ["edge.device=xdp"]))
+    out = tmp_path / "out.pcap"
+    r = Run(b, RunOptions(duration=30, timeout=60, output=out))
+    r.start()
+    try:
+        _started_in_its_own_namespace(r)
+        for _ in range(400):  # frames come back (the capture grows past its first block)
+            if out.exists() and out.stat().st_size > 8192:
+                break
+            time.sleep(0.025)
+        r.stop(signal.SIGTERM)
+    finally:
+        res = r.wait()
+    assert res.ok, res.errors
+    s = summarize(b.plan, res.stats)
+    assert s["accounting"]["read"] > 0 and s["accounting"]["unaccounted"] == 0
+    assert len(read_frames(out)) == s["accounting"]["forwarded"] > 0
+    assert not Path("/sys/class/net/ofl-xdp").exists()
+
+
+@needs_bpf
+def test_a_killed_xdp_process_is_reported_and_takes_its_veth_pair_with_it() -> None:
+    b = build(load_program(XDP_TTL, ["edge.device=xdp"]))
+    r = Run(b, RunOptions(duration=30, timeout=60))
+    r.start()
+    try:
+        pid = _started_in_its_own_namespace(r)
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        res = r.wait()
+    assert not res.ok and any("xdp process" in e for e in res.errors), res.errors
+    assert not Path(f"/proc/{pid}").exists() and not Path("/sys/class/net/ofl-xdp").exists()

@@ -13,16 +13,20 @@ import subprocess
 from pathlib import Path
 
 from offlow import cbuild
-from offlow.codegen.bpf import generate_xdp
+from offlow.codegen.bpf import generate_xdp, generate_xdp_host
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.ir.layout import state_bytes
-from offlow.ir.types import cname
+from offlow.lifecycle import signals_deferred
 from offlow.plan import Plan
-from offlow.targets.base import CompileC, Target, missing_package, no_device
+from offlow.targets.base import CompileC, Part, Target, missing_package, no_device
 from offlow.targets.verifier import explain_rejection
 
 BPF_HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
+VETH_HEADER = Path("/usr/include/libnl3/netlink/route/link/veth.h")
+TOOLS = cbuild.RUNTIME / "tools"
+# The host side of every xdp segment: its generated xdp.c links these.
+HOST_SOURCES = (TOOLS / "xdp_run.c", TOOLS / "xdp_net.c")
 # The BPF stack is 512 bytes; the generated program keeps the state there beside the
 # body's own locals, so the state may take at most this much of it.
 STATE_MAX = 256
@@ -74,6 +78,9 @@ class Xdp(Target):
         if not BPF_HEADERS.exists():
             return missing_package("libbpf-dev", "libbpf: the headers of eBPF programs and "
                                    "the library that loads them")
+        if not VETH_HEADER.exists():
+            return missing_package("libnl-route-3-dev", "libnl-route: it makes the veth "
+                                   "pair a run sends its packets through")
         probe = subprocess.run(["clang", "-target", "bpf", "-x", "c", "-c", "-o", os.devnull,
                                 "-"], input="int x;\n", capture_output=True, text=True)
         if probe.returncode != 0:
@@ -113,6 +120,10 @@ class Xdp(Target):
         return None
 
     def refuse_segment(self, g: Graph, segment: Segment) -> str | None:
+        others = [s.name for s in g.segments if s.device == segment.device and s is not segment]
+        if others:
+            return (f"device `{segment.device}` also runs segment {others[0]}; an interface "
+                    "runs one XDP program: put them in one segment")
         if segment.group or len(segment.cores) > 1:
             return ("XDP runs a segment on whichever CPU receives each packet; it takes no "
                     "cores or core group: give it one core (cores=[0])")
@@ -134,44 +145,53 @@ class Xdp(Target):
         return None
 
     def generate(self, plan: Plan, device: str) -> dict[str, str]:
-        return {f"{device}.bpf.c": generate_xdp(plan, device)}
+        return {f"{device}.bpf.c": generate_xdp(plan, device),
+                f"{device}.c": generate_xdp_host(plan, device)}
 
     def build(self, plan: Plan, device: str, directory: Path, compile_c: CompileC) -> Path:
-        """The eBPF object of the device's segments, each program checked by the
-        kernel's verifier now: a rejection is a compile error naming the element and
+        """The eBPF object of the device's segment and the host side that runs it
+        (runtime/tools/xdp_run.c); the object is loaded once now, so the kernel's
+        verifier has accepted it: a refusal is a compile error naming the element and
         its body line."""
-        obj = directory / f"{device}.bpf.o"
-        if obj.exists():
-            return obj
+        obj, exe = directory / f"{device}.bpf.o", directory / device
         d = cbuild.description()
-        multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
-                                   text=True).stdout.strip()
-        tmp = obj.with_name(f"{obj.name}.tmp{os.getpid()}")
-        cbuild.cc(d.compiler("bpf"), [
-            *d.flags("bpf", "werror"), *cbuild.include_flags([d.library("core")]),
-            *([f"-I/usr/include/{multiarch}"] if multiarch else []),
-            "-c", str(directory / f"{device}.bpf.c"), "-o", str(tmp)],
-            f"generated {device}.bpf.c of `{plan.name}`")
-        loader = loader_exe()
-        for seg in plan.device(device).segments:
-            res = subprocess.run([str(loader), "--check", str(tmp), f"ofl_xdp_{cname(seg.name)}"],
-                                 capture_output=True, text=True)
-            if res.returncode != 0:
-                tmp.unlink()
-                raise OfflowError(explain_rejection(plan.graph, seg.name, res.stderr))
-        tmp.rename(obj)
-        return obj
+        if not obj.exists():
+            multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
+                                       text=True).stdout.strip()
+            tmp = obj.with_name(f"{obj.name}.tmp{os.getpid()}")
+            cbuild.cc(d.compiler("bpf"), [
+                *d.flags("bpf", "werror"), *cbuild.include_flags([d.library("core")]),
+                *([f"-I/usr/include/{multiarch}"] if multiarch else []),
+                "-c", str(directory / f"{device}.bpf.c"), "-o", str(tmp)],
+                f"generated {device}.bpf.c of `{plan.name}`")
+            tmp.replace(obj)
+        # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
+        host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
+                                includes=[TOOLS], sets=(*cbuild.TOOL, "libnl"),
+                                link=d.flags("xdp_link"))
+        stamp = directory / f"{device}.host"  # the host side the object was checked with
+        if stamp.exists() and stamp.read_text() == host.name and exe.exists():
+            return exe
+        res = subprocess.run([str(host), "--check", str(obj)], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise OfflowError(explain_rejection(plan.graph, plan.device(device).segments[0].name,
+                                                res.stderr))
+        tmp = exe.with_name(f"{exe.name}.tmp{os.getpid()}")
+        shutil.copyfile(host, tmp)
+        tmp.chmod(0o755)
+        tmp.replace(exe)
+        stamp.write_text(host.name)
+        return exe
 
     def init_transport(self, binary: Path, window: Path) -> None:
-        raise OfflowError("running a segment on xdp is not implemented yet: `offlow run` "
-                          "builds it and has the kernel's verifier check it; run it on nic")
+        """Nothing: a segment on xdp crosses to no other device (refuse_segment)."""
 
-
-def loader_exe() -> Path:
-    """offlow-xdp, the loader (runtime/tools/xdp_main.c), built once."""
-    d = cbuild.description()
-    return cbuild.build_exe("offlow-xdp", [cbuild.RUNTIME / "tools" / "xdp_main.c"],
-                            link=d.flags("xdp_link"))
+    def start(self, part: Part) -> subprocess.Popen[bytes]:
+        obj = part.binary.with_name(f"{part.device}.bpf.o")
+        cmd = [str(part.binary), "--obj", str(obj), "--window", str(part.window),
+               "--stats", str(part.stats), "--cpu-base", str(part.cpu_base), *part.args]
+        with signals_deferred():  # (as process.py: a stop sent early stays pending)
+            return subprocess.Popen(cmd, pass_fds=part.pass_fds)
 
 
 TARGET = Xdp()
