@@ -72,9 +72,14 @@ def _refusal(p: Program) -> str:
     return str(err.value)
 
 
-class Maker(Element):
+class EthToEth(Element):
+    """An element from frames to frames (its subclasses give the body)."""
+
     inputs = (Port("inp", "eth"),)
     outputs = (Port("out", "eth"),)
+
+
+class Maker(EthToEth):
     body = r"""
     struct ofl_pkt copy = *pkt;   /* the same bytes, made anew */
     MAKE(out, &copy);
@@ -87,39 +92,29 @@ class Copier(Element):
     body = "SEND(a); SEND(b);"
 
 
-class Stamp(Element):
-    inputs = (Port("inp", "eth"),)
-    outputs = (Port("out", "eth"),)
+class Stamp(EthToEth):
     fields = {"us": "uint64_t"}
     body = "state->us = pkt->ts_ns / 1000u;"
 
 
-class BatchOnly(Element):
-    inputs = (Port("inp", "eth"),)
-    outputs = (Port("out", "eth"),)
+class BatchOnly(EthToEth):
     batch_body = r"""
     for (uint32_t i = 0; i < n; i++)
         EMIT_AT(i, out);
     """
 
 
-class Tally(Element):
-    inputs = (Port("inp", "eth"),)
-    outputs = (Port("out", "eth"),)
+class Tally(EthToEth):
     tables = ("seen",)
     body = "seen[0] += 1;"
 
 
-class KeyHash(Element):
-    inputs = (Port("inp", "eth"),)
-    outputs = (Port("out", "eth"),)
+class KeyHash(EthToEth):
     includes = ("offlow/kvstore.h",)
     body = "pkt->data[0] ^= 1;"
 
 
-class Wide(Element):
-    inputs = (Port("inp", "eth"),)
-    outputs = (Port("out", "eth"),)
+class Wide(EthToEth):
     fields = {"big": "uint8_t[300]"}
     body = "state->big[0] = pkt->data[0];"
 
@@ -217,11 +212,9 @@ def test_a_users_segment_compiles_to_an_xdp_program_the_verifier_accepts() -> No
     assert check.returncode == 0, check.stderr
 
 
-class FarWrite(Element):
+class FarWrite(EthToEth):
     """Writes at an offset the packet itself gives: 32 bits, never bounded."""
 
-    inputs = (Port("inp", "eth"),)
-    outputs = (Port("out", "eth"),)
     body = r"""
     /* the offset comes from the packet */
     uint32_t at = ofl_get_be32(pkt->data + 14);

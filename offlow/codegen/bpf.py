@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from offlow.codegen.c import Emitter, line_directive
+from offlow.codegen.c import Emitter, emit_helpers, line_directive
 from offlow.ir import Graph, Node
 from offlow.ir.types import cname, sort_fields
 from offlow.plan import Plan, SegmentPlan
@@ -78,7 +78,7 @@ class BpfGen:
           "return XDP_DROP;",
           "    if (bpf_xdp_store_bytes(xdp, 0, pkt->data, (uint32_t)len) < 0) return XDP_DROP;",
           "    return XDP_TX;", "}", "")
-        self.gen_helpers()
+        emit_helpers(e, self.nodes)
         for n in self.nodes:
             if n.kind == "element":
                 self.gen_body(n)
@@ -89,16 +89,6 @@ class BpfGen:
             self.gen_prog(p)
         e('char _license[] SEC("license") = "GPL";')
         return e.text()
-
-    def gen_helpers(self) -> None:
-        seen: set[str] = set()
-        for n in self.nodes:
-            if n.helpers and n.helpers not in seen:
-                seen.add(n.helpers)
-                self.e(f"/* Helpers of {n.cls}. */",
-                       line_directive(n.origin, n.helpers_line, f"<helpers of {n.name}>"),
-                       n.helpers)
-                self.e.resync()
 
     def gen_body(self, n: Node) -> None:
         """The body as a function whose first line is the line before the body in the

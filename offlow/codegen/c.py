@@ -33,6 +33,19 @@ class Emitter:
         return "\n".join(self.lines) + "\n"
 
 
+def emit_helpers(e: Emitter, nodes: list[Node]) -> None:
+    """Each element class's helpers (file-scope C), once, before any body: the same
+    text given to two classes is defined once too."""
+    seen: set[str] = set()
+    for n in nodes:
+        if n.helpers and n.helpers not in seen:
+            seen.add(n.helpers)
+            e(f"/* Helpers of {n.cls}. */",
+              line_directive(n.origin, n.helpers_line, f"<helpers of {n.name}>"), n.helpers)
+            e.resync()
+            e("")
+
+
 def headers(g: Graph) -> tuple[str, ...]:
     """The runtime headers the program's elements and tables name (Element.includes,
     Table.includes): what common.h includes beside the core's offlow/runtime.h, and
@@ -246,17 +259,7 @@ class DeviceGen:
         self.e(*(f"#undef {m}" for m in (facts.macros if facts else ())))
 
     def gen_helpers(self) -> None:
-        """Each element class's helpers (file-scope C), once, before any body: the same
-        text given to two classes is defined once too."""
-        seen: set[str] = set()
-        for n in [*self.nodes, *(c.handler for c in self.channels)]:
-            if n.helpers and n.helpers not in seen:
-                seen.add(n.helpers)
-                self.e(f"/* Helpers of {n.cls}. */",
-                       line_directive(n.origin, n.helpers_line, f"<helpers of {n.name}>"),
-                       n.helpers)
-                self.e.resync()
-                self.e("")
+        emit_helpers(self.e, [*self.nodes, *(c.handler for c in self.channels)])
 
     def gen_blob_open(self, t: SharedTable) -> None:
         """A typed wrapper of the table's open_blob_fn for ofl_table_recv."""
