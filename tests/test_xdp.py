@@ -6,6 +6,7 @@ accepts, and a verifier refusal reported at the element's body line."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import time
@@ -22,7 +23,7 @@ from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.errors import OfflowError
 from offlow.report import summarize
 from offlow.runner import Run, RunOptions
-from offlow.targets import xdp
+from offlow.targets import verifier, xdp
 from offlow.testing.malformed import write_malformed_pcap
 from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
 
@@ -356,3 +357,40 @@ def test_a_killed_xdp_process_is_reported_and_takes_its_veth_pair_with_it() -> N
         res = r.wait()
     assert not res.ok and any("xdp process" in e for e in res.errors), res.errors
     assert not Path(f"/proc/{pid}").exists() and not Path("/sys/class/net/ofl-xdp").exists()
+
+
+class FarHelper(EthToEth):
+    """The same write, in a helper function of the element's."""
+
+    helpers = r"""
+static inline void poke(uint8_t *frame) {
+    uint32_t at = ofl_get_be32(frame + 14);  /* from the packet */
+    frame[at] = 0;
+}
+"""
+    body = "poke(pkt->data);"
+
+
+@needs_bpf
+def test_a_verifier_refusal_in_a_helper_names_the_helpers_line() -> None:
+    with pytest.raises(OfflowError) as err:
+        build(_one_segment(FarHelper("helped")))
+    src = Path(__file__).read_text().splitlines()
+    line = next(k for k, t in enumerate(src, 1) if t.strip() == "frame[at] = 0;")
+    assert str(err.value).startswith(
+        f"element `helped` (FarHelper), helpers line 3 ({__file__}:{line}: `frame[at] = 0;`): "
+        "the kernel's verifier refused segment `edge`'s XDP program: ")
+
+
+def test_any_loader_output_gives_one_error_line_naming_the_segment() -> None:
+    """Whatever the loader printed (a truncated log, garbage, source lines of files
+    that are not the program's), the error is one message, never an exception."""
+    g = plan_program(load_program(XDP_TTL, ["edge.device=xdp"])).graph
+    rng = random.Random(26)
+    pieces = ["; x @ xdp_ttl.py:12", "; @ xdp.bpf.c:3", "processed 9 insns", "R1 invalid mem",
+              "; y @ :", "libbpf: failed", "", "; z @ xdp_ttl.py:999999", "\x00\xff", "@ @ :1"]
+    for _ in range(500):
+        log = "\n".join(rng.choice(pieces) + rng.choice(["", " ", "\t", "q"])
+                        for _ in range(rng.randrange(0, 12)))
+        msg = verifier.explain_rejection(g, "edge", log)
+        assert "\n" not in msg and "segment `edge`" in msg

@@ -14,19 +14,20 @@ from offlow.ir import Graph, Node
 _SOURCE = re.compile(r"^; (?P<text>.*) @ (?P<file>.+):(?P<line>\d+)$")
 
 
-def _owner(g: Graph, segment: str, file: str, line: int) -> tuple[Node, int] | None:
+def _owner(g: Graph, segment: str, file: str, line: int) -> tuple[Node, str, int] | None:
     """The element of `segment` whose body (or helpers) holds `file`:`line` (the log
-    names the file without its folder), and the line's number within that text (1:
-    its first line that is not blank)."""
+    names the file without its folder): the element, "body" or "helpers", and the
+    line's number within that text (1: its first line that is not blank)."""
     for n in g.nodes:
         if n.segment != segment or not n.origin or Path(n.origin).name != Path(file).name:
             continue
-        for start, text in ((n.body_line, n.body), (n.helpers_line, n.helpers)):
+        for part, start, text in (("body", n.body_line, n.body),
+                                  ("helpers", n.helpers_line, n.helpers)):
             lines = text.split("\n")
             k = line - start
             if start and 0 <= k < len(lines) and lines[k].strip():
                 blank = len(text) - len(text.lstrip("\n"))  # lines before its first
-                return n, k - blank + 1
+                return n, part, k - blank + 1
     return None
 
 
@@ -55,8 +56,8 @@ def explain_rejection(g: Graph, segment: str, log_text: str) -> str:
     if where is None:
         return (f"segment `{segment}`: the kernel's verifier refused its XDP program: {reason}"
                 " (in code offlow generated, not in an element's body; please report it)")
-    (node, k), text, _, line = where
-    return (f"element `{node.name}` ({node.cls}), body line {k} ({node.origin}:{line}: "
+    (node, part, k), text, _, line = where
+    return (f"element `{node.name}` ({node.cls}), {part} line {k} ({node.origin}:{line}: "
             f"`{text}`): "
             f"the kernel's verifier refused segment `{segment}`'s XDP program: {reason}; "
             "bound every packet offset the line uses (a 16-bit value or a compare with a "
