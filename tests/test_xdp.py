@@ -394,3 +394,15 @@ def test_any_loader_output_gives_one_error_line_naming_the_segment() -> None:
                         for _ in range(rng.randrange(0, 12)))
         msg = verifier.explain_rejection(g, "edge", log)
         assert "\n" not in msg and "segment `edge`" in msg
+
+
+def test_a_refusal_the_log_places_outside_the_bodies_says_where_and_what_to_do() -> None:
+    g = plan_program(load_program(XDP_TTL, ["edge.device=xdp"])).graph
+    log = ("libbpf: prog 'ofl_xdp_edge': BPF program load failed: Permission denied\n"
+           "; if (v) *v += 1; @ xdp.bpf.c:32\n12: (07) r1 += 4\n"
+           "R1 invalid mem access 'scalar'\nprocessed 13 insns (limit 1000000)\n")
+    assert verifier.explain_rejection(g, "edge", log) == (
+        "segment `edge`: the kernel's verifier refused its XDP program: R1 invalid mem access "
+        "'scalar' (at xdp.bpf.c:32: `if (v) *v += 1;`); no line of an element's body or "
+        "helpers: if the program's file changed since it was loaded, run again, else please "
+        "report it")

@@ -47,15 +47,22 @@ def explain_rejection(g: Graph, segment: str, log_text: str) -> str:
     log = log_text.splitlines()
     reason = _reason(log)
     where = None
+    last = ""  # the last source line the log names, whoever's
     for line in log:
         m = _SOURCE.match(line.strip())
         if m:
+            last = f"{m['file']}:{m['line']}" + (f": `{m['text'].strip()}`"
+                                                 if m["text"].strip() else "")
             found = _owner(g, segment, m["file"], int(m["line"]))
             if found:
                 where = (found, m["text"].strip(), m["file"], int(m["line"]))
     if where is None:
+        # (clang takes the lines' text and file from the program's file as it is on disk
+        # when it compiles: a file changed since the program was loaded maps nowhere)
         return (f"segment `{segment}`: the kernel's verifier refused its XDP program: {reason}"
-                " (in code offlow generated, not in an element's body; please report it)")
+                + (f" (at {last})" if last else "") + "; no line of an element's body or "
+                "helpers: if the program's file changed since it was loaded, run again, else "
+                "please report it")
     (node, part, k), text, _, line = where
     return (f"element `{node.name}` ({node.cls}), {part} line {k} ({node.origin}:{line}: "
             f"`{text}`): "
