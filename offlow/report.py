@@ -89,6 +89,9 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
     why) + consumed (an element's work done: CONSUME, or an element without outputs);
     `unaccounted` is what the equation misses (0 in a run that ended cleanly)."""
     meaning = {(n.name, r): d for n in g.nodes for r, d in n.drops}
+    # a device's own reason at a source: a frame it cannot carry (the xdp target's veth)
+    meaning.update({(n.name, "runt"): "a frame shorter than an Ethernet header, which the "
+                    "kernel does not send" for n in g.nodes if n.kind == "source"})
     dropped: list[dict[str, Any]] = []
     for name, v in sources.items():
         if v.get("dropped"):

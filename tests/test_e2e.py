@@ -21,7 +21,7 @@ from offlow.dsl.loader import load_program
 from offlow.lifecycle import stop_signals
 from offlow.report import summarize
 from offlow.runner import Run, RunOptions, build_for, run
-from tests.e2e import EXAMPLE, QUIC, TLS, read_frames, run_example
+from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
 
 
 def expected_forwarded(frames: list[bytes], mtu: int = 65535) -> list[bytes]:
@@ -292,3 +292,19 @@ def test_tiny_rings_apply_backpressure_without_loss(tmp_path: Path) -> None:
     assert s["ok"], s["errors"]
     assert read_frames(out) == expected_forwarded(read_frames(TLS)) * 4
     assert s["queues"][0]["doorbells"] >= s["queues"][0]["packets"] // 4
+
+
+@pytest.mark.parametrize("device", ["nic", "host"])
+def test_a_segment_with_its_source_and_sink_writes_every_packet_it_counts(
+        device: str, tmp_path: Path) -> None:
+    """tests/programs/xdp_ttl.py forwards every TLS frame from its source to its sink
+    in one segment (no queue between): each one is in the capture, as it was read.
+    (Regression: a source left `seg` of its packets as it found it, and the sink then
+    cut some frames as UDP segments, or wrote nothing of them, while counting them.)"""
+    out = tmp_path / "out.pcap"
+    s = run_example([f"edge.device={device}"], ROOT / "tests" / "programs" / "xdp_ttl.py",
+                    input=TLS, output=out)
+    assert s["ok"], s["errors"]
+    frames, sent = read_frames(out), read_frames(TLS)
+    assert s["sinks"]["back"]["packets"] == len(frames) == len(sent)
+    assert [len(f) for f in frames] == [len(f) for f in sent]

@@ -33,6 +33,19 @@ class Emitter:
         return "\n".join(self.lines) + "\n"
 
 
+def emit_helpers(e: Emitter, nodes: list[Node]) -> None:
+    """Each element class's helpers (file-scope C), once, before any body: the same
+    text given to two classes is defined once too."""
+    seen: set[str] = set()
+    for n in nodes:
+        if n.helpers and n.helpers not in seen:
+            seen.add(n.helpers)
+            e(f"/* Helpers of {n.cls}. */",
+              line_directive(n.origin, n.helpers_line, f"<helpers of {n.name}>"), n.helpers)
+            e.resync()
+            e("")
+
+
 def headers(g: Graph) -> tuple[str, ...]:
     """The runtime headers the program's elements and tables name (Element.includes,
     Table.includes): what common.h includes beside the core's offlow/runtime.h, and
@@ -237,26 +250,16 @@ class DeviceGen:
         """A body (or batch body) where its program file says it is (#line), then the
         end of the macros it defined: each body's own."""
         if batch:
-            self.e(_line_directive(n.origin, n.batch_line, f"<batch body of {n.name}>"),
+            self.e(line_directive(n.origin, n.batch_line, f"<batch body of {n.name}>"),
                    n.batch_body)
         else:
-            self.e(_line_directive(n.origin, n.body_line, f"<body of {n.name}>"), n.body)
+            self.e(line_directive(n.origin, n.body_line, f"<body of {n.name}>"), n.body)
         self.e.resync()
         facts = n.batch_facts if batch else n.facts
         self.e(*(f"#undef {m}" for m in (facts.macros if facts else ())))
 
     def gen_helpers(self) -> None:
-        """Each element class's helpers (file-scope C), once, before any body: the same
-        text given to two classes is defined once too."""
-        seen: set[str] = set()
-        for n in [*self.nodes, *(c.handler for c in self.channels)]:
-            if n.helpers and n.helpers not in seen:
-                seen.add(n.helpers)
-                self.e(f"/* Helpers of {n.cls}. */",
-                       _line_directive(n.origin, n.helpers_line, f"<helpers of {n.name}>"),
-                       n.helpers)
-                self.e.resync()
-                self.e("")
+        emit_helpers(self.e, [*self.nodes, *(c.handler for c in self.channels)])
 
     def gen_blob_open(self, t: SharedTable) -> None:
         """A typed wrapper of the table's open_blob_fn for ofl_table_recv."""
@@ -784,7 +787,7 @@ def _ref(name: str, rows: list[str]) -> str:
     return name if rows else "NULL"
 
 
-def _line_directive(file: str, line: int, unknown: str) -> str:
+def line_directive(file: str, line: int, unknown: str) -> str:
     """#line to `file`:`line`, or to line 1 of `unknown` for code made at run time."""
     return f"#line {line} {json.dumps(file)}" if file and line else f"#line 1 {json.dumps(unknown)}"
 

@@ -447,6 +447,17 @@ static void test_csum(void)
     CHECK(ofl_csum(h, 20) == 0xb861, "known header checksum 0xb861: %#x", ofl_csum(h, 20));
     CHECK(!ofl_ipv4_csum_ok(h, 20), "zeroed checksum fails");
     CHECK(!ofl_ipv4_csum_ok(hdr, 19) && !ofl_ipv4_csum_ok(hdr, 16), "bad header lengths fail");
+    /* with options, up to IHL 15 (60 bytes): the same verdict as the Internet checksum */
+    uint8_t opt[64];
+    for (uint32_t n = 20; n <= 64; n += 4) {
+        for (uint32_t k = 0; k < n; k++) opt[k] = (uint8_t)(k * 37u + n);
+        opt[10] = opt[11] = 0;
+        ofl_put_be16(opt + 10, ofl_csum(opt, n));
+        CHECK(ofl_ipv4_csum_ok(opt, n) == (n <= 60), "%u-byte header: %s", n,
+              n <= 60 ? "its checksum verifies" : "longer than IHL allows: refused");
+        opt[n - 1] ^= 1;
+        CHECK(!ofl_ipv4_csum_ok(opt, n), "%u-byte header with a bit flipped fails", n);
+    }
 
     uint8_t buf[1503];
     uint64_t x = 12345;

@@ -47,6 +47,8 @@ static void ip_at(const uint8_t *p, uint32_t len, uint32_t off)
     if (rc == 0) {
         if (v4.hdr_len < 20 || v4.hdr_len > len - off) abort();
         int valid = ofl_ipv4_csum_ok(p + off, v4.hdr_len);
+        /* its constant-bounded sum (for the BPF verifier) is the Internet checksum's */
+        if (valid != (ofl_csum(p + off, v4.hdr_len) == 0)) abort();
         uint8_t *copy = malloc(v4.hdr_len);
         memcpy(copy, p + off, v4.hdr_len);
         ofl_ipv4_dec_ttl(copy);

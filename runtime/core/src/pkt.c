@@ -1,7 +1,6 @@
-/* Bounds-checked header parsers and the Internet checksum. */
+/* Bounds-checked header parsers and the Internet checksum. No libc: this file is also
+ * compiled into every XDP program (offlow/bpf.h), where its functions are inlined. */
 #include "offlow/pkt.h"
-
-#include <string.h>
 
 uint64_t ofl_csum_add(uint64_t sum, const void *data, size_t len)
 {
@@ -10,7 +9,7 @@ uint64_t ofl_csum_add(uint64_t sum, const void *data, size_t len)
      * same one's-complement sum as the 16-bit words would. */
     while (len >= 4) {
         uint32_t w;
-        memcpy(&w, p, 4);
+        __builtin_memcpy(&w, p, 4);
         sum += __builtin_bswap32(w);
         p += 4;
         len -= 4;
@@ -107,8 +106,8 @@ int ofl_parse_ipv6(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv6
     ip->frag = frag;
     ip->proto = nh;
     ip->hop_limit = h[7];
-    memcpy(ip->src, h + 8, 16);
-    memcpy(ip->dst, h + 24, 16);
+    __builtin_memcpy(ip->src, h + 8, 16);
+    __builtin_memcpy(ip->dst, h + 24, 16);
     return 0;
 }
 

@@ -71,7 +71,11 @@ int ofl_src_next(struct ofl_src *s, struct ofl_pkt *pkts, uint8_t *bufs, uint32_
     if (rc <= 0) return rc;
     if (s->o.rate_pps > 0) s->tokens -= rc;
     s->packets += (uint64_t)rc;
-    for (int i = 0; i < rc; i++) s->bytes += pkts[i].len;
+    for (int i = 0; i < rc; i++) {
+        s->bytes += pkts[i].len;
+        pkts[i].seg = 0;  /* not a UDP segmentation request (the caller's array is not
+                             cleared: a sink in the source's segment reads it) */
+    }
     return rc;
 }
 

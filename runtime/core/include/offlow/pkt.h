@@ -94,11 +94,15 @@ static inline uint16_t ofl_csum(const void *data, size_t len)
 }
 
 /* 1 if the IPv4 header `hdr` of `hdr_len` bytes (from ofl_parse_ipv4) has a
- * correct header checksum, else 0 (also 0 for hdr_len < 20 or not a multiple of 4). */
+ * correct header checksum, else 0 (also 0 for hdr_len < 20, over 60 (IHL is 4 bits)
+ * or not a multiple of 4). */
 static inline int ofl_ipv4_csum_ok(const uint8_t *hdr, uint32_t hdr_len)
 {
-    if (hdr_len < OFL_IPV4_HLEN || (hdr_len & 3)) return 0;
-    return ofl_csum_fold(ofl_csum_add(0, hdr, hdr_len)) == 0xFFFF;
+    if (hdr_len < OFL_IPV4_HLEN || hdr_len > 60u || (hdr_len & 3)) return 0;
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < 60u; k += 4) /* a constant bound: also for the BPF verifier */
+        if (k < hdr_len) sum += ofl_get_be32(hdr + k);
+    return ofl_csum_fold(sum) == 0xFFFF;
 }
 
 /* RFC 1624 eqn. 3: the checksum `hc` (host order) after a 16-bit word of the

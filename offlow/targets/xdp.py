@@ -1,0 +1,197 @@
+"""XDP: a segment placed on `xdp` is compiled to one eBPF program (clang -target bpf)
+for the kernel's XDP hook of an interface: its elements' bodies inlined, the
+per-packet state on the BPF stack, drops counted per element and reason in a per-CPU
+array map. What XDP cannot run is refused at compile time (`refuse_node`,
+`refuse_segment`), each with the reason and what to do; docs/targets.md lists them."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from offlow import cbuild
+from offlow.codegen.bpf import generate_xdp, generate_xdp_host
+from offlow.errors import OfflowError
+from offlow.ir import Graph, Node, Segment
+from offlow.ir.layout import state_bytes
+from offlow.lifecycle import signals_deferred
+from offlow.plan import Plan
+from offlow.targets.base import CompileC, Part, Target, missing_package, no_device
+from offlow.targets.verifier import explain_rejection
+
+BPF_HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
+VETH_HEADER = Path("/usr/include/libnl3/netlink/route/link/veth.h")
+TOOLS = cbuild.RUNTIME / "tools"
+# The host side of every xdp segment: its generated xdp.c links these.
+HOST_SOURCES = (TOOLS / "xdp_run.c", TOOLS / "xdp_net.c")
+# The BPF stack is 512 bytes; the generated program keeps the state there beside the
+# body's own locals, so the state may take at most this much of it.
+STATE_MAX = 256
+# Runtime headers whose functions have a BPF form (offlow/codegen/bpf.py compiles
+# them into the program); a body naming any other runtime library is refused.
+BPF_HEADERS_OK = frozenset({"offlow/pkt.h"})
+_NOT_YET = ("the crossing between XDP and segments on other devices (AF_XDP with the live "
+            "fields in XDP metadata) is not implemented yet")
+
+
+def kernel_refuses_bpf() -> str | None:
+    """Why the kernel refuses to load an XDP program (the smallest: `return XDP_PASS`),
+    as its error text; None when it loads one."""
+    sys_bpf = {"x86_64": 321, "aarch64": 280}.get(os.uname().machine)
+    if sys_bpf is None:
+        return f"no bpf() system call number known for {os.uname().machine}"
+    libc = ctypes.CDLL(None, use_errno=True)
+    insns = ctypes.create_string_buffer(
+        bytes([0xB7, 0, 0, 0, 2, 0, 0, 0,  # r0 = XDP_PASS
+               0x95, 0, 0, 0, 0, 0, 0, 0]))  # exit
+    lic = ctypes.create_string_buffer(b"GPL")
+
+    class ProgLoad(ctypes.Structure):  # the first fields of union bpf_attr
+        _fields_ = [("prog_type", ctypes.c_uint32), ("insn_cnt", ctypes.c_uint32),
+                    ("insns", ctypes.c_uint64), ("license", ctypes.c_uint64),
+                    ("log_level", ctypes.c_uint32), ("log_size", ctypes.c_uint32),
+                    ("log_buf", ctypes.c_uint64), ("pad", ctypes.c_uint8 * 96)]
+
+    attr = ProgLoad(prog_type=6, insn_cnt=2, insns=ctypes.addressof(insns),  # BPF_PROG_TYPE_XDP
+                    license=ctypes.addressof(lic))
+    fd = libc.syscall(sys_bpf, 5, ctypes.byref(attr), ctypes.sizeof(attr))  # BPF_PROG_LOAD
+    if fd < 0:
+        err = ctypes.get_errno()
+        return f"{os.strerror(err)} (errno {err}; loading BPF needs root or CAP_BPF)"
+    os.close(fd)
+    return None
+
+
+class Xdp(Target):
+    name = "xdp"
+    runs = "eBPF in the kernel's XDP hook of an interface, every packet on the CPU that receives it"
+    interconnect = ("none yet: a segment on xdp takes its packets from the interface and "
+                    "ends them there (XDP_TX, XDP_DROP)")
+    reads_table_files = False
+
+    def unusable(self) -> str | None:
+        if shutil.which("clang") is None:
+            return missing_package("clang", "the compiler of eBPF programs (clang -target bpf)")
+        if not BPF_HEADERS.exists():
+            return missing_package("libbpf-dev", "libbpf: the headers of eBPF programs and "
+                                   "the library that loads them")
+        if not VETH_HEADER.exists():
+            return missing_package("libnl-route-3-dev", "libnl-route: it makes the veth "
+                                   "pair a run sends its packets through")
+        probe = subprocess.run(["clang", "-target", "bpf", "-x", "c", "-c", "-o", os.devnull,
+                                "-"], input="int x;\n", capture_output=True, text=True)
+        if probe.returncode != 0:
+            return no_device(f"clang cannot compile for the bpf target: "
+                             f"{probe.stderr.strip().splitlines()[-1:]}")
+        why = kernel_refuses_bpf()
+        return no_device(f"the kernel refuses BPF programs: {why}") if why else None
+
+    def refuse_node(self, g: Graph, node: Node) -> str | None:
+        facts = node.facts
+        if node.kind == "handler":
+            return ("a channel handler runs on messages from the host; XDP has no channel "
+                    "to the host (" + _NOT_YET + ")")
+        if node.prelude or node.at_end:
+            return ("a node the compiler made (a cache's) runs code of its own between "
+                    "packets; XDP runs one packet at a time and keeps nothing between them")
+        if node.kind != "element":
+            return None
+        if node.batch_body and not node.body.strip():
+            return ("it has only a batch body; XDP runs one packet at a time: give the "
+                    "element a per-packet body")
+        if facts and facts.makes:
+            return ("it builds packets (MAKE); an XDP program can only send on, drop or "
+                    "pass the packet it received")
+        if facts and facts.sends:
+            return ("it sends copies of a packet (SEND); an XDP program has one packet and "
+                    "one verdict")
+        if facts and facts.reads_ts:
+            return "it reads the packet's capture time (pkt->ts_ns), which XDP does not have"
+        if node.tables:
+            return ("it uses shared tables (" + ", ".join(t for _, t in node.tables)
+                    + "); tables as BPF maps are not implemented yet")
+        other = [h for h in node.includes if h not in BPF_HEADERS_OK]
+        if other:
+            return (f"its body uses {', '.join(other)}, a runtime library with no BPF build "
+                    "(only offlow/pkt.h's parsers run in XDP)")
+        return None
+
+    def refuse_segment(self, g: Graph, segment: Segment) -> str | None:
+        others = [s.name for s in g.segments if s.device == segment.device and s is not segment]
+        if others:
+            return (f"device `{segment.device}` also runs segment {others[0]}; an interface "
+                    "runs one XDP program: put them in one segment")
+        if segment.group or len(segment.cores) > 1:
+            return ("XDP runs a segment on whichever CPU receives each packet; it takes no "
+                    "cores or core group: give it one core (cores=[0])")
+        for q in g.queues:
+            if segment.name in (q.src_segment, q.dst_segment):
+                other = q.dst_segment if q.src_segment == segment.name else q.src_segment
+                return (f"its packets go to or come from segment `{other}` (queue "
+                        f"`{q.name}`): {_NOT_YET}; place the whole path on xdp (from the "
+                        "source to the sink), or this segment on another device")
+        # (without queues, its path starts at a source: every input is connected)
+        sinks = [n.name for n in g.nodes if n.segment == segment.name and n.kind == "sink"]
+        if len(sinks) > 1:
+            return (f"it has {len(sinks)} sinks ({', '.join(sinks)}); XDP sends a packet "
+                    "back out of the interface it came in on (XDP_TX): give it one sink")
+        size = state_bytes(g.state)
+        if size > STATE_MAX:
+            return (f"the per-packet state takes {size} bytes; on the 512-byte BPF stack "
+                    f"it may take at most {STATE_MAX}: fewer or smaller fields")
+        return None
+
+    def generate(self, plan: Plan, device: str) -> dict[str, str]:
+        return {f"{device}.bpf.c": generate_xdp(plan, device),
+                f"{device}.c": generate_xdp_host(plan, device)}
+
+    def build(self, plan: Plan, device: str, directory: Path, compile_c: CompileC) -> Path:
+        """The eBPF object of the device's segment and the host side that runs it
+        (runtime/tools/xdp_run.c); the object is loaded once now, so the kernel's
+        verifier has accepted it: a refusal is a compile error naming the element and
+        its body line."""
+        obj, exe = directory / f"{device}.bpf.o", directory / device
+        d = cbuild.description()
+        if not obj.exists():
+            multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
+                                       text=True).stdout.strip()
+            tmp = obj.with_name(f"{obj.name}.tmp{os.getpid()}")
+            cbuild.cc(d.compiler("bpf"), [
+                *d.flags("bpf", "werror"), *cbuild.include_flags([d.library("core")]),
+                *([f"-I/usr/include/{multiarch}"] if multiarch else []),
+                "-c", str(directory / f"{device}.bpf.c"), "-o", str(tmp)],
+                f"generated {device}.bpf.c of `{plan.name}`")
+            tmp.replace(obj)
+        # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
+        host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
+                                includes=[TOOLS], sets=(*cbuild.TOOL, "libnl"),
+                                link=d.flags("xdp_link"))
+        stamp = directory / f"{device}.host"  # the host side the object was checked with
+        if stamp.exists() and stamp.read_text() == host.name and exe.exists():
+            return exe
+        res = subprocess.run([str(host), "--check", str(obj)], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise OfflowError(explain_rejection(plan.graph, plan.device(device).segments[0].name,
+                                                res.stderr))
+        tmp = exe.with_name(f"{exe.name}.tmp{os.getpid()}")
+        shutil.copyfile(host, tmp)
+        tmp.chmod(0o755)
+        tmp.replace(exe)
+        stamp.write_text(host.name)
+        return exe
+
+    def init_transport(self, binary: Path, window: Path) -> None:
+        """Nothing: a segment on xdp crosses to no other device (refuse_segment)."""
+
+    def start(self, part: Part) -> subprocess.Popen[bytes]:
+        obj = part.binary.with_name(f"{part.device}.bpf.o")
+        cmd = [str(part.binary), "--obj", str(obj), "--window", str(part.window),
+               "--stats", str(part.stats), "--cpu-base", str(part.cpu_base), *part.args]
+        with signals_deferred():  # (as process.py: a stop sent early stays pending)
+            return subprocess.Popen(cmd, pass_fds=part.pass_fds)
+
+
+TARGET = Xdp()

@@ -1,0 +1,300 @@
+/* The host side of a segment on the xdp target (xdp_run.h). */
+#include "xdp_run.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+#include <linux/if_packet.h>
+
+#include "offlow/gen.h"
+#include "offlow/lifeline.h"
+#include "offlow/stop.h"
+#include "xdp_net.h"
+
+/* How long a frame may take through the kernel before the run gives up on it. */
+#define OFL_XDP_WAIT_NS 2000000000ull
+
+/* Prints libbpf's messages (the verifier's log among them) on stderr; debug ones not. */
+static int print_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+    if (level == LIBBPF_DEBUG) return 0;
+    return vfprintf(stderr, fmt, ap);
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Open `path` and load program `prog` (and only it), its frame buffers one per CPU;
+ * returns the object or NULL (libbpf printed why). */
+static struct bpf_object *load(const char *path, const char *prog)
+{
+    struct bpf_object *obj = bpf_object__open_file(path, NULL);
+    if (!obj) return NULL;
+    struct bpf_program *p;
+    int found = 0;
+    bpf_object__for_each_program(p, obj) {
+        int mine = strcmp(bpf_program__name(p), prog) == 0;
+        found |= mine;
+        bpf_program__set_autoload(p, mine);
+    }
+    struct bpf_map *frames = bpf_object__find_map_by_name(obj, "ofl_frames");
+    int ncpus = libbpf_num_possible_cpus();
+    if (frames && ncpus > 0) bpf_map__set_max_entries(frames, (unsigned)ncpus);
+    if (!found) fprintf(stderr, "offlow xdp: %s has no program %s\n", path, prog);
+    if (!found || bpf_object__load(obj) < 0) {
+        bpf_object__close(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+/* The program's counters, summed over the CPUs. */
+struct counters {
+    int fd;             /* the per-CPU array map */
+    int ncpus;
+    unsigned n;         /* counters */
+    uint64_t *percpu;   /* ncpus values of one counter */
+};
+
+static uint64_t counter(struct counters *c, uint32_t k)
+{
+    uint64_t sum = 0;
+    if (bpf_map_lookup_elem(c->fd, &k, c->percpu) < 0) return 0;
+    for (int i = 0; i < c->ncpus; i++) sum += c->percpu[i];
+    return sum;
+}
+
+/* Wait until counter `k` reaches `want` (the frame sent was processed): spin a
+ * little, then sleep between reads. 0, or -ETIMEDOUT. */
+static int await(struct counters *c, uint32_t k, uint64_t want)
+{
+    uint64_t t0 = now_ns();
+    for (unsigned spins = 0; counter(c, k) < want; spins++) {
+        if (now_ns() - t0 > OFL_XDP_WAIT_NS) return -ETIMEDOUT;
+        if (spins > 64) usleep(50);
+    }
+    return 0;
+}
+
+/* Take the next frame arriving at the socket into `p` (at most `cap` bytes). The
+ * kernel takes a frame's outer VLAN tag off on its way in (into the packet's
+ * metadata, which the socket gives as auxdata): it is put back, as libpcap does, so
+ * the frame is the one XDP_TX sent. */
+static int receive(int sock, struct ofl_pkt *p, uint32_t cap)
+{
+    struct pollfd pfd = { .fd = sock, .events = POLLIN };
+    int rc = poll(&pfd, 1, (int)(OFL_XDP_WAIT_NS / 1000000));
+    if (rc <= 0) return rc < 0 ? -errno : -ETIMEDOUT;
+    union { struct cmsghdr h; char buf[CMSG_SPACE(sizeof(struct tpacket_auxdata))]; } ctl;
+    struct iovec iov = { .iov_base = p->data, .iov_len = cap };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = &ctl,
+                        .msg_controllen = sizeof ctl };
+    ssize_t n = recvmsg(sock, &m, MSG_TRUNC);
+    if (n < 0) return -errno;
+    if ((size_t)n > cap) return -EMSGSIZE;
+    p->len = (uint32_t)n;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_PACKET || c->cmsg_type != PACKET_AUXDATA) continue;
+        struct tpacket_auxdata aux;
+        memcpy(&aux, CMSG_DATA(c), sizeof aux);
+        if (!(aux.tp_status & TP_STATUS_VLAN_VALID)) continue;
+        if (p->len < 12 || p->len + 4 > cap) return -EMSGSIZE;
+        uint16_t tpid = (aux.tp_status & TP_STATUS_VLAN_TPID_VALID) ? aux.tp_vlan_tpid
+                                                                     : 0x8100;
+        memmove(p->data + 16, p->data + 12, p->len - 12);
+        ofl_put_be16(p->data + 12, tpid);
+        ofl_put_be16(p->data + 14, aux.tp_vlan_tci);
+        p->len += 4;
+    }
+    return 0;
+}
+
+/* What the run counted beside the program's counters. */
+struct run {
+    struct ofl_core core;      /* elapsed time, packets and bytes in (the stats' core) */
+    struct ofl_src *src;
+    struct ofl_sink *sink;
+    uint64_t unsent;           /* frames the kernel would not take (shorter than a header) */
+};
+
+/* Send every frame of the source through the program, one at a time (xdp_run.h). */
+static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *c, int sock)
+{
+    uint8_t *buf = malloc(d->mtu), *back = malloc(d->mtu);
+    if (!buf || !back) return free(buf), free(back), -ENOMEM;
+    uint32_t src_in = d->source_el * OFL_XDP_COUNTERS;
+    uint32_t sink_in = d->sink_el * OFL_XDP_COUNTERS, sink_drop = sink_in + 1;
+    uint64_t sent = 0, tx = 0;
+    int rc = 0;
+    r->core.t_start = now_ns();
+    while (!ofl_stop_requested()) {
+        struct ofl_pkt p;
+        int n = ofl_src_next(r->src, &p, buf, 1);
+        if (n == OFL_SRC_DONE) break;
+        if (n < 0) { rc = n; break; }
+        if (n == 0) continue;
+        r->core.pkts_in++;
+        r->core.bytes_in += p.len;
+        if (send(sock, p.data, p.len, 0) < 0) {  /* shorter than an Ethernet header... */
+            r->unsent++;
+            continue;
+        }
+        sent++;
+        if ((rc = await(c, src_in, sent)) < 0) {
+            fprintf(stderr, "offlow xdp: frame %llu never reached the XDP program\n",
+                    (unsigned long long)sent);
+            break;
+        }
+        if (!d->sink) continue;
+        uint64_t now_tx = counter(c, sink_in) - counter(c, sink_drop);
+        for (; tx < now_tx; tx++) {
+            struct ofl_pkt out = { .data = back, .cap = d->mtu, .ts_ns = p.ts_ns };
+            if ((rc = receive(sock, &out, d->mtu)) < 0) {
+                fprintf(stderr, "offlow xdp: a frame the program sent back (XDP_TX) never "
+                        "arrived: %s\n", strerror(-rc));
+                goto out;
+            }
+            ofl_sink_write(r->sink, 0, &out);
+        }
+    }
+out:
+    r->core.t_end = now_ns();
+    free(buf);
+    free(back);
+    return rc;
+}
+
+/* The stats file: one core of the segment with the program's counters per element,
+ * the source and the sink (the schema of every device's, docs/run-result.schema.json). */
+static void report(const struct ofl_xdp_desc *d, const struct ofl_args *a, struct run *r,
+                   struct counters *c)
+{
+    struct ofl_json j;
+    if (!ofl_stats_begin(&j, a)) return;
+    ofl_json_begin_arr(&j, "cores");
+    ofl_stats_core(&j, &r->core);
+    ofl_json_begin_obj(&j, "elements");
+    for (unsigned i = 0; i < d->nel; i++) {
+        uint32_t k = i * OFL_XDP_COUNTERS;
+        uint64_t in = counter(c, k);
+        if (!in && !(i == d->source_el && r->unsent)) continue;
+        ofl_json_begin_obj(&j, d->el_names[i]);
+        /* frames the kernel would not send (shorter than an Ethernet header) never
+         * reached the program: dropped at the source, where they entered */
+        uint64_t unsent = i == d->source_el ? r->unsent : 0;
+        ofl_json_u64(&j, "in", in + unsent);
+        ofl_json_u64(&j, "drop", counter(c, k + 1) + unsent);
+        ofl_json_u64(&j, "consumed", counter(c, k + 2));
+        if (unsent) {
+            ofl_json_begin_obj(&j, "why");
+            ofl_json_u64(&j, "runt", unsent);
+            ofl_json_end_obj(&j);
+        }
+        if (d->why_n[i]) {
+            ofl_json_begin_obj(&j, "why");
+            for (unsigned w = 0; w < d->why_n[i]; w++) {
+                uint32_t at = d->why_base[i] + w;
+                ofl_json_u64(&j, d->why_names[at - OFL_XDP_COUNTERS * d->nel], counter(c, at));
+            }
+            ofl_json_end_obj(&j);
+        }
+        ofl_json_end_obj(&j);
+    }
+    ofl_json_end_obj(&j);
+    ofl_json_begin_arr(&j, "queues");
+    ofl_json_end_arr(&j);
+    ofl_json_begin_obj(&j, "sources");
+    if (r->src) ofl_stats_source(&j, d->source, r->src);
+    ofl_json_end_obj(&j);
+    ofl_json_end_obj(&j); /* the core */
+    ofl_json_end_arr(&j);
+    ofl_json_begin_obj(&j, "tables");
+    ofl_json_end_obj(&j);
+    ofl_json_begin_obj(&j, "sinks");
+    if (d->sink && r->sink) ofl_stats_sink(&j, d->sink, r->sink);
+    ofl_json_end_obj(&j);
+    ofl_stats_end(&j);
+}
+
+static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_args *a)
+{
+    char err[256] = "";
+    /* (XDP runs on whichever CPU takes the frame: the one this process sends from) */
+    struct run r = { .core = { .segment = d->segment, .cpu = sched_getcpu() } };
+    if (ofl_source_open(&r.src, a, d->source, 0, 1, d->mtu) < 0) return 1;
+    if (d->sink && ofl_sink_open(&r.sink, a, d->sink, 1) < 0) return ofl_src_close(r.src), 1;
+    int status = 1;
+    struct bpf_object *obj = NULL;
+    if (ofl_xdp_net_create(d->mtu, err, sizeof err) < 0) {
+        fprintf(stderr, "offlow xdp: %s\n", err);
+        goto done;
+    }
+    obj = load(obj_path, d->prog);
+    if (!obj) goto done;
+    int prog = bpf_program__fd(bpf_object__find_program_by_name(obj, d->prog));
+    int ifindex = ofl_xdp_ifindex(OFL_XDP_IN);
+    int rc = ifindex < 0 ? ifindex : bpf_xdp_attach(ifindex, prog, XDP_FLAGS_SKB_MODE, NULL);
+    if (rc < 0) {
+        fprintf(stderr, "offlow xdp: cannot attach the program to %s: %s\n", OFL_XDP_IN,
+                strerror(-rc));
+        goto done;
+    }
+    int sock = ofl_xdp_packet_socket(OFL_XDP_PEER);
+    if (sock < 0) {
+        fprintf(stderr, "offlow xdp: cannot open a packet socket: %s\n", strerror(-sock));
+        goto done;
+    }
+    struct counters c = { .fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "ofl_counts")),
+                          .ncpus = libbpf_num_possible_cpus() };
+    c.percpu = calloc((size_t)(c.ncpus > 0 ? c.ncpus : 1), sizeof *c.percpu);
+    if (c.percpu && replay(d, &r, &c, sock) == 0) status = 0;
+    if (c.percpu) report(d, a, &r, &c);
+    free(c.percpu);
+    close(sock);
+done:
+    bpf_object__close(obj);  /* (the namespace, the veth pair and the link go with us) */
+    ofl_sink_close(r.sink);
+    ofl_src_close(r.src);
+    return status;
+}
+
+int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
+{
+    libbpf_set_print(print_libbpf);
+    if (argc == 3 && strcmp(argv[1], "--check") == 0) {
+        struct bpf_object *obj = load(argv[2], d->prog);
+        bpf_object__close(obj);
+        return obj ? 0 : 1;
+    }
+    if (argc < 3 || strcmp(argv[1], "--obj") != 0) {
+        fprintf(stderr, "usage: %s --check OBJ | --obj OBJ OPTIONS...\n", argv[0]);
+        return 2;
+    }
+    const char *obj = argv[2];
+    argv[2] = argv[0];
+    struct ofl_args a;
+    if (ofl_args_parse(&a, argc - 2, argv + 2, "xdp") < 0) return 2;
+    if (ofl_stop_signals_block() < 0) return ofl_fatal("cannot block SIGINT and SIGTERM");
+    static struct ofl_lifeline life;
+    static volatile uint32_t abort_word;
+    if (ofl_lifeline_start(&life, a.runner_fd, &abort_word, NULL, a.stats) < 0)
+        return ofl_fatal("--runner-fd is not a pipe");
+    int status = run(d, obj, &a);
+    ofl_lifeline_finish(&life);
+    return status;
+}

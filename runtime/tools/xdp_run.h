@@ -1,0 +1,42 @@
+/* The host side of a segment on the xdp target: what the generated xdp.c of a
+ * program describes, and the run of it (offlow/targets/xdp.py).
+ *
+ *   xdp --check OBJ              load the object's program (the kernel's verifier runs)
+ *                                and print the verifier's log when it is refused
+ *   xdp --obj OBJ --window W --stats S --opt ... (the options of every device process)
+ *                                run: a network namespace of its own with a veth pair
+ *                                (xdp_net.h), the program attached to one end in
+ *                                generic mode, the source's frames sent into the other
+ *                                end one at a time, each frame XDP_TX sends back written
+ *                                to the sink with the timestamp of the frame it came
+ *                                from; then the program's counters as the stats file.
+ *
+ * One frame at a time: after each, the program's counters say whether it was sent
+ * back (the sink counted it) or not (dropped or consumed, counted where), so no frame
+ * is lost unseen and the output keeps the input's order and timestamps. */
+#ifndef OFL_XDP_RUN_H
+#define OFL_XDP_RUN_H
+
+#include <stdint.h>
+
+/* A compiled xdp segment, as its generated xdp.c describes it. */
+struct ofl_xdp_desc {
+    const char *segment;             /* the segment's name */
+    const char *prog;                /* its XDP program's name in the object */
+    const char *source, *sink;       /* its source's and sink's names (sink: NULL if none) */
+    unsigned source_el, sink_el;     /* their element indices */
+    const char *const *el_names;     /* per element, in counter order */
+    unsigned nel;
+    const unsigned *why_n;           /* per element: its drop reasons */
+    const unsigned *why_base;        /* per element: where its reasons' counters start */
+    const char *const *why_names;    /* every reason, by counter - OFL_XDP_COUNTERS * nel */
+    uint32_t mtu;
+};
+
+/* Counters per element in the program's per-CPU map: in, dropped, consumed. */
+#define OFL_XDP_COUNTERS 3u
+
+/* main() of a generated xdp.c; returns the exit status. */
+int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv);
+
+#endif

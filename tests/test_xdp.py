@@ -1,0 +1,408 @@
+"""The xdp target (offlow/targets/xdp.py): listed with the reason it cannot run here;
+every construct it cannot run refused at compile time naming the element, the target
+and the reason; a segment compiled to one XDP program that the kernel's verifier
+accepts, and a verifier refusal reported at the element's body line."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import dpkt
+import pytest
+
+from offlow import Element, Handler, Port, Program, Shared, Sink, Source
+from offlow.build import build, plan_program
+from offlow.cli import load_program
+from offlow.elements import CheckIPv4, Discard, ParseEth
+from offlow.errors import OfflowError
+from offlow.report import summarize
+from offlow.runner import Run, RunOptions
+from offlow.targets import verifier, xdp
+from offlow.testing.malformed import write_malformed_pcap
+from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
+
+XDP_TTL = ROOT / "tests" / "programs" / "xdp_ttl.py"
+WHY_NOT = xdp.TARGET.unusable()
+needs_bpf = pytest.mark.skipif(WHY_NOT is not None, reason=f"xdp cannot run here: {WHY_NOT}")
+
+
+def test_xdp_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(xdp.shutil, "which", lambda name: None)
+    assert xdp.TARGET.unusable() == (
+        "missing package `clang` (the compiler of eBPF programs (clang -target bpf); "
+        "apt-get install clang)")
+    monkeypatch.undo()
+    monkeypatch.setattr(xdp, "BPF_HEADERS", tmp_path / "bpf_helpers.h")
+    assert xdp.TARGET.unusable() == (
+        "missing package `libbpf-dev` (libbpf: the headers of eBPF programs and the library "
+        "that loads them; apt-get install libbpf-dev)")
+    monkeypatch.undo()
+    monkeypatch.setattr(xdp, "kernel_refuses_bpf", lambda: "Operation not permitted (errno 1)")
+    assert xdp.TARGET.unusable() == ("no device (the kernel refuses BPF programs: Operation "
+                                     "not permitted (errno 1))")
+
+
+@pytest.mark.skipif(xdp.os.geteuid() != 0, reason="loading BPF needs root here")
+def test_the_kernel_probe_loads_a_program_as_root() -> None:
+    assert xdp.kernel_refuses_bpf() is None
+
+
+def _one_segment(*middle: Element, name: str = "edge", cores: tuple[int, ...] = (0,),
+                 group: bool = False) -> Program:
+    """rx >> middle... >> tx, all in one segment on xdp."""
+    p = Program("refused")
+    src, out = Source("rx"), Sink("tx")
+    prev: Element = src
+    for m in middle:
+        prev >> m
+        prev = m
+    prev >> out
+    p.segment(name, [src, *middle, out], device="xdp", cores=cores, group=group)
+    return p
+
+
+def _refusal(p: Program) -> str:
+    with pytest.raises(OfflowError) as err:
+        plan_program(p)
+    return str(err.value)
+
+
+class EthToEth(Element):
+    """An element from frames to frames (its subclasses give the body)."""
+
+    inputs = (Port("inp", "eth"),)
+    outputs = (Port("out", "eth"),)
+
+
+class Maker(EthToEth):
+    body = r"""
+    struct ofl_pkt copy = *pkt;   /* the same bytes, made anew */
+    MAKE(out, &copy);
+    """
+
+
+class Copier(Element):
+    inputs = (Port("inp", "eth"),)
+    outputs = (Port("a", "eth"), Port("b", "eth"))
+    body = "SEND(a); SEND(b);"
+
+
+class Stamp(EthToEth):
+    fields = {"us": "uint64_t"}
+    body = "state->us = pkt->ts_ns / 1000u;"
+
+
+class BatchOnly(EthToEth):
+    batch_body = r"""
+    for (uint32_t i = 0; i < n; i++)
+        EMIT_AT(i, out);
+    """
+
+
+class Tally(EthToEth):
+    tables = ("seen",)
+    body = "seen[0] += 1;"
+
+
+class KeyHash(EthToEth):
+    includes = ("offlow/kvstore.h",)
+    body = "pkt->data[0] ^= 1;"
+
+
+class Wide(EthToEth):
+    fields = {"big": "uint8_t[300]"}
+    body = "state->big[0] = pkt->data[0];"
+
+
+class Ping(Handler):
+    body = "(void)msg;"
+
+
+def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
+    def element(name: str, cls: str, why: str) -> str:
+        return (f"element `{name}` ({cls}) cannot run on target `xdp`: {why}; place segment "
+                "`edge` on another device")
+
+    assert _refusal(_one_segment(Maker("mk"))) == element(
+        "mk", "Maker", "it builds packets (MAKE); an XDP program can only send on, drop or "
+        "pass the packet it received")
+    copier = Copier("cp")
+    p = Program("refused")
+    src, a, b = Source("rx"), Sink("tx"), Discard("b")
+    src >> copier
+    copier["a"] >> a
+    copier["b"] >> b
+    p.segment("edge", [src, copier, a, b], device="xdp")
+    assert _refusal(p) == element("cp", "Copier", "it sends copies of a packet (SEND); an XDP "
+                                  "program has one packet and one verdict")
+    assert _refusal(_one_segment(Stamp("st"))) == element(
+        "st", "Stamp", "it reads the packet's capture time (pkt->ts_ns), which XDP does not have")
+    assert _refusal(_one_segment(BatchOnly("vec"))) == element(
+        "vec", "BatchOnly", "it has only a batch body; XDP runs one packet at a time: give the "
+        "element a per-packet body")
+    assert _refusal(_one_segment(Tally("tally", seen=Shared("seen", "uint64_t", 4)))) == element(
+        "tally", "Tally", "it uses shared tables (seen); tables as BPF maps are not implemented "
+        "yet")
+    assert _refusal(_one_segment(KeyHash("kh"))) == element(
+        "kh", "KeyHash", "its body uses offlow/kvstore.h, a runtime library with no BPF build "
+        "(only offlow/pkt.h's parsers run in XDP)")
+
+
+def test_a_channel_handler_on_xdp_is_refused() -> None:
+    p = Program("refused")
+    src, out = Source("rx"), Sink("tx")
+    src >> out
+    p.segment("edge", [src, out], device="xdp")
+    p.channel("ping", Ping("pong"), device="xdp")
+    assert _refusal(p) == (
+        "channel `ping`: handler `pong` (Ping) cannot run on target `xdp`: a channel handler "
+        "runs on messages from the host; XDP has no channel to the host (the crossing "
+        "between XDP and segments on other devices (AF_XDP with the live fields in XDP "
+        "metadata) is not implemented yet)")
+
+
+def test_segments_xdp_cannot_run_are_compile_errors_naming_them() -> None:
+    seg = "segment `edge` cannot run on target `xdp`: "
+    cores = ("XDP runs a segment on whichever CPU receives each packet; it takes no cores or "
+             "core group: give it one core (cores=[0])")
+    assert _refusal(_one_segment(Stamp("t"), cores=(0, 1))) == seg + cores
+    assert _refusal(_one_segment(Wide("w"))) == seg + (
+        "the per-packet state takes 300 bytes; on the 512-byte BPF stack it may take at most "
+        "256: fewer or smaller fields")
+    p = Program("refused")
+    src, eth, ip4, t1, t2, d = (Source("rx"), ParseEth("eth"), CheckIPv4("ip4"), Sink("t1"),
+                                Sink("t2"), Discard("d"))
+    src >> eth
+    eth["ipv4"] >> ip4 >> t1
+    eth["ipv6"] >> t2
+    eth["other"] >> d
+    p.segment("edge", [src, eth, ip4, t1, t2, d], device="xdp")
+    assert _refusal(p) == seg + (
+        "it has 2 sinks (t1, t2); XDP sends a packet back out of the interface it came in on "
+        "(XDP_TX): give it one sink")
+
+
+def test_the_crossing_to_a_host_segment_is_refused_with_what_to_do() -> None:
+    """ttl_pipeline's NIC segment sends to a host segment: that needs AF_XDP."""
+    with pytest.raises(OfflowError) as err:
+        plan_program(load_program(EXAMPLE, ["rx.device=xdp"]))
+    assert str(err.value) == (
+        "segment `rx` cannot run on target `xdp`: its packets go to or come from segment "
+        "`app` (queue `rx->app`): the crossing between XDP and segments on other devices "
+        "(AF_XDP with the live fields in XDP metadata) is not implemented yet; place the "
+        "whole path on xdp (from the source to the sink), or this segment on another device")
+
+
+@needs_bpf
+def test_a_users_segment_compiles_to_an_xdp_program_the_verifier_accepts() -> None:
+    """tests/programs/xdp_ttl.py: the stock parsers (pkt.h, inlined) and a user's
+    element with comments, a parameter and an odd-sized field; build() loads each
+    program into the kernel, so the verifier has accepted it."""
+    b = build(load_program(XDP_TTL, ["edge.device=xdp"]))
+    obj = b.binaries["xdp"].with_name("xdp.bpf.o")
+    assert obj.read_bytes()[:4] == b"\x7fELF" and b"ofl_xdp_edge" in obj.read_bytes()
+    # the object the host side runs: loaded into the kernel again, accepted again
+    check = subprocess.run([str(b.binaries["xdp"]), "--check", str(obj)], capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stderr
+
+
+class FarWrite(EthToEth):
+    """Writes at an offset the packet itself gives: 32 bits, never bounded."""
+
+    body = r"""
+    /* the offset comes from the packet */
+    uint32_t at = ofl_get_be32(pkt->data + 14);
+    pkt->data[at] = 0;
+    """
+
+
+@needs_bpf
+def test_a_verifier_refusal_names_the_element_and_its_body_line() -> None:
+    with pytest.raises(OfflowError) as err:
+        build(_one_segment(FarWrite("far")))
+    msg = str(err.value)
+    src = Path(__file__).read_text().splitlines()
+    line = next(k for k, t in enumerate(src, 1) if t.strip() == "pkt->data[at] = 0;")
+    assert msg.startswith(f"element `far` (FarWrite), body line 3 ({__file__}:{line}: "
+                          "`pkt->data[at] = 0;`): the kernel's verifier refused segment "
+                          "`edge`'s XDP program: ")
+    assert "unbounded memory access" in msg
+    assert "processed" not in msg and "BEGIN PROG LOAD LOG" not in msg  # not the raw log
+
+
+def _run(tmp_path: Path, device: str, capture: Path | None, **opts: Any) -> tuple[
+        dict[str, Any], bytes]:
+    """tests/programs/xdp_ttl.py with its segment on `device`: the run's summary and
+    the output capture's bytes."""
+    out = tmp_path / f"{device}.pcap"
+    s = run_example([f"edge.device={device}"], XDP_TTL, input=capture, output=out, **opts)
+    assert s["ok"], s["errors"]
+    assert s["accounting"]["unaccounted"] == 0
+    return s, out.read_bytes()
+
+
+@needs_bpf
+@pytest.mark.parametrize("capture", ["tls", "quic", "synthetic"])
+def test_xdp_writes_what_the_nic_writes_and_counts_the_same(capture: str,
+                                                            tmp_path: Path) -> None:
+    """The same frames, in the same order with the same timestamps, and the same
+    counters per element and drop reason, from the kernel's XDP path as from the
+    emulated NIC."""
+    path = {"tls": TLS, "quic": QUIC, "synthetic": None}[capture]
+    synth = {"count": 3000, "seed": 5, "sizes": "60:3,333:1,1514:1"} if path is None else {}
+    nic, nic_out = _run(tmp_path, "nic", path, **synth)
+    got, xdp_out = _run(tmp_path, "xdp", path, **synth)
+    assert got["segments"][0]["device"] == "xdp" and got["accounting"]["forwarded"] > 100
+    assert xdp_out == nic_out
+    assert got["elements"] == nic["elements"]
+    assert got["accounting"] == nic["accounting"]
+
+
+@needs_bpf
+def test_xdp_forwards_ipv4_with_the_ttl_down_the_dscp_set_and_a_good_checksum(
+        tmp_path: Path) -> None:
+    """Checked with dpkt against the input, not against offlow."""
+    _, out = _run(tmp_path, "xdp", TLS)
+    (tmp_path / "in.pcap").write_bytes(out)
+    sent = [dpkt.ethernet.Ethernet(f) for f in read_frames(TLS)]
+    back = [dpkt.ethernet.Ethernet(f) for f in read_frames(tmp_path / "in.pcap")]
+    assert len(back) == len(sent) > 1000
+    for a, b in zip(sent, back, strict=True):
+        assert isinstance(a.data, dpkt.ip.IP) and isinstance(b.data, dpkt.ip.IP)
+        assert b.data.ttl == a.data.ttl - 1 and b.data.tos >> 2 == 10
+        raw = bytes(b.data)[: b.data.hl * 4]
+        total = sum(int.from_bytes(raw[k:k + 2], "big") for k in range(0, len(raw), 2))
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        assert total == 0xFFFF  # the header checksum holds
+        assert bytes(b.data.data) == bytes(a.data.data)
+
+
+@needs_bpf
+def test_malformed_frames_are_dropped_and_counted_as_on_the_nic(tmp_path: Path) -> None:
+    """Every malformed frame is dropped where the NIC drops it, for the same reason,
+    except the frames shorter than an Ethernet header: the kernel does not send those
+    into the veth pair, so they are dropped at the source, counted (`runt`)."""
+    capture = tmp_path / "malformed.pcap"
+    expected = write_malformed_pcap(capture)
+    nic, nic_out = _run(tmp_path, "nic", capture)
+    got, xdp_out = _run(tmp_path, "xdp", capture)
+    assert xdp_out == nic_out
+    runts = sum(1 for f in read_frames(capture) if len(f) < 14)
+    assert runts > 0 and got["elements"]["wire"]["why"] == {"runt": runts}
+    assert got["elements"]["wire"]["drop"] == runts
+    frames_nic, frames_xdp = nic["elements"]["frames"], got["elements"]["frames"]
+    assert frames_xdp["why"]["malformed"] == frames_nic["why"]["malformed"] - runts
+    for name in ("v4", "v6", "hop4", "hop6", "mark", "back", "rest"):
+        assert got["elements"][name] == nic["elements"][name], name
+    dropped = sum(d["packets"] for d in got["accounting"]["dropped"])
+    assert dropped == sum(d["packets"] for d in nic["accounting"]["dropped"])
+    assert got["accounting"]["read"] == expected["total"]
+
+
+def _started_in_its_own_namespace(r: Run) -> int:
+    """The pid of the run's xdp process, once its veth pair is up in its own network
+    namespace (its /proc/PID/net/dev lists both ends; ours never does)."""
+    pid = r.procs["xdp"].pid
+    for _ in range(400):
+        try:
+            dev = Path(f"/proc/{pid}/net/dev").read_text()
+        except FileNotFoundError:
+            break
+        if "ofl-xdp:" in dev and "ofl-peer:" in dev:
+            assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+            return pid
+        time.sleep(0.025)
+    raise AssertionError(f"the xdp process never set up its veth pair: {r.procs['xdp'].poll()}")
+
+
+@needs_bpf
+def test_stopping_an_xdp_run_ends_it_cleanly_with_its_counts(tmp_path: Path) -> None:
+    b = build(load_program(XDP_TTL, ["edge.device=xdp"]))
+    out = tmp_path / "out.pcap"
+    r = Run(b, RunOptions(duration=30, timeout=60, output=out))
+    r.start()
+    try:
+        _started_in_its_own_namespace(r)
+        for _ in range(400):  # frames come back (the capture grows past its first block)
+            if out.exists() and out.stat().st_size > 8192:
+                break
+            time.sleep(0.025)
+        r.stop(signal.SIGTERM)
+    finally:
+        res = r.wait()
+    assert res.ok, res.errors
+    s = summarize(b.plan, res.stats)
+    assert s["accounting"]["read"] > 0 and s["accounting"]["unaccounted"] == 0
+    assert len(read_frames(out)) == s["accounting"]["forwarded"] > 0
+    assert not Path("/sys/class/net/ofl-xdp").exists()
+
+
+@needs_bpf
+def test_a_killed_xdp_process_is_reported_and_takes_its_veth_pair_with_it() -> None:
+    b = build(load_program(XDP_TTL, ["edge.device=xdp"]))
+    r = Run(b, RunOptions(duration=30, timeout=60))
+    r.start()
+    try:
+        pid = _started_in_its_own_namespace(r)
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        res = r.wait()
+    assert not res.ok and any("xdp process" in e for e in res.errors), res.errors
+    assert not Path(f"/proc/{pid}").exists() and not Path("/sys/class/net/ofl-xdp").exists()
+
+
+class FarHelper(EthToEth):
+    """The same write, in a helper function of the element's."""
+
+    helpers = r"""
+static inline void poke(uint8_t *frame) {
+    uint32_t at = ofl_get_be32(frame + 14);  /* from the packet */
+    frame[at] = 0;
+}
+"""
+    body = "poke(pkt->data);"
+
+
+@needs_bpf
+def test_a_verifier_refusal_in_a_helper_names_the_helpers_line() -> None:
+    with pytest.raises(OfflowError) as err:
+        build(_one_segment(FarHelper("helped")))
+    src = Path(__file__).read_text().splitlines()
+    line = next(k for k, t in enumerate(src, 1) if t.strip() == "frame[at] = 0;")
+    assert str(err.value).startswith(
+        f"element `helped` (FarHelper), helpers line 3 ({__file__}:{line}: `frame[at] = 0;`): "
+        "the kernel's verifier refused segment `edge`'s XDP program: ")
+
+
+def test_any_loader_output_gives_one_error_line_naming_the_segment() -> None:
+    """Whatever the loader printed (a truncated log, garbage, source lines of files
+    that are not the program's), the error is one message, never an exception."""
+    g = plan_program(load_program(XDP_TTL, ["edge.device=xdp"])).graph
+    rng = random.Random(26)
+    pieces = ["; x @ xdp_ttl.py:12", "; @ xdp.bpf.c:3", "processed 9 insns", "R1 invalid mem",
+              "; y @ :", "libbpf: failed", "", "; z @ xdp_ttl.py:999999", "\x00\xff", "@ @ :1"]
+    for _ in range(500):
+        log = "\n".join(rng.choice(pieces) + rng.choice(["", " ", "\t", "q"])
+                        for _ in range(rng.randrange(0, 12)))
+        msg = verifier.explain_rejection(g, "edge", log)
+        assert "\n" not in msg and "segment `edge`" in msg
+
+
+def test_a_refusal_the_log_places_outside_the_bodies_says_where_and_what_to_do() -> None:
+    g = plan_program(load_program(XDP_TTL, ["edge.device=xdp"])).graph
+    log = ("libbpf: prog 'ofl_xdp_edge': BPF program load failed: Permission denied\n"
+           "; if (v) *v += 1; @ xdp.bpf.c:32\n12: (07) r1 += 4\n"
+           "R1 invalid mem access 'scalar'\nprocessed 13 insns (limit 1000000)\n")
+    assert verifier.explain_rejection(g, "edge", log) == (
+        "segment `edge`: the kernel's verifier refused its XDP program: R1 invalid mem access "
+        "'scalar' (at xdp.bpf.c:32: `if (v) *v += 1;`); no line of an element's body or "
+        "helpers: if the program's file changed since it was loaded, run again, else please "
+        "report it")
