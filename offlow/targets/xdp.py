@@ -65,6 +65,21 @@ def kernel_refuses_bpf() -> str | None:
     return None
 
 
+def compile_bpf(src: Path, obj: Path, what: str) -> None:
+    """Compile eBPF C `src` into object `obj` (flag sets `bpf` and `werror`, the core's
+    headers, and the system's multiarch folder for <asm/types.h>); `what` names it in
+    a compile error."""
+    d = cbuild.description()
+    multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
+                               text=True).stdout.strip()
+    tmp = obj.with_name(f"{obj.name}.tmp{os.getpid()}")
+    cbuild.cc(d.compiler("bpf"), [
+        *d.flags("bpf", "werror"), *cbuild.include_flags([d.library("core")]),
+        *([f"-I/usr/include/{multiarch}"] if multiarch else []),
+        "-c", str(src), "-o", str(tmp)], what)
+    tmp.replace(obj)
+
+
 class Xdp(Target):
     name = "xdp"
     runs = "eBPF in the kernel's XDP hook of an interface, every packet on the CPU that receives it"
@@ -156,15 +171,8 @@ class Xdp(Target):
         obj, exe = directory / f"{device}.bpf.o", directory / device
         d = cbuild.description()
         if not obj.exists():
-            multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
-                                       text=True).stdout.strip()
-            tmp = obj.with_name(f"{obj.name}.tmp{os.getpid()}")
-            cbuild.cc(d.compiler("bpf"), [
-                *d.flags("bpf", "werror"), *cbuild.include_flags([d.library("core")]),
-                *([f"-I/usr/include/{multiarch}"] if multiarch else []),
-                "-c", str(directory / f"{device}.bpf.c"), "-o", str(tmp)],
-                f"generated {device}.bpf.c of `{plan.name}`")
-            tmp.replace(obj)
+            compile_bpf(directory / f"{device}.bpf.c", obj,
+                        f"generated {device}.bpf.c of `{plan.name}`")
         # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
                                 includes=[TOOLS], sets=(*cbuild.TOOL, "libnl"),

@@ -1,0 +1,27 @@
+/* The kernel FIB side of `offlow bench xdp`: the routes in a private network
+ * namespace's main table, for bpf_fib_lookup (bench_xdp.bpf.c's xdp_fib). */
+#ifndef OFL_XDP_FIB_H
+#define OFL_XDP_FIB_H
+
+#include <stddef.h>
+
+#include "offlow/routes.h"
+
+/* Gateway of hop h: 192.0.2.h (an address used only as a name; routes are "onlink"). */
+#define OFL_XDP_FIB_HOP_NET 0xC0000200u
+#define OFL_XDP_FIB_DEV "ofl-fib"
+#define OFL_XDP_FIB_PEER "ofl-fib-peer"
+
+/* Move the calling process into a network namespace of its own (it vanishes with the
+ * process, with every route in it: the machine's own routes are never touched), turn
+ * IPv4 forwarding on there, and create veth pair OFL_XDP_FIB_DEV / OFL_XDP_FIB_PEER, up. Returns its
+ * interface index, or a negative errno with a message in `err` (256 bytes). */
+int ofl_xdp_fib_netns(char *err);
+
+/* Add routes r[0..n) (hops 1..255) to the namespace's main table through device
+ * `ifindex`, each "via 192.0.2.HOP onlink", many per netlink message batch (a later
+ * duplicate replaces an earlier one, as in lpm4). Returns 0, or a negative errno with
+ * a message in `err` naming the first route the kernel refused. */
+int ofl_xdp_fib_add(const struct ofl_route4 *r, size_t n, int ifindex, char *err);
+
+#endif

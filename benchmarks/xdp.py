@@ -1,0 +1,204 @@
+"""`offlow bench xdp`: IPv4 route lookups in the kernel's XDP hook, per packet, timed by
+the kernel (BPF_PROG_TEST_RUN in repeat mode), three XDP programs side by side in one
+run over the same routes and the same destination addresses:
+
+- "offlow dir24": offlow's DIR-24-8 (runtime/lib/lpm, built by the runtime's own
+  ofl_lpm4_build) in BPF array maps, looked up on the packet's destination;
+- "lpm trie": the same routes in a BPF_MAP_TYPE_LPM_TRIE map;
+- "kernel fib": bpf_fib_lookup over the same routes, loaded by netlink into the kernel
+  FIB of a network namespace the driver makes for itself (it and its routes vanish
+  with the driver: the machine's own routes are never touched).
+
+A fourth row, "harness", is the same program without a lookup: parsing the packet,
+recording the answer and writing the next address into the packet, which every row
+pays. The C driver (benchmarks/c/bench_xdp.c, programs in bench_xdp.bpf.c) checks
+every answer against offlow's scalar lookup, and a wrong one fails the run. The
+targets (issue 26): offlow >= 10x the trie and >= 1.5x the FIB in lookups per second,
+on the full BGP table; the verdicts are reported, never enforced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import C, routes
+from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.peers import bench_cpu
+from benchmarks.common.routes import NPORTS, SEED, TOOLS
+from offlow import cbuild
+from offlow.errors import OfflowError
+from offlow.router.check import DEFAULT_PREFIXES
+from offlow.targets.xdp import compile_bpf, kernel_refuses_bpf
+
+BPF_SRC = C / "bench_xdp.bpf.c"
+DRIVER = [C / "bench_xdp.c", C / "xdp_fib.c", TOOLS / "tool_io.c"]
+OFFLOW, TRIE, FIB, HARNESS = "offlow dir24", "lpm trie", "kernel fib", "harness"
+EXIT_REFUSED = 3  # the driver's status when the kernel refuses BPF or a namespace
+# offlow's lookups per second over each peer's, at least (issue 26)
+TARGETS = {TRIE: 10.0, FIB: 1.5}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What one run measures."""
+
+    routes: int | None   # routes taken from the table (every k-th); None: all
+    addresses: int       # per address set (hits, random)
+    passes: int          # passes over the addresses per test run
+    reps: int            # test runs per program and set (the median is reported)
+
+
+FULL = Sweep(routes=None, addresses=1 << 20, passes=2, reps=5)
+QUICK = Sweep(routes=20_000, addresses=1 << 14, passes=2, reps=3)
+
+
+class Refused(OfflowError):
+    """The kernel (or the machine) cannot run the benchmark: BPF or namespaces refused."""
+
+
+def unusable() -> str | None:
+    """Why this machine cannot run the benchmark, or None."""
+    if os.geteuid() != 0:
+        return "needs root (a network namespace, BPF programs and maps)"
+    return kernel_refuses_bpf()
+
+
+def build() -> tuple[Path, Path]:
+    """The XDP programs' object and the driver, each once per content hash."""
+    key = cbuild.digest(BPF_SRC.read_bytes(), " ".join(cbuild.flags("bpf")).encode())
+    obj = cbuild.cache_dir() / f"bench_xdp-{key}.bpf.o"
+    if not obj.exists():
+        compile_bpf(BPF_SRC, obj, str(BPF_SRC.relative_to(cbuild.ROOT)))
+    exe = cbuild.build_exe("bench_xdp", DRIVER, ["lpm"], (*cbuild.TOOL, "libnl"),
+                           includes=[C, TOOLS],
+                           link=cbuild.flags("xdp_link"))
+    return obj, exe
+
+
+def measure(prefixes: Path, sw: Sweep) -> dict:
+    """Run the driver once over every program and address set; return every number."""
+    why = unusable()
+    if why:
+        raise Refused(f"offlow bench xdp cannot run here: {why}")
+    prefixes = Path(prefixes)
+    if not prefixes.exists():
+        raise OfflowError(f"prefix file not found: {prefixes} ($OFFLOW_DATA names the "
+                          "shared data)")
+    t_start = time.monotonic()
+    obj, exe = build()
+    cpu = bench_cpu()
+    info = machine()
+    info["quiet"] = quiet_check(0.3 if sw is QUICK else 1.0)
+    with tempfile.TemporaryDirectory(prefix="offlow-bench-xdp-") as tmp:
+        work = Path(tmp)
+        summary, v4, _ = routes.load_routes(routes.build_offlow(), prefixes, work)
+        v4 = routes.take(v4, sw.routes)
+        v4.tofile(work / "routes.bin")
+        rng = np.random.default_rng(SEED)
+        files = []
+        for name, a in routes.addresses4(v4, sw.addresses, rng).items():
+            a.astype("<u4").tofile(work / f"{name}.u32")
+            files.append(f"{name}={work / f'{name}.u32'}")
+        res = subprocess.run(["taskset", "-c", str(cpu), str(exe), str(obj),
+                              str(work / "routes.bin"), str(sw.passes), str(sw.reps), *files],
+                             capture_output=True, text=True, timeout=1800)
+    if res.returncode != 0:
+        msg = res.stderr.strip() or f"exit {res.returncode}"
+        if res.returncode == EXIT_REFUSED:
+            raise Refused(f"offlow bench xdp: {msg}")
+        raise OfflowError(f"bench_xdp failed (exit {res.returncode}): {msg}")
+    out = json.loads(res.stdout)
+    return {"benchmark": "xdp", "machine": info, "features": cpu_features(),
+            "pinned_cpu": cpu, "sweep": asdict(sw),
+            "input": {"prefixes": str(prefixes), "v4_in_file": summary["v4"],
+                      "nports": NPORTS, "seed": SEED},
+            **out, "ratios": ratios(out["runs"]), "elapsed_s": round(time.monotonic() - t_start, 1)}
+
+
+def ratios(runs: list[dict]) -> dict[str, dict[str, float]]:
+    """Per address set: offlow's lookups per second over each peer's (ns peer / ns
+    offlow)."""
+    ns = {(r["addresses"], r["program"]): r["ns"] for r in runs}
+    out: dict[str, dict[str, float]] = {}
+    for s in dict.fromkeys(r["addresses"] for r in runs):
+        mine = ns.get((s, OFFLOW))
+        out[s] = {peer: ns[(s, peer)] / mine for peer in TARGETS
+                  if mine and (s, peer) in ns}
+    return out
+
+
+def verdicts(res: dict) -> list[str]:
+    """One line per target: the worst ratio over the address sets against it."""
+    full = res["sweep"]["routes"] is None
+    lines = []
+    for peer, target in TARGETS.items():
+        got = [(r[peer], s) for s, r in res["ratios"].items() if peer in r]
+        if not got:
+            lines.append(f"verdict offlow/{peer}: not measured")
+            continue
+        worst, where = min(got)
+        met = "meets" if worst >= target else "misses"
+        scope = "" if full else " (a slice of the table: the target is for the full one)"
+        lines.append(f"verdict offlow/{peer}: {worst:.2f}x on {where} addresses vs target "
+                     f">= {target:g}x: {met}{scope}")
+    return lines
+
+
+def format_report(res: dict) -> str:
+    """The result as text: setup, the table of rows, ratios, verdicts."""
+    m = res["machine"]
+    quiet = ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
+    sw = res["sweep"]
+    out = [f"offlow bench xdp: {res['input']['prefixes']}: {res['routes']:,} IPv4 routes "
+           f"({'all' if sw['routes'] is None else 'a slice'} of "
+           f"{res['input']['v4_in_file']:,}); BPF_PROG_TEST_RUN repeat mode, one packet "
+           f"per lookup, {sw['passes']} passes over the addresses per run, median of "
+           f"{sw['reps']} runs",
+           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
+           f"{' '.join(res['features']) or '-'}; busy before the run: {quiet}; pinned to "
+           f"CPU {res['pinned_cpu']}",
+           f"offlow table: built in {res['build_s']:.3f} s by ofl_lpm4_build "
+           f"({res['blocks']:,} tbl24 blocks, {res['groups']:,} tbl8 groups, "
+           f"{res['dir24_bytes'] / 2**20:.1f} MiB)",
+           "load into the kernel: " + ", ".join(
+               f"{p['name']} {p['load_s']:.3f} s" for p in res["programs"] if p["load_s"])]
+    head = (f"{'addresses':>9} {'program':>13} | {'M lookups/s':>11} | "
+            f"{'ns/lookup (min-max)':>20} | {'checked':>9}")
+    out += [head, "-" * len(head)]
+    for r in res["runs"]:
+        rng = f"{r['ns']:.0f} ({r['ns_min']:.0f}-{r['ns_max']:.0f})"
+        mps = 1e3 / r["ns"] if r["ns"] else float("inf")
+        chk = f"{r['checked']:,}" if r["program"] != HARNESS else "-"
+        out.append(f"{r['addresses']:>9} {r['program']:>13} | {mps:>11.2f} | {rng:>20} | "
+                   f"{chk:>9}")
+    ns = {(r["addresses"], r["program"]): r["ns"] for r in res["runs"]}
+    for s, r in res["ratios"].items():
+        line = f"ratios on {s}: " + ", ".join(f"offlow/{p} {v:.2f}x" for p, v in r.items())
+        base = ns.get((s, HARNESS), 0)
+        if (s, OFFLOW) in ns and ns[(s, OFFLOW)] > base:
+            line += "; lookups alone (less the harness): " + ", ".join(
+                f"offlow/{p} {(ns[(s, p)] - base) / (ns[(s, OFFLOW)] - base):.2f}x" for p in r)
+        out.append(line)
+    out += verdicts(res)
+    out.append("(ns/lookup: the kernel's per-repetition time, whole ns; every row includes "
+               f"the harness's; elapsed {res['elapsed_s']} s)")
+    return "\n".join(out)
+
+
+def run(quick: bool, out_json: str | os.PathLike[str] | None,
+        prefixes: str | os.PathLike[str] | None = None, sweep: Sweep | None = None) -> dict:
+    """Run the benchmark, print the report, optionally write JSON; return the result."""
+    res = measure(Path(prefixes or DEFAULT_PREFIXES), sweep or (QUICK if quick else FULL))
+    print(format_report(res))
+    if out_json:
+        Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
+    return res
+
