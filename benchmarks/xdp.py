@@ -39,7 +39,7 @@ from offlow.router.check import DEFAULT_PREFIXES
 from offlow.targets.xdp import compile_bpf, kernel_refuses_bpf
 
 BPF_SRC = C / "bench_xdp.bpf.c"
-DRIVER = [C / "bench_xdp.c", C / "xdp_fib.c", TOOLS / "tool_io.c"]
+DRIVER = [C / "bench_xdp.c", C / "xdp_fib.c", TOOLS / "xdp_net.c", TOOLS / "tool_io.c"]
 OFFLOW, TRIE, FIB, HARNESS = "offlow dir24", "lpm trie", "kernel fib", "harness"
 EXIT_REFUSED = 3  # the driver's status when the kernel refuses BPF or a namespace
 # offlow's lookups per second over each peer's, at least (issue 26)

@@ -1,26 +1,19 @@
 /* The kernel FIB side of `offlow bench xdp` (xdp_fib.h): rtnetlink, written directly so
  * that routes go to the kernel many per sendmsg, acknowledged only on error. */
 #include "xdp_fib.h"
+#include "xdp_net.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <net/if.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
-
-#include <netlink/netlink.h>
-#include <netlink/route/link.h>
-#include <netlink/route/link/veth.h>
 
 #define BATCH_BYTES (64u << 10)   /* under the socket's default send buffer */
 
@@ -99,68 +92,24 @@ static int send_all(int fd, const struct nlbuf *m)
     return 0;
 }
 
-static int write_file(const char *path, const char *text)
-{
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) return -errno;
-    ssize_t n = write(fd, text, strlen(text));
-    int rc = n < 0 ? -errno : 0;
-    close(fd);
-    return rc;
-}
-
-static int set_up(const char *name)
-{
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return -errno;
-    struct ifreq ifr;
-    memset(&ifr, 0, sizeof ifr);
-    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
-    int rc = ioctl(s, SIOCGIFFLAGS, &ifr) < 0 ? -errno : 0;
-    ifr.ifr_flags |= IFF_UP;
-    if (rc == 0 && ioctl(s, SIOCSIFFLAGS, &ifr) < 0) rc = -errno;
-    close(s);
-    return rc;
-}
-
 int ofl_xdp_fib_netns(char *err)
 {
-    if (unshare(CLONE_NEWNET) < 0) {
-        int e = errno;
-        snprintf(err, 256, "cannot make a network namespace: %s", strerror(e));
-        return -e;
-    }
+    int rc = ofl_xdp_net_create(1500, err, 256);
+    if (rc < 0) return rc;
     /* (our own namespace: bpf_fib_lookup answers only where forwarding is on) */
-    int rc = write_file("/proc/sys/net/ipv4/conf/all/forwarding", "1");
+    rc = ofl_xdp_sysctl("/proc/sys/net/ipv4/conf/all/forwarding", "1");
     if (rc < 0) {
         snprintf(err, 256, "cannot turn forwarding on in the namespace: %s", strerror(-rc));
         return rc;
     }
-    /* a veth pair (the kernel may lack the dummy driver); routes use one end */
-    struct nl_sock *nl = nl_socket_alloc();
-    if (!nl) return snprintf(err, 256, "out of memory"), -ENOMEM;
-    rc = nl_connect(nl, NETLINK_ROUTE);
-    if (rc == 0) rc = rtnl_link_veth_add(nl, OFL_XDP_FIB_DEV, OFL_XDP_FIB_PEER, getpid());
-    nl_socket_free(nl);
-    if (rc < 0) {
-        snprintf(err, 256, "cannot create a veth pair: %s", nl_geterror(rc));
-        return -EIO;
-    }
     /* lo up: its address makes the local table, without which the kernel takes no
      * gateway for unicast */
-    rc = set_up("lo");
-    if (rc == 0) rc = set_up(OFL_XDP_FIB_DEV);
-    if (rc == 0) rc = set_up(OFL_XDP_FIB_PEER);
+    rc = ofl_xdp_link_up("lo", 0);
     if (rc < 0) {
-        snprintf(err, 256, "cannot set lo and the veth pair up: %s", strerror(-rc));
+        snprintf(err, 256, "cannot set lo up: %s", strerror(-rc));
         return rc;
     }
-    unsigned idx = if_nametoindex(OFL_XDP_FIB_DEV);
-    if (!idx) {
-        snprintf(err, 256, "no device %s after creating it", OFL_XDP_FIB_DEV);
-        return -ENODEV;
-    }
-    return (int)idx;
+    return ofl_xdp_ifindex(OFL_XDP_IN);
 }
 
 int ofl_xdp_fib_add(const struct ofl_route4 *r, size_t n, int ifindex, char *err)

@@ -9,13 +9,12 @@
 
 /* Gateway of hop h: 192.0.2.h (an address used only as a name; routes are "onlink"). */
 #define OFL_XDP_FIB_HOP_NET 0xC0000200u
-#define OFL_XDP_FIB_DEV "ofl-fib"
-#define OFL_XDP_FIB_PEER "ofl-fib-peer"
 
-/* Move the calling process into a network namespace of its own (it vanishes with the
- * process, with every route in it: the machine's own routes are never touched), turn
- * IPv4 forwarding on there, and create veth pair OFL_XDP_FIB_DEV / OFL_XDP_FIB_PEER, up. Returns its
- * interface index, or a negative errno with a message in `err` (256 bytes). */
+/* Move the calling process into a network namespace of its own with a veth pair
+ * (runtime/tools/xdp_net.h: it vanishes with the process, with every route in it, so
+ * the machine's own routes are never touched), turn IPv4 forwarding on there and lo
+ * up. Returns the index of the veth end OFL_XDP_IN (the routes' device), or a negative
+ * errno with a message in `err` (256 bytes). */
 int ofl_xdp_fib_netns(char *err);
 
 /* Add routes r[0..n) (hops 1..255) to the namespace's main table through device

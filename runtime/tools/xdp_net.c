@@ -18,7 +18,7 @@
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
 
-static int write_file(const char *path, const char *text)
+int ofl_xdp_sysctl(const char *path, const char *text)
 {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0) return -errno;
@@ -34,11 +34,20 @@ static int set_up(int sock, const char *name, uint32_t mtu)
     memset(&ifr, 0, sizeof ifr);
     snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
     ifr.ifr_mtu = (int)mtu;
-    if (ioctl(sock, SIOCSIFMTU, &ifr) < 0) return -errno;
+    if (mtu && ioctl(sock, SIOCSIFMTU, &ifr) < 0) return -errno;
     if (ioctl(sock, SIOCGIFFLAGS, &ifr) < 0) return -errno;
     ifr.ifr_flags |= IFF_UP;
     if (ioctl(sock, SIOCSIFFLAGS, &ifr) < 0) return -errno;
     return 0;
+}
+
+int ofl_xdp_link_up(const char *name, uint32_t mtu)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return -errno;
+    int rc = set_up(s, name, mtu);
+    close(s);
+    return rc;
 }
 
 int ofl_xdp_net_create(uint32_t mtu, char *err, size_t errlen)
@@ -49,8 +58,8 @@ int ofl_xdp_net_create(uint32_t mtu, char *err, size_t errlen)
         return -e;
     }
     /* (a namespace of our own: these are its settings, nobody else's) */
-    write_file("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
-    write_file("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
+    ofl_xdp_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "1");
+    ofl_xdp_sysctl("/proc/sys/net/ipv6/conf/default/disable_ipv6", "1");
     struct nl_sock *nl = nl_socket_alloc();
     if (!nl) return snprintf(err, errlen, "out of memory"), -ENOMEM;
     int rc = nl_connect(nl, NETLINK_ROUTE);

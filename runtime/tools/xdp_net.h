@@ -21,6 +21,14 @@
  * or a negative errno with a message in `err` (`errlen` bytes). */
 int ofl_xdp_net_create(uint32_t mtu, char *err, size_t errlen);
 
+/* Write `text` to `path` (a /proc/sys setting of the caller's namespace). Returns 0
+ * or a negative errno. */
+int ofl_xdp_sysctl(const char *path, const char *text);
+
+/* Set interface `name` up, with `mtu` (0: keep its MTU). Returns 0 or a negative
+ * errno. */
+int ofl_xdp_link_up(const char *name, uint32_t mtu);
+
 /* The interface index of `name`, or a negative errno. */
 int ofl_xdp_ifindex(const char *name);
 
