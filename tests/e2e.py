@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dpkt
 
-from offlow.build import DATA
+from offlow.build import DATA, build
 from offlow.dsl.loader import load_program
 from offlow.report import summarize
-from offlow.runner import RunOptions, build_for, run
+from offlow.runner import Run, RunOptions, RunResult, build_for, run
 
 ROOT = Path(__file__).resolve().parents[1]
 TLS = DATA / "tls_ciphers.pcap"
@@ -36,3 +37,19 @@ def read_frames(path: Path) -> list[bytes]:
     """Every frame of a pcap file, read by dpkt (independent of offlow)."""
     with open(path, "rb") as f:
         return [bytes(buf) for _, buf in dpkt.pcap.Reader(f)]
+
+
+@contextmanager
+def kvs_over_tcp(check: Callable[[RunResult], None] = lambda res: None) -> Iterator[Run]:
+    """examples/kvs.py serving TCP on a free port (Run.tcp_port); on leaving, stopped,
+    its result checked ok and then by `check`."""
+    r = Run(build(load_program(ROOT / "examples" / "kvs.py")),
+            RunOptions(tcp_port=0, timeout=600))
+    r.start()
+    try:
+        yield r
+    finally:
+        r.stop()
+        res = r.wait()
+        assert res.ok, res.errors
+        check(res)

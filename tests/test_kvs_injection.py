@@ -15,11 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from offlow.build import build
-from offlow.dsl.loader import load_program
 from offlow.kvs.tools import HOST, kvs_server
-from offlow.runner import Run, RunOptions
-from tests.e2e import ROOT
+from offlow.runner import Run
+from tests.e2e import ROOT, kvs_over_tcp
 
 KVS = ROOT / "examples" / "kvs.py"
 UDP_HDR = struct.Struct(">HHHH")
@@ -104,13 +102,8 @@ def server() -> Iterator[int]:
 
 @pytest.fixture(scope="module")
 def program() -> Iterator[Run]:
-    r = Run(build(load_program(KVS)), RunOptions(tcp_port=0, timeout=600))
-    r.start()
-    try:
+    with kvs_over_tcp() as r:
         yield r
-    finally:
-        r.stop()
-        assert r.wait().ok
 
 
 @pytest.mark.parametrize(("line", "block"), _block_cases())

@@ -25,8 +25,8 @@ from offlow.errors import OfflowError
 from offlow.kvs.interop import compare
 from offlow.kvs.steps import BLOCK_SKIPPED, sequences
 from offlow.kvs.tools import HOST, memcached, setup_memcached
-from offlow.runner import Run, RunOptions
-from tests.e2e import ROOT
+from offlow.runner import Run, RunOptions, RunResult
+from tests.e2e import ROOT, kvs_over_tcp
 from tests.memaslap import run_verified
 
 KVS = ROOT / "examples" / "kvs.py"
@@ -36,16 +36,12 @@ HDR = struct.Struct(">BBHBBHIIQ")
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[Run]:
-    r = Run(build(load_program(KVS)), RunOptions(tcp_port=0, timeout=600))
-    r.start()
-    try:
-        yield r
-    finally:
-        r.stop()
-        res = r.wait()
-        assert res.ok, res.errors
+    def tcp_counted(res: RunResult) -> None:
         assert res.tcp is not None and res.tcp["requests"] > 0 and res.tcp["accepted"] > 0
         assert res.tcp["oom"] == 0 and res.tcp["open"] == 0
+
+    with kvs_over_tcp(tcp_counted) as r:
+        yield r
 
 
 def test_a_design_with_a_cache_is_refused_over_tcp() -> None:
