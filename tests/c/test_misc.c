@@ -230,6 +230,66 @@ static int lifeline_run(const char *win, const char *stats, int obeys)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* The device process of a runner that exits while a sibling (standing for the
+ * runner's threads, which SIGKILL ends one by one) still holds the pipe for 300 ms:
+ * reparented at once, it finishes before the pipe closes; finish must still remove
+ * the run's files. Writes 'y' (removed) or 'n' to `res`. */
+static void lifeline_orphan(const char *win, const char *stats, int res)
+{
+    int life[2];
+    if (pipe(life) < 0) _exit(2);
+    if (fork() == 0) {
+        close(life[1]);
+        struct ofl_lifeline l;
+        if (ofl_stop_signals_block() < 0 || ofl_lifeline_start(&l, life[0], NULL, win, stats) < 0)
+            _exit(4);
+        for (int i = 0; i < 5000 && getppid() == l.parent; i++) usleep(1000);
+        ofl_lifeline_finish(&l);
+        struct stat st;
+        char ok = stat(win, &st) < 0 && stat(stats, &st) < 0 ? 'y' : 'n';
+        if (write(res, &ok, 1) != 1) _exit(5);
+        _exit(0);
+    }
+    if (fork() == 0) {
+        close(life[0]);
+        close(res);
+        usleep(300000);
+        _exit(0);
+    }
+    _exit(0);
+}
+
+static void test_lifeline_reparented(const char *dir)
+{
+    char folder[4096], win[4200], stats[4200];
+    snprintf(folder, sizeof folder, "%s/offlow-run-1-orphan", dir);
+    snprintf(win, sizeof win, "%s/win-orphan", dir);
+    snprintf(stats, sizeof stats, "%s/host.json", folder);
+    CHECK(mkdir(folder, 0700) == 0, "a run folder");
+    FILE *f = fopen(win, "w");
+    FILE *g = fopen(stats, "w");
+    CHECK(f && g, "a window and a stats file");
+    if (f) fclose(f);
+    if (g) fclose(g);
+    int res[2];
+    CHECK(pipe(res) == 0, "a pipe");
+    fflush(stdout);
+    pid_t runner = fork();
+    if (runner == 0) {
+        close(res[0]);
+        lifeline_orphan(win, stats, res[1]);
+    }
+    close(res[1]);
+    waitpid(runner, NULL, 0);
+    char ok = 0;
+    ssize_t n = read(res[0], &ok, 1);
+    close(res[0]);
+    struct stat st;
+    CHECK(n == 1 && ok == 'y' && stat(folder, &st) < 0,
+          "reparented before the runner's pipe closed: finish waits and removes the run's "
+          "files (read %zd, '%c')", n, ok ? ok : '0');
+}
+
 static void test_lifeline(const char *dir)
 {
     struct ofl_lifeline l;
@@ -266,7 +326,8 @@ static void test_lifeline(const char *dir)
     CHECK(f && g, "a window and a stats file");
     if (f) fclose(f);
     if (g) fclose(g);
-    struct ofl_lifeline early = {.fd = life[0], .window = win, .stats = stats};
+    struct ofl_lifeline early = {.fd = life[0], .window = win, .stats = stats,
+                                 .parent = (int)getppid()};
     struct stat st;
     ofl_lifeline_finish(&early);
     CHECK(stat(win, &st) == 0 && stat(stats, &st) == 0,
@@ -290,5 +351,6 @@ int main(int argc, char **argv)
     test_waiter();
     test_file(argv[1]);
     test_lifeline(argv[1]);
+    test_lifeline_reparented(argv[1]);
     return CHECK_DONE();
 }

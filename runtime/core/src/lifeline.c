@@ -59,6 +59,7 @@ int ofl_lifeline_start(struct ofl_lifeline *l, int fd, volatile uint32_t *abort_
     l->window = window;
     l->stats = stats;
     l->grace_ns = OFL_LIFELINE_GRACE_NS;
+    l->parent = (int)getppid();
     int rc = pthread_create(&l->thread, NULL, watch, l);
     if (rc) return -rc;
     l->started = 1;
@@ -81,19 +82,29 @@ static void remove_run_folder(const char *path)
     if (!strncmp(base, "offlow-run-", 11)) rmdir(dir);   /* ENOTEMPTY: a sibling's turn */
 }
 
-/* The runner's end of the pipe is closed now (a look, no wait). The process may see
- * the runner go by another way (getppid, a peer that stopped) before the watching
- * thread wakes from poll(); the kernel closes a process's files before its children
- * are reparented, so the pipe already says so then. */
-static int runner_closed(int fd)
+/* The runner's end of the pipe is closed, or closes within `ms` milliseconds. A
+ * process may see the runner go by another way (getppid, a peer that stopped) before
+ * the watching thread wakes from poll(). */
+static int runner_closed(int fd, int ms)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
-    return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
+    int rc;
+    do {
+        p.revents = 0;
+        rc = poll(&p, 1, ms);
+    } while (rc < 0 && errno == EINTR);
+    return rc == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL));
 }
 
 void ofl_lifeline_finish(struct ofl_lifeline *l)
 {
-    if (l->fd < 0 || (!ofl_lifeline_gone(l) && !runner_closed(l->fd))) return;
+    if (l->fd < 0) return;
+    if (!ofl_lifeline_gone(l) && !runner_closed(l->fd, 0)) {
+        /* The runner's pid is no longer our parent's: the thread that forked us has
+         * exited, and the kernel reparents children as each thread goes, so its
+         * other threads may still hold the pipe for a moment (SIGKILL: all exit). */
+        if (getppid() == l->parent || !runner_closed(l->fd, OFL_LIFELINE_CLOSE_MS)) return;
+    }
     if (l->window) unlink(l->window);
     if (l->stats) {
         unlink(l->stats);

@@ -21,6 +21,9 @@
  * raised, and (again as long) before the process exits regardless. */
 #define OFL_LIFELINE_GRACE_NS 3000000000ull
 
+/* How long finish waits for the pipe of a runner that has reparented its children. */
+#define OFL_LIFELINE_CLOSE_MS 2000
+
 /* The watch of one process's runner; owned by the process (not copied once started). */
 struct ofl_lifeline {
     int fd;                       /* read end of the runner's pipe, -1: none watched */
@@ -30,6 +33,7 @@ struct ofl_lifeline {
     uint64_t grace_ns;            /* OFL_LIFELINE_GRACE_NS (tests shorten it; atomic) */
     uint32_t gone;                /* the runner has exited (atomic) */
     int started;                  /* the watching thread runs */
+    int parent;                   /* the runner's pid when the watch began (getppid) */
     pthread_t thread;
 };
 
@@ -47,7 +51,9 @@ int ofl_lifeline_gone(const struct ofl_lifeline *l);
 /* Called last before the process exits: when the runner is gone (the watching thread
  * saw it, or the pipe says so now, the thread not awake yet), remove the window file,
  * the stats file, and the stats file's folder if it is a run folder ("offlow-run-...")
- * left empty.  Nothing when the runner is alive. */
+ * left empty.  Nothing when the runner is alive.  A process already reparented (its
+ * runner's forking thread has exited) waits up to OFL_LIFELINE_CLOSE_MS for the pipe
+ * to close: the runner's other threads may still hold it while they exit. */
 void ofl_lifeline_finish(struct ofl_lifeline *l);
 
 #endif
