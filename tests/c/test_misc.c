@@ -231,7 +231,7 @@ static int lifeline_run(const char *win, const char *stats, int obeys)
 }
 
 /* The device process of a runner that exits while a sibling (standing for the
- * runner's threads, which SIGKILL ends one by one) still holds the pipe for 300 ms:
+ * runner's threads, which SIGKILL ends one by one) still holds the pipe for 50 ms:
  * reparented at once, it finishes before the pipe closes; finish must still remove
  * the run's files. Writes 'y' (removed) or 'n' to `res`. */
 static void lifeline_orphan(const char *win, const char *stats, int res)
@@ -253,7 +253,7 @@ static void lifeline_orphan(const char *win, const char *stats, int res)
     if (fork() == 0) {
         close(life[0]);
         close(res);
-        usleep(300000);
+        usleep(50000);
         _exit(0);
     }
     _exit(0);

@@ -22,7 +22,7 @@
 #define OFL_LIFELINE_GRACE_NS 3000000000ull
 
 /* How long finish waits for the pipe of a runner that has reparented its children. */
-#define OFL_LIFELINE_CLOSE_MS 2000
+#define OFL_LIFELINE_CLOSE_MS 5000
 
 /* The watch of one process's runner; owned by the process (not copied once started). */
 struct ofl_lifeline {
