@@ -35,6 +35,10 @@ def explain(plan: Plan) -> str:
     for d in plan.devices:
         for p in d.segments:
             batch = [n for n in p.nodes[::-1] if g.node(n).batch_body]
+            if p.batch:
+                lines.append(f"  {p.name}: offloaded in batches of up to {p.batch} packets, "
+                             f"{p.depth} in flight (copy in, kernel, copy out overlap on "
+                             f"separate queues; --set {p.name}.batch=N, {p.name}.depth=N)")
             if p.vector:
                 lines.append(f"  {p.name}: vector elements {', '.join(p.vector)} run their batch "
                              f"bodies over each batch (up to {min(g.batch, VEC_MAX)} packets "
