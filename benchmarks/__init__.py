@@ -9,7 +9,7 @@ import argparse
 import importlib
 from pathlib import Path
 
-NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp")
+NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu")
 
 
 def add_arguments(b: argparse.ArgumentParser) -> None:
@@ -20,7 +20,7 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--png", type=Path,
                    help="router, groups, channels, kvs: where to write the plot")
     b.add_argument("--prefixes", type=Path,
-                   help="router, groups, xdp: prefix file (default: the BGP table)")
+                   help="router, groups, xdp, gpu: prefix file (default: the BGP table)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,vector,"
                    "l3fwd,groups (default: all)")
     b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,"
@@ -41,7 +41,7 @@ def run(a: argparse.Namespace) -> int:
                   prefixes=a.prefixes or bench.DEFAULT_PREFIXES, sweeps=a.sweeps)
     elif a.name == "channels":
         bench.run(quick=a.quick, out_json=a.json_out, png=a.png)
-    elif a.name == "xdp":
+    elif a.name in ("xdp", "gpu"):
         bench.run(quick=a.quick, out_json=a.json_out, prefixes=a.prefixes)
     elif a.name == "groups":
         bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png, prefixes=a.prefixes)
