@@ -315,13 +315,13 @@ def test_gpu_library_c(sanitize: bool, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_gpu_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(gpu, "CL_HEADER", tmp_path / "none.h")
+    monkeypatch.setattr(gpu, "CL_HEADER", "CL/no-such-header.h")
     assert gpu.TARGET.unusable() == (
         "missing package `opencl-c-headers` (the OpenCL headers the host side is compiled "
         "with; apt-get install opencl-c-headers)")
     monkeypatch.undo()
     monkeypatch.setattr(gpu, "opencl_platforms", lambda: 0)
-    if gpu.CL_HEADER.exists():
+    if gpu.header_found(gpu.CL_HEADER):
         assert gpu.TARGET.unusable() == (
             "no device (no OpenCL platform (none registered): apt-get install "
             "pocl-opencl-icd for the CPU, or a GPU driver's OpenCL ICD (OCL_ICD_VENDORS))")

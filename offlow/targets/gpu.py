@@ -22,11 +22,18 @@ from offlow.plan import Plan
 from offlow.targets.base import CompileC, missing_package, no_device
 from offlow.targets.process import ProcessTarget
 
-CL_HEADER = Path("/usr/include/CL/cl.h")
+CL_HEADER = "CL/cl.h"
 # Offload defaults: packets per batch (Knapp's best was 512 on a Xeon Phi; a GPU wants
 # more) and batches in flight (double buffering).
 DEFAULT_BATCH = 1024
 DEFAULT_DEPTH = 2
+
+
+def header_found(header: str) -> bool:
+    """gcc finds `header` (in its system folders, or where CPATH points)."""
+    res = subprocess.run(["gcc", "-E", "-x", "c", "-"], input=f"#include <{header}>\n",
+                         capture_output=True, text=True)
+    return res.returncode == 0
 
 
 def opencl_platforms() -> int | str:
@@ -56,7 +63,7 @@ class Gpu(ProcessTarget):
         why = super().unusable()
         if why:
             return why
-        if not CL_HEADER.exists():
+        if not header_found(CL_HEADER):
             return missing_package("opencl-c-headers", "the OpenCL headers the host side "
                                    "is compiled with")
         link = subprocess.run(["gcc", "-print-file-name=libOpenCL.so"], capture_output=True,
