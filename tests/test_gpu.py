@@ -100,7 +100,8 @@ def test_a_users_program_gives_the_same_output_on_gpu_nic_and_host(
 
 # ---- placement, settings, explain ---------------------------------------------------
 
-def test_explain_shows_the_offload_batch_and_depth(capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_shows_the_offload_batch_depth_and_what_crosses(
+        capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["explain", str(ROUTER), "--set", "route.device=gpu", "--set",
                  "route.batch=1024", "--set", "route.depth=3"]) == 0
     out = capsys.readouterr().out
@@ -108,6 +109,11 @@ def test_explain_shows_the_offload_batch_and_depth(capsys: pytest.CaptureFixture
             "kernel, copy out overlap on separate queues; --set route.batch=N, "
             "route.depth=N)") in out
     assert "  route: lpm4, lpm6 run per packet (on gpu: one work-item per packet)" in out
+    # what crosses (Knapp's RoI): the fields the segment reads or writes, the bytes
+    # because DecTTL rewrites them; back only what it writes
+    assert ("  route: to the kernel per packet: dst4, hop, l3_off, dst6, ttl and the packet "
+            "bytes; back: hop, ttl, the bytes; tables in device buffers: routes4, routes6"
+            ) in out
     plan = plan_program(load_program(ROUTER, ["route.device=gpu"]))
     seg = plan.segment("route")
     assert (seg.batch, seg.depth, seg.vector) == (gpu.DEFAULT_BATCH, gpu.DEFAULT_DEPTH, ())
