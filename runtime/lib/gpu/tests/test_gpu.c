@@ -54,6 +54,23 @@ static void test_errors(unsigned depth_max)
           "a kernel name that is not there: %s", err);
 }
 
+/* Wait for slot k's batch, whose packets are numbered from *next: count its wrong
+ * results and bytes. */
+static void take(struct ofl_gpu *g, unsigned k, const uint32_t *table, unsigned *next,
+                 unsigned *bad, unsigned *bad_bytes)
+{
+    struct ofl_gpu_slot *sl = ofl_gpu_slot(g, k);
+    CHECK(ofl_gpu_poll(g, k, 1) == 1, "the batch of packets %u.. back", *next);
+    const uint32_t *o = sl->out;
+    for (unsigned i = 0; i < sl->n; i++) {
+        uint32_t x = *next + i;
+        *bad += o[i] != x * 3u + table[x % 16u];
+        for (unsigned j = 0; j < 4; j++)
+            *bad_bytes += sl->bytes[4 * i + j] != (uint8_t)(x + j + 1);
+    }
+    *next += sl->n;
+}
+
 static void test_pipeline(void)
 {
     char err[OFL_GPU_ERRLEN];
@@ -75,15 +92,7 @@ static void test_pipeline(void)
         struct ofl_gpu_slot *sl = ofl_gpu_slot(g, k);
         if (sl->busy) {
             busy_seen += ofl_gpu_submit(g, k, 1, 0) == -EBUSY;
-            CHECK(ofl_gpu_poll(g, k, 1) == 1, "batch %u back", taken);
-            const uint32_t *o = sl->out;
-            for (unsigned i = 0; i < sl->n; i++) {
-                uint32_t x = next + i;
-                bad += o[i] != x * 3u + table[x % 16u];
-                for (unsigned j = 0; j < 4; j++)
-                bad_bytes += sl->bytes[4 * i + j] != (uint8_t)(x + j + 1);
-            }
-            next += sl->n;
+            take(g, k, table, &next, &bad, &bad_bytes);
             taken++;
         }
         sizes[b] = 1 + (b * 29u) % BATCH;
@@ -97,19 +106,7 @@ static void test_pipeline(void)
         CHECK(ofl_gpu_submit(g, k, sizes[b], 4 * sizes[b]) == 0, "batch %u of %u submitted", b,
               sizes[b]);
     }
-    while (taken < BATCHES) {
-        struct ofl_gpu_slot *sl = ofl_gpu_slot(g, taken % DEPTH);
-        CHECK(ofl_gpu_poll(g, taken % DEPTH, 1) == 1, "batch %u back", taken);
-        const uint32_t *o = sl->out;
-        for (unsigned i = 0; i < sl->n; i++) {
-            uint32_t x = next + i;
-            bad += o[i] != x * 3u + table[x % 16u];
-            for (unsigned j = 0; j < 4; j++)
-                bad_bytes += sl->bytes[4 * i + j] != (uint8_t)(x + j + 1);
-        }
-        next += sl->n;
-        taken++;
-    }
+    for (; taken < BATCHES; taken++) take(g, taken % DEPTH, table, &next, &bad, &bad_bytes);
     unsigned total = 0;
     for (unsigned b = 0; b < BATCHES; b++) total += sizes[b];
     CHECK(next == total && bad == 0 && bad_bytes == 0,
