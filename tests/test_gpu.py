@@ -13,6 +13,8 @@ import pytest
 
 from offlow import Element, Handler, Port, Program, Shared, Sink, Source
 from offlow.build import build, compile_program, plan_program
+from offlow.codegen.opencl import roi
+from offlow.runner import RunOptions, run
 from offlow.cli import load_program, main
 from offlow.dsl.program import OFFLOAD_BATCH_MAX, OFFLOAD_DEPTH_MAX
 from offlow.elements import CheckIPv4, Discard, ParseEth
@@ -96,6 +98,32 @@ def test_a_users_program_gives_the_same_output_on_gpu_nic_and_host(
     reasons = {d["reason"] for d in counts["accounting"]["dropped"]}
     if capture == QUIC:
         assert "no_route" in reasons  # (some of its destinations are in no FIB prefix)
+
+
+class OddOut(Element):
+    """Drops packets to odd IPv4 destinations (reads the state only: the packet bytes do
+    not cross to the device, yet leave the segment whole)."""
+
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("out", "ip.v4"),)
+    drops = {"odd": "an odd destination"}
+    body = "if (state->dst4 & 1u) DROP_WHY(odd); /* even ones go on */"
+
+
+@needs_opencl
+def test_a_segment_that_never_reads_the_packet_keeps_its_bytes_on_the_host(
+        tmp_path: Path) -> None:
+    outs = {}
+    for device in ("gpu", "host"):
+        p = _placed(OddOut("odd_out"), settings=(f"mid.device={device}",))
+        if device == "gpu":
+            r = roi(plan_program(p).graph, plan_program(p).segment("mid"))
+            assert not r.uses_pkt  # (the case this test is about)
+        out = tmp_path / f"{device}.pcap"
+        res = run(build(p), RunOptions(input=QUIC, output=out, timeout=60))
+        assert res.ok, res.errors
+        outs[device] = read_frames(out)
+    assert outs["gpu"] == outs["host"] and outs["gpu"]
 
 
 # ---- placement, settings, explain ---------------------------------------------------

@@ -159,7 +159,7 @@ class GpuDeviceGen(DeviceGen):
                 f"        .in_rec = sizeof(struct ofl_gpu_in_{sn}), "
                 f".out_rec = sizeof(struct ofl_gpu_out_{sn}),",
                 "        .bytes_cap = (size_t)OFL_GPU_BATCH * OFL_MTU, "
-                f".bytes_back = {1 if r.uses_pkt else 0} }};", "}"]
+                f".bytes_cross = {1 if r.uses_pkt else 0} }};", "}"]
 
     def _ctx(self) -> str:
         return f"ofl_ctxs[{self.ctx_index[(self.p.name, 0)]}]"

@@ -102,14 +102,16 @@ static int build_kernel(struct ofl_gpu *g, char *errbuf)
     return 0;
 }
 
-/* A pinned host buffer of `len` bytes mapped at `*at`, and its device twin. */
-static int pinned_pair(struct ofl_gpu *g, size_t len, cl_mem *host, cl_mem *dev, void **at)
+/* A pinned host buffer of `len` bytes mapped at `*at`, and its device twin (of 8 bytes
+ * when nothing crosses: `cross` = 0). */
+static int pinned_pair(struct ofl_gpu *g, size_t len, int cross, cl_mem *host, cl_mem *dev,
+                       void **at)
 {
     cl_int e;
     if (len == 0) len = 8;
     *host = clCreateBuffer(g->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, len, NULL, &e);
     if (e != CL_SUCCESS) return -ENOMEM;
-    *dev = clCreateBuffer(g->ctx, CL_MEM_READ_WRITE, len, NULL, &e);
+    *dev = clCreateBuffer(g->ctx, CL_MEM_READ_WRITE, cross ? len : 8, NULL, &e);
     if (e != CL_SUCCESS) return -ENOMEM;
     *at = clEnqueueMapBuffer(g->q_in, *host, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, len, 0,
                              NULL, NULL, &e);
@@ -123,9 +125,9 @@ static int make_slots(struct ofl_gpu *g, char *errbuf)
         struct slot_cl *c = &g->cl[k];
         struct ofl_gpu_slot *sl = &g->slot[k];
         void *bytes = NULL;
-        if (pinned_pair(g, s->batch * s->in_rec, &c->h_in, &c->d_in, &sl->in) < 0 ||
-            pinned_pair(g, s->batch * s->out_rec, &c->h_out, &c->d_out, &sl->out) < 0 ||
-            pinned_pair(g, s->bytes_cap, &c->h_bytes, &c->d_bytes, &bytes) < 0)
+        if (pinned_pair(g, s->batch * s->in_rec, 1, &c->h_in, &c->d_in, &sl->in) < 0 ||
+            pinned_pair(g, s->batch * s->out_rec, 1, &c->h_out, &c->d_out, &sl->out) < 0 ||
+            pinned_pair(g, s->bytes_cap, s->bytes_cross, &c->h_bytes, &c->d_bytes, &bytes) < 0)
             return fail(errbuf, -ENOMEM, "cannot allocate the buffers of batch slot %u "
                         "(batch %u, %zu bytes of packets)", k, s->batch, s->bytes_cap);
         sl->bytes = s->bytes_cap ? bytes : NULL;
@@ -229,7 +231,8 @@ struct ofl_gpu_slot *ofl_gpu_slot(struct ofl_gpu *g, unsigned k)
 static int submit(struct ofl_gpu *g, unsigned k, unsigned n, size_t nbytes, int run)
 {
     const struct ofl_gpu_spec *s = &g->spec;
-    if (k >= s->depth || n < 1 || n > s->batch || nbytes > s->bytes_cap)
+    if (k >= s->depth || n < 1 || n > s->batch || nbytes > s->bytes_cap ||
+        (nbytes && !s->bytes_cross))
         return fail(g->err, -EINVAL, "submit: slot %u, %u packets, %zu bytes out of range", k, n,
                     nbytes);
     struct ofl_gpu_slot *sl = &g->slot[k];
@@ -256,7 +259,7 @@ static int submit(struct ofl_gpu *g, unsigned k, unsigned n, size_t nbytes, int 
         e = clEnqueueMarkerWithWaitList(g->q_out, nin, in, &ran);
     }
     cl_event back = NULL;
-    if (e == CL_SUCCESS && nbytes && s->bytes_back)
+    if (e == CL_SUCCESS && nbytes)
         e = clEnqueueReadBuffer(g->q_out, c->d_bytes, CL_FALSE, 0, nbytes, sl->bytes, 1, &ran,
                                 &back);
     if (e == CL_SUCCESS)

@@ -27,7 +27,7 @@ static struct ofl_gpu_spec spec(void)
 {
     return (struct ofl_gpu_spec){.source = KERNEL, .kernel = "k", .batch = BATCH,
                                  .depth = DEPTH, .in_rec = 4, .out_rec = 4,
-                                 .bytes_cap = 4 * BATCH, .bytes_back = 1};
+                                 .bytes_cap = 4 * BATCH, .bytes_cross = 1};
 }
 
 static void test_errors(unsigned depth_max)
@@ -48,6 +48,14 @@ static void test_errors(unsigned depth_max)
     CHECK(ofl_gpu_open(&g, &s, err) == -EINVAL && strstr(err, "refused the kernel") &&
               strstr(err, "undeclared"),
           "a kernel that does not build: -EINVAL with the compiler's log");
+    s = spec();
+    s.bytes_cross = 0;
+    CHECK(ofl_gpu_open(&g, &s, err) == 0, "packet bytes kept on the host: %s", err);
+    if (g) {
+        CHECK(ofl_gpu_submit(g, 0, 1, 4) == -EINVAL, "so none may be submitted");
+        ofl_gpu_close(g);
+        g = NULL;
+    }
     s = spec();
     s.kernel = "nope";
     CHECK(ofl_gpu_open(&g, &s, err) == -EINVAL && strstr(err, "no kernel `nope`"),

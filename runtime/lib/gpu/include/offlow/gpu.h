@@ -37,8 +37,10 @@ struct ofl_gpu_spec {
     unsigned depth;         /* batches in flight (1..OFL_GPU_MAX_DEPTH) */
     size_t in_rec;          /* bytes of one input record (> 0) */
     size_t out_rec;         /* bytes of one output record (> 0) */
-    size_t bytes_cap;       /* bytes of packet data one batch may carry (0: none cross) */
-    int bytes_back;         /* the packet bytes come back (the kernel may write them) */
+    size_t bytes_cap;       /* bytes of packet data a slot holds (0: none) */
+    int bytes_cross;        /* the packet bytes go to the device and come back (the kernel
+                               reads and may write them); 0: `bytes` is host memory only
+                               (the device gets no buffer for them) */
 };
 
 /* One batch's buffers (read `in`, `bytes`, `out` and `n`; the rest is the library's). */
