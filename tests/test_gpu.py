@@ -13,13 +13,13 @@ import pytest
 
 from offlow import Element, Handler, Port, Program, Shared, Sink, Source
 from offlow.build import build, compile_program, plan_program
-from offlow.codegen.opencl import roi
-from offlow.runner import RunOptions, run
 from offlow.cli import load_program, main
+from offlow.codegen.opencl import roi
 from offlow.dsl.program import OFFLOAD_BATCH_MAX, OFFLOAD_DEPTH_MAX
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.errors import OfflowError
 from offlow.plan import make_plan
+from offlow.runner import RunOptions, run
 from offlow.targets import gpu, host, nic
 from tests.ctools import build_c, lib_test, run_c
 from tests.e2e import QUIC, ROOT, TLS, read_frames, run_example
