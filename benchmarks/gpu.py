@@ -137,11 +137,50 @@ def format_report(res: dict) -> str:
     return "\n".join(out)
 
 
+def plot(res: dict, path: Path) -> None:
+    """Lookups per second against the batch size, a line per depth, beside the copy-bound
+    rate and the host core's (the shape of Knapp's Figure 6), and per-batch latency."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (rate, lat) = plt.subplots(1, 2, figsize=(12, 4.5))
+    pts = res["points"]
+    for d in sorted({p["depth"] for p in pts}):
+        mine = sorted((p for p in pts if p["depth"] == d), key=lambda p: p["batch"])
+        x = [p["batch"] for p in mine]
+        line = rate.plot(x, [_rate(p["lookups"], p["gpu_s"]) for p in mine], marker="o",
+                         label=f"device, depth {d}")[0]
+        rate.plot(x, [_rate(p["lookups"], p["copy_s"]) for p in mine], linestyle=":",
+                  color=line.get_color(), label=f"copy alone, depth {d}")
+        lat.plot(x, [p["lat_us"] for p in mine], marker="o", label=f"depth {d}")
+    host = sorted({p["batch"]: p for p in pts}.values(), key=lambda p: p["batch"])
+    rate.plot([p["batch"] for p in host], [_rate(p["lookups"], p["host_s"]) for p in host],
+              color="black", linestyle="--", label="one host core (batched)")
+    for ax, label in ((rate, "million lookups/s"), (lat, "per-batch latency, us (mean)")):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("batch size (packets)")
+        ax.set_ylabel(label)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"offlow bench gpu on {res['device']}"
+                 + (" (PoCL: the CPU)" if res["pocl"] else ""), fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def run(quick: bool, out_json: str | os.PathLike[str] | None,
-        prefixes: str | os.PathLike[str] | None = None, sweep: Sweep | None = None) -> dict:
-    """Run the benchmark, print the report, optionally write JSON; return the result."""
+        prefixes: str | os.PathLike[str] | None = None, sweep: Sweep | None = None,
+        out_png: str | os.PathLike[str] | None = None) -> dict:
+    """Run the benchmark, print the report, optionally write JSON and the plot; return
+    the result."""
     res = measure(Path(prefixes or DEFAULT_PREFIXES), sweep or (QUICK if quick else FULL))
     print(format_report(res))
     if out_json:
         Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
+    if out_png:
+        plot(res, Path(out_png))
     return res

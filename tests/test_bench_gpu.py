@@ -23,8 +23,10 @@ WHY = gpu.TARGET.unusable()
 def test_bench_gpu_measures_every_point_beside_its_ceiling_and_peer(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "gpu.json"
-    res = gpu.run(quick=True, out_json=out, sweep=TINY)
+    png = tmp_path / "gpu.png"
+    res = gpu.run(quick=True, out_json=out, sweep=TINY, out_png=png)
     assert json.loads(out.read_text()) == json.loads(json.dumps(res))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     points = {(p["batch"], p["depth"]): p for p in res["points"]}
     assert set(points) == {(b, d) for b in TINY.batches for d in TINY.depths}
     for (b, _), p in points.items():
