@@ -48,6 +48,15 @@ static void test_errors(unsigned depth_max)
     CHECK(ofl_gpu_open(&g, &s, err) == -EINVAL && strstr(err, "refused the kernel") &&
               strstr(err, "undeclared"),
           "a kernel that does not build: -EINVAL with the compiler's log");
+    const char *was = getenv("OFFLOW_OPENCL_DEVICE");
+    char *kept = was ? strdup(was) : NULL;  /* (gpu_check.sh asks for a GPU) */
+    setenv("OFFLOW_OPENCL_DEVICE", "tpu", 1);
+    s = spec();
+    CHECK(ofl_gpu_open(&g, &s, err) == -EINVAL && strstr(err, "OFFLOW_OPENCL_DEVICE=tpu"),
+          "an unknown device kind: %s", err);
+    if (kept) setenv("OFFLOW_OPENCL_DEVICE", kept, 1);
+    else unsetenv("OFFLOW_OPENCL_DEVICE");
+    free(kept);
     s = spec();
     s.bytes_cross = 0;
     CHECK(ofl_gpu_open(&g, &s, err) == 0, "packet bytes kept on the host: %s", err);
