@@ -130,8 +130,9 @@ def record_decls(seg: str, r: Roi, cl: bool) -> list[str]:
             *(f"    {decl(f)}" for f in r.written), "};"]
 
 
-def _str_literal(text: str) -> list[str]:
-    """`text` as C string literal lines (ASCII; other bytes as octal escapes)."""
+def source_literal(text: str) -> list[str]:
+    """`text` (the kernel's source, which the host side builds at start) as C string
+    literal lines (ASCII; other bytes as octal escapes)."""
     out = []
     for line in text.split("\n"):
         s = "".join(c if c.isascii() and c.isprintable() and c not in '"\\' else
@@ -262,7 +263,3 @@ def build_options() -> str:
     return (f"-cl-std=CL1.2 -I{CL_DIR / 'shim'} -I{CL_DIR} -I{CORE / 'include'} "
             f"-I{CORE / 'src'}")
 
-
-def source_literal(text: str) -> list[str]:
-    """The kernel's source as a C string literal (the host side builds it at start)."""
-    return _str_literal(text)

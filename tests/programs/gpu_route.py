@@ -53,7 +53,7 @@ class Route6(Element):
     tables = ("fib",)
     body = r"""
     if (state->ttl <= 1) DROP_WHY(expired);
-    // byte 7 of the IPv6 header is the hop limit
+    // byte 7 of the IPv6 header is the hop limit — “décrémenté” (a user's UTF-8 comment)
     pkt->data[state->l3_off + 7] = (uint8_t)(state->ttl - 1);
     uint16_t p = ofl_lpm6_lookup(fib, state->dst6);
     if (!p) DROP_WHY(no_route);
