@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,14 +99,18 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
             tmp.replace(out / name)
     system = dict.fromkeys(f for lib in libs for f in lib.link)
 
-    def compile_c(c_file: Path, exe: Path) -> None:
-        """Compile generated `c_file` with the runtime libraries into `exe` (once: cached)."""
+    def compile_c(c_file: Path, exe: Path, more: Sequence[str] = ()) -> None:
+        """Compile generated `c_file` with the runtime libraries (and the target's own,
+        `more`) into `exe` (once: cached)."""
         if exe.exists():
             return
+        mine = d.closure([*(lib.name for lib in libs), *more]) if more else libs
+        linked = [cbuild.build_library(lib.name, cbuild.TOOL, extra_flags) for lib in mine]
+        flags = dict.fromkeys(f for lib in mine for f in lib.link) if more else system
         tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
         try:
-            cbuild.cc(d.compiler(), [*cflags, *cbuild.include_flags(libs, [out]), str(c_file),
-                                     *map(str, archives), "-o", str(tmp), *system],
+            cbuild.cc(d.compiler(), [*cflags, *cbuild.include_flags(mine, [out]), str(c_file),
+                                     *map(str, linked), "-o", str(tmp), *flags],
                       f"generated {c_file.name} of `{program.name}`")
         except OfflowError as e:
             raise OfflowError(_with_hint(str(e))) from None

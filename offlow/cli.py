@@ -106,7 +106,9 @@ def parser() -> argparse.ArgumentParser:
     def program_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("program", type=Path, help="a Python file defining program()")
         sp.add_argument("--set", action="append", default=[], metavar="SEG.ATTR=VALUE",
-                        help="change placement (rx.device=host, rx.cores=0,1) or queues "
+                        help="change placement (rx.device=host, rx.cores=0,1; on gpu "
+                             "the offload batch and batches in flight: route.batch=1024, "
+                             "route.depth=3) or queues "
                              "(ring_size=256, batch=64, mtu=9018). mtu: the largest frame in "
                              "bytes, Ethernet header included (64..65535); longer frames are "
                              "dropped and counted at the source. A program that sets none "

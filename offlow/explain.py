@@ -4,6 +4,7 @@ mapping onto rings, and where each table lives."""
 
 from __future__ import annotations
 
+from offlow.codegen.opencl import roi
 from offlow.codegen.vector import VEC_MAX
 from offlow.ir import Graph
 from offlow.plan import Plan, QueuePlan
@@ -35,6 +36,17 @@ def explain(plan: Plan) -> str:
     for d in plan.devices:
         for p in d.segments:
             batch = [n for n in p.nodes[::-1] if g.node(n).batch_body]
+            if p.batch:
+                r = roi(g, p)
+                fields = ", ".join(f.name for f in r.touched) or "none"
+                back = ", ".join(f.name for f in r.written) or "none"
+                lines += [f"  {p.name}: offloaded in batches of up to {p.batch} packets, "
+                          f"{p.depth} in flight (copy in, kernel, copy out overlap on "
+                          f"separate queues; --set {p.name}.batch=N, {p.name}.depth=N)",
+                          f"  {p.name}: to the kernel per packet: {fields}"
+                          + (" and the packet bytes" if r.uses_pkt else "")
+                          + f"; back: {back}" + (", the bytes" if r.uses_pkt else "")
+                          + "; tables in device buffers: " + (", ".join(r.tables) or "none")]
             if p.vector:
                 lines.append(f"  {p.name}: vector elements {', '.join(p.vector)} run their batch "
                              f"bodies over each batch (up to {min(g.batch, VEC_MAX)} packets "

@@ -49,6 +49,12 @@ class Placement(Protocol):
         """Why it cannot run `segment` as placed (a core group, say); None when it can."""
         ...
 
+    @property
+    def offload(self) -> tuple[int, int] | None:
+        """Its default offload batch and depth when it runs segments in batches (gpu);
+        None when it takes no offload settings."""
+        ...
+
 
 @dataclass(frozen=True)
 class RingSlot:
@@ -145,7 +151,7 @@ def make_plan(g: Graph, targets: Mapping[str, Placement], ncpus: int | None = No
     _check_targets(g, targets)
     g, sender = _tables(g, targets)
     queues = _queues(g)
-    segments = fuse(g)
+    segments = tuple(_offload(s, targets[s.device]) for s in fuse(g))
     ths = threads(g)
     devices = tuple(
         DevicePlan(name=dev, target=targets[dev].name, cpu_base=targets[dev].cpu_base(ncpus),
@@ -162,6 +168,10 @@ def _check_targets(g: Graph, targets: Mapping[str, Placement]) -> None:
     """Every element, handler and segment is one its device's target runs."""
     for s in g.segments:
         t = targets[s.device]
+        if (s.batch or s.depth) and t.offload is None:
+            raise OfflowError(f"segment `{s.name}`: batch and depth are offload settings of a "
+                              f"target that runs batches (gpu); target `{t.name}` takes none: "
+                              "remove them or place the segment on gpu")
         why = t.refuse_segment(g, s)
         if why:
             raise OfflowError(f"segment `{s.name}` cannot run on target `{t.name}`: {why}")
@@ -177,6 +187,16 @@ def _check_targets(g: Graph, targets: Mapping[str, Placement]) -> None:
         if why:
             raise OfflowError(f"channel `{c.name}`: handler `{c.handler.name}` "
                               f"({c.handler.cls}) cannot run on target `{t.name}`: {why}")
+
+
+def _offload(s: SegmentPlan, t: Placement) -> SegmentPlan:
+    """Segment `s` with its offload batch and depth (its own, or its target's
+    defaults); its elements run in the target's kernel, not as vector elements."""
+    if t.offload is None:
+        return s
+    batch, depth = t.offload
+    return replace(s, vector=(), per_packet=f"on {t.name}: one work-item per packet",
+                   batch=s.batch or batch, depth=s.depth or depth)
 
 
 def _tables(g: Graph, targets: Mapping[str, Placement]) -> tuple[Graph, str]:

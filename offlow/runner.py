@@ -337,6 +337,7 @@ class Run:
             fds += [life_r, *(fd for pair in pipes.values() for fd in pair)]
             for d in plan.devices:
                 mine_w = pipes[d.name][1]
+                # in device order: bit i of a core's peer_gone is the i-th (codegen/c.py)
                 peers_r = [pipes[p][0] for p in devices if p != d.name]
                 args = ["--ce", self.opts.copy_engine, "--runner-fd", str(life_r), *common]
                 if self.opts.serve:

@@ -124,7 +124,7 @@ def channel_not_a_handler() -> None:
 
 
 def channel_unknown_device() -> None:
-    two_segment().channel("c", Answer("h", t=Shared("t", "uint64_t", 1)), device="gpu")
+    two_segment().channel("c", Answer("h", t=Shared("t", "uint64_t", 1)), device="tpu")
 
 
 def channel_without_device() -> None:
@@ -151,7 +151,8 @@ def not_an_output() -> None:
     (empty_segment, "segment `idle` has no elements; remove it or add elements"),
     (core_twice, "segment `rx`: core listed twice in [1, 1]"),
     (unknown_segment_setting, "nosuch"),
-    (unknown_attribute, "unknown attribute `colour` (device, cores, group, steer, vector)"),
+    (unknown_attribute,
+     "unknown attribute `colour` (device, cores, group, steer, vector, batch, depth)"),
     (no_segments, "segment"),
     (table_not_shared,
      "element `c`: table `counts` must be a Shared(...) or Table(...) value, not list"),
@@ -169,7 +170,7 @@ def not_an_output() -> None:
     (channel_named_like_a_table, "channel `table.t`: names starting with `table.` are the "
                                  "tables'"),
     (channel_not_a_handler, "channel `c`: handler must be a Handler, not Pass"),
-    (channel_unknown_device, "channel `c`: unknown device `gpu`; devices: host, nic"),
+    (channel_unknown_device, "channel `c`: unknown device `tpu`; devices: host, nic, xdp, gpu"),
     (channel_without_device, "channel `c`: cannot tell which device serves it (no segment "
                              "uses its tables); say device=..."),
     (channel_body_does_not_parse, "channel `c`: "

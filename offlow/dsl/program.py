@@ -40,6 +40,11 @@ from offlow.ir.types import check_ctype
 CACHE_POLICIES = ("write_through", "write_back")
 CACHE_EVICTIONS = ("lru", "clock")
 AUTO = "auto"  # Program(mtu=AUTO): the run's input sizes the queues
+# Offload settings (segment batch= and depth=, for a target that runs batches): the
+# most packets in one batch (Knapp's sweep goes to 64 Ki) and batches in flight (the
+# runtime's OFL_GPU_MAX_DEPTH, runtime/lib/gpu: tests/test_gpu.py checks they agree).
+OFFLOAD_BATCH_MAX = 65536
+OFFLOAD_DEPTH_MAX = 8
 
 
 class State:
@@ -61,6 +66,8 @@ class Segment:
     group: bool = False
     steer: str = ""  # per-packet field choosing the core (field % cores); "" = round robin
     vector: bool = True  # elements' batch bodies may run where it takes batches
+    batch: int = 0  # offload batch (gpu): packets per kernel launch; 0: the target's default
+    depth: int = 0  # offload depth (gpu): batches in flight; 0: the target's default
 
 
 @dataclass
@@ -267,8 +274,11 @@ class Program:
 
     def place(self, segment: str, *, device: str | None = None,
               cores: Iterable[int] | None = None, group: bool | None = None,
-              steer: str | None = None, vector: bool | None = None) -> None:
-        """Change where a segment runs: the one-line design change."""
+              steer: str | None = None, vector: bool | None = None,
+              batch: int | None = None, depth: int | None = None) -> None:
+        """Change where a segment runs: the one-line design change. `batch` and
+        `depth` are offload settings of a target that runs batches (gpu): packets per
+        batch and batches in flight."""
         if segment not in self.segments:
             raise OfflowError(
                 f"no segment `{segment}`; segments: {', '.join(self.segments) or 'none'}"
@@ -296,10 +306,18 @@ class Program:
             seg.steer = steer
         if vector is not None:
             seg.vector = bool(vector)
+        for attr, value, most in (("batch", batch, OFFLOAD_BATCH_MAX),
+                                  ("depth", depth, OFFLOAD_DEPTH_MAX)):
+            if value is None:
+                continue
+            if not isinstance(value, int) or not 1 <= value <= most:
+                raise OfflowError(f"segment `{segment}`: {attr} must be 1..{most}")
+            setattr(seg, attr, value)
 
     def apply_setting(self, setting: str) -> None:
         """Apply a command-line setting: a placement such as ``rx.device=nic`` or
-        ``rx.cores=0,1``, a core group ``rx.group=on``, a queue's mapping
+        ``rx.cores=0,1``, a core group ``rx.group=on``, offload settings
+        ``route.batch=1024``, ``route.depth=3`` (gpu), a queue's mapping
         ``rx->app.instances=4`` (``rx:app.steer=key``, ``rx:app.enqueue=drop``), or the
         queue geometry ``ring_size=256``, ``batch=64``, ``mtu=9018`` (``mtu=auto``)."""
         lhs, eq, value = setting.partition("=")
@@ -327,7 +345,8 @@ class Program:
         except ValueError:
             raise OfflowError(
                 f"--set `{setting}`: expected SEGMENT.device=DEV, SEGMENT.cores=0,1, "
-                "SEGMENT.group=on|off, SEGMENT.steer=FIELD, SEGMENT.vector=on|off, CACHE.policy=P, "
+                "SEGMENT.group=on|off, SEGMENT.steer=FIELD, SEGMENT.vector=on|off, "
+                "SEGMENT.batch=N, SEGMENT.depth=N, CACHE.policy=P, "
                 "CACHE.entries=N, "
                 "SRC->DST.instances=N, SRC->DST.steer=FIELD, SRC->DST.enqueue=block|drop, "
                 "ring_size=N, batch=N or mtu=N|auto"
@@ -342,6 +361,12 @@ class Program:
             self.place(seg, cores=cores)
         elif attr == "steer":
             self.place(seg, steer=value)
+        elif attr in ("batch", "depth"):
+            try:
+                number = int(value)
+            except ValueError:
+                raise OfflowError(f"--set `{setting}`: {attr} must be a number") from None
+            self.place(seg, **{attr: number})
         elif attr in ("group", "vector"):
             flags = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
             if value.lower() not in flags:
@@ -349,7 +374,7 @@ class Program:
             self.place(seg, **{attr: flags[value.lower()]})
         else:
             raise OfflowError(f"--set `{setting}`: unknown attribute `{attr}` (device, cores, "
-                              "group, steer, vector)")
+                              "group, steer, vector, batch, depth)")
 
     def to_ir(self, fit: tuple[int, str] | None = None) -> Graph:
         """Lower the program to the IR (composites are already flat). `fit` is the mtu
@@ -391,7 +416,8 @@ class Program:
                         "not in any segment; add it to a segment"
                     )
                 edges.append(Edge(el.name, port, dst.element.name, dst.port))
-        segments = tuple(IRSegment(s.name, s.device, s.cores, s.group, s.steer, s.vector)
+        segments = tuple(IRSegment(s.name, s.device, s.cores, s.group, s.steer, s.vector,
+                                   s.batch, s.depth)
                          for s in self.segments.values())
         caches = []
         for cname_, c in self.caches.items():

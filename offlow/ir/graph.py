@@ -100,6 +100,10 @@ class Segment:
     group: bool = False  # a core group: a master hands each batch out in slices
     steer: str = ""  # per-packet field that picks the consumer core; "" = round robin
     vector: bool = True  # its elements' batch bodies may run (else per packet only)
+    # offload settings (a target that runs batches: gpu): packets per batch and batches
+    # in flight; 0 = the target's default
+    batch: int = 0
+    depth: int = 0
 
 
 @dataclass(frozen=True)

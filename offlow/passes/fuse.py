@@ -33,6 +33,10 @@ class SegmentPlan:
     outputs: tuple[Queue, ...]
     vector: tuple[str, ...] = ()  # the nodes that run their batch bodies, in flow order
     per_packet: str = ""  # why its elements with batch bodies run per packet, if they do
+    # offload (a target that runs batches, gpu): packets per batch and batches in
+    # flight, the target's defaults filled in by the plan; 0 elsewhere
+    batch: int = 0
+    depth: int = 0
 
 
 def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
@@ -50,7 +54,7 @@ def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
             sources=tuple(n for n in members if g.node(n).kind == "source"),
             inputs=tuple(q for q in g.queues if q.dst_segment == s.name),
             outputs=tuple(q for q in g.queues if q.src_segment == s.name),
-            vector=vector, per_packet=why,
+            vector=vector, per_packet=why, batch=s.batch, depth=s.depth,
         ))
     return tuple(plans)
 

@@ -5,10 +5,10 @@ order `offlow targets` prints them."""
 from __future__ import annotations
 
 from offlow.errors import OfflowError
-from offlow.targets import host, nic, xdp
+from offlow.targets import gpu, host, nic, xdp
 from offlow.targets.base import Target, missing_package, no_device
 
-TARGETS: tuple[Target, ...] = (host.TARGET, nic.TARGET, xdp.TARGET)
+TARGETS: tuple[Target, ...] = (host.TARGET, nic.TARGET, xdp.TARGET, gpu.TARGET)
 
 
 def names() -> tuple[str, ...]:

@@ -18,17 +18,22 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.plan import Plan
 
-# Compiles one generated C file with the runtime into an executable (offlow.build).
-CompileC = Callable[[Path, Path], None]
+
+class CompileC(Protocol):
+    """Compiles one generated C file with the runtime into an executable
+    (offlow.build): the program's runtime libraries and `more`, a target's own
+    (runtime/lib/NAME)."""
+
+    def __call__(self, c_file: Path, exe: Path, more: Sequence[str] = ()) -> None: ...
 
 
 def missing_package(package: str, what: str, install: str = "apt-get install") -> str:
@@ -66,6 +71,9 @@ class Target:
     # Its process reads the files tables are built from (prefix files...). A device
     # without a file system (a NIC) gets a table that can travel from one that has.
     reads_table_files: ClassVar[bool] = True
+    # Its default offload batch and depth, when it runs segments in batches (gpu):
+    # then `--set SEG.batch=N --set SEG.depth=N` apply; None: it takes no such settings.
+    offload: ClassVar[tuple[int, int] | None] = None
 
     def unusable(self) -> str | None:
         """Why this target cannot run here (missing_package, no_device), or None."""

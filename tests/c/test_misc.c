@@ -124,6 +124,21 @@ static void test_waiter(void)
     close(intr[0]);
     close(intr[1]);
 
+    /* Of two peers, the one that exits is told apart (a consumer's producer may still
+     * be running when another process finished and left). */
+    int two[2][2];
+    CHECK(pipe(two[0]) == 0 && pipe(two[1]) == 0, "two peers' pipes");
+    int ends[2] = {two[0][0], two[1][0]};
+    ofl_waiter_init(&w, ends, 2, &abort_word);
+    close(two[1][1]);
+    rc = 0;
+    for (int i = 0; i < 100000 && rc == 0; i++) rc = ofl_wait(&w);
+    CHECK(rc == -EPIPE && w.dead_peers == 2u, "the second peer gone: dead_peers %u",
+          w.dead_peers);
+    close(two[0][1]);
+    close(two[0][0]);
+    close(two[1][0]);
+
     ofl_waiter_init(&w, NULL, 0, &abort_word);
     abort_word = 1;
     CHECK(ofl_wait(&w) == -ECANCELED && ofl_waiter_check(&w) == -ECANCELED,

@@ -163,6 +163,8 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->abort = &h->abort;
     ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
     ofl_waiter_init(&c->local, NULL, 0, &h->abort);
+    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++)
+        ofl_waiter_init(&c->peer[i], &a->peer_fds[i], i < a->npeers, &h->abort);
     c->ce = calloc(1, sizeof *c->ce);
     c->bufs = aligned_alloc(64, (bufsize + 63) / 64 * 64);
     c->scratch = calloc(1, bufsize);
@@ -218,7 +220,8 @@ void ofl_core_idle(struct ofl_core *c, int progress)
         rc = ofl_wait(&c->waiter);
     }
     if (rc == -EPIPE) {
-        c->peer_gone = 1;
+        /* which peers: bit i is the i-th --peer-fd (all of them when it is unknown) */
+        c->peer_gone = (int)(c->waiter.dead_peers ? c->waiter.dead_peers : ~0u);
         if (!progress) sched_yield();  /* the waiter no longer waits once a peer is gone */
     } else if (rc == -ECANCELED) {
         ofl_core_fail(c, rc, "stopped: another core or process failed");
@@ -429,7 +432,9 @@ static int attach_side(const struct ofl_prog *p, struct ofl_core *c, const struc
     else *q->in = calloc(q->n, sizeof **q->in);
     if (q->out ? !*q->out : !*q->in) return ofl_fatal("out of memory"), -ENOMEM;
     if (q->in) *q->nin = q->n;
-    struct ofl_waiter *waiter = q->local ? &c->local : &c->waiter;
+    struct ofl_waiter *waiter = q->local ? &c->local
+                              : q->peer >= 0 && q->peer < OFL_WAIT_MAX_PEERS ? &c->peer[q->peer]
+                                                                              : &c->waiter;
     for (unsigned i = 0; i < q->n; i++) {
         const struct ofl_ring_use *r = &q->rings[i];
         const struct ofl_ring_spec *spec = &p->rings[r->ring];

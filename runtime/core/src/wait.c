@@ -39,6 +39,7 @@ void ofl_waiter_init(struct ofl_waiter *w, const int *peer_fds, int npeers,
     w->spins = 0;
     w->calls = 0;
     w->dead = 0;
+    w->dead_peers = 0;
     w->idle_since = 0;
     w->next_check_ns = ofl_now_ns() + OFL_WAIT_CHECK_NS;
 }
@@ -50,9 +51,10 @@ void ofl_waiter_progress(struct ofl_waiter *w)
 }
 
 /* Poll the peer fds and the interrupt fd, for up to `timeout_ns` (0: a look).
- * EOF or hang-up on a peer fd means that peer died (-EPIPE); a readable interrupt
- * fd is -EINTR. */
-static int poll_fds(const struct ofl_waiter *w, uint64_t timeout_ns)
+ * EOF or hang-up on a peer fd means that peer died (-EPIPE; each such peer's bit set
+ * in w->dead_peers, so that a consumer can tell whether its producer is the one
+ * gone); a readable interrupt fd is -EINTR. */
+static int poll_fds(struct ofl_waiter *w, uint64_t timeout_ns)
 {
     struct pollfd p[OFL_WAIT_MAX_PEERS + 1];
     nfds_t n = 0;
@@ -63,16 +65,20 @@ static int poll_fds(const struct ofl_waiter *w, uint64_t timeout_ns)
                           (long)(timeout_ns % 1000000000ull)};
     int rc = ppoll(p, n, &ts, NULL);
     if (rc < 0) return errno == EINTR ? 0 : -errno;
+    int dead = 0;
     for (int i = 0; i < w->npeers && rc > 0; i++) {
         if (p[i].revents & POLLNVAL) return -EBADF;
-        if (p[i].revents & (POLLHUP | POLLERR)) return -EPIPE;
-        if (p[i].revents & POLLIN) {
+        int gone = (p[i].revents & (POLLHUP | POLLERR)) != 0;
+        if (!gone && (p[i].revents & POLLIN)) {
             /* Readable with nothing to read is end-of-file; peers never write, but a
              * byte that shows up is not a death. */
             int avail = 0;
-            if (ioctl(p[i].fd, FIONREAD, &avail) == 0 && avail == 0) return -EPIPE;
+            gone = ioctl(p[i].fd, FIONREAD, &avail) == 0 && avail == 0;
         }
+        if (gone) w->dead_peers |= 1u << i;
+        dead |= gone;
     }
+    if (dead) return -EPIPE;
     if (w->intr_fd >= 0 && (p[n - 1].revents & (POLLIN | POLLHUP | POLLERR))) return -EINTR;
     return 0;
 }

@@ -154,11 +154,15 @@ struct ofl_core {
     int oversubscribed;
     struct ofl_waiter waiter; /* watches the peer processes: for rings to other devices */
     struct ofl_waiter local;  /* no peers, only the abort word: for rings inside this process */
+    struct ofl_waiter peer[OFL_WAIT_MAX_PEERS]; /* peer[i] watches the i-th peer alone: for
+                                 the rings to its process (another that finished and
+                                 left must not fail them) */
     volatile uint32_t *abort; /* the window's abort word: set on the first error */
     struct ofl_ce *ce;        /* this core's copy engine */
     uint8_t *bufs;            /* packet buffers for sources, OFL_BATCH x MTU */
     uint8_t *scratch;         /* zeroed bytes for queues that do not carry packets */
-    int peer_gone;            /* a peer process has exited (maybe after finishing) */
+    int peer_gone;            /* peer processes that have exited (maybe after finishing):
+                                 bit i is the i-th --peer-fd; 0 while none has */
     int err;                  /* first error (negative errno or OFL_E*), 0 if none */
     unsigned stop_polls;      /* ofl_core_stopping calls, to look every STOP_POLL_EVERY */
     char where[96];           /* what it was doing */
@@ -290,6 +294,8 @@ struct ofl_qside {
     bool local;               /* the other side is in this process: a peer process
                                  that exits must not fail its rings */
     bool drop_full;           /* output: a full ring drops the entry (enqueue=drop) */
+    int peer;                 /* the other side's process: its index among the --peer-fd
+                                 options (-1: unknown, any peer's exit counts) */
 };
 
 /* A source of a segment core, by name, and where the core keeps it. */

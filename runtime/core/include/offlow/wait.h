@@ -39,6 +39,7 @@ struct ofl_waiter {
     uint64_t next_check_ns;              /* when to poll the peer fds next */
     uint32_t calls;                      /* busy-loop checks since the last clock read */
     int dead;                            /* sticky: -EPIPE/-EBADF once a peer was found dead */
+    uint32_t dead_peers;                 /* bit i: peer_fds[i] was found dead (EOF) */
     int intr_fd;                         /* readable: end the wait with -EINTR; -1: none */
     uint64_t idle_since;                 /* when the yields began (0: not idle yet) */
 };

@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The GPU check of the gpu target (issue 27): on a machine with an OpenCL GPU, build
+# what the check needs, run the gpu tests and `offlow bench gpu` in its quick mode on
+# the card, and write their results as JSON into OUT.
+#
+#   tools/gpu_check.sh --bundle            on a machine with Debian's packages (this
+#                                          one): put what a bare GPU machine lacks into
+#                                          .gpu-check/ (carry it there with the tree)
+#   tools/gpu_check.sh OUT [--smoke]       on the GPU machine: the check; --smoke: one C
+#                                          test and a tiny sweep (seconds; the suite
+#                                          runs it on PoCL)
+#
+# What a bare GPU machine (NVIDIA driver, nvcc, gcc, Python 3.12 with numpy, no package
+# registry, no libpcap headers) lacks travels in .gpu-check/: libpcap's and OpenCL's
+# headers and link libraries, the Python packages the tests import (wheels), and the
+# shared inputs (the BGP table, the captures). NVIDIA's OpenCL library is often not
+# registered with the ICD loader: the check writes an ICD file of its own naming
+# libnvidia-opencl.so.1 (OCL_ICD_VENDORS) and asks for a GPU (OFFLOW_OPENCL_DEVICE=gpu);
+# without one it runs on whatever OpenCL device is there (PoCL) and says so.
+#
+# OUT gets: summary.json (device, tests passed/failed, the bench's best point, elapsed),
+# tests.xml (pytest's JUnit report), bench_gpu.json, and the logs.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bundle=${OFFLOW_GPU_BUNDLE:-$root/.gpu-check}
+python=${OFFLOW_PYTHON:-python3}
+
+if [ "${1:-}" = "--bundle" ]; then
+    rm -rf "$bundle"
+    mkdir -p "$bundle/include" "$bundle/lib" "$bundle/wheels" "$bundle/data"
+    cp -r /usr/include/pcap /usr/include/pcap.h /usr/include/CL "$bundle/include/"
+    multi=$(gcc -print-multiarch)
+    for lib in libpcap.so libOpenCL.so; do
+        real=$(readlink -f "/usr/lib/$multi/$lib")
+        cp "$real" "$bundle/lib/"
+        ln -sf "$(basename "$real")" "$bundle/lib/$lib"
+        soname=$(objdump -p "$real" | awk '/SONAME/ {print $2}')
+        [ "$soname" = "$(basename "$real")" ] || ln -sf "$(basename "$real")" "$bundle/lib/$soname"
+    done
+    # the Python packages the tests import beyond numpy (pure Python: any 3.x)
+    "$python" -m pip download -q --only-binary=:all: --python-version 3.12 \
+        --platform manylinux2014_x86_64 -d "$bundle/wheels" \
+        pytest pycparser dpkt setuptools
+    data=${OFFLOW_DATA:-$root/../shared/data}
+    cp "$data/bgp-full-table.txt.gz" "$data/tls_ciphers.pcap" "$data/quic.pcap" "$bundle/data/"
+    du -sh "$bundle"
+    exit 0
+fi
+
+[ $# -ge 1 ] || { echo "usage: tools/gpu_check.sh OUT [--smoke] | --bundle" >&2; exit 2; }
+out=$(realpath -m "$1")
+smoke=${2:-}
+mkdir -p "$out"
+t0=$(date +%s)
+note() { echo "gpu_check: $*" | tee -a "$out/check.log"; }
+: > "$out/check.log"
+
+# C headers and libraries this machine lacks: the bundle's (gcc reads CPATH and
+# LIBRARY_PATH; the programs it builds find the bundle's libraries at run time)
+probe() { echo "#include <$1>" | gcc -E -x c - >/dev/null 2>&1; }
+add_path() { export "$1"="$2${!1:+:${!1}}"; }
+if ! probe pcap.h || ! probe CL/cl.h; then
+    [ -d "$bundle/include" ] || { note "no pcap.h or CL/cl.h here and no bundle at $bundle" \
+                                      "(make it with tools/gpu_check.sh --bundle)"; exit 1; }
+    add_path CPATH "$bundle/include"
+    note "headers from $bundle/include"
+fi
+if [ -d "$bundle/lib" ]; then
+    for lib in libpcap.so libOpenCL.so; do
+        case $(gcc -print-file-name=$lib) in
+            /*) ;;
+            *) add_path LIBRARY_PATH "$bundle/lib"; add_path LD_LIBRARY_PATH "$bundle/lib"
+               note "$lib from $bundle/lib";;
+        esac
+    done
+fi
+
+# OpenCL: NVIDIA's ICD, when its library is here, beside the registered ones
+nv=$( (ldconfig -p 2>/dev/null | awk '/libnvidia-opencl.so.1/ {print $NF; exit}') || true)
+if [ -z "$nv" ]; then
+    nv=$(ls /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 /usr/lib64/libnvidia-opencl.so.1 \
+        2>/dev/null | head -1 || true)
+fi
+if [ -n "$nv" ]; then
+    mkdir -p "$out/icd"
+    cp /etc/OpenCL/vendors/*.icd "$out/icd/" 2>/dev/null || true
+    echo "$nv" > "$out/icd/offlow-nvidia.icd"
+    export OCL_ICD_VENDORS="$out/icd"
+    export OFFLOW_OPENCL_DEVICE=gpu
+    note "NVIDIA OpenCL: $nv (OCL_ICD_VENDORS=$out/icd, OFFLOW_OPENCL_DEVICE=gpu)"
+    nvidia-smi --query-gpu=name,driver_version,pci.link.gen.current,pci.link.width.current \
+        --format=csv,noheader > "$out/nvidia-smi.txt" 2>&1 || true
+else
+    note "no NVIDIA OpenCL library: the check runs on the OpenCL device there is (PoCL?)"
+fi
+
+# Python: pytest and the packages the tests import, from the bundle when missing
+if ! "$python" -c "import pytest, pycparser, dpkt, numpy" 2>/dev/null; then
+    [ -d "$bundle/wheels" ] || { note "Python lacks pytest/pycparser/dpkt and there is no" \
+                                      "bundle"; exit 1; }
+    "$python" -m venv --system-site-packages "$out/venv"
+    python=$out/venv/bin/python
+    "$python" -m pip install -q --no-index --find-links "$bundle/wheels" pytest pycparser dpkt
+    note "Python packages from $bundle/wheels into $out/venv"
+fi
+export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
+export OFFLOW_CACHE="${OFFLOW_CACHE:-$out/cache}"  # (builds of this check, unless told)
+if [ -z "${OFFLOW_DATA:-}" ]; then
+    if [ -f "$root/../shared/data/bgp-full-table.txt.gz" ]; then
+        export OFFLOW_DATA=$root/../shared/data
+    else
+        export OFFLOW_DATA=$bundle/data
+    fi
+fi
+note "python $("$python" -c 'import sys; print(sys.version.split()[0])'), data $OFFLOW_DATA"
+
+cd "$root"
+status=0
+if [ "$smoke" = "--smoke" ]; then
+    tests=(tests/test_gpu.py -k "library and plain")
+    bench=(-c "from benchmarks import gpu; gpu.run(quick=True, out_json='$out/bench_gpu.json',
+sweep=gpu.Sweep(routes=2000, batches=(32, 256), depths=(1, 2), lookups=2048, addresses=4096))")
+else
+    tests=(tests/test_gpu.py tests/test_bench_gpu.py)
+    bench=(-m offlow.cli bench gpu --quick --json-out "$out/bench_gpu.json")
+fi
+"$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests.xml" "${tests[@]}" \
+    > "$out/tests.log" 2>&1 || status=1
+tail -3 "$out/tests.log" | tee -a "$out/check.log"
+"$python" "${bench[@]}" > "$out/bench_gpu.txt" 2>&1 || status=1
+cat "$out/bench_gpu.txt" | tee -a "$out/check.log"
+
+"$python" - "$out" "$status" "$(( $(date +%s) - t0 ))" "$smoke" <<'EOF'
+import json, sys, xml.etree.ElementTree as ET
+from pathlib import Path
+out, status, elapsed, smoke = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+tests = {}
+if (out / "tests.xml").exists():
+    s = ET.parse(out / "tests.xml").getroot()
+    s = s if s.tag == "testsuite" else s.find("testsuite")
+    tests = {k: int(s.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+bench = json.loads((out / "bench_gpu.json").read_text()) if (out / "bench_gpu.json").exists() else {}
+best = max(bench.get("points", []), key=lambda p: p["lookups"] / p["gpu_s"], default=None)
+summary = {"ok": status == 0 and tests.get("failures", 1) == 0 and tests.get("errors", 1) == 0,
+           "smoke": smoke == "--smoke", "device": bench.get("device"),
+           "tests": tests, "elapsed_s": elapsed,
+           "bench_best": best and {**best, "gpu_mlps": best["lookups"] / best["gpu_s"] / 1e6,
+                                   "copy_mlps": best["lookups"] / best["copy_s"] / 1e6,
+                                   "gpu_over_copy": best["copy_s"] / best["gpu_s"]}}
+(out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+print(json.dumps(summary))
+EOF
+exit $status
