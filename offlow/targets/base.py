@@ -66,6 +66,8 @@ class Target:
     # Its process reads the files tables are built from (prefix files...). A device
     # without a file system (a NIC) gets a table that can travel from one that has.
     reads_table_files: ClassVar[bool] = True
+    # Its process serves the control channel ctl.NAME of each table it holds (offlow ctl).
+    serves_control: ClassVar[bool] = True
 
     def unusable(self) -> str | None:
         """Why this target cannot run here (missing_package, no_device), or None."""

@@ -132,12 +132,11 @@ static int room(const struct ofl_lpm4 *t, uint32_t a, uint8_t len, const struct 
                               OFL_LPM4_GROUP));
     }
     if (t->blocks + blocks > OFL_LPM4_DIR_ENTRIES) {
-        snprintf(errbuf, 256, "the tbl24 blocks of the table are all used (%u)", t->blocks);
+        snprintf(errbuf, 256, "out of tbl24 blocks (%u in use)", t->blocks);
         return -ENOSPC;
     }
     if (t->groups + groups > OFL_LPM4_MAX_GROUPS) {
-        snprintf(errbuf, 256, "out of tbl8 groups: %u /24s already hold prefixes longer "
-                 "than /24", t->groups);
+        snprintf(errbuf, 256, "out of tbl8 groups (%u in use)", t->groups);
         return -ENOSPC;
     }
     return 0;
@@ -162,7 +161,7 @@ static void rewrite(struct ofl_lpm4 *t, uint32_t a, uint8_t len, const struct re
 static int check(uint8_t len, uint16_t hop, char *errbuf)
 {
     if (len > 32) {
-        snprintf(errbuf, 256, "prefix length %u: an IPv4 prefix is 0..32 bits", len);
+        snprintf(errbuf, 256, "prefix length %u: IPv4 takes 0..32", len);
         return -EINVAL;
     }
     if (hop < 1 || hop > OFL_ROUTE_MAX_HOP) {
@@ -195,7 +194,7 @@ int ofl_lpm4_del(struct ofl_lpm4 *t, uint32_t addr, uint8_t len, char *errbuf)
     if (rc < 0) return rc;
     uint32_t a = addr & mask(len);
     if (!ofl_lpm4_rules_get(t->rules, a, len)) {
-        snprintf(errbuf, 256, "no route %u.%u.%u.%u/%u in the table", a >> 24, a >> 16 & 0xFF,
+        snprintf(errbuf, 256, "no route %u.%u.%u.%u/%u", a >> 24, a >> 16 & 0xFF,
                  a >> 8 & 0xFF, a & 0xFF, len);
         return -ENOENT;
     }

@@ -1,0 +1,204 @@
+"""The control plane (offlow/control.py, `offlow ctl`): the tables of a running program
+read and changed from outside while packets flow.
+
+The router forwards synthetic traffic while a client adds and deletes thousands of
+IPv4 routes; every forwarded packet's next hop (its rewritten MAC) is checked, with
+dpkt, against a reference that replays the update log: each packet must match the
+table as it stood after some update, and since one core forwards in order, those
+updates never go backwards. Errors (a table that does not exist, a malformed prefix,
+a value of the wrong size, a route the table lacks) get one clear error and leave
+the program running."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from offlow.control import ControlError
+from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
+from offlow.runner import RunOptions
+from offlow.session import session
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROUTER = EXAMPLES / "router.py"
+TTL = EXAMPLES / "ttl_pipeline.py"
+
+
+def _hop_rule(net: ipaddress.IPv4Network, nports: int = 16) -> int:
+    """The next hop of a prefix loaded from a file (runtime/lib/lpm routes.h)."""
+    h = 2166136261
+    for b in net.network_address.packed + bytes([net.prefixlen]):
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h % nports + 1
+
+
+class Reference:
+    """The route table as the update log leaves it after each update."""
+
+    def __init__(self, routes: dict[tuple[int, int], int]) -> None:
+        self.routes = dict(routes)
+
+    def apply(self, op: tuple[str, ipaddress.IPv4Network, int]) -> None:
+        kind, net, hop = op
+        key = (int(net.network_address), net.prefixlen)
+        if kind == "add":
+            self.routes[key] = hop
+        else:
+            del self.routes[key]
+
+    def lookup(self, addr: int) -> int:
+        for length in range(32, -1, -1):
+            mask = (0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF
+            hop = self.routes.get((addr & mask, length))
+            if hop:
+                return hop
+        return 0
+
+
+def _updates(n: int, seed: int) -> list[tuple[str, ipaddress.IPv4Network, int]]:
+    """n adds and deletes inside 10.0.0.0/8 (lengths 9..32), a delete only of a route
+    the log added and has not deleted."""
+    rng = random.Random(seed)
+    held: list[ipaddress.IPv4Network] = []
+    out: list[tuple[str, ipaddress.IPv4Network, int]] = []
+    for _ in range(n):
+        if held and rng.random() < 0.35:
+            net = held.pop(rng.randrange(len(held)))
+            out.append(("del", net, 0))
+            continue
+        length = rng.choice([9, 12, 16, 20, 24, 24, 25, 28, 32, rng.randint(9, 32)])
+        addr = (10 << 24 | rng.getrandbits(24)) & ((0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF)
+        net = ipaddress.IPv4Network((addr, length))
+        if net in held:
+            continue
+        held.append(net)
+        out.append(("add", net, rng.randint(1, 0x7FFF)))
+    return out
+
+
+def test_router_forwards_while_routes_change(tmp_path: Path) -> None:
+    prefixes = tmp_path / "routes.txt"
+    prefixes.write_text("# the table at start\n10.0.0.0/8\n")
+    out = tmp_path / "out.pcap"
+    log = _updates(3000, seed=5)
+    opts = RunOptions(count=200_000, rate=100_000, sizes="64:1", prefixes=prefixes,
+                      output=out, opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
+    with session(load_program(ROUTER), opts) as s:
+        routes4 = s.tables["routes4"]
+        for kind, net, hop in log:
+            if kind == "add":
+                routes4.add(str(net), hop)
+            else:
+                routes4.delete(str(net))
+        info = routes4.info()
+        s.wait_drained(timeout=120)
+    assert s.result is not None and s.result.ok, s.result
+    assert info.updates == len(log)
+
+    ref = Reference({(10 << 24, 8): _hop_rule(ipaddress.IPv4Network("10.0.0.0/8"))})
+    state, states_seen, packets = 0, {0}, 0
+    with out.open("rb") as f:
+        for _, frame in dpkt.pcap.Reader(f):
+            eth = dpkt.ethernet.Ethernet(frame)
+            dst = int.from_bytes(eth.data.dst, "big")
+            hop = int.from_bytes(eth.dst[4:6], "big")
+            packets += 1
+            # the earliest table state, not before the last packet's, that gives this hop
+            while ref.lookup(dst) != hop:
+                assert state < len(log), (
+                    f"packet {packets} to {ipaddress.IPv4Address(dst)} left by hop {hop}: "
+                    f"no table state from update {states_seen and max(states_seen)} on gives it")
+                ref.apply(log[state])
+                state += 1
+            states_seen.add(state)
+    # Packets went out while the updates were being applied, not only before or after.
+    assert packets > 0 and len(states_seen) > 10, (packets, len(states_seen))
+
+
+def test_arrays_read_and_changed_while_running() -> None:
+    with session(load_program(TTL), RunOptions(count=50_000, rate=50_000)) as s:
+        counts = s.tables["class_counts"]
+        info = counts.info()
+        assert (info.kind, info.type, info.size) == ("array", "u", 8)
+        counts[info.length - 1] = 12345
+        assert counts[info.length - 1] >= 12345  # packets may count on top
+        counts[0] = 0
+        s.wait_drained(timeout=60)
+        before = counts[1]
+        counts[1] = before + 7
+        assert counts[1] == before + 7
+        assert counts.info().updates == 3
+
+
+def test_control_errors_leave_the_program_running(tmp_path: Path) -> None:
+    prefixes = tmp_path / "routes.txt"
+    prefixes.write_text("10.0.0.0/8\n192.168.0.0/16\n")
+    opts = RunOptions(count=20_000, opts=(f"routes4.path={prefixes}",
+                                          f"routes6.path={prefixes}"))
+    with session(load_program(ROUTER), opts) as s:
+        tables = s.tables
+        with pytest.raises(OfflowError, match="no table `nope`; tables: "):
+            tables["nope"]
+        with pytest.raises(OfflowError, match="not a prefix"):
+            tables["routes4"].add("10.0.0.1/8", 3)
+        with pytest.raises(OfflowError, match="not a prefix"):
+            tables["routes4"].add("10.0.0.0/33", 3)
+        with pytest.raises(OfflowError, match="next hop 0"):
+            tables["routes4"].add("10.0.0.0/9", 0)
+        with pytest.raises(ControlError, match="no route 11.0.0.0/8") as e:
+            tables["routes4"].delete("11.0.0.0/8")
+        assert e.value.errno == 2  # ENOENT
+        # the device checks what it is sent, too: a wrong-size route message
+        with pytest.raises(ControlError, match="route message of 5 bytes"):
+            tables["routes4"].request(b"a\x08\x01\x00\x0a")
+        with pytest.raises(OfflowError, match="takes add and delete"):
+            tables["routes4"][0]
+        with pytest.raises(ControlError, match="IPv6 tables take no updates yet"):
+            tables["routes6"].add("2001:db8::/32", 3)
+        assert tables["routes4"].info().updates == 0
+        tables["routes4"].add("172.16.0.0/12", 9)  # still served after all that
+        s.wait_drained(timeout=60)
+    assert s.result is not None and s.result.ok
+
+
+def test_array_value_of_the_wrong_size_is_refused() -> None:
+    with session(load_program(TTL), RunOptions(count=1000)) as s:
+        counts = s.tables["class_counts"]
+        with pytest.raises(ControlError, match="a value of 3 bytes: elements are 8"):
+            counts.request(b"s\x00\x00\x00\x00abc")
+        with pytest.raises(OfflowError, match="does not fit its 8-byte elements"):
+            counts[0] = -1
+        with pytest.raises(OfflowError, match="index 99 is outside"):
+            counts[99]
+        with pytest.raises(ControlError, match="index 99: the table has"):
+            counts.request(b"g\x63\x00\x00\x00")
+        assert counts.info().updates == 0
+        s.wait_drained(timeout=60)
+    assert s.result is not None and s.result.ok
+
+
+def test_offlow_ctl_command_line(tmp_path: Path) -> None:
+    prefixes = tmp_path / "routes.txt"
+    prefixes.write_text("10.0.0.0/8\n")
+    opts = RunOptions(count=1000, opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
+    with session(load_program(ROUTER), opts) as s:
+        def ctl(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", str(s.window),
+                                   *args], capture_output=True, text=True, timeout=60)
+
+        add = ctl("route", "add", "172.16.0.0/12", "7")
+        bad = ctl("route", "add", "172.16.0.0/33", "7")
+        gone = ctl("route", "del", "1.0.0.0/8")
+        listed = ctl("tables")
+        assert add.returncode == 0, add.stderr
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a prefix" in bad.stderr
+        assert gone.returncode == 2 and "no route 1.0.0.0/8" in gone.stderr
+        assert "routes4: lpm4, 2 routes, 1 updates" in listed.stdout, listed.stdout
+        s.wait_drained(timeout=60)
