@@ -18,7 +18,7 @@ from typing import Protocol
 
 from offlow.errors import OfflowError
 from offlow.ir import Channel, Graph, Node, Queue, Segment, SharedTable
-from offlow.ir.graph import channel_names
+from offlow.ir.graph import CHANNEL_NAME_MAX, CTL_CHANNEL_PREFIX, channel_names
 from offlow.ir.layout import EntryLayout, channel_layouts, entry_size, state_bytes
 from offlow.passes.fuse import CoreThread, SegmentPlan, fuse, threads
 from offlow.passes.queues import consumer_cores
@@ -198,8 +198,9 @@ def _tables(g: Graph, targets: Mapping[str, Placement]) -> tuple[Graph, str]:
 def _controller(g: Graph, t: SharedTable, targets: Mapping[str, Placement]) -> str:
     """The device that serves table t's control channel: the one that holds it (for a
     table in the window, the first device that serves control), "" for none. An
-    object without a control function (ctl_fn) has none."""
-    if t.is_object and not t.ctl_fn:
+    object without a control function (ctl_fn) has none, nor a table whose name is too
+    long for a channel's."""
+    if (t.is_object and not t.ctl_fn) or len(CTL_CHANNEL_PREFIX + t.name) > CHANNEL_NAME_MAX:
         return ""
     homes = [t.home] if t.home in targets else list(g.devices())
     return next((d for d in homes if targets[d].serves_control), "")

@@ -22,9 +22,13 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from offlow.control import ControlError
+from offlow import Handler, Program, Shared, Sink, Source
+from offlow.build import plan_program
+from offlow.control import ControlError, Info
 from offlow.dsl.loader import load_program
+from offlow.elements import Count
 from offlow.errors import OfflowError
+from offlow.ir.graph import CHANNEL_NAME_MAX, CTL_CHANNEL_PREFIX
 from offlow.runner import RunOptions
 from offlow.session import session
 
@@ -213,3 +217,38 @@ def test_offlow_ctl_command_line(tmp_path: Path) -> None:
         assert gone.returncode == 2 and "no route 1.0.0.0/8" in gone.stderr
         assert "routes4: lpm4, 2 routes, 1 updates" in listed.stdout, listed.stdout
         s.wait_drained(timeout=60)
+
+
+def _counting_program(table: str) -> Program:
+    """A user's program: one table of their own naming, counted into on the host."""
+    p = Program("user_counts")
+    counts = Shared(table, "uint16_t", 3)
+    src, count, out = Source("in"), Count("tally", slot=2, counts=counts), Sink("out")
+    src >> count >> out
+    p.segment("only", [src, count, out], device="host", cores=[0])
+    return p
+
+
+def test_every_table_has_a_control_channel_unless_its_name_is_too_long() -> None:
+    short = plan_program(_counting_program("tally_by_class"))
+    assert short.window_channels == ("ctl.tally_by_class",)
+    # "ctl." + 28 characters is longer than a channel name may be: no control, no error
+    long_name = "t" * (CHANNEL_NAME_MAX - len(CTL_CHANNEL_PREFIX) + 1)
+    assert plan_program(_counting_program(long_name)).window_channels == ()
+
+
+def test_a_program_channel_may_not_take_a_control_channel_name() -> None:
+    with pytest.raises(OfflowError, match="names starting with `ctl.` are the tables'"):
+        _counting_program("x").channel("ctl.mine", Handler("h"))
+
+
+def test_user_array_of_odd_size_read_and_set() -> None:
+    with session(_counting_program("tally_by_class"), RunOptions(count=300)) as s:
+        s.wait_drained(timeout=60)
+        tally = s.tables["tally_by_class"]
+        assert tally.info() == Info("array", "u", 2, 3, 0)
+        assert [tally[i] for i in range(3)] == [0, 0, 300]
+        tally[0] = 65535
+        with pytest.raises(OfflowError, match="65536 does not fit its 2-byte elements"):
+            tally[1] = 65536
+        assert [tally[i] for i in range(3)] == [65535, 0, 300]

@@ -225,6 +225,8 @@ TABLE_CHANNEL_PREFIX = "table."
 # Channels named so read and change a table of the running program (offlow ctl,
 # offlow/control.py; runtime/core/include/offlow/ctl.h).
 CTL_CHANNEL_PREFIX = "ctl."
+# The longest channel name (runtime/core/include/offlow/chan.h: OFL_CHAN_NAME_MAX).
+CHANNEL_NAME_MAX = 31
 
 
 def channel_names(g: Graph) -> list[str]:
