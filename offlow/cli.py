@@ -156,7 +156,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--serve", action="store_true",
                    help="after the packets, keep serving the program's channels until Ctrl-C: "
                    "other host programs attach with offlow.session.attach(WINDOW), the path "
-                   "it prints")
+                   "it prints, and change its tables with offlow ctl WINDOW")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 

@@ -53,10 +53,8 @@ static void trim_tbl24(struct ofl_lpm4 *t)
 /* Set n entries from p to v, and their depths from d to dv. */
 static void fill(uint16_t *p, uint8_t *d, size_t n, uint16_t v, uint8_t dv)
 {
-    for (size_t i = 0; i < n; i++) {
-        p[i] = v;
-        d[i] = dv;
-    }
+    for (size_t i = 0; i < n; i++) p[i] = v;
+    memset(d, dv, n);
 }
 
 /* A fresh tbl24 block, filled with the hop `e` at depth `dep`; returns its number. */
@@ -92,7 +90,6 @@ static int paint(struct ofl_lpm4 *t, const struct ofl_route4 *r, const uint32_t 
         const struct ofl_route4 *e = &r[order[k]];
         uint32_t a = e->len ? e->addr & ~(uint32_t)0 << (32 - e->len) : 0;
         uint8_t dep = (uint8_t)(e->len + 1);
-        ofl_lpm4_rules_put(t->rules, a, e->len, e->hop);
         if (e->len <= 16) {
             fill(t->dir + (a >> 16), t->dep16 + (a >> 16), (size_t)1 << (16 - e->len), e->hop,
                  dep);
@@ -184,9 +181,11 @@ static struct ofl_lpm4 *alloc_table(size_t n)
     t->dep8 = calloc(TBL8_MAX, 1);
     t->own = malloc(OFL_LPM4_DIR_ENTRIES * sizeof *t->own);
     t->shared = malloc(((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof *t->shared);
-    t->rules = ofl_lpm4_rules_new(n);
+    /* The routes as given: the first update makes the route set of them (lazily: the
+     * set costs a cache miss per route, 3x the rest of the build). */
+    t->given = malloc((n ? n : 1) * sizeof *t->given);
     if (!t->dir || !t->dep16 || !t->tbl24 || !t->dep24 || !t->tbl8 || !t->dep8 || !t->own ||
-        !t->shared || !t->rules) {
+        !t->shared || !t->given) {
         ofl_lpm4_free(t);
         return NULL;
     }
@@ -222,6 +221,7 @@ int ofl_lpm4_build(struct ofl_lpm4 **out, const struct ofl_route4 *r, size_t n, 
         goto out;
     }
     t->routes = n;
+    if (n) memcpy(t->given, r, n * sizeof *r);
     for (size_t i = 0; i < n; i++) order[start[r[i].len]++] = (uint32_t)i;
     rc = paint(t, r, order, n, errbuf);
     if (rc == 0) {
@@ -259,6 +259,7 @@ void ofl_lpm4_free(struct ofl_lpm4 *t)
     free(t->own);
     free(t->shared);
     ofl_lpm4_rules_free(t->rules);
+    free(t->given);
     free(t);
 }
 
@@ -267,7 +268,7 @@ size_t ofl_lpm4_memory(const struct ofl_lpm4 *t)
     size_t entries = (size_t)t->blocks * OFL_LPM4_BLOCK + (size_t)t->groups * 256;
     return sizeof *t + (size_t)OFL_LPM4_DIR_ENTRIES * (sizeof *t->dir + 1 + 2 * sizeof(int32_t)) +
            entries * (sizeof *t->tbl24 + 1) + ((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof(int32_t) +
-           t->rules->cap * sizeof *t->rules->slot;
+           (t->rules ? t->rules->cap * sizeof *t->rules->slot : t->routes * sizeof *t->given);
 }
 
 /* Addresses per group of the batched lookup: enough misses in flight to cover the

@@ -11,9 +11,16 @@ static uint64_t key_of(uint32_t addr, uint8_t len)
     return (uint64_t)1 << 63 | (uint64_t)addr << 24 | (uint64_t)len << 16;
 }
 
+/* The first slot of `key`: every bit of the prefix mixed into the low bits (a route
+ * file's prefixes share their low address bits). */
 static size_t home(uint64_t key, size_t cap)
 {
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & (cap - 1);
+    key ^= key >> 33;
+    key *= 0xFF51AFD7ED558CCDull;
+    key ^= key >> 33;
+    key *= 0xC4CEB9FE1A85EC53ull;
+    key ^= key >> 33;
+    return (size_t)key & (cap - 1);
 }
 
 struct ofl_lpm4_rules *ofl_lpm4_rules_new(size_t n)

@@ -3,6 +3,7 @@
  * writer; every entry a lookup may read is written with one atomic store. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lpm4_rules.h"
@@ -157,9 +158,30 @@ static void rewrite(struct ofl_lpm4 *t, uint32_t a, uint8_t len, const struct re
     rewrite8(t, own_group(t, at) + (a & 0xFF), (size_t)1 << (32 - len), w);
 }
 
-/* -EINVAL with the message when len or hop is out of range. */
-static int check(uint8_t len, uint16_t hop, char *errbuf)
+/* Make the route set from the routes the table was built from (the first update
+ * does); -ENOMEM when it cannot. */
+static int rules_ready(struct ofl_lpm4 *t)
 {
+    if (t->rules) return 0;
+    t->rules = ofl_lpm4_rules_new(t->routes);
+    if (!t->rules) return -ENOMEM;
+    for (size_t i = 0; i < t->routes; i++) {   /* in order: of equal prefixes the last wins */
+        const struct ofl_route4 *r = &t->given[i];
+        ofl_lpm4_rules_put(t->rules, r->addr & mask(r->len), r->len, r->hop);
+    }
+    free(t->given);
+    t->given = NULL;
+    return 0;
+}
+
+/* -EINVAL with the message when len or hop is out of range, -ENOMEM when the route
+ * set cannot be made. */
+static int check(struct ofl_lpm4 *t, uint8_t len, uint16_t hop, char *errbuf)
+{
+    if (rules_ready(t) < 0) {
+        snprintf(errbuf, 256, "out of memory for the table's route set");
+        return -ENOMEM;
+    }
     if (len > 32) {
         snprintf(errbuf, 256, "prefix length %u: IPv4 takes 0..32", len);
         return -EINVAL;
@@ -173,7 +195,7 @@ static int check(uint8_t len, uint16_t hop, char *errbuf)
 
 int ofl_lpm4_add(struct ofl_lpm4 *t, uint32_t addr, uint8_t len, uint16_t hop, char *errbuf)
 {
-    int rc = check(len, hop, errbuf);
+    int rc = check(t, len, hop, errbuf);
     if (rc < 0) return rc;
     uint32_t a = addr & mask(len);
     struct rewrite w = {0, (uint8_t)(len + 1), (uint8_t)(len + 1), hop};
@@ -190,7 +212,7 @@ int ofl_lpm4_add(struct ofl_lpm4 *t, uint32_t addr, uint8_t len, uint16_t hop, c
 
 int ofl_lpm4_del(struct ofl_lpm4 *t, uint32_t addr, uint8_t len, char *errbuf)
 {
-    int rc = check(len, 1, errbuf);
+    int rc = check(t, len, 1, errbuf);
     if (rc < 0) return rc;
     uint32_t a = addr & mask(len);
     if (!ofl_lpm4_rules_get(t->rules, a, len)) {
@@ -211,7 +233,13 @@ int ofl_lpm4_del(struct ofl_lpm4 *t, uint32_t addr, uint8_t len, char *errbuf)
     return 0;
 }
 
-uint16_t ofl_lpm4_route(const struct ofl_lpm4 *t, uint32_t addr, uint8_t len)
+uint16_t ofl_lpm4_route(struct ofl_lpm4 *t, uint32_t addr, uint8_t len)
 {
-    return len > 32 ? 0 : ofl_lpm4_rules_get(t->rules, addr & mask(len), len);
+    if (len > 32 || rules_ready(t) < 0) return 0;
+    return ofl_lpm4_rules_get(t->rules, addr & mask(len), len);
+}
+
+size_t ofl_lpm4_count(struct ofl_lpm4 *t)
+{
+    return rules_ready(t) < 0 ? 0 : t->rules->used;
 }

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lpm4_rules.h"
 #include "offlow/ctl.h"
 #include "offlow/lpm_tables.h"
 
@@ -31,7 +30,7 @@ void ofl_lpm4_ctl(struct ofl_lpm4 *t, const uint8_t *msg, size_t len, struct ofl
         return;
     }
     if (msg[0] == OFL_CTL_INFO) {
-        struct ofl_ctl_info in = {OFL_CTL_LPM4, 'u', 2, 0, t->rules->used, t->updates};
+        struct ofl_ctl_info in = {OFL_CTL_LPM4, 'u', 2, 0, ofl_lpm4_count(t), t->updates};
         ofl_ctl_ok(r, &in, sizeof in);
         return;
     }

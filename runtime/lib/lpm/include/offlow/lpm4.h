@@ -64,10 +64,13 @@ struct ofl_lpm4 {
     uint64_t updates;      /* updates applied since it was built (ofl_lpm4_add, _del) */
     /* What only updates read (see above): depths of the /16s (dep16), of the tbl24
      * entries (dep24, beside tbl24) and of the tbl8 entries (dep8); each /16's own
-     * block (-1: it shares one), each hop's shared block (-1: none yet); the routes. */
+     * block (-1: it shares one), each hop's shared block (-1: none yet); the route
+     * set, made by the first update from the routes the table was built from (given,
+     * then freed). */
     uint8_t *dep16, *dep24, *dep8;
     int32_t *own, *shared;
     struct ofl_lpm4_rules *rules;
+    struct ofl_route4 *given;
 };
 
 /* Build a table from `n` routes (hops 1..OFL_ROUTE_MAX_HOP, lengths 0..32, host bits
@@ -101,8 +104,12 @@ int ofl_lpm4_add(struct ofl_lpm4 *t, uint32_t addr, uint8_t len, uint16_t hop, c
 int ofl_lpm4_del(struct ofl_lpm4 *t, uint32_t addr, uint8_t len, char *errbuf);
 
 /* The hop of route addr/len itself (not a lookup): 1..OFL_ROUTE_MAX_HOP, 0 when the
- * table has no such route. Not while another thread updates the table. */
-uint16_t ofl_lpm4_route(const struct ofl_lpm4 *t, uint32_t addr, uint8_t len);
+ * table has no such route (or no memory for its route set). By the updating thread. */
+uint16_t ofl_lpm4_route(struct ofl_lpm4 *t, uint32_t addr, uint8_t len);
+
+/* The distinct routes the table holds (0 when out of memory for its route set). By
+ * the updating thread. */
+size_t ofl_lpm4_count(struct ofl_lpm4 *t);
 
 /* Read an entry that an update may be storing at the same time (lpm4_update.c: every
  * store is atomic, and a block or group is published with a release store after it
