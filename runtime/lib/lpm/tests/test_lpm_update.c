@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "check.h"
+#include "offlow/ctl.h"
 #include "offlow/lpm4.h"
+#include "offlow/lpm_tables.h"
 #include "offlow/synth.h"
 
 static int quick;
@@ -369,6 +371,66 @@ static void test_race(void)
     free(x);
 }
 
+/* ---- control messages (ctl.h): the route table's and an array's ------------------- */
+
+static int32_t status(const struct ofl_ctl_reply *r)
+{
+    int32_t st;
+    memcpy(&st, r->b, 4);
+    return st;
+}
+
+static void test_ctl_messages(void)
+{
+    char err[256];
+    struct ofl_lpm4 *t;
+    struct ofl_route4 seed = {0x0A000000, 3, 8};
+    CHECK(ofl_lpm4_build(&t, &seed, 1, err) == 0, "build %s", err);
+    struct ofl_ctl_reply r;
+    uint8_t add[20] = {'a', 24, 9, 0, 10, 1, 2, 0}, del[18] = {'d', 8, 10};
+    ofl_lpm4_ctl(t, add, sizeof add, &r);
+    int ok_add = status(&r) == 0 && r.n == 4 && ofl_lpm4_lookup(t, 0x0A010203) == 9;
+    ofl_lpm4_ctl(t, del, sizeof del, &r);
+    int ok_del = status(&r) == 0 && ofl_lpm4_lookup(t, 0x0A000001) == 0 &&
+                 ofl_lpm4_lookup(t, 0x0A010201) == 9;
+    ofl_lpm4_ctl(t, (const uint8_t *)"i", 1, &r);
+    struct ofl_ctl_info in;
+    memcpy(&in, r.b + 4, sizeof in);
+    CHECK(ok_add && ok_del && status(&r) == 0 && r.n == 4 + sizeof in &&
+          in.kind == OFL_CTL_LPM4 && in.length == 1 && in.updates == 2,
+          "route add 10.1.2.0/24 9, delete 10.0.0.0/8, info: 1 route, 2 updates");
+    ofl_lpm4_ctl(t, del, sizeof del, &r);
+    int gone = status(&r) == -ENOENT && r.n > 4 && !memcmp(r.b + 4, "no route 10.0.0.0/8", 19);
+    ofl_lpm4_ctl(t, add, 19, &r);
+    int short_msg = status(&r) == -EINVAL;
+    add[1] = 33;
+    ofl_lpm4_ctl(t, add, sizeof add, &r);
+    int long_len = status(&r) == -EINVAL;
+    ofl_lpm4_ctl(t, (const uint8_t *)"s", 1, &r);
+    int unknown = status(&r) == -EOPNOTSUPP;
+    ofl_lpm4_ctl(t, NULL, 0, &r);
+    CHECK(gone && short_msg && long_len && unknown && status(&r) == -EINVAL &&
+          t->updates == 2 && r.n <= OFL_CTL_MSG_MAX, "refused: a route it lacks, 19 bytes, "
+          "/33, an array's request, nothing; the table unchanged");
+    ofl_lpm4_free(t);
+
+    uint16_t a[3] = {1, 2, 3};
+    uint64_t updates = 0;
+    uint8_t set[7] = {'s', 2, 0, 0, 0, 0x34, 0x12}, get[5] = {'g', 2, 0, 0, 0};
+    ofl_ctl_array(a, 2, 3, 'u', &updates, set, sizeof set, &r);
+    int ok_set = status(&r) == 0 && a[2] == 0x1234 && updates == 1;
+    ofl_ctl_array(a, 2, 3, 'u', &updates, get, sizeof get, &r);
+    int ok_get = status(&r) == 0 && r.n == 6 && r.b[4] == 0x34 && r.b[5] == 0x12;
+    ofl_ctl_array(a, 2, 3, 'u', &updates, set, 6, &r);
+    int wrong_size = status(&r) == -EINVAL && a[2] == 0x1234;
+    get[1] = 3;
+    ofl_ctl_array(a, 2, 3, 'u', &updates, get, sizeof get, &r);
+    int range = status(&r) == -ERANGE;
+    ofl_ctl_array(a, 2, 3, 'u', &updates, get, 4, &r);
+    CHECK(ok_set && ok_get && wrong_size && range && status(&r) == -EINVAL && updates == 1,
+          "array: set and get element 2; a 1-byte value, index 3, no index: refused");
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -380,6 +442,7 @@ int main(int argc, char **argv)
         }
     }
     test_cases();
+    test_ctl_messages();
     test_group_exhaustion();
     test_random_updates();
     test_race();
