@@ -134,7 +134,7 @@ def test_router_forwards_while_routes_change(tmp_path: Path) -> None:
     # Packets went out all along the updates, not only before or after them.
     assert packets > 0 and len(seen) > 10, (packets, len(seen))
     print(f"{packets} packets, forwarded at {len(seen)} of {len(log) + 1} table states, "
-          f"{raced} answered by the update they raced with")
+          f"{raced} matching only the table after update c + 1")
 
 
 def test_arrays_read_and_changed_while_running() -> None:
