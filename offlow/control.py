@@ -144,11 +144,23 @@ class Table:
 
     def add(self, prefix: str, hop: int) -> None:
         """Add (or replace) route PREFIX -> next hop `hop` in a route table."""
-        self.request(route_message("add", prefix, hop))
+        self.request(self._route("add", prefix, hop))
 
     def delete(self, prefix: str) -> None:
         """Delete route PREFIX from a route table."""
-        self.request(route_message("del", prefix))
+        self.request(self._route("del", prefix))
+
+    def _route(self, op: str, prefix: str, hop: int | None = None) -> bytes:
+        """The message, after checking that the table is a route table of the prefix's
+        family (the device reads an IPv4 address from the first 4 bytes of any)."""
+        msg = route_message(op, prefix, hop)
+        info = self._info or self.info()
+        want = "lpm4" if parse_prefix(prefix).version == 4 else "lpm6"
+        if info.kind != want:
+            what = "an array" if info.kind == "array" else f"an {info.kind} route table"
+            raise OfflowError(f"table `{self.name}` is {what}: {prefix} needs an {want} "
+                              "route table")
+        return msg
 
 
 def region_tables(region: Callable[[], Region]) -> Tables:

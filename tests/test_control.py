@@ -175,6 +175,9 @@ def test_control_errors_leave_the_program_running(tmp_path: Path) -> None:
             tables["routes4"].request(b"a\x08\x01\x00\x0a")
         with pytest.raises(OfflowError, match="takes add and delete"):
             tables["routes4"][0]
+        with pytest.raises(OfflowError, match="routes4` is an lpm4 route table: "
+                                              "2001:db8::/32 needs an lpm6"):
+            tables["routes4"].add("2001:db8::/32", 3)
         with pytest.raises(ControlError, match="IPv6 tables take no updates yet"):
             tables["routes6"].add("2001:db8::/32", 3)
         assert tables["routes4"].info().updates == 0
