@@ -105,7 +105,7 @@ class Table:
     def _array(self) -> Info:
         info = self._info or self.info()
         if info.kind != "array":
-            raise OfflowError(f"table `{self.name}` is a {info.kind} route table: it takes "
+            raise OfflowError(f"table `{self.name}` is an {info.kind} route table: it takes "
                               "add and delete, not get and set")
         return info
 
