@@ -39,9 +39,9 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt))
     b = build_for(prog, opts)
-    if a.serve and not b.graph.channels:
+    if a.serve and not b.plan.window_channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
-                          "(Program.channel)")
+                          "(Program.channel) and no tables to control")
     res = run(b, opts, progress=True)
     summary = summarize(b.plan, res.stats)
     summary["ok"] = res.ok
@@ -158,9 +158,29 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--serve", action="store_true",
                    help="after the packets, keep serving the program's channels until Ctrl-C: "
                    "other host programs attach with offlow.session.attach(WINDOW), the path "
-                   "it prints")
+                   "it prints, and change its tables with offlow ctl WINDOW")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
+
+    ct = sub.add_parser("ctl", help="read and change the tables of a running program "
+                        "(offlow run --serve prints its WINDOW)")
+    ct.add_argument("window", type=Path, help="the program's window (/dev/shm/offlow-...)")
+    csub = ct.add_subparsers(dest="ctl_cmd", required=True)
+    csub.add_parser("tables", help="list the tables: kind, elements or routes, updates")
+    tb = csub.add_parser("table", help="an array element: get INDEX, set INDEX VALUE, info")
+    tb.add_argument("name")
+    tb.add_argument("op", choices=["get", "set", "info"])
+    tb.add_argument("index", type=int, nargs="?")
+    tb.add_argument("value", nargs="?", help="an integer, a float or hex bytes, by the "
+                    "element's type")
+    ro = csub.add_parser("route", help="add PREFIX NEXTHOP or del PREFIX (IPv4: applied "
+                         "while packets flow; IPv6: not yet)")
+    ro.add_argument("op", choices=["add", "del"])
+    ro.add_argument("prefix", help="10.0.0.0/8, 2001:db8::/32 (host bits zero)")
+    ro.add_argument("hop", type=int, nargs="?", help="next hop 1..32767 (add)")
+    ro.add_argument("--table", help="the route table (default: the one of the prefix's "
+                    "family)")
+    ct.set_defaults(fn=_cmd_ctl)
 
     rt = sub.add_parser("router", help="router tools")
     rsub = rt.add_subparsers(dest="router_cmd", required=True)
@@ -203,6 +223,38 @@ def parser() -> argparse.ArgumentParser:
     benchmarks.add_arguments(b)
     b.set_defaults(fn=benchmarks.run)
     return p
+
+
+def _cmd_ctl(a: argparse.Namespace) -> int:
+    from offlow.control import parse_value
+    from offlow.session import attach
+
+    with attach(a.window) as prog:
+        tables = prog.tables
+        if a.ctl_cmd == "tables":
+            for name, t in tables.items():
+                i = t.info()
+                what = f"elements of {i.size} bytes" if i.kind == "array" else "routes"
+                print(f"{name}: {i.kind}, {i.length} {what}, {i.updates} updates")
+        elif a.ctl_cmd == "table":
+            t = tables[a.name]
+            if a.op == "info":
+                print(t.info())
+            elif a.index is None or (a.op == "set") != (a.value is not None):
+                raise OfflowError("want `get INDEX` or `set INDEX VALUE`")
+            elif a.op == "get":
+                print(t[a.index])
+            else:
+                t[a.index] = parse_value(t.info(), a.value)
+        else:
+            if (a.op == "add") != (a.hop is not None):
+                raise OfflowError("want `route add PREFIX NEXTHOP` or `route del PREFIX`")
+            t = tables.route_table(a.prefix, a.table)
+            if a.op == "add":
+                t.add(a.prefix, a.hop)
+            else:
+                t.delete(a.prefix)
+    return 0
 
 
 class _SubParser(argparse.ArgumentParser):

@@ -94,6 +94,11 @@ def explain(plan: Plan) -> str:
         for c in g.channels:
             lines.append(f"  {c.name}: served on {c.device} by {c.handler.name} "
                          f"({c.handler.cls}) on the device's channel manager thread")
+    controlled = [t for t in g.shared if t.ctl]
+    if controlled:
+        lines += ["", "control channels (offlow ctl WINDOW, attach(WINDOW).tables: "
+                  "docs/control.md):"]
+        lines += [f"  ctl.{t.name}: table {t.name}, served on {t.ctl}" for t in controlled]
     return "\n".join(lines)
 
 

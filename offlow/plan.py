@@ -18,7 +18,7 @@ from typing import Protocol
 
 from offlow.errors import OfflowError
 from offlow.ir import Channel, Graph, Node, Queue, Segment, SharedTable
-from offlow.ir.graph import channel_names
+from offlow.ir.graph import CHANNEL_NAME_MAX, CTL_CHANNEL_PREFIX, channel_names
 from offlow.ir.layout import EntryLayout, channel_layouts, entry_size, state_bytes
 from offlow.passes.fuse import CoreThread, SegmentPlan, fuse, threads
 from offlow.passes.queues import consumer_cores
@@ -34,6 +34,11 @@ class Placement(Protocol):
     def reads_table_files(self) -> bool:
         """Its process reads the files tables are built from (else a table built there
         from a file is read by one that can and sent to it over a bulk channel)."""
+        ...
+
+    @property
+    def serves_control(self) -> bool:
+        """Its process serves the control channel of each table it holds."""
         ...
 
     def cpu_base(self, ncpus: int) -> int:
@@ -205,8 +210,20 @@ def _tables(g: Graph, targets: Mapping[str, Placement]) -> tuple[Graph, str]:
     channel (`bulk`); the first such device sends them all."""
     readers = [d for d in g.devices() if targets[d].reads_table_files]
     sender = readers[0] if readers else ""
-    shared = tuple(replace(t, bulk=_travels(t, targets, sender)) for t in g.shared)
+    shared = tuple(replace(t, bulk=_travels(t, targets, sender), ctl=_controller(g, t, targets))
+                   for t in g.shared)
     return replace(g, shared=shared), sender if any(t.bulk for t in shared) else ""
+
+
+def _controller(g: Graph, t: SharedTable, targets: Mapping[str, Placement]) -> str:
+    """The device that serves table t's control channel: the one that holds it (for a
+    table in the window, the first device that serves control), "" for none. An
+    object without a control function (ctl_fn) has none, nor a table whose name is too
+    long for a channel's."""
+    if (t.is_object and not t.ctl_fn) or len(CTL_CHANNEL_PREFIX + t.name) > CHANNEL_NAME_MAX:
+        return ""
+    homes = [t.home] if t.home in targets else list(g.devices())
+    return next((d for d in homes if targets[d].serves_control), "")
 
 
 def _travels(t: SharedTable, targets: Mapping[str, Placement], sender: str) -> bool:

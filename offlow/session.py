@@ -14,7 +14,8 @@ or another session's `s.window`) is attached to instead; leaving the block close
 this process's channel ends and leaves the program running:
 
     with offlow.session.attach("/dev/shm/offlow-...") as a:
-        answer = a.channel("pcsa").request(b"summary")"""
+        answer = a.channel("pcsa").request(b"summary")
+        a.tables["routes4"].add("10.0.0.0/8", 5)      # offlow/control.py"""
 
 from __future__ import annotations
 
@@ -25,9 +26,10 @@ from types import TracebackType
 
 from offlow.build import Build
 from offlow.channels import Channel, Region
+from offlow.control import Tables, region_tables
 from offlow.dsl import Program
 from offlow.errors import OfflowError
-from offlow.ir.graph import TABLE_CHANNEL_PREFIX
+from offlow.ir.graph import CTL_CHANNEL_PREFIX, TABLE_CHANNEL_PREFIX
 from offlow.lifecycle import pid_alive
 from offlow.runner import Run, RunOptions, RunResult, build_for
 
@@ -36,9 +38,10 @@ class Session:
     """A started program and its channel region (see the module docstring)."""
 
     def __init__(self, b: Build, o: RunOptions) -> None:
-        if not b.graph.channels:
-            raise OfflowError(f"program `{b.graph.name}` has no channels; a session talks to "
-                              "a program through Program.channel(...)")
+        if not b.plan.window_channels:
+            raise OfflowError(f"program `{b.graph.name}` has no channels and no tables; a "
+                              "session talks to a program through Program.channel(...) and "
+                              "its tables")
         self.build = b
         self.run = Run(b, replace(o, serve=True))
         self.region: Region | None = None
@@ -64,6 +67,17 @@ class Session:
             raise OfflowError("the session is not running (use it in a `with` block)")
         return _open(self.region, name, f"program `{self.build.graph.name}`",
                      [c.name for c in self.build.graph.channels])
+
+    @property
+    def tables(self) -> Tables:
+        """The program's tables by name, to read and change while it runs
+        (offlow/control.py)."""
+        return region_tables(self._region)
+
+    def _region(self) -> Region:
+        if self.region is None:
+            raise OfflowError("the session is not running (use it in a `with` block)")
+        return self.region
 
     def wait_drained(self, timeout: float = 60.0) -> None:
         """Wait until every process has processed all its packets (sources done,
@@ -134,7 +148,14 @@ class Attached:
 
     def names(self) -> list[str]:
         """The program's channels a host program may open."""
-        return [n for n in self._mapped().names() if not n.startswith(TABLE_CHANNEL_PREFIX)]
+        return [n for n in self._mapped().names()
+                if not n.startswith((TABLE_CHANNEL_PREFIX, CTL_CHANNEL_PREFIX))]
+
+    @property
+    def tables(self) -> Tables:
+        """The program's tables by name, to read and change while it runs
+        (offlow/control.py)."""
+        return region_tables(self._mapped)
 
     def channel(self, name: str) -> Channel:
         """The host end of channel `name` (opened once; another host program that has

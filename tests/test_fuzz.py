@@ -26,7 +26,7 @@ from offlow.testing.malformed import write_pcap
 
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 # target -> the runtime library it fuzzes (and links, with the core)
-TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm",
+TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "ctl": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso"}
 SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
@@ -70,6 +70,15 @@ def _seed_corpus(target: str, d: Path) -> None:
                               "fe80::1:2/10 x\n1::2::3/64\n")
         (d / "mixed").write_text("\x00\x00192.0.2.0/24,65000\r\n2001:4:112::/48|x\n"
                                  "# c\n8.8.8.8\n1:2:3:4:5:6:7:8/127\n")
+    elif target == "ctl":
+        # messages, each a length byte then its bytes (runtime/core ctl.h; offlow/control.py)
+        from offlow.control import route_message
+
+        msgs = [route_message("add", "10.1.2.0/26", 9), route_message("del", "10.1.2.128/25"),
+                route_message("add", "0.0.0.0/0", 1), route_message("add", "10.1.2.129/32", 7),
+                route_message("del", "10.0.0.0/8"), b"i", b"g\x01\0\0\0",
+                b"s\x03\0\0\0\x05\0\0\0", b"a\x21\x01\0" + bytes(16)]
+        (d / "routes").write_bytes(b"".join(bytes([len(m)]) + m for m in msgs))
     elif target == "mcproto":
         # first byte: framing (0 binary, 1 text, 2 UDP, 3 sniffed) + limit bits + 16:
         # trusted exec; second: cut

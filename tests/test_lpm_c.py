@@ -38,3 +38,12 @@ def test_lpm_tables_on_the_bgp_table(sanitize: bool, tmp_path: Path) -> None:
     res = run_c(exe, *args, timeout=120)
     _check(res)
     assert "901899 IPv4 and 160147 IPv6 routes" in res.stdout
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_lpm4_incremental_updates(sanitize: bool) -> None:
+    """ofl_lpm4_add/_del against a reference list (cases, group exhaustion, random
+    sequences) and a lookup thread racing the updates (runtime/lib/lpm/tests/
+    test_lpm_update.c)."""
+    exe = build_c([lib_test("lpm", "test_lpm_update")], "test_lpm_update", ["lpm"], sanitize)
+    _check(run_c(exe, *(["--quick"] if sanitize else []), timeout=180))

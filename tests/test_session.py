@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow import OfflowError
+from offlow import OfflowError, Program, Sink, Source
 from offlow.build import build
 from offlow.channels import ChannelError, ChannelTimeout
 from offlow.dsl.loader import load_program
@@ -124,7 +124,10 @@ def test_try_calls_toward_a_dead_device_raise_instead_of_answering_not_now(call:
             assert e.value.errno == errno.EPIPE
 
 
-def test_a_program_without_channels_has_no_session() -> None:
-    with pytest.raises(OfflowError, match="has no channels"):
-        session(load_program(Path(__file__).resolve().parents[1] / "examples" /
-                             "ttl_pipeline.py"))
+def test_a_program_without_channels_or_tables_has_no_session() -> None:
+    p = Program("plain")
+    src, out = Source("in"), Sink("out")
+    src >> out
+    p.segment("only", [src, out], device="host", cores=[0])
+    with pytest.raises(OfflowError, match="has no channels and no tables"):
+        session(p)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from offlow.codegen import queuegen as qg
 from offlow.codegen import vector as vg
 from offlow.ir import Channel, Graph, Node, Queue, SharedTable
-from offlow.ir.graph import MADE_TOO_LONG
+from offlow.ir.graph import CTL_CHANNEL_PREFIX, MADE_TOO_LONG
 from offlow.ir.types import cname, sort_fields
 from offlow.plan import CoreThread, Plan, SegmentPlan
 
@@ -129,6 +129,8 @@ class DeviceGen:
         self.sinks = [n for n in self.nodes if n.kind == "sink"]
         self.sources = [n for n in self.nodes if n.kind == "source"]
         self.channels = list(dev.channels)
+        # the tables whose control channel (ctl.NAME) this process serves
+        self.ctl_tables = [t for t in self.g.shared if t.ctl == device]
         self.rings = list(plan.rings)
         self.ctx_index = {(p.name, k): i for i, (p, k) in
                           enumerate((p, k) for p in self.plans for k in range(len(p.cores)))}
@@ -168,6 +170,8 @@ class DeviceGen:
                 self.gen_node(self.g.node(name))
         for c in self.channels:
             self.gen_handler(c)
+        for t in self.ctl_tables:
+            self.gen_ctl_handler(t)
         for t in self.g.shared:
             if t.bulk and t.home == self.device:
                 self.gen_blob_open(t)
@@ -189,6 +193,9 @@ class DeviceGen:
         for t in self.g.shared:
             if t.home in (self.device, "window"):
                 e(f"    {t.ctype.split('[')[0]} *tbl_{cname(t.name)};")
+        for t in self.ctl_tables:
+            if not t.is_object:
+                e(f"    uint64_t ctl_updates_{cname(t.name)}; /* sets through ctl.{t.name} */")
         e("};", "", "/* One per segment core: everything its loop touches. */",
           "struct ofl_ctx {", "    struct ofl_core core; /* name, index, cpu, waiter, stats */",
           "    struct ofl_proc *proc;",
@@ -245,6 +252,20 @@ class DeviceGen:
           "    int err = 0;",
           f"    ofl_hbody_{cn}(ofl_arg_, ofl_end_, ofl_msg_, len, &err);",
           "    return err;", "}", "")
+
+    def gen_ctl_handler(self, t: SharedTable) -> None:
+        """The function the channel manager runs for each control message of table t
+        (runtime/core/include/offlow/ctl.h)."""
+        tn, tbl = cname(t.name), f"proc->tbl_{cname(t.name)}"
+        call = (f"{t.ctl_fn}({tbl}, msg, len, &r);" if t.is_object else
+                f"ofl_ctl_array({tbl}, sizeof *{tbl}, {t.length}u, '{ctl_type(t.ctype)}', "
+                f"&proc->ctl_updates_{tn}, msg, len, &r);")
+        self.e(f"/* Channel ctl.{t.name}: control messages of table {t.name}. */",
+               f"static int ofl_ctl_{tn}(void *arg, struct ofl_chan_end *end, const void *msg_, "
+               "size_t len) {",
+               "    struct ofl_proc *proc = arg;", "    const uint8_t *msg = msg_;",
+               "    struct ofl_ctl_reply r;", f"    {call}",
+               "    return ofl_chan_post(end, r.b, r.n);", "}", "")
 
     def _body(self, n: Node, batch: bool = False) -> None:
         """A body (or batch body) where its program file says it is (#line), then the
@@ -711,7 +732,7 @@ class DeviceGen:
                 e(f"    ofl_group_init(&ofl_group_{cname(p.name)}, {len(p.cores)}u);")
         e("    /* sinks, then every core: its sources and the ends of its rings */",
           "    if (ofl_prog_open(&ofl_prog, &proc->args, &proc->win, ring_off) < 0) return 1;")
-        if self.channels:
+        if self.channels or self.ctl_tables:
             e("    /* Channel managers: serve the host's messages from before the first packet */",
               "    struct ofl_chan_mgr *mgr = ofl_chan_mgr_start(1, "
               "&((struct ofl_window_hdr *)proc->win.base)->abort);",
@@ -720,10 +741,14 @@ class DeviceGen:
             for c in self.channels:
                 e(f'    if (ofl_gen_serve(mgr, &proc->win, chan_off, "{c.name}", '
                   f"ofl_handler_{cname(c.name)}, proc) < 0) return 1;")
+            for t in self.ctl_tables:
+                chan = f"{CTL_CHANNEL_PREFIX}{t.name}"
+                e(f'    if (ofl_gen_serve(mgr, &proc->win, chan_off, "{chan}", '
+                  f"ofl_ctl_{cname(t.name)}, proc) < 0) return 1;")
         e("    int failed = ofl_prog_run(&ofl_prog, &proc->win);",
           "    if (proc->args.serve && !failed && ofl_serve_until_stopped(&proc->win) < 0)",
           "        failed = 1;",
-          *(["    ofl_chan_mgr_stop(mgr);"] if self.channels else []),
+          *(["    ofl_chan_mgr_stop(mgr);"] if self.channels or self.ctl_tables else []),
           "    ofl_prog_report(&ofl_prog, &proc->args);", *self.main_teardown(),
           "    ofl_prog_close(&ofl_prog);",
           "    ofl_window_close(&proc->win);", "    ofl_lifeline_finish(&life);",
@@ -823,6 +848,18 @@ class DeviceGen:
             loop = "ofl_grp_" if p.group and t.loops[0][1] else "ofl_seg_"
             out.append((f"{loop}{cname(p.name)}", f"&ofl_ctxs[{self.ctx_index[t.loops[0]]}]"))
         return out
+
+
+def ctl_type(ctype: str) -> str:
+    """The element type code of an array of `ctype` in control messages (ctl.h)."""
+    base = ctype.split("[")[0].strip()
+    if base in ("float", "double"):
+        return "f"
+    if base.startswith("uint") or base.startswith("unsigned") or base in ("bool", "_Bool"):
+        return "u"
+    if base.startswith("int") or base in ("char", "signed char", "short", "long", "long long"):
+        return "i"
+    return "b"
 
 
 def _array(ctype: str, name: str, rows: list[str]) -> str:

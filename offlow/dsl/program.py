@@ -26,6 +26,8 @@ from offlow.ir import (
 )
 from offlow.ir import Segment as IRSegment
 from offlow.ir.graph import (
+    CHANNEL_NAME_MAX,
+    CTL_CHANNEL_PREFIX,
     DEFAULT_MTU,
     ENQUEUE_MODES,
     MAX_DROP_REASONS,
@@ -149,11 +151,14 @@ class Program:
         segments that use them), or `device` when given."""
         if name in self.channels:
             raise OfflowError(f"channel `{name}` is defined twice")
-        if not name or len(name) > 31 or not all(c.isalnum() or c in "_.-" for c in name):
-            raise OfflowError(f"channel `{name}`: a name is 1..31 letters, digits, `_`, `.`, `-`")
-        if name.startswith(TABLE_CHANNEL_PREFIX):
-            raise OfflowError(f"channel `{name}`: names starting with `{TABLE_CHANNEL_PREFIX}` "
-                              "are the tables' (they travel between processes over them)")
+        if not name or len(name) > CHANNEL_NAME_MAX or \
+                not all(c.isalnum() or c in "_.-" for c in name):
+            raise OfflowError(f"channel `{name}`: a name is 1..{CHANNEL_NAME_MAX} letters, "
+                              "digits, `_`, `.`, `-`")
+        for prefix in (TABLE_CHANNEL_PREFIX, CTL_CHANNEL_PREFIX):
+            if name.startswith(prefix):
+                raise OfflowError(f"channel `{name}`: names starting with `{prefix}` are the "
+                                  "tables' (they travel over them, and are controlled)")
         if device is not None and device not in targets.names():
             raise OfflowError(f"channel `{name}`: unknown device `{device}`; devices: "
                               f"{', '.join(targets.names())}")
@@ -507,5 +512,5 @@ class Program:
             else SharedTable(t.name, t.ctype, 1, open_fn=t.open_fn, close_fn=t.close_fn,
                              options=t.options, source=t.source, pack_fn=t.pack_fn,
                              open_blob_fn=t.open_blob_fn, stats_fn=t.stats_fn, tcp=t.tcp,
-                             includes=t.includes, src_kinds=t.src_kinds)
+                             ctl_fn=t.ctl_fn, includes=t.includes, src_kinds=t.src_kinds)
             for t in tables.values())

@@ -48,6 +48,11 @@ class Table:
     --tcp``): the runner passes it to the process that holds the table as the option
     ``NAME.tcp_fd=N``, which the open function serves.
 
+    `ctl_fn`, when set, answers the control messages of the running program's table
+    (offlow ctl; runtime/core/include/offlow/ctl.h): ``void ctl_fn(ctype *t, const
+    uint8_t *msg, size_t len, struct ofl_ctl_reply *r)``, run by the channel manager of
+    the process that holds it (``ofl_lpm4_ctl``: route add and delete).
+
     `includes` are the runtime headers that declare these functions and `ctype`
     (``offlow/lpm4.h``): the generated program includes them, and links the runtime
     libraries that hold them. `src_kinds` are the packet source kinds the table's
@@ -66,6 +71,7 @@ class Table:
     open_blob_fn: str = ""
     stats_fn: str = ""
     tcp: bool = False
+    ctl_fn: str = ""
     includes: tuple[str, ...] = ()
     src_kinds: tuple[tuple[str, str], ...] = ()
 

@@ -122,6 +122,8 @@ class SharedTable:
     pack_fn: str = ""  # host side of a table that travels (see dsl.values.Table)
     open_blob_fn: str = ""
     bulk: bool = False  # set by the plan: sent to its device over channel table.NAME
+    ctl: str = ""  # set by the plan: the device that serves its control channel ctl.NAME
+    ctl_fn: str = ""  # the object's control function (dsl Table; see runtime ctl.h)
     stats_fn: str = ""  # writes the object's counters to the stats file (dsl Table)
     tcp: bool = False   # serves the run's TCP socket, when it has one (dsl Table)
     includes: tuple[str, ...] = ()  # runtime headers of its type and functions (dsl Table)
@@ -224,13 +226,20 @@ class Queue:
 # Channels named so carry tables between processes (runtime/core/src/gen_chan.c); the
 # program's own channels may not be named so.
 TABLE_CHANNEL_PREFIX = "table."
+# Channels named so read and change a table of the running program (offlow ctl,
+# offlow/control.py; runtime/core/include/offlow/ctl.h).
+CTL_CHANNEL_PREFIX = "ctl."
+# The longest channel name (runtime/core/include/offlow/chan.h: OFL_CHAN_NAME_MAX).
+CHANNEL_NAME_MAX = 31
 
 
 def channel_names(g: Graph) -> list[str]:
     """Every channel of the window's region: the program's, then one per table the
-    host sends to a device."""
-    return [c.name for c in g.channels] + [f"{TABLE_CHANNEL_PREFIX}{t.name}" for t in g.shared
-                                           if t.bulk]
+    host sends to a device, then one per table that a process serves control
+    messages for."""
+    return ([c.name for c in g.channels] +
+            [f"{TABLE_CHANNEL_PREFIX}{t.name}" for t in g.shared if t.bulk] +
+            [f"{CTL_CHANNEL_PREFIX}{t.name}" for t in g.shared if t.ctl])
 
 
 @dataclass(frozen=True)

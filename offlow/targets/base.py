@@ -74,6 +74,8 @@ class Target:
     # Its default offload batch and depth, when it runs segments in batches (gpu):
     # then `--set SEG.batch=N --set SEG.depth=N` apply; None: it takes no such settings.
     offload: ClassVar[tuple[int, int] | None] = None
+    # Its process serves the control channel ctl.NAME of each table it holds (offlow ctl).
+    serves_control: ClassVar[bool] = True
 
     def unusable(self) -> str | None:
         """Why this target cannot run here (missing_package, no_device), or None."""

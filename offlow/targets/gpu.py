@@ -57,6 +57,9 @@ class Gpu(ProcessTarget):
     interconnect = ("the window in /dev/shm to the other devices; to the OpenCL device, "
                     "pinned host buffers and N batches in flight on three command queues")
     reads_table_files = False
+    # Its tables are copied into device buffers at start; an update would change the
+    # host's copy only, so no control channel is served (offlow ctl says the table has none).
+    serves_control = False
     offload = (DEFAULT_BATCH, DEFAULT_DEPTH)
 
     def unusable(self) -> str | None:

@@ -86,6 +86,7 @@ class Xdp(Target):
     interconnect = ("none yet: a segment on xdp takes its packets from the interface and "
                     "ends them there (XDP_TX, XDP_DROP)")
     reads_table_files = False
+    serves_control = False   # its tables are BPF maps, read by no channel
 
     def unusable(self) -> str | None:
         if shutil.which("clang") is None:

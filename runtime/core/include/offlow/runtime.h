@@ -16,6 +16,7 @@
 #include "offlow/chan.h"
 #include "offlow/copy.h"
 #include "offlow/crc32c.h"
+#include "offlow/ctl.h"
 #include "offlow/err.h"
 #include "offlow/gen.h"
 #include "offlow/group.h"

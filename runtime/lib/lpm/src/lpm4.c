@@ -2,6 +2,8 @@
  * lookups. */
 #include "offlow/lpm4.h"
 
+#include "lpm4_rules.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,12 +16,15 @@
 
 /* The most tbl24 bytes a table can need: one block per /16. */
 #define TBL24_MAX_BYTES ((size_t)OFL_LPM4_DIR_ENTRIES * OFL_LPM4_BLOCK * sizeof(uint16_t))
+/* The most tbl8 entries a table can need. */
+#define TBL8_MAX ((size_t)OFL_LPM4_MAX_GROUPS * 256)
 
 /* Room for every block a table can need: an anonymous mapping aligned to 2 MiB and
  * advised to huge pages where the kernel allows (random lookups would otherwise miss
  * the TLB too). Only the pages the blocks touch are ever backed; the build gives the
- * rest back (trim_tbl24). Sets *len to the mapping's length; NULL when out of
- * memory. */
+ * rest back (trim_tbl24) but keeps the room: updates add blocks in place, so that
+ * lookups never see the table move. Sets *len to the mapping's length; NULL when out
+ * of memory. */
 static uint16_t *map_tbl24(size_t *len)
 {
     size_t all = TBL24_MAX_BYTES + HUGE_PAGE;
@@ -35,133 +40,158 @@ static uint16_t *map_tbl24(size_t *len)
     return (uint16_t *)a;
 }
 
-/* Unmap the part of the tbl24 mapping past its blocks (whole pages). */
+/* Give back the pages of the tbl24 mapping past its blocks (whole pages), keeping the
+ * mapping. */
 static void trim_tbl24(struct ofl_lpm4 *t)
 {
     size_t used = (size_t)t->blocks * OFL_LPM4_BLOCK * sizeof *t->tbl24;
     used = (used + PAGE - 1) / PAGE * PAGE;
-    if (used == 0) used = PAGE;
-    if (used < t->tbl24_bytes) {
-        munmap((uint8_t *)t->tbl24 + used, t->tbl24_bytes - used);
-        t->tbl24_bytes = used;
-    }
+    if (used < t->tbl24_bytes)
+        (void)madvise((uint8_t *)t->tbl24 + used, t->tbl24_bytes - used, MADV_DONTNEED);
 }
 
-/* Set n entries from p to v. */
-static void fill16(uint16_t *p, size_t n, uint16_t v)
+/* Set n entries from p to v, and their depths from d to dv. */
+static void fill(uint16_t *p, uint8_t *d, size_t n, uint16_t v, uint8_t dv)
 {
     for (size_t i = 0; i < n; i++) p[i] = v;
+    memset(d, dv, n);
 }
 
-/* A fresh tbl24 block, filled with the hop `e`; returns its number. */
-static uint32_t new_block(struct ofl_lpm4 *t, uint16_t e)
+/* A fresh tbl24 block, filled with the hop `e` at depth `dep`; returns its number. */
+static uint32_t new_block(struct ofl_lpm4 *t, uint16_t e, uint8_t dep)
 {
     uint32_t b = t->blocks++;
-    fill16(t->tbl24 + (size_t)b * OFL_LPM4_BLOCK, OFL_LPM4_BLOCK, e);
+    fill(t->tbl24 + (size_t)b * OFL_LPM4_BLOCK, t->dep24 + (size_t)b * OFL_LPM4_BLOCK,
+         OFL_LPM4_BLOCK, e, dep);
     return b;
 }
 
-/* A fresh tbl8 group, filled with the tbl24 entry `e` it replaces. */
-static int new_group(struct ofl_lpm4 *t, uint16_t e, uint32_t *g, char *errbuf)
+/* A fresh tbl8 group, filled with the tbl24 entry `e` (at depth `dep`) it replaces. */
+static int new_group(struct ofl_lpm4 *t, uint16_t e, uint8_t dep, uint32_t *g, char *errbuf)
 {
     if (t->groups == OFL_LPM4_MAX_GROUPS) {
         snprintf(errbuf, 256, "more than %u /24s hold prefixes longer than /24 "
                  "(the tbl8 groups of DIR-24-8 are full)", OFL_LPM4_MAX_GROUPS);
         return -ENOSPC;
     }
-    if (t->groups == t->cap_groups) {
-        uint32_t c = t->cap_groups ? t->cap_groups * 2 : 64;
-        if (c > OFL_LPM4_MAX_GROUPS) c = OFL_LPM4_MAX_GROUPS;
-        uint16_t *p = realloc(t->tbl8, (size_t)c * 256 * sizeof *p);
-        if (!p) {
-            snprintf(errbuf, 256, "out of memory for %u tbl8 groups", c);
-            return -ENOMEM;
-        }
-        t->tbl8 = p;
-        t->cap_groups = c;
-    }
     *g = t->groups++;
-    fill16(t->tbl8 + (size_t)*g * 256, 256, e);
+    fill(t->tbl8 + (size_t)*g * 256, t->dep8 + (size_t)*g * 256, 256, e, dep);
     return 0;
 }
 
-/* Write the routes, sorted by length (order), into t: prefixes up to /16 into the
- * directory as hops (no block exists yet), longer ones into the /16's own block
- * (`own`, -1 until the first longer prefix copies the /16's hop into a fresh one) and
- * its tbl8 groups. */
+/* Write the routes, sorted by length (order), into t with their depths (1 + length):
+ * prefixes up to /16 into the directory as hops (no block exists yet), longer ones
+ * into the /16's own block (t->own, -1 until the first longer prefix copies the /16's
+ * hop into a fresh one) and its tbl8 groups. */
 static int paint(struct ofl_lpm4 *t, const struct ofl_route4 *r, const uint32_t *order,
-                 size_t n, int32_t *own, char *errbuf)
+                 size_t n, char *errbuf)
 {
     for (size_t k = 0; k < n; k++) {
         const struct ofl_route4 *e = &r[order[k]];
         uint32_t a = e->len ? e->addr & ~(uint32_t)0 << (32 - e->len) : 0;
+        uint8_t dep = (uint8_t)(e->len + 1);
         if (e->len <= 16) {
-            fill16(t->dir + (a >> 16), (size_t)1 << (16 - e->len), e->hop);
+            fill(t->dir + (a >> 16), t->dep16 + (a >> 16), (size_t)1 << (16 - e->len), e->hop,
+                 dep);
             continue;
         }
-        if (own[a >> 16] < 0) own[a >> 16] = (int32_t)new_block(t, t->dir[a >> 16]);
-        uint16_t *blk = t->tbl24 + (size_t)own[a >> 16] * OFL_LPM4_BLOCK;
+        int32_t *own = &t->own[a >> 16];
+        if (*own < 0) *own = (int32_t)new_block(t, t->dir[a >> 16], t->dep16[a >> 16]);
+        size_t at = (size_t)*own * OFL_LPM4_BLOCK + (a >> 8 & 0xFF);
         if (e->len <= 24) {
-            fill16(blk + (a >> 8 & 0xFF), (size_t)1 << (24 - e->len), e->hop);
+            fill(t->tbl24 + at, t->dep24 + at, (size_t)1 << (24 - e->len), e->hop, dep);
             continue;
         }
-        uint16_t *slot = &blk[a >> 8 & 0xFF];
-        if (!(*slot & OFL_LPM4_GROUP)) {
+        if (!(t->tbl24[at] & OFL_LPM4_GROUP)) {
             uint32_t g;
-            int rc = new_group(t, *slot, &g, errbuf);
+            int rc = new_group(t, t->tbl24[at], t->dep24[at], &g, errbuf);
             if (rc < 0) return rc;
-            *slot = (uint16_t)(OFL_LPM4_GROUP | g);
+            t->tbl24[at] = (uint16_t)(OFL_LPM4_GROUP | g);
         }
-        size_t g = *slot & ~OFL_LPM4_GROUP;
-        fill16(t->tbl8 + g * 256 + (a & 0xFF), (size_t)1 << (32 - e->len), e->hop);
+        size_t g = (size_t)(t->tbl24[at] & ~OFL_LPM4_GROUP) * 256 + (a & 0xFF);
+        fill(t->tbl8 + g, t->dep8 + g, (size_t)1 << (32 - e->len), e->hop, dep);
     }
     return 0;
 }
 
-/* Give up the own blocks that came out uniform (a /16 covered by longer prefixes of
- * one hop): their /16s take the shared block of that hop instead (the directory holds
- * the hop until link_blocks), and the blocks left move down to close the gaps. */
-static void drop_uniform(struct ofl_lpm4 *t, int32_t *own)
+/* Give up the own blocks that came out uniform, hop and depth alike (a /16 covered by
+ * longer prefixes of one hop and length): their /16s take the shared block of that hop
+ * instead (the directory holds the hop until link_blocks, dep16 the depth), and the
+ * blocks left move down to close the gaps. */
+static void drop_uniform(struct ofl_lpm4 *t)
 {
     int32_t *moved = malloc((t->blocks ? t->blocks : 1) * sizeof *moved);
     if (!moved) return;   /* out of memory: keep every block as it is */
     uint32_t kept = 0;
     for (uint32_t b = 0; b < t->blocks; b++) {
         const uint16_t *blk = t->tbl24 + (size_t)b * OFL_LPM4_BLOCK;
+        const uint8_t *dep = t->dep24 + (size_t)b * OFL_LPM4_BLOCK;
         unsigned same = !(blk[0] & OFL_LPM4_GROUP);
-        for (unsigned i = 1; i < OFL_LPM4_BLOCK; i++) same &= blk[i] == blk[0];
+        for (unsigned i = 1; i < OFL_LPM4_BLOCK; i++) same &= blk[i] == blk[0] && dep[i] == dep[0];
         if (same) {
-            moved[b] = -1 - (int32_t)blk[0];
+            moved[b] = -1 - (int32_t)(blk[0] | dep[0] << 16);
             continue;
         }
-        if (kept != b)
+        if (kept != b) {
             memcpy(t->tbl24 + (size_t)kept * OFL_LPM4_BLOCK, blk, OFL_LPM4_BLOCK * sizeof *blk);
+            memcpy(t->dep24 + (size_t)kept * OFL_LPM4_BLOCK, dep, OFL_LPM4_BLOCK);
+        }
         moved[b] = (int32_t)kept++;
     }
     for (uint32_t d = 0; d < OFL_LPM4_DIR_ENTRIES; d++) {
-        if (own[d] < 0) continue;
-        int32_t m = moved[own[d]];
-        if (m < 0) t->dir[d] = (uint16_t)(-1 - m);
-        own[d] = m < 0 ? -1 : m;
+        if (t->own[d] < 0) continue;
+        int32_t m = moved[t->own[d]];
+        if (m < 0) {
+            t->dir[d] = (uint16_t)((-1 - m) & 0xFFFF);
+            t->dep16[d] = (uint8_t)((-1 - m) >> 16);
+        }
+        t->own[d] = m < 0 ? -1 : m;
     }
     t->blocks = kept;
     free(moved);
 }
 
 /* Point the directory at the blocks: a /16 with its own block at it, the others at a
- * block shared by every /16 of the same hop (`shared`: OFL_ROUTE_MAX_HOP + 1 entries,
- * -1 = none yet). */
-static void link_blocks(struct ofl_lpm4 *t, const int32_t *own, int32_t *shared)
+ * block shared by every /16 of the same hop (t->shared). */
+static void link_blocks(struct ofl_lpm4 *t)
 {
     for (uint32_t b = 0; b < OFL_LPM4_DIR_ENTRIES; b++) {
-        if (own[b] >= 0) {
-            t->dir[b] = (uint16_t)own[b];
+        if (t->own[b] >= 0) {
+            t->dir[b] = (uint16_t)t->own[b];
             continue;
         }
         uint16_t hop = t->dir[b];
-        if (shared[hop] < 0) shared[hop] = (int32_t)new_block(t, hop);
-        t->dir[b] = (uint16_t)shared[hop];
+        if (t->shared[hop] < 0) t->shared[hop] = (int32_t)new_block(t, hop, 0);
+        t->dir[b] = (uint16_t)t->shared[hop];
     }
+}
+
+/* The arrays of an empty table with room for `n` routes in its route set. */
+static struct ofl_lpm4 *alloc_table(size_t n)
+{
+    struct ofl_lpm4 *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->dir = calloc(OFL_LPM4_DIR_ENTRIES, sizeof *t->dir);
+    t->dep16 = calloc(OFL_LPM4_DIR_ENTRIES, 1);
+    t->tbl24 = map_tbl24(&t->tbl24_bytes);
+    /* Room for every block and group: large callocs are mapped, so only the pages the
+     * table uses are backed. */
+    t->dep24 = calloc(TBL24_MAX_BYTES / sizeof *t->tbl24, 1);
+    t->tbl8 = calloc(TBL8_MAX, sizeof *t->tbl8);
+    t->dep8 = calloc(TBL8_MAX, 1);
+    t->own = malloc(OFL_LPM4_DIR_ENTRIES * sizeof *t->own);
+    t->shared = malloc(((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof *t->shared);
+    /* The routes as given: the first update makes the route set of them (lazily: the
+     * set costs a cache miss per route, 3x the rest of the build). */
+    t->given = malloc((n ? n : 1) * sizeof *t->given);
+    if (!t->dir || !t->dep16 || !t->tbl24 || !t->dep24 || !t->tbl8 || !t->dep8 || !t->own ||
+        !t->shared || !t->given) {
+        ofl_lpm4_free(t);
+        return NULL;
+    }
+    memset(t->own, 0xFF, OFL_LPM4_DIR_ENTRIES * sizeof *t->own);
+    memset(t->shared, 0xFF, ((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof *t->shared);
+    return t;
 }
 
 int ofl_lpm4_build(struct ofl_lpm4 **out, const struct ofl_route4 *r, size_t n, char *errbuf)
@@ -183,33 +213,24 @@ int ofl_lpm4_build(struct ofl_lpm4 **out, const struct ofl_route4 *r, size_t n, 
     }
     for (int l = 1; l < 34; l++) start[l] += start[l - 1];
     uint32_t *order = malloc((n ? n : 1) * sizeof *order);
-    int32_t *own = malloc(OFL_LPM4_DIR_ENTRIES * sizeof *own);
-    int32_t *shared = malloc(((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof *shared);
-    struct ofl_lpm4 *t = calloc(1, sizeof *t);
-    if (t) {
-        t->dir = calloc(OFL_LPM4_DIR_ENTRIES, sizeof *t->dir);
-        t->tbl24 = map_tbl24(&t->tbl24_bytes);
-    }
+    struct ofl_lpm4 *t = alloc_table(n);
     int rc = 0;
-    if (!order || !own || !shared || !t || !t->dir || !t->tbl24) {
+    if (!order || !t) {
         snprintf(errbuf, 256, "out of memory for an IPv4 table of %zu routes", n);
         rc = -ENOMEM;
         goto out;
     }
     t->routes = n;
+    if (n) memcpy(t->given, r, n * sizeof *r);
     for (size_t i = 0; i < n; i++) order[start[r[i].len]++] = (uint32_t)i;
-    memset(own, 0xFF, OFL_LPM4_DIR_ENTRIES * sizeof *own);
-    memset(shared, 0xFF, ((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof *shared);
-    rc = paint(t, r, order, n, own, errbuf);
+    rc = paint(t, r, order, n, errbuf);
     if (rc == 0) {
-        drop_uniform(t, own);
-        link_blocks(t, own, shared);
+        drop_uniform(t);
+        link_blocks(t);
         trim_tbl24(t);
     }
 out:
     free(order);
-    free(own);
-    free(shared);
     if (rc < 0) ofl_lpm4_free(t);
     else *out = t;
     return rc;
@@ -232,13 +253,22 @@ void ofl_lpm4_free(struct ofl_lpm4 *t)
     if (t->tbl24) munmap(t->tbl24, t->tbl24_bytes);
     free(t->dir);
     free(t->tbl8);
+    free(t->dep16);
+    free(t->dep24);
+    free(t->dep8);
+    free(t->own);
+    free(t->shared);
+    ofl_lpm4_rules_free(t->rules);
+    free(t->given);
     free(t);
 }
 
 size_t ofl_lpm4_memory(const struct ofl_lpm4 *t)
 {
-    return sizeof *t + (size_t)OFL_LPM4_DIR_ENTRIES * sizeof *t->dir + t->tbl24_bytes +
-           (size_t)t->cap_groups * 256 * sizeof *t->tbl8;
+    size_t entries = (size_t)t->blocks * OFL_LPM4_BLOCK + (size_t)t->groups * 256;
+    return sizeof *t + (size_t)OFL_LPM4_DIR_ENTRIES * (sizeof *t->dir + 1 + 2 * sizeof(int32_t)) +
+           entries * (sizeof *t->tbl24 + 1) + ((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof(int32_t) +
+           (t->rules ? t->rules->cap * sizeof *t->rules->slot : t->routes * sizeof *t->given);
 }
 
 /* Addresses per group of the batched lookup: enough misses in flight to cover the
@@ -261,7 +291,7 @@ void ofl_lpm4_lookup_batch(const struct ofl_lpm4 *t, const uint32_t *addrs, uint
         }
         unsigned deep = 0;
         for (unsigned i = 0; i < m; i++) {
-            uint16_t e = tbl24[at[i]];
+            uint16_t e = ofl_lpm4_read(&tbl24[at[i]]);
             h[i] = e;
             if (e & OFL_LPM4_GROUP) {
                 __builtin_prefetch(&tbl8[(uint32_t)(e & ~OFL_LPM4_GROUP) << 8 | (a[i] & 0xFF)]);
@@ -271,6 +301,7 @@ void ofl_lpm4_lookup_batch(const struct ofl_lpm4 *t, const uint32_t *addrs, uint
         if (!deep) continue;
         for (unsigned i = 0; i < m; i++)
             if (h[i] & OFL_LPM4_GROUP)
-                h[i] = tbl8[(uint32_t)(h[i] & ~OFL_LPM4_GROUP) << 8 | (a[i] & 0xFF)];
+                h[i] = ofl_lpm4_read(&tbl8[(uint32_t)(h[i] & ~OFL_LPM4_GROUP) << 8 |
+                                           (a[i] & 0xFF)]);
     }
 }

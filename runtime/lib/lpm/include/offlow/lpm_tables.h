@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "offlow/ctl.h"
 #include "offlow/gen.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
@@ -28,5 +29,14 @@ int ofl_lpm4_open_blob(struct ofl_lpm4 **t, const void *blob, size_t len,
                        const struct ofl_args *a, const char *name);
 int ofl_lpm6_open_blob(struct ofl_lpm6 **t, const void *blob, size_t len,
                        const struct ofl_args *a, const char *name);
+
+/* Answer a control message (ctl.h) for an IPv4 table: info, route add, route delete
+ * (ofl_lpm4_add, ofl_lpm4_del, while lookups run). Called by the one thread that
+ * serves the table's control channel. */
+void ofl_lpm4_ctl(struct ofl_lpm4 *t, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r);
+
+/* The same for an IPv6 table: info only; route updates are refused (-EOPNOTSUPP):
+ * the IPv6 structure takes no incremental updates yet. */
+void ofl_lpm6_ctl(struct ofl_lpm6 *t, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r);
 
 #endif

@@ -1,0 +1,216 @@
+"""The control plane: read and change the tables of a running program while its
+packets flow, over each table's control channel ``ctl.NAME`` (served by the process
+that holds the table; message layout in runtime/core/include/offlow/ctl.h).
+
+    with offlow.session.attach(WINDOW) as a:
+        a.tables["counts"][3]                         # an array element
+        a.tables["counts"][3] = 7
+        a.tables["routes4"].add("10.0.0.0/8", 5)      # a route table
+        a.tables["routes4"].delete("10.0.0.0/8")
+
+`offlow ctl WINDOW table NAME get|set INDEX [VALUE]` and `offlow ctl WINDOW route
+add|del PREFIX [NEXTHOP]` do the same from a shell. A request the table refuses (an
+index out of range, a value of the wrong size, a route table out of groups, a route
+it does not hold) raises ControlError with the reason; the table is unchanged."""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+from offlow.channels import Channel, Region
+from offlow.errors import OfflowError
+from offlow.ir.graph import CTL_CHANNEL_PREFIX
+
+KINDS = {1: "array", 2: "lpm4", 3: "lpm6"}
+ROUTE_HOP_MAX = 0x7FFF
+# struct ofl_ctl_info: kind, type, size, pad, length, updates
+_INFO = struct.Struct("<BBHIQQ")
+_INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
+_FLOAT_FORMATS = {4: "f", 8: "d"}
+
+
+class ControlError(OfflowError):
+    """The table refused a request; `errno` is the (positive) errno value."""
+
+    def __init__(self, what: str, err: int, reason: str) -> None:
+        super().__init__(f"{what}: {reason}")
+        self.errno = err
+
+
+@dataclass(frozen=True)
+class Info:
+    """What a table is: its kind ("array", "lpm4", "lpm6"), an array's element type
+    ('u', 'i', 'f', 'b') and size, its length (elements, or routes) and the changes made
+    through control messages since it started (`updates`)."""
+
+    kind: str
+    type: str
+    size: int
+    length: int
+    updates: int
+
+
+def parse_prefix(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """An IPv4 or IPv6 prefix (host bits must be zero), or a clear error."""
+    try:
+        return ipaddress.ip_network(text, strict=True)
+    except ValueError as e:
+        raise OfflowError(f"`{text}` is not a prefix such as 10.0.0.0/8 or 2001:db8::/32 "
+                          f"({e})") from None
+
+
+def route_message(op: str, prefix: str, hop: int | None = None) -> bytes:
+    """The control message that adds (op "add", with `hop`) or deletes ("del") a
+    route (ctl.h), or a clear error for a bad prefix or next hop."""
+    net = parse_prefix(prefix)
+    addr = net.network_address.packed.ljust(16, b"\0")
+    if op == "del":
+        return b"d" + bytes([net.prefixlen]) + addr
+    if op != "add":
+        raise OfflowError(f"route `{op}`: want add or del")
+    if hop is None or not 1 <= hop <= ROUTE_HOP_MAX:
+        raise OfflowError(f"next hop {hop}: want 1..{ROUTE_HOP_MAX}")
+    return b"a" + bytes([net.prefixlen]) + struct.pack("<H", hop) + addr
+
+
+class Table:
+    """One table of a running program, through its control channel."""
+
+    def __init__(self, name: str, channel: Callable[[], Channel]) -> None:
+        self.name = name
+        self._channel = channel
+        self._info: Info | None = None
+
+    def request(self, msg: bytes, timeout: float = 5.0) -> bytes:
+        """Send one control message and return the reply's payload, or raise
+        ControlError with the table's reason."""
+        reply = self._channel().request(msg, timeout)
+        if len(reply) < 4:
+            raise OfflowError(f"table `{self.name}`: a reply of {len(reply)} bytes")
+        (status,) = struct.unpack_from("<i", reply)
+        if status < 0:
+            raise ControlError(f"table `{self.name}`", -status,
+                               reply[4:].decode(errors="replace"))
+        return reply[4:]
+
+    def info(self) -> Info:
+        """The table's kind, element and counts (asked each time: `updates` moves)."""
+        kind, typ, size, _, length, updates = _INFO.unpack(self.request(b"i")[:_INFO.size])
+        self._info = Info(KINDS.get(kind, str(kind)), chr(typ), size, length, updates)
+        return self._info
+
+    def _array(self) -> Info:
+        info = self._info or self.info()
+        if info.kind != "array":
+            raise OfflowError(f"table `{self.name}` is an {info.kind} route table: it takes "
+                              "add and delete, not get and set")
+        return info
+
+    def _format(self, info: Info) -> str | None:
+        if info.type == "u":
+            return _INT_FORMATS.get(info.size, "").upper() or None
+        if info.type == "i":
+            return _INT_FORMATS.get(info.size)
+        return _FLOAT_FORMATS.get(info.size) if info.type == "f" else None
+
+    def __getitem__(self, index: int) -> int | float | bytes:
+        info = self._array()
+        raw = self.request(b"g" + struct.pack("<I", self._index(index, info)))
+        fmt = self._format(info)
+        return struct.unpack("<" + fmt, raw)[0] if fmt else raw
+
+    def __setitem__(self, index: int, value: int | float | bytes) -> None:
+        info = self._array()
+        fmt = self._format(info)
+        if isinstance(value, (bytes, bytearray)):
+            data = bytes(value)
+        elif fmt:
+            try:
+                data = struct.pack("<" + fmt, value)
+            except struct.error as e:
+                raise OfflowError(f"table `{self.name}`: {value!r} does not fit its "
+                                  f"{info.size}-byte elements ({e})") from None
+        else:
+            raise OfflowError(f"table `{self.name}`: its {info.size}-byte elements take bytes")
+        self.request(b"s" + struct.pack("<I", self._index(index, info)) + data)
+
+    def _index(self, index: int, info: Info) -> int:
+        if not 0 <= index < info.length:
+            raise OfflowError(f"table `{self.name}`: index {index} is outside 0..{info.length - 1}")
+        return index
+
+    def add(self, prefix: str, hop: int) -> None:
+        """Add (or replace) route PREFIX -> next hop `hop` in a route table."""
+        self.request(self._route("add", prefix, hop))
+
+    def delete(self, prefix: str) -> None:
+        """Delete route PREFIX from a route table."""
+        self.request(self._route("del", prefix))
+
+    def _route(self, op: str, prefix: str, hop: int | None = None) -> bytes:
+        """The message, after checking that the table is a route table of the prefix's
+        family (the device reads an IPv4 address from the first 4 bytes of any)."""
+        msg = route_message(op, prefix, hop)
+        info = self._info or self.info()
+        want = "lpm4" if parse_prefix(prefix).version == 4 else "lpm6"
+        if info.kind != want:
+            what = "an array" if info.kind == "array" else f"an {info.kind} route table"
+            raise OfflowError(f"table `{self.name}` is {what}: {prefix} needs an {want} "
+                              "route table")
+        return msg
+
+
+def region_tables(region: Callable[[], Region]) -> Tables:
+    """The tables of the program whose channel region `region()` gives."""
+    prefix = CTL_CHANNEL_PREFIX
+    names = [n[len(prefix):] for n in region().names() if n.startswith(prefix)]
+    return Tables(names, lambda n: region().channel(prefix + n))
+
+
+def parse_value(info: Info, text: str) -> int | float | bytes:
+    """A value typed on a command line for an element of `info`: an integer (0x.. too),
+    a float, or hex bytes for elements of another type."""
+    try:
+        if info.type == "f":
+            return float(text)
+        if info.type in "ui":
+            return int(text, 0)
+        return bytes.fromhex(text)
+    except ValueError:
+        kind = {"f": "floating", "u": "unsigned", "i": "signed"}.get(info.type, "hex bytes")
+        raise OfflowError(f"`{text}` is not a value for {info.size}-byte {kind} "
+                          "elements") from None
+
+
+class Tables(Mapping[str, Table]):
+    """The tables of a running program by name (those with a control channel)."""
+
+    def __init__(self, names: list[str], channel: Callable[[str], Channel]) -> None:
+        self._tables = {n: Table(n, lambda n=n: channel(n)) for n in names}
+
+    def __getitem__(self, name: str) -> Table:
+        if name not in self._tables:
+            raise OfflowError(f"the program has no table `{name}`; tables: "
+                              f"{', '.join(self._tables) or 'none'}")
+        return self._tables[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tables)
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    def route_table(self, prefix: str, name: str | None = None) -> Table:
+        """The route table for PREFIX's family (IPv4: lpm4, IPv6: lpm6), or `name`."""
+        if name is not None:
+            return self[name]
+        want = "lpm4" if parse_prefix(prefix).version == 4 else "lpm6"
+        found = [t for t in self._tables.values() if t.info().kind == want]
+        if len(found) != 1:
+            raise OfflowError(f"the program has {len(found)} {want} route tables "
+                              f"({', '.join(t.name for t in found) or 'none'}): name one "
+                              "with --table")
+        return found[0]

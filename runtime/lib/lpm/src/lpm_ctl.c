@@ -1,0 +1,62 @@
+/* Control messages of the route tables (lpm_tables.h, runtime/core ctl.h): info, route
+ * add and delete. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "offlow/ctl.h"
+#include "offlow/lpm_tables.h"
+
+/* The route of an add or delete message: its length, hop (add) and address. */
+static int route_of(const uint8_t *msg, size_t len, uint8_t *plen, uint16_t *hop,
+                    const uint8_t **addr, struct ofl_ctl_reply *r)
+{
+    size_t want = msg[0] == OFL_CTL_ROUTE_ADD ? 20 : 18;
+    if (len != want) {
+        ofl_ctl_fail(r, -EINVAL, "route message of %zu bytes, want %zu", len, want);
+        return -EINVAL;
+    }
+    *plen = msg[1];
+    *hop = 0;
+    if (msg[0] == OFL_CTL_ROUTE_ADD) memcpy(hop, msg + 2, 2);
+    *addr = msg + want - 16;
+    return 0;
+}
+
+void ofl_lpm4_ctl(struct ofl_lpm4 *t, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r)
+{
+    if (len == 0) {
+        ofl_ctl_fail(r, -EINVAL, "empty message");
+        return;
+    }
+    if (msg[0] == OFL_CTL_INFO) {
+        struct ofl_ctl_info in = {OFL_CTL_LPM4, 'u', 2, 0, ofl_lpm4_count(t), t->updates};
+        ofl_ctl_ok(r, &in, sizeof in);
+        return;
+    }
+    if (msg[0] != OFL_CTL_ROUTE_ADD && msg[0] != OFL_CTL_ROUTE_DEL) {
+        ofl_ctl_fail(r, -EOPNOTSUPP, "a route table takes route add and delete, not '%c'",
+                     msg[0] >= 32 && msg[0] < 127 ? msg[0] : '?');
+        return;
+    }
+    uint8_t plen;
+    uint16_t hop;
+    const uint8_t *a;
+    if (route_of(msg, len, &plen, &hop, &a, r) < 0) return;
+    uint32_t addr = (uint32_t)a[0] << 24 | (uint32_t)a[1] << 16 | (uint32_t)a[2] << 8 | a[3];
+    char err[256] = "";
+    int rc = msg[0] == OFL_CTL_ROUTE_ADD ? ofl_lpm4_add(t, addr, plen, hop, err)
+                                         : ofl_lpm4_del(t, addr, plen, err);
+    if (rc < 0) ofl_ctl_fail(r, rc, "%s", err);
+    else ofl_ctl_ok(r, NULL, 0);
+}
+
+void ofl_lpm6_ctl(struct ofl_lpm6 *t, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r)
+{
+    if (len && msg[0] == OFL_CTL_INFO) {
+        struct ofl_ctl_info in = {OFL_CTL_LPM6, 'u', 2, 0, t->prefixes + (t->def != 0), 0};
+        ofl_ctl_ok(r, &in, sizeof in);
+        return;
+    }
+    ofl_ctl_fail(r, -EOPNOTSUPP, "IPv6 tables take no updates yet");
+}

@@ -1,0 +1,257 @@
+"""The control plane (offlow/control.py, `offlow ctl`): the tables of a running program
+read and changed from outside while packets flow.
+
+The router forwards synthetic traffic while a client adds and deletes thousands of
+IPv4 routes; every forwarded packet's next hop (its rewritten MAC) is checked, with
+dpkt, against a reference that replays the update log: each packet must match the
+table as it stood after some number of updates c, or after c + 1 (the update it
+raced with: an update of a short prefix rewrites its /16s one after the other, so
+during it two addresses may see it done and not yet), and since one core forwards
+in order, c never goes back. Errors (a table that does not exist, a malformed prefix,
+a value of the wrong size, a route the table lacks) get one clear error and leave
+the program running."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from offlow import Handler, Program, Shared, Sink, Source
+from offlow.build import plan_program
+from offlow.control import ControlError, Info
+from offlow.dsl.loader import load_program
+from offlow.elements import Count
+from offlow.errors import OfflowError
+from offlow.ir.graph import CHANNEL_NAME_MAX, CTL_CHANNEL_PREFIX
+from offlow.runner import RunOptions
+from offlow.session import session
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROUTER = EXAMPLES / "router.py"
+TTL = EXAMPLES / "ttl_pipeline.py"
+
+
+def _hop_rule(net: ipaddress.IPv4Network, nports: int = 16) -> int:
+    """The next hop of a prefix loaded from a file (runtime/lib/lpm routes.h)."""
+    h = 2166136261
+    for b in net.network_address.packed + bytes([net.prefixlen]):
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h % nports + 1
+
+
+class Reference:
+    """The route table as the update log leaves it after each update."""
+
+    def __init__(self, routes: dict[tuple[int, int], int]) -> None:
+        self.routes = dict(routes)
+
+    def apply(self, op: tuple[str, ipaddress.IPv4Network, int]) -> None:
+        kind, net, hop = op
+        key = (int(net.network_address), net.prefixlen)
+        if kind == "add":
+            self.routes[key] = hop
+        else:
+            del self.routes[key]
+
+    def lookup(self, addr: int) -> int:
+        for length in range(32, -1, -1):
+            mask = (0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF
+            hop = self.routes.get((addr & mask, length))
+            if hop:
+                return hop
+        return 0
+
+
+def _updates(n: int, seed: int) -> list[tuple[str, ipaddress.IPv4Network, int]]:
+    """n adds and deletes inside 10.0.0.0/8 (lengths 9..32), a delete only of a route
+    the log added and has not deleted."""
+    rng = random.Random(seed)
+    held: list[ipaddress.IPv4Network] = []
+    out: list[tuple[str, ipaddress.IPv4Network, int]] = []
+    for _ in range(n):
+        if held and rng.random() < 0.35:
+            net = held.pop(rng.randrange(len(held)))
+            out.append(("del", net, 0))
+            continue
+        length = rng.choice([9, 12, 16, 20, 24, 24, 25, 28, 32, rng.randint(9, 32)])
+        addr = (10 << 24 | rng.getrandbits(24)) & ((0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF)
+        net = ipaddress.IPv4Network((addr, length))
+        if net in held:
+            continue
+        held.append(net)
+        out.append(("add", net, rng.randint(1, 0x7FFF)))
+    return out
+
+
+def test_router_forwards_while_routes_change(tmp_path: Path) -> None:
+    prefixes = tmp_path / "routes.txt"
+    prefixes.write_text("# the table at start\n10.0.0.0/8\n")
+    out = tmp_path / "out.pcap"
+    log = _updates(3000, seed=5)
+    opts = RunOptions(count=200_000, rate=100_000, sizes="64:1", prefixes=prefixes,
+                      output=out, opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
+    with session(load_program(ROUTER), opts) as s:
+        routes4 = s.tables["routes4"]
+        for kind, net, hop in log:
+            if kind == "add":
+                routes4.add(str(net), hop)
+            else:
+                routes4.delete(str(net))
+        info = routes4.info()
+        s.wait_drained(timeout=120)
+    assert s.result is not None and s.result.ok, s.result
+    assert info.updates == len(log)
+
+    # Each packet was looked up while some number c of updates had completed (c never
+    # goes back: one core forwards in order), so its hop is the answer of the table
+    # after c updates or, racing update c + 1, after c + 1. Take the smallest such c.
+    start = {(10 << 24, 8): _hop_rule(ipaddress.IPv4Network("10.0.0.0/8"))}
+    cur, nxt = Reference(start), Reference(start)
+    nxt.apply(log[0])
+    c, seen, raced, packets = 0, set(), 0, 0
+    with out.open("rb") as f:
+        for _, frame in dpkt.pcap.Reader(f):
+            eth = dpkt.ethernet.Ethernet(frame)
+            dst = int.from_bytes(eth.data.dst, "big")
+            hop = int.from_bytes(eth.dst[4:6], "big")
+            packets += 1
+            while hop not in (cur.lookup(dst), nxt.lookup(dst)):
+                assert c < len(log), (
+                    f"packet {packets} to {ipaddress.IPv4Address(dst)} left by hop {hop}: "
+                    f"not the table's answer after any update from {min(seen, default=0)} on")
+                cur.apply(log[c])
+                c += 1
+                if c < len(log):
+                    nxt.apply(log[c])
+            seen.add(c)
+            raced += hop != cur.lookup(dst)
+    # Packets went out all along the updates, not only before or after them.
+    assert packets > 0 and len(seen) > 10, (packets, len(seen))
+    print(f"{packets} packets, forwarded at {len(seen)} of {len(log) + 1} table states, "
+          f"{raced} matching only the table after update c + 1")
+
+
+def test_arrays_read_and_changed_while_running() -> None:
+    with session(load_program(TTL), RunOptions(count=50_000, rate=50_000)) as s:
+        counts = s.tables["class_counts"]
+        info = counts.info()
+        assert (info.kind, info.type, info.size) == ("array", "u", 8)
+        counts[info.length - 1] = 12345
+        assert counts[info.length - 1] >= 12345  # packets may count on top
+        counts[0] = 0
+        s.wait_drained(timeout=60)
+        before = counts[1]
+        counts[1] = before + 7
+        assert counts[1] == before + 7
+        assert counts.info().updates == 3
+
+
+def test_control_errors_leave_the_program_running(tmp_path: Path) -> None:
+    prefixes = tmp_path / "routes.txt"
+    prefixes.write_text("10.0.0.0/8\n192.168.0.0/16\n")
+    opts = RunOptions(count=20_000, opts=(f"routes4.path={prefixes}",
+                                          f"routes6.path={prefixes}"))
+    with session(load_program(ROUTER), opts) as s:
+        tables = s.tables
+        with pytest.raises(OfflowError, match="no table `nope`; tables: "):
+            tables["nope"]
+        with pytest.raises(OfflowError, match="not a prefix"):
+            tables["routes4"].add("10.0.0.1/8", 3)
+        with pytest.raises(OfflowError, match="not a prefix"):
+            tables["routes4"].add("10.0.0.0/33", 3)
+        with pytest.raises(OfflowError, match="next hop 0"):
+            tables["routes4"].add("10.0.0.0/9", 0)
+        with pytest.raises(ControlError, match="no route 11.0.0.0/8") as e:
+            tables["routes4"].delete("11.0.0.0/8")
+        assert e.value.errno == 2  # ENOENT
+        # the device checks what it is sent, too: a wrong-size route message
+        with pytest.raises(ControlError, match="route message of 5 bytes"):
+            tables["routes4"].request(b"a\x08\x01\x00\x0a")
+        with pytest.raises(OfflowError, match="takes add and delete"):
+            tables["routes4"][0]
+        with pytest.raises(OfflowError, match="routes4` is an lpm4 route table: "
+                                              "2001:db8::/32 needs an lpm6"):
+            tables["routes4"].add("2001:db8::/32", 3)
+        with pytest.raises(ControlError, match="IPv6 tables take no updates yet"):
+            tables["routes6"].add("2001:db8::/32", 3)
+        assert tables["routes4"].info().updates == 0
+        tables["routes4"].add("172.16.0.0/12", 9)  # still served after all that
+        s.wait_drained(timeout=60)
+    assert s.result is not None and s.result.ok
+
+
+def test_array_value_of_the_wrong_size_is_refused() -> None:
+    with session(load_program(TTL), RunOptions(count=1000)) as s:
+        counts = s.tables["class_counts"]
+        with pytest.raises(ControlError, match="a value of 3 bytes: elements are 8"):
+            counts.request(b"s\x00\x00\x00\x00abc")
+        with pytest.raises(OfflowError, match="does not fit its 8-byte elements"):
+            counts[0] = -1
+        with pytest.raises(OfflowError, match="index 99 is outside"):
+            counts[99]
+        with pytest.raises(ControlError, match="index 99: the table has"):
+            counts.request(b"g\x63\x00\x00\x00")
+        assert counts.info().updates == 0
+        s.wait_drained(timeout=60)
+    assert s.result is not None and s.result.ok
+
+
+def test_offlow_ctl_command_line(tmp_path: Path) -> None:
+    prefixes = tmp_path / "routes.txt"
+    prefixes.write_text("10.0.0.0/8\n")
+    opts = RunOptions(count=1000, opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
+    with session(load_program(ROUTER), opts) as s:
+        def ctl(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", str(s.window),
+                                   *args], capture_output=True, text=True, timeout=60)
+
+        add = ctl("route", "add", "172.16.0.0/12", "7")
+        bad = ctl("route", "add", "172.16.0.0/33", "7")
+        gone = ctl("route", "del", "1.0.0.0/8")
+        listed = ctl("tables")
+        assert add.returncode == 0, add.stderr
+        assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a prefix" in bad.stderr
+        assert gone.returncode == 2 and "no route 1.0.0.0/8" in gone.stderr
+        assert "routes4: lpm4, 2 routes, 1 updates" in listed.stdout, listed.stdout
+        s.wait_drained(timeout=60)
+
+
+def _counting_program(table: str) -> Program:
+    """A user's program: one table of their own naming, counted into on the host."""
+    p = Program("user_counts")
+    counts = Shared(table, "uint16_t", 3)
+    src, count, out = Source("in"), Count("tally", slot=2, counts=counts), Sink("out")
+    src >> count >> out
+    p.segment("only", [src, count, out], device="host", cores=[0])
+    return p
+
+
+def test_every_table_has_a_control_channel_unless_its_name_is_too_long() -> None:
+    short = plan_program(_counting_program("tally_by_class"))
+    assert short.window_channels == ("ctl.tally_by_class",)
+    # "ctl." + 28 characters is longer than a channel name may be: no control, no error
+    long_name = "t" * (CHANNEL_NAME_MAX - len(CTL_CHANNEL_PREFIX) + 1)
+    assert plan_program(_counting_program(long_name)).window_channels == ()
+
+
+def test_a_program_channel_may_not_take_a_control_channel_name() -> None:
+    with pytest.raises(OfflowError, match="names starting with `ctl.` are the tables'"):
+        _counting_program("x").channel("ctl.mine", Handler("h"))
+
+
+def test_user_array_of_odd_size_read_and_set() -> None:
+    with session(_counting_program("tally_by_class"), RunOptions(count=300)) as s:
+        s.wait_drained(timeout=60)
+        tally = s.tables["tally_by_class"]
+        assert tally.info() == Info("array", "u", 2, 3, 0)
+        assert [tally[i] for i in range(3)] == [0, 0, 300]
+        tally[0] = 65535
+        with pytest.raises(OfflowError, match="65536 does not fit its 2-byte elements"):
+            tally[1] = 65536
+        assert [tally[i] for i in range(3)] == [65535, 0, 300]
