@@ -1,0 +1,276 @@
+"""The stream operators (offlow.elements.streams) against single-threaded references
+written for the tests (tests/stream_oracles.py), on random tuple streams with order and
+window edge cases, placed on the host, on the NIC, and split across both."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dpkt
+import pytest
+
+from offlow import Element, Port, Program, Sink, Source
+from offlow.elements.streams import (
+    INCLUDES,
+    Aggregate,
+    BSort,
+    Filter,
+    Join,
+    Map,
+    Resample,
+    TupleIn,
+)
+from offlow.errors import OfflowError
+from offlow.report import summarize
+from offlow.runner import RunOptions, build_for, run
+from offlow.streams.tuples import Tuple, generate, values_of, write_pcap
+from tests import stream_oracles as ref
+
+LEFT, RIGHT = 7001, 7002
+PLACEMENTS = {"host": ("host", "host"), "nic": ("nic", "nic"), "split": ("nic", "host")}
+
+
+def stream_of(tuples: list[Tuple], ports: list[int]) -> list[ref.Arrival]:
+    return [(t.ts, t.v, port) for t, port in zip(tuples, ports, strict=True)]
+
+
+def run_ops(tmp: Path, ops: list[Element], arrivals: list[ref.Arrival],
+            placement: str = "split") -> tuple[list[ref.Out], dict[str, Any]]:
+    """Source -> TupleIn -> ops -> Sink over a capture of `arrivals`: the tuples written
+    out, in order, as (ts in whole microseconds, as the sink's capture keeps it, values),
+    and the run's summary."""
+    write_pcap(tmp / "in.pcap", [(Tuple(ts, v), port) for ts, v, port in arrivals])
+    p = Program("streams_test")
+    src, tin, out = Source("rx"), TupleIn("tin"), Sink("tx")
+    chain: Any = src >> tin
+    for op in ops:
+        chain = chain >> op
+    chain >> out
+    rx_dev, app_dev = PLACEMENTS[placement]
+    p.segment("rx", [src, tin], device=rx_dev, cores=[0])
+    p.segment("app", [*ops, out], device=app_dev, cores=[1 if rx_dev == app_dev else 0])
+    o = RunOptions(input=tmp / "in.pcap", output=tmp / "out.pcap", timeout=120)
+    b = build_for(p, o, werror=True)
+    res = run(b, o)
+    assert res.ok, res.errors
+    s = summarize(b.plan, res.stats)
+    assert s["accounting"]["unaccounted"] == 0
+    with open(tmp / "out.pcap", "rb") as f:
+        got = [(round(ts * 1e6), values_of(bytes(buf))) for ts, buf in dpkt.pcap.Reader(f)]
+    assert all(v is not None for _, v in got)
+    return [(ts, tuple(v or ())) for ts, v in got], s
+
+
+def us(out: list[ref.Out]) -> list[ref.Out]:
+    """The reference's output with ts in whole microseconds, as a capture holds them."""
+    return [(ts // 1000, v) for ts, v in out]
+
+
+def drops(s: dict[str, Any], at: str) -> Counter[str]:
+    return Counter({d["reason"]: d["packets"] for d in s["accounting"]["dropped"]
+                    if d["at"] == at})
+
+
+def mixed(seed: int, count: int = 400, disorder: int = 0, values: int = 6) -> list[ref.Arrival]:
+    """A stream with runs of equal timestamps, long gaps (empty windows) and, with
+    `disorder`, late tuples; values small enough for ties and shared keys."""
+    parts = [generate(seed, count // 4, values=values, gap_ns=1000, disorder=disorder),
+             generate(seed + 1, count // 4, values=values, gap_ns=0, start_ns=10**6),
+             generate(seed + 2, count // 4, values=values, gap_ns=20000, start_ns=2 * 10**6,
+                      low=-5, high=5),
+             generate(seed + 3, count // 4, values=values, gap_ns=500, start_ns=10**7,
+                      disorder=disorder, low=-(1 << 31), high=(1 << 31) - 1)]
+    tuples = [t for part in parts for t in part]
+    return stream_of(tuples, [LEFT if (t.v[0] + i) % 3 else RIGHT for i, t in enumerate(tuples)])
+
+
+@pytest.mark.parametrize("placement", ["host", "nic", "split"])
+def test_filter_keeps_exactly_the_tuples_its_predicate_holds_for(placement: str,
+                                                                  tmp_path: Path) -> None:
+    arrivals = mixed(11, disorder=4)
+    got, s = run_ops(tmp_path, [Filter("hot", attr=2, op=">=", value=60)], arrivals, placement)
+    assert got == us(ref.filter_(arrivals, 2, ">=", 60))
+    assert 0 < len(got) < len(arrivals)
+    assert s["accounting"]["consumed"] == {"hot": len(arrivals) - len(got)}
+
+
+def test_filter_on_ts_and_map_project_in_order(tmp_path: Path) -> None:
+    arrivals = mixed(12, disorder=4)
+    cut = arrivals[len(arrivals) // 2][0]
+    ops: list[Element] = [Filter("early", attr=0, op="<", value=cut), Map("proj", attrs=(5, 1, 5))]
+    got, _ = run_ops(tmp_path, ops, arrivals, "nic")
+    want = ref.map_([a for a in arrivals if a[0] < cut], (5, 1, 5))
+    assert got == us(want) and len(want) > 10
+
+
+@pytest.mark.parametrize("fn", ["avg", "sum", "count", "min", "max"])
+def test_aggregate_matches_the_reference_window_by_window(fn: str, tmp_path: Path) -> None:
+    arrivals = mixed(13, disorder=3)
+    op = Aggregate("agg", fn=fn, attr=4, size=5000, advance=2000, group=2, groups=128)
+    got, s = run_ops(tmp_path, [op], arrivals, "host" if fn == "avg" else "split")
+    want, want_drops = ref.aggregate(arrivals, fn, 4, 5000, 2000, group=2, groups=128)
+    assert got == us(want) and len(want) > 50
+    assert drops(s, "agg") == want_drops and want_drops["late"] > 0
+
+
+def test_a_tuple_at_a_windows_end_closes_it_and_avg_rounds_toward_zero(tmp_path: Path) -> None:
+    """Windows of 2000 ns every 1000 ns: [-1000, 1000) holds -4 and -3 (avg -3.5: -3), done
+    by the tuple at 1000; [0, 2000) holds -4, -3, 5 (avg -2/3: 0), done by the tuple at
+    exactly 2000, its end. Results are v1 group, v2 count, then the value and the window's
+    start as int64 (low, high)."""
+    tuples = [Tuple(0, (-4,)), Tuple(500, (-3,)), Tuple(1000, (5,)), Tuple(2000, (-1,))]
+    op = Aggregate("edge", fn="avg", attr=1, size=2000, advance=1000)
+    got, _ = run_ops(tmp_path, [op], stream_of(tuples, [LEFT] * 4), "nic")
+    assert got == [(1, (0, 2, -3, -1, -1000, -1)), (2, (0, 3, 0, 0, 0, 0))]
+
+
+def test_aggregate_drops_a_tuple_of_one_group_too_many(tmp_path: Path) -> None:
+    arrivals = mixed(21)
+    op = Aggregate("few", fn="sum", attr=1, size=3000, advance=1000, group=2, groups=5)
+    got, s = run_ops(tmp_path, [op], arrivals, "nic")
+    want, want_drops = ref.aggregate(arrivals, "sum", 1, 3000, 1000, group=2, groups=5)
+    assert got == us(want) and len(want) > 50
+    assert drops(s, "few") == want_drops and want_drops["groups_full"] > 0
+
+
+@pytest.mark.parametrize("placement", ["nic", "host"])
+def test_aggregate_over_a_value_attribute_without_groups(placement: str, tmp_path: Path) -> None:
+    """Windows over v1 (sorted first by a BSort whose slack covers the disorder), one
+    group; tumbling windows (advance = size) with gaps between them that stay empty."""
+    tuples = sorted(generate(14, 300, values=3, low=0, high=5000), key=lambda t: t.v[0])
+    arrivals = stream_of(tuples, [LEFT] * len(tuples))
+    got, s = run_ops(tmp_path, [Aggregate("tumble", fn="sum", attr=3, size=97, advance=97,
+                                          order=1)], arrivals, placement)
+    want, want_drops = ref.aggregate(arrivals, "sum", 3, 97, 97, order=1)
+    assert got == us(want) and not want_drops and not drops(s, "tumble")
+
+
+@pytest.mark.parametrize("placement", ["host", "nic", "split"])
+def test_bsort_sorts_within_its_slack_and_lets_later_tuples_out_late(placement: str,
+                                                                      tmp_path: Path) -> None:
+    arrivals = mixed(15, disorder=6)
+    got, s = run_ops(tmp_path, [BSort("sort", slack=4)], arrivals, placement)
+    want = [(ts, v) for ts, v, _ in ref.bsort(arrivals, 4)]
+    assert got == us(want)
+    assert len(got) == len(arrivals) - 4  # the last `slack` stay held
+    assert not drops(s, "sort")
+
+
+def test_bsort_with_slack_covering_the_disorder_feeds_an_aggregate_with_no_late_tuple(
+        tmp_path: Path) -> None:
+    arrivals = mixed(16, disorder=3)
+    ops: list[Element] = [BSort("sort", slack=3),
+                          Aggregate("agg", fn="max", attr=1, size=3000, advance=1000)]
+    got, s = run_ops(tmp_path, ops, arrivals, "split")
+    want, want_drops = ref.aggregate(ref.bsort(arrivals, 3), "max", 1, 3000, 1000)
+    assert got == us(want) and len(want) > 50
+    assert not want_drops and not drops(s, "agg")
+
+
+@pytest.mark.parametrize("placement", ["host", "nic", "split"])
+def test_join_pairs_every_match_within_its_window_once(placement: str, tmp_path: Path) -> None:
+    keys = generate(170, 200, values=4, gap_ns=700, disorder=2, low=0, high=4,
+                    start_ns=10**8)  # few keys: many pairs
+    arrivals = mixed(17, disorder=2) + stream_of(keys, [(LEFT, RIGHT)[t.v[1] % 2] for t in keys])
+    op = Join("pairs", size=1500, left_port=LEFT, right_port=RIGHT, left_key=3, right_key=3)
+    got, s = run_ops(tmp_path, [op], arrivals, placement)
+    want, want_drops = ref.join(arrivals, 1500, LEFT, RIGHT, 3, 3)
+    assert got == us(want) and len(want) > 30
+    assert drops(s, "pairs") == want_drops
+
+
+def test_join_on_equal_timestamps_and_other_streams(tmp_path: Path) -> None:
+    """A size-0 join: only equal timestamps pair (both orders of arrival); tuples to a
+    third port are dropped as other_stream."""
+    tuples = generate(18, 240, values=2, gap_ns=0, low=0, high=3)
+    for k in range(len(tuples)):
+        tuples[k] = Tuple(1000 * (k // 6), tuples[k].v)  # runs of 6 equal timestamps
+    ports = [(LEFT, RIGHT, 9)[k % 3] if k % 7 else RIGHT for k in range(len(tuples))]
+    arrivals = stream_of(tuples, ports)
+    op = Join("eq", size=0, left_port=LEFT, right_port=RIGHT, left_key=1, right_key=2)
+    got, s = run_ops(tmp_path, [op], arrivals, "nic")
+    want, want_drops = ref.join(arrivals, 0, LEFT, RIGHT, 1, 2)
+    assert got == us(want) and len(want) > 10
+    assert drops(s, "eq") == want_drops and want_drops["other_stream"] > 0
+
+
+@pytest.mark.parametrize("placement", ["host", "nic", "split"])
+def test_resample_gives_each_left_tuple_the_average_of_the_right_ones_near_it(
+        placement: str, tmp_path: Path) -> None:
+    arrivals = mixed(19, disorder=2)
+    op = Resample("align", size=2500, left_port=LEFT, right_port=RIGHT, attr=4)
+    got, s = run_ops(tmp_path, [op], arrivals, placement)
+    want, want_drops = ref.resample(arrivals, 2500, LEFT, RIGHT, 4)
+    assert got == us(want) and len(want) > 50
+    assert drops(s, "align") == want_drops
+
+
+class Scale(Element):
+    """A user's own element on tuples: v2 times `factor`, saturated (names and comments
+    of its own)."""
+
+    includes = INCLUDES
+    inputs = (Port("readings", "tuple"),)
+    outputs = (Port("scaled", "tuple"),)
+    params = {"factor": "int32_t"}
+    body = r"""
+    struct ofl_tuple_view tv;   /* where the values lie */
+    if (ofl_tuple_parse(pkt->data, pkt->len, &tv) < 0 || tv.n < 2)
+        DROP();
+    int32_t vals[OFL_TUPLE_MAX];
+    ofl_tuple_values(pkt->data, &tv, vals);
+    int64_t x = (int64_t)vals[1] * factor;   // may overflow int32: clamp
+    vals[1] = x > INT32_MAX ? INT32_MAX : x < INT32_MIN ? INT32_MIN : (int32_t)x;
+    pkt->len = ofl_tuple_write(pkt->data, pkt->cap, pkt->data, &tv, vals, tv.n);
+    """
+
+
+def test_a_users_program_with_its_own_element_between_operators(tmp_path: Path) -> None:
+    arrivals = mixed(20)
+    ops: list[Element] = [Scale("my_scale", factor=3), Filter("keep", attr=2, op="!=", value=0),
+                          Aggregate("totals", fn="sum", attr=2, size=4000, advance=4000,
+                                    group=3, groups=128)]
+    got, s = run_ops(tmp_path, ops, arrivals, "split")
+    assert not s["accounting"]["dropped"]
+
+    def scale(v: tuple[int, ...]) -> tuple[int, ...]:
+        return (v[0], max(-(1 << 31), min((1 << 31) - 1, v[1] * 3)), *v[2:])
+
+    scaled = [(ts, scale(v), p) for ts, v, p in arrivals]
+    want, _ = ref.aggregate(ref_filter_arrivals(scaled, 2, "!=", 0), "sum", 2, 4000, 4000,
+                            group=3)
+    assert got == us(want) and len(want) > 20
+
+
+def ref_filter_arrivals(arrivals: list[ref.Arrival], a: int, op: str,
+                        value: int) -> list[ref.Arrival]:
+    keep = Counter(ref.filter_(arrivals, a, op, value))
+    out = []
+    for x in arrivals:
+        if keep[x[:2]]:
+            keep[x[:2]] -= 1
+            out.append(x)
+    return out
+
+
+OPERATOR_ERRORS: list[tuple[Callable[[], Element], str]] = [
+    (lambda: Filter("f", attr=1, op="=~", value=1), "op='=~'"),
+    (lambda: Filter("f", attr=129, op="<", value=1), "attr=129"),
+    (lambda: Map("m", attrs=(0,)), "not ts"),
+    (lambda: Aggregate("a", fn="median", attr=1, size=2, advance=1), "fn='median'"),
+    (lambda: Aggregate("a", fn="avg", attr=1, size=5000, advance=1), "below 1024"),
+    (lambda: BSort("b", slack=5000), "slack=5000"),
+    (lambda: Join("j", size=1, left_port=5, right_port=5, left_key=1, right_key=1),
+     "both 5"),
+]
+
+
+@pytest.mark.parametrize(("make", "says"), OPERATOR_ERRORS, ids=[s for _, s in OPERATOR_ERRORS])
+def test_operator_settings_out_of_range_are_one_clear_error(
+        make: Callable[[], Element], says: str) -> None:
+    with pytest.raises(OfflowError) as e:
+        make()
+    assert says in str(e.value)
