@@ -111,6 +111,19 @@ def join(stream: list[Arrival], size: int, left_port: int, right_port: int, left
     return out, drops
 
 
+def join_makers(stream: list[Arrival], size: int, left_port: int, right_port: int,
+                left_key: int, right_key: int, order: int = 0) -> list[int]:
+    """The port of the tuple whose arrival made each of join's outputs, in order."""
+    out = []
+    for k in range(len(stream)):
+        before = len(join(stream[:k], size, left_port, right_port, left_key, right_key,
+                          order)[0])
+        after = len(join(stream[:k + 1], size, left_port, right_port, left_key, right_key,
+                         order)[0])
+        out += [stream[k][2]] * (after - before)
+    return out
+
+
 def resample(stream: list[Arrival], size: int, left_port: int, right_port: int, a: int,
              order: int = 0) -> tuple[list[Out], Counter[str]]:
     """Each left tuple with the count and average of the right tuples within `size`,

@@ -4,6 +4,9 @@ window edge cases, placed on the host, on the NIC, and split across both."""
 
 from __future__ import annotations
 
+import socket
+import struct
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +16,7 @@ import dpkt
 import pytest
 
 from offlow import Element, Port, Program, Sink, Source
+from offlow.build import build
 from offlow.elements.streams import (
     INCLUDES,
     Aggregate,
@@ -22,11 +26,12 @@ from offlow.elements.streams import (
     Map,
     Resample,
     TupleIn,
+    TupleReply,
 )
 from offlow.errors import OfflowError
 from offlow.report import summarize
-from offlow.runner import RunOptions, build_for, run
-from offlow.streams.tuples import Tuple, generate, values_of, write_pcap
+from offlow.runner import Run, RunOptions, build_for, run
+from offlow.streams.tuples import SEED_VALUES, Tuple, generate, values_of, write_pcap
 from tests import stream_oracles as ref
 
 LEFT, RIGHT = 7001, 7002
@@ -274,3 +279,95 @@ def test_operator_settings_out_of_range_are_one_clear_error(
     with pytest.raises(OfflowError) as e:
         make()
     assert says in str(e.value)
+
+
+def serve_udp(ops: list[Element], talk: Callable[[int], None]) -> dict[str, Any]:
+    """Source -> TupleIn -> ops -> TupleReply -> Sink serving UDP on a free port while
+    `talk(port)` runs; the run's summary."""
+    p = Program("streams_udp")
+    src, tin, back, out = Source("rx"), TupleIn("tin"), TupleReply("back"), Sink("tx")
+    chain: Any = src >> tin
+    for op in ops:
+        chain = chain >> op
+    chain >> back >> out
+    p.segment("rx", [src, tin], device="nic", cores=[0])
+    p.segment("app", [*ops, back, out], device="host", cores=[0])
+    r = Run(build(p), RunOptions(udp_port=0, timeout=120))
+    r.start()
+    try:
+        assert r.udp_port
+        talk(r.udp_port)
+    finally:
+        r.stop()
+        res = r.wait()
+    assert res.ok, res.errors
+    return summarize(r.build.plan, res.stats)
+
+
+def udp_socket() -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(20)
+    return s
+
+
+def receive(s: socket.socket, n: int) -> list[tuple[int, ...]]:
+    out = []
+    for _ in range(n):
+        data = s.recv(65536)
+        out.append(struct.unpack(f"<{len(data) // 4}i", data))
+    return out
+
+
+def test_the_same_filter_runs_on_tuples_in_udp_datagrams(tmp_path: Path) -> None:
+    """Tuples sent as datagrams (ts added on arrival) through Filter; the ones that pass
+    come back; datagrams that hold no tuple are dropped and counted by TupleIn."""
+    tuples = generate(22, 300, values=SEED_VALUES)
+    want = [v for _, v in ref.filter_([(t.ts, t.v, 0) for t in tuples], 7, "<", 30)]
+    bad = [b"", b"12345", bytes(4 * 129)]
+
+    def talk(port: int) -> None:
+        with udp_socket() as c:
+            got: list[tuple[int, ...]] = []
+            for k in range(0, len(tuples), 50):  # bursts the socket buffers hold
+                part = tuples[k:k + 50]
+                for t in part:
+                    c.sendto(struct.pack(f"<{len(t.v)}i", *t.v), ("127.0.0.1", port))
+                n = len(ref.filter_([(0, t.v, 0) for t in part], 7, "<", 30))
+                got += receive(c, n)
+            for b in bad:
+                c.sendto(b, ("127.0.0.1", port))
+            assert got == want
+
+    s = serve_udp([Filter("cold", attr=7, op="<", value=30)], talk)
+    assert drops(s, "tin") == {"bad_size": len(bad)}
+
+
+def test_a_join_of_two_senders_over_udp_tells_them_apart_by_their_ports() -> None:
+    """Two sockets send the two streams (v1 is their time); each joined tuple goes back
+    to the sender of the later of its pair, as the reference says."""
+    tuples = generate(23, 200, values=3, low=0, high=3)
+    tuples = [Tuple(0, (k * 100, *t.v[1:])) for k, t in enumerate(tuples)]
+    with udp_socket() as left, udp_socket() as right:
+        lp, rp = left.getsockname()[1], right.getsockname()[1]
+        sides = [(left, lp) if t.v[1] % 2 else (right, rp) for t in tuples]
+        arrivals = [(0, t.v, port) for t, (_, port) in zip(tuples, sides, strict=True)]
+        want, _ = ref.join(arrivals, 250, lp, rp, 3, 3, order=1)
+        # which sender each result goes back to: the one whose tuple made it
+        back = {lp: Counter[tuple[int, ...]](), rp: Counter[tuple[int, ...]]()}
+        made_by = ref.join_makers(arrivals, 250, lp, rp, 3, 3, order=1)
+        for (_, v), port in zip(want, made_by, strict=True):
+            back[port][v] += 1
+
+        def talk(port: int) -> None:
+            for t, (sock, _) in zip(tuples, sides, strict=True):
+                sock.sendto(struct.pack("<3i", *t.v), ("127.0.0.1", port))
+                time.sleep(0.0005)  # one receive queue: arrival order is send order
+            assert Counter(receive(left, sum(back[lp].values()))) == back[lp]
+            assert Counter(receive(right, sum(back[rp].values()))) == back[rp]
+
+        op = Join("pairs", size=250, left_port=lp, right_port=rp, left_key=3, right_key=3,
+                  order=1)
+        serve_udp([op], talk)
+        assert len(want) > 20

@@ -62,6 +62,25 @@ class TupleIn(Element):
     """
 
 
+class TupleReply(Element):
+    """Turns each tuple into a reply to where it came from: swaps the Ethernet, IPv4 and
+    UDP source and destination (checksums stay valid), so that a UDP run's sink sends a
+    query's results back to the sender of the tuple that made each."""
+
+    inputs = (Port("inp", "tuple"),)
+    outputs = (Port("out", "tuple"),)
+    includes = INCLUDES
+    drops = _DROPS
+    body = _PARSE + r"""
+    uint8_t *p = pkt->data, sw[6];
+    memcpy(sw, p, 6); memcpy(p, p + 6, 6); memcpy(p + 6, sw, 6);
+    memcpy(sw, p + t.l3_off + 12, 4); memcpy(p + t.l3_off + 12, p + t.l3_off + 16, 4);
+    memcpy(p + t.l3_off + 16, sw, 4);
+    memcpy(sw, p + t.l4_off, 2); memcpy(p + t.l4_off, p + t.l4_off + 2, 2);
+    memcpy(p + t.l4_off + 2, sw, 2);
+    """
+
+
 _OPS = ("<", "<=", "==", "!=", ">=", ">")
 
 
@@ -218,21 +237,23 @@ def _sides(name: str, left_port: int, right_port: int) -> None:
             raise OfflowError(f"element `{name}`: UDP port {p!r}: expected 1..65535")
     if left_port == right_port:
         raise OfflowError(f"element `{name}`: left_port and right_port are both {left_port}; "
-                          "the two streams are told apart by their UDP destination ports")
+                          "the two streams are told apart by their UDP ports")
 
 
 _SIDE = r"""
-unsigned side = t.dport == left_port ? 0u : t.dport == right_port ? 1u : 2u;
+unsigned side = t.dport == left_port || t.sport == left_port ? 0u
+              : t.dport == right_port || t.sport == right_port ? 1u : 2u;
 if (side == 2u)
     DROP_WHY(other_stream);
 """
-_OTHER = {"other_stream": "a tuple to neither left_port nor right_port",
+_OTHER = {"other_stream": "a tuple from or to neither left_port nor right_port",
           "full": "not kept for later matches: its side already holds `cap` tuples"}
 
 
 class Join(Element):
-    """Joins two streams (Aurora's window Join): the left stream's tuples are those sent
-    to UDP port `left_port`, the right's to `right_port`, both on this one input. A
+    """Joins two streams (Aurora's window Join): the left stream's tuples are those whose
+    UDP destination or source port is `left_port` (a capture's stream to a port, a
+    sender's own socket over UDP), the right's `right_port`, both on this one input. A
     left and a right tuple whose keys (attributes `left_key`, `right_key`) are equal and
     whose order attributes (`order`, default ts) differ by at most `size` make one
     tuple, once, when the later of the two arrives: the left values then the right
@@ -287,8 +308,9 @@ class Join(Element):
 
 class Resample(Element):
     """Aligns a left stream with a right one (Aurora's Resample, a semijoin): the left
-    stream's tuples are those sent to UDP port `left_port`, the right's to `right_port`,
-    both on this one input. Each left tuple with right tuples within `size` of it (on
+    stream's tuples are those whose UDP destination or source port is `left_port`, the
+    right's `right_port` (as Join's), both on this one input. Each left tuple with right
+    tuples within `size` of it (on
     the order attribute `order`, default ts) comes out with two values added: how many,
     and the average of their attribute `attr` (rounded toward 0); one with none ends
     there. A left tuple comes out once the right stream has passed its t + size, with
