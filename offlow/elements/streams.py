@@ -39,7 +39,7 @@ def _table(name: str, ctype: str, fn: str, options: dict[str, object]) -> Table:
     return Table(name, f"struct {ctype}", f"{fn}_open_opts", f"{fn}_close",
                  options=tuple((k, str(v)) for k, v in options.items()),
                  source=f"the operator's state ({ctype}, offlow/streams.h), empty at start",
-                 includes=INCLUDES)
+                 includes=INCLUDES, one_core=True)
 
 
 class TupleIn(Element):
