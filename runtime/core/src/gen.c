@@ -275,6 +275,9 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
     rc |= opt_u64(a, name, "duration_ns", 0, &o.duration_ns);
     rc |= opt_u64(a, name, "count", 10000, &o.count);
     rc |= opt_u64(a, name, "seed", 1, &o.seed);
+    uint64_t advance = 0;
+    rc |= opt_u64(a, name, "advance_ts", 0, &advance);
+    o.advance_ts = advance != 0;
     const char *rate = ofl_args_get(a, name, "rate", "0");
     char *end;
     o.rate_pps = strtod(rate, &end);
