@@ -168,6 +168,14 @@ def test_bsort_sorts_within_its_slack_and_lets_later_tuples_out_late(placement: 
     assert not drops(s, "sort")
 
 
+def test_bsort_with_a_deep_buffer_keeps_the_reference_order(tmp_path: Path) -> None:
+    """On v1 (random, many ties): the buffer holds 38 of a shuffled stream at a time."""
+    arrivals = mixed(27, count=800, disorder=60)
+    got, _ = run_ops(tmp_path, [BSort("deep", slack=37, attr=1)], arrivals, "host")
+    assert got == us([(ts, v) for ts, v, _ in ref.bsort(arrivals, 37, a=1)])
+    assert len(got) == len(arrivals) - 37
+
+
 def test_bsort_with_slack_covering_the_disorder_feeds_an_aggregate_with_no_late_tuple(
         tmp_path: Path) -> None:
     arrivals = mixed(16, disorder=3)
