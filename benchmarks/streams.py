@@ -15,7 +15,8 @@ in the same run.
 - Pipeline (Figure 4): one stream, Filter on 1, 2 or 4 NIC cores (the stream split
   between them) and Aggregate on the host, beside both on the host alone; with several
   NIC cores a BSort (slack 4095) on the host puts the interleaved rings back in ts
-  order first (the tuples still late, dropped by the Aggregate, are counted). MB/s of input tuples and the speed-up.
+  order first (the tuples still late, dropped by the Aggregate, are counted). MB/s of
+  input tuples and the speed-up.
 
 Input: a seeded stream (offlow.streams.tuples.generate) as a capture, replayed for the
 run's duration with advance_ts (each replay's time goes on). On this 2-CPU machine the
