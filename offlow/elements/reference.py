@@ -28,6 +28,8 @@ _EXAMPLES: dict[str, Callable[[], Element]] = {
     "PCSA": lambda: sketch.PCSA(sketch=sketch.pcsa_table("sketch")),
     "PcsaSummary": lambda: sketch.PcsaSummary(sketch=sketch.pcsa_table("sketch")),
     "Segment": lambda: lso.Segment(port=lso.send_port("port"), kinds=lso.kind_counts("kinds")),
+    "CountMin": lambda: sketch.CountMin(depth=4, width=1024, threshold=100,
+                                        sketch=sketch.countmin_table("flows", 4, 1024)),
     "Filter": lambda: streams.Filter(attr=1, op=">", value=100),
     "Map": lambda: streams.Map(attrs=(1, 2, 3)),
     "Aggregate": lambda: streams.Aggregate(fn="avg", attr=1, size=10, advance=5),
