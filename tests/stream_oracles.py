@@ -6,6 +6,7 @@ tuples that come out, in order, as (ts, values), and the drops by reason."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 
 Arrival = tuple[int, tuple[int, ...], int]
 Out = tuple[int, tuple[int, ...]]
@@ -84,6 +85,24 @@ def bsort(stream: list[Arrival], slack: int, a: int = 0) -> list[Arrival]:
     return out
 
 
+def in_order(stream: list[Arrival], left_port: int, right_port: int, order: int,
+             drops: Counter[str]) -> Iterator[tuple[int, tuple[int, ...], int, int]]:
+    """The tuples of two streams told apart by port, as (ts, values, side, order value),
+    without those of other ports and the late ones (counted in `drops`)."""
+    last: dict[int, int] = {}
+    for ts, v, port in stream:
+        if port not in (left_port, right_port):
+            drops["other_stream"] += 1
+            continue
+        side = 0 if port == left_port else 1
+        t = attr(ts, v, order)
+        if side in last and t < last[side]:
+            drops["late"] += 1
+            continue
+        last[side] = t
+        yield ts, v, side, t
+
+
 def join(stream: list[Arrival], size: int, left_port: int, right_port: int, left_key: int,
          right_key: int, order: int = 0) -> tuple[list[Out], Counter[str]]:
     """Every pair with equal keys and order attributes at most `size` apart, out when the
@@ -91,19 +110,10 @@ def join(stream: list[Arrival], size: int, left_port: int, right_port: int, left
     dropped. (A tuple is kept forever here: the operator's forgetting must change no
     output.)"""
     seen: dict[int, list[tuple[int, int, tuple[int, ...]]]] = {0: [], 1: []}
-    last: dict[int, int] = {}
     out: list[Out] = []
     drops: Counter[str] = Counter()
-    for ts, v, port in stream:
-        if port not in (left_port, right_port):
-            drops["other_stream"] += 1
-            continue
-        side = 0 if port == left_port else 1
-        t, key = attr(ts, v, order), attr(ts, v, right_key if side else left_key)
-        if side in last and t < last[side]:
-            drops["late"] += 1
-            continue
-        last[side] = t
+    for ts, v, side, t in in_order(stream, left_port, right_port, order, drops):
+        key = attr(ts, v, right_key if side else left_key)
         for t2, k2, v2 in seen[1 - side]:
             if k2 == key and abs(t2 - t) <= size:
                 out.append((ts, v + v2 if side == 0 else v2 + v))
@@ -134,15 +144,7 @@ def resample(stream: list[Arrival], size: int, left_port: int, right_port: int, 
     last: dict[int, int] = {}
     out: list[Out] = []
     drops: Counter[str] = Counter()
-    for ts, v, port in stream:
-        if port not in (left_port, right_port):
-            drops["other_stream"] += 1
-            continue
-        side = 0 if port == left_port else 1
-        t = attr(ts, v, order)
-        if side in last and t < last[side]:
-            drops["late"] += 1
-            continue
+    for ts, v, side, t in in_order(stream, left_port, right_port, order, drops):
         last[side] = t
         if side == 0:
             lefts.append((t, ts, v))

@@ -35,6 +35,7 @@ from offlow.report import summarize
 from offlow.runner import Run, RunOptions, build_for, run
 from offlow.streams.tuples import SEED_VALUES, Tuple, generate, values_of, write_pcap
 from tests import stream_oracles as ref
+from tests.test_udp_port import client
 
 LEFT, RIGHT = 7001, 7002
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -316,14 +317,6 @@ def serve_udp(ops: list[Element], talk: Callable[[int], None]) -> dict[str, Any]
     return summarize(r.build.plan, res.stats)
 
 
-def udp_socket() -> socket.socket:
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
-    s.bind(("127.0.0.1", 0))
-    s.settimeout(20)
-    return s
-
-
 def receive(s: socket.socket, n: int) -> list[tuple[int, ...]]:
     out = []
     for _ in range(n):
@@ -340,7 +333,7 @@ def test_the_same_filter_runs_on_tuples_in_udp_datagrams(tmp_path: Path) -> None
     bad = [b"", b"12345", bytes(4 * 129)]
 
     def talk(port: int) -> None:
-        with udp_socket() as c:
+        with client() as c:
             got: list[tuple[int, ...]] = []
             for k in range(0, len(tuples), 50):  # bursts the socket buffers hold
                 part = tuples[k:k + 50]
@@ -361,7 +354,7 @@ def test_a_join_of_two_senders_over_udp_tells_them_apart_by_their_ports() -> Non
     to the sender of the later of its pair, as the reference says."""
     tuples = generate(23, 200, values=3, low=0, high=3)
     tuples = [Tuple(0, (k * 100, *t.v[1:])) for k, t in enumerate(tuples)]
-    with udp_socket() as left, udp_socket() as right:
+    with client() as left, client() as right:
         lp, rp = left.getsockname()[1], right.getsockname()[1]
         sides = [(left, lp) if t.v[1] % 2 else (right, rp) for t in tuples]
         arrivals = [(0, t.v, port) for t, (_, port) in zip(tuples, sides, strict=True)]

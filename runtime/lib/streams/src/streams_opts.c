@@ -70,11 +70,18 @@ int ofl_agg_open_opts(struct ofl_agg **g, const struct ofl_args *a, const char *
                   name);
 }
 
+/* The window and room of a two-stream operator: size= and cap=. */
+static int size_cap(const struct ofl_args *a, const char *name, long long *size,
+                    long long *cap)
+{
+    return opt_num(a, name, "size", "0", 0, INT64_MAX / 4, size) ||
+           opt_num(a, name, "cap", "1024", 1, 65536, cap) ? -EINVAL : 0;
+}
+
 int ofl_join_open_opts(struct ofl_join **j, const struct ofl_args *a, const char *name)
 {
     long long size, cap;
-    if (opt_num(a, name, "size", "0", 0, INT64_MAX / 4, &size) ||
-        opt_num(a, name, "cap", "1024", 1, 65536, &cap))
+    if (size_cap(a, name, &size, &cap))
         return -EINVAL;
     return opened(ofl_join_open(j, size, (uint32_t)cap), a, name);
 }
@@ -82,8 +89,7 @@ int ofl_join_open_opts(struct ofl_join **j, const struct ofl_args *a, const char
 int ofl_resample_open_opts(struct ofl_resample **r, const struct ofl_args *a, const char *name)
 {
     long long size, cap;
-    if (opt_num(a, name, "size", "0", 0, INT64_MAX / 4, &size) ||
-        opt_num(a, name, "cap", "1024", 1, 65536, &cap))
+    if (size_cap(a, name, &size, &cap))
         return -EINVAL;
     return opened(ofl_resample_open(r, size, (uint32_t)cap), a, name);
 }
