@@ -116,13 +116,15 @@ class Map(Element):
     inputs = (Port("inp", "tuple"),)
     outputs = (Port("out", "tuple"),)
     includes = INCLUDES
-    drops = _DROPS
+    drops = {**_DROPS, "too_long": "the projected tuple does not fit the packet's buffer "
+                                   "(the program's mtu)"}
 
     def __init__(self, name: str | None = None, *, attrs: tuple[int, ...]) -> None:
         name = name or "map"
         ks = [_attr(name, "attrs", a, low=1) for a in attrs]
-        if not ks:
-            raise OfflowError(f"element `{name}`: attrs=(): name at least one value")
+        if not 0 < len(ks) <= TUPLE_MAX:
+            raise OfflowError(f"element `{name}`: attrs: name 1..{TUPLE_MAX} values, not "
+                              f"{len(ks)}")
         self.body = _PARSE + f"""
 static const uint32_t ks[{len(ks)}] = {{ {", ".join(f"{k}u" for k in ks)} }};
 int32_t v[{len(ks)}];
@@ -131,7 +133,10 @@ for (uint32_t i = 0; i < {len(ks)}u; i++) {{
         DROP_WHY(short_tuple);
     v[i] = ofl_tuple_v(pkt->data, &t, ks[i]);
 }}
-pkt->len = ofl_tuple_write(pkt->data, pkt->cap, pkt->data, &t, v, {len(ks)}u);
+uint32_t len = ofl_tuple_write(pkt->data, pkt->cap, pkt->data, &t, v, {len(ks)}u);
+if (!len)
+    DROP_WHY(too_long);
+pkt->len = len;
 """
         super().__init__(name)
 
@@ -193,6 +198,8 @@ class Aggregate(Element):
                               "be positive, with size / advance below 1024")
         if group != -1:
             _attr(name, "group", group)
+        if not 0 < groups <= 65536:
+            raise OfflowError(f"element `{name}`: groups={groups}: expected 1..65536")
         super().__init__(name, attr=_attr(name, "attr", attr), order=_attr(name, "order", order),
                          group=group, windows=_table(f"{name}_windows", "ofl_agg", "ofl_agg", {
                              "fn": fn, "size": size, "advance": advance, "groups": groups}))
@@ -215,6 +222,7 @@ class BSort(Element):
     body = _PARSE + r"""
     if (attr > t.n)
         DROP_WHY(short_tuple);
+    /* cannot fail: a parsed tuple fits a slot, and a full buffer was popped last time */
     ofl_bsort_push(held, pkt->data, t.end, pkt->ts_ns,
                    ofl_tuple_attr(pkt->data, &t, pkt->ts_ns, (uint32_t)attr));
     struct ofl_pkt first;
@@ -231,7 +239,11 @@ class BSort(Element):
                          held=_table(f"{name}_held", "ofl_bsort", "ofl_bsort", {"slack": slack}))
 
 
-def _sides(name: str, left_port: int, right_port: int) -> None:
+def _sides(name: str, left_port: int, right_port: int, size: int, cap: int) -> None:
+    if not (isinstance(size, int) and size >= 0 and isinstance(cap, int) and
+            0 < cap <= 65536):
+        raise OfflowError(f"element `{name}`: size={size!r}, cap={cap!r}: the window is at "
+                          "least 0 and each side keeps 1..65536 tuples")
     for p in (left_port, right_port):
         if not (isinstance(p, int) and 0 < p < 65536):
             raise OfflowError(f"element `{name}`: UDP port {p!r}: expected 1..65535")
@@ -297,7 +309,7 @@ class Join(Element):
     def __init__(self, name: str | None = None, *, size: int, left_port: int, right_port: int,
                  left_key: int, right_key: int, order: int = 0, cap: int = 1024) -> None:
         name = name or "join"
-        _sides(name, left_port, right_port)
+        _sides(name, left_port, right_port, size, cap)
         super().__init__(name, left_port=left_port, right_port=right_port,
                          left_key=_attr(name, "left_key", left_key),
                          right_key=_attr(name, "right_key", right_key),
@@ -307,17 +319,16 @@ class Join(Element):
 
 
 class Resample(Element):
-    """Aligns a left stream with a right one (Aurora's Resample, a semijoin): the left
-    stream's tuples are those whose UDP destination or source port is `left_port`, the
-    right's `right_port` (as Join's), both on this one input. Each left tuple with right
-    tuples within `size` of it (on
-    the order attribute `order`, default ts) comes out with two values added: how many,
-    and the average of their attribute `attr` (rounded toward 0); one with none ends
-    there. A left tuple comes out once the right stream has passed its t + size, with
-    its own headers and ts. Assumes each side's order attribute never decreases (a
-    tuple below an earlier one of its side is dropped as late); keeps up to `cap` tuples
-    per side. Each input tuple ends here (consumed). Left tuples waiting at the end of
-    a finite stream give nothing."""
+    """Aligns a left stream with a right one (Aurora's Resample, a semijoin): the left stream's
+    tuples are those whose UDP destination or source port is `left_port`, the right's
+    `right_port` (as Join's), both on this one input. Each left tuple with right tuples
+    within `size` of it (on the order attribute `order`, default ts) comes out with two
+    values added: how many, and the average of their attribute `attr` (rounded toward
+    0); one with none ends there. A left tuple comes out once the right stream has
+    passed its t + size, with its own headers and ts. Assumes each side's order
+    attribute never decreases (a tuple below an earlier one of its side is dropped as
+    late); keeps up to `cap` tuples per side. Each input tuple ends here (consumed).
+    Left tuples waiting at the end of a finite stream give nothing."""
 
     inputs = (Port("inp", "tuple"),)
     outputs = (Port("out", "tuple"),)
@@ -349,7 +360,7 @@ class Resample(Element):
     def __init__(self, name: str | None = None, *, size: int, left_port: int, right_port: int,
                  attr: int, order: int = 0, cap: int = 1024) -> None:
         name = name or "resample"
-        _sides(name, left_port, right_port)
+        _sides(name, left_port, right_port, size, cap)
         super().__init__(name, left_port=left_port, right_port=right_port,
                          attr=_attr(name, "attr", attr), order=_attr(name, "order", order),
                          kept=_table(f"{name}_kept", "ofl_resample", "ofl_resample",
