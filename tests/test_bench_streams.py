@@ -30,3 +30,13 @@ def test_streams_sweep_is_well_formed() -> None:
     assert text.count("oversubscribed") == (sum(r["oversubscribed"] for r in rows)
                                             + sum(r["oversubscribed"] for r in pipe))
     json.dumps(doc)  # the JSON output
+
+
+def test_five_independent_aggregates_take_all_their_options() -> None:
+    """Five streams, each with its source's and its Aggregate's options (over 64 --opt in
+    all, the runtime's old limit), run and count every stream."""
+    sw = streams.Sweep(nic_cores=(4,), operators=("aggregate",), duration=0.1, reps=1,
+                       tuples=1000)
+    doc = streams.measure_all(sw, progress=False)
+    (row,) = doc["operators"]
+    assert row["errors"] == [] and row["mbps"] > 0 and row["streams"] == 5

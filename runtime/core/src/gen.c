@@ -74,7 +74,11 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
             a->peer_fds[a->npeers++] = atoi(v);
         } else if (!strcmp(k, "--opt")) {
             const char *eq = strchr(v, '=');
-            if (!eq || a->nopts == OFL_MAX_OPTS) return bad_opt(k, v);
+            if (!eq) return bad_opt(k, v);
+            if (a->nopts == OFL_MAX_OPTS) {
+                fprintf(stderr, "offlow: more than %d --opt options (at %s)\n", OFL_MAX_OPTS, v);
+                return -E2BIG;
+            }
             a->opt_key[a->nopts] = v;
             a->opt_keylen[a->nopts] = (size_t)(eq - v);
             a->opt_val[a->nopts++] = eq + 1;
