@@ -217,6 +217,13 @@ def parser() -> argparse.ArgumentParser:
     lso_cli.add_arguments(ls.add_subparsers(dest="lso_cmd", required=True,
                                             parser_class=_SubParser), _SubParser)
 
+    tu = sub.add_parser("tuples", help="tuple streams: generate, convert to a capture, send "
+                                       "over UDP")
+    from offlow.streams import cli as tuples_cli
+
+    tuples_cli.add_arguments(tu.add_subparsers(dest="tuples_cmd", required=True,
+                                               parser_class=_SubParser))
+
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
     import benchmarks  # the benchmarks (a package beside offlow's) say their options
 

@@ -27,7 +27,7 @@ from offlow.testing.malformed import write_pcap
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 # target -> the runtime library it fuzzes (and links, with the core)
 TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "ctl": "lpm",
-           "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso"}
+           "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams"}
 SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
 SECONDS = 10
@@ -108,6 +108,13 @@ def _seed_corpus(target: str, d: Path) -> None:
     elif target == "lso":
         for name, desc in lso_seed_descriptors():
             (d / name).write_bytes(desc)
+    elif target == "tuple":
+        from offlow.streams.tuples import Tuple, frame
+
+        for n in (1, 3, 39, 64, 128):
+            f = frame(Tuple(0, tuple(range(-n, n, 2))[:n]), 7001)
+            (d / f"tuple{n}").write_bytes(bytes([n + 1]) + f[1:])  # first byte: the count
+            (d / f"cut{n}").write_bytes(f[:-3])
     else:
         (d / "prefixes").write_text("1.0.0.0/24\n  10.1.0.0/16 65000 x\n2001:db8::/32\n"
                                     "# comment\n8.8.8.8\ngarbage\n")

@@ -512,5 +512,6 @@ class Program:
             else SharedTable(t.name, t.ctype, 1, open_fn=t.open_fn, close_fn=t.close_fn,
                              options=t.options, source=t.source, pack_fn=t.pack_fn,
                              open_blob_fn=t.open_blob_fn, stats_fn=t.stats_fn, tcp=t.tcp,
-                             ctl_fn=t.ctl_fn, includes=t.includes, src_kinds=t.src_kinds)
+                             ctl_fn=t.ctl_fn, includes=t.includes, src_kinds=t.src_kinds,
+                             one_core=t.one_core)
             for t in tables.values())

@@ -59,6 +59,8 @@ class Table:
     library adds, as (kind, C function) pairs: ``--opt SOURCE.kind=KIND`` opens a source
     with ``int fn(struct ofl_src **s, const struct ofl_args *a, const char *name,
     const struct ofl_src_opts *o, char *errbuf)`` (gen.h's struct ofl_src_kind).
+    A table with `one_core` is state its functions change without locks (a stream
+    operator's windows): every element that uses it must run on one and the same core.
     """
 
     name: str
@@ -74,6 +76,7 @@ class Table:
     ctl_fn: str = ""
     includes: tuple[str, ...] = ()
     src_kinds: tuple[tuple[str, str], ...] = ()
+    one_core: bool = False
 
 
 def c_literal(value: Any, ctype: str, where: str) -> str:

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 from offlow.dsl import Element, Handler, Shared
 from offlow.dsl.where import class_site, code_site
-from offlow.elements import headers, kvs, lso, router, sketch
+from offlow.elements import headers, kvs, lso, router, sketch, streams
 from offlow.passes.cbody import Site, analyze_body
 
-MODULES = (headers, router, kvs, sketch, lso)
+MODULES = (headers, router, kvs, sketch, lso, streams)
 # Elements whose constructor needs arguments: an example of each.
 _EXAMPLES: dict[str, Callable[[], Element]] = {
     "Classify": lambda: headers.Classify({"tls": (6, 443), "dns": (17, 53)}),
@@ -28,6 +28,15 @@ _EXAMPLES: dict[str, Callable[[], Element]] = {
     "PCSA": lambda: sketch.PCSA(sketch=sketch.pcsa_table("sketch")),
     "PcsaSummary": lambda: sketch.PcsaSummary(sketch=sketch.pcsa_table("sketch")),
     "Segment": lambda: lso.Segment(port=lso.send_port("port"), kinds=lso.kind_counts("kinds")),
+    "CountMin": lambda: sketch.CountMin(depth=4, width=1024, threshold=100,
+                                        sketch=sketch.countmin_table("flows", 4, 1024)),
+    "Filter": lambda: streams.Filter(attr=1, op=">", value=100),
+    "Map": lambda: streams.Map(attrs=(1, 2, 3)),
+    "Aggregate": lambda: streams.Aggregate(fn="avg", attr=1, size=10, advance=5),
+    "BSort": lambda: streams.BSort(slack=20),
+    "Join": lambda: streams.Join(size=10, left_port=7001, right_port=7002, left_key=1,
+                                 right_key=1),
+    "Resample": lambda: streams.Resample(size=10, left_port=7001, right_port=7002, attr=1),
 }
 
 

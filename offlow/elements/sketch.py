@@ -11,6 +11,7 @@ consecutive sources is underestimated by 40% without the finalizer)."""
 from __future__ import annotations
 
 from offlow.dsl import Element, Handler, Port, Shared
+from offlow.errors import OfflowError
 
 PCSA_BITMAPS = 2048
 PCSA_INDEX_BITS = 11  # log2(PCSA_BITMAPS)
@@ -60,3 +61,60 @@ class PcsaSummary(Handler):
     }
     REPLY(out, sizeof out);
     """
+
+
+CM_SEED = 0x9E3779B97F4A7C15  # row r hashes with seed (r + 1) * CM_SEED
+
+
+def countmin_table(name: str, depth: int, width: int) -> Shared:
+    """A count-min sketch: `depth` rows of `width` 32-bit counters, row after row."""
+    return Shared(name, "uint32_t", depth * width)
+
+
+class CountMin(Element):
+    """Counts the packet's flow (its 5-tuple: IPv4 source and destination, protocol,
+    ports) in a count-min sketch of `depth` rows of `width` counters (Cormode and
+    Muthukrishnan; Floem's flow classification), then classifies the flow by its
+    estimate, the smallest of its counters: `heavy` from `threshold` packets on, else
+    `light`. The estimate never falls below the flow's true count; it exceeds it by
+    at most e/width of all packets with probability 1 - e^-depth. Counters are added
+    atomically, so the sketch may be shared by several cores.
+    offlow.sketch.countmin reads it on the host."""
+
+    inputs = (Port("inp", "ip"),)  # after ParseL4 of IPv4 packets (it reads src4, dst4)
+    outputs = (Port("heavy", "ip"), Port("light", "ip"))
+    params = {"depth": "uint32_t", "width": "uint32_t", "threshold": "uint32_t"}
+    tables = ("sketch",)
+    helpers = r"""
+    /* The flow key folded into 64 bits, then one murmur3 finalizer per row. */
+    static inline uint64_t cm_key(uint32_t src, uint32_t dst, uint8_t proto, uint16_t sp,
+                                  uint16_t dp)
+    {
+        uint64_t k = (uint64_t)src << 32 | dst;
+        return k ^ ofl_fmix64(((uint64_t)sp << 24 | (uint64_t)dp << 8 | proto) + 1u);
+    }
+    """
+    body = r"""
+    uint64_t key = cm_key(state->src4, state->dst4, state->ip_proto, state->sport,
+                          state->dport);
+    uint32_t est = UINT32_MAX;
+    for (uint32_t r = 0; r < depth; r++) {
+        uint64_t h = ofl_fmix64(key ^ ((uint64_t)(r + 1u) * 0x9E3779B97F4A7C15ull));
+        uint32_t *c = &sketch[(uint64_t)r * width + h % width];
+        uint32_t now = __atomic_add_fetch(c, 1u, __ATOMIC_RELAXED);
+        if (now < est)
+            est = now;
+    }
+    if (est >= threshold)
+        EMIT(heavy);
+    EMIT(light);
+    """
+
+    def __init__(self, name: str | None = None, *, depth: int, width: int, threshold: int,
+                 sketch: Shared) -> None:
+        name = name or "countmin"
+        if not (0 < depth <= 32 and 0 < width and depth * width == sketch.length):
+            raise OfflowError(f"element `{name}`: depth={depth}, width={width}: 1..32 rows "
+                              f"of at least one counter, and the sketch `{sketch.name}` holds "
+                              f"{sketch.length} (countmin_table(name, depth, width))")
+        super().__init__(name, depth=depth, width=width, threshold=threshold, sketch=sketch)

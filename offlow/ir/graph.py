@@ -128,6 +128,7 @@ class SharedTable:
     tcp: bool = False   # serves the run's TCP socket, when it has one (dsl Table)
     includes: tuple[str, ...] = ()  # runtime headers of its type and functions (dsl Table)
     src_kinds: tuple[tuple[str, str], ...] = ()  # source kinds it adds: (kind, C function)
+    one_core: bool = False  # its users run on one core, unlocked (dsl Table)
 
     @property
     def is_object(self) -> bool:

@@ -31,6 +31,8 @@ def place(g: Graph) -> Graph:
                 f"table `{t.name}` ({t.ctype}) is used on {' and '.join(devices)}; a table "
                 "object lives in one device's memory: give each device its own Table, or "
                 "place its users on one device")
+        if t.one_core:
+            _check_one_core(g, t.name)
         # (whether it travels there over a bulk channel is the plan's decision: it
         # depends on what the device's target can read, offlow.plan)
         shared.append(replace(t, home=devices[0] if len(devices) == 1 else "window"))
@@ -54,3 +56,18 @@ def _place_channel(g: Graph, c: Channel) -> Channel:
         raise OfflowError(f"channel `{c.name}`: cannot tell which device serves it ({why}); "
                           "say device=... in program.channel()")
     return replace(c, device=devices[0])
+
+
+def _check_one_core(g: Graph, table: str) -> None:
+    """The elements that use a one-core table (state changed without locks) run on one
+    core of one device, all of them."""
+    users = [n for n in g.nodes if any(ref == table for _, ref in n.tables)]
+    cores = {(g.segment(n.segment).device, c) for n in users
+             for c in g.segment(n.segment).cores}
+    if len(cores) > 1:
+        where = ", ".join(f"`{n.name}` in segment `{n.segment}` (cores "
+                          f"{','.join(map(str, g.segment(n.segment).cores))})" for n in users)
+        raise OfflowError(
+            f"table `{table}` is one core's state (kept in arrival order, without locks) but "
+            f"{where} would run on {len(cores)} cores; place its segment on one core, and "
+            "give each stream of a data-parallel query an element of its own")

@@ -74,7 +74,11 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
             a->peer_fds[a->npeers++] = atoi(v);
         } else if (!strcmp(k, "--opt")) {
             const char *eq = strchr(v, '=');
-            if (!eq || a->nopts == OFL_MAX_OPTS) return bad_opt(k, v);
+            if (!eq) return bad_opt(k, v);
+            if (a->nopts == OFL_MAX_OPTS) {
+                fprintf(stderr, "offlow: more than %d --opt options (at %s)\n", OFL_MAX_OPTS, v);
+                return -E2BIG;
+            }
             a->opt_key[a->nopts] = v;
             a->opt_keylen[a->nopts] = (size_t)(eq - v);
             a->opt_val[a->nopts++] = eq + 1;
@@ -278,6 +282,9 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
     rc |= opt_u64(a, name, "duration_ns", 0, &o.duration_ns);
     rc |= opt_u64(a, name, "count", 10000, &o.count);
     rc |= opt_u64(a, name, "seed", 1, &o.seed);
+    uint64_t advance = 0;
+    rc |= opt_u64(a, name, "advance_ts", 0, &advance);
+    o.advance_ts = advance != 0;
     const char *rate = ofl_args_get(a, name, "rate", "0");
     char *end;
     o.rate_pps = strtod(rate, &end);

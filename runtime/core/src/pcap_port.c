@@ -28,6 +28,7 @@ struct pcap_src {
     size_t pos;               /* next record of the current pass */
     uint64_t pass;            /* passes finished */
     int in_pass;              /* the current pass has started (its drops are counted) */
+    uint64_t ts_min, ts_max;  /* over the file's records (advance_ts: a pass's span) */
 };
 
 static int pcap_next_batch(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *bufs,
@@ -58,7 +59,7 @@ static int pcap_next_batch(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *
         pkts[k].data = buf;
         pkts[k].len = r->len;
         pkts[k].cap = o->mtu;
-        pkts[k].ts_ns = r->ts_ns;
+        pkts[k].ts_ns = r->ts_ns + (o->advance_ts ? s->pass * (s->ts_max - s->ts_min + 1) : 0);
         k++;
     }
     return k ? (int)k : OFL_SRC_DONE;
@@ -112,7 +113,12 @@ static int load(struct pcap_src *s, pcap_t *p, int raw, const char *path, char *
     struct pcap_pkthdr *h;
     const u_char *bytes;
     int rc;
+    s->ts_min = UINT64_MAX;
     while ((rc = pcap_next_ex(p, &h, &bytes)) == 1) {
+        /* Opened with nanosecond precision: tv_usec holds nanoseconds. */
+        uint64_t ts = (uint64_t)h->ts.tv_sec * 1000000000ull + (uint64_t)h->ts.tv_usec;
+        if (ts < s->ts_min) s->ts_min = ts;
+        if (ts > s->ts_max) s->ts_max = ts;
         uint64_t idx = s->file_pkts++;
         if (idx % o->nparts != o->part) continue;
         uint32_t extra = raw ? OFL_ETH_HLEN : 0;
@@ -133,8 +139,7 @@ static int load(struct pcap_src *s, pcap_t *p, int raw, const char *path, char *
         struct pcap_rec *r = &s->recs[s->nrec++];
         r->off = used;
         r->len = (uint32_t)len;
-        /* Opened with nanosecond precision: tv_usec holds nanoseconds. */
-        r->ts_ns = (uint64_t)h->ts.tv_sec * 1000000000ull + (uint64_t)h->ts.tv_usec;
+        r->ts_ns = ts;
         used += len;
     }
     if (rc == PCAP_ERROR)

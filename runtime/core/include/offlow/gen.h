@@ -62,7 +62,7 @@
 
 /* ---- options -------------------------------------------------------------- */
 
-#define OFL_MAX_OPTS 64
+#define OFL_MAX_OPTS 512   /* --opt NAME.KEY=VALUE a process takes (sources, sinks, tables) */
 
 struct ofl_args;
 

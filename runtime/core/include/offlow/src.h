@@ -35,6 +35,9 @@ struct ofl_src_opts {
     uint32_t mtu;          /* buffer stride of ofl_src_next and largest packet (> 0) */
     uint64_t count;        /* synthetic sources: packets per pass (all parts together) */
     uint64_t seed;         /* synthetic sources: the generator's seed */
+    int advance_ts;        /* pcap: each replay's timestamps go on after the previous
+                              pass's (shifted by the capture's span + 1 ns), a stream
+                              whose time never goes back; 0: every pass repeats them */
 };
 
 struct ofl_src;

@@ -1,0 +1,148 @@
+/* Aggregate: the open windows, each with its groups' accumulators in arrival order. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "offlow/streams.h"
+
+#define AGG_MAX_OPEN 1024
+
+struct agg_acc {
+    int64_t group, count, sum, min, max;
+};
+
+struct agg_win {
+    int64_t w;          /* its index: it starts at w * advance */
+    uint32_t n, next;   /* groups held; the next to give out once done */
+    int used;
+    struct agg_acc *acc;
+};
+
+struct ofl_agg {
+    enum ofl_agg_fn fn;
+    int64_t size, advance;
+    uint32_t groups, nwin;
+    struct agg_win *win;   /* nwin slots, window w in slot w mod nwin */
+    struct agg_acc *mem;
+    int seen;
+    int64_t last;          /* the latest t */
+};
+
+/* floor(a / b) for b > 0 */
+static int64_t floor_div(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+static uint32_t slot(const struct ofl_agg *a, int64_t w)
+{
+    int64_t m = w % (int64_t)a->nwin;
+    return (uint32_t)(m < 0 ? m + a->nwin : m);
+}
+
+int ofl_agg_open(struct ofl_agg **out, enum ofl_agg_fn fn, int64_t size, int64_t advance,
+                 uint32_t groups)
+{
+    if (size <= 0 || advance <= 0 || size / advance >= AGG_MAX_OPEN || !groups ||
+        groups > 65536 || fn > OFL_AGG_MAX)
+        return -EINVAL;
+    struct ofl_agg *a = calloc(1, sizeof *a);
+    if (!a)
+        return -ENOMEM;
+    a->fn = fn;
+    a->size = size;
+    a->advance = advance;
+    a->groups = groups;
+    a->nwin = (uint32_t)(size / advance) + 2u;   /* windows holding one t, and one more */
+    a->win = calloc(a->nwin, sizeof *a->win);
+    a->mem = calloc((size_t)a->nwin * groups, sizeof *a->mem);
+    if (!a->win || !a->mem) {
+        ofl_agg_close(a);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < a->nwin; i++)
+        a->win[i].acc = a->mem + (size_t)i * groups;
+    *out = a;
+    return 0;
+}
+
+void ofl_agg_close(struct ofl_agg *a)
+{
+    if (!a)
+        return;
+    free(a->win);
+    free(a->mem);
+    free(a);
+}
+
+static int64_t result(const struct ofl_agg *a, const struct agg_acc *c)
+{
+    switch (a->fn) {
+    case OFL_AGG_COUNT: return c->count;
+    case OFL_AGG_SUM: return c->sum;
+    case OFL_AGG_AVG: return c->sum / c->count;   /* C rounds toward 0 */
+    case OFL_AGG_MIN: return c->min;
+    default: return c->max;
+    }
+}
+
+int ofl_agg_next(struct ofl_agg *a, int64_t t, struct ofl_agg_out *o)
+{
+    struct agg_win *done = NULL;
+    for (uint32_t i = 0; i < a->nwin; i++) {
+        struct agg_win *x = &a->win[i];
+        if (x->used && x->w * a->advance + a->size <= t && (!done || x->w < done->w))
+            done = x;
+    }
+    if (!done)
+        return 0;
+    const struct agg_acc *c = &done->acc[done->next++];
+    o->start = done->w * a->advance;
+    o->group = c->group;
+    o->count = c->count;
+    o->value = result(a, c);
+    if (done->next == done->n)
+        done->used = 0;
+    return 1;
+}
+
+static struct agg_acc *find(struct agg_win *x, int64_t group)
+{
+    for (uint32_t i = 0; i < x->n; i++)
+        if (x->acc[i].group == group)
+            return &x->acc[i];
+    return NULL;
+}
+
+int ofl_agg_add(struct ofl_agg *a, int64_t t, int64_t group, int64_t value)
+{
+    /* the windows holding t: w*adv <= t < w*adv + size */
+    if (a->seen && t < a->last)
+        return -ERANGE;
+    int64_t hi = floor_div(t, a->advance), lo = floor_div(t - a->size, a->advance) + 1;
+    for (int64_t w = lo; w <= hi; w++) {
+        struct agg_win *x = &a->win[slot(a, w)];
+        if (x->used && x->w == w && x->n == a->groups && !find(x, group))
+            return -ENOSPC;
+    }
+    a->seen = 1;
+    a->last = t;
+    for (int64_t w = lo; w <= hi; w++) {
+        struct agg_win *x = &a->win[slot(a, w)];
+        if (!x->used || x->w != w) {   /* a slot's old window is done by now (t ordered) */
+            x->used = 1;
+            x->w = w;
+            x->n = x->next = 0;
+        }
+        struct agg_acc *c = find(x, group);
+        if (!c) {
+            c = &x->acc[x->n++];
+            *c = (struct agg_acc){ .group = group, .min = value, .max = value };
+        }
+        c->count++;
+        c->sum += value;
+        if (value < c->min) c->min = value;
+        if (value > c->max) c->max = value;
+    }
+    return 0;
+}

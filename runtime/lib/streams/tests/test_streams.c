@@ -1,0 +1,171 @@
+/* Tests of the stream operators' state and the tuple frames at their edges, which the
+ * end-to-end tests against the Python references (tests/test_streams.py) reach seldom:
+ * options refused at open, a full buffer or side, groups over the limit, late tuples,
+ * negative order values, pairs too wide, frames with VLAN tags and IPv4 options,
+ * fragments and sizes refused, a write that does not fit. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "offlow/streams.h"
+
+/* A tuple frame of n values v[i] = base + i: Ethernet (with `vlan` tags), IPv4 with
+ * `opt` bytes of options, UDP to `dport`; `frag`: the MF flag set. */
+static uint32_t frame(uint8_t *f, unsigned vlan, unsigned opt, unsigned n, int32_t base,
+                      uint16_t dport, int frag)
+{
+    memset(f, 0, OFL_TUPLE_FRAME_MAX);
+    uint32_t o = 12;
+    for (unsigned k = 0; k < vlan; k++, o += 4)
+        ofl_put_be16(f + o, 0x8100);
+    ofl_put_be16(f + o, 0x0800);
+    uint8_t *ip = f + o + 2;
+    uint32_t ihl = 20 + opt, total = ihl + 8 + 4 * n;
+    ip[0] = (uint8_t)(0x40 | ihl / 4);
+    ofl_put_be16(ip + 2, (uint16_t)total);
+    if (frag) ip[6] = 0x20;
+    ip[8] = 64;
+    ip[9] = 17;
+    for (unsigned k = 0; k < opt; k++) ip[20 + k] = 1;   /* NOPs */
+    uint8_t *udp = ip + ihl;
+    ofl_put_be16(udp, 40000);
+    ofl_put_be16(udp + 2, dport);
+    ofl_put_be16(udp + 4, (uint16_t)(8 + 4 * n));
+    for (unsigned k = 0; k < n; k++) {
+        uint32_t x = (uint32_t)(base + (int32_t)k);
+        memcpy(udp + 8 + 4 * k, &x, 4);   /* little-endian hosts (x86, arm64) */
+    }
+    return (uint32_t)(udp + 8 + 4 * n - f);
+}
+
+static void test_tuple_frames(void)
+{
+    uint8_t f[OFL_TUPLE_FRAME_MAX], g[OFL_TUPLE_FRAME_MAX];
+    struct ofl_tuple_view t;
+    uint32_t len = frame(f, 2, 8, 5, -2, 7001, 0);
+    CHECK(ofl_tuple_parse(f, len, &t) == 0 && t.n == 5 && t.dport == 7001 &&
+          t.l3_off == 22 && t.off == 22 + 28 + 8, "two VLAN tags and IPv4 options parse");
+    CHECK(ofl_tuple_v(f, &t, 1) == -2 && ofl_tuple_v(f, &t, 5) == 2 &&
+          ofl_tuple_attr(f, &t, 77, 0) == 77, "values and ts by attribute");
+    CHECK(ofl_tuple_parse(f, len - 1, &t) == OFL_TUPLE_ENOTUDP, "a frame cut short");
+    len = frame(f, 0, 0, 3, 0, 7001, 1);
+    CHECK(ofl_tuple_parse(f, len, &t) == OFL_TUPLE_ENOTUDP, "a fragment is no tuple");
+    len = frame(f, 0, 0, 0, 0, 7001, 0);
+    CHECK(ofl_tuple_parse(f, len, &t) == OFL_TUPLE_ESIZE, "an empty payload");
+    len = frame(f, 0, 0, 3, 0, 7001, 0);
+    ofl_put_be16(f + 14 + 20 + 4, 8 + 10);   /* UDP length: not a multiple of 4 */
+    ofl_put_be16(f + 14 + 2, 20 + 8 + 10);
+    CHECK(ofl_tuple_parse(f, len, &t) == OFL_TUPLE_ESIZE, "a payload of 10 bytes");
+    len = frame(f, 0, 0, 3, 10, 7001, 0);
+    CHECK(ofl_tuple_parse(f, len, &t) == 0, "three values");
+    int32_t v[2] = { 7, -7 };
+    CHECK(ofl_tuple_write(g, 14 + 20 + 8 + 7, f, &t, v, 2) == 0, "a write that does not fit");
+    uint32_t glen = ofl_tuple_write(g, sizeof g, f, &t, v, 2);
+    struct ofl_tuple_view u;
+    CHECK(glen == 14 + 20 + 8 + 8 && ofl_tuple_parse(g, glen, &u) == 0 && u.n == 2 &&
+          ofl_tuple_v(g, &u, 2) == -7 && ofl_ipv4_csum_ok(g + 14, 20), "a new frame of two");
+}
+
+static void test_bsort(void)
+{
+    struct ofl_bsort *b;
+    uint8_t f[OFL_TUPLE_FRAME_MAX];
+    struct ofl_pkt out;
+    CHECK(ofl_bsort_open(&b, 4096) == -EINVAL, "slack 4096 refused");
+    CHECK(ofl_bsort_open(&b, 0) == 0, "slack 0");
+    CHECK(ofl_bsort_push(b, f, 60, 5, 3) == 0 && ofl_bsort_pop(b, &out) == 1 &&
+          out.ts_ns == 5, "slack 0 lets each tuple out at once");
+    CHECK(ofl_bsort_push(b, f, 60, 6, 3) == 0 && ofl_bsort_push(b, f, 60, 7, 3) == -ENOBUFS,
+          "a push into a full buffer without a pop is refused");
+    CHECK(ofl_bsort_push(b, f, OFL_TUPLE_FRAME_MAX + 1, 0, 0) == -EMSGSIZE, "a frame too long");
+    ofl_bsort_close(b);
+}
+
+static void test_aggregate(void)
+{
+    struct ofl_agg *a;
+    struct ofl_agg_out o;
+    CHECK(ofl_agg_open(&a, OFL_AGG_SUM, 0, 1, 4) == -EINVAL &&
+          ofl_agg_open(&a, OFL_AGG_SUM, 1, 0, 4) == -EINVAL &&
+          ofl_agg_open(&a, OFL_AGG_SUM, 1024, 1, 4) == -EINVAL &&
+          ofl_agg_open(&a, OFL_AGG_SUM, 2, 1, 0) == -EINVAL &&
+          ofl_agg_open(&a, OFL_AGG_SUM, 2, 1, 65537) == -EINVAL,
+          "sizes, advances and group counts out of range refused");
+    CHECK(ofl_agg_open(&a, OFL_AGG_MAX, 2, 2, 2) == 0, "tumbling windows of 2, two groups");
+    CHECK(ofl_agg_add(a, -3, 1, 10) == 0 && ofl_agg_add(a, -3, 2, 20) == 0 &&
+          ofl_agg_add(a, -3, 3, 30) == -ENOSPC, "a third group in a window is refused");
+    CHECK(ofl_agg_add(a, -4, 1, 99) == -ERANGE, "a late tuple is refused");
+    CHECK(ofl_agg_next(a, -2, &o) == 1 && o.start == -4 && o.group == 1 && o.value == 10 &&
+          ofl_agg_next(a, -2, &o) == 1 && o.group == 2 && ofl_agg_next(a, -2, &o) == 0,
+          "window [-4, -2) done at -2: its two groups, the refused one not in it");
+    ofl_agg_close(a);
+}
+
+static void test_join(void)
+{
+    struct ofl_join *j;
+    int32_t v[OFL_TUPLE_MAX], out[OFL_TUPLE_MAX];
+    uint32_t n;
+    for (unsigned k = 0; k < OFL_TUPLE_MAX; k++) v[k] = (int32_t)k;
+    CHECK(ofl_join_open(&j, -1, 4) == -EINVAL && ofl_join_open(&j, 1, 0) == -EINVAL,
+          "a negative window or no room refused");
+    CHECK(ofl_join_open(&j, 10, 2) == 0, "window 10, two a side");
+    for (int k = 0; k < 2; k++)
+        CHECK(ofl_join_begin(j, 0, k, 5, v, 3) == 0 && ofl_join_next(j, out, &n) == 0 &&
+              ofl_join_add(j) == 0, "left tuple %d kept", k);
+    CHECK(ofl_join_begin(j, 0, 2, 5, v, 3) == 0 && ofl_join_add(j) == -ENOSPC,
+          "a third left tuple finds its side full");
+    CHECK(ofl_join_begin(j, 0, 1, 5, v, 3) == -ERANGE, "a late left tuple is refused");
+    CHECK(ofl_join_begin(j, 1, 11, 5, v + 3, 2) == 0 && ofl_join_next(j, out, &n) == 1 &&
+          n == 5 && out[0] == 0 && out[3] == 3 && ofl_join_next(j, out, &n) == 0,
+          "a right tuple at 11 forgets the left one at 0 and joins the one at 1, left first");
+    CHECK(ofl_join_begin(j, 1, 12, 5, v, OFL_TUPLE_MAX) == 0 && ofl_join_next(j, out, &n) == 0,
+          "a pair of more than 128 values is passed over");
+    ofl_join_close(j);
+}
+
+static void test_resample(void)
+{
+    struct ofl_resample *r;
+    uint8_t f[OFL_TUPLE_FRAME_MAX], wide[OFL_TUPLE_FRAME_MAX];
+    struct ofl_tuple_view t, w;
+    struct ofl_pkt out;
+    uint32_t len = frame(f, 0, 0, 2, 100, 7001, 0);
+    uint32_t wlen = frame(wide, 0, 0, OFL_TUPLE_MAX - 1, 0, 7001, 0);
+    ofl_tuple_parse(f, len, &t);
+    CHECK(ofl_tuple_parse(wide, wlen, &w) == 0, "a tuple of 127 values");
+    CHECK(ofl_resample_open(&r, 5, 0) == -EINVAL, "no room refused");
+    CHECK(ofl_resample_open(&r, 5, 3) == 0, "window 5, three a side");
+    CHECK(ofl_resample_left(r, wide, wlen, &w, 0, 0) == -EMSGSIZE,
+          "a left tuple with no room for two more values");
+    CHECK(ofl_resample_left(r, f, len, &t, 1000, 10) == 0 &&
+          ofl_resample_left(r, f, len, &t, 2000, 10) == 0 &&
+          ofl_resample_left(r, f, len, &t, 3000, 11) == 0 &&
+          ofl_resample_left(r, f, len, &t, 4000, 11) == -ENOSPC,
+          "three left tuples wait, no fourth");
+    CHECK(ofl_resample_right(r, 6, 4) == 0 && ofl_resample_right(r, 14, 9) == 0 &&
+          ofl_resample_right(r, 13, 1) == -ERANGE && ofl_resample_next(r, &out) == 0,
+          "rights at 6 and 14 (a late one refused): no left done yet");
+    CHECK(ofl_resample_right(r, 16, 0) == 0 && ofl_resample_next(r, &out) == 1 &&
+          out.ts_ns == 1000 && ofl_resample_next(r, &out) == 1 && out.ts_ns == 2000 &&
+          ofl_resample_next(r, &out) == 0,
+          "a right at 16 finishes the two at 10, in order, not the one at 11");
+    struct ofl_tuple_view o;
+    CHECK(ofl_tuple_parse(out.data, out.len, &o) == 0 && o.n == 4 &&
+          ofl_tuple_v(out.data, &o, 1) == 100 && ofl_tuple_v(out.data, &o, 3) == 2 &&
+          ofl_tuple_v(out.data, &o, 4) == 6, "left values, then 2 rights near (6, 14), avg 6");
+    CHECK(ofl_resample_right(r, 17, 0) == -ENOSPC,
+          "the rights at 6 and up are still near the left at 11: no room for a fourth");
+    ofl_resample_close(r);
+}
+
+int main(void)
+{
+    test_tuple_frames();
+    test_bsort();
+    test_aggregate();
+    test_join();
+    test_resample();
+    return CHECK_DONE();
+}
