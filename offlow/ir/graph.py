@@ -100,6 +100,7 @@ class Segment:
     group: bool = False  # a core group: a master hands each batch out in slices
     steer: str = ""  # per-packet field that picks the consumer core; "" = round robin
     vector: bool = True  # its elements' batch bodies may run (else per packet only)
+    ordered: bool = False  # a core group whose output keeps its input order
 
 
 @dataclass(frozen=True)

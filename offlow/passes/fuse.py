@@ -33,6 +33,7 @@ class SegmentPlan:
     outputs: tuple[Queue, ...]
     vector: tuple[str, ...] = ()  # the nodes that run their batch bodies, in flow order
     per_packet: str = ""  # why its elements with batch bodies run per packet, if they do
+    ordered: bool = False  # a core group whose master sends every output on, in order
 
 
 def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
@@ -50,7 +51,7 @@ def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
             sources=tuple(n for n in members if g.node(n).kind == "source"),
             inputs=tuple(q for q in g.queues if q.dst_segment == s.name),
             outputs=tuple(q for q in g.queues if q.src_segment == s.name),
-            vector=vector, per_packet=why,
+            vector=vector, per_packet=why, ordered=s.ordered,
         ))
     return tuple(plans)
 
