@@ -211,3 +211,48 @@ def test_blowfish_on_a_core_group_keeps_order_and_counts_bad_ciphertexts(
     s, out = run_program(prog, frames, tmp_path, opts=(f"vault.path={tmp_path / 'vault.txt'}",))
     assert payloads(out) == want
     assert dropped(s) == {("opener", k): v for k, v in bad.items() if v}
+
+
+def test_the_example_seals_the_listed_quic_flows_like_cryptography(tmp_path: Path) -> None:
+    """examples/crypto.py on quic.pcap: every datagram of a flow in crypto_keys.txt
+    comes out encrypted as `cryptography` encrypts it, in input order; the rest is
+    counted."""
+    from tests.e2e import QUIC, run_example
+
+    keys = {}
+    for line in (ROOT / "examples" / "crypto_keys.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            src, dst, key, iv = line.split()
+            (a, sp), (b, dp) = src.split(":"), dst.split(":")
+            keys[a, int(sp), b, int(dp)] = FlowKey(a, int(sp), b, int(dp), bytes.fromhex(key),
+                                                   bytes.fromhex(iv))
+    want, other = [], 0
+    for fr in read_frames(QUIC):
+        ip = dpkt.ethernet.Ethernet(fr).data
+        flow = None
+        if isinstance(ip, dpkt.ip.IP) and isinstance(ip.data, dpkt.udp.UDP):
+            flow = (dpkt.utils.inet_to_str(ip.src), ip.data.sport,
+                    dpkt.utils.inet_to_str(ip.dst), ip.data.dport)
+        if flow in keys:
+            want.append(_aes(keys[flow], bytes(ip.data.data)))
+        else:
+            other += 1
+    out = tmp_path / "sealed.pcap"
+    s = run_example(program=ROOT / "examples" / "crypto.py", input=QUIC, output=out)
+    assert s["ok"], s["errors"]
+    assert len(want) > 30 and payloads(read_frames(out)) == want
+    assert sum(dropped(s).values()) == other
+
+
+def test_explain_says_an_ordered_group_keeps_input_order() -> None:
+    from offlow.build import build
+    from offlow.dsl.loader import load_program
+    from offlow.explain import explain
+
+    text = explain(build(load_program(ROOT / "examples" / "crypto.py")).plan)
+    seal = next(line for line in text.splitlines() if line.strip().startswith("seal:"))
+    assert "core group of 2" in seal and "outputs on in input order" in seal
+    text = explain(build(load_program(ROOT / "examples" / "crypto.py",
+                                      ["seal.ordered=off"])).plan)
+    seal = next(line for line in text.splitlines() if line.strip().startswith("seal:"))
+    assert "core group of 2" in seal and "input order" not in seal

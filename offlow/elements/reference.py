@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 from offlow.dsl import Element, Handler, Shared
 from offlow.dsl.where import class_site, code_site
-from offlow.elements import headers, kvs, lso, router, sketch
+from offlow.elements import crypto, headers, kvs, lso, router, sketch
 from offlow.passes.cbody import Site, analyze_body
 
-MODULES = (headers, router, kvs, sketch, lso)
+MODULES = (headers, router, kvs, sketch, lso, crypto)
 # Elements whose constructor needs arguments: an example of each.
 _EXAMPLES: dict[str, Callable[[], Element]] = {
     "Classify": lambda: headers.Classify({"tls": (6, 443), "dns": (17, 53)}),
@@ -28,6 +28,8 @@ _EXAMPLES: dict[str, Callable[[], Element]] = {
     "PCSA": lambda: sketch.PCSA(sketch=sketch.pcsa_table("sketch")),
     "PcsaSummary": lambda: sketch.PcsaSummary(sketch=sketch.pcsa_table("sketch")),
     "Segment": lambda: lso.Segment(port=lso.send_port("port"), kinds=lso.kind_counts("kinds")),
+    "CbcEncrypt": lambda: crypto.CbcEncrypt(keys=crypto.cbc_keys("keys", "keys.txt")),
+    "CbcDecrypt": lambda: crypto.CbcDecrypt(keys=crypto.cbc_keys("keys", "keys.txt")),
 }
 
 
