@@ -19,11 +19,15 @@ static const uint32_t T[64] = {
     0xeb86d391,
 };
 
-static inline uint32_t rotl(uint32_t x, unsigned s) { return (x << s) | (x >> (32 - s)); }
-
 static inline uint32_t le32(const uint8_t *p)
 {
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint32_t v;
+    memcpy(&v, p, 4); /* one load */
+    return v;
+#else
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+#endif
 }
 
 #define F(b, c, d) ((d) ^ ((b) & ((c) ^ (d))))
@@ -31,68 +35,86 @@ static inline uint32_t le32(const uint8_t *p)
 #define H(b, c, d) ((b) ^ (c) ^ (d))
 #define I(b, c, d) ((c) ^ ((b) | ~(d)))
 
-/* One step for every lane: the lanes' steps are independent, so they overlap. */
+/* One MD5 step, on scalars or on vectors of lanes alike (GCC's vector extensions give
+ * vectors the same operators; the shifts by a constant make a rotate). */
 #define STEP(fn, a, b, c, d, k, s, i)                                           \
-    for (unsigned l = 0; l < W; l++) {                                          \
-        a[l] += fn(b[l], c[l], d[l]) + x[l][k] + T[i];                          \
-        a[l] = rotl(a[l], s) + b[l];                                            \
+    a += fn(b, c, d) + x[k] + T[i];                                             \
+    a = ((a << (s)) | (a >> (32 - (s)))) + b;
+
+/* MD5's 64 steps over a, b, c, d with the message words x[0..15]. */
+#define ROUNDS()                                                                \
+    _Pragma("GCC unroll 16") for (unsigned i = 0; i < 16; i += 4) {             \
+        STEP(F, a, b, c, d, i, 7, i)                                            \
+        STEP(F, d, a, b, c, i + 1, 12, i + 1)                                   \
+        STEP(F, c, d, a, b, i + 2, 17, i + 2)                                   \
+        STEP(F, b, c, d, a, i + 3, 22, i + 3)                                   \
+    }                                                                           \
+    _Pragma("GCC unroll 16") for (unsigned i = 16; i < 32; i += 4) {            \
+        STEP(G, a, b, c, d, (5 * i + 1) & 15, 5, i)                             \
+        STEP(G, d, a, b, c, (5 * i + 6) & 15, 9, i + 1)                         \
+        STEP(G, c, d, a, b, (5 * i + 11) & 15, 14, i + 2)                       \
+        STEP(G, b, c, d, a, (5 * i) & 15, 20, i + 3)                            \
+    }                                                                           \
+    _Pragma("GCC unroll 16") for (unsigned i = 32; i < 48; i += 4) {            \
+        STEP(H, a, b, c, d, (3 * i + 5) & 15, 4, i)                             \
+        STEP(H, d, a, b, c, (3 * i + 8) & 15, 11, i + 1)                        \
+        STEP(H, c, d, a, b, (3 * i + 11) & 15, 16, i + 2)                       \
+        STEP(H, b, c, d, a, (3 * i + 14) & 15, 23, i + 3)                       \
+    }                                                                           \
+    _Pragma("GCC unroll 16") for (unsigned i = 48; i < 64; i += 4) {            \
+        STEP(I, a, b, c, d, (7 * i) & 15, 6, i)                                 \
+        STEP(I, d, a, b, c, (7 * i + 7) & 15, 10, i + 1)                        \
+        STEP(I, c, d, a, b, (7 * i + 14) & 15, 15, i + 2)                       \
+        STEP(I, b, c, d, a, (7 * i + 5) & 15, 21, i + 3)                        \
     }
 
-/* Compress one block per lane into each lane's state: W lanes interleaved step by
- * step (W a constant at each call, so the lane loops unroll). */
-static inline __attribute__((always_inline)) void compress(uint32_t *st[], const uint8_t *blk[],
-                                                           const unsigned W)
+/* One block into one chain's state. */
+static void compress1(uint32_t *st[], const uint8_t *blk[])
 {
-    uint32_t x[4][16], a[4], b[4], c[4], d[4];
-    for (unsigned l = 0; l < W; l++) {
-        for (unsigned j = 0; j < 16; j++) x[l][j] = le32(blk[l] + 4 * j);
-        a[l] = st[l][0], b[l] = st[l][1], c[l] = st[l][2], d[l] = st[l][3];
-    }
-    static const unsigned char s1[4] = { 7, 12, 17, 22 }, s2[4] = { 5, 9, 14, 20 },
-                               s3[4] = { 4, 11, 16, 23 }, s4[4] = { 6, 10, 15, 21 };
-#pragma GCC unroll 16
-    for (unsigned i = 0; i < 16; i += 4) {
-        STEP(F, a, b, c, d, i, s1[0], i)
-        STEP(F, d, a, b, c, i + 1, s1[1], i + 1)
-        STEP(F, c, d, a, b, i + 2, s1[2], i + 2)
-        STEP(F, b, c, d, a, i + 3, s1[3], i + 3)
-    }
-#pragma GCC unroll 16
-    for (unsigned i = 16; i < 32; i += 4) {
-        STEP(G, a, b, c, d, (5 * i + 1) & 15, s2[0], i)
-        STEP(G, d, a, b, c, (5 * i + 6) & 15, s2[1], i + 1)
-        STEP(G, c, d, a, b, (5 * i + 11) & 15, s2[2], i + 2)
-        STEP(G, b, c, d, a, (5 * i) & 15, s2[3], i + 3)
-    }
-#pragma GCC unroll 16
-    for (unsigned i = 32; i < 48; i += 4) {
-        STEP(H, a, b, c, d, (3 * i + 5) & 15, s3[0], i)
-        STEP(H, d, a, b, c, (3 * i + 8) & 15, s3[1], i + 1)
-        STEP(H, c, d, a, b, (3 * i + 11) & 15, s3[2], i + 2)
-        STEP(H, b, c, d, a, (3 * i + 14) & 15, s3[3], i + 3)
-    }
-#pragma GCC unroll 16
-    for (unsigned i = 48; i < 64; i += 4) {
-        STEP(I, a, b, c, d, (7 * i) & 15, s4[0], i)
-        STEP(I, d, a, b, c, (7 * i + 7) & 15, s4[1], i + 1)
-        STEP(I, c, d, a, b, (7 * i + 14) & 15, s4[2], i + 2)
-        STEP(I, b, c, d, a, (7 * i + 5) & 15, s4[3], i + 3)
-    }
-    for (unsigned l = 0; l < W; l++)
-        st[l][0] += a[l], st[l][1] += b[l], st[l][2] += c[l], st[l][3] += d[l];
+    uint32_t x[16];
+    for (unsigned j = 0; j < 16; j++) x[j] = le32(blk[0] + 4 * j);
+    uint32_t a = st[0][0], b = st[0][1], c = st[0][2], d = st[0][3];
+    ROUNDS()
+    st[0][0] += a, st[0][1] += b, st[0][2] += c, st[0][3] += d;
 }
 
-static void compress1(uint32_t *st[], const uint8_t *blk[]) { compress(st, blk, 1); }
-static void compress2(uint32_t *st[], const uint8_t *blk[]) { compress(st, blk, 2); }
-static void compress4(uint32_t *st[], const uint8_t *blk[]) { compress(st, blk, 4); }
+/* One block into each of four chains' states, the four in one 128-bit vector (SSE2 on
+ * x86-64, NEON on arm64): each step is one vector operation for the four. In scalar
+ * registers only two or three chains' states fit at once (16 registers), so four
+ * chains interleave in vectors. */
+typedef uint32_t v4u __attribute__((vector_size(16)));
 
-/* One block for each of `n` lanes, four at a time, then two, then one. */
+static void compress4(uint32_t *st[], const uint8_t *blk[])
+{
+    v4u x[16];
+    for (unsigned j = 0; j < 16; j++)
+        x[j] = (v4u){ le32(blk[0] + 4 * j), le32(blk[1] + 4 * j), le32(blk[2] + 4 * j),
+                      le32(blk[3] + 4 * j) };
+    v4u a = { st[0][0], st[1][0], st[2][0], st[3][0] }, b = { st[0][1], st[1][1], st[2][1], st[3][1] },
+        c = { st[0][2], st[1][2], st[2][2], st[3][2] }, d = { st[0][3], st[1][3], st[2][3], st[3][3] };
+    const v4u a0 = a, b0 = b, c0 = c, d0 = d;
+    ROUNDS()
+    a += a0, b += b0, c += c0, d += d0;
+    for (unsigned l = 0; l < 4; l++)
+        st[l][0] = a[l], st[l][1] = b[l], st[l][2] = c[l], st[l][3] = d[l];
+}
+
+/* One block for each of `n` lanes: four at a time in vectors (a group of two or three
+ * filled up with a scratch lane: a vector step costs what a scalar one does), one
+ * alone in scalar code. */
 static void compress_lanes(uint32_t *st[], const uint8_t *blk[], unsigned n)
 {
     unsigned i = 0;
     for (; i + 4 <= n; i += 4) compress4(st + i, blk + i);
-    for (; i + 2 <= n; i += 2) compress2(st + i, blk + i);
-    if (i < n) compress1(st + i, blk + i);
+    if (n - i >= 2) {
+        uint32_t scratch[4] = { 0 }, *s4[4];
+        const uint8_t *b4[4];
+        for (unsigned l = 0; l < 4; l++)
+            s4[l] = i + l < n ? st[i + l] : scratch, b4[l] = i + l < n ? blk[i + l] : blk[i];
+        compress4(s4, b4);
+    } else if (i < n) {
+        compress1(st + i, blk + i);
+    }
 }
 
 static void md5_init(uint32_t st[4])
