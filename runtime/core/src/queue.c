@@ -230,11 +230,11 @@ int ofl_qout_close(struct ofl_qout *q)
 
 int ofl_qout_take(struct ofl_qout *dst, struct ofl_qout *src)
 {
-    if (dst->entry_size != src->entry_size || dst->ring.data_off != src->ring.data_off)
-        return sticky(&dst->err, -EINVAL);
     const uint8_t *b = src->buf[src->cur];
     uint32_t n = src->staged;
     src->staged = 0;
+    if (dst->entry_size != src->entry_size || dst->ring.data_off != src->ring.data_off)
+        return sticky(&dst->err, -EINVAL);
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *e = b + (size_t)i * src->entry_size;
         const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
