@@ -136,16 +136,34 @@ def _aes(k: FlowKey, data: bytes) -> bytes:
     return enc.update(pad.update(data) + pad.finalize()) + enc.finalize()
 
 
-@pytest.mark.parametrize("device", ["host", "nic"])
-def test_aes_encryption_matches_cryptography(device: str, tmp_path: Path) -> None:
-    keys = _keys(random.Random(2), 16, 16)
+@pytest.mark.parametrize("cipher,device", [("aes-128-cbc", "host"), ("aes-128-cbc", "nic"),
+                                           ("bf-cbc", "nic")])
+def test_encryption_matches_the_peer(cipher: str, device: str, tmp_path: Path) -> None:
+    aes = cipher == "aes-128-cbc"
+    keys = _keys(random.Random(2), 16, 16 if aes else 8)
     (tmp_path / "k.txt").write_text(key_table_text(keys[:2], "the third flow has no key"))
     data = random_datagrams(3, FLOWS)
     frames = [udp_frame(*FLOWS[f], pl) for f, pl in data]
-    prog = one_element(CbcEncrypt("seal", keys=cbc_keys("k", tmp_path / "k.txt")), device)
+    prog = one_element(CbcEncrypt("seal", keys=cbc_keys("k", tmp_path / "k.txt", cipher)),
+                       device)
     s, out = run_program(prog, frames, tmp_path)
-    assert payloads(out) == [_aes(keys[f], pl) for f, pl in data if f < 2]
+    ref = _aes if aes else _bf
+    assert payloads(out) == [ref(keys[f], pl) for f, pl in data if f < 2]
     assert dropped(s) == {("seal", "no_key"): sum(f == 2 for f, _ in data)}
+
+
+def test_a_ciphertext_longer_than_the_mtu_is_dropped_not_cut(tmp_path: Path) -> None:
+    keys = _keys(random.Random(8), 16, 16)
+    (tmp_path / "k.txt").write_text(key_table_text(keys))
+    sizes = [1472, 1456, 1455, 100]  # frames of 1514, 1498, 1497, 142 bytes
+    frames = [udp_frame(*FLOWS[0], bytes(n)) for n in sizes]
+    prog = one_element(CbcEncrypt("seal", keys=cbc_keys("k", tmp_path / "k.txt")), "nic")
+    prog.apply_setting("mtu=1514")
+    s, out = run_program(prog, frames, tmp_path)
+    # 1472 and 1456 bytes pad to 1488 and 1472 (frames of 1530 and 1514): only the
+    # first is over
+    assert payloads(out) == [_aes(keys[0], bytes(n)) for n in sizes[1:]]
+    assert dropped(s) == {("seal", "too_long"): 1}
 
 
 def test_aes_round_trip_on_two_devices_gives_the_datagrams_back(tmp_path: Path) -> None:
