@@ -21,7 +21,6 @@ cores).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import statistics
@@ -39,7 +38,8 @@ from benchmarks.common.machine import cpu_features, machine, quiet_check
 from benchmarks.common.peers import bench_cpu
 from offlow import Program, Sink, Source, runner
 from offlow.build import build
-from offlow.cbuild import build_exe, build_shared
+from offlow.cbuild import build_exe
+from offlow.crypto.clib import KeyTable
 from offlow.crypto.keys import FlowKey, key_table_text
 from offlow.elements import CheckIPv4, Discard, ParseEth, ParseL4
 from offlow.elements.crypto import CbcDecrypt, Md5Chains, cbc_keys
@@ -138,31 +138,21 @@ def write_capture(path: Path, keys: Path, n: int) -> None:
     """`n` datagrams of Blowfish-CBC ciphertext of random plaintexts (encrypted by
     offlow's library), and the key table."""
     keys.write_text(key_table_text([FLOW], "offlow bench crypto"))
-    so = ctypes.CDLL(str(build_shared("crypto-bench", [("crypto", "cbc"), ("crypto", "md5x")])))
-    so.ofl_cbc_find.restype = ctypes.c_void_p
-    so.ofl_cbc_find.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32,
-                                ctypes.c_uint16, ctypes.c_uint16]
-    so.ofl_cbc_encrypt.restype = ctypes.c_long
-    so.ofl_cbc_encrypt.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p,
-                                   ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t]
-    so.ofl_cbc_table_close.argtypes = [ctypes.c_void_p]
-    t, err, text = ctypes.c_void_p(), ctypes.create_string_buffer(256), keys.read_bytes()
-    if so.ofl_cbc_table_parse(ctypes.byref(t), text, ctypes.c_size_t(len(text)), 2, err):
-        raise OfflowError(f"bench crypto: key table: {err.value.decode()}")
-    flow = so.ofl_cbc_find(t, 0x0A000001, 0x0A000002, FLOW.sport, FLOW.dport)
-    out = ctypes.create_string_buffer(PAYLOAD + 8)
-    with open(path, "wb") as f:
+    with KeyTable(keys.read_text(), "bf-cbc") as t, open(path, "wb") as f:
+        if t.rc:
+            raise OfflowError(f"bench crypto: key table: {t.error}")
+        flow = t.flow(0x0A000001, 0x0A000002, FLOW.sport, FLOW.dport)
         w = dpkt.pcap.Writer(f, snaplen=65535)
         for i in range(n):
-            size = so.ofl_cbc_encrypt(t, flow, os.urandom(PAYLOAD), PAYLOAD, out, PAYLOAD + 8)
-            udp = dpkt.udp.UDP(sport=FLOW.sport, dport=FLOW.dport, ulen=8 + size,
-                               data=out.raw[:size])
+            ct = t.encrypt(flow, os.urandom(PAYLOAD))
+            if not isinstance(ct, bytes):
+                raise OfflowError(f"bench crypto: encryption failed ({ct})")
+            udp = dpkt.udp.UDP(sport=FLOW.sport, dport=FLOW.dport, ulen=8 + len(ct), data=ct)
             ip = dpkt.ip.IP(src=bytes([10, 0, 0, 1]), dst=bytes([10, 0, 0, 2]), p=17, data=udp)
-            ip.len = 20 + 8 + size
+            ip.len = 20 + 8 + len(ct)
             eth = dpkt.ethernet.Ethernet(src=b"\x02" + bytes(5), dst=b"\x02" + bytes(4) + b"\x01",
                                          type=0x0800, data=ip)
             w.writepkt(bytes(eth), ts=i * 1e-6)
-    so.ofl_cbc_table_close(t)
 
 
 def fig6_program(work: str, cores: int, keys: Path) -> Program:
