@@ -274,3 +274,21 @@ def test_explain_says_an_ordered_group_keeps_input_order() -> None:
                                       ["seal.ordered=off"])).plan)
     seal = next(line for line in text.splitlines() if line.strip().startswith("seal:"))
     assert "core group of 2" in seal and "input order" not in seal
+
+
+@pytest.mark.parametrize("text,opt,why", [
+    ("10.0.0.1:1 10.0.0.2:2 00\n", (), "k.txt: line 1: the key must be 32 hex digits"),
+    ("# fine\n" + FlowKey("10.0.0.1", 1, "10.0.0.2", 2, bytes(16), bytes(16)).line(),
+     ("k.cipher=bf-cbc",), "k.txt: line 2: the IV must be 16 hex digits"),
+    ("", ("k.cipher=des",), "cipher=des: expected aes-128-cbc or bf-cbc"),
+])
+def test_a_bad_key_table_is_one_error_before_any_process_starts(
+        text: str, opt: tuple[str, ...], why: str, tmp_path: Path) -> None:
+    (tmp_path / "k.txt").write_text(text)
+    inp = tmp_path / "in.pcap"
+    write_pcap(inp, [udp_frame(*FLOWS[0], b"x")])
+    o = RunOptions(input=inp, opts=opt, timeout=60)
+    b = build_for(one_element(CbcDecrypt("open", keys=cbc_keys("k", tmp_path / "k.txt")),
+                              "nic"), o)
+    with pytest.raises(OfflowError, match=f"key table `k`: .*{why}"):
+        run(b, o)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 from functools import cache
+from pathlib import Path
 from types import TracebackType
 
 from offlow.cbuild import build_shared
@@ -36,10 +37,10 @@ class KeyTable:
     """A parsed key table (cbc.h). `rc` is ofl_cbc_table_parse's result and `error` its
     reason; encrypt/decrypt return bytes or the library's negative code."""
 
-    def __init__(self, text: str, cipher: str) -> None:
+    def __init__(self, text: str | bytes, cipher: str) -> None:
         self.ptr = ctypes.c_void_p()
         err = ctypes.create_string_buffer(256)
-        raw = text.encode()
+        raw = text.encode() if isinstance(text, str) else text
         self.rc = lib().ofl_cbc_table_parse(ctypes.byref(self.ptr), raw, len(raw),
                                             CIPHERS[cipher], err)
         self.error = err.value.decode()
@@ -71,3 +72,21 @@ class KeyTable:
     def __exit__(self, t: type[BaseException] | None, v: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+def check_key_table(name: str, options: dict[str, str]) -> None:
+    """Key table `name`'s run-time options (path=, cipher=) checked before a run starts,
+    with the library's own parser: OfflowError with the file, the line and the reason."""
+    cipher, path = options.get("cipher", "aes-128-cbc"), options.get("path", "")
+    if cipher not in CIPHERS:
+        raise OfflowError(f"key table `{name}`: cipher={cipher}: expected "
+                          + " or ".join(CIPHERS))
+    if not path:
+        raise OfflowError(f"key table `{name}`: no key file (--opt {name}.path=FILE)")
+    try:
+        text = Path(path).read_bytes()
+    except OSError as e:
+        raise OfflowError(f"key table `{name}`: {path}: {e.strerror}") from None
+    with KeyTable(text, cipher) as t:
+        if t.rc:
+            raise OfflowError(f"key table `{name}`: {path}: {t.error}")

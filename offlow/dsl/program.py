@@ -491,5 +491,5 @@ class Program:
             else SharedTable(t.name, t.ctype, 1, open_fn=t.open_fn, close_fn=t.close_fn,
                              options=t.options, source=t.source, pack_fn=t.pack_fn,
                              open_blob_fn=t.open_blob_fn, stats_fn=t.stats_fn, tcp=t.tcp,
-                             includes=t.includes, src_kinds=t.src_kinds)
+                             includes=t.includes, src_kinds=t.src_kinds, check=t.check)
             for t in tables.values())

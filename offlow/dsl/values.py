@@ -54,6 +54,11 @@ class Table:
     library adds, as (kind, C function) pairs: ``--opt SOURCE.kind=KIND`` opens a source
     with ``int fn(struct ofl_src **s, const struct ofl_args *a, const char *name,
     const struct ofl_src_opts *o, char *errbuf)`` (gen.h's struct ofl_src_kind).
+
+    `check`, when set, names a Python function (``module:function``) that the runner
+    calls with the table's name and options (a dict, command-line overrides applied)
+    before any process starts; it raises OfflowError on options or files the open function would
+    refuse, so a bad one is one clear error instead of a device process's failure.
     """
 
     name: str
@@ -68,6 +73,7 @@ class Table:
     tcp: bool = False
     includes: tuple[str, ...] = ()
     src_kinds: tuple[tuple[str, str], ...] = ()
+    check: str = ""
 
 
 def c_literal(value: Any, ctype: str, where: str) -> str:

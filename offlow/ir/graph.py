@@ -123,6 +123,7 @@ class SharedTable:
     tcp: bool = False   # serves the run's TCP socket, when it has one (dsl Table)
     includes: tuple[str, ...] = ()  # runtime headers of its type and functions (dsl Table)
     src_kinds: tuple[tuple[str, str], ...] = ()  # source kinds it adds: (kind, C function)
+    check: str = ""  # module:function checking its options before a run (dsl Table)
 
     @property
     def is_object(self) -> bool:
