@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from offlow import Program, Sink, Source
 from offlow.crypto.keys import FlowKey, key_table_text
 from offlow.crypto.reference import md5_chains
+from offlow.dsl.loader import load_program
 from offlow.elements import CheckIPv4, Discard, ParseEth, ParseL4
 from offlow.elements.crypto import CbcDecrypt, CbcEncrypt, Md5, Md5Chains, cbc_keys
 from offlow.errors import OfflowError
@@ -192,18 +193,13 @@ def _bf(k: FlowKey, data: bytes, pad: bool = True) -> bytes:
         data + bytes([n]) * n if pad else data)
 
 
-@pytest.mark.parametrize("cores", [1, 2, 3])
-def test_blowfish_on_a_core_group_keeps_order_and_counts_bad_ciphertexts(
-        cores: int, tmp_path: Path) -> None:
-    """tests/programs/sealed.py: Blowfish-CBC decryption on a NIC core group, then a
-    user's element stamps the 3-chain digest in front of each plaintext."""
-    from offlow.dsl.loader import load_program
-
-    rnd = random.Random(6)
-    keys = _keys(rnd, 24, 8)
-    (tmp_path / "vault.txt").write_text(key_table_text(keys[:2]))
+def sealed_input(rnd: random.Random, keys: list[FlowKey], n: int = 300
+                 ) -> tuple[list[bytes], list[bytes], dict[str, int]]:
+    """Frames for tests/programs/sealed.py: Blowfish ciphertexts of two flows in the key
+    table, some cut short, some with a bad pad, some of a flow not in it, some TCP; the
+    payloads it must send on (digest + plaintext) and the drops per reason."""
     frames, want, bad = [], [], {"not_blocks": 0, "bad_padding": 0, "no_key": 0, "not_udp": 0}
-    for i in range(300):
+    for i in range(n):
         f = i % 2
         pl = rnd.randbytes(rnd.choice([0, 1, 7, 8, 9, 100, 333, 1000, rnd.randrange(1200)]))
         kind = rnd.random()
@@ -224,11 +220,51 @@ def test_blowfish_on_a_core_group_keeps_order_and_counts_bad_ciphertexts(
         else:
             frames.append(udp_frame(*FLOWS[f], _bf(keys[f], pl)))
             want.append(md5_chains(pl, 3) + pl)
+    return frames, want, bad
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3])
+def test_blowfish_on_a_core_group_keeps_order_and_counts_bad_ciphertexts(
+        cores: int, tmp_path: Path) -> None:
+    """tests/programs/sealed.py: Blowfish-CBC decryption on a NIC core group, then a
+    user's element stamps the 3-chain digest in front of each plaintext."""
+    rnd = random.Random(6)
+    keys = _keys(rnd, 24, 8)
+    (tmp_path / "vault.txt").write_text(key_table_text(keys[:2]))
+    frames, want, bad = sealed_input(rnd, keys)
     prog = load_program(SEALED, [f"open.cores={','.join(str(1 + c) for c in range(cores))}",
                                  "open.ordered=on" if cores > 1 else "open.group=off"])
     s, out = run_program(prog, frames, tmp_path, opts=(f"vault.path={tmp_path / 'vault.txt'}",))
     assert payloads(out) == want
     assert dropped(s) == {("opener", k): v for k, v in bad.items() if v}
+
+
+def test_crypto_program_is_clean_under_asan_and_ubsan(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """sealed.py on an ordered group of two NIC cores, runtime and generated code built
+    with the sanitizers, on the malformed capture's frames mixed into its ciphertexts:
+    any out-of-bounds access, undefined behaviour or leak fails a process."""
+    from offlow.build import build
+    from offlow.cbuild import flags
+    from offlow.testing.malformed import write_malformed_pcap
+
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+    monkeypatch.setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    rnd = random.Random(11)
+    keys = _keys(rnd, 16, 8)
+    (tmp_path / "vault.txt").write_text(key_table_text(keys[:2]))
+    frames, want, _ = sealed_input(rnd, keys, 120)
+    write_malformed_pcap(tmp_path / "bad.pcap")
+    mixed = [f for pair in zip(frames, read_frames(tmp_path / "bad.pcap") * 3, strict=False)
+             for f in pair] + frames[len(read_frames(tmp_path / "bad.pcap")) * 3:]
+    inp, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
+    write_pcap(inp, mixed)
+    b = build(load_program(SEALED, ["open.cores=1,2", "open.ordered=on"]), werror=True,
+              extra_flags=flags("sanitize"))
+    res = run(b, RunOptions(input=inp, output=out, timeout=300,
+                            opts=(f"vault.path={tmp_path / 'vault.txt'}",)))
+    assert res.ok, res.errors
+    assert payloads(read_frames(out)) == want
 
 
 def test_the_example_seals_the_listed_quic_flows_like_cryptography(tmp_path: Path) -> None:
