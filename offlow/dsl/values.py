@@ -57,8 +57,9 @@ class Table:
 
     `check`, when set, names a Python function (``module:function``) that the runner
     calls with the table's name and options (a dict, command-line overrides applied)
-    before any process starts; it raises OfflowError on options or files the open function would
-    refuse, so a bad one is one clear error instead of a device process's failure.
+    before any process starts; it raises OfflowError on options or files the open
+    function would refuse, so a bad one is one clear error instead of a device
+    process's failure.
     """
 
     name: str
