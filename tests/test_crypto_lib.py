@@ -19,6 +19,7 @@ from offlow.crypto.clib import KeyTable as Table
 from offlow.crypto.clib import lib
 from offlow.crypto.keys import FlowKey, key_table_text
 from offlow.crypto.reference import md5_chains
+from offlow.elements.crypto import MD5X_MAX_K
 
 AES, BF = "aes-128-cbc", "bf-cbc"
 ESPACE, EBLOCKS, EPADDING = -1001, -1002, -1003
@@ -44,11 +45,12 @@ def test_md5_chains_match_the_hashlib_reference(k: int) -> None:
         assert out.raw == md5_chains(msg, k), (n, k)
 
 
-def test_md5_chains_refuse_k_0_and_over_16() -> None:
+def test_md5_chains_refuse_k_0_and_over_the_most_the_element_takes() -> None:
     out = ctypes.create_string_buffer(b"\xaa" * 16, 16)
-    for k in (0, 17):
+    for k in (0, MD5X_MAX_K + 1):
         assert lib().ofl_md5_chains(b"abc", 3, k, out) == -22
     assert out.raw == b"\xaa" * 16
+    assert lib().ofl_md5_chains(b"abc", 3, MD5X_MAX_K, out) == 0
 
 
 def _flows(rnd: random.Random, keylen: int, ivlen: int, n: int) -> list[FlowKey]:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from offlow.crypto.clib import CIPHERS
 from offlow.dsl import Element, Port, Table
 from offlow.errors import OfflowError
 
-CIPHERS = ("aes-128-cbc", "bf-cbc")
-MD5X_MAX_K = 16  # md5x.h's OFL_MD5X_MAX_K
+MD5X_MAX_K = 16  # md5x.h's OFL_MD5X_MAX_K (tests/test_crypto_lib.py checks they agree)
 
 _UDP_DROPS = {"not_udp": "not a whole IPv4/UDP datagram: IPv6, another protocol, a fragment, "
                          "or a UDP length that does not fit the packet"}
