@@ -36,9 +36,12 @@ static inline uint32_t le32(const uint8_t *p)
 #define I(b, c, d) ((c) ^ ((b) | ~(d)))
 
 /* One MD5 step, on scalars or on vectors of lanes alike (GCC's vector extensions give
- * vectors the same operators; the shifts by a constant make a rotate). */
+ * vectors the same operators; the shifts by a constant make a rotate). The message word
+ * and the constant are added first: they do not wait for b, c, d, so only fn, one add,
+ * the rotate and the add of b are on the chain from one step to the next. */
 #define STEP(fn, a, b, c, d, k, s, i)                                           \
-    a += fn(b, c, d) + x[k] + T[i];                                             \
+    a += x[k] + T[i];                                                           \
+    a += fn(b, c, d);                                                           \
     a = ((a << (s)) | (a >> (32 - (s)))) + b;
 
 /* MD5's 64 steps over a, b, c, d with the message words x[0..15]. */
