@@ -9,7 +9,8 @@ import argparse
 import importlib
 from pathlib import Path
 
-NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams")
+NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams",
+         "crypto")
 
 
 def add_arguments(b: argparse.ArgumentParser) -> None:
@@ -52,6 +53,6 @@ def run(a: argparse.Namespace) -> int:
                   designs=a.designs.split(",") if a.designs else None, duration=a.duration,
                   cores=a.cores, repeat=a.repeat,
                   workloads=a.values.split(",") if a.values else None)
-    else:  # queue, lso, streams
+    else:  # queue, lso, streams, crypto
         bench.run(quick=a.quick, out_json=a.json_out)
     return 0

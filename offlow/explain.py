@@ -25,7 +25,9 @@ def explain(plan: Plan) -> str:
         cpus = ",".join(map(str, plan.cpus(s.name)))
         if s.group:
             par = (f"core group of {len(s.cores)} (master core {s.cores[0]} takes each batch, "
-                   "every member processes a slice), ")
+                   "every member processes a slice"
+                   + (", the master sends the slices' outputs on in input order" if s.ordered
+                      else "") + "), ")
         else:
             how = f"steered by {s.steer} % {len(s.cores)}" if s.steer else "round robin"
             par = (f"data-parallel over {len(s.cores)} cores ({how}), "

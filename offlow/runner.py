@@ -11,6 +11,7 @@ that fails stops the others.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import secrets
@@ -140,17 +141,22 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
 
 def _check_table_files(b: Build, args: list[str]) -> None:
     """A table's `path` option (the last one given wins) names a file it reads: it must
-    be there before the processes start."""
-    tables = {t.name for t in b.graph.shared}
-    paths = {}
+    be there before the processes start; a table with a `check` function has it look
+    at its options (and files) then too."""
+    tables = {t.name: t for t in b.graph.shared}
+    options: dict[str, dict[str, str]] = {}
     for opt in args[1::2]:
         name, _, rest = opt.partition(".")
         key, _, value = rest.partition("=")
-        if name in tables and key == "path":
-            paths[name] = value
-    for name, value in paths.items():
-        if not Path(value).is_file():
-            raise OfflowError(f"table `{name}`: path={value}: no such file")
+        if name in tables:
+            options.setdefault(name, {})[key] = value
+    for name, opts in options.items():
+        if "path" in opts and not Path(opts["path"]).is_file():
+            raise OfflowError(f"table `{name}`: path={opts['path']}: no such file")
+    for name, t in tables.items():
+        if t.check:
+            module, _, fn = t.check.partition(":")
+            getattr(importlib.import_module(module), fn)(name, options.get(name, {}))
 
 
 def _positive(name: str, value: float | None, zero_ok: bool = False) -> None:

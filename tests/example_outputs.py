@@ -74,6 +74,8 @@ CASES = (
     Case("router-route-group", "router.py", ("route.cores=0,1", "route.group=on"),
          options=ROUTED, order=SORTED),
     Case("kvs-requests", "kvs.py", capture="requests"),
+    # an ordered core group of two NIC cores encrypts: the output keeps the input order
+    Case("crypto-quic", "crypto.py", capture="quic.pcap"),
     Case("kvs-split-requests", "kvs.py", ("parse.device=nic",), capture="requests"),
     # hits leave from the NIC and misses come back from the host: the reply segment
     # takes both, in whatever order they arrive, and which requests hit depends on

@@ -170,3 +170,17 @@ def test_queue_geometry_is_a_setting() -> None:
     q = compile_graph(p.to_ir()).queues[0]
     assert (q.ring_size, q.batch) == (64, 8)
     assert p.mtu == 9018
+
+
+def test_ordered_makes_a_core_group_and_group_off_ends_it() -> None:
+    from tests.programs.sealed import program as sealed
+
+    p = sealed(cores=1)
+    seg = p.segments["open"]
+    assert (seg.group, seg.ordered) == (False, False)
+    p.apply_setting("open.ordered=on")
+    assert (seg.group, seg.ordered) == (True, True)
+    p.apply_setting("open.group=off")
+    assert (seg.group, seg.ordered) == (False, False)
+    p.apply_setting("open.group=on")
+    assert (seg.group, seg.ordered) == (True, False)

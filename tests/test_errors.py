@@ -152,7 +152,7 @@ def not_an_output() -> None:
     (core_twice, "segment `rx`: core listed twice in [1, 1]"),
     (unknown_segment_setting, "nosuch"),
     (unknown_attribute,
-     "unknown attribute `colour` (device, cores, group, steer, vector, batch, depth)"),
+     "unknown attribute `colour` (device, cores, group, ordered, steer, vector, batch, depth)"),
     (no_segments, "segment"),
     (table_not_shared,
      "element `c`: table `counts` must be a Shared(...) or Table(...) value, not list"),

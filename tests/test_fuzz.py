@@ -4,7 +4,8 @@ IPv6 tables -> lookups against brute force), the memcached request parser (binar
 and UDP-framed streams, run against a small key-value store), the NIC cache of the
 key-value store (arbitrary requests and replies on both sides), the segmentation
 offload's descriptor and template parser (every descriptor it takes cut into packets
-that must fit), from small seed corpora made of valid and malformed inputs.  Skipped
+that must fit), the CBC key-table parser and decryption of arbitrary ciphertexts, from
+small seed corpora made of valid and malformed inputs.  Skipped
 when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from offlow.testing.malformed import write_pcap
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 # target -> the runtime library it fuzzes (and links, with the core)
 TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "ctl": "lpm",
-           "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams"}
+           "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
+           "cbc": "crypto"}
 SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
 SECONDS = 10
@@ -115,6 +117,12 @@ def _seed_corpus(target: str, d: Path) -> None:
             f = frame(Tuple(0, tuple(range(-n, n, 2))[:n]), 7001)
             (d / f"tuple{n}").write_bytes(bytes([n + 1]) + f[1:])  # first byte: the count
             (d / f"cut{n}").write_bytes(f[:-3])
+    elif target == "cbc":  # first byte: 0 AES, 1 Blowfish; then a key table
+        line = "10.0.0.1:1 10.0.0.2:2 " + "ab" * 16 + " " + "cd" * 16
+        (d / "aes").write_bytes(b"\0# keys\n" + line.encode() + b"  # one\r\n\n")
+        (d / "bf").write_bytes(b"\1" + f"1.2.3.4:5 6.7.8.9:10 {'01' * 7} {'02' * 8}\n".encode())
+        (d / "twice").write_bytes(b"\0" + (line + "\n").encode() * 2)
+        (d / "blocks").write_bytes(b"\0" + bytes(range(48)))
     else:
         (d / "prefixes").write_text("1.0.0.0/24\n  10.1.0.0/16 65000 x\n2001:db8::/32\n"
                                     "# comment\n8.8.8.8\ngarbage\n")

@@ -56,8 +56,8 @@ def machine() -> dict[str, object]:
 
 
 # CPU features that choose code paths here and in the peers (DPDK's AVX-512 lookups,
-# glibc's memcpy, the checksum and CRC kernels)
-FEATURES = ("sse4_2", "avx", "avx2", "bmi2", "erms", "fsrm", "pclmulqdq", "vpclmulqdq",
+# glibc's memcpy, the checksum and CRC kernels, OpenSSL's AES-NI)
+FEATURES = ("aes", "sse4_2", "avx", "avx2", "bmi2", "erms", "fsrm", "pclmulqdq", "vpclmulqdq",
             "gfni", "vaes", "avx512f", "avx512bw", "avx512vl", "avx512vbmi2")
 
 

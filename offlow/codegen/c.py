@@ -555,13 +555,14 @@ class DeviceGen:
           "\"stopped: another core or process failed\");",
           "        }", "    }", "    return NULL;", "}", "")
 
-    def _flush(self, p: SegmentPlan, ind: str) -> None:
+    def _flush(self, p: SegmentPlan, ind: str, rings: bool = True) -> None:
         """Send what this core wrote to its sinks (UDP batches), ring the doorbell of every
-        output ring of this core."""
+        output ring of this core (`rings`; an ordered group's workers leave their outputs
+        staged for the master)."""
         for k, s in enumerate(self.sinks):  # a UDP sink sends this core's batch
             if s.name in p.nodes:
                 self.e(f"{ind}ofl_sink_flush(ctx->proc->sinks[{k}], core->idx);")
-        for q in p.outputs:
+        for q in p.outputs if rings else ():
             self.e(f"{ind}for (unsigned j = 0; j < {q.instances}u; j++) {{",
                    f"{ind}    int rc = ofl_qout_flush(&ctx->out_{cname(q.name)}[j]);",
                    f"{ind}    if (rc < 0) ofl_core_fail(core, rc, \"doorbell on {q.name}\");",
@@ -609,7 +610,7 @@ class DeviceGen:
             e(f"        case {k}: ofl_in_{sn}_{cname(q.name)}(ctx, ctx->grp->entries, lo, hi); "
               "break;")
         e("        default: break;", "        }")
-        self._flush(p, "        ")
+        self._flush(p, "        ", rings=not p.ordered)
         e("        ofl_group_done(ctx->grp);", "    }")
         self._close(p)
         e("    ofl_core_end(core);", "    return NULL;", "}", "")
@@ -643,6 +644,7 @@ class DeviceGen:
               "            int rc = ofl_group_join(ctx->grp, &core->local);",
               "            if (rc < 0) { ofl_core_fail(core, rc, \"stopped: another core or "
               "process failed\"); break; }",
+              *self._take_slices(p),
               "        }")
         else:
             e(f"        if (n > 0) {fn}(ctx, es, 0, (uint32_t)n);")
@@ -659,6 +661,23 @@ class DeviceGen:
     def _peer_bit(self, q: Queue) -> str:
         """The bit of core->peer_gone that stands for the process producing into `q`."""
         return f"{1 << self._peer(q, False)}"
+
+    def _take_slices(self, p: SegmentPlan) -> list[str]:
+        """An ordered group's master, once every member is done with a batch: the
+        members' outputs (staged, not sent) go after its own, slice after slice, so they
+        leave in input order. The members' contexts follow the master's in ofl_ctxs."""
+        if not p.ordered:
+            return []
+        lines = [f"            for (unsigned m = 1; m < {len(p.cores)}u && !core->err; m++) {{"]
+        for q in p.outputs:
+            cq = cname(q.name)
+            lines += [f"                for (unsigned j = 0; j < {q.instances}u; j++) {{",
+                      f"                    int trc = ofl_qout_take(&ctx->out_{cq}[j], "
+                      f"&ctx[m].out_{cq}[j]);",
+                      f"                    if (trc < 0) ofl_core_fail(core, trc, "
+                      f"\"ordered group: {q.name}\");",
+                      "                }"]
+        return [*lines, "            }"]
 
     def gen_main(self) -> None:
         """The process's state, the tables that describe it to the runtime (ofl_prog:

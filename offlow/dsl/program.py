@@ -66,6 +66,7 @@ class Segment:
     device: str
     cores: tuple[int, ...]
     group: bool = False
+    ordered: bool = False  # a core group whose output keeps its input order
     steer: str = ""  # per-packet field choosing the core (field % cores); "" = round robin
     vector: bool = True  # elements' batch bodies may run where it takes batches
     batch: int = 0  # offload batch (gpu): packets per kernel launch; 0: the target's default
@@ -127,11 +128,13 @@ class Program:
 
     def segment(
         self, name: str, members: Sequence[Element | Composite], *, device: str = "host",
-        cores: Iterable[int] = (0,), group: bool = False, steer: str | None = None,
+        cores: Iterable[int] = (0,), group: bool = False, ordered: bool = False,
+        steer: str | None = None,
     ) -> Segment:
         """Place `members` together on `device`, data-parallel over `cores`; with
         `group=True` the cores form a core group (a master hands each input batch out
-        in slices to the group) instead of each core taking whole batches. `steer`
+        in slices to the group) instead of each core taking whole batches; `ordered=True`
+        (a core group too) keeps the group's output in input order. `steer`
         names a per-packet field: each packet enters core `field % len(cores)` (the
         same key always reaches the same core, in order); else batches go round robin."""
         if name in self.segments:
@@ -141,7 +144,8 @@ class Program:
             elements.extend(m.parts if isinstance(m, Composite) else [m])
         seg = Segment(name, elements, device, tuple(cores))
         self.segments[name] = seg
-        self.place(name, device=device, cores=seg.cores, group=group, steer=steer)
+        self.place(name, device=device, cores=seg.cores, group=group, steer=steer,
+                   ordered=ordered)
         return seg
 
     def channel(self, name: str, handler: Handler, *, device: str | None = None) -> None:
@@ -280,10 +284,12 @@ class Program:
     def place(self, segment: str, *, device: str | None = None,
               cores: Iterable[int] | None = None, group: bool | None = None,
               steer: str | None = None, vector: bool | None = None,
-              batch: int | None = None, depth: int | None = None) -> None:
+              batch: int | None = None, depth: int | None = None,
+              ordered: bool | None = None) -> None:
         """Change where a segment runs: the one-line design change. `batch` and
         `depth` are offload settings of a target that runs batches (gpu): packets per
-        batch and batches in flight."""
+        batch and batches in flight. An ordered segment is a core group; one that stops
+        being a group stops being ordered."""
         if segment not in self.segments:
             raise OfflowError(
                 f"no segment `{segment}`; segments: {', '.join(self.segments) or 'none'}"
@@ -307,6 +313,10 @@ class Program:
             seg.cores = cores
         if group is not None:
             seg.group = bool(group)
+            seg.ordered = seg.ordered and seg.group
+        if ordered is not None:
+            seg.ordered = bool(ordered)
+            seg.group = seg.group or seg.ordered
         if steer is not None:
             seg.steer = steer
         if vector is not None:
@@ -350,8 +360,8 @@ class Program:
         except ValueError:
             raise OfflowError(
                 f"--set `{setting}`: expected SEGMENT.device=DEV, SEGMENT.cores=0,1, "
-                "SEGMENT.group=on|off, SEGMENT.steer=FIELD, SEGMENT.vector=on|off, "
-                "SEGMENT.batch=N, SEGMENT.depth=N, CACHE.policy=P, "
+                "SEGMENT.group=on|off, SEGMENT.ordered=on|off, SEGMENT.steer=FIELD, "
+                "SEGMENT.vector=on|off, SEGMENT.batch=N, SEGMENT.depth=N, CACHE.policy=P, "
                 "CACHE.entries=N, "
                 "SRC->DST.instances=N, SRC->DST.steer=FIELD, SRC->DST.enqueue=block|drop, "
                 "ring_size=N, batch=N or mtu=N|auto"
@@ -372,14 +382,14 @@ class Program:
             except ValueError:
                 raise OfflowError(f"--set `{setting}`: {attr} must be a number") from None
             self.place(seg, **{attr: number})
-        elif attr in ("group", "vector"):
+        elif attr in ("group", "vector", "ordered"):
             flags = {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}
             if value.lower() not in flags:
                 raise OfflowError(f"--set `{setting}`: {attr} must be on or off")
             self.place(seg, **{attr: flags[value.lower()]})
         else:
             raise OfflowError(f"--set `{setting}`: unknown attribute `{attr}` (device, cores, "
-                              "group, steer, vector, batch, depth)")
+                              "group, ordered, steer, vector, batch, depth)")
 
     def to_ir(self, fit: tuple[int, str] | None = None) -> Graph:
         """Lower the program to the IR (composites are already flat). `fit` is the mtu
@@ -422,7 +432,7 @@ class Program:
                     )
                 edges.append(Edge(el.name, port, dst.element.name, dst.port))
         segments = tuple(IRSegment(s.name, s.device, s.cores, s.group, s.steer, s.vector,
-                                   s.batch, s.depth)
+                                   s.batch, s.depth, s.ordered)
                          for s in self.segments.values())
         caches = []
         for cname_, c in self.caches.items():
@@ -513,5 +523,5 @@ class Program:
                              options=t.options, source=t.source, pack_fn=t.pack_fn,
                              open_blob_fn=t.open_blob_fn, stats_fn=t.stats_fn, tcp=t.tcp,
                              ctl_fn=t.ctl_fn, includes=t.includes, src_kinds=t.src_kinds,
-                             one_core=t.one_core)
+                             one_core=t.one_core, check=t.check)
             for t in tables.values())

@@ -61,6 +61,12 @@ class Table:
     const struct ofl_src_opts *o, char *errbuf)`` (gen.h's struct ofl_src_kind).
     A table with `one_core` is state its functions change without locks (a stream
     operator's windows): every element that uses it must run on one and the same core.
+
+    `check`, when set, names a Python function (``module:function``) that the runner
+    calls with the table's name and options (a dict, command-line overrides applied)
+    before any process starts; it raises OfflowError on options or files the open
+    function would refuse, so a bad one is one clear error instead of a device
+    process's failure.
     """
 
     name: str
@@ -77,6 +83,7 @@ class Table:
     includes: tuple[str, ...] = ()
     src_kinds: tuple[tuple[str, str], ...] = ()
     one_core: bool = False
+    check: str = ""
 
 
 def c_literal(value: Any, ctype: str, where: str) -> str:

@@ -104,6 +104,7 @@ class Segment:
     # in flight; 0 = the target's default
     batch: int = 0
     depth: int = 0
+    ordered: bool = False  # a core group whose output keeps its input order
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class SharedTable:
     includes: tuple[str, ...] = ()  # runtime headers of its type and functions (dsl Table)
     src_kinds: tuple[tuple[str, str], ...] = ()  # source kinds it adds: (kind, C function)
     one_core: bool = False  # its users run on one core, unlocked (dsl Table)
+    check: str = ""  # module:function checking its options before a run (dsl Table)
 
     @property
     def is_object(self) -> bool:

@@ -37,6 +37,7 @@ class SegmentPlan:
     # flight, the target's defaults filled in by the plan; 0 elsewhere
     batch: int = 0
     depth: int = 0
+    ordered: bool = False  # a core group whose master sends every output on, in order
 
 
 def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
@@ -54,7 +55,7 @@ def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
             sources=tuple(n for n in members if g.node(n).kind == "source"),
             inputs=tuple(q for q in g.queues if q.dst_segment == s.name),
             outputs=tuple(q for q in g.queues if q.src_segment == s.name),
-            vector=vector, per_packet=why, batch=s.batch, depth=s.depth,
+            vector=vector, per_packet=why, batch=s.batch, depth=s.depth, ordered=s.ordered,
         ))
     return tuple(plans)
 

@@ -7,8 +7,9 @@
  * at data_off cross only as far as they are used (len 0, 1, 7, 8, max, ...) and
  * round-trip exactly; a dead peer and the abort word end waits with -EPIPE /
  * -ECANCELED; a corrupted seq or len gives -EBADMSG; a producer set to drop on a
- * full ring drops and counts instead of waiting. The copy engine's entry jobs
- * are checked on their own.
+ * full ring drops and counts instead of waiting; entries staged on one producer end
+ * move to another's in order (ofl_qout_take). The copy engine's entry jobs are checked
+ * on their own.
  * Usage: test_queue [ENTRIES]  (default 300000 per configuration) */
 #include <errno.h>
 #include <pthread.h>
@@ -826,10 +827,58 @@ static void test_close_empty(void)
     free(mem);
 }
 
+/* ofl_qout_take: entries staged on one producer end (never flushed there) go to the end
+ * of another's staging, after its own, in order, with their channel flags and used
+ * bytes; the source is left empty and its ring never sees them; rings of another
+ * layout are refused. */
+static void test_take(void)
+{
+    struct qpair a, b, odd;
+    qpair_open(&a, RING_SIZE, 64, BATCH, 16, OFL_CE_INLINE, OFL_CE_INLINE);
+    qpair_open(&b, RING_SIZE, 64, BATCH, 16, OFL_CE_INLINE, OFL_CE_INLINE);
+    qpair_open(&odd, RING_SIZE, 128, BATCH, 16, OFL_CE_INLINE, OFL_CE_INLINE);
+    for (uint32_t i = 0; i < 9; i++) { /* 2 on b itself, then 7 staged on a */
+        struct qpair *q = i < 2 ? &b : &a;
+        uint8_t *e = ofl_qout_slot(&q->o);
+        struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)e;
+        h->len = (uint16_t)(i * 5 % 48);
+        h->flags = (uint16_t)(i % 3);
+        memset(e + 16, (int)(0x40 + i), h->len);
+    }
+    CHECK(ofl_qout_take(&odd.o, &a.o) == -EINVAL, "another layout refused");
+    CHECK(ofl_qout_pending(&a.o) == 0, "the source is left empty even then");
+    /* stage them again and take them for real */
+    for (uint32_t i = 2; i < 9; i++) {
+        uint8_t *e = ofl_qout_slot(&a.o);
+        struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)e;
+        h->len = (uint16_t)(i * 5 % 48);
+        h->flags = (uint16_t)(i % 3);
+        memset(e + 16, (int)(0x40 + i), h->len);
+    }
+    CHECK(ofl_qout_take(&b.o, &a.o) == 0 && ofl_qout_pending(&a.o) == 0 &&
+          ofl_qout_pending(&b.o) == 9, "7 entries taken after b's own 2");
+    CHECK(ofl_qout_flush(&b.o) == 0 && ofl_qout_flush(&a.o) == 0, "both flushed");
+    const uint8_t *es = NULL;
+    int n = ofl_qin_next(&b.in, &es);
+    int good = n == 9;
+    for (int i = 0; good && i < 9; i++) {
+        const uint8_t *e = es + (size_t)i * 64;
+        const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
+        good = h->len == (uint16_t)(i * 5 % 48) && h->flags == (uint16_t)(i % 3);
+        for (uint32_t k = 0; good && k < h->len; k++) good = e[16 + k] == 0x40 + i;
+    }
+    CHECK(good, "b's ring delivers all 9 in order with their flags and bytes (%d)", n);
+    CHECK(ofl_qin_next(&a.in, &es) == 0, "a's ring got nothing");
+    qpair_close(&a);
+    qpair_close(&b);
+    qpair_close(&odd);
+}
+
 int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 300000;
     test_close_empty();
+    test_take();
     test_corrupt(OFL_CE_INLINE);
     test_corrupt(OFL_CE_THREAD);
     test_drop_full(OFL_CE_INLINE);

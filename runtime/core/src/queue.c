@@ -228,6 +228,23 @@ int ofl_qout_close(struct ofl_qout *q)
     return 0;
 }
 
+int ofl_qout_take(struct ofl_qout *dst, struct ofl_qout *src)
+{
+    const uint8_t *b = src->buf[src->cur];
+    uint32_t n = src->staged;
+    src->staged = 0;
+    if (dst->entry_size != src->entry_size || dst->ring.data_off != src->ring.data_off)
+        return sticky(&dst->err, -EINVAL);
+    for (uint32_t i = 0; i < n; i++) {
+        const uint8_t *e = b + (size_t)i * src->entry_size;
+        const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
+        uint8_t *d = ofl_qout_slot(dst);
+        if (!d) return dst->err;
+        memcpy(d, e, ofl_entry_used(src->entry_size, src->ring.data_off, h->len));
+    }
+    return 0;
+}
+
 unsigned ofl_qout_pending(const struct ofl_qout *q)
 {
     return q->staged + q->inflight;

@@ -92,6 +92,14 @@ int ofl_qout_flush(struct ofl_qout *q);
  * waited for, not committed) and the ring is not marked finished. */
 int ofl_qout_close(struct ofl_qout *q);
 
+/* Move the entries staged in `src` (not flushed) to the end of `dst`'s staging, in
+ * order, as if they had been made there: an ordered core group's master takes its
+ * workers' outputs this way, slice after slice. Both endpoints belong to the caller
+ * while it runs (the workers wait for the next batch) and to rings of the same queue
+ * (same entry layout). Returns 0, -EINVAL (not the same layout) or dst's error; src
+ * is left empty either way. */
+int ofl_qout_take(struct ofl_qout *dst, struct ofl_qout *src);
+
 /* Entries not yet committed to the ring: staged plus in flight. */
 unsigned ofl_qout_pending(const struct ofl_qout *q);
 
