@@ -14,6 +14,8 @@ from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.lifecycle import Terminated, signals_deferred, stop_signals
+from offlow.planner import plan as planner
+from offlow.planner import profile
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, build_for, check_options, run
 
@@ -61,6 +63,14 @@ def _cmd_run(a: argparse.Namespace) -> int:
     for err in res.errors:
         print(f"offlow: error: {err}", file=sys.stderr)
     return 0 if res.ok else 1
+
+
+def _cmd_plan(a: argparse.Namespace) -> int:
+    print(planner.plan(planner.PlanRequest(
+        program=a.program, device=a.device, host=a.host, workload=a.workload,
+        settings=tuple(a.set), alternatives=tuple(a.alt), work=tuple(a.work),
+        packets=a.packets, top=a.top)))
+    return 0
 
 
 def _cmd_pcsa(a: argparse.Namespace) -> int:
@@ -159,6 +169,29 @@ def parser() -> argparse.ArgumentParser:
                    "it prints")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
+
+    pl = sub.add_parser("plan", help="predict every placement of a program on a device "
+                        "profile, ranked (docs/planner.md)")
+    program_args(pl)
+    pl.add_argument("--device", required=True, metavar="PROFILE",
+                    help="the device the program's `nic` segments would run on: a preset "
+                         "(offlow/planner/profiles: " + ", ".join(profile.names()) + ") or "
+                         "a YAML file")
+    pl.add_argument("--host", default="host", metavar="PROFILE",
+                    help="the host's profile (default: this machine)")
+    pl.add_argument("--workload", default="synthetic",
+                    help="the calibration traffic: synthetic (the run's generator), kvs "
+                         "(Floem's key-value requests) or a pcap file")
+    pl.add_argument("--alt", action="append", default=[], metavar="'SET SET ...'",
+                    help="rank these alternatives (each: --set lines separated by spaces) "
+                         "instead of every placement")
+    pl.add_argument("--work", action="append", default=[], metavar="ELEMENT=KIND",
+                    help="an element's kind of work (integer, lookup, hash), when not "
+                         "the default (lookup for elements that use a table, else integer)")
+    pl.add_argument("--packets", type=int, default=100_000,
+                    help="packets of the calibration run")
+    pl.add_argument("--top", type=int, default=12, help="placements shown")
+    pl.set_defaults(fn=_cmd_plan)
 
     rt = sub.add_parser("router", help="router tools")
     rsub = rt.add_subparsers(dest="router_cmd", required=True)

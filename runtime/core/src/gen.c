@@ -178,6 +178,11 @@ void ofl_core_begin(struct ofl_core *c)
     c->oversubscribed = rc > 0;
     c->t_start = 0;  /* set when the first packet arrives: waiting for peers to start
                         (or to build their tables) is not processing time */
+    c->timer_ticks = UINT64_MAX;
+    for (int k = 0; k < 64; k++) {
+        uint64_t t0 = ofl_ticks(), t1 = ofl_ticks();
+        if (t1 - t0 < c->timer_ticks) c->timer_ticks = t1 - t0;
+    }
 }
 
 void ofl_core_fail(struct ofl_core *c, int err, const char *what)
@@ -199,9 +204,21 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what)
  * `offlow bench kvs`: see docs/kvs.md). */
 #define OFL_CORE_IDLE_SPINS 16u
 
+/* The calling thread's CPU time in ns (0 if the clock is missing). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 void ofl_core_progressed(struct ofl_core *c)
 {
-    if (!c->t_start) c->t_start = ofl_now_ns();
+    if (!c->t_start) {
+        c->t_start = ofl_now_ns();
+        c->tick_start = ofl_ticks();
+        c->cpu_start = thread_cpu_ns();
+    }
 }
 
 void ofl_core_idle(struct ofl_core *c, int progress)
@@ -230,7 +247,13 @@ void ofl_core_idle(struct ofl_core *c, int progress)
 void ofl_core_end(struct ofl_core *c)
 {
     c->t_end = ofl_now_ns();
-    if (!c->t_start) c->t_start = c->t_end;
+    c->tick_end = ofl_ticks();
+    c->cpu_end = thread_cpu_ns();
+    if (!c->t_start) {
+        c->t_start = c->t_end;
+        c->tick_start = c->tick_end;
+        c->cpu_start = c->cpu_end;
+    }
     if (c->err)
         fprintf(stderr, "offlow %s: segment %s core %u: %s: %s\n", c->device, c->segment, c->idx,
                 c->where, ofl_strerror(c->err));
@@ -512,12 +535,22 @@ static void stats_qmap(struct ofl_json *j, const char *queue, const struct ofl_r
     ofl_json_end_obj(j);
 }
 
-/* Element `i`'s counters on one core (elements that saw no packet are left out). */
+/* Nanoseconds of `ticks` of core `c`'s ofl_ticks(), from its run's ticks and ns. */
+static double ticks_ns(const struct ofl_core *c, uint64_t ticks)
+{
+    if (c->tick_end <= c->tick_start || c->t_end <= c->t_start) return 0;
+    return (double)ticks * (double)(c->t_end - c->t_start) /
+           (double)(c->tick_end - c->tick_start);
+}
+
+/* Element `i`'s counters on one core (elements that saw no packet are left out);
+ * `ns`: the time in its body, when timed. */
 static void stats_element(struct ofl_json *j, const struct ofl_prog *p,
-                          const struct ofl_el_counts *c, unsigned i)
+                          const struct ofl_el_counts *c, unsigned i, const struct ofl_core *core)
 {
     ofl_json_begin_obj(j, p->el_names[i]);
     ofl_json_u64(j, "in", c->in[i]);
+    if (c->ticks[i]) ofl_json_u64(j, "ns", (uint64_t)ticks_ns(core, c->ticks[i]));
     ofl_json_u64(j, "drop", c->drop[i]);
     ofl_json_u64(j, "consumed", c->used[i]);
     if (c->copies[i]) ofl_json_u64(j, "copies", c->copies[i]);
@@ -534,9 +567,12 @@ static void stats_element(struct ofl_json *j, const struct ofl_prog *p,
 static void stats_core(struct ofl_json *j, const struct ofl_prog *p, const struct ofl_core_use *u)
 {
     ofl_stats_core(j, u->core);
+    bool timed = false;
+    for (unsigned i = 0; p->el_names[i]; i++) timed |= u->el.ticks[i] != 0;
+    if (timed) ofl_json_f64(j, "timer_ns", ticks_ns(u->core, u->core->timer_ticks));
     ofl_json_begin_obj(j, "elements");
     for (unsigned i = 0; p->el_names[i]; i++)
-        if (u->el.in[i]) stats_element(j, p, &u->el, i);
+        if (u->el.in[i]) stats_element(j, p, &u->el, i, u->core);
     ofl_json_end_obj(j);
     ofl_json_begin_arr(j, "queues");
     for (unsigned q = 0; q < u->nqueues; q++) {
@@ -637,6 +673,7 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     ofl_json_u64(j, "cpu", (uint64_t)c->cpu);
     ofl_json_u64(j, "oversubscribed", (uint64_t)c->oversubscribed);
     ofl_json_u64(j, "elapsed_ns", c->t_end > c->t_start ? c->t_end - c->t_start : 0);
+    ofl_json_u64(j, "cpu_ns", c->cpu_end > c->cpu_start ? c->cpu_end - c->cpu_start : 0);
     ofl_json_u64(j, "pkts_in", c->pkts_in);
     ofl_json_u64(j, "bytes_in", c->bytes_in);
     if (c->err) {

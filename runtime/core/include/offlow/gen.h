@@ -62,6 +62,39 @@
 
 /* ---- options -------------------------------------------------------------- */
 
+/* The CPU's time-stamp counter (x86), else the monotonic clock in ns: what element
+ * timing counts in. ofl_stats_core converts ticks to ns over the core's run. */
+static inline uint64_t ofl_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    return ofl_now_ns();
+#endif
+}
+
+/* Element timing, in calibration builds only (-DOFL_ELEMENT_TIME, offlow.planner):
+ * the ticks an element's body (or a sink's write) takes, added to its counter. In
+ * other builds they are nothing. */
+#ifdef OFL_ELEMENT_TIME
+/* A region longer than this (about 0.1 to 0.5 ms) was preempted: it is left out. */
+#define OFL_ETIME_MAX_TICKS 1000000u
+/* The signal fences keep the compiler from moving the body's work across the reads
+ * of the counter (it may otherwise sink a loop whose result is only stored). */
+#define OFL_ETIME_BEGIN()                                                       \
+    const uint64_t ofl_t0_ = ofl_ticks();                                       \
+    __atomic_signal_fence(__ATOMIC_SEQ_CST)
+#define OFL_ETIME_END(acc)                                                      \
+    do {                                                                        \
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);                                \
+        const uint64_t ofl_dt_ = ofl_ticks() - ofl_t0_;                         \
+        if (ofl_dt_ < OFL_ETIME_MAX_TICKS) (acc) += ofl_dt_;                    \
+    } while (0)
+#else
+#define OFL_ETIME_BEGIN() ((void)0)
+#define OFL_ETIME_END(acc) ((void)0)
+#endif
+
 #define OFL_MAX_OPTS 64
 
 struct ofl_args;
@@ -163,6 +196,10 @@ struct ofl_core {
     unsigned stop_polls;      /* ofl_core_stopping calls, to look every STOP_POLL_EVERY */
     char where[96];           /* what it was doing */
     uint64_t pkts_in, bytes_in, t_start, t_end;
+    uint64_t tick_start, tick_end; /* ofl_ticks() beside t_start and t_end */
+    uint64_t cpu_start, cpu_end;   /* the thread's CPU time (ns) beside them */
+    uint64_t timer_ticks;     /* the least ticks an empty timed region took (element
+                                 timing's own cost, subtracted by the planner) */
 };
 
 /* Set up a core of `segment`: waiter on the peers, copy engine, buffers. */
@@ -302,6 +339,7 @@ struct ofl_src_use {
  * per element and drop reason, from ofl_prog.why_base). */
 struct ofl_el_counts {
     uint64_t *in, *drop, *used, *copies, *made, *why;
+    uint64_t *ticks;          /* time in its body (OFL_ELEMENT_TIME builds), else zeros */
 };
 
 /* One segment core: its ofl_core, what it runs and counts, its rings and sources. */

@@ -1,0 +1,84 @@
+"""The cost model's arithmetic against cases worked out by hand (the numbers in each
+test's comment), not recomputed by the model's code."""
+
+import pytest
+
+from offlow.planner.model import Crossing, Placement, Segment, predict
+from offlow.planner.profile import Link, MemoryLevel, Profile
+
+
+def _profile(name: str, integer: float, lookup: float, link: Link | None) -> Profile:
+    return Profile(name=name, description="", sources=("hand-made",), cores=8, clock_mhz=1000,
+                   speed={"integer": integer, "lookup": lookup, "hash": 1.0},
+                   memory=(MemoryLevel("DRAM", 1, 100),), link=link, memory_mb=1,
+                   instructions=0, ipc=0)
+
+
+HOST = _profile("host", 1.0, 1.0, None)
+NIC = _profile("nic", 0.2, 0.5, Link(gbps=40, latency_us=1.0, dma_gbps=20))
+PROFILES = {"host": HOST, "nic": NIC}
+SEGMENTS = [Segment("rx", {"integer": 40.0}), Segment("route", {"lookup": 60.0})]
+
+
+def _place(rx: tuple[str, tuple[int, ...]], route: tuple[str, tuple[int, ...]]) -> Placement:
+    return Placement(devices={"rx": rx[0], "route": route[0]},
+                     cores={"rx": rx[1], "route": route[1]})
+
+
+def test_a_slow_device_core_is_the_bottleneck():
+    # rx on one NIC core: 40 ns / 0.2 = 200 ns a packet -> 5 Mpps; route on the host 60 ns.
+    # 100 B a packet cross nic->host: the link 100*8/40 = 20 ns, the DMA 100*8/20 = 40 ns.
+    # Latency: 200 + 60 + 1000 (the link's 1 us) + 20 = 1280 ns.
+    p = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 100.0)],
+                _place(("nic", (0,)), ("host", (0,))), PROFILES)
+    assert p.bottleneck.name == "nic core 0"
+    assert p.mpps == pytest.approx(5.0)
+    assert p.latency_us == pytest.approx(1.28)
+    assert {s.name: s.ns for s in p.stages} == pytest.approx(
+        {"nic core 0": 200.0, "host core 0": 60.0, "link nic->host": 20.0, "nic DMA": 40.0})
+
+
+def test_more_device_cores_move_the_bottleneck_to_the_host():
+    # rx over 4 NIC cores: 50 ns each; the host's 60 ns is now the slowest: 16.67 Mpps.
+    # A packet still takes one core's 200 ns: the latency stays 1.28 us.
+    p = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 100.0)],
+                _place(("nic", (0, 1, 2, 3)), ("host", (0,))), PROFILES)
+    assert p.bottleneck.name == "host core 0"
+    assert p.mpps == pytest.approx(1000 / 60)
+    assert p.latency_us == pytest.approx(1.28)
+
+
+def test_segments_sharing_a_core_add_up_and_nothing_crosses():
+    # Both on host core 0: 40 + 60 = 100 ns -> 10 Mpps, latency 0.1 us, no link stage.
+    p = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 100.0)],
+                _place(("host", (0,)), ("host", (0,))), PROFILES)
+    assert [s.name for s in p.stages] == ["host core 0"]
+    assert p.mpps == pytest.approx(10.0)
+    assert p.latency_us == pytest.approx(0.1)
+
+
+def test_the_dma_engine_limits_a_fat_crossing():
+    # 1000 B a packet: link 200 ns, DMA 400 ns; rx on 4 cores (50 ns), route 60 ns.
+    # -> the DMA at 2.5 Mpps.
+    p = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 1000.0)],
+                _place(("nic", (0, 1, 2, 3)), ("host", (0,))), PROFILES)
+    assert p.bottleneck.name == "nic DMA"
+    assert p.mpps == pytest.approx(2.5)
+
+
+def test_both_directions_share_the_dma_engine_but_not_the_links():
+    # host rx -> nic route -> host tx: 100 B down, then half the packets (0.5) with 60 B up.
+    # Links: host->nic 20 ns, nic->host 60*8/40 = 12 ns; DMA (100+60)*8/20 = 64 ns.
+    # route on the NIC: 60 / 0.5 = 120 ns -> the bottleneck, 8.33 Mpps.
+    # Latency: 40 + 120 + 0 (tx) + (1000 + 20) + (0.5*1000 + 12) = 1692 ns.
+    segs = [*SEGMENTS, Segment("tx", {})]
+    place = Placement(devices={"rx": "host", "route": "nic", "tx": "host"},
+                      cores={"rx": (0,), "route": (0,), "tx": (1,)})
+    p = predict(segs, [Crossing("rx", "route", 1.0, 100.0), Crossing("route", "tx", 0.5, 60.0)],
+                place, PROFILES)
+    stages = {s.name: s.ns for s in p.stages}
+    assert stages["link host->nic"] == pytest.approx(20.0)
+    assert stages["link nic->host"] == pytest.approx(12.0)
+    assert stages["nic DMA"] == pytest.approx(64.0)
+    assert p.bottleneck.name == "nic core 0" and p.mpps == pytest.approx(1000 / 120)
+    assert p.latency_us == pytest.approx(1.692)
