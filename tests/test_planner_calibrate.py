@@ -12,8 +12,9 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from offlow.build import DATA
+from offlow.build import DATA, compile_program
 from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
 from offlow.planner.calibrate import calibrate
 from offlow.runner import RunOptions, build_for, run
 
@@ -38,6 +39,7 @@ class Churn(Element):
 
 
 class Tap(Element):
+    work = "hash"
     body = "/* nothing to do */"
 
 
@@ -109,6 +111,7 @@ def test_calibration_counts_visits_and_crossings_like_the_capture(program_file, 
     assert q.packets == pytest.approx(share, abs=1e-9)
     assert q.bytes > q.packets * 14  # each entry carries its frame (an Ethernet header at least)
     assert el["churn"].segment == "back" and el["churn"].kind == "integer"
+    assert el["tap"].kind == "hash"  # its class says so
 
 
 def test_the_time_lands_on_the_element_that_spends_it(program_file):
@@ -155,6 +158,14 @@ def test_offlow_plan_ranks_alternatives_with_their_set_lines(program_file):
     assert rows[-1].split()[4:6] == ["nic", "core"] and "back:nic" in rows[-1]
     assert "--set back.device=nic" in rows[-1]
     assert "(as written)" in out
+
+
+def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):
+    path = tmp_path / "bad_work.py"
+    path.write_text(PROGRAM.replace('work = "hash"', 'work = "crypto"'))
+    with pytest.raises(OfflowError, match=r"element `tap` \(Tap\): work = 'crypto'; give one "
+                       "of integer, lookup, hash"):
+        compile_program(load_program(path))
 
 
 @pytest.mark.parametrize("args,message", [

@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 
 from offlow.errors import OfflowError
+from offlow.ir.graph import WORK_KINDS
 
 PRESETS = Path(__file__).parent / "profiles"
-WORK_KINDS = ("integer", "lookup", "hash")  # what an element's cost is scaled by
 
 
 @dataclass(frozen=True)
