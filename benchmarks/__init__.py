@@ -9,7 +9,7 @@ import argparse
 import importlib
 from pathlib import Path
 
-NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp")
+NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "seeds")
 
 
 def add_arguments(b: argparse.ArgumentParser) -> None:
@@ -50,6 +50,6 @@ def run(a: argparse.Namespace) -> int:
                   designs=a.designs.split(",") if a.designs else None, duration=a.duration,
                   cores=a.cores, repeat=a.repeat,
                   workloads=a.values.split(",") if a.values else None)
-    else:  # queue, lso
+    else:  # queue, lso, seeds
         bench.run(quick=a.quick, out_json=a.json_out)
     return 0

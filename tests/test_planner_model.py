@@ -3,7 +3,8 @@ test's comment), not recomputed by the model's code."""
 
 import pytest
 
-from offlow.planner.model import Crossing, Placement, Segment, predict
+from offlow.planner import profile
+from offlow.planner.model import Crossing, Placement, Segment, clock_needed_mhz, predict
 from offlow.planner.profile import Link, MemoryLevel, Profile
 
 
@@ -82,3 +83,28 @@ def test_both_directions_share_the_dma_engine_but_not_the_links():
     assert stages["nic DMA"] == pytest.approx(64.0)
     assert p.bottleneck.name == "nic core 0" and p.mpps == pytest.approx(1000 / 120)
     assert p.latency_us == pytest.approx(1.692)
+
+
+def test_the_clock_a_core_needs_for_a_line_rate():
+    # 100 Gb/s of 1500 B packets (1538 B on the wire): 8,127,438 packets/s (the LSO seed's
+    # figure); 18 instructions each at one a cycle: 146.3 MHz; at two a cycle: 73.1 MHz.
+    assert clock_needed_mhz(18, 1.0, 100, 1538) == pytest.approx(146.29, abs=0.01)
+    assert clock_needed_mhz(18, 2.0, 100, 1538) == pytest.approx(73.15, abs=0.01)
+
+
+def test_the_cmp_nic_presets_give_the_active_nic_seeds_figure_4_shape():
+    # A Filter of 40 ns and an Aggregate of 100 ns a tuple (F = 0.4 A), nothing crossing.
+    # Host only: 140 ns. Filter on k NIC cores at 1/10: max(40 / (0.1 k), 100):
+    # k=1 400 ns (0.35x), 2: 200 (0.7x), 3: 133.3 (1.05x), 4: 100 (1.4x, balanced).
+    # At 1/5: k=1 200 (0.7x), k=2 100 (1.4x, balanced), then the host bounds it: 1.4x.
+    segs = [Segment("filter", {"integer": 40.0}), Segment("aggregate", {"integer": 100.0})]
+    host = profile.load("host")
+    only = Placement({"filter": "host", "aggregate": "host"}, {"filter": (0,), "aggregate": (0,)})
+    want = {"cmp-nic-200": [0.35, 0.7, 1.05, 1.4], "cmp-nic-400": [0.7, 1.4, 1.4, 1.4]}
+    for name, speedups in want.items():
+        profiles = {"host": host, "nic": profile.load(name)}
+        base = predict(segs, [], only, profiles).mpps
+        got = [predict(segs, [], Placement({"filter": "nic", "aggregate": "host"},
+                                           {"filter": tuple(range(k)), "aggregate": (0,)}),
+                       profiles).mpps / base for k in range(1, 5)]
+        assert got == pytest.approx(speedups), name

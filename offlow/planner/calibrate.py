@@ -79,14 +79,15 @@ def all_on_host(g: Graph) -> list[str]:
 
 
 def calibrate(path: Path, settings: list[str], capture: Path | None, packets: int = 100_000,
-              work: dict[str, str] | None = None) -> Calibration:
+              work: dict[str, str] | None = None, sizes: str | None = None) -> Calibration:
     """Run the program of file `path` (with `settings`, then every segment on host core
-    0) over `capture` (None: the synthetic generator) for about `packets` packets, timed
-    per element."""
+    0) over `capture` (None: the synthetic generator, its frame `sizes` as `offlow run
+    --sizes` takes them) for about `packets` packets, timed per element."""
     g0 = compile_program(load_program(path, settings))
     prog = load_program(path, [*settings, *all_on_host(g0)])
     if capture is None:
-        opts = RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)))
+        opts = RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)),
+                          **({"sizes": sizes} if sizes else {}))
     else:
         opts = RunOptions(input=capture, loops=max(1, -(-packets // max(1, _frames(capture)))))
     b = build_for(prog, opts, extra_flags=("-DOFL_ELEMENT_TIME",))

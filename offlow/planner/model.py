@@ -112,3 +112,9 @@ def predict(segments: list[Segment], crossings: list[Crossing], place: Placement
         assert link is not None
         stages.append(Stage(f"{dev} DMA", byts * 8 / link.dma_gbps))
     return Prediction(tuple(stages), latency / 1e3)
+
+
+def clock_needed_mhz(instructions: float, ipc: float, gbps: float, wire_bytes: float) -> float:
+    """The clock (MHz) a core retiring `ipc` instructions a cycle needs to run
+    `instructions` per packet at `gbps` of packets taking `wire_bytes` each on the wire."""
+    return instructions / ipc * gbps * 1e9 / (8 * wire_bytes) / 1e6
