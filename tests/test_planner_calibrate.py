@@ -173,8 +173,13 @@ def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):
     (["--device", "host", "--work", "churn=crypto"], "--work churn=crypto: give ELEMENT=KIND"),
     (["--device", "host", "--work", "nosuch=hash"], "has no element `nosuch`"),
     (["--device", "host", "--workload", "/nonexistent.pcap"], "no such capture"),
+    (["--device", "host", "--workload", "{garbage}"], "not a readable pcap file"),
+    (["--device", "host", "--packets", "0"], "the calibration needs 1000 packets or more"),
 ])
-def test_offlow_plan_refuses_bad_options_before_running(program_file, args, message):
+def test_offlow_plan_refuses_bad_options_before_running(program_file, args, message, tmp_path):
+    garbage = tmp_path / "garbage.pcap"
+    garbage.write_bytes(b"not a capture at all, just text\n" * 4)
+    args = [a.replace("{garbage}", str(garbage)) for a in args]
     r = _offlow("plan", str(program_file), *args)
     assert r.returncode == 2
     assert message in r.stderr and "Traceback" not in r.stderr

@@ -1,6 +1,7 @@
 """Device profiles: every preset loads, and a bad file is one error naming the file and
 the field."""
 
+import random
 from pathlib import Path
 
 import pytest
@@ -105,9 +106,53 @@ def test_not_yaml_not_a_mapping_and_no_such_preset(tmp_path):
         profile.load("bluefield-9")
     with pytest.raises(OfflowError, match="nowhere.yaml: No such file"):
         profile.load(tmp_path / "nowhere.yaml")
+    bad.write_bytes(b"cores: \xff\xfe\n")
+    with pytest.raises(OfflowError, match="bad.yaml: not UTF-8 text"):
+        profile.load(bad)
 
 
 def test_a_device_without_an_interconnect_is_this_host(tmp_path):
     doc = _base()
     del doc["interconnect"]
     assert profile.load(_write(tmp_path, doc)).link is None
+
+
+def _mutations(doc, rng):
+    """Random damage to a profile document: fields removed, replaced by values of the
+    wrong type, nested in lists, or the file's text cut or garbled."""
+    junk = [None, -1, 0, "x", [], {}, [1, 2], {"a": 1}, True, 1e309, float("nan"), "1e3"]
+    out = yaml.safe_load(yaml.safe_dump(doc))
+    for _ in range(rng.randint(1, 4)):
+        node, key = out, None
+        while isinstance(node, dict | list) and node and rng.random() < 0.7:
+            key = rng.choice(list(node)) if isinstance(node, dict) else rng.randrange(len(node))
+            if not isinstance(node[key], dict | list):
+                break
+            node = node[key]
+        if not isinstance(node, dict | list) or not node:
+            continue
+        key = rng.choice(list(node)) if isinstance(node, dict) else rng.randrange(len(node))
+        if isinstance(node, dict) and rng.random() < 0.3:
+            del node[key]
+        else:
+            node[key] = rng.choice(junk)
+    return out
+
+
+def test_fuzzed_profiles_give_one_clear_error_or_a_profile(tmp_path):
+    rng = random.Random(30)
+    base = _base()
+    path = tmp_path / "fuzz.yaml"
+    for k in range(250):
+        if k % 5 == 4:  # the text itself cut or garbled
+            text = yaml.safe_dump(base)
+            cut = rng.randrange(len(text))
+            path.write_text(text[:cut] + rng.choice(["", ":", "- [", "{", "\t", "\x00"]))
+        else:
+            path.write_text(yaml.safe_dump(_mutations(base, rng)))
+        try:
+            p = profile.load(path)
+        except OfflowError as e:
+            assert str(e).startswith(f"device profile {path}: ")
+            continue
+        assert p.cores >= 1 and all(v > 0 for v in p.speed.values())

@@ -99,8 +99,12 @@ def calibrate(path: Path, settings: list[str], capture: Path | None, packets: in
 
 
 def _frames(capture: Path) -> int:
-    with capture.open("rb") as f:
-        return sum(1 for _ in dpkt.pcap.Reader(f))
+    """The frames of a capture (to size the calibration's loops)."""
+    try:
+        with capture.open("rb") as f:
+            return sum(1 for _ in dpkt.pcap.Reader(f))
+    except (ValueError, dpkt.dpkt.Error, OSError) as e:
+        raise OfflowError(f"--workload {capture}: not a readable pcap file ({e})") from None
 
 
 def from_stats(g: Graph, stats: dict[str, Any], work: dict[str, str]) -> Calibration:

@@ -46,6 +46,9 @@ def parse_work(items: Sequence[str]) -> dict[str, str]:
 
 def plan(req: PlanRequest) -> str:
     """The report `offlow plan` prints. Options are checked before the calibration."""
+    if req.packets < 1_000 or req.top < 1:
+        raise OfflowError(f"--packets {req.packets} --top {req.top}: the calibration needs "
+                          "1000 packets or more, and at least one placement is shown")
     profiles = {HOST: profile.load(req.host), DEVICE: profile.load(req.device)}
     work = parse_work(req.work)
     g = compile_program(load_program(req.program, req.settings))

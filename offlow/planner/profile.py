@@ -69,6 +69,8 @@ def load(name_or_path: str | Path) -> Profile:
         doc = yaml.safe_load(path.read_text())
     except OSError as e:
         raise OfflowError(f"device profile {path}: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise OfflowError(f"device profile {path}: not UTF-8 text") from None
     except yaml.YAMLError as e:
         raise OfflowError(f"device profile {path}: not valid YAML: {e}") from None
     return parse(doc, str(path))
