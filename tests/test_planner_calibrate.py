@@ -12,6 +12,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
+from offlow import cbuild
 from offlow.build import DATA, compile_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -126,7 +127,7 @@ def test_only_timed_builds_report_element_time(program_file):
     prog = load_program(program_file)
     opts = RunOptions(input=CAPTURE)
     plain = build_for(prog, opts, werror=True)
-    timed = build_for(prog, opts, werror=True, extra_flags=("-DOFL_ELEMENT_TIME",))
+    timed = build_for(prog, opts, werror=True, extra_flags=cbuild.flags("element_time"))
     assert "OFL_ETIME_END(ctx->el_ticks[" in plain.sources["host.c"]
     for b, expect in ((plain, False), (timed, True)):
         res = run(b, opts)

@@ -1,13 +1,13 @@
 """Calibration: each element's cost per packet on this host, measured by a short run.
 
 The program runs with every segment on host core 0 (one thread: nothing waits for
-another core, so the run's time is all work), built with element timing
-(-DOFL_ELEMENT_TIME: each body's time-stamp counter ticks, runtime/core gen.h). From
-its stats: per element the packets it saw per packet read (`visits`) and its time per
-visit less the timer's own cost; the sources' time reading packets (the capture or the
-generator: the wire, which the model leaves out); the rest of the thread's time per
-packet read (the loop, the rings) is `overhead_ns`; per queue the packets and bytes it
-moved per packet read."""
+another core, so the run's time is all work), built with element timing (the
+`element_time` flags of runtime/build.toml: each body's time-stamp counter ticks,
+OFL_ETIME_* in runtime/core's gen.h). From its stats: per element the packets it saw
+per packet read (`visits`) and its time per visit less the timer's own cost; the
+sources' time reading packets (the capture or the generator: the wire, which the model
+leaves out); the rest of the thread's CPU time per packet read (the loops, the rings)
+is `overhead_ns`; per queue the packets and bytes it moved per packet read."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from typing import Any
 
 import dpkt
 
+from offlow import cbuild
 from offlow.build import compile_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -90,7 +91,7 @@ def calibrate(path: Path, settings: list[str], capture: Path | None, packets: in
                           **({"sizes": sizes} if sizes else {}))
     else:
         opts = RunOptions(input=capture, loops=max(1, -(-packets // max(1, _frames(capture)))))
-    b = build_for(prog, opts, extra_flags=("-DOFL_ELEMENT_TIME",))
+    b = build_for(prog, opts, extra_flags=cbuild.flags("element_time"))
     res = run(b, opts)
     if not res.ok:
         raise OfflowError(f"the calibration run of `{g0.name}` failed: "
