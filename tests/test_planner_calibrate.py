@@ -16,6 +16,7 @@ from offlow import cbuild
 from offlow.build import DATA, compile_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
+from offlow.kvs.capture import kvs_requests
 from offlow.planner.calibrate import calibrate
 from offlow.runner import RunOptions, build_for, run
 
@@ -184,3 +185,25 @@ def test_offlow_plan_refuses_bad_options_before_running(program_file, args, mess
     r = _offlow("plan", str(program_file), *args)
     assert r.returncode == 2
     assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_kvs_workload_is_floems(tmp_path):
+    path = tmp_path / "kvs.pcap"
+    kvs_requests(path, count=5_000, keys=1_000)
+    reqs = []
+    with path.open("rb") as f:
+        for _, buf in dpkt.pcap.Reader(f):
+            udp = dpkt.ethernet.Ethernet(buf).data.data
+            assert udp.dport == 11211
+            reqs.append(bytes(udp.data)[8:])  # after memcached's frame header
+    sets = [r for r in reqs if r.startswith(b"set ")]
+    warm = len(reqs) - 5_000
+    assert all(r.startswith(b"set ") for r in reqs[:warm])  # each key stored first
+    mix = reqs[warm:]
+    gets = [r for r in mix if r.startswith(b"get ")]
+    assert 0.88 < len(gets) / len(mix) < 0.92
+    assert {len(r.split()[1]) for r in reqs} == {32}
+    assert {len(r.split(b"\r\n")[1]) for r in sets} == {64}
+    keys = [r.split()[1] for r in gets]
+    top = max(set(keys), key=keys.count)
+    assert keys.count(top) / len(keys) > 0.05  # Zipf 0.9 over 1,000 keys: ~13% the hottest
