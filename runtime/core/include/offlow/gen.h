@@ -60,7 +60,7 @@
         fn((ctx), &ofl_copy_pkt_, &ofl_copy_state_);                            \
     } while (0)
 
-/* ---- options -------------------------------------------------------------- */
+/* ---- element timing ------------------------------------------------------- */
 
 /* The CPU's time-stamp counter (x86), else the monotonic clock in ns: what element
  * timing counts in. ofl_stats_core converts ticks to ns over the core's run. */
@@ -94,6 +94,8 @@ static inline uint64_t ofl_ticks(void)
 #define OFL_ETIME_BEGIN() ((void)0)
 #define OFL_ETIME_END(acc) ((void)0)
 #endif
+
+/* ---- options -------------------------------------------------------------- */
 
 #define OFL_MAX_OPTS 64
 
