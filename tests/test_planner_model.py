@@ -1,11 +1,17 @@
 """The cost model's arithmetic against cases worked out by hand (the numbers in each
 test's comment), not recomputed by the model's code."""
 
+from dataclasses import replace
+
 import pytest
 
+from offlow.build import compile_program
 from offlow.planner import profile
+from offlow.planner.calibrate import Calibration, ElementCost, QueueCost
 from offlow.planner.model import Crossing, Placement, Segment, clock_needed_mhz, predict
 from offlow.planner.profile import Link, MemoryLevel, Profile
+from offlow.planner.search import rank
+from tests.progs import two_segment
 
 
 def _profile(name: str, integer: float, lookup: float, link: Link | None) -> Profile:
@@ -108,3 +114,33 @@ def test_the_cmp_nic_presets_give_the_active_nic_seeds_figure_4_shape():
                                            {"filter": tuple(range(k)), "aggregate": (0,)}),
                        profiles).mpps / base for k in range(1, 5)]
         assert got == pytest.approx(speedups), name
+
+
+def test_the_search_finds_the_best_split_and_folds_alike_ones():
+    # tests/progs.two_segment: rx (seta) on the NIC, app (reada, readb, out) on the host.
+    # Costs: seta 100 ns, reada 10 ns; nothing crosses but one message of 0 B per packet.
+    # Both sides have 2 cores; the NIC's are half as fast. By hand:
+    #   rx host[0,1] + app nic[0]: host cores 50 ns each, NIC 10/0.5 = 20 ns -> 20 Mpps;
+    #   (segments of one device share no core but core 0 all together)
+    #   rx host[0] + app host[1]: 100 ns -> 10 Mpps, the lowest latency at 10 (0.11 us);
+    #   rx nic[0,1] + app host: 100/0.5/2 = 100 ns -> 10 Mpps too, but 1.21 us.
+    # app nic[0,1] also gives 20 Mpps with more cores: folded into the first.
+    g = compile_program(two_segment())
+    cal = Calibration(
+        program="two", packets=1000, frame_bytes=64.0, source_ns=0.0, overhead_ns=0.0,
+        elements=(ElementCost("seta", "rx", "integer", 1.0, 100.0),
+                  ElementCost("reada", "app", "integer", 1.0, 10.0)),
+        queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),), source_segments=("rx",))
+    host = replace(HOST, cores=2)
+    nic = replace(NIC, cores=2, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
+    ranked = rank(g, cal, {"host": host, "nic": nic})
+    best = ranked[0]
+    assert dict(best.placement.devices) == {"rx": "host", "app": "nic"}
+    assert dict(best.placement.cores) == {"rx": (0, 1), "app": (0,)}
+    assert best.prediction.mpps == pytest.approx(20.0)
+    assert best.alike == 1
+    assert best.settings == ("rx.device=host", "rx.cores=0,1", "app.device=nic")
+    second = ranked[1]
+    assert second.prediction.mpps == pytest.approx(10.0)
+    assert second.prediction.latency_us == pytest.approx(0.11)
+    assert dict(second.placement.cores) == {"rx": (0,), "app": (1,)}

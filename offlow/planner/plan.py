@@ -85,14 +85,17 @@ def format_plan(req: PlanRequest, cal: Calibration, profiles: dict[str, Profile]
         lines.append(f"  queue {q.name}: {q.packets:.3f} packets, {q.bytes:.0f} B")
     shown = ranked[:req.top]
     what = "alternatives given" if req.alternatives else "placements"
-    lines += ["", f"ranked {what} ({len(ranked)}; the best {len(shown)} shown):",
+    alike = sum(r.alike for r in ranked)
+    folded = f", and {alike} alike folded into them" if alike else ""
+    lines += ["", f"ranked {what} ({len(ranked)}{folded}; the best {len(shown)} shown):",
               f"  {'#':>3} {'Mpps':>7} {'Gb/s':>7} {'lat us':>7}  {'bottleneck':<20} "
               f"{'placement':<34} --set"]
     for k, r in enumerate(shown, 1):
         p = r.prediction
         where = " ".join(f"{s}:{r.placement.devices[s]}{_cores(r.placement.cores[s])}"
                          for s in r.placement.devices)
-        sets = " ".join(f"--set {s}" for s in r.settings) or "(as written)"
+        sets = (" ".join(f"--set {s}" for s in r.settings) or "(as written)") + (
+            f"  (+{r.alike} alike)" if r.alike else "")
         lines.append(f"  {k:>3} {p.mpps:>7.2f} {p.mpps * cal.frame_bytes * 8e-3:>7.2f} "
                      f"{p.latency_us:>7.2f}  {p.bottleneck.name:<20} {where:<34} {sets}")
     lines += ["", "Mpps: the slowest stage (a core, a link direction, the DMA engine); "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from offlow import targets
 from offlow.ir import Graph
@@ -23,6 +23,7 @@ class Ranked:
     placement: Placement
     prediction: Prediction
     settings: tuple[str, ...]  # the --set lines that give it, from the program as written
+    alike: int = 0  # other placements predicted the same (more cores, or other core numbers)
 
 
 def model_inputs(cal: Calibration) -> tuple[list[Segment], list[Crossing]]:
@@ -110,4 +111,19 @@ def rank(g: Graph, cal: Calibration, profiles: Mapping[str, Profile],
     out = [Ranked(p, predict(segs, crossings, p, profiles), settings_for(g, p)) for p in cands]
     out.sort(key=lambda r: (-round(r.prediction.mpps, 6), round(r.prediction.latency_us, 6),
                             sum(len(c) for c in r.placement.cores.values())))
-    return out
+    if alternatives is not None:
+        return out
+    # Placements that differ only in cores that change nothing (a segment's cores
+    # renumbered, an idle core added) are shown once: the first, with the fewest cores.
+    kept: dict[tuple[object, ...], int] = {}
+    folded: list[Ranked] = []
+    for r in out:
+        key = (round(r.prediction.mpps, 6), round(r.prediction.latency_us, 6),
+               r.prediction.bottleneck.name.split(" core ")[0], tuple(r.placement.devices.items()))
+        if key in kept:
+            k = kept[key]
+            folded[k] = replace(folded[k], alike=folded[k].alike + 1)
+            continue
+        kept[key] = len(folded)
+        folded.append(r)
+    return folded
