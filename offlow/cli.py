@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offlow import targets
+from offlow import cbuild, targets
 from offlow.build import plan_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -17,7 +17,7 @@ from offlow.lifecycle import Terminated, signals_deferred, stop_signals
 from offlow.planner import plan as planner
 from offlow.planner import profile
 from offlow.report import format_summary, summarize
-from offlow.runner import RunOptions, build_for, check_options, run
+from offlow.runner import EMULATED, RunOptions, build_for, check_options, emulation_note, run
 
 
 def _cmd_explain(a: argparse.Namespace) -> int:
@@ -39,8 +39,9 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       udp_port=a.udp, tcp_port=a.tcp, serve=a.serve,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
-                      opts=tuple(a.opt))
-    b = build_for(prog, opts)
+                      opts=tuple(a.opt), profile=a.profile or "")
+    # a profile-scaled run times each element (its kind of work sets its slow-down)
+    b = build_for(prog, opts, extra_flags=cbuild.flags("element_time") if a.profile else ())
     if a.serve and not b.graph.channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
                           "(Program.channel)")
@@ -56,6 +57,9 @@ def _cmd_run(a: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
+    if a.profile:
+        print(f"offlow: {EMULATED} ran at the speed of profile {a.profile}: "
+              + emulation_note(res.stats.get(EMULATED, {})), file=sys.stderr)
     if res.interrupted:
         by = "SIGTERM" if res.stopped_by == "SIGTERM" else "Ctrl-C"
         print(f"offlow: stopped by {by}: the counts cover the run until then",
@@ -167,6 +171,11 @@ def parser() -> argparse.ArgumentParser:
                    help="after the packets, keep serving the program's channels until Ctrl-C: "
                    "other host programs attach with offlow.session.attach(WINDOW), the path "
                    "it prints")
+    r.add_argument("--profile", metavar="PROFILE",
+                   help="profile-scaled emulation: run the device `nic` at a device profile's "
+                        "speed (a preset of offlow plan --device, or a YAML file): each turn "
+                        "of its cores that moves packets is stretched by the profile's "
+                        "slow-down for each kind of work (docs/planner.md)")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 

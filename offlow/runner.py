@@ -32,6 +32,8 @@ from offlow.inputs import largest_synthetic, read_capture
 from offlow.ir import Graph, SharedTable
 from offlow.ir.graph import DEFAULT_MTU, MTU_MAX
 from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
+from offlow.planner.profile import dilation
+from offlow.planner.profile import load as load_profile
 from offlow.targets.base import Part
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
@@ -66,6 +68,9 @@ class RunOptions:
     # its own threads); implies udp_port=0 when that is None.
     tcp_port: int | None = None
     tcp_max_conns: int = 4096  # connections served at once; more are closed at once
+    # profile-scaled emulation: the device `nic` runs at this device profile's speed
+    # (offlow.planner.profile: a preset's name or a YAML file; "": at this host's)
+    profile: str = ""
 
 
 @dataclass
@@ -77,6 +82,18 @@ class RunResult:
     tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs)
     interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
     stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C) or "SIGTERM"
+
+
+EMULATED = "nic"  # the device a --profile slows down
+
+
+def emulation_note(stats: dict[str, Any]) -> str:
+    """What profile-scaled emulation did to a device (its process's stats)."""
+    cores = stats.get("cores", [])
+    work = sum(c.get("work_ns", 0) for c in cores) / 1e6
+    spun = sum(c.get("dilated_ns", 0) for c in cores) / 1e6
+    return (f"its elements' {work:.1f} ms of work here were stretched by {spun:.1f} ms "
+            "(its loops, rings and the interconnect were not slowed)")
 
 
 def sink_paths(b: Build, output: Path) -> dict[str, Path]:
@@ -172,6 +189,8 @@ def check_options(o: RunOptions) -> tuple[int, str]:
     runs the default (a datagram longer than the mtu less
     its 42 B of headers is dropped and counted); a program that sets its own mtu keeps
     it (Program.to_ir)."""
+    if o.profile:
+        dilation(load_profile(o.profile))
     if (o.udp_port is not None or o.tcp_port is not None) and (o.input or o.output):
         raise OfflowError("a UDP run reads and answers datagrams: it takes no input or "
                           "output capture")
@@ -347,6 +366,9 @@ class Run:
                 if udp is not None:
                     args += ["--udp-fd", str(udp.fileno())]
                     shared.append(udp.fileno())
+                if self.opts.profile and d.name == EMULATED:
+                    for kind, f in dilation(load_profile(self.opts.profile)).items():
+                        args += ["--opt", f"dilate.{kind}={f:.6g}"]
                 if listener is not None and self.tcp_table and self.tcp_table.home == d.name:
                     name = self.tcp_table.name
                     args += ["--opt", f"{name}.tcp_fd={listener.fileno()}",

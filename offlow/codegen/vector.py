@@ -48,9 +48,10 @@ def park_def(p: SegmentPlan, node: str, index: int) -> list[str]:
             f"    if (ctx->vcount_{sn} == OFL_VEC) ofl_vflush_{sn}(ctx);", "}", ""]
 
 
-def flush_def(p: SegmentPlan, index: Mapping[str, int]) -> list[str]:
+def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]) -> list[str]:
     """Segment `p`'s flush: every vector element's batch body over the packets waiting
-    at it (timed in -DOFL_ELEMENT_TIME builds; `index`: each element's counter index),
+    at it (timed in -DOFL_ELEMENT_TIME builds; `index`: each element's counter index,
+    `kinds`: its kind of work as gen.h names it),
     then each packet on (ofl_out_NODE: counted, then to what follows), in the order
     they arrived."""
     sn = cname(p.name)
@@ -66,7 +67,7 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int]) -> list[str]:
                 "        OFL_ETIME_BEGIN();",
                 f"        ofl_vbody_{cn}(ctx, ctx->vpkt_{cn}, ctx->vst_{cn}, ctx->vn_{cn}, "
                 f"m_{cn});",
-                f"        OFL_ETIME_END(ctx->el_ticks[{index[n]}]);",
+                f"        OFL_ETIME_END(ctx->el_ticks[{index[n]}], {kinds[n]});",
                 "    }"]
     out += [f"    uint32_t at[{len(p.vector)}] = {{0}};",
             f"    const uint32_t count = ctx->vcount_{sn};",

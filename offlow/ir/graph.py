@@ -65,6 +65,11 @@ class Node:
     batch_facts: BodyFacts | None = None
     work: str = ""  # its kind of work for the planner (WORK_KINDS; "": inferred)
 
+    @property
+    def work_kind(self) -> str:
+        """Its kind of work: its own, else lookup where it uses a table, else integer."""
+        return self.work or ("lookup" if self.tables else "integer")
+
     def output(self, name: str) -> PortSpec:
         return next(p for p in self.outputs if p.name == name)
 

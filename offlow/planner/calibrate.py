@@ -67,8 +67,7 @@ class Calibration:
 def work_kind(g: Graph, node: str, overrides: dict[str, str]) -> str:
     """An element's kind of work: given (`--work NAME=KIND`, else its class's `work`),
     else `lookup` for one that uses a shared table, else `integer`."""
-    n = g.node(node)
-    return overrides.get(node) or n.work or ("lookup" if n.tables else "integer")
+    return overrides.get(node) or g.node(node).work_kind
 
 
 def all_on_host(g: Graph) -> list[str]:

@@ -160,3 +160,15 @@ class _Reader:
         if not isinstance(v, str) or not v.strip():
             raise self.fail(f"field `{path}` must be a non-empty text, not {v!r}")
         return v
+
+
+def dilation(p: Profile) -> dict[str, float]:
+    """Per kind of work, how many times slower one of the profile's cores runs than one
+    of this host's (profile-scaled emulation: `offlow run --profile`); an error for a
+    profile faster than this host at some kind (emulation can only slow down)."""
+    fast = [k for k in WORK_KINDS if p.speed[k] > 1.0]
+    if fast:
+        raise OfflowError(f"--profile {p.name}: its cores are faster than this host's at "
+                          f"{', '.join(fast)} work; profile-scaled emulation can only slow "
+                          "the emulated device down")
+    return {k: 1.0 / p.speed[k] for k in WORK_KINDS}

@@ -150,6 +150,30 @@ int ofl_serve_until_stopped(struct ofl_window *w)
     }
 }
 
+/* The dilation options of a profile-scaled run (dilate.integer, .lookup, .hash: each
+ * kind's slow-down factor, >= 1); -EINVAL on a bad one. */
+static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
+{
+    static const char *const kinds[OFL_WORK_KINDS] = {"integer", "lookup", "hash"};
+    double f[OFL_WORK_KINDS];
+    int given = 0;
+    for (int k = 0; k < OFL_WORK_KINDS; k++) {
+        const char *v = ofl_args_get(a, "dilate", kinds[k], NULL);
+        char *end = NULL;
+        f[k] = v ? strtod(v, &end) : 1.0;
+        if (v && (end == v || *end || !(f[k] >= 1.0) || f[k] > 1e6)) {
+            fprintf(stderr, "offlow %s: --opt dilate.%s=%s: give a factor from 1 to 1e6\n",
+                    a->device, kinds[k], v);
+            return -EINVAL;
+        }
+        given |= v != NULL;
+    }
+    c->dilating = given;
+    for (int k = 0; k < OFL_WORK_KINDS; k++) c->dilate_kind[k] = given ? f[k] - 1.0 : 0.0;
+    c->dilate_kind[OFL_WORK_WIRE] = 0.0;
+    return 0;
+}
+
 int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
                   const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize)
 {
@@ -159,6 +183,8 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->idx = idx;
     c->n = n;
     c->cpu = a->cpu_base + core_no;
+    int bad = dilate_init(c, a);
+    if (bad < 0) return bad;
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
     c->abort = &h->abort;
     ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
@@ -170,6 +196,16 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     int rc = ofl_ce_start(c->ce, a->ce_mode, -1);
     if (rc < 0) return ofl_fatal_err("cannot start the copy engine", rc), rc;
     return 0;
+}
+
+void ofl_dilate_end(struct ofl_core *c, int progress)
+{
+    if (!c->dilating || !progress) return;
+    c->busy_ticks += c->dilate_work;
+    if (c->dilate_extra < 1.0) return;
+    uint64_t now = ofl_ticks(), until = now + (uint64_t)c->dilate_extra;
+    while (ofl_ticks() < until) ofl_cpu_relax();
+    c->dilated_ticks += ofl_ticks() - now;
 }
 
 void ofl_core_begin(struct ofl_core *c)
@@ -674,6 +710,10 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     ofl_json_u64(j, "oversubscribed", (uint64_t)c->oversubscribed);
     ofl_json_u64(j, "elapsed_ns", c->t_end > c->t_start ? c->t_end - c->t_start : 0);
     ofl_json_u64(j, "cpu_ns", c->cpu_end > c->cpu_start ? c->cpu_end - c->cpu_start : 0);
+    if (c->dilating) {
+        ofl_json_u64(j, "work_ns", (uint64_t)ticks_ns(c, c->busy_ticks));
+        ofl_json_u64(j, "dilated_ns", (uint64_t)ticks_ns(c, c->dilated_ticks));
+    }
     ofl_json_u64(j, "pkts_in", c->pkts_in);
     ofl_json_u64(j, "bytes_in", c->bytes_in);
     if (c->err) {

@@ -84,16 +84,25 @@ static inline uint64_t ofl_ticks(void)
 #define OFL_ETIME_BEGIN()                                                       \
     const uint64_t ofl_t0_ = ofl_ticks();                                       \
     __atomic_signal_fence(__ATOMIC_SEQ_CST)
-#define OFL_ETIME_END(acc)                                                      \
+/* `kind`: the element's kind of work (OFL_WORK_*), for profile-scaled emulation. */
+#define OFL_ETIME_END(acc, kind)                                                \
     do {                                                                        \
         __atomic_signal_fence(__ATOMIC_SEQ_CST);                                \
         const uint64_t ofl_dt_ = ofl_ticks() - ofl_t0_;                         \
-        if (ofl_dt_ < OFL_ETIME_MAX_TICKS) (acc) += ofl_dt_;                    \
+        if (ofl_dt_ < OFL_ETIME_MAX_TICKS) {                                    \
+            (acc) += ofl_dt_;                                                   \
+            if ((kind) != OFL_WORK_WIRE) ctx->core.dilate_work += ofl_dt_;      \
+            ctx->core.dilate_extra += (double)ofl_dt_ * ctx->core.dilate_kind[kind]; \
+        }                                                                       \
     } while (0)
 #else
 #define OFL_ETIME_BEGIN() ((void)0)
-#define OFL_ETIME_END(acc) ((void)0)
+#define OFL_ETIME_END(acc, kind) ((void)0)
 #endif
+
+/* Kinds of work (offlow.ir.graph.WORK_KINDS, in that order). */
+enum { OFL_WORK_INTEGER = 0, OFL_WORK_LOOKUP = 1, OFL_WORK_HASH = 2, OFL_WORK_KINDS = 3,
+       OFL_WORK_WIRE = 3 /* a source's reading: the wire's work, never slowed */ };
 
 /* ---- options -------------------------------------------------------------- */
 
@@ -202,7 +211,26 @@ struct ofl_core {
     uint64_t cpu_start, cpu_end;   /* the thread's CPU time (ns) beside them */
     uint64_t timer_ticks;     /* the least ticks an empty timed region took (element
                                  timing's own cost, subtracted by the planner) */
+    /* Profile-scaled emulation (offlow run --profile, in element timing builds; options
+     * dilate.integer, .lookup, .hash: how many times slower than here each kind of work
+     * runs): at the end of each turn the core spins for dilate_kind[k] (that kind's
+     * factor less one) times the time its elements spent on work of kind k in the turn.
+     * Its loop, rings and waits are not slowed. */
+    bool dilating;
+    double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
+    uint64_t dilate_work, busy_ticks, dilated_ticks;
 };
+
+/* Start a turn (profile-scaled emulation; nothing when not dilating). */
+static inline void ofl_dilate_begin(struct ofl_core *c)
+{
+    c->dilate_extra = 0;
+    c->dilate_work = 0;
+}
+
+/* End a turn: one that moved packets is stretched by spinning (profile-scaled
+ * emulation; nothing when not dilating). */
+void ofl_dilate_end(struct ofl_core *c, int progress);
 
 /* Set up a core of `segment`: waiter on the peers, copy engine, buffers. */
 int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
