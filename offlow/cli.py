@@ -73,7 +73,7 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     print(planner.plan(planner.PlanRequest(
         program=a.program, device=a.device, host=a.host, workload=a.workload,
         settings=tuple(a.set), alternatives=tuple(a.alt), work=tuple(a.work),
-        packets=a.packets, top=a.top)))
+        packets=a.packets, top=a.top, validate=a.validate)))
     return 0
 
 
@@ -200,6 +200,10 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--packets", type=int, default=100_000,
                     help="packets of the calibration run")
     pl.add_argument("--top", type=int, default=12, help="placements shown")
+    pl.add_argument("--validate", action="store_true",
+                    help="also run each placement shown (the --alt ones, else the program "
+                         "as written) with --profile DEVICE and print predicted beside "
+                         "measured with the error of each")
     pl.set_defaults(fn=_cmd_plan)
 
     rt = sub.add_parser("router", help="router tools")

@@ -366,9 +366,9 @@ class Run:
                 if udp is not None:
                     args += ["--udp-fd", str(udp.fileno())]
                     shared.append(udp.fileno())
-                if self.opts.profile and d.name == EMULATED:
+                if self.opts.profile:  # the other processes measure their busy time
                     for kind, f in dilation(load_profile(self.opts.profile)).items():
-                        args += ["--opt", f"dilate.{kind}={f:.6g}"]
+                        args += ["--opt", f"dilate.{kind}={f if d.name == EMULATED else 1:.6g}"]
                 if listener is not None and self.tcp_table and self.tcp_table.home == d.name:
                     name = self.tcp_table.name
                     args += ["--opt", f"{name}.tcp_fd={listener.fileno()}",

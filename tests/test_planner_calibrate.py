@@ -162,6 +162,22 @@ def test_offlow_plan_ranks_alternatives_with_their_set_lines(program_file):
     assert "(as written)" in out
 
 
+def test_offlow_plan_validate_measures_each_alternative(program_file):
+    r = _offlow("plan", str(program_file), "--device", "cmp-nic-200", "--workload",
+                str(CAPTURE), "--packets", "2000", "--validate", "--alt", "",
+                "--alt", "front.device=host")
+    assert r.returncode == 0, r.stderr
+    table = r.stdout.split("validation: each placement run with --profile cmp-nic-200")[1]
+    rows = [ln.split() for ln in table.splitlines() if ln.strip()[:1].isdigit()]
+    assert [row[0] for row in rows] == ["1", "2"]
+    for row in rows:
+        predicted, measured = float(row[1]), float(row[2])
+        assert predicted > 0 and measured > 0
+        # the error, from the rounded figures printed beside it
+        assert abs(float(row[3].rstrip("%")) - (predicted / measured - 1) * 100) < 3
+    assert "worst error" in table
+
+
 def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):
     path = tmp_path / "bad_work.py"
     path.write_text(PROGRAM.replace('work = "hash"', 'work = "crypto"'))

@@ -17,6 +17,7 @@ from offlow.planner.calibrate import Calibration, calibrate
 from offlow.planner.model import HOST
 from offlow.planner.profile import WORK_KINDS, Profile
 from offlow.planner.search import DEVICE, Ranked, as_written, rank
+from offlow.planner.validate import Check, measure
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class PlanRequest:
     work: tuple[str, ...] = ()  # ELEMENT=KIND
     packets: int = 100_000
     top: int = 12
+    validate: bool = False  # also measure each shown placement (profile-scaled emulation)
 
 
 def parse_work(items: Sequence[str]) -> dict[str, str]:
@@ -59,11 +61,33 @@ def plan(req: PlanRequest) -> str:
     if req.alternatives:
         alts = [as_written(compile_program(load_program(
             req.program, [*req.settings, *a.split()]))) for a in req.alternatives]
+    profile.dilation(profiles[DEVICE]) if req.validate else None  # (refused early)
     with tempfile.TemporaryDirectory(prefix="offlow-plan-") as d:
         capture = workload.resolve(req.workload, Path(d))
         cal = calibrate(req.program, list(req.settings), capture, req.packets, work)
-    ranked = rank(g, cal, profiles, alts)
-    return format_plan(req, cal, profiles, ranked)
+        ranked = rank(g, cal, profiles, alts if alts is not None or not req.validate
+                      else [as_written(g)])
+        text = format_plan(req, cal, profiles, ranked)
+        if not req.validate:
+            return text
+        checks = [Check(r, measure(req.program, [*req.settings, *r.settings], capture,
+                                   req.packets, req.device)) for r in ranked[:req.top]]
+    return text + "\n\n" + format_checks(req, checks)
+
+
+def format_checks(req: PlanRequest, checks: list[Check]) -> str:
+    """Predicted beside measured (profile-scaled emulation), with the error of each."""
+    lines = [f"validation: each placement run with --profile {req.device} (docs/planner.md: "
+             "the emulated NIC's elements slowed; its loops, rings and link are not)",
+             f"  {'#':>3} {'predicted':>10} {'measured':>9} {'error':>7}  --set"]
+    for k, c in enumerate(checks, 1):
+        sets = " ".join(f"--set {s}" for s in c.ranked.settings) or "(as written)"
+        lines.append(f"  {k:>3} {c.ranked.prediction.mpps:>10.3f} {c.measured_mpps:>9.3f} "
+                     f"{c.error:>+7.0%}  {sets}")
+    worst = max(abs(c.error) for c in checks)
+    lines.append(f"  worst error {worst:.0%} (target: within 20% on every row): "
+                 + ("meets" if worst <= 0.2 else "misses"))
+    return "\n".join(lines)
 
 
 def format_plan(req: PlanRequest, cal: Calibration, profiles: dict[str, Profile],

@@ -150,6 +150,14 @@ int ofl_serve_until_stopped(struct ofl_window *w)
     }
 }
 
+/* The calling thread's CPU time in ns (0 if the clock is missing). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* The dilation options of a profile-scaled run (dilate.integer, .lookup, .hash: each
  * kind's slow-down factor, >= 1); -EINVAL on a bad one. */
 static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
@@ -198,14 +206,23 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     return 0;
 }
 
+void ofl_dilate_begin(struct ofl_core *c)
+{
+    c->dilate_extra = 0;
+    c->dilate_work = 0;
+    if (c->dilating) c->turn_cpu = thread_cpu_ns();
+}
+
 void ofl_dilate_end(struct ofl_core *c, int progress)
 {
     if (!c->dilating || !progress) return;
     c->busy_ticks += c->dilate_work;
-    if (c->dilate_extra < 1.0) return;
-    uint64_t now = ofl_ticks(), until = now + (uint64_t)c->dilate_extra;
-    while (ofl_ticks() < until) ofl_cpu_relax();
-    c->dilated_ticks += ofl_ticks() - now;
+    if (c->dilate_extra >= 1.0) {
+        uint64_t now = ofl_ticks(), until = now + (uint64_t)c->dilate_extra;
+        while (ofl_ticks() < until) ofl_cpu_relax();
+        c->dilated_ticks += ofl_ticks() - now;
+    }
+    c->busy_cpu_ns += thread_cpu_ns() - c->turn_cpu;
 }
 
 void ofl_core_begin(struct ofl_core *c)
@@ -239,14 +256,6 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what)
  * 2 ms, for every request a kvs segment served when it shared a CPU (measured with
  * `offlow bench kvs`: see docs/kvs.md). */
 #define OFL_CORE_IDLE_SPINS 16u
-
-/* The calling thread's CPU time in ns (0 if the clock is missing). */
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void ofl_core_progressed(struct ofl_core *c)
 {
@@ -713,6 +722,7 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     if (c->dilating) {
         ofl_json_u64(j, "work_ns", (uint64_t)ticks_ns(c, c->busy_ticks));
         ofl_json_u64(j, "dilated_ns", (uint64_t)ticks_ns(c, c->dilated_ticks));
+        ofl_json_u64(j, "busy_cpu_ns", c->busy_cpu_ns);
     }
     ofl_json_u64(j, "pkts_in", c->pkts_in);
     ofl_json_u64(j, "bytes_in", c->bytes_in);

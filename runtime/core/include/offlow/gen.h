@@ -215,18 +215,16 @@ struct ofl_core {
      * dilate.integer, .lookup, .hash: how many times slower than here each kind of work
      * runs): at the end of each turn the core spins for dilate_kind[k] (that kind's
      * factor less one) times the time its elements spent on work of kind k in the turn.
-     * Its loop, rings and waits are not slowed. */
+     * Its loop, rings and waits are not slowed. The thread's CPU time in turns that
+     * moved packets is counted (busy_cpu_ns: what the planner's validation measures). */
     bool dilating;
     double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
     uint64_t dilate_work, busy_ticks, dilated_ticks;
+    uint64_t turn_cpu, busy_cpu_ns;  /* the thread's CPU time in turns that moved packets */
 };
 
 /* Start a turn (profile-scaled emulation; nothing when not dilating). */
-static inline void ofl_dilate_begin(struct ofl_core *c)
-{
-    c->dilate_extra = 0;
-    c->dilate_work = 0;
-}
+void ofl_dilate_begin(struct ofl_core *c);
 
 /* End a turn: one that moved packets is stretched by spinning (profile-scaled
  * emulation; nothing when not dilating). */
