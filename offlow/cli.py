@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offlow import cbuild, targets
+from offlow import targets
 from offlow.build import plan_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -40,8 +40,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt), profile=a.profile or "")
-    # a profile-scaled run times each element (its kind of work sets its slow-down)
-    b = build_for(prog, opts, extra_flags=cbuild.flags("element_time") if a.profile else ())
+    b = build_for(prog, opts)
     if a.serve and not b.graph.channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
                           "(Program.channel)")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import targets
+from offlow import cbuild, targets
 from offlow.build import Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
@@ -239,8 +239,14 @@ def _check_output(out: Path, inp: Path | None) -> None:
 
 def build_for(program: Program, o: RunOptions, **build_args: Any) -> Build:
     """Check the run options, then build `program` for them: a program that sets no
-    mtu gets the one its input needs (check_options). `build_args` go to build()."""
-    return build(program, fit=check_options(o), **build_args)
+    mtu gets the one its input needs (check_options); a profile-scaled run times its
+    elements (their kinds of work set how much each is slowed). `build_args` go to
+    build()."""
+    fit = check_options(o)
+    if o.profile:
+        flags = (*build_args.pop("extra_flags", ()), *cbuild.flags("element_time"))
+        build_args["extra_flags"] = tuple(dict.fromkeys(flags))
+    return build(program, fit=fit, **build_args)
 
 
 def _region(g: Graph, first: str, last: str) -> set[str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlow import cbuild
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
@@ -34,8 +33,7 @@ def measure(program: Path, settings: list[str], capture: Path | None, packets: i
                           profile=device)
     else:
         opts = RunOptions(input=capture, loops=max(1, packets // 1_000), profile=device)
-    b = build_for(load_program(program, settings), opts,
-                  extra_flags=cbuild.flags("element_time"))
+    b = build_for(load_program(program, settings), opts)
     res = run(b, opts)
     if not res.ok:
         raise OfflowError(f"--validate: the run with {' '.join(settings) or 'no --set'} "
