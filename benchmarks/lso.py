@@ -44,6 +44,7 @@ from offlow.build import DATA
 from offlow.cbuild import build_exe
 from offlow.errors import OfflowError
 from offlow.lso import sends as gen
+from offlow.planner.model import clock_needed_mhz
 
 SETS = ("base", "gnu", "native", "werror")
 MTUS = (512, 1024, 1500)
@@ -234,7 +235,7 @@ def instructions(exe: Path, work: Path, sw: Sweep) -> dict[str, Any]:
 
 def clock_mhz(ins: float, gbps: int, mtu: int) -> float:
     """The clock for `gbps` of packets of IP size `mtu` at one instruction a cycle."""
-    return ins * gbps * 1e9 / (8 * (mtu + WIRE)) / 1e6
+    return clock_needed_mhz(ins, 1.0, gbps, mtu + WIRE)
 
 
 def _fmt(x: dict[str, float] | None, digits: int = 2) -> str:
@@ -261,7 +262,7 @@ def report(doc: dict[str, Any]) -> str:
                      _fmt(r["offlow_mpps"]), _fmt(r["offlow_gbps"], 1),
                      _fmt(r.get("rte_gso_mpps")), _fmt(r.get("rte_gso_gbps"), 1),
                      _fmt(r.get("ratio"))])
-    lines += _columns(rows)
+    lines += columns(rows)
     mv = doc["move"]
     lines.append("")
     lines.append(f"payload moved by the core (PIO) or the copy engine (DMA, its thread on CPU "
@@ -270,7 +271,7 @@ def report(doc: dict[str, Any]) -> str:
     for r in mv["rows"]:
         rows.append([str(r["mtu"]), str(r["payload"]), _fmt(r["pio_mpps"]), _fmt(r["dma_mpps"]),
                      _fmt(r["pio_gbps"], 1), _fmt(r["dma_gbps"], 1)])
-    lines += _columns(rows)
+    lines += columns(rows)
     cross = mv["crossover_payload"]
     lines.append("crossover: " + (f"DMA from {cross} B of payload" if cross else
                                   "none: PIO is as fast or faster at every size measured"))
@@ -295,7 +296,7 @@ def _instruction_tables(ins: dict[str, Any]) -> list[str]:
             rows.append([proto, kind.upper(), *(f"{x:.0f}" if x is not None else "-"
                                                for x in ours),
                          *(str(v) for v in SEED_T2[proto][kind])])
-    lines += _columns(rows)
+    lines += columns(rows)
     lines.append("")
     lines.append("per packet overall (every instruction the device runs for a 64 KB send, "
                  "over its packets) and the clock for 40 / 100 Gb/s at one instruction a "
@@ -311,13 +312,14 @@ def _instruction_tables(ins: dict[str, Any]) -> list[str]:
                              f"{clock_mhz(n, 100, mtu):.0f}",
                              str(seed[40][mtu]) if seed else "-",
                              str(seed[100][mtu]) if seed else "-"])
-    lines += _columns(rows)
+    lines += columns(rows)
     lines.append("(seed: in place = its header template updated in the send buffer, the DMA "
                  "moving the payload; pio = its RISC moving the headers, Table 4)")
     return lines
 
 
-def _columns(rows: list[list[str]]) -> list[str]:
+def columns(rows: list[list[str]]) -> list[str]:
+    """Rows of cells as aligned text (the first two columns left, the rest right)."""
     w = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
     for k, r in enumerate(rows):

@@ -14,8 +14,10 @@ from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.lifecycle import Terminated, signals_deferred, stop_signals
+from offlow.planner import plan as planner
+from offlow.planner import profile
 from offlow.report import format_summary, summarize
-from offlow.runner import RunOptions, build_for, check_options, run
+from offlow.runner import EMULATED, RunOptions, build_for, check_options, emulation_note, run
 
 
 def _cmd_explain(a: argparse.Namespace) -> int:
@@ -37,7 +39,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       udp_port=a.udp, tcp_port=a.tcp, serve=a.serve,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
-                      opts=tuple(a.opt))
+                      opts=tuple(a.opt), profile=a.profile or "")
     b = build_for(prog, opts)
     if a.serve and not b.plan.window_channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
@@ -54,6 +56,9 @@ def _cmd_run(a: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print(format_summary(summary))
+    if a.profile:
+        print(f"offlow: {EMULATED} ran at the speed of profile {a.profile}: "
+              + emulation_note(res.stats.get(EMULATED, {})), file=sys.stderr)
     if res.interrupted:
         by = "SIGTERM" if res.stopped_by == "SIGTERM" else "Ctrl-C"
         print(f"offlow: stopped by {by}: the counts cover the run until then",
@@ -61,6 +66,14 @@ def _cmd_run(a: argparse.Namespace) -> int:
     for err in res.errors:
         print(f"offlow: error: {err}", file=sys.stderr)
     return 0 if res.ok else 1
+
+
+def _cmd_plan(a: argparse.Namespace) -> int:
+    print(planner.plan(planner.PlanRequest(
+        program=a.program, device=a.device, host=a.host, workload=a.workload,
+        settings=tuple(a.set), alternatives=tuple(a.alt), work=tuple(a.work),
+        packets=a.packets, top=a.top, validate=a.validate)))
+    return 0
 
 
 def _cmd_pcsa(a: argparse.Namespace) -> int:
@@ -159,6 +172,11 @@ def parser() -> argparse.ArgumentParser:
                    help="after the packets, keep serving the program's channels until Ctrl-C: "
                    "other host programs attach with offlow.session.attach(WINDOW), the path "
                    "it prints, and change its tables with offlow ctl WINDOW")
+    r.add_argument("--profile", metavar="PROFILE",
+                   help="profile-scaled emulation: run the device `nic` at a device profile's "
+                        "speed (a preset of offlow plan --device, or a YAML file): each turn "
+                        "of its cores that moves packets is stretched by the profile's "
+                        "slow-down for each kind of work (docs/planner.md)")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 
@@ -181,6 +199,33 @@ def parser() -> argparse.ArgumentParser:
     ro.add_argument("--table", help="the route table (default: the one of the prefix's "
                     "family)")
     ct.set_defaults(fn=_cmd_ctl)
+
+    pl = sub.add_parser("plan", help="predict every placement of a program on a device "
+                        "profile, ranked (docs/planner.md)")
+    program_args(pl)
+    pl.add_argument("--device", required=True, metavar="PROFILE",
+                    help="the device the program's `nic` segments would run on: a preset "
+                         "(offlow/planner/profiles: " + ", ".join(profile.names()) + ") or "
+                         "a YAML file")
+    pl.add_argument("--host", default="host", metavar="PROFILE",
+                    help="the host's profile (default: this machine)")
+    pl.add_argument("--workload", default="synthetic",
+                    help="the calibration traffic: synthetic (the run's generator), kvs "
+                         "(Floem's key-value requests) or a pcap file")
+    pl.add_argument("--alt", action="append", default=[], metavar="'SET SET ...'",
+                    help="rank these alternatives (each: --set lines separated by spaces) "
+                         "instead of every placement")
+    pl.add_argument("--work", action="append", default=[], metavar="ELEMENT=KIND",
+                    help="an element's kind of work (integer, lookup, hash), when not "
+                         "the default (lookup for elements that use a table, else integer)")
+    pl.add_argument("--packets", type=int, default=100_000,
+                    help="packets of the calibration run")
+    pl.add_argument("--top", type=int, default=12, help="placements shown")
+    pl.add_argument("--validate", action="store_true",
+                    help="also run each placement shown (the --alt ones, else the program "
+                         "as written) with --profile DEVICE and print predicted beside "
+                         "measured with the error of each")
+    pl.set_defaults(fn=_cmd_plan)
 
     rt = sub.add_parser("router", help="router tools")
     rsub = rt.add_subparsers(dest="router_cmd", required=True)

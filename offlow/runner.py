@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import targets
+from offlow import cbuild, targets
 from offlow.build import Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
@@ -33,6 +33,8 @@ from offlow.inputs import largest_synthetic, read_capture
 from offlow.ir import Graph, SharedTable
 from offlow.ir.graph import DEFAULT_MTU, MTU_MAX
 from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
+from offlow.planner.profile import dilation
+from offlow.planner.profile import load as load_profile
 from offlow.targets.base import Part
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
@@ -67,6 +69,9 @@ class RunOptions:
     # its own threads); implies udp_port=0 when that is None.
     tcp_port: int | None = None
     tcp_max_conns: int = 4096  # connections served at once; more are closed at once
+    # profile-scaled emulation: the device `nic` runs at this device profile's speed
+    # (offlow.planner.profile: a preset's name or a YAML file; "": at this host's)
+    profile: str = ""
 
 
 @dataclass
@@ -78,6 +83,18 @@ class RunResult:
     tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs)
     interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
     stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C) or "SIGTERM"
+
+
+EMULATED = "nic"  # the device a --profile slows down
+
+
+def emulation_note(stats: dict[str, Any]) -> str:
+    """What profile-scaled emulation did to a device (its process's stats)."""
+    cores = stats.get("cores", [])
+    work = sum(c.get("work_ns", 0) for c in cores) / 1e6
+    spun = sum(c.get("dilated_ns", 0) for c in cores) / 1e6
+    return (f"its elements' {work:.1f} ms of work here were stretched by {spun:.1f} ms "
+            "(its loops, rings and the interconnect were not slowed)")
 
 
 def sink_paths(b: Build, output: Path) -> dict[str, Path]:
@@ -178,6 +195,8 @@ def check_options(o: RunOptions) -> tuple[int, str]:
     runs the default (a datagram longer than the mtu less
     its 42 B of headers is dropped and counted); a program that sets its own mtu keeps
     it (Program.to_ir)."""
+    if o.profile:
+        dilation(load_profile(o.profile))
     if (o.udp_port is not None or o.tcp_port is not None) and (o.input or o.output):
         raise OfflowError("a UDP run reads and answers datagrams: it takes no input or "
                           "output capture")
@@ -226,8 +245,14 @@ def _check_output(out: Path, inp: Path | None) -> None:
 
 def build_for(program: Program, o: RunOptions, **build_args: Any) -> Build:
     """Check the run options, then build `program` for them: a program that sets no
-    mtu gets the one its input needs (check_options). `build_args` go to build()."""
-    return build(program, fit=check_options(o), **build_args)
+    mtu gets the one its input needs (check_options); a profile-scaled run times its
+    elements (their kinds of work set how much each is slowed). `build_args` go to
+    build()."""
+    fit = check_options(o)
+    if o.profile:
+        flags = (*build_args.pop("extra_flags", ()), *cbuild.flags("element_time"))
+        build_args["extra_flags"] = tuple(dict.fromkeys(flags))
+    return build(program, fit=fit, **build_args)
 
 
 def _region(g: Graph, first: str, last: str) -> set[str]:
@@ -354,6 +379,9 @@ class Run:
                 if udp is not None:
                     args += ["--udp-fd", str(udp.fileno())]
                     shared.append(udp.fileno())
+                if self.opts.profile:  # the other processes measure their busy time
+                    for kind, f in dilation(load_profile(self.opts.profile)).items():
+                        args += ["--opt", f"dilate.{kind}={f if d.name == EMULATED else 1:.6g}"]
                 if listener is not None and self.tcp_table and self.tcp_table.home == d.name:
                     name = self.tcp_table.name
                     args += ["--opt", f"{name}.tcp_fd={listener.fileno()}",

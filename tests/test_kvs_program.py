@@ -10,6 +10,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
+from offlow.kvs.capture import memcached_datagram
 from tests.e2e import ROOT, read_frames, run_example
 
 KVS = ROOT / "examples" / "kvs.py"
@@ -22,16 +23,6 @@ def binary(opcode: int, key: bytes = b"", value: bytes = b"", opaque: int = 0,
     body = extras + key + value
     return struct.pack("!BBHBBHIIQ", 0x80, opcode, len(key), len(extras), 0, 0, len(body),
                        opaque, cas) + body
-
-
-def datagram(request_id: int, payload: bytes) -> bytes:
-    udp = dpkt.udp.UDP(sport=40000 + request_id, dport=11211,
-                       data=struct.pack("!HHHH", request_id, 0, 1, 0) + payload)
-    udp.ulen = len(udp)
-    ip = dpkt.ip.IP(src=bytes([10, 0, 0, 2]), dst=bytes([10, 0, 0, 1]), p=17, data=udp)
-    eth = dpkt.ethernet.Ethernet(src=b"\x02" + bytes(4) + b"\x02", dst=b"\x02" + bytes(5),
-                                 type=dpkt.ethernet.ETH_TYPE_IP, data=ip)
-    return bytes(eth)
 
 
 REQUESTS = [
@@ -57,8 +48,8 @@ def test_memcached_datagrams_are_answered(design: list[str], tmp_path: Path) -> 
     with open(capture, "wb") as f:
         w = dpkt.pcap.Writer(f)
         for i, payload in enumerate(REQUESTS):
-            w.writepkt(datagram(i, payload), ts=i * 1e-6)
-        w.writepkt(datagram(99, b"\x01\x02"), ts=1.0)  # ends inside its request: dropped
+            w.writepkt(memcached_datagram(i, payload), ts=i * 1e-6)
+        w.writepkt(memcached_datagram(99, b"\x01\x02"), ts=1.0)  # ends inside its request: dropped
     s = run_example(design, program=KVS, input=capture, output=out)
     assert s["ok"], s["errors"]
     replies, headers = {}, {}

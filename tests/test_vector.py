@@ -111,7 +111,8 @@ def test_the_router_looks_up_in_batches() -> None:
     assert "ofl_lpm4_lookup_batch(routes, dst, hop, n);" in nic
     assert "ofl_lpm6_lookup_batch(routes, &dst[0][0], hop, n);" in nic
     # ... on the hot path: the route segment's packets wait for the lookup
-    assert "if (ctx->vn_lpm4) ofl_vbody_lpm4(ctx, ctx->vpkt_lpm4" in nic
+    assert "if (ctx->vn_lpm4) {" in nic
+    assert "ofl_vbody_lpm4(ctx, ctx->vpkt_lpm4, ctx->vst_lpm4, ctx->vn_lpm4" in nic
 
 
 def test_the_router_gives_the_same_output_per_packet() -> None:

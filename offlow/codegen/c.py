@@ -199,9 +199,11 @@ class DeviceGen:
         e("};", "", "/* One per segment core: everything its loop touches. */",
           "struct ofl_ctx {", "    struct ofl_core core; /* name, index, cpu, waiter, stats */",
           "    struct ofl_proc *proc;",
-          "    /* per element: packets in, dropped, consumed, extra copies sent, made */",
+          "    /* per element: packets in, dropped, consumed, extra copies sent, made, and",
+          "       the time-stamp counter ticks its body took (-DOFL_ELEMENT_TIME builds) */",
           "    uint64_t " + ", ".join(f"el_{c}[{max(1, len(self.nodes))}]"
-                                      for c in ("in", "drop", "used", "copies", "made")) + ";",
+                                      for c in ("in", "drop", "used", "copies", "made",
+                                                "ticks")) + ";",
           f"    uint64_t el_why[{max(1, sum(len(n.drops) for n in self.nodes))}]; "
           "/* drops per element and reason */",
           "    uint32_t steer;",
@@ -368,13 +370,17 @@ class DeviceGen:
               f"ctx->has_kept_{cn} = 1; }}")
         if n.kind == "sink":
             k = self.sinks.index(n)
-            e(f"    ofl_sink_write(ctx->proc->sinks[{k}], ctx->core.idx, pkt);", "    (void)state;",
+            e("    OFL_ETIME_BEGIN();",
+              f"    ofl_sink_write(ctx->proc->sinks[{k}], ctx->core.idx, pkt);",
+              f"    OFL_ETIME_END(ctx->el_ticks[{i}], {work_enum(n)});", "    (void)state;",
               "}", "")
             return
         if n.kind == "source":
             e(f"    {self.target(n, n.outputs[0].name)}(ctx, pkt, state);", "}", "")
             return
-        e("    uint32_t m = 0;", f"    ofl_body_{cn}(ctx, pkt, state, &m);",
+        e("    uint32_t m = 0;", "    OFL_ETIME_BEGIN();",
+          f"    ofl_body_{cn}(ctx, pkt, state, &m);",
+          f"    OFL_ETIME_END(ctx->el_ticks[{i}], {work_enum(n)});",
           *self._after_body(n, i), "")
 
     def _prologue(self, n: Node, args: list[str]) -> list[str]:
@@ -439,7 +445,7 @@ class DeviceGen:
         e = self.e
         sn = cname(p.name)
         if p.vector:
-            e(*vg.flush_def(p))
+            e(*vg.flush_def(p, self.index, {n: work_enum(self.g.node(n)) for n in p.vector}))
         for q in p.inputs:
             self._gen_input(p, q)
         e(f"/* Segment {p.name} on {p.device} cores {list(p.cores)}: the state of its fused "
@@ -474,13 +480,15 @@ class DeviceGen:
           "    int progress = 0, n;",
           "    /* A peer process seen gone before this turn can add nothing more: its",
           "     * rings must now read as closed (it closes them before exiting). */",
-          "    const int peer_gone = core->peer_gone;", "    (void)peer_gone; (void)n;")
+          "    const int peer_gone = core->peer_gone;", "    (void)peer_gone; (void)n;",
+          "    ofl_dilate_begin(core);")
         for s in p.sources:
             cs = cname(s)
-            e(f"    if (l->src_live_{cs}) {{",
+            e(f"    if (l->src_live_{cs}) {{", "        OFL_ETIME_BEGIN();",
               "        n = ofl_core_stopping(core) ? OFL_SRC_DONE",
               f"                                    : ofl_src_next(ctx->src_{cs}, pkts, bufs, "
               "OFL_BATCH);",
+              f"        OFL_ETIME_END(ctx->el_ticks[{self.index[s]}], OFL_WORK_WIRE);",
               f"        if (n == OFL_SRC_DONE) {{ l->src_live_{cs} = 0; l->live--; }}",
               f"        else if (n < 0) ofl_core_fail(core, n, \"source {s}\");",
               "        for (int i = 0; i < n; i++) {",
@@ -492,7 +500,8 @@ class DeviceGen:
             self._gen_pop(p, k, q)
         e(*self.turn_end(p))
         self._flush(p, "    ")
-        e("    ctx->steer++;", "    return progress;", "}", "",
+        e("    ctx->steer++;", "    ofl_dilate_end(core, progress);", "    return progress;",
+          "}", "",
           f"/* Segment {p.name} done on this core: its consumers see the end. */",
           f"static void ofl_loop_{sn}_fini(struct ofl_loop_{sn} *l) {{",
           "    struct ofl_ctx *ctx = l->ctx;", "    struct ofl_core *core = &ctx->core;",
@@ -846,7 +855,7 @@ class DeviceGen:
         srcs = [f'    {{ "{s}", &{ctx}.src_{cname(s)} }},' for s in p.sources]
         e(_array("struct ofl_src_use", f"ofl_sources_{k}", srcs))
         counts = ", ".join(f"{ctx}.el_{c}" for c in ("in", "drop", "used", "copies", "made",
-                                                      "why"))
+                                                      "why", "ticks"))
         return (f'    {{ &{ctx}.core, "{p.name}", {idx}u, {len(p.cores)}u, {p.cores[idx]}, '
                 f"{{ {counts} }},\n      {_ref(f'ofl_queues_{k}', sides)}, {len(sides)}u, "
                 f"{_ref(f'ofl_sources_{k}', srcs)}, {len(srcs)}u }},")
@@ -891,6 +900,11 @@ def _array(ctype: str, name: str, rows: list[str]) -> str:
 
 def _ref(name: str, rows: list[str]) -> str:
     return name if rows else "NULL"
+
+
+def work_enum(n: Node) -> str:
+    """The C name of a node's kind of work (gen.h's OFL_WORK_*)."""
+    return f"OFL_WORK_{n.work_kind.upper()}"
 
 
 def line_directive(file: str, line: int, unknown: str) -> str:

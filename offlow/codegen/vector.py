@@ -8,6 +8,8 @@ of C."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from offlow.ir.types import cname
 from offlow.plan import SegmentPlan
 
@@ -46,10 +48,12 @@ def park_def(p: SegmentPlan, node: str, index: int) -> list[str]:
             f"    if (ctx->vcount_{sn} == OFL_VEC) ofl_vflush_{sn}(ctx);", "}", ""]
 
 
-def flush_def(p: SegmentPlan) -> list[str]:
+def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]) -> list[str]:
     """Segment `p`'s flush: every vector element's batch body over the packets waiting
-    at it, then each packet on (ofl_out_NODE: counted, then to what follows), in the
-    order they arrived."""
+    at it (timed in -DOFL_ELEMENT_TIME builds; `index`: each element's counter index,
+    `kinds`: its kind of work as gen.h names it),
+    then each packet on (ofl_out_NODE: counted, then to what follows), in the order
+    they arrived."""
     sn = cname(p.name)
     out = [f"/* Segment {p.name}: its vector elements over the packets waiting at each, then "
            "every packet on, in arrival order. */",
@@ -59,8 +63,12 @@ def flush_def(p: SegmentPlan) -> list[str]:
         cn = cname(n)
         out += [f"    uint32_t m_{cn}[OFL_VEC];",
                 f"    memset(m_{cn}, 0, ctx->vn_{cn} * sizeof m_{cn}[0]);",
-                f"    if (ctx->vn_{cn}) ofl_vbody_{cn}(ctx, ctx->vpkt_{cn}, ctx->vst_{cn}, "
-                f"ctx->vn_{cn}, m_{cn});"]
+                f"    if (ctx->vn_{cn}) {{",
+                "        OFL_ETIME_BEGIN();",
+                f"        ofl_vbody_{cn}(ctx, ctx->vpkt_{cn}, ctx->vst_{cn}, ctx->vn_{cn}, "
+                f"m_{cn});",
+                f"        OFL_ETIME_END(ctx->el_ticks[{index[n]}], {kinds[n]});",
+                "    }"]
     out += [f"    uint32_t at[{len(p.vector)}] = {{0}};",
             f"    const uint32_t count = ctx->vcount_{sn};",
             f"    ctx->vcount_{sn} = 0;",

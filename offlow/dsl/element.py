@@ -94,6 +94,10 @@ class Element:
     # what each field in `fields` holds (its byte order too), for the element reference
     field_docs: ClassVar[Mapping[str, str]] = {}
     kind: ClassVar[str] = "element"
+    # what its cost scales with on another device (offlow plan): "integer", "lookup"
+    # (memory-bound table lookups) or "hash" (hashing, crypto); "" lets the planner
+    # infer it (lookup for an element that uses a table, else integer)
+    work: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Record where the class is defined (offlow.dsl.where): the compiler's

@@ -36,6 +36,7 @@ from offlow.ir.graph import (
     MTU_MAX,
     MTU_MIN,
     TABLE_CHANNEL_PREFIX,
+    WORK_KINDS,
 )
 from offlow.ir.types import check_ctype
 
@@ -469,6 +470,9 @@ class Program:
                 str(r).isidentifier() for r in el.drops):
             raise OfflowError(f"element `{el.name}` ({cls}): drops names at most "
                               f"{MAX_DROP_REASONS} reasons, each a C identifier")
+        if el.work not in ("", *WORK_KINDS):
+            raise OfflowError(f"element `{el.name}` ({cls}): work = {el.work!r}; give one of "
+                              f"{', '.join(WORK_KINDS)} (or leave it out)")
         origin, body_line = code_site(el, "body")
         params = []
         for pname, ctype in el.params.items():
@@ -485,6 +489,7 @@ class Program:
             drops=tuple((str(r), str(d)) for r, d in el.drops.items()),
             helpers_line=code_site(el, "helpers")[1], includes=tuple(el.includes),
             batch_body=el.batch_body, batch_line=code_site(el, "batch_body")[1],
+            work=el.work,
         )
 
     def _state_fields(self, elements: list[Element]) -> tuple[Field, ...]:

@@ -46,6 +46,7 @@ class KeyHash(Element):
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
     fields = {"kv_hash": "uint32_t"}
+    work = "hash"
     field_docs = {"kv_hash": "the upper 32 bits of the store's 64-bit hash of the first key "
                              "(0: no key)"}
     drops = {"not_udp": "not a UDP datagram"}

@@ -63,6 +63,12 @@ class Node:
     batch_body: str = ""
     batch_line: int = 0  # the line of `origin` where the batch body starts (0: unknown)
     batch_facts: BodyFacts | None = None
+    work: str = ""  # its kind of work for the planner (WORK_KINDS; "": inferred)
+
+    @property
+    def work_kind(self) -> str:
+        """Its kind of work: its own, else lookup where it uses a table, else integer."""
+        return self.work or ("lookup" if self.tables else "integer")
 
     def output(self, name: str) -> PortSpec:
         return next(p for p in self.outputs if p.name == name)
@@ -138,6 +144,9 @@ class SharedTable:
 
 
 ENQUEUE_MODES = ("block", "drop")
+# What an element's cost scales with on another device (a device profile's `speed`):
+# plain integer work, memory-bound table lookups, hashing and crypto
+WORK_KINDS = ("integer", "lookup", "hash")
 # The largest frame (the mtu) a program may take: an entry header's 16-bit length.
 MTU_MAX = 65535
 MTU_MIN = 64

@@ -27,6 +27,7 @@
 struct ctx {
     struct ofl_core core;
     uint64_t el_in[NEL], el_drop[NEL], el_used[NEL], el_copies[NEL], el_made[NEL], el_why[2];
+    uint64_t el_ticks[NEL];
     struct ofl_qout *out_ab;
     struct ofl_qin *in_ab;
     unsigned nin_ab;
@@ -62,7 +63,7 @@ static const struct ofl_src_use a_sources[] = {{"gen", &ctxs[0].src_gen}};
 
 #define COUNTS(k)                                                                  \
     {ctxs[k].el_in, ctxs[k].el_drop, ctxs[k].el_used, ctxs[k].el_copies, ctxs[k].el_made, \
-     ctxs[k].el_why}
+     ctxs[k].el_why, ctxs[k].el_ticks}
 
 static const struct ofl_core_use cores[] = {
     {&ctxs[0].core, "a", 0, 1, 0, COUNTS(0), a_queues, 1, a_sources, 1},

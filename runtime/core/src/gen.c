@@ -154,6 +154,38 @@ int ofl_serve_until_stopped(struct ofl_window *w)
     }
 }
 
+/* The calling thread's CPU time in ns (0 if the clock is missing). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The dilation options of a profile-scaled run (dilate.integer, .lookup, .hash: each
+ * kind's slow-down factor, >= 1); -EINVAL on a bad one. */
+static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
+{
+    static const char *const kinds[OFL_WORK_KINDS] = {"integer", "lookup", "hash"};
+    double f[OFL_WORK_KINDS];
+    int given = 0;
+    for (int k = 0; k < OFL_WORK_KINDS; k++) {
+        const char *v = ofl_args_get(a, "dilate", kinds[k], NULL);
+        char *end = NULL;
+        f[k] = v ? strtod(v, &end) : 1.0;
+        if (v && (end == v || *end || !(f[k] >= 1.0) || f[k] > 1e6)) {
+            fprintf(stderr, "offlow %s: --opt dilate.%s=%s: give a factor from 1 to 1e6\n",
+                    a->device, kinds[k], v);
+            return -EINVAL;
+        }
+        given |= v != NULL;
+    }
+    c->dilating = given;
+    for (int k = 0; k < OFL_WORK_KINDS; k++) c->dilate_kind[k] = given ? f[k] - 1.0 : 0.0;
+    c->dilate_kind[OFL_WORK_WIRE] = 0.0;
+    return 0;
+}
+
 int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
                   const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize)
 {
@@ -163,6 +195,8 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->idx = idx;
     c->n = n;
     c->cpu = a->cpu_base + core_no;
+    int bad = dilate_init(c, a);
+    if (bad < 0) return bad;
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
     c->abort = &h->abort;
     ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
@@ -178,12 +212,36 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     return 0;
 }
 
+void ofl_dilate_begin(struct ofl_core *c)
+{
+    c->dilate_extra = 0;
+    c->dilate_work = 0;
+    if (c->dilating) c->turn_cpu = thread_cpu_ns();
+}
+
+void ofl_dilate_end(struct ofl_core *c, int progress)
+{
+    if (!c->dilating || !progress) return;
+    c->busy_ticks += c->dilate_work;
+    if (c->dilate_extra >= 1.0) {
+        uint64_t now = ofl_ticks(), until = now + (uint64_t)c->dilate_extra;
+        while (ofl_ticks() < until) ofl_cpu_relax();
+        c->dilated_ticks += ofl_ticks() - now;
+    }
+    c->busy_cpu_ns += thread_cpu_ns() - c->turn_cpu;
+}
+
 void ofl_core_begin(struct ofl_core *c)
 {
     int rc = ofl_pin_self(c->cpu);
     c->oversubscribed = rc > 0;
     c->t_start = 0;  /* set when the first packet arrives: waiting for peers to start
                         (or to build their tables) is not processing time */
+    c->timer_ticks = UINT64_MAX;
+    for (int k = 0; k < 64; k++) {
+        uint64_t t0 = ofl_ticks(), t1 = ofl_ticks();
+        if (t1 - t0 < c->timer_ticks) c->timer_ticks = t1 - t0;
+    }
 }
 
 void ofl_core_fail(struct ofl_core *c, int err, const char *what)
@@ -207,7 +265,11 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what)
 
 void ofl_core_progressed(struct ofl_core *c)
 {
-    if (!c->t_start) c->t_start = ofl_now_ns();
+    if (!c->t_start) {
+        c->t_start = ofl_now_ns();
+        c->tick_start = ofl_ticks();
+        c->cpu_start = thread_cpu_ns();
+    }
 }
 
 void ofl_core_idle(struct ofl_core *c, int progress)
@@ -237,7 +299,13 @@ void ofl_core_idle(struct ofl_core *c, int progress)
 void ofl_core_end(struct ofl_core *c)
 {
     c->t_end = ofl_now_ns();
-    if (!c->t_start) c->t_start = c->t_end;
+    c->tick_end = ofl_ticks();
+    c->cpu_end = thread_cpu_ns();
+    if (!c->t_start) {
+        c->t_start = c->t_end;
+        c->tick_start = c->tick_end;
+        c->cpu_start = c->cpu_end;
+    }
     if (c->err)
         fprintf(stderr, "offlow %s: segment %s core %u: %s: %s\n", c->device, c->segment, c->idx,
                 c->where, ofl_strerror(c->err));
@@ -524,12 +592,22 @@ static void stats_qmap(struct ofl_json *j, const char *queue, const struct ofl_r
     ofl_json_end_obj(j);
 }
 
-/* Element `i`'s counters on one core (elements that saw no packet are left out). */
+/* Nanoseconds of `ticks` of core `c`'s ofl_ticks(), from its run's ticks and ns. */
+static double ticks_ns(const struct ofl_core *c, uint64_t ticks)
+{
+    if (c->tick_end <= c->tick_start || c->t_end <= c->t_start) return 0;
+    return (double)ticks * (double)(c->t_end - c->t_start) /
+           (double)(c->tick_end - c->tick_start);
+}
+
+/* Element `i`'s counters on one core (elements that saw no packet are left out);
+ * `ns`: the time in its body, when timed. */
 static void stats_element(struct ofl_json *j, const struct ofl_prog *p,
-                          const struct ofl_el_counts *c, unsigned i)
+                          const struct ofl_el_counts *c, unsigned i, const struct ofl_core *core)
 {
     ofl_json_begin_obj(j, p->el_names[i]);
     ofl_json_u64(j, "in", c->in[i]);
+    if (c->ticks[i]) ofl_json_u64(j, "ns", (uint64_t)ticks_ns(core, c->ticks[i]));
     ofl_json_u64(j, "drop", c->drop[i]);
     ofl_json_u64(j, "consumed", c->used[i]);
     if (c->copies[i]) ofl_json_u64(j, "copies", c->copies[i]);
@@ -546,9 +624,12 @@ static void stats_element(struct ofl_json *j, const struct ofl_prog *p,
 static void stats_core(struct ofl_json *j, const struct ofl_prog *p, const struct ofl_core_use *u)
 {
     ofl_stats_core(j, u->core);
+    bool timed = false;
+    for (unsigned i = 0; p->el_names[i]; i++) timed |= u->el.ticks[i] != 0;
+    if (timed) ofl_json_f64(j, "timer_ns", ticks_ns(u->core, u->core->timer_ticks));
     ofl_json_begin_obj(j, "elements");
     for (unsigned i = 0; p->el_names[i]; i++)
-        if (u->el.in[i]) stats_element(j, p, &u->el, i);
+        if (u->el.in[i]) stats_element(j, p, &u->el, i, u->core);
     ofl_json_end_obj(j);
     ofl_json_begin_arr(j, "queues");
     for (unsigned q = 0; q < u->nqueues; q++) {
@@ -649,6 +730,12 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     ofl_json_u64(j, "cpu", (uint64_t)c->cpu);
     ofl_json_u64(j, "oversubscribed", (uint64_t)c->oversubscribed);
     ofl_json_u64(j, "elapsed_ns", c->t_end > c->t_start ? c->t_end - c->t_start : 0);
+    ofl_json_u64(j, "cpu_ns", c->cpu_end > c->cpu_start ? c->cpu_end - c->cpu_start : 0);
+    if (c->dilating) {
+        ofl_json_u64(j, "work_ns", (uint64_t)ticks_ns(c, c->busy_ticks));
+        ofl_json_u64(j, "dilated_ns", (uint64_t)ticks_ns(c, c->dilated_ticks));
+        ofl_json_u64(j, "busy_cpu_ns", c->busy_cpu_ns);
+    }
     ofl_json_u64(j, "pkts_in", c->pkts_in);
     ofl_json_u64(j, "bytes_in", c->bytes_in);
     if (c->err) {

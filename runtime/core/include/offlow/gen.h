@@ -60,6 +60,50 @@
         fn((ctx), &ofl_copy_pkt_, &ofl_copy_state_);                            \
     } while (0)
 
+/* ---- element timing ------------------------------------------------------- */
+
+/* The CPU's time-stamp counter (x86), else the monotonic clock in ns: what element
+ * timing counts in. ofl_stats_core converts ticks to ns over the core's run. */
+static inline uint64_t ofl_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_ia32_rdtsc();
+#else
+    return ofl_now_ns();
+#endif
+}
+
+/* Element timing, in calibration builds only (-DOFL_ELEMENT_TIME, offlow.planner):
+ * the ticks an element's body (or a sink's write) takes, added to its counter. In
+ * other builds they are nothing. */
+#ifdef OFL_ELEMENT_TIME
+/* A region longer than this (about 0.1 to 0.5 ms) was preempted: it is left out. */
+#define OFL_ETIME_MAX_TICKS 1000000u
+/* The signal fences keep the compiler from moving the body's work across the reads
+ * of the counter (it may otherwise sink a loop whose result is only stored). */
+#define OFL_ETIME_BEGIN()                                                       \
+    const uint64_t ofl_t0_ = ofl_ticks();                                       \
+    __atomic_signal_fence(__ATOMIC_SEQ_CST)
+/* `kind`: the element's kind of work (OFL_WORK_*), for profile-scaled emulation. */
+#define OFL_ETIME_END(acc, kind)                                                \
+    do {                                                                        \
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);                                \
+        const uint64_t ofl_dt_ = ofl_ticks() - ofl_t0_;                         \
+        if (ofl_dt_ < OFL_ETIME_MAX_TICKS) {                                    \
+            (acc) += ofl_dt_;                                                   \
+            if ((kind) != OFL_WORK_WIRE) ctx->core.dilate_work += ofl_dt_;      \
+            ctx->core.dilate_extra += (double)ofl_dt_ * ctx->core.dilate_kind[kind]; \
+        }                                                                       \
+    } while (0)
+#else
+#define OFL_ETIME_BEGIN() ((void)0)
+#define OFL_ETIME_END(acc, kind) ((void)0)
+#endif
+
+/* Kinds of work (offlow.ir.graph.WORK_KINDS, in that order). */
+enum { OFL_WORK_INTEGER = 0, OFL_WORK_LOOKUP = 1, OFL_WORK_HASH = 2, OFL_WORK_KINDS = 3,
+       OFL_WORK_WIRE = 3 /* a source's reading: the wire's work, never slowed */ };
+
 /* ---- options -------------------------------------------------------------- */
 
 #define OFL_MAX_OPTS 512   /* --opt NAME.KEY=VALUE a process takes (sources, sinks, tables) */
@@ -167,7 +211,28 @@ struct ofl_core {
     unsigned stop_polls;      /* ofl_core_stopping calls, to look every STOP_POLL_EVERY */
     char where[96];           /* what it was doing */
     uint64_t pkts_in, bytes_in, t_start, t_end;
+    uint64_t tick_start, tick_end; /* ofl_ticks() beside t_start and t_end */
+    uint64_t cpu_start, cpu_end;   /* the thread's CPU time (ns) beside them */
+    uint64_t timer_ticks;     /* the least ticks an empty timed region took (element
+                                 timing's own cost, subtracted by the planner) */
+    /* Profile-scaled emulation (offlow run --profile, in element timing builds; options
+     * dilate.integer, .lookup, .hash: how many times slower than here each kind of work
+     * runs): at the end of each turn the core spins for dilate_kind[k] (that kind's
+     * factor less one) times the time its elements spent on work of kind k in the turn.
+     * Its loop, rings and waits are not slowed. The thread's CPU time in turns that
+     * moved packets is counted (busy_cpu_ns: what the planner's validation measures). */
+    bool dilating;
+    double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
+    uint64_t dilate_work, busy_ticks, dilated_ticks;
+    uint64_t turn_cpu, busy_cpu_ns;  /* the thread's CPU time in turns that moved packets */
 };
+
+/* Start a turn (profile-scaled emulation; nothing when not dilating). */
+void ofl_dilate_begin(struct ofl_core *c);
+
+/* End a turn: one that moved packets is stretched by spinning (profile-scaled
+ * emulation; nothing when not dilating). */
+void ofl_dilate_end(struct ofl_core *c, int progress);
 
 /* Set up a core of `segment`: waiter on the peers, copy engine, buffers. */
 int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
@@ -308,6 +373,7 @@ struct ofl_src_use {
  * per element and drop reason, from ofl_prog.why_base). */
 struct ofl_el_counts {
     uint64_t *in, *drop, *used, *copies, *made, *why;
+    uint64_t *ticks;          /* time in its body (OFL_ELEMENT_TIME builds), else zeros */
 };
 
 /* One segment core: its ofl_core, what it runs and counts, its rings and sources. */

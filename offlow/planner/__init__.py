@@ -1,0 +1,2 @@
+"""The planner: device profiles, the cost model and the search over placements
+(docs/planner.md)."""

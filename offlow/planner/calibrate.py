@@ -1,0 +1,150 @@
+"""Calibration: each element's cost per packet on this host, measured by a short run.
+
+The program runs with every segment on host core 0 (one thread: nothing waits for
+another core, so the run's time is all work), built with element timing (the
+`element_time` flags of runtime/build.toml: each body's time-stamp counter ticks,
+OFL_ETIME_* in runtime/core's gen.h). From its stats: per element the packets it saw
+per packet read (`visits`) and its time per visit less the timer's own cost; the
+sources' time reading packets (the capture or the generator: the wire, which the model
+leaves out); the rest of the thread's CPU time per packet read (the loops, the rings)
+is `overhead_ns`; per queue the packets and bytes it moved per packet read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import dpkt
+
+from offlow import cbuild
+from offlow.build import compile_program
+from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
+from offlow.ir import Graph
+from offlow.runner import RunOptions, build_for, run
+
+
+@dataclass(frozen=True)
+class ElementCost:
+    name: str
+    segment: str
+    kind: str  # work kind (offlow.planner.profile.WORK_KINDS)
+    visits: float  # packets it sees per packet read
+    ns: float  # its time per packet it sees, on this host
+
+
+@dataclass(frozen=True)
+class QueueCost:
+    name: str
+    src: str  # segments
+    dst: str
+    packets: float  # per packet read
+    bytes: float  # per packet read (entries' used bytes, packet data included)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    program: str
+    packets: int  # read in the calibration run
+    frame_bytes: float  # mean frame size read
+    elements: tuple[ElementCost, ...]
+    queues: tuple[QueueCost, ...]
+    source_ns: float  # per packet read, reading it (the capture, the generator): the
+    #                   wire's work, outside the model (a device's port receives packets)
+    overhead_ns: float  # per packet read, outside the elements' bodies and the reading
+    source_segments: tuple[str, ...]  # where the overhead is charged (the sources' segments)
+
+    def segment_ns(self, segment: str) -> dict[str, float]:
+        """Per work kind, a segment's element time per packet read on this host."""
+        out: dict[str, float] = {}
+        for e in self.elements:
+            if e.segment == segment:
+                out[e.kind] = out.get(e.kind, 0.0) + e.visits * e.ns
+        return out
+
+
+def work_kind(g: Graph, node: str, overrides: dict[str, str]) -> str:
+    """An element's kind of work: given (`--work NAME=KIND`, else its class's `work`),
+    else `lookup` for one that uses a shared table, else `integer`."""
+    return overrides.get(node) or g.node(node).work_kind
+
+
+def all_on_host(g: Graph) -> list[str]:
+    """The --set lines that put every segment of `g` on host core 0, one at a time."""
+    out = []
+    for s in g.segments:
+        out += [f"{s.name}.device=host", f"{s.name}.cores=0", f"{s.name}.group=off"]
+    return out
+
+
+def calibrate(path: Path, settings: list[str], capture: Path | None, packets: int = 100_000,
+              work: dict[str, str] | None = None, sizes: str | None = None) -> Calibration:
+    """Run the program of file `path` (with `settings`, then every segment on host core
+    0) over `capture` (None: the synthetic generator, its frame `sizes` as `offlow run
+    --sizes` takes them) for about `packets` packets, timed per element."""
+    g0 = compile_program(load_program(path, settings))
+    prog = load_program(path, [*settings, *all_on_host(g0)])
+    if capture is None:
+        opts = RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)),
+                          **({"sizes": sizes} if sizes else {}))
+    else:
+        opts = RunOptions(input=capture, loops=max(1, -(-packets // max(1, _frames(capture)))))
+    b = build_for(prog, opts, extra_flags=cbuild.flags("element_time"))
+    res = run(b, opts)
+    if not res.ok:
+        raise OfflowError(f"the calibration run of `{g0.name}` failed: "
+                          + "; ".join(res.errors))
+    return from_stats(b.graph, res.stats, work or {})
+
+
+def _frames(capture: Path) -> int:
+    """The frames of a capture (to size the calibration's loops)."""
+    try:
+        with capture.open("rb") as f:
+            return sum(1 for _ in dpkt.pcap.Reader(f))
+    except (ValueError, dpkt.dpkt.Error, OSError) as e:
+        raise OfflowError(f"--workload {capture}: not a readable pcap file ({e})") from None
+
+
+def from_stats(g: Graph, stats: dict[str, Any], work: dict[str, str]) -> Calibration:
+    """A calibration from the stats of a timed run of `g` with every segment on one
+    thread (see the module's doc)."""
+    cores = [c for dev in stats.values() for c in dev.get("cores", [])]
+    seen: dict[str, dict[str, float]] = {}
+    timer = max((c.get("timer_ns", 0.0) for c in cores), default=0.0)
+    for c in cores:
+        for el, v in c.get("elements", {}).items():
+            acc = seen.setdefault(el, {"in": 0, "ns": 0})
+            acc["in"] += v["in"]
+            acc["ns"] += v.get("ns", 0)
+    sources = [n.name for n in g.nodes if n.kind == "source"]
+    read = sum(seen.get(s, {"in": 0})["in"] for s in sources)
+    if not read:
+        raise OfflowError(f"the calibration run of `{g.name}` read no packets")
+    frame = sum(c["bytes_in"] for c in cores if c["segment"] in
+                {g.node(s).segment for s in sources}) / read
+    elapsed = max(c["cpu_ns"] for c in cores)  # the thread's CPU time: not the time
+    #                                            other processes took its CPU
+    reading = sum(seen.get(s, {"ns": 0})["ns"] for s in sources)
+    elements = []
+    for n in g.nodes:
+        v = seen.get(n.name)
+        if not v or n.kind == "source" or not v["in"]:
+            continue
+        ns = max(0.0, v["ns"] / v["in"] - timer)
+        elements.append(ElementCost(n.name, n.segment, work_kind(g, n.name, work),
+                                    v["in"] / read, ns))
+    timed = sum(v["ns"] for v in seen.values())
+    queues = []
+    for q in g.queues:
+        outs = [x for c in cores for x in c.get("queues", [])
+                if x["queue"] == q.name and x["side"] == "out"]
+        queues.append(QueueCost(q.name, q.src_segment, q.dst_segment,
+                                sum(x["pushed"] for x in outs) / read,
+                                sum(x.get("bytes", 0) for x in outs) / read))
+    return Calibration(program=g.name, packets=read, frame_bytes=frame,
+                       source_ns=reading / read,
+                       elements=tuple(elements), queues=tuple(queues),
+                       overhead_ns=max(0.0, (elapsed - timed) / read),
+                       source_segments=tuple(sorted({g.node(s).segment for s in sources})))

@@ -1,0 +1,134 @@
+"""`offlow plan`: calibrate a program on this host, then rank its placements under a
+device profile, each with its predicted throughput, latency, bottleneck and the --set
+line that gives it."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from offlow.build import compile_program
+from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
+from offlow.planner import profile, workload
+from offlow.planner.calibrate import Calibration, calibrate
+from offlow.planner.model import HOST
+from offlow.planner.profile import WORK_KINDS, Profile
+from offlow.planner.search import DEVICE, Ranked, as_written, rank
+from offlow.planner.validate import Check, measure
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    program: Path
+    device: str  # a profile's name or path
+    host: str = "host"
+    workload: str = "synthetic"
+    settings: tuple[str, ...] = ()
+    alternatives: tuple[str, ...] = ()  # each: --set lines separated by spaces
+    work: tuple[str, ...] = ()  # ELEMENT=KIND
+    packets: int = 100_000
+    top: int = 12
+    validate: bool = False  # also measure each shown placement (profile-scaled emulation)
+
+
+def parse_work(items: Sequence[str]) -> dict[str, str]:
+    """`--work NAME=KIND` lines as a mapping, each kind checked."""
+    out = {}
+    for it in items:
+        name, eq, kind = it.partition("=")
+        if not eq or not name or kind not in WORK_KINDS:
+            raise OfflowError(f"--work {it}: give ELEMENT=KIND, KIND one of "
+                              f"{', '.join(WORK_KINDS)}")
+        out[name] = kind
+    return out
+
+
+def plan(req: PlanRequest) -> str:
+    """The report `offlow plan` prints. Options are checked before the calibration."""
+    if req.packets < 1_000 or req.top < 1:
+        raise OfflowError(f"--packets {req.packets} --top {req.top}: the calibration needs "
+                          "1000 packets or more, and at least one placement is shown")
+    profiles = {HOST: profile.load(req.host), DEVICE: profile.load(req.device)}
+    work = parse_work(req.work)
+    g = compile_program(load_program(req.program, req.settings))
+    unknown = sorted(set(work) - {n.name for n in g.nodes})
+    if unknown:
+        raise OfflowError(f"--work: program `{g.name}` has no element `{unknown[0]}`")
+    alts = None
+    if req.alternatives:
+        alts = [as_written(compile_program(load_program(
+            req.program, [*req.settings, *a.split()]))) for a in req.alternatives]
+    profile.dilation(profiles[DEVICE]) if req.validate else None  # (refused early)
+    with tempfile.TemporaryDirectory(prefix="offlow-plan-") as d:
+        capture = workload.resolve(req.workload, Path(d))
+        cal = calibrate(req.program, list(req.settings), capture, req.packets, work)
+        ranked = rank(g, cal, profiles, alts if alts is not None or not req.validate
+                      else [as_written(g)])
+        text = format_plan(req, cal, profiles, ranked)
+        if not req.validate:
+            return text
+        checks = [Check(r, measure(req.program, [*req.settings, *r.settings], capture,
+                                   req.packets, req.device)) for r in ranked[:req.top]]
+    return text + "\n\n" + format_checks(req, checks)
+
+
+def format_checks(req: PlanRequest, checks: list[Check]) -> str:
+    """Predicted beside measured (profile-scaled emulation), with the error of each."""
+    lines = [f"validation: each placement run with --profile {req.device} (docs/planner.md: "
+             "the emulated NIC's elements slowed; its loops, rings and link are not)",
+             f"  {'#':>3} {'predicted':>10} {'measured':>9} {'error':>7}  --set"]
+    for k, c in enumerate(checks, 1):
+        sets = " ".join(f"--set {s}" for s in c.ranked.settings) or "(as written)"
+        lines.append(f"  {k:>3} {c.ranked.prediction.mpps:>10.3f} {c.measured_mpps:>9.3f} "
+                     f"{c.error:>+7.0%}  {sets}")
+    worst = max(abs(c.error) for c in checks)
+    lines.append(f"  worst error {worst:.0%} (target: within 20% on every row): "
+                 + ("meets" if worst <= 0.2 else "misses"))
+    return "\n".join(lines)
+
+
+def format_plan(req: PlanRequest, cal: Calibration, profiles: dict[str, Profile],
+                ranked: list[Ranked]) -> str:
+    dev, host = profiles[DEVICE], profiles[HOST]
+    lines = [f"offlow plan {req.program}: `{cal.program}` on {DEVICE} = {dev.name} "
+             f"({dev.description})",
+             f"  host = {host.name} ({host.description})", "",
+             f"calibrated on this host ({cal.packets:,} packets of the {req.workload} workload, "
+             f"mean frame {cal.frame_bytes:.0f} B, every segment on host core 0, elements "
+             "timed); per packet read:",
+             f"  {'element':<18} {'segment':<12} {'work':<8} {'visits':>7} {'ns/visit':>9}"]
+    for e in cal.elements:
+        lines.append(f"  {e.name:<18} {e.segment:<12} {e.kind:<8} {e.visits:>7.3f} {e.ns:>9.1f}")
+    lines.append(f"  reading packets (the wire's work, not modelled): {cal.source_ns:.1f} ns")
+    lines.append(f"  overhead (loops, rings): {cal.overhead_ns:.1f} ns, shared by the "
+                 "segments in proportion to the packets each takes in")
+    for q in cal.queues:
+        lines.append(f"  queue {q.name}: {q.packets:.3f} packets, {q.bytes:.0f} B")
+    shown = ranked[:req.top]
+    what = "alternatives given" if req.alternatives else "placements"
+    alike = sum(r.alike for r in ranked)
+    folded = f", and {alike} alike folded into them" if alike else ""
+    lines += ["", f"ranked {what} ({len(ranked)}{folded}; the best {len(shown)} shown):",
+              f"  {'#':>3} {'Mpps':>7} {'Gb/s':>7} {'lat us':>7}  {'bottleneck':<20} "
+              f"{'placement':<34} --set"]
+    for k, r in enumerate(shown, 1):
+        p = r.prediction
+        where = " ".join(f"{s}:{r.placement.devices[s]}{_cores(r.placement.cores[s])}"
+                         for s in r.placement.devices)
+        sets = (" ".join(f"--set {s}" for s in r.settings) or "(as written)") + (
+            f"  (+{r.alike} alike)" if r.alike else "")
+        lines.append(f"  {k:>3} {p.mpps:>7.2f} {p.mpps * cal.frame_bytes * 8e-3:>7.2f} "
+                     f"{p.latency_us:>7.2f}  {p.bottleneck.name:<20} {where:<34} {sets}")
+    lines += ["", "Mpps: the slowest stage (a core, a link direction, the DMA engine); "
+              "latency: a packet's mean time through the elements and crossings, queueing "
+              "not included (docs/planner.md)"]
+    return "\n".join(lines)
+
+
+def _cores(cores: tuple[int, ...]) -> str:
+    if len(cores) == 1:
+        return f"[{cores[0]}]"
+    return f"[{cores[0]}-{cores[-1]}]"

@@ -1,0 +1,76 @@
+"""Profile-scaled emulation (`offlow run --profile`): the device's elements are slowed
+by the profile's factor per kind of work; what the program computes does not change."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from offlow.build import DATA, compile_program
+from offlow.dsl.loader import load_program
+from offlow.planner.validate import source_mpps
+from offlow.runner import RunOptions, build_for, run
+from tests.progs import two_segment
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERY = ROOT / "examples" / "stream_query.py"
+
+
+def _run(tmp_path: Path, profile: str) -> tuple[bytes, dict]:
+    out = tmp_path / f"out-{profile or 'plain'}.pcap"
+    opts = RunOptions(count=3000, sizes="206:1,300:1", output=out, profile=profile)
+    b = build_for(load_program(QUERY), opts)  # (a profile's run is timed per element)
+    res = run(b, opts)
+    assert res.ok, res.errors
+    return out.read_bytes(), res.stats
+
+
+def test_a_profile_slows_the_device_and_changes_nothing_it_computes(tmp_path):
+    plain, plain_stats = _run(tmp_path, "")
+    slowed, stats = _run(tmp_path, "cmp-nic-200")
+    assert slowed == plain  # the same frames out, in the same order
+    nic = stats["nic"]["cores"]
+    # cmp-nic-200 runs every kind of work at 1/10 of this host: each turn's element work
+    # is followed by at least 9 times as much spinning (more when a spin is preempted)
+    work = sum(c["work_ns"] for c in nic)
+    spun = sum(c["dilated_ns"] for c in nic)
+    assert work > 0 and 8.5 * work < spun < 200 * work
+    assert all(c["dilated_ns"] == 0 for c in stats["host"]["cores"])  # the host runs as is
+    assert all("dilated_ns" not in c for c in plain_stats["nic"]["cores"])  # (no --profile)
+
+
+def _offlow(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OFFLOW_DATA=str(DATA))
+    return subprocess.run([sys.executable, "-m", "offlow.cli", *args], capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+@pytest.mark.parametrize("profile,message", [
+    ("h100-pcie5", "faster than this host's at integer, lookup, hash work"),
+    ("bluefield-9", "no device profile `bluefield-9`"),
+])
+def test_a_profile_that_cannot_be_emulated_is_refused_before_the_run(profile, message):
+    r = _offlow("run", str(QUERY), "--count", "100", "--profile", profile)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr and "offlow: running" not in r.stderr
+
+
+def test_validation_measures_the_busiest_thread_without_the_instruments():
+    # Two processes; the host runs segments a and b on one thread (CPU 1: its two cores'
+    # busy times add up, 4 + 5 = 9 ms), the NIC the source's segment (CPU 0, 5 ms).
+    # 10,000 packets read. NIC thread: 5 ms - 1 ms reading - 2 ns x 20,000 element visits
+    # = 3.96 ms. Host thread: 9 ms - 2 ns x 10,000 = 8.98 ms: the busiest.
+    # -> 10,000 / 8.98 ms = 1.1136 Mpps.
+    g = compile_program(two_segment())
+    nic = {"cores": [{"segment": "rx", "cpu": 0, "busy_cpu_ns": 5_000_000, "timer_ns": 2.0,
+                      "elements": {"src": {"in": 10_000, "ns": 1_000_000},
+                                   "seta": {"in": 10_000, "ns": 500_000}}}]}
+    host = {"cores": [{"segment": "app", "cpu": 1, "busy_cpu_ns": 4_000_000, "timer_ns": 2.0,
+                       "elements": {"reada": {"in": 5_000, "ns": 1}}},
+                      {"segment": "app", "cpu": 1, "busy_cpu_ns": 5_000_000, "timer_ns": 2.0,
+                       "elements": {"readb": {"in": 5_000, "ns": 1}}}]}
+    assert source_mpps(g, {"nic": nic, "host": host}) == pytest.approx(10_000 / 8.98e6 * 1e3)

@@ -1,0 +1,146 @@
+"""The cost model's arithmetic against cases worked out by hand (the numbers in each
+test's comment), not recomputed by the model's code."""
+
+from dataclasses import replace
+
+import pytest
+
+from offlow.build import compile_program
+from offlow.planner import profile
+from offlow.planner.calibrate import Calibration, ElementCost, QueueCost
+from offlow.planner.model import Crossing, Placement, Segment, clock_needed_mhz, predict
+from offlow.planner.profile import Link, MemoryLevel, Profile
+from offlow.planner.search import rank
+from tests.progs import two_segment
+
+
+def _profile(name: str, integer: float, lookup: float, link: Link | None) -> Profile:
+    return Profile(name=name, description="", sources=("hand-made",), cores=8, clock_mhz=1000,
+                   speed={"integer": integer, "lookup": lookup, "hash": 1.0},
+                   memory=(MemoryLevel("DRAM", 1, 100),), link=link, memory_mb=1,
+                   instructions=0, ipc=0)
+
+
+HOST = _profile("host", 1.0, 1.0, None)
+NIC = _profile("nic", 0.2, 0.5, Link(gbps=40, latency_us=1.0, dma_gbps=20))
+PROFILES = {"host": HOST, "nic": NIC}
+SEGMENTS = [Segment("rx", {"integer": 40.0}), Segment("route", {"lookup": 60.0})]
+
+
+def _place(rx: tuple[str, tuple[int, ...]], route: tuple[str, tuple[int, ...]]) -> Placement:
+    return Placement(devices={"rx": rx[0], "route": route[0]},
+                     cores={"rx": rx[1], "route": route[1]})
+
+
+def test_a_slow_device_core_is_the_bottleneck():
+    # rx on one NIC core: 40 ns / 0.2 = 200 ns a packet -> 5 Mpps; route on the host 60 ns.
+    # 100 B a packet cross nic->host: the link 100*8/40 = 20 ns, the DMA 100*8/20 = 40 ns.
+    # Latency: 200 + 60 + 1000 (the link's 1 us) + 20 = 1280 ns.
+    p = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 100.0)],
+                _place(("nic", (0,)), ("host", (0,))), PROFILES)
+    assert p.bottleneck.name == "nic core 0"
+    assert p.mpps == pytest.approx(5.0)
+    assert p.latency_us == pytest.approx(1.28)
+    assert {s.name: s.ns for s in p.stages} == pytest.approx(
+        {"nic core 0": 200.0, "host core 0": 60.0, "link nic->host": 20.0, "nic DMA": 40.0})
+
+
+def test_more_device_cores_move_the_bottleneck_to_the_host():
+    # rx over 4 NIC cores: 50 ns each; the host's 60 ns is now the slowest: 16.67 Mpps.
+    # A packet still takes one core's 200 ns: the latency stays 1.28 us.
+    p = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 100.0)],
+                _place(("nic", (0, 1, 2, 3)), ("host", (0,))), PROFILES)
+    assert p.bottleneck.name == "host core 0"
+    assert p.mpps == pytest.approx(1000 / 60)
+    assert p.latency_us == pytest.approx(1.28)
+
+
+def test_segments_sharing_a_core_add_up_and_nothing_crosses():
+    # Both on host core 0: 40 + 60 = 100 ns -> 10 Mpps, latency 0.1 us, no link stage.
+    p = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 100.0)],
+                _place(("host", (0,)), ("host", (0,))), PROFILES)
+    assert [s.name for s in p.stages] == ["host core 0"]
+    assert p.mpps == pytest.approx(10.0)
+    assert p.latency_us == pytest.approx(0.1)
+
+
+def test_the_dma_engine_limits_a_fat_crossing():
+    # 1000 B a packet: link 200 ns, DMA 400 ns; rx on 4 cores (50 ns), route 60 ns.
+    # -> the DMA at 2.5 Mpps.
+    p = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 1000.0)],
+                _place(("nic", (0, 1, 2, 3)), ("host", (0,))), PROFILES)
+    assert p.bottleneck.name == "nic DMA"
+    assert p.mpps == pytest.approx(2.5)
+
+
+def test_both_directions_share_the_dma_engine_but_not_the_links():
+    # host rx -> nic route -> host tx: 100 B down, then half the packets (0.5) with 60 B up.
+    # Links: host->nic 20 ns, nic->host 60*8/40 = 12 ns; DMA (100+60)*8/20 = 64 ns.
+    # route on the NIC: 60 / 0.5 = 120 ns -> the bottleneck, 8.33 Mpps.
+    # Latency: 40 + 120 + 0 (tx) + (1000 + 20) + (0.5*1000 + 12) = 1692 ns.
+    segs = [*SEGMENTS, Segment("tx", {})]
+    place = Placement(devices={"rx": "host", "route": "nic", "tx": "host"},
+                      cores={"rx": (0,), "route": (0,), "tx": (1,)})
+    p = predict(segs, [Crossing("rx", "route", 1.0, 100.0), Crossing("route", "tx", 0.5, 60.0)],
+                place, PROFILES)
+    stages = {s.name: s.ns for s in p.stages}
+    assert stages["link host->nic"] == pytest.approx(20.0)
+    assert stages["link nic->host"] == pytest.approx(12.0)
+    assert stages["nic DMA"] == pytest.approx(64.0)
+    assert p.bottleneck.name == "nic core 0" and p.mpps == pytest.approx(1000 / 120)
+    assert p.latency_us == pytest.approx(1.692)
+
+
+def test_the_clock_a_core_needs_for_a_line_rate():
+    # 100 Gb/s of 1500 B packets (1538 B on the wire): 8,127,438 packets/s (the LSO seed's
+    # figure); 18 instructions each at one a cycle: 146.3 MHz; at two a cycle: 73.1 MHz.
+    assert clock_needed_mhz(18, 1.0, 100, 1538) == pytest.approx(146.29, abs=0.01)
+    assert clock_needed_mhz(18, 2.0, 100, 1538) == pytest.approx(73.15, abs=0.01)
+
+
+def test_the_cmp_nic_presets_give_the_active_nic_seeds_figure_4_shape():
+    # A Filter of 40 ns and an Aggregate of 100 ns a tuple (F = 0.4 A), nothing crossing.
+    # Host only: 140 ns. Filter on k NIC cores at 1/10: max(40 / (0.1 k), 100):
+    # k=1 400 ns (0.35x), 2: 200 (0.7x), 3: 133.3 (1.05x), 4: 100 (1.4x, balanced).
+    # At 1/5: k=1 200 (0.7x), k=2 100 (1.4x, balanced), then the host bounds it: 1.4x.
+    segs = [Segment("filter", {"integer": 40.0}), Segment("aggregate", {"integer": 100.0})]
+    host = profile.load("host")
+    only = Placement({"filter": "host", "aggregate": "host"}, {"filter": (0,), "aggregate": (0,)})
+    want = {"cmp-nic-200": [0.35, 0.7, 1.05, 1.4], "cmp-nic-400": [0.7, 1.4, 1.4, 1.4]}
+    for name, speedups in want.items():
+        profiles = {"host": host, "nic": profile.load(name)}
+        base = predict(segs, [], only, profiles).mpps
+        got = [predict(segs, [], Placement({"filter": "nic", "aggregate": "host"},
+                                           {"filter": tuple(range(k)), "aggregate": (0,)}),
+                       profiles).mpps / base for k in range(1, 5)]
+        assert got == pytest.approx(speedups), name
+
+
+def test_the_search_finds_the_best_split_and_folds_alike_ones():
+    # tests/progs.two_segment: rx (seta) on the NIC, app (reada, readb, out) on the host.
+    # Costs: seta 100 ns, reada 10 ns; nothing crosses but one message of 0 B per packet.
+    # Both sides have 2 cores; the NIC's are half as fast. By hand:
+    #   rx host[0,1] + app nic[0]: host cores 50 ns each, NIC 10/0.5 = 20 ns -> 20 Mpps;
+    #   (segments of one device share no core but core 0 all together)
+    #   rx host[0] + app host[1]: 100 ns -> 10 Mpps, the lowest latency at 10 (0.11 us);
+    #   rx nic[0,1] + app host: 100/0.5/2 = 100 ns -> 10 Mpps too, but 1.21 us.
+    # app nic[0,1] also gives 20 Mpps with more cores: folded into the first.
+    g = compile_program(two_segment())
+    cal = Calibration(
+        program="two", packets=1000, frame_bytes=64.0, source_ns=0.0, overhead_ns=0.0,
+        elements=(ElementCost("seta", "rx", "integer", 1.0, 100.0),
+                  ElementCost("reada", "app", "integer", 1.0, 10.0)),
+        queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),), source_segments=("rx",))
+    host = replace(HOST, cores=2)
+    nic = replace(NIC, cores=2, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
+    ranked = rank(g, cal, {"host": host, "nic": nic})
+    best = ranked[0]
+    assert dict(best.placement.devices) == {"rx": "host", "app": "nic"}
+    assert dict(best.placement.cores) == {"rx": (0, 1), "app": (0,)}
+    assert best.prediction.mpps == pytest.approx(20.0)
+    assert best.alike == 1
+    assert best.settings == ("rx.device=host", "rx.cores=0,1", "app.device=nic")
+    second = ranked[1]
+    assert second.prediction.mpps == pytest.approx(10.0)
+    assert second.prediction.latency_us == pytest.approx(0.11)
+    assert dict(second.placement.cores) == {"rx": (0,), "app": (1,)}
