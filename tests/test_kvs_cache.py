@@ -21,11 +21,12 @@ import pytest
 
 from offlow.build import build
 from offlow.dsl.loader import load_program
+from offlow.kvs.capture import memcached_datagram
 from offlow.plan import Plan
 from offlow.report import format_summary, summarize
 from offlow.runner import Run, RunOptions, RunResult
 from tests.e2e import ROOT, read_frames, run_example
-from tests.test_kvs_program import DELETE, GET, REQUESTS, SET, binary, datagram
+from tests.test_kvs_program import DELETE, GET, REQUESTS, SET, binary
 
 KVS_CACHE = ROOT / "examples" / "kvs_cache.py"
 POLICIES = ["write_through", "write_back"]
@@ -53,12 +54,12 @@ def test_datagrams_are_answered_like_memcached(policy: str, tmp_path: Path) -> N
     with open(capture, "wb") as f:
         w = dpkt.pcap.Writer(f)
         for i, payload in enumerate(REQUESTS):
-            w.writepkt(datagram(i, payload), ts=i * 1e-6)
+            w.writepkt(memcached_datagram(i, payload), ts=i * 1e-6)
         # A key read twice after one SET: the second GET can be a hit.
         for i, payload in enumerate([binary(SET, b"kiwi", b"green", opaque=20),
                                      binary(GET, b"kiwi", opaque=21),
                                      binary(GET, b"kiwi", opaque=22)]):
-            w.writepkt(datagram(20 + i, payload), ts=1 + i * 1e-6)
+            w.writepkt(memcached_datagram(20 + i, payload), ts=1 + i * 1e-6)
     s = run_example([f"cache.policy={policy}"], program=KVS_CACHE, input=capture, output=out)
     assert s["ok"], s["errors"]
     replies = replies_of(out)
