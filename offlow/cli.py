@@ -37,7 +37,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       udp_port=a.udp, tcp_port=a.tcp, serve=a.serve,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
-                      opts=tuple(a.opt))
+                      opts=tuple(a.opt), metrics=a.metrics)
     b = build_for(prog, opts)
     if a.serve and not b.graph.channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
@@ -61,6 +61,28 @@ def _cmd_run(a: argparse.Namespace) -> int:
     for err in res.errors:
         print(f"offlow: error: {err}", file=sys.stderr)
     return 0 if res.ok else 1
+
+
+def _cmd_stats(a: argparse.Namespace) -> int:
+    import time
+
+    from offlow import live, metrics
+
+    if a.every is not None and not a.every > 0:
+        raise OfflowError(f"--every {a.every:g}: must be a number of seconds above 0")
+    printed = False
+    while True:
+        try:
+            print(metrics.exposition(live.read(a.window)), flush=True)
+        except OfflowError as e:
+            if not printed:
+                raise
+            print(f"offlow: stopped: {e}", file=sys.stderr)  # the run has ended
+            return 0
+        if a.every is None:
+            return 0
+        printed = True
+        time.sleep(a.every)
 
 
 def _cmd_pcsa(a: argparse.Namespace) -> int:
@@ -157,8 +179,20 @@ def parser() -> argparse.ArgumentParser:
                    help="after the packets, keep serving the program's channels until Ctrl-C: "
                    "other host programs attach with offlow.session.attach(WINDOW), the path "
                    "it prints")
+    r.add_argument("--metrics", metavar="HOST:PORT",
+                   help="serve the run's counters in the Prometheus text format on "
+                        "HOST:PORT while it runs (e.g. 127.0.0.1:9100; port 0: a free one, "
+                        "printed at start); docs/metrics.md lists the metrics")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
+
+    st = sub.add_parser("stats", help="print the counters of a running program (Prometheus "
+                        "text format), read from its processes without pausing them")
+    st.add_argument("window", type=Path, help="the run's window (/dev/shm/offlow-...; "
+                    "offlow run --serve prints it)")
+    st.add_argument("--every", type=float, metavar="S",
+                    help="print them again every S seconds, until the run ends or Ctrl-C")
+    st.set_defaults(fn=_cmd_stats)
 
     rt = sub.add_parser("router", help="router tools")
     rsub = rt.add_subparsers(dest="router_cmd", required=True)

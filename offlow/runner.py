@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import targets
+from offlow import live, metrics, targets
 from offlow.build import Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
@@ -66,6 +66,9 @@ class RunOptions:
     # its own threads); implies udp_port=0 when that is None.
     tcp_port: int | None = None
     tcp_max_conns: int = 4096  # connections served at once; more are closed at once
+    # Serve the run's counters in the Prometheus text format on HOST:PORT while it runs
+    # (offlow/metrics.py; port 0: a free one, see Run.metrics).
+    metrics: str | None = None
 
 
 @dataclass
@@ -188,6 +191,8 @@ def check_options(o: RunOptions) -> tuple[int, str]:
         raise OfflowError(f"copy engine `{o.copy_engine}`: expected inline or thread")
     if o.output is not None:
         _check_output(Path(o.output), Path(o.input) if o.input else None)
+    if o.metrics is not None:
+        metrics.parse_address(o.metrics)
     if o.udp_port is not None or o.tcp_port is not None:
         return DEFAULT_MTU, "the default for a UDP run"
     if o.input is not None:
@@ -295,6 +300,8 @@ class Run:
         self.tcp_table: SharedTable | None = None  # the table serving it
         self._lifeline: int | None = None  # write end of the processes' liveness pipe
         self._killed: set[str] = set()  # processes this Run killed (their reason is given)
+        self.metrics: metrics.Server | None = None  # the metrics endpoint, once started
+        self._last: tuple[dict[str, Any], bool] = ({}, False)  # the last counts read
 
     def start(self) -> None:
         """Create the window and start the processes (the options were checked when
@@ -304,14 +311,19 @@ class Run:
         self._check_tcp()
         sweep_stale()
         try:
+            if self.opts.metrics is not None:  # bound before any process starts
+                self.metrics = metrics.Server(self.opts.metrics, self.live_stats)
             self._launch(common)
         except BaseException:
             self._abandon()
             raise
+        if self.progress and self.metrics is not None:
+            print(f"offlow: metrics at {self.metrics.url}", file=sys.stderr)
         if self.progress:
             devices = list(self.procs)
             print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
-                  "stops the run and prints its counts so far", file=sys.stderr)
+                  "stops the run and prints its counts so far; `offlow stats "
+                  f"{self.window}` prints them while it runs", file=sys.stderr)
             if self.opts.serve:
                 names = ", ".join(c.name for c in self.build.graph.channels)
                 print(f"offlow: serving channels {names} after the packets, until Ctrl-C; "
@@ -320,7 +332,7 @@ class Run:
 
     def _launch(self, common: list[str]) -> None:
         """The run folder, the window, the sockets, then the processes."""
-        self.tmp = run_folder()
+        self.tmp = run_folder(self.window.name.rsplit("-", 1)[1])
         plan = self.build.plan
         devices = [d.name for d in plan.devices]
         first = plan.devices[0]
@@ -412,6 +424,17 @@ class Run:
             print(f"offlow: serving UDP on 127.0.0.1:{self.udp_port}", file=sys.stderr)
         return s
 
+    def live_stats(self, timeout: float = 1.0) -> tuple[dict[str, Any], bool]:
+        """The processes' counters read now (offlow.live), and whether they are still
+        running (False: the last counts, those of processes that have ended). After the
+        run, or when they do not answer, the last counts read."""
+        try:
+            stats = live.read(self.window, timeout)
+        except OfflowError:
+            return self._last[0], False
+        self._last = (stats, not all(s.get("live_final") for s in stats.values()))
+        return self._last
+
     def stop(self, sig: int = signal.SIGTERM) -> None:
         """Ask the processes to stop: they finish cleanly (sources end, queues drain,
         stats are written; see runtime/core/include/offlow/stop.h), and wait() returns
@@ -433,6 +456,7 @@ class Run:
         killed = False
         started = time.monotonic()
         next_note = started + PROGRESS_EVERY
+        before = (started, 0)
         while True:
             for p in self.procs.values():
                 p.poll()
@@ -441,8 +465,7 @@ class Run:
             now = time.monotonic()
             if self.progress and now >= next_note:
                 next_note += PROGRESS_EVERY
-                total = f" of {self.opts.duration:g}" if self.opts.duration else ""
-                print(f"offlow: running, {now - started:.0f}{total} s", file=sys.stderr)
+                before = self._note_progress(started, before)
             if first_fail is None and any(p.returncode for p in self.procs.values()):
                 first_fail = now
                 self.stop()
@@ -455,6 +478,23 @@ class Run:
                 errors.append("run timed out" if expired
                               else "a process did not stop after another one failed")
             time.sleep(0.01)
+
+    def _note_progress(self, started: float, before: tuple[float, int]) -> tuple[float, int]:
+        """Print a progress line: time, and the packets read, forwarded and dropped so
+        far with the rate since the last line (when the processes answer in time).
+        Returns (when, packets read) for the next line's rate."""
+        now = time.monotonic()
+        total = f" of {self.opts.duration:g}" if self.opts.duration else ""
+        line = f"offlow: running, {now - started:.0f}{total} s"
+        stats, up = self.live_stats(timeout=0.5)
+        if up:
+            t = progress_totals(stats)
+            rate = (t["read"] - before[1]) / (now - before[0]) if now > before[0] else 0.0
+            line += (f": {t['read']:,} packets read ({rate / 1e6:.3f} Mpps), "
+                     f"{t['forwarded']:,} forwarded, {t['dropped']:,} dropped")
+            before = (now, t["read"])
+        print(line, file=sys.stderr, flush=True)
+        return before
 
     def _exit_errors(self) -> list[str]:
         """How each process that failed ended (those this Run killed have their
@@ -499,6 +539,9 @@ class Run:
 
     def _release(self) -> None:
         """Remove the window and the run folder; let go of the lifeline."""
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
         self.window.unlink(missing_ok=True)
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -529,10 +572,24 @@ class Run:
             errors += self._exit_errors()
             stats, tcp = self._read_stats(errors)
             errors += _source_errors(stats)
+            self._last = (stats, False)  # what a scrape during the shutdown gets
         finally:
             self._release()
         return RunResult(ok=not errors, stats=stats, errors=errors, tcp=tcp,
                          interrupted=interrupted, stopped_by=stopped_by)
+
+
+def progress_totals(stats: dict[str, Any]) -> dict[str, int]:
+    """Packets read by the sources, taken by the sinks and dropped (by elements, at
+    sources for their length, at full rings) in the processes' stats."""
+    cores = [c for dev in stats.values() for c in dev.get("cores", [])]
+    read = sum(s["packets"] + s.get("dropped", 0) for c in cores
+               for s in c.get("sources", {}).values())
+    dropped = sum(e["drop"] for c in cores for e in c.get("elements", {}).values())
+    dropped += sum(s.get("dropped", 0) for c in cores for s in c.get("sources", {}).values())
+    dropped += sum(x["dropped"] for c in cores for x in c.get("instances", []))
+    forwarded = sum(v["packets"] for dev in stats.values() for v in dev.get("sinks", {}).values())
+    return {"read": read, "forwarded": forwarded, "dropped": dropped}
 
 
 def _source_errors(stats: dict[str, Any]) -> list[str]:

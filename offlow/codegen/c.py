@@ -638,6 +638,13 @@ class DeviceGen:
           f"    .threads = ofl_threads, .nthreads = {len(self.threads)}u,",
           f"    .instances = {'true' if any(p.outputs for p in self.plans) else 'false'}, "
           ".mtu = OFL_MTU, .bufsize = OFL_BATCH * OFL_MTU,", "};", "")
+        e("/* Answer a live-stats request (ofl_live_fn). */",
+          "static void ofl_live_report(void *arg, uint32_t seq) {",
+          "    struct ofl_proc *proc = arg;",
+          "    int rc = ofl_prog_report_live(&ofl_prog, &proc->args, seq, false);",
+          "    if (rc < 0) fprintf(stderr, \"offlow %s: live stats: %s\\n\", proc->args.device, "
+          "ofl_strerror(rc));",
+          "}", "")
         e("int main(int argc, char **argv) {",
           "    struct ofl_proc *proc = &ofl_process;",
           f'    if (ofl_args_parse(&proc->args, argc, argv, "{self.device}") < 0) return 2;',
@@ -671,10 +678,18 @@ class DeviceGen:
             for c in self.channels:
                 e(f'    if (ofl_gen_serve(mgr, &proc->win, chan_off, "{c.name}", '
                   f"ofl_handler_{cname(c.name)}, proc) < 0) return 1;")
-        e("    int failed = ofl_prog_run(&ofl_prog, &proc->win);",
+        e("    /* live stats: the counters, written whenever a reader asks (live.h) */",
+          "    static struct ofl_live live;",
+          "    if (ofl_live_start(&live, &((struct ofl_window_hdr *)proc->win.base)->stats_req, "
+          "ofl_live_report, proc) < 0)",
+          "        fprintf(stderr, \"offlow %s: no live stats (cannot start a thread)\\n\", "
+          "proc->args.device);",
+          "    int failed = ofl_prog_run(&ofl_prog, &proc->win);",
           "    if (proc->args.serve && !failed && ofl_serve_until_stopped(&proc->win) < 0)",
           "        failed = 1;",
           *(["    ofl_chan_mgr_stop(mgr);"] if self.channels else []),
+          "    ofl_live_stop(&live);",
+          "    ofl_prog_report_live(&ofl_prog, &proc->args, 0, true); /* the last counts */",
           "    ofl_prog_report(&ofl_prog, &proc->args);",
           "    ofl_prog_close(&ofl_prog);",
           "    ofl_window_close(&proc->win);", "    ofl_lifeline_finish(&life);",
