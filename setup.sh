@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 need=()
 for pkg in gcc make libpcap-dev zlib1g-dev pkg-config clang libclang-rt-14-dev \
            libdpdk-dev dpdk-doc memcached libmemcached-tools ucx-utils tshark \
-           libbpf-dev libnl-route-3-dev; do
+           libbpf-dev libnl-route-3-dev graphviz; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
         || need+=("$pkg")
 done

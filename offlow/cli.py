@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offlow import targets
+from offlow import picture, targets
 from offlow.build import plan_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -19,9 +19,15 @@ from offlow.runner import RunOptions, build_for, check_options, run
 
 
 def _cmd_explain(a: argparse.Namespace) -> int:
+    if a.svg is not None:
+        picture.check_target(a.svg)
     prog = load_program(a.program, a.set)
     fit = check_options(RunOptions(input=a.input)) if a.input else None
-    print(explain(plan_program(prog, fit)))
+    plan = plan_program(prog, fit)
+    print(explain(plan))
+    if a.svg is not None:
+        picture.write_svg(plan, a.svg)
+        print(f"\npicture: {a.svg}")
     return 0
 
 
@@ -141,6 +147,11 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--input", type=Path,
                     help="size the queues to this capture as `run --input` does (else the "
                          "program's mtu, or 2048)")
+    ex.add_argument("--svg", type=Path, metavar="FILE",
+                    help="also draw the design into FILE (SVG, by Graphviz's dot): elements "
+                         "in a box per segment coloured by device, queue edges labelled with "
+                         "the fields and bytes per packet that cross them, tables beside the "
+                         "segments that use them")
     ex.set_defaults(fn=_cmd_explain)
 
     tg = sub.add_parser("targets", help="list the device targets, whether each is usable "
