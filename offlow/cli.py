@@ -193,7 +193,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--metrics", metavar="HOST:PORT",
                    help="serve the run's counters in the Prometheus text format on "
                         "HOST:PORT while it runs (e.g. 127.0.0.1:9100; port 0: a free one, "
-                        "printed at start); docs/metrics.md lists the metrics")
+                        "printed at start) and a live page at / (the design's picture with "
+                        "its rates, every second); docs/metrics.md lists the metrics")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 

@@ -15,18 +15,21 @@ while it runs, which the control plane keeps) are exported as
 from __future__ import annotations
 
 import ipaddress
+import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from socketserver import ThreadingMixIn
 from typing import Any
-from wsgiref.simple_server import WSGIServer
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector as _Collector
 
 from offlow.errors import OfflowError
 
 Stats = dict[str, dict[str, Any]]  # device -> the stats JSON of its process
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 # the NIC cache's counters (kind nic_cache: ofl_kvc_stats_json) exported one by one
 CACHE_COUNTERS = ("hits", "misses", "evictions", "writebacks", "fills", "bypass",
@@ -186,17 +189,46 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class Server:
-    """The metrics endpoint: Prometheus text at any path, from its own thread."""
+class _Quiet(WSGIRequestHandler):
+    """No log line per request."""
 
-    def __init__(self, address: str, read: Callable[[], tuple[Stats, bool]]) -> None:
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _Threading(ThreadingMixIn, WSGIServer):
+    """A thread per request (daemon: a scrape in progress never holds the run up)."""
+
+    daemon_threads = True
+
+
+class _Threading6(_Threading):
+    address_family = socket.AF_INET6
+
+
+class Server:
+    """The metrics endpoint, from a thread of its own: Prometheus text at /metrics (and
+    any path `page` does not take); `page` (offlow/livepage.py) serves its paths."""
+
+    def __init__(self, address: str, read: Callable[[], tuple[Stats, bool]],
+                 page: tuple[tuple[str, ...], WSGIApp] | None = None) -> None:
         host, port = parse_address(address)
+        text = make_wsgi_app(registry(read))
+        paths, pages = page if page is not None else ((), text)
+
+        def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+            app = pages if environ.get("PATH_INFO", "/") in paths else text
+            return app(environ, start_response)
+
+        cls = _Threading6 if ":" in host else _Threading
         try:
-            self._server: WSGIServer
-            self._server, self._thread = start_http_server(port, host, registry(read))
+            self._server = make_server(host, port, route, server_class=cls, handler_class=_Quiet)
         except OSError as e:
             raise OfflowError(f"--metrics {address}: cannot listen there: "
                               f"{e.strerror or e}") from e
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True,
+                                        name="offlow-metrics")
+        self._thread.start()
         self.host, self.port = host, int(self._server.server_address[1])
         self._lock = threading.Lock()
 

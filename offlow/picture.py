@@ -22,6 +22,7 @@ from offlow.plan import Plan, QueuePlan
 COLOURS = {"host": "#d6e6ff", "nic": "#ffe2b8", "xdp": "#d5f2d0", "window": "#eeeeee"}
 SPARE = ("#f2d5f0", "#fff6b8", "#d0f0f0", "#f0d8d0")
 PACKET = 64  # the packet size whose bytes the queue labels give
+LIVE_MARK = "\u2026"  # the label line a live picture fills in (an ellipsis until then)
 
 
 def colour(device: str, devices: list[str]) -> str:
@@ -66,8 +67,11 @@ def _table_home(g: Graph, t: SharedTable) -> str | None:
     return None
 
 
-def design(plan: Plan) -> graphviz.Digraph:
-    """The picture of a plan, as a Graphviz graph."""
+def design(plan: Plan, live: bool = False) -> graphviz.Digraph:
+    """The picture of a plan, as a Graphviz graph. `live`: every segment box, element
+    and queue edge gets one more label line (LIVE_MARK), which the live page of the
+    metrics server (offlow/livepage.py) fills with its counters."""
+    more = f"\n{LIVE_MARK}" if live else ""
     g = plan.graph
     devices = sorted({s.device for s in g.segments})
     dot = graphviz.Digraph(g.name, graph_attr={"rankdir": "LR", "fontname": "Helvetica",
@@ -78,13 +82,13 @@ def design(plan: Plan) -> graphviz.Digraph:
     homes = {t.name: _table_home(g, t) for t in g.shared}
     for s in g.segments:
         with dot.subgraph(name=f"cluster_{s.name}") as c:
-            c.attr(label=f"{s.name}: {s.device}, cores {','.join(map(str, s.cores))}",
+            c.attr(label=f"{s.name}: {s.device}, cores {','.join(map(str, s.cores))}{more}",
                    style="filled,rounded", fillcolor=colour(s.device, devices),
                    **{"class": f"segment device-{s.device}"})
             for n in g.nodes:
                 if n.segment == s.name:
                     shape = {"source": "invhouse", "sink": "house"}.get(n.kind, "box")
-                    c.node(n.name, n.name, shape=shape, tooltip=n.cls or n.kind)
+                    c.node(n.name, n.name + more, shape=shape, tooltip=n.cls or n.kind)
             for t in g.shared:
                 if homes[t.name] == s.name:
                     c.node(f"table {t.name}", _table_text(t), shape="cylinder",
@@ -102,7 +106,7 @@ def design(plan: Plan) -> graphviz.Digraph:
         several = len(g.node(e.src).outputs) > 1
         if e in crossing:
             qp, ch = crossing[e]
-            dot.edge(e.src, e.dst, label=queue_label(qp, ch), penwidth="2",
+            dot.edge(e.src, e.dst, label=queue_label(qp, ch) + more, penwidth="2",
                      color="#c0392b" if qp.queue.crosses_device else "#555555",
                      taillabel=e.src_port if several else "")
         else:
@@ -131,13 +135,21 @@ def check_target(path: Path) -> None:
                           "setup.sh installs it)")
 
 
+def svg(plan: Plan, live: bool = False) -> str:
+    """The picture of a plan as SVG text."""
+    try:
+        return str(design(plan, live).pipe(format="svg", encoding="utf-8"))
+    except (graphviz.ExecutableNotFound, graphviz.CalledProcessError) as e:
+        raise OfflowError(f"Graphviz failed: {e}") from e
+
+
 def write_svg(plan: Plan, path: Path) -> None:
     """Draw the plan into the SVG file `path`."""
     try:
-        svg = design(plan).pipe(format="svg", encoding="utf-8")
-    except (graphviz.ExecutableNotFound, graphviz.CalledProcessError) as e:
-        raise OfflowError(f"--svg {path}: Graphviz failed: {e}") from e
+        text = svg(plan)
+    except OfflowError as e:
+        raise OfflowError(f"--svg {path}: {e}") from e
     try:
-        path.write_text(svg)
+        path.write_text(text)
     except OSError as e:
         raise OfflowError(f"--svg {path}: cannot write it: {e.strerror}") from e

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import live, metrics, targets
+from offlow import live, livepage, metrics, targets
 from offlow.build import Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
@@ -312,13 +312,16 @@ class Run:
         sweep_stale()
         try:
             if self.opts.metrics is not None:  # bound before any process starts
-                self.metrics = metrics.Server(self.opts.metrics, self.live_stats)
+                page = livepage.app(self.build.plan, self.live_stats)
+                self.metrics = metrics.Server(self.opts.metrics, self.live_stats,
+                                              (livepage.PATHS, page))
             self._launch(common)
         except BaseException:
             self._abandon()
             raise
         if self.progress and self.metrics is not None:
-            print(f"offlow: metrics at {self.metrics.url}", file=sys.stderr)
+            print(f"offlow: metrics at {self.metrics.url}, the live page at "
+                  f"{self.metrics.url.removesuffix('metrics')}", file=sys.stderr)
         if self.progress:
             devices = list(self.procs)
             print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
@@ -490,7 +493,8 @@ class Run:
         if up:
             t = progress_totals(stats)
             rate = (t["read"] - before[1]) / (now - before[0]) if now > before[0] else 0.0
-            line += (f": {t['read']:,} packets read ({rate / 1e6:.3f} Mpps), "
+            speed = f"{rate / 1e6:.3f} Mpps" if rate >= 1e5 else f"{rate:,.0f} pps"
+            line += (f": {t['read']:,} packets read ({speed}), "
                      f"{t['forwarded']:,} forwarded, {t['dropped']:,} dropped")
             before = (now, t["read"])
         print(line, file=sys.stderr, flush=True)
