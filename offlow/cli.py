@@ -76,10 +76,10 @@ def _cmd_stats(a: argparse.Namespace) -> int:
 
     if a.every is not None and not a.every > 0:
         raise OfflowError(f"--every {a.every:g}: must be a number of seconds above 0")
-    printed = False
+    printed, hdr = False, live.header()
     while True:
         try:
-            print(metrics.exposition(live.read(a.window)), flush=True)
+            print(metrics.exposition(live.read(a.window, hdr=hdr)), flush=True)
         except OfflowError as e:
             if not printed:
                 raise

@@ -33,9 +33,14 @@ def _fresh(stats: dict[str, Any], req: int) -> bool:
     return (int(stats.get("live_seq", 0)) - req) % (1 << 32) < 1 << 31
 
 
-def _ask(window: Path) -> int:
+def header() -> WindowHeader:
+    """The window header's layout (from the C library, built on first use: get it once,
+    before a run starts, not at each read)."""
+    return WindowHeader.of(_Lib(_library()))
+
+
+def _ask(window: Path, hdr: WindowHeader) -> int:
     """Raise the window's request word; returns the request to wait for."""
-    hdr = WindowHeader.of(_Lib(_library()))
     try:
         with open(window, "r+b") as f, mmap.mmap(f.fileno(), hdr.size) as m:
             if hdr.get(m, "magic") != hdr.magic or hdr.get(m, "version") != hdr.version:
@@ -59,13 +64,14 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def read(window: str | Path, timeout: float = 1.0) -> dict[str, dict[str, Any]]:
+def read(window: str | Path, timeout: float = 1.0,
+         hdr: WindowHeader | None = None) -> dict[str, dict[str, Any]]:
     """Ask the processes of the run whose window is `window` for their counters and
     return each device's answer (device -> the stats JSON of that process). A clear
     error when the run has ended, or when a process does not answer within `timeout`
-    seconds."""
+    seconds. `hdr`: the header's layout (header()), when the caller has it."""
     window = Path(window)
-    req = _ask(window)
+    req = _ask(window, hdr or header())
     folder = run_folder_of(window)
     if folder is None:
         raise OfflowError(f"{window}: its run folder is gone: the run has ended")

@@ -27,8 +27,8 @@ PATHS = ("/", "/design.svg", "/live.json")
 
 
 def counters(plan: Plan, stats: Stats, up: bool) -> dict[str, Any]:
-    """The live page's numbers: packets and drops per element and segment, packets,
-    drops and occupancy per queue edge."""
+    """The live page's numbers: packets and drops per element and segment; per queue
+    edge the packets taken from its channel, and its queue's drops and occupancy."""
     s = summarize(plan, stats)
     g = plan.graph
     elements = {n.name: {"packets": 0, "drops": 0} for n in g.nodes}
@@ -37,13 +37,20 @@ def counters(plan: Plan, stats: Stats, up: bool) -> dict[str, Any]:
     segments = {f"cluster_{x['segment']}": {"packets": x["packets"], "drops": x["drops"]}
                 for x in s["segments"]}
     by_queue = {q["queue"]: q for q in s["queues"]}
+    taken: dict[tuple[str, int], int] = {}  # (queue, channel) -> packets taken from it
+    for dev in stats.values():
+        for c in dev.get("cores", []):
+            for ch in c.get("channels", []):
+                key = (ch["queue"], ch["channel"])
+                taken[key] = taken.get(key, 0) + ch["packets"]
     edges = {}
     for qp in plan.queues:
         q = by_queue[qp.queue.name]
-        for ch in qp.queue.channels:
+        for k, ch in enumerate(qp.queue.channels):
             edges[f"{ch.edge.src}->{ch.edge.dst}"] = {
-                "queue": q["queue"], "packets": q["packets"], "drops": q["dropped"],
-                "occupancy_avg": q["occupancy_avg"], "occupancy_max": q["occupancy_max"]}
+                "queue": q["queue"], "channel": k, "packets": taken.get((q["queue"], k), 0),
+                "drops": q["dropped"], "occupancy_avg": q["occupancy_avg"],
+                "occupancy_max": q["occupancy_max"]}
     return {"program": g.name, "up": up, "elements": elements, "segments": segments,
             "edges": edges}
 

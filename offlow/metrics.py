@@ -91,6 +91,12 @@ def _core(f: _Families, dev: str, c: dict[str, Any]) -> None:
                   "when its consumer polled", r, q["occupancy_sum"] / n if n else 0.0)
             f.add("gauge", "offlow_queue_occupancy_max", "most entries waiting in a ring",
                   r, q["occupancy_max"])
+    for ch in c.get("channels", []):
+        k = {**at, "queue": ch["queue"], "channel": str(ch["channel"])}
+        f.add("counter", "offlow_channel_packets", "packets a core took from one channel of "
+              "a queue", k, ch["packets"])
+        f.add("counter", "offlow_channel_bytes", "packet bytes a core took from one channel "
+              "of a queue", k, ch["bytes"])
     for x in c.get("instances", []):
         f.add("counter", "offlow_queue_drops", "entries dropped at a full ring "
               "(enqueue=drop), by instance", {**at, "queue": x["queue"],
@@ -135,7 +141,8 @@ def families(stats: Stats, up: bool = True) -> list[Metric]:
     program (else the last counts of one that has ended)."""
     f = _Families()
     f.add("gauge", "offlow_up", "1: the counters were read from the running program; "
-          "0: the last ones of a program that has ended", {}, 1 if up else 0)
+          "0: the last ones read (the program has ended, or did not answer in time)", {},
+          1 if up else 0)
     for dev, s in sorted(stats.items()):
         for c in s.get("cores", []):
             _core(f, dev, c)

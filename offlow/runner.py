@@ -26,6 +26,7 @@ from typing import Any
 
 from offlow import live, livepage, metrics, targets
 from offlow.build import Build, build
+from offlow.channels import WindowHeader
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.inputs import largest_synthetic, read_capture
@@ -302,6 +303,7 @@ class Run:
         self._killed: set[str] = set()  # processes this Run killed (their reason is given)
         self.metrics: metrics.Server | None = None  # the metrics endpoint, once started
         self._last: tuple[dict[str, Any], bool] = ({}, False)  # the last counts read
+        self._header: WindowHeader | None = None  # the window header's layout (live reads)
 
     def start(self) -> None:
         """Create the window and start the processes (the options were checked when
@@ -311,6 +313,8 @@ class Run:
         self._check_tcp()
         sweep_stale()
         try:
+            if self.progress or self.opts.metrics is not None:
+                self._header = live.header()  # (builds the C library on first use)
             if self.opts.metrics is not None:  # bound before any process starts
                 page = livepage.app(self.build.plan, self.live_stats)
                 self.metrics = metrics.Server(self.opts.metrics, self.live_stats,
@@ -432,7 +436,9 @@ class Run:
         running (False: the last counts, those of processes that have ended). After the
         run, or when they do not answer, the last counts read."""
         try:
-            stats = live.read(self.window, timeout)
+            if self._header is None:
+                self._header = live.header()
+            stats = live.read(self.window, timeout, self._header)
         except OfflowError:
             return self._last[0], False
         self._last = (stats, not all(s.get("live_final") for s in stats.values()))

@@ -69,6 +69,10 @@ def test_live_json_is_keyed_as_the_pictures_titles_and_grows(running: str) -> No
         assert time.monotonic() < deadline, "the counts did not grow"
         time.sleep(0.2)
     assert later["up"] is True
+    # each queue edge counts its own channel (the TTL pipeline's IPv4 one carries all
+    # of its synthetic traffic, the IPv6 one none)
+    assert packets(later, "edges") > 0
+    assert later["edges"]["ttl4->l4"]["packets"] > 0 == later["edges"]["ttl6->l4"]["packets"]
     html = get(running).decode()
     assert "live.json" in html and "design.svg" in html
 

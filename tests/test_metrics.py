@@ -6,6 +6,8 @@ failed run)."""
 from __future__ import annotations
 
 import http.client
+import ipaddress
+import random
 import socket
 import subprocess
 import sys
@@ -18,7 +20,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from offlow import live, metrics
 from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
 from offlow.runner import Run, RunOptions, build_for
 from tests.e2e import EXAMPLE, ROOT, TLS
 from tests.example_outputs import _write_requests
@@ -29,7 +33,7 @@ KVS_CACHE = ROOT / "examples" / "kvs_cache.py"
 
 def scrape(url: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
     """Every sample of the endpoint, parsed by prometheus-client: name -> labels -> value."""
-    with urllib.request.urlopen(url, timeout=10) as r:
+    with urllib.request.urlopen(url, timeout=120) as r:
         text = r.read().decode()
     out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
     for fam in text_string_to_metric_families(text):
@@ -96,6 +100,10 @@ def test_a_running_cache_is_scraped_and_its_counters_grow(tmp_path: Path) -> Non
                  for k in ("misses", "bypass")}
         assert cache["misses"] > 0 and cache["bypass"] > 0
         assert total(second, "offlow_queue_doorbells_total") > 0
+        # the misses cross to the store on one channel of parse->store
+        assert total(second, "offlow_channel_packets_total", queue="parse->store",
+                     channel="0") > 0
+        assert total(second, "offlow_channel_bytes_total", queue="parse->store") > 0
         stats = subprocess.run([sys.executable, "-m", "offlow.cli", "stats", str(r.window)],
                                capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert stats.returncode == 0, stats.stderr
@@ -125,7 +133,7 @@ def test_a_scrape_during_shutdown_gets_an_answer_or_a_refusal() -> None:
         while True:
             try:
                 answers.append(scrape(url))
-            except (urllib.error.URLError, ConnectionError, http.client.HTTPException) as e:
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
                 errors.append(e)
                 if isinstance(getattr(e, "reason", None), ConnectionRefusedError):
                     return  # the server is gone
@@ -173,3 +181,30 @@ def test_a_metrics_port_in_use_is_one_clear_error_before_any_process(tmp_path: P
     assert rc == 2, err
     assert f"--metrics 127.0.0.1:{port}: cannot listen there" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_metrics_addresses_fuzzed() -> None:
+    """Any text is an address or one OfflowError (never another exception)."""
+    rng = random.Random(33)
+    alphabet = "0123456789.:[]abcdef localhost-\x00é"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 24)))
+        try:
+            host, port = metrics.parse_address(text)
+        except OfflowError:
+            continue
+        assert 0 <= port <= 65535
+        assert host == "localhost" or ipaddress.ip_address(host)
+    for text in ("127.0.0.1:0", "[::1]:9100", "localhost:65535"):
+        metrics.parse_address(text)
+
+
+@pytest.mark.parametrize("content", [b"", b"short", bytes(4096), bytes(range(256)) * 16])
+def test_stats_of_a_file_that_is_no_window_is_one_clear_error(content: bytes,
+                                                              tmp_path: Path) -> None:
+    path = tmp_path / "offlow-fake-1-0badcafe"
+    path.write_bytes(content)
+    with pytest.raises(OfflowError, match="offlow window"):
+        live.read(path, timeout=0.1)
+    with pytest.raises(OfflowError, match="offlow window"):
+        live.read(tmp_path, timeout=0.1)  # a folder

@@ -139,6 +139,13 @@ class DeviceGen:
         self.why_base: dict[str, int] = {}
         for n in self.nodes:
             self.why_base[n.name] = sum(len(m.drops) for m in self.nodes[:self.index[n.name]])
+        # the channels of the queues into this device's segments, numbered for the
+        # per-channel counters (el_ch_in, el_ch_bytes): queue name -> its channel 0's
+        self.in_channels = [(qp.queue.name, lay.channel) for qp in plan.queues
+                            if self.g.segment(qp.queue.dst_segment).device == device
+                            for lay in qp.layouts]
+        self.ch_base = {q: self.in_channels.index((q, 0)) for q, ch in self.in_channels
+                        if ch == 0}
         self.e = Emitter(f"{device}.c")
 
     def target(self, node: Node, port: str) -> str:
@@ -197,6 +204,9 @@ class DeviceGen:
                                       for c in ("in", "drop", "used", "copies", "made")) + ";",
           f"    uint64_t el_why[{max(1, sum(len(n.drops) for n in self.nodes))}]; "
           "/* drops per element and reason */",
+          "    /* per channel of the queues into this device: packets and bytes taken */",
+          f"    uint64_t el_ch_in[{max(1, len(self.in_channels))}], "
+          f"el_ch_bytes[{max(1, len(self.in_channels))}];",
           "    uint32_t steer;",
           "    struct ofl_group *grp; /* the core group of a grouped segment, else NULL */")
         for q in self.g.queues:
@@ -559,7 +569,8 @@ class DeviceGen:
 
     def _gen_input(self, p: SegmentPlan, q: Queue) -> None:
         """A function that runs entries [lo, hi) of a batch from `q` through the segment."""
-        self.e(*qg.input_def(p.name, self.plan.queue(q.name), vg.flush_call(p, "    ")))
+        self.e(*qg.input_def(p.name, self.plan.queue(q.name), vg.flush_call(p, "    "),
+                             self.ch_base[q.name]))
 
     def _gen_pop(self, p: SegmentPlan, k: int, q: Queue) -> None:
         """Take the next batch of every ring of `q` this core polls (each producer
@@ -608,7 +619,12 @@ class DeviceGen:
           "static const unsigned ofl_why_base[] = {"
           + "".join(f"{self.why_base[n.name]}u, " for n in self.nodes) + "0u };",
           "static const char *const ofl_why_names[] = {"
-          + "".join(f'"{r}", ' for r in reasons) + "NULL };", "",
+          + "".join(f'"{r}", ' for r in reasons) + "NULL };",
+          "/* The channels of the queues into this device, by counter index. */",
+          "static const char *const ofl_ch_queue[] = {"
+          + "".join(f'"{q}", ' for q, _ in self.in_channels) + "NULL };",
+          "static const unsigned ofl_ch_index[] = {"
+          + "".join(f"{ch}u, " for _, ch in self.in_channels) + "0u };", "",
           "/* This process: its tables and sinks, its core groups, its segment cores. */",
           "static struct ofl_proc ofl_process;")
         for p in self.plans:
@@ -632,6 +648,7 @@ class DeviceGen:
         e("static const struct ofl_prog ofl_prog = {",
           "    .el_names = ofl_el_names, .why_n = ofl_why_n, .why_base = ofl_why_base,",
           "    .why_names = ofl_why_names, .rings = ofl_ring_desc,",
+          "    .ch_queue = ofl_ch_queue, .ch_index = ofl_ch_index,",
           f"    .cores = ofl_cores, .ncores = {len(ctxs)}u,",
           f"    .sinks = {_ref('ofl_sinks', self.sinks)}, .nsinks = {len(self.sinks)}u,",
           f"    .tables = {_ref('ofl_tables', tables)}, .ntables = {len(tables)}u,",
@@ -767,7 +784,7 @@ class DeviceGen:
         srcs = [f'    {{ "{s}", &{ctx}.src_{cname(s)} }},' for s in p.sources]
         e(_array("struct ofl_src_use", f"ofl_sources_{k}", srcs))
         counts = ", ".join(f"{ctx}.el_{c}" for c in ("in", "drop", "used", "copies", "made",
-                                                      "why"))
+                                                      "why", "ch_in", "ch_bytes"))
         return (f'    {{ &{ctx}.core, "{p.name}", {idx}u, {len(p.cores)}u, {p.cores[idx]}, '
                 f"{{ {counts} }},\n      {_ref(f'ofl_queues_{k}', sides)}, {len(sides)}u, "
                 f"{_ref(f'ofl_sources_{k}', srcs)}, {len(srcs)}u }},")

@@ -538,6 +538,17 @@ static void stats_core(struct ofl_json *j, const struct ofl_prog *p, const struc
     for (unsigned i = 0; p->el_names[i]; i++)
         if (u->el.in[i]) stats_element(j, p, &u->el, i);
     ofl_json_end_obj(j);
+    ofl_json_begin_arr(j, "channels");  /* those it took packets from */
+    for (unsigned k = 0; p->ch_queue && u->el.ch_in && p->ch_queue[k]; k++) {
+        if (!u->el.ch_in[k]) continue;
+        ofl_json_begin_obj(j, NULL);
+        ofl_json_str(j, "queue", p->ch_queue[k]);
+        ofl_json_u64(j, "channel", p->ch_index[k]);
+        ofl_json_u64(j, "packets", u->el.ch_in[k]);
+        ofl_json_u64(j, "bytes", u->el.ch_bytes[k]);
+        ofl_json_end_obj(j);
+    }
+    ofl_json_end_arr(j);
     ofl_json_begin_arr(j, "queues");
     for (unsigned q = 0; q < u->nqueues; q++) {
         const struct ofl_qside *s = &u->queues[q];

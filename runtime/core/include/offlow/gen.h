@@ -299,9 +299,11 @@ struct ofl_src_use {
 };
 
 /* Per-element counters of one segment core, indexed like ofl_prog.el_names (`why`:
- * per element and drop reason, from ofl_prog.why_base). */
+ * per element and drop reason, from ofl_prog.why_base); `ch_in`, `ch_bytes`: the
+ * packets and bytes it took from each channel of the queues into this device, indexed
+ * like ofl_prog.ch_queue (NULL: none counted). */
 struct ofl_el_counts {
-    uint64_t *in, *drop, *used, *copies, *made, *why;
+    uint64_t *in, *drop, *used, *copies, *made, *why, *ch_in, *ch_bytes;
 };
 
 /* One segment core: its ofl_core, what it runs and counts, its rings and sources. */
@@ -343,6 +345,9 @@ struct ofl_prog {
     const unsigned *why_n;         /* per element: its drop reasons */
     const unsigned *why_base;      /* per element: its first reason in why_names */
     const char *const *why_names;
+    const char *const *ch_queue;   /* the channels of the queues into this device: the
+                                      queue of each (NULL-terminated; NULL: none) ... */
+    const unsigned *ch_index;      /* ... and its channel number in that queue */
     const struct ofl_ring_spec *rings;  /* every ring of the window */
     const struct ofl_core_use *cores;
     unsigned ncores;
