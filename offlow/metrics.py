@@ -2,7 +2,7 @@
 
 `families(stats)` turns the processes' stats (offlow.live.read, or the stats files of
 a finished run: the same JSON) into metric families; `Collector` asks a running program
-for them at every scrape; `serve` puts them on an HTTP endpoint (`offlow run --metrics
+for them at every scrape; `Server` puts them on an HTTP endpoint (`offlow run --metrics
 HOST:PORT`) and `exposition` gives the text format (`offlow stats`).  Every metric is
 named `offlow_...`, labelled with the device and, where the runtime counts per core,
 the segment and core (sum over cores for the whole segment).
@@ -237,7 +237,6 @@ class Server:
                                         name="offlow-metrics")
         self._thread.start()
         self.host, self.port = host, int(self._server.server_address[1])
-        self._lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -245,8 +244,8 @@ class Server:
         return f"http://{host}:{self.port}/metrics"
 
     def close(self) -> None:
-        """Stop serving (a scrape in progress gets its answer first)."""
-        with self._lock:
-            self._server.shutdown()
-            self._server.server_close()
-            self._thread.join(timeout=5)
+        """Stop serving and close the socket (a scrape already taken still gets its
+        answer, from its own thread; one waiting to be taken is reset)."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
