@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import ipaddress
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -208,3 +209,46 @@ def test_stats_of_a_file_that_is_no_window_is_one_clear_error(content: bytes,
         live.read(path, timeout=0.1)
     with pytest.raises(OfflowError, match="offlow window"):
         live.read(tmp_path, timeout=0.1)  # a folder
+
+
+def test_a_long_run_shows_progress_and_stats_every_follows_it_to_its_end() -> None:
+    """`offlow run --duration 7` as a user runs it: a progress line with the packets
+    read, their rate, forwarded and dropped after 5 s; `offlow stats WINDOW --every
+    0.5` (the window it prints) prints the counters again and again, growing, and
+    stops cleanly (status 0) when the run ends."""
+    run = subprocess.Popen([sys.executable, "-m", "offlow.cli", "run", str(EXAMPLE),
+                            "--duration", "7"], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        assert run.stderr is not None
+        window = None
+        lines = []
+        for line in run.stderr:
+            lines.append(line)
+            m = re.search(r"`offlow stats (\S+)`", line)
+            if m:
+                window = m.group(1)
+                break
+        assert window, lines
+        stats = subprocess.run([sys.executable, "-m", "offlow.cli", "stats", window,
+                                "--every", "0.5"], cwd=ROOT, capture_output=True, text=True,
+                               timeout=120)
+        rest = run.stderr.read()
+        run.wait(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, rest
+    assert stats.returncode == 0 and "offlow: stopped:" in stats.stderr, stats.stderr
+    shots = [s for s in stats.stdout.split("# HELP offlow_up") if s.strip()]
+    assert len(shots) >= 2
+    read = [sum(s.value for f in text_string_to_metric_families("# HELP offlow_up" + shot)
+                for s in f.samples
+                if s.name == "offlow_segment_packets_total" and s.labels["segment"] == "rx")
+            for shot in shots]
+    assert read == sorted(read) and read[-1] > read[0]
+    progress = re.search(r"offlow: running, 5 of 7 s: ([\d,]+) packets read \(([\d.,]+) "
+                         r"(M?pps)\), ([\d,]+) forwarded, ([\d,]+) dropped", rest)
+    assert progress, rest
+    assert int(progress.group(1).replace(",", "")) > 0
+    assert float(progress.group(2).replace(",", "")) > 0
