@@ -201,7 +201,7 @@ def parser() -> argparse.ArgumentParser:
     st = sub.add_parser("stats", help="print the counters of a running program (Prometheus "
                         "text format), read from its processes without pausing them")
     st.add_argument("window", type=Path, help="the run's window (/dev/shm/offlow-...; "
-                    "offlow run --serve prints it)")
+                    "offlow run prints it at start)")
     st.add_argument("--every", type=float, metavar="S",
                     help="print them again every S seconds, until the run ends or Ctrl-C")
     st.set_defaults(fn=_cmd_stats)

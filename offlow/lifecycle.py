@@ -91,14 +91,15 @@ def run_folder(token: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=f"{RUN_FOLDER_PREFIX}{os.getpid()}-{token}-"))
 
 
-def run_folder_of(window: Path, tmp: Path | None = None) -> Path | None:
-    """The run folder of the run whose window is `window` (offlow-NAME-PID-TOKEN), or
-    None when there is none (the run has ended, or the name is not a window's)."""
+def run_folder_of(window: Path) -> Path | None:
+    """The run folder of the run whose window is `window` (offlow-NAME-PID-TOKEN) in
+    the temp directory, or None when there is none (the run has ended, or the name is
+    not a window's)."""
     m = _WINDOW.match(window.name)
     if not m:
         return None
-    where = tmp or Path(tempfile.gettempdir())
-    found = sorted(where.glob(f"{RUN_FOLDER_PREFIX}{m.group(1)}-{m.group(2)}-*"))
+    name = f"{RUN_FOLDER_PREFIX}{m.group(1)}-{m.group(2)}-*"
+    found = sorted(Path(tempfile.gettempdir()).glob(name))
     return found[0] if found else None
 
 

@@ -18,11 +18,10 @@ from typing import Any
 
 from offlow import picture
 from offlow.errors import OfflowError
+from offlow.metrics import Stats, WSGIApp
 from offlow.plan import Plan
 from offlow.report import summarize
 
-Stats = dict[str, dict[str, Any]]
-WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 PATHS = ("/", "/design.svg", "/live.json")
 
 
