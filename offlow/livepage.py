@@ -27,7 +27,8 @@ PATHS = ("/", "/design.svg", "/live.json")
 
 def counters(plan: Plan, stats: Stats, up: bool) -> dict[str, Any]:
     """The live page's numbers: packets and drops per element and segment; per queue
-    edge the packets taken from its channel, and its queue's drops and occupancy."""
+    edge the packets taken from its channel, and its queue's drops and occupancy (now,
+    and mean/most over the run)."""
     s = summarize(plan, stats)
     g = plan.graph
     elements = {n.name: {"packets": 0, "drops": 0} for n in g.nodes}
@@ -37,18 +38,23 @@ def counters(plan: Plan, stats: Stats, up: bool) -> dict[str, Any]:
                 for x in s["segments"]}
     by_queue = {q["queue"]: q for q in s["queues"]}
     taken: dict[tuple[str, int], int] = {}  # (queue, channel) -> packets taken from it
+    waiting: dict[str, int] = {}  # queue -> entries in its rings now
     for dev in stats.values():
         for c in dev.get("cores", []):
             for ch in c.get("channels", []):
                 key = (ch["queue"], ch["channel"])
                 taken[key] = taken.get(key, 0) + ch["packets"]
+            for r in c.get("queues", []):
+                if r["side"] == "in":
+                    waiting[r["queue"]] = waiting.get(r["queue"], 0) + r.get("occupancy_now", 0)
     edges = {}
     for qp in plan.queues:
         q = by_queue[qp.queue.name]
         for k, ch in enumerate(qp.queue.channels):
             edges[f"{ch.edge.src}->{ch.edge.dst}"] = {
                 "queue": q["queue"], "channel": k, "packets": taken.get((q["queue"], k), 0),
-                "drops": q["dropped"], "occupancy_avg": q["occupancy_avg"],
+                "drops": q["dropped"], "occupancy_now": waiting.get(q["queue"], 0),
+                "occupancy_avg": q["occupancy_avg"],
                 "occupancy_max": q["occupancy_max"]}
     return {"program": g.name, "up": up, "elements": elements, "segments": segments,
             "edges": edges}
@@ -111,7 +117,8 @@ async function tick() {{
     let s = rate === null ? MARK : rateText(rate);
     if (c.drops) s += ", " + c.drops + " dropped";
     if (c.occupancy_max !== undefined)
-      s += ", ring " + c.occupancy_avg.toFixed(1) + "/" + c.occupancy_max;
+      s += ", ring " + c.occupancy_now + " now (" + c.occupancy_avg.toFixed(1) + "/"
+        + c.occupancy_max + ")";
     text.textContent = s;
     text.setAttribute("class", rate > 0 ? "live moving" : "live");
   }}

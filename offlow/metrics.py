@@ -91,6 +91,9 @@ def _core(f: _Families, dev: str, c: dict[str, Any]) -> None:
                   "when its consumer polled", r, q["occupancy_sum"] / n if n else 0.0)
             f.add("gauge", "offlow_queue_occupancy_max", "most entries waiting in a ring",
                   r, q["occupancy_max"])
+            if "occupancy_now" in q:
+                f.add("gauge", "offlow_queue_occupancy", "entries waiting in a ring now "
+                      "(published, not yet released)", r, q["occupancy_now"])
     for ch in c.get("channels", []):
         k = {**at, "queue": ch["queue"], "channel": str(ch["channel"])}
         f.add("counter", "offlow_channel_packets", "packets a core took from one channel of "

@@ -73,6 +73,8 @@ def test_live_json_is_keyed_as_the_pictures_titles_and_grows(running: str) -> No
     # of its synthetic traffic, the IPv6 one none)
     assert packets(later, "edges") > 0
     assert later["edges"]["ttl4->l4"]["packets"] > 0 == later["edges"]["ttl6->l4"]["packets"]
+    ring = later["edges"]["ttl4->l4"]
+    assert 0 <= ring["occupancy_now"] <= 1024 and ring["occupancy_max"] <= 1024  # ring_size
     html = get(running).decode()
     assert "live.json" in html and "design.svg" in html
 

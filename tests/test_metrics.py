@@ -101,6 +101,9 @@ def test_a_running_cache_is_scraped_and_its_counters_grow(tmp_path: Path) -> Non
                  for k in ("misses", "bypass")}
         assert cache["misses"] > 0 and cache["bypass"] > 0
         assert total(second, "offlow_queue_doorbells_total") > 0
+        # every ring's entries waiting now: within its size (the default 1024)
+        assert second["offlow_queue_occupancy"]
+        assert all(0 <= v <= 1024 for v in second["offlow_queue_occupancy"].values())
         # the misses cross to the store on one channel of parse->store
         assert total(second, "offlow_channel_packets_total", queue="parse->store",
                      channel="0") > 0

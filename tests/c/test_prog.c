@@ -204,6 +204,8 @@ static void one_run(const char *dir, int fail)
               contains(text, "{\"queue\":\"a->b\",\"side\":\"in\",\"prod\":0,\"cons\":0,"
                              "\"pushed\":0,\"popped\":2,"),
               "each ring's producer and consumer ends, in ring order");
+        CHECK(contains(text, "\"bytes\":0,\"occupancy_now\":0}"),
+              "each ring's occupancy now: every entry released");
         CHECK(contains(text, "\"instances\":[{\"queue\":\"a->b\",\"prod\":0,\"instance\":0,"
                              "\"cons\":0,\"pushed\":3,\"dropped\":0},{\"queue\":\"a->b\","
                              "\"prod\":0,\"instance\":1,\"cons\":0,\"pushed\":2,"

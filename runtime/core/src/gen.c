@@ -710,6 +710,11 @@ static void stats_ring(struct ofl_json *j, const char *queue, const char *side, 
     ofl_json_u64(j, "occupancy_max", r->occupancy_max);
     ofl_json_u64(j, "occupancy_samples", r->samples);
     ofl_json_u64(j, "bytes", bytes);
+    /* entries published and not yet released, now: the ring's shared indices (both
+     * sides see the same; a live report reads them while the cores run) */
+    uint32_t tail = __atomic_load_n(&r->shm->tail, __ATOMIC_ACQUIRE);
+    uint32_t head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
+    ofl_json_u64(j, "occupancy_now", tail - head);
     ofl_json_end_obj(j);
 }
 
