@@ -4,7 +4,7 @@ A reader raises the window header's `stats_req` word; every device process of th
 answers by writing the live copy of its stats file (DEVICE.json.live in the run
 folder, the same JSON as the stats file it writes at exit, with `live_seq`, the request
 answered), without pausing its cores (runtime/core/include/offlow/live.h).  A process
-whose cores are done writes a last copy marked `live_final`, which answers every later
+about to exit writes a last copy marked `live_final`, which answers every later
 request.  `offlow stats`, the metrics server of `offlow run --metrics` and the progress
 lines of long runs read the counters this way.
 """

@@ -380,7 +380,7 @@ void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a);
 /* While the cores run: write the same counters, with "live_seq": `seq` (the request
  * answered, live.h) and "now_ns", to the stats file's live copy, PATH.live (written
  * beside it, then renamed over it: a reader never sees half a file). `final`: the
- * cores are done and no request will be answered any more ("live_final": 1; these
+ * process is about to exit and no request will be answered any more ("live_final": 1; these
  * counts are the last). Nothing without --stats. Returns 0 or a negative errno. */
 int ofl_prog_report_live(const struct ofl_prog *p, const struct ofl_args *a, uint32_t seq,
                          bool final);
