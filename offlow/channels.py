@@ -149,7 +149,7 @@ class WindowHeader:
     size: int  # OFL_WINDOW_HDR_SIZE: where the rest of the window starts
 
     NAMES = ("magic", "size", "version", "abort", "chan_off", "chan_size", "stop", "drained",
-             "runner")
+             "runner", "stats_req")
 
     @classmethod
     def of(cls, lib: _Lib) -> WindowHeader:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offlow import targets
+from offlow import picture, targets
 from offlow.build import plan_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -21,9 +21,15 @@ from offlow.runner import EMULATED, RunOptions, build_for, check_options, emulat
 
 
 def _cmd_explain(a: argparse.Namespace) -> int:
+    if a.svg is not None:
+        picture.check_target(a.svg)
     prog = load_program(a.program, a.set)
     fit = check_options(RunOptions(input=a.input)) if a.input else None
-    print(explain(plan_program(prog, fit)))
+    plan = plan_program(prog, fit)
+    print(explain(plan))
+    if a.svg is not None:
+        picture.write_svg(plan, a.svg)
+        print(f"\npicture: {a.svg}")
     return 0
 
 
@@ -39,7 +45,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       udp_port=a.udp, tcp_port=a.tcp, serve=a.serve,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
-                      opts=tuple(a.opt), profile=a.profile or "")
+                      opts=tuple(a.opt), profile=a.profile or "", metrics=a.metrics)
     b = build_for(prog, opts)
     if a.serve and not b.plan.window_channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
@@ -74,6 +80,28 @@ def _cmd_plan(a: argparse.Namespace) -> int:
         settings=tuple(a.set), alternatives=tuple(a.alt), work=tuple(a.work),
         packets=a.packets, top=a.top, validate=a.validate)))
     return 0
+
+
+def _cmd_stats(a: argparse.Namespace) -> int:
+    import time
+
+    from offlow import live, metrics
+
+    if a.every is not None and not a.every > 0:
+        raise OfflowError(f"--every {a.every:g}: must be a number of seconds above 0")
+    printed, hdr = False, live.header()
+    while True:
+        try:
+            print(metrics.exposition(live.read(a.window, hdr=hdr)), flush=True)
+        except OfflowError as e:
+            if not printed:
+                raise
+            print(f"offlow: stopped: {e}", file=sys.stderr)  # the run has ended
+            return 0
+        if a.every is None:
+            return 0
+        printed = True
+        time.sleep(a.every)
 
 
 def _cmd_pcsa(a: argparse.Namespace) -> int:
@@ -134,6 +162,11 @@ def parser() -> argparse.ArgumentParser:
     ex.add_argument("--input", type=Path,
                     help="size the queues to this capture as `run --input` does (else the "
                          "program's mtu, or 2048)")
+    ex.add_argument("--svg", type=Path, metavar="FILE",
+                    help="also draw the design into FILE (SVG, by Graphviz's dot): elements "
+                         "in a box per segment coloured by device, queue edges labelled with "
+                         "the fields and bytes per packet that cross them, tables beside the "
+                         "segments that use them")
     ex.set_defaults(fn=_cmd_explain)
 
     tg = sub.add_parser("targets", help="list the device targets, whether each is usable "
@@ -177,6 +210,11 @@ def parser() -> argparse.ArgumentParser:
                         "speed (a preset of offlow plan --device, or a YAML file): each turn "
                         "of its cores that moves packets is stretched by the profile's "
                         "slow-down for each kind of work (docs/planner.md)")
+    r.add_argument("--metrics", metavar="HOST:PORT",
+                   help="serve the run's counters in the Prometheus text format on "
+                        "HOST:PORT while it runs (e.g. 127.0.0.1:9100; port 0: a free one, "
+                        "printed at start) and a live page at / (the design's picture with "
+                        "its rates, every second); docs/metrics.md lists the metrics")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
 
@@ -226,6 +264,14 @@ def parser() -> argparse.ArgumentParser:
                          "as written) with --profile DEVICE and print predicted beside "
                          "measured with the error of each")
     pl.set_defaults(fn=_cmd_plan)
+
+    st = sub.add_parser("stats", help="print the counters of a running program (Prometheus "
+                        "text format), read from its processes without pausing them")
+    st.add_argument("window", type=Path, help="the run's window (/dev/shm/offlow-...; "
+                    "offlow run prints it at start)")
+    st.add_argument("--every", type=float, metavar="S",
+                    help="print them again every S seconds, until the run ends or Ctrl-C")
+    st.set_defaults(fn=_cmd_stats)
 
     rt = sub.add_parser("router", help="router tools")
     rsub = rt.add_subparsers(dest="router_cmd", required=True)

@@ -22,7 +22,7 @@ from types import FrameType
 
 SHM = Path("/dev/shm")
 RUN_FOLDER_PREFIX = "offlow-run-"
-_WINDOW = re.compile(r"^offlow-.+-(\d+)-[0-9a-f]{8}$")
+_WINDOW = re.compile(r"^offlow-.+-(\d+)-([0-9a-f]{8})$")  # the runner's pid, the run's token
 _FOLDER = re.compile(rf"^{RUN_FOLDER_PREFIX}(\d+)-")
 
 
@@ -85,9 +85,22 @@ def pid_alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2:][:1] not in ("Z", "X")
 
 
-def run_folder() -> Path:
-    """A new run folder for this process's run (named with its pid)."""
-    return Path(tempfile.mkdtemp(prefix=f"{RUN_FOLDER_PREFIX}{os.getpid()}-"))
+def run_folder(token: str) -> Path:
+    """A new run folder for this process's run, named with its pid and the run's
+    `token` (the last part of its window's name: offlow.live finds one from the other)."""
+    return Path(tempfile.mkdtemp(prefix=f"{RUN_FOLDER_PREFIX}{os.getpid()}-{token}-"))
+
+
+def run_folder_of(window: Path) -> Path | None:
+    """The run folder of the run whose window is `window` (offlow-NAME-PID-TOKEN) in
+    the temp directory, or None when there is none (the run has ended, or the name is
+    not a window's)."""
+    m = _WINDOW.match(window.name)
+    if not m:
+        return None
+    name = f"{RUN_FOLDER_PREFIX}{m.group(1)}-{m.group(2)}-*"
+    found = sorted(Path(tempfile.gettempdir()).glob(name))
+    return found[0] if found else None
 
 
 def _stale(path: Path, pattern: re.Pattern[str]) -> bool:

@@ -178,7 +178,7 @@ def format_accounting(a: dict[str, Any]) -> str:
 def _counters(values: dict[str, Any]) -> str:
     """`key value` pairs, nested objects (a store's TCP server) in parentheses."""
     return ", ".join(f"{k} ({_counters(v)})" if isinstance(v, dict) else f"{k} {v}"
-                     for k, v in values.items())
+                     for k, v in values.items() if k != "kind")
 
 
 def format_summary(s: dict[str, Any]) -> str:

@@ -25,8 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import cbuild, targets
+from offlow import cbuild, live, livepage, metrics, targets
 from offlow.build import Build, build
+from offlow.channels import WindowHeader
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.inputs import largest_synthetic, read_capture
@@ -72,6 +73,9 @@ class RunOptions:
     # profile-scaled emulation: the device `nic` runs at this device profile's speed
     # (offlow.planner.profile: a preset's name or a YAML file; "": at this host's)
     profile: str = ""
+    # Serve the run's counters in the Prometheus text format on HOST:PORT while it runs
+    # (offlow/metrics.py; port 0: a free one, see Run.metrics).
+    metrics: str | None = None
 
 
 @dataclass
@@ -213,6 +217,8 @@ def check_options(o: RunOptions) -> tuple[int, str]:
         raise OfflowError(f"copy engine `{o.copy_engine}`: expected inline or thread")
     if o.output is not None:
         _check_output(Path(o.output), Path(o.input) if o.input else None)
+    if o.metrics is not None:
+        metrics.parse_address(o.metrics)
     if o.udp_port is not None or o.tcp_port is not None:
         return DEFAULT_MTU, "the default for a UDP run"
     if o.input is not None:
@@ -326,6 +332,9 @@ class Run:
         self.tcp_table: SharedTable | None = None  # the table serving it
         self._lifeline: int | None = None  # write end of the processes' liveness pipe
         self._killed: set[str] = set()  # processes this Run killed (their reason is given)
+        self.metrics: metrics.Server | None = None  # the metrics endpoint, once started
+        self._last: tuple[dict[str, Any], bool] = ({}, False)  # the last counts read
+        self._header: WindowHeader | None = None  # the window header's layout (live reads)
 
     def start(self) -> None:
         """Create the window and start the processes (the options were checked when
@@ -335,14 +344,24 @@ class Run:
         self._check_tcp()
         sweep_stale()
         try:
+            if self.progress or self.opts.metrics is not None:
+                self._header = live.header()  # (builds the C library on first use)
+            if self.opts.metrics is not None:  # bound before any process starts
+                page = livepage.app(self.build.plan, self.live_stats)
+                self.metrics = metrics.Server(self.opts.metrics, self.live_stats,
+                                              (livepage.PATHS, page))
             self._launch(common)
         except BaseException:
             self._abandon()
             raise
+        if self.progress and self.metrics is not None:
+            print(f"offlow: metrics at {self.metrics.url}, the live page at "
+                  f"{self.metrics.url.removesuffix('metrics')}", file=sys.stderr)
         if self.progress:
             devices = list(self.procs)
             print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
-                  "stops the run and prints its counts so far", file=sys.stderr)
+                  "stops the run and prints its counts so far; `offlow stats "
+                  f"{self.window}` prints them while it runs", file=sys.stderr)
             if self.opts.serve:
                 names = ", ".join(c.name for c in self.build.graph.channels)
                 print(f"offlow: serving channels {names} after the packets, until Ctrl-C; "
@@ -351,7 +370,7 @@ class Run:
 
     def _launch(self, common: list[str]) -> None:
         """The run folder, the window, the sockets, then the processes."""
-        self.tmp = run_folder()
+        self.tmp = run_folder(self.window.name.rsplit("-", 1)[1])
         plan = self.build.plan
         devices = [d.name for d in plan.devices]
         first = plan.devices[0]
@@ -447,6 +466,19 @@ class Run:
             print(f"offlow: serving UDP on 127.0.0.1:{self.udp_port}", file=sys.stderr)
         return s
 
+    def live_stats(self, timeout: float = 1.0) -> tuple[dict[str, Any], bool]:
+        """The processes' counters read now (offlow.live), and whether they are still
+        running (False: the last counts, those of processes that have ended). After the
+        run, or when they do not answer, the last counts read."""
+        try:
+            if self._header is None:
+                self._header = live.header()
+            stats = live.read(self.window, timeout, self._header)
+        except OfflowError:
+            return self._last[0], False
+        self._last = (stats, not all(s.get("live_final") for s in stats.values()))
+        return self._last
+
     def stop(self, sig: int = signal.SIGTERM) -> None:
         """Ask the processes to stop: they finish cleanly (sources end, queues drain,
         stats are written; see runtime/core/include/offlow/stop.h), and wait() returns
@@ -468,6 +500,7 @@ class Run:
         killed = False
         started = time.monotonic()
         next_note = started + PROGRESS_EVERY
+        before = (started, 0)
         while True:
             for p in self.procs.values():
                 p.poll()
@@ -476,8 +509,7 @@ class Run:
             now = time.monotonic()
             if self.progress and now >= next_note:
                 next_note += PROGRESS_EVERY
-                total = f" of {self.opts.duration:g}" if self.opts.duration else ""
-                print(f"offlow: running, {now - started:.0f}{total} s", file=sys.stderr)
+                before = self._note_progress(started, before)
             if first_fail is None and any(p.returncode for p in self.procs.values()):
                 first_fail = now
                 self.stop()
@@ -490,6 +522,24 @@ class Run:
                 errors.append("run timed out" if expired
                               else "a process did not stop after another one failed")
             time.sleep(0.01)
+
+    def _note_progress(self, started: float, before: tuple[float, int]) -> tuple[float, int]:
+        """Print a progress line: time, and the packets read, forwarded and dropped so
+        far with the rate since the last line (when the processes answer in time).
+        Returns (when, packets read) for the next line's rate."""
+        now = time.monotonic()
+        total = f" of {self.opts.duration:g}" if self.opts.duration else ""
+        line = f"offlow: running, {now - started:.0f}{total} s"
+        stats, up = self.live_stats(timeout=0.5)
+        if up:
+            t = progress_totals(stats)
+            rate = (t["read"] - before[1]) / (now - before[0]) if now > before[0] else 0.0
+            speed = f"{rate / 1e6:.3f} Mpps" if rate >= 1e5 else f"{rate:,.0f} pps"
+            line += (f": {t['read']:,} packets read ({speed}), "
+                     f"{t['forwarded']:,} forwarded, {t['dropped']:,} dropped")
+            before = (now, t["read"])
+        print(line, file=sys.stderr, flush=True)
+        return before
 
     def _exit_errors(self) -> list[str]:
         """How each process that failed ended (those this Run killed have their
@@ -534,6 +584,9 @@ class Run:
 
     def _release(self) -> None:
         """Remove the window and the run folder; let go of the lifeline."""
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
         self.window.unlink(missing_ok=True)
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
@@ -564,10 +617,24 @@ class Run:
             errors += self._exit_errors()
             stats, tcp = self._read_stats(errors)
             errors += _source_errors(stats)
+            self._last = (stats, False)  # what a scrape during the shutdown gets
         finally:
             self._release()
         return RunResult(ok=not errors, stats=stats, errors=errors, tcp=tcp,
                          interrupted=interrupted, stopped_by=stopped_by)
+
+
+def progress_totals(stats: dict[str, Any]) -> dict[str, int]:
+    """Packets read by the sources, taken by the sinks and dropped (by elements, at
+    sources for their length, at full rings) in the processes' stats."""
+    cores = [c for dev in stats.values() for c in dev.get("cores", [])]
+    read = sum(s["packets"] + s.get("dropped", 0) for c in cores
+               for s in c.get("sources", {}).values())
+    dropped = sum(e["drop"] for c in cores for e in c.get("elements", {}).values())
+    dropped += sum(s.get("dropped", 0) for c in cores for s in c.get("sources", {}).values())
+    dropped += sum(x["dropped"] for c in cores for x in c.get("instances", []))
+    forwarded = sum(v["packets"] for dev in stats.values() for v in dev.get("sinks", {}).values())
+    return {"read": read, "forwarded": forwarded, "dropped": dropped}
 
 
 def _source_errors(stats: dict[str, Any]) -> list[str]:

@@ -87,6 +87,12 @@ CASES = {
     "table-file-missing": (lambda t: ["run", str(ROUTER), "--opt",
                                       f"routes4.path={t / 'none.txt'}"],
                            "table `routes4`: path="),
+    "metrics-no-port": (lambda t: ["run", str(EXAMPLE), "--metrics", "9100"],
+                        "--metrics '9100': expected HOST:PORT"),
+    "metrics-bad-port": (lambda t: ["run", str(EXAMPLE), "--metrics", "127.0.0.1:99999"],
+                         "port `99999` is not within 0..65535"),
+    "metrics-host-name": (lambda t: ["run", str(EXAMPLE), "--metrics", "example.org:9100"],
+                          "`example.org` is not an IP address or localhost"),
     "python-error": (lambda t: ["run", str(bad_program(t))],
                      "typo.py:7: NameError: name 'outt' is not defined"),
 }

@@ -141,6 +141,13 @@ class DeviceGen:
         self.why_base: dict[str, int] = {}
         for n in self.nodes:
             self.why_base[n.name] = sum(len(m.drops) for m in self.nodes[:self.index[n.name]])
+        # the channels of the queues into this device's segments, numbered for the
+        # per-channel counters (el_ch_in, el_ch_bytes): queue name -> its channel 0's
+        self.in_channels = [(qp.queue.name, lay.channel) for qp in plan.queues
+                            if self.g.segment(qp.queue.dst_segment).device == device
+                            for lay in qp.layouts]
+        self.ch_base = {q: self.in_channels.index((q, 0)) for q, ch in self.in_channels
+                        if ch == 0}
         self.e = Emitter(f"{device}.c")
 
     def target(self, node: Node, port: str) -> str:
@@ -206,6 +213,9 @@ class DeviceGen:
                                                 "ticks")) + ";",
           f"    uint64_t el_why[{max(1, sum(len(n.drops) for n in self.nodes))}]; "
           "/* drops per element and reason */",
+          "    /* per channel of the queues into this device: packets and bytes taken */",
+          f"    uint64_t el_ch_in[{max(1, len(self.in_channels))}], "
+          f"el_ch_bytes[{max(1, len(self.in_channels))}];",
           "    uint32_t steer;",
           "    struct ofl_group *grp; /* the core group of a grouped segment, else NULL */")
         for q in self.g.queues:
@@ -626,7 +636,8 @@ class DeviceGen:
 
     def _gen_input(self, p: SegmentPlan, q: Queue) -> None:
         """A function that runs entries [lo, hi) of a batch from `q` through the segment."""
-        self.e(*qg.input_def(p.name, self.plan.queue(q.name), vg.flush_call(p, "    ")))
+        self.e(*qg.input_def(p.name, self.plan.queue(q.name), vg.flush_call(p, "    "),
+                             self.ch_base[q.name]))
 
     def _gen_pop(self, p: SegmentPlan, k: int, q: Queue) -> None:
         """Take the next batch of every ring of `q` this core polls (each producer
@@ -705,7 +716,12 @@ class DeviceGen:
           "static const unsigned ofl_why_base[] = {"
           + "".join(f"{self.why_base[n.name]}u, " for n in self.nodes) + "0u };",
           "static const char *const ofl_why_names[] = {"
-          + "".join(f'"{r}", ' for r in reasons) + "NULL };", "",
+          + "".join(f'"{r}", ' for r in reasons) + "NULL };",
+          "/* The channels of the queues into this device, by counter index. */",
+          "static const char *const ofl_ch_queue[] = {"
+          + "".join(f'"{q}", ' for q, _ in self.in_channels) + "NULL };",
+          "static const unsigned ofl_ch_index[] = {"
+          + "".join(f"{ch}u, " for _, ch in self.in_channels) + "0u };", "",
           "/* This process: its tables and sinks, its core groups, its segment cores. */",
           "static struct ofl_proc ofl_process;")
         for p in self.plans:
@@ -729,12 +745,20 @@ class DeviceGen:
         e("static const struct ofl_prog ofl_prog = {",
           "    .el_names = ofl_el_names, .why_n = ofl_why_n, .why_base = ofl_why_base,",
           "    .why_names = ofl_why_names, .rings = ofl_ring_desc,",
+          "    .ch_queue = ofl_ch_queue, .ch_index = ofl_ch_index,",
           f"    .cores = ofl_cores, .ncores = {len(ctxs)}u,",
           f"    .sinks = {_ref('ofl_sinks', self.sinks)}, .nsinks = {len(self.sinks)}u,",
           f"    .tables = {_ref('ofl_tables', tables)}, .ntables = {len(tables)}u,",
           f"    .threads = ofl_threads, .nthreads = {len(self.threads)}u,",
           f"    .instances = {'true' if any(p.outputs for p in self.plans) else 'false'}, "
           ".mtu = OFL_MTU, .bufsize = OFL_BATCH * OFL_MTU,", "};", "")
+        e("/* Answer a live-stats request (ofl_live_fn). */",
+          "static void ofl_live_report(void *arg, uint32_t seq) {",
+          "    struct ofl_proc *proc = arg;",
+          "    int rc = ofl_prog_report_live(&ofl_prog, &proc->args, seq, false);",
+          "    if (rc < 0) fprintf(stderr, \"offlow %s: live stats: %s\\n\", proc->args.device, "
+          "ofl_strerror(rc));",
+          "}", "")
         e("int main(int argc, char **argv) {", *self.main_first(),
           "    struct ofl_proc *proc = &ofl_process;",
           f'    if (ofl_args_parse(&proc->args, argc, argv, "{self.device}") < 0) return 2;',
@@ -773,10 +797,18 @@ class DeviceGen:
                 chan = f"{CTL_CHANNEL_PREFIX}{t.name}"
                 e(f'    if (ofl_gen_serve(mgr, &proc->win, chan_off, "{chan}", '
                   f"ofl_ctl_{cname(t.name)}, proc) < 0) return 1;")
-        e("    int failed = ofl_prog_run(&ofl_prog, &proc->win);",
+        e("    /* live stats: the counters, written whenever a reader asks (live.h) */",
+          "    static struct ofl_live live;",
+          "    if (ofl_live_start(&live, &((struct ofl_window_hdr *)proc->win.base)->stats_req, "
+          "ofl_live_report, proc) < 0)",
+          "        fprintf(stderr, \"offlow %s: no live stats (cannot start a thread)\\n\", "
+          "proc->args.device);",
+          "    int failed = ofl_prog_run(&ofl_prog, &proc->win);",
           "    if (proc->args.serve && !failed && ofl_serve_until_stopped(&proc->win) < 0)",
           "        failed = 1;",
           *(["    ofl_chan_mgr_stop(mgr);"] if self.channels or self.ctl_tables else []),
+          "    ofl_live_stop(&live);",
+          "    ofl_prog_report_live(&ofl_prog, &proc->args, 0, true); /* the last counts */",
           "    ofl_prog_report(&ofl_prog, &proc->args);", *self.main_teardown(),
           "    ofl_prog_close(&ofl_prog);",
           "    ofl_window_close(&proc->win);", "    ofl_lifeline_finish(&life);",
@@ -855,7 +887,7 @@ class DeviceGen:
         srcs = [f'    {{ "{s}", &{ctx}.src_{cname(s)} }},' for s in p.sources]
         e(_array("struct ofl_src_use", f"ofl_sources_{k}", srcs))
         counts = ", ".join(f"{ctx}.el_{c}" for c in ("in", "drop", "used", "copies", "made",
-                                                      "why", "ticks"))
+                                                      "why", "ch_in", "ch_bytes", "ticks"))
         return (f'    {{ &{ctx}.core, "{p.name}", {idx}u, {len(p.cores)}u, {p.cores[idx]}, '
                 f"{{ {counts} }},\n      {_ref(f'ofl_queues_{k}', sides)}, {len(sides)}u, "
                 f"{_ref(f'ofl_sources_{k}', srcs)}, {len(srcs)}u }},")

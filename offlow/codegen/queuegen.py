@@ -116,9 +116,11 @@ def push_def(qp: QueuePlan, k: int) -> list[str]:
     return out
 
 
-def input_def(segment: str, qp: QueuePlan, done: list[str]) -> list[str]:
+def input_def(segment: str, qp: QueuePlan, done: list[str], ch_base: int) -> list[str]:
     """A function that runs entries [lo, hi) of a batch from `q` through `segment`,
-    each to its channel's element, then `done` (the segment's vector flush)."""
+    each to its channel's element (counted in the core's el_ch_in/el_ch_bytes from
+    `ch_base`, the counter of the queue's channel 0), then `done` (the segment's vector
+    flush)."""
     q = qp.queue
     cq = cname(q.name)
     out = [f"/* Entries [lo, hi) of a batch from {q.name}, through segment {segment}. */",
@@ -141,6 +143,7 @@ def input_def(segment: str, qp: QueuePlan, done: list[str]) -> list[str]:
         out += [f"        struct ofl_pkt pk = {{ .data = {data}, .len = en->h.len, "
                 f".cap = OFL_MTU, .ts_ns = {ts} }};",
                 "        core->pkts_in++; core->bytes_in += pk.len;",
+                f"        ctx->el_ch_in[{ch_base}]++; ctx->el_ch_bytes[{ch_base}] += pk.len;",
                 f"        ofl_node_{cname(q.edge.dst)}(ctx, &pk, &st);", "    }", *done, "}",
                 ""]
         return out
@@ -165,7 +168,9 @@ def input_def(segment: str, qp: QueuePlan, done: list[str]) -> list[str]:
                     *_copy_fields(lay, "st.", "en->", "            "),
                     *_copy_ts(lay),
                     "            pk.len = en->ofl_len;"]
+        k = ch_base + lay.channel
         out += ["            core->pkts_in++; core->bytes_in += pk.len;",
+                f"            ctx->el_ch_in[{k}]++; ctx->el_ch_bytes[{k}] += pk.len;",
                 f"            ofl_node_{cname(ch.edge.dst)}(ctx, &pk, &st);",
                 "            break;", "        }"]
     out += ["        default: ok = 0; break;", "        }",

@@ -16,6 +16,7 @@
 #include "offlow/err.h"
 #include "offlow/file.h"
 #include "offlow/lifeline.h"
+#include "offlow/live.h"
 #include "offlow/queue.h"
 #include "offlow/stats.h"
 #include "offlow/stop.h"
@@ -341,6 +342,11 @@ static void test_lifeline(const char *dir)
     CHECK(f && g, "a window and a stats file");
     if (f) fclose(f);
     if (g) fclose(g);
+    char live[4300];
+    snprintf(live, sizeof live, "%s.live", stats);
+    FILE *h = fopen(live, "w");
+    CHECK(h != NULL, "a live copy of the stats file");
+    if (h) fclose(h);
     struct ofl_lifeline early = {.fd = life[0], .window = win, .stats = stats,
                                  .parent = (int)getppid()};
     struct stat st;
@@ -349,9 +355,55 @@ static void test_lifeline(const char *dir)
           "the runner alive: finish removes nothing");
     close(life[1]);
     ofl_lifeline_finish(&early);
-    CHECK(stat(win, &st) < 0 && stat(stats, &st) < 0 && stat(folder, &st) < 0,
-          "the runner gone before the thread saw it: finish removes its files");
+    CHECK(stat(win, &st) < 0 && stat(stats, &st) < 0 && stat(live, &st) < 0 &&
+          stat(folder, &st) < 0,
+          "the runner gone before the thread saw it: finish removes its files (the live "
+          "copy too) and its folder");
     close(life[0]);
+}
+
+/* What a live-stats thread was asked (ofl_live_fn). */
+struct live_calls {
+    uint32_t n, last; /* atomic */
+};
+
+static void live_answer(void *arg, uint32_t seq)
+{
+    struct live_calls *c = arg;
+    __atomic_store_n(&c->last, seq, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&c->n, 1, __ATOMIC_ACQ_REL);
+}
+
+/* Wait up to 2 s for `c` to have answered `seq`. */
+static int live_answered(struct live_calls *c, uint32_t seq)
+{
+    for (int i = 0; i < 2000; i++) {
+        if (__atomic_load_n(&c->last, __ATOMIC_ACQUIRE) == seq) return 1;
+        usleep(1000);
+    }
+    return 0;
+}
+
+static void test_live(void)
+{
+    volatile uint32_t req = 0;
+    struct live_calls c = {0, 99};
+    struct ofl_live l;
+    CHECK(ofl_live_start(&l, &req, live_answer, &c) == 0, "a live-stats thread starts");
+    CHECK(c.n == 1 && c.last == 0, "it answers request 0 before it returns");
+    req = 7;
+    CHECK(live_answered(&c, 7), "a new request is answered with its number");
+    req = 8;
+    CHECK(live_answered(&c, 8), "and the next one");
+    ofl_live_stop(&l);
+    uint32_t n = __atomic_load_n(&c.n, __ATOMIC_ACQUIRE);
+    req = 9;
+    usleep(3 * (OFL_LIVE_POLL_NS / 1000));
+    CHECK(c.n == n && c.last == 8, "stopped: no more answers");
+    ofl_live_stop(&l); /* twice is fine */
+    struct ofl_live never = {0};
+    ofl_live_stop(&never);
+    CHECK(1, "stopping one never started does nothing");
 }
 
 int main(int argc, char **argv)
@@ -365,6 +417,7 @@ int main(int argc, char **argv)
     test_pin();
     test_waiter();
     test_file(argv[1]);
+    test_live();
     test_lifeline(argv[1]);
     test_lifeline_reparented(argv[1]);
     return CHECK_DONE();

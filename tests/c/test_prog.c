@@ -28,6 +28,7 @@ struct ctx {
     struct ofl_core core;
     uint64_t el_in[NEL], el_drop[NEL], el_used[NEL], el_copies[NEL], el_made[NEL], el_why[2];
     uint64_t el_ticks[NEL];
+    uint64_t el_ch_in[2], el_ch_bytes[2];  /* the channels of a->b: 0, 1 */
     struct ofl_qout *out_ab;
     struct ofl_qin *in_ab;
     unsigned nin_ab;
@@ -49,6 +50,8 @@ static const char *const el_names[] = {"parse", "count", NULL};
 static const unsigned why_n[] = {2, 0, 0};
 static const unsigned why_base[] = {0, 2, 0};
 static const char *const why_names[] = {"short", "bad", NULL};
+static const char *const ch_queue[] = {"a->b", "a->b", NULL};
+static const unsigned ch_index[] = {0, 1, 0};
 
 static const struct ofl_ring_use a_rings[] = {{0, 0, 0, 0, false}, {1, 0, 1, 0, false}};
 static const struct ofl_ring_use b_rings[] = {{0, 0, 0, 0, false}, {1, 0, 1, 0, false}};
@@ -63,7 +66,7 @@ static const struct ofl_src_use a_sources[] = {{"gen", &ctxs[0].src_gen}};
 
 #define COUNTS(k)                                                                  \
     {ctxs[k].el_in, ctxs[k].el_drop, ctxs[k].el_used, ctxs[k].el_copies, ctxs[k].el_made, \
-     ctxs[k].el_why, ctxs[k].el_ticks}
+     ctxs[k].el_why, ctxs[k].el_ch_in, ctxs[k].el_ch_bytes, ctxs[k].el_ticks}
 
 static const struct ofl_core_use cores[] = {
     {&ctxs[0].core, "a", 0, 1, 0, COUNTS(0), a_queues, 1, a_sources, 1},
@@ -115,6 +118,8 @@ static void *run_b(void *arg)
         if (n < 0) { ofl_core_fail(&c->core, n, "dequeue"); return NULL; }
         c->el_in[1] += (uint64_t)n;
         c->el_used[1] += (uint64_t)n;
+        c->el_ch_in[1] += (uint64_t)n;     /* as if all were on channel 1 ... */
+        c->el_ch_bytes[1] += 60u * (uint64_t)n;  /* ... of 60 B each */
     }
     if (c->fail) ofl_core_fail(&c->core, -EIO, "told to fail");
     return NULL;
@@ -124,7 +129,7 @@ static const struct ofl_thread_use threads[] = {{run_a, &ctxs[0]}, {run_b, &ctxs
 
 static const struct ofl_prog prog = {
     .el_names = el_names, .why_n = why_n, .why_base = why_base, .why_names = why_names,
-    .rings = rings, .cores = cores, .ncores = 2, .sinks = sink_uses, .nsinks = 1,
+    .ch_queue = ch_queue, .ch_index = ch_index, .rings = rings, .cores = cores, .ncores = 2, .sinks = sink_uses, .nsinks = 1,
     .tables = tables, .ntables = 2, .threads = threads, .nthreads = 2, .instances = true,
     .mtu = 2048, .bufsize = 4 * 2048,
 };
@@ -200,6 +205,8 @@ static void one_run(const char *dir, int fail)
               contains(text, "{\"queue\":\"a->b\",\"side\":\"in\",\"prod\":0,\"cons\":0,"
                              "\"pushed\":0,\"popped\":2,"),
               "each ring's producer and consumer ends, in ring order");
+        CHECK(contains(text, "\"bytes\":0,\"occupancy_now\":0}"),
+              "each ring's occupancy now: every entry released");
         CHECK(contains(text, "\"instances\":[{\"queue\":\"a->b\",\"prod\":0,\"instance\":0,"
                              "\"cons\":0,\"pushed\":3,\"dropped\":0},{\"queue\":\"a->b\","
                              "\"prod\":0,\"instance\":1,\"cons\":0,\"pushed\":2,"
@@ -207,6 +214,9 @@ static void one_run(const char *dir, int fail)
               "the producer's mapping of its rings (instances)");
         CHECK(contains(text, "\"sources\":{\"gen\":{\"packets\":0"),
               "the source, under its core");
+        CHECK(contains(text, "\"channels\":[{\"queue\":\"a->b\",\"channel\":1,"
+                             "\"packets\":5,\"bytes\":300}]"),
+              "the channel core b took packets from, and only that one");
         CHECK(contains(text, "\"tables\":{\"counts\":[7,0,9]}"), "the table's stats");
         CHECK(contains(text, "\"sinks\":{\"out\":{\"packets\":0"), "the sink");
         CHECK(!fail || contains(text, "\"error\":"), "a failed core says so");

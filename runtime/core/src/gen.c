@@ -631,6 +631,17 @@ static void stats_core(struct ofl_json *j, const struct ofl_prog *p, const struc
     for (unsigned i = 0; p->el_names[i]; i++)
         if (u->el.in[i]) stats_element(j, p, &u->el, i, u->core);
     ofl_json_end_obj(j);
+    ofl_json_begin_arr(j, "channels");  /* those it took packets from */
+    for (unsigned k = 0; p->ch_queue && u->el.ch_in && p->ch_queue[k]; k++) {
+        if (!u->el.ch_in[k]) continue;
+        ofl_json_begin_obj(j, NULL);
+        ofl_json_str(j, "queue", p->ch_queue[k]);
+        ofl_json_u64(j, "channel", p->ch_index[k]);
+        ofl_json_u64(j, "packets", u->el.ch_in[k]);
+        ofl_json_u64(j, "bytes", u->el.ch_bytes[k]);
+        ofl_json_end_obj(j);
+    }
+    ofl_json_end_arr(j);
     ofl_json_begin_arr(j, "queues");
     for (unsigned q = 0; q < u->nqueues; q++) {
         const struct ofl_qside *s = &u->queues[q];
@@ -657,22 +668,56 @@ static void stats_core(struct ofl_json *j, const struct ofl_prog *p, const struc
     ofl_json_end_obj(j);
 }
 
+/* The stats object's members after "device": cores, tables, sinks. */
+static void report_body(struct ofl_json *j, const struct ofl_prog *p)
+{
+    ofl_json_begin_arr(j, "cores");
+    for (unsigned k = 0; k < p->ncores; k++) stats_core(j, p, &p->cores[k]);
+    ofl_json_end_arr(j);
+    ofl_json_begin_obj(j, "tables");
+    for (unsigned t = 0; t < p->ntables; t++)
+        if (p->tables[t].stats) p->tables[t].stats(j, p->tables[t].name);
+    ofl_json_end_obj(j);
+    ofl_json_begin_obj(j, "sinks");
+    for (unsigned k = 0; k < p->nsinks; k++)
+        ofl_stats_sink(j, p->sinks[k].name, *p->sinks[k].sink);
+    ofl_json_end_obj(j);
+}
+
 void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a)
 {
     struct ofl_json j;
     if (!ofl_stats_begin(&j, a)) return;
-    ofl_json_begin_arr(&j, "cores");
-    for (unsigned k = 0; k < p->ncores; k++) stats_core(&j, p, &p->cores[k]);
-    ofl_json_end_arr(&j);
-    ofl_json_begin_obj(&j, "tables");
-    for (unsigned t = 0; t < p->ntables; t++)
-        if (p->tables[t].stats) p->tables[t].stats(&j, p->tables[t].name);
-    ofl_json_end_obj(&j);
-    ofl_json_begin_obj(&j, "sinks");
-    for (unsigned k = 0; k < p->nsinks; k++)
-        ofl_stats_sink(&j, p->sinks[k].name, *p->sinks[k].sink);
-    ofl_json_end_obj(&j);
+    report_body(&j, p);
     ofl_stats_end(&j);
+}
+
+int ofl_prog_report_live(const struct ofl_prog *p, const struct ofl_args *a, uint32_t seq,
+                         bool final)
+{
+    if (!a->stats) return 0;
+    char path[4096], tmp[4096];
+    if (snprintf(path, sizeof path, "%s.live", a->stats) >= (int)sizeof path ||
+        snprintf(tmp, sizeof tmp, "%s.live.tmp", a->stats) >= (int)sizeof tmp)
+        return -ENAMETOOLONG;
+    struct ofl_json j;
+    memset(&j, 0, sizeof j);
+    j.f = fopen(tmp, "w");
+    if (!j.f) return -errno;
+    ofl_json_begin_obj(&j, NULL);
+    ofl_json_str(&j, "device", a->device);
+    ofl_json_u64(&j, "live_seq", seq);
+    if (final) ofl_json_u64(&j, "live_final", 1);
+    ofl_json_u64(&j, "now_ns", ofl_now_ns());
+    report_body(&j, p);
+    int bad = ferror(j.f);
+    ofl_stats_end(&j);
+    if (bad || rename(tmp, path) < 0) {
+        int err = bad ? EIO : errno;
+        unlink(tmp);
+        return -err;
+    }
+    return 0;
 }
 
 void ofl_prog_close(const struct ofl_prog *p)
@@ -729,7 +774,11 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     ofl_json_u64(j, "core", c->idx);
     ofl_json_u64(j, "cpu", (uint64_t)c->cpu);
     ofl_json_u64(j, "oversubscribed", (uint64_t)c->oversubscribed);
-    ofl_json_u64(j, "elapsed_ns", c->t_end > c->t_start ? c->t_end - c->t_start : 0);
+    /* while it runs (a live report: no end yet), the time since its first packet */
+    uint64_t start = __atomic_load_n(&c->t_start, __ATOMIC_RELAXED);
+    uint64_t end = __atomic_load_n(&c->t_end, __ATOMIC_RELAXED);
+    if (!end && start) end = ofl_now_ns();
+    ofl_json_u64(j, "elapsed_ns", end > start ? end - start : 0);
     ofl_json_u64(j, "cpu_ns", c->cpu_end > c->cpu_start ? c->cpu_end - c->cpu_start : 0);
     if (c->dilating) {
         ofl_json_u64(j, "work_ns", (uint64_t)ticks_ns(c, c->busy_ticks));
@@ -760,6 +809,11 @@ static void stats_ring(struct ofl_json *j, const char *queue, const char *side, 
     ofl_json_u64(j, "occupancy_max", r->occupancy_max);
     ofl_json_u64(j, "occupancy_samples", r->samples);
     ofl_json_u64(j, "bytes", bytes);
+    /* entries published and not yet released, now: the ring's shared indices (both
+     * sides see the same; a live report reads them while the cores run) */
+    uint32_t tail = __atomic_load_n(&r->shm->tail, __ATOMIC_ACQUIRE);
+    uint32_t head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
+    ofl_json_u64(j, "occupancy_now", tail - head);
     ofl_json_end_obj(j);
 }
 

@@ -82,6 +82,13 @@ static void remove_run_folder(const char *path)
     if (!strncmp(base, "offlow-run-", 11)) rmdir(dir);   /* ENOTEMPTY: a sibling's turn */
 }
 
+/* Remove the file named `path` followed by `suffix`. */
+static void remove_with_suffix(const char *path, const char *suffix)
+{
+    char name[PATH_MAX];
+    if (snprintf(name, sizeof name, "%s%s", path, suffix) < (int)sizeof name) unlink(name);
+}
+
 /* The runner's end of the pipe is closed, or closes within `ms` milliseconds. A
  * process may see the runner go by another way (getppid, a peer that stopped) before
  * the watching thread wakes from poll(). */
@@ -108,6 +115,8 @@ void ofl_lifeline_finish(struct ofl_lifeline *l)
     if (l->window) unlink(l->window);
     if (l->stats) {
         unlink(l->stats);
+        remove_with_suffix(l->stats, ".live");      /* its live copy (live.h) */
+        remove_with_suffix(l->stats, ".live.tmp");
         remove_run_folder(l->stats);
     }
 }

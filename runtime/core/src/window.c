@@ -93,7 +93,7 @@ static const struct {
     size_t off, size;
 } hdr_fields[] = {
     FIELD(magic), FIELD(size), FIELD(version), FIELD(abort), FIELD(chan_off),
-    FIELD(chan_size), FIELD(stop), FIELD(drained), FIELD(runner),
+    FIELD(chan_size), FIELD(stop), FIELD(drained), FIELD(runner), FIELD(stats_req),
 };
 #undef FIELD
 

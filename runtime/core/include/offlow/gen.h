@@ -370,9 +370,11 @@ struct ofl_src_use {
 };
 
 /* Per-element counters of one segment core, indexed like ofl_prog.el_names (`why`:
- * per element and drop reason, from ofl_prog.why_base). */
+ * per element and drop reason, from ofl_prog.why_base); `ch_in`, `ch_bytes`: the
+ * packets and bytes it took from each channel of the queues into this device, indexed
+ * like ofl_prog.ch_queue (NULL: none counted). */
 struct ofl_el_counts {
-    uint64_t *in, *drop, *used, *copies, *made, *why;
+    uint64_t *in, *drop, *used, *copies, *made, *why, *ch_in, *ch_bytes;
     uint64_t *ticks;          /* time in its body (OFL_ELEMENT_TIME builds), else zeros */
 };
 
@@ -415,6 +417,9 @@ struct ofl_prog {
     const unsigned *why_n;         /* per element: its drop reasons */
     const unsigned *why_base;      /* per element: its first reason in why_names */
     const char *const *why_names;
+    const char *const *ch_queue;   /* the channels of the queues into this device: the
+                                      queue of each (NULL-terminated; NULL: none) ... */
+    const unsigned *ch_index;      /* ... and its channel number in that queue */
     const struct ofl_ring_spec *rings;  /* every ring of the window */
     const struct ofl_core_use *cores;
     unsigned ncores;
@@ -443,6 +448,14 @@ int ofl_prog_run(const struct ofl_prog *p, struct ofl_window *w);
 /* Write the stats file (--stats): per core its counters, elements, rings (and their
  * mapping) and sources; the tables; the sinks. Nothing without --stats. */
 void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a);
+
+/* While the cores run: write the same counters, with "live_seq": `seq` (the request
+ * answered, live.h) and "now_ns", to the stats file's live copy, PATH.live (written
+ * beside it, then renamed over it: a reader never sees half a file). `final`: the
+ * process is about to exit and no request will be answered any more ("live_final": 1; these
+ * counts are the last). Nothing without --stats. Returns 0 or a negative errno. */
+int ofl_prog_report_live(const struct ofl_prog *p, const struct ofl_args *a, uint32_t seq,
+                         bool final);
 
 /* Close the sinks, then each core's sources, rings and buffers, then the tables. */
 void ofl_prog_close(const struct ofl_prog *p);

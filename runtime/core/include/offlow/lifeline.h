@@ -7,7 +7,7 @@
  * drain, sinks finish their captures), raises the window's abort word if it has
  * not stopped OFL_LIFELINE_GRACE_NS later, and exits at once after twice that.  On
  * its way out it removes what only the runner would have removed: the window file,
- * its stats file, and their run folder once empty.
+ * its stats file (and its live copy), and their run folder once empty.
  *
  * One thread per process sleeps in poll() on the pipe: no CPU, and no dependence on
  * which thread of the runner started the process (unlike PR_SET_PDEATHSIG). */

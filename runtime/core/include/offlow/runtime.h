@@ -22,6 +22,7 @@
 #include "offlow/group.h"
 #include "offlow/hash.h"
 #include "offlow/lifeline.h"
+#include "offlow/live.h"
 #include "offlow/pcap_port.h"
 #include "offlow/pkt.h"
 #include "offlow/queue.h"

@@ -24,7 +24,10 @@ struct ofl_window_hdr {
     volatile uint32_t drained; /* processes whose packet cores are all done (--serve) */
     int32_t runner;            /* pid of the process that runs the program (0: unknown);
                                   while it lives the window is in use */
-    uint8_t pad_[64 - 52];     /* keep the header on its own cache line */
+    volatile uint32_t stats_req; /* raised by a reader of live stats (offlow stats, the
+                                  metrics server): each process then writes its stats
+                                  file's live copy (live.h) */
+    uint8_t pad_[64 - 56];     /* keep the header on its own cache line */
 };
 _Static_assert(sizeof(struct ofl_window_hdr) == 64, "window header is one cache line");
 _Static_assert(sizeof(struct ofl_window_hdr) <= OFL_WINDOW_HDR_SIZE, "window header too big");
@@ -52,7 +55,8 @@ void ofl_window_close(struct ofl_window *w);
 /* The header's layout for callers outside C (offlow/channels.py reads and writes the
  * header through it: the one source of its offsets). Byte offset and size of field
  * `name` of struct ofl_window_hdr ("magic", "size", "version", "abort", "chan_off",
- * "chan_size", "stop", "drained", "runner"). Returns 0, or -ENOENT for another name. */
+ * "chan_size", "stop", "drained", "runner",
+ * "stats_req"). Returns 0, or -ENOENT for another name. */
 int ofl_window_hdr_field(const char *name, uint64_t *off, uint32_t *size);
 
 /* The value of constant `name`: "magic" (OFL_WINDOW_MAGIC), "version"

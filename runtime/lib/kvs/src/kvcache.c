@@ -1081,6 +1081,7 @@ void ofl_kvc_stats_json(struct ofl_json *j, const char *name, const struct ofl_k
         {"invalidations", s.invalidations}, {"drops", s.drops},
     };
     ofl_json_begin_obj(j, name);
+    ofl_json_str(j, "kind", "nic_cache"); /* what the counters are (offlow/metrics.py) */
     for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) ofl_json_u64(j, nums[i].key, nums[i].v);
     ofl_json_end_obj(j);
 }

@@ -109,6 +109,7 @@ void ofl_kvs_stats_json(struct ofl_json *j, const char *name, const struct ofl_k
     struct ofl_kv_stats st;
     ofl_kv_get_stats(t->kv, &st);
     ofl_json_begin_obj(j, name);
+    ofl_json_str(j, "kind", "kv_store"); /* what the counters are (offlow/metrics.py) */
     const struct {
         const char *key;
         uint64_t v;
