@@ -76,9 +76,19 @@ def test_a_served_program_is_attached_to_by_its_window() -> None:
         attach(window)
 
 
-def test_serving_a_program_without_channels_is_refused() -> None:
-    example = Path(__file__).resolve().parents[1] / "examples" / "ttl_pipeline.py"
-    res = subprocess.run([sys.executable, "-m", "offlow.cli", "run", str(example), "--serve"],
+def test_serving_a_program_without_channels_is_refused(tmp_path: Path) -> None:
+    # A program with neither channels nor tables (a table has its control channel,
+    # which --serve serves: docs/control.md).
+    prog = tmp_path / "plain_forward.py"
+    prog.write_text(
+        "from offlow import Program, Sink, Source\n\n\n"
+        "def program() -> Program:\n"
+        "    p = Program(\"plain_forward\")\n"
+        "    rx, tx = Source(\"wire\"), Sink(\"out\")\n"
+        "    rx >> tx\n"
+        "    p.segment(\"only\", [rx, tx], device=\"nic\")\n"
+        "    return p\n")
+    res = subprocess.run([sys.executable, "-m", "offlow.cli", "run", str(prog), "--serve"],
                          capture_output=True, text=True, timeout=240)
     assert res.returncode != 0
     assert "has no channels to serve" in res.stderr and "Traceback" not in res.stderr
