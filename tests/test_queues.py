@@ -155,9 +155,10 @@ def test_generated_code_tags_entries_and_dispatches_them() -> None:
         assert f"case {k}: {{ /* cls.{port} -> {dst}.inp */" in host
     assert "&ctx->out_rx__app[(uint32_t)state->key % 3u]" in nic
     assert "en->ofl_len = (uint16_t)pkt->len;" in nic  # the count channel's length
-    # the NIC core's three rings, each dropping when full (enqueue=drop)
+    # the NIC core's three rings, each dropping when full (enqueue=drop), their consumer
+    # the host process (its peer 0: the one liveness pipe it watches for this queue)
     assert ('{ "rx->app", &ofl_ctxs[0].out_rx__app, NULL, NULL, ofl_rings_0_0, 3u, false, '
-            "true }") in nic
+            "true, 0 }") in nic
     assert "union ofl_q_rx__app {" in common
     assert ("sizeof(struct ofl_entry_hdr) }, /* 2: rx->app core 0 -> instance 2 (core 0) */"
             in common)
