@@ -166,7 +166,7 @@ def test_generated_code_tags_entries_and_dispatches_them() -> None:
     assert ("static const struct ofl_ring_use ofl_rings_0_0[] = {\n"
             "    { 0u, 0u, 0u, 0u, false },\n    { 2u, 0u, 2u, 0u, false },\n};") in host
     assert "&ofl_ctxs[0].nin_rx__app, ofl_rings_0_0, 2u, false, false, 0 }" in host
-    assert "&ofl_ctxs[1].nin_rx__app, ofl_rings_1_0, 1u, false, false }" in host
+    assert "&ofl_ctxs[1].nin_rx__app, ofl_rings_1_0, 1u, false, false, 0 }" in host
 
 
 # ---- end to end --------------------------------------------------------------------------
