@@ -92,3 +92,21 @@ class Instance:
 
     def close(self) -> None:
         lib().ofl_tsp_free(ctypes.byref(self._t))
+
+
+def max_climbers() -> int:
+    """OFL_TSP_MAX_CLIMBERS, read from the library (tsp.c exports it)."""
+    return ctypes.c_uint32.in_dll(lib(), "ofl_tsp_max_climbers").value
+
+
+def check_table(name: str, options: dict[str, str]) -> None:
+    """The climbers table `name`'s options (path=, climbers=) checked before a run
+    starts, with the library's own parser: one OfflowError naming the file, the line
+    and the reason."""
+    path = options.get("path")
+    if not path:
+        raise OfflowError(f"table `{name}`: no path= (a TSPLIB file: --opt {name}.path=FILE)")
+    climbers, most = options.get("climbers", "1"), max_climbers()
+    if not climbers.isdigit() or not 1 <= int(climbers) <= most:
+        raise OfflowError(f"table `{name}`: climbers={climbers}: expected 1 to {most}")
+    load(path)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+const uint32_t ofl_tsp_max_climbers = OFL_TSP_MAX_CLIMBERS;
+
 int ofl_tsp_init(struct ofl_tsp *t, const double *xy, uint32_t n)
 {
     memset(t, 0, sizeof *t);

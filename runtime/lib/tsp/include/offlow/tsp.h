@@ -19,6 +19,10 @@
 #define OFL_TSP_MAX_CITIES 4096 /* the distance matrix is n*n int32: 64 MiB at most */
 #define OFL_TSP_MIN_CITIES 4
 #define OFL_TSP_NEIGHBOURS 10 /* K: candidate cities tried for each city */
+#define OFL_TSP_MAX_CLIMBERS 64 /* climber threads of one table (tsp_climbers.h) */
+
+/* OFL_TSP_MAX_CLIMBERS as a value (for Python, through ctypes). */
+extern const uint32_t ofl_tsp_max_climbers;
 
 /* An instance: n cities, their n*n distances and K nearest neighbours each. */
 struct ofl_tsp {
