@@ -1,6 +1,7 @@
 """The TSP case study (examples/tsp.py, offlow.tsp): TSPLIB files refused with the
 file, the line and the reason; the best of 2,000 climbs on kroA100 within 0.5% of the
-optimum with the climbers on `nic` and on `host` (climbs depend only on their seeds,
+optimum with the climbers on `nic`, on `host` and on `gpu` (PoCL here; the same best
+tour as the host's climb code from the same seeds) (climbs depend only on their seeds,
 so a fixed seed makes this deterministic: 20 of 20 seed ranges tried gave at most
 21,353 from 2,000 climbs), every tour checked here to be a permutation of the cities
 whose length is recomputed from the file by this test's own reading of it; a user's
@@ -16,12 +17,14 @@ from pathlib import Path
 import pytest
 
 from offlow.errors import OfflowError
-from offlow.tsp import clib, manager
+from offlow.targets import get as target
+from offlow.tsp import clib, gpu, manager
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("OFFLOW_DATA", ROOT.parent / "shared" / "data"))
 KROA100 = DATA / "kroA100.tsp"
 OPTIMUM = 21282
+WHY = target("gpu").unusable()
 
 
 def oracle_cities(path: Path) -> list[tuple[float, float]]:
@@ -54,6 +57,17 @@ def test_best_of_2000_climbs_within_half_a_percent(device: str, climbers: int) -
     assert (r.climbs, r.cities, r.climbers) == (2000, 100, climbers)
     assert tour_length(oracle_cities(KROA100), r.tour) == r.length
     assert r.length <= OPTIMUM * 1.005, r
+
+
+@pytest.mark.skipif(WHY is not None, reason=f"gpu target: {WHY}")
+def test_gpu_climber_within_half_a_percent_and_same_as_the_cpu() -> None:
+    r, device = gpu.run(KROA100, 2000, per_item=2, batch=300, depth=2, seed=1)
+    assert (r.climbs, r.jobs) == (2000, 1000) and device
+    assert tour_length(oracle_cities(KROA100), r.tour) == r.length
+    assert r.length <= OPTIMUM * 1.005, r
+    # the kernel runs the host's climb code: the same seeds give the same best tour
+    length, tour, seed = clib.Instance(clib.load(KROA100)).climbs(1, 2000)
+    assert (r.length, r.tour, r.seed) == (length, tuple(tour), seed)
 
 
 USER_FILE = ("NAME: ring37\r\nCOMMENT : my own cities, on a circle (scrambled)\r\n"
