@@ -9,6 +9,7 @@ program and file (their own names, CRLF and comments, 37 cities) on the host."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import runpy
@@ -68,6 +69,19 @@ def test_gpu_climber_within_half_a_percent_and_same_as_the_cpu() -> None:
     # the kernel runs the host's climb code: the same seeds give the same best tour
     length, tour, seed = clib.Instance(clib.load(KROA100)).climbs(1, 2000)
     assert (r.length, r.tour, r.seed) == (length, tuple(tour), seed)
+
+
+def test_cli_reports_a_verified_tour(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from offlow.cli import main
+
+    out = tmp_path / "r.json"
+    assert main(["tsp", "--device", "host", "--climbers", "2", "--climbs", "300",
+                 "--file", str(KROA100), "--json-out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert tour_length(oracle_cities(KROA100), tuple(r["tour"])) == r["length"]
+    assert (r["climbs"], r["jobs"], r["climbers"], r["optimum"]) == (300, 6, 2, OPTIMUM)
+    assert f"best of 300 climbs on host, 2 climber thread(s): {r['length']:,}" in \
+        capsys.readouterr().out
 
 
 USER_FILE = ("NAME: ring37\r\nCOMMENT : my own cities, on a circle (scrambled)\r\n"
