@@ -29,12 +29,12 @@ class ClimbJobs(Handler):
     body = r"""
     const void *slot;
     size_t slot_len;
-    uint32_t info[3] = { 0, 0, 0 };
+    uint32_t info[4] = { 0, 0, 0, 0 };
     int32_t rc = ofl_tsp_climbers_handle(cities, msg, len, &slot, &slot_len, info);
     if (slot) {
         BULK_REPLY(slot, slot_len);
         return;
     }
-    uint32_t out[4] = { (uint32_t)rc, info[0], info[1], info[2] };
+    uint32_t out[5] = { (uint32_t)rc, info[0], info[1], info[2], info[3] };
     REPLY(out, sizeof out);
     """

@@ -18,7 +18,6 @@ from offlow.session import session
 # enum ofl_tsp_op and struct ofl_tsp_result (tsp_climbers.h)
 OP_INFO, OP_POST, OP_READY, OP_FETCH = 1, 2, 3, 4
 RESULT_HEADER = struct.Struct("<IIQq")
-OPTIMUM = {"kroA100": 21282}  # TSPLIB's published optima of the instances we ship tests for
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class Result:
 
 
 def _status(reply: bytes, what: str) -> tuple[int, ...]:
-    vals = struct.unpack("<iIII", reply[:16])
+    vals = struct.unpack("<iIIII", reply[:20])
     if vals[0] < 0:
         raise OfflowError(f"tsp channel: {what} refused (error {vals[0]})")
     return vals
@@ -53,10 +52,11 @@ def _fetch(ch: Channel, job: int, n: int) -> tuple[int, int, tuple[int, ...]]:
 
 def manage(ch: Channel, climbs: int, job: int = 50, seed: int = 1) -> Result:
     """Run `climbs` climbs (seeds seed, seed+1, ...) in jobs of `job` through the
-    climbers serving `ch`; the best tour (the first of equal lengths)."""
+    climbers serving `ch`; the best tour (the first of equal lengths). The device numbers
+    jobs from its start: this call's are base, base+1, ... (base from the info reply)."""
     if climbs < 1 or job < 1:
         raise OfflowError(f"climbs ({climbs}) and the job size ({job}) must be at least 1")
-    _, n, climbers, slots = _status(ch.request(struct.pack("<I", OP_INFO)), "info")
+    _, n, climbers, slots, base = _status(ch.request(struct.pack("<I", OP_INFO)), "info")
     jobs = -(-climbs // job)
     best: tuple[int, int, tuple[int, ...]] | None = None
     posted = fetched = idle = 0
@@ -64,16 +64,16 @@ def manage(ch: Channel, climbs: int, job: int = 50, seed: int = 1) -> Result:
     while fetched < jobs:
         while posted < jobs and posted - fetched < slots:
             count = min(job, climbs - posted * job)
-            _status(ch.request(struct.pack("<IIIQ", OP_POST, posted, count,
+            _status(ch.request(struct.pack("<IIIQ", OP_POST, base + posted, count,
                                            seed + posted * job)), f"post of job {posted}")
             posted += 1
-        if _status(ch.request(struct.pack("<II", OP_READY, fetched)), "ready")[0] != 1:
+        if _status(ch.request(struct.pack("<II", OP_READY, base + fetched)), "ready")[0] != 1:
             idle += 1  # bounded spin, then naps: leave the CPUs to the climbers
             if idle > 50:
                 time.sleep(0.0002)
             continue
         idle = 0
-        got = _fetch(ch, fetched, n)
+        got = _fetch(ch, base + fetched, n)
         if best is None or got[0] < best[0]:
             best = got
         fetched += 1
@@ -86,6 +86,13 @@ def run(program: Program, climbs: int, job: int = 50, seed: int = 1,
         opts: tuple[str, ...] = (), timeout: float = 600.0) -> Result:
     """Start `program` (its `tsp` channel served by climbers), manage `climbs` climbs
     through it, stop it."""
+    return runs(program, climbs, job, seed, opts, timeout)[0]
+
+
+def runs(program: Program, climbs: int, job: int = 50, seed: int = 1,
+         opts: tuple[str, ...] = (), timeout: float = 600.0, repeat: int = 1) -> list[Result]:
+    """As run, every repetition's result (the same climbs each time: for timing)."""
     options = RunOptions(count=1, serve=True, opts=opts, timeout=timeout)
     with session(program, options) as s:
-        return manage(s.channel("tsp"), climbs, job, seed)
+        ch = s.channel("tsp")
+        return [manage(ch, climbs, job, seed) for _ in range(repeat)]

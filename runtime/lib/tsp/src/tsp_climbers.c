@@ -190,7 +190,7 @@ static uint32_t rd32(const uint8_t *p)
 }
 
 int32_t ofl_tsp_climbers_handle(struct ofl_tsp_climbers *c, const uint8_t *msg, size_t len,
-                                const void **bulk, size_t *bulk_len, uint32_t info[3])
+                                const void **bulk, size_t *bulk_len, uint32_t info[4])
 {
     *bulk = NULL;
     if (len < 4)
@@ -202,6 +202,7 @@ int32_t ofl_tsp_climbers_handle(struct ofl_tsp_climbers *c, const uint8_t *msg, 
         info[0] = c->tsp.n;
         info[1] = c->nthreads;
         info[2] = OFL_TSP_SLOTS;
+        info[3] = posted;
         return 0;
     case OFL_TSP_OP_POST: {
         if (len < 20 || job != posted || rd32(msg + 8) == 0)

@@ -26,7 +26,7 @@
 
 /* Messages on the table's channel: op, then its arguments (little-endian, packed). */
 enum ofl_tsp_op {
-    OFL_TSP_OP_INFO = 1,  /* -> REPLY {int32 0, uint32 n, uint32 climbers, uint32 slots} */
+    OFL_TSP_OP_INFO = 1,  /* -> {int32 0, uint32 n, climbers, slots, the next job's number} */
     OFL_TSP_OP_POST = 2,  /* {uint32 op, uint32 job, uint32 count, uint64 seed} -> {int32} */
     OFL_TSP_OP_READY = 3, /* {uint32 op, uint32 job} -> {int32 1 ready, 0 not yet, <0} */
     OFL_TSP_OP_FETCH = 4, /* {uint32 op, uint32 job} -> BULK_REPLY the slot (or {int32 <0}) */
@@ -76,10 +76,11 @@ int ofl_tsp_climbers_open_blob(struct ofl_tsp_climbers **c, const void *blob, si
 void ofl_tsp_climbers_free(struct ofl_tsp_climbers *c);
 
 /* Serve one channel message (enum ofl_tsp_op above): returns the int32 status to
- * REPLY, or 0 with *bulk and *bulk_len set when the answer is a slot to BULK_REPLY.
+ * REPLY (with `info` filled for OFL_TSP_OP_INFO), or 0 with *bulk and *bulk_len set
+ * when the answer is a slot to BULK_REPLY.
  * A message that is short, of an unknown op, a post out of order or over
  * OFL_TSP_SLOTS ahead of the oldest unfetched job, or a count of 0 gives -EINVAL. */
 int32_t ofl_tsp_climbers_handle(struct ofl_tsp_climbers *c, const uint8_t *msg, size_t len,
-                                const void **bulk, size_t *bulk_len, uint32_t info[3]);
+                                const void **bulk, size_t *bulk_len, uint32_t info[4]);
 
 #endif
