@@ -9,7 +9,9 @@ jobs of climbs on the channel and fetches each job's best tour in bulk from the
 circular result queue. The `idle` segment only holds the device's process: its
 cores serve no packets.
 
-    offlow tsp --device nic --climbers 2          (host: --device host; gpu: docs/tsp.md)
+    offlow tsp --device nic --climbers 2
+
+(`--device host` puts the climbers in the host process; the gpu climber: docs/tsp.md)
 """
 
 import os
