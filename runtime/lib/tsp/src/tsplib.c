@@ -56,10 +56,11 @@ struct parse {
     char buf[LINE_MAX_LEN + 1];
 };
 
-/* The next line, trimmed, or NULL at the end; 1 in *too_long for an over-long line. */
-static char *next_line(struct parse *p, int *too_long)
+/* The next line, trimmed, or NULL at the end; *bad: 1 for a line over LINE_MAX_LEN,
+ * 2 for one with a NUL byte, else 0. */
+static char *next_line(struct parse *p, int *bad)
 {
-    *too_long = 0;
+    *bad = 0;
     if (p->at >= p->len)
         return NULL;
     const char *s = p->text + p->at;
@@ -68,30 +69,40 @@ static char *next_line(struct parse *p, int *too_long)
     p->at += n + (nl != NULL);
     p->line++;
     if (n > LINE_MAX_LEN) {
-        *too_long = 1;
+        *bad = 1;
         return p->buf;
     }
     memcpy(p->buf, s, n);
     p->buf[n] = '\0';
     if (memchr(p->buf, '\0', n)) {
-        *too_long = 2;
+        *bad = 2;
         return p->buf;
     }
     return trim(p->buf);
 }
 
+/* The next line that is not blank, trimmed, into *s (NULL at the end). Returns 0, or
+ * -EINVAL with the reason in `err` for a line over LINE_MAX_LEN or with a NUL byte. */
+static int next_content(struct parse *p, char **s, char *err, size_t errlen)
+{
+    int bad;
+    while ((*s = next_line(p, &bad)) != NULL) {
+        if (bad)
+            return fail(err, errlen, p->line, bad == 1 ? "line longer than %d bytes"
+                        : "a NUL byte in the text", LINE_MAX_LEN);
+        if (**s != '\0')
+            return 0;
+    }
+    return 0;
+}
+
 /* The header: KEYWORD [ ]: VALUE lines up to NODE_COORD_SECTION. */
 static int header(struct parse *p, long *dim, char *err, size_t errlen)
 {
-    int type = 0, weights = 0, long_line;
+    int type = 0, weights = 0, rc;
     char *s;
     *dim = -1;
-    while ((s = next_line(p, &long_line)) != NULL) {
-        if (long_line)
-            return fail(err, errlen, p->line, long_line == 1 ? "line longer than %d bytes"
-                        : "a NUL byte in the text", LINE_MAX_LEN);
-        if (*s == '\0')
-            continue;
+    while ((rc = next_content(p, &s, err, errlen)) == 0 && s != NULL) {
         if (strcmp(s, "NODE_COORD_SECTION") == 0) {
             if (!type)
                 return fail(err, errlen, p->line, "NODE_COORD_SECTION before TYPE : TSP");
@@ -132,7 +143,7 @@ static int header(struct parse *p, long *dim, char *err, size_t errlen)
                         "EDGE_WEIGHT_TYPE, NODE_COORD_SECTION)", key);
         }
     }
-    return fail(err, errlen, p->line, "no NODE_COORD_SECTION");
+    return rc ? rc : fail(err, errlen, p->line, "no NODE_COORD_SECTION");
 }
 
 static int coordinate(const char *tok, double *v)
@@ -149,14 +160,9 @@ static int nodes(struct parse *p, uint32_t n, double *xy, uint8_t *seen, char *e
                  size_t errlen)
 {
     uint32_t got = 0;
-    int long_line;
+    int rc;
     char *s;
-    while ((s = next_line(p, &long_line)) != NULL) {
-        if (long_line)
-            return fail(err, errlen, p->line, long_line == 1 ? "line longer than %d bytes"
-                        : "a NUL byte in the text", LINE_MAX_LEN);
-        if (*s == '\0')
-            continue;
+    while ((rc = next_content(p, &s, err, errlen)) == 0 && s != NULL) {
         if (strcmp(s, "EOF") == 0)
             break;
         if (got == n)
@@ -179,6 +185,8 @@ static int nodes(struct parse *p, uint32_t n, double *xy, uint8_t *seen, char *e
         xy[2 * (i - 1) + 1] = y;
         got++;
     }
+    if (rc)
+        return rc;
     if (got < n)
         return fail(err, errlen, p->line, "%u node lines for DIMENSION %u", got, n);
     return 0;
