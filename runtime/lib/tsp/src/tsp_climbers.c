@@ -207,11 +207,7 @@ int32_t ofl_tsp_climbers_handle(struct ofl_tsp_climbers *c, const uint8_t *msg, 
     case OFL_TSP_OP_POST: {
         if (len < 20 || job != posted || rd32(msg + 8) == 0)
             return -EINVAL;
-        /* slot job % SLOTS must have been fetched: its previous job done (the host
-         * fetched in order before posting SLOTS ahead) */
-        if (job >= OFL_TSP_SLOTS &&
-            atomic_load_explicit(&c->done[job % OFL_TSP_SLOTS], memory_order_acquire) !=
-                job - OFL_TSP_SLOTS + 1)
+        if (job - c->fetched >= OFL_TSP_SLOTS) /* its slot holds a result not fetched */
             return -EBUSY;
         struct ofl_tsp_job *w = &c->work[job % OFL_TSP_SLOTS];
         w->count = rd32(msg + 8);
@@ -221,12 +217,16 @@ int32_t ofl_tsp_climbers_handle(struct ofl_tsp_climbers *c, const uint8_t *msg, 
     }
     case OFL_TSP_OP_READY:
     case OFL_TSP_OP_FETCH: {
-        if (len < 8 || job >= posted)
+        /* fetches go in order; the last one may be asked again (a transfer retried) */
+        if (len < 8 || job >= posted ||
+            (op == OFL_TSP_OP_FETCH && job != c->fetched && job + 1 != c->fetched))
             return -EINVAL;
         int ready = atomic_load_explicit(&c->done[job % OFL_TSP_SLOTS],
                                          memory_order_acquire) == job + 1;
         if (op == OFL_TSP_OP_READY || !ready)
             return ready ? 1 : (op == OFL_TSP_OP_READY ? 0 : -EAGAIN);
+        if (job == c->fetched)
+            c->fetched++;
         *bulk = c->slots + (job % OFL_TSP_SLOTS) * c->stride;
         *bulk_len = sizeof(struct ofl_tsp_result) + c->tsp.n * sizeof(uint32_t);
         return 0;

@@ -4,8 +4,11 @@
  *
  * A job is `count` climbs from seeds seed, seed+1, ...; its result is the best of them
  * (length, seed, tour). Job j goes to slot j mod OFL_TSP_SLOTS of the work ring and of
- * the result queue; the host's manager posts jobs in order (0, 1, ...), keeps at most
- * OFL_TSP_SLOTS of them unfetched, and fetches results in order. Climbers take jobs
+ * the result queue; the host's manager posts jobs in order (0, 1, ...) and fetches
+ * results in order; a post that would reuse the slot of a result not fetched yet is
+ * refused (-EBUSY). A fetch is answered in bulk from the slot after the handler
+ * returns: the manager takes it whole before its next post, so the slot is not
+ * written meanwhile. Climbers take jobs
  * with a compare-and-swap and wait for work with a bounded spin, then yield (wait.h).
  *
  * The table `NAME` is opened with the options path= (a TSPLIB EUC_2D file) and
@@ -53,6 +56,7 @@ struct ofl_tsp_climbers {
     atomic_uint posted;                 /* jobs posted so far (the next job's number) */
     atomic_uint taken;                  /* jobs taken by climbers so far */
     atomic_uint done[OFL_TSP_SLOTS];    /* job + 1 once slot's result is written */
+    uint32_t fetched;                   /* jobs fetched (the channel handler's alone) */
     struct ofl_tsp_job work[OFL_TSP_SLOTS];
     uint8_t *slots;                     /* OFL_TSP_SLOTS results, `stride` bytes apart */
     size_t stride;
@@ -78,8 +82,10 @@ void ofl_tsp_climbers_free(struct ofl_tsp_climbers *c);
 /* Serve one channel message (enum ofl_tsp_op above): returns the int32 status to
  * REPLY (with `info` filled for OFL_TSP_OP_INFO), or 0 with *bulk and *bulk_len set
  * when the answer is a slot to BULK_REPLY.
- * A message that is short, of an unknown op, a post out of order or over
- * OFL_TSP_SLOTS ahead of the oldest unfetched job, or a count of 0 gives -EINVAL. */
+ * A message that is short or of an unknown op, a post out of order or of a count of
+ * 0, a ready or fetch of a job not posted, and a fetch out of order give -EINVAL; a
+ * post OFL_TSP_SLOTS ahead of the oldest job not fetched -EBUSY; a fetch of a job not
+ * done -EAGAIN. */
 int32_t ofl_tsp_climbers_handle(struct ofl_tsp_climbers *c, const uint8_t *msg, size_t len,
                                 const void **bulk, size_t *bulk_len, uint32_t info[4]);
 
