@@ -104,7 +104,8 @@ def program():
 '''
 
 
-def test_user_program_and_file_on_host(tmp_path: Path) -> None:
+def test_user_program_and_file_on_host(tmp_path: Path,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
     from offlow.dsl.loader import load_program
 
     order = [(7 * i) % 37 for i in range(37)]  # city order[i] sits at angle i
@@ -120,6 +121,8 @@ def test_user_program_and_file_on_host(tmp_path: Path) -> None:
     ring = tour_length(cities, tuple(order))
     assert (r.cities, r.climbers, r.jobs) == (37, 3, 43)
     assert r.length == tour_length(cities, r.tour) == ring
+    warned = "warning: oversubscribed: 3 climber threads" in capsys.readouterr().err
+    assert warned == ((os.cpu_count() or 1) <= 3)
 
 
 @pytest.mark.parametrize("text,want", [

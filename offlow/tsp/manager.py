@@ -5,7 +5,9 @@ the circular result queue (runtime/lib/tsp/include/offlow/tsp_climbers.h)."""
 
 from __future__ import annotations
 
+import os
 import struct
+import sys
 import time
 from dataclasses import dataclass
 
@@ -57,6 +59,11 @@ def manage(ch: Channel, climbs: int, job: int = 50, seed: int = 1) -> Result:
     if climbs < 1 or job < 1:
         raise OfflowError(f"climbs ({climbs}) and the job size ({job}) must be at least 1")
     _, n, climbers, slots, base = _status(ch.request(struct.pack("<I", OP_INFO)), "info")
+    cpus = os.cpu_count() or 1
+    if climbers >= cpus:  # they spin beside this manager and the program's own threads
+        print(f"offlow tsp: warning: oversubscribed: {climbers} climber threads, this "
+              f"manager and the program's threads on {cpus} CPUs; they take turns (spin, "
+              "then yield), so expect slower and noisier times", file=sys.stderr)
     jobs = -(-climbs // job)
     best: tuple[int, int, tuple[int, ...]] | None = None
     posted = fetched = idle = 0
