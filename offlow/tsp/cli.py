@@ -34,8 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", choices=("nic", "host", "gpu"), default="nic",
                    help="where the climbers run")
     p.add_argument("--climbs", type=int, default=10_000, help="climbs from random tours")
-    p.add_argument("--climbers", type=int, default=1,
-                   help="nic/host: climber threads in the device's process")
+    p.add_argument("--climbers", type=int, default=None,
+                   help="nic/host: climber threads in the device's process (default 1; "
+                        "with --program, its table's option says)")
     p.add_argument("--job", type=int, default=None,
                    help="climbs per job the manager hands out (default 50; gpu: climbs per "
                         "work-item, default 1)")
@@ -59,19 +60,22 @@ def cli(a: argparse.Namespace) -> int:
         r, where = gpu.run(path, a.climbs, a.job or 1, a.batch, a.depth, a.seed)
         where = f"gpu ({where})"
     else:
+        if a.program and (a.climbers is not None or a.file is not None):
+            raise OfflowError("--climbers and --file are examples/tsp.py's: with --program, "
+                              "your program's table says")
         prog = load_program(a.program) if a.program else example(a.device, path)
-        table = "cities" if a.program is None else None
-        opts = (f"{table}.climbers={a.climbers}", f"{table}.path={path}") if table else ()
+        opts = () if a.program else (f"cities.climbers={a.climbers or 1}",)
         r = manager.run(prog, a.climbs, a.job or 50, a.seed, opts)
         where = f"{a.device}, {r.climbers} climber thread(s)"
-    optimum = OPTIMA.get(path.stem)
+    source = a.program or path  # (a program of the user's names its own file)
+    optimum = None if a.program else OPTIMA.get(path.stem)
     gap = f" ({(r.length - optimum) / optimum:+.2%} vs the optimum {optimum:,})" if optimum else ""
-    print(f"{path}: {r.cities} cities; best of {r.climbs:,} climbs on {where}: "
+    print(f"{source}: {r.cities} cities; best of {r.climbs:,} climbs on {where}: "
           f"{r.length:,}{gap}, climb seed {r.seed}")
     print(f"{r.climbs:,} climbs in {r.seconds:.3f} s ({r.jobs:,} jobs)")
     print("tour:", " ".join(str(c + 1) for c in r.tour))
     if a.json_out:
-        a.json_out.write_text(json.dumps({"file": str(path), "device": a.device,
+        a.json_out.write_text(json.dumps({"file": str(source), "device": a.device,
                                           "where": where, "optimum": optimum,
                                           "length": r.length, "seed": r.seed,
                                           "climbs": r.climbs, "jobs": r.jobs,
