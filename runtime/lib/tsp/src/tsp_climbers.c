@@ -13,10 +13,11 @@ static void *climber(void *arg)
 {
     struct ofl_tsp_climbers *c = arg;
     const uint32_t n = c->tsp.n;
-    uint32_t *work = malloc((ofl_tsp_scratch_words(n) + n) * sizeof *work);
+    const size_t words = ofl_tsp_scratch_words(n) + n; /* scratch, then a tour */
+    uint32_t *work = c->scratch + words * atomic_fetch_add(&c->ids, 1);
     struct ofl_waiter w;
     ofl_waiter_init(&w, NULL, 0, NULL);
-    while (work && !atomic_load_explicit(&c->stop, memory_order_acquire)) {
+    while (!atomic_load_explicit(&c->stop, memory_order_acquire)) {
         unsigned j = atomic_load_explicit(&c->taken, memory_order_relaxed);
         if (j == atomic_load_explicit(&c->posted, memory_order_acquire) ||
             !atomic_compare_exchange_weak(&c->taken, &j, j + 1)) {
@@ -40,7 +41,6 @@ static void *climber(void *arg)
         }
         atomic_store_explicit(&c->done[j % OFL_TSP_SLOTS], j + 1, memory_order_release);
     }
-    free(work);
     return NULL;
 }
 
@@ -61,10 +61,12 @@ static int start(struct ofl_tsp_climbers **out, const double *xy, uint32_t n,
         return -ENOMEM;
     int rc = ofl_tsp_init(&c->tsp, xy, n);
     c->stride = (sizeof(struct ofl_tsp_result) + n * sizeof(uint32_t) + 63) & ~(size_t)63;
-    c->slots = rc == 0 ? calloc(OFL_TSP_SLOTS, c->stride) : NULL;
-    if (rc == 0 && !c->slots)
-        rc = -ENOMEM;
     c->nthreads = (uint32_t)threads;
+    c->slots = rc == 0 ? calloc(OFL_TSP_SLOTS, c->stride) : NULL;
+    c->scratch = rc == 0 ? malloc(c->nthreads * (ofl_tsp_scratch_words(n) + n) *
+                                  sizeof *c->scratch) : NULL;
+    if (rc == 0 && (!c->slots || !c->scratch))
+        rc = -ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < c->nthreads; i++) {
         rc = -pthread_create(&c->threads[i], NULL, climber, c);
         c->started += rc == 0;
@@ -179,6 +181,7 @@ void ofl_tsp_climbers_free(struct ofl_tsp_climbers *c)
         pthread_join(c->threads[i], NULL);
     ofl_tsp_free(&c->tsp);
     free(c->slots);
+    free(c->scratch);
     free(c);
 }
 

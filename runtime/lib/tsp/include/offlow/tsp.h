@@ -63,7 +63,8 @@ int64_t ofl_tsp_climb(const struct ofl_tsp *t, uint64_t seed, uint32_t *tour,
 
 /* `count` climbs with seeds seed, seed+1, ...: the best tour into `best` (n entries;
  * the first of equal lengths) and its length returned; *best_seed gets its seed when
- * not NULL. Returns -ENOMEM when its scratch cannot be allocated. */
+ * not NULL. Returns -ENOMEM when its scratch cannot be allocated, INT64_MAX (nothing
+ * written) when count is 0. */
 int64_t ofl_tsp_climbs(const struct ofl_tsp *t, uint64_t seed, uint32_t count,
                        uint32_t *best, uint64_t *best_seed);
 

@@ -59,6 +59,9 @@ struct ofl_tsp_climbers {
     uint32_t fetched;                   /* jobs fetched (the channel handler's alone) */
     struct ofl_tsp_job work[OFL_TSP_SLOTS];
     uint8_t *slots;                     /* OFL_TSP_SLOTS results, `stride` bytes apart */
+    uint32_t *scratch;                  /* each climber's scratch and tour (allocated
+                                           before they start: none can fail later) */
+    atomic_uint ids;                    /* climbers started: each takes its scratch */
     size_t stride;
 };
 
