@@ -124,12 +124,12 @@ static int read_cities(double **xy, uint32_t *n, const struct ofl_args *a, const
 int ofl_tsp_climbers_open(struct ofl_tsp_climbers **c, const struct ofl_args *a,
                           const char *name)
 {
-    double *xy;
-    uint32_t n;
-    int rc = read_cities(&xy, &n, a, name);
+    void *xy;
+    size_t len;
+    int rc = ofl_tsp_climbers_pack(&xy, &len, a, name);
     if (rc)
         return rc;
-    rc = start(c, xy, n, a, name);
+    rc = start(c, xy, (uint32_t)(len / (2 * sizeof(double))), a, name);
     free(xy);
     return rc;
 }
