@@ -153,7 +153,8 @@ best = max(bench.get("points", []), key=lambda p: p["lookups"] / p["gpu_s"], def
 tsp = None
 if (out / "bench_tsp.json").exists():
     doc = json.loads((out / "bench_tsp.json").read_text())
-    row = next((r for r in doc["rows"] if r["name"].startswith("gpu")), None)
+    row = min((r for r in doc["rows"] if r["name"].startswith("gpu")),
+              key=lambda r: r["median_s"], default=None)
     tsp = row and {"climbs": doc["input"]["climbs"], "seconds": row["median_s"],
                    "best": row["best"], "optimum": doc["input"]["optimum"]}
 elif (out / "tsp_gpu.json").exists():
