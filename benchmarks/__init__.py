@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 
 NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams",
-         "crypto")
+         "crypto", "tsp")
 
 
 def add_arguments(b: argparse.ArgumentParser) -> None:
@@ -19,7 +19,7 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
     b.add_argument("--png", type=Path,
-                   help="router, groups, channels, kvs, gpu: where to write the plot")
+                   help="router, groups, channels, kvs, gpu, tsp: where to write the plot")
     b.add_argument("--prefixes", type=Path,
                    help="router, groups, xdp, gpu: prefix file (default: the BGP table)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,vector,"
@@ -46,6 +46,8 @@ def run(a: argparse.Namespace) -> int:
         bench.run(quick=a.quick, out_json=a.json_out, prefixes=a.prefixes)
     elif a.name == "gpu":
         bench.run(quick=a.quick, out_json=a.json_out, prefixes=a.prefixes, out_png=a.png)
+    elif a.name == "tsp":
+        bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png)
     elif a.name == "groups":
         bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png, prefixes=a.prefixes)
     elif a.name == "kvs":

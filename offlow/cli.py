@@ -315,6 +315,12 @@ def parser() -> argparse.ArgumentParser:
     tuples_cli.add_arguments(tu.add_subparsers(dest="tuples_cmd", required=True,
                                                parser_class=_SubParser))
 
+    ts = sub.add_parser("tsp", help="TSP by 2-opt hill climbing (NFComms' case study): "
+                                    "climbers on nic, host or gpu, a manager on the host")
+    from offlow.tsp import cli as tsp_cli
+
+    tsp_cli.add_arguments(ts)
+
     b = sub.add_parser("bench", help="run a benchmark beside its peer and ceiling")
     import benchmarks  # the benchmarks (a package beside offlow's) say their options
 

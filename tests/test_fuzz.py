@@ -5,7 +5,8 @@ and UDP-framed streams, run against a small key-value store), the NIC cache of t
 key-value store (arbitrary requests and replies on both sides), the segmentation
 offload's descriptor and template parser (every descriptor it takes cut into packets
 that must fit), the CBC key-table parser and decryption of arbitrary ciphertexts, from
-small seed corpora made of valid and malformed inputs.  Skipped
+small seed corpora made of valid and malformed inputs; the TSPLIB parser, whose
+cities are then climbed (the tour a permutation of the length returned).  Skipped
 when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ FUZZ = Path(__file__).resolve().parent / "fuzz"
 # target -> the runtime library it fuzzes (and links, with the core)
 TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "ctl": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
-           "cbc": "crypto"}
+           "cbc": "crypto", "tsplib": "tsp"}
 SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
 SECONDS = 10
@@ -123,6 +124,13 @@ def _seed_corpus(target: str, d: Path) -> None:
         (d / "bf").write_bytes(b"\1" + f"1.2.3.4:5 6.7.8.9:10 {'01' * 7} {'02' * 8}\n".encode())
         (d / "twice").write_bytes(b"\0" + (line + "\n").encode() * 2)
         (d / "blocks").write_bytes(b"\0" + bytes(range(48)))
+    elif target == "tsplib":
+        head = "NAME : x\nTYPE : TSP\nDIMENSION : 5\nEDGE_WEIGHT_TYPE : EUC_2D\n"
+        nodes = "NODE_COORD_SECTION\n1 0 0\n2 3 4\n3 1.5e2 -7\n5 9 9\n4 2 2\nEOF\n"
+        (d / "five").write_bytes((head + nodes).encode())
+        (d / "crlf").write_bytes((head + nodes).replace("\n", "\r\n").encode())
+        (d / "short").write_bytes((head + nodes[:40]).encode())
+        (d / "geo").write_bytes(head.replace("EUC_2D", "GEO").encode())
     else:
         (d / "prefixes").write_text("1.0.0.0/24\n  10.1.0.0/16 65000 x\n2001:db8::/32\n"
                                     "# comment\n8.8.8.8\ngarbage\n")

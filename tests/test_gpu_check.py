@@ -1,7 +1,7 @@
 """tools/gpu_check.sh, the GPU machine's check, in its quickest mode on the OpenCL
-device here (PoCL): it finds what it needs, runs a gpu test and a tiny bench sweep, and
-writes summary.json, the JUnit report and the bench's JSON into the folder it is
-given."""
+device here (PoCL): it finds what it needs, runs a gpu test, the gpu climber's test, a
+tiny bench sweep and 500 climbs on the device, and writes summary.json, the JUnit
+report and the JSON into the folder it is given."""
 
 from __future__ import annotations
 
@@ -36,3 +36,8 @@ def test_the_gpu_check_writes_its_results_as_json(tmp_path: Path) -> None:
     assert summary["device"] == bench["device"]
     assert summary["bench_best"]["wrong"] == 0
     assert (out / "tests.xml").exists() and (out / "check.log").exists()
+    # the gpu climber's test ran, and offlow tsp's 500 climbs on the device
+    assert "gpu_climber" in (out / "tests.xml").read_text()
+    tsp = json.loads((out / "tsp_gpu.json").read_text())
+    assert summary["tsp_gpu"] == {"climbs": 500, "seconds": tsp["seconds"],
+                                  "best": tsp["length"], "optimum": 21282}

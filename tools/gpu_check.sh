@@ -1,25 +1,28 @@
 #!/usr/bin/env bash
 # The GPU check of the gpu target (issue 27): on a machine with an OpenCL GPU, build
-# what the check needs, run the gpu tests and `offlow bench gpu` in its quick mode on
-# the card, and write their results as JSON into OUT.
+# what the check needs, run the gpu tests, the TSP tests and `offlow bench gpu` and
+# `offlow bench tsp` in their quick modes on the card, and write their results as JSON
+# into OUT.
 #
 #   tools/gpu_check.sh --bundle            on a machine with Debian's packages (this
 #                                          one): put what a bare GPU machine lacks into
 #                                          .gpu-check/ (carry it there with the tree)
 #   tools/gpu_check.sh OUT [--smoke]       on the GPU machine: the check; --smoke: one C
-#                                          test and a tiny sweep (seconds; the suite
-#                                          runs it on PoCL)
+#                                          test, the gpu climber's test, a tiny sweep
+#                                          and 500 climbs on the gpu (seconds; the
+#                                          suite runs it on PoCL)
 #
 # What a bare GPU machine (NVIDIA driver, nvcc, gcc, Python 3.12 with numpy, no package
 # registry, no libpcap headers) lacks travels in .gpu-check/: libpcap's and OpenCL's
 # headers and link libraries, the Python packages the tests import (wheels), and the
-# shared inputs (the BGP table, the captures). NVIDIA's OpenCL library is often not
+# shared inputs (the BGP table, the captures, kroA100.tsp). NVIDIA's OpenCL library is often not
 # registered with the ICD loader: the check writes an ICD file of its own naming
 # libnvidia-opencl.so.1 (OCL_ICD_VENDORS) and asks for a GPU (OFFLOW_OPENCL_DEVICE=gpu);
 # without one it runs on whatever OpenCL device is there (PoCL) and says so.
 #
-# OUT gets: summary.json (device, tests passed/failed, the bench's best point, elapsed),
-# tests.xml (pytest's JUnit report), bench_gpu.json, and the logs.
+# OUT gets: summary.json (device, tests passed/failed, the gpu bench's best point, the
+# gpu climber's time and best length, elapsed), tests.xml (pytest's JUnit report),
+# bench_gpu.json, bench_tsp.json (--smoke: tsp_gpu.json, offlow tsp's), and the logs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${OFFLOW_GPU_BUNDLE:-$root/.gpu-check}
@@ -42,7 +45,8 @@ if [ "${1:-}" = "--bundle" ]; then
         --platform manylinux2014_x86_64 -d "$bundle/wheels" \
         pytest pycparser dpkt setuptools
     data=${OFFLOW_DATA:-$root/../shared/data}
-    cp "$data/bgp-full-table.txt.gz" "$data/tls_ciphers.pcap" "$data/quic.pcap" "$bundle/data/"
+    cp "$data/bgp-full-table.txt.gz" "$data/tls_ciphers.pcap" "$data/quic.pcap" \
+        "$data/kroA100.tsp" "$bundle/data/"
     du -sh "$bundle"
     exit 0
 fi
@@ -117,18 +121,22 @@ note "python $("$python" -c 'import sys; print(sys.version.split()[0])'), data $
 cd "$root"
 status=0
 if [ "$smoke" = "--smoke" ]; then
-    tests=(tests/test_gpu.py -k "library and plain")
+    tests=(tests/test_gpu.py tests/test_tsp.py -k "(library and plain) or gpu_climber")
     bench=(-c "from benchmarks import gpu; gpu.run(quick=True, out_json='$out/bench_gpu.json',
 sweep=gpu.Sweep(routes=2000, batches=(32, 256), depths=(1, 2), lookups=2048, addresses=4096))")
+    tsp=(-m offlow.cli tsp --device gpu --climbs 500 --json-out "$out/tsp_gpu.json")
 else
-    tests=(tests/test_gpu.py tests/test_bench_gpu.py)
+    tests=(tests/test_gpu.py tests/test_bench_gpu.py tests/test_tsp.py tests/test_bench_tsp.py)
     bench=(-m offlow.cli bench gpu --quick --json-out "$out/bench_gpu.json")
+    tsp=(-m offlow.cli bench tsp --quick --json-out "$out/bench_tsp.json")
 fi
 "$python" -m pytest -q -p no:cacheprovider --junitxml="$out/tests.xml" "${tests[@]}" \
     > "$out/tests.log" 2>&1 || status=1
 tail -3 "$out/tests.log" | tee -a "$out/check.log"
 "$python" "${bench[@]}" > "$out/bench_gpu.txt" 2>&1 || status=1
 cat "$out/bench_gpu.txt" | tee -a "$out/check.log"
+"$python" "${tsp[@]}" > "$out/tsp.txt" 2>&1 || status=1
+head -c 4000 "$out/tsp.txt" | tee -a "$out/check.log"
 
 "$python" - "$out" "$status" "$(( $(date +%s) - t0 ))" "$smoke" <<'EOF'
 import json, sys, xml.etree.ElementTree as ET
@@ -141,9 +149,21 @@ if (out / "tests.xml").exists():
     tests = {k: int(s.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
 bench = json.loads((out / "bench_gpu.json").read_text()) if (out / "bench_gpu.json").exists() else {}
 best = max(bench.get("points", []), key=lambda p: p["lookups"] / p["gpu_s"], default=None)
+# the gpu climber: bench tsp's gpu row, or (--smoke) offlow tsp's result
+tsp = None
+if (out / "bench_tsp.json").exists():
+    doc = json.loads((out / "bench_tsp.json").read_text())
+    row = min((r for r in doc["rows"] if r["name"].startswith("gpu")),
+              key=lambda r: r["median_s"], default=None)
+    tsp = row and {"climbs": doc["input"]["climbs"], "seconds": row["median_s"],
+                   "best": row["best"], "optimum": doc["input"]["optimum"]}
+elif (out / "tsp_gpu.json").exists():
+    doc = json.loads((out / "tsp_gpu.json").read_text())
+    tsp = {"climbs": doc["climbs"], "seconds": doc["seconds"], "best": doc["length"],
+           "optimum": doc["optimum"]}
 summary = {"ok": status == 0 and tests.get("failures", 1) == 0 and tests.get("errors", 1) == 0,
            "smoke": smoke == "--smoke", "device": bench.get("device"),
-           "tests": tests, "elapsed_s": elapsed,
+           "tests": tests, "elapsed_s": elapsed, "tsp_gpu": tsp,
            "bench_best": best and {**best, "gpu_mlps": best["lookups"] / best["gpu_s"] / 1e6,
                                    "copy_mlps": best["lookups"] / best["copy_s"] / 1e6,
                                    "gpu_over_copy": best["copy_s"] / best["gpu_s"]}}
