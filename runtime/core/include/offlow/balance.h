@@ -55,4 +55,48 @@ static inline unsigned ofl_balance_pick(struct ofl_balance *b)
     return 1;
 }
 
+/* ---- the balancer of a segment placed on two devices (generated code) ------------ */
+
+struct ofl_args;
+struct ofl_json;
+
+/* The compiler's split of a segment on two devices: a table object of the segment
+ * feeding it, used by one core. It hands each packet to a side and ends an epoch when
+ * `epoch_ns` have passed (the clock is read every 64 packets); with `adapt` off the share
+ * stays where it started (a static split, for comparison). */
+struct ofl_balance_run {
+    struct ofl_balance b;
+    int adapt;
+    uint64_t epoch_ns;      /* an epoch's length */
+    uint64_t epoch_start;   /* when the current epoch began (0: at the next packet) */
+    uint64_t epoch_packets; /* packets handed out in it */
+    uint64_t sent[2];       /* packets handed to each side in all */
+    double share_sum;       /* the sum of the share over the epochs, for its mean */
+};
+
+/* Open the balancer `name` from the options NAME.share (side 0's share at the start,
+ * 0..1, default 0.5), NAME.adapt (on|off, default on), NAME.epoch_us (1..10^7, default
+ * 10000), NAME.min_step and NAME.max_step (fractions of all packets, default 1/256 and
+ * 1/8). Returns 0, -EINVAL (a bad option, said on stderr) or -ENOMEM. */
+int ofl_balance_open(struct ofl_balance_run **r, const struct ofl_args *a, const char *name);
+
+/* Free a balancer (NULL: nothing). */
+void ofl_balance_close(struct ofl_balance_run *r);
+
+/* Write balancer `name`'s counters (final and mean share, packets per side, epochs,
+ * turns) to the stats file. */
+void ofl_balance_stats(struct ofl_json *j, const char *name, const struct ofl_balance_run *r);
+
+/* End the epoch when its time is up (called every 64 packets). */
+void ofl_balance_tick(struct ofl_balance_run *r);
+
+/* The side (0 or 1) the next packet goes to, counted. */
+static inline unsigned ofl_balance_next(struct ofl_balance_run *r)
+{
+    unsigned side = ofl_balance_pick(&r->b);
+    r->sent[side]++;
+    if ((++r->epoch_packets & 63) == 0) ofl_balance_tick(r);
+    return side;
+}
+
 #endif
