@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 
 NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams",
-         "crypto", "balance")
+         "crypto", "balance", "seeds")
 
 
 def add_arguments(b: argparse.ArgumentParser) -> None:
@@ -53,6 +53,6 @@ def run(a: argparse.Namespace) -> int:
                   designs=a.designs.split(",") if a.designs else None, duration=a.duration,
                   cores=a.cores, repeat=a.repeat,
                   workloads=a.values.split(",") if a.values else None)
-    else:  # queue, lso, streams, crypto, balance
+    else:  # queue, lso, streams, crypto, balance, seeds
         bench.run(quick=a.quick, out_json=a.json_out)
     return 0

@@ -14,15 +14,18 @@ from offlow.build import DATA, compile_program
 from offlow.dsl.loader import load_program
 from offlow.planner.validate import source_mpps
 from offlow.runner import RunOptions, build_for, run
+from offlow.streams import tuples
 from tests.progs import two_segment
 
 ROOT = Path(__file__).resolve().parents[1]
-QUERY = ROOT / "examples" / "stream_query.py"
+QUERY = ROOT / "examples" / "streams_query.py"
 
 
 def _run(tmp_path: Path, profile: str) -> tuple[bytes, dict]:
     out = tmp_path / f"out-{profile or 'plain'}.pcap"
-    opts = RunOptions(count=3000, sizes="206:1,300:1", output=out, profile=profile)
+    capture = tmp_path / "tuples.pcap"
+    tuples.write_pcap(capture, [(t, 9000) for t in tuples.generate(3, 3000)])
+    opts = RunOptions(input=capture, output=out, profile=profile)
     b = build_for(load_program(QUERY), opts)  # (a profile's run is timed per element)
     res = run(b, opts)
     assert res.ok, res.errors
@@ -33,6 +36,7 @@ def test_a_profile_slows_the_device_and_changes_nothing_it_computes(tmp_path):
     plain, plain_stats = _run(tmp_path, "")
     slowed, stats = _run(tmp_path, "cmp-nic-200")
     assert slowed == plain  # the same frames out, in the same order
+    assert len(plain) > 24 + 100 * 16  # the Aggregate's results, not only a pcap header
     nic = stats["nic"]["cores"]
     # cmp-nic-200 runs every kind of work at 1/10 of this host: each turn's element work
     # is followed by at least 9 times as much spinning (more when a spin is preempted)
