@@ -88,7 +88,7 @@ def _prog(device: list[str], *, source_inside: bool = False, rx_cores: tuple[int
     (lambda: _prog(["nic", "host"], rx_cores=(0, 1)),
      "segment `rx` feeds it through the balancer, which keeps its state on one core"),
     (lambda: _prog(["nic", "host"], name="w_host"),
-     "its copy on host needs the name `w_host_host`|needs the name `w_host`"),
+     "its copy on host needs the name `w_host`, which is taken"),
 ])
 def test_what_cannot_be_split_is_a_clear_error(make: Any, message: str) -> None:
     with pytest.raises(OfflowError, match=message):
@@ -116,3 +116,10 @@ def test_a_bad_balancer_option_is_refused_before_the_run(opt: str, message: str)
     b = build(load_program(BALANCED), werror=True)
     with pytest.raises(OfflowError, match=message):
         run(b, RunOptions(count=100, opts=(opt,), timeout=60))
+
+
+def test_a_cache_around_a_split_segment_is_refused() -> None:
+    kvs_cache = Path(__file__).resolve().parents[1] / "examples" / "kvs_cache.py"
+    with pytest.raises(OfflowError, match="segment `store` on host and nic: cache `cache` is "
+                                          "around its elements; a cache lives on one device"):
+        compile_program(load_program(kvs_cache, ["store.device=host,nic"]))

@@ -41,6 +41,10 @@ def _split(g: Graph, s: Segment) -> Graph:
         raise OfflowError(f"{where}: a core group cannot be split between two devices; "
                           "place it on one, or make it data-parallel (group=off)")
     inside = {n.name for n in members}
+    caches = [c.name for c in g.caches if {c.first, c.last} & inside]
+    if caches:
+        raise OfflowError(f"{where}: cache `{caches[0]}` is around its elements; a cache "
+                          "lives on one device: place the segment on one")
     feeds = [e for e in g.edges if e.dst in inside and e.src not in inside]
     if len(feeds) != 1:
         raise OfflowError(f"{where}: the balancer splits the packets of one edge into the "
