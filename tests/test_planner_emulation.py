@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from offlow import Element, Program, Sink, Source
 from offlow.build import DATA, compile_program
 from offlow.dsl.loader import load_program
 from offlow.planner.validate import source_mpps
@@ -78,3 +79,27 @@ def test_validation_measures_the_busiest_thread_without_the_instruments():
                       {"segment": "app", "cpu": 1, "busy_cpu_ns": 5_000_000, "timer_ns": 2.0,
                        "elements": {"readb": {"in": 5_000, "ns": 1}}}]}
     assert source_mpps(g, {"nic": nic, "host": host}) == pytest.approx(10_000 / 8.98e6 * 1e3)
+
+
+def test_a_profile_slows_the_members_of_a_core_group_too():
+    class Churn(Element):
+        body = r"""
+        uint32_t acc = 1;  /* a user's loop: the work to slow */
+        for (uint32_t i = 0; i < pkt->len; i++)
+            acc = acc * 31u + pkt->data[i];
+        pkt->data[0] = (uint8_t)acc;
+        """
+
+    p = Program("grouped")
+    src, churn, out = Source("rx"), Churn("churn"), Sink("tx")
+    src >> churn >> out
+    p.segment("rx", [src], device="nic", cores=[0])
+    p.segment("work", [churn], device="nic", cores=[1, 2], group=True)
+    p.segment("tx", [out], device="host", cores=[0])
+    opts = RunOptions(count=4000, sizes="333:1", profile="cmp-nic-200")
+    res = run(build_for(p, opts), opts)
+    assert res.ok, res.errors
+    members = [c for c in res.stats["nic"]["cores"] if c["segment"] == "work"]
+    assert len(members) == 2
+    for c in members:  # the master and the worker each slowed ~10x
+        assert c["work_ns"] > 0 and 8.5 * c["work_ns"] < c["dilated_ns"], c
