@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 
 NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams",
-         "crypto", "tsp")
+         "crypto", "tsp", "balance", "seeds")
 
 
 def add_arguments(b: argparse.ArgumentParser) -> None:
@@ -55,6 +55,6 @@ def run(a: argparse.Namespace) -> int:
                   designs=a.designs.split(",") if a.designs else None, duration=a.duration,
                   cores=a.cores, repeat=a.repeat,
                   workloads=a.values.split(",") if a.values else None)
-    else:  # queue, lso, streams, crypto
+    else:  # queue, lso, streams, crypto, tsp, balance, seeds
         bench.run(quick=a.quick, out_json=a.json_out)
     return 0

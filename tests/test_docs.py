@@ -129,3 +129,14 @@ def test_the_readme_program_runs(tmp_path: Path) -> None:
                          cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr
     assert len(read_frames(out)) == len(read_frames(TLS))
+
+
+def test_every_bench_the_readme_lists_is_one_offlow_bench_runs() -> None:
+    import re
+
+    import benchmarks
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    listed = set(re.findall(r"^\| `offlow bench ([a-z]+)", readme, re.M))
+    assert {"seeds", "balance"} <= listed
+    assert listed <= set(benchmarks.NAMES), listed - set(benchmarks.NAMES)

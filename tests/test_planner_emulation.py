@@ -10,19 +10,23 @@ from pathlib import Path
 
 import pytest
 
+from offlow import Element, Program, Sink, Source
 from offlow.build import DATA, compile_program
 from offlow.dsl.loader import load_program
 from offlow.planner.validate import source_mpps
 from offlow.runner import RunOptions, build_for, run
+from offlow.streams import tuples
 from tests.progs import two_segment
 
 ROOT = Path(__file__).resolve().parents[1]
-QUERY = ROOT / "examples" / "stream_query.py"
+QUERY = ROOT / "examples" / "streams_query.py"
 
 
 def _run(tmp_path: Path, profile: str) -> tuple[bytes, dict]:
     out = tmp_path / f"out-{profile or 'plain'}.pcap"
-    opts = RunOptions(count=3000, sizes="206:1,300:1", output=out, profile=profile)
+    capture = tmp_path / "tuples.pcap"
+    tuples.write_pcap(capture, [(t, 9000) for t in tuples.generate(3, 3000)])
+    opts = RunOptions(input=capture, output=out, profile=profile)
     b = build_for(load_program(QUERY), opts)  # (a profile's run is timed per element)
     res = run(b, opts)
     assert res.ok, res.errors
@@ -33,6 +37,7 @@ def test_a_profile_slows_the_device_and_changes_nothing_it_computes(tmp_path):
     plain, plain_stats = _run(tmp_path, "")
     slowed, stats = _run(tmp_path, "cmp-nic-200")
     assert slowed == plain  # the same frames out, in the same order
+    assert len(plain) > 24 + 100 * 16  # the Aggregate's results, not only a pcap header
     nic = stats["nic"]["cores"]
     # cmp-nic-200 runs every kind of work at 1/10 of this host: each turn's element work
     # is followed by at least 9 times as much spinning (more when a spin is preempted)
@@ -74,3 +79,27 @@ def test_validation_measures_the_busiest_thread_without_the_instruments():
                       {"segment": "app", "cpu": 1, "busy_cpu_ns": 5_000_000, "timer_ns": 2.0,
                        "elements": {"readb": {"in": 5_000, "ns": 1}}}]}
     assert source_mpps(g, {"nic": nic, "host": host}) == pytest.approx(10_000 / 8.98e6 * 1e3)
+
+
+def test_a_profile_slows_the_members_of_a_core_group_too():
+    class Churn(Element):
+        body = r"""
+        uint32_t acc = 1;  /* a user's loop: the work to slow */
+        for (uint32_t i = 0; i < pkt->len; i++)
+            acc = acc * 31u + pkt->data[i];
+        pkt->data[0] = (uint8_t)acc;
+        """
+
+    p = Program("grouped")
+    src, churn, out = Source("rx"), Churn("churn"), Sink("tx")
+    src >> churn >> out
+    p.segment("rx", [src], device="nic", cores=[0])
+    p.segment("work", [churn], device="nic", cores=[1, 2], group=True)
+    p.segment("tx", [out], device="host", cores=[0])
+    opts = RunOptions(count=4000, sizes="333:1", profile="cmp-nic-200")
+    res = run(build_for(p, opts), opts)
+    assert res.ok, res.errors
+    members = [c for c in res.stats["nic"]["cores"] if c["segment"] == "work"]
+    assert len(members) == 2
+    for c in members:  # the master and the worker each slowed ~10x
+        assert c["work_ns"] > 0 and 8.5 * c["work_ns"] < c["dilated_ns"], c

@@ -1,6 +1,7 @@
 """The C runtime's own tests (rings, queues, window, misc: errors, JSON, pinning,
-waiting, whole files, the runner's lifeline), each built plain and with
-ASan+UBSan and run as a program that prints its checks and exits non-zero on failure."""
+waiting, whole files, the runner's lifeline; the run-time balancer), each built plain
+and with ASan+UBSan and run as a program that prints its checks and exits non-zero on
+failure."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ PROGRAMS: list[tuple[str, list[str], list[str]]] = [
     ("test_queue", ["300000"], ["30000"]),
     ("test_window", ["{tmp}"], ["{tmp}"]),
     ("test_misc", ["{tmp}"], ["{tmp}"]),
+    ("test_balance", [], []),
 ]
 
 

@@ -623,6 +623,7 @@ class DeviceGen:
           "        if (rc < 0) { ofl_core_fail(core, rc, \"stopped: another core or process "
           "failed\"); break; }",
           "        ofl_core_progressed(core);",
+          "        ofl_dilate_begin(core);",
           "        ofl_group_slice(ctx->grp, core->idx, ctx->grp->n, &lo, &hi);",
           "        switch (ctx->grp->input) {")
         for k, q in enumerate(p.inputs):
@@ -630,7 +631,8 @@ class DeviceGen:
               "break;")
         e("        default: break;", "        }")
         self._flush(p, "        ", rings=not p.ordered)
-        e("        ofl_group_done(ctx->grp);", "    }")
+        # a profile-scaled run slows the member's slice before the master may go on
+        e("        ofl_dilate_end(core, 1);", "        ofl_group_done(ctx->grp);", "    }")
         self._close(p)
         e("    ofl_core_end(core);", "    return NULL;", "}", "")
 

@@ -72,6 +72,7 @@ class Segment:
     vector: bool = True  # elements' batch bodies may run where it takes batches
     batch: int = 0  # offload batch (gpu): packets per kernel launch; 0: the target's default
     depth: int = 0  # offload depth (gpu): batches in flight; 0: the target's default
+    also: str = ""  # a second device running it at once, balanced (offlow.passes.balance)
 
 
 @dataclass
@@ -128,7 +129,8 @@ class Program:
         self.ring_size, self.batch = ring_size, batch
 
     def segment(
-        self, name: str, members: Sequence[Element | Composite], *, device: str = "host",
+        self, name: str, members: Sequence[Element | Composite], *,
+        device: str | Sequence[str] = "host",
         cores: Iterable[int] = (0,), group: bool = False, ordered: bool = False,
         steer: str | None = None,
     ) -> Segment:
@@ -137,13 +139,16 @@ class Program:
         in slices to the group) instead of each core taking whole batches; `ordered=True`
         (a core group too) keeps the group's output in input order. `steer`
         names a per-packet field: each packet enters core `field % len(cores)` (the
-        same key always reaches the same core, in order); else batches go round robin."""
+        same key always reaches the same core, in order); else batches go round robin.
+        `device=["nic", "host"]` runs the segment on both devices at once, the packets
+        split between them by a balancer that moves the share each takes towards balance
+        while running (docs/planner.md, run-time balance)."""
         if name in self.segments:
             raise OfflowError(f"segment `{name}` is defined twice")
         elements: list[Element] = []
         for m in members:
             elements.extend(m.parts if isinstance(m, Composite) else [m])
-        seg = Segment(name, elements, device, tuple(cores))
+        seg = Segment(name, elements, "host", tuple(cores))
         self.segments[name] = seg
         self.place(name, device=device, cores=seg.cores, group=group, steer=steer,
                    ordered=ordered)
@@ -282,7 +287,7 @@ class Program:
             raise OfflowError(f"--set `{setting}`: unknown queue attribute `{attr}` "
                               "(instances, steer, enqueue)")
 
-    def place(self, segment: str, *, device: str | None = None,
+    def place(self, segment: str, *, device: str | Sequence[str] | None = None,
               cores: Iterable[int] | None = None, group: bool | None = None,
               steer: str | None = None, vector: bool | None = None,
               batch: int | None = None, depth: int | None = None,
@@ -290,19 +295,25 @@ class Program:
         """Change where a segment runs: the one-line design change. `batch` and
         `depth` are offload settings of a target that runs batches (gpu): packets per
         batch and batches in flight. An ordered segment is a core group; one that stops
-        being a group stops being ordered."""
+        being a group stops being ordered. Two devices (``["nic", "host"]``) run the
+        segment on both at once, balanced."""
         if segment not in self.segments:
             raise OfflowError(
                 f"no segment `{segment}`; segments: {', '.join(self.segments) or 'none'}"
             )
         seg = self.segments[segment]
         if device is not None:
-            if device not in targets.names():
-                raise OfflowError(
-                    f"segment `{segment}`: unknown device `{device}`; "
-                    f"devices: {', '.join(targets.names())}"
-                )
-            seg.device = device
+            devices = [device] if isinstance(device, str) else list(device)
+            if not 1 <= len(devices) <= 2 or len(set(devices)) != len(devices):
+                raise OfflowError(f"segment `{segment}`: device must be one device or two "
+                                  f"different ones (balanced), not {devices}")
+            for d in devices:
+                if d not in targets.names():
+                    raise OfflowError(
+                        f"segment `{segment}`: unknown device `{d}`; "
+                        f"devices: {', '.join(targets.names())}"
+                    )
+            seg.device, seg.also = devices[0], devices[1] if len(devices) == 2 else ""
         if cores is not None:
             cores = tuple(cores)
             if not cores or any(not isinstance(c, int) or c < 0 for c in cores):
@@ -368,7 +379,7 @@ class Program:
                 "ring_size=N, batch=N or mtu=N|auto"
             ) from None
         if attr == "device":
-            self.place(seg, device=value)
+            self.place(seg, device=value.split(","))
         elif attr == "cores":
             try:
                 cores = [int(c) for c in value.split(",")]
@@ -433,7 +444,7 @@ class Program:
                     )
                 edges.append(Edge(el.name, port, dst.element.name, dst.port))
         segments = tuple(IRSegment(s.name, s.device, s.cores, s.group, s.steer, s.vector,
-                                   s.batch, s.depth, s.ordered)
+                                   s.batch, s.depth, s.ordered, s.also)
                          for s in self.segments.values())
         caches = []
         for cname_, c in self.caches.items():

@@ -111,6 +111,9 @@ class Segment:
     batch: int = 0
     depth: int = 0
     ordered: bool = False  # a core group whose output keeps its input order
+    # a second device running the segment at once, the packets split between the two by
+    # a balancer (offlow.passes.balance lowers it into a segment of its own)
+    also: str = ""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from offlow.ir import Graph
 from offlow.passes.analyze import analyze_bodies
+from offlow.passes.balance import split_balanced
 from offlow.passes.cache import expand_caches
 from offlow.passes.check import check_ports
 from offlow.passes.liveness import liveness
@@ -18,8 +19,8 @@ from offlow.passes.queues import insert_queues
 from offlow.passes.state_check import check_state
 
 PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
-    expand_caches, check_ports, analyze_bodies, place, check_loops, check_state, insert_queues,
-    liveness, fit_mtu,
+    split_balanced, expand_caches, check_ports, analyze_bodies, place, check_loops, check_state,
+    insert_queues, liveness, fit_mtu,
 )
 
 

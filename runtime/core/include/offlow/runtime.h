@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "offlow/balance.h"
 #include "offlow/chan.h"
 #include "offlow/copy.h"
 #include "offlow/crc32c.h"

@@ -1,0 +1,102 @@
+/* Run-time balance between two sides that run the same data-parallel segment (a device
+ * and the host): NBA's adaptive load balancing, the active-NIC seed's key finding.
+ *
+ * The producer sends each packet to side 0 or side 1 (ofl_balance_pick), in the
+ * proportion `share` (per OFL_BALANCE_ONE packets, to side 0), by a weighted round robin:
+ * deterministic, no random numbers, exact over every OFL_BALANCE_ONE packets. At the end
+ * of each epoch the producer reports the packets both sides finished in it and its
+ * length (ofl_balance_epoch); the balancer climbs the hill of measured throughput: it
+ * keeps moving `share` the way that raised the throughput, doubling its step once the
+ * throughput rose three times in a row (so a changed mix is followed in a few epochs), and
+ * turns back with half the step when it fell. Near the balance point it moves by `min_step` either
+ * way. The state belongs to one producer thread; nothing in it is shared. */
+#ifndef OFL_BALANCE_H
+#define OFL_BALANCE_H
+
+#include <stdint.h>
+
+/* A share of all packets: OFL_BALANCE_ONE = every packet to side 0. */
+#define OFL_BALANCE_ONE 65536u
+
+/* One producer's balance state (see above). */
+struct ofl_balance {
+    uint32_t share;      /* packets to side 0, per OFL_BALANCE_ONE */
+    uint32_t step;       /* the size of the next move of `share` */
+    uint32_t min_step;   /* the smallest and largest move */
+    uint32_t max_step;
+    int32_t dir;         /* +1: the next move gives side 0 more; -1: less */
+    uint32_t rises;      /* epochs in a row whose throughput did not fall */
+    uint32_t acc;        /* the weighted round robin's credit */
+    double last_rate;    /* packets per ns in the last epoch (< 0: none yet) */
+    uint64_t epochs;     /* epochs reported with packets and time */
+    uint64_t turns;      /* times the climb turned back */
+};
+
+/* Start `b` at `share` (0..OFL_BALANCE_ONE) with moves of `min_step`..`max_step`
+ * (1 <= min_step <= max_step <= OFL_BALANCE_ONE / 2); the first move is max_step,
+ * towards side 0 when share is below half, else towards side 1.
+ * Returns 0, or -EINVAL (and leaves `b` untouched) when an argument is out of range. */
+int ofl_balance_init(struct ofl_balance *b, uint32_t share, uint32_t min_step,
+                     uint32_t max_step);
+
+/* End an epoch in which both sides together finished `packets` in `ns` nanoseconds:
+ * move `share` (see above) and return it. An epoch of no time or no packets (the
+ * producer was idle: nothing was measured) leaves everything as it was. */
+uint32_t ofl_balance_epoch(struct ofl_balance *b, uint64_t packets, uint64_t ns);
+
+/* The side (0 or 1) the next packet goes to. */
+static inline unsigned ofl_balance_pick(struct ofl_balance *b)
+{
+    b->acc += b->share;
+    if (b->acc >= OFL_BALANCE_ONE) {
+        b->acc -= OFL_BALANCE_ONE;
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- the balancer of a segment placed on two devices (generated code) ------------ */
+
+struct ofl_args;
+struct ofl_json;
+
+/* The compiler's split of a segment on two devices: a table object of the segment
+ * feeding it, used by one core. It hands each packet to a side and ends an epoch when
+ * `epoch_ns` have passed (the clock is read every 64 packets); with `adapt` off the share
+ * stays where it started (a static split, for comparison). */
+struct ofl_balance_run {
+    struct ofl_balance b;
+    int adapt;
+    uint64_t epoch_ns;      /* an epoch's length */
+    uint64_t epoch_start;   /* when the current epoch began (0: at the next packet) */
+    uint64_t epoch_packets; /* packets handed out in it */
+    uint64_t sent[2];       /* packets handed to each side in all */
+    double share_sum;       /* the sum of the share over the epochs, for its mean */
+};
+
+/* Open the balancer `name` from the options NAME.share (side 0's share at the start,
+ * 0..1, default 0.5), NAME.adapt (on|off, default on), NAME.epoch_us (1..10^7, default
+ * 10000), NAME.min_step and NAME.max_step (fractions of all packets, default 1/256 and
+ * 1/8). Returns 0, -EINVAL (a bad option, said on stderr) or -ENOMEM. */
+int ofl_balance_open(struct ofl_balance_run **r, const struct ofl_args *a, const char *name);
+
+/* Free a balancer (NULL: nothing). */
+void ofl_balance_close(struct ofl_balance_run *r);
+
+/* Write balancer `name`'s counters (final and mean share, packets per side, epochs,
+ * turns) to the stats file. */
+void ofl_balance_stats(struct ofl_json *j, const char *name, const struct ofl_balance_run *r);
+
+/* End the epoch when its time is up (called every 64 packets). */
+void ofl_balance_tick(struct ofl_balance_run *r);
+
+/* The side (0 or 1) the next packet goes to, counted. */
+static inline unsigned ofl_balance_next(struct ofl_balance_run *r)
+{
+    unsigned side = ofl_balance_pick(&r->b);
+    r->sent[side]++;
+    if ((++r->epoch_packets & 63) == 0) ofl_balance_tick(r);
+    return side;
+}
+
+#endif

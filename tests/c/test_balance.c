@@ -1,0 +1,189 @@
+/* The run-time balancer (balance.h) against a simulated pair of servers whose speeds
+ * the test sets: deterministic, no clock. */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "offlow/balance.h"
+
+#define EPOCH_NS 1e6
+#define ONE ((double)OFL_BALANCE_ONE)
+
+/* One epoch of a saturated producer in front of two servers: side i takes cost[i] ns a
+ * packet; packets go out by ofl_balance_pick until the side picked would work past the
+ * epoch (its queue is full: the producer waits for it). Returns the packets finished. */
+static uint64_t sim_epoch(struct ofl_balance *b, const double cost[2])
+{
+    double busy[2] = {0, 0};
+    uint64_t n = 0;
+    for (;;) {
+        unsigned s = ofl_balance_pick(b);
+        if (busy[s] + cost[s] > EPOCH_NS) return n;
+        busy[s] += cost[s];
+        n++;
+    }
+}
+
+/* The share of side 0 at which both sides finish together. */
+static double balance_point(const double cost[2])
+{
+    return cost[1] / (cost[0] + cost[1]);
+}
+
+/* Run `epochs` epochs with the balancer; return the packets and the mean share (of
+ * ONE) over the last `tail` epochs. */
+static uint64_t run(struct ofl_balance *b, const double cost[2], int epochs, int tail,
+                    double *mean_share)
+{
+    uint64_t total = 0;
+    double sum = 0;
+    for (int i = 0; i < epochs; i++) {
+        uint64_t n = sim_epoch(b, cost);
+        total += n;
+        ofl_balance_epoch(b, n, (uint64_t)EPOCH_NS);
+        if (i >= epochs - tail) sum += b->share / ONE;
+    }
+    if (mean_share) *mean_share = sum / tail;
+    return total;
+}
+
+/* Packets a static split `share` finishes over the same run. */
+static uint64_t run_static(uint32_t share, const double cost[2], int epochs)
+{
+    struct ofl_balance b;
+    ofl_balance_init(&b, share, 1, 1);
+    uint64_t total = 0;
+    for (int i = 0; i < epochs; i++) total += sim_epoch(&b, cost);
+    return total;
+}
+
+static void test_init_rejects_bad_arguments(void)
+{
+    struct ofl_balance b, before;
+    memset(&b, 0x5a, sizeof b);
+    before = b;
+    CHECK(ofl_balance_init(&b, OFL_BALANCE_ONE + 1, 64, 4096) == -EINVAL, "share > one");
+    CHECK(ofl_balance_init(&b, 100, 0, 4096) == -EINVAL, "min_step 0");
+    CHECK(ofl_balance_init(&b, 100, 512, 256) == -EINVAL, "min_step > max_step");
+    CHECK(ofl_balance_init(&b, 100, 64, OFL_BALANCE_ONE / 2 + 1) == -EINVAL, "max_step > half");
+    CHECK(memcmp(&b, &before, sizeof b) == 0, "a refused init leaves the state untouched");
+    CHECK(ofl_balance_init(&b, OFL_BALANCE_ONE, 1, OFL_BALANCE_ONE / 2) == 0, "edges accepted");
+}
+
+static void test_pick_gives_side_0_exactly_its_share(void)
+{
+    const uint32_t shares[] = {0, 1, 20000, 32768, 65535, OFL_BALANCE_ONE};
+    for (unsigned k = 0; k < sizeof shares / sizeof shares[0]; k++) {
+        struct ofl_balance b;
+        ofl_balance_init(&b, shares[k], 1, 1);
+        uint64_t zeros = 0, run0 = 0, longest = 0;
+        for (uint32_t i = 0; i < 3 * OFL_BALANCE_ONE; i++) {
+            unsigned s = ofl_balance_pick(&b);
+            zeros += s == 0;
+            run0 = s == 0 ? run0 + 1 : 0;
+            if (run0 > longest) longest = run0;
+        }
+        CHECK(zeros == 3ull * shares[k], "share %u: side 0 took %llu of 3 x 65536", shares[k],
+              (unsigned long long)zeros);
+        if (shares[k] <= OFL_BALANCE_ONE / 2)
+            CHECK(longest <= 1, "share %u: side 0 never gets two in a row (interleaved)",
+                  shares[k]);
+    }
+}
+
+static void test_an_idle_epoch_changes_nothing(void)
+{
+    struct ofl_balance b;
+    ofl_balance_init(&b, 30000, 64, 4096);
+    struct ofl_balance before = b;
+    CHECK(ofl_balance_epoch(&b, 0, 1000) == 30000, "no packets: share kept");
+    CHECK(ofl_balance_epoch(&b, 1000, 0) == 30000, "no time: share kept");
+    CHECK(memcmp(&b, &before, sizeof b) == 0, "and nothing else moved");
+}
+
+static void test_converges_to_the_balance_point(void)
+{
+    /* side 0 a NIC core at 1/10, 1/5, equal to and 3x the host's speed */
+    const double costs[][2] = {{1000, 100}, {500, 100}, {100, 100}, {100, 300}, {40, 900}};
+    const uint32_t starts[] = {0, OFL_BALANCE_ONE / 2, OFL_BALANCE_ONE};
+    for (unsigned c = 0; c < sizeof costs / sizeof costs[0]; c++) {
+        for (unsigned s = 0; s < 3; s++) {
+            struct ofl_balance b;
+            ofl_balance_init(&b, starts[s], 256, 8192);
+            double mean;
+            run(&b, costs[c], 120, 30, &mean);
+            double want = balance_point(costs[c]);
+            uint64_t last = sim_epoch(&b, costs[c]);
+            double best = EPOCH_NS / costs[c][0] + EPOCH_NS / costs[c][1];
+            CHECK(fabs(mean - want) < 0.02 && last > 0.97 * best,
+                  "costs %g/%g from share %.2f: mean share %.4f (balance %.4f), last epoch "
+                  "%llu packets of %.0f at best", costs[c][0], costs[c][1], starts[s] / ONE,
+                  mean, want, (unsigned long long)last, best);
+        }
+    }
+}
+
+static void test_follows_a_change_of_mix(void)
+{
+    /* the work moves from the host's kind to the NIC's: the balance point jumps */
+    const double before[2] = {1000, 100}, after[2] = {150, 300};
+    struct ofl_balance b;
+    ofl_balance_init(&b, OFL_BALANCE_ONE / 2, 256, 8192);
+    run(&b, before, 100, 1, NULL);
+    double mean;
+    run(&b, after, 40, 10, &mean);
+    CHECK(fabs(mean - balance_point(after)) < 0.02,
+          "40 epochs after the change: mean share %.4f (balance %.4f)", mean,
+          balance_point(after));
+}
+
+static void test_beats_the_best_static_split_when_the_mix_changes(void)
+{
+    const double phase[3][2] = {{1000, 100}, {150, 300}, {500, 100}};
+    const int epochs = 100;
+    struct ofl_balance b;
+    ofl_balance_init(&b, OFL_BALANCE_ONE / 2, 256, 8192);
+    uint64_t adaptive = 0;
+    for (int p = 0; p < 3; p++) adaptive += run(&b, phase[p], epochs, 1, NULL);
+    uint64_t best = 0;
+    uint32_t best_share = 0;
+    for (uint32_t share = 0; share <= OFL_BALANCE_ONE; share += OFL_BALANCE_ONE / 256) {
+        uint64_t n = 0;
+        for (int p = 0; p < 3; p++) n += run_static(share, phase[p], epochs);
+        if (n > best) best = n, best_share = share;
+    }
+    CHECK(adaptive > best, "adaptive %llu packets, best static split (%.4f) %llu: %.2fx",
+          (unsigned long long)adaptive, best_share / ONE, (unsigned long long)best,
+          (double)adaptive / (double)best);
+}
+
+static void test_stays_near_balance_under_measurement_noise(void)
+{
+    const double cost[2] = {500, 100};
+    struct ofl_balance b;
+    ofl_balance_init(&b, 0, 256, 8192);
+    uint32_t x = 12345;
+    double sum = 0;
+    for (int i = 0; i < 300; i++) {
+        uint64_t n = sim_epoch(&b, cost);
+        x = x * 1103515245u + 12345u;  /* +-1% noise, as a shared machine gives */
+        double noisy = (double)n * (0.99 + 0.02 * ((x >> 16) & 0x7fff) / 32767.0);
+        ofl_balance_epoch(&b, (uint64_t)noisy, (uint64_t)EPOCH_NS);
+        if (i >= 200) sum += b.share / ONE;
+    }
+    CHECK(fabs(sum / 100 - balance_point(cost)) < 0.03, "noisy: mean share %.4f (balance %.4f)",
+          sum / 100, balance_point(cost));
+}
+
+int main(void)
+{
+    test_init_rejects_bad_arguments();
+    test_pick_gives_side_0_exactly_its_share();
+    test_an_idle_epoch_changes_nothing();
+    test_converges_to_the_balance_point();
+    test_follows_a_change_of_mix();
+    test_beats_the_best_static_split_when_the_mix_changes();
+    test_stays_near_balance_under_measurement_noise();
+    return CHECK_DONE();
+}
