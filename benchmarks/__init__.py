@@ -55,6 +55,6 @@ def run(a: argparse.Namespace) -> int:
                   designs=a.designs.split(",") if a.designs else None, duration=a.duration,
                   cores=a.cores, repeat=a.repeat,
                   workloads=a.values.split(",") if a.values else None)
-    else:  # queue, lso, streams, crypto, tsp, balance, seeds
+    else:  # queue, lso, streams, crypto, balance, seeds
         bench.run(quick=a.quick, out_json=a.json_out)
     return 0
