@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 from offlow.dsl import Element, Handler, Shared
 from offlow.dsl.where import class_site, code_site
-from offlow.elements import crypto, headers, kvs, lso, router, sketch, streams
+from offlow.elements import crypto, headers, kvs, lso, router, sequencer, sketch, streams
 from offlow.passes.cbody import Site, analyze_body
 
-MODULES = (headers, router, kvs, sketch, lso, streams, crypto)
+MODULES = (headers, router, kvs, sketch, lso, streams, crypto, sequencer)
 # Elements whose constructor needs arguments: an example of each.
 _EXAMPLES: dict[str, Callable[[], Element]] = {
     "Classify": lambda: headers.Classify({"tls": (6, 443), "dns": (17, 53)}),
@@ -39,6 +39,8 @@ _EXAMPLES: dict[str, Callable[[], Element]] = {
     "Resample": lambda: streams.Resample(size=10, left_port=7001, right_port=7002, attr=1),
     "CbcEncrypt": lambda: crypto.CbcEncrypt(keys=crypto.cbc_keys("keys", "keys.txt")),
     "CbcDecrypt": lambda: crypto.CbcDecrypt(keys=crypto.cbc_keys("keys", "keys.txt")),
+    "Sequence": lambda: sequencer.Sequence(base=7000, groups=8,
+                                           seqs=sequencer.sequencer_table("seqs", 8)),
 }
 
 
