@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 
 from offlow.dsl import Element, Handler, Shared
 from offlow.dsl.where import class_site, code_site
-from offlow.elements import crypto, headers, kvs, lso, router, sequencer, sketch, streams
+from offlow.elements import crypto, headers, kvs, lso, router, sequencer, sketch, streams, words
 from offlow.passes.cbody import Site, analyze_body
 
-MODULES = (headers, router, kvs, sketch, lso, streams, crypto, sequencer)
+MODULES = (headers, router, kvs, sketch, lso, streams, crypto, sequencer, words)
 # Elements whose constructor needs arguments: an example of each.
 _EXAMPLES: dict[str, Callable[[], Element]] = {
     "Classify": lambda: headers.Classify({"tls": (6, 443), "dns": (17, 53)}),
@@ -41,6 +41,7 @@ _EXAMPLES: dict[str, Callable[[], Element]] = {
     "CbcDecrypt": lambda: crypto.CbcDecrypt(keys=crypto.cbc_keys("keys", "keys.txt")),
     "Sequence": lambda: sequencer.Sequence(base=7000, groups=8,
                                            seqs=sequencer.sequencer_table("seqs", 8)),
+    "CountWords": lambda: words.CountWords(slots=1024, words=words.word_table("counts", 1024)),
 }
 
 
