@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from offlow import Element, Program, Sink, Source
+from offlow.build import build
 from offlow.dsl import Port, Shared
 from offlow.elements import CheckIPv4, Discard, ParseEth, ParseL4
 from offlow.errors import OfflowError
@@ -71,6 +72,20 @@ def chain(nic: bool) -> Program:
     return p
 
 
+def alone(el: Element) -> Program:
+    """`el` after the parsers, then a sink, all in one host segment."""
+    p = Program(f"alone_{el.name}")
+    src, eth, ip4, l4, junk = Source("in"), ParseEth("eth"), CheckIPv4("ip4"), ParseL4("l4"), \
+        Discard("junk")
+    out = Sink("out")
+    src >> eth
+    eth["ipv4"] >> ip4 >> l4 >> el >> out
+    eth["ipv6"] >> junk
+    eth["other"] >> junk
+    p.segment("all", [src, eth, ip4, l4, junk, el, out])
+    return p
+
+
 @pytest.mark.parametrize("nic", [False, True], ids=["host", "nic-then-host"])
 def test_end_code_makes_packets_that_reach_the_next_element_and_the_sink(
         nic: bool, tmp_path: Path) -> None:
@@ -87,15 +102,7 @@ def test_end_code_makes_packets_that_reach_the_next_element_and_the_sink(
 
 
 def test_end_code_of_an_element_that_saw_no_packet_makes_nothing(tmp_path: Path) -> None:
-    p = Program("quiet")
-    src, eth, ip4, l4, junk = Source("in"), ParseEth("eth"), CheckIPv4("ip4"), ParseL4("l4"), \
-        Discard("junk")
-    t, out = Tally("t", tag=1, keep=keep("k")), Sink("out")
-    src >> eth
-    eth["ipv4"] >> ip4 >> l4 >> t >> out
-    eth["ipv6"] >> junk
-    eth["other"] >> junk
-    p.segment("all", [src, eth, ip4, l4, junk, t, out])
+    p = alone(Tally("t", tag=1, keep=keep("k")))
     s, out_frames = run_program(p, [bytes(60)], tmp_path)  # no IPv4: to junk
     assert out_frames == [] and s["accounting"]["made"] == 0
 
@@ -105,15 +112,5 @@ def test_end_code_that_touches_a_packet_is_refused(code: str) -> None:
     class Bad(Tally):
         at_end = code
 
-    p = Program("bad")
-    src, eth, ip4, l4, junk = Source("in"), ParseEth("eth"), CheckIPv4("ip4"), ParseL4("l4"), \
-        Discard("junk")
-    b, out = Bad("b", tag=1, keep=keep("k")), Sink("out")
-    src >> eth
-    eth["ipv4"] >> ip4 >> l4 >> b >> out
-    eth["ipv6"] >> junk
-    eth["other"] >> junk
-    p.segment("all", [src, eth, ip4, l4, junk, b, out])
-    from offlow.build import build
     with pytest.raises(OfflowError, match="element `b`: its at_end code has no packet"):
-        build(p)
+        build(alone(Bad("b", tag=1, keep=keep("k"))))

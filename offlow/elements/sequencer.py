@@ -18,6 +18,7 @@ stay gap-free and unique there but their interleaving is the rings'."""
 from __future__ import annotations
 
 from offlow.dsl import Element, Port, Shared
+from offlow.elements.udp4 import UDP4_INCLUDE, UDP_DROPS, UDP_PAYLOAD
 from offlow.errors import OfflowError
 
 MAX_GROUPS = 65536  # one per UDP port
@@ -38,9 +39,8 @@ class Sequence(Element):
     outputs = (Port("out", "ip"),)
     params = {"base": "uint32_t", "groups": "uint32_t"}
     tables = ("seqs",)
-    includes = ("offlow/udp4_payload.h", "offlow/spin.h")  # spin.h: sched_yield, ofl_cpu_relax
-    drops = {"not_udp": "not a whole IPv4/UDP datagram: IPv6, another protocol, a fragment, "
-                        "or a UDP length that does not fit the packet",
+    includes = (UDP4_INCLUDE, "offlow/spin.h")  # spin.h: sched_yield, ofl_cpu_relax
+    drops = {**UDP_DROPS,
              "no_group": "its UDP destination port is no group's",
              "too_long": "no room for the 8-byte stamp within the program's mtu",
              "wrapped": "its group has used all 2^32 - 1 sequence numbers"}
@@ -60,11 +60,7 @@ class Sequence(Element):
         }
     }
     """
-    body = r"""
-    uint32_t off, len;
-    if (state->ip_proto != 17 || state->ip_frag ||
-        ofl_udp4_payload(pkt, state->l3_off, state->l4_off, state->l4_end, &off, &len))
-        DROP_WHY(not_udp);
+    body = UDP_PAYLOAD + r"""
     if (state->dport < base || state->dport - base >= groups)
         DROP_WHY(no_group);
     uint32_t g = state->dport - base;

@@ -9,20 +9,11 @@ A word is a maximal run of bytes other than ASCII whitespace (space, \t, \n, \v,
 from __future__ import annotations
 
 from offlow.dsl import Element, Port, Shared
+from offlow.elements.udp4 import UDP4_INCLUDE, UDP_DROPS, UDP_PAYLOAD
 from offlow.errors import OfflowError
 
 WORD_MAX = 15  # bytes; a key is the word zero-padded to 15, then its length
 SLOT_WORDS = 6  # uint32 per slot: state (0 free, 1 being written, 2 set), key[4], count
-
-_UDP_DROPS = {"not_udp": "not a whole IPv4/UDP datagram: IPv6, another protocol, a fragment, "
-                         "or a UDP length that does not fit the packet"}
-_PAYLOAD = r"""
-    uint32_t off, len;
-    if (state->ip_proto != 17 || state->ip_frag ||
-        ofl_udp4_payload(pkt, state->l3_off, state->l4_off, state->l4_end, &off, &len))
-        DROP_WHY(not_udp);
-"""
-
 
 def word_table(name: str, slots: int) -> Shared:
     """Room for `slots` distinct words and their counts (open addressing)."""
@@ -35,15 +26,15 @@ class SplitWords(Element):
 
     inputs = (Port("inp", "ip"),)  # after CheckIPv4 and ParseL4
     outputs = (Port("out", "ip"),)
-    includes = ("offlow/udp4_payload.h",)
-    drops = _UDP_DROPS
+    includes = (UDP4_INCLUDE,)
+    drops = UDP_DROPS
     helpers = r"""
     static inline int word_space(uint8_t c)
     {
         return c == ' ' || (c >= '\t' && c <= '\r');
     }
     """
-    body = _PAYLOAD + r"""
+    body = UDP_PAYLOAD + r"""
     uint8_t buf[OFL_MTU];
     memcpy(buf, pkt->data, off);
     struct ofl_pkt made = { .data = buf, .cap = sizeof buf, .ts_ns = pkt->ts_ns };
@@ -70,10 +61,10 @@ class CountWords(Element):
     outputs = ()
     params = {"slots": "uint32_t"}
     tables = ("words",)
-    includes = ("offlow/udp4_payload.h", "offlow/spin.h")
-    drops = {**_UDP_DROPS, "not_a_word": f"an empty payload or one over {WORD_MAX} bytes",
+    includes = (UDP4_INCLUDE, "offlow/spin.h")
+    drops = {**UDP_DROPS, "not_a_word": f"an empty payload or one over {WORD_MAX} bytes",
              "table_full": "every slot of the table holds another word"}
-    body = _PAYLOAD + r"""
+    body = UDP_PAYLOAD + r"""
     if (len == 0 || len > 15u)
         DROP_WHY(not_a_word);
     uint32_t key[4] = { 0, 0, 0, 0 };
