@@ -95,8 +95,9 @@ class Element:
     # input closed, the sources done), before the queues after it close: ``MAKE(port,
     # p)`` sends what the element still holds (a sort buffer, open windows); ``state``
     # is a copy of the state of the first packet this core's element saw (zeroed when it
-    # saw none); parameters and tables by name. No packet is at hand: EMIT, SEND, DROP
-    # and CONSUME are refused. Runs only when the run ends by itself, not on an error.
+    # saw none); parameters and tables by name. No packet is at hand: EMIT, SEND and
+    # writing the state are refused (DROP and CONSUME do not compile there). It does
+    # not run on a core that failed.
     at_end: ClassVar[str] = ""
     # what each field in `fields` holds (its byte order too), for the element reference
     field_docs: ClassVar[Mapping[str, str]] = {}
