@@ -26,26 +26,16 @@ class SplitWords(Element):
 
     inputs = (Port("inp", "ip"),)  # after CheckIPv4 and ParseL4
     outputs = (Port("out", "ip"),)
-    includes = (UDP4_INCLUDE,)
+    includes = (UDP4_INCLUDE, "offlow/words.h")
     drops = UDP_DROPS
-    helpers = r"""
-    static inline int word_space(uint8_t c)
-    {
-        return c == ' ' || (c >= '\t' && c <= '\r');
-    }
-    """
     body = UDP_PAYLOAD + r"""
     uint8_t buf[OFL_MTU];
     memcpy(buf, pkt->data, off);
     struct ofl_pkt made = { .data = buf, .cap = sizeof buf, .ts_ns = pkt->ts_ns };
-    const uint8_t *p = pkt->data + off;
-    for (uint32_t i = 0; i < len;) {
-        while (i < len && word_space(p[i])) i++;
-        uint32_t start = i;
-        while (i < len && !word_space(p[i])) i++;
-        if (i == start) break;
-        memcpy(buf + off, p + start, i - start);
-        ofl_udp4_set_payload_len(&made, state->l3_off, state->l4_off, i - start);
+    uint32_t at = 0, start, n;
+    while ((n = ofl_word_next(pkt->data + off, len, &at, &start)) != 0) {
+        memcpy(buf + off, pkt->data + off + start, n);
+        ofl_udp4_set_payload_len(&made, state->l3_off, state->l4_off, n);
         MAKE(out, &made);
     }
     CONSUME();
