@@ -15,6 +15,7 @@ from offlow.errors import OfflowError
 WORD_MAX = 15  # bytes; a key is the word zero-padded to 15, then its length
 SLOT_WORDS = 6  # uint32 per slot: state (0 free, 1 being written, 2 set), key[4], count
 
+
 def word_table(name: str, slots: int) -> Shared:
     """Room for `slots` distinct words and their counts (open addressing)."""
     return Shared(name, "uint32_t", SLOT_WORDS * slots)
