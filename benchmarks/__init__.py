@@ -19,7 +19,7 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
     b.add_argument("--png", type=Path,
-                   help="router, groups, channels, kvs, gpu, tsp: where to write the plot")
+                   help="router, groups, channels, kvs, gpu, tsp, streams: where to write the plot")
     b.add_argument("--prefixes", type=Path,
                    help="router, groups, xdp, gpu: prefix file (default: the BGP table)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,vector,"
@@ -55,6 +55,8 @@ def run(a: argparse.Namespace) -> int:
                   designs=a.designs.split(",") if a.designs else None, duration=a.duration,
                   cores=a.cores, repeat=a.repeat,
                   workloads=a.values.split(",") if a.values else None)
-    else:  # queue, lso, streams, crypto, balance, seeds
+    elif a.name == "streams":
+        bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png)
+    else:  # queue, lso, crypto, balance, seeds
         bench.run(quick=a.quick, out_json=a.json_out)
     return 0

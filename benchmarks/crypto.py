@@ -238,14 +238,19 @@ def format_report(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run(quick: bool = False, out_json: Path | None = None) -> dict[str, Any]:
-    """`offlow bench crypto`: print the tables, write the JSON."""
-    sw = QUICK if quick else FULL
+def measure(sw: Sweep) -> dict[str, Any]:
+    """Both tables (per core, Figure 6) and the machine they ran on."""
     res: dict[str, Any] = {"machine": machine(), "features": cpu_features(),
                            "busy": quiet_check(1.0), "reps": sw.reps}
     res["rows"] = per_core(sw, bench_cpu())
     with tempfile.TemporaryDirectory(prefix="offlow-bench-crypto-") as d:
         res["figure6"] = figure6(sw, Path(d))
+    return res
+
+
+def run(quick: bool = False, out_json: Path | None = None) -> dict[str, Any]:
+    """`offlow bench crypto`: print the tables, write the JSON."""
+    res = measure(QUICK if quick else FULL)
     print(format_report(res))
     if out_json:
         out_json.write_text(json.dumps(res, indent=1))

@@ -17,6 +17,15 @@ in the same run.
   NIC cores a BSort (slack 4095) on the host puts the interleaved rings back in ts
   order first (the tuples still late, dropped by the Aggregate, are counted). MB/s of
   input tuples and the speed-up.
+- Word count (Floem's Storm-style analytics, examples/wordcount.py and
+  wordcount_nic.py): the two offload designs side by side on one generated text stream,
+  lines/s and MB/s of text through the spout, and the second's rate over the first's
+  (Floem: +75-96%).
+- Crypto: the rows of `offlow bench crypto` (per core beside OpenSSL, Figure 6), measured
+  in the same run (benchmarks/crypto.py).
+
+`--png` plots the operators per core, the speed-ups beside the seed's, the crypto ratios
+beside their targets and the two word-count designs.
 
 Input: a seeded stream (offlow.streams.tuples.generate) as a capture, replayed for the
 run's duration with advance_ts (each replay's time goes on). On this 2-CPU machine the
@@ -29,15 +38,20 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import dpkt
+
+from benchmarks import crypto
 from benchmarks.common.machine import cpu_features, machine, quiet_check
 from offlow import Element, Program, Sink, Source, runner
 from offlow.build import Build, build
+from offlow.dsl.loader import load_program
 from offlow.elements.streams import Aggregate, BSort, Filter, Join, Map, Resample, TupleIn
 from offlow.report import summarize
 from offlow.streams.tuples import SEED_VALUES, generate, write_pcap
@@ -45,6 +59,8 @@ from offlow.streams.tuples import SEED_VALUES, generate, write_pcap
 TUPLE_BYTES = 8 + 4 * SEED_VALUES  # 164: the seed's tuple (ts and 39 values)
 GAP_NS = 1000  # mean ts gap of the generated stream
 LEFT, RIGHT = 7001, 7002
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+DESIGNS = {"bolts on the host": "wordcount.py", "bolts on the NIC": "wordcount_nic.py"}
 
 # name -> a maker of the operator with the seed's settings (seed 004, "Next, we will
 # compare the processing throughput of 6 operators")
@@ -81,10 +97,14 @@ class Sweep:
     duration: float  # seconds per run
     reps: int
     tuples: int  # in the capture (replayed)
+    lines: int = 0  # word count: lines in its capture (replayed); 0: no word count
+    crypto: crypto.Sweep | None = None  # the crypto rows; None: none
 
 
-FULL = Sweep((0, 1, 2, 4), tuple(OPERATORS), duration=0.5, reps=3, tuples=20_000)
-QUICK = Sweep((0, 1, 2), tuple(OPERATORS), duration=0.3, reps=1, tuples=5_000)
+FULL = Sweep((0, 1, 2, 4), tuple(OPERATORS), duration=0.5, reps=3, tuples=20_000,
+             lines=20_000, crypto=crypto.FULL)
+QUICK = Sweep((0, 1, 2), tuple(OPERATORS), duration=0.3, reps=1, tuples=5_000,
+              lines=5_000, crypto=crypto.QUICK)
 
 
 def write_input(path: Path, n: int) -> None:
@@ -153,6 +173,47 @@ def measure(prog: Program, capture: Path, sw: Sweep) -> dict[str, Any]:
                              if d["reason"] == "late"))
     return {"tuples_per_s": best, "errors": errors[:3], "late": late,
             "oversubscribed": runner.oversubscription(b, o) is not None}
+
+
+def write_text(path: Path, n: int) -> float:
+    """`n` datagrams of text, each a line of 1..19 words drawn by Zipf from 5,000
+    (seed 1); returns the mean bytes of text a line."""
+    rng = random.Random(1)
+    vocab = [f"w{k}".encode() for k in range(5000)]
+    weights = [1 / (k + 1) for k in range(len(vocab))]
+    total = 0
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=65535)
+        for i in range(n):
+            line = b" ".join(rng.choices(vocab, weights, k=rng.randrange(1, 20)))
+            total += len(line)
+            udp = dpkt.udp.UDP(sport=4000, dport=5000, ulen=8 + len(line), data=line)
+            ip = dpkt.ip.IP(src=bytes([10, 0, 0, 1]), dst=bytes([10, 0, 0, 2]), p=17, data=udp)
+            ip.len = 28 + len(line)
+            w.writepkt(bytes(dpkt.ethernet.Ethernet(src=b"\x02" + bytes(5), type=0x0800,
+                                                    dst=b"\x02" + bytes(4) + b"\x01",
+                                                    data=ip)), ts=i * 1e-6)
+    return total / n
+
+
+def wordcount(work_dir: Path, sw: Sweep, progress: bool) -> list[dict[str, Any]]:
+    """The two word-count designs on one text stream: lines/s and MB/s of text through
+    the spout, and each design's rate over the first's."""
+    cap = work_dir / "lines.pcap"
+    mean = write_text(cap, sw.lines)
+    rows = []
+    for design, file in DESIGNS.items():
+        if progress:
+            print(f"  streams: word count, {design}", flush=True)
+        m = measure(load_program(EXAMPLES / file), cap, sw)
+        lps = m["tuples_per_s"].get("spout")
+        rows.append({"design": design, "example": f"examples/{file}", "lines_per_s": lps,
+                     "mbps": lps * mean / 1e6 if lps else None, "errors": m["errors"],
+                     "oversubscribed": m["oversubscribed"]})
+    first = rows[0]["lines_per_s"]
+    for r in rows:
+        r["vs_first"] = r["lines_per_s"] / first if r["lines_per_s"] and first else None
+    return rows
 
 
 def _mbps(tps: float) -> float:
@@ -232,6 +293,20 @@ def report(doc: dict[str, Any]) -> str:
             note += f" error: {r['errors'][0]}"
         lines.append(f"{r['nic_cores']:>4}{_f(r['mbps'], '.1f'):>9}"
                      f"{_f(r['speedup'], '.2f'):>9}x{r['late']:>8}  {said}  {note}".rstrip())
+    if doc.get("wordcount"):
+        lines += ["", "word count (Floem's Storm-style analytics): the two offload designs",
+                  f"{'design':<20}{'lines/s':>10}{'MB/s':>8}{'vs first':>10}  seed  note"]
+        for r in doc["wordcount"]:
+            note = "oversubscribed" if r["oversubscribed"] else ""
+            if r["errors"]:
+                note += f" error: {r['errors'][0]}"
+            seed = "+75-96% (Floem)" if r is not doc["wordcount"][0] else ""
+            lines.append(f"{r['design']:<20}{_f(r['lines_per_s'], '.0f'):>10}"
+                         f"{_f(r['mbps'], '.1f'):>8}{_f(r['vs_first'], '.2f'):>9}x"
+                         f"  {seed}  {note}".rstrip())
+    if doc.get("crypto"):
+        lines += ["", "crypto (the rows of `offlow bench crypto`, measured in this run)",
+                  crypto.format_report(doc["crypto"])]
     return "\n".join(lines)
 
 
@@ -245,14 +320,71 @@ def measure_all(sw: Sweep, progress: bool = True) -> dict[str, Any]:
                 "input": f"{sw.tuples} generated tuples of {SEED_VALUES} values (seed 1, "
                          f"ts gaps 0..{2 * GAP_NS} ns), replayed with advance_ts",
                 "seed": SEED, "operators": operators(capture, sw, progress),
-                "pipeline": pipelines(capture, sw, progress)}
+                "pipeline": pipelines(capture, sw, progress),
+                "wordcount": wordcount(Path(d), sw, progress) if sw.lines else [],
+                "crypto": crypto.measure(sw.crypto) if sw.crypto else None}
 
 
-def run(quick: bool = False, out_json: Path | None = None) -> dict[str, Any]:
-    """`offlow bench streams`: measure, print the tables, write JSON."""
+def plot(doc: dict[str, Any], path: Path) -> None:
+    """Four panels: each operator's MB/s per core against NIC cores (Figures 7-12), the
+    speed-ups of the pipeline and of Figure 6 beside the seed's, the crypto ratios to
+    OpenSSL beside their targets, and the two word-count designs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ((a, b), (c, d)) = plt.subplots(2, 2, figsize=(13, 9))
+    for op in dict.fromkeys(r["operator"] for r in doc["operators"]):
+        rows = [r for r in doc["operators"] if r["operator"] == op and r["mbps_per_core"]]
+        a.plot([r["nic_cores"] for r in rows], [r["mbps_per_core"] for r in rows], marker="o",
+               linestyle="--" if op == "pass" else "-",
+               label="ceiling (no operator)" if op == "pass" else op)
+    a.set(xlabel="NIC cores beside the host (each its own stream)", ylabel="MB/s per core",
+          title="(a) operators per core (seed Figures 7-12)")
+    a.legend(fontsize=8)
+    pipe = [r for r in doc["pipeline"] if r["speedup"]]
+    b.plot([r["nic_cores"] for r in pipe], [r["speedup"] for r in pipe], marker="o",
+           label="Filter on NIC + Aggregate on host")
+    b.plot([4], [1.30], "r*", label="seed: pipeline 1.30x on 4 NIC cores")
+    for work in ("md5", "blowfish"):
+        rows = [r for r in (doc.get("crypto") or {}).get("figure6", []) if r["speedup"]]
+        rows = [r for r in rows if r["work"] == work]
+        b.plot([r["cores"] for r in rows], [r["speedup"] for r in rows], marker="s",
+               label=f"{work} (Figure 6)")
+        seed = crypto.SEED_FIG6[work]
+        b.plot(list(seed), list(seed.values()), "x", markersize=9, label=f"seed: {work}")
+    b.set(xlabel="NIC cores (oversubscribed on this machine beyond its CPUs)",
+          ylabel="speed-up", title="(b) speed-ups beside the seed's")
+    b.legend(fontsize=8)
+    rows = (doc.get("crypto") or {}).get("rows", [])
+    names = [f"{r['op']} {r['size']} B" for r in rows]
+    c.barh(names, [r["ratio"] for r in rows])
+    for k, r in enumerate(rows):
+        if r["target"]:
+            c.plot([r["target"]] * 2, [k - 0.4, k + 0.4], color="red")
+    c.axvline(1.0, color="gray", linestyle=":")
+    c.set(xlabel="offlow / OpenSSL (red: target)", title="(c) crypto per core")
+    c.tick_params(axis="y", labelsize=7)
+    wc = [r for r in doc.get("wordcount", []) if r["mbps"]]
+    d.bar([r["design"] for r in wc], [r["mbps"] for r in wc])
+    d.set(ylabel="MB/s of text", title="(d) word count: the two offload designs")
+    fig.suptitle(f"offlow bench streams: {doc['machine']['cpu']}, {doc['machine']['cpus']} "
+                 f"CPUs", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(quick: bool = False, out_json: Path | None = None,
+        out_png: Path | None = None) -> dict[str, Any]:
+    """`offlow bench streams`: measure, print the tables, write JSON and the plot."""
     doc = measure_all(QUICK if quick else FULL)
     print(report(doc))
     if out_json:
         out_json.write_text(json.dumps(doc, indent=1))
         print(f"wrote {out_json}")
+    if out_png:
+        plot(doc, out_png)
+        print(f"wrote {out_png}")
     return doc

@@ -73,7 +73,7 @@ def aggregate(stream: list[Arrival], fn: str, a: int, size: int, advance: int,
 
 
 def bsort(stream: list[Arrival], slack: int, a: int = 0) -> list[Arrival]:
-    """The tuples that come out, whole, in order."""
+    """The tuples that come out, whole, in order (what is held last, at the end)."""
     held: list[tuple[int, int, Arrival]] = []  # (key, arrival, tuple)
     out = []
     for i, x in enumerate(stream):
@@ -82,7 +82,7 @@ def bsort(stream: list[Arrival], slack: int, a: int = 0) -> list[Arrival]:
             first = min(held, key=lambda h: (h[0], h[1]))
             held.remove(first)
             out.append(first[2])
-    return out
+    return out + [h[2] for h in sorted(held, key=lambda h: (h[0], h[1]))]  # at the end
 
 
 def in_order(stream: list[Arrival], left_port: int, right_port: int, order: int,

@@ -40,3 +40,24 @@ def test_five_independent_aggregates_take_all_their_options() -> None:
     doc = streams.measure_all(sw, progress=False)
     (row,) = doc["operators"]
     assert row["errors"] == [] and row["mbps"] > 0 and row["streams"] == 5
+
+
+def test_one_run_holds_the_word_count_designs_the_crypto_rows_and_the_plot(tmp_path) -> None:
+    from benchmarks import crypto
+    tiny_crypto = crypto.Sweep(sizes=(64,), count=8, seconds=0.01, reps=1, cores=(1,),
+                               datagrams=500, fig_reps=1)
+    sw = streams.Sweep(nic_cores=(0,), operators=("pass",), duration=0.15, reps=1,
+                       tuples=1000, lines=1000, crypto=tiny_crypto)
+    doc = streams.measure_all(sw, progress=False)
+    wc = doc["wordcount"]
+    assert [r["design"] for r in wc] == list(streams.DESIGNS)
+    assert all(r["errors"] == [] and r["mbps"] > 0 for r in wc), wc
+    assert wc[0]["vs_first"] == 1.0 and wc[1]["vs_first"] > 0
+    assert {r["op"] for r in doc["crypto"]["rows"]} >= set(crypto.TARGETS)
+    assert [(r["work"], r["cores"]) for r in doc["crypto"]["figure6"]] == [
+        ("md5", 1), ("blowfish", 1)]
+    text = streams.report(doc)
+    assert "bolts on the NIC" in text and "aes_128_cbc_enc" in text and "Figure 6" in text
+    streams.plot(json.loads(json.dumps(doc)), tmp_path / "streams.png")
+    head = (tmp_path / "streams.png").read_bytes()[:8]
+    assert head == b"\x89PNG\r\n\x1a\n"

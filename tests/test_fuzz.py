@@ -4,9 +4,10 @@ IPv6 tables -> lookups against brute force), the memcached request parser (binar
 and UDP-framed streams, run against a small key-value store), the NIC cache of the
 key-value store (arbitrary requests and replies on both sides), the segmentation
 offload's descriptor and template parser (every descriptor it takes cut into packets
-that must fit), the CBC key-table parser and decryption of arbitrary ciphertexts, from
-small seed corpora made of valid and malformed inputs; the TSPLIB parser, whose
-cities are then climbed (the tour a permutation of the length returned).  Skipped
+that must fit), the CBC key-table parser and decryption of arbitrary ciphertexts, the
+word count's word splitter, from small seed corpora made of valid and malformed inputs;
+the TSPLIB parser, whose cities are then climbed (the tour a permutation of the length
+returned).  Skipped
 when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ FUZZ = Path(__file__).resolve().parent / "fuzz"
 # target -> the runtime library it fuzzes (and links, with the core)
 TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "ctl": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
-           "cbc": "crypto", "tsplib": "tsp"}
+           "cbc": "crypto", "tsplib": "tsp", "words": "streams"}
 SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
 SECONDS = 10
@@ -118,6 +119,10 @@ def _seed_corpus(target: str, d: Path) -> None:
             f = frame(Tuple(0, tuple(range(-n, n, 2))[:n]), 7001)
             (d / f"tuple{n}").write_bytes(bytes([n + 1]) + f[1:])  # first byte: the count
             (d / f"cut{n}").write_bytes(f[:-3])
+    elif target == "words":
+        (d / "line").write_bytes(b"  the quick\tbrown\r\nfox \x0b\x0c jumps\0over \xff")
+        (d / "empty").write_bytes(b"")
+        (d / "spaces").write_bytes(b" \t\n\r\x0b\x0c")
     elif target == "cbc":  # first byte: 0 AES, 1 Blowfish; then a key table
         line = "10.0.0.1:1 10.0.0.2:2 " + "ab" * 16 + " " + "cd" * 16
         (d / "aes").write_bytes(b"\0# keys\n" + line.encode() + b"  # one\r\n\n")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from offlow.codegen import queuegen as qg
 from offlow.codegen import vector as vg
 from offlow.ir import Channel, Graph, Node, Queue, SharedTable
-from offlow.ir.graph import CTL_CHANNEL_PREFIX, MADE_TOO_LONG
+from offlow.ir.graph import CTL_CHANNEL_PREFIX, MADE_TOO_LONG, topological
 from offlow.ir.types import cname, sort_fields
 from offlow.plan import CoreThread, Plan, SegmentPlan
 
@@ -237,7 +237,7 @@ class DeviceGen:
     def _at_end_nodes(self) -> list[Node]:
         """The nodes of this device with code to run at their segment's end."""
         return [self.g.node(name) for p in self.plans for name in p.nodes
-                if self.g.node(name).at_end]
+                if self.g.node(name).at_end or self.g.node(name).end_body]
 
     def _locals(self, n: Node, via: str) -> list[str]:
         """Declarations of a body's parameters and tables (reached through `via`)."""
@@ -361,12 +361,19 @@ class DeviceGen:
               "struct ofl_state *state, uint32_t *ofl_mask_) {",
               *self._prologue(n, ["ctx", "pkt", "state", "ofl_mask_"]))
             self._body(n)
-            e("}", *(["#undef OFL_MAKE_"] if makes else []), "")
+            e("}", *([] if n.end_body or not makes else ["#undef OFL_MAKE_"]), "")
         elif n.kind == "element":
             e(f"/* Element {n.name} ({n.cls}): its batch body over one packet. */",
               f"static inline void ofl_body_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
               "struct ofl_state *state, uint32_t *ofl_mask_) {",
               f"    ofl_vbody_{cn}(ctx, pkt, state, 1u, ofl_mask_);", "}", "")
+        if n.end_body:
+            e(f"/* Element {n.name}: at the end of its stream (Element.at_end). */",
+              f"static void ofl_end_{cn}(struct ofl_ctx *ctx, struct ofl_state *state) {{",
+              *self._prologue(n, ["ctx", "state"]),
+              line_directive(n.origin, 0, f"<at_end of {n.name}>"), n.end_body)
+            self.e.resync()
+            e("}", *(["#undef OFL_MAKE_"] if makes else []), "")
         if n.name in self.vec:
             e(f"/* {n.name}'s packets on, each as its batch body decided (m). */",
               f"static inline void ofl_out_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
@@ -375,7 +382,7 @@ class DeviceGen:
             return
         e(f"static void ofl_node_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
           "struct ofl_state *state) {", f"    ctx->el_in[{i}]++;")
-        if n.at_end:
+        if n.at_end or n.end_body:
             e(f"    if (!ctx->has_kept_{cn}) {{ ctx->kept_{cn} = *state; "
               f"ctx->has_kept_{cn} = 1; }}")
         if n.kind == "sink":
@@ -590,8 +597,16 @@ class DeviceGen:
     def _close(self, p: SegmentPlan) -> None:
         """Run the segment's nodes' end code, then close every output ring of this core
         (the consumers see the end)."""
-        for name in p.nodes:
+        # in data-flow order: what one end sends on reaches the next before its end runs
+        rank = {name: k for k, name in enumerate(topological(self.g))}
+        for name in sorted(p.nodes, key=lambda x: rank.get(x, len(rank))):
             n = self.g.node(name)
+            if n.end_body:
+                cn = cname(n.name)
+                self.e(f"    if (!core->err) {{ /* {n.name}: at the end (its at_end) */",
+                       f"        struct ofl_state st = ctx->has_kept_{cn} ? ctx->kept_{cn} "
+                       ": (struct ofl_state){ 0 };",
+                       f"        ofl_end_{cn}(ctx, &st);", "    }")
             if not n.at_end:
                 continue
             cn = cname(n.name)

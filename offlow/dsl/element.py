@@ -91,6 +91,14 @@ class Element:
     # reasons the body drops packets for, DROP_WHY(reason), and what each means: the
     # run report counts drops per element and reason
     drops: ClassVar[Mapping[str, str]] = {}
+    # C run once on each core of the element's segment when the stream ends there (every
+    # input closed, the sources done), before the queues after it close: ``MAKE(port,
+    # p)`` sends what the element still holds (a sort buffer, open windows); ``state``
+    # is a copy of the state of the first packet this core's element saw (zeroed when it
+    # saw none); parameters and tables by name. No packet is at hand: EMIT, SEND and
+    # writing the state are refused (DROP and CONSUME do not compile there). It does
+    # not run on a core that failed.
+    at_end: ClassVar[str] = ""
     # what each field in `fields` holds (its byte order too), for the element reference
     field_docs: ClassVar[Mapping[str, str]] = {}
     kind: ClassVar[str] = "element"

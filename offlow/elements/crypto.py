@@ -16,20 +16,12 @@ from pathlib import Path
 
 from offlow.crypto.clib import CIPHERS
 from offlow.dsl import Element, Port, Table
+from offlow.elements.udp4 import UDP4_INCLUDE, UDP_DROPS, UDP_PAYLOAD
 from offlow.errors import OfflowError
 
 MD5X_MAX_K = 16  # md5x.h's OFL_MD5X_MAX_K (tests/test_crypto_lib.py checks they agree)
 
-_UDP_DROPS = {"not_udp": "not a whole IPv4/UDP datagram: IPv6, another protocol, a fragment, "
-                         "or a UDP length that does not fit the packet"}
-# Where the payload is; `off` and `len` for the rest of the body.
-_PAYLOAD = r"""
-    uint32_t off, len;
-    if (state->ip_proto != 17 || state->ip_frag ||
-        ofl_udp4_payload(pkt, state->l3_off, state->l4_off, state->l4_end, &off, &len))
-        DROP_WHY(not_udp);
-"""
-_INCLUDES = ("offlow/md5x.h", "offlow/cbc.h", "offlow/udp4_payload.h")
+_INCLUDES = ("offlow/md5x.h", "offlow/cbc.h", UDP4_INCLUDE)
 
 
 def cbc_keys(name: str, path: str | Path | None = None, cipher: str = "aes-128-cbc") -> Table:
@@ -52,9 +44,9 @@ class Md5(Element):
     inputs = (Port("inp", "ip"),)
     outputs = (Port("out", "ip"),)
     includes = _INCLUDES
-    drops = {**_UDP_DROPS, "too_long": "no room for a 16-byte digest (a payload under 16 "
+    drops = {**UDP_DROPS, "too_long": "no room for a 16-byte digest (a payload under 16 "
                                        "bytes in a frame of the program's mtu)"}
-    body = _PAYLOAD + r"""
+    body = UDP_PAYLOAD + r"""
     if (ofl_udp4_room(pkt, state->l3_off, off, OFL_MTU) < OFL_MD5_LEN)
         DROP_WHY(too_long);
     uint8_t digest[OFL_MD5_LEN];
@@ -75,7 +67,7 @@ class Md5Chains(Element):
     params = {"k": "uint32_t"}
     includes = _INCLUDES
     drops = Md5.drops
-    body = _PAYLOAD + r"""
+    body = UDP_PAYLOAD + r"""
     if (ofl_udp4_room(pkt, state->l3_off, off, OFL_MTU) < OFL_MD5_LEN)
         DROP_WHY(too_long);
     uint8_t digest[OFL_MD5_LEN];
@@ -92,7 +84,7 @@ class Md5Chains(Element):
         super().__init__(name, k=k)
 
 
-_KEY_DROPS = {**_UDP_DROPS, "no_key": "the flow (addresses and ports) is not in the key table",
+_KEY_DROPS = {**UDP_DROPS, "no_key": "the flow (addresses and ports) is not in the key table",
               "cipher": "OpenSSL refused, or no memory for a cipher context"}
 _FLOW = r"""
     struct ofl_cbc_flow *flow = ofl_cbc_find(keys, state->src4, state->dst4, state->sport,
@@ -113,7 +105,7 @@ class CbcEncrypt(Element):
     includes = _INCLUDES
     drops = {**_KEY_DROPS, "too_long": "the padded ciphertext does not fit the program's mtu "
                                        "(or an IPv4 packet)"}
-    body = _PAYLOAD + _FLOW + r"""
+    body = UDP_PAYLOAD + _FLOW + r"""
     long n = ofl_cbc_encrypt(keys, flow, pkt->data + off, len, pkt->data + off,
                              ofl_udp4_room(pkt, state->l3_off, off, OFL_MTU));
     if (n == OFL_CBC_ESPACE)
@@ -138,7 +130,7 @@ class CbcDecrypt(Element):
              "not_blocks": "the payload is empty or not a whole number of cipher blocks",
              "bad_padding": "the decrypted padding is not PKCS#7's (wrong key or IV, or "
                             "damaged data)"}
-    body = _PAYLOAD + _FLOW + r"""
+    body = UDP_PAYLOAD + _FLOW + r"""
     long n = ofl_cbc_decrypt(keys, flow, pkt->data + off, len, pkt->data + off);
     if (n == OFL_CBC_EBLOCKS)
         DROP_WHY(not_blocks);

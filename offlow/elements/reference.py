@@ -14,10 +14,21 @@ from collections.abc import Callable, Iterable
 
 from offlow.dsl import Element, Handler, Shared
 from offlow.dsl.where import class_site, code_site
-from offlow.elements import crypto, headers, kvs, lso, router, sketch, streams, tsp
+from offlow.elements import (
+    crypto,
+    headers,
+    kvs,
+    lso,
+    router,
+    sequencer,
+    sketch,
+    streams,
+    tsp,
+    words,
+)
 from offlow.passes.cbody import Site, analyze_body
 
-MODULES = (headers, router, kvs, sketch, lso, streams, crypto, tsp)
+MODULES = (headers, router, kvs, sketch, lso, streams, crypto, tsp, sequencer, words)
 # Elements whose constructor needs arguments: an example of each.
 _EXAMPLES: dict[str, Callable[[], Element]] = {
     "Classify": lambda: headers.Classify({"tls": (6, 443), "dns": (17, 53)}),
@@ -40,6 +51,9 @@ _EXAMPLES: dict[str, Callable[[], Element]] = {
     "CbcEncrypt": lambda: crypto.CbcEncrypt(keys=crypto.cbc_keys("keys", "keys.txt")),
     "CbcDecrypt": lambda: crypto.CbcDecrypt(keys=crypto.cbc_keys("keys", "keys.txt")),
     "ClimbJobs": lambda: tsp.ClimbJobs("jobs", cities=tsp.climbers_table("cities", "x.tsp")),
+    "Sequence": lambda: sequencer.Sequence(base=7000, groups=8,
+                                           seqs=sequencer.sequencer_table("seqs", 8)),
+    "CountWords": lambda: words.CountWords(slots=1024, words=words.word_table("counts", 1024)),
 }
 
 

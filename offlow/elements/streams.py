@@ -210,8 +210,8 @@ class BSort(Element):
     a buffer of n + 1 tuples; once full, each arrival sends out the smallest held (the
     earliest arrived among equal ones). A tuple at most n places late comes out in
     order; one later comes out late, never dropped. Assumes nothing of its input's
-    order; its output is in order when the input's disorder is within n. The last n
-    tuples of a finite stream stay in the buffer."""
+    order; its output is in order when the input's disorder is within n. At the end of
+    a finite stream the tuples still held come out, smallest first."""
 
     inputs = (Port("inp", "tuple"),)
     outputs = (Port("out", "tuple"),)
@@ -229,6 +229,11 @@ class BSort(Element):
     if (ofl_bsort_pop(held, &first))
         MAKE(out, &first);
     CONSUME();
+    """
+    at_end = r"""
+    struct ofl_pkt rest;
+    while (ofl_bsort_drain(held, &rest))
+        MAKE(out, &rest);
     """
 
     def __init__(self, name: str | None = None, *, slack: int, attr: int = 0) -> None:

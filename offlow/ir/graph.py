@@ -57,6 +57,9 @@ class Node:
     # node's tables, `{target:PORT}` as in the prelude, and `{kept_state}`: the state of
     # the first packet this core's node saw (`const struct ofl_state *`, NULL if none).
     at_end: str = ""
+    # A user element's own end code (Element.at_end): a function of `ctx` and `state` (a
+    # copy of the first state this core's node saw, zeroed if none) that may MAKE packets
+    end_body: str = ""
     # C over a vector of packets (Element.batch_body), run instead of `body` where the
     # node's segment runs batches (offlow.passes.fuse), and what it does (its own
     # macros; `facts` holds both bodies' effect on the state)

@@ -29,9 +29,16 @@ def analyze_bodies(g: Graph) -> Graph:
                     if n.body.strip() or not n.batch_body else None)
             batch = (analyze_body(n.batch_body, **args, **_written(n, batch=True), vector=True)
                      if n.batch_body else None)
+            end = analyze_body(n.end_body, **args, **_written(n)) if n.end_body else None
         except BodyError as err:
             raise OfflowError(str(err)) from None
         facts = _facts(info, batch)
+        if end is not None:
+            if end.sends or end.writes or end.emits - end.makes:
+                raise OfflowError(f"element `{n.name}`: its at_end code has no packet to "
+                                  "emit, send or change (EMIT, SEND, writing the state): "
+                                  "make new ones with MAKE(port, p)")
+            facts = replace(facts, makes=facts.makes | end.makes)
         drops = n.drops
         if facts.makes and MADE_TOO_LONG[0] not in dict(drops):
             drops = (*drops, MADE_TOO_LONG)  # counted by the MAKE function (codegen)

@@ -69,7 +69,7 @@ def _vector(g: Graph, segment: str, members: list[str]) -> tuple[tuple[str, ...]
     for n in members:
         node = g.node(n)
         facts = node.facts
-        if node.prelude or node.at_end:
+        if node.prelude or node.at_end or node.end_body:
             return (), f"`{n}` is made by the compiler with code of its own"
         if facts and (facts.sends or facts.makes):
             return (), f"`{n}` " + ("makes packets (MAKE)" if facts.makes

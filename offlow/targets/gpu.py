@@ -93,6 +93,9 @@ class Gpu(ProcessTarget):
             return (f"a {node.kind} reads or writes packets on this machine (a capture, a "
                     "socket); a kernel only transforms them: place it in a segment on host "
                     "or nic")
+        if node.end_body:
+            return ("it has code to run at the end of its stream (at_end), after its last "
+                    "packet; a kernel's work-items keep nothing between packets")
         if node.prelude or node.at_end:
             return ("a node the compiler made (a cache's) runs code of its own between "
                     "packets; a kernel's work-items keep nothing between packets")

@@ -110,6 +110,9 @@ class Xdp(Target):
         if node.kind == "handler":
             return ("a channel handler runs on messages from the host; XDP has no channel "
                     "to the host (" + _NOT_YET + ")")
+        if node.end_body:
+            return ("it has code to run at the end of its stream (at_end), after its last "
+                    "packet; XDP runs one packet at a time and keeps nothing between them")
         if node.prelude or node.at_end:
             return ("a node the compiler made (a cache's) runs code of its own between "
                     "packets; XDP runs one packet at a time and keeps nothing between them")

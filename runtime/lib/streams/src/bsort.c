@@ -89,10 +89,9 @@ int ofl_bsort_push(struct ofl_bsort *b, const uint8_t *data, uint32_t len, uint6
     return 0;
 }
 
-int ofl_bsort_pop(struct ofl_bsort *b, struct ofl_pkt *out)
+/* Takes the smallest held tuple out into `out` (b->n > 0). */
+static int take(struct ofl_bsort *b, struct ofl_pkt *out)
 {
-    if (b->n < b->cap)
-        return 0;
     uint32_t slot = b->heap[0].slot;
     struct bs_key last = b->heap[--b->n];
     uint32_t i = 0;
@@ -117,4 +116,20 @@ int ofl_bsort_pop(struct ofl_bsort *b, struct ofl_pkt *out)
     out->cap = OFL_TUPLE_FRAME_MAX;
     out->ts_ns = b->frames[slot].ts;
     return 1;
+}
+
+int ofl_bsort_pop(struct ofl_bsort *b, struct ofl_pkt *out)
+{
+    return b->n < b->cap ? 0 : take(b, out);
+}
+
+int ofl_bsort_drain(struct ofl_bsort *b, struct ofl_pkt *out)
+{
+    if (!b->n)
+        return 0;
+    if (b->has_out) {   /* the frame drained last has been taken by now */
+        b->free[b->cap - b->n - 1u] = b->out_slot;
+        b->has_out = 0;
+    }
+    return take(b, out);
 }

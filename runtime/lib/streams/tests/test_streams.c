@@ -80,6 +80,23 @@ static void test_bsort(void)
           "a push into a full buffer without a pop is refused");
     CHECK(ofl_bsort_push(b, f, OFL_TUPLE_FRAME_MAX + 1, 0, 0) == -EMSGSIZE, "a frame too long");
     ofl_bsort_close(b);
+    /* the end of a stream: what is held comes out smallest first, equal keys by arrival */
+    CHECK(ofl_bsort_open(&b, 5) == 0, "slack 5");
+    static const int64_t keys[] = { 9, 2, 7, 2, 5 };
+    for (uint64_t i = 0; i < 5; i++) {
+        f[0] = (uint8_t)i;
+        CHECK(ofl_bsort_push(b, f, 60, 100 + i, keys[i]) == 0 && ofl_bsort_pop(b, &out) == 0,
+              "held: the buffer is not full");
+    }
+    static const uint64_t want[] = { 101, 103, 104, 102, 100 };
+    for (int k = 0; k < 5; k++)
+        CHECK(ofl_bsort_drain(b, &out) == 1 && out.ts_ns == want[k] &&
+              out.data[0] == (uint8_t)(want[k] - 100), "drained in key order, ties by arrival");
+    CHECK(ofl_bsort_drain(b, &out) == 0, "nothing left");
+    for (uint64_t i = 0; i < 6; i++)   /* every slot came back: the buffer fills again */
+        CHECK(ofl_bsort_push(b, f, 60, i, 0) == 0, "refilled after a drain");
+    CHECK(ofl_bsort_pop(b, &out) == 1 && out.ts_ns == 0, "full again: pops");
+    ofl_bsort_close(b);
 }
 
 static void test_aggregate(void)

@@ -18,7 +18,7 @@ struct ofl_args;
  * A buffer of n + 1 tuples: each arrival is put in, and once n + 1 are held the one
  * with the smallest key (the earliest arrived among equal keys) goes out. A tuple at
  * most n places out of order comes out in order; one later comes out late (never
- * dropped). A finite stream's last n tuples stay in the buffer. */
+ * dropped). At a finite stream's end ofl_bsort_drain lets the rest out, in order. */
 struct ofl_bsort;
 
 /* A sorter with slack `slack` (0..4095): 0 and *b set, -EINVAL, -ENOMEM. */
@@ -32,6 +32,9 @@ int ofl_bsort_push(struct ofl_bsort *b, const uint8_t *data, uint32_t len, uint6
 /* When the buffer holds slack + 1 tuples, takes out the smallest into `out` (its data
  * valid until the next push) and returns 1; else 0. */
 int ofl_bsort_pop(struct ofl_bsort *b, struct ofl_pkt *out);
+/* At the end of a stream: takes out the smallest tuple still held, however few, into
+ * `out` (its data valid until the next call) and returns 1; 0 when none is left. */
+int ofl_bsort_drain(struct ofl_bsort *b, struct ofl_pkt *out);
 
 /* ---- Aggregate: sliding windows by size and advance, group-by --------------------
  * Windows over the order attribute t: window w holds the tuples with
