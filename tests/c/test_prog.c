@@ -57,10 +57,10 @@ static const struct ofl_ring_use a_rings[] = {{0, 0, 0, 0, false}, {1, 0, 1, 0, 
 static const struct ofl_ring_use b_rings[] = {{0, 0, 0, 0, false}, {1, 0, 1, 0, false}};
 static const struct ofl_ring_use a_rings_same_thread[] = {{0, 0, 0, 0, true}};
 static const struct ofl_qside a_queues[] = {
-    {"a->b", &ctxs[0].out_ab, NULL, NULL, a_rings, 2, true, true},  /* enqueue=drop */
+    {"a->b", &ctxs[0].out_ab, NULL, NULL, a_rings, 2, true, true, -1},  /* enqueue=drop */
 };
 static const struct ofl_qside b_queues[] = {
-    {"a->b", NULL, &ctxs[1].in_ab, &ctxs[1].nin_ab, b_rings, 2, true, false},
+    {"a->b", NULL, &ctxs[1].in_ab, &ctxs[1].nin_ab, b_rings, 2, true, false, -1},
 };
 static const struct ofl_src_use a_sources[] = {{"gen", &ctxs[0].src_gen}};
 
@@ -260,7 +260,7 @@ static void bad_ring(const char *dir)
           "the window made again, formatted");
     CHECK(ofl_proc_open(&w, &a, wsize) == 0, "and opened");
     struct ofl_qside same = {"a->b", &ctxs[0].out_ab, NULL, NULL, a_rings_same_thread, 1,
-                             true, false};
+                             true, false, -1};
     one.queues = &same;
     CHECK(ofl_prog_open(&p, &a, &w, ring_off) == 0 && ctxs[0].out_ab[0].fail_full &&
           !ctxs[0].out_ab[0].drop_full, "its end fails when full instead of waiting");
