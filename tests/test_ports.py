@@ -148,67 +148,74 @@ def netns() -> Iterator[str]:
         subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
-# Runs in the namespace: starts `offlow run` (argv), waits until it has opened its packet
-# sockets on in0 and out0, sends the input's frames into peer0, collects what arrives
-# on peer1 until the run ends, and writes it as a pcap.
+# Runs in the namespace: starts `offlow run` (argv), waits until it forwards a probe (an
+# input frame the expected output holds, its UDP payload - the frame's index - set to
+# ffffffff), sends the input's frames into peer0, collects what arrives on peer1 until
+# the run ends and writes it, without the probes, as a pcap.
 DRIVER = r"""
 import socket, subprocess, sys, time
 import dpkt
-inp, out, *cmd = sys.argv[1:]
-def sockets(ifindex):
-    with open("/proc/net/packet") as f:
-        return sum(1 for ln in f.read().split("\n")[1:] if ln.split()[4:5] == [str(ifindex)])
-idx = [socket.if_nametoindex(i) for i in ("in0", "out0")]
-base = [sockets(i) for i in idx]
+inp, expected, out, *cmd = sys.argv[1:]
+PROBE = b"\xff" * 4
+frames = [bytes(b) for _, b in dpkt.pcap.Reader(open(inp, "rb"))]
+first = next(iter(dpkt.pcap.Reader(open(expected, "rb"))))[1]
+probe = frames[int.from_bytes(first[-4:], "big")][:-4] + PROBE
 rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
 rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
 rx.bind(("peer1", 0))
 rx.settimeout(0.05)
 tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 tx.bind(("peer0", 0))
-p = subprocess.Popen(cmd)
-deadline = time.time() + 60
-while any(sockets(i) <= b for i, b in zip(idx, base)) and p.poll() is None:
-    assert time.time() < deadline, "the run never opened its ports"
-    time.sleep(0.05)
-time.sleep(0.3)
-with open(inp, "rb") as f:
-    for k, (_, fr) in enumerate(dpkt.pcap.Reader(f)):
-        tx.send(fr)
-        if k % 64 == 63:
-            time.sleep(0.002)
 got = []
-while True:
+def receive():
     try:
         fr, addr = rx.recvfrom(65535)
-        if addr[2] != socket.PACKET_OUTGOING:
-            got.append(fr)
     except socket.timeout:
-        if p.poll() is not None:
-            break
+        return False
+    if addr[2] != socket.PACKET_OUTGOING:
+        got.append(fr)
+    return True
+p = subprocess.Popen(cmd)
+deadline = time.time() + 60
+while not any(fr.endswith(PROBE) for fr in got):
+    assert time.time() < deadline and p.poll() is None, "the run never forwarded a probe"
+    tx.send(probe)
+    receive()
+for k, fr in enumerate(frames):
+    tx.send(fr)
+    if k % 32 == 31:
+        time.sleep(0.002)
+while receive() or p.poll() is None:
+    pass
 with open(out, "wb") as f:
     w = dpkt.pcap.Writer(f)
     for fr in got:
-        w.writepkt(fr)
+        if not fr.endswith(PROBE):
+            w.writepkt(fr)
 sys.exit(p.returncode)
 """
 
 
 @needs_root
-@pytest.mark.parametrize("kind", ["afpacket", "dpdk"])
+@pytest.mark.parametrize("kind, cores", [("afpacket", 1), ("afpacket", 2), ("dpdk", 1)])
 def test_router_through_veth_ports_forwards_what_the_pcap_port_writes(
-        kind: str, netns: str, traffic: tuple[Path, Path, Path], tmp_path: Path) -> None:
+        kind: str, cores: int, netns: str, traffic: tuple[Path, Path, Path],
+        tmp_path: Path) -> None:
+    """With two rx cores, afpacket's sockets share the interface through one fanout
+    group: each frame reaches one core (not both: no duplicates)."""
     if kind == "dpdk" and subprocess.run(["pkg-config", "--exists", "libdpdk"]).returncode:
         pytest.skip("libdpdk-dev is not installed")
     table, capture, expected = traffic
     ports = {"afpacket": ("rx=afpacket:in0", "tx=afpacket:out0"),
              "dpdk": ("rx=dpdk:net_af_packet0,iface=in0", "tx=dpdk:net_af_packet1,iface=out0")}
-    cmd = [str(Path(sys.executable).with_name("offlow")), "run", str(ROUTER), "--duration", "4",
-           "--timeout", "60", *(a for t in _tables(table) for a in ("--opt", t)),
+    cmd = [str(Path(sys.executable).with_name("offlow")), "run", str(ROUTER), "--duration", "6",
+           "--timeout", "60", "--set", f"rx.cores={','.join(map(str, range(cores)))}",
+           *(a for t in _tables(table) for a in ("--opt", t)),
            *(a for p in ports[kind] for a in ("--port", p))]
     got = tmp_path / "got.pcap"
     res = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", DRIVER,
-                          str(capture), str(got), *cmd], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                          str(capture), str(expected), str(got), *cmd],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0, res.stdout + res.stderr
     assert sorted(read_frames(got)) == sorted(read_frames(expected)), res.stdout

@@ -43,6 +43,8 @@ static pcap_t *live_open(const char *iface, int snaplen, char *errbuf)
 struct live_src {
     struct ofl_src s;
     pcap_t *p;
+    uint64_t too_long;  /* frames longer than the mtu */
+    uint64_t kernel;    /* frames the kernel dropped (the socket's ring was full) */
 };
 
 struct fill {
@@ -57,7 +59,7 @@ static void take(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes)
     struct fill *f = (struct fill *)user;
     struct ofl_src *s = &f->l->s;
     if (h->caplen < h->len || h->len > s->o.mtu) {  /* cut short by the snap length */
-        s->dropped++;
+        f->l->too_long++;
         return;
     }
     uint8_t *dst = f->bufs + (size_t)f->k * s->o.mtu;
@@ -76,6 +78,10 @@ static int live_next(struct ofl_src *s, struct ofl_pkt *pkts, uint8_t *bufs, uin
         snprintf(s->error, sizeof s->error, "%.200s", pcap_geterr(l->p));
         return -EIO;
     }
+    /* Idle: read what the kernel dropped (a syscall, so only then). */
+    struct pcap_stat st;
+    if (f.k == 0 && pcap_stats(l->p, &st) == 0) l->kernel = st.ps_drop;
+    s->dropped = l->too_long + l->kernel;
     return (int)f.k;
 }
 
