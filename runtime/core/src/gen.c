@@ -828,6 +828,7 @@ void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src
     ofl_json_u64(j, "packets", ofl_src_packets(s));
     ofl_json_u64(j, "bytes", ofl_src_bytes(s));
     ofl_json_u64(j, "dropped", ofl_src_dropped(s));
+    if (ofl_src_missed(s)) ofl_json_u64(j, "missed", ofl_src_missed(s));
     if (ofl_src_error(s)) ofl_json_str(j, "error", ofl_src_error(s));
     ofl_json_end_obj(j);
 }
@@ -858,7 +859,7 @@ void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink 
     ofl_json_u64(j, "packets", s->packets);
     ofl_json_u64(j, "bytes", s->bytes);
     if (s->port) {
-        ofl_json_u64(j, "dropped", s->port->ops->dropped(s->port));
+        ofl_json_u64(j, "refused", s->port->ops->dropped(s->port));
         ofl_json_str(j, "port", s->port_name);
     }
     if (s->path) ofl_json_str(j, "path", s->path);

@@ -43,8 +43,6 @@ static pcap_t *live_open(const char *iface, int snaplen, char *errbuf)
 struct live_src {
     struct ofl_src s;
     pcap_t *p;
-    uint64_t too_long;  /* frames longer than the mtu */
-    uint64_t kernel;    /* frames the kernel dropped (the socket's ring was full) */
 };
 
 struct fill {
@@ -59,7 +57,7 @@ static void take(u_char *user, const struct pcap_pkthdr *h, const u_char *bytes)
     struct fill *f = (struct fill *)user;
     struct ofl_src *s = &f->l->s;
     if (h->caplen < h->len || h->len > s->o.mtu) {  /* cut short by the snap length */
-        f->l->too_long++;
+        s->dropped++;
         return;
     }
     uint8_t *dst = f->bufs + (size_t)f->k * s->o.mtu;
@@ -80,8 +78,7 @@ static int live_next(struct ofl_src *s, struct ofl_pkt *pkts, uint8_t *bufs, uin
     }
     /* Idle: read what the kernel dropped (a syscall, so only then). */
     struct pcap_stat st;
-    if (f.k == 0 && pcap_stats(l->p, &st) == 0) l->kernel = st.ps_drop;
-    s->dropped = l->too_long + l->kernel;
+    if (f.k == 0 && pcap_stats(l->p, &st) == 0) s->missed = st.ps_drop;
     return (int)f.k;
 }
 

@@ -290,8 +290,6 @@ struct dpdk_src {
     uint16_t queue;
     int thread_ok;
     unsigned idle;             /* empty bursts since the port's counters were read */
-    uint64_t too_long;         /* frames longer than the mtu */
-    uint64_t missed;           /* the port's: no RX descriptor or no buffer (queue 0) */
     struct rte_mbuf *m[BURST];
 };
 
@@ -310,8 +308,7 @@ static int src_next(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *bufs, u
         /* Now and then when idle, queue 0's core reads what the port dropped. */
         struct rte_eth_stats st;
         if (d->queue == 0 && ++d->idle % 1024 == 1 && rte_eth_stats_get(d->port->id, &st) == 0)
-            d->missed = st.imissed + st.rx_nombuf;
-        base->dropped = d->too_long + d->missed;
+            base->missed = st.imissed + st.rx_nombuf;  /* (the port's, all queues) */
         return 0;
     }
     uint64_t now = ofl_src_clock_ns();
@@ -321,7 +318,6 @@ static int src_next(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *bufs, u
         uint32_t len = rte_pktmbuf_pkt_len(m);
         if (len > base->o.mtu) {
             base->dropped++;
-            d->too_long++;
             continue;
         }
         uint8_t *dst = bufs + (size_t)k * base->o.mtu;
