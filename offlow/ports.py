@@ -42,6 +42,7 @@ USAGE = "expected [NAME=]dpdk:ARGS or [NAME=]afpacket:IFACE"
 
 _PCI = re.compile(r"^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
 _VDEV = re.compile(r"^net_[a-z0-9_]+$")
+_IFACE = re.compile(r"^[^\s/:\x00]{1,15}$")  # Linux's rule (dev_valid_name), ':' aside
 # net_pcap's arguments that name files it reads (it creates those it writes)
 _READS = ("rx_pcap",)
 
@@ -77,7 +78,7 @@ def parse(spec: str) -> tuple[str | None, Port]:
 
 def _check(spec: str, p: Port) -> None:
     if p.kind == "afpacket":
-        if not p.args or "/" in p.args or len(p.args) > 15:
+        if not _IFACE.match(p.args):
             raise OfflowError(f"--port `{spec}`: `{p.args}` is not an interface name")
         try:
             socket.if_nametoindex(p.args)
@@ -85,7 +86,7 @@ def _check(spec: str, p: Port) -> None:
             raise OfflowError(f"--port `{spec}`: no interface `{p.args}` here "
                               "(ip link lists them)") from None
         return
-    if not p.args or p.args.startswith("-") or any(c.isspace() for c in p.args):
+    if not p.args or p.args.startswith("-") or not p.args.isprintable() or " " in p.args:
         raise OfflowError(f"--port `{spec}`: expected DPDK device arguments "
                           "(net_pcap0,rx_pcap=in.pcap,...) or a PCI address (0000:01:00.0)")
     dev, *kvs = p.args.split(",")

@@ -244,3 +244,21 @@ def test_port_run_json_matches_the_schema_and_accounts_every_frame(
     assert s["sinks"]["tx"]["port"] == f"net_pcap1,tx_pcap={out}"
     assert s["sinks"]["tx"]["refused"] == 0
     assert s["accounting"]["read"] == 2000 and s["accounting"]["unaccounted"] == 0
+
+
+def test_port_spec_parser_takes_any_string_without_crashing() -> None:
+    """Random specs built from the grammar's pieces and noise: each is a Port or one
+    OfflowError, nothing else (the parser's fuzz test)."""
+    from offlow import ports
+
+    rng = random.Random(33)
+    pieces = ["dpdk", "afpacket", ":", "=", ",", "rx", "net_pcap0", "rx_pcap", "lo",
+              "0000:01:00.0", "01:00.0", "-", " ", "/", "\x00", "é", "net_", "iface"]
+    for _ in range(3000):
+        spec = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 8)))
+        try:
+            name, port = ports.parse(spec)
+        except OfflowError as e:
+            assert str(e).startswith(f"--port `{spec}`")
+        else:
+            assert port.kind in ports.KINDS and spec.endswith(port.args)
