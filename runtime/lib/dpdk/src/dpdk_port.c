@@ -321,8 +321,8 @@ static int src_next(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *bufs, u
             continue;
         }
         uint8_t *dst = bufs + (size_t)k * base->o.mtu;
-        const void *data = rte_pktmbuf_read(m, 0, len, dst);
-        if (data != dst) memcpy(dst, data, len);
+        if (m->nb_segs == 1) rte_memcpy(dst, rte_pktmbuf_mtod(m, const void *), len);
+        else rte_pktmbuf_read(m, 0, len, dst);  /* (copies a chained mbuf into dst) */
         pkts[k] = (struct ofl_pkt){ dst, len, base->o.mtu, now, 0 };
         k++;
     }
@@ -361,6 +361,8 @@ int ofl_dpdk_src_open(struct ofl_src **s, const struct ofl_args *a, const char *
 struct txq {
     struct rte_mbuf *m[BURST];
     unsigned n;
+    struct rte_mbuf *spare[BURST];  /* buffers taken from the pool in bulk, not yet used */
+    unsigned nspare;
     int thread_ok;
     uint64_t dropped;
 } __attribute__((aligned(64)));
@@ -394,14 +396,15 @@ static void sink_write(struct ofl_port_sink *base, unsigned core, const struct o
         q->dropped++;
         return;
     }
-    struct rte_mbuf *m = rte_pktmbuf_alloc(env.pool);
-    char *data = m ? rte_pktmbuf_append(m, (uint16_t)(p->len > UINT16_MAX ? 0 : p->len)) : NULL;
-    if (!data || p->len > UINT16_MAX) {  /* no buffer, or longer than one holds */
-        if (m) rte_pktmbuf_free(m);
-        q->dropped++;
+    if (!q->nspare && rte_pktmbuf_alloc_bulk(env.pool, q->spare, BURST) == 0) q->nspare = BURST;
+    if (!q->nspare || p->len > rte_pktmbuf_tailroom(q->spare[q->nspare - 1])) {
+        q->dropped++;  /* no buffer, or longer than one holds */
         return;
     }
-    memcpy(data, p->data, p->len);
+    struct rte_mbuf *m = q->spare[--q->nspare];
+    m->data_len = (uint16_t)p->len;
+    m->pkt_len = p->len;
+    rte_memcpy(rte_pktmbuf_mtod(m, void *), p->data, p->len);
     q->m[q->n++] = m;
     if (q->n == BURST) sink_send(d, core);
 }
@@ -422,7 +425,10 @@ static uint64_t sink_dropped(const struct ofl_port_sink *base)
 static void sink_close(struct ofl_port_sink *base)
 {
     struct dpdk_sink *d = (struct dpdk_sink *)base;
-    for (unsigned c = 0; c < d->ncores; c++) sink_send(d, c);
+    for (unsigned c = 0; c < d->ncores; c++) {
+        sink_send(d, c);
+        if (d->q[c].nspare) rte_pktmbuf_free_bulk(d->q[c].spare, d->q[c].nspare);
+    }
     free(d->q);
     free(d);
     port_release();
