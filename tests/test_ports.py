@@ -136,6 +136,8 @@ def netns() -> Iterator[str]:
     ip = ["ip", "-n", ns]
     subprocess.run(["ip", "netns", "add", ns], check=True)
     try:
+        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                        "net.ipv6.conf.default.disable_ipv6=1"], check=True)
         for a, b in (("in0", "peer0"), ("out0", "peer1")):
             subprocess.run([*ip, "link", "add", a, "type", "veth", "peer", "name", b],
                            check=True)
@@ -155,31 +157,43 @@ def netns() -> Iterator[str]:
 DRIVER = r"""
 import socket, subprocess, sys, time
 import dpkt
-inp, expected, out, *cmd = sys.argv[1:]
+inp, expected, out, send_if, recv_if, *cmd = sys.argv[1:]
 PROBE = b"\xff" * 4
 frames = [bytes(b) for _, b in dpkt.pcap.Reader(open(inp, "rb"))]
 first = next(iter(dpkt.pcap.Reader(open(expected, "rb"))))[1]
 probe = frames[int.from_bytes(first[-4:], "big")][:-4] + PROBE
-rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-rx.bind(("peer1", 0))
+p = subprocess.Popen(cmd)
+deadline = time.time() + 60
+while True:  # (a net_tap port makes its interface when the run starts)
+    try:
+        rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        rx.bind((recv_if, 0))
+        tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        tx.bind((send_if, 0))
+        break
+    except OSError:
+        assert time.time() < deadline and p.poll() is None, "no interfaces"
+        time.sleep(0.05)
 rx.settimeout(0.05)
-tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-tx.bind(("peer0", 0))
 got = []
 def receive():
     try:
         fr, addr = rx.recvfrom(65535)
     except socket.timeout:
         return False
+    except OSError:  # ENETDOWN: a tap the run has not brought up yet
+        time.sleep(0.01)
+        return False
     if addr[2] != socket.PACKET_OUTGOING:
         got.append(fr)
     return True
-p = subprocess.Popen(cmd)
-deadline = time.time() + 60
 while not any(fr.endswith(PROBE) for fr in got):
     assert time.time() < deadline and p.poll() is None, "the run never forwarded a probe"
-    tx.send(probe)
+    try:
+        tx.send(probe)
+    except OSError:  # (the interface is not up yet)
+        time.sleep(0.05)
     receive()
 for k, fr in enumerate(frames):
     tx.send(fr)
@@ -197,25 +211,31 @@ sys.exit(p.returncode)
 
 
 @needs_root
-@pytest.mark.parametrize("kind, cores", [("afpacket", 1), ("afpacket", 2), ("dpdk", 1)])
+@pytest.mark.parametrize("kind, cores", [("afpacket", 1), ("afpacket", 2), ("dpdk", 1),
+                                         ("net_tap", 1)])
 def test_router_through_veth_ports_forwards_what_the_pcap_port_writes(
         kind: str, cores: int, netns: str, traffic: tuple[Path, Path, Path],
         tmp_path: Path) -> None:
-    """With two rx cores, afpacket's sockets share the interface through one fanout
-    group: each frame reaches one core (not both: no duplicates)."""
-    if kind == "dpdk" and subprocess.run(["pkg-config", "--exists", "libdpdk"]).returncode:
+    """Frames sent into one interface of the namespace come out of another as through
+    the pcap port: afpacket and net_af_packet on veth pairs, net_tap on the tap
+    interfaces the PMD makes there. With two rx cores, afpacket's sockets share the
+    interface through one fanout group: each frame reaches one core (no duplicates)."""
+    if kind != "afpacket" and subprocess.run(["pkg-config", "--exists", "libdpdk"]).returncode:
         pytest.skip("libdpdk-dev is not installed")
     table, capture, expected = traffic
     ports = {"afpacket": ("rx=afpacket:in0", "tx=afpacket:out0"),
              "dpdk": ("rx=dpdk:net_af_packet0,iface=in0,framecnt=4096",
-                      "tx=dpdk:net_af_packet1,iface=out0,framecnt=4096")}
+                      "tx=dpdk:net_af_packet1,iface=out0,framecnt=4096"),
+             # DPDK makes the tap interfaces: the test sends into dtap0, reads dtap1
+             "net_tap": ("rx=dpdk:net_tap0,iface=dtap0", "tx=dpdk:net_tap1,iface=dtap1")}
+    links = {"net_tap": ("dtap0", "dtap1")}.get(kind, ("peer0", "peer1"))
     cmd = [str(Path(sys.executable).with_name("offlow")), "run", str(ROUTER), "--duration", "6",
            "--timeout", "60", "--set", f"rx.cores={','.join(map(str, range(cores)))}",
            *(a for t in _tables(table) for a in ("--opt", t)),
            *(a for p in ports[kind] for a in ("--port", p))]
     got = tmp_path / "got.pcap"
     res = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", DRIVER,
-                          str(capture), str(expected), str(got), *cmd],
+                          str(capture), str(expected), str(got), *links, *cmd],
                          capture_output=True, text=True, timeout=120, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0, res.stdout + res.stderr
