@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from benchmarks.router_fwd import SizeSweep, VectorSweep
     from benchmarks.router_l3fwd import L3fwdSweep
     from benchmarks.router_offload import OffloadSweep
+    from benchmarks.router_ports import PortSweep
 
 BURST = 64  # addresses per lookup call, a compile-time constant in both C programs
 DISTS = ("random", "hits")
@@ -645,11 +646,12 @@ def run(quick: bool = False, out_json: str | os.PathLike[str] | None = None,
         sweep: Sweep | None = None, use_dpdk: bool = True,
         sweeps: Sequence[str] | str | None = None,
         offload: OffloadSweep | None = None, sizes: SizeSweep | None = None,
-        l3fwd: L3fwdSweep | None = None, vector: VectorSweep | None = None) -> dict:
+        l3fwd: L3fwdSweep | None = None, vector: VectorSweep | None = None,
+        ports: PortSweep | None = None) -> dict:
     """Run the router benchmark, print the report, optionally write JSON and a PNG;
     return the result (the JSON's content).
 
-    sweeps: which to run, of "lookups", "offload", "sizes", "vector", "l3fwd", "groups"
+    sweeps: which to run, of "lookups", "offload", "sizes", "vector", "l3fwd", "ports", "groups"
     (a list or a comma-separated string; "all"); default all, except that a caller who
     overrides the lookup settings with `sweep` and names no sweep gets the lookups
     alone. quick: the quick settings of every sweep (the lookups on a 100k-prefix
@@ -665,7 +667,7 @@ def run(quick: bool = False, out_json: str | os.PathLike[str] | None = None,
     else:
         res = _base(prefixes, quick)
     res["sweeps"] = list(chosen)
-    st = router_sweeps.settings(quick, offload, sizes, l3fwd, vector=vector)
+    st = router_sweeps.settings(quick, offload, sizes, l3fwd, vector=vector, ports=ports)
     res.update(router_sweeps.measure(prefixes, chosen, st, use_dpdk=use_dpdk))
     res["elapsed_s"] = round(time.monotonic() - t_start, 1)
     print(format_report(res))
@@ -687,7 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--png", type=Path, help="where to write the plot")
     p.add_argument("--prefixes", type=Path, default=DEFAULT_PREFIXES, help="prefix file")
     p.add_argument("--sweeps", default="all",
-                   help="comma-separated: lookups, offload, sizes, vector, l3fwd, groups "
+                   help="comma-separated: lookups, offload, sizes, vector, l3fwd, ports, groups "
                         "(default all)")
     p.add_argument("--no-dpdk", action="store_true", help="measure offlow alone")
     a = p.parse_args(argv)

@@ -310,7 +310,11 @@ def telemetry(sock_path: Path, cmd: str) -> dict:
 
 class L3fwd:
     """One l3fwd process on one lcore with one pcap vdev; a context manager that stops
-    it (SIGINT, then SIGKILL) and removes its runtime folder."""
+    it (SIGINT, then SIGKILL) and removes its runtime folder. (A subclass runs another
+    DPDK application: its command, and READY, the line it logs when forwarding.)"""
+
+    READY = "entering main loop"
+    NAME = "l3fwd"
 
     def __init__(self, exe: Path, cpu: int, vdev: str, rules: dict[str, Path], log: Path):
         self.prefix = f"offlow-l3fwd-{os.getpid()}-{time.monotonic_ns() % 10**9}"
@@ -335,19 +339,20 @@ class L3fwd:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             if self.proc.poll() is not None:
-                raise OfflowError(f"l3fwd exited with status {self.proc.returncode} before "
+                raise OfflowError(f"{self.NAME} exited with status {self.proc.returncode} before "
                                   f"forwarding: {self.tail()}")
-            if "entering main loop" in self.log.read_text(errors="replace"):
+            if self.READY in self.log.read_text(errors="replace"):
                 for d in _runtime_dirs(self.prefix):
                     if (d / "dpdk_telemetry.v2").exists():
                         self.sock = d / "dpdk_telemetry.v2"
                         return
             time.sleep(0.02)
-        raise OfflowError(f"l3fwd did not start forwarding within {timeout:.0f} s: {self.tail()}")
+        raise OfflowError(f"{self.NAME} did not start forwarding within {timeout:.0f} s: "
+                          f"{self.tail()}")
 
-    def stats(self) -> dict:
+    def stats(self, port: int = 0) -> dict:
         assert self.sock is not None
-        return telemetry(self.sock, "/ethdev/stats,0")["/ethdev/stats"]
+        return telemetry(self.sock, f"/ethdev/stats,{port}")["/ethdev/stats"]
 
     def tail(self) -> str:
         lines = [s for s in self.log.read_text(errors="replace").splitlines()

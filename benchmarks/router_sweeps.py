@@ -11,6 +11,8 @@ settings, and their part of the result, report and plot.
   (benchmarks.router_fwd);
 - "l3fwd": the router and DPDK's l3fwd on the same replayed pcap, one core each
   (benchmarks.router_l3fwd);
+- "ports": the router on a DPDK port (`--port dpdk:`, net_pcap replay) beside l3fwd and
+  I/O forwarding on the same replay (benchmarks.router_ports);
 - "groups": the lookup segment as a core group of 1..8 cores and data-parallel
   (benchmarks.groups, Knapp Figure 8).
 
@@ -26,14 +28,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from benchmarks import groups, router_fwd, router_l3fwd, router_offload
+from benchmarks import groups, router_fwd, router_l3fwd, router_offload, router_ports
 from benchmarks.common.routes import SEED, addresses4, addresses6, build_offlow, load_routes
 from offlow.errors import OfflowError
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-SWEEPS = ("lookups", "offload", "sizes", "vector", "l3fwd", "groups")
+SWEEPS = ("lookups", "offload", "sizes", "vector", "l3fwd", "ports", "groups")
 
 
 @dataclass(frozen=True)
@@ -45,19 +47,22 @@ class Settings:
     l3fwd: router_l3fwd.L3fwdSweep
     groups: groups.GroupSweep
     vector: router_fwd.VectorSweep
+    ports: router_ports.PortSweep = router_ports.FULL
 
 
 def settings(quick: bool, offload: router_offload.OffloadSweep | None = None,
              sizes: router_fwd.SizeSweep | None = None,
              l3fwd: router_l3fwd.L3fwdSweep | None = None,
              group: groups.GroupSweep | None = None,
-             vector: router_fwd.VectorSweep | None = None) -> Settings:
+             vector: router_fwd.VectorSweep | None = None,
+             ports: router_ports.PortSweep | None = None) -> Settings:
     """The quick or full settings, each replaceable."""
     return Settings(offload or (router_offload.QUICK if quick else router_offload.FULL),
                     sizes or (router_fwd.QUICK if quick else router_fwd.FULL),
                     l3fwd or (router_l3fwd.QUICK if quick else router_l3fwd.FULL),
                     group or (groups.QUICK if quick else groups.FULL),
-                    vector or (router_fwd.VECTOR_QUICK if quick else router_fwd.VECTOR_FULL))
+                    vector or (router_fwd.VECTOR_QUICK if quick else router_fwd.VECTOR_FULL),
+                    ports or (router_ports.QUICK if quick else router_ports.FULL))
 
 
 def choose(sweeps: Sequence[str] | str | None, lookups_override: bool) -> tuple[str, ...]:
@@ -93,7 +98,7 @@ def measure(prefixes: Path, chosen: tuple[str, ...], st: Settings,
         "vector": lambda: router_fwd.measure_vector(prefixes, st.vector),
         "groups": lambda: groups.measure(prefixes, st.groups),
     }
-    if "offload" in chosen or "l3fwd" in chosen:
+    if "offload" in chosen or "l3fwd" in chosen or "ports" in chosen:
         _, r4, r6 = _routes(prefixes)
         rng = np.random.default_rng(SEED)
         n = st.offload.addresses
@@ -102,6 +107,7 @@ def measure(prefixes: Path, chosen: tuple[str, ...], st: Settings,
             st.offload)
         runs["l3fwd"] = lambda: router_l3fwd.measure(r4, r6, st.l3fwd, prefixes,
                                                      use_l3fwd=use_dpdk)
+        runs["ports"] = lambda: router_ports.measure(r4, r6, st.ports, use_dpdk=use_dpdk)
     out: dict = {}
     for name in SWEEPS:
         if name in chosen and name in runs:
@@ -119,6 +125,7 @@ def format_report(res: dict) -> list[str]:
                      ("sizes", router_fwd.format_sizes),
                      ("vector", router_fwd.format_vector),
                      ("l3fwd", router_l3fwd.format_report),
+                     ("ports", router_ports.format_report),
                      ("groups", lambda r: ["", *groups.format_report(r).splitlines()])):
         part = res.get(key)
         if part is None:

@@ -16,6 +16,7 @@ from offlow.errors import OfflowError
 from offlow.ir import Graph
 from offlow.passes import compile_graph
 from offlow.plan import Plan, make_plan
+from offlow.ports import PortKind
 
 # The real inputs (BGP table, captures): ../shared/data beside the checkout, or
 # $OFFLOW_DATA for a checkout that lives elsewhere.
@@ -66,26 +67,26 @@ def plan_program(program: Program, fit: tuple[int, str] | None = None) -> Plan:
     return plan_graph(compile_program(program, fit))
 
 
-def generate(plan: Plan) -> dict[str, str]:
+def generate(plan: Plan, ports: tuple[PortKind, ...] = ()) -> dict[str, str]:
     """File name -> text: common.h, then each device's files from its target."""
-    files = {"common.h": gen_common(plan)}
+    files = {"common.h": gen_common(plan, ports)}
     for d in plan.devices:
         files.update(targets.get(d.target).generate(plan, d.name))
     return files
 
 
 def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...] = (),
-          fit: tuple[int, str] | None = None) -> Build:
+          fit: tuple[int, str] | None = None, ports: tuple[PortKind, ...] = ()) -> Build:
     """Compile `program` to one executable per device, reusing cached builds; `fit`:
     the mtu its input needs and why (offlow.runner.check_options), for a program that sets
-    none."""
+    none; `ports`: the port kinds of runtime libraries its run uses (linked in)."""
     plan = plan_program(program, fit)
     for dev in plan.devices:
         targets.usable(dev.target)
-    sources = generate(plan)
+    sources = generate(plan, ports)
     graph = plan.graph
     d = cbuild.description()
-    libs = d.closure(d.for_headers(headers(graph)))
+    libs = d.closure(d.for_headers([*headers(graph), *(k.header for k in ports)]))
     archives = [cbuild.build_library(lib.name, cbuild.TOOL, extra_flags) for lib in libs]
     cflags = (*d.flags("base", "optimize"), *extra_flags, *(d.flags("werror") if werror else ()))
     key = digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),

@@ -33,6 +33,7 @@ class Library:
     path: Path
     needs: tuple[str, ...] = ()
     link: tuple[str, ...] = ()  # the system libraries it needs
+    cflags: tuple[str, ...] = ()  # its own compile flags (a peer's headers), after the sets'
 
     @property
     def include(self) -> Path:
@@ -132,7 +133,8 @@ def description(path: Path = DESCRIPTION) -> Description:
     try:
         raw = tomllib.loads(path.read_text())
         libs = {name: Library(name, RUNTIME / v["path"], tuple(v.get("needs", ())),
-                              tuple(v.get("link", ()))) for name, v in raw["lib"].items()}
+                              tuple(v.get("link", ())), tuple(v.get("cflags", ())))
+                for name, v in raw["lib"].items()}
         return Description(raw["cc"], {k: tuple(v) for k, v in raw["flags"].items()},
                            dict(raw.get("cc_for", {})), libs)
     except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as e:
@@ -198,7 +200,7 @@ def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = 
     d = description()
     lib = d.library(name)
     seen = d.closure([name])
-    args = [*peer, *d.flags(*sets), *extra]
+    args = [*peer, *d.flags(*sets), *extra, *lib.cflags]
     compiler = d.compiler(*sets)
     key = _files_digest([*lib.sources(), *(h for x in seen for h in x.headers())],
                         compiler, " ".join(args))

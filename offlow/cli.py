@@ -45,7 +45,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       udp_port=a.udp, tcp_port=a.tcp, serve=a.serve,
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
-                      opts=tuple(a.opt), profile=a.profile or "", metrics=a.metrics)
+                      opts=tuple(a.opt), profile=a.profile or "", metrics=a.metrics,
+                      ports=tuple(a.port))
     b = build_for(prog, opts)
     if a.serve and not b.plan.window_channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
@@ -194,6 +195,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=float, help="kill the run after this many seconds")
     r.add_argument("--opt", action="append", default=[], metavar="NAME.KEY=VALUE",
                    help="a run-time option of a source, sink or table (e.g. routes.path=F)")
+    r.add_argument("--port", action="append", default=[], metavar="[NAME=]KIND:ARGS",
+                   help="put the sources and sinks (or only NAME) on a network port, until "
+                        "--duration: dpdk:ARGS (DPDK ethdev: EAL vdev arguments such as "
+                        "net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap or net_af_packet0,"
+                        "iface=eth1, or a PCI address) or afpacket:IFACE (a Linux interface); "
+                        "docs/ports.md")
     r.add_argument("--udp", type=int, metavar="PORT",
                    help="serve UDP clients on 127.0.0.1:PORT (0: a free port): every source "
                         "reads datagrams, every sink sends replies; until --duration or Ctrl-C")

@@ -97,6 +97,10 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
         if v.get("dropped"):
             dropped.append({"at": name, "reason": "longer_than_mtu", "packets": v["dropped"],
                             "what": f"a frame longer than the mtu ({g.mtu} B)"})
+        if v.get("missed"):
+            dropped.append({"at": name, "reason": "port_missed", "packets": v["missed"],
+                            "what": "dropped by its port before it was read (the port's "
+                                    "ring was full)"})
     for name, v in elements.items():
         for why, n in v["why"].items():
             if n:
@@ -114,13 +118,16 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
     sink_drops = (("dropped", "not_sent",
                    "not an IPv4/UDP frame, or more datagrams than a batch holds"),
                   ("to_self", "to_self", "addressed to the server's own socket (a loop)"),
-                  ("send_errors", "send_error", "the socket refused the datagram"))
+                  ("send_errors", "send_error", "the socket refused the datagram"),
+                  ("refused", "port_refused", "its port did not take it (TX ring full, or "
+                                              "longer than the port's buffers)"))
     for name, v in sinks.items():
         for key, reason, what in sink_drops:
             if v.get(key):
                 dropped.append({"at": name, "reason": reason, "packets": v[key], "what": what})
     consumed = {name: v["consumed"] for name, v in elements.items() if v["consumed"]}
-    read = sum(v.get("packets", 0) + v.get("dropped", 0) for v in sources.values())
+    read = sum(v.get("packets", 0) + v.get("dropped", 0) + v.get("missed", 0)
+               for v in sources.values())
     copies = sum(v["copies"] for v in elements.values())
     made = sum(v["made"] for v in elements.values())
     forwarded = sum(v.get("packets", 0) - sum(v.get(k, 0) for k, _, _ in sink_drops)
@@ -208,12 +215,16 @@ def format_summary(s: dict[str, Any]) -> str:
     for name, v in s["sources"].items():
         dropped = (f", {v['dropped']} dropped (longer than the mtu, {s['mtu']} B: "
                    f"{s['mtu_why']})" if v.get("dropped") else "")
+        if v.get("missed"):
+            dropped += f", {v['missed']} missed (dropped by its port before it was read)"
         parts.append(f"source {name}: {v['packets']} packets{dropped}")
     for name, v in s["sinks"].items():
-        where = f" -> {v['path']}" if v.get("path") else ""
+        where = f" -> {v['path']}" if v.get("path") else f" -> {v['port']}" if "port" in v else ""
         udp = (f", {v['sent']} sent, {v['dropped']} dropped (not IPv4/UDP), "
                f"{v['send_errors']} send errors") if "sent" in v else ""
         if v.get("to_self"):
             udp += f", {v['to_self']} refused (addressed to the server's own socket: a loop)"
+        if v.get("refused"):
+            udp += f", {v['refused']} refused by its port"
         parts.append(f"sink {name}: {v['packets']} packets{where}{udp}")
     return "\n\n".join(parts)

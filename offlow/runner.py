@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import cbuild, live, livepage, metrics, targets
+from offlow import cbuild, live, livepage, metrics, ports, targets
 from offlow.build import Build, build
 from offlow.channels import WindowHeader
 from offlow.dsl import Program
@@ -76,6 +76,10 @@ class RunOptions:
     # Serve the run's counters in the Prometheus text format on HOST:PORT while it runs
     # (offlow/metrics.py; port 0: a free one, see Run.metrics).
     metrics: str | None = None
+    # Packet ports, `[NAME=]dpdk:ARGS` or `[NAME=]afpacket:IFACE` (offlow.ports): the
+    # sources and sinks they name read and write a network device; a source on a port
+    # runs until `duration` (its traffic has no end).
+    ports: tuple[str, ...] = ()
 
 
 @dataclass
@@ -130,8 +134,20 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
         if not 0 <= o.udp_port <= 65535:
             raise OfflowError(f"UDP port {o.udp_port} is not within 0..65535")
         args = _udp_opts(b, o)
+    on_port = ports.assign(o.ports, [n.name for n in b.graph.nodes if n.kind == "source"],
+                           [n.name for n in b.graph.nodes if n.kind == "sink"])
+    for name, port in on_port.items():
+        args += port.options(name)
+        if name in paths and o.output:
+            raise OfflowError(f"--output {o.output}: the sink `{name}` writes to its --port")
     for n in b.graph.nodes:
-        if n.kind == "source" and o.udp_port is None:
+        if n.name in on_port and n.kind == "source":
+            if o.duration is None:
+                raise OfflowError(f"--port: the source `{n.name}` reads a port, whose traffic "
+                                  "has no end: give --duration SECONDS")
+            args += ["--opt", f"{n.name}.duration_ns={int(o.duration * 1e9)}",
+                     "--opt", f"{n.name}.rate={o.rate}"]
+        elif n.kind == "source" and o.udp_port is None:
             kv = {"kind": "pcap" if o.input else "synth", "loops": str(o.loops),
                   "rate": str(o.rate), "seed": str(o.seed), "count": str(o.count),
                   "sizes": o.sizes}
@@ -143,7 +159,7 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
                 kv["duration_ns"] = str(int(o.duration * 1e9))
                 kv["loops"] = "0"
             args += [a for k, v in kv.items() for a in ("--opt", f"{n.name}.{k}={v}")]
-        if n.name in paths:
+        if n.name in paths and n.name not in on_port:
             args += ["--opt", f"{n.name}.path={paths[n.name]}"]
     for t in b.graph.shared:
         args += [a for k, v in t.options for a in ("--opt", f"{t.name}.{k}={v}")]
@@ -201,6 +217,10 @@ def check_options(o: RunOptions) -> tuple[int, str]:
     it (Program.to_ir)."""
     if o.profile:
         dilation(load_profile(o.profile))
+    for spec in o.ports:
+        ports.parse(spec)
+    if o.ports and (o.udp_port is not None or o.tcp_port is not None):
+        raise OfflowError("--port and --udp/--tcp: a run serves either a socket or ports")
     if (o.udp_port is not None or o.tcp_port is not None) and (o.input or o.output):
         raise OfflowError("a UDP run reads and answers datagrams: it takes no input or "
                           "output capture")
@@ -258,7 +278,8 @@ def build_for(program: Program, o: RunOptions, **build_args: Any) -> Build:
     if o.profile:
         flags = (*build_args.pop("extra_flags", ()), *cbuild.flags("element_time"))
         build_args["extra_flags"] = tuple(dict.fromkeys(flags))
-    return build(program, fit=fit, **build_args)
+    kinds = ports.library_kinds(ports.parse(spec)[1] for spec in o.ports)
+    return build(program, fit=fit, ports=kinds, **build_args)
 
 
 def _region(g: Graph, first: str, last: str) -> set[str]:

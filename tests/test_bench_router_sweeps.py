@@ -316,3 +316,22 @@ def test_choose_sweeps() -> None:
         router_sweeps.choose("offload,bogus", False)
     with pytest.raises(OfflowError, match="unknown sweep"):
         router_sweeps.choose([], False)
+
+
+# ---- the router on a DPDK port beside l3fwd and I/O forwarding ------------------------------
+
+
+def test_router_on_a_dpdk_port_beside_l3fwd_and_io_forwarding(
+        slice_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import router_ports
+
+    tiny = router_ports.PortSweep(duration=0.2, warmup=0.1, reps=1, packets=256)
+    res = router.run(quick=True, prefixes=slice_file, sweeps="ports", ports=tiny)
+    text = capsys.readouterr().out
+    p = res["ports"]
+    if "error" in p and "DPDK is not available" in p["error"]:
+        pytest.skip(p["error"])
+    assert p["errors"] == [], p["errors"]
+    # every side forwarded (offlow: every packet it read came out, router_fwd.forward)
+    assert all(p["mpps"][k] > 0 for k in ("offlow", "l3fwd", "basicfwd"))
+    assert "offlow / io forwarding" in text and "(goal 0.8x: " in text

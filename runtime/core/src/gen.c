@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "offlow/err.h"
+#include "offlow/live_port.h"
 #include "offlow/pcap_port.h"
 #include "offlow/ring.h"
 #include "offlow/stop.h"
@@ -380,12 +381,20 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
             return -EINVAL;
         }
         rc = ofl_udp_src_open(s, a->udp_fd, &o, errbuf);
+    } else if (!strcmp(kind, "afpacket")) {
+        const char *iface = ofl_args_get(a, name, "port", NULL);
+        if (!iface) {
+            fprintf(stderr, "offlow %s: source %s: kind=afpacket needs port=IFACE\n", a->device,
+                    name);
+            return -EINVAL;
+        }
+        rc = ofl_live_src_open(s, iface, &o, errbuf);
     } else {
         const struct ofl_src_kind *k = a->src_kinds;
         while (k && k->name && strcmp(k->name, kind)) k++;
         if (!k || !k->name) {
-            fprintf(stderr, "offlow %s: source %s: unknown kind `%s` (pcap, synth, udp", a->device,
-                    name, kind);
+            fprintf(stderr, "offlow %s: source %s: unknown kind `%s` (pcap, synth, udp, "
+                    "afpacket", a->device, name, kind);
             for (k = a->src_kinds; k && k->name; k++) fprintf(stderr, ", %s", k->name);
             fprintf(stderr, ")\n");
             return -EINVAL;
@@ -402,20 +411,54 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
 
 struct ofl_sink {
     struct ofl_pcap_sink *pcap;   /* a capture, or */
-    struct ofl_udp_sink *udp;     /* the run's UDP socket; both NULL: count only */
+    struct ofl_udp_sink *udp;     /* the run's UDP socket, or */
+    struct ofl_port_sink *port;   /* a port (afpacket, dpdk); all NULL: count only */
+    const char *port_name;        /* the port's option (IFACE, ARGS) */
     const char *path;
     uint64_t packets, bytes;      /* updated atomically: several cores may share a sink */
 };
+
+/* Sink `name` of kind `kind` on a port: afpacket, or a library's (struct ofl_src_kind). */
+static int port_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name,
+                          const char *kind, unsigned ncores)
+{
+    const char *port = ofl_args_get(a, name, "port", NULL);
+    const struct ofl_src_kind *k = a->src_kinds;
+    while (k && k->name && (strcmp(k->name, kind) || !k->sink_open)) k++;
+    if (strcmp(kind, "afpacket") && (!k || !k->name)) {
+        fprintf(stderr, "offlow %s: sink %s: unknown kind `%s` (pcap, udp, afpacket", a->device,
+                name, kind);
+        for (k = a->src_kinds; k && k->name; k++)
+            if (k->sink_open) fprintf(stderr, ", %s", k->name);
+        fprintf(stderr, ")\n");
+        return -EINVAL;
+    }
+    if (!port) {
+        fprintf(stderr, "offlow %s: sink %s: kind=%s needs port=\n", a->device, name, kind);
+        return -EINVAL;
+    }
+    struct ofl_sink *out = calloc(1, sizeof *out);
+    if (!out) return ofl_fatal("out of memory"), -ENOMEM;
+    char errbuf[256] = "";
+    int rc = strcmp(kind, "afpacket") ? k->sink_open(&out->port, a, name, ncores, errbuf)
+                                      : ofl_live_sink_open(&out->port, port, ncores, errbuf);
+    if (rc < 0) {
+        fprintf(stderr, "offlow %s: sink %s: %s\n", a->device, name,
+                errbuf[0] ? errbuf : ofl_strerror(rc));
+        free(out);
+        return rc;
+    }
+    out->port_name = port;
+    *s = out;
+    return 0;
+}
 
 int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name,
                   unsigned ncores)
 {
     const char *kind = ofl_args_get(a, name, "kind", NULL);
-    if (kind && strcmp(kind, "udp") && strcmp(kind, "pcap")) {
-        fprintf(stderr, "offlow %s: sink %s: unknown kind `%s` (pcap, udp)\n", a->device, name,
-                kind);
-        return -EINVAL;
-    }
+    if (kind && strcmp(kind, "udp") && strcmp(kind, "pcap"))
+        return port_sink_open(s, a, name, kind, ncores);
     if (kind && !strcmp(kind, "udp") && a->udp_fd < 0) {
         fprintf(stderr, "offlow %s: sink %s: kind=udp needs --udp-fd\n", a->device, name);
         return -EINVAL;
@@ -451,7 +494,9 @@ void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p)
 {
     __atomic_fetch_add(&s->packets, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&s->bytes, p->len, __ATOMIC_RELAXED);
-    if (s->udp) {
+    if (s->port) {
+        s->port->ops->write(s->port, core, p);
+    } else if (s->udp) {
         ofl_udp_sink_write(s->udp, core, p);
     } else if (s->pcap && p->seg) {   /* a capture holds each datagram as sent */
         uint8_t frame[OFL_SINK_SNAPLEN];
@@ -468,11 +513,13 @@ void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p)
 void ofl_sink_flush(struct ofl_sink *s, unsigned core)
 {
     if (s->udp) ofl_udp_sink_flush(s->udp, core);
+    else if (s->port) s->port->ops->flush(s->port, core);
 }
 
 void ofl_sink_close(struct ofl_sink *s)
 {
     if (!s) return;
+    if (s->port) s->port->ops->close(s->port);
     ofl_udp_sink_close(s->udp);
     if (s->pcap && ofl_pcap_sink_close(s->pcap) < 0)
         fprintf(stderr, "offlow: cannot finish writing %s\n", s->path);
@@ -835,6 +882,7 @@ void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src
     ofl_json_u64(j, "packets", ofl_src_packets(s));
     ofl_json_u64(j, "bytes", ofl_src_bytes(s));
     ofl_json_u64(j, "dropped", ofl_src_dropped(s));
+    if (ofl_src_missed(s)) ofl_json_u64(j, "missed", ofl_src_missed(s));
     if (ofl_src_error(s)) ofl_json_str(j, "error", ofl_src_error(s));
     ofl_json_end_obj(j);
 }
@@ -864,6 +912,10 @@ void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink 
     ofl_json_begin_obj(j, name);
     ofl_json_u64(j, "packets", s->packets);
     ofl_json_u64(j, "bytes", s->bytes);
+    if (s->port) {
+        ofl_json_u64(j, "refused", s->port->ops->dropped(s->port));
+        ofl_json_str(j, "port", s->port_name);
+    }
     if (s->path) ofl_json_str(j, "path", s->path);
     if (s->udp) {
         ofl_json_u64(j, "sent", ofl_udp_sink_sent(s->udp));

@@ -99,6 +99,11 @@ uint64_t ofl_src_dropped(const struct ofl_src *s)
     return s->dropped;
 }
 
+uint64_t ofl_src_missed(const struct ofl_src *s)
+{
+    return s->missed;
+}
+
 const char *ofl_src_kind(const struct ofl_src *s)
 {
     return s->ops->kind;

@@ -114,10 +114,31 @@ struct ofl_args;
  * library's "lso" reads a send port. `open` opens source `name` with the common options
  * in `o` (ofl_source_open reads them) and its own (ofl_args_get); it writes why it
  * failed to `errbuf` (256 bytes), or prints it itself. */
+struct ofl_port_sink;
 struct ofl_src_kind {
     const char *name;
     int (*open)(struct ofl_src **s, const struct ofl_args *a, const char *name,
                 const struct ofl_src_opts *o, char *errbuf);
+    /* A sink of the same kind (a port: "dpdk"), or NULL: opens sink `name` for the
+     * `ncores` cores of its segment, as `open`. */
+    int (*sink_open)(struct ofl_port_sink **k, const struct ofl_args *a, const char *name,
+                     unsigned ncores, char *errbuf);
+};
+
+/* A sink that writes to a port (kinds afpacket and those of struct ofl_src_kind): the
+ * core's sink calls it through these ops; a kind's struct starts with `ops`. */
+struct ofl_port_sink_ops {
+    /* take packet `p` from core `core` (copied; may wait in that core's batch) */
+    void (*write)(struct ofl_port_sink *k, unsigned core, const struct ofl_pkt *p);
+    /* send what core `core` wrote */
+    void (*flush)(struct ofl_port_sink *k, unsigned core);
+    /* packets the port refused (its queue full, longer than it takes) */
+    uint64_t (*dropped)(const struct ofl_port_sink *k);
+    /* send what is left and free it */
+    void (*close)(struct ofl_port_sink *k);
+};
+struct ofl_port_sink {
+    const struct ofl_port_sink_ops *ops;
 };
 
 /* Options of one device process, from its command line. */

@@ -58,6 +58,8 @@ struct ofl_src {
     char name[64];                /* kind and what it reads, for messages */
     uint64_t packets, bytes;      /* delivered */
     uint64_t dropped;             /* not delivered: longer than the mtu */
+    uint64_t missed;              /* a port's (afpacket, dpdk): frames it dropped before
+                                     the source read them (its ring was full) */
     char error[256];              /* a fault it went on from (ofl_src_error), "" if none */
     int done;                     /* OFL_SRC_DONE was returned */
     int started;                  /* the first ofl_src_next call happened */
@@ -84,6 +86,9 @@ void ofl_src_close(struct ofl_src *s);
 uint64_t ofl_src_packets(const struct ofl_src *s);
 uint64_t ofl_src_bytes(const struct ofl_src *s);
 uint64_t ofl_src_dropped(const struct ofl_src *s);
+
+/* Frames a port dropped before the source read them (0 for files and synthetic). */
+uint64_t ofl_src_missed(const struct ofl_src *s);
 
 /* The source's kind ("pcap", "synth"). */
 const char *ofl_src_kind(const struct ofl_src *s);

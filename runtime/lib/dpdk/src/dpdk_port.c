@@ -1,0 +1,462 @@
+/* Source and sink kind "dpdk": packets through DPDK's ethdev (offlow/dpdk_port.h). */
+#include "offlow/dpdk_port.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <rte_bus.h>
+#include <rte_dev.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#define MAX_PORTS 8
+#define BURST 32u
+#define RING_DESC 1024u
+#define POOL_MBUFS 16383u
+
+struct port {
+    char args[512];            /* what --port named (dpdk:ARGS without "dpdk:") */
+    uint16_t id;
+    unsigned nrx, ntx;         /* queues asked for by the sources and sinks opened */
+    int state;                 /* 0: not started; 1: started; < 0: failed (errno) */
+};
+
+/* DPDK's EAL is one per process (rte_eal_init may be called once): so is this. */
+static struct {
+    pthread_mutex_t lock;
+    int eal;                   /* 0: not yet; 1: up; < 0: failed */
+    struct rte_mempool *pool;
+    struct port ports[MAX_PORTS];
+    unsigned nports;
+    unsigned users;            /* sources and sinks open: the last to close ends DPDK */
+} env = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* A PCI address (DDDD:BB:DD.F or BB:DD.F) rather than virtual-device arguments. */
+static int is_pci(const char *s)
+{
+    unsigned n = 0;
+    for (const char *c = s; *c; c++, n++)
+        if (!isxdigit((unsigned char)*c) && *c != ':' && *c != '.') return 0;
+    return n >= 7 && strchr(s, ':') && strchr(s, '.');
+}
+
+/* The ethdev name of `args`: the device before its first ',' (a vdev) or the address. */
+static void dev_name(const char *args, char *out, size_t len)
+{
+    size_t n = strcspn(args, ",");
+    if (n >= len) n = len - 1;
+    memcpy(out, args, n);
+    out[n] = 0;
+}
+
+static int eal_up(const char *args, char *errbuf)
+{
+    if (env.eal) return env.eal;
+    char prefix[64], mem[] = "256";
+    snprintf(prefix, sizeof prefix, "offlow-%ld", (long)getpid());
+    char *argv[16];
+    int argc = 0;
+    argv[argc++] = "offlow";
+    argv[argc++] = "--no-huge";
+    argv[argc++] = "-m";
+    argv[argc++] = mem;
+    argv[argc++] = "--file-prefix";
+    argv[argc++] = prefix;
+    argv[argc++] = "--no-shconf";
+    argv[argc++] = "--log-level=4";
+    if (is_pci(args)) {
+        argv[argc++] = "-a";
+    } else {
+        argv[argc++] = "--no-pci";
+        argv[argc++] = "--vdev";
+    }
+    argv[argc++] = (char *)args;
+    argv[argc] = NULL;
+    /* EAL pins the calling thread to its main lcore: give it back its CPUs. */
+    cpu_set_t cpus;
+    int have = sched_getaffinity(0, sizeof cpus, &cpus) == 0;
+    int rc = rte_eal_init(argc, argv);
+    if (have) sched_setaffinity(0, sizeof cpus, &cpus);
+    if (rc < 0) {
+        snprintf(errbuf, 256, "DPDK's EAL did not start with %s: %s", args,
+                 rte_strerror(rte_errno));
+        return env.eal = -(rte_errno ? rte_errno : EINVAL);
+    }
+    env.pool = rte_pktmbuf_pool_create("offlow", POOL_MBUFS, 256, 0,
+                                       RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+    if (!env.pool) {
+        snprintf(errbuf, 256, "no packet buffers: %s", rte_strerror(rte_errno));
+        return env.eal = -ENOMEM;
+    }
+    return env.eal = 1;
+}
+
+static void env_end(void);
+
+/* The port of `args` (probed on first use), under env.lock. */
+static struct port *port_get(const char *args, char *errbuf)
+{
+    char name[RTE_ETH_NAME_MAX_LEN];
+    dev_name(args, name, sizeof name);
+    for (unsigned i = 0; i < env.nports; i++) {
+        if (!strcmp(env.ports[i].args, args)) return &env.ports[i];
+        char other[RTE_ETH_NAME_MAX_LEN];
+        dev_name(env.ports[i].args, other, sizeof other);
+        if (!strcmp(other, name)) {
+            snprintf(errbuf, 256, "device %s is opened twice with other arguments", name);
+            return NULL;
+        }
+    }
+    if (strlen(args) >= sizeof env.ports[0].args || env.nports == MAX_PORTS) {
+        snprintf(errbuf, 256, "too many ports or arguments too long");
+        return NULL;
+    }
+    int first = !env.eal;
+    int rc = eal_up(args, errbuf);
+    if (rc < 0) {
+        if (!first) snprintf(errbuf, 256, "DPDK's EAL failed earlier in this process");
+        return NULL;
+    }
+    if (!first && rte_dev_probe(args) < 0) {
+        snprintf(errbuf, 256, "DPDK cannot probe %s", args);
+        return NULL;
+    }
+    uint16_t id;
+    if (rte_eth_dev_get_port_by_name(name, &id) != 0) {
+        snprintf(errbuf, 256, "DPDK has no port %s (a driver that failed to start, or not "
+                 "an ethdev: see the EAL's messages above)", name);
+        return NULL;
+    }
+    struct port *p = &env.ports[env.nports++];
+    snprintf(p->args, sizeof p->args, "%s", args);
+    p->id = id;
+    return p;
+}
+
+/* Open the port of option "<name>.port" and reserve `nrx` RX or `ntx` TX queues (the
+ * first of which is *first_tx). */
+static struct port *port_open(const struct ofl_args *a, const char *name, unsigned nrx,
+                              unsigned ntx, unsigned *first_tx, char *errbuf)
+{
+    const char *args = ofl_args_get(a, name, "port", NULL);
+    if (!args || !*args) {
+        snprintf(errbuf, 256, "kind=dpdk needs port=ARGS");
+        return NULL;
+    }
+    pthread_mutex_lock(&env.lock);
+    struct port *p = port_get(args, errbuf);
+    if (p && p->state) {
+        snprintf(errbuf, 256, "port %s is already running", args);
+        p = NULL;
+    }
+    if (p) {
+        struct rte_eth_dev_info info;
+        int rc = rte_eth_dev_info_get(p->id, &info);
+        unsigned rx = nrx > p->nrx ? nrx : p->nrx, tx = p->ntx + ntx;
+        if (rc < 0) {
+            snprintf(errbuf, 256, "port %s: no device information (%s)", args, strerror(-rc));
+            p = NULL;
+        } else if (rx > info.max_rx_queues || tx > info.max_tx_queues) {
+            snprintf(errbuf, 256, "port %s has %u RX and %u TX queues; this process needs "
+                     "%u and %u (one per core of the segment)", args, info.max_rx_queues,
+                     info.max_tx_queues, rx, tx);
+            p = NULL;
+        } else {
+            *first_tx = p->ntx;
+            p->nrx = rx;
+            p->ntx = tx;
+        }
+    }
+    if (p) env.users++;
+    else if (env.users == 0) env_end();  /* (the EAL's folder goes with it) */
+    pthread_mutex_unlock(&env.lock);
+    return p;
+}
+
+/* Remove the EAL's runtime folder of this process (its sockets and nothing else: the
+ * folder is named by --file-prefix offlow-PID). */
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    rmdir(dir);
+}
+
+/* A source or sink closed: the last one stops and closes the ports (net_pcap finishes
+ * its tx_pcap file then) and ends the EAL, removing its runtime folder. */
+static void port_release(void)
+{
+    pthread_mutex_lock(&env.lock);
+    if (--env.users == 0) env_end();
+    pthread_mutex_unlock(&env.lock);
+}
+
+/* Close the ports and end the EAL (no source or sink is open), under env.lock; a
+ * later open fails. */
+static void env_end(void)
+{
+    if (env.eal != 1) return;
+    for (unsigned i = 0; i < env.nports; i++) {
+        if (env.ports[i].state == 1) rte_eth_dev_stop(env.ports[i].id);
+        rte_eth_dev_close(env.ports[i].id);
+    }
+    env.nports = 0;
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", rte_eal_get_runtime_dir());
+    rte_mempool_free(env.pool);
+    env.pool = NULL;
+    rte_eal_cleanup();
+    remove_dir(dir);
+    env.eal = -ESHUTDOWN;
+}
+
+static int port_setup(struct port *p)
+{
+    struct rte_eth_dev_info info;
+    int rc = rte_eth_dev_info_get(p->id, &info);
+    if (rc < 0) return rc;
+    unsigned nrx = p->nrx ? p->nrx : 1, ntx = p->ntx ? p->ntx : 1;
+    struct rte_eth_conf conf;
+    memset(&conf, 0, sizeof conf);
+    if (nrx > 1) {
+        conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+        conf.rx_adv_conf.rss_conf.rss_hf = RTE_ETH_RSS_IP & info.flow_type_rss_offloads;
+    }
+    if ((rc = rte_eth_dev_configure(p->id, (uint16_t)nrx, (uint16_t)ntx, &conf)) < 0) return rc;
+    uint16_t nb_rx = RING_DESC, nb_tx = RING_DESC;
+    if ((rc = rte_eth_dev_adjust_nb_rx_tx_desc(p->id, &nb_rx, &nb_tx)) < 0) return rc;
+    int sock = rte_eth_dev_socket_id(p->id);
+    for (unsigned q = 0; q < nrx; q++)
+        if ((rc = rte_eth_rx_queue_setup(p->id, (uint16_t)q, nb_rx, (unsigned)sock, NULL,
+                                         env.pool)) < 0)
+            return rc;
+    for (unsigned q = 0; q < ntx; q++)
+        if ((rc = rte_eth_tx_queue_setup(p->id, (uint16_t)q, nb_tx, (unsigned)sock, NULL)) < 0)
+            return rc;
+    if ((rc = rte_eth_dev_start(p->id)) < 0) return rc;
+    rte_eth_promiscuous_enable(p->id);  /* (some PMDs cannot: that is no fault) */
+    return 0;
+}
+
+/* Configure and start the port on its first packet call (every open is done by
+ * then); give this thread an lcore id (the mempool's per-core cache). */
+static int port_ready(struct port *p, int *thread_ok)
+{
+    int st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+    if (st == 1 && *thread_ok) return 0;
+    if (st != 1) {
+        pthread_mutex_lock(&env.lock);
+        if (p->state == 0) {
+            int rc = port_setup(p);
+            if (rc < 0) {
+                fprintf(stderr, "offlow: DPDK port %s did not start: %s\n", p->args,
+                        strerror(-rc));
+                __atomic_store_n(&p->state, rc, __ATOMIC_RELEASE);
+            } else {
+                __atomic_store_n(&p->state, 1, __ATOMIC_RELEASE);
+            }
+        }
+        st = p->state;
+        pthread_mutex_unlock(&env.lock);
+        if (st < 0) return st;
+    }
+    if (!*thread_ok) {
+        if (rte_lcore_id() == LCORE_ID_ANY) rte_thread_register();  /* none left: no cache */
+        *thread_ok = 1;
+    }
+    return 0;
+}
+
+/* ---- source ------------------------------------------------------------------------ */
+
+struct dpdk_src {
+    struct ofl_src s;
+    struct port *port;
+    uint16_t queue;
+    int thread_ok;
+    unsigned idle;             /* empty bursts since the port's counters were read */
+    struct rte_mbuf *m[BURST];
+};
+
+static int src_next(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *bufs, uint32_t n)
+{
+    struct dpdk_src *d = (struct dpdk_src *)base;
+    int rc = port_ready(d->port, &d->thread_ok);
+    if (rc < 0) {
+        snprintf(base->error, sizeof base->error, "DPDK port %.200s did not start: %s",
+                 d->port->args, strerror(-rc));
+        return rc;
+    }
+    uint16_t got = rte_eth_rx_burst(d->port->id, d->queue, d->m,
+                                    (uint16_t)(n < BURST ? n : BURST));
+    if (!got) {
+        /* Now and then when idle, queue 0's core reads what the port dropped. */
+        struct rte_eth_stats st;
+        if (d->queue == 0 && ++d->idle % 1024 == 1 && rte_eth_stats_get(d->port->id, &st) == 0)
+            base->missed = st.imissed + st.rx_nombuf;  /* (the port's, all queues) */
+        return 0;
+    }
+    uint64_t now = ofl_src_clock_ns();
+    uint32_t k = 0;
+    for (uint16_t i = 0; i < got; i++) {
+        struct rte_mbuf *m = d->m[i];
+        uint32_t len = rte_pktmbuf_pkt_len(m);
+        if (len > base->o.mtu) {
+            base->dropped++;
+            continue;
+        }
+        uint8_t *dst = bufs + (size_t)k * base->o.mtu;
+        if (m->nb_segs == 1) rte_memcpy(dst, rte_pktmbuf_mtod(m, const void *), len);
+        else rte_pktmbuf_read(m, 0, len, dst);  /* (copies a chained mbuf into dst) */
+        pkts[k] = (struct ofl_pkt){ dst, len, base->o.mtu, now, 0 };
+        k++;
+    }
+    rte_pktmbuf_free_bulk(d->m, got);
+    return (int)k;
+}
+
+static void src_close(struct ofl_src *base)
+{
+    free(base);
+    port_release();
+}
+
+static const struct ofl_src_ops src_ops = { "dpdk", src_next, src_close };
+
+int ofl_dpdk_src_open(struct ofl_src **s, const struct ofl_args *a, const char *name,
+                      const struct ofl_src_opts *o, char *errbuf)
+{
+    struct dpdk_src *d = calloc(1, sizeof *d);
+    if (!d) return -ENOMEM;
+    int rc = ofl_src_init(&d->s, &src_ops, o, ofl_args_get(a, name, "port", "dpdk"), errbuf);
+    unsigned first_tx;
+    if (rc == 0 && !(d->port = port_open(a, name, d->s.o.nparts, 0, &first_tx, errbuf)))
+        rc = -EINVAL;
+    if (rc < 0) {
+        free(d);
+        return rc;
+    }
+    d->queue = (uint16_t)d->s.o.part;
+    *s = &d->s;
+    return 0;
+}
+
+/* ---- sink -------------------------------------------------------------------------- */
+
+struct txq {
+    struct rte_mbuf *m[BURST];
+    unsigned n;
+    struct rte_mbuf *spare[BURST];  /* buffers taken from the pool in bulk, not yet used */
+    unsigned nspare;
+    int thread_ok;
+    uint64_t dropped;
+} __attribute__((aligned(64)));
+
+struct dpdk_sink {
+    struct ofl_port_sink k;
+    struct port *port;
+    uint16_t first_queue;
+    unsigned ncores;
+    struct txq *q;
+};
+
+static void sink_send(struct dpdk_sink *d, unsigned core)
+{
+    struct txq *q = &d->q[core];
+    if (!q->n) return;
+    uint16_t sent = rte_eth_tx_burst(d->port->id, (uint16_t)(d->first_queue + core), q->m,
+                                     (uint16_t)q->n);
+    if (sent < q->n) {  /* the TX ring is full: drop the rest, counted */
+        rte_pktmbuf_free_bulk(q->m + sent, q->n - sent);
+        q->dropped += q->n - sent;
+    }
+    q->n = 0;
+}
+
+static void sink_write(struct ofl_port_sink *base, unsigned core, const struct ofl_pkt *p)
+{
+    struct dpdk_sink *d = (struct dpdk_sink *)base;
+    struct txq *q = &d->q[core];
+    if (port_ready(d->port, &q->thread_ok) < 0) {
+        q->dropped++;
+        return;
+    }
+    if (!q->nspare && rte_pktmbuf_alloc_bulk(env.pool, q->spare, BURST) == 0) q->nspare = BURST;
+    if (!q->nspare || p->len > rte_pktmbuf_tailroom(q->spare[q->nspare - 1])) {
+        q->dropped++;  /* no buffer, or longer than one holds */
+        return;
+    }
+    struct rte_mbuf *m = q->spare[--q->nspare];
+    m->data_len = (uint16_t)p->len;
+    m->pkt_len = p->len;
+    rte_memcpy(rte_pktmbuf_mtod(m, void *), p->data, p->len);
+    q->m[q->n++] = m;
+    if (q->n == BURST) sink_send(d, core);
+}
+
+static void sink_flush(struct ofl_port_sink *base, unsigned core)
+{
+    sink_send((struct dpdk_sink *)base, core);
+}
+
+static uint64_t sink_dropped(const struct ofl_port_sink *base)
+{
+    const struct dpdk_sink *d = (const struct dpdk_sink *)base;
+    uint64_t n = 0;
+    for (unsigned c = 0; c < d->ncores; c++) n += d->q[c].dropped;
+    return n;
+}
+
+static void sink_close(struct ofl_port_sink *base)
+{
+    struct dpdk_sink *d = (struct dpdk_sink *)base;
+    for (unsigned c = 0; c < d->ncores; c++) {
+        sink_send(d, c);
+        if (d->q[c].nspare) rte_pktmbuf_free_bulk(d->q[c].spare, d->q[c].nspare);
+    }
+    free(d->q);
+    free(d);
+    port_release();
+}
+
+static const struct ofl_port_sink_ops sink_ops = { sink_write, sink_flush, sink_dropped,
+                                                   sink_close };
+
+int ofl_dpdk_sink_open(struct ofl_port_sink **k, const struct ofl_args *a, const char *name,
+                       unsigned ncores, char *errbuf)
+{
+    struct dpdk_sink *d = calloc(1, sizeof *d);
+    if (!d) return -ENOMEM;
+    d->ncores = ncores ? ncores : 1;
+    d->q = aligned_alloc(64, sizeof *d->q * d->ncores);
+    if (!d->q) {
+        free(d);
+        return -ENOMEM;
+    }
+    memset(d->q, 0, sizeof *d->q * d->ncores);
+    d->k.ops = &sink_ops;
+    unsigned first_tx;
+    if (!(d->port = port_open(a, name, 0, d->ncores, &first_tx, errbuf))) {
+        free(d->q);
+        free(d);
+        return -EINVAL;
+    }
+    d->first_queue = (uint16_t)first_tx;
+    *k = &d->k;
+    return 0;
+}
