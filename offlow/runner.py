@@ -35,6 +35,7 @@ from offlow.ir.graph import DEFAULT_MTU, MTU_MAX
 from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
 from offlow.planner.profile import dilation
 from offlow.planner.profile import load as load_profile
+from offlow.reload import description_path, write_description
 from offlow.targets.base import Part
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
@@ -343,6 +344,9 @@ class Run:
             devices = list(self.procs)
             print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
                   "stops the run and prints its counts so far", file=sys.stderr)
+            if self.opts.serve or self.opts.duration is not None:
+                print(f"offlow: takes reloads: offlow reload {self.window} PROGRAM.py",
+                      file=sys.stderr, flush=True)
             if self.opts.serve:
                 names = ", ".join(c.name for c in self.build.graph.channels)
                 print(f"offlow: serving channels {names} after the packets, until Ctrl-C; "
@@ -356,6 +360,8 @@ class Run:
         devices = [d.name for d in plan.devices]
         first = plan.devices[0]
         targets.get(first.target).init_transport(self.build.binaries[first.name], self.window)
+        if self.opts.serve or self.opts.duration is not None:
+            write_description(self.build, self.window)
         fds: list[int] = []
         socks: list[socket.socket] = []
         try:
@@ -373,6 +379,8 @@ class Run:
                 args = ["--ce", self.opts.copy_engine, "--runner-fd", str(life_r), *common]
                 if self.opts.serve:
                     args.append("--serve")
+                if self.opts.serve or self.opts.duration is not None:
+                    args.append("--reload")  # a long run takes reloads (offlow reload)
                 for fd in peers_r:
                     args += ["--peer-fd", str(fd)]
                 shared = [mine_w, life_r, *peers_r]
@@ -535,6 +543,7 @@ class Run:
     def _release(self) -> None:
         """Remove the window and the run folder; let go of the lifeline."""
         self.window.unlink(missing_ok=True)
+        description_path(self.window).unlink(missing_ok=True)
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
         if self._lifeline is not None:

@@ -56,6 +56,7 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--init")) { a->init = true; continue; }
         if (!strcmp(k, "--serve")) { a->serve = true; continue; }
+        if (!strcmp(k, "--reload")) { a->reload = true; continue; }
         if (!v) return bad_opt(k, v);
         i++;
         if (!strcmp(k, "--window")) a->window = v;
