@@ -25,8 +25,10 @@ from typing import Any
 import dpkt
 import pytest
 
-from offlow.build import reload_object
+from offlow import Handler
+from offlow.build import plan_program, reload_object
 from offlow.errors import OfflowError
+from offlow.layout import describe, differences
 from offlow.reload import description_path, reload
 from offlow.runner import Run, RunOptions, RunResult, build_for
 from offlow.session import attach
@@ -195,3 +197,20 @@ def test_reload_command_line(tmp_path: Path) -> None:
     assert same.stdout.strip() == "offlow: the code of `reload_mark` is unchanged: nothing to " \
                                   "reload"
     assert res.ok and set(_marks(o.output)) == {7, 8}
+
+
+def test_a_program_channel_may_not_take_a_reload_channel_name() -> None:
+    with pytest.raises(OfflowError, match="names starting with `reload.` are the processes'"):
+        reload_mark.program().channel("reload.nic", Handler("h"))
+
+
+def test_layouts_differ_by_what_a_reload_cannot_change_only() -> None:
+    base = describe(plan_program(reload_mark.program()))
+    # bodies and parameters are code: the same layout
+    assert differences(base, describe(plan_program(reload_mark.program(mark=9, how="atomic")))) \
+        == []
+    moved = reload_mark.program()
+    moved.apply_setting("count.cores=1")
+    assert differences(base, describe(plan_program(moved))) == [
+        "segment `count`: running host cores [0], elements tx, tally, new host cores [1], "
+        "elements tx, tally"]  # (callees first)
