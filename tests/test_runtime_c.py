@@ -4,10 +4,13 @@ ASan+UBSan and run as a program that prints its checks and exits non-zero on fai
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from offlow import cbuild
 from tests.ctools import C_TESTS, build_c, run_c
 
 # (program, arguments plain, arguments under the sanitizers: fewer entries there)
@@ -30,3 +33,25 @@ def test_c_program(name: str, args: list[str], asan_args: list[str], sanitize: b
     assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"
                                  f"{res.stdout}\n--- stderr ---\n{res.stderr}")
     assert "0 failure(s)" in res.stdout
+
+
+def _reload_object(name: str, layout: int, turns: int) -> Path:
+    return cbuild.build_exe(f"ctest-reload-{name}", [C_TESTS / "reload_obj.c"], ["core"],
+                            (*cbuild.TOOL, "shared"), archives=False,
+                            extra=[f"-DOBJ_LAYOUT={layout:#x}ull", f"-DOBJ_TURNS={turns}u"])
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_reload_swaps_turns_between_turns_and_refusals_change_nothing(
+        sanitize: bool) -> None:
+    built = [_reload_object("good", 0x1234ABCD, 2), _reload_object("layout", 0x99, 2),
+             _reload_object("turns", 0x1234ABCD, 3)]
+    short = Path(tempfile.mkdtemp(prefix="ofl-rl-", dir="/tmp"))  # a message holds 55 bytes
+    try:
+        objects = [shutil.copyfile(b, short / f"{i}.so") for i, b in enumerate(built)]
+        (short / "not.so").write_text("not an object\n")
+        exe = build_c([C_TESTS / "test_reload.c"], "test_reload", sanitize=sanitize)
+        res = run_c(exe, *map(str, objects), str(short / "not.so"), timeout=300)
+    finally:
+        shutil.rmtree(short)
+    assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr
