@@ -12,10 +12,11 @@ from offlow.plan import Plan
 
 
 def describe(plan: Plan) -> dict[str, Any]:
-    """The layout of `plan`'s running state, as JSON-ready data: the mtu and state
-    record, every table (type, length, where it lives), every queue (its entry bytes,
-    the fields of each channel, rings), every segment (device, cores, core group,
-    elements in order, with their drop reasons, sources, queues in and out)."""
+    """The layout of `plan`'s running state, as JSON-ready data: the program's name,
+    mtu and state record, every table (type, length, where it lives), every queue (its
+    segments, rings, ring size, batch, entry bytes, each channel's fields and offsets),
+    every segment (device, cores, core group, its elements in order with their drop
+    reasons, its vector elements) and the window's channels."""
     g = plan.graph
     return {
         "program": g.name,

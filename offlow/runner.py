@@ -74,6 +74,12 @@ class RunOptions:
     # (offlow.planner.profile: a preset's name or a YAML file; "": at this host's)
     profile: str = ""
 
+    @property
+    def takes_reloads(self) -> bool:
+        """A run that lasts until stopped or for a set time takes new code for its
+        segments while it runs (offlow reload, docs/reload.md)."""
+        return self.serve or self.duration is not None
+
 
 @dataclass
 class RunResult:
@@ -344,7 +350,7 @@ class Run:
             devices = list(self.procs)
             print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
                   "stops the run and prints its counts so far", file=sys.stderr)
-            if self.opts.serve or self.opts.duration is not None:
+            if self.opts.takes_reloads:
                 print(f"offlow: takes reloads: offlow reload {self.window} PROGRAM.py",
                       file=sys.stderr, flush=True)
             if self.opts.serve:
@@ -360,7 +366,7 @@ class Run:
         devices = [d.name for d in plan.devices]
         first = plan.devices[0]
         targets.get(first.target).init_transport(self.build.binaries[first.name], self.window)
-        if self.opts.serve or self.opts.duration is not None:
+        if self.opts.takes_reloads:
             write_description(self.build, self.window)
         fds: list[int] = []
         socks: list[socket.socket] = []
@@ -379,7 +385,7 @@ class Run:
                 args = ["--ce", self.opts.copy_engine, "--runner-fd", str(life_r), *common]
                 if self.opts.serve:
                     args.append("--serve")
-                if self.opts.serve or self.opts.duration is not None:
+                if self.opts.takes_reloads:
                     args.append("--reload")  # a long run takes reloads (offlow reload)
                 for fd in peers_r:
                     args += ["--peer-fd", str(fd)]
