@@ -27,6 +27,7 @@ import pytest
 
 from offlow import Handler
 from offlow.build import plan_program, reload_object
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.layout import describe, differences
 from offlow.reload import description_path, reload
@@ -38,8 +39,15 @@ PROGRAM = Path(reload_mark.__file__)
 SHIFT = [0, 11, 22, 33, 44]  # the control plane's values (shift[0] = 0 keeps the mark)
 
 
-def _options(out: Path, seconds: float = 4.0) -> RunOptions:
-    return RunOptions(duration=seconds, rate=15000, output=out, count=1000, seed=3)
+def _options(out: Path) -> RunOptions:
+    """Traffic for up to a minute: each test stops the run (cleanly: the sources end,
+    the queues drain) once it has seen what it needs."""
+    return RunOptions(duration=60.0, rate=15000, output=out, count=1000, seed=3)
+
+
+def _stop(run: Run) -> RunResult:
+    run.stop()
+    return run.wait()
 
 
 def _ready(o: RunOptions, *variants: dict[str, Any]) -> None:
@@ -51,12 +59,14 @@ def _ready(o: RunOptions, *variants: dict[str, Any]) -> None:
             reload_object(b, d.name)
 
 
-def _wait_for_packets(window: Path, mark: int) -> None:
+def _wait_for_packets(window: Path, mark: int, beyond: int = 0) -> int:
+    """Wait until the host has counted more than `beyond` packets of `mark`; the count."""
     deadline = time.monotonic() + 60
     with attach(window) as a:
-        while a.tables["seen_by_mark"][mark] == 0:
-            assert time.monotonic() < deadline, "no packet reached the host"
+        while (n := int(a.tables["seen_by_mark"][mark])) <= beyond:
+            assert time.monotonic() < deadline, f"no more packets of mark {mark} (have {n})"
             time.sleep(0.05)
+    return n
 
 
 def _set_shift(window: Path) -> list[int]:
@@ -107,8 +117,9 @@ def test_reload_under_traffic_loses_no_packet_and_keeps_the_tables(tmp_path: Pat
         done = reload(run.window, reload_mark.program(how="atomic"))
         with attach(run.window) as a:
             after = _tables(a)
-            assert a.tables["seen_by_mark"][7] > 0
-        res = run.wait()
+            at_swap = int(a.tables["seen_by_mark"][7])
+        _wait_for_packets(run.window, 7, at_swap + 1000)  # counted on by the new code
+        res = _stop(run)
     assert res.ok, res.errors
     assert done.reloaded == ("host",) and done.unchanged == ("nic",)
     assert before == after == SHIFT
@@ -127,7 +138,7 @@ def test_reload_changes_the_output_from_one_batch_on(tmp_path: Path) -> None:
         _wait_for_packets(run.window, 7)
         done = reload(run.window, reload_mark.program(mark=9))
         _wait_for_packets(run.window, 9)
-        res = run.wait()
+        res = _stop(run)
     assert res.ok, res.errors
     assert done.reloaded == ("nic",)
     marks = _marks(o.output)
@@ -141,7 +152,7 @@ def test_reload_changes_the_output_from_one_batch_on(tmp_path: Path) -> None:
 
 
 def test_refused_reloads_leave_the_program_running_untouched(tmp_path: Path) -> None:
-    o = _options(tmp_path / "out.pcap", seconds=6.0)
+    o = _options(tmp_path / "out.pcap")
     ring_256 = reload_mark.program()
     ring_256.set_queues(ring_size=256)
     _ready(o, {})
@@ -161,7 +172,9 @@ def test_refused_reloads_leave_the_program_running_untouched(tmp_path: Path) -> 
         assert description_path(run.window).read_text() == described
         with attach(run.window) as a:
             assert _tables(a) == SHIFT
-        res = run.wait()
+            seen = int(a.tables["seen_by_mark"][7])
+        _wait_for_packets(run.window, 7, seen + 500)  # it runs on
+        res = _stop(run)
     assert res.ok, res.errors
     marks = _marks(o.output)
     assert set(marks) == {7}  # the old code ran throughout
@@ -184,14 +197,18 @@ def test_reload_command_line(tmp_path: Path) -> None:
         "offlow: error: /dev/shm/offlow-gone-1-00000000: no such window (the program has "
         "ended, or the path is not the one `offlow run --serve` printed)"]
     o = _options(tmp_path / "out.pcap")
-    _ready(o, {}, {"mark": 8})
     changed = tmp_path / "marked.py"
     changed.write_text(PROGRAM.read_text().replace("mark: int = 7", "mark: int = 8"))
+    _ready(o, {})
+    b = build_for(load_program(changed), o)  # (its #line directives name its file)
+    for d in b.plan.devices:
+        reload_object(b, d.name)
     with _running(o) as run:
         _wait_for_packets(run.window, 7)
         ok = cli("reload", str(run.window), str(changed))
+        _wait_for_packets(run.window, 8)
         same = cli("reload", str(run.window), str(changed))
-        res = run.wait()
+        res = _stop(run)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip() == "offlow: reloaded nic of `reload_mark` (host: code unchanged)"
     assert same.stdout.strip() == "offlow: the code of `reload_mark` is unchanged: nothing to " \
