@@ -386,7 +386,9 @@ class Run:
                 if self.opts.serve:
                     args.append("--serve")
                 if self.opts.takes_reloads:
-                    args.append("--reload")  # a long run takes reloads (offlow reload)
+                    # a long run takes reloads (offlow reload); the description goes
+                    # with the window if this runner is killed
+                    args += ["--reload", str(description_path(self.window))]
                 for fd in peers_r:
                     args += ["--peer-fd", str(fd)]
                 shared = [mine_w, life_r, *peers_r]

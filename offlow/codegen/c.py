@@ -778,7 +778,7 @@ class DeviceGen:
           "    static struct ofl_lifeline life;",
           "    if (ofl_lifeline_start(&life, proc->args.runner_fd, "
           "&((struct ofl_window_hdr *)proc->win.base)->abort,",
-          "                           proc->args.window, proc->args.stats) < 0)",
+          "                           proc->args.window, proc->args.stats, proc->args.reload) < 0)",
           "        return ofl_fatal(\"--runner-fd is not a pipe\");",
           "    proc->wtables = ofl_window_at(&proc->win, tables_off);",
           "    ofl_reload_init(&proc->reload);")

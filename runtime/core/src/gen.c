@@ -56,11 +56,11 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--init")) { a->init = true; continue; }
         if (!strcmp(k, "--serve")) { a->serve = true; continue; }
-        if (!strcmp(k, "--reload")) { a->reload = true; continue; }
         if (!v) return bad_opt(k, v);
         i++;
         if (!strcmp(k, "--window")) a->window = v;
         else if (!strcmp(k, "--stats")) a->stats = v;
+        else if (!strcmp(k, "--reload")) a->reload = v;
         else if (!strcmp(k, "--cpu-base")) a->cpu_base = atoi(v);
         else if (!strcmp(k, "--ce")) {
             if (!strcmp(v, "inline")) a->ce_mode = OFL_CE_INLINE;
