@@ -35,18 +35,22 @@ def test_c_program(name: str, args: list[str], asan_args: list[str], sanitize: b
     assert "0 failure(s)" in res.stdout
 
 
-def _reload_object(name: str, layout: int, turns: int) -> Path:
-    return cbuild.build_exe(f"ctest-reload-{name}", [C_TESTS / "reload_obj.c"], ["core"],
-                            (*cbuild.TOOL, "shared"), archives=False,
-                            extra=[f"-DOBJ_LAYOUT={layout:#x}ull", f"-DOBJ_TURNS={turns}u"])
+def _reload_object(folder: Path, name: str, layout: int, turns: int) -> Path:
+    """tests/c/reload_obj.c as a shared object of this layout and number of turns."""
+    src = folder / f"{name}.c"
+    src.write_text(f"#define OBJ_LAYOUT {layout:#x}ull\n#define OBJ_TURNS {turns}u\n"
+                   '#include "reload_obj.c"\n')
+    return cbuild.build_exe(f"ctest-reload-{name}", [src], ["core"], (*cbuild.TOOL, "shared"),
+                            archives=False, includes=[C_TESTS])
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_reload_swaps_turns_between_turns_and_refusals_change_nothing(
         sanitize: bool) -> None:
-    built = [_reload_object("good", 0x1234ABCD, 2), _reload_object("layout", 0x99, 2),
-             _reload_object("turns", 0x1234ABCD, 3)]
     short = Path(tempfile.mkdtemp(prefix="ofl-rl-", dir="/tmp"))  # a message holds 55 bytes
+    built = [_reload_object(short, "good", 0x1234ABCD, 2),
+             _reload_object(short, "layout", 0x99, 2),
+             _reload_object(short, "turns", 0x1234ABCD, 3)]
     try:
         objects = [shutil.copyfile(b, short / f"{i}.so") for i, b in enumerate(built)]
         (short / "not.so").write_text("not an object\n")

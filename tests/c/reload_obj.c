@@ -1,6 +1,6 @@
 /* A reload's shared object for tests/c/test_reload.c: its turns count in the second
  * counter of the loop state (the old code counts in the first); its layout and number
- * of turns are set at build time (OBJ_LAYOUT, OBJ_TURNS). */
+ * of turns are defined before it is included (OBJ_LAYOUT, OBJ_TURNS). */
 #include <stdint.h>
 
 #include "offlow/reload.h"
