@@ -88,7 +88,8 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     d = cbuild.description()
     libs = d.closure(d.for_headers([*headers(graph), *(k.header for k in ports)]))
     archives = [cbuild.build_library(lib.name, cbuild.TOOL, extra_flags) for lib in libs]
-    cflags = (*d.flags("base", "optimize"), *extra_flags, *(d.flags("werror") if werror else ()))
+    cflags = (*d.flags("base", "optimize", "export_dynamic"), *extra_flags,
+              *(d.flags("werror") if werror else ()))
     key = digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),
                  *(a.parent.name.encode() for a in archives), " ".join(cflags).encode())
     out = cache_dir() / f"{program.name}-{key}"
@@ -120,3 +121,20 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     binaries = {dev.name: targets.get(dev.target).build(plan, dev.name, out, compile_c)
                 for dev in plan.devices}
     return Build(plan, sources, out, binaries)
+
+
+def reload_object(b: Build, device: str) -> Path:
+    """The shared object of `device`'s generated loops in build `b` (no main, no runtime:
+    it links against the running process's), for offlow reload; once per build."""
+    so = b.directory / f"{device}.reload.so"
+    if so.exists():
+        return so
+    d = cbuild.description()
+    libs = d.closure(d.for_headers(headers(b.graph)))
+    tmp = so.with_name(so.name + f".tmp{os.getpid()}")
+    cbuild.cc(d.compiler(), [*d.flags("base", "optimize", "reload_object"),
+                             *cbuild.include_flags(libs, [b.directory]),
+                             str(b.directory / f"{device}.c"), "-o", str(tmp)],
+              f"the reload of {device}.c of `{b.graph.name}`")
+    tmp.replace(so)
+    return so

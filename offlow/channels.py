@@ -26,6 +26,7 @@ import numpy as np
 from offlow import cbuild
 from offlow.errors import OfflowError
 from offlow.interrupt import Wakeup, timeout_ns
+from offlow.lifecycle import pid_alive
 
 MSG_MAX = 56
 SIDE_A, SIDE_B = 0, 1
@@ -438,3 +439,21 @@ class Region:
         del self._base
         self._map.close()
         self._wakeup.close()
+
+
+def open_running(window: Path) -> Region:
+    """The channel region of the running program whose window is `window`, or a clear
+    error when there is no such window, or its program is stopping or has ended."""
+    if not window.exists():
+        raise OfflowError(f"{window}: no such window (the program has ended, or the "
+                          "path is not the one `offlow run --serve` printed)")
+    region = Region(window)
+    if region.word("stop") or region.word("abort"):
+        region.close()
+        raise OfflowError(f"{window}: the program is stopping")
+    runner = region.word("runner")
+    if 0 < runner < 2**31 and not pid_alive(runner):
+        region.close()
+        raise OfflowError(f"{window}: the program has ended (the process that ran "
+                          f"it, pid {runner}, is gone)")
+    return region

@@ -48,7 +48,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       opts=tuple(a.opt), profile=a.profile or "", metrics=a.metrics,
                       ports=tuple(a.port))
     b = build_for(prog, opts)
-    if a.serve and not b.plan.window_channels:
+    if a.serve and not b.plan.program_channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
                           "(Program.channel) and no tables to control")
     res = run(b, opts, progress=True)
@@ -245,6 +245,16 @@ def parser() -> argparse.ArgumentParser:
                     "family)")
     ct.set_defaults(fn=_cmd_ctl)
 
+    what = ("replace the code of a running program's segments with a new build of a "
+            "compatible program (same tables, queues, segments and elements), keeping its "
+            "tables and every packet: each process whose code changed takes the new code "
+            "between two batches (docs/reload.md)")
+    rl = sub.add_parser("reload", help=what, description=what)
+    rl.add_argument("window", type=Path, help="the program's window (offlow run --serve or "
+                    "--duration prints it)")
+    program_args(rl)
+    rl.set_defaults(fn=_cmd_reload)
+
     pl = sub.add_parser("plan", help="predict every placement of a program on a device "
                         "profile, ranked (docs/planner.md)")
     program_args(pl)
@@ -365,6 +375,18 @@ def _cmd_ctl(a: argparse.Namespace) -> int:
                 t.add(a.prefix, a.hop)
             else:
                 t.delete(a.prefix)
+    return 0
+
+
+def _cmd_reload(a: argparse.Namespace) -> int:
+    from offlow.reload import reload
+
+    done = reload(a.window, load_program(a.program, a.set))
+    if done.reloaded:
+        print(f"offlow: reloaded {', '.join(done.reloaded)} of `{done.program}`"
+              + (f" ({', '.join(done.unchanged)}: code unchanged)" if done.unchanged else ""))
+    else:
+        print(f"offlow: the code of `{done.program}` is unchanged: nothing to reload")
     return 0
 
 

@@ -22,7 +22,9 @@ from types import FrameType
 
 SHM = Path("/dev/shm")
 RUN_FOLDER_PREFIX = "offlow-run-"
-_WINDOW = re.compile(r"^offlow-.+-(\d+)-([0-9a-f]{8})$")  # the runner's pid, the run's token
+# a window (the runner's pid, the run's token), and the description of its program
+# beside it (offlow/reload.py)
+_WINDOW = re.compile(r"^offlow-.+-(\d+)-([0-9a-f]{8})(\.reload\.json)?$")
 _FOLDER = re.compile(rf"^{RUN_FOLDER_PREFIX}(\d+)-")
 
 

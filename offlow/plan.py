@@ -18,7 +18,12 @@ from typing import Protocol
 
 from offlow.errors import OfflowError
 from offlow.ir import Channel, Graph, Node, Queue, Segment, SharedTable
-from offlow.ir.graph import CHANNEL_NAME_MAX, CTL_CHANNEL_PREFIX, channel_names
+from offlow.ir.graph import (
+    CHANNEL_NAME_MAX,
+    CTL_CHANNEL_PREFIX,
+    RELOAD_CHANNEL_PREFIX,
+    channel_names,
+)
 from offlow.ir.layout import EntryLayout, channel_layouts, entry_size, state_bytes
 from offlow.passes.fuse import CoreThread, SegmentPlan, fuse, threads
 from offlow.passes.queues import consumer_cores
@@ -111,13 +116,20 @@ class Plan:
     devices: tuple[DevicePlan, ...]
     queues: tuple[QueuePlan, ...]
     rings: tuple[RingSlot, ...]
-    window_channels: tuple[str, ...]  # the window's channels: the program's, then tables'
+    window_channels: tuple[str, ...]  # the window's channels: the program's, tables',
+    #                                   then each process's reload channel
     table_sender: str  # the device that reads and sends the tables that travel ("": none)
     ncpus: int  # CPUs of the machine the plan was made for
 
     @property
     def name(self) -> str:
         return self.graph.name
+
+    @property
+    def program_channels(self) -> tuple[str, ...]:
+        """The window's channels but the processes' reload channels: the program's own
+        and its tables' (what a host program or `offlow ctl` talks to)."""
+        return tuple(c for c in self.window_channels if not c.startswith(RELOAD_CHANNEL_PREFIX))
 
     @property
     def state_bytes(self) -> int:
@@ -166,7 +178,9 @@ def make_plan(g: Graph, targets: Mapping[str, Placement], ncpus: int | None = No
         for dev in g.devices())
     return Plan(graph=g, devices=devices, queues=queues,
                 rings=tuple(r for q in queues for r in q.rings),
-                window_channels=tuple(channel_names(g)), table_sender=sender, ncpus=ncpus)
+                window_channels=(*channel_names(g), *(RELOAD_CHANNEL_PREFIX + d for d in g.devices()
+                                                      if targets[d].serves_control)),
+                table_sender=sender, ncpus=ncpus)
 
 
 def _check_targets(g: Graph, targets: Mapping[str, Placement]) -> None:

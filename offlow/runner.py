@@ -36,6 +36,7 @@ from offlow.ir.graph import DEFAULT_MTU, MTU_MAX
 from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
 from offlow.planner.profile import dilation
 from offlow.planner.profile import load as load_profile
+from offlow.reload import description_path, write_description
 from offlow.targets.base import Part
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
@@ -80,6 +81,12 @@ class RunOptions:
     # sources and sinks they name read and write a network device; a source on a port
     # runs until `duration` (its traffic has no end).
     ports: tuple[str, ...] = ()
+
+    @property
+    def takes_reloads(self) -> bool:
+        """A run that lasts until stopped or for a set time takes new code for its
+        segments while it runs (offlow reload, docs/reload.md)."""
+        return self.serve or self.duration is not None
 
 
 @dataclass
@@ -383,6 +390,9 @@ class Run:
             print(f"offlow: running {', '.join(devices)} ({len(devices)} processes); Ctrl-C "
                   "stops the run and prints its counts so far; `offlow stats "
                   f"{self.window}` prints them while it runs", file=sys.stderr)
+            if self.opts.takes_reloads:
+                print(f"offlow: takes reloads: offlow reload {self.window} PROGRAM.py",
+                      file=sys.stderr, flush=True)
             if self.opts.serve:
                 names = ", ".join(c.name for c in self.build.graph.channels)
                 print(f"offlow: serving channels {names} after the packets, until Ctrl-C; "
@@ -396,6 +406,8 @@ class Run:
         devices = [d.name for d in plan.devices]
         first = plan.devices[0]
         targets.get(first.target).init_transport(self.build.binaries[first.name], self.window)
+        if self.opts.takes_reloads:
+            write_description(self.build, self.window)
         fds: list[int] = []
         socks: list[socket.socket] = []
         try:
@@ -413,6 +425,10 @@ class Run:
                 args = ["--ce", self.opts.copy_engine, "--runner-fd", str(life_r), *common]
                 if self.opts.serve:
                     args.append("--serve")
+                if self.opts.takes_reloads:
+                    # a long run takes reloads (offlow reload); the description goes
+                    # with the window if this runner is killed
+                    args += ["--reload", str(description_path(self.window))]
                 for fd in peers_r:
                     args += ["--peer-fd", str(fd)]
                 shared = [mine_w, life_r, *peers_r]
@@ -609,6 +625,7 @@ class Run:
             self.metrics.close()
             self.metrics = None
         self.window.unlink(missing_ok=True)
+        description_path(self.window).unlink(missing_ok=True)
         if self.tmp is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
         if self._lifeline is not None:

@@ -25,12 +25,11 @@ from pathlib import Path
 from types import TracebackType
 
 from offlow.build import Build
-from offlow.channels import Channel, Region
+from offlow.channels import Channel, Region, open_running
 from offlow.control import Tables, region_tables
 from offlow.dsl import Program
 from offlow.errors import OfflowError
-from offlow.ir.graph import CTL_CHANNEL_PREFIX, TABLE_CHANNEL_PREFIX
-from offlow.lifecycle import pid_alive
+from offlow.ir.graph import CTL_CHANNEL_PREFIX, RELOAD_CHANNEL_PREFIX, TABLE_CHANNEL_PREFIX
 from offlow.runner import Run, RunOptions, RunResult, build_for
 
 
@@ -38,7 +37,7 @@ class Session:
     """A started program and its channel region (see the module docstring)."""
 
     def __init__(self, b: Build, o: RunOptions) -> None:
-        if not b.plan.window_channels:
+        if not b.plan.program_channels:
             raise OfflowError(f"program `{b.graph.name}` has no channels and no tables; a "
                               "session talks to a program through Program.channel(...) and "
                               "its tables")
@@ -128,18 +127,7 @@ class Attached:
 
     def __init__(self, window: str | Path) -> None:
         self.window = Path(window)
-        if not self.window.exists():
-            raise OfflowError(f"{self.window}: no such window (the program has ended, or the "
-                              "path is not the one `offlow run --serve` printed)")
-        self.region: Region | None = Region(self.window)
-        if self.region.word("stop") or self.region.word("abort"):
-            self.close()
-            raise OfflowError(f"{self.window}: the program is stopping")
-        runner = self.region.word("runner")
-        if 0 < runner < 2**31 and not pid_alive(runner):
-            self.close()
-            raise OfflowError(f"{self.window}: the program has ended (the process that ran "
-                              f"it, pid {runner}, is gone)")
+        self.region: Region | None = open_running(self.window)
 
     def _mapped(self) -> Region:
         if self.region is None:
@@ -149,7 +137,8 @@ class Attached:
     def names(self) -> list[str]:
         """The program's channels a host program may open."""
         return [n for n in self._mapped().names()
-                if not n.startswith((TABLE_CHANNEL_PREFIX, CTL_CHANNEL_PREFIX))]
+                if not n.startswith((TABLE_CHANNEL_PREFIX, CTL_CHANNEL_PREFIX,
+                                     RELOAD_CHANNEL_PREFIX))]
 
     @property
     def tables(self) -> Tables:

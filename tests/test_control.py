@@ -234,10 +234,10 @@ def _counting_program(table: str) -> Program:
 
 def test_every_table_has_a_control_channel_unless_its_name_is_too_long() -> None:
     short = plan_program(_counting_program("tally_by_class"))
-    assert short.window_channels == ("ctl.tally_by_class",)
+    assert short.program_channels == ("ctl.tally_by_class",)
     # "ctl." + 28 characters is longer than a channel name may be: no control, no error
     long_name = "t" * (CHANNEL_NAME_MAX - len(CTL_CHANNEL_PREFIX) + 1)
-    assert plan_program(_counting_program(long_name)).window_channels == ()
+    assert plan_program(_counting_program(long_name)).program_channels == ()
 
 
 def test_a_program_channel_may_not_take_a_control_channel_name() -> None:

@@ -131,11 +131,14 @@ def test_a_stale_window_and_run_folder_are_removed_by_the_sweep(tmp_path: Path) 
     shm.mkdir()
     tmp.mkdir()
     gone, alive = dead_pid(), os.getpid()
-    stale = [shm / f"offlow-ttl_pipeline-{gone}-0123abcd", tmp / f"offlow-run-{gone}-x1y2"]
+    # a window, the description of its build beside it (offlow reload), a run folder
+    stale = [shm / f"offlow-ttl_pipeline-{gone}-0123abcd", tmp / f"offlow-run-{gone}-x1y2",
+             shm / f"offlow-ttl_pipeline-{gone}-0123abcd.reload.json"]
     kept = [shm / f"offlow-ttl_pipeline-{alive}-0123abcd", tmp / f"offlow-run-{alive}-x1y2",
+            shm / f"offlow-ttl_pipeline-{alive}-0123abcd.reload.json",
             shm / f"offlow-notours-{gone}", tmp / "offlow-run-x"]
     for p in stale + kept:
-        if "run" in p.name:
+        if p.name.startswith("offlow-run"):
             p.mkdir()
             (p / "host.json").write_text("{}")
         else:

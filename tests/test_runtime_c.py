@@ -5,10 +5,13 @@ failure."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from offlow import cbuild
 from tests.ctools import C_TESTS, build_c, run_c
 
 # (program, arguments plain, arguments under the sanitizers: fewer entries there)
@@ -32,3 +35,29 @@ def test_c_program(name: str, args: list[str], asan_args: list[str], sanitize: b
     assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"
                                  f"{res.stdout}\n--- stderr ---\n{res.stderr}")
     assert "0 failure(s)" in res.stdout
+
+
+def _reload_object(folder: Path, name: str, layout: int, turns: int) -> Path:
+    """tests/c/reload_obj.c as a shared object of this layout and number of turns."""
+    src = folder / f"{name}.c"
+    src.write_text(f"#define OBJ_LAYOUT {layout:#x}ull\n#define OBJ_TURNS {turns}u\n"
+                   '#include "reload_obj.c"\n')
+    return cbuild.build_exe(f"ctest-reload-{name}", [src], ["core"], (*cbuild.TOOL, "shared"),
+                            archives=False, includes=[C_TESTS])
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_reload_swaps_turns_between_turns_and_refusals_change_nothing(
+        sanitize: bool) -> None:
+    short = Path(tempfile.mkdtemp(prefix="ofl-rl-", dir="/tmp"))  # a message holds 55 bytes
+    built = [_reload_object(short, "good", 0x1234ABCD, 2),
+             _reload_object(short, "layout", 0x99, 2),
+             _reload_object(short, "turns", 0x1234ABCD, 3)]
+    try:
+        objects = [shutil.copyfile(b, short / f"{i}.so") for i, b in enumerate(built)]
+        (short / "not.so").write_text("not an object\n")
+        exe = build_c([C_TESTS / "test_reload.c"], "test_reload", sanitize=sanitize)
+        res = run_c(exe, *map(str, objects), str(short / "not.so"), timeout=300)
+    finally:
+        shutil.rmtree(short)
+    assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr

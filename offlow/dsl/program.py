@@ -35,6 +35,7 @@ from offlow.ir.graph import (
     MAX_OUTPUTS,
     MTU_MAX,
     MTU_MIN,
+    RELOAD_CHANNEL_PREFIX,
     TABLE_CHANNEL_PREFIX,
     WORK_KINDS,
 )
@@ -169,6 +170,9 @@ class Program:
             if name.startswith(prefix):
                 raise OfflowError(f"channel `{name}`: names starting with `{prefix}` are the "
                                   "tables' (they travel over them, and are controlled)")
+        if name.startswith(RELOAD_CHANNEL_PREFIX):
+            raise OfflowError(f"channel `{name}`: names starting with `{RELOAD_CHANNEL_PREFIX}` "
+                              "are the processes' (offlow reload)")
         if device is not None and device not in targets.names():
             raise OfflowError(f"channel `{name}`: unknown device `{device}`; devices: "
                               f"{', '.join(targets.names())}")

@@ -247,6 +247,9 @@ TABLE_CHANNEL_PREFIX = "table."
 # Channels named so read and change a table of the running program (offlow ctl,
 # offlow/control.py; runtime/core/include/offlow/ctl.h).
 CTL_CHANNEL_PREFIX = "ctl."
+# Channels named so take a device process's reloads (offlow reload, offlow/reload.py;
+# runtime/core/include/offlow/reload.h).
+RELOAD_CHANNEL_PREFIX = "reload."
 # The longest channel name (runtime/core/include/offlow/chan.h: OFL_CHAN_NAME_MAX).
 CHANNEL_NAME_MAX = 31
 

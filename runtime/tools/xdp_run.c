@@ -292,7 +292,7 @@ int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
     if (ofl_stop_signals_block() < 0) return ofl_fatal("cannot block SIGINT and SIGTERM");
     static struct ofl_lifeline life;
     static volatile uint32_t abort_word;
-    if (ofl_lifeline_start(&life, a.runner_fd, &abort_word, NULL, a.stats) < 0)
+    if (ofl_lifeline_start(&life, a.runner_fd, &abort_word, NULL, a.stats, NULL) < 0)
         return ofl_fatal("--runner-fd is not a pipe");
     int status = run(d, obj, &a);
     ofl_lifeline_finish(&life);

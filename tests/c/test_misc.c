@@ -212,7 +212,7 @@ static void lifeline_child(int life[2], const char *win, const char *stats, int 
     volatile uint32_t abort_word = 0;
     if (ofl_stop_signals_block() < 0) _exit(3);
     struct ofl_lifeline l;
-    if (ofl_lifeline_start(&l, life[0], &abort_word, win, stats) < 0) _exit(4);
+    if (ofl_lifeline_start(&l, life[0], &abort_word, win, stats, NULL) < 0) _exit(4);
     __atomic_store_n(&l.grace_ns, 50000000ull, __ATOMIC_RELAXED);
     for (;;) {
         if (obeys && ofl_stop_requested()) {
@@ -257,7 +257,7 @@ static void lifeline_orphan(const char *win, const char *stats, int res)
     if (fork() == 0) {
         close(life[1]);
         struct ofl_lifeline l;
-        if (ofl_stop_signals_block() < 0 || ofl_lifeline_start(&l, life[0], NULL, win, stats) < 0)
+        if (ofl_stop_signals_block() < 0 || ofl_lifeline_start(&l, life[0], NULL, win, stats, NULL) < 0)
             _exit(4);
         for (int i = 0; i < 5000 && getppid() == l.parent; i++) usleep(1000);
         ofl_lifeline_finish(&l);
@@ -309,11 +309,11 @@ static void test_lifeline_reparented(const char *dir)
 static void test_lifeline(const char *dir)
 {
     struct ofl_lifeline l;
-    CHECK(ofl_lifeline_start(&l, -1, NULL, NULL, NULL) == 0 && !ofl_lifeline_gone(&l),
+    CHECK(ofl_lifeline_start(&l, -1, NULL, NULL, NULL, NULL) == 0 && !ofl_lifeline_gone(&l),
           "no runner to watch: nothing watched");
     ofl_lifeline_finish(&l);
     int fd = open(dir, O_RDONLY);
-    CHECK(ofl_lifeline_start(&l, fd, NULL, NULL, NULL) == -EBADF, "not a pipe: -EBADF");
+    CHECK(ofl_lifeline_start(&l, fd, NULL, NULL, NULL, NULL) == -EBADF, "not a pipe: -EBADF");
     close(fd);
     char folder[4096], win[4200], stats[4200];
     for (int obeys = 1; obeys >= 0; obeys--) {

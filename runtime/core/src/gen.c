@@ -61,6 +61,7 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
         i++;
         if (!strcmp(k, "--window")) a->window = v;
         else if (!strcmp(k, "--stats")) a->stats = v;
+        else if (!strcmp(k, "--reload")) a->reload = v;
         else if (!strcmp(k, "--cpu-base")) a->cpu_base = atoi(v);
         else if (!strcmp(k, "--ce")) {
             if (!strcmp(v, "inline")) a->ce_mode = OFL_CE_INLINE;

@@ -47,7 +47,7 @@ static void *watch(void *arg)
 }
 
 int ofl_lifeline_start(struct ofl_lifeline *l, int fd, volatile uint32_t *abort_word,
-                       const char *window, const char *stats)
+                       const char *window, const char *stats, const char *also)
 {
     memset(l, 0, sizeof *l);
     l->fd = -1;
@@ -58,6 +58,7 @@ int ofl_lifeline_start(struct ofl_lifeline *l, int fd, volatile uint32_t *abort_
     l->abort = abort_word;
     l->window = window;
     l->stats = stats;
+    l->also = also;
     l->grace_ns = OFL_LIFELINE_GRACE_NS;
     l->parent = (int)getppid();
     int rc = pthread_create(&l->thread, NULL, watch, l);
@@ -113,6 +114,7 @@ void ofl_lifeline_finish(struct ofl_lifeline *l)
         if (getppid() == l->parent || !runner_closed(l->fd, OFL_LIFELINE_CLOSE_MS)) return;
     }
     if (l->window) unlink(l->window);
+    if (l->also) unlink(l->also);
     if (l->stats) {
         unlink(l->stats);
         remove_with_suffix(l->stats, ".live");      /* its live copy (live.h) */

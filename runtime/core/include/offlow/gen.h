@@ -148,6 +148,8 @@ struct ofl_args {
     const char *stats;        /* --stats PATH (NULL: no stats file) */
     bool init;                /* --init: create and format the window, then exit */
     bool serve;               /* --serve: after the packets, serve channels until stopped */
+    const char *reload;       /* --reload PATH: serve the reload channel (offlow reload);
+                                 PATH, the run's description, goes with the window */
     int peer_fds[4];          /* --peer-fd N: liveness pipes of the other processes */
     int npeers;
     int cpu_base;             /* --cpu-base N: CPU of this device's core 0 */

@@ -7,7 +7,8 @@
  * drain, sinks finish their captures), raises the window's abort word if it has
  * not stopped OFL_LIFELINE_GRACE_NS later, and exits at once after twice that.  On
  * its way out it removes what only the runner would have removed: the window file,
- * its stats file (and its live copy), and their run folder once empty.
+ * the run's description beside it (offlow reload), its stats file (and its live copy),
+ * and their run folder once empty.
  *
  * One thread per process sleeps in poll() on the pipe: no CPU, and no dependence on
  * which thread of the runner started the process (unlike PR_SET_PDEATHSIG). */
@@ -30,6 +31,7 @@ struct ofl_lifeline {
     volatile uint32_t *abort;     /* the window's abort word (may be NULL) */
     const char *window;           /* what to remove when orphaned (either may be NULL) */
     const char *stats;
+    const char *also;             /* another file of the run (--reload PATH), or NULL */
     uint64_t grace_ns;            /* OFL_LIFELINE_GRACE_NS (tests shorten it; atomic) */
     uint32_t gone;                /* the runner has exited (atomic) */
     int started;                  /* the watching thread runs */
@@ -39,18 +41,19 @@ struct ofl_lifeline {
 
 /* Watch the runner through pipe read end `fd` (-1: none; then nothing is watched and
  * 0 is returned): start the thread described above, with the window's abort word
- * `abort_word` and the paths of the window and of the stats file (NULL: none) to
- * remove if the runner goes.  Returns 0, -EBADF when `fd` is not an open pipe or
- * FIFO, or the negative errno of pthread_create. */
+ * `abort_word` and the paths of the window, of the stats file and of one more file of
+ * the run (`also`: the reload description) to remove if the runner goes (NULL: none).
+ * Returns 0, -EBADF when `fd` is not an open pipe or FIFO, or the negative errno of
+ * pthread_create. */
 int ofl_lifeline_start(struct ofl_lifeline *l, int fd, volatile uint32_t *abort_word,
-                       const char *window, const char *stats);
+                       const char *window, const char *stats, const char *also);
 
 /* 1 once the runner has exited, else 0. */
 int ofl_lifeline_gone(const struct ofl_lifeline *l);
 
 /* Called last before the process exits: when the runner is gone (the watching thread
  * saw it, or the pipe says so now, the thread not awake yet), remove the window file,
- * the stats file, and the stats file's folder if it is a run folder ("offlow-run-...")
+ * the `also` file, the stats file, and the stats file's folder if it is a run folder ("offlow-run-...")
  * left empty.  Nothing when the runner is alive.  A process already reparented (its
  * runner's forking thread has exited) waits up to OFL_LIFELINE_CLOSE_MS for the pipe
  * to close: the runner's other threads may still hold it while they exit. */

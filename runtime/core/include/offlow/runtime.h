@@ -27,6 +27,7 @@
 #include "offlow/pcap_port.h"
 #include "offlow/pkt.h"
 #include "offlow/queue.h"
+#include "offlow/reload.h"
 #include "offlow/ring.h"
 #include "offlow/src.h"
 #include "offlow/stats.h"
