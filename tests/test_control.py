@@ -221,6 +221,11 @@ def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
         s.wait_drained(timeout=120)
     assert s.result is not None and s.result.ok, s.result
     assert (info.kind, info.updates) == ("lpm6", len(log))
+    # No pause: the lookup core kept beginning batches while updates were being built
+    # (a design that held lookups back during an update would count none).
+    assert info.lookups > 0 and info.lookups_during_updates > 0, info
+    print(f"{info.lookups} lookup batches, {info.lookups_during_updates} begun while one "
+          f"of the {len(log)} rebuilds ran")
     start = {(int(n.network_address), n.prefixlen): _hop_rule(n) for n in [DOC6, *others]}
     _check_replay(out, log, Reference(start, bits=128))
 

@@ -13,7 +13,8 @@
  * are batched (ofl_lpm6_update): n updates cost one build.
  *
  * Reclamation (RCU-style, with two counted places instead of per-core epochs, so a
- * lookup needs no core id): see struct ofl_lpm6_live. Lookups never wait; the updating
+ * lookup needs no core id; the price: two atomic adds on a shared line per batch):
+ * see struct ofl_lpm6_live. Lookups never wait; the updating
  * thread waits, after the swap, for the lookups still counted in the old place: each
  * ends within its batch. */
 #include <arpa/inet.h>
@@ -153,19 +154,27 @@ const struct ofl_lpm6 *ofl_lpm6_enter(const struct ofl_lpm6 *t, unsigned *slot)
     }
     for (;;) {
         unsigned i = __atomic_load_n(&l->idx, __ATOMIC_SEQ_CST);
-        __atomic_fetch_add(&l->refs[i], 1, __ATOMIC_SEQ_CST);
-        /* Counted before the swap was seen: the updater will wait for us. */
+        __atomic_fetch_add(&l->in[i], 1, __ATOMIC_SEQ_CST);
+        /* Counted in before any later swap: the updater waits for us to leave. */
         if (__atomic_load_n(&l->idx, __ATOMIC_SEQ_CST) == i) {
             *slot = i;
             return __atomic_load_n(&l->cur[i], __ATOMIC_ACQUIRE);
         }
-        __atomic_fetch_sub(&l->refs[i], 1, __ATOMIC_RELEASE);
+        __atomic_fetch_add(&l->out[i], 1, __ATOMIC_RELEASE);
     }
 }
 
 void ofl_lpm6_leave(const struct ofl_lpm6 *t, unsigned slot)
 {
-    if (t->live) __atomic_fetch_sub(&t->live->refs[slot], 1, __ATOMIC_RELEASE);
+    if (t->live) __atomic_fetch_add(&t->live->out[slot], 1, __ATOMIC_RELEASE);
+}
+
+uint64_t ofl_lpm6_entered(const struct ofl_lpm6 *t)
+{
+    const struct ofl_lpm6_live *l = t->live;
+    if (!l) return 0;
+    return __atomic_load_n(&l->in[0], __ATOMIC_RELAXED) +
+           __atomic_load_n(&l->in[1], __ATOMIC_RELAXED);
 }
 
 uint16_t ofl_lpm6_lookup_live(const struct ofl_lpm6 *t, const uint8_t addr[16])
@@ -188,12 +197,16 @@ static void swap_in(struct ofl_lpm6_live *l, struct ofl_lpm6 *next)
     __atomic_store_n(&l->cur[now], next, __ATOMIC_RELEASE);
     __atomic_store_n(&l->idx, now, __ATOMIC_SEQ_CST);
     /* Every lookup counted in `old` before the swap ends within its batch; one counted
-     * after it sees `now` when it checks and leaves `old` at once. */
+     * after it sees `now` when it checks and leaves `old` at once. out <= in at every
+     * moment, and in only grows: reading out, then in, equal, means nobody was inside
+     * when out was read. */
     uint64_t spins = 0;
-    while (__atomic_load_n(&l->refs[old], __ATOMIC_SEQ_CST) != 0)
+    for (;;) {
+        uint64_t o = __atomic_load_n(&l->out[old], __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&l->in[old], __ATOMIC_SEQ_CST) == o) break;
         if (++spins % SPINS_BEFORE_YIELD == 0) sched_yield();
+    }
     l->waits += spins != 0;
-    l->wait_spins += spins;
     struct ofl_lpm6 *was = l->cur[old];
     __atomic_store_n(&l->cur[old], NULL, __ATOMIC_RELEASE);
     ofl_lpm6_free(was);
@@ -269,12 +282,14 @@ int ofl_lpm6_update(struct ofl_lpm6 *t, const struct ofl_lpm6_op *ops, size_t n,
     }
     memcpy(v, l->routes, l->nroutes * sizeof *v);
     struct ofl_lpm6 *next = NULL;
+    uint64_t began = ofl_lpm6_entered(t);
     int rc = apply_ops(v, &k, ops, n, errbuf);
     if (rc == 0) rc = ofl_lpm6_build(&next, v, k, errbuf);
     if (rc < 0) {
         free(v);
         return rc;
     }
+    l->during += ofl_lpm6_entered(t) - began;
     swap_in(l, next);
     free(l->routes);
     l->routes = v;

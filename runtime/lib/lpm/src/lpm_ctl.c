@@ -58,9 +58,13 @@ void ofl_lpm6_ctl(struct ofl_lpm6 *t, const uint8_t *msg, size_t len, struct ofl
         return;
     }
     if (msg[0] == OFL_CTL_INFO) {
-        uint64_t updates = t->live ? t->live->updates : 0;
-        struct ofl_ctl_info in = {OFL_CTL_LPM6, 'u', 2, 0, ofl_lpm6_count(t), updates};
-        ofl_ctl_ok(r, &in, sizeof in);
+        /* info, then lookups begun and lookups begun while a rebuild ran */
+        uint64_t b[5] = {0, 0, 0, ofl_lpm6_entered(t), t->live ? t->live->during : 0};
+        struct ofl_ctl_info in = {OFL_CTL_LPM6, 'u', 2, 0, ofl_lpm6_count(t),
+                                  t->live ? t->live->updates : 0};
+        _Static_assert(sizeof in == 3 * sizeof b[0], "info is three words");
+        memcpy(b, &in, sizeof in);
+        ofl_ctl_ok(r, b, sizeof b);
         return;
     }
     if (msg[0] != OFL_CTL_ROUTE_ADD && msg[0] != OFL_CTL_ROUTE_DEL) {

@@ -279,7 +279,7 @@ struct race {
     uint16_t *want;          /* (updates + 1) x RACE_ADDRS: each address's answer after k */
     unsigned updates;
     unsigned started, done;  /* updates begun, finished (atomics) */
-    size_t lookups, raced, inside, bad;
+    size_t lookups, raced, inside, bad, during;
 };
 
 static void *reader(void *arg)
@@ -360,6 +360,7 @@ static void race_round(struct race *x, struct ofl_rng *g, unsigned n, size_t nba
     if (x->t) {
         __atomic_store_n(&x->done, n, __ATOMIC_RELEASE);
         pthread_join(th, NULL);
+        x->during += x->t->live->during;
     }
     ofl_lpm6_free(x->t);
     x->t = NULL;
@@ -383,8 +384,9 @@ static void test_race(void)
           "before nor after %s", rounds, n, nbase, x->lookups, x->raced, x->bad,
           rc ? err : "");
     /* A design that paused lookups during an update would complete none inside one. */
-    CHECK(x->inside > 0, "the lookup thread completed %zu batches entirely while an update "
-          "was being built and swapped in (it never waits for one)", x->inside);
+    CHECK(x->inside > 0 && x->during > 0, "the lookup thread completed %zu batches "
+          "entirely while an update was being built and swapped in (it never waits for "
+          "one); the table counted %zu begun during rebuilds", x->inside, x->during);
     free(x->want);
     free(x);
 }
@@ -413,10 +415,12 @@ static void test_ctl_messages(void)
     int ok_del = status(&r) == 0 && ofl_lpm6_lookup(t, b) == 0 && ofl_lpm6_lookup(t, a) == 9;
     ofl_lpm6_ctl(t, (const uint8_t *)"i", 1, &r);
     struct ofl_ctl_info in;
+    uint64_t lookups;
     memcpy(&in, r.b + 4, sizeof in);
-    CHECK(ok_add && ok_del && status(&r) == 0 && in.kind == OFL_CTL_LPM6 && in.length == 1 &&
-          in.updates == 2, "route add 2001:db8::/32 9, delete 2001::/16, info: 1 route, 2 "
-          "updates");
+    memcpy(&lookups, r.b + 4 + sizeof in, 8);
+    CHECK(ok_add && ok_del && status(&r) == 0 && r.n == 4 + sizeof in + 16 &&
+          in.kind == OFL_CTL_LPM6 && in.length == 1 && in.updates == 2 && lookups == 3,
+          "route add 2001:db8::/32 9, delete 2001::/16, info: 1 route, 2 updates, 3 lookups");
     ofl_lpm6_ctl(t, del, sizeof del, &r);
     int gone = status(&r) == -ENOENT && !memcmp(r.b + 4, "no route 2001::/16", 18);
     add[1] = 129;

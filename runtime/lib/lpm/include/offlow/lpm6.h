@@ -142,26 +142,28 @@ struct ofl_lpm6 {
 };
 
 /* What a handle opened for updates holds (lpm6_live.c). Lookups never wait: a lookup
- * reads `idx` (which of the two tables is current), counts itself in `refs[idx]`, reads
- * `idx` again (a swap in between: it uncounts itself and starts over), then searches
- * `cur[idx]` and uncounts itself. The updating thread builds the new table, stores it
- * in the other place, swaps `idx` (seq_cst), then waits until the old place's count is
- * 0 (at most one batch of lookups on every lookup core: every lookup that counted
- * itself there before the swap) and frees the old table. A lookup counted after the
- * swap re-reads `idx`, sees the new place and never touches the old table. */
+ * reads `idx` (which of the two places holds the current table), counts itself in
+ * `in[idx]`, reads `idx` again (a swap in between: it counts itself out and starts
+ * over), then searches `cur[idx]` and counts itself out (`out[idx]`). The updating
+ * thread builds the new table, stores it in the other place, swaps `idx` (seq_cst),
+ * then polls until it reads out[old] and then in[old] equal (nobody inside the old
+ * place at that moment: every lookup that counted itself in before the swap has left,
+ * at most one batch on each lookup core), and frees the old table. A lookup counted in
+ * after the swap re-reads `idx`, sees the new place and never touches the old table. */
 struct ofl_lpm6_live {
     struct ofl_lpm6 *cur[2];     /* the published tables (one, or two during a swap) */
-    unsigned idx;                /* the current one: 0 or 1 */
+    unsigned idx;                /* the current place: 0 or 1 */
     unsigned char pad0[64 - 2 * sizeof(void *) - sizeof(unsigned)];
-    uint64_t refs[2];            /* lookups inside cur[0], cur[1] now (atomic) */
-    unsigned char pad1[64 - 2 * sizeof(uint64_t)];
+    uint64_t in[2], out[2];      /* lookups counted in, out of each place (atomics) */
+    unsigned char pad1[64 - 4 * sizeof(uint64_t)];
     /* Only the updating thread reads or writes the rest. */
     struct ofl_route6 *routes;   /* the routes: distinct prefixes, sorted, host bits 0 */
     size_t nroutes, cap;
     uint64_t updates;            /* route changes applied */
     uint64_t rebuilds;           /* tables built for them (one per ofl_lpm6_update) */
+    uint64_t during;             /* lookups (batches) that began while a rebuild ran:
+                                    a design that paused lookups for updates has none */
     uint64_t waits;              /* swaps after which a lookup was still in the old table */
-    uint64_t wait_spins;         /* polls of the old count before it reached 0 */
 };
 
 /* An update: add addr/len -> hop (hop 1..OFL_ROUTE_MAX_HOP) or, with hop 0, delete
@@ -200,6 +202,10 @@ const struct ofl_lpm6 *ofl_lpm6_enter(const struct ofl_lpm6 *t, unsigned *slot);
 
 /* The end of the lookups begun with ofl_lpm6_enter (a quiescent point). */
 void ofl_lpm6_leave(const struct ofl_lpm6 *t, unsigned slot);
+
+/* Lookups (batches, and single lookups) begun on a table opened for updates, 0 for
+ * a built one (read while lookups run: a snapshot). */
+uint64_t ofl_lpm6_entered(const struct ofl_lpm6 *t);
 
 /* The distinct routes of a table opened for updates (the /0 included), else of the
  * table as built (prefixes + default). */
