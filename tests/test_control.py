@@ -2,13 +2,14 @@
 read and changed from outside while packets flow.
 
 The router forwards synthetic IPv4 traffic (and a replayed IPv6 capture) while a
-client adds and deletes thousands of IPv4 (IPv6) routes; every forwarded packet's next hop (its rewritten MAC) is checked, with
-dpkt, against a reference that replays the update log: each packet must match the
-table as it stood after some number of updates c, or after c + 1 (the update it
-raced with: an update of a short prefix rewrites its /16s one after the other, so
-during it two addresses may see it done and not yet), and since one core forwards
-in order, c never goes back. Errors (a table that does not exist, a malformed prefix,
-a value of the wrong size, a route the table lacks) get one clear error and leave
+client adds and deletes thousands of IPv4 (IPv6) routes; every forwarded packet's
+next hop (its rewritten MAC) is checked, with dpkt, against a reference that replays
+the update log: each packet must match the table as it stood after some number of
+updates c, or after c + 1 (the update it raced with: an update of a short IPv4 prefix
+rewrites its /16s one after the other, so during it two addresses may see it done and
+not yet; an IPv6 update is one swap), and since one core forwards in order, c never
+goes back. Errors (a table that does not exist, a malformed prefix, a value of the
+wrong size, a route the table lacks) get one clear error and leave
 the program running."""
 
 from __future__ import annotations
