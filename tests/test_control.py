@@ -96,6 +96,22 @@ def _updates(n: int, seed: int) -> list[Update]:
     return out
 
 
+def _route_while_forwarding(opts: RunOptions, table: str, log: list[Update]) -> Info:
+    """Run the router with `opts`, apply the update log to `table` while it forwards,
+    and return the table's info after the last update."""
+    with session(load_program(ROUTER), opts) as s:
+        routes = s.tables[table]
+        for kind, net, hop in log:
+            if kind == "add":
+                routes.add(str(net), hop)
+            else:
+                routes.delete(str(net))
+        info = routes.info()
+        s.wait_drained(timeout=120)
+    assert s.result is not None and s.result.ok, s.result
+    return info
+
+
 def test_router_forwards_while_routes_change(tmp_path: Path) -> None:
     prefixes = tmp_path / "routes.txt"
     prefixes.write_text("# the table at start\n10.0.0.0/8\n")
@@ -103,16 +119,7 @@ def test_router_forwards_while_routes_change(tmp_path: Path) -> None:
     log = _updates(3000, seed=5)
     opts = RunOptions(count=200_000, rate=100_000, sizes="64:1", prefixes=prefixes,
                       output=out, opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
-    with session(load_program(ROUTER), opts) as s:
-        routes4 = s.tables["routes4"]
-        for kind, net, hop in log:
-            if kind == "add":
-                routes4.add(str(net), hop)
-            else:
-                routes4.delete(str(net))
-        info = routes4.info()
-        s.wait_drained(timeout=120)
-    assert s.result is not None and s.result.ok, s.result
+    info = _route_while_forwarding(opts, "routes4", log)
     assert info.updates == len(log)
 
     start = {(10 << 24, 8): _hop_rule(ipaddress.IPv4Network("10.0.0.0/8"))}
@@ -211,16 +218,7 @@ def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
     log = _updates6(2000, 7, targets)
     opts = RunOptions(input=capture, loops=400, rate=50_000, output=out,
                       opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
-    with session(load_program(ROUTER), opts) as s:
-        routes6 = s.tables["routes6"]
-        for kind, net, hop in log:
-            if kind == "add":
-                routes6.add(str(net), hop)
-            else:
-                routes6.delete(str(net))
-        info = routes6.info()
-        s.wait_drained(timeout=120)
-    assert s.result is not None and s.result.ok, s.result
+    info = _route_while_forwarding(opts, "routes6", log)
     assert (info.kind, info.updates) == ("lpm6", len(log))
     # No pause: the lookup core kept beginning batches while updates were being built
     # (a design that held lookups back during an update would count none).

@@ -87,6 +87,16 @@ static uint16_t ref_lookup(const struct ref *r, const uint8_t *a)
     return hop;
 }
 
+/* out = the first len bits of p, then the rest of x. */
+static void graft(const uint8_t *p, unsigned len, const uint8_t *x, uint8_t *out)
+{
+    uint8_t m[16], hm[16], ones[16];
+    memset(ones, 0xFF, 16);
+    mask6(p, len, m);
+    mask6(ones, len, hm);
+    for (unsigned b = 0; b < 16; b++) out[b] = (uint8_t)(m[b] | (x[b] & ~hm[b]));
+}
+
 /* A random prefix inside base/blen (lengths blen..128, biased to 32..64), or now and
  * then a short one (0..blen) covering it. */
 static void rand_prefix(struct ofl_rng *g, const uint8_t *base, unsigned blen, uint8_t *a,
@@ -100,14 +110,9 @@ static void rand_prefix(struct ofl_rng *g, const uint8_t *base, unsigned blen, u
     for (unsigned b = 0; b < 16; b++) x[b] = (uint8_t)ofl_rng_next(g);
     /* Few distinct bits under /40 so that prefixes overlap. */
     for (unsigned b = 5; b < 16; b++) x[b] &= ofl_rng_below(g, 2) ? 0x0F : 0x00;
-    uint8_t m[16];
-    mask6(base, blen, m);
-    for (unsigned b = 0; b < 16; b++) {
-        int keep = (int)blen - 8 * (int)b;
-        uint8_t hm = keep >= 8 ? 0xFF : keep <= 0 ? 0 : (uint8_t)(0xFF00 >> keep);
-        x[b] = (uint8_t)((m[b] & hm) | (x[b] & ~hm));
-    }
-    mask6(x, l, a);
+    uint8_t y[16];
+    graft(base, blen, x, y);
+    mask6(y, l, a);
     *len = (uint8_t)l;
 }
 
@@ -124,13 +129,7 @@ static void rand_addr(struct ofl_rng *g, const struct ref *r, const uint8_t *bas
         len = v->len;
     }
     for (unsigned b = 0; b < 16; b++) x[b] = (uint8_t)ofl_rng_next(g);
-    uint8_t m[16];
-    mask6(p, len, m);
-    for (unsigned b = 0; b < 16; b++) {
-        int keep = (int)len - 8 * (int)b;
-        uint8_t hm = keep >= 8 ? 0xFF : keep <= 0 ? 0 : (uint8_t)(0xFF00 >> keep);
-        a[b] = (uint8_t)((m[b] & hm) | (x[b] & ~hm));
-    }
+    graft(p, len, x, a);
 }
 
 /* Lookups (scalar and batched) of `nrand` addresses against the reference: how many
