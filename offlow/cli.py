@@ -236,8 +236,8 @@ def parser() -> argparse.ArgumentParser:
     tb.add_argument("index", type=int, nargs="?")
     tb.add_argument("value", nargs="?", help="an integer, a float or hex bytes, by the "
                     "element's type")
-    ro = csub.add_parser("route", help="add PREFIX NEXTHOP or del PREFIX (IPv4: applied "
-                         "while packets flow; IPv6: not yet)")
+    ro = csub.add_parser("route", help="add PREFIX NEXTHOP or del PREFIX (IPv4 and IPv6, "
+                         "applied while packets flow)")
     ro.add_argument("op", choices=["add", "del"])
     ro.add_argument("prefix", help="10.0.0.0/8, 2001:db8::/32 (host bits zero)")
     ro.add_argument("hop", type=int, nargs="?", help="next hop 1..32767 (add)")

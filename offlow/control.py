@@ -28,6 +28,7 @@ KINDS = {1: "array", 2: "lpm4", 3: "lpm6"}
 ROUTE_HOP_MAX = 0x7FFF
 # struct ofl_ctl_info: kind, type, size, pad, length, updates
 _INFO = struct.Struct("<BBHIQQ")
+_LIVE = struct.Struct("<QQ")  # after an lpm6 table's info: lookups, lookups during updates
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 _FLOAT_FORMATS = {4: "f", 8: "d"}
 
@@ -51,6 +52,10 @@ class Info:
     size: int
     length: int
     updates: int
+    # An IPv6 route table (updated by rebuild and swap) also counts the lookups (batches)
+    # begun on it, and those begun while an update's rebuild ran.
+    lookups: int = 0
+    lookups_during_updates: int = 0
 
 
 def parse_prefix(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
@@ -98,8 +103,11 @@ class Table:
 
     def info(self) -> Info:
         """The table's kind, element and counts (asked each time: `updates` moves)."""
-        kind, typ, size, _, length, updates = _INFO.unpack(self.request(b"i")[:_INFO.size])
-        self._info = Info(KINDS.get(kind, str(kind)), chr(typ), size, length, updates)
+        reply = self.request(b"i")
+        kind, typ, size, _, length, updates = _INFO.unpack(reply[:_INFO.size])
+        more = _LIVE.unpack(reply[_INFO.size:_INFO.size + _LIVE.size]) if (
+            len(reply) >= _INFO.size + _LIVE.size) else (0, 0)
+        self._info = Info(KINDS.get(kind, str(kind)), chr(typ), size, length, updates, *more)
         return self._info
 
     def _array(self) -> Info:

@@ -1,14 +1,15 @@
 """The control plane (offlow/control.py, `offlow ctl`): the tables of a running program
 read and changed from outside while packets flow.
 
-The router forwards synthetic traffic while a client adds and deletes thousands of
-IPv4 routes; every forwarded packet's next hop (its rewritten MAC) is checked, with
-dpkt, against a reference that replays the update log: each packet must match the
-table as it stood after some number of updates c, or after c + 1 (the update it
-raced with: an update of a short prefix rewrites its /16s one after the other, so
-during it two addresses may see it done and not yet), and since one core forwards
-in order, c never goes back. Errors (a table that does not exist, a malformed prefix,
-a value of the wrong size, a route the table lacks) get one clear error and leave
+The router forwards synthetic IPv4 traffic (and a replayed IPv6 capture) while a
+client adds and deletes thousands of IPv4 (IPv6) routes; every forwarded packet's
+next hop (its rewritten MAC) is checked, with dpkt, against a reference that replays
+the update log: each packet must match the table as it stood after some number of
+updates c, or after c + 1 (the update it raced with: an update of a short IPv4 prefix
+rewrites its /16s one after the other, so during it two addresses may see it done and
+not yet; an IPv6 update is one swap), and since one core forwards in order, c never
+goes back. Errors (a table that does not exist, a malformed prefix, a value of the
+wrong size, a route the table lacks) get one clear error and leave
 the program running."""
 
 from __future__ import annotations
@@ -37,7 +38,11 @@ ROUTER = EXAMPLES / "router.py"
 TTL = EXAMPLES / "ttl_pipeline.py"
 
 
-def _hop_rule(net: ipaddress.IPv4Network, nports: int = 16) -> int:
+Net = ipaddress.IPv4Network | ipaddress.IPv6Network
+Update = tuple[str, Net, int]
+
+
+def _hop_rule(net: Net, nports: int = 16) -> int:
     """The next hop of a prefix loaded from a file (runtime/lib/lpm routes.h)."""
     h = 2166136261
     for b in net.network_address.packed + bytes([net.prefixlen]):
@@ -48,10 +53,11 @@ def _hop_rule(net: ipaddress.IPv4Network, nports: int = 16) -> int:
 class Reference:
     """The route table as the update log leaves it after each update."""
 
-    def __init__(self, routes: dict[tuple[int, int], int]) -> None:
+    def __init__(self, routes: dict[tuple[int, int], int], bits: int = 32) -> None:
         self.routes = dict(routes)
+        self.bits = bits
 
-    def apply(self, op: tuple[str, ipaddress.IPv4Network, int]) -> None:
+    def apply(self, op: Update) -> None:
         kind, net, hop = op
         key = (int(net.network_address), net.prefixlen)
         if kind == "add":
@@ -60,20 +66,21 @@ class Reference:
             del self.routes[key]
 
     def lookup(self, addr: int) -> int:
-        for length in range(32, -1, -1):
-            mask = (0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF
+        full = (1 << self.bits) - 1
+        for length in range(self.bits, -1, -1):
+            mask = (full << (self.bits - length)) & full
             hop = self.routes.get((addr & mask, length))
             if hop:
                 return hop
         return 0
 
 
-def _updates(n: int, seed: int) -> list[tuple[str, ipaddress.IPv4Network, int]]:
+def _updates(n: int, seed: int) -> list[Update]:
     """n adds and deletes inside 10.0.0.0/8 (lengths 9..32), a delete only of a route
     the log added and has not deleted."""
     rng = random.Random(seed)
-    held: list[ipaddress.IPv4Network] = []
-    out: list[tuple[str, ipaddress.IPv4Network, int]] = []
+    held: list[Net] = []
+    out: list[Update] = []
     for _ in range(n):
         if held and rng.random() < 0.35:
             net = held.pop(rng.randrange(len(held)))
@@ -89,6 +96,22 @@ def _updates(n: int, seed: int) -> list[tuple[str, ipaddress.IPv4Network, int]]:
     return out
 
 
+def _route_while_forwarding(opts: RunOptions, table: str, log: list[Update]) -> Info:
+    """Run the router with `opts`, apply the update log to `table` while it forwards,
+    and return the table's info after the last update."""
+    with session(load_program(ROUTER), opts) as s:
+        routes = s.tables[table]
+        for kind, net, hop in log:
+            if kind == "add":
+                routes.add(str(net), hop)
+            else:
+                routes.delete(str(net))
+        info = routes.info()
+        s.wait_drained(timeout=120)
+    assert s.result is not None and s.result.ok, s.result
+    return info
+
+
 def test_router_forwards_while_routes_change(tmp_path: Path) -> None:
     prefixes = tmp_path / "routes.txt"
     prefixes.write_text("# the table at start\n10.0.0.0/8\n")
@@ -96,23 +119,22 @@ def test_router_forwards_while_routes_change(tmp_path: Path) -> None:
     log = _updates(3000, seed=5)
     opts = RunOptions(count=200_000, rate=100_000, sizes="64:1", prefixes=prefixes,
                       output=out, opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
-    with session(load_program(ROUTER), opts) as s:
-        routes4 = s.tables["routes4"]
-        for kind, net, hop in log:
-            if kind == "add":
-                routes4.add(str(net), hop)
-            else:
-                routes4.delete(str(net))
-        info = routes4.info()
-        s.wait_drained(timeout=120)
-    assert s.result is not None and s.result.ok, s.result
+    info = _route_while_forwarding(opts, "routes4", log)
     assert info.updates == len(log)
 
-    # Each packet was looked up while some number c of updates had completed (c never
-    # goes back: one core forwards in order), so its hop is the answer of the table
-    # after c updates or, racing update c + 1, after c + 1. Take the smallest such c.
     start = {(10 << 24, 8): _hop_rule(ipaddress.IPv4Network("10.0.0.0/8"))}
-    cur, nxt = Reference(start), Reference(start)
+    _check_replay(out, log, Reference(start))
+
+
+def _address(addr: int, bits: int) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return ipaddress.IPv4Address(addr) if bits == 32 else ipaddress.IPv6Address(addr)
+
+
+def _check_replay(out: Path, log: list[Update], start: Reference) -> None:
+    """Each packet was looked up while some number c of updates had completed (c never
+    goes back: one core forwards in order), so its hop is the answer of the table
+    after c updates or, racing update c + 1, after c + 1. Take the smallest such c."""
+    cur, nxt = Reference(start.routes, start.bits), Reference(start.routes, start.bits)
     nxt.apply(log[0])
     c, seen, raced, packets = 0, set(), 0, 0
     with out.open("rb") as f:
@@ -123,8 +145,9 @@ def test_router_forwards_while_routes_change(tmp_path: Path) -> None:
             packets += 1
             while hop not in (cur.lookup(dst), nxt.lookup(dst)):
                 assert c < len(log), (
-                    f"packet {packets} to {ipaddress.IPv4Address(dst)} left by hop {hop}: "
-                    f"not the table's answer after any update from {min(seen, default=0)} on")
+                    f"packet {packets} to {_address(dst, start.bits)} left by hop {hop}: "
+                    f"not the table's answer after any update from "
+                    f"{min(seen, default=0)} on")
                 cur.apply(log[c])
                 c += 1
                 if c < len(log):
@@ -135,6 +158,75 @@ def test_router_forwards_while_routes_change(tmp_path: Path) -> None:
     assert packets > 0 and len(seen) > 10, (packets, len(seen))
     print(f"{packets} packets, forwarded at {len(seen)} of {len(log) + 1} table states, "
           f"{raced} matching only the table after update c + 1")
+
+
+DOC6 = ipaddress.IPv6Network("2001:db8::/32")
+
+
+def _updates6(n: int, seed: int, targets: list[ipaddress.IPv6Address]) -> list[Update]:
+    """n adds and deletes of IPv6 routes covering the target addresses (lengths 33..128,
+    now and then 0, 16 or 32 above the table's 2001:db8::/32), a delete only of a
+    route the log added and has not deleted."""
+    rng = random.Random(seed)
+    held: list[Net] = []
+    out: list[Update] = []
+    while len(out) < n:
+        if held and rng.random() < 0.35:
+            out.append(("del", held.pop(rng.randrange(len(held))), 0))
+            continue
+        length = rng.choice([0, 16, 33, 40, 48, 48, 56, 64, 64, 96, 127, 128,
+                             rng.randint(33, 128)])
+        net = ipaddress.IPv6Network((rng.choice(targets), length), strict=False)
+        if net in held or net == DOC6:
+            continue
+        held.append(net)
+        out.append(("add", net, rng.randint(1, 0x7FFF)))
+    return out
+
+
+def _frames6(targets: list[ipaddress.IPv6Address]) -> list[bytes]:
+    """An Ethernet/IPv6/UDP frame to each target address."""
+    frames = []
+    for i, addr in enumerate(targets):
+        udp = dpkt.udp.UDP(sport=1000 + i, dport=53, data=b"\0" * 8)
+        udp.ulen = len(udp)
+        ip = dpkt.ip6.IP6(src=bytes(15) + b"\x01", dst=addr.packed, nxt=17, hlim=64,
+                          data=udp, plen=len(udp))
+        ip.extension_hdrs = {}
+        frames.append(bytes(dpkt.ethernet.Ethernet(
+            src=b"\x02" + bytes(5), dst=b"\x02" + bytes(5), type=dpkt.ethernet.ETH_TYPE_IP6,
+            data=ip)))
+    return frames
+
+
+def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
+    """The IPv6 must-show: every packet of a replayed capture checked against the
+    update log's tables (each update is a rebuild of the table and one swap)."""
+    rng = random.Random(6)
+    targets = [DOC6.network_address + rng.getrandbits(96) for _ in range(256)]
+    prefixes, capture = tmp_path / "routes.txt", tmp_path / "in.pcap"
+    # the table at start: the /32, and a slice of other routes for each rebuild to carry
+    others = [ipaddress.IPv6Network((0x2A00 << 112 | rng.getrandbits(32) << 80, 48))
+              for _ in range(2000)]
+    prefixes.write_text("# the table at start\n2001:db8::/32\n" +
+                        "".join(f"{n}\n" for n in others))
+    with capture.open("wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for k, fr in enumerate(_frames6(targets)):
+            w.writepkt(fr, ts=k * 1e-6)
+    out = tmp_path / "out.pcap"
+    log = _updates6(2000, 7, targets)
+    opts = RunOptions(input=capture, loops=400, rate=50_000, output=out,
+                      opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
+    info = _route_while_forwarding(opts, "routes6", log)
+    assert (info.kind, info.updates) == ("lpm6", len(log))
+    # No pause: the lookup core kept beginning batches while updates were being built
+    # (a design that held lookups back during an update would count none).
+    assert info.lookups > 0 and info.lookups_during_updates > 0, info
+    print(f"{info.lookups} lookup batches, {info.lookups_during_updates} begun while one "
+          f"of the {len(log)} rebuilds ran")
+    start = {(int(n.network_address), n.prefixlen): _hop_rule(n) for n in [DOC6, *others]}
+    _check_replay(out, log, Reference(start, bits=128))
 
 
 def test_arrays_read_and_changed_while_running() -> None:
@@ -178,9 +270,17 @@ def test_control_errors_leave_the_program_running(tmp_path: Path) -> None:
         with pytest.raises(OfflowError, match="routes4` is an lpm4 route table: "
                                               "2001:db8::/32 needs an lpm6"):
             tables["routes4"].add("2001:db8::/32", 3)
-        with pytest.raises(ControlError, match="IPv6 tables take no updates yet"):
-            tables["routes6"].add("2001:db8::/32", 3)
+        with pytest.raises(ControlError, match="no route 2001:db8::/32") as e:
+            tables["routes6"].delete("2001:db8::/32")
+        assert e.value.errno == 2  # ENOENT
+        with pytest.raises(OfflowError, match="not a prefix"):
+            tables["routes6"].add("2001:db8::1/32", 3)
+        with pytest.raises(ControlError, match="bits set past /8"):
+            tables["routes6"].request(b"a\x08\x03\x00" + ipaddress.IPv6Address("2001:db8::").packed)
+        with pytest.raises(ControlError, match="prefix length 129"):
+            tables["routes6"].request(b"d\x81" + bytes(16))
         assert tables["routes4"].info().updates == 0
+        assert tables["routes6"].info().updates == 0
         tables["routes4"].add("172.16.0.0/12", 9)  # still served after all that
         s.wait_drained(timeout=60)
     assert s.result is not None and s.result.ok

@@ -30,6 +30,7 @@ from offlow.testing.malformed import write_pcap
 FUZZ = Path(__file__).resolve().parent / "fuzz"
 # target -> the runtime library it fuzzes (and links, with the core)
 TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "ctl": "lpm",
+           "ctl6": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
            "cbc": "crypto", "tsplib": "tsp", "words": "streams"}
 SETS = ("base", "fuzz", "werror")
@@ -82,6 +83,14 @@ def _seed_corpus(target: str, d: Path) -> None:
                 route_message("add", "0.0.0.0/0", 1), route_message("add", "10.1.2.129/32", 7),
                 route_message("del", "10.0.0.0/8"), b"i", b"g\x01\0\0\0",
                 b"s\x03\0\0\0\x05\0\0\0", b"a\x21\x01\0" + bytes(16)]
+        (d / "routes").write_bytes(b"".join(bytes([len(m)]) + m for m in msgs))
+    elif target == "ctl6":
+        from offlow.control import route_message
+
+        msgs = [route_message("add", "2001:db8:0:1::/64", 9), route_message("del", "2001:db8::/32"),
+                route_message("add", "::/0", 1), route_message("add", "2001:db8::7/128", 7),
+                route_message("del", "2001:db8:1::/48"), b"i", b"a\x81\x01\0" + bytes(16),
+                b"a\x08\x01\0" + bytes([0x20, 1]) + bytes(14)]
         (d / "routes").write_bytes(b"".join(bytes([len(m)]) + m for m in msgs))
     elif target == "mcproto":
         # first byte: framing (0 binary, 1 text, 2 UDP, 3 sniffed) + limit bits + 16:

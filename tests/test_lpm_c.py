@@ -47,3 +47,13 @@ def test_lpm4_incremental_updates(sanitize: bool) -> None:
     test_lpm_update.c)."""
     exe = build_c([lib_test("lpm", "test_lpm_update")], "test_lpm_update", ["lpm"], sanitize)
     _check(run_c(exe, *(["--quick"] if sanitize else []), timeout=180))
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_lpm6_updates(sanitize: bool) -> None:
+    """IPv6 tables opened for updates (rebuild and swap) against a reference list
+    (cases, refused batches, random batches) and a lookup thread racing the updates that
+    never waits for one (runtime/lib/lpm/tests/test_lpm6_update.c)."""
+    exe = build_c([lib_test("lpm", "test_lpm6_update")], "test_lpm6_update", ["lpm"],
+                  sanitize)
+    _check(run_c(exe, *(["--quick"] if sanitize else []), timeout=180))

@@ -176,6 +176,28 @@ static int try_lpm6(void *arg)
     return bad ? -EFAULT : 0;
 }
 
+/* An IPv6 table opened for updates, then a batch of one update: a failed open sets no
+ * table; a failed update leaves every answer as before; a done one adds its route. */
+static int try_lpm6_live(void *arg)
+{
+    const struct lpm_try *x = arg;
+    struct ofl_lpm6 *t = (void *)1;
+    char err[256];
+    int rc = ofl_lpm6_open_live(&t, x->r.v6, x->r.n6, err);
+    if (rc < 0) return t == NULL ? rc : -EFAULT;
+    static const uint8_t host[16] = {0xff, 0x0e, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe};
+    rc = ofl_lpm6_add(t, host, 128, 77, err);
+    size_t bad = rc == 0 ? ofl_lpm6_lookup(t, host) != 77
+                         : ofl_lpm6_lookup(t, host) != ofl_lpm6_lookup(x->ref6, host);
+    for (size_t i = 0; i < x->r.n6; i++)
+        if (memcmp(x->r.v6[i].addr, host, 16) != 0)
+            bad += ofl_lpm6_lookup(t, x->r.v6[i].addr) !=
+                   ofl_lpm6_lookup(x->ref6, x->r.v6[i].addr);
+    ofl_lpm6_free(t);
+    return bad ? -EFAULT : rc;
+}
+
 static int try_routes_load(void *arg)
 {
     struct ofl_routes r;
@@ -574,6 +596,7 @@ int main(int argc, char **argv)
           "reference tables of %zu IPv4 and %zu IPv6 routes", x.r.n4, x.r.n6);
     sweep("IPv4 DIR-24-8 build", try_lpm4, &x);
     sweep("IPv6 table build", try_lpm6, &x);
+    sweep("IPv6 table opened for updates, one update", try_lpm6_live, &x);
     ofl_lpm4_free(x.ref4);
     ofl_lpm6_free(x.ref6);
     ofl_routes_free(&x.r);

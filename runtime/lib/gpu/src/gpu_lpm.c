@@ -15,7 +15,8 @@ int ofl_gpu_lpm4_upload(struct ofl_gpu *g, unsigned first, const struct ofl_lpm4
     return rc;
 }
 
-int ofl_gpu_lpm6_upload(struct ofl_gpu *g, unsigned first, const struct ofl_lpm6 *t)
+/* The copy of table t (built) into device buffers. */
+static int upload6(struct ofl_gpu *g, unsigned first, const struct ofl_lpm6 *t)
 {
     struct ofl_gpu_lpm6_level *lv = calloc(t->nlv ? t->nlv : 1, sizeof *lv);
     if (!lv) return -ENOMEM;
@@ -36,5 +37,15 @@ int ofl_gpu_lpm6_upload(struct ofl_gpu *g, unsigned first, const struct ofl_lpm6
     if (rc == 0) rc = ofl_gpu_table(g, first + 5, lv, t->nlv * sizeof *lv);
     if (rc == 0) rc = ofl_gpu_table(g, first + 6, t->arena, t->arena_words * sizeof *t->arena);
     free(lv);
+    return rc;
+}
+
+int ofl_gpu_lpm6_upload(struct ofl_gpu *g, unsigned first, const struct ofl_lpm6 *t)
+{
+    /* A table opened for updates: its current table (a gpu segment's tables take no
+     * updates: the device copy would not see them). */
+    unsigned slot;
+    int rc = upload6(g, first, ofl_lpm6_enter(t, &slot));
+    ofl_lpm6_leave(t, slot);
     return rc;
 }

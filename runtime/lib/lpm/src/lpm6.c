@@ -8,6 +8,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "lpm6_live.h"
+
 #define HUGE_PAGE (2u << 20)
 
 #define BUCKET_WORDS 8   /* a bucket is 64 bytes, either kind */
@@ -630,6 +632,7 @@ int ofl_lpm6_open_file(struct ofl_lpm6 **t, const char *path, unsigned nports, c
 void ofl_lpm6_free(struct ofl_lpm6 *t)
 {
     if (!t) return;
+    ofl_lpm6_live_free(t->live);
     free(t->arena);
     free(t->lv);
     free(t->dir1);
@@ -642,6 +645,7 @@ void ofl_lpm6_free(struct ofl_lpm6 *t)
 
 size_t ofl_lpm6_memory(const struct ofl_lpm6 *t)
 {
+    if (t->live) return sizeof *t + ofl_lpm6_live_memory(t->live);
     return sizeof *t + t->nlv * sizeof *t->lv + t->arena_words * sizeof *t->arena +
            (((size_t)1 << OFL_LPM6_DIR1_BITS) + ((size_t)t->nblocks << OFL_LPM6_DIR2_BITS)) *
                sizeof *t->dir1 +
@@ -745,6 +749,13 @@ static void search_batch(const struct ofl_lpm6 *t, uint16_t *hops, struct lanes 
 void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
                            unsigned n)
 {
+    if (__builtin_expect(t->live != NULL, 0)) {
+        unsigned slot;
+        const struct ofl_lpm6 *now = ofl_lpm6_enter(t, &slot);
+        ofl_lpm6_lookup_batch(now, addrs, hops, n);
+        ofl_lpm6_leave(t, slot);
+        return;
+    }
     unsigned who[LPM6_CHUNK];
     const uint32_t *e3[LPM6_CHUNK];
     uint64_t atr[LPM6_CHUNK], hi[LPM6_CHUNK], lo[LPM6_CHUNK];

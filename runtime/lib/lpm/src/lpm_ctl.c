@@ -53,10 +53,32 @@ void ofl_lpm4_ctl(struct ofl_lpm4 *t, const uint8_t *msg, size_t len, struct ofl
 
 void ofl_lpm6_ctl(struct ofl_lpm6 *t, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r)
 {
-    if (len && msg[0] == OFL_CTL_INFO) {
-        struct ofl_ctl_info in = {OFL_CTL_LPM6, 'u', 2, 0, t->prefixes + (t->def != 0), 0};
-        ofl_ctl_ok(r, &in, sizeof in);
+    if (len == 0) {
+        ofl_ctl_fail(r, -EINVAL, "empty message");
         return;
     }
-    ofl_ctl_fail(r, -EOPNOTSUPP, "IPv6 tables take no updates yet");
+    if (msg[0] == OFL_CTL_INFO) {
+        /* info, then lookups begun and lookups begun while a rebuild ran */
+        uint64_t b[5] = {0, 0, 0, ofl_lpm6_entered(t), t->live ? t->live->during : 0};
+        struct ofl_ctl_info in = {OFL_CTL_LPM6, 'u', 2, 0, ofl_lpm6_count(t),
+                                  t->live ? t->live->updates : 0};
+        _Static_assert(sizeof in == 3 * sizeof b[0], "info is three words");
+        memcpy(b, &in, sizeof in);
+        ofl_ctl_ok(r, b, sizeof b);
+        return;
+    }
+    if (msg[0] != OFL_CTL_ROUTE_ADD && msg[0] != OFL_CTL_ROUTE_DEL) {
+        ofl_ctl_fail(r, -EOPNOTSUPP, "a route table takes route add and delete, not '%c'",
+                     msg[0] >= 32 && msg[0] < 127 ? msg[0] : '?');
+        return;
+    }
+    uint8_t plen;
+    uint16_t hop;
+    const uint8_t *a;
+    if (route_of(msg, len, &plen, &hop, &a, r) < 0) return;
+    char err[256] = "";
+    int rc = msg[0] == OFL_CTL_ROUTE_ADD ? ofl_lpm6_add(t, a, plen, hop, err)
+                                         : ofl_lpm6_del(t, a, plen, err);
+    if (rc < 0) ofl_ctl_fail(r, rc, "%s", err);
+    else ofl_ctl_ok(r, NULL, 0);
 }

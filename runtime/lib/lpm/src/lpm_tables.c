@@ -56,7 +56,13 @@ int ofl_lpm6_open_opts(struct ofl_lpm6 **t, const struct ofl_args *a, const char
     char errbuf[256] = "";
     int rc = lpm_opts(a, name, &path, &nports);
     if (rc < 0) return rc;
-    return built(a, name, path, ofl_lpm6_open_file(t, path, nports, errbuf), errbuf);
+    struct ofl_routes r;
+    ofl_routes_init(&r);
+    *t = NULL;
+    rc = ofl_routes_load(&r, path, nports, errbuf);
+    if (rc == 0) rc = ofl_lpm6_open_live(t, r.v6, r.n6, errbuf);
+    ofl_routes_free(&r);
+    return built(a, name, path, rc, errbuf);
 }
 
 /* Read the routes of table `name`'s prefix file (its path= and nports= options). */
@@ -123,5 +129,6 @@ int ofl_lpm6_open_blob(struct ofl_lpm6 **t, const void *blob, size_t len,
     int rc = whole_routes(a, name, len, sizeof(struct ofl_route6));
     if (rc < 0) return rc;
     return built(a, name, "the host's routes",
-                 ofl_lpm6_build(t, blob, len / sizeof(struct ofl_route6), errbuf), errbuf);
+                 ofl_lpm6_open_live(t, blob, len / sizeof(struct ofl_route6), errbuf),
+                 errbuf);
 }

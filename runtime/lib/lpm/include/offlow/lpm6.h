@@ -32,9 +32,14 @@
  * their values for longer ones. A probe reads one bucket and compares its slots at
  * once, without branches.
  *
- * Building accepts routes in any order; of two equal prefixes the later wins. A table
- * is immutable once built: to change routes, build a new one. Lookups on a built
- * table are thread-safe. */
+ * Building accepts routes in any order; of two equal prefixes the later wins. A built
+ * table is immutable; lookups on it are thread-safe. A table opened for updates
+ * (ofl_lpm6_open_live, lpm6_live.c) is a handle whose routes change while lookups
+ * run: each update (or batch of updates) builds a new table off to the side and
+ * publishes it with one atomic pointer swap; lookups on the handle (the functions
+ * below, unchanged for the caller) see the table before or after each update, never a
+ * mix, and the old table is freed once no lookup can still be reading it (see
+ * ofl_lpm6_live below). */
 #ifndef OFL_LPM6_H
 #define OFL_LPM6_H
 
@@ -43,6 +48,8 @@
 #include <string.h>
 
 #include "offlow/routes.h"
+
+struct ofl_lpm6_live;
 
 #define OFL_LPM6_BMP 0x7FFFu      /* value bits: the best-matching prefix's hop */
 #define OFL_LPM6_MARKER 0x8000u    /* value flag: longer prefixes pass through here */
@@ -129,7 +136,80 @@ struct ofl_lpm6 {
     unsigned nnodes;
     uint64_t *arena;             /* every level's slots */
     size_t arena_words;
+    struct ofl_lpm6_live *live;  /* a handle opened for updates (ofl_lpm6_open_live):
+                                    the fields above are empty and lookups go to the
+                                    table it publishes; NULL for a built table */
 };
+
+/* What a handle opened for updates holds (lpm6_live.c). Lookups never wait: a lookup
+ * reads `idx` (which of the two places holds the current table), counts itself in
+ * `in[idx]`, reads `idx` again (a swap in between: it counts itself out and starts
+ * over), then searches `cur[idx]` and counts itself out (`out[idx]`). The updating
+ * thread builds the new table, stores it in the other place, swaps `idx` (seq_cst),
+ * then polls until it reads out[old] and then in[old] equal (nobody inside the old
+ * place at that moment: every lookup that counted itself in before the swap has left,
+ * at most one batch on each lookup core), and frees the old table. A lookup counted in
+ * after the swap re-reads `idx`, sees the new place and never touches the old table. */
+struct ofl_lpm6_live {
+    struct ofl_lpm6 *cur[2];     /* the published tables (one, or two during a swap) */
+    unsigned idx;                /* the current place: 0 or 1 */
+    unsigned char pad0[64 - 2 * sizeof(void *) - sizeof(unsigned)];
+    uint64_t in[2], out[2];      /* lookups counted in, out of each place (atomics) */
+    unsigned char pad1[64 - 4 * sizeof(uint64_t)];
+    /* Only the updating thread reads or writes the rest. */
+    struct ofl_route6 *routes;   /* the routes: distinct prefixes, sorted, host bits 0 */
+    size_t nroutes, cap;
+    uint64_t updates;            /* route changes applied */
+    uint64_t rebuilds;           /* tables built for them (one per ofl_lpm6_update) */
+    uint64_t during;             /* lookups (batches) that began while a rebuild ran:
+                                    a design that paused lookups for updates has none */
+    uint64_t waits;              /* swaps after which a lookup was still in the old table */
+};
+
+/* An update: add addr/len -> hop (hop 1..OFL_ROUTE_MAX_HOP) or, with hop 0, delete
+ * addr/len. addr in network order; host bits must be 0. */
+struct ofl_lpm6_op {
+    uint8_t addr[16];
+    uint16_t hop;
+    uint8_t len;
+};
+
+/* Open a table for updates from `n` routes (as ofl_lpm6_build; duplicates: the last
+ * wins). Returns 0 and sets `*t` (a handle: lookups as on any table, ofl_lpm6_free),
+ * or the errors of ofl_lpm6_build. */
+int ofl_lpm6_open_live(struct ofl_lpm6 **t, const struct ofl_route6 *r, size_t n,
+                       char *errbuf);
+
+/* Apply `n` updates in order with one rebuild and one swap, while lookups run in other
+ * threads (one updating thread at a time). Returns 0, or a negative errno with a
+ * message in `errbuf` (256 bytes) and the table unchanged (none of the n applied):
+ * -EINVAL for a bad length, a set host bit or a bad hop, -ENOENT for deleting a route
+ * the table lacks (counting the updates before it in the batch), -EOPNOTSUPP for a
+ * table not opened for updates, -ENOMEM. Waits for lookups that were in the old table
+ * (one batch each) before freeing it; lookups never wait. */
+int ofl_lpm6_update(struct ofl_lpm6 *t, const struct ofl_lpm6_op *ops, size_t n,
+                    char *errbuf);
+
+/* One update (ofl_lpm6_update of one op): add or replace route addr/len -> hop, or
+ * delete it. */
+int ofl_lpm6_add(struct ofl_lpm6 *t, const uint8_t addr[16], uint8_t len, uint16_t hop,
+                 char *errbuf);
+int ofl_lpm6_del(struct ofl_lpm6 *t, const uint8_t addr[16], uint8_t len, char *errbuf);
+
+/* The current table of `t` and the place it was counted in (`*slot`), for lookups
+ * until ofl_lpm6_leave; for a built table: t itself. Never waits. */
+const struct ofl_lpm6 *ofl_lpm6_enter(const struct ofl_lpm6 *t, unsigned *slot);
+
+/* The end of the lookups begun with ofl_lpm6_enter (a quiescent point). */
+void ofl_lpm6_leave(const struct ofl_lpm6 *t, unsigned slot);
+
+/* Lookups (batches, and single lookups) begun on a table opened for updates, 0 for
+ * a built one (read while lookups run: a snapshot). */
+uint64_t ofl_lpm6_entered(const struct ofl_lpm6 *t);
+
+/* The distinct routes of a table opened for updates (the /0 included), else of the
+ * table as built (prefixes + default). */
+size_t ofl_lpm6_count(const struct ofl_lpm6 *t);
 
 /* Build a table from `n` routes (hops 1..OFL_ROUTE_MAX_HOP, lengths 0..128, host bits
  * ignored; duplicates: the last wins). Returns 0 and sets `*t`, or a negative errno
@@ -281,12 +361,16 @@ static inline uint32_t ofl_lpm6_dir3(const struct ofl_lpm6 *t, uint32_t e, uint6
 uint16_t ofl_lpm6_lookup_deep(const struct ofl_lpm6 *t, const uint8_t addr[16], uint64_t hi,
                               uint32_t e);
 
+/* ofl_lpm6_lookup on a handle opened for updates: enter, look up, leave. */
+uint16_t ofl_lpm6_lookup_live(const struct ofl_lpm6 *t, const uint8_t addr[16]);
+
 /* The next hop of `addr` (16 bytes, network order): the hop of the longest prefix
  * that contains it, 0 when none does. The plain scalar lookup: dir1, dir2 where the
  * /16 holds longer prefixes, dir3 where the /24 does, and ofl_lpm6_lookup_deep where
  * the /32 does. */
 static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t addr[16])
 {
+    if (__builtin_expect(t->live != NULL, 0)) return ofl_lpm6_lookup_live(t, addr);
     uint64_t hi = ofl_lpm6_be64(addr);
     uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
     if (!(e >> 16)) return (uint16_t)e;

@@ -12,8 +12,9 @@
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
 
-/* Build the IPv4 (IPv6) LPM table named `name` from its options: path= (a prefix
- * file, text or gzip) and nports= (next hops 1..nports by the file rule, default 16).
+/* Build the IPv4 (IPv6: opened for updates, ofl_lpm6_open_live) LPM table named `name`
+ * from its options: path= (a prefix file, text or gzip) and nports= (next hops
+ * 1..nports by the file rule, default 16).
  * Prints what it built, or the error. */
 int ofl_lpm4_open_opts(struct ofl_lpm4 **t, const struct ofl_args *a, const char *name);
 int ofl_lpm6_open_opts(struct ofl_lpm6 **t, const struct ofl_args *a, const char *name);
@@ -23,8 +24,9 @@ int ofl_lpm6_open_opts(struct ofl_lpm6 **t, const struct ofl_args *a, const char
 int ofl_lpm4_pack(void **blob, size_t *len, const struct ofl_args *a, const char *name);
 int ofl_lpm6_pack(void **blob, size_t *len, const struct ofl_args *a, const char *name);
 
-/* The device side: build the table from a blob of routes the host sent. A blob that
- * is not a whole number of routes, or holds a bad route, is -EINVAL (printed). */
+/* The device side: build the table (IPv6: opened for updates) from a blob of routes the
+ * host sent. A blob that is not a whole number of routes, or holds a bad route, is
+ * -EINVAL (printed). */
 int ofl_lpm4_open_blob(struct ofl_lpm4 **t, const void *blob, size_t len,
                        const struct ofl_args *a, const char *name);
 int ofl_lpm6_open_blob(struct ofl_lpm6 **t, const void *blob, size_t len,
@@ -35,8 +37,8 @@ int ofl_lpm6_open_blob(struct ofl_lpm6 **t, const void *blob, size_t len,
  * serves the table's control channel. */
 void ofl_lpm4_ctl(struct ofl_lpm4 *t, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r);
 
-/* The same for an IPv6 table: info only; route updates are refused (-EOPNOTSUPP):
- * the IPv6 structure takes no incremental updates yet. */
+/* The same for an IPv6 table (opened for updates: ofl_lpm6_add, ofl_lpm6_del, each a
+ * rebuild off to the side and one swap while lookups run). */
 void ofl_lpm6_ctl(struct ofl_lpm6 *t, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r);
 
 #endif
