@@ -246,6 +246,21 @@ static int lifeline_run(const char *win, const char *stats, int obeys)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* A run folder `dir`/offlow-run-1-TAG with a stats file host.json in it, and a window
+ * file `dir`/win-TAG beside it (paths in folder[4096], win[4200], stats[4200]). */
+static void run_files(const char *dir, const char *tag, char *folder, char *win, char *stats)
+{
+    snprintf(folder, 4096, "%s/offlow-run-1-%s", dir, tag);
+    snprintf(win, 4200, "%s/win-%s", dir, tag);
+    snprintf(stats, 4200, "%s/host.json", folder);
+    CHECK(mkdir(folder, 0700) == 0, "a run folder");
+    FILE *f = fopen(win, "w");
+    FILE *g = fopen(stats, "w");
+    CHECK(f && g, "a window and a stats file");
+    if (f) fclose(f);
+    if (g) fclose(g);
+}
+
 /* The device process of a runner that exits while a sibling (standing for the
  * runner's threads, which SIGKILL ends one by one) still holds the pipe for 50 ms:
  * reparented at once, it finishes before the pipe closes; finish must still remove
@@ -278,15 +293,7 @@ static void lifeline_orphan(const char *win, const char *stats, int res)
 static void test_lifeline_reparented(const char *dir)
 {
     char folder[4096], win[4200], stats[4200];
-    snprintf(folder, sizeof folder, "%s/offlow-run-1-orphan", dir);
-    snprintf(win, sizeof win, "%s/win-orphan", dir);
-    snprintf(stats, sizeof stats, "%s/host.json", folder);
-    CHECK(mkdir(folder, 0700) == 0, "a run folder");
-    FILE *f = fopen(win, "w");
-    FILE *g = fopen(stats, "w");
-    CHECK(f && g, "a window and a stats file");
-    if (f) fclose(f);
-    if (g) fclose(g);
+    run_files(dir, "orphan", folder, win, stats);
     int res[2];
     CHECK(pipe(res) == 0, "a pipe");
     fflush(stdout);
@@ -333,15 +340,7 @@ static void test_lifeline(const char *dir)
      * whose thread never ran stands for that moment. */
     int life[2];
     CHECK(pipe(life) == 0, "a pipe");
-    snprintf(folder, sizeof folder, "%s/offlow-run-1-early", dir);
-    snprintf(win, sizeof win, "%s/win-early", dir);
-    snprintf(stats, sizeof stats, "%s/host.json", folder);
-    CHECK(mkdir(folder, 0700) == 0, "a run folder");
-    FILE *f = fopen(win, "w");
-    FILE *g = fopen(stats, "w");
-    CHECK(f && g, "a window and a stats file");
-    if (f) fclose(f);
-    if (g) fclose(g);
+    run_files(dir, "early", folder, win, stats);
     char live[4300];
     snprintf(live, sizeof live, "%s.live", stats);
     FILE *h = fopen(live, "w");

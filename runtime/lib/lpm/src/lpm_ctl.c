@@ -7,10 +7,16 @@
 #include "offlow/ctl.h"
 #include "offlow/lpm_tables.h"
 
-/* The route of an add or delete message: its length, hop (add) and address. */
+/* The route of an add or delete message: its length, hop (add) and address; any
+ * other message (or a wrong size) is answered with the error here. */
 static int route_of(const uint8_t *msg, size_t len, uint8_t *plen, uint16_t *hop,
                     const uint8_t **addr, struct ofl_ctl_reply *r)
 {
+    if (msg[0] != OFL_CTL_ROUTE_ADD && msg[0] != OFL_CTL_ROUTE_DEL) {
+        ofl_ctl_fail(r, -EOPNOTSUPP, "a route table takes route add and delete, not '%c'",
+                     msg[0] >= 32 && msg[0] < 127 ? msg[0] : '?');
+        return -EOPNOTSUPP;
+    }
     size_t want = msg[0] == OFL_CTL_ROUTE_ADD ? 20 : 18;
     if (len != want) {
         ofl_ctl_fail(r, -EINVAL, "route message of %zu bytes, want %zu", len, want);
@@ -32,11 +38,6 @@ void ofl_lpm4_ctl(struct ofl_lpm4 *t, const uint8_t *msg, size_t len, struct ofl
     if (msg[0] == OFL_CTL_INFO) {
         struct ofl_ctl_info in = {OFL_CTL_LPM4, 'u', 2, 0, ofl_lpm4_count(t), t->updates};
         ofl_ctl_ok(r, &in, sizeof in);
-        return;
-    }
-    if (msg[0] != OFL_CTL_ROUTE_ADD && msg[0] != OFL_CTL_ROUTE_DEL) {
-        ofl_ctl_fail(r, -EOPNOTSUPP, "a route table takes route add and delete, not '%c'",
-                     msg[0] >= 32 && msg[0] < 127 ? msg[0] : '?');
         return;
     }
     uint8_t plen;
@@ -65,11 +66,6 @@ void ofl_lpm6_ctl(struct ofl_lpm6 *t, const uint8_t *msg, size_t len, struct ofl
         _Static_assert(sizeof in == 3 * sizeof b[0], "info is three words");
         memcpy(b, &in, sizeof in);
         ofl_ctl_ok(r, b, sizeof b);
-        return;
-    }
-    if (msg[0] != OFL_CTL_ROUTE_ADD && msg[0] != OFL_CTL_ROUTE_DEL) {
-        ofl_ctl_fail(r, -EOPNOTSUPP, "a route table takes route add and delete, not '%c'",
-                     msg[0] >= 32 && msg[0] < 127 ? msg[0] : '?');
         return;
     }
     uint8_t plen;
