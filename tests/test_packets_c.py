@@ -38,9 +38,9 @@ def test_pcap_and_synthetic_ports(sanitize: bool, tmp_path: Path) -> None:
     res = run_c(exe, str(DATA), str(tmp_path), timeout=120)
     _check("test_ports", res)
     # source kinds a library adds: what the runtime says of each (test_source_kinds)
-    assert "offlow nic: source rx: unknown kind `fake` (pcap, synth, udp)\n" in res.stderr
+    assert "offlow nic: source rx: unknown kind `fake` (pcap, synth, udp, afpacket)\n" in res.stderr
     assert "offlow nic: source rx: fake rx part 1 of 2, loops 3\n" in res.stderr
-    assert "offlow nic: source tx: unknown kind `other` (pcap, synth, udp, fake)\n" in res.stderr
+    assert "offlow nic: source tx: unknown kind `other` (pcap, synth, udp, afpacket, fake)\n" in res.stderr
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])

@@ -892,7 +892,7 @@ static int fake_open(struct ofl_src **s, const struct ofl_args *a, const char *n
  * kinds (a->src_kinds), and refuses one that no library adds. */
 static void test_source_kinds(void)
 {
-    const struct ofl_src_kind kinds[] = { { "fake", fake_open }, { NULL, NULL } };
+    const struct ofl_src_kind kinds[] = { { "fake", fake_open, NULL }, { NULL, NULL, NULL } };
     char *argv[] = { "test", "--window", "/none", "--opt", "rx.kind=fake", "--opt",
                      "rx.loops=3", "--opt", "tx.kind=other", NULL };
     struct ofl_args a;
