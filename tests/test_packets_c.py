@@ -40,7 +40,8 @@ def test_pcap_and_synthetic_ports(sanitize: bool, tmp_path: Path) -> None:
     # source kinds a library adds: what the runtime says of each (test_source_kinds)
     assert "offlow nic: source rx: unknown kind `fake` (pcap, synth, udp, afpacket)\n" in res.stderr
     assert "offlow nic: source rx: fake rx part 1 of 2, loops 3\n" in res.stderr
-    assert "offlow nic: source tx: unknown kind `other` (pcap, synth, udp, afpacket, fake)\n" in res.stderr
+    assert ("offlow nic: source tx: unknown kind `other` (pcap, synth, udp, afpacket, "
+            "fake)\n") in res.stderr
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
