@@ -40,6 +40,17 @@ def no_segments() -> None:
     Program("x").to_ir()
 
 
+def ports_as_strings() -> None:
+    from offlow import Element
+
+    class OddOnly(Element):  # a user's element naming its ports by strings
+        inputs = ("inp",)
+        outputs = ("keep", "rest")
+        body = "if (pkt->len & 1) EMIT(keep); else EMIT(rest);"
+
+    OddOnly("odd")
+
+
 def table_not_shared() -> None:
     from offlow.elements import Count
 
@@ -154,6 +165,8 @@ def not_an_output() -> None:
     (unknown_attribute,
      "unknown attribute `colour` (device, cores, group, ordered, steer, vector, batch, depth)"),
     (no_segments, "segment"),
+    (ports_as_strings, "element `odd` (OddOnly): inputs must be Port objects, not 'inp'; "
+                       "write Port('inp')"),
     (table_not_shared,
      "element `c`: table `counts` must be a Shared(...) or Table(...) value, not list"),
     (two_tables_one_name, "two different shared tables are named `t`"),
@@ -174,7 +187,7 @@ def not_an_output() -> None:
     (channel_without_device, "channel `c`: cannot tell which device serves it (no segment "
                              "uses its tables); say device=..."),
     (channel_body_does_not_parse, "channel `c`: "
-         f"{__file__}:138: element `h`: C does not parse"),
+         f"{__file__}:149: element `h`: C does not parse"),
     (group_not_a_flag, "--set `app.group=maybe`: group must be on or off"),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_error_message(make: Callable[[], None], message: str) -> None:

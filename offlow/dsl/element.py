@@ -119,6 +119,13 @@ class Element:
         self.param_values: dict[str, Any] = {}
         self.table_refs: dict[str, Shared | Table] = {}
         self.links: dict[str, PortRef] = {}
+        for what, ports in (("inputs", self.inputs), ("outputs", self.outputs)):
+            bad = [p for p in ports if not isinstance(p, Port)]
+            if bad:
+                raise OfflowError(
+                    f"element `{self.name}` ({type(self).__name__}): {what} must be Port "
+                    f"objects, not {bad[0]!r}; write Port({bad[0]!r}) (or Port(name, type))"
+                )
         for key, value in kwargs.items():
             if key in self.params:
                 c_literal(value, self.params[key], f"element `{self.name}` param `{key}`")
