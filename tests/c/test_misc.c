@@ -1,4 +1,4 @@
-/* Error text, the JSON writer, CPU pinning, the waiter, whole-file reads and
+/* Error text, the vector level, the JSON writer, CPU pinning, the waiter, whole-file reads and
  * writes, and the runner's lifeline. usage: test_misc TMPDIR */
 #include <errno.h>
 #include <math.h>
@@ -17,6 +17,7 @@
 #include "offlow/file.h"
 #include "offlow/lifeline.h"
 #include "offlow/live.h"
+#include "offlow/simd.h"
 #include "offlow/queue.h"
 #include "offlow/stats.h"
 #include "offlow/stop.h"
@@ -383,6 +384,30 @@ static int live_answered(struct live_calls *c, uint32_t seq)
     return 0;
 }
 
+/* OFFLOW_SIMD caps the level, never raises it above the CPU's, and a name that is no
+ * level is an error for ofl_simd_check_env (and ignored by ofl_simd_level). */
+static void test_simd(void)
+{
+    char err[256];
+    enum ofl_simd cpu = ofl_simd_cpu(), s;
+    CHECK(unsetenv("OFFLOW_SIMD") == 0, "OFFLOW_SIMD unset");
+    CHECK(ofl_simd_level() == cpu, "unset: the CPU's level (%s)", ofl_simd_name(cpu));
+    CHECK(ofl_simd_check_env(err) == 0, "unset: no error");
+    for (int i = OFL_SIMD_SCALAR; i <= OFL_SIMD_AVX512; i++) {
+        CHECK(ofl_simd_parse(ofl_simd_name((enum ofl_simd)i), &s) == 0 && (int)s == i,
+              "%s parses back", ofl_simd_name((enum ofl_simd)i));
+        CHECK(setenv("OFFLOW_SIMD", ofl_simd_name((enum ofl_simd)i), 1) == 0, "set");
+        CHECK((int)ofl_simd_level() == (i < (int)cpu ? i : (int)cpu), "OFFLOW_SIMD=%s caps at %s",
+              ofl_simd_name((enum ofl_simd)i), ofl_simd_name(ofl_simd_level()));
+        CHECK(ofl_simd_check_env(err) == 0, "a known name is no error");
+    }
+    CHECK(setenv("OFFLOW_SIMD", "avx1024", 1) == 0, "set");
+    CHECK(ofl_simd_level() == cpu, "an unknown name is ignored by the level");
+    CHECK(ofl_simd_check_env(err) == -EINVAL && strstr(err, "avx1024"), "and named by the check: %s", err);
+    CHECK(ofl_simd_parse("AVX2", &s) == -EINVAL, "names are lower case");
+    CHECK(unsetenv("OFFLOW_SIMD") == 0, "OFFLOW_SIMD unset");
+}
+
 static void test_live(void)
 {
     volatile uint32_t req = 0;
@@ -417,6 +442,7 @@ int main(int argc, char **argv)
     test_waiter();
     test_file(argv[1]);
     test_live();
+    test_simd();
     test_lifeline(argv[1]);
     test_lifeline_reparented(argv[1]);
     return CHECK_DONE();
