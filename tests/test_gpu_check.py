@@ -25,7 +25,7 @@ WHY = gpu.TARGET.unusable()
 def test_the_gpu_check_writes_its_results_as_json(tmp_path: Path) -> None:
     out = tmp_path / "check"
     env = dict(os.environ, OFFLOW_PYTHON=sys.executable,
-               OFFLOW_DATA=str(DEFAULT_PREFIXES.parent))
+               OFFLOW_DATA=str(DEFAULT_PREFIXES.parent), OFFLOW_LENT_WORK=str(tmp_path / "work"))
     res = subprocess.run([str(ROOT / "tools" / "gpu_check.sh"), str(out), "--smoke"],
                          capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

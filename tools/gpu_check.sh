@@ -5,17 +5,17 @@
 # into OUT.
 #
 #   tools/gpu_check.sh --bundle            on a machine with Debian's packages (this
-#                                          one): put what a bare GPU machine lacks into
-#                                          .gpu-check/ (carry it there with the tree)
+#                                          one): put what a bare lent machine lacks into
+#                                          .lent/ (carry it there with the tree;
+#                                          tools/lent.sh)
 #   tools/gpu_check.sh OUT [--smoke]       on the GPU machine: the check; --smoke: one C
 #                                          test, the gpu climber's test, a tiny sweep
 #                                          and 500 climbs on the gpu (seconds; the
 #                                          suite runs it on PoCL)
 #
 # What a bare GPU machine (NVIDIA driver, nvcc, gcc, Python 3.12 with numpy, no package
-# registry, no libpcap headers) lacks travels in .gpu-check/: libpcap's and OpenCL's
-# headers and link libraries, the Python packages the tests import (wheels), and the
-# shared inputs (the BGP table, the captures, kroA100.tsp). NVIDIA's OpenCL library is often not
+# registry, no libpcap headers) lacks travels in .lent/ (tools/lent.sh says what is
+# there and how the check takes it). NVIDIA's OpenCL library is often not
 # registered with the ICD loader: the check writes an ICD file of its own naming
 # libnvidia-opencl.so.1 (OCL_ICD_VENDORS) and asks for a GPU (OFFLOW_OPENCL_DEVICE=gpu);
 # without one it runs on whatever OpenCL device is there (PoCL) and says so.
@@ -24,60 +24,20 @@
 # gpu climber's time and best length, elapsed), tests.xml (pytest's JUnit report),
 # bench_gpu.json, bench_tsp.json (--smoke: tsp_gpu.json, offlow tsp's), and the logs.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-bundle=${OFFLOW_GPU_BUNDLE:-$root/.gpu-check}
-python=${OFFLOW_PYTHON:-python3}
+# shellcheck source=tools/lent.sh
+. "$(dirname "$0")/lent.sh"
+root=$lent_root
 
 if [ "${1:-}" = "--bundle" ]; then
-    rm -rf "$bundle"
-    mkdir -p "$bundle/include" "$bundle/lib" "$bundle/wheels" "$bundle/data"
-    cp -r /usr/include/pcap /usr/include/pcap.h /usr/include/CL "$bundle/include/"
-    multi=$(gcc -print-multiarch)
-    for lib in libpcap.so libOpenCL.so; do
-        real=$(readlink -f "/usr/lib/$multi/$lib")
-        cp "$real" "$bundle/lib/"
-        ln -sf "$(basename "$real")" "$bundle/lib/$lib"
-        soname=$(objdump -p "$real" | awk '/SONAME/ {print $2}')
-        [ "$soname" = "$(basename "$real")" ] || ln -sf "$(basename "$real")" "$bundle/lib/$soname"
-    done
-    # the Python packages the tests import beyond numpy (pure Python: any 3.x)
-    "$python" -m pip download -q --only-binary=:all: --python-version 3.12 \
-        --platform manylinux2014_x86_64 -d "$bundle/wheels" \
-        pytest pycparser dpkt setuptools
-    data=${OFFLOW_DATA:-$root/../shared/data}
-    cp "$data/bgp-full-table.txt.gz" "$data/tls_ciphers.pcap" "$data/quic.pcap" \
-        "$data/kroA100.tsp" "$bundle/data/"
-    du -sh "$bundle"
+    lent_bundle
     exit 0
 fi
 
 [ $# -ge 1 ] || { echo "usage: tools/gpu_check.sh OUT [--smoke] | --bundle" >&2; exit 2; }
 out=$(realpath -m "$1")
 smoke=${2:-}
-mkdir -p "$out"
 t0=$(date +%s)
-note() { echo "gpu_check: $*" | tee -a "$out/check.log"; }
-: > "$out/check.log"
-
-# C headers and libraries this machine lacks: the bundle's (gcc reads CPATH and
-# LIBRARY_PATH; the programs it builds find the bundle's libraries at run time)
-probe() { echo "#include <$1>" | gcc -E -x c - >/dev/null 2>&1; }
-add_path() { export "$1"="$2${!1:+:${!1}}"; }
-if ! probe pcap.h || ! probe CL/cl.h; then
-    [ -d "$bundle/include" ] || { note "no pcap.h or CL/cl.h here and no bundle at $bundle" \
-                                      "(make it with tools/gpu_check.sh --bundle)"; exit 1; }
-    add_path CPATH "$bundle/include"
-    note "headers from $bundle/include"
-fi
-if [ -d "$bundle/lib" ]; then
-    for lib in libpcap.so libOpenCL.so; do
-        case $(gcc -print-file-name=$lib) in
-            /*) ;;
-            *) add_path LIBRARY_PATH "$bundle/lib"; add_path LD_LIBRARY_PATH "$bundle/lib"
-               note "$lib from $bundle/lib";;
-        esac
-    done
-fi
+lent_env "$out"
 
 # OpenCL: NVIDIA's ICD, when its library is here, beside the registered ones
 nv=$( (ldconfig -p 2>/dev/null | awk '/libnvidia-opencl.so.1/ {print $NF; exit}') || true)
@@ -97,26 +57,6 @@ if [ -n "$nv" ]; then
 else
     note "no NVIDIA OpenCL library: the check runs on the OpenCL device there is (PoCL?)"
 fi
-
-# Python: pytest and the packages the tests import, from the bundle when missing
-if ! "$python" -c "import pytest, pycparser, dpkt, numpy" 2>/dev/null; then
-    [ -d "$bundle/wheels" ] || { note "Python lacks pytest/pycparser/dpkt and there is no" \
-                                      "bundle"; exit 1; }
-    "$python" -m venv --system-site-packages "$out/venv"
-    python=$out/venv/bin/python
-    "$python" -m pip install -q --no-index --find-links "$bundle/wheels" pytest pycparser dpkt
-    note "Python packages from $bundle/wheels into $out/venv"
-fi
-export PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}"
-export OFFLOW_CACHE="${OFFLOW_CACHE:-$out/cache}"  # (builds of this check, unless told)
-if [ -z "${OFFLOW_DATA:-}" ]; then
-    if [ -f "$root/../shared/data/bgp-full-table.txt.gz" ]; then
-        export OFFLOW_DATA=$root/../shared/data
-    else
-        export OFFLOW_DATA=$bundle/data
-    fi
-fi
-note "python $("$python" -c 'import sys; print(sys.version.split()[0])'), data $OFFLOW_DATA"
 
 cd "$root"
 status=0
