@@ -36,7 +36,12 @@ def build_c(sources: Sequence[Path], name: str, libs: Sequence[str] = ("core",),
 
 def run_c(exe: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run a C test program; sanitizer failures make it exit non-zero."""
-    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
+    # the caller's ASAN_OPTIONS after ours (the later wins): tools/gpu_check.sh needs
+    # protect_shadow_gap=0 for NVIDIA's OpenCL library
+    asan = "detect_leaks=1:abort_on_error=0"
+    if os.environ.get("ASAN_OPTIONS"):
+        asan += ":" + os.environ["ASAN_OPTIONS"]
+    env = dict(os.environ, ASAN_OPTIONS=asan,
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     return subprocess.run([str(exe), *args], capture_output=True, text=True,
                           timeout=timeout, env=env)

@@ -14,7 +14,7 @@ import pytest
 from offlow import Element, Handler, Port, Program, Shared, Sink, Source
 from offlow.build import build, compile_program, plan_program
 from offlow.cli import load_program, main
-from offlow.codegen.opencl import roi
+from offlow.codegen.opencl import kernel_source, point_into_program, roi
 from offlow.dsl.program import OFFLOAD_BATCH_MAX, OFFLOAD_DEPTH_MAX
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.errors import OfflowError
@@ -330,6 +330,21 @@ def test_a_body_the_opencl_compiler_refuses_is_a_compile_error_at_its_line() -> 
         "    static const uint8_t mark[2] = {1, 2};") + 1
     assert f"{Path(__file__).name}:{line}:" in text and "static" in text, text
 
+
+
+def test_a_compiler_log_that_ignores_line_directives_still_points_into_the_program() -> None:
+    """NVIDIA's OpenCL compiler names `<kernel>:LINE:COL` in the kernel's own lines (seen on
+    an H100); the error must still point at the body's line in this file."""
+    plan = plan_program(_placed(StaticLocal("stat")))
+    kernel = kernel_source(plan, plan.segment("mid"))
+    at = kernel.split("\n").index("    static const uint8_t mark[2] = {1, 2};") + 1
+    log = (f"<kernel>:{at}:26: error: variables in function scope cannot be declared static\n"
+           "<kernel>:1:1: note: before any #line")
+    line = Path(__file__).read_text().splitlines().index(
+        "    static const uint8_t mark[2] = {1, 2};") + 1
+    assert point_into_program(log, kernel) == (
+        f"{Path(__file__)}:{line}:26: error: variables in function scope cannot be declared "
+        "static\n<kernel>:1:1: note: before any #line")
 
 # ---- the runtime's gpu library ------------------------------------------------------
 

@@ -15,7 +15,7 @@
 
 lent_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 lent_bundle_dir=${OFFLOW_LENT_BUNDLE:-$lent_root/.lent}
-lent_work=${OFFLOW_LENT_WORK:-$lent_root/.lent-work}  # the venv and the builds (not OUT)
+lent_work=${OFFLOW_LENT_WORK:-$lent_root/.lent-work}  # the packages and builds (not OUT)
 python=${OFFLOW_PYTHON:-python3}
 
 # copy shared library $1 (a path) into folder $2 with its SONAME and unversioned links
@@ -28,6 +28,17 @@ _lent_copy_lib() {
     [ -z "$soname" ] || [ "$soname" = "$base" ] || ln -sf "$base" "$2/$soname"
     local plain=${base%%.so*}.so
     [ "$plain" = "$base" ] || ln -sf "$base" "$2/$plain"
+}
+
+# copy shared library $1 and the libraries it needs (but glibc's own) into folder $2
+_lent_copy_closure() {
+    _lent_copy_lib "$1" "$2"
+    ldd "$1" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+        case $(basename "$lib") in
+            libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*) ;;
+            *) _lent_copy_lib "$lib" "$2";;
+        esac
+    done
 }
 
 # DPDK for `offlow bench router --sweeps lookups` (bench_dpdk_lpm.c): headers, the
@@ -45,9 +56,8 @@ _lent_bundle_dpdk() {
     echo 'int main(void) { return 0; }' > "$probe/p.c"
     # shellcheck disable=SC2086
     gcc "$probe/p.c" -o "$probe/p" -Wl,--no-as-needed $libs
-    ldd "$probe/p" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
-        case $(basename "$lib") in libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*) ;;
-            *) _lent_copy_lib "$lib" "$d/lib";; esac
+    ldd "$probe/p" | awk '/librte_/ {print $3}' | while read -r lib; do
+        _lent_copy_closure "$lib" "$d/lib"
     done
     rm -rf "$probe"
     cp "$(readlink -f "$(command -v pkgconf)")" "$d/bin/pkg-config"
@@ -71,8 +81,8 @@ lent_bundle() {
     cp -r /usr/include/pcap /usr/include/pcap.h /usr/include/CL "$lent_bundle_dir/include/"
     local multi lib
     multi=$(gcc -print-multiarch)
-    for lib in libpcap.so libOpenCL.so; do
-        _lent_copy_lib "/usr/lib/$multi/$lib" "$lent_bundle_dir/lib"
+    for lib in libpcap.so libOpenCL.so; do  # (libpcap needs libdbus, absent there)
+        _lent_copy_closure "/usr/lib/$multi/$lib" "$lent_bundle_dir/lib"
     done
     _lent_bundle_dpdk
     # offlow's dependencies (pyproject.toml) but numpy, which the machine has, and pytest
@@ -121,11 +131,12 @@ lent_env() {
 prometheus_client" 2>/dev/null; then
         [ -d "$lent_bundle_dir/wheels" ] || { note "Python lacks offlow's packages and there" \
             "is no bundle"; return 1; }
-        "$python" -m venv --system-site-packages "$lent_work/venv"
-        python=$lent_work/venv/bin/python
-        "$python" -m pip install -q --no-index --no-deps --find-links \
-            "$lent_bundle_dir/wheels" "$lent_bundle_dir"/wheels/*.whl
-        note "Python packages from $lent_bundle_dir/wheels into $lent_work/venv"
+        # into a folder of their own on PYTHONPATH: beside whatever interpreter has numpy
+        # (there, a venv of torch's: a venv made from it would not see its packages)
+        "$python" -m pip install -q --upgrade --no-index --no-deps --target "$lent_work/site" \
+            "$lent_bundle_dir"/wheels/*.whl
+        _lent_add_path PYTHONPATH "$lent_work/site"
+        note "Python packages from $lent_bundle_dir/wheels into $lent_work/site"
     fi
     export PYTHONPATH="$lent_root${PYTHONPATH:+:$PYTHONPATH}"
     export OFFLOW_CACHE="${OFFLOW_CACHE:-$lent_work/cache}"  # (builds of this check)

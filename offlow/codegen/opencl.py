@@ -18,6 +18,8 @@ queue of its exit, in arrival order (runtime/lib/gpu: gpu.h)."""
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 from offlow import cbuild
@@ -263,3 +265,32 @@ def build_options() -> str:
     return (f"-cl-std=CL1.2 -I{CL_DIR / 'shim'} -I{CL_DIR} -I{CORE / 'include'} "
             f"-I{CORE / 'src'}")
 
+
+
+def program_position(kernel: str, line: int) -> tuple[str, int] | None:
+    """Where line `line` (1-based) of `kernel` comes from, by the kernel's own #line
+    directives (what a C preprocessor would report): a file and its line, or None for a
+    line before the first directive."""
+    where = None
+    for k, text in enumerate(kernel.split("\n")[:line - 1], start=1):
+        if text.startswith("#line "):
+            _, number, name = text.split(None, 2)
+            where = (json.loads(name), int(number), k)
+    if where is None:
+        return None
+    name, number, k = where
+    return name, number + line - (k + 1)
+
+
+# a position in the kernel as NVIDIA's compiler gives it (it ignores #line)
+_KERNEL_POSITION = re.compile(r"<kernel>:(\d+):(\d+):")
+
+
+def point_into_program(log: str, kernel: str) -> str:
+    """An OpenCL compiler's log with the kernel positions it names (`<kernel>:LINE:COL:`,
+    from compilers that ignore #line) rewritten to the program's files and lines; a log
+    that honours #line (PoCL's) is returned as it is."""
+    def where(m: re.Match[str]) -> str:
+        pos = program_position(kernel, int(m.group(1)))
+        return f"{pos[0]}:{pos[1]}:{m.group(2)}:" if pos else m.group(0)
+    return _KERNEL_POSITION.sub(where, log)

@@ -157,7 +157,8 @@ class Gpu(ProcessTarget):
         if res.returncode != 0:
             seg = plan.device(device).segments[0].name
             why = res.stdout.strip() or res.stderr.strip()
-            raise OfflowError(f"segment `{seg}` on gpu: {why}")
+            kernel = (directory / f"{device}.cl").read_text()
+            raise OfflowError(f"segment `{seg}` on gpu: {opencl.point_into_program(why, kernel)}")
         stamp.write_text(res.stdout)
         return exe
 
