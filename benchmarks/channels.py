@@ -50,6 +50,11 @@ per-batch (per-repetition) ratios, which preemption on a shared machine disturbs
 least; a throughput configuration runs in several processes, because on the 2-vCPU
 machine one process sometimes runs slow for all of its life.
 
+The report prints the CPU's features and the CRC32C path the bench program ran
+(`ofl_crc32c_path`: AVX-512 or AVX2 VPCLMULQDQ folding, the crc32 instruction or the
+table; OFFLOW_SIMD caps it, see docs/channels.md); on a CPU without AVX-512 it says
+that the ceilings (memcpy, and copy+CRC32C alone) bound the bulk rows.
+
 Ratios and targets (reported, never enforced): direct round trip <= 1.5x the
 cache-line ping-pong; bulk throughput >= 0.8x memcpy at >= 1 MB; round trip and bulk
 throughput (>= 1 MB, one transfer) at least as good as UCX (ratios of medians).
@@ -71,7 +76,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.common import C
-from benchmarks.common.machine import machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, quiet_check
 from offlow.cbuild import TOOL, build_exe
 from offlow.debian import apt_install
 from offlow.errors import OfflowError
@@ -354,7 +359,8 @@ def measure(sw: Sweep, ucx: bool = True, install: bool = True) -> dict:
     exe = str(build())
     info = machine()
     info["quiet"] = quiet_check(1.0)
-    res: dict = {"benchmark": "channels", "machine": info, "sweep": asdict(sw)}
+    res: dict = {"benchmark": "channels", "machine": info, "features": cpu_features(),
+                 "sweep": asdict(sw)}
     res["copy"] = _run([exe, "copy", _csv(sw.sizes), str(sw.copy_reps)], "bench_chan copy")
     res["pingpong"] = _run([exe, "pingpong", str(sw.pingpong_batches), str(sw.lat_per)],
                            "bench_chan pingpong")
@@ -567,6 +573,11 @@ def format_report(res: dict, rat: dict) -> str:
            f"{DEV_CPU} (pinned: {lat['pinned']}), channels in shared memory",
            f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; busy before the "
            "run: " + ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())]
+    out.append(f"CPU features: {' '.join(res['features']) or '-'}; CRC32C path (copy+CRC32C "
+               f"of 256 B and more): {res['copy']['crc_path']}")
+    if "avx512f" not in res["features"]:
+        out.append("  this CPU lacks AVX-512 (no 512-bit CRC32C folding): the bulk rows' bound "
+                   "here is the ceiling printed below (memcpy, and copy+CRC32C alone)")
     if "pin_note" in lat:
         out.append(f"note: {lat['pin_note']}")
     busy = [k for k, v in m.get("quiet", {}).items() if v > BUSY]

@@ -270,3 +270,39 @@ def test_without_ucx_the_ucx_targets_are_not_judged(
     assert all("NOT JUDGED (no ucx_perftest here)" in channels.verdict_line(v) for v in ucx)
     text = channels.format_report(res, rat)
     assert "UCX not available: no ucx_perftest here" in text
+
+
+CRC_PATHS = ("avx512+vpclmulqdq", "avx2+vpclmulqdq", "sse4.2", "table")
+
+
+def test_report_names_the_crc_path_and_the_cpu(result: tuple[dict, Path, Path, str]) -> None:
+    res, _, _, text = result
+    path = res["copy"]["crc_path"]
+    assert path in CRC_PATHS
+    # Every mode's program ran the same path (one process environment).
+    assert {r["crc_path"] for r in res["tput"]} | {res["lat"]["crc_path"]} == {path}
+    assert f"CPU features: {' '.join(res['features']) or '-'}; CRC32C path" in text
+    assert f": {path}\n" in text
+    lacks = "this CPU lacks AVX-512" in text
+    assert lacks == ("avx512f" not in res["features"])
+    if lacks:
+        assert path != "avx512+vpclmulqdq"
+    # The same result read as a CPU without AVX-512 says where the bound is.
+    other = {**res, "features": [f for f in res["features"] if not f.startswith("avx512")]}
+    assert "this CPU lacks AVX-512" in channels.format_report(other, channels.ratios(other))
+
+
+@pytest.mark.parametrize("level", ["scalar", "avx2"])
+def test_the_bench_reports_the_path_a_level_forces(level: str, cache: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    feats = channels.cpu_features()
+    want = {"scalar": "sse4.2" if "sse4_2" in feats else "table",
+            "avx2": "avx2+vpclmulqdq" if {"avx2", "vpclmulqdq"} <= set(feats) else None}[level]
+    if want is None:
+        pytest.skip("CPU lacks avx2 or vpclmulqdq")
+    monkeypatch.setenv("OFFLOW_SIMD", level)
+    exe = channels.build()
+    res = subprocess.run([str(exe), "copy", "4096", "1"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["crc_path"] == want

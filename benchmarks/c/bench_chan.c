@@ -392,8 +392,8 @@ static void print_copy_bytes(const struct shared *sh)
 static void print_common(const char *mode, int host_pinned, int dev_pinned)
 {
     printf("\"mode\": \"%s\", \"cpus\": %d, \"host_cpu\": %d, \"device_cpu\": %d, "
-           "\"pinned\": %s", mode, ofl_ncpus(), HOST_CPU, DEV_CPU,
-           host_pinned && dev_pinned ? "true" : "false");
+           "\"pinned\": %s, \"crc_path\": \"%s\"", mode, ofl_ncpus(), HOST_CPU, DEV_CPU,
+           host_pinned && dev_pinned ? "true" : "false", ofl_crc32c_path());
     if (!(host_pinned && dev_pinned))
         printf(", \"pin_note\": \"fewer than 2 CPUs or pinning failed: host and device "
                "share a CPU\"");

@@ -154,56 +154,6 @@ static void reap_quiet(pid_t pid)
     waitpid(pid, &st, 0);
 }
 
-/* ---- CRC32C ---- */
-
-static uint32_t crc_bitwise(const uint8_t *p, size_t n)
-{
-    uint32_t c = ~0u;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
-static void test_crc32c(void)
-{
-    CHECK(ofl_crc32c(0, "123456789", 9) == 0xE3069283u, "crc32c(123456789) = E3069283");
-    CHECK(ofl_crc32c_sw(0, "123456789", 9) == 0xE3069283u, "table crc32c(123456789)");
-    size_t n = 200000;
-    uint8_t *a = malloc(n + 16), *b = malloc(n + 16);
-    fill(a, n + 16, 7);
-    int bad = 0, bad_split = 0, bad_copy = 0;
-    uint64_t s = 1;
-    for (int t = 0; t < 300; t++) {
-        size_t off = splitmix(&s) % 9, len = t < 100 ? (size_t)t : splitmix(&s) % n;
-        uint32_t want = crc_bitwise(a + off, len);
-        if (ofl_crc32c(0, a + off, len) != want || ofl_crc32c_sw(0, a + off, len) != want) bad++;
-        size_t cut = len ? splitmix(&s) % len : 0;
-        if (ofl_crc32c(ofl_crc32c(0, a + off, cut), a + off + cut, len - cut) != want) bad_split++;
-        if (ofl_crc32c_copy(0, b + 3, a + off, len) != want || memcmp(b + 3, a + off, len))
-            bad_copy++;
-    }
-    /* Every length around the folding path's thresholds (128-byte stripes, 16-byte
-     * blocks, the 256-byte minimum), continuing from a nonzero CRC. */
-    int bad_fold = 0;
-    for (size_t len = 100; len < 700; len++) {
-        size_t off = len % 7;
-        uint32_t head = ofl_crc32c_sw(0, a, 5);
-        uint32_t want = crc_bitwise(a, len + off + 5);
-        if (ofl_crc32c_sw(0, a, len + off + 5) != want) bad_fold++;
-        if (ofl_crc32c(head, a + 5, len + off) != want) bad_fold++;
-        if (ofl_crc32c_copy(head, b + 1, a + 5, len + off) != want || memcmp(b + 1, a + 5, len + off))
-            bad_fold++;
-    }
-    CHECK(bad == 0, "hardware and table CRC equal a bitwise reference (300 buffers, %d bad)", bad);
-    CHECK(bad_fold == 0, "CRC and copy-and-CRC at every length 100..706 (%d bad)", bad_fold);
-    CHECK(bad_split == 0, "CRC continued across a split equals the whole (%d bad)", bad_split);
-    CHECK(bad_copy == 0, "copy-and-CRC copies and matches (%d bad)", bad_copy);
-    free(a);
-    free(b);
-}
-
 /* ---- region and names ---- */
 
 static void test_names(void)
@@ -1977,7 +1927,6 @@ int main(int argc, char **argv)
         test_stress(nchan, maxlen);
         return CHECK_DONE();
     }
-    test_crc32c();
     test_names();
     test_open_close();
     test_direct_threads();

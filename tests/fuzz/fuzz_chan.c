@@ -28,6 +28,7 @@
 #include "../../runtime/core/src/chan_bulk.c"
 #include "../../runtime/core/src/chan_mem.c"
 #include "../../runtime/core/src/crc32c.c"
+#include "../../runtime/core/src/simd.c"
 #include "../../runtime/core/src/wait.c"
 
 #define FRAME (64 + 8 + 4 + sizeof(struct chan_side) + sizeof(((struct chan_ctl *)0)->sg))

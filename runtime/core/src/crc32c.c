@@ -20,12 +20,19 @@
  * what the crc32 instruction computes from a zero register over X's 16 bytes. The
  * starting register enters as the data's first 32 bits (r * x^(8n) = (r * x^(8n-32))
  * * x^32). The same loop stores each loaded vector, which makes ofl_crc32c_copy one
- * pass over the bytes. The constants were computed with polynomial arithmetic over
- * GF(2) (a few lines of Python) and the results are checked against the byte table
- * by tests/c/test_chan.c. */
+ * pass over the bytes.
+ *
+ * Where the CPU has AVX-512 (and ofl_simd_level() allows it) the same scheme runs on
+ * 512-bit vectors: four accumulators of four 128-bit lanes take 256-byte stripes
+ * (D = 2048 bits), then fold down to the 256-bit kernel's end. The constants
+ * (crc32c_fold.h) are checked by tests/c/test_crc32c.c, which derives them again and
+ * forces every path (OFFLOW_SIMD) against a bitwise reference. */
 #include "offlow/crc32c.h"
 
 #include <string.h>
+
+#include "crc32c_fold.h"
+#include "offlow/simd.h"
 
 /* The Castagnoli polynomial, bit-reflected. */
 #define POLY 0x82F63B78u
@@ -120,23 +127,15 @@ __attribute__((target("sse4.2,pclmul"))) static uint32_t hw_update(uint32_t r, c
     return r;
 }
 
-/* x^n mod P as the reflected 64-bit operand of a carry-less multiply, for the fold
- * distances used below (D bits: x^(63+D) in the low half, x^(D-1) in the high). */
-#define K_1024_LO 0x6577b24500000000ull
-#define K_1024_HI 0x7417153f00000000ull
-#define K_768_LO 0xc92f998d00000000ull
-#define K_768_HI 0x3365346a00000000ull
-#define K_512_LO 0x1c19243b00000000ull
-#define K_512_HI 0x75bba45b00000000ull
-#define K_256_LO 0x33ccbbbc00000000ull
-#define K_256_HI 0xa2158b3400000000ull
-#define K_128_LO 0x3743f7bd00000000ull
-#define K_128_HI 0x3171d43000000000ull
+/* The fold constants of D bits as one 128-bit lane: x^(63+D) mod P low, x^(D-1) high. */
+#define LANE(d) (long long)OFL_CRC_K_##d##_HI, (long long)OFL_CRC_K_##d##_LO
 
 /* Bytes below which the crc32 instruction path is used. */
 #define FOLD_MIN 256
 
 #define FOLD_TARGET __attribute__((target("avx2,vpclmulqdq,pclmul,sse4.2,prfchw")))
+#define FOLD512_TARGET                                                                         \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx2,vpclmulqdq,pclmul,sse4.2,prfchw")))
 /* How far ahead a copy asks for its destination lines in exclusive state (PREFETCHW):
  * a staging ring's lines sit in the reading core's cache, and stores that first have
  * to take them one by one stall the copy. */
@@ -154,13 +153,32 @@ FOLD_TARGET static inline __m128i fold128(__m128i x, __m128i k)
     return _mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00), _mm_clmulepi64_si128(x, k, 0x11));
 }
 
+/* The end both folding kernels share: the two lanes of x (congruent to the `off`
+ * bytes done) fold into one, which takes the remaining whole 16-byte blocks (copied to
+ * `dst` too when it is not NULL); returns the raw register, *used the bytes done. */
+FOLD_TARGET static uint32_t fold_finish(__m256i x2, uint8_t *dst, const uint8_t *src, size_t n,
+                                        size_t off, size_t *used)
+{
+    const __m128i k128 = _mm_set_epi64x(LANE(128));
+    __m128i x = _mm_xor_si128(fold128(_mm256_castsi256_si128(x2), k128),
+                              _mm256_extracti128_si256(x2, 1));
+    for (; n - off >= 16; off += 16) {
+        __m128i d = _mm_loadu_si128((const __m128i *)(src + off));
+        if (dst) _mm_storeu_si128((__m128i *)(dst + off), d);
+        x = _mm_xor_si128(fold128(x, k128), d);
+    }
+    *used = off;
+    uint64_t c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x));
+    return (uint32_t)_mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x, 1));
+}
+
 /* Raw register update over the whole 16-byte blocks of `n` >= 128 bytes at `src`,
- * copying them to `dst` as well when it is not NULL. *used gets the bytes done. */
+ * copying them to `dst` as well when it is not NULL. *used gets the bytes done.
+ * Four 256-bit accumulators: 128-byte stripes, D = 1024. */
 FOLD_TARGET static uint32_t fold_blocks(uint32_t r, uint8_t *dst, const uint8_t *src, size_t n,
                                         size_t *used)
 {
-    const __m256i k1024 = _mm256_set_epi64x((long long)K_1024_HI, (long long)K_1024_LO,
-                                            (long long)K_1024_HI, (long long)K_1024_LO);
+    const __m256i k1024 = _mm256_set_epi64x(LANE(1024), LANE(1024));
     __m256i x0 = _mm256_loadu_si256((const __m256i *)src);
     __m256i x1 = _mm256_loadu_si256((const __m256i *)(src + 32));
     __m256i x2 = _mm256_loadu_si256((const __m256i *)(src + 64));
@@ -194,32 +212,71 @@ FOLD_TARGET static uint32_t fold_blocks(uint32_t r, uint8_t *dst, const uint8_t 
         x3 = _mm256_xor_si256(fold256(x3, k1024), d3);
     }
     /* Lanes of x0, x1, x2 move on by 768, 512 and 256 bits onto those of x3. */
-    const __m256i k768 = _mm256_set_epi64x((long long)K_768_HI, (long long)K_768_LO,
-                                           (long long)K_768_HI, (long long)K_768_LO);
-    const __m256i k512 = _mm256_set_epi64x((long long)K_512_HI, (long long)K_512_LO,
-                                           (long long)K_512_HI, (long long)K_512_LO);
-    const __m256i k256 = _mm256_set_epi64x((long long)K_256_HI, (long long)K_256_LO,
-                                           (long long)K_256_HI, (long long)K_256_LO);
+    const __m256i k768 = _mm256_set_epi64x(LANE(768), LANE(768));
+    const __m256i k512 = _mm256_set_epi64x(LANE(512), LANE(512));
+    const __m256i k256 = _mm256_set_epi64x(LANE(256), LANE(256));
     x3 = _mm256_xor_si256(x3, fold256(x0, k768));
     x3 = _mm256_xor_si256(x3, fold256(x1, k512));
     x3 = _mm256_xor_si256(x3, fold256(x2, k256));
-    const __m128i k128 = _mm_set_epi64x((long long)K_128_HI, (long long)K_128_LO);
-    __m128i x = _mm_xor_si128(fold128(_mm256_castsi256_si128(x3), k128),
-                              _mm256_extracti128_si256(x3, 1));
-    for (; n - off >= 16; off += 16) {
-        __m128i d = _mm_loadu_si128((const __m128i *)(src + off));
-        if (dst) _mm_storeu_si128((__m128i *)(dst + off), d);
-        x = _mm_xor_si128(fold128(x, k128), d);
-    }
-    *used = off;
-    uint64_t c = _mm_crc32_u64(0, (uint64_t)_mm_cvtsi128_si64(x));
-    return (uint32_t)_mm_crc32_u64(c, (uint64_t)_mm_extract_epi64(x, 1));
+    return fold_finish(x3, dst, src, n, off, used);
 }
 
-static int have_fold(void)
+/* Each 128-bit lane of x moved on by D bits, plus d (one three-way XOR). */
+FOLD512_TARGET static inline __m512i fold512(__m512i x, __m512i k, __m512i d)
 {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") &&
-           __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.2");
+    return _mm512_ternarylogic_epi64(_mm512_clmulepi64_epi128(x, k, 0x00),
+                                     _mm512_clmulepi64_epi128(x, k, 0x11), d, 0x96);
+}
+
+/* fold_blocks with 512-bit lanes, for `n` >= 256: four 512-bit accumulators take
+ * 256-byte stripes (D = 2048); x0, x1, x2 then move on by 1536, 1024 and 512 bits onto
+ * x3, whose low half moves on by 256 bits onto its high half, and fold_finish goes on
+ * from those 32 bytes as the 256-bit kernel does. */
+FOLD512_TARGET static uint32_t fold512_blocks(uint32_t r, uint8_t *dst, const uint8_t *src,
+                                              size_t n, size_t *used)
+{
+    const __m512i k2048 = _mm512_set_epi64(LANE(2048), LANE(2048), LANE(2048), LANE(2048));
+    __m512i x0 = _mm512_loadu_si512(src);
+    __m512i x1 = _mm512_loadu_si512(src + 64);
+    __m512i x2 = _mm512_loadu_si512(src + 128);
+    __m512i x3 = _mm512_loadu_si512(src + 192);
+    if (dst) {
+        _mm512_storeu_si512(dst, x0);
+        _mm512_storeu_si512(dst + 64, x1);
+        _mm512_storeu_si512(dst + 128, x2);
+        _mm512_storeu_si512(dst + 192, x3);
+    }
+    x0 = _mm512_xor_si512(x0, _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)r)));
+    size_t off = 256;
+    for (; n - off >= 256; off += 256) {
+        if (dst)
+            for (int l = 0; l < 256; l += 64)
+                __builtin_prefetch(dst + off + PREFETCHW_AHEAD + l, 1, 3);
+        __m512i d0 = _mm512_loadu_si512(src + off);
+        __m512i d1 = _mm512_loadu_si512(src + off + 64);
+        __m512i d2 = _mm512_loadu_si512(src + off + 128);
+        __m512i d3 = _mm512_loadu_si512(src + off + 192);
+        if (dst) {
+            _mm512_storeu_si512(dst + off, d0);
+            _mm512_storeu_si512(dst + off + 64, d1);
+            _mm512_storeu_si512(dst + off + 128, d2);
+            _mm512_storeu_si512(dst + off + 192, d3);
+        }
+        x0 = fold512(x0, k2048, d0);
+        x1 = fold512(x1, k2048, d1);
+        x2 = fold512(x2, k2048, d2);
+        x3 = fold512(x3, k2048, d3);
+    }
+    const __m512i k1536 = _mm512_set_epi64(LANE(1536), LANE(1536), LANE(1536), LANE(1536));
+    const __m512i k1024 = _mm512_set_epi64(LANE(1024), LANE(1024), LANE(1024), LANE(1024));
+    const __m512i k512 = _mm512_set_epi64(LANE(512), LANE(512), LANE(512), LANE(512));
+    x3 = fold512(x0, k1536, x3);
+    x3 = fold512(x1, k1024, x3);
+    x3 = fold512(x2, k512, x3);
+    const __m256i k256 = _mm256_set_epi64x(LANE(256), LANE(256));
+    __m256i x = _mm256_xor_si256(fold256(_mm512_castsi512_si256(x3), k256),
+                                 _mm512_extracti64x4_epi64(x3, 1));
+    return fold_finish(x, dst, src, n, off, used);
 }
 
 /* __builtin_cpu_supports reads libgcc's CPU model data, filled before main. */
@@ -228,14 +285,47 @@ static int have_hw(void)
     return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("pclmul");
 }
 
+enum crc_path { PATH_TABLE, PATH_SSE42, PATH_FOLD256, PATH_FOLD512 };
+
+/* The path buffers of FOLD_MIN bytes and more take: the widest fold ofl_simd_level()
+ * allows where the CPU multiplies vectors (VPCLMULQDQ), else the crc32 instruction,
+ * else the table. Asked per call (no state): reading OFFLOW_SIMD costs about 0.1 us
+ * on the development machine, which doubles a 256-byte CRC (0.09 -> 0.2 us) and is
+ * lost in a bulk transfer's chunks. */
+static enum crc_path large_path(void)
+{
+    if (!have_hw()) return PATH_TABLE;
+    if (!__builtin_cpu_supports("vpclmulqdq")) return PATH_SSE42;
+    enum ofl_simd s = ofl_simd_level();
+    return s >= OFL_SIMD_AVX512 ? PATH_FOLD512 : s >= OFL_SIMD_AVX2 ? PATH_FOLD256 : PATH_SSE42;
+}
+
+/* Folding over `len` >= FOLD_MIN bytes when a fold path is chosen (copying them as
+ * well when dst is not NULL): *r becomes the raw register and the bytes done are
+ * returned (0: no folding path, nothing done). */
+static size_t fold_any(uint32_t *r, uint8_t *dst, const uint8_t *src, size_t len)
+{
+    size_t used = 0;
+    switch (large_path()) {
+    case PATH_FOLD512: *r = fold512_blocks(*r, dst, src, len, &used); break;
+    case PATH_FOLD256: *r = fold_blocks(*r, dst, src, len, &used); break;
+    default: break;
+    }
+    return used;
+}
+
+const char *ofl_crc32c_path(void)
+{
+    static const char *const names[] = {"table", "sse4.2", "avx2+vpclmulqdq", "avx512+vpclmulqdq"};
+    return names[large_path()];
+}
+
 uint32_t ofl_crc32c(uint32_t crc, const void *buf, size_t len)
 {
     const uint8_t *p = buf;
-    if (len >= FOLD_MIN && have_fold()) {
-        size_t used;
-        uint32_t r = fold_blocks(~crc, NULL, p, len, &used);
-        return ~hw_update(r, p + used, len - used);
-    }
+    uint32_t r = ~crc;
+    size_t used = len >= FOLD_MIN ? fold_any(&r, NULL, p, len) : 0;
+    if (used) return ~hw_update(r, p + used, len - used);
     if (have_hw()) return ~hw_update(~crc, buf, len);
     return ~sw_update(~crc, buf, len);
 }
@@ -245,9 +335,9 @@ static uint32_t copy_fold(uint32_t crc, uint8_t *dst, const uint8_t *src, size_t
                           size_t *done)
 {
     *done = 0;
-    if (len < FOLD_MIN || !have_fold()) return crc;
-    size_t used;
-    uint32_t r = fold_blocks(~crc, dst, src, len, &used);
+    uint32_t r = ~crc;
+    size_t used = len >= FOLD_MIN ? fold_any(&r, dst, src, len) : 0;
+    if (!used) return crc;
     memcpy(dst + used, src + used, len - used);
     *done = len;
     return ~hw_update(r, src + used, len - used);
@@ -264,6 +354,11 @@ static uint32_t copy_fold(uint32_t crc, uint8_t *dst, const uint8_t *src, size_t
 uint32_t ofl_crc32c(uint32_t crc, const void *buf, size_t len)
 {
     return ~sw_update(~crc, buf, len);
+}
+
+const char *ofl_crc32c_path(void)
+{
+    return "table";
 }
 #endif
 
