@@ -71,7 +71,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.common import C
-from benchmarks.common.machine import machine, machine_line, quiet_check
+from benchmarks.common.machine import machine, quiet_check
 from offlow.cbuild import TOOL, build_exe
 from offlow.debian import apt_install
 from offlow.errors import OfflowError
@@ -565,8 +565,8 @@ def format_report(res: dict, rat: dict) -> str:
     m, sw, lat = res["machine"], res["sweep"], res["lat"]
     out = [f"offlow bench channels: host process on CPU {HOST_CPU}, device process on CPU "
            f"{DEV_CPU} (pinned: {lat['pinned']}), channels in shared memory",
-           machine_line(m) + "; busy before the run: "
-           + ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())]
+           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; busy before the "
+           "run: " + ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())]
     if "pin_note" in lat:
         out.append(f"note: {lat['pin_note']}")
     busy = [k for k, v in m.get("quiet", {}).items() if v > BUSY]
