@@ -20,7 +20,7 @@ from pathlib import Path
 
 import dpkt
 
-from benchmarks.common.machine import machine, quiet_check
+from benchmarks.common.machine import machine, machine_line, quiet_check
 from offlow import Element, Port, Program, Sink, Source, runner
 
 PROFILE = "liquidio-cn23xx"
@@ -163,7 +163,7 @@ def run(quick: bool = False, out_json: Path | None = None) -> dict:
         res = measure(30_000 if quick else 300_000, 1 if quick else 3, Path(tmp))
     res["machine"], res["busy_before"], res["load"] = machine(), busy, os.getloadavg()
     print(format_report(res))
-    print(f"machine: {res['machine']}; busy before: {busy}; load {res['load']}")
+    print(machine_line(res["machine"]) + f"; busy before: {busy}; load {res['load']}")
     if out_json:
         out_json.write_text(json.dumps(res, indent=1))
         print(f"wrote {out_json}")

@@ -34,7 +34,7 @@ from typing import Any
 import dpkt
 
 from benchmarks.common import C
-from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.peers import bench_cpu
 from offlow import Program, Sink, Source, runner
 from offlow.build import build
@@ -207,8 +207,7 @@ def figure6(sw: Sweep, work_dir: Path) -> list[dict[str, Any]]:
 
 def format_report(res: dict[str, Any]) -> str:
     m = res["machine"]
-    lines = [f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
-             f"{' '.join(res['features']) or 'none'}; busy before timing: {res['busy']}",
+    lines = [machine_line(m, res['features']) + f"; busy before timing: {res['busy']}",
              f"peer: {res['rows'][0]['openssl_version'] if res['rows'] else '?'}, libcrypto "
              f"called directly (EVP, a context kept across packets; BF_cbc_encrypt)", "",
              "per core, one message per payload (MB/s of payload, median [min-max] over "

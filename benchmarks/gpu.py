@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import C, routes
-from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.routes import SEED, TOOLS
 from offlow import cbuild
 from offlow.codegen.opencl import CL_DIR
@@ -108,8 +108,7 @@ def format_report(res: dict) -> str:
     quiet = ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
     out = [f"offlow bench gpu: {res['input']['prefixes']}: {res['routes']:,} IPv4 routes, "
            f"{res['addresses']:,} addresses inside them; device: {res['device']}",
-           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
-           f"{' '.join(res['features']) or '-'}; busy before the run: {quiet}",
+           machine_line(m, res['features']) + f"; busy before the run: {quiet}",
            f"table: {res['table_bytes'] / 2**20:.1f} MiB in device buffers; device set up "
            f"(kernel built, table copied) in {res['setup_s']:.2f} s"]
     if res["pocl"]:

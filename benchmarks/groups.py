@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchmarks.common.machine import machine, machine_line
 from offlow import runner
 from offlow.build import build
 from offlow.cbuild import ROOT
@@ -82,13 +83,14 @@ def measure(prefixes: Path, sw: GroupSweep, progress: bool = True) -> dict:
                     if x["cores"] == 1 and x["grouped"] == r["grouped"]), None)
         r["efficiency"] = (r["mpps"] / (one * r["cores"])
                            if r["mpps"] and one else None)
-    return {"cpus": os.cpu_count(), "packets": sw.packets, "rows": rows}
+    return {"cpus": os.cpu_count(), "packets": sw.packets, "rows": rows, "machine": machine()}
 
 
 def format_report(res: dict) -> str:
     """The sweep as a table: Mpps and scaling efficiency per group size."""
     lines = [f"core-group sweep (Knapp Fig. 8): router lookup segment, {res['packets']:,} "
              f"64-B packets per run, {res['cpus']} CPUs here",
+             *([machine_line(res["machine"])] if "machine" in res else []),
              f"{'cores':>5}  {'layout':<13} {'Mpps':>7}  {'vs linear':>9}  note"]
     for r in res["rows"]:
         mpps = f"{r['mpps']:.3f}" if r["mpps"] else "failed"

@@ -58,6 +58,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.common.machine import machine_line
 from offlow.errors import OfflowError
 
 if TYPE_CHECKING:
@@ -697,7 +698,7 @@ def format_report(res: dict) -> str:
            f"workloads: {loads}; "
            f"keys of {st['key_size']} B, Zipf {st['zipf']:g}, {st['get_ratio']:.0%} GET; "
            f"request timeout {st['timeout_ms']:g} ms",
-           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; busy before the run: "
+           machine_line(m) + "; busy before the run: "
            + ", ".join(f"{k} {v:.0%}" for k, v in m.get("busy_before", {}).items())
            + f"; load average {m['loadavg_before'][0]:.2f} before, "
              f"{m['loadavg_after'][0]:.2f} after",

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import C
-from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.peers import bench_cpu, pkg_config, setup_dpdk
 from offlow.build import DATA
 from offlow.cbuild import build_exe
@@ -247,8 +247,7 @@ def _fmt(x: dict[str, float] | None, digits: int = 2) -> str:
 def report(doc: dict[str, Any]) -> str:
     lines = []
     m = doc["machine"]
-    lines.append(f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
-                 f"{' '.join(doc['features']) or '-'}; busy before: {doc['busy']}")
+    lines.append(machine_line(m, doc['features']) + f"; busy before: {doc['busy']}")
     lines.append(f"peer: {doc['peer']}")
     lines.append(f"input: {doc['input']}")
     lines.append("")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common import C
-from benchmarks.common.machine import machine
+from benchmarks.common.machine import machine, machine_line
 from offlow.cbuild import TOOL, build_exe
 from offlow.errors import OfflowError
 
@@ -144,7 +144,7 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     print(f"one-way latency: one batch in flight, producer's timestamp in its first entry "
           f"to the consumer's dequeue, p50/p99 of {sweep.lat_iters} batches; "
           f"p50 x = offlow p50 / ceiling p50")
-    print(f"machine: {info['cpu']}, {info['cpus']} CPUs, kernel {info['kernel']}")
+    print(machine_line(info))
     print("offlow: qout -> ring -> qin, inline copy engine, seq checked; "
           "ceiling: bare SPSC ring, entries used in place")
     print(format_table(rows))

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks import router_sweeps
-from benchmarks.common.machine import machine, quiet_check
+from benchmarks.common.machine import machine, machine_line, quiet_check
 from benchmarks.common.peers import bench_cpu, pkg_config, setup_dpdk
 from benchmarks.common.routes import (
     LPM_COMMON,
@@ -77,15 +77,19 @@ if TYPE_CHECKING:
     from benchmarks.router_ports import PortSweep
 
 BURST = 64  # addresses per lookup call, a compile-time constant in both C programs
+# offlow's lookups (lpm_bench.h): one by one, the batched scalar path, and (IPv4) the
+# batched path the table chose by the CPU's features and OFFLOW_SIMD
+OURS = ("offlow scalar", "offlow batched", "offlow vector")
 DISTS = ("random", "hits")
 EXAMPLES = 3
 BUSY = 0.2  # the pinned CPU's busy fraction before the run above which the report warns
 
-# Targets (reported, never enforced): IPv4 offlow batched vs rte_fib; IPv6 offlow
-# batched vs the faster of rte_lpm6 / rte_fib6. Each against the fastest lookup
-# function the peer table offers (scalar, or AVX-512 where the CPU has it).
+# Targets (reported, never enforced): IPv4 offlow vector (the batched path the table
+# chose: AVX-512, AVX2 or scalar, docs/simd.md) vs rte_fib; IPv6 offlow batched vs the
+# faster of rte_lpm6 / rte_fib6. Each against the fastest lookup function the peer
+# table offers (scalar, or AVX-512 where the CPU has it).
 TARGETS = (
-    {"family": 4, "ours": "offlow batched", "peers": ("rte_fib", "rte_fib avx512"),
+    {"family": 4, "ours": "offlow vector", "peers": ("rte_fib", "rte_fib avx512"),
      "peer": "rte_fib", "target": 1.25},
     {"family": 6, "ours": "offlow batched",
      "peers": ("rte_lpm6", "rte_fib6", "rte_fib6 avx512"),
@@ -109,7 +113,8 @@ class Sweep:
 
 FULL = Sweep(build_sizes=(10_000, 100_000, None), lookup_size=None, addresses=1 << 20,
              lookup_reps=7, min_time=0.2, build_reps=5, build_budget=2.0, lpm_budget=240.0)
-QUICK = Sweep(build_sizes=(10_000, 100_000, None), lookup_size=100_000, addresses=1 << 18,
+# --quick: the lookups on the full table too, with fewer addresses and shorter timings.
+QUICK = Sweep(build_sizes=(10_000, 100_000, None), lookup_size=None, addresses=1 << 18,
               lookup_reps=5, min_time=0.04, build_reps=3, build_budget=0.5, lpm_budget=5.0)
 
 
@@ -284,6 +289,7 @@ def measure(prefixes: Path, sw: Sweep, use_dpdk: bool = True) -> dict:
                 lookups += _lookups(family, label, len(table), sides, addrs, work, dpdk)
     ratios, verdicts = _ratios(lookups, dpdk)
     return {"benchmark": "router", "machine": info, "pinned_cpu": cpu, "dpdk": dpdk,
+            "simd": summary["simd"],
             "input": {"prefixes": str(prefixes), "v4": summary["v4"], "v6": summary["v6"],
                       "garbage_lines": summary["bad"], "load_s": summary["load_s"],
                       "nports": NPORTS, "seed": SEED,
@@ -447,8 +453,10 @@ def format_report(res: dict) -> str:
     quiet = ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
     out = [f"offlow bench router: {inp['prefixes']} ({inp['v4']:,} IPv4 + {inp['v6']:,} "
            f"IPv6 prefixes; hops {inp['hop_rule']}, {inp['nports']} ports)",
-           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; busy before "
-           f"the run: {quiet}"]
+           machine_line(m) + f"; busy before the run: {quiet}",
+           f"offlow's batched IPv4 lookups (the \"offlow vector\" rows, the router's vector "
+           f"elements): the {res.get('simd', '?')} path (the CPU's widest, capped by "
+           "OFFLOW_SIMD; docs/simd.md)"]
     if "lookups" in res:
         out[-1] += f"; lookups pinned to CPU {res['pinned_cpu']}; both sides {res['cflags']}"
         out += _lookup_report(res)
@@ -530,7 +538,7 @@ def _lookup_report(res: dict) -> list[str]:
         if alone and shown is not alone and any(r["process"] == "dpdk" for r in shown):
             out.append("  offlow's lookups took turns with DPDK's in the DPDK program; "
                        "in the offlow program alone:")
-            for name in ("offlow scalar", "offlow batched"):
+            for name in OURS:
                 by = {r["dist"]: r for r in alone if r["lookup"] == name}
                 if len(by) == len(DISTS):
                     out.append(_rate_line(name, by))
@@ -543,7 +551,7 @@ def _lookup_report(res: dict) -> list[str]:
         out.append("ratios offlow / DPDK, side by side in each repetition: median "
                    "(min-max) over the repetitions")
         for fam in (4, 6):
-            for ours in ("offlow scalar", "offlow batched"):
+            for ours in OURS:
                 rs = [r for r in res["ratios"] if r["family"] == fam and r["ours"] == ours]
                 peers: list[str] = []
                 for r in rs:
@@ -633,7 +641,7 @@ def _base(prefixes: Path, quick: bool) -> dict:
     exe = build_offlow()
     with tempfile.TemporaryDirectory(prefix="offlow-bench-router-") as d:
         summary, _, _ = load_routes(exe, prefixes, Path(d))
-    return {"benchmark": "router", "machine": info,
+    return {"benchmark": "router", "machine": info, "simd": summary["simd"],
             "input": {"prefixes": str(prefixes), "v4": summary["v4"], "v6": summary["v6"],
                       "garbage_lines": summary["bad"], "load_s": summary["load_s"],
                       "nports": NPORTS, "seed": SEED,
@@ -654,8 +662,8 @@ def run(quick: bool = False, out_json: str | os.PathLike[str] | None = None,
     sweeps: which to run, of "lookups", "offload", "sizes", "vector", "l3fwd", "ports", "groups"
     (a list or a comma-separated string; "all"); default all, except that a caller who
     overrides the lookup settings with `sweep` and names no sweep gets the lookups
-    alone. quick: the quick settings of every sweep (the lookups on a 100k-prefix
-    slice, fewer and shorter repetitions). sweep, offload, sizes, l3fwd, vector:
+    alone. quick: the quick settings of every sweep (the lookups on the full table
+    with fewer addresses, fewer and shorter repetitions). sweep, offload, sizes, l3fwd, vector:
     override one sweep's settings (tests use tiny ones). use_dpdk: False measures
     offlow alone (no DPDK tables, no l3fwd)."""
     t_start = time.monotonic()

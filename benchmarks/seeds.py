@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import lso
-from benchmarks.common.machine import machine, quiet_check
+from benchmarks.common.machine import machine, machine_line, quiet_check
 from offlow.planner import profile
 from offlow.planner.calibrate import calibrate
 from offlow.planner.model import HOST, Placement, clock_needed_mhz, predict
@@ -95,8 +95,7 @@ def lso_clocks(work: Path) -> dict[str, Any]:
 def report(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     a = doc["active_nic"]
-    lines = [f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; busy before: "
-             f"{doc['busy']}", "",
+    lines = [machine_line(m) + f"; busy before: {doc['busy']}", "",
              "active-NIC seed, Figure 4: Filter on the NIC, Aggregate on the host; speed-up "
              "over both on one host core (predicted)",
              f"  calibrated here: the NIC's segment (reading the tuples, Filter) "

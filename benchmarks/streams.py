@@ -48,7 +48,7 @@ from typing import Any
 import dpkt
 
 from benchmarks import crypto
-from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from offlow import Element, Program, Sink, Source, runner
 from offlow.build import Build, build
 from offlow.dsl.loader import load_program
@@ -268,8 +268,7 @@ def report(doc: dict[str, Any]) -> str:
     m = doc["machine"]
     lines = [f"stream operators (active-NIC seed, Figures 7-12): {TUPLE_BYTES}-byte tuples, "
              f"{doc['duration']} s a run, best of {doc['reps']}",
-             f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
-             f"{' '.join(doc['features']) or '-'}; busy before: {doc['busy']}",
+             machine_line(m, doc['features']) + f"; busy before: {doc['busy']}",
              f"{'operator':<10}{'NIC':>4}{'MB/s':>9}{'per core':>10}{'host':>8}"
              f"{'vs host':>9}{'vs ceil':>9}  seed  note"]
     for r in doc["operators"]:

@@ -26,7 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.routes import TOOLS
 from offlow import cbuild
 from offlow.errors import OfflowError
@@ -108,8 +108,7 @@ def format_report(res: dict) -> str:
     opt = inp["optimum"]
     out = [f"offlow bench tsp: {inp['file']}: {inp['cities']} cities, {inp['climbs']:,} climbs "
            f"from random tours (seeds {inp['seeds']}); optimum {opt or '-'}",
-           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; busy before the "
-           f"run: {quiet}"]
+           machine_line(m, res["features"]) + f"; busy before the run: {quiet}"]
     head = (f"{'climbers':<58} | {'min s':>7} {'median s':>8} {'max s':>7} | "
             f"{'best':>6} {'vs opt':>7} | {'x ceiling':>9}")
     out += [head, "-" * len(head)]

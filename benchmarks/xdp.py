@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import C, routes
-from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.peers import bench_cpu
 from benchmarks.common.routes import NPORTS, SEED, TOOLS
 from offlow import cbuild
@@ -162,8 +162,7 @@ def format_report(res: dict) -> str:
            f"{res['input']['v4_in_file']:,}); BPF_PROG_TEST_RUN repeat mode, one packet "
            f"per lookup, {sw['passes']} passes over the addresses per run, median of "
            f"{sw['reps']} runs",
-           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
-           f"{' '.join(res['features']) or '-'}; busy before the run: {quiet}; pinned to "
+           machine_line(m, res['features']) + f"; busy before the run: {quiet}; pinned to "
            f"CPU {res['pinned_cpu']}",
            f"offlow table: built in {res['build_s']:.3f} s by ofl_lpm4_build "
            f"({res['blocks']:,} tbl24 blocks, {res['groups']:,} tbl8 groups, "

@@ -49,11 +49,16 @@ def _check_common(res: dict, text: str) -> None:
             assert b["memory"] > 0
     full4 = [b for b in res["builds"] if b["table"] == "offlow lpm4" and b["size"] == "full"]
     assert full4[0]["routes"] == inp["v4"]
-    # Lookups: offlow scalar and batched, both families and distributions, agreeing.
+    # Lookups: offlow scalar and batched, both families and distributions, and IPv4's
+    # vector path (the one the CPU and OFFLOW_SIMD chose, named), agreeing.
     rows = _offlow_rows(res)
     assert {(r["family"], r["dist"], r["lookup"]) for r in rows} == {
         (f, d, k) for f in (4, 6) for d in router.DISTS
-        for k in ("offlow scalar", "offlow batched")}
+        for k in ("offlow scalar", "offlow batched", "offlow vector")
+        if f == 4 or k != "offlow vector"}
+    assert res["simd"] in ("scalar", "avx2", "avx512")
+    assert f"elements): the {res['simd']} path" in text
+    assert "CPU features: " in text
     for r in rows:
         assert r["disagreements"] == 0, r
         assert r["compared"] == r["addresses"] == TINY.addresses
@@ -142,6 +147,27 @@ def test_slices_and_addresses() -> None:
     net = ipaddress.ip_network("2001:db8::/33")
     assert all(ipaddress.IPv6Address(bytes(x)) in net for x in a6["hits"])
     assert a6["random"].shape == (500, 16)
+
+
+@pytest.mark.parametrize("level", ["scalar", ""])
+def test_the_bench_names_the_path_offlow_simd_forces(level: str, slice_file: Path,
+                                                     tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The path the report names comes from the runtime (ofl_simd_level), so forcing
+    OFFLOW_SIMD=scalar shows; unset, it is the CPU's widest, never below AVX2 on a CPU
+    whose flags list avx2."""
+    monkeypatch.setenv("OFFLOW_SIMD", level)
+    summary, _, _ = common_routes.load_routes(common_routes.build_offlow(), slice_file,
+                                              tmp_path)
+    avx2 = "avx2" in (Path("/proc/cpuinfo").read_text().split())
+    want = {"scalar"} if level or not avx2 else {"avx2", "avx512"}
+    assert summary["simd"] in want
+
+
+def test_quick_lookups_use_the_full_table() -> None:
+    """--quick takes fewer addresses, not a slice of the table (issue 29, item 4)."""
+    assert router.QUICK.lookup_size is None and router.FULL.lookup_size is None
+    assert router.QUICK.addresses < router.FULL.addresses
 
 
 def test_rte_lpm_full_build_is_estimated_before_it_is_tried() -> None:

@@ -68,6 +68,34 @@ def write_pcap(path: Path, frames: list[bytes]) -> None:
     [], ["route.device=host"], ["route.cores=0,1", "route.group=on"]],
     ids=["nic", "host", "nic-core-group"])
 def test_router_forwards_to_the_reference_next_hop(placement: list[str], tmp_path: Path) -> None:
+    _forwards_to_the_reference(placement, tmp_path)
+
+
+def _cpu_flags() -> set[str]:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+LEVEL_FLAGS = {"scalar": (), "avx2": ("avx2",), "avx512": ("avx512f", "avx512bw", "avx512vl")}
+
+
+@pytest.mark.parametrize("level", list(LEVEL_FLAGS))
+def test_router_vector_lookups_on_each_simd_path(level: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The router's vector lookup elements take the table's batched path
+    (ofl_lpm4_lookup_batch), forced with OFFLOW_SIMD: every path forwards to the
+    reference's next hop (docs/simd.md)."""
+    lacks = [f for f in LEVEL_FLAGS[level] if f not in _cpu_flags()]
+    if lacks:
+        pytest.skip(f"CPU lacks {level} ({', '.join(lacks)})")
+    monkeypatch.setenv("OFFLOW_SIMD", level)
+    _forwards_to_the_reference(["route.device=host"], tmp_path)
+
+
+def _forwards_to_the_reference(placement: list[str], tmp_path: Path) -> None:
+    """Run the router on a slice and check every output frame against the reference."""
     nets = bgp_slice(3000, 1000)
     table = tmp_path / "slice.txt"
     table.write_text("".join(f"{n}\n" for n in nets))

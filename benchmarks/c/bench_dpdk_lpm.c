@@ -386,12 +386,13 @@ static int build_once(struct impl *im, int rep, double limit)
 static struct ofl_lpm4 *o4;
 static struct ofl_lpm6 *o6;
 
-enum kind { OFL_SCALAR, OFL_BATCHED, DPDK };
+enum kind { OFL, DPDK };
 
 /* One timed lookup: a table and the lookup function it uses. */
 struct lookup {
     const char *name;
     enum kind kind;
+    enum lpm_ofl_kind ofl; /* OFL: which of offlow's lookups */
     struct impl *im;       /* DPDK: its table */
     int fib_type;          /* rte_fib / rte_fib6: the lookup type to select, else -1 */
     double mlps[LPM_MAX_FILES][LPM_MAX_REPS];
@@ -461,7 +462,7 @@ static void select_lookup(struct lookup *l)
 
 static uint64_t one_pass(struct lookup *l, const void *a, size_t n)
 {
-    if (l->kind != DPDK) return lpm_ofl_pass(o4, o6, a, n, l->kind == OFL_BATCHED);
+    if (l->kind != DPDK) return lpm_ofl_pass(o4, o6, a, n, l->ofl);
     const char *t = l->im->name;
     if (!strcmp(t, "rte_lpm")) return pass_lpm(l->im->tbl, a, n);
     if (!strcmp(t, "rte_fib")) return pass_fib(l->im->tbl, a, n);
@@ -473,7 +474,7 @@ static uint64_t one_pass(struct lookup *l, const void *a, size_t n)
 static void answers(struct lookup *l, const void *a, size_t n, uint16_t *hops)
 {
     if (l->kind != DPDK) {
-        lpm_ofl_answers(o4, o6, a, n, l->kind == OFL_BATCHED, hops);
+        lpm_ofl_answers(o4, o6, a, n, l->ofl, hops);
         return;
     }
     const char *t = l->im->name;
@@ -603,14 +604,14 @@ int main(int argc, char **argv)
         if (!im->tbl) im->nbuild = 0;
     }
 
-    /* Lookups: offlow's two (only when there are addresses), then one per DPDK table and
+    /* Lookups: offlow's (lpm_ofl_kinds; only when there are addresses), then one per DPDK table and
      * lookup function. */
     if (nfiles > 0) {
         build_offlow();
-        lookups[nlook++] = (struct lookup){.name = "offlow scalar", .kind = OFL_SCALAR,
-                                           .fib_type = -1};
-        lookups[nlook++] = (struct lookup){.name = "offlow batched", .kind = OFL_BATCHED,
-                                           .fib_type = -1};
+        for (int k = 0; k < lpm_ofl_kinds(family); k++)
+            lookups[nlook++] = (struct lookup){.name = lpm_ofl_name((enum lpm_ofl_kind)k),
+                                               .kind = OFL, .ofl = (enum lpm_ofl_kind)k,
+                                               .fib_type = -1};
     }
     for (int i = 0; i < nimpl; i++) {
         struct impl *im = &impls[i];
@@ -672,12 +673,14 @@ int main(int argc, char **argv)
     printf("{\"side\": \"dpdk\", \"version\": \"%s\", \"family\": %d, \"routes\": %zu, "
            "\"default_hop\": %u, \"tbl8_groups_needed\": %zu, \"fib6_tbl8_reserved\": %zu, \"burst\": %d, \"cpu\": %d, "
            "\"heap_mb\": %ld, \"heap\": \"%s\", \"anon_huge_kb\": %ld, \"build_reps\": %d, "
-           "\"build_budget_s\": %g, \"build_limit_s\": %g, \"avx512\": %s, \"builds\": [",
+           "\"build_budget_s\": %g, \"build_limit_s\": %g, \"avx512\": %s, \"simd\": \"%s\", "
+           "\"builds\": [",
            rte_version(), family, nr, def_hop, groups, fib6_groups, LPM_BURST, cpu, mem_mb,
            eal_heap ? "EAL --no-huge memory (4 KiB pages)" : "external heap on transparent huge pages",
            lpm_anon_huge_kb(),
            build_reps, build_budget, limit,
-           (family == 4 ? fib_avx512 : fib6_avx512) > 0 ? "true" : "false");
+           (family == 4 ? fib_avx512 : fib6_avx512) > 0 ? "true" : "false",
+           ofl_simd_name(o4 ? o4->simd : OFL_SIMD_SCALAR));
     for (int i = 0; i < nimpl; i++) {
         struct impl *im = &impls[i];
         printf("%s{\"name\": \"%s\", \"build_s\": ", i ? ", " : "", im->name);

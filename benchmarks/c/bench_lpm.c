@@ -6,7 +6,9 @@
  * usage: bench_lpm dump PREFIXES NPORTS OUTDIR
  *   reads a prefix file with the runtime's reader (ofl_routes_load: hops by the file
  *   rule) and writes OUTDIR/routes4.bin and routes6.bin in the packed format below;
- *   prints {"v4": N, "v6": N, "bad": N, "load_s": S}.
+ *   prints {"v4": N, "v6": N, "bad": N, "load_s": S, "simd": LEVEL}, LEVEL the path of
+ *   batched IPv4 lookups in this process (ofl_simd_level: the CPU and OFFLOW_SIMD), as
+ *   in any program that builds a table here (the router's vector elements).
  *
  * usage: bench_lpm FAMILY ROUTES BUILD_REPS BUILD_BUDGET_S LOOKUP_REPS MIN_TIME_S CPU
  *            OUTDIR [NAME=ADDRS]...
@@ -18,7 +20,11 @@
  *   timed repetitions (each MIN_TIME_S worth of passes, calibrated on a warm-up pass)
  *   measure the two lookups, interleaved:
  *     "offlow scalar":  ofl_lpm4_lookup / ofl_lpm6_lookup, one address after the other
- *     "offlow batched": ofl_lpm4_lookup_batch / ofl_lpm6_lookup_batch (latency hiding)
+ *     "offlow batched": ofl_lpm4_lookup_batch_at(OFL_SIMD_SCALAR) / ofl_lpm6_lookup_batch
+ *                       (latency hiding)
+ *     "offlow vector":  IPv4 only, ofl_lpm4_lookup_batch on the path the table chose
+ *                       (AVX-512 or AVX2 gathers where the CPU has them, capped by
+ *                       OFFLOW_SIMD; the JSON's "simd" names it)
  *   both called per BURST addresses, whose answers are summed (as the DPDK side does).
  * Prints one JSON object. */
 #ifndef _GNU_SOURCE
@@ -37,7 +43,7 @@
 #include "tool_io.h"
 #include "lpm_bench.h"
 
-#define NLOOK 2
+#define NLOOK 3
 
 static int dump(int argc, char **argv)
 {
@@ -67,8 +73,8 @@ static int dump(int argc, char **argv)
     }
     tool_write(argv[4], "routes4.bin", b4, 8 * r.n4);
     tool_write(argv[4], "routes6.bin", b6, 20 * r.n6);
-    printf("{\"v4\": %zu, \"v6\": %zu, \"bad\": %llu, \"load_s\": %.6g}\n", r.n4, r.n6,
-           (unsigned long long)r.bad, t);
+    printf("{\"v4\": %zu, \"v6\": %zu, \"bad\": %llu, \"load_s\": %.6g, \"simd\": \"%s\"}\n",
+           r.n4, r.n6, (unsigned long long)r.bad, t, ofl_simd_name(ofl_simd_level()));
     ofl_routes_free(&r);
     free(b4);
     free(b6);
@@ -76,8 +82,6 @@ static int dump(int argc, char **argv)
 }
 
 /* ---- lookups ------------------------------------------------------------------------ */
-
-static const char *look_names[NLOOK] = {"offlow scalar", "offlow batched"};
 
 static volatile uint64_t sink;
 
@@ -141,25 +145,27 @@ int main(int argc, char **argv)
     char *fname[LPM_MAX_FILES];
     size_t naddr[LPM_MAX_FILES];
     unsigned passes[LPM_MAX_FILES][NLOOK];
+    int nlook = lpm_ofl_kinds(family);
     double mlps[LPM_MAX_FILES][NLOOK][LPM_MAX_REPS];
     for (int f = 0; f < nfiles; f++) {
         void *a = lpm_read_addrs(argv[9 + f], family, "bench_lpm", &fname[f], &naddr[f]);
         uint16_t *hops = malloc(naddr[f] * sizeof *hops);
-        for (int l = 0; l < NLOOK; l++) {
-            lpm_ofl_answers(o4, o6, a, naddr[f], l, hops);
-            lpm_write_hops(outdir, "hops", look_names[l], fname[f], hops, naddr[f]);
+        for (int l = 0; l < nlook; l++) {
+            lpm_ofl_answers(o4, o6, a, naddr[f], (enum lpm_ofl_kind)l, hops);
+            lpm_write_hops(outdir, "hops", lpm_ofl_name((enum lpm_ofl_kind)l), fname[f], hops,
+                           naddr[f]);
         }
         free(hops);
-        for (int l = 0; l < NLOOK; l++) {
+        for (int l = 0; l < nlook; l++) {
             double t0 = tool_now_s();
-            sink += lpm_ofl_pass(o4, o6, a, naddr[f], l);
+            sink += lpm_ofl_pass(o4, o6, a, naddr[f], (enum lpm_ofl_kind)l);
             passes[f][l] = lpm_passes(tool_now_s() - t0, min_time);
         }
         for (int rep = 0; rep < lookup_reps; rep++)
-            for (int l = 0; l < NLOOK; l++) {
+            for (int l = 0; l < nlook; l++) {
                 double t0 = tool_now_s();
                 for (unsigned p = 0; p < passes[f][l]; p++)
-                    sink += lpm_ofl_pass(o4, o6, a, naddr[f], l);
+                    sink += lpm_ofl_pass(o4, o6, a, naddr[f], (enum lpm_ofl_kind)l);
                 double t = tool_now_s() - t0;
                 mlps[f][l][rep] = (double)passes[f][l] * (double)naddr[f] / t / 1e6;
             }
@@ -167,9 +173,11 @@ int main(int argc, char **argv)
     }
 
     printf("{\"side\": \"offlow\", \"family\": %d, \"routes\": %zu, \"burst\": %d, "
-           "\"cpu\": %d, \"anon_huge_kb\": %ld, \"build_reps\": %d, \"build_budget_s\": %g, "
+           "\"cpu\": %d, \"simd\": \"%s\", \"anon_huge_kb\": %ld, \"build_reps\": %d, "
+           "\"build_budget_s\": %g, "
            "\"builds\": [{\"name\": \"offlow %s\", \"build_s\": ",
-           family, nr, LPM_BURST, cpu, lpm_anon_huge_kb(), build_reps, build_budget,
+           family, nr, LPM_BURST, cpu, ofl_simd_name(o4 ? o4->simd : OFL_SIMD_SCALAR),
+           lpm_anon_huge_kb(), build_reps, build_budget,
            family == 4 ? "lpm4" : "lpm6");
     lpm_print_list(build_s, nbuild);
     printf(", \"memory\": %zu, \"routes\": %zu", memory, nr);
@@ -181,9 +189,9 @@ int main(int argc, char **argv)
     printf("], \"addresses\": [");
     for (int f = 0; f < nfiles; f++) printf("%s%zu", f ? ", " : "", naddr[f]);
     printf("], \"lookups\": [");
-    for (int l = 0; l < NLOOK; l++) {
+    for (int l = 0; l < nlook; l++) {
         printf("%s{\"name\": \"%s\", \"table\": \"offlow %s\", \"mlps\": {", l ? ", " : "",
-               look_names[l], family == 4 ? "lpm4" : "lpm6");
+               lpm_ofl_name((enum lpm_ofl_kind)l), family == 4 ? "lpm4" : "lpm6");
         for (int f = 0; f < nfiles; f++) {
             printf("%s\"%s\": ", f ? ", " : "", fname[f]);
             lpm_print_list(mlps[f][l], lookup_reps);

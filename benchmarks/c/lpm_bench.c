@@ -85,29 +85,42 @@ void *lpm_read_addrs(char *arg, int family, const char *prog, char **name, size_
     return a;
 }
 
+int lpm_ofl_kinds(int family)
+{
+    return family == 4 ? 3 : 2;
+}
+
+const char *lpm_ofl_name(enum lpm_ofl_kind k)
+{
+    return k == LPM_OFL_SCALAR ? "offlow scalar" : k == LPM_OFL_BATCHED ? "offlow batched"
+                                                                        : "offlow vector";
+}
+
 /* Not inlined into the callers' loops, so that both programs time the same code. */
 __attribute__((noinline)) uint64_t lpm_ofl_pass(const struct ofl_lpm4 *o4,
                                                 const struct ofl_lpm6 *o6, const void *a,
-                                                size_t n, int batched)
+                                                size_t n, enum lpm_ofl_kind k)
 {
     uint16_t out[LPM_BURST];
     uint64_t s = 0;
     for (size_t i = 0; i < n; i += LPM_BURST) {
-        lpm_ofl_answers(o4, o6, (const uint8_t *)a + (o4 ? 4 : 16) * i, LPM_BURST, batched,
-                        out);
+        lpm_ofl_answers(o4, o6, (const uint8_t *)a + (o4 ? 4 : 16) * i, LPM_BURST, k, out);
         for (unsigned j = 0; j < LPM_BURST; j++) s += out[j];
     }
     return s;
 }
 
 void lpm_ofl_answers(const struct ofl_lpm4 *o4, const struct ofl_lpm6 *o6, const void *a,
-                     size_t n, int batched, uint16_t *hops)
+                     size_t n, enum lpm_ofl_kind k, uint16_t *hops)
 {
     const uint32_t *ip = a;
     const uint8_t *ip6 = a;
+    int batched = k != LPM_OFL_SCALAR;
     for (size_t i = 0; i < n; i += LPM_BURST) {
-        if (o4 && batched)
+        if (o4 && k == LPM_OFL_VECTOR)
             ofl_lpm4_lookup_batch(o4, ip + i, hops + i, LPM_BURST);
+        else if (o4 && batched)
+            ofl_lpm4_lookup_batch_at(o4, OFL_SIMD_SCALAR, ip + i, hops + i, LPM_BURST);
         else if (o4)
             for (unsigned j = 0; j < LPM_BURST; j++) hops[i + j] = ofl_lpm4_lookup(o4, ip[i + j]);
         else if (batched)

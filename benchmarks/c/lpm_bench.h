@@ -40,14 +40,26 @@ void lpm_read_routes(const char *path, int family, struct ofl_route4 **r4,
  * is not a positive multiple of LPM_BURST. */
 void *lpm_read_addrs(char *arg, int family, const char *prog, char **name, size_t *n);
 
-/* One timed pass of offlow's lookup (o4 for IPv4, else o6) over n addresses,
- * LPM_BURST per call, batched or one by one; the answers summed. */
+/* offlow's lookups: one by one ("offlow scalar"), the batched scalar path ("offlow
+ * batched": ofl_lpm4_lookup_batch_at(OFL_SIMD_SCALAR), ofl_lpm6_lookup_batch) and, for
+ * IPv4 only, the batched path the table chose ("offlow vector": ofl_lpm4_lookup_batch,
+ * t->simd from the CPU and OFFLOW_SIMD). */
+enum lpm_ofl_kind { LPM_OFL_SCALAR, LPM_OFL_BATCHED, LPM_OFL_VECTOR };
+
+/* The lookups of a family: 3 for IPv4, 2 for IPv6 (the first of enum lpm_ofl_kind). */
+int lpm_ofl_kinds(int family);
+
+/* The name of a lookup in the JSON ("offlow scalar", ...). */
+const char *lpm_ofl_name(enum lpm_ofl_kind k);
+
+/* One timed pass of offlow's lookup `k` (o4 for IPv4, else o6) over n addresses,
+ * LPM_BURST per call; the answers summed. */
 uint64_t lpm_ofl_pass(const struct ofl_lpm4 *o4, const struct ofl_lpm6 *o6, const void *a,
-                      size_t n, int batched);
+                      size_t n, enum lpm_ofl_kind k);
 
 /* offlow's answer for each of the n addresses into hops (the untimed pass). */
 void lpm_ofl_answers(const struct ofl_lpm4 *o4, const struct ofl_lpm6 *o6, const void *a,
-                     size_t n, int batched, uint16_t *hops);
+                     size_t n, enum lpm_ofl_kind k, uint16_t *hops);
 
 /* Write n hops to OUTDIR/PREFIX-LOOKUP-NAME.u16, blanks in LOOKUP written as '_'. */
 void lpm_write_hops(const char *outdir, const char *prefix, const char *lookup,

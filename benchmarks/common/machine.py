@@ -52,7 +52,17 @@ def machine() -> dict[str, object]:
     except OSError:
         pass
     return {"cpu": model, "cpus": os.cpu_count(), "kernel": platform.release(),
-            "transparent_hugepage": thp}
+            "transparent_hugepage": thp, "features": cpu_features()}
+
+
+def machine_line(m: dict, features: list[str] | None = None) -> str:
+    """The line every bench prints first: the CPU, the kernel and the CPU features that
+    chose the code paths (`features`, else machine()'s), so that numbers from different
+    machines read side by side."""
+    feats = features if features is not None else m.get("features")
+    shown = "unknown" if feats is None else " ".join(feats) or "none of " + "/".join(FEATURES)
+    return (f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; "
+            f"CPU features: {shown}")
 
 
 # CPU features that choose code paths here and in the peers (DPDK's AVX-512 lookups,

@@ -3,6 +3,7 @@
 #include "offlow/lpm4.h"
 
 #include "lpm4_rules.h"
+#include "lpm4_simd.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -18,25 +19,28 @@
 #define TBL24_MAX_BYTES ((size_t)OFL_LPM4_DIR_ENTRIES * OFL_LPM4_BLOCK * sizeof(uint16_t))
 /* The most tbl8 entries a table can need. */
 #define TBL8_MAX ((size_t)OFL_LPM4_MAX_GROUPS * 256)
+/* Entries past the end of the directory and tbl8 that the vector lookups may read: a
+ * 32-bit gather of the last 16-bit entry reads the 2 bytes after it (lpm4_simd.c). The
+ * tbl24 mapping has a page past its last block for the same reason. */
+#define GATHER_PAD 2
 
-/* Room for every block a table can need: an anonymous mapping aligned to 2 MiB and
- * advised to huge pages where the kernel allows (random lookups would otherwise miss
- * the TLB too). Only the pages the blocks touch are ever backed; the build gives the
- * rest back (trim_tbl24) but keeps the room: updates add blocks in place, so that
- * lookups never see the table move. Sets *len to the mapping's length; NULL when out
- * of memory. */
+/* Room for every block a table can need, and a page past it (GATHER_PAD): an
+ * anonymous mapping aligned to 2 MiB and advised to huge pages where the kernel allows
+ * (random lookups would otherwise miss the TLB too). Only the pages the blocks touch
+ * are ever backed; the build gives the rest back (trim_tbl24) but keeps the room:
+ * updates add blocks in place, so that lookups never see the table move. Sets *len to
+ * the mapping's length; NULL when out of memory. */
 static uint16_t *map_tbl24(size_t *len)
 {
-    size_t all = TBL24_MAX_BYTES + HUGE_PAGE;
+    size_t keep = TBL24_MAX_BYTES + PAGE, all = keep + HUGE_PAGE;
     uint8_t *p = mmap(NULL, all, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
     uint8_t *a = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
-    /* Keep exactly [a, a + TBL24_MAX_BYTES) so that ofl_lpm4_free can unmap it. */
+    /* Keep exactly [a, a + keep) so that ofl_lpm4_free can unmap it. */
     if (a > p) munmap(p, (size_t)(a - p));
-    if (p + all > a + TBL24_MAX_BYTES)
-        munmap(a + TBL24_MAX_BYTES, (size_t)(p + all - a - TBL24_MAX_BYTES));
+    if (p + all > a + keep) munmap(a + keep, (size_t)(p + all - a - keep));
     (void)madvise(a, TBL24_MAX_BYTES, MADV_HUGEPAGE);
-    *len = TBL24_MAX_BYTES;
+    *len = keep;
     return (uint16_t *)a;
 }
 
@@ -171,13 +175,13 @@ static struct ofl_lpm4 *alloc_table(size_t n)
 {
     struct ofl_lpm4 *t = calloc(1, sizeof *t);
     if (!t) return NULL;
-    t->dir = calloc(OFL_LPM4_DIR_ENTRIES, sizeof *t->dir);
+    t->dir = calloc(OFL_LPM4_DIR_ENTRIES + GATHER_PAD, sizeof *t->dir);
     t->dep16 = calloc(OFL_LPM4_DIR_ENTRIES, 1);
     t->tbl24 = map_tbl24(&t->tbl24_bytes);
     /* Room for every block and group: large callocs are mapped, so only the pages the
      * table uses are backed. */
     t->dep24 = calloc(TBL24_MAX_BYTES / sizeof *t->tbl24, 1);
-    t->tbl8 = calloc(TBL8_MAX, sizeof *t->tbl8);
+    t->tbl8 = calloc(TBL8_MAX + GATHER_PAD, sizeof *t->tbl8);
     t->dep8 = calloc(TBL8_MAX, 1);
     t->own = malloc(OFL_LPM4_DIR_ENTRIES * sizeof *t->own);
     t->shared = malloc(((size_t)OFL_ROUTE_MAX_HOP + 1) * sizeof *t->shared);
@@ -221,6 +225,7 @@ int ofl_lpm4_build(struct ofl_lpm4 **out, const struct ofl_route4 *r, size_t n, 
         goto out;
     }
     t->routes = n;
+    t->simd = ofl_simd_level();
     if (n) memcpy(t->given, r, n * sizeof *r);
     for (size_t i = 0; i < n; i++) order[start[r[i].len]++] = (uint32_t)i;
     rc = paint(t, r, order, n, errbuf);
@@ -275,7 +280,7 @@ size_t ofl_lpm4_memory(const struct ofl_lpm4 *t)
  * memory latency (a call of 64 addresses is one group). */
 #define LPM4_GROUP_ADDRS 64
 
-void ofl_lpm4_lookup_batch(const struct ofl_lpm4 *t, const uint32_t *addrs, uint16_t *hops,
+void ofl_lpm4_batch_scalar(const struct ofl_lpm4 *t, const uint32_t *addrs, uint16_t *hops,
                            unsigned n)
 {
     const uint16_t *tbl24 = t->tbl24, *tbl8 = t->tbl8;
@@ -304,4 +309,33 @@ void ofl_lpm4_lookup_batch(const struct ofl_lpm4 *t, const uint32_t *addrs, uint
                 h[i] = ofl_lpm4_read(&tbl8[(uint32_t)(h[i] & ~OFL_LPM4_GROUP) << 8 |
                                            (a[i] & 0xFF)]);
     }
+}
+
+/* The path `level` runs (t->simd is capped already: ofl_lpm4_lookup_batch skips this). */
+static void batch(const struct ofl_lpm4 *t, enum ofl_simd level, const uint32_t *addrs,
+                  uint16_t *hops, unsigned n)
+{
+    switch (level) {
+    case OFL_SIMD_AVX512:
+        ofl_lpm4_batch_avx512(t, addrs, hops, n);
+        return;
+    case OFL_SIMD_AVX2:
+        ofl_lpm4_batch_avx2(t, addrs, hops, n);
+        return;
+    default:
+        ofl_lpm4_batch_scalar(t, addrs, hops, n);
+    }
+}
+
+void ofl_lpm4_lookup_batch(const struct ofl_lpm4 *t, const uint32_t *addrs, uint16_t *hops,
+                           unsigned n)
+{
+    batch(t, t->simd, addrs, hops, n);
+}
+
+void ofl_lpm4_lookup_batch_at(const struct ofl_lpm4 *t, enum ofl_simd level,
+                              const uint32_t *addrs, uint16_t *hops, unsigned n)
+{
+    enum ofl_simd cpu = ofl_simd_cpu();
+    batch(t, level < cpu ? level : cpu, addrs, hops, n);
 }

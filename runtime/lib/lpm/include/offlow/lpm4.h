@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "offlow/routes.h"
+#include "offlow/simd.h"
 
 #define OFL_LPM4_TBL24_ENTRIES (1u << 24)   /* logical tbl24 entries */
 #define OFL_LPM4_DIR_ENTRIES (1u << 16)     /* directory entries: one per /16 */
@@ -62,6 +63,7 @@ struct ofl_lpm4 {
     size_t tbl24_bytes;    /* length of the tbl24 mapping */
     size_t routes;         /* routes it was built from (duplicates included) */
     uint64_t updates;      /* updates applied since it was built (ofl_lpm4_add, _del) */
+    enum ofl_simd simd;    /* the path of ofl_lpm4_lookup_batch: ofl_simd_level() at build */
     /* What only updates read (see above): depths of the /16s (dep16), of the tbl24
      * entries (dep24, beside tbl24) and of the tbl8 entries (dep8); each /16's own
      * block (-1: it shares one), each hop's shared block (-1: none yet); the route
@@ -137,12 +139,25 @@ static inline uint16_t ofl_lpm4_lookup(const struct ofl_lpm4 *t, uint32_t addr)
     return e;
 }
 
-/* hops[i] = ofl_lpm4_lookup(t, addrs[i]) for i < n, hiding memory latency: in groups
- * of addresses it reads the directory and prefetches every tbl24 entry first, then
- * reads them and prefetches the tbl8 entries the group needs, then reads those (G-Opt
- * style), so the cache misses of a group overlap. `addrs` and `hops` must not
- * overlap. */
+/* hops[i] = ofl_lpm4_lookup(t, addrs[i]) for i < n, on the path the table chose when
+ * it was built (t->simd, from ofl_simd_level(): OFFLOW_SIMD caps it), as
+ * ofl_lpm4_lookup_batch_at does. `addrs` and `hops` must not overlap; neither needs
+ * any alignment. */
 void ofl_lpm4_lookup_batch(const struct ofl_lpm4 *t, const uint32_t *addrs, uint16_t *hops,
                            unsigned n);
+
+/* hops[i] = ofl_lpm4_lookup(t, addrs[i]) for i < n, on the path `level` (capped by
+ * ofl_simd_cpu(): a level the CPU lacks runs the widest it has):
+ *   OFL_SIMD_SCALAR  G-Opt style: in groups of addresses it reads the directory and
+ *                    prefetches every tbl24 entry first, then reads them and
+ *                    prefetches the tbl8 entries the group needs, then reads those,
+ *                    so the cache misses of a group overlap (the reference);
+ *   OFL_SIMD_AVX2    8 addresses per vector: gathers over the directory and tbl24,
+ *                    then a masked gather over tbl8 for the lanes whose entry is a
+ *                    group (lpm4_simd.c);
+ *   OFL_SIMD_AVX512  the same with 16 addresses per vector.
+ * The vector paths give the same answers as the scalar one, also while updates run. */
+void ofl_lpm4_lookup_batch_at(const struct ofl_lpm4 *t, enum ofl_simd level,
+                              const uint32_t *addrs, uint16_t *hops, unsigned n);
 
 #endif
