@@ -5,6 +5,7 @@ accepts, and a verifier refusal reported at the element's body line."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import random
 import signal
@@ -19,7 +20,7 @@ import pytest
 from offlow import Element, Handler, Port, Program, Shared, Sink, Source
 from offlow.build import build, plan_program
 from offlow.cli import load_program
-from offlow.elements import CheckIPv4, Discard, ParseEth
+from offlow.elements import CheckIPv4, CheckIPv6, Discard, LookupIPv6, ParseEth, lpm6_table
 from offlow.errors import OfflowError
 from offlow.report import summarize
 from offlow.runner import Run, RunOptions
@@ -28,6 +29,7 @@ from offlow.testing.malformed import write_malformed_pcap
 from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
 
 XDP_TTL = ROOT / "tests" / "programs" / "xdp_ttl.py"
+XDP_ROUTER = ROOT / "tests" / "programs" / "xdp_router.py"
 WHY_NOT = xdp.TARGET.unusable()
 needs_bpf = pytest.mark.skipif(WHY_NOT is not None, reason=f"xdp cannot run here: {WHY_NOT}")
 
@@ -147,8 +149,20 @@ def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
         "vec", "BatchOnly", "it has only a batch body; XDP runs one packet at a time: give the "
         "element a per-packet body")
     assert _refusal(_one_segment(Tally("tally", seen=Shared("seen", "uint64_t", 4)))) == element(
-        "tally", "Tally", "it uses shared tables (seen); tables as BPF maps are not implemented "
-        "yet")
+        "tally", "Tally", "it uses shared table seen (uint64_t); of the tables, only the IPv4 "
+        "LPM table (lpm4_table) is a BPF map in XDP yet")
+    p = Program("refused")
+    src, eth, v6, find, out, rest = (Source("rx"), ParseEth("eth"), CheckIPv6("v6"),
+                                     LookupIPv6("find6", routes=lpm6_table("fib6")), Sink("tx"),
+                                     Discard("rest"))
+    src >> eth
+    eth["ipv6"] >> v6 >> find >> out
+    eth["ipv4"] >> rest
+    eth["other"] >> rest
+    p.segment("edge", [src, eth, v6, find, out, rest], device="xdp")
+    assert _refusal(p) == element(
+        "find6", "LookupIPv6", "it uses shared table fib6 (struct ofl_lpm6); of the tables, only "
+        "the IPv4 LPM table (lpm4_table) is a BPF map in XDP yet")
     assert _refusal(_one_segment(KeyHash("kh"))) == element(
         "kh", "KeyHash", "its body uses offlow/kvstore.h, a runtime library with no BPF build "
         "(only offlow/pkt.h's parsers run in XDP)")
@@ -406,3 +420,71 @@ def test_a_refusal_the_log_places_outside_the_bodies_says_where_and_what_to_do()
         "'scalar' (at xdp.bpf.c:32: `if (v) *v += 1;`); no line of an element's body or "
         "helpers: if the program's file changed since it was loaded, run again, else please "
         "report it")
+
+
+# The router's table for the test: /8s, /16s and /24s, and prefixes longer than /24
+# (tbl8 groups) inside some of them; every address outside them is unroutable.
+ROUTES = ["10.0.0.0/8", "20.0.0.0/8", "20.5.0.0/16", "20.5.7.0/24", "20.5.7.128/25",
+          "20.5.7.200/30", "20.5.7.203/32", "30.1.0.0/16", "30.1.2.0/24", "30.1.2.16/28",
+          "40.0.0.0/9", "40.200.3.0/24", "40.200.3.64/26"]
+
+
+def _router_capture(path: Path, n: int = 600) -> list[str]:
+    """n frames, most IPv4 to addresses in or near the ROUTES (each first octet of them,
+    so some unroutable), some IPv6 and ARP; written with dpkt. The IPv4 destinations."""
+    rng = random.Random(2626)
+    nets = [ipaddress.ip_network(r) for r in ROUTES]
+    dsts: list[str] = []
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for k in range(n):
+            eth = dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6)
+            if k % 17 == 5:
+                eth.type, eth.data = dpkt.ethernet.ETH_TYPE_ARP, dpkt.arp.ARP()
+            elif k % 13 == 3:
+                eth.type = dpkt.ethernet.ETH_TYPE_IP6
+                eth.data = dpkt.ip6.IP6(src=b"\x20" * 16, dst=b"\x26" * 16, hlim=9, nxt=17,
+                                        data=dpkt.udp.UDP(sport=1, dport=2, data=b"x" * k))
+                eth.data.plen = len(eth.data.data)
+            else:
+                net = rng.choice(nets)
+                near = ipaddress.ip_network(f"{net.network_address}/{max(net.prefixlen - 2, 6)}",
+                                            strict=False)
+                dst = str(near[rng.randrange(near.num_addresses)])
+                dsts.append(dst)
+                eth.type = dpkt.ethernet.ETH_TYPE_IP
+                eth.data = dpkt.ip.IP(src=bytes([192, 0, 2, 1]), dst=ipaddress.ip_address(
+                    dst).packed, ttl=64, p=17, data=dpkt.udp.UDP(sport=7, dport=9,
+                                                                 data=b"y" * (k % 300)))
+                eth.data.len = 20 + 8 + k % 300
+                eth.data.data.ulen = 8 + k % 300
+            w.writepkt(bytes(eth), ts=1700000000 + k / 1000)
+    return dsts
+
+
+@needs_bpf
+def test_the_router_looks_up_its_ipv4_table_in_xdp_as_on_the_nic(tmp_path: Path) -> None:
+    """tests/programs/xdp_router.py: the DIR-24-8 table built by the runtime, looked up
+    from BPF array maps in XDP; the same frames (next hop in the Ethernet addresses),
+    and the same counters, as the emulated NIC's; unroutable counted as Python's own
+    longest-prefix match says."""
+    table, capture = tmp_path / "routes.txt", tmp_path / "in.pcap"
+    table.write_text("# the test's routes\n" + "\n".join(ROUTES) + "\n")
+    dsts = _router_capture(capture)
+    nets = [ipaddress.ip_network(r) for r in ROUTES]
+    unroutable = sum(1 for d in dsts if not any(ipaddress.ip_address(d) in n for n in nets))
+    runs = {}
+    for device in ("nic", "xdp"):
+        out = tmp_path / f"{device}.pcap"
+        s = run_example([f"edge.device={device}"], XDP_ROUTER, input=capture, output=out,
+                        opts=(f"fib.path={table}",))
+        assert s["ok"], s["errors"]
+        runs[device] = s, out.read_bytes()
+    (nic, nic_out), (got, xdp_out) = runs["nic"], runs["xdp"]
+    assert got["segments"][0]["device"] == "xdp"
+    assert 0 < unroutable < len(dsts) // 2
+    assert got["elements"]["find"]["why"] == {"unroutable": unroutable}
+    assert xdp_out == nic_out
+    assert got["elements"] == nic["elements"] and got["accounting"] == nic["accounting"]
+    hops = {f[:6] for f in read_frames(tmp_path / "xdp.pcap") if f[12:14] == b"\x08\x00"}
+    assert len(hops) > 5  # the frames left by many next hops, not one

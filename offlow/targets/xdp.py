@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from offlow import cbuild
-from offlow.codegen.bpf import generate_xdp, generate_xdp_host
+from offlow.codegen.bpf import BPF_TABLES, generate_xdp, generate_xdp_host
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.ir.layout import state_bytes
@@ -26,7 +26,7 @@ BPF_HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
 VETH_HEADER = Path("/usr/include/libnl3/netlink/route/link/veth.h")
 TOOLS = cbuild.RUNTIME / "tools"
 # The host side of every xdp segment: its generated xdp.c links these.
-HOST_SOURCES = (TOOLS / "xdp_run.c", TOOLS / "xdp_net.c")
+HOST_SOURCES = (TOOLS / "xdp_run.c", TOOLS / "xdp_net.c", TOOLS / "xdp_tables.c")
 # The BPF stack is 512 bytes; the generated program keeps the state there beside the
 # body's own locals, so the state may take at most this much of it.
 STATE_MAX = 256
@@ -74,7 +74,8 @@ def compile_bpf(src: Path, obj: Path, what: str) -> None:
                                text=True).stdout.strip()
     tmp = obj.with_name(f"{obj.name}.tmp{os.getpid()}")
     cbuild.cc(d.compiler("bpf"), [
-        *d.flags("bpf", "werror"), *cbuild.include_flags([d.library("core")]),
+        *d.flags("bpf", "werror"), *cbuild.include_flags(
+            [d.library("core"), d.library("lpm")]),
         *([f"-I/usr/include/{multiarch}"] if multiarch else []),
         "-c", str(src), "-o", str(tmp)], what)
     tmp.replace(obj)
@@ -85,7 +86,7 @@ class Xdp(Target):
     runs = "eBPF in the kernel's XDP hook of an interface, every packet on the CPU that receives it"
     interconnect = ("none yet: a segment on xdp takes its packets from the interface and "
                     "ends them there (XDP_TX, XDP_DROP)")
-    reads_table_files = False
+    reads_table_files = True  # its host side builds the tables it copies into maps
     serves_control = False   # its tables are BPF maps, read by no channel
 
     def unusable(self) -> str | None:
@@ -129,9 +130,12 @@ class Xdp(Target):
                     "one verdict")
         if facts and facts.reads_ts:
             return "it reads the packet's capture time (pkt->ts_ns), which XDP does not have"
-        if node.tables:
-            return ("it uses shared tables (" + ", ".join(t for _, t in node.tables)
-                    + "); tables as BPF maps are not implemented yet")
+        kinds = {t.name: t.ctype for t in g.shared}
+        other_tables = [t for _, t in node.tables if kinds.get(t) not in BPF_TABLES]
+        if other_tables:
+            return ("it uses shared table " + ", ".join(
+                f"{t} ({kinds.get(t)})" for t in other_tables) + "; of the tables, only "
+                "the IPv4 LPM table (lpm4_table) is a BPF map in XDP yet")
         other = [h for h in node.includes if h not in BPF_HEADERS_OK]
         if other:
             return (f"its body uses {', '.join(other)}, a runtime library with no BPF build "
@@ -179,8 +183,8 @@ class Xdp(Target):
                         f"generated {device}.bpf.c of `{plan.name}`")
         # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
-                                includes=[TOOLS], sets=(*cbuild.TOOL, "libnl"),
-                                link=d.flags("xdp_link"))
+                                libs=("core", "lpm"), includes=[TOOLS],
+                                sets=(*cbuild.TOOL, "libnl"), link=d.flags("xdp_link"))
         stamp = directory / f"{device}.host"  # the host side the object was checked with
         if stamp.exists() and stamp.read_text() == host.name and exe.exists():
             return exe

@@ -21,6 +21,7 @@
 #include "offlow/lifeline.h"
 #include "offlow/stop.h"
 #include "xdp_net.h"
+#include "xdp_tables.h"
 
 /* How long a frame may take through the kernel before the run gives up on it. */
 #define OFL_XDP_WAIT_NS 2000000000ull
@@ -39,9 +40,9 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* Open `path` and load program `prog` (and only it), its frame buffers one per CPU;
- * returns the object or NULL (libbpf printed why). */
-static struct bpf_object *load(const char *path, const char *prog)
+/* Open `path` for program `prog` (only it will load), its frame buffers one per
+ * CPU; returns the object, not yet loaded, or NULL (printed why). */
+static struct bpf_object *open_obj(const char *path, const char *prog)
 {
     struct bpf_object *obj = bpf_object__open_file(path, NULL);
     if (!obj) return NULL;
@@ -55,8 +56,19 @@ static struct bpf_object *load(const char *path, const char *prog)
     struct bpf_map *frames = bpf_object__find_map_by_name(obj, "ofl_frames");
     int ncpus = libbpf_num_possible_cpus();
     if (frames && ncpus > 0) bpf_map__set_max_entries(frames, (unsigned)ncpus);
-    if (!found) fprintf(stderr, "offlow xdp: %s has no program %s\n", path, prog);
-    if (!found || bpf_object__load(obj) < 0) {
+    if (!found) {
+        fprintf(stderr, "offlow xdp: %s has no program %s\n", path, prog);
+        bpf_object__close(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+/* Load `obj` (the verifier checks its program); on failure closes it and returns
+ * NULL (libbpf printed why). */
+static struct bpf_object *load(struct bpf_object *obj)
+{
+    if (obj && bpf_object__load(obj) < 0) {
         bpf_object__close(obj);
         return NULL;
     }
@@ -239,13 +251,15 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     if (ofl_source_open(&r.src, a, d->source, 0, 1, d->mtu) < 0) return 1;
     if (d->sink && ofl_sink_open(&r.sink, a, d->sink, 1) < 0) return ofl_src_close(r.src), 1;
     int status = 1;
-    struct bpf_object *obj = NULL;
+    struct ofl_xdp_tables tables = { 0 };
+    struct bpf_object *obj = open_obj(obj_path, d->prog);
+    if (!obj || ofl_xdp_tables_open(&tables, d, a, obj) < 0) goto done;
     if (ofl_xdp_net_create(d->mtu, err, sizeof err) < 0) {
         fprintf(stderr, "offlow xdp: %s\n", err);
         goto done;
     }
-    obj = load(obj_path, d->prog);
-    if (!obj) goto done;
+    obj = load(obj);
+    if (!obj || ofl_xdp_tables_fill(&tables, d, obj) < 0) goto done;
     int prog = bpf_program__fd(bpf_object__find_program_by_name(obj, d->prog));
     int ifindex = ofl_xdp_ifindex(OFL_XDP_IN);
     int rc = ifindex < 0 ? ifindex : bpf_xdp_attach(ifindex, prog, XDP_FLAGS_SKB_MODE, NULL);
@@ -268,6 +282,7 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     close(sock);
 done:
     bpf_object__close(obj);  /* (the namespace, the veth pair and the link go with us) */
+    ofl_xdp_tables_free(&tables);
     ofl_sink_close(r.sink);
     ofl_src_close(r.src);
     return status;
@@ -277,7 +292,7 @@ int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
 {
     libbpf_set_print(print_libbpf);
     if (argc == 3 && strcmp(argv[1], "--check") == 0) {
-        struct bpf_object *obj = load(argv[2], d->prog);
+        struct bpf_object *obj = load(open_obj(argv[2], d->prog));
         bpf_object__close(obj);
         return obj ? 0 : 1;
     }

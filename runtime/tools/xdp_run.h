@@ -5,8 +5,9 @@
  *                                and print the verifier's log when it is refused
  *   xdp --obj OBJ --window W --stats S --opt ... (the options of every device process)
  *                                run: a network namespace of its own with a veth pair
- *                                (xdp_net.h), the program attached to one end in
- *                                generic mode, the source's frames sent into the other
+ *                                (xdp_net.h), the tables built and copied into the
+ *                                program's maps (xdp_tables.h), the program attached
+ *                                to one end in generic mode, the source's frames sent into the other
  *                                end one at a time, each frame XDP_TX sends back written
  *                                to the sink with the timestamp of the frame it came
  *                                from; then the program's counters as the stats file.
@@ -18,6 +19,11 @@
 #define OFL_XDP_RUN_H
 
 #include <stdint.h>
+
+/* A table the program looks up: its name (its options' prefix) and its maps' (lpm_bpf.h). */
+struct ofl_xdp_table {
+    const char *name, *maps;
+};
 
 /* A compiled xdp segment, as its generated xdp.c describes it. */
 struct ofl_xdp_desc {
@@ -31,6 +37,7 @@ struct ofl_xdp_desc {
     const unsigned *why_base;        /* per element: where its reasons' counters start */
     const char *const *why_names;    /* every reason, by counter - OFL_XDP_COUNTERS * nel */
     uint32_t mtu;
+    const struct ofl_xdp_table *lpm4;  /* its IPv4 LPM tables, up to one with name NULL */
 };
 
 /* Counters per element in the program's per-CPU map: in, dropped, consumed. */
