@@ -110,6 +110,9 @@ class BpfGen:
                 self.gen_node(self.g.node(name))
         for p in self.plans:
             self.gen_prog(p)
+        e("/* Every frame passed on: the veth peer's program in native mode (xdp_run.h). */",
+          'SEC("xdp") int ofl_pass_all(struct xdp_md *xdp) { (void)xdp; return XDP_PASS; }',
+          "")
         e('char _license[] SEC("license") = "GPL";')
         return e.text()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -63,6 +64,38 @@ def kernel_refuses_bpf() -> str | None:
         return f"{os.strerror(err)} (errno {err}; loading BPF needs root or CAP_BPF)"
     os.close(fd)
     return None
+
+
+# --xdp-mode: the attach flag of each mode (XDP_FLAGS_SKB_MODE, XDP_FLAGS_DRV_MODE).
+MODES = ("generic", "native")
+
+
+def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | None) -> list[str]:
+    """The options of the run's xdp process for `--iface` and `--xdp-mode` (none when
+    neither is given), each checked before any process starts: an xdp device to take
+    them, a known mode, an interface that exists here, no --input with --iface (the
+    packets come from the interface)."""
+    if iface is None and mode == "generic":
+        return []
+    what = f"--iface {iface}" if iface is not None else f"--xdp-mode {mode}"
+    if not any(d.target == "xdp" for d in plan.devices):
+        raise OfflowError(f"{what}: no segment of `{plan.name}` is on xdp "
+                          "(--set SEG.device=xdp)")
+    if mode not in MODES:
+        raise OfflowError(f"--xdp-mode {mode}: expected one of {', '.join(MODES)}")
+    args = ["--opt", f"xdp.mode={mode}"]
+    if iface is None:
+        return args
+    try:
+        socket.if_nametoindex(iface)
+    except OSError:
+        raise OfflowError(f"--iface {iface}: no such interface in this network namespace "
+                          "(`ip link` lists them)") from None
+    if given_input is not None:
+        raise OfflowError(f"--iface {iface}: the packets come from the interface; --input "
+                          f"{given_input} has nowhere to go (leave out --iface to replay it "
+                          "through the run's own veth pair)")
+    return [*args, "--opt", f"xdp.iface={iface}"]
 
 
 def compile_bpf(src: Path, obj: Path, what: str) -> None:

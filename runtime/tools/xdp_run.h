@@ -7,10 +7,15 @@
  *                                run: a network namespace of its own with a veth pair
  *                                (xdp_net.h), the tables built and copied into the
  *                                program's maps (xdp_tables.h), the program attached
- *                                to one end in generic mode, the source's frames sent into the other
+ *                                to one end (mode: option xdp.mode, generic or native), the source's frames sent into the other
  *                                end one at a time, each frame XDP_TX sends back written
  *                                to the sink with the timestamp of the frame it came
  *                                from; then the program's counters as the stats file.
+ *
+ *   ... --opt xdp.iface=IFACE    the program attached to IFACE (an existing interface
+ *                                of the caller's namespace) instead, the interface's
+ *                                own traffic going through it until a stop or the
+ *                                source's duration_ns; counters only, no capture.
  *
  * One frame at a time: after each, the program's counters say whether it was sent
  * back (the sink counted it) or not (dropped or consumed, counted where), so no frame
@@ -39,6 +44,10 @@ struct ofl_xdp_desc {
     uint32_t mtu;
     const struct ofl_xdp_table *lpm4;  /* its IPv4 LPM tables, up to one with name NULL */
 };
+
+/* The program of every generated object that passes each frame on (XDP_PASS): on the
+ * peer of the run's veth pair in native mode. */
+#define OFL_XDP_PASS "ofl_pass_all"
 
 /* Counters per element in the program's per-CPU map: in, dropped, consumed. */
 #define OFL_XDP_COUNTERS 3u
