@@ -28,29 +28,22 @@ struct ofl_lpm4_block {
     uint16_t e[OFL_LPM4_BPF_BLOCK];
 };
 
-/* The three maps of IPv4 table NAME (their sizes set by the host before loading). */
+/* An array map NAME of N values of type VT (OFL_LPM4_BPF_MAPS). */
+#define OFL_LPM4_BPF_ARRAY(NAME, VT, N)                                                \
+    struct {                                                                           \
+        __uint(type, BPF_MAP_TYPE_ARRAY);                                              \
+        __uint(map_flags, BPF_F_MMAPABLE);                                             \
+        __type(key, uint32_t);                                                         \
+        __type(value, VT);                                                             \
+        __uint(max_entries, N);                                                        \
+    } NAME SEC(".maps")
+
+/* The three maps of IPv4 table NAME (the sizes of the last two set by the host before
+ * loading). */
 #define OFL_LPM4_BPF_MAPS(NAME)                                                        \
-    struct {                                                                           \
-        __uint(type, BPF_MAP_TYPE_ARRAY);                                              \
-        __uint(map_flags, BPF_F_MMAPABLE);                                             \
-        __type(key, uint32_t);                                                         \
-        __type(value, uint16_t);                                                       \
-        __uint(max_entries, 65536);                                                    \
-    } NAME##_dir SEC(".maps");                                                         \
-    struct {                                                                           \
-        __uint(type, BPF_MAP_TYPE_ARRAY);                                              \
-        __uint(map_flags, BPF_F_MMAPABLE);                                             \
-        __type(key, uint32_t);                                                         \
-        __type(value, struct ofl_lpm4_block);                                          \
-        __uint(max_entries, 1);                                                        \
-    } NAME##_tbl24 SEC(".maps");                                                       \
-    struct {                                                                           \
-        __uint(type, BPF_MAP_TYPE_ARRAY);                                              \
-        __uint(map_flags, BPF_F_MMAPABLE);                                             \
-        __type(key, uint32_t);                                                         \
-        __type(value, struct ofl_lpm4_block);                                          \
-        __uint(max_entries, 1);                                                        \
-    } NAME##_tbl8 SEC(".maps")
+    OFL_LPM4_BPF_ARRAY(NAME##_dir, uint16_t, 65536);                                   \
+    OFL_LPM4_BPF_ARRAY(NAME##_tbl24, struct ofl_lpm4_block, 1);                        \
+    OFL_LPM4_BPF_ARRAY(NAME##_tbl8, struct ofl_lpm4_block, 1)
 
 /* The next hop of `addr` (host byte order), 0 when no route covers it: lpm4.h's
  * ofl_lpm4_lookup, each array read a map lookup (a missing value, which a table the
