@@ -25,7 +25,7 @@ from offlow.cli import load_program
 from offlow.elements import CheckIPv4, CheckIPv6, Discard, LookupIPv6, ParseEth, lpm6_table
 from offlow.errors import OfflowError
 from offlow.report import summarize
-from offlow.runner import Run, RunOptions
+from offlow.runner import Run, RunOptions, run
 from offlow.targets import verifier, xdp
 from offlow.testing.malformed import write_malformed_pcap
 from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
@@ -114,6 +114,20 @@ class Tally(EthToEth):
     body = "seen[0] += 1;"
 
 
+class SizeClasses(EthToEth):
+    """Counts frames per size class and adds up their bytes in a shared array (a
+    user's element: its own table name, an index it bounds itself)."""
+
+    tables = ("by_size",)
+    body = r"""
+    /* classes of 256 bytes; the last takes every longer frame */
+    uint32_t k = pkt->len >> 8;
+    if (k > 6) k = 6;
+    by_size[k] += 1;
+    by_size[7] += pkt->len;   // the total
+    """
+
+
 class KeyHash(EthToEth):
     includes = ("offlow/kvstore.h",)
     body = "pkt->data[0] ^= 1;"
@@ -150,9 +164,9 @@ def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
     assert _refusal(_one_segment(BatchOnly("vec"))) == element(
         "vec", "BatchOnly", "it has only a batch body; XDP runs one packet at a time: give the "
         "element a per-packet body")
-    assert _refusal(_one_segment(Tally("tally", seen=Shared("seen", "uint64_t", 4)))) == element(
-        "tally", "Tally", "it uses shared table seen (uint64_t); of the tables, only the IPv4 "
-        "LPM table (lpm4_table) is a BPF map in XDP yet")
+    assert _refusal(_one_segment(Tally("tally", seen=Shared("seen", "uint64_t", 1 << 19)))) == \
+        element("tally", "Tally", "its shared array seen takes more than 2 MiB, the most one "
+                "BPF map value here holds: a shorter array")
     p = Program("refused")
     src, eth, v6, find, out, rest = (Source("rx"), ParseEth("eth"), CheckIPv6("v6"),
                                      LookupIPv6("find6", routes=lpm6_table("fib6")), Sink("tx"),
@@ -164,7 +178,7 @@ def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
     p.segment("edge", [src, eth, v6, find, out, rest], device="xdp")
     assert _refusal(p) == element(
         "find6", "LookupIPv6", "it uses shared table fib6 (struct ofl_lpm6); of the tables, only "
-        "the IPv4 LPM table (lpm4_table) is a BPF map in XDP yet")
+        "shared arrays and the IPv4 LPM table (lpm4_table) are BPF maps in XDP yet")
     assert _refusal(_one_segment(KeyHash("kh"))) == element(
         "kh", "KeyHash", "its body uses offlow/kvstore.h, a runtime library with no BPF build "
         "(only offlow/pkt.h's parsers run in XDP)")
@@ -608,3 +622,33 @@ def test_iface_attaches_to_an_existing_interface_and_counts_its_traffic() -> Non
         subprocess.run(["ip", "netns", "del", ns])
     assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                     text=True).stdout
+
+
+@needs_bpf
+def test_a_shared_array_is_a_bpf_map_the_run_reports_as_the_nic_does(tmp_path: Path) -> None:
+    """A user's element adding to a shared array (Shared) on xdp: the same table
+    contents in the run's report, the same frames and counters, as on the NIC."""
+    def prog(device: str) -> Program:
+        p = Program("sizes")
+        src, sizes, out = Source("rx"), SizeClasses("sizes", by_size=Shared("hist", "int64_t",
+                                                                          8)), Sink("tx")
+        src >> sizes >> out
+        p.segment("edge", [src, sizes, out], device=device)
+        return p
+
+    got = {}
+    for device in ("nic", "xdp"):
+        b = build(prog(device))
+        res = run(b, RunOptions(input=TLS, output=tmp_path / f"{device}.pcap", timeout=60))
+        s = summarize(b.plan, res.stats)
+        assert res.ok, res.errors
+        got[device] = s, (tmp_path / f"{device}.pcap").read_bytes()
+    (nic, nic_out), (xdp_s, xdp_out) = got["nic"], got["xdp"]
+    frames = [f for f in read_frames(TLS) if len(f) <= nic["mtu"]]  # (longer: dropped)
+    hist = [0] * 8
+    for f in frames:
+        hist[min(len(f) >> 8, 6)] += 1
+        hist[7] += len(f)
+    assert xdp_s["tables"]["hist"] == nic["tables"]["hist"]
+    assert xdp_out == nic_out and xdp_s["elements"] == nic["elements"]
+    assert xdp_s["tables"]["hist"] == hist  # (counted by Python from the capture)

@@ -14,10 +14,11 @@ import subprocess
 from pathlib import Path
 
 from offlow import cbuild
-from offlow.codegen.bpf import BPF_TABLES, generate_xdp, generate_xdp_host
+from offlow.codegen.bpf import BPF_TABLES, generate_xdp, generate_xdp_host, is_array
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.ir.layout import state_bytes
+from offlow.ir.types import SCALARS
 from offlow.lifecycle import signals_deferred
 from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, Target, missing_package, no_device
@@ -34,6 +35,9 @@ STATE_MAX = 256
 # Runtime headers whose functions have a BPF form (offlow/codegen/bpf.py compiles
 # them into the program); a body naming any other runtime library is refused.
 BPF_HEADERS_OK = frozenset({"offlow/pkt.h"})
+# The largest shared array, in bytes: one array map value (the kernel's kmalloc limit
+# is 4 MiB; half, for the room the map itself takes).
+ARRAY_MAX = 2 << 20
 _NOT_YET = ("the crossing between XDP and segments on other devices (AF_XDP with the live "
             "fields in XDP metadata) is not implemented yet")
 
@@ -163,12 +167,18 @@ class Xdp(Target):
                     "one verdict")
         if facts and facts.reads_ts:
             return "it reads the packet's capture time (pkt->ts_ns), which XDP does not have"
-        kinds = {t.name: t.ctype for t in g.shared}
-        other_tables = [t for _, t in node.tables if kinds.get(t) not in BPF_TABLES]
+        shared = {t.name: t for t in g.shared}
+        other_tables = [t for _, t in node.tables
+                        if not is_array(shared[t]) and shared[t].ctype not in BPF_TABLES]
         if other_tables:
             return ("it uses shared table " + ", ".join(
-                f"{t} ({kinds.get(t)})" for t in other_tables) + "; of the tables, only "
-                "the IPv4 LPM table (lpm4_table) is a BPF map in XDP yet")
+                f"{t} ({shared[t].ctype})" for t in other_tables) + "; of the tables, only "
+                "shared arrays and the IPv4 LPM table (lpm4_table) are BPF maps in XDP yet")
+        big = [t for _, t in node.tables if is_array(shared[t])
+               and shared[t].length * SCALARS[shared[t].ctype] > ARRAY_MAX]
+        if big:
+            return (f"its shared array {big[0]} takes more than {ARRAY_MAX >> 20} MiB, the "
+                    "most one BPF map value here holds: a shorter array")
         other = [h for h in node.includes if h not in BPF_HEADERS_OK]
         if other:
             return (f"its body uses {', '.join(other)}, a runtime library with no BPF build "

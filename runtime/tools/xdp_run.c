@@ -77,6 +77,7 @@ static struct bpf_object *load(struct bpf_object *obj)
 
 /* The program's counters, summed over the CPUs. */
 struct counters {
+    struct bpf_object *obj;  /* the loaded program (its table maps) */
     int fd;             /* the per-CPU array map */
     int ncpus;
     unsigned n;         /* counters */
@@ -236,6 +237,7 @@ static void report(const struct ofl_xdp_desc *d, const struct ofl_args *a, struc
     ofl_json_end_obj(&j); /* the core */
     ofl_json_end_arr(&j);
     ofl_json_begin_obj(&j, "tables");
+    ofl_xdp_arrays_report(&j, d, c->obj);
     ofl_json_end_obj(&j);
     ofl_json_begin_obj(&j, "sinks");
     if (d->sink && r->sink) ofl_stats_sink(&j, d->sink, r->sink);
@@ -315,6 +317,7 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
         fprintf(stderr, "offlow xdp: cannot open a packet socket: %s\n", strerror(-sock));
         goto done;
     }
+    c.obj = obj;
     c.fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "ofl_counts"));
     c.percpu = calloc((size_t)(c.ncpus > 0 ? c.ncpus : 1), sizeof *c.percpu);
     if (!c.percpu) goto done;

@@ -30,6 +30,14 @@ struct ofl_xdp_table {
     const char *name, *maps;
 };
 
+/* A shared array the program keeps in one map value: its name and map, `n` integers
+ * of `size` bytes (signed or not), reported in the stats as on every device. */
+struct ofl_xdp_array {
+    const char *name, *map;
+    unsigned n, size;
+    int is_signed;
+};
+
 /* A compiled xdp segment, as its generated xdp.c describes it. */
 struct ofl_xdp_desc {
     const char *segment;             /* the segment's name */
@@ -43,6 +51,7 @@ struct ofl_xdp_desc {
     const char *const *why_names;    /* every reason, by counter - OFL_XDP_COUNTERS * nel */
     uint32_t mtu;
     const struct ofl_xdp_table *lpm4;  /* its IPv4 LPM tables, up to one with name NULL */
+    const struct ofl_xdp_array *arrays;  /* its shared arrays, up to one with name NULL */
 };
 
 /* The program of every generated object that passes each frame on (XDP_PASS): on the

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "offlow/lpm_tables.h"
@@ -91,6 +92,21 @@ int ofl_xdp_tables_fill(const struct ofl_xdp_tables *t, const struct ofl_xdp_des
         if (rc < 0) return rc;
     }
     return 0;
+}
+
+void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
+                           struct bpf_object *obj)
+{
+    for (const struct ofl_xdp_array *x = d->arrays; x && x->name; x++) {
+        struct bpf_map *m = bpf_object__find_map_by_name(obj, x->map);
+        void *v = calloc(x->n ? x->n : 1, x->size);
+        uint32_t zero = 0;
+        if (m && v && bpf_map_lookup_elem(bpf_map__fd(m), &zero, v) == 0)
+            ofl_stats_table(j, x->name, v, x->n, x->size, x->is_signed);
+        else
+            fprintf(stderr, "offlow xdp: cannot read shared array %s\n", x->name);
+        free(v);
+    }
 }
 
 void ofl_xdp_tables_free(struct ofl_xdp_tables *t)

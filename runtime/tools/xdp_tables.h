@@ -29,6 +29,11 @@ int ofl_xdp_tables_open(struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
 int ofl_xdp_tables_fill(const struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
                         struct bpf_object *obj);
 
+/* Write each shared array of `d` (its map in the loaded `obj`) into the stats' tables
+ * object `j`, as every device reports its arrays. */
+void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
+                           struct bpf_object *obj);
+
 /* Free the built tables. */
 void ofl_xdp_tables_free(struct ofl_xdp_tables *t);
 
