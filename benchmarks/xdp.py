@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import C, routes
-from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
+from benchmarks.common.machine import cpu_features, machine, quiet_check
 from benchmarks.common.peers import bench_cpu
 from benchmarks.common.routes import NPORTS, SEED, TOOLS
 from offlow import cbuild
@@ -154,13 +154,17 @@ def verdicts(res: dict) -> list[str]:
 
 def format_report(res: dict) -> str:
     """The result as text: setup, the table of rows, ratios, verdicts."""
+    m = res["machine"]
+    quiet = ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
     sw = res["sweep"]
     out = [f"offlow bench xdp: {res['input']['prefixes']}: {res['routes']:,} IPv4 routes "
            f"({'all' if sw['routes'] is None else 'a slice'} of "
            f"{res['input']['v4_in_file']:,}); BPF_PROG_TEST_RUN repeat mode, one packet "
            f"per lookup, {sw['passes']} passes over the addresses per run, median of "
            f"{sw['reps']} runs",
-           f"{machine_line(res)}; pinned to CPU {res['pinned_cpu']}",
+           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
+           f"{' '.join(res['features']) or '-'}; busy before the run: {quiet}; pinned to "
+           f"CPU {res['pinned_cpu']}",
            f"offlow table: built in {res['build_s']:.3f} s by ofl_lpm4_build "
            f"({res['blocks']:,} tbl24 blocks, {res['groups']:,} tbl8 groups, "
            f"{res['dir24_bytes'] / 2**20:.1f} MiB)",

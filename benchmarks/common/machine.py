@@ -71,12 +71,3 @@ def cpu_features() -> list[str]:
     except OSError:
         pass
     return []
-
-
-def machine_line(res: dict) -> str:
-    """The report's machine line: CPU, CPUs, kernel, CPU features and how busy the CPUs
-    were before the run, from a result's `machine` and `features`."""
-    m = res["machine"]
-    quiet = ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
-    return (f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
-            f"{' '.join(res['features']) or '-'}; busy before the run: {quiet}")
