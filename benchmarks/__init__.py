@@ -19,9 +19,13 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
     b.add_argument("--png", type=Path,
-                   help="router, groups, channels, kvs, gpu, tsp, streams: where to write the plot")
+                   help="router, groups, channels, kvs, gpu, tsp, streams, xdp --e2e: where to "
+                        "write the plot")
     b.add_argument("--prefixes", type=Path,
                    help="router, groups, xdp, gpu: prefix file (default: the BGP table)")
+    b.add_argument("--e2e", action="store_true",
+                   help="xdp: the end-to-end half instead (Mpps through a veth pair: xdp, nic "
+                        "and host placements of one program beside the generator alone)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,vector,"
                    "l3fwd,groups (default: all)")
     b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,"
@@ -42,6 +46,9 @@ def run(a: argparse.Namespace) -> int:
                   prefixes=a.prefixes or bench.DEFAULT_PREFIXES, sweeps=a.sweeps)
     elif a.name == "channels":
         bench.run(quick=a.quick, out_json=a.json_out, png=a.png)
+    elif a.name == "xdp" and a.e2e:
+        importlib.import_module("benchmarks.xdp_e2e").run(quick=a.quick, out_json=a.json_out,
+                                                         out_png=a.png)
     elif a.name == "xdp":
         bench.run(quick=a.quick, out_json=a.json_out, prefixes=a.prefixes)
     elif a.name == "gpu":

@@ -46,7 +46,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt), profile=a.profile or "", metrics=a.metrics,
-                      ports=tuple(a.port))
+                      ports=tuple(a.port), iface=a.iface, xdp_mode=a.xdp_mode)
     b = build_for(prog, opts)
     if a.serve and not b.plan.program_channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
@@ -212,6 +212,13 @@ def parser() -> argparse.ArgumentParser:
                    help="after the packets, keep serving the program's channels until Ctrl-C: "
                    "other host programs attach with offlow.session.attach(WINDOW), the path "
                    "it prints, and change its tables with offlow ctl WINDOW")
+    r.add_argument("--iface", metavar="IFACE",
+                   help="xdp: attach the program to this existing interface (its traffic is "
+                        "the input, until --duration or Ctrl-C) instead of the run's own veth "
+                        "pair")
+    r.add_argument("--xdp-mode", choices=["generic", "native"], default="generic",
+                   help="xdp: generic (any interface, in the kernel's stack) or native (in "
+                        "the driver: veth and most 10-100G NICs); default generic")
     r.add_argument("--profile", metavar="PROFILE",
                    help="profile-scaled emulation: run the device `nic` at a device profile's "
                         "speed (a preset of offlow plan --device, or a YAML file): each turn "

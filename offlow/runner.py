@@ -37,6 +37,7 @@ from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
 from offlow.planner.profile import dilation
 from offlow.planner.profile import load as load_profile
 from offlow.reload import description_path, write_description
+from offlow.targets import xdp
 from offlow.targets.base import Part
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
@@ -81,6 +82,10 @@ class RunOptions:
     # sources and sinks they name read and write a network device; a source on a port
     # runs until `duration` (its traffic has no end).
     ports: tuple[str, ...] = ()
+    # The xdp target (offlow/targets/xdp.py): attach to this existing interface instead
+    # of the run's own veth pair, and the XDP mode ("generic" or "native").
+    iface: str | None = None
+    xdp_mode: str = "generic"
 
     @property
     def takes_reloads(self) -> bool:
@@ -180,7 +185,7 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
                               f"known: {', '.join(sorted(known))}")
         args += ["--opt", opt]
     _check_table_files(b, args)
-    return args
+    return args + xdp.run_options(b.plan, o.iface, o.xdp_mode, o.input)
 
 
 def _check_table_files(b: Build, args: list[str]) -> None:

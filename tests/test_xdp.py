@@ -5,10 +5,13 @@ accepts, and a verifier refusal reported at the element's body line."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,15 +22,16 @@ import pytest
 from offlow import Element, Handler, Port, Program, Shared, Sink, Source
 from offlow.build import build, plan_program
 from offlow.cli import load_program
-from offlow.elements import CheckIPv4, Discard, ParseEth
+from offlow.elements import CheckIPv4, CheckIPv6, Discard, LookupIPv6, ParseEth, lpm6_table
 from offlow.errors import OfflowError
 from offlow.report import summarize
-from offlow.runner import Run, RunOptions
+from offlow.runner import Run, RunOptions, run
 from offlow.targets import verifier, xdp
 from offlow.testing.malformed import write_malformed_pcap
 from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
 
 XDP_TTL = ROOT / "tests" / "programs" / "xdp_ttl.py"
+XDP_ROUTER = ROOT / "tests" / "programs" / "xdp_router.py"
 WHY_NOT = xdp.TARGET.unusable()
 needs_bpf = pytest.mark.skipif(WHY_NOT is not None, reason=f"xdp cannot run here: {WHY_NOT}")
 
@@ -110,6 +114,20 @@ class Tally(EthToEth):
     body = "seen[0] += 1;"
 
 
+class SizeClasses(EthToEth):
+    """Counts frames per size class and adds up their bytes in a shared array (a
+    user's element: its own table name, an index it bounds itself)."""
+
+    tables = ("by_size",)
+    body = r"""
+    /* classes of 256 bytes; the last takes every longer frame */
+    uint32_t k = pkt->len >> 8;
+    if (k > 6) k = 6;
+    by_size[k] += 1;
+    by_size[7] += pkt->len;   // the total
+    """
+
+
 class KeyHash(EthToEth):
     includes = ("offlow/kvstore.h",)
     body = "pkt->data[0] ^= 1;"
@@ -146,9 +164,21 @@ def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
     assert _refusal(_one_segment(BatchOnly("vec"))) == element(
         "vec", "BatchOnly", "it has only a batch body; XDP runs one packet at a time: give the "
         "element a per-packet body")
-    assert _refusal(_one_segment(Tally("tally", seen=Shared("seen", "uint64_t", 4)))) == element(
-        "tally", "Tally", "it uses shared tables (seen); tables as BPF maps are not implemented "
-        "yet")
+    assert _refusal(_one_segment(Tally("tally", seen=Shared("seen", "uint64_t", 1 << 19)))) == \
+        element("tally", "Tally", "its shared array seen takes more than 2 MiB, the most one "
+                "BPF map value here holds: a shorter array")
+    p = Program("refused")
+    src, eth, v6, find, out, rest = (Source("rx"), ParseEth("eth"), CheckIPv6("v6"),
+                                     LookupIPv6("find6", routes=lpm6_table("fib6")), Sink("tx"),
+                                     Discard("rest"))
+    src >> eth
+    eth["ipv6"] >> v6 >> find >> out
+    eth["ipv4"] >> rest
+    eth["other"] >> rest
+    p.segment("edge", [src, eth, v6, find, out, rest], device="xdp")
+    assert _refusal(p) == element(
+        "find6", "LookupIPv6", "it uses shared table fib6 (struct ofl_lpm6); of the tables, only "
+        "shared arrays and the IPv4 LPM table (lpm4_table) are BPF maps in XDP yet")
     assert _refusal(_one_segment(KeyHash("kh"))) == element(
         "kh", "KeyHash", "its body uses offlow/kvstore.h, a runtime library with no BPF build "
         "(only offlow/pkt.h's parsers run in XDP)")
@@ -406,3 +436,219 @@ def test_a_refusal_the_log_places_outside_the_bodies_says_where_and_what_to_do()
         "'scalar' (at xdp.bpf.c:32: `if (v) *v += 1;`); no line of an element's body or "
         "helpers: if the program's file changed since it was loaded, run again, else please "
         "report it")
+
+
+# The router's table for the test: /8s, /16s and /24s, and prefixes longer than /24
+# (tbl8 groups) inside some of them; every address outside them is unroutable.
+ROUTES = ["10.0.0.0/8", "20.0.0.0/8", "20.5.0.0/16", "20.5.7.0/24", "20.5.7.128/25",
+          "20.5.7.200/30", "20.5.7.203/32", "30.1.0.0/16", "30.1.2.0/24", "30.1.2.16/28",
+          "40.0.0.0/9", "40.200.3.0/24", "40.200.3.64/26"]
+
+
+def _router_capture(path: Path, n: int = 600) -> list[str]:
+    """n frames, most IPv4 to addresses in or near the ROUTES (each first octet of them,
+    so some unroutable), some IPv6 and ARP; written with dpkt. The IPv4 destinations."""
+    rng = random.Random(2626)
+    nets = [ipaddress.ip_network(r) for r in ROUTES]
+    dsts: list[str] = []
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for k in range(n):
+            eth = dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6)
+            if k % 17 == 5:
+                eth.type, eth.data = dpkt.ethernet.ETH_TYPE_ARP, dpkt.arp.ARP()
+            elif k % 13 == 3:
+                eth.type = dpkt.ethernet.ETH_TYPE_IP6
+                eth.data = dpkt.ip6.IP6(src=b"\x20" * 16, dst=b"\x26" * 16, hlim=9, nxt=17,
+                                        data=dpkt.udp.UDP(sport=1, dport=2, data=b"x" * k))
+                eth.data.plen = len(eth.data.data)
+            else:
+                net = rng.choice(nets)
+                near = ipaddress.ip_network(f"{net.network_address}/{max(net.prefixlen - 2, 6)}",
+                                            strict=False)
+                dst = str(near[rng.randrange(near.num_addresses)])
+                dsts.append(dst)
+                eth.type = dpkt.ethernet.ETH_TYPE_IP
+                eth.data = dpkt.ip.IP(src=bytes([192, 0, 2, 1]), dst=ipaddress.ip_address(
+                    dst).packed, ttl=64, p=17, data=dpkt.udp.UDP(sport=7, dport=9,
+                                                                 data=b"y" * (k % 300)))
+                eth.data.len = 20 + 8 + k % 300
+                eth.data.data.ulen = 8 + k % 300
+            w.writepkt(bytes(eth), ts=1700000000 + k / 1000)
+    return dsts
+
+
+@needs_bpf
+def test_the_router_looks_up_its_ipv4_table_in_xdp_as_on_the_nic(tmp_path: Path) -> None:
+    """tests/programs/xdp_router.py: the DIR-24-8 table built by the runtime, looked up
+    from BPF array maps in XDP; the same frames (next hop in the Ethernet addresses),
+    and the same counters, as the emulated NIC's; unroutable counted as Python's own
+    longest-prefix match says."""
+    table, capture = tmp_path / "routes.txt", tmp_path / "in.pcap"
+    table.write_text("# the test's routes\n" + "\n".join(ROUTES) + "\n")
+    dsts = _router_capture(capture)
+    nets = [ipaddress.ip_network(r) for r in ROUTES]
+    unroutable = sum(1 for d in dsts if not any(ipaddress.ip_address(d) in n for n in nets))
+    runs = {}
+    for device in ("nic", "xdp"):
+        out = tmp_path / f"{device}.pcap"
+        s = run_example([f"edge.device={device}"], XDP_ROUTER, input=capture, output=out,
+                        opts=(f"fib.path={table}",))
+        assert s["ok"], s["errors"]
+        runs[device] = s, out.read_bytes()
+    (nic, nic_out), (got, xdp_out) = runs["nic"], runs["xdp"]
+    assert got["segments"][0]["device"] == "xdp"
+    assert 0 < unroutable < len(dsts) // 2
+    assert got["elements"]["find"]["why"] == {"unroutable": unroutable}
+    assert xdp_out == nic_out
+    assert got["elements"] == nic["elements"] and got["accounting"] == nic["accounting"]
+    hops = {f[:6] for f in read_frames(tmp_path / "xdp.pcap") if f[12:14] == b"\x08\x00"}
+    assert len(hops) > 5  # the frames left by many next hops, not one
+
+
+def test_iface_and_xdp_mode_errors_come_before_any_process_starts(tmp_path: Path) -> None:
+    plan = plan_program(load_program(XDP_TTL, ["edge.device=xdp"]))
+    with pytest.raises(OfflowError) as err:
+        xdp.run_options(plan, "ofl-none-26", "generic", None)
+    assert str(err.value) == ("--iface ofl-none-26: no such interface in this network "
+                              "namespace (`ip link` lists them)")
+    with pytest.raises(OfflowError) as err:
+        xdp.run_options(plan, "lo", "generic", tmp_path / "in.pcap")
+    assert str(err.value) == (
+        f"--iface lo: the packets come from the interface; --input {tmp_path / 'in.pcap'} has "
+        "nowhere to go (leave out --iface to replay it through the run's own veth pair)")
+    with pytest.raises(OfflowError) as err:
+        xdp.run_options(plan, None, "offload", None)
+    assert str(err.value) == "--xdp-mode offload: expected one of generic, native"
+    nic = plan_program(load_program(XDP_TTL))
+    with pytest.raises(OfflowError) as err:
+        xdp.run_options(nic, "lo", "generic", None)
+    assert str(err.value) == ("--iface lo: no segment of `xdp_ttl` is on xdp "
+                              "(--set SEG.device=xdp)")
+    assert xdp.run_options(plan, None, "generic", None) == []
+    assert xdp.run_options(plan, "lo", "native", None) == ["--opt", "xdp.mode=native",
+                                                          "--opt", "xdp.iface=lo"]
+
+
+@needs_bpf
+def test_native_mode_on_the_runs_veth_pair_writes_what_the_nic_writes(tmp_path: Path) -> None:
+    synth = {"count": 2000, "seed": 7, "sizes": "60:3,333:1,1514:1"}
+    nic, nic_out = _run(tmp_path, "nic", None, **synth)
+    got, xdp_out = _run(tmp_path, "xdp", None, xdp_mode="native", **synth)
+    assert xdp_out == nic_out and got["elements"] == nic["elements"]
+
+
+@needs_bpf
+def test_native_mode_refused_by_the_driver_says_why_and_what_to_do(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Frames of 4,519 bytes (the TLS capture's mtu): a veth takes one page per frame
+    in native mode, so it refuses the program; the process says so in one line."""
+    s = run_example(["edge.device=xdp"], XDP_TTL, input=TLS, output=tmp_path / "o.pcap",
+                    xdp_mode="native")
+    assert not s["ok"] and s["errors"] == ["the xdp process exited with status 1"]
+    lines = [t for t in capfd.readouterr().err.splitlines() if t.startswith("offlow xdp:")]
+    assert lines == [
+        "offlow xdp: interface ofl-xdp refused the XDP program in native mode: Numerical "
+        "result out of range (its MTU is too large for native XDP, which takes one page per "
+        "frame on a veth: use --xdp-mode generic, or frames of at most about 3,500 bytes)"]
+
+
+SENDER = r"""
+import socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((sys.argv[1], 0))
+s.settimeout(0.2)
+frames = [bytes.fromhex(h) for h in sys.argv[2:]]
+got = 0
+for f in frames:
+    s.send(f)
+end = time.time() + 3
+while time.time() < end and got < len(frames):
+    try:
+        data, addr = s.recvfrom(65535)
+    except TimeoutError:
+        continue
+    if addr[2] != socket.PACKET_OUTGOING:
+        got += 1
+print(got)
+"""
+
+
+@needs_bpf
+def test_iface_attaches_to_an_existing_interface_and_counts_its_traffic() -> None:
+    """A veth pair in a namespace the test makes (never the machine's interfaces): the
+    run attaches to one end (--iface), the test sends frames into the other and gets
+    back what XDP_TX sent; the run's counters say what the program did with them.
+    (Generic mode: in native mode a veth hands XDP_TX's frames to its peer only when
+    the peer runs XDP too, which a run cannot do on an interface it does not own.)"""
+    ns = f"ofl-t26-{os.getpid()}"
+    sh = ["ip", "netns", "exec", ns]
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for setting in ("all", "default"):  # no IPv6 chatter on the pair
+            subprocess.run([*sh, "sysctl", "-qw", f"net.ipv6.conf.{setting}.disable_ipv6=1"],
+                           check=True)
+        subprocess.run(["ip", "-n", ns, "link", "add", "name", "ofl-a", "type", "veth", "peer",
+                        "name", "ofl-b"], check=True)
+        for end in ("ofl-a", "ofl-b"):
+            subprocess.run(["ip", "-n", ns, "link", "set", end, "up"], check=True)
+        sent = read_frames(TLS)[:40]
+        run = subprocess.Popen([*sh, str(ROOT / ".venv" / "bin" / "offlow"), "run",
+                                str(XDP_TTL), "--set", "edge.device=xdp", "--iface", "ofl-a",
+                                "--duration", "8", "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for _ in range(400):  # until the program is attached to a
+                link = subprocess.run(["ip", "-n", ns, "link", "show", "ofl-a"],
+                                      capture_output=True, text=True).stdout
+                if "xdp" in link or run.poll() is not None:
+                    break
+                time.sleep(0.05)
+            assert run.poll() is None, run.communicate()
+            back = subprocess.run([*sh, sys.executable, "-c", SENDER, "ofl-b",
+                                   *(f.hex() for f in sent)],
+                                  capture_output=True, text=True, timeout=30)
+            out, err = run.communicate(timeout=60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+        assert run.returncode == 0, err
+        s = json.loads(out)
+        assert int(back.stdout) == len(sent), (back.stderr, s["elements"])
+        assert s["elements"]["wire"]["in"] == len(sent)
+        assert s["elements"]["back"]["in"] == len(sent)
+        assert s["elements"]["hop4"]["in"] == len(sent)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])
+    assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                    text=True).stdout
+
+
+@needs_bpf
+def test_a_shared_array_is_a_bpf_map_the_run_reports_as_the_nic_does(tmp_path: Path) -> None:
+    """A user's element adding to a shared array (Shared) on xdp: the same table
+    contents in the run's report, the same frames and counters, as on the NIC."""
+    def prog(device: str) -> Program:
+        p = Program("sizes")
+        src, sizes, out = Source("rx"), SizeClasses("sizes", by_size=Shared("hist", "int64_t",
+                                                                          8)), Sink("tx")
+        src >> sizes >> out
+        p.segment("edge", [src, sizes, out], device=device)
+        return p
+
+    got = {}
+    for device in ("nic", "xdp"):
+        b = build(prog(device))
+        res = run(b, RunOptions(input=TLS, output=tmp_path / f"{device}.pcap", timeout=60))
+        s = summarize(b.plan, res.stats)
+        assert res.ok, res.errors
+        got[device] = s, (tmp_path / f"{device}.pcap").read_bytes()
+    (nic, nic_out), (xdp_s, xdp_out) = got["nic"], got["xdp"]
+    frames = [f for f in read_frames(TLS) if len(f) <= nic["mtu"]]  # (longer: dropped)
+    hist = [0] * 8
+    for f in frames:
+        hist[min(len(f) >> 8, 6)] += 1
+        hist[7] += len(f)
+    assert xdp_s["tables"]["hist"] == nic["tables"]["hist"]
+    assert xdp_out == nic_out and xdp_s["elements"] == nic["elements"]
+    assert xdp_s["tables"]["hist"] == hist  # (counted by Python from the capture)

@@ -9,14 +9,16 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
 from offlow import cbuild
-from offlow.codegen.bpf import generate_xdp, generate_xdp_host
+from offlow.codegen.bpf import BPF_TABLES, generate_xdp, generate_xdp_host, is_array
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.ir.layout import state_bytes
+from offlow.ir.types import SCALARS
 from offlow.lifecycle import signals_deferred
 from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, Target, missing_package, no_device
@@ -26,13 +28,16 @@ BPF_HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
 VETH_HEADER = Path("/usr/include/libnl3/netlink/route/link/veth.h")
 TOOLS = cbuild.RUNTIME / "tools"
 # The host side of every xdp segment: its generated xdp.c links these.
-HOST_SOURCES = (TOOLS / "xdp_run.c", TOOLS / "xdp_net.c")
+HOST_SOURCES = (TOOLS / "xdp_run.c", TOOLS / "xdp_net.c", TOOLS / "xdp_tables.c")
 # The BPF stack is 512 bytes; the generated program keeps the state there beside the
 # body's own locals, so the state may take at most this much of it.
 STATE_MAX = 256
 # Runtime headers whose functions have a BPF form (offlow/codegen/bpf.py compiles
 # them into the program); a body naming any other runtime library is refused.
 BPF_HEADERS_OK = frozenset({"offlow/pkt.h"})
+# The largest shared array, in bytes: one array map value (the kernel's kmalloc limit
+# is 4 MiB; half, for the room the map itself takes).
+ARRAY_MAX = 2 << 20
 _NOT_YET = ("the crossing between XDP and segments on other devices (AF_XDP with the live "
             "fields in XDP metadata) is not implemented yet")
 
@@ -65,6 +70,38 @@ def kernel_refuses_bpf() -> str | None:
     return None
 
 
+# --xdp-mode: the attach flag of each mode (XDP_FLAGS_SKB_MODE, XDP_FLAGS_DRV_MODE).
+MODES = ("generic", "native")
+
+
+def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | None) -> list[str]:
+    """The options of the run's xdp process for `--iface` and `--xdp-mode` (none when
+    neither is given), each checked before any process starts: an xdp device to take
+    them, a known mode, an interface that exists here, no --input with --iface (the
+    packets come from the interface)."""
+    if iface is None and mode == "generic":
+        return []
+    what = f"--iface {iface}" if iface is not None else f"--xdp-mode {mode}"
+    if not any(d.target == "xdp" for d in plan.devices):
+        raise OfflowError(f"{what}: no segment of `{plan.name}` is on xdp "
+                          "(--set SEG.device=xdp)")
+    if mode not in MODES:
+        raise OfflowError(f"--xdp-mode {mode}: expected one of {', '.join(MODES)}")
+    args = ["--opt", f"xdp.mode={mode}"]
+    if iface is None:
+        return args
+    try:
+        socket.if_nametoindex(iface)
+    except OSError:
+        raise OfflowError(f"--iface {iface}: no such interface in this network namespace "
+                          "(`ip link` lists them)") from None
+    if given_input is not None:
+        raise OfflowError(f"--iface {iface}: the packets come from the interface; --input "
+                          f"{given_input} has nowhere to go (leave out --iface to replay it "
+                          "through the run's own veth pair)")
+    return [*args, "--opt", f"xdp.iface={iface}"]
+
+
 def compile_bpf(src: Path, obj: Path, what: str) -> None:
     """Compile eBPF C `src` into object `obj` (flag sets `bpf` and `werror`, the core's
     headers, and the system's multiarch folder for <asm/types.h>); `what` names it in
@@ -74,7 +111,8 @@ def compile_bpf(src: Path, obj: Path, what: str) -> None:
                                text=True).stdout.strip()
     tmp = obj.with_name(f"{obj.name}.tmp{os.getpid()}")
     cbuild.cc(d.compiler("bpf"), [
-        *d.flags("bpf", "werror"), *cbuild.include_flags([d.library("core")]),
+        *d.flags("bpf", "werror"), *cbuild.include_flags(
+            [d.library("core"), d.library("lpm")]),
         *([f"-I/usr/include/{multiarch}"] if multiarch else []),
         "-c", str(src), "-o", str(tmp)], what)
     tmp.replace(obj)
@@ -85,7 +123,7 @@ class Xdp(Target):
     runs = "eBPF in the kernel's XDP hook of an interface, every packet on the CPU that receives it"
     interconnect = ("none yet: a segment on xdp takes its packets from the interface and "
                     "ends them there (XDP_TX, XDP_DROP)")
-    reads_table_files = False
+    reads_table_files = True  # its host side builds the tables it copies into maps
     serves_control = False   # its tables are BPF maps, read by no channel
 
     def unusable(self) -> str | None:
@@ -129,9 +167,18 @@ class Xdp(Target):
                     "one verdict")
         if facts and facts.reads_ts:
             return "it reads the packet's capture time (pkt->ts_ns), which XDP does not have"
-        if node.tables:
-            return ("it uses shared tables (" + ", ".join(t for _, t in node.tables)
-                    + "); tables as BPF maps are not implemented yet")
+        shared = {t.name: t for t in g.shared}
+        other_tables = [t for _, t in node.tables
+                        if not is_array(shared[t]) and shared[t].ctype not in BPF_TABLES]
+        if other_tables:
+            return ("it uses shared table " + ", ".join(
+                f"{t} ({shared[t].ctype})" for t in other_tables) + "; of the tables, only "
+                "shared arrays and the IPv4 LPM table (lpm4_table) are BPF maps in XDP yet")
+        big = [t for _, t in node.tables if is_array(shared[t])
+               and shared[t].length * SCALARS[shared[t].ctype] > ARRAY_MAX]
+        if big:
+            return (f"its shared array {big[0]} takes more than {ARRAY_MAX >> 20} MiB, the "
+                    "most one BPF map value here holds: a shorter array")
         other = [h for h in node.includes if h not in BPF_HEADERS_OK]
         if other:
             return (f"its body uses {', '.join(other)}, a runtime library with no BPF build "
@@ -179,8 +226,8 @@ class Xdp(Target):
                         f"generated {device}.bpf.c of `{plan.name}`")
         # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
-                                includes=[TOOLS], sets=(*cbuild.TOOL, "libnl"),
-                                link=d.flags("xdp_link"))
+                                libs=("core", "lpm"), includes=[TOOLS],
+                                sets=(*cbuild.TOOL, "libnl"), link=d.flags("xdp_link"))
         stamp = directory / f"{device}.host"  # the host side the object was checked with
         if stamp.exists() and stamp.read_text() == host.name and exe.exists():
             return exe

@@ -21,6 +21,7 @@
 #include "offlow/lifeline.h"
 #include "offlow/stop.h"
 #include "xdp_net.h"
+#include "xdp_tables.h"
 
 /* How long a frame may take through the kernel before the run gives up on it. */
 #define OFL_XDP_WAIT_NS 2000000000ull
@@ -39,9 +40,9 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
-/* Open `path` and load program `prog` (and only it), its frame buffers one per CPU;
- * returns the object or NULL (libbpf printed why). */
-static struct bpf_object *load(const char *path, const char *prog)
+/* Open `path` for program `prog` (only it will load), its frame buffers one per
+ * CPU; returns the object, not yet loaded, or NULL (printed why). */
+static struct bpf_object *open_obj(const char *path, const char *prog)
 {
     struct bpf_object *obj = bpf_object__open_file(path, NULL);
     if (!obj) return NULL;
@@ -50,13 +51,24 @@ static struct bpf_object *load(const char *path, const char *prog)
     bpf_object__for_each_program(p, obj) {
         int mine = strcmp(bpf_program__name(p), prog) == 0;
         found |= mine;
-        bpf_program__set_autoload(p, mine);
+        bpf_program__set_autoload(p, mine || strcmp(bpf_program__name(p), OFL_XDP_PASS) == 0);
     }
     struct bpf_map *frames = bpf_object__find_map_by_name(obj, "ofl_frames");
     int ncpus = libbpf_num_possible_cpus();
     if (frames && ncpus > 0) bpf_map__set_max_entries(frames, (unsigned)ncpus);
-    if (!found) fprintf(stderr, "offlow xdp: %s has no program %s\n", path, prog);
-    if (!found || bpf_object__load(obj) < 0) {
+    if (!found) {
+        fprintf(stderr, "offlow xdp: %s has no program %s\n", path, prog);
+        bpf_object__close(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+/* Load `obj` (the verifier checks its program); on failure closes it and returns
+ * NULL (libbpf printed why). */
+static struct bpf_object *load(struct bpf_object *obj)
+{
+    if (obj && bpf_object__load(obj) < 0) {
         bpf_object__close(obj);
         return NULL;
     }
@@ -65,6 +77,7 @@ static struct bpf_object *load(const char *path, const char *prog)
 
 /* The program's counters, summed over the CPUs. */
 struct counters {
+    struct bpf_object *obj;  /* the loaded program (its table maps) */
     int fd;             /* the per-CPU array map */
     int ncpus;
     unsigned n;         /* counters */
@@ -224,6 +237,7 @@ static void report(const struct ofl_xdp_desc *d, const struct ofl_args *a, struc
     ofl_json_end_obj(&j); /* the core */
     ofl_json_end_arr(&j);
     ofl_json_begin_obj(&j, "tables");
+    ofl_xdp_arrays_report(&j, d, c->obj);
     ofl_json_end_obj(&j);
     ofl_json_begin_obj(&j, "sinks");
     if (d->sink && r->sink) ofl_stats_sink(&j, d->sink, r->sink);
@@ -231,43 +245,96 @@ static void report(const struct ofl_xdp_desc *d, const struct ofl_args *a, struc
     ofl_stats_end(&j);
 }
 
+/* Attach program `prog` to interface `ifname` in `mode` ("generic" or "native") as a
+ * BPF link: the kernel detaches it when this process exits, however it exits.
+ * Returns the link's descriptor, or -1 (printed why). */
+static int attach(int prog, const char *ifname, const char *mode)
+{
+    int ifindex = ofl_xdp_ifindex(ifname);
+    if (ifindex < 0) {
+        fprintf(stderr, "offlow xdp: no interface %s in this network namespace\n", ifname);
+        return -1;
+    }
+    int native = strcmp(mode, "native") == 0;
+    LIBBPF_OPTS(bpf_link_create_opts, o,
+                .flags = native ? XDP_FLAGS_DRV_MODE : XDP_FLAGS_SKB_MODE);
+    int fd = bpf_link_create(prog, ifindex, BPF_XDP, &o);
+    if (fd >= 0) return fd;
+    const char *why = "";
+    if (native && fd == -ERANGE)
+        why = " (its MTU is too large for native XDP, which takes one page per frame on a "
+              "veth: use --xdp-mode generic, or frames of at most about 3,500 bytes)";
+    else if (native && (fd == -EOPNOTSUPP || fd == -EINVAL))
+        why = " (its driver has no native XDP: use --xdp-mode generic)";
+    fprintf(stderr, "offlow xdp: interface %s refused the XDP program in %s mode: %s%s\n",
+            ifname, mode, strerror(-fd), why);
+    return -1;
+}
+
+/* With --iface: the interface's own traffic goes through the program until a stop
+ * (Ctrl-C, SIGTERM, the runner gone) or the source's duration_ns; what the source
+ * counted is what the program took in. */
+static void serve(const struct ofl_xdp_desc *d, const struct ofl_args *a, struct run *r,
+                  struct counters *c)
+{
+    const char *dur = ofl_args_get(a, d->source, "duration_ns", NULL);
+    r->core.t_start = now_ns();
+    uint64_t end = dur ? r->core.t_start + strtoull(dur, NULL, 10) : UINT64_MAX;
+    while (!ofl_stop_requested() && now_ns() < end) usleep(10000);
+    r->core.t_end = now_ns();
+    r->core.pkts_in = counter(c, d->source_el * OFL_XDP_COUNTERS);
+}
+
 static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_args *a)
 {
     char err[256] = "";
+    const char *iface = ofl_args_get(a, "xdp", "iface", NULL);
+    const char *mode = ofl_args_get(a, "xdp", "mode", "generic");
     /* (XDP runs on whichever CPU takes the frame: the one this process sends from) */
     struct run r = { .core = { .segment = d->segment, .cpu = sched_getcpu() } };
-    if (ofl_source_open(&r.src, a, d->source, 0, 1, d->mtu) < 0) return 1;
+    if (!iface && ofl_source_open(&r.src, a, d->source, 0, 1, d->mtu) < 0) return 1;
     if (d->sink && ofl_sink_open(&r.sink, a, d->sink, 1) < 0) return ofl_src_close(r.src), 1;
-    int status = 1;
-    struct bpf_object *obj = NULL;
-    if (ofl_xdp_net_create(d->mtu, err, sizeof err) < 0) {
+    int status = 1, sock = -1, link = -1, peer_link = -1;
+    struct counters c = { .ncpus = libbpf_num_possible_cpus() };
+    struct ofl_xdp_tables tables = { 0 };
+    struct bpf_object *obj = open_obj(obj_path, d->prog);
+    if (!obj || ofl_xdp_tables_open(&tables, d, a, obj) < 0) goto done;
+    if (!iface && ofl_xdp_net_create(d->mtu, err, sizeof err) < 0) {
         fprintf(stderr, "offlow xdp: %s\n", err);
         goto done;
     }
-    obj = load(obj_path, d->prog);
-    if (!obj) goto done;
+    obj = load(obj);
+    if (!obj || ofl_xdp_tables_fill(&tables, d, obj) < 0) goto done;
     int prog = bpf_program__fd(bpf_object__find_program_by_name(obj, d->prog));
-    int ifindex = ofl_xdp_ifindex(OFL_XDP_IN);
-    int rc = ifindex < 0 ? ifindex : bpf_xdp_attach(ifindex, prog, XDP_FLAGS_SKB_MODE, NULL);
-    if (rc < 0) {
-        fprintf(stderr, "offlow xdp: cannot attach the program to %s: %s\n", OFL_XDP_IN,
-                strerror(-rc));
-        goto done;
+    if ((link = attach(prog, iface ? iface : OFL_XDP_IN, mode)) < 0) goto done;
+    /* in native mode a veth hands what XDP_TX sends to its peer only when the peer runs
+     * XDP too: it gets a program that passes every frame on */
+    if (!iface && strcmp(mode, "native") == 0) {
+        int pass = bpf_program__fd(bpf_object__find_program_by_name(obj, OFL_XDP_PASS));
+        if ((peer_link = attach(pass, OFL_XDP_PEER, mode)) < 0) goto done;
     }
-    int sock = ofl_xdp_packet_socket(OFL_XDP_PEER);
-    if (sock < 0) {
+    if (!iface && (sock = ofl_xdp_packet_socket(OFL_XDP_PEER)) < 0) {
         fprintf(stderr, "offlow xdp: cannot open a packet socket: %s\n", strerror(-sock));
         goto done;
     }
-    struct counters c = { .fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "ofl_counts")),
-                          .ncpus = libbpf_num_possible_cpus() };
+    c.obj = obj;
+    c.fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "ofl_counts"));
     c.percpu = calloc((size_t)(c.ncpus > 0 ? c.ncpus : 1), sizeof *c.percpu);
-    if (c.percpu && replay(d, &r, &c, sock) == 0) status = 0;
-    if (c.percpu) report(d, a, &r, &c);
-    free(c.percpu);
-    close(sock);
+    if (!c.percpu) goto done;
+    if (iface) {
+        serve(d, a, &r, &c);
+        status = 0;
+    } else if (replay(d, &r, &c, sock) == 0) {
+        status = 0;
+    }
+    report(d, a, &r, &c);
 done:
-    bpf_object__close(obj);  /* (the namespace, the veth pair and the link go with us) */
+    free(c.percpu);
+    if (sock >= 0) close(sock);
+    if (peer_link >= 0) close(peer_link);
+    if (link >= 0) close(link);  /* (detaches the program) */
+    bpf_object__close(obj);  /* (the namespace and the veth pair, if ours, go with us) */
+    ofl_xdp_tables_free(&tables);
     ofl_sink_close(r.sink);
     ofl_src_close(r.src);
     return status;
@@ -277,7 +344,7 @@ int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
 {
     libbpf_set_print(print_libbpf);
     if (argc == 3 && strcmp(argv[1], "--check") == 0) {
-        struct bpf_object *obj = load(argv[2], d->prog);
+        struct bpf_object *obj = load(open_obj(argv[2], d->prog));
         bpf_object__close(obj);
         return obj ? 0 : 1;
     }

@@ -5,11 +5,17 @@
  *                                and print the verifier's log when it is refused
  *   xdp --obj OBJ --window W --stats S --opt ... (the options of every device process)
  *                                run: a network namespace of its own with a veth pair
- *                                (xdp_net.h), the program attached to one end in
- *                                generic mode, the source's frames sent into the other
+ *                                (xdp_net.h), the tables built and copied into the
+ *                                program's maps (xdp_tables.h), the program attached
+ *                                to one end (mode: option xdp.mode, generic or native), the source's frames sent into the other
  *                                end one at a time, each frame XDP_TX sends back written
  *                                to the sink with the timestamp of the frame it came
  *                                from; then the program's counters as the stats file.
+ *
+ *   ... --opt xdp.iface=IFACE    the program attached to IFACE (an existing interface
+ *                                of the caller's namespace) instead, the interface's
+ *                                own traffic going through it until a stop or the
+ *                                source's duration_ns; counters only, no capture.
  *
  * One frame at a time: after each, the program's counters say whether it was sent
  * back (the sink counted it) or not (dropped or consumed, counted where), so no frame
@@ -18,6 +24,19 @@
 #define OFL_XDP_RUN_H
 
 #include <stdint.h>
+
+/* A table the program looks up: its name (its options' prefix) and its maps' (lpm_bpf.h). */
+struct ofl_xdp_table {
+    const char *name, *maps;
+};
+
+/* A shared array the program keeps in one map value: its name and map, `n` integers
+ * of `size` bytes (signed or not), reported in the stats as on every device. */
+struct ofl_xdp_array {
+    const char *name, *map;
+    unsigned n, size;
+    int is_signed;
+};
 
 /* A compiled xdp segment, as its generated xdp.c describes it. */
 struct ofl_xdp_desc {
@@ -31,7 +50,13 @@ struct ofl_xdp_desc {
     const unsigned *why_base;        /* per element: where its reasons' counters start */
     const char *const *why_names;    /* every reason, by counter - OFL_XDP_COUNTERS * nel */
     uint32_t mtu;
+    const struct ofl_xdp_table *lpm4;  /* its IPv4 LPM tables, up to one with name NULL */
+    const struct ofl_xdp_array *arrays;  /* its shared arrays, up to one with name NULL */
 };
+
+/* The program of every generated object that passes each frame on (XDP_PASS): on the
+ * peer of the run's veth pair in native mode. */
+#define OFL_XDP_PASS "ofl_pass_all"
 
 /* Counters per element in the program's per-CPU map: in, dropped, consumed. */
 #define OFL_XDP_COUNTERS 3u

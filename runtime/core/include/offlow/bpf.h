@@ -46,4 +46,11 @@ static __always_inline int ofl_parse_l4(const uint8_t *p, uint32_t end, uint32_t
 
 #include "offlow/body.h"
 
+/* The C library's memory functions, as bodies call them: the compiler's builtins
+ * (BPF has no library; clang expands them for constant sizes, as bodies use them). */
+#define memcpy __builtin_memcpy
+#define memmove __builtin_memmove
+#define memset __builtin_memset
+#define memcmp __builtin_memcmp
+
 #endif

@@ -1,0 +1,189 @@
+"""`offlow bench xdp --e2e`: the end-to-end half. Packets per second through a veth
+pair, the same program (tests/programs/xdp_ttl.py) placed three ways, one after the
+other in one run, beside the generator alone:
+
+- "generator alone" (the ceiling): benchmarks/c/veth_gen.c sends 64-byte IPv4 frames
+  into one end of the pair (AF_PACKET, sendmmsg, the qdisc bypassed) with nothing
+  attached to the other; the kernel drops them in its stack;
+- "xdp": the program attached to the other end in XDP (`offlow run --iface`), each
+  frame sent back by XDP_TX;
+- "nic", "host": the program on the emulated NIC process or on the host, reading and
+  writing the other end through an AF_PACKET port (`--port afpacket:IFACE`).
+
+Each row counts the frames the program's source took in while the generator ran,
+over the generator's seconds. The pair lives in a network namespace the bench makes
+and removes. Root is needed. In generic mode the kernel runs XDP in the sender's
+softirq, on the sender's CPU: the xdp row shares a CPU with the generator, as the
+ceiling does; the nic and host rows have processes of their own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import C
+from benchmarks.common.machine import cpu_features, machine, quiet_check
+from offlow import cbuild
+from offlow.errors import OfflowError
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "tests" / "programs" / "xdp_ttl.py"
+OFFLOW = [sys.executable, "-m", "offlow.cli"]
+GEN = [C / "veth_gen.c"]
+CEILING, PLACEMENTS = "generator alone", ("xdp", "nic", "host")
+IN, PEER = "ofl-e2e-a", "ofl-e2e-b"
+
+
+def frames() -> list[bytes]:
+    """64-byte IPv4/UDP frames (60 without the FCS) to 8 destinations, TTL 64, with a
+    good header checksum: forwarded by the program (TTL down, DSCP set)."""
+    out = []
+    for k in range(8):
+        ip = bytearray(bytes.fromhex("4500002e000040004011") + b"\0\0" +
+                       bytes([192, 0, 2, 1, 198, 51, 100, k + 1]))
+        total = sum(int.from_bytes(ip[i:i + 2], "big") for i in range(0, 20, 2))
+        while total >> 16:
+            total = (total & 0xFFFF) + (total >> 16)
+        ip[10:12] = (~total & 0xFFFF).to_bytes(2, "big")
+        udp = bytes.fromhex("00070009001a0000") + b"z" * 18
+        out.append(bytes.fromhex("020000000002" "020000000001" "0800") + bytes(ip) + udp)
+    return out
+
+
+def _sh(ns: str, *cmd: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, *cmd]
+
+
+def make_pair(ns: str) -> None:
+    """A namespace with the veth pair up and IPv6 off (no chatter on the pair)."""
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    for setting in ("all", "default"):
+        subprocess.run(_sh(ns, "sysctl", "-qw", f"net.ipv6.conf.{setting}.disable_ipv6=1"),
+                       check=True)
+    subprocess.run(["ip", "-n", ns, "link", "add", "name", IN, "type", "veth", "peer", "name",
+                    PEER], check=True)
+    for end in (IN, PEER):
+        subprocess.run(["ip", "-n", ns, "link", "set", end, "up"], check=True)
+
+
+def generate(ns: str, gen: Path, seconds: float) -> dict:
+    """The generator's count: frames sent into PEER for `seconds`."""
+    res = subprocess.run(_sh(ns, str(gen), PEER, str(seconds), *(f.hex() for f in frames())),
+                         capture_output=True, text=True, timeout=seconds + 60)
+    if res.returncode != 0:
+        raise OfflowError(f"veth_gen failed: {res.stderr.strip()}")
+    return json.loads(res.stdout)
+
+
+def placement(ns: str, gen: Path, where: str, seconds: float) -> dict:
+    """One row: `offlow run` of the program placed at `where` on the pair's IN end, the
+    generator on PEER for `seconds` once the program is attached or its port open."""
+    args = ["--set", f"edge.device={where}"]
+    args += ["--iface", IN] if where == "xdp" else ["--port", f"afpacket:{IN}"]
+    run = subprocess.Popen(_sh(ns, *OFFLOW, "run", str(PROGRAM), *args, "--duration",
+                               str(seconds + 6), "--json"), cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        assert run.stderr is not None
+        for line in run.stderr:  # the processes are up
+            if line.startswith("offlow: running"):
+                break
+        time.sleep(2.0)  # (attached, the port's socket bound)
+        if run.poll() is not None:
+            raise OfflowError(f"offlow run ({where}) ended early: {run.stderr.read()}")
+        g = generate(ns, gen, seconds)
+        out, err = run.communicate(timeout=seconds + 120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    if run.returncode != 0:
+        raise OfflowError(f"offlow run ({where}) failed: {err.strip()}")
+    s = json.loads(out)
+    el = s["elements"]
+    took = el.get("wire", {}).get("in", 0)
+    back = el.get("back", {}).get("in", 0) - el.get("back", {}).get("drop", 0)
+    return {"row": where, "sent": g["sent"], "refused": g["refused"], "seconds": g["seconds"],
+            "took": took, "forwarded": back, "mpps": took / g["seconds"] / 1e6}
+
+
+def measure(seconds: float) -> dict:
+    if os.geteuid() != 0:
+        raise OfflowError("offlow bench xdp --e2e needs root (a network namespace, XDP)")
+    gen = cbuild.build_exe("veth_gen", GEN, sets=cbuild.TOOL)
+    info = machine()
+    info["quiet"] = quiet_check(0.5)
+    ns = f"ofl-bench-e2e-{os.getpid()}"
+    make_pair(ns)
+    rows = []
+    try:
+        g = generate(ns, gen, seconds)
+        rows.append({"row": CEILING, "sent": g["sent"], "refused": g["refused"],
+                     "seconds": g["seconds"], "took": g["sent"], "forwarded": 0,
+                     "mpps": g["sent"] / g["seconds"] / 1e6})
+        rows += [placement(ns, gen, where, seconds) for where in PLACEMENTS]
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])
+    by = {r["row"]: r["mpps"] for r in rows}
+    ratios = {f"xdp/{p}": by["xdp"] / by[p] for p in ("nic", "host") if by[p]}
+    ratios["xdp/generator alone"] = by["xdp"] / by[CEILING] if by[CEILING] else 0.0
+    return {"benchmark": "xdp-e2e", "machine": info, "features": cpu_features(),
+            "program": str(PROGRAM.relative_to(ROOT)), "frame_bytes": 60,
+            "seconds": seconds, "rows": rows, "ratios": ratios}
+
+
+def format_report(res: dict) -> str:
+    """The result as text: setup, machine, the rows, the ratios."""
+    m = res["machine"]
+    quiet = ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
+    out = [f"offlow bench xdp --e2e: {res['program']} through a veth pair, "
+           f"{res['frame_bytes']}-byte frames, {res['seconds']} s per row",
+           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
+           f"{' '.join(res['features']) or '-'}; busy before the run: {quiet}"]
+    head = f"{'row':>16} | {'Mpps in':>8} | {'sent':>11} | {'took':>11} | {'forwarded':>11}"
+    out += [head, "-" * len(head)]
+    for r in res["rows"]:
+        out.append(f"{r['row']:>16} | {r['mpps']:>8.3f} | {r['sent']:>11,} | {r['took']:>11,} "
+                   f"| {r['forwarded']:>11,}")
+    out.append("ratios: " + ", ".join(f"{k} {v:.2f}x" for k, v in res["ratios"].items()))
+    out.append("(Mpps in: frames the program's source took in over the generator's seconds; "
+               "the generator alone: frames the kernel took from it)")
+    return "\n".join(out)
+
+
+def plot(res: dict, path: Path) -> None:
+    """Mpps per row, bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = res["rows"]
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.barh([r["row"] for r in rows], [r["mpps"] for r in rows],
+            color=["tab:gray"] + ["tab:blue"] * (len(rows) - 1))
+    ax.invert_yaxis()
+    ax.set_xlabel(f"Mpps ({res['frame_bytes']}-byte frames through a veth pair)")
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.suptitle(f"offlow bench xdp --e2e: {res['program']} on {res['machine']['cpu']}",
+                 fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(quick: bool, out_json: str | os.PathLike[str] | None,
+        out_png: str | os.PathLike[str] | None = None) -> dict:
+    """Run it (--quick: 1 s per row, else 5 s), print the report, write JSON and plot."""
+    res = measure(1.0 if quick else 5.0)
+    print(format_report(res))
+    if out_json:
+        Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
+    if out_png:
+        plot(res, Path(out_png))
+    return res

@@ -1,0 +1,40 @@
+/* The tables of a segment on the xdp target: built by the runtime from the run's
+ * options, as on every device, and copied into the program's array maps before it
+ * runs (the layout of offlow/lpm_bpf.h). */
+#ifndef OFL_XDP_TABLES_H
+#define OFL_XDP_TABLES_H
+
+#include <stddef.h>
+
+#include <bpf/libbpf.h>
+
+#include "offlow/gen.h"
+#include "offlow/lpm4.h"
+#include "xdp_run.h"
+
+/* The built tables of one run. */
+struct ofl_xdp_tables {
+    struct ofl_lpm4 **lpm4;   /* one per desc->lpm4 entry */
+    size_t n;
+};
+
+/* Build every table of `d` from the options `a` (printing what was built, or the
+ * error) and size their maps in `obj`, which is opened, not yet loaded. 0 or a
+ * negative errno; free with ofl_xdp_tables_free in any case. */
+int ofl_xdp_tables_open(struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
+                        const struct ofl_args *a, struct bpf_object *obj);
+
+/* Copy the built tables into the maps of the loaded `obj`. 0 or a negative errno
+ * (printed). */
+int ofl_xdp_tables_fill(const struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
+                        struct bpf_object *obj);
+
+/* Write each shared array of `d` (its map in the loaded `obj`) into the stats' tables
+ * object `j`, as every device reports its arrays. */
+void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
+                           struct bpf_object *obj);
+
+/* Free the built tables. */
+void ofl_xdp_tables_free(struct ofl_xdp_tables *t);
+
+#endif
