@@ -76,7 +76,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchmarks.common import C
-from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from offlow.cbuild import TOOL, build_exe
 from offlow.debian import apt_install
 from offlow.errors import OfflowError
@@ -571,10 +571,9 @@ def format_report(res: dict, rat: dict) -> str:
     m, sw, lat = res["machine"], res["sweep"], res["lat"]
     out = [f"offlow bench channels: host process on CPU {HOST_CPU}, device process on CPU "
            f"{DEV_CPU} (pinned: {lat['pinned']}), channels in shared memory",
-           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; busy before the "
-           "run: " + ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())]
-    out.append(f"CPU features: {' '.join(res['features']) or '-'}; CRC32C path (copy+CRC32C "
-               f"of 256 B and more): {res['copy']['crc_path']}")
+           machine_line(m, res["features"]) + "; busy before the run: "
+           + ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())]
+    out.append(f"CRC32C path (copy+CRC32C of 256 B and more): {res['copy']['crc_path']}")
     if "avx512f" not in res["features"]:
         out.append("  this CPU lacks AVX-512 (no 512-bit CRC32C folding): the bulk rows' bound "
                    "here is the ceiling printed below (memcpy, and copy+CRC32C alone)")

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import C
-from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from offlow import cbuild
 from offlow.errors import OfflowError
 
@@ -143,8 +143,7 @@ def format_report(res: dict) -> str:
     quiet = ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
     out = [f"offlow bench xdp --e2e: {res['program']} through a veth pair, "
            f"{res['frame_bytes']}-byte frames, {res['seconds']} s per row",
-           f"machine: {m['cpu']}, {m['cpus']} CPUs, kernel {m['kernel']}; CPU features: "
-           f"{' '.join(res['features']) or '-'}; busy before the run: {quiet}"]
+           machine_line(m, res["features"]) + f"; busy before the run: {quiet}"]
     head = f"{'row':>16} | {'Mpps in':>8} | {'sent':>11} | {'took':>11} | {'forwarded':>11}"
     out += [head, "-" * len(head)]
     for r in res["rows"]:

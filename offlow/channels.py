@@ -45,10 +45,10 @@ class ChannelTimeout(ChannelError):
     (EAGAIN; Channel.try_send and try_recv answer that with False / None instead)."""
 
 
-# The runtime modules the channel library holds: the core's chan*.c, and window.c for
-# the window header's layout.
+# The runtime modules the channel library holds: the core's chan*.c, crc32c.c with
+# simd.c (which CRC32C path), and window.c for the window header's layout.
 MODULES = tuple(("core", m) for m in ("chan", "chan_abi", "chan_bulk", "chan_mem", "chan_mgr",
-                                      "crc32c", "wait", "err", "window"))
+                                      "crc32c", "simd", "wait", "err", "window"))
 
 
 def _library() -> ctypes.CDLL:

@@ -281,7 +281,8 @@ def test_report_names_the_crc_path_and_the_cpu(result: tuple[dict, Path, Path, s
     assert path in CRC_PATHS
     # Every mode's program ran the same path (one process environment).
     assert {r["crc_path"] for r in res["tput"]} | {res["lat"]["crc_path"]} == {path}
-    assert f"CPU features: {' '.join(res['features']) or '-'}; CRC32C path" in text
+    assert f"CPU features: {' '.join(res['features']) or 'none of'}" in text
+    assert f"CRC32C path (copy+CRC32C of 256 B and more): {res['copy']['crc_path']}" in text
     assert f": {path}\n" in text
     lacks = "this CPU lacks AVX-512" in text
     assert lacks == ("avx512f" not in res["features"])

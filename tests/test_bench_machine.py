@@ -24,20 +24,13 @@ def test_machine_line_names_the_features() -> None:
     assert machine_line(m).endswith("CPU features: unknown")
 
 
-# `offlow bench channels` prints the features on a line of its own, beside its CRC32C
-# path (the CRC32C work, merged to main after this module was written).
-OWN_LINE = {"channels"}
-
-
 def test_every_bench_prints_its_machine_line_with_the_features() -> None:
     """Every bench builds its machine line with machine_line (so it carries the
     features), never by hand."""
     printing = []
     for p in sorted(BENCHMARKS.glob("*.py")):
         text = p.read_text()
-        if p.stem in OWN_LINE:
-            continue
         assert 'f"machine: ' not in text, f"{p.name} writes its own machine line"
         if "machine_line(" in text:
             printing.append(p.stem)
-    assert set(NAMES) - OWN_LINE <= set(printing)
+    assert set(NAMES) <= set(printing)
