@@ -18,6 +18,7 @@
 #include "check.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
+#include "offlow/simd.h"
 #include "offlow/routes.h"
 #include "offlow/synth.h"
 
@@ -521,6 +522,9 @@ static void step6(uint8_t *a, int d)
 
 /* As check4: first and last address of every route and their neighbours, random
  * addresses inside random routes and anywhere. Returns mismatches. */
+static unsigned said_lacks;   /* paths this CPU lacks, said once */
+static unsigned paths_run[3];  /* trie batches checked on each path (enum ofl_simd) */
+
 static size_t check6(const struct ofl_lpm6 *t, const struct ofl_route6 *r, size_t n,
                      size_t nb, size_t nrand, uint64_t seed)
 {
@@ -545,18 +549,47 @@ static size_t check6(const struct ofl_lpm6 *t, const struct ofl_route6 *r, size_
         if (p && i % 4) splice6(a + 16 * k++, p->addr, x, p->len);
         else memcpy(a + 16 * k++, x, 16);
     }
-    ofl_lpm6_lookup_batch(t, a, h, (unsigned)m);
+    uint16_t *hb = malloc((m ? m : 1) * sizeof *hb);
+    ofl_lpm6_lookup_batch_bsl(t, a, hb, (unsigned)m);
     size_t bad = 0;
     for (size_t i = 0; i < m; i++) {
         uint16_t want = brute6(r, n, a + 16 * i), got = ofl_lpm6_lookup(t, a + 16 * i);
-        if ((got != want || h[i] != want) && bad++ < 5) {
+        uint16_t bsl = ofl_lpm6_lookup_bsl(t, a + 16 * i);
+        if ((got != want || bsl != want || hb[i] != want) && bad++ < 5) {
             char hx[33];
             hex16(a + 16 * i, hx);
-            printf("  %s: scalar %u, batch %u, brute force %u\n", hx, got, h[i], want);
+            printf("  %s: trie %u, hash levels %u (batch %u), brute force %u\n", hx, got, bsl,
+                   hb[i], want);
         }
     }
+    /* The trie's batch on every path this CPU has (the table's path set as if built
+     * under OFFLOW_SIMD=...); a path it lacks is said, not run. */
+    struct ofl_lpm6 *w = (struct ofl_lpm6 *)t;
+    int was = w->trie.simd;
+    for (int p = OFL_SIMD_SCALAR; p <= OFL_SIMD_AVX512; p++) {
+        if (p > (int)ofl_simd_cpu()) {
+            if (!said_lacks++)
+                printf("  lpm6 batch %s: skipped: CPU lacks %s\n", ofl_simd_name((enum ofl_simd)p),
+                       ofl_simd_name((enum ofl_simd)p));
+            continue;
+        }
+        w->trie.simd = p;
+        ofl_lpm6_lookup_batch(t, a, h, (unsigned)m);
+        paths_run[p]++;
+        for (size_t i = 0; i < m; i++) {
+            uint16_t want = brute6(r, n, a + 16 * i);
+            if (h[i] != want && bad++ < 5) {
+                char hx[33];
+                hex16(a + 16 * i, hx);
+                printf("  %s: trie batch (%s) %u, brute force %u\n", hx,
+                       ofl_simd_name((enum ofl_simd)p), h[i], want);
+            }
+        }
+    }
+    w->trie.simd = was;
     free(a);
     free(h);
+    free(hb);
     return bad;
 }
 
@@ -1018,6 +1051,10 @@ static void test_bgp(const char *path)
           "%zu prefixes, %zu markers %s", r.n6, t1 - t0,
           rc6 ? 0 : ofl_lpm6_memory(t6) / 1048576.0, rc6 ? 0 : t6->nlv, rc6 ? 0 : t6->depth,
           rc6 ? 0 : t6->prefixes, rc6 ? 0 : t6->markers, err);
+    if (rc6 == 0)
+        printf("  of which the trie: %.1f MiB, %zu nodes, %zu leaves, depth %u\n",
+               ofl_lpm6_trie_memory(&t6->trie) / 1048576.0, t6->trie.nnodes, t6->trie.nleaves,
+               t6->trie.depth);
     if (rc || rc6) goto out;
 
     /* Spot checks of the full tables against brute force over every route. */
@@ -1127,5 +1164,9 @@ int main(int argc, char **argv)
     test_lpm6_cases();
     test_lpm6_tables();
     test_lpm6_random();
+    printf("lpm6 trie batch checks per path: scalar %u, avx2 %u, avx512 %u (CPU: %s)\n",
+           paths_run[0], paths_run[1], paths_run[2], ofl_simd_name(ofl_simd_cpu()));
+    for (int p = OFL_SIMD_SCALAR; p <= (int)ofl_simd_cpu(); p++)
+        CHECK(paths_run[p] > 0, "the lpm6 batch ran on path %s", ofl_simd_name((enum ofl_simd)p));
     return CHECK_DONE();
 }
