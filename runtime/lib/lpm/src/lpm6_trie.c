@@ -158,6 +158,7 @@ int ofl_lpm6_trie_build(struct ofl_lpm6_trie *p, const struct ofl_route6 *r, siz
     p->top = malloc(sizeof *p->top << OFL_LPM6_TOP_BITS);
     if (m < 0 || !p->top) {
         free(v);
+        ofl_lpm6_trie_free(p);
         return -ENOMEM;
     }
     for (size_t i = 0; i < (size_t)1 << OFL_LPM6_TOP_BITS; i++) p->top[i] = OFL_LPM6_TLEAF | def;
