@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks import router_sweeps
-from benchmarks.common.machine import machine, quiet_check
+from benchmarks.common.machine import cpu_features, machine, quiet_check
 from benchmarks.common.peers import bench_cpu, pkg_config, setup_dpdk
 from benchmarks.common.routes import (
     LPM_COMMON,
@@ -283,7 +283,8 @@ def measure(prefixes: Path, sw: Sweep, use_dpdk: bool = True) -> dict:
                     continue
                 lookups += _lookups(family, label, len(table), sides, addrs, work, dpdk)
     ratios, verdicts = _ratios(lookups, dpdk)
-    return {"benchmark": "router", "machine": info, "pinned_cpu": cpu, "dpdk": dpdk,
+    return {"benchmark": "router", "machine": info, "features": cpu_features(),
+            "pinned_cpu": cpu, "dpdk": dpdk,
             "input": {"prefixes": str(prefixes), "v4": summary["v4"], "v6": summary["v6"],
                       "garbage_lines": summary["bad"], "load_s": summary["load_s"],
                       "nports": NPORTS, "seed": SEED,
@@ -451,10 +452,22 @@ def format_report(res: dict) -> str:
            f"the run: {quiet}"]
     if "lookups" in res:
         out[-1] += f"; lookups pinned to CPU {res['pinned_cpu']}; both sides {res['cflags']}"
+        out.append("CPU features: " + (" ".join(res.get("features", [])) or "unknown"))
         out += _lookup_report(res)
     out += router_sweeps.format_report(res)
     out.append(f"elapsed {res['elapsed_s']} s")
     return "\n".join(out)
+
+
+def _trie_line(b: dict) -> str:
+    """What an offlow IPv6 build holds: the trie the lookups walk (its own build time
+    and memory) beside the hash levels the gpu target reads, and the batch's path."""
+    rest = b["build_s"]["median"] - b["trie_build_s"]
+    return (f"  IPv6 offlow lpm6 {b['size']}: trie {b['trie_build_s']:.4f} s, "
+            f"{_mib(b['trie_memory']).strip()}, {b['trie_nodes']:,} nodes, depth "
+            f"{b['trie_depth']}; hash levels (gpu target) ~{max(rest, 0.0):.4f} s, "
+            f"{_mib(b['memory'] - b['trie_memory']).strip()}; batch path {b['simd']} "
+            f"(CPU's widest: {b['simd_cpu']})")
 
 
 def _lookup_report(res: dict) -> list[str]:
@@ -500,6 +513,7 @@ def _lookup_report(res: dict) -> list[str]:
         out.append(f"IPv{fam:<3} {table:12}" + "".join(f" | {c}" for c in cells))
     out.append("  routes: " + ", ".join(f"IPv{f} {s} = {n:,}" for (f, s), n in counts.items()))
     out += notes
+    out += [_trie_line(b) for b in res["builds"] if "trie_memory" in b and b["build_s"]]
     if not dp["available"]:
         out.append(f"  DPDK tables: DPDK not available: {dp['reason']}")
     # Lookups.

@@ -593,6 +593,95 @@ static size_t check6(const struct ofl_lpm6 *t, const struct ofl_route6 *r, size_
     return bad;
 }
 
+/* The trie's edges (lpm6.h): no routes, the /0 alone, /128s (the deepest walk, the last
+ * stride reading past the address), prefixes ending on each stride boundary and one bit
+ * either side, both sides of /64, nested chains, a child slot inside a run of equal
+ * leaves, and equal prefixes (the later wins, host bits ignored); each checked against
+ * brute force by check6 (trie scalar and every batch path, and the hash levels). */
+static void test_lpm6_trie_cases(void)
+{
+    char err[256] = "";
+    struct ofl_lpm6 *t;
+    struct ofl_route6 r[160];
+    uint8_t a[16], z[16] = {0};
+    struct ofl_rng g = {77};
+
+    CHECK(ofl_lpm6_build(&t, NULL, 0, err) == 0 && t->trie.nnodes == 0 &&
+          t->trie.nleaves == 0 && check6(t, NULL, 0, 0, 300, 1) == 0, "trie: no routes");
+    ofl_lpm6_free(t);
+
+    struct set6 s = {r, 0};
+    rand16(&g, a);
+    add6(&s, a, 0, 9);
+    memcpy(s.v[0].addr, a, 16);   /* a /0 with host bits set: they are ignored */
+    CHECK(ofl_lpm6_build(&t, r, 1, err) == 0 && t->trie.nnodes == 0 &&
+          check6(t, r, 1, 1, 300, 2) == 0 && ofl_lpm6_lookup(t, z) == 9,
+          "trie: the /0 alone answers every address");
+    ofl_lpm6_free(t);
+
+    s.n = 0;
+    rand16(&g, a);
+    add6(&s, a, 128, 5);
+    CHECK(ofl_lpm6_build(&t, r, 1, err) == 0 && t->trie.depth == 19 &&
+          check6(t, r, 1, 1, 300, 3) == 0 && ofl_lpm6_lookup(t, a) == 5,
+          "trie: a /128 alone, %u nodes deep (19: 112 bits past the top in 6-bit strides)",
+          t ? t->trie.depth : 0);
+    ofl_lpm6_free(t);
+
+    /* Every stride boundary (16, 22, .., 124) and 128, and one bit either side, nested
+     * on one address; then the same lengths on addresses of their own (siblings). */
+    s.n = 0;
+    rand16(&g, a);
+    add6(&s, a, 0, 1);
+    for (unsigned b = OFL_LPM6_TOP_BITS; b <= 128; b += OFL_LPM6_STRIDE) {
+        for (unsigned d = 0; d < 3; d++) {
+            unsigned len = b + d - 1;
+            if (len <= 128) add6(&s, a, len, (uint16_t)(2 + s.n % 300));
+        }
+        if (b + OFL_LPM6_STRIDE > 128 && b != 128) b = 128 - OFL_LPM6_STRIDE;
+    }
+    add6(&s, a, 63, 400);
+    add6(&s, a, 64, 401);
+    add6(&s, a, 65, 402);
+    size_t chain = s.n;
+    for (size_t i = 1; i < chain; i++) {
+        uint8_t x[16];
+        rand16(&g, x);
+        splice6(x, a, x, s.v[i].len / 2);   /* near the chain, off its path */
+        add6(&s, x, s.v[i].len, (uint16_t)(500 + i));
+    }
+    CHECK(ofl_lpm6_build(&t, r, s.n, err) == 0 && check6(t, r, s.n, s.n, 3000, 4) == 0,
+          "trie: %zu prefixes on every stride boundary and either side, nested and apart",
+          s.n);
+    ofl_lpm6_free(t);
+
+    /* One node (bits 16..21 of 2001:0d00::/22 and its neighbours): slots 4 and 6 own
+     * /22s with hop 1 and 2 under a /16 of hop 1, slot 5 a child (a /30 below it): the
+     * leaves 0..4 and 7..63 have the same hop around the child and the other run. */
+    static const struct { const char *p; uint16_t hop; } one[] = {
+        {"2001::/16", 1}, {"2001:1000::/22", 1}, {"2001:1400::/22", 1},
+        {"2001:1400::/30", 3}, {"2001:1800::/22", 2}, {"2001:1400::/128", 4},
+        {"2001:1400::/64", 6}, {"2001:17fc::/30", 7},
+        /* equal prefixes: the later wins, host bits ignored */
+        {"2001:2000::/20", 8}, {"2001:2fff::/20", 10},
+    };
+    s.n = 0;
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+        uint8_t len;
+        if (parse6(one[i].p, a, &len) != OFL_PREFIX_V6) CHECK(0, "parse %s", one[i].p);
+        add6(&s, a, len, one[i].hop);
+    }
+    uint8_t q[16], qlen;
+    parse6("2001:2fff::1/128", q, &qlen);
+    memcpy(s.v[s.n - 1].addr, q, 16);   /* the later /20 given with host bits set */
+    parse6("2001:2abc::1/128", q, &qlen);
+    CHECK(ofl_lpm6_build(&t, r, s.n, err) == 0 && check6(t, r, s.n, s.n, 3000, 5) == 0 &&
+          ofl_lpm6_lookup(t, q) == 10,
+          "trie: a child slot inside a run of equal leaves, nested /30 /64 /128, a later "
+          "equal prefix wins");
+    ofl_lpm6_free(t);
+}
+
 static void test_lpm6_cases(void)
 {
     char err[256] = "";
@@ -1162,6 +1251,7 @@ int main(int argc, char **argv)
     test_lpm4_cases();
     test_lpm4_random();
     test_lpm6_cases();
+    test_lpm6_trie_cases();
     test_lpm6_tables();
     test_lpm6_random();
     printf("lpm6 trie batch checks per path: scalar %u, avx2 %u, avx512 %u (CPU: %s)\n",
