@@ -1,5 +1,5 @@
-/* IPv6 longest-prefix match by binary search on prefix lengths: build and batched
- * lookups. */
+/* IPv6 longest-prefix match by binary search on prefix lengths (the gpu target's
+ * structure, built beside the trie of lpm6_trie.c): build and batched lookups. */
 #include "offlow/lpm6.h"
 
 #include <errno.h>

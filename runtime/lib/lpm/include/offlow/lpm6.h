@@ -1,4 +1,6 @@
-/* IPv6 longest-prefix match: binary search on prefix lengths over hash tables with
+/* IPv6 longest-prefix match. Lookups (ofl_lpm6_lookup, _batch) walk a multibit trie
+ * (struct ofl_lpm6_trie, below); built beside it, and read by the gpu target (and by
+ * ofl_lpm6_lookup_bsl), binary search on prefix lengths over hash tables with
  * markers (Waldvogel, Varghese, Turner, Plattner 1997; as in Knapp), behind a
  * direct-indexed front.
  *
