@@ -680,6 +680,23 @@ static void test_lpm6_trie_cases(void)
           "trie: a child slot inside a run of equal leaves, nested /30 /64 /128, a later "
           "equal prefix wins");
     ofl_lpm6_free(t);
+
+    /* The path comes from OFFLOW_SIMD when the table is built (capped by the CPU). */
+    struct set6 rs = gen6(quick ? 300 : 2000, 91);
+    for (int p = OFL_SIMD_SCALAR; p <= OFL_SIMD_AVX512; p++) {
+        const char *name = ofl_simd_name((enum ofl_simd)p);
+        if (p > (int)ofl_simd_cpu()) {
+            printf("  OFFLOW_SIMD=%s: skipped: CPU lacks %s\n", name, name);
+            continue;
+        }
+        setenv("OFFLOW_SIMD", name, 1);
+        int rc = ofl_lpm6_build(&t, rs.v, rs.n, err);
+        CHECK(rc == 0 && t->trie.simd == p && check6(t, rs.v, rs.n, rs.n, 3000, 92) == 0,
+              "trie built under OFFLOW_SIMD=%s takes that path and matches brute force", name);
+        if (rc == 0) ofl_lpm6_free(t);
+    }
+    unsetenv("OFFLOW_SIMD");
+    free(rs.v);
 }
 
 static void test_lpm6_cases(void)
