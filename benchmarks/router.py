@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks import router_sweeps
-from benchmarks.common.machine import cpu_features, machine, quiet_check
+from benchmarks.common.machine import machine, quiet_check
 from benchmarks.common.peers import bench_cpu, pkg_config, setup_dpdk
 from benchmarks.common.routes import (
     LPM_COMMON,
@@ -283,8 +283,7 @@ def measure(prefixes: Path, sw: Sweep, use_dpdk: bool = True) -> dict:
                     continue
                 lookups += _lookups(family, label, len(table), sides, addrs, work, dpdk)
     ratios, verdicts = _ratios(lookups, dpdk)
-    return {"benchmark": "router", "machine": info, "features": cpu_features(),
-            "pinned_cpu": cpu, "dpdk": dpdk,
+    return {"benchmark": "router", "machine": info, "pinned_cpu": cpu, "dpdk": dpdk,
             "input": {"prefixes": str(prefixes), "v4": summary["v4"], "v6": summary["v6"],
                       "garbage_lines": summary["bad"], "load_s": summary["load_s"],
                       "nports": NPORTS, "seed": SEED,
@@ -452,7 +451,6 @@ def format_report(res: dict) -> str:
            f"the run: {quiet}"]
     if "lookups" in res:
         out[-1] += f"; lookups pinned to CPU {res['pinned_cpu']}; both sides {res['cflags']}"
-        out.append("CPU features: " + (" ".join(res.get("features", [])) or "unknown"))
         out += _lookup_report(res)
     out += router_sweeps.format_report(res)
     out.append(f"elapsed {res['elapsed_s']} s")

@@ -76,8 +76,7 @@ def test_quick_bench_on_a_slice(slice_file: Path, tmp_path: Path,
     _check_common(res, text)
     assert json.loads(out_json.read_text()) == json.loads(json.dumps(res))
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # The CPU features that choose paths, and per IPv6 build the trie's share and path.
-    assert "CPU features: " in text
+    # Per IPv6 build: the trie's share and the batch's path.
     six = [b for b in res["builds"] if b["table"] == "offlow lpm6" and b["build_s"]]
     assert six and all(0 < b["trie_memory"] < b["memory"] and b["simd"] in
                        ("scalar", "avx2", "avx512") for b in six)
