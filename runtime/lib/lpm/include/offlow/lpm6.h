@@ -262,7 +262,8 @@ int ofl_lpm6_open_file(struct ofl_lpm6 **t, const char *path, unsigned nports, c
 /* Free a table (NULL is fine). */
 void ofl_lpm6_free(struct ofl_lpm6 *t);
 
-/* Bytes the table holds: the slots of every level, the level array and the struct. */
+/* Bytes the table holds: the trie, the slots of every level, the front, the trees, the
+ * level array and the struct. */
 size_t ofl_lpm6_memory(const struct ofl_lpm6 *t);
 
 /* ---- lookups (inline: the fast path) ---------------------------------------------- */
