@@ -465,6 +465,17 @@ def format_report(res: dict) -> str:
     return "\n".join(out)
 
 
+def _trie_line(b: dict) -> str:
+    """What an offlow IPv6 build holds: the trie the lookups walk (its own build time
+    and memory) beside the hash levels the gpu target reads, and the batch's path."""
+    rest = b["build_s"]["median"] - b["trie_build_s"]
+    return (f"  IPv6 offlow lpm6 {b['size']}: trie {b['trie_build_s']:.4f} s, "
+            f"{_mib(b['trie_memory']).strip()}, {b['trie_nodes']:,} nodes, depth "
+            f"{b['trie_depth']}; hash levels (gpu target) ~{max(rest, 0.0):.4f} s, "
+            f"{_mib(b['memory'] - b['trie_memory']).strip()}; batch path {b['simd']} "
+            f"(CPU's widest: {b['simd_cpu']})")
+
+
 def _lookup_report(res: dict) -> list[str]:
     """Report lines of the lookup sweep."""
     m, dp = res["machine"], res["dpdk"]
@@ -508,6 +519,7 @@ def _lookup_report(res: dict) -> list[str]:
         out.append(f"IPv{fam:<3} {table:12}" + "".join(f" | {c}" for c in cells))
     out.append("  routes: " + ", ".join(f"IPv{f} {s} = {n:,}" for (f, s), n in counts.items()))
     out += notes
+    out += [_trie_line(b) for b in res["builds"] if "trie_memory" in b and b["build_s"]]
     if not dp["available"]:
         out.append(f"  DPDK tables: DPDK not available: {dp['reason']}")
     # Lookups.

@@ -81,6 +81,12 @@ def test_quick_bench_on_a_slice(slice_file: Path, tmp_path: Path,
     _check_common(res, text)
     assert json.loads(out_json.read_text()) == json.loads(json.dumps(res))
     assert out_png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Per IPv6 build: the trie's share and the batch's path.
+    six = [b for b in res["builds"] if b["table"] == "offlow lpm6" and b["build_s"]]
+    assert six and all(0 < b["trie_memory"] < b["memory"] and b["simd"] in
+                       ("scalar", "avx2", "avx512") for b in six)
+    for b in six:
+        assert f"IPv6 offlow lpm6 {b['size']}: trie " in text and f"batch path {b['simd']}" in text
     dp = res["dpdk"]
     if dp["available"]:
         # Every DPDK table built, every lookup agreeing with offlow.

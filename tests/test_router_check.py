@@ -99,13 +99,15 @@ def test_check_detects_one_wrong_c_answer(slice_file: Path,
         summary, hops = real(*args)
         hops["hops4_batch"][17] ^= 1      # one batched IPv4 answer
         hops["hops6_scalar"][5] ^= 2      # one scalar IPv6 answer
+        hops["hops6_levels"][9] ^= 4      # one answer of the gpu target's hash levels
         return summary, hops
 
     monkeypatch.setattr(check, "_run_driver", corrupt)
     r = check.run_check(slice_file, random=1000, seed=3)
-    assert not r["ok"] and r["mismatches"] == 2
+    assert not r["ok"] and r["mismatches"] == 3
     assert (r["v4"]["mismatches_batch"], r["v4"]["mismatches_scalar"]) == (1, 0)
     assert (r["v6"]["mismatches_batch"], r["v6"]["mismatches_scalar"]) == (0, 1)
+    assert r["v6"]["mismatches_levels"] == 1
     assert {e["family"] for e in r["examples"]} == {"IPv4", "IPv6"}
     assert check.main(["--prefixes", str(slice_file), "--random", "10"]) == 1
 

@@ -15,9 +15,9 @@ def lpm4_table(name: str, path: str | Path | None = None, nports: int = 16) -> T
 
 
 def lpm6_table(name: str, path: str | Path | None = None, nports: int = 16) -> Table:
-    """An IPv6 table (binary search on prefix lengths) built from a prefix file."""
-    return _lpm_table(name, "struct ofl_lpm6", "ofl_lpm6", path, nports,
-                      "binary search on prefix lengths")
+    """An IPv6 table (a multibit trie, with the hash levels of binary search on prefix
+    lengths for the gpu target) built from a prefix file."""
+    return _lpm_table(name, "struct ofl_lpm6", "ofl_lpm6", path, nports, "multibit trie")
 
 
 def _lpm_table(name: str, ctype: str, prefix: str, path: str | Path | None, nports: int,

@@ -2,7 +2,8 @@
 
 The C program lpm_check.c (built once per content hash into $OFFLOW_CACHE or
 ~/.cache/offlow) reads the prefix file with the runtime's reader, builds the IPv4
-DIR-24-8 table and the IPv6 binary-search-on-lengths table, and looks up the
+DIR-24-8 table and the IPv6 table (the trie its lookups walk, and the hash levels the
+gpu target reads, walked batched on the CPU: counted apart), and looks up the
 addresses it is given with both the scalar and the batched lookups. The addresses:
 the first and the last address of every prefix, plus `random` addresses per family,
 half uniform over the whole address space and half inside a uniformly chosen prefix
@@ -123,7 +124,8 @@ def _run_driver(prefixes: Path, nports: int, a4: np.ndarray, a6: np.ndarray
             raise OfflowError(f"lpm_check failed (exit {res.returncode}): "
                               f"{res.stderr.strip()}")
         hops = {k: np.fromfile(dp / k, dtype=np.uint16)
-                for k in ("hops4_scalar", "hops4_batch", "hops6_scalar", "hops6_batch")}
+                for k in ("hops4_scalar", "hops4_batch", "hops6_scalar", "hops6_batch",
+                          "hops6_levels")}
     return json.loads(res.stdout), hops
 
 
@@ -207,8 +209,12 @@ def run_check(prefixes: Path = DEFAULT_PREFIXES, random: int = DEFAULT_RANDOM, s
                   examples)
     m6 = _compare("IPv6", want6, hops["hops6_scalar"], hops["hops6_batch"], _text6, a6,
                   examples)
+    # the hash levels (the gpu target's structure), walked on the CPU: its own count
+    levels = hops["hops6_levels"]
+    m6["mismatches_levels"] = (int((levels != want6).sum()) if len(levels) == len(want6)
+                               else len(want6))
     parse_ok = c["routes4"] == len(v4) and c["routes6"] == len(v6)
-    mismatches = m4["mismatches"] + m6["mismatches"]
+    mismatches = m4["mismatches"] + m6["mismatches"] + m6["mismatches_levels"]
     return {
         "prefixes": str(prefixes), "nports": nports, "seed": seed, "random": random,
         "routes4": len(v4), "routes6": len(v6), "garbage_lines": garbage,
@@ -219,7 +225,9 @@ def run_check(prefixes: Path = DEFAULT_PREFIXES, random: int = DEFAULT_RANDOM, s
                "scalar_mlookups_s": c["scalar4_mlps"], "batch_mlookups_s": c["batch4_mlps"]},
         "v6": {"addresses": len(a6), **counts6, **m6, "build_s": c["build6_s"],
                "memory_bytes": c["memory6"], "levels": c["levels6"], "depth": c["depth6"],
-               "markers": c["markers6"], "scalar_mlookups_s": c["scalar6_mlps"],
+               "markers": c["markers6"], "trie_memory_bytes": c["trie6_memory"],
+               "trie_nodes": c["trie6_nodes"], "trie_depth": c["trie6_depth"],
+               "scalar_mlookups_s": c["scalar6_mlps"],
                "batch_mlookups_s": c["batch6_mlps"]},
         "addresses": len(a4) + len(a6), "mismatches": mismatches,
         "reference_sample": sampled, "reference_s": t_ref, "examples": examples,
@@ -241,12 +249,14 @@ def format_report(r: dict) -> str:
         f"({v4['boundary']:,} prefix boundaries + {v4['random']:,} random): "
         f"{v4['mismatches']:,} mismatches (scalar {v4['mismatches_scalar']:,}, "
         f"batch {v4['mismatches_batch']:,})",
-        f"  IPv6 binary search on lengths: built in {v6['build_s']:.3f} s, "
-        f"{v6['memory_bytes'] / mib:.1f} MiB ({v6['levels']} levels, depth {v6['depth']}, "
-        f"{v6['markers']:,} markers); {v6['addresses']:,} addresses "
+        f"  IPv6 trie and hash levels: built in {v6['build_s']:.3f} s, "
+        f"{v6['memory_bytes'] / mib:.1f} MiB (trie {v6['trie_memory_bytes'] / mib:.1f} MiB, "
+        f"{v6['trie_nodes']:,} nodes, depth {v6['trie_depth']}; hash levels "
+        f"{v6['levels']} levels, depth {v6['depth']}, {v6['markers']:,} markers); "
+        f"{v6['addresses']:,} addresses "
         f"({v6['boundary']:,} prefix boundaries + {v6['random']:,} random): "
         f"{v6['mismatches']:,} mismatches (scalar {v6['mismatches_scalar']:,}, "
-        f"batch {v6['mismatches_batch']:,})",
+        f"batch {v6['mismatches_batch']:,}; hash levels {v6['mismatches_levels']:,})",
         f"  reference: per-length tables, numpy search held to the dict loop on "
         f"{r['reference_sample']:,} addresses",
     ]

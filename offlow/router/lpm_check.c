@@ -72,21 +72,34 @@ int main(int argc, char **argv)
         ofl_lpm6_lookup_batch(t6, a6 + 16 * i, b6 + i,
                               (unsigned)(n6 - i < 1u << 20 ? n6 - i : 1u << 20));
     double t_l6 = tool_now_s() - t0;
+    /* The hash levels the gpu target reads, walked on the CPU (batched) */
+    uint16_t *h6 = malloc((n6 + 1) * 2);
+    if (!h6) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < n6; i += 1u << 20)
+        ofl_lpm6_lookup_batch_bsl(t6, a6 + 16 * i, h6 + i,
+                                  (unsigned)(n6 - i < 1u << 20 ? n6 - i : 1u << 20));
     tool_write(argv[5], "hops4_scalar", s4, n4 * sizeof *s4);
     tool_write(argv[5], "hops4_batch", b4, n4 * sizeof *b4);
     tool_write(argv[5], "hops6_scalar", s6, n6 * sizeof *s6);
     tool_write(argv[5], "hops6_batch", b6, n6 * sizeof *b6);
+    tool_write(argv[5], "hops6_levels", h6, n6 * sizeof *h6);
+    free(h6);
 #define RATE(n, t) ((t) > 0 ? (double)(n) / (t) / 1e6 : 0.0)
     printf("{\"routes4\": %zu, \"routes6\": %zu, \"lines\": %llu, \"garbage\": %llu, "
            "\"load_s\": %.6f, \"build4_s\": %.6f, \"build6_s\": %.6f, "
            "\"memory4\": %zu, \"memory6\": %zu, \"tbl8_groups\": %u, \"levels6\": %u, "
            "\"depth6\": %u, \"prefixes6\": %zu, \"markers6\": %zu, "
+           "\"trie6_memory\": %zu, \"trie6_nodes\": %zu, \"trie6_depth\": %u, "
            "\"addresses4\": %zu, \"addresses6\": %zu, "
            "\"scalar4_mlps\": %.2f, \"batch4_mlps\": %.2f, "
            "\"scalar6_mlps\": %.2f, \"batch6_mlps\": %.2f}\n",
            r.n4, r.n6, (unsigned long long)r.lines, (unsigned long long)r.bad, t_load, t_b4,
            t_b6, ofl_lpm4_memory(t4), ofl_lpm6_memory(t6), t4->groups, t6->nlv, t6->depth,
-           t6->prefixes, t6->markers, n4, n6, RATE(n4, t_s4), RATE(n4, t_l4), RATE(n6, t_s6),
+           t6->prefixes, t6->markers, ofl_lpm6_trie_memory(&t6->trie), t6->trie.nnodes,
+           t6->trie.depth, n4, n6, RATE(n4, t_s4), RATE(n4, t_l4), RATE(n6, t_s6),
            RATE(n6, t_l6));
     free(a4);
     free(a6);

@@ -12,6 +12,7 @@
 
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
+#include "offlow/simd.h"
 #include "offlow/routes.h"
 #include "offlow/synth.h"
 
@@ -112,10 +113,17 @@ static void check_v6(const struct ofl_routes *r)
         for (int b = 15; b >= 0 && ++a[k][b] == 0; b--) continue;
         k++;
     }
-    ofl_lpm6_lookup_batch(t, a[0], h, (unsigned)k);
+    /* The trie (scalar, and its batch on every path this CPU has) and the hash levels
+     * the gpu target reads. */
+    for (int path = OFL_SIMD_SCALAR; path <= (int)ofl_simd_cpu(); path++) {
+        t->trie.simd = path;
+        ofl_lpm6_lookup_batch(t, a[0], h, (unsigned)k);
+        for (size_t i = 0; i < k; i++)
+            if (h[i] != brute6(r, a[i])) abort();
+    }
     for (size_t i = 0; i < k; i++) {
         uint16_t want = brute6(r, a[i]);
-        if (ofl_lpm6_lookup(t, a[i]) != want || h[i] != want) abort();
+        if (ofl_lpm6_lookup(t, a[i]) != want || ofl_lpm6_lookup_bsl(t, a[i]) != want) abort();
     }
     ofl_lpm6_free(t);
 }

@@ -1,5 +1,5 @@
-/* IPv6 longest-prefix match by binary search on prefix lengths: build and batched
- * lookups. */
+/* IPv6 longest-prefix match by binary search on prefix lengths (the gpu target's
+ * structure, built beside the trie of lpm6_trie.c): build and batched lookups. */
 #include "offlow/lpm6.h"
 
 #include <errno.h>
@@ -599,6 +599,7 @@ int ofl_lpm6_build(struct ofl_lpm6 **out, const struct ofl_route6 *r, size_t n, 
     for (unsigned j = 0; j < t->nlv; j++)
         if (t->lv[j].len <= DL) t->lv[j].used = 0;
     if (compact(t) < 0) goto nomem;
+    if (ofl_lpm6_trie_build(&t->trie, r, n) < 0) goto nomem;
     struct ofl_lpm6_node *fit = realloc(t->node, (t->nnodes + 1) * sizeof *t->node);
     if (fit) t->node = fit;
     *out = t;
@@ -640,6 +641,7 @@ void ofl_lpm6_free(struct ofl_lpm6 *t)
     free(t->dir3);
     free(t->tree);
     free(t->node);
+    ofl_lpm6_trie_free(&t->trie);
     free(t);
 }
 
@@ -650,7 +652,8 @@ size_t ofl_lpm6_memory(const struct ofl_lpm6 *t)
            (((size_t)1 << OFL_LPM6_DIR1_BITS) + ((size_t)t->nblocks << OFL_LPM6_DIR2_BITS)) *
                sizeof *t->dir1 +
            (t->nblocks3 << OFL_LPM6_DIR3_BITS) * sizeof *t->dir3 +
-           (t->ntrees + 1) * sizeof *t->tree + t->nnodes * sizeof *t->node;
+           (t->ntrees + 1) * sizeof *t->tree + t->nnodes * sizeof *t->node +
+           ofl_lpm6_trie_memory(&t->trie);
 }
 
 /* ofl_lpm6_find for one address at a time: the slots one by one, with branches, up to
@@ -746,16 +749,9 @@ static void search_batch(const struct ofl_lpm6 *t, uint16_t *hops, struct lanes 
     }
 }
 
-void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
-                           unsigned n)
+void ofl_lpm6_lookup_batch_bsl(const struct ofl_lpm6 *t, const uint8_t *addrs,
+                               uint16_t *hops, unsigned n)
 {
-    if (__builtin_expect(t->live != NULL, 0)) {
-        unsigned slot;
-        const struct ofl_lpm6 *now = ofl_lpm6_enter(t, &slot);
-        ofl_lpm6_lookup_batch(now, addrs, hops, n);
-        ofl_lpm6_leave(t, slot);
-        return;
-    }
     unsigned who[LPM6_CHUNK];
     const uint32_t *e3[LPM6_CHUNK];
     uint64_t atr[LPM6_CHUNK], hi[LPM6_CHUNK], lo[LPM6_CHUNK];

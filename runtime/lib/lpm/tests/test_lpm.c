@@ -18,6 +18,7 @@
 #include "check.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
+#include "offlow/simd.h"
 #include "offlow/routes.h"
 #include "offlow/synth.h"
 
@@ -521,6 +522,9 @@ static void step6(uint8_t *a, int d)
 
 /* As check4: first and last address of every route and their neighbours, random
  * addresses inside random routes and anywhere. Returns mismatches. */
+static unsigned said_lacks;   /* paths this CPU lacks, said once */
+static unsigned paths_run[3];  /* trie batches checked on each path (enum ofl_simd) */
+
 static size_t check6(const struct ofl_lpm6 *t, const struct ofl_route6 *r, size_t n,
                      size_t nb, size_t nrand, uint64_t seed)
 {
@@ -545,19 +549,154 @@ static size_t check6(const struct ofl_lpm6 *t, const struct ofl_route6 *r, size_
         if (p && i % 4) splice6(a + 16 * k++, p->addr, x, p->len);
         else memcpy(a + 16 * k++, x, 16);
     }
-    ofl_lpm6_lookup_batch(t, a, h, (unsigned)m);
+    uint16_t *hb = malloc((m ? m : 1) * sizeof *hb);
+    ofl_lpm6_lookup_batch_bsl(t, a, hb, (unsigned)m);
     size_t bad = 0;
     for (size_t i = 0; i < m; i++) {
         uint16_t want = brute6(r, n, a + 16 * i), got = ofl_lpm6_lookup(t, a + 16 * i);
-        if ((got != want || h[i] != want) && bad++ < 5) {
+        uint16_t bsl = ofl_lpm6_lookup_bsl(t, a + 16 * i);
+        if ((got != want || bsl != want || hb[i] != want) && bad++ < 5) {
             char hx[33];
             hex16(a + 16 * i, hx);
-            printf("  %s: scalar %u, batch %u, brute force %u\n", hx, got, h[i], want);
+            printf("  %s: trie %u, hash levels %u (batch %u), brute force %u\n", hx, got, bsl,
+                   hb[i], want);
         }
     }
+    /* The trie's batch on every path this CPU has (the table's path set as if built
+     * under OFFLOW_SIMD=...); a path it lacks is said, not run. */
+    struct ofl_lpm6 *w = (struct ofl_lpm6 *)t;
+    int was = w->trie.simd;
+    for (int p = OFL_SIMD_SCALAR; p <= OFL_SIMD_AVX512; p++) {
+        if (p > (int)ofl_simd_cpu()) {
+            if (!said_lacks++)
+                printf("  lpm6 batch %s: skipped: CPU lacks %s\n", ofl_simd_name((enum ofl_simd)p),
+                       ofl_simd_name((enum ofl_simd)p));
+            continue;
+        }
+        w->trie.simd = p;
+        ofl_lpm6_lookup_batch(t, a, h, (unsigned)m);
+        paths_run[p]++;
+        for (size_t i = 0; i < m; i++) {
+            uint16_t want = brute6(r, n, a + 16 * i);
+            if (h[i] != want && bad++ < 5) {
+                char hx[33];
+                hex16(a + 16 * i, hx);
+                printf("  %s: trie batch (%s) %u, brute force %u\n", hx,
+                       ofl_simd_name((enum ofl_simd)p), h[i], want);
+            }
+        }
+    }
+    w->trie.simd = was;
     free(a);
     free(h);
+    free(hb);
     return bad;
+}
+
+/* The trie's edges (lpm6.h): no routes, the /0 alone, /128s (the deepest walk, the last
+ * stride reading past the address), prefixes ending on each stride boundary and one bit
+ * either side, both sides of /64, nested chains, a child slot inside a run of equal
+ * leaves, and equal prefixes (the later wins, host bits ignored); each checked against
+ * brute force by check6 (trie scalar and every batch path, and the hash levels). */
+static void test_lpm6_trie_cases(void)
+{
+    char err[256] = "";
+    struct ofl_lpm6 *t;
+    struct ofl_route6 r[160];
+    uint8_t a[16], z[16] = {0};
+    struct ofl_rng g = {77};
+
+    CHECK(ofl_lpm6_build(&t, NULL, 0, err) == 0 && t->trie.nnodes == 0 &&
+          t->trie.nleaves == 0 && check6(t, NULL, 0, 0, 300, 1) == 0, "trie: no routes");
+    ofl_lpm6_free(t);
+
+    struct set6 s = {r, 0};
+    rand16(&g, a);
+    add6(&s, a, 0, 9);
+    memcpy(s.v[0].addr, a, 16);   /* a /0 with host bits set: they are ignored */
+    CHECK(ofl_lpm6_build(&t, r, 1, err) == 0 && t->trie.nnodes == 0 &&
+          check6(t, r, 1, 1, 300, 2) == 0 && ofl_lpm6_lookup(t, z) == 9,
+          "trie: the /0 alone answers every address");
+    ofl_lpm6_free(t);
+
+    s.n = 0;
+    rand16(&g, a);
+    add6(&s, a, 128, 5);
+    CHECK(ofl_lpm6_build(&t, r, 1, err) == 0 && t->trie.depth == 19 &&
+          check6(t, r, 1, 1, 300, 3) == 0 && ofl_lpm6_lookup(t, a) == 5,
+          "trie: a /128 alone, %u nodes deep (19: 112 bits past the top in 6-bit strides)",
+          t ? t->trie.depth : 0);
+    ofl_lpm6_free(t);
+
+    /* Every stride boundary (16, 22, .., 124) and 128, and one bit either side, nested
+     * on one address; then the same lengths on addresses of their own (siblings). */
+    s.n = 0;
+    rand16(&g, a);
+    add6(&s, a, 0, 1);
+    for (unsigned b = OFL_LPM6_TOP_BITS; b <= 128; b += OFL_LPM6_STRIDE) {
+        for (unsigned d = 0; d < 3; d++) {
+            unsigned len = b + d - 1;
+            if (len <= 128) add6(&s, a, len, (uint16_t)(2 + s.n % 300));
+        }
+        if (b + OFL_LPM6_STRIDE > 128 && b != 128) b = 128 - OFL_LPM6_STRIDE;
+    }
+    add6(&s, a, 63, 400);
+    add6(&s, a, 64, 401);
+    add6(&s, a, 65, 402);
+    size_t chain = s.n;
+    for (size_t i = 1; i < chain; i++) {
+        uint8_t x[16];
+        rand16(&g, x);
+        splice6(x, a, x, s.v[i].len / 2);   /* near the chain, off its path */
+        add6(&s, x, s.v[i].len, (uint16_t)(500 + i));
+    }
+    CHECK(ofl_lpm6_build(&t, r, s.n, err) == 0 && check6(t, r, s.n, s.n, 3000, 4) == 0,
+          "trie: %zu prefixes on every stride boundary and either side, nested and apart",
+          s.n);
+    ofl_lpm6_free(t);
+
+    /* One node (bits 16..21 of 2001:0d00::/22 and its neighbours): slots 4 and 6 own
+     * /22s with hop 1 and 2 under a /16 of hop 1, slot 5 a child (a /30 below it): the
+     * leaves 0..4 and 7..63 have the same hop around the child and the other run. */
+    static const struct { const char *p; uint16_t hop; } one[] = {
+        {"2001::/16", 1}, {"2001:1000::/22", 1}, {"2001:1400::/22", 1},
+        {"2001:1400::/30", 3}, {"2001:1800::/22", 2}, {"2001:1400::/128", 4},
+        {"2001:1400::/64", 6}, {"2001:17fc::/30", 7},
+        /* equal prefixes: the later wins, host bits ignored */
+        {"2001:2000::/20", 8}, {"2001:2fff::/20", 10},
+    };
+    s.n = 0;
+    for (size_t i = 0; i < sizeof one / sizeof one[0]; i++) {
+        uint8_t len;
+        if (parse6(one[i].p, a, &len) != OFL_PREFIX_V6) CHECK(0, "parse %s", one[i].p);
+        add6(&s, a, len, one[i].hop);
+    }
+    uint8_t q[16], qlen;
+    parse6("2001:2fff::1/128", q, &qlen);
+    memcpy(s.v[s.n - 1].addr, q, 16);   /* the later /20 given with host bits set */
+    parse6("2001:2abc::1/128", q, &qlen);
+    CHECK(ofl_lpm6_build(&t, r, s.n, err) == 0 && check6(t, r, s.n, s.n, 3000, 5) == 0 &&
+          ofl_lpm6_lookup(t, q) == 10,
+          "trie: a child slot inside a run of equal leaves, nested /30 /64 /128, a later "
+          "equal prefix wins");
+    ofl_lpm6_free(t);
+
+    /* The path comes from OFFLOW_SIMD when the table is built (capped by the CPU). */
+    struct set6 rs = gen6(quick ? 300 : 2000, 91);
+    for (int p = OFL_SIMD_SCALAR; p <= OFL_SIMD_AVX512; p++) {
+        const char *name = ofl_simd_name((enum ofl_simd)p);
+        if (p > (int)ofl_simd_cpu()) {
+            printf("  OFFLOW_SIMD=%s: skipped: CPU lacks %s\n", name, name);
+            continue;
+        }
+        setenv("OFFLOW_SIMD", name, 1);
+        int rc = ofl_lpm6_build(&t, rs.v, rs.n, err);
+        CHECK(rc == 0 && t->trie.simd == p && check6(t, rs.v, rs.n, rs.n, 3000, 92) == 0,
+              "trie built under OFFLOW_SIMD=%s takes that path and matches brute force", name);
+        if (rc == 0) ofl_lpm6_free(t);
+    }
+    unsetenv("OFFLOW_SIMD");
+    free(rs.v);
 }
 
 static void test_lpm6_cases(void)
@@ -1018,6 +1157,10 @@ static void test_bgp(const char *path)
           "%zu prefixes, %zu markers %s", r.n6, t1 - t0,
           rc6 ? 0 : ofl_lpm6_memory(t6) / 1048576.0, rc6 ? 0 : t6->nlv, rc6 ? 0 : t6->depth,
           rc6 ? 0 : t6->prefixes, rc6 ? 0 : t6->markers, err);
+    if (rc6 == 0)
+        printf("  of which the trie: %.1f MiB, %zu nodes, %zu leaves, depth %u\n",
+               ofl_lpm6_trie_memory(&t6->trie) / 1048576.0, t6->trie.nnodes, t6->trie.nleaves,
+               t6->trie.depth);
     if (rc || rc6) goto out;
 
     /* Spot checks of the full tables against brute force over every route. */
@@ -1125,7 +1268,12 @@ int main(int argc, char **argv)
     test_lpm4_cases();
     test_lpm4_random();
     test_lpm6_cases();
+    test_lpm6_trie_cases();
     test_lpm6_tables();
     test_lpm6_random();
+    printf("lpm6 trie batch checks per path: scalar %u, avx2 %u, avx512 %u (CPU: %s)\n",
+           paths_run[0], paths_run[1], paths_run[2], ofl_simd_name(ofl_simd_cpu()));
+    for (int p = OFL_SIMD_SCALAR; p <= (int)ofl_simd_cpu(); p++)
+        CHECK(paths_run[p] > 0, "the lpm6 batch ran on path %s", ofl_simd_name((enum ofl_simd)p));
     return CHECK_DONE();
 }

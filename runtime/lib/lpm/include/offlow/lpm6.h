@@ -1,4 +1,6 @@
-/* IPv6 longest-prefix match: binary search on prefix lengths over hash tables with
+/* IPv6 longest-prefix match. Lookups (ofl_lpm6_lookup, _batch) walk a multibit trie
+ * (struct ofl_lpm6_trie, below); built beside it, and read by the gpu target (and by
+ * ofl_lpm6_lookup_bsl), binary search on prefix lengths over hash tables with
  * markers (Waldvogel, Varghese, Turner, Plattner 1997; as in Knapp), behind a
  * direct-indexed front.
  *
@@ -103,8 +105,44 @@ struct ofl_lpm6_node {
     uint32_t lv;
 };
 
+/* ---- the multibit trie that CPU lookups walk (lpm6_trie.c) --------------------------
+ *
+ * A Poptrie (Asai and Ohara, SIGCOMM 2015) over the 128-bit address: a direct table
+ * indexed by the top OFL_LPM6_TOP_BITS bits, then nodes of 6-bit strides. A node's 64
+ * slots are compressed with two bit vectors: bit i of `vec` says slot i has a child
+ * node (the children of a node are consecutive: slot i's is node[base1 + the number of
+ * vec bits at or below i, minus 1]); the other slots are leaves (hops), run-length
+ * compressed: bit i of `leafvec` says a run of equal hops starts at slot i (counting
+ * leaf slots only), and slot i's hop is leaf[base0 + the leafvec bits at or below i,
+ * minus 1]. The last stride (bits 124..127) reads two zero bits past the address. A
+ * direct entry is OFL_LPM6_TLEAF | hop, or the index of its node.
+ *
+ * The hash levels above stay: the gpu target's OpenCL lookup reads them (lpm6.cl), and
+ * ofl_lpm6_lookup_bsl walks them on the CPU (a second reference in the tests). */
+#define OFL_LPM6_TOP_BITS 16
+#define OFL_LPM6_STRIDE 6
+#define OFL_LPM6_TLEAF 0x80000000u
+
+struct ofl_lpm6_pnode {
+    uint64_t vec;       /* bit i: slot i is a child node */
+    uint64_t leafvec;   /* bit i: a run of equal leaves starts at slot i */
+    uint32_t base1;     /* the first child in node[] */
+    uint32_t base0;     /* the first leaf in leaf[] */
+};
+
+struct ofl_lpm6_trie {
+    uint32_t *top;                  /* 2^OFL_LPM6_TOP_BITS entries */
+    struct ofl_lpm6_pnode *node;
+    size_t nnodes;
+    uint16_t *leaf;
+    size_t nleaves;
+    unsigned depth;                 /* most nodes one lookup reads */
+    int simd;                       /* the batch's path: enum ofl_simd (simd.h) */
+};
+
 /* A built table (read its fields, never write them). */
 struct ofl_lpm6 {
+    struct ofl_lpm6_trie trie;   /* what ofl_lpm6_lookup and _batch walk */
     struct ofl_lpm6_level *lv;   /* levels by increasing length */
     unsigned nlv;
     unsigned depth;              /* most memory steps of one search past dir1 and dir2:
@@ -224,7 +262,8 @@ int ofl_lpm6_open_file(struct ofl_lpm6 **t, const char *path, unsigned nports, c
 /* Free a table (NULL is fine). */
 void ofl_lpm6_free(struct ofl_lpm6 *t);
 
-/* Bytes the table holds: the slots of every level, the level array and the struct. */
+/* Bytes the table holds: the trie, the slots of every level, the front, the trees, the
+ * level array and the struct. */
 size_t ofl_lpm6_memory(const struct ofl_lpm6 *t);
 
 /* ---- lookups (inline: the fast path) ---------------------------------------------- */
@@ -364,13 +403,51 @@ uint16_t ofl_lpm6_lookup_deep(const struct ofl_lpm6 *t, const uint8_t addr[16], 
 /* ofl_lpm6_lookup on a handle opened for updates: enter, look up, leave. */
 uint16_t ofl_lpm6_lookup_live(const struct ofl_lpm6 *t, const uint8_t addr[16]);
 
+/* The hop of the address (hi, lo) (its high and low 64 bits) in trie p: the direct
+ * entry, then one node per stride down to a leaf. */
+static inline uint16_t ofl_lpm6_trie_lookup(const struct ofl_lpm6_trie *p, uint64_t hi,
+                                            uint64_t lo)
+{
+    uint32_t e = p->top[hi >> (64 - OFL_LPM6_TOP_BITS)];
+    /* (h, l): the address's bits past those read so far, zeros shifted in */
+    uint64_t h = hi << OFL_LPM6_TOP_BITS | lo >> (64 - OFL_LPM6_TOP_BITS);
+    uint64_t l = lo << OFL_LPM6_TOP_BITS;
+    while (!(e & OFL_LPM6_TLEAF)) {
+        const struct ofl_lpm6_pnode *nd = &p->node[e];
+        unsigned s = (unsigned)(h >> (64 - OFL_LPM6_STRIDE));
+        uint64_t upto = (2ull << s) - 1;   /* slots 0..s (s = 63: 2 << 63 is 0) */
+        if (!(nd->vec >> s & 1))
+            return p->leaf[nd->base0 + (unsigned)__builtin_popcountll(nd->leafvec & upto) - 1];
+        e = nd->base1 + (uint32_t)__builtin_popcountll(nd->vec & upto) - 1;
+        h = h << OFL_LPM6_STRIDE | l >> (64 - OFL_LPM6_STRIDE);
+        l <<= OFL_LPM6_STRIDE;
+    }
+    return (uint16_t)e;
+}
+
 /* The next hop of `addr` (16 bytes, network order): the hop of the longest prefix
- * that contains it, 0 when none does. The plain scalar lookup: dir1, dir2 where the
- * /16 holds longer prefixes, dir3 where the /24 does, and ofl_lpm6_lookup_deep where
- * the /32 does. */
+ * that contains it, 0 when none does (the trie's walk). */
 static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t addr[16])
 {
     if (__builtin_expect(t->live != NULL, 0)) return ofl_lpm6_lookup_live(t, addr);
+    return ofl_lpm6_trie_lookup(&t->trie, ofl_lpm6_be64(addr), ofl_lpm6_be64(addr + 8));
+}
+
+/* hops[i] = ofl_lpm6_lookup(t, addrs + 16 * i) for i < n: groups of addresses walk the
+ * trie together, a stride at a time, each node prefetched a pass before it is read
+ * (the cache misses of a group overlap). The path (t->trie.simd, from ofl_simd_level()
+ * when the table was built): OFL_SIMD_SCALAR portable C; AVX2 and AVX-512 the same walk
+ * compiled for the POPCNT instruction (every CPU with AVX2 has it; portable C may call
+ * a library routine for each popcount). */
+void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
+                           unsigned n);
+
+/* The same answers from the hash levels (binary search on lengths), the structure the
+ * gpu target reads: a built table only (not a handle opened for updates). dir1, dir2
+ * where the /16 holds longer prefixes, dir3 where the /24 does, and
+ * ofl_lpm6_lookup_deep where the /32 does. */
+static inline uint16_t ofl_lpm6_lookup_bsl(const struct ofl_lpm6 *t, const uint8_t addr[16])
+{
     uint64_t hi = ofl_lpm6_be64(addr);
     uint32_t e = t->dir1[hi >> (64 - OFL_LPM6_DIR1_BITS)];
     if (!(e >> 16)) return (uint16_t)e;
@@ -381,14 +458,24 @@ static inline uint16_t ofl_lpm6_lookup(const struct ofl_lpm6 *t, const uint8_t a
     return ofl_lpm6_lookup_deep(t, addr, hi, e);
 }
 
-/* hops[i] = ofl_lpm6_lookup(t, addrs + 16 * i) for i < n, hiding memory latency
- * (G-Opt style): for a group of addresses it reads dir1 and dir2 (small, cached) and
- * prefetches the dir3 entries and the root level's buckets, then reads and probes
- * those; the addresses left with a tree search it takes one level
- * at a time, all together: a pass prefetches every address's bucket, the next probes
- * them without branches and keeps the addresses that go on. The cache misses of a
- * group overlap. */
-void ofl_lpm6_lookup_batch(const struct ofl_lpm6 *t, const uint8_t *addrs, uint16_t *hops,
-                           unsigned n);
+/* hops[i] = ofl_lpm6_lookup_bsl(t, addrs + 16 * i) for i < n (a built table), hiding
+ * memory latency (G-Opt style): for a group of addresses it reads dir1 and dir2 (small,
+ * cached) and prefetches the dir3 entries and the root level's buckets, then reads and
+ * probes those; the addresses left with a tree search it takes one level at a time,
+ * all together: a pass prefetches every address's bucket, the next probes them without
+ * branches and keeps the addresses that go on. */
+void ofl_lpm6_lookup_batch_bsl(const struct ofl_lpm6 *t, const uint8_t *addrs,
+                               uint16_t *hops, unsigned n);
+
+/* Build the trie of `n` checked routes (as ofl_lpm6_build takes them: any order, host
+ * bits ignored, of equal prefixes the later wins) into *p, its batch path from
+ * ofl_simd_level() (lpm6_trie.c). 0, or -ENOMEM (*p then empty). */
+int ofl_lpm6_trie_build(struct ofl_lpm6_trie *p, const struct ofl_route6 *r, size_t n);
+
+/* Free the trie's arrays (the struct is the caller's). */
+void ofl_lpm6_trie_free(struct ofl_lpm6_trie *p);
+
+/* Bytes the trie's arrays hold. */
+size_t ofl_lpm6_trie_memory(const struct ofl_lpm6_trie *p);
 
 #endif
