@@ -1,0 +1,262 @@
+/* Tests of runtime/lib/remote over UCX on 127.0.0.1 (both sides in this process, each
+ * with its own UCX context, stepped in turn): the handshake proof (remote_auth.h); a
+ * link that comes up with the right secret, a peer with a wrong one refused and
+ * nothing it sends delivered (remote_link.h); rings carried both ways in order with
+ * their contents, lengths and close, under backpressure; a bad message refused; a
+ * peer that goes away noticed (remote_bridge.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "offlow/remote_auth.h"
+#include "offlow/remote_bridge.h"
+#include "offlow/remote_link.h"
+
+static const uint8_t SECRET[] = "correct horse battery staple";
+static const uint8_t OTHER[] = "correct horse battery stable";
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void test_auth(void)
+{
+    uint8_t n1[OFL_AUTH_NONCE], n2[OFL_AUTH_NONCE], mac[OFL_AUTH_MAC];
+    CHECK(ofl_auth_nonce(n1) == 0 && ofl_auth_nonce(n2) == 0 && memcmp(n1, n2, sizeof n1),
+          "two nonces differ");
+    CHECK(ofl_auth_prove(SECRET, sizeof SECRET, OFL_AUTH_CLIENT, n1, mac) == 0, "prove");
+    CHECK(ofl_auth_check(SECRET, sizeof SECRET, OFL_AUTH_CLIENT, n1, mac) == 0,
+          "the proof checks");
+    CHECK(ofl_auth_check(OTHER, sizeof OTHER, OFL_AUTH_CLIENT, n1, mac) == -EACCES,
+          "another secret's check refuses it");
+    CHECK(ofl_auth_check(SECRET, sizeof SECRET, OFL_AUTH_SERVER, n1, mac) == -EACCES,
+          "the client's proof does not answer for the server");
+    CHECK(ofl_auth_check(SECRET, sizeof SECRET, OFL_AUTH_CLIENT, n2, mac) == -EACCES,
+          "a proof of one nonce does not answer another");
+    CHECK(ofl_auth_prove(SECRET, 8, OFL_AUTH_CLIENT, n1, mac) == -EINVAL,
+          "a secret under 16 bytes is refused");
+}
+
+/* A handler that records kinds (for links without a bridge). */
+struct seen {
+    int n;
+    uint32_t kind;
+};
+static void record(void *arg, uint32_t kind, const void *hdr, size_t hlen, const void *data,
+                   size_t len)
+{
+    (void)hdr, (void)hlen, (void)data, (void)len;
+    struct seen *s = arg;
+    s->n++;
+    s->kind = kind;
+}
+
+/* Step both links until `a` reaches `sa` and `b` reaches `sb` (a generous bound). */
+static bool until(struct ofl_link *a, enum ofl_link_state sa, struct ofl_link *b,
+                  enum ofl_link_state sb)
+{
+    double end = now() + 30;
+    while (now() < end) {
+        enum ofl_link_state x = ofl_link_progress(a), y = ofl_link_progress(b);
+        if (x == sa && y == sb) return true;
+    }
+    return false;
+}
+
+static void test_handshake(void)
+{
+    char err[256] = "";
+    struct seen srv_seen = {0}, cli_seen = {0};
+    struct ofl_link *srv, *bad, *cli;
+    int rc = ofl_link_listen(&srv, "127.0.0.1", 0, SECRET, sizeof SECRET, record, &srv_seen,
+                             err, sizeof err);
+    CHECK(rc == 0 && ofl_link_port(srv) != 0, "listen on a free port (%d %s)", rc, err);
+    if (rc) return;
+    uint16_t port = ofl_link_port(srv);
+    rc = ofl_link_connect(&bad, "127.0.0.1", port, OTHER, sizeof OTHER, record, &cli_seen, err,
+                          sizeof err);
+    CHECK(rc == 0, "a client with another secret connects at the UCX level (%s)", err);
+    CHECK(until(bad, OFL_LINK_FAILED, srv, OFL_LINK_WAITING), "it is refused");
+    CHECK(ofl_link_refused(srv) == 1, "the refusal is counted (%llu)",
+          (unsigned long long)ofl_link_refused(srv));
+    CHECK(strstr(ofl_link_error(bad), "refused") != NULL, "its error says so: %s",
+          ofl_link_error(bad));
+    CHECK(ofl_link_send(bad, OFL_LINK_KIND_USER, NULL, 0, "x", 1) == -EPIPE,
+          "it cannot send");
+    ofl_link_close(bad);
+    CHECK(srv_seen.n == 0, "nothing from it reached the server's handler");
+
+    CHECK(ofl_link_connect(&bad, "127.0.0.1", port, (const uint8_t *)"short", 5, record,
+                           &cli_seen, err, sizeof err) == -EINVAL && bad == NULL,
+          "a client without a usable secret does not start: %s", err);
+
+    rc = ofl_link_connect(&cli, "127.0.0.1", port, SECRET, sizeof SECRET, record, &cli_seen,
+                          err, sizeof err);
+    CHECK(rc == 0 && until(cli, OFL_LINK_UP, srv, OFL_LINK_UP),
+          "with the secret both ends come up after a refusal");
+    uint32_t v = 7;
+    CHECK(ofl_link_send(cli, OFL_LINK_KIND_USER + 3, &v, 4, "hello", 5) == 0, "send");
+    double end = now() + 30;
+    while (srv_seen.n == 0 && now() < end) ofl_link_progress(srv);
+    CHECK(srv_seen.n == 1 && srv_seen.kind == OFL_LINK_KIND_USER + 3,
+          "the server's handler gets it (%d)", srv_seen.n);
+    ofl_link_close(cli);
+    end = now() + 30;
+    while (ofl_link_progress(srv) != OFL_LINK_FAILED && now() < end) {
+    }
+    CHECK(ofl_link_progress(srv) == OFL_LINK_FAILED && strstr(ofl_link_error(srv), "lost"),
+          "the server notices the peer gone: %s", ofl_link_error(srv));
+    ofl_link_close(srv);
+}
+
+/* A ring in its own 64-byte aligned memory, like one in a window. */
+static void *ring_mem(uint32_t size, uint32_t entry, uint32_t batch, uint32_t data_off,
+                      size_t *len)
+{
+    *len = ofl_ring_mem_size(size, entry);
+    void *m = aligned_alloc(64, *len);
+    if (m) ofl_ring_format(m, *len, size, entry, batch, data_off);
+    return m;
+}
+
+struct pair {
+    struct ofl_link *srv, *cli;
+    struct ofl_bridge bs, bc;
+};
+
+static int connect_pair(struct pair *p)
+{
+    char err[256] = "";
+    memset(p, 0, sizeof *p);
+    ofl_bridge_init(&p->bs, NULL, 16);
+    ofl_bridge_init(&p->bc, NULL, 16);
+    if (ofl_link_listen(&p->srv, "127.0.0.1", 0, SECRET, sizeof SECRET, ofl_bridge_on_msg,
+                        &p->bs, err, sizeof err))
+        return -1;
+    if (ofl_link_connect(&p->cli, "127.0.0.1", ofl_link_port(p->srv), SECRET, sizeof SECRET,
+                         ofl_bridge_on_msg, &p->bc, err, sizeof err))
+        return -1;
+    p->bs.link = p->srv;
+    p->bc.link = p->cli;
+    return until(p->cli, OFL_LINK_UP, p->srv, OFL_LINK_UP) ? 0 : -1;
+}
+
+static void close_pair(struct pair *p)
+{
+    ofl_link_close(p->cli);
+    ofl_link_close(p->srv);
+    ofl_bridge_free(&p->bs);
+    ofl_bridge_free(&p->bc);
+}
+
+/* Host ring A (host -> device) and ring B (device -> host), each a pair of rings of the
+ * same layout, one per side; the device copies what A brings into B. */
+static void test_rings(void)
+{
+    enum { N = 20000, SIZE = 64, ENTRY = 96, DOFF = 16 };
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    size_t len;
+    void *a_host = ring_mem(SIZE, ENTRY, 8, DOFF, &len), *a_dev = ring_mem(SIZE, ENTRY, 8, DOFF, &len);
+    void *b_dev = ring_mem(SIZE, ENTRY, 8, DOFF, &len), *b_host = ring_mem(SIZE, ENTRY, 8, DOFF, &len);
+    CHECK(ofl_bridge_add(&p.bc, a_host, len, true) == 0 && ofl_bridge_add(&p.bs, a_dev, len, false) == 0 &&
+          ofl_bridge_add(&p.bc, b_host, len, false) == 0 && ofl_bridge_add(&p.bs, b_dev, len, true) == 0,
+          "both sides carry rings A and B");
+    struct ofl_ring prod, dev_in, dev_out, cons;
+    ofl_ring_attach(&prod, a_host, len);
+    ofl_ring_attach(&dev_in, a_dev, len);
+    ofl_ring_attach(&dev_out, b_dev, len);
+    ofl_ring_attach(&cons, b_host, len);
+    uint32_t pushed = 0, got = 0, bad = 0, full_seen = 0, most = 0;
+    double end = now() + 120;
+    while (!ofl_ring_finished(&cons) && now() < end) {
+        uint32_t f = ofl_ring_free(&prod);   /* the host's producer */
+        if (!f) full_seen++;
+        if (pushed - got > most) most = pushed - got;
+        uint32_t k = 0;
+        for (; k < f && pushed + k < N && k < 5; k++) {
+            uint8_t *e = ofl_ring_slot(&prod, k);
+            uint32_t i = pushed + k, plen = i % (ENTRY - DOFF + 1);
+            ((struct ofl_entry_hdr *)e)->len = (uint16_t)plen;
+            memcpy(e + 8, &i, 4);
+            memset(e + DOFF, (int)(i & 0xff), plen);
+        }
+        if (k) ofl_ring_commit(&prod, k);
+        pushed += k;
+        if (pushed == N && !prod.shm->closed) ofl_ring_close(&prod);
+        /* the device: A in, B out */
+        uint32_t r = ofl_ring_ready(&dev_in), w = ofl_ring_free(&dev_out);
+        uint32_t m = r < w ? r : w;
+        for (uint32_t i = 0; i < m; i++)
+            memcpy(ofl_ring_slot(&dev_out, i), ofl_ring_peek(&dev_in, i), ENTRY);
+        if (m) {
+            ofl_ring_commit(&dev_out, m);
+            ofl_ring_release(&dev_in, m);
+        }
+        if (ofl_ring_finished(&dev_in) && !dev_out.shm->closed) ofl_ring_close(&dev_out);
+        /* the host's consumer: every entry in order, with its bytes; it takes nothing
+         * until the producer found every ring on the way full */
+        uint32_t c = full_seen ? ofl_ring_ready(&cons) : 0;
+        for (uint32_t i = 0; i < c; i++) {
+            const uint8_t *e = ofl_ring_peek(&cons, i);
+            uint32_t idx, plen = e ? ((const struct ofl_entry_hdr *)e)->len : 0;
+            if (!e) { bad++; continue; }
+            memcpy(&idx, e + 8, 4);
+            bool ok = idx == got + i && plen == idx % (ENTRY - DOFF + 1);
+            for (uint32_t j = 0; ok && j < plen; j++) ok = e[DOFF + j] == (idx & 0xff);
+            if (!ok) bad++;
+        }
+        if (c) ofl_ring_release(&cons, c);
+        got += c;
+        if (ofl_bridge_poll(&p.bc) < 0 || ofl_bridge_poll(&p.bs) < 0) break;
+    }
+    CHECK(got == N && bad == 0, "%u of %u entries came back through both rings, %u wrong", got,
+          N, bad);
+    CHECK(ofl_ring_finished(&cons), "the close crossed both ways after the last entry");
+    CHECK(full_seen > 0 && most <= 4 * SIZE,
+          "the producer met backpressure from the far consumer: at most %u entries on "
+          "the way (4 rings of %u)", most, SIZE);
+    CHECK(p.bc.msgs_out < N, "entries went in batches (%llu messages)",
+          (unsigned long long)p.bc.msgs_out);
+    CHECK(p.bc.bad == 0 && p.bs.bad == 0, "no bad message");
+    close_pair(&p);
+    free(a_host), free(a_dev), free(b_dev), free(b_host);
+}
+
+/* A message the rules refuse fails the bridge and is not applied. */
+static void test_bad_message(void)
+{
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    size_t len;
+    void *a_host = ring_mem(8, 64, 1, 0, &len), *a_dev = ring_mem(8, 64, 1, 0, &len);
+    ofl_bridge_add(&p.bc, a_host, len, true);
+    ofl_bridge_add(&p.bs, a_dev, len, false);
+    uint32_t hdr[4] = {0, 9, 0, 0};   /* 9 entries: beyond the 8 the ring holds */
+    uint8_t body[9 * 64] = {0};
+    CHECK(ofl_link_send(p.cli, OFL_LINK_KIND_USER, hdr, sizeof hdr, body, sizeof body) == 0,
+          "a peer sends more entries than the credit");
+    int rc = 0;
+    double end = now() + 30;
+    while (rc == 0 && now() < end) rc = ofl_bridge_poll(&p.bs);
+    struct ofl_ring dev;
+    ofl_ring_attach(&dev, a_dev, len);
+    CHECK(rc == -EBADMSG && strstr(p.bs.err, "beyond the credit") && ofl_ring_ready(&dev) == 0,
+          "refused, nothing committed: %s", p.bs.err);
+    close_pair(&p);
+    free(a_host), free(a_dev);
+}
+
+int main(void)
+{
+    test_auth();
+    test_handshake();
+    test_rings();
+    test_bad_message();
+    return CHECK_DONE();
+}
