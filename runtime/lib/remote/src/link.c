@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <ucp/api/ucp.h>
 
 #include "offlow/remote_auth.h"
 
-enum { KIND_CHALLENGE = 1, KIND_PROOF = 2, KIND_WELCOME = 3 };
+enum { KIND_CHALLENGE = 1, KIND_PROOF = 2, KIND_WELCOME = 3, KIND_BEAT = 4 };
+#define BEATS 8   /* heartbeats sent per silence limit */
 #define PENDING 8  /* connections still proving the secret, at most */
 
 /* A connection that has not proved the secret yet (server side). */
@@ -46,8 +48,17 @@ struct ofl_link {
     uint64_t inflight, send_errors;   /* sends UCX has not finished, and failed ones */
     struct sending *sending;           /* those in flight (freed at close if UCX did not) */
     uint16_t port;
+    uint64_t silence_ns;               /* the peer is dead after this long unheard */
+    uint64_t heard_ns, sent_ns;        /* last message from / to the peer (UP) */
     char err[256];
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 static void fail(struct ofl_link *l, const char *fmt, ...)
 {
@@ -183,7 +194,7 @@ static ucs_status_t on_msg(void *arg, const void *hdr, size_t hlen, void *data, 
             p->proof = true;
             return UCS_OK;
         }
-        if (!from || from != l->peer || l->state != OFL_LINK_UP || kind < OFL_LINK_KIND_USER) {
+        if (!from || from != l->peer || l->state != OFL_LINK_UP) {
             l->unauth_drops++;
             return UCS_OK;
         }
@@ -198,10 +209,16 @@ static ucs_status_t on_msg(void *arg, const void *hdr, size_t hlen, void *data, 
             l->got_welcome = true;
             return UCS_OK;
         }
-        if (l->state != OFL_LINK_UP || kind < OFL_LINK_KIND_USER) {
+        if (l->state != OFL_LINK_UP) {
             l->unauth_drops++;
             return UCS_OK;
         }
+    }
+    l->heard_ns = now_ns();   /* from the authenticated peer */
+    if (kind == KIND_BEAT) return UCS_OK;
+    if (kind < OFL_LINK_KIND_USER) {
+        l->unauth_drops++;   /* a handshake message out of turn */
+        return UCS_OK;
     }
     l->fn(l->arg, kind, (const uint8_t *)hdr + 4, hlen - 4, data, len);
     return UCS_OK;
@@ -242,6 +259,7 @@ static int setup(struct ofl_link *l, const uint8_t *secret, size_t secret_len,
     l->secret_len = secret_len;
     l->fn = fn;
     l->arg = arg;
+    l->silence_ns = OFL_LINK_SILENCE_MS * 1000000ull;
     ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
     ucp_config_t *config;
     ucs_status_t st = ucp_config_read(NULL, NULL, &config);
@@ -350,6 +368,27 @@ int ofl_link_connect(struct ofl_link **out, const char *addr, uint16_t port,
 
 uint16_t ofl_link_port(const struct ofl_link *l) { return l->port; }
 
+static void up(struct ofl_link *l)
+{
+    l->state = OFL_LINK_UP;
+    l->heard_ns = l->sent_ns = now_ns();
+}
+
+/* Beat when we have been quiet; fail when the peer has been. */
+static void watch_peer(struct ofl_link *l)
+{
+    uint64_t t = now_ns();
+    if (t - l->heard_ns > l->silence_ns) {
+        fail(l, "the peer stopped answering (nothing for %llu ms)",
+             (unsigned long long)((t - l->heard_ns) / 1000000u));
+        return;
+    }
+    if (t - l->sent_ns >= l->silence_ns / BEATS) {
+        uint32_t kind = KIND_BEAT;
+        if (!send_ep(l, l->peer, KIND_BEAT, &kind, 4, NULL, 0)) l->sent_ns = t;
+    }
+}
+
 /* Server: challenge new connections, check proofs that arrived. */
 static void serve_handshakes(struct ofl_link *l)
 {
@@ -388,7 +427,7 @@ static void serve_handshakes(struct ofl_link *l)
         }
         l->peer = p->ep;
         p->ep = NULL;
-        l->state = OFL_LINK_UP;
+        up(l);
     }
 }
 
@@ -413,7 +452,7 @@ static void client_handshake(struct ofl_link *l)
             fail(l, "the device did not prove the shared secret");
             return;
         }
-        l->state = OFL_LINK_UP;
+        up(l);
     }
 }
 
@@ -423,6 +462,7 @@ enum ofl_link_state ofl_link_progress(struct ofl_link *l)
     }
     if (l->server) serve_handshakes(l);
     else client_handshake(l);
+    if (l->state == OFL_LINK_UP) watch_peer(l);
     return l->state;
 }
 
@@ -436,10 +476,17 @@ int ofl_link_send(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hle
     uint8_t h[256];
     memcpy(h, &kind, 4);
     if (hlen) memcpy(h + 4, hdr, hlen);
-    return send_ep(l, l->peer, kind, h, hlen + 4, data, len);
+    int rc = send_ep(l, l->peer, kind, h, hlen + 4, data, len);
+    if (!rc) l->sent_ns = now_ns();
+    return rc;
 }
 
 const char *ofl_link_error(const struct ofl_link *l) { return l->err; }
+
+void ofl_link_set_silence(struct ofl_link *l, uint32_t ms)
+{
+    l->silence_ns = (uint64_t)(ms ? ms : 1) * 1000000u;
+}
 uint64_t ofl_link_refused(const struct ofl_link *l) { return l->refused; }
 uint64_t ofl_link_unauth_drops(const struct ofl_link *l) { return l->unauth_drops; }
 

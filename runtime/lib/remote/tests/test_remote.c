@@ -109,7 +109,8 @@ static void test_handshake(void)
     end = now() + 30;
     while (ofl_link_progress(srv) != OFL_LINK_FAILED && now() < end) {
     }
-    CHECK(ofl_link_progress(srv) == OFL_LINK_FAILED && strstr(ofl_link_error(srv), "lost"),
+    CHECK(ofl_link_progress(srv) == OFL_LINK_FAILED &&
+              (strstr(ofl_link_error(srv), "lost") || strstr(ofl_link_error(srv), "answering")),
           "the server notices the peer gone: %s", ofl_link_error(srv));
     ofl_link_close(srv);
 }
@@ -252,11 +253,36 @@ static void test_bad_message(void)
     free(a_host), free(a_dev);
 }
 
+/* A peer that stops answering (alive, connected, silent) fails the link; one that
+ * answers keeps it up past the limit. */
+static void test_silent_peer(void)
+{
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    ofl_link_set_silence(p.cli, 200);
+    ofl_link_set_silence(p.srv, 200);
+    double end = now() + 1.0;   /* five limits, both sides stepped: beats keep it up */
+    bool up = true;
+    while (now() < end && up)
+        up = ofl_link_progress(p.cli) == OFL_LINK_UP && ofl_link_progress(p.srv) == OFL_LINK_UP;
+    CHECK(up, "both sides stepping stay up past the limit (%s%s)", ofl_link_error(p.cli),
+          ofl_link_error(p.srv));
+    end = now() + 30;   /* the server is no longer stepped: silent */
+    while (ofl_link_progress(p.cli) == OFL_LINK_UP && now() < end) {
+    }
+    CHECK(ofl_link_progress(p.cli) == OFL_LINK_FAILED &&
+              strstr(ofl_link_error(p.cli), "stopped answering"),
+          "the client notices the silent peer: %s", ofl_link_error(p.cli));
+    CHECK(ofl_bridge_poll(&p.bc) == -EPIPE, "its bridge says so");
+    close_pair(&p);
+}
+
 int main(void)
 {
     test_auth();
     test_handshake();
     test_rings();
     test_bad_message();
+    test_silent_peer();
     return CHECK_DONE();
 }

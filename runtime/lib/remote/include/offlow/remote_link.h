@@ -8,6 +8,10 @@
  * closed, the refusal counted and written to stderr); a message from a peer that has
  * not proved the secret never reaches the handler (counted in `unauth_drops`).
  *
+ * Once up, each side sends a heartbeat whenever it has sent nothing for an eighth of
+ * the silence limit; a peer heard from for longer than the limit is dead: the link
+ * fails ("stopped answering"). A connection UCX sees drop fails it too ("lost").
+ *
  * Single-threaded: one thread calls every function of a link (the bridge thread).
  * Handlers run inside ofl_link_progress and must not send. */
 #ifndef OFL_REMOTE_LINK_H
@@ -23,6 +27,9 @@ enum ofl_link_state {
     OFL_LINK_UP = 1,       /* the peer proved the secret: messages flow */
     OFL_LINK_FAILED = 2,   /* refused, lost or closed: ofl_link_error says why */
 };
+
+/* The silence limit by default: a dead peer is noticed within a second. */
+#define OFL_LINK_SILENCE_MS 800
 
 /* First message kind a user of the link may use (lower ones are the handshake's). */
 #define OFL_LINK_KIND_USER 16
@@ -56,6 +63,9 @@ enum ofl_link_state ofl_link_progress(struct ofl_link *l);
  * link failed: ofl_link_error says why). */
 int ofl_link_send(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
                   const void *data, size_t len);
+
+/* Set the silence limit to `ms` milliseconds (0 counts as 1). */
+void ofl_link_set_silence(struct ofl_link *l, uint32_t ms);
 
 /* Why the link failed ("" while it has not). */
 const char *ofl_link_error(const struct ofl_link *l);
