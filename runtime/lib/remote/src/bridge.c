@@ -186,8 +186,10 @@ int ofl_bridge_poll(struct ofl_bridge *b)
 
 bool ofl_bridge_done(const struct ofl_bridge *b)
 {
-    for (uint32_t i = 0; i < b->n; i++)
-        if (!b->rings[i].closed) return false;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const struct ofl_bridge_ring *r = &b->rings[i];
+        if (!r->closed || (r->out && r->credit != r->sent)) return false;
+    }
     return true;
 }
 

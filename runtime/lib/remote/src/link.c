@@ -83,15 +83,31 @@ static int sockaddr_of(const char *addr, uint16_t port, struct sockaddr_in *sa)
     return inet_pton(AF_INET, addr, &sa->sin_addr) == 1 ? 0 : -EINVAL;
 }
 
-static void close_ep(struct ofl_link *l, ucp_ep_h ep)
+/* Wait for request `r` (a pointer from a _nbx call): until it completes, or at most
+ * `ns` nanoseconds. Returns true when it completed (and was freed). */
+static bool wait_req(struct ofl_link *l, ucs_status_ptr_t r, uint64_t ns)
 {
+    uint64_t end = now_ns() + ns;
+    while (ucp_request_check_status(r) == UCS_INPROGRESS) {
+        if (now_ns() > end) return false;
+        ucp_worker_progress(l->worker);
+    }
+    ucp_request_free(r);
+    return true;
+}
+
+/* Close `ep`: `flush`: what was sent arrives first (the end of a run; a second at most,
+ * a gone peer takes nothing), then at once (a refused or failed peer: force). */
+static void close_ep(struct ofl_link *l, ucp_ep_h ep, bool flush)
+{
+    ucp_request_param_t none = {.op_attr_mask = 0};
+    ucs_status_ptr_t f = flush ? ucp_ep_flush_nbx(ep, &none) : NULL;
+    bool flushed = !UCS_PTR_IS_PTR(f) || wait_req(l, f, 1000000000u);
     ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-    if (UCS_PTR_IS_PTR(r)) {
-        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(l->worker);
-        ucp_request_free(r);
-    }
+    if (UCS_PTR_IS_PTR(r)) wait_req(l, r, UINT64_MAX / 2);   /* a forced close ends */
+    if (!flushed) wait_req(l, f, UINT64_MAX / 2);   /* the forced close ended the flush */
 }
 
 static struct pending *pending_of(struct ofl_link *l, ucp_ep_h ep)
@@ -399,7 +415,7 @@ static void serve_handshakes(struct ofl_link *l)
             uint32_t kind = KIND_CHALLENGE;
             if (ofl_auth_nonce(p->nonce) ||
                 send_ep(l, p->ep, KIND_CHALLENGE, &kind, 4, p->nonce, OFL_AUTH_NONCE)) {
-                close_ep(l, p->ep);
+                close_ep(l, p->ep, false);
                 p->ep = NULL;
                 continue;
             }
@@ -415,13 +431,13 @@ static void serve_handshakes(struct ofl_link *l)
             fprintf(stderr, "offlow serve-device: refused a peer: %s\n",
                     l->state == OFL_LINK_WAITING ? "wrong proof of the shared secret"
                                                  : "a run is connected already");
-            close_ep(l, p->ep);
+            close_ep(l, p->ep, false);
             p->ep = NULL;
             continue;
         }
         if (ofl_auth_prove(l->secret, l->secret_len, OFL_AUTH_SERVER, p->their_nonce, mac) ||
             send_ep(l, p->ep, KIND_WELCOME, &kind, 4, mac, OFL_AUTH_MAC)) {
-            close_ep(l, p->ep);
+            close_ep(l, p->ep, false);
             p->ep = NULL;
             continue;
         }
@@ -497,8 +513,8 @@ void ofl_link_close(struct ofl_link *l)
      * hold the close up) */
     for (long spins = 0; l->inflight && spins < 1000000; spins++) ucp_worker_progress(l->worker);
     for (int i = 0; i < PENDING; i++)
-        if (l->pend[i].ep) close_ep(l, l->pend[i].ep);
-    if (l->peer) close_ep(l, l->peer);
+        if (l->pend[i].ep) close_ep(l, l->pend[i].ep, false);
+    if (l->peer) close_ep(l, l->peer, l->state == OFL_LINK_UP);
     if (l->listener) ucp_listener_destroy(l->listener);
     if (l->worker) ucp_worker_destroy(l->worker);
     while (l->sending) {   /* sends the closed endpoints never completed */

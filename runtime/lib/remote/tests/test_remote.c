@@ -277,8 +277,105 @@ static void test_silent_peer(void)
     close_pair(&p);
 }
 
-int main(void)
+/* ---- two processes (tests/test_remote_c.py runs them in two network namespaces) ---- */
+
+static size_t read_secret(const char *path, uint8_t *buf, size_t cap)
 {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+/* serve ADDR SECRET_FILE N: take N entries of one ring from the peer, check each, print
+ * "port P" first and "got N" at the end. client ADDR PORT SECRET_FILE N: send them
+ * (N 0: forever), printing "up" once connected; a failure prints the link's error and
+ * the entries sent so far, and exits 3. */
+static int two_process(int argc, char **argv)
+{
+    enum { SIZE = 256, ENTRY = 64 };
+    bool serve = !strcmp(argv[1], "serve");
+    if (argc != (serve ? 5 : 6)) return 2;
+    uint8_t secret[OFL_AUTH_SECRET_MAX];
+    size_t slen = read_secret(argv[serve ? 3 : 4], secret, sizeof secret);
+    unsigned long n = strtoul(argv[serve ? 4 : 5], NULL, 10);
+    struct ofl_bridge b;
+    struct ofl_link *l;
+    char err[256] = "";
+    ofl_bridge_init(&b, NULL, 32);
+    int rc = serve ? ofl_link_listen(&l, argv[2], 0, secret, slen, ofl_bridge_on_msg, &b, err,
+                                     sizeof err)
+                   : ofl_link_connect(&l, argv[2], (uint16_t)atoi(argv[3]), secret, slen,
+                                      ofl_bridge_on_msg, &b, err, sizeof err);
+    if (rc) {
+        printf("error: %s\n", err);
+        return 3;
+    }
+    b.link = l;
+    size_t len;
+    void *mem = ring_mem(SIZE, ENTRY, 16, 0, &len);
+    ofl_bridge_add(&b, mem, len, !serve);
+    struct ofl_ring r;
+    ofl_ring_attach(&r, mem, len);
+    if (serve) printf("port %u\n", ofl_link_port(l));
+    fflush(stdout);
+    unsigned long done = 0;
+    bool said_up = false;
+    int status = 0;
+    while (!(serve ? ofl_ring_finished(&r) : ofl_bridge_done(&b))) {
+        int moved = ofl_bridge_poll(&b);
+        if (moved < 0) {
+            printf("error: %s%s; %lu entries %s\n", ofl_link_error(l), b.err, done,
+                   serve ? "received" : "sent");
+            status = 3;
+            break;
+        }
+        if (!said_up && ofl_link_progress(l) == OFL_LINK_UP) {
+            said_up = true;
+            if (!serve) printf("up\n");
+            fflush(stdout);
+        }
+        if (serve) {
+            uint32_t k = ofl_ring_ready(&r);
+            for (uint32_t i = 0; i < k; i++) {
+                const uint8_t *e = ofl_ring_peek(&r, i);
+                uint64_t v;
+                memcpy(&v, e + 8, 8);
+                if (v != done + i) {
+                    printf("error: entry %lu says %llu\n", done + i, (unsigned long long)v);
+                    return 4;
+                }
+            }
+            ofl_ring_release(&r, k);
+            done += k;
+        } else if (said_up) {
+            uint32_t f = ofl_ring_free(&r);
+            uint32_t k = 0;
+            for (; k < f && (n == 0 || done + k < n); k++) {
+                uint64_t v = done + k;
+                memcpy((uint8_t *)ofl_ring_slot(&r, k) + 8, &v, 8);
+            }
+            if (k) ofl_ring_commit(&r, k);
+            done += k;
+            if (n && done == n && !r.shm->closed) ofl_ring_close(&r);
+        }
+    }
+    if (!status && serve) {   /* the last credit: the sender then knows all arrived */
+        ofl_bridge_poll(&b);
+        printf("got %lu\n", done);
+    } else if (!status) {
+        printf("sent %lu\n", done);
+    }
+    ofl_link_close(l);
+    ofl_bridge_free(&b);
+    free(mem);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) return two_process(argc, argv);
     test_auth();
     test_handshake();
     test_rings();

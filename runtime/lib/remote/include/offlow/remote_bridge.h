@@ -63,8 +63,8 @@ int ofl_bridge_add(struct ofl_bridge *b, void *mem, size_t len, bool out);
  * which). */
 int ofl_bridge_poll(struct ofl_bridge *b);
 
-/* True when every out ring's producer closed it and everything was sent, and every
- * in ring's close arrived. */
+/* True when every out ring's producer closed it and the far consumer released every
+ * entry sent, and every in ring's close arrived. */
 bool ofl_bridge_done(const struct ofl_bridge *b);
 
 /* Free the bridge's buffer (not the link). */
