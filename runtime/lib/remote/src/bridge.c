@@ -84,6 +84,10 @@ void ofl_bridge_on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen,
                        const void *data, size_t len)
 {
     struct ofl_bridge *b = arg;
+    if (b->bad) {   /* failed: nothing more is applied */
+        b->bad++;
+        return;
+    }
     if (kind == KIND_ENTRIES && hlen == sizeof(struct entries_hdr)) {
         struct entries_hdr h;
         memcpy(&h, hdr, sizeof h);

@@ -45,6 +45,7 @@ struct ofl_link {
     bool got_challenge, proof_sent, got_welcome;   /* client */
     uint8_t in_nonce[OFL_AUTH_NONCE], in_mac[OFL_AUTH_MAC];
     uint64_t refused, unauth_drops;
+    uint64_t beats_in;                 /* heartbeats from the peer */
     uint64_t inflight, send_errors;   /* sends UCX has not finished, and failed ones */
     struct sending *sending;           /* those in flight (freed at close if UCX did not) */
     uint16_t port;
@@ -231,7 +232,10 @@ static ucs_status_t on_msg(void *arg, const void *hdr, size_t hlen, void *data, 
         }
     }
     l->heard_ns = now_ns();   /* from the authenticated peer */
-    if (kind == KIND_BEAT) return UCS_OK;
+    if (kind == KIND_BEAT) {
+        l->beats_in++;
+        return UCS_OK;
+    }
     if (kind < OFL_LINK_KIND_USER) {
         l->unauth_drops++;   /* a handshake message out of turn */
         return UCS_OK;
@@ -504,6 +508,7 @@ void ofl_link_set_silence(struct ofl_link *l, uint32_t ms)
     l->silence_ns = (uint64_t)(ms ? ms : 1) * 1000000u;
 }
 uint64_t ofl_link_refused(const struct ofl_link *l) { return l->refused; }
+uint64_t ofl_link_beats(const struct ofl_link *l) { return l->beats_in; }
 uint64_t ofl_link_unauth_drops(const struct ofl_link *l) { return l->unauth_drops; }
 
 void ofl_link_close(struct ofl_link *l)

@@ -144,6 +144,9 @@ static int connect_pair(struct pair *p)
         return -1;
     p->bs.link = p->srv;
     p->bc.link = p->cli;
+    /* generous: a loaded machine may pause this process (test_silent_peer sets less) */
+    ofl_link_set_silence(p->srv, 10000);
+    ofl_link_set_silence(p->cli, 10000);
     return until(p->cli, OFL_LINK_UP, p->srv, OFL_LINK_UP) ? 0 : -1;
 }
 
@@ -253,20 +256,22 @@ static void test_bad_message(void)
     free(a_host), free(a_dev);
 }
 
-/* A peer that stops answering (alive, connected, silent) fails the link; one that
- * answers keeps it up past the limit. */
+/* An idle link beats both ways; a peer that stops answering (alive, connected,
+ * silent) fails the link. (No check that an answering peer stays up for a time: that
+ * would be a timing assertion on a loaded machine.) */
 static void test_silent_peer(void)
 {
     struct pair p;
     CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    double end = now() + 30;   /* the limit set by connect_pair: beats every 1.25 s */
+    while ((ofl_link_beats(p.cli) < 2 || ofl_link_beats(p.srv) < 2) && now() < end) {
+        ofl_link_progress(p.cli);
+        ofl_link_progress(p.srv);
+    }
+    CHECK(ofl_link_beats(p.cli) >= 2 && ofl_link_beats(p.srv) >= 2,
+          "an idle link beats both ways (%llu, %llu)", (unsigned long long)ofl_link_beats(p.cli),
+          (unsigned long long)ofl_link_beats(p.srv));
     ofl_link_set_silence(p.cli, 200);
-    ofl_link_set_silence(p.srv, 200);
-    double end = now() + 1.0;   /* five limits, both sides stepped: beats keep it up */
-    bool up = true;
-    while (now() < end && up)
-        up = ofl_link_progress(p.cli) == OFL_LINK_UP && ofl_link_progress(p.srv) == OFL_LINK_UP;
-    CHECK(up, "both sides stepping stay up past the limit (%s%s)", ofl_link_error(p.cli),
-          ofl_link_error(p.srv));
     end = now() + 30;   /* the server is no longer stepped: silent */
     while (ofl_link_progress(p.cli) == OFL_LINK_UP && now() < end) {
     }
@@ -313,6 +318,7 @@ static int two_process(int argc, char **argv)
         return 3;
     }
     b.link = l;
+    ofl_link_set_silence(l, 5000);   /* generous on a loaded machine; a kill resets TCP */
     size_t len;
     void *mem = ring_mem(SIZE, ENTRY, 16, 0, &len);
     ofl_bridge_add(&b, mem, len, !serve);

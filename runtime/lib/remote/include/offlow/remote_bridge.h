@@ -10,7 +10,7 @@
  * holds, so backpressure crosses the link and a message always fits. A producer's
  * close crosses after its last entry. A message that breaks these rules (an unknown
  * ring, a bad size, more entries than credit, a len beyond the entry) is not applied:
- * it is counted in `bad` and fails the bridge.
+ * it is counted in `bad` and fails the bridge: from then on no message is applied.
  *
  * Single-threaded, on the link's thread. */
 #ifndef OFL_REMOTE_BRIDGE_H

@@ -74,6 +74,9 @@ const char *ofl_link_error(const struct ofl_link *l);
 uint64_t ofl_link_refused(const struct ofl_link *l);
 uint64_t ofl_link_unauth_drops(const struct ofl_link *l);
 
+/* Heartbeats received from the peer. */
+uint64_t ofl_link_beats(const struct ofl_link *l);
+
 /* Close the link and free it (NULL is ignored). */
 void ofl_link_close(struct ofl_link *l);
 
