@@ -23,6 +23,7 @@ struct pending {
     ucp_ep_h ep;
     uint8_t nonce[OFL_AUTH_NONCE];
     bool challenged;   /* our nonce was sent */
+    uint64_t since_ns; /* when it connected: it must prove the secret within the limit */
     bool proof;        /* its proof arrived: check it in progress */
     uint8_t mac[OFL_AUTH_MAC], their_nonce[OFL_AUTH_NONCE];
 };
@@ -262,6 +263,7 @@ static void on_conn(ucp_conn_request_h req, void *arg)
         .err_handler = {.cb = ep_error, .arg = l},
     };
     memset(slot, 0, sizeof *slot);
+    slot->since_ns = now_ns();
     if (ucp_ep_create(l->worker, &ep, &slot->ep) != UCS_OK) slot->ep = NULL;
 }
 
@@ -425,7 +427,19 @@ static void serve_handshakes(struct ofl_link *l)
             }
             p->challenged = true;
         }
-        if (!p->proof) continue;
+        if (!p->proof) {
+            /* a connection that does not prove itself in time (silent, or a slow
+             * loris holding one of the slots) goes */
+            if (now_ns() - p->since_ns > l->silence_ns) {
+                l->refused++;
+                fprintf(stderr, "offlow serve-device: refused a peer: no proof of the "
+                        "shared secret within %llu ms\n",
+                        (unsigned long long)(l->silence_ns / 1000000u));
+                close_ep(l, p->ep, false);
+                p->ep = NULL;
+            }
+            continue;
+        }
         p->proof = false;
         uint8_t mac[OFL_AUTH_MAC];
         uint32_t kind = KIND_WELCOME;

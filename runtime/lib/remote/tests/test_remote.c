@@ -14,6 +14,9 @@
 #include "offlow/remote_bridge.h"
 #include "offlow/remote_link.h"
 
+#include <arpa/inet.h>
+#include <ucp/api/ucp.h>
+
 static const uint8_t SECRET[] = "correct horse battery staple";
 static const uint8_t OTHER[] = "correct horse battery stable";
 
@@ -282,6 +285,79 @@ static void test_silent_peer(void)
     close_pair(&p);
 }
 
+static ucs_status_t ignore(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                           const ucp_am_recv_param_t *param)
+{
+    (void)arg, (void)hdr, (void)hlen, (void)data, (void)len, (void)param;
+    return UCS_OK;
+}
+
+/* A peer that connects (UCX) but never proves the secret is refused once the limit
+ * passes, freeing its slot: a proper client then comes up. */
+static void test_unproven_peer(void)
+{
+    char err[256] = "";
+    struct seen seen = {0};
+    struct ofl_link *srv, *cli;
+    if (ofl_link_listen(&srv, "127.0.0.1", 0, SECRET, sizeof SECRET, record, &seen, err,
+                        sizeof err)) {
+        CHECK(0, "listen: %s", err);
+        return;
+    }
+    ofl_link_set_silence(srv, 200);
+    /* the silent peer: plain UCX, an endpoint to the port, no handshake */
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
+    ucp_config_t *config;
+    ucp_context_h ctx;
+    ucp_worker_h w;
+    ucp_ep_h ep;
+    ucp_config_read(NULL, NULL, &config);
+    ucp_init(&params, config, &ctx);
+    ucp_config_release(config);
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucp_worker_create(ctx, &wp, &w);
+    for (uint32_t k = 1; k < OFL_LINK_KIND_USER; k++) {   /* it takes the challenge */
+        ucp_am_handler_param_t hp = {
+            .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB,
+            .id = k, .cb = ignore};
+        ucp_worker_set_am_recv_handler(w, &hp);
+    }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(ofl_link_port(srv))};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ucp_ep_params_t ep_p = {
+        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+        .sockaddr = {.addr = (const struct sockaddr *)&sa, .addrlen = sizeof sa},
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+    };
+    CHECK(ucp_ep_create(w, &ep_p, &ep) == UCS_OK, "a plain UCX endpoint connects");
+    double end = now() + 30;
+    while (ofl_link_refused(srv) == 0 && now() < end) {
+        ucp_worker_progress(w);
+        ofl_link_progress(srv);
+    }
+    CHECK(ofl_link_refused(srv) == 1 && ofl_link_progress(srv) == OFL_LINK_WAITING,
+          "the server refuses it after the limit and waits on");
+    ofl_link_set_silence(srv, 10000);
+    int rc = ofl_link_connect(&cli, "127.0.0.1", ofl_link_port(srv), SECRET, sizeof SECRET,
+                              record, &seen, err, sizeof err);
+    CHECK(rc == 0 && until(cli, OFL_LINK_UP, srv, OFL_LINK_UP), "then a client comes up");
+    CHECK(seen.n == 0, "nothing reached a handler");
+    if (!rc) ofl_link_close(cli);
+    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &cp);
+    if (UCS_PTR_IS_PTR(r)) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(w);
+        ucp_request_free(r);
+    }
+    ucp_worker_destroy(w);
+    ucp_cleanup(ctx);
+    ofl_link_close(srv);
+}
+
 /* ---- two processes (tests/test_remote_c.py runs them in two network namespaces) ---- */
 
 static size_t read_secret(const char *path, uint8_t *buf, size_t cap)
@@ -387,5 +463,6 @@ int main(int argc, char **argv)
     test_rings();
     test_bad_message();
     test_silent_peer();
+    test_unproven_peer();
     return CHECK_DONE();
 }

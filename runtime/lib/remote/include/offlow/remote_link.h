@@ -5,7 +5,8 @@
  * the two prove the shared secret to each other (remote_auth.h): the server sends a
  * nonce, the client answers with its proof and a nonce of its own, the server checks
  * it and answers with its proof. A peer whose proof is wrong is refused (its endpoint
- * closed, the refusal counted and written to stderr); a message from a peer that has
+ * closed, the refusal counted and written to stderr), and so is one that sends no proof
+ * within the silence limit (below); a message from a peer that has
  * not proved the secret never reaches the handler (counted in `unauth_drops`).
  *
  * Once up, each side sends a heartbeat whenever it has sent nothing for an eighth of
