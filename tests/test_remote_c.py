@@ -30,7 +30,18 @@ def test_remote_c(sanitize: bool) -> None:
 
 
 @pytest.fixture
-def two_hosts() -> Iterator[tuple[str, str]]:
+def procs() -> Iterator[list[subprocess.Popen[str]]]:
+    """The processes a test starts: killed at its end, whatever the outcome."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+@pytest.fixture
+def two_hosts(procs: list[subprocess.Popen[str]]) -> Iterator[tuple[str, str]]:
     """Two namespaces, 10.231.0.1 in the first and .2 in the second, joined by a veth
     pair; removed (with the pair) afterwards."""
     tag = f"{os.getpid() % 100000}"
@@ -59,16 +70,20 @@ def two_hosts() -> Iterator[tuple[str, str]]:
             subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
-def _start(ns: str, exe: Path, *args: str) -> subprocess.Popen[str]:
+def _start(procs: list[subprocess.Popen[str]], ns: str, exe: Path,
+           *args: str) -> subprocess.Popen[str]:
     # UCX over TCP only: across namespaces of one machine it would otherwise take
     # shared memory, and the test is about the network path
     env = dict(os.environ, UCX_TLS="tcp", ASAN_OPTIONS="detect_leaks=0")
-    return subprocess.Popen(["ip", "netns", "exec", ns, str(exe), *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(["ip", "netns", "exec", ns, str(exe), *args], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs.append(p)
+    return p
 
 
-def _serve(ns: str, exe: Path, secret: Path) -> tuple[subprocess.Popen[str], str]:
-    srv = _start(ns, exe, "serve", "10.231.0.1", str(secret), "0")
+def _serve(procs: list[subprocess.Popen[str]], ns: str, exe: Path,
+           secret: Path) -> tuple[subprocess.Popen[str], str]:
+    srv = _start(procs, ns, exe, "serve", "10.231.0.1", str(secret), "0")
     assert srv.stdout is not None
     line = srv.stdout.readline()
     assert line.startswith("port "), line + srv.stderr.read() if srv.stderr else ""
@@ -88,11 +103,12 @@ def _secret(tmp_path: Path, name: str, value: bytes) -> Path:
 
 
 def test_a_ring_crosses_two_namespaces_over_ucx_tcp(
-        two_hosts: tuple[str, str], exe: Path, tmp_path: Path) -> None:
+        two_hosts: tuple[str, str], exe: Path, tmp_path: Path,
+        procs: list[subprocess.Popen[str]]) -> None:
     a, b = two_hosts
     secret = _secret(tmp_path, "secret", SECRET)
-    srv, port = _serve(a, exe, secret)
-    cli = _start(b, exe, "client", "10.231.0.1", port, str(secret), "100000")
+    srv, port = _serve(procs, a, exe, secret)
+    cli = _start(procs, b, exe, "client", "10.231.0.1", port, str(secret), "100000")
     c_out, c_err = cli.communicate(timeout=120)
     s_out, s_err = srv.communicate(timeout=120)
     assert cli.returncode == 0 and "sent 100000" in c_out, c_out + c_err
@@ -100,11 +116,12 @@ def test_a_ring_crosses_two_namespaces_over_ucx_tcp(
 
 
 def test_a_wrong_secret_is_refused_across_namespaces(
-        two_hosts: tuple[str, str], exe: Path, tmp_path: Path) -> None:
+        two_hosts: tuple[str, str], exe: Path, tmp_path: Path,
+        procs: list[subprocess.Popen[str]]) -> None:
     a, b = two_hosts
-    srv, port = _serve(a, exe, _secret(tmp_path, "secret", SECRET))
+    srv, port = _serve(procs, a, exe, _secret(tmp_path, "secret", SECRET))
     wrong = _secret(tmp_path, "wrong", SECRET.replace(b"test", b"best"))
-    cli = _start(b, exe, "client", "10.231.0.1", port, str(wrong), "10")
+    cli = _start(procs, b, exe, "client", "10.231.0.1", port, str(wrong), "10")
     c_out, c_err = cli.communicate(timeout=120)
     srv.send_signal(signal.SIGKILL)
     s_out, s_err = srv.communicate(timeout=120)
@@ -114,11 +131,12 @@ def test_a_wrong_secret_is_refused_across_namespaces(
 
 
 def test_a_killed_device_ends_the_peer_with_what_it_sent(
-        two_hosts: tuple[str, str], exe: Path, tmp_path: Path) -> None:
+        two_hosts: tuple[str, str], exe: Path, tmp_path: Path,
+        procs: list[subprocess.Popen[str]]) -> None:
     a, b = two_hosts
     secret = _secret(tmp_path, "secret", SECRET)
-    srv, port = _serve(a, exe, secret)
-    cli = _start(b, exe, "client", "10.231.0.1", port, str(secret), "0")  # forever
+    srv, port = _serve(procs, a, exe, secret)
+    cli = _start(procs, b, exe, "client", "10.231.0.1", port, str(secret), "0")  # forever
     assert cli.stdout is not None
     assert cli.stdout.readline().strip() == "up"
     srv.send_signal(signal.SIGKILL)
