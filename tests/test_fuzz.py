@@ -7,7 +7,7 @@ offload's descriptor and template parser (every descriptor it takes cut into pac
 that must fit), the CBC key-table parser and decryption of arbitrary ciphertexts, the
 word count's word splitter, from small seed corpora made of valid and malformed inputs;
 the TSPLIB parser, whose cities are then climbed (the tour a permutation of the length
-returned).  Skipped
+returned); the remote ring bridge's messages from a peer.  Skipped
 when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ FUZZ = Path(__file__).resolve().parent / "fuzz"
 TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "ctl": "lpm",
            "ctl6": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
-           "cbc": "crypto", "tsplib": "tsp", "words": "streams"}
+           "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote"}
 SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
 SECONDS = 10
@@ -138,6 +138,15 @@ def _seed_corpus(target: str, d: Path) -> None:
         (d / "bf").write_bytes(b"\1" + f"1.2.3.4:5 6.7.8.9:10 {'01' * 7} {'02' * 8}\n".encode())
         (d / "twice").write_bytes(b"\0" + (line + "\n").encode() * 2)
         (d / "blocks").write_bytes(b"\0" + bytes(range(48)))
+    elif target == "remote":  # [kind-16][hlen][dlen lo, hi][release][hdr][data]
+        def msg(kind: int, hdr: bytes, body: bytes, release: int = 0) -> bytes:
+            return bytes([kind, len(hdr), len(body) & 255, len(body) >> 8, release]) + hdr + body
+        entry = struct.pack("<IHH", 0, 5, 0) + bytes(8) + b"hello" + bytes(19)
+        two = msg(0, struct.pack("<IIII", 0, 2, 0, 0), entry * 2, 1)
+        (d / "entries").write_bytes(two + msg(0, struct.pack("<IIII", 0, 1, 1, 2), entry))
+        (d / "credit").write_bytes(msg(1, struct.pack("<II", 1, 20), b""))
+        (d / "toolong").write_bytes(msg(0, struct.pack("<IIII", 0, 1, 0, 0),
+                                        struct.pack("<IHH", 0, 999, 0) + bytes(32)))
     elif target == "tsplib":
         head = "NAME : x\nTYPE : TSP\nDIMENSION : 5\nEDGE_WEIGHT_TYPE : EUC_2D\n"
         nodes = "NODE_COORD_SECTION\n1 0 0\n2 3 4\n3 1.5e2 -7\n5 9 9\n4 2 2\nEOF\n"

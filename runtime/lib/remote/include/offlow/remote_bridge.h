@@ -1,0 +1,73 @@
+/* The ring bridge: carries descriptor rings between a window here and a window of the
+ * same layout on the other side of a link (remote_link.h), so the processes on each
+ * side use their rings as on one machine (docs/remote.md).
+ *
+ * For a ring whose producer is on this side ("out"), the bridge is the local ring's
+ * consumer: it checks each entry's seq, sends the entries in batches (one message per
+ * batch, as a doorbell) and releases them. For a ring whose consumer is here ("in"), it
+ * is the local ring's producer: it commits what arrives, and sends the consumer's head
+ * back as credit. The sender never has more entries in flight than the remote ring
+ * holds, so backpressure crosses the link and a message always fits. A producer's
+ * close crosses after its last entry. A message that breaks these rules (an unknown
+ * ring, a bad size, more entries than credit, a len beyond the entry) is not applied:
+ * it is counted in `bad` and fails the bridge: from then on no message is applied.
+ *
+ * Single-threaded, on the link's thread. */
+#ifndef OFL_REMOTE_BRIDGE_H
+#define OFL_REMOTE_BRIDGE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "offlow/remote_link.h"
+#include "offlow/ring.h"
+
+#define OFL_BRIDGE_MAX_RINGS 256
+
+/* One carried ring. */
+struct ofl_bridge_ring {
+    struct ofl_ring ring;     /* this side's handle (consumer when out, producer when in) */
+    bool out;                 /* producer here, consumer there */
+    bool closed;              /* out: the close was sent; in: it arrived */
+    uint32_t sent;            /* out: entries sent */
+    uint32_t credit;          /* out: the remote consumer's head */
+    uint32_t credited;        /* in: the head last sent back */
+};
+
+/* The rings carried over one link. */
+struct ofl_bridge {
+    struct ofl_link *link;
+    struct ofl_bridge_ring rings[OFL_BRIDGE_MAX_RINGS];
+    uint32_t n;               /* rings[0..n): ring id i is rings[i] on both sides */
+    uint32_t max_batch;       /* entries per message at most */
+    uint8_t *buf;             /* one message's entries */
+    uint64_t msgs_out, msgs_in, entries_out, entries_in, bad;
+    char err[160];            /* why it failed */
+};
+
+/* The link's handler for the bridge's messages (pass the bridge as its `arg`). */
+void ofl_bridge_on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen,
+                       const void *data, size_t len);
+
+/* Start a bridge over `link` sending at most `max_batch` (>= 1) entries a message.
+ * Returns 0 or -ENOMEM. */
+int ofl_bridge_init(struct ofl_bridge *b, struct ofl_link *link, uint32_t max_batch);
+
+/* Carry the ring in `mem` (`len` bytes, formatted: ring.h) as the next ring id; `out`:
+ * its producer is on this side. Both sides add the same rings in the same order.
+ * Returns 0, -ENOSPC (too many rings) or ofl_ring_attach's -EINVAL. */
+int ofl_bridge_add(struct ofl_bridge *b, void *mem, size_t len, bool out);
+
+/* Move what can be moved now (sends, credit). Returns the entries moved (>= 0), or
+ * -EPIPE when the link failed and -EBADMSG on a bad message or entry (b->err says
+ * which). */
+int ofl_bridge_poll(struct ofl_bridge *b);
+
+/* True when every out ring's producer closed it and the far consumer released every
+ * entry sent, and every in ring's close arrived. */
+bool ofl_bridge_done(const struct ofl_bridge *b);
+
+/* Free the bridge's buffer (not the link). */
+void ofl_bridge_free(struct ofl_bridge *b);
+
+#endif

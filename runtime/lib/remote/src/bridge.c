@@ -1,0 +1,204 @@
+/* The ring bridge (remote_bridge.h). */
+#include "offlow/remote_bridge.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { KIND_ENTRIES = OFL_LINK_KIND_USER, KIND_CREDIT = OFL_LINK_KIND_USER + 1 };
+
+struct entries_hdr {
+    uint32_t id, n, closed, first;   /* first: the ring index of the first entry */
+};
+struct credit_hdr {
+    uint32_t id, head;
+};
+
+static void bad(struct ofl_bridge *b, const char *fmt, ...)
+{
+    b->bad++;
+    if (b->err[0]) return;   /* the first reason stays */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->err, sizeof b->err, fmt, ap);
+    va_end(ap);
+}
+
+static void take_entries(struct ofl_bridge *b, const struct entries_hdr *h, const uint8_t *d,
+                         size_t len)
+{
+    struct ofl_bridge_ring *br = h->id < b->n ? &b->rings[h->id] : NULL;
+    if (!br || br->out || br->closed) {
+        bad(b, "entries for ring %u, which does not come from the peer", h->id);
+        return;
+    }
+    struct ofl_ring *r = &br->ring;
+    if ((uint64_t)h->n * r->entry_size != len || h->first != r->tail) {
+        bad(b, "ring %u: %u entries in %zu bytes from index %u (expected %u-byte entries "
+            "from %u)", h->id, h->n, len, h->first, r->entry_size, r->tail);
+        return;
+    }
+    if (h->n > ofl_ring_free(r)) {
+        bad(b, "ring %u: %u entries beyond the credit given", h->id, h->n);
+        return;
+    }
+    for (uint32_t i = 0; i < h->n; i++) {
+        struct ofl_entry_hdr e;   /* copied: UCX's buffer need not be aligned */
+        memcpy(&e, d + (size_t)i * r->entry_size, sizeof e);
+        if (!ofl_entry_len_ok(r->entry_size, r->data_off, e.len)) {
+            bad(b, "ring %u: entry %u says %u bytes, beyond its %u-byte entry", h->id,
+                h->first + i, e.len, r->entry_size);
+            return;
+        }
+    }
+    for (uint32_t i = 0; i < h->n; i++)
+        memcpy(ofl_ring_slot(r, i), d + (size_t)i * r->entry_size, r->entry_size);
+    if (h->n) ofl_ring_commit(r, h->n);
+    b->entries_in += h->n;
+    b->msgs_in++;
+    if (h->closed) {
+        ofl_ring_close(r);
+        br->closed = true;
+    }
+}
+
+static void take_credit(struct ofl_bridge *b, const struct credit_hdr *h)
+{
+    struct ofl_bridge_ring *br = h->id < b->n ? &b->rings[h->id] : NULL;
+    if (!br || !br->out) {
+        bad(b, "credit for ring %u, which does not go to the peer", h->id);
+        return;
+    }
+    /* the head moves forward, never past what was sent */
+    if (h->head - br->credit > br->sent - br->credit) {
+        bad(b, "ring %u: credit to index %u, beyond the %u entries sent", h->id, h->head,
+            br->sent);
+        return;
+    }
+    br->credit = h->head;
+}
+
+void ofl_bridge_on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen,
+                       const void *data, size_t len)
+{
+    struct ofl_bridge *b = arg;
+    if (b->bad) {   /* failed: nothing more is applied */
+        b->bad++;
+        return;
+    }
+    if (kind == KIND_ENTRIES && hlen == sizeof(struct entries_hdr)) {
+        struct entries_hdr h;
+        memcpy(&h, hdr, sizeof h);
+        take_entries(b, &h, data, len);
+    } else if (kind == KIND_CREDIT && hlen == sizeof(struct credit_hdr) && len == 0) {
+        struct credit_hdr h;
+        memcpy(&h, hdr, sizeof h);
+        take_credit(b, &h);
+    } else {
+        bad(b, "a message of kind %u with a %zu-byte header", kind, hlen);
+    }
+}
+
+int ofl_bridge_init(struct ofl_bridge *b, struct ofl_link *link, uint32_t max_batch)
+{
+    memset(b, 0, sizeof *b);
+    b->link = link;
+    b->max_batch = max_batch ? max_batch : 1;
+    return 0;
+}
+
+int ofl_bridge_add(struct ofl_bridge *b, void *mem, size_t len, bool out)
+{
+    if (b->n == OFL_BRIDGE_MAX_RINGS) return -ENOSPC;
+    struct ofl_bridge_ring *br = &b->rings[b->n];
+    memset(br, 0, sizeof *br);
+    int rc = ofl_ring_attach(&br->ring, mem, len);
+    if (rc) return rc;
+    size_t need = (size_t)b->max_batch * br->ring.entry_size;
+    for (uint32_t i = 0; i < b->n; i++) {
+        size_t has = (size_t)b->max_batch * b->rings[i].ring.entry_size;
+        if (has > need) need = has;
+    }
+    uint8_t *buf = realloc(b->buf, need);
+    if (!buf) return -ENOMEM;
+    b->buf = buf;
+    br->out = out;
+    br->credited = br->ring.head;
+    b->n++;
+    return 0;
+}
+
+/* Send what the local producer published and the remote ring has room for. */
+static int send_out(struct ofl_bridge *b, uint32_t id)
+{
+    struct ofl_bridge_ring *br = &b->rings[id];
+    struct ofl_ring *r = &br->ring;
+    if (br->closed) return 0;
+    bool finished = ofl_ring_finished(r);   /* before ready: nothing commits after it */
+    uint32_t n = ofl_ring_ready(r);
+    uint32_t room = r->size - (br->sent - br->credit);
+    if (n > room) n = room;
+    if (n > b->max_batch) n = b->max_batch;
+    for (uint32_t i = 0; i < n; i++) {
+        const void *e = ofl_ring_peek(r, i);
+        if (!e) {
+            bad(b, "ring %u: entry %u has a bad seq", id, r->head + i);
+            return -EBADMSG;
+        }
+        memcpy(b->buf + (size_t)i * r->entry_size, e, r->entry_size);
+    }
+    bool last = finished && n == r->tail - r->head;
+    if (!n && !last) return 0;
+    struct entries_hdr h = {.id = id, .n = n, .closed = last, .first = br->sent};
+    int rc = ofl_link_send(b->link, KIND_ENTRIES, &h, sizeof h, b->buf,
+                           (size_t)n * r->entry_size);
+    if (rc) return rc;
+    ofl_ring_release(r, n);
+    br->sent += n;
+    br->closed = last;
+    b->entries_out += n;
+    b->msgs_out++;
+    return (int)n;
+}
+
+/* Give the remote producer the room the local consumer made. */
+static int send_credit(struct ofl_bridge *b, uint32_t id)
+{
+    struct ofl_bridge_ring *br = &b->rings[id];
+    uint32_t head = __atomic_load_n(&br->ring.shm->head, __ATOMIC_ACQUIRE);
+    if (head == br->credited) return 0;
+    struct credit_hdr h = {.id = id, .head = head};
+    int rc = ofl_link_send(b->link, KIND_CREDIT, &h, sizeof h, NULL, 0);
+    if (!rc) br->credited = head;
+    return rc;
+}
+
+int ofl_bridge_poll(struct ofl_bridge *b)
+{
+    if (ofl_link_progress(b->link) == OFL_LINK_FAILED) return -EPIPE;
+    if (b->bad) return -EBADMSG;
+    int moved = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        int rc = b->rings[i].out ? send_out(b, i) : send_credit(b, i);
+        if (rc < 0) return b->bad ? -EBADMSG : -EPIPE;
+        moved += rc;
+    }
+    return moved;
+}
+
+bool ofl_bridge_done(const struct ofl_bridge *b)
+{
+    for (uint32_t i = 0; i < b->n; i++) {
+        const struct ofl_bridge_ring *r = &b->rings[i];
+        if (!r->closed || (r->out && r->credit != r->sent)) return false;
+    }
+    return true;
+}
+
+void ofl_bridge_free(struct ofl_bridge *b)
+{
+    free(b->buf);
+    b->buf = NULL;
+}

@@ -1,0 +1,468 @@
+/* Tests of runtime/lib/remote over UCX on 127.0.0.1 (both sides in this process, each
+ * with its own UCX context, stepped in turn): the handshake proof (remote_auth.h); a
+ * link that comes up with the right secret, a peer with a wrong one refused and
+ * nothing it sends delivered (remote_link.h); rings carried both ways in order with
+ * their contents, lengths and close, under backpressure; a bad message refused; a
+ * peer that goes away noticed (remote_bridge.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "offlow/remote_auth.h"
+#include "offlow/remote_bridge.h"
+#include "offlow/remote_link.h"
+
+#include <arpa/inet.h>
+#include <ucp/api/ucp.h>
+
+static const uint8_t SECRET[] = "correct horse battery staple";
+static const uint8_t OTHER[] = "correct horse battery stable";
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void test_auth(void)
+{
+    uint8_t n1[OFL_AUTH_NONCE], n2[OFL_AUTH_NONCE], mac[OFL_AUTH_MAC];
+    CHECK(ofl_auth_nonce(n1) == 0 && ofl_auth_nonce(n2) == 0 && memcmp(n1, n2, sizeof n1),
+          "two nonces differ");
+    CHECK(ofl_auth_prove(SECRET, sizeof SECRET, OFL_AUTH_CLIENT, n1, mac) == 0, "prove");
+    CHECK(ofl_auth_check(SECRET, sizeof SECRET, OFL_AUTH_CLIENT, n1, mac) == 0,
+          "the proof checks");
+    CHECK(ofl_auth_check(OTHER, sizeof OTHER, OFL_AUTH_CLIENT, n1, mac) == -EACCES,
+          "another secret's check refuses it");
+    CHECK(ofl_auth_check(SECRET, sizeof SECRET, OFL_AUTH_SERVER, n1, mac) == -EACCES,
+          "the client's proof does not answer for the server");
+    CHECK(ofl_auth_check(SECRET, sizeof SECRET, OFL_AUTH_CLIENT, n2, mac) == -EACCES,
+          "a proof of one nonce does not answer another");
+    CHECK(ofl_auth_prove(SECRET, 8, OFL_AUTH_CLIENT, n1, mac) == -EINVAL,
+          "a secret under 16 bytes is refused");
+}
+
+/* A handler that records kinds (for links without a bridge). */
+struct seen {
+    int n;
+    uint32_t kind;
+};
+static void record(void *arg, uint32_t kind, const void *hdr, size_t hlen, const void *data,
+                   size_t len)
+{
+    (void)hdr, (void)hlen, (void)data, (void)len;
+    struct seen *s = arg;
+    s->n++;
+    s->kind = kind;
+}
+
+/* Step both links until `a` reaches `sa` and `b` reaches `sb` (a generous bound). */
+static bool until(struct ofl_link *a, enum ofl_link_state sa, struct ofl_link *b,
+                  enum ofl_link_state sb)
+{
+    double end = now() + 30;
+    while (now() < end) {
+        enum ofl_link_state x = ofl_link_progress(a), y = ofl_link_progress(b);
+        if (x == sa && y == sb) return true;
+    }
+    return false;
+}
+
+static void test_handshake(void)
+{
+    char err[256] = "";
+    struct seen srv_seen = {0}, cli_seen = {0};
+    struct ofl_link *srv, *bad, *cli;
+    int rc = ofl_link_listen(&srv, "127.0.0.1", 0, SECRET, sizeof SECRET, record, &srv_seen,
+                             err, sizeof err);
+    CHECK(rc == 0 && ofl_link_port(srv) != 0, "listen on a free port (%d %s)", rc, err);
+    if (rc) return;
+    uint16_t port = ofl_link_port(srv);
+    rc = ofl_link_connect(&bad, "127.0.0.1", port, OTHER, sizeof OTHER, record, &cli_seen, err,
+                          sizeof err);
+    CHECK(rc == 0, "a client with another secret connects at the UCX level (%s)", err);
+    CHECK(until(bad, OFL_LINK_FAILED, srv, OFL_LINK_WAITING), "it is refused");
+    CHECK(ofl_link_refused(srv) == 1, "the refusal is counted (%llu)",
+          (unsigned long long)ofl_link_refused(srv));
+    CHECK(strstr(ofl_link_error(bad), "refused") != NULL, "its error says so: %s",
+          ofl_link_error(bad));
+    CHECK(ofl_link_send(bad, OFL_LINK_KIND_USER, NULL, 0, "x", 1) == -EPIPE,
+          "it cannot send");
+    ofl_link_close(bad);
+    CHECK(srv_seen.n == 0, "nothing from it reached the server's handler");
+
+    CHECK(ofl_link_connect(&bad, "127.0.0.1", port, (const uint8_t *)"short", 5, record,
+                           &cli_seen, err, sizeof err) == -EINVAL && bad == NULL,
+          "a client without a usable secret does not start: %s", err);
+
+    rc = ofl_link_connect(&cli, "127.0.0.1", port, SECRET, sizeof SECRET, record, &cli_seen,
+                          err, sizeof err);
+    CHECK(rc == 0 && until(cli, OFL_LINK_UP, srv, OFL_LINK_UP),
+          "with the secret both ends come up after a refusal");
+    uint32_t v = 7;
+    CHECK(ofl_link_send(cli, OFL_LINK_KIND_USER + 3, &v, 4, "hello", 5) == 0, "send");
+    double end = now() + 30;
+    while (srv_seen.n == 0 && now() < end) ofl_link_progress(srv);
+    CHECK(srv_seen.n == 1 && srv_seen.kind == OFL_LINK_KIND_USER + 3,
+          "the server's handler gets it (%d)", srv_seen.n);
+    ofl_link_close(cli);
+    end = now() + 30;
+    while (ofl_link_progress(srv) != OFL_LINK_FAILED && now() < end) {
+    }
+    CHECK(ofl_link_progress(srv) == OFL_LINK_FAILED &&
+              (strstr(ofl_link_error(srv), "lost") || strstr(ofl_link_error(srv), "answering")),
+          "the server notices the peer gone: %s", ofl_link_error(srv));
+    ofl_link_close(srv);
+}
+
+/* A ring in its own 64-byte aligned memory, like one in a window. */
+static void *ring_mem(uint32_t size, uint32_t entry, uint32_t batch, uint32_t data_off,
+                      size_t *len)
+{
+    *len = ofl_ring_mem_size(size, entry);
+    void *m = aligned_alloc(64, *len);
+    if (m) ofl_ring_format(m, *len, size, entry, batch, data_off);
+    return m;
+}
+
+struct pair {
+    struct ofl_link *srv, *cli;
+    struct ofl_bridge bs, bc;
+};
+
+static int connect_pair(struct pair *p)
+{
+    char err[256] = "";
+    memset(p, 0, sizeof *p);
+    ofl_bridge_init(&p->bs, NULL, 16);
+    ofl_bridge_init(&p->bc, NULL, 16);
+    if (ofl_link_listen(&p->srv, "127.0.0.1", 0, SECRET, sizeof SECRET, ofl_bridge_on_msg,
+                        &p->bs, err, sizeof err))
+        return -1;
+    if (ofl_link_connect(&p->cli, "127.0.0.1", ofl_link_port(p->srv), SECRET, sizeof SECRET,
+                         ofl_bridge_on_msg, &p->bc, err, sizeof err))
+        return -1;
+    p->bs.link = p->srv;
+    p->bc.link = p->cli;
+    /* generous: a loaded machine may pause this process (test_silent_peer sets less) */
+    ofl_link_set_silence(p->srv, 10000);
+    ofl_link_set_silence(p->cli, 10000);
+    return until(p->cli, OFL_LINK_UP, p->srv, OFL_LINK_UP) ? 0 : -1;
+}
+
+static void close_pair(struct pair *p)
+{
+    ofl_link_close(p->cli);
+    ofl_link_close(p->srv);
+    ofl_bridge_free(&p->bs);
+    ofl_bridge_free(&p->bc);
+}
+
+/* Host ring A (host -> device) and ring B (device -> host), each a pair of rings of the
+ * same layout, one per side; the device copies what A brings into B. */
+static void test_rings(void)
+{
+    enum { N = 20000, SIZE = 64, ENTRY = 96, DOFF = 16 };
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    size_t len;
+    void *a_host = ring_mem(SIZE, ENTRY, 8, DOFF, &len), *a_dev = ring_mem(SIZE, ENTRY, 8, DOFF, &len);
+    void *b_dev = ring_mem(SIZE, ENTRY, 8, DOFF, &len), *b_host = ring_mem(SIZE, ENTRY, 8, DOFF, &len);
+    CHECK(ofl_bridge_add(&p.bc, a_host, len, true) == 0 && ofl_bridge_add(&p.bs, a_dev, len, false) == 0 &&
+          ofl_bridge_add(&p.bc, b_host, len, false) == 0 && ofl_bridge_add(&p.bs, b_dev, len, true) == 0,
+          "both sides carry rings A and B");
+    struct ofl_ring prod, dev_in, dev_out, cons;
+    ofl_ring_attach(&prod, a_host, len);
+    ofl_ring_attach(&dev_in, a_dev, len);
+    ofl_ring_attach(&dev_out, b_dev, len);
+    ofl_ring_attach(&cons, b_host, len);
+    uint32_t pushed = 0, got = 0, bad = 0, full_seen = 0, most = 0;
+    double end = now() + 120;
+    while (!ofl_ring_finished(&cons) && now() < end) {
+        uint32_t f = ofl_ring_free(&prod);   /* the host's producer */
+        if (!f) full_seen++;
+        if (pushed - got > most) most = pushed - got;
+        uint32_t k = 0;
+        for (; k < f && pushed + k < N && k < 5; k++) {
+            uint8_t *e = ofl_ring_slot(&prod, k);
+            uint32_t i = pushed + k, plen = i % (ENTRY - DOFF + 1);
+            ((struct ofl_entry_hdr *)e)->len = (uint16_t)plen;
+            memcpy(e + 8, &i, 4);
+            memset(e + DOFF, (int)(i & 0xff), plen);
+        }
+        if (k) ofl_ring_commit(&prod, k);
+        pushed += k;
+        if (pushed == N && !prod.shm->closed) ofl_ring_close(&prod);
+        /* the device: A in, B out */
+        uint32_t r = ofl_ring_ready(&dev_in), w = ofl_ring_free(&dev_out);
+        uint32_t m = r < w ? r : w;
+        for (uint32_t i = 0; i < m; i++)
+            memcpy(ofl_ring_slot(&dev_out, i), ofl_ring_peek(&dev_in, i), ENTRY);
+        if (m) {
+            ofl_ring_commit(&dev_out, m);
+            ofl_ring_release(&dev_in, m);
+        }
+        if (ofl_ring_finished(&dev_in) && !dev_out.shm->closed) ofl_ring_close(&dev_out);
+        /* the host's consumer: every entry in order, with its bytes; it takes nothing
+         * until the producer found every ring on the way full */
+        uint32_t c = full_seen ? ofl_ring_ready(&cons) : 0;
+        for (uint32_t i = 0; i < c; i++) {
+            const uint8_t *e = ofl_ring_peek(&cons, i);
+            uint32_t idx, plen = e ? ((const struct ofl_entry_hdr *)e)->len : 0;
+            if (!e) { bad++; continue; }
+            memcpy(&idx, e + 8, 4);
+            bool ok = idx == got + i && plen == idx % (ENTRY - DOFF + 1);
+            for (uint32_t j = 0; ok && j < plen; j++) ok = e[DOFF + j] == (idx & 0xff);
+            if (!ok) bad++;
+        }
+        if (c) ofl_ring_release(&cons, c);
+        got += c;
+        if (ofl_bridge_poll(&p.bc) < 0 || ofl_bridge_poll(&p.bs) < 0) break;
+    }
+    CHECK(got == N && bad == 0, "%u of %u entries came back through both rings, %u wrong", got,
+          N, bad);
+    CHECK(ofl_ring_finished(&cons), "the close crossed both ways after the last entry");
+    CHECK(full_seen > 0 && most <= 4 * SIZE,
+          "the producer met backpressure from the far consumer: at most %u entries on "
+          "the way (4 rings of %u)", most, SIZE);
+    CHECK(p.bc.msgs_out < N, "entries went in batches (%llu messages)",
+          (unsigned long long)p.bc.msgs_out);
+    CHECK(p.bc.bad == 0 && p.bs.bad == 0, "no bad message");
+    close_pair(&p);
+    free(a_host), free(a_dev), free(b_dev), free(b_host);
+}
+
+/* A message the rules refuse fails the bridge and is not applied. */
+static void test_bad_message(void)
+{
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    size_t len;
+    void *a_host = ring_mem(8, 64, 1, 0, &len), *a_dev = ring_mem(8, 64, 1, 0, &len);
+    ofl_bridge_add(&p.bc, a_host, len, true);
+    ofl_bridge_add(&p.bs, a_dev, len, false);
+    uint32_t hdr[4] = {0, 9, 0, 0};   /* 9 entries: beyond the 8 the ring holds */
+    uint8_t body[9 * 64] = {0};
+    CHECK(ofl_link_send(p.cli, OFL_LINK_KIND_USER, hdr, sizeof hdr, body, sizeof body) == 0,
+          "a peer sends more entries than the credit");
+    int rc = 0;
+    double end = now() + 30;
+    while (rc == 0 && now() < end) rc = ofl_bridge_poll(&p.bs);
+    struct ofl_ring dev;
+    ofl_ring_attach(&dev, a_dev, len);
+    CHECK(rc == -EBADMSG && strstr(p.bs.err, "beyond the credit") && ofl_ring_ready(&dev) == 0,
+          "refused, nothing committed: %s", p.bs.err);
+    close_pair(&p);
+    free(a_host), free(a_dev);
+}
+
+/* An idle link beats both ways; a peer that stops answering (alive, connected,
+ * silent) fails the link. (No check that an answering peer stays up for a time: that
+ * would be a timing assertion on a loaded machine.) */
+static void test_silent_peer(void)
+{
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    double end = now() + 30;   /* the limit set by connect_pair: beats every 1.25 s */
+    while ((ofl_link_beats(p.cli) < 2 || ofl_link_beats(p.srv) < 2) && now() < end) {
+        ofl_link_progress(p.cli);
+        ofl_link_progress(p.srv);
+    }
+    CHECK(ofl_link_beats(p.cli) >= 2 && ofl_link_beats(p.srv) >= 2,
+          "an idle link beats both ways (%llu, %llu)", (unsigned long long)ofl_link_beats(p.cli),
+          (unsigned long long)ofl_link_beats(p.srv));
+    ofl_link_set_silence(p.cli, 200);
+    end = now() + 30;   /* the server is no longer stepped: silent */
+    while (ofl_link_progress(p.cli) == OFL_LINK_UP && now() < end) {
+    }
+    CHECK(ofl_link_progress(p.cli) == OFL_LINK_FAILED &&
+              strstr(ofl_link_error(p.cli), "stopped answering"),
+          "the client notices the silent peer: %s", ofl_link_error(p.cli));
+    CHECK(ofl_bridge_poll(&p.bc) == -EPIPE, "its bridge says so");
+    close_pair(&p);
+}
+
+static ucs_status_t ignore(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
+                           const ucp_am_recv_param_t *param)
+{
+    (void)arg, (void)hdr, (void)hlen, (void)data, (void)len, (void)param;
+    return UCS_OK;
+}
+
+/* A peer that connects (UCX) but never proves the secret is refused once the limit
+ * passes, freeing its slot: a proper client then comes up. */
+static void test_unproven_peer(void)
+{
+    char err[256] = "";
+    struct seen seen = {0};
+    struct ofl_link *srv, *cli;
+    if (ofl_link_listen(&srv, "127.0.0.1", 0, SECRET, sizeof SECRET, record, &seen, err,
+                        sizeof err)) {
+        CHECK(0, "listen: %s", err);
+        return;
+    }
+    ofl_link_set_silence(srv, 200);
+    /* the silent peer: plain UCX, an endpoint to the port, no handshake */
+    ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
+    ucp_config_t *config;
+    ucp_context_h ctx;
+    ucp_worker_h w;
+    ucp_ep_h ep;
+    ucp_config_read(NULL, NULL, &config);
+    ucp_init(&params, config, &ctx);
+    ucp_config_release(config);
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    ucp_worker_create(ctx, &wp, &w);
+    for (uint32_t k = 1; k < OFL_LINK_KIND_USER; k++) {   /* it takes the challenge */
+        ucp_am_handler_param_t hp = {
+            .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB,
+            .id = k, .cb = ignore};
+        ucp_worker_set_am_recv_handler(w, &hp);
+    }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(ofl_link_port(srv))};
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ucp_ep_params_t ep_p = {
+        .field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+        .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+        .sockaddr = {.addr = (const struct sockaddr *)&sa, .addrlen = sizeof sa},
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+    };
+    CHECK(ucp_ep_create(w, &ep_p, &ep) == UCS_OK, "a plain UCX endpoint connects");
+    double end = now() + 30;
+    while (ofl_link_refused(srv) == 0 && now() < end) {
+        ucp_worker_progress(w);
+        ofl_link_progress(srv);
+    }
+    CHECK(ofl_link_refused(srv) == 1 && ofl_link_progress(srv) == OFL_LINK_WAITING,
+          "the server refuses it after the limit and waits on");
+    ofl_link_set_silence(srv, 10000);
+    int rc = ofl_link_connect(&cli, "127.0.0.1", ofl_link_port(srv), SECRET, sizeof SECRET,
+                              record, &seen, err, sizeof err);
+    CHECK(rc == 0 && until(cli, OFL_LINK_UP, srv, OFL_LINK_UP), "then a client comes up");
+    CHECK(seen.n == 0, "nothing reached a handler");
+    if (!rc) ofl_link_close(cli);
+    ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                              .flags = UCP_EP_CLOSE_FLAG_FORCE};
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &cp);
+    if (UCS_PTR_IS_PTR(r)) {
+        while (ucp_request_check_status(r) == UCS_INPROGRESS) ucp_worker_progress(w);
+        ucp_request_free(r);
+    }
+    ucp_worker_destroy(w);
+    ucp_cleanup(ctx);
+    ofl_link_close(srv);
+}
+
+/* ---- two processes (tests/test_remote_c.py runs them in two network namespaces) ---- */
+
+static size_t read_secret(const char *path, uint8_t *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+/* serve ADDR SECRET_FILE N: take N entries of one ring from the peer, check each, print
+ * "port P" first and "got N" at the end. client ADDR PORT SECRET_FILE N: send them
+ * (N 0: forever), printing "up" once connected; a failure prints the link's error and
+ * the entries sent so far, and exits 3. */
+static int two_process(int argc, char **argv)
+{
+    enum { SIZE = 256, ENTRY = 64 };
+    bool serve = !strcmp(argv[1], "serve");
+    if (argc != (serve ? 5 : 6)) return 2;
+    uint8_t secret[OFL_AUTH_SECRET_MAX];
+    size_t slen = read_secret(argv[serve ? 3 : 4], secret, sizeof secret);
+    unsigned long n = strtoul(argv[serve ? 4 : 5], NULL, 10);
+    struct ofl_bridge b;
+    struct ofl_link *l;
+    char err[256] = "";
+    ofl_bridge_init(&b, NULL, 32);
+    int rc = serve ? ofl_link_listen(&l, argv[2], 0, secret, slen, ofl_bridge_on_msg, &b, err,
+                                     sizeof err)
+                   : ofl_link_connect(&l, argv[2], (uint16_t)atoi(argv[3]), secret, slen,
+                                      ofl_bridge_on_msg, &b, err, sizeof err);
+    if (rc) {
+        printf("error: %s\n", err);
+        return 3;
+    }
+    b.link = l;
+    ofl_link_set_silence(l, 5000);   /* generous on a loaded machine; a kill resets TCP */
+    size_t len;
+    void *mem = ring_mem(SIZE, ENTRY, 16, 0, &len);
+    ofl_bridge_add(&b, mem, len, !serve);
+    struct ofl_ring r;
+    ofl_ring_attach(&r, mem, len);
+    if (serve) printf("port %u\n", ofl_link_port(l));
+    fflush(stdout);
+    unsigned long done = 0;
+    bool said_up = false;
+    int status = 0;
+    while (!(serve ? ofl_ring_finished(&r) : ofl_bridge_done(&b))) {
+        int moved = ofl_bridge_poll(&b);
+        if (moved < 0) {
+            printf("error: %s%s; %lu entries %s\n", ofl_link_error(l), b.err, done,
+                   serve ? "received" : "sent");
+            status = 3;
+            break;
+        }
+        if (!said_up && ofl_link_progress(l) == OFL_LINK_UP) {
+            said_up = true;
+            if (!serve) printf("up\n");
+            fflush(stdout);
+        }
+        if (serve) {
+            uint32_t k = ofl_ring_ready(&r);
+            for (uint32_t i = 0; i < k; i++) {
+                const uint8_t *e = ofl_ring_peek(&r, i);
+                uint64_t v;
+                memcpy(&v, e + 8, 8);
+                if (v != done + i) {
+                    printf("error: entry %lu says %llu\n", done + i, (unsigned long long)v);
+                    return 4;
+                }
+            }
+            ofl_ring_release(&r, k);
+            done += k;
+        } else if (said_up) {
+            uint32_t f = ofl_ring_free(&r);
+            uint32_t k = 0;
+            for (; k < f && (n == 0 || done + k < n); k++) {
+                uint64_t v = done + k;
+                memcpy((uint8_t *)ofl_ring_slot(&r, k) + 8, &v, 8);
+            }
+            if (k) ofl_ring_commit(&r, k);
+            done += k;
+            if (n && done == n && !r.shm->closed) ofl_ring_close(&r);
+        }
+    }
+    if (!status && serve) {   /* the last credit: the sender then knows all arrived */
+        ofl_bridge_poll(&b);
+        printf("got %lu\n", done);
+    } else if (!status) {
+        printf("sent %lu\n", done);
+    }
+    ofl_link_close(l);
+    ofl_bridge_free(&b);
+    free(mem);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1) return two_process(argc, argv);
+    test_auth();
+    test_handshake();
+    test_rings();
+    test_bad_message();
+    test_silent_peer();
+    test_unproven_peer();
+    return CHECK_DONE();
+}
