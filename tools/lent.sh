@@ -52,6 +52,9 @@ _lent_bundle_dpdk() {
     cp -r "/usr/include/$multi/dpdk" "$d/include/dpdk-config"
     libs="-lrte_fib -lrte_rib -lrte_lpm -lrte_hash -lrte_rcu -lrte_mempool -lrte_mbuf"
     libs="$libs -lrte_ring -lrte_net -lrte_eal -lrte_kvargs -lrte_telemetry"
+    # rte_rib's node pools need a mempool driver, which EAL loads from its plugin folder
+    # here and which is not there: linked (not as-needed), it registers itself
+    libs="$libs -Wl,--no-as-needed -lrte_mempool_ring -Wl,--as-needed"
     probe=$(mktemp -d)
     echo 'int main(void) { return 0; }' > "$probe/p.c"
     # shellcheck disable=SC2086
