@@ -70,8 +70,8 @@ def plan(req: PlanRequest) -> str:
         text = format_plan(req, cal, profiles, ranked)
         if not req.validate:
             return text
-        checks = [Check(r, measure(req.program, [*req.settings, *r.settings], capture,
-                                   req.packets, req.device)) for r in ranked[:req.top]]
+        checks = [Check(r, *measure(req.program, [*req.settings, *r.settings], capture,
+                                    req.packets, req.device)) for r in ranked[:req.top]]
     return text + "\n\n" + format_checks(req, checks)
 
 
@@ -87,6 +87,14 @@ def format_checks(req: PlanRequest, checks: list[Check]) -> str:
     worst = max(abs(c.error) for c in checks)
     lines.append(f"  worst error {worst:.0%} (target: within 20% on every row): "
                  + ("meets" if worst <= 0.2 else "misses"))
+    for k, c in enumerate(checks, 1):
+        if abs(c.error) <= 0.2:
+            continue
+        lines.append(f"  row {k}, per stage (ns per packet read): predicted, measured "
+                     "(the thread's busy time)")
+        for what, pred, meas in c.stages():
+            shown = f"{meas:>9.1f}" if meas is not None else f"{'-':>9}"
+            lines.append(f"    {what:<34} {pred:>9.1f} {shown}")
     return "\n".join(lines)
 
 
@@ -106,7 +114,15 @@ def format_plan(req: PlanRequest, cal: Calibration, profiles: dict[str, Profile]
     lines.append(f"  overhead (loops, rings): {cal.overhead_ns:.1f} ns, shared by the "
                  "segments in proportion to the packets each takes in")
     for q in cal.queues:
-        lines.append(f"  queue {q.name}: {q.packets:.3f} packets, {q.bytes:.0f} B")
+        x = cal.crossing(q)
+        entry = q.bytes / q.packets if q.packets else 0.0
+        between = (f"; between two threads +{x.push.ns(entry):.1f} ns per entry to push, "
+                   f"+{x.pop.ns(entry):.1f} to pop") if x else ""
+        lines.append(f"  queue {q.name}: {q.packets:.3f} packets, {q.bytes:.0f} B{between}")
+    for x in cal.crossings:
+        pts = ", ".join(f"{b:.0f} B +{p:.0f}/+{q:.0f}" for b, p, q in x.points)
+        lines.append(f"  crossing calibration (batch {x.batch}, ring {x.ring_size}; push/pop ns "
+                     f"per entry, medians): {pts}")
     shown = ranked[:req.top]
     what = "alternatives given" if req.alternatives else "placements"
     alike = sum(r.alike for r in ranked)

@@ -203,8 +203,11 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->abort = &h->abort;
     ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
     ofl_waiter_init(&c->local, NULL, 0, &h->abort);
-    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++)
+    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) {
         ofl_waiter_init(&c->peer[i], &a->peer_fds[i], i < a->npeers, &h->abort);
+        c->peer[i].timed = c->dilating;
+    }
+    c->local.timed = c->dilating;
     c->ce = calloc(1, sizeof *c->ce);
     c->bufs = aligned_alloc(64, (bufsize + 63) / 64 * 64);
     c->scratch = calloc(1, bufsize);
@@ -214,11 +217,22 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     return 0;
 }
 
+/* The CPU time the core's threads spent waiting on its rings and its group so far. */
+static uint64_t waited_cpu_ns(const struct ofl_core *c)
+{
+    uint64_t sum = c->local.waited_cpu_ns;
+    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) sum += c->peer[i].waited_cpu_ns;
+    return sum;
+}
+
 void ofl_dilate_begin(struct ofl_core *c)
 {
     c->dilate_extra = 0;
     c->dilate_work = 0;
-    if (c->dilating) c->turn_cpu = thread_cpu_ns();
+    if (c->dilating) {
+        c->turn_cpu = thread_cpu_ns();
+        c->turn_waited = waited_cpu_ns(c);
+    }
 }
 
 void ofl_dilate_end(struct ofl_core *c, int progress)
@@ -230,7 +244,11 @@ void ofl_dilate_end(struct ofl_core *c, int progress)
         while (ofl_ticks() < until) ofl_cpu_relax();
         c->dilated_ticks += ofl_ticks() - now;
     }
-    c->busy_cpu_ns += thread_cpu_ns() - c->turn_cpu;
+    /* A wait on a full ring or for the group is the peer's time, not this core's work
+     * (on a shared machine the peer may wait for a CPU): it is not busy. */
+    uint64_t turn = thread_cpu_ns() - c->turn_cpu, waited = waited_cpu_ns(c) - c->turn_waited;
+    c->waited_ns += waited < turn ? waited : turn;
+    c->busy_cpu_ns += waited < turn ? turn - waited : 0;
 }
 
 void ofl_core_begin(struct ofl_core *c)
@@ -832,6 +850,7 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
         ofl_json_u64(j, "work_ns", (uint64_t)ticks_ns(c, c->busy_ticks));
         ofl_json_u64(j, "dilated_ns", (uint64_t)ticks_ns(c, c->dilated_ticks));
         ofl_json_u64(j, "busy_cpu_ns", c->busy_cpu_ns);
+        ofl_json_u64(j, "waited_cpu_ns", c->waited_ns);
     }
     ofl_json_u64(j, "pkts_in", c->pkts_in);
     ofl_json_u64(j, "bytes_in", c->bytes_in);

@@ -243,11 +243,13 @@ struct ofl_core {
      * runs): at the end of each turn the core spins for dilate_kind[k] (that kind's
      * factor less one) times the time its elements spent on work of kind k in the turn.
      * Its loop, rings and waits are not slowed. The thread's CPU time in turns that
-     * moved packets is counted (busy_cpu_ns: what the planner's validation measures). */
+     * moved packets, less its waits on full rings and for its group, is counted
+     * (busy_cpu_ns: what the planner's validation measures; waited_ns: the waits). */
     bool dilating;
     double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
     uint64_t dilate_work, busy_ticks, dilated_ticks;
     uint64_t turn_cpu, busy_cpu_ns;  /* the thread's CPU time in turns that moved packets */
+    uint64_t turn_waited, waited_ns; /* waits (peer[], local) at the turn's start; in all */
 };
 
 /* Start a turn (profile-scaled emulation; nothing when not dilating). */
