@@ -185,6 +185,22 @@ static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
     c->dilating = given;
     for (int k = 0; k < OFL_WORK_KINDS; k++) c->dilate_kind[k] = given ? f[k] - 1.0 : 0.0;
     c->dilate_kind[OFL_WORK_WIRE] = 0.0;
+    const char *v = ofl_args_get(a, "link", "gbps", NULL);
+    if (v) {
+        char *end = NULL;
+        c->link_gbps = strtod(v, &end);
+        if (end == v || *end || !(c->link_gbps > 0) || c->link_gbps > 1e6) {
+            fprintf(stderr, "offlow %s: --opt link.gbps=%s: give a rate from 0 to 1e6 Gb/s\n",
+                    a->device, v);
+            return -EINVAL;
+        }
+    }
+    if (given) {
+        /* The counter's rate, to stretch the loop's CPU time (ns) in ticks: 2 ms. */
+        uint64_t t0 = ofl_now_ns(), k0 = ofl_ticks(), t1;
+        while ((t1 = ofl_now_ns()) - t0 < 2000000) ofl_cpu_relax();
+        c->ticks_per_ns = (double)(ofl_ticks() - k0) / (double)(t1 - t0);
+    }
     return 0;
 }
 
@@ -217,6 +233,31 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     return 0;
 }
 
+/* The bytes this core has sent to other processes (its rings' producer ends there). */
+static uint64_t link_bytes(const struct ofl_core *c)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < c->nlink; i++) sum += c->link_out[i]->bytes;
+    return sum;
+}
+
+/* The link throttle (link.gbps): a token bucket on the bytes sent to other processes,
+ * OFL_LINK_DEPTH_NS deep; the core spins while the link is that far behind. */
+#define OFL_LINK_DEPTH_NS 20000u
+static void link_throttle(struct ofl_core *c)
+{
+    uint64_t sent = link_bytes(c), now = ofl_now_ns();
+    double need = (double)(sent - c->link_sent) * 8.0 / c->link_gbps;
+    c->link_sent = sent;
+    if (c->link_free < now) c->link_free = now;
+    c->link_free += (uint64_t)need;
+    if (c->link_free > now + OFL_LINK_DEPTH_NS) {
+        uint64_t until = c->link_free - OFL_LINK_DEPTH_NS, t0 = now;
+        while ((now = ofl_now_ns()) < until) ofl_cpu_relax();
+        c->throttled_ns += now - t0;
+    }
+}
+
 /* The CPU time the core's threads spent waiting on its rings and its group so far. */
 static uint64_t waited_cpu_ns(const struct ofl_core *c)
 {
@@ -229,6 +270,7 @@ void ofl_dilate_begin(struct ofl_core *c)
 {
     c->dilate_extra = 0;
     c->dilate_work = 0;
+    c->turn_timed = 0;
     if (c->dilating) {
         c->turn_cpu = thread_cpu_ns();
         c->turn_waited = waited_cpu_ns(c);
@@ -239,6 +281,17 @@ void ofl_dilate_end(struct ofl_core *c, int progress)
 {
     if (!c->dilating || !progress) return;
     c->busy_ticks += c->dilate_work;
+    /* The loop and the rings (the turn's CPU time outside the timed regions and the
+     * waits) are integer work: stretched as that kind is. */
+    int64_t loop = (int64_t)(thread_cpu_ns() - c->turn_cpu) -
+                   (int64_t)(waited_cpu_ns(c) - c->turn_waited) -
+                   (int64_t)((double)c->turn_timed / c->ticks_per_ns);
+    if (loop > 0) {
+        double extra = (double)loop * c->ticks_per_ns * c->dilate_kind[OFL_WORK_INTEGER];
+        c->dilate_extra += extra;
+        c->loop_ticks += (uint64_t)((double)loop * c->ticks_per_ns);
+    }
+    if (c->link_gbps > 0) link_throttle(c);
     if (c->dilate_extra >= 1.0) {
         uint64_t now = ofl_ticks(), until = now + (uint64_t)c->dilate_extra;
         while (ofl_ticks() < until) ofl_cpu_relax();
@@ -588,6 +641,8 @@ static int attach_side(const struct ofl_prog *p, struct ofl_core *c, const struc
                     r->prod, r->inst);
             return rc;
         }
+        if (q->out && !q->local && c->nlink < OFL_LINK_MAX)  /* (the link throttle's) */
+            c->link_out[c->nlink++] = &(*q->out)[i];
         if (q->out && q->drop_full) (*q->out)[i].drop_full = true;
         else if (q->out && r->fail_full) (*q->out)[i].fail_full = true;
     }
@@ -851,6 +906,11 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
         ofl_json_u64(j, "dilated_ns", (uint64_t)ticks_ns(c, c->dilated_ticks));
         ofl_json_u64(j, "busy_cpu_ns", c->busy_cpu_ns);
         ofl_json_u64(j, "waited_cpu_ns", c->waited_ns);
+        ofl_json_u64(j, "loop_ns", (uint64_t)ticks_ns(c, c->loop_ticks));
+        if (c->link_gbps > 0) {
+            ofl_json_u64(j, "link_bytes", c->link_sent);
+            ofl_json_u64(j, "throttled_ns", c->throttled_ns);
+        }
     }
     ofl_json_u64(j, "pkts_in", c->pkts_in);
     ofl_json_u64(j, "bytes_in", c->bytes_in);
