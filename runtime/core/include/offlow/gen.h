@@ -257,6 +257,7 @@ struct ofl_core {
     uint64_t turn_waited, waited_ns; /* waits (peer[], local) at the turn's start; in all */
     uint64_t turn_timed, loop_ticks; /* the turn's timed ticks (all kinds); loops in all */
     double ticks_per_ns;             /* ofl_ticks() per ns, measured at the start */
+    uint64_t clock_ns;               /* a read of the thread CPU clock (its own cost) */
     /* The link throttle (option link.gbps, profile-scaled runs): the bytes this core's
      * rings send to other processes pass a token bucket at that rate (link_free: when
      * the bytes sent so far have crossed); the core spins while it is behind. */
