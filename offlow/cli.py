@@ -79,7 +79,7 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     print(planner.plan(planner.PlanRequest(
         program=a.program, device=a.device, host=a.host, workload=a.workload,
         settings=tuple(a.set), alternatives=tuple(a.alt), work=tuple(a.work),
-        packets=a.packets, top=a.top, validate=a.validate)))
+        packets=a.packets, top=a.top, validate=a.validate, repeats=a.repeats)))
     return 0
 
 
@@ -283,6 +283,9 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--packets", type=int, default=100_000,
                     help="packets of the calibration run")
     pl.add_argument("--top", type=int, default=12, help="placements shown")
+    pl.add_argument("--repeats", type=int, default=3,
+                    help="--validate: pairs of a calibration and a measured run per "
+                         "placement, in turn; the pair with the median error is shown")
     pl.add_argument("--validate", action="store_true",
                     help="also run each placement shown (the --alt ones, else the program "
                          "as written) with --profile DEVICE and print predicted beside "

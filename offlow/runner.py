@@ -441,8 +441,11 @@ class Run:
                     args += ["--udp-fd", str(udp.fileno())]
                     shared.append(udp.fileno())
                 if self.opts.profile:  # the other processes measure their busy time
-                    for kind, f in dilation(load_profile(self.opts.profile)).items():
+                    prof = load_profile(self.opts.profile)
+                    for kind, f in dilation(prof).items():
                         args += ["--opt", f"dilate.{kind}={f if d.name == EMULATED else 1:.6g}"]
+                    if prof.link and d.name in (EMULATED, "host"):  # each sends one way
+                        args += ["--opt", f"link.gbps={prof.link.gbps:.6g}"]
                 if listener is not None and self.tcp_table and self.tcp_table.home == d.name:
                     name = self.tcp_table.name
                     args += ["--opt", f"{name}.tcp_fd={listener.fileno()}",

@@ -164,8 +164,8 @@ def test_offlow_plan_ranks_alternatives_with_their_set_lines(program_file):
 
 def test_offlow_plan_validate_measures_each_alternative(program_file):
     r = _offlow("plan", str(program_file), "--device", "cmp-nic-200", "--workload",
-                str(CAPTURE), "--packets", "2000", "--validate", "--alt", "",
-                "--alt", "front.device=host")
+                str(CAPTURE), "--packets", "2000", "--validate", "--repeats", "2",
+                "--alt", "", "--alt", "front.device=host")
     assert r.returncode == 0, r.stderr
     table = r.stdout.split("validation: each placement run with --profile cmp-nic-200")[1]
     rows = [ln.split() for ln in table.splitlines() if ln.strip()[:1].isdigit()]
@@ -179,7 +179,7 @@ def test_offlow_plan_validate_measures_each_alternative(program_file):
         low = ((predicted - half_p) / (measured + half_m) - 1) * 100
         high = ((predicted + half_p) / (measured - half_m) - 1) * 100
         assert low - 0.5 <= float(row[3].rstrip("%")) <= high + 0.5, row
-    assert "worst error" in table
+    assert "worst error" in table and "of 2 pairs (a calibration, then the run)" in table
 
 
 def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):
@@ -197,6 +197,7 @@ def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):
     (["--device", "host", "--workload", "/nonexistent.pcap"], "no such capture"),
     (["--device", "host", "--workload", "{garbage}"], "not a readable pcap file"),
     (["--device", "host", "--packets", "0"], "the calibration needs 1000 packets or more"),
+    (["--device", "host", "--validate", "--repeats", "0"], "--repeats 0"),
 ])
 def test_offlow_plan_refuses_bad_options_before_running(program_file, args, message, tmp_path):
     garbage = tmp_path / "garbage.pcap"

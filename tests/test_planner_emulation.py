@@ -40,8 +40,9 @@ def test_a_profile_slows_the_device_and_changes_nothing_it_computes(tmp_path):
     assert len(plain) > 24 + 100 * 16  # the Aggregate's results, not only a pcap header
     nic = stats["nic"]["cores"]
     # cmp-nic-200 runs every kind of work at 1/10 of this host: each turn's element work
-    # is followed by at least 9 times as much spinning (more when a spin is preempted)
-    work = sum(c["work_ns"] for c in nic)
+    # and its loop (integer work) are followed by at least 9 times as much spinning (more
+    # when a spin is preempted)
+    work = sum(c["work_ns"] + c["loop_ns"] for c in nic)
     spun = sum(c["dilated_ns"] for c in nic)
     assert work > 0 and 8.5 * work < spun < 200 * work
     assert all(c["dilated_ns"] == 0 for c in stats["host"]["cores"])  # the host runs as is
@@ -103,3 +104,73 @@ def test_a_profile_slows_the_members_of_a_core_group_too():
     assert len(members) == 2
     for c in members:  # the master and the worker each slowed ~10x
         assert c["work_ns"] > 0 and 8.5 * c["work_ns"] < c["dilated_ns"], c
+
+
+def test_a_producers_waits_on_a_full_ring_are_not_its_busy_time():
+    # The host's element spins ~20 us a packet; the NIC's source fills the 16-entry ring
+    # at once and then mostly waits for room: those waits are counted apart
+    # (waited_cpu_ns), and busy + waited is no more than the turns' CPU time.
+    class Slow(Element):
+        body = r"""
+        uint64_t until = ofl_now_ns() + 20000;  /* a user's slow consumer */
+        while (ofl_now_ns() < until) ;
+        """
+
+    p = Program("slowsink", ring_size=16, batch=4)
+    src, slow, out = Source("rx"), Slow("slow"), Sink("tx")
+    src >> slow >> out
+    p.segment("rx", [src], device="nic", cores=[0])
+    p.segment("app", [slow, out], device="host", cores=[0])
+    opts = RunOptions(count=2000, sizes="64:1", profile="host")
+    res = run(build_for(p, opts), opts)
+    assert res.ok, res.errors
+    (nic,) = res.stats["nic"]["cores"]
+    assert nic["waited_cpu_ns"] > 0, nic
+    assert nic["busy_cpu_ns"] + nic["waited_cpu_ns"] <= nic["cpu_ns"], nic
+
+
+def test_a_profile_slows_the_nics_loop_and_rings_as_integer_work():
+    # The NIC's segment only reads (the wire: never slowed) and pushes to the host: all
+    # its turn's time outside the reading is its loop and ring, slowed as integer work
+    # (cmp-nic-200: 0.1 of this host, 10x: a spin of 9x the loop's time).
+    p = Program("loopy")
+    src, out = Source("rx"), Sink("tx")
+    src >> out
+    p.segment("rx", [src], device="nic", cores=[0])
+    p.segment("tx", [out], device="host", cores=[0])
+    opts = RunOptions(count=4000, sizes="200:1", profile="cmp-nic-200")
+    res = run(build_for(p, opts), opts)
+    assert res.ok, res.errors
+    (nic,) = res.stats["nic"]["cores"]
+    assert nic["loop_ns"] > 0 and nic["work_ns"] == 0, nic
+    assert nic["dilated_ns"] >= 8.5 * nic["loop_ns"], nic
+    (host,) = res.stats["host"]["cores"]
+    assert host["dilated_ns"] == 0, host  # the host runs at its own speed
+
+
+def test_a_profiles_link_throttles_the_bytes_crossing_by_the_runtimes_clock(tmp_path):
+    # A user's profile: the cmp-nic-200 preset with a 0.05 Gb/s link. 3,000 frames of
+    # 300 B cross nic->host: about 0.93 MB = 7.4 Mb, which at 0.05 Gb/s takes 149 ms of
+    # the link. By the NIC core's own clock (elapsed_ns) the bytes it counted sent
+    # (link_bytes, what its ring pushed) can have crossed at no more than the link's
+    # rate plus the bucket's 20 us; the core spun (throttled_ns) to hold them back.
+    text = (ROOT / "offlow/planner/profiles/cmp-nic-200.yaml").read_text()
+    mine = tmp_path / "slowlink.yaml"
+    mine.write_text(text.replace("gbps: 12.8 ", "gbps: 0.05 ", 1))
+    p = Program("linked")
+    src, out = Source("rx"), Sink("tx")
+    src >> out
+    p.segment("rx", [src], device="nic", cores=[0])
+    p.segment("tx", [out], device="host", cores=[0])
+    opts = RunOptions(count=3000, sizes="300:1", profile=str(mine))
+    res = run(build_for(p, opts), opts)
+    assert res.ok, res.errors
+    (nic,) = res.stats["nic"]["cores"]
+    (q,) = [x for x in nic["queues"] if x["side"] == "out"]
+    assert nic["link_bytes"] == q["bytes"] > 3000 * 300
+    link_ns = nic["link_bytes"] * 8 / 0.05
+    assert nic["elapsed_ns"] + 20_000 >= link_ns, nic
+    assert nic["throttled_ns"] > 0.5 * link_ns, nic
+    # The host sends nothing back: its link direction is idle and never throttled.
+    (host,) = res.stats["host"]["cores"]
+    assert host["link_bytes"] == 0 and host["throttled_ns"] == 0, host

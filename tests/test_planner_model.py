@@ -6,11 +6,11 @@ from dataclasses import replace
 import pytest
 
 from offlow.build import compile_program
-from offlow.planner import profile
+from offlow.planner import crossing, profile
 from offlow.planner.calibrate import Calibration, ElementCost, QueueCost
 from offlow.planner.model import Crossing, Placement, Segment, clock_needed_mhz, predict
 from offlow.planner.profile import Link, MemoryLevel, Profile
-from offlow.planner.search import rank
+from offlow.planner.search import model_inputs, rank
 from tests.progs import two_segment
 
 
@@ -144,3 +144,78 @@ def test_the_search_finds_the_best_split_and_folds_alike_ones():
     assert second.prediction.mpps == pytest.approx(10.0)
     assert second.prediction.latency_us == pytest.approx(0.11)
     assert dict(second.placement.cores) == {"rx": (0,), "app": (1,)}
+
+
+def test_a_crossing_between_two_threads_costs_each_end_its_extra():
+    # rx on the NIC, route on the host; half the packets cross (0.5 a packet read), each
+    # entry costing its producer 100 ns more and its consumer 40 ns more than in one
+    # thread. NIC core (integer speed 0.2): 40/0.2 + 0.5*100/0.2 = 200 + 250 = 450 ns.
+    # Host core: 60 + 0.5*40 = 80 ns. Latency: 450 + 80 + 0.5*1000 (the link's 1 us) +
+    # 100*8/40 = 1030 + 20 = 1050 ns.
+    x = Crossing("rx", "route", 0.5, 100.0, push_ns=100.0, pop_ns=40.0)
+    p = predict(SEGMENTS, [x], _place(("nic", (0,)), ("host", (0,))), PROFILES)
+    stages = {s.name: s.ns for s in p.stages}
+    assert stages["nic core 0"] == pytest.approx(450.0)
+    assert stages["host core 0"] == pytest.approx(80.0)
+    assert p.latency_us == pytest.approx(1.05)
+    # rx over two NIC cores: each takes half of its 450 ns.
+    two = predict(SEGMENTS, [x], _place(("nic", (0, 1)), ("host", (0,))), PROFILES)
+    assert {s.name: s.ns for s in two.stages}["nic core 1"] == pytest.approx(225.0)
+
+
+def test_a_crossing_within_one_thread_costs_nothing_more():
+    # Both on host core 0: the calibration's own rings, 40 + 60 = 100 ns. On two host
+    # cores: rx 40 + 100 = 140 ns, route 60 + 40 = 100 ns (another thread, same device).
+    x = Crossing("rx", "route", 1.0, 100.0, push_ns=100.0, pop_ns=40.0)
+    one = predict(SEGMENTS, [x], _place(("host", (0,)), ("host", (0,))), PROFILES)
+    assert {s.name: s.ns for s in one.stages} == pytest.approx({"host core 0": 100.0})
+    two = predict(SEGMENTS, [x], _place(("host", (0,)), ("host", (1,))), PROFILES)
+    assert {s.name: s.ns for s in two.stages} == pytest.approx(
+        {"host core 0": 140.0, "host core 1": 100.0})
+
+
+def test_the_crossing_fit_and_its_probe_readings():
+    # Points (0, 10), (100, 30), (200, 50): the line 10 + 0.2 x; at 50 B: 20 ns. A line
+    # that falls below zero is priced 0. One point: flat.
+    line = crossing.fit([(0, 10), (100, 30), (200, 50)])
+    assert (line.at0, line.per_byte) == pytest.approx((10.0, 0.2))
+    assert line.ns(50) == pytest.approx(20.0)
+    assert crossing.Line(-10.0, 0.1).ns(50) == 0.0
+    assert crossing.fit([(80, 7.0)]) == crossing.Line(7.0, 0.0)
+    # A probe's stats: 1,000 packets; the producer busy 500 us of which 100 us reading
+    # -> 400 ns; the consumer 250 us -> 250 ns; 80,000 B in 1,000 entries -> 80 B.
+    stats = {"nic": {"cores": [{"segment": "a", "pkts_in": 1000, "busy_cpu_ns": 500_000,
+                                "elements": {"rx": {"in": 1000, "ns": 100_000}},
+                                "queues": [{"side": "out", "bytes": 80_000, "pushed": 1000}]}]},
+             "host": {"cores": [{"segment": "b", "pkts_in": 1000, "busy_cpu_ns": 250_000,
+                                 "elements": {}, "queues": []}]}}
+    assert crossing.sides(stats) == pytest.approx((80.0, 400.0, 250.0))
+
+
+def test_the_calibration_prices_each_queue_by_its_geometry():
+    # rx->route carries 200 B a packet read in 0.5 entries: 400 B an entry; the crossing
+    # of its geometry (batch 32, ring 1024): push 10 + 0.5 x 400 = 210, pop 20 + 0 = 20.
+    line = crossing.CrossingCost(32, 1024, crossing.Line(10, 0.5), crossing.Line(20, 0.0), ())
+    other = crossing.CrossingCost(8, 1024, crossing.Line(999, 0), crossing.Line(999, 0), ())
+    cal = Calibration(program="t", packets=1000, frame_bytes=100.0,
+                      elements=(ElementCost("e", "rx", "integer", 1.0, 10.0),),
+                      queues=(QueueCost("q", "rx", "route", 0.5, 200.0, 32, 1024),),
+                      source_ns=0.0, overhead_ns=0.0, source_segments=("rx",),
+                      crossings=(other, line))
+    _, xs = model_inputs(cal)
+    assert (xs[0].push_ns, xs[0].pop_ns) == pytest.approx((210.0, 20.0))
+    _, bare = model_inputs(replace(cal, crossings=()))
+    assert (bare[0].push_ns, bare[0].pop_ns) == (0.0, 0.0)
+
+
+def test_validation_sets_each_measured_thread_beside_its_stage():
+    # Placement: rx on nic core 0, route on host core 0. The measured threads: the NIC's
+    # running rx (300 ns a packet read), the host's running route (90 ns).
+    from offlow.planner.search import Ranked
+    from offlow.planner.validate import Check
+    place = _place(("nic", (0,)), ("host", (0,)))
+    pred = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 100.0)], place, PROFILES)
+    c = Check(Ranked(place, pred, ()), 3.0,
+              {("nic", frozenset({"rx"})): 300.0, ("host", frozenset({"route"})): 90.0})
+    assert c.stages() == [("host core 0 (route)", 60.0, 90.0), ("nic core 0 (rx)", 200.0, 300.0),
+                          ("link nic->host", 20.0, None), ("nic DMA", 40.0, None)]

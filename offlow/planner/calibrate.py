@@ -7,11 +7,13 @@ OFL_ETIME_* in runtime/core's gen.h). From its stats: per element the packets it
 per packet read (`visits`) and its time per visit less the timer's own cost; the
 sources' time reading packets (the capture or the generator: the wire, which the model
 leaves out); the rest of the thread's CPU time per packet read (the loops, the rings)
-is `overhead_ns`; per queue the packets and bytes it moved per packet read."""
+is `overhead_ns`; per queue the packets and bytes it moved per packet read. Then each
+queue geometry's crossing between two threads is calibrated (offlow.planner.crossing):
+what the one-thread run cannot see."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,8 @@ from offlow.build import compile_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
+from offlow.planner import crossing
+from offlow.planner.crossing import CrossingCost
 from offlow.runner import RunOptions, build_for, run
 
 
@@ -41,6 +45,8 @@ class QueueCost:
     dst: str
     packets: float  # per packet read
     bytes: float  # per packet read (entries' used bytes, packet data included)
+    batch: int = 32  # its geometry (which crossing calibration prices it)
+    ring_size: int = 1024
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,12 @@ class Calibration:
     #                   wire's work, outside the model (a device's port receives packets)
     overhead_ns: float  # per packet read, outside the elements' bodies and the reading
     source_segments: tuple[str, ...]  # where the overhead is charged (the sources' segments)
+    crossings: tuple[CrossingCost, ...] = ()  # per queue geometry (batch, ring size)
+
+    def crossing(self, q: QueueCost) -> CrossingCost | None:
+        """The crossing calibration of queue `q`'s geometry (None: not measured)."""
+        return next((c for c in self.crossings
+                     if (c.batch, c.ring_size) == (q.batch, q.ring_size)), None)
 
     def segment_ns(self, segment: str) -> dict[str, float]:
         """Per work kind, a segment's element time per packet read on this host."""
@@ -79,10 +91,13 @@ def all_on_host(g: Graph) -> list[str]:
 
 
 def calibrate(path: Path, settings: list[str], capture: Path | None, packets: int = 100_000,
-              work: dict[str, str] | None = None, sizes: str | None = None) -> Calibration:
+              work: dict[str, str] | None = None, sizes: str | None = None,
+              crossing_repeats: int = 3) -> Calibration:
     """Run the program of file `path` (with `settings`, then every segment on host core
     0) over `capture` (None: the synthetic generator, its frame `sizes` as `offlow run
-    --sizes` takes them) for about `packets` packets, timed per element."""
+    --sizes` takes them) for about `packets` packets, timed per element; then calibrate
+    its queues' crossings between threads (the median of `crossing_repeats` runs each;
+    0: not measured, the model then prices crossings as one thread's rings)."""
     g0 = compile_program(load_program(path, settings))
     prog = load_program(path, [*settings, *all_on_host(g0)])
     if capture is None:
@@ -95,7 +110,12 @@ def calibrate(path: Path, settings: list[str], capture: Path | None, packets: in
     if not res.ok:
         raise OfflowError(f"the calibration run of `{g0.name}` failed: "
                           + "; ".join(res.errors))
-    return from_stats(b.graph, res.stats, work or {})
+    cal = from_stats(b.graph, res.stats, work or {})
+    if not crossing_repeats:
+        return cal
+    geometries = sorted({(q.batch, q.ring_size) for q in cal.queues})
+    return replace(cal, crossings=tuple(
+        crossing.measure(batch, ring, repeats=crossing_repeats) for batch, ring in geometries))
 
 
 def _frames(capture: Path) -> int:
@@ -142,7 +162,8 @@ def from_stats(g: Graph, stats: dict[str, Any], work: dict[str, str]) -> Calibra
                 if x["queue"] == q.name and x["side"] == "out"]
         queues.append(QueueCost(q.name, q.src_segment, q.dst_segment,
                                 sum(x["pushed"] for x in outs) / read,
-                                sum(x.get("bytes", 0) for x in outs) / read))
+                                sum(x.get("bytes", 0) for x in outs) / read,
+                                q.batch, q.ring_size))
     return Calibration(program=g.name, packets=read, frame_bytes=frame,
                        source_ns=reading / read,
                        elements=tuple(elements), queues=tuple(queues),

@@ -7,7 +7,10 @@ segment's cost is split evenly over its cores), each direction of the interconne
 bytes of both directions over its rate). A segment's cost on a device is, per kind of
 work, its time on this host over the device core's speed for that kind (the profile);
 the sources' segments also pay the run's per-packet overhead (reading, the loop, the
-rings), scaled as integer work."""
+rings), scaled as integer work. A crossing whose two ends run on different threads
+(other devices, or other cores) costs its producer and its consumer more per entry than
+the one-thread calibration saw (the entries' cache lines move between cores: measured by
+offlow.planner.crossing), also scaled as integer work on each end's device."""
 
 from __future__ import annotations
 
@@ -36,6 +39,8 @@ class Crossing:
     dst: str
     packets: float
     bytes: float
+    push_ns: float = 0.0  # per entry, the producer's extra when the ends are on two threads
+    pop_ns: float = 0.0  # the consumer's
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,17 @@ def predict(segments: list[Segment], crossings: list[Crossing], place: Placement
         cores = place.cores[seg.name]
         for c in cores:
             load[(dev, c)] = load.get((dev, c), 0.0) + ns / len(cores)
+    for x in crossings:
+        ends = [(x.src, x.push_ns), (x.dst, x.pop_ns)]
+        if (place.devices[x.src], place.cores[x.src]) == (place.devices[x.dst],
+                                                          place.cores[x.dst]):
+            continue  # one thread: the calibration's own rings
+        for seg, extra in ends:
+            dev, cores = place.devices[seg], place.cores[seg]
+            ns = x.packets * extra / profiles[dev].speed["integer"]
+            latency += ns
+            for c in cores:
+                load[(dev, c)] = load.get((dev, c), 0.0) + ns / len(cores)
     stages = [Stage(f"{dev} core {c}", ns) for (dev, c), ns in sorted(load.items())]
     link_bytes: dict[tuple[str, str], float] = {}
     for x in crossings:

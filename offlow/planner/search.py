@@ -29,7 +29,8 @@ class Ranked:
 def model_inputs(cal: Calibration) -> tuple[list[Segment], list[Crossing]]:
     """The model's segments and crossings from a calibration: each segment's element
     time per kind, and a share of the overhead (the loop and the rings, as integer work)
-    in proportion to the packets it takes in (from its sources and its queues)."""
+    in proportion to the packets it takes in (from its sources and its queues); each
+    crossing priced per entry by the crossing calibration of its geometry."""
     names = dict.fromkeys([*cal.source_segments, *(e.segment for e in cal.elements),
                            *(q.src for q in cal.queues), *(q.dst for q in cal.queues)])
     taken = {n: float(n in cal.source_segments) + sum(q.packets for q in cal.queues
@@ -40,7 +41,12 @@ def model_inputs(cal: Calibration) -> tuple[list[Segment], list[Crossing]]:
         ns = cal.segment_ns(name)
         ns["integer"] = ns.get("integer", 0.0) + cal.overhead_ns * taken[name] / total
         segs.append(Segment(name, ns))
-    crossings = [Crossing(q.src, q.dst, q.packets, q.bytes) for q in cal.queues]
+    crossings = []
+    for q in cal.queues:
+        x = cal.crossing(q)
+        entry = q.bytes / q.packets if q.packets else 0.0
+        crossings.append(Crossing(q.src, q.dst, q.packets, q.bytes,
+                                  x.push.ns(entry) if x else 0.0, x.pop.ns(entry) if x else 0.0))
     return segs, crossings
 
 

@@ -3,7 +3,7 @@ emulation, `offlow run --profile`), with the error of each."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from offlow.dsl.loader import load_program
@@ -17,17 +17,36 @@ from offlow.runner import RunOptions, build_for, run
 class Check:
     ranked: Ranked
     measured_mpps: float
+    # per thread: (device, the segments it runs) -> busy ns per packet read
+    threads: dict[tuple[str, frozenset[str]], float] = field(default_factory=dict)
 
     @property
     def error(self) -> float:
         """(predicted - measured) / measured."""
         return self.ranked.prediction.mpps / self.measured_mpps - 1.0
 
+    def stages(self) -> list[tuple[str, float, float | None]]:
+        """Each predicted core stage beside its thread's measured busy ns per packet
+        read (None: no thread ran those segments), then the other stages (links, DMA)."""
+        p = self.ranked.placement
+        on: dict[tuple[str, int], set[str]] = {}
+        for seg, dev in p.devices.items():
+            for c in p.cores[seg]:
+                on.setdefault((dev, c), set()).add(seg)
+        out = []
+        for st in self.ranked.prediction.stages:
+            dev, _, core = st.name.partition(" core ")
+            segs = on.get((dev, int(core)), set()) if core else set()
+            what = f"{st.name} ({','.join(sorted(segs))})" if segs else st.name
+            out.append((what, st.ns, self.threads.get((dev, frozenset(segs))) if segs else None))
+        return out
+
 
 def measure(program: Path, settings: list[str], capture: Path | None, packets: int,
-            device: str) -> float:
+            device: str) -> tuple[float, dict[tuple[str, frozenset[str]], float]]:
     """Packets read per second (Mpps) by the program's sources, run with `settings` and
-    the device `nic` slowed to profile `device`."""
+    the device `nic` slowed to profile `device`, and each thread's busy ns per packet
+    read (thread_ns)."""
     if capture is None:
         opts = RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)),
                           profile=device)
@@ -38,7 +57,36 @@ def measure(program: Path, settings: list[str], capture: Path | None, packets: i
     if not res.ok:
         raise OfflowError(f"--validate: the run with {' '.join(settings) or 'no --set'} "
                           "failed: " + "; ".join(res.errors))
-    return source_mpps(b.graph, res.stats)
+    return source_mpps(b.graph, res.stats), thread_ns(b.graph, res.stats)
+
+
+def _threads(g: Graph, stats: dict) -> dict[tuple[str, int], tuple[set[str], float, int]]:
+    """Per thread (device, CPU): its segments, its busy CPU ns less the instruments
+    (the sources' reading, the element timers' cost) and the packets its sources read."""
+    sources = {n.name for n in g.nodes if n.kind == "source"}
+    cores_of: dict[tuple[str, int], list[dict]] = {}
+    for dev, d in stats.items():
+        for c in d.get("cores", []):
+            cores_of.setdefault((dev, c["cpu"]), []).append(c)
+    out = {}
+    for key, cores in cores_of.items():
+        els = [(name, v) for c in cores for name, v in c.get("elements", {}).items()]
+        read = sum(v["in"] for name, v in els if name in sources)
+        timer = max((c.get("timer_ns", 0.0) for c in cores), default=0.0)
+        instruments = sum(v.get("ns", 0) for name, v in els if name in sources) + timer * sum(
+            v["in"] for name, v in els)
+        busy = sum(c.get("busy_cpu_ns", 0) for c in cores) - instruments
+        out[key] = ({c["segment"] for c in cores}, busy, read)
+    return out
+
+
+def thread_ns(g: Graph, stats: dict) -> dict[tuple[str, frozenset[str]], float]:
+    """Each thread's busy ns (as source_mpps counts it) per packet read, keyed by its
+    device and the segments it runs (what the model's core stages name)."""
+    ts = _threads(g, stats)
+    read = sum(r for _, _, r in ts.values())
+    return {(dev, frozenset(segs)): busy / read for (dev, _), (segs, busy, _) in ts.items()
+            if read}
 
 
 def source_mpps(g: Graph, stats: dict) -> float:
@@ -48,17 +96,7 @@ def source_mpps(g: Graph, stats: dict) -> float:
     cores' busy_cpu_ns; waiting for packets is not busy). As the model, it leaves out
     the sources' reading (the wire) and the element timers' own cost (the emulation's
     instruments)."""
-    sources = {n.name for n in g.nodes if n.kind == "source"}
-    threads: dict[tuple[str, int], list[dict]] = {}
-    for dev, d in stats.items():
-        for c in d.get("cores", []):
-            threads.setdefault((dev, c["cpu"]), []).append(c)
-    read, busiest = 0, 0.0
-    for cores in threads.values():
-        els = [(name, v) for c in cores for name, v in c.get("elements", {}).items()]
-        read += sum(v["in"] for name, v in els if name in sources)
-        timer = max((c.get("timer_ns", 0.0) for c in cores), default=0.0)
-        instruments = sum(v.get("ns", 0) for name, v in els if name in sources) + timer * sum(
-            v["in"] for name, v in els)
-        busiest = max(busiest, sum(c.get("busy_cpu_ns", 0) for c in cores) - instruments)
+    ts = _threads(g, stats)
+    read = sum(r for _, _, r in ts.values())
+    busiest = max((b for _, b, _ in ts.values()), default=0.0)
     return read / busiest * 1e3 if busiest > 0 else 0.0

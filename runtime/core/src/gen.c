@@ -185,6 +185,32 @@ static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
     c->dilating = given;
     for (int k = 0; k < OFL_WORK_KINDS; k++) c->dilate_kind[k] = given ? f[k] - 1.0 : 0.0;
     c->dilate_kind[OFL_WORK_WIRE] = 0.0;
+    const char *v = ofl_args_get(a, "link", "gbps", NULL);
+    if (v) {
+        char *end = NULL;
+        c->link_gbps = strtod(v, &end);
+        if (end == v || *end || !(c->link_gbps > 0) || c->link_gbps > 1e6) {
+            fprintf(stderr, "offlow %s: --opt link.gbps=%s: give a rate from 0 to 1e6 Gb/s\n",
+                    a->device, v);
+            return -EINVAL;
+        }
+    }
+    if (given) {
+        /* The counter's rate, to stretch the loop's CPU time (ns) in ticks: 2 ms. */
+        uint64_t t0 = ofl_now_ns(), k0 = ofl_ticks(), t1;
+        while ((t1 = ofl_now_ns()) - t0 < 2000000) ofl_cpu_relax();
+        c->ticks_per_ns = (double)(ofl_ticks() - k0) / (double)(t1 - t0);
+        /* The thread CPU clock's own cost (a system call here): the least of 64 reads.
+         * Each counted turn holds about one read, which is the instrument's, not the
+         * loop's: it is taken off the loop and the busy time. */
+        uint64_t least = UINT64_MAX, prev = thread_cpu_ns();
+        for (int k = 0; k < 64; k++) {
+            uint64_t now = thread_cpu_ns();
+            if (now - prev < least) least = now - prev;
+            prev = now;
+        }
+        c->clock_ns = least == UINT64_MAX ? 0 : least;
+    }
     return 0;
 }
 
@@ -203,8 +229,11 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->abort = &h->abort;
     ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
     ofl_waiter_init(&c->local, NULL, 0, &h->abort);
-    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++)
+    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) {
         ofl_waiter_init(&c->peer[i], &a->peer_fds[i], i < a->npeers, &h->abort);
+        c->peer[i].timed = c->dilating;
+    }
+    c->local.timed = c->dilating;
     c->ce = calloc(1, sizeof *c->ce);
     c->bufs = aligned_alloc(64, (bufsize + 63) / 64 * 64);
     c->scratch = calloc(1, bufsize);
@@ -214,23 +243,83 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     return 0;
 }
 
+/* The bytes this core has sent to other processes (its rings' producer ends there). */
+static uint64_t link_bytes(const struct ofl_core *c)
+{
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < c->nlink; i++) sum += c->link_out[i]->bytes;
+    return sum;
+}
+
+/* The link throttle (link.gbps): a token bucket on the bytes sent to other processes,
+ * OFL_LINK_DEPTH_NS deep; the core spins while the link is that far behind (the ns
+ * spun are returned). */
+#define OFL_LINK_DEPTH_NS 20000u
+static uint64_t link_throttle(struct ofl_core *c)
+{
+    uint64_t sent = link_bytes(c), now = ofl_now_ns();
+    double need = (double)(sent - c->link_sent) * 8.0 / c->link_gbps;
+    c->link_sent = sent;
+    if (c->link_free < now) c->link_free = now;
+    c->link_free += (uint64_t)need;
+    if (c->link_free > now + OFL_LINK_DEPTH_NS) {
+        uint64_t until = c->link_free - OFL_LINK_DEPTH_NS, t0 = now;
+        while (ofl_now_ns() < until) ofl_cpu_relax();
+        c->throttled_ns += until - t0;
+        return until - t0;
+    }
+    return 0;
+}
+
+/* The CPU time the core's threads spent waiting on its rings and its group so far. */
+static uint64_t waited_cpu_ns(const struct ofl_core *c)
+{
+    uint64_t sum = c->local.waited_cpu_ns;
+    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) sum += c->peer[i].waited_cpu_ns;
+    return sum;
+}
+
 void ofl_dilate_begin(struct ofl_core *c)
 {
     c->dilate_extra = 0;
     c->dilate_work = 0;
-    if (c->dilating) c->turn_cpu = thread_cpu_ns();
+    c->turn_timed = 0;
+    if (c->dilating) {
+        c->turn_cpu = thread_cpu_ns();
+        c->turn_waited = waited_cpu_ns(c);
+    }
 }
 
 void ofl_dilate_end(struct ofl_core *c, int progress)
 {
     if (!c->dilating || !progress) return;
     c->busy_ticks += c->dilate_work;
+    /* The loop and the rings (the turn's CPU time outside the timed regions and the
+     * waits) are integer work: stretched as that kind is. */
+    uint64_t cpu = thread_cpu_ns();
+    int64_t loop = (int64_t)(cpu - c->turn_cpu) - (int64_t)c->clock_ns -
+                   (int64_t)(waited_cpu_ns(c) - c->turn_waited) -
+                   (int64_t)((double)c->turn_timed / c->ticks_per_ns);
+    if (loop > 0) {
+        double extra = (double)loop * c->ticks_per_ns * c->dilate_kind[OFL_WORK_INTEGER];
+        c->dilate_extra += extra;
+        c->loop_ticks += (uint64_t)((double)loop * c->ticks_per_ns);
+    }
+    /* Busy: the turn's CPU time up to the reading above (less that read's own cost and
+     * less its waits: a wait on a full ring or for the group is the peer's time, and on
+     * a shared machine the peer may be waiting for a CPU), and the time the spins stand
+     * for (what was asked, not what a neighbour's preemption made of it). */
+    uint64_t spun = c->link_gbps > 0 ? link_throttle(c) : 0;
     if (c->dilate_extra >= 1.0) {
         uint64_t now = ofl_ticks(), until = now + (uint64_t)c->dilate_extra;
         while (ofl_ticks() < until) ofl_cpu_relax();
         c->dilated_ticks += ofl_ticks() - now;
+        spun += (uint64_t)(c->dilate_extra / c->ticks_per_ns);
     }
-    c->busy_cpu_ns += thread_cpu_ns() - c->turn_cpu;
+    uint64_t turn = cpu - c->turn_cpu > c->clock_ns ? cpu - c->turn_cpu - c->clock_ns : 0;
+    uint64_t waited = waited_cpu_ns(c) - c->turn_waited;
+    c->waited_ns += waited < turn ? waited : turn;
+    c->busy_cpu_ns += (waited < turn ? turn - waited : 0) + spun;
 }
 
 void ofl_core_begin(struct ofl_core *c)
@@ -570,6 +659,8 @@ static int attach_side(const struct ofl_prog *p, struct ofl_core *c, const struc
                     r->prod, r->inst);
             return rc;
         }
+        if (q->out && !q->local && c->nlink < OFL_LINK_MAX)  /* (the link throttle's) */
+            c->link_out[c->nlink++] = &(*q->out)[i];
         if (q->out && q->drop_full) (*q->out)[i].drop_full = true;
         else if (q->out && r->fail_full) (*q->out)[i].fail_full = true;
     }
@@ -832,6 +923,13 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
         ofl_json_u64(j, "work_ns", (uint64_t)ticks_ns(c, c->busy_ticks));
         ofl_json_u64(j, "dilated_ns", (uint64_t)ticks_ns(c, c->dilated_ticks));
         ofl_json_u64(j, "busy_cpu_ns", c->busy_cpu_ns);
+        ofl_json_u64(j, "waited_cpu_ns", c->waited_ns);
+        ofl_json_u64(j, "loop_ns", (uint64_t)ticks_ns(c, c->loop_ticks));
+        ofl_json_u64(j, "cpu_clock_ns", c->clock_ns);
+        if (c->link_gbps > 0) {
+            ofl_json_u64(j, "link_bytes", c->link_sent);
+            ofl_json_u64(j, "throttled_ns", c->throttled_ns);
+        }
     }
     ofl_json_u64(j, "pkts_in", c->pkts_in);
     ofl_json_u64(j, "bytes_in", c->bytes_in);

@@ -91,6 +91,7 @@ static inline uint64_t ofl_ticks(void)
         const uint64_t ofl_dt_ = ofl_ticks() - ofl_t0_;                         \
         if (ofl_dt_ < OFL_ETIME_MAX_TICKS) {                                    \
             (acc) += ofl_dt_;                                                   \
+            ctx->core.turn_timed += ofl_dt_;                                    \
             if ((kind) != OFL_WORK_WIRE) ctx->core.dilate_work += ofl_dt_;      \
             ctx->core.dilate_extra += (double)ofl_dt_ * ctx->core.dilate_kind[kind]; \
         }                                                                       \
@@ -212,6 +213,9 @@ int ofl_serve_until_stopped(struct ofl_window *w);
 
 /* ---- segment cores ---------------------------------------------------------- */
 
+/* The most rings a core sends to other processes through the link throttle. */
+#define OFL_LINK_MAX 16
+
 /* One thread running one segment on one core. */
 struct ofl_core {
     const char *device;
@@ -241,13 +245,26 @@ struct ofl_core {
     /* Profile-scaled emulation (offlow run --profile, in element timing builds; options
      * dilate.integer, .lookup, .hash: how many times slower than here each kind of work
      * runs): at the end of each turn the core spins for dilate_kind[k] (that kind's
-     * factor less one) times the time its elements spent on work of kind k in the turn.
-     * Its loop, rings and waits are not slowed. The thread's CPU time in turns that
-     * moved packets is counted (busy_cpu_ns: what the planner's validation measures). */
+     * factor less one) times the time its elements spent on work of kind k in the turn,
+     * and its loop and rings (the turn's CPU time outside the timed regions and the
+     * waits: loop_ticks) as integer work. Its waits are not slowed. The thread's CPU time in turns that
+     * moved packets, less its waits on full rings and for its group, is counted
+     * (busy_cpu_ns: what the planner's validation measures; waited_ns: the waits). */
     bool dilating;
     double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
     uint64_t dilate_work, busy_ticks, dilated_ticks;
     uint64_t turn_cpu, busy_cpu_ns;  /* the thread's CPU time in turns that moved packets */
+    uint64_t turn_waited, waited_ns; /* waits (peer[], local) at the turn's start; in all */
+    uint64_t turn_timed, loop_ticks; /* the turn's timed ticks (all kinds); loops in all */
+    double ticks_per_ns;             /* ofl_ticks() per ns, measured at the start */
+    uint64_t clock_ns;               /* a read of the thread CPU clock (its own cost) */
+    /* The link throttle (option link.gbps, profile-scaled runs): the bytes this core's
+     * rings send to other processes pass a token bucket at that rate (link_free: when
+     * the bytes sent so far have crossed); the core spins while it is behind. */
+    double link_gbps;                /* 0: not throttled */
+    struct ofl_qout *link_out[OFL_LINK_MAX];
+    unsigned nlink;
+    uint64_t link_sent, link_free, throttled_ns;
 };
 
 /* Start a turn (profile-scaled emulation; nothing when not dilating). */

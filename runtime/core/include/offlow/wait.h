@@ -16,6 +16,7 @@
 #ifndef OFL_WAIT_H
 #define OFL_WAIT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -42,6 +43,11 @@ struct ofl_waiter {
     uint32_t dead_peers;                 /* bit i: peer_fds[i] was found dead (EOF) */
     int intr_fd;                         /* readable: end the wait with -EINTR; -1: none */
     uint64_t idle_since;                 /* when the yields began (0: not idle yet) */
+    /* Wait accounting (set `timed`: profile-scaled runs, for the planner's validation):
+     * the thread's CPU time from the first ofl_wait of an episode to the
+     * ofl_waiter_progress that ends it, summed in waited_cpu_ns. */
+    bool timed, in_wait;
+    uint64_t wait_cpu0, waited_cpu_ns;
 };
 
 /* Set up `w` to watch `npeers` (at most 4; extra are ignored) peer fds and the
