@@ -276,10 +276,9 @@ static int port_setup(struct port *p)
 
 /* Configure and start the port on its first packet call (every open is done by
  * then); give this thread an lcore id (the mempool's per-core cache). */
-static int port_ready(struct port *p, int *thread_ok)
+static int port_start(struct port *p, int *thread_ok)
 {
     int st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
-    if (st == 1 && *thread_ok) return 0;
     if (st != 1) {
         pthread_mutex_lock(&env.lock);
         if (p->state == 0) {
@@ -301,6 +300,14 @@ static int port_ready(struct port *p, int *thread_ok)
         *thread_ok = 1;
     }
     return 0;
+}
+
+/* The port is started and this thread has its lcore id (per packet: inline). */
+static inline int port_ready(struct port *p, int *thread_ok)
+{
+    if (__builtin_expect(*thread_ok && __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == 1, 1))
+        return 0;
+    return port_start(p, thread_ok);
 }
 
 /* ---- source ------------------------------------------------------------------------ */
