@@ -23,7 +23,7 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--prefixes", type=Path,
                    help="router, groups, xdp, gpu: prefix file (default: the BGP table)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,vector,"
-                   "l3fwd,groups (default: all)")
+                   "l3fwd,ports,groups (default: all)")
     b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,"
                    "udp_echo,cpu,split,cache_wt,cache_wb,kvs_server)")
     b.add_argument("--values", help="kvs: comma-separated workloads (default: '64 B,1 KB,"
