@@ -202,39 +202,10 @@ def _frames6(targets: list[ipaddress.IPv6Address]) -> list[bytes]:
     return frames
 
 
-def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
-    """The IPv6 must-show: every packet of a replayed capture checked against the
-    update log's tables (each update is a rebuild of the table and one swap)."""
-    rng = random.Random(6)
-    targets = [DOC6.network_address + rng.getrandbits(96) for _ in range(256)]
-    prefixes, capture = tmp_path / "routes.txt", tmp_path / "in.pcap"
-    # the table at start: the /32, and a slice of other routes for each rebuild to carry
-    others = [ipaddress.IPv6Network((0x2A00 << 112 | rng.getrandbits(32) << 80, 48))
-              for _ in range(2000)]
-    prefixes.write_text("# the table at start\n2001:db8::/32\n" +
-                        "".join(f"{n}\n" for n in others))
-    with capture.open("wb") as f:
-        w = dpkt.pcap.Writer(f)
-        for k, fr in enumerate(_frames6(targets)):
-            w.writepkt(fr, ts=k * 1e-6)
-    out = tmp_path / "out.pcap"
-    log = _updates6(2000, 7, targets)
-    opts = RunOptions(input=capture, loops=400, rate=50_000, output=out,
-                      opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
-    info = _route_while_forwarding(opts, "routes6", log)
-    assert (info.kind, info.updates) == ("lpm6", len(log))
-    # No pause: the lookup core kept beginning batches while updates were being built
-    # (a design that held lookups back during an update would count none).
-    assert info.lookups > 0 and info.lookups_during_updates > 0, info
-    print(f"{info.lookups} lookup batches, {info.lookups_during_updates} begun while one "
-          f"of the {len(log)} rebuilds ran")
-    start = {(int(n.network_address), n.prefixlen): _hop_rule(n) for n in [DOC6, *others]}
-    _check_replay(out, log, Reference(start, bits=128))
-
-
 def _ipv6_router_run(tmp_path: Path, loops: int) -> tuple[RunOptions, list, dict]:
-    """The IPv6 router set-up of the tests above: options, target addresses, the table
-    at start."""
+    """The IPv6 router's run: 256 target addresses in 2001:db8::/32, a replayed capture
+    of a frame to each (`loops` times), the table at start (the /32 and 2,000 other
+    routes for each rebuild to carry); its options, the targets, that table."""
     rng = random.Random(6)
     targets = [DOC6.network_address + rng.getrandbits(96) for _ in range(256)]
     prefixes, capture = tmp_path / "routes.txt", tmp_path / "in.pcap"
@@ -250,6 +221,21 @@ def _ipv6_router_run(tmp_path: Path, loops: int) -> tuple[RunOptions, list, dict
                       opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
     start = {(int(n.network_address), n.prefixlen): _hop_rule(n) for n in [DOC6, *others]}
     return opts, targets, start
+
+
+def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
+    """The IPv6 must-show: every packet of a replayed capture checked against the
+    update log's tables (each update is a rebuild of the table and one swap)."""
+    opts, targets, start = _ipv6_router_run(tmp_path, loops=400)
+    log = _updates6(2000, 7, targets)
+    info = _route_while_forwarding(opts, "routes6", log)
+    assert (info.kind, info.updates) == ("lpm6", len(log))
+    # No pause: the lookup core kept beginning batches while updates were being built
+    # (a design that held lookups back during an update would count none).
+    assert info.lookups > 0 and info.lookups_during_updates > 0, info
+    print(f"{info.lookups} lookup batches, {info.lookups_during_updates} begun while one "
+          f"of the {len(log)} rebuilds ran")
+    _check_replay(tmp_path / "out.pcap", log, Reference(start, bits=128))
 
 
 def test_router_forwards_ipv6_while_route_batches_change(tmp_path: Path) -> None:
