@@ -327,6 +327,14 @@ void ofl_lpm6_unstage(struct ofl_lpm6 *t)
     t->live->refused_at = 0;
 }
 
+void ofl_lpm6_refuse(struct ofl_lpm6 *t)
+{
+    struct ofl_lpm6_live *l = t->live;
+    if (!l || l->refused_at) return;
+    l->refused_at = l->nstaged + 1;
+    l->nstaged = 0;
+}
+
 int ofl_lpm6_stage(struct ofl_lpm6 *t, const struct ofl_lpm6_op *op, int add, char *errbuf)
 {
     struct ofl_lpm6_live *l = t->live;

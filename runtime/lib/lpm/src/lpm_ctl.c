@@ -88,15 +88,18 @@ void ofl_lpm6_ctl(struct ofl_lpm6 *t, const uint8_t *msg, size_t len, struct ofl
     /* A staged update is a route message under its capital letter. */
     int staged = msg[0] == OFL_CTL_STAGE_ADD || msg[0] == OFL_CTL_STAGE_DEL;
     uint8_t m[20];
-    if (staged && (len == 20 || len == 18)) {
-        memcpy(m, msg, len);
+    if (staged) {  /* (route_of refuses a wrong size before reading past m's 20 bytes) */
+        memcpy(m, msg, len < sizeof m ? len : sizeof m);
         m[0] = msg[0] == OFL_CTL_STAGE_ADD ? OFL_CTL_ROUTE_ADD : OFL_CTL_ROUTE_DEL;
         msg = m;
     }
     uint8_t plen;
     uint16_t hop;
     const uint8_t *a;
-    if (route_of(msg, len, &plen, &hop, &a, r) < 0) return;
+    if (route_of(msg, len, &plen, &hop, &a, r) < 0) {
+        if (staged) ofl_lpm6_refuse(t);  /* a batch missing an update is no batch */
+        return;
+    }
     if (staged) {
         struct ofl_lpm6_op op = {.hop = hop, .len = plen};
         memcpy(op.addr, a, 16);

@@ -502,6 +502,14 @@ static void test_ctl_batches(void)
           t->live->rebuilds == rebuilds + 1,
           "host bits in update 2: refused, later updates and the commit too, nothing applied");
     ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
+    staged(t, 'A', 2000, 48, 5, &r);
+    uint8_t cut[19] = {'A', 48, 5};  /* a staged add one byte short */
+    ofl_lpm6_ctl(t, cut, sizeof cut, &r);
+    int short_msg = status(&r) == -EINVAL;
+    ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
+    CHECK(short_msg && status(&r) == -EINVAL && says(&r, "refused at update 1") &&
+          ofl_lpm6_count(t) == 1000, "a staged message of the wrong size refuses its batch");
+    ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
     staged(t, 'A', 2000, 48, 0, &r);
     int hop0 = status(&r) == -EINVAL && says(&r, "next hop 0");
     ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);

@@ -206,6 +206,8 @@ int ofl_lpm6_stage(struct ofl_lpm6 *t, const struct ofl_lpm6_op *op, int add,
                    char *errbuf);
 int ofl_lpm6_commit(struct ofl_lpm6 *t, size_t *applied, char *errbuf);
 void ofl_lpm6_unstage(struct ofl_lpm6 *t);
+/* Refuse the batch being received (an update of it could not be read). */
+void ofl_lpm6_refuse(struct ofl_lpm6 *t);
 
 /* One update (ofl_lpm6_update of one op): add or replace route addr/len -> hop, or
  * delete it. */
