@@ -27,7 +27,7 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
                    help="xdp: the end-to-end half instead (Mpps through a veth pair: xdp, nic "
                         "and host placements of one program beside the generator alone)")
     b.add_argument("--sweeps", help="router: comma-separated lookups,offload,sizes,vector,"
-                   "l3fwd,groups (default: all)")
+                   "l3fwd,ports,groups (default: all)")
     b.add_argument("--designs", help="kvs: comma-separated designs (default: memcached,"
                    "udp_echo,cpu,split,cache_wt,cache_wb,kvs_server)")
     b.add_argument("--values", help="kvs: comma-separated workloads (default: '64 B,1 KB,"

@@ -108,11 +108,14 @@ def threads_of(b: Build) -> int:
     return sum(len(s.cores) for s in b.graph.segments)
 
 
-def forward(b: Build, opts: RunOptions) -> dict:
-    """Run a build once: forwarded packets and the rate, or why there is none. (The
-    runner's oversubscription warning is not printed: placement_info reports it.)"""
+def forward(b: Build, opts: RunOptions, pids: dict[str, int] | None = None) -> dict:
+    """Run a build once: forwarded packets and the rate, or why there is none (`pids`:
+    filled with each process's pid once started). (The runner's oversubscription
+    warning is not printed: placement_info reports it.)"""
     r = Run(b, opts)
     r.start()
+    if pids is not None:
+        pids.update({name: p.pid for name, p in r.procs.items()})
     res = r.wait()
     if res.interrupted:  # Ctrl-C: the run stopped cleanly; the sweep stops too
         raise KeyboardInterrupt

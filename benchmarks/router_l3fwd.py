@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks import router_fwd
+from benchmarks.common.cpu import busiest, thread_cpu
 from benchmarks.common.peers import pkg_config, setup_dpdk
 from benchmarks.common.routes import addresses4, addresses6, take
 from offlow import cbuild
@@ -354,6 +355,10 @@ class L3fwd:
         assert self.sock is not None
         return telemetry(self.sock, f"/ethdev/stats,{port}")["/ethdev/stats"]
 
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds of each of its threads so far."""
+        return thread_cpu(self.proc.pid) if self.proc else {}
+
     def tail(self) -> str:
         lines = [s for s in self.log.read_text(errors="replace").splitlines()
                  if "Adding route" not in s]
@@ -378,12 +383,13 @@ def l3fwd_rate(exe: Path, cpu: int, pcap: Path, rules: dict[str, Path], sw: L3fw
     with L3fwd(exe, cpu, vdev, rules, work / "l3fwd.log") as l3:
         l3.wait_loop()
         time.sleep(sw.warmup)
-        a, t0 = l3.stats(), time.monotonic()
+        a, t0, c0 = l3.stats(), time.monotonic(), l3.cpu()
         time.sleep(sw.duration)
-        b, t1 = l3.stats(), time.monotonic()
+        b, t1, c1 = l3.stats(), time.monotonic(), l3.cpu()
     dt = t1 - t0
     pkts = b["opackets"] - a["opackets"]
     row = {"seconds": dt, "out": pkts, "in": b["ipackets"] - a["ipackets"],
+           "cpu_s": busiest(c0, c1),
            "errors": {k: b[k] - a[k] for k in ("ierrors", "oerrors", "imissed", "rx_nombuf")},
            "mpps": pkts / dt / 1e6 if pkts > 0 else None,
            "gbps": (b["obytes"] - a["obytes"]) * 8 / dt / 1e9 if pkts > 0 else None}

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offlow import picture, targets
 from offlow.build import plan_program
@@ -18,6 +18,9 @@ from offlow.planner import plan as planner
 from offlow.planner import profile
 from offlow.report import format_summary, summarize
 from offlow.runner import EMULATED, RunOptions, build_for, check_options, emulation_note, run
+
+if TYPE_CHECKING:
+    from offlow.control import RouteChange, Table, Tables
 
 
 def _cmd_explain(a: argparse.Namespace) -> int:
@@ -243,11 +246,13 @@ def parser() -> argparse.ArgumentParser:
     tb.add_argument("index", type=int, nargs="?")
     tb.add_argument("value", nargs="?", help="an integer, a float or hex bytes, by the "
                     "element's type")
-    ro = csub.add_parser("route", help="add PREFIX NEXTHOP or del PREFIX (IPv4 and IPv6, "
-                         "applied while packets flow)")
+    ro = csub.add_parser("route", help="add PREFIX NEXTHOP or del PREFIX, or add|del --file F "
+                         "(IPv4 and IPv6, applied while packets flow)")
     ro.add_argument("op", choices=["add", "del"])
-    ro.add_argument("prefix", help="10.0.0.0/8, 2001:db8::/32 (host bits zero)")
+    ro.add_argument("prefix", nargs="?", help="10.0.0.0/8, 2001:db8::/32 (host bits zero)")
     ro.add_argument("hop", type=int, nargs="?", help="next hop 1..32767 (add)")
+    ro.add_argument("--file", type=Path, help="many routes, a line each: PREFIX NEXTHOP "
+                    "(del: PREFIX); the IPv6 ones in one batch (one rebuild: all or none)")
     ro.add_argument("--table", help="the route table (default: the one of the prefix's "
                     "family)")
     ct.set_defaults(fn=_cmd_ctl)
@@ -357,7 +362,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _cmd_ctl(a: argparse.Namespace) -> int:
-    from offlow.control import parse_value
+    from offlow.control import parse_value, read_route_file
     from offlow.session import attach
 
     with attach(a.window) as prog:
@@ -377,8 +382,12 @@ def _cmd_ctl(a: argparse.Namespace) -> int:
                 print(t[a.index])
             else:
                 t[a.index] = parse_value(t.info(), a.value)
+        elif a.file is not None:
+            if a.prefix is not None:
+                raise OfflowError("want `route add|del --file F` or a PREFIX, not both")
+            _route_file(tables, read_route_file(a.file, a.op), a.table)
         else:
-            if (a.op == "add") != (a.hop is not None):
+            if a.prefix is None or (a.op == "add") != (a.hop is not None):
                 raise OfflowError("want `route add PREFIX NEXTHOP` or `route del PREFIX`")
             t = tables.route_table(a.prefix, a.table)
             if a.op == "add":
@@ -386,6 +395,17 @@ def _cmd_ctl(a: argparse.Namespace) -> int:
             else:
                 t.delete(a.prefix)
     return 0
+
+
+def _route_file(tables: Tables, changes: list[RouteChange], table: str | None) -> None:
+    """A file's routes: each family's to its route table (or all to `table`)."""
+    by_table: dict[str, tuple[Table, list[RouteChange]]] = {}
+    for c in changes:
+        t = tables.route_table(c.prefix, table)
+        by_table.setdefault(t.name, (t, []))[1].append(c)
+    for t, cs in by_table.values():
+        n = t.apply(cs)
+        print(f"{t.name}: {n} routes {'added' if cs[0].op == 'add' else 'deleted'}")
 
 
 def _cmd_reload(a: argparse.Namespace) -> int:

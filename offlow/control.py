@@ -8,8 +8,11 @@ that holds the table; message layout in runtime/core/include/offlow/ctl.h).
         a.tables["routes4"].add("10.0.0.0/8", 5)      # a route table
         a.tables["routes4"].delete("10.0.0.0/8")
 
+        a.tables["routes6"].apply([RouteChange("add", "2001:db8::/32", 7), ...])
+
 `offlow ctl WINDOW table NAME get|set INDEX [VALUE]` and `offlow ctl WINDOW route
-add|del PREFIX [NEXTHOP]` do the same from a shell. A request the table refuses (an
+add|del PREFIX [NEXTHOP]` (or `--file F`, many routes: IPv6 in one batch) do the same
+from a shell. A request the table refuses (an
 index out of range, a value of the wrong size, a route table out of groups, a route
 it does not hold) raises ControlError with the reason; the table is unchanged."""
 
@@ -17,8 +20,9 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from offlow.channels import Channel, Region
 from offlow.errors import OfflowError
@@ -39,6 +43,7 @@ class ControlError(OfflowError):
     def __init__(self, what: str, err: int, reason: str) -> None:
         super().__init__(f"{what}: {reason}")
         self.errno = err
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,28 @@ class Table:
         """Delete route PREFIX from a route table."""
         self.request(self._route("del", prefix))
 
+    def apply(self, changes: Sequence[RouteChange]) -> int:
+        """Apply route changes in order; return how many were applied. An IPv6 table
+        takes them as one batch (one message each, then one rebuild and swap): all of
+        them, or, one refused, none. An IPv4 table changes in place, each at once: a
+        refusal stops there (the error says how many were applied before it). Every
+        prefix and hop is checked before anything is sent."""
+        msgs = [self._route(c.op, c.prefix, c.hop) for c in changes]
+        if (self._info or self.info()).kind == "lpm4":
+            for k, m in enumerate(msgs):
+                try:
+                    self.request(m)
+                except ControlError as e:
+                    raise ControlError(f"table `{self.name}`", e.errno,
+                                       f"{e.reason} ({changes[k].op} {changes[k].prefix}; "
+                                       f"the {k} before it were applied)") from None
+            return len(msgs)
+        self.request(b"b")
+        for m in msgs:  # staged: 'A' / 'D', as 'a' / 'd'
+            self.request(m[:1].upper() + m[1:])
+        (applied,) = struct.unpack_from("<Q", self.request(b"c", timeout=600.0))
+        return applied
+
     def _route(self, op: str, prefix: str, hop: int | None = None) -> bytes:
         """The message, after checking that the table is a route table of the prefix's
         family (the device reads an IPv4 address from the first 4 bytes of any)."""
@@ -169,6 +196,43 @@ class Table:
             raise OfflowError(f"table `{self.name}` is {what}: {prefix} needs an {want} "
                               "route table")
         return msg
+
+
+@dataclass(frozen=True)
+class RouteChange:
+    """A route add (with its next hop) or delete."""
+
+    op: str  # "add" or "del"
+    prefix: str
+    hop: int | None = None
+
+
+def read_route_file(path: Path, op: str) -> list[RouteChange]:
+    """The routes of a file (a line each: PREFIX and, for add, NEXTHOP; a hop on a
+    delete's line is ignored, so one file adds and deletes; '#' comments, blank lines)
+    as changes `op`, or a clear error naming the line."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise OfflowError(f"cannot read routes from {path}: {e}") from None
+    out = []
+    for n, line in enumerate(lines, 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        if len(words) > 2 or (op == "add" and len(words) != 2):
+            raise OfflowError(f"{path}:{n}: want PREFIX{' NEXTHOP' if op == 'add' else ''}, "
+                              f"not `{line.strip()}`")
+        try:
+            hop = int(words[1], 0) if op == "add" else None
+        except ValueError:
+            raise OfflowError(f"{path}:{n}: next hop `{words[1]}` is not a number") from None
+        try:
+            route_message(op, words[0], hop)
+        except OfflowError as e:
+            raise OfflowError(f"{path}:{n}: {e}") from None
+        out.append(RouteChange(op, words[0], hop))
+    return out
 
 
 def region_tables(region: Callable[[], Region]) -> Tables:

@@ -335,3 +335,6 @@ def test_router_on_a_dpdk_port_beside_l3fwd_and_io_forwarding(
     # every side forwarded (offlow: every packet it read came out, router_fwd.forward)
     assert all(p["mpps"][k] > 0 for k in ("offlow", "l3fwd", "basicfwd"))
     assert "offlow / io forwarding" in text and "(goal 0.8x: " in text
+    # and per CPU-second of each forwarding thread (what holds on a busy machine)
+    assert "per CPU-second: offlow / io forwarding" in text
+    assert set(p["mpps_per_cpu_s"]) == {"offlow", "l3fwd", "basicfwd"}

@@ -18,6 +18,8 @@ import ipaddress
 import random
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import dpkt
@@ -25,7 +27,7 @@ import pytest
 
 from offlow import Handler, Program, Shared, Sink, Source
 from offlow.build import plan_program
-from offlow.control import ControlError, Info
+from offlow.control import ControlError, Info, RouteChange
 from offlow.dsl.loader import load_program
 from offlow.elements import Count
 from offlow.errors import OfflowError
@@ -57,13 +59,14 @@ class Reference:
         self.routes = dict(routes)
         self.bits = bits
 
-    def apply(self, op: Update) -> None:
-        kind, net, hop = op
-        key = (int(net.network_address), net.prefixlen)
-        if kind == "add":
-            self.routes[key] = hop
-        else:
-            del self.routes[key]
+    def apply(self, op: Update | list[Update]) -> None:
+        """One update, or a batch of them (applied together)."""
+        for kind, net, hop in op if isinstance(op, list) else [op]:
+            key = (int(net.network_address), net.prefixlen)
+            if kind == "add":
+                self.routes[key] = hop
+            else:
+                del self.routes[key]
 
     def lookup(self, addr: int) -> int:
         full = (1 << self.bits) - 1
@@ -130,7 +133,7 @@ def _address(addr: int, bits: int) -> ipaddress.IPv4Address | ipaddress.IPv6Addr
     return ipaddress.IPv4Address(addr) if bits == 32 else ipaddress.IPv6Address(addr)
 
 
-def _check_replay(out: Path, log: list[Update], start: Reference) -> None:
+def _check_replay(out: Path, log: Sequence[Update | list[Update]], start: Reference) -> None:
     """Each packet was looked up while some number c of updates had completed (c never
     goes back: one core forwards in order), so its hop is the answer of the table
     after c updates or, racing update c + 1, after c + 1. Take the smallest such c."""
@@ -199,13 +202,13 @@ def _frames6(targets: list[ipaddress.IPv6Address]) -> list[bytes]:
     return frames
 
 
-def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
-    """The IPv6 must-show: every packet of a replayed capture checked against the
-    update log's tables (each update is a rebuild of the table and one swap)."""
+def _ipv6_router_run(tmp_path: Path, loops: int) -> tuple[RunOptions, list, dict]:
+    """The IPv6 router's run: 256 target addresses in 2001:db8::/32, a replayed capture
+    of a frame to each (`loops` times), the table at start (the /32 and 2,000 other
+    routes for each rebuild to carry); its options, the targets, that table."""
     rng = random.Random(6)
     targets = [DOC6.network_address + rng.getrandbits(96) for _ in range(256)]
     prefixes, capture = tmp_path / "routes.txt", tmp_path / "in.pcap"
-    # the table at start: the /32, and a slice of other routes for each rebuild to carry
     others = [ipaddress.IPv6Network((0x2A00 << 112 | rng.getrandbits(32) << 80, 48))
               for _ in range(2000)]
     prefixes.write_text("# the table at start\n2001:db8::/32\n" +
@@ -214,10 +217,17 @@ def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
         w = dpkt.pcap.Writer(f)
         for k, fr in enumerate(_frames6(targets)):
             w.writepkt(fr, ts=k * 1e-6)
-    out = tmp_path / "out.pcap"
-    log = _updates6(2000, 7, targets)
-    opts = RunOptions(input=capture, loops=400, rate=50_000, output=out,
+    opts = RunOptions(input=capture, loops=loops, rate=50_000, output=tmp_path / "out.pcap",
                       opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
+    start = {(int(n.network_address), n.prefixlen): _hop_rule(n) for n in [DOC6, *others]}
+    return opts, targets, start
+
+
+def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
+    """The IPv6 must-show: every packet of a replayed capture checked against the
+    update log's tables (each update is a rebuild of the table and one swap)."""
+    opts, targets, start = _ipv6_router_run(tmp_path, loops=400)
+    log = _updates6(2000, 7, targets)
     info = _route_while_forwarding(opts, "routes6", log)
     assert (info.kind, info.updates) == ("lpm6", len(log))
     # No pause: the lookup core kept beginning batches while updates were being built
@@ -225,8 +235,34 @@ def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
     assert info.lookups > 0 and info.lookups_during_updates > 0, info
     print(f"{info.lookups} lookup batches, {info.lookups_during_updates} begun while one "
           f"of the {len(log)} rebuilds ran")
-    start = {(int(n.network_address), n.prefixlen): _hop_rule(n) for n in [DOC6, *others]}
-    _check_replay(out, log, Reference(start, bits=128))
+    _check_replay(tmp_path / "out.pcap", log, Reference(start, bits=128))
+
+
+def test_router_forwards_ipv6_while_route_batches_change(tmp_path: Path) -> None:
+    """IPv6 updates in batches over the control channel (Table.apply: one message an
+    update, one rebuild a batch): every packet sees the table after c or c + 1 batches,
+    never a part of one; a batch with an update the table refuses changes nothing."""
+    opts, targets, start = _ipv6_router_run(tmp_path, loops=600)
+    log = _updates6(3000, 8, targets)
+    batches = [log[k:k + 150] for k in range(0, len(log), 150)]
+    with session(load_program(ROUTER), opts) as s:
+        routes = s.tables["routes6"]
+        rebuilt = routes.info().updates
+        for b in batches:
+            applied = routes.apply([RouteChange(k, str(n), hop or None) for k, n, hop in b])
+            assert applied == len(b)
+            time.sleep(0.05)  # spread the batches over the traffic
+        info = routes.info()
+        # refused whole: an add, then a delete of a route the table lacks
+        with pytest.raises(ControlError, match="no route 2001:db8:ffff::/48"):
+            routes.apply([RouteChange("add", "2001:db8:fffe::/48", 5),
+                          RouteChange("del", "2001:db8:ffff::/48")])
+        after = routes.info()
+        s.wait_drained(timeout=120)
+    assert s.result is not None and s.result.ok, s.result
+    assert info.updates - rebuilt == len(log)
+    assert (after.updates, after.length) == (info.updates, info.length)
+    _check_replay(tmp_path / "out.pcap", batches, Reference(start, bits=128))
 
 
 def test_arrays_read_and_changed_while_running() -> None:
@@ -319,6 +355,32 @@ def test_offlow_ctl_command_line(tmp_path: Path) -> None:
         assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a prefix" in bad.stderr
         assert gone.returncode == 2 and "no route 1.0.0.0/8" in gone.stderr
         assert "routes4: lpm4, 2 routes, 1 updates" in listed.stdout, listed.stdout
+        # a file of routes: the IPv6 ones in one batch, the IPv4 ones each in place
+        routes = tmp_path / "more.txt"
+        routes.write_text("# routes to add\n2001:db8::/32 5\n2001:db8:1::/48 6  # a comment\n"
+                          "\n192.168.0.0/16 8\n2001:db8:2::/48 7\n")
+        added = ctl("route", "add", "--file", str(routes))
+        listed = ctl("tables")
+        deleted = ctl("route", "del", "--file", str(routes))
+        assert added.returncode == 0, added.stderr
+        assert added.stdout.splitlines() == ["routes6: 3 routes added",
+                                             "routes4: 1 routes added"], added.stdout
+        assert "routes6: lpm6, 3 routes, 3 updates" in listed.stdout, listed.stdout
+        assert "routes4: lpm4, 3 routes, 2 updates" in listed.stdout, listed.stdout
+        assert deleted.returncode == 0, deleted.stderr
+        bad = tmp_path / "bad.txt"
+        bad.write_text("2001:db8:3::/48 5\n2001:db8:4::1/48 5\n")
+        refused = ctl("route", "add", "--file", str(bad))
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+        assert f"{bad}:2: " in refused.stderr and "not a prefix" in refused.stderr
+        bad.write_text("2001:db8:3::/48 5\n2001:db8:5::/48\n")
+        refused = ctl("route", "add", "--file", str(bad))
+        assert refused.returncode == 2 and f"{bad}:2: want PREFIX NEXTHOP" in refused.stderr
+        bad.write_text("2001:db8:3::/48\n2001:db8:5::/48\n")
+        refused = ctl("route", "del", "--file", str(bad))
+        assert refused.returncode == 2 and "no route 2001:db8:3::/48" in refused.stderr
+        listed = ctl("tables")
+        assert "routes6: lpm6, 0 routes, 6 updates" in listed.stdout, listed.stdout
         s.wait_drained(timeout=60)
 
 

@@ -92,6 +92,10 @@ def _seed_corpus(target: str, d: Path) -> None:
                 route_message("del", "2001:db8:1::/48"), b"i", b"a\x81\x01\0" + bytes(16),
                 b"a\x08\x01\0" + bytes([0x20, 1]) + bytes(14)]
         (d / "routes").write_bytes(b"".join(bytes([len(m)]) + m for m in msgs))
+        # a batch: begin, staged adds and deletes (capital letters), commit
+        batch = [b"b", *(m[:1].upper() + m[1:] for m in msgs[:5]), b"c", b"A\x08\x01\0"
+                 + bytes(16), b"c"]
+        (d / "batch").write_bytes(b"".join(bytes([len(m)]) + m for m in batch))
     elif target == "mcproto":
         # first byte: framing (0 binary, 1 text, 2 UDP, 3 sniffed) + limit bits + 16:
         # trusted exec; second: cut

@@ -1,11 +1,13 @@
 /* libFuzzer target: control messages (runtime/core ctl.h) -> an IPv6 route table opened
- * for updates (ofl_lpm6_ctl: route add and delete, each a rebuild and a swap).
+ * for updates (ofl_lpm6_ctl: route add and delete, each a rebuild and a swap; batches:
+ * begin, staged adds and deletes, commit).
  *
  * The input is a sequence of messages, each a length byte then that many bytes (cut
  * to what is left). Every reply must fit a direct message and start with a status; a
  * refused message must leave the table unchanged (its update and route counts and the
  * lookup of the message's address); an accepted add of a /128 must answer its hop
- * there, an accepted delete must leave one route fewer. */
+ * there, an accepted delete must leave one route fewer; begin and staged updates change
+ * nothing; an accepted commit adds what it says it applied to the update count. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +50,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (st == 0 && n == 18 && msg[0] == OFL_CTL_ROUTE_DEL && ofl_lpm6_count(t) != routes - 1)
             abort();
+        int stages = n > 0 && (msg[0] == OFL_CTL_BATCH_BEGIN || msg[0] == OFL_CTL_STAGE_ADD ||
+                               msg[0] == OFL_CTL_STAGE_DEL);
+        if (stages && (t->live->updates != before || ofl_lpm6_count(t) != routes ||
+                       ofl_lpm6_lookup(t, probe) != hop_before))
+            abort();
+        if (st == 0 && n == 1 && msg[0] == OFL_CTL_BATCH_COMMIT) {
+            uint64_t applied;
+            memcpy(&applied, r.b + 4, 8);
+            if (r.n != 12 || t->live->updates != before + applied) abort();
+        }
     }
     ofl_lpm6_free(t);
     return 0;

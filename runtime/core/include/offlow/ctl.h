@@ -9,6 +9,10 @@
  *   'a' u8 len, u16 hop, 16 address   route add (IPv4: the address's first 4 bytes,
  *                                     network order; IPv6: all 16)
  *   'd' u8 len, 16 address            route delete
+ *   'b'                               IPv6 routes: begin a batch (drops one not committed)
+ *   'A' / 'D'                         ... an add / delete as 'a' / 'd', checked and kept
+ *   'c'                               ... apply the batch as one update (one rebuild and
+ *                                     swap): all of it, or none; the reply: u64 applied
  *
  * A reply starts with an i32 status: 0, then what was asked (info: struct
  * ofl_ctl_info; get: the element's bytes); or a negative errno, then a short text
@@ -26,6 +30,10 @@
 #define OFL_CTL_SET 's'
 #define OFL_CTL_ROUTE_ADD 'a'
 #define OFL_CTL_ROUTE_DEL 'd'
+#define OFL_CTL_BATCH_BEGIN 'b'
+#define OFL_CTL_STAGE_ADD 'A'
+#define OFL_CTL_STAGE_DEL 'D'
+#define OFL_CTL_BATCH_COMMIT 'c'
 
 /* Table kinds (ofl_ctl_info.kind). */
 #define OFL_CTL_ARRAY 1

@@ -22,13 +22,25 @@
 #include <rte_mbuf.h>
 
 #define MAX_PORTS 8
+#define MAX_RXQ 16u                /* RX queues of one port a source may read */
 #define BURST 32u
 #define RING_DESC 1024u
 #define POOL_MBUFS 16383u
 
+/* The mbufs an RX queue's source delivered in its last batch: the program's packets
+ * point into them (zero copy) until the source's next call frees them. A sink on the
+ * same thread takes the one a packet lies in and sends it as it is (NULL here then). */
+struct rxq {
+    struct rte_mbuf *m[BURST];
+    unsigned n, next;          /* lent; where a sink looks first (packets go in order) */
+    pthread_t owner;           /* the thread that reads the queue (set under env.lock) */
+    int owned;
+};
+
 struct port {
     char args[512];            /* what --port named (dpdk:ARGS without "dpdk:") */
     uint16_t id;
+    struct rxq rxq[MAX_RXQ];
     unsigned nrx, ntx;         /* queues asked for by the sources and sinks opened */
     int state;                 /* 0: not started; 1: started; < 0: failed (errno) */
 };
@@ -41,6 +53,7 @@ static struct {
     struct port ports[MAX_PORTS];
     unsigned nports;
     unsigned users;            /* sources and sinks open: the last to close ends DPDK */
+    unsigned owners;           /* changes when an RX queue gets or loses its thread */
 } env = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* A PCI address (DDDD:BB:DD.F or BB:DD.F) rather than virtual-device arguments. */
@@ -104,6 +117,14 @@ static int eal_up(const char *args, char *errbuf)
 }
 
 static void env_end(void);
+
+unsigned ofl_dpdk_mbufs_in_use(void)
+{
+    pthread_mutex_lock(&env.lock);
+    unsigned n = env.pool ? rte_mempool_in_use_count(env.pool) : 0u;
+    pthread_mutex_unlock(&env.lock);
+    return n;
+}
 
 /* The port of `args` (probed on first use), under env.lock. */
 static struct port *port_get(const char *args, char *errbuf)
@@ -255,10 +276,9 @@ static int port_setup(struct port *p)
 
 /* Configure and start the port on its first packet call (every open is done by
  * then); give this thread an lcore id (the mempool's per-core cache). */
-static int port_ready(struct port *p, int *thread_ok)
+static int port_start(struct port *p, int *thread_ok)
 {
     int st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
-    if (st == 1 && *thread_ok) return 0;
     if (st != 1) {
         pthread_mutex_lock(&env.lock);
         if (p->state == 0) {
@@ -282,6 +302,14 @@ static int port_ready(struct port *p, int *thread_ok)
     return 0;
 }
 
+/* The port is started and this thread has its lcore id (per packet: inline). */
+static inline int port_ready(struct port *p, int *thread_ok)
+{
+    if (__builtin_expect(*thread_ok && __atomic_load_n(&p->state, __ATOMIC_ACQUIRE) == 1, 1))
+        return 0;
+    return port_start(p, thread_ok);
+}
+
 /* ---- source ------------------------------------------------------------------------ */
 
 struct dpdk_src {
@@ -290,19 +318,43 @@ struct dpdk_src {
     uint16_t queue;
     int thread_ok;
     unsigned idle;             /* empty bursts since the port's counters were read */
-    struct rte_mbuf *m[BURST];
 };
+
+/* Give back the mbufs of the last batch that no sink took. */
+static void rxq_free_lent(struct rxq *r)
+{
+    struct rte_mbuf *left[BURST];
+    unsigned k = 0;
+    for (unsigned i = 0; i < r->n; i++)
+        if (r->m[i]) left[k++] = r->m[i];
+    if (k) rte_pktmbuf_free_bulk(left, k);
+    r->n = r->next = 0;
+}
+
+/* This thread reads RX queue `r`: sinks on it may take its mbufs. */
+static void rxq_own(struct rxq *r, int own)
+{
+    pthread_mutex_lock(&env.lock);
+    r->owner = pthread_self();
+    r->owned = own;
+    __atomic_add_fetch(&env.owners, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&env.lock);
+}
 
 static int src_next(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *bufs, uint32_t n)
 {
     struct dpdk_src *d = (struct dpdk_src *)base;
+    struct rxq *r = &d->port->rxq[d->queue];
+    int first = !d->thread_ok;
     int rc = port_ready(d->port, &d->thread_ok);
     if (rc < 0) {
         snprintf(base->error, sizeof base->error, "DPDK port %.200s did not start: %s",
                  d->port->args, strerror(-rc));
         return rc;
     }
-    uint16_t got = rte_eth_rx_burst(d->port->id, d->queue, d->m,
+    if (first) rxq_own(r, 1);
+    rxq_free_lent(r);  /* the program is done with the last batch */
+    uint16_t got = rte_eth_rx_burst(d->port->id, d->queue, r->m,
                                     (uint16_t)(n < BURST ? n : BURST));
     if (!got) {
         /* Now and then when idle, queue 0's core reads what the port dropped. */
@@ -311,27 +363,35 @@ static int src_next(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *bufs, u
             base->missed = st.imissed + st.rx_nombuf;  /* (the port's, all queues) */
         return 0;
     }
+    r->n = got;
     uint64_t now = ofl_src_clock_ns();
     uint32_t k = 0;
     for (uint16_t i = 0; i < got; i++) {
-        struct rte_mbuf *m = d->m[i];
+        struct rte_mbuf *m = r->m[i];
         uint32_t len = rte_pktmbuf_pkt_len(m);
         if (len > base->o.mtu) {
             base->dropped++;
             continue;
         }
-        uint8_t *dst = bufs + (size_t)k * base->o.mtu;
-        if (m->nb_segs == 1) rte_memcpy(dst, rte_pktmbuf_mtod(m, const void *), len);
-        else rte_pktmbuf_read(m, 0, len, dst);  /* (copies a chained mbuf into dst) */
-        pkts[k] = (struct ofl_pkt){ dst, len, base->o.mtu, now, 0 };
-        k++;
+        uint8_t *data = rte_pktmbuf_mtod(m, uint8_t *);
+        uint32_t cap = m->data_len + rte_pktmbuf_tailroom(m);
+        if (m->nb_segs != 1) {  /* a chained mbuf: copied into one of the core's buffers */
+            data = bufs + (size_t)k * base->o.mtu;
+            rte_pktmbuf_read(m, 0, len, data);
+            cap = base->o.mtu;
+        }
+        pkts[k++] = (struct ofl_pkt){ data, len, cap < base->o.mtu ? cap : base->o.mtu, now, 0 };
     }
-    rte_pktmbuf_free_bulk(d->m, got);
     return (int)k;
 }
 
 static void src_close(struct ofl_src *base)
 {
+    struct dpdk_src *d = (struct dpdk_src *)base;
+    if (d->port) {
+        rxq_free_lent(&d->port->rxq[d->queue]);
+        rxq_own(&d->port->rxq[d->queue], 0);
+    }
     free(base);
     port_release();
 }
@@ -345,6 +405,11 @@ int ofl_dpdk_src_open(struct ofl_src **s, const struct ofl_args *a, const char *
     if (!d) return -ENOMEM;
     int rc = ofl_src_init(&d->s, &src_ops, o, ofl_args_get(a, name, "port", "dpdk"), errbuf);
     unsigned first_tx;
+    if (rc == 0 && d->s.o.nparts > MAX_RXQ) {
+        snprintf(errbuf, 256, "a dpdk source reads at most %u RX queues; its segment has %u "
+                 "cores", MAX_RXQ, d->s.o.nparts);
+        rc = -EINVAL;
+    }
     if (rc == 0 && !(d->port = port_open(a, name, d->s.o.nparts, 0, &first_tx, errbuf)))
         rc = -EINVAL;
     if (rc < 0) {
@@ -365,6 +430,9 @@ struct txq {
     unsigned nspare;
     int thread_ok;
     uint64_t dropped;
+    struct rxq *lent[MAX_PORTS];    /* RX queues this core's thread reads: their mbufs */
+    unsigned nlent;
+    unsigned owners;                /* env.owners when `lent` was found (+1; 0: never) */
 } __attribute__((aligned(64)));
 
 struct dpdk_sink {
@@ -388,6 +456,45 @@ static void sink_send(struct dpdk_sink *d, unsigned core)
     q->n = 0;
 }
 
+/* The RX queues (of any port of the process) whose source runs on this thread, found
+ * again whenever a queue got or lost its thread. */
+static void txq_find_lent(struct txq *q)
+{
+    unsigned now = __atomic_load_n(&env.owners, __ATOMIC_ACQUIRE) + 1;
+    if (q->owners == now) return;
+    pthread_mutex_lock(&env.lock);
+    q->nlent = 0;
+    pthread_t self = pthread_self();
+    for (unsigned i = 0; i < env.nports; i++)
+        for (unsigned j = 0; j < MAX_RXQ && q->nlent < MAX_PORTS; j++) {
+            struct rxq *r = &env.ports[i].rxq[j];
+            if (r->owned && pthread_equal(r->owner, self)) q->lent[q->nlent++] = r;
+        }
+    q->owners = env.owners + 1;
+    pthread_mutex_unlock(&env.lock);
+}
+
+/* The mbuf a source of this thread lent that holds the `len` bytes at `data`, taken
+ * from its queue; NULL if none does (the packet came from a ring, a body's buffer). */
+static struct rte_mbuf *take_lent(struct txq *q, const uint8_t *data, uint32_t len)
+{
+    uintptr_t a = (uintptr_t)data;
+    for (unsigned l = 0; l < q->nlent; l++) {
+        struct rxq *r = q->lent[l];
+        for (unsigned j = 0, i = r->next; j < r->n; j++, i = i + 1 < r->n ? i + 1 : 0) {
+            struct rte_mbuf *m = r->m[i];
+            uintptr_t b = (uintptr_t)(m ? m->buf_addr : NULL);
+            if (m && a >= b && a + len <= b + m->buf_len) {
+                r->m[i] = NULL;
+                r->next = i + 1;
+                return m;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Send the packet in the mbuf it lies in (zero copy), else copied into a new one. */
 static void sink_write(struct ofl_port_sink *base, unsigned core, const struct ofl_pkt *p)
 {
     struct dpdk_sink *d = (struct dpdk_sink *)base;
@@ -396,15 +503,22 @@ static void sink_write(struct ofl_port_sink *base, unsigned core, const struct o
         q->dropped++;
         return;
     }
-    if (!q->nspare && rte_pktmbuf_alloc_bulk(env.pool, q->spare, BURST) == 0) q->nspare = BURST;
-    if (!q->nspare || p->len > rte_pktmbuf_tailroom(q->spare[q->nspare - 1])) {
-        q->dropped++;  /* no buffer, or longer than one holds */
-        return;
+    txq_find_lent(q);
+    struct rte_mbuf *m = take_lent(q, p->data, p->len);
+    if (m) {  /* the body may have moved the frame's start or changed its length */
+        m->data_off = (uint16_t)(p->data - (uint8_t *)m->buf_addr);
+    } else {
+        if (!q->nspare && rte_pktmbuf_alloc_bulk(env.pool, q->spare, BURST) == 0)
+            q->nspare = BURST;
+        if (!q->nspare || p->len > rte_pktmbuf_tailroom(q->spare[q->nspare - 1])) {
+            q->dropped++;  /* no buffer, or longer than one holds */
+            return;
+        }
+        m = q->spare[--q->nspare];
+        rte_memcpy(rte_pktmbuf_mtod(m, void *), p->data, p->len);
     }
-    struct rte_mbuf *m = q->spare[--q->nspare];
     m->data_len = (uint16_t)p->len;
     m->pkt_len = p->len;
-    rte_memcpy(rte_pktmbuf_mtod(m, void *), p->data, p->len);
     q->m[q->n++] = m;
     if (q->n == BURST) sink_send(d, core);
 }

@@ -137,6 +137,7 @@ void ofl_lpm6_live_free(struct ofl_lpm6_live *l)
     ofl_lpm6_free(l->cur[0]);
     ofl_lpm6_free(l->cur[1]);
     free(l->routes);
+    free(l->staged);
     free(l);
 }
 
@@ -317,4 +318,87 @@ int ofl_lpm6_del(struct ofl_lpm6 *t, const uint8_t addr[16], uint8_t len, char *
     struct ofl_lpm6_op op = {.len = len};
     memcpy(op.addr, addr, 16);
     return ofl_lpm6_update(t, &op, 1, errbuf);
+}
+
+void ofl_lpm6_unstage(struct ofl_lpm6 *t)
+{
+    if (!t->live) return;
+    t->live->nstaged = 0;
+    t->live->refused_at = 0;
+}
+
+void ofl_lpm6_refuse(struct ofl_lpm6 *t)
+{
+    struct ofl_lpm6_live *l = t->live;
+    if (!l || l->refused_at) return;
+    l->refused_at = l->nstaged + 1;
+    l->nstaged = 0;
+}
+
+int ofl_lpm6_stage(struct ofl_lpm6 *t, const struct ofl_lpm6_op *op, int add, char *errbuf)
+{
+    struct ofl_lpm6_live *l = t->live;
+    if (!l) {
+        snprintf(errbuf, 256, "this IPv6 table was not opened for updates");
+        return -EOPNOTSUPP;
+    }
+    size_t i = l->nstaged + (l->refused_at ? 1 : 0);
+    if (l->refused_at) {
+        snprintf(errbuf, 256, "the batch was refused at update %zu: begin a new one",
+                 l->refused_at - 1);
+        return -EINVAL;
+    }
+    int rc = check_op(op, i, errbuf);
+    if (rc == 0 && add == (op->hop == 0)) {
+        if (add)
+            snprintf(errbuf, 256, "next hop 0: want 1..%u (update %zu)",
+                     (unsigned)OFL_ROUTE_MAX_HOP, i);
+        else
+            snprintf(errbuf, 256, "a delete has no next hop (update %zu)", i);
+        rc = -EINVAL;
+    }
+    if (rc == 0 && l->nstaged == OFL_LPM6_STAGE_MAX) {
+        snprintf(errbuf, 256, "a batch holds at most %u updates (update %zu)",
+                 OFL_LPM6_STAGE_MAX, i);
+        rc = -ENOSPC;
+    }
+    if (rc == 0 && l->nstaged == l->staged_cap) {
+        size_t cap = l->staged_cap ? 2 * l->staged_cap : 256;
+        struct ofl_lpm6_op *v = realloc(l->staged, cap * sizeof *v);
+        if (!v) {
+            snprintf(errbuf, 256, "out of memory for a batch of %zu updates", cap);
+            rc = -ENOMEM;
+        } else {
+            l->staged = v;
+            l->staged_cap = cap;
+        }
+    }
+    if (rc < 0) {
+        l->refused_at = i + 1;
+        l->nstaged = 0;
+        return rc;
+    }
+    l->staged[l->nstaged++] = *op;
+    return 0;
+}
+
+int ofl_lpm6_commit(struct ofl_lpm6 *t, size_t *applied, char *errbuf)
+{
+    struct ofl_lpm6_live *l = t->live;
+    *applied = 0;
+    if (!l) {
+        snprintf(errbuf, 256, "this IPv6 table was not opened for updates");
+        return -EOPNOTSUPP;
+    }
+    int rc = 0;
+    if (l->refused_at) {
+        snprintf(errbuf, 256, "the batch was refused at update %zu: nothing applied",
+                 l->refused_at - 1);
+        rc = -EINVAL;
+    } else if (l->nstaged) {
+        rc = ofl_lpm6_update(t, l->staged, l->nstaged, errbuf);
+    }
+    if (rc == 0) *applied = l->nstaged;
+    ofl_lpm6_unstage(t);
+    return rc;
 }

@@ -68,13 +68,46 @@ void ofl_lpm6_ctl(struct ofl_lpm6 *t, const uint8_t *msg, size_t len, struct ofl
         ofl_ctl_ok(r, b, sizeof b);
         return;
     }
+    char err[256] = "";
+    int rc;
+    if (msg[0] == OFL_CTL_BATCH_BEGIN && len == 1) {
+        ofl_lpm6_unstage(t);
+        ofl_ctl_ok(r, NULL, 0);
+        return;
+    }
+    if (msg[0] == OFL_CTL_BATCH_COMMIT && len == 1) {
+        size_t n;
+        if ((rc = ofl_lpm6_commit(t, &n, err)) < 0) {
+            ofl_ctl_fail(r, rc, "%s", err);
+        } else {
+            uint64_t applied = n;
+            ofl_ctl_ok(r, &applied, sizeof applied);
+        }
+        return;
+    }
+    /* A staged update is a route message under its capital letter. */
+    int staged = msg[0] == OFL_CTL_STAGE_ADD || msg[0] == OFL_CTL_STAGE_DEL;
+    uint8_t m[20];
+    if (staged) {  /* (route_of refuses a wrong size before reading past m's 20 bytes) */
+        memcpy(m, msg, len < sizeof m ? len : sizeof m);
+        m[0] = msg[0] == OFL_CTL_STAGE_ADD ? OFL_CTL_ROUTE_ADD : OFL_CTL_ROUTE_DEL;
+        msg = m;
+    }
     uint8_t plen;
     uint16_t hop;
     const uint8_t *a;
-    if (route_of(msg, len, &plen, &hop, &a, r) < 0) return;
-    char err[256] = "";
-    int rc = msg[0] == OFL_CTL_ROUTE_ADD ? ofl_lpm6_add(t, a, plen, hop, err)
+    if (route_of(msg, len, &plen, &hop, &a, r) < 0) {
+        if (staged) ofl_lpm6_refuse(t);  /* a batch missing an update is no batch */
+        return;
+    }
+    if (staged) {
+        struct ofl_lpm6_op op = {.hop = hop, .len = plen};
+        memcpy(op.addr, a, 16);
+        rc = ofl_lpm6_stage(t, &op, msg[0] == OFL_CTL_ROUTE_ADD, err);
+    } else {
+        rc = msg[0] == OFL_CTL_ROUTE_ADD ? ofl_lpm6_add(t, a, plen, hop, err)
                                          : ofl_lpm6_del(t, a, plen, err);
+    }
     if (rc < 0) ofl_ctl_fail(r, rc, "%s", err);
     else ofl_ctl_ok(r, NULL, 0);
 }

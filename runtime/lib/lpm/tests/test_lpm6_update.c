@@ -440,6 +440,104 @@ static void test_ctl_messages(void)
     ofl_lpm6_free(t);
 }
 
+/* Whether reply r's text holds `text`. */
+static int says(const struct ofl_ctl_reply *r, const char *text)
+{
+    return r->n >= 4 && memmem(r->b + 4, r->n - 4, text, strlen(text)) != NULL;
+}
+
+/* A staged route message ('A' / 'D'): the route of prefix 2001:db8:X::/48 -> hop. */
+static void staged(struct ofl_lpm6 *t, char op, unsigned x, uint8_t len, uint16_t hop,
+                   struct ofl_ctl_reply *r)
+{
+    uint8_t m[20] = {(uint8_t)op, len};
+    uint8_t *addr = m + (op == 'A' ? 4 : 2);
+    if (op == 'A') memcpy(m + 2, &hop, 2);
+    addr[0] = 0x20, addr[1] = 0x01, addr[2] = 0x0d, addr[3] = 0xb8;
+    addr[4] = (uint8_t)(x >> 8), addr[5] = (uint8_t)x;
+    ofl_lpm6_ctl(t, m, op == 'A' ? 20 : 18, r);
+}
+
+/* Batches over control messages: 'b', then many 'A' / 'D', then 'c' applies them with
+ * one rebuild; a batch holding a refused update (at staging: host bits, hop 0; at
+ * commit: a delete of a route it lacks) changes nothing; 'b' drops what was staged. */
+static void test_ctl_batches(void)
+{
+    char err[256] = "";
+    struct ofl_lpm6 *t;
+    struct ofl_route6 seed = {{0x20, 0x01}, 3, 16};
+    CHECK(ofl_lpm6_open_live(&t, &seed, 1, err) == 0, "open 2001::/16 -> 3 %s", err);
+    struct ofl_ctl_reply r;
+    uint64_t rebuilds = t->live->rebuilds, applied = 0;
+    ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
+    int ok = status(&r) == 0;
+    for (unsigned x = 0; x < 1000; x++) {
+        staged(t, 'A', x, 48, (uint16_t)(1 + x % 100), &r);
+        ok &= status(&r) == 0;
+    }
+    staged(t, 'D', 7, 48, 0, &r);  /* a delete of a route added earlier in the batch */
+    ok &= status(&r) == 0;
+    uint8_t a5[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
+    uint8_t a7[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 7};
+    int before = ofl_lpm6_lookup(t, a5) == 3;  /* staged is not applied */
+    ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
+    memcpy(&applied, r.b + 4, 8);
+    CHECK(ok && before && status(&r) == 0 && r.n == 12 && applied == 1001 &&
+          t->live->rebuilds == rebuilds + 1 && ofl_lpm6_count(t) == 1000 &&
+          ofl_lpm6_lookup(t, a5) == 6 && ofl_lpm6_lookup(t, a7) == 3,
+          "a batch of 1,000 adds and a delete: one rebuild, applied %llu, %zu routes",
+          (unsigned long long)applied, ofl_lpm6_count(t));
+
+    /* Refused while staged: host bits (update 2); the rest of the batch is refused. */
+    ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
+    staged(t, 'A', 2000, 48, 5, &r);
+    staged(t, 'A', 2001, 48, 5, &r);
+    staged(t, 'A', 2002, 32, 5, &r);
+    int host = status(&r) == -EINVAL && says(&r, "(update 2)");
+    staged(t, 'A', 2003, 48, 5, &r);
+    int after = status(&r) == -EINVAL;
+    ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
+    int commit = status(&r) == -EINVAL && says(&r, "refused at update 2");
+    CHECK(host && after && commit && ofl_lpm6_count(t) == 1000 &&
+          t->live->rebuilds == rebuilds + 1,
+          "host bits in update 2: refused, later updates and the commit too, nothing applied");
+    ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
+    staged(t, 'A', 2000, 48, 5, &r);
+    uint8_t cut[19] = {'A', 48, 5};  /* a staged add one byte short */
+    ofl_lpm6_ctl(t, cut, sizeof cut, &r);
+    int short_msg = status(&r) == -EINVAL;
+    ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
+    CHECK(short_msg && status(&r) == -EINVAL && says(&r, "refused at update 1") &&
+          ofl_lpm6_count(t) == 1000, "a staged message of the wrong size refuses its batch");
+    ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
+    staged(t, 'A', 2000, 48, 0, &r);
+    int hop0 = status(&r) == -EINVAL && says(&r, "next hop 0");
+    ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
+    CHECK(hop0 && status(&r) == -EINVAL && ofl_lpm6_count(t) == 1000,
+          "an add with hop 0 refuses its batch");
+
+    /* Refused at commit: a delete of a route the table lacks, after an add. */
+    ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
+    staged(t, 'A', 3000, 48, 5, &r);
+    staged(t, 'D', 7, 48, 0, &r);
+    ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
+    int lacks = status(&r) == -ENOENT && says(&r, "no route 2001:db8:7::/48");
+    CHECK(lacks && ofl_lpm6_count(t) == 1000 && t->live->rebuilds == rebuilds + 1,
+          "a delete of a route the table lacks: the batch refused, nothing applied (%.*s)",
+          (int)r.n - 4, (char *)r.b + 4);
+
+    /* 'b' drops a batch not committed; an empty commit applies nothing. */
+    ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
+    staged(t, 'A', 4000, 48, 5, &r);
+    ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
+    ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
+    memcpy(&applied, r.b + 4, 8);
+    CHECK(status(&r) == 0 && applied == 0 && ofl_lpm6_count(t) == 1000 &&
+          t->live->rebuilds == rebuilds + 1, "'b' drops what was staged; an empty commit "
+          "applies nothing and builds nothing");
+    ofl_lpm6_free(t);
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -452,6 +550,7 @@ int main(int argc, char **argv)
     }
     test_cases();
     test_ctl_messages();
+    test_ctl_batches();
     test_random_updates();
     test_race();
     return CHECK_DONE();

@@ -33,4 +33,8 @@ int ofl_dpdk_src_open(struct ofl_src **s, const struct ofl_args *a, const char *
 int ofl_dpdk_sink_open(struct ofl_port_sink **k, const struct ofl_args *a, const char *name,
                        unsigned ncores, char *errbuf);
 
+/* Packet buffers (mbufs) of this process's pool that are taken: lent to the program,
+ * in a TX queue or a sink's batch, held by the port. 0 before the EAL starts. */
+unsigned ofl_dpdk_mbufs_in_use(void);
+
 #endif

@@ -202,6 +202,9 @@ struct ofl_lpm6_live {
     uint64_t during;             /* lookups (batches) that began while a rebuild ran:
                                     a design that paused lookups for updates has none */
     uint64_t waits;              /* swaps after which a lookup was still in the old table */
+    struct ofl_lpm6_op *staged;  /* a batch being received (ofl_lpm6_stage) */
+    size_t nstaged, staged_cap;
+    size_t refused_at;           /* > 0: update refused_at - 1 of the batch was refused */
 };
 
 /* An update: add addr/len -> hop (hop 1..OFL_ROUTE_MAX_HOP) or, with hop 0, delete
@@ -227,6 +230,22 @@ int ofl_lpm6_open_live(struct ofl_lpm6 **t, const struct ofl_route6 *r, size_t n
  * (one batch each) before freeing it; lookups never wait. */
 int ofl_lpm6_update(struct ofl_lpm6 *t, const struct ofl_lpm6_op *ops, size_t n,
                     char *errbuf);
+
+/* A batch received one update at a time (the control channel's messages, each one
+ * direct message): ofl_lpm6_stage checks update `op`, an add (`add`: hop 1..) or a
+ * delete (hop 0), (length, host bits, hop) and
+ * keeps it, or refuses it with the reason, and then the whole batch (-EINVAL, or
+ * -ENOSPC past OFL_LPM6_STAGE_MAX updates); ofl_lpm6_commit applies what was kept as
+ * one ofl_lpm6_update (one rebuild, one swap: all of it or, refused, none), sets
+ * `*applied` and empties the batch; a batch with a refused update is refused whole.
+ * ofl_lpm6_unstage empties it (a new batch). */
+#define OFL_LPM6_STAGE_MAX (1u << 22)
+int ofl_lpm6_stage(struct ofl_lpm6 *t, const struct ofl_lpm6_op *op, int add,
+                   char *errbuf);
+int ofl_lpm6_commit(struct ofl_lpm6 *t, size_t *applied, char *errbuf);
+void ofl_lpm6_unstage(struct ofl_lpm6 *t);
+/* Refuse the batch being received (an update of it could not be read). */
+void ofl_lpm6_refuse(struct ofl_lpm6 *t);
 
 /* One update (ofl_lpm6_update of one op): add or replace route addr/len -> hop, or
  * delete it. */
