@@ -42,6 +42,7 @@ struct ofl_qout {
     uint32_t entry_size, batch;
     int cur;                     /* the staging buffer being filled */
     uint32_t staged;             /* entries filled in buf[cur] */
+    uint32_t reserved;           /* entries after those handed out by ofl_qout_reserve */
     uint32_t fly[2];             /* entries of job[k] in flight (0: none) */
     uint32_t inflight;           /* fly[0] + fly[1]: ring slots reserved, not committed */
     int old;                     /* the oldest job in flight (when inflight > 0) */
@@ -64,6 +65,22 @@ struct ofl_qout {
  * waiter `w` (both owned by the caller's core). Returns 0, -EINVAL, -ENOMEM. */
 int ofl_qout_init(struct ofl_qout *q, void *ring_mem, size_t len, struct ofl_ce *ce,
                   struct ofl_waiter *w);
+
+/* Reserve up to `want` (>= 1) staging entries for the caller to fill: returns the
+ * first, with *got (1..want) entries contiguous from there (stride entry_size,
+ * 8-aligned); fewer than `want` when the staging buffer has fewer left (call again
+ * for the rest, after ofl_qout_produce). The caller writes each entry's h.len and
+ * h.flags and its fields (not h.seq: the queue's), then says how many it filled with
+ * ofl_qout_produce before any other call on `q`. Flushes first when `batch` entries
+ * are staged, and commits done copies as ofl_qout_slot does. NULL on error (*got 0,
+ * q->err says which; want 0 or a closed endpoint is -EINVAL). The fast way to send
+ * many entries: the per-entry work is the caller's loop over its own cursor. */
+void *ofl_qout_reserve(struct ofl_qout *q, uint32_t want, uint32_t *got);
+
+/* Stage the first n entries of the last reservation (n <= its *got; 0 gives them all
+ * back); they go to the ring at the next flush. Returns 0, -EINVAL (n past the
+ * reservation, which stages none and is kept in q->err) or q's earlier error. */
+int ofl_qout_produce(struct ofl_qout *q, uint32_t n);
 
 /* Next staging entry (entry_size bytes, 8-aligned, seq and flags zeroed; the caller
  * sets h.len and the fields before the next call on `q`; with a data_off, h.len
