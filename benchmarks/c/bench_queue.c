@@ -11,7 +11,8 @@
  * when it dequeues that first entry. p50 and p99 over the iterations (after a
  * warm-up).
  * Single thread: the CPU work per entry of each ring, producer and consumer taking
- * turns on one thread (single_thread()), also with one ofl_qout_slot per entry.
+ * turns on one thread (single_thread()), also with one ofl_qout_next per entry (what
+ * generated code calls).
  *
  * Usage: bench_queue ENTRIES REPS BATCHES SIZES [LAT_ITERS]
  *        e.g. 2000000 5 1,4,16,32,64,256 16,64,256 10000
@@ -306,21 +307,21 @@ static int take_batch(struct ofl_qin *q, uint32_t es, uint64_t *rec, uint64_t *b
 
 /* Single-thread cost per entry. */
 struct st {
-    double offlow, slot, ceiling;   /* ns of CPU per entry, least over the runs */
+    double offlow, next, ceiling;   /* ns of CPU per entry, least over the runs */
     uint64_t bad;                   /* entries that arrived wrong or out of order */
     int err;
 };
 
 /* One core, no hand-off between cores: a producer and a consumer alternate on this
  * thread, a batch each, through the offlow queue (reservations; then one
- * ofl_qout_slot per entry) and through the bare ring; n entries each way, thread CPU
+ * ofl_qout_next per entry, as generated code does) and through the bare ring; n entries each way, thread CPU
  * time per entry, the least of `reps` runs. What it shows: each side's own work per
  * entry, without the cache-line transfers between cores (which both rings pay alike)
  * or another engineer's load (CPU time, not wall time). */
 static void single_thread(uint32_t es, uint32_t batch, uint64_t n, int reps, void *mem,
                           size_t len, struct st *out)
 {
-    out->offlow = out->slot = out->ceiling = 1e18;
+    out->offlow = out->next = out->ceiling = 1e18;
     out->bad = 0;
     out->err = 0;
     for (int rep = 0; rep < reps && !out->err; rep++) {
@@ -346,7 +347,7 @@ static void single_thread(uint32_t es, uint32_t batch, uint64_t n, int reps, voi
         for (uint64_t i = 0; i < n && !out->err;) {
             uint32_t want = n - i < batch ? (uint32_t)(n - i) : batch;
             for (uint32_t k = 0; k < want; k++, i++) {
-                uint8_t *e = ofl_qout_slot(&qo);
+                uint8_t *e = ofl_qout_next(&qo);
                 if (!e) {
                     out->err = qo.err;
                     break;
@@ -383,7 +384,7 @@ static void single_thread(uint32_t es, uint32_t batch, uint64_t n, int reps, voi
         double o = (double)(t1 - t0) / (double)n, sl = (double)(t2 - t1) / (double)n,
                ce_ = (double)(t4 - t3) / (double)n;
         if (o < out->offlow) out->offlow = o;
-        if (sl < out->slot) out->slot = sl;
+        if (sl < out->next) out->next = sl;
         if (ce_ < out->ceiling) out->ceiling = ce_;
     }
 }
@@ -530,7 +531,7 @@ int main(int argc, char **argv)
                    "\"lat_iters\": %llu, \"offlow_lat_p50_ns\": %llu, "
                    "\"offlow_lat_p99_ns\": %llu, \"ceiling_lat_p50_ns\": %llu, "
                    "\"ceiling_lat_p99_ns\": %llu, \"lat_ratio\": %.4f, "
-                   "\"st_offlow_ns\": %.3f, \"st_slot_ns\": %.3f, \"st_ceiling_ns\": %.3f, "
+                   "\"st_offlow_ns\": %.3f, \"st_next_ns\": %.3f, \"st_ceiling_ns\": %.3f, "
                    "\"st_ratio\": %.4f}\n",
                    batch, es, RING_SIZE, (unsigned long long)n, reps,
                    (unsigned long long)o.received, (unsigned long long)c.received, omed, om[0],
@@ -539,7 +540,7 @@ int main(int argc, char **argv)
                    (unsigned long long)ol.samples, (unsigned long long)ol.p50,
                    (unsigned long long)ol.p99, (unsigned long long)cl.p50,
                    (unsigned long long)cl.p99,
-                   cl.p50 > 0 ? (double)ol.p50 / (double)cl.p50 : 0.0, st.offlow, st.slot,
+                   cl.p50 > 0 ? (double)ol.p50 / (double)cl.p50 : 0.0, st.offlow, st.next,
                    st.ceiling, st.offlow > 0 ? st.ceiling / st.offlow : 0.0);
             fflush(stdout);
         }

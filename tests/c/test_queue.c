@@ -176,13 +176,14 @@ static void fill_entry(struct side *s, uint8_t *e, uint64_t i)
     }
 }
 
-/* The producer's next entries from i on, filled: one through ofl_qout_slot, or (with
- * s->reserve) a reservation of 1..13 entries of which all but sometimes the last are
- * produced (that one is reserved again next time). Returns how many, 0 on error. */
+/* The producer's next entries from i on, filled: one through ofl_qout_next or
+ * ofl_qout_slot, or (with s->reserve) a reservation of 1..13 entries of which all but
+ * sometimes the last are produced (that one is reserved again next time). Returns how
+ * many, 0 on error. */
 static uint32_t produce_some(struct side *s, struct ofl_qout *q, uint64_t i)
 {
-    if (!s->reserve) {
-        uint8_t *e = ofl_qout_slot(q);
+    if (!s->reserve) {   /* one entry: the inline path and the call, in turn */
+        uint8_t *e = i % 2 ? ofl_qout_next(q) : ofl_qout_slot(q);
         if (!e) return 0;
         fill_entry(s, e, i);
         return 1;
@@ -883,7 +884,9 @@ static void test_take(void)
         h->flags = (uint16_t)(i % 3);
         memset(e + 16, (int)(0x40 + i), h->len);
     }
+    CHECK(ofl_qout_slot(&odd.o) != NULL, "odd has a reservation open");
     CHECK(ofl_qout_take(&odd.o, &a.o) == -EINVAL, "another layout refused");
+    CHECK(ofl_qout_next(&odd.o) == NULL, "and odd hands out no entry after that error");
     CHECK(ofl_qout_pending(&a.o) == 0, "the source is left empty even then");
     /* stage them again and take them for real */
     for (uint32_t i = 2; i < 9; i++) {

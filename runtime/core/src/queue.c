@@ -177,19 +177,15 @@ int ofl_qout_produce(struct ofl_qout *q, uint32_t n)
 
 void *ofl_qout_slot(struct ofl_qout *q)
 {
+    /* Reserve the rest of the staging buffer: ofl_qout_next hands out the others. */
     uint32_t got;
-    uint8_t *e = ofl_qout_reserve(q, 1, &got);
-    if (!e) return NULL;
-    q->staged++;
-    q->reserved = 0;
-    struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)e;
-    h->seq = 0;
-    h->flags = 0;
-    return e;
+    if (!ofl_qout_reserve(q, q->batch, &got)) return NULL;
+    return ofl_qout_next(q);   /* got >= 1: taken from the reservation */
 }
 
 int ofl_qout_flush(struct ofl_qout *q)
 {
+    q->reserved = 0;   /* a flush ends the open reservation */
     if (q->err) return q->err;
     qout_reap(q);
     struct ofl_ring *r = &q->ring;
@@ -258,8 +254,11 @@ int ofl_qout_take(struct ofl_qout *dst, struct ofl_qout *src)
     const uint8_t *b = src->buf[src->cur];
     uint32_t n = src->staged;
     src->staged = 0;
-    if (dst->entry_size != src->entry_size || dst->ring.data_off != src->ring.data_off)
+    src->reserved = 0;
+    if (dst->entry_size != src->entry_size || dst->ring.data_off != src->ring.data_off) {
+        dst->reserved = 0;   /* no entry handed out after an error */
         return sticky(&dst->err, -EINVAL);
+    }
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *e = b + (size_t)i * src->entry_size;
         const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
@@ -284,6 +283,7 @@ void ofl_qout_destroy(struct ofl_qout *q)
         q->buf[k] = NULL;
     }
     q->staged = 0;
+    q->reserved = 0;
 }
 
 /* ---- consumer ---- */
