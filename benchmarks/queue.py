@@ -92,7 +92,7 @@ def format_table(rows: list[dict]) -> str:
 
 def format_single(rows: list[dict]) -> str:
     """The single-thread rows: CPU ns per entry of each ring with producer and consumer
-    taking turns on one thread (least of the repetitions), and ceiling / offlow."""
+    taking turns on one thread (least of st_runs runs), and ceiling / offlow."""
     head = (f"{'batch':>5} {'entry B':>7} | {'offlow reserve ns':>17} | "
             f"{'offlow next ns':>14} | {'ceiling ns':>10} | {'ratio':>5}")
     out = [head, "-" * len(head)]
@@ -165,8 +165,8 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     print(format_table(rows))
     print("single thread: producer and consumer take turns on one thread, a batch each "
           "(no transfer between cores), thread CPU ns per entry, least of "
-          f"{sweep.reps} runs; offlow next = one ofl_qout_next per entry (as generated code); "
-          "ratio = ceiling / offlow reserve")
+          f"{rows[0]['st_runs'] if rows else '?'} runs; offlow next = one ofl_qout_next "
+          "per entry (as generated code); ratio = ceiling / offlow reserve")
     print(format_single(rows))
     v = verdict(rows)
     print(v.line())

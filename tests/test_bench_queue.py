@@ -13,7 +13,7 @@ KEYS = {"batch", "entry_size", "ring_size", "entries", "reps", "offlow_received"
         "ceiling_received", "offlow_mps", "offlow_mps_min", "offlow_mps_max", "ceiling_mps",
         "ceiling_mps_min", "ceiling_mps_max", "ratio", "lat_iters", "offlow_lat_p50_ns",
         "offlow_lat_p99_ns", "ceiling_lat_p50_ns", "ceiling_lat_p99_ns", "lat_ratio",
-        "st_offlow_ns", "st_next_ns", "st_ceiling_ns", "st_ratio"}
+        "st_offlow_ns", "st_next_ns", "st_ceiling_ns", "st_ratio", "st_runs"}
 
 
 def test_quick_bench_rows_count_every_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str],
