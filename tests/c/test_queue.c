@@ -8,8 +8,10 @@
  * round-trip exactly; a dead peer and the abort word end waits with -EPIPE /
  * -ECANCELED; a corrupted seq or len gives -EBADMSG; a producer set to drop on a
  * full ring drops and counts instead of waiting; entries staged on one producer end
- * move to another's in order (ofl_qout_take). The copy engine's entry jobs are checked
- * on their own.
+ * move to another's in order (ofl_qout_take). Batch reservations (ofl_qout_reserve /
+ * _produce): partial batches, entries given back, wrap-around, a full ring, misuse;
+ * a stale entry anywhere in a batch is -EBADMSG. The copy engine's entry jobs are
+ * checked on their own.
  * Usage: test_queue [ENTRIES]  (default 300000 per configuration) */
 #include <errno.h>
 #include <pthread.h>
@@ -152,7 +154,7 @@ struct side {
     uint64_t flushes;       /* producer: explicit flushes */
     uint64_t overlapped;    /* producer: flushes that returned with a copy in flight */
     uint64_t max_pending;   /* producer: most entries staged + in flight after a flush */
-    int reserve;            /* producer: fills through ofl_qout_reserve, not _slot */
+    int reserve;            /* producer: fills through ofl_qout_reserve */
 };
 
 /* Fill entry e as entry i of side s's stream (what the consumer checks). */
@@ -293,7 +295,8 @@ static void *consumer(void *arg)
 
 /* n entries from a producer thread to a consumer thread through a ring of `size`
  * entries, `batch` per doorbell; the producer also flushes every flush_mod entries,
- * and fills entries one by one (ofl_qout_slot) or in reservations (`reserve`). */
+ * and fills entries one by one (ofl_qout_next, ofl_qout_slot) or in reservations
+ * (`reserve`). */
 static void test_transfer_geo(int mode, uint32_t es, uint32_t data_off, uint64_t n,
                               uint32_t size, uint32_t batch, uint32_t flush_mod, int reserve)
 {
