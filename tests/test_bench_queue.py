@@ -12,7 +12,8 @@ from benchmarks import queue
 KEYS = {"batch", "entry_size", "ring_size", "entries", "reps", "offlow_received",
         "ceiling_received", "offlow_mps", "offlow_mps_min", "offlow_mps_max", "ceiling_mps",
         "ceiling_mps_min", "ceiling_mps_max", "ratio", "lat_iters", "offlow_lat_p50_ns",
-        "offlow_lat_p99_ns", "ceiling_lat_p50_ns", "ceiling_lat_p99_ns", "lat_ratio"}
+        "offlow_lat_p99_ns", "ceiling_lat_p50_ns", "ceiling_lat_p99_ns", "lat_ratio",
+        "st_offlow_ns", "st_next_ns", "st_ceiling_ns", "st_ratio", "st_runs"}
 
 
 def test_quick_bench_rows_count_every_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -37,6 +38,8 @@ def test_quick_bench_rows_count_every_entry(tmp_path: Path, capsys: pytest.Captu
             assert 0 < p50 <= p99
         assert r["lat_ratio"] == pytest.approx(
             r["offlow_lat_p50_ns"] / r["ceiling_lat_p50_ns"], rel=1e-3)
+        # Single thread: each ring's CPU per entry measured (no thresholds).
+        assert min(r["st_offlow_ns"], r["st_next_ns"], r["st_ceiling_ns"], r["st_ratio"]) > 0
     doc = json.loads(out.read_text())
     assert doc["rows"] == rows
     v = doc["verdict"]
@@ -44,7 +47,7 @@ def test_quick_bench_rows_count_every_entry(tmp_path: Path, capsys: pytest.Captu
     assert v["min_batch"] == 32 and v["target_ratio"] == 0.5
     assert v["min_ratio"] == min(big) and v["meets"] == (min(big) >= 0.5)
     text = capsys.readouterr().out
-    assert "ratio" in text and "p50/p99" in text
+    assert "ratio" in text and "p50/p99" in text and "single thread" in text
     verdict = [line for line in text.splitlines() if line.startswith("verdict:")]
     assert len(verdict) == 1 and verdict[0].endswith(("meets", "misses"))
 

@@ -1,5 +1,6 @@
 /* Queue throughput and one-way latency: the offlow queue (qout -> ring -> qin, inline
- * copy engine, fixed-size entries: data_off 0, copied whole) against a minimal
+ * copy engine, fixed-size entries: data_off 0, copied whole; the producer fills
+ * entries through batch reservations, ofl_qout_reserve) against a minimal
  * hand-written SPSC ring (the ceiling), in the same run, same entry size, same ring
  * size, producer pinned to CPU 0 and consumer to CPU 1 (modulo the CPU count).
  *
@@ -9,6 +10,9 @@
  * batch and waits until the consumer has released it; the consumer records now - ts
  * when it dequeues that first entry. p50 and p99 over the iterations (after a
  * warm-up).
+ * Single thread: the CPU work per entry of each ring, producer and consumer taking
+ * turns on one thread (single_thread()), also with one ofl_qout_next per entry (what
+ * generated code calls).
  *
  * Usage: bench_queue ENTRIES REPS BATCHES SIZES [LAT_ITERS]
  *        e.g. 2000000 5 1,4,16,32,64,256 16,64,256 10000
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "offlow/copy.h"
 #include "offlow/err.h"
@@ -33,6 +38,8 @@
 #define MAX_LIST 16
 #define MAX_REPS 64
 #define MAX_LAT_ITERS 10000000ull
+/* Single-thread runs per configuration (the least counts; each is a few ms). */
+#define ST_RUNS 15
 /* Entry flag: the entry carries the send timestamp at +8 (latency runs). */
 #define OFL_BENCH_TS 1u
 
@@ -113,6 +120,25 @@ static void wait_index(const uint32_t *idx, uint32_t want)
     }
 }
 
+/* Stage `want` entries on q, filled for counters *i, *i + 1, ... (advanced), through
+ * reservations (one, or two when the staging buffer ends first); the first carries
+ * timestamp ts unless it is 0. Returns 0 or q's error. */
+static int send_batch(struct ofl_qout *q, uint32_t es, uint32_t want, uint64_t *i, uint64_t ts)
+{
+    while (want) {
+        uint32_t got;
+        uint8_t *e = ofl_qout_reserve(q, want, &got);
+        if (!e) return q->err;
+        for (uint32_t k = 0; k < got; k++) fill(e + (size_t)k * es, es, *i + k);
+        if (ts) stamp(e, ts);
+        ts = 0;
+        ofl_qout_produce(q, got);
+        *i += got;
+        want -= got;
+    }
+    return 0;
+}
+
 static void *producer(void *arg)
 {
     struct run *r = arg;
@@ -130,23 +156,14 @@ static void *producer(void *arg)
             uint64_t i = 0;
             for (uint64_t it = 0; it < r->iters && !r->err; it++) {
                 uint64_t ts = ofl_now_ns();
-                for (uint32_t k = 0; k < r->batch; k++, i++) {
-                    uint8_t *e = ofl_qout_slot(&q);
-                    if (!e) {
-                        r->err = q.err;
-                        break;
-                    }
-                    fill(e, r->es, i);
-                    if (k == 0) stamp(e, ts);
-                }
-                if (!r->err) r->err = ofl_qout_flush(&q);
+                if (!(r->err = send_batch(&q, r->es, r->batch, &i, ts)))
+                    r->err = ofl_qout_flush(&q);
                 if (!r->err) wait_index(&q.ring.shm->head, q.ring.tail);
             }
         } else {
-            for (uint64_t i = 0; i < r->n; i++) {
-                uint8_t *e = ofl_qout_slot(&q);
-                if (!e) break;
-                fill(e, r->es, i);
+            for (uint64_t i = 0; i < r->n && !r->err;) {
+                uint32_t want = r->n - i < r->batch ? (uint32_t)(r->n - i) : r->batch;
+                r->err = send_batch(&q, r->es, want, &i, 0);
             }
         }
         int rc = ofl_qout_close(&q);
@@ -272,6 +289,108 @@ static double transfer(struct run *r, void *mem, size_t len)
     return (double)r->n / (double)(r->t_end - t0) * 1e3;
 }
 
+/* CPU time of this thread, ns (time the scheduler gave others is not counted). */
+static uint64_t thread_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* Take what q has ready and check it continues the stream at *rec. Returns the
+ * entries taken, or a negative error. */
+static int take_batch(struct ofl_qin *q, uint32_t es, uint64_t *rec, uint64_t *bad)
+{
+    const uint8_t *p;
+    int n = ofl_qin_next(q, &p);
+    for (int k = 0; k < n; k++, (*rec)++) *bad += !good(p + (size_t)k * es, es, *rec);
+    return n;
+}
+
+/* Single-thread cost per entry. */
+struct st {
+    double offlow, next, ceiling;   /* ns of CPU per entry, least over the runs */
+    uint64_t bad;                   /* entries that arrived wrong or out of order */
+    int err;
+};
+
+/* One core, no hand-off between cores: a producer and a consumer alternate on this
+ * thread, a batch each, through the offlow queue (reservations; then one
+ * ofl_qout_next per entry, as generated code does) and through the bare ring; n entries each way, thread CPU
+ * time per entry, the least of `reps` runs. What it shows: each side's own work per
+ * entry, without the cache-line transfers between cores (which both rings pay alike)
+ * or another engineer's load (CPU time, not wall time). */
+static void single_thread(uint32_t es, uint32_t batch, uint64_t n, int reps, void *mem,
+                          size_t len, struct st *out)
+{
+    out->offlow = out->next = out->ceiling = 1e18;
+    out->bad = 0;
+    out->err = 0;
+    for (int rep = 0; rep < reps && !out->err; rep++) {
+        struct ofl_ce ce;
+        struct ofl_qout qo;
+        struct ofl_qin qi;
+        memset(mem, 0, len);
+        ofl_ring_format(mem, len, RING_SIZE, es, batch, 0);
+        ofl_ce_start(&ce, OFL_CE_INLINE, -1);
+        if ((out->err = ofl_qout_init(&qo, mem, len, &ce, NULL)) < 0 ||
+            (out->err = ofl_qin_init(&qi, mem, len, &ce, NULL)) < 0)
+            break;
+        uint64_t rec = 0, t0 = thread_ns();
+        for (uint64_t i = 0; i < n && !out->err;) {
+            uint32_t want = n - i < batch ? (uint32_t)(n - i) : batch;
+            if (!(out->err = send_batch(&qo, es, want, &i, 0))) out->err = ofl_qout_flush(&qo);
+            while (!out->err && rec < i) {
+                int k = take_batch(&qi, es, &rec, &out->bad);
+                if (k <= 0) out->err = k < 0 ? k : -EIO;
+            }
+        }
+        uint64_t t1 = thread_ns();
+        for (uint64_t i = 0; i < n && !out->err;) {
+            uint32_t want = n - i < batch ? (uint32_t)(n - i) : batch;
+            for (uint32_t k = 0; k < want; k++, i++) {
+                uint8_t *e = ofl_qout_next(&qo);
+                if (!e) {
+                    out->err = qo.err;
+                    break;
+                }
+                fill(e, es, n + i);   /* the stream goes on from n */
+            }
+            if (!out->err) out->err = ofl_qout_flush(&qo);
+            while (!out->err && rec < n + i) {
+                int k = take_batch(&qi, es, &rec, &out->bad);
+                if (k <= 0) out->err = k < 0 ? k : -EIO;
+            }
+        }
+        uint64_t t2 = thread_ns();
+        ofl_qout_destroy(&qo);
+        ofl_qin_destroy(&qi);
+        ofl_ce_stop(&ce);
+        struct ceil_ring *c = mem;
+        uint32_t mask = RING_SIZE - 1, tail = 0, head = 0;
+        memset(mem, 0, len);
+        uint64_t t3 = thread_ns();
+        for (uint64_t i = 0, r = 0; i < n;) {
+            uint32_t want = n - i < batch ? (uint32_t)(n - i) : batch;
+            for (uint32_t k = 0; k < want; k++)
+                fill(c->entries + (size_t)((tail + k) & mask) * es, es, i + k);
+            tail += want;
+            __atomic_store_n(&c->tail, tail, __ATOMIC_RELEASE);
+            i += want;
+            uint32_t t = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
+            for (; head != t; head++, r++)
+                out->bad += !good(c->entries + (size_t)(head & mask) * es, es, r);
+            __atomic_store_n(&c->head, head, __ATOMIC_RELEASE);
+        }
+        uint64_t t4 = thread_ns();
+        double o = (double)(t1 - t0) / (double)n, sl = (double)(t2 - t1) / (double)n,
+               ce_ = (double)(t4 - t3) / (double)n;
+        if (o < out->offlow) out->offlow = o;
+        if (sl < out->next) out->next = sl;
+        if (ce_ < out->ceiling) out->ceiling = ce_;
+    }
+}
+
 static int parse_list(const char *s, uint32_t *out)
 {
     int n = 0;
@@ -395,6 +514,14 @@ int main(int argc, char **argv)
             if (latency(&o, mem, len, warm, iters, lat_buf, &ol) ||
                 latency(&c, mem, len, warm, iters, lat_buf, &cl))
                 return 1;
+            struct st st;
+            single_thread(es, batch, n, ST_RUNS, mem, len, &st);
+            if (st.err || st.bad) {
+                fprintf(stderr, "bench_queue: single-thread batch %u size %u: %llu bad, "
+                        "error %s\n", batch, es, (unsigned long long)st.bad,
+                        ofl_strerror(st.err));
+                return 1;
+            }
             qsort(om, (size_t)reps, sizeof om[0], cmp_double);
             qsort(cm, (size_t)reps, sizeof cm[0], cmp_double);
             double omed = om[reps / 2], cmed = cm[reps / 2];
@@ -405,7 +532,9 @@ int main(int argc, char **argv)
                    "\"ratio\": %.4f, \"offlow_doorbells\": %llu, \"offlow_full_waits\": %llu, "
                    "\"lat_iters\": %llu, \"offlow_lat_p50_ns\": %llu, "
                    "\"offlow_lat_p99_ns\": %llu, \"ceiling_lat_p50_ns\": %llu, "
-                   "\"ceiling_lat_p99_ns\": %llu, \"lat_ratio\": %.4f}\n",
+                   "\"ceiling_lat_p99_ns\": %llu, \"lat_ratio\": %.4f, "
+                   "\"st_offlow_ns\": %.3f, \"st_next_ns\": %.3f, \"st_ceiling_ns\": %.3f, "
+                   "\"st_ratio\": %.4f, \"st_runs\": %d}\n",
                    batch, es, RING_SIZE, (unsigned long long)n, reps,
                    (unsigned long long)o.received, (unsigned long long)c.received, omed, om[0],
                    om[reps - 1], cmed, cm[0], cm[reps - 1], cmed > 0 ? omed / cmed : 0.0,
@@ -413,7 +542,8 @@ int main(int argc, char **argv)
                    (unsigned long long)ol.samples, (unsigned long long)ol.p50,
                    (unsigned long long)ol.p99, (unsigned long long)cl.p50,
                    (unsigned long long)cl.p99,
-                   cl.p50 > 0 ? (double)ol.p50 / (double)cl.p50 : 0.0);
+                   cl.p50 > 0 ? (double)ol.p50 / (double)cl.p50 : 0.0, st.offlow, st.next,
+                   st.ceiling, st.offlow > 0 ? st.ceiling / st.offlow : 0.0, ST_RUNS);
             fflush(stdout);
         }
         munmap(mem, len);

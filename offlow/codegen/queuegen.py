@@ -95,7 +95,7 @@ def push_def(qp: QueuePlan, k: int) -> list[str]:
            f"static void {push_fn(q, k)}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
            "struct ofl_state *state) {",
            f"    struct ofl_qout *qo = &ctx->out_{cq}[{pick} % {q.instances}u];",
-           f"    {channel_type(q, k)} *en = ofl_qout_slot(qo);",
+           f"    {channel_type(q, k)} *en = ofl_qout_next(qo); /* from the open reservation */",
            "    if (!en) { ofl_core_fail(&ctx->core, qo->err, "
            f"\"enqueue on {q.name}\"); return; }}"]
     if not q.tagged:

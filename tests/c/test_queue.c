@@ -8,8 +8,10 @@
  * round-trip exactly; a dead peer and the abort word end waits with -EPIPE /
  * -ECANCELED; a corrupted seq or len gives -EBADMSG; a producer set to drop on a
  * full ring drops and counts instead of waiting; entries staged on one producer end
- * move to another's in order (ofl_qout_take). The copy engine's entry jobs are checked
- * on their own.
+ * move to another's in order (ofl_qout_take). Batch reservations (ofl_qout_reserve /
+ * _produce): partial batches, entries given back, wrap-around, a full ring, misuse;
+ * a stale entry anywhere in a batch is -EBADMSG. The copy engine's entry jobs are
+ * checked on their own.
  * Usage: test_queue [ENTRIES]  (default 300000 per configuration) */
 #include <errno.h>
 #include <pthread.h>
@@ -152,7 +154,55 @@ struct side {
     uint64_t flushes;       /* producer: explicit flushes */
     uint64_t overlapped;    /* producer: flushes that returned with a copy in flight */
     uint64_t max_pending;   /* producer: most entries staged + in flight after a flush */
+    int reserve;            /* producer: fills through ofl_qout_reserve */
 };
+
+/* Fill entry e as entry i of side s's stream (what the consumer checks). */
+static void fill_entry(struct side *s, uint8_t *e, uint64_t i)
+{
+    if (s->data_off) {
+        /* Fields: i at +8, ~i in the rest; then len packet bytes. */
+        uint16_t l = len_for(i, s->es - s->data_off);
+        uint64_t ni = ~i;
+        ((struct ofl_entry_hdr *)e)->len = l;
+        ((struct ofl_entry_hdr *)e)->flags = 0;
+        memcpy(e + 8, &i, 8);
+        for (size_t k = 16; k + 8 <= s->data_off; k += 8) memcpy(e + k, &ni, 8);
+        for (size_t k = 0; k < l; k++) e[s->data_off + k] = pattern(i, k);
+        s->used += ofl_entry_used(s->es, s->data_off, l);
+    } else {
+        ((struct ofl_entry_hdr *)e)->len = (uint16_t)i;
+        ((struct ofl_entry_hdr *)e)->flags = 0;
+        memcpy(e + 8, &i, 8);
+        for (size_t k = 16; k < s->es; k++) e[k] = pattern(i, k);
+    }
+}
+
+/* The producer's next entries from i on, filled: one through ofl_qout_next or
+ * ofl_qout_slot, or (with s->reserve) a reservation of 1..13 entries of which all but
+ * sometimes the last are produced (that one is reserved again next time). Returns how
+ * many, 0 on error. */
+static uint32_t produce_some(struct side *s, struct ofl_qout *q, uint64_t i)
+{
+    if (!s->reserve) {   /* one entry: the inline path and the call, in turn */
+        uint8_t *e = i % 2 ? ofl_qout_next(q) : ofl_qout_slot(q);
+        if (!e) return 0;
+        fill_entry(s, e, i);
+        return 1;
+    }
+    uint64_t left = s->n - i;
+    uint32_t want = 1 + (uint32_t)(i % 13), got = 0;
+    if (want > left) want = (uint32_t)left;
+    uint8_t *e = ofl_qout_reserve(q, want, &got);
+    if (!e) return 0;
+    if (got < 1 || got > want) {
+        s->err = -ERANGE;
+        return 0;
+    }
+    uint32_t keep = got > 1 && i % 3 == 0 ? got - 1 : got;   /* give one back at times */
+    for (uint32_t k = 0; k < keep; k++) fill_entry(s, e + (size_t)k * s->es, i + k);
+    return ofl_qout_produce(q, keep) < 0 ? 0 : keep;
+}
 
 static void *producer(void *arg)
 {
@@ -163,28 +213,17 @@ static void *producer(void *arg)
     ofl_waiter_init(&w, NULL, 0, NULL);
     if ((s->err = ofl_ce_start(&ce, s->mode, -1)) < 0) return NULL;
     if ((s->err = ofl_qout_init(&q, s->mem, s->len, &ce, &w)) < 0) return NULL;
-    for (uint64_t i = 0; i < s->n; i++) {
-        uint8_t *e = ofl_qout_slot(&q);
-        if (!e) {
-            s->err = q.err;
+    for (uint64_t i = 0; i < s->n;) {
+        uint32_t k = produce_some(s, &q, i);
+        if (!k) {
+            if (!s->err) s->err = q.err;
             break;
         }
-        if (s->data_off) {
-            /* Fields: i at +8, ~i in the rest; then len packet bytes. */
-            uint16_t l = len_for(i, s->es - s->data_off);
-            uint64_t ni = ~i;
-            ((struct ofl_entry_hdr *)e)->len = l;
-            memcpy(e + 8, &i, 8);
-            for (size_t k = 16; k + 8 <= s->data_off; k += 8) memcpy(e + k, &ni, 8);
-            for (size_t k = 0; k < l; k++) e[s->data_off + k] = pattern(i, k);
-            s->used += ofl_entry_used(s->es, s->data_off, l);
-        } else {
-            ((struct ofl_entry_hdr *)e)->len = (uint16_t)i;
-            memcpy(e + 8, &i, 8);
-            for (size_t k = 16; k < s->es; k++) e[k] = pattern(i, k);
-        }
-        /* Flush at odd points too, not only at full batches. */
-        if (i % s->flush_mod == 0) {
+        /* Flush at odd points too, not only at full batches: after the entries made
+         * now when one of them is a multiple of flush_mod. */
+        uint64_t was = i;
+        i += k;
+        if (was == 0 || (i - 1) / s->flush_mod != (was - 1) / s->flush_mod) {
             if ((s->err = ofl_qout_flush(&q)) < 0) break;
             unsigned pend = ofl_qout_pending(&q);
             s->flushes++;
@@ -255,13 +294,16 @@ static void *consumer(void *arg)
 }
 
 /* n entries from a producer thread to a consumer thread through a ring of `size`
- * entries, `batch` per doorbell; the producer also flushes every flush_mod entries. */
+ * entries, `batch` per doorbell; the producer also flushes every flush_mod entries,
+ * and fills entries one by one (ofl_qout_next, ofl_qout_slot) or in reservations
+ * (`reserve`). */
 static void test_transfer_geo(int mode, uint32_t es, uint32_t data_off, uint64_t n,
-                              uint32_t size, uint32_t batch, uint32_t flush_mod)
+                              uint32_t size, uint32_t batch, uint32_t flush_mod, int reserve)
 {
-    const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
+    const char *mn = mode == OFL_CE_THREAD ? (reserve ? "thread+reserve" : "thread")
+                                           : (reserve ? "inline+reserve" : "inline");
     struct side p = { .mode = mode, .es = es, .data_off = data_off, .n = n, .size = size,
-                      .batch = batch, .flush_mod = flush_mod }, c;
+                      .batch = batch, .flush_mod = flush_mod, .reserve = reserve }, c;
     p.mem = data_off ? ring_mem_off(size, es, batch, data_off, &p.len)
                      : ring_mem(size, es, batch, &p.len);
     c = p;
@@ -306,9 +348,9 @@ static void test_transfer_geo(int mode, uint32_t es, uint32_t data_off, uint64_t
     free(p.mem);
 }
 
-static void test_transfer(int mode, uint32_t es, uint32_t data_off, uint64_t n)
+static void test_transfer(int mode, uint32_t es, uint32_t data_off, uint64_t n, int reserve)
 {
-    test_transfer_geo(mode, es, data_off, n, RING_SIZE, BATCH, 37);
+    test_transfer_geo(mode, es, data_off, n, RING_SIZE, BATCH, 37, reserve);
 }
 
 /* A waiter whose only peer is the read end of a pipe; the "peer" holds the write end. */
@@ -845,7 +887,9 @@ static void test_take(void)
         h->flags = (uint16_t)(i % 3);
         memset(e + 16, (int)(0x40 + i), h->len);
     }
+    CHECK(ofl_qout_slot(&odd.o) != NULL, "odd has a reservation open");
     CHECK(ofl_qout_take(&odd.o, &a.o) == -EINVAL, "another layout refused");
+    CHECK(ofl_qout_next(&odd.o) == NULL, "and odd hands out no entry after that error");
     CHECK(ofl_qout_pending(&a.o) == 0, "the source is left empty even then");
     /* stage them again and take them for real */
     for (uint32_t i = 2; i < 9; i++) {
@@ -874,11 +918,172 @@ static void test_take(void)
     qpair_close(&odd);
 }
 
+/* Write entry i of the reservation tests: len i, flags 1, the counter at +8. */
+static void put(uint8_t *e, uint64_t i)
+{
+    ((struct ofl_entry_hdr *)e)->len = (uint16_t)i;
+    ((struct ofl_entry_hdr *)e)->flags = 1;
+    memcpy(e + 8, &i, 8);
+}
+
+/* Take everything ready from `in` and check it continues the stream at *next. */
+static uint32_t drain(struct ofl_qin *in, uint64_t *next, uint32_t *bad)
+{
+    const uint8_t *es;
+    uint32_t got = 0;
+    for (int n; (n = ofl_qin_next(in, &es)) > 0;)
+        for (int i = 0; i < n; i++, got++, (*next)++) {
+            const uint8_t *e = es + (size_t)i * 16;
+            uint64_t v;
+            memcpy(&v, e + 8, 8);
+            *bad += v != *next || ((const struct ofl_entry_hdr *)e)->len != (uint16_t)*next ||
+                    ((const struct ofl_entry_hdr *)e)->flags != 1;
+        }
+    return got;
+}
+
+/* ofl_qout_reserve / ofl_qout_produce on one thread: a reservation never runs past
+ * the staging buffer (partial batches: the rest comes from the next call), entries
+ * produced arrive in order and those given back do not, the ring indices wrap many
+ * times over (runs split at the ring's end), and misuse is one clear error. */
+static void test_reserve(int mode)
+{
+    const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
+    struct qpair q;
+    qpair_open(&q, 16, 16, 8, 0, mode, mode);   /* 16 slots, batch 8 */
+    uint32_t got = 0, bad = 0, delivered = 0, sizes_bad = 0;
+    uint64_t sent = 0, next = 0;
+    uint8_t *e = ofl_qout_reserve(&q.o, 5, &got);
+    CHECK(e && got == 5, "%s: 5 of 5 reserved in an empty staging buffer (%u)", mn, got);
+    for (uint32_t k = 0; k < 5; k++) put(e + k * 16, sent++);
+    CHECK(ofl_qout_produce(&q.o, 5) == 0 && ofl_qout_pending(&q.o) == 5, "%s: 5 staged", mn);
+    e = ofl_qout_reserve(&q.o, 10, &got);
+    CHECK(e && got == 3, "%s: 10 asked, the 3 left in the batch given (%u)", mn, got);
+    put(e, sent++);
+    put(e + 16, 999);   /* reserved, written, but given back: never sent */
+    CHECK(ofl_qout_produce(&q.o, 1) == 0 && ofl_qout_pending(&q.o) == 6,
+          "%s: 1 of 3 produced, 6 staged", mn);
+    /* Many rounds of odd sizes: runs wrap the 16-slot ring (indices pass 16 many times). */
+    for (uint32_t round = 0; round < 40; round++) {
+        uint32_t want = 1 + round % 11;
+        e = ofl_qout_reserve(&q.o, want, &got);
+        sizes_bad += !e || got < 1 || got > want || got > 8;
+        if (!e) break;
+        uint32_t keep = round % 4 == 3 ? got / 2 : got;
+        for (uint32_t k = 0; k < got; k++) put(e + k * 16, k < keep ? sent + k : 777);
+        sent += keep;
+        sizes_bad += ofl_qout_produce(&q.o, keep) != 0;
+        if (round % 3 == 2) qout_sync(&q.o);
+        delivered += drain(&q.in, &next, &bad);
+    }
+    CHECK(sizes_bad == 0, "%s: every reservation 1..asked and within a batch, every "
+          "produce accepted", mn);
+    CHECK(qout_sync(&q.o) == 0, "%s: flushed", mn);
+    delivered += drain(&q.in, &next, &bad);
+    CHECK(delivered == sent && bad == 0 && q.o.ring.tail > 3 * 16,
+          "%s: %u of %llu arrive in order, %u wrong; the ring wrapped (%u entries through 16 "
+          "slots)", mn, delivered, (unsigned long long)sent, bad, q.o.ring.tail);
+    /* Misuse: producing more than reserved, or asking for none. */
+    e = ofl_qout_reserve(&q.o, 2, &got);
+    CHECK(ofl_qout_produce(&q.o, got + 1) == -EINVAL && q.o.err == -EINVAL,
+          "%s: producing past the reservation is -EINVAL and sticks", mn);
+    CHECK(ofl_qout_reserve(&q.o, 1, &got) == NULL && got == 0, "%s: then no reservation", mn);
+    qpair_close(&q);
+    qpair_open(&q, 16, 16, 8, 0, mode, mode);
+    CHECK(ofl_qout_reserve(&q.o, 0, &got) == NULL && got == 0 && q.o.err == -EINVAL,
+          "%s: a reservation of 0 entries is -EINVAL", mn);
+    qpair_close(&q);
+    qpair_open(&q, 16, 16, 8, 0, mode, mode);
+    CHECK(ofl_qout_close(&q.o) == 0 && ofl_qout_reserve(&q.o, 1, &got) == NULL &&
+          q.o.err == -EINVAL, "%s: no reservation after close", mn);
+    qpair_close(&q);
+}
+
+/* Reservations on a full ring: with drop_full the batch that finds no room is
+ * dropped and counted, with fail_full the reservation that must flush it fails with
+ * -EDEADLK; what fit arrives intact. */
+static void test_reserve_full(int mode)
+{
+    const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
+    for (int fail = 0; fail < 2; fail++) {
+        struct qpair q;
+        qpair_open(&q, 8, 16, 4, 0, mode, mode);   /* 8 slots, batch 4, no consumer */
+        q.o.drop_full = !fail;
+        q.o.fail_full = fail;
+        uint64_t sent = 0;
+        uint32_t got = 0;
+        uint8_t *e = NULL;
+        for (int r = 0; r < 4; r++) {   /* 4 batches of 4: the ring holds 2 of them */
+            e = ofl_qout_reserve(&q.o, 4, &got);
+            if (!e) break;
+            for (uint32_t k = 0; k < got; k++) put(e + k * 16, sent++);
+            ofl_qout_produce(&q.o, got);
+        }
+        if (fail) {
+            CHECK(e == NULL && q.o.err == -EDEADLK,
+                  "%s, fail_full: the reservation after the ring filled is -EDEADLK (%s)", mn,
+                  ofl_strerror(q.o.err));
+        } else {
+            CHECK(e != NULL && qout_sync(&q.o) == 0 && q.o.ring.pushed == 8 &&
+                      q.o.dropped == 8,
+                  "%s, drop_full: 8 pushed, 8 dropped (%llu, %llu)", mn,
+                  (unsigned long long)q.o.ring.pushed, (unsigned long long)q.o.dropped);
+        }
+        uint64_t next = 0;
+        uint32_t bad = 0, n = drain(&q.in, &next, &bad);
+        CHECK(n == 8 && bad == 0, "%s, %s: the 8 that fit arrive in order (%u, %u bad)", mn,
+              fail ? "fail_full" : "drop_full", n, bad);
+        qpair_close(&q);
+    }
+}
+
+/* A torn or stale entry: a producer that publishes its tail before the entries are
+ * in their slots (the slots still hold the previous lap's) is caught by the seq,
+ * wherever the stale entry falls in the consumer's batch. */
+static void test_torn(int mode)
+{
+    const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
+    for (uint32_t at = 0; at < 8; at += 3) {   /* stale entry first, inside, last */
+        struct qpair q;
+        qpair_open(&q, 8, 16, 8, 0, mode, mode);
+        uint64_t sent = 0, next = 0;
+        uint32_t got = 0, bad = 0;
+        for (int lap = 0; lap < 2; lap++) {   /* one full lap through the ring and back */
+            uint8_t *e = ofl_qout_reserve(&q.o, 8, &got);
+            for (uint32_t k = 0; k < got; k++) put(e + k * 16, sent++);
+            ofl_qout_produce(&q.o, got);
+            qout_sync(&q.o);
+            drain(&q.in, &next, &bad);
+        }
+        CHECK(next == 16 && bad == 0, "%s: two laps of 8 delivered", mn);
+        /* A faulty producer fills the next 8 slots (seq included) but the one at `at`,
+         * which keeps the previous lap's entry, and publishes its tail. */
+        struct ofl_ring *r = &q.o.ring;
+        for (uint32_t k = 0; k < 8; k++) {
+            if (k == at) continue;
+            uint8_t *e = ofl_ring_slot(r, k);
+            put(e, sent + k);
+            ((struct ofl_entry_hdr *)e)->seq = r->tail + k + 1;
+        }
+        __atomic_store_n(&r->shm->tail, r->tail + 8, __ATOMIC_RELEASE);
+        const uint8_t *es;
+        int n = ofl_qin_next(&q.in, &es);
+        CHECK(n == -EBADMSG, "%s: a stale entry at %u of the batch is -EBADMSG (%d)", mn, at, n);
+        qpair_close(&q);
+    }
+}
+
 int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 300000;
     test_close_empty();
     test_take();
+    test_reserve(OFL_CE_INLINE);
+    test_reserve(OFL_CE_THREAD);
+    test_reserve_full(OFL_CE_INLINE);
+    test_reserve_full(OFL_CE_THREAD);
+    test_torn(OFL_CE_INLINE);
+    test_torn(OFL_CE_THREAD);
     test_corrupt(OFL_CE_INLINE);
     test_corrupt(OFL_CE_THREAD);
     test_drop_full(OFL_CE_INLINE);
@@ -892,16 +1097,19 @@ int main(int argc, char **argv)
     test_overlap_order();
     test_close_in_flight();
     for (int mode = 0; mode < 2; mode++) {
-        test_transfer(mode, 16, 0, n);
-        test_transfer(mode, 256, 0, n);
-        test_transfer(mode, 128, 16, n);          /* 16 B of header and fields, 112 data */
-        test_transfer(mode, 24 + 1536, 24, n / 4); /* a 1536-byte MTU */
-        /* Rings smaller than two batches (the thread engine's copy in flight holds
-         * slots while the next batch waits for space), partial-batch flushes. */
-        test_transfer_geo(mode, 16, 0, n / 16, 16, 12, 5);
-        test_transfer_geo(mode, 128, 24, n / 16, 16, 12, 7);
-        test_transfer_geo(mode, 64, 16, n / 32, 8, 8, 3);   /* batch == ring size */
-        test_transfer_geo(mode, 32, 16, n / 32, 4, 3, 2);
+        for (int res = 0; res < 2; res++) {
+            uint64_t m = res ? n / 4 : n;   /* reservations: a quarter as many */
+            test_transfer(mode, 16, 0, m, res);
+            test_transfer(mode, 256, 0, m, res);
+            test_transfer(mode, 128, 16, m, res);      /* 16 B of header and fields, 112 data */
+            test_transfer(mode, 24 + 1536, 24, m / 4, res); /* a 1536-byte MTU */
+            /* Rings smaller than two batches (the thread engine's copy in flight holds
+             * slots while the next batch waits for space), partial-batch flushes. */
+            test_transfer_geo(mode, 16, 0, m / 16, 16, 12, 5, res);
+            test_transfer_geo(mode, 128, 24, m / 16, 16, 12, 7, res);
+            test_transfer_geo(mode, 64, 16, m / 32, 8, 8, 3, res);   /* batch == ring size */
+            test_transfer_geo(mode, 32, 16, m / 32, 4, 3, 2, res);
+        }
     }
     test_peer_death_qin();
     test_blocked_qout(0);

@@ -142,10 +142,12 @@ static int qout_submit(struct ofl_qout *q, uint32_t off, uint32_t n)
     return 0;
 }
 
-void *ofl_qout_slot(struct ofl_qout *q)
+void *ofl_qout_reserve(struct ofl_qout *q, uint32_t want, uint32_t *got)
 {
+    *got = 0;
+    q->reserved = 0;
     if (q->err) return NULL;
-    if (q->closed) {
+    if (q->closed || want == 0) {
         sticky(&q->err, -EINVAL);
         return NULL;
     }
@@ -155,16 +157,35 @@ void *ofl_qout_slot(struct ofl_qout *q)
         qout_reap(q);
         while (q->fly[q->cur]) qout_complete(q);
     }
-    uint8_t *e = q->buf[q->cur] + (size_t)q->staged * q->entry_size;
-    q->staged++;
-    struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)e;
-    h->seq = 0;
-    h->flags = 0;
-    return e;
+    uint32_t room = q->batch - q->staged;
+    q->reserved = want < room ? want : room;
+    *got = q->reserved;
+    return q->buf[q->cur] + (size_t)q->staged * q->entry_size;
+}
+
+int ofl_qout_produce(struct ofl_qout *q, uint32_t n)
+{
+    if (q->err) return q->err;
+    if (n > q->reserved) {
+        q->reserved = 0;
+        return sticky(&q->err, -EINVAL);
+    }
+    q->staged += n;
+    q->reserved = 0;
+    return 0;
+}
+
+void *ofl_qout_slot(struct ofl_qout *q)
+{
+    /* Reserve the rest of the staging buffer: ofl_qout_next hands out the others. */
+    uint32_t got;
+    if (!ofl_qout_reserve(q, q->batch, &got)) return NULL;
+    return ofl_qout_next(q);   /* got >= 1: taken from the reservation */
 }
 
 int ofl_qout_flush(struct ofl_qout *q)
 {
+    q->reserved = 0;   /* a flush ends the open reservation */
     if (q->err) return q->err;
     qout_reap(q);
     struct ofl_ring *r = &q->ring;
@@ -233,8 +254,11 @@ int ofl_qout_take(struct ofl_qout *dst, struct ofl_qout *src)
     const uint8_t *b = src->buf[src->cur];
     uint32_t n = src->staged;
     src->staged = 0;
-    if (dst->entry_size != src->entry_size || dst->ring.data_off != src->ring.data_off)
+    src->reserved = 0;
+    if (dst->entry_size != src->entry_size || dst->ring.data_off != src->ring.data_off) {
+        dst->reserved = 0;   /* no entry handed out after an error */
         return sticky(&dst->err, -EINVAL);
+    }
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *e = b + (size_t)i * src->entry_size;
         const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
@@ -259,6 +283,7 @@ void ofl_qout_destroy(struct ofl_qout *q)
         q->buf[k] = NULL;
     }
     q->staged = 0;
+    q->reserved = 0;
 }
 
 /* ---- consumer ---- */
@@ -303,12 +328,12 @@ static int qin_finish(struct ofl_qin *q, int b)
      * the producer committed, and the producer cannot overwrite it meanwhile. The
      * engine read each header once, so the len checked is the len that sized the
      * copy; a len past the entry's packet area was clamped there and is an error. */
-    uint32_t base = q->ring.head;
-    for (uint32_t i = 0; i < q->n[b]; i++) {
-        const struct ofl_entry_hdr *h =
-            (const struct ofl_entry_hdr *)(q->buf[b] + (size_t)i * q->entry_size);
-        if (h->seq != base + i + 1 || !ofl_entry_len_ok(q->entry_size, q->ring.data_off, h->len))
-            return -EBADMSG;
+    uint32_t seq = q->ring.head + 1, n = q->n[b], es = q->entry_size;
+    uint32_t doff = q->ring.data_off;
+    const uint8_t *e = q->buf[b];
+    for (uint32_t i = 0; i < n; i++, e += es) {
+        const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
+        if (h->seq != seq + i || !ofl_entry_len_ok(es, doff, h->len)) return -EBADMSG;
     }
     ofl_ring_release(&q->ring, q->n[b]);
     q->state[b] = OFL_QB_READY;

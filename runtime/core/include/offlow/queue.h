@@ -42,6 +42,8 @@ struct ofl_qout {
     uint32_t entry_size, batch;
     int cur;                     /* the staging buffer being filled */
     uint32_t staged;             /* entries filled in buf[cur] */
+    uint32_t reserved;           /* entries of the open reservation after those staged
+                                  * (ofl_qout_reserve, ofl_qout_slot); 0: none */
     uint32_t fly[2];             /* entries of job[k] in flight (0: none) */
     uint32_t inflight;           /* fly[0] + fly[1]: ring slots reserved, not committed */
     int old;                     /* the oldest job in flight (when inflight > 0) */
@@ -65,13 +67,47 @@ struct ofl_qout {
 int ofl_qout_init(struct ofl_qout *q, void *ring_mem, size_t len, struct ofl_ce *ce,
                   struct ofl_waiter *w);
 
+/* Reserve up to `want` (>= 1) staging entries for the caller to fill: returns the
+ * first, with *got (1..want) entries contiguous from there (stride entry_size,
+ * 8-aligned); fewer than `want` when the staging buffer has fewer left (call again
+ * for the rest, after ofl_qout_produce). The caller writes each entry's h.len and
+ * h.flags and its fields (not h.seq: the queue's), then says how many it filled with
+ * ofl_qout_produce before any other call on `q`. Flushes first when `batch` entries
+ * are staged, and commits done copies as ofl_qout_slot does. NULL on error (*got 0,
+ * q->err says which; want 0 or a closed endpoint is -EINVAL). The fast way to send
+ * many entries: the per-entry work is the caller's loop over its own cursor. */
+void *ofl_qout_reserve(struct ofl_qout *q, uint32_t want, uint32_t *got);
+
+/* Stage the first n entries of the last reservation (n <= its *got; 0 gives them all
+ * back) and close it; they go to the ring at the next flush. Returns 0, -EINVAL (n
+ * past the reservation, which stages none and is kept in q->err) or q's earlier
+ * error. */
+int ofl_qout_produce(struct ofl_qout *q, uint32_t n);
+
 /* Next staging entry (entry_size bytes, 8-aligned, seq and flags zeroed; the caller
  * sets h.len and the fields before the next call on `q`; with a data_off, h.len
  * sizes the copy and a len past entry_size - data_off is clamped, and rejected by
- * the consumer). Flushes first when `batch` entries are staged; at the start of a
- * staging buffer commits the copies found done and waits for that buffer's own
- * copy if it is still running. NULL on error (q->err says which). */
+ * the consumer). Reserves the rest of the staging buffer and stages its first entry:
+ * ofl_qout_next takes the others without a call. Flushes first when `batch` entries
+ * are staged; at the start of a staging buffer commits the copies found done and
+ * waits for that buffer's own copy if it is still running. NULL on error (q->err
+ * says which). */
 void *ofl_qout_slot(struct ofl_qout *q);
+
+/* As ofl_qout_slot, inline: the next entry of the open reservation when there is one
+ * (no call, no check: the reservation is only open while the endpoint is good), else
+ * ofl_qout_slot. What generated enqueue code calls per packet. */
+static inline void *ofl_qout_next(struct ofl_qout *q)
+{
+    if (!q->reserved) return ofl_qout_slot(q);
+    uint8_t *e = q->buf[q->cur] + (size_t)q->staged * q->entry_size;
+    q->staged++;
+    q->reserved--;
+    struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)e;
+    h->seq = 0;
+    h->flags = 0;
+    return e;
+}
 
 /* Commit the copies in flight that are done (oldest first), then copy the staged
  * entries into ring slots reserved after those still in flight, waiting for space

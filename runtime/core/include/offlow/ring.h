@@ -120,11 +120,12 @@ static inline void *ofl_ring_slot(struct ofl_ring *r, uint32_t i)
  * of the tail). */
 static inline void ofl_ring_commit(struct ofl_ring *r, uint32_t n)
 {
-    for (uint32_t i = 0; i < n; i++) {
-        struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)ofl_ring_slot(r, i);
-        h->seq = r->tail + i + 1;
-    }
-    r->tail += n;
+    /* Locals: the seq stores may alias the handle's own uint32_t fields. */
+    uint8_t *entries = r->entries;
+    uint32_t tail = r->tail, mask = r->mask, es = r->entry_size;
+    for (uint32_t i = 0; i < n; i++)
+        ((struct ofl_entry_hdr *)(entries + (size_t)((tail + i) & mask) * es))->seq = tail + i + 1;
+    r->tail = tail + n;
     __atomic_store_n(&r->shm->tail, r->tail, __ATOMIC_RELEASE);
     uint64_t occ = r->tail - r->head;   /* upper bound: the cached head may be stale */
     r->pushed += n;
