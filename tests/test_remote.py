@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +192,45 @@ def test_a_channel_handler_on_a_remote_device_is_refused(tmp_path: Path) -> None
     assert str(e.value) == ("channel `echo`: handler `echo` (Echo) cannot run on target "
                             "`remote`: channels do not cross to a remote device yet "
                             "(docs/remote.md); place the channel's handler on host or nic")
+
+
+def test_a_wrong_secret_ends_the_run_before_any_packet_moves(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    srv, port = serve(procs, secret_file(tmp_path))
+    wrong = secret_file(tmp_path, SECRET.replace(b"tests", b"bests"), "wrong")
+    rc, s, err = run(procs, ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
+                                         "--remote", f"a=127.0.0.1:{port}", "--secret-file",
+                                         str(wrong)))
+    assert rc == 1 and len(s["errors"]) == 1, err
+    assert s["errors"][0].startswith(f"remote device remote:a (127.0.0.1:{port}): refused "
+                                     "before any packet moved"), s["errors"]
+    assert all(x["packets"] == 0 for x in s["segments"]) and s["sinks"]["tx"]["packets"] == 0
+    srv.send_signal(signal.SIGTERM)
+    _, serr = srv.communicate(timeout=60)
+    assert "refused a peer: wrong proof of the shared secret" in serr, serr
+    assert "a run starts" not in serr, serr
+
+
+def test_a_killed_device_ends_the_run_with_one_error_and_the_counts_so_far(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    secret = secret_file(tmp_path)
+    srv, port = serve(procs, secret)
+    out = tmp_path / "out.pcap"
+    p = start(procs, ["run", *ttl_pipeline(out, "--loops", "1000000", "--set",
+                                           "rx.device=remote:a", "--remote",
+                                           f"a=127.0.0.1:{port}", "--secret-file", str(secret)),
+                      "--json", "--timeout", "300"])
+    deadline = time.monotonic() + 120  # generous: packets reach the host's sink
+    while (not out.exists() or out.stat().st_size < 100_000) and time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    srv.send_signal(signal.SIGKILL)
+    o, err = p.communicate(timeout=120)  # it ends (no timing asserted)
+    s = json.loads(o)
+    assert p.returncode == 1 and len(s["errors"]) == 1, err
+    m = re.fullmatch(rf"remote device remote:a \(127\.0\.0\.1:{port}\): (.*); (\d+) ring "
+                     r"entries \(packets\) had come from it and 0 gone to it", s["errors"][0])
+    assert m and ("lost" in m[1] or "stopped answering" in m[1]), s["errors"]
+    came = int(m[2])
+    assert came > 0 and s["segments"][1]["packets"] == came == s["sinks"]["tx"]["packets"]
+    assert len(read_frames(out)) == came

@@ -13,7 +13,7 @@ TARGETS: tuple[Target, ...] = (host.TARGET, nic.TARGET, xdp.TARGET, gpu.TARGET, 
 
 def names() -> tuple[str, ...]:
     """The names segments may be placed on (`device=`)."""
-    return tuple(t.name for t in TARGETS)
+    return tuple(f"{t.name}:NAME" if t is remote.TARGET else t.name for t in TARGETS)
 
 
 def get(name: str) -> Target:
@@ -29,7 +29,9 @@ def get(name: str) -> Target:
 
 
 def known(name: str) -> bool:
-    """Whether segments may be placed on device `name`."""
+    """Whether segments may be placed on device `name` (a remote device by its name)."""
+    if name == remote.TARGET.name:
+        return False
     try:
         get(name)
     except OfflowError:

@@ -31,6 +31,7 @@ struct host {
     uint8_t *done_data;        /* its stats and stderr (PART_DONE) */
     size_t done_len;
     char why[512];             /* PART_FAIL's reason */
+    const char *stats, *dirs;  /* --stats, --rings */
 };
 
 static volatile sig_atomic_t pending_sig;
@@ -63,12 +64,21 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
     }
 }
 
-/* Write `text` to STATS.error (the runner's error for this device) and stderr; exit 1. */
-static _Noreturn void fail(const char *stats, const char *text)
+/* The run fails here: the rings from the device end (closed after what came, so the
+ * local consumers finish and report their counts: the run's one error is this one);
+ * `text` goes to STATS.error (the runner's error for this device) and stderr; exit 1. */
+static _Noreturn void fail(struct host *h, const char *text)
 {
+    char err[256];
+    struct ofl_bridge *b = &h->p.bridge;
+    bool rings = h->p.win.base &&   /* (no window yet: nothing to end) */
+                 (h->p.bridging || part_bridge(&h->p, h->dirs, (uint32_t)strlen(h->dirs), false,
+                                               err, sizeof err) == 0);
+    for (uint32_t i = 0; rings && i < b->n; i++)
+        if (!b->rings[i].out && !b->rings[i].closed) ofl_ring_close(&b->rings[i].ring);
     fprintf(stderr, "offlow: %s\n", text);
     char path[4096];
-    snprintf(path, sizeof path, "%s.error", stats);
+    snprintf(path, sizeof path, "%s.error", h->stats);
     FILE *f = fopen(path, "w");
     if (f) {
         fputs(text, f);
@@ -77,23 +87,19 @@ static _Noreturn void fail(const char *stats, const char *text)
     exit(1);
 }
 
-/* The link failed: the rings from the device end here (closed after what came, so the
- * local consumers finish and report their counts); the run's one error says why. */
-static void link_failed(struct host *h, const char *stats)
+static _Noreturn void link_failed(struct host *h)
 {
     char msg[1024];
-    struct ofl_bridge *b = &h->p.bridge;
-    for (uint32_t i = 0; h->p.bridging && i < b->n; i++)
-        if (!b->rings[i].out && !b->rings[i].closed) ofl_ring_close(&b->rings[i].ring);
+    const struct ofl_bridge *b = &h->p.bridge;
     snprintf(msg, sizeof msg, "remote device %s (%s:%u): %s; %llu ring entries (packets) had "
              "come from it and %llu gone to it", h->device, h->addr, h->port,
              b->err[0] ? b->err : ofl_link_error(h->p.link),
              (unsigned long long)b->entries_in, (unsigned long long)b->entries_out);
-    fail(stats, msg);
+    fail(h, msg);
 }
 
 /* Wait for the handshake; a refusal or no answer is the run's one error. */
-static void connect_device(struct host *h, const char *stats, const uint8_t *secret, size_t slen)
+static void connect_device(struct host *h, const uint8_t *secret, size_t slen)
 {
     char err[256] = "";
     if (ofl_link_connect(&h->p.link, h->addr, h->port, secret, slen, on_msg, h, err,
@@ -101,7 +107,7 @@ static void connect_device(struct host *h, const char *stats, const uint8_t *sec
         char msg[512];
         snprintf(msg, sizeof msg, "remote device %s (%s:%u): cannot connect: %s", h->device,
                  h->addr, h->port, err);
-        fail(stats, msg);
+        fail(h, msg);
     }
     enum ofl_link_state st;
     while ((st = ofl_link_progress(h->p.link)) == OFL_LINK_WAITING) {
@@ -113,32 +119,31 @@ static void connect_device(struct host *h, const char *stats, const uint8_t *sec
         snprintf(msg, sizeof msg, "remote device %s (%s:%u): refused before any packet moved "
                  "(no offlow serve-device there, or it holds another shared secret): %s",
                  h->device, h->addr, h->port, ofl_link_error(h->p.link));
-        fail(stats, msg);
+        fail(h, msg);
     }
 }
 
-static void send_setup(struct host *h, const char *stats, const char *exe, const char *dirs,
-                       int npeers, char **args, int nargs)
+static void send_setup(struct host *h, const char *exe, int npeers, char **args, int nargs)
 {
     char buf[PART_MAX_ARGS + 512];
-    size_t n = strlen(dirs);
-    memcpy(buf, dirs, n);
+    size_t n = strlen(h->dirs);
+    memcpy(buf, h->dirs, n);
     for (int i = 0; i < nargs; i++) {
         size_t k = strlen(args[i]) + 1;
-        if (n + k > sizeof buf) fail(stats, "the device's arguments are too long");
+        if (n + k > sizeof buf) fail(h, "the device's arguments are too long");
         memcpy(buf + n, args[i], k);
         n += k;
     }
     size_t exe_len;
     uint8_t *bytes = tool_read(exe, &exe_len);
-    struct part_setup s = {(uint32_t)strlen(dirs), (uint32_t)npeers, exe_len};
+    struct part_setup s = {(uint32_t)strlen(h->dirs), (uint32_t)npeers, exe_len};
     int rc = ofl_link_send(h->p.link, PART_SETUP, &s, sizeof s, buf, n);
     for (size_t off = 0; !rc && off < exe_len; off += PART_CHUNK) {
         size_t k = exe_len - off < PART_CHUNK ? exe_len - off : PART_CHUNK;
         rc = ofl_link_send(h->p.link, PART_EXE, NULL, 0, bytes + off, k);
     }
     free(bytes);
-    if (rc) link_failed(h, stats);
+    if (rc) link_failed(h);
 }
 
 /* A local peer's pipe closed: tell the device once every ring it closed has crossed,
@@ -154,7 +159,7 @@ static bool closes_crossed(const struct part *p)
     return true;
 }
 
-static void finish(struct host *h, const char *stats)
+static void finish(struct host *h)
 {
     if (h->done_data && h->done_len >= sizeof(uint32_t)) {
         uint32_t slen;
@@ -162,7 +167,7 @@ static void finish(struct host *h, const char *stats)
         if (slen <= h->done_len - sizeof slen) {
             const uint8_t *s = h->done_data + sizeof slen;
             if (slen) {
-                FILE *f = fopen(stats, "w");
+                FILE *f = fopen(h->stats, "w");
                 if (f) {
                     fwrite(s, 1, slen, f);
                     fclose(f);
@@ -176,7 +181,7 @@ static void finish(struct host *h, const char *stats)
         char msg[512];
         snprintf(msg, sizeof msg, "remote device %s (%s:%u): its process died there (signal "
                  "%d)", h->device, h->addr, h->port, -h->status);
-        fail(stats, msg);
+        fail(h, msg);
     }
     exit(h->status);
 }
@@ -184,7 +189,7 @@ static void finish(struct host *h, const char *stats)
 int main(int argc, char **argv)
 {
     struct host h = {.p.win.fd = -1};
-    const char *window = NULL, *stats = NULL, *exe = NULL, *dirs = NULL, *connect = NULL;
+    const char *window = NULL, *exe = NULL, *connect = NULL;
     int runner_fd = -1, peers[MAX_PEERS], npeers = 0, i = 1;
     for (; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -197,9 +202,9 @@ int main(int argc, char **argv)
         if (!strcmp(k, "--device")) h.device = v;
         else if (!strcmp(k, "--connect")) connect = v;
         else if (!strcmp(k, "--window")) window = v;
-        else if (!strcmp(k, "--stats")) stats = v;
+        else if (!strcmp(k, "--stats")) h.stats = v;
         else if (!strcmp(k, "--exe")) exe = v;
-        else if (!strcmp(k, "--rings")) dirs = v;
+        else if (!strcmp(k, "--rings")) h.dirs = v;
         else if (!strcmp(k, "--runner-fd")) runner_fd = (int)tool_number("offlow-remote-host", v, 0, 1 << 20);
         else if (!strcmp(k, "--peer-fd") && npeers < MAX_PEERS)
             peers[npeers++] = (int)tool_number("offlow-remote-host", v, 0, 1 << 20);
@@ -209,7 +214,7 @@ int main(int argc, char **argv)
         }
     }
     const char *colon = connect ? strrchr(connect, ':') : NULL;
-    if (!h.device || !colon || !window || !stats || !exe || !dirs || runner_fd < 0) {
+    if (!h.device || !colon || !window || !h.stats || !exe || !h.dirs || runner_fd < 0) {
         fprintf(stderr, "offlow-remote-host: missing options (see remote_host.c)\n");
         return 2;
     }
@@ -218,7 +223,7 @@ int main(int argc, char **argv)
     h.addr = addr;
     h.port = (uint16_t)tool_number("offlow-remote-host", colon + 1, 1, 65535);
     const char *secret = getenv("OFFLOW_REMOTE_SECRET");
-    if (!secret) fail(stats, "no shared secret (OFFLOW_REMOTE_SECRET)");
+    if (!secret) fail(&h, "no shared secret (OFFLOW_REMOTE_SECRET)");
     static uint8_t key[OFL_AUTH_SECRET_MAX];
     size_t slen = strlen(secret) < sizeof key ? strlen(secret) : sizeof key;
     memcpy(key, secret, slen);
@@ -235,35 +240,35 @@ int main(int argc, char **argv)
     sigprocmask(SIG_UNBLOCK, &set, NULL);
 
     int rc = ofl_window_open(&h.p.win, window);
-    if (rc < 0) fail(stats, "cannot open the run's window");
-    connect_device(&h, stats, key, slen);
-    send_setup(&h, stats, exe, dirs, npeers, argv + i + 1, argc - i - 1);
+    if (rc < 0) fail(&h, "cannot open the run's window");
+    connect_device(&h, key, slen);
+    send_setup(&h, exe, npeers, argv + i + 1, argc - i - 1);
     bool told[MAX_PEERS + 1] = {false};
     for (uint64_t n = 0;; n++) {
         int moved = 0;
-        if (!h.ready && ofl_link_progress(h.p.link) == OFL_LINK_FAILED) link_failed(&h, stats);
+        if (!h.ready && ofl_link_progress(h.p.link) == OFL_LINK_FAILED) link_failed(&h);
         if (h.failed_there) {
             char msg[768];
             snprintf(msg, sizeof msg, "remote device %s (%s:%u): %s", h.device, h.addr, h.port,
                      h.why);
-            fail(stats, msg);
+            fail(&h, msg);
         }
         if (h.ready && !h.p.bridging) {
             char err[256];
-            if (part_bridge(&h.p, dirs, (uint32_t)strlen(dirs), false, err, sizeof err) < 0)
-                fail(stats, err);
+            if (part_bridge(&h.p, h.dirs, (uint32_t)strlen(h.dirs), false, err, sizeof err) < 0)
+                fail(&h, err);
         }
         if (h.p.bridging) {
             moved = ofl_bridge_poll(&h.p.bridge);
-            if (moved < 0) link_failed(&h, stats);
+            if (moved < 0) link_failed(&h);
         }
-        if (part_flags_send(&h.p) < 0) link_failed(&h, stats);
-        if (h.done && (h.status != 0 || ofl_bridge_done(&h.p.bridge))) finish(&h, stats);
+        if (part_flags_send(&h.p) < 0) link_failed(&h);
+        if (h.done && (h.status != 0 || ofl_bridge_done(&h.p.bridge))) finish(&h);
         if (pending_sig) {
             int32_t sig = pending_sig;
             pending_sig = 0;
             if (ofl_link_send(h.p.link, PART_SIGNAL, &sig, sizeof sig, NULL, 0) < 0)
-                link_failed(&h, stats);
+                link_failed(&h);
         }
         if ((n & 63) == 0 && closes_crossed(&h.p)) {
             for (int k = 0; k <= npeers; k++) {
@@ -271,7 +276,7 @@ int main(int argc, char **argv)
                 if (told[k] || !part_fd_gone(fd)) continue;
                 uint32_t idx = k < npeers ? (uint32_t)k : PART_LIFELINE;
                 if (ofl_link_send(h.p.link, PART_PEER, &idx, sizeof idx, NULL, 0) < 0)
-                    link_failed(&h, stats);
+                    link_failed(&h);
                 told[k] = true;
             }
         }
