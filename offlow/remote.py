@@ -105,6 +105,8 @@ def serve_device(listen: str, secret_file: Path | None, all_interfaces: bool) ->
         raise OfflowError(f"serve-device cannot run here: {why}")
     secret = load_secret(secret_file)
     exe = remote.tool("serve")
-    env = {**os.environ, ENV: secret.decode("latin-1")}
+    # it listens again on the same port after each run: the last run's connection in
+    # TIME_WAIT must not hold the port
+    env = {"UCX_TCP_CM_REUSEADDR": "y", **os.environ, ENV: secret.decode("latin-1")}
     sys.stderr.flush()
     os.execve(exe, [str(exe), addr, str(port)], env)

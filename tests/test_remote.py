@@ -18,12 +18,14 @@ from typing import Any
 
 import pytest
 
+from offlow.build import DATA
 from offlow.errors import OfflowError
 from offlow.remote import ON_COMMAND_LINE
 from offlow.targets import remote
 from tests.e2e import EXAMPLE, TLS, read_frames
 from tests.netns import ADDR_B
 
+BGP = DATA / "bgp-full-table.txt.gz"
 SECRET = b"the remote tests' shared secret, 44 bytes.."
 CLI = [sys.executable, "-m", "offlow.cli"]
 TCP = {"UCX_TLS": "tcp"}  # the network path, also between namespaces of one machine
@@ -234,3 +236,32 @@ def test_a_killed_device_ends_the_run_with_one_error_and_the_counts_so_far(
     came = int(m[2])
     assert came > 0 and s["segments"][1]["packets"] == came == s["sinks"]["tx"]["packets"]
     assert len(read_frames(out)) == came
+
+
+ROUTER = EXAMPLE.with_name("router.py")
+
+
+def test_the_router_with_its_lookup_segment_remote_is_the_same_as_on_nic(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """The route segment (both LPM tables, built there from the BGP table) on a remote
+    device between rx on nic and tx on host: rings cross both ways. One serve-device
+    serves both runs (it listens again after each)."""
+    secret = secret_file(tmp_path)
+    srv, port = serve(procs, secret)
+    routed = ["--count", "20000", "--seed", "3", "--prefixes", str(BGP)]
+    on = ["--set", "route.device=remote:r1", "--remote", f"r1=127.0.0.1:{port}",
+          "--secret-file", str(secret)]
+    for name, more in (("tls", ["--input", str(TLS)]), ("routed", routed)):
+        rc, nic, err = run(procs, [str(ROUTER), *more, "--output", str(tmp_path / "nic.pcap")])
+        assert rc == 0 and nic["ok"], err
+        rc, rem, err = run(procs, [str(ROUTER), *more, "--output",
+                                   str(tmp_path / "remote.pcap"), *on])
+        assert rc == 0 and rem["ok"], err
+        assert [x["device"] for x in rem["segments"]] == ["nic", "remote:r1", "host"]
+        assert counts(rem) == counts(nic), name
+        frames = read_frames(tmp_path / "remote.pcap")
+        assert frames == read_frames(tmp_path / "nic.pcap"), name
+    assert len(frames) == 20000  # the synthetic traffic is routed: the tables were built
+    srv.send_signal(signal.SIGTERM)
+    _, serr = srv.communicate(timeout=60)
+    assert serr.count("a run starts") == 2, serr
