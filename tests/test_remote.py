@@ -265,3 +265,34 @@ def test_the_router_with_its_lookup_segment_remote_is_the_same_as_on_nic(
     srv.send_signal(signal.SIGTERM)
     _, serr = srv.communicate(timeout=60)
     assert serr.count("a run starts") == 2, serr
+
+
+def test_the_remote_device_answers_live_stats_while_it_runs(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """What `offlow stats`, the progress lines and --metrics read (live.h) comes from the
+    device too: the request word crosses, its live stats come back."""
+    from offlow.dsl.loader import load_program
+    from offlow.runner import Run, RunOptions, build_for
+
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    o = RunOptions(input=TLS, duration=60, rate=20000, timeout=120,
+                   remotes=(f"a=127.0.0.1:{port}",), secret_file=secret)
+    r = Run(build_for(load_program(EXAMPLE, ["rx.device=remote:a"]), o), o)
+    r.start()
+    try:
+        seen: list[int] = []
+        deadline = time.monotonic() + 60  # generous; it answers once packets flowed
+        while len(seen) < 2 and time.monotonic() < deadline:
+            stats, up = r.live_stats(timeout=5)
+            cores = stats.get("remote:a", {}).get("cores", [])
+            read = sum(s["packets"] for c in cores for s in c.get("sources", {}).values())
+            if up and read and (not seen or read > seen[-1]):
+                seen.append(read)
+            time.sleep(0.2)
+    finally:
+        r.stop()
+        res = r.wait()
+    assert len(seen) == 2 and seen[0] < seen[1], seen  # counts read while it ran, growing
+    assert res.ok, res.errors
+    assert res.stats["remote:a"]["cores"][0]["sources"]["rx"]["packets"] >= seen[1]

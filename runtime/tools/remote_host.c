@@ -38,6 +38,20 @@ static volatile sig_atomic_t pending_sig;
 
 static void on_signal(int sig) { pending_sig = sig; }
 
+/* The device's live stats, where live readers look: STATS.live (written whole, then
+ * renamed, as the processes do). */
+static void write_live(const struct host *h, const void *data, size_t len)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s.live", h->stats);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    bool ok = fwrite(data, 1, len, f) == len;
+    if (fclose(f) == 0 && ok) rename(tmp, path);
+    else unlink(tmp);
+}
+
 static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const void *data,
                    size_t len)
 {
@@ -49,7 +63,7 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
     } else if (kind == PART_FLAGS && hlen == sizeof(struct part_flags)) {
         struct part_flags f;
         memcpy(&f, hdr, sizeof f);
-        part_flags_take(&h->p, &f, true);
+        part_flags_take(&h->p, &f, false);
     } else if (kind == PART_DONE && hlen == sizeof(int32_t) && !h->done) {
         memcpy(&h->status, hdr, sizeof h->status);
         h->done_data = malloc(len + 1);
@@ -58,6 +72,8 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
             h->done_len = len;
         }
         h->done = true;
+    } else if (kind == PART_LIVE) {
+        write_live(h, data, len);
     } else if (kind == PART_FAIL) {
         snprintf(h->why, sizeof h->why, "%.*s", (int)(len < 400 ? len : 400), (const char *)data);
         h->failed_there = true;
@@ -135,7 +151,8 @@ static void send_setup(struct host *h, const char *exe, int npeers, char **args,
         n += k;
     }
     size_t exe_len;
-    uint8_t *bytes = tool_read(exe, &exe_len);
+    uint8_t *bytes = part_read(exe, &exe_len);
+    if (!bytes) fail(h, "cannot read the device's executable");
     struct part_setup s = {(uint32_t)strlen(h->dirs), (uint32_t)npeers, exe_len};
     int rc = ofl_link_send(h->p.link, PART_SETUP, &s, sizeof s, buf, n);
     for (size_t off = 0; !rc && off < exe_len; off += PART_CHUNK) {

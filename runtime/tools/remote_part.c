@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "offlow/ring.h"
@@ -48,21 +50,21 @@ static struct part_flags read_flags(const struct part *p)
     const struct ofl_window_hdr *h = (const void *)p->win.base;
     return (struct part_flags){__atomic_load_n(&h->abort, __ATOMIC_ACQUIRE),
                                __atomic_load_n(&h->stop, __ATOMIC_ACQUIRE),
-                               __atomic_load_n(&h->drained, __ATOMIC_ACQUIRE)};
+                               __atomic_load_n(&h->drained, __ATOMIC_ACQUIRE),
+                               __atomic_load_n(&h->stats_req, __ATOMIC_ACQUIRE)};
 }
 
 int part_flags_send(struct part *p)
 {
     if (!p->win.base) return 0;
     struct part_flags f = read_flags(p);
-    if (f.abort == p->sent.abort && f.stop == p->sent.stop && f.drained == p->sent.drained)
-        return 0;
+    if (!memcmp(&f, &p->sent, sizeof f)) return 0;
     int rc = ofl_link_send(p->link, PART_FLAGS, &f, sizeof f, NULL, 0);
     if (!rc) p->sent = f;
     return rc;
 }
 
-void part_flags_take(struct part *p, const struct part_flags *f, bool add_drained)
+void part_flags_take(struct part *p, const struct part_flags *f, bool device)
 {
     struct ofl_window_hdr *h = (void *)p->win.base;
     if (!h) return;
@@ -75,7 +77,11 @@ void part_flags_take(struct part *p, const struct part_flags *f, bool add_draine
         __atomic_store_n(&h->stop, f->stop, __ATOMIC_RELEASE);
         p->sent.stop = f->stop;
     }
-    if (add_drained && f->drained != p->got.drained) {
+    if (device && f->stats_req != p->got.stats_req) {
+        __atomic_store_n(&h->stats_req, f->stats_req, __ATOMIC_RELEASE);
+        p->sent.stats_req = f->stats_req;
+    }
+    if (!device && f->drained != p->got.drained) {
         uint32_t d = __atomic_add_fetch(&h->drained, f->drained - p->got.drained,
                                         __ATOMIC_ACQ_REL);
         p->sent.drained = d;
@@ -104,4 +110,34 @@ bool part_fd_gone(int fd)
     struct pollfd pf = {.fd = fd, .events = POLLIN};
     int n = poll(&pf, 1, 0);
     return n < 0 ? errno != EINTR : n > 0 && (pf.revents & (POLLHUP | POLLERR | POLLNVAL));
+}
+
+uint8_t *part_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n == cap) {
+            uint8_t *more = realloc(buf, cap = cap ? 2 * cap : 1 << 16);
+            if (!more) break;
+            buf = more;
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) {
+            bool ok = !ferror(f);
+            fclose(f);
+            if (ok) {
+                *len = n;
+                return buf;
+            }
+            free(buf);
+            return NULL;
+        }
+    }
+    fclose(f);
+    free(buf);
+    return NULL;
 }

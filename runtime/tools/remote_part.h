@@ -2,7 +2,8 @@
  * stand-in for the device (remote_host.c) and the device's server (remote_serve.c).
  * Both hold a window of the program's layout and carry the rings that cross between
  * them over one authenticated link (runtime/lib/remote), with the window header's
- * abort, stop and drained words and the run's control messages beside them. */
+ * abort, stop, drained and stats_req words and the run's control messages beside
+ * them. */
 #ifndef OFL_REMOTE_PART_H
 #define OFL_REMOTE_PART_H
 
@@ -24,6 +25,7 @@ enum {
     PART_SIGNAL,    /* host: deliver this signal to the device process (a clean stop) */
     PART_DONE,      /* device: its exit status; the stats file it wrote */
     PART_FAIL,      /* device: the run could not start there (why) */
+    PART_LIVE,      /* device: its process's live stats (live.h), as it last wrote them */
 };
 
 #define PART_LIFELINE 0xffffffffu  /* PART_PEER's index for the runner's lifeline */
@@ -36,7 +38,7 @@ struct part_setup {
     uint64_t exe_size;
 };
 struct part_flags {
-    uint32_t abort, stop, drained;
+    uint32_t abort, stop, drained, stats_req;
 };
 
 /* One end's window, bridge and flag mirror. */
@@ -60,13 +62,17 @@ int part_bridge(struct part *p, const char *dirs, uint32_t nrings, bool device, 
 /* Send the header words that changed since last sent. Returns 0 or -EPIPE. */
 int part_flags_send(struct part *p);
 
-/* Apply a peer's PART_FLAGS: abort and stop are raised here when raised there; the
- * drained count grows by what it grew there when `add_drained`. */
-void part_flags_take(struct part *p, const struct part_flags *f, bool add_drained);
+/* Apply a peer's PART_FLAGS: abort and stop are raised here when raised there; on the
+ * host's end (!device) the drained count grows by what it grew there, on the device's
+ * the live-stats request word becomes the host's. */
+void part_flags_take(struct part *p, const struct part_flags *f, bool device);
 
 /* After a poll that moved `moved` entries: spin while busy, then yield, then sleep a
  * little (an idle run does not hold a CPU). */
 void part_idle(struct part *p, int moved);
+
+/* Everything file `path` holds (its size in *len; free() it), or NULL. */
+uint8_t *part_read(const char *path, size_t *len);
 
 /* True when `fd` has reached EOF (its writers are gone) or failed. */
 bool part_fd_gone(int fd);

@@ -40,6 +40,8 @@ struct serve {
     bool bad;                      /* a setup message broke the rules */
     int peer_w[MAX_PEERS], life_w;  /* the write ends the device process watches */
     pid_t child;
+    ino_t live_ino;                /* the live stats file last sent */
+    struct timespec live_mtime;
 };
 
 static volatile sig_atomic_t quit;
@@ -76,7 +78,7 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
     } else if (kind == PART_FLAGS && hlen == sizeof(struct part_flags)) {
         struct part_flags f;
         memcpy(&f, hdr, sizeof f);
-        part_flags_take(&s->p, &f, false);
+        part_flags_take(&s->p, &f, true);
     } else if (kind == PART_PEER && hlen == sizeof(uint32_t)) {
         uint32_t i;
         memcpy(&i, hdr, sizeof i);
@@ -156,17 +158,9 @@ static void send_fail(struct serve *s, const char *why)
 static void send_done(struct serve *s, int32_t status, const char *stats, const char *errpath)
 {
     size_t slen = 0, elen = 0;
-    uint8_t *sb = NULL, *eb = NULL;
-    FILE *f = fopen(stats, "rb");
-    if (f) {
-        fclose(f);
-        sb = tool_read(stats, &slen);
-    }
-    f = fopen(errpath, "rb");
-    if (f) {
-        fclose(f);
-        eb = tool_read(errpath, &elen);
-    }
+    uint8_t *sb = part_read(stats, &slen), *eb = part_read(errpath, &elen);
+    if (!sb) slen = 0;
+    if (!eb) elen = 0;
     uint8_t *msg = malloc(sizeof(uint32_t) + slen + elen);
     if (msg) {
         uint32_t n = (uint32_t)slen;
@@ -178,6 +172,27 @@ static void send_done(struct serve *s, int32_t status, const char *stats, const 
     free(msg);
     free(sb);
     free(eb);
+}
+
+/* Send the device process's live stats (live.h) when it has written them anew since
+ * last sent (a new file: it writes them whole and renames). Returns 0 or -EPIPE. */
+static int send_live(struct serve *s, const char *stats)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s.live", stats);
+    struct stat st;
+    if (stat(path, &st) < 0 || (st.st_ino == s->live_ino &&
+                                st.st_mtim.tv_nsec == s->live_mtime.tv_nsec &&
+                                st.st_mtim.tv_sec == s->live_mtime.tv_sec))
+        return 0;
+    s->live_ino = st.st_ino;
+    s->live_mtime = st.st_mtim;
+    size_t len;
+    uint8_t *data = part_read(path, &len);
+    if (!data) return 0;
+    int rc = ofl_link_send(s->p.link, PART_LIVE, NULL, 0, data, len);
+    free(data);
+    return rc;
 }
 
 /* Stop the device process (its lifeline closed: it aborts and removes its files), and
@@ -247,6 +262,7 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
             reap(s, true);
             return;
         }
+        if ((n & 1023) == 0 && send_live(s, stats) < 0) continue;   /* (the poll says why) */
         if (!exited && (n & 63) == 0) {
             int st;
             if (waitpid(s->child, &st, WNOHANG) == s->child) {
@@ -258,6 +274,7 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
         if (exited && (status != 0 || ofl_bridge_done(&s->p.bridge))) {
             ofl_bridge_poll(&s->p.bridge);   /* the last credit */
             part_flags_send(&s->p);
+            send_live(s, stats);             /* its last word (live_final) */
             send_done(s, status, stats, errpath);
             return;
         }
