@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "offlow/remote_auth.h"
+#include "offlow/remote_setup.h"
 #include "remote_part.h"
 #include "tool_io.h"
 
@@ -141,7 +142,7 @@ static void connect_device(struct host *h, const uint8_t *secret, size_t slen)
 
 static void send_setup(struct host *h, const char *exe, int npeers, char **args, int nargs)
 {
-    char buf[PART_MAX_ARGS + 512];
+    char buf[OFL_SETUP_MAX_DATA];
     size_t n = strlen(h->dirs);
     memcpy(buf, h->dirs, n);
     for (int i = 0; i < nargs; i++) {
@@ -153,7 +154,7 @@ static void send_setup(struct host *h, const char *exe, int npeers, char **args,
     size_t exe_len;
     uint8_t *bytes = part_read(exe, &exe_len);
     if (!bytes) fail(h, "cannot read the device's executable");
-    struct part_setup s = {(uint32_t)strlen(h->dirs), (uint32_t)npeers, exe_len};
+    struct ofl_setup_hdr s = {(uint32_t)strlen(h->dirs), (uint32_t)npeers, exe_len};
     int rc = ofl_link_send(h->p.link, PART_SETUP, &s, sizeof s, buf, n);
     for (size_t off = 0; !rc && off < exe_len; off += PART_CHUNK) {
         size_t k = exe_len - off < PART_CHUNK ? exe_len - off : PART_CHUNK;

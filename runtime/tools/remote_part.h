@@ -17,7 +17,7 @@
 
 /* The run's control messages (the bridge's own kinds are below these). */
 enum {
-    PART_SETUP = OFL_LINK_KIND_USER + 8,  /* host: nrings, npeers, exe size; ring dirs, args */
+    PART_SETUP = OFL_LINK_KIND_USER + 8,  /* host: what to run (remote_setup.h) */
     PART_EXE,       /* host: the next bytes of the device's executable */
     PART_READY,     /* device: window made, rings bridged: entries may flow */
     PART_FLAGS,     /* either: the header's abort, stop and drained words */
@@ -29,14 +29,8 @@ enum {
 };
 
 #define PART_LIFELINE 0xffffffffu  /* PART_PEER's index for the runner's lifeline */
-#define PART_MAX_ARGS 4096         /* bytes of forwarded arguments at most */
 #define PART_CHUNK (64u << 10)     /* bytes of executable per PART_EXE */
-#define PART_MAX_EXE (256u << 20)  /* an executable above this is refused */
 
-struct part_setup {
-    uint32_t nrings, npeers;
-    uint64_t exe_size;
-};
 struct part_flags {
     uint32_t abort, stop, drained, stats_req;
 };

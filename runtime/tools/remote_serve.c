@@ -21,24 +21,21 @@
 #include <unistd.h>
 
 #include "offlow/remote_auth.h"
+#include "offlow/remote_setup.h"
 #include "remote_part.h"
 #include "tool_io.h"
 
-#define MAX_PEERS 32
-#define MAX_ARGV 512
 
 extern char **environ;
 
 struct serve {
     struct part p;
-    struct part_setup setup;
+    struct ofl_setup setup;
     bool have_setup;
-    char args[PART_MAX_ARGS + 512];  /* ring dirs, then the arguments (NUL-separated) */
-    size_t args_len;
     uint8_t *exe;
     uint64_t exe_got;
     bool bad;                      /* a setup message broke the rules */
-    int peer_w[MAX_PEERS], life_w;  /* the write ends the device process watches */
+    int peer_w[OFL_SETUP_MAX_PEERS], life_w;  /* the write ends the device process watches */
     pid_t child;
     ino_t live_ino;                /* the live stats file last sent */
     struct timespec live_mtime;
@@ -60,19 +57,17 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
     struct serve *s = arg;
     if (kind < PART_SETUP) {
         if (s->p.bridging) ofl_bridge_on_msg(&s->p.bridge, kind, hdr, hlen, data, len);
-    } else if (kind == PART_SETUP && hlen == sizeof s->setup && !s->have_setup) {
-        memcpy(&s->setup, hdr, sizeof s->setup);
-        if (s->setup.nrings > OFL_BRIDGE_MAX_RINGS * 4 || s->setup.npeers > MAX_PEERS ||
-            s->setup.exe_size > PART_MAX_EXE || len > sizeof s->args - 1 ||
-            len < s->setup.nrings || !(s->exe = malloc(s->setup.exe_size + 1))) {
+    } else if (kind == PART_SETUP && !s->have_setup) {
+        char err[160];
+        if (ofl_setup_parse(&s->setup, hdr, hlen, data, len, err, sizeof err) < 0) {
+            fprintf(stderr, "offlow serve-device: a bad setup: %s\n", err);
             s->bad = true;
-            return;
+        } else if (!(s->exe = malloc(s->setup.hdr.exe_size))) {
+            s->bad = true;
+        } else {
+            s->have_setup = true;
         }
-        memcpy(s->args, data, len);
-        s->args[len] = 0;
-        s->args_len = len;
-        s->have_setup = true;
-    } else if (kind == PART_EXE && s->have_setup && len <= s->setup.exe_size - s->exe_got) {
+    } else if (kind == PART_EXE && s->have_setup && len <= s->setup.hdr.exe_size - s->exe_got) {
         memcpy(s->exe + s->exe_got, data, len);
         s->exe_got += len;
     } else if (kind == PART_FLAGS && hlen == sizeof(struct part_flags)) {
@@ -83,7 +78,7 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
         uint32_t i;
         memcpy(&i, hdr, sizeof i);
         if (i == PART_LIFELINE) close_fd(&s->life_w);
-        else if (i < MAX_PEERS) close_fd(&s->peer_w[i]);
+        else if (i < OFL_SETUP_MAX_PEERS) close_fd(&s->peer_w[i]);
     } else if (kind == PART_SIGNAL && hlen == sizeof(int32_t)) {
         int32_t sig;
         memcpy(&sig, hdr, sizeof sig);
@@ -108,9 +103,9 @@ static int run_wait(char **argv)
 static int spawn_device(struct serve *s, const char *exe, const char *window, const char *stats,
                         const char *errpath)
 {
-    static char nums[MAX_PEERS + 1][16];
-    char *argv[MAX_ARGV];
-    int argc = 0, life[2], keep[MAX_PEERS + 1], nkeep = 0;
+    static char nums[OFL_SETUP_MAX_PEERS + 1][16];
+    char *argv[7 + 2 * OFL_SETUP_MAX_PEERS + OFL_SETUP_MAX_ARGS + 1];
+    int argc = 0, life[2], keep[OFL_SETUP_MAX_PEERS + 1], nkeep = 0;
     argv[argc++] = (char *)exe;
     argv[argc++] = "--window";
     argv[argc++] = (char *)window;
@@ -122,7 +117,7 @@ static int spawn_device(struct serve *s, const char *exe, const char *window, co
     argv[argc++] = "--runner-fd";
     argv[argc++] = nums[0];
     keep[nkeep++] = life[0];
-    for (uint32_t i = 0; i < s->setup.npeers; i++) {
+    for (uint32_t i = 0; i < s->setup.hdr.npeers; i++) {
         int fds[2];
         if (pipe2(fds, O_CLOEXEC) < 0) return -errno;
         s->peer_w[i] = fds[1];
@@ -131,10 +126,7 @@ static int spawn_device(struct serve *s, const char *exe, const char *window, co
         argv[argc++] = "--peer-fd";
         argv[argc++] = nums[i + 1];
     }
-    for (size_t off = s->setup.nrings; off < s->args_len && argc < MAX_ARGV - 1;) {
-        argv[argc++] = s->args + off;
-        off += strlen(s->args + off) + 1;
-    }
+    for (uint32_t i = 0; i < s->setup.argc; i++) argv[argc++] = s->setup.argv[i];
     argv[argc] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -224,14 +216,14 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
     snprintf(exe, sizeof exe, "%s/device", dir);
     snprintf(stats, sizeof stats, "%s/stats.json", dir);
     snprintf(errpath, sizeof errpath, "%s/stderr", dir);
-    while (!s->bad && !quit && !(s->have_setup && s->exe_got == s->setup.exe_size))
+    while (!s->bad && !quit && !(s->have_setup && s->exe_got == s->setup.hdr.exe_size))
         if (ofl_link_progress(s->p.link) == OFL_LINK_FAILED) return;
     if (s->bad || quit) {
         send_fail(s, "the host sent a setup that breaks the rules");
         return;
     }
     int fd = open(exe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
-    bool wrote = fd >= 0 && write(fd, s->exe, s->setup.exe_size) == (ssize_t)s->setup.exe_size;
+    bool wrote = fd >= 0 && write(fd, s->exe, s->setup.hdr.exe_size) == (ssize_t)s->setup.hdr.exe_size;
     if (fd >= 0) close(fd);
     char *init[] = {exe, "--init", "--window", (char *)window, NULL};
     char err[256];
@@ -241,7 +233,7 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
         return;
     }
     if (ofl_window_open(&s->p.win, window) < 0 ||
-        part_bridge(&s->p, s->args, s->setup.nrings, true, err, sizeof err) < 0) {
+        part_bridge(&s->p, s->setup.dirs, s->setup.hdr.nrings, true, err, sizeof err) < 0) {
         send_fail(s, "cannot carry the program's rings there");
         return;
     }
@@ -290,7 +282,7 @@ static void reset(struct serve *s)
     memset(s, 0, sizeof *s);
     s->p.win.fd = -1;
     s->life_w = -1;
-    for (int i = 0; i < MAX_PEERS; i++) s->peer_w[i] = -1;
+    for (int i = 0; i < OFL_SETUP_MAX_PEERS; i++) s->peer_w[i] = -1;
 }
 
 int main(int argc, char **argv)
@@ -347,7 +339,7 @@ int main(int argc, char **argv)
         }
         ofl_link_close(s.p.link);
         s.p.link = NULL;
-        for (int i = 0; i < MAX_PEERS; i++) close_fd(&s.peer_w[i]);
+        for (int i = 0; i < OFL_SETUP_MAX_PEERS; i++) close_fd(&s.peer_w[i]);
         close_fd(&s.life_w);
     }
     return 0;
