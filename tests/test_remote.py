@@ -213,8 +213,14 @@ def test_a_wrong_secret_ends_the_run_before_any_packet_moves(
     assert "a run starts" not in serr, serr
 
 
-def test_a_killed_device_ends_the_run_with_one_error_and_the_counts_so_far(
-        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+@pytest.mark.parametrize(("sig", "why"), [(signal.SIGKILL, "lost"),
+                                          (signal.SIGSTOP, "stopped answering")],
+                         ids=["killed", "silent"])
+def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so_far(
+        tmp_path: Path, procs: list[subprocess.Popen[str]], sig: int, why: str) -> None:
+    """A serve-device killed (its connection resets) or stopped (connected, silent:
+    noticed after the link's silence limit) ends the run; the host's processes report
+    what had come, and the run's one error says so."""
     secret = secret_file(tmp_path)
     srv, port = serve(procs, secret)
     out = tmp_path / "out.pcap"
@@ -226,13 +232,13 @@ def test_a_killed_device_ends_the_run_with_one_error_and_the_counts_so_far(
     while (not out.exists() or out.stat().st_size < 100_000) and time.monotonic() < deadline:
         assert p.poll() is None, p.communicate()
         time.sleep(0.05)
-    srv.send_signal(signal.SIGKILL)
+    srv.send_signal(sig)
     o, err = p.communicate(timeout=120)  # it ends (no timing asserted)
     s = json.loads(o)
     assert p.returncode == 1 and len(s["errors"]) == 1, err
     m = re.fullmatch(rf"remote device remote:a \(127\.0\.0\.1:{port}\): (.*); (\d+) ring "
                      r"entries \(packets\) had come from it and 0 gone to it", s["errors"][0])
-    assert m and ("lost" in m[1] or "stopped answering" in m[1]), s["errors"]
+    assert m and why in m[1], s["errors"]
     came = int(m[2])
     assert came > 0 and s["segments"][1]["packets"] == came == s["sinks"]["tx"]["packets"]
     assert len(read_frames(out)) == came

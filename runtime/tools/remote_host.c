@@ -240,22 +240,10 @@ int main(int argc, char **argv)
     snprintf(addr, sizeof addr, "%.*s", (int)(colon - connect), connect);
     h.addr = addr;
     h.port = (uint16_t)tool_number("offlow-remote-host", colon + 1, 1, 65535);
-    const char *secret = getenv("OFFLOW_REMOTE_SECRET");
-    if (!secret) fail(&h, "no shared secret (OFFLOW_REMOTE_SECRET)");
     static uint8_t key[OFL_AUTH_SECRET_MAX];
-    size_t slen = strlen(secret) < sizeof key ? strlen(secret) : sizeof key;
-    memcpy(key, secret, slen);
-    unsetenv("OFFLOW_REMOTE_SECRET");
-
-    /* the runner started us with SIGINT and SIGTERM blocked: take them now */
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    size_t slen = part_take_secret(key);
+    if (!slen) fail(&h, "no shared secret (OFFLOW_REMOTE_SECRET)");
+    part_on_stop(on_signal);
 
     int rc = ofl_window_open(&h.p.win, window);
     if (rc < 0) fail(&h, "cannot open the run's window");

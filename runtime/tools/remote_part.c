@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,4 +141,26 @@ uint8_t *part_read(const char *path, size_t *len)
     fclose(f);
     free(buf);
     return NULL;
+}
+
+size_t part_take_secret(uint8_t key[OFL_AUTH_SECRET_MAX])
+{
+    const char *secret = getenv("OFFLOW_REMOTE_SECRET");
+    if (!secret) return 0;
+    size_t n = strlen(secret) < OFL_AUTH_SECRET_MAX ? strlen(secret) : OFL_AUTH_SECRET_MAX;
+    memcpy(key, secret, n);
+    unsetenv("OFFLOW_REMOTE_SECRET");
+    return n;
+}
+
+void part_on_stop(void (*fn)(int))
+{
+    struct sigaction sa = {.sa_handler = fn};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
 }

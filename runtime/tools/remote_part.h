@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "offlow/remote_auth.h"
 #include "offlow/remote_bridge.h"
 #include "offlow/remote_link.h"
 #include "offlow/window.h"
@@ -64,6 +65,15 @@ void part_flags_take(struct part *p, const struct part_flags *f, bool device);
 /* After a poll that moved `moved` entries: spin while busy, then yield, then sleep a
  * little (an idle run does not hold a CPU). */
 void part_idle(struct part *p, int moved);
+
+/* Take the shared secret from OFFLOW_REMOTE_SECRET into `key` and remove it from the
+ * environment (nothing this process starts inherits it). Returns its length (at most
+ * OFL_AUTH_SECRET_MAX), 0 when it is not set. */
+size_t part_take_secret(uint8_t key[OFL_AUTH_SECRET_MAX]);
+
+/* Call `fn` on SIGINT and SIGTERM, and unblock them (a runner starts its parts with
+ * them blocked). */
+void part_on_stop(void (*fn)(int));
 
 /* Everything file `path` holds (its size in *len; free() it), or NULL. */
 uint8_t *part_read(const char *path, size_t *len);

@@ -292,18 +292,13 @@ int main(int argc, char **argv)
         return 2;
     }
     uint16_t port = (uint16_t)tool_number("offlow-remote-serve", argv[2], 0, 65535);
-    const char *secret = getenv("OFFLOW_REMOTE_SECRET");
-    if (!secret) {
+    static uint8_t key[OFL_AUTH_SECRET_MAX];
+    size_t slen = part_take_secret(key);
+    if (!slen) {
         fprintf(stderr, "offlow serve-device: no shared secret (OFFLOW_REMOTE_SECRET)\n");
         return 2;
     }
-    static uint8_t key[OFL_AUTH_SECRET_MAX];
-    size_t slen = strlen(secret) < sizeof key ? strlen(secret) : sizeof key;
-    memcpy(key, secret, slen);
-    unsetenv("OFFLOW_REMOTE_SECRET");
-    struct sigaction sa = {.sa_handler = on_signal};
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    part_on_stop(on_signal);
     static struct serve s;
     for (unsigned run = 0; !quit; run++) {
         reset(&s);
