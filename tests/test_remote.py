@@ -302,3 +302,25 @@ def test_the_remote_device_answers_live_stats_while_it_runs(
     assert len(seen) == 2 and seen[0] < seen[1], seen  # counts read while it ran, growing
     assert res.ok, res.errors
     assert res.stats["remote:a"]["cores"][0]["sources"]["rx"]["packets"] >= seen[1]
+
+
+def test_a_users_logical_queue_from_a_remote_device_is_the_same_as_from_nic(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """A program written as users write them (its own elements, C bodies with comments, a
+    queue of three channels, one without packet bytes, steered by key to two host
+    cores), odd frame sizes and a small ring: every ring of the queue comes from the
+    remote device."""
+    prog = Path(__file__).resolve().parent / "programs" / "logical_queue.py"
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    common = [str(prog), "--count", "3001", "--sizes", "64:3,65:1,1001:2", "--seed", "7",
+              "--set", "ring_size=64"]
+    rc, nic, err = run(procs, [*common, "--output", str(tmp_path / "nic.pcap")])
+    assert rc == 0 and nic["ok"], err
+    rc, rem, err = run(procs, [*common, "--output", str(tmp_path / "remote.pcap"), "--set",
+                               "rx.device=remote:q", "--remote", f"q=127.0.0.1:{port}",
+                               "--secret-file", str(secret)])
+    assert rc == 0 and rem["ok"], err
+    assert counts(rem) == counts(nic)
+    frames = sorted(read_frames(tmp_path / "remote.pcap"))  # two host cores: any order
+    assert len(frames) == 3001 and frames == sorted(read_frames(tmp_path / "nic.pcap"))
