@@ -324,3 +324,23 @@ def test_a_users_logical_queue_from_a_remote_device_is_the_same_as_from_nic(
     assert counts(rem) == counts(nic)
     frames = sorted(read_frames(tmp_path / "remote.pcap"))  # two host cores: any order
     assert len(frames) == 3001 and frames == sorted(read_frames(tmp_path / "nic.pcap"))
+
+
+def test_a_stop_before_the_device_started_stops_it_cleanly(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """The runner's stop (Ctrl-C, a failure elsewhere) while the stand-in is still
+    connecting reaches the device's process once it runs, which then ends cleanly: its
+    stats come back, no error (it had been lost, and the run went on to its end)."""
+    from offlow.dsl.loader import load_program
+    from offlow.runner import Run, RunOptions, build_for
+
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    o = RunOptions(input=TLS, duration=600, timeout=120,
+                   remotes=(f"a=127.0.0.1:{port}",), secret_file=secret)
+    r = Run(build_for(load_program(EXAMPLE, ["rx.device=remote:a"]), o), o)
+    r.start()
+    r.stop()
+    res = r.wait()
+    assert res.ok, res.errors
+    assert "remote:a" in res.stats and "host" in res.stats

@@ -127,10 +127,8 @@ static void connect_device(struct host *h, const uint8_t *secret, size_t slen)
         fail(h, msg);
     }
     enum ofl_link_state st;
-    while ((st = ofl_link_progress(h->p.link)) == OFL_LINK_WAITING) {
-        if (pending_sig) exit(1);
+    while ((st = ofl_link_progress(h->p.link)) == OFL_LINK_WAITING)   /* (a stop waits) */
         part_idle(&h->p, 0);
-    }
     if (st == OFL_LINK_FAILED) {
         char msg[768];
         snprintf(msg, sizeof msg, "remote device %s (%s:%u): refused before any packet moved "
@@ -264,12 +262,16 @@ int main(int argc, char **argv)
             if (part_bridge(&h.p, h.dirs, (uint32_t)strlen(h.dirs), false, err, sizeof err) < 0)
                 fail(&h, err);
         }
-        if (h.p.bridging) {
-            moved = ofl_bridge_poll(&h.p.bridge);
-            if (moved < 0) link_failed(&h);
-        }
-        if (part_flags_send(&h.p) < 0) link_failed(&h);
         if (h.done && (h.status != 0 || ofl_bridge_done(&h.p.bridge))) finish(&h);
+        /* the words, signals and peers wait for the device's process: it starts right
+         * after its side sent ready, and the link keeps the order */
+        if (!h.p.bridging) {
+            part_idle(&h.p, 0);
+            continue;
+        }
+        moved = ofl_bridge_poll(&h.p.bridge);
+        if (moved < 0) link_failed(&h);
+        if (part_flags_send(&h.p) < 0) link_failed(&h);
         if (pending_sig) {
             int32_t sig = pending_sig;
             pending_sig = 0;

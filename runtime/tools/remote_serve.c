@@ -133,7 +133,18 @@ static int spawn_device(struct serve *s, const char *exe, const char *window, co
     for (int i = 0; i < nkeep; i++)   /* dup2 onto itself clears FD_CLOEXEC */
         posix_spawn_file_actions_adddup2(&fa, keep[i], keep[i]);
     posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int rc = posix_spawn(&s->child, exe, &fa, NULL, argv, environ);
+    /* started with SIGINT and SIGTERM blocked, as the runner starts its processes: a
+     * stop that comes before the process takes them stays pending (stop.h) */
+    posix_spawnattr_t at;
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setsigmask(&at, &mask);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    int rc = posix_spawn(&s->child, exe, &fa, &at, argv, environ);
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     for (int i = 0; i < nkeep; i++) close(keep[i]);
     return -rc;
@@ -189,24 +200,21 @@ static int send_live(struct serve *s, const char *stats)
 
 /* Stop the device process (its lifeline closed: it aborts and removes its files), and
  * kill it when it has not ended two seconds later. */
-static int32_t reap(struct serve *s, bool stop)
+static void reap(struct serve *s)
 {
-    if (s->child <= 0) return 0;
-    if (stop) close_fd(&s->life_w);
-    int st = 0;
+    if (s->child <= 0) return;
+    close_fd(&s->life_w);
     for (int i = 0; i < 200; i++) {
-        pid_t r = waitpid(s->child, &st, stop ? WNOHANG : 0);
-        if (r == s->child) break;
-        if (r < 0 && errno != EINTR) break;
+        pid_t r = waitpid(s->child, NULL, WNOHANG);
+        if (r == s->child || (r < 0 && errno != EINTR)) break;
         if (i == 199) {
             kill(s->child, SIGKILL);
-            waitpid(s->child, &st, 0);
+            waitpid(s->child, NULL, 0);
         }
         struct timespec ts = {0, 10000000};
         nanosleep(&ts, NULL);
     }
     s->child = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
 }
 
 /* Serve one run over an authenticated link; returns when it has ended. */
@@ -216,10 +224,13 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
     snprintf(exe, sizeof exe, "%s/device", dir);
     snprintf(stats, sizeof stats, "%s/stats.json", dir);
     snprintf(errpath, sizeof errpath, "%s/stderr", dir);
-    while (!s->bad && !quit && !(s->have_setup && s->exe_got == s->setup.hdr.exe_size))
+    while (!s->bad && !quit && !(s->have_setup && s->exe_got == s->setup.hdr.exe_size)) {
         if (ofl_link_progress(s->p.link) == OFL_LINK_FAILED) return;
+        part_idle(&s->p, 0);
+    }
     if (s->bad || quit) {
-        send_fail(s, "the host sent a setup that breaks the rules");
+        send_fail(s, quit ? "serve-device was stopped" : "the host sent a setup that breaks "
+                  "the rules");
         return;
     }
     int fd = open(exe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
@@ -251,7 +262,7 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
             fprintf(stderr, "offlow serve-device: the run ended: %s\n",
                     quit ? "stopped" : s->p.bridge.err[0] ? s->p.bridge.err
                                                          : ofl_link_error(s->p.link));
-            reap(s, true);
+            reap(s);
             return;
         }
         if ((n & 1023) == 0 && send_live(s, stats) < 0) continue;   /* (the poll says why) */
@@ -321,7 +332,7 @@ int main(int argc, char **argv)
             if (mkdtemp(dir)) {
                 fprintf(stderr, "offlow serve-device: a run starts\n");
                 serve_run(&s, dir, window);
-                reap(&s, true);
+                reap(&s);
                 char path[256];
                 const char *names[] = {"device", "stats.json", "stats.json.live", "stderr"};
                 for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
