@@ -83,7 +83,7 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
 
 /* The run fails here: the rings from the device end (closed after what came, so the
  * local consumers finish and report their counts: the run's one error is this one);
- * `text` goes to STATS.error (the runner's error for this device) and stderr; exit 1. */
+ * `text` goes to STATS.error (the runner's error for this device, said once); exit 1. */
 static _Noreturn void fail(struct host *h, const char *text)
 {
     char err[256];
@@ -93,14 +93,11 @@ static _Noreturn void fail(struct host *h, const char *text)
                                                err, sizeof err) == 0);
     for (uint32_t i = 0; rings && i < b->n; i++)
         if (!b->rings[i].out && !b->rings[i].closed) ofl_ring_close(&b->rings[i].ring);
-    fprintf(stderr, "offlow: %s\n", text);
     char path[4096];
     snprintf(path, sizeof path, "%s.error", h->stats);
     FILE *f = fopen(path, "w");
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
+    if (!f || fputs(text, f) < 0) fprintf(stderr, "offlow: %s\n", text);   /* (else lost) */
+    if (f) fclose(f);
     exit(1);
 }
 
