@@ -21,7 +21,7 @@ enum {
     PART_SETUP = OFL_LINK_KIND_USER + 8,  /* host: what to run (remote_setup.h) */
     PART_EXE,       /* host: the next bytes of the device's executable */
     PART_READY,     /* device: window made, rings bridged: entries may flow */
-    PART_FLAGS,     /* either: the header's abort, stop and drained words */
+    PART_FLAGS,     /* either: the header's abort, stop, drained and stats_req words */
     PART_PEER,      /* host: a local peer's liveness pipe closed (index; ~0: the runner) */
     PART_SIGNAL,    /* host: deliver this signal to the device process (a clean stop) */
     PART_DONE,      /* device: its exit status; the stats file it wrote */
