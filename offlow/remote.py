@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
+import shutil
 import stat
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from offlow.errors import OfflowError
+from offlow.lifecycle import pid_alive
 
 ENV = "OFFLOW_REMOTE_SECRET"
+# the folder serve-device (runtime/tools/remote_serve.c) runs a device in: PID-XXXXXX
+DEV_DIRS = Path("/tmp")
+_DEV_DIR = re.compile(r"^offlow-remote-dev-(\d+)-\w{6}$")
 SECRET_MIN, SECRET_MAX = 16, 4096  # runtime/lib/remote's OFL_AUTH_SECRET_MIN and MAX
 ON_COMMAND_LINE = (f"a secret on the command line is refused (every user sees it in ps): "
                    f"give --secret-file FILE (mode 0600) or set {ENV}")
@@ -91,6 +97,22 @@ def load_secret(path: Path | None) -> bytes:
     return secret
 
 
+def sweep_device_dirs(folder: Path = DEV_DIRS) -> list[Path]:
+    """Remove this user's device folders whose serve-device is gone (killed during a
+    run: the executable it received stays there otherwise). Returns what it removed."""
+    removed = []
+    for path in folder.glob("offlow-remote-dev-*"):
+        m = _DEV_DIR.match(path.name)
+        try:
+            mine = path.lstat().st_uid == os.getuid() and path.is_dir()
+        except OSError:
+            continue
+        if m and mine and not pid_alive(int(m[1])):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
 def serve_device(listen: str, secret_file: Path | None, all_interfaces: bool) -> int:
     """Serve runs of remote devices on `listen` (ADDR:PORT) until stopped (Ctrl-C):
     exec's the device server (runtime/tools/remote_serve.c)."""
@@ -104,6 +126,7 @@ def serve_device(listen: str, secret_file: Path | None, all_interfaces: bool) ->
     if why:
         raise OfflowError(f"serve-device cannot run here: {why}")
     secret = load_secret(secret_file)
+    sweep_device_dirs()
     exe = remote.tool("serve")
     # it listens again on the same port after each run: the last run's connection in
     # TIME_WAIT must not hold the port

@@ -20,7 +20,7 @@ import pytest
 
 from offlow.build import DATA
 from offlow.errors import OfflowError
-from offlow.remote import ON_COMMAND_LINE
+from offlow.remote import DEV_DIRS, ON_COMMAND_LINE
 from offlow.targets import remote
 from tests.e2e import EXAMPLE, TLS, read_frames
 from tests.netns import ADDR_B
@@ -232,6 +232,8 @@ def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so
     while (not out.exists() or out.stat().st_size < 100_000) and time.monotonic() < deadline:
         assert p.poll() is None, p.communicate()
         time.sleep(0.05)
+    folders = list(DEV_DIRS.glob(f"offlow-remote-dev-{srv.pid}-*"))
+    assert len(folders) == 1  # where the device runs (its executable, its stats)
     srv.send_signal(sig)
     o, err = p.communicate(timeout=120)  # it ends (no timing asserted)
     s = json.loads(o)
@@ -242,6 +244,11 @@ def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so
     came = int(m[2])
     assert came > 0 and s["segments"][1]["packets"] == came == s["sinks"]["tx"]["packets"]
     assert len(read_frames(out)) == came
+    if sig == signal.SIGKILL:  # the next serve-device removes what the killed one left
+        srv.wait(timeout=60)
+        assert folders[0].exists()
+        serve(procs, secret)
+        assert not folders[0].exists()
 
 
 ROUTER = EXAMPLE.with_name("router.py")

@@ -28,6 +28,8 @@
 
 extern char **environ;
 
+#define DEV_DIR_PREFIX "/tmp/offlow-remote-dev-"   /* offlow/remote.py's DEV_DIRS */
+
 struct serve {
     struct part p;
     struct ofl_setup setup;
@@ -327,7 +329,9 @@ int main(int argc, char **argv)
             part_idle(&s.p, 0);
         }
         if (!quit && st == OFL_LINK_UP) {
-            char dir[] = "/tmp/offlow-remote-dev-XXXXXX", window[128];
+            char dir[64], window[128];   /* (named by our pid: serve-device sweeps those of
+                                          * servers gone before their run ended) */
+            snprintf(dir, sizeof dir, "%s%d-XXXXXX", DEV_DIR_PREFIX, (int)getpid());
             snprintf(window, sizeof window, "/dev/shm/offlow-remote-%d-%08x", (int)getpid(), run);
             if (mkdtemp(dir)) {
                 fprintf(stderr, "offlow serve-device: a run starts\n");
