@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offlow import picture, targets
+from offlow import picture, remote, targets
 from offlow.build import plan_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -42,6 +42,16 @@ def _cmd_targets(a: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_secret(a: argparse.Namespace) -> None:
+    if a.secret is not None:
+        raise OfflowError(remote.ON_COMMAND_LINE)
+
+
+def _cmd_serve_device(a: argparse.Namespace) -> int:
+    _refuse_secret(a)
+    return remote.serve_device(a.listen, a.secret_file, a.all_interfaces)
+
+
 def _cmd_run(a: argparse.Namespace) -> int:
     prog = load_program(a.program, a.set)
     opts = RunOptions(input=a.input, output=a.output, duration=a.duration, loops=a.loops,
@@ -49,7 +59,9 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       rate=a.rate, count=a.count, sizes=a.sizes, prefixes=a.prefixes,
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt), profile=a.profile or "", metrics=a.metrics,
-                      ports=tuple(a.port), iface=a.iface, xdp_mode=a.xdp_mode)
+                      ports=tuple(a.port), iface=a.iface, xdp_mode=a.xdp_mode,
+                      remotes=tuple(a.remote), secret_file=a.secret_file)
+    _refuse_secret(a)
     b = build_for(prog, opts)
     if a.serve and not b.plan.program_channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
@@ -148,6 +160,12 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="offlow", description=__doc__)
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_SubParser)
 
+    def secret_args(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--secret-file", type=Path, metavar="FILE",
+                        help="the remote devices' shared secret (16..4096 bytes; mode 0600); "
+                             "else OFFLOW_REMOTE_SECRET")
+        sp.add_argument("--secret", help=argparse.SUPPRESS)  # refused: see _refuse_secret
+
     def program_args(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("program", type=Path, help="a Python file defining program()")
         sp.add_argument("--set", action="append", default=[], metavar="SEG.ATTR=VALUE",
@@ -232,8 +250,23 @@ def parser() -> argparse.ArgumentParser:
                         "HOST:PORT while it runs (e.g. 127.0.0.1:9100; port 0: a free one, "
                         "printed at start) and a live page at / (the design's picture with "
                         "its rates, every second); docs/metrics.md lists the metrics")
+    r.add_argument("--remote", action="append", default=[], metavar="NAME=ADDR:PORT",
+                   help="where device remote:NAME's `offlow serve-device` listens "
+                        "(docs/remote.md)")
+    secret_args(r)
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.set_defaults(fn=_cmd_run)
+
+    sd = sub.add_parser("serve-device", help="serve runs of a remote device on this machine: "
+                        "`offlow run --remote NAME=ADDR:PORT` on the host reaches it "
+                        "(docs/remote.md)")
+    sd.add_argument("--listen", default="127.0.0.1:0", metavar="ADDR:PORT",
+                    help="the address and port to listen on (default 127.0.0.1:0, a free "
+                         "port, printed); never every interface unless --all-interfaces")
+    sd.add_argument("--all-interfaces", action="store_true",
+                    help="allow --listen 0.0.0.0:PORT or [::]:PORT")
+    secret_args(sd)
+    sd.set_defaults(fn=_cmd_serve_device)
 
     ct = sub.add_parser("ctl", help="read and change the tables of a running program "
                         "(offlow run --serve prints its WINDOW)")

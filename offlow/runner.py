@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import cbuild, live, livepage, metrics, ports, targets
+from offlow import cbuild, live, livepage, metrics, ports, remote, targets
 from offlow.build import Build, build
 from offlow.channels import WindowHeader
 from offlow.dsl import Program
@@ -86,6 +86,11 @@ class RunOptions:
     # of the run's own veth pair, and the XDP mode ("generic" or "native").
     iface: str | None = None
     xdp_mode: str = "generic"
+    # Remote devices (docs/remote.md): `NAME=ADDR:PORT` where the `offlow serve-device`
+    # of device `remote:NAME` listens, and the file of the shared secret (else
+    # OFFLOW_REMOTE_SECRET).
+    remotes: tuple[str, ...] = ()
+    secret_file: Path | None = None
 
     @property
     def takes_reloads(self) -> bool:
@@ -251,6 +256,7 @@ def check_options(o: RunOptions) -> tuple[int, str]:
         _check_output(Path(o.output), Path(o.input) if o.input else None)
     if o.metrics is not None:
         metrics.parse_address(o.metrics)
+    remote.endpoints(o.remotes)
     if o.udp_port is not None or o.tcp_port is not None:
         return DEFAULT_MTU, "the default for a UDP run"
     if o.input is not None:
@@ -355,6 +361,8 @@ class Run:
         _opts_for(b, o)  # its errors (an --opt naming nothing) too
         self.build = b
         self.opts = o
+        self.endpoints = self._remotes(b, o)
+        self._secret = remote.load_secret(o.secret_file) if self.endpoints else b""
         self.progress = progress  # print a line to stderr every PROGRESS_EVERY seconds
         self.tmp: Path | None = None  # the run folder (stats files), made by start()
         tag = f"{b.graph.name}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -368,6 +376,16 @@ class Run:
         self.metrics: metrics.Server | None = None  # the metrics endpoint, once started
         self._last: tuple[dict[str, Any], bool] = ({}, False)  # the last counts read
         self._header: WindowHeader | None = None  # the window header's layout (live reads)
+
+    @staticmethod
+    def _remotes(b: Build, o: RunOptions) -> dict[str, str]:
+        """The addresses of the program's remote devices (each has one)."""
+        given = remote.endpoints(o.remotes)
+        remote.check_devices([d.name for d in b.plan.devices], given)
+        if given and (o.udp_port is not None or o.ports):
+            raise OfflowError("a remote device takes no sockets or ports yet: its sources "
+                              "and sinks read and write captures or synthetic traffic")
+        return given
 
     def start(self) -> None:
         """Create the window and start the processes (the options were checked when
@@ -453,7 +471,9 @@ class Run:
                     shared.append(listener.fileno())
                 part = Part(device=d.name, binary=self.build.binaries[d.name], window=self.window,
                             stats=self.tmp / f"{d.name}.json", cpu_base=d.cpu_base,
-                            args=tuple(args), pass_fds=tuple(shared))
+                            args=tuple(args), pass_fds=tuple(shared),
+                            endpoint=self.endpoints.get(d.name.partition(":")[2], ""),
+                            secret=self._secret)
                 self.procs[d.name] = targets.get(d.target).start(part)
             if listener is not None and self.progress and self.tcp_table:
                 print(f"offlow: serving TCP on 127.0.0.1:{self.tcp_port} from the "
@@ -594,7 +614,12 @@ class Run:
             rc = p.returncode
             if rc is None or name in self._killed:
                 continue
-            if rc < 0:
+            assert self.tmp is not None
+            why = targets.get(self.build.plan.device(name).target).failure(
+                self.tmp / f"{name}.json")
+            if rc and why:
+                out.append(why)
+            elif rc < 0:
                 out.append(f"the {name} process died ({_signal_name(-rc)})")
             elif rc > 0:
                 out.append(f"the {name} process exited with status {rc}")

@@ -7,7 +7,8 @@ offload's descriptor and template parser (every descriptor it takes cut into pac
 that must fit), the CBC key-table parser and decryption of arbitrary ciphertexts, the
 word count's word splitter, from small seed corpora made of valid and malformed inputs;
 the TSPLIB parser, whose cities are then climbed (the tour a permutation of the length
-returned); the remote ring bridge's messages from a peer.  Skipped
+returned); the remote ring bridge's messages from a peer and a remote device's run
+setup from a host.  Skipped
 when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ FUZZ = Path(__file__).resolve().parent / "fuzz"
 TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "ctl": "lpm",
            "ctl6": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
-           "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote"}
+           "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote",
+           "remote_setup": "remote"}
 SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
 SECONDS = 10
@@ -151,6 +153,14 @@ def _seed_corpus(target: str, d: Path) -> None:
         (d / "credit").write_bytes(msg(1, struct.pack("<II", 1, 20), b""))
         (d / "toolong").write_bytes(msg(0, struct.pack("<IIII", 0, 1, 0, 0),
                                         struct.pack("<IHH", 0, 999, 0) + bytes(32)))
+    elif target == "remote_setup":  # [header bytes][header][directions, arguments]
+        def setup(nrings: int, npeers: int, exe: int, body: bytes, hlen: int = 16) -> bytes:
+            return bytes([hlen]) + struct.pack("<IIQ", nrings, npeers, exe)[:hlen] + body
+        (d / "ttl").write_bytes(setup(1, 1, 4096, b"o--cpu-base\x001\x00--opt\x00rx.loops=1\x00"))
+        (d / "router").write_bytes(setup(2, 2, 9, b"io--serve\x00"))
+        (d / "no_nul").write_bytes(setup(1, 0, 1, b"-abc"))
+        (d / "bad_dir").write_bytes(setup(3, 0, 1, b"ox?"))
+        (d / "short").write_bytes(setup(1, 0, 1, b"o", hlen=12))
     elif target == "tsplib":
         head = "NAME : x\nTYPE : TSP\nDIMENSION : 5\nEDGE_WEIGHT_TYPE : EUC_2D\n"
         nodes = "NODE_COORD_SECTION\n1 0 0\n2 3 4\n3 1.5e2 -7\n5 9 9\n4 2 2\nEOF\n"

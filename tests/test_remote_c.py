@@ -10,8 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,47 +25,6 @@ def test_remote_c(sanitize: bool) -> None:
     res = run_c(exe, timeout=300)
     assert res.returncode == 0 and "0 failure(s)" in res.stdout, (
         f"test_remote exited {res.returncode}\n{res.stdout}\n{res.stderr}")
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[str]]]:
-    """The processes a test starts: killed at its end, whatever the outcome."""
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-
-
-@pytest.fixture
-def two_hosts(procs: list[subprocess.Popen[str]]) -> Iterator[tuple[str, str]]:
-    """Two namespaces, 10.231.0.1 in the first and .2 in the second, joined by a veth
-    pair; removed (with the pair) afterwards."""
-    tag = f"{os.getpid() % 100000}"
-    a, b = f"ofl-rem{tag}a", f"ofl-rem{tag}b"
-    made = []
-    try:
-        for ns in (a, b):
-            subprocess.run(["ip", "netns", "add", ns], check=True)
-            made.append(ns)
-        subprocess.run(["ip", "-n", a, "link", "add", "v0", "type", "veth", "peer", "name",
-                        "v1", "netns", b], check=True)
-        for ns, dev, addr in ((a, "v0", "10.231.0.1/30"), (b, "v1", "10.231.0.2/30")):
-            subprocess.run(["ip", "-n", ns, "addr", "add", addr, "dev", dev], check=True)
-            for d in ("lo", dev):
-                subprocess.run(["ip", "-n", ns, "link", "set", d, "up"], check=True)
-        for ns, dev in ((a, "v0"), (b, "v1")):  # a veth end carries once both are up
-            for _ in range(200):
-                show = subprocess.run(["ip", "-n", ns, "-o", "link", "show", dev],
-                                      capture_output=True, text=True).stdout
-                if "state UP" in show:
-                    break
-                time.sleep(0.05)
-        yield a, b
-    finally:
-        for ns in made:
-            subprocess.run(["ip", "netns", "del", ns], check=False)
 
 
 def _start(procs: list[subprocess.Popen[str]], ns: str, exe: Path,

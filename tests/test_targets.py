@@ -17,7 +17,7 @@ from offlow.cli import load_program, main
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.plan import make_plan
-from offlow.targets import gpu, host, nic, process, xdp
+from offlow.targets import gpu, host, nic, process, remote, xdp
 from offlow.targets.nic import Nic
 from tests.e2e import EXAMPLE, ROOT
 from tests.example_outputs import CASES, outputs, recorded
@@ -34,9 +34,10 @@ def test_offlow_targets_lists_host_and_nic_as_usable(capsys: pytest.CaptureFixtu
     rows = json.loads(capsys.readouterr().out)
     xdp_why = xdp.TARGET.unusable() or ""  # (tests/test_xdp.py: its own reasons)
     gpu_why = gpu.TARGET.unusable() or ""  # (tests/test_gpu.py)
+    remote_why = remote.TARGET.unusable() or ""  # (tests/test_remote.py)
     assert [(r["name"], r["usable"], r["why_not"]) for r in rows] == [
         ("host", True, ""), ("nic", True, ""), ("xdp", not xdp_why, xdp_why),
-        ("gpu", not gpu_why, gpu_why)]
+        ("gpu", not gpu_why, gpu_why), ("remote", not remote_why, remote_why)]
 
 
 def test_a_nic_without_its_window_folder_says_why_and_is_not_built(

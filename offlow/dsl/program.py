@@ -173,7 +173,7 @@ class Program:
         if name.startswith(RELOAD_CHANNEL_PREFIX):
             raise OfflowError(f"channel `{name}`: names starting with `{RELOAD_CHANNEL_PREFIX}` "
                               "are the processes' (offlow reload)")
-        if device is not None and device not in targets.names():
+        if device is not None and not targets.known(device):
             raise OfflowError(f"channel `{name}`: unknown device `{device}`; devices: "
                               f"{', '.join(targets.names())}")
         if not isinstance(handler, Handler):
@@ -312,7 +312,7 @@ class Program:
                 raise OfflowError(f"segment `{segment}`: device must be one device or two "
                                   f"different ones (balanced), not {devices}")
             for d in devices:
-                if d not in targets.names():
+                if not targets.known(d):
                     raise OfflowError(
                         f"segment `{segment}`: unknown device `{d}`; "
                         f"devices: {', '.join(targets.names())}"

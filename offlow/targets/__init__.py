@@ -5,23 +5,38 @@ order `offlow targets` prints them."""
 from __future__ import annotations
 
 from offlow.errors import OfflowError
-from offlow.targets import gpu, host, nic, xdp
+from offlow.targets import gpu, host, nic, remote, xdp
 from offlow.targets.base import Target, missing_package, no_device
 
-TARGETS: tuple[Target, ...] = (host.TARGET, nic.TARGET, xdp.TARGET, gpu.TARGET)
+TARGETS: tuple[Target, ...] = (host.TARGET, nic.TARGET, xdp.TARGET, gpu.TARGET, remote.TARGET)
 
 
 def names() -> tuple[str, ...]:
     """The names segments may be placed on (`device=`)."""
-    return tuple(t.name for t in TARGETS)
+    return tuple(f"{t.name}:NAME" if t is remote.TARGET else t.name for t in TARGETS)
 
 
 def get(name: str) -> Target:
-    """The target named `name`."""
+    """The target of device `name`: a target's name, or `remote:NAME` (a remote device
+    of that name)."""
+    if name.startswith(f"{remote.TARGET.name}:"):
+        remote.device_name(name)  # a clear error for a malformed one
+        return remote.TARGET
     for t in TARGETS:
         if t.name == name:
             return t
     raise OfflowError(f"unknown device `{name}`; devices: {', '.join(names())}")
+
+
+def known(name: str) -> bool:
+    """Whether segments may be placed on device `name` (a remote device by its name)."""
+    if name == remote.TARGET.name:
+        return False
+    try:
+        get(name)
+    except OfflowError:
+        return False
+    return True
 
 
 def listing() -> list[dict[str, str | bool]]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -50,7 +50,8 @@ def no_device(what: str) -> str:
 class Part:
     """One device's part of a run, as the runner starts it: its executable, the run's
     window and the file its stats go to, and the arguments and file descriptors every
-    part gets (options, liveness pipes, sockets)."""
+    part gets (options, liveness pipes, sockets); for a device reached over a network
+    (remote), its address and the run's shared secret."""
 
     device: str
     binary: Path
@@ -59,6 +60,8 @@ class Part:
     cpu_base: int
     args: tuple[str, ...]
     pass_fds: tuple[int, ...]
+    endpoint: str = ""
+    secret: bytes = field(default=b"", repr=False)
 
 
 class Target:
@@ -112,6 +115,11 @@ class Target:
         """Start `part`: a process the runner watches (its exit status says how it
         ended) and stops with SIGTERM or SIGINT (it then ends cleanly, stats written)."""
         raise NotImplementedError
+
+    def failure(self, stats: Path) -> str | None:
+        """Why its part failed, when the part wrote that down beside its stats file
+        `stats` (the run's error for it, instead of its exit status)."""
+        return None
 
     def read_stats(self, path: Path) -> dict[str, Any]:
         """The stats its part wrote at exit (the run report's input: cores, elements,

@@ -40,6 +40,9 @@ static void take_entries(struct ofl_bridge *b, const struct entries_hdr *h, cons
             "from %u)", h->id, h->n, len, h->first, r->entry_size, r->tail);
         return;
     }
+    /* ofl_ring_free refreshes its view of the consumer's head only below a batch
+     * free; a message may bring more than the stale view shows: look again first */
+    if (h->n > ofl_ring_free(r)) r->head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
     if (h->n > ofl_ring_free(r)) {
         bad(b, "ring %u: %u entries beyond the credit given", h->id, h->n);
         return;

@@ -1,0 +1,127 @@
+"""The remote target (docs/remote.md): a device process on another machine, started
+there by `offlow serve-device`, which `offlow run --remote NAME=ADDR:PORT` reaches over
+UCX. Here the runner starts a stand-in for the device (runtime/tools/remote_host.c):
+it sends the device's executable and arguments, and carries the rings that cross
+between the run's window here and a window of the same layout there, with the window
+header's abort, stop and drained words, its peers' liveness and the runner's signals.
+Its exit is the device's. Its process reads the files tables are built from on its own
+machine (the same paths must hold them there)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from offlow import cbuild
+from offlow.errors import OfflowError
+from offlow.ir import Graph, Node
+from offlow.lifecycle import signals_deferred
+from offlow.plan import Plan
+from offlow.targets.base import CompileC, Part, missing_package
+from offlow.targets.process import ProcessTarget
+
+TOOLS = cbuild.RUNTIME / "tools"
+UCX_HEADER = Path("/usr/include/ucp/api/ucp.h")
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+# The part arguments the stand-in keeps (its liveness pipes) or drops (a reload's
+# description lives here; the device takes no reloads yet).
+_LOCAL = ("--runner-fd", "--peer-fd", "--reload")
+NO_CHANNELS = ("channels do not cross to a remote device yet (docs/remote.md); place "
+               "the channel's handler on host or nic")
+
+
+def device_name(device: str) -> str:
+    """NAME of device `remote:NAME`; a clear error for a malformed one."""
+    name = device.partition(":")[2]
+    if not _NAME.fullmatch(name):
+        raise OfflowError(f"device `{device}`: a remote device is `remote:NAME`, NAME of "
+                          "1..32 lowercase letters, digits and _ (starting with a letter)")
+    return name
+
+
+def tool(kind: str) -> Path:
+    """The stand-in (`host`) or the device's server (`serve`), built once."""
+    return cbuild.build_exe(f"offlow-remote-{kind}", [TOOLS / f"remote_{kind}.c",
+                            TOOLS / "remote_part.c", TOOLS / "tool_io.c"], ["remote"],
+                            includes=[TOOLS])
+
+
+def ring_dirs(plan: Plan, device: str) -> str:
+    """For each ring of the window, in order: `o` when `device` produces it, `i` when it
+    consumes it, `-` when it crosses nothing there."""
+    where = {s.name: s.device for s in plan.graph.segments}
+    out = []
+    for r in plan.rings:
+        src, dst = where[r.queue.src_segment], where[r.queue.dst_segment]
+        if src != dst and src.startswith("remote:") and dst.startswith("remote:"):
+            raise OfflowError(f"queue `{r.queue.name}` joins two remote devices ({src}, "
+                              f"{dst}): their rings cross through the host only (not yet)")
+        out.append("o" if src == device != dst else "i" if dst == device != src else "-")
+    return "".join(out)
+
+
+class Remote(ProcessTarget):
+    name = "remote"
+    runs = ("a device process on another machine, under `offlow serve-device` there; "
+            "`device=\"remote:NAME\"`, reached with `offlow run --remote NAME=ADDR:PORT`")
+    interconnect = ("UCX (TCP here; shared memory or RDMA where present): the rings that "
+                    "cross, in batches of entries with credits back, after a mutual proof "
+                    "of a shared secret")
+    reads_table_files = True  # on its own machine
+    serves_control = False    # a control channel is a channel: they do not cross yet
+
+    def unusable(self) -> str | None:
+        if not UCX_HEADER.exists():
+            return missing_package("libucx-dev", "UCX, the transport to a remote device")
+        return super().unusable()
+
+    def cpu_base(self, ncpus: int) -> int:
+        return ncpus // 2  # of its own machine, as on nic
+
+    def refuse_node(self, g: Graph, node: Node) -> str | None:
+        if node.kind == "handler":
+            return NO_CHANNELS
+        window = {t.name for t in g.shared if t.home == "window"}
+        shared = sorted(ref for _, ref in node.tables if ref in window)
+        if shared:
+            return (f"it uses the table `{shared[0]}`, which lives in the window other "
+                    "devices share; a remote device has a window of its own: give the "
+                    "table one home (use it on one device)")
+        return None
+
+    def build(self, plan: Plan, device: str, directory: Path, compile_c: CompileC) -> Path:
+        exe = super().build(plan, device, directory, compile_c)
+        exe.with_name(f"{exe.name}.rings").write_text(ring_dirs(plan, device))
+        tool("host")
+        return exe
+
+    def start(self, part: Part) -> subprocess.Popen[bytes]:
+        if not part.endpoint:
+            raise OfflowError(f"device `{part.device}`: no address; give --remote "
+                              f"{device_name(part.device)}=ADDR:PORT")
+        local, rest = [], []
+        args = list(part.args)
+        while args:
+            a = args.pop(0)
+            if a in _LOCAL:
+                local.append((a, args.pop(0)))
+            else:
+                rest.append(a)
+        cmd = [str(tool("host")), "--device", part.device, "--connect", part.endpoint,
+               "--window", str(part.window), "--stats", str(part.stats), "--exe",
+               str(part.binary), "--rings",
+               part.binary.with_name(f"{part.binary.name}.rings").read_text()]
+        cmd += [x for k, v in local if k != "--reload" for x in (k, v)]
+        cmd += ["--", "--cpu-base", str(part.cpu_base), *rest]
+        env = {**os.environ, "OFFLOW_REMOTE_SECRET": part.secret.decode("latin-1")}
+        with signals_deferred():
+            return subprocess.Popen(cmd, pass_fds=part.pass_fds, env=env)
+
+    def failure(self, stats: Path) -> str | None:
+        path = stats.with_name(f"{stats.name}.error")
+        return path.read_text() if path.exists() else None
+
+
+TARGET = Remote()

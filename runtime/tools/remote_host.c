@@ -1,0 +1,290 @@
+/* The host's stand-in for a remote device (docs/remote.md): the process the runner
+ * starts, watches and stops for a device on `device="remote:NAME"`. It connects to the
+ * device's `offlow serve-device`, proves the shared secret (OFFLOW_REMOTE_SECRET in
+ * its environment), sends the device's executable and arguments, then carries the rings
+ * that cross between the run's window here and the device's window there, with the
+ * header's words, its peers' liveness and the runner's signals. Its exit is the
+ * device's: the device's status, its stats file written here. When the link fails it
+ * writes why, with what had crossed, to STATS.error and exits 1.
+ *
+ * offlow-remote-host --device NAME --connect ADDR:PORT --window W --stats S --exe EXE
+ *     --rings DIRS --runner-fd FD [--peer-fd FD]... -- DEVICE-ARGS... */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "offlow/remote_auth.h"
+#include "offlow/remote_setup.h"
+#include "remote_part.h"
+#include "tool_io.h"
+
+#define MAX_PEERS 32
+
+struct host {
+    struct part p;
+    const char *device, *addr;
+    uint16_t port;
+    bool ready, done, failed_there;
+    int32_t status;            /* the device process's exit (-signal when killed) */
+    uint8_t *done_data;        /* its stats and stderr (PART_DONE) */
+    size_t done_len;
+    char why[512];             /* PART_FAIL's reason */
+    const char *stats, *dirs;  /* --stats, --rings */
+};
+
+static volatile sig_atomic_t pending_sig;
+
+static void on_signal(int sig) { pending_sig = sig; }
+
+/* The device's live stats, where live readers look: STATS.live (written whole, then
+ * renamed, as the processes do). */
+static void write_live(const struct host *h, const void *data, size_t len)
+{
+    char path[4096], tmp[4200];
+    snprintf(path, sizeof path, "%s.live", h->stats);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return;
+    bool ok = fwrite(data, 1, len, f) == len;
+    if (fclose(f) == 0 && ok) rename(tmp, path);
+    else unlink(tmp);
+}
+
+static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const void *data,
+                   size_t len)
+{
+    struct host *h = arg;
+    if (kind < PART_SETUP) {
+        if (h->p.bridging) ofl_bridge_on_msg(&h->p.bridge, kind, hdr, hlen, data, len);
+    } else if (kind == PART_READY) {
+        h->ready = true;
+    } else if (kind == PART_FLAGS && hlen == sizeof(struct part_flags)) {
+        struct part_flags f;
+        memcpy(&f, hdr, sizeof f);
+        part_flags_take(&h->p, &f, false);
+    } else if (kind == PART_DONE && hlen == sizeof(int32_t) && !h->done) {
+        memcpy(&h->status, hdr, sizeof h->status);
+        h->done_data = malloc(len + 1);
+        if (h->done_data) {
+            memcpy(h->done_data, data, len);
+            h->done_len = len;
+        }
+        h->done = true;
+    } else if (kind == PART_LIVE) {
+        write_live(h, data, len);
+    } else if (kind == PART_FAIL) {
+        snprintf(h->why, sizeof h->why, "%.*s", (int)(len < 400 ? len : 400), (const char *)data);
+        h->failed_there = true;
+    }
+}
+
+/* The run fails here: the rings from the device end (closed after what came, so the
+ * local consumers finish and report their counts: the run's one error is this one);
+ * `text` goes to STATS.error (the runner's error for this device, said once); exit 1. */
+static _Noreturn void fail(struct host *h, const char *text)
+{
+    char err[256];
+    struct ofl_bridge *b = &h->p.bridge;
+    bool rings = h->p.win.base &&   /* (no window yet: nothing to end) */
+                 (h->p.bridging || part_bridge(&h->p, h->dirs, (uint32_t)strlen(h->dirs), false,
+                                               err, sizeof err) == 0);
+    for (uint32_t i = 0; rings && i < b->n; i++)
+        if (!b->rings[i].out && !b->rings[i].closed) ofl_ring_close(&b->rings[i].ring);
+    char path[4096];
+    snprintf(path, sizeof path, "%s.error", h->stats);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0) fprintf(stderr, "offlow: %s\n", text);   /* (else lost) */
+    if (f) fclose(f);
+    exit(1);
+}
+
+static _Noreturn void link_failed(struct host *h)
+{
+    char msg[1024];
+    const struct ofl_bridge *b = &h->p.bridge;
+    snprintf(msg, sizeof msg, "remote device %s (%s:%u): %s; %llu ring entries (packets) had "
+             "come from it and %llu gone to it", h->device, h->addr, h->port,
+             b->err[0] ? b->err : ofl_link_error(h->p.link),
+             (unsigned long long)b->entries_in, (unsigned long long)b->entries_out);
+    fail(h, msg);
+}
+
+/* Wait for the handshake; a refusal or no answer is the run's one error. */
+static void connect_device(struct host *h, const uint8_t *secret, size_t slen)
+{
+    char err[256] = "";
+    if (ofl_link_connect(&h->p.link, h->addr, h->port, secret, slen, on_msg, h, err,
+                         sizeof err) < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "remote device %s (%s:%u): cannot connect: %s", h->device,
+                 h->addr, h->port, err);
+        fail(h, msg);
+    }
+    enum ofl_link_state st;
+    while ((st = ofl_link_progress(h->p.link)) == OFL_LINK_WAITING)   /* (a stop waits) */
+        part_idle(&h->p, 0);
+    if (st == OFL_LINK_FAILED) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "remote device %s (%s:%u): refused before any packet moved "
+                 "(no offlow serve-device there, or it holds another shared secret): %s",
+                 h->device, h->addr, h->port, ofl_link_error(h->p.link));
+        fail(h, msg);
+    }
+}
+
+static void send_setup(struct host *h, const char *exe, int npeers, char **args, int nargs)
+{
+    char buf[OFL_SETUP_MAX_DATA];
+    size_t n = strlen(h->dirs);
+    memcpy(buf, h->dirs, n);
+    for (int i = 0; i < nargs; i++) {
+        size_t k = strlen(args[i]) + 1;
+        if (n + k > sizeof buf) fail(h, "the device's arguments are too long");
+        memcpy(buf + n, args[i], k);
+        n += k;
+    }
+    size_t exe_len;
+    uint8_t *bytes = part_read(exe, &exe_len);
+    if (!bytes) fail(h, "cannot read the device's executable");
+    struct ofl_setup_hdr s = {(uint32_t)strlen(h->dirs), (uint32_t)npeers, exe_len};
+    int rc = ofl_link_send(h->p.link, PART_SETUP, &s, sizeof s, buf, n);
+    for (size_t off = 0; !rc && off < exe_len; off += PART_CHUNK) {
+        size_t k = exe_len - off < PART_CHUNK ? exe_len - off : PART_CHUNK;
+        rc = ofl_link_send(h->p.link, PART_EXE, NULL, 0, bytes + off, k);
+    }
+    free(bytes);
+    if (rc) link_failed(h);
+}
+
+/* A local peer's pipe closed: tell the device once every ring it closed has crossed,
+ * so the device's side sees the peer gone after its last entry (a producer that died
+ * without closing its rings is passed on at once). */
+static bool closes_crossed(const struct part *p)
+{
+    for (uint32_t i = 0; i < p->bridge.n; i++) {
+        const struct ofl_bridge_ring *r = &p->bridge.rings[i];
+        if (r->out && !r->closed && __atomic_load_n(&r->ring.shm->closed, __ATOMIC_ACQUIRE))
+            return false;
+    }
+    return true;
+}
+
+static void finish(struct host *h)
+{
+    if (h->done_data && h->done_len >= sizeof(uint32_t)) {
+        uint32_t slen;
+        memcpy(&slen, h->done_data, sizeof slen);
+        if (slen <= h->done_len - sizeof slen) {
+            const uint8_t *s = h->done_data + sizeof slen;
+            if (slen) {
+                FILE *f = fopen(h->stats, "w");
+                if (f) {
+                    fwrite(s, 1, slen, f);
+                    fclose(f);
+                }
+            }
+            fwrite(s + slen, 1, h->done_len - sizeof slen - slen, stderr);  /* its stderr */
+        }
+    }
+    ofl_link_close(h->p.link);
+    if (h->status < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "remote device %s (%s:%u): its process died there (signal "
+                 "%d)", h->device, h->addr, h->port, -h->status);
+        fail(h, msg);
+    }
+    exit(h->status);
+}
+
+int main(int argc, char **argv)
+{
+    struct host h = {.p.win.fd = -1};
+    const char *window = NULL, *exe = NULL, *connect = NULL;
+    int runner_fd = -1, peers[MAX_PEERS], npeers = 0, i = 1;
+    for (; i < argc; i++) {
+        const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(k, "--")) break;
+        if (!v) {
+            fprintf(stderr, "offlow-remote-host: %s needs a value\n", k);
+            return 2;
+        }
+        i++;
+        if (!strcmp(k, "--device")) h.device = v;
+        else if (!strcmp(k, "--connect")) connect = v;
+        else if (!strcmp(k, "--window")) window = v;
+        else if (!strcmp(k, "--stats")) h.stats = v;
+        else if (!strcmp(k, "--exe")) exe = v;
+        else if (!strcmp(k, "--rings")) h.dirs = v;
+        else if (!strcmp(k, "--runner-fd")) runner_fd = (int)tool_number("offlow-remote-host", v, 0, 1 << 20);
+        else if (!strcmp(k, "--peer-fd") && npeers < MAX_PEERS)
+            peers[npeers++] = (int)tool_number("offlow-remote-host", v, 0, 1 << 20);
+        else {
+            fprintf(stderr, "offlow-remote-host: unknown option %s\n", k);
+            return 2;
+        }
+    }
+    const char *colon = connect ? strrchr(connect, ':') : NULL;
+    if (!h.device || !colon || !window || !h.stats || !exe || !h.dirs || runner_fd < 0) {
+        fprintf(stderr, "offlow-remote-host: missing options (see remote_host.c)\n");
+        return 2;
+    }
+    static char addr[256];
+    snprintf(addr, sizeof addr, "%.*s", (int)(colon - connect), connect);
+    h.addr = addr;
+    h.port = (uint16_t)tool_number("offlow-remote-host", colon + 1, 1, 65535);
+    static uint8_t key[OFL_AUTH_SECRET_MAX];
+    size_t slen = part_take_secret(key);
+    if (!slen) fail(&h, "no shared secret (OFFLOW_REMOTE_SECRET)");
+    part_on_stop(on_signal);
+
+    int rc = ofl_window_open(&h.p.win, window);
+    if (rc < 0) fail(&h, "cannot open the run's window");
+    connect_device(&h, key, slen);
+    send_setup(&h, exe, npeers, argv + i + 1, argc - i - 1);
+    bool told[MAX_PEERS + 1] = {false};
+    for (uint64_t n = 0;; n++) {
+        int moved = 0;
+        if (!h.ready && ofl_link_progress(h.p.link) == OFL_LINK_FAILED) link_failed(&h);
+        if (h.failed_there) {
+            char msg[768];
+            snprintf(msg, sizeof msg, "remote device %s (%s:%u): %s", h.device, h.addr, h.port,
+                     h.why);
+            fail(&h, msg);
+        }
+        if (h.ready && !h.p.bridging) {
+            char err[256];
+            if (part_bridge(&h.p, h.dirs, (uint32_t)strlen(h.dirs), false, err, sizeof err) < 0)
+                fail(&h, err);
+        }
+        if (h.done && (h.status != 0 || ofl_bridge_done(&h.p.bridge))) finish(&h);
+        /* the words, signals and peers wait for the device's process: it starts right
+         * after its side sent ready, and the link keeps the order */
+        if (!h.p.bridging) {
+            part_idle(&h.p, 0);
+            continue;
+        }
+        moved = ofl_bridge_poll(&h.p.bridge);
+        if (moved < 0) link_failed(&h);
+        if (part_flags_send(&h.p) < 0) link_failed(&h);
+        if (pending_sig) {
+            int32_t sig = pending_sig;
+            pending_sig = 0;
+            if (ofl_link_send(h.p.link, PART_SIGNAL, &sig, sizeof sig, NULL, 0) < 0)
+                link_failed(&h);
+        }
+        if ((n & 63) == 0 && closes_crossed(&h.p)) {
+            for (int k = 0; k <= npeers; k++) {
+                int fd = k < npeers ? peers[k] : runner_fd;
+                if (told[k] || !part_fd_gone(fd)) continue;
+                uint32_t idx = k < npeers ? (uint32_t)k : PART_LIFELINE;
+                if (ofl_link_send(h.p.link, PART_PEER, &idx, sizeof idx, NULL, 0) < 0)
+                    link_failed(&h);
+                told[k] = true;
+            }
+        }
+        part_idle(&h.p, moved);
+    }
+}

@@ -1,0 +1,84 @@
+/* What the two ends of a remote device's run share (docs/remote.md): the host's
+ * stand-in for the device (remote_host.c) and the device's server (remote_serve.c).
+ * Both hold a window of the program's layout and carry the rings that cross between
+ * them over one authenticated link (runtime/lib/remote), with the window header's
+ * abort, stop, drained and stats_req words and the run's control messages beside
+ * them. */
+#ifndef OFL_REMOTE_PART_H
+#define OFL_REMOTE_PART_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offlow/remote_auth.h"
+#include "offlow/remote_bridge.h"
+#include "offlow/remote_link.h"
+#include "offlow/window.h"
+
+/* The run's control messages (the bridge's own kinds are below these). */
+enum {
+    PART_SETUP = OFL_LINK_KIND_USER + 8,  /* host: what to run (remote_setup.h) */
+    PART_EXE,       /* host: the next bytes of the device's executable */
+    PART_READY,     /* device: window made, rings bridged: entries may flow */
+    PART_FLAGS,     /* either: the header's abort, stop, drained and stats_req words */
+    PART_PEER,      /* host: a local peer's liveness pipe closed (index; ~0: the runner) */
+    PART_SIGNAL,    /* host: deliver this signal to the device process (a clean stop) */
+    PART_DONE,      /* device: its exit status; the stats file it wrote */
+    PART_FAIL,      /* device: the run could not start there (why) */
+    PART_LIVE,      /* device: its process's live stats (live.h), as it last wrote them */
+};
+
+#define PART_LIFELINE 0xffffffffu  /* PART_PEER's index for the runner's lifeline */
+#define PART_CHUNK (64u << 10)     /* bytes of executable per PART_EXE */
+
+struct part_flags {
+    uint32_t abort, stop, drained, stats_req;
+};
+
+/* One end's window, bridge and flag mirror. */
+struct part {
+    struct ofl_link *link;
+    struct ofl_bridge bridge;
+    bool bridging;             /* the bridge is set up: its messages go to it */
+    struct ofl_window win;
+    struct part_flags sent;    /* the words as last sent */
+    struct part_flags got;     /* the words as last received */
+    uint32_t idle;             /* polls in a row that moved nothing */
+};
+
+/* Carry the window's rings that cross: ring i is dirs[i] ('o': the device produces,
+ * 'i': it consumes, '-': it crosses nothing); `device`: this is the device's end.
+ * The rings lie from OFL_WINDOW_HDR_SIZE on, each after the last (the generated
+ * ofl_layout). Returns 0 or a negative errno with the reason in `err`. */
+int part_bridge(struct part *p, const char *dirs, uint32_t nrings, bool device, char *err,
+                size_t errlen);
+
+/* Send the header words that changed since last sent. Returns 0 or -EPIPE. */
+int part_flags_send(struct part *p);
+
+/* Apply a peer's PART_FLAGS: abort and stop are raised here when raised there; on the
+ * host's end (!device) the drained count grows by what it grew there, on the device's
+ * the live-stats request word becomes the host's. */
+void part_flags_take(struct part *p, const struct part_flags *f, bool device);
+
+/* After a poll that moved `moved` entries: spin while busy, then yield, then sleep a
+ * little (an idle run does not hold a CPU). */
+void part_idle(struct part *p, int moved);
+
+/* Take the shared secret from OFFLOW_REMOTE_SECRET into `key` and remove it from the
+ * environment (nothing this process starts inherits it). Returns its length (at most
+ * OFL_AUTH_SECRET_MAX), 0 when it is not set. */
+size_t part_take_secret(uint8_t key[OFL_AUTH_SECRET_MAX]);
+
+/* Call `fn` on SIGINT and SIGTERM, and unblock them (a runner starts its parts with
+ * them blocked). */
+void part_on_stop(void (*fn)(int));
+
+/* Everything file `path` holds (its size in *len; free() it), or NULL. */
+uint8_t *part_read(const char *path, size_t *len);
+
+/* True when `fd` has reached EOF (its writers are gone) or failed. */
+bool part_fd_gone(int fd);
+
+#endif

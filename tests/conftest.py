@@ -1,0 +1,3 @@
+"""Fixtures shared by several test modules."""
+
+from tests.netns import procs, two_hosts  # noqa: F401 (fixtures, found here by pytest)

@@ -1,0 +1,353 @@
+"""The remote target end to end (docs/remote.md): `offlow serve-device` on one side,
+`offlow run --remote NAME=ADDR:PORT` on the other, over 127.0.0.1 and across two
+network namespaces joined by a veth pair (UCX over TCP): the same output capture and
+counters as with the segment on nic; a wrong secret, a secret on the command line, a
+killed device each one clear error."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offlow.build import DATA
+from offlow.errors import OfflowError
+from offlow.remote import DEV_DIRS, ON_COMMAND_LINE
+from offlow.targets import remote
+from tests.e2e import EXAMPLE, TLS, read_frames
+from tests.netns import ADDR_B
+
+BGP = DATA / "bgp-full-table.txt.gz"
+SECRET = b"the remote tests' shared secret, 44 bytes.."
+CLI = [sys.executable, "-m", "offlow.cli"]
+TCP = {"UCX_TLS": "tcp"}  # the network path, also between namespaces of one machine
+
+pytestmark = pytest.mark.skipif(remote.TARGET.unusable() is not None,
+                                reason=f"remote: {remote.TARGET.unusable()}")
+
+
+def secret_file(folder: Path, value: bytes = SECRET, name: str = "secret") -> Path:
+    p = folder / name
+    p.write_bytes(value)
+    p.chmod(0o600)
+    return p
+
+
+def start(procs: list[subprocess.Popen[str]], args: list[str], ns: str = "",
+          env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """`offlow ARGS`, in namespace `ns` when given, UCX over TCP."""
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + CLI + args
+    p = subprocess.Popen(cmd, env={**os.environ, **TCP, **(env or {})}, text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    procs.append(p)
+    return p
+
+
+def serve(procs: list[subprocess.Popen[str]], secret: Path, addr: str = "127.0.0.1",
+          ns: str = "") -> tuple[subprocess.Popen[str], int]:
+    """A serve-device listening on a free port of `addr`: it and the port."""
+    srv = start(procs, ["serve-device", "--listen", f"{addr}:0", "--secret-file", str(secret)],
+                ns)
+    assert srv.stderr is not None
+    seen = ""
+    for line in srv.stderr:
+        seen += line
+        if "listening on" in line:
+            return srv, int(line.rsplit(":", 1)[1])
+    raise AssertionError(f"serve-device did not listen:\n{seen}")
+
+
+def run(procs: list[subprocess.Popen[str]], args: list[str], ns: str = "",
+        env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+    """`offlow run ARGS --json`: its status, summary and stderr."""
+    p = start(procs, ["run", *args, "--json", "--timeout", "120"], ns, env)
+    out, err = p.communicate(timeout=300)
+    try:
+        summary = json.loads(out)
+    except json.JSONDecodeError:
+        raise AssertionError(f"no summary (status {p.returncode}):\n{out}\n{err}") from None
+    return p.returncode, summary, err
+
+
+def counts(s: dict[str, Any]) -> dict[str, Any]:
+    """What a run counted, without where it ran or how fast."""
+    seg = {x["segment"]: (x["packets"], x["bytes"], x["drops"], x["drops_by_element"])
+           for x in s["segments"]}
+    queues = {q["queue"]: (q["packets"], q["dropped"], q["delivered"], q["bytes"],
+                           q["packets_by_instance"]) for q in s["queues"]}
+    return {"segments": seg, "queues": queues, "elements": s["elements"],
+            "tables": s.get("tables"),
+            "sinks": {k: (v["packets"], v["bytes"]) for k, v in s["sinks"].items()}}
+
+
+def ttl_pipeline(out: Path, *more: str) -> list[str]:
+    return [str(EXAMPLE), "--input", str(TLS), "--output", str(out), *more]
+
+
+def test_ttl_pipeline_with_its_nic_part_remote_is_the_same_as_on_nic(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    rc, nic, err = run(procs, ttl_pipeline(tmp_path / "nic.pcap"))
+    assert rc == 0 and nic["ok"], err
+    rc, rem, err = run(procs, ttl_pipeline(tmp_path / "remote.pcap", "--set",
+                                           "rx.device=remote:dev1", "--remote",
+                                           f"dev1=127.0.0.1:{port}", "--secret-file",
+                                           str(secret)))
+    assert rc == 0 and rem["ok"], err
+    assert [x["device"] for x in rem["segments"]] == ["remote:dev1", "host"]
+    assert counts(rem) == counts(nic)
+    frames = read_frames(tmp_path / "remote.pcap")
+    assert len(frames) == 1095 and frames == read_frames(tmp_path / "nic.pcap")
+
+
+def test_ttl_pipeline_across_two_namespaces(
+        two_hosts: tuple[str, str], tmp_path: Path,
+        procs: list[subprocess.Popen[str]]) -> None:
+    host, device = two_hosts
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret, ADDR_B, device)
+    rc, nic, err = run(procs, ttl_pipeline(tmp_path / "nic.pcap"))
+    assert rc == 0 and nic["ok"], err
+    rc, rem, err = run(procs, ttl_pipeline(tmp_path / "remote.pcap", "--set",
+                                           "rx.device=remote:b", "--remote",
+                                           f"b={ADDR_B}:{port}", "--secret-file",
+                                           str(secret)), host)
+    assert rc == 0 and rem["ok"], err
+    assert counts(rem) == counts(nic)
+    assert read_frames(tmp_path / "remote.pcap") == read_frames(tmp_path / "nic.pcap")
+
+
+def test_targets_lists_remote_and_says_why_it_cannot_run(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from offlow import targets
+
+    row = next(r for r in targets.listing() if r["name"] == "remote")
+    assert row["usable"] and "serve-device" in str(row["runs"])
+    monkeypatch.setattr(remote, "UCX_HEADER", tmp_path / "ucp.h")
+    row = next(r for r in targets.listing() if r["name"] == "remote")
+    assert not row["usable"] and "missing package `libucx-dev`" in str(row["why_not"])
+
+
+@pytest.mark.parametrize("cmd", [["run", str(EXAMPLE), "--remote", "a=127.0.0.1:1"],
+                                 ["serve-device"]], ids=["run", "serve-device"])
+def test_a_secret_on_the_command_line_is_refused(cmd: list[str]) -> None:
+    p = subprocess.run([*CLI, *cmd, "--secret", "sixteen or more bytes"], text=True,
+                       capture_output=True, timeout=120)
+    assert p.returncode != 0 and p.stderr.strip().splitlines() == [
+        f"offlow: error: {ON_COMMAND_LINE}"], p.stderr
+
+
+def test_serve_device_listens_on_every_interface_only_when_asked(tmp_path: Path) -> None:
+    from offlow.remote import serve_device
+
+    with pytest.raises(OfflowError, match=r"every interface; say so with --all-interfaces"):
+        serve_device("0.0.0.0:7000", secret_file(tmp_path), False)
+
+
+def test_a_secret_file_others_can_read_is_refused(tmp_path: Path) -> None:
+    from offlow.remote import load_secret
+
+    f = secret_file(tmp_path)
+    f.chmod(0o644)
+    with pytest.raises(OfflowError, match=r"readable by others \(mode 0644\); chmod 600 it"):
+        load_secret(f)
+    f.chmod(0o600)
+    f.write_bytes(b"short\n")
+    with pytest.raises(OfflowError, match=r"must be 16\.\.4096 bytes without NUL \(it has 5\)"):
+        load_secret(f)
+
+
+@pytest.mark.parametrize(("remotes", "message"), [
+    ((), r"device `remote:a`: no address; give --remote a=ADDR:PORT"),
+    (("a=127.0.0.1:7000", "b=127.0.0.1:7001"),
+     r"--remote b=\.\.\.: the program places no segment on `remote:b`"),
+    (("a=localhost:7000",), r"--remote `localhost:7000`: expected ADDR:PORT"),
+], ids=["missing", "unused", "not-an-address"])
+def test_remote_addresses_are_checked_before_anything_starts(
+        tmp_path: Path, remotes: tuple[str, ...], message: str) -> None:
+    from offlow.dsl.loader import load_program
+    from offlow.runner import Run, RunOptions, build_for
+
+    o = RunOptions(input=TLS, remotes=remotes, secret_file=secret_file(tmp_path))
+    with pytest.raises(OfflowError, match=message):
+        Run(build_for(load_program(EXAMPLE, ["rx.device=remote:a"]), o), o)
+
+
+def test_a_channel_handler_on_a_remote_device_is_refused(tmp_path: Path) -> None:
+    from offlow.build import plan_program
+    from offlow.dsl.loader import load_program
+
+    echo = Path(__file__).resolve().parent / "programs" / "echo.py"
+    mine = tmp_path / "echo_remote.py"
+    mine.write_text(echo.read_text().replace('device="nic"', 'device="remote:a"'))
+    with pytest.raises(OfflowError) as e:
+        plan_program(load_program(mine))
+    assert str(e.value) == ("channel `echo`: handler `echo` (Echo) cannot run on target "
+                            "`remote`: channels do not cross to a remote device yet "
+                            "(docs/remote.md); place the channel's handler on host or nic")
+
+
+def test_a_wrong_secret_ends_the_run_before_any_packet_moves(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    srv, port = serve(procs, secret_file(tmp_path))
+    wrong = secret_file(tmp_path, SECRET.replace(b"tests", b"bests"), "wrong")
+    rc, s, err = run(procs, ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
+                                         "--remote", f"a=127.0.0.1:{port}", "--secret-file",
+                                         str(wrong)))
+    assert rc == 1 and len(s["errors"]) == 1, err
+    assert s["errors"][0].startswith(f"remote device remote:a (127.0.0.1:{port}): refused "
+                                     "before any packet moved"), s["errors"]
+    assert all(x["packets"] == 0 for x in s["segments"]) and s["sinks"]["tx"]["packets"] == 0
+    srv.send_signal(signal.SIGTERM)
+    _, serr = srv.communicate(timeout=60)
+    assert "refused a peer: wrong proof of the shared secret" in serr, serr
+    assert "a run starts" not in serr, serr
+
+
+@pytest.mark.parametrize(("sig", "why"), [(signal.SIGKILL, "lost"),
+                                          (signal.SIGSTOP, "stopped answering")],
+                         ids=["killed", "silent"])
+def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so_far(
+        tmp_path: Path, procs: list[subprocess.Popen[str]], sig: int, why: str) -> None:
+    """A serve-device killed (its connection resets) or stopped (connected, silent:
+    noticed after the link's silence limit) ends the run; the host's processes report
+    what had come, and the run's one error says so."""
+    secret = secret_file(tmp_path)
+    srv, port = serve(procs, secret)
+    out = tmp_path / "out.pcap"
+    p = start(procs, ["run", *ttl_pipeline(out, "--loops", "1000000", "--set",
+                                           "rx.device=remote:a", "--remote",
+                                           f"a=127.0.0.1:{port}", "--secret-file", str(secret)),
+                      "--json", "--timeout", "300"])
+    deadline = time.monotonic() + 120  # generous: packets reach the host's sink
+    while (not out.exists() or out.stat().st_size < 100_000) and time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.05)
+    folders = list(DEV_DIRS.glob(f"offlow-remote-dev-{srv.pid}-*"))
+    assert len(folders) == 1  # where the device runs (its executable, its stats)
+    srv.send_signal(sig)
+    o, err = p.communicate(timeout=120)  # it ends (no timing asserted)
+    s = json.loads(o)
+    assert p.returncode == 1 and len(s["errors"]) == 1, err
+    m = re.fullmatch(rf"remote device remote:a \(127\.0\.0\.1:{port}\): (.*); (\d+) ring "
+                     r"entries \(packets\) had come from it and 0 gone to it", s["errors"][0])
+    assert m and why in m[1], s["errors"]
+    came = int(m[2])
+    assert came > 0 and s["segments"][1]["packets"] == came == s["sinks"]["tx"]["packets"]
+    assert len(read_frames(out)) == came
+    if sig == signal.SIGKILL:  # the next serve-device removes what the killed one left
+        srv.wait(timeout=60)
+        assert folders[0].exists()
+        serve(procs, secret)
+        assert not folders[0].exists()
+
+
+ROUTER = EXAMPLE.with_name("router.py")
+
+
+def test_the_router_with_its_lookup_segment_remote_is_the_same_as_on_nic(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """The route segment (both LPM tables, built there from the BGP table) on a remote
+    device between rx on nic and tx on host: rings cross both ways. One serve-device
+    serves both runs (it listens again after each)."""
+    secret = secret_file(tmp_path)
+    srv, port = serve(procs, secret)
+    routed = ["--count", "20000", "--seed", "3", "--prefixes", str(BGP)]
+    on = ["--set", "route.device=remote:r1", "--remote", f"r1=127.0.0.1:{port}",
+          "--secret-file", str(secret)]
+    for name, more in (("tls", ["--input", str(TLS)]), ("routed", routed)):
+        rc, nic, err = run(procs, [str(ROUTER), *more, "--output", str(tmp_path / "nic.pcap")])
+        assert rc == 0 and nic["ok"], err
+        rc, rem, err = run(procs, [str(ROUTER), *more, "--output",
+                                   str(tmp_path / "remote.pcap"), *on])
+        assert rc == 0 and rem["ok"], err
+        assert [x["device"] for x in rem["segments"]] == ["nic", "remote:r1", "host"]
+        assert counts(rem) == counts(nic), name
+        frames = read_frames(tmp_path / "remote.pcap")
+        assert frames == read_frames(tmp_path / "nic.pcap"), name
+    assert len(frames) == 20000  # the synthetic traffic is routed: the tables were built
+    srv.send_signal(signal.SIGTERM)
+    _, serr = srv.communicate(timeout=60)
+    assert serr.count("a run starts") == 2, serr
+
+
+def test_the_remote_device_answers_live_stats_while_it_runs(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """What `offlow stats`, the progress lines and --metrics read (live.h) comes from the
+    device too: the request word crosses, its live stats come back."""
+    from offlow.dsl.loader import load_program
+    from offlow.runner import Run, RunOptions, build_for
+
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    o = RunOptions(input=TLS, duration=60, rate=20000, timeout=120,
+                   remotes=(f"a=127.0.0.1:{port}",), secret_file=secret)
+    r = Run(build_for(load_program(EXAMPLE, ["rx.device=remote:a"]), o), o)
+    r.start()
+    try:
+        seen: list[int] = []
+        deadline = time.monotonic() + 60  # generous; it answers once packets flowed
+        while len(seen) < 2 and time.monotonic() < deadline:
+            stats, up = r.live_stats(timeout=5)
+            cores = stats.get("remote:a", {}).get("cores", [])
+            read = sum(s["packets"] for c in cores for s in c.get("sources", {}).values())
+            if up and read and (not seen or read > seen[-1]):
+                seen.append(read)
+            time.sleep(0.2)
+    finally:
+        r.stop()
+        res = r.wait()
+    assert len(seen) == 2 and seen[0] < seen[1], seen  # counts read while it ran, growing
+    assert res.ok, res.errors
+    assert res.stats["remote:a"]["cores"][0]["sources"]["rx"]["packets"] >= seen[1]
+
+
+def test_a_users_logical_queue_from_a_remote_device_is_the_same_as_from_nic(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """A program written as users write them (its own elements, C bodies with comments, a
+    queue of three channels, one without packet bytes, steered by key to two host
+    cores), odd frame sizes and a small ring: every ring of the queue comes from the
+    remote device."""
+    prog = Path(__file__).resolve().parent / "programs" / "logical_queue.py"
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    common = [str(prog), "--count", "3001", "--sizes", "64:3,65:1,1001:2", "--seed", "7",
+              "--set", "ring_size=64"]
+    rc, nic, err = run(procs, [*common, "--output", str(tmp_path / "nic.pcap")])
+    assert rc == 0 and nic["ok"], err
+    rc, rem, err = run(procs, [*common, "--output", str(tmp_path / "remote.pcap"), "--set",
+                               "rx.device=remote:q", "--remote", f"q=127.0.0.1:{port}",
+                               "--secret-file", str(secret)])
+    assert rc == 0 and rem["ok"], err
+    assert counts(rem) == counts(nic)
+    frames = sorted(read_frames(tmp_path / "remote.pcap"))  # two host cores: any order
+    assert len(frames) == 3001 and frames == sorted(read_frames(tmp_path / "nic.pcap"))
+
+
+def test_a_stop_before_the_device_started_stops_it_cleanly(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """The runner's stop (Ctrl-C, a failure elsewhere) while the stand-in is still
+    connecting reaches the device's process once it runs, which then ends cleanly: its
+    stats come back, no error (it had been lost, and the run went on to its end)."""
+    from offlow.dsl.loader import load_program
+    from offlow.runner import Run, RunOptions, build_for
+
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    o = RunOptions(input=TLS, duration=600, timeout=120,
+                   remotes=(f"a=127.0.0.1:{port}",), secret_file=secret)
+    r = Run(build_for(load_program(EXAMPLE, ["rx.device=remote:a"]), o), o)
+    r.start()
+    r.stop()
+    res = r.wait()
+    assert res.ok, res.errors
+    assert "remote:a" in res.stats and "host" in res.stats
