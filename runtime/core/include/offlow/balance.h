@@ -9,7 +9,19 @@
  * keeps moving `share` the way that raised the throughput, doubling its step once the
  * throughput rose three times in a row (so a changed mix is followed in a few epochs), and
  * turns back with half the step when it fell. Near the balance point it moves by `min_step` either
- * way. The state belongs to one producer thread; nothing in it is shared. */
+ * way.
+ *
+ * Where each side's own busy time is known (ofl_balance_rates), the balancer instead sets
+ * `share` from the two sides' service rates: r_i = packets side i finished per ns of its
+ * own busy time, each smoothed over epochs (an exponential average of the packets and of
+ * the busy time, weight 1/OFL_BALANCE_SMOOTH for the newest epoch), and share = r0 / (r0
+ * + r1), the split at which both sides finish together, reached by moves of at most
+ * `max_step` an epoch. Why: a climb judges each move by the sign of the difference of two
+ * epochs' throughputs, which a noise of a few percent flips when neighbouring shares
+ * differ by less; the ratio of two averaged rates is off by only as much as the averaged
+ * noise, and a side's own busy time barely moves with other load on the machine. Each
+ * side keeps at least `min_step` of the packets, so that its rate stays measured. The
+ * state belongs to one producer thread; nothing in it is shared. */
 #ifndef OFL_BALANCE_H
 #define OFL_BALANCE_H
 
@@ -17,6 +29,9 @@
 
 /* A share of all packets: OFL_BALANCE_ONE = every packet to side 0. */
 #define OFL_BALANCE_ONE 65536u
+
+/* The newest epoch's weight in the smoothed rates is 1/OFL_BALANCE_SMOOTH. */
+#define OFL_BALANCE_SMOOTH 4.0
 
 /* One producer's balance state (see above). */
 struct ofl_balance {
@@ -30,6 +45,7 @@ struct ofl_balance {
     double last_rate;    /* packets per ns in the last epoch (< 0: none yet) */
     uint64_t epochs;     /* epochs reported with packets and time */
     uint64_t turns;      /* times the climb turned back */
+    double pk[2], ns[2]; /* the smoothed packets and busy ns of each side (ns 0: none yet) */
 };
 
 /* Start `b` at `share` (0..OFL_BALANCE_ONE) with moves of `min_step`..`max_step`
@@ -43,6 +59,13 @@ int ofl_balance_init(struct ofl_balance *b, uint32_t share, uint32_t min_step,
  * move `share` (see above) and return it. An epoch of no time or no packets (the
  * producer was idle: nothing was measured) leaves everything as it was. */
 uint32_t ofl_balance_epoch(struct ofl_balance *b, uint64_t packets, uint64_t ns);
+
+/* End an epoch in which side i finished packets[i] in busy_ns[i] ns of its own busy time:
+ * set `share` from the two sides' smoothed service rates (see above) and return it. A
+ * side with no packets or no time keeps its last rate; until both sides have one, or in
+ * an epoch where neither measured anything, `share` stays where it is. */
+uint32_t ofl_balance_rates(struct ofl_balance *b, const uint64_t packets[2],
+                           const uint64_t busy_ns[2]);
 
 /* The side (0 or 1) the next packet goes to. */
 static inline unsigned ofl_balance_pick(struct ofl_balance *b)
