@@ -14,7 +14,7 @@ from offlow import Element, OfflowError, Program, Sink, Source
 from offlow.build import build, compile_program, plan_program
 from offlow.dsl.loader import load_program
 from offlow.explain import explain
-from offlow.runner import RunOptions, run
+from offlow.runner import RunOptions, build_for, run
 from tests.e2e import read_frames
 
 BALANCED = Path(__file__).resolve().parent / "programs" / "balanced.py"
@@ -22,11 +22,13 @@ COUNT = 6000
 SIZES = "64:3,333:1,1500:1"  # odd sizes: the body's loop runs over each frame's own
 
 
-def _run(tmp: Path, settings: list[str], opts: tuple[str, ...] = ()
+def _run(tmp: Path, settings: list[str], opts: tuple[str, ...] = (), profile: str = ""
          ) -> tuple[dict[str, Any], list[bytes]]:
-    b = build(load_program(BALANCED, settings), werror=True)
-    out = tmp / f"out{len(list(tmp.iterdir()))}.pcap"
-    res = run(b, RunOptions(count=COUNT, sizes=SIZES, output=out, opts=opts, timeout=120))
+    o = RunOptions(count=COUNT, sizes=SIZES, opts=opts, timeout=120, profile=profile,
+                   output=tmp / f"out{len(list(tmp.iterdir()))}.pcap")
+    b = build_for(load_program(BALANCED, settings), o, werror=True)
+    res = run(b, o)
+    out = o.output
     assert res.ok, res.errors
     return res.stats, read_frames(out)
 
@@ -57,11 +59,31 @@ def test_the_adaptive_split_moves_its_share_and_loses_nothing(tmp_path: Path) ->
     assert sorted(frames) == sorted(alone)
 
 
+def test_a_profile_scaled_run_sets_the_share_from_the_sides_rates(tmp_path: Path) -> None:
+    # the NIC at a tenth of the host's speed (cmp-nic-200): its meter reports ten times
+    # the host's busy time per packet, so the share falls well below the start's half
+    # (the balance is near 0.09, the host's producer and sink aside)
+    stats, frames = _run(tmp_path, [], ("mix_balance.epoch_us=200",), profile="cmp-nic-200")
+    _, alone = _run(tmp_path, ["mix.device=host"])
+    bal = stats["host"]["tables"]["mix_balance"]
+    assert bal["rate_epochs"] > 0 and bal["turns"] == 0, bal
+    assert bal["share"] < 0.3, bal
+    assert bal["sent_0"] + bal["sent_1"] == COUNT
+    assert sorted(frames) == sorted(alone)
+
+
+def test_without_busy_time_the_balancer_climbs(tmp_path: Path) -> None:
+    stats, _ = _run(tmp_path, [], ("mix_balance.epoch_us=200",))
+    bal = stats["host"]["tables"]["mix_balance"]
+    assert bal["rate_epochs"] == 0 and bal["epochs"] > 0, bal
+
+
 def test_set_places_a_segment_on_two_devices() -> None:
     p = load_program(BALANCED, ["mix.device=host", "mix.device=nic,host"])
     text = explain(plan_program(p))
     assert "mix: device nic" in text and "mix_host: device host" in text
     assert "run-time balance of mix between nic (d0) and host (d1)" in text
+    assert "mix_meter" in text and "mix_meter_host" in text
 
 
 def _prog(device: list[str], *, source_inside: bool = False, rx_cores: tuple[int, ...] = (0,),

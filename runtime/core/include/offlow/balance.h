@@ -83,18 +83,44 @@ static inline unsigned ofl_balance_pick(struct ofl_balance *b)
 struct ofl_args;
 struct ofl_json;
 
+/* What one side's core has done so far, written by the meter at the head of its copy of
+ * the segment and read by the balancer (the compiler's table NAME_rates, in the window:
+ * the two sides may be different processes). One cache line per side. */
+struct ofl_balance_side {
+    uint64_t packets;  /* packets the side's core took in */
+    uint64_t busy_ns;  /* its CPU time in turns that moved packets, less its waits
+                          (struct ofl_core's busy_cpu_ns; 0 where it is not counted) */
+    uint8_t pad_[48];
+};
+_Static_assert(sizeof(struct ofl_balance_side) == 64, "one cache line a side");
+
+/* The meter: publish a side's counts (a store each; the balancer reads them once an
+ * epoch, so a torn pair costs one epoch's accuracy at most). */
+static inline void ofl_balance_meter(struct ofl_balance_side *s, uint64_t packets,
+                                     uint64_t busy_ns)
+{
+    __atomic_store_n(&s->packets, packets, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->busy_ns, busy_ns, __ATOMIC_RELAXED);
+}
+
 /* The compiler's split of a segment on two devices: a table object of the segment
  * feeding it, used by one core. It hands each packet to a side and ends an epoch when
- * `epoch_ns` have passed (the clock is read every 64 packets); with `adapt` off the share
- * stays where it started (a static split, for comparison). */
+ * `epoch_ns` have passed (the clock is read every 64 packets): where the sides' meters
+ * report busy time it sets the share from their rates (ofl_balance_rates), else it
+ * climbs (ofl_balance_epoch); with `adapt` off the share stays where it started (a
+ * static split, for comparison). */
 struct ofl_balance_run {
     struct ofl_balance b;
     int adapt;
+    const struct ofl_balance_side *sides; /* the meters' counts (the window's table) */
+    uint64_t seen_packets[2], seen_busy[2]; /* their values at the epoch's start */
+    uint64_t rate_epochs;   /* epochs decided by the sides' rates */
     uint64_t epoch_ns;      /* an epoch's length */
     uint64_t epoch_start;   /* when the current epoch began (0: at the next packet) */
     uint64_t epoch_packets; /* packets handed out in it */
     uint64_t sent[2];       /* packets handed to each side in all */
     double share_sum;       /* the sum of the share over the epochs, for its mean */
+    uint64_t ticks;         /* the epochs ended, for the mean */
 };
 
 /* Open the balancer `name` from the options NAME.share (side 0's share at the start,
@@ -113,9 +139,11 @@ void ofl_balance_stats(struct ofl_json *j, const char *name, const struct ofl_ba
 /* End the epoch when its time is up (called every 64 packets). */
 void ofl_balance_tick(struct ofl_balance_run *r);
 
-/* The side (0 or 1) the next packet goes to, counted. */
-static inline unsigned ofl_balance_next(struct ofl_balance_run *r)
+/* The side (0 or 1) the next packet goes to, counted; `sides`: the meters' table. */
+static inline unsigned ofl_balance_next(struct ofl_balance_run *r,
+                                        const struct ofl_balance_side *sides)
 {
+    r->sides = sides;
     unsigned side = ofl_balance_pick(&r->b);
     r->sent[side]++;
     if ((++r->epoch_packets & 63) == 0) ofl_balance_tick(r);
