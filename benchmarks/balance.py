@@ -9,7 +9,12 @@ NIC runs at the LiquidIO CN23xx profile's speed (offlow run --profile: integer w
 when the mix does. The capture is a phase of small frames, then one of large frames,
 then small again. Each design's rate is the packets over the run's elapsed time (the
 slowest core's); the ratio printed is the adaptive rate over the best static split's,
-all measured in this run.
+all measured in this run, with a verdict line. The balance point of each phase from the
+profile (the NIC's speed at that kind of work over one plus it: where both sides finish
+together, the host's reading and writing aside) is printed beside the table: the phases'
+best static splits differ, which is what an adaptive split can win by. The adaptive run
+sets its share from each side's packets per busy CPU-second (profile-scaled runs count
+it: docs/planner.md).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import dpkt
 
 from benchmarks.common.machine import machine, machine_line, quiet_check
 from offlow import Element, Port, Program, Sink, Source, runner
+from offlow.planner.profile import load as load_profile
 
 PROFILE = "liquidio-cn23xx"
 SHARES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.6, 1.0)  # the NIC's share in the static splits
@@ -131,11 +137,20 @@ def measure(packets: int, reps: int, tmp: Path, progress: bool = True) -> dict:
                      "errors": errors[:2]})
     static = [r for r in rows if r["design"].startswith("static") and r["mpps"]]
     best = max(static, key=lambda r: r["mpps"]) if static else None
+    both = [r for r in static if 0 < r["mean_share"] < 1]
+    best_both = max(both, key=lambda r: r["mpps"]) if both else None
     adaptive = rows[-1]
     ratio = (adaptive["mpps"] / best["mpps"]) if best and adaptive["mpps"] else None
+    speed = load_profile(PROFILE).speed
     return {"packets": total, "phases": f"{third} x {small} B, {third} x {large} B, "
             f"{third} x {small} B", "profile": PROFILE, "reps": reps, "rows": rows,
-            "best_static": best["design"] if best else None, "ratio": ratio}
+            "best_static": best["design"] if best else None, "ratio": ratio,
+            "best_split": best_both["design"] if best_both else None,
+            "ratio_split": (adaptive["mpps"] / best_both["mpps"]
+                            if best_both and adaptive["mpps"] else None),
+            "balance_points": {f"{small} B ({Light.work or 'integer'})":
+                               speed["integer"] / (1 + speed["integer"]),
+                               f"{large} B ({Heavy.work})": speed["hash"] / (1 + speed["hash"])}}
 
 
 def format_report(res: dict) -> str:
@@ -149,8 +164,18 @@ def format_report(res: dict) -> str:
         runs = " ".join(f"{x:.4f}" for x in r["runs"]) + (
             f" error: {r['errors'][0]}" if r["errors"] else "")
         lines.append(f"{r['design']:<12} {mpps:>8}  {share:>16}  {runs}")
+    points = ", ".join(f"{k} {v:.3f}" for k, v in res["balance_points"].items())
+    lines.append(f"NIC share at balance per phase, from the profile: {points}")
     if res["ratio"]:
         lines.append(f"adaptive / best static ({res['best_static']}): {res['ratio']:.2f}x")
+        if res["ratio_split"]:
+            lines.append(f"adaptive / best static split using both sides "
+                         f"({res['best_split']}): {res['ratio_split']:.2f}x")
+        verdict = "WINS over" if res["ratio"] > 1 else "LOSES to"
+        lines.append(f"verdict: the adaptive split {verdict} the best static split "
+                     f"({res['ratio']:.2f}x)")
+    else:
+        lines.append("verdict: none (a design failed)")
     return "\n".join(lines)
 
 
