@@ -62,8 +62,9 @@ uint32_t ofl_balance_epoch(struct ofl_balance *b, uint64_t packets, uint64_t ns)
 
 /* End an epoch in which side i finished packets[i] in busy_ns[i] ns of its own busy time:
  * set `share` from the two sides' smoothed service rates (see above) and return it. A
- * side with no packets or no time keeps its last rate; until both sides have one, or in
- * an epoch where neither measured anything, `share` stays where it is. */
+ * side with no packets or no time keeps its last rate. Until both sides have a rate,
+ * `share` only moves to give each side at least `min_step`; an epoch where neither side
+ * measured anything changes nothing. */
 uint32_t ofl_balance_rates(struct ofl_balance *b, const uint64_t packets[2],
                            const uint64_t busy_ns[2]);
 
