@@ -78,6 +78,16 @@ def test_without_busy_time_the_balancer_climbs(tmp_path: Path) -> None:
     assert bal["rate_epochs"] == 0 and bal["epochs"] > 0, bal
 
 
+def test_a_gpu_side_gets_no_meter_and_the_split_still_compiles() -> None:
+    # a kernel has no core counters: the balancer climbs (a meter there was refused)
+    g = compile_program(_prog(["gpu", "host"]))
+    assert not [n.name for n in g.nodes if n.cls == "BalanceMeter"]
+    assert g.node("w_balance").tables == (("bal", "w_balance"),)
+    metered = compile_program(_prog(["nic", "host"]))
+    assert {n.name for n in metered.nodes if n.cls == "BalanceMeter"} == {"w_meter",
+                                                                          "w_meter_host"}
+
+
 def test_set_places_a_segment_on_two_devices() -> None:
     p = load_program(BALANCED, ["mix.device=host", "mix.device=nic,host"])
     text = explain(plan_program(p))

@@ -6,9 +6,10 @@ A data-parallel segment S on devices A and B becomes S on A and a copy of it, S_
 goes through a balancer made in P, which hands each packet to S or to S_B in the share
 it moves towards balance while running (runtime/core/include/offlow/balance.h). Each
 copy starts with a meter, S_meter and S_meter_B, that publishes its core's packets and
-busy time in the window table S_rates; where the busy time is counted (profile-scaled
-runs) the balancer sets the share from the two sides' rates, else it climbs the hill of
-the packets it hands out per epoch. Both copies send on to the same elements after S:
+busy time in the window table S_rates (on host and nic, whose cores count them); where
+the busy time is counted (profile-scaled runs) the balancer sets the share from the two
+sides' rates, else it climbs the hill of the packets it hands out per epoch. Both copies
+send on to the same elements after S:
 
     P -> S -> T      becomes      P -> S_balance -d0-> S_meter   -> S   -> T
                                                \\-d1-> S_meter_B -> S_B -/
@@ -21,6 +22,9 @@ from dataclasses import replace
 
 from offlow.errors import OfflowError
 from offlow.ir import Edge, Graph, Node, PortSpec, Segment, SharedTable
+
+# The devices whose copies get a meter: their cores count packets and busy time.
+METERED = {"host", "nic"}
 
 
 def split_balanced(g: Graph) -> Graph:
@@ -66,28 +70,38 @@ def _split(g: Graph, s: Segment) -> Graph:
             raise OfflowError(f"{where}: its copy on {s.also} needs the name `{name}`, which "
                               "is taken; rename that element or segment")
     port_t = g.node(feed.dst).input(feed.dst_port).type
+    # meters where the copies run as threads of a process (a gpu kernel has no core
+    # counters); without them the balancer climbs
+    metered = {s.device, s.also} <= METERED
     balancer = Node(
         name=bal, kind="element", cls="Balance", inputs=(PortSpec("inp", port_t),),
         outputs=(PortSpec("d0", port_t), PortSpec("d1", port_t)),
-        body="    if (ofl_balance_next(bal, rates))\n        EMIT(d1);\n    EMIT(d0);",
-        tables=(("bal", bal), ("rates", rates)), segment=before.name,
+        body=f"    if (ofl_balance_next(bal, {'rates' if metered else 'NULL'}))\n"
+             "        EMIT(d1);\n    EMIT(d0);",
+        tables=(("bal", bal), *((("rates", rates),) if metered else ())),
+        segment=before.name,
         origin=f"balance of segment {s.name} between {s.device} and {s.also}")
-    meters = [Node(name=name, kind="element", cls="BalanceMeter", inputs=(PortSpec("inp", port_t),),
-                   outputs=(PortSpec("out", port_t),),
+    meters = [Node(name=name, kind="element", cls="BalanceMeter",
+                   inputs=(PortSpec("inp", port_t),), outputs=(PortSpec("out", port_t),),
                    body=f"    ofl_balance_meter(&rates[{side}], ctx->core.pkts_in, "
                         "ctx->core.busy_cpu_ns);\n    EMIT(out);",
                    tables=(("rates", rates),), segment=seg,
                    origin=f"the rate of segment {s.name} on {dev}, for its balancer")
               for side, (name, seg, dev) in enumerate(((meter, s.name, s.device),
-                                                       (copy[meter], seg_b, s.also)))]
+                                                       (copy[meter], seg_b, s.also)))
+              if metered]
     copies = [replace(n, name=copy[n.name], segment=seg_b, fields=()) for n in members]
     edges = [e for e in g.edges if e != feed]
     edges += [Edge(copy.get(e.src, e.src), e.src_port, copy.get(e.dst, e.dst), e.dst_port)
               for e in g.edges if e.src in inside]
-    edges += [Edge(feed.src, feed.src_port, bal, "inp"),
-              Edge(bal, "d0", meter, "inp"), Edge(meter, "out", feed.dst, feed.dst_port),
-              Edge(bal, "d1", copy[meter], "inp"),
-              Edge(copy[meter], "out", copy[feed.dst], feed.dst_port)]
+    edges.append(Edge(feed.src, feed.src_port, bal, "inp"))
+    if metered:
+        edges += [Edge(bal, "d0", meter, "inp"), Edge(meter, "out", feed.dst, feed.dst_port),
+                  Edge(bal, "d1", copy[meter], "inp"),
+                  Edge(copy[meter], "out", copy[feed.dst], feed.dst_port)]
+    else:
+        edges += [Edge(bal, "d0", feed.dst, feed.dst_port),
+                  Edge(bal, "d1", copy[feed.dst], feed.dst_port)]
     table = SharedTable(bal, "struct ofl_balance_run", 1, open_fn="ofl_balance_open",
                         close_fn="ofl_balance_close", stats_fn="ofl_balance_stats",
                         source=f"run-time balance of {s.name} between {s.device} (d0) and "
@@ -103,7 +117,8 @@ def _split(g: Graph, s: Segment) -> Graph:
         else:
             segments.append(x)
     return replace(g, nodes=(*g.nodes, balancer, *meters, *copies), edges=tuple(edges),
-                   segments=tuple(segments), shared=(*g.shared, table, side_rates))
+                   segments=tuple(segments),
+                   shared=(*g.shared, table, *((side_rates,) if metered else ())))
 
 
 # The balancer's options (runtime/core/include/offlow/balance.h): name -> (low, high,
