@@ -62,9 +62,10 @@ class Heavy(Element):
 def program(small: int, large: int) -> Program:
     """The balanced segment, rounds set so each kind costs about the same here."""
     p = Program("balance_bench")
-    # short rings (64 entries, a doorbell every 8): a ring holds a few hundred us of work,
-    # well under an epoch, so a side that falls behind holds the producer back within it
-    p.set_queues(ring_size=64, batch=8)
+    # the default rings (1,024 entries, a doorbell every 32): the rates need no
+    # back-pressure within an epoch (the climb did: it ran with 64 entries, a doorbell
+    # every 8), and fewer hand-offs cost less on a shared machine
+    p.set_queues(ring_size=1024, batch=32)
     src, pick, out = Source("rx"), Pick("pick"), Sink("tx")
     light = Light("light", rounds=max(1, 2400 // (small - 14)))
     heavy = Heavy("heavy", rounds=max(1, 2400 // (large - 14)))
