@@ -59,11 +59,14 @@ def test_the_adaptive_split_moves_its_share_and_loses_nothing(tmp_path: Path) ->
     assert sorted(frames) == sorted(alone)
 
 
-def test_a_profile_scaled_run_sets_the_share_from_the_sides_rates(tmp_path: Path) -> None:
+@pytest.mark.parametrize("time", ["cpu", "wall"])
+def test_a_profile_scaled_run_sets_the_share_from_the_sides_rates(tmp_path: Path,
+                                                                  time: str) -> None:
     # the NIC at a tenth of the host's speed (cmp-nic-200): its meter reports ten times
     # the host's busy time per packet, so the share falls well below the start's half
     # (the balance is near 0.09, the host's producer and sink aside)
-    stats, frames = _run(tmp_path, [], ("mix_balance.epoch_us=200",), profile="cmp-nic-200")
+    stats, frames = _run(tmp_path, [], ("mix_balance.epoch_us=200", f"mix_balance.time={time}"),
+                         profile="cmp-nic-200")
     _, alone = _run(tmp_path, ["mix.device=host"])
     bal = stats["host"]["tables"]["mix_balance"]
     assert bal["rate_epochs"] > 0 and bal["turns"] == 0, bal
@@ -141,6 +144,7 @@ def test_bad_device_lists_are_refused(device: list[str], message: str) -> None:
     ("mix_balance.share=2", "balancer `mix_balance`: share=2 is not a number within 0..1"),
     ("mix_balance.epoch_us=fast", "epoch_us=fast is not a number within 1..1e"),
     ("mix_balance.adapt=maybe", "adapt=maybe: expected on or off"),
+    ("mix_balance.time=cycles", "time=cycles: expected cpu or wall"),
     ("mix_balance.min_step=0.5", "min_step must not pass max_step"),
     ("mix_balance.speed=1", "unknown option `speed`"),
 ])

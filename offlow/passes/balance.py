@@ -84,7 +84,8 @@ def _split(g: Graph, s: Segment) -> Graph:
     meters = [Node(name=name, kind="element", cls="BalanceMeter",
                    inputs=(PortSpec("inp", port_t),), outputs=(PortSpec("out", port_t),),
                    body=f"    ofl_balance_meter(&rates[{side}], ctx->core.pkts_in, "
-                        "ctx->core.busy_cpu_ns);\n    EMIT(out);",
+                        "ctx->core.busy_cpu_ns, ctx->core.busy_wall_ns);\n"
+                        "    EMIT(out);",
                    tables=(("rates", rates),), segment=seg,
                    origin=f"the rate of segment {s.name} on {dev}, for its balancer")
               for side, (name, seg, dev) in enumerate(((meter, s.name, s.device),
@@ -122,7 +123,8 @@ def _split(g: Graph, s: Segment) -> Graph:
 
 
 # The balancer's options (runtime/core/include/offlow/balance.h): name -> (low, high,
-# default); `adapt` is on or off.
+# default), and those that take a word: name -> the words.
+CHOICES = {"adapt": ("on", "off"), "time": ("cpu", "wall")}
 OPTIONS = {"share": (0.0, 1.0, 0.5), "epoch_us": (1.0, 1e7, 1e4),
            "min_step": (1 / 65536, 0.5, 1 / 256), "max_step": (1 / 65536, 0.5, 1 / 8)}
 
@@ -132,13 +134,14 @@ def check_options(name: str, options: dict[str, str]) -> None:
     SharedTable.check)."""
     values = {}
     for key, value in options.items():
-        if key == "adapt":
-            if value not in ("on", "off"):
-                raise OfflowError(f"balancer `{name}`: adapt={value}: expected on or off")
+        if key in CHOICES:
+            if value not in CHOICES[key]:
+                raise OfflowError(f"balancer `{name}`: {key}={value}: expected "
+                                  f"{' or '.join(CHOICES[key])}")
             continue
         if key not in OPTIONS:
-            raise OfflowError(f"balancer `{name}`: unknown option `{key}`; options: adapt, "
-                              f"{', '.join(OPTIONS)}")
+            raise OfflowError(f"balancer `{name}`: unknown option `{key}`; options: "
+                              f"{', '.join([*CHOICES, *OPTIONS])}")
         low, high, _ = OPTIONS[key]
         try:
             x = float(value)

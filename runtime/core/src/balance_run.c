@@ -41,6 +41,12 @@ int ofl_balance_open(struct ofl_balance_run **r, const struct ofl_args *a, const
                 name, adapt);
         return -EINVAL;
     }
+    const char *time = ofl_args_get(a, name, "time", "wall");
+    if (strcmp(time, "cpu") && strcmp(time, "wall")) {
+        fprintf(stderr, "offlow %s: balancer %s: time=%s: expected cpu or wall\n", a->device,
+                name, time);
+        return -EINVAL;
+    }
     struct ofl_balance b;
     if (ofl_balance_init(&b, (uint32_t)(share * OFL_BALANCE_ONE + 0.5),
                          (uint32_t)(lo * OFL_BALANCE_ONE + 0.5),
@@ -53,6 +59,7 @@ int ofl_balance_open(struct ofl_balance_run **r, const struct ofl_args *a, const
     if (!run) return -ENOMEM;
     run->b = b;
     run->adapt = !strcmp(adapt, "on");
+    run->wall = !strcmp(time, "wall");
     run->epoch_ns = (uint64_t)(epoch_us * 1000.0);
     *r = run;
     return 0;
@@ -75,7 +82,8 @@ void ofl_balance_tick(struct ofl_balance_run *r)
     uint64_t pk[2] = {0, 0}, busy[2] = {0, 0};
     for (int i = 0; i < 2 && r->sides; i++) {
         uint64_t p = __atomic_load_n(&r->sides[i].packets, __ATOMIC_RELAXED);
-        uint64_t t = __atomic_load_n(&r->sides[i].busy_ns, __ATOMIC_RELAXED);
+        uint64_t t = r->wall ? __atomic_load_n(&r->sides[i].wall_ns, __ATOMIC_RELAXED)
+                             : __atomic_load_n(&r->sides[i].busy_ns, __ATOMIC_RELAXED);
         pk[i] = p - r->seen_packets[i];
         busy[i] = t - r->seen_busy[i];
         r->seen_packets[i] = p;

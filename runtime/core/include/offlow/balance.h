@@ -91,17 +91,20 @@ struct ofl_balance_side {
     uint64_t packets;  /* packets the side's core took in */
     uint64_t busy_ns;  /* its CPU time in turns that moved packets, less its waits
                           (struct ofl_core's busy_cpu_ns; 0 where it is not counted) */
-    uint8_t pad_[48];
+    uint64_t wall_ns;  /* those turns' wall time, less the waits (busy_wall_ns): the CPU
+                          time and the time the side was kept from a CPU meanwhile */
+    uint8_t pad_[40];
 };
 _Static_assert(sizeof(struct ofl_balance_side) == 64, "one cache line a side");
 
 /* The meter: publish a side's counts (a store each; the balancer reads them once an
  * epoch, so a torn pair costs one epoch's accuracy at most). */
 static inline void ofl_balance_meter(struct ofl_balance_side *s, uint64_t packets,
-                                     uint64_t busy_ns)
+                                     uint64_t busy_ns, uint64_t wall_ns)
 {
     __atomic_store_n(&s->packets, packets, __ATOMIC_RELAXED);
     __atomic_store_n(&s->busy_ns, busy_ns, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->wall_ns, wall_ns, __ATOMIC_RELAXED);
 }
 
 /* The compiler's split of a segment on two devices: a table object of the segment
@@ -113,6 +116,8 @@ static inline void ofl_balance_meter(struct ofl_balance_side *s, uint64_t packet
 struct ofl_balance_run {
     struct ofl_balance b;
     int adapt;
+    int wall;               /* the rates per busy wall ns (time=wall, the default), else
+                               per busy CPU ns (time=cpu) */
     const struct ofl_balance_side *sides; /* the meters' counts (the window's table) */
     uint64_t seen_packets[2], seen_busy[2]; /* their values at the epoch's start */
     uint64_t rate_epochs;   /* epochs decided by the sides' rates */
@@ -125,7 +130,8 @@ struct ofl_balance_run {
 };
 
 /* Open the balancer `name` from the options NAME.share (side 0's share at the start,
- * 0..1, default 0.5), NAME.adapt (on|off, default on), NAME.epoch_us (1..10^7, default
+ * 0..1, default 0.5), NAME.adapt (on|off, default on), NAME.time (cpu|wall: what the
+ * sides' rates are per, default wall), NAME.epoch_us (1..10^7, default
  * 10000), NAME.min_step and NAME.max_step (fractions of all packets, default 1/256 and
  * 1/8). Returns 0, -EINVAL (a bad option, said on stderr) or -ENOMEM. */
 int ofl_balance_open(struct ofl_balance_run **r, const struct ofl_args *a, const char *name);
