@@ -9,7 +9,13 @@ NIC runs at the LiquidIO CN23xx profile's speed (offlow run --profile: integer w
 when the mix does. The capture is a phase of small frames, then one of large frames,
 then small again. Each design's rate is the packets over the run's elapsed time (the
 slowest core's); the ratio printed is the adaptive rate over the best static split's,
-all measured in this run.
+all measured in this run, with a verdict line. The balance point of each phase from the
+profile (the NIC's speed at that kind of work over one plus it: where both sides finish
+together, the host's reading and writing aside) is printed beside the table: the phases'
+best static splits differ, which is what an adaptive split can win by. The adaptive runs
+set their share from each side's packets per busy CPU-second (`time=cpu`) or per busy
+wall-second (`time=wall`: also the time a side was kept from a CPU while it had work);
+profile-scaled runs count both (docs/planner.md).
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ import dpkt
 
 from benchmarks.common.machine import machine, machine_line, quiet_check
 from offlow import Element, Port, Program, Sink, Source, runner
+from offlow.planner.profile import load as load_profile
 
 PROFILE = "liquidio-cn23xx"
 SHARES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.6, 1.0)  # the NIC's share in the static splits
+ADAPTIVE = ("cpu", "wall")  # the adaptive runs: the sides' rates per busy CPU or wall ns
 _SUM = r"""
     /* a keyed running sum over the payload, ROUNDS times, written over its first bytes */
     uint32_t acc = 2166136261u;
@@ -56,9 +64,10 @@ class Heavy(Element):
 def program(small: int, large: int) -> Program:
     """The balanced segment, rounds set so each kind costs about the same here."""
     p = Program("balance_bench")
-    # short rings (64 entries, a doorbell every 8): a ring holds a few hundred us of work,
-    # well under an epoch, so a side that falls behind holds the producer back within it
-    p.set_queues(ring_size=64, batch=8)
+    # the default rings (1,024 entries, a doorbell every 32): the rates need no
+    # back-pressure within an epoch (the climb did: it ran with 64 entries, a doorbell
+    # every 8), and fewer hand-offs cost less on a shared machine
+    p.set_queues(ring_size=1024, batch=32)
     src, pick, out = Source("rx"), Pick("pick"), Sink("tx")
     light = Light("light", rounds=max(1, 2400 // (small - 14)))
     heavy = Heavy("heavy", rounds=max(1, 2400 // (large - 14)))
@@ -111,7 +120,8 @@ def measure(packets: int, reps: int, tmp: Path, progress: bool = True) -> dict:
     designs: list[tuple[str, tuple[str, ...]]] = [
         (f"static {s:.1f}", ("work_balance.adapt=off", f"work_balance.share={s}"))
         for s in SHARES]
-    designs.append(("adaptive", ("work_balance.epoch_us=20000",)))
+    designs += [(f"adaptive {t}", ("work_balance.epoch_us=20000", f"work_balance.time={t}"))
+                for t in ADAPTIVE]
     rows = []
     for name, opts in designs:
         o = runner.RunOptions(input=cap, opts=opts, profile=PROFILE, timeout=600)
@@ -131,26 +141,48 @@ def measure(packets: int, reps: int, tmp: Path, progress: bool = True) -> dict:
                      "errors": errors[:2]})
     static = [r for r in rows if r["design"].startswith("static") and r["mpps"]]
     best = max(static, key=lambda r: r["mpps"]) if static else None
-    adaptive = rows[-1]
-    ratio = (adaptive["mpps"] / best["mpps"]) if best and adaptive["mpps"] else None
+    both = [r for r in static if 0 < r["mean_share"] < 1]
+    best_both = max(both, key=lambda r: r["mpps"]) if both else None
+    ratios = {}
+    for r in rows[len(SHARES):]:
+        ok = best and r["mpps"]
+        ratios[r["design"]] = {
+            "best": r["mpps"] / best["mpps"] if ok else None,
+            "split": r["mpps"] / best_both["mpps"] if ok and best_both else None}
+    speed = load_profile(PROFILE).speed
     return {"packets": total, "phases": f"{third} x {small} B, {third} x {large} B, "
             f"{third} x {small} B", "profile": PROFILE, "reps": reps, "rows": rows,
-            "best_static": best["design"] if best else None, "ratio": ratio}
+            "best_static": best["design"] if best else None, "ratios": ratios,
+            "best_split": best_both["design"] if best_both else None,
+            "balance_points": {f"{small} B ({Light.work or 'integer'})":
+                               speed["integer"] / (1 + speed["integer"]),
+                               f"{large} B ({Heavy.work})": speed["hash"] / (1 + speed["hash"])}}
 
 
 def format_report(res: dict) -> str:
     """The designs as a table, with the adaptive over the best static ratio."""
     lines = [f"run-time balance: segment on nic ({res['profile']}) and host, "
              f"{res['packets']:,} packets ({res['phases']}), best of {res['reps']}",
-             f"{'design':<12} {'Mpps':>8}  {'NIC share (mean)':>16}  runs"]
+             f"{'design':<14} {'Mpps':>8}  {'NIC share (mean)':>16}  runs"]
     for r in res["rows"]:
         mpps = f"{r['mpps']:.4f}" if r["mpps"] else "failed"
         share = f"{r['mean_share']:.3f}" if r["mean_share"] is not None else "-"
         runs = " ".join(f"{x:.4f}" for x in r["runs"]) + (
             f" error: {r['errors'][0]}" if r["errors"] else "")
-        lines.append(f"{r['design']:<12} {mpps:>8}  {share:>16}  {runs}")
-    if res["ratio"]:
-        lines.append(f"adaptive / best static ({res['best_static']}): {res['ratio']:.2f}x")
+        lines.append(f"{r['design']:<14} {mpps:>8}  {share:>16}  {runs}")
+    points = ", ".join(f"{k} {v:.3f}" for k, v in res["balance_points"].items())
+    lines.append(f"NIC share at balance per phase, from the profile: {points}")
+    for name, q in res["ratios"].items():
+        if not q["best"]:
+            lines.append(f"verdict: {name}: none (a design failed)")
+            continue
+        split = (f", {q['split']:.2f}x the best static split using both sides "
+                 f"({res['best_split']})" if q["split"] else "")
+        lines.append(f"{name} / best static ({res['best_static']}): {q['best']:.2f}x{split}")
+    wins = [f"{n} {'WINS over' if q['best'] > 1 else 'LOSES to'} it ({q['best']:.2f}x)"
+            for n, q in res["ratios"].items() if q["best"]]
+    if wins:
+        lines.append("verdict against the best static split: " + "; ".join(wins))
     return "\n".join(lines)
 
 

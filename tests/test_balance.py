@@ -14,7 +14,7 @@ from offlow import Element, OfflowError, Program, Sink, Source
 from offlow.build import build, compile_program, plan_program
 from offlow.dsl.loader import load_program
 from offlow.explain import explain
-from offlow.runner import RunOptions, run
+from offlow.runner import RunOptions, build_for, run
 from tests.e2e import read_frames
 
 BALANCED = Path(__file__).resolve().parent / "programs" / "balanced.py"
@@ -22,11 +22,13 @@ COUNT = 6000
 SIZES = "64:3,333:1,1500:1"  # odd sizes: the body's loop runs over each frame's own
 
 
-def _run(tmp: Path, settings: list[str], opts: tuple[str, ...] = ()
+def _run(tmp: Path, settings: list[str], opts: tuple[str, ...] = (), profile: str = ""
          ) -> tuple[dict[str, Any], list[bytes]]:
-    b = build(load_program(BALANCED, settings), werror=True)
-    out = tmp / f"out{len(list(tmp.iterdir()))}.pcap"
-    res = run(b, RunOptions(count=COUNT, sizes=SIZES, output=out, opts=opts, timeout=120))
+    o = RunOptions(count=COUNT, sizes=SIZES, opts=opts, timeout=120, profile=profile,
+                   output=tmp / f"out{len(list(tmp.iterdir()))}.pcap")
+    b = build_for(load_program(BALANCED, settings), o, werror=True)
+    res = run(b, o)
+    out = o.output
     assert res.ok, res.errors
     return res.stats, read_frames(out)
 
@@ -57,11 +59,44 @@ def test_the_adaptive_split_moves_its_share_and_loses_nothing(tmp_path: Path) ->
     assert sorted(frames) == sorted(alone)
 
 
+@pytest.mark.parametrize("time", ["cpu", "wall"])
+def test_a_profile_scaled_run_sets_the_share_from_the_sides_rates(tmp_path: Path,
+                                                                  time: str) -> None:
+    # the NIC at a tenth of the host's speed (cmp-nic-200): its meter reports ten times
+    # the host's busy time per packet, so the share falls well below the start's half
+    # (the balance is near 0.09, the host's producer and sink aside)
+    stats, frames = _run(tmp_path, [], ("mix_balance.epoch_us=200", f"mix_balance.time={time}"),
+                         profile="cmp-nic-200")
+    _, alone = _run(tmp_path, ["mix.device=host"])
+    bal = stats["host"]["tables"]["mix_balance"]
+    assert bal["rate_epochs"] > 0 and bal["turns"] == 0, bal
+    assert bal["share"] < 0.3, bal
+    assert bal["sent_0"] + bal["sent_1"] == COUNT
+    assert sorted(frames) == sorted(alone)
+
+
+def test_without_busy_time_the_balancer_climbs(tmp_path: Path) -> None:
+    stats, _ = _run(tmp_path, [], ("mix_balance.epoch_us=200",))
+    bal = stats["host"]["tables"]["mix_balance"]
+    assert bal["rate_epochs"] == 0 and bal["epochs"] > 0, bal
+
+
+def test_a_gpu_side_gets_no_meter_and_the_split_still_compiles() -> None:
+    # a kernel has no core counters: the balancer climbs (a meter there was refused)
+    g = compile_program(_prog(["gpu", "host"]))
+    assert not [n.name for n in g.nodes if n.cls == "BalanceMeter"]
+    assert g.node("w_balance").tables == (("bal", "w_balance"),)
+    metered = compile_program(_prog(["nic", "host"]))
+    assert {n.name for n in metered.nodes if n.cls == "BalanceMeter"} == {"w_meter",
+                                                                          "w_meter_host"}
+
+
 def test_set_places_a_segment_on_two_devices() -> None:
     p = load_program(BALANCED, ["mix.device=host", "mix.device=nic,host"])
     text = explain(plan_program(p))
     assert "mix: device nic" in text and "mix_host: device host" in text
     assert "run-time balance of mix between nic (d0) and host (d1)" in text
+    assert "mix_meter" in text and "mix_meter_host" in text
 
 
 def _prog(device: list[str], *, source_inside: bool = False, rx_cores: tuple[int, ...] = (0,),
@@ -109,6 +144,7 @@ def test_bad_device_lists_are_refused(device: list[str], message: str) -> None:
     ("mix_balance.share=2", "balancer `mix_balance`: share=2 is not a number within 0..1"),
     ("mix_balance.epoch_us=fast", "epoch_us=fast is not a number within 1..1e"),
     ("mix_balance.adapt=maybe", "adapt=maybe: expected on or off"),
+    ("mix_balance.time=cycles", "time=cycles: expected cpu or wall"),
     ("mix_balance.min_step=0.5", "min_step must not pass max_step"),
     ("mix_balance.speed=1", "unknown option `speed`"),
 ])

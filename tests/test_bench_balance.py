@@ -19,10 +19,18 @@ def test_the_capture_changes_its_mix_in_phases(tmp_path: Path) -> None:
 def test_every_design_runs_and_the_static_splits_keep_their_share(tmp_path: Path) -> None:
     res = balance.measure(900, 1, tmp_path, progress=False)
     rows = {r["design"]: r for r in res["rows"]}
-    assert list(rows) == [f"static {s:.1f}" for s in balance.SHARES] + ["adaptive"]
+    assert list(rows) == ([f"static {s:.1f}" for s in balance.SHARES]
+                          + ["adaptive cpu", "adaptive wall"])
     for r in rows.values():
         assert r["errors"] == [] and r["mpps"] > 0, r
     assert rows["static 0.0"]["mean_share"] == 0.0
     assert rows["static 1.0"]["mean_share"] == 1.0
-    assert res["ratio"] > 0 and res["best_static"] in rows
-    assert "adaptive / best static" in balance.format_report(res)
+    assert res["best_static"] in rows
+    assert all(q["best"] > 0 for q in res["ratios"].values())
+    # the phases' balance points differ: no one static split is right for the whole run
+    small, large = res["balance_points"].values()
+    assert 0 < small < large < 1
+    report = balance.format_report(res)
+    for name, q in res["ratios"].items():
+        assert f"{name} / best static" in report
+        assert (f"{name} WINS over it" in report) == (q["best"] > 1)

@@ -53,3 +53,34 @@ uint32_t ofl_balance_epoch(struct ofl_balance *b, uint64_t packets, uint64_t ns)
     b->share = next;
     return b->share;
 }
+
+uint32_t ofl_balance_rates(struct ofl_balance *b, const uint64_t packets[2],
+                           const uint64_t busy_ns[2])
+{
+    int measured = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!packets[i] || !busy_ns[i]) continue;
+        measured = 1;
+        if (b->ns[i] > 0) {
+            b->pk[i] += ((double)packets[i] - b->pk[i]) / OFL_BALANCE_SMOOTH;
+            b->ns[i] += ((double)busy_ns[i] - b->ns[i]) / OFL_BALANCE_SMOOTH;
+        } else {
+            b->pk[i] = (double)packets[i];
+            b->ns[i] = (double)busy_ns[i];
+        }
+    }
+    if (!measured) return b->share;
+    b->epochs++;
+    double lo = b->min_step, hi = (double)OFL_BALANCE_ONE - b->min_step, want = b->share;
+    if (b->ns[0] > 0 && b->ns[1] > 0) {
+        double r0 = b->pk[0] / b->ns[0], r1 = b->pk[1] / b->ns[1];
+        want = (double)OFL_BALANCE_ONE * r0 / (r0 + r1);
+    }
+    /* each side keeps some packets: an unmeasured side gets its first ones */
+    want = want < lo ? lo : want > hi ? hi : want;
+    double move = want - (double)b->share;
+    if (move > b->max_step) move = b->max_step;
+    if (move < -(double)b->max_step) move = -(double)b->max_step;
+    b->share = (uint32_t)((double)b->share + move + 0.5);
+    return b->share;
+}

@@ -41,6 +41,12 @@ int ofl_balance_open(struct ofl_balance_run **r, const struct ofl_args *a, const
                 name, adapt);
         return -EINVAL;
     }
+    const char *time = ofl_args_get(a, name, "time", "wall");
+    if (strcmp(time, "cpu") && strcmp(time, "wall")) {
+        fprintf(stderr, "offlow %s: balancer %s: time=%s: expected cpu or wall\n", a->device,
+                name, time);
+        return -EINVAL;
+    }
     struct ofl_balance b;
     if (ofl_balance_init(&b, (uint32_t)(share * OFL_BALANCE_ONE + 0.5),
                          (uint32_t)(lo * OFL_BALANCE_ONE + 0.5),
@@ -53,6 +59,7 @@ int ofl_balance_open(struct ofl_balance_run **r, const struct ofl_args *a, const
     if (!run) return -ENOMEM;
     run->b = b;
     run->adapt = !strcmp(adapt, "on");
+    run->wall = !strcmp(time, "wall");
     run->epoch_ns = (uint64_t)(epoch_us * 1000.0);
     *r = run;
     return 0;
@@ -72,9 +79,27 @@ void ofl_balance_tick(struct ofl_balance_run *r)
         return;
     }
     if (now - r->epoch_start < r->epoch_ns) return;
-    if (r->adapt) ofl_balance_epoch(&r->b, r->epoch_packets, now - r->epoch_start);
-    else r->b.epochs++;
+    uint64_t pk[2] = {0, 0}, busy[2] = {0, 0};
+    for (int i = 0; i < 2 && r->sides; i++) {
+        uint64_t p = __atomic_load_n(&r->sides[i].packets, __ATOMIC_RELAXED);
+        uint64_t t = r->wall ? __atomic_load_n(&r->sides[i].wall_ns, __ATOMIC_RELAXED)
+                             : __atomic_load_n(&r->sides[i].busy_ns, __ATOMIC_RELAXED);
+        pk[i] = p - r->seen_packets[i];
+        busy[i] = t - r->seen_busy[i];
+        r->seen_packets[i] = p;
+        r->seen_busy[i] = t;
+    }
+    if (!r->adapt) {
+        r->b.epochs++;
+    } else if (r->seen_busy[0] || r->seen_busy[1]) {
+        /* the meters count busy time: the sides' rates decide */
+        ofl_balance_rates(&r->b, pk, busy);
+        r->rate_epochs++;
+    } else {
+        ofl_balance_epoch(&r->b, r->epoch_packets, now - r->epoch_start);
+    }
     r->share_sum += (double)r->b.share / OFL_BALANCE_ONE;
+    r->ticks++;
     r->epoch_start = now;
     r->epoch_packets = 0;
 }
@@ -85,11 +110,12 @@ void ofl_balance_stats(struct ofl_json *j, const char *name, const struct ofl_ba
     ofl_json_str(j, "kind", "balance");
     ofl_json_u64(j, "adapt", (uint64_t)r->adapt);
     ofl_json_f64(j, "share", (double)r->b.share / OFL_BALANCE_ONE);
-    ofl_json_f64(j, "mean_share", r->b.epochs ? r->share_sum / (double)r->b.epochs
-                                              : (double)r->b.share / OFL_BALANCE_ONE);
+    ofl_json_f64(j, "mean_share", r->ticks ? r->share_sum / (double)r->ticks
+                                           : (double)r->b.share / OFL_BALANCE_ONE);
     ofl_json_u64(j, "sent_0", r->sent[0]);
     ofl_json_u64(j, "sent_1", r->sent[1]);
-    ofl_json_u64(j, "epochs", r->b.epochs);
+    ofl_json_u64(j, "epochs", r->ticks);
     ofl_json_u64(j, "turns", r->b.turns);
+    ofl_json_u64(j, "rate_epochs", r->rate_epochs);
     ofl_json_end_obj(j);
 }

@@ -287,6 +287,7 @@ void ofl_dilate_begin(struct ofl_core *c)
     if (c->dilating) {
         c->turn_cpu = thread_cpu_ns();
         c->turn_waited = waited_cpu_ns(c);
+        c->turn_wall = ofl_now_ns();
     }
 }
 
@@ -320,6 +321,8 @@ void ofl_dilate_end(struct ofl_core *c, int progress)
     uint64_t waited = waited_cpu_ns(c) - c->turn_waited;
     c->waited_ns += waited < turn ? waited : turn;
     c->busy_cpu_ns += (waited < turn ? turn - waited : 0) + spun;
+    uint64_t wall = ofl_now_ns() - c->turn_wall;
+    c->busy_wall_ns += wall > waited ? wall - waited : 0;
 }
 
 void ofl_core_begin(struct ofl_core *c)

@@ -254,6 +254,8 @@ struct ofl_core {
     double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
     uint64_t dilate_work, busy_ticks, dilated_ticks;
     uint64_t turn_cpu, busy_cpu_ns;  /* the thread's CPU time in turns that moved packets */
+    uint64_t turn_wall, busy_wall_ns; /* the same turns' wall time, less their waits: the
+                                         CPU time and the time kept from a CPU meanwhile */
     uint64_t turn_waited, waited_ns; /* waits (peer[], local) at the turn's start; in all */
     uint64_t turn_timed, loop_ticks; /* the turn's timed ticks (all kinds); loops in all */
     double ticks_per_ns;             /* ofl_ticks() per ns, measured at the start */
