@@ -50,12 +50,13 @@ class Sweep:
     rtt_iters: int
     rtt_size: int               # bytes of the round trip's message
     warm: int                   # unmeasured round trips / perftest warm-up iterations
+    reps: int                   # runs of each ring row and of its tag_bw (medians)
 
 
 FULL = Sweep(entries=200_000, batches=(1, 8, 32, 128), sizes=(64, 512, 2048), rtt_iters=20_000,
-             rtt_size=64, warm=1000)
+             rtt_size=64, warm=1000, reps=3)
 QUICK = Sweep(entries=50_000, batches=(1, 32), sizes=(64, 1024), rtt_iters=5000, rtt_size=64,
-              warm=500)
+              warm=500, reps=1)
 
 
 def build() -> Path:
@@ -138,23 +139,31 @@ def _perf(exe: str, hosts: tuple[str, str], args: list[str], timeout: float) -> 
 
 
 def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, n: int,
-             batch: int, size: int, warm: int) -> dict:
-    """One ring configuration beside tag_bw at the bridge's message size."""
-    srv, cli = _pair(exe, hosts, secret, ["ring", str(n), str(size), str(batch),
-                                          str(RING_SIZE)], timeout=600)
-    row = {"batch": batch, "entry_size": size, "entries": n, "received": srv["received"],
-           "bad": srv["bad"], "sent": cli["sent"], "msgs": cli["msgs_out"],
-           "msgs_in": srv["msgs_in"], "secs": cli["secs"]}
-    if row["received"] != n or row["sent"] != n or row["bad"]:
-        raise OfflowError(f"bench_remote ring lost or damaged entries: {row}")
-    row["entries_per_s"] = n / cli["secs"]
-    row["mbs"] = n * size / cli["secs"] / 1e6
-    row["perftest"] = None
-    if perf:
-        iters = max(n // batch, 1000)
-        p = _perf(perf, hosts, ["-t", "tag_bw", "-s", str(batch * size), "-n", str(iters),
-                                "-w", str(warm)], timeout=600)
-        row["perftest"] = p
+             batch: int, size: int, sweep: Sweep) -> dict:
+    """One ring configuration beside tag_bw at the bridge's message size, taking turns
+    `sweep.reps` times; the medians."""
+    runs, perfs = [], []
+    for _ in range(sweep.reps):
+        srv, cli = _pair(exe, hosts, secret, ["ring", str(n), str(size), str(batch),
+                                              str(RING_SIZE)], timeout=600)
+        run = {"received": srv["received"], "bad": srv["bad"], "sent": cli["sent"],
+               "msgs": cli["msgs_out"], "msgs_in": srv["msgs_in"], "secs": cli["secs"]}
+        if run["received"] != n or run["sent"] != n or run["bad"]:
+            raise OfflowError(f"bench_remote ring lost or damaged entries: {run} of {n}")
+        runs.append(run)
+        if perf:
+            perfs.append(_perf(perf, hosts, ["-t", "tag_bw", "-s", str(batch * size), "-n",
+                                             str(max(n // batch, 1000)), "-w",
+                                             str(sweep.warm)], timeout=600))
+    secs = sorted(r["secs"] for r in runs)
+    mid = secs[len(secs) // 2]
+    row = {"batch": batch, "entry_size": size, "entries": n, "runs": runs,
+           "entries_per_s": n / mid, "mbs": n * size / mid / 1e6,
+           "mbs_min": n * size / secs[-1] / 1e6, "mbs_max": n * size / secs[0] / 1e6,
+           "perftest": None, "ratio": None}
+    if perfs:
+        p = sorted(perfs, key=lambda x: x["bw_mbs"])[len(perfs) // 2]
+        row["perftest"] = {**p, "bw_mbs_all": [x["bw_mbs"] for x in perfs]}
         row["ratio"] = row["mbs"] / p["bw_mbs"] if p["bw_mbs"] > 0 else None
     return row
 
@@ -192,14 +201,15 @@ def verdicts(rows: list[dict], rtt: dict) -> dict:
 
 def format_table(rows: list[dict], rtt: dict) -> str:
     """The ring rows and the round trip as text."""
-    head = (f"{'batch':>5} {'entry B':>7} | {'Mentries/s':>10} | {'MB/s':>8} | "
+    head = (f"{'batch':>5} {'entry B':>7} | {'Mentries/s':>10} | {'MB/s (min-max)':>22} | "
             f"{'tag_bw MB/s':>11} | {'ratio':>5}")
     out = [head, "-" * len(head)]
     for r in rows:
         p = r["perftest"]
         pb, ratio = (f"{p['bw_mbs']:.1f}", f"{r['ratio']:.2f}") if p else ("-", "-")
+        mbs = f"{r['mbs']:.1f} ({r['mbs_min']:.1f}-{r['mbs_max']:.1f})"
         out.append(f"{r['batch']:>5} {r['entry_size']:>7} | {r['entries_per_s'] / 1e6:>10.3f} | "
-                   f"{r['mbs']:>8.1f} | {pb:>11} | {ratio:>5}")
+                   f"{mbs:>22} | {pb:>11} | {ratio:>5}")
     p = rtt["perftest"]
     out.append(f"round trip ({rtt['size']} B, {rtt['iterations']} times): one way (p50 / 2) "
                f"{rtt['one_way_p50_us']:.2f} us, p99 round trip {rtt['rtt_p99_ns'] / 1e3:.1f} us"
@@ -252,7 +262,7 @@ def measure(sweep: Sweep, entries: int, perf: str | None) -> tuple[list[dict], d
         secret = Path(tmp) / "secret"
         secret.write_bytes(os.urandom(32).hex().encode())
         secret.chmod(0o600)
-        rows = [ring_row(exe, perf, hosts, secret, entries, b, s, sweep.warm)
+        rows = [ring_row(exe, perf, hosts, secret, entries, b, s, sweep)
                 for s in sweep.sizes for b in sweep.batches]
         rtt = rtt_row(exe, perf, hosts, secret, sweep)
     return rows, rtt
@@ -271,9 +281,10 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     if why:
         print(f"ucx_perftest is missing, so no ratios: {why}")
     rows, rtt = measure(sw, sw.entries, perf)
-    print(f"ring: {sw.entries} entries per row through a bridge between rings of "
-          f"{RING_SIZE}, every entry checked at the far end; tag_bw at the bridge's "
-          f"message size (batch x entry bytes); ratio = ring MB/s / tag_bw MB/s")
+    print(f"ring: {sw.entries} entries per run through a bridge between rings of "
+          f"{RING_SIZE}, every entry checked at the far end, median (min-max) of {sw.reps} "
+          f"runs taking turns with tag_bw at the bridge's message size (batch x entry "
+          f"bytes, its median); ratio = ring MB/s / tag_bw MB/s")
     print(format_table(rows, rtt))
     v = verdicts(rows, rtt)
     for line in verdict_lines(v):

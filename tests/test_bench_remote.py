@@ -14,7 +14,7 @@ from benchmarks import remote
 from benchmarks.common.netns import namespaces
 
 TINY = remote.Sweep(entries=3000, batches=(1, 16), sizes=(64, 200), rtt_iters=200,
-                    rtt_size=64, warm=20)
+                    rtt_size=64, warm=20, reps=2)
 
 
 def test_tiny_sweep_counts_every_entry_and_leaves_no_namespace(
@@ -29,13 +29,16 @@ def test_tiny_sweep_counts_every_entry_and_leaves_no_namespace(
     assert {(r["batch"], r["entry_size"]) for r in rows} == {(1, 64), (16, 64), (1, 200),
                                                              (16, 200)}
     for r in rows:
-        assert r["sent"] == r["received"] == r["entries"] == 3000 and r["bad"] == 0
-        assert r["msgs"] == r["msgs_in"]
-        # batches: at least entries / batch messages, at most one per entry and the
-        # close (which may travel alone)
-        assert -(-3000 // r["batch"]) <= r["msgs"] <= 3001
-        assert r["entries_per_s"] > 0 and r["mbs"] > 0
+        assert r["entries"] == 3000 and len(r["runs"]) == 2
+        for run in r["runs"]:
+            assert run["sent"] == run["received"] == 3000 and run["bad"] == 0
+            assert run["msgs"] == run["msgs_in"]
+            # batches: at least entries / batch messages, at most one per entry and
+            # the close (which may travel alone)
+            assert -(-3000 // r["batch"]) <= run["msgs"] <= 3001
+        assert 0 < r["mbs_min"] <= r["mbs"] <= r["mbs_max"] and r["entries_per_s"] > 0
         if doc["perftest"]:
+            assert len(r["perftest"]["bw_mbs_all"]) == 2
             assert r["perftest"]["bw_mbs"] > 0 and r["ratio"] > 0
     rtt = doc["rtt"]
     assert rtt["answered"] == 220 and rtt["iterations"] == 200
