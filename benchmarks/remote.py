@@ -35,7 +35,6 @@ from offlow.errors import OfflowError
 
 NS_PREFIX = "ofl-bench-rem"
 PERF_PORT = 13337  # ucx_perftest's port inside our own namespace (nothing else there)
-RING_SIZE = 1024
 BW_TARGET, LAT_TARGET = 0.8, 1.2
 ENV = {"UCX_TLS": "tcp"}  # the network path even between namespaces of one machine
 
@@ -47,15 +46,18 @@ class Sweep:
     entries: int                # per ring row
     batches: tuple[int, ...]
     sizes: tuple[int, ...]      # entry bytes (header and index included)
+    rings: tuple[int, ...]      # ring sizes (entries): the most in flight over the link
     rtt_iters: int
     rtt_size: int               # bytes of the round trip's message
     warm: int                   # unmeasured round trips / perftest warm-up iterations
     reps: int                   # runs of each ring row and of its tag_bw (medians)
 
 
-FULL = Sweep(entries=200_000, batches=(1, 8, 32, 128), sizes=(64, 512, 2048), rtt_iters=20_000,
+FULL = Sweep(entries=200_000, batches=(1, 8, 32, 128), sizes=(64, 512, 2048),
+             rings=(1024, 16384), rtt_iters=20_000,
              rtt_size=64, warm=1000, reps=3)
-QUICK = Sweep(entries=50_000, batches=(1, 32), sizes=(64, 1024), rtt_iters=5000, rtt_size=64,
+QUICK = Sweep(entries=50_000, batches=(1, 32), sizes=(64, 1024), rings=(1024,), rtt_iters=5000,
+              rtt_size=64,
               warm=500, reps=1)
 
 
@@ -139,13 +141,13 @@ def _perf(exe: str, hosts: tuple[str, str], args: list[str], timeout: float) -> 
 
 
 def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, n: int,
-             batch: int, size: int, sweep: Sweep) -> dict:
+             ring: int, batch: int, size: int, sweep: Sweep) -> dict:
     """One ring configuration beside tag_bw at the bridge's message size, taking turns
     `sweep.reps` times; the medians."""
     runs, perfs = [], []
     for _ in range(sweep.reps):
         srv, cli = _pair(exe, hosts, secret, ["ring", str(n), str(size), str(batch),
-                                              str(RING_SIZE)], timeout=600)
+                                              str(ring)], timeout=600)
         run = {"received": srv["received"], "bad": srv["bad"], "sent": cli["sent"],
                "msgs": cli["msgs_out"], "msgs_in": srv["msgs_in"], "secs": cli["secs"]}
         if run["received"] != n or run["sent"] != n or run["bad"]:
@@ -157,7 +159,7 @@ def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, 
                                              str(sweep.warm)], timeout=600))
     secs = sorted(r["secs"] for r in runs)
     mid = secs[len(secs) // 2]
-    row = {"batch": batch, "entry_size": size, "entries": n, "runs": runs,
+    row = {"ring_size": ring, "batch": batch, "entry_size": size, "entries": n, "runs": runs,
            "entries_per_s": n / mid, "mbs": n * size / mid / 1e6,
            "mbs_min": n * size / secs[-1] / 1e6, "mbs_max": n * size / secs[0] / 1e6,
            "perftest": None, "ratio": None}
@@ -188,28 +190,30 @@ def rtt_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path,
 
 
 def verdicts(rows: list[dict], rtt: dict) -> dict:
-    """The targets: the worst ring ratio >= BW_TARGET, the round trip's <= LAT_TARGET
-    (None where ucx_perftest was not run)."""
-    ratios = [r["ratio"] for r in rows if r.get("ratio") is not None]
-    worst = min(ratios) if ratios else None
+    """The targets: per ring size, the worst ring ratio >= BW_TARGET; the round trip's
+    <= LAT_TARGET (meets None where ucx_perftest was not run)."""
+    bw = []
+    for ring in sorted({r["ring_size"] for r in rows}):
+        ratios = [r["ratio"] for r in rows if r["ring_size"] == ring and r["ratio"] is not None]
+        worst = min(ratios) if ratios else None
+        bw.append({"ring_size": ring, "min_ratio": worst,
+                   "meets": None if worst is None else worst >= BW_TARGET})
     lat = rtt.get("ratio")
-    return {"bw_target": BW_TARGET, "bw_min_ratio": worst,
-            "bw_meets": None if worst is None else worst >= BW_TARGET,
-            "lat_target": LAT_TARGET, "lat_ratio": lat,
+    return {"bw_target": BW_TARGET, "bw": bw, "lat_target": LAT_TARGET, "lat_ratio": lat,
             "lat_meets": None if lat is None else lat <= LAT_TARGET}
 
 
 def format_table(rows: list[dict], rtt: dict) -> str:
     """The ring rows and the round trip as text."""
-    head = (f"{'batch':>5} {'entry B':>7} | {'Mentries/s':>10} | {'MB/s (min-max)':>22} | "
-            f"{'tag_bw MB/s':>11} | {'ratio':>5}")
+    head = (f"{'ring':>5} {'batch':>5} {'entry B':>7} | {'Mentries/s':>10} | "
+            f"{'MB/s (min-max)':>22} | {'tag_bw MB/s':>11} | {'ratio':>5}")
     out = [head, "-" * len(head)]
     for r in rows:
         p = r["perftest"]
         pb, ratio = (f"{p['bw_mbs']:.1f}", f"{r['ratio']:.2f}") if p else ("-", "-")
         mbs = f"{r['mbs']:.1f} ({r['mbs_min']:.1f}-{r['mbs_max']:.1f})"
-        out.append(f"{r['batch']:>5} {r['entry_size']:>7} | {r['entries_per_s'] / 1e6:>10.3f} | "
-                   f"{mbs:>22} | {pb:>11} | {ratio:>5}")
+        out.append(f"{r['ring_size']:>5} {r['batch']:>5} {r['entry_size']:>7} | "
+                   f"{r['entries_per_s'] / 1e6:>10.3f} | {mbs:>22} | {pb:>11} | {ratio:>5}")
     p = rtt["perftest"]
     out.append(f"round trip ({rtt['size']} B, {rtt['iterations']} times): one way (p50 / 2) "
                f"{rtt['one_way_p50_us']:.2f} us, p99 round trip {rtt['rtt_p99_ns'] / 1e3:.1f} us"
@@ -219,15 +223,15 @@ def format_table(rows: list[dict], rtt: dict) -> str:
 
 
 def verdict_lines(v: dict) -> list[str]:
-    """One line per target."""
-    def say(meets: bool | None) -> str:
+    """One line per target (and ring size)."""
+    def say(ratio: float | None, meets: bool | None) -> str:
         return "not judged (no ucx_perftest)" if meets is None else (
-            "meets" if meets else "misses")
-    bw = "" if v["bw_min_ratio"] is None else f"{v['bw_min_ratio']:.2f} "
-    lat = "" if v["lat_ratio"] is None else f"{v['lat_ratio']:.2f} "
-    return [f"verdict: ring bandwidth, worst ratio {bw}vs target >= {BW_TARGET}: "
-            f"{say(v['bw_meets'])}",
-            f"verdict: round trip, ratio {lat}vs target <= {LAT_TARGET}: {say(v['lat_meets'])}"]
+            f"{ratio:.2f}: " + ("meets" if meets else "misses"))
+    lines = [f"verdict: ring bandwidth, rings of {b['ring_size']}, worst ratio vs target >= "
+             f"{BW_TARGET}: {say(b['min_ratio'], b['meets'])}" for b in v["bw"]]
+    lines.append(f"verdict: round trip, ratio vs target <= {LAT_TARGET}: "
+                 f"{say(v['lat_ratio'], v['lat_meets'])}")
+    return lines
 
 
 def plot(res: dict, path: Path) -> None:
@@ -238,7 +242,7 @@ def plot(res: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     rows = res["rows"]
-    names = [f"batch {r['batch']}, {r['entry_size']} B" for r in rows]
+    names = [f"ring {r['ring_size']}, batch {r['batch']}, {r['entry_size']} B" for r in rows]
     x = range(len(rows))
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 2), 4))
     ax.bar([i - 0.2 for i in x], [r["mbs"] for r in rows], 0.4, label="offlow ring bridge")
@@ -262,8 +266,8 @@ def measure(sweep: Sweep, entries: int, perf: str | None) -> tuple[list[dict], d
         secret = Path(tmp) / "secret"
         secret.write_bytes(os.urandom(32).hex().encode())
         secret.chmod(0o600)
-        rows = [ring_row(exe, perf, hosts, secret, entries, b, s, sweep)
-                for s in sweep.sizes for b in sweep.batches]
+        rows = [ring_row(exe, perf, hosts, secret, entries, r, b, s, sweep)
+                for r in sweep.rings for s in sweep.sizes for b in sweep.batches]
         rtt = rtt_row(exe, perf, hosts, secret, sweep)
     return rows, rtt
 
@@ -282,9 +286,9 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
         print(f"ucx_perftest is missing, so no ratios: {why}")
     rows, rtt = measure(sw, sw.entries, perf)
     print(f"ring: {sw.entries} entries per run through a bridge between rings of "
-          f"{RING_SIZE}, every entry checked at the far end, median (min-max) of {sw.reps} "
-          f"runs taking turns with tag_bw at the bridge's message size (batch x entry "
-          f"bytes, its median); ratio = ring MB/s / tag_bw MB/s")
+          f"{'/'.join(map(str, sw.rings))} entries, every entry checked at the far end, "
+          f"median (min-max) of {sw.reps} runs taking turns with tag_bw at the bridge's "
+          f"message size (batch x entry bytes, its median); ratio = ring MB/s / tag_bw MB/s")
     print(format_table(rows, rtt))
     v = verdicts(rows, rtt)
     for line in verdict_lines(v):
