@@ -260,6 +260,9 @@ def plot(res: dict, path: Path) -> None:
 
 def measure(sweep: Sweep, entries: int, perf: str | None) -> tuple[list[dict], dict]:
     """Every ring row and the round trip, in namespaces made and removed here."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        raise OfflowError("offlow bench remote makes two network namespaces: it needs root "
+                          "and iproute2's ip")
     exe = build()
     with tempfile.TemporaryDirectory(prefix="offlow-bench-remote-") as tmp, \
             two_namespaces(NS_PREFIX) as hosts:
