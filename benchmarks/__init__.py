@@ -10,7 +10,7 @@ import importlib
 from pathlib import Path
 
 NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams",
-         "crypto", "tsp", "balance", "seeds")
+         "crypto", "tsp", "balance", "seeds", "remote")
 
 
 def add_arguments(b: argparse.ArgumentParser) -> None:
@@ -19,8 +19,8 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
     b.add_argument("--png", type=Path,
-                   help="router, groups, channels, kvs, gpu, tsp, streams, xdp --e2e: where to "
-                        "write the plot")
+                   help="router, groups, channels, kvs, gpu, tsp, streams, remote, xdp --e2e: "
+                        "where to write the plot")
     b.add_argument("--prefixes", type=Path,
                    help="router, groups, xdp, gpu: prefix file (default: the BGP table)")
     b.add_argument("--e2e", action="store_true",
@@ -53,7 +53,7 @@ def run(a: argparse.Namespace) -> int:
         bench.run(quick=a.quick, out_json=a.json_out, prefixes=a.prefixes)
     elif a.name == "gpu":
         bench.run(quick=a.quick, out_json=a.json_out, prefixes=a.prefixes, out_png=a.png)
-    elif a.name == "tsp":
+    elif a.name in ("tsp", "remote"):
         bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png)
     elif a.name == "groups":
         bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png, prefixes=a.prefixes)
