@@ -28,16 +28,8 @@ set -euo pipefail
 . "$(dirname "$0")/lent.sh"
 root=$lent_root
 
-if [ "${1:-}" = "--bundle" ]; then
-    lent_bundle
-    exit 0
-fi
-
-[ $# -ge 1 ] || { echo "usage: tools/gpu_check.sh OUT [--smoke] | --bundle" >&2; exit 2; }
-out=$(realpath -m "$1")
+lent_start "OUT [--smoke]" "$@"
 smoke=${2:-}
-t0=$(date +%s)
-lent_env "$out"
 
 # OpenCL: NVIDIA's ICD, when its library is here, beside the registered ones
 nv=$( (ldconfig -p 2>/dev/null | awk '/libnvidia-opencl.so.1/ {print $NF; exit}') || true)

@@ -153,6 +153,22 @@ prometheus_client" 2>/dev/null; then
     note "python $("$python" -c 'import sys; print(sys.version.split()[0])'), data $OFFLOW_DATA"
 }
 
+# the start every check shares: `--bundle` makes the bundle and exits; else the first
+# argument is the output folder (into $out), the clock starts ($t0) and lent_env runs;
+# $1: the check's usage after its name, then the check's own arguments
+lent_start() {
+    local usage=$1
+    shift
+    if [ "${1:-}" = "--bundle" ]; then
+        lent_bundle
+        exit 0
+    fi
+    [ $# -ge 1 ] || { echo "usage: $0 $usage | --bundle" >&2; exit 2; }
+    out=$(realpath -m "$1")
+    t0=$(date +%s)
+    lent_env "$out"
+}
+
 # a line of the check's log (and of its output)
 note() {
     if [ -n "${lent_out:-}" ]; then echo "$(basename "$0"): $*" | tee -a "$lent_out/check.log"

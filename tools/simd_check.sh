@@ -17,15 +17,8 @@ set -euo pipefail
 . "$(dirname "$0")/lent.sh"
 root=$lent_root
 
-if [ "${1:-}" = "--bundle" ]; then
-    lent_bundle
-    exit 0
-fi
-[ $# -ge 1 ] || { echo "usage: tools/simd_check.sh OUT [--quick] | --bundle" >&2; exit 2; }
-out=$(realpath -m "$1")
+lent_start "OUT [--quick]" "$@"
 quick=${2:-}
-t0=$(date +%s)
-lent_env "$out"
 cd "$root"
 note "CPU: $("$python" -c 'from benchmarks.common.machine import cpu_features as f; print(" ".join(f()))')"
 
