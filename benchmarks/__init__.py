@@ -9,6 +9,8 @@ import argparse
 import importlib
 from pathlib import Path
 
+from offlow.runner import check_simd_env
+
 NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams",
          "crypto", "tsp", "balance", "seeds", "remote")
 
@@ -40,6 +42,7 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run benchmark `a.name` with the options add_arguments parsed."""
+    check_simd_env()
     bench = importlib.import_module(f"benchmarks.{a.name}")
     if a.name == "router":
         bench.run(quick=a.quick, out_json=a.json_out, out_png=a.png,

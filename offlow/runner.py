@@ -222,6 +222,19 @@ def _positive(name: str, value: float | None, zero_ok: bool = False) -> None:
                           + (" (or 0)" if zero_ok else ""))
 
 
+# the vector levels OFFLOW_SIMD may name (runtime/core/include/offlow/simd.h)
+SIMD_LEVELS = ("scalar", "avx2", "avx512")
+
+
+def check_simd_env() -> None:
+    """OFFLOW_SIMD, when set, names a vector level: the C side ignores a name it does not
+    know (its kernels would take the CPU's widest path without a word), so a typo is an
+    error here, before anything starts."""
+    simd = os.environ.get("OFFLOW_SIMD")
+    if simd and simd not in SIMD_LEVELS:
+        raise OfflowError(f"OFFLOW_SIMD={simd} names no vector level ({', '.join(SIMD_LEVELS)})")
+
+
 def check_options(o: RunOptions) -> tuple[int, str]:
     """Check every run option that can be checked before a process starts (numbers,
     the input capture, the synthetic mix and prefix file, where the output goes), so
@@ -232,6 +245,7 @@ def check_options(o: RunOptions) -> tuple[int, str]:
     runs the default (a datagram longer than the mtu less
     its 42 B of headers is dropped and counted); a program that sets its own mtu keeps
     it (Program.to_ir)."""
+    check_simd_env()
     if o.profile:
         dilation(load_profile(o.profile))
     for spec in o.ports:

@@ -109,6 +109,17 @@ def test_bad_input_is_one_clear_error_before_anything_starts(case: str, tmp_path
     assert "Traceback" not in err and out == ""
 
 
+@pytest.mark.parametrize("cmd", [["run", str(EXAMPLE)], ["bench", "queue", "--quick"]])
+def test_a_vector_level_that_is_none_is_one_clear_error(
+        cmd: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """OFFLOW_SIMD=avx1024 would be ignored by the C kernels (the CPU's widest path)."""
+    monkeypatch.setenv("OFFLOW_SIMD", "avx1024")
+    rc, out, err = offlow_run(cmd, tmp_path)
+    assert rc == 2 and out == "", (out, err)
+    assert err.strip() == ("offlow: error: OFFLOW_SIMD=avx1024 names no vector level "
+                           "(scalar, avx2, avx512)"), err
+
+
 def test_the_cache_limits_are_the_c_sides(tmp_path: Path) -> None:
     """MEMCACHED_CACHE.limits hold kvcache.h's bounds (one source, checked here)."""
     src = tmp_path / "limits.c"

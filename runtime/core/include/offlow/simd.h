@@ -23,8 +23,9 @@ enum ofl_simd ofl_simd_cpu(void);
  * name (an unknown name is ignored here; ofl_simd_check_env() reports it). */
 enum ofl_simd ofl_simd_level(void);
 
-/* 0, or -EINVAL with a message in errbuf (256 bytes) when OFFLOW_SIMD names no level:
- * programs call it at start so that a typo is one clear error, not a silent default. */
+/* 0, or -EINVAL with a message in errbuf (256 bytes) when OFFLOW_SIMD names no level,
+ * for a C program run on its own to refuse a typo (`offlow run` and `offlow bench` refuse
+ * one before anything starts: offlow/runner.py check_simd_env). */
 int ofl_simd_check_env(char *errbuf);
 
 /* "scalar", "avx2" or "avx512". */
