@@ -62,8 +62,9 @@ int part_flags_send(struct part *p);
  * the live-stats request word becomes the host's. */
 void part_flags_take(struct part *p, const struct part_flags *f, bool device);
 
-/* After a poll that moved `moved` entries: spin while busy, then yield, then sleep a
- * little (an idle run does not hold a CPU). */
+/* After a poll that moved `moved` entries: spin while busy, then yield, then nap, the
+ * naps growing with the idleness up to 1 ms (an idle run or a serve-device waiting for
+ * its next run does not hold a CPU). */
 void part_idle(struct part *p, int moved);
 
 /* Take the shared secret from OFFLOW_REMOTE_SECRET into `key` and remove it from the
