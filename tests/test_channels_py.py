@@ -210,9 +210,9 @@ def test_blocking_calls_cost_no_cpu_while_the_device_idles_and_ctrl_c_ends_them(
     each waits without spinning a core, and SIGINT ends it with KeyboardInterrupt
     (they spun at 64-100% CPU and ignored Ctrl-C until SIGKILL). A handler that
     returns leaves the wait going on."""
-    proc = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path / "win")],
-                            stdout=subprocess.PIPE, stderr=(tmp_path / "err").open("w"),
-                            text=True)
+    with (tmp_path / "err").open("w") as err:   # (the child keeps its own copy)
+        proc = subprocess.Popen([sys.executable, "-c", WAITER, str(tmp_path / "win")],
+                                stdout=subprocess.PIPE, stderr=err, text=True)
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=lambda: [lines.put(x) for x in proc.stdout or []],
                      daemon=True).start()
