@@ -107,7 +107,8 @@ def test_end_code_of_an_element_that_saw_no_packet_makes_nothing(tmp_path: Path)
     assert out_frames == [] and s["accounting"]["made"] == 0
 
 
-@pytest.mark.parametrize("code", ["EMIT(onward);", "state->l4_off = 0;", "SEND(onward);"])
+@pytest.mark.parametrize("code", ["EMIT(onward);", "state->l4_off = 0;", "SEND(onward);",
+                                  "DROP();", "if (keep[0]) CONSUME();"])
 def test_end_code_that_touches_a_packet_is_refused(code: str) -> None:
     class Bad(Tally):
         at_end = code

@@ -34,10 +34,11 @@ def analyze_bodies(g: Graph) -> Graph:
             raise OfflowError(str(err)) from None
         facts = _facts(info, batch)
         if end is not None:
-            if end.sends or end.writes or end.emits - end.makes:
+            if end.sends or end.writes or end.drops or end.emits - end.makes:
                 raise OfflowError(f"element `{n.name}`: its at_end code has no packet to "
-                                  "emit, send or change (EMIT, SEND, writing the state): "
-                                  "make new ones with MAKE(port, p)")
+                                  "emit, send, drop or change (EMIT, SEND, DROP, CONSUME, "
+                                  "writing the state): make new ones with MAKE(port, p), "
+                                  "or return to send nothing")
             facts = replace(facts, makes=facts.makes | end.makes)
         drops = n.drops
         if facts.makes and MADE_TOO_LONG[0] not in dict(drops):
