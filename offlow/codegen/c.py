@@ -564,7 +564,7 @@ class DeviceGen:
           "    ofl_reload_leave(rl, l.ctx->idx);",
           f"    ofl_loop_{sn}_fini(&l);",
           "    ofl_core_end(core);", "    return NULL;", "}", "")
-        if p.group:
+        if p.group and len(p.cores) > 1:  # a group of one core has no workers
             self._gen_worker(p)
 
     def gen_shared_thread(self, t: CoreThread, index: dict[tuple[str, int], int]) -> None:
