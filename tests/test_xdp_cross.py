@@ -1,0 +1,298 @@
+"""The crossing from XDP up to host segments (offlow/codegen/xsk.py, runtime/tools/
+xdp_cross.c, xdp_xsk.c): frames redirected to an AF_XDP socket with the live fields in
+XDP metadata in front of them, pushed by the xdp process into the queue's ring, taken
+by the host segment as from the NIC. Each checked against the NIC's run of the same
+program and input, and against dpkt's reading of the input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import dpkt
+import pytest
+
+from offlow import cbuild
+from offlow.build import build, plan_program
+from offlow.cli import load_program
+from offlow.codegen import xsk
+from offlow.errors import OfflowError
+from offlow.explain import explain
+from offlow.targets import xdp
+from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
+
+SPLIT = ROOT / "tests" / "programs" / "xdp_split.py"
+WHY_NOT = xdp.TARGET.unusable()
+needs_bpf = pytest.mark.skipif(WHY_NOT is not None, reason=f"xdp cannot run here: {WHY_NOT}")
+FRAME_MAX = xsk.XSK_FRAME - 256  # the kernel's XDP_PACKET_HEADROOM in front of each frame
+
+
+def _run(tmp_path: Path, program: Path, setting: str, capture: Path | None,
+         **opts: Any) -> tuple[dict[str, Any], list[tuple[float, bytes]]]:
+    out = tmp_path / f"{setting.replace('=', '-')}.pcap"
+    s = run_example([setting] if setting else [], program, input=capture, output=out, **opts)
+    assert s["ok"], s["errors"]
+    assert s["accounting"]["unaccounted"] == 0, s["accounting"]
+    with open(out, "rb") as f:
+        return s, [(ts, bytes(b)) for ts, b in dpkt.pcap.Reader(f)]
+
+
+def test_explain_shows_the_crossing_in_xdp_metadata() -> None:
+    text = explain(plan_program(load_program(SPLIT, ["edge.device=xdp"])))
+    assert ("carries cookie:uint64_t, tag3:uint8_t[3]: 11 B of the 32 B state + timestamp "
+            "(8 B) + packet bytes (up to 2048)") in text
+    assert ("from XDP: the fields in XDP metadata, 16 B in front of the frame (11 B of "
+            "fields, 1 B pad, 4 B tail), through an AF_XDP socket (copy mode)") in text
+    nic = explain(plan_program(load_program(SPLIT)))
+    assert "from XDP" not in nic and "carries cookie:uint64_t, tag3:uint8_t[3]: 11 B" in nic
+
+
+@needs_bpf
+@pytest.mark.parametrize("capture", ["quic", "synthetic"])
+def test_ttl_pipeline_with_rx_on_xdp_writes_what_the_nic_writes(capture: str,
+                                                                tmp_path: Path) -> None:
+    """examples/ttl_pipeline.py, its first segment in XDP and the rest on the host: the
+    same frames, timestamps and counters as with it on the emulated NIC."""
+    path = {"quic": QUIC, "synthetic": None}[capture]
+    synth = ({"count": 2000, "seed": 26, "sizes": "60:3,333:1,1514:1,3001:1"}
+             if path is None else {})
+    nic, nic_out = _run(tmp_path, EXAMPLE, "", path, **synth)
+    got, xdp_out = _run(tmp_path, EXAMPLE, "rx.device=xdp", path, **synth)
+    assert [s["device"] for s in got["segments"]] == ["xdp", "host"]
+    assert len(xdp_out) == got["accounting"]["forwarded"] > 100
+    assert xdp_out == nic_out
+    assert got["elements"] == nic["elements"] and got["accounting"] == nic["accounting"]
+    assert got["queues"][0]["packets"] == got["queues"][0]["delivered"] == len(xdp_out)
+
+
+@needs_bpf
+def test_frames_longer_than_an_afxdp_frame_are_counted_drops(tmp_path: Path) -> None:
+    """The TLS capture has frames of up to 4,519 bytes: those longer than an AF_XDP
+    frame takes are dropped at the queue and counted (too_long); the others leave as
+    on the NIC."""
+    long = sum(1 for f in read_frames(TLS) if len(f) > FRAME_MAX)
+    nic, nic_out = _run(tmp_path, EXAMPLE, "", TLS)
+    got, xdp_out = _run(tmp_path, EXAMPLE, "rx.device=xdp", TLS)
+    assert long > 0
+    assert got["accounting"]["dropped"] == [{
+        "at": "rx->app", "reason": "too_long", "packets": long,
+        "what": f"longer than an AF_XDP frame takes ({FRAME_MAX} B)"}]
+    assert xdp_out == [(ts, f) for ts, f in nic_out if len(f) <= FRAME_MAX]
+
+
+def _expected_split(capture: Path) -> list[bytes]:
+    """What xdp_split.py writes for each IPv4 frame, computed from dpkt's reading: the
+    TTL and id, and the low 3 bytes of len * 2654435761, in the source address."""
+    out = []
+    for f in read_frames(capture):
+        eth = dpkt.ethernet.Ethernet(f)
+        if not isinstance(eth.data, dpkt.ip.IP) or len(f) > FRAME_MAX:
+            continue
+        ip = eth.data
+        cookie = (len(f) * 2654435761) & 0xFFFFFF
+        out.append(f[:6] + bytes([ip.ttl, ip.id >> 8, ip.id & 0xFF]) +
+                   cookie.to_bytes(3, "big") + f[12:])
+    return out
+
+
+@needs_bpf
+def test_fields_set_in_xdp_arrive_intact_on_the_host(tmp_path: Path) -> None:
+    """tests/programs/xdp_split.py: a 3-byte field and a 64-bit one set in XDP, read by
+    the host segment, which writes them into each frame: as dpkt computes them from
+    the input, and as the NIC's run writes them."""
+    expected = _expected_split(QUIC)
+    nic, nic_out = _run(tmp_path, SPLIT, "", QUIC)
+    got, xdp_out = _run(tmp_path, SPLIT, "edge.device=xdp", QUIC)
+    assert len(expected) > 100
+    assert [f for _, f in xdp_out] == expected
+    assert xdp_out == nic_out and got["elements"] == nic["elements"]
+
+
+def test_what_still_cannot_cross_is_refused_with_what_to_do() -> None:
+    """Packets cross up from XDP, not down into it; and at most 248 bytes of fields fit
+    the kernel's XDP metadata."""
+    with pytest.raises(OfflowError) as err:
+        plan_program(load_program(EXAMPLE, ["app.device=xdp", "rx.device=host"]))
+    assert str(err.value) == (
+        "segment `app` cannot run on target `xdp`: its packets come from segment `rx` (queue "
+        "`rx->app`): packets cross from XDP up to other devices (AF_XDP) but not down into "
+        "XDP; start the path on xdp (its source in this segment), or place this segment on "
+        "another device")
+    from offlow import Element, Port, Program, Sink, Source
+
+    class Big(Element):
+        inputs = (Port("inp", "eth"),)
+        outputs = (Port("out", "eth"),)
+        fields = {"blob": "uint8_t[250]"}
+        body = "state->blob[0] = 1;"
+
+    class Use(Element):
+        inputs = (Port("inp", "eth"),)
+        outputs = (Port("out", "eth"),)
+        body = "pkt->data[0] = state->blob[249];"
+
+    p = Program("big")
+    src, big, use, out = Source("rx"), Big("big"), Use("use"), Sink("tx")
+    src >> big >> use >> out
+    p.segment("edge", [src, big], device="xdp")
+    p.segment("rest", [use, out], device="host")
+    with pytest.raises(OfflowError) as err:
+        plan_program(p)
+    assert str(err.value) == (
+        "segment `edge` cannot run on target `xdp`: queue `edge->rest` channel 0 (big.out -> "
+        "use.inp) carries 250 bytes of state; in XDP metadata at most 248 cross (the kernel's "
+        "limit): fewer fields live across the queue")
+
+
+def test_xdp_ring_errors_come_before_any_process_starts() -> None:
+    split = plan_program(load_program(SPLIT, ["edge.device=xdp"]))
+    assert xdp.run_options(split, None, "generic", None, 64) == ["--opt", "xdp.ring=64"]
+    with pytest.raises(OfflowError) as err:
+        xdp.run_options(split, None, "generic", None, 100)
+    assert str(err.value) == "--xdp-ring 100: expected a power of 2 up to 65536"
+    whole = plan_program(load_program(ROOT / "tests" / "programs" / "xdp_ttl.py",
+                                      ["edge.device=xdp"]))
+    with pytest.raises(OfflowError) as err:
+        xdp.run_options(whole, None, "generic", None, 64)
+    assert str(err.value) == (
+        "--xdp-ring 64: no segment on xdp sends packets to another device (the ring is the "
+        "AF_XDP socket's of that crossing)")
+
+
+# Calls the generated host side's ofl_xdp_up on frames whose metadata is not a
+# crossing's: each must be refused (-EBADMSG) before anything is pushed.
+BAD_META = r"""
+#define main ofl_generated_main
+#include "xdp.c"
+#undef main
+#include <stdio.h>
+
+static int up(const uint8_t *meta, unsigned mlen, unsigned len, unsigned room) {
+    static uint8_t frame[4096];
+    uint8_t *data = frame + 256;
+    memset(frame, 0, sizeof frame);
+    memcpy(data - mlen, meta, mlen);
+    struct ofl_pkt p = { .data = data, .len = len, .cap = len };
+    return ofl_xdp_up(&p, data, room);
+}
+
+int main(void) {
+    struct ofl_meta_0 good;
+    memset(&good, 0, sizeof good);
+    good.tail.len = 60; good.tail.code = 0; good.tail.magic = OFL_META_MAGIC;
+    struct ofl_meta_0 m = good;
+    int bad = 0;
+    bad |= up((const uint8_t *)&good, sizeof good, 60, 3) != -EBADMSG;     /* no room: tail */
+    bad |= up((const uint8_t *)&good, sizeof good, 60, sizeof good - 1) != -EBADMSG;
+    m.tail.magic = 0; bad |= up((const uint8_t *)&m, sizeof m, 60, 256) != -EBADMSG;
+    m = good; bad |= up((const uint8_t *)&m, sizeof m, 61, 256) != -EBADMSG;  /* length */
+    m = good; m.tail.code = 7; bad |= up((const uint8_t *)&m, sizeof m, 60, 256) != -EBADMSG;
+    bad |= up((const uint8_t *)"", 0, 60, 256) != -EBADMSG;                /* none at all */
+    printf("%s\n", bad ? "accepted" : "refused");
+    return bad;
+}
+"""
+
+
+@needs_bpf
+def test_a_frame_without_room_for_its_metadata_is_refused_not_read(tmp_path: Path) -> None:
+    """The host side's reading of the metadata: a frame with less room in front than
+    its metadata, no tail, a tail of another length, code or magic: refused (the run
+    counts it, bad_meta), never read past its umem frame."""
+    b = build(load_program(SPLIT, ["edge.device=xdp"]))
+    test = tmp_path / "bad_meta.c"
+    test.write_text(BAD_META)
+    libs = ("core", "lpm")
+    exe = cbuild.build_exe("xdp-bad-meta", [test, *xdp.HOST_SOURCES], libs=libs,
+                           includes=[xdp.TOOLS, b.directory],
+                           sets=(*cbuild.TOOL, "libnl"),
+                           link=cbuild.description().flags("xdp_link"),
+                           extra=["-Wno-unused-function"])
+    res = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert (res.returncode, res.stdout.strip()) == (0, "refused"), res.stderr
+
+
+SEND = r"""
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind((sys.argv[1], 0))
+for h in sys.argv[2:]:
+    s.send(bytes.fromhex(h))
+"""
+
+
+def _xdp_child(pid: int) -> int | None:
+    """The xdp process among `pid`'s descendants (its command line has --obj)."""
+    for child in Path(f"/proc/{pid}/task").glob("*/children"):
+        for c in child.read_text().split():
+            try:
+                if b"--obj" in Path(f"/proc/{c}/cmdline").read_bytes():
+                    return int(c)
+            except FileNotFoundError:
+                continue
+            deeper = _xdp_child(int(c))
+            if deeper:
+                return deeper
+    return None
+
+
+@needs_bpf
+def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
+    """--iface on a veth pair the test makes, an AF_XDP ring of 4 entries: the xdp
+    process is stopped (SIGSTOP) while 40 frames go through XDP; the kernel puts 4 in
+    the ring and drops the rest, which the run counts (afxdp_full); the 4 reach the
+    host's sink once the process goes on; every frame is accounted for."""
+    ns = f"ofl-t26x-{os.getpid()}"
+    sh = ["ip", "netns", "exec", ns]
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    out = tmp_path / "out.pcap"
+    try:
+        for setting in ("all", "default"):
+            subprocess.run([*sh, "sysctl", "-qw", f"net.ipv6.conf.{setting}.disable_ipv6=1"],
+                           check=True)
+        subprocess.run(["ip", "-n", ns, "link", "add", "name", "ofl-a", "type", "veth", "peer",
+                        "name", "ofl-b"], check=True)
+        for end in ("ofl-a", "ofl-b"):
+            subprocess.run(["ip", "-n", ns, "link", "set", end, "up"], check=True)
+        sent = [f for f in read_frames(QUIC) if f[12:14] == b"\x08\x00"][:40]
+        run = subprocess.Popen([*sh, str(ROOT / ".venv" / "bin" / "offlow"), "run",
+                                str(EXAMPLE), "--set", "rx.device=xdp", "--iface", "ofl-a",
+                                "--xdp-ring", "4", "--duration", "8", "--json",
+                                "--output", str(out)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            child = None
+            for _ in range(400):  # until the program is attached to ofl-a
+                link = subprocess.run(["ip", "-n", ns, "link", "show", "ofl-a"],
+                                      capture_output=True, text=True).stdout
+                child = _xdp_child(run.pid)
+                if ("xdp" in link and child) or run.poll() is not None:
+                    break
+                time.sleep(0.05)
+            assert run.poll() is None and child, run.communicate()
+            time.sleep(0.3)  # (its socket is in the map before the program is attached)
+            os.kill(child, signal.SIGSTOP)
+            try:
+                subprocess.run([*sh, sys.executable, "-c", SEND, "ofl-b",
+                                *(f.hex() for f in sent)], check=True, timeout=30)
+            finally:
+                os.kill(child, signal.SIGCONT)
+            stdout, err = run.communicate(timeout=60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+        assert run.returncode == 0, err
+        s = json.loads(stdout)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])
+    acc = s["accounting"]
+    assert acc["read"] == len(sent) and acc["unaccounted"] == 0, acc
+    assert acc["dropped"] == [{"at": "rx->app", "reason": "afxdp_full",
+                               "packets": len(sent) - 4, "what": xsk.DROPS["afxdp_full"]}]
+    assert acc["forwarded"] == 4 and len(read_frames(out)) == 4
