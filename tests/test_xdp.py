@@ -29,6 +29,7 @@ from offlow.runner import Run, RunOptions, run
 from offlow.targets import verifier, xdp
 from offlow.testing.malformed import write_malformed_pcap
 from tests.e2e import QUIC, ROOT, TLS, read_frames, run_example
+from tests.netns import veth_in_namespace
 
 XDP_TTL = ROOT / "tests" / "programs" / "xdp_ttl.py"
 XDP_ROUTER = ROOT / "tests" / "programs" / "xdp_router.py"
@@ -570,16 +571,7 @@ def test_iface_attaches_to_an_existing_interface_and_counts_its_traffic() -> Non
     (Generic mode: in native mode a veth hands XDP_TX's frames to its peer only when
     the peer runs XDP too, which a run cannot do on an interface it does not own.)"""
     ns = f"ofl-t26-{os.getpid()}"
-    sh = ["ip", "netns", "exec", ns]
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    try:
-        for setting in ("all", "default"):  # no IPv6 chatter on the pair
-            subprocess.run([*sh, "sysctl", "-qw", f"net.ipv6.conf.{setting}.disable_ipv6=1"],
-                           check=True)
-        subprocess.run(["ip", "-n", ns, "link", "add", "name", "ofl-a", "type", "veth", "peer",
-                        "name", "ofl-b"], check=True)
-        for end in ("ofl-a", "ofl-b"):
-            subprocess.run(["ip", "-n", ns, "link", "set", end, "up"], check=True)
+    with veth_in_namespace(ns) as sh:
         sent = read_frames(TLS)[:40]
         run = subprocess.Popen([*sh, str(ROOT / ".venv" / "bin" / "offlow"), "run",
                                 str(XDP_TTL), "--set", "edge.device=xdp", "--iface", "ofl-a",
@@ -606,8 +598,6 @@ def test_iface_attaches_to_an_existing_interface_and_counts_its_traffic() -> Non
         assert s["elements"]["wire"]["in"] == len(sent)
         assert s["elements"]["back"]["in"] == len(sent)
         assert s["elements"]["hop4"]["in"] == len(sent)
-    finally:
-        subprocess.run(["ip", "netns", "del", ns])
     assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                     text=True).stdout
 

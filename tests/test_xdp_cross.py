@@ -26,6 +26,7 @@ from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.targets import xdp
 from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
+from tests.netns import veth_in_namespace
 
 SPLIT = ROOT / "tests" / "programs" / "xdp_split.py"
 WHY_NOT = xdp.TARGET.unusable()
@@ -249,17 +250,8 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
     the ring and drops the rest, which the run counts (afxdp_full); the 4 reach the
     host's sink once the process goes on; every frame is accounted for."""
     ns = f"ofl-t26x-{os.getpid()}"
-    sh = ["ip", "netns", "exec", ns]
-    subprocess.run(["ip", "netns", "add", ns], check=True)
     out = tmp_path / "out.pcap"
-    try:
-        for setting in ("all", "default"):
-            subprocess.run([*sh, "sysctl", "-qw", f"net.ipv6.conf.{setting}.disable_ipv6=1"],
-                           check=True)
-        subprocess.run(["ip", "-n", ns, "link", "add", "name", "ofl-a", "type", "veth", "peer",
-                        "name", "ofl-b"], check=True)
-        for end in ("ofl-a", "ofl-b"):
-            subprocess.run(["ip", "-n", ns, "link", "set", end, "up"], check=True)
+    with veth_in_namespace(ns) as sh:
         sent = [f for f in read_frames(QUIC) if f[12:14] == b"\x08\x00"][:40]
         run = subprocess.Popen([*sh, str(ROOT / ".venv" / "bin" / "offlow"), "run",
                                 str(EXAMPLE), "--set", "rx.device=xdp", "--iface", "ofl-a",
@@ -289,8 +281,6 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
                 run.kill()
         assert run.returncode == 0, err
         s = json.loads(stdout)
-    finally:
-        subprocess.run(["ip", "netns", "del", ns])
     acc = s["accounting"]
     assert acc["read"] == len(sent) and acc["unaccounted"] == 0, acc
     assert acc["dropped"] == [{"at": "rx->app", "reason": "afxdp_full",
