@@ -87,6 +87,36 @@ def test_frames_longer_than_an_afxdp_frame_are_counted_drops(tmp_path: Path) -> 
     assert xdp_out == [(ts, f) for ts, f in nic_out if len(f) <= FRAME_MAX]
 
 
+@needs_bpf
+def test_a_channel_that_carries_no_field_crosses_too(tmp_path: Path) -> None:
+    """tests/programs/xdp_ttl_split.py: xdp_ttl's path split after the TTL, so its
+    IPv6 channel to the sink carries no field (its metadata is the tail alone): the
+    same frames and counters as the whole program on the NIC."""
+    capture = tmp_path / "mixed.pcap"
+    with open(capture, "wb") as f:  # IPv4 and IPv6 UDP of odd sizes, written with dpkt
+        w = dpkt.pcap.Writer(f)
+        for k in range(300):
+            eth = dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6)
+            udp = dpkt.udp.UDP(sport=5, dport=7, data=b"q" * (k * 7 % 901))
+            udp.ulen = 8 + len(udp.data)
+            if k % 3:
+                eth.type, eth.data = dpkt.ethernet.ETH_TYPE_IP, dpkt.ip.IP(
+                    src=bytes([192, 0, 2, 1]), dst=bytes([198, 51, 100, k % 250]), ttl=9,
+                    p=17, data=udp, len=20 + udp.ulen)
+            else:
+                eth.type, eth.data = dpkt.ethernet.ETH_TYPE_IP6, dpkt.ip6.IP6(
+                    src=b"\x20" * 16, dst=b"\x26" * 16, hlim=9, nxt=17, data=udp,
+                    plen=udp.ulen)
+            w.writepkt(bytes(eth), ts=1700000000 + k / 1000)
+    ttl = ROOT / "tests" / "programs" / "xdp_ttl.py"
+    nic, nic_out = _run(tmp_path, ttl, "", capture)
+    got, xdp_out = _run(tmp_path, ROOT / "tests" / "programs" / "xdp_ttl_split.py",
+                        "edge.device=xdp", capture)
+    assert [len(lay["fields"]) for lay in got["queues"][0]["channels"]] == [1, 0]
+    assert got["elements"]["hop6"]["in"] == 100 and got["elements"]["hop4"]["in"] == 200
+    assert xdp_out == nic_out and got["elements"] == nic["elements"]
+
+
 def _expected_split(capture: Path) -> list[bytes]:
     """What xdp_split.py writes for each IPv4 frame, computed from dpkt's reading: the
     TTL and id, and the low 3 bytes of len * 2654435761, in the source address."""

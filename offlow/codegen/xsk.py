@@ -118,7 +118,7 @@ def bpf_up(x: Crossing, counter: int) -> list[str]:
         "AF_XDP. */",
         f"static __always_inline int ofl_up_{x.code}(struct xdp_md *xdp, struct ofl_pkt *pkt, "
         "struct ofl_state *state) {",
-        "    uint32_t rxq = xdp->rx_queue_index;",
+        "    uint32_t rxq = xdp->rx_queue_index;", "    (void)state; /* (no field may cross) */",
         "    if (!bpf_map_lookup_elem(&ofl_xsks, &rxq)) "
         f"{{ ofl_count({why['no_socket']}u); return XDP_DROP; }}",
         f"    if (pkt->len > OFL_XSK_FRAME_MAX) {{ ofl_count({why['too_long']}u); "
