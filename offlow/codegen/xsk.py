@@ -143,7 +143,8 @@ def host_up(xs: list[Crossing], push_fn: dict[tuple[str, int], str]) -> list[str
     frame. The state is read from the metadata and the packet pushed on its queue's
     channel (`push_fn`: (queue, channel) -> the enqueue function). Returns 0, or
     -EBADMSG when the metadata is not a crossing's (no tail, a length that is not the
-    frame's, an unknown code, less room than the metadata)."""
+    frame's, an unknown code, less room than the metadata) or the frame is longer than
+    the program's mtu (its ring entries' room)."""
     out = ["/* One frame from the AF_XDP socket: its state from the XDP metadata, then its",
            " * queue. 0, or -EBADMSG when the metadata is not one of a crossing. */",
            "static int ofl_xdp_up(struct ofl_pkt *pkt, const uint8_t *meta_end, "
@@ -152,7 +153,8 @@ def host_up(xs: list[Crossing], push_fn: dict[tuple[str, int], str]) -> list[str
            "    struct ofl_meta_tail t;",
            "    if (room < sizeof t) return -EBADMSG;",
            "    memcpy(&t, meta_end - sizeof t, sizeof t);",
-           "    if (t.magic != OFL_META_MAGIC || t.len != pkt->len) return -EBADMSG;",
+           "    if (t.magic != OFL_META_MAGIC || t.len != pkt->len || pkt->len > OFL_MTU) "
+           "return -EBADMSG;",
            "    struct ofl_state st;", "    memset(&st, 0, sizeof st);",
            "    switch (t.code) {"]
     for x in xs:
