@@ -187,8 +187,12 @@ static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *
         if (r->cross) {  /* what went up reaches its queue before the next frame */
             r->cross->ts_ns = p.ts_ns;
             if ((rc = ofl_xdp_cross_drain(r->cross, sent_up(d, c), OFL_XDP_WAIT_NS)) < 0) {
-                fprintf(stderr, "offlow xdp: a frame sent up (AF_XDP) never arrived at the "
-                        "socket: %s\n", strerror(-rc));
+                if (rc == -ETIMEDOUT)
+                    fprintf(stderr, "offlow xdp: a frame sent up (AF_XDP) never arrived at "
+                            "the socket\n");
+                else
+                    fprintf(stderr, "offlow xdp: a queue to the host failed: %s\n",
+                            ofl_strerror(rc));
                 break;
             }
         }
@@ -401,19 +405,19 @@ done:
     if (sock >= 0) close(sock);
     if (peer_link >= 0) close(peer_link);
     if (link >= 0) close(link);  /* (detaches the program) */
+    ofl_lifeline_finish(&life);  /* (before the window, whose abort word it watches, goes) */
     ofl_xdp_cross_close(&cross);
     bpf_object__close(obj);  /* (the namespace and the veth pair, if ours, go with us) */
     ofl_xdp_tables_free(&tables);
     ofl_sink_close(r.sink);
     ofl_src_close(r.src);
-    ofl_lifeline_finish(&life);
     return status;
 early:
     ofl_xdp_cross_end(&cross, 1);
+    ofl_lifeline_finish(&life);
     ofl_xdp_cross_close(&cross);
     ofl_sink_close(r.sink);
     ofl_src_close(r.src);
-    ofl_lifeline_finish(&life);
     return 1;
 }
 

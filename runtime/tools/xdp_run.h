@@ -19,7 +19,14 @@
  *
  * One frame at a time: after each, the program's counters say whether it was sent
  * back (the sink counted it) or not (dropped or consumed, counted where), so no frame
- * is lost unseen and the output keeps the input's order and timestamps. */
+ * is lost unseen and the output keeps the input's order and timestamps.
+ *
+ * A segment whose packets go on to segments on other devices (the crossing,
+ * offlow/codegen/xsk.py; xdp_cross.h) has the program redirect them to an AF_XDP
+ * socket (xdp_xsk.h) with their live fields in XDP metadata: this process maps the
+ * run's window, takes each such frame (with --input: before the next frame is sent,
+ * stamped with the time of the frame it came from) and pushes it into its queue's
+ * ring; option xdp.ring sizes the socket's ring. --init makes the run's window. */
 #ifndef OFL_XDP_RUN_H
 #define OFL_XDP_RUN_H
 
