@@ -186,7 +186,8 @@ def test_xdp_ring_errors_come_before_any_process_starts() -> None:
     assert xdp.run_options(split, None, "generic", None, 64) == ["--opt", "xdp.ring=64"]
     with pytest.raises(OfflowError) as err:
         xdp.run_options(split, None, "generic", None, 100)
-    assert str(err.value) == "--xdp-ring 100: expected a power of 2 up to 65536"
+    assert str(err.value) == ("--xdp-ring 100: expected a power of 2 up to 16384 (twice as "
+                              "many 4 KiB frames of memory)")
     whole = plan_program(load_program(ROOT / "tests" / "programs" / "xdp_ttl.py",
                                       ["edge.device=xdp"]))
     with pytest.raises(OfflowError) as err:

@@ -85,8 +85,9 @@ def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | No
     whose packets cross to another."""
     rings: list[str] = []
     if ring:
-        if ring < 0 or ring & (ring - 1) or ring > 1 << 16:
-            raise OfflowError(f"--xdp-ring {ring}: expected a power of 2 up to 65536")
+        if ring < 0 or ring & (ring - 1) or ring > 1 << 14:
+            raise OfflowError(f"--xdp-ring {ring}: expected a power of 2 up to 16384 "
+                              "(twice as many 4 KiB frames of memory)")
         if not any(xsk.crossings(plan, d.name) for d in plan.devices if d.target == "xdp"):
             raise OfflowError(f"--xdp-ring {ring}: no segment on xdp sends packets to another "
                               "device (the ring is the AF_XDP socket's of that crossing)")

@@ -63,6 +63,7 @@ static void take_one(void *arg, uint8_t *data, uint32_t len, uint32_t room)
     struct ofl_pkt p = { .data = data, .len = len, .cap = len, .ts_ns = x->ts_ns };
     x->taken++;
     if (x->d->up(&p, data, room) < 0) x->bad_meta++;
+    (*x->d->steer)++;  /* (round robin over a queue's instances: per packet) */
 }
 
 /* Ring every queue's doorbells; the core's error, or 0. */
