@@ -370,7 +370,7 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
         sent = [f for f in read_frames(QUIC) if f[12:14] == b"\x08\x00"][:40]
         run = subprocess.Popen([*sh, str(ROOT / ".venv" / "bin" / "offlow"), "run",
                                 str(EXAMPLE), "--set", "rx.device=xdp", "--iface", "ofl-a",
-                                "--xdp-ring", "4", "--duration", "8", "--json",
+                                "--xdp-ring", "4", "--duration", "15", "--json",
                                 "--output", str(out)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -397,7 +397,8 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
         assert run.returncode == 0, err
         s = json.loads(stdout)
     acc = s["accounting"]
-    assert acc["read"] == len(sent) and acc["unaccounted"] == 0, acc
+    assert acc["read"] == len(sent) and acc["unaccounted"] == 0, (acc, err)
     assert acc["dropped"] == [{"at": "rx->app", "reason": "afxdp_full",
-                               "packets": len(sent) - 4, "what": xsk.DROPS["afxdp_full"]}]
-    assert acc["forwarded"] == 4 and len(read_frames(out)) == 4
+                               "packets": len(sent) - 4, "what": xsk.DROPS["afxdp_full"]}], (
+        acc, err)
+    assert acc["forwarded"] == 4 and len(read_frames(out)) == 4, (acc, err)
