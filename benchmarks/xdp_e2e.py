@@ -7,6 +7,10 @@ other in one run, beside the generator alone:
   attached to the other; the kernel drops them in its stack;
 - "xdp": the program attached to the other end in XDP (`offlow run --iface`), each
   frame sent back by XDP_TX;
+- "xdp+host": the same program with its path split (tests/programs/xdp_ttl_split.py):
+  its first segment in XDP (`--iface`), the rest in the host process, each frame sent
+  up through an AF_XDP socket (copy mode) with its live fields in XDP metadata, and
+  written back out of the same end by the host's sink (an AF_PACKET port);
 - "nic", "host": the program on the emulated NIC process or on the host, reading and
   writing the other end through an AF_PACKET port (`--port afpacket:IFACE`).
 
@@ -33,9 +37,10 @@ from offlow.errors import OfflowError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "programs" / "xdp_ttl.py"
+SPLIT = ROOT / "tests" / "programs" / "xdp_ttl_split.py"  # the same, edge -> app
 OFFLOW = [sys.executable, "-m", "offlow.cli"]
 GEN = [C / "veth_gen.c"]
-CEILING, PLACEMENTS = "generator alone", ("xdp", "nic", "host")
+CEILING, PLACEMENTS = "generator alone", ("xdp", "xdp+host", "nic", "host")
 IN, PEER = "ofl-e2e-a", "ofl-e2e-b"
 
 
@@ -83,9 +88,13 @@ def generate(ns: str, gen: Path, seconds: float) -> dict:
 def placement(ns: str, gen: Path, where: str, seconds: float) -> dict:
     """One row: `offlow run` of the program placed at `where` on the pair's IN end, the
     generator on PEER for `seconds` once the program is attached or its port open."""
-    args = ["--set", f"edge.device={where}"]
-    args += ["--iface", IN] if where == "xdp" else ["--port", f"afpacket:{IN}"]
-    run = subprocess.Popen(_sh(ns, *OFFLOW, "run", str(PROGRAM), *args, "--duration",
+    program = SPLIT if where == "xdp+host" else PROGRAM
+    args = ["--set", f"edge.device={where.split('+')[0]}"]
+    if where == "xdp+host":  # (the host's sink writes back out of IN)
+        args += ["--iface", IN, "--port", f"back=afpacket:{IN}"]
+    else:
+        args += ["--iface", IN] if where == "xdp" else ["--port", f"afpacket:{IN}"]
+    run = subprocess.Popen(_sh(ns, *OFFLOW, "run", str(program), *args, "--duration",
                                str(seconds + 6), "--json"), cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     try:
@@ -130,7 +139,8 @@ def measure(seconds: float) -> dict:
     finally:
         subprocess.run(["ip", "netns", "del", ns])
     by = {r["row"]: r["mpps"] for r in rows}
-    ratios = {f"xdp/{p}": by["xdp"] / by[p] for p in ("nic", "host") if by[p]}
+    ratios = {f"{x}/{p}": by[x] / by[p] for x in ("xdp", "xdp+host") for p in ("nic", "host")
+              if by[p]}
     ratios["xdp/generator alone"] = by["xdp"] / by[CEILING] if by[CEILING] else 0.0
     return {"benchmark": "xdp-e2e", "machine": info, "features": cpu_features(),
             "program": str(PROGRAM.relative_to(ROOT)), "frame_bytes": 60,

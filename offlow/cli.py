@@ -60,6 +60,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt), profile=a.profile or "", metrics=a.metrics,
                       ports=tuple(a.port), iface=a.iface, xdp_mode=a.xdp_mode,
+                      xdp_ring=a.xdp_ring,
                       remotes=tuple(a.remote), secret_file=a.secret_file)
     _refuse_secret(a)
     b = build_for(prog, opts)
@@ -240,6 +241,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--xdp-mode", choices=["generic", "native"], default="generic",
                    help="xdp: generic (any interface, in the kernel's stack) or native (in "
                         "the driver: veth and most 10-100G NICs); default generic")
+    r.add_argument("--xdp-ring", type=int, default=0, metavar="N",
+                   help="xdp with segments on other devices: entries of the AF_XDP socket's "
+                        "ring (a power of 2; default 1024)")
     r.add_argument("--profile", metavar="PROFILE",
                    help="profile-scaled emulation: run the device `nic` at a device profile's "
                         "speed (a preset of offlow plan --device, or a YAML file): each turn "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from offlow.codegen.opencl import roi
 from offlow.codegen.vector import VEC_MAX
+from offlow.codegen.xsk import Crossing, crossings
 from offlow.ir import Graph
 from offlow.plan import Plan, QueuePlan
 
@@ -66,7 +67,7 @@ def explain(plan: Plan) -> str:
     if not g.queues:
         lines.append("  none (one segment)")
     for qp in plan.queues:
-        lines += _queue_lines(g, qp, full)
+        lines += _queue_lines(g, qp, full, _from_xdp(plan, qp))
     lines.append("")
     lines.append("shared tables:")
     if not g.shared:
@@ -132,8 +133,17 @@ def _caches(g: Graph) -> list[str]:
     return ["", "caches:", *lines] if lines else []
 
 
-def _queue_lines(g: Graph, qp: QueuePlan, full: int) -> list[str]:
-    """A logical queue: its channels, then its mapping onto rings."""
+def _from_xdp(plan: Plan, qp: QueuePlan) -> dict[int, Crossing]:
+    """The crossings of queue `qp` by channel, when it leaves a segment on xdp."""
+    src = plan.graph.segment(qp.queue.src_segment).device
+    if plan.device(src).target != "xdp":
+        return {}
+    return {x.channel: x for x in crossings(plan, src) if x.qp.queue == qp.queue}
+
+
+def _queue_lines(g: Graph, qp: QueuePlan, full: int, up: dict[int, Crossing]) -> list[str]:
+    """A logical queue: its channels, then its mapping onto rings; `up`: its channels'
+    crossings from XDP, when it leaves an xdp segment."""
     q = qp.queue
     src, dst = g.segment(q.src_segment), g.segment(q.dst_segment)
     where = "interconnect window" if q.crosses_device else "window (same device)"
@@ -153,6 +163,15 @@ def _queue_lines(g: Graph, qp: QueuePlan, full: int) -> list[str]:
                 f"      entry {lay.size} B (8 B header + {lay.data_off - 8} B fields{extra}"
                 f"{' + data' if ch.carries_data else ''}); per 64 B packet "
                 f"{lay.bytes_for(64)} B {moved}"]
+        x = up.get(lay.channel)
+        if x:
+            out.append(f"      from XDP: the fields in XDP metadata, {x.meta_bytes} B in front "
+                       f"of the frame ({lay.field_bytes} B of fields"
+                       + (f", {x.pad} B pad" if x.pad else "") + ", 4 B tail), "
+                       "through an AF_XDP socket (copy mode) to the host side, which pushes "
+                       "it into this ring" + (" with the frame's timestamp (the input's; with "
+                                              "--iface, its arrival)" if lay.carries_ts
+                                              else ""))
     if q.tagged:
         out.append(f"    ring entries of {qp.entry_size} B (the largest channel's), "
                    "each tagged with its channel; only each entry's used bytes are copied; "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from offlow.codegen.xsk import DROPS as XDP_QUEUE_DROPS
 from offlow.ir import Graph
 from offlow.plan import Plan
 
@@ -51,6 +52,7 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
             "instances": q.instances, "steer": q.steer, "enqueue": q.enqueue,
             "packets_by_instance": by_inst,
             "dropped": sum(x["dropped"] for x in inst),
+            "dropped_why": _sum_why(inst),
             "packets": sum(x["pushed"] for x in prod), "delivered": sum(x["popped"] for x in cons),
             "bytes": sum(x.get("bytes", 0) for x in prod),
             "doorbells": sum(x["doorbells"] for x in prod),
@@ -82,6 +84,15 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
             "accounting": account(g, sources, elements, queues, sinks)}
 
 
+def _sum_why(instances: list[dict[str, Any]]) -> dict[str, int]:
+    """The drops of a queue's instances by reason (those that say why: from xdp)."""
+    out: dict[str, int] = {}
+    for x in instances:
+        for why, n in x.get("why", {}).items():
+            out[why] = out.get(why, 0) + n
+    return out
+
+
 def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
             queues: list[dict[str, Any]], sinks: dict[str, Any]) -> dict[str, Any]:
     """Every packet in one place: the frames the sources read (and the copies SEND made
@@ -110,10 +121,13 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
             dropped.append({"at": name, "reason": "dropped",
                             "packets": v["drop"] - sum(v["why"].values()),
                             "what": "DROP() in its body"})
+    queue_drops = {"ring_full": "a full ring under enqueue=drop", **XDP_QUEUE_DROPS}
     for q in queues:
-        if q["dropped"]:
-            dropped.append({"at": q["queue"], "reason": "ring_full", "packets": q["dropped"],
-                            "what": "a full ring under enqueue=drop"})
+        # (a queue from xdp says why; the others drop only on a full ring)
+        for why, n in (q.get("dropped_why") or {"ring_full": q["dropped"]}).items():
+            if n:
+                dropped.append({"at": q["queue"], "reason": why, "packets": n,
+                                "what": queue_drops.get(why, "")})
     # a UDP sink takes every packet but sends only the IPv4/UDP ones not addressed to itself
     sink_drops = (("dropped", "not_sent",
                    "not an IPv4/UDP frame, or more datagrams than a batch holds"),

@@ -86,6 +86,7 @@ class RunOptions:
     # of the run's own veth pair, and the XDP mode ("generic" or "native").
     iface: str | None = None
     xdp_mode: str = "generic"
+    xdp_ring: int = 0  # entries of the AF_XDP socket's ring (0: the default, 1024)
     # Remote devices (docs/remote.md): `NAME=ADDR:PORT` where the `offlow serve-device`
     # of device `remote:NAME` listens, and the file of the shared secret (else
     # OFFLOW_REMOTE_SECRET).
@@ -190,7 +191,7 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
                               f"known: {', '.join(sorted(known))}")
         args += ["--opt", opt]
     _check_table_files(b, args)
-    return args + xdp.run_options(b.plan, o.iface, o.xdp_mode, o.input)
+    return args + xdp.run_options(b.plan, o.iface, o.xdp_mode, o.input, o.xdp_ring)
 
 
 def _check_table_files(b: Build, args: list[str]) -> None:

@@ -6,12 +6,32 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
 from benchmarks.common.netns import ADDR_A, ADDR_B, two_namespaces
 
-__all__ = ["ADDR_A", "ADDR_B", "procs", "two_hosts"]
+__all__ = ["ADDR_A", "ADDR_B", "procs", "two_hosts", "veth_in_namespace"]
+
+
+@contextmanager
+def veth_in_namespace(ns: str) -> Iterator[list[str]]:
+    """Namespace `ns` with a veth pair ofl-a/ofl-b in it, both up, no IPv6 chatter;
+    yields the command prefix that runs in it; removed (with the pair) afterwards."""
+    sh = ["ip", "netns", "exec", ns]
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for setting in ("all", "default"):
+            subprocess.run([*sh, "sysctl", "-qw", f"net.ipv6.conf.{setting}.disable_ipv6=1"],
+                           check=True)
+        subprocess.run(["ip", "-n", ns, "link", "add", "name", "ofl-a", "type", "veth", "peer",
+                        "name", "ofl-b"], check=True)
+        for end in ("ofl-a", "ofl-b"):
+            subprocess.run(["ip", "-n", ns, "link", "set", end, "up"], check=True)
+        yield sh
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])
 
 
 @pytest.fixture

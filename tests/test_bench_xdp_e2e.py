@@ -35,13 +35,14 @@ def test_the_generators_frames_are_64_byte_ipv4_udp_with_good_checksums() -> Non
 def test_a_short_run_measures_each_placement_and_leaves_no_namespace(tmp_path: Path) -> None:
     res = xdp_e2e.measure(0.3)
     rows = {r["row"]: r for r in res["rows"]}
-    assert list(rows) == [xdp_e2e.CEILING, "xdp", "nic", "host"]
-    for name in ("xdp", "nic", "host"):
+    assert list(rows) == [xdp_e2e.CEILING, "xdp", "xdp+host", "nic", "host"]
+    for name in ("xdp", "xdp+host", "nic", "host"):
         r = rows[name]
         assert 0 < r["took"] <= r["sent"], r
         assert 0 < r["forwarded"] <= r["took"], r  # (a port's sink may drop, counted)
     assert rows["xdp"]["forwarded"] == rows["xdp"]["took"]  # every frame: TTL 64, good sums
-    assert set(res["ratios"]) == {"xdp/nic", "xdp/host", "xdp/generator alone"}
+    assert set(res["ratios"]) == {"xdp/nic", "xdp/host", "xdp+host/nic", "xdp+host/host",
+                                  "xdp/generator alone"}
     report = xdp_e2e.format_report(res)
     assert "machine: " in report and "ratios: xdp/nic" in report
     xdp_e2e.plot(res, tmp_path / "e2e.png")

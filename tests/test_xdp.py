@@ -28,7 +28,8 @@ from offlow.report import summarize
 from offlow.runner import Run, RunOptions, run
 from offlow.targets import verifier, xdp
 from offlow.testing.malformed import write_malformed_pcap
-from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
+from tests.e2e import QUIC, ROOT, TLS, read_frames, run_example
+from tests.netns import veth_in_namespace
 
 XDP_TTL = ROOT / "tests" / "programs" / "xdp_ttl.py"
 XDP_ROUTER = ROOT / "tests" / "programs" / "xdp_router.py"
@@ -192,9 +193,8 @@ def test_a_channel_handler_on_xdp_is_refused() -> None:
     p.channel("ping", Ping("pong"), device="xdp")
     assert _refusal(p) == (
         "channel `ping`: handler `pong` (Ping) cannot run on target `xdp`: a channel handler "
-        "runs on messages from the host; XDP has no channel to the host (the crossing "
-        "between XDP and segments on other devices (AF_XDP with the live fields in XDP "
-        "metadata) is not implemented yet)")
+        "runs on messages from the host; XDP has no channel from the host (packets cross "
+        "only up, from XDP to host segments)")
 
 
 def test_segments_xdp_cannot_run_are_compile_errors_naming_them() -> None:
@@ -216,17 +216,6 @@ def test_segments_xdp_cannot_run_are_compile_errors_naming_them() -> None:
     assert _refusal(p) == seg + (
         "it has 2 sinks (t1, t2); XDP sends a packet back out of the interface it came in on "
         "(XDP_TX): give it one sink")
-
-
-def test_the_crossing_to_a_host_segment_is_refused_with_what_to_do() -> None:
-    """ttl_pipeline's NIC segment sends to a host segment: that needs AF_XDP."""
-    with pytest.raises(OfflowError) as err:
-        plan_program(load_program(EXAMPLE, ["rx.device=xdp"]))
-    assert str(err.value) == (
-        "segment `rx` cannot run on target `xdp`: its packets go to or come from segment "
-        "`app` (queue `rx->app`): the crossing between XDP and segments on other devices "
-        "(AF_XDP with the live fields in XDP metadata) is not implemented yet; place the "
-        "whole path on xdp (from the source to the sink), or this segment on another device")
 
 
 @needs_bpf
@@ -582,16 +571,7 @@ def test_iface_attaches_to_an_existing_interface_and_counts_its_traffic() -> Non
     (Generic mode: in native mode a veth hands XDP_TX's frames to its peer only when
     the peer runs XDP too, which a run cannot do on an interface it does not own.)"""
     ns = f"ofl-t26-{os.getpid()}"
-    sh = ["ip", "netns", "exec", ns]
-    subprocess.run(["ip", "netns", "add", ns], check=True)
-    try:
-        for setting in ("all", "default"):  # no IPv6 chatter on the pair
-            subprocess.run([*sh, "sysctl", "-qw", f"net.ipv6.conf.{setting}.disable_ipv6=1"],
-                           check=True)
-        subprocess.run(["ip", "-n", ns, "link", "add", "name", "ofl-a", "type", "veth", "peer",
-                        "name", "ofl-b"], check=True)
-        for end in ("ofl-a", "ofl-b"):
-            subprocess.run(["ip", "-n", ns, "link", "set", end, "up"], check=True)
+    with veth_in_namespace(ns) as sh:
         sent = read_frames(TLS)[:40]
         run = subprocess.Popen([*sh, str(ROOT / ".venv" / "bin" / "offlow"), "run",
                                 str(XDP_TTL), "--set", "edge.device=xdp", "--iface", "ofl-a",
@@ -618,8 +598,6 @@ def test_iface_attaches_to_an_existing_interface_and_counts_its_traffic() -> Non
         assert s["elements"]["wire"]["in"] == len(sent)
         assert s["elements"]["back"]["in"] == len(sent)
         assert s["elements"]["hop4"]["in"] == len(sent)
-    finally:
-        subprocess.run(["ip", "netns", "del", ns])
     assert ns not in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                     text=True).stdout
 

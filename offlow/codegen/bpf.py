@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 
+from offlow.codegen import queuegen as qg
+from offlow.codegen import xsk
 from offlow.codegen.c import Emitter, emit_helpers, line_directive
 from offlow.ir import Graph, Node, SharedTable
 from offlow.ir.types import SCALARS, cname, sort_fields
@@ -21,14 +23,15 @@ from offlow.plan import Plan, SegmentPlan
 COUNTERS = ("in", "drop", "used")
 
 
-def counter_layout(nodes: list[Node]) -> tuple[dict[str, int], int]:
+def counter_layout(nodes: list[Node], ncross: int = 0) -> tuple[dict[str, int], int]:
     """Where each element's drop reasons start (after every element's COUNTERS), and
-    how many counters there are in all."""
+    how many counters there are in all: those, then per crossing to another device
+    (`ncross` of them) its packets sent up and its drops per reason (xsk.REASONS)."""
     base, k = {}, len(COUNTERS) * len(nodes)
     for n in nodes:
         base[n.name] = k
         k += len(n.drops)
-    return base, k
+    return base, k + ncross * (1 + len(xsk.REASONS))
 
 
 # The table types an XDP program can look up: ctype -> the BPF header that gives it.
@@ -66,7 +69,10 @@ class BpfGen:
         self.device = device
         self.nodes = segment_nodes(plan, device)
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
-        self.why_base, self.ncounters = counter_layout(self.nodes)
+        self.cross = xsk.crossings(plan, device)
+        self.why_base, self.ncounters = counter_layout(self.nodes, len(self.cross))
+        # each crossing's first counter (its packets sent up)
+        self.cross_base = self.ncounters - len(self.cross) * (1 + len(xsk.REASONS))
         self.tables = used_tables(self.g, self.nodes)
         self.e = Emitter(f"{device}.bpf.c")
 
@@ -100,6 +106,14 @@ class BpfGen:
                 continue
             e(f"/* Table {t.name} ({t.source}): filled by the host side before the run. */",
               f"OFL_LPM4_BPF_MAPS({m});", "")
+        if self.cross:
+            e("/* The AF_XDP socket of each receive queue (the host side puts it there). */",
+              "struct {", "    __uint(type, BPF_MAP_TYPE_XSKMAP);", "    __uint(max_entries, 64);",
+              "    __type(key, uint32_t);", "    __type(value, uint32_t);",
+              "} ofl_xsks SEC(\".maps\");",
+              f"/* The longest frame an AF_XDP frame of {xsk.XSK_FRAME} bytes takes. */",
+              f"#define OFL_XSK_FRAME_MAX ({xsk.XSK_FRAME}u - XDP_PACKET_HEADROOM)",
+              *xsk.meta_decls(self.cross), "")
         e("/* The frame the bodies see (offlow/bpf.h): one per CPU, indexed by the CPU (an",
           " * XDP program is not migrated); the loader sizes it (too big for a per-CPU map). */",
           "struct ofl_frame { uint8_t b[OFL_XDP_BUF]; };",
@@ -109,15 +123,19 @@ class BpfGen:
           "static __always_inline void ofl_count(uint32_t k) {",
           "    uint64_t *v = bpf_map_lookup_elem(&ofl_counts, &k);",
           "    if (v) *v += 1;", "}", "",
-          "/* The packet leaves by the interface it came in on: its bytes written back. */",
-          "static __always_inline int ofl_xdp_tx(struct xdp_md *xdp, struct ofl_pkt *pkt) {",
+          "/* The packet's bytes written back into the frame: 0, or -1. */",
+          "static __always_inline int ofl_xdp_put(struct xdp_md *xdp, struct ofl_pkt *pkt) {",
           "    int now = (int)bpf_xdp_get_buff_len(xdp);",
           "    uint64_t len = pkt->len;",
-          "    if (len - 1 >= OFL_MTU) return XDP_DROP;",
-          "    if ((int)len != now && bpf_xdp_adjust_tail(xdp, (int)len - now) < 0) "
-          "return XDP_DROP;",
-          "    if (bpf_xdp_store_bytes(xdp, 0, pkt->data, (uint32_t)len) < 0) return XDP_DROP;",
-          "    return XDP_TX;", "}", "")
+          "    if (len - 1 >= OFL_MTU) return -1;",
+          "    if ((int)len != now && bpf_xdp_adjust_tail(xdp, (int)len - now) < 0) return -1;",
+          "    if (bpf_xdp_store_bytes(xdp, 0, pkt->data, (uint32_t)len) < 0) return -1;",
+          "    return 0;", "}", "",
+          "/* The packet leaves by the interface it came in on. */",
+          "static __always_inline int ofl_xdp_tx(struct xdp_md *xdp, struct ofl_pkt *pkt) {",
+          "    return ofl_xdp_put(xdp, pkt) < 0 ? XDP_DROP : XDP_TX;", "}", "")
+        for x in self.cross:
+            e(*xsk.bpf_up(x, self.cross_base + x.code * (1 + len(xsk.REASONS))))
         emit_helpers(e, self.nodes)
         for n in self.nodes:
             if n.kind == "element":
@@ -172,6 +190,9 @@ class BpfGen:
 
     def _next(self, n: Node, port: str) -> str:
         edge = next(x for x in self.g.out_edges(n.name) if x.src_port == port)
+        on = self.g.channel_on(edge)
+        if on:  # up to a segment on another device
+            return f"ofl_up_{next(x.code for x in self.cross if (x.qp.queue, x.channel) == on)}"
         return f"ofl_node_{cname(edge.dst)}"
 
     def gen_node(self, n: Node) -> None:
@@ -232,17 +253,43 @@ class BpfGen:
 
 def generate_xdp_host(plan: Plan, device: str) -> str:
     """The C file of the xdp device's host side: what its segment is (names, counters)
-    for runtime/tools/xdp_run.c, which loads, attaches and runs it."""
+    for runtime/tools/xdp_run.c, which loads, attaches and runs it; the window's layout
+    (common.h: it makes the window when its device comes first); and, when packets
+    cross to segments on other devices, the enqueue functions of their queues and the
+    function that takes a frame from the AF_XDP socket into its queue (xsk.py)."""
     g = plan.graph
     nodes = segment_nodes(plan, device)
-    why_base, _ = counter_layout(nodes)
+    cross = xsk.crossings(plan, device)
+    why_base, ncounters = counter_layout(nodes, len(cross))
     seg = plan.device(device).segments[0]
     src = next(n for n in nodes if n.kind == "source")
     sink = next((n for n in nodes if n.kind == "sink"), None)
     index = {n.name: i for i, n in enumerate(nodes)}
+    queues = list(dict.fromkeys(x.qp for x in cross))
     e = Emitter(f"{device}.c")
     e(f"/* Generated by offlow: program `{g.name}`, device `{device}` (XDP): its host side. */",
-      '#include "xdp_run.h"', "#include <stddef.h>", "",
+      '#include "common.h"', '#include "xdp_run.h"', "#include <errno.h>", "#include <stddef.h>",
+      "")
+    push: dict[tuple[str, int], str] = {}
+    if cross:
+        e(*xsk.ctx_decl(cross), *xsk.meta_decls(cross), "")
+        for qp in queues:
+            for k in range(len(qp.queue.channels)):
+                e(*qg.push_def(qp, k))
+                push[qp.queue.name, k] = qg.push_fn(qp.queue, k)
+        e(*xsk.host_up(cross, push))
+    e("/* --init: the window every part of the run shares (common.h's layout). */",
+      "static int ofl_xdp_init(const struct ofl_args *a) {",
+      "    struct ofl_window w;",
+      "    size_t ring_off[OFL_NRINGS + 1] = { 0 }, tables_off, chan_off;",
+      "    size_t wsize = ofl_layout(ring_off, &tables_off, &chan_off);",
+      "    return ofl_prog_init_window(&w, a, wsize, ofl_ring_desc, OFL_NRINGS, ring_off, "
+      "chan_off, OFL_NCHAN, ofl_chan_names);", "}", "",
+      "/* The window's size, and where each ring is in it. */",
+      "static size_t ofl_xdp_layout(size_t *ring_off) {",
+      "    size_t tables_off, chan_off;",
+      "    return ofl_layout(ring_off, &tables_off, &chan_off);",
+      "}", "",
       "static const char *const el_names[] = {" + "".join(f'"{n.name}", ' for n in nodes)
       + "NULL };",
       "static const unsigned why_n[] = {" + "".join(f"{len(n.drops)}u, " for n in nodes) + "0u };",
@@ -258,7 +305,18 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       + "".join(f'{{"{t.name}", "{map_prefix(t.name)}", {t.length}u, sizeof({t.ctype}), '
                 f'{1 if t.ctype.startswith("int") else 0}}}, '
                 for t in used_tables(g, nodes) if is_array(t))
-      + "{NULL, NULL, 0u, 0u, 0} };", "",
+      + "{NULL, NULL, 0u, 0u, 0} };",
+      "/* The queues to other devices: their rings in the window, instance by instance. */",
+      "static const struct ofl_xdp_queue queues[] = {"
+      + "".join(f'{{"{qp.queue.name}", &ofl_xdp_ctx.out_{cname(qp.queue.name)}, '
+                f"{qp.rings[0].index}u, {qp.queue.instances}u, {qp.consumers}u, "
+                f"{1 if qp.queue.enqueue == 'drop' else 0}}}, " for qp in queues)
+      + "{NULL, NULL, 0u, 0u, 0u, 0} };",
+      "/* The queue of each crossing, by its code; the XDP side's drop reasons of each. */",
+      "static const char *const cross_why[] = {"
+      + "".join(f'"{r}", ' for r in xsk.REASONS) + "NULL };",
+      "static const unsigned cross_queue[] = {"
+      + "".join(f"{queues.index(x.qp)}u, " for x in cross) + "0u };", "",
       "static const struct ofl_xdp_desc desc = {",
       f'    .segment = "{seg.name}", .prog = "ofl_xdp_{cname(seg.name)}",',
       f'    .source = "{src.name}", .source_el = {index[src.name]}u,',
@@ -266,7 +324,15 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       f".sink_el = {index[sink.name] if sink else 0}u,",
       f"    .el_names = el_names, .nel = {len(nodes)}u, .why_n = why_n, .why_base = why_base,",
       f"    .why_names = why_names, .mtu = {g.mtu}u, .lpm4 = tables,",
-      "    .arrays = arrays,", "};", "",
+      "    .arrays = arrays, .init = ofl_xdp_init, .layout = ofl_xdp_layout,",
+      "    .rings = ofl_ring_desc, .queues = queues, .cross_queue = cross_queue,",
+      f"    .ncross = {len(cross)}u, "
+      f".cross_base = {ncounters - len(cross) * (1 + len(xsk.REASONS))}u,",
+      f"    .cross_why = cross_why, .ncross_why = {len(xsk.REASONS)}u, .nrings = OFL_NRINGS,",
+      f"    .xsk_frame = {xsk.XSK_FRAME}u,",
+      *(["    .core = &ofl_xdp_ctx.core, .steer = &ofl_xdp_ctx.steer, .up = ofl_xdp_up,"]
+        if cross else []),
+      "};", "",
       "int main(int argc, char **argv) { return ofl_xdp_main(&desc, argc, argv); }")
     return e.text()
 

@@ -16,6 +16,14 @@ from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, Target, missing_package
 
 
+def init_window(binary: Path, window: Path) -> None:
+    """Create the run's window with a device's executable (`--init`)."""
+    init = subprocess.run([str(binary), "--init", "--window", str(window)],
+                          capture_output=True, text=True)
+    if init.returncode != 0:
+        raise OfflowError(f"cannot set up the interconnect window: {init.stderr.strip()}")
+
+
 class ProcessTarget(Target):
     """A device run as a process of this machine."""
 
@@ -33,10 +41,7 @@ class ProcessTarget(Target):
         return exe
 
     def init_transport(self, binary: Path, window: Path) -> None:
-        init = subprocess.run([str(binary), "--init", "--window", str(window)],
-                              capture_output=True, text=True)
-        if init.returncode != 0:
-            raise OfflowError(f"cannot set up the interconnect window: {init.stderr.strip()}")
+        init_window(binary, window)
 
     def start(self, part: Part) -> subprocess.Popen[bytes]:
         cmd = [str(part.binary), "--window", str(part.window), "--stats", str(part.stats),

@@ -14,21 +14,25 @@ import subprocess
 from pathlib import Path
 
 from offlow import cbuild
+from offlow.codegen import xsk
 from offlow.codegen.bpf import BPF_TABLES, generate_xdp, generate_xdp_host, is_array
+from offlow.codegen.c import headers
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
-from offlow.ir.layout import state_bytes
+from offlow.ir.layout import TS_FIELD, state_bytes
 from offlow.ir.types import SCALARS
 from offlow.lifecycle import signals_deferred
 from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, Target, missing_package, no_device
+from offlow.targets.process import init_window
 from offlow.targets.verifier import explain_rejection
 
 BPF_HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
 VETH_HEADER = Path("/usr/include/libnl3/netlink/route/link/veth.h")
+XSK_HEADER = Path("/usr/include/xdp/xsk.h")
 TOOLS = cbuild.RUNTIME / "tools"
 # The host side of every xdp segment: its generated xdp.c links these.
-HOST_SOURCES = (TOOLS / "xdp_run.c", TOOLS / "xdp_net.c", TOOLS / "xdp_tables.c")
+HOST_SOURCES = tuple(TOOLS / f"xdp_{m}.c" for m in ("run", "net", "tables", "cross", "xsk"))
 # The BPF stack is 512 bytes; the generated program keeps the state there beside the
 # body's own locals, so the state may take at most this much of it.
 STATE_MAX = 256
@@ -38,8 +42,6 @@ BPF_HEADERS_OK = frozenset({"offlow/pkt.h"})
 # The largest shared array, in bytes: one array map value (the kernel's kmalloc limit
 # is 4 MiB; half, for the room the map itself takes).
 ARRAY_MAX = 2 << 20
-_NOT_YET = ("the crossing between XDP and segments on other devices (AF_XDP with the live "
-            "fields in XDP metadata) is not implemented yet")
 
 
 def kernel_refuses_bpf() -> str | None:
@@ -74,20 +76,31 @@ def kernel_refuses_bpf() -> str | None:
 MODES = ("generic", "native")
 
 
-def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | None) -> list[str]:
-    """The options of the run's xdp process for `--iface` and `--xdp-mode` (none when
-    neither is given), each checked before any process starts: an xdp device to take
-    them, a known mode, an interface that exists here, no --input with --iface (the
-    packets come from the interface)."""
+def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | None,
+                ring: int = 0) -> list[str]:
+    """The options of the run's xdp process for `--iface`, `--xdp-mode` and `--xdp-ring`
+    (none when none is given), each checked before any process starts: an xdp device
+    to take them, a known mode, an interface that exists here, no --input with --iface
+    (the packets come from the interface), a ring of a power of 2 entries on a device
+    whose packets cross to another."""
+    rings: list[str] = []
+    if ring:
+        if ring < 0 or ring & (ring - 1) or ring > 1 << 14:
+            raise OfflowError(f"--xdp-ring {ring}: expected a power of 2 up to 16384 "
+                              "(twice as many 4 KiB frames of memory)")
+        if not any(xsk.crossings(plan, d.name) for d in plan.devices if d.target == "xdp"):
+            raise OfflowError(f"--xdp-ring {ring}: no segment on xdp sends packets to another "
+                              "device (the ring is the AF_XDP socket's of that crossing)")
+        rings = ["--opt", f"xdp.ring={ring}"]
     if iface is None and mode == "generic":
-        return []
+        return rings
     what = f"--iface {iface}" if iface is not None else f"--xdp-mode {mode}"
     if not any(d.target == "xdp" for d in plan.devices):
         raise OfflowError(f"{what}: no segment of `{plan.name}` is on xdp "
                           "(--set SEG.device=xdp)")
     if mode not in MODES:
         raise OfflowError(f"--xdp-mode {mode}: expected one of {', '.join(MODES)}")
-    args = ["--opt", f"xdp.mode={mode}"]
+    args = ["--opt", f"xdp.mode={mode}", *rings]
     if iface is None:
         return args
     try:
@@ -121,8 +134,8 @@ def compile_bpf(src: Path, obj: Path, what: str) -> None:
 class Xdp(Target):
     name = "xdp"
     runs = "eBPF in the kernel's XDP hook of an interface, every packet on the CPU that receives it"
-    interconnect = ("none yet: a segment on xdp takes its packets from the interface and "
-                    "ends them there (XDP_TX, XDP_DROP)")
+    interconnect = ("XDP metadata and an AF_XDP socket (copy mode) up to segments on "
+                    "other devices; the path may also end in XDP (XDP_TX, XDP_DROP)")
     reads_table_files = True  # its host side builds the tables it copies into maps
     serves_control = False   # its tables are BPF maps, read by no channel
 
@@ -135,6 +148,9 @@ class Xdp(Target):
         if not VETH_HEADER.exists():
             return missing_package("libnl-route-3-dev", "libnl-route: it makes the veth "
                                    "pair a run sends its packets through")
+        if not XSK_HEADER.exists():
+            return missing_package("libxdp-dev", "libxdp: the AF_XDP sockets that take packets "
+                                   "up from XDP to host segments")
         probe = subprocess.run(["clang", "-target", "bpf", "-x", "c", "-c", "-o", os.devnull,
                                 "-"], input="int x;\n", capture_output=True, text=True)
         if probe.returncode != 0:
@@ -147,7 +163,7 @@ class Xdp(Target):
         facts = node.facts
         if node.kind == "handler":
             return ("a channel handler runs on messages from the host; XDP has no channel "
-                    "to the host (" + _NOT_YET + ")")
+                    "from the host (packets cross only up, from XDP to host segments)")
         if node.end_body:
             return ("it has code to run at the end of its stream (at_end), after its last "
                     "packet; XDP runs one packet at a time and keeps nothing between them")
@@ -194,12 +210,20 @@ class Xdp(Target):
             return ("XDP runs a segment on whichever CPU receives each packet; it takes no "
                     "cores or core group: give it one core (cores=[0])")
         for q in g.queues:
-            if segment.name in (q.src_segment, q.dst_segment):
-                other = q.dst_segment if q.src_segment == segment.name else q.src_segment
-                return (f"its packets go to or come from segment `{other}` (queue "
-                        f"`{q.name}`): {_NOT_YET}; place the whole path on xdp (from the "
-                        "source to the sink), or this segment on another device")
-        # (without queues, its path starts at a source: every input is connected)
+            if q.dst_segment == segment.name:
+                return (f"its packets come from segment `{q.src_segment}` (queue `{q.name}`): "
+                        "packets cross from XDP up to other devices (AF_XDP) but not down "
+                        "into XDP; start the path on xdp (its source in this segment), or "
+                        "place this segment on another device")
+            if q.src_segment == segment.name:
+                sizes = [sum(f.size for f in ch.fields if f != TS_FIELD) for ch in q.channels]
+                big = next((k for k, n in enumerate(sizes) if n + xsk.TAIL > xsk.META_MAX), None)
+                if big is not None:
+                    return (f"queue `{q.name}` channel {big} ({q.channels[big].edge}) carries "
+                            f"{sizes[big]} bytes of state; in XDP metadata at most "
+                            f"{xsk.META_MAX - xsk.TAIL} cross (the kernel's limit): fewer "
+                            "fields live across the queue")
+        # (without input queues, its path starts at a source: every input is connected)
         sinks = [n.name for n in g.nodes if n.segment == segment.name and n.kind == "sink"]
         if len(sinks) > 1:
             return (f"it has {len(sinks)} sinks ({', '.join(sinks)}); XDP sends a packet "
@@ -225,8 +249,10 @@ class Xdp(Target):
             compile_bpf(directory / f"{device}.bpf.c", obj,
                         f"generated {device}.bpf.c of `{plan.name}`")
         # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
+        libs = [lib.name for lib in d.closure(d.for_headers(headers(plan.graph)))]
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
-                                libs=("core", "lpm"), includes=[TOOLS],
+                                libs=tuple(dict.fromkeys(("core", "lpm", *libs))),
+                                includes=[TOOLS, directory],
                                 sets=(*cbuild.TOOL, "libnl"), link=d.flags("xdp_link"))
         stamp = directory / f"{device}.host"  # the host side the object was checked with
         if stamp.exists() and stamp.read_text() == host.name and exe.exists():
@@ -243,7 +269,8 @@ class Xdp(Target):
         return exe
 
     def init_transport(self, binary: Path, window: Path) -> None:
-        """Nothing: a segment on xdp crosses to no other device (refuse_segment)."""
+        """The run's window, made by the host side (--init) when xdp comes first."""
+        init_window(binary, window)
 
     def start(self, part: Part) -> subprocess.Popen[bytes]:
         obj = part.binary.with_name(f"{part.device}.bpf.o")

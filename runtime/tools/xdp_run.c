@@ -20,6 +20,7 @@
 #include "offlow/gen.h"
 #include "offlow/lifeline.h"
 #include "offlow/stop.h"
+#include "xdp_cross.h"
 #include "xdp_net.h"
 #include "xdp_tables.h"
 
@@ -143,7 +144,17 @@ struct run {
     struct ofl_src *src;
     struct ofl_sink *sink;
     uint64_t unsent;           /* frames the kernel would not take (shorter than a header) */
+    struct ofl_xdp_cross *cross;  /* the crossing to host segments, or NULL */
 };
+
+/* Frames the program sent up to the AF_XDP socket so far (every crossing's). */
+static uint64_t sent_up(const struct ofl_xdp_desc *d, struct counters *c)
+{
+    uint64_t n = 0;
+    for (unsigned k = 0; k < d->ncross; k++)
+        n += counter(c, d->cross_base + k * (1 + d->ncross_why));
+    return n;
+}
 
 /* Send every frame of the source through the program, one at a time (xdp_run.h). */
 static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *c, int sock)
@@ -172,6 +183,18 @@ static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *
             fprintf(stderr, "offlow xdp: frame %llu never reached the XDP program\n",
                     (unsigned long long)sent);
             break;
+        }
+        if (r->cross) {  /* what went up reaches its queue before the next frame */
+            r->cross->ts_ns = p.ts_ns;
+            if ((rc = ofl_xdp_cross_drain(r->cross, sent_up(d, c), OFL_XDP_WAIT_NS)) < 0) {
+                if (rc == -ETIMEDOUT)
+                    fprintf(stderr, "offlow xdp: a frame sent up (AF_XDP) never arrived at "
+                            "the socket\n");
+                else
+                    fprintf(stderr, "offlow xdp: a queue to the host failed: %s\n",
+                            ofl_strerror(rc));
+                break;
+            }
         }
         if (!d->sink) continue;
         uint64_t now_tx = counter(c, sink_in) - counter(c, sink_drop);
@@ -229,10 +252,26 @@ static void report(const struct ofl_xdp_desc *d, const struct ofl_args *a, struc
         ofl_json_end_obj(&j);
     }
     ofl_json_end_obj(&j);
-    ofl_json_begin_arr(&j, "queues");
-    ofl_json_end_arr(&j);
+    if (r->cross) {
+        uint64_t *why = calloc((size_t)d->ncross * d->ncross_why + 1, sizeof *why);
+        for (unsigned k = 0; why && k < d->ncross * d->ncross_why; k++)
+            why[k] = counter(c, d->cross_base + (k / d->ncross_why) * (1 + d->ncross_why) + 1 +
+                                    k % d->ncross_why);
+        if (why) ofl_xdp_cross_report(r->cross, &j, why);
+        free(why);
+    } else {
+        ofl_json_begin_arr(&j, "queues");
+        ofl_json_end_arr(&j);
+    }
     ofl_json_begin_obj(&j, "sources");
-    if (r->src) ofl_stats_source(&j, d->source, r->src);
+    if (r->src) {
+        ofl_stats_source(&j, d->source, r->src);
+    } else {  /* --iface: what the interface gave the program */
+        ofl_json_begin_obj(&j, d->source);
+        ofl_json_u64(&j, "packets", r->core.pkts_in);
+        ofl_json_u64(&j, "dropped", 0);
+        ofl_json_end_obj(&j);
+    }
     ofl_json_end_obj(&j);
     ofl_json_end_obj(&j); /* the core */
     ofl_json_end_arr(&j);
@@ -280,7 +319,18 @@ static void serve(const struct ofl_xdp_desc *d, const struct ofl_args *a, struct
     const char *dur = ofl_args_get(a, d->source, "duration_ns", NULL);
     r->core.t_start = now_ns();
     uint64_t end = dur ? r->core.t_start + strtoull(dur, NULL, 10) : UINT64_MAX;
-    while (!ofl_stop_requested() && now_ns() < end) usleep(10000);
+    for (unsigned idle = 0; !ofl_stop_requested() && now_ns() < end;) {
+        if (!r->cross) {
+            usleep(10000);
+            continue;
+        }
+        int n = ofl_xdp_cross_poll(r->cross);
+        if (n < 0) break;
+        /* (a bounded spin, then waits on the socket of up to 1 ms) */
+        idle = n ? 0 : idle + 1;
+        if (idle > 256) ofl_xsk_wait(&r->cross->xsk, 1);
+    }
+    if (r->cross) ofl_xdp_cross_poll(r->cross);  /* what arrived before the end */
     r->core.t_end = now_ns();
     r->core.pkts_in = counter(c, d->source_el * OFL_XDP_COUNTERS);
 }
@@ -290,10 +340,25 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     char err[256] = "";
     const char *iface = ofl_args_get(a, "xdp", "iface", NULL);
     const char *mode = ofl_args_get(a, "xdp", "mode", "generic");
+    uint32_t ring = (uint32_t)strtoul(ofl_args_get(a, "xdp", "ring", "1024"), NULL, 10);
     /* (XDP runs on whichever CPU takes the frame: the one this process sends from) */
     struct run r = { .core = { .segment = d->segment, .cpu = sched_getcpu() } };
-    if (!iface && ofl_source_open(&r.src, a, d->source, 0, 1, d->mtu) < 0) return 1;
-    if (d->sink && ofl_sink_open(&r.sink, a, d->sink, 1) < 0) return ofl_src_close(r.src), 1;
+    struct ofl_xdp_cross cross = { 0 };
+    static volatile uint32_t abort_word;  /* (the window's, when there is one) */
+    volatile uint32_t *abort_at = &abort_word;
+    if (d->ncross) {
+        if (ofl_xdp_cross_open(&cross, d, a) < 0) return ofl_xdp_cross_close(&cross), 1;
+        r.cross = &cross;
+        abort_at = ofl_xdp_cross_abort(&cross);
+    }
+    static struct ofl_lifeline life;
+    if (ofl_lifeline_start(&life, a->runner_fd, abort_at, d->ncross ? a->window : NULL,
+                           a->stats, NULL) < 0) {
+        ofl_xdp_cross_close(&cross);
+        return ofl_fatal("--runner-fd is not a pipe");
+    }
+    if (!iface && ofl_source_open(&r.src, a, d->source, 0, 1, d->mtu) < 0) goto early;
+    if (d->sink && ofl_sink_open(&r.sink, a, d->sink, 1) < 0) goto early;
     int status = 1, sock = -1, link = -1, peer_link = -1;
     struct counters c = { .ncpus = libbpf_num_possible_cpus() };
     struct ofl_xdp_tables tables = { 0 };
@@ -305,6 +370,11 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     }
     obj = load(obj);
     if (!obj || ofl_xdp_tables_fill(&tables, d, obj) < 0) goto done;
+    /* the socket in the program's XSKMAP before any frame can go up */
+    if (r.cross && ofl_xdp_cross_socket(&cross, iface ? iface : OFL_XDP_IN, ring,
+                                        bpf_map__fd(bpf_object__find_map_by_name(
+                                            obj, "ofl_xsks"))) < 0)
+        goto done;
     int prog = bpf_program__fd(bpf_object__find_program_by_name(obj, d->prog));
     if ((link = attach(prog, iface ? iface : OFL_XDP_IN, mode)) < 0) goto done;
     /* in native mode a veth hands what XDP_TX sends to its peer only when the peer runs
@@ -323,21 +393,32 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     if (!c.percpu) goto done;
     if (iface) {
         serve(d, a, &r, &c);
-        status = 0;
+        status = r.cross && d->core->err ? 1 : 0;
     } else if (replay(d, &r, &c, sock) == 0) {
         status = 0;
     }
+    if (ofl_xdp_cross_end(&cross, status) < 0) status = 1;
     report(d, a, &r, &c);
 done:
+    if (status) ofl_xdp_cross_end(&cross, 1);  /* (the consumers stop: the run failed) */
     free(c.percpu);
     if (sock >= 0) close(sock);
     if (peer_link >= 0) close(peer_link);
     if (link >= 0) close(link);  /* (detaches the program) */
+    ofl_lifeline_finish(&life);  /* (before the window, whose abort word it watches, goes) */
+    ofl_xdp_cross_close(&cross);
     bpf_object__close(obj);  /* (the namespace and the veth pair, if ours, go with us) */
     ofl_xdp_tables_free(&tables);
     ofl_sink_close(r.sink);
     ofl_src_close(r.src);
     return status;
+early:
+    ofl_xdp_cross_end(&cross, 1);
+    ofl_lifeline_finish(&life);
+    ofl_xdp_cross_close(&cross);
+    ofl_sink_close(r.sink);
+    ofl_src_close(r.src);
+    return 1;
 }
 
 int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
@@ -348,20 +429,19 @@ int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
         bpf_object__close(obj);
         return obj ? 0 : 1;
     }
+    struct ofl_args a;
+    if (argc >= 2 && strcmp(argv[1], "--init") == 0) {  /* the run's window */
+        if (ofl_args_parse(&a, argc, argv, "xdp") < 0) return 2;
+        return d->init(&a);
+    }
     if (argc < 3 || strcmp(argv[1], "--obj") != 0) {
-        fprintf(stderr, "usage: %s --check OBJ | --obj OBJ OPTIONS...\n", argv[0]);
+        fprintf(stderr, "usage: %s --check OBJ | --init --window W | --obj OBJ OPTIONS...\n",
+                argv[0]);
         return 2;
     }
     const char *obj = argv[2];
     argv[2] = argv[0];
-    struct ofl_args a;
     if (ofl_args_parse(&a, argc - 2, argv + 2, "xdp") < 0) return 2;
     if (ofl_stop_signals_block() < 0) return ofl_fatal("cannot block SIGINT and SIGTERM");
-    static struct ofl_lifeline life;
-    static volatile uint32_t abort_word;
-    if (ofl_lifeline_start(&life, a.runner_fd, &abort_word, NULL, a.stats, NULL) < 0)
-        return ofl_fatal("--runner-fd is not a pipe");
-    int status = run(d, obj, &a);
-    ofl_lifeline_finish(&life);
-    return status;
+    return run(d, obj, &a);
 }

@@ -19,11 +19,21 @@
  *
  * One frame at a time: after each, the program's counters say whether it was sent
  * back (the sink counted it) or not (dropped or consumed, counted where), so no frame
- * is lost unseen and the output keeps the input's order and timestamps. */
+ * is lost unseen and the output keeps the input's order and timestamps.
+ *
+ * A segment whose packets go on to segments on other devices (the crossing,
+ * offlow/codegen/xsk.py; xdp_cross.h) has the program redirect them to an AF_XDP
+ * socket (xdp_xsk.h) with their live fields in XDP metadata: this process maps the
+ * run's window, takes each such frame (with --input: before the next frame is sent,
+ * stamped with the time of the frame it came from) and pushes it into its queue's
+ * ring; option xdp.ring sizes the socket's ring. --init makes the run's window. */
 #ifndef OFL_XDP_RUN_H
 #define OFL_XDP_RUN_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "offlow/gen.h"
 
 /* A table the program looks up: its name (its options' prefix) and its maps' (lpm_bpf.h). */
 struct ofl_xdp_table {
@@ -36,6 +46,16 @@ struct ofl_xdp_array {
     const char *name, *map;
     unsigned n, size;
     int is_signed;
+};
+
+/* A queue from the segment to one on another device (the crossing, xsk.py): its
+ * producer ends (one per instance, of the rings from `first_ring` on in the window),
+ * how many cores consume it (instance i goes to core i % consumers), enqueue=drop. */
+struct ofl_xdp_queue {
+    const char *name;
+    struct ofl_qout **out;
+    unsigned first_ring, instances, consumers;
+    int drop_full;
 };
 
 /* A compiled xdp segment, as its generated xdp.c describes it. */
@@ -52,7 +72,28 @@ struct ofl_xdp_desc {
     uint32_t mtu;
     const struct ofl_xdp_table *lpm4;  /* its IPv4 LPM tables, up to one with name NULL */
     const struct ofl_xdp_array *arrays;  /* its shared arrays, up to one with name NULL */
+    int (*init)(const struct ofl_args *a);  /* --init: make the run's window */
+    size_t (*layout)(size_t *ring_off);     /* the window's size; where each ring is */
+    const struct ofl_ring_spec *rings;      /* every ring of the window */
+    /* The crossing to segments on other devices (none: ncross 0, core and up NULL):
+     * its queues (up to one with name NULL), each crossing's queue by its code, and
+     * its counters in the program's map from cross_base: per crossing, packets sent up
+     * then drops by each of the ncross_why reasons `cross_why`. */
+    const struct ofl_xdp_queue *queues;
+    const unsigned *cross_queue;
+    unsigned ncross, cross_base;
+    const char *const *cross_why;
+    unsigned ncross_why;
+    unsigned nrings;                        /* rings in the window */
+    uint32_t xsk_frame;                     /* bytes of each AF_XDP umem frame */
+    struct ofl_core *core;                  /* the core that pushes into the queues */
+    uint32_t *steer;                        /* its round robin over instances */
+    /* take one frame from the AF_XDP socket: its state from the metadata that ends at
+     * `meta_end` (`room` bytes of its umem frame in front), then its queue; 0, or
+     * -EBADMSG when the metadata is no crossing's */
+    int (*up)(struct ofl_pkt *pkt, const uint8_t *meta_end, uint32_t room);
 };
+
 
 /* The program of every generated object that passes each frame on (XDP_PASS): on the
  * peer of the run's veth pair in native mode. */

@@ -33,7 +33,10 @@ class MarkDscp(Element):
     """
 
 
-def program() -> Program:
+def program(split: bool = False) -> Program:
+    """`split`: the marking and the sink in a segment of their own on the host, so the
+    path crosses from the first segment (on xdp: AF_XDP) to the host
+    (tests/programs/xdp_ttl_split.py)."""
     p = Program("xdp_ttl")
     wire, frames = Source("wire"), ParseEth("frames")
     v4, hop4, mark = CheckIPv4("v4"), DecTTL("hop4"), MarkDscp("mark", dscp=10)
@@ -43,6 +46,10 @@ def program() -> Program:
     frames["ipv4"] >> v4 >> hop4 >> mark >> back
     frames["ipv6"] >> v6 >> hop6 >> back
     frames["other"] >> rest
+    if split:
+        p.segment("edge", [wire, frames, v4, hop4, v6, hop6, rest], device="nic", cores=[0])
+        p.segment("app", [mark, back], device="host", cores=[0])
+        return p
     p.segment("edge", [wire, frames, v4, hop4, mark, v6, hop6, back, rest], device="nic",
               cores=[0])
     return p
