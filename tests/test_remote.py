@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from offlow.build import DATA
 from offlow.errors import OfflowError
 from offlow.remote import DEV_DIRS, ON_COMMAND_LINE
 from offlow.targets import remote
-from tests.e2e import EXAMPLE, TLS, read_frames
+from tests.e2e import EXAMPLE, ROOT, TLS, read_frames
 from tests.netns import ADDR_B
 
 BGP = DATA / "bgp-full-table.txt.gz"
@@ -104,6 +105,7 @@ def test_ttl_pipeline_with_its_nic_part_remote_is_the_same_as_on_nic(
                                            str(secret)))
     assert rc == 0 and rem["ok"], err
     assert [x["device"] for x in rem["segments"]] == ["remote:dev1", "host"]
+    jsonschema.validate(rem, json.loads((ROOT / "docs" / "run-result.schema.json").read_text()))
     assert counts(rem) == counts(nic)
     frames = read_frames(tmp_path / "remote.pcap")
     assert len(frames) == 1095 and frames == read_frames(tmp_path / "nic.pcap")

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import dpkt
+import jsonschema
 import pytest
 
 from offlow import Element, Handler, Port, Program, Shared, Sink, Source
@@ -594,6 +595,7 @@ def test_iface_attaches_to_an_existing_interface_and_counts_its_traffic() -> Non
                 run.kill()
         assert run.returncode == 0, err
         s = json.loads(out)
+        jsonschema.validate(s, json.loads((ROOT / "docs" / "run-result.schema.json").read_text()))
         assert int(back.stdout) == len(sent), (back.stderr, s["elements"])
         assert s["elements"]["wire"]["in"] == len(sent)
         assert s["elements"]["back"]["in"] == len(sent)
