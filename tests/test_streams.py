@@ -130,11 +130,13 @@ def test_a_tuple_at_a_windows_end_closes_it_and_avg_rounds_toward_zero(tmp_path:
     """Windows of 2000 ns every 1000 ns: [-1000, 1000) holds -4 and -3 (avg -3.5: -3), done
     by the tuple at 1000; [0, 2000) holds -4, -3, 5 (avg -2/3: 0), done by the tuple at
     exactly 2000, its end. Results are v1 group, v2 count, then the value and the window's
-    start as int64 (low, high)."""
+    start as int64 (low, high). [1000, 3000) (5, -1: avg 2) and [2000, 4000) (-1) are
+    still open at the end and come out with the last tuple's ts."""
     tuples = [Tuple(0, (-4,)), Tuple(500, (-3,)), Tuple(1000, (5,)), Tuple(2000, (-1,))]
     op = Aggregate("edge", fn="avg", attr=1, size=2000, advance=1000)
     got, _ = run_ops(tmp_path, [op], stream_of(tuples, [LEFT] * 4), "nic")
-    assert got == [(1, (0, 2, -3, -1, -1000, -1)), (2, (0, 3, 0, 0, 0, 0))]
+    assert got == [(1, (0, 2, -3, -1, -1000, -1)), (2, (0, 3, 0, 0, 0, 0)),
+                   (2, (0, 2, 2, 0, 1000, 0)), (2, (0, 1, -1, -1, 2000, 0))]
 
 
 def test_aggregate_drops_a_tuple_of_one_group_too_many(tmp_path: Path) -> None:
