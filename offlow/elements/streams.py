@@ -6,7 +6,9 @@ docs/streams.md). An attribute is 0 for ts and k for v_k. TupleIn lets tuples in
 operators take its output (type `tuple`). Filter and Map keep no state and assume no
 order; the order-sensitive four keep theirs in a table object of their own
 (offlow/streams.h), so each must run on one core, and state what order they assume.
-Outputs of operators that make tuples carry the headers of the tuple that made them."""
+Outputs of operators that make tuples carry the headers of the tuple that made them;
+at a finite stream's end (their at_end) BSort, Aggregate and Resample let out what they
+still hold."""
 
 from __future__ import annotations
 
