@@ -20,20 +20,21 @@ from offlow.streams.tuples import Tuple, generate, values_of, write_pcap
 from tests import stream_oracles as ref
 from tests.test_streams import LEFT, RIGHT, run_ops
 
-# ts in whole microseconds (as the output captures keep them), windows of 3 us every 1 us
-STREAM = [(500_000, (1, 10), LEFT), (1_200_000, (2, -4), LEFT), (1_700_000, (1, 3), LEFT),
-          (2_500_000, (2, 7), RIGHT)]
-# (ts in us, window start in us, group, {fn: result}, count), in the order they come out:
+# ts in ns, windows of 3 us every 1 us
+STREAM = [(500_123, (1, 10), LEFT), (1_200_457, (2, -4), LEFT), (1_700_009, (1, 3), LEFT),
+          (2_500_311, (2, 7), RIGHT)]
+T1, T2 = 1_200_457, 2_500_311
+# (ts, window start in us, group, {fn: result}, count), in the order they come out:
 # [-2, 1) us is done by the tuple at 1.2 us, [-1, 2) by the one at 2.5 us; windows 0, 1
 # and 2 are still open at the end and come out with the last tuple's ts (2.5 us)
-RESULTS = [(1200, -2000, 1, {"avg": 10, "min": 10, "max": 10}, 1),
-           (2500, -1000, 1, {"avg": 6, "min": 3, "max": 10}, 2),
-           (2500, -1000, 2, {"avg": -4, "min": -4, "max": -4}, 1),
-           (2500, 0, 1, {"avg": 6, "min": 3, "max": 10}, 2),
-           (2500, 0, 2, {"avg": 1, "min": -4, "max": 7}, 2),
-           (2500, 1000, 2, {"avg": 1, "min": -4, "max": 7}, 2),
-           (2500, 1000, 1, {"avg": 3, "min": 3, "max": 3}, 1),
-           (2500, 2000, 2, {"avg": 7, "min": 7, "max": 7}, 1)]
+RESULTS = [(T1, -2, 1, {"avg": 10, "min": 10, "max": 10}, 1),
+           (T2, -1, 1, {"avg": 6, "min": 3, "max": 10}, 2),
+           (T2, -1, 2, {"avg": -4, "min": -4, "max": -4}, 1),
+           (T2, 0, 1, {"avg": 6, "min": 3, "max": 10}, 2),
+           (T2, 0, 2, {"avg": 1, "min": -4, "max": 7}, 2),
+           (T2, 1, 2, {"avg": 1, "min": -4, "max": 7}, 2),
+           (T2, 1, 1, {"avg": 3, "min": 3, "max": 3}, 1),
+           (T2, 2, 2, {"avg": 7, "min": 7, "max": 7}, 1)]
 
 
 def dports(path: Path) -> list[int]:
@@ -50,7 +51,7 @@ def test_an_aggregates_windows_still_open_at_the_end_come_out(fn: str, placement
     their window."""
     op = Aggregate("open_at_end", fn=fn, attr=2, size=3_000_000, advance=1_000_000, group=1)
     got, s = run_ops(tmp_path, [op], STREAM, placement)
-    want = [(ts, (g, n, *ref.i64(res[fn]), *ref.i64(start * 1000)))
+    want = [(ts, (g, n, *ref.i64(res[fn]), *ref.i64(start * 1_000_000)))
             for ts, start, g, res, n in RESULTS]
     assert got == want
     assert dports(tmp_path / "out.pcap") == [LEFT] + [RIGHT] * 7
@@ -72,7 +73,7 @@ def test_a_resamples_left_tuples_still_waiting_at_the_end_come_out(placement: st
     ends there (the semijoin)."""
     op = Resample("near", size=2_000_000, left_port=LEFT, right_port=RIGHT, attr=1)
     got, s = run_ops(tmp_path, [op], RESAMPLE, placement)
-    assert got == [(1000, (5, 1, 10)), (4000, (6, 3, 20)), (6500, (7, 2, 25))]
+    assert got == [(1_000_000, (5, 1, 10)), (4_000_000, (6, 3, 20)), (6_500_000, (7, 2, 25))]
     assert s["elements"]["near"]["made"] == 3
 
 
