@@ -41,19 +41,25 @@ def map_(stream: list[Arrival], attrs: tuple[int, ...]) -> list[Out]:
 def aggregate(stream: list[Arrival], fn: str, a: int, size: int, advance: int,
               group: int = -1, order: int = 0,
               groups: int = 64) -> tuple[list[Out], Counter[str]]:
-    """Results come out with the ts of the tuple that closed their window."""
+    """Results come out with the ts of the tuple that closed their window; at the end
+    the windows still open that hold some tuple, with the ts of the last tuple taken in."""
     out: list[Out] = []
     drops: Counter[str] = Counter()
     windows: dict[int, dict[int, list[int]]] = {}  # window index -> group -> values
-    last = None
-    for ts, v, _ in stream:
-        t = attr(ts, v, order)
-        for w in sorted(windows):  # windows done by t, oldest first
+
+    def close(ts: int, t: float) -> None:  # the windows done by t, oldest first
+        for w in sorted(windows):
             if w * advance + size <= t and windows[w]:
                 for g, vals in windows.pop(w).items():
                     res = {"count": len(vals), "sum": sum(vals), "min": min(vals),
                            "max": max(vals), "avg": trunc_div(sum(vals), len(vals))}[fn]
                     out.append((ts, (g, len(vals), *i64(res), *i64(w * advance))))
+
+    last = None
+    last_ts = 0
+    for ts, v, _ in stream:
+        t = attr(ts, v, order)
+        close(ts, t)
         if last is not None and t < last:
             drops["late"] += 1
             continue
@@ -69,6 +75,8 @@ def aggregate(stream: list[Arrival], fn: str, a: int, size: int, advance: int,
             continue
         for x in holding:
             x.setdefault(g, []).append(attr(ts, v, a))
+        last_ts = ts
+    close(last_ts, float("inf"))  # the end of the stream
     return out, drops
 
 
@@ -137,13 +145,19 @@ def join_makers(stream: list[Arrival], size: int, left_port: int, right_port: in
 def resample(stream: list[Arrival], size: int, left_port: int, right_port: int, a: int,
              order: int = 0) -> tuple[list[Out], Counter[str]]:
     """Each left tuple with the count and average of the right tuples within `size`,
-    out once a right tuple past its t + size arrives (only those with some near), with
-    its own ts."""
+    out once a right tuple past its t + size arrives or the stream ends (only those with
+    some near), with its own ts."""
     lefts: list[tuple[int, int, tuple[int, ...]]] = []
     rights: list[tuple[int, int]] = []
     last: dict[int, int] = {}
     out: list[Out] = []
     drops: Counter[str] = Counter()
+
+    def done(lt: int, lts: int, lv: tuple[int, ...]) -> None:
+        near = [x for rt, x in rights if abs(rt - lt) <= size]
+        if near:
+            out.append((lts, (*lv, len(near), trunc_div(sum(near), len(near)))))
+
     for ts, v, side, t in in_order(stream, left_port, right_port, order, drops):
         last[side] = t
         if side == 0:
@@ -152,8 +166,7 @@ def resample(stream: list[Arrival], size: int, left_port: int, right_port: int, 
             rights.append((t, attr(ts, v, a)))
         right_max = last.get(1)
         while lefts and right_max is not None and right_max > lefts[0][0] + size:
-            lt, lts, lv = lefts.pop(0)
-            near = [x for rt, x in rights if abs(rt - lt) <= size]
-            if near:
-                out.append((lts, (*lv, len(near), trunc_div(sum(near), len(near)))))
+            done(*lefts.pop(0))
+    for left in lefts:  # the end of the stream
+        done(*left)
     return out, drops

@@ -74,7 +74,7 @@ def capture_problem(path: Path, partial_ok: bool) -> str | None:
     whole records to the end, each read by dpkt; a last record cut short is allowed
     when its writer was killed (`partial_ok`), as tcpdump reads such a file."""
     data = path.read_bytes()
-    if len(data) < 24 or struct.unpack_from("<I", data)[0] != 0xA1B2C3D4:
+    if len(data) < 24 or struct.unpack_from("<I", data)[0] != 0xA1B23C4D:  # nanoseconds
         return f"{len(data)} bytes, no capture header"
     off, whole = 24, 0
     while off + 16 <= len(data) and off + 16 + struct.unpack_from("<I", data, off + 8)[0] \

@@ -1,5 +1,6 @@
 """The packet's timestamp crosses a queue when something after it reads it or a sink
-writes it, like any live field: an output capture keeps the input's timestamps, and
+writes it, like any live field: an output capture keeps the input's timestamps (to the
+nanosecond: the sink writes nanosecond pcap, and microsecond inputs still read), and
 what an element reads from pkt->ts_ns does not depend on placement."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from decimal import Decimal
 from pathlib import Path
 
 import dpkt
@@ -22,10 +24,17 @@ STAMPS = Path(__file__).resolve().parent / "programs" / "stamps.py"
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def records(path: Path) -> list[tuple[float, bytes]]:
-    """(timestamp, frame) of every record, read by dpkt."""
+NANO = (0xA1B23C4D).to_bytes(4, "little")  # a nanosecond pcap's magic, as written here
+
+
+def records(path: Path) -> list[tuple[int, bytes]]:
+    """(timestamp in ns, frame) of every record, read by dpkt: exact from a nanosecond
+    capture (dpkt gives a Decimal), to the microsecond from a microsecond one."""
     with open(path, "rb") as f:
-        return [(ts, bytes(buf)) for ts, buf in dpkt.pcap.Reader(f)]
+        nano = f.read(4) == NANO
+        f.seek(0)
+        return [(int(ts * 10**9) if nano else round(ts * 1e6) * 1000, bytes(buf))
+                for ts, buf in dpkt.pcap.Reader(f)]
 
 
 @pytest.mark.parametrize("placement", [[], ["rx.device=host"]], ids=["nic-host", "host"])
@@ -56,12 +65,35 @@ def test_the_demo_command_writes_every_frame_with_its_timestamp(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("placement", [[], ["rx.device=host"]], ids=["nic-host", "host"])
+def test_a_timestamp_with_nanoseconds_survives_a_run(placement: list[str],
+                                                     tmp_path: Path) -> None:
+    """A nanosecond capture (epoch times with every digit set) in, the sink's nanosecond
+    capture out: each forwarded frame keeps its time to the nanosecond."""
+    frames = [f for _, f in records(TLS)][:300]
+    stamps = [1_700_000_000_123_456_789 + 1_000_003 * k for k in range(len(frames))]
+    inp, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
+    with open(inp, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=65535, nano=True)
+        for t, frame in zip(stamps, frames, strict=True):
+            w.writepkt(frame, ts=Decimal(t) / 10**9)
+    assert records(inp)[1][0] == stamps[1]  # written as meant
+    s = run_example(placement, input=inp, output=out)
+    assert s["ok"], s["errors"]
+    assert out.read_bytes()[:4] == NANO
+    got = records(out)
+    assert [f for _, f in got] == expected_forwarded(frames)
+    assert [ts for ts, _ in got] == [t for t, f in zip(stamps, frames, strict=True)
+                                     if expected_forwarded([f])]
+    assert len(got) > 100
+
+
+@pytest.mark.parametrize("placement", [[], ["rx.device=host"]], ids=["nic-host", "host"])
 def test_an_element_reads_the_same_timestamps_wherever_the_parser_runs(
         placement: list[str]) -> None:
     s = run_example(placement, program=STAMPS, input=TLS)
     assert s["ok"], s["errors"]
     v4 = [ts for ts, f in records(TLS) if isinstance(dpkt.ethernet.Ethernet(f).data, dpkt.ip.IP)]
-    us = [round(ts * 1e6) for ts in v4]
+    us = [ts // 1000 for ts in v4]
     assert s["tables"]["times"] == [sum(us), min(us), max(us)]
 
 

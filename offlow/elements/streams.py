@@ -6,7 +6,9 @@ docs/streams.md). An attribute is 0 for ts and k for v_k. TupleIn lets tuples in
 operators take its output (type `tuple`). Filter and Map keep no state and assume no
 order; the order-sensitive four keep theirs in a table object of their own
 (offlow/streams.h), so each must run on one core, and state what order they assume.
-Outputs of operators that make tuples carry the headers of the tuple that made them."""
+Outputs of operators that make tuples carry the headers of the tuple that made them;
+at a finite stream's end (their at_end) BSort, Aggregate and Resample let out what they
+still hold."""
 
 from __future__ import annotations
 
@@ -155,8 +157,9 @@ class Aggregate(Element):
     result and v5..v6 the window's start, each a 64-bit little-endian integer (avg
     rounds toward 0); a window no tuple fell in gives none. The arriving tuple ends here
     (consumed). At most `groups` groups per window (a tuple of another is dropped,
-    `groups_full`) and 1024 windows open (size / advance < 1024). Windows still open at
-    the end of a finite stream give nothing."""
+    `groups_full`) and 1024 windows open (size / advance < 1024). At the end of a finite
+    stream each window still open that some tuple fell in comes out the same way, oldest
+    first, made with the headers and ts of the last tuple it took in."""
 
     inputs = (Port("inp", "tuple"),)
     outputs = (Port("out", "tuple"),)
@@ -171,11 +174,8 @@ class Aggregate(Element):
     struct ofl_agg_out o;
     uint8_t buf[OFL_TUPLE_FRAME_MAX];
     while (ofl_agg_next(windows, at, &o)) {
-        int32_t v[6] = { (int32_t)o.group, (int32_t)o.count,
-                         (int32_t)(uint32_t)o.value, (int32_t)(uint32_t)((uint64_t)o.value >> 32),
-                         (int32_t)(uint32_t)o.start, (int32_t)(uint32_t)((uint64_t)o.start >> 32) };
         struct ofl_pkt made = { .data = buf, .cap = sizeof buf, .ts_ns = pkt->ts_ns,
-                                .len = ofl_tuple_write(buf, sizeof buf, pkt->data, &t, v, 6u) };
+                                .len = ofl_agg_write(buf, sizeof buf, pkt->data, &t, &o) };
         MAKE(out, &made);
     }
     int64_t g = group >= 0 ? ofl_tuple_attr(pkt->data, &t, pkt->ts_ns, (uint32_t)group) : 0;
@@ -184,7 +184,13 @@ class Aggregate(Element):
         DROP_WHY(late);
     if (rc < 0)
         DROP_WHY(groups_full);
+    ofl_agg_keep(windows, pkt->data, &t, pkt->ts_ns);   /* the end's results are made so */
     CONSUME();
+    """
+    at_end = r"""
+    struct ofl_pkt rest;
+    while (ofl_agg_drain(windows, &rest))
+        MAKE(out, &rest);
     """
 
     def __init__(self, name: str | None = None, *, fn: str, attr: int, size: int,
@@ -332,8 +338,9 @@ class Resample(Element):
     0); one with none ends there. A left tuple comes out once the right stream has
     passed its t + size, with its own headers and ts. Assumes each side's order
     attribute never decreases (a tuple below an earlier one of its side is dropped as
-    late); keeps up to `cap` tuples per side. Each input tuple ends here (consumed).
-    Left tuples waiting at the end of a finite stream give nothing."""
+    late); keeps up to `cap` tuples per side. Each input tuple ends here (consumed). At
+    the end of a finite stream the left tuples still waiting come out the same way, with
+    the right tuples within `size` that came (one with none ends there)."""
 
     inputs = (Port("inp", "tuple"),)
     outputs = (Port("out", "tuple"),)
@@ -360,6 +367,11 @@ class Resample(Element):
     if (rc < 0)
         DROP_WHY(full);
     CONSUME();
+    """
+    at_end = r"""
+    struct ofl_pkt rest;
+    while (ofl_resample_drain(kept, &rest))
+        MAKE(out, &rest);
     """
 
     def __init__(self, name: str | None = None, *, size: int, left_port: int, right_port: int,

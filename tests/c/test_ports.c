@@ -166,6 +166,29 @@ static void test_pcap_round_trip(void)
     for (size_t i = 0; same && i < in.n; i++)
         same = same_pkt(&in, i, &out, i) && in.ts[i] == out.ts[i];
     CHECK(same, "round trip is byte-exact with equal timestamps (%zu packets)", out.n);
+    int whole_us = in.n > 0 && in.ts[in.n - 1] > 1000000000ull * 1000000000ull;
+    for (size_t i = 0; i < in.n; i++)
+        whole_us &= in.ts[i] % 1000 == 0;
+    CHECK(whole_us, "a microsecond capture reads as nanoseconds since the epoch");
+
+    /* Nanoseconds survive: the sink writes nanosecond records (magic 0xa1b23c4d). */
+    CHECK(ofl_pcap_sink_open(&k, tmp, 65535, err) == 0, "sink open: %s", err);
+    for (size_t i = 0; i < in.n; i++) {
+        struct ofl_pkt p = {in.data[i], in.len[i], in.len[i], in.ts[i] + 1 + i % 999, 0};
+        ofl_pcap_sink_write(k, &p);
+    }
+    CHECK(ofl_pcap_sink_close(k) == 0, "sink closed without error");
+    uint32_t magic = 0;
+    FILE *mf = fopen(tmp, "rb");
+    CHECK(mf && fread(&magic, 4, 1, mf) == 1 && magic == 0xa1b23c4du,
+          "a nanosecond capture (magic %08x)", magic);
+    if (mf) fclose(mf);
+    plist_free(&out);
+    CHECK(read_all(tmp, &o, &out, err) == 0, "read back: %s", err);
+    same = out.n == in.n;
+    for (size_t i = 0; same && i < in.n; i++)
+        same = same_pkt(&in, i, &out, i) && out.ts[i] == in.ts[i] + 1 + i % 999;
+    CHECK(same, "every timestamp back to the nanosecond (%zu packets)", out.n);
 
     /* A snaplen cuts packets. */
     CHECK(ofl_pcap_sink_open(&k, tmp, 60, err) == 0, "sink snaplen 60");

@@ -244,7 +244,9 @@ int ofl_pcap_sink_open(struct ofl_pcap_sink **out, const char *path, uint32_t sn
         return -ENOMEM;
     }
     s->snaplen = snaplen ? snaplen : 65535;
-    s->dead = pcap_open_dead(DLT_EN10MB, (int)s->snaplen);
+    /* nanosecond records (magic 0xa1b23c4d): a packet's ts_ns is kept whole */
+    s->dead = pcap_open_dead_with_tstamp_precision(DLT_EN10MB, (int)s->snaplen,
+                                                   PCAP_TSTAMP_PRECISION_NANO);
     if (!s->dead) {
         snprintf(errbuf, 256, "out of memory");
         free(s);
@@ -289,7 +291,7 @@ void ofl_pcap_sink_write(struct ofl_pcap_sink *s, const struct ofl_pkt *p)
     struct pcap_pkthdr h;
     memset(&h, 0, sizeof h);
     h.ts.tv_sec = (time_t)(p->ts_ns / 1000000000ull);
-    h.ts.tv_usec = (suseconds_t)(p->ts_ns % 1000000000ull / 1000);
+    h.ts.tv_usec = (suseconds_t)(p->ts_ns % 1000000000ull);   /* nanoseconds here */
     h.len = p->len;
     h.caplen = p->len < s->snaplen ? p->len : s->snaplen;
     size_t rec = 16 + h.caplen;   /* in the file: a 16-byte record header, the bytes */

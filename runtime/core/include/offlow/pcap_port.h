@@ -12,7 +12,8 @@
  * read at open into one allocation, keeping only this core's packets (index % nparts ==
  * part) that fit in `mtu`, so passes are cheap memcpys. Link types: Ethernet, and raw
  * IPv4/IPv6 (an Ethernet header with zero addresses and the IP version's ethertype is
- * put in front). ts_ns is the capture's timestamp (the same in every pass). A record
+ * put in front). ts_ns is the capture's timestamp (the same in every pass; microsecond
+ * and nanosecond captures both read, to the nanosecond). A record
  * that cannot be read (the file cut short in the middle of one, a bogus length) ends
  * the capture there: the packets before it are the source's, and ofl_src_error says
  * where it broke off. Returns 0 and sets `*s` (NULL on failure), or a negative errno
@@ -30,7 +31,8 @@ uint64_t ofl_pcap_src_own_packets(const struct ofl_src *s);
  * put in front), those longer than the mtu included: the mtu that takes them all. */
 uint32_t ofl_pcap_src_longest(const struct ofl_src *s);
 
-/* A capture being written (Ethernet link type, microsecond timestamps). */
+/* A capture being written (Ethernet link type, nanosecond timestamps: magic 0xa1b23c4d,
+ * which libpcap, tcpdump, Wireshark, dpkt and scapy read). */
 struct ofl_pcap_sink;
 
 /* Create (or truncate) `path` for writing packets cut to `snaplen` bytes. The file

@@ -1,6 +1,8 @@
-/* Aggregate: the open windows, each with its groups' accumulators in arrival order. */
+/* Aggregate: the open windows, each with its groups' accumulators in arrival order, and
+ * the headers and ts of the last tuple taken in (the results' at a stream's end). */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "offlow/streams.h"
 
@@ -25,6 +27,10 @@ struct ofl_agg {
     struct agg_acc *mem;
     int seen;
     int64_t last;          /* the latest t */
+    struct ofl_tuple_view kv;   /* the last tuple kept (ofl_agg_keep): its view, */
+    uint64_t kts;               /* ts */
+    uint8_t kept[OFL_TUPLE_FRAME_MAX];   /* and headers (kv.off bytes); kv.off 0: none */
+    uint8_t out[OFL_TUPLE_FRAME_MAX];    /* the frame ofl_agg_drain gave last */
 };
 
 /* floor(a / b) for b > 0 */
@@ -86,6 +92,15 @@ static int64_t result(const struct ofl_agg *a, const struct agg_acc *c)
     }
 }
 
+uint32_t ofl_agg_write(uint8_t *buf, uint32_t cap, const uint8_t *tmpl,
+                       const struct ofl_tuple_view *tv, const struct ofl_agg_out *o)
+{
+    int32_t v[6] = { (int32_t)o->group, (int32_t)o->count,
+                     (int32_t)(uint32_t)o->value, (int32_t)(uint32_t)((uint64_t)o->value >> 32),
+                     (int32_t)(uint32_t)o->start, (int32_t)(uint32_t)((uint64_t)o->start >> 32) };
+    return ofl_tuple_write(buf, cap, tmpl, tv, v, 6u);
+}
+
 int ofl_agg_next(struct ofl_agg *a, int64_t t, struct ofl_agg_out *o)
 {
     struct agg_win *done = NULL;
@@ -143,6 +158,35 @@ int ofl_agg_add(struct ofl_agg *a, int64_t t, int64_t group, int64_t value)
         c->sum += value;
         if (value < c->min) c->min = value;
         if (value > c->max) c->max = value;
+    }
+    return 0;
+}
+
+void ofl_agg_keep(struct ofl_agg *a, const uint8_t *data, const struct ofl_tuple_view *tv,
+                  uint64_t ts)
+{
+    if (tv->off > sizeof a->kept)   /* no parsed tuple frame is that long */
+        return;
+    memcpy(a->kept, data, tv->off);
+    a->kv = *tv;
+    a->kts = ts;
+}
+
+int ofl_agg_drain(struct ofl_agg *a, struct ofl_pkt *out)
+{
+    struct ofl_agg_out o;
+    /* every window still open ends at or below INT64_MAX: oldest first, as ofl_agg_next */
+    while (ofl_agg_next(a, INT64_MAX, &o)) {
+        uint32_t len = a->kv.off ? ofl_agg_write(a->out, sizeof a->out, a->kept, &a->kv, &o)
+                                 : 0;
+        if (!len)   /* nothing kept to make it with (the caller kept no tuple) */
+            continue;
+        memset(out, 0, sizeof *out);
+        out->data = a->out;
+        out->len = len;
+        out->cap = sizeof a->out;
+        out->ts_ns = a->kts;
+        return 1;
     }
     return 0;
 }

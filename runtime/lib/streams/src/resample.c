@@ -103,9 +103,11 @@ int ofl_resample_right(struct ofl_resample *r, int64_t t, int64_t value)
     return 0;
 }
 
-int ofl_resample_next(struct ofl_resample *r, struct ofl_pkt *out)
+/* The next left tuple done (all: every one waiting) that has a right one near. */
+static int next(struct ofl_resample *r, struct ofl_pkt *out, int all)
 {
-    while (r->lcount && r->have_right && r->right_max > r->left[r->lhead].t + r->size) {
+    while (r->lcount && r->have_right &&
+           (all || r->right_max > r->left[r->lhead].t + r->size)) {
         const struct rs_left *l = &r->left[r->lhead];
         int64_t count = 0, sum = 0;
         for (uint32_t i = 0; i < r->rcount; i++) {
@@ -137,4 +139,14 @@ int ofl_resample_next(struct ofl_resample *r, struct ofl_pkt *out)
         return 1;
     }
     return 0;
+}
+
+int ofl_resample_next(struct ofl_resample *r, struct ofl_pkt *out)
+{
+    return next(r, out, 0);
+}
+
+int ofl_resample_drain(struct ofl_resample *r, struct ofl_pkt *out)
+{
+    return next(r, out, 1);
 }

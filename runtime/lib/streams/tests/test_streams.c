@@ -119,6 +119,45 @@ static void test_aggregate(void)
     ofl_agg_close(a);
 }
 
+/* The end of a stream: the windows still open come out oldest first, groups first-come,
+ * with the last kept tuple's headers and ts; nothing once they are out or none is open. */
+static void test_aggregate_drain(void)
+{
+    struct ofl_agg *a;
+    struct ofl_pkt out;
+    struct ofl_tuple_view t, o;
+    uint8_t f[OFL_TUPLE_FRAME_MAX], g[OFL_TUPLE_FRAME_MAX];
+    CHECK(ofl_agg_open(&a, OFL_AGG_MIN, 4, 2, 8) == 0, "windows of 4 every 2");
+    CHECK(ofl_agg_drain(a, &out) == 0, "no tuple: nothing at the end");
+    uint32_t len = frame(f, 1, 0, 3, 0, 7001, 0), glen = frame(g, 0, 4, 2, 0, 7002, 0);
+    CHECK(ofl_tuple_parse(f, len, &t) == 0, "a frame with a VLAN tag");
+    CHECK(ofl_agg_add(a, 1, 5, -7) == 0 && ofl_agg_add(a, 3, 9, 4) == 0 &&
+          ofl_agg_add(a, 3, 5, 2) == 0, "three tuples at 1 and 3: windows -2, 0 and 2");
+    ofl_agg_keep(a, f, &t, 333);
+    static const int64_t want[][3] = {   /* start, group, min */
+        { -2, 5, -7 }, { 0, 5, -7 }, { 0, 9, 4 }, { 2, 9, 4 }, { 2, 5, 2 } };
+    for (int k = 0; k < 5; k++) {
+        CHECK(ofl_agg_drain(a, &out) == 1 && out.ts_ns == 333 &&
+              ofl_tuple_parse(out.data, out.len, &o) == 0 && o.n == 6 && o.l3_off == 18 &&
+              o.dport == 7001 && ofl_tuple_v(out.data, &o, 1) == want[k][1] &&
+              ofl_tuple_v(out.data, &o, 3) == want[k][2] &&
+              ofl_tuple_v(out.data, &o, 5) == want[k][0] &&
+              ofl_tuple_v(out.data, &o, 6) == (want[k][0] < 0 ? -1 : 0),
+              "result %d: window %lld, group %lld", k, (long long)want[k][0],
+              (long long)want[k][1]);
+    }
+    CHECK(ofl_agg_drain(a, &out) == 0, "all out");
+    CHECK(ofl_tuple_parse(g, glen, &t) == 0 && ofl_agg_add(a, 9, 1, 1) == 0, "a later tuple");
+    ofl_agg_keep(a, g, &t, 444);
+    CHECK(ofl_agg_drain(a, &out) == 1 && out.ts_ns == 444 &&
+          ofl_tuple_parse(out.data, out.len, &o) == 0 && o.l4_off == 14 + 24 &&
+          o.dport == 7002, "the last kept headers replace the first");
+    ofl_agg_close(a);
+    CHECK(ofl_agg_open(&a, OFL_AGG_SUM, 2, 2, 1) == 0 && ofl_agg_add(a, 0, 0, 1) == 0 &&
+          ofl_agg_drain(a, &out) == 0, "no tuple kept: nothing made from no headers");
+    ofl_agg_close(a);
+}
+
 static void test_join(void)
 {
     struct ofl_join *j;
@@ -174,6 +213,17 @@ static void test_resample(void)
           ofl_tuple_v(out.data, &o, 4) == 6, "left values, then 2 rights near (6, 14), avg 6");
     CHECK(ofl_resample_right(r, 17, 0) == -ENOSPC,
           "the rights at 6 and up are still near the left at 11: no room for a fourth");
+    CHECK(ofl_resample_left(r, f, len, &t, 5000, 30) == 0 && ofl_resample_next(r, &out) == 0,
+          "lefts at 11 and 30 wait for the right stream");
+    CHECK(ofl_resample_drain(r, &out) == 1 && out.ts_ns == 3000 &&
+          ofl_tuple_parse(out.data, out.len, &o) == 0 && o.n == 4 &&
+          ofl_tuple_v(out.data, &o, 3) == 3 && ofl_tuple_v(out.data, &o, 4) == 4,
+          "at the end the left at 11 comes out with the rights at 6, 14 and 16 (4, 9, 0: avg 4)");
+    CHECK(ofl_resample_drain(r, &out) == 0 && ofl_resample_drain(r, &out) == 0,
+          "the left at 30 has no right near: it ends there");
+    ofl_resample_close(r);
+    CHECK(ofl_resample_open(&r, 5, 3) == 0 && ofl_resample_left(r, f, len, &t, 1, 1) == 0 &&
+          ofl_resample_drain(r, &out) == 0, "no right tuple at all: nothing at the end");
     ofl_resample_close(r);
 }
 
@@ -182,6 +232,7 @@ int main(void)
     test_tuple_frames();
     test_bsort();
     test_aggregate();
+    test_aggregate_drain();
     test_join();
     test_resample();
     return CHECK_DONE();

@@ -41,7 +41,9 @@ int ofl_bsort_drain(struct ofl_bsort *b, struct ofl_pkt *out);
  * w*advance <= t < w*advance + size (w any integer). Assumes t never decreases (the
  * element drops a tuple with a smaller t than one before as late). Window w is done
  * when a tuple with t >= its end arrives; it gives one result per group seen in it, in
- * the order the groups first came; a window no tuple fell in gives none. */
+ * the order the groups first came; a window no tuple fell in gives none. At a finite
+ * stream's end ofl_agg_drain gives the windows still open, made with the headers and
+ * ts of the last tuple kept (ofl_agg_keep). */
 enum ofl_agg_fn { OFL_AGG_COUNT, OFL_AGG_SUM, OFL_AGG_AVG, OFL_AGG_MIN, OFL_AGG_MAX };
 
 /* One result: the window's start (w * advance), the group, how many tuples, and the
@@ -64,6 +66,21 @@ int ofl_agg_next(struct ofl_agg *a, int64_t t, struct ofl_agg_out *o);
  * when t is below an earlier tuple's (late), -ENOSPC (nothing added) when one of them
  * already holds `groups` other groups. */
 int ofl_agg_add(struct ofl_agg *a, int64_t t, int64_t group, int64_t value);
+/* Keeps the headers (tv->off bytes of `data`, a parsed tuple frame) and the ts of the
+ * tuple just added, for the results ofl_agg_drain makes at the end (each call replaces
+ * the last). */
+void ofl_agg_keep(struct ofl_agg *a, const uint8_t *data, const struct ofl_tuple_view *tv,
+                  uint64_t ts);
+/* Writes a result as a tuple frame into `buf` (`cap` bytes) with the headers of `tmpl`
+ * (parsed as `tv`): v1 group, v2 count, v3..v4 the value and v5..v6 the start, each
+ * int64 low then high. Returns its length, 0 when it does not fit (ofl_tuple_write). */
+uint32_t ofl_agg_write(uint8_t *buf, uint32_t cap, const uint8_t *tmpl,
+                       const struct ofl_tuple_view *tv, const struct ofl_agg_out *o);
+/* At the end of a stream: the next result of a window still open (oldest window first,
+ * its groups in first-come order, as ofl_agg_next) as a frame in `out` with the kept
+ * headers and ts (valid until the next call): 1, or 0 when none is left. Results are
+ * passed over when no tuple was kept. */
+int ofl_agg_drain(struct ofl_agg *a, struct ofl_pkt *out);
 
 /* ---- Join: window join of two streams -----------------------------------------------
  * A pair (l, r) of a left and a right tuple joins when their keys are equal and their
@@ -96,7 +113,8 @@ int ofl_join_add(struct ofl_join *j);
  * l comes out with two values added, their count and the average of their values
  * (rounded toward 0); else nothing (a semijoin). l comes out once the right stream has
  * passed l.t + size (a right tuple with a larger t arrives). Assumes each side's t
- * never decreases. A finite stream's last left tuples wait for a right one. */
+ * never decreases. At a finite stream's end ofl_resample_drain lets the left tuples
+ * still waiting out, with the right ones near them that came. */
 struct ofl_resample;
 
 /* A resampler with window `size` (>= 0) keeping up to `cap` (1..65536) tuples per side:
@@ -115,6 +133,9 @@ int ofl_resample_right(struct ofl_resample *r, int64_t t, int64_t value);
  * two values added (valid until the next call), 0 when none is done (left tuples with
  * no right one near are passed over: the semijoin). */
 int ofl_resample_next(struct ofl_resample *r, struct ofl_pkt *out);
+/* At the end of a stream: as ofl_resample_next, for every left tuple still waiting
+ * however far the right stream came (oldest first): 1 and *out, 0 when none is left. */
+int ofl_resample_drain(struct ofl_resample *r, struct ofl_pkt *out);
 
 /* ---- as table objects (run-time options NAME.KEY=VALUE) --------------------------- */
 /* slack= */
