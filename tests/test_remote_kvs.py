@@ -83,7 +83,7 @@ def test_the_store_across_two_namespaces_answers_as_memcached(
 
 # ---- the store sharded by key over several remote devices (scale-out) ---------------
 
-SHARDS = ROOT / "tests" / "programs" / "kv_shards.py"
+SHARDS = ROOT / "examples" / "kvs_shards.py"
 SPREAD = "parse->store.devices=remote:a,remote:b"
 
 

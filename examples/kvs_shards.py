@@ -1,7 +1,13 @@
 """A user's key-value store written for scale-out: the host parses and hashes each
 request's key, the store segment is spread by that hash over the remote devices the
 queue into it names (`--set 'parse->store.devices=remote:a,remote:b'`), and the
-replies come back to a segment of their own on the host, whose sink writes them."""
+replies come back to a segment of their own on the host, whose sink writes them
+(a sink in the spread segment would run on every device). Where each instance runs:
+
+    offlow explain examples/kvs_shards.py --set parse->store.devices=remote:a,remote:b
+
+`offlow run` takes the same --set, a `--remote NAME=ADDR:PORT` per device and the
+shared secret (docs/remote.md)."""
 
 from offlow import Program, Sink, Source
 from offlow.elements import CheckIPv4, Discard, ParseEth
