@@ -26,6 +26,8 @@ def program() -> Program:
     eth["other"] >> other
     p.segment("parse", [rx, eth, ip4, key, v6, other], device="host", cores=[0])
     p.segment("store", [serve], device="host", cores=[0])
-    p.segment("reply", [tx], device="host", cores=[0])
+    # reply on a core of its own: sharing parse's thread, it would not drain the store's
+    # replies while parse waits for room towards the store (a cycle through the store)
+    p.segment("reply", [tx], device="host", cores=[1])
     p.queue("parse", "store", instances=4, steer="kv_hash")
     return p
