@@ -10,8 +10,9 @@ bridge's size (batch x entry bytes). Round trip: a message and its answer throug
 remote_link (as a direct channel would use it), halved, beside `ucx_perftest -t
 tag_lat`'s latency (which is half its ping-pong's round trip); medians both. Targets:
 ring bandwidth >= 0.8x tag bandwidth (every row) and one-way latency <= 1.2x tag
-latency; the verdicts are reported, never enforced. Both namespaces share this machine's
-CPUs: see docs/remote.md on reading the ratios.
+latency; the verdicts are reported, never enforced. Then the key-value store sharded
+over 1, 2 and 3 remote store hosts (benchmarks/remote_kvs.py). Every namespace shares
+this machine's CPUs: see docs/remote.md on reading the ratios.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import remote_kvs
 from benchmarks.common import C
 from benchmarks.common.machine import machine, machine_line
 from benchmarks.common.netns import ADDR_A, two_namespaces
@@ -52,6 +54,9 @@ class Sweep:
     rtt_size: int               # bytes of the round trip's message
     warm: int                   # unmeasured round trips / perftest warm-up iterations
     reps: int                   # runs of each ring row and of its tag_bw (medians)
+    kvs_hosts: tuple[int, ...] = (1, 2, 3)  # remote store hosts of the sharded kvs rows
+    kvs_count: int = 20_000     # requests in the kvs capture (replayed kvs_loops times)
+    kvs_loops: int = 10
 
 
 FULL = Sweep(entries=200_000, batches=(1, 8, 32, 128), sizes=(64, 512, 2048),
@@ -59,7 +64,7 @@ FULL = Sweep(entries=200_000, batches=(1, 8, 32, 128), sizes=(64, 512, 2048),
              rtt_size=64, warm=1000, reps=3)
 QUICK = Sweep(entries=50_000, batches=(1, 32), sizes=(64, 1024), rings=(1024,), rtt_iters=5000,
               rtt_size=64,
-              warm=500, reps=1)
+              warm=500, reps=1, kvs_loops=2)
 
 
 def build() -> Path:
@@ -296,8 +301,17 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     v = verdicts(rows, rtt)
     for line in verdict_lines(v):
         print(line)
+    with tempfile.TemporaryDirectory(prefix="offlow-bench-remote-kvs-") as tmp:
+        kvs = remote_kvs.measure(sw.kvs_hosts, sw.kvs_count, sw.kvs_loops, Path(tmp))
+    print(f"key-value store (examples/kvs_shards.py), Floem's workload ({sw.kvs_count} requests "
+          f"x {sw.kvs_loops} loops), the store sharded by key over remote store hosts "
+          "(namespaces on one bridge, UCX over TCP) beside it on nic; store ops/s = requests "
+          "/ its busiest core's time. Every host shares these CPUs, so more hosts add no "
+          "CPU here (docs/remote.md: how it scales on separate machines)")
+    print(remote_kvs.format_table(kvs))
     res = {"benchmark": "remote", "machine": info, "sweep": sw.__dict__,
-           "perftest": perf, "perftest_missing": why, "rows": rows, "rtt": rtt, "verdict": v}
+           "perftest": perf, "perftest_missing": why, "rows": rows, "rtt": rtt, "verdict": v,
+           "kvs": kvs}
     if out_json:
         Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
     if out_png:

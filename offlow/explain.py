@@ -32,9 +32,12 @@ def explain(plan: Plan) -> str:
         else:
             how = f"steered by {s.steer} % {len(s.cores)}" if s.steer else "round robin"
             par = (f"data-parallel over {len(s.cores)} cores ({how}), "
-                   if len(s.cores) > 1 else "")
-        lines.append(f"  {s.name}: device {s.device}, cores {list(s.cores)} (CPUs {cpus} here), "
-                     f"{par}"
+                   if len(s.cores) > 1 and not s.spread else "")
+        where = (f"device {s.device}, cores {list(s.cores)}" if not s.spread else
+                 "spread by key over " + ", ".join(
+                     f"{d} (cores {[c for k, c in enumerate(s.cores) if s.spread[k] == d]})"
+                     for d in s.devices))
+        lines.append(f"  {s.name}: {where} (CPUs {cpus} here), {par}"
                      f"elements: {' '.join(members)}")
     for d in plan.devices:
         for p in d.segments:
@@ -76,8 +79,11 @@ def explain(plan: Plan) -> str:
         users = [n.name for n in g.nodes if any(ref == t.name for _, ref in n.tables)]
         users += [f"{c.handler.name} (channel {c.name})" for c in g.channels
                   if any(ref == t.name for _, ref in c.handler.tables)]
+        spread = next((x for x in g.segments if x.spread and x.device == t.home), None)
         home = ("the interconnect window (used on several devices)" if t.home == "window"
-                else f"{t.home} memory")
+                else f"{t.home} memory" if spread is None else
+                f"the memory of each of {', '.join(spread.devices)}: sharded, each holds the "
+                "keys steered to it")
         if t.is_object:
             opts = ", ".join(f"{k}={v}" for k, v in t.options)
             if t.bulk:
@@ -85,7 +91,8 @@ def explain(plan: Plan) -> str:
                        f"the bulk channel table.{t.name} (CRC32C checked), {t.home} builds it")
             else:
                 how = (f"{t.source}; " if t.source else "") + (
-                    f"built at start-up by the {t.home} process")
+                    f"built at start-up by the {t.home} process" if spread is None
+                    else "built at start-up by each of their processes")
             lines.append(f"  {t.name}: {t.ctype} in {home}; {how}"
                          + (f" ({opts})" if opts else "") + f"; used by {', '.join(users)}")
         else:
@@ -148,7 +155,8 @@ def _queue_lines(g: Graph, qp: QueuePlan, full: int, up: dict[int, Crossing]) ->
     src, dst = g.segment(q.src_segment), g.segment(q.dst_segment)
     where = "interconnect window" if q.crosses_device else "window (same device)"
     nchan = len(q.channels)
-    out = [f"  {q.name}: {src.name} ({src.device}) -> {dst.name} ({dst.device}), "
+    ends = [f"{x.name} ({','.join(x.devices)})" for x in (src, dst)]
+    out = [f"  {q.name}: {ends[0]} -> {ends[1]}, "
            f"{nchan} channel{'s' if nchan > 1 else ''}"]
     for lay in qp.layouts:
         ch = q.channels[lay.channel]
@@ -185,9 +193,9 @@ def _queue_lines(g: Graph, qp: QueuePlan, full: int, up: dict[int, Crossing]) ->
     polls = []
     for c in range(ncons):
         mine = qp.polled_by(c)
-        core = dst.cores[c]
-        polls.append(f"core {core} polls instance{'s' if len(mine) > 1 else ''} "
-                     + ",".join(map(str, mine)) if mine else f"core {core} polls none")
+        core = f"{dst.core_device(c)} core {dst.cores[c]}" if dst.spread else f"core {dst.cores[c]}"
+        polls.append(f"{core} polls instance{'s' if len(mine) > 1 else ''} "
+                     + ",".join(map(str, mine)) if mine else f"{core} polls none")
     master = " (the core group's master)" if dst.group else ""
     out.append(f"    consumers{master}: {'; '.join(polls)}")
     out.append("    enqueue: " + ("drop (a full ring drops the packet, counted per queue)"

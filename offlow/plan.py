@@ -157,7 +157,18 @@ class Plan:
     def cpus(self, segment: str) -> list[int]:
         """The CPUs of a segment's cores, in core order."""
         s = self.graph.segment(segment)
-        return [self.cpu(s.device, c) for c in s.cores]
+        return [self.cpu(s.core_device(k), c) for k, c in enumerate(s.cores)]
+
+    def local_cores(self, segment: str, device: str) -> list[int]:
+        """The cores (indexes into its cores) of `segment` that `device` runs."""
+        s = self.graph.segment(segment)
+        return [k for k in range(len(s.cores)) if s.core_device(k) == device]
+
+    def ring_ends(self, r: RingSlot) -> tuple[str, str]:
+        """The devices of ring `r`'s producer and consumer cores."""
+        g = self.graph
+        return (g.segment(r.queue.src_segment).core_device(r.prod),
+                g.segment(r.queue.dst_segment).core_device(r.cons))
 
 
 def make_plan(g: Graph, targets: Mapping[str, Placement], ncpus: int | None = None) -> Plan:
@@ -172,7 +183,7 @@ def make_plan(g: Graph, targets: Mapping[str, Placement], ncpus: int | None = No
     ths = threads(g)
     devices = tuple(
         DevicePlan(name=dev, target=targets[dev].name, cpu_base=targets[dev].cpu_base(ncpus),
-                   segments=tuple(s for s in segments if s.device == dev),
+                   segments=tuple(s for s in segments if dev in g.segment(s.name).devices),
                    threads=tuple(t for t in ths if t.device == dev),
                    channels=tuple(c for c in g.channels if c.device == dev))
         for dev in g.devices())

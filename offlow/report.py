@@ -25,7 +25,8 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
                 if v["drop"]:
                     drops[el] = drops.get(el, 0) + v["drop"]
         segments.append({
-            "segment": s.name, "device": s.device, "cores": list(s.cores), "packets": pkts,
+            "segment": s.name, "device": ",".join(s.devices), "cores": list(s.cores),
+            "packets": pkts,
             "bytes": byts, "seconds": secs, "mpps": pkts / secs / 1e6 if secs else 0.0,
             "gbps": byts * 8 / secs / 1e9 if secs else 0.0, "drops": sum(drops.values()),
             "drops_by_element": drops,
@@ -70,7 +71,10 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
                 acc[k] += v.get(k, 0)
             for why, n in v.get("why", {}).items():
                 acc["why"][why] = acc["why"].get(why, 0) + n
-    tables = {k: v for dev in stats.values() for k, v in dev.get("tables", {}).items()}
+    tables: dict[str, Any] = {}
+    for dev in stats.values():
+        for k, v in dev.get("tables", {}).items():
+            tables[k] = _sum_counts(tables[k], v) if k in tables else v
     sinks = {k: v for dev in stats.values() for k, v in dev.get("sinks", {}).items()}
     sources = {}
     for c in cores:
@@ -91,6 +95,16 @@ def _sum_why(instances: list[dict[str, Any]]) -> dict[str, int]:
         for why, n in x.get("why", {}).items():
             out[why] = out.get(why, 0) + n
     return out
+
+
+def _sum_counts(a: Any, b: Any) -> Any:
+    """Two shards' counters of one table (a segment spread over devices) as one: numbers
+    added, dictionaries merged key by key, anything else the first's."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {k: _sum_counts(a[k], b[k]) if k in a and k in b else a.get(k, b.get(k))
+                for k in {**a, **b}}
+    numbers = isinstance(a, int | float) and isinstance(b, int | float)
+    return a + b if numbers and not isinstance(a, bool) else a
 
 
 def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],

@@ -623,8 +623,10 @@ class Run:
 
     def _exit_errors(self) -> list[str]:
         """How each process that failed ended (those this Run killed have their
-        reason said already)."""
-        out = []
+        reason said already). A process whose target says why it failed (a remote
+        device's lost link) is the cause: the others' bare exit statuses (they stopped
+        because of it: their rings to it broke) are left out."""
+        out, reasons = [], []
         for name, p in self.procs.items():
             rc = p.returncode
             if rc is None or name in self._killed:
@@ -633,12 +635,12 @@ class Run:
             why = targets.get(self.build.plan.device(name).target).failure(
                 self.tmp / f"{name}.json")
             if rc and why:
-                out.append(why)
+                reasons.append(why)
             elif rc < 0:
                 out.append(f"the {name} process died ({_signal_name(-rc)})")
             elif rc > 0:
                 out.append(f"the {name} process exited with status {rc}")
-        return out
+        return reasons or out
 
     def _read_stats(self, errors: list[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The stats each device process wrote, and the TCP server's counters (those of

@@ -5,17 +5,18 @@ is left behind."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from benchmarks import remote
+from benchmarks import remote, remote_kvs
 from benchmarks.common.netns import namespaces
 
 TINY = remote.Sweep(entries=3000, batches=(1, 16), sizes=(64, 200), rings=(64, 1024),
                     rtt_iters=200,
-                    rtt_size=64, warm=20, reps=2)
+                    rtt_size=64, warm=20, reps=2, kvs_hosts=(1, 2), kvs_count=300, kvs_loops=2)
 
 
 def test_tiny_sweep_counts_every_entry_and_leaves_no_namespace(
@@ -52,6 +53,14 @@ def test_tiny_sweep_counts_every_entry_and_leaves_no_namespace(
             assert b["meets"] == (b["min_ratio"] >= 0.8)
         assert [b["ring_size"] for b in v["bw"]] == [64, 1024]
         assert v["lat_meets"] == (rtt["ratio"] <= 1.2)
+    kvs = doc["kvs"]
+    assert [(r["where"], r["hosts"]) for r in kvs] == [("nic", 0), ("1 remote host", 1),
+                                                        ("2 remote hosts", 2)]
+    for r in kvs:  # every request answered once; the shards hold the keys the nic store holds
+        assert r["replies"] == r["requests"] == kvs[0]["requests"] > 600
+        assert sum(r["by_instance"]) == r["requests"] and all(r["by_instance"])
+        assert r["items"] == kvs[0]["items"] and r["ops_per_s"] > 0
+    assert kvs[2]["vs_one_host"] == kvs[2]["ops_per_s"] / kvs[1]["ops_per_s"]
     assert (tmp_path / "remote.png").stat().st_size > 0
     text = capsys.readouterr().out
     assert text.startswith("machine: ") and "CPU features" in text.splitlines()[0]
@@ -59,6 +68,8 @@ def test_tiny_sweep_counts_every_entry_and_leaves_no_namespace(
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     for ns in namespaces(remote.NS_PREFIX):
         assert ns not in listed.split()
+    mine = f"{remote_kvs.NS_PREFIX}{os.getpid() % 100000}"  # (star_namespaces' names)
+    assert not [ns for ns in listed.split() if ns.startswith(mine)]
 
 
 def test_verdicts_take_the_worst_row_per_ring_size_and_say_when_not_judged() -> None:

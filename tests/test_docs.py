@@ -68,6 +68,14 @@ def test_run_json_matches_its_schema(tmp_path: Path, capsys: pytest.CaptureFixtu
     seg = dict(runs[0]["segments"][0], surprise=1)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(dict(runs[0], segments=[seg]), SCHEMA)
+    # a segment's device: any target, or several (balanced, or spread over remote devices)
+    for device in ("xdp", "remote:store1", "nic,host", "remote:a,remote:b"):
+        seg = dict(runs[0]["segments"][0], device=device)
+        jsonschema.validate(dict(runs[0], segments=[seg]), SCHEMA)
+    for device in ("fpga", "remote:", "nic,", "remote:A"):
+        seg = dict(runs[0]["segments"][0], device=device)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(dict(runs[0], segments=[seg]), SCHEMA)
 
 
 @pytest.mark.parametrize("argv", [

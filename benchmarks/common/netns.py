@@ -35,13 +35,57 @@ def two_namespaces(prefix: str) -> Iterator[tuple[str, str]]:
             for d in ("lo", dev):
                 subprocess.run(["ip", "-n", ns, "link", "set", d, "up"], check=True)
         for ns, dev in ((a, "v0"), (b, "v1")):  # a veth end carries once both are up
-            for _ in range(200):
-                show = subprocess.run(["ip", "-n", ns, "-o", "link", "show", dev],
-                                      capture_output=True, text=True).stdout
-                if "state UP" in show:
-                    break
-                time.sleep(0.05)
+            _wait_up(ns, dev)
         yield a, b
     finally:
         for ns in made:
             subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+@contextmanager
+def star_namespaces(prefix: str, n: int) -> Iterator[tuple[str, list[tuple[str, str]]]]:
+    """A host namespace and `n` others (1..9) on one bridge in the host's (one subnet,
+    so UCX sees one interface: the host 10.232.0.1, the K-th other 10.232.0.K+2), each
+    joined to it by a veth pair of its own: (the host's name, [(a namespace's name, its
+    address)]); all removed on the way out, whatever happened."""
+    if not 1 <= n <= 9:
+        raise ValueError(f"star_namespaces: 1..9 namespaces, not {n}")
+    tag = f"{os.getpid() % 100000}"
+    host, others = f"{prefix}{tag}h", [f"{prefix}{tag}{k}" for k in range(n)]
+    made = []
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True)
+
+    try:
+        for ns in (host, *others):
+            ip("netns", "add", ns)
+            made.append(ns)
+        ip("-n", host, "link", "add", "br0", "type", "bridge")
+        ip("-n", host, "addr", "add", "10.232.0.1/24", "dev", "br0")
+        for d in ("lo", "br0"):
+            ip("-n", host, "link", "set", d, "up")
+        for k, ns in enumerate(others):
+            ip("-n", host, "link", "add", f"h{k}", "type", "veth", "peer", "name", "s0",
+               "netns", ns)
+            ip("-n", host, "link", "set", f"h{k}", "master", "br0", "up")
+            ip("-n", ns, "addr", "add", f"10.232.0.{k + 2}/24", "dev", "s0")
+            for d in ("lo", "s0"):
+                ip("-n", ns, "link", "set", d, "up")
+        for k, ns in enumerate(others):
+            _wait_up(host, f"h{k}")
+            _wait_up(ns, "s0")
+        yield host, [(ns, f"10.232.0.{k + 2}") for k, ns in enumerate(others)]
+    finally:
+        for ns in made:
+            subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def _wait_up(ns: str, dev: str) -> None:
+    """Until veth end `dev` in `ns` carries (once both ends are up), 10 s at most."""
+    for _ in range(200):
+        show = subprocess.run(["ip", "-n", ns, "-o", "link", "show", dev],
+                              capture_output=True, text=True).stdout
+        if "state UP" in show:
+            return
+        time.sleep(0.05)

@@ -135,6 +135,9 @@ class DeviceGen:
         self.plan = plan
         self.g = plan.graph
         self.device = device
+        # whose tables it holds: its own, or (a device a segment is spread over) the
+        # first device's, each device a copy of its own (offlow.passes.spread)
+        self.home = next((s.device for s in self.g.segments if device in s.spread), device)
         dev = plan.device(device)
         self.plans = list(dev.segments)
         self.nodes = [self.g.node(n) for p in self.plans for n in reversed(p.nodes)]
@@ -149,7 +152,8 @@ class DeviceGen:
         self.reload_channel = reload if reload in plan.window_channels else ""
         self.rings = list(plan.rings)
         self.ctx_index = {(p.name, k): i for i, (p, k) in
-                          enumerate((p, k) for p in self.plans for k in range(len(p.cores)))}
+                          enumerate((p, k) for p in self.plans
+                                    for k in plan.local_cores(p.name, device))}
         self.threads = list(dev.threads)
         # the nodes that run their batch bodies, and the segment of each
         self.vec = {n: p for p in self.plans for n in p.vector}
@@ -160,7 +164,7 @@ class DeviceGen:
         # the channels of the queues into this device's segments, numbered for the
         # per-channel counters (el_ch_in, el_ch_bytes): queue name -> its channel 0's
         self.in_channels = [(qp.queue.name, lay.channel) for qp in plan.queues
-                            if self.g.segment(qp.queue.dst_segment).device == device
+                            if device in self.g.segment(qp.queue.dst_segment).devices
                             for lay in qp.layouts]
         self.ch_base = {q: self.in_channels.index((q, 0)) for q, ch in self.in_channels
                         if ch == 0}
@@ -186,7 +190,7 @@ class DeviceGen:
             e(*(vg.flush_decl(p) for p in self.plans if p.vector))
             e("")
         for qp in self.plan.queues:
-            if self.g.segment(qp.queue.src_segment).device == self.device:
+            if self.device in self.g.segment(qp.queue.src_segment).devices:
                 for k in range(len(qp.queue.channels)):
                     e(*qg.push_def(qp, k))
         self.gen_helpers()
@@ -198,7 +202,7 @@ class DeviceGen:
         for t in self.ctl_tables:
             self.gen_ctl_handler(t)
         for t in self.g.shared:
-            if t.bulk and t.home == self.device:
+            if t.bulk and t.home == self.home:
                 self.gen_blob_open(t)
         for p in self.plans:
             self.gen_loop(p)
@@ -217,7 +221,7 @@ class DeviceGen:
           "    struct ofl_chan_mgr *chan_mgr; /* serves the channels (BULK_REPLY), or NULL */",
           "    struct ofl_reload reload; /* the loops' turn functions (offlow reload) */")
         for t in self.g.shared:
-            if t.home in (self.device, "window"):
+            if t.home in (self.home, "window"):
                 e(f"    {t.ctype.split('[')[0]} *tbl_{cname(t.name)};")
         for t in self.ctl_tables:
             if not t.is_object:
@@ -239,9 +243,9 @@ class DeviceGen:
           "    uint32_t steer;",
           "    struct ofl_group *grp; /* the core group of a grouped segment, else NULL */")
         for q in self.g.queues:
-            if self.g.segment(q.src_segment).device == self.device:
+            if self.device in self.g.segment(q.src_segment).devices:
                 e(f"    struct ofl_qout *out_{cname(q.name)}; /* one per instance */")
-            if self.g.segment(q.dst_segment).device == self.device:
+            if self.device in self.g.segment(q.dst_segment).devices:
                 e(f"    struct ofl_qin *in_{cname(q.name)}; /* the rings this core polls */",
                   f"    unsigned nin_{cname(q.name)};")
         for s in self.sources:
@@ -700,7 +704,14 @@ class DeviceGen:
           f"        if (n < 0) {{ ofl_core_fail(core, n, \"dequeue from {q.name}\"); break; }}",
           *([f"        if (n == 0 && (peer_gone & {self._peer_bit(q)})) {{ ofl_core_fail(core, "
              f"-EPIPE, \"{q.name}: the producer's process died before closing it\"); break; }}"]
-            if q.crosses_device else []))
+            if q.crosses_device and self._peer(q, False) >= 0 else []),
+          # from a segment spread over several processes, one of which may have ended
+          # cleanly: a gone peer ends this core only once the run is aborted (its waiter,
+          # dead once a peer is gone, no longer reports the abort word)
+          *(["        if (n == 0 && peer_gone && core->abort && "
+             "__atomic_load_n(core->abort, __ATOMIC_ACQUIRE)) "
+             "{ ofl_core_fail(core, -ECANCELED, \"stopped: another core or process failed\"); "
+             "break; }"] if q.crosses_device and self._peer(q, False) < 0 else []))
         if p.group:
             e("        if (n > 0) {",
               "            uint32_t lo, hi;",
@@ -722,7 +733,10 @@ class DeviceGen:
         process the others' liveness pipes (--peer-fd) in device order. Another
         process that finished and left must not fail this queue."""
         peers = [d.name for d in self.plan.devices if d.name != self.device]
-        return peers.index(self.g.segment(q.dst_segment if out else q.src_segment).device)
+        other = self.g.segment(q.dst_segment if out else q.src_segment)
+        if other.spread:  # its rings go to several processes: any one's exit counts
+            return -1
+        return peers.index(other.device)
 
     def _peer_bit(self, q: Queue) -> str:
         """The bit of core->peer_gone that stands for the process producing into `q`."""
@@ -751,7 +765,7 @@ class DeviceGen:
         what only this program knows (its tables, core groups and channels) and leaves
         the rest to the runtime (gen.h: ofl_prog_open, _run, _report, _close)."""
         e = self.e
-        ctxs = [(p, k) for p in self.plans for k in range(len(p.cores))]
+        ctxs = [(p, k) for p in self.plans for k in self.plan.local_cores(p.name, self.device)]
         reasons = [r for n in self.nodes for r, _ in n.drops]
         e("/* Element names, by counter index, for the stats file; each one's drop reasons",
           " * (ofl_why_n of them from ofl_why_base in ofl_why_names). */",
@@ -914,14 +928,14 @@ class DeviceGen:
             tbl = f"proc->tbl_{cname(t.name)}"
             if t.home == "window":
                 e(f"    {tbl} = proc->wtables->{cname(t.name)};")
-            elif t.home == self.device and t.bulk:
+            elif t.home == self.home and t.bulk:
                 e(f"    /* table {t.name}: built here from what the host sent */",
                   f'    if (ofl_table_recv(&{tbl}, &proc->win, chan_off, "{t.name}", '
                   f"ofl_blob_{cname(t.name)}, &proc->args) < 0)", "        return 1;")
-            elif t.home == self.device and t.is_object:
+            elif t.home == self.home and t.is_object:
                 e(f"    /* table {t.name}: built here, before any core starts */",
                   f'    if ({t.open_fn}(&{tbl}, &proc->args, "{t.name}") < 0)', "        return 1;")
-            elif t.home == self.device:
+            elif t.home == self.home:
                 base = t.ctype.split("[")[0]
                 e(f"    {tbl} = calloc({t.length}, sizeof({base}));",
                   f"    if (!{tbl}) return ofl_fatal(\"out of memory\");")
@@ -933,16 +947,16 @@ class DeviceGen:
         for t in self.g.shared:
             tn, tbl = cname(t.name), f"ofl_process.tbl_{cname(t.name)}"
             stats = close = "NULL"
-            if t.home in (self.device, "window") and not t.is_object:
+            if t.home in (self.home, "window") and not t.is_object:
                 stats = f"ofl_tstats_{tn}"
                 signed = 1 if t.ctype.startswith("int") else 0
                 self.e(f"static void {stats}(struct ofl_json *j, const char *name) {{ "
                        f"ofl_stats_table(j, name, {tbl}, {t.length}u, sizeof *{tbl}, {signed}); }}")
-            elif t.home == self.device and t.stats_fn:
+            elif t.home == self.home and t.stats_fn:
                 stats = f"ofl_tstats_{tn}"
                 self.e(f"static void {stats}(struct ofl_json *j, const char *name) {{ "
                        f"{t.stats_fn}(j, name, {tbl}); }}")
-            if t.home == self.device:
+            if t.home == self.home:
                 close = f"ofl_tclose_{tn}"
                 self.e(f"static void {close}(void) {{ "
                        f"{t.close_fn if t.is_object else 'free'}({tbl}); }}")

@@ -244,15 +244,19 @@ class Program:
                               f"ways ({ways})")
 
     def queue(self, src: str, dst: str, *, instances: int | None = None,
-              steer: str | None = None, enqueue: str | None = None) -> None:
+              steer: str | None = None, enqueue: str | None = None,
+              devices: Sequence[str] | None = None) -> None:
         """Map the logical queue from segment `src` to segment `dst` (every edge between
         them is one of its channels; entries of all channels share its rings, in order)
         onto physical rings: `instances` rings per producer core (default one per
         consumer core; instance i is taken by consumer core i % cores), `steer` the
         per-packet integer field choosing the instance (`field % instances`; default
         the destination segment's steer, "" round robin), `enqueue` "block" (wait for
-        room) or "drop" (a full ring drops the packet, counted). Settable from the
-        command line: ``SRC->DST.instances=4`` (or ``SRC:DST.instances=4``)."""
+        room) or "drop" (a full ring drops the packet, counted), `devices` the remote
+        devices the instances are spread over (scale-out: segment `dst` runs on each,
+        instance i on device i % len(devices); docs/remote.md). Settable from the
+        command line: ``SRC->DST.instances=4`` (or ``SRC:DST.instances=4``),
+        ``SRC->DST.devices=remote:a,remote:b``."""
         cur = self.queue_specs.get((src, dst), QueueSpec(src, dst))
         name = f"{src}->{dst}"
         if instances is not None:
@@ -268,6 +272,11 @@ class Program:
                 raise OfflowError(f"queue `{name}`: enqueue `{enqueue}`: expected "
                                   f"{' or '.join(ENQUEUE_MODES)}")
             cur = replace(cur, enqueue=enqueue)
+        if devices is not None:
+            if isinstance(devices, str):
+                raise OfflowError(f"queue `{name}`: devices is a list of devices, e.g. "
+                                  f"[\"remote:a\", \"remote:b\"], not {devices!r}")
+            cur = replace(cur, devices=tuple(devices))
         self.queue_specs[(src, dst)] = cur
 
     def _queue_setting(self, setting: str, target: str, attr: str, value: str) -> None:
@@ -287,9 +296,11 @@ class Program:
             self.queue(src, dst, steer=value)
         elif attr == "enqueue":
             self.queue(src, dst, enqueue=value)
+        elif attr == "devices":
+            self.queue(src, dst, devices=[d for d in value.split(",") if d])
         else:
             raise OfflowError(f"--set `{setting}`: unknown queue attribute `{attr}` "
-                              "(instances, steer, enqueue)")
+                              "(instances, steer, enqueue, devices)")
 
     def place(self, segment: str, *, device: str | Sequence[str] | None = None,
               cores: Iterable[int] | None = None, group: bool | None = None,

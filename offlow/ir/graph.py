@@ -117,6 +117,18 @@ class Segment:
     # a second device running the segment at once, the packets split between the two by
     # a balancer (offlow.passes.balance lowers it into a segment of its own)
     also: str = ""
+    # the device of each core (by index) when the segment is spread over several devices
+    # by the queue into it (offlow.passes.spread); empty: every core on `device`
+    spread: tuple[str, ...] = ()
+
+    def core_device(self, k: int) -> str:
+        """The device that runs core `k` (an index into `cores`)."""
+        return self.spread[k] if self.spread else self.device
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        """The devices it runs on: `device`, or every device it is spread over."""
+        return tuple(dict.fromkeys(self.spread)) if self.spread else (self.device,)
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,7 @@ class QueueSpec:
     instances: int = 0  # physical rings per producer core; 0: one per consumer core
     steer: str | None = None  # field choosing the instance; None: the segment's; "": none
     enqueue: str = "block"  # "block": wait for room; "drop": a full ring drops
+    devices: tuple[str, ...] = ()  # remote devices its instances are spread over (scale-out)
 
 
 @dataclass(frozen=True)
@@ -373,8 +386,7 @@ class Graph:
     def devices(self) -> list[str]:
         seen: list[str] = []
         for s in self.segments:
-            if s.device not in seen:
-                seen.append(s.device)
+            seen += [d for d in s.devices if d not in seen]
         return seen
 
 

@@ -16,11 +16,12 @@ from offlow.passes.loops import check_loops
 from offlow.passes.mtu import fit_mtu
 from offlow.passes.place import place
 from offlow.passes.queues import insert_queues
+from offlow.passes.spread import spread_segments
 from offlow.passes.state_check import check_state
 
 PIPELINE: tuple[Callable[[Graph], Graph], ...] = (
-    split_balanced, expand_caches, check_ports, analyze_bodies, place, check_loops, check_state,
-    insert_queues, liveness, fit_mtu,
+    split_balanced, expand_caches, check_ports, analyze_bodies, spread_segments, place,
+    check_loops, check_state, insert_queues, liveness, fit_mtu,
 )
 
 

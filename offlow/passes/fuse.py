@@ -111,11 +111,11 @@ def threads(g: Graph) -> tuple[CoreThread, ...]:
     shared: dict[tuple[str, int], int] = {}
     for s in g.segments:
         for k, c in enumerate(s.cores):
-            key = (s.device, c)
+            key = (s.core_device(k), c)
             if s.group or key not in shared:
                 if not s.group:
                     shared[key] = len(out)
-                out.append(CoreThread(s.device, c, ((s.name, k),)))
+                out.append(CoreThread(key[0], c, ((s.name, k),)))
             else:
                 t = out[shared[key]]
                 out[shared[key]] = CoreThread(t.device, t.core, (*t.loops, (s.name, k)))

@@ -51,10 +51,9 @@ def tool(kind: str) -> Path:
 def ring_dirs(plan: Plan, device: str) -> str:
     """For each ring of the window, in order: `o` when `device` produces it, `i` when it
     consumes it, `-` when it crosses nothing there."""
-    where = {s.name: s.device for s in plan.graph.segments}
     out = []
     for r in plan.rings:
-        src, dst = where[r.queue.src_segment], where[r.queue.dst_segment]
+        src, dst = plan.ring_ends(r)
         if src != dst and src.startswith("remote:") and dst.startswith("remote:"):
             raise OfflowError(f"queue `{r.queue.name}` joins two remote devices ({src}, "
                               f"{dst}): their rings cross through the host only (not yet)")
