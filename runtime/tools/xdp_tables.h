@@ -10,12 +10,15 @@
 
 #include "offlow/gen.h"
 #include "offlow/lpm4.h"
+#include "offlow/lpm6.h"
 #include "xdp_run.h"
 
 /* The built tables of one run. */
 struct ofl_xdp_tables {
     struct ofl_lpm4 **lpm4;   /* one per desc->lpm4 entry */
     size_t n;
+    struct ofl_lpm6 **lpm6;   /* one per desc->lpm6 entry (handles opened for updates) */
+    size_t n6;
 };
 
 /* Build every table of `d` from the options `a` (printing what was built, or the
