@@ -67,6 +67,16 @@ static size_t count(const struct ofl_xdp_table *x)
     return n;
 }
 
+int ofl_xdp_lpm4_size(struct bpf_object *obj, const char *maps, const struct ofl_lpm4 *t)
+{
+    return size_maps(obj, maps, "_tbl24", t->blocks, "_tbl8", t->groups);
+}
+
+int ofl_xdp_lpm6_size(struct bpf_object *obj, const char *maps, const struct ofl_lpm6_trie *p)
+{
+    return size_maps(obj, maps, "_node", p->nnodes, "_leaf", p->nleaves);
+}
+
 int ofl_xdp_tables_open(struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
                         const struct ofl_args *a, struct bpf_object *obj)
 {
@@ -77,19 +87,13 @@ int ofl_xdp_tables_open(struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
     t->n6 = t->lpm6 ? n6 : 0;
     if ((n && !t->lpm4) || (n6 && !t->lpm6)) return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        const struct ofl_xdp_table *x = &d->lpm4[i];
-        int rc = ofl_lpm4_open_opts(&t->lpm4[i], a, x->name);
-        if (rc < 0) return rc;
-        const struct ofl_lpm4 *l = t->lpm4[i];
-        rc = size_maps(obj, x->maps, "_tbl24", l->blocks, "_tbl8", l->groups);
+        int rc = ofl_lpm4_open_opts(&t->lpm4[i], a, d->lpm4[i].name);
+        if (rc == 0) rc = ofl_xdp_lpm4_size(obj, d->lpm4[i].maps, t->lpm4[i]);
         if (rc < 0) return rc;
     }
     for (size_t i = 0; i < n6; i++) {
-        const struct ofl_xdp_table *x = &d->lpm6[i];
-        int rc = ofl_lpm6_open_opts(&t->lpm6[i], a, x->name);
-        if (rc < 0) return rc;
-        const struct ofl_lpm6_trie *p = trie_of(t->lpm6[i]);
-        rc = size_maps(obj, x->maps, "_node", p->nnodes, "_leaf", p->nleaves);
+        int rc = ofl_lpm6_open_opts(&t->lpm6[i], a, d->lpm6[i].name);
+        if (rc == 0) rc = ofl_xdp_lpm6_size(obj, d->lpm6[i].maps, trie_of(t->lpm6[i]));
         if (rc < 0) return rc;
     }
     return 0;
@@ -128,25 +132,33 @@ static int copy_in(struct bpf_object *obj, const char *maps, const char *suffix,
     return 0;
 }
 
+int ofl_xdp_lpm4_fill(struct bpf_object *obj, const char *maps, const struct ofl_lpm4 *t)
+{
+    const size_t block = OFL_LPM4_BLOCK * sizeof(uint16_t);
+    int rc = copy_in(obj, maps, "_dir", t->dir, OFL_LPM4_DIR_ENTRIES, sizeof *t->dir);
+    if (rc == 0) rc = copy_in(obj, maps, "_tbl24", t->tbl24, t->blocks, block);
+    if (rc == 0) rc = copy_in(obj, maps, "_tbl8", t->tbl8, t->groups, block);
+    return rc;
+}
+
+int ofl_xdp_lpm6_fill(struct bpf_object *obj, const char *maps, const struct ofl_lpm6_trie *p)
+{
+    int rc = copy_in(obj, maps, "_top", p->top, (size_t)1 << OFL_LPM6_TOP_BITS,
+                     sizeof *p->top);
+    if (rc == 0) rc = copy_in(obj, maps, "_node", p->node, p->nnodes, sizeof *p->node);
+    if (rc == 0) rc = copy_in(obj, maps, "_leaf", p->leaf, p->nleaves, sizeof *p->leaf);
+    return rc;
+}
+
 int ofl_xdp_tables_fill(const struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
                         struct bpf_object *obj)
 {
-    const size_t block = OFL_LPM4_BLOCK * sizeof(uint16_t);
     for (size_t i = 0; i < t->n; i++) {
-        const struct ofl_lpm4 *l = t->lpm4[i];
-        const char *maps = d->lpm4[i].maps;
-        int rc = copy_in(obj, maps, "_dir", l->dir, OFL_LPM4_DIR_ENTRIES, sizeof *l->dir);
-        if (rc == 0) rc = copy_in(obj, maps, "_tbl24", l->tbl24, l->blocks, block);
-        if (rc == 0) rc = copy_in(obj, maps, "_tbl8", l->tbl8, l->groups, block);
+        int rc = ofl_xdp_lpm4_fill(obj, d->lpm4[i].maps, t->lpm4[i]);
         if (rc < 0) return rc;
     }
     for (size_t i = 0; i < t->n6; i++) {
-        const struct ofl_lpm6_trie *p = trie_of(t->lpm6[i]);
-        const char *maps = d->lpm6[i].maps;
-        int rc = copy_in(obj, maps, "_top", p->top, (size_t)1 << OFL_LPM6_TOP_BITS,
-                         sizeof *p->top);
-        if (rc == 0) rc = copy_in(obj, maps, "_node", p->node, p->nnodes, sizeof *p->node);
-        if (rc == 0) rc = copy_in(obj, maps, "_leaf", p->leaf, p->nleaves, sizeof *p->leaf);
+        int rc = ofl_xdp_lpm6_fill(obj, d->lpm6[i].maps, trie_of(t->lpm6[i]));
         if (rc < 0) return rc;
     }
     return 0;
