@@ -43,7 +43,8 @@ BPF_SRC = C / "bench_xdp.bpf.c"
 DRIVER = [C / "bench_xdp.c", C / "xdp_fib.c", TOOLS / "xdp_net.c", TOOLS / "xdp_tables.c",
           TOOLS / "tool_io.c"]
 # what the programs' object is compiled from: its source and offlow's BPF tables
-BPF_INPUTS = (BPF_SRC, cbuild.RUNTIME / "lib" / "lpm" / "include" / "offlow" / "lpm_bpf.h")
+BPF_INPUTS = (BPF_SRC, *(cbuild.RUNTIME / "lib" / "lpm" / "include" / "offlow" / h
+                        for h in ("lpm_bpf.h", "lpm_bpf_layout.h")))
 OFFLOW, TRIE, FIB, HARNESS = "offlow dir24", "lpm trie", "kernel fib", "harness"
 OFFLOW6 = "offlow trie6"
 MINE = {4: OFFLOW, 6: OFFLOW6}  # offlow's row per family

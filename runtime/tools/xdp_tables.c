@@ -12,15 +12,18 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "offlow/lpm_bpf_layout.h"
 #include "offlow/lpm_tables.h"
 
-/* lpm_bpf.h's layout: 256-entry blocks, the group flag of lpm4.h; lpm6.h's trie
- * (its strides, leaf flag and node layout). */
-_Static_assert(OFL_LPM4_BLOCK == 256u && OFL_LPM4_GROUP == 0x8000u,
-               "offlow/lpm_bpf.h copies lpm4.h's block size and group flag");
-_Static_assert(OFL_LPM6_TOP_BITS == 16 && OFL_LPM6_STRIDE == 6 &&
-               OFL_LPM6_TLEAF == 0x80000000u,
-               "offlow/lpm_bpf.h copies lpm6.h's trie strides and leaf flag");
+/* lpm_bpf.h's layout: lpm4.h's blocks and group flag, a directory flag beside any
+ * block index; lpm6.h's trie (its strides, leaf flag and node layout). */
+_Static_assert(OFL_LPM4_BLOCK == OFL_LPM4_BPF_BLOCK && OFL_LPM4_GROUP == OFL_LPM4_BPF_GROUP,
+               "offlow/lpm_bpf_layout.h copies lpm4.h's block size and group flag");
+_Static_assert(OFL_LPM4_DIR_ENTRIES <= OFL_LPM4_BPF_LEAF,
+               "a block index never has the directory's leaf flag");
+_Static_assert(OFL_LPM6_TOP_BITS == OFL_LPM6_BPF_TOP_BITS &&
+               OFL_LPM6_STRIDE == OFL_LPM6_BPF_STRIDE && OFL_LPM6_TLEAF == OFL_LPM6_BPF_TLEAF,
+               "offlow/lpm_bpf_layout.h copies lpm6.h's trie strides and leaf flag");
 _Static_assert(sizeof(struct ofl_lpm6_pnode) == 24 &&
                offsetof(struct ofl_lpm6_pnode, leafvec) == 8 &&
                offsetof(struct ofl_lpm6_pnode, base1) == 16 &&
@@ -132,10 +135,30 @@ static int copy_in(struct bpf_object *obj, const char *maps, const char *suffix,
     return 0;
 }
 
+/* lpm_bpf.h's directory of `t`: each /16's block, or its hop with OFL_LPM4_BPF_LEAF
+ * when the block holds that one hop (no group) in all its entries. NULL: no memory. */
+static uint32_t *bpf_dir(const struct ofl_lpm4 *t)
+{
+    uint32_t *d = malloc(OFL_LPM4_DIR_ENTRIES * sizeof *d);
+    if (!d) return NULL;
+    for (uint32_t i = 0; i < OFL_LPM4_DIR_ENTRIES; i++) {
+        const uint16_t *b = &t->tbl24[(size_t)t->dir[i] * OFL_LPM4_BLOCK];
+        uint32_t k = 1;
+        while (k < OFL_LPM4_BLOCK && b[k] == b[0]) k++;
+        d[i] = k == OFL_LPM4_BLOCK && !(b[0] & OFL_LPM4_GROUP) ? OFL_LPM4_BPF_LEAF | b[0]
+                                                                : t->dir[i];
+    }
+    return d;
+}
+
 int ofl_xdp_lpm4_fill(struct bpf_object *obj, const char *maps, const struct ofl_lpm4 *t)
 {
     const size_t block = OFL_LPM4_BLOCK * sizeof(uint16_t);
-    int rc = copy_in(obj, maps, "_dir", t->dir, OFL_LPM4_DIR_ENTRIES, sizeof *t->dir);
+    uint32_t *dir = bpf_dir(t);
+    if (!dir) return -ENOMEM;
+    int rc = copy_in(obj, maps, "_dir", dir, OFL_LPM4_DIR_ENTRIES / OFL_LPM4_BLOCK,
+                     OFL_LPM4_BLOCK * sizeof *dir);
+    free(dir);
     if (rc == 0) rc = copy_in(obj, maps, "_tbl24", t->tbl24, t->blocks, block);
     if (rc == 0) rc = copy_in(obj, maps, "_tbl8", t->tbl8, t->groups, block);
     return rc;

@@ -3,7 +3,11 @@
  * three BPF array maps that the host side fills from the table the runtime built
  * (runtime/tools/xdp_tables.c). The IPv4 table (lpm4.h's DIR-24-8):
  *
- *   NAME_dir    one 16-bit entry per /16: its tbl24 block (lpm4.h's `dir`);
+ *   NAME_dir    one 32-bit entry per /16, 256 per value (one value per /8): the /16's
+ *               hop (OFL_LPM4_BPF_LEAF | hop) when its tbl24 block holds one hop in all
+ *               its 256 entries, else the block (lpm4.h's `dir`): derived from the
+ *               runtime's table when the maps are filled, it spares the block's read for
+ *               every address of such a /16 (most of the address space);
  *   NAME_tbl24  one value per tbl24 block of 256 entries;
  *   NAME_tbl8   one value per tbl8 group of 256 entries.
  *
@@ -21,9 +25,8 @@
 
 #include <stdint.h>
 
-/* lpm4.h's OFL_LPM4_GROUP and OFL_LPM4_BLOCK (xdp_tables.c checks they agree). */
-#define OFL_LPM4_BPF_GROUP 0x8000u
-#define OFL_LPM4_BPF_BLOCK 256u
+#include "offlow/lpm_bpf_layout.h"
+
 
 /* A table in an XDP program: its three maps. */
 struct ofl_lpm4 {
@@ -33,6 +36,11 @@ struct ofl_lpm4 {
 /* 256 entries: a tbl24 block or a tbl8 group. */
 struct ofl_lpm4_block {
     uint16_t e[OFL_LPM4_BPF_BLOCK];
+};
+
+/* 256 directory entries: the /16s of one /8. */
+struct ofl_lpm4_dir {
+    uint32_t e[OFL_LPM4_BPF_BLOCK];
 };
 
 /* An array map NAME of N values of type VT (OFL_LPM4_BPF_MAPS, OFL_LPM6_BPF_MAPS). */
@@ -48,19 +56,21 @@ struct ofl_lpm4_block {
 /* The three maps of IPv4 table NAME (the sizes of the last two set by the host before
  * loading). */
 #define OFL_LPM4_BPF_MAPS(NAME)                                                        \
-    OFL_LPM_BPF_ARRAY(NAME##_dir, uint16_t, 65536);                                   \
+    OFL_LPM_BPF_ARRAY(NAME##_dir, struct ofl_lpm4_dir, 256);                          \
     OFL_LPM_BPF_ARRAY(NAME##_tbl24, struct ofl_lpm4_block, 1);                        \
     OFL_LPM_BPF_ARRAY(NAME##_tbl8, struct ofl_lpm4_block, 1)
 
 /* The next hop of `addr` (host byte order), 0 when no route covers it: lpm4.h's
  * ofl_lpm4_lookup, each array read a map lookup (a missing value, which a table the
- * host filled never has, answers 0). */
+ * host filled never has, answers 0), the block's read spared where the directory holds
+ * the hop. */
 static __always_inline uint16_t ofl_lpm4_lookup(const struct ofl_lpm4 *t, uint32_t addr)
 {
-    uint32_t k = addr >> 16;
-    uint16_t *b = bpf_map_lookup_elem(t->dir, &k);
-    if (!b) return 0;
-    k = *b;
+    uint32_t k = addr >> 24;
+    struct ofl_lpm4_dir *d = bpf_map_lookup_elem(t->dir, &k);
+    if (!d) return 0;
+    k = d->e[addr >> 16 & 0xFF];
+    if (k & OFL_LPM4_BPF_LEAF) return (uint16_t)k;
     struct ofl_lpm4_block *blk = bpf_map_lookup_elem(t->tbl24, &k);
     if (!blk) return 0;
     uint16_t e = blk->e[addr >> 8 & 0xFF];
@@ -81,11 +91,6 @@ static __always_inline uint16_t ofl_lpm4_lookup(const struct ofl_lpm4 *t, uint32
 #define OFL_LPM4_BPF_TABLE(NAME) { &NAME##_dir, &NAME##_tbl24, &NAME##_tbl8 }
 #define OFL_LPM6_BPF_TABLE(NAME) { &NAME##_top, &NAME##_node, &NAME##_leaf }
 
-/* lpm6.h's OFL_LPM6_TOP_BITS, OFL_LPM6_STRIDE and OFL_LPM6_TLEAF (xdp_tables.c checks
- * they agree). */
-#define OFL_LPM6_BPF_TOP_BITS 16
-#define OFL_LPM6_BPF_STRIDE 6
-#define OFL_LPM6_BPF_TLEAF 0x80000000u
 /* The most nodes a lookup reads: a stride at a time past the top bits, the last stride
  * reading zero bits past the address (19). */
 #define OFL_LPM6_BPF_DEPTH \
