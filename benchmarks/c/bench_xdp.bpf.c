@@ -140,6 +140,17 @@ static __always_inline __u32 fib_lookup(struct xdp_md *ctx, const struct iphdr *
 /* (DIR24: offlow's table, the DIR-24-8 for IPv4, the trie for IPv6) */
 enum which { NONE, DIR24, TRIE, FIB };
 
+/* The hop at the cursor's position; the cursor moved on (wrapping): its new position. */
+static __always_inline __u32 record(struct cursor *c, __u32 hop)
+{
+    __u32 i = c->i;
+    __u32 *h = bpf_map_lookup_elem(&hops, &i);
+    if (h) *h = hop;
+    i = i + 1 < c->n ? i + 1 : 0;
+    c->i = i;
+    return i;
+}
+
 static __always_inline int harness(struct xdp_md *ctx, enum which w)
 {
     void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
@@ -153,11 +164,7 @@ static __always_inline int harness(struct xdp_md *ctx, enum which w)
     if (w == DIR24) hop = dir24_lookup(addr);
     else if (w == TRIE) hop = trie_lookup(addr);
     else if (w == FIB) hop = fib_lookup(ctx, ip);
-    __u32 i = c->i;
-    __u32 *h = bpf_map_lookup_elem(&hops, &i);
-    if (h) *h = hop;
-    i = i + 1 < c->n ? i + 1 : 0;
-    c->i = i;
+    __u32 i = record(c, hop);
     __u32 *next = bpf_map_lookup_elem(&addrs, &i);
     if (next) ip->daddr = *next;
     return XDP_DROP;
@@ -221,11 +228,7 @@ static __always_inline int harness6(struct xdp_md *ctx, enum which w)
     } else if (w == FIB) {
         hop = fib6_lookup(ctx, ip);
     }
-    __u32 i = c->i;
-    __u32 *h = bpf_map_lookup_elem(&hops, &i);
-    if (h) *h = hop;
-    i = i + 1 < c->n ? i + 1 : 0;
-    c->i = i;
+    __u32 i = record(c, hop);
     struct addr6 *next = bpf_map_lookup_elem(&addrs6, &i);
     if (next) __builtin_memcpy(&ip->daddr, next->b, 16);
     return XDP_DROP;

@@ -27,7 +27,6 @@
 
 #include "offlow/lpm_bpf_layout.h"
 
-
 /* A table in an XDP program: its three maps. */
 struct ofl_lpm4 {
     void *dir, *tbl24, *tbl8;
