@@ -1,20 +1,21 @@
-"""`offlow bench xdp`: IPv4 route lookups in the kernel's XDP hook, per packet, timed by
-the kernel (BPF_PROG_TEST_RUN in repeat mode), three XDP programs side by side in one
-run over the same routes and the same destination addresses:
+"""`offlow bench xdp`: route lookups in the kernel's XDP hook, IPv4 and IPv6, per packet,
+timed by the kernel (BPF_PROG_TEST_RUN in repeat mode), XDP programs side by side in
+one run over the same routes and the same destination addresses:
 
-- "offlow dir24": offlow's DIR-24-8 (runtime/lib/lpm, built by the runtime's own
-  ofl_lpm4_build) in BPF array maps, looked up on the packet's destination;
+- "offlow dir24" (IPv4), "offlow trie6" (IPv6): offlow's tables (runtime/lib/lpm, built
+  by the runtime's own ofl_lpm4_build and ofl_lpm6_build) in BPF array maps, looked up
+  on the packet's destination by lpm_bpf.h, as every XDP program of offlow does;
 - "lpm trie": the same routes in a BPF_MAP_TYPE_LPM_TRIE map;
 - "kernel fib": bpf_fib_lookup over the same routes, loaded by netlink into the kernel
   FIB of a network namespace the driver makes for itself (it and its routes vanish
   with the driver: the machine's own routes are never touched).
 
-A fourth row, "harness", is the same program without a lookup: parsing the packet,
-recording the answer and writing the next address into the packet, which every row
-pays. The C driver (benchmarks/c/bench_xdp.c, programs in bench_xdp.bpf.c) checks
-every answer against offlow's scalar lookup, and a wrong one fails the run. The
-targets (issue 26): offlow >= 10x the trie and >= 1.5x the FIB in lookups per second,
-on the full BGP table; the verdicts are reported, never enforced.
+A fourth row per family, "harness", is the same program without a lookup: parsing the
+packet, recording the answer and writing the next address into the packet, which
+every row pays. The C driver (benchmarks/c/bench_xdp.c, programs in bench_xdp.bpf.c)
+checks every answer against offlow's scalar lookup, and a wrong one fails the run.
+The targets (issue 26, IPv4): offlow >= 10x the trie and >= 1.5x the FIB in lookups
+per second, on the full BGP table; the verdicts are reported, never enforced.
 """
 
 from __future__ import annotations
@@ -39,8 +40,14 @@ from offlow.router.check import DEFAULT_PREFIXES
 from offlow.targets.xdp import compile_bpf, kernel_refuses_bpf
 
 BPF_SRC = C / "bench_xdp.bpf.c"
-DRIVER = [C / "bench_xdp.c", C / "xdp_fib.c", TOOLS / "xdp_net.c", TOOLS / "tool_io.c"]
+DRIVER = [C / "bench_xdp.c", C / "xdp_fib.c", TOOLS / "xdp_net.c", TOOLS / "xdp_tables.c",
+          TOOLS / "tool_io.c"]
+# what the programs' object is compiled from: its source and offlow's BPF tables
+BPF_INPUTS = (BPF_SRC, *(cbuild.RUNTIME / "lib" / "lpm" / "include" / "offlow" / h
+                        for h in ("lpm_bpf.h", "lpm_bpf_layout.h")))
 OFFLOW, TRIE, FIB, HARNESS = "offlow dir24", "lpm trie", "kernel fib", "harness"
+OFFLOW6 = "offlow trie6"
+MINE = {4: OFFLOW, 6: OFFLOW6}  # offlow's row per family
 EXIT_REFUSED = 3  # the driver's status when the kernel refuses BPF or a namespace
 # offlow's lookups per second over each peer's, at least (issue 26)
 TARGETS = {TRIE: 10.0, FIB: 1.5}
@@ -73,7 +80,8 @@ def unusable() -> str | None:
 
 def build() -> tuple[Path, Path]:
     """The XDP programs' object and the driver, each once per content hash."""
-    key = cbuild.digest(BPF_SRC.read_bytes(), " ".join(cbuild.flags("bpf")).encode())
+    key = cbuild.digest(*(f.read_bytes() for f in BPF_INPUTS),
+                        " ".join(cbuild.flags("bpf")).encode())
     obj = cbuild.cache_dir() / f"bench_xdp-{key}.bpf.o"
     if not obj.exists():
         compile_bpf(BPF_SRC, obj, str(BPF_SRC.relative_to(cbuild.ROOT)))
@@ -99,16 +107,24 @@ def measure(prefixes: Path, sw: Sweep) -> dict:
     info["quiet"] = quiet_check(0.3 if sw is QUICK else 1.0)
     with tempfile.TemporaryDirectory(prefix="offlow-bench-xdp-") as tmp:
         work = Path(tmp)
-        summary, v4, _ = routes.load_routes(routes.build_offlow(), prefixes, work)
+        summary, v4, v6 = routes.load_routes(routes.build_offlow(), prefixes, work)
         v4 = routes.take(v4, sw.routes)
+        # (a slice takes as large a share of the IPv6 routes as of the IPv4 ones)
+        v6 = routes.take(v6, None if sw.routes is None else
+                         max(1, sw.routes * len(v6) // max(1, summary["v4"])))
         v4.tofile(work / "routes.bin")
+        v6.tofile(work / "routes6.bin")
         rng = np.random.default_rng(SEED)
         files = []
         for name, a in routes.addresses4(v4, sw.addresses, rng).items():
             a.astype("<u4").tofile(work / f"{name}.u32")
             files.append(f"{name}={work / f'{name}.u32'}")
+        for name, a in routes.addresses6(v6, sw.addresses, rng).items():
+            a.tofile(work / f"{name}.a6")
+            files.append(f"6:{name}6={work / f'{name}.a6'}")
         res = subprocess.run(["taskset", "-c", str(cpu), str(exe), str(obj),
-                              str(work / "routes.bin"), str(sw.passes), str(sw.reps), *files],
+                              str(work / "routes.bin"), str(work / "routes6.bin"),
+                              str(sw.passes), str(sw.reps), *files],
                              capture_output=True, text=True, timeout=1800)
     if res.returncode != 0:
         msg = res.stderr.strip() or f"exit {res.returncode}"
@@ -119,28 +135,32 @@ def measure(prefixes: Path, sw: Sweep) -> dict:
     return {"benchmark": "xdp", "machine": info, "features": cpu_features(),
             "pinned_cpu": cpu, "sweep": asdict(sw),
             "input": {"prefixes": str(prefixes), "v4_in_file": summary["v4"],
+                      "v6_in_file": summary["v6"],
                       "nports": NPORTS, "seed": SEED},
             **out, "ratios": ratios(out["runs"]), "elapsed_s": round(time.monotonic() - t_start, 1)}
 
 
 def ratios(runs: list[dict]) -> dict[str, dict[str, float]]:
     """Per address set: offlow's lookups per second over each peer's (ns peer / ns
-    offlow)."""
+    offlow), offlow's row being its family's (MINE)."""
     ns = {(r["addresses"], r["program"]): r["ns"] for r in runs}
     out: dict[str, dict[str, float]] = {}
-    for s in dict.fromkeys(r["addresses"] for r in runs):
-        mine = ns.get((s, OFFLOW))
+    for r in runs:
+        s = r["addresses"]
+        mine = ns.get((s, MINE[r.get("family", 4)]))
         out[s] = {peer: ns[(s, peer)] / mine for peer in TARGETS
                   if mine and (s, peer) in ns}
     return out
 
 
 def verdicts(res: dict) -> list[str]:
-    """One line per target: the worst ratio over the address sets against it."""
+    """One line per target (IPv4 lookups): the worst ratio over the IPv4 address sets."""
     full = res["sweep"]["routes"] is None
+    v4 = {r["addresses"] for r in res.get("runs", ()) if r.get("family", 4) == 4}
     lines = []
     for peer, target in TARGETS.items():
-        got = [(r[peer], s) for s, r in res["ratios"].items() if peer in r]
+        got = [(r[peer], s) for s, r in res["ratios"].items()
+               if peer in r and (s in v4 or not v4)]
         if not got:
             lines.append(f"verdict offlow/{peer}: not measured")
             continue
@@ -157,18 +177,23 @@ def format_report(res: dict) -> str:
     m = res["machine"]
     quiet = ", ".join(f"{k} {v:.0%}" for k, v in m.get("quiet", {}).items())
     sw = res["sweep"]
-    out = [f"offlow bench xdp: {res['input']['prefixes']}: {res['routes']:,} IPv4 routes "
-           f"({'all' if sw['routes'] is None else 'a slice'} of "
-           f"{res['input']['v4_in_file']:,}); BPF_PROG_TEST_RUN repeat mode, one packet "
-           f"per lookup, {sw['passes']} passes over the addresses per run, median of "
-           f"{sw['reps']} runs",
+    inp = res["input"]
+    out = [f"offlow bench xdp: {inp['prefixes']}: {res['routes']:,} IPv4 and "
+           f"{res['routes6']:,} IPv6 routes ({'all' if sw['routes'] is None else 'a slice'} "
+           f"of {inp['v4_in_file']:,} and {inp.get('v6_in_file', 0):,}); BPF_PROG_TEST_RUN "
+           f"repeat mode, one packet per lookup, {sw['passes']} passes over the addresses "
+           f"per run, median of {sw['reps']} runs",
            machine_line(m, res['features']) + f"; busy before the run: {quiet}; pinned to "
            f"CPU {res['pinned_cpu']}",
-           f"offlow table: built in {res['build_s']:.3f} s by ofl_lpm4_build "
+           f"offlow IPv4 table: built in {res['build_s']:.3f} s by ofl_lpm4_build "
            f"({res['blocks']:,} tbl24 blocks, {res['groups']:,} tbl8 groups, "
            f"{res['dir24_bytes'] / 2**20:.1f} MiB)",
+           f"offlow IPv6 table: built in {res['build6_s']:.3f} s by ofl_lpm6_build (trie: "
+           f"{res['nodes6']:,} nodes, {res['leaves6']:,} leaves, "
+           f"{res['trie6_bytes'] / 2**20:.1f} MiB, at most {res['depth6']} nodes a lookup)",
            "load into the kernel: " + ", ".join(
-               f"{p['name']} {p['load_s']:.3f} s" for p in res["programs"] if p["load_s"])]
+               f"{p['name']} (IPv{p['family']}) {p['load_s']:.3f} s" for p in res["programs"]
+               if p["load_s"])]
     head = (f"{'addresses':>9} {'program':>13} | {'M lookups/s':>11} | "
             f"{'ns/lookup (min-max)':>20} | {'checked':>9}")
     out += [head, "-" * len(head)]
@@ -179,16 +204,17 @@ def format_report(res: dict) -> str:
         out.append(f"{r['addresses']:>9} {r['program']:>13} | {mps:>11.2f} | {rng:>20} | "
                    f"{chk:>9}")
     ns = {(r["addresses"], r["program"]): r["ns"] for r in res["runs"]}
+    family = {r["addresses"]: r.get("family", 4) for r in res["runs"]}
     for s, r in res["ratios"].items():
         line = f"ratios on {s}: " + ", ".join(f"offlow/{p} {v:.2f}x" for p, v in r.items())
-        base = ns.get((s, HARNESS), 0)
-        if (s, OFFLOW) in ns and ns[(s, OFFLOW)] > base:
+        base, mine = ns.get((s, HARNESS), 0), ns.get((s, MINE[family[s]]), 0)
+        if mine > base:
             line += "; lookups alone (less the harness): " + ", ".join(
-                f"offlow/{p} {(ns[(s, p)] - base) / (ns[(s, OFFLOW)] - base):.2f}x" for p in r)
+                f"offlow/{p} {(ns[(s, p)] - base) / (mine - base):.2f}x" for p in r)
         out.append(line)
     out += verdicts(res)
     out.append("(ns/lookup: the kernel's per-repetition time, whole ns; every row includes "
-               f"the harness's; elapsed {res['elapsed_s']} s)")
+               f"its family's harness's; the verdicts are for IPv4; elapsed {res['elapsed_s']} s)")
     return "\n".join(out)
 
 

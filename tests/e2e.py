@@ -25,7 +25,7 @@ def run_example(settings: Sequence[str] = (), program: Path = EXAMPLE,
     """Build and run a program file (the TTL pipeline by default); return the summary
     (with `ok` and `errors`)."""
     prog = load_program(program, list(settings))
-    o = RunOptions(timeout=60, **opts)
+    o = RunOptions(**{"timeout": 60, **opts})
     b = build_for(prog, o, werror=True)
     res = run(b, o)
     s = summarize(b.plan, res.stats)

@@ -1,7 +1,7 @@
 """`offlow bench xdp --quick` runs its three XDP lookups and the harness in the kernel
-(BPF_PROG_TEST_RUN), and every answer of every lookup is checked against offlow's
-scalar lookup; a program that answers wrong fails the run. Skips with the kernel's
-reason where BPF or a network namespace is refused."""
+(BPF_PROG_TEST_RUN), for IPv4 and IPv6, and every answer of every lookup is checked
+against offlow's scalar lookup; a program that answers wrong fails the run. Skips with
+the kernel's reason where BPF or a network namespace is refused."""
 
 from __future__ import annotations
 
@@ -13,11 +13,19 @@ import numpy as np
 import pytest
 
 from benchmarks import xdp
-from benchmarks.common.routes import SEED, addresses4, build_offlow, load_routes, take
+from benchmarks.common.routes import (
+    SEED,
+    addresses4,
+    addresses6,
+    build_offlow,
+    load_routes,
+    take,
+)
 from offlow.router.check import DEFAULT_PREFIXES
 from offlow.targets.xdp import compile_bpf
 
-PROGRAMS = {xdp.HARNESS, xdp.OFFLOW, xdp.TRIE, xdp.FIB}
+PEERS = {xdp.HARNESS, xdp.TRIE, xdp.FIB}
+PROGRAMS = {4: PEERS | {xdp.OFFLOW}, 6: PEERS | {xdp.OFFLOW6}}
 TINY = xdp.Sweep(routes=3_000, addresses=1_000, passes=1, reps=1)
 
 
@@ -45,19 +53,24 @@ def test_quick_bench_checks_every_answer(tmp_path: Path,
     q = xdp.QUICK
     assert res["routes"] == q.routes and res["sweep"]["passes"] == q.passes
     assert res["build_s"] > 0 and res["groups"] >= 0 and res["blocks"] > 0
-    assert {p["name"] for p in res["programs"]} == PROGRAMS
+    assert {(p["family"], p["name"]) for p in res["programs"]} == {
+        (f, n) for f, names in PROGRAMS.items() for n in names}
     assert all(p["load_s"] > 0 for p in res["programs"] if p["name"] != xdp.HARNESS)
+    assert 0 < res["routes6"] < res["input"]["v6_in_file"] and res["nodes6"] > 0
     runs = {(r["addresses"], r["program"]): r for r in res["runs"]}
-    assert set(runs) == {(s, p) for s in ("hits", "random") for p in PROGRAMS}
+    assert set(runs) == {(s + suffix, p) for f, suffix in ((4, ""), (6, "6"))
+                         for s in ("hits", "random") for p in PROGRAMS[f]}
     for (_, prog), r in runs.items():
         assert r["n"] == q.addresses
         assert 0 < r["ns_min"] <= r["ns"] <= r["ns_max"]
-        # every lookup's answer was compared with ofl_lpm4_lookup's, and all agreed
+        # every lookup's answer was compared with ofl_lpm4_lookup's (ofl_lpm6_lookup's),
+        # and all agreed
         assert r["checked"] == (0 if prog == xdp.HARNESS else q.addresses)
         assert r["wrong"] == 0
     for s, ratio in res["ratios"].items():
+        mine = xdp.OFFLOW6 if s.endswith("6") else xdp.OFFLOW
         for peer in xdp.TARGETS:
-            assert ratio[peer] == pytest.approx(runs[(s, peer)]["ns"] / runs[(s, xdp.OFFLOW)]["ns"])
+            assert ratio[peer] == pytest.approx(runs[(s, peer)]["ns"] / runs[(s, mine)]["ns"])
     text = capsys.readouterr().out
     assert "CPU features:" in text and "kernel fib" in text and "lpm trie" in text
     verdicts = [line for line in text.splitlines() if line.startswith("verdict")]
@@ -66,33 +79,49 @@ def test_quick_bench_checks_every_answer(tmp_path: Path,
     assert all("a slice of the table" in v for v in verdicts)
 
 
-def test_a_wrong_answer_fails_the_run(tmp_path: Path) -> None:
-    """The same driver with a DIR-24-8 program that reads the wrong tbl8 entry (a
-    mutation of bench_xdp.bpf.c) ends with the first wrong answer named."""
-    src = xdp.BPF_SRC.read_text()
-    wrong = src.replace("grp->e[addr & 0xFF]", "grp->e[(addr + 1) & 0xFF]")
+LPM_BPF = xdp.BPF_INPUTS[1]
+
+
+@pytest.mark.parametrize("family", [4, 6])
+def test_a_wrong_answer_fails_the_run(family: int, tmp_path: Path) -> None:
+    """The same driver with offlow's lookup reading a wrong entry (a mutation of
+    lpm_bpf.h beside a copy of bench_xdp.bpf.c, which includes it from its own folder
+    first): the IPv4 lookup's tbl8 entry, the IPv6 lookup's leaf; the run ends with the
+    first wrong answer named."""
+    src = LPM_BPF.read_text()
+    wrong = src.replace("grp->e[addr & 0xFF]", "grp->e[(addr + 1) & 0xFF]") if family == 4 \
+        else src.replace("(nd->leafvec & upto) - 1", "(nd->leafvec & upto)")
     assert wrong != src
-    (tmp_path / "wrong.bpf.c").write_text(wrong)
+    (tmp_path / "offlow").mkdir()
+    (tmp_path / "offlow" / "lpm_bpf.h").write_text(wrong)
+    (tmp_path / "wrong.bpf.c").write_text(xdp.BPF_SRC.read_text())
     obj = tmp_path / "wrong.bpf.o"
     compile_bpf(tmp_path / "wrong.bpf.c", obj, "the mutated program")
     _, exe = xdp.build()
-    _, v4, _ = load_routes(build_offlow(), DEFAULT_PREFIXES, tmp_path)
-    v4 = take(v4, TINY.routes)
+    _, v4, v6 = load_routes(build_offlow(), DEFAULT_PREFIXES, tmp_path)
+    v4, v6 = take(v4, TINY.routes), take(v6, TINY.routes)
     v4.tofile(tmp_path / "routes.bin")
-    # only addresses inside prefixes longer than /24: all of them go through tbl8
-    long = v4[v4["len"] > 24]
-    assert len(long) > 0
-    hits = addresses4(long, TINY.addresses, np.random.default_rng(SEED))["hits"]
-    hits.astype("<u4").tofile(tmp_path / "hits.u32")
-    res = subprocess.run([str(exe), str(obj), str(tmp_path / "routes.bin"), "1", "1",
-                          f"hits={tmp_path / 'hits.u32'}"], capture_output=True, text=True)
+    v6.tofile(tmp_path / "routes6.bin")
+    rng = np.random.default_rng(SEED)
+    if family == 4:
+        # only addresses inside prefixes longer than /24: all of them go through tbl8
+        long = v4[v4["len"] > 24]
+        assert len(long) > 0
+        addresses4(long, TINY.addresses, rng)["hits"].astype("<u4").tofile(tmp_path / "hits")
+        arg, mine = f"hits={tmp_path / 'hits'}", xdp.OFFLOW
+    else:
+        addresses6(v6, TINY.addresses, rng)["hits"].tofile(tmp_path / "hits")
+        arg, mine = f"6:hits6={tmp_path / 'hits'}", xdp.OFFLOW6
+    res = subprocess.run([str(exe), str(obj), str(tmp_path / "routes.bin"),
+                          str(tmp_path / "routes6.bin"), "1", "1", arg],
+                         capture_output=True, text=True)
     if res.returncode == xdp.EXIT_REFUSED:
         pytest.skip(res.stderr.strip())
     assert res.returncode == 1, res.stderr
-    assert "offlow dir24:" in res.stderr and "offlow's lookup says" in res.stderr
+    assert f"{mine}:" in res.stderr and "offlow's lookup says" in res.stderr
     doc = json.loads(res.stdout)
     bad = [r for r in doc["runs"] if r["wrong"]]
-    assert [r["program"] for r in bad] == [xdp.OFFLOW]
+    assert [r["program"] for r in bad] == [mine]
     assert bad[0]["checked"] == TINY.addresses
 
 

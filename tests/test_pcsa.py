@@ -16,8 +16,9 @@ from offlow.session import session
 from offlow.sketch import pcsa_estimate, pcsa_standard_error
 from offlow.sketch.app import EXAMPLE, format_result, ipv4_sources
 from offlow.sketch.app import run as run_app
+from offlow.targets import xdp
 from offlow.testing.streams import distinct_sources_pcap
-from tests.e2e import TLS
+from tests.e2e import ROOT, TLS, run_example
 
 
 def _crc32c_table() -> list[int]:
@@ -30,9 +31,9 @@ def _crc32c_table() -> list[int]:
     return table
 
 
-def reference_summary(sources: np.ndarray) -> int:
-    """Sum of R over 2,048 bitmaps, computed here with a table CRC32C and the murmur3
-    finalizer (independent of the C code)."""
+def reference_bitmaps(sources: np.ndarray) -> list[int]:
+    """The 2,048 bitmaps of the sources, computed here with a table CRC32C and the
+    murmur3 finalizer (independent of the C code)."""
     table = _crc32c_table()
     bitmaps = [0] * 2048
     for a in set(sources.tolist()):
@@ -47,8 +48,13 @@ def reference_summary(sources: np.ndarray) -> int:
         h ^= h >> 16
         rest = h & 0x1FFFFF
         bitmaps[h >> 21] |= 1 << ((rest & -rest).bit_length() - 1 if rest else 21)
+    return bitmaps
+
+
+def reference_summary(sources: np.ndarray) -> int:
+    """Sum of R over the reference's 2,048 bitmaps."""
     total = 0
-    for b in bitmaps:
+    for b in reference_bitmaps(sources):
         r = 0
         while b >> r & 1:
             r += 1
@@ -100,3 +106,28 @@ def test_the_application_compares_with_the_exact_count_and_hll() -> None:
     assert r["pcsa"] > 0 and r["hll"] > 0
     text = format_result(r)
     assert "exact distinct sources" in text and "DataSketches HLL" in text
+
+
+XDP_PCSA = ROOT / "tests" / "programs" / "xdp_pcsa.py"
+WHY_NOT_XDP = xdp.TARGET.unusable()
+
+
+@pytest.mark.skipif(WHY_NOT_XDP is not None, reason=f"xdp cannot run here: {WHY_NOT_XDP}")
+def test_the_sketch_updated_in_xdp_is_the_nics_and_the_references(tmp_path: Path) -> None:
+    """tests/programs/xdp_pcsa.py with its segment on xdp: the kernel's XDP path sets
+    the sketch's bits (one BPF array map value, atomic ORs; the CRC32C and the count of
+    trailing zeros in their BPF forms, offlow/bpf.h), the host side reads it into the
+    run's table report: the same 2,048 bitmaps as on the NIC for the same input, and as
+    the Python reference computes them; the same counters."""
+    capture = tmp_path / "sources.pcap"
+    sources = distinct_sources_pcap(capture, 6000, 9000, seed=26)
+    got = {}
+    for device in ("nic", "xdp"):
+        s = run_example([f"sources.device={device}"], XDP_PCSA, input=capture)
+        assert s["ok"], s["errors"]
+        got[device] = s
+    nic, on_xdp = got["nic"], got["xdp"]
+    assert on_xdp["segments"][0]["device"] == "xdp"
+    assert on_xdp["tables"]["seen"] == nic["tables"]["seen"] == reference_bitmaps(sources)
+    assert on_xdp["elements"] == nic["elements"]
+    assert on_xdp["elements"]["count"]["in"] == 9000

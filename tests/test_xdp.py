@@ -5,6 +5,7 @@ accepts, and a verifier refusal reported at the element's body line."""
 
 from __future__ import annotations
 
+import gzip
 import ipaddress
 import json
 import os
@@ -21,11 +22,13 @@ import jsonschema
 import pytest
 
 from offlow import Element, Handler, Port, Program, Shared, Sink, Source
-from offlow.build import build, plan_program
+from offlow.build import DATA, build, plan_program
 from offlow.cli import load_program
-from offlow.elements import CheckIPv4, CheckIPv6, Discard, LookupIPv6, ParseEth, lpm6_table
+from offlow.elements import CheckIPv4, Discard, ParseEth
+from offlow.elements.kvs import kv_store
 from offlow.errors import OfflowError
 from offlow.report import summarize
+from offlow.router.reference import Reference, read_prefixes
 from offlow.runner import Run, RunOptions, run
 from offlow.targets import verifier, xdp
 from offlow.testing.malformed import write_malformed_pcap
@@ -34,6 +37,7 @@ from tests.netns import veth_in_namespace
 
 XDP_TTL = ROOT / "tests" / "programs" / "xdp_ttl.py"
 XDP_ROUTER = ROOT / "tests" / "programs" / "xdp_router.py"
+BGP = DATA / "bgp-full-table.txt.gz"
 WHY_NOT = xdp.TARGET.unusable()
 needs_bpf = pytest.mark.skipif(WHY_NOT is not None, reason=f"xdp cannot run here: {WHY_NOT}")
 
@@ -130,6 +134,13 @@ class SizeClasses(EthToEth):
     """
 
 
+class Flows(EthToEth):
+    """Looks the frame up in a key-value store, which XDP has no map for yet."""
+
+    tables = ("known",)
+    body = "(void)known; /* a user's lookup would go here */"
+
+
 class KeyHash(EthToEth):
     includes = ("offlow/kvstore.h",)
     body = "pkt->data[0] ^= 1;"
@@ -169,18 +180,12 @@ def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
     assert _refusal(_one_segment(Tally("tally", seen=Shared("seen", "uint64_t", 1 << 19)))) == \
         element("tally", "Tally", "its shared array seen takes more than 2 MiB, the most one "
                 "BPF map value here holds: a shorter array")
-    p = Program("refused")
-    src, eth, v6, find, out, rest = (Source("rx"), ParseEth("eth"), CheckIPv6("v6"),
-                                     LookupIPv6("find6", routes=lpm6_table("fib6")), Sink("tx"),
-                                     Discard("rest"))
-    src >> eth
-    eth["ipv6"] >> v6 >> find >> out
-    eth["ipv4"] >> rest
-    eth["other"] >> rest
-    p.segment("edge", [src, eth, v6, find, out, rest], device="xdp")
-    assert _refusal(p) == element(
-        "find6", "LookupIPv6", "it uses shared table fib6 (struct ofl_lpm6); of the tables, only "
-        "shared arrays and the IPv4 LPM table (lpm4_table) are BPF maps in XDP yet")
+    still = ("; of the tables, only shared integer arrays and the LPM tables (lpm4_table, "
+             "lpm6_table) are BPF maps in XDP yet")
+    assert _refusal(_one_segment(Flows("flows", known=kv_store("known")))) == element(
+        "flows", "Flows", "it uses shared table known (struct ofl_kvs)" + still)
+    assert _refusal(_one_segment(Tally("avg", seen=Shared("means", "double", 4)))) == element(
+        "avg", "Tally", "it uses shared table means (double)" + still)
     assert _refusal(_one_segment(KeyHash("kh"))) == element(
         "kh", "KeyHash", "its body uses offlow/kvstore.h, a runtime library with no BPF build "
         "(only offlow/pkt.h's parsers run in XDP)")
@@ -428,72 +433,193 @@ def test_a_refusal_the_log_places_outside_the_bodies_says_where_and_what_to_do()
         "report it")
 
 
-# The router's table for the test: /8s, /16s and /24s, and prefixes longer than /24
-# (tbl8 groups) inside some of them; every address outside them is unroutable.
+class BitCounts(EthToEth):
+    """Writes the counts of leading and trailing zeros of the frame's bytes 14..21 (as
+    32- and 64-bit words) over bytes 14..17: a user's element calling the builtins."""
+
+    body = r"""
+    if (pkt->len < 22)
+        DROP();
+    uint32_t w = ofl_get_be32(pkt->data + 14);
+    uint64_t v = (uint64_t)w << 32 | ofl_get_be32(pkt->data + 18);
+    pkt->data[14] = w ? (uint8_t)__builtin_ctz(w) : 99;
+    pkt->data[15] = w ? (uint8_t)__builtin_clz(w) : 99;
+    pkt->data[16] = v ? (uint8_t)__builtin_ctzll(v) : 99;
+    pkt->data[17] = v ? (uint8_t)__builtin_clzll(v) : 99;
+    """
+
+
+@needs_bpf
+def test_the_bit_counting_builtins_give_in_xdp_what_they_give_on_the_nic(
+        tmp_path: Path) -> None:
+    """BPF has no count-zeros instruction (clang stops at __builtin_ctz): offlow/bpf.h
+    gives the four builtins as popcounts; the frames (words of every single bit, of
+    random widths, 0 and all ones) equal the NIC's and what Python counts."""
+    rng = random.Random(14)
+    words = [1 << k for k in range(64)] + [(1 << 64) - 1, 0, 1 << 32 | 1]
+    words += [rng.getrandbits(rng.randrange(1, 65)) for _ in range(200)]
+    capture = tmp_path / "words.pcap"
+    with open(capture, "wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for k, x in enumerate(words):
+            w.writepkt(b"\x02" * 12 + b"\x88\xb5" + x.to_bytes(8, "big") + bytes(k % 40),
+                       ts=1700000000 + k)
+    got = {}
+    for device in ("nic", "xdp"):
+        p = _one_segment(BitCounts("bits"))
+        p.place("edge", device=device)
+        res = run(build(p), RunOptions(input=capture, output=tmp_path / f"{device}.pcap",
+                                       timeout=60))
+        assert res.ok, res.errors
+        got[device] = read_frames(tmp_path / f"{device}.pcap")
+    assert got["xdp"] == got["nic"]
+    sent = read_frames(capture)
+    assert len(got["xdp"]) == len(sent)
+
+    def zeros(x: int, bits: int) -> tuple[int, int]:
+        return ((x & -x).bit_length() - 1, bits - x.bit_length()) if x else (99, 99)
+
+    for a, b in zip(sent, got["xdp"], strict=True):
+        w, v = int.from_bytes(a[14:18], "big"), int.from_bytes(a[14:22], "big")
+        (t32, l32), (t64, l64) = zeros(w, 32), zeros(v, 64)
+        assert b[14:18] == bytes([t32, l32, t64, l64]) and b[18:] == a[18:]
+
+
+# The router's tables for the test: /8s, /16s and /24s, and prefixes longer than /24
+# (tbl8 groups) inside some of them; IPv6 prefixes nested down to a /128, a stride's
+# bits apart and not; every address outside them is unroutable.
 ROUTES = ["10.0.0.0/8", "20.0.0.0/8", "20.5.0.0/16", "20.5.7.0/24", "20.5.7.128/25",
           "20.5.7.200/30", "20.5.7.203/32", "30.1.0.0/16", "30.1.2.0/24", "30.1.2.16/28",
           "40.0.0.0/9", "40.200.3.0/24", "40.200.3.64/26"]
+ROUTES6 = ["2001:db8::/32", "2001:db8:1::/48", "2001:db8:1:2::/64", "2001:db8:1:2:3::/80",
+           "2001:db8:1:2:3:4:5:6/128", "2001:db8:ff00::/40", "2a00::/12", "2a01:4f8::/29",
+           "2a01:4f8:c0c:1::/67", "2c0f:f000::/20", "2c0f:f001:2::/127"]
+Nets = list[ipaddress.IPv4Network] | list[ipaddress.IPv6Network]
 
 
-def _router_capture(path: Path, n: int = 600) -> list[str]:
-    """n frames, most IPv4 to addresses in or near the ROUTES (each first octet of them,
-    so some unroutable), some IPv6 and ARP; written with dpkt. The IPv4 destinations."""
-    rng = random.Random(2626)
-    nets = [ipaddress.ip_network(r) for r in ROUTES]
-    dsts: list[str] = []
+def _near(net: ipaddress.IPv4Network | ipaddress.IPv6Network, rng: random.Random) -> bytes:
+    """An address in `net` or in the network two bits shorter around it (at least a /6),
+    so that some are outside it: network order."""
+    wider = net.supernet(new_prefix=max(net.prefixlen - 2, 6)) if net.prefixlen > 6 else net
+    host = rng.getrandbits(wider.max_prefixlen - wider.prefixlen)
+    return (wider.network_address + host).packed
+
+
+def _router_capture(path: Path, nets4: Nets, nets6: Nets, n: int = 600,
+                    seed: int = 2626) -> tuple[list[bytes], list[bytes]]:
+    """n frames: most IPv4, a third IPv6, to addresses in or near the given networks
+    (so some unroutable), some ARP; written with dpkt. Their IPv4 and IPv6 destinations,
+    in order (network byte order)."""
+    rng = random.Random(seed)
+    dsts4: list[bytes] = []
+    dsts6: list[bytes] = []
     with open(path, "wb") as f:
         w = dpkt.pcap.Writer(f)
         for k in range(n):
             eth = dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6)
+            size = k % 300
             if k % 17 == 5:
                 eth.type, eth.data = dpkt.ethernet.ETH_TYPE_ARP, dpkt.arp.ARP()
-            elif k % 13 == 3:
+            elif k % 3 == 1:
+                dst = _near(rng.choice(nets6), rng)
+                dsts6.append(dst)
                 eth.type = dpkt.ethernet.ETH_TYPE_IP6
-                eth.data = dpkt.ip6.IP6(src=b"\x20" * 16, dst=b"\x26" * 16, hlim=9, nxt=17,
-                                        data=dpkt.udp.UDP(sport=1, dport=2, data=b"x" * k))
+                eth.data = dpkt.ip6.IP6(src=b"\x20" * 16, dst=dst, hlim=9, nxt=17,
+                                        data=dpkt.udp.UDP(sport=1, dport=2, data=b"x" * size))
                 eth.data.plen = len(eth.data.data)
             else:
-                net = rng.choice(nets)
-                near = ipaddress.ip_network(f"{net.network_address}/{max(net.prefixlen - 2, 6)}",
-                                            strict=False)
-                dst = str(near[rng.randrange(near.num_addresses)])
-                dsts.append(dst)
+                dst = _near(rng.choice(nets4), rng)
+                dsts4.append(dst)
                 eth.type = dpkt.ethernet.ETH_TYPE_IP
-                eth.data = dpkt.ip.IP(src=bytes([192, 0, 2, 1]), dst=ipaddress.ip_address(
-                    dst).packed, ttl=64, p=17, data=dpkt.udp.UDP(sport=7, dport=9,
-                                                                 data=b"y" * (k % 300)))
-                eth.data.len = 20 + 8 + k % 300
-                eth.data.data.ulen = 8 + k % 300
+                eth.data = dpkt.ip.IP(src=bytes([192, 0, 2, 1]), dst=dst, ttl=64, p=17,
+                                      data=dpkt.udp.UDP(sport=7, dport=9, data=b"y" * size))
+                eth.data.len = 20 + 8 + size
+                eth.data.data.ulen = 8 + size
             w.writepkt(bytes(eth), ts=1700000000 + k / 1000)
-    return dsts
+    return dsts4, dsts6
+
+
+def _router_runs(capture: Path, opts: tuple[str, ...] = ()) -> dict[str, tuple[
+        dict[str, Any], list[bytes]]]:
+    """tests/programs/xdp_router.py on nic and on xdp over `capture`: each run's
+    summary and output frames."""
+    runs = {}
+    for device in ("nic", "xdp"):
+        out = capture.with_name(f"{device}.pcap")
+        s = run_example([f"edge.device={device}"], XDP_ROUTER, input=capture, output=out,
+                        opts=opts, timeout=300)
+        assert s["ok"], s["errors"]
+        runs[device] = s, read_frames(out)
+    return runs
+
+
+def _hops6(frames: list[bytes]) -> list[tuple[bytes, int]]:
+    """Each IPv6 frame's destination and the next hop SetNextHop wrote into it."""
+    return [(f[38:54], int.from_bytes(f[4:6], "big")) for f in frames
+            if f[12:14] == b"\x86\xdd"]
 
 
 @needs_bpf
-def test_the_router_looks_up_its_ipv4_table_in_xdp_as_on_the_nic(tmp_path: Path) -> None:
-    """tests/programs/xdp_router.py: the DIR-24-8 table built by the runtime, looked up
-    from BPF array maps in XDP; the same frames (next hop in the Ethernet addresses),
-    and the same counters, as the emulated NIC's; unroutable counted as Python's own
-    longest-prefix match says."""
+def test_the_router_looks_up_its_ipv4_and_ipv6_tables_in_xdp_as_on_the_nic(
+        tmp_path: Path) -> None:
+    """tests/programs/xdp_router.py: the DIR-24-8 table and the IPv6 trie built by the
+    runtime, looked up from BPF array maps in XDP; the same frames (next hop in the
+    Ethernet addresses), and the same counters, as the emulated NIC's; unroutable
+    counted, and each IPv6 frame's hop, as Python's own longest-prefix match says."""
     table, capture = tmp_path / "routes.txt", tmp_path / "in.pcap"
-    table.write_text("# the test's routes\n" + "\n".join(ROUTES) + "\n")
-    dsts = _router_capture(capture)
+    table.write_text("# the test's routes\n" + "\n".join(ROUTES + ROUTES6) + "\n")
     nets = [ipaddress.ip_network(r) for r in ROUTES]
-    unroutable = sum(1 for d in dsts if not any(ipaddress.ip_address(d) in n for n in nets))
-    runs = {}
-    for device in ("nic", "xdp"):
-        out = tmp_path / f"{device}.pcap"
-        s = run_example([f"edge.device={device}"], XDP_ROUTER, input=capture, output=out,
-                        opts=(f"fib.path={table}",))
-        assert s["ok"], s["errors"]
-        runs[device] = s, out.read_bytes()
+    nets6 = [ipaddress.ip_network(r) for r in ROUTES6]
+    dsts4, dsts6 = _router_capture(capture, nets, nets6)
+    ref = Reference.from_networks(nets + nets6, nports=8)
+    unroutable = [sum(1 for d in ds if not ref.lookup(ipaddress.ip_address(d)))
+                  for ds in (dsts4, dsts6)]
+    runs = _router_runs(capture, (f"fib.path={table}", f"fib6.path={table}"))
     (nic, nic_out), (got, xdp_out) = runs["nic"], runs["xdp"]
     assert got["segments"][0]["device"] == "xdp"
-    assert 0 < unroutable < len(dsts) // 2
-    assert got["elements"]["find"]["why"] == {"unroutable": unroutable}
+    assert all(0 < u < len(ds) // 2 for u, ds in zip(unroutable, (dsts4, dsts6), strict=True))
+    assert got["elements"]["find"]["why"] == {"unroutable": unroutable[0]}
+    assert got["elements"]["find6"]["why"] == {"unroutable": unroutable[1]}
     assert xdp_out == nic_out
     assert got["elements"] == nic["elements"] and got["accounting"] == nic["accounting"]
-    hops = {f[:6] for f in read_frames(tmp_path / "xdp.pcap") if f[12:14] == b"\x08\x00"}
-    assert len(hops) > 5  # the frames left by many next hops, not one
+    hops = _hops6(xdp_out)
+    assert len(hops) == len(dsts6) - unroutable[1]
+    assert all(h == ref.lookup(ipaddress.IPv6Address(d)) for d, h in hops)
+    assert len({f[:6] for f in xdp_out}) > 5  # the frames left by many next hops, not one
+
+
+def _sample_prefixes(k: int, seed: int) -> tuple[Nets, Nets]:
+    """k IPv4 and k IPv6 prefixes of the full BGP table, at random."""
+    lines = gzip.decompress(BGP.read_bytes()).decode().split()
+    rng = random.Random(seed)
+    v4 = [ln for ln in lines if ":" not in ln]
+    v6 = [ln for ln in lines if ":" in ln]
+    return ([ipaddress.IPv4Network(x) for x in rng.sample(v4, k)],
+            [ipaddress.IPv6Network(x) for x in rng.sample(v6, k)])
+
+
+@needs_bpf
+@pytest.mark.skipif(not BGP.exists(), reason=f"BGP table not found at {BGP}")
+def test_the_router_on_the_full_bgp_tables_in_xdp_writes_what_the_nic_writes(
+        tmp_path: Path) -> None:
+    """Both tables from the full BGP table (901,899 IPv4 and 160,147 IPv6 prefixes, the
+    IPv6 trie 19 nodes deep), destinations in and around random prefixes of it: the
+    same frames and counters from XDP's map lookups as from the NIC's, and the IPv6
+    hops those of Python's longest-prefix match over the table's IPv6 prefixes."""
+    capture = tmp_path / "in.pcap"
+    nets4, nets6 = _sample_prefixes(1500, 26)
+    _, dsts6 = _router_capture(capture, nets4, nets6, n=3000, seed=6)
+    runs = _router_runs(capture)
+    (nic, nic_out), (got, xdp_out) = runs["nic"], runs["xdp"]
+    assert got["segments"][0]["device"] == "xdp"
+    assert xdp_out == nic_out and len(xdp_out) > 2000
+    assert got["elements"] == nic["elements"] and got["accounting"] == nic["accounting"]
+    nets, _ = read_prefixes(BGP)
+    ref = Reference.from_networks((n for n in nets if n.version == 6), nports=8)
+    hops = _hops6(xdp_out)
+    unroutable = got["elements"]["find6"]["drop"]
+    assert len(hops) > 700 and 0 < unroutable == len(dsts6) - len(hops)
+    assert all(h == ref.lookup(ipaddress.IPv6Address(d)) for d, h in hops)
 
 
 def test_iface_and_xdp_mode_errors_come_before_any_process_starts(tmp_path: Path) -> None:

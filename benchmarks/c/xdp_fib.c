@@ -98,6 +98,12 @@ int ofl_xdp_fib_netns(char *err)
     if (rc < 0) return rc;
     /* (our own namespace: bpf_fib_lookup answers only where forwarding is on) */
     rc = ofl_xdp_sysctl("/proc/sys/net/ipv4/conf/all/forwarding", "1");
+    /* (IPv6 back on, which the pair's namespace turns off: an IPv6 route needs it on
+     * its device) */
+    if (rc == 0) rc = ofl_xdp_sysctl("/proc/sys/net/ipv6/conf/all/disable_ipv6", "0");
+    if (rc == 0)
+        rc = ofl_xdp_sysctl("/proc/sys/net/ipv6/conf/" OFL_XDP_IN "/disable_ipv6", "0");
+    if (rc == 0) rc = ofl_xdp_sysctl("/proc/sys/net/ipv6/conf/all/forwarding", "1");
     if (rc < 0) {
         snprintf(err, 256, "cannot turn forwarding on in the namespace: %s", strerror(-rc));
         return rc;
@@ -112,7 +118,45 @@ int ofl_xdp_fib_netns(char *err)
     return ofl_xdp_ifindex(OFL_XDP_IN);
 }
 
-int ofl_xdp_fib_add(const struct ofl_route4 *r, size_t n, int ifindex, char *err)
+/* Route i of `routes` (IPv4 or, `v6`, IPv6) as an RTM_NEWROUTE message in `m` with
+ * sequence number i + 1; `ack`: ask for an acknowledgement. -EINVAL (with `err`) for a
+ * route out of range. */
+static int add_msg(struct nlbuf *m, const void *routes, size_t i, int v6, uint32_t oif,
+                   int ack, char *err)
+{
+    const struct ofl_route4 *r4 = (const struct ofl_route4 *)routes + i;
+    const struct ofl_route6 *r6 = (const struct ofl_route6 *)routes + i;
+    unsigned hop = v6 ? r6->hop : r4->hop, len = v6 ? r6->len : r4->len;
+    if (hop < 1 || hop > 255 || len > (v6 ? 128u : 32u)) {
+        snprintf(err, 256, "route %zu: hop %u or length %u out of range", i, hop, len);
+        return -EINVAL;
+    }
+    struct rtmsg rt = {.rtm_family = v6 ? AF_INET6 : AF_INET, .rtm_dst_len = (uint8_t)len,
+                       .rtm_table = RT_TABLE_MAIN, .rtm_protocol = RTPROT_STATIC,
+                       .rtm_scope = RT_SCOPE_UNIVERSE, .rtm_type = RTN_UNICAST,
+                       .rtm_flags = RTNH_F_ONLINK};
+    struct nlmsghdr *h = msg_start(m, RTM_NEWROUTE,
+                                   NLM_F_CREATE | NLM_F_REPLACE | (ack ? NLM_F_ACK : 0),
+                                   (uint32_t)i + 1, &rt, sizeof rt);
+    if (v6) {
+        uint8_t gw[16] = {0};
+        memcpy(gw, OFL_XDP_FIB6_HOP_NET, 16);
+        gw[15] = (uint8_t)hop;
+        if (len) attr(h, RTA_DST, r6->addr, 16);
+        attr(h, RTA_GATEWAY, gw, 16);
+    } else {
+        uint32_t mask = len ? 0xFFFFFFFFu << (32 - len) : 0;
+        uint32_t dst = htonl(r4->addr & mask), gw = htonl(OFL_XDP_FIB_HOP_NET | hop);
+        if (len) attr(h, RTA_DST, &dst, 4);
+        attr(h, RTA_GATEWAY, &gw, 4);
+    }
+    attr(h, RTA_OIF, &oif, 4);
+    msg_end(m, h);
+    return 0;
+}
+
+/* The routes of either family, many per netlink message batch. */
+static int add_routes(const void *routes, size_t n, int v6, int ifindex, char *err)
 {
     int fd = nl_open();
     if (fd < 0) {
@@ -126,43 +170,42 @@ int ofl_xdp_fib_add(const struct ofl_route4 *r, size_t n, int ifindex, char *err
         return -ENOMEM;
     }
     int rc = 0;
-    uint32_t bad = 0, oif = (uint32_t)ifindex;
+    uint32_t bad = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (r[i].hop < 1 || r[i].hop > 255 || r[i].len > 32) {
-            snprintf(err, 256, "route %zu: hop %u or length %u out of range", i, r[i].hop,
-                     r[i].len);
-            rc = -EINVAL;
-            break;
-        }
-        uint32_t mask = r[i].len ? 0xFFFFFFFFu << (32 - r[i].len) : 0;
-        uint32_t dst = htonl(r[i].addr & mask), gw = htonl(OFL_XDP_FIB_HOP_NET | r[i].hop);
-        struct rtmsg rt = {.rtm_family = AF_INET, .rtm_dst_len = r[i].len,
-                           .rtm_table = RT_TABLE_MAIN, .rtm_protocol = RTPROT_STATIC,
-                           .rtm_scope = RT_SCOPE_UNIVERSE, .rtm_type = RTN_UNICAST,
-                           .rtm_flags = RTNH_F_ONLINK};
         /* the last message of a batch asks for an acknowledgement: its reply says
          * the kernel has read the whole batch (errors of the others come before it) */
         int last = i + 1 == n || m.len + 256 > m.cap;
-        struct nlmsghdr *h = msg_start(&m, RTM_NEWROUTE,
-                                       NLM_F_CREATE | NLM_F_REPLACE | (last ? NLM_F_ACK : 0),
-                                       (uint32_t)i + 1, &rt, sizeof rt);
-        if (r[i].len) attr(h, RTA_DST, &dst, 4);
-        attr(h, RTA_GATEWAY, &gw, 4);
-        attr(h, RTA_OIF, &oif, 4);
-        msg_end(&m, h);
-        if (last) {
-            rc = send_all(fd, &m);
-            if (rc == 0) rc = wait_reply(fd, (uint32_t)i + 1, &bad);
-            m.len = 0;
-            if (rc < 0) {
-                const struct ofl_route4 *b = bad ? &r[bad - 1] : &r[i];
-                snprintf(err, 256, "the kernel refused route %u.%u.%u.%u/%u: %s",
-                         b->addr >> 24, b->addr >> 16 & 0xFF, b->addr >> 8 & 0xFF,
-                         b->addr & 0xFF, b->len, strerror(-rc));
+        rc = add_msg(&m, routes, i, v6, (uint32_t)ifindex, last, err);
+        if (rc < 0 || !last) continue;
+        rc = send_all(fd, &m);
+        if (rc == 0) rc = wait_reply(fd, (uint32_t)i + 1, &bad);
+        m.len = 0;
+        if (rc < 0) {
+            size_t k = bad ? bad - 1 : i;
+            char text[64];
+            if (v6)
+                inet_ntop(AF_INET6, ((const struct ofl_route6 *)routes)[k].addr, text,
+                          sizeof text);
+            else {
+                uint32_t a = htonl(((const struct ofl_route4 *)routes)[k].addr);
+                inet_ntop(AF_INET, &a, text, sizeof text);
             }
+            snprintf(err, 256, "the kernel refused route %s/%u: %s", text,
+                     v6 ? ((const struct ofl_route6 *)routes)[k].len
+                        : ((const struct ofl_route4 *)routes)[k].len, strerror(-rc));
         }
     }
     free(m.b);
     close(fd);
     return rc;
+}
+
+int ofl_xdp_fib_add(const struct ofl_route4 *r, size_t n, int ifindex, char *err)
+{
+    return add_routes(r, n, 0, ifindex, err);
+}
+
+int ofl_xdp_fib6_add(const struct ofl_route6 *r, size_t n, int ifindex, char *err)
+{
+    return add_routes(r, n, 1, ifindex, err);
 }

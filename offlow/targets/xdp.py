@@ -189,7 +189,8 @@ class Xdp(Target):
         if other_tables:
             return ("it uses shared table " + ", ".join(
                 f"{t} ({shared[t].ctype})" for t in other_tables) + "; of the tables, only "
-                "shared arrays and the IPv4 LPM table (lpm4_table) are BPF maps in XDP yet")
+                "shared integer arrays and the LPM tables (lpm4_table, lpm6_table) are BPF "
+                "maps in XDP yet")
         big = [t for _, t in node.tables if is_array(shared[t])
                and shared[t].length * SCALARS[shared[t].ctype] > ARRAY_MAX]
         if big:

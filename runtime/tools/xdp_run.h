@@ -71,6 +71,7 @@ struct ofl_xdp_desc {
     const char *const *why_names;    /* every reason, by counter - OFL_XDP_COUNTERS * nel */
     uint32_t mtu;
     const struct ofl_xdp_table *lpm4;  /* its IPv4 LPM tables, up to one with name NULL */
+    const struct ofl_xdp_table *lpm6;  /* its IPv6 LPM tables, up to one with name NULL */
     const struct ofl_xdp_array *arrays;  /* its shared arrays, up to one with name NULL */
     int (*init)(const struct ofl_args *a);  /* --init: make the run's window */
     size_t (*layout)(size_t *ring_off);     /* the window's size; where each ring is */

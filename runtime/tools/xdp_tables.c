@@ -2,6 +2,7 @@
 #include "xdp_tables.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +12,23 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "offlow/lpm_bpf_layout.h"
 #include "offlow/lpm_tables.h"
 
-/* lpm_bpf.h's layout: 256-entry blocks, the group flag of lpm4.h. */
-_Static_assert(OFL_LPM4_BLOCK == 256u && OFL_LPM4_GROUP == 0x8000u,
-               "offlow/lpm_bpf.h copies lpm4.h's block size and group flag");
+/* lpm_bpf.h's layout: lpm4.h's blocks and group flag, a directory flag beside any
+ * block index; lpm6.h's trie (its strides, leaf flag and node layout). */
+_Static_assert(OFL_LPM4_BLOCK == OFL_LPM4_BPF_BLOCK && OFL_LPM4_GROUP == OFL_LPM4_BPF_GROUP,
+               "offlow/lpm_bpf_layout.h copies lpm4.h's block size and group flag");
+_Static_assert(OFL_LPM4_DIR_ENTRIES <= OFL_LPM4_BPF_LEAF,
+               "a block index never has the directory's leaf flag");
+_Static_assert(OFL_LPM6_TOP_BITS == OFL_LPM6_BPF_TOP_BITS &&
+               OFL_LPM6_STRIDE == OFL_LPM6_BPF_STRIDE && OFL_LPM6_TLEAF == OFL_LPM6_BPF_TLEAF,
+               "offlow/lpm_bpf_layout.h copies lpm6.h's trie strides and leaf flag");
+_Static_assert(sizeof(struct ofl_lpm6_pnode) == 24 &&
+               offsetof(struct ofl_lpm6_pnode, leafvec) == 8 &&
+               offsetof(struct ofl_lpm6_pnode, base1) == 16 &&
+               offsetof(struct ofl_lpm6_pnode, base0) == 20,
+               "offlow/lpm_bpf.h's struct ofl_lpm6_bpf_node is lpm6.h's ofl_lpm6_pnode");
 
 /* Map `maps`+`suffix` of `obj`, or NULL (printed). */
 static struct bpf_map *map_of(struct bpf_object *obj, const char *maps, const char *suffix)
@@ -27,25 +40,63 @@ static struct bpf_map *map_of(struct bpf_object *obj, const char *maps, const ch
     return m;
 }
 
+/* Size maps `maps`+`a` and `maps`+`b` of `obj` to `na` and `nb` values (an array map
+ * has at least one). */
+static int size_maps(struct bpf_object *obj, const char *maps, const char *a, size_t na,
+                     const char *b, size_t nb)
+{
+    struct bpf_map *ma = map_of(obj, maps, a), *mb = map_of(obj, maps, b);
+    if (!ma || !mb) return -ENOENT;
+    if (na > UINT32_MAX || nb > UINT32_MAX) return -E2BIG;
+    int rc = bpf_map__set_max_entries(ma, na ? (uint32_t)na : 1);
+    return rc < 0 ? rc : bpf_map__set_max_entries(mb, nb ? (uint32_t)nb : 1);
+}
+
+/* The trie of IPv6 table `t` (a handle opened for updates, which nothing updates
+ * during an xdp run: its current table stays). */
+static const struct ofl_lpm6_trie *trie_of(const struct ofl_lpm6 *t)
+{
+    unsigned slot;
+    const struct ofl_lpm6 *cur = ofl_lpm6_enter(t, &slot);
+    ofl_lpm6_leave(t, slot);
+    return &cur->trie;
+}
+
+/* Entries of a table list (up to the one named NULL). */
+static size_t count(const struct ofl_xdp_table *x)
+{
+    size_t n = 0;
+    while (x && x[n].name) n++;
+    return n;
+}
+
+int ofl_xdp_lpm4_size(struct bpf_object *obj, const char *maps, const struct ofl_lpm4 *t)
+{
+    return size_maps(obj, maps, "_tbl24", t->blocks, "_tbl8", t->groups);
+}
+
+int ofl_xdp_lpm6_size(struct bpf_object *obj, const char *maps, const struct ofl_lpm6_trie *p)
+{
+    return size_maps(obj, maps, "_node", p->nnodes, "_leaf", p->nleaves);
+}
+
 int ofl_xdp_tables_open(struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
                         const struct ofl_args *a, struct bpf_object *obj)
 {
-    size_t n = 0;
-    while (d->lpm4 && d->lpm4[n].name) n++;
+    size_t n = count(d->lpm4), n6 = count(d->lpm6);
     t->lpm4 = n ? calloc(n, sizeof *t->lpm4) : NULL;  /* (freed: the NULLs too) */
     t->n = t->lpm4 ? n : 0;
-    if (n && !t->lpm4) return -ENOMEM;
+    t->lpm6 = n6 ? calloc(n6, sizeof *t->lpm6) : NULL;
+    t->n6 = t->lpm6 ? n6 : 0;
+    if ((n && !t->lpm4) || (n6 && !t->lpm6)) return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        const struct ofl_xdp_table *x = &d->lpm4[i];
-        int rc = ofl_lpm4_open_opts(&t->lpm4[i], a, x->name);
+        int rc = ofl_lpm4_open_opts(&t->lpm4[i], a, d->lpm4[i].name);
+        if (rc == 0) rc = ofl_xdp_lpm4_size(obj, d->lpm4[i].maps, t->lpm4[i]);
         if (rc < 0) return rc;
-        const struct ofl_lpm4 *l = t->lpm4[i];
-        struct bpf_map *b24 = map_of(obj, x->maps, "_tbl24");
-        struct bpf_map *b8 = map_of(obj, x->maps, "_tbl8");
-        if (!b24 || !b8) return -ENOENT;
-        /* (an array map has at least one value) */
-        rc = bpf_map__set_max_entries(b24, l->blocks ? l->blocks : 1);
-        if (rc == 0) rc = bpf_map__set_max_entries(b8, l->groups ? l->groups : 1);
+    }
+    for (size_t i = 0; i < n6; i++) {
+        int rc = ofl_lpm6_open_opts(&t->lpm6[i], a, d->lpm6[i].name);
+        if (rc == 0) rc = ofl_xdp_lpm6_size(obj, d->lpm6[i].maps, trie_of(t->lpm6[i]));
         if (rc < 0) return rc;
     }
     return 0;
@@ -63,32 +114,74 @@ static uint8_t *map_mem(struct bpf_map *m, size_t *len, size_t *stride)
     return NULL;
 }
 
-/* Copy `n` entries of 16 bits from `src` into map `m`, `per` entries per value. */
-static int copy_in(struct bpf_map *m, const uint16_t *src, size_t n, size_t per)
+/* Copy `n` values of `bytes` bytes each from `src` into the first values of map
+ * `maps`+`suffix` of `obj`. */
+static int copy_in(struct bpf_object *obj, const char *maps, const char *suffix,
+                   const void *src, size_t n, size_t bytes)
 {
+    struct bpf_map *m = map_of(obj, maps, suffix);
+    if (!m) return -ENOENT;
+    if (n > bpf_map__max_entries(m) || bytes != bpf_map__value_size(m)) {
+        fprintf(stderr, "offlow xdp: map %s takes %u values of %u bytes, not %zu of %zu\n",
+                bpf_map__name(m), bpf_map__max_entries(m), bpf_map__value_size(m), n, bytes);
+        return -EINVAL;
+    }
     size_t len, stride;
     uint8_t *mem = map_mem(m, &len, &stride);
     if (!mem) return -EIO;
-    for (size_t v = 0; v * per < n; v++)
-        memcpy(mem + v * stride, src + v * per, per * sizeof *src);
+    for (size_t v = 0; v < n; v++)
+        memcpy(mem + v * stride, (const uint8_t *)src + v * bytes, bytes);
     munmap(mem, len);
     return 0;
+}
+
+/* lpm_bpf.h's directory of `t`: each /16's block, or its hop with OFL_LPM4_BPF_LEAF
+ * when the block holds that one hop (no group) in all its entries. NULL: no memory. */
+static uint32_t *bpf_dir(const struct ofl_lpm4 *t)
+{
+    uint32_t *d = malloc(OFL_LPM4_DIR_ENTRIES * sizeof *d);
+    if (!d) return NULL;
+    for (uint32_t i = 0; i < OFL_LPM4_DIR_ENTRIES; i++) {
+        const uint16_t *b = &t->tbl24[(size_t)t->dir[i] * OFL_LPM4_BLOCK];
+        uint32_t k = 1;
+        while (k < OFL_LPM4_BLOCK && b[k] == b[0]) k++;
+        d[i] = k == OFL_LPM4_BLOCK && !(b[0] & OFL_LPM4_GROUP) ? OFL_LPM4_BPF_LEAF | b[0]
+                                                                : t->dir[i];
+    }
+    return d;
+}
+
+int ofl_xdp_lpm4_fill(struct bpf_object *obj, const char *maps, const struct ofl_lpm4 *t)
+{
+    const size_t block = OFL_LPM4_BLOCK * sizeof(uint16_t);
+    uint32_t *dir = bpf_dir(t);
+    if (!dir) return -ENOMEM;
+    int rc = copy_in(obj, maps, "_dir", dir, OFL_LPM4_DIR_ENTRIES / OFL_LPM4_BLOCK,
+                     OFL_LPM4_BLOCK * sizeof *dir);
+    free(dir);
+    if (rc == 0) rc = copy_in(obj, maps, "_tbl24", t->tbl24, t->blocks, block);
+    if (rc == 0) rc = copy_in(obj, maps, "_tbl8", t->tbl8, t->groups, block);
+    return rc;
+}
+
+int ofl_xdp_lpm6_fill(struct bpf_object *obj, const char *maps, const struct ofl_lpm6_trie *p)
+{
+    int rc = copy_in(obj, maps, "_top", p->top, (size_t)1 << OFL_LPM6_TOP_BITS,
+                     sizeof *p->top);
+    if (rc == 0) rc = copy_in(obj, maps, "_node", p->node, p->nnodes, sizeof *p->node);
+    if (rc == 0) rc = copy_in(obj, maps, "_leaf", p->leaf, p->nleaves, sizeof *p->leaf);
+    return rc;
 }
 
 int ofl_xdp_tables_fill(const struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
                         struct bpf_object *obj)
 {
     for (size_t i = 0; i < t->n; i++) {
-        const struct ofl_lpm4 *l = t->lpm4[i];
-        const char *maps = d->lpm4[i].maps;
-        struct bpf_map *dir = map_of(obj, maps, "_dir"), *b24 = map_of(obj, maps, "_tbl24");
-        struct bpf_map *b8 = map_of(obj, maps, "_tbl8");
-        if (!dir || !b24 || !b8) return -ENOENT;
-        int rc = copy_in(dir, l->dir, OFL_LPM4_DIR_ENTRIES, 1);
-        if (rc == 0) rc = copy_in(b24, l->tbl24, (size_t)l->blocks * OFL_LPM4_BLOCK,
-                                  OFL_LPM4_BLOCK);
-        if (rc == 0) rc = copy_in(b8, l->tbl8, (size_t)l->groups * OFL_LPM4_BLOCK,
-                                  OFL_LPM4_BLOCK);
+        int rc = ofl_xdp_lpm4_fill(obj, d->lpm4[i].maps, t->lpm4[i]);
+        if (rc < 0) return rc;
+    }
+    for (size_t i = 0; i < t->n6; i++) {
+        int rc = ofl_xdp_lpm6_fill(obj, d->lpm6[i].maps, trie_of(t->lpm6[i]));
         if (rc < 0) return rc;
     }
     return 0;
@@ -112,7 +205,8 @@ void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
 void ofl_xdp_tables_free(struct ofl_xdp_tables *t)
 {
     for (size_t i = 0; i < t->n; i++) ofl_lpm4_free(t->lpm4[i]);
+    for (size_t i = 0; i < t->n6; i++) ofl_lpm6_free(t->lpm6[i]);
     free(t->lpm4);
-    t->lpm4 = NULL;
-    t->n = 0;
+    free(t->lpm6);
+    *t = (struct ofl_xdp_tables){0};
 }

@@ -10,12 +10,15 @@
 
 #include "offlow/gen.h"
 #include "offlow/lpm4.h"
+#include "offlow/lpm6.h"
 #include "xdp_run.h"
 
 /* The built tables of one run. */
 struct ofl_xdp_tables {
     struct ofl_lpm4 **lpm4;   /* one per desc->lpm4 entry */
     size_t n;
+    struct ofl_lpm6 **lpm6;   /* one per desc->lpm6 entry (handles opened for updates) */
+    size_t n6;
 };
 
 /* Build every table of `d` from the options `a` (printing what was built, or the
@@ -28,6 +31,14 @@ int ofl_xdp_tables_open(struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
  * (printed). */
 int ofl_xdp_tables_fill(const struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
                         struct bpf_object *obj);
+
+/* One LPM table's maps (lpm_bpf.h's, named `maps`_...) in `obj`: sized to the built
+ * table `t` (the IPv6 table's trie `p`) while `obj` is opened, not loaded; filled from
+ * it once loaded. 0 or a negative errno (printed). */
+int ofl_xdp_lpm4_size(struct bpf_object *obj, const char *maps, const struct ofl_lpm4 *t);
+int ofl_xdp_lpm4_fill(struct bpf_object *obj, const char *maps, const struct ofl_lpm4 *t);
+int ofl_xdp_lpm6_size(struct bpf_object *obj, const char *maps, const struct ofl_lpm6_trie *p);
+int ofl_xdp_lpm6_fill(struct bpf_object *obj, const char *maps, const struct ofl_lpm6_trie *p);
 
 /* Write each shared array of `d` (its map in the loaded `obj`) into the stats' tables
  * object `j`, as every device reports its arrays. */
