@@ -262,13 +262,17 @@ struct ofl_core {
     uint64_t turn_timed, loop_ticks; /* the turn's timed ticks (all kinds); loops in all */
     uint64_t loop_turns;             /* the turns counted in loop_ticks */
     double ticks_per_ns;             /* ofl_ticks() per ns, measured at the start */
-    /* The link throttle (option link.gbps, profile-scaled runs): the bytes this core's
-     * rings send to other processes pass a token bucket at that rate (link_free: when
-     * the bytes sent so far have crossed); the core spins while it is behind. */
-    double link_gbps;                /* 0: not throttled */
+    /* The link throttle (options link.gbps and link.dma_gbps, profile-scaled runs): the
+     * bytes this core's rings send to other processes pass two token buckets shared
+     * with the other cores (the window's struct ofl_window_link): its process's
+     * direction of the link at gbps, and the DMA engine of both directions at dma_gbps;
+     * the core spins while either is more than OFL_LINK_DEPTH_NS behind. */
+    double link_gbps, dma_gbps;      /* 0: not throttled */
+    struct ofl_window_link *link;    /* in the window */
+    int link_dir;                    /* 0: the device's direction, 1: the host's */
     struct ofl_qout *link_out[OFL_LINK_MAX];
     unsigned nlink;
-    uint64_t link_sent, link_free, throttled_ns;
+    uint64_t link_sent, throttled_ns;
 };
 
 /* Start a turn (profile-scaled emulation; nothing when not dilating). */
