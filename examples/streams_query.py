@@ -21,11 +21,14 @@ from offlow import Program, Sink, Source
 from offlow.elements.streams import Aggregate, Filter, TupleIn, TupleReply
 
 
-def program() -> Program:
+def program(keep_below: int = 20, window_us: int = 100, advance_us: int = 50) -> Program:
+    """The query; its parameters (the Filter's bound on v1, the windows' size and
+    advance) are what the seed tuned for its Figure 4 (`offlow bench seeds`)."""
     p = Program("streams_query")
     src, tuples = Source("rx"), TupleIn("tuples")
-    select = Filter("select", attr=1, op="<", value=20)
-    average = Aggregate("average", fn="avg", attr=2, size=100_000, advance=50_000)
+    select = Filter("select", attr=1, op="<", value=keep_below)
+    average = Aggregate("average", fn="avg", attr=2, size=window_us * 1000,
+                        advance=advance_us * 1000)
     back, out = TupleReply("back"), Sink("tx")
     src >> tuples >> select >> average >> back >> out
 

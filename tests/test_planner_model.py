@@ -6,8 +6,9 @@ from dataclasses import replace
 import pytest
 
 from offlow.build import compile_program
+from offlow.errors import OfflowError
 from offlow.planner import crossing, profile
-from offlow.planner.calibrate import Calibration, ElementCost, QueueCost
+from offlow.planner.calibrate import Calibration, ElementCost, QueueCost, from_stats
 from offlow.planner.model import Crossing, Placement, Segment, clock_needed_mhz, predict
 from offlow.planner.profile import Link, MemoryLevel, Profile
 from offlow.planner.search import model_inputs, rank
@@ -127,10 +128,10 @@ def test_the_search_finds_the_best_split_and_folds_alike_ones():
     # app nic[0,1] also gives 20 Mpps with more cores: folded into the first.
     g = compile_program(two_segment())
     cal = Calibration(
-        program="two", packets=1000, frame_bytes=64.0, source_ns=0.0, overhead_ns=0.0,
+        program="two", packets=1000, frame_bytes=64.0, source_ns=0.0, loops=(("rx", 0.0),),
         elements=(ElementCost("seta", "rx", "integer", 1.0, 100.0),
                   ElementCost("reada", "app", "integer", 1.0, 10.0)),
-        queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),), source_segments=("rx",))
+        queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),))
     host = replace(HOST, cores=2)
     nic = replace(NIC, cores=2, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
     ranked = rank(g, cal, {"host": host, "nic": nic})
@@ -144,6 +145,26 @@ def test_the_search_finds_the_best_split_and_folds_alike_ones():
     assert second.prediction.mpps == pytest.approx(10.0)
     assert second.prediction.latency_us == pytest.approx(0.11)
     assert dict(second.placement.cores) == {"rx": (0,), "app": (1,)}
+
+
+def test_each_segment_is_charged_its_own_loop():
+    # seta 100 ns in rx, reada 10 ns in app; their loops (the calibration's, per packet
+    # read): rx 60 ns (the source's batches), app 20. rx on a NIC core at half speed:
+    # (100 + 60) / 0.5 = 320 ns -> 3.125 Mpps; app on the host: 10 + 20 = 30 ns.
+    # (Shared by packets taken, 40 each, rx would be 280 ns: 3.57 Mpps.)
+    g = compile_program(two_segment())
+    cal = Calibration(
+        program="two", packets=1000, frame_bytes=64.0, source_ns=0.0,
+        loops=(("app", 20.0), ("rx", 60.0)),
+        elements=(ElementCost("seta", "rx", "integer", 1.0, 100.0),
+                  ElementCost("reada", "app", "integer", 1.0, 10.0)),
+        queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),))
+    nic = replace(NIC, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
+    place = Placement({"rx": "nic", "app": "host"}, {"rx": (0,), "app": (0,)})
+    p = rank(g, cal, {"host": HOST, "nic": nic}, [place])[0].prediction
+    assert {s.name: s.ns for s in p.stages if "core" in s.name} == pytest.approx(
+        {"nic core 0": 320.0, "host core 0": 30.0})
+    assert cal.overhead_ns == pytest.approx(80.0)
 
 
 def test_a_crossing_between_two_threads_costs_each_end_its_extra():
@@ -200,8 +221,7 @@ def test_the_calibration_prices_each_queue_by_its_geometry():
     cal = Calibration(program="t", packets=1000, frame_bytes=100.0,
                       elements=(ElementCost("e", "rx", "integer", 1.0, 10.0),),
                       queues=(QueueCost("q", "rx", "route", 0.5, 200.0, 32, 1024),),
-                      source_ns=0.0, overhead_ns=0.0, source_segments=("rx",),
-                      crossings=(other, line))
+                      source_ns=0.0, loops=(("rx", 0.0),), crossings=(other, line))
     _, xs = model_inputs(cal)
     assert (xs[0].push_ns, xs[0].pop_ns) == pytest.approx((210.0, 20.0))
     _, bare = model_inputs(replace(cal, crossings=()))
@@ -219,3 +239,25 @@ def test_validation_sets_each_measured_thread_beside_its_stage():
               {("nic", frozenset({"rx"})): 300.0, ("host", frozenset({"route"})): 90.0})
     assert c.stages() == [("host core 0 (route)", 60.0, 90.0), ("nic core 0 (rx)", 200.0, 300.0),
                           ("link nic->host", 20.0, None), ("nic DMA", 40.0, None)]
+
+
+def test_the_calibration_takes_each_segments_loop_from_its_own_turns():
+    # 1000 packets read by src; rx's turns spent 150 us outside its bodies, app's 40 us
+    # (on its 1000 packets): 150 and 40 ns a packet read, 190 in all. seta 20 us in
+    # 1000 visits less the 2 ns timer: 18 ns a visit.
+    g = compile_program(two_segment("host"))
+    def core(seg: str, loop: int, elements: dict) -> dict:
+        return {"segment": seg, "cpu": 0, "pkts_in": 1000, "bytes_in": 64_000, "cpu_ns": 1,
+                "timer_ns": 2.0, "loop_ns": loop, "elements": elements, "queues": []}
+    stats = {"host": {"cores": [
+        core("rx", 150_000, {"src": {"in": 1000, "ns": 50_000},
+                             "seta": {"in": 1000, "ns": 20_000}}),
+        core("app", 40_000, {"reada": {"in": 1000, "ns": 2_000}})]}}
+    cal = from_stats(g, stats, {})
+    assert dict(cal.loops) == pytest.approx({"rx": 150.0, "app": 40.0})
+    assert cal.overhead_ns == pytest.approx(190.0)
+    assert cal.source_ns == pytest.approx(50.0)
+    assert {e.name: e.ns for e in cal.elements} == pytest.approx({"seta": 18.0, "reada": 0.0})
+    del stats["host"]["cores"][1]["loop_ns"]  # a run without --profile counts no loops
+    with pytest.raises(OfflowError, match="counted no loop time"):
+        from_stats(g, stats, {})

@@ -6,8 +6,11 @@ another core, so the run's time is all work), built with element timing (the
 OFL_ETIME_* in runtime/core's gen.h). From its stats: per element the packets it saw
 per packet read (`visits`) and its time per visit less the timer's own cost; the
 sources' time reading packets (the capture or the generator: the wire, which the model
-leaves out); the rest of the thread's CPU time per packet read (the loops, the rings)
-is `overhead_ns`; per queue the packets and bytes it moved per packet read. Then each
+leaves out); per segment its loop's time per packet read (the turns' time outside the
+element bodies: the loop, the rings), counted as profile-scaled emulation counts it (the
+run is one with `--profile host`: every factor 1), so that each segment is charged its
+own loop, as the emulation stretches it; per queue the packets and bytes it moved per
+packet read. Then each
 queue geometry's crossing between two threads is calibrated (offlow.planner.crossing):
 what the one-thread run cannot see."""
 
@@ -19,7 +22,6 @@ from typing import Any
 
 import dpkt
 
-from offlow import cbuild
 from offlow.build import compile_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -58,9 +60,14 @@ class Calibration:
     queues: tuple[QueueCost, ...]
     source_ns: float  # per packet read, reading it (the capture, the generator): the
     #                   wire's work, outside the model (a device's port receives packets)
-    overhead_ns: float  # per packet read, outside the elements' bodies and the reading
-    source_segments: tuple[str, ...]  # where the overhead is charged (the sources' segments)
+    loops: tuple[tuple[str, float], ...]  # per segment, its loop (outside the element
+    #                                       bodies and the reading) per packet read
     crossings: tuple[CrossingCost, ...] = ()  # per queue geometry (batch, ring size)
+
+    @property
+    def overhead_ns(self) -> float:
+        """The loops of all segments per packet read."""
+        return sum(ns for _, ns in self.loops)
 
     def crossing(self, q: QueueCost) -> CrossingCost | None:
         """The crossing calibration of queue `q`'s geometry (None: not measured)."""
@@ -68,11 +75,15 @@ class Calibration:
                      if (c.batch, c.ring_size) == (q.batch, q.ring_size)), None)
 
     def segment_ns(self, segment: str) -> dict[str, float]:
-        """Per work kind, a segment's element time per packet read on this host."""
+        """Per work kind, a segment's time per packet read on this host: its elements',
+        and its loop's as integer work."""
         out: dict[str, float] = {}
         for e in self.elements:
             if e.segment == segment:
                 out[e.kind] = out.get(e.kind, 0.0) + e.visits * e.ns
+        loop = dict(self.loops).get(segment, 0.0)
+        if loop:
+            out["integer"] = out.get("integer", 0.0) + loop
         return out
 
 
@@ -100,12 +111,14 @@ def calibrate(path: Path, settings: list[str], capture: Path | None, packets: in
     0: not measured, the model then prices crossings as one thread's rings)."""
     g0 = compile_program(load_program(path, settings))
     prog = load_program(path, [*settings, *all_on_host(g0)])
+    # profile "host": each turn's loop counted as the emulation counts it, nothing slowed
     if capture is None:
         opts = RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)),
-                          **({"sizes": sizes} if sizes else {}))
+                          profile="host", **({"sizes": sizes} if sizes else {}))
     else:
-        opts = RunOptions(input=capture, loops=max(1, -(-packets // max(1, _frames(capture)))))
-    b = build_for(prog, opts, extra_flags=cbuild.flags("element_time"))
+        opts = RunOptions(input=capture, loops=max(1, -(-packets // max(1, _frames(capture)))),
+                          profile="host")
+    b = build_for(prog, opts)
     res = run(b, opts)
     if not res.ok:
         raise OfflowError(f"the calibration run of `{g0.name}` failed: "
@@ -144,8 +157,6 @@ def from_stats(g: Graph, stats: dict[str, Any], work: dict[str, str]) -> Calibra
         raise OfflowError(f"the calibration run of `{g.name}` read no packets")
     frame = sum(c["bytes_in"] for c in cores if c["segment"] in
                 {g.node(s).segment for s in sources}) / read
-    elapsed = max(c["cpu_ns"] for c in cores)  # the thread's CPU time: not the time
-    #                                            other processes took its CPU
     reading = sum(seen.get(s, {"ns": 0})["ns"] for s in sources)
     elements = []
     for n in g.nodes:
@@ -155,7 +166,12 @@ def from_stats(g: Graph, stats: dict[str, Any], work: dict[str, str]) -> Calibra
         ns = max(0.0, v["ns"] / v["in"] - timer)
         elements.append(ElementCost(n.name, n.segment, work_kind(g, n.name, work),
                                     v["in"] / read, ns))
-    timed = sum(v["ns"] for v in seen.values())
+    if any("loop_ns" not in c for c in cores):
+        raise OfflowError(f"the calibration run of `{g.name}` counted no loop time (it "
+                          "must run with --profile host)")
+    loops: dict[str, float] = {}
+    for c in cores:
+        loops[c["segment"]] = loops.get(c["segment"], 0.0) + c["loop_ns"] / read
     queues = []
     for q in g.queues:
         outs = [x for c in cores for x in c.get("queues", [])
@@ -167,5 +183,4 @@ def from_stats(g: Graph, stats: dict[str, Any], work: dict[str, str]) -> Calibra
     return Calibration(program=g.name, packets=read, frame_bytes=frame,
                        source_ns=reading / read,
                        elements=tuple(elements), queues=tuple(queues),
-                       overhead_ns=max(0.0, (elapsed - timed) / read),
-                       source_segments=tuple(sorted({g.node(s).segment for s in sources})))
+                       loops=tuple(sorted(loops.items())))

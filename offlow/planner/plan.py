@@ -132,8 +132,8 @@ def format_plan(req: PlanRequest, cal: Calibration, profiles: dict[str, Profile]
     for e in cal.elements:
         lines.append(f"  {e.name:<18} {e.segment:<12} {e.kind:<8} {e.visits:>7.3f} {e.ns:>9.1f}")
     lines.append(f"  reading packets (the wire's work, not modelled): {cal.source_ns:.1f} ns")
-    lines.append(f"  overhead (loops, rings): {cal.overhead_ns:.1f} ns, shared by the "
-                 "segments in proportion to the packets each takes in")
+    lines.append(f"  loops and rings: {cal.overhead_ns:.1f} ns ("
+                 + ", ".join(f"{s} {ns:.1f}" for s, ns in cal.loops) + ")")
     for q in cal.queues:
         x = cal.crossing(q)
         entry = q.bytes / q.packets if q.packets else 0.0

@@ -28,19 +28,11 @@ class Ranked:
 
 def model_inputs(cal: Calibration) -> tuple[list[Segment], list[Crossing]]:
     """The model's segments and crossings from a calibration: each segment's element
-    time per kind, and a share of the overhead (the loop and the rings, as integer work)
-    in proportion to the packets it takes in (from its sources and its queues); each
-    crossing priced per entry by the crossing calibration of its geometry."""
-    names = dict.fromkeys([*cal.source_segments, *(e.segment for e in cal.elements),
+    time per kind and its own loop (as integer work); each crossing priced per entry by
+    the crossing calibration of its geometry."""
+    names = dict.fromkeys([*(s for s, _ in cal.loops), *(e.segment for e in cal.elements),
                            *(q.src for q in cal.queues), *(q.dst for q in cal.queues)])
-    taken = {n: float(n in cal.source_segments) + sum(q.packets for q in cal.queues
-                                                      if q.dst == n) for n in names}
-    total = sum(taken.values()) or 1.0
-    segs = []
-    for name in names:
-        ns = cal.segment_ns(name)
-        ns["integer"] = ns.get("integer", 0.0) + cal.overhead_ns * taken[name] / total
-        segs.append(Segment(name, ns))
+    segs = [Segment(name, cal.segment_ns(name)) for name in names]
     crossings = []
     for q in cal.queues:
         x = cal.crossing(q)

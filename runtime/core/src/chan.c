@@ -454,7 +454,7 @@ void chan_wait_init(struct chan_wait *cw, const struct ofl_chan_end *e, uint64_t
     cw->w.idle_since = 0;
     cw->w.dead_peers = 0;
     cw->w.timed = cw->w.in_wait = false;   /* channel waits are not accounted */
-    cw->w.wait_cpu0 = cw->w.waited_cpu_ns = 0;
+    cw->w.wait_t0 = cw->w.waited_ns = 0;
     cw->timeout = timeout_ns;
     cw->deadline = 0;
     cw->next_live = 0;

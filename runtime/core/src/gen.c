@@ -185,31 +185,24 @@ static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
     c->dilating = given;
     for (int k = 0; k < OFL_WORK_KINDS; k++) c->dilate_kind[k] = given ? f[k] - 1.0 : 0.0;
     c->dilate_kind[OFL_WORK_WIRE] = 0.0;
-    const char *v = ofl_args_get(a, "link", "gbps", NULL);
-    if (v) {
+    static const char *const rates[2] = {"gbps", "dma_gbps"};
+    double *to[2] = {&c->link_gbps, &c->dma_gbps};
+    for (int k = 0; k < 2; k++) {
+        const char *v = ofl_args_get(a, "link", rates[k], NULL);
+        if (!v) continue;
         char *end = NULL;
-        c->link_gbps = strtod(v, &end);
-        if (end == v || *end || !(c->link_gbps > 0) || c->link_gbps > 1e6) {
-            fprintf(stderr, "offlow %s: --opt link.gbps=%s: give a rate from 0 to 1e6 Gb/s\n",
-                    a->device, v);
+        *to[k] = strtod(v, &end);
+        if (end == v || *end || !(*to[k] > 0) || *to[k] > 1e6) {
+            fprintf(stderr, "offlow %s: --opt link.%s=%s: give a rate from 0 to 1e6 Gb/s\n",
+                    a->device, rates[k], v);
             return -EINVAL;
         }
     }
     if (given) {
-        /* The counter's rate, to stretch the loop's CPU time (ns) in ticks: 2 ms. */
+        /* The counter's rate (ticks per ns), to count the stretched time in ns: 2 ms. */
         uint64_t t0 = ofl_now_ns(), k0 = ofl_ticks(), t1;
         while ((t1 = ofl_now_ns()) - t0 < 2000000) ofl_cpu_relax();
         c->ticks_per_ns = (double)(ofl_ticks() - k0) / (double)(t1 - t0);
-        /* The thread CPU clock's own cost (a system call here): the least of 64 reads.
-         * Each counted turn holds about one read, which is the instrument's, not the
-         * loop's: it is taken off the loop and the busy time. */
-        uint64_t least = UINT64_MAX, prev = thread_cpu_ns();
-        for (int k = 0; k < 64; k++) {
-            uint64_t now = thread_cpu_ns();
-            if (now - prev < least) least = now - prev;
-            prev = now;
-        }
-        c->clock_ns = least == UINT64_MAX ? 0 : least;
     }
     return 0;
 }
@@ -225,6 +218,8 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->cpu = a->cpu_base + core_no;
     int bad = dilate_init(c, a);
     if (bad < 0) return bad;
+    c->link = (struct ofl_window_link *)(w->base + OFL_WINDOW_LINK_OFF);
+    c->link_dir = strcmp(a->device, "host") == 0;
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)w->base;
     c->abort = &h->abort;
     ofl_waiter_init(&c->waiter, a->peer_fds, a->npeers, &h->abort);
@@ -251,31 +246,48 @@ static uint64_t link_bytes(const struct ofl_core *c)
     return sum;
 }
 
-/* The link throttle (link.gbps): a token bucket on the bytes sent to other processes,
- * OFL_LINK_DEPTH_NS deep; the core spins while the link is that far behind (the ns
- * spun are returned). */
+/* Take `need` ns of a shared bucket whose bytes so far cross at `*free` (ns): the
+ * bytes just sent cross from then, or from `now` if it is idle. Returns when they will
+ * have crossed. */
+static uint64_t link_take(uint64_t *free, double need, uint64_t now)
+{
+    uint64_t old = __atomic_load_n(free, __ATOMIC_RELAXED), next;
+    do {
+        next = (old > now ? old : now) + (uint64_t)need;
+    } while (!__atomic_compare_exchange_n(free, &old, next, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return next;
+}
+
+/* The link throttle (link.gbps, link.dma_gbps): the bytes sent to other processes since
+ * the last turn take their time of this process's link direction and of the DMA engine,
+ * both shared (the window's struct ofl_window_link); the core spins while either is
+ * more than OFL_LINK_DEPTH_NS behind (the ns spun are returned). */
 #define OFL_LINK_DEPTH_NS 20000u
 static uint64_t link_throttle(struct ofl_core *c)
 {
     uint64_t sent = link_bytes(c), now = ofl_now_ns();
-    double need = (double)(sent - c->link_sent) * 8.0 / c->link_gbps;
+    double bits = (double)(sent - c->link_sent) * 8.0;
     c->link_sent = sent;
-    if (c->link_free < now) c->link_free = now;
-    c->link_free += (uint64_t)need;
-    if (c->link_free > now + OFL_LINK_DEPTH_NS) {
-        uint64_t until = c->link_free - OFL_LINK_DEPTH_NS, t0 = now;
-        while (ofl_now_ns() < until) ofl_cpu_relax();
-        c->throttled_ns += until - t0;
-        return until - t0;
+    if (bits <= 0) return 0;
+    uint64_t done = 0;
+    if (c->link_gbps > 0) done = link_take(&c->link->free_ns[c->link_dir], bits / c->link_gbps, now);
+    if (c->dma_gbps > 0) {
+        uint64_t dma = link_take(&c->link->dma_free_ns, bits / c->dma_gbps, now);
+        if (dma > done) done = dma;
     }
-    return 0;
+    if (done <= now + OFL_LINK_DEPTH_NS) return 0;
+    uint64_t until = done - OFL_LINK_DEPTH_NS;
+    while (ofl_now_ns() < until) ofl_cpu_relax();
+    c->throttled_ns += until - now;
+    return until - now;
 }
 
 /* The CPU time the core's threads spent waiting on its rings and its group so far. */
-static uint64_t waited_cpu_ns(const struct ofl_core *c)
+static uint64_t waited_ns(const struct ofl_core *c)
 {
-    uint64_t sum = c->local.waited_cpu_ns;
-    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) sum += c->peer[i].waited_cpu_ns;
+    uint64_t sum = c->local.waited_ns;
+    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) sum += c->peer[i].waited_ns;
     return sum;
 }
 
@@ -285,8 +297,8 @@ void ofl_dilate_begin(struct ofl_core *c)
     c->dilate_work = 0;
     c->turn_timed = 0;
     if (c->dilating) {
-        c->turn_cpu = thread_cpu_ns();
-        c->turn_waited = waited_cpu_ns(c);
+        c->turn_tick = ofl_ticks();
+        c->turn_waited = waited_ns(c);
         c->turn_wall = ofl_now_ns();
     }
 }
@@ -295,32 +307,35 @@ void ofl_dilate_end(struct ofl_core *c, int progress)
 {
     if (!c->dilating || !progress) return;
     c->busy_ticks += c->dilate_work;
-    /* The loop and the rings (the turn's CPU time outside the timed regions and the
-     * waits) are integer work: stretched as that kind is. */
-    uint64_t cpu = thread_cpu_ns();
-    int64_t loop = (int64_t)(cpu - c->turn_cpu) - (int64_t)c->clock_ns -
-                   (int64_t)(waited_cpu_ns(c) - c->turn_waited) -
-                   (int64_t)((double)c->turn_timed / c->ticks_per_ns);
-    if (loop > 0) {
-        double extra = (double)loop * c->ticks_per_ns * c->dilate_kind[OFL_WORK_INTEGER];
-        c->dilate_extra += extra;
-        c->loop_ticks += (uint64_t)((double)loop * c->ticks_per_ns);
-    }
-    /* Busy: the turn's CPU time up to the reading above (less that read's own cost and
-     * less its waits: a wait on a full ring or for the group is the peer's time, and on
-     * a shared machine the peer may be waiting for a CPU), and the time the spins stand
-     * for (what was asked, not what a neighbour's preemption made of it). */
-    uint64_t spun = c->link_gbps > 0 ? link_throttle(c) : 0;
+    /* The turn is timed by the counter, as the elements are (the thread's CPU clock is
+     * a system call here, about 1 us a read, whose cost the emulation stretched as the
+     * loop's work). A loop longer than a timed region may be was preempted: the mean
+     * loop of the turns so far stands for it. */
+    uint64_t ticks = ofl_ticks() - c->turn_tick;
+    uint64_t waited = waited_ns(c) - c->turn_waited;
+    double wticks = (double)waited * c->ticks_per_ns;
+    double loop = (double)ticks - wticks - (double)c->turn_timed;
+    if (loop > (double)OFL_ETIME_MAX_TICKS)
+        loop = c->loop_turns ? (double)c->loop_ticks / (double)c->loop_turns : 0.0;
+    if (loop < 0) loop = 0;
+    /* The loop and the rings are integer work: stretched as that kind is. */
+    c->dilate_extra += loop * c->dilate_kind[OFL_WORK_INTEGER];
+    c->loop_ticks += (uint64_t)loop;
+    c->loop_turns++;
+    /* Busy: the turn's own time (its elements and its loop, not its waits: a wait on a
+     * full ring or for the group is the peer's time, and on a shared machine the peer
+     * may be waiting for a CPU), and the time the spins stand for (what was asked, not
+     * what a neighbour's preemption made of it). */
+    uint64_t spun = c->link_gbps > 0 || c->dma_gbps > 0 ? link_throttle(c) : 0;
     if (c->dilate_extra >= 1.0) {
         uint64_t now = ofl_ticks(), until = now + (uint64_t)c->dilate_extra;
         while (ofl_ticks() < until) ofl_cpu_relax();
         c->dilated_ticks += ofl_ticks() - now;
         spun += (uint64_t)(c->dilate_extra / c->ticks_per_ns);
     }
-    uint64_t turn = cpu - c->turn_cpu > c->clock_ns ? cpu - c->turn_cpu - c->clock_ns : 0;
-    uint64_t waited = waited_cpu_ns(c) - c->turn_waited;
+    uint64_t turn = (uint64_t)((double)ticks / c->ticks_per_ns);
     c->waited_ns += waited < turn ? waited : turn;
-    c->busy_cpu_ns += (waited < turn ? turn - waited : 0) + spun;
+    c->busy_cpu_ns += (uint64_t)(((double)c->turn_timed + loop) / c->ticks_per_ns) + spun;
     uint64_t wall = ofl_now_ns() - c->turn_wall;
     c->busy_wall_ns += wall > waited ? wall - waited : 0;
 }
@@ -392,6 +407,8 @@ void ofl_core_idle(struct ofl_core *c, int progress)
 
 void ofl_core_end(struct ofl_core *c)
 {
+    /* The last doorbells (rung as the rings closed) take their time of the link too. */
+    if (c->dilating && (c->link_gbps > 0 || c->dma_gbps > 0)) link_throttle(c);
     c->t_end = ofl_now_ns();
     c->tick_end = ofl_ticks();
     c->cpu_end = thread_cpu_ns();
@@ -952,10 +969,9 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
         ofl_json_u64(j, "work_ns", (uint64_t)ticks_ns(c, c->busy_ticks));
         ofl_json_u64(j, "dilated_ns", (uint64_t)ticks_ns(c, c->dilated_ticks));
         ofl_json_u64(j, "busy_cpu_ns", c->busy_cpu_ns);
-        ofl_json_u64(j, "waited_cpu_ns", c->waited_ns);
+        ofl_json_u64(j, "waited_ns", c->waited_ns);
         ofl_json_u64(j, "loop_ns", (uint64_t)ticks_ns(c, c->loop_ticks));
-        ofl_json_u64(j, "cpu_clock_ns", c->clock_ns);
-        if (c->link_gbps > 0) {
+        if (c->link_gbps > 0 || c->dma_gbps > 0) {
             ofl_json_u64(j, "link_bytes", c->link_sent);
             ofl_json_u64(j, "throttled_ns", c->throttled_ns);
         }

@@ -43,15 +43,7 @@ void ofl_waiter_init(struct ofl_waiter *w, const int *peer_fds, int npeers,
     w->idle_since = 0;
     w->next_check_ns = ofl_now_ns() + OFL_WAIT_CHECK_NS;
     w->timed = w->in_wait = false;
-    w->wait_cpu0 = w->waited_cpu_ns = 0;
-}
-
-/* The calling thread's CPU time in ns (0 if the clock is missing). */
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    w->wait_t0 = w->waited_ns = 0;
 }
 
 void ofl_waiter_progress(struct ofl_waiter *w)
@@ -59,7 +51,7 @@ void ofl_waiter_progress(struct ofl_waiter *w)
     w->spins = 0;
     w->idle_since = 0;
     if (w->in_wait) {
-        w->waited_cpu_ns += thread_cpu_ns() - w->wait_cpu0;
+        w->waited_ns += ofl_now_ns() - w->wait_t0;
         w->in_wait = false;
     }
 }
@@ -134,7 +126,7 @@ int ofl_wait(struct ofl_waiter *w)
     if (rc < 0) return rc;
     if (w->timed && !w->in_wait) {
         w->in_wait = true;
-        w->wait_cpu0 = thread_cpu_ns();
+        w->wait_t0 = ofl_now_ns();
     }
     if (w->spins < OFL_WAIT_SPINS) {
         w->spins++;

@@ -76,9 +76,9 @@ static inline uint64_t ofl_ticks(void)
 /* Element timing, in calibration builds only (-DOFL_ELEMENT_TIME, offlow.planner):
  * the ticks an element's body (or a sink's write) takes, added to its counter. In
  * other builds they are nothing. */
-#ifdef OFL_ELEMENT_TIME
-/* A region longer than this (about 0.1 to 0.5 ms) was preempted: it is left out. */
+/* A timed region longer than this (about 0.1 to 0.5 ms) was preempted: it is left out. */
 #define OFL_ETIME_MAX_TICKS 1000000u
+#ifdef OFL_ELEMENT_TIME
 /* The signal fences keep the compiler from moving the body's work across the reads
  * of the counter (it may otherwise sink a loop whose result is only stored). */
 #define OFL_ETIME_BEGIN()                                                       \
@@ -246,27 +246,33 @@ struct ofl_core {
      * dilate.integer, .lookup, .hash: how many times slower than here each kind of work
      * runs): at the end of each turn the core spins for dilate_kind[k] (that kind's
      * factor less one) times the time its elements spent on work of kind k in the turn,
-     * and its loop and rings (the turn's CPU time outside the timed regions and the
-     * waits: loop_ticks) as integer work. Its waits are not slowed. The thread's CPU time in turns that
-     * moved packets, less its waits on full rings and for its group, is counted
-     * (busy_cpu_ns: what the planner's validation measures; waited_ns: the waits). */
+     * and its loop and rings (the turn's time by the counter outside the timed regions
+     * and the waits: loop_ticks; a preempted turn's loop taken at the mean) as integer
+     * work. Its waits are not slowed. The time of the turns that moved packets, less
+     * their waits on full rings and for the group (and a preempted loop's excess), plus
+     * the spins asked for, is counted: busy_cpu_ns, the CPU time the turns took, what
+     * the planner's validation measures; waited_ns: the waits. */
     bool dilating;
     double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
     uint64_t dilate_work, busy_ticks, dilated_ticks;
-    uint64_t turn_cpu, busy_cpu_ns;  /* the thread's CPU time in turns that moved packets */
+    uint64_t turn_tick, busy_cpu_ns; /* the turns that moved packets: their own time */
     uint64_t turn_wall, busy_wall_ns; /* the same turns' wall time, less their waits: the
                                          CPU time and the time kept from a CPU meanwhile */
     uint64_t turn_waited, waited_ns; /* waits (peer[], local) at the turn's start; in all */
     uint64_t turn_timed, loop_ticks; /* the turn's timed ticks (all kinds); loops in all */
+    uint64_t loop_turns;             /* the turns counted in loop_ticks */
     double ticks_per_ns;             /* ofl_ticks() per ns, measured at the start */
-    uint64_t clock_ns;               /* a read of the thread CPU clock (its own cost) */
-    /* The link throttle (option link.gbps, profile-scaled runs): the bytes this core's
-     * rings send to other processes pass a token bucket at that rate (link_free: when
-     * the bytes sent so far have crossed); the core spins while it is behind. */
-    double link_gbps;                /* 0: not throttled */
+    /* The link throttle (options link.gbps and link.dma_gbps, profile-scaled runs): the
+     * bytes this core's rings send to other processes pass two token buckets shared
+     * with the other cores (the window's struct ofl_window_link): its process's
+     * direction of the link at gbps, and the DMA engine of both directions at dma_gbps;
+     * the core spins while either is more than OFL_LINK_DEPTH_NS behind. */
+    double link_gbps, dma_gbps;      /* 0: not throttled */
+    struct ofl_window_link *link;    /* in the window */
+    int link_dir;                    /* 0: the device's direction, 1: the host's */
     struct ofl_qout *link_out[OFL_LINK_MAX];
     unsigned nlink;
-    uint64_t link_sent, link_free, throttled_ns;
+    uint64_t link_sent, throttled_ns;
 };
 
 /* Start a turn (profile-scaled emulation; nothing when not dilating). */

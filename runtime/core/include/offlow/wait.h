@@ -44,10 +44,10 @@ struct ofl_waiter {
     int intr_fd;                         /* readable: end the wait with -EINTR; -1: none */
     uint64_t idle_since;                 /* when the yields began (0: not idle yet) */
     /* Wait accounting (set `timed`: profile-scaled runs, for the planner's validation):
-     * the thread's CPU time from the first ofl_wait of an episode to the
-     * ofl_waiter_progress that ends it, summed in waited_cpu_ns. */
+     * the time (ofl_now_ns: no system call) from the first ofl_wait of an episode to
+     * the ofl_waiter_progress that ends it, summed in waited_ns. */
     bool timed, in_wait;
-    uint64_t wait_cpu0, waited_cpu_ns;
+    uint64_t wait_t0, waited_ns;
 };
 
 /* Set up `w` to watch `npeers` (at most 4; extra are ignored) peer fds and the

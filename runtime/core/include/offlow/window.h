@@ -32,6 +32,20 @@ struct ofl_window_hdr {
 _Static_assert(sizeof(struct ofl_window_hdr) == 64, "window header is one cache line");
 _Static_assert(sizeof(struct ofl_window_hdr) <= OFL_WINDOW_HDR_SIZE, "window header too big");
 
+/* The emulated interconnect's state (profile-scaled runs), shared by every core of
+ * every process on the window, on the cache line after the header: when the bytes
+ * sent so far will have crossed each direction of the link (free_ns[0]: from the
+ * device, [1]: from the host) and the DMA engine both directions share (CLOCK_MONOTONIC
+ * ns; 0 in a new window). */
+struct ofl_window_link {
+    uint64_t free_ns[2];
+    uint64_t dma_free_ns;
+    uint8_t pad_[64 - 24];
+};
+#define OFL_WINDOW_LINK_OFF 64u
+_Static_assert(OFL_WINDOW_LINK_OFF + sizeof(struct ofl_window_link) <= OFL_WINDOW_HDR_SIZE,
+               "the link state fits in the header's page");
+
 /* A process's mapping of the window. */
 struct ofl_window {
     uint8_t *base;   /* start of the mapping */
