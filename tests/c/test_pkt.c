@@ -479,6 +479,44 @@ static void test_csum(void)
     CHECK(chained == ref_csum(buf, 141), "chained sums");
 }
 
+/* The 20-byte header's check (words in the CPU's byte order) against the reference
+ * on random headers: half of them given a correct checksum, some stored as 0xFFFF
+ * (the other zero), bytes biased to 0xFF and 0x00 so that the sums carry and fold
+ * to every edge. */
+static void test_csum_ok_20(void)
+{
+    uint8_t h[20];
+    uint64_t x = 99, n = 0, bad = 0, valid = 0, neg_zero = 0;
+    for (int t = 0; t < 400000; t++) {
+        for (int i = 0; i < 20; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned r = (unsigned)(x >> 56);
+            h[i] = t % 4 == 1 ? 0xFF : t % 4 == 2 ? (r & 1 ? 0xFF : 0x00) : (uint8_t)r;
+        }
+        if (t % 4 == 0) {  /* checksum 0xFFFF: the identification made to fit it */
+            h[4] = h[5] = 0;
+            h[10] = h[11] = 0xFF;
+            ofl_put_be16(h + 4, ref_csum(h, 20));
+            neg_zero++;
+        } else if (t % 2 == 0) {
+            h[10] = h[11] = 0;
+            ofl_put_be16(h + 10, ref_csum(h, 20));
+        }
+        int want = ref_csum(h, 20) == 0;
+        bad += ofl_ipv4_csum_ok(h, 20) != want;
+        valid += (uint64_t)want;
+        n++;
+    }
+    memset(h, 0, sizeof h);
+    bad += ofl_ipv4_csum_ok(h, 20) != (ref_csum(h, 20) == 0);  /* sum 0: not valid */
+    memset(h, 0xFF, sizeof h);
+    bad += ofl_ipv4_csum_ok(h, 20) != (ref_csum(h, 20) == 0);
+    CHECK(bad == 0 && valid > n / 3 && neg_zero > 0,
+          "20-byte header check equals the reference on %llu headers (%llu differ, %llu "
+          "valid, %llu stored as 0xFFFF)", (unsigned long long)n, (unsigned long long)bad,
+          (unsigned long long)valid, (unsigned long long)neg_zero);
+}
+
 /* RFC 1624: every TTL (1..255) with every identification value, so the
  * checksum takes every value including the 0x0000 result; compared with a full
  * recomputation. */
@@ -553,6 +591,7 @@ int main(void)
     test_bad_ipv6();
     test_l4_in_ip_payload();
     test_csum();
+    test_csum_ok_20();
     test_dec_ttl();
     return CHECK_DONE();
 }
