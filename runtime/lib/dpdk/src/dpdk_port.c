@@ -364,7 +364,7 @@ static int src_next(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *bufs, u
         return 0;
     }
     r->n = got;
-    uint64_t now = ofl_src_clock_ns();
+    uint64_t now = base->now_ns ? base->now_ns : ofl_src_clock_ns();  /* (one read a batch) */
     uint32_t k = 0;
     for (uint16_t i = 0; i < got; i++) {
         struct rte_mbuf *m = r->m[i];
