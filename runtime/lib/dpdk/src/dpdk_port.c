@@ -474,17 +474,31 @@ static void txq_find_lent(struct txq *q)
     pthread_mutex_unlock(&env.lock);
 }
 
+/* Whether mbuf `m` (or NULL) holds the `len` bytes at address `a`. */
+static inline int holds(const struct rte_mbuf *m, uintptr_t a, uint32_t len)
+{
+    uintptr_t b = (uintptr_t)(m ? m->buf_addr : NULL);
+    return m && a >= b && a + len <= b + m->buf_len;
+}
+
 /* The mbuf a source of this thread lent that holds the `len` bytes at `data`, taken
  * from its queue; NULL if none does (the packet came from a ring, a body's buffer). */
 static struct rte_mbuf *take_lent(struct txq *q, const uint8_t *data, uint32_t len)
 {
     uintptr_t a = (uintptr_t)data;
+    if (q->nlent) {  /* the usual: the next mbuf of the first queue (packets go in order) */
+        struct rxq *r = q->lent[0];
+        struct rte_mbuf *m = r->next < r->n ? r->m[r->next] : NULL;
+        if (holds(m, a, len)) {
+            r->m[r->next++] = NULL;
+            return m;
+        }
+    }
     for (unsigned l = 0; l < q->nlent; l++) {
         struct rxq *r = q->lent[l];
         for (unsigned j = 0, i = r->next; j < r->n; j++, i = i + 1 < r->n ? i + 1 : 0) {
             struct rte_mbuf *m = r->m[i];
-            uintptr_t b = (uintptr_t)(m ? m->buf_addr : NULL);
-            if (m && a >= b && a + len <= b + m->buf_len) {
+            if (holds(m, a, len)) {
                 r->m[i] = NULL;
                 r->next = i + 1;
                 return m;
