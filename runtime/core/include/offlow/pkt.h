@@ -119,7 +119,10 @@ static inline int ofl_ipv4_csum_ok(const uint8_t *hdr, uint32_t hdr_len)
 static inline uint16_t ofl_csum_update16(uint16_t hc, uint16_t old, uint16_t new_)
 {
     uint32_t s = (uint32_t)(uint16_t)~hc + (uint16_t)~old + new_;
-    return (uint16_t)~ofl_csum_fold(s);
+    /* three 16-bit words: two folds end every carry (s < 3 * 2^16, then <= 0xFFFF + 2) */
+    s = (s & 0xFFFF) + (s >> 16);
+    s = (s & 0xFFFF) + (s >> 16);
+    return (uint16_t)~s;
 }
 
 /* Decrement the TTL of the IPv4 header at `iphdr` (at least 20 bytes, already
