@@ -125,7 +125,10 @@ def forward(b: Build, opts: RunOptions, pids: dict[str, int] | None = None) -> d
     out_bytes = sum(v.get("bytes", 0) for v in s["sinks"].values())
     secs = max((seg["seconds"] for seg in s["segments"]), default=0.0)
     drops = {el: v["drop"] for el, v in s["elements"].items() if v["drop"]}
-    row: dict = {"in": src, "out": out, "seconds": secs, "drops": drops,
+    # the busiest core thread's CPU time from its first packet to its end
+    cpu_s = max((c.get("cpu_ns", 0) for dev in res.stats.values()
+                 for c in dev.get("cores", [])), default=0) / 1e9
+    row: dict = {"in": src, "out": out, "seconds": secs, "cpu_s": cpu_s, "drops": drops,
                  "errors": res.errors, "mpps": None, "gbps": None}
     why = None
     if res.errors:

@@ -1,39 +1,34 @@
-"""benchmarks/common/cpu.py: the share of a CPU a forwarding thread got, from readings of
-its threads' CPU time (what `offlow bench router --sweeps ports` divides rates by)."""
+"""benchmarks/common/cpu.py: CPU time of a process's threads (what the peers' rates in
+`offlow bench router --sweeps ports` are divided by)."""
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 
-from benchmarks.common.cpu import busiest, share_before_end, thread_cpu, watch
+from benchmarks.common.cpu import busiest, thread_cpu
 
 
-def test_share_is_taken_before_the_busiest_threads_last_reading() -> None:
-    # thread "7" runs at half a CPU for 10 s then ends; "8" (idle) lives on after it
-    samples = [(t * 0.1, {"7": t * 0.05, "8": 0.01}) for t in range(101)]
-    samples += [(10.0 + t * 0.1, {"8": 0.01}) for t in range(1, 30)]
-    assert abs(share_before_end(samples, 8.0, 1.0) - 0.5) < 1e-9
-    assert share_before_end(samples, 0.05, 0.0) is None  # one reading in the window
-    assert share_before_end([], 1.0, 0.0) is None
+def test_busiest_is_the_thread_that_used_the_most_between_two_readings() -> None:
     assert busiest({"7": 1.0}, {"7": 1.5, "9": 0.2}) == 0.5
+    assert busiest({"7": 1.0}, {"9": 0.7}) == 0.7  # a thread born in between
+    assert busiest({}, {}) == 0.0
 
 
-def test_watch_reads_a_spinning_thread_of_this_process() -> None:
+def test_thread_cpu_reads_a_spinning_thread_of_this_process() -> None:
     stop = threading.Event()
 
     def spin() -> None:
         while not stop.is_set():
             pass
 
+    before = thread_cpu(os.getpid())
     th = threading.Thread(target=spin)
-    pids = {"me": os.getpid()}
-    with watch(pids, "me", every=0.02) as samples:
-        th.start()
-        time.sleep(0.6)
-        stop.set()
-        th.join()
-    assert len(samples) > 5 and thread_cpu(os.getpid())
+    th.start()
+    stop.wait(0.5)
+    after = thread_cpu(os.getpid())
+    stop.set()
+    th.join()
+    assert before and after
     # a spinning thread gets some CPU (how much depends on the machine's load)
-    assert busiest(samples[0][1], samples[-1][1]) > 0
+    assert busiest(before, after) > 0

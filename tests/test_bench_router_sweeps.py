@@ -338,3 +338,6 @@ def test_router_on_a_dpdk_port_beside_l3fwd_and_io_forwarding(
     # and per CPU-second of each forwarding thread (what holds on a busy machine)
     assert "per CPU-second: offlow / io forwarding" in text
     assert set(p["mpps_per_cpu_s"]) == {"offlow", "l3fwd", "basicfwd"}
+    # offlow's: its core thread's CPU time, never more than the run's time (but for the
+    # two clocks' skew: a thread alone on its CPU gets about all of it)
+    assert p["mpps_per_cpu_s"]["offlow"] >= 0.9 * p["mpps"]["offlow"]

@@ -92,6 +92,28 @@ def test_vector_elements_forward_what_the_per_packet_bodies_do(tmp_path: Path,
     assert vec["elements"]["udp_tag"]["why"]["unlucky"] > 0
 
 
+@pytest.mark.parametrize("batch", ["7", "32"])
+def test_a_batch_whose_packets_all_reach_one_vector_element_gives_the_same(
+        tmp_path: Path, batch: str) -> None:
+    """TCP alone: each source batch reaches tcp_tag whole (its batch body runs on the
+    batch's own entries, nothing copied), but for the packets dropped before it."""
+    frames = [f for f in read_frames(TLS) if len(f) <= 1514]
+    with open(tmp_path / "tcp.pcap", "wb") as fh:
+        w = dpkt.pcap.Writer(fh)
+        for k, f in enumerate(frames):
+            w.writepkt(f, ts=k * 1e-6)
+    want, slots = expected(frames)
+    runs = {mode: run_tags(tmp_path, f"batch={batch}", f"rx.vector={mode}",
+                           input=tmp_path / "tcp.pcap") for mode in ("on", "off")}
+    (vec, vec_pcap), (one, one_pcap) = runs["on"], runs["off"]
+    (tmp_path / "vec.pcap").write_bytes(vec_pcap)
+    assert read_frames(tmp_path / "vec.pcap") == want
+    assert vec_pcap == one_pcap
+    assert vec["tables"]["slots"] == one["tables"]["slots"] == slots
+    assert vec["elements"] == one["elements"]
+    assert vec["elements"]["tcp_tag"]["in"] == len(frames) - vec["elements"]["ip4"]["drop"]
+
+
 def test_the_plan_says_which_elements_run_their_batch_bodies() -> None:
     plan = plan_program(load_program(TAGS))
     rx = plan.segment("rx")
@@ -112,7 +134,7 @@ def test_the_router_looks_up_in_batches() -> None:
     assert "ofl_lpm6_lookup_batch(routes, &dst[0][0], hop, n);" in nic
     # ... on the hot path: the route segment's packets wait for the lookup
     assert "if (ctx->vn_lpm4) {" in nic
-    assert "ofl_vbody_lpm4(ctx, ctx->vpkt_lpm4, ctx->vst_lpm4, ctx->vn_lpm4" in nic
+    assert "ofl_vbody_lpm4(ctx, ps, ss, ctx->vn_lpm4, m_lpm4);" in nic
 
 
 def test_the_router_gives_the_same_output_per_packet() -> None:

@@ -532,11 +532,12 @@ class DeviceGen:
               f"        OFL_ETIME_END(ctx->el_ticks[{self.index[s]}], OFL_WORK_WIRE);",
               f"        if (n == OFL_SRC_DONE) {{ l->src_live_{cs} = 0; l->live--; }}",
               f"        else if (n < 0) ofl_core_fail(core, n, \"source {s}\");",
+              *vg.batch_begin(p, "        "),
               "        for (int i = 0; i < n; i++) {",
               "            memset(&states[i], 0, sizeof states[i]);",
               "            core->pkts_in++; core->bytes_in += pkts[i].len;",
               f"            ofl_node_{cs}(ctx, &pkts[i], &states[i]);",
-              "        }", *vg.flush_call(p, "        "), "        progress |= n > 0;", "    }")
+              "        }", *vg.batch_end(p, "        "), "        progress |= n > 0;", "    }")
         for k, q in enumerate(p.inputs):
             self._gen_pop(p, k, q)
         e(*self.turn_end(p))

@@ -1,10 +1,17 @@
 """C for a segment whose vector elements run their batch bodies (offlow.passes.fuse
-decides where): each packet waits at the vector element it reaches (a copy of its
-packet descriptor and state in the core's context), and the segment's flush runs each
-vector element's batch body over the packets waiting at it, then sends every packet
-on in the order they arrived. The flush runs when a batch is done (a source's, or a
-ring's entries) or when OFL_VEC packets wait. Used by offlow.codegen.c; returns lines
-of C."""
+decides where): each packet waits at the vector element it reaches, and the segment's
+flush runs each vector element's batch body over the packets waiting at it, then sends
+every packet on in the order they arrived. The flush runs when a batch is done (a
+source's, or a ring's entries) or when OFL_VEC packets wait.
+
+A packet waits by its address where it lies in the source's batch (the turn's `pkts`
+and `states`, which outlive the flush): when the packets waiting at an element are
+consecutive entries of that batch (every packet of the batch, or a run of it, reached
+the element), its batch body runs on the batch's own entries, and nothing is copied.
+Any other packet (from a ring entry, a copy, a packet a body made) is copied into the
+core's context when it arrives, and so are the batch's packets, at the flush, when
+they are not consecutive (the batch body takes arrays). Used by offlow.codegen.c;
+returns lines of C."""
 
 from __future__ import annotations
 
@@ -23,11 +30,17 @@ def ctx_fields(p: SegmentPlan) -> list[str]:
     sn = cname(p.name)
     out = [f"    /* segment {p.name}: packets waiting at its vector elements, in arrival "
            "order */",
-           f"    uint32_t vcount_{sn};", f"    uint8_t vorder_{sn}[OFL_VEC];"]
+           f"    uint32_t vcount_{sn};", f"    uint8_t vorder_{sn}[OFL_VEC];",
+           "    /* the source batch being run (its packets wait where they lie): n entries */",
+           f"    struct ofl_pkt *vb_pkts_{sn}; struct ofl_state *vb_states_{sn}; "
+           f"uint32_t vb_n_{sn};"]
     for n in p.vector:
         cn = cname(n)
-        out.append(f"    struct ofl_pkt vpkt_{cn}[OFL_VEC]; struct ofl_state vst_{cn}[OFL_VEC]; "
-                   f"uint32_t vn_{cn};")
+        out += [f"    /* {n}: where its packets lie (vpp, vsp), whether they are consecutive "
+                "entries of the batch, and room for copies */",
+                f"    struct ofl_pkt *vpp_{cn}[OFL_VEC]; struct ofl_state *vsp_{cn}[OFL_VEC]; "
+                f"uint32_t vn_{cn}; uint8_t vrun_{cn};",
+                f"    struct ofl_pkt vpkt_{cn}[OFL_VEC]; struct ofl_state vst_{cn}[OFL_VEC];"]
     return out
 
 
@@ -43,7 +56,21 @@ def park_def(p: SegmentPlan, node: str, index: int) -> list[str]:
             "struct ofl_state *state) {",
             f"    ctx->el_in[{index}]++;",
             f"    uint32_t j = ctx->vn_{cn}++;",
-            f"    ctx->vpkt_{cn}[j] = *pkt;", f"    ctx->vst_{cn}[j] = *state;",
+            "    /* in the source's batch (uintptr_t: no pointer arithmetic across objects) */",
+            f"    uintptr_t at = ((uintptr_t)state - (uintptr_t)ctx->vb_states_{sn}) / "
+            "sizeof *state;",
+            f"    int in_batch = at < ctx->vb_n_{sn} && "
+            f"(uintptr_t)state == (uintptr_t)(ctx->vb_states_{sn} + at) &&",
+            f"                   (uintptr_t)pkt == (uintptr_t)(ctx->vb_pkts_{sn} + at);",
+            "    if (in_batch) {",
+            f"        ctx->vrun_{cn} = j == 0 || (ctx->vrun_{cn} && "
+            f"(uintptr_t)state == (uintptr_t)(ctx->vsp_{cn}[j - 1] + 1));",
+            "    } else { /* it may not outlive the flush: a copy */",
+            f"        ctx->vpkt_{cn}[j] = *pkt; ctx->vst_{cn}[j] = *state;",
+            f"        pkt = &ctx->vpkt_{cn}[j]; state = &ctx->vst_{cn}[j];",
+            f"        ctx->vrun_{cn} = 0;",
+            "    }",
+            f"    ctx->vpp_{cn}[j] = pkt; ctx->vsp_{cn}[j] = state;",
             f"    ctx->vorder_{sn}[ctx->vcount_{sn}++] = {k}u;",
             f"    if (ctx->vcount_{sn} == OFL_VEC) ofl_vflush_{sn}(ctx);", "}", ""]
 
@@ -64,9 +91,20 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
         out += [f"    uint32_t m_{cn}[OFL_VEC];",
                 f"    memset(m_{cn}, 0, ctx->vn_{cn} * sizeof m_{cn}[0]);",
                 f"    if (ctx->vn_{cn}) {{",
+                f"        struct ofl_pkt *ps = ctx->vpp_{cn}[0];",
+                f"        struct ofl_state *ss = ctx->vsp_{cn}[0];",
+                f"        if (!ctx->vrun_{cn}) {{ /* not one run of the batch: gathered */",
+                f"            for (uint32_t j = 0; j < ctx->vn_{cn}; j++) {{",
+                f"                if (ctx->vsp_{cn}[j] == &ctx->vst_{cn}[j]) continue;",
+                f"                ctx->vpkt_{cn}[j] = *ctx->vpp_{cn}[j]; "
+                f"ctx->vst_{cn}[j] = *ctx->vsp_{cn}[j];",
+                f"                ctx->vpp_{cn}[j] = &ctx->vpkt_{cn}[j]; "
+                f"ctx->vsp_{cn}[j] = &ctx->vst_{cn}[j];",
+                "            }",
+                f"            ps = ctx->vpkt_{cn}; ss = ctx->vst_{cn};",
+                "        }",
                 "        OFL_ETIME_BEGIN();",
-                f"        ofl_vbody_{cn}(ctx, ctx->vpkt_{cn}, ctx->vst_{cn}, ctx->vn_{cn}, "
-                f"m_{cn});",
+                f"        ofl_vbody_{cn}(ctx, ps, ss, ctx->vn_{cn}, m_{cn});",
                 f"        OFL_ETIME_END(ctx->el_ticks[{index[n]}], {kinds[n]});",
                 "    }"]
     out += [f"    uint32_t at[{len(p.vector)}] = {{0}};",
@@ -78,7 +116,7 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
             "        switch (v) {"]
     for k, n in enumerate(p.vector):
         cn = cname(n)
-        out.append(f"        case {k}: ofl_out_{cn}(ctx, &ctx->vpkt_{cn}[j], &ctx->vst_{cn}[j], "
+        out.append(f"        case {k}: ofl_out_{cn}(ctx, ctx->vpp_{cn}[j], ctx->vsp_{cn}[j], "
                    f"m_{cn}[j]); break;")
     out += ["        default: break;", "        }", "    }", "}", ""]
     return out
@@ -87,3 +125,16 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
 def flush_call(p: SegmentPlan, ind: str) -> list[str]:
     """A batch is done: the packets waiting in segment `p` go."""
     return [f"{ind}ofl_vflush_{cname(p.name)}(ctx);"] if p.vector else []
+
+
+def batch_begin(p: SegmentPlan, ind: str) -> list[str]:
+    """A source's batch of n packets in `pkts` and `states` starts through segment `p`:
+    its packets may wait where they lie."""
+    sn = cname(p.name)
+    return [f"{ind}ctx->vb_pkts_{sn} = pkts; ctx->vb_states_{sn} = states; "
+            f"ctx->vb_n_{sn} = n > 0 ? (uint32_t)n : 0u;"] if p.vector else []
+
+
+def batch_end(p: SegmentPlan, ind: str) -> list[str]:
+    """The source's batch is done (flushed): nothing may wait in it any more."""
+    return [*flush_call(p, ind), f"{ind}ctx->vb_n_{cname(p.name)} = 0;"] if p.vector else []

@@ -479,6 +479,75 @@ static void test_csum(void)
     CHECK(chained == ref_csum(buf, 141), "chained sums");
 }
 
+/* The 20-byte header's check (words in the CPU's byte order) against the reference
+ * on random headers: half of them given a correct checksum, some stored as 0xFFFF
+ * (the other zero), bytes biased to 0xFF and 0x00 so that the sums carry and fold
+ * to every edge. */
+static void test_csum_ok_20(void)
+{
+    uint8_t h[20];
+    uint64_t x = 99, n = 0, bad = 0, valid = 0, neg_zero = 0;
+    for (int t = 0; t < 400000; t++) {
+        for (int i = 0; i < 20; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            unsigned r = (unsigned)(x >> 56);
+            h[i] = t % 4 == 1 ? 0xFF : t % 4 == 2 ? (r & 1 ? 0xFF : 0x00) : (uint8_t)r;
+        }
+        if (t % 4 == 0) {  /* checksum 0xFFFF: the identification made to fit it */
+            h[4] = h[5] = 0;
+            h[10] = h[11] = 0xFF;
+            ofl_put_be16(h + 4, ref_csum(h, 20));
+            neg_zero++;
+        } else if (t % 2 == 0) {
+            h[10] = h[11] = 0;
+            ofl_put_be16(h + 10, ref_csum(h, 20));
+        }
+        int want = ref_csum(h, 20) == 0;
+        bad += ofl_ipv4_csum_ok(h, 20) != want;
+        valid += (uint64_t)want;
+        n++;
+    }
+    memset(h, 0, sizeof h);
+    bad += ofl_ipv4_csum_ok(h, 20) != (ref_csum(h, 20) == 0);  /* sum 0: not valid */
+    memset(h, 0xFF, sizeof h);
+    bad += ofl_ipv4_csum_ok(h, 20) != (ref_csum(h, 20) == 0);
+    CHECK(bad == 0 && valid > n / 3 && neg_zero > 0,
+          "20-byte header check equals the reference on %llu headers (%llu differ, %llu "
+          "valid, %llu stored as 0xFFFF)", (unsigned long long)n, (unsigned long long)bad,
+          (unsigned long long)valid, (unsigned long long)neg_zero);
+}
+
+/* RFC 1624 for any word: a random 16-bit word of a random header changed to a random
+ * value (0x0000 and 0xFFFF often), the checksum updated, then compared with a full
+ * recomputation. */
+static void test_csum_update_any_word(void)
+{
+    uint8_t h[20];
+    uint64_t x = 7, bad = 0, n = 0;
+    for (int t = 0; t < 300000; t++) {
+        for (int i = 0; i < 20; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            h[i] = t % 3 == 0 ? 0xFF : (uint8_t)(x >> 56);
+        }
+        h[10] = h[11] = 0;
+        ofl_put_be16(h + 10, ofl_csum(h, 20));
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned w = (unsigned)(x >> 60) % 10;
+        if (w == 5) w = 4;  /* not the checksum itself */
+        uint16_t old = ofl_get_be16(h + 2 * w);
+        uint16_t new_ = t % 5 == 0 ? 0xFFFF : t % 5 == 1 ? 0 : (uint16_t)(x >> 20);
+        ofl_put_be16(h + 2 * w, new_);
+        uint16_t got = ofl_csum_update16(ofl_get_be16(h + 10), old, new_);
+        h[10] = h[11] = 0;
+        uint16_t want = ofl_csum(h, 20);
+        /* either zero is right where the sum is all ones (RFC 1624 section 3) */
+        bad += got != want && !(got == 0xFFFF && want == 0) && !(got == 0 && want == 0xFFFF);
+        n++;
+    }
+    CHECK(bad == 0, "RFC 1624 update of any word equals recomputation in %llu cases (%llu "
+          "differ)", (unsigned long long)n, (unsigned long long)bad);
+}
+
 /* RFC 1624: every TTL (1..255) with every identification value, so the
  * checksum takes every value including the 0x0000 result; compared with a full
  * recomputation. */
@@ -553,6 +622,8 @@ int main(void)
     test_bad_ipv6();
     test_l4_in_ip_payload();
     test_csum();
+    test_csum_ok_20();
+    test_csum_update_any_word();
     test_dec_ttl();
     return CHECK_DONE();
 }

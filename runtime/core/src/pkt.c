@@ -45,29 +45,6 @@ int ofl_parse_eth(const uint8_t *p, uint32_t len, uint16_t *ethertype, uint32_t 
     return 0;
 }
 
-int ofl_parse_ipv4(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv4_info *ip)
-{
-    if (off > len || len - off < OFL_IPV4_HLEN) return OFL_ETRUNC;
-    const uint8_t *h = p + off;
-    uint32_t avail = len - off;
-    if (h[0] >> 4 != 4) return OFL_EVERSION;
-    uint32_t hl = (uint32_t)(h[0] & 0x0F) * 4;
-    if (hl < OFL_IPV4_HLEN) return OFL_EBADHDR;
-    if (hl > avail) return OFL_ETRUNC;
-    uint32_t tot = ofl_get_be16(h + 2);
-    if (tot < hl) return OFL_EBADHDR;
-    if (tot > avail) return OFL_ETRUNC;
-    uint16_t fl = ofl_get_be16(h + 6);   /* flags (MF: 0x2000) and fragment offset */
-    ip->hdr_len = hl;
-    ip->end = off + tot;
-    ip->frag = (fl & 0x1FFF) ? OFL_FRAG_LATER : (fl & 0x2000) ? OFL_FRAG_FIRST : OFL_FRAG_NONE;
-    ip->ttl = h[8];
-    ip->proto = h[9];
-    ip->src = ofl_get_be32(h + 12);
-    ip->dst = ofl_get_be32(h + 16);
-    return 0;
-}
-
 int ofl_parse_ipv6(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv6_info *ip)
 {
     if (off > len || len - off < OFL_IPV6_HLEN) return OFL_ETRUNC;

@@ -48,6 +48,7 @@ int ofl_src_next(struct ofl_src *s, struct ofl_pkt *pkts, uint8_t *bufs, uint32_
     if (n == 0) return 0;
     int timed = s->o.duration_ns > 0 || s->o.rate_pps > 0;
     uint64_t now = timed ? ofl_src_clock_ns() : 0;
+    s->now_ns = now;
     if (!s->started) {
         s->started = 1;
         s->t_start_ns = s->t_last_ns = now;

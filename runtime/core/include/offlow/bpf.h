@@ -21,7 +21,6 @@
  * parser that walks a header from an offset), with room to spare. */
 #define OFL_XDP_BUF (3u * 65536u)
 
-struct ofl_ipv4_info;
 struct ofl_ipv6_info;
 
 /* pkt.h's functions, inlined into the program (declared static before pkt.h's own
@@ -29,8 +28,6 @@ struct ofl_ipv6_info;
 static __always_inline uint64_t ofl_csum_add(uint64_t sum, const void *data, size_t len);
 static __always_inline int ofl_parse_eth(const uint8_t *p, uint32_t len, uint16_t *ethertype,
                                          uint32_t *l3_off);
-static __always_inline int ofl_parse_ipv4(const uint8_t *p, uint32_t len, uint32_t off,
-                                          struct ofl_ipv4_info *ip);
 static __always_inline int ofl_parse_ipv6(const uint8_t *p, uint32_t len, uint32_t off,
                                           struct ofl_ipv6_info *ip);
 static __always_inline int ofl_parse_udp(const uint8_t *p, uint32_t len, uint32_t off,

@@ -65,6 +65,8 @@ struct ofl_src {
     int started;                  /* the first ofl_src_next call happened */
     uint64_t t_start_ns;          /* time of the first ofl_src_next call */
     uint64_t t_last_ns;           /* token bucket: last refill */
+    uint64_t now_ns;              /* the clock ofl_src_next read for this call (0: it
+                                     read none): a kind may stamp its packets with it */
     double tokens, burst;         /* token bucket: packets allowed now, most allowed */
 };
 

@@ -364,7 +364,7 @@ static int src_next(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *bufs, u
         return 0;
     }
     r->n = got;
-    uint64_t now = ofl_src_clock_ns();
+    uint64_t now = base->now_ns ? base->now_ns : ofl_src_clock_ns();  /* (one read a batch) */
     uint32_t k = 0;
     for (uint16_t i = 0; i < got; i++) {
         struct rte_mbuf *m = r->m[i];
@@ -474,17 +474,31 @@ static void txq_find_lent(struct txq *q)
     pthread_mutex_unlock(&env.lock);
 }
 
+/* Whether mbuf `m` (or NULL) holds the `len` bytes at address `a`. */
+static inline int holds(const struct rte_mbuf *m, uintptr_t a, uint32_t len)
+{
+    uintptr_t b = (uintptr_t)(m ? m->buf_addr : NULL);
+    return m && a >= b && a + len <= b + m->buf_len;
+}
+
 /* The mbuf a source of this thread lent that holds the `len` bytes at `data`, taken
  * from its queue; NULL if none does (the packet came from a ring, a body's buffer). */
 static struct rte_mbuf *take_lent(struct txq *q, const uint8_t *data, uint32_t len)
 {
     uintptr_t a = (uintptr_t)data;
+    if (q->nlent) {  /* the usual: the next mbuf of the first queue (packets go in order) */
+        struct rxq *r = q->lent[0];
+        struct rte_mbuf *m = r->next < r->n ? r->m[r->next] : NULL;
+        if (holds(m, a, len)) {
+            r->m[r->next++] = NULL;
+            return m;
+        }
+    }
     for (unsigned l = 0; l < q->nlent; l++) {
         struct rxq *r = q->lent[l];
         for (unsigned j = 0, i = r->next; j < r->n; j++, i = i + 1 < r->n ? i + 1 : 0) {
             struct rte_mbuf *m = r->m[i];
-            uintptr_t b = (uintptr_t)(m ? m->buf_addr : NULL);
-            if (m && a >= b && a + len <= b + m->buf_len) {
+            if (holds(m, a, len)) {
                 r->m[i] = NULL;
                 r->next = i + 1;
                 return m;
