@@ -346,7 +346,11 @@ for h in sys.argv[2:]:
 def _xdp_child(pid: int) -> int | None:
     """The xdp process among `pid`'s descendants (its command line has --obj)."""
     for child in Path(f"/proc/{pid}/task").glob("*/children"):
-        for c in child.read_text().split():
+        try:
+            kids = child.read_text().split()
+        except FileNotFoundError:  # the thread ended after the glob found it
+            continue
+        for c in kids:
             try:
                 if b"--obj" in Path(f"/proc/{c}/cmdline").read_bytes():
                     return int(c)
