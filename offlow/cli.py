@@ -238,9 +238,10 @@ def parser() -> argparse.ArgumentParser:
                    help="xdp: attach the program to this existing interface (its traffic is "
                         "the input, until --duration or Ctrl-C) instead of the run's own veth "
                         "pair")
-    r.add_argument("--xdp-mode", choices=["generic", "native"], default="generic",
+    r.add_argument("--xdp-mode", choices=["generic", "native", "offload"], default="generic",
                    help="xdp: generic (any interface, in the kernel's stack) or native (in "
-                        "the driver: veth and most 10-100G NICs); default generic")
+                        "the driver: veth and most 10-100G NICs); default generic; "
+                        "offload (on the NIC itself) is refused with the reason")
     r.add_argument("--xdp-ring", type=int, default=0, metavar="N",
                    help="xdp with segments on other devices: entries of the AF_XDP socket's "
                         "ring (a power of 2; default 1024)")

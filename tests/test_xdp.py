@@ -635,7 +635,11 @@ def test_iface_and_xdp_mode_errors_come_before_any_process_starts(tmp_path: Path
         "nowhere to go (leave out --iface to replay it through the run's own veth pair)")
     with pytest.raises(OfflowError) as err:
         xdp.run_options(plan, None, "offload", None)
-    assert str(err.value) == "--xdp-mode offload: expected one of generic, native"
+    assert str(err.value).startswith("--xdp-mode offload: not offered (the program and its "
+                                     "maps on the NIC itself")
+    with pytest.raises(OfflowError) as err:
+        xdp.run_options(plan, None, "turbo", None)
+    assert str(err.value) == "--xdp-mode turbo: expected one of generic, native"
     nic = plan_program(load_program(XDP_TTL))
     with pytest.raises(OfflowError) as err:
         xdp.run_options(nic, "lo", "generic", None)

@@ -98,6 +98,11 @@ def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | No
     if not any(d.target == "xdp" for d in plan.devices):
         raise OfflowError(f"{what}: no segment of `{plan.name}` is on xdp "
                           "(--set SEG.device=xdp)")
+    if mode == "offload":
+        raise OfflowError("--xdp-mode offload: not offered (the program and its maps on the "
+                          "NIC itself, a Netronome NFP: array and hash maps only, a few "
+                          "helpers, no XDP_REDIRECT; no such NIC here to test on, see "
+                          "docs/targets.md); use generic or native")
     if mode not in MODES:
         raise OfflowError(f"--xdp-mode {mode}: expected one of {', '.join(MODES)}")
     args = ["--opt", f"xdp.mode={mode}", *rings]
