@@ -8,15 +8,6 @@
 
 #include "offlow/crc32c.h"
 
-/* A direct message or a bulk transfer on its way (`data`: malloc'd, `len` bytes). */
-struct part_item {
-    struct part_item *next;
-    uint32_t idx;
-    bool bulk;
-    size_t len;
-    uint8_t *data;
-};
-
 static struct part_item *item_new(uint32_t idx, bool bulk, const void *data, size_t len)
 {
     struct part_item *it = calloc(1, sizeof *it);
@@ -32,7 +23,7 @@ static struct part_item *item_new(uint32_t idx, bool bulk, const void *data, siz
     return it;
 }
 
-static void item_free(struct part_item *it)
+void part_item_free(struct part_item *it)
 {
     free(it->data);
     free(it);
@@ -188,7 +179,7 @@ static int send_up(struct part_chans *pc, struct part_item *it)
         pc->msgs_out++;
         int rc = ofl_link_send(pc->link, PART_CHAN_MSG, &it->idx, sizeof it->idx, it->data,
                                it->len);
-        item_free(it);
+        part_item_free(it);
         return rc < 0 ? -EPIPE : 0;
     }
     struct part_bulk_hdr h = {it->idx, ofl_crc32c(0, it->data, it->len), it->len};
@@ -223,7 +214,7 @@ static int hand_on(struct part_chans *pc, struct part_chan *c)
     /* taken, or the end here is closed (its peer was told): either way it is done */
     c->head = it->next;
     if (!c->head) c->tail = NULL;
-    item_free(it);
+    part_item_free(it);
     return 1;
 }
 
@@ -240,7 +231,7 @@ int part_chans_poll(struct part_chans *pc)
         if (send_up(pc, it) < 0) {
             for (it = next; it; it = next) {
                 next = it->next;
-                item_free(it);
+                part_item_free(it);
             }
             return -EPIPE;
         }
@@ -267,13 +258,13 @@ void part_chans_stop(struct part_chans *pc)
         while (pc->ch[i].head) {
             struct part_item *it = pc->ch[i].head;
             pc->ch[i].head = it->next;
-            item_free(it);
+            part_item_free(it);
         }
         pc->ch[i].tail = NULL;
     }
     for (struct part_item *it = pc->up_head, *next; it; it = next) {
         next = it->next;
-        item_free(it);
+        part_item_free(it);
     }
     pc->up_head = pc->up_tail = NULL;
     pthread_mutex_destroy(&pc->lock);

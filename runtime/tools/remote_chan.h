@@ -36,7 +36,17 @@ struct part_bulk_hdr {
     uint64_t len;     /* bytes */
 };
 
-struct part_item;
+/* A direct message or a bulk transfer on its way (`data`: malloc'd, `len` bytes). */
+struct part_item {
+    struct part_item *next;
+    uint32_t idx;             /* the channel's index */
+    bool bulk;
+    size_t len;
+    uint8_t *data;
+};
+
+/* Free an item and its data. */
+void part_item_free(struct part_item *it);
 
 /* One channel carried. */
 struct part_chan {
