@@ -71,7 +71,8 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
     } else if (kind == PART_CHANS_UP && !h->p.chans_on) {
         /* the device's process serves its channels: its messages may follow at once */
         if (h->nchans &&
-            part_chans(&h->p, h->chans, h->nchans, OFL_CHAN_B, h->chan_err, sizeof h->chan_err) < 0) {
+            part_chans(&h->p, h->chans, h->nchans, OFL_CHAN_B, h->chan_err,
+                       sizeof h->chan_err) < 0) {
             snprintf(h->why, sizeof h->why, "%s", h->chan_err);
             h->failed_there = true;
         }

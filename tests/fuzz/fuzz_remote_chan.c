@@ -59,7 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (after == before + 1) {   /* the one just queued: check it against its header */
             struct part_item *last = NULL;
             for (uint32_t i = 0; i < pc->n; i++)
-                if (pc->ch[i].tail && pc->ch[i].tail->len == len && !memcmp(pc->ch[i].tail->data, body, len))
+                if (pc->ch[i].tail && pc->ch[i].tail->len == len &&
+                    !memcmp(pc->ch[i].tail->data, body, len))
                     last = pc->ch[i].tail;
             if (!last) abort();
             if (kind == PART_CHAN_BULK) {

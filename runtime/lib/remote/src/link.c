@@ -179,12 +179,13 @@ static int send_ep(struct ofl_link *l, ucp_ep_h ep, uint32_t kind, const void *h
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
                         UCP_OP_ATTR_FIELD_USER_DATA,
-        .flags = UCP_AM_SEND_FLAG_REPLY | (owned ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
+        .flags = UCP_AM_SEND_FLAG_REPLY |
+                 (owned ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
         .cb = {.send = sent},
         .user_data = s,
     };
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep, kind, s->bytes, hlen, owned ? owned : s->bytes + hlen,
-                                         len, &p);
+    ucs_status_ptr_t r = ucp_am_send_nbx(ep, kind, s->bytes, hlen,
+                                         owned ? owned : s->bytes + hlen, len, &p);
     if (UCS_PTR_IS_ERR(r)) {
         free(s->owned);
         free(s);
