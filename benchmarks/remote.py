@@ -149,6 +149,22 @@ def _perf(exe: str, hosts: tuple[str, str], args: list[str], timeout: float) -> 
             "msg_rate": float(f[7])}
 
 
+def _beside(row: dict, perfs: list[dict]) -> dict:
+    """`row` with the median of its tag_bw runs and its ratio to it (when run)."""
+    if perfs:
+        p = sorted(perfs, key=lambda x: x["bw_mbs"])[len(perfs) // 2]
+        row["perftest"] = {**p, "bw_mbs_all": [x["bw_mbs"] for x in perfs]}
+        row["ratio"] = row["mbs"] / p["bw_mbs"] if p["bw_mbs"] > 0 else None
+    return row
+
+
+def _cells(r: dict) -> tuple[str, str, str]:
+    """A row's MB/s (min-max), tag_bw MB/s and ratio, as printed."""
+    p = r["perftest"]
+    pb, ratio = (f"{p['bw_mbs']:.1f}", f"{r['ratio']:.2f}") if p else ("-", "-")
+    return f"{r['mbs']:.1f} ({r['mbs_min']:.1f}-{r['mbs_max']:.1f})", pb, ratio
+
+
 def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, n: int,
              ring: int, batch: int, size: int, sweep: Sweep) -> dict:
     """One ring configuration beside tag_bw at the bridge's message size, taking turns
@@ -172,11 +188,7 @@ def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, 
            "entries_per_s": n / mid, "mbs": n * size / mid / 1e6,
            "mbs_min": n * size / secs[-1] / 1e6, "mbs_max": n * size / secs[0] / 1e6,
            "perftest": None, "ratio": None}
-    if perfs:
-        p = sorted(perfs, key=lambda x: x["bw_mbs"])[len(perfs) // 2]
-        row["perftest"] = {**p, "bw_mbs_all": [x["bw_mbs"] for x in perfs]}
-        row["ratio"] = row["mbs"] / p["bw_mbs"] if p["bw_mbs"] > 0 else None
-    return row
+    return _beside(row, perfs)
 
 
 def rtt_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path,
@@ -221,11 +233,7 @@ def bulk_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, 
     row = {"direction": direction, "size": size, "transfers": count, "runs": runs,
            "mbs": total / mid / 1e6, "mbs_min": total / secs[-1] / 1e6,
            "mbs_max": total / secs[0] / 1e6, "perftest": None, "ratio": None}
-    if perfs:
-        p = sorted(perfs, key=lambda x: x["bw_mbs"])[len(perfs) // 2]
-        row["perftest"] = {**p, "bw_mbs_all": [x["bw_mbs"] for x in perfs]}
-        row["ratio"] = row["mbs"] / p["bw_mbs"] if p["bw_mbs"] > 0 else None
-    return row
+    return _beside(row, perfs)
 
 
 def format_bulk(rows: list[dict]) -> str:
@@ -234,9 +242,7 @@ def format_bulk(rows: list[dict]) -> str:
             f"{'ratio':>5}")
     out = [head, "-" * len(head)]
     for r in rows:
-        p = r["perftest"]
-        pb, ratio = (f"{p['bw_mbs']:.1f}", f"{r['ratio']:.2f}") if p else ("-", "-")
-        mbs = f"{r['mbs']:.1f} ({r['mbs_min']:.1f}-{r['mbs_max']:.1f})"
+        mbs, pb, ratio = _cells(r)
         out.append(f"{r['direction']:>4} {r['size'] / 2**20:>7.2f} {r['transfers']:>3} | "
                    f"{mbs:>22} | {pb:>11} | {ratio:>5}")
     return "\n".join(out)
@@ -262,9 +268,7 @@ def format_table(rows: list[dict], rtt: dict) -> str:
             f"{'MB/s (min-max)':>22} | {'tag_bw MB/s':>11} | {'ratio':>5}")
     out = [head, "-" * len(head)]
     for r in rows:
-        p = r["perftest"]
-        pb, ratio = (f"{p['bw_mbs']:.1f}", f"{r['ratio']:.2f}") if p else ("-", "-")
-        mbs = f"{r['mbs']:.1f} ({r['mbs_min']:.1f}-{r['mbs_max']:.1f})"
+        mbs, pb, ratio = _cells(r)
         out.append(f"{r['ring_size']:>5} {r['batch']:>5} {r['entry_size']:>7} | "
                    f"{r['entries_per_s'] / 1e6:>10.3f} | {mbs:>22} | {pb:>11} | {ratio:>5}")
     p = rtt["perftest"]
