@@ -234,6 +234,24 @@ def test_a_channel_to_a_remote_device_answers_as_on_nic(
         assert all(b[2] for b in nic["got"]["bulk"] if isinstance(b, list))
 
 
+def test_more_channels_than_the_link_carries_are_refused_before_anything_starts(
+        tmp_path: Path) -> None:
+    from offlow.build import plan_program
+    from offlow.dsl.loader import load_program
+
+    mine = tmp_path / "many.py"
+    mine.write_text(
+        "from offlow import Handler, Program, Sink, Source\n"
+        "class H(Handler):\n    body = 'REPLY(msg, len);'\n"
+        "def program():\n    p = Program('many')\n    s, o = Source('rx'), Sink('tx')\n"
+        "    s >> o\n    p.segment('rx', [s, o], device='remote:a')\n"
+        "    for i in range(65):\n"
+        "        p.channel(f'c{i}', H(f'h{i}'), device='remote:a')\n    return p\n")
+    with pytest.raises(OfflowError, match="a remote device carries at most 64 channels across "
+                                          "the link; `remote:a` has 65"):
+        plan_program(load_program(mine))
+
+
 def test_a_channel_across_two_namespaces(
         two_hosts: tuple[str, str], tmp_path: Path,
         procs: list[subprocess.Popen[str]]) -> None:

@@ -28,6 +28,7 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # The part arguments the stand-in keeps (its liveness pipes) or drops (a reload's
 # description lives here; the device takes no reloads yet).
 _LOCAL = ("--runner-fd", "--peer-fd", "--reload")
+MAX_CHANNELS = 64  # a remote device's channels at most (PART_CHANS_MAX, remote_chan.h)
 
 
 def device_name(device: str) -> str:
@@ -81,6 +82,12 @@ class Remote(ProcessTarget):
         return ncpus // 2  # of its own machine, as on nic
 
     def refuse_node(self, g: Graph, node: Node) -> str | None:
+        if node.kind == "handler":
+            device = next(c.device for c in g.channels if c.handler is node)
+            n = sum(c.device == device for c in g.channels)
+            if n > MAX_CHANNELS:
+                return (f"a remote device carries at most {MAX_CHANNELS} channels across the "
+                        f"link; `{device}` has {n}")
         window = {t.name for t in g.shared if t.home == "window"}
         shared = sorted(ref for _, ref in node.tables if ref in window)
         if shared:
