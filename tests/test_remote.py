@@ -307,7 +307,7 @@ def test_a_device_that_dies_mid_request_ends_the_run_with_one_error(
         with remote_session(on_remote("echo", tmp_path), port, secret) as s:
             ch = s.channel("echo")
             assert ch.request(b"ab", timeout=60) == b"ba"   # (the device may start slowly)
-            ch.send(b"quiet")   # never answered
+            ch.send(b"quiet", timeout=60)   # never answered
             srv.kill()
             t0 = time.monotonic()
             with pytest.raises(ChannelError) as err:
