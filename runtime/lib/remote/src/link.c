@@ -618,35 +618,34 @@ enum ofl_link_state ofl_link_progress(struct ofl_link *l)
     return l->state;
 }
 
-int ofl_link_send(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
-                  const void *data, size_t len)
-{
-    if (l->state == OFL_LINK_FAILED) return -EPIPE;
-    if (l->state != OFL_LINK_UP || kind < OFL_LINK_KIND_USER || kind >= OFL_LINK_KIND_MAX ||
-        hlen > 252)
-        return -ENOTCONN;
-    uint8_t h[256];
-    memcpy(h, &kind, 4);
-    if (hlen) memcpy(h + 4, hdr, hlen);
-    int rc = send_ep(l, l->peer, kind, h, hlen + 4, data, len, NULL);
-    if (!rc) l->sent_ns = now_ns();
-    return rc;
-}
-
-int ofl_link_send_bulk(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
-                       void *data, size_t len)
+/* A user message to the authenticated peer, its kind first in the header; `owned`: a
+ * bulk one's data (send_ep). */
+static int send_user(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
+                     const void *data, size_t len, void *owned)
 {
     if (l->state != OFL_LINK_UP || kind < OFL_LINK_KIND_USER || kind >= OFL_LINK_KIND_MAX ||
-        hlen > 252 || len > OFL_LINK_BULK_MAX) {
-        free(data);
+        hlen > 252 || (owned && len > OFL_LINK_BULK_MAX)) {
+        free(owned);
         return l->state == OFL_LINK_FAILED ? -EPIPE : -ENOTCONN;
     }
     uint8_t h[256];
     memcpy(h, &kind, 4);
     if (hlen) memcpy(h + 4, hdr, hlen);
-    int rc = send_ep(l, l->peer, kind, h, hlen + 4, NULL, len, data);
+    int rc = send_ep(l, l->peer, kind, h, hlen + 4, data, len, owned);
     if (!rc) l->sent_ns = now_ns();
     return rc;
+}
+
+int ofl_link_send(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
+                  const void *data, size_t len)
+{
+    return send_user(l, kind, hdr, hlen, data, len, NULL);
+}
+
+int ofl_link_send_bulk(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
+                       void *data, size_t len)
+{
+    return send_user(l, kind, hdr, hlen, NULL, len, data);
 }
 
 uint64_t ofl_link_bulk_in(const struct ofl_link *l) { return l->bulk_in; }
