@@ -166,13 +166,15 @@ static void send_setup(struct host *h, const char *exe, int npeers, char **args,
     if (!bytes) fail(h, "cannot read the device's executable");
     struct ofl_setup_hdr s = {(uint32_t)strlen(h->dirs), (uint32_t)npeers, exe_len};
     int rc = ofl_link_send(h->p.link, PART_SETUP, &s, sizeof s, buf, n);
+    /* the channels before the executable: the server starts the run once the last piece
+     * of it is in, and must know them by then */
+    if (!rc && h->nchans)
+        rc = ofl_link_send(h->p.link, PART_CHANS, NULL, 0, h->chans, h->nchans * sizeof *h->chans);
     for (size_t off = 0; !rc && off < exe_len; off += PART_CHUNK) {
         size_t k = exe_len - off < PART_CHUNK ? exe_len - off : PART_CHUNK;
         rc = ofl_link_send(h->p.link, PART_EXE, NULL, 0, bytes + off, k);
     }
     free(bytes);
-    if (!rc && h->nchans)
-        rc = ofl_link_send(h->p.link, PART_CHANS, NULL, 0, h->chans, h->nchans * sizeof *h->chans);
     if (rc) link_failed(h);
 }
 
