@@ -8,7 +8,11 @@ ring that the ring bridge carries, `batch` entries a message at most, to a consu
 the other that checks every entry; beside `ucx_perftest -t tag_bw` with messages of the
 bridge's size (batch x entry bytes). Round trip: a message and its answer through
 remote_link (as a direct channel would use it), halved, beside `ucx_perftest -t
-tag_lat`'s latency (which is half its ping-pong's round trip); medians both. Targets:
+tag_lat`'s latency (which is half its ping-pong's round trip); medians both. Bulk rows:
+a bulk channel as a remote device's run carries it (the host's user -> its end of the
+link -> UCX rendezvous -> the device's end -> the device's user, or back), transfers
+of 1, 4 and 20 MB each way, beside `ucx_perftest -t tag_bw` with messages of the same
+size (rendezvous there too). Targets:
 ring bandwidth >= 0.8x tag bandwidth (every row) and one-way latency <= 1.2x tag
 latency; the verdicts are reported, never enforced. Then the key-value store sharded
 over 1, 2 and 3 remote store hosts (benchmarks/remote_kvs.py). Every namespace shares
@@ -32,7 +36,7 @@ from benchmarks import remote_kvs
 from benchmarks.common import C
 from benchmarks.common.machine import machine, machine_line
 from benchmarks.common.netns import ADDR_A, two_namespaces
-from offlow.cbuild import TOOL, build_exe
+from offlow.cbuild import RUNTIME, TOOL, build_exe
 from offlow.debian import apt_install
 from offlow.errors import OfflowError
 
@@ -40,6 +44,7 @@ NS_PREFIX = "ofl-bench-rem"
 PERF_PORT = 13337  # ucx_perftest's port inside our own namespace (nothing else there)
 BW_TARGET, LAT_TARGET = 0.8, 1.2
 ENV = {"UCX_TLS": "tcp"}  # the network path even between namespaces of one machine
+TOOLS = RUNTIME / "tools"
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,8 @@ class Sweep:
     kvs_hosts: tuple[int, ...] = (1, 2, 3)  # remote store hosts of the sharded kvs rows
     kvs_count: int = 20_000     # requests in the kvs capture (replayed kvs_loops times)
     kvs_loops: int = 10
+    bulk_sizes: tuple[int, ...] = (1 << 20, 4 << 20, 20 << 20)   # bytes per transfer
+    bulk_bytes: int = 40 << 20  # per bulk run: max(2, bulk_bytes // size) transfers
 
 
 FULL = Sweep(entries=200_000, batches=(1, 8, 32, 128), sizes=(64, 512, 2048),
@@ -64,12 +71,15 @@ FULL = Sweep(entries=200_000, batches=(1, 8, 32, 128), sizes=(64, 512, 2048),
              rtt_size=64, warm=1000, reps=3)
 QUICK = Sweep(entries=50_000, batches=(1, 32), sizes=(64, 1024), rings=(1024,), rtt_iters=5000,
               rtt_size=64,
-              warm=500, reps=1, kvs_loops=2)
+              warm=500, reps=1, kvs_loops=2, bulk_sizes=(1 << 20, 4 << 20),
+              bulk_bytes=8 << 20)
 
 
 def build() -> Path:
-    """Compile bench_remote with runtime/lib/remote once per content hash."""
-    return build_exe("bench_remote", [C / "bench_remote.c"], ["remote"], TOOL)
+    """Compile bench_remote with runtime/lib/remote and the remote target's channel
+    relay (runtime/tools/remote_chan.c) once per content hash."""
+    return build_exe("bench_remote", [C / "bench_remote.c", TOOLS / "remote_chan.c"], ["remote"],
+                     TOOL, includes=[TOOLS])
 
 
 def perftest() -> tuple[str | None, str | None]:
@@ -145,6 +155,22 @@ def _perf(exe: str, hosts: tuple[str, str], args: list[str], timeout: float) -> 
             "msg_rate": float(f[7])}
 
 
+def _beside(row: dict, perfs: list[dict]) -> dict:
+    """`row` with the median of its tag_bw runs and its ratio to it (when run)."""
+    if perfs:
+        p = sorted(perfs, key=lambda x: x["bw_mbs"])[len(perfs) // 2]
+        row["perftest"] = {**p, "bw_mbs_all": [x["bw_mbs"] for x in perfs]}
+        row["ratio"] = row["mbs"] / p["bw_mbs"] if p["bw_mbs"] > 0 else None
+    return row
+
+
+def _cells(r: dict) -> tuple[str, str, str]:
+    """A row's MB/s (min-max), tag_bw MB/s and ratio, as printed."""
+    p = r["perftest"]
+    pb, ratio = (f"{p['bw_mbs']:.1f}", f"{r['ratio']:.2f}") if p else ("-", "-")
+    return f"{r['mbs']:.1f} ({r['mbs_min']:.1f}-{r['mbs_max']:.1f})", pb, ratio
+
+
 def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, n: int,
              ring: int, batch: int, size: int, sweep: Sweep) -> dict:
     """One ring configuration beside tag_bw at the bridge's message size, taking turns
@@ -168,11 +194,7 @@ def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, 
            "entries_per_s": n / mid, "mbs": n * size / mid / 1e6,
            "mbs_min": n * size / secs[-1] / 1e6, "mbs_max": n * size / secs[0] / 1e6,
            "perftest": None, "ratio": None}
-    if perfs:
-        p = sorted(perfs, key=lambda x: x["bw_mbs"])[len(perfs) // 2]
-        row["perftest"] = {**p, "bw_mbs_all": [x["bw_mbs"] for x in perfs]}
-        row["ratio"] = row["mbs"] / p["bw_mbs"] if p["bw_mbs"] > 0 else None
-    return row
+    return _beside(row, perfs)
 
 
 def rtt_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path,
@@ -192,6 +214,44 @@ def rtt_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path,
         row["perftest"] = p
         row["ratio"] = row["one_way_p50_us"] / p["lat_p50_us"] if p["lat_p50_us"] > 0 else None
     return row
+
+
+def bulk_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, size: int,
+             direction: str, sweep: Sweep) -> dict:
+    """Bulk transfers of `size` bytes through a channel across the link, `direction` up
+    (host to device) or down, beside tag_bw at the same message size, taking turns
+    `sweep.reps` times; the medians."""
+    count = max(2, sweep.bulk_bytes // size)
+    runs, perfs = [], []
+    for _ in range(sweep.reps):
+        srv, cli = _pair(exe, hosts, secret, ["bulk", str(size), str(count), direction],
+                         timeout=600)
+        recv = srv if direction == "up" else cli
+        if srv["transfers"] != count or cli["transfers"] != count or recv["bad"] or \
+                recv["bulk_in"] != count:
+            raise OfflowError(f"bench_remote bulk lost or damaged transfers: {srv} {cli}")
+        runs.append({"transfers": count, "secs": cli["secs"]})
+        if perf:
+            perfs.append(_perf(perf, hosts, ["-t", "tag_bw", "-s", str(size), "-n",
+                                             str(max(count, 10)), "-w", "2"], timeout=600))
+    secs = sorted(r["secs"] for r in runs)
+    mid, total = secs[len(secs) // 2], size * count
+    row = {"direction": direction, "size": size, "transfers": count, "runs": runs,
+           "mbs": total / mid / 1e6, "mbs_min": total / secs[-1] / 1e6,
+           "mbs_max": total / secs[0] / 1e6, "perftest": None, "ratio": None}
+    return _beside(row, perfs)
+
+
+def format_bulk(rows: list[dict]) -> str:
+    """The bulk rows as text."""
+    head = (f"{'bulk':>4} {'MB':>7} {'n':>3} | {'MB/s (min-max)':>22} | {'tag_bw MB/s':>11} | "
+            f"{'ratio':>5}")
+    out = [head, "-" * len(head)]
+    for r in rows:
+        mbs, pb, ratio = _cells(r)
+        out.append(f"{r['direction']:>4} {r['size'] / 2**20:>7.2f} {r['transfers']:>3} | "
+                   f"{mbs:>22} | {pb:>11} | {ratio:>5}")
+    return "\n".join(out)
 
 
 def verdicts(rows: list[dict], rtt: dict) -> dict:
@@ -214,9 +274,7 @@ def format_table(rows: list[dict], rtt: dict) -> str:
             f"{'MB/s (min-max)':>22} | {'tag_bw MB/s':>11} | {'ratio':>5}")
     out = [head, "-" * len(head)]
     for r in rows:
-        p = r["perftest"]
-        pb, ratio = (f"{p['bw_mbs']:.1f}", f"{r['ratio']:.2f}") if p else ("-", "-")
-        mbs = f"{r['mbs']:.1f} ({r['mbs_min']:.1f}-{r['mbs_max']:.1f})"
+        mbs, pb, ratio = _cells(r)
         out.append(f"{r['ring_size']:>5} {r['batch']:>5} {r['entry_size']:>7} | "
                    f"{r['entries_per_s'] / 1e6:>10.3f} | {mbs:>22} | {pb:>11} | {ratio:>5}")
     p = rtt["perftest"]
@@ -246,11 +304,14 @@ def plot(res: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = res["rows"]
-    names = [f"ring {r['ring_size']}, batch {r['batch']}, {r['entry_size']} B" for r in rows]
+    rows = res["rows"] + res["bulk"]
+    names = [f"ring {r['ring_size']}, batch {r['batch']}, {r['entry_size']} B"
+             if "ring_size" in r else f"bulk {r['direction']} {r['size'] / 2**20:.2f} MB"
+             for r in rows]
     x = range(len(rows))
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows) + 2), 4))
-    ax.bar([i - 0.2 for i in x], [r["mbs"] for r in rows], 0.4, label="offlow ring bridge")
+    ax.bar([i - 0.2 for i in x], [r["mbs"] for r in rows], 0.4,
+           label="offlow ring bridge / bulk channel")
     ax.bar([i + 0.2 for i in x], [r["perftest"]["bw_mbs"] if r["perftest"] else 0
                                   for r in rows], 0.4, label="ucx_perftest tag_bw")
     ax.set_xticks(list(x), names, rotation=30, ha="right", fontsize=7)
@@ -263,8 +324,10 @@ def plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def measure(sweep: Sweep, entries: int, perf: str | None) -> tuple[list[dict], dict]:
-    """Every ring row and the round trip, in namespaces made and removed here."""
+def measure(sweep: Sweep, entries: int,
+            perf: str | None) -> tuple[list[dict], dict, list[dict]]:
+    """Every ring row, the round trip and the bulk rows, in namespaces made and removed
+    here."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         raise OfflowError("offlow bench remote makes two network namespaces: it needs root "
                           "and iproute2's ip")
@@ -277,7 +340,9 @@ def measure(sweep: Sweep, entries: int, perf: str | None) -> tuple[list[dict], d
         rows = [ring_row(exe, perf, hosts, secret, entries, r, b, s, sweep)
                 for r in sweep.rings for s in sweep.sizes for b in sweep.batches]
         rtt = rtt_row(exe, perf, hosts, secret, sweep)
-    return rows, rtt
+        bulk = [bulk_row(exe, perf, hosts, secret, size, d, sweep)
+                for size in sweep.bulk_sizes for d in ("up", "down")]
+    return rows, rtt, bulk
 
 
 def run(quick: bool, out_json: str | os.PathLike[str] | None,
@@ -292,12 +357,18 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
           f"(UCX_TLS=tcp), {ADDR_A} serving; both share this machine's {info['cpus']} CPUs")
     if why:
         print(f"ucx_perftest is missing, so no ratios: {why}")
-    rows, rtt = measure(sw, sw.entries, perf)
+    rows, rtt, bulk = measure(sw, sw.entries, perf)
     print(f"ring: {sw.entries} entries per run through a bridge between rings of "
           f"{'/'.join(map(str, sw.rings))} entries, every entry checked at the far end, "
           f"median (min-max) of {sw.reps} runs taking turns with tag_bw at the bridge's "
           f"message size (batch x entry bytes, its median); ratio = ring MB/s / tag_bw MB/s")
     print(format_table(rows, rtt))
+    print(f"bulk: transfers through a channel across the link as a run carries them (up: "
+          f"host to device, down: back), {sw.bulk_bytes >> 20} MB a run (at least 2 "
+          f"transfers), each transfer's CRC32C checked at every hop and its marks by the "
+          f"receiver; median (min-max) of {sw.reps} runs taking turns with tag_bw at the "
+          f"transfer's size; ratio = bulk MB/s / tag_bw MB/s (not judged: no target)")
+    print(format_bulk(bulk))
     v = verdicts(rows, rtt)
     for line in verdict_lines(v):
         print(line)
@@ -310,8 +381,8 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
           "CPU here (docs/remote.md: how it scales on separate machines)")
     print(remote_kvs.format_table(kvs))
     res = {"benchmark": "remote", "machine": info, "sweep": sw.__dict__,
-           "perftest": perf, "perftest_missing": why, "rows": rows, "rtt": rtt, "verdict": v,
-           "kvs": kvs}
+           "perftest": perf, "perftest_missing": why, "rows": rows, "rtt": rtt, "bulk": bulk,
+           "verdict": v, "kvs": kvs}
     if out_json:
         Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
     if out_png:

@@ -16,7 +16,8 @@ from benchmarks.common.netns import namespaces
 
 TINY = remote.Sweep(entries=3000, batches=(1, 16), sizes=(64, 200), rings=(64, 1024),
                     rtt_iters=200,
-                    rtt_size=64, warm=20, reps=2, kvs_hosts=(1, 2), kvs_count=300, kvs_loops=2)
+                    rtt_size=64, warm=20, reps=2, kvs_hosts=(1, 2), kvs_count=300, kvs_loops=2,
+                    bulk_sizes=(100_003,), bulk_bytes=300_000)
 
 
 def test_tiny_sweep_counts_every_entry_and_leaves_no_namespace(
@@ -45,6 +46,13 @@ def test_tiny_sweep_counts_every_entry_and_leaves_no_namespace(
     rtt = doc["rtt"]
     assert rtt["answered"] == 220 and rtt["iterations"] == 200
     assert 0 < rtt["rtt_p50_ns"] <= rtt["rtt_p99_ns"]
+    bulk = doc["bulk"]   # a bulk channel each way: every transfer arrived whole
+    assert [(b["direction"], b["size"], b["transfers"]) for b in bulk] == [
+        ("up", 100_003, 2), ("down", 100_003, 2)]
+    for b in bulk:
+        assert len(b["runs"]) == 2 and 0 < b["mbs_min"] <= b["mbs"] <= b["mbs_max"]
+        if doc["perftest"]:
+            assert b["perftest"]["bw_mbs"] > 0 and b["ratio"] > 0
     v = doc["verdict"]
     if doc["perftest"]:
         for b in v["bw"]:

@@ -34,7 +34,10 @@ TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "
            "ctl6": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
            "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote",
-           "remote_setup": "remote"}
+           "remote_setup": "remote", "remote_chan": "remote"}
+# targets of offlow's C tools: their sources beside the target's, their folder's headers
+TOOLS = cbuild.RUNTIME / "tools"
+TOOL_SOURCES = {"remote_chan": [TOOLS / "remote_chan.c"]}
 SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
 SECONDS = 10
@@ -55,6 +58,17 @@ def _libfuzzer_problem(tmp: Path) -> str | None:
         return f"clang cannot link -fsanitize=fuzzer (libclang-rt-dev missing?): " \
                f"{res.stderr.strip()[:300]}"
     return None
+
+
+def crc32c(data: bytes) -> int:
+    """CRC32C (Castagnoli, reflected 0x82F63B78), bit by bit: the fuzz seeds' bulk
+    transfers carry it as the remote link's sender computes it."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
 
 
 def _seed_corpus(target: str, d: Path) -> None:
@@ -161,6 +175,17 @@ def _seed_corpus(target: str, d: Path) -> None:
         (d / "no_nul").write_bytes(setup(1, 0, 1, b"-abc"))
         (d / "bad_dir").write_bytes(setup(3, 0, 1, b"ox?"))
         (d / "short").write_bytes(setup(1, 0, 1, b"o", hlen=12))
+    elif target == "remote_chan":  # [bulk?][hlen][dlen lo, hi][hdr][data], repeated
+        def chan(bulk: bool, hdr: bytes, body: bytes) -> bytes:
+            return bytes([bulk, len(hdr), len(body) & 255, len(body) >> 8]) + hdr + body
+        blob = bytes(range(200))
+        (d / "direct").write_bytes(chan(False, struct.pack("<I", 0), b"hello") +
+                                   chan(False, struct.pack("<I", 1), bytes(56)))
+        (d / "bulk").write_bytes(chan(True, struct.pack("<IIQ", 1, crc32c(blob), 200), blob))
+        (d / "bad_crc").write_bytes(chan(True, struct.pack("<IIQ", 0, 1234, 200), blob) +
+                                    chan(False, struct.pack("<I", 0), b"after"))
+        (d / "toolong").write_bytes(chan(False, struct.pack("<I", 0), bytes(57)))
+        (d / "nochan").write_bytes(chan(False, struct.pack("<I", 7), b"x"))
     elif target == "tsplib":
         head = "NAME : x\nTYPE : TSP\nDIMENSION : 5\nEDGE_WEIGHT_TYPE : EUC_2D\n"
         nodes = "NODE_COORD_SECTION\n1 0 0\n2 3 4\n3 1.5e2 -7\n5 9 9\n4 2 2\nEOF\n"
@@ -209,7 +234,9 @@ def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, 
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     for t, lib in TARGETS.items():
         try:
-            exe = cbuild.build_exe(f"fuzz_{t}", [FUZZ / f"fuzz_{t}.c"], [lib], SETS)
+            more = TOOL_SOURCES.get(t, [])
+            exe = cbuild.build_exe(f"fuzz_{t}", [FUZZ / f"fuzz_{t}.c", *more], [lib], SETS,
+                                   includes=[TOOLS] if more else [])
         except OfflowError as e:
             pytest.fail(str(e))
         corpus = tmp / f"corpus_{t}"

@@ -6,6 +6,7 @@ killed device each one clear error."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -55,8 +56,14 @@ def start(procs: list[subprocess.Popen[str]], args: list[str], ns: str = "",
 def serve(procs: list[subprocess.Popen[str]], secret: Path, addr: str = "127.0.0.1",
           ns: str = "") -> tuple[subprocess.Popen[str], int]:
     """A serve-device listening on a free port of `addr`: it and the port."""
+    return serve_env(procs, secret, {}, addr, ns)
+
+
+def serve_env(procs: list[subprocess.Popen[str]], secret: Path, env: dict[str, str],
+              addr: str = "127.0.0.1", ns: str = "") -> tuple[subprocess.Popen[str], int]:
+    """serve() with `env` added to its environment."""
     srv = start(procs, ["serve-device", "--listen", f"{addr}:0", "--secret-file", str(secret)],
-                ns)
+                ns, env)
     assert srv.stderr is not None
     seen = ""
     for line in srv.stderr:
@@ -184,18 +191,134 @@ def test_remote_addresses_are_checked_before_anything_starts(
         Run(build_for(load_program(EXAMPLE, ["rx.device=remote:a"]), o), o)
 
 
-def test_a_channel_handler_on_a_remote_device_is_refused(tmp_path: Path) -> None:
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+def on_remote(program: str, folder: Path, name: str = "a") -> Path:
+    """tests/programs/PROGRAM with its device moved to `remote:NAME`, as a user does."""
+    mine = folder / f"{program}_remote.py"
+    mine.write_text((PROGRAMS / f"{program}.py").read_text().replace('device="nic"',
+                                                                     f'device="remote:{name}"'))
+    return mine
+
+
+def talk(procs: list[subprocess.Popen[str]], kind: str, program: Path, *remote: str,
+         ns: str = "") -> dict[str, Any]:
+    """tests/chan_talk.py (a host program) against `program`: what it got."""
+    cmd = (["ip", "netns", "exec", ns] if ns else []) + [sys.executable, "-m",
+                                                         "tests.chan_talk", kind, str(program),
+                                                         *remote]
+    p = subprocess.Popen(cmd, env={**os.environ, **TCP}, text=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=PROGRAMS.parent.parent)
+    procs.append(p)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, f"{out}\n{err}"
+    got: dict[str, Any] = json.loads(out)
+    assert got["ok"], err
+    return got
+
+
+@pytest.mark.parametrize("kind", ["echo", "ledger"])
+def test_a_channel_to_a_remote_device_answers_as_on_nic(
+        kind: str, tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """Direct messages of every size (0..56 bytes, odd ones), the oversize message's and
+    a timed-out receive's errors, answers in bulk (300,000 and 131,071 bytes) between
+    direct messages, a bulk receive of another size: the same with the handler on
+    `remote:a` as on `nic`, and the handler's tables end the same."""
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    nic = talk(procs, kind, PROGRAMS / f"{kind}.py")
+    rem = talk(procs, kind, on_remote(kind, tmp_path), f"a=127.0.0.1:{port}", str(secret))
+    assert rem["got"] == nic["got"] and rem["tables"] == nic["tables"]
+    if kind == "echo":
+        assert nic["got"]["oversize"] == "ChannelError EMSGSIZE"
+        assert nic["got"]["timeout"] == "ChannelTimeout"
+        assert all(b[2] for b in nic["got"]["bulk"] if isinstance(b, list))
+
+
+def test_more_channels_than_the_link_carries_are_refused_before_anything_starts(
+        tmp_path: Path) -> None:
     from offlow.build import plan_program
     from offlow.dsl.loader import load_program
 
-    echo = Path(__file__).resolve().parent / "programs" / "echo.py"
-    mine = tmp_path / "echo_remote.py"
-    mine.write_text(echo.read_text().replace('device="nic"', 'device="remote:a"'))
-    with pytest.raises(OfflowError) as e:
+    mine = tmp_path / "many.py"
+    mine.write_text(
+        "from offlow import Handler, Program, Sink, Source\n"
+        "class H(Handler):\n    body = 'REPLY(msg, len);'\n"
+        "def program():\n    p = Program('many')\n    s, o = Source('rx'), Sink('tx')\n"
+        "    s >> o\n    p.segment('rx', [s, o], device='remote:a')\n"
+        "    for i in range(65):\n"
+        "        p.channel(f'c{i}', H(f'h{i}'), device='remote:a')\n    return p\n")
+    with pytest.raises(OfflowError, match="a remote device carries at most 64 channels across "
+                                          "the link; `remote:a` has 65"):
         plan_program(load_program(mine))
-    assert str(e.value) == ("channel `echo`: handler `echo` (Echo) cannot run on target "
-                            "`remote`: channels do not cross to a remote device yet "
-                            "(docs/remote.md); place the channel's handler on host or nic")
+
+
+def test_a_channel_across_two_namespaces(
+        two_hosts: tuple[str, str], tmp_path: Path,
+        procs: list[subprocess.Popen[str]]) -> None:
+    host, device = two_hosts
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret, ADDR_B, device)
+    nic = talk(procs, "echo", PROGRAMS / "echo.py")
+    rem = talk(procs, "echo", on_remote("echo", tmp_path, "b"), f"b={ADDR_B}:{port}",
+               str(secret), ns=host)
+    assert rem["got"] == nic["got"] and rem["tables"] == nic["tables"]
+
+
+def remote_session(program: Path, port: int, secret: Path) -> Any:
+    from offlow.dsl.loader import load_program
+    from offlow.runner import RunOptions
+    from offlow.session import session
+    return session(load_program(program), RunOptions(count=10, remotes=(f"a=127.0.0.1:{port}",),
+                                                     secret_file=secret))
+
+
+def test_a_bulk_transfer_corrupted_on_the_link_is_detected_at_the_far_end(
+        tmp_path: Path, procs: list[subprocess.Popen[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device's server flips a byte of its next bulk message after its CRC32C (the
+    test hook OFFLOW_REMOTE_TEST_CORRUPT): the host's end finds the CRC wrong, hands
+    nothing on, and the run's one error says so, naming the device and the channel."""
+    from offlow.channels import ChannelError
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    secret = secret_file(tmp_path)
+    _, port = serve_env(procs, secret, {"OFFLOW_REMOTE_TEST_CORRUPT": "12345"})
+    with pytest.raises(OfflowError) as e:
+        with remote_session(on_remote("echo", tmp_path), port, secret) as s:
+            ch = s.channel("echo")
+            assert ch.request(b"ab", timeout=60) == b"ba"   # (the device may start slowly)
+            ch.send(b"bulk\x05", timeout=60)
+            with pytest.raises(ChannelError):   # EPIPE: the stand-in ended
+                ch.bulk_recv(300_000, timeout=20)
+    assert re.search(r"remote device remote:a \(127\.0\.0\.1:\d+\): channel `echo`: a bulk "
+                     r"transfer of 300000 bytes arrived corrupted \(CRC32C [0-9a-f]{8}, the "
+                     r"sender's [0-9a-f]{8}\): not handed on", str(e.value)), str(e.value)
+
+
+def test_a_device_that_dies_mid_request_ends_the_run_with_one_error(
+        tmp_path: Path, procs: list[subprocess.Popen[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host waits for an answer when the device's serve-device is killed: the wait
+    ends (EPIPE, not the 60 s timeout) and the run's one error names the device."""
+    from offlow.channels import ChannelError
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    secret = secret_file(tmp_path)
+    srv, port = serve(procs, secret)
+    with pytest.raises(OfflowError) as e:
+        with remote_session(on_remote("echo", tmp_path), port, secret) as s:
+            ch = s.channel("echo")
+            assert ch.request(b"ab", timeout=60) == b"ba"   # (the device may start slowly)
+            ch.send(b"quiet", timeout=60)   # never answered
+            srv.kill()
+            t0 = time.monotonic()
+            with pytest.raises(ChannelError) as err:
+                ch.recv(timeout=60)
+            assert err.value.errno == errno.EPIPE and time.monotonic() - t0 < 30
+    assert re.fullmatch(r"the program failed: remote device remote:a \(127\.0\.0\.1:\d+\): "
+                        r"the connection to the peer was lost \(.*\); \d+ ring entries "
+                        r"\(packets\) had come from it and \d+ gone to it",
+                        str(e.value)), str(e.value)
 
 
 def test_a_wrong_secret_ends_the_run_before_any_packet_moves(

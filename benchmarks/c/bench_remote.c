@@ -15,8 +15,20 @@
  * (remote_link.h), the server sends it back, WARM times unmeasured then ITERS times
  * timed; the client checks each answer (its number and bytes).
  *
+ * MODE bulk SIZE COUNT DIR: a bulk channel across the link as a remote device's run
+ * carries it (runtime/tools/remote_chan.h): the client is the host (a user thread on
+ * side A of a channel in a region of its own, the link's end serving side B), the
+ * server the device (its end serving side A, a user thread on side B). DIR up: the
+ * host sends COUNT transfers of SIZE bytes, the device answers with a direct message
+ * once it has them all; down: the host sends a direct message, the device sends
+ * COUNT transfers. The client times from its first call to its last; the receiving
+ * user checks each transfer's size and its first and last bytes (its number), and the
+ * CRC32C is checked on every hop as in a run.
+ *
  * Each side prints one JSON line at its end, or "error: ..." and exits 3. */
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,6 +40,7 @@
 #include "offlow/remote_bridge.h"
 #include "offlow/remote_link.h"
 #include "offlow/ring.h"
+#include "remote_chan.h"
 
 #define DATA_OFF 16               /* entry: header, its index (8 bytes), then payload */
 #define KIND_PING (OFL_LINK_KIND_USER + 1)
@@ -211,15 +224,130 @@ static int rtt_side(struct ofl_link *l, struct ping *p, bool serve, unsigned lon
     return status;
 }
 
+/* The bulk mode's user of the channel (its own thread: its calls block). */
+struct user {
+    struct ofl_chan_end e;
+    bool host, send;          /* side A (the host) / the sender of the transfers */
+    size_t size;
+    unsigned long count, done, bad;
+    double t0, t1;
+    int rc;
+    volatile int finished;
+};
+
+#define USER_NS 60000000000ull   /* each call's timeout: generous on a loaded machine */
+
+static void *user_main(void *arg)
+{
+    struct user *u = arg;
+    uint8_t *buf = malloc(u->size ? u->size : 1);
+    uint64_t word = 0;
+    int rc = buf ? 0 : -ENOMEM;
+    if (buf) memset(buf, 0x5a, u->size);
+    u->t0 = now();
+    if (!rc && u->host && !u->send)        /* the receiving host asks for the transfers */
+        rc = ofl_chan_send(&u->e, &word, sizeof word, USER_NS);
+    else if (!rc && !u->host && u->send)   /* the sending device waits for the ask */
+        rc = ofl_chan_recv(&u->e, &word, sizeof word, USER_NS) < 0 ? -EPROTO : 0;
+    for (unsigned long i = 0; !rc && i < u->count; i++) {
+        uint8_t mark = (uint8_t)(i * 37 + 1);
+        if (u->send) {
+            buf[0] = buf[u->size - 1] = mark;
+            rc = ofl_chan_bulk_send(&u->e, buf, u->size, USER_NS);
+        } else {
+            rc = ofl_chan_bulk_recv(&u->e, buf, u->size, USER_NS);
+            if (!rc && (buf[0] != mark || buf[u->size - 1] != mark)) u->bad++;
+        }
+        if (!rc) u->done++;
+    }
+    if (!rc && u->host && u->send) {       /* the device says it has them all */
+        int n = ofl_chan_recv(&u->e, &word, sizeof word, USER_NS);
+        rc = n < 0 ? n : 0;
+    } else if (!rc && !u->host && !u->send) {
+        word = u->done;
+        rc = ofl_chan_send(&u->e, &word, sizeof word, USER_NS);
+    }
+    u->t1 = now();
+    u->rc = rc;
+    free(buf);
+    __atomic_store_n(&u->finished, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void on_chan(void *arg, uint32_t kind, const void *hdr, size_t hlen, const void *data,
+                    size_t len)
+{
+    struct part_chans *pc = arg;
+    if (pc->mgr) part_chans_on_msg(pc, kind, hdr, hlen, data, len);
+}
+
+static int bulk_side(struct ofl_link *l, struct part_chans *pc, bool serve, size_t size,
+                     unsigned long count, bool up)
+{
+    size_t rsize = ofl_chan_region_size(1);
+    void *region = aligned_alloc(4096, rsize);
+    int id = region && !ofl_chan_region_format(region, rsize, 1) ? ofl_chan_create(region, "bulk")
+                                                                : -ENOMEM;
+    if (id < 0 || !size) {
+        printf("error: cannot make the channel region (or a size of 0)\n");
+        return 2;
+    }
+    if (serve) printf("port %u\n", ofl_link_port(l));
+    fflush(stdout);
+    enum ofl_link_state st;
+    while ((st = ofl_link_progress(l)) == OFL_LINK_WAITING) {
+    }
+    uint32_t ids[1] = {(uint32_t)id};
+    static struct user u;
+    u = (struct user){.host = !serve, .send = up != serve, .size = size, .count = count};
+    pthread_t t;
+    if (st != OFL_LINK_UP ||
+        part_chans_start(pc, l, region, serve ? OFL_CHAN_A : OFL_CHAN_B, ids, 1, NULL) < 0 ||
+        ofl_chan_open(&u.e, region, ids[0], serve ? OFL_CHAN_B : OFL_CHAN_A, NULL) < 0 ||
+        pthread_create(&t, NULL, user_main, &u)) {
+        printf("error: cannot start: %s%s\n", ofl_link_error(l), pc->err);
+        return 3;
+    }
+    int status = 0;
+    while (!__atomic_load_n(&u.finished, __ATOMIC_ACQUIRE)) {
+        int moved = ofl_link_progress(l) == OFL_LINK_FAILED ? -1 : part_chans_poll(pc);
+        if (moved == 0) sched_yield();   /* (the user's and the manager's threads need the CPUs) */
+        if (moved < 0) {
+            printf("error: %s%s; %lu transfers done\n", ofl_link_error(l), pc->err, u.done);
+            status = 3;
+            ofl_chan_close(&u.e);   /* (the user's call ends with EPIPE) */
+            break;
+        }
+    }
+    pthread_join(t, NULL);
+    for (int i = 0; !status && i < 1000; i++) {   /* what the last call left to send */
+        ofl_link_progress(l);
+        part_chans_poll(pc);
+    }
+    if (!status && u.rc) {
+        printf("error: %s; %lu transfers done\n", strerror(-u.rc), u.done);
+        status = 3;
+    } else if (!status) {
+        printf("{\"transfers\": %lu, \"bad\": %lu, \"secs\": %.9f, \"bulk_in\": %llu, "
+               "\"bulk_out\": %llu}\n", u.done, u.bad, u.t1 - u.t0,
+               (unsigned long long)pc->bulk_in, (unsigned long long)pc->bulk_out);
+    }
+    ofl_chan_close(&u.e);
+    part_chans_stop(pc);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     bool serve = argc > 1 && !strcmp(argv[1], "serve");
     int m = serve ? 4 : 5;   /* argv[m]: the mode */
     bool ring = argc > m && !strcmp(argv[m], "ring"), rtt = argc > m && !strcmp(argv[m], "rtt");
-    if (argc < 2 || (!serve && strcmp(argv[1], "client")) || !(ring || rtt) ||
-        argc != m + (ring ? 5 : 4)) {
-        fprintf(stderr, "usage: bench_remote serve ADDR SECRET_FILE ring|rtt ARGS | client "
-                        "ADDR PORT SECRET_FILE ring|rtt ARGS (see its source)\n");
+    bool bulk = argc > m && !strcmp(argv[m], "bulk");
+    if (argc < 2 || (!serve && strcmp(argv[1], "client")) || !(ring || rtt || bulk) ||
+        argc != m + (ring ? 5 : 4) ||
+        (bulk && strcmp(argv[m + 3], "up") && strcmp(argv[m + 3], "down"))) {
+        fprintf(stderr, "usage: bench_remote serve ADDR SECRET_FILE ring|rtt|bulk ARGS | client "
+                        "ADDR PORT SECRET_FILE ring|rtt|bulk ARGS (see its source)\n");
         return 2;
     }
     uint8_t secret[OFL_AUTH_SECRET_MAX];
@@ -228,8 +356,9 @@ int main(int argc, char **argv)
                   a3 = strtoul(argv[m + 3], NULL, 10);
     struct ofl_bridge b;
     static struct ping p;
-    ofl_link_handler fn = ring ? ofl_bridge_on_msg : on_ping;
-    void *arg = ring ? (void *)&b : (void *)&p;
+    static struct part_chans pc;
+    ofl_link_handler fn = ring ? ofl_bridge_on_msg : bulk ? on_chan : on_ping;
+    void *arg = ring ? (void *)&b : bulk ? (void *)&pc : (void *)&p;
     if (ring && ofl_bridge_init(&b, NULL, (uint32_t)a3)) return 2;
     struct ofl_link *l;
     char err[256] = "";
@@ -244,7 +373,8 @@ int main(int argc, char **argv)
     ofl_link_set_silence(l, 5000);   /* generous on a loaded machine; a kill resets TCP */
     int status = ring ? ring_side(l, &b, serve, a1, (uint32_t)a2, (uint32_t)a3,
                                   (uint32_t)strtoul(argv[m + 4], NULL, 10))
-                      : rtt_side(l, &p, serve, a1, a2, a3);
+                 : bulk ? bulk_side(l, &pc, serve, a1, a2, !strcmp(argv[m + 3], "up"))
+                        : rtt_side(l, &p, serve, a1, a2, a3);
     ofl_link_close(l);
     if (ring) ofl_bridge_free(&b);
     return status;

@@ -28,8 +28,7 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # The part arguments the stand-in keeps (its liveness pipes) or drops (a reload's
 # description lives here; the device takes no reloads yet).
 _LOCAL = ("--runner-fd", "--peer-fd", "--reload")
-NO_CHANNELS = ("channels do not cross to a remote device yet (docs/remote.md); place "
-               "the channel's handler on host or nic")
+MAX_CHANNELS = 64  # a remote device's channels at most (PART_CHANS_MAX, remote_chan.h)
 
 
 def device_name(device: str) -> str:
@@ -44,7 +43,8 @@ def device_name(device: str) -> str:
 def tool(kind: str) -> Path:
     """The stand-in (`host`) or the device's server (`serve`), built once."""
     return cbuild.build_exe(f"offlow-remote-{kind}", [TOOLS / f"remote_{kind}.c",
-                            TOOLS / "remote_part.c", TOOLS / "tool_io.c"], ["remote"],
+                            TOOLS / "remote_part.c", TOOLS / "remote_chan.c",
+                            TOOLS / "tool_io.c"], ["remote"],
                             includes=[TOOLS])
 
 
@@ -66,10 +66,11 @@ class Remote(ProcessTarget):
     runs = ("a device process on another machine, under `offlow serve-device` there; "
             "`device=\"remote:NAME\"`, reached with `offlow run --remote NAME=ADDR:PORT`")
     interconnect = ("UCX (TCP here; shared memory or RDMA where present): the rings that "
-                    "cross, in batches of entries with credits back, after a mutual proof "
-                    "of a shared secret")
+                    "cross, in batches of entries with credits back, and the channels "
+                    "(direct messages; bulk transfers by rendezvous, CRC32C checked at the "
+                    "far end), after a mutual proof of a shared secret")
     reads_table_files = True  # on its own machine
-    serves_control = False    # a control channel is a channel: they do not cross yet
+    serves_control = False    # its tables' control channels do not cross yet
 
     def unusable(self) -> str | None:
         if not UCX_HEADER.exists():
@@ -81,7 +82,11 @@ class Remote(ProcessTarget):
 
     def refuse_node(self, g: Graph, node: Node) -> str | None:
         if node.kind == "handler":
-            return NO_CHANNELS
+            device = next(c.device for c in g.channels if c.handler is node)
+            n = sum(c.device == device for c in g.channels)
+            if n > MAX_CHANNELS:
+                return (f"a remote device carries at most {MAX_CHANNELS} channels across the "
+                        f"link; `{device}` has {n}")
         window = {t.name for t in g.shared if t.home == "window"}
         shared = sorted(ref for _, ref in node.tables if ref in window)
         if shared:
@@ -93,6 +98,8 @@ class Remote(ProcessTarget):
     def build(self, plan: Plan, device: str, directory: Path, compile_c: CompileC) -> Path:
         exe = super().build(plan, device, directory, compile_c)
         exe.with_name(f"{exe.name}.rings").write_text(ring_dirs(plan, device))
+        chans = plan.device(device).channels
+        exe.with_name(f"{exe.name}.chans").write_text("".join(f"{c.name}\n" for c in chans))
         tool("host")
         return exe
 
@@ -113,6 +120,8 @@ class Remote(ProcessTarget):
                str(part.binary), "--rings",
                part.binary.with_name(f"{part.binary.name}.rings").read_text()]
         cmd += [x for k, v in local if k != "--reload" for x in (k, v)]
+        chans = part.binary.with_name(f"{part.binary.name}.chans").read_text().split()
+        cmd += [x for c in chans for x in ("--chan", c)]
         cmd += ["--", "--cpu-base", str(part.cpu_base), *rest]
         env = {**os.environ, "OFFLOW_REMOTE_SECRET": part.secret.decode("latin-1")}
         with signals_deferred():

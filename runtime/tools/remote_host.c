@@ -7,8 +7,11 @@
  * device's: the device's status, its stats file written here. When the link fails it
  * writes why, with what had crossed, to STATS.error and exits 1.
  *
+ * The channels the device serves (--chan NAME each) cross too (remote_chan.h): this
+ * process serves their side B here, the device's server their side A there.
+ *
  * offlow-remote-host --device NAME --connect ADDR:PORT --window W --stats S --exe EXE
- *     --rings DIRS --runner-fd FD [--peer-fd FD]... -- DEVICE-ARGS... */
+ *     --rings DIRS --runner-fd FD [--peer-fd FD]... [--chan NAME]... -- DEVICE-ARGS... */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +36,8 @@ struct host {
     size_t done_len;
     char why[512];             /* PART_FAIL's reason */
     const char *stats, *dirs;  /* --stats, --rings */
+    uint32_t chans[PART_CHANS_MAX], nchans;   /* the channels' ids in the window */
+    char chan_err[256];        /* why they could not be carried */
 };
 
 static volatile sig_atomic_t pending_sig;
@@ -57,10 +62,20 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
                    size_t len)
 {
     struct host *h = arg;
-    if (kind < PART_SETUP) {
+    if (kind == PART_CHAN_MSG || kind == PART_CHAN_BULK) {
+        if (h->p.chans_on) part_chans_on_msg(&h->p.chans, kind, hdr, hlen, data, len);
+    } else if (kind < PART_SETUP) {
         if (h->p.bridging) ofl_bridge_on_msg(&h->p.bridge, kind, hdr, hlen, data, len);
     } else if (kind == PART_READY) {
         h->ready = true;
+    } else if (kind == PART_CHANS_UP && !h->p.chans_on) {
+        /* the device's process serves its channels: its messages may follow at once */
+        if (h->nchans &&
+            part_chans(&h->p, h->chans, h->nchans, OFL_CHAN_B, h->chan_err,
+                       sizeof h->chan_err) < 0) {
+            snprintf(h->why, sizeof h->why, "%s", h->chan_err);
+            h->failed_there = true;
+        }
     } else if (kind == PART_FLAGS && hlen == sizeof(struct part_flags)) {
         struct part_flags f;
         memcpy(&f, hdr, sizeof f);
@@ -151,6 +166,10 @@ static void send_setup(struct host *h, const char *exe, int npeers, char **args,
     if (!bytes) fail(h, "cannot read the device's executable");
     struct ofl_setup_hdr s = {(uint32_t)strlen(h->dirs), (uint32_t)npeers, exe_len};
     int rc = ofl_link_send(h->p.link, PART_SETUP, &s, sizeof s, buf, n);
+    /* the channels before the executable: the server starts the run once the last piece
+     * of it is in, and must know them by then */
+    if (!rc && h->nchans)
+        rc = ofl_link_send(h->p.link, PART_CHANS, NULL, 0, h->chans, h->nchans * sizeof *h->chans);
     for (size_t off = 0; !rc && off < exe_len; off += PART_CHUNK) {
         size_t k = exe_len - off < PART_CHUNK ? exe_len - off : PART_CHUNK;
         rc = ofl_link_send(h->p.link, PART_EXE, NULL, 0, bytes + off, k);
@@ -204,6 +223,8 @@ int main(int argc, char **argv)
     struct host h = {.p.win.fd = -1};
     const char *window = NULL, *exe = NULL, *connect = NULL;
     int runner_fd = -1, peers[MAX_PEERS], npeers = 0, i = 1;
+    const char *chan_names[PART_CHANS_MAX];
+    uint32_t nchan_names = 0;
     for (; i < argc; i++) {
         const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(k, "--")) break;
@@ -219,6 +240,8 @@ int main(int argc, char **argv)
         else if (!strcmp(k, "--exe")) exe = v;
         else if (!strcmp(k, "--rings")) h.dirs = v;
         else if (!strcmp(k, "--runner-fd")) runner_fd = (int)tool_number("offlow-remote-host", v, 0, 1 << 20);
+        else if (!strcmp(k, "--chan") && nchan_names < PART_CHANS_MAX)
+            chan_names[nchan_names++] = v;
         else if (!strcmp(k, "--peer-fd") && npeers < MAX_PEERS)
             peers[npeers++] = (int)tool_number("offlow-remote-host", v, 0, 1 << 20);
         else {
@@ -242,6 +265,14 @@ int main(int argc, char **argv)
 
     int rc = ofl_window_open(&h.p.win, window);
     if (rc < 0) fail(&h, "cannot open the run's window");
+    const struct ofl_window_hdr *wh = (const void *)h.p.win.base;
+    for (uint32_t c = 0; c < nchan_names; c++) {
+        int id = wh->chan_off && wh->chan_off < h.p.win.size
+                     ? ofl_chan_lookup(ofl_window_at(&h.p.win, wh->chan_off), chan_names[c])
+                     : -ENOENT;
+        if (id < 0) fail(&h, "a channel of the device is not in the run's window");
+        h.chans[h.nchans++] = (uint32_t)id;
+    }
     connect_device(&h, key, slen);
     send_setup(&h, exe, npeers, argv + i + 1, argc - i - 1);
     bool told[MAX_PEERS + 1] = {false};
@@ -268,6 +299,15 @@ int main(int argc, char **argv)
         }
         moved = ofl_bridge_poll(&h.p.bridge);
         if (moved < 0) link_failed(&h);
+        int cm = h.p.chans_on ? part_chans_poll(&h.p.chans) : 0;
+        if (cm == -EPIPE) link_failed(&h);
+        if (cm < 0) {
+            char msg[768];
+            snprintf(msg, sizeof msg, "remote device %s (%s:%u): %s", h.device, h.addr, h.port,
+                     h.p.chans.err);
+            fail(&h, msg);
+        }
+        moved += cm;
         if (part_flags_send(&h.p) < 0) link_failed(&h);
         if (pending_sig) {
             int32_t sig = pending_sig;

@@ -46,6 +46,24 @@ int part_bridge(struct part *p, const char *dirs, uint32_t nrings, bool device, 
     return 0;
 }
 
+int part_chans(struct part *p, const uint32_t *ids, uint32_t n, int side, char *err,
+               size_t errlen)
+{
+    if (!n) return 0;
+    struct ofl_window_hdr *h = (void *)p->win.base;
+    void *region = h->chan_off && h->chan_off < p->win.size ? ofl_window_at(&p->win, h->chan_off)
+                                                           : NULL;
+    for (uint32_t i = 0; i < n; i++)
+        if (!region || !ofl_chan_name(region, ids[i])) {
+            snprintf(err, errlen, "channel %u is not in the window", ids[i]);
+            return -EINVAL;
+        }
+    int rc = part_chans_start(&p->chans, p->link, region, side, ids, n, &h->abort);
+    p->chans_on = true;   /* (stopped with the part, started or not) */
+    if (rc < 0) snprintf(err, errlen, "cannot carry the channels: %s", p->chans.err);
+    return rc;
+}
+
 static struct part_flags read_flags(const struct part *p)
 {
     const struct ofl_window_hdr *h = (const void *)p->win.base;

@@ -15,6 +15,7 @@
 #include "offlow/remote_bridge.h"
 #include "offlow/remote_link.h"
 #include "offlow/window.h"
+#include "remote_chan.h"
 
 /* The run's control messages (the bridge's own kinds are below these). */
 enum {
@@ -27,6 +28,8 @@ enum {
     PART_DONE,      /* device: its exit status; the stats file it wrote */
     PART_FAIL,      /* device: the run could not start there (why) */
     PART_LIVE,      /* device: its process's live stats (live.h), as it last wrote them */
+    PART_CHANS,     /* host: the ids of the channels the device serves (u32 each) */
+    PART_CHANS_UP,  /* device: its process serves them: the host's end may take messages */
 };
 
 #define PART_LIFELINE 0xffffffffu  /* PART_PEER's index for the runner's lifeline */
@@ -45,7 +48,15 @@ struct part {
     struct part_flags sent;    /* the words as last sent */
     struct part_flags got;     /* the words as last received */
     uint32_t idle;             /* polls in a row that moved nothing */
+    struct part_chans chans;   /* the channels that cross (remote_chan.h) */
+    bool chans_on;             /* started: their messages go to them */
 };
+
+/* Carry the window's channels `ids[0..n)` (each checked against its region), serving
+ * side `side` here (the host's end: B, the device's: A). Returns 0 or a negative
+ * errno with the reason in `err`. */
+int part_chans(struct part *p, const uint32_t *ids, uint32_t n, int side, char *err,
+               size_t errlen);
 
 /* Carry the window's rings that cross: ring i is dirs[i] ('o': the device produces,
  * 'i': it consumes, '-': it crosses nothing); `device`: this is the device's end.

@@ -41,6 +41,7 @@ struct serve {
     pid_t child;
     ino_t live_ino;                /* the live stats file last sent */
     struct timespec live_mtime;
+    uint32_t chans[PART_CHANS_MAX], nchans;   /* the channels the device serves */
 };
 
 static volatile sig_atomic_t quit;
@@ -57,7 +58,14 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
                    size_t len)
 {
     struct serve *s = arg;
-    if (kind < PART_SETUP) {
+    if (kind == PART_CHAN_MSG || kind == PART_CHAN_BULK) {
+        if (s->p.chans_on) part_chans_on_msg(&s->p.chans, kind, hdr, hlen, data, len);
+        else s->bad = true;
+    } else if (kind == PART_CHANS && !s->nchans && len && len % sizeof(uint32_t) == 0 &&
+               len <= sizeof s->chans && s->have_setup && !s->p.bridging) {
+        memcpy(s->chans, data, len);   /* (checked against the window when it is made) */
+        s->nchans = (uint32_t)(len / sizeof(uint32_t));
+    } else if (kind < PART_SETUP) {
         if (s->p.bridging) ofl_bridge_on_msg(&s->p.bridge, kind, hdr, hlen, data, len);
     } else if (kind == PART_SETUP && !s->have_setup) {
         char err[160];
@@ -250,6 +258,10 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
         send_fail(s, "cannot carry the program's rings there");
         return;
     }
+    if (part_chans(&s->p, s->chans, s->nchans, OFL_CHAN_A, err, sizeof err) < 0) {
+        send_fail(s, err);
+        return;
+    }
     if (ofl_link_send(s->p.link, PART_READY, NULL, 0, NULL, 0) < 0) return;
     int rc = spawn_device(s, exe, window, stats, errpath);
     if (rc < 0) {
@@ -257,16 +269,27 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
         return;
     }
     int32_t status = 0;
-    bool exited = false;
+    bool exited = false, chans_up = false;
     for (uint64_t n = 0;; n++) {
         int moved = ofl_bridge_poll(&s->p.bridge);
-        if (moved < 0 || part_flags_send(&s->p) < 0 || quit) {
+        if (s->p.chans_on && !chans_up && part_chans_peers_up(&s->p.chans)) {
+            chans_up = true;   /* (before any of their messages) */
+            if (ofl_link_send(s->p.link, PART_CHANS_UP, NULL, 0, NULL, 0) < 0) moved = -EPIPE;
+        }
+        int cm = chans_up ? part_chans_poll(&s->p.chans) : 0;
+        if (cm == -EBADMSG) {   /* (the host says it as the run's error) */
+            send_fail(s, s->p.chans.err);
+            reap(s);
+            return;
+        }
+        if (moved < 0 || cm < 0 || part_flags_send(&s->p) < 0 || quit) {
             fprintf(stderr, "offlow serve-device: the run ended: %s\n",
                     quit ? "stopped" : s->p.bridge.err[0] ? s->p.bridge.err
                                                          : ofl_link_error(s->p.link));
             reap(s);
             return;
         }
+        moved += cm;
         if ((n & 1023) == 0 && send_live(s, stats) < 0) continue;   /* (the poll says why) */
         if (!exited && (n & 63) == 0) {
             int st;
@@ -290,6 +313,7 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
 static void reset(struct serve *s)
 {
     if (s->p.bridging) ofl_bridge_free(&s->p.bridge);
+    if (s->p.chans_on) part_chans_stop(&s->p.chans);
     ofl_window_close(&s->p.win);
     free(s->exe);
     memset(s, 0, sizeof *s);
@@ -337,6 +361,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "offlow serve-device: a run starts\n");
                 serve_run(&s, dir, window);
                 reap(&s);
+                if (s.p.chans_on) part_chans_stop(&s.p.chans);   /* (their ends close) */
+                s.p.chans_on = false;
                 char path[256];
                 const char *names[] = {"device", "stats.json", "stats.json.live", "stderr"};
                 for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {

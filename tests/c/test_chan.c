@@ -1918,6 +1918,54 @@ static void test_manager_send(void)
     region_free(&r);
 }
 
+/* A relay's calls on a served end from outside its handlers (the remote link's ends,
+ * runtime/tools/remote_chan.c): posts taken in order by side A, one at a time; the
+ * post's state and the peer's as they change; a queued bulk send holds posts back. */
+static void test_manager_post(void)
+{
+    struct region r = region_new(4);
+    static const char big[OFL_CHAN_MSG_MAX + 1];
+    name_channels(&r, "relay", 4);
+    struct ofl_chan_mgr *m = ofl_chan_mgr_start(1, NULL);
+    CHECK(ofl_chan_mgr_serve(m, r.mem, 2, OFL_CHAN_B, NULL, NULL, NULL) == 0, "serve channel 2");
+    CHECK(ofl_chan_mgr_post(m, r.mem, 1, OFL_CHAN_B, "x", 1) == -ENOENT &&
+              ofl_chan_mgr_post(NULL, r.mem, 2, OFL_CHAN_B, "x", 1) == -EINVAL &&
+              ofl_chan_mgr_peer_state(m, r.mem, 1, OFL_CHAN_B) == -EINVAL,
+          "an end it does not serve, no manager: -ENOENT, -EINVAL");
+    CHECK(ofl_chan_mgr_peer_state(m, r.mem, 2, OFL_CHAN_B) == 0, "side A not opened yet: 0");
+    struct ofl_chan_end a;
+    ofl_chan_open(&a, r.mem, 2, OFL_CHAN_A, NULL);
+    CHECK(ofl_chan_mgr_peer_state(m, r.mem, 2, OFL_CHAN_B) == 1, "side A open: 1");
+    CHECK(ofl_chan_mgr_post_done(m, r.mem, 2, OFL_CHAN_B) == 1 &&
+              ofl_chan_mgr_post(m, r.mem, 2, OFL_CHAN_B, "first", 5) == 0 &&
+              ofl_chan_mgr_post_done(m, r.mem, 2, OFL_CHAN_B) == 0,
+          "a post: not done until taken");
+    CHECK(ofl_chan_mgr_post(m, r.mem, 2, OFL_CHAN_B, "second", 6) == -ENOBUFS &&
+              ofl_chan_mgr_post(m, r.mem, 2, OFL_CHAN_B, big, sizeof big) == -EMSGSIZE,
+          "a second post before the first is taken: -ENOBUFS; 57 bytes: -EMSGSIZE");
+    char got[64];
+    int n = ofl_chan_recv(&a, got, sizeof got, LONG_WAIT);
+    CHECK(n == 5 && !memcmp(got, "first", 5) && ofl_chan_mgr_post_done(m, r.mem, 2, OFL_CHAN_B),
+          "side A takes it; the post is done");
+    CHECK(ofl_chan_mgr_post(m, r.mem, 2, OFL_CHAN_B, "second", 6) == 0 &&
+              ofl_chan_recv(&a, got, sizeof got, LONG_WAIT) == 6 && !memcmp(got, "second", 6),
+          "then the next one");
+    static char blob[4096];
+    CHECK(ofl_chan_mgr_bulk_send(m, r.mem, 2, OFL_CHAN_B, blob, sizeof blob) == 0 &&
+              ofl_chan_mgr_post(m, r.mem, 2, OFL_CHAN_B, "x", 1) == -EBUSY,
+          "a bulk send queued or running: a post waits (-EBUSY)");
+    CHECK(ofl_chan_bulk_recv(&a, blob, sizeof blob, LONG_WAIT) == 0, "side A takes the bulk");
+    int rc = -EBUSY;
+    for (uint64_t until = ofl_now_ns() + 5000 * MS; rc == -EBUSY && ofl_now_ns() < until;)
+        if ((rc = ofl_chan_mgr_post(m, r.mem, 2, OFL_CHAN_B, "y", 1)) == -EBUSY) sched_yield();
+    CHECK(rc == 0 && ofl_chan_recv(&a, got, sizeof got, LONG_WAIT) == 1 && got[0] == 'y',
+          "after it, a post again (%d)", rc);
+    ofl_chan_close(&a);
+    CHECK(ofl_chan_mgr_peer_state(m, r.mem, 2, OFL_CHAN_B) == -EPIPE, "side A closed: -EPIPE");
+    ofl_chan_mgr_stop(m);
+    region_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     int nchan = argc > 1 ? atoi(argv[1]) : 256;
@@ -1943,6 +1991,7 @@ int main(int argc, char **argv)
     test_eperm_bounce();
     test_manager();
     test_manager_send();
+    test_manager_post();
     test_stress(nchan, maxlen);
     return CHECK_DONE();
 }

@@ -335,6 +335,42 @@ int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, in
     return 0;
 }
 
+/* The slot serving side `side` of channel `id` in `region`, or NULL. */
+static struct mgr_slot *slot_of(struct ofl_chan_mgr *m, void *region, uint32_t id, int side)
+{
+    const struct chan_region *r = region ? chan_region_ok(region) : NULL;
+    if (!m || !r || id >= r->nchan) return NULL;
+    const struct chan_ctl *ctl = chan_ctl_at(r, id);
+    pthread_mutex_lock(&m->lock);
+    uint32_t v = m->index[index_place(m, ctl, side)];
+    struct mgr_slot *s = v ? m->slots[v - 1] : NULL;
+    pthread_mutex_unlock(&m->lock);
+    return s;
+}
+
+int ofl_chan_mgr_post(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
+                      const void *msg, size_t len)
+{
+    struct mgr_slot *s = slot_of(m, region, id, side);
+    if (!s) return m && region ? -ENOENT : -EINVAL;
+    if (!LOAD(&s->active, RELAXED)) return -EPIPE;
+    /* a queued or running bulk send uses the line: the post waits for it */
+    if (LOAD(&s->send_state, ACQUIRE) != SEND_FREE) return -EBUSY;
+    return ofl_chan_post(&s->end, msg, len);
+}
+
+int ofl_chan_mgr_peer_state(struct ofl_chan_mgr *m, void *region, uint32_t id, int side)
+{
+    struct mgr_slot *s = slot_of(m, region, id, side);
+    return s ? ofl_chan_peer_state(&s->end) : -EINVAL;
+}
+
+int ofl_chan_mgr_post_done(struct ofl_chan_mgr *m, void *region, uint32_t id, int side)
+{
+    struct mgr_slot *s = slot_of(m, region, id, side);
+    return !s || !LOAD(&s->active, RELAXED) || ofl_chan_post_done(&s->end);
+}
+
 void ofl_chan_mgr_stop(struct ofl_chan_mgr *m)
 {
     if (!m) return;

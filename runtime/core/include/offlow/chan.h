@@ -373,6 +373,18 @@ int ofl_chan_mgr_serve(struct ofl_chan_mgr *m, void *region, uint32_t id, int si
 int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
                            const void *buf, size_t len);
 
+/* ofl_chan_post on the end that `m` serves as side `side` of channel `id` in
+ * `region`, from any thread but a handler's (a proxy relaying messages it got
+ * elsewhere): 0, -ENOBUFS (the previous post is not taken yet), -EBUSY (a bulk send
+ * is queued or running there), -EPIPE (its handler closed it, or the peer did),
+ * -ENOENT, -EINVAL, -EMSGSIZE. */
+int ofl_chan_mgr_post(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
+                      const void *msg, size_t len);
+/* ofl_chan_post_done on that end: 1 when nothing posted there waits to be taken (or
+ * the end is closed or not served), else 0. */
+int ofl_chan_mgr_post_done(struct ofl_chan_mgr *m, void *region, uint32_t id, int side);
+/* ofl_chan_peer_state of that end (-EINVAL when it is not served). */
+int ofl_chan_mgr_peer_state(struct ofl_chan_mgr *m, void *region, uint32_t id, int side);
 /* Stop the threads, close every served end (a transfer in progress ends with
  * -ECANCELED in its done or sent handler, as does a queued send), free the manager. */
 void ofl_chan_mgr_stop(struct ofl_chan_mgr *m);

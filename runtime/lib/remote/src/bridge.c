@@ -119,14 +119,6 @@ int ofl_bridge_add(struct ofl_bridge *b, void *mem, size_t len, bool out)
     memset(br, 0, sizeof *br);
     int rc = ofl_ring_attach(&br->ring, mem, len);
     if (rc) return rc;
-    size_t need = (size_t)b->max_batch * br->ring.entry_size;
-    for (uint32_t i = 0; i < b->n; i++) {
-        size_t has = (size_t)b->max_batch * b->rings[i].ring.entry_size;
-        if (has > need) need = has;
-    }
-    uint8_t *buf = realloc(b->buf, need);
-    if (!buf) return -ENOMEM;
-    b->buf = buf;
     br->out = out;
     br->credited = br->ring.head;
     b->n++;
@@ -144,19 +136,21 @@ static int send_out(struct ofl_bridge *b, uint32_t id)
     uint32_t room = r->size - (br->sent - br->credit);
     if (n > room) n = room;
     if (n > b->max_batch) n = b->max_batch;
+    /* a batch never wraps (one that would is sent as two): its entries are one run of
+     * the ring's memory, which the link copies once (no copy into a buffer first) */
+    uint32_t to_end = r->size - (r->head & r->mask);
+    if (n > to_end) n = to_end;
     for (uint32_t i = 0; i < n; i++) {
-        const void *e = ofl_ring_peek(r, i);
-        if (!e) {
+        if (!ofl_ring_peek(r, i)) {
             bad(b, "ring %u: entry %u has a bad seq", id, r->head + i);
             return -EBADMSG;
         }
-        memcpy(b->buf + (size_t)i * r->entry_size, e, r->entry_size);
     }
     bool last = finished && n == r->tail - r->head;
     if (!n && !last) return 0;
     struct entries_hdr h = {.id = id, .n = n, .closed = last, .first = br->sent};
-    int rc = ofl_link_send(b->link, KIND_ENTRIES, &h, sizeof h, b->buf,
-                           (size_t)n * r->entry_size);
+    const uint8_t *run = r->entries + (size_t)(r->head & r->mask) * r->entry_size;
+    int rc = ofl_link_send(b->link, KIND_ENTRIES, &h, sizeof h, run, (size_t)n * r->entry_size);
     if (rc) return rc;
     ofl_ring_release(r, n);
     br->sent += n;
@@ -166,12 +160,15 @@ static int send_out(struct ofl_bridge *b, uint32_t id)
     return (int)n;
 }
 
-/* Give the remote producer the room the local consumer made. */
+/* Give the remote producer the room the local consumer made: once it is a quarter of
+ * the ring, or the consumer has taken everything that came (so a producer waiting for
+ * room always gets it: the consumer then has nothing left to take). */
 static int send_credit(struct ofl_bridge *b, uint32_t id)
 {
     struct ofl_bridge_ring *br = &b->rings[id];
     uint32_t head = __atomic_load_n(&br->ring.shm->head, __ATOMIC_ACQUIRE);
     if (head == br->credited) return 0;
+    if (head - br->credited < br->ring.size / 4 && head != br->ring.tail) return 0;
     struct credit_hdr h = {.id = id, .head = head};
     int rc = ofl_link_send(b->link, KIND_CREDIT, &h, sizeof h, NULL, 0);
     if (!rc) br->credited = head;
@@ -202,6 +199,5 @@ bool ofl_bridge_done(const struct ofl_bridge *b)
 
 void ofl_bridge_free(struct ofl_bridge *b)
 {
-    free(b->buf);
-    b->buf = NULL;
+    (void)b;   /* (nothing held now: a batch goes from the ring's memory) */
 }

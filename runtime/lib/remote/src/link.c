@@ -29,6 +29,7 @@ struct pending {
 };
 
 struct sending;
+struct inbox;
 
 struct ofl_link {
     ucp_context_h ctx;
@@ -49,6 +50,8 @@ struct ofl_link {
     uint64_t beats_in;                 /* heartbeats from the peer */
     uint64_t inflight, send_errors;   /* sends UCX has not finished, and failed ones */
     struct sending *sending;           /* those in flight (freed at close if UCX did not) */
+    struct inbox *in_head, *in_tail;   /* messages held in order behind a bulk receive */
+    uint64_t bulk_in;                  /* bulk (rendezvous) messages received */
     uint16_t port;
     uint64_t silence_ns;               /* the peer is dead after this long unheard */
     uint64_t heard_ns, sent_ns;        /* last message from / to the peer (UP) */
@@ -139,6 +142,7 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t st)
 struct sending {
     struct sending *prev, *next;   /* the link's sends in flight */
     struct ofl_link *l;
+    void *owned;                   /* a bulk send's data, freed with it */
     uint8_t bytes[];
 };
 
@@ -152,34 +156,45 @@ static void sent(void *req, ucs_status_t st, void *user)
     if (s->prev) s->prev->next = s->next;
     else l->sending = s->next;
     if (s->next) s->next->prev = s->prev;
+    free(s->owned);
     free(s);
 }
 
 /* Send without waiting: UCX takes a copy, so neither side's progress waits on the
- * other (each side is one thread, and a test steps both in one). */
+ * other (each side is one thread, and a test steps both in one). `owned` (malloc'd,
+ * `len` bytes, freed when UCX is done with it): a bulk message, sent from it with
+ * UCX's rendezvous protocol (zero-copy where the transport has it) instead. */
 static int send_ep(struct ofl_link *l, ucp_ep_h ep, uint32_t kind, const void *hdr,
-                   size_t hlen, const void *data, size_t len)
+                   size_t hlen, const void *data, size_t len, void *owned)
 {
-    struct sending *s = malloc(sizeof *s + hlen + len);
-    if (!s) return -ENOMEM;
+    struct sending *s = malloc(sizeof *s + hlen + (owned ? 0 : len));
+    if (!s) {
+        free(owned);
+        return -ENOMEM;
+    }
     s->l = l;
+    s->owned = owned;
     memcpy(s->bytes, hdr, hlen);
-    if (len) memcpy(s->bytes + hlen, data, len);
+    if (len && !owned) memcpy(s->bytes + hlen, data, len);
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
                         UCP_OP_ATTR_FIELD_USER_DATA,
-        .flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER,
+        .flags = UCP_AM_SEND_FLAG_REPLY |
+                 (owned ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER),
         .cb = {.send = sent},
         .user_data = s,
     };
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep, kind, s->bytes, hlen, s->bytes + hlen, len, &p);
+    ucs_status_ptr_t r = ucp_am_send_nbx(ep, kind, s->bytes, hlen,
+                                         owned ? owned : s->bytes + hlen, len, &p);
     if (UCS_PTR_IS_ERR(r)) {
+        free(s->owned);
         free(s);
         if (ep == l->peer)
             fail(l, "cannot send to the peer (%s)", ucs_status_string(UCS_PTR_STATUS(r)));
         return -EPIPE;
     }
     if (!r) {
+        free(s->owned);
         free(s);
         return 0;
     }
@@ -192,6 +207,103 @@ static int send_ep(struct ofl_link *l, ucp_ep_h ep, uint32_t kind, const void *h
     return 0;
 }
 
+/* A message from the peer held back, in order, behind a bulk message still arriving
+ * (ucp_am_recv_data_nbx): the handler sees every message in the order sent. */
+struct inbox {
+    struct inbox *next;
+    struct ofl_link *l;
+    uint32_t kind;
+    bool ready;          /* its data is all here */
+    bool failed;
+    void *desc;          /* a bulk message's UCX descriptor, its receive not started yet */
+    size_t hlen, len;
+    uint8_t *data;       /* len bytes */
+    uint8_t hdr[];       /* hlen bytes */
+};
+
+static void inbox_data(void *req, ucs_status_t st, size_t len, void *user)
+{
+    (void)len;
+    ucp_request_free(req);
+    struct inbox *m = user;
+    m->ready = true;
+    m->failed = st != UCS_OK;
+}
+
+/* Start the receives of bulk messages that arrived (outside UCX's callback, as UCX
+ * asks), then hand the messages at the head of the inbox whose data is here to the
+ * handler. */
+static void inbox_deliver(struct ofl_link *l)
+{
+    for (struct inbox *m = l->in_head; m; m = m->next) {
+        if (!m->desc) continue;
+        ucp_request_param_t p = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+            .cb = {.recv_am = inbox_data},
+            .user_data = m,
+        };
+        void *desc = m->desc;
+        m->desc = NULL;
+        ucs_status_ptr_t r = ucp_am_recv_data_nbx(l->worker, desc, m->data, m->len, &p);
+        if (UCS_PTR_IS_ERR(r)) {
+            m->ready = m->failed = true;
+        } else if (!r) {
+            m->ready = true;
+        }   /* (else `inbox_data` frees the request: one freed before it completes is
+             * never completed, UCX 1.13) */
+    }
+    while (l->in_head && l->in_head->ready && l->state == OFL_LINK_UP) {
+        struct inbox *m = l->in_head;
+        l->in_head = m->next;
+        if (!l->in_head) l->in_tail = NULL;
+        if (m->failed) fail(l, "a bulk message from the peer was lost");
+        else l->fn(l->arg, m->kind, m->hdr, m->hlen, m->data, m->len);
+        free(m->data);
+        free(m);
+    }
+}
+
+static void inbox_free(struct ofl_link *l)
+{
+    while (l->in_head) {
+        struct inbox *m = l->in_head;
+        l->in_head = m->next;
+        free(m->data);   /* (after the worker is gone: UCX writes none of it now) */
+        free(m);
+    }
+    l->in_tail = NULL;
+}
+
+/* Queue a user message (`rndv`: `data` is UCX's descriptor of a bulk message, to be
+ * fetched into a buffer of our own). Returns false when it could not be held (the link
+ * failed). */
+static bool inbox_add(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
+                      void *data, size_t len, bool rndv)
+{
+    struct inbox *m = calloc(1, sizeof *m + hlen);
+    if (!m || (len && !(m->data = malloc(len)))) {
+        free(m);
+        fail(l, "out of memory for a message of %zu bytes from the peer", len);
+        return false;
+    }
+    m->l = l;
+    m->kind = kind;
+    m->hlen = hlen;
+    m->len = len;
+    memcpy(m->hdr, hdr, hlen);
+    m->ready = !rndv;
+    if (rndv) {   /* (its receive starts in inbox_deliver) */
+        m->desc = data;
+        l->bulk_in++;
+    } else if (len) {
+        memcpy(m->data, data, len);
+    }
+    if (l->in_tail) l->in_tail->next = m;
+    else l->in_head = m;
+    l->in_tail = m;
+    return true;
+}
+
 static ucs_status_t on_msg(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                            const ucp_am_recv_param_t *param)
 {
@@ -200,8 +312,9 @@ static ucs_status_t on_msg(void *arg, const void *hdr, size_t hlen, void *data, 
                                                                          : NULL;
     uint32_t kind = 0;   /* UCX's buffers need not be aligned */
     if (hlen >= 4) memcpy(&kind, hdr, 4);
-    if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {   /* never sent so: eager only */
-        l->unauth_drops++;
+    bool rndv = param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV;
+    if (rndv && (l->state != OFL_LINK_UP || !from || from != l->peer)) {
+        l->unauth_drops++;   /* (the handshake's messages are eager) */
         return UCS_OK;
     }
     if (l->server) {
@@ -237,9 +350,13 @@ static ucs_status_t on_msg(void *arg, const void *hdr, size_t hlen, void *data, 
         l->beats_in++;
         return UCS_OK;
     }
-    if (kind < OFL_LINK_KIND_USER) {
-        l->unauth_drops++;   /* a handshake message out of turn */
+    if (kind < OFL_LINK_KIND_USER || (rndv && len > OFL_LINK_BULK_MAX)) {
+        l->unauth_drops++;   /* a handshake message out of turn, or too large */
         return UCS_OK;
+    }
+    if (rndv || l->in_head) {   /* a bulk message, or one behind it */
+        bool held = inbox_add(l, kind, (const uint8_t *)hdr + 4, hlen - 4, data, len, rndv);
+        return held && rndv ? UCS_INPROGRESS : UCS_OK;   /* (UCX keeps a bulk's data) */
     }
     l->fn(l->arg, kind, (const uint8_t *)hdr + 4, hlen - 4, data, len);
     return UCS_OK;
@@ -407,7 +524,7 @@ static void watch_peer(struct ofl_link *l)
     }
     if (t - l->sent_ns >= l->silence_ns / BEATS) {
         uint32_t kind = KIND_BEAT;
-        if (!send_ep(l, l->peer, KIND_BEAT, &kind, 4, NULL, 0)) l->sent_ns = t;
+        if (!send_ep(l, l->peer, KIND_BEAT, &kind, 4, NULL, 0, NULL)) l->sent_ns = t;
     }
 }
 
@@ -420,7 +537,7 @@ static void serve_handshakes(struct ofl_link *l)
         if (!p->challenged) {
             uint32_t kind = KIND_CHALLENGE;
             if (ofl_auth_nonce(p->nonce) ||
-                send_ep(l, p->ep, KIND_CHALLENGE, &kind, 4, p->nonce, OFL_AUTH_NONCE)) {
+                send_ep(l, p->ep, KIND_CHALLENGE, &kind, 4, p->nonce, OFL_AUTH_NONCE, NULL)) {
                 close_ep(l, p->ep, false);
                 p->ep = NULL;
                 continue;
@@ -454,7 +571,7 @@ static void serve_handshakes(struct ofl_link *l)
             continue;
         }
         if (ofl_auth_prove(l->secret, l->secret_len, OFL_AUTH_SERVER, p->their_nonce, mac) ||
-            send_ep(l, p->ep, KIND_WELCOME, &kind, 4, mac, OFL_AUTH_MAC)) {
+            send_ep(l, p->ep, KIND_WELCOME, &kind, 4, mac, OFL_AUTH_MAC, NULL)) {
             close_ep(l, p->ep, false);
             p->ep = NULL;
             continue;
@@ -478,7 +595,7 @@ static void client_handshake(struct ofl_link *l)
             }
             memcpy(msg + OFL_AUTH_MAC, l->nonce, OFL_AUTH_NONCE);
             l->proof_sent = true;
-            if (send_ep(l, l->peer, KIND_PROOF, &kind, 4, msg, sizeof msg)) return;
+            if (send_ep(l, l->peer, KIND_PROOF, &kind, 4, msg, sizeof msg, NULL)) return;
         }
     }
     if (l->got_welcome && l->state == OFL_LINK_WAITING) {
@@ -497,23 +614,41 @@ enum ofl_link_state ofl_link_progress(struct ofl_link *l)
     if (l->server) serve_handshakes(l);
     else client_handshake(l);
     if (l->state == OFL_LINK_UP) watch_peer(l);
+    inbox_deliver(l);
     return l->state;
+}
+
+/* A user message to the authenticated peer, its kind first in the header; `owned`: a
+ * bulk one's data (send_ep). */
+static int send_user(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
+                     const void *data, size_t len, void *owned)
+{
+    if (l->state != OFL_LINK_UP || kind < OFL_LINK_KIND_USER || kind >= OFL_LINK_KIND_MAX ||
+        hlen > 252 || (owned && len > OFL_LINK_BULK_MAX)) {
+        free(owned);
+        return l->state == OFL_LINK_FAILED ? -EPIPE : -ENOTCONN;
+    }
+    uint8_t h[256];
+    memcpy(h, &kind, 4);
+    if (hlen) memcpy(h + 4, hdr, hlen);
+    int rc = send_ep(l, l->peer, kind, h, hlen + 4, data, len, owned);
+    if (!rc) l->sent_ns = now_ns();
+    return rc;
 }
 
 int ofl_link_send(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
                   const void *data, size_t len)
 {
-    if (l->state == OFL_LINK_FAILED) return -EPIPE;
-    if (l->state != OFL_LINK_UP || kind < OFL_LINK_KIND_USER || kind >= OFL_LINK_KIND_MAX ||
-        hlen > 252)
-        return -ENOTCONN;
-    uint8_t h[256];
-    memcpy(h, &kind, 4);
-    if (hlen) memcpy(h + 4, hdr, hlen);
-    int rc = send_ep(l, l->peer, kind, h, hlen + 4, data, len);
-    if (!rc) l->sent_ns = now_ns();
-    return rc;
+    return send_user(l, kind, hdr, hlen, data, len, NULL);
 }
+
+int ofl_link_send_bulk(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
+                       void *data, size_t len)
+{
+    return send_user(l, kind, hdr, hlen, NULL, len, data);
+}
+
+uint64_t ofl_link_bulk_in(const struct ofl_link *l) { return l->bulk_in; }
 
 const char *ofl_link_error(const struct ofl_link *l) { return l->err; }
 
@@ -535,12 +670,16 @@ void ofl_link_close(struct ofl_link *l)
         if (l->pend[i].ep) close_ep(l, l->pend[i].ep, false);
     if (l->peer) close_ep(l, l->peer, l->state == OFL_LINK_UP);
     if (l->listener) ucp_listener_destroy(l->listener);
+    for (struct inbox *m = l->in_head; m; m = m->next)   /* bulk messages never fetched */
+        if (m->desc) ucp_am_data_release(l->worker, m->desc);
     if (l->worker) ucp_worker_destroy(l->worker);
     while (l->sending) {   /* sends the closed endpoints never completed */
         struct sending *s = l->sending;
         l->sending = s->next;
+        free(s->owned);
         free(s);
     }
+    inbox_free(l);
     if (l->ctx) ucp_cleanup(l->ctx);
     if (l->secret) {
         memset(l->secret, 0, l->secret_len);

@@ -71,6 +71,73 @@ static bool until(struct ofl_link *a, enum ofl_link_state sa, struct ofl_link *b
     return false;
 }
 
+/* A handler that keeps what arrives: each message's kind, size and a checksum of its
+ * bytes, in order. */
+struct log {
+    int n;
+    uint32_t kind[8];
+    size_t len[8];
+    uint64_t sum[8];
+};
+static void keep(void *arg, uint32_t kind, const void *hdr, size_t hlen, const void *data,
+                 size_t len)
+{
+    (void)hdr, (void)hlen;
+    struct log *g = arg;
+    if (g->n >= 8) return;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < len; i++) sum = sum * 31 + ((const uint8_t *)data)[i];
+    g->kind[g->n] = kind;
+    g->len[g->n] = len;
+    g->sum[g->n++] = sum;
+}
+
+/* Bulk messages (rendezvous) cross whole, and in order with the eager messages sent
+ * around them: the one after a bulk message waits for its bytes. */
+static void test_bulk_messages(void)
+{
+    struct log cli_got = {0}, srv_got = {0};
+    struct ofl_link *srv = NULL, *cli = NULL;
+    char err[256] = "";
+    int rc = ofl_link_listen(&srv, "127.0.0.1", 0, SECRET, sizeof SECRET, keep, &srv_got, err,
+                             sizeof err);
+    CHECK(rc == 0, "listen (%s)", err);
+    if (rc) return;
+    rc = ofl_link_connect(&cli, "127.0.0.1", ofl_link_port(srv), SECRET, sizeof SECRET, keep,
+                          &cli_got, err, sizeof err);
+    CHECK(rc == 0 && until(cli, OFL_LINK_UP, srv, OFL_LINK_UP), "up (%s)", err);
+    size_t sizes[2] = {3u << 20, 1000003};
+    uint64_t want[2] = {0, 0};
+    CHECK(ofl_link_send(cli, OFL_LINK_KIND_USER + 1, NULL, 0, "first", 5) == 0, "an eager one");
+    for (int k = 0; k < 2; k++) {
+        uint8_t *b = malloc(sizes[k]);
+        for (size_t i = 0; i < sizes[k]; i++) b[i] = (uint8_t)(i * 7 + k + (i >> 13));
+        for (size_t i = 0; i < sizes[k]; i++) want[k] = want[k] * 31 + b[i];
+        uint32_t h = (uint32_t)k;
+        CHECK(ofl_link_send_bulk(cli, OFL_LINK_KIND_USER + 2, &h, sizeof h, b, sizes[k]) == 0,
+              "bulk %d sent", k);
+        CHECK(ofl_link_send(cli, OFL_LINK_KIND_USER + 3, NULL, 0, "after", 5) == 0, "eager after");
+    }
+    double end = now() + 30;
+    while (srv_got.n < 5 && now() < end) {
+        ofl_link_progress(cli);
+        ofl_link_progress(srv);
+    }
+    CHECK(srv_got.n == 5, "five messages arrived (%d)", srv_got.n);
+    uint32_t kinds[5] = {1, 2, 3, 2, 3};
+    for (int i = 0; i < 5 && i < srv_got.n; i++)
+        CHECK(srv_got.kind[i] == OFL_LINK_KIND_USER + kinds[i], "message %d in order", i);
+    CHECK(srv_got.len[1] == sizes[0] && srv_got.sum[1] == want[0] &&
+          srv_got.len[3] == sizes[1] && srv_got.sum[3] == want[1],
+          "every byte of both bulk messages");
+    CHECK(ofl_link_bulk_in(srv) == 2, "two came by rendezvous (%llu)",
+          (unsigned long long)ofl_link_bulk_in(srv));
+    CHECK(ofl_link_send_bulk(cli, OFL_LINK_KIND_USER, NULL, 0, malloc(16),
+                             OFL_LINK_BULK_MAX + 1) == -ENOTCONN, "a message too large is refused");
+    ofl_link_close(cli);
+    ofl_link_close(srv);
+}
+
 static void test_handshake(void)
 {
     char err[256] = "";
@@ -489,6 +556,7 @@ int main(int argc, char **argv)
     if (argc > 1) return two_process(argc, argv);
     test_auth();
     test_handshake();
+    test_bulk_messages();
     test_rings();
     test_bad_message();
     test_stale_head();

@@ -4,9 +4,10 @@
  *
  * For a ring whose producer is on this side ("out"), the bridge is the local ring's
  * consumer: it checks each entry's seq, sends the entries in batches (one message per
- * batch, as a doorbell) and releases them. For a ring whose consumer is here ("in"), it
- * is the local ring's producer: it commits what arrives, and sends the consumer's head
- * back as credit. The sender never has more entries in flight than the remote ring
+ * batch, as a doorbell, straight from the ring's memory: a batch never wraps) and
+ * releases them. For a ring whose consumer is here ("in"), it is the local ring's
+ * producer: it commits what arrives, and sends the consumer's head back as credit once
+ * a quarter of the ring is free again or the consumer has taken all that came. The sender never has more entries in flight than the remote ring
  * holds, so backpressure crosses the link and a message always fits. A producer's
  * close crosses after its last entry. A message that breaks these rules (an unknown
  * ring, a bad size, more entries than credit, a len beyond the entry) is not applied:
@@ -40,7 +41,6 @@ struct ofl_bridge {
     struct ofl_bridge_ring rings[OFL_BRIDGE_MAX_RINGS];
     uint32_t n;               /* rings[0..n): ring id i is rings[i] on both sides */
     uint32_t max_batch;       /* entries per message at most */
-    uint8_t *buf;             /* one message's entries */
     uint64_t msgs_out, msgs_in, entries_out, entries_in, bad;
     char err[160];            /* why it failed */
 };
@@ -67,7 +67,7 @@ int ofl_bridge_poll(struct ofl_bridge *b);
  * entry sent, and every in ring's close arrived. */
 bool ofl_bridge_done(const struct ofl_bridge *b);
 
-/* Free the bridge's buffer (not the link). */
+/* Free what the bridge holds (nothing now; not the link). */
 void ofl_bridge_free(struct ofl_bridge *b);
 
 #endif

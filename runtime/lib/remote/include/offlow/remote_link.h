@@ -65,6 +65,20 @@ enum ofl_link_state ofl_link_progress(struct ofl_link *l);
 int ofl_link_send(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
                   const void *data, size_t len);
 
+/* Largest bulk message (ofl_link_send_bulk); a larger one from the peer is dropped. */
+#define OFL_LINK_BULK_MAX (1ull << 30)
+
+/* Send `len` bytes at `data` (malloc'd: the link owns it from the call on and frees it
+ * when UCX is done) as a bulk message: UCX's rendezvous protocol, from the buffer
+ * itself (zero-copy where the transport has it). The peer's handler gets it in the
+ * order sent, among the other messages. Returns 0, -ENOTCONN, -EPIPE, -ENOMEM
+ * (`data` is freed in every case). */
+int ofl_link_send_bulk(struct ofl_link *l, uint32_t kind, const void *hdr, size_t hlen,
+                       void *data, size_t len);
+
+/* Bulk messages received from the peer. */
+uint64_t ofl_link_bulk_in(const struct ofl_link *l);
+
 /* Set the silence limit to `ms` milliseconds (0 counts as 1). */
 void ofl_link_set_silence(struct ofl_link *l, uint32_t ms);
 
