@@ -1,5 +1,5 @@
 """The C build: runtime/build.toml (the one table of C flags, and the runtime's core and
-libraries), and compiling with it, cached by content hash.
+libraries), and compiling with it, cached by content hash (offlow/buildcache.py).
 
 Everything offlow compiles goes through here: the runtime's libraries (one static
 archive each, per set of flags), generated programs (offlow/build.py), offlow's C tools,
@@ -8,7 +8,6 @@ the C tests and the benchmarks' drivers."""
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 import tomllib
@@ -16,6 +15,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from offlow import buildcache
+from offlow.buildcache import cache_dir
 from offlow.errors import OfflowError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,14 +147,6 @@ def flags(*sets: str) -> tuple[str, ...]:
     return description().flags(*sets)
 
 
-def cache_dir() -> Path:
-    """Where builds are kept: $OFFLOW_CACHE or ~/.cache/offlow."""
-    base = os.environ.get("OFFLOW_CACHE") or Path.home() / ".cache" / "offlow"
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def digest(*parts: bytes) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -203,29 +196,25 @@ def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = 
     args = [*peer, *d.flags(*sets), *extra, *lib.cflags]
     compiler = d.compiler(*sets)
     key = _files_digest([*lib.sources(), *(h for x in seen for h in x.headers())],
-                        compiler, " ".join(args))
+                        buildcache.compiler_id(compiler), " ".join(args))
     out = cache_dir() / f"runtime-{name}-{key}"
     archive = out / f"libofflow-{name}.a"
-    if archive.exists():
+    if buildcache.hit(archive):
         return archive
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
+    objects = buildcache.temporary(out)  # this build's own folder: no half-built entry
+    objects.mkdir(parents=True, exist_ok=True)
     try:
         objs = []
         for src in lib.sources():
-            obj = tmp / (src.stem + ".o")
+            obj = objects / (src.stem + ".o")
             cc(compiler, [*args, *include_flags(seen, [lib.src]), "-c", str(src), "-o",
                           str(obj)], f"{src.relative_to(ROOT)}")
             objs.append(str(obj))
-        subprocess.run(["ar", "rcs", str(tmp / archive.name), *objs], check=True)
-    except BaseException:  # a compiler error or Ctrl-C: leave no half-built directory
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
-        tmp.rename(out)
-    except OSError:  # another build won the race; use its result
-        shutil.rmtree(tmp, ignore_errors=True)
-    return archive
+        subprocess.run(["ar", "rcs", str(objects / archive.name), *objs], check=True)
+        out.mkdir(exist_ok=True)
+        return buildcache.publish(objects / archive.name, archive)
+    finally:  # also after a compiler error or Ctrl-C
+        shutil.rmtree(objects, ignore_errors=True)
 
 
 def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",),
@@ -246,18 +235,13 @@ def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",
     headers = [*(h for lib in seen for h in lib.headers()),
                *(h for inc in includes for h in sorted(inc.glob("*.h")))]
     linked = [build_library(lib.name, sets, extra, peer) for lib in seen] if archives else []
-    key = _files_digest([*sources, *headers], compiler, " ".join(args), " ".join(link),
-                        *(a.parent.name for a in linked))
-    exe = cache_dir() / f"{name}-{key}"
-    if exe.exists():
-        return exe
     system = [f for lib in seen for f in lib.link if f not in link]
-    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-    cc(compiler, [*args, *include_flags(seen, [*includes, *(lib.src for lib in seen)]),
-                  *map(str, sources), *map(str, linked), "-o", str(tmp), *link,
-                  *dict.fromkeys(system)], name)
-    tmp.replace(exe)
-    return exe
+    key = _files_digest([*sources, *headers], buildcache.compiler_id(compiler), " ".join(args),
+                        " ".join(link), " ".join(system), *(a.parent.name for a in linked))
+    return buildcache.make(cache_dir() / f"{name}-{key}", lambda tmp: cc(compiler, [
+        *args, *include_flags(seen, [*includes, *(lib.src for lib in seen)]),
+        *map(str, sources), *map(str, linked), "-o", str(tmp), *link,
+        *dict.fromkeys(system)], name))
 
 
 def build_shared(name: str, modules: Sequence[tuple[str, str]]) -> Path:
