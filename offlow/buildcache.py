@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from offlow.errors import OfflowError
@@ -118,3 +118,20 @@ def compiler_id(name: str) -> str:
     real = os.path.realpath(found)
     st = os.stat(real)
     return f"{found} -> {real}: {_version(real, st.st_mtime_ns, st.st_size)}"
+
+
+def cpu_id() -> str:
+    """This CPU's vendor, model and features (/proc/cpuinfo's lines, once each)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+    return "\n".join(dict.fromkeys(line for line in info.splitlines()
+                                   if line.startswith(("vendor_id", "model name", "flags"))))
+
+
+def compiler_inputs(name: str, args: Sequence[str]) -> str:
+    """What a build with compiler `name` and flags `args` depends on besides its files:
+    the compiler (compiler_id), and for -march=native this CPU (cpu_id: a build for
+    another CPU may not run here)."""
+    return compiler_id(name) + ("\n" + cpu_id() if "-march=native" in args else "")

@@ -8,12 +8,15 @@ the C tests and the benchmarks' drivers."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from offlow import buildcache
 from offlow.buildcache import cache_dir
@@ -185,6 +188,20 @@ def include_flags(libs: Iterable[Library], extra: Iterable[Path] = ()) -> list[s
     return [f"-I{p}" for p in [*(lib.include for lib in libs), *extra]]
 
 
+def each_in_parallel(fn: Callable[..., object], calls: Sequence[tuple[Any, ...]]) -> None:
+    """fn(*args) for each of `calls`, as many at once as this machine has CPUs (a
+    compiler each: threads wait on them); the first error is raised once the calls
+    under way have ended, and the calls not yet begun are dropped."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(calls), os.cpu_count() or 1))) as pool:
+        futures = [pool.submit(fn, *c) for c in calls]
+        try:
+            for f in as_completed(futures):
+                f.result()
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
 def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = (),
                   peer: Sequence[str] = ()) -> Path:
     """Compile runtime library `name` into a static archive once per content hash of
@@ -196,7 +213,7 @@ def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = 
     args = [*peer, *d.flags(*sets), *extra, *lib.cflags]
     compiler = d.compiler(*sets)
     key = _files_digest([*lib.sources(), *(h for x in seen for h in x.headers())],
-                        buildcache.compiler_id(compiler), " ".join(args))
+                        buildcache.compiler_inputs(compiler, args), " ".join(args))
     out = cache_dir() / f"runtime-{name}-{key}"
     archive = out / f"libofflow-{name}.a"
     if buildcache.hit(archive):
@@ -204,12 +221,10 @@ def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = 
     objects = buildcache.temporary(out)  # this build's own folder: no half-built entry
     objects.mkdir(parents=True, exist_ok=True)
     try:
-        objs = []
-        for src in lib.sources():
-            obj = objects / (src.stem + ".o")
-            cc(compiler, [*args, *include_flags(seen, [lib.src]), "-c", str(src), "-o",
-                          str(obj)], f"{src.relative_to(ROOT)}")
-            objs.append(str(obj))
+        objs = [str(objects / (src.stem + ".o")) for src in lib.sources()]
+        each_in_parallel(lambda src, obj: cc(
+            compiler, [*args, *include_flags(seen, [lib.src]), "-c", str(src), "-o", obj],
+            f"{src.relative_to(ROOT)}"), list(zip(lib.sources(), objs, strict=True)))
         subprocess.run(["ar", "rcs", str(objects / archive.name), *objs], check=True)
         out.mkdir(exist_ok=True)
         return buildcache.publish(objects / archive.name, archive)
@@ -236,7 +251,8 @@ def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",
                *(h for inc in includes for h in sorted(inc.glob("*.h")))]
     linked = [build_library(lib.name, sets, extra, peer) for lib in seen] if archives else []
     system = [f for lib in seen for f in lib.link if f not in link]
-    key = _files_digest([*sources, *headers], buildcache.compiler_id(compiler), " ".join(args),
+    key = _files_digest([*sources, *headers], buildcache.compiler_inputs(compiler, args),
+                        " ".join(args),
                         " ".join(link), " ".join(system), *(a.parent.name for a in linked))
     return buildcache.make(cache_dir() / f"{name}-{key}", lambda tmp: cc(compiler, [
         *args, *include_flags(seen, [*includes, *(lib.src for lib in seen)]),

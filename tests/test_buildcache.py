@@ -96,6 +96,18 @@ def test_any_changed_input_is_a_miss(change: str, cache: Path, tmp_path: Path,
     assert _status(first) == 7  # the first entry is still whole
 
 
+def test_a_build_for_this_cpu_is_a_miss_on_another(
+        cache: Path, tmp_path: Path, compiles: list[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    src = _sources(tmp_path / "src")
+    native = cbuild.flags("native")
+    plain, first = _exe(src), _exe(src, native)
+    assert first != plain and _exe(src, native) == first and len(compiles) == 2
+    monkeypatch.setattr(buildcache, "cpu_id", lambda: "model name : another CPU")
+    assert _exe(src) == plain and len(compiles) == 2  # (no -march=native: the same)
+    assert _exe(src, native) != first and len(compiles) == 3
+
+
 @pytest.mark.parametrize("damage", ["cut short", "changed", "no record", "empty record"])
 def test_a_damaged_entry_is_built_again(damage: str, cache: Path, tmp_path: Path,
                                         compiles: list[str]) -> None:
