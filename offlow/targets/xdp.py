@@ -224,9 +224,8 @@ class Xdp(Target):
         its body line."""
         obj, exe = directory / f"{device}.bpf.o", directory / device
         d = cbuild.description()
-        if not obj.exists():
-            compile_bpf(directory / f"{device}.bpf.c", obj,
-                        f"generated {device}.bpf.c of `{plan.name}`")
+        compile_bpf(directory / f"{device}.bpf.c", obj,
+                    f"generated {device}.bpf.c of `{plan.name}`")
         # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
                                 libs=("core", "lpm"), includes=[TOOLS],
