@@ -95,7 +95,7 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     compiler = d.compiler()
     key = digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),
                  *(a.parent.name.encode() for a in archives.values()), " ".join(cflags).encode(),
-                 buildcache.compiler_inputs(compiler, cflags).encode())
+                 buildcache.compiler_inputs(compiler, cbuild.for_this_cpu(cflags)).encode())
     out = cache_dir() / f"{program.name}-{key}"
     out.mkdir(parents=True, exist_ok=True)
     for name, text in sources.items():

@@ -23,7 +23,7 @@ import os
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from offlow.errors import OfflowError
@@ -130,8 +130,8 @@ def cpu_id() -> str:
                                    if line.startswith(("vendor_id", "model name", "flags"))))
 
 
-def compiler_inputs(name: str, args: Sequence[str]) -> str:
-    """What a build with compiler `name` and flags `args` depends on besides its files:
-    the compiler (compiler_id), and for -march=native this CPU (cpu_id: a build for
-    another CPU may not run here)."""
-    return compiler_id(name) + ("\n" + cpu_id() if "-march=native" in args else "")
+def compiler_inputs(name: str, this_cpu: bool) -> str:
+    """What a build with compiler `name` depends on besides its files and flags: the
+    compiler (compiler_id), and for a build tuned to this CPU (`this_cpu`: the `native`
+    flag set's -march) the CPU too (cpu_id: such a build may not run on another)."""
+    return compiler_id(name) + ("\n" + cpu_id() if this_cpu else "")

@@ -150,6 +150,11 @@ def flags(*sets: str) -> tuple[str, ...]:
     return description().flags(*sets)
 
 
+def for_this_cpu(args: Sequence[str]) -> bool:
+    """Whether flags `args` tune the build to this CPU (the `native` set's -m flags)."""
+    return any(f in args for f in flags("native") if f.startswith("-m"))
+
+
 def digest(*parts: bytes) -> str:
     h = hashlib.sha256()
     for p in parts:
@@ -213,7 +218,8 @@ def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = 
     args = [*peer, *d.flags(*sets), *extra, *lib.cflags]
     compiler = d.compiler(*sets)
     key = _files_digest([*lib.sources(), *(h for x in seen for h in x.headers())],
-                        buildcache.compiler_inputs(compiler, args), " ".join(args))
+                        buildcache.compiler_inputs(compiler, for_this_cpu(args)),
+                        " ".join(args))
     out = cache_dir() / f"runtime-{name}-{key}"
     archive = out / f"libofflow-{name}.a"
     if buildcache.hit(archive):
@@ -251,7 +257,8 @@ def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",
                *(h for inc in includes for h in sorted(inc.glob("*.h")))]
     linked = [build_library(lib.name, sets, extra, peer) for lib in seen] if archives else []
     system = [f for lib in seen for f in lib.link if f not in link]
-    key = _files_digest([*sources, *headers], buildcache.compiler_inputs(compiler, args),
+    key = _files_digest([*sources, *headers],
+                        buildcache.compiler_inputs(compiler, for_this_cpu(args)),
                         " ".join(args),
                         " ".join(link), " ".join(system), *(a.parent.name for a in linked))
     return buildcache.make(cache_dir() / f"{name}-{key}", lambda tmp: cc(compiler, [
