@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlow import cbuild, targets
-from offlow.cbuild import ROOT, cache_dir, digest
+from offlow import buildcache, cbuild, targets
+from offlow.buildcache import cache_dir
+from offlow.cbuild import ROOT, digest
 from offlow.codegen.c import gen_common, headers
 from offlow.dsl import Program
 from offlow.errors import OfflowError
@@ -87,36 +88,43 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     graph = plan.graph
     d = cbuild.description()
     libs = d.closure(d.for_headers([*headers(graph), *(k.header for k in ports)]))
-    archives = [cbuild.build_library(lib.name, cbuild.TOOL, extra_flags) for lib in libs]
+    archives = {lib.name: cbuild.build_library(lib.name, cbuild.TOOL, extra_flags)
+                for lib in libs}
     cflags = (*d.flags("base", "optimize", "export_dynamic"), *extra_flags,
               *(d.flags("werror") if werror else ()))
+    compiler = d.compiler()
     key = digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),
-                 *(a.parent.name.encode() for a in archives), " ".join(cflags).encode())
+                 *(a.parent.name.encode() for a in archives.values()), " ".join(cflags).encode(),
+                 buildcache.compiler_inputs(compiler, cbuild.for_this_cpu(cflags)).encode())
     out = cache_dir() / f"{program.name}-{key}"
     out.mkdir(parents=True, exist_ok=True)
     for name, text in sources.items():
-        if not (out / name).exists():  # (whole, even beside a build of the same program)
-            tmp = out / f"{name}.tmp{os.getpid()}"
+        path = out / name
+        # (whole, even beside a build of the same program; rewritten when cut short)
+        if not path.is_file() or path.read_text(errors="replace") != text:
+            tmp = buildcache.temporary(path)
             tmp.write_text(text)
-            tmp.replace(out / name)
-    system = dict.fromkeys(f for lib in libs for f in lib.link)
+            tmp.replace(path)
 
     def compile_c(c_file: Path, exe: Path, more: Sequence[str] = ()) -> None:
         """Compile generated `c_file` with the runtime libraries (and the target's own,
-        `more`) into `exe` (once: cached)."""
-        if exe.exists():
-            return
-        mine = d.closure([*(lib.name for lib in libs), *more]) if more else libs
-        linked = [cbuild.build_library(lib.name, cbuild.TOOL, extra_flags) for lib in mine]
-        flags = dict.fromkeys(f for lib in mine for f in lib.link) if more else system
-        tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-        try:
-            cbuild.cc(d.compiler(), [*cflags, *cbuild.include_flags(mine, [out]), str(c_file),
-                                     *map(str, linked), "-o", str(tmp), *flags],
-                      f"generated {c_file.name} of `{program.name}`")
-        except OfflowError as e:
-            raise OfflowError(_with_hint(str(e))) from None
-        tmp.rename(exe)
+        `more`) into `exe` (once: cached, with the archives and flags it was built
+        from)."""
+        mine = d.closure([*archives, *more])
+        linked = [archives.get(lib.name) or cbuild.build_library(lib.name, cbuild.TOOL,
+                                                                 extra_flags) for lib in mine]
+        system = list(dict.fromkeys(f for lib in mine for f in lib.link))
+        inputs = " ".join([*(a.parent.name for a in linked), *system])
+
+        def compile_to(tmp: Path) -> None:
+            try:
+                cbuild.cc(compiler, [*cflags, *cbuild.include_flags(mine, [out]), str(c_file),
+                                     *map(str, linked), "-o", str(tmp), *system],
+                          f"generated {c_file.name} of `{program.name}`")
+            except OfflowError as e:
+                raise OfflowError(_with_hint(str(e))) from None
+
+        buildcache.make(exe, compile_to, inputs)
 
     binaries = {dev.name: targets.get(dev.target).build(plan, dev.name, out, compile_c)
                 for dev in plan.devices}
@@ -127,14 +135,10 @@ def reload_object(b: Build, device: str) -> Path:
     """The shared object of `device`'s generated loops in build `b` (no main, no runtime:
     it links against the running process's), for offlow reload; once per build."""
     so = b.directory / f"{device}.reload.so"
-    if so.exists():
-        return so
     d = cbuild.description()
     libs = d.closure(d.for_headers(headers(b.graph)))
-    tmp = so.with_name(so.name + f".tmp{os.getpid()}")
-    cbuild.cc(d.compiler(), [*d.flags("base", "optimize", "reload_object"),
-                             *cbuild.include_flags(libs, [b.directory]),
-                             str(b.directory / f"{device}.c"), "-o", str(tmp)],
-              f"the reload of {device}.c of `{b.graph.name}`")
-    tmp.replace(so)
-    return so
+    return buildcache.make(so, lambda tmp: cbuild.cc(
+        d.compiler(), [*d.flags("base", "optimize", "reload_object"),
+                       *cbuild.include_flags(libs, [b.directory]),
+                       str(b.directory / f"{device}.c"), "-o", str(tmp)],
+        f"the reload of {device}.c of `{b.graph.name}`"))

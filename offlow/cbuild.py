@@ -1,5 +1,5 @@
 """The C build: runtime/build.toml (the one table of C flags, and the runtime's core and
-libraries), and compiling with it, cached by content hash.
+libraries), and compiling with it, cached by content hash (offlow/buildcache.py).
 
 Everything offlow compiles goes through here: the runtime's libraries (one static
 archive each, per set of flags), generated programs (offlow/build.py), offlow's C tools,
@@ -12,10 +12,14 @@ import os
 import shutil
 import subprocess
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from offlow import buildcache
+from offlow.buildcache import cache_dir
 from offlow.errors import OfflowError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,12 +150,9 @@ def flags(*sets: str) -> tuple[str, ...]:
     return description().flags(*sets)
 
 
-def cache_dir() -> Path:
-    """Where builds are kept: $OFFLOW_CACHE or ~/.cache/offlow."""
-    base = os.environ.get("OFFLOW_CACHE") or Path.home() / ".cache" / "offlow"
-    path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def for_this_cpu(args: Sequence[str]) -> bool:
+    """Whether flags `args` tune the build to this CPU (the `native` set's -m flags)."""
+    return any(f in args for f in flags("native") if f.startswith("-m"))
 
 
 def digest(*parts: bytes) -> str:
@@ -192,6 +193,20 @@ def include_flags(libs: Iterable[Library], extra: Iterable[Path] = ()) -> list[s
     return [f"-I{p}" for p in [*(lib.include for lib in libs), *extra]]
 
 
+def each_in_parallel(fn: Callable[..., object], calls: Sequence[tuple[Any, ...]]) -> None:
+    """fn(*args) for each of `calls`, as many at once as this machine has CPUs (a
+    compiler each: threads wait on them); the first error is raised once the calls
+    under way have ended, and the calls not yet begun are dropped."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(calls), os.cpu_count() or 1))) as pool:
+        futures = [pool.submit(fn, *c) for c in calls]
+        try:
+            for f in as_completed(futures):
+                f.result()
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
 def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = (),
                   peer: Sequence[str] = ()) -> Path:
     """Compile runtime library `name` into a static archive once per content hash of
@@ -203,29 +218,24 @@ def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = 
     args = [*peer, *d.flags(*sets), *extra, *lib.cflags]
     compiler = d.compiler(*sets)
     key = _files_digest([*lib.sources(), *(h for x in seen for h in x.headers())],
-                        compiler, " ".join(args))
+                        buildcache.compiler_inputs(compiler, for_this_cpu(args)),
+                        " ".join(args))
     out = cache_dir() / f"runtime-{name}-{key}"
     archive = out / f"libofflow-{name}.a"
-    if archive.exists():
+    if buildcache.hit(archive):
         return archive
-    tmp = out.with_name(out.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
+    objects = buildcache.temporary(out)  # this build's own folder: no half-built entry
+    objects.mkdir(parents=True, exist_ok=True)
     try:
-        objs = []
-        for src in lib.sources():
-            obj = tmp / (src.stem + ".o")
-            cc(compiler, [*args, *include_flags(seen, [lib.src]), "-c", str(src), "-o",
-                          str(obj)], f"{src.relative_to(ROOT)}")
-            objs.append(str(obj))
-        subprocess.run(["ar", "rcs", str(tmp / archive.name), *objs], check=True)
-    except BaseException:  # a compiler error or Ctrl-C: leave no half-built directory
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
-        tmp.rename(out)
-    except OSError:  # another build won the race; use its result
-        shutil.rmtree(tmp, ignore_errors=True)
-    return archive
+        objs = [str(objects / (src.stem + ".o")) for src in lib.sources()]
+        each_in_parallel(lambda src, obj: cc(
+            compiler, [*args, *include_flags(seen, [lib.src]), "-c", str(src), "-o", obj],
+            f"{src.relative_to(ROOT)}"), list(zip(lib.sources(), objs, strict=True)))
+        subprocess.run(["ar", "rcs", str(objects / archive.name), *objs], check=True)
+        out.mkdir(exist_ok=True)
+        return buildcache.publish(objects / archive.name, archive)
+    finally:  # also after a compiler error or Ctrl-C
+        shutil.rmtree(objects, ignore_errors=True)
 
 
 def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",),
@@ -246,18 +256,15 @@ def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",
     headers = [*(h for lib in seen for h in lib.headers()),
                *(h for inc in includes for h in sorted(inc.glob("*.h")))]
     linked = [build_library(lib.name, sets, extra, peer) for lib in seen] if archives else []
-    key = _files_digest([*sources, *headers], compiler, " ".join(args), " ".join(link),
-                        *(a.parent.name for a in linked))
-    exe = cache_dir() / f"{name}-{key}"
-    if exe.exists():
-        return exe
     system = [f for lib in seen for f in lib.link if f not in link]
-    tmp = exe.with_name(exe.name + f".tmp{os.getpid()}")
-    cc(compiler, [*args, *include_flags(seen, [*includes, *(lib.src for lib in seen)]),
-                  *map(str, sources), *map(str, linked), "-o", str(tmp), *link,
-                  *dict.fromkeys(system)], name)
-    tmp.replace(exe)
-    return exe
+    key = _files_digest([*sources, *headers],
+                        buildcache.compiler_inputs(compiler, for_this_cpu(args)),
+                        " ".join(args),
+                        " ".join(link), " ".join(system), *(a.parent.name for a in linked))
+    return buildcache.make(cache_dir() / f"{name}-{key}", lambda tmp: cc(compiler, [
+        *args, *include_flags(seen, [*includes, *(lib.src for lib in seen)]),
+        *map(str, sources), *map(str, linked), "-o", str(tmp), *link,
+        *dict.fromkeys(system)], name))
 
 
 def build_shared(name: str, modules: Sequence[tuple[str, str]]) -> Path:

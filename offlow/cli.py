@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offlow import picture, remote, targets
+from offlow import buildcache, picture, remote, targets
 from offlow.build import plan_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -63,6 +64,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       xdp_ring=a.xdp_ring,
                       remotes=tuple(a.remote), secret_file=a.secret_file)
     _refuse_secret(a)
+    if a.no_cache:  # (the environment: the build, and tools it starts, read it there)
+        os.environ[buildcache.NO_CACHE] = "1"
     b = build_for(prog, opts)
     if a.serve and not b.plan.program_channels:
         raise OfflowError(f"program `{b.graph.name}` has no channels to serve "
@@ -260,6 +263,9 @@ def parser() -> argparse.ArgumentParser:
                         "(docs/remote.md)")
     secret_args(r)
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    r.add_argument("--no-cache", action="store_true",
+                   help="compile everything again, trusting no build in the cache (the "
+                        "new builds replace them; the same as OFFLOW_NO_CACHE=1)")
     r.set_defaults(fn=_cmd_run)
 
     sd = sub.add_parser("serve-device", help="serve runs of a remote device on this machine: "

@@ -43,7 +43,3 @@ def write_slice(factory: pytest.TempPathFactory, n4: int, n6: int,
     return p
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Programs built into the session's own cache."""
-    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))

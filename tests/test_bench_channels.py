@@ -43,18 +43,9 @@ def _check_stats(s: dict, n: int | None = None) -> None:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One build cache for the module (the C program is compiled once)."""
-    tmp = tmp_path_factory.mktemp("bench_channels")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OFFLOW_CACHE", str(tmp / "cache"))
-    yield tmp
-    mp.undo()
-
-
-@pytest.fixture(scope="module")
-def result(cache: Path) -> tuple[dict, Path, Path, str]:
-    out, png = cache / "channels.json", cache / "channels.png"
+def result(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path, Path, str]:
+    folder = tmp_path_factory.mktemp("bench_channels")
+    out, png = folder / "channels.json", folder / "channels.png"
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         res = channels.run(False, out, png, sweep=TINY, install=False)
@@ -254,7 +245,7 @@ def test_verdicts_say_met_or_missed() -> None:
     ["tput", "h2d", "17", "thr", "4096", "3"], ["copy", "4096,,8", "3"],
     ["tput", "h2d", "8", "mgr", "4096", "3", "mem"], ["tput", "d2h", "8", "mgr", "4096", "3", "vm"],
 ])
-def test_bad_arguments_are_refused(args: list[str], cache: Path) -> None:
+def test_bad_arguments_are_refused(args: list[str]) -> None:
     exe = channels.build()
     res = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=30)
     assert res.returncode == 2 and "usage:" in res.stderr and res.stdout == ""
@@ -294,7 +285,7 @@ def test_report_names_the_crc_path_and_the_cpu(result: tuple[dict, Path, Path, s
 
 
 @pytest.mark.parametrize("level", ["scalar", "avx2"])
-def test_the_bench_reports_the_path_a_level_forces(level: str, cache: Path,
+def test_the_bench_reports_the_path_a_level_forces(level: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     feats = channels.cpu_features()
     want = {"scalar": "sse4.2" if "sse4_2" in feats else "table",

@@ -16,9 +16,8 @@ KEYS = {"batch", "entry_size", "ring_size", "entries", "reps", "offlow_received"
         "st_offlow_ns", "st_next_ns", "st_ceiling_ns", "st_ratio", "st_runs"}
 
 
-def test_quick_bench_rows_count_every_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path / "cache"))
+def test_quick_bench_rows_count_every_entry(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "queue.json"
     rows = queue.run(quick=True, out_json=str(out), entries=5000)
     configs = {(b, s) for b in queue.QUICK.batches for s in queue.QUICK.sizes}

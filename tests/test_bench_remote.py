@@ -21,9 +21,7 @@ TINY = remote.Sweep(entries=3000, batches=(1, 16), sizes=(64, 200), rings=(64, 1
 
 
 def test_tiny_sweep_counts_every_entry_and_leaves_no_namespace(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path / "cache"))
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "remote.json"
     res = remote.run(quick=True, out_json=out, out_png=tmp_path / "remote.png", sweep=TINY)
     doc = json.loads(out.read_text())

@@ -14,7 +14,7 @@ import pytest
 from benchmarks import router
 from benchmarks.common import peers
 from benchmarks.common import routes as common_routes
-from tests.router_slice import _cache, write_slice  # noqa: F401 (_cache: autouse fixture)
+from tests.router_slice import write_slice
 
 TINY = router.Sweep(build_sizes=(250, None), lookup_size=None, addresses=4096,
                     lookup_reps=2, min_time=0.001, build_reps=2, build_budget=0.05,

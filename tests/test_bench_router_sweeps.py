@@ -18,7 +18,7 @@ from benchmarks import router, router_fwd, router_l3fwd, router_offload, router_
 from benchmarks.common import routes as common_routes
 from offlow.errors import OfflowError
 from tests.ctools import build_c, run_c
-from tests.router_slice import _cache, write_slice  # noqa: F401 (_cache: autouse fixture)
+from tests.router_slice import write_slice
 
 OFFLOAD = router_offload.OffloadSweep(batches=(32, 256, 4096), addresses=2048,
                                       lat_lookups=4096, stream_lookups=8192, depth=2, reps=2)
@@ -38,12 +38,7 @@ def slice_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def routes(slice_file: Path, tmp_path_factory: pytest.TempPathFactory,
            ) -> tuple[np.ndarray, np.ndarray]:
     work = tmp_path_factory.mktemp("dump")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("OFFLOW_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-    try:
-        _, r4, r6 = common_routes.load_routes(common_routes.build_offlow(), slice_file, work)
-    finally:
-        mp.undo()
+    _, r4, r6 = common_routes.load_routes(common_routes.build_offlow(), slice_file, work)
     return r4, r6
 
 

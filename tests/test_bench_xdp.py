@@ -30,8 +30,7 @@ TINY = xdp.Sweep(routes=3_000, addresses=1_000, passes=1, reps=1)
 
 
 @pytest.fixture(autouse=True)
-def _bpf(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path.parent / "cache"))
+def _bpf() -> None:
     why = xdp.unusable()
     if why:
         pytest.skip(f"the kernel refuses BPF here: {why}")

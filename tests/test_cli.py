@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,8 @@ def test_ctrl_c_while_compiling_exits_130_without_a_traceback_or_a_half_built_ru
     def cc_then_ctrl_c(cc: str, args: list[str], what: str) -> None:
         calls.append(what)
         # the runtime's core for the inputs tool (it checks --sizes before anything
-        # starts): two object files are built, the third is interrupted
+        # starts): two object files are built, the third is interrupted (a compile
+        # per CPU at once: those under way end, no other begins)
         if len(calls) == 3:
             raise KeyboardInterrupt
         real_cc(cc, args, what)
@@ -85,14 +87,14 @@ def test_ctrl_c_while_compiling_exits_130_without_a_traceback_or_a_half_built_ru
     assert rc == 130
     err = capsys.readouterr().err
     assert "offlow: interrupted" in err and "Traceback" not in err
-    assert len(calls) == 3 and all(c.startswith("runtime/core/src/") for c in calls), calls
+    assert 3 <= len(calls) < 3 + (os.cpu_count() or 1), calls
+    assert all(c.startswith("runtime/core/src/") for c in calls), calls
     assert list((tmp_path / "cache").iterdir()) == []  # no runtime-core-*.tmpPID
 
 
 def test_ctrl_c_during_a_run_prints_the_counts_and_says_so(tmp_path: Path) -> None:
     """`offlow run` in a subprocess, SIGINT once it says the run has started: the
     run ends cleanly with its counts and the line that says it was stopped."""
-    import os
     import signal
     import subprocess
     import sys

@@ -221,6 +221,20 @@ def lso_seed_descriptors() -> list[tuple[str, bytes]]:
     return out
 
 
+def _build_all() -> dict[str, Path]:
+    """Every target, built as make -j would: the libraries' archives first (the core's
+    before those that need it), then the targets, as many at once as there are CPUs."""
+    libs = [lib.name for lib in cbuild.description().closure(set(TARGETS.values()))]
+    cbuild.build_library("core", SETS)
+    cbuild.each_in_parallel(lambda lib: cbuild.build_library(lib, SETS),
+                            [(lib,) for lib in libs if lib != "core"])
+    exes: dict[str, Path] = {}
+    cbuild.each_in_parallel(lambda t, lib: exes.__setitem__(t, cbuild.build_exe(
+        f"fuzz_{t}", [FUZZ / f"fuzz_{t}.c", *TOOL_SOURCES.get(t, [])], [lib], SETS,
+        includes=[TOOLS] if t in TOOL_SOURCES else [])), list(TARGETS.items()))
+    return {t: exes[t] for t in TARGETS}
+
+
 @pytest.fixture(scope="module")
 def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
     """Build every target and run them side by side: target -> (exit status, log)."""
@@ -232,13 +246,11 @@ def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, 
     env = dict(os.environ, TMPDIR=str(tmp),
                ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-    for t, lib in TARGETS.items():
-        try:
-            more = TOOL_SOURCES.get(t, [])
-            exe = cbuild.build_exe(f"fuzz_{t}", [FUZZ / f"fuzz_{t}.c", *more], [lib], SETS,
-                                   includes=[TOOLS] if more else [])
-        except OfflowError as e:
-            pytest.fail(str(e))
+    try:
+        exes = _build_all()
+    except OfflowError as e:
+        pytest.fail(str(e))
+    for t, exe in exes.items():
         corpus = tmp / f"corpus_{t}"
         _seed_corpus(t, corpus)
         log = tmp / f"{t}.log"

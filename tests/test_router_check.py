@@ -52,11 +52,6 @@ def slice_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return p
 
 
-@pytest.fixture(autouse=True)
-def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
-
-
 def test_check_finds_no_mismatch_on_a_slice(slice_file: Path) -> None:
     r = check.run_check(slice_file, random=20_000, seed=3)
     assert r["ok"], check.format_report(r)

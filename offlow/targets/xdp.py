@@ -13,7 +13,7 @@ import socket
 import subprocess
 from pathlib import Path
 
-from offlow import cbuild
+from offlow import buildcache, cbuild
 from offlow.codegen import xsk
 from offlow.codegen.bpf import BPF_TABLES, generate_xdp, generate_xdp_host, is_array
 from offlow.codegen.c import headers
@@ -120,20 +120,23 @@ def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | No
     return [*args, "--opt", f"xdp.iface={iface}"]
 
 
-def compile_bpf(src: Path, obj: Path, what: str) -> None:
+def compile_bpf(src: Path, obj: Path, what: str) -> Path:
     """Compile eBPF C `src` into object `obj` (flag sets `bpf` and `werror`, the core's
-    headers, and the system's multiarch folder for <asm/types.h>); `what` names it in
+    headers, and the system's multiarch folder for <asm/types.h>), unless the cache
+    holds it built from the same source, headers, flags and compiler; `what` names it in
     a compile error."""
     d = cbuild.description()
+    libs = [d.library("core"), d.library("lpm")]
     multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
                                text=True).stdout.strip()
-    tmp = obj.with_name(f"{obj.name}.tmp{os.getpid()}")
-    cbuild.cc(d.compiler("bpf"), [
-        *d.flags("bpf", "werror"), *cbuild.include_flags(
-            [d.library("core"), d.library("lpm")]),
-        *([f"-I/usr/include/{multiarch}"] if multiarch else []),
-        "-c", str(src), "-o", str(tmp)], what)
-    tmp.replace(obj)
+    args = [*d.flags("bpf", "werror"), *cbuild.include_flags(libs),
+            *([f"-I/usr/include/{multiarch}"] if multiarch else [])]
+    compiler = d.compiler("bpf")
+    inputs = cbuild.digest(src.read_bytes(), *(h.read_bytes() for lib in libs
+                                               for h in lib.headers()),
+                           " ".join(args).encode(), buildcache.compiler_id(compiler).encode())
+    return buildcache.make(obj, lambda tmp: cbuild.cc(
+        compiler, [*args, "-c", str(src), "-o", str(tmp)], what), inputs)
 
 
 class Xdp(Target):
@@ -251,9 +254,8 @@ class Xdp(Target):
         its body line."""
         obj, exe = directory / f"{device}.bpf.o", directory / device
         d = cbuild.description()
-        if not obj.exists():
-            compile_bpf(directory / f"{device}.bpf.c", obj,
-                        f"generated {device}.bpf.c of `{plan.name}`")
+        compile_bpf(directory / f"{device}.bpf.c", obj,
+                    f"generated {device}.bpf.c of `{plan.name}`")
         # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
         libs = [lib.name for lib in d.closure(d.for_headers(headers(plan.graph)))]
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
