@@ -18,6 +18,7 @@ from offlow.build import plan_program
 from offlow.cli import load_program
 from offlow.elements.kvs import kv_store
 from offlow.errors import OfflowError
+from offlow.explain import explain
 from offlow.report import summarize
 from offlow.runner import RunOptions
 from offlow.session import session
@@ -150,3 +151,9 @@ def test_a_handler_over_a_table_xdp_keeps_in_no_array_map_is_refused() -> None:
         "table known (struct ofl_kvs); a handler of a segment on xdp runs in its host side "
         "over the BPF maps of shared integer arrays only: answer from such an array, or place "
         "the table's segment on another device")
+
+
+def test_explain_says_where_a_channel_of_a_segment_on_xdp_is_answered() -> None:
+    lines = explain(plan_program(load_program(EXAMPLE, ["rx.device=xdp"]))).splitlines()
+    assert "  pcsa: served on xdp by summary (PcsaSummary) on the channel manager thread of " \
+        "the xdp process, on the host CPU, over its tables' BPF maps" in lines
