@@ -102,8 +102,11 @@ def explain(plan: Plan) -> str:
     if g.channels:
         lines += ["", "channels (direct messages from host programs: offlow.session):"]
         for c in g.channels:
+            where = ("the channel manager thread of the xdp process, on the host CPU, over "
+                     "its tables' BPF maps" if plan.device(c.device).target == "xdp"
+                     else "the device's channel manager thread")
             lines.append(f"  {c.name}: served on {c.device} by {c.handler.name} "
-                         f"({c.handler.cls}) on the device's channel manager thread")
+                         f"({c.handler.cls}) on {where}")
     controlled = [t for t in g.shared if t.ctl]
     if controlled:
         lines += ["", "control channels (offlow ctl WINDOW, attach(WINDOW).tables: "

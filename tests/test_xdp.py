@@ -21,7 +21,7 @@ import dpkt
 import jsonschema
 import pytest
 
-from offlow import Element, Handler, Port, Program, Shared, Sink, Source
+from offlow import Element, Port, Program, Shared, Sink, Source
 from offlow.build import DATA, build, plan_program
 from offlow.cli import load_program
 from offlow.elements import CheckIPv4, Discard, ParseEth
@@ -151,10 +151,6 @@ class Wide(EthToEth):
     body = "state->big[0] = pkt->data[0];"
 
 
-class Ping(Handler):
-    body = "(void)msg;"
-
-
 def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
     def element(name: str, cls: str, why: str) -> str:
         return (f"element `{name}` ({cls}) cannot run on target `xdp`: {why}; place segment "
@@ -189,18 +185,6 @@ def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
     assert _refusal(_one_segment(KeyHash("kh"))) == element(
         "kh", "KeyHash", "its body uses offlow/kvstore.h, a runtime library with no BPF build "
         "(only offlow/pkt.h's parsers run in XDP)")
-
-
-def test_a_channel_handler_on_xdp_is_refused() -> None:
-    p = Program("refused")
-    src, out = Source("rx"), Sink("tx")
-    src >> out
-    p.segment("edge", [src, out], device="xdp")
-    p.channel("ping", Ping("pong"), device="xdp")
-    assert _refusal(p) == (
-        "channel `ping`: handler `pong` (Ping) cannot run on target `xdp`: a channel handler "
-        "runs on messages from the host; XDP has no channel from the host (packets cross "
-        "only up, from XDP to host segments)")
 
 
 def test_segments_xdp_cannot_run_are_compile_errors_naming_them() -> None:

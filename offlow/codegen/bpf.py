@@ -14,7 +14,7 @@ import json
 
 from offlow.codegen import queuegen as qg
 from offlow.codegen import xsk
-from offlow.codegen.c import Emitter, emit_helpers, line_directive
+from offlow.codegen.c import Emitter, emit_handler, emit_helpers, line_directive
 from offlow.ir import Graph, Node, SharedTable
 from offlow.ir.types import SCALARS, cname, sort_fields
 from offlow.plan import Plan, SegmentPlan
@@ -42,7 +42,7 @@ BPF_TABLES = {"struct ofl_lpm4": ("offlow/lpm_bpf.h", "OFL_LPM4_BPF"),
 
 
 def used_tables(g: Graph, nodes: list[Node]) -> list[SharedTable]:
-    """The shared tables `nodes` look up, in the program's order."""
+    """The shared tables `nodes` (elements, handlers) look up, in the program's order."""
     used = {ref for n in nodes for _, ref in n.tables}
     return [t for t in g.shared if t.name in used]
 
@@ -63,6 +63,13 @@ def segment_nodes(plan: Plan, device: str) -> list[Node]:
     return [plan.graph.node(n) for p in plan.device(device).segments for n in reversed(p.nodes)]
 
 
+def device_tables(plan: Plan, device: str) -> list[SharedTable]:
+    """The shared tables of the device's program: its elements' and those of the
+    handlers of the channels it serves (their maps)."""
+    handlers = [c.handler for c in plan.device(device).channels]
+    return used_tables(plan.graph, [*segment_nodes(plan, device), *handlers])
+
+
 class BpfGen:
     """Generates the eBPF C file of one xdp device."""
 
@@ -76,7 +83,7 @@ class BpfGen:
         self.why_base, self.ncounters = counter_layout(self.nodes, len(self.cross))
         # each crossing's first counter (its packets sent up)
         self.cross_base = self.ncounters - len(self.cross) * (1 + len(xsk.REASONS))
-        self.tables = used_tables(self.g, self.nodes)
+        self.tables = device_tables(plan, device)
         self.e = Emitter(f"{device}.bpf.c")
 
     def gen(self) -> str:
@@ -100,9 +107,11 @@ class BpfGen:
         for t in self.tables:
             m = map_prefix(t.name)
             if is_array(t):
-                e(f"/* Shared array {t.name}: {t.length} x {t.ctype}, one map value. */",
+                e(f"/* Shared array {t.name}: {t.length} x {t.ctype}, one map value (mapped",
+                  " * by the host side for the channel handlers that name it). */",
                   f"struct {m}_v {{ {t.ctype} v[{t.length}]; }};",
                   "struct {", "    __uint(type, BPF_MAP_TYPE_ARRAY);",
+                  "    __uint(map_flags, BPF_F_MMAPABLE);",
                   "    __uint(max_entries, 1);", "    __type(key, uint32_t);",
                   f"    __type(value, struct {m}_v);",
                   f"}} {m} SEC(\".maps\");", "")
@@ -280,6 +289,17 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
                 e(*qg.push_def(qp, k))
                 push[qp.queue.name, k] = qg.push_fn(qp.queue, k)
         e(*xsk.host_up(cross, push))
+    tables, chans = device_tables(plan, device), plan.device(device).channels
+    named = {ref for c in chans for _, ref in c.handler.tables}
+    if chans:  # answered here, on the host CPU, with the NIC's handler code (xdp_chan.h)
+        e("/* What the channel handlers see: the shared arrays they name (their maps,",
+          " * mapped by xdp_chan.c) and the manager (BULK_REPLY). */",
+          "struct ofl_proc {", "    struct ofl_chan_mgr *chan_mgr;",
+          *(f"    {t.ctype} *tbl_{cname(t.name)};" for t in tables if t.name in named),
+          "};", "static struct ofl_proc ofl_proc_;", "")
+        emit_helpers(e, [c.handler for c in chans])
+        for c in chans:
+            emit_handler(e, g, c)
     e("/* --init: the window every part of the run shares (common.h's layout). */",
       "static int ofl_xdp_init(const struct ofl_args *a) {",
       "    struct ofl_window w;",
@@ -288,9 +308,9 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       "    return ofl_prog_init_window(&w, a, wsize, ofl_ring_desc, OFL_NRINGS, ring_off, "
       "chan_off, OFL_NCHAN, ofl_chan_names);", "}", "",
       "/* The window's size, and where each ring is in it. */",
-      "static size_t ofl_xdp_layout(size_t *ring_off) {",
-      "    size_t tables_off, chan_off;",
-      "    return ofl_layout(ring_off, &tables_off, &chan_off);",
+      "static size_t ofl_xdp_layout(size_t *ring_off, size_t *chan_off) {",
+      "    size_t tables_off;",
+      "    return ofl_layout(ring_off, &tables_off, chan_off);",
       "}", "",
       "static const char *const el_names[] = {" + "".join(f'"{n.name}", ' for n in nodes)
       + "NULL };",
@@ -300,14 +320,15 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       "static const char *const why_names[] = {"
       + "".join(f'"{r}", ' for n in nodes for r, _ in n.drops) + "NULL };",
       *(f"static const struct ofl_xdp_table {var}[] = {{"
-        + "".join(f'{{"{t.name}", "{map_prefix(t.name)}"}}, ' for t in used_tables(g, nodes)
+        + "".join(f'{{"{t.name}", "{map_prefix(t.name)}"}}, ' for t in tables
                   if t.ctype == f"struct ofl_{var}")
         + "{NULL, NULL} };" for var in ("lpm4", "lpm6")),
       "static const struct ofl_xdp_array arrays[] = {"
       + "".join(f'{{"{t.name}", "{map_prefix(t.name)}", {t.length}u, sizeof({t.ctype}), '
-                f'{1 if t.ctype.startswith("int") else 0}}}, '
-                for t in used_tables(g, nodes) if is_array(t))
-      + "{NULL, NULL, 0u, 0u, 0} };",
+                f'{1 if t.ctype.startswith("int") else 0}, '
+                + (f"(void **)&ofl_proc_.tbl_{cname(t.name)}" if t.name in named else "NULL")
+                + "}, " for t in tables if is_array(t))
+      + "{NULL, NULL, 0u, 0u, 0, NULL} };",
       "/* The queues to other devices: their rings in the window, instance by instance. */",
       "static const struct ofl_xdp_queue queues[] = {"
       + "".join(f'{{"{qp.queue.name}", &ofl_xdp_ctx.out_{cname(qp.queue.name)}, '
@@ -318,7 +339,11 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       "static const char *const cross_why[] = {"
       + "".join(f'"{r}", ' for r in xsk.REASONS) + "NULL };",
       "static const unsigned cross_queue[] = {"
-      + "".join(f"{queues.index(x.qp)}u, " for x in cross) + "0u };", "",
+      + "".join(f"{queues.index(x.qp)}u, " for x in cross) + "0u };",
+      *(["/* The channels this device serves, each with its handler. */",
+         "static const struct ofl_xdp_chan chans[] = {"
+         + "".join(f'{{"{c.name}", ofl_handler_{cname(c.name)}}}, ' for c in chans)
+         + "{NULL, NULL} };"] if chans else []), "",
       "static const struct ofl_xdp_desc desc = {",
       f'    .segment = "{seg.name}", .prog = "ofl_xdp_{cname(seg.name)}",',
       f'    .source = "{src.name}", .source_el = {index[src.name]}u,',
@@ -334,6 +359,8 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       f"    .xsk_frame = {xsk.XSK_FRAME}u,",
       *(["    .core = &ofl_xdp_ctx.core, .steer = &ofl_xdp_ctx.steer, .up = ofl_xdp_up,"]
         if cross else []),
+      *(["    .chans = chans, .chan_ctx = &ofl_proc_, .chan_mgr = &ofl_proc_.chan_mgr,"]
+        if chans else []),
       "};", "",
       "int main(int argc, char **argv) { return ofl_xdp_main(&desc, argc, argv); }")
     return e.text()

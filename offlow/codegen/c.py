@@ -265,29 +265,10 @@ class DeviceGen:
 
     def _locals(self, n: Node, via: str) -> list[str]:
         """Declarations of a body's parameters and tables (reached through `via`)."""
-        out = [f"    const {ctype} {pname} = {lit};" for pname, ctype, lit in n.params]
-        for local, ref in n.tables:
-            ctype = next(t.ctype for t in self.g.shared if t.name == ref)
-            out.append(f"    {ctype.split('[')[0]} *{local} = {via}tbl_{cname(ref)};")
-        return out
+        return table_locals(self.g, n, via)
 
     def gen_handler(self, c: Channel) -> None:
-        """The function a channel manager runs for each message on channel `c`."""
-        e, n, cn = self.e, c.handler, cname(c.name)
-        # The body is a void function, so it may end early with `return;` (REPLY's
-        # error path stores the error and returns too).
-        e(f"/* Channel {c.name}: handler {n.name} ({n.cls}). */",
-          f"static void ofl_hbody_{cn}(struct ofl_proc *proc, struct ofl_chan_end *ofl_end_, "
-          "const uint8_t *msg, size_t len, int *ofl_err_) {", *self._locals(n, "proc->"))
-        unused = ["proc", "msg", "len", "ofl_end_", "ofl_err_"] + [p[0] for p in n.params]
-        e("    " + " ".join(f"(void){u};" for u in unused + [t[0] for t in n.tables]))
-        self._body(n)
-        e("}", "",
-          f"static int ofl_handler_{cn}(void *ofl_arg_, struct ofl_chan_end *ofl_end_, "
-          "const void *ofl_msg_, size_t len) {",
-          "    int err = 0;",
-          f"    ofl_hbody_{cn}(ofl_arg_, ofl_end_, ofl_msg_, len, &err);",
-          "    return err;", "}", "")
+        emit_handler(self.e, self.g, c)
 
     def gen_ctl_handler(self, t: SharedTable) -> None:
         """The function the channel manager runs for each control message of table t
@@ -304,16 +285,7 @@ class DeviceGen:
                "    return ofl_chan_post(end, r.b, r.n);", "}", "")
 
     def _body(self, n: Node, batch: bool = False) -> None:
-        """A body (or batch body) where its program file says it is (#line), then the
-        end of the macros it defined: each body's own."""
-        if batch:
-            self.e(line_directive(n.origin, n.batch_line, f"<batch body of {n.name}>"),
-                   n.batch_body)
-        else:
-            self.e(line_directive(n.origin, n.body_line, f"<body of {n.name}>"), n.body)
-        self.e.resync()
-        facts = n.batch_facts if batch else n.facts
-        self.e(*(f"#undef {m}" for m in (facts.macros if facts else ())))
+        emit_body(self.e, n, batch)
 
     def gen_helpers(self) -> None:
         emit_helpers(self.e, [*(n for n in self.nodes if self.runs_here(n)),
@@ -1010,6 +982,48 @@ class DeviceGen:
             loop = "ofl_grp_" if p.group and t.loops[0][1] else "ofl_seg_"
             out.append((f"{loop}{cname(p.name)}", f"&ofl_ctxs[{self.ctx_index[t.loops[0]]}]"))
         return out
+
+
+def table_locals(g: Graph, n: Node, via: str) -> list[str]:
+    """Declarations of a body's parameters and tables (reached through `via`)."""
+    out = [f"    const {ctype} {pname} = {lit};" for pname, ctype, lit in n.params]
+    for local, ref in n.tables:
+        ctype = next(t.ctype for t in g.shared if t.name == ref)
+        out.append(f"    {ctype.split('[')[0]} *{local} = {via}tbl_{cname(ref)};")
+    return out
+
+
+def emit_body(e: Emitter, n: Node, batch: bool = False) -> None:
+    """A body (or batch body) where its program file says it is (#line), then the
+    end of the macros it defined: each body's own."""
+    if batch:
+        e(line_directive(n.origin, n.batch_line, f"<batch body of {n.name}>"), n.batch_body)
+    else:
+        e(line_directive(n.origin, n.body_line, f"<body of {n.name}>"), n.body)
+    e.resync()
+    facts = n.batch_facts if batch else n.facts
+    e(*(f"#undef {m}" for m in (facts.macros if facts else ())))
+
+
+def emit_handler(e: Emitter, g: Graph, c: Channel) -> None:
+    """The function a channel manager runs for each message on channel `c`: the
+    handler's body over `struct ofl_proc`'s table pointers (`tbl_NAME`) and its
+    `chan_mgr` (BULK_REPLY), which the process defines."""
+    n, cn = c.handler, cname(c.name)
+    # The body is a void function, so it may end early with `return;` (REPLY's
+    # error path stores the error and returns too).
+    e(f"/* Channel {c.name}: handler {n.name} ({n.cls}). */",
+      f"static void ofl_hbody_{cn}(struct ofl_proc *proc, struct ofl_chan_end *ofl_end_, "
+      "const uint8_t *msg, size_t len, int *ofl_err_) {", *table_locals(g, n, "proc->"))
+    unused = ["proc", "msg", "len", "ofl_end_", "ofl_err_"] + [p[0] for p in n.params]
+    e("    " + " ".join(f"(void){u};" for u in unused + [t[0] for t in n.tables]))
+    emit_body(e, n)
+    e("}", "",
+      f"static int ofl_handler_{cn}(void *ofl_arg_, struct ofl_chan_end *ofl_end_, "
+      "const void *ofl_msg_, size_t len) {",
+      "    int err = 0;",
+      f"    ofl_hbody_{cn}(ofl_arg_, ofl_end_, ofl_msg_, len, &err);",
+      "    return err;", "}", "")
 
 
 def ctl_type(ctype: str) -> str:

@@ -32,7 +32,8 @@ VETH_HEADER = Path("/usr/include/libnl3/netlink/route/link/veth.h")
 XSK_HEADER = Path("/usr/include/xdp/xsk.h")
 TOOLS = cbuild.RUNTIME / "tools"
 # The host side of every xdp segment: its generated xdp.c links these.
-HOST_SOURCES = tuple(TOOLS / f"xdp_{m}.c" for m in ("run", "net", "tables", "cross", "xsk"))
+HOST_SOURCES = tuple(TOOLS / f"xdp_{m}.c"
+                     for m in ("run", "net", "tables", "cross", "xsk", "chan"))
 # The BPF stack is 512 bytes; the generated program keeps the state there beside the
 # body's own locals, so the state may take at most this much of it.
 STATE_MAX = 256
@@ -169,9 +170,15 @@ class Xdp(Target):
 
     def refuse_node(self, g: Graph, node: Node) -> str | None:
         facts = node.facts
-        if node.kind == "handler":
-            return ("a channel handler runs on messages from the host; XDP has no channel "
-                    "from the host (packets cross only up, from XDP to host segments)")
+        shared = {t.name: t for t in g.shared}
+        if node.kind == "handler":  # (run by the host side, over the arrays' maps)
+            other = [t for _, t in node.tables if not is_array(shared[t])]
+            if other:
+                return (f"it uses shared table {other[0]} ({shared[other[0]].ctype}); a "
+                        "handler of a segment on xdp runs in its host side over the BPF maps "
+                        "of shared integer arrays only: answer from such an array, or place "
+                        "the table's segment on another device")
+            return None
         if node.end_body:
             return ("it has code to run at the end of its stream (at_end), after its last "
                     "packet; XDP runs one packet at a time and keeps nothing between them")
@@ -191,7 +198,6 @@ class Xdp(Target):
                     "one verdict")
         if facts and facts.reads_ts:
             return "it reads the packet's capture time (pkt->ts_ns), which XDP does not have"
-        shared = {t.name: t for t in g.shared}
         other_tables = [t for _, t in node.tables
                         if not is_array(shared[t]) and shared[t].ctype not in BPF_TABLES]
         if other_tables:

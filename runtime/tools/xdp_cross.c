@@ -18,7 +18,8 @@ int ofl_xdp_cross_open(struct ofl_xdp_cross *x, const struct ofl_xdp_desc *d,
     x->win.fd = -1;
     size_t *ring_off = calloc(d->nrings + 1, sizeof *ring_off);
     if (!ring_off) return ofl_fatal("out of memory"), -ENOMEM;
-    int rc = ofl_proc_open(&x->win, a, d->layout(ring_off));
+    size_t chan_off;
+    int rc = ofl_proc_open(&x->win, a, d->layout(ring_off, &chan_off));
     if (rc == 0)
         rc = ofl_core_init(d->core, a, &x->win, d->segment, 0, 1, 0, d->mtu);
     for (const struct ofl_xdp_queue *q = d->queues; rc == 0 && q->name; q++) {

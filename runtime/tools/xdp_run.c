@@ -20,6 +20,7 @@
 #include "offlow/gen.h"
 #include "offlow/lifeline.h"
 #include "offlow/stop.h"
+#include "xdp_chan.h"
 #include "xdp_cross.h"
 #include "xdp_net.h"
 #include "xdp_tables.h"
@@ -344,6 +345,7 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     /* (XDP runs on whichever CPU takes the frame: the one this process sends from) */
     struct run r = { .core = { .segment = d->segment, .cpu = sched_getcpu() } };
     struct ofl_xdp_cross cross = { 0 };
+    struct ofl_xdp_chans chans;
     static volatile uint32_t abort_word;  /* (the window's, when there is one) */
     volatile uint32_t *abort_at = &abort_word;
     if (d->ncross) {
@@ -351,9 +353,17 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
         r.cross = &cross;
         abort_at = ofl_xdp_cross_abort(&cross);
     }
+    if (ofl_xdp_chans_open(&chans, d, a, d->ncross ? &cross.win : NULL) < 0) {
+        ofl_xdp_chans_close(&chans);
+        ofl_xdp_cross_close(&cross);
+        return 1;
+    }
+    struct ofl_window *win = d->ncross ? &cross.win : chans.win;  /* (NULL: none) */
+    if (win) abort_at = &((struct ofl_window_hdr *)win->base)->abort;
     static struct ofl_lifeline life;
-    if (ofl_lifeline_start(&life, a->runner_fd, abort_at, d->ncross ? a->window : NULL,
+    if (ofl_lifeline_start(&life, a->runner_fd, abort_at, win ? a->window : NULL,
                            a->stats, NULL) < 0) {
+        ofl_xdp_chans_close(&chans);
         ofl_xdp_cross_close(&cross);
         return ofl_fatal("--runner-fd is not a pipe");
     }
@@ -370,6 +380,8 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     }
     obj = load(obj);
     if (!obj || ofl_xdp_tables_fill(&tables, d, obj) < 0) goto done;
+    /* the channels answered from before the first packet, as on the NIC */
+    if (ofl_xdp_chans_start(&chans, obj) < 0) goto done;
     /* the socket in the program's XSKMAP before any frame can go up */
     if (r.cross && ofl_xdp_cross_socket(&cross, iface ? iface : OFL_XDP_IN, ring,
                                         bpf_map__fd(bpf_object__find_map_by_name(
@@ -398,6 +410,9 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
         status = 0;
     }
     if (ofl_xdp_cross_end(&cross, status) < 0) status = 1;
+    /* --serve: the channels answered after the packets, until the session stops */
+    if (win && a->serve && status == 0 && ofl_serve_until_stopped(win) < 0) status = 1;
+    ofl_xdp_chans_close(&chans);  /* (no handler runs while the arrays are reported) */
     report(d, a, &r, &c);
 done:
     if (status) ofl_xdp_cross_end(&cross, 1);  /* (the consumers stop: the run failed) */
@@ -405,6 +420,7 @@ done:
     if (sock >= 0) close(sock);
     if (peer_link >= 0) close(peer_link);
     if (link >= 0) close(link);  /* (detaches the program) */
+    ofl_xdp_chans_close(&chans);
     ofl_lifeline_finish(&life);  /* (before the window, whose abort word it watches, goes) */
     ofl_xdp_cross_close(&cross);
     bpf_object__close(obj);  /* (the namespace and the veth pair, if ours, go with us) */
@@ -414,6 +430,7 @@ done:
     return status;
 early:
     ofl_xdp_cross_end(&cross, 1);
+    ofl_xdp_chans_close(&chans);
     ofl_lifeline_finish(&life);
     ofl_xdp_cross_close(&cross);
     ofl_sink_close(r.sink);

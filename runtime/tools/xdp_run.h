@@ -26,13 +26,19 @@
  * socket (xdp_xsk.h) with their live fields in XDP metadata: this process maps the
  * run's window, takes each such frame (with --input: before the next frame is sent,
  * stamped with the time of the frame it came from) and pushes it into its queue's
- * ring; option xdp.ring sizes the socket's ring. --init makes the run's window. */
+ * ring; option xdp.ring sizes the socket's ring. --init makes the run's window.
+ *
+ * A segment whose device serves channels (their handlers name its shared arrays) has
+ * this process answer them (xdp_chan.h): the handlers run here, on the host CPU, over
+ * the arrays' BPF maps mapped into it, while XDP updates them; with --serve it keeps
+ * serving after the packets until the session stops it. */
 #ifndef OFL_XDP_RUN_H
 #define OFL_XDP_RUN_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "offlow/chan.h"
 #include "offlow/gen.h"
 
 /* A table the program looks up: its name (its options' prefix) and its maps' (lpm_bpf.h). */
@@ -41,11 +47,21 @@ struct ofl_xdp_table {
 };
 
 /* A shared array the program keeps in one map value: its name and map, `n` integers
- * of `size` bytes (signed or not), reported in the stats as on every device. */
+ * of `size` bytes (signed or not), reported in the stats as on every device; `mem`:
+ * where the channel handlers that name it find it (the map's value, mapped into this
+ * process: xdp_chan.h), or NULL when no handler does. */
 struct ofl_xdp_array {
     const char *name, *map;
     unsigned n, size;
     int is_signed;
+    void **mem;
+};
+
+/* A channel the segment's device serves: its name and handler (generated from the
+ * handler's body, as on the NIC: offlow/codegen/c.py). */
+struct ofl_xdp_chan {
+    const char *name;
+    ofl_chan_handler handler;
 };
 
 /* A queue from the segment to one on another device (the crossing, xsk.py): its
@@ -74,7 +90,8 @@ struct ofl_xdp_desc {
     const struct ofl_xdp_table *lpm6;  /* its IPv6 LPM tables, up to one with name NULL */
     const struct ofl_xdp_array *arrays;  /* its shared arrays, up to one with name NULL */
     int (*init)(const struct ofl_args *a);  /* --init: make the run's window */
-    size_t (*layout)(size_t *ring_off);     /* the window's size; where each ring is */
+    /* the window's size; where each ring and the channel region are in it */
+    size_t (*layout)(size_t *ring_off, size_t *chan_off);
     const struct ofl_ring_spec *rings;      /* every ring of the window */
     /* The crossing to segments on other devices (none: ncross 0, core and up NULL):
      * its queues (up to one with name NULL), each crossing's queue by its code, and
@@ -93,6 +110,11 @@ struct ofl_xdp_desc {
      * `meta_end` (`room` bytes of its umem frame in front), then its queue; 0, or
      * -EBADMSG when the metadata is no crossing's */
     int (*up)(struct ofl_pkt *pkt, const uint8_t *meta_end, uint32_t room);
+    /* The channels it serves (up to one with name NULL), their handlers' argument and
+     * where BULK_REPLY finds the manager (xdp_chan.h). */
+    const struct ofl_xdp_chan *chans;
+    void *chan_ctx;
+    struct ofl_chan_mgr **chan_mgr;
 };
 
 

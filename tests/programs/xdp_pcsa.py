@@ -1,6 +1,7 @@
 """Distinct IPv4 sources counted with PCSA where the packets arrive: examples/pcsa.py's
-segment without its channel (XDP has no channel to the host), so that it runs on xdp
-(`--set sources.device=xdp`) as on the NIC. The sketch, a shared array, is a BPF array
+segment without its channel (the sketch read from the run's table report; the example
+itself, channel and all, runs on xdp too: tests/test_xdp_chan.py), so that it runs on
+xdp (`--set sources.device=xdp`) as on the NIC. The sketch, a shared array, is a BPF array
 map there: PCSA's body sets its bits with atomic ORs from every CPU that receives
 packets, and the run's host side reads it into the table report at the end. The
 user's own names."""
