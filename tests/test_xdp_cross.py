@@ -248,7 +248,7 @@ def test_a_frame_without_room_for_its_metadata_is_refused_not_read(tmp_path: Pat
                            includes=[xdp.TOOLS, b.directory],
                            sets=(*cbuild.TOOL, "libnl"),
                            link=cbuild.description().flags("xdp_link"),
-                           extra=["-Wno-unused-function"])
+                           extra=list(cbuild.flags("part_of_generated")))
     res = subprocess.run([str(exe)], capture_output=True, text=True)
     assert (res.returncode, res.stdout.strip()) == (0, "refused"), res.stderr
 
