@@ -17,14 +17,15 @@ again and replaces what was there.
 
 The folder is bounded ($OFFLOW_CACHE_MAX, default 2 GiB, 0 = no limit): a publish adds
 its size to a running estimate (.offlow-added beside the last scan's total in
-.offlow-size), and only when the estimate passes the limit is the folder scanned and
-its least recently used entries removed (`prune`). An entry is one name at the top of
-the folder with its NAME.sum, or a folder (a runtime library's, a program's); its last
-use is its time of last change, which a hit and `folder` refresh. An entry used in the
-last GRACE_S seconds, and a temporary whose process is alive, are never removed, and an
-entry is renamed away before it is deleted: a process that finds its entry gone
-builds it again. Only a folder marked offlow's (CACHEDIR.TAG, written when offlow makes
-the folder or finds it empty) is pruned, and never one that holds $HOME."""
+.offlow-size), and only when the estimate passes the limit is the folder scanned and its least
+recently used entries removed down to 90% of it (`prune`). An entry is one name at the
+top of the folder with its NAME.sum, or a folder (a runtime library's, a program's); its
+last use is its time of last change, which a hit and `folder` refresh. An entry used in
+the last GRACE_S seconds, and a temporary whose process is alive, are never removed, and
+an entry is renamed away before it is deleted: a process that finds its entry gone
+builds it again. Only a folder marked offlow's (CACHEDIR.TAG, written in the default
+folder, or in $OFFLOW_CACHE when offlow makes it or finds it empty) is pruned, and never
+one that holds $HOME."""
 
 from __future__ import annotations
 
@@ -48,8 +49,10 @@ from offlow.errors import OfflowError
 NO_CACHE = "OFFLOW_NO_CACHE"
 MAX = "OFFLOW_CACHE_MAX"
 DEFAULT_MAX = 2 << 30
-GRACE_S = 600  # an entry used this recently may be in use: never removed
+GRACE_S = 3600  # an entry used this recently may be in use (a test module's
+# executable, a build about to run): never removed
 RESCAN_S = 86400  # the estimate is checked against a scan at least this often
+RETRY_S = 300  # a prune that entries in use kept over its target: not again before this
 TAG = "CACHEDIR.TAG"  # https://bford.info/cachedir/ (backup tools skip the folder too)
 _TAG_TEXT = ("Signature: 8a477f597d28d172789f06886806bc55\n"
              "# This file is a cache directory tag created by offlow (its build cache).\n"
@@ -62,10 +65,12 @@ _TMP = re.compile(r"\.tmp(\d+)\.\d+$")  # temporary()'s suffix: the builder's pr
 
 def cache_dir() -> Path:
     """Where builds are kept: $OFFLOW_CACHE, else $XDG_CACHE_HOME/offlow, else
-    ~/.cache/offlow (made when missing, and marked offlow's when made or empty); a
+    ~/.cache/offlow (made when missing; marked offlow's when made, empty or the
+    default); a
     folder that holds $HOME (`/`, $HOME itself) is refused, as is a bad
     $OFFLOW_CACHE_MAX (before anything is built)."""
     base = os.environ.get("OFFLOW_CACHE")
+    mine = not base  # (the default folder is offlow's by its name)
     if not base:
         xdg = os.environ.get("XDG_CACHE_HOME")
         base = str(Path(xdg if xdg and os.path.isabs(xdg) else Path.home() / ".cache")
@@ -77,7 +82,7 @@ def cache_dir() -> Path:
                           "of its own (e.g. ~/.cache/offlow)")
     max_size()
     path.mkdir(parents=True, exist_ok=True)
-    if not (path / TAG).is_file() and next(os.scandir(path), None) is None:
+    if not (path / TAG).is_file() and (mine or next(os.scandir(path), None) is None):
         tmp = temporary(path / TAG)
         tmp.write_text(_TAG_TEXT)
         tmp.replace(path / TAG)
@@ -186,7 +191,7 @@ def publish(tmp: Path, entry: Path, inputs: str = "") -> Path:
     rename); return `entry`."""
     rec = temporary(_record_path(entry))
     rec.write_text(_record(tmp, inputs))
-    size = tmp.stat().st_size
+    size = tmp.stat().st_size + rec.stat().st_size
     tmp.replace(entry)
     rec.replace(_record_path(entry))
     _added(entry, size)
@@ -360,7 +365,8 @@ def prune(limit: int | None = None, *, wait: bool = True, root: Path | None = No
             m = re.match(r"\.offlow-trash\.(\d+)\.", trash.name)
             if m and not _alive(int(m.group(1))):
                 _delete(trash)
-        _write(root / _SIZE, f"{size}\n")
+        # (kept over the limit by entries in use: the next scan waits RETRY_S)
+        _write(root / _SIZE, f"{size} {int(size > limit)}\n")
         (root / _ADDED).write_text("")
     return Pruned(removed, freed, len(entries) - removed, size, busy)
 
@@ -371,30 +377,31 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)
 
 
-def _estimate(root: Path) -> int | None:
-    """The cache's size as of its last scan plus what was published since; None when
-    no scan is recent (RESCAN_S) or its records are unreadable."""
+def _scan_due(root: Path, limit: int) -> bool:
+    """Whether the cache may be over `limit`: its size as of its last scan plus what was
+    published since is over it (unless that scan was kept over its target by entries in
+    use less than RETRY_S ago), or no scan is recent (RESCAN_S) or readable."""
     try:
         scan = root / _SIZE
-        if time.time() - scan.stat().st_mtime > RESCAN_S:
-            return None
-        added = (root / _ADDED).read_text().split()
-        return int(scan.read_text()) + sum(map(int, added))
+        age = time.time() - scan.stat().st_mtime
+        size, kept_over = map(int, scan.read_text().split())
+        added = sum(map(int, (root / _ADDED).read_text().split()))
     except (OSError, ValueError):
-        return None
+        return True
+    return age > RESCAN_S or size + added > limit and (not kept_over or age > RETRY_S)
 
 
 def _added(entry: Path, size: int) -> None:
-    """After `entry` (`size` bytes) was published: count it, and prune when the cache
-    is over its limit (by the estimate: no scan otherwise)."""
+    """After `entry` (`size` bytes with its record) was published: count it, and when
+    the cache is over its limit (by the estimate: no scan otherwise) prune it to 90% of
+    it."""
     top, limit = _top(entry), max_size()
     if top is None or limit == 0 or not offlows(top.parent):
         return
     with (top.parent / _ADDED).open("a") as f:  # (one short append: whole)
         f.write(f"{size}\n")
-    estimate = _estimate(top.parent)
-    if estimate is None or estimate > limit:
-        prune(limit, wait=False, root=top.parent)
+    if _scan_due(top.parent, limit):
+        prune(limit * 9 // 10, wait=False, root=top.parent)  # (room till the next)
 
 
 @dataclass(frozen=True)
