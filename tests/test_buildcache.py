@@ -285,16 +285,22 @@ def test_prune_removes_the_least_recently_used_down_to_the_limit(cache: Path) ->
     assert (r.removed, r.busy) == (1, 1) and _names(cache) == [now.name, now.name + ".sum"]
 
 
-def test_a_build_past_the_limit_prunes_without_a_scan_below_it(
-        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    scans: list[int] = []
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One item for each scan of the cache's folder."""
+    seen: list[int] = []
     real = buildcache._entries
 
     def counted(root: Path, now: float):  # type: ignore[no-untyped-def]
-        scans.append(1)
+        seen.append(1)
         return real(root, now)
 
     monkeypatch.setattr(buildcache, "_entries", counted)
+    return seen
+
+
+def test_a_build_past_the_limit_prunes_without_a_scan_below_it(
+        cache: Path, scans: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(buildcache.MAX, "0")  # (none: no scan)
     first = _entry(cache, "a-1", 1000, 3 * 3600)
     second = _entry(cache, "a-2", 2800, 2 * 3600)
@@ -313,15 +319,7 @@ def test_a_build_past_the_limit_prunes_without_a_scan_below_it(
 
 
 def test_entries_in_use_past_the_limit_do_not_make_every_build_scan(
-        cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    scans: list[int] = []
-    real = buildcache._entries
-
-    def counted(root: Path, now: float):  # type: ignore[no-untyped-def]
-        scans.append(1)
-        return real(root, now)
-
-    monkeypatch.setattr(buildcache, "_entries", counted)
+        cache: Path, scans: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(buildcache.MAX, "3k")
     for i in range(6):
         _entry(cache, f"b-{i}", 2000, 0)  # (each over the limit with the others: in use)
