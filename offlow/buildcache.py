@@ -17,12 +17,12 @@ again and replaces what was there.
 
 The folder is bounded ($OFFLOW_CACHE_MAX, default 2 GiB, 0 = no limit): a publish adds
 its size to a running estimate (.offlow-added beside the last scan's total in
-.offlow-size), and only when the estimate passes the limit is the folder scanned and its least
-recently used entries removed down to 90% of it (`prune`). An entry is one name at the
-top of the folder with its NAME.sum, or a folder (a runtime library's, a program's); its
-last use is its time of last change, which a hit and `folder` refresh. An entry used in
-the last GRACE_S seconds, and a temporary whose process is alive, are never removed, and
-an entry is renamed away before it is deleted: a process that finds its entry gone
+.offlow-size), and only when the estimate passes the limit is the folder scanned and its
+least recently used entries removed down to 90% of it (`prune`). An entry is one name at
+the top of the folder with its NAME.sum, or a folder (a runtime library's, a program's);
+its last use is its time of last change, which a hit and `folder` refresh. An entry used
+in the last GRACE_S seconds, and a temporary whose process is alive, are never removed,
+and an entry is renamed away before it is deleted: a process that finds its entry gone
 builds it again. Only a folder marked offlow's (CACHEDIR.TAG, written in the default
 folder, or in $OFFLOW_CACHE when offlow makes it or finds it empty) is pruned, and never
 one that holds $HOME."""
@@ -66,8 +66,7 @@ _TMP = re.compile(r"\.tmp(\d+)\.\d+$")  # temporary()'s suffix: the builder's pr
 def cache_dir() -> Path:
     """Where builds are kept: $OFFLOW_CACHE, else $XDG_CACHE_HOME/offlow, else
     ~/.cache/offlow (made when missing; marked offlow's when made, empty or the
-    default); a
-    folder that holds $HOME (`/`, $HOME itself) is refused, as is a bad
+    default); a folder that holds $HOME (`/`, $HOME itself) is refused, as is a bad
     $OFFLOW_CACHE_MAX (before anything is built)."""
     base = os.environ.get("OFFLOW_CACHE")
     mine = not base  # (the default folder is offlow's by its name)
@@ -337,8 +336,8 @@ def _delete(path: Path) -> None:
 def prune(limit: int | None = None, *, wait: bool = True, root: Path | None = None) -> Pruned:
     """Remove the least recently used entries of the cache until it holds at most
     `limit` bytes (default max_size(), where 0 is no limit; 0 here removes every entry
-    not in use), never one in
-    use; `wait`: for another process's prune (else return at once, removing nothing)."""
+    not in use), never one in use; `wait`: for another process's prune (else return at
+    once, removing nothing)."""
     root = root or cache_dir()
     if not offlows(root):
         raise OfflowError(f"{root} is not offlow's build cache (no {TAG} from offlow): "
