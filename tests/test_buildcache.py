@@ -370,6 +370,25 @@ def test_cache_max_takes_a_size_with_units(value: str, size: int,
     assert buildcache.max_size() == size
 
 
+def test_any_cache_max_text_is_a_size_or_one_error() -> None:
+    """Random texts from the size's alphabet and beyond (a seeded fuzz)."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = "0123456789.kKmMgGtTiIbB -+eE_x\u00b5\u0663\n"
+    sizes = 0
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(8)))
+        try:
+            n = buildcache.parse_size(text)
+        except OfflowError as e:
+            assert str(e).startswith(f"{buildcache.MAX}={text!r}: not a size")
+        else:
+            assert isinstance(n, int) and n >= 0
+            sizes += 1
+    assert sizes > 100  # (some were sizes)
+
+
 PRUNER = """
 import sys, time
 from offlow import buildcache
