@@ -97,7 +97,7 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
                  *(a.parent.name.encode() for a in archives.values()), " ".join(cflags).encode(),
                  buildcache.compiler_inputs(compiler, cbuild.for_this_cpu(cflags)).encode())
     out = cache_dir() / f"{program.name}-{key}"
-    out.mkdir(parents=True, exist_ok=True)
+    buildcache.folder(out)  # (marked used: no prune removes it meanwhile)
     for name, text in sources.items():
         path = out / name
         # (whole, even beside a build of the same program; rewritten when cut short)

@@ -232,7 +232,7 @@ def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = 
             compiler, [*args, *include_flags(seen, [lib.src]), "-c", str(src), "-o", obj],
             f"{src.relative_to(ROOT)}"), list(zip(lib.sources(), objs, strict=True)))
         subprocess.run(["ar", "rcs", str(objects / archive.name), *objs], check=True)
-        out.mkdir(exist_ok=True)
+        buildcache.folder(out)
         return buildcache.publish(objects / archive.name, archive)
     finally:  # also after a compiler error or Ctrl-C
         shutil.rmtree(objects, ignore_errors=True)

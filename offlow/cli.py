@@ -94,6 +94,26 @@ def _cmd_run(a: argparse.Namespace) -> int:
     return 0 if res.ok else 1
 
 
+def _cmd_cache(a: argparse.Namespace) -> int:
+    if a.cache_cmd == "info":
+        i = buildcache.info()
+        print(f"folder   {i.folder}" + ("" if i.offlows else
+                                       f" (not offlow's: no {buildcache.TAG}; never pruned)"))
+        print(f"entries  {i.entries}")
+        print(f"size     {buildcache.format_size(i.size)}")
+        print(f"limit    {buildcache.format_size(i.limit) if i.limit else 'none'} "
+              f"(${buildcache.MAX})")
+        return 0
+    limit = 0 if a.cache_cmd == "clear" else (
+        None if a.max is None else buildcache.parse_size(a.max, "--max"))
+    r = buildcache.prune(limit)
+    print(f"removed {r.removed} entries ({buildcache.format_size(r.freed)}); "
+          f"{r.kept} left ({buildcache.format_size(r.size)})"
+          + (f", {r.busy} of them used in the last {buildcache.GRACE_S // 60} minutes "
+             "or being built (kept: maybe in use)" if r.busy else ""))
+    return 0
+
+
 def _cmd_plan(a: argparse.Namespace) -> int:
     print(planner.plan(planner.PlanRequest(
         program=a.program, device=a.device, host=a.host, workload=a.workload,
@@ -310,6 +330,16 @@ def parser() -> argparse.ArgumentParser:
                     "--duration prints it)")
     program_args(rl)
     rl.set_defaults(fn=_cmd_reload)
+
+    ca = sub.add_parser("cache", help="the build cache: info, clear, prune [--max SIZE]")
+    casub = ca.add_subparsers(dest="cache_cmd", required=True)
+    casub.add_parser("info", help="its folder, entries, size and limit ($OFFLOW_CACHE_MAX)")
+    casub.add_parser("clear", help="remove every entry not in use")
+    cp = casub.add_parser("prune", help="remove the least recently used entries down to "
+                                        "the limit")
+    cp.add_argument("--max", metavar="SIZE", help="this limit instead of $OFFLOW_CACHE_MAX "
+                                                  "(500M, 2G, 1.5GiB)")
+    ca.set_defaults(fn=_cmd_cache)
 
     pl = sub.add_parser("plan", help="predict every placement of a program on a device "
                         "profile, ranked (docs/planner.md)")

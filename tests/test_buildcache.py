@@ -57,6 +57,12 @@ def _exe(src: Path, extra: tuple[str, ...] = ()) -> Path:
     return cbuild.build_exe("answer", [src], libs=(), includes=[src.parent], extra=extra)
 
 
+def _names(cache: Path) -> list[str]:
+    """The names of the cache's entries (not its marker and its own records)."""
+    return sorted(p.name for p in cache.iterdir()
+                  if p.name != buildcache.TAG and not p.name.startswith(".offlow-"))
+
+
 def _status(exe: Path) -> int:
     return subprocess.run([str(exe)]).returncode
 
@@ -133,7 +139,7 @@ def test_a_failed_build_leaves_nothing_in_the_cache(cache: Path, tmp_path: Path)
     src.write_text("int main(void) { return undeclared; }\n")
     with pytest.raises(Exception, match="undeclared"):
         _exe(src)
-    assert list(cache.iterdir()) == []
+    assert _names(cache) == []
 
 
 def test_no_cache_builds_again_and_replaces_the_entry(
@@ -186,7 +192,7 @@ def test_concurrent_builds_of_one_entry_all_end_with_a_whole_one(
     assert len(set(outs)) == 1
     exe = Path(outs[0])
     assert _status(exe) == 7 and buildcache.hit(exe)
-    assert sorted(p.name for p in cache.iterdir()) == [exe.name, f"{exe.name}.sum"]
+    assert _names(cache) == [exe.name, f"{exe.name}.sum"]
 
 
 @pytest.fixture
@@ -236,3 +242,257 @@ def test_run_no_cache_builds_with_the_cache_bypassed(
     assert cli.main(run) == 2 and cli.main([*run, "--no-cache"]) == 2
     assert seen == [False, True]
     assert capsys.readouterr().err.count("offlow: error: built") == 2
+
+
+# Bounding the cache: the least recently used entries removed down to the limit.
+
+def _entry(cache: Path, name: str, size: int, age_s: float) -> Path:
+    """Entry `name` of `size` bytes published (as a builder does) and last used `age_s`
+    seconds ago."""
+    cache.mkdir(exist_ok=True)  # (made by cache_dir: marked offlow's)
+    entry = buildcache.cache_dir() / name
+    tmp = buildcache.temporary(entry)
+    tmp.write_bytes(b"x" * size)
+    buildcache.publish(tmp, entry)
+    _age(entry, age_s)
+    return entry
+
+
+def _age(entry: Path, age_s: float) -> None:
+    t = time.time() - age_s
+    for p in (entry, entry.with_name(entry.name + ".sum")):
+        os.utime(p, (t, t), follow_symlinks=False)
+
+
+def _size(entry: Path) -> int:
+    return entry.stat().st_size + entry.with_name(entry.name + ".sum").stat().st_size
+
+
+def test_prune_removes_the_least_recently_used_down_to_the_limit(cache: Path) -> None:
+    hour = 3600
+    old = _entry(cache, "old-1", 5000, 5 * hour)
+    mid = _entry(cache, "mid-1", 3000, 3 * hour)
+    new = _entry(cache, "new-1", 4000, 2 * hour)
+    now = _entry(cache, "now-1", 2000, 0)  # (in the grace period: maybe in use)
+    kept = [mid, new, now]
+    old_size = _size(old)
+    r = buildcache.prune(sum(map(_size, kept)))
+    assert (r.removed, r.freed, r.kept) == (1, old_size, 3)
+    assert _names(cache) == sorted(n for e in kept for n in (e.name, e.name + ".sum"))
+    assert buildcache.prune(sum(map(_size, kept)) - 1).removed == 1  # mid, the oldest left
+    assert not mid.exists() and new.exists()
+    r = buildcache.prune(0)  # (clear) keeps what may be in use
+    assert (r.removed, r.busy) == (1, 1) and _names(cache) == [now.name, now.name + ".sum"]
+
+
+@pytest.fixture
+def scans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One item for each scan of the cache's folder."""
+    seen: list[int] = []
+    real = buildcache._entries
+
+    def counted(root: Path, now: float):  # type: ignore[no-untyped-def]
+        seen.append(1)
+        return real(root, now)
+
+    monkeypatch.setattr(buildcache, "_entries", counted)
+    return seen
+
+
+def test_a_build_past_the_limit_prunes_without_a_scan_below_it(
+        cache: Path, scans: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(buildcache.MAX, "0")  # (none: no scan)
+    first = _entry(cache, "a-1", 1000, 3 * 3600)
+    second = _entry(cache, "a-2", 2800, 2 * 3600)
+    _entry(cache, "a-3", 2800, 3600)
+    assert scans == []
+    monkeypatch.setenv(buildcache.MAX, "10k")
+    _entry(cache, "a-4", 1000, 0)  # (no scan yet: one now; 7.6 kB and the records: kept)
+    assert len(scans) == 1 and len(_names(cache)) == 8
+    for i in (5, 6):
+        _entry(cache, f"a-{i}", 1000, 0)
+    assert len(scans) == 1  # 9.6 kB and the records: under 10 kB by the estimate
+    _entry(cache, "a-7", 1000, 0)  # 10.6 kB and the records: over
+    # down to 9 kB, room till the next scan: the two oldest
+    assert len(scans) == 2 and not first.exists() and not second.exists()
+    assert _names(cache) == [f"a-{i}{s}" for i in range(3, 8) for s in ("", ".sum")]
+
+
+def test_entries_in_use_past_the_limit_do_not_make_every_build_scan(
+        cache: Path, scans: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(buildcache.MAX, "3k")
+    for i in range(6):
+        _entry(cache, f"b-{i}", 2000, 0)  # (each over the limit with the others: in use)
+    assert len(_names(cache)) == 12  # none removed
+    # the first build's and the first over the limit's: then not again before the
+    # entries may no longer be in use (RETRY_S)
+    assert len(scans) == 2
+
+
+def test_a_hit_makes_an_entry_the_most_recently_used(
+        cache: Path, tmp_path: Path, compiles: list[str]) -> None:
+    seven, eight = _exe(_sources(tmp_path / "a", 7)), _exe(_sources(tmp_path / "b", 8))
+    _age(seven, 7200)
+    _age(eight, 5400)
+    assert _exe(_sources(tmp_path / "a", 7)) == seven and len(compiles) == 2  # a hit
+    buildcache.prune(_size(seven))
+    assert seven.exists() and _status(seven) == 7 and not eight.exists()
+
+
+def test_an_entry_pruned_away_is_built_again(
+        cache: Path, tmp_path: Path, compiles: list[str]) -> None:
+    exe = _exe(_sources(tmp_path / "src"))
+    _age(exe, 7200)
+    assert buildcache.prune(0).removed == 1 and not exe.exists()
+    assert _exe(tmp_path / "src" / "main.c") == exe and _status(exe) == 7
+    assert compiles == ["answer", "answer"]
+
+
+@pytest.mark.parametrize("value", ["2x", "-1", "G", "1.5.2G", "2 GiBs"])
+def test_a_bad_cache_max_is_one_error_before_anything_is_built(
+        value: str, cache: Path, tmp_path: Path, compiles: list[str],
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv(buildcache.MAX, value)
+    with pytest.raises(OfflowError, match=f"OFFLOW_CACHE_MAX={value!r}: not a size"):
+        _exe(_sources(tmp_path / "src"))
+    assert compiles == [] and not cache.exists()
+    assert cli.main(["cache", "info"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "OFFLOW_CACHE_MAX" in err
+
+
+@pytest.mark.parametrize("value,size", [("0", 0), ("1024", 1024), ("500M", 500 * 10**6),
+                                        ("2G", 2 * 10**9), ("1.5GiB", 3 << 29),
+                                        (" 64 kib ", 64 << 10), ("", 2 << 30)])
+def test_cache_max_takes_a_size_with_units(value: str, size: int,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(buildcache.MAX, value)
+    assert buildcache.max_size() == size
+
+
+def test_any_cache_max_text_is_a_size_or_one_error() -> None:
+    """Random texts from the size's alphabet and beyond (a seeded fuzz)."""
+    import random
+
+    rng = random.Random(7)
+    alphabet = "0123456789.kKmMgGtTiIbB -+eE_x\u00b5\u0663\n"
+    sizes = 0
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(8)))
+        try:
+            n = buildcache.parse_size(text)
+        except OfflowError as e:
+            assert str(e).startswith(f"{buildcache.MAX}={text!r}: not a size")
+        else:
+            assert isinstance(n, int) and n >= 0
+            sizes += 1
+    assert sizes > 100  # (some were sizes)
+
+
+PRUNER = """
+import sys, time
+from offlow import buildcache
+buildcache.GRACE_S = float(sys.argv[1])
+while True:
+    buildcache.prune(0)
+"""
+
+
+@pytest.mark.parametrize("grace", [buildcache.GRACE_S, 0])
+def test_a_build_during_prunes_still_succeeds(grace: float, cache: Path, tmp_path: Path,
+                                              compiles: list[str]) -> None:
+    """Another process prunes to 0 over and over while this one builds and hits:
+    with the grace period nothing in use is removed; with none (entries removed just
+    as they are hit or published) every build still ends with its entry, built again
+    when it was gone."""
+    src = _sources(tmp_path / "src")
+    for i in range(20):
+        _entry(cache, f"old-{i}", 1000, 7200)
+    pruner = subprocess.Popen([sys.executable, "-c", PRUNER, str(grace)],
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        builds, deadline = 0, time.monotonic() + 120  # (the pruner starting: a while)
+        while builds < 10 or time.monotonic() < deadline and (
+                any(n.startswith("old-") for n in _names(cache))
+                or grace == 0 and len(compiles) < 3):  # (removed under it twice)
+            builds += 1
+            exe = _exe(src)
+            assert exe.name.startswith("answer-")
+            if grace:
+                assert _status(exe) == 7
+    finally:
+        pruner.kill()
+        pruner.wait()
+    assert not any(n.startswith("old-") for n in _names(cache))
+    assert len(compiles) >= 3 if grace == 0 else compiles == ["answer"]
+
+
+def test_a_dangerous_cache_folder_is_refused(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    home = tmp_path / "home" / "me"
+    monkeypatch.setenv("HOME", str(home))
+    for folder in ("/", str(home), str(home.parent), f"{home}/../me/"):
+        monkeypatch.setenv("OFFLOW_CACHE", folder)
+        with pytest.raises(OfflowError, match="holds the home folder"):
+            buildcache.cache_dir()
+
+
+def test_a_folder_not_offlows_is_never_pruned(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    os.utime(mine / "thesis.tex", (0, 0))
+    monkeypatch.setenv("OFFLOW_CACHE", str(mine))
+    with pytest.raises(OfflowError, match="not offlow's build cache"):
+        buildcache.prune(0)
+    assert cli.main(["cache", "clear"]) == 2
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    tmp = buildcache.temporary(mine / "built")  # a build there: no automatic prune
+    tmp.write_text("x")
+    buildcache.publish(tmp, mine / "built")
+    assert (mine / "thesis.tex").exists()
+
+
+def test_the_default_folder_is_marked_offlows_one_of_a_users_only_when_empty(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OFFLOW_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    (tmp_path / "xdg" / "offlow").mkdir(parents=True)
+    (tmp_path / "xdg" / "offlow" / "answer-1").write_text("built before the marker")
+    assert buildcache.offlows(buildcache.cache_dir())
+    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path / "new"))
+    assert buildcache.offlows(buildcache.cache_dir())
+    monkeypatch.setenv("OFFLOW_CACHE", str(tmp_path / "xdg"))  # (holds `offlow`)
+    assert not buildcache.offlows(buildcache.cache_dir())
+
+
+def test_a_link_in_the_cache_is_removed_not_what_it_points_to(
+        cache: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("keep")
+    _entry(cache, "e-1", 10, 7200)
+    (cache / "link").symlink_to(outside)
+    os.utime(cache / "link", (0, 0), follow_symlinks=False)
+    assert buildcache.prune(0).removed == 2
+    assert _names(cache) == [] and (outside / "keep").read_text() == "keep"
+
+
+def test_cache_verbs(cache: Path, monkeypatch: pytest.MonkeyPatch,
+                     capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = _entry(cache, "a-1", 3000, 7200), _entry(cache, "b-1", 1000, 5400)
+    assert cli.main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"folder   {cache}\n" in out and "entries  2\n" in out
+    assert f"size     {buildcache.format_size(_size(a) + _size(b))}\n" in out
+    assert "limit    2.0 GiB" in out
+    assert cli.main(["cache", "prune", "--max", "2k"]) == 0
+    assert "removed 1 entries" in capsys.readouterr().out
+    assert not a.exists() and b.exists()
+    assert cli.main(["cache", "prune", "--max", "lots"]) == 2
+    assert "--max='lots': not a size" in capsys.readouterr().err
+    monkeypatch.setenv(buildcache.MAX, "0")
+    assert cli.main(["cache", "prune"]) == 0 and b.exists()  # (0: no limit)
+    assert cli.main(["cache", "info"]) == 0 and "limit    none" in capsys.readouterr().out
+    assert cli.main(["cache", "clear"]) == 0 and _names(cache) == []

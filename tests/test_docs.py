@@ -82,6 +82,7 @@ def test_run_json_matches_its_schema(tmp_path: Path, capsys: pytest.CaptureFixtu
     ["run", "--help"], ["explain", "--help"], ["kvs", "--help"], ["kvs", "interop", "--help"],
     ["kvs", "quick", "--help"], ["pcsa", "--help"], ["bench", "--help"],
     ["router", "check", "--help"], ["plan", "--help"], ["stats", "--help"], ["tsp", "--help"],
+    ["cache", "--help"], ["cache", "prune", "--help"],
 ])
 def test_every_help_answers_without_running_anything(
         argv: list[str], capsys: pytest.CaptureFixture[str],
