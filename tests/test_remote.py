@@ -212,7 +212,7 @@ def talk(procs: list[subprocess.Popen[str]], kind: str, program: Path, *remote: 
                          stderr=subprocess.PIPE, cwd=PROGRAMS.parent.parent)
     procs.append(p)
     out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, f"{out}\n{err}"
+    assert p.returncode == 0, f"{' '.join(cmd)}\n{out}\n{err}"   # (which half failed)
     got: dict[str, Any] = json.loads(out)
     assert got["ok"], err
     return got
