@@ -212,7 +212,7 @@ def talk(procs: list[subprocess.Popen[str]], kind: str, program: Path, *remote: 
                          stderr=subprocess.PIPE, cwd=PROGRAMS.parent.parent)
     procs.append(p)
     out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, f"{out}\n{err}"
+    assert p.returncode == 0, f"{' '.join(cmd)}\n{out}\n{err}"   # (which half failed)
     got: dict[str, Any] = json.loads(out)
     assert got["ok"], err
     return got
@@ -319,6 +319,32 @@ def test_a_device_that_dies_mid_request_ends_the_run_with_one_error(
                         r"the connection to the peer was lost \(.*\); \d+ ring entries "
                         r"\(packets\) had come from it and \d+ gone to it",
                         str(e.value)), str(e.value)
+
+
+def test_a_message_the_far_end_cannot_take_is_the_runs_one_error_not_a_silent_loss(
+        tmp_path: Path, procs: list[subprocess.Popen[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device's server cannot hand its second direct message on to the device's end
+    (the test hook OFFLOW_REMOTE_TEST_POST_FAIL: as if its end had closed): the message
+    is counted as dropped and the run's one error says so, naming the channel; the host's
+    receive ends (EPIPE) instead of waiting out its timeout for an answer that cannot come
+    (the relay dropped such a message without a word)."""
+    from offlow.channels import ChannelError
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    secret = secret_file(tmp_path)
+    _, port = serve_env(procs, secret, {"OFFLOW_REMOTE_TEST_POST_FAIL": "2"})
+    with pytest.raises(OfflowError) as e:
+        with remote_session(on_remote("echo", tmp_path), port, secret) as s:
+            ch = s.channel("echo")
+            assert ch.request(b"ab", timeout=60) == b"ba"   # (the device may start slowly)
+            ch.send(b"xyz", timeout=60)   # taken by the host's stand-in
+            t0 = time.monotonic()
+            with pytest.raises(ChannelError) as err:
+                ch.recv(timeout=60)
+            assert err.value.errno == errno.EPIPE and time.monotonic() - t0 < 30
+    assert re.fullmatch(r"the program failed: remote device remote:a \(127\.0\.0\.1:\d+\): "
+                        r"channel `echo`: a direct message of 3 bytes could not be handed on "
+                        r"\(Broken pipe\): dropped", str(e.value)), str(e.value)
 
 
 def test_a_wrong_secret_ends_the_run_before_any_packet_moves(

@@ -160,10 +160,10 @@ def test_a_killed_shard_ends_the_run_with_one_error_naming_it(
     named = [e for e in s["errors"] if e.startswith("remote device")]
     assert len(named) == 1 and re.match(rf"remote device remote:b \(127\.0\.0\.1:{port}\): the "
                                         "connection to the peer was lost", named[0]), s["errors"]
-    # Known, not fixed here (docs/remote.md, Scale-out): the surviving shard's stand-in
-    # may not stop within the runner's grace while the replies it holds cannot be
-    # delivered (the host's consumer has ended); the runner then kills it and says so.
-    assert set(s["errors"]) - set(named) <= {"a process did not stop after another one failed"}
+    # the run's one error: the surviving shard stops by itself within the runner's grace
+    # (its device's store, whose producer on the host was not the first peer gone, did
+    # not see the abort and ran until killed: `a process did not stop ...`)
+    assert s["errors"] == named, s["errors"]
     # the host's processes stopped by themselves: what they counted is reported
     assert s["sinks"]["tx"]["packets"] > 0 and s["segments"][0]["packets"] > 0
 

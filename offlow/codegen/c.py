@@ -677,14 +677,9 @@ class DeviceGen:
           f"        if (n < 0) {{ ofl_core_fail(core, n, \"dequeue from {q.name}\"); break; }}",
           *([f"        if (n == 0 && (peer_gone & {self._peer_bit(q)})) {{ ofl_core_fail(core, "
              f"-EPIPE, \"{q.name}: the producer's process died before closing it\"); break; }}"]
-            if q.crosses_device and self._peer(q, False) >= 0 else []),
-          # from a segment spread over several processes, one of which may have ended
-          # cleanly: a gone peer ends this core only once the run is aborted (its waiter,
-          # dead once a peer is gone, no longer reports the abort word)
-          *(["        if (n == 0 && peer_gone && core->abort && "
-             "__atomic_load_n(core->abort, __ATOMIC_ACQUIRE)) "
-             "{ ofl_core_fail(core, -ECANCELED, \"stopped: another core or process failed\"); "
-             "break; }"] if q.crosses_device and self._peer(q, False) < 0 else []))
+            if q.crosses_device and self._peer(q, False) >= 0 else []))
+        # (from a segment spread over several processes, one of which may have ended
+        # cleanly, a gone peer ends this core only once the run is aborted: ofl_core_idle)
         if p.group:
             e("        if (n > 0) {",
               "            uint32_t lo, hi;",

@@ -104,6 +104,8 @@ int part_chans_start(struct part_chans *pc, struct ofl_link *link, void *region,
     }
     const char *corrupt = getenv("OFFLOW_REMOTE_TEST_CORRUPT");
     if (corrupt && *corrupt) pc->corrupt_at = strtoull(corrupt, NULL, 10);
+    const char *fail_post = getenv("OFFLOW_REMOTE_TEST_POST_FAIL");
+    if (fail_post && *fail_post) pc->fail_post_at = strtoull(fail_post, NULL, 10);
     pc->mgr = ofl_chan_mgr_start(1, abort_flag);
     if (!pc->mgr) {
         snprintf(pc->err, sizeof pc->err, "cannot start a channel manager");
@@ -208,12 +210,21 @@ static int hand_on(struct part_chans *pc, struct part_chan *c)
         if (rc < 0) __atomic_store_n(&c->sending, 0u, __ATOMIC_RELEASE);
         else it->data = NULL;   /* (on_bulk_sent frees it) */
     } else {
-        rc = ofl_chan_mgr_post(pc->mgr, pc->region, c->id, pc->side, it->data, it->len);
+        bool fake = pc->posts + 1 == pc->fail_post_at;   /* tests: as if the end had closed */
+        rc = fake ? -EPIPE
+                  : ofl_chan_mgr_post(pc->mgr, pc->region, c->id, pc->side, it->data, it->len);
+        if (rc != -EBUSY && rc != -ENOBUFS) pc->posts++;
     }
     if (rc == -EBUSY || rc == -ENOBUFS) return 0;
-    /* taken, or the end here is closed (its peer was told): either way it is done */
     c->head = it->next;
     if (!c->head) c->tail = NULL;
+    if (rc < 0) {   /* the end here cannot take it: counted, and the channels' error */
+        char what[160];
+        pc->dropped++;
+        snprintf(what, sizeof what, "%s of %zu bytes could not be handed on (%s): dropped",
+                 it->bulk ? "a bulk transfer" : "a direct message", it->len, strerror(-rc));
+        failed(pc, (uint32_t)(c - pc->ch), what);
+    }
     part_item_free(it);
     return 1;
 }

@@ -67,7 +67,12 @@ struct part_chans {
     struct part_item *up_head, *up_tail;   /* taken here, to send across */
     uint64_t corrupt_at;             /* tests: flip this byte of the next bulk sent after
                                         its CRC (OFFLOW_REMOTE_TEST_CORRUPT; ~0: never) */
+    uint64_t fail_post_at;           /* tests: the direct message handed on here that
+                                        fails as if the end were closed, counted from 1
+                                        (OFFLOW_REMOTE_TEST_POST_FAIL; 0: none) */
+    uint64_t posts;                  /* direct messages handed on here (tries that ended) */
     uint64_t msgs_out, msgs_in, bulk_out, bulk_in, bytes_out, bytes_in;
+    uint64_t dropped;                /* what came that the end here could not take */
     char err[256];                   /* why the channels failed ("": they have not) */
 };
 
@@ -83,7 +88,9 @@ void part_chans_on_msg(struct part_chans *pc, uint32_t kind, const void *hdr, si
                        const void *data, size_t len);
 
 /* Send what was taken here, hand on what came. Returns the items moved (>= 0), -EPIPE
- * when the link failed, -EBADMSG when the channels failed (pc->err). */
+ * when the link failed, -EBADMSG when the channels failed (pc->err): a message or bulk
+ * transfer the end here refused with another error than "not now" is counted in
+ * pc->dropped and fails them (never a silent loss). */
 int part_chans_poll(struct part_chans *pc);
 
 /* True when the peer of every channel carried here has opened its end (the device's

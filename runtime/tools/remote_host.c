@@ -208,6 +208,11 @@ static void finish(struct host *h)
             fwrite(s + slen, 1, h->done_len - sizeof slen - slen, stderr);  /* its stderr */
         }
     }
+    uint64_t lost = part_undelivered(&h->p);
+    if (lost)   /* (an aborted run: a counted drop, not a silent one) */
+        fprintf(stderr, "offlow: remote device %s: the run was aborted: %llu ring entries "
+                "(packets) for it were not taken there (dropped)\n", h->device,
+                (unsigned long long)lost);
     ofl_link_close(h->p.link);
     if (h->status < 0) {
         char msg[512];
@@ -290,7 +295,9 @@ int main(int argc, char **argv)
             if (part_bridge(&h.p, h.dirs, (uint32_t)strlen(h.dirs), false, err, sizeof err) < 0)
                 fail(&h, err);
         }
-        if (h.done && (h.status != 0 || ofl_bridge_done(&h.p.bridge))) finish(&h);
+        /* an aborted run's rings are never finished: the device's end is the run's */
+        if (h.done && (h.status != 0 || part_aborted(&h.p) || ofl_bridge_done(&h.p.bridge)))
+            finish(&h);
         /* the words, signals and peers wait for the device's process: it starts right
          * after its side sent ready, and the link keeps the order */
         if (!h.p.bridging) {

@@ -108,6 +108,22 @@ void part_flags_take(struct part *p, const struct part_flags *f, bool device)
     p->got = *f;
 }
 
+bool part_aborted(const struct part *p)
+{
+    const struct ofl_window_hdr *h = (const void *)p->win.base;
+    return h && __atomic_load_n(&h->abort, __ATOMIC_ACQUIRE);
+}
+
+uint64_t part_undelivered(const struct part *p)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; p->bridging && i < p->bridge.n; i++) {
+        const struct ofl_bridge_ring *r = &p->bridge.rings[i];
+        if (r->out) n += __atomic_load_n(&r->ring.shm->tail, __ATOMIC_ACQUIRE) - r->credit;
+    }
+    return n;
+}
+
 void part_idle(struct part *p, int moved)
 {
     if (moved > 0) {

@@ -73,6 +73,15 @@ int part_flags_send(struct part *p);
  * the live-stats request word becomes the host's. */
 void part_flags_take(struct part *p, const struct part_flags *f, bool device);
 
+/* True once the run is aborted (the window header's abort word, raised on either side):
+ * its rings will not be finished, so neither end waits for them (ofl_bridge_done). */
+bool part_aborted(const struct part *p);
+
+/* Ring entries this end holds that can no longer be delivered once the run ends: for
+ * each ring whose producer is here, those published here that the far consumer never
+ * released (sent or not). */
+uint64_t part_undelivered(const struct part *p);
+
 /* After a poll that moved `moved` entries: spin while busy, then yield, then nap, the
  * naps growing with the idleness up to 1 ms (an idle run or a serve-device waiting for
  * its next run does not hold a CPU). */

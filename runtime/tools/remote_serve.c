@@ -187,6 +187,18 @@ static void send_done(struct serve *s, int32_t status, const char *stats, const 
     free(eb);
 }
 
+/* The entries the device produced that the host never took (an aborted run), said
+ * in the device's stderr (it crosses with PART_DONE): a counted drop, not a silent one. */
+static void undelivered(const struct serve *s, const char *errpath)
+{
+    uint64_t n = part_undelivered(&s->p);
+    FILE *f = n ? fopen(errpath, "a") : NULL;
+    if (!f) return;
+    fprintf(f, "offlow serve-device: the run was aborted: %llu ring entries (packets) the "
+            "device produced were not taken on the host (dropped)\n", (unsigned long long)n);
+    fclose(f);
+}
+
 /* Send the device process's live stats (live.h) when it has written them anew since
  * last sent (a new file: it writes them whole and renames). Returns 0 or -EPIPE. */
 static int send_live(struct serve *s, const char *stats)
@@ -299,8 +311,10 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
                 status = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
             }
         }
-        if (exited && (status != 0 || ofl_bridge_done(&s->p.bridge))) {
+        /* an aborted run's rings are never finished: its end is the process's */
+        if (exited && (status != 0 || part_aborted(&s->p) || ofl_bridge_done(&s->p.bridge))) {
             ofl_bridge_poll(&s->p.bridge);   /* the last credit */
+            undelivered(s, errpath);
             part_flags_send(&s->p);
             send_live(s, stats);             /* its last word (live_final) */
             send_done(s, status, stats, errpath);

@@ -1,5 +1,5 @@
 /* Error text, the vector level, the JSON writer, CPU pinning, the waiter, whole-file reads and
- * writes, and the runner's lifeline. usage: test_misc TMPDIR */
+ * writes, the runner's lifeline, a core's idle turn after a peer ended. usage: test_misc TMPDIR */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -15,6 +15,7 @@
 #include "check.h"
 #include "offlow/err.h"
 #include "offlow/file.h"
+#include "offlow/gen.h"
 #include "offlow/lifeline.h"
 #include "offlow/live.h"
 #include "offlow/simd.h"
@@ -145,6 +146,39 @@ static void test_waiter(void)
     abort_word = 1;
     CHECK(ofl_wait(&w) == -ECANCELED && ofl_waiter_check(&w) == -ECANCELED,
           "abort word: -ECANCELED");
+}
+
+/* A core whose waiter found one peer gone (which then reports only that) still ends
+ * on the abort word: a shard's store, fed by the host while its sibling shard was the
+ * peer that died, ran on until killed (tests/test_remote_kvs.py). */
+static void test_core_idle_abort_after_a_peer(void)
+{
+    volatile uint32_t abort_word = 0;
+    struct ofl_core c;
+    memset(&c, 0, sizeof c);
+    c.abort = &abort_word;
+    int two[2][2];
+    CHECK(pipe(two[0]) == 0 && pipe(two[1]) == 0, "two peers' pipes");
+    int ends[2] = {two[0][0], two[1][0]};
+    ofl_waiter_init(&c.waiter, ends, 2, &abort_word);
+    close(two[1][1]);   /* the second peer ends; the first (the producer) still runs */
+    for (int i = 0; i < 100000 && !c.peer_gone; i++) ofl_core_idle(&c, 0);
+    CHECK(c.peer_gone == 2 && c.err == 0, "the second peer gone, no error: %d %d",
+          c.peer_gone, c.err);
+    abort_word = 1;
+    ofl_core_idle(&c, 0);
+    CHECK(c.err == -ECANCELED, "then the abort ends it: %s", ofl_strerror(c.err));
+    memset(&c, 0, sizeof c);   /* the same after a turn that moved something */
+    c.abort = &abort_word;
+    abort_word = 0;
+    ofl_waiter_init(&c.waiter, ends, 2, &abort_word);
+    for (int i = 0; i < 100000 && !c.peer_gone; i++) ofl_core_idle(&c, 0);
+    abort_word = 1;
+    ofl_core_idle(&c, 1);
+    CHECK(c.err == -ECANCELED, "after progress too: %s", ofl_strerror(c.err));
+    close(two[0][1]);
+    close(two[0][0]);
+    close(two[1][0]);
 }
 
 /* A timed waiter sums the time of each wait episode (first ofl_wait to the
@@ -470,6 +504,7 @@ int main(int argc, char **argv)
     test_pin();
     test_waiter();
     test_waiter_accounting();
+    test_core_idle_abort_after_a_peer();
     test_file(argv[1]);
     test_live();
     test_simd();

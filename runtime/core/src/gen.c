@@ -394,6 +394,12 @@ void ofl_core_idle(struct ofl_core *c, int progress)
             c->waiter.spins = OFL_WAIT_SPINS;
         rc = ofl_wait(&c->waiter);
     }
+    /* A waiter that found a peer gone reports only that from then on (its later
+     * deaths and the abort word are not looked at): the abort is read here, or a
+     * core whose producer is another peer than the first gone waits forever (a
+     * shard's device after its sibling died: the stand-in passed the abort on). */
+    if (rc == -EPIPE && c->abort && __atomic_load_n(c->abort, __ATOMIC_ACQUIRE))
+        rc = -ECANCELED;
     if (rc == -EPIPE) {
         /* which peers: bit i is the i-th --peer-fd (all of them when it is unknown) */
         c->peer_gone = (int)(c->waiter.dead_peers ? c->waiter.dead_peers : ~0u);
