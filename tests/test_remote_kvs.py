@@ -158,8 +158,10 @@ def test_a_killed_shard_ends_the_run_with_one_error_naming_it(
     s = json.loads(o)
     assert p.returncode == 1, err
     named = [e for e in s["errors"] if e.startswith("remote device")]
-    assert len(named) == 1 and re.match(rf"remote device remote:b \(127\.0\.0\.1:{port}\): the "
-                                        "connection to the peer was lost", named[0]), s["errors"]
+    # (a killed peer's connection is reset; under load its silence may be noticed first)
+    assert len(named) == 1 and re.match(rf"remote device remote:b \(127\.0\.0\.1:{port}\): "
+                                        "(the connection to the peer was lost|the peer stopped "
+                                        "answering)", named[0]), s["errors"]
     # the run's one error: the surviving shard stops by itself within the runner's grace
     # (its device's store, whose producer on the host was not the first peer gone, did
     # not see the abort and ran until killed: `a process did not stop ...`)
