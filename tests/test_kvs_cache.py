@@ -343,6 +343,29 @@ def test_written_entries_are_in_the_store_after_stop() -> None:
     assert cache["hits"] == 40 and cache["misses"] == 0
 
 
+def test_writing_back_more_than_the_rings_hold_at_stop_ends(tmp_path: Path) -> None:
+    """The lookup (parse) and update (reply) segments share the NIC's one thread. At the
+    end, the lookup writes back every written entry into the queue to the store; the
+    store's answers come back to the update segment on that thread. With more written
+    entries than both rings hold (rings of 64 here, as the bench's 4096-entry cache
+    against rings of 1024 under load), the write-backs wait for room that only the
+    update's turns make: they take them while waiting (ofl_assist_...). Before, the
+    run hung (`run timed out`); every entry now reaches the store."""
+    n, capture, out = 1000, tmp_path / "sets.pcap", tmp_path / "rep.pcap"
+    with open(capture, "wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for i in range(n):
+            req = binary(SET, b"user:%05d" % i, b"value of %d" % i, opaque=i)
+            w.writepkt(memcached_datagram(i, req), ts=i * 1e-6)
+    s = run_example(["cache.policy=write_back", "ring_size=64"], program=KVS_CACHE,
+                    input=capture, output=out, timeout=30)
+    assert s["ok"], s["errors"]
+    store, cache = s["tables"]["store"], s["tables"]["cache"]
+    assert cache["written_back_at_stop"] == n and cache["wb_in_flight_at_stop"] == 0
+    assert store["items"] == n and store["stores"] == n
+    assert len(replies_of(out)) == n   # each SET answered on the NIC
+
+
 def test_write_through_writes_nothing_back_at_stop() -> None:
     with live("write_through") as lv:
         for i in range(10):

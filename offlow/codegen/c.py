@@ -546,44 +546,66 @@ class DeviceGen:
 
     def gen_shared_thread(self, t: CoreThread, index: dict[tuple[str, int], int]) -> None:
         """A thread that runs the loops of several segments placed on one core, a turn
-        each per round, idling (spin, then yield) only when none moved a packet."""
+        each per round, idling (spin, then yield) only when none moved a packet. While
+        one of them waits for room in a ring (in a turn or in its end code), the others
+        take their turns (`ofl_assist_...`): the ring's consumer may feed back into this
+        thread (a cache's lookup and update segments on one NIC core, the store between
+        them), and waiting alone would never end."""
         e, n = self.e, len(t.loops)
         names = ", ".join(f"{s} (core {k})" for s, k in t.loops)
-        e(f"/* {self.device} core {t.core}: segments {names} share this thread. */",
-          f"static void *ofl_thread_{self.device}_{t.core}(void *arg) {{",
-          "    struct ofl_ctx *ctxs = arg;")
+        tn = f"{self.device}_{t.core}"
+        e(f"/* {self.device} core {t.core}: the loops of segments {names}. */",
+          f"struct ofl_share_{tn} {{",
+          *(f"    struct ofl_loop_{cname(seg)} l{i};" for i, (seg, _) in enumerate(t.loops)),
+          f"    struct ofl_core *cores[{n}];",
+          f"    int on[{n}], busy[{n}]; /* busy: in a turn or its end code */",
+          "    struct ofl_reload *rl;", "};", "",
+          "/* A ring of one segment is full: a turn of each other one not busy. */",
+          f"static int ofl_assist_{tn}(void *arg) {{",
+          f"    struct ofl_share_{tn} *s = arg;", "    int progress = 0;")
         for i, (seg, k) in enumerate(t.loops):
-            sn = cname(seg)
-            e(f"    struct ofl_loop_{sn} l{i};",
-              f"    ofl_loop_{sn}_init(&l{i}, &ctxs[{index[seg, k]}]);")
-        e(f"    struct ofl_core *cores[{n}] = {{ "
-          + ", ".join(f"&ctxs[{index[s, k]}].core" for s, k in t.loops) + " };",
-          f"    int on[{n}];",
-          f"    for (int i = 0; i < {n}; i++) {{ ofl_core_begin(cores[i]); on[i] = 1; }}",
-          "    struct ofl_reload *rl = &ctxs[0].proc->reload;",
+            e(f"    if (s->on[{i}] && !s->busy[{i}] && s->l{i}.live && !s->cores[{i}]->err) {{",
+              f"        s->busy[{i}] = 1;",
+              f"        if (ofl_reload_turn(s->rl, {index[seg, k]}u)(&s->l{i})) {{",
+              f"            ofl_core_progressed(s->cores[{i}]);", "            progress = 1;",
+              "        }", f"        s->busy[{i}] = 0;", "    }")
+        e("    return progress;", "}", "",
+          f"static void *ofl_thread_{tn}(void *arg) {{",
+          "    struct ofl_ctx *ctxs = arg;",
+          f"    struct ofl_share_{tn} s;", "    memset(&s, 0, sizeof s);",
+          "    s.rl = &ctxs[0].proc->reload;")
+        for i, (seg, k) in enumerate(t.loops):
+            e(f"    ofl_loop_{cname(seg)}_init(&s.l{i}, &ctxs[{index[seg, k]}]);",
+              f"    s.cores[{i}] = &ctxs[{index[seg, k]}].core;")
+        e(f"    for (int i = 0; i < {n}; i++) {{",
+          "        ofl_core_begin(s.cores[i]);", "        s.on[i] = 1;",
+          f"        ofl_core_assist(s.cores[i], ofl_assist_{tn}, &s);", "    }",
           "    for (;;) {", "        int progress = 0, lead = -1;")
         for i, (seg, k) in enumerate(t.loops):
-            sn, x = cname(seg), index[seg, k]
-            e(f"        if (on[{i}]) ofl_reload_enter(rl, {x}u);")
+            e(f"        if (s.on[{i}]) ofl_reload_enter(s.rl, {index[seg, k]}u);")
         for i, (seg, k) in enumerate(t.loops):
             sn, x = cname(seg), index[seg, k]
-            e(f"        if (on[{i}] && (!l{i}.live || cores[{i}]->err)) {{",
-              f"            ofl_reload_leave(rl, {x}u);",
-              f"            ofl_loop_{sn}_fini(&l{i});",
-              f"            ofl_core_end(cores[{i}]);", f"            on[{i}] = 0;",
-              f"        }} else if (on[{i}] && ofl_reload_turn(rl, {x}u)(&l{i})) {{",
-              f"            ofl_core_progressed(cores[{i}]); /* its own clock */",
-              "            progress = 1;", "        }")
+            e(f"        if (s.on[{i}] && (!s.l{i}.live || s.cores[{i}]->err)) {{",
+              f"            ofl_reload_leave(s.rl, {x}u);",
+              f"            s.busy[{i}] = 1;",
+              f"            ofl_loop_{sn}_fini(&s.l{i});",
+              f"            ofl_core_end(s.cores[{i}]);", f"            s.on[{i}] = 0;",
+              f"        }} else if (s.on[{i}]) {{",
+              f"            s.busy[{i}] = 1;",
+              f"            if (ofl_reload_turn(s.rl, {x}u)(&s.l{i})) {{",
+              f"                ofl_core_progressed(s.cores[{i}]); /* its own clock */",
+              "                progress = 1;", "            }",
+              f"            s.busy[{i}] = 0;", "        }")
         e(f"        for (int i = 0; i < {n} && lead < 0; i++)",
-          "            if (on[i]) lead = i;",
+          "            if (s.on[i]) lead = i;",
           "        if (lead < 0) break;",
           "        /* Wait on one core's waiter; what it saw holds for all of them. */",
-          "        ofl_core_idle(cores[lead], progress);",
+          "        ofl_core_idle(s.cores[lead], progress);",
           f"        for (int i = 0; i < {n}; i++) {{",
-          "            if (!on[i] || i == lead) continue;",
-          "            cores[i]->peer_gone = cores[lead]->peer_gone;",
-          "            if (cores[lead]->err == -ECANCELED)",
-          "                ofl_core_fail(cores[i], -ECANCELED, "
+          "            if (!s.on[i] || i == lead) continue;",
+          "            s.cores[i]->peer_gone = s.cores[lead]->peer_gone;",
+          "            if (s.cores[lead]->err == -ECANCELED)",
+          "                ofl_core_fail(s.cores[i], -ECANCELED, "
           "\"stopped: another core or process failed\");",
           "        }", "    }", "    return NULL;", "}", "")
 

@@ -381,6 +381,16 @@ void ofl_core_progressed(struct ofl_core *c)
     }
 }
 
+void ofl_core_assist(struct ofl_core *c, int (*fn)(void *arg), void *arg)
+{
+    c->waiter.assist = c->local.assist = fn;
+    c->waiter.assist_arg = c->local.assist_arg = arg;
+    for (int i = 0; i < OFL_WAIT_MAX_PEERS; i++) {
+        c->peer[i].assist = fn;
+        c->peer[i].assist_arg = arg;
+    }
+}
+
 void ofl_core_idle(struct ofl_core *c, int progress)
 {
     int rc;

@@ -211,6 +211,8 @@ int ofl_qout_flush(struct ofl_qout *q)
             /* Backpressure: the consumer is behind. One full_wait per episode. */
             if (!waiting) r->full_waits++;
             waiting = true;
+            if (q->w && q->w->assist && q->w->assist(q->w->assist_arg))
+                continue;   /* segments sharing this thread moved packets: look again */
             if (q->w) {
                 int rc = ofl_wait(q->w);
                 if (rc < 0) return sticky(&q->err, rc);

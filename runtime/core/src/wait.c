@@ -36,6 +36,8 @@ void ofl_waiter_init(struct ofl_waiter *w, const int *peer_fds, int npeers,
     w->npeers = npeers;
     w->intr_fd = -1;
     w->abort_flag = abort_flag;
+    w->assist = NULL;
+    w->assist_arg = NULL;
     w->spins = 0;
     w->calls = 0;
     w->dead = 0;

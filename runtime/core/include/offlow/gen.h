@@ -290,6 +290,10 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
  * at its first progress (see ofl_core_progressed) and stops in ofl_core_end. */
 void ofl_core_begin(struct ofl_core *c);
 
+/* Have every waiter of `c` run `fn(arg)` while a ring of it is full (see struct
+ * ofl_waiter's assist): a thread that runs several segments' loops sets it. */
+void ofl_core_assist(struct ofl_core *c, int (*fn)(void *arg), void *arg);
+
 /* Called once per loop turn: waits (spin, then yield) when nothing progressed and
  * checks the peers' liveness.  A peer that exited sets c->peer_gone (it may have
  * finished normally after closing its rings: the loop decides, from the rings it

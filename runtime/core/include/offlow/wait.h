@@ -48,6 +48,12 @@ struct ofl_waiter {
      * the ofl_waiter_progress that ends it, summed in waited_ns. */
     bool timed, in_wait;
     uint64_t wait_t0, waited_ns;
+    /* Set by a thread that runs the loops of several segments (ofl_core_assist): while
+     * one of them waits for room in a ring, the others' turns, which may be what frees
+     * it (their consumer feeds back through this thread). Returns whether they moved
+     * packets. NULL: none. */
+    int (*assist)(void *arg);
+    void *assist_arg;
 };
 
 /* Set up `w` to watch `npeers` (at most 4; extra are ignored) peer fds and the
