@@ -331,13 +331,18 @@ static void run_files(const char *dir, const char *tag, char *folder, char *win,
  * the run's files. Writes 'y' (removed) or 'n' to `res`. */
 static void lifeline_orphan(const char *win, const char *stats, int res)
 {
-    int life[2];
-    if (pipe(life) < 0) _exit(2);
+    int life[2], ready[2];
+    if (pipe(life) < 0 || pipe(ready) < 0) _exit(2);
     if (fork() == 0) {
         close(life[1]);
+        close(ready[0]);
         struct ofl_lifeline l;
         if (ofl_stop_signals_block() < 0 || ofl_lifeline_start(&l, life[0], NULL, win, stats, NULL) < 0)
             _exit(4);
+        /* (the runner waits for this: started after it exited, the lifeline would take
+         * init for the runner and never see the reparenting this test is about) */
+        if (write(ready[1], "r", 1) != 1) _exit(6);
+        close(ready[1]);
         for (int i = 0; i < 5000 && getppid() == l.parent; i++) usleep(1000);
         ofl_lifeline_finish(&l);
         struct stat st;
@@ -345,9 +350,13 @@ static void lifeline_orphan(const char *win, const char *stats, int res)
         if (write(res, &ok, 1) != 1) _exit(5);
         _exit(0);
     }
+    close(ready[1]);
+    char r;
+    if (read(ready[0], &r, 1) != 1) _exit(7);
     if (fork() == 0) {
         close(life[0]);
         close(res);
+        close(ready[0]);
         usleep(50000);
         _exit(0);
     }
