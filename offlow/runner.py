@@ -397,9 +397,17 @@ class Run:
         """The addresses of the program's remote devices (each has one)."""
         given = remote.endpoints(o.remotes)
         remote.check_devices([d.name for d in b.plan.devices], given)
-        if given and (o.udp_port is not None or o.ports):
-            raise OfflowError("a remote device takes no sockets or ports yet: its sources "
-                              "and sinks read and write captures or synthetic traffic")
+        if given and o.ports:
+            raise OfflowError("a remote device takes no ports yet: its sources and sinks "
+                              "read and write captures or synthetic traffic")
+        if given and o.udp_port is not None:
+            g = b.graph
+            far = [n.name for n in g.nodes if n.kind in ("source", "sink")
+                   and any(d.startswith("remote:") for d in g.segment(n.segment).devices)]
+            if far:
+                raise OfflowError(f"--udp/--tcp: `{far[0]}` is on a remote device, which takes "
+                                  "no sockets; put the program's sources and sinks on the "
+                                  "host (the socket is served there)")
         return given
 
     def start(self) -> None:
@@ -470,7 +478,7 @@ class Run:
                 for fd in peers_r:
                     args += ["--peer-fd", str(fd)]
                 shared = [mine_w, life_r, *peers_r]
-                if udp is not None:
+                if udp is not None and d.target != "remote":  # (its sources are here)
                     args += ["--udp-fd", str(udp.fileno())]
                     shared.append(udp.fileno())
                 if self.opts.profile:  # the other processes measure their busy time
