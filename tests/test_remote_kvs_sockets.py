@@ -5,6 +5,8 @@ a real memcached answers it."""
 
 from __future__ import annotations
 
+import random
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +64,8 @@ def remote_run(tmp_path: Path, procs: list[subprocess.Popen[str]],
 
     yield start
     for r in runs:
+        if all(p.poll() is not None for p in r.procs.values()):
+            continue  # the test waited for it
         r.stop()
         res = r.wait()
         assert res.ok, res.errors
@@ -80,3 +84,82 @@ def test_a_socket_run_with_a_sink_on_the_remote_device_is_refused(tmp_path: Path
     with pytest.raises(OfflowError, match="`tx` is on a remote device, which takes no sockets"):
         Run(b, RunOptions(udp_port=0, remotes=("kv1=127.0.0.1:9",),
                           secret_file=secret_file(tmp_path)))
+
+
+# ---- pymemcache over TCP: the connections end on the host, the store is remote ------
+
+
+def pymemcache_mix(seed: int) -> list[tuple[str, bytes, bytes]]:
+    """A user's request mix for pymemcache: keys of odd lengths, values of 0..900 B,
+    gets of keys never set, deletes, adds and appends."""
+    rng = random.Random(seed)
+    keys = [b"k%d:%s" % (i, b"z" * (i * 7 % 23)) for i in range(17)]
+    ops = []
+    for _ in range(250):
+        op = rng.choice(["set", "get", "get", "delete", "add", "append", "missing"])
+        key = rng.choice(keys)
+        value = bytes(rng.randrange(33, 127) for _ in range(rng.choice([0, 1, 77, 900])))
+        ops.append((op, b"never-set-%d" % rng.randrange(99) if op == "missing" else key, value))
+    return ops
+
+
+def replay(port: int, ops: list[tuple[str, bytes, bytes]]) -> list[object]:
+    """Each op by a pymemcache client on 127.0.0.1:`port`, its answers in order."""
+    from pymemcache.client.base import Client
+
+    c = Client(("127.0.0.1", port), connect_timeout=10, timeout=10)
+    out: list[object] = []
+    try:
+        for op, key, value in ops:
+            if op in ("get", "missing"):
+                out.append(c.get(key))
+            elif op == "delete":
+                out.append(c.delete(key, noreply=False))
+            else:
+                out.append(getattr(c, op)(key, value, noreply=False))
+        out.append(c.get_many([k for _, k, _ in ops[:20]]))
+    finally:
+        c.close()
+    return out
+
+
+OPS = pymemcache_mix(2812)
+
+
+@pytest.fixture(scope="module")
+def memcached_tcp() -> list[object]:
+    """What a real memcached answers to OPS over TCP."""
+    path, why = setup_memcached()
+    if not path:
+        pytest.skip(f"memcached unavailable: {why}")
+    with memcached(threads=1) as m:
+        return replay(m.port, OPS)
+
+
+@pytest.mark.parametrize("names", [["a"], ["a", "b"]], ids=["one", "sharded"])
+def test_pymemcache_over_tcp_to_a_remote_store_answers_as_memcached(
+        memcached_tcp: list[object], remote_run: object, names: list[str]) -> None:
+    r = remote_run(names, tcp_port=0)  # type: ignore[operator]
+    assert r.front is not None and r.tcp_port
+    assert replay(r.tcp_port, OPS) == memcached_tcp
+    r.stop()
+    res = r.wait()
+    assert res.ok, res.errors
+    assert res.tcp["forwarded"] > len(OPS) // 2 and res.tcp["unanswered"] == 0
+    assert res.tcp["accepted"] == 1 and res.tcp["open"] == 0
+
+
+def test_a_client_gone_mid_request_is_a_counted_drop(remote_run: object) -> None:
+    r = remote_run(["a"], tcp_port=0)  # type: ignore[operator]
+    with socket.create_connection(("127.0.0.1", r.tcp_port), timeout=10) as s:
+        s.sendall(b"set cut 0 0 100\r\nonly part of the value")
+    from pymemcache.client.base import Client
+
+    c = Client(("127.0.0.1", r.tcp_port), connect_timeout=10, timeout=10)
+    assert c.get(b"cut") is None  # the server goes on; the cut set was not run
+    assert c.set(b"after", b"v", noreply=False) and c.get(b"after") == b"v"
+    c.close()
+    r.stop()
+    res = r.wait()
+    assert res.ok, res.errors
+    assert res.tcp["cut"] == 1 and res.tcp["accepted"] == 2 and res.tcp["unanswered"] == 0
