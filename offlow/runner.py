@@ -107,7 +107,8 @@ class RunResult:
     stats: dict[str, Any]  # device -> that process's stats
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs)
+    tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs; the front's
+    #                                     when the store is remote: offlow/kvs/front.py)
     interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
     stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C) or "SIGTERM"
 
