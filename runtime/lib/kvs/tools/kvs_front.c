@@ -17,7 +17,7 @@
  *   --conns         connections at once (4096)
  *   --value-max     longest value taken (memcached's -I; longer: its "too large")
  *   --datagram-max  longest request datagram the program takes (its mtu less 42 B)
- *   --wait-ms       how long a request's answer is awaited (2000): then the
+ *   --wait-ms       how long a request's answer is awaited (10000): then the
  *                   connection is closed and the request counted unanswered
  *
  * Stops on SIGTERM, SIGINT or the runner's end. */
@@ -26,6 +26,7 @@
 #endif
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -38,23 +39,22 @@
 #include <unistd.h>
 
 #include "offlow/kvs_tcp.h"
+#include "offlow/mcjoin.h"
 #include "offlow/mcproto.h"
 #include "tool_io.h"
 
-#define FRAME 8u          /* memcached's UDP frame header */
-#define PARTS_MAX 64u     /* datagrams of one reply (64 x 1400 B: above the largest mtu) */
-#define PART_MAX 2048u    /* bytes of one reply datagram, header included */
+#define FRAME OFL_MC_UDP_HDR_LEN
 
 /* The forwarder's state (one thread uses it). */
 struct front {
     int udp;                       /* connected to the run's UDP port */
+    int stop;                      /* readable once the front stops: no more waiting */
     uint16_t rid;                  /* the last request id used */
     size_t dgram_max;
     int wait_ms;
     uint64_t forwarded, unanswered, stale, too_long;
     uint8_t buf[65536];
-    uint8_t part[PARTS_MAX][PART_MAX];
-    size_t plen[PARTS_MAX];
+    struct ofl_mcjoin join;        /* the reply being awaited */
 };
 
 static long now_ms(void)
@@ -69,48 +69,22 @@ static long now_ms(void)
 static int await_reply(struct front *f, struct ofl_mc_out *out)
 {
     long end = now_ms() + f->wait_ms;
-    unsigned total = 0, got = 0;
-    memset(f->plen, 0, sizeof f->plen);
+    ofl_mcjoin_start(&f->join, f->rid);
     for (;;) {
         long left = end - now_ms();
-        struct pollfd p = {.fd = f->udp, .events = POLLIN};
-        int n = left > 0 ? poll(&p, 1, (int)left) : 0;
+        struct pollfd p[2] = {{.fd = f->udp, .events = POLLIN}, {.fd = f->stop, .events = POLLIN}};
+        int n = left > 0 ? poll(p, 2, (int)left) : 0;
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return n < 0 ? -errno : -ETIMEDOUT;
+        if (p[1].revents) return -ECANCELED;
         ssize_t len = recv(f->udp, f->buf, sizeof f->buf, MSG_DONTWAIT);
         if (len < 0) {
             if (errno == EAGAIN || errno == EINTR) continue;
             return -errno;   /* ECONNREFUSED: the run's socket is gone */
         }
-        struct ofl_mc_udp_hdr h;   /* (ofl_mc_udp_parse takes requests: count 1 only) */
-        if (len < (ssize_t)FRAME) {
-            f->stale++;
-            continue;
-        }
-        memcpy(&h, f->buf, FRAME);
-        h.request_id = ntohs(h.request_id);
-        h.seq = ntohs(h.seq);
-        h.count = ntohs(h.count);
-        if (h.request_id != f->rid ||
-            h.count > PARTS_MAX || (size_t)len > PART_MAX || (h.count && h.seq >= h.count) ||
-            (total && h.count != total)) {
-            f->stale++;   /* an earlier request's late answer, or not an answer */
-            continue;
-        }
-        if (h.count == 0) return 0;   /* answered with nothing (quiet, noreply) */
-        total = h.count;
-        if (!f->plen[h.seq]) got++;
-        f->plen[h.seq] = (size_t)len - FRAME + 1;   /* +1: an empty part is still "in" */
-        memcpy(f->part[h.seq], f->buf + FRAME, (size_t)len - FRAME);
-        if (got < total) continue;
-        for (unsigned i = 0; i < total; i++) {
-            size_t m = f->plen[i] - 1;
-            int rc = ofl_mc_out_reserve(out, m);
-            if (rc) return rc;
-            memcpy(out->buf + out->len, f->part[i], m);
-            out->len += m;
-        }
-        return 0;
+        int rc = ofl_mcjoin_take(&f->join, f->buf, (size_t)len);
+        if (rc < 0) f->stale++;   /* an earlier request's late answer, or not an answer */
+        if (rc > 0) return ofl_mcjoin_out(&f->join, out);
     }
 }
 
@@ -220,7 +194,7 @@ int main(int argc, char **argv)
 {
     const char *T = "kvs_front", *stats = NULL;
     long listen_fd = -1, port = -1, runner = -1, conns = 4096, value_max = 1 << 20;
-    long dgram_max = 65507, wait_ms = 2000;
+    long dgram_max = 65507, wait_ms = 10000;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         if (!strcmp(k, "--listen-fd")) listen_fd = tool_number(T, v, 0, 1 << 20);
@@ -255,6 +229,12 @@ int main(int argc, char **argv)
         perror("kvs_front");
         return 1;
     }
+    int stop[2];
+    if (pipe2(stop, O_CLOEXEC)) {
+        perror("kvs_front");
+        return 1;
+    }
+    f->stop = stop[0];
     f->udp = udp_to((int)port);
     f->dgram_max = (size_t)dgram_max;
     f->wait_ms = (int)wait_ms;
@@ -271,6 +251,7 @@ int main(int argc, char **argv)
     struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = (int)runner, .events = POLLIN}};
     while (poll(p, 2, -1) < 0 && errno == EINTR) {
     }
+    if (write(stop[1], "", 1) != 1) perror("kvs_front: stop");   /* a wait ends now */
     ofl_kvs_tcp_server_stop(srv);
     write_stats(stats, sh, f);
     close(f->udp);
