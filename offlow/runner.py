@@ -509,10 +509,12 @@ class Run:
                                          self.tmp / "tcp-front.json", self.opts.tcp_max_conns,
                                          self.build.graph.mtu)
             if listener is not None and self.progress and self.tcp_table:
-                where = ("the host's TCP front, the requests through the program to "
-                         if self.front else "the ")
-                print(f"offlow: serving TCP on 127.0.0.1:{self.tcp_port} from {where}"
-                      f"{self.tcp_table.home} process", file=sys.stderr)
+                far = ",".join(d.name for d in self.build.plan.devices if d.target == "remote")
+                where = (f"the host's TCP front (each request through the program to the "
+                         f"store on {far})" if self.front
+                         else f"the {self.tcp_table.home} process")
+                print(f"offlow: serving TCP on 127.0.0.1:{self.tcp_port} from {where}",
+                      file=sys.stderr)
         finally:  # the processes hold what they need now
             for fd in fds:
                 os.close(fd)
