@@ -19,25 +19,21 @@ from offlow.errors import OfflowError
 from offlow.kvs.tools import memcached, setup_memcached
 from offlow.runner import Run, RunOptions
 from tests.e2e import ROOT
-from tests.kvs_replay import memcached_replies, request_mix
+from tests.kvs_replay import memcached_answers, memcached_replies
 from tests.test_remote import TCP, secret_file, serve
+from tests.test_remote_kvs import REQUESTS
 
 SHARDS = ROOT / "examples" / "kvs_shards.py"
 KVS = ROOT / "examples" / "kvs.py"
-REQUESTS = request_mix(300, keys=19, seed=2811)
 
 pytestmark = pytest.mark.skipif(not Path("/usr/include/ucp/api/ucp.h").exists(),
                                 reason="remote: UCX (libucx-dev) is not installed")
 
 
 @pytest.fixture(scope="module")
-def expected() -> Iterator[dict[int, bytes]]:
-    """What memcached answers to REQUESTS over UDP, request id -> reply."""
-    path, why = setup_memcached()
-    if not path:
-        pytest.skip(f"memcached unavailable: {why}")
-    with memcached(threads=1) as m:
-        yield memcached_replies(m.port, REQUESTS)
+def memcached_udp() -> dict[int, bytes]:
+    """What memcached answers to REQUESTS over UDP."""
+    return memcached_answers(REQUESTS)
 
 
 @pytest.fixture
@@ -73,10 +69,10 @@ def remote_run(tmp_path: Path, procs: list[subprocess.Popen[str]],
 
 @pytest.mark.parametrize("names", [["a"], ["a", "b"]], ids=["one", "sharded"])
 def test_udp_clients_of_a_remote_store_get_memcacheds_answers(
-        expected: dict[int, bytes], remote_run: object, names: list[str]) -> None:
+        memcached_udp: dict[int, bytes], remote_run: object, names: list[str]) -> None:
     r = remote_run(names, udp_port=0)  # type: ignore[operator]
     assert r.udp_port
-    assert memcached_replies(r.udp_port, REQUESTS) == expected
+    assert memcached_replies(r.udp_port, REQUESTS) == memcached_udp
 
 
 def test_a_socket_run_with_a_sink_on_the_remote_device_is_refused(tmp_path: Path) -> None:
