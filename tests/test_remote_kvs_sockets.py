@@ -6,8 +6,10 @@ a real memcached answers it."""
 from __future__ import annotations
 
 import random
+import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +22,8 @@ from offlow.kvs.tools import memcached, setup_memcached
 from offlow.runner import Run, RunOptions
 from tests.e2e import ROOT
 from tests.kvs_replay import memcached_answers, memcached_replies
-from tests.test_remote import TCP, secret_file, serve
+from tests.netns import ADDR_B
+from tests.test_remote import TCP, secret_file, serve, start
 from tests.test_remote_kvs import REQUESTS
 
 SHARDS = ROOT / "examples" / "kvs_shards.py"
@@ -159,3 +162,34 @@ def test_a_client_gone_mid_request_is_a_counted_drop(remote_run: object) -> None
     res = r.wait()
     assert res.ok, res.errors
     assert res.tcp["cut"] == 1 and res.tcp["accepted"] == 2 and res.tcp["unanswered"] == 0
+
+
+def test_pymemcache_to_a_store_across_two_namespaces_answers_as_memcached(
+        memcached_tcp: list[object], two_hosts: tuple[str, str], tmp_path: Path,
+        procs: list[subprocess.Popen[str]]) -> None:
+    """The run and its pymemcache client in one namespace, the store's device in the
+    other (UCX over TCP across the veth pair)."""
+    host, device = two_hosts
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret, ADDR_B, device)
+    p = start(procs, ["run", str(SHARDS), "--tcp", "0", "--set", "store.device=remote:b",
+                      "--remote", f"b={ADDR_B}:{port}", "--secret-file", str(secret),
+                      "--timeout", "300"], host)
+    assert p.stderr is not None
+    seen = ""
+    for line in p.stderr:
+        seen += line
+        if "serving TCP on 127.0.0.1:" in line:
+            tcp = int(line.split("127.0.0.1:")[1].split()[0])
+            break
+    else:
+        raise AssertionError(f"the run did not serve TCP:\n{seen}")
+    client = subprocess.run(
+        ["ip", "netns", "exec", host, sys.executable, "-c",
+         "import sys; from tests.test_remote_kvs_sockets import OPS, replay; "
+         "print(repr(replay(int(sys.argv[1]), OPS)))", str(tcp)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=120)
+    assert client.returncode == 0, client.stderr
+    assert client.stdout.strip() == repr(memcached_tcp)
