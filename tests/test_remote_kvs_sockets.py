@@ -193,3 +193,23 @@ def test_pymemcache_to_a_store_across_two_namespaces_answers_as_memcached(
     p.communicate(timeout=120)
     assert client.returncode == 0, client.stderr
     assert client.stdout.strip() == repr(memcached_tcp)
+
+
+def test_a_request_longer_than_the_programs_datagram_gets_memcacheds_oom_answer(
+        remote_run: object) -> None:
+    """A request the program could not take (longer than its mtu less the headers) gets
+    memcached's answer for an item it cannot store, and the connection goes on."""
+    from pymemcache.client.base import Client
+    from pymemcache.exceptions import MemcacheServerError
+
+    r = remote_run(["a"], tcp_port=0)  # type: ignore[operator]
+    c = Client(("127.0.0.1", r.tcp_port), connect_timeout=10, timeout=10)
+    with pytest.raises(MemcacheServerError, match="out of memory storing object"):
+        c.set(b"big", b"v" * 4000, noreply=False)
+    assert c.set(b"small", b"s" * 900, noreply=False) and c.get(b"small") == b"s" * 900
+    assert c.get(b"big") is None
+    c.close()
+    r.stop()
+    res = r.wait()
+    assert res.ok, res.errors
+    assert res.tcp["too_long"] == 1 and res.tcp["unanswered"] == 0
