@@ -33,6 +33,7 @@ from offlow.errors import OfflowError
 from offlow.inputs import largest_synthetic, read_capture
 from offlow.ir import Graph, SharedTable
 from offlow.ir.graph import DEFAULT_MTU, MTU_MAX
+from offlow.kvs.front import Front, build_front
 from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
 from offlow.planner.profile import dilation
 from offlow.planner.profile import load as load_profile
@@ -106,7 +107,8 @@ class RunResult:
     stats: dict[str, Any]  # device -> that process's stats
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs)
+    tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs; the front's
+    #                                     when the store is remote: offlow/kvs/front.py)
     interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
     stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C) or "SIGTERM"
 
@@ -386,6 +388,7 @@ class Run:
         self.udp_port: int | None = None  # the port served (RunOptions.udp_port), once started
         self.tcp_port: int | None = None  # the TCP port served (RunOptions.tcp_port)
         self.tcp_table: SharedTable | None = None  # the table serving it
+        self.front: Front | None = None  # the host's TCP front when that table is remote
         self._lifeline: int | None = None  # write end of the processes' liveness pipe
         self._killed: set[str] = set()  # processes this Run killed (their reason is given)
         self.metrics: metrics.Server | None = None  # the metrics endpoint, once started
@@ -397,9 +400,17 @@ class Run:
         """The addresses of the program's remote devices (each has one)."""
         given = remote.endpoints(o.remotes)
         remote.check_devices([d.name for d in b.plan.devices], given)
-        if given and (o.udp_port is not None or o.ports):
-            raise OfflowError("a remote device takes no sockets or ports yet: its sources "
-                              "and sinks read and write captures or synthetic traffic")
+        if given and o.ports:
+            raise OfflowError("a remote device takes no ports yet: its sources and sinks "
+                              "read and write captures or synthetic traffic")
+        if given and o.udp_port is not None:
+            g = b.graph
+            far = [n.name for n in g.nodes if n.kind in ("source", "sink")
+                   and any(d.startswith("remote:") for d in g.segment(n.segment).devices)]
+            if far:
+                raise OfflowError(f"--udp/--tcp: `{far[0]}` is on a remote device, which takes "
+                                  "no sockets; put the program's sources and sinks on the "
+                                  "host (the socket is served there)")
         return given
 
     def start(self) -> None:
@@ -470,7 +481,7 @@ class Run:
                 for fd in peers_r:
                     args += ["--peer-fd", str(fd)]
                 shared = [mine_w, life_r, *peers_r]
-                if udp is not None:
+                if udp is not None and d.target != "remote":  # (its sources are here)
                     args += ["--udp-fd", str(udp.fileno())]
                     shared.append(udp.fileno())
                 if self.opts.profile:  # the other processes measure their busy time
@@ -480,7 +491,8 @@ class Run:
                     if prof.link and d.name in (EMULATED, "host"):  # each sends one way
                         args += ["--opt", f"link.gbps={prof.link.gbps:.6g}",
                                  "--opt", f"link.dma_gbps={prof.link.dma_gbps:.6g}"]
-                if listener is not None and self.tcp_table and self.tcp_table.home == d.name:
+                if (listener is not None and self.tcp_table and self.tcp_table.home == d.name
+                        and d.target != "remote"):
                     name = self.tcp_table.name
                     args += ["--opt", f"{name}.tcp_fd={listener.fileno()}",
                              "--opt", f"{name}.tcp_conns={self.opts.tcp_max_conns}"]
@@ -491,14 +503,29 @@ class Run:
                             endpoint=self.endpoints.get(d.name.partition(":")[2], ""),
                             secret=self._secret)
                 self.procs[d.name] = targets.get(d.target).start(part)
+            if listener is not None and self.tcp_table and self._remote_table():
+                assert self.udp_port is not None
+                self.front = Front.start(listener.fileno(), self.udp_port, life_r,
+                                         self.tmp / "tcp-front.json", self.opts.tcp_max_conns,
+                                         self.build.graph.mtu)
             if listener is not None and self.progress and self.tcp_table:
-                print(f"offlow: serving TCP on 127.0.0.1:{self.tcp_port} from the "
-                      f"{self.tcp_table.home} process", file=sys.stderr)
+                far = ",".join(d.name for d in self.build.plan.devices if d.target == "remote")
+                where = (f"the host's TCP front (each request through the program to the "
+                         f"store on {far})" if self.front
+                         else f"the {self.tcp_table.home} process")
+                print(f"offlow: serving TCP on 127.0.0.1:{self.tcp_port} from {where}",
+                      file=sys.stderr)
         finally:  # the processes hold what they need now
             for fd in fds:
                 os.close(fd)
             for s in socks:
                 s.close()
+
+    def _remote_table(self) -> bool:
+        """Whether the table serving TCP is on a remote device (a host front serves
+        the socket then: docs/kvs.md#tcp)."""
+        assert self.tcp_table is not None
+        return self.build.plan.device(self.tcp_table.home).target == "remote"
 
     def _check_tcp(self) -> None:
         """Check the TCP options and find the table that serves TCP (before anything is
@@ -511,6 +538,8 @@ class Run:
         if not 1 <= o.tcp_max_conns <= 1 << 20:
             raise OfflowError(f"--tcp-max-conns {o.tcp_max_conns}: 1..{1 << 20}")
         self.tcp_table = tcp_table(self.build.graph)
+        if self._remote_table():
+            build_front()  # its build errors before anything starts
 
     def _tcp_listener(self) -> socket.socket | None:
         """The listening TCP socket (TCP runs), bound here like the UDP socket."""
@@ -567,6 +596,8 @@ class Run:
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(sig)
+        if self.front is not None:
+            self.front.signal()
 
     def _kill(self, name: str, p: subprocess.Popen[bytes]) -> None:
         if p.poll() is None:
@@ -656,7 +687,12 @@ class Run:
                 except OfflowError as e:
                     errors.append(str(e))
         tcp = None
-        if self.tcp_table is not None:
+        if self.front is not None:
+            try:
+                tcp = self.front.finish()
+            except OfflowError as e:
+                errors.append(str(e))
+        elif self.tcp_table is not None:
             t = self.tcp_table
             tcp = stats.get(t.home, {}).get("tables", {}).get(t.name, {}).get("tcp")
         return stats, tcp
@@ -668,6 +704,8 @@ class Run:
             self._kill(name, p)
         for p in self.procs.values():
             p.wait()
+        if self.front is not None:
+            self.front.kill()
         self._release()
 
     def _release(self) -> None:

@@ -10,9 +10,10 @@ import struct
 from pathlib import Path
 
 import dpkt
+import pytest
 
 from offlow.kvs.capture import memcached_datagram
-from offlow.kvs.tools import HOST
+from offlow.kvs.tools import HOST, memcached, setup_memcached
 from tests.e2e import read_frames
 
 GET, SET, DELETE = 0x00, 0x01, 0x04
@@ -101,3 +102,13 @@ def memcached_replies(port: int, requests: list[bytes]) -> dict[int, bytes]:
                 parts[seq] = data[FRAME.size:]
             out[rid] = normalized(b"".join(parts[i] for i in range(total)))
     return out
+
+
+def memcached_answers(requests: list[bytes]) -> dict[int, bytes]:
+    """What a real memcached (one thread) answers to `requests` over UDP, request id ->
+    reply (memcached_replies); the test is skipped where memcached is unavailable."""
+    path, why = setup_memcached()
+    if not path:
+        pytest.skip(f"memcached unavailable: {why}")
+    with memcached(threads=1) as m:
+        return memcached_replies(m.port, requests)

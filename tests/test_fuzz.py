@@ -34,7 +34,7 @@ TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "
            "ctl6": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
            "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote",
-           "remote_setup": "remote", "remote_chan": "remote"}
+           "remote_setup": "remote", "remote_chan": "remote", "mcjoin": "kvs"}
 # targets of offlow's C tools: their sources beside the target's, their folder's headers
 TOOLS = cbuild.RUNTIME / "tools"
 TOOL_SOURCES = {"remote_chan": [TOOLS / "remote_chan.c"]}
@@ -148,6 +148,14 @@ def _seed_corpus(target: str, d: Path) -> None:
             f = frame(Tuple(0, tuple(range(-n, n, 2))[:n]), 7001)
             (d / f"tuple{n}").write_bytes(bytes([n + 1]) + f[1:])  # first byte: the count
             (d / f"cut{n}").write_bytes(f[:-3])
+    elif target == "mcjoin":  # a request id, then datagrams as a 2-byte length and bytes
+        def dgram(rid: int, seq: int, count: int, payload: bytes) -> bytes:
+            d = struct.pack("!HHHH", rid, seq, count, 0) + payload
+            return struct.pack("!H", len(d)) + d
+        (d / "three").write_bytes(b"\x00\x07" + dgram(7, 2, 3, b"c" * 100) + dgram(7, 0, 3, b"a")
+                                  + dgram(9, 1, 3, b"stale") + dgram(7, 1, 3, b"b" * 1400))
+        (d / "empty").write_bytes(b"\x00\x01" + dgram(1, 0, 0, b""))
+        (d / "one").write_bytes(b"\x12\x34" + dgram(0x1234, 0, 1, b"STORED\r\n"))
     elif target == "words":
         (d / "line").write_bytes(b"  the quick\tbrown\r\nfox \x0b\x0c jumps\0over \xff")
         (d / "empty").write_bytes(b"")

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from offlow.errors import OfflowError
-from offlow.kvs.tools import memcached, setup_memcached
 from tests.e2e import ROOT, TLS, read_frames
-from tests.kvs_replay import memcached_replies, replies_in, request_mix, write_capture
+from tests.kvs_replay import memcached_answers, replies_in, request_mix, write_capture
 from tests.netns import ADDR_B
 from tests.test_remote import counts, run, secret_file, serve, start
 
@@ -32,11 +31,7 @@ pytestmark = pytest.mark.skipif(not Path("/usr/include/ucp/api/ucp.h").exists(),
 @pytest.fixture(scope="module")
 def expected() -> Iterator[dict[int, bytes]]:
     """What memcached answers to REQUESTS, request id -> reply."""
-    path, why = setup_memcached()
-    if not path:
-        pytest.skip(f"memcached unavailable: {why}")
-    with memcached(threads=1) as m:
-        replies = memcached_replies(m.port, REQUESTS)
+    replies = memcached_answers(REQUESTS)
     # one datagram each (a reply that crosses a queue loses its segmentation, docs/kvs.md)
     assert max(map(len, replies.values())) < 1400
     yield replies

@@ -134,6 +134,7 @@ void ofl_kvs_stats_json(struct ofl_json *j, const char *name, const struct ofl_k
         ofl_json_u64(j, "bytes_read", ts.bytes_read);
         ofl_json_u64(j, "bytes_written", ts.bytes_written);
         ofl_json_u64(j, "oom", ts.oom);
+        ofl_json_u64(j, "cut", ts.cut);
         ofl_json_end_obj(j);
     }
     ofl_json_end_obj(j);

@@ -73,6 +73,7 @@ void ofl_kvs_tcp_get_stats(const struct ofl_kvs_tcp_shared *sh, struct ofl_kvs_t
     s->bytes_read = load(&sh->bytes_read);
     s->bytes_written = load(&sh->bytes_written);
     s->oom = load(&sh->oom);
+    s->cut = load(&sh->cut);
 }
 
 void ofl_kvs_tcp_server_stats(const struct ofl_kvs_tcp_shared *sh, struct ofl_kv_server_stats *s)
@@ -139,7 +140,7 @@ static int in_reserve(struct ofl_kvs_tcp_worker *w, struct ofl_kvs_tcp_conn *c, 
  * output; a reply that could not be built is taken back and answered "out of memory".
  * Returns 1 if the connection is to be closed after its output. */
 static int conn_run(struct ofl_kvs_tcp_worker *w, struct ofl_kvs_tcp_conn *c,
-                    const struct ofl_mc_req *req, ssize_t r)
+                    const uint8_t *raw, const struct ofl_mc_req *req, ssize_t r)
 {
     struct ofl_kvs_tcp_shared *sh = w->sh;
     size_t before = c->out.len;
@@ -149,7 +150,8 @@ static int conn_run(struct ofl_kvs_tcp_worker *w, struct ofl_kvs_tcp_conn *c,
         rc = ofl_kv_exec_error(req, (int)r, &c->out);
     } else {
         count(&sh->requests, 1);
-        rc = ofl_kv_exec_env(sh->kv, req, &c->out, &sh->env);
+        rc = sh->forward ? sh->forward(sh->forward_arg, raw, (size_t)r, req, &c->out)
+                         : ofl_kv_exec_env(sh->kv, req, &c->out, &sh->env);
     }
     if (rc >= 0) return rc != 0;   /* 1: quit, or a fatal error */
     c->out.len = before;
@@ -184,8 +186,8 @@ static size_t conn_process(struct ofl_kvs_tcp_worker *w, struct ofl_kvs_tcp_conn
         }
         size_t take = r > 0 ? (size_t)r : req.len < c->in_len - off ? req.len : c->in_len - off;
         if (r < 0) c->skip = req.len - take;
+        if (conn_run(w, c, c->in + off, &req, r)) c->closing = 1;
         off += take;
-        if (conn_run(w, c, &req, r)) c->closing = 1;
     }
     if (off) {
         memmove(c->in, c->in + off, c->in_len - off);
@@ -281,6 +283,7 @@ static void conn_service(struct ofl_kvs_tcp_worker *w, struct ofl_kvs_tcp_conn *
         }
         ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            if (c->in_len || c->skip) count(&w->sh->cut, 1);   /* mid-request: dropped */
             conn_close(w, c);
             return;
         }

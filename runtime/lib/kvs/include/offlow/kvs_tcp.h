@@ -53,7 +53,17 @@ struct ofl_kvs_tcp_stats {
     uint64_t parse_errors;   /* requests answered with a protocol error */
     uint64_t bytes_read, bytes_written;
     uint64_t oom;            /* requests or replies answered "out of memory" */
+    uint64_t cut;            /* connections the client closed in the middle of a request
+                                (the partial request dropped) */
 };
+
+/* Runs one request somewhere else instead of against a store (a forwarding server:
+ * the key-value store on a remote device, kvs_front.c): `raw`, `len` are the request's
+ * bytes as the client sent them, `req` as parsed; the reply is appended to `out`.
+ * Returns as ofl_kv_exec: 0, 1 (close the connection after the output), or a
+ * negative errno (answered as out of memory). */
+typedef int (*ofl_kvs_tcp_forward_fn)(void *arg, const uint8_t *raw, size_t len,
+                                      const struct ofl_mc_req *req, struct ofl_mc_out *out);
 
 /* What every thread of one server shares. */
 struct ofl_kvs_tcp_shared {
@@ -62,8 +72,11 @@ struct ofl_kvs_tcp_shared {
     uint32_t max_conns;          /* over all threads */
     size_t out_high, out_max;
     struct ofl_kv_env env;       /* for stats (its server_stats may be NULL) */
+    ofl_kvs_tcp_forward_fn forward;  /* set: requests go to it, not to kv (then one
+                                        thread serves: it is called from that one) */
+    void *forward_arg;
     _Atomic uint64_t accepted, refused, closed, curr, requests, parse_errors;
-    _Atomic uint64_t bytes_read, bytes_written, oom;
+    _Atomic uint64_t bytes_read, bytes_written, oom, cut;
 };
 
 /* Set up `sh` for store `kv` with values of at most `value_max` bytes (0: 1 MiB),
