@@ -563,8 +563,13 @@ class DeviceGen:
           "/* A ring of one segment is full: a turn of each other one not busy. */",
           f"static int ofl_assist_{tn}(void *arg) {{",
           f"    struct ofl_share_{tn} *s = arg;", "    int progress = 0;")
+        feeds = self._feeds_on_thread(t)
         for i, (seg, k) in enumerate(t.loops):
-            e(f"    if (s->on[{i}] && !s->busy[{i}] && s->l{i}.live && !s->cores[{i}]->err) {{",
+            # not a loop that feeds a busy one on this thread, even through others: its
+            # ring to it would fill with nobody to drain it (-EDEADLK)
+            downstream = "".join(f" && !s->busy[{j}]" for j in sorted(feeds[i]))
+            e(f"    if (s->on[{i}] && !s->busy[{i}]{downstream} && s->l{i}.live && "
+              f"!s->cores[{i}]->err) {{",
               f"        s->busy[{i}] = 1;",
               f"        if (ofl_reload_turn(s->rl, {index[seg, k]}u)(&s->l{i})) {{",
               f"            ofl_core_progressed(s->cores[{i}]);", "            progress = 1;",
@@ -982,6 +987,27 @@ class DeviceGen:
         return (f'    {{ &{ctx}.core, "{p.name}", {idx}u, {len(p.cores)}u, {p.cores[idx]}, '
                 f"{{ {counts} }},\n      {_ref(f'ofl_queues_{k}', sides)}, {len(sides)}u, "
                 f"{_ref(f'ofl_sources_{k}', srcs)}, {len(srcs)}u }},")
+
+    def _feeds_on_thread(self, t: CoreThread) -> list[set[int]]:
+        """For each loop of thread `t`, the other loops of `t` its packets reach through
+        rings whose both ends run on `t` (directly or through other such loops)."""
+        at = {loop: i for i, loop in enumerate(t.loops)}
+        direct: list[set[int]] = [set() for _ in t.loops]
+        for r in self.rings:
+            src = at.get((r.queue.src_segment, r.prod))
+            dst = at.get((r.queue.dst_segment, r.cons))
+            if src is not None and dst is not None and src != dst:
+                direct[src].add(dst)
+        reach = [set(d) for d in direct]
+        changed = True
+        while changed:
+            changed = False
+            for i, r in enumerate(reach):
+                more = set().union(*(direct[j] for j in r)) - r - {i}
+                if more:
+                    r |= more
+                    changed = True
+        return reach
 
     def _same_thread(self, q: Queue, prod: int, cons: int) -> bool:
         """The producer and consumer cores of a ring of `q` share one thread."""
