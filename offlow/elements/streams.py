@@ -16,6 +16,7 @@ from offlow.dsl import Element, Port, Table
 from offlow.errors import OfflowError
 
 TUPLE_MAX = 128  # tuple.h's OFL_TUPLE_MAX
+SIZE_MAX = (2**63 - 1) // 4  # the largest window size or advance (streams_opts.c)
 INCLUDES = ("offlow/streams.h",)
 
 _PARSE = r"""
@@ -199,9 +200,9 @@ class Aggregate(Element):
         if fn not in AGG_FNS:
             raise OfflowError(f"element `{name}`: fn={fn!r}: expected one of "
                               f"{', '.join(AGG_FNS)}")
-        if not (0 < advance and 0 < size and size // advance < 1024):
+        if not (0 < advance <= SIZE_MAX and 0 < size <= SIZE_MAX and size // advance < 1024):
             raise OfflowError(f"element `{name}`: size={size}, advance={advance}: both must "
-                              "be positive, with size / advance below 1024")
+                              f"be 1..{SIZE_MAX}, with size / advance below 1024")
         if group != -1:
             _attr(name, "group", group)
         if not 0 < groups <= 65536:
@@ -251,10 +252,10 @@ class BSort(Element):
 
 
 def _sides(name: str, left_port: int, right_port: int, size: int, cap: int) -> None:
-    if not (isinstance(size, int) and size >= 0 and isinstance(cap, int) and
+    if not (isinstance(size, int) and 0 <= size <= SIZE_MAX and isinstance(cap, int) and
             0 < cap <= 65536):
-        raise OfflowError(f"element `{name}`: size={size!r}, cap={cap!r}: the window is at "
-                          "least 0 and each side keeps 1..65536 tuples")
+        raise OfflowError(f"element `{name}`: size={size!r}, cap={cap!r}: the window is "
+                          f"0..{SIZE_MAX} and each side keeps 1..65536 tuples")
     for p in (left_port, right_port):
         if not (isinstance(p, int) and 0 < p < 65536):
             raise OfflowError(f"element `{name}`: UDP port {p!r}: expected 1..65535")

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "offlow/streams.h"
+#include "span.h"
 
 struct join_tup {
     int64_t t, key;
@@ -70,7 +71,7 @@ int ofl_join_begin(struct ofl_join *j, unsigned side, int64_t t, int64_t key,
     struct join_side *o = &j->side[!side];
     /* later tuples of this side have t' >= t: the other side's tuples before t - size
      * can join none of them */
-    while (o->count && at(j, o, 0)->t < t - j->size) {
+    while (o->count && ofl_before(at(j, o, 0)->t, t, j->size)) {
         o->head = (o->head + 1) % j->cap;
         o->count--;
     }
@@ -88,8 +89,7 @@ int ofl_join_next(struct ofl_join *j, int32_t *out, uint32_t *n)
     const struct join_side *o = &j->side[!j->cur_side];
     while (j->scan < o->count) {
         const struct join_tup *x = at(j, o, j->scan++);
-        int64_t d = x->t - j->cur.t;
-        if (x->key != j->cur.key || d > j->size || -d > j->size)
+        if (x->key != j->cur.key || !ofl_within(x->t, j->cur.t, j->size))
             continue;
         if (x->n + j->cur.n > OFL_TUPLE_MAX)
             continue;

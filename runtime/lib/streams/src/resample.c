@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "offlow/streams.h"
+#include "span.h"
 
 struct rs_left {
     int64_t t;
@@ -63,7 +64,7 @@ static void forget(struct ofl_resample *r)
     if (!r->have_left)
         return;
     int64_t low = r->lcount ? r->left[r->lhead].t : r->left_max;
-    while (r->rcount && r->right[r->rhead].t < low - r->size) {
+    while (r->rcount && ofl_before(r->right[r->rhead].t, low, r->size)) {
         r->rhead = (r->rhead + 1) % r->cap;
         r->rcount--;
     }
@@ -107,13 +108,13 @@ int ofl_resample_right(struct ofl_resample *r, int64_t t, int64_t value)
 static int next(struct ofl_resample *r, struct ofl_pkt *out, int all)
 {
     while (r->lcount && r->have_right &&
-           (all || r->right_max > r->left[r->lhead].t + r->size)) {
+           (all || ofl_before(r->left[r->lhead].t, r->right_max, r->size))) {
         const struct rs_left *l = &r->left[r->lhead];
-        int64_t count = 0, sum = 0;
+        int64_t count = 0;
+        __int128 sum = 0;   /* (int64 values: no overflow for up to 2^63 of them) */
         for (uint32_t i = 0; i < r->rcount; i++) {
             const struct rs_right *x = &r->right[(r->rhead + i) % r->cap];
-            int64_t d = x->t - l->t;
-            if (d <= r->size && -d <= r->size) {
+            if (ofl_within(x->t, l->t, r->size)) {
                 count++;
                 sum += x->value;
             }

@@ -2,8 +2,10 @@
  * end-to-end tests against the Python references (tests/test_streams.py) reach seldom:
  * options refused at open, a full buffer or side, groups over the limit, late tuples,
  * negative order values, pairs too wide, frames with VLAN tags and IPv4 options,
- * fragments and sizes refused, a write that does not fit. */
+ * fragments and sizes refused, a write that does not fit, order values and sums at the
+ * ends of int64 (no signed overflow: UBSan runs these). */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -158,6 +160,59 @@ static void test_aggregate_drain(void)
     ofl_agg_close(a);
 }
 
+/* The int64 of window w's result (v5 low, v6 high) in a made frame. */
+static int64_t start_of(const struct ofl_pkt *out)
+{
+    struct ofl_tuple_view o;
+    if (ofl_tuple_parse(out->data, out->len, &o) != 0 || o.n != 6) return -1;
+    return (int64_t)((uint64_t)(uint32_t)ofl_tuple_v(out->data, &o, 5) |
+                     (uint64_t)(uint32_t)ofl_tuple_v(out->data, &o, 6) << 32);
+}
+
+static void test_aggregate_extremes(void)
+{
+    struct ofl_agg *a;
+    struct ofl_agg_out o;
+    struct ofl_pkt out;
+    struct ofl_tuple_view t;
+    uint8_t f[OFL_TUPLE_FRAME_MAX];
+    ofl_tuple_parse(f, frame(f, 0, 0, 1, 0, 7001, 0), &t);
+    const int64_t big = 4000000000000000000;   /* three of them pass INT64_MAX */
+    CHECK(ofl_agg_open(&a, OFL_AGG_AVG, 10, 10, 1) == 0 && ofl_agg_add(a, 0, 0, big) == 0 &&
+          ofl_agg_add(a, 1, 0, big + 2) == 0 && ofl_agg_add(a, 2, 0, big + 4) == 0 &&
+          ofl_agg_next(a, 10, &o) == 1 && o.count == 3 && o.value == big + 2,
+          "the average of three values summing past INT64_MAX: %lld", (long long)o.value);
+    ofl_agg_close(a);
+    CHECK(ofl_agg_open(&a, OFL_AGG_SUM, 10, 10, 1) == 0 && ofl_agg_add(a, 0, 0, -big) == 0 &&
+          ofl_agg_add(a, 1, 0, -big) == 0 && ofl_agg_add(a, 2, 0, -big) == 0 &&
+          ofl_agg_next(a, 10, &o) == 1 && o.value == INT64_MIN,
+          "a sum below INT64_MIN is INT64_MIN: %lld", (long long)o.value);
+    ofl_agg_close(a);
+    /* windows of 100 every 10 holding t = INT64_MAX - 5 start at ...710, ..., ...800 (the
+     * multiples of 10 in (t - 100, t]); each ends past INT64_MAX: no t ends one */
+    const int64_t t_hi = INT64_MAX - 5, first = INT64_MAX - 97;   /* ...807 - 97 = ...710 */
+    CHECK(ofl_agg_open(&a, OFL_AGG_COUNT, 100, 10, 1) == 0 && ofl_agg_add(a, t_hi, 0, 1) == 0 &&
+          ofl_agg_next(a, INT64_MAX, &o) == 0, "no window near INT64_MAX is done by a tuple");
+    ofl_agg_keep(a, f, &t, 1);
+    for (int k = 0; k < 10; k++)
+        CHECK(ofl_agg_drain(a, &out) == 1 && start_of(&out) == first + 10 * k,
+              "at the end, window %d near INT64_MAX: %lld", k, (long long)start_of(&out));
+    CHECK(ofl_agg_drain(a, &out) == 0, "ten windows, no more");
+    ofl_agg_close(a);
+    /* windows of 5 every 1 at t = INT64_MIN: the one starting there (the others would
+     * start below INT64_MIN); every 3: none starts at or below t and at or above INT64_MIN */
+    CHECK(ofl_agg_open(&a, OFL_AGG_COUNT, 5, 1, 1) == 0 && ofl_agg_add(a, INT64_MIN, 0, 1) == 0 &&
+          ofl_agg_next(a, INT64_MIN + 4, &o) == 0 && ofl_agg_next(a, INT64_MIN + 5, &o) == 1 &&
+          o.start == INT64_MIN && o.count == 1 && ofl_agg_next(a, INT64_MIN + 5, &o) == 0,
+          "one window at INT64_MIN, done at INT64_MIN + 5");
+    ofl_agg_close(a);
+    CHECK(ofl_agg_open(&a, OFL_AGG_COUNT, 3, 3, 1) == 0 && ofl_agg_add(a, INT64_MIN, 0, 1) == 0 &&
+          ofl_agg_add(a, INT64_MIN + 2, 0, 1) == 0 && ofl_agg_next(a, INT64_MAX, &o) == 1 &&
+          o.start == INT64_MIN + 2 && o.count == 1,
+          "tumbling windows of 3 from INT64_MIN + 2 (INT64_MIN falls in none)");
+    ofl_agg_close(a);
+}
+
 static void test_join(void)
 {
     struct ofl_join *j;
@@ -178,6 +233,13 @@ static void test_join(void)
           "a right tuple at 11 forgets the left one at 0 and joins the one at 1, left first");
     CHECK(ofl_join_begin(j, 1, 12, 5, v, OFL_TUPLE_MAX) == 0 && ofl_join_next(j, out, &n) == 0,
           "a pair of more than 128 values is passed over");
+    ofl_join_close(j);
+    CHECK(ofl_join_open(&j, 10, 2) == 0 && ofl_join_begin(j, 1, INT64_MAX, 5, v, 1) == 0 &&
+          ofl_join_add(j) == 0 && ofl_join_begin(j, 0, INT64_MIN, 5, v, 1) == 0 &&
+          ofl_join_next(j, out, &n) == 0 && ofl_join_add(j) == 0 &&
+          ofl_join_begin(j, 0, INT64_MAX - 10, 5, v, 1) == 0 && ofl_join_next(j, out, &n) == 1 &&
+          ofl_join_next(j, out, &n) == 0,
+          "INT64_MIN and INT64_MAX are far apart; INT64_MAX - 10 and INT64_MAX within 10");
     ofl_join_close(j);
 }
 
@@ -225,6 +287,23 @@ static void test_resample(void)
     CHECK(ofl_resample_open(&r, 5, 3) == 0 && ofl_resample_left(r, f, len, &t, 1, 1) == 0 &&
           ofl_resample_drain(r, &out) == 0, "no right tuple at all: nothing at the end");
     ofl_resample_close(r);
+    const int64_t big = 4000000000000000000;   /* three of them pass INT64_MAX */
+    CHECK(ofl_resample_open(&r, 5, 3) == 0 &&
+          ofl_resample_left(r, f, len, &t, 7, INT64_MAX - 5) == 0 &&
+          ofl_resample_right(r, INT64_MAX - 9, big) == 0 &&
+          ofl_resample_right(r, INT64_MAX - 2, big + 2) == 0 &&
+          ofl_resample_right(r, INT64_MAX, big + 4) == 0 && ofl_resample_next(r, &out) == 0,
+          "near INT64_MAX no right passes the left's window's end: it waits");
+    CHECK(ofl_resample_drain(r, &out) == 1 && out.ts_ns == 7 &&
+          ofl_tuple_parse(out.data, out.len, &o) == 0 && ofl_tuple_v(out.data, &o, 3) == 3 &&
+          ofl_tuple_v(out.data, &o, 4) == (int32_t)(big + 2),
+          "at the end: the three rights near it, their average's low 32 bits");
+    ofl_resample_close(r);
+    CHECK(ofl_resample_open(&r, 5, 3) == 0 && ofl_resample_right(r, INT64_MAX, 1) == 0 &&
+          ofl_resample_left(r, f, len, &t, 8, INT64_MIN) == 0 && ofl_resample_next(r, &out) == 0 &&
+          ofl_resample_drain(r, &out) == 0,
+          "a right at INT64_MAX is not near a left at INT64_MIN");
+    ofl_resample_close(r);
 }
 
 int main(void)
@@ -233,6 +312,7 @@ int main(void)
     test_bsort();
     test_aggregate();
     test_aggregate_drain();
+    test_aggregate_extremes();
     test_join();
     test_resample();
     return CHECK_DONE();

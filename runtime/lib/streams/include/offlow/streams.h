@@ -43,7 +43,9 @@ int ofl_bsort_drain(struct ofl_bsort *b, struct ofl_pkt *out);
  * when a tuple with t >= its end arrives; it gives one result per group seen in it, in
  * the order the groups first came; a window no tuple fell in gives none. At a finite
  * stream's end ofl_agg_drain gives the windows still open, made with the headers and
- * ts of the last tuple kept (ofl_agg_keep). */
+ * ts of the last tuple kept (ofl_agg_keep). Every t is valid: a window whose end lies
+ * past INT64_MAX is given only at the end, windows that would start below INT64_MIN
+ * do not exist, and a sum beyond int64 is the nearest int64 (an average is exact). */
 enum ofl_agg_fn { OFL_AGG_COUNT, OFL_AGG_SUM, OFL_AGG_AVG, OFL_AGG_MIN, OFL_AGG_MAX };
 
 /* One result: the window's start (w * advance), the group, how many tuples, and the
