@@ -156,7 +156,9 @@ class Aggregate(Element):
     comes out one tuple per group seen in it, in the order the groups first came, made
     with the arriving tuple's headers and ts: v1 the group, v2 the count, v3..v4 the
     result and v5..v6 the window's start, each a 64-bit little-endian integer (avg
-    rounds toward 0); a window no tuple fell in gives none. The arriving tuple ends here
+    rounds toward 0, a sum beyond 64 bits is the nearest 64-bit value); a window no
+    tuple fell in gives none, and one ending past the largest 64-bit t comes out only
+    at the end. The arriving tuple ends here
     (consumed). At most `groups` groups per window (a tuple of another is dropped,
     `groups_full`) and 1024 windows open (size / advance < 1024). At the end of a finite
     stream each window still open that some tuple fell in comes out the same way, oldest
