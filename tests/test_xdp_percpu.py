@@ -11,7 +11,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from offlow import Element, Handler, Port, Program, Shared, Sink, Source
+from offlow import Element, Handler, Port, Program, Shared
 from offlow.build import build, plan_program
 from offlow.cli import load_program
 from offlow.codegen.bpf import generate_xdp, map_kind
@@ -20,7 +20,7 @@ from offlow.explain import explain
 from offlow.report import summarize
 from offlow.runner import RunOptions, run
 from offlow.targets import xdp
-from tests.e2e import QUIC, ROOT, TLS, read_frames
+from tests.e2e import QUIC, ROOT, TLS, one_segment, read_frames
 
 TALLY = ROOT / "tests" / "programs" / "xdp_proto_tally.py"
 WHY_NOT = xdp.TARGET.unusable()
@@ -83,14 +83,7 @@ class Peek(Handler):
 
 
 def _chain(*middle: Element, handler: Handler | None = None, device: str = "xdp") -> Program:
-    p = Program("kinds")
-    src, out = Source("rx"), Sink("tx")
-    prev: Element = src
-    for m in middle:
-        prev >> m
-        prev = m
-    prev >> out
-    p.segment("edge", [src, *middle, out], device=device)
+    p = one_segment(*middle, device=device)
     if handler is not None:
         p.channel("peek", handler)
     return p
