@@ -4,6 +4,8 @@ array each adds to."""
 
 from __future__ import annotations
 
+import random
+
 from offlow.passes.cbody import BodyInfo, analyze_body
 
 
@@ -46,3 +48,29 @@ def test_an_atomic_adds_value_used_is_a_read_and_its_builtin_stays_atomic() -> N
     assert info.adds_only == {"bytes_"} and info.table_other == {"hits"}
     assert info.atomic_adds == {("__sync_fetch_and_add", ""), ("__sync_fetch_and_add", "bytes_"),
                                 ("__atomic_fetch_sub", "")}
+
+
+# Statements on `hits`: (C, whether it only adds to it).
+_FORMS = [("hits[{i}] += {v};", True), ("hits[{i}]++;", True), ("--hits[{i}];", True),
+          ("*hits -= {v};", True), ("__sync_fetch_and_add(&hits[{i}], {v});", True),
+          ("__atomic_sub_fetch(&hits[{i}], {v}, __ATOMIC_RELAXED);", True),
+          ("state->k = (uint8_t)hits[{i}];", False), ("hits[{i}] = {v};", False),
+          ("if (hits[{i}] == {v}) DROP();", False),
+          ("state->k += (uint8_t)(hits[{i}] += 1);", False),
+          ("ofl_note(&hits[{i}]);", False), ("bytes_[hits[0] & 1u] += {v};", False)]
+_WRAPS = ["{s}", "if (pkt->len > {v}) {{ {s} }}", "for (int j = 0; j < 2; j++) {s}",
+          "switch (state->k) {{ case 1: {s} break; default: break; }}", "{{ /* c */ {s} }}"]
+
+
+def test_random_bodies_are_classified_as_their_statements_say() -> None:
+    """Bodies made of statements known to add or to read, nested at random: `hits` is
+    only added to exactly when every statement naming it adds."""
+    rnd = random.Random(26)
+    for _ in range(60):  # (each body goes through the C preprocessor)
+        picks = [rnd.choice(_FORMS) for _ in range(rnd.randint(1, 5))]
+        body = "\n".join(rnd.choice(_WRAPS).format(
+            s=form.format(i=rnd.choice(["0", "state->k & 3u", "1"]), v=rnd.randint(1, 9)),
+            v=rnd.randint(1, 99)) for form, _ in picks)
+        info = _use(body)
+        assert ("hits" in info.adds_only) == all(adds for _, adds in picks), body
+        assert ("hits" in info.table_other) == (not all(adds for _, adds in picks)), body
