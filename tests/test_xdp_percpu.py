@@ -35,7 +35,7 @@ def _kinds(p: Program) -> dict[str, str]:
 def test_arrays_only_added_to_are_per_cpu_maps_added_to_without_atomics() -> None:
     plan = plan_program(load_program(TALLY, ["edge.device=xdp"]))
     assert {t.name: map_kind(plan.graph, t)[0] for t in plan.graph.shared} == {
-        "protos": "percpu", "lengths": "percpu", "budget": "percpu"}
+        "protos": "percpu", "lengths": "percpu", "budget": "percpu", "tiny": "percpu"}
     src = generate_xdp(plan, "xdp")
     for m in ("protos", "lengths", "budget"):
         decl = src[src.index(f"struct ofl_{m}_v {{"):src.index(f"}} ofl_{m} SEC")]
@@ -125,7 +125,7 @@ def test_an_atomic_adds_result_used_a_handler_or_a_big_array_keep_one_array() ->
 
 def _python_tally(capture: Path, mtu: int) -> dict[str, list[int]]:
     """The program's tables, counted by Python (dpkt) from the capture's IPv4 frames."""
-    protos, lengths, budget = [0] * 8, [0] * 23, 0
+    protos, lengths, budget, tiny = [0] * 8, [0] * 23, 0, [0] * 4
     for f in read_frames(capture):
         eth = dpkt.ethernet.Ethernet(f)
         if len(f) > mtu or not isinstance(eth.data, dpkt.ip.IP):
@@ -135,7 +135,10 @@ def _python_tally(capture: Path, mtu: int) -> dict[str, list[int]]:
         protos[4 + k] += len(f)
         lengths[min(len(f) >> 6, 22)] += 1
         budget -= len(f)
-    return {"protos": protos, "lengths": lengths, "budget": [budget]}
+        tiny[len(f) & 1] = (tiny[len(f) & 1] + 1) % 256
+        tiny[2] = (tiny[2] - 1) % 256
+        tiny[3] = (tiny[3] + len(f)) % 256
+    return {"protos": protos, "lengths": lengths, "budget": [budget], "tiny": tiny}
 
 
 @needs_bpf

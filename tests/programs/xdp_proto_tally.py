@@ -2,7 +2,7 @@
 per length class, in odd-sized shared arrays the element only adds to (plain `+=`,
 `++`, `-=` and an atomic add whose value it ignores), so that on xdp each is a per-CPU
 array map (offlow.codegen.bpf.map_kind), summed into the run's table report. Its own
-names, comments in its C body."""
+names, comments in its C body; an 8-bit array that wraps."""
 
 from offlow import Element, Port, Program, Shared, Sink, Source
 from offlow.elements import CheckIPv4, Discard, ParseEth
@@ -16,7 +16,7 @@ class ProtoTally(Element):
 
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
-    tables = ("per_proto", "per_len", "budget")
+    tables = ("per_proto", "per_len", "budget", "tiny")
     body = r"""
     /* the protocol is the tenth byte of the IPv4 header */
     uint32_t at = state->l3_off + 9u;
@@ -29,6 +29,9 @@ class ProtoTally(Element):
     if (c > 22u) c = 22u;
     per_len[c] += 1;
     *budget -= (int32_t)pkt->len;
+    tiny[pkt->len & 1u]++;            /* 8 bits: odd and even lengths, wrapping past 255 */
+    tiny[2]--;                        /* below 0 */
+    tiny[3] += (uint8_t)pkt->len;     // the low byte of the byte total
     """
 
 
@@ -37,7 +40,7 @@ def program() -> Program:
     wire, frames, v4 = Source("wire"), ParseEth("frames"), CheckIPv4("v4")
     tally = ProtoTally("tally", per_proto=Shared("protos", "uint64_t", 8),
                        per_len=Shared("lengths", "uint32_t", LENGTHS),
-                       budget=Shared("budget", "int32_t", 1))
+                       budget=Shared("budget", "int32_t", 1), tiny=Shared("tiny", "uint8_t", 4))
     back, rest = Sink("back"), Discard("rest")
     wire >> frames
     frames["ipv4"] >> v4 >> tally >> back
