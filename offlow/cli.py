@@ -61,7 +61,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       seed=a.seed, copy_engine=a.copy_engine, timeout=a.timeout,
                       opts=tuple(a.opt), profile=a.profile or "", metrics=a.metrics,
                       ports=tuple(a.port), iface=a.iface, xdp_mode=a.xdp_mode,
-                      xdp_ring=a.xdp_ring,
+                      xdp_ring=a.xdp_ring, xdp_spread=a.xdp_spread,
                       remotes=tuple(a.remote), secret_file=a.secret_file)
     _refuse_secret(a)
     if a.no_cache:  # (the environment: the build, and tools it starts, read it there)
@@ -268,6 +268,10 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--xdp-ring", type=int, default=0, metavar="N",
                    help="xdp with segments on other devices: entries of the AF_XDP socket's "
                         "ring (a power of 2; default 1024)")
+    r.add_argument("--xdp-spread", action="store_true",
+                   help="xdp with the run's own veth pair: send each frame of the input "
+                        "from the next CPU, as a NIC spreads flows over CPUs, so XDP runs "
+                        "on each (default: from the CPU the run's xdp process is on)")
     r.add_argument("--profile", metavar="PROFILE",
                    help="profile-scaled emulation: run the device `nic` at a device profile's "
                         "speed (a preset of offlow plan --device, or a YAML file): each turn "

@@ -4,10 +4,11 @@ mapping onto rings, and where each table lives."""
 
 from __future__ import annotations
 
+from offlow.codegen.bpf import is_array, map_kind
 from offlow.codegen.opencl import roi
 from offlow.codegen.vector import VEC_MAX
 from offlow.codegen.xsk import Crossing, crossings
-from offlow.ir import Graph
+from offlow.ir import Graph, SharedTable
 from offlow.plan import Plan, QueuePlan
 
 
@@ -97,7 +98,7 @@ def explain(plan: Plan) -> str:
                          + (f" ({opts})" if opts else "") + f"; used by {', '.join(users)}")
         else:
             lines.append(f"  {t.name}: {t.ctype}[{t.length}] in {home}; "
-                         f"used by {', '.join(users)}")
+                         f"used by {', '.join(users)}" + _bpf_map(plan, t))
     lines += _caches(g)
     if g.channels:
         lines += ["", "channels (direct messages from host programs: offlow.session):"]
@@ -113,6 +114,14 @@ def explain(plan: Plan) -> str:
                   "docs/control.md):"]
         lines += [f"  ctl.{t.name}: table {t.name}, served on {t.ctl}" for t in controlled]
     return "\n".join(lines)
+
+
+def _bpf_map(plan: Plan, t: SharedTable) -> str:
+    """For a shared array on an xdp device: the kind of BPF map it is, and why."""
+    if not is_array(t) or not any(d.name == t.home and d.target == "xdp" for d in plan.devices):
+        return ""
+    kind, why = map_kind(plan.graph, t)
+    return f"; a BPF {'per-CPU array' if kind == 'percpu' else 'array'} map: {why}"
 
 
 def _caches(g: Graph) -> list[str]:

@@ -88,6 +88,7 @@ class RunOptions:
     iface: str | None = None
     xdp_mode: str = "generic"
     xdp_ring: int = 0  # entries of the AF_XDP socket's ring (0: the default, 1024)
+    xdp_spread: bool = False  # the replay sends each frame from the next CPU
     # Remote devices (docs/remote.md): `NAME=ADDR:PORT` where the `offlow serve-device`
     # of device `remote:NAME` listens, and the file of the shared secret (else
     # OFFLOW_REMOTE_SECRET).
@@ -193,7 +194,8 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
                               f"known: {', '.join(sorted(known))}")
         args += ["--opt", opt]
     _check_table_files(b, args)
-    return args + xdp.run_options(b.plan, o.iface, o.xdp_mode, o.input, o.xdp_ring)
+    return args + xdp.run_options(b.plan, o.iface, o.xdp_mode, o.input, o.xdp_ring,
+                                  o.xdp_spread)
 
 
 def _check_table_files(b: Build, args: list[str]) -> None:

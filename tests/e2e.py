@@ -9,6 +9,7 @@ from typing import Any
 
 import dpkt
 
+from offlow import Element, Program, Sink, Source
 from offlow.build import DATA, build
 from offlow.dsl.loader import load_program
 from offlow.report import summarize
@@ -53,3 +54,17 @@ def kvs_over_tcp(check: Callable[[RunResult], None] = lambda res: None) -> Itera
         res = r.wait()
         assert res.ok, res.errors
         check(res)
+
+
+def one_segment(*middle: Element, name: str = "edge", cores: tuple[int, ...] = (0,),
+                group: bool = False, device: str = "xdp") -> Program:
+    """rx >> middle... >> tx, all in one segment on `device`."""
+    p = Program("refused")
+    src, out = Source("rx"), Sink("tx")
+    prev: Element = src
+    for m in middle:
+        prev >> m
+        prev = m
+    prev >> out
+    p.segment(name, [src, *middle, out], device=device, cores=cores, group=group)
+    return p

@@ -33,6 +33,7 @@ from offlow.runner import Run, RunOptions, run
 from offlow.targets import verifier, xdp
 from offlow.testing.malformed import write_malformed_pcap
 from tests.e2e import QUIC, ROOT, TLS, read_frames, run_example
+from tests.e2e import one_segment as _one_segment
 from tests.netns import veth_in_namespace
 
 XDP_TTL = ROOT / "tests" / "programs" / "xdp_ttl.py"
@@ -61,20 +62,6 @@ def test_xdp_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 @pytest.mark.skipif(xdp.os.geteuid() != 0, reason="loading BPF needs root here")
 def test_the_kernel_probe_loads_a_program_as_root() -> None:
     assert xdp.kernel_refuses_bpf() is None
-
-
-def _one_segment(*middle: Element, name: str = "edge", cores: tuple[int, ...] = (0,),
-                 group: bool = False) -> Program:
-    """rx >> middle... >> tx, all in one segment on xdp."""
-    p = Program("refused")
-    src, out = Source("rx"), Sink("tx")
-    prev: Element = src
-    for m in middle:
-        prev >> m
-        prev = m
-    prev >> out
-    p.segment(name, [src, *middle, out], device="xdp", cores=cores, group=group)
-    return p
 
 
 def _refusal(p: Program) -> str:

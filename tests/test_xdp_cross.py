@@ -354,7 +354,7 @@ def _xdp_child(pid: int) -> int | None:
             try:
                 if b"--obj" in Path(f"/proc/{c}/cmdline").read_bytes():
                     return int(c)
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):  # (it ended: a build step's)
                 continue
             deeper = _xdp_child(int(c))
             if deeper:

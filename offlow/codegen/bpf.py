@@ -6,7 +6,9 @@ the loader sums into the run's stats (offlow/targets/xdp.py). The tables it look
 (the IPv4 and IPv6 LPM tables: BPF_TABLES) are array maps that the host side fills
 from the table the runtime built (offlow/lpm_bpf.h, runtime/tools/xdp_tables.c); a shared array
 (`Shared`) is one array map whose one value is the array, zeroed as on every device,
-read back by the host side into the run's table report."""
+read back by the host side into the run's table report; one that every user only adds
+to (`map_kind`) is a per-CPU array map instead, added to without atomics, its CPUs'
+copies summed by the host side."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from offlow.codegen import xsk
 from offlow.codegen.c import Emitter, emit_handler, emit_helpers, line_directive
 from offlow.ir import Graph, Node, SharedTable
 from offlow.ir.types import SCALARS, cname, sort_fields
+from offlow.passes.tableuse import ADD_BUILTINS
 from offlow.plan import Plan, SegmentPlan
 
 # Counters per element, in this order, then one per drop reason of every element.
@@ -52,6 +55,37 @@ def is_array(t: SharedTable) -> bool:
     return not t.is_object and t.ctype in SCALARS and t.ctype not in ("float", "double")
 
 
+# The largest value of a per-CPU map (the kernel's PCPU_MIN_UNIT_SIZE).
+PERCPU_MAX = 32 << 10
+
+
+def map_kind(g: Graph, t: SharedTable) -> tuple[str, str]:
+    """The kind of BPF map shared array `t` of an xdp segment is, and why: `percpu` (a
+    BPF_MAP_TYPE_PERCPU_ARRAY: one copy per CPU, added to without atomics, summed
+    when the host side reads it) when every element that names it only adds to it
+    (passes/tableuse.py: `t[i] += v;`, `__sync_fetch_and_add(&t[i], v);`, values
+    unused) and no channel handler reads it; else `array` (one BPF_MAP_TYPE_ARRAY
+    value every CPU sees)."""
+    handler = next((c.handler.name for c in g.channels
+                    if any(ref == t.name for _, ref in c.handler.tables)), None)
+    if handler is not None:
+        return "array", (f"channel handler {handler} reads it over the mapped map (a "
+                         "per-CPU map cannot be mapped)")
+    users = [(n, local) for n in g.nodes for local, ref in n.tables if ref == t.name]
+    reader = next((n.name for n, local in users
+                   if n.facts is None or local not in n.facts.adds_only), None)
+    if reader is not None:
+        return "array", (f"element {reader} uses it otherwise than adding to it (a read, "
+                         "a store, its address or an add's result): every CPU must see "
+                         "one copy")
+    size = t.length * SCALARS[t.ctype]
+    if size > PERCPU_MAX:
+        return "array", (f"its {size} bytes are more than the {PERCPU_MAX >> 10} KiB a "
+                         "per-CPU map value holds")
+    return "percpu", ("every use adds to it (" + ", ".join(sorted({n.name for n, _ in users}))
+                      + "): one copy per CPU, no atomics, summed when read")
+
+
 def map_prefix(table: str) -> str:
     """The name the maps of `table` start with (offlow/lpm_bpf.h: NAME_dir, NAME_tbl24,
     NAME_tbl8 for an IPv4 table; NAME_top, NAME_node, NAME_leaf for an IPv6 one)."""
@@ -84,6 +118,8 @@ class BpfGen:
         # each crossing's first counter (its packets sent up)
         self.cross_base = self.ncounters - len(self.cross) * (1 + len(xsk.REASONS))
         self.tables = device_tables(plan, device)
+        self.percpu = {t.name for t in self.tables
+                       if is_array(t) and map_kind(self.g, t)[0] == "percpu"}
         self.e = Emitter(f"{device}.bpf.c")
 
     def gen(self) -> str:
@@ -106,6 +142,15 @@ class BpfGen:
           "    __type(value, uint64_t);", "} ofl_counts SEC(\".maps\");", "")
         for t in self.tables:
             m = map_prefix(t.name)
+            if t.name in self.percpu:
+                e(f"/* Shared array {t.name}: {t.length} x {t.ctype}, only added to: one copy",
+                  " * per CPU, summed by the host side (offlow.codegen.bpf.map_kind). */",
+                  f"struct {m}_v {{ {t.ctype} v[{t.length}]; }};",
+                  "struct {", "    __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);",
+                  "    __uint(max_entries, 1);", "    __type(key, uint32_t);",
+                  f"    __type(value, struct {m}_v);",
+                  f"}} {m} SEC(\".maps\");", "")
+                continue
             if is_array(t):
                 e(f"/* Shared array {t.name}: {t.length} x {t.ctype}, one map value (mapped",
                   " * by the host side for the channel handlers that name it). */",
@@ -193,11 +238,23 @@ class BpfGen:
                                          *(t[0] for t in n.tables)]]
         e = self.e
         e(f"/* Element {n.name} ({n.cls}). */")
+        plain = self.plain_adds(n)
+        if plain:
+            e("/* Its add builtins add to per-CPU copies only: plain adds. */",
+              *(f"#define {b}(p, v, ...) ((void)(*(p) {ADD_BUILTINS[b]} (v)))" for b in plain))
         if n.origin and n.body_line > 1:
             e(line_directive(n.origin, n.body_line - 1, ""))
         e(" ".join(head), line_directive(n.origin, n.body_line, f"<body of {n.name}>"), n.body)
         e.resync()
-        e(*(f"#undef {m}" for m in (n.facts.macros if n.facts else ())), "}", "")
+        e(*(f"#undef {m}" for m in (*(n.facts.macros if n.facts else ()), *plain)), "}", "")
+
+    def plain_adds(self, n: Node) -> list[str]:
+        """The add builtins element `n`'s body calls only to add to per-CPU arrays
+        (their values unused: passes/tableuse.py), which need no atomic."""
+        calls = n.facts.atomic_adds if n.facts else frozenset()
+        percpu = {local for local, ref in n.tables if ref in self.percpu}
+        return sorted(b for b in {b for b, _ in calls}
+                      if all(local in percpu for c, local in calls if c == b))
 
     def _next(self, n: Node, port: str) -> str:
         edge = next(x for x in self.g.out_edges(n.name) if x.src_port == port)
@@ -326,9 +383,10 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       "static const struct ofl_xdp_array arrays[] = {"
       + "".join(f'{{"{t.name}", "{map_prefix(t.name)}", {t.length}u, sizeof({t.ctype}), '
                 f'{1 if t.ctype.startswith("int") else 0}, '
+                f'{1 if map_kind(g, t)[0] == "percpu" else 0}, '
                 + (f"(void **)&ofl_proc_.tbl_{cname(t.name)}" if t.name in named else "NULL")
                 + "}, " for t in tables if is_array(t))
-      + "{NULL, NULL, 0u, 0u, 0, NULL} };",
+      + "{NULL, NULL, 0u, 0u, 0, 0, NULL} };",
       "/* The queues to other devices: their rings in the window, instance by instance. */",
       "static const struct ofl_xdp_queue queues[] = {"
       + "".join(f'{{"{qp.queue.name}", &ofl_xdp_ctx.out_{cname(qp.queue.name)}, '

@@ -22,7 +22,7 @@ def analyze_bodies(g: Graph) -> Graph:
             continue
         names = [p[0] for p in n.params] + [t[0] for t in n.tables]
         args = {"element": n.name, "outputs": [p.name for p in n.outputs], "fields": fields,
-                "names": names}
+                "names": names, "tables": [t[0] for t in n.tables]}
         try:
             # (an element with only a batch body runs it on one packet where needed)
             info = (analyze_body(n.body, **args, **_written(n))
@@ -32,7 +32,7 @@ def analyze_bodies(g: Graph) -> Graph:
             end = analyze_body(n.end_body, **args, **_written(n)) if n.end_body else None
         except BodyError as err:
             raise OfflowError(str(err)) from None
-        facts = _facts(info, batch)
+        facts = replace(_facts(info, batch), **_adds(info, batch, end))
         if end is not None:
             if end.sends or end.writes or end.drops or end.emits - end.makes:
                 raise OfflowError(f"element `{n.name}`: its at_end code has no packet to "
@@ -75,6 +75,15 @@ def _facts(one: BodyInfo | None, batch: BodyInfo | None) -> BodyFacts:
         uses_pkt=first.uses_pkt or bool(other and other.uses_pkt),
         reads_ts=first.reads_ts or bool(other and other.reads_ts),
         macros=first.macros, makes=first.makes, sends=first.sends)
+
+
+def _adds(*bodies: BodyInfo | None) -> dict[str, Any]:
+    """The shared arrays the element's bodies only add to: added to in one, used
+    otherwise in none; and every add builtin they call."""
+    got = [b for b in bodies if b is not None]
+    other = frozenset().union(*(b.table_other for b in got))
+    return {"adds_only": frozenset().union(*(b.adds_only for b in got)) - other,
+            "atomic_adds": frozenset().union(*(b.atomic_adds for b in got))}
 
 
 def _written(n: Node, batch: bool = False) -> dict[str, Any]:

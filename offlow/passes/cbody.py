@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pycparser import c_ast, c_parser
 
 from offlow.passes.cpp import CppError, preprocess
+from offlow.passes.tableuse import table_use
 
 _STD_TYPES = (
     "int8_t", "int16_t", "int32_t", "int64_t", "uint8_t", "uint16_t", "uint32_t", "uint64_t",
@@ -44,6 +45,9 @@ class BodyInfo:
     macros: tuple[str, ...] = ()  # macros the body #defines (and does not #undef)
     makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
     sends: bool = False  # SEND: it may send a packet on several ports (copies)
+    adds_only: frozenset[str] = frozenset()  # shared arrays it only adds to (tableuse.py)
+    table_other: frozenset[str] = frozenset()  # shared arrays it uses otherwise
+    atomic_adds: frozenset[tuple[str, str]] = frozenset()  # (add builtin, array or "")
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -352,13 +356,14 @@ def analyze_body(
     body: str, *, element: str, outputs: Sequence[str], fields: Mapping[str, str],
     names: Iterable[str] = (), typedefs: Iterable[str] = (), site: Site = Site(),
     helpers: str = "", helpers_site: Site = Site(), reasons: Sequence[str] = (),
-    vector: bool = False,
+    vector: bool = False, tables: Sequence[str] = (),
 ) -> BodyInfo:
     """Analyse one element body, written at `site`, after its `helpers` (file-scope C);
     `reasons` are its drop reasons (DROP_WHY). `names` (parameters, tables) are plain
     identifiers in scope; they need no declaration for parsing and are accepted for the
     caller's record. `vector`: a batch body (its fields are read and written in loops,
-    so none is killed)."""
+    so none is killed). `tables`: the locals of its shared arrays (which of them it
+    only adds to: tableuse.py)."""
     stmts, macros = _parse(body, element, typedefs, site, helpers, helpers_site,
                            "batch body" if vector else "body")
     ctx = _Context(element, list(outputs), list(fields), list(reasons), vector)
@@ -376,6 +381,7 @@ def analyze_body(
         read_before |= set(fields) if w.whole_state else w.reads
         kills_possible = kills_possible and not (w.exits or w.jumps)
         whole.visit(stmt)
+    use = table_use(stmts, tables)
     if whole.whole_state:
         whole.reads |= set(fields)
         whole.writes |= set(fields)
@@ -392,4 +398,7 @@ def analyze_body(
         macros=macros,
         makes=frozenset(whole.makes),
         sends=whole.sends,
+        adds_only=use.adds_only,
+        table_other=use.other,
+        atomic_adds=use.atomic_adds,
     )

@@ -78,13 +78,21 @@ MODES = ("generic", "native")
 
 
 def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | None,
-                ring: int = 0) -> list[str]:
-    """The options of the run's xdp process for `--iface`, `--xdp-mode` and `--xdp-ring`
-    (none when none is given), each checked before any process starts: an xdp device
-    to take them, a known mode, an interface that exists here, no --input with --iface
-    (the packets come from the interface), a ring of a power of 2 entries on a device
-    whose packets cross to another."""
-    rings: list[str] = []
+                ring: int = 0, spread: bool = False) -> list[str]:
+    """The options of the run's xdp process for `--iface`, `--xdp-mode`, `--xdp-ring`
+    and `--xdp-spread` (none when none is given), each checked before any process
+    starts: an xdp device to take them, a known mode, an interface that exists here, no
+    --input or --xdp-spread with --iface (the packets come from the interface), a ring
+    of a power of 2 entries on a device whose packets cross to another."""
+    opts: list[str] = []
+    if spread:
+        if not any(d.target == "xdp" for d in plan.devices):
+            raise OfflowError(f"--xdp-spread: no segment of `{plan.name}` is on xdp "
+                              "(--set SEG.device=xdp)")
+        if iface is not None:
+            raise OfflowError(f"--xdp-spread: with --iface {iface} the packets come from "
+                              "the interface, on the CPUs its NIC gives them to")
+        opts = ["--opt", "xdp.spread=1"]
     if ring:
         if ring < 0 or ring & (ring - 1) or ring > 1 << 14:
             raise OfflowError(f"--xdp-ring {ring}: expected a power of 2 up to 16384 "
@@ -92,9 +100,9 @@ def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | No
         if not any(xsk.crossings(plan, d.name) for d in plan.devices if d.target == "xdp"):
             raise OfflowError(f"--xdp-ring {ring}: no segment on xdp sends packets to another "
                               "device (the ring is the AF_XDP socket's of that crossing)")
-        rings = ["--opt", f"xdp.ring={ring}"]
+        opts += ["--opt", f"xdp.ring={ring}"]
     if iface is None and mode == "generic":
-        return rings
+        return opts
     what = f"--iface {iface}" if iface is not None else f"--xdp-mode {mode}"
     if not any(d.target == "xdp" for d in plan.devices):
         raise OfflowError(f"{what}: no segment of `{plan.name}` is on xdp "
@@ -106,7 +114,7 @@ def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | No
                           "docs/targets.md); use generic or native")
     if mode not in MODES:
         raise OfflowError(f"--xdp-mode {mode}: expected one of {', '.join(MODES)}")
-    args = ["--opt", f"xdp.mode={mode}", *rings]
+    args = ["--opt", f"xdp.mode={mode}", *opts]
     if iface is None:
         return args
     try:

@@ -146,7 +146,40 @@ struct run {
     struct ofl_sink *sink;
     uint64_t unsent;           /* frames the kernel would not take (shorter than a header) */
     struct ofl_xdp_cross *cross;  /* the crossing to host segments, or NULL */
+    int spread;                /* the replay sends from each CPU of `allowed` in turn */
+    int spread_at;             /* the CPU it sent the last frame from */
+    cpu_set_t allowed;         /* the CPUs this process may run on */
 };
+
+/* --opt xdp.spread=1: the replay sends each frame from the next CPU this process may
+ * run on, as a NIC's receive-side scaling spreads flows over CPUs, so that XDP runs on
+ * each (and each CPU's copy of a per-CPU array is added to); 0, the default: from
+ * the CPU it runs on. 0, or -EINVAL (printed). */
+static int spread_open(struct run *r, const struct ofl_args *a)
+{
+    const char *v = ofl_args_get(a, "xdp", "spread", "0");
+    if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+        fprintf(stderr, "offlow xdp: --opt xdp.spread=%s: expected 0 or 1\n", v);
+        return -EINVAL;
+    }
+    r->spread = v[0] == '1' && sched_getaffinity(0, sizeof r->allowed, &r->allowed) == 0;
+    r->spread_at = sched_getcpu();
+    return 0;
+}
+
+/* Move to the next CPU of r->allowed (xdp.spread), or stay where the run is. */
+static void spread_next(struct run *r)
+{
+    for (int k = 1; r->spread && k <= CPU_SETSIZE; k++) {
+        int c = (r->spread_at + k) % CPU_SETSIZE;
+        if (!CPU_ISSET(c, &r->allowed)) continue;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        if (sched_setaffinity(0, sizeof one, &one) == 0) r->spread_at = c;
+        return;
+    }
+}
 
 /* Frames the program sent up to the AF_XDP socket so far (every crossing's). */
 static uint64_t sent_up(const struct ofl_xdp_desc *d, struct counters *c)
@@ -175,6 +208,7 @@ static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *
         if (n == 0) continue;
         r->core.pkts_in++;
         r->core.bytes_in += p.len;
+        spread_next(r);
         if (send(sock, p.data, p.len, 0) < 0) {  /* shorter than an Ethernet header... */
             r->unsent++;
             continue;
@@ -211,6 +245,7 @@ static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *
     }
 out:
     r->core.t_end = now_ns();
+    if (r->spread) sched_setaffinity(0, sizeof r->allowed, &r->allowed);
     free(buf);
     free(back);
     return rc;
@@ -367,6 +402,7 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
         ofl_xdp_cross_close(&cross);
         return ofl_fatal("--runner-fd is not a pipe");
     }
+    if (spread_open(&r, a) < 0) goto early;
     if (!iface && ofl_source_open(&r.src, a, d->source, 0, 1, d->mtu) < 0) goto early;
     if (d->sink && ofl_sink_open(&r.sink, a, d->sink, 1) < 0) goto early;
     int status = 1, sock = -1, link = -1, peer_link = -1;

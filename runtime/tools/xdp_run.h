@@ -47,13 +47,14 @@ struct ofl_xdp_table {
 };
 
 /* A shared array the program keeps in one map value: its name and map, `n` integers
- * of `size` bytes (signed or not), reported in the stats as on every device; `mem`:
+ * of `size` bytes (signed or not), reported in the stats as on every device; `percpu`:
+ * the map is a per-CPU array (one copy per possible CPU, reported summed); `mem`:
  * where the channel handlers that name it find it (the map's value, mapped into this
- * process: xdp_chan.h), or NULL when no handler does. */
+ * process: xdp_chan.h), or NULL when no handler does (always for a per-CPU one). */
 struct ofl_xdp_array {
     const char *name, *map;
     unsigned n, size;
-    int is_signed;
+    int is_signed, percpu;
     void **mem;
 };
 

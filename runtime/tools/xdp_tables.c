@@ -187,14 +187,48 @@ int ofl_xdp_tables_fill(const struct ofl_xdp_tables *t, const struct ofl_xdp_des
     return 0;
 }
 
+/* Add integer `i` of `src` to that of `dst`, both arrays of `size`-byte integers,
+ * wrapping as unsigned integers of that size do. */
+static void add_int(void *dst, const void *src, unsigned i, unsigned size)
+{
+    switch (size) {
+    case 1: ((uint8_t *)dst)[i] = (uint8_t)(((uint8_t *)dst)[i] + ((const uint8_t *)src)[i]);
+        break;
+    case 2: ((uint16_t *)dst)[i] =
+            (uint16_t)(((uint16_t *)dst)[i] + ((const uint16_t *)src)[i]);
+        break;
+    case 4: ((uint32_t *)dst)[i] += ((const uint32_t *)src)[i]; break;
+    default: ((uint64_t *)dst)[i] += ((const uint64_t *)src)[i]; break;
+    }
+}
+
+/* Read shared array `x` from its map `fd` into `v` (x->n integers): the map's one
+ * value, or for a per-CPU map the sum of every possible CPU's copy (the kernel
+ * returns them one after another, each rounded up to 8 bytes). 0 or a negative errno. */
+static int read_array(const struct ofl_xdp_array *x, int fd, void *v)
+{
+    uint32_t zero = 0;
+    if (!x->percpu) return bpf_map_lookup_elem(fd, &zero, v) < 0 ? -errno : 0;
+    int ncpus = libbpf_num_possible_cpus();
+    if (ncpus < 0) return ncpus;
+    size_t stride = ((size_t)x->n * x->size + 7u) & ~(size_t)7u;
+    uint8_t *all = calloc((size_t)ncpus, stride);
+    if (!all) return -ENOMEM;
+    int rc = bpf_map_lookup_elem(fd, &zero, all) < 0 ? -errno : 0;
+    memset(v, 0, (size_t)x->n * x->size);
+    for (int c = 0; rc == 0 && c < ncpus; c++)
+        for (unsigned i = 0; i < x->n; i++) add_int(v, all + (size_t)c * stride, i, x->size);
+    free(all);
+    return rc;
+}
+
 void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
                            struct bpf_object *obj)
 {
     for (const struct ofl_xdp_array *x = d->arrays; x && x->name; x++) {
         struct bpf_map *m = bpf_object__find_map_by_name(obj, x->map);
         void *v = calloc(x->n ? x->n : 1, x->size);
-        uint32_t zero = 0;
-        if (m && v && bpf_map_lookup_elem(bpf_map__fd(m), &zero, v) == 0)
+        if (m && v && read_array(x, bpf_map__fd(m), v) == 0)
             ofl_stats_table(j, x->name, v, x->n, x->size, x->is_signed);
         else
             fprintf(stderr, "offlow xdp: cannot read shared array %s\n", x->name);

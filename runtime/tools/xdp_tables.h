@@ -41,7 +41,7 @@ int ofl_xdp_lpm6_size(struct bpf_object *obj, const char *maps, const struct ofl
 int ofl_xdp_lpm6_fill(struct bpf_object *obj, const char *maps, const struct ofl_lpm6_trie *p);
 
 /* Write each shared array of `d` (its map in the loaded `obj`) into the stats' tables
- * object `j`, as every device reports its arrays. */
+ * object `j`, as every device reports its arrays (a per-CPU one summed over the CPUs). */
 void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
                            struct bpf_object *obj);
 

@@ -1,0 +1,76 @@
+"""passes/tableuse.py through analyze_body: which shared arrays a body only adds to
+(a statement adding to one element, its value unused), and its add builtins with the
+array each adds to."""
+
+from __future__ import annotations
+
+import random
+
+from offlow.passes.cbody import BodyInfo, analyze_body
+
+
+def _use(body: str) -> BodyInfo:
+    return analyze_body(body, element="tally", outputs=["out"], fields={"k": "uint8_t"},
+                        tables=["hits", "bytes_"])
+
+
+def test_statements_that_add_to_an_element_only_add() -> None:
+    info = _use(r"""
+    /* every form of an add whose value nobody reads */
+    hits[state->k & 3u] += 1;
+    hits[0]++; ++hits[1]; hits[2]--;
+    *bytes_ -= pkt->len;   // the first element
+    for (int i = 0; i < 2; i++) hits[i] += 1, bytes_[i]++;
+    switch (state->k) { case 1: hits[3]++; break; default: bytes_[1] += 2; }
+    if (pkt->len > 60) __sync_fetch_and_add(&bytes_[2], pkt->len);
+    else __atomic_add_fetch(&hits[0], 1, __ATOMIC_RELAXED);
+    """)
+    assert info.adds_only == {"hits", "bytes_"} and info.table_other == frozenset()
+    assert info.atomic_adds == {("__sync_fetch_and_add", "bytes_"),
+                                ("__atomic_add_fetch", "hits")}
+
+
+def test_a_read_anywhere_makes_the_array_used_otherwise() -> None:
+    for body in ("if (hits[0] > 9) DROP(); bytes_[0] += 1;",   # a read
+                 "hits[0] = 1; bytes_[0] += 1;",                 # a store
+                 "uint32_t *p = &hits[1]; *p += 1; bytes_[0]++;",  # its address
+                 "hits[hits[0] & 1u] += 1; bytes_[0]++;",          # read in its own index
+                 "state->k = (uint8_t)hits[0]++; bytes_[0]++;",    # an add's value used
+                 "ofl_note(hits); bytes_[0]++;",                   # handed to a function
+                 "{ int hits = 0; hits += 1; } bytes_[0]++;"):     # a local hiding it
+        info = _use(body)
+        assert info.adds_only == {"bytes_"} and info.table_other == {"hits"}, body
+
+
+def test_an_atomic_adds_value_used_is_a_read_and_its_builtin_stays_atomic() -> None:
+    info = _use("uint64_t t = __sync_fetch_and_add(&hits[0], 1); (void)t;"
+                "__sync_fetch_and_add(&bytes_[0], 1); __atomic_fetch_sub(&state->k, 1, 0);")
+    assert info.adds_only == {"bytes_"} and info.table_other == {"hits"}
+    assert info.atomic_adds == {("__sync_fetch_and_add", ""), ("__sync_fetch_and_add", "bytes_"),
+                                ("__atomic_fetch_sub", "")}
+
+
+# Statements on `hits`: (C, whether it only adds to it).
+_FORMS = [("hits[{i}] += {v};", True), ("hits[{i}]++;", True), ("--hits[{i}];", True),
+          ("*hits -= {v};", True), ("__sync_fetch_and_add(&hits[{i}], {v});", True),
+          ("__atomic_sub_fetch(&hits[{i}], {v}, __ATOMIC_RELAXED);", True),
+          ("state->k = (uint8_t)hits[{i}];", False), ("hits[{i}] = {v};", False),
+          ("if (hits[{i}] == {v}) DROP();", False),
+          ("state->k += (uint8_t)(hits[{i}] += 1);", False),
+          ("ofl_note(&hits[{i}]);", False), ("bytes_[hits[0] & 1u] += {v};", False)]
+_WRAPS = ["{s}", "if (pkt->len > {v}) {{ {s} }}", "for (int j = 0; j < 2; j++) {s}",
+          "switch (state->k) {{ case 1: {s} break; default: break; }}", "{{ /* c */ {s} }}"]
+
+
+def test_random_bodies_are_classified_as_their_statements_say() -> None:
+    """Bodies made of statements known to add or to read, nested at random: `hits` is
+    only added to exactly when every statement naming it adds."""
+    rnd = random.Random(26)
+    for _ in range(60):  # (each body goes through the C preprocessor)
+        picks = [rnd.choice(_FORMS) for _ in range(rnd.randint(1, 5))]
+        body = "\n".join(rnd.choice(_WRAPS).format(
+            s=form.format(i=rnd.choice(["0", "state->k & 3u", "1"]), v=rnd.randint(1, 9)),
+            v=rnd.randint(1, 99)) for form, _ in picks)
+        info = _use(body)
+        assert ("hits" in info.adds_only) == all(adds for _, adds in picks), body
+        assert ("hits" in info.table_other) == (not all(adds for _, adds in picks)), body
