@@ -197,7 +197,7 @@ static __always_inline int harness(struct xdp_md *ctx, enum which w)
     return XDP_DROP;
 }
 
-/* B lookups from the cursor's position on, each of the address written into the
+/* B lookups from the cursor's position on, each address written into the
  * packet; every hop recorded at its address's position; the cursor moved on by B. No
  * wrap inside the loop (the driver pads the address set to a multiple of B): a
  * position that may wrap to a known 0 at every lookup would give the verifier a path
