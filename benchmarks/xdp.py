@@ -237,14 +237,14 @@ def _table(res: dict, mode: str) -> list[str]:
              "per packet (one program run per packet: parse, one lookup, record the answer, "
              "write the next address into the packet)")
     head = (f"{'addresses':>9} {'program':>13} | {'M lookups/s':>11} | "
-            f"{'ns/lookup (min-max)':>20} | {'checked':>9}")
+            f"{'ns/lookup (min-max)':>22} | {'checked':>9}")
     out = [title, head, "-" * len(head)]
     runs = [r for r in res["runs"] if r["mode"] == mode]
     for r in runs:
         rng = f"{r['ns']:.1f} ({r['ns_min']:.1f}-{r['ns_max']:.1f})" if mode == BATCH \
             else f"{r['ns']:.0f} ({r['ns_min']:.0f}-{r['ns_max']:.0f})"
         mps = 1e3 / r["ns"] if r["ns"] else float("inf")
-        out.append(f"{r['addresses']:>9} {r['program']:>13} | {mps:>11.2f} | {rng:>20} | "
+        out.append(f"{r['addresses']:>9} {r['program']:>13} | {mps:>11.2f} | {rng:>22} | "
                    f"{r['checked']:>9,}")
     ns = {(r["addresses"], r["program"]): r["ns"] for r in runs}
     family = {r["addresses"]: r.get("family", 4) for r in runs}

@@ -24,8 +24,9 @@
  *   ofl_lpm4_lookup (ofl_lpm6_lookup; the harness's against 0), the hops map holding
  *   a value no lookup answers before each run, so an address a program skipped is a
  *   wrong answer too; a wrong one ends the run with exit status 1 naming it (3: the
- *   kernel refused a namespace, the programs or their maps). Prints one JSON object. The process moves
- *   into a network namespace of its own first: the routes vanish with it. */
+ *   kernel refused a namespace, the programs or their maps). Prints one JSON object.
+ *   The process moves into a network namespace of its own first: the routes vanish
+ *   with it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -361,7 +362,8 @@ int main(int argc, char **argv)
             return 2;
         }
         counts[s] = (uint32_t)(len / size);
-        if (positions(1, counts[s]) > most[fam[s]]) most[fam[s]] = positions(1, counts[s]);
+        uint32_t m = positions(1, counts[s]);   /* (a batch run's: the most) */
+        if (m > most[fam[s]]) most[fam[s]] = m;
     }
 
     size_t n, n6;
@@ -433,13 +435,13 @@ int main(int argc, char **argv)
 
     uint8_t *amem[2] = {map_mem(map_of(o, "addrs")), map_mem(map_of(o, "addrs6"))};
     uint32_t *hmem = map_mem(map_of(o, "hops"));
-    printf("{\"batch\": %d, \"routes\": %zu, \"blocks\": %u, \"groups\": %u, \"dir24_bytes\": %zu, "
-           "\"build_s\": %.6g, \"routes6\": %zu, \"nodes6\": %zu, \"leaves6\": %zu, "
-           "\"depth6\": %u, \"trie6_bytes\": %zu, \"build6_s\": %.6g, \"passes\": %u, "
-           "\"reps\": %d, \"programs\": [",
-           OFL_BENCH_XDP_BATCH, n, t->blocks, t->groups, ofl_lpm4_memory(t), build_s, n6, t6->trie.nnodes,
-           t6->trie.nleaves, t6->trie.depth, ofl_lpm6_trie_memory(&t6->trie), build6_s,
-           passes, reps);
+    printf("{\"batch\": %d, \"routes\": %zu, \"blocks\": %u, \"groups\": %u, "
+           "\"dir24_bytes\": %zu, \"build_s\": %.6g, \"routes6\": %zu, \"nodes6\": %zu, "
+           "\"leaves6\": %zu, \"depth6\": %u, \"trie6_bytes\": %zu, \"build6_s\": %.6g, "
+           "\"passes\": %u, \"reps\": %d, \"programs\": [",
+           OFL_BENCH_XDP_BATCH, n, t->blocks, t->groups, ofl_lpm4_memory(t), build_s, n6,
+           t6->trie.nnodes, t6->trie.nleaves, t6->trie.depth,
+           ofl_lpm6_trie_memory(&t6->trie), build6_s, passes, reps);
     for (int f = 0; f < 2; f++)
         for (int p = 0; p < NPROG; p++)
             printf("%s{\"family\": %d, \"name\": \"%s\", \"load_s\": %.6g}", f || p ? ", " : "",
