@@ -21,7 +21,7 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
     b.add_argument("--json-out", type=Path, help="where to write the JSON results")
     b.add_argument("--png", type=Path,
-                   help="router, groups, channels, kvs, gpu, tsp, streams, remote, xdp --e2e: "
+                   help="router, groups, channels, kvs, gpu, tsp, streams, remote, xdp: "
                         "where to write the plot")
     b.add_argument("--prefixes", type=Path,
                    help="router, groups, xdp, gpu: prefix file (default: the BGP table)")
@@ -53,7 +53,7 @@ def run(a: argparse.Namespace) -> int:
         importlib.import_module("benchmarks.xdp_e2e").run(quick=a.quick, out_json=a.json_out,
                                                          out_png=a.png)
     elif a.name == "xdp":
-        bench.run(quick=a.quick, out_json=a.json_out, prefixes=a.prefixes)
+        bench.run(quick=a.quick, out_json=a.json_out, prefixes=a.prefixes, out_png=a.png)
     elif a.name == "gpu":
         bench.run(quick=a.quick, out_json=a.json_out, prefixes=a.prefixes, out_png=a.png)
     elif a.name in ("tsp", "remote"):

@@ -10,17 +10,23 @@
  *                   namespace (xdp_fib.h), looked up with bpf_fib_lookup;
  *   "harness":      the same program without a lookup (its cost is in every row).
  *
+ * Each in two modes: per packet (one repetition, one packet, one lookup) and batch
+ * (one repetition, OFL_BENCH_XDP_BATCH lookups of consecutive addresses: lookups per
+ * second as lookup benchmarks measure them; bench_xdp.bpf.c says how).
+ *
  * usage: bench_xdp BPF_OBJECT ROUTES4 ROUTES6 PASSES REPS [6:]NAME=ADDRS...
  *   ROUTES4: IPv4 8-byte records (u32 address in host order, u16 hop, u8 length, u8 pad;
  *   little endian), ROUTES6: IPv6 20-byte records (16 address bytes in network order,
  *   u16 hop, u8 length, u8 pad), as benchmarks/common/routes.py writes them; ADDRS:
  *   u32 IPv4 addresses in host order, or with `6:` 16-byte IPv6 addresses. For every
- *   address file and program of its family, REPS test runs of PASSES passes over the
- *   addresses each (one repetition = one packet = one lookup); after each, every hop
- *   the program recorded is checked against ofl_lpm4_lookup (ofl_lpm6_lookup), and a
- *   wrong one ends the run with exit status 1 naming it (3: the kernel refused a
- *   namespace, the programs or their maps). Prints one JSON object. The process moves
- *   into a network namespace of its own first: the routes vanish with it. */
+ *   address file, program of its family and mode, REPS test runs of PASSES passes over
+ *   the addresses each; every hop the last run recorded is checked against
+ *   ofl_lpm4_lookup (ofl_lpm6_lookup; the harness's against 0), the hops map holding
+ *   a value no lookup answers before each run, so an address a program skipped is a
+ *   wrong answer too; a wrong one ends the run with exit status 1 naming it (3: the
+ *   kernel refused a namespace, the programs or their maps). Prints one JSON object.
+ *   The process moves into a network namespace of its own first: the routes vanish
+ *   with it. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -41,18 +47,24 @@
 
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
+#include "bench_xdp.h"
 #include "tool_io.h"
 #include "xdp_fib.h"
 #include "xdp_tables.h"
 
 #define NPROG 4
 #define MAX_SETS 8
+/* No hop a table holds (hops are 16 bits): what the hops map holds before a run. */
+#define NO_ANSWER 0xFFFFFFFFu
 
-/* Per family (0: IPv4, 1: IPv6): the programs, in the order of enum which, and their
- * rows' names. */
-static const char *prog_names[2][NPROG] = {
-    {"xdp_none", "xdp_dir24", "xdp_trie", "xdp_fib"},
-    {"xdp_none_6", "xdp_trie6", "xdp_trie_6", "xdp_fib_6"}};
+/* Per mode (0: per packet, 1: batch) and family (0: IPv4, 1: IPv6): the programs, in
+ * the order of enum which; their rows' names per family. */
+static const char *prog_names[2][2][NPROG] = {
+    {{"xdp_none", "xdp_dir24", "xdp_trie", "xdp_fib"},
+     {"xdp_none_6", "xdp_trie6", "xdp_trie_6", "xdp_fib_6"}},
+    {{"xdp_none_b", "xdp_dir24_b", "xdp_trie_b", "xdp_fib_b"},
+     {"xdp_none_6b", "xdp_trie6_b", "xdp_trie_6b", "xdp_fib_6b"}}};
+static const char *modes[2] = {"packet", "batch"};
 static const char *labels[2][NPROG] = {
     {"harness", "offlow dir24", "lpm trie", "kernel fib"},
     {"harness", "offlow trie6", "lpm trie", "kernel fib"}};
@@ -165,7 +177,8 @@ static size_t make_packet(uint8_t *pkt, size_t cap, int v6, const uint8_t *a0)
 }
 
 struct result {
-    double ns_kernel;   /* the kernel's ns per repetition, median of the reps */
+    double ns_kernel;   /* the kernel's ns per lookup (per repetition / lookups in one),
+                         * median of the reps */
     double ns_min, ns_max;
     double ns_call;     /* the median run's whole system call / repetitions: the kernel's
                          * time plus a fixed cost per call (switching the XDP
@@ -185,7 +198,8 @@ struct tables {
     const struct ofl_lpm6 *t6;
 };
 
-/* Report the first wrong answer of program `label` for address k of set `a`. */
+/* Report the first wrong answer of program `label` for address k of set `a` (`want`:
+ * what offlow's lookup answers, or the harness's 0). */
 static void say_wrong(const char *label, int v6, const uint8_t *a, uint32_t k, uint32_t got,
                       uint32_t want)
 {
@@ -198,40 +212,56 @@ static void say_wrong(const char *label, int v6, const uint8_t *a, uint32_t k, u
         x = htonl(x);
         inet_ntop(AF_INET, &x, text, sizeof text);
     }
-    fprintf(stderr, "bench_xdp: %s: %s -> hop %u, offlow's lookup says %u\n", label, text,
-            got, want);
+    if (got == NO_ANSWER)
+        fprintf(stderr, "bench_xdp: %s: %s -> no hop recorded, offlow's lookup says %u\n",
+                label, text, want);
+    else
+        fprintf(stderr, "bench_xdp: %s: %s -> hop %u, offlow's lookup says %u\n", label,
+                text, got, want);
 }
 
-/* REPS test runs of program `p` of family `v6` over the n addresses `a` (already in
- * the addrs or addrs6 map), PASSES passes each; then every recorded hop checked (not
- * for the harness). */
-static struct result run_prog(struct bpf_object *o, int v6, int p, int ifindex,
-                              const struct tables *t, const uint8_t *a, uint32_t n,
-                              uint32_t passes, int reps, const uint32_t *hops)
+/* The positions a run of mode `batch` goes through for n addresses: n, or for a batch
+ * run n rounded up to whole batches (the addrs map holds the first addresses again
+ * after the n-th: the batch programs never wrap inside a batch). */
+static uint32_t positions(int batch, uint32_t n)
 {
-    int fd = bpf_program__fd(bpf_object__find_program_by_name(o, prog_names[v6][p]));
+    uint32_t b = batch ? OFL_BENCH_XDP_BATCH : 1;
+    return (n + b - 1) / b * b;
+}
+
+/* REPS test runs of program `p` of family `v6` in mode `batch` over the n addresses
+ * `a` (already in the addrs or addrs6 map), PASSES passes each over its positions;
+ * then every hop the last run recorded checked (the harness's: 0). */
+static struct result run_prog(struct bpf_object *o, int batch, int v6, int p, int ifindex,
+                              const struct tables *t, const uint8_t *a, uint32_t n,
+                              uint32_t passes, int reps, uint32_t *hops)
+{
+    const char *name = prog_names[batch][v6][p];
+    int fd = bpf_program__fd(bpf_object__find_program_by_name(o, name));
     int cur = bpf_map__fd(map_of(o, "cursor"));
+    uint32_t per_rep = batch ? OFL_BENCH_XDP_BATCH : 1, m = positions(batch, n);
+    uint32_t repeat = m / per_rep * passes;
     double ns[64], wall[64];
     for (int r = 0; r < reps; r++) {
-        uint32_t zero = 0, c[2] = {0, n};
+        uint32_t zero = 0, c[2] = {0, m};
         int rc = bpf_map_update_elem(cur, &zero, c, BPF_ANY);
         if (rc < 0) die("cursor", rc);
+        for (uint32_t i = 0; i < m; i++) hops[2 * i] = NO_ANSWER;   /* (a stride of 8) */
         _Alignas(4) uint8_t pkt[128], out[128];
         size_t len = make_packet(pkt, sizeof pkt, v6, a);
         struct xdp_md md = {.data_end = (uint32_t)len, .ingress_ifindex = (uint32_t)ifindex};
         LIBBPF_OPTS(bpf_test_run_opts, opts, .data_in = pkt, .data_size_in = (uint32_t)len,
                     .data_out = out, .data_size_out = sizeof out, .ctx_in = &md,
-                    .ctx_size_in = sizeof md, .repeat = n * passes);
+                    .ctx_size_in = sizeof md, .repeat = repeat);
         double t0 = tool_now_s();
         rc = bpf_prog_test_run_opts(fd, &opts);
-        wall[r] = (tool_now_s() - t0) * 1e9 / ((double)n * passes);
+        wall[r] = (tool_now_s() - t0) * 1e9 / ((double)repeat * per_rep);
         if (rc < 0) die("BPF_PROG_TEST_RUN", rc);
         if (opts.retval != 1) {   /* XDP_DROP: the program parsed the packet */
-            fprintf(stderr, "bench_xdp: %s returned %u, not XDP_DROP\n", prog_names[v6][p],
-                    opts.retval);
+            fprintf(stderr, "bench_xdp: %s returned %u, not XDP_DROP\n", name, opts.retval);
             exit(1);
         }
-        ns[r] = opts.duration;
+        ns[r] = (double)opts.duration / per_rep;
     }
     struct result res = {0};
     double sorted[64];
@@ -242,19 +272,25 @@ static struct result run_prog(struct bpf_object *o, int v6, int p, int ifindex,
     res.ns_max = sorted[reps - 1];
     for (int r = 0; r < reps; r++)
         if (ns[r] == res.ns_kernel) res.ns_call = wall[r];
-    if (p == 0) return res;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t k = 0; k < m; k++) {
+        uint32_t i = k % n;   /* (past n: the first addresses again) */
         uint16_t want;
-        if (v6) {
+        if (p == 0) {
+            want = 0;   /* the harness records 0 for every address it went through */
+        } else if (v6) {
             want = ofl_lpm6_lookup(t->t6, a + 16 * (size_t)i);
         } else {
             uint32_t x;
             memcpy(&x, a + 4 * (size_t)i, 4);
             want = ofl_lpm4_lookup(t->t4, x);
         }
-        uint32_t got = hops[2 * i];   /* u32 values at a stride of 8 */
+        uint32_t got = hops[2 * k];   /* u32 values at a stride of 8 */
         res.checked++;
-        if (got != want && res.wrong++ == 0) say_wrong(labels[v6][p], v6, a, i, got, want);
+        if (got != want && res.wrong++ == 0) {
+            char label[64];
+            snprintf(label, sizeof label, "%s%s", labels[v6][p], batch ? " batch" : "");
+            say_wrong(label, v6, a, i, got, want);
+        }
     }
     return res;
 }
@@ -319,13 +355,15 @@ int main(int argc, char **argv)
         names[s] = arg + 2 * fam[s];
         size_t len, size = fam[s] ? 16 : 4;
         addrs[s] = tool_read(eq + 1, &len);
-        if (len < size || len % size || len / size > UINT32_MAX / passes) {
+        if (len < size || len % size ||
+            len / size > (UINT32_MAX - OFL_BENCH_XDP_BATCH) / passes) {
             fprintf(stderr, "bench_xdp: %s: not a list of IPv%d addresses\n", eq + 1,
                     fam[s] ? 6 : 4);
             return 2;
         }
         counts[s] = (uint32_t)(len / size);
-        if (counts[s] > most[fam[s]]) most[fam[s]] = counts[s];
+        uint32_t m = positions(1, counts[s]);   /* (a batch run's: the most) */
+        if (m > most[fam[s]]) most[fam[s]] = m;
     }
 
     size_t n, n6;
@@ -397,13 +435,13 @@ int main(int argc, char **argv)
 
     uint8_t *amem[2] = {map_mem(map_of(o, "addrs")), map_mem(map_of(o, "addrs6"))};
     uint32_t *hmem = map_mem(map_of(o, "hops"));
-    printf("{\"routes\": %zu, \"blocks\": %u, \"groups\": %u, \"dir24_bytes\": %zu, "
-           "\"build_s\": %.6g, \"routes6\": %zu, \"nodes6\": %zu, \"leaves6\": %zu, "
-           "\"depth6\": %u, \"trie6_bytes\": %zu, \"build6_s\": %.6g, \"passes\": %u, "
-           "\"reps\": %d, \"programs\": [",
-           n, t->blocks, t->groups, ofl_lpm4_memory(t), build_s, n6, t6->trie.nnodes,
-           t6->trie.nleaves, t6->trie.depth, ofl_lpm6_trie_memory(&t6->trie), build6_s,
-           passes, reps);
+    printf("{\"batch\": %d, \"routes\": %zu, \"blocks\": %u, \"groups\": %u, "
+           "\"dir24_bytes\": %zu, \"build_s\": %.6g, \"routes6\": %zu, \"nodes6\": %zu, "
+           "\"leaves6\": %zu, \"depth6\": %u, \"trie6_bytes\": %zu, \"build6_s\": %.6g, "
+           "\"passes\": %u, \"reps\": %d, \"programs\": [",
+           OFL_BENCH_XDP_BATCH, n, t->blocks, t->groups, ofl_lpm4_memory(t), build_s, n6,
+           t6->trie.nnodes, t6->trie.nleaves, t6->trie.depth,
+           ofl_lpm6_trie_memory(&t6->trie), build6_s, passes, reps);
     for (int f = 0; f < 2; f++)
         for (int p = 0; p < NPROG; p++)
             printf("%s{\"family\": %d, \"name\": \"%s\", \"load_s\": %.6g}", f || p ? ", " : "",
@@ -413,27 +451,30 @@ int main(int argc, char **argv)
     const struct tables tabs = {t, t6};
     for (int s = 0; s < nsets; s++) {
         int v6 = fam[s];
-        for (uint32_t i = 0; i < counts[s]; i++) {
+        for (uint32_t k = 0; k < positions(1, counts[s]); k++) {
+            uint32_t i = k % counts[s];   /* (past the last: the first ones again) */
             if (v6) {
-                memcpy(amem[1] + 16 * (size_t)i, addrs[s] + 16 * (size_t)i, 16);
+                memcpy(amem[1] + 16 * (size_t)k, addrs[s] + 16 * (size_t)i, 16);
             } else {   /* (u32 values at a stride of 8, network order) */
                 uint32_t x;
                 memcpy(&x, addrs[s] + 4 * (size_t)i, 4);
                 x = htonl(x);
-                memcpy(amem[0] + 8 * (size_t)i, &x, 4);
+                memcpy(amem[0] + 8 * (size_t)k, &x, 4);
             }
         }
-        for (int p = 0; p < NPROG; p++) {
-            struct result x = run_prog(o, v6, p, ifindex, &tabs, addrs[s], counts[s], passes,
-                                       reps, hmem);
-            wrong += x.wrong;
-            printf("%s{\"family\": %d, \"addresses\": \"%s\", \"n\": %u, \"program\": \"%s\", "
-                   "\"ns\": %.6g, \"ns_min\": %.6g, \"ns_max\": %.6g, \"ns_call\": %.6g, "
-                   "\"checked\": %llu, \"wrong\": %llu}",
-                   s || p ? ", " : "", v6 ? 6 : 4, names[s], counts[s], labels[v6][p],
-                   x.ns_kernel, x.ns_min, x.ns_max, x.ns_call, (unsigned long long)x.checked,
-                   (unsigned long long)x.wrong);
-        }
+        for (int b = 0; b < 2; b++)
+            for (int p = 0; p < NPROG; p++) {
+                struct result x = run_prog(o, b, v6, p, ifindex, &tabs, addrs[s], counts[s],
+                                           passes, reps, hmem);
+                wrong += x.wrong;
+                printf("%s{\"family\": %d, \"addresses\": \"%s\", \"n\": %u, "
+                       "\"mode\": \"%s\", \"program\": \"%s\", \"ns\": %.6g, "
+                       "\"ns_min\": %.6g, \"ns_max\": %.6g, \"ns_call\": %.6g, "
+                       "\"checked\": %llu, \"wrong\": %llu}",
+                       s || b || p ? ", " : "", v6 ? 6 : 4, names[s], counts[s], modes[b],
+                       labels[v6][p], x.ns_kernel, x.ns_min, x.ns_max, x.ns_call,
+                       (unsigned long long)x.checked, (unsigned long long)x.wrong);
+            }
     }
     printf("]}\n");
     bpf_object__close(o);

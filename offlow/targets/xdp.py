@@ -11,6 +11,7 @@ import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from offlow import buildcache, cbuild
@@ -129,11 +130,11 @@ def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | No
     return [*args, "--opt", f"xdp.iface={iface}"]
 
 
-def compile_bpf(src: Path, obj: Path, what: str) -> Path:
+def compile_bpf(src: Path, obj: Path, what: str, local_headers: Sequence[Path] = ()) -> Path:
     """Compile eBPF C `src` into object `obj` (flag sets `bpf` and `werror`, the core's
     headers, and the system's multiarch folder for <asm/types.h>), unless the cache
-    holds it built from the same source, headers, flags and compiler; `what` names it in
-    a compile error."""
+    holds it built from the same source, headers (also `local_headers`: those `src` includes
+    from its own folder), flags and compiler; `what` names it in a compile error."""
     d = cbuild.description()
     libs = [d.library("core"), d.library("lpm")]
     multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
@@ -143,6 +144,7 @@ def compile_bpf(src: Path, obj: Path, what: str) -> Path:
     compiler = d.compiler("bpf")
     inputs = cbuild.digest(src.read_bytes(), *(h.read_bytes() for lib in libs
                                                for h in lib.headers()),
+                           *(h.read_bytes() for h in local_headers),
                            " ".join(args).encode(), buildcache.compiler_id(compiler).encode())
     return buildcache.make(obj, lambda tmp: cbuild.cc(
         compiler, [*args, "-c", str(src), "-o", str(tmp)], what), inputs)
