@@ -121,6 +121,10 @@ class Target:
         `stats` (the run's error for it, instead of its exit status)."""
         return None
 
+    def wrote_stats(self, path: Path) -> bool:
+        """Whether its part left stats to read at `path` (read_stats)."""
+        return path.exists()
+
     def read_stats(self, path: Path) -> dict[str, Any]:
         """The stats its part wrote at exit (the run report's input: cores, elements,
         queues, tables, sinks; docs/run-result.schema.json)."""

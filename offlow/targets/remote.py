@@ -9,10 +9,12 @@ machine (the same paths must hold them there)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from offlow import cbuild
 from offlow.errors import OfflowError
@@ -130,6 +132,22 @@ class Remote(ProcessTarget):
     def failure(self, stats: Path) -> str | None:
         path = stats.with_name(f"{stats.name}.error")
         return path.read_text() if path.exists() else None
+
+    def wrote_stats(self, path: Path) -> bool:
+        return path.exists() or path.with_name(f"{path.name}.link").exists()
+
+    def read_stats(self, path: Path) -> dict[str, Any]:
+        """The device's stats (when they came back) and, as `link`, what crossed the
+        link and was not delivered (the stand-in's STATS.link: LINK_DROPS)."""
+        out = super().read_stats(path) if path.exists() else {}
+        link = path.with_name(f"{path.name}.link")
+        if link.exists():
+            try:
+                out["link"] = {k: int(v) for k, v in json.loads(link.read_text()).items()}
+            except (json.JSONDecodeError, ValueError, AttributeError) as e:
+                raise OfflowError(f"the remote stand-in wrote an unreadable {link.name}: "
+                                  f"{e}") from None
+        return out
 
 
 TARGET = Remote()

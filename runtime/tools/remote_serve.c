@@ -187,15 +187,19 @@ static void send_done(struct serve *s, int32_t status, const char *stats, const 
     free(eb);
 }
 
-/* The entries the device produced that the host never took (an aborted run), said
- * in the device's stderr (it crosses with PART_DONE): a counted drop, not a silent one. */
-static void undelivered(const struct serve *s, const char *errpath)
+/* What this end could not deliver by the run's end (its channels drained and stopped
+ * first), sent to the host for the run's report; the entries the device produced that
+ * the host never took (an aborted run) are said in the device's stderr too (it crosses
+ * with PART_DONE). A counted drop, not a silent one. */
+static void send_drops(struct serve *s, const char *errpath)
 {
-    uint64_t n = part_undelivered(&s->p);
-    FILE *f = n ? fopen(errpath, "a") : NULL;
+    struct part_drops d = part_end(&s->p);
+    ofl_link_send(s->p.link, PART_DROPS, &d, sizeof d, NULL, 0);
+    FILE *f = d.entries ? fopen(errpath, "a") : NULL;
     if (!f) return;
     fprintf(f, "offlow serve-device: the run was aborted: %llu ring entries (packets) the "
-            "device produced were not taken on the host (dropped)\n", (unsigned long long)n);
+            "device produced were not taken on the host (dropped)\n",
+            (unsigned long long)d.entries);
     fclose(f);
 }
 
@@ -314,7 +318,7 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
         /* an aborted run's rings are never finished: its end is the process's */
         if (exited && (status != 0 || part_aborted(&s->p) || ofl_bridge_done(&s->p.bridge))) {
             ofl_bridge_poll(&s->p.bridge);   /* the last credit */
-            undelivered(s, errpath);
+            send_drops(s, errpath);
             part_flags_send(&s->p);
             send_live(s, stats);             /* its last word (live_final) */
             send_done(s, status, stats, errpath);
