@@ -79,6 +79,9 @@ class Target:
     offload: ClassVar[tuple[int, int] | None] = None
     # Its process serves the control channel ctl.NAME of each table it holds (offlow ctl).
     serves_control: ClassVar[bool] = True
+    # Why its processes take no reloads (offlow reload) though they serve control; ""
+    # when they take them.
+    no_reload: ClassVar[str] = ""
 
     def unusable(self) -> str | None:
         """Why this target cannot run here (missing_package, no_device), or None."""
