@@ -389,6 +389,23 @@ def test_a_message_the_link_could_not_deliver_ends_the_run_with_one_error(
     jsonschema.validate(s, json.loads((ROOT / "docs" / "run-result.schema.json").read_text()))
 
 
+def test_a_device_slow_to_start_is_not_taken_for_a_dead_one(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """The device's window takes 2 s to make (the test hook
+    OFFLOW_REMOTE_TEST_SLOW_INIT_MS, as under load): longer than the link's 800 ms
+    silence limit, yet the run goes on and gives the usual capture, since serve-device
+    keeps the link beating while it waits (it waited blocked, silent, and the host took
+    it for dead: `stopped answering` once under load 10). A silent device still ends
+    the run: test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so_far."""
+    secret = secret_file(tmp_path)
+    _, port = serve_env(procs, secret, {"OFFLOW_REMOTE_TEST_SLOW_INIT_MS": "2000"})
+    rc, s, err = run(procs, ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
+                                         "--remote", f"a=127.0.0.1:{port}", "--secret-file",
+                                         str(secret)))
+    assert rc == 0 and s["ok"], err
+    assert len(read_frames(tmp_path / "out.pcap")) == 1095
+
+
 def test_a_wrong_secret_ends_the_run_before_any_packet_moves(
         tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
     srv, port = serve(procs, secret_file(tmp_path))

@@ -98,14 +98,40 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
     }
 }
 
-/* Run `argv` and wait for it; its exit status, or -1. */
-static int run_wait(char **argv)
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* Run `argv` (the window's --init) and wait for it while the link goes on (its
+ * heartbeats keep the host's silence limit from firing while a loaded machine makes the
+ * window: waited for without the link, an init over the limit ended the run). Returns
+ * its exit status, or -1 (it did not run, or the link failed meanwhile: it is killed).
+ * The test hook OFFLOW_REMOTE_TEST_SLOW_INIT_MS=N waits N ms more after it ended, as for
+ * a slow one (never set it otherwise). */
+static int run_wait(struct serve *s, char **argv)
 {
     pid_t pid;
     if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ)) return -1;
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
+    const char *slow = getenv("OFFLOW_REMOTE_TEST_SLOW_INIT_MS");
+    uint64_t until = now_ms() + (slow && *slow ? strtoull(slow, NULL, 10) : 0);
+    int st = 0;
+    bool ended = false;
+    while (!ended || now_ms() < until) {
+        pid_t r = ended ? 0 : waitpid(pid, &st, WNOHANG);
+        if (r < 0 && errno != EINTR) return -1;
+        ended = ended || r == pid;
+        if (ofl_link_progress(s->p.link) == OFL_LINK_FAILED) {
+            if (!ended) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+            }
+            return -1;
+        }
+        part_idle(&s->p, 0);
+    }
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -264,7 +290,8 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
     if (fd >= 0) close(fd);
     char *init[] = {exe, "--init", "--window", (char *)window, NULL};
     char err[256];
-    if (!wrote || run_wait(init) != 0) {
+    if (!wrote || run_wait(s, init) != 0) {
+        if (ofl_link_progress(s->p.link) == OFL_LINK_FAILED) return;   /* (no one to tell) */
         send_fail(s, "cannot make the program's window there (its executable does not run "
                   "on that machine?)");
         return;
