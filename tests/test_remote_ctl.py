@@ -6,6 +6,9 @@ code is refused with the reason."""
 from __future__ import annotations
 
 import ipaddress
+import json
+import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -19,11 +22,12 @@ from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.reload import reload
 from offlow.runner import Run, RunOptions, build_for
-from offlow.session import session
+from offlow.session import attach, session
 from offlow.targets import remote
+from tests.netns import ADDR_B
 from tests.programs import reload_mark
 from tests.test_control import ROUTER, Reference, _check_replay, _hop_rule, _updates
-from tests.test_remote import secret_file, serve
+from tests.test_remote import secret_file, serve, start
 
 pytestmark = pytest.mark.skipif(remote.TARGET.unusable() is not None,
                                 reason=f"remote: {remote.TARGET.unusable()}")
@@ -78,6 +82,53 @@ def test_routes_added_and_deleted_on_a_remote_device_while_it_forwards(
     assert s.result.stats["remote:r1"]["link"]["chan_to_device"] == 0
     start = {(10 << 24, 8): _hop_rule(ipaddress.IPv4Network("10.0.0.0/8"))}
     _check_replay(out, log, Reference(start))
+
+
+def test_routes_changed_on_a_remote_device_in_another_namespace(
+        two_hosts: tuple[str, str], tmp_path: Path,
+        procs: list[subprocess.Popen[str]]) -> None:
+    """As above across two namespaces joined by a veth pair (UCX over TCP), as a user
+    runs it: `offlow run --serve` in the host's namespace, the routes changed by a host
+    program attached to its window, the run stopped with Ctrl-C."""
+    host, device = two_hosts
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret, ADDR_B, device)
+    prefixes = tmp_path / "routes.txt"
+    prefixes.write_text("10.0.0.0/8  # the table at start\n")
+    out = tmp_path / "out.pcap"
+    log = _updates(600, seed=12)
+    p = start(procs, ["run", str(ROUTER), "--serve", "--count", "60000", "--rate", "30000",
+                      "--sizes", "64:1", "--prefixes", str(prefixes), "--output", str(out),
+                      "--opt", f"routes4.path={prefixes}", "--opt", f"routes6.path={prefixes}",
+                      "--set", "route.device=remote:b", "--remote", f"b={ADDR_B}:{port}",
+                      "--secret-file", str(secret), "--json"], host)
+    assert p.stderr is not None
+    window = ""
+    for line in p.stderr:
+        m = re.search(r"attach\('([^']+)'\)", line)
+        if m:
+            window = m[1]
+            break
+    assert window, p.communicate()
+    with attach(window) as a:
+        routes = a.tables["routes4"]
+        before = _first_answer(routes)
+        for i, (kind, net, hop) in enumerate(log):
+            if i % 100 == 99:
+                time.sleep(0.005)
+            if kind == "add":
+                routes.add(str(net), hop)
+            else:
+                routes.delete(str(net))
+        info = routes.info()
+    p.send_signal(signal.SIGINT)
+    o, err = p.communicate(timeout=120)
+    s = json.loads(o)
+    assert p.returncode == 0 and s["ok"], err
+    assert info.updates == before.updates + len(log)
+    assert s["links"]["remote:b"]["chan_to_device"] == 0
+    start_table = {(10 << 24, 8): _hop_rule(ipaddress.IPv4Network("10.0.0.0/8"))}
+    _check_replay(out, log, Reference(start_table))
 
 
 def _marked_remote(mark: int) -> Program:
