@@ -111,12 +111,14 @@ def _sum_counts(a: Any, b: Any) -> Any:
     return a + b if numbers and not isinstance(a, bool) else a
 
 
-# a remote device's link (its stand-in's counts, docs/remote.md): packets that crossed
-# it and were never taken on the far side, when the run was aborted
+# a remote device's link (its stand-in's counts, docs/remote.md): packets bound across
+# it that the far side was never seen to take, in a run that was aborted or whose link
+# failed
 LINK_DROPS = (("entries_to_device", "link_aborted_to_device",
-               "sent over the link, not taken on the device when the run was aborted"),
+               "for the device, not seen taken there: the run was aborted or its link "
+               "failed"),
               ("entries_from_device", "link_aborted_from_device",
-               "sent over the link, not taken on the host when the run was aborted"))
+               "from the device, not taken on the host: the run was aborted"))
 
 
 def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],

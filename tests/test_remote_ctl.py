@@ -26,7 +26,14 @@ from offlow.session import attach, session
 from offlow.targets import remote
 from tests.netns import ADDR_B
 from tests.programs import reload_mark
-from tests.test_control import ROUTER, Reference, _check_replay, _hop_rule, _updates
+from tests.test_control import (
+    ROUTER,
+    Reference,
+    _check_replay,
+    _hop_rule,
+    _updates,
+    apply_log,
+)
 from tests.test_remote import secret_file, serve, start
 
 pytestmark = pytest.mark.skipif(remote.TARGET.unusable() is not None,
@@ -68,14 +75,7 @@ def test_routes_added_and_deleted_on_a_remote_device_while_it_forwards(
     with session(prog, opts) as s:
         routes = s.tables["routes4"]
         before = _first_answer(routes)
-        for i, (kind, net, hop) in enumerate(log):
-            if i % 100 == 99:
-                time.sleep(0.005)  # packets go out between updates on a busy machine
-            if kind == "add":
-                routes.add(str(net), hop)
-            else:
-                routes.delete(str(net))
-        info = routes.info()
+        info = apply_log(routes, log)
         s.wait_drained(timeout=120)
     assert s.result is not None and s.result.ok, s.result
     assert before.kind == "lpm4" and info.updates == before.updates + len(log)
@@ -113,14 +113,7 @@ def test_routes_changed_on_a_remote_device_in_another_namespace(
     with attach(window) as a:
         routes = a.tables["routes4"]
         before = _first_answer(routes)
-        for i, (kind, net, hop) in enumerate(log):
-            if i % 100 == 99:
-                time.sleep(0.005)
-            if kind == "add":
-                routes.add(str(net), hop)
-            else:
-                routes.delete(str(net))
-        info = routes.info()
+        info = apply_log(routes, log)
     p.send_signal(signal.SIGINT)
     o, err = p.communicate(timeout=120)
     s = json.loads(o)
