@@ -46,6 +46,11 @@ class Placement(Protocol):
         """Its process serves the control channel of each table it holds."""
         ...
 
+    @property
+    def no_reload(self) -> str:
+        """Why its process takes no reloads though it serves control ("": it does)."""
+        ...
+
     def cpu_base(self, ncpus: int) -> int:
         """The CPU its core 0 runs on, on a machine of `ncpus` CPUs."""
         ...
@@ -190,7 +195,8 @@ def make_plan(g: Graph, targets: Mapping[str, Placement], ncpus: int | None = No
     return Plan(graph=g, devices=devices, queues=queues,
                 rings=tuple(r for q in queues for r in q.rings),
                 window_channels=(*channel_names(g), *(RELOAD_CHANNEL_PREFIX + d for d in g.devices()
-                                                      if targets[d].serves_control)),
+                                                      if targets[d].serves_control
+                                                      and not targets[d].no_reload)),
                 table_sender=sender, ncpus=ncpus)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from offlow import targets
 from offlow.build import Build, build, reload_object
 from offlow.cbuild import digest
 from offlow.channels import ChannelError, Region, open_running
@@ -47,7 +48,9 @@ def _describe(b: Build) -> dict[str, Any]:
             "code": {d.name: digest(b.sources[f"{d.name}.c"].encode())
                      for d in b.plan.devices if f"{d.name}.c" in b.sources},
             "reloadable": [c[len(RELOAD_CHANNEL_PREFIX):] for c in b.plan.window_channels
-                           if c.startswith(RELOAD_CHANNEL_PREFIX)]}
+                           if c.startswith(RELOAD_CHANNEL_PREFIX)],
+            "no_reload": {d.name: targets.get(d.target).no_reload for d in b.plan.devices
+                          if targets.get(d.target).no_reload}}
 
 
 def write_description(b: Build, window: Path) -> None:
@@ -119,6 +122,11 @@ def _check(window: Path, old: dict[str, Any], new: dict[str, Any]) -> list[str]:
                           "entries, window tables) differs")
     changed = [d for d, code in new["code"].items() if old["code"].get(d) != code]
     fixed = [d for d in changed if d not in old["reloadable"]]
+    why = old.get("no_reload", {})
+    for d in fixed:
+        if d in why:
+            raise OfflowError(f"{what}; the code of {d} changed, and {d} takes no reloads: "
+                              f"{why[d]}")
     if fixed:
         raise OfflowError(f"{what}; the code of {', '.join(fixed)} changed, and its target "
                           "takes no reloads")

@@ -82,10 +82,14 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
             acc = sources.setdefault(name, {})
             for k2, n in v.items():
                 acc[k2] = n if isinstance(n, str) else acc.get(k2, 0) + n  # "error": text
-    return {"program": g.name, "mtu": g.mtu, "mtu_why": g.mtu_why, "segments": segments,
-            "queues": queues, "elements": elements, "sources": sources, "sinks": sinks,
-            "tables": tables,
-            "accounting": account(g, sources, elements, queues, sinks)}
+    links = {dev: v["link"] for dev, v in stats.items() if "link" in v}
+    out = {"program": g.name, "mtu": g.mtu, "mtu_why": g.mtu_why, "segments": segments,
+           "queues": queues, "elements": elements, "sources": sources, "sinks": sinks,
+           "tables": tables,
+           "accounting": account(g, sources, elements, queues, sinks, links)}
+    if links:
+        out["links"] = links
+    return out
 
 
 def _sum_why(instances: list[dict[str, Any]]) -> dict[str, int]:
@@ -107,8 +111,19 @@ def _sum_counts(a: Any, b: Any) -> Any:
     return a + b if numbers and not isinstance(a, bool) else a
 
 
+# a remote device's link (its stand-in's counts, docs/remote.md): packets bound across
+# it that the far side was never seen to take, in a run that was aborted or whose link
+# failed
+LINK_DROPS = (("entries_to_device", "link_aborted_to_device",
+               "for the device, not seen taken there: the run was aborted or its link "
+               "failed"),
+              ("entries_from_device", "link_aborted_from_device",
+               "from the device, not taken on the host: the run was aborted"))
+
+
 def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
-            queues: list[dict[str, Any]], sinks: dict[str, Any]) -> dict[str, Any]:
+            queues: list[dict[str, Any]], sinks: dict[str, Any],
+            links: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
     """Every packet in one place: the frames the sources read (and the copies SEND made
     and the packets elements made) = forwarded (written by sinks) + dropped (where and
     why) + consumed (an element's work done: CONSUME, or an element without outputs);
@@ -142,6 +157,11 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
             if n:
                 dropped.append({"at": q["queue"], "reason": why, "packets": n,
                                 "what": queue_drops.get(why, "")})
+    for dev, link in (links or {}).items():
+        for key, reason, what in LINK_DROPS:
+            if link.get(key):
+                dropped.append({"at": dev, "reason": reason, "packets": link[key],
+                                "what": what})
     # a UDP sink takes every packet but sends only the IPv4/UDP ones not addressed to itself
     sink_drops = (("dropped", "not_sent",
                    "not an IPv4/UDP frame, or more datagrams than a batch holds"),
@@ -255,4 +275,7 @@ def format_summary(s: dict[str, Any]) -> str:
         if v.get("refused"):
             udp += f", {v['refused']} refused by its port"
         parts.append(f"sink {name}: {v['packets']} packets{where}{udp}")
+    for dev, v in s.get("links", {}).items():
+        if any(v.values()):  # (a clean run's link delivered everything: no line)
+            parts.append(f"link {dev}: not delivered: " + _counters(v))
     return "\n\n".join(parts)

@@ -683,9 +683,10 @@ class Run:
         stats = {}
         for dev in self.procs:
             path = self.tmp / f"{dev}.json"
-            if path.exists():
+            target = targets.get(self.build.plan.device(dev).target)
+            if target.wrote_stats(path):
                 try:
-                    stats[dev] = targets.get(self.build.plan.device(dev).target).read_stats(path)
+                    stats[dev] = target.read_stats(path)
                 except OfflowError as e:
                     errors.append(str(e))
         tcp = None

@@ -27,7 +27,7 @@ import pytest
 
 from offlow import Handler, Program, Shared, Sink, Source
 from offlow.build import plan_program
-from offlow.control import ControlError, Info, RouteChange
+from offlow.control import ControlError, Info, RouteChange, Table
 from offlow.dsl.loader import load_program
 from offlow.elements import Count
 from offlow.errors import OfflowError
@@ -99,21 +99,26 @@ def _updates(n: int, seed: int) -> list[Update]:
     return out
 
 
+def apply_log(routes: Table, log: list[Update]) -> Info:
+    """Apply the update log to route table `routes` one update at a time; its info
+    after the last."""
+    for i, (kind, net, hop) in enumerate(log):
+        if i % 100 == 99:
+            # a breath every 100 updates, so that packets go out between them even
+            # when this machine's CPUs are busy (the replay check wants many states)
+            time.sleep(0.005)
+        if kind == "add":
+            routes.add(str(net), hop)
+        else:
+            routes.delete(str(net))
+    return routes.info()
+
+
 def _route_while_forwarding(opts: RunOptions, table: str, log: list[Update]) -> Info:
     """Run the router with `opts`, apply the update log to `table` while it forwards,
     and return the table's info after the last update."""
     with session(load_program(ROUTER), opts) as s:
-        routes = s.tables[table]
-        for i, (kind, net, hop) in enumerate(log):
-            if i % 100 == 99:
-                # a breath every 100 updates, so that packets go out between them even
-                # when this machine's CPUs are busy (the replay check wants many states)
-                time.sleep(0.005)
-            if kind == "add":
-                routes.add(str(net), hop)
-            else:
-                routes.delete(str(net))
-        info = routes.info()
+        info = apply_log(s.tables[table], log)
         s.wait_drained(timeout=120)
     assert s.result is not None and s.result.ok, s.result
     return info

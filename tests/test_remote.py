@@ -347,6 +347,65 @@ def test_a_message_the_far_end_cannot_take_is_the_runs_one_error_not_a_silent_lo
                         r"\(Broken pipe\): dropped", str(e.value)), str(e.value)
 
 
+def test_channel_messages_still_queued_at_the_stop_are_counted_in_the_report(
+        tmp_path: Path, procs: list[subprocess.Popen[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device's server holds every direct message from the host (the test hook
+    OFFLOW_REMOTE_TEST_HOLD: as if the device's end never took them); when the session
+    stops, the three it holds are counted in the run's report (`links`), not freed
+    without a word, and the device's handler saw none; nothing else is counted."""
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    secret = secret_file(tmp_path)
+    _, port = serve_env(procs, secret, {"OFFLOW_REMOTE_TEST_HOLD": "1"})
+    with remote_session(on_remote("echo", tmp_path), port, secret) as s:
+        ch = s.channel("echo")
+        for msg in (b"one", b"two", b"three"):
+            ch.send(msg, timeout=60)   # taken by the host's stand-in, held on the device
+    assert s.result is not None and s.result.ok, s.result
+    assert s.result.stats["remote:a"]["tables"]["seen"] == [0]
+    assert s.result.stats["remote:a"]["link"] == {
+        "entries_to_device": 0, "entries_from_device": 0, "chan_to_device": 3,
+        "chan_from_device": 0, "lost_sends": 0}
+
+
+def test_a_message_the_link_could_not_deliver_ends_the_run_with_one_error(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """UCX completes the host's third message to the device with an error (the test hook
+    OFFLOW_REMOTE_TEST_SEND_FAIL in the stand-in's environment): the link fails, the run's
+    one error names the device and says a message was lost, and the report counts it
+    (it was only counted in the link, and the run went on with a hole in the device's
+    stream)."""
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    rc, s, err = run(procs, ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
+                                         "--remote", f"a=127.0.0.1:{port}", "--secret-file",
+                                         str(secret)),
+                     env={"OFFLOW_REMOTE_TEST_SEND_FAIL": "3"})
+    assert rc == 1 and len(s["errors"]) == 1, err
+    assert re.fullmatch(rf"remote device remote:a \(127\.0\.0\.1:{port}\): a message to the "
+                        r"peer was lost \(.+\); \d+ ring entries \(packets\) had come from it "
+                        r"and 0 gone to it", s["errors"][0]), s["errors"]
+    assert s["links"]["remote:a"]["lost_sends"] == 1, s.get("links")
+    jsonschema.validate(s, json.loads((ROOT / "docs" / "run-result.schema.json").read_text()))
+
+
+def test_a_device_slow_to_start_is_not_taken_for_a_dead_one(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """The device's window takes 2 s to make (the test hook
+    OFFLOW_REMOTE_TEST_SLOW_INIT_MS, as under load): longer than the link's 800 ms
+    silence limit, yet the run goes on and gives the usual capture, since serve-device
+    keeps the link beating while it waits (it waited blocked, silent, and the host took
+    it for dead: `stopped answering` once under load 10). A silent device still ends
+    the run: test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so_far."""
+    secret = secret_file(tmp_path)
+    _, port = serve_env(procs, secret, {"OFFLOW_REMOTE_TEST_SLOW_INIT_MS": "2000"})
+    rc, s, err = run(procs, ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
+                                         "--remote", f"a=127.0.0.1:{port}", "--secret-file",
+                                         str(secret)))
+    assert rc == 0 and s["ok"], err
+    assert len(read_frames(tmp_path / "out.pcap")) == 1095
+
+
 def test_a_wrong_secret_ends_the_run_before_any_packet_moves(
         tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
     srv, port = serve(procs, secret_file(tmp_path))

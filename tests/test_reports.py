@@ -95,3 +95,25 @@ def test_a_compile_failure_shows_the_error_not_warnings(
     err = capsys.readouterr().err
     assert f"{prog}:{first + 2}:" in err and "undeclared_thing" in err
     assert "warning" not in err, err
+
+
+def test_packets_a_remote_link_did_not_deliver_are_counted_drops_in_the_equation() -> None:
+    """An aborted run's ring entries that crossed a remote device's link and were never
+    taken on the far side (the stand-in's `link` counts) are drops of their own, by
+    direction, so read = forwarded + dropped holds; the text report says what the link
+    did not deliver."""
+    from types import SimpleNamespace
+
+    from offlow.report import account, format_summary
+
+    link = {"entries_to_device": 2, "entries_from_device": 1, "chan_to_device": 4,
+            "chan_from_device": 0, "lost_sends": 0}
+    a = account(SimpleNamespace(nodes=[], mtu=1514),  # type: ignore[arg-type]
+                {"rx": {"packets": 10}}, {}, [], {"tx": {"packets": 7}}, {"remote:a": link})
+    assert [(d["at"], d["reason"], d["packets"]) for d in a["dropped"]] == [
+        ("remote:a", "link_aborted_to_device", 2), ("remote:a", "link_aborted_from_device", 1)]
+    assert a["unaccounted"] == 0
+    text = format_summary({"segments": [], "queues": [], "accounting": a, "tables": {},
+                           "sources": {}, "sinks": {}, "mtu": 1514, "links": {"remote:a": link}})
+    assert ("link remote:a: not delivered: entries_to_device 2, entries_from_device 1, "
+            "chan_to_device 4, chan_from_device 0, lost_sends 0") in text

@@ -79,6 +79,9 @@ class Target:
     offload: ClassVar[tuple[int, int] | None] = None
     # Its process serves the control channel ctl.NAME of each table it holds (offlow ctl).
     serves_control: ClassVar[bool] = True
+    # Why its processes take no reloads (offlow reload) though they serve control; ""
+    # when they take them.
+    no_reload: ClassVar[str] = ""
 
     def unusable(self) -> str | None:
         """Why this target cannot run here (missing_package, no_device), or None."""
@@ -120,6 +123,10 @@ class Target:
         """Why its part failed, when the part wrote that down beside its stats file
         `stats` (the run's error for it, instead of its exit status)."""
         return None
+
+    def wrote_stats(self, path: Path) -> bool:
+        """Whether its part left stats to read at `path` (read_stats)."""
+        return path.exists()
 
     def read_stats(self, path: Path) -> dict[str, Any]:
         """The stats its part wrote at exit (the run report's input: cores, elements,

@@ -9,14 +9,17 @@ machine (the same paths must hold them there)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from offlow import cbuild
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node
+from offlow.ir.graph import CTL_CHANNEL_PREFIX
 from offlow.lifecycle import signals_deferred
 from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, missing_package
@@ -61,6 +64,13 @@ def ring_dirs(plan: Plan, device: str) -> str:
     return "".join(out)
 
 
+def carried(plan: Plan, device: str) -> list[str]:
+    """The channels the link carries for `device`: those its handlers serve, and the
+    control channel of each table it holds (offlow ctl)."""
+    return ([c.name for c in plan.device(device).channels] +
+            [CTL_CHANNEL_PREFIX + t.name for t in plan.graph.shared if t.ctl == device])
+
+
 class Remote(ProcessTarget):
     name = "remote"
     runs = ("a device process on another machine, under `offlow serve-device` there; "
@@ -70,7 +80,10 @@ class Remote(ProcessTarget):
                     "(direct messages; bulk transfers by rendezvous, CRC32C checked at the "
                     "far end), after a mutual proof of a shared secret")
     reads_table_files = True  # on its own machine
-    serves_control = False    # its tables' control channels do not cross yet
+    # its tables' control channels cross the link as the program's channels do
+    no_reload = ("its process runs on another machine, where the new build's code is not "
+                 "(a reload would need it sent across the link: not built); stop the run "
+                 "and start it again with the new program")
 
     def unusable(self) -> str | None:
         if not UCX_HEADER.exists():
@@ -98,8 +111,12 @@ class Remote(ProcessTarget):
     def build(self, plan: Plan, device: str, directory: Path, compile_c: CompileC) -> Path:
         exe = super().build(plan, device, directory, compile_c)
         exe.with_name(f"{exe.name}.rings").write_text(ring_dirs(plan, device))
-        chans = plan.device(device).channels
-        exe.with_name(f"{exe.name}.chans").write_text("".join(f"{c.name}\n" for c in chans))
+        chans = carried(plan, device)
+        if len(chans) > MAX_CHANNELS:  # (the program's alone: refuse_node, when planned)
+            raise OfflowError(f"a remote device carries at most {MAX_CHANNELS} channels across "
+                              f"the link; `{device}` has {len(chans)} with its tables' "
+                              "control channels")
+        exe.with_name(f"{exe.name}.chans").write_text("".join(f"{c}\n" for c in chans))
         tool("host")
         return exe
 
@@ -130,6 +147,22 @@ class Remote(ProcessTarget):
     def failure(self, stats: Path) -> str | None:
         path = stats.with_name(f"{stats.name}.error")
         return path.read_text() if path.exists() else None
+
+    def wrote_stats(self, path: Path) -> bool:
+        return path.exists() or path.with_name(f"{path.name}.link").exists()
+
+    def read_stats(self, path: Path) -> dict[str, Any]:
+        """The device's stats (when they came back) and, as `link`, what crossed the
+        link and was not delivered (the stand-in's STATS.link: LINK_DROPS)."""
+        out = super().read_stats(path) if path.exists() else {}
+        link = path.with_name(f"{path.name}.link")
+        if link.exists():
+            try:
+                out["link"] = {k: int(v) for k, v in json.loads(link.read_text()).items()}
+            except (json.JSONDecodeError, ValueError, AttributeError) as e:
+                raise OfflowError(f"the remote stand-in wrote an unreadable {link.name}: "
+                                  f"{e}") from None
+        return out
 
 
 TARGET = Remote()

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "offlow/crc32c.h"
 
@@ -106,6 +107,8 @@ int part_chans_start(struct part_chans *pc, struct ofl_link *link, void *region,
     if (corrupt && *corrupt) pc->corrupt_at = strtoull(corrupt, NULL, 10);
     const char *fail_post = getenv("OFFLOW_REMOTE_TEST_POST_FAIL");
     if (fail_post && *fail_post) pc->fail_post_at = strtoull(fail_post, NULL, 10);
+    const char *hold = getenv("OFFLOW_REMOTE_TEST_HOLD");
+    pc->hold = hold && *hold;
     pc->mgr = ofl_chan_mgr_start(1, abort_flag);
     if (!pc->mgr) {
         snprintf(pc->err, sizeof pc->err, "cannot start a channel manager");
@@ -201,7 +204,7 @@ static int send_up(struct part_chans *pc, struct part_item *it)
 static int hand_on(struct part_chans *pc, struct part_chan *c)
 {
     struct part_item *it = c->head;
-    if (!it || __atomic_load_n(&c->sending, __ATOMIC_ACQUIRE)) return 0;
+    if (!it || pc->hold || __atomic_load_n(&c->sending, __ATOMIC_ACQUIRE)) return 0;
     int rc;
     if (it->bulk) {
         if (!ofl_chan_mgr_post_done(pc->mgr, pc->region, c->id, pc->side)) return 0;
@@ -261,6 +264,19 @@ bool part_chans_peers_up(struct part_chans *pc)
     return true;
 }
 
+void part_chans_drain(struct part_chans *pc)
+{
+    /* 200 polls in a row that moved nothing, 100 us apart (a loaded machine may not
+     * run the manager's thread for milliseconds); 0.5 s at most */
+    for (int idle = 0, i = 0; idle < 200 && i < 5000; i++) {
+        int moved = part_chans_poll(pc);
+        if (moved < 0) return;
+        idle = moved ? 0 : idle + 1;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 void part_chans_stop(struct part_chans *pc)
 {
     if (pc->mgr) ofl_chan_mgr_stop(pc->mgr);   /* (a running send's buffer: on_bulk_sent) */
@@ -270,12 +286,14 @@ void part_chans_stop(struct part_chans *pc)
             struct part_item *it = pc->ch[i].head;
             pc->ch[i].head = it->next;
             part_item_free(it);
+            pc->stop_unhanded++;
         }
         pc->ch[i].tail = NULL;
     }
     for (struct part_item *it = pc->up_head, *next; it; it = next) {
         next = it->next;
         part_item_free(it);
+        pc->stop_unsent++;
     }
     pc->up_head = pc->up_tail = NULL;
     pthread_mutex_destroy(&pc->lock);

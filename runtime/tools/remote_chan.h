@@ -70,9 +70,13 @@ struct part_chans {
     uint64_t fail_post_at;           /* tests: the direct message handed on here that
                                         fails as if the end were closed, counted from 1
                                         (OFFLOW_REMOTE_TEST_POST_FAIL; 0: none) */
+    bool hold;                       /* tests: hand nothing on here, as if the end here
+                                        never took it (OFFLOW_REMOTE_TEST_HOLD) */
     uint64_t posts;                  /* direct messages handed on here (tries that ended) */
     uint64_t msgs_out, msgs_in, bulk_out, bulk_in, bytes_out, bytes_in;
     uint64_t dropped;                /* what came that the end here could not take */
+    uint64_t stop_unhanded;          /* at the stop: what had come and was not handed on */
+    uint64_t stop_unsent;            /* at the stop: what was taken here and not sent */
     char err[256];                   /* why the channels failed ("": they have not) */
 };
 
@@ -98,7 +102,13 @@ int part_chans_poll(struct part_chans *pc);
  * them from then on, so a host's send is taken only once the device can answer). */
 bool part_chans_peers_up(struct part_chans *pc);
 
-/* Stop the manager (its ends close: the local peers see EPIPE) and free what is held. */
+/* At the end of a run: send across what was taken here and hand on what came, until
+ * nothing has moved for a few milliseconds (a bounded grace: the manager may still be
+ * taking the last messages of a process that ended). */
+void part_chans_drain(struct part_chans *pc);
+
+/* Stop the manager (its ends close: the local peers see EPIPE) and free what is held,
+ * counting it: stop_unhanded (came, not handed on), stop_unsent (taken, not sent). */
 void part_chans_stop(struct part_chans *pc);
 
 #endif

@@ -37,6 +37,7 @@ struct host {
     char why[512];             /* PART_FAIL's reason */
     const char *stats, *dirs;  /* --stats, --rings */
     uint32_t chans[PART_CHANS_MAX], nchans;   /* the channels' ids in the window */
+    struct part_drops far;     /* what the device's end could not deliver (PART_DROPS) */
     char chan_err[256];        /* why they could not be carried */
 };
 
@@ -88,12 +89,32 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
             h->done_len = len;
         }
         h->done = true;
+    } else if (kind == PART_DROPS && hlen == sizeof h->far) {
+        memcpy(&h->far, hdr, sizeof h->far);
     } else if (kind == PART_LIVE) {
         write_live(h, data, len);
     } else if (kind == PART_FAIL) {
         snprintf(h->why, sizeof h->why, "%.*s", (int)(len < 400 ? len : 400), (const char *)data);
         h->failed_there = true;
     }
+}
+
+/* What crossed the link and was not delivered, for the run's report: STATS.link, a
+ * JSON object of counts (docs/remote.md). Ends this side's channels first. */
+static void write_link(struct host *h)
+{
+    struct part_drops d = part_end(&h->p);
+    char path[4096];
+    snprintf(path, sizeof path, "%s.link", h->stats);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "{\"entries_to_device\": %llu, \"entries_from_device\": %llu, "
+            "\"chan_to_device\": %llu, \"chan_from_device\": %llu, \"lost_sends\": %llu}\n",
+            (unsigned long long)d.entries, (unsigned long long)h->far.entries,
+            (unsigned long long)(d.chan_unsent + h->far.chan_unhanded),
+            (unsigned long long)(d.chan_unhanded + h->far.chan_unsent),
+            (unsigned long long)(d.lost_sends + h->far.lost_sends));
+    fclose(f);
 }
 
 /* The run fails here: the rings from the device end (closed after what came, so the
@@ -108,6 +129,7 @@ static _Noreturn void fail(struct host *h, const char *text)
                                                err, sizeof err) == 0);
     for (uint32_t i = 0; rings && i < b->n; i++)
         if (!b->rings[i].out && !b->rings[i].closed) ofl_ring_close(&b->rings[i].ring);
+    if (h->p.link) write_link(h);
     char path[4096];
     snprintf(path, sizeof path, "%s.error", h->stats);
     FILE *f = fopen(path, "w");
@@ -209,11 +231,13 @@ static void finish(struct host *h)
         }
     }
     uint64_t lost = part_undelivered(&h->p);
+    write_link(h);
     if (lost)   /* (an aborted run: a counted drop, not a silent one) */
         fprintf(stderr, "offlow: remote device %s: the run was aborted: %llu ring entries "
                 "(packets) for it were not taken there (dropped)\n", h->device,
                 (unsigned long long)lost);
     ofl_link_close(h->p.link);
+    h->p.link = NULL;   /* (fail() below writes no second STATS.link) */
     if (h->status < 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "remote device %s (%s:%u): its process died there (signal "

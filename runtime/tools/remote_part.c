@@ -124,6 +124,18 @@ uint64_t part_undelivered(const struct part *p)
     return n;
 }
 
+struct part_drops part_end(struct part *p)
+{
+    if (p->chans_on) {
+        part_chans_drain(&p->chans);
+        part_chans_stop(&p->chans);
+        p->chans_on = false;
+    }
+    return (struct part_drops){part_undelivered(p), p->chans.dropped + p->chans.stop_unhanded,
+                               p->chans.stop_unsent,
+                               p->link ? ofl_link_lost_sends(p->link) : 0};
+}
+
 void part_idle(struct part *p, int moved)
 {
     if (moved > 0) {

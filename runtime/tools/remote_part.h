@@ -30,6 +30,7 @@ enum {
     PART_LIVE,      /* device: its process's live stats (live.h), as it last wrote them */
     PART_CHANS,     /* host: the ids of the channels the device serves (u32 each) */
     PART_CHANS_UP,  /* device: its process serves them: the host's end may take messages */
+    PART_DROPS,     /* device: what its end could not deliver by the run's end (part_drops) */
 };
 
 #define PART_LIFELINE 0xffffffffu  /* PART_PEER's index for the runner's lifeline */
@@ -37,6 +38,14 @@ enum {
 
 struct part_flags {
     uint32_t abort, stop, drained, stats_req;
+};
+
+/* What one end could not deliver by the run's end (counted drops, docs/remote.md). */
+struct part_drops {
+    uint64_t entries;        /* ring entries produced on this side, never taken there */
+    uint64_t chan_unhanded;  /* channel messages that came, never handed on here */
+    uint64_t chan_unsent;    /* channel messages taken here, never sent across */
+    uint64_t lost_sends;     /* messages UCX took and could not deliver */
 };
 
 /* One end's window, bridge and flag mirror. */
@@ -81,6 +90,10 @@ bool part_aborted(const struct part *p);
  * each ring whose producer is here, those published here that the far consumer never
  * released (sent or not). */
 uint64_t part_undelivered(const struct part *p);
+
+/* End the channels at the run's end (drained, then stopped) and count what this end
+ * could not deliver. */
+struct part_drops part_end(struct part *p);
 
 /* After a poll that moved `moved` entries: spin while busy, then yield, then nap, the
  * naps growing with the idleness up to 1 ms (an idle run or a serve-device waiting for

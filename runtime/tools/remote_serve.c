@@ -98,14 +98,40 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
     }
 }
 
-/* Run `argv` and wait for it; its exit status, or -1. */
-static int run_wait(char **argv)
+static uint64_t now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
+/* Run `argv` (the window's --init) and wait for it while the link goes on (its
+ * heartbeats keep the host's silence limit from firing while a loaded machine makes the
+ * window: waited for without the link, an init over the limit ended the run). Returns
+ * its exit status, or -1 (it did not run, or the link failed meanwhile: it is killed).
+ * The test hook OFFLOW_REMOTE_TEST_SLOW_INIT_MS=N waits N ms more after it ended, as for
+ * a slow one (never set it otherwise). */
+static int run_wait(struct serve *s, char **argv)
 {
     pid_t pid;
     if (posix_spawn(&pid, argv[0], NULL, NULL, argv, environ)) return -1;
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR) return -1;
+    const char *slow = getenv("OFFLOW_REMOTE_TEST_SLOW_INIT_MS");
+    uint64_t until = now_ms() + (slow && *slow ? strtoull(slow, NULL, 10) : 0);
+    int st = 0;
+    bool ended = false;
+    while (!ended || now_ms() < until) {
+        pid_t r = ended ? 0 : waitpid(pid, &st, WNOHANG);
+        if (r < 0 && errno != EINTR) return -1;
+        ended = ended || r == pid;
+        if (ofl_link_progress(s->p.link) == OFL_LINK_FAILED) {
+            if (!ended) {
+                kill(pid, SIGKILL);
+                waitpid(pid, NULL, 0);
+            }
+            return -1;
+        }
+        part_idle(&s->p, 0);
+    }
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
@@ -187,15 +213,19 @@ static void send_done(struct serve *s, int32_t status, const char *stats, const 
     free(eb);
 }
 
-/* The entries the device produced that the host never took (an aborted run), said
- * in the device's stderr (it crosses with PART_DONE): a counted drop, not a silent one. */
-static void undelivered(const struct serve *s, const char *errpath)
+/* What this end could not deliver by the run's end (its channels drained and stopped
+ * first), sent to the host for the run's report; the entries the device produced that
+ * the host never took (an aborted run) are said in the device's stderr too (it crosses
+ * with PART_DONE). A counted drop, not a silent one. */
+static void send_drops(struct serve *s, const char *errpath)
 {
-    uint64_t n = part_undelivered(&s->p);
-    FILE *f = n ? fopen(errpath, "a") : NULL;
+    struct part_drops d = part_end(&s->p);
+    ofl_link_send(s->p.link, PART_DROPS, &d, sizeof d, NULL, 0);
+    FILE *f = d.entries ? fopen(errpath, "a") : NULL;
     if (!f) return;
     fprintf(f, "offlow serve-device: the run was aborted: %llu ring entries (packets) the "
-            "device produced were not taken on the host (dropped)\n", (unsigned long long)n);
+            "device produced were not taken on the host (dropped)\n",
+            (unsigned long long)d.entries);
     fclose(f);
 }
 
@@ -260,7 +290,8 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
     if (fd >= 0) close(fd);
     char *init[] = {exe, "--init", "--window", (char *)window, NULL};
     char err[256];
-    if (!wrote || run_wait(init) != 0) {
+    if (!wrote || run_wait(s, init) != 0) {
+        if (ofl_link_progress(s->p.link) == OFL_LINK_FAILED) return;   /* (no one to tell) */
         send_fail(s, "cannot make the program's window there (its executable does not run "
                   "on that machine?)");
         return;
@@ -314,7 +345,7 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
         /* an aborted run's rings are never finished: its end is the process's */
         if (exited && (status != 0 || part_aborted(&s->p) || ofl_bridge_done(&s->p.bridge))) {
             ofl_bridge_poll(&s->p.bridge);   /* the last credit */
-            undelivered(s, errpath);
+            send_drops(s, errpath);
             part_flags_send(&s->p);
             send_live(s, stats);             /* its last word (live_final) */
             send_done(s, status, stats, errpath);

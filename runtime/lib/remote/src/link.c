@@ -44,11 +44,14 @@ struct ofl_link {
     void *arg;
     struct pending pend[PENDING];
     uint8_t nonce[OFL_AUTH_NONCE];     /* client: the nonce the server must prove */
-    bool got_challenge, proof_sent, got_welcome;   /* client */
-    uint8_t in_nonce[OFL_AUTH_NONCE], in_mac[OFL_AUTH_MAC];
+    bool got_challenge, proof_sent;    /* client */
+    uint8_t in_nonce[OFL_AUTH_NONCE];
     uint64_t refused, unauth_drops;
     uint64_t beats_in;                 /* heartbeats from the peer */
-    uint64_t inflight, send_errors;   /* sends UCX has not finished, and failed ones */
+    uint64_t inflight, lost_sends;     /* sends UCX has not finished, and failed ones */
+    uint64_t user_sends;               /* user messages given to UCX (the test hook's count) */
+    uint64_t fail_send_at;             /* tests: the user send, counted from 1, that fails
+                                          as if UCX had (OFFLOW_REMOTE_TEST_SEND_FAIL) */
     struct sending *sending;           /* those in flight (freed at close if UCX did not) */
     struct inbox *in_head, *in_tail;   /* messages held in order behind a bulk receive */
     uint64_t bulk_in;                  /* bulk (rendezvous) messages received */
@@ -146,12 +149,20 @@ struct sending {
     uint8_t bytes[];
 };
 
+/* A message UCX did not deliver: the peer's stream has a hole (a ring's entries or a
+ * channel's message missing), so the link fails, the message counted as lost. */
+static void send_lost(struct ofl_link *l, ucs_status_t st)
+{
+    l->lost_sends++;
+    fail(l, "a message to the peer was lost (%s)", ucs_status_string(st));
+}
+
 static void sent(void *req, ucs_status_t st, void *user)
 {
     (void)req;
     struct sending *s = user;
     struct ofl_link *l = s->l;
-    if (st != UCS_OK) l->send_errors++;
+    if (st != UCS_OK) send_lost(l, st);
     l->inflight--;
     if (s->prev) s->prev->next = s->next;
     else l->sending = s->next;
@@ -184,8 +195,16 @@ static int send_ep(struct ofl_link *l, ucp_ep_h ep, uint32_t kind, const void *h
         .cb = {.send = sent},
         .user_data = s,
     };
-    ucs_status_ptr_t r = ucp_am_send_nbx(ep, kind, s->bytes, hlen,
-                                         owned ? owned : s->bytes + hlen, len, &p);
+    bool fake = kind >= OFL_LINK_KIND_USER && ++l->user_sends == l->fail_send_at;
+    ucs_status_ptr_t r = fake ? UCS_STATUS_PTR(UCS_ERR_IO_ERROR)   /* tests: as if UCX had */
+                              : ucp_am_send_nbx(ep, kind, s->bytes, hlen,
+                                                owned ? owned : s->bytes + hlen, len, &p);
+    if (fake) {   /* its completion fails, as a send UCX took and could not deliver */
+        free(s->owned);
+        free(s);
+        send_lost(l, UCS_ERR_IO_ERROR);
+        return 0;
+    }
     if (UCS_PTR_IS_ERR(r)) {
         free(s->owned);
         free(s);
@@ -304,6 +323,12 @@ static bool inbox_add(struct ofl_link *l, uint32_t kind, const void *hdr, size_t
     return true;
 }
 
+static void up(struct ofl_link *l)
+{
+    l->state = OFL_LINK_UP;
+    l->heard_ns = l->sent_ns = now_ns();
+}
+
 static ucs_status_t on_msg(void *arg, const void *hdr, size_t hlen, void *data, size_t len,
                            const ucp_am_recv_param_t *param)
 {
@@ -335,9 +360,14 @@ static ucs_status_t on_msg(void *arg, const void *hdr, size_t hlen, void *data, 
             l->got_challenge = true;
             return UCS_OK;
         }
-        if (kind == KIND_WELCOME && len == OFL_AUTH_MAC && l->got_challenge) {
-            memcpy(l->in_mac, data, OFL_AUTH_MAC);
-            l->got_welcome = true;
+        if (kind == KIND_WELCOME && len == OFL_AUTH_MAC && l->proof_sent &&
+            l->state == OFL_LINK_WAITING) {
+            /* checked here, not after this progress call: a message the device sends
+             * right after its welcome may come in the same call, and is the peer's */
+            if (ofl_auth_check(l->secret, l->secret_len, OFL_AUTH_SERVER, l->nonce, data))
+                fail(l, "the device did not prove the shared secret");
+            else
+                up(l);
             return UCS_OK;
         }
         if (l->state != OFL_LINK_UP) {
@@ -399,6 +429,8 @@ static int setup(struct ofl_link *l, const uint8_t *secret, size_t secret_len,
     l->fn = fn;
     l->arg = arg;
     l->silence_ns = OFL_LINK_SILENCE_MS * 1000000ull;
+    const char *hook = getenv("OFFLOW_REMOTE_TEST_SEND_FAIL");
+    if (hook && *hook) l->fail_send_at = strtoull(hook, NULL, 10);
     ucp_params_t params = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM};
     ucp_config_t *config;
     ucs_status_t st = ucp_config_read(NULL, NULL, &config);
@@ -507,12 +539,6 @@ int ofl_link_connect(struct ofl_link **out, const char *addr, uint16_t port,
 
 uint16_t ofl_link_port(const struct ofl_link *l) { return l->port; }
 
-static void up(struct ofl_link *l)
-{
-    l->state = OFL_LINK_UP;
-    l->heard_ns = l->sent_ns = now_ns();
-}
-
 /* Beat when we have been quiet; fail when the peer has been. */
 static void watch_peer(struct ofl_link *l)
 {
@@ -582,29 +608,19 @@ static void serve_handshakes(struct ofl_link *l)
     }
 }
 
-/* Client: answer the challenge, check the server's proof. */
+/* Client: answer the challenge (the server's proof is checked as it arrives: on_msg). */
 static void client_handshake(struct ofl_link *l)
 {
-    if (l->got_challenge && l->state == OFL_LINK_WAITING && !l->got_welcome) {
-        uint8_t msg[OFL_AUTH_MAC + OFL_AUTH_NONCE];
-        uint32_t kind = KIND_PROOF;
-        if (!l->proof_sent) {
-            if (ofl_auth_prove(l->secret, l->secret_len, OFL_AUTH_CLIENT, l->in_nonce, msg)) {
-                fail(l, "cannot compute the handshake proof");
-                return;
-            }
-            memcpy(msg + OFL_AUTH_MAC, l->nonce, OFL_AUTH_NONCE);
-            l->proof_sent = true;
-            if (send_ep(l, l->peer, KIND_PROOF, &kind, 4, msg, sizeof msg, NULL)) return;
-        }
+    if (!l->got_challenge || l->state != OFL_LINK_WAITING || l->proof_sent) return;
+    uint8_t msg[OFL_AUTH_MAC + OFL_AUTH_NONCE];
+    uint32_t kind = KIND_PROOF;
+    if (ofl_auth_prove(l->secret, l->secret_len, OFL_AUTH_CLIENT, l->in_nonce, msg)) {
+        fail(l, "cannot compute the handshake proof");
+        return;
     }
-    if (l->got_welcome && l->state == OFL_LINK_WAITING) {
-        if (ofl_auth_check(l->secret, l->secret_len, OFL_AUTH_SERVER, l->nonce, l->in_mac)) {
-            fail(l, "the device did not prove the shared secret");
-            return;
-        }
-        up(l);
-    }
+    memcpy(msg + OFL_AUTH_MAC, l->nonce, OFL_AUTH_NONCE);
+    l->proof_sent = true;
+    send_ep(l, l->peer, KIND_PROOF, &kind, 4, msg, sizeof msg, NULL);
 }
 
 enum ofl_link_state ofl_link_progress(struct ofl_link *l)
@@ -659,6 +675,7 @@ void ofl_link_set_silence(struct ofl_link *l, uint32_t ms)
 uint64_t ofl_link_refused(const struct ofl_link *l) { return l->refused; }
 uint64_t ofl_link_beats(const struct ofl_link *l) { return l->beats_in; }
 uint64_t ofl_link_unauth_drops(const struct ofl_link *l) { return l->unauth_drops; }
+uint64_t ofl_link_lost_sends(const struct ofl_link *l) { return l->lost_sends; }
 
 void ofl_link_close(struct ofl_link *l)
 {

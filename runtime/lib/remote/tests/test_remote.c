@@ -551,6 +551,77 @@ static int two_process(int argc, char **argv)
     return status;
 }
 
+/* A message the device sends right after its welcome, arriving in the same progress
+ * call as the welcome, reaches the client's handler (it was dropped as
+ * unauthenticated: the client checked the welcome only after the call). */
+static void test_message_after_welcome(void)
+{
+    char err[256] = "";
+    struct seen srv_seen = {0}, cli_seen = {0};
+    struct ofl_link *srv, *cli;
+    if (ofl_link_listen(&srv, "127.0.0.1", 0, SECRET, sizeof SECRET, record, &srv_seen, err,
+                        sizeof err) ||
+        ofl_link_connect(&cli, "127.0.0.1", ofl_link_port(srv), SECRET, sizeof SECRET, record,
+                         &cli_seen, err, sizeof err)) {
+        CHECK(0, "listen and connect: %s", err);
+        return;
+    }
+    /* step the server until it is up (it sent its welcome), the client only before */
+    double end = now() + 30;
+    while (ofl_link_progress(srv) != OFL_LINK_UP && now() < end) ofl_link_progress(cli);
+    CHECK(ofl_link_progress(srv) == OFL_LINK_UP, "the server is up");
+    CHECK(ofl_link_send(srv, OFL_LINK_KIND_USER + 1, NULL, 0, "ready", 5) == 0,
+          "it sends at once");
+    for (int i = 0; i < 100; i++) ofl_link_progress(srv);
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);   /* both are in the client's socket: one progress call takes them */
+    CHECK(ofl_link_progress(cli) == OFL_LINK_UP, "the client comes up");
+    end = now() + 30;
+    while (cli_seen.n == 0 && now() < end) ofl_link_progress(cli);
+    CHECK(cli_seen.n == 1 && cli_seen.kind == OFL_LINK_KIND_USER + 1 &&
+              ofl_link_unauth_drops(cli) == 0,
+          "the message after the welcome is delivered, none dropped (%d, %llu dropped)",
+          cli_seen.n, (unsigned long long)ofl_link_unauth_drops(cli));
+    ofl_link_close(cli);
+    ofl_link_close(srv);
+}
+
+/* A message UCX took and could not deliver (the test hook: the 2nd user message) fails
+ * the link, counted, instead of leaving a hole in what the peer receives. */
+static void test_lost_send(void)
+{
+    char err[256] = "";
+    struct seen srv_seen = {0}, cli_seen = {0};
+    struct ofl_link *srv, *cli;
+    int rc = ofl_link_listen(&srv, "127.0.0.1", 0, SECRET, sizeof SECRET, record, &srv_seen,
+                             err, sizeof err);
+    setenv("OFFLOW_REMOTE_TEST_SEND_FAIL", "2", 1);   /* (read when the link is made) */
+    if (!rc) rc = ofl_link_connect(&cli, "127.0.0.1", ofl_link_port(srv), SECRET,
+                                   sizeof SECRET, record, &cli_seen, err, sizeof err);
+    unsetenv("OFFLOW_REMOTE_TEST_SEND_FAIL");
+    if (rc) {
+        CHECK(0, "listen and connect: %s", err);
+        return;
+    }
+    ofl_link_set_silence(srv, 10000);
+    ofl_link_set_silence(cli, 10000);
+    CHECK(until(cli, OFL_LINK_UP, srv, OFL_LINK_UP), "both come up");
+    CHECK(ofl_link_send(cli, OFL_LINK_KIND_USER, NULL, 0, "one", 3) == 0, "the first goes");
+    ofl_link_send(cli, OFL_LINK_KIND_USER, NULL, 0, "two", 3);   /* lost */
+    CHECK(ofl_link_progress(cli) == OFL_LINK_FAILED && ofl_link_lost_sends(cli) == 1 &&
+              strstr(ofl_link_error(cli), "a message to the peer was lost"),
+          "the lost message fails the link, counted (%llu): %s",
+          (unsigned long long)ofl_link_lost_sends(cli), ofl_link_error(cli));
+    CHECK(ofl_link_send(cli, OFL_LINK_KIND_USER, NULL, 0, "three", 5) == -EPIPE,
+          "nothing is sent after it");
+    double end = now() + 30;
+    while (srv_seen.n == 0 && now() < end) ofl_link_progress(srv);
+    CHECK(srv_seen.n == 1 && ofl_link_lost_sends(srv) == 0, "the peer got the first only (%d)",
+          srv_seen.n);
+    ofl_link_close(cli);
+    ofl_link_close(srv);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1) return two_process(argc, argv);
@@ -562,5 +633,7 @@ int main(int argc, char **argv)
     test_stale_head();
     test_silent_peer();
     test_unproven_peer();
+    test_message_after_welcome();
+    test_lost_send();
     return CHECK_DONE();
 }

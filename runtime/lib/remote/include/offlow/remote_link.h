@@ -89,6 +89,11 @@ const char *ofl_link_error(const struct ofl_link *l);
 uint64_t ofl_link_refused(const struct ofl_link *l);
 uint64_t ofl_link_unauth_drops(const struct ofl_link *l);
 
+/* Messages to the peer that UCX took and could not deliver (each fails the link: "a
+ * message to the peer was lost"). The test hook OFFLOW_REMOTE_TEST_SEND_FAIL=N (read
+ * when the link is made; never set it otherwise) fails the Nth user message so. */
+uint64_t ofl_link_lost_sends(const struct ofl_link *l);
+
 /* Heartbeats received from the peer. */
 uint64_t ofl_link_beats(const struct ofl_link *l);
 
