@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -84,6 +85,17 @@ def peer_count(name: str, peer: L3fwd, out: Path, seconds: float) -> dict:
     with peer:
         peer.wait_loop(timeout=600)  # (started under valgrind: slow)
         time.sleep(seconds)
+        assert peer.proc is not None
+        # stopped here, given the time valgrind takes to end and write its count under
+        # load (the peer's own stop kills it after 10 s: no count); SIGTERM: the
+        # skeleton has no handler and a shell's background job inherits SIGINT ignored
+        peer.proc.send_signal(signal.SIGTERM)
+        try:
+            peer.proc.wait(timeout=300)
+        except subprocess.TimeoutExpired:
+            return {"error": f"{name} did not end under callgrind within 300 s"}
+    if not out.exists():
+        return {"error": f"callgrind wrote no count for {name}"}
     bursts = calls(out, RX, RX_CALLERS[name])
     row = {"instructions": total(out), "packets": bursts * BURST, "rx_bursts": bursts}
     if name == "l3fwd":  # every burst full: 8 four-packet steps a burst

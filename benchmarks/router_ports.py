@@ -246,9 +246,11 @@ def _format_instructions(ins: dict) -> list[str]:
         return []
     if "error" in ins:
         return [f"  instructions per packet: not counted ({ins['error']})"]
+    failed = [f"{k}: {ins[k].get('error') or 'no packets counted'}"
+              for k in ("offlow", "l3fwd", "basicfwd") if not ins[k].get("per_packet")]
+    if failed:
+        return [f"  instructions per packet: not counted ({'; '.join(failed)})"]
     per = {k: ins[k]["per_packet"] for k in ("offlow", "l3fwd", "basicfwd")}
-    if not all(per.values()):
-        return ["  instructions per packet: a loop forwarded nothing under callgrind"]
     io = per["basicfwd"]
     out = ["  instructions per packet of the forwarding loop (callgrind; the load does not "
            "move them):"]
