@@ -24,16 +24,16 @@ import os
 import subprocess
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks import router_fwd, router_l3fwd
+from benchmarks import router_fwd, router_instr, router_l3fwd
 from benchmarks.common.cpu import busiest
 from benchmarks.router_l3fwd import L3fwd
 from offlow import cbuild
-from offlow.build import build
+from offlow.build import Build, build
 from offlow.cbuild import cache_dir
 from offlow.errors import OfflowError
 from offlow.ports import LIBRARY_KINDS
@@ -51,9 +51,12 @@ class PortSweep:
     warmup: float = 0.5
     reps: int = 3
     packets: int = router_l3fwd.PCAP_PACKETS
+    # seconds each forwarding loop runs under callgrind for its instructions per packet
+    # (benchmarks.router_instr); 0: not counted
+    instructions: float = 0.0
 
 
-FULL = PortSweep()
+FULL = PortSweep(instructions=3.0)
 QUICK = PortSweep(duration=0.5, reps=1)
 
 
@@ -164,20 +167,48 @@ def measure(routes4: np.ndarray, routes6: np.ndarray, sw: PortSweep,
                     runs[name].append(r["mpps"])
                     if per_cpu(r):
                         cpu_runs[name].append(per_cpu(r))
+        instr = (instructions(b, opts, fwd, l3, cpu, pcap, rules, sw.instructions, work)
+                 if sw.instructions else {})
     med, ratio = _medians(runs)
     cpu_med, cpu_ratio = _medians(cpu_runs)
     return {"settings": asdict(sw), "port": port.replace(str(pcap), "in.pcap"), "cpu": cpu,
+            "instructions": instr,
             "dpdk": info.get("dpdk"), "routes": {"v4": len(r4), "v6": len(r6)},
             "runs": runs, "mpps": med, "ratio": ratio, "goal": GOAL, "errors": errors,
             "cpu_runs": cpu_runs, "mpps_per_cpu_s": cpu_med, "cpu_ratio": cpu_ratio,
             "ceiling": "DPDK skeleton (basicfwd.c): Debian's DPDK ships no dpdk-testpmd"}
 
 
+def instructions(b: Build, opts: RunOptions, fwd: Path, l3: Path, cpu: int, pcap: Path,
+                 rules: dict[str, Path], seconds: float, work: Path) -> dict:
+    """Each forwarding loop's instructions per packet under callgrind (router_instr),
+    or {"error": why}."""
+    why = router_instr.available()
+    if why:
+        return {"error": why}
+    out = work / "offlow.cg"
+    row = router_fwd.forward(b, replace(opts, duration=seconds, timeout=seconds + 600,
+                                        wrap=tuple(router_instr.wrap("offlow", out))))
+    if row["mpps"] is None:
+        return {"error": f"offlow under callgrind: {row.get('why')}"}
+    vdev = f"net_pcap0,rx_pcap={pcap},infinite_rx=1"
+    return {"offlow": router_instr.offlow_count(out, row["out"]),
+            "basicfwd": router_instr.peer_count(
+                "basicfwd", Basicfwd(fwd, cpu, pcap, work / "basicfwd-cg.log"),
+                work / "basicfwd.cg", seconds),
+            "l3fwd": router_instr.peer_count(
+                "l3fwd", L3fwd(l3, cpu, vdev, rules, work / "l3fwd-cg.log"),
+                work / "l3fwd.cg", seconds)}
+
+
 def _medians(runs: dict[str, list[float]]) -> tuple[dict, dict]:
-    """The median of each one's runs, and offlow's over the others'."""
+    """The median of each one's runs, offlow's over the others' and l3fwd's over the
+    ceiling's ("l3fwd_io")."""
     med = {k: float(np.median(v)) if v else None for k, v in runs.items()}
     ratio = {k: med["offlow"] / med[k] if med["offlow"] and med[k] else None
              for k in ("basicfwd", "l3fwd")}
+    ratio["l3fwd_io"] = (med["l3fwd"] / med["basicfwd"] if med["l3fwd"] and med["basicfwd"]
+                         else None)
     return med, ratio
 
 
@@ -199,10 +230,38 @@ def format_report(res: dict) -> list[str]:
     for what, r in (("wall clock", res["ratio"]), ("per CPU-second", res["cpu_ratio"])):
         verdict = "met" if r["basicfwd"] and r["basicfwd"] >= GOAL else "NOT met"
         out.append(f"  {what}: offlow / io forwarding {fmt(r['basicfwd'])} (goal {GOAL}x: "
-                   f"{verdict}); offlow / l3fwd {fmt(r['l3fwd'])}")
+                   f"{verdict}); l3fwd / io forwarding {fmt(r['l3fwd_io'])}; "
+                   f"offlow / l3fwd {fmt(r['l3fwd'])}")
     out.append("  (per CPU-second: packets out / CPU time of the forwarding thread, which "
                "holds when other work shares the cores)")
     out.append(f"  ceiling: {res['ceiling']}")
+    out += _format_instructions(res.get("instructions") or {})
     out += [f"  error: {e}" for e in res["errors"]]
+    return out
+
+
+def _format_instructions(ins: dict) -> list[str]:
+    """The callgrind counts: per packet, over the ceiling's, and the ratios."""
+    if not ins:
+        return []
+    if "error" in ins:
+        return [f"  instructions per packet: not counted ({ins['error']})"]
+    failed = [f"{k}: {ins[k].get('error') or 'no packets counted'}"
+              for k in ("offlow", "l3fwd", "basicfwd") if not ins[k].get("per_packet")]
+    if failed:
+        return [f"  instructions per packet: not counted ({'; '.join(failed)})"]
+    per = {k: ins[k]["per_packet"] for k in ("offlow", "l3fwd", "basicfwd")}
+    io = per["basicfwd"]
+    out = ["  instructions per packet of the forwarding loop (callgrind; the load does not "
+           "move them):"]
+    for k, label in (("offlow", "offlow router"), ("l3fwd", "DPDK l3fwd-lpm"),
+                     ("basicfwd", "io forwarding")):
+        row = ins[k]
+        full = "" if row.get("full_bursts", True) else " (bursts not all full: count approximate)"
+        out.append(f"    {label:<16}{per[k]:8.1f}  ({per[k] - io:+.1f} over io; "
+                   f"{row['packets']:,} packets){full}")
+    out.append(f"    io / offlow {io / per['offlow']:.2f}x, io / l3fwd {io / per['l3fwd']:.2f}x, "
+               f"l3fwd / offlow {per['l3fwd'] / per['offlow']:.2f}x (as instructions; the "
+               "time ratios above also pay the memory's latency)")
     return out
 

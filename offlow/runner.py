@@ -83,6 +83,9 @@ class RunOptions:
     # sources and sinks they name read and write a network device; a source on a port
     # runs until `duration` (its traffic has no end).
     ports: tuple[str, ...] = ()
+    # A command each device process of a process target (host, nic) runs under, as
+    # `offlow bench router` runs one under callgrind (valgrind --tool=callgrind ...).
+    wrap: tuple[str, ...] = ()
     # The xdp target (offlow/targets/xdp.py): attach to this existing interface instead
     # of the run's own veth pair, and the XDP mode ("generic" or "native").
     iface: str | None = None
@@ -503,7 +506,7 @@ class Run:
                             stats=self.tmp / f"{d.name}.json", cpu_base=d.cpu_base,
                             args=tuple(args), pass_fds=tuple(shared),
                             endpoint=self.endpoints.get(d.name.partition(":")[2], ""),
-                            secret=self._secret)
+                            secret=self._secret, wrap=self.opts.wrap)
                 self.procs[d.name] = targets.get(d.target).start(part)
             if listener is not None and self.tcp_table and self._remote_table():
                 assert self.udp_port is not None

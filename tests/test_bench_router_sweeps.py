@@ -320,7 +320,8 @@ def test_router_on_a_dpdk_port_beside_l3fwd_and_io_forwarding(
         slice_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from benchmarks import router_ports
 
-    tiny = router_ports.PortSweep(duration=0.2, warmup=0.1, reps=1, packets=256)
+    tiny = router_ports.PortSweep(duration=0.2, warmup=0.1, reps=1, packets=256,
+                                  instructions=1.0)
     res = router.run(quick=True, prefixes=slice_file, sweeps="ports", ports=tiny)
     text = capsys.readouterr().out
     p = res["ports"]
@@ -336,3 +337,17 @@ def test_router_on_a_dpdk_port_beside_l3fwd_and_io_forwarding(
     # offlow's: its core thread's CPU time, never more than the run's time (but for the
     # two clocks' skew: a thread alone on its CPU gets about all of it)
     assert p["mpps_per_cpu_s"]["offlow"] >= 0.9 * p["mpps"]["offlow"]
+    # l3fwd beside the ceiling too, so that the report quotes all three ratios
+    assert "l3fwd / io forwarding" in text and p["ratio"]["l3fwd_io"] > 0
+    # instructions per packet of each forwarding loop (callgrind), counted over full
+    # bursts: offlow's packets are its run's own count, the peers' 32 per receive call
+    ins = p["instructions"]
+    if "error" in ins and "not installed" in ins["error"]:
+        return
+    assert not any("error" in ins[k] for k in ("offlow", "l3fwd", "basicfwd")), ins
+    assert all(ins[k]["full_bursts"] for k in ("offlow", "l3fwd")), ins
+    assert all(ins[k]["packets"] > 0 for k in ("offlow", "l3fwd", "basicfwd")), ins
+    # a router does more per packet than forwarding alone (parse, TTL, lookup, rewrite)
+    assert ins["basicfwd"]["per_packet"] < ins["l3fwd"]["per_packet"], ins
+    assert ins["basicfwd"]["per_packet"] < ins["offlow"]["per_packet"], ins
+    assert "instructions per packet of the forwarding loop" in text

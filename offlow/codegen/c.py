@@ -157,6 +157,7 @@ class DeviceGen:
         self.threads = list(dev.threads)
         # the nodes that run their batch bodies, and the segment of each
         self.vec = {n: p for p in self.plans for n in p.vector}
+        self.bursts = {n: p for p in self.plans for n in p.bursts}
         # each node's drop reasons: numbered from why_base[node] in the flat el_why
         self.why_base: dict[str, int] = {}
         for n in self.nodes:
@@ -251,8 +252,7 @@ class DeviceGen:
         for s in self.sources:
             e(f"    struct ofl_src *src_{cname(s.name)};")
         for p in self.plans:
-            if p.vector:
-                e(*vg.ctx_fields(p))
+            e(*vg.ctx_fields(p))
         for n in self._at_end_nodes():
             e(f"    struct ofl_state kept_{cname(n.name)}; /* the first state {n.name} saw */",
               f"    uint8_t has_kept_{cname(n.name)};")
@@ -375,6 +375,9 @@ class DeviceGen:
               f"static inline void ofl_out_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
               "struct ofl_state *state, uint32_t m) {", *self._after_body(n, i), "")
             e(*vg.park_def(self.vec[n.name], n.name, i))
+            return
+        if n.kind == "sink" and n.name in self.bursts:
+            e(*vg.sink_def(self.bursts[n.name], n.name, self.sinks.index(n), i, work_enum(n)))
             return
         e(f"static void ofl_node_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
           "struct ofl_state *state) {", f"    ctx->el_in[{i}]++;")

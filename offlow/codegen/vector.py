@@ -10,8 +10,13 @@ consecutive entries of that batch (every packet of the batch, or a run of it, re
 the element), its batch body runs on the batch's own entries, and nothing is copied.
 Any other packet (from a ring entry, a copy, a packet a body made) is copied into the
 core's context when it arrives, and so are the batch's packets, at the flush, when
-they are not consecutive (the batch body takes arrays). Used by offlow.codegen.c;
-returns lines of C."""
+they are not consecutive (the batch body takes arrays).
+
+A sink of a segment with sources (the plan's `bursts`) takes the batch's packets that
+reach it the same way: each waits by its address, and when the batch is done (after
+the flush) they go to the sink in one burst (ofl_sink_write_burst). Any other packet
+that reaches the sink sends those waiting first, then itself. Used by
+offlow.codegen.c; returns lines of C."""
 
 from __future__ import annotations
 
@@ -28,12 +33,19 @@ VEC_MAX = 256
 def ctx_fields(p: SegmentPlan) -> list[str]:
     """The members of struct ofl_ctx that hold the packets waiting in segment `p`."""
     sn = cname(p.name)
-    out = [f"    /* segment {p.name}: packets waiting at its vector elements, in arrival "
-           "order */",
-           f"    uint32_t vcount_{sn};", f"    uint8_t vorder_{sn}[OFL_VEC];",
-           "    /* the source batch being run (its packets wait where they lie): n entries */",
+    if not p.vector and not p.bursts:
+        return []
+    out = ["    /* the source batch being run (its packets wait where they lie): n entries */",
            f"    struct ofl_pkt *vb_pkts_{sn}; struct ofl_state *vb_states_{sn}; "
            f"uint32_t vb_n_{sn};"]
+    for n in p.bursts:
+        out += [f"    /* the batch's packets waiting at sink {n} */",
+                f"    struct ofl_pkt *bq_{cname(n)}[OFL_BATCH]; uint32_t bn_{cname(n)};"]
+    if not p.vector:
+        return out
+    out += [f"    /* segment {p.name}: packets waiting at its vector elements, in arrival "
+            "order */",
+            f"    uint32_t vcount_{sn};", f"    uint8_t vorder_{sn}[OFL_VEC];"]
     for n in p.vector:
         cn = cname(n)
         out += [f"    /* {n}: where its packets lie (vpp, vsp), whether they are consecutive "
@@ -46,6 +58,40 @@ def ctx_fields(p: SegmentPlan) -> list[str]:
 
 def flush_decl(p: SegmentPlan) -> str:
     return f"static void ofl_vflush_{cname(p.name)}(struct ofl_ctx *ctx);"
+
+
+def in_batch(p: SegmentPlan, pkt: str) -> str:
+    """C: whether packet `pkt` is an entry of the source batch being run (uintptr_t: no
+    pointer arithmetic across objects)."""
+    sn = cname(p.name)
+    return (f"((uintptr_t){pkt} - (uintptr_t)ctx->vb_pkts_{sn}) / sizeof *{pkt} < ctx->vb_n_{sn} "
+            f"&& ((uintptr_t){pkt} - (uintptr_t)ctx->vb_pkts_{sn}) % sizeof *{pkt} == 0")
+
+
+def sink_def(p: SegmentPlan, node: str, sink: int, index: int, work: str) -> list[str]:
+    """Sink `node` of segment `p` (sink `sink` of the process, counter `index`, kind of
+    work `work`): a packet of the batch waits for the burst, any other goes now."""
+    cn = cname(node)
+    write = (f"ofl_sink_write_burst(ctx->proc->sinks[{sink}], ctx->core.idx, ctx->bq_{cn}, "
+             f"ctx->bn_{cn});")
+    return [f"/* Sink {node}: the packets of the source's batch that waited for it, in one "
+            "burst. */",
+            f"static void ofl_burst_{cn}(struct ofl_ctx *ctx) {{",
+            f"    if (!ctx->bn_{cn}) return;",
+            "    OFL_ETIME_BEGIN();", f"    {write}",
+            f"    OFL_ETIME_END(ctx->el_ticks[{index}], {work});",
+            f"    ctx->bn_{cn} = 0;", "}", "",
+            f"static void ofl_node_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
+            "struct ofl_state *state) {",
+            f"    ctx->el_in[{index}]++;", "    (void)state;",
+            f"    if (ctx->bn_{cn} == OFL_BATCH) ofl_burst_{cn}(ctx);",
+            f"    if ({in_batch(p, 'pkt')}) {{",
+            f"        ctx->bq_{cn}[ctx->bn_{cn}++] = pkt; /* it lies in the batch until its end */",
+            "        return;", "    }",
+            f"    ofl_burst_{cn}(ctx); /* those waiting first: the order is kept */",
+            "    OFL_ETIME_BEGIN();",
+            f"    ofl_sink_write(ctx->proc->sinks[{sink}], ctx->core.idx, pkt);",
+            f"    OFL_ETIME_END(ctx->el_ticks[{index}], {work});", "}", ""]
 
 
 def park_def(p: SegmentPlan, node: str, index: int) -> list[str]:
@@ -132,9 +178,13 @@ def batch_begin(p: SegmentPlan, ind: str) -> list[str]:
     its packets may wait where they lie."""
     sn = cname(p.name)
     return [f"{ind}ctx->vb_pkts_{sn} = pkts; ctx->vb_states_{sn} = states; "
-            f"ctx->vb_n_{sn} = n > 0 ? (uint32_t)n : 0u;"] if p.vector else []
+            f"ctx->vb_n_{sn} = n > 0 ? (uint32_t)n : 0u;"] if p.vector or p.bursts else []
 
 
 def batch_end(p: SegmentPlan, ind: str) -> list[str]:
-    """The source's batch is done (flushed): nothing may wait in it any more."""
-    return [*flush_call(p, ind), f"{ind}ctx->vb_n_{cname(p.name)} = 0;"] if p.vector else []
+    """The source's batch is done (flushed, its sinks' bursts written): nothing may
+    wait in it any more."""
+    if not p.vector and not p.bursts:
+        return []
+    return [*flush_call(p, ind), *(f"{ind}ofl_burst_{cname(n)}(ctx);" for n in p.bursts),
+            f"{ind}ctx->vb_n_{cname(p.name)} = 0;"]

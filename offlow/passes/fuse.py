@@ -11,7 +11,12 @@ batch brought them. That keeps the order of what leaves the segment when every p
 from where packets enter it to where they leave it (a sink, a queue) crosses exactly
 one vector element, and when no element of it sends copies (SEND), makes packets
 (MAKE) or is a compiler-made one with code of its own (a cache's); else its elements
-run per packet, and the plan says why."""
+run per packet, and the plan says why.
+
+A sink of a segment with sources takes the packets of a source's batch that reach it
+when the batch is done, in one burst (its port's checks and counters once a burst);
+any other packet that reaches it (a copy, a made packet, a ring's) sends those waiting
+first, so the order it writes is the order they reached it."""
 
 from __future__ import annotations
 
@@ -38,6 +43,9 @@ class SegmentPlan:
     batch: int = 0
     depth: int = 0
     ordered: bool = False  # a core group whose master sends every output on, in order
+    # the sinks that take the packets of a source's batch that reach them in one burst
+    # when the batch is done (a segment with sources, not a core group's)
+    bursts: tuple[str, ...] = ()
 
 
 def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
@@ -49,13 +57,16 @@ def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
         vector, why = _vector(g, s.name, members) if s.vector else ((), "")
         if not s.vector and any(g.node(n).batch_body for n in members):
             why = "vector=off"
+        sources = tuple(n for n in members if g.node(n).kind == "source")
         plans.append(SegmentPlan(
             name=s.name, device=s.device, cores=s.cores, group=s.group,
-            nodes=tuple(reversed(members)),
-            sources=tuple(n for n in members if g.node(n).kind == "source"),
+            nodes=tuple(reversed(members)), sources=sources,
             inputs=tuple(q for q in g.queues if q.dst_segment == s.name),
             outputs=tuple(q for q in g.queues if q.src_segment == s.name),
             vector=vector, per_packet=why, batch=s.batch, depth=s.depth, ordered=s.ordered,
+            bursts=tuple(n for n in members if g.node(n).kind == "sink"
+                         and not (g.node(n).at_end or g.node(n).end_body))
+            if sources and not s.group else (),
         ))
     return tuple(plans)
 

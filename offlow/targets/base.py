@@ -62,6 +62,7 @@ class Part:
     pass_fds: tuple[int, ...]
     endpoint: str = ""
     secret: bytes = field(default=b"", repr=False)
+    wrap: tuple[str, ...] = ()  # a command a process target runs the part under
 
 
 class Target:

@@ -44,8 +44,8 @@ class ProcessTarget(Target):
         init_window(binary, window)
 
     def start(self, part: Part) -> subprocess.Popen[bytes]:
-        cmd = [str(part.binary), "--window", str(part.window), "--stats", str(part.stats),
-               "--cpu-base", str(part.cpu_base), *part.args]
+        cmd = [*part.wrap, str(part.binary), "--window", str(part.window), "--stats",
+               str(part.stats), "--cpu-base", str(part.cpu_base), *part.args]
         # started with SIGINT and SIGTERM blocked (the mask is inherited): one sent
         # before the process blocks them itself stays pending (stop.h), instead of
         # killing it or, inherited ignored, being dropped

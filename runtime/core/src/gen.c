@@ -641,11 +641,17 @@ int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *nam
     return 0;
 }
 
-void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p)
+/* Count `n` packets of `bytes` bytes written by core `core`. */
+static void count_written(struct ofl_sink *s, unsigned core, uint64_t n, uint64_t bytes)
 {
     struct sink_count *c = &s->count[core < s->ncores ? core : 0];
-    __atomic_store_n(&c->packets, c->packets + 1, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->bytes, c->bytes + p->len, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->packets, c->packets + n, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->bytes, c->bytes + bytes, __ATOMIC_RELAXED);
+}
+
+/* Packet `p` to the sink's port, socket or capture (counted by the caller). */
+static void sink_put(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p)
+{
     if (s->port) {
         s->port->ops->write(s->port, core, p);
     } else if (s->udp) {
@@ -660,6 +666,25 @@ void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p)
     } else if (s->pcap) {
         ofl_pcap_sink_write(s->pcap, p);
     }
+}
+
+void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p)
+{
+    count_written(s, core, 1, p->len);
+    sink_put(s, core, p);
+}
+
+void ofl_sink_write_burst(struct ofl_sink *s, unsigned core, struct ofl_pkt *const *p,
+                          uint32_t n)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < n; i++) bytes += p[i]->len;
+    count_written(s, core, n, bytes);
+    if (s->port && s->port->ops->write_burst) {
+        s->port->ops->write_burst(s->port, core, p, n);
+        return;
+    }
+    for (uint32_t i = 0; i < n; i++) sink_put(s, core, p[i]);
 }
 
 void ofl_sink_flush(struct ofl_sink *s, unsigned core)

@@ -156,7 +156,7 @@ static void sink_close(struct ofl_port_sink *k)
 }
 
 static const struct ofl_port_sink_ops live_sink_ops = { sink_write, sink_flush, sink_dropped,
-                                                        sink_close };
+                                                        sink_close, NULL };
 
 int ofl_live_sink_open(struct ofl_port_sink **k, const char *iface, unsigned ncores,
                        char *errbuf)

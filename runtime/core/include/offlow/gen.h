@@ -137,6 +137,10 @@ struct ofl_port_sink_ops {
     uint64_t (*dropped)(const struct ofl_port_sink *k);
     /* send what is left and free it */
     void (*close)(struct ofl_port_sink *k);
+    /* take packets `p[0..n)` from core `core`, as `write` each in turn (checks once a
+     * burst, not once a packet); NULL: the core's sink calls `write` for each */
+    void (*write_burst)(struct ofl_port_sink *k, unsigned core,
+                        struct ofl_pkt *const *p, uint32_t n);
 };
 struct ofl_port_sink {
     const struct ofl_port_sink_ops *ops;
@@ -345,6 +349,11 @@ int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *nam
 /* Take packet `p` from core `core` of the sink's segment. A UDP sink batches it
  * on that core's batch (the payload is copied) until ofl_sink_flush. */
 void ofl_sink_write(struct ofl_sink *s, unsigned core, const struct ofl_pkt *p);
+
+/* Take packets `p[0..n)` from core `core`, in that order: as ofl_sink_write of each,
+ * counted once (a segment's source batch, gathered at its sink: offlow.codegen.c). */
+void ofl_sink_write_burst(struct ofl_sink *s, unsigned core, struct ofl_pkt *const *p,
+                          uint32_t n);
 
 /* End of core `core`'s loop turn: send what it wrote (UDP; nothing to do else). */
 void ofl_sink_flush(struct ofl_sink *s, unsigned core);
