@@ -233,6 +233,29 @@ def test_a_verifier_refusal_names_the_element_and_its_body_line() -> None:
     assert "processed" not in msg and "BEGIN PROG LOAD LOG" not in msg  # not the raw log
 
 
+class Chatty(EthToEth):
+    """Prints what it sees: printf has no eBPF form."""
+
+    body = r"""
+    // a user's debugging line, left in
+    if (pkt->len > 60)
+        printf("long frame: %u bytes\n", pkt->len);
+    """
+
+
+@needs_bpf
+def test_a_call_with_no_ebpf_form_names_the_element_the_line_and_the_function() -> None:
+    with pytest.raises(OfflowError) as err:
+        build(_one_segment(Chatty("talker")))
+    src = Path(__file__).read_text().splitlines()
+    line = next(k for k, t in enumerate(src, 1) if t.strip().startswith('printf("long frame'))
+    assert str(err.value) == (
+        f"element `talker` (Chatty), body line 3 ({__file__}:{line}): it calls `printf`, "
+        "which has no eBPF form: code in XDP can call the kernel's BPF helpers and the "
+        "offlow functions that have one (runtime/core/include/offlow/bpf.h); place the "
+        "element on a nic or host segment")
+
+
 def _run(tmp_path: Path, device: str, capture: Path | None, **opts: Any) -> tuple[
         dict[str, Any], bytes]:
     """tests/programs/xdp_ttl.py with its segment on `device`: the run's summary and

@@ -12,6 +12,9 @@ from pathlib import Path
 from offlow.ir import Graph, Node
 
 _SOURCE = re.compile(r"^; (?P<text>.*) @ (?P<file>.+):(?P<line>\d+)$")
+# clang's error for a call of a function no header declares (the words of clang 14, 16)
+_UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: (?:implicit "
+                         r"declaration of|call to undeclared) function '(?P<fn>\w+)'", re.M)
 
 
 def _owner(g: Graph, segment: str, file: str, line: int) -> tuple[Node, str, int] | None:
@@ -69,3 +72,20 @@ def explain_rejection(g: Graph, segment: str, log_text: str) -> str:
             f"the kernel's verifier refused segment `{segment}`'s XDP program: {reason}; "
             "bound every packet offset the line uses (a 16-bit value or a compare with a "
             "constant) or place the segment on another device")
+
+
+def explain_undeclared(g: Graph, segment: str, compiler_text: str) -> str | None:
+    """An error a person can act on when clang's output `compiler_text` says element
+    code on xdp calls a function with no eBPF form (none of the headers an XDP program
+    sees declares it): the element, its line and the function; None for other errors."""
+    for m in _UNDECLARED.finditer(compiler_text):
+        found = _owner(g, segment, m["file"], int(m["line"]))
+        if found is None:
+            continue
+        node, part, k = found
+        return (f"element `{node.name}` ({node.cls}), {part} line {k} ({node.origin}:"
+                f"{m['line']}): it calls `{m['fn']}`, which has no eBPF form: code in XDP "
+                "can call the kernel's BPF helpers and the offlow functions that have one "
+                "(runtime/core/include/offlow/bpf.h); place the element on a nic or host "
+                "segment")
+    return None

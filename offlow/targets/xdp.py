@@ -26,7 +26,7 @@ from offlow.lifecycle import signals_deferred
 from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, Target, missing_package, no_device
 from offlow.targets.process import init_window
-from offlow.targets.verifier import explain_rejection
+from offlow.targets.verifier import explain_rejection, explain_undeclared
 
 BPF_HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
 VETH_HEADER = Path("/usr/include/libnl3/netlink/route/link/veth.h")
@@ -270,8 +270,12 @@ class Xdp(Target):
         its body line."""
         obj, exe = directory / f"{device}.bpf.o", directory / device
         d = cbuild.description()
-        compile_bpf(directory / f"{device}.bpf.c", obj,
-                    f"generated {device}.bpf.c of `{plan.name}`")
+        segment = plan.device(device).segments[0].name
+        try:
+            compile_bpf(directory / f"{device}.bpf.c", obj,
+                        f"generated {device}.bpf.c of `{plan.name}`")
+        except OfflowError as e:
+            raise OfflowError(explain_undeclared(plan.graph, segment, str(e)) or str(e)) from None
         # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
         libs = [lib.name for lib in d.closure(d.for_headers(headers(plan.graph)))]
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
@@ -283,8 +287,7 @@ class Xdp(Target):
             return exe
         res = subprocess.run([str(host), "--check", str(obj)], capture_output=True, text=True)
         if res.returncode != 0:
-            raise OfflowError(explain_rejection(plan.graph, plan.device(device).segments[0].name,
-                                                res.stderr))
+            raise OfflowError(explain_rejection(plan.graph, segment, res.stderr))
         tmp = exe.with_name(f"{exe.name}.tmp{os.getpid()}")
         shutil.copyfile(host, tmp)
         tmp.chmod(0o755)
