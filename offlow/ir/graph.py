@@ -159,10 +159,18 @@ class SharedTable:
     src_kinds: tuple[tuple[str, str], ...] = ()  # source kinds it adds: (kind, C function)
     one_core: bool = False  # its users run on one core, unlocked (dsl Table)
     check: str = ""  # module:function checking its options before a run (dsl Table)
+    # a hash map (dsl SharedMap): its key's (field, type) pairs, value type and entries
+    map_key: tuple[tuple[str, str], ...] = ()
+    map_value: str = ""
+    map_entries: int = 0
 
     @property
     def is_object(self) -> bool:
         return bool(self.open_fn)
+
+    @property
+    def is_map(self) -> bool:
+        return bool(self.map_key)
 
 
 ENQUEUE_MODES = ("block", "drop")

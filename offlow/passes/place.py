@@ -67,7 +67,11 @@ def _check_one_core(g: Graph, table: str) -> None:
     if len(cores) > 1:
         where = ", ".join(f"`{n.name}` in segment `{n.segment}` (cores "
                           f"{','.join(map(str, g.segment(n.segment).cores))})" for n in users)
+        t = next(x for x in g.shared if x.name == table)
+        what = ("a hash map changed without locks" if t.is_map
+                else "kept in arrival order, without locks")
+        hint = ("" if t.is_map
+                else ", and give each stream of a data-parallel query an element of its own")
         raise OfflowError(
-            f"table `{table}` is one core's state (kept in arrival order, without locks) but "
-            f"{where} would run on {len(cores)} cores; place its segment on one core, and "
-            "give each stream of a data-parallel query an element of its own")
+            f"table `{table}` is one core's state ({what}) but {where} would run on "
+            f"{len(cores)} cores; place its segment on one core{hint}")
