@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from offlow.dsl.values import MAP_TYPES
 from offlow.ir import SharedTable
+from offlow.ir.types import MAP_TYPES
 
 
 def _number(raw: bytes, ctype: str) -> int:

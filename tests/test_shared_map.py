@@ -2,7 +2,8 @@
 anything runs; a map on one core of one device; tests/programs/flow_counts.py (a user's
 13-byte 5-tuple key) counting the frames per flow of a capture, its table report equal
 to a Python count of the capture (a TCP reset forgetting its flow), with room for
-every flow and with 4 entries (the same 4 flows kept and the same `full`)."""
+every flow and with 4 entries (the same 4 flows kept and the same `full`), on host, nic
+and xdp (a BPF hash map walked through its fd by the host side)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,18 @@ import pytest
 from offlow import OfflowError, Program, SharedMap, Sink, Source
 from offlow.build import build, plan_program
 from offlow.cli import load_program
+from offlow.codegen.bpf import generate_xdp
 from offlow.codegen.c import gen_common
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, run
+from offlow.targets import xdp
 from tests.e2e import QUIC, ROOT, TLS, read_frames
 from tests.programs.flow_counts import FIVE_TUPLE, FlowCount, flows_program
 
 FLOWS = ROOT / "tests" / "programs" / "flow_counts.py"
+WHY_NOT = xdp.TARGET.unusable()
+needs_bpf = pytest.mark.skipif(WHY_NOT is not None, reason=f"xdp cannot run here: {WHY_NOT}")
 
 
 @pytest.mark.parametrize(("kwargs", "error"), [
@@ -112,11 +117,12 @@ def python_flows(capture: Path, mtu: int, entries: int) -> tuple[list[list[Any]]
 
 
 def run_flows(sets: list[str], capture: Path, entries: int, out: Path,
-              monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The program's run summary (FLOWS: its entries)."""
+              monkeypatch: pytest.MonkeyPatch, spread: bool = False) -> dict[str, Any]:
+    """The program's run summary (FLOWS: its entries; `spread`: on xdp, each frame
+    sent from the next CPU)."""
     monkeypatch.setenv("FLOWS", str(entries))
     b = build(load_program(FLOWS, sets))
-    res = run(b, RunOptions(input=capture, output=out, timeout=60))
+    res = run(b, RunOptions(input=capture, output=out, timeout=60, xdp_spread=spread))
     assert res.ok, res.errors
     return summarize(b.plan, res.stats)
 
@@ -138,3 +144,30 @@ def test_the_flow_table_is_pythons_count(device: str, capture: Path, entries: in
     assert lines[head + 1].split() == ["src", "dst", "sport", "dport", "proto", "value"]
     assert [[int(x) for x in r.split()] for r in lines[head + 2:head + 2 + len(items)]] == [
         [*k, v] for k, v in items]
+
+
+def test_on_xdp_it_is_a_bpf_hash_map_of_the_same_key() -> None:
+    src = generate_xdp(plan_program(load_program(FLOWS, ["edge.device=xdp"])), "xdp")
+    assert "#include <offlow/map_bpf.h>" in src
+    assert ("struct flows_key {\n    uint32_t src;\n    uint32_t dst;\n    uint16_t sport;\n"
+            "    uint16_t dport;\n    uint8_t proto;\n} __attribute__((packed));") in src
+    assert "OFL_MAP_BPF_MAPS(ofl_flows, struct flows_key, uint64_t, 4096);" in src
+    assert "const struct ofl_map_bpf seen = { &ofl_flows, &ofl_flows_full };" in src
+
+
+@needs_bpf
+@pytest.mark.parametrize(("capture", "entries", "spread"), [
+    (TLS, 4096, False), (QUIC, 4096, True), (TLS, 4, True)],
+    ids=["tls", "quic-both-cpus", "tls-4-both-cpus"])
+def test_xdp_keeps_the_nics_flow_table(capture: Path, entries: int, spread: bool,
+                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same table (keys, values, count, `full`) and the same output on xdp as on
+    the NIC; `spread`: the frames sent from both CPUs (their `full` counters summed)."""
+    got = {d: run_flows([f"edge.device={d}"], capture, entries, tmp_path / f"{d}.pcap",
+                        monkeypatch, spread=spread and d == "xdp") for d in ("nic", "xdp")}
+    items, full, _ = python_flows(capture, got["nic"]["mtu"], entries)
+    assert got["xdp"]["tables"] == got["nic"]["tables"]
+    assert (got["xdp"]["tables"]["flows"]["items"], got["xdp"]["tables"]["flows"]["full"]) == (
+        items, full)
+    assert got["xdp"]["elements"] == got["nic"]["elements"]
+    assert (tmp_path / "xdp.pcap").read_bytes() == (tmp_path / "nic.pcap").read_bytes()

@@ -9,6 +9,7 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir import SharedTable
+from offlow.ir.types import MAP_TYPES
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,6 @@ class Table:
     check: str = ""
 
 
-# The integer types a map's key fields and value may have, with their sizes.
-MAP_TYPES = {"uint8_t": 1, "int8_t": 1, "uint16_t": 2, "int16_t": 2, "uint32_t": 4,
-             "int32_t": 4, "uint64_t": 8, "int64_t": 8}
 MAP_KEY_MAX = 256          # bytes (runtime map.h's OFL_MAP_KEY_MAX)
 MAP_ENTRIES_MAX = 1 << 24  # (map.h's OFL_MAP_ENTRIES_MAX)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from offlow.ir.types import Field
+from offlow.ir.types import MAP_TYPES, Field
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,11 @@ class SharedTable:
     @property
     def is_map(self) -> bool:
         return bool(self.map_key)
+
+    @property
+    def map_key_size(self) -> int:
+        """The bytes of a map's packed key struct."""
+        return sum(MAP_TYPES[t] for _, t in self.map_key)
 
 
 ENQUEUE_MODES = ("block", "drop")
