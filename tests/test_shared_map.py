@@ -18,6 +18,7 @@ from offlow.cli import load_program
 from offlow.codegen.bpf import generate_xdp
 from offlow.codegen.c import gen_common
 from offlow.elements import CheckIPv4, Discard, ParseEth
+from offlow.explain import explain
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, run
 from offlow.targets import xdp
@@ -153,6 +154,11 @@ def test_on_xdp_it_is_a_bpf_hash_map_of_the_same_key() -> None:
             "    uint16_t dport;\n    uint8_t proto;\n} __attribute__((packed));") in src
     assert "OFL_MAP_BPF_MAPS(ofl_flows, struct flows_key, uint64_t, 4096);" in src
     assert "const struct ofl_map_bpf seen = { &ofl_flows, &ofl_flows_full };" in src
+    lines = explain(plan_program(load_program(FLOWS, ["edge.device=xdp"]))).splitlines()
+    assert ("  flows: struct ofl_map in xdp memory; a hash map of at most 4096 keys (struct "
+            "flows_key, 13 B) to uint64_t, empty at start; built at start-up by the xdp "
+            "process; used by count; a BPF hash map (its updates refused for want of room "
+            "counted full), walked by the xdp process's host side for the table report") in lines
 
 
 @needs_bpf
