@@ -95,7 +95,8 @@ def explain(plan: Plan) -> str:
                     f"built at start-up by the {t.home} process" if spread is None
                     else "built at start-up by each of their processes")
             lines.append(f"  {t.name}: {t.ctype} in {home}; {how}"
-                         + (f" ({opts})" if opts else "") + f"; used by {', '.join(users)}")
+                         + (f" ({opts})" if opts else "") + f"; used by {', '.join(users)}"
+                         + _bpf_map(plan, t))
         else:
             lines.append(f"  {t.name}: {t.ctype}[{t.length}] in {home}; "
                          f"used by {', '.join(users)}" + _bpf_map(plan, t))
