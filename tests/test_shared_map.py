@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from offlow import OfflowError, Program, SharedMap, Sink, Source
+from offlow import Handler, OfflowError, Program, SharedMap, Sink, Source
 from offlow.build import build, plan_program
 from offlow.cli import load_program
 from offlow.codegen.bpf import generate_xdp
@@ -86,6 +86,22 @@ def test_a_map_used_on_two_devices_is_one_error() -> None:
     with pytest.raises(OfflowError, match=r"^table `flows` \(struct ofl_map\) is used on host "
                                           r"and nic; a table object lives in one device's "):
         plan_program(q)
+
+
+class Census(Handler):
+    """Answers with the map's count (it would read the map beside the datapath)."""
+
+    tables = ("seen",)
+    body = "REPLY(&seen->count, sizeof seen->count);"
+
+
+def test_a_handler_naming_a_map_is_one_error() -> None:
+    p = flows_program(4)
+    p.channel("census", Census("census", seen=SharedMap("flows", FIVE_TUPLE, "uint64_t", 4)))
+    with pytest.raises(OfflowError, match=r"^channel `census`: its handler census names shared "
+                       r"map `flows`, which its elements change without locks on their one "
+                       r"core, and a handler runs on the channel manager's thread beside them"):
+        plan_program(p)
 
 
 def python_flows(capture: Path, mtu: int, entries: int) -> tuple[list[list[Any]], int, int]:

@@ -33,6 +33,14 @@ def place(g: Graph) -> Graph:
                 "place its users on one device")
         if t.one_core:
             _check_one_core(g, t.name)
+        handler = next((c for c in channels if t.is_map
+                        and any(ref == t.name for _, ref in c.handler.tables)), None)
+        if handler is not None:
+            raise OfflowError(
+                f"channel `{handler.name}`: its handler {handler.handler.name} names shared map "
+                f"`{t.name}`, which its elements change without locks on their one core, and "
+                "a handler runs on the channel manager's thread beside them: answer from a "
+                "Shared array the elements keep instead")
         # (whether it travels there over a bulk channel is the plan's decision: it
         # depends on what the device's target can read, offlow.plan)
         shared.append(replace(t, home=devices[0] if len(devices) == 1 else "window"))
