@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from offlow import Handler, OfflowError, Program, SharedMap, Sink, Source
 from offlow.build import build, plan_program
@@ -19,6 +20,7 @@ from offlow.codegen.bpf import generate_xdp
 from offlow.codegen.c import gen_common
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.explain import explain
+from offlow.metrics import exposition
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, run
 from offlow.targets import xdp
@@ -136,12 +138,12 @@ def python_flows(capture: Path, mtu: int, entries: int) -> tuple[list[list[Any]]
 def run_flows(sets: list[str], capture: Path, entries: int, out: Path,
               monkeypatch: pytest.MonkeyPatch, spread: bool = False) -> dict[str, Any]:
     """The program's run summary (FLOWS: its entries; `spread`: on xdp, each frame
-    sent from the next CPU)."""
+    sent from the next CPU), and under "metrics" its stats as Prometheus text."""
     monkeypatch.setenv("FLOWS", str(entries))
     b = build(load_program(FLOWS, sets))
     res = run(b, RunOptions(input=capture, output=out, timeout=60, xdp_spread=spread))
     assert res.ok, res.errors
-    return summarize(b.plan, res.stats)
+    return {**summarize(b.plan, res.stats), "metrics": exposition(res.stats, up=False)}
 
 
 @pytest.mark.parametrize(("device", "capture", "entries"), [
@@ -153,8 +155,13 @@ def test_the_flow_table_is_pythons_count(device: str, capture: Path, entries: in
     items, full, seen = python_flows(capture, s["mtu"], entries)
     t = s["tables"]["flows"]
     assert s["elements"]["count"]["in"] == seen > 100
-    assert (t["items"], t["full"], t["count"], t["entries"]) == (items, full, len(items), entries)
+    assert (t["pairs"], t["full"], t["items"], t["entries"]) == (items, full, len(items), entries)
     assert entries > 4 or (len(items) == 4 and full > 0)
+    samples = {(x.name, tuple(sorted(x.labels.items()))): x.value
+               for fam in text_string_to_metric_families(s["metrics"]) for x in fam.samples}
+    at = (("device", device), ("table", "flows"))
+    assert samples[("offlow_table_size", at)] == len(items)
+    assert samples[("offlow_table_counter", (("counter", "full"), *at))] == full
     lines = format_summary(s).splitlines()
     head = lines.index(f"table flows: a hash map, {len(items)} of {entries} entries, {full} "
                        "updates refused (full)")
@@ -189,7 +196,7 @@ def test_xdp_keeps_the_nics_flow_table(capture: Path, entries: int, spread: bool
                         monkeypatch, spread=spread and d == "xdp") for d in ("nic", "xdp")}
     items, full, _ = python_flows(capture, got["nic"]["mtu"], entries)
     assert got["xdp"]["tables"] == got["nic"]["tables"]
-    assert (got["xdp"]["tables"]["flows"]["items"], got["xdp"]["tables"]["flows"]["full"]) == (
+    assert (got["xdp"]["tables"]["flows"]["pairs"], got["xdp"]["tables"]["flows"]["full"]) == (
         items, full)
     assert got["xdp"]["elements"] == got["nic"]["elements"]
     assert (tmp_path / "xdp.pcap").read_bytes() == (tmp_path / "nic.pcap").read_bytes()

@@ -155,10 +155,10 @@ void ofl_map_json(struct ofl_json *j, const char *name, uint32_t key_size,
     char item[2 * OFL_MAP_KEY_MAX + 1 + 2 * OFL_MAP_VALUE_MAX + 1];
     ofl_json_begin_obj(j, name);
     ofl_json_str(j, "kind", "map");
-    ofl_json_u64(j, "count", count);
+    ofl_json_u64(j, "items", count);
     ofl_json_u64(j, "entries", entries);
     ofl_json_u64(j, "full", full);
-    ofl_json_begin_arr(j, "items");
+    ofl_json_begin_arr(j, "pairs");
     const void *k, *v;
     while (key_size <= OFL_MAP_KEY_MAX && value_size <= OFL_MAP_VALUE_MAX && next(it, &k, &v)) {
         hex(item, k, key_size);

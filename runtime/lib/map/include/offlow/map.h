@@ -46,8 +46,9 @@ int ofl_map_delete(struct ofl_map *m, const void *key);
  * or returns 0 past the last. */
 int ofl_map_next(const struct ofl_map *m, uint32_t *slot, const void **key,
                  const void **value);
-/* The map's report in the stats file: an object `name` with kind "map", count, entries
- * (its capacity), full and items, each "KEYHEX=VALUEHEX" (the bytes in memory order). */
+/* The map's report in the stats file: an object `name` with kind "map", items (keys
+ * held), entries (its capacity), full and pairs, each "KEYHEX=VALUEHEX" (the bytes in
+ * memory order). */
 void ofl_map_stats_json(struct ofl_json *j, const char *name, const struct ofl_map *m);
 /* The same for a map whose keys and values another holder gives (the xdp target's BPF
  * hash map read through its fd): `next` yields them as ofl_map_next does. */
