@@ -265,7 +265,9 @@ static int read_map(const struct ofl_xdp_map *x, int fd, struct held *h)
         uint8_t *k = h->keys + (size_t)h->n * x->key_size;
         if (bpf_map_get_next_key(fd, prev, k) < 0)
             return errno == ENOENT ? 0 : -errno;
-        /* (the walk comes after the packets: nothing deletes a key under it) */
+        /* (after a replay nothing changes the map; with --iface the interface's
+         * traffic may, and a key deleted under the walk restarts it from the first:
+         * the loop reads at most `entries` keys, a snapshot) */
         if (bpf_map_lookup_elem(fd, k, h->values + (size_t)h->n * x->value_size) < 0)
             return -errno;
         prev = k;
