@@ -8,6 +8,7 @@ from offlow.dsl import (
     Port,
     Program,
     Shared,
+    SharedMap,
     Sink,
     Source,
     State,
@@ -16,6 +17,6 @@ from offlow.dsl import (
 from offlow.errors import OfflowError
 
 __all__ = [
-    "Composite", "Element", "Handler", "OfflowError", "Port", "Program", "Shared", "Sink", "Source",
-    "State", "Table",
+    "Composite", "Element", "Handler", "OfflowError", "Port", "Program", "Shared", "SharedMap",
+    "Sink", "Source", "State", "Table",
 ]

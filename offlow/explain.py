@@ -95,7 +95,8 @@ def explain(plan: Plan) -> str:
                     f"built at start-up by the {t.home} process" if spread is None
                     else "built at start-up by each of their processes")
             lines.append(f"  {t.name}: {t.ctype} in {home}; {how}"
-                         + (f" ({opts})" if opts else "") + f"; used by {', '.join(users)}")
+                         + (f" ({opts})" if opts else "") + f"; used by {', '.join(users)}"
+                         + _bpf_map(plan, t))
         else:
             lines.append(f"  {t.name}: {t.ctype}[{t.length}] in {home}; "
                          f"used by {', '.join(users)}" + _bpf_map(plan, t))
@@ -117,8 +118,13 @@ def explain(plan: Plan) -> str:
 
 
 def _bpf_map(plan: Plan, t: SharedTable) -> str:
-    """For a shared array on an xdp device: the kind of BPF map it is, and why."""
-    if not is_array(t) or not any(d.name == t.home and d.target == "xdp" for d in plan.devices):
+    """For a shared array or map on an xdp device: the kind of BPF map it is, and why."""
+    if not any(d.name == t.home and d.target == "xdp" for d in plan.devices):
+        return ""
+    if t.is_map:
+        return ("; a BPF hash map (its updates refused for want of room counted full), "
+                "walked by the xdp process's host side for the table report")
+    if not is_array(t):
         return ""
     kind, why = map_kind(plan.graph, t)
     return f"; a BPF {'per-CPU array' if kind == 'percpu' else 'array'} map: {why}"

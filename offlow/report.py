@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from offlow import mapreport
 from offlow.codegen.xsk import DROPS as XDP_QUEUE_DROPS
 from offlow.ir import Graph
 from offlow.plan import Plan
@@ -75,6 +76,9 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
     for dev in stats.values():
         for k, v in dev.get("tables", {}).items():
             tables[k] = _sum_counts(tables[k], v) if k in tables else v
+    for t in g.shared:
+        if t.is_map and t.name in tables:
+            tables[t.name] = mapreport.decode(t, tables[t.name])
     sinks = {k: v for dev in stats.values() for k, v in dev.get("sinks", {}).items()}
     sources = {}
     for c in cores:
@@ -256,6 +260,9 @@ def format_summary(s: dict[str, Any]) -> str:
         parts.append(_table(q_rows))
     parts.append(format_accounting(s["accounting"]))
     for name, values in s["tables"].items():
+        if isinstance(values, dict) and values.get("kind") == "map":
+            parts.append(mapreport.format_map(name, values))
+            continue
         if isinstance(values, dict):  # a table object's counters (its stats_fn)
             parts.append(f"table {name}: " + _counters(values))
             continue

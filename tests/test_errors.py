@@ -168,7 +168,8 @@ def not_an_output() -> None:
     (ports_as_strings, "element `odd` (OddOnly): inputs must be Port objects, not 'inp'; "
                        "write Port('inp')"),
     (table_not_shared,
-     "element `c`: table `counts` must be a Shared(...) or Table(...) value, not list"),
+     "element `c`: table `counts` must be a Shared(...), SharedMap(...) or Table(...) value, "
+     "not list"),
     (two_tables_one_name, "two different shared tables are named `t`"),
     (bad_parameter_value, "cannot pass 'zero' as C type `uint32_t`"),
     (composite_unknown_port, "composite `comp` has no port `nope`; ports:"),

@@ -34,7 +34,7 @@ TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "
            "ctl6": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
            "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote",
-           "remote_setup": "remote", "remote_chan": "remote", "mcjoin": "kvs"}
+           "remote_setup": "remote", "remote_chan": "remote", "mcjoin": "kvs", "map": "map"}
 # targets of offlow's C tools: their sources beside the target's, their folder's headers
 TOOLS = cbuild.RUNTIME / "tools"
 TOOL_SOURCES = {"remote_chan": [TOOLS / "remote_chan.c"]}
@@ -194,6 +194,10 @@ def _seed_corpus(target: str, d: Path) -> None:
                                     chan(False, struct.pack("<I", 0), b"after"))
         (d / "toolong").write_bytes(chan(False, struct.pack("<I", 0), bytes(57)))
         (d / "nochan").write_bytes(chan(False, struct.pack("<I", 7), b"x"))
+    elif target == "map":  # key size and entries, then (operation, key, value) steps
+        steps = bytes(b for i in range(40) for b in (i % 3, i * 5 % 32, i))
+        (d / "small").write_bytes(bytes([0x30]) + steps)
+        (d / "wide").write_bytes(bytes([0xfc]) + steps)
     elif target == "tsplib":
         head = "NAME : x\nTYPE : TSP\nDIMENSION : 5\nEDGE_WEIGHT_TYPE : EUC_2D\n"
         nodes = "NODE_COORD_SECTION\n1 0 0\n2 3 4\n3 1.5e2 -7\n5 9 9\n4 2 2\nEOF\n"

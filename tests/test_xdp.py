@@ -163,8 +163,8 @@ def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
     assert _refusal(_one_segment(Tally("tally", seen=Shared("seen", "uint64_t", 1 << 19)))) == \
         element("tally", "Tally", "its shared array seen takes more than 2 MiB, the most one "
                 "BPF map value here holds: a shorter array")
-    still = ("; of the tables, only shared integer arrays and the LPM tables (lpm4_table, "
-             "lpm6_table) are BPF maps in XDP yet")
+    still = ("; of the tables, only shared integer arrays, shared maps (SharedMap) and the "
+             "LPM tables (lpm4_table, lpm6_table) are BPF maps in XDP yet")
     assert _refusal(_one_segment(Flows("flows", known=kv_store("known")))) == element(
         "flows", "Flows", "it uses shared table known (struct ofl_kvs)" + still)
     assert _refusal(_one_segment(Tally("avg", seen=Shared("means", "double", 4)))) == element(

@@ -8,6 +8,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from offlow.codegen import mapdecl
 from offlow.codegen import queuegen as qg
 from offlow.codegen import vector as vg
 from offlow.ir import Channel, Graph, Node, Queue, SharedTable
@@ -74,6 +75,9 @@ def gen_common(plan: Plan, ports: tuple[PortKind, ...] = ()) -> str:
     if not g.state:
         e("    uint8_t ofl_unused_;")
     e("};", "")
+    for t in g.shared:
+        if t.is_map:
+            e(*mapdecl.key_struct(t), *mapdecl.open_fn(t), "")
     for qp in plan.queues:
         e(*qg.entry_decls(qp))
     window_tables = [t for t in g.shared if t.home == "window"]

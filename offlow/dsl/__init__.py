@@ -3,10 +3,10 @@ and program files (loader.load_program)."""
 
 from offlow.dsl.element import Composite, Element, Handler, Port, Sink, Source
 from offlow.dsl.program import Program, Segment, State
-from offlow.dsl.values import Shared, Table
+from offlow.dsl.values import Shared, SharedMap, Table
 from offlow.ir import CacheOps
 
 __all__ = [
-    "CacheOps", "Composite", "Element", "Handler", "Port", "Program", "Segment", "Shared", "Sink",
-    "Source", "State", "Table",
+    "CacheOps", "Composite", "Element", "Handler", "Port", "Program", "Segment", "Shared",
+    "SharedMap", "Sink", "Source", "State", "Table",
 ]

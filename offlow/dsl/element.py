@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from offlow.dsl.values import Shared, Table, c_literal
+from offlow.dsl.values import Shared, SharedMap, Table, c_literal
 from offlow.errors import OfflowError
 
 
@@ -117,7 +117,7 @@ class Element:
     def __init__(self, name: str | None = None, **kwargs: Any) -> None:
         self.name = name or type(self).__name__.lower()
         self.param_values: dict[str, Any] = {}
-        self.table_refs: dict[str, Shared | Table] = {}
+        self.table_refs: dict[str, Shared | SharedMap | Table] = {}
         self.links: dict[str, PortRef] = {}
         for what, ports in (("inputs", self.inputs), ("outputs", self.outputs)):
             bad = [p for p in ports if not isinstance(p, Port)]
@@ -131,9 +131,9 @@ class Element:
                 c_literal(value, self.params[key], f"element `{self.name}` param `{key}`")
                 self.param_values[key] = value
             elif key in self.tables:
-                if not isinstance(value, Shared | Table):
+                if not isinstance(value, Shared | SharedMap | Table):
                     raise OfflowError(f"element `{self.name}`: table `{key}` must be a "
-                                      f"Shared(...) or Table(...) value, not "
+                                      f"Shared(...), SharedMap(...) or Table(...) value, not "
                                       f"{type(value).__name__}")
                 self.table_refs[key] = value
             else:

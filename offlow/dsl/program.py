@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from offlow import targets
 from offlow.dsl.element import Composite, Element, Handler
-from offlow.dsl.values import Shared, Table, c_literal
+from offlow.dsl.values import Shared, SharedMap, Table, c_literal, map_table
 from offlow.dsl.where import code_site
 from offlow.errors import OfflowError
 from offlow.ir import (
@@ -540,7 +540,7 @@ class Program:
         return tuple(Field(n, t) for n, (t, _) in decl.items())
 
     def _shared(self, elements: list[Element]) -> tuple[SharedTable, ...]:
-        tables: dict[str, Shared | Table] = {}
+        tables: dict[str, Shared | SharedMap | Table] = {}
         for el in elements:
             for ref in el.table_refs.values():
                 if ref.name in tables and tables[ref.name] != ref:
@@ -550,6 +550,7 @@ class Program:
                 tables[ref.name] = ref
         return tuple(
             SharedTable(t.name, t.ctype, t.length) if isinstance(t, Shared)
+            else map_table(t) if isinstance(t, SharedMap)
             else SharedTable(t.name, t.ctype, 1, open_fn=t.open_fn, close_fn=t.close_fn,
                              options=t.options, source=t.source, pack_fn=t.pack_fn,
                              open_blob_fn=t.open_blob_fn, stats_fn=t.stats_fn, tcp=t.tcp,

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from offlow.errors import OfflowError
+from offlow.ir import SharedTable
+from offlow.ir.types import MAP_TYPES
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,75 @@ class Table:
     src_kinds: tuple[tuple[str, str], ...] = ()
     one_core: bool = False
     check: str = ""
+
+
+MAP_KEY_MAX = 256          # bytes (runtime map.h's OFL_MAP_KEY_MAX)
+MAP_ENTRIES_MAX = 1 << 24  # (map.h's OFL_MAP_ENTRIES_MAX)
+
+
+@dataclass(frozen=True)
+class SharedMap:
+    """A hash map of at most `entries` keys, each a packed ``struct NAME_key`` of the
+    `key` fields ((field, type) pairs, in order), each value one `value`. It lives on
+    the one device whose elements use it (on one core: its users run unlocked), empty
+    at start; bodies call ``ofl_map_lookup(NAME, &key)`` (the value's address or NULL),
+    ``ofl_map_update(NAME, &key, &value)`` (0, or -ENOSPC counted `full` when it holds
+    `entries` keys and the key is new) and ``ofl_map_delete(NAME, &key)`` (0 or
+    -ENOENT), where NAME is the element's table name for it. On xdp it is a
+    BPF_MAP_TYPE_HASH. The run's table report lists its keys and values, sorted by
+    key, and `full`."""
+
+    name: str
+    key: tuple[tuple[str, str], ...]
+    value: str = "uint64_t"
+    entries: int = 1024
+
+    def __post_init__(self) -> None:
+        who = f"shared map `{self.name}`"
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise OfflowError(f"{who}: its name must be a C identifier")
+        key = self.key
+        if (not isinstance(key, tuple | list) or not key
+                or not all(isinstance(f, tuple | list) and len(f) == 2 for f in key)):
+            raise OfflowError(f"{who}: key must be ((field, type), ...), one pair or more, "
+                              f"not {key!r}")
+        seen: set[str] = set()
+        for fname, ftype in key:
+            if not isinstance(fname, str) or not fname.isidentifier():
+                raise OfflowError(f"{who}: key field {fname!r} is not a C identifier")
+            if fname in seen:
+                raise OfflowError(f"{who}: key field `{fname}` is declared twice")
+            seen.add(fname)
+            if ftype not in MAP_TYPES:
+                raise OfflowError(f"{who}: key field `{fname}` has type {ftype!r}; a key "
+                                  f"field is one of {', '.join(MAP_TYPES)}")
+        object.__setattr__(self, "key", tuple((f, t) for f, t in key))
+        if self.key_size > MAP_KEY_MAX:
+            raise OfflowError(f"{who}: its key is {self.key_size} bytes, more than the "
+                              f"{MAP_KEY_MAX} a map key may have")
+        if self.value not in MAP_TYPES:
+            raise OfflowError(f"{who}: value type {self.value!r}; a value is one of "
+                              f"{', '.join(MAP_TYPES)}")
+        if (not isinstance(self.entries, int) or isinstance(self.entries, bool)
+                or not 1 <= self.entries <= MAP_ENTRIES_MAX):
+            raise OfflowError(f"{who}: entries={self.entries!r}; a map holds 1 to "
+                              f"{MAP_ENTRIES_MAX} entries")
+
+    @property
+    def key_size(self) -> int:
+        """The bytes of its packed key struct."""
+        return sum(MAP_TYPES[t] for _, t in self.key)
+
+
+def map_table(m: SharedMap) -> SharedTable:
+    """The IR's table object for map `m`: opened by the function the generated code
+    defines for it (offlow/codegen/mapdecl.py), closed and reported by runtime map.h."""
+    return SharedTable(
+        m.name, "struct ofl_map", 1, open_fn=f"ofl_mapopen_{m.name}", close_fn="ofl_map_close",
+        source=(f"a hash map of at most {m.entries} keys (struct {m.name}_key, "
+                f"{m.key_size} B) to {m.value}, empty at start"),
+        stats_fn="ofl_map_stats_json", includes=("offlow/map.h",), one_core=True,
+        map_key=m.key, map_value=m.value, map_entries=m.entries)
 
 
 def c_literal(value: Any, ctype: str, where: str) -> str:

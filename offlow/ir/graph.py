@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from offlow.ir.types import Field
+from offlow.ir.types import MAP_TYPES, Field
 
 
 @dataclass(frozen=True)
@@ -159,10 +159,23 @@ class SharedTable:
     src_kinds: tuple[tuple[str, str], ...] = ()  # source kinds it adds: (kind, C function)
     one_core: bool = False  # its users run on one core, unlocked (dsl Table)
     check: str = ""  # module:function checking its options before a run (dsl Table)
+    # a hash map (dsl SharedMap): its key's (field, type) pairs, value type and entries
+    map_key: tuple[tuple[str, str], ...] = ()
+    map_value: str = ""
+    map_entries: int = 0
 
     @property
     def is_object(self) -> bool:
         return bool(self.open_fn)
+
+    @property
+    def is_map(self) -> bool:
+        return bool(self.map_key)
+
+    @property
+    def map_key_size(self) -> int:
+        """The bytes of a map's packed key struct."""
+        return sum(MAP_TYPES[t] for _, t in self.map_key)
 
 
 ENQUEUE_MODES = ("block", "drop")

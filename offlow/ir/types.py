@@ -12,6 +12,8 @@ SCALARS: dict[str, int] = {
     "uint32_t": 4, "int32_t": 4, "float": 4,
     "uint64_t": 8, "int64_t": 8, "double": 8,
 }
+# The integer types a shared map's key fields and value may have (dsl SharedMap).
+MAP_TYPES = {t: n for t, n in SCALARS.items() if t.startswith(("int", "uint"))}
 
 
 @dataclass(frozen=True)

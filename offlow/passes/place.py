@@ -33,6 +33,14 @@ def place(g: Graph) -> Graph:
                 "place its users on one device")
         if t.one_core:
             _check_one_core(g, t.name)
+        handler = next((c for c in channels if t.is_map
+                        and any(ref == t.name for _, ref in c.handler.tables)), None)
+        if handler is not None:
+            raise OfflowError(
+                f"channel `{handler.name}`: its handler {handler.handler.name} names shared map "
+                f"`{t.name}`, which its elements change without locks on their one core, and "
+                "a handler runs on the channel manager's thread beside them: answer from a "
+                "Shared array the elements keep instead")
         # (whether it travels there over a bulk channel is the plan's decision: it
         # depends on what the device's target can read, offlow.plan)
         shared.append(replace(t, home=devices[0] if len(devices) == 1 else "window"))
@@ -67,7 +75,11 @@ def _check_one_core(g: Graph, table: str) -> None:
     if len(cores) > 1:
         where = ", ".join(f"`{n.name}` in segment `{n.segment}` (cores "
                           f"{','.join(map(str, g.segment(n.segment).cores))})" for n in users)
+        t = next(x for x in g.shared if x.name == table)
+        what = ("a hash map changed without locks" if t.is_map
+                else "kept in arrival order, without locks")
+        hint = ("" if t.is_map
+                else ", and give each stream of a data-parallel query an element of its own")
         raise OfflowError(
-            f"table `{table}` is one core's state (kept in arrival order, without locks) but "
-            f"{where} would run on {len(cores)} cores; place its segment on one core, and "
-            "give each stream of a data-parallel query an element of its own")
+            f"table `{table}` is one core's state ({what}) but {where} would run on "
+            f"{len(cores)} cores; place its segment on one core{hint}")

@@ -136,7 +136,7 @@ def compile_bpf(src: Path, obj: Path, what: str, local_headers: Sequence[Path] =
     holds it built from the same source, headers (also `local_headers`: those `src` includes
     from its own folder), flags and compiler; `what` names it in a compile error."""
     d = cbuild.description()
-    libs = [d.library("core"), d.library("lpm")]
+    libs = [d.library("core"), d.library("lpm"), d.library("map")]
     multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
                                text=True).stdout.strip()
     args = [*d.flags("bpf", "werror"), *cbuild.include_flags(libs),
@@ -208,13 +208,13 @@ class Xdp(Target):
                     "one verdict")
         if facts and facts.reads_ts:
             return "it reads the packet's capture time (pkt->ts_ns), which XDP does not have"
-        other_tables = [t for _, t in node.tables
-                        if not is_array(shared[t]) and shared[t].ctype not in BPF_TABLES]
+        other_tables = [t for _, t in node.tables if not is_array(shared[t])
+                        and not shared[t].is_map and shared[t].ctype not in BPF_TABLES]
         if other_tables:
             return ("it uses shared table " + ", ".join(
                 f"{t} ({shared[t].ctype})" for t in other_tables) + "; of the tables, only "
-                "shared integer arrays and the LPM tables (lpm4_table, lpm6_table) are BPF "
-                "maps in XDP yet")
+                "shared integer arrays, shared maps (SharedMap) and the LPM tables "
+                "(lpm4_table, lpm6_table) are BPF maps in XDP yet")
         big = [t for _, t in node.tables if is_array(shared[t])
                and shared[t].length * SCALARS[shared[t].ctype] > ARRAY_MAX]
         if big:
@@ -279,7 +279,7 @@ class Xdp(Target):
         # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
         libs = [lib.name for lib in d.closure(d.for_headers(headers(plan.graph)))]
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
-                                libs=tuple(dict.fromkeys(("core", "lpm", *libs))),
+                                libs=tuple(dict.fromkeys(("core", "lpm", "map", *libs))),
                                 includes=[TOOLS, directory],
                                 sets=(*cbuild.TOOL, "libnl"), link=d.flags("xdp_link"))
         stamp = directory / f"{device}.host"  # the host side the object was checked with

@@ -313,6 +313,7 @@ static void report(const struct ofl_xdp_desc *d, const struct ofl_args *a, struc
     ofl_json_end_arr(&j);
     ofl_json_begin_obj(&j, "tables");
     ofl_xdp_arrays_report(&j, d, c->obj);
+    ofl_xdp_maps_report(&j, d, c->obj);
     ofl_json_end_obj(&j);
     ofl_json_begin_obj(&j, "sinks");
     if (d->sink && r->sink) ofl_stats_sink(&j, d->sink, r->sink);

@@ -58,6 +58,13 @@ struct ofl_xdp_array {
     void **mem;
 };
 
+/* A shared hash map (offlow/map_bpf.h): its name, its hash map's (whose per-CPU
+ * `full` counter is `map`_full), key and value bytes and most entries. */
+struct ofl_xdp_map {
+    const char *name, *map;
+    unsigned key_size, value_size, entries;
+};
+
 /* A channel the segment's device serves: its name and handler (generated from the
  * handler's body, as on the NIC: offlow/codegen/c.py). */
 struct ofl_xdp_chan {
@@ -90,6 +97,7 @@ struct ofl_xdp_desc {
     const struct ofl_xdp_table *lpm4;  /* its IPv4 LPM tables, up to one with name NULL */
     const struct ofl_xdp_table *lpm6;  /* its IPv6 LPM tables, up to one with name NULL */
     const struct ofl_xdp_array *arrays;  /* its shared arrays, up to one with name NULL */
+    const struct ofl_xdp_map *maps;      /* its shared hash maps, up to one with name NULL */
     int (*init)(const struct ofl_args *a);  /* --init: make the run's window */
     /* the window's size; where each ring and the channel region are in it */
     size_t (*layout)(size_t *ring_off, size_t *chan_off);

@@ -14,6 +14,7 @@
 
 #include "offlow/lpm_bpf_layout.h"
 #include "offlow/lpm_tables.h"
+#include "offlow/map.h"
 
 /* lpm_bpf.h's layout: lpm4.h's blocks and group flag, a directory flag beside any
  * block index; lpm6.h's trie (its strides, leaf flag and node layout). */
@@ -233,6 +234,67 @@ void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
         else
             fprintf(stderr, "offlow xdp: cannot read shared array %s\n", x->name);
         free(v);
+    }
+}
+
+/* A hash map's keys and values read out of the kernel, handed to ofl_map_json. */
+struct held {
+    uint8_t *keys, *values;
+    uint32_t n, at, key_size, value_size;
+};
+
+static int held_next(void *it, const void **key, const void **value)
+{
+    struct held *h = it;
+    if (h->at == h->n) return 0;
+    *key = h->keys + (size_t)h->at * h->key_size;
+    *value = h->values + (size_t)h->at * h->value_size;
+    h->at++;
+    return 1;
+}
+
+/* Read every key and value of hash map `fd` (at most x->entries) into `h`. */
+static int read_map(const struct ofl_xdp_map *x, int fd, struct held *h)
+{
+    *h = (struct held){ .key_size = x->key_size, .value_size = x->value_size };
+    h->keys = calloc(x->entries + 1u, x->key_size);
+    h->values = calloc(x->entries + 1u, x->value_size);
+    if (!h->keys || !h->values) return -ENOMEM;
+    const void *prev = NULL;
+    while (h->n < x->entries) {
+        uint8_t *k = h->keys + (size_t)h->n * x->key_size;
+        if (bpf_map_get_next_key(fd, prev, k) < 0)
+            return errno == ENOENT ? 0 : -errno;
+        /* (after a replay nothing changes the map; with --iface the interface's
+         * traffic may, and a key deleted under the walk restarts it from the first:
+         * the loop reads at most `entries` keys, a snapshot) */
+        if (bpf_map_lookup_elem(fd, k, h->values + (size_t)h->n * x->value_size) < 0)
+            return -errno;
+        prev = k;
+        h->n++;
+    }
+    return 0;
+}
+
+void ofl_xdp_maps_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
+                         struct bpf_object *obj)
+{
+    for (const struct ofl_xdp_map *x = d->maps; x && x->name; x++) {
+        struct ofl_xdp_array full = { x->name, NULL, 1u, 8u, 0, 1, NULL };
+        char name[160];
+        snprintf(name, sizeof name, "%s_full", x->map);
+        struct bpf_map *m = bpf_object__find_map_by_name(obj, x->map);
+        struct bpf_map *f = bpf_object__find_map_by_name(obj, name);
+        uint64_t nfull = 0;
+        struct held h = {0};
+        if (m && f && read_array(&full, bpf_map__fd(f), &nfull) == 0 &&
+            read_map(x, bpf_map__fd(m), &h) == 0)
+            ofl_map_json(j, x->name, x->key_size, x->value_size, x->entries, h.n, nfull,
+                         held_next, &h);
+        else
+            fprintf(stderr, "offlow xdp: cannot read shared map %s\n", x->name);
+        free(h.keys);
+        free(h.values);
     }
 }
 

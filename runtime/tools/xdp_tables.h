@@ -45,6 +45,12 @@ int ofl_xdp_lpm6_fill(struct bpf_object *obj, const char *maps, const struct ofl
 void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
                            struct bpf_object *obj);
 
+/* Write each shared hash map of `d` (walked through its map's fd in the loaded `obj`:
+ * bpf_map_get_next_key) into the stats' tables object `j`, as map.h reports a map on
+ * every device, its per-CPU `full` counter summed. */
+void ofl_xdp_maps_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
+                         struct bpf_object *obj);
+
 /* Free the built tables. */
 void ofl_xdp_tables_free(struct ofl_xdp_tables *t);
 

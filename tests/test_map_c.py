@@ -1,0 +1,16 @@
+"""The shared hash map's C side (runtime/lib/map/tests/test_map.c: sizes refused, `full`
+counted, deletes in probe runs, random sequences against a model), built plain and with
+ASan+UBSan."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.ctools import build_c, lib_test, run_c
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_map_against_a_model(sanitize: bool) -> None:
+    exe = build_c([lib_test("map", "test_map")], "test_map", ["map"], sanitize)
+    res = run_c(exe)
+    assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr
