@@ -448,8 +448,11 @@ class Run:
                 print(f"offlow: takes reloads: offlow reload {self.window} PROGRAM.py",
                       file=sys.stderr, flush=True)
             if self.opts.serve:
-                names = ", ".join(c.name for c in self.build.graph.channels)
-                print(f"offlow: serving channels {names} after the packets, until Ctrl-C; "
+                g = self.build.graph
+                names = [c.name for c in g.channels] + [f"ctl.{t.name}" for t in g.shared
+                                                        if t.ctl]
+                what = f"channels {', '.join(names)}" if names else "no channel (none declared)"
+                print(f"offlow: serving {what} after the packets, until Ctrl-C; "
                       f"attach: offlow.session.attach('{self.window}')", file=sys.stderr,
                       flush=True)
 

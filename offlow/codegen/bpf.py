@@ -18,8 +18,7 @@ from offlow.codegen import mapdecl, xsk
 from offlow.codegen import queuegen as qg
 from offlow.codegen.c import Emitter, emit_handler, emit_helpers, line_directive
 from offlow.ir import Graph, Node, SharedTable
-from offlow.ir.types import MAP_TYPES, SCALARS, cname, sort_fields
-from offlow.passes.tableuse import ADD_BUILTINS
+from offlow.ir.types import ADD_BUILTINS, MAP_TYPES, SCALARS, cname, sort_fields
 from offlow.plan import Plan, SegmentPlan
 
 # Counters per element, in this order, then one per drop reason of every element.

@@ -92,3 +92,13 @@ def port_types_compatible(out_type: str, in_type: str) -> bool:
     """True when a packet of `out_type` may enter an input of `in_type` (types are
     nominal and dotted: `ip.v4` feeds `ip` and `ip.v4`; `any` takes everything)."""
     return in_type in ("any", out_type) or out_type.startswith(in_type + ".")
+
+
+# The read-modify-write builtins that add (their first argument the address added to);
+# what each becomes when its every call adds to a per-CPU copy: a plain add or subtract.
+ADD_BUILTINS = {
+    "__sync_fetch_and_add": "+=", "__sync_add_and_fetch": "+=",
+    "__sync_fetch_and_sub": "-=", "__sync_sub_and_fetch": "-=",
+    "__atomic_fetch_add": "+=", "__atomic_add_fetch": "+=",
+    "__atomic_fetch_sub": "-=", "__atomic_sub_fetch": "-=",
+}

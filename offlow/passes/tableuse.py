@@ -15,14 +15,7 @@ from dataclasses import dataclass
 
 from pycparser import c_ast
 
-# The read-modify-write builtins that add (their first argument the address added to);
-# what each becomes when its every call adds to a per-CPU copy: a plain add or subtract.
-ADD_BUILTINS = {
-    "__sync_fetch_and_add": "+=", "__sync_add_and_fetch": "+=",
-    "__sync_fetch_and_sub": "-=", "__sync_sub_and_fetch": "-=",
-    "__atomic_fetch_add": "+=", "__atomic_add_fetch": "+=",
-    "__atomic_fetch_sub": "-=", "__atomic_sub_fetch": "-=",
-}
+from offlow.ir.types import ADD_BUILTINS
 
 
 @dataclass(frozen=True)
