@@ -163,18 +163,24 @@ def test_the_search_finds_the_best_split_and_folds_alike_ones():
     assert dict(second.placement.cores) == {"rx": (0,), "app": (1,)}
 
 
+def _two_cal(seta: float, rx: float, reada: float, app: float, src: float) -> Calibration:
+    """A calibration of tests.progs.two_segment: seta's and reada's ns per visit, the
+    loops of rx and app and the reading, per packet read."""
+    return Calibration(
+        program="two", packets=1000, frame_bytes=64.0, source_ns=src,
+        loops=(("app", app), ("rx", rx)),
+        elements=(ElementCost("seta", "rx", "integer", 1.0, seta),
+                  ElementCost("reada", "app", "integer", 1.0, reada)),
+        queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),))
+
+
 def test_each_segment_is_charged_its_own_loop():
     # seta 100 ns in rx, reada 10 ns in app; their loops (the calibration's, per packet
     # read): rx 60 ns (the source's batches), app 20. rx on a NIC core at half speed:
     # (100 + 60) / 0.5 = 320 ns -> 3.125 Mpps; app on the host: 10 + 20 = 30 ns.
     # (Shared by packets taken, 40 each, rx would be 280 ns: 3.57 Mpps.)
     g = compile_program(two_segment())
-    cal = Calibration(
-        program="two", packets=1000, frame_bytes=64.0, source_ns=0.0,
-        loops=(("app", 20.0), ("rx", 60.0)),
-        elements=(ElementCost("seta", "rx", "integer", 1.0, 100.0),
-                  ElementCost("reada", "app", "integer", 1.0, 10.0)),
-        queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),))
+    cal = _two_cal(seta=100, rx=60, reada=10, app=20, src=0)
     nic = replace(NIC, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
     place = Placement({"rx": "nic", "app": "host"}, {"rx": (0,), "app": (0,)})
     p = rank(g, cal, {"host": HOST, "nic": nic}, [place])[0].prediction
@@ -190,16 +196,8 @@ def test_a_slow_calibration_run_among_three_does_not_move_the_prediction():
     # rx on a NIC core at half speed (104 + 60) / 0.5 = 328 ns, app on the host
     # 10 + 21 = 31 ns, the reading 80 (the means would give 381.3 ns, 35.3 and 92.7).
     g = compile_program(two_segment())
-
-    def one(seta: float, rx: float, reada: float, app: float, src: float) -> Calibration:
-        return Calibration(
-            program="two", packets=1000, frame_bytes=64.0, source_ns=src,
-            loops=(("app", app), ("rx", rx)),
-            elements=(ElementCost("seta", "rx", "integer", 1.0, seta),
-                      ElementCost("reada", "app", "integer", 1.0, reada)),
-            queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),))
-
-    cal = median([one(100, 60, 10, 20, 80), one(160, 90, 16, 30, 120), one(104, 58, 9, 21, 78)])
+    cal = median([_two_cal(100, 60, 10, 20, 80), _two_cal(160, 90, 16, 30, 120),
+                  _two_cal(104, 58, 9, 21, 78)])
     nic = replace(NIC, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
     place = Placement({"rx": "nic", "app": "host"}, {"rx": (0,), "app": (0,)})
     p = rank(g, cal, {"host": HOST, "nic": nic}, [place])[0].prediction
