@@ -302,8 +302,18 @@ static uint64_t waited_ns(const struct ofl_core *c)
     return sum;
 }
 
+/* Publish the doorbells of the core's rings to other processes whose latency has
+ * passed (link.latency_us); returns how many are still held. */
+static unsigned link_publish(struct ofl_core *c)
+{
+    unsigned held = 0;
+    for (unsigned i = 0; i < c->nlink; i++) held += ofl_ring_publish_due(&c->link_out[i]->ring);
+    return held;
+}
+
 void ofl_dilate_begin(struct ofl_core *c)
 {
+    if (c->link_delay_ns) link_publish(c);  /* (outside the turn's time) */
     c->dilate_extra = 0;
     c->dilate_work = 0;
     c->turn_timed = 0;
@@ -400,15 +410,6 @@ void ofl_core_assist(struct ofl_core *c, int (*fn)(void *arg), void *arg)
         c->peer[i].assist = fn;
         c->peer[i].assist_arg = arg;
     }
-}
-
-/* Publish the doorbells of the core's rings to other processes whose latency has
- * passed (link.latency_us); returns how many are still held. */
-static unsigned link_publish(struct ofl_core *c)
-{
-    unsigned held = 0;
-    for (unsigned i = 0; i < c->nlink; i++) held += ofl_ring_publish_due(&c->link_out[i]->ring);
-    return held;
 }
 
 void ofl_core_idle(struct ofl_core *c, int progress)
