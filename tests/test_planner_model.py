@@ -174,17 +174,23 @@ def _two_cal(seta: float, rx: float, reada: float, app: float, src: float) -> Ca
         queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),))
 
 
+def _rx_on_a_half_speed_nic(cal: Calibration) -> dict[str, float]:
+    """The core stages (ns per packet read) of two_segment with rx on a NIC core at half
+    this host's speed and app on the host, from `cal`."""
+    g = compile_program(two_segment())
+    nic = replace(NIC, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
+    place = Placement({"rx": "nic", "app": "host"}, {"rx": (0,), "app": (0,)})
+    p = rank(g, cal, {"host": HOST, "nic": nic}, [place])[0].prediction
+    return {s.name: s.ns for s in p.stages if "core" in s.name}
+
+
 def test_each_segment_is_charged_its_own_loop():
     # seta 100 ns in rx, reada 10 ns in app; their loops (the calibration's, per packet
     # read): rx 60 ns (the source's batches), app 20. rx on a NIC core at half speed:
     # (100 + 60) / 0.5 = 320 ns -> 3.125 Mpps; app on the host: 10 + 20 = 30 ns.
     # (Shared by packets taken, 40 each, rx would be 280 ns: 3.57 Mpps.)
-    g = compile_program(two_segment())
     cal = _two_cal(seta=100, rx=60, reada=10, app=20, src=0)
-    nic = replace(NIC, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
-    place = Placement({"rx": "nic", "app": "host"}, {"rx": (0,), "app": (0,)})
-    p = rank(g, cal, {"host": HOST, "nic": nic}, [place])[0].prediction
-    assert {s.name: s.ns for s in p.stages if "core" in s.name} == pytest.approx(
+    assert _rx_on_a_half_speed_nic(cal) == pytest.approx(
         {"nic core 0": 320.0, "host core 0": 30.0})
     assert cal.overhead_ns == pytest.approx(80.0)
 
@@ -195,13 +201,9 @@ def test_a_slow_calibration_run_among_three_does_not_move_the_prediction():
     # 21; the reading 80, 120, 78. The medians are seta 104, rx 60, reada 10, app 21:
     # rx on a NIC core at half speed (104 + 60) / 0.5 = 328 ns, app on the host
     # 10 + 21 = 31 ns, the reading 80 (the means would give 381.3 ns, 35.3 and 92.7).
-    g = compile_program(two_segment())
     cal = median([_two_cal(100, 60, 10, 20, 80), _two_cal(160, 90, 16, 30, 120),
                   _two_cal(104, 58, 9, 21, 78)])
-    nic = replace(NIC, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
-    place = Placement({"rx": "nic", "app": "host"}, {"rx": (0,), "app": (0,)})
-    p = rank(g, cal, {"host": HOST, "nic": nic}, [place])[0].prediction
-    assert {s.name: s.ns for s in p.stages if "core" in s.name} == pytest.approx(
+    assert _rx_on_a_half_speed_nic(cal) == pytest.approx(
         {"nic core 0": 328.0, "host core 0": 31.0})
     assert cal.source_ns == pytest.approx(80.0)
 
