@@ -498,7 +498,8 @@ class Run:
                         args += ["--opt", f"dilate.{kind}={f if d.name == EMULATED else 1:.6g}"]
                     if prof.link and d.name in (EMULATED, "host"):  # each sends one way
                         args += ["--opt", f"link.gbps={prof.link.gbps:.6g}",
-                                 "--opt", f"link.dma_gbps={prof.link.dma_gbps:.6g}"]
+                                 "--opt", f"link.dma_gbps={prof.link.dma_gbps:.6g}",
+                                 "--opt", f"link.latency_us={prof.link.latency_us:.6g}"]
                 if (listener is not None and self.tcp_table and self.tcp_table.home == d.name
                         and d.target != "remote"):
                     name = self.tcp_table.name

@@ -243,3 +243,44 @@ def test_the_nics_cores_share_the_profiles_link(tmp_path):
     assert len(cores) == 2 and all(c["link_bytes"] > 0 for c in cores), cores
     assert sent > 200 * 1500
     assert wall + 20_000 >= sent * 8 / 0.002, (wall, cores)
+
+
+def test_each_doorbell_reaches_the_other_side_a_link_latency_after_it_rings(tmp_path):
+    # A user's profile: the cmp-nic-200 preset with a 10 ms link latency. 640 frames
+    # cross nic->host through a ring of 32 entries rung every 32: only one batch fits,
+    # so the NIC commits the next only after the host released the last, which it saw
+    # 10 ms after its doorbell. By the host core's own clock (from its first batch to
+    # its last), the run took at least (doorbells - 2) x 10 ms (one batch may pass
+    # before its clock starts, one more within its first turn); without the latency
+    # the 640 frames take well under a millisecond's work.
+    text = (ROOT / "offlow/planner/profiles/cmp-nic-200.yaml").read_text()
+    mine = tmp_path / "farlink.yaml"
+    assert "latency_us: " in text
+    lines = [("  latency_us: 10000" if ln.strip().startswith("latency_us:") else ln)
+             for ln in text.splitlines()]
+    mine.write_text("\n".join(lines) + "\n")
+    p = Program("far", ring_size=32, batch=32)
+    src, mid, out = Source("rx"), Pass("my_pass"), Sink("tx")
+    src >> mid >> out
+    p.segment("rx", [src, mid], device="nic", cores=[0])
+    p.segment("tx", [out], device="host", cores=[0])
+    opts = RunOptions(count=640, sizes="64:1", profile=str(mine))
+    res = run(build_for(p, opts), opts)
+    assert res.ok, res.errors
+    (nic,) = res.stats["nic"]["cores"]
+    (host,) = res.stats["host"]["cores"]
+    (q,) = [x for x in nic["queues"] if x["side"] == "out"]
+    assert q["pushed"] == 640 and host["pkts_in"] == 640, (q, host)
+    assert q["doorbells"] >= 20, q
+    assert host["elapsed_ns"] >= (q["doorbells"] - 2) * 10_000_000, (host, q)
+
+
+def test_a_link_latency_too_long_to_emulate_is_refused_before_the_run(tmp_path):
+    text = (ROOT / "offlow/planner/profiles/cmp-nic-200.yaml").read_text()
+    mine = tmp_path / "slowest.yaml"
+    mine.write_text("\n".join(("  latency_us: 2000000" if ln.strip().startswith("latency_us:")
+                               else ln) for ln in text.splitlines()) + "\n")
+    r = _offlow("run", str(QUERY), "--count", "100", "--profile", str(mine))
+    assert r.returncode == 2, r.stderr
+    assert "interconnect.latency_us 2000000 is past the longest" in r.stderr, r.stderr
+    assert "offlow: running" not in r.stderr

@@ -8,7 +8,7 @@ import pytest
 from offlow.build import compile_program
 from offlow.errors import OfflowError
 from offlow.planner import crossing, profile
-from offlow.planner.calibrate import Calibration, ElementCost, QueueCost, from_stats
+from offlow.planner.calibrate import Calibration, ElementCost, QueueCost, from_stats, median
 from offlow.planner.model import Crossing, Placement, Segment, clock_needed_mhz, predict
 from offlow.planner.profile import Link, MemoryLevel, Profile
 from offlow.planner.search import model_inputs, rank
@@ -92,6 +92,22 @@ def test_both_directions_share_the_dma_engine_but_not_the_links():
     assert p.latency_us == pytest.approx(1.692)
 
 
+def test_a_small_ring_across_a_long_latency_limits_the_rate():
+    # A link of 10 us latency and a 32-entry ring between rx (host) and route (NIC):
+    # each entry waits at least 10 us for the consumer to see it, so the ring moves at
+    # most 32 entries per 10 us: 312.5 ns a packet (3.2 Mpps), slower than route's 120.
+    # With a 1024-entry ring: 9.8 ns, and route is the bottleneck again.
+    far = replace(NIC, link=Link(gbps=40, latency_us=10.0, dma_gbps=20))
+    place = _place(("host", (0,)), ("nic", (0,)))
+    small = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 100.0, ring_size=32)], place,
+                    {"host": HOST, "nic": far})
+    assert small.bottleneck.name == "ring rx->route"
+    assert small.mpps == pytest.approx(3.2)
+    big = predict(SEGMENTS, [Crossing("rx", "route", 1.0, 100.0, ring_size=1024)], place,
+                  {"host": HOST, "nic": far})
+    assert big.bottleneck.name == "nic core 0"
+
+
 def test_the_clock_a_core_needs_for_a_line_rate():
     # 100 Gb/s of 1500 B packets (1538 B on the wire): 8,127,438 packets/s (the LSO seed's
     # figure); 18 instructions each at one a cycle: 146.3 MHz; at two a cycle: 73.1 MHz.
@@ -147,24 +163,49 @@ def test_the_search_finds_the_best_split_and_folds_alike_ones():
     assert dict(second.placement.cores) == {"rx": (0,), "app": (1,)}
 
 
+def _two_cal(seta: float, rx: float, reada: float, app: float, src: float) -> Calibration:
+    """A calibration of tests.progs.two_segment: seta's and reada's ns per visit, the
+    loops of rx and app and the reading, per packet read."""
+    return Calibration(
+        program="two", packets=1000, frame_bytes=64.0, source_ns=src,
+        loops=(("app", app), ("rx", rx)),
+        elements=(ElementCost("seta", "rx", "integer", 1.0, seta),
+                  ElementCost("reada", "app", "integer", 1.0, reada)),
+        queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),))
+
+
+def _rx_on_a_half_speed_nic(cal: Calibration) -> dict[str, float]:
+    """The core stages (ns per packet read) of two_segment with rx on a NIC core at half
+    this host's speed and app on the host, from `cal`."""
+    g = compile_program(two_segment())
+    nic = replace(NIC, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
+    place = Placement({"rx": "nic", "app": "host"}, {"rx": (0,), "app": (0,)})
+    p = rank(g, cal, {"host": HOST, "nic": nic}, [place])[0].prediction
+    return {s.name: s.ns for s in p.stages if "core" in s.name}
+
+
 def test_each_segment_is_charged_its_own_loop():
     # seta 100 ns in rx, reada 10 ns in app; their loops (the calibration's, per packet
     # read): rx 60 ns (the source's batches), app 20. rx on a NIC core at half speed:
     # (100 + 60) / 0.5 = 320 ns -> 3.125 Mpps; app on the host: 10 + 20 = 30 ns.
     # (Shared by packets taken, 40 each, rx would be 280 ns: 3.57 Mpps.)
-    g = compile_program(two_segment())
-    cal = Calibration(
-        program="two", packets=1000, frame_bytes=64.0, source_ns=0.0,
-        loops=(("app", 20.0), ("rx", 60.0)),
-        elements=(ElementCost("seta", "rx", "integer", 1.0, 100.0),
-                  ElementCost("reada", "app", "integer", 1.0, 10.0)),
-        queues=(QueueCost("rx->app", "rx", "app", 1.0, 0.0),))
-    nic = replace(NIC, speed={"integer": 0.5, "lookup": 0.5, "hash": 0.5})
-    place = Placement({"rx": "nic", "app": "host"}, {"rx": (0,), "app": (0,)})
-    p = rank(g, cal, {"host": HOST, "nic": nic}, [place])[0].prediction
-    assert {s.name: s.ns for s in p.stages if "core" in s.name} == pytest.approx(
+    cal = _two_cal(seta=100, rx=60, reada=10, app=20, src=0)
+    assert _rx_on_a_half_speed_nic(cal) == pytest.approx(
         {"nic core 0": 320.0, "host core 0": 30.0})
     assert cal.overhead_ns == pytest.approx(80.0)
+
+
+def test_a_slow_calibration_run_among_three_does_not_move_the_prediction():
+    # Three timed runs of one program; the second ran while neighbours held the CPU:
+    # seta 100, 160, 104 ns; rx's loop 60, 90, 58; reada 10, 16, 9; app's loop 20, 30,
+    # 21; the reading 80, 120, 78. The medians are seta 104, rx 60, reada 10, app 21:
+    # rx on a NIC core at half speed (104 + 60) / 0.5 = 328 ns, app on the host
+    # 10 + 21 = 31 ns, the reading 80 (the means would give 381.3 ns, 35.3 and 92.7).
+    cal = median([_two_cal(100, 60, 10, 20, 80), _two_cal(160, 90, 16, 30, 120),
+                  _two_cal(104, 58, 9, 21, 78)])
+    assert _rx_on_a_half_speed_nic(cal) == pytest.approx(
+        {"nic core 0": 328.0, "host core 0": 31.0})
+    assert cal.source_ns == pytest.approx(80.0)
 
 
 def test_a_crossing_between_two_threads_costs_each_end_its_extra():

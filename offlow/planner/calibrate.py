@@ -16,6 +16,8 @@ what the one-thread run cannot see."""
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -103,12 +105,13 @@ def all_on_host(g: Graph) -> list[str]:
 
 def calibrate(path: Path, settings: list[str], capture: Path | None, packets: int = 100_000,
               work: dict[str, str] | None = None, sizes: str | None = None,
-              crossing_repeats: int = 3) -> Calibration:
+              crossing_repeats: int = 3, runs: int = 3) -> Calibration:
     """Run the program of file `path` (with `settings`, then every segment on host core
     0) over `capture` (None: the synthetic generator, its frame `sizes` as `offlow run
-    --sizes` takes them) for about `packets` packets, timed per element; then calibrate
-    its queues' crossings between threads (the median of `crossing_repeats` runs each;
-    0: not measured, the model then prices crossings as one thread's rings)."""
+    --sizes` takes them) for about `packets` packets, timed per element, `runs` times
+    (the medians: see `median`); then calibrate its queues' crossings between threads
+    (the median of `crossing_repeats` runs each; 0: not measured, the model then prices
+    crossings as one thread's rings)."""
     g0 = compile_program(load_program(path, settings))
     prog = load_program(path, [*settings, *all_on_host(g0)])
     # profile "host": each turn's loop counted as the emulation counts it, nothing slowed
@@ -119,16 +122,38 @@ def calibrate(path: Path, settings: list[str], capture: Path | None, packets: in
         opts = RunOptions(input=capture, loops=max(1, -(-packets // max(1, _frames(capture)))),
                           profile="host")
     b = build_for(prog, opts)
-    res = run(b, opts)
-    if not res.ok:
-        raise OfflowError(f"the calibration run of `{g0.name}` failed: "
-                          + "; ".join(res.errors))
-    cal = from_stats(b.graph, res.stats, work or {})
+    cals = []
+    for _ in range(max(1, runs)):
+        res = run(b, opts)
+        if not res.ok:
+            raise OfflowError(f"the calibration run of `{g0.name}` failed: "
+                              + "; ".join(res.errors))
+        cals.append(from_stats(b.graph, res.stats, work or {}))
+    cal = median(cals)
     if not crossing_repeats:
         return cal
     geometries = sorted({(q.batch, q.ring_size) for q in cal.queues})
     return replace(cal, crossings=tuple(
         crossing.measure(batch, ring, repeats=crossing_repeats) for batch, ring in geometries))
+
+
+def median(cals: Sequence[Calibration]) -> Calibration:
+    """Timed runs of one program over the same packets as one calibration: each
+    element's ns per visit, each segment's loop and the reading the median of the
+    runs' (one run's moved by ~30% from the next under this shared machine's load, and
+    a row of `plan --validate` whose calibration and measured run do the very same
+    work missed by as much); what the packets decide (visits, queues, frames) is the
+    first run's."""
+    first = cals[0]
+    if len(cals) == 1:
+        return first
+    per_el = {e.name: statistics.median({x.name: x.ns for x in c.elements}.get(e.name, e.ns)
+                                        for c in cals) for e in first.elements}
+    loops = [(seg, statistics.median(dict(c.loops).get(seg, 0.0) for c in cals))
+             for seg, _ in first.loops]
+    return replace(first, elements=tuple(replace(e, ns=per_el[e.name]) for e in first.elements),
+                   loops=tuple(loops),
+                   source_ns=statistics.median(c.source_ns for c in cals))
 
 
 def _frames(capture: Path) -> int:

@@ -3,8 +3,9 @@
 
 Stages: every core a segment runs on (the segments sharing it add up; a data-parallel
 segment's cost is split evenly over its cores), each direction of the interconnect
-(the bytes crossing it per packet over its bandwidth) and the device's DMA engine (the
-bytes of both directions over its rate). A segment's cost on a device is, per kind of
+(the bytes crossing it per packet over its bandwidth), the device's DMA engine (the
+bytes of both directions over its rate) and each ring across a link with a latency (at
+most its size in entries per latency). A segment's cost on a device is, per kind of
 work, its time on this host over the device core's speed for that kind (the profile);
 the sources' segments also pay the run's per-packet overhead (reading, the loop, the
 rings), scaled as integer work. A crossing whose two ends run on different threads
@@ -41,6 +42,8 @@ class Crossing:
     bytes: float
     push_ns: float = 0.0  # per entry, the producer's extra when the ends are on two threads
     pop_ns: float = 0.0  # the consumer's
+    ring_size: int = 0  # entries its ring holds (0: not known): across a link with a
+    #                     latency, at most that many per latency
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,15 @@ def predict(segments: list[Segment], crossings: list[Crossing], place: Placement
         assert link is not None
         stages.append(Stage(f"link {a}->{b}", byts * 8 / link.gbps))
         dma[dev] = dma.get(dev, 0.0) + byts
+    for x in crossings:
+        # A ring's entries stay unreleased for at least the link's latency (each
+        # doorbell reaches the consumer that long after it rings), so it moves at most
+        # ring_size entries per latency.
+        a, b = place.devices[x.src], place.devices[x.dst]
+        link = profiles[b if a == HOST else a].link if a != b else None
+        if link is not None and link.latency_us > 0 and x.ring_size:
+            stages.append(Stage(f"ring {x.src}->{x.dst}",
+                                x.packets * link.latency_us * 1e3 / x.ring_size))
     for dev, byts in sorted(dma.items()):
         link = profiles[dev].link
         assert link is not None

@@ -162,6 +162,11 @@ class _Reader:
         return v
 
 
+# The longest link latency profile-scaled emulation holds a doorbell back (the NIC
+# process refuses more: runtime/core/src/gen.c, link.latency_us).
+MAX_EMULATED_LATENCY_US = 1e6
+
+
 def dilation(p: Profile) -> dict[str, float]:
     """Per kind of work, how many times slower one of the profile's cores runs than one
     of this host's (profile-scaled emulation: `offlow run --profile`); an error for a
@@ -171,4 +176,8 @@ def dilation(p: Profile) -> dict[str, float]:
         raise OfflowError(f"--profile {p.name}: its cores are faster than this host's at "
                           f"{', '.join(fast)} work; profile-scaled emulation can only slow "
                           "the emulated device down")
+    if p.link and p.link.latency_us > MAX_EMULATED_LATENCY_US:
+        raise OfflowError(f"--profile {p.name}: interconnect.latency_us {p.link.latency_us:.0f} "
+                          "is past the longest the emulation holds a doorbell back "
+                          f"({MAX_EMULATED_LATENCY_US:.0f} us)")
     return {k: 1.0 / p.speed[k] for k in WORK_KINDS}

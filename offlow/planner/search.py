@@ -38,7 +38,8 @@ def model_inputs(cal: Calibration) -> tuple[list[Segment], list[Crossing]]:
         x = cal.crossing(q)
         entry = q.bytes / q.packets if q.packets else 0.0
         crossings.append(Crossing(q.src, q.dst, q.packets, q.bytes,
-                                  x.push.ns(entry) if x else 0.0, x.pop.ns(entry) if x else 0.0))
+                                  x.push.ns(entry) if x else 0.0, x.pop.ns(entry) if x else 0.0,
+                                  q.ring_size))
     return segs, crossings
 
 

@@ -1,6 +1,6 @@
 /* Ring tests: geometry and data_off checks, used bytes of an entry, exactly-once
  * in-order delivery across two threads under backpressure, seq corruption, finish
- * after close and drain.
+ * after close and drain, doorbells held back for a link's latency.
  * Usage: test_ring [ENTRIES]  (default 1000000) */
 #include <errno.h>
 #include <pthread.h>
@@ -116,6 +116,44 @@ static void test_seq_and_finish(void)
     free(m);
 }
 
+/* A producer with a 50 ms delay: the consumer sees a batch only once its delay has
+ * passed since its commit (a lower bound by the clock: a late look, after a preemption,
+ * may only see it later), and close publishes the held ones in their time. */
+static void test_held_doorbells(void)
+{
+    const uint64_t delay = 50000000u;
+    size_t len;
+    uint8_t *m = ring_mem(8, 16, &len);
+    struct ofl_ring p, c;
+    ofl_ring_format(m, len, 8, 16, 4, 0);
+    ofl_ring_attach(&p, m, len);
+    ofl_ring_attach(&c, m, len);
+    ofl_ring_set_delay(&p, delay);
+    for (uint32_t i = 0; i < 4; i++) memset(ofl_ring_slot(&p, i), 0, 16);
+    uint64_t t0 = ofl_now_ns();
+    ofl_ring_commit(&p, 4);
+    CHECK(p.batches == 1 && p.held_n == 1, "a commit with a delay holds its doorbell");
+    uint32_t seen = ofl_ring_ready(&c);
+    CHECK(seen == 0 || ofl_now_ns() - t0 >= delay, "nothing ready before the delay");
+    uint64_t saw = 0;
+    while (!ofl_ring_ready(&c)) {
+        ofl_ring_publish_due(&p);
+        saw = ofl_now_ns();
+    }
+    CHECK(saw - t0 >= delay, "the batch published no sooner than its delay");
+    CHECK(ofl_ring_ready(&c) == 4 && p.held_n == 0, "then all 4 ready, nothing held");
+    ofl_ring_release(&c, 4);
+    for (uint32_t i = 0; i < 2; i++) memset(ofl_ring_slot(&p, i), 0, 16);
+    uint64_t t1 = ofl_now_ns();
+    ofl_ring_commit(&p, 2);
+    ofl_ring_close(&p);
+    CHECK(ofl_now_ns() - t1 >= delay, "close waits for the held doorbell's time");
+    CHECK(ofl_ring_ready(&c) == 2, "and publishes it");
+    ofl_ring_release(&c, 2);
+    CHECK(ofl_ring_finished(&c), "closed and drained: finished");
+    free(m);
+}
+
 struct pc {
     struct ofl_ring r;
     uint64_t n;        /* entries to move */
@@ -210,6 +248,7 @@ int main(int argc, char **argv)
     test_format();
     test_data_off();
     test_seq_and_finish();
+    test_held_doorbells();
     test_threads(n);
     return CHECK_DONE();
 }

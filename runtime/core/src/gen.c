@@ -198,6 +198,17 @@ static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
             return -EINVAL;
         }
     }
+    const char *v = ofl_args_get(a, "link", "latency_us", NULL);
+    if (v) {
+        char *end = NULL;
+        double us = strtod(v, &end);
+        if (end == v || *end || !(us >= 0) || us > 1e6) {
+            fprintf(stderr, "offlow %s: --opt link.latency_us=%s: give a latency from 0 to "
+                    "1e6 us\n", a->device, v);
+            return -EINVAL;
+        }
+        c->link_delay_ns = (uint64_t)(us * 1000.0 + 0.5);
+    }
     if (given) {
         /* The counter's rate (ticks per ns), to count the stretched time in ns: 2 ms. */
         uint64_t t0 = ofl_now_ns(), k0 = ofl_ticks(), t1;
@@ -291,8 +302,18 @@ static uint64_t waited_ns(const struct ofl_core *c)
     return sum;
 }
 
+/* Publish the doorbells of the core's rings to other processes whose latency has
+ * passed (link.latency_us); returns how many are still held. */
+static unsigned link_publish(struct ofl_core *c)
+{
+    unsigned held = 0;
+    for (unsigned i = 0; i < c->nlink; i++) held += ofl_ring_publish_due(&c->link_out[i]->ring);
+    return held;
+}
+
 void ofl_dilate_begin(struct ofl_core *c)
 {
+    if (c->link_delay_ns) link_publish(c);  /* (outside the turn's time) */
     c->dilate_extra = 0;
     c->dilate_work = 0;
     c->turn_timed = 0;
@@ -394,6 +415,8 @@ void ofl_core_assist(struct ofl_core *c, int (*fn)(void *arg), void *arg)
 void ofl_core_idle(struct ofl_core *c, int progress)
 {
     int rc;
+    /* A core holding doorbells yields while idle but never naps: they are due soon. */
+    if (c->link_delay_ns && link_publish(c)) c->waiter.idle_since = 0;
     if (progress) {
         ofl_waiter_progress(&c->waiter);
         rc = ofl_waiter_check(&c->waiter);
@@ -746,8 +769,10 @@ static int attach_side(const struct ofl_prog *p, struct ofl_core *c, const struc
                     r->prod, r->inst);
             return rc;
         }
-        if (q->out && !q->local && c->nlink < OFL_LINK_MAX)  /* (the link throttle's) */
+        if (q->out && !q->local && c->nlink < OFL_LINK_MAX) {  /* the link's */
             c->link_out[c->nlink++] = &(*q->out)[i];
+            ofl_ring_set_delay(&(*q->out)[i].ring, c->link_delay_ns);
+        }
         if (q->out && q->drop_full) (*q->out)[i].drop_full = true;
         else if (q->out && r->fail_full) (*q->out)[i].fail_full = true;
     }

@@ -86,6 +86,7 @@ static uint32_t qout_room(struct ofl_qout *q, uint32_t want)
     struct ofl_ring *r = &q->ring;
     uint32_t room = r->size - (r->tail + q->inflight - r->head);
     if (room < want) {
+        if (r->held_n) ofl_ring_publish_due(r);  /* held doorbells: the consumer needs them */
         r->head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
         room = r->size - (r->tail + q->inflight - r->head);
     }

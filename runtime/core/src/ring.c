@@ -1,7 +1,9 @@
 /* Descriptor ring in shared memory (single producer, single consumer). */
 #include "offlow/ring.h"
 
+#include <sched.h>
 #include <string.h>
+#include <time.h>
 
 #define HDR_BYTES offsetof(struct ofl_ring_shm, entries)
 
@@ -68,11 +70,53 @@ int ofl_ring_attach(struct ofl_ring *r, void *mem, size_t len)
     r->data_off = s->data_off;
     r->tail = __atomic_load_n(&s->tail, __ATOMIC_ACQUIRE);
     r->head = __atomic_load_n(&s->head, __ATOMIC_ACQUIRE);
+    r->delay_ns = 0;
+    r->held_first = r->held_n = 0;
     return 0;
+}
+
+/* CLOCK_MONOTONIC in ns (the held doorbells' times). */
+static uint64_t ring_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void ofl_ring_set_delay(struct ofl_ring *r, uint64_t ns)
+{
+    r->delay_ns = ns;
+}
+
+unsigned ofl_ring_publish_due(struct ofl_ring *r)
+{
+    if (!r->held_n) return 0;
+    uint64_t now = ring_now_ns();
+    uint32_t n = 0, tail = 0;
+    while (n < r->held_n && r->held_due[(r->held_first + n) % OFL_RING_HELD] <= now) {
+        tail = r->held_tail[(r->held_first + n) % OFL_RING_HELD];
+        n++;
+    }
+    if (!n) return r->held_n;
+    r->held_first = (r->held_first + n) % OFL_RING_HELD;
+    r->held_n -= n;
+    __atomic_store_n(&r->shm->tail, tail, __ATOMIC_RELEASE);
+    return r->held_n;
+}
+
+void ofl_ring_hold(struct ofl_ring *r)
+{
+    /* As many doorbells in flight as it holds: the oldest's time comes first. */
+    while (ofl_ring_publish_due(r) == OFL_RING_HELD) sched_yield();
+    uint32_t k = (r->held_first + r->held_n) % OFL_RING_HELD;
+    r->held_tail[k] = r->tail;
+    r->held_due[k] = ring_now_ns() + r->delay_ns;
+    r->held_n++;
 }
 
 void ofl_ring_close(struct ofl_ring *r)
 {
+    while (ofl_ring_publish_due(r)) sched_yield();  /* the held doorbells, in their time */
     __atomic_store_n(&r->shm->closed, 1u, __ATOMIC_RELEASE);
 }
 

@@ -270,8 +270,12 @@ struct ofl_core {
      * bytes this core's rings send to other processes pass two token buckets shared
      * with the other cores (the window's struct ofl_window_link): its process's
      * direction of the link at gbps, and the DMA engine of both directions at dma_gbps;
-     * the core spins while either is more than OFL_LINK_DEPTH_NS behind. */
+     * the core spins while either is more than OFL_LINK_DEPTH_NS behind. The link's
+     * latency (link.latency_us): each doorbell of those rings reaches the other process
+     * that long after its commit (ofl_ring_set_delay; the core publishes the due ones
+     * at every turn, and does not nap while it holds some). */
     double link_gbps, dma_gbps;      /* 0: not throttled */
+    uint64_t link_delay_ns;          /* 0: no latency */
     struct ofl_window_link *link;    /* in the window */
     int link_dir;                    /* 0: the device's direction, 1: the host's */
     struct ofl_qout *link_out[OFL_LINK_MAX];

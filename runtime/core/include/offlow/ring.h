@@ -27,6 +27,8 @@
 #include <stdint.h>
 
 #define OFL_RING_MAGIC 0x31474e494c464f00ull /* "\0OFLING1" little-endian */
+/* Doorbells a producer holds back at most (ofl_ring_set_delay). */
+#define OFL_RING_HELD 64
 #define OFL_CACHE_LINE 64
 
 /* The header of every entry. */
@@ -62,6 +64,13 @@ struct ofl_ring {
     int err;              /* consumer: -EBADMSG after ofl_ring_peek found a bad seq */
     uint64_t pushed, popped, batches, full_waits;
     uint64_t occupancy_sum, occupancy_max, samples;
+    /* Producer, profile-scaled emulation of a link's latency (ofl_ring_set_delay):
+     * each doorbell reaches the consumer delay_ns after its commit. held_tail[] and
+     * held_due[] are a FIFO of the doorbells committed and not yet published. */
+    uint64_t delay_ns;            /* 0: every doorbell is published at its commit */
+    uint32_t held_tail[OFL_RING_HELD];
+    uint64_t held_due[OFL_RING_HELD];
+    uint32_t held_first, held_n;
 };
 
 /* Bytes of ring memory for `size` entries of `entry_size` bytes, header included,
@@ -98,12 +107,29 @@ static inline bool ofl_entry_len_ok(uint32_t entry_size, uint32_t data_off, uint
 
 /* ---- producer ---- */
 
+/* Hold each doorbell of producer handle `r` back from the consumer for `ns`
+ * nanoseconds (0: none), as a link with that latency would (the consumer sees a
+ * batch's entries only then). The producer must then give the held doorbells their
+ * turn: ofl_ring_free, ofl_ring_commit and ofl_ring_close publish the due ones, and
+ * a producer that may go idle calls ofl_ring_publish_due. At most OFL_RING_HELD are
+ * held: a commit past them first waits for the oldest. */
+void ofl_ring_set_delay(struct ofl_ring *r, uint64_t ns);
+
+/* Publish the held doorbells whose time has come (one store of the tail). Returns
+ * how many are still held. */
+unsigned ofl_ring_publish_due(struct ofl_ring *r);
+
+/* Hold the doorbell of the entries committed up to r->tail (ofl_ring_commit of a
+ * ring with a delay). */
+void ofl_ring_hold(struct ofl_ring *r);
+
 /* Entries that can be filled now (refreshes the consumer index when fewer than a
  * batch look free). */
 static inline uint32_t ofl_ring_free(struct ofl_ring *r)
 {
     uint32_t f = r->size - (r->tail - r->head);
     if (f < r->batch) {
+        if (r->held_n) ofl_ring_publish_due(r);  /* the consumer cannot free them before */
         r->head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
         f = r->size - (r->tail - r->head);
     }
@@ -117,7 +143,7 @@ static inline void *ofl_ring_slot(struct ofl_ring *r, uint32_t i)
 }
 
 /* Publish the next n filled slots: write their seq, then one doorbell (store-release
- * of the tail). */
+ * of the tail; with a delay, held until its time: ofl_ring_set_delay). */
 static inline void ofl_ring_commit(struct ofl_ring *r, uint32_t n)
 {
     /* Locals: the seq stores may alias the handle's own uint32_t fields. */
@@ -126,7 +152,8 @@ static inline void ofl_ring_commit(struct ofl_ring *r, uint32_t n)
     for (uint32_t i = 0; i < n; i++)
         ((struct ofl_entry_hdr *)(entries + (size_t)((tail + i) & mask) * es))->seq = tail + i + 1;
     r->tail = tail + n;
-    __atomic_store_n(&r->shm->tail, r->tail, __ATOMIC_RELEASE);
+    if (r->delay_ns) ofl_ring_hold(r);
+    else __atomic_store_n(&r->shm->tail, r->tail, __ATOMIC_RELEASE);
     uint64_t occ = r->tail - r->head;   /* upper bound: the cached head may be stale */
     r->pushed += n;
     r->batches++;
@@ -135,7 +162,8 @@ static inline void ofl_ring_commit(struct ofl_ring *r, uint32_t n)
     if (occ > r->occupancy_max) r->occupancy_max = occ;
 }
 
-/* The producer is finished: no commits after this. */
+/* The producer is finished: no commits after this. Publishes the held doorbells
+ * first, waiting for their time. */
 void ofl_ring_close(struct ofl_ring *r);
 
 /* ---- consumer ---- */
