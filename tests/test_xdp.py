@@ -233,6 +233,26 @@ def test_a_verifier_refusal_names_the_element_and_its_body_line() -> None:
     assert "processed" not in msg and "BEGIN PROG LOAD LOG" not in msg  # not the raw log
 
 
+def test_a_shared_array_used_on_xdp_and_on_another_device_is_refused() -> None:
+    """In XDP the array is a BPF map: the host's copy in the window would count apart."""
+    def split(device: str) -> Program:
+        hits = Shared("hits", "uint64_t", 4)
+        p = Program("split_tally")
+        src, edge, core, out = Source("rx"), Tally("edge_tally", seen=hits), \
+            Tally("core_tally", seen=hits), Sink("tx")
+        src >> edge >> core >> out
+        p.segment("edge", [src, edge], device=device, cores=[0])
+        p.segment("app", [core, out], device="host", cores=[0])
+        return p
+
+    assert _refusal(split("xdp")) == (
+        "segment `edge` cannot run on target `xdp`: shared table hits is also used by "
+        "element `core_tally` on device `host`: on xdp a table is a BPF map that only the "
+        "xdp device's own code sees, so the two would count apart; give each device its "
+        "own table, or place the elements on one device")
+    plan_program(split("nic"))  # (the window holds it, seen by both)
+
+
 class Chatty(EthToEth):
     """Prints what it sees: printf has no eBPF form."""
 

@@ -243,8 +243,7 @@ def test_a_frame_without_room_for_its_metadata_is_refused_not_read(tmp_path: Pat
     b = build(load_program(SPLIT, ["edge.device=xdp"]))
     test = tmp_path / "bad_meta.c"
     test.write_text(BAD_META)
-    libs = ("core", "lpm")
-    exe = cbuild.build_exe("xdp-bad-meta", [test, *xdp.HOST_SOURCES], libs=libs,
+    exe = cbuild.build_exe("xdp-bad-meta", [test, *xdp.HOST_SOURCES], libs=xdp.HOST_LIBS,
                            includes=[xdp.TOOLS, b.directory],
                            sets=(*cbuild.TOOL, "libnl"),
                            link=cbuild.description().flags("xdp_link"),

@@ -35,6 +35,7 @@ TOOLS = cbuild.RUNTIME / "tools"
 # The host side of every xdp segment: its generated xdp.c links these.
 HOST_SOURCES = tuple(TOOLS / f"xdp_{m}.c"
                      for m in ("run", "net", "tables", "cross", "xsk", "chan"))
+HOST_LIBS = ("core", "lpm", "map")  # the runtime libraries those sources use
 # The BPF stack is 512 bytes; the generated program keeps the state there beside the
 # body's own locals, so the state may take at most this much of it.
 STATE_MAX = 256
@@ -150,6 +151,21 @@ def compile_bpf(src: Path, obj: Path, what: str, local_headers: Sequence[Path] =
         compiler, [*args, "-c", str(src), "-o", str(tmp)], what), inputs)
 
 
+def _shared_elsewhere(g: Graph, segment: Segment) -> tuple[str, str, str] | None:
+    """A shared table the segment's elements use that an element of another device's
+    segment uses too: (the table, that element, its device); None when there is none."""
+    mine = {t for n in g.nodes if n.segment == segment.name for _, t in n.tables}
+    device = {s.name: s.device for s in g.segments}
+    for n in g.nodes:
+        other = device.get(n.segment or "")
+        if other is None or other == segment.device:
+            continue
+        used = [t for _, t in n.tables if t in mine]
+        if used:
+            return used[0], n.name, other
+    return None
+
+
 class Xdp(Target):
     name = "xdp"
     runs = "eBPF in the kernel's XDP hook of an interface, every packet on the CPU that receives it"
@@ -234,6 +250,13 @@ class Xdp(Target):
         if segment.group or len(segment.cores) > 1:
             return ("XDP runs a segment on whichever CPU receives each packet; it takes no "
                     "cores or core group: give it one core (cores=[0])")
+        shared = _shared_elsewhere(g, segment)
+        if shared:
+            (table, node, device) = shared
+            return (f"shared table {table} is also used by element `{node}` on device "
+                    f"`{device}`: on xdp a table is a BPF map that only the xdp device's "
+                    "own code sees, so the two would count apart; give each device its own "
+                    "table, or place the elements on one device")
         for q in g.queues:
             if q.dst_segment == segment.name:
                 return (f"its packets come from segment `{q.src_segment}` (queue `{q.name}`): "
@@ -279,7 +302,7 @@ class Xdp(Target):
         # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
         libs = [lib.name for lib in d.closure(d.for_headers(headers(plan.graph)))]
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
-                                libs=tuple(dict.fromkeys(("core", "lpm", "map", *libs))),
+                                libs=tuple(dict.fromkeys((*HOST_LIBS, *libs))),
                                 includes=[TOOLS, directory],
                                 sets=(*cbuild.TOOL, "libnl"), link=d.flags("xdp_link"))
         stamp = directory / f"{device}.host"  # the host side the object was checked with
