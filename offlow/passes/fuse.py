@@ -13,8 +13,8 @@ one vector element, and when no element of it sends copies (SEND), makes packets
 (MAKE) or is a compiler-made one with code of its own (a cache's); else its elements
 run per packet, and the plan says why.
 
-A sink of a segment with sources takes the packets of a source's batch that reach it
-when the batch is done, in one burst (its port's checks and counters once a burst);
+A sink of a segment with sources on one core takes the packets of a source's batch that
+reach it when the batch is done, in one burst (its port's checks and counters once a burst);
 any other packet that reaches it (a copy, a made packet, a ring's) sends those waiting
 first, so the order it writes is the order they reached it."""
 
@@ -44,7 +44,9 @@ class SegmentPlan:
     depth: int = 0
     ordered: bool = False  # a core group whose master sends every output on, in order
     # the sinks that take the packets of a source's batch that reach them in one burst
-    # when the batch is done (a segment with sources, not a core group's)
+    # when the batch is done (a segment with sources on one core: with several, a
+    # packet must be written when it reaches the sink, where an element's lock may
+    # order it among the other cores' packets, as the sequencer's does)
     bursts: tuple[str, ...] = ()
 
 
@@ -66,7 +68,7 @@ def fuse(g: Graph) -> tuple[SegmentPlan, ...]:
             vector=vector, per_packet=why, batch=s.batch, depth=s.depth, ordered=s.ordered,
             bursts=tuple(n for n in members if g.node(n).kind == "sink"
                          and not (g.node(n).at_end or g.node(n).end_body))
-            if sources and not s.group else (),
+            if sources and not s.group and len(s.cores) == 1 else (),
         ))
     return tuple(plans)
 
