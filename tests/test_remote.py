@@ -368,6 +368,32 @@ def test_channel_messages_still_queued_at_the_stop_are_counted_in_the_report(
         "chan_from_device": 0, "lost_sends": 0}
 
 
+def test_answers_the_host_never_took_are_counted_in_the_report(
+        tmp_path: Path, procs: list[subprocess.Popen[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host sends three requests and takes none of their answers, then stops: each
+    request is either answered by the device's handler or counted as not delivered to
+    the device, and each answer is counted as not delivered to the host: the first,
+    handed to the host's end, is withdrawn when it closes (it was freed without a word),
+    the others are still queued in the stand-in. The device's end takes a request only
+    once its answer to the last was taken (its handler's reply had failed, closing the
+    channel: the answer and the request after it lost, none counted)."""
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    with remote_session(on_remote("echo", tmp_path), port, secret) as s:
+        ch = s.channel("echo")
+        assert ch.request(b"ab", timeout=60) == b"ba"   # (the device may start slowly)
+        for msg in (b"one", b"two", b"three"):
+            ch.send(msg, timeout=60)   # taken by the host's stand-in
+        time.sleep(1)   # (lets the answers come back: the counts add up either way)
+    assert s.result is not None and s.result.ok, s.result
+    seen = s.result.stats["remote:a"]["tables"]["seen"][0] - 1
+    link = s.result.stats["remote:a"]["link"]
+    assert (link["chan_from_device"], link["chan_to_device"]) == (seen, 3 - seen), (seen, link)
+    assert link["entries_to_device"] == link["entries_from_device"] == link["lost_sends"] == 0
+
+
 def test_a_message_the_link_could_not_deliver_ends_the_run_with_one_error(
         tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
     """UCX completes the host's third message to the device with an error (the test hook

@@ -85,8 +85,11 @@ static void on_bulk_sent(void *ctx, struct ofl_chan_end *e, const void *buf, siz
 {
     (void)e;
     (void)len;
-    (void)status;   /* (a local receiver's error is its own: it was told) */
     struct part_chan *c = ctx;
+    /* (a local receiver's error is its own: it was told; not when the send never
+     * reached it: its end closed, or this one did at the stop) */
+    if (status == -EPIPE || status == -ECANCELED)
+        __atomic_add_fetch(&c->pc->untaken, 1, __ATOMIC_RELAXED);
     free((void *)buf);
     __atomic_store_n(&c->sending, 0u, __ATOMIC_RELEASE);
 }
@@ -279,7 +282,11 @@ void part_chans_drain(struct part_chans *pc)
 
 void part_chans_stop(struct part_chans *pc)
 {
-    if (pc->mgr) ofl_chan_mgr_stop(pc->mgr);   /* (a running send's buffer: on_bulk_sent) */
+    /* (a running send's buffer: on_bulk_sent); a message handed on here that the
+     * end here never took is withdrawn, at its peer's close or at this stop: counted */
+    struct ofl_chan_stats st;
+    if (pc->mgr) ofl_chan_mgr_stop_sum(pc->mgr, &st);
+    if (pc->mgr) pc->untaken += st.withdrawn;
     pc->mgr = NULL;
     for (uint32_t i = 0; i < pc->n; i++) {
         while (pc->ch[i].head) {
