@@ -1978,6 +1978,15 @@ static int mirror_handler(void *ctx, struct ofl_chan_end *e, const void *msg, si
     for (uint64_t until_ = ofl_now_ns() + 5000 * MS; !(cond) && ofl_now_ns() < until_;) \
     sched_yield()
 
+/* Side A in a child: sends one byte, then exits without closing (nor receiving). */
+static void send_exit_main(void *p)
+{
+    struct job *j = p;
+    struct ofl_chan_end e;
+    if (ofl_chan_open(&e, j->r->mem, (uint32_t)j->id, OFL_CHAN_A, NULL)) _exit(1);
+    _exit(ofl_chan_send(&e, "x", 1, LONG_WAIT) ? 1 : 0);
+}
+
 /* Messages a stop must not lose uncounted (issue 28: the remote relay's hop inside a
  * device machine). A relay (side A served by a manager that is slow to take the
  * device's answers: here it never does) posts the next request as soon as the last
@@ -2039,6 +2048,24 @@ static void test_manager_withdrawn(void)
           "hop: a stop with an answer untaken counts it (withdrawn %llu)",
           (unsigned long long)ds.withdrawn);
     ofl_chan_close(&a);
+
+    /* A peer that dies with the answer untaken: the next peer's request is answered
+     * (the stale answer withdrawn, counted), not left waiting behind it. */
+    seen = 0;
+    dev = ofl_chan_mgr_start(1, NULL);
+    CHECK(ofl_chan_mgr_serve(dev, r.mem, 3, OFL_CHAN_B, mirror_handler, NULL, &seen) == 0,
+          "hop: serve channel 3");
+    struct job j = {.r = &r, .id = 3};
+    reap_quiet(spawn(send_exit_main, &j));
+    WAIT_UNTIL(__atomic_load_n(&seen, __ATOMIC_RELAXED) == 1);
+    CHECK(ofl_chan_open(&a, r.mem, 3, OFL_CHAN_A, NULL) == 0 &&
+              ofl_chan_send(&a, "n", 1, 2000 * MS) == 0 &&
+              ofl_chan_recv(&a, got, sizeof got, 2000 * MS) == 1 && got[0] == 'n',
+          "hop: a peer dead with its answer untaken; the next one is answered (seen %d)", seen);
+    ofl_chan_close(&a);
+    ofl_chan_mgr_stop_sum(dev, &ds);
+    CHECK(ds.withdrawn == 1 && ds.posted == 2, "hop: the dead peer's answer is counted "
+          "withdrawn (%llu)", (unsigned long long)ds.withdrawn);
 
     /* A plain end that closes with its post pending. */
     struct ofl_chan_end b;

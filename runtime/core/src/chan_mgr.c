@@ -37,7 +37,8 @@ struct mgr_slot {
     bool active;               /* false once a handler's error closed the end */
     bool op_active;            /* a bulk transfer is in progress */
     bool op_send;              /* ... and it is a queued send */
-    bool replied;              /* the handler posted a reply to the last message */
+    bool replied;              /* the handler posted a reply to the last message ... */
+    uint32_t reply_gen;        /* ... for this session of the peer (its gen) */
     uint32_t op_bits;          /* the busy bits it holds */
     void *op_buf;
     size_t op_len;
@@ -145,7 +146,13 @@ static int poll_msg(struct mgr_slot *s, uint64_t ph, uint32_t ack)
      * one: the handler may reply to it too, and one post at a time fits the line
      * (its REPLY failed with ENOBUFS, which closed the end: the reply withdrawn,
      * the peer's next message lost with it). */
-    if (s->replied && chan_out_pending(e)) return 0;
+    if (s->replied && chan_out_pending(e)) {
+        /* (a peer that took the side over from a dead one never sees that reply) */
+        if (LOAD(&side_peer(e)->gen, ACQUIRE) == s->reply_gen || chan_busy_get(e, BUSY_TX))
+            return 0;
+        if (chan_out_pending(e) && chan_line_withdraw(e)) stat_add(&e->stats.withdrawn, 1);
+        chan_busy_put(e, BUSY_TX);
+    }
     s->replied = false;
     if (!s->on_msg || chan_busy_get(e, BUSY_RX)) return 0;
     uint8_t buf[OFL_CHAN_MSG_MAX];
@@ -157,6 +164,7 @@ static int poll_msg(struct mgr_slot *s, uint64_t ph, uint32_t ack)
     /* A reply the handler posts carries the acknowledgement; else it goes now. */
     int rc = s->on_msg(s->ctx, e, buf, len);
     s->replied = LOAD(&e->tx_seq, RELAXED) != seq;
+    s->reply_gen = LOAD(&side_peer(e)->gen, ACQUIRE);
     if (rc < 0) {
         ofl_chan_close(e);
         STORE(&s->active, false, RELAXED);

@@ -332,7 +332,8 @@ void ofl_chan_inject_corruption(struct ofl_chan_end *e, uint64_t offset);
  * on channel `e`. It may reply with ofl_chan_post (never a blocking call). Returns
  * 0, or a negative errno that closes the channel. After a reply, the end takes its
  * next message only once the peer has taken that reply (the peer's next send waits
- * for it), so a handler's reply never finds the line still busy with the last one. */
+ * for it), so a handler's reply never finds the line still busy with the last one
+ * (a reply left for a peer that died is withdrawn when the next peer sends). */
 typedef int (*ofl_chan_handler)(void *ctx, struct ofl_chan_end *e, const void *msg,
                                 size_t len);
 
