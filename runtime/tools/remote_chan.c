@@ -112,6 +112,10 @@ int part_chans_start(struct part_chans *pc, struct ofl_link *link, void *region,
     if (fail_post && *fail_post) pc->fail_post_at = strtoull(fail_post, NULL, 10);
     const char *hold = getenv("OFFLOW_REMOTE_TEST_HOLD");
     pc->hold = hold && *hold;
+    /* tests: the end here takes no direct message from the local end, as a manager
+     * too slow to take the device's answers before it stops */
+    const char *hold_up = getenv("OFFLOW_REMOTE_TEST_HOLD_UP");
+    ofl_chan_handler take = hold_up && *hold_up ? NULL : on_direct;
     pc->mgr = ofl_chan_mgr_start(1, abort_flag);
     if (!pc->mgr) {
         snprintf(pc->err, sizeof pc->err, "cannot start a channel manager");
@@ -120,7 +124,7 @@ int part_chans_start(struct part_chans *pc, struct ofl_link *link, void *region,
     static const struct ofl_chan_bulk_handler bulk = {on_bulk_begin, on_bulk_done, on_bulk_sent};
     for (uint32_t i = 0; i < n; i++) {
         pc->ch[i] = (struct part_chan){.pc = pc, .id = ids[i]};
-        int rc = ofl_chan_mgr_serve(pc->mgr, region, ids[i], side, on_direct, &bulk, &pc->ch[i]);
+        int rc = ofl_chan_mgr_serve(pc->mgr, region, ids[i], side, take, &bulk, &pc->ch[i]);
         if (rc < 0) {
             snprintf(pc->err, sizeof pc->err, "cannot serve channel %u (%s)", ids[i],
                      strerror(-rc));
