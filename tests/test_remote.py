@@ -399,19 +399,23 @@ def test_an_answer_the_devices_server_never_took_is_counted_in_the_report(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The device's server takes nothing the device's end sends (the test hook
     OFFLOW_REMOTE_TEST_HOLD_UP: as if its manager were too slow to take the answer
-    before the device's process stops): the handler's answer is withdrawn when the
-    device's process stops, and counted there, and the report has it (`chan_from_device`
-    1; it was withdrawn without a word)."""
+    before the device's process stops), and the host sends two requests: the device's
+    end takes the second only once its answer to the first was taken, so it is never
+    taken, and is counted (`chan_to_device`); the handler's answer is withdrawn when the
+    device's process stops, counted there, and the report has it (`chan_from_device`).
+    Both were lost without a word: the device's end took the second request, the
+    handler's answer to it failed (ENOBUFS) and closed the channel."""
     monkeypatch.setenv("UCX_TLS", "tcp")
     secret = secret_file(tmp_path)
     _, port = serve_env(procs, secret, {"OFFLOW_REMOTE_TEST_HOLD_UP": "1"})
     with remote_session(on_remote("echo", tmp_path), port, secret) as s:
-        s.channel("echo").send(b"ab", timeout=60)   # (the device may start slowly)
+        for msg in (b"ab", b"cd"):
+            s.channel("echo").send(msg, timeout=60)   # (the device may start slowly)
         time.sleep(1)   # (lets the handler answer: the counts add up either way)
     assert s.result is not None and s.result.ok, s.result
     seen = s.result.stats["remote:a"]["tables"]["seen"][0]
     link = s.result.stats["remote:a"]["link"]
-    assert (link["chan_from_device"], link["chan_to_device"]) == (seen, 1 - seen), (seen, link)
+    assert (link["chan_from_device"], link["chan_to_device"]) == (seen, 2 - seen), (seen, link)
 
 
 def test_a_message_the_link_could_not_deliver_ends_the_run_with_one_error(
