@@ -25,5 +25,11 @@ def test_chan_program(sanitize: bool) -> None:
                    "1024 channels open on both sides", "race: no withdrawn send",
                    "2 manager threads, 64 host threads", "managed sends: 7 channels at once",
                    "stopping the manager ends the waiting send", "stress, side A: 256 channels",
-                   "try: B killed in recv: try_send Broken pipe"):
+                   "try: B killed in recv: try_send Broken pipe",
+                   "hop: the next request waits while the answer to the first is untaken",
+                   "hop: the relay's stop counts its request never taken",
+                   "hop: the device's answer its peer never took is counted",
+                   "hop: a stop with an answer untaken counts it",
+                   "hop: closed with it pending: withdrawn, counted",
+                   "hop: a peer dead with its answer untaken; the next one is answered"):
         assert needle in res.stdout, f"missing check: {needle}"

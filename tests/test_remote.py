@@ -368,6 +368,56 @@ def test_channel_messages_still_queued_at_the_stop_are_counted_in_the_report(
         "chan_from_device": 0, "lost_sends": 0}
 
 
+def test_answers_the_host_never_took_are_counted_in_the_report(
+        tmp_path: Path, procs: list[subprocess.Popen[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host sends three requests and takes none of their answers, then stops: each
+    request is either answered by the device's handler or counted as not delivered to
+    the device, and each answer is counted as not delivered to the host: the first,
+    handed to the host's end, is withdrawn when it closes (it was freed without a word),
+    the others are still queued in the stand-in. The device's end takes a request only
+    once its answer to the last was taken (its handler's reply had failed, closing the
+    channel: the answer and the request after it lost, none counted)."""
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    with remote_session(on_remote("echo", tmp_path), port, secret) as s:
+        ch = s.channel("echo")
+        assert ch.request(b"ab", timeout=60) == b"ba"   # (the device may start slowly)
+        for msg in (b"one", b"two", b"three"):
+            ch.send(msg, timeout=60)   # taken by the host's stand-in
+        time.sleep(1)   # (lets the answers come back: the counts add up either way)
+    assert s.result is not None and s.result.ok, s.result
+    seen = s.result.stats["remote:a"]["tables"]["seen"][0] - 1
+    link = s.result.stats["remote:a"]["link"]
+    assert (link["chan_from_device"], link["chan_to_device"]) == (seen, 3 - seen), (seen, link)
+    assert link["entries_to_device"] == link["entries_from_device"] == link["lost_sends"] == 0
+
+
+def test_an_answer_the_devices_server_never_took_is_counted_in_the_report(
+        tmp_path: Path, procs: list[subprocess.Popen[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device's server takes nothing the device's end sends (the test hook
+    OFFLOW_REMOTE_TEST_HOLD_UP: as if its manager were too slow to take the answer
+    before the device's process stops), and the host sends two requests: the device's
+    end takes the second only once its answer to the first was taken, so it is never
+    taken, and is counted (`chan_to_device`); the handler's answer is withdrawn when the
+    device's process stops, counted there, and the report has it (`chan_from_device`).
+    Both were lost without a word: the device's end took the second request, the
+    handler's answer to it failed (ENOBUFS) and closed the channel."""
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    secret = secret_file(tmp_path)
+    _, port = serve_env(procs, secret, {"OFFLOW_REMOTE_TEST_HOLD_UP": "1"})
+    with remote_session(on_remote("echo", tmp_path), port, secret) as s:
+        for msg in (b"ab", b"cd"):
+            s.channel("echo").send(msg, timeout=60)   # (the device may start slowly)
+        time.sleep(1)   # (lets the handler answer: the counts add up either way)
+    assert s.result is not None and s.result.ok, s.result
+    seen = s.result.stats["remote:a"]["tables"]["seen"][0]
+    link = s.result.stats["remote:a"]["link"]
+    assert (link["chan_from_device"], link["chan_to_device"]) == (seen, 2 - seen), (seen, link)
+
+
 def test_a_message_the_link_could_not_deliver_ends_the_run_with_one_error(
         tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
     """UCX completes the host's third message to the device with an error (the test hook

@@ -880,10 +880,13 @@ class DeviceGen:
           "    int failed = ofl_prog_run(&ofl_prog, &proc->win);",
           "    if (proc->args.serve && !failed && ofl_serve_until_stopped(&proc->win) < 0)",
           "        failed = 1;",
-          *(["    if (mgr) ofl_chan_mgr_stop(mgr);"] if served or self.reload_channel else []),
+          "    /* the answers its ends posted that no peer took: withdrawn, counted */",
+          "    struct ofl_chan_stats chans = {0};",
+          *(["    if (mgr) ofl_chan_mgr_stop_sum(mgr, &chans);"]
+            if served or self.reload_channel else []),
           "    ofl_live_stop(&live);",
           "    ofl_prog_report_live(&ofl_prog, &proc->args, 0, true); /* the last counts */",
-          "    ofl_prog_report(&ofl_prog, &proc->args);", *self.main_teardown(),
+          "    ofl_prog_report(&ofl_prog, &proc->args, chans.withdrawn);", *self.main_teardown(),
           "    ofl_prog_close(&ofl_prog);",
           "    ofl_window_close(&proc->win);", "    ofl_lifeline_finish(&life);",
           "    return failed;", "}", "#endif")

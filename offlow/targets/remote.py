@@ -162,6 +162,9 @@ class Remote(ProcessTarget):
             except (json.JSONDecodeError, ValueError, AttributeError) as e:
                 raise OfflowError(f"the remote stand-in wrote an unreadable {link.name}: "
                                   f"{e}") from None
+            # the device's answers its server's end never took (withdrawn at its stop)
+            out["link"]["chan_from_device"] = (out["link"].get("chan_from_device", 0)
+                                               + int(out.get("chan_withdrawn", 0)))
         return out
 
 

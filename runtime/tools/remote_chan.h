@@ -77,6 +77,10 @@ struct part_chans {
     uint64_t dropped;                /* what came that the end here could not take */
     uint64_t stop_unhanded;          /* at the stop: what had come and was not handed on */
     uint64_t stop_unsent;            /* at the stop: what was taken here and not sent */
+    uint64_t untaken;                /* handed on here, never taken by the end here: a
+                                        direct message withdrawn (at the stop or at
+                                        the end's close), a bulk send that ended with
+                                        EPIPE or ECANCELED (atomic) */
     char err[256];                   /* why the channels failed ("": they have not) */
 };
 
@@ -108,7 +112,8 @@ bool part_chans_peers_up(struct part_chans *pc);
 void part_chans_drain(struct part_chans *pc);
 
 /* Stop the manager (its ends close: the local peers see EPIPE) and free what is held,
- * counting it: stop_unhanded (came, not handed on), stop_unsent (taken, not sent). */
+ * counting it: stop_unhanded (came, not handed on), untaken (handed on, never
+ * taken here), stop_unsent (taken, not sent). */
 void part_chans_stop(struct part_chans *pc);
 
 #endif

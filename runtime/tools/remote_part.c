@@ -131,8 +131,9 @@ struct part_drops part_end(struct part *p)
         part_chans_stop(&p->chans);
         p->chans_on = false;
     }
-    return (struct part_drops){part_undelivered(p), p->chans.dropped + p->chans.stop_unhanded,
-                               p->chans.stop_unsent,
+    const struct part_chans *c = &p->chans;
+    return (struct part_drops){part_undelivered(p),
+                               c->dropped + c->stop_unhanded + c->untaken, c->stop_unsent,
                                p->link ? ofl_link_lost_sends(p->link) : 0};
 }
 

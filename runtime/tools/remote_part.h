@@ -43,7 +43,8 @@ struct part_flags {
 /* What one end could not deliver by the run's end (counted drops, docs/remote.md). */
 struct part_drops {
     uint64_t entries;        /* ring entries produced on this side, never taken there */
-    uint64_t chan_unhanded;  /* channel messages that came, never handed on here */
+    uint64_t chan_unhanded;  /* channel messages that came, never handed on here or
+                                never taken by the end here */
     uint64_t chan_unsent;    /* channel messages taken here, never sent across */
     uint64_t lost_sends;     /* messages UCX took and could not deliver */
 };

@@ -1966,6 +1966,121 @@ static void test_manager_post(void)
     region_free(&r);
 }
 
+/* A handler that answers every message with itself, counting them in *ctx. */
+static int mirror_handler(void *ctx, struct ofl_chan_end *e, const void *msg, size_t len)
+{
+    __atomic_add_fetch((int *)ctx, 1, __ATOMIC_RELAXED);
+    return ofl_chan_post(e, msg, len);
+}
+
+/* Poll `cond` until it holds or 5 s pass. */
+#define WAIT_UNTIL(cond)                                                            \
+    for (uint64_t until_ = ofl_now_ns() + 5000 * MS; !(cond) && ofl_now_ns() < until_;) \
+    sched_yield()
+
+/* Side A in a child: sends one byte, then exits without closing (nor receiving). */
+static void send_exit_main(void *p)
+{
+    struct job *j = p;
+    struct ofl_chan_end e;
+    if (ofl_chan_open(&e, j->r->mem, (uint32_t)j->id, OFL_CHAN_A, NULL)) _exit(1);
+    _exit(ofl_chan_send(&e, "x", 1, LONG_WAIT) ? 1 : 0);
+}
+
+/* Messages a stop must not lose uncounted (issue 28: the remote relay's hop inside a
+ * device machine). A relay (side A served by a manager that is slow to take the
+ * device's answers: here it never does) posts the next request as soon as the last
+ * is taken: the device's end takes it only after its answer was taken, so its
+ * handler's reply never fails (ENOBUFS closed the channel: the answer withdrawn and
+ * the request after it lost, none counted). What is still pending when an end
+ * closes, or its peer does, is withdrawn and counted (`withdrawn`), and a manager's
+ * stop adds up its ends' counters. */
+static void test_manager_withdrawn(void)
+{
+    struct region r = region_new(4);
+    name_channels(&r, "hop", 4);
+    int seen = 0;
+    struct ofl_chan_mgr *dev = ofl_chan_mgr_start(1, NULL);
+    struct ofl_chan_mgr *relay = ofl_chan_mgr_start(1, NULL);
+    CHECK(ofl_chan_mgr_serve(dev, r.mem, 0, OFL_CHAN_B, mirror_handler, NULL, &seen) == 0 &&
+              ofl_chan_mgr_serve(relay, r.mem, 0, OFL_CHAN_A, NULL, NULL, NULL) == 0,
+          "hop: a device's end and a relay's end served");
+    CHECK(ofl_chan_mgr_post(relay, r.mem, 0, OFL_CHAN_A, "one", 3) == 0, "hop: the relay posts one");
+    WAIT_UNTIL(ofl_chan_mgr_post_done(relay, r.mem, 0, OFL_CHAN_A));
+    int rc = ofl_chan_mgr_post(relay, r.mem, 0, OFL_CHAN_A, "two", 3);
+    usleep(100000);   /* (the device's manager sweeps about every ms at most) */
+    CHECK(rc == 0 && __atomic_load_n(&seen, __ATOMIC_RELAXED) == 1 &&
+              !ofl_chan_mgr_post_done(relay, r.mem, 0, OFL_CHAN_A) &&
+              ofl_chan_mgr_peer_state(relay, r.mem, 0, OFL_CHAN_A) == 1,
+          "hop: the next request waits while the answer to the first is untaken; the "
+          "device's end stays open (post %d, the handler saw %d)", rc, seen);
+    struct ofl_chan_stats rs, ds;
+    ofl_chan_mgr_stop_sum(relay, &rs);   /* "two" still pending: withdrawn at its close */
+    WAIT_UNTIL(ofl_chan_mgr_post_done(dev, r.mem, 0, OFL_CHAN_B));
+    ofl_chan_mgr_stop_sum(dev, &ds);     /* "one"'s answer: withdrawn at the peer's close */
+    CHECK(rs.posted == 2 && rs.withdrawn == 1 && rs.received == 0,
+          "hop: the relay's stop counts its request never taken (posted %llu, withdrawn %llu)",
+          (unsigned long long)rs.posted, (unsigned long long)rs.withdrawn);
+    CHECK(ds.received == 1 && ds.posted == 1 && ds.withdrawn == 1,
+          "hop: the device's answer its peer never took is counted (received %llu, posted "
+          "%llu, withdrawn %llu)", (unsigned long long)ds.received,
+          (unsigned long long)ds.posted, (unsigned long long)ds.withdrawn);
+
+    /* A plain peer: its second send waits for it to take the answer to the first. */
+    seen = 0;
+    dev = ofl_chan_mgr_start(1, NULL);
+    struct ofl_chan_end a;
+    char got[8];
+    CHECK(ofl_chan_mgr_serve(dev, r.mem, 1, OFL_CHAN_B, mirror_handler, NULL, &seen) == 0 &&
+              ofl_chan_open(&a, r.mem, 1, OFL_CHAN_A, NULL) == 0 &&
+              ofl_chan_send(&a, "x", 1, LONG_WAIT) == 0 &&
+              ofl_chan_send(&a, "y", 1, 50 * MS) == -ETIMEDOUT,
+          "hop: a second send before the answer is taken times out (withdrawn)");
+    CHECK(ofl_chan_recv(&a, got, sizeof got, LONG_WAIT) == 1 && got[0] == 'x' &&
+              ofl_chan_send(&a, "y", 1, LONG_WAIT) == 0 &&
+              ofl_chan_recv(&a, got, sizeof got, LONG_WAIT) == 1 && got[0] == 'y' && seen == 2,
+          "hop: once it is taken, the next one goes and is answered (seen %d)", seen);
+    CHECK(ofl_chan_send(&a, "z", 1, LONG_WAIT) == 0, "hop: a third, its answer left untaken");
+    WAIT_UNTIL(__atomic_load_n(&seen, __ATOMIC_RELAXED) == 3);
+    usleep(20000);
+    ofl_chan_mgr_stop_sum(dev, &ds);     /* the peer is open: withdrawn at its own close */
+    CHECK(ds.withdrawn == 1 && ds.posted == 3,
+          "hop: a stop with an answer untaken counts it (withdrawn %llu)",
+          (unsigned long long)ds.withdrawn);
+    ofl_chan_close(&a);
+
+    /* A peer that dies with the answer untaken: the next peer's request is answered
+     * (the stale answer withdrawn, counted), not left waiting behind it. */
+    seen = 0;
+    dev = ofl_chan_mgr_start(1, NULL);
+    CHECK(ofl_chan_mgr_serve(dev, r.mem, 3, OFL_CHAN_B, mirror_handler, NULL, &seen) == 0,
+          "hop: serve channel 3");
+    struct job j = {.r = &r, .id = 3};
+    reap_quiet(spawn(send_exit_main, &j));
+    WAIT_UNTIL(__atomic_load_n(&seen, __ATOMIC_RELAXED) == 1);
+    CHECK(ofl_chan_open(&a, r.mem, 3, OFL_CHAN_A, NULL) == 0 &&
+              ofl_chan_send(&a, "n", 1, 2000 * MS) == 0 &&
+              ofl_chan_recv(&a, got, sizeof got, 2000 * MS) == 1 && got[0] == 'n',
+          "hop: a peer dead with its answer untaken; the next one is answered (seen %d)", seen);
+    ofl_chan_close(&a);
+    ofl_chan_mgr_stop_sum(dev, &ds);
+    CHECK(ds.withdrawn == 1 && ds.posted == 2, "hop: the dead peer's answer is counted "
+          "withdrawn (%llu)", (unsigned long long)ds.withdrawn);
+
+    /* A plain end that closes with its post pending. */
+    struct ofl_chan_end b;
+    ofl_chan_open(&a, r.mem, 2, OFL_CHAN_A, NULL);
+    ofl_chan_open(&b, r.mem, 2, OFL_CHAN_B, NULL);
+    CHECK(ofl_chan_post(&b, "w", 1) == 0, "hop: a post");
+    ofl_chan_close(&b);
+    ofl_chan_get_stats(&b, &ds);
+    CHECK(ds.withdrawn == 1 && ofl_chan_try_recv(&a, got, sizeof got) == -EPIPE,
+          "hop: closed with it pending: withdrawn, counted (%llu), never seen",
+          (unsigned long long)ds.withdrawn);
+    ofl_chan_close(&a);
+    region_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     int nchan = argc > 1 ? atoi(argv[1]) : 256;
@@ -1992,6 +2107,7 @@ int main(int argc, char **argv)
     test_manager();
     test_manager_send();
     test_manager_post();
+    test_manager_withdrawn();
     test_stress(nchan, maxlen);
     return CHECK_DONE();
 }

@@ -186,7 +186,7 @@ static void one_run(const char *dir, int fail)
     uint32_t aborted = ((struct ofl_window_hdr *)w.base)->abort;
     CHECK(!!aborted == fail, "the window's abort word is %s", fail ? "raised" : "left alone");
     CHECK(ctxs[1].el_in[1] == 5, "core b took all 5 entries of both rings");
-    ofl_prog_report(&prog, &a);
+    ofl_prog_report(&prog, &a, 0);
     size_t len;
     char *text = NULL;
     CHECK(ofl_file_read(stats, (void **)&text, &len) == 0, "stats file written");

@@ -325,7 +325,8 @@ void ofl_chan_close(struct ofl_chan_end *e)
      * when it sees the end closed. A sender marks itself busy before its post
      * (whose CAS releases), so a pending message seen here with no sender busy
      * is a post. */
-    if (chan_out_pending(e) && !LOAD(&e->busy[0], ACQUIRE)) chan_line_withdraw(e);
+    if (chan_out_pending(e) && !LOAD(&e->busy[0], ACQUIRE) && chan_line_withdraw(e))
+        stat_add(&e->stats.withdrawn, 1);
     if (e->side == OFL_CHAN_A) {
         chan_quiesce_peer_copy(e, 0, 0, true);
         chan_quiesce_peer_copy(e, 1, 0, true);

@@ -37,6 +37,8 @@ struct mgr_slot {
     bool active;               /* false once a handler's error closed the end */
     bool op_active;            /* a bulk transfer is in progress */
     bool op_send;              /* ... and it is a queued send */
+    bool replied;              /* the handler posted a reply to the last message ... */
+    uint32_t reply_gen;        /* ... for this session of the peer (its gen) */
     uint32_t op_bits;          /* the busy bits it holds */
     void *op_buf;
     size_t op_len;
@@ -140,14 +142,30 @@ static int poll_msg(struct mgr_slot *s, uint64_t ph, uint32_t ack)
         drop_pending(e, ph, ack);
         return 1;
     }
+    /* The next message waits until the peer took the handler's reply to the last
+     * one: the handler may reply to it too, and one post at a time fits the line
+     * (its REPLY failed with ENOBUFS, which closed the end: the reply withdrawn,
+     * the peer's next message lost with it). */
+    if (s->replied && chan_out_pending(e)) {
+        /* (a peer that took the side over from a dead one never sees that reply) */
+        if (LOAD(&side_peer(e)->gen, ACQUIRE) == s->reply_gen || chan_busy_get(e, BUSY_TX))
+            return 0;
+        if (chan_out_pending(e) && chan_line_withdraw(e)) stat_add(&e->stats.withdrawn, 1);
+        chan_busy_put(e, BUSY_TX);
+    }
+    s->replied = false;
     if (!s->on_msg || chan_busy_get(e, BUSY_RX)) return 0;
     uint8_t buf[OFL_CHAN_MSG_MAX];
     int got = chan_line_take(e, ph, ack, buf);
     chan_busy_put(e, BUSY_RX);
     if (!got) return 1;
     stat_add(&e->stats.received, 1);
+    uint32_t seq = LOAD(&e->tx_seq, RELAXED);
     /* A reply the handler posts carries the acknowledgement; else it goes now. */
-    if (s->on_msg(s->ctx, e, buf, len) < 0) {
+    int rc = s->on_msg(s->ctx, e, buf, len);
+    s->replied = LOAD(&e->tx_seq, RELAXED) != seq;
+    s->reply_gen = LOAD(&side_peer(e)->gen, ACQUIRE);
+    if (rc < 0) {
         ofl_chan_close(e);
         STORE(&s->active, false, RELAXED);
     } else {
@@ -217,10 +235,10 @@ static int poll_slot(struct mgr_slot *s, uint64_t *now)
     uint64_t ph;
     uint32_t ack;
     if (!chan_line_peek(e, &ph, &ack)) {
-        /* The peer closed: a reply it never took is withdrawn. */
+        /* The peer closed: a reply it never took is withdrawn, and counted. */
         uint32_t g = LOAD(&side_peer(e)->gen, ACQUIRE);
         if (g && !(g & 1u) && chan_out_pending(e) && !chan_busy_get(e, BUSY_TX)) {
-            if (chan_out_pending(e)) chan_line_withdraw(e);
+            if (chan_out_pending(e) && chan_line_withdraw(e)) stat_add(&e->stats.withdrawn, 1);
             chan_busy_put(e, BUSY_TX);
         }
         return 0;
@@ -371,8 +389,34 @@ int ofl_chan_mgr_post_done(struct ofl_chan_mgr *m, void *region, uint32_t id, in
     return !s || !LOAD(&s->active, RELAXED) || ofl_chan_post_done(&s->end);
 }
 
+/* Add the counters of `e` (closed) to `sum`. */
+static void stats_add(struct ofl_chan_stats *sum, const struct ofl_chan_end *e)
+{
+    struct ofl_chan_stats st;
+    ofl_chan_get_stats(e, &st);
+    sum->sent += st.sent;
+    sum->posted += st.posted;
+    sum->received += st.received;
+    sum->withdrawn += st.withdrawn;
+    sum->bulk_sent += st.bulk_sent;
+    sum->bulk_received += st.bulk_received;
+    sum->bulk_failed += st.bulk_failed;
+    sum->chunks += st.chunks;
+    sum->bytes_memcpy += st.bytes_memcpy;
+    sum->bytes_vm += st.bytes_vm;
+    sum->bytes_bounce += st.bytes_bounce;
+    sum->bytes_mem += st.bytes_mem;
+    sum->paths |= st.paths;
+}
+
 void ofl_chan_mgr_stop(struct ofl_chan_mgr *m)
 {
+    ofl_chan_mgr_stop_sum(m, NULL);
+}
+
+void ofl_chan_mgr_stop_sum(struct ofl_chan_mgr *m, struct ofl_chan_stats *sum)
+{
+    if (sum) *sum = (struct ofl_chan_stats){0};
     if (!m) return;
     STORE(&m->stop, 1u, RELEASE);
     for (unsigned i = 0; i < m->started; i++) pthread_join(m->workers[i].thread, NULL);
@@ -383,7 +427,8 @@ void ofl_chan_mgr_stop(struct ofl_chan_mgr *m)
             op_over(s, -ECANCELED);
         }
         if (LOAD(&s->send_state, ACQUIRE) == SEND_READY) send_drop(s, -ECANCELED);
-        ofl_chan_close(&s->end);
+        ofl_chan_close(&s->end);   /* (a post still pending: withdrawn, counted) */
+        if (sum) stats_add(sum, &s->end);
         free(s);
     }
     pthread_mutex_destroy(&m->lock);

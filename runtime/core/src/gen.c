@@ -935,11 +935,13 @@ static void report_body(struct ofl_json *j, const struct ofl_prog *p)
     ofl_json_end_obj(j);
 }
 
-void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a)
+void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,
+                     uint64_t chan_withdrawn)
 {
     struct ofl_json j;
     if (!ofl_stats_begin(&j, a)) return;
     report_body(&j, p);
+    if (chan_withdrawn) ofl_json_u64(&j, "chan_withdrawn", chan_withdrawn);
     ofl_stats_end(&j);
 }
 

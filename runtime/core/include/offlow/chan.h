@@ -105,7 +105,9 @@ struct ofl_chan_stats {
     uint64_t sent;            /* direct messages the peer took (ofl_chan_send) */
     uint64_t posted;          /* messages queued with ofl_chan_post */
     uint64_t received;        /* direct messages taken */
-    uint64_t withdrawn;       /* sends that timed out and were taken back */
+    uint64_t withdrawn;       /* messages taken back, never seen by the peer: sends
+                                 that timed out, and posts still pending when this
+                                 end closed or its peer did (a manager's end) */
     uint64_t bulk_sent;       /* bulk transfers completed as sender */
     uint64_t bulk_received;   /* bulk transfers completed as receiver */
     uint64_t bulk_failed;     /* bulk transfers that ended in an error */
@@ -208,7 +210,7 @@ int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
 int ofl_chan_peer_state(const struct ofl_chan_end *e);
 
 /* Close the end: a peer blocked on it (or starting a call later) gets -EPIPE; our
- * pending post is withdrawn. Idempotent. Call it when no other call on the end
+ * pending post is withdrawn (counted in `withdrawn`). Idempotent. Call it when no other call on the end
  * runs, except that a blocked call on another thread returns -EPIPE. */
 void ofl_chan_close(struct ofl_chan_end *e);
 
@@ -328,7 +330,10 @@ void ofl_chan_inject_corruption(struct ofl_chan_end *e, uint64_t offset);
 
 /* A direct-message handler: runs on a manager thread for each message that arrives
  * on channel `e`. It may reply with ofl_chan_post (never a blocking call). Returns
- * 0, or a negative errno that closes the channel. */
+ * 0, or a negative errno that closes the channel. After a reply, the end takes its
+ * next message only once the peer has taken that reply (the peer's next send waits
+ * for it), so a handler's reply never finds the line still busy with the last one
+ * (a reply left for a peer that died is withdrawn when the next peer sends). */
 typedef int (*ofl_chan_handler)(void *ctx, struct ofl_chan_end *e, const void *msg,
                                 size_t len);
 
@@ -386,7 +391,12 @@ int ofl_chan_mgr_post_done(struct ofl_chan_mgr *m, void *region, uint32_t id, in
 /* ofl_chan_peer_state of that end (-EINVAL when it is not served). */
 int ofl_chan_mgr_peer_state(struct ofl_chan_mgr *m, void *region, uint32_t id, int side);
 /* Stop the threads, close every served end (a transfer in progress ends with
- * -ECANCELED in its done or sent handler, as does a queued send), free the manager. */
+ * -ECANCELED in its done or sent handler, as does a queued send; a post still
+ * pending is withdrawn and counted), free the manager. */
 void ofl_chan_mgr_stop(struct ofl_chan_mgr *m);
+/* ofl_chan_mgr_stop, and `sum` (may be NULL) gets the counters of every end it
+ * served added up (`paths`: their union), taken after the ends closed: `withdrawn`
+ * counts the posts their peers never took. */
+void ofl_chan_mgr_stop_sum(struct ofl_chan_mgr *m, struct ofl_chan_stats *sum);
 
 #endif

@@ -511,8 +511,11 @@ int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl
 int ofl_prog_run(const struct ofl_prog *p, struct ofl_window *w);
 
 /* Write the stats file (--stats): per core its counters, elements, rings (and their
- * mapping) and sources; the tables; the sinks. Nothing without --stats. */
-void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a);
+ * mapping) and sources; the tables; the sinks; and `chan_withdrawn` when not 0: the
+ * answers the process's channel ends posted that their peers never took (withdrawn
+ * at a close: ofl_chan_mgr_stop_sum). Nothing without --stats. */
+void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,
+                     uint64_t chan_withdrawn);
 
 /* While the cores run: write the same counters, with "live_seq": `seq` (the request
  * answered, live.h) and "now_ns", to the stats file's live copy, PATH.live (written
