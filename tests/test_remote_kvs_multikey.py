@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from offlow.kvs.tools import HOST, memcached, setup_memcached
+from offlow.sketch.countmin import M64, fmix64
 from tests.kvs_replay import FRAME, memcached_replies, normalized, replies_in, write_capture
 from tests.test_remote import run, secret_file, serve
 from tests.test_remote_kvs import shards
@@ -25,18 +26,9 @@ from tests.test_remote_kvs_sockets import remote_run  # noqa: F401 (a fixture)
 pytestmark = pytest.mark.skipif(not Path("/usr/include/ucp/api/ucp.h").exists(),
                                 reason="remote: UCX (libucx-dev) is not installed")
 
-M64 = (1 << 64) - 1
 INSTANCES, DEVICES = 4, 2  # examples/kvs_shards.py: instance i on device i % 2
 REFUSED = b"SERVER_ERROR multi-key request spans shards; use TCP or one key per request\r\n"
 GETK, SET = 0x0C, 0x01
-
-
-def _fmix(h: int) -> int:
-    h ^= h >> 33
-    h = h * 0xFF51AFD7ED558CCD & M64
-    h ^= h >> 33
-    h = h * 0xC4CEB9FE1A85EC53 & M64
-    return h ^ h >> 33
 
 
 def instance(key: bytes) -> int:
@@ -50,7 +42,7 @@ def instance(key: bytes) -> int:
         h ^= w * 0x4CF5AD432745937F & M64
         h = (((h << 27 | h >> 37) & M64) * 5 + 0x52DCE729) & M64
         at += 8
-    h = _fmix(h ^ _fmix(int.from_bytes(key[at:], "little") ^ 0x2545F4914F6CDD1D))
+    h = fmix64(h ^ fmix64(int.from_bytes(key[at:], "little") ^ 0x2545F4914F6CDD1D))
     return (h >> 32) % INSTANCES
 
 
