@@ -54,6 +54,8 @@ int ofl_kvs_keys_span(const struct ofl_pkt *pkt, uint32_t l4_off, uint32_t steer
         struct ofl_mc_req req;
         ssize_t r = ofl_mc_parse(p + off, len - off, proto, NULL, &req);
         if (r <= 0) break;   /* the store answers a bad request with an error, and stops */
+        /* the first request's first key is the one steered by (ofl_kvs_key_hash) */
+        int steered = off == OFL_MC_UDP_HDR_LEN;
         proto = (enum ofl_mc_proto)req.proto;
         off += (size_t)r;
         const uint8_t *pos = req.keys, *key = req.key;
@@ -61,8 +63,11 @@ int ofl_kvs_keys_span(const struct ofl_pkt *pkt, uint32_t l4_off, uint32_t steer
         int many = req.nkeys > 1 && req.keys;
         if (many && !ofl_mc_next_key(&pos, req.keys + req.keys_len, &key, &klen)) continue;
         while (klen) {
-            uint32_t h32 = (uint32_t)(key_hash_of(key, klen, req.key_b64) >> 32);
-            if (shard_of[h32 % instances] != home) return 1;
+            if (!steered) {
+                uint32_t h32 = (uint32_t)(key_hash_of(key, klen, req.key_b64) >> 32);
+                if (shard_of[h32 % instances] != home) return 1;
+            }
+            steered = 0;
             if (!many || !ofl_mc_next_key(&pos, req.keys + req.keys_len, &key, &klen)) break;
         }
     }
