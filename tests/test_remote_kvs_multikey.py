@@ -172,3 +172,51 @@ def test_a_capture_of_multi_key_gets_is_answered_or_refused_never_partly(
     assert got == expected, [(i, got.get(i), expected[i]) for i in expected
                              if got.get(i) != expected[i]][:3]
     assert s["elements"]["serve"]["why"].get("spans_shards") == len(refused)
+
+
+def _user_shards(relay: bool) -> object:
+    """A user's sharded store: the key hashed in `front`, then (relay) a segment of
+    their own before the queue spread over remote:a and remote:b."""
+    from offlow import Element, Port, Program, Sink, Source
+    from offlow.elements import CheckIPv4, Discard, ParseEth
+    from offlow.elements.kvs import KeyHash, KvServe, kv_store
+
+    class Mark(Element):
+        inputs = (Port("inp", "ip.v4"),)
+        outputs = (Port("out", "ip.v4"),)
+        body = r"""
+        /* the user's own step: count what it sees (a UDP datagram, by now) */
+        if (state->ip_proto != 17) DROP();
+        """
+
+    p = Program("my_shards")
+    rx, eth, ip4, h = Source("rx"), ParseEth("eth"), CheckIPv4("v4"), KeyHash("kh")
+    mid, kv, out = Mark("mark"), KvServe("kv", store=kv_store("data")), Sink("out")
+    junk = Discard("junk")
+    rx >> eth
+    eth["ipv4"] >> ip4 >> h >> mid >> kv >> out
+    eth["ipv6"] >> junk
+    eth["other"] >> junk
+    front = [rx, eth, ip4, h, junk] + ([] if relay else [mid])
+    p.segment("front", front, device="host", cores=[0])
+    if relay:
+        p.segment("relay", [mid], device="host", cores=[1])
+    p.segment("kvs", [kv], device="host", cores=[0])
+    p.segment("back", [out], device="host", cores=[1])
+    p.queue("relay" if relay else "front", "kvs", instances=6, steer="kv_hash",
+            devices=["remote:a", "remote:b", "remote:c"])
+    return p
+
+
+@pytest.mark.parametrize("relay", [False, True], ids=["hashed_before", "hashed_earlier"])
+def test_the_spread_queue_checks_the_keys_where_the_key_was_hashed_earlier(relay: bool) -> None:
+    """The check runs in the enqueue of the spread queue, with each instance's device,
+    also when the hash was computed a segment before it."""
+    from offlow.build import generate, plan_program
+
+    src = generate(plan_program(_user_shards(relay)))  # type: ignore[arg-type]
+    host = src["host.c"]
+    assert "spread over remote:a, remote:b, remote:c: kh's spread check" in host
+    assert "static const uint8_t shard_of[6] = {0, 1, 2, 0, 1, 2};" in host
+    assert "ofl_kvs_keys_span(" in host
+    assert not any("ofl_kvs_keys_span(" in c for d, c in src.items() if d != "host.c")

@@ -91,7 +91,7 @@ def spread_check(g: Graph, qp: QueuePlan) -> list[str]:
     instance (`shard_of`) and `instances`; else nothing."""
     q = qp.queue
     dst = g.segment(q.dst_segment)
-    writer = next((n for n in g.nodes if n.spread_check and n.segment == q.src_segment
+    writer = next((n for n in g.nodes if n.spread_check
                    and any(f.name == q.steer for f in n.fields)), None)
     if not dst.spread or not q.steer or writer is None:
         return []
