@@ -65,10 +65,10 @@ def refused_binary(opcode: int, opaque: int) -> bytes:
 
 def _complete(req: bytes, reply: bytes) -> bool:
     """Has memcached sent all of its answer to `req`? (Over UDP it answers a multi-key
-    get with a datagram per key, each numbered 0 of 1: the END, or each binary GETK's
-    answer, tells the end.)"""
+    get, gets, gat or gats with a datagram per key, each numbered 0 of 1: the END, or
+    each binary GETK's answer, tells the end.)"""
     if req[0] != 0x80:
-        return not req.startswith(b"get ") or reply.endswith(b"END\r\n")
+        return not req.startswith(b"g") or reply.endswith(b"END\r\n")
     return reply.count(b"\x81" + bytes([GETK])) >= req.count(b"\x80" + bytes([GETK]))
 
 
@@ -120,16 +120,21 @@ def mix(together: Callable[[bytes], int]) -> tuple[list[bytes], dict[int, bytes]
     for g in range(2):
         gets.append([k for k in short if together(k) == g][:1400 // 6])
     gets.append(short[:1400 // 6])
+    # gat (exptime 0: the item is kept) answered, or refused; gets and gats (whose CAS
+    # each server numbers its own way) refused
+    verbs = [(b"get", ks) for ks in gets] + [
+        (b"gat 0", [by[0][1], by[0][2], by[0][1]]), (b"gat 0", [by[1][0], by[0][0]]),
+        (b"gets", [by[0][0], by[1][0]]), (b"gats 0", [by[1][1], by[0][1]])]
     refused: dict[int, bytes] = {}
-    for ks in gets:
+    for verb, ks in verbs:
         if len({shard(k) for k in ks}) > 1:
             refused[len(reqs)] = REFUSED
-        reqs.append(b"get " + b" ".join(ks) + b"\r\n")
+        reqs.append(verb + b" " + b" ".join(ks) + b"\r\n")
     for a, b in ((by[0][0], by[1][0]), (by[1][1], by[1][2])):
         if shard(a) != shard(b):
             refused[len(reqs)] = refused_binary(GETK, 1)
         reqs.append(_binary(GETK, a, opaque=1) + _binary(GETK, b, opaque=2))
-    multi = [i for i, r in enumerate(reqs) if r.startswith(b"get ") or r[0] == 0x80]
+    multi = [i for i, r in enumerate(reqs) if r.startswith(b"g") or r[0] == 0x80]
     assert 0 < len(refused) < len(multi) - 5, "some refused, some multi-key gets answered"
     return reqs, refused
 
