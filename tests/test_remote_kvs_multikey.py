@@ -29,7 +29,7 @@ pytestmark = pytest.mark.skipif(not Path("/usr/include/ucp/api/ucp.h").exists(),
 
 INSTANCES, DEVICES = 4, 2  # examples/kvs_shards.py: instance i on device i % 2
 REFUSED = b"SERVER_ERROR multi-key request spans shards; use TCP or one key per request\r\n"
-GETK, SET = 0x0C, 0x01
+GETK, GETKQ, NOOP, SET = 0x0C, 0x0D, 0x0A, 0x01
 
 
 def instance(key: bytes) -> int:
@@ -66,10 +66,13 @@ def refused_binary(opcode: int, opaque: int) -> bytes:
 
 def _complete(req: bytes, reply: bytes) -> bool:
     """Has memcached sent all of its answer to `req`? (Over UDP it answers a multi-key
-    get, gets, gat or gats with a datagram per key, each numbered 0 of 1: the END, or
-    each binary GETK's answer, tells the end.)"""
+    get, gets, gat or gats with a datagram per key, each numbered 0 of 1: an END per
+    get, each binary GETK's answer or the NOOP's, tells the end.)"""
     if req[0] != 0x80:
-        return not req.startswith(b"g") or reply.endswith(b"END\r\n")
+        gets = sum(line.startswith(b"g") for line in req.split(b"\r\n"))
+        return bool(reply) and reply.count(b"END\r\n") >= gets
+    if b"\x80" + bytes([NOOP]) in req:
+        return b"\x81" + bytes([NOOP]) in reply
     return reply.count(b"\x81" + bytes([GETK])) >= req.count(b"\x80" + bytes([GETK]))
 
 
@@ -131,10 +134,20 @@ def mix(together: Callable[[bytes], int]) -> tuple[list[bytes], dict[int, bytes]
         if len({shard(k) for k in ks}) > 1:
             refused[len(reqs)] = REFUSED
         reqs.append(verb + b" " + b" ".join(ks) + b"\r\n")
+    # datagrams of several requests: refused, each answered with the error up to the
+    # one after which memcached stops reading (a text get, a binary error)
     for a, b in ((by[0][0], by[1][0]), (by[1][1], by[1][2])):
         if shard(a) != shard(b):
             refused[len(reqs)] = refused_binary(GETK, 1)
         reqs.append(_binary(GETK, a, opaque=1) + _binary(GETK, b, opaque=2))
+    for a, b in ((by[1][3], by[0][3]), (by[0][1], by[0][2])):
+        if shard(a) != shard(b):
+            refused[len(reqs)] = refused_binary(GETKQ, 1)
+        reqs.append(_binary(GETKQ, a, opaque=1) + _binary(GETKQ, b, opaque=2)
+                    + _binary(NOOP, b"", opaque=3))
+        if len({shard(k) for k in (missing, a, b)}) > 1:
+            refused[len(reqs)] = REFUSED * 2  # (the delete is not run either)
+        reqs.append(b"delete %s\r\nget %s %s\r\n" % (missing, a, b))
     multi = [i for i, r in enumerate(reqs) if r.startswith(b"g") or r[0] == 0x80]
     assert 0 < len(refused) < len(multi) - 5, "some refused, some multi-key gets answered"
     return reqs, refused

@@ -74,25 +74,40 @@ int ofl_kvs_keys_span(const struct ofl_pkt *pkt, uint32_t l4_off, uint32_t steer
     return 0;
 }
 
+/* memcached's error for one request that would need several shards. */
+static ssize_t refusal(uint8_t *out, size_t cap, const struct ofl_mc_req *req)
+{
+    if (req->proto == OFL_MC_BINARY)
+        return ofl_mc_write_status(out, cap, req->opcode, req->opaque, OFL_MC_ST_ETMPFAIL);
+    return ofl_mc_write_text_line(out, cap, "SERVER_ERROR multi-key request spans shards; "
+                                            "use TCP or one key per request");
+}
+
 int ofl_kvs_refuse_span(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off)
 {
     size_t len;
     const uint8_t *p = ofl_kvs_udp_payload(pkt, l4_off, &len);
     struct ofl_mc_udp_hdr h;
-    struct ofl_mc_req req;
     if (!p || l3_off + 20 > l4_off || ofl_mc_udp_parse(p, len, &h) < 0) return -EINVAL;
-    ssize_t r = ofl_mc_parse(p + OFL_MC_UDP_HDR_LEN, len - OFL_MC_UDP_HDR_LEN, OFL_MC_ANY,
-                             NULL, &req);
-    if (r == 0) return -EINVAL;
-    uint8_t buf[128];
-    ssize_t n = req.proto == OFL_MC_BINARY
-                    ? ofl_mc_write_status(buf, sizeof buf, req.opcode, req.opaque,
-                                          OFL_MC_ST_ETMPFAIL)
-                    : ofl_mc_write_text_line(buf, sizeof buf,
-                                             "SERVER_ERROR multi-key request spans shards; "
-                                             "use TCP or one key per request");
-    if (n < 0) return (int)n;
-    int rc = ofl_kvs_frame(pkt, l3_off, l4_off, h.request_id, buf, (size_t)n);
+    uint8_t buf[2048];
+    size_t n = 0, first = 0;
+    enum ofl_mc_proto proto = OFL_MC_ANY;
+    for (size_t off = OFL_MC_UDP_HDR_LEN; off < len;) {
+        struct ofl_mc_req req;
+        ssize_t r = ofl_mc_parse(p + off, len - off, proto, NULL, &req);
+        if (r <= 0) break;   /* (ofl_kvs_keys_span's walk ends there too) */
+        proto = (enum ofl_mc_proto)req.proto;
+        ssize_t w = refusal(buf + n, sizeof buf - n, &req);
+        if (w < 0) break;
+        n += (size_t)w;
+        first = first ? first : n;
+        off += (size_t)r;
+        if (ofl_kv_udp_stops(&req, buf + n - (size_t)w, (size_t)w)) break;   /* as memcached */
+    }
+    if (!first) return -EINVAL;
+    int rc = ofl_kvs_frame(pkt, l3_off, l4_off, h.request_id, buf, n);
+    if (rc == -EMSGSIZE && n > first)   /* more than the packet holds: the first alone */
+        rc = ofl_kvs_frame(pkt, l3_off, l4_off, h.request_id, buf, first);
     if (rc < 0) return rc;
     ofl_kvs_swap_addrs(pkt->data, l3_off, l4_off);
     return 0;

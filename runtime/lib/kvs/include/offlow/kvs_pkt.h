@@ -30,11 +30,14 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
 int ofl_kvs_keys_span(const struct ofl_pkt *pkt, uint32_t l4_off, uint32_t steer,
                       const uint8_t *shard_of, uint32_t instances);
 
-/* Turn the datagram of `pkt` into memcached's error reply for a request that would
- * need several shards (ofl_kvs_keys_span): text "SERVER_ERROR multi-key request spans
- * shards; use TCP or one key per request", binary status ETMPFAIL for the first
- * request (its opcode and opaque), framed and addressed as ofl_kvs_reply's replies.
- * Returns 0, or a negative error (not a memcached datagram, no room). */
+/* Turn the datagram of `pkt` into memcached's error replies for requests that would
+ * need several shards (ofl_kvs_keys_span), none of them run: one for each request
+ * memcached would answer (up to the first after which it stops reading the datagram,
+ * ofl_kv_udp_stops: a text get, a binary error; or the first that does not parse),
+ * text "SERVER_ERROR multi-key request spans shards; use TCP or one key per request",
+ * binary status ETMPFAIL with the request's opcode and opaque; framed and addressed
+ * as ofl_kvs_reply's replies. When they do not all fit the packet, the first one
+ * alone. Returns 0, or a negative error (not a memcached datagram, no room). */
 int ofl_kvs_refuse_span(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off);
 
 /* Run the datagram of `pkt` against the store `t` and turn the packet into the reply,
