@@ -207,7 +207,7 @@ def test_a_capture_of_multi_key_gets_is_answered_or_refused_never_partly(
 
 def _user_shards(relay: bool) -> object:
     """A user's sharded store: the key hashed in `front`, then (relay) a segment of
-    their own before the queue spread over remote:a and remote:b."""
+    their own before the queue spread over remote:a, remote:b and remote:c."""
     from offlow import Element, Port, Program, Sink, Source
     from offlow.elements import CheckIPv4, Discard, ParseEth
     from offlow.elements.kvs import KeyHash, KvServe, kv_store
@@ -216,7 +216,7 @@ def _user_shards(relay: bool) -> object:
         inputs = (Port("inp", "ip.v4"),)
         outputs = (Port("out", "ip.v4"),)
         body = r"""
-        /* the user's own step: count what it sees (a UDP datagram, by now) */
+        /* the user's own step: only UDP goes on to the store */
         if (state->ip_proto != 17) DROP();
         """
 
