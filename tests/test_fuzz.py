@@ -34,7 +34,8 @@ TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "
            "ctl6": "lpm",
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
            "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote",
-           "remote_setup": "remote", "remote_chan": "remote", "mcjoin": "kvs", "map": "map"}
+           "remote_setup": "remote", "remote_chan": "remote", "mcjoin": "kvs", "map": "map",
+           "kvs_span": "kvs"}
 # targets of offlow's C tools: their sources beside the target's, their folder's headers
 TOOLS = cbuild.RUNTIME / "tools"
 TOOL_SOURCES = {"remote_chan": [TOOLS / "remote_chan.c"]}
@@ -156,6 +157,15 @@ def _seed_corpus(target: str, d: Path) -> None:
                                   + dgram(9, 1, 3, b"stale") + dgram(7, 1, 3, b"b" * 1400))
         (d / "empty").write_bytes(b"\x00\x01" + dgram(1, 0, 0, b""))
         (d / "one").write_bytes(b"\x12\x34" + dgram(0x1234, 0, 1, b"STORED\r\n"))
+    elif target == "kvs_span":  # the steering hash's low byte, then a memcached datagram
+        def dgram(payload: bytes) -> bytes:
+            return b"\x05" + struct.pack("!HHHH", 0x1234, 0, 1, 0) + payload
+        getk = struct.pack("!BBHBBHIIQ", 0x80, 0x0C, 1, 0, 0, 0, 1, 9, 0)
+        (d / "text").write_bytes(dgram(b"get a bb ccc dddd a\r\n"))
+        (d / "gat").write_bytes(dgram(b"gat 0 k1 k2 k3\r\nget zz\r\n"))
+        (d / "meta").write_bytes(dgram(b"mg dXNlcg== b v\r\nmg k2 v\r\n"))
+        (d / "binary").write_bytes(dgram(getk + b"a" + getk + b"b"))
+        (d / "cut").write_bytes(dgram(b"get " + b"k " * 300)[:-40])
     elif target == "words":
         (d / "line").write_bytes(b"  the quick\tbrown\r\nfox \x0b\x0c jumps\0over \xff")
         (d / "empty").write_bytes(b"")

@@ -196,8 +196,9 @@ class DeviceGen:
             e("")
         for qp in self.plan.queues:
             if self.device in self.g.segment(qp.queue.src_segment).devices:
+                check = qg.spread_check(self.g, qp)
                 for k in range(len(qp.queue.channels)):
-                    e(*qg.push_def(qp, k))
+                    e(*qg.push_def(qp, k, check))
         self.gen_helpers()
         for p in self.plans:
             for name in p.nodes:

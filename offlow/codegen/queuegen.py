@@ -4,7 +4,10 @@ channel's element.  Used by offlow.codegen.c; returns lines of C."""
 
 from __future__ import annotations
 
-from offlow.ir import Queue
+from collections.abc import Sequence
+from textwrap import dedent
+
+from offlow.ir import Graph, Queue
 from offlow.ir.layout import ENTRY_HDR, TS_FIELD, EntryLayout
 from offlow.ir.types import cname
 from offlow.plan import QueuePlan, RingSlot
@@ -82,8 +85,30 @@ def _copy_ts(lay: EntryLayout) -> list[str]:
     return [f"            pk.ts_ns = en->{TS_FIELD.name};"] if lay.carries_ts else []
 
 
-def push_def(qp: QueuePlan, k: int) -> list[str]:
-    """The enqueue function of channel k: pick the instance, fill an entry."""
+def spread_check(g: Graph, qp: QueuePlan) -> list[str]:
+    """For a queue spread over several devices and steered by a field whose writer has a
+    spread check (Element.spread_check): that check, given the device index of each
+    instance (`shard_of`) and `instances`; else nothing."""
+    q = qp.queue
+    dst = g.segment(q.dst_segment)
+    writer = next((n for n in g.nodes if n.spread_check
+                   and any(f.name == q.steer for f in n.fields)), None)
+    if not dst.spread or not q.steer or writer is None:
+        return []
+    devices = list(dict.fromkeys(dst.spread))
+    cons = {r.inst: r.cons for r in qp.rings}
+    shard_of = ", ".join(str(devices.index(dst.core_device(cons[i])))
+                         for i in range(q.instances))
+    return [f"    {{ /* spread over {', '.join(devices)}: {writer.name}'s spread check */",
+            f"        static const uint8_t shard_of[{q.instances}] = {{{shard_of}}};",
+            f"        const uint32_t instances = {q.instances}u;",
+            *("        " + line for line in dedent(writer.spread_check).strip().splitlines()),
+            "    }"]
+
+
+def push_def(qp: QueuePlan, k: int, check: Sequence[str] = ()) -> list[str]:
+    """The enqueue function of channel k: pick the instance (after `check`,
+    spread_check's C), fill an entry."""
     q, lay = qp.queue, qp.layouts[k]
     ch = q.channels[k]
     cq = cname(q.name)
@@ -94,6 +119,7 @@ def push_def(qp: QueuePlan, k: int) -> list[str]:
            + ("; a full ring drops (counted)" if q.enqueue == "drop" else "") + ". */",
            f"static void {push_fn(q, k)}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
            "struct ofl_state *state) {",
+           *check,
            f"    struct ofl_qout *qo = &ctx->out_{cq}[{pick} % {q.instances}u];",
            f"    {channel_type(q, k)} *en = ofl_qout_next(qo); /* from the open reservation */",
            "    if (!en) { ofl_core_fail(&ctx->core, qo->err, "

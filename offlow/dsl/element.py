@@ -106,6 +106,12 @@ class Element:
     # (memory-bound table lookups) or "hash" (hashing, crypto); "" lets the planner
     # infer it (lookup for an element that uses a table, else integer)
     work: ClassVar[str] = ""
+    # C run when a packet is enqueued on a queue spread over several devices
+    # (offlow.passes.spread) that is steered by a field this element writes, after the
+    # element ran: ``pkt``, ``state``, ``instances`` (the queue's) and ``shard_of``
+    # (``const uint8_t *``: the device index of each instance). It may set state fields,
+    # e.g. mark a packet whose keys other devices hold (KeyHash's kv_spans)
+    spread_check: ClassVar[str] = ""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Record where the class is defined (offlow.dsl.where): the compiler's

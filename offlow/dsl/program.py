@@ -515,7 +515,7 @@ class Program:
             drops=tuple((str(r), str(d)) for r, d in el.drops.items()),
             helpers_line=code_site(el, "helpers")[1], includes=tuple(el.includes),
             batch_body=el.batch_body, batch_line=code_site(el, "batch_body")[1],
-            work=el.work, end_body=el.at_end,
+            work=el.work, end_body=el.at_end, spread_check=el.spread_check,
         )
 
     def _state_fields(self, elements: list[Element]) -> tuple[Field, ...]:

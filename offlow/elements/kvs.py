@@ -45,10 +45,13 @@ class KeyHash(Element):
 
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
-    fields = {"kv_hash": "uint32_t"}
+    fields = {"kv_hash": "uint32_t", "kv_spans": "uint8_t"}
     work = "hash"
     field_docs = {"kv_hash": "the upper 32 bits of the store's 64-bit hash of the first key "
-                             "(0: no key)"}
+                             "(0: no key)",
+                  "kv_spans": "1 when the queue steering by kv_hash is spread over devices "
+                              "and the datagram names a key another device holds (a "
+                              "multi-key get): KvServe answers it with an error"}
     drops = {"not_udp": "not a UDP datagram"}
     includes = ("offlow/kvs_pkt.h",)
     body = r"""
@@ -58,6 +61,11 @@ class KeyHash(Element):
     if (ofl_kvs_key_hash(pkt, state->l4_off, &h) < 0)
         h = 0;
     state->kv_hash = (uint32_t)(h >> 32);
+    state->kv_spans = 0;
+    """
+    spread_check = r"""
+    state->kv_spans = ofl_kvs_keys_span(pkt, state->l4_off, state->kv_hash, shard_of,
+                                        instances) > 0;
     """
 
 
@@ -74,11 +82,16 @@ class KvServe(Element):
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
     tables = ("store",)
-    fields = {"kv_expiring": "uint8_t", "kv_from_cache": "uint8_t"}
+    fields = {"kv_expiring": "uint8_t", "kv_from_cache": "uint8_t", "kv_spans": "uint8_t"}
     field_docs = {"kv_expiring": "1 when the reply holds an item with an expiry time",
                   "kv_from_cache": "1 on the packets a write-back cache makes (0 on clients' "
-                                   "requests); cleared here once used"}
+                                   "requests); cleared here once used",
+                  "kv_spans": "set by KeyHash (a datagram needing several shards): "
+                              "answered with an error, not run"}
     drops = {"not_udp": "not a UDP datagram",
+             "spans_shards": "a datagram naming keys of several shards (a multi-key get to "
+                             "a store spread over devices, KeyHash's kv_spans): answered "
+                             "with memcached's SERVER_ERROR (binary: ETMPFAIL), not run",
              "no_reply": "no request to answer (none in the datagram, or it ends inside "
                          "the first), not a memcached datagram, or a reply the packet "
                          "cannot hold"}
@@ -87,6 +100,11 @@ class KvServe(Element):
     int rc;
     if (state->ip_proto != 17)
         DROP_WHY(not_udp);
+    if (state->kv_spans) {
+        if (ofl_kvs_refuse_span(pkt, state->l3_off, state->l4_off) == 0)
+            MAKE(out, pkt);
+        DROP_WHY(spans_shards);
+    }
     rc = ofl_kvs_reply(store, pkt, state->l3_off, state->l4_off, state->kv_from_cache);
     state->kv_from_cache = 0;
     if (!ofl_kvs_sends(rc))

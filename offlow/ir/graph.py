@@ -71,6 +71,8 @@ class Node:
     batch_line: int = 0  # the line of `origin` where the batch body starts (0: unknown)
     batch_facts: BodyFacts | None = None
     work: str = ""  # its kind of work for the planner (WORK_KINDS; "": inferred)
+    spread_check: str = ""  # Element.spread_check: C run where a queue spread over devices
+    #                         is steered by a field the node writes
 
     @property
     def work_kind(self) -> str:

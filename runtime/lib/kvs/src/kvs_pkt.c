@@ -33,6 +33,86 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
     return 0;
 }
 
+/* The store's hash of one key (a meta command's base64 key decoded first). */
+static uint64_t key_hash_of(const uint8_t *key, size_t len, int b64)
+{
+    uint8_t raw[OFL_MC_KEY_MAX];
+    size_t n = b64 ? ofl_mc_key_decode(key, len, raw) : 0;
+    return n ? ofl_kv_hash(raw, n) : ofl_kv_hash(key, len);
+}
+
+int ofl_kvs_keys_span(const struct ofl_pkt *pkt, uint32_t l4_off, uint32_t steer,
+                      const uint8_t *shard_of, uint32_t instances)
+{
+    size_t len;
+    const uint8_t *p = ofl_kvs_udp_payload(pkt, l4_off, &len);
+    struct ofl_mc_udp_hdr h;
+    if (!p || !instances || ofl_mc_udp_parse(p, len, &h) < 0) return -EINVAL;
+    const uint8_t home = shard_of[steer % instances];
+    enum ofl_mc_proto proto = OFL_MC_ANY;
+    for (size_t off = OFL_MC_UDP_HDR_LEN; off < len;) {
+        struct ofl_mc_req req;
+        ssize_t r = ofl_mc_parse(p + off, len - off, proto, NULL, &req);
+        if (r <= 0) break;   /* the store answers a bad request with an error, and stops */
+        /* the first request's first key is the one steered by (ofl_kvs_key_hash) */
+        int steered = off == OFL_MC_UDP_HDR_LEN;
+        proto = (enum ofl_mc_proto)req.proto;
+        off += (size_t)r;
+        const uint8_t *pos = req.keys, *key = req.key;
+        uint32_t klen = req.key_len;
+        int many = req.nkeys > 1 && req.keys;
+        if (many && !ofl_mc_next_key(&pos, req.keys + req.keys_len, &key, &klen)) continue;
+        while (klen) {
+            if (!steered) {
+                uint32_t h32 = (uint32_t)(key_hash_of(key, klen, req.key_b64) >> 32);
+                if (shard_of[h32 % instances] != home) return 1;
+            }
+            steered = 0;
+            if (!many || !ofl_mc_next_key(&pos, req.keys + req.keys_len, &key, &klen)) break;
+        }
+    }
+    return 0;
+}
+
+/* memcached's error for one request that would need several shards. */
+static ssize_t refusal(uint8_t *out, size_t cap, const struct ofl_mc_req *req)
+{
+    if (req->proto == OFL_MC_BINARY)
+        return ofl_mc_write_status(out, cap, req->opcode, req->opaque, OFL_MC_ST_ETMPFAIL);
+    return ofl_mc_write_text_line(out, cap, "SERVER_ERROR multi-key request spans shards; "
+                                            "use TCP or one key per request");
+}
+
+int ofl_kvs_refuse_span(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off)
+{
+    size_t len;
+    const uint8_t *p = ofl_kvs_udp_payload(pkt, l4_off, &len);
+    struct ofl_mc_udp_hdr h;
+    if (!p || l3_off + 20 > l4_off || ofl_mc_udp_parse(p, len, &h) < 0) return -EINVAL;
+    uint8_t buf[2048];
+    size_t n = 0, first = 0;
+    enum ofl_mc_proto proto = OFL_MC_ANY;
+    for (size_t off = OFL_MC_UDP_HDR_LEN; off < len;) {
+        struct ofl_mc_req req;
+        ssize_t r = ofl_mc_parse(p + off, len - off, proto, NULL, &req);
+        if (r <= 0) break;   /* (ofl_kvs_keys_span's walk ends there too) */
+        proto = (enum ofl_mc_proto)req.proto;
+        ssize_t w = refusal(buf + n, sizeof buf - n, &req);
+        if (w < 0) break;
+        n += (size_t)w;
+        first = first ? first : n;
+        off += (size_t)r;
+        if (ofl_kv_udp_stops(&req, buf + n - (size_t)w, (size_t)w)) break;   /* as memcached */
+    }
+    if (!first) return -EINVAL;
+    int rc = ofl_kvs_frame(pkt, l3_off, l4_off, h.request_id, buf, n);
+    if (rc == -EMSGSIZE && n > first)   /* more than the packet holds: the first alone */
+        rc = ofl_kvs_frame(pkt, l3_off, l4_off, h.request_id, buf, first);
+    if (rc < 0) return rc;
+    ofl_kvs_swap_addrs(pkt->data, l3_off, l4_off);
+    return 0;
+}
+
 void ofl_kvs_set_lengths(uint8_t *frame, uint32_t l3_off, uint32_t l4_off, size_t payload)
 {
     uint8_t *ip = frame + l3_off, *udp = frame + l4_off;
