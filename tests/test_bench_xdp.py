@@ -208,3 +208,26 @@ def test_verdicts_take_the_worst_address_set_in_lookups_per_second() -> None:
     assert trie.endswith("misses (per packet: 4.20x on random)")
     assert fib.startswith("verdict offlow/kernel fib in lookups per second: 2.00x on random")
     assert fib.endswith("meets (per packet: 1.40x on random)")
+
+
+def test_keyed_bpf_objects_of_different_sources_do_not_replace_each_other(tmp_path: Path
+                                                                           ) -> None:
+    """Two checkouts sharing one cache folder (as `bench xdp`'s object does) build their
+    own objects: a keyed object is named by its inputs, so one checkout's build of a changed
+    source leaves the other's object in place (a fixed name made the later build replace
+    the object the earlier one was about to load)."""
+    body = "#include <linux/bpf.h>\nint f(struct xdp_md *c) {{ (void)c; return {}; }}\n"
+    objs = []
+    (tmp_path / "cache").mkdir()
+    for n, verdict in enumerate(("XDP_PASS", "XDP_DROP")):
+        src = tmp_path / f"co{n}" / "prog.bpf.c"
+        src.parent.mkdir()
+        src.write_text(body.format(verdict))
+        objs.append(compile_bpf(src, tmp_path / "cache" / "prog.bpf.o", f"checkout {n}",
+                                keyed=True))
+    assert objs[0] != objs[1]
+    assert objs[0].parent == objs[1].parent == tmp_path / "cache"
+    assert objs[0].read_bytes() != objs[1].read_bytes()
+    again = compile_bpf(tmp_path / "co0" / "prog.bpf.c", tmp_path / "cache" / "prog.bpf.o",
+                        "checkout 0", keyed=True)
+    assert again == objs[0]

@@ -131,11 +131,14 @@ def run_options(plan: Plan, iface: str | None, mode: str, given_input: Path | No
     return [*args, "--opt", f"xdp.iface={iface}"]
 
 
-def compile_bpf(src: Path, obj: Path, what: str, local_headers: Sequence[Path] = ()) -> Path:
+def compile_bpf(src: Path, obj: Path, what: str, local_headers: Sequence[Path] = (),
+                keyed: bool = False) -> Path:
     """Compile eBPF C `src` into object `obj` (flag sets `bpf` and `werror`, the core's
     headers, and the system's multiarch folder for <asm/types.h>), unless the cache
     holds it built from the same source, headers (also `local_headers`: those `src` includes
-    from its own folder), flags and compiler; `what` names it in a compile error."""
+    from its own folder), flags and compiler; `what` names it in a compile error.
+    `keyed`: the object's name carries the digest of those inputs (`NAME-DIGEST.o`), so
+    checkouts that share a cache folder never load each other's build; return its path."""
     d = cbuild.description()
     libs = [d.library("core"), d.library("lpm"), d.library("map")]
     multiarch = subprocess.run(["gcc", "-print-multiarch"], capture_output=True,
@@ -147,6 +150,8 @@ def compile_bpf(src: Path, obj: Path, what: str, local_headers: Sequence[Path] =
                                                for h in lib.headers()),
                            *(h.read_bytes() for h in local_headers),
                            " ".join(args).encode(), buildcache.compiler_id(compiler).encode())
+    if keyed:
+        obj = obj.with_name(f"{obj.name.removesuffix('.o')}-{inputs}.o")
     return buildcache.make(obj, lambda tmp: cbuild.cc(
         compiler, [*args, "-c", str(src), "-o", str(tmp)], what), inputs)
 
