@@ -214,7 +214,8 @@ def _medians(runs: dict[str, list[float]]) -> tuple[dict, dict]:
 
 def format_report(res: dict) -> list[str]:
     out = ["", f"router on a DPDK port (IPv4 {res['settings']['size']} B, one core each, "
-               f"CPU {res['cpu']}, DPDK {res['dpdk']}, {res['routes']['v4']} IPv4 routes; "
+               f"CPU {res['cpu']}, DPDK {res['dpdk']}, {res['routes']['v4']:,} IPv4 routes "
+               "spread over the table: l3fwd's compile-time limit, for both routers; "
                f"offlow --port {res['port']})"]
     out.append(f"  {'who':<34}{'Mpps median':>12}  {'per CPU-s':>10}  runs (Mpps; per CPU-s)")
     names = {"offlow": "offlow router, --port dpdk:",
