@@ -311,8 +311,11 @@ def telemetry(sock_path: Path, cmd: str) -> dict:
 
 class L3fwd:
     """One l3fwd process on one lcore with one pcap vdev; a context manager that stops
-    it (SIGINT, then SIGKILL) and removes its runtime folder. (A subclass runs another
-    DPDK application: its command, and READY, the line it logs when forwarding.)"""
+    it (SIGTERM, then SIGKILL after 10 s) and removes its runtime folder. (A subclass
+    runs another DPDK application: its command, and READY, the line it logs when
+    forwarding.) SIGTERM: l3fwd ends on it as on SIGINT, DPDK's skeleton has no handler
+    and ends by default, and a process a shell's background job starts inherits SIGINT
+    ignored."""
 
     READY = "entering main loop"
     NAME = "l3fwd"
@@ -366,7 +369,7 @@ class L3fwd:
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
+            self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import signal
 import struct
 import subprocess
 from pathlib import Path
@@ -351,3 +352,26 @@ def test_router_on_a_dpdk_port_beside_l3fwd_and_io_forwarding(
     assert ins["basicfwd"]["per_packet"] < ins["l3fwd"]["per_packet"], ins
     assert ins["basicfwd"]["per_packet"] < ins["offlow"]["per_packet"], ins
     assert "instructions per packet of the forwarding loop" in text
+
+
+def test_a_peer_started_with_sigint_ignored_stops_on_its_signal(tmp_path: Path) -> None:
+    """A bench run from a shell's background job starts its peers with SIGINT ignored;
+    the peer's stop ends DPDK's skeleton (no handler of its own) by its signal, not by
+    the SIGKILL 10 s later (it was stopped with SIGINT: killed after 10 s each run)."""
+    from benchmarks import router_ports
+
+    _, info = router_l3fwd.setup()
+    if info.get("reason"):
+        pytest.skip(f"DPDK is not available: {info['reason']}")
+    exe = router_ports.build_skeleton()
+    pcap = tmp_path / "in.pcap"
+    routes = np.array([(0x0A000000, 8, 1)], dtype=[("addr", "<u4"), ("len", "u1"),
+                                                   ("hop", "<u2")])
+    router_l3fwd.write_pcap(pcap, router_l3fwd.frames(4, 64, routes, 8, 1))
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as a background job has it
+    try:
+        with router_ports.Basicfwd(exe, 0, pcap, tmp_path / "fwd.log") as fwd:
+            fwd.wait_loop()
+    finally:
+        signal.signal(signal.SIGINT, old)
+    assert fwd.proc is not None and fwd.proc.returncode == -signal.SIGTERM, fwd.tail()
