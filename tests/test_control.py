@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -211,10 +212,12 @@ def _frames6(targets: list[ipaddress.IPv6Address]) -> list[bytes]:
     return frames
 
 
-def _ipv6_router_run(tmp_path: Path, loops: int) -> tuple[RunOptions, list, dict]:
+def _ipv6_router_run(tmp_path: Path, loops: int, rate: int = 50_000
+                     ) -> tuple[RunOptions, list, dict]:
     """The IPv6 router's run: 256 target addresses in 2001:db8::/32, a replayed capture
-    of a frame to each (`loops` times), the table at start (the /32 and 2,000 other
-    routes for each rebuild to carry); its options, the targets, that table."""
+    of a frame to each (`loops` times, `rate` packets a second), the table at start
+    (the /32 and 2,000 other routes for each rebuild to carry); its options, the
+    targets, that table."""
     rng = random.Random(6)
     targets = [DOC6.network_address + rng.getrandbits(96) for _ in range(256)]
     prefixes, capture = tmp_path / "routes.txt", tmp_path / "in.pcap"
@@ -226,7 +229,7 @@ def _ipv6_router_run(tmp_path: Path, loops: int) -> tuple[RunOptions, list, dict
         w = dpkt.pcap.Writer(f)
         for k, fr in enumerate(_frames6(targets)):
             w.writepkt(fr, ts=k * 1e-6)
-    opts = RunOptions(input=capture, loops=loops, rate=50_000, output=tmp_path / "out.pcap",
+    opts = RunOptions(input=capture, loops=loops, rate=rate, output=tmp_path / "out.pcap",
                       opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
     start = {(int(n.network_address), n.prefixlen): _hop_rule(n) for n in [DOC6, *others]}
     return opts, targets, start
@@ -235,9 +238,17 @@ def _ipv6_router_run(tmp_path: Path, loops: int) -> tuple[RunOptions, list, dict
 def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
     """The IPv6 must-show: every packet of a replayed capture checked against the
     update log's tables (each update is a rebuild of the table and one swap)."""
-    opts, targets, start = _ipv6_router_run(tmp_path, loops=400)
+    # the capture replays until the updates are done (far more loops than it needs; the
+    # run is then stopped as Ctrl-C stops it: the sources end, the queues drain), so that
+    # lookups run beside every update however slowly a loaded machine applies them (with
+    # 400 loops, 2 s of traffic, a machine at load 13 applied the log in 12 s)
+    opts, targets, start = _ipv6_router_run(tmp_path, loops=100_000, rate=10_000)
     log = _updates6(2000, 7, targets)
-    info = _route_while_forwarding(opts, "routes6", log)
+    with session(load_program(ROUTER), opts) as s:
+        info = apply_log(s.tables["routes6"], log)
+        for proc in s.run.procs.values():
+            proc.send_signal(signal.SIGINT)
+    assert s.result is not None and s.result.ok, s.result
     assert (info.kind, info.updates) == ("lpm6", len(log))
     # No pause: the lookup core kept beginning batches while updates were being built
     # (a design that held lookups back during an update would count none).
