@@ -116,3 +116,34 @@ def test_udp_clients_are_served(tmp_path: Path) -> None:
         r.stop()
         res = r.wait()
     assert res.ok, res.errors
+
+
+def test_the_udp_interop_replay_matches_memcached() -> None:
+    """Every UDP step of `offlow kvs interop` (several requests in one datagram among
+    them: a set after a get, requests after an error, a NOOP, an unknown opcode) gets
+    the program's answers as memcached 1.6 answers them: every request of a datagram
+    run, in order (it ran none after a text get, a NOOP or an error: a set pipelined
+    behind a get was silently not run)."""
+    from offlow.build import build
+    from offlow.dsl.loader import load_program
+    from offlow.kvs.interop import compare
+    from offlow.kvs.steps import sequences
+    from offlow.kvs.tools import memcached, setup_memcached
+    from offlow.runner import Run, RunOptions
+
+    path, why = setup_memcached()
+    if not path:
+        pytest.skip(f"memcached unavailable: {why}")
+    udp = [s for s in sequences() if s.transport == "udp"]
+    # (an mtu that holds the 2,000-byte value's request and reply, as memcached's does)
+    r = Run(build(load_program(KVS, ["mtu=9016"])), RunOptions(udp_port=0, timeout=120))
+    r.start()
+    try:
+        with memcached(threads=1) as theirs:
+            result = compare(theirs.port, r.udp_port, udp)
+    finally:
+        r.stop()
+        res = r.wait()
+    assert res.ok, res.errors
+    assert result.ok and not result.documented, result.report()
+    assert result.answered > 25, result.report()

@@ -134,15 +134,16 @@ def mix(together: Callable[[bytes], int]) -> tuple[list[bytes], dict[int, bytes]
         if len({shard(k) for k in ks}) > 1:
             refused[len(reqs)] = REFUSED
         reqs.append(verb + b" " + b" ".join(ks) + b"\r\n")
-    # datagrams of several requests: refused, each answered with the error up to the
-    # one after which memcached stops reading (a text get, a binary error)
+    # datagrams of several requests: refused, each request answered with the error (as
+    # memcached answers every request of a datagram; a quiet one's error too)
     for a, b in ((by[0][0], by[1][0]), (by[1][1], by[1][2])):
         if shard(a) != shard(b):
-            refused[len(reqs)] = refused_binary(GETK, 1)
+            refused[len(reqs)] = refused_binary(GETK, 1) + refused_binary(GETK, 2)
         reqs.append(_binary(GETK, a, opaque=1) + _binary(GETK, b, opaque=2))
     for a, b in ((by[1][3], by[0][3]), (by[0][1], by[0][2])):
         if shard(a) != shard(b):
-            refused[len(reqs)] = refused_binary(GETKQ, 1)
+            refused[len(reqs)] = (refused_binary(GETKQ, 1) + refused_binary(GETKQ, 2)
+                                  + refused_binary(NOOP, 3))
         reqs.append(_binary(GETKQ, a, opaque=1) + _binary(GETKQ, b, opaque=2)
                     + _binary(NOOP, b"", opaque=3))
         if len({shard(k) for k in (missing, a, b)}) > 1:

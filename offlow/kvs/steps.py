@@ -15,9 +15,14 @@ A step may be marked `known` with the reason its answers are allowed to differ; 
 difference there is listed apart, not as a failure: the bad storage lines whose data
 block memcached runs as a command and offlow skips (BLOCK_SKIPPED).
 
-Over UDP memcached stops reading a datagram after some replies (a text get, stats
-or mn; a binary NOOP, STAT or error): offlow does the same (ofl_kv_udp_stops), and
-the UDP steps check it.
+Over UDP memcached 1.6.18 runs every request of a datagram, in order (a set after a
+get too), and so does offlow; the UDP steps pipeline several requests in a datagram to
+check it. The binary get of a 251-byte key comes last: after it memcached's UDP
+connection reads only the first request of every later datagram (a sticky quirk of
+its error path, seen with `-t 1` and with several threads), which an earlier session
+took for memcached's rule and copied (offlow then skipped the requests after a text
+get, stats or mn, or a binary NOOP, STAT or error: a set after a get in one datagram
+was silently not run).
 
 Left out on purpose (memcached's behaviour is a quirk, not protocol): an unknown
 binary opcode carrying a key (memcached skips key + extras bytes too many after it,
@@ -442,20 +447,24 @@ def udp_steps(prefix: bytes = b"iu:") -> list[Step]:
         ("answer in two datagrams", bin_req(OP_GET, big), "", ""),
         ("key of 250 bytes", bin_req(OP_SET, k250, ex(), b"v") + bin_req(OP_GETK, k250), "",
          ""),
-        ("key of 251 bytes", bin_req(OP_GET, k251), "", ""),
         ("text get", b"get " + a + b" " + b + b"\r\n", "", ""),
         ("text set and get", b"set " + b + b" 3 0 4\r\ntext\r\nget " + b + b"\r\n", "", ""),
         ("truncated request is dropped", bin_req(OP_GET, a)[:-1], "", ""),
         ("unknown opcode", bin_req(0x5F, value=b"zz", opaque=11), "", ""),
         ("setq is silent", bin_req(OP_SETQ, b, ex(), b"q") + bin_req(OP_GETQ, b, opaque=12),
          "", ""),
-        ("append, then an incr error ends the datagram",
+        ("append, an incr error, and a get after it",
          bin_req(OP_APPEND, b, value=b"1") + bin_req(OP_INCR, b, _arith(2))
          + bin_req(OP_GET, b), "", ""),
-        ("a get miss ends the datagram, a getk miss does not",
+        ("requests after a get miss and a getk miss",
          bin_req(OP_GETK, k251[:-1], opaque=13) + bin_req(OP_GET, a, opaque=14)
          + bin_req(OP_GET, k251[:-1], opaque=15) + bin_req(OP_GET, a, opaque=16), "", ""),
-        ("a text get ends the datagram", b"get " + a + b"\r\nversion\r\n", "", ""),
+        ("requests after a text get", b"get " + a + b"\r\nversion\r\n", "", ""),
+        ("a set after a get, then a get of it",
+         b"get " + a + b"\r\nset " + b + b" 0 0 5\r\nafter\r\nget " + b + b"\r\n", "", ""),
+        ("requests after a noop and an unknown opcode",
+         bin_req(OP_NOOP, opaque=17) + bin_req(0x5F, opaque=18) + bin_req(OP_GET, a, opaque=19)
+         + bin_req(OP_DELETE, b) + bin_req(OP_GET, b, opaque=20), "", ""),
         ("text incr, touch and gat", b"set " + b + b" 0 0 1\r\n1\r\nincr " + b + b" 4\r\ntouch "
          + b + b" 100\r\ngat 0 " + b + b"\r\n", "", ""),
         ("meta commands", b"ms " + b + b" 2 c\r\nmm\r\nmg " + b + b" v s\r\nmd " + b
@@ -469,6 +478,9 @@ def udp_steps(prefix: bytes = b"iu:") -> list[Step]:
         Step("frame header alone gets nothing", udp_dgram(0x2002, b"")),
         Step("sequence and reserved fields are ignored",
              UDP_HDR.pack(0x2003, 5, 1, 9) + bin_req(OP_GET, a)),
+        # last: memcached's UDP connection reads only the first request of each datagram
+        # after this error (module docstring)
+        Step("key of 251 bytes", udp_dgram(0x2004, bin_req(OP_GET, k251))),
     ]
     return steps
 

@@ -804,18 +804,6 @@ int ofl_kv_exec_oom(const struct ofl_mc_req *req, int storing, struct ofl_mc_out
                                  : "SERVER_ERROR out of memory");
 }
 
-int ofl_kv_udp_stops(const struct ofl_mc_req *req, const uint8_t *reply, size_t n)
-{
-    if (req->proto == OFL_MC_TEXT)
-        return req->cmd == OFL_MC_CMD_GET || req->cmd == OFL_MC_CMD_GETS ||
-               req->cmd == OFL_MC_CMD_GAT || req->cmd == OFL_MC_CMD_GATS ||
-               req->cmd == OFL_MC_CMD_STATS || req->cmd == OFL_MC_CMD_MN;
-    if (req->cmd == OFL_MC_CMD_NOOP || req->cmd == OFL_MC_CMD_STATS || req->cmd == OFL_MC_CMD_QUIT)
-        return 1;
-    /* an error status without a key (memcached's write_bin_error) */
-    return n >= OFL_MC_HDR_LEN && (reply[6] | reply[7]) && !(reply[2] | reply[3]);
-}
-
 int ofl_kv_exec_udp(struct ofl_kv *kv, const uint8_t *dgram, size_t len,
                     const struct ofl_mc_limits *lim, struct ofl_mc_out *out,
                     struct ofl_kv_udp_counts *c)
@@ -836,7 +824,6 @@ int ofl_kv_exec_udp(struct ofl_kv *kv, const uint8_t *dgram, size_t len,
             break;
         }
         int rc;
-        size_t before = out->len;
         if (r < 0) {
             c->parse_errors++;
             rc = ofl_kv_exec_error(&req, (int)r, out);
@@ -847,7 +834,6 @@ int ofl_kv_exec_udp(struct ofl_kv *kv, const uint8_t *dgram, size_t len,
             off += (size_t)r;
         }
         if (rc < 0 || req.fatal) break;   /* quit means nothing on UDP */
-        if (ofl_kv_udp_stops(&req, out->buf + before, out->len - before)) break;
     }
     return h.request_id;
 }

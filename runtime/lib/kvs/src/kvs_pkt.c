@@ -53,10 +53,14 @@ int ofl_kvs_keys_span(const struct ofl_pkt *pkt, uint32_t l4_off, uint32_t steer
     for (size_t off = OFL_MC_UDP_HDR_LEN; off < len;) {
         struct ofl_mc_req req;
         ssize_t r = ofl_mc_parse(p + off, len - off, proto, NULL, &req);
-        if (r <= 0) break;   /* the store answers a bad request with an error, and stops */
+        proto = (enum ofl_mc_proto)req.proto;
+        if (r == 0 || (r < 0 && req.fatal)) break;   /* where the store stops too */
+        if (r < 0) {   /* the store answers it with an error and goes on after it */
+            off = req.len < len - off ? off + req.len : len;
+            continue;
+        }
         /* the first request's first key is the one steered by (ofl_kvs_key_hash) */
         int steered = off == OFL_MC_UDP_HDR_LEN;
-        proto = (enum ofl_mc_proto)req.proto;
         off += (size_t)r;
         const uint8_t *pos = req.keys, *key = req.key;
         uint32_t klen = req.key_len;
@@ -95,14 +99,13 @@ int ofl_kvs_refuse_span(struct ofl_pkt *pkt, uint32_t l3_off, uint32_t l4_off)
     for (size_t off = OFL_MC_UDP_HDR_LEN; off < len;) {
         struct ofl_mc_req req;
         ssize_t r = ofl_mc_parse(p + off, len - off, proto, NULL, &req);
-        if (r <= 0) break;   /* (ofl_kvs_keys_span's walk ends there too) */
         proto = (enum ofl_mc_proto)req.proto;
+        if (r == 0 || (r < 0 && req.fatal)) break;   /* (as the store and the walk) */
         ssize_t w = refusal(buf + n, sizeof buf - n, &req);
         if (w < 0) break;
         n += (size_t)w;
         first = first ? first : n;
-        off += (size_t)r;
-        if (ofl_kv_udp_stops(&req, buf + n - (size_t)w, (size_t)w)) break;   /* as memcached */
+        off = r > 0 ? off + (size_t)r : req.len < len - off ? off + req.len : len;
     }
     if (!first) return -EINVAL;
     int rc = ofl_kvs_frame(pkt, l3_off, l4_off, h.request_id, buf, n);
@@ -184,7 +187,6 @@ static int run_datagram(struct ofl_kvs *t, const uint8_t *p, size_t len, int tru
         if (r < 0) off = req.len < len - off ? off + req.len : len;
         else off += (size_t)r;
         if (req.fatal || rc == 1) break;   /* quit means nothing more on UDP */
-        if (ofl_kv_udp_stops(&req, out->buf + before, out->len - before)) break;
     }
     return h.request_id;
 }

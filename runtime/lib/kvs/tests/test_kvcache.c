@@ -3,7 +3,8 @@
  * configuration and options, hits / misses / fills for both protocols, both
  * policies, eviction with write-backs reaching the store, stale fills, DELETE of
  * dirty entries, requests the cache does not serve (dirty keys written back first),
- * quiet requests and header-only replies, malformed packets, flush, a randomized
+ * quiet requests and header-only replies, several requests in one datagram (each run, as
+ * memcached runs them; the shard walk past a bad one), malformed packets, flush, a randomized
  * model check (random GET/SET/DELETE over a few keys, a tiny cache, requests to the
  * store in FIFO order with random delays, every GET answer checked against the
  * history of writes) and two threads running the lookup and update sides at once.
@@ -1338,6 +1339,64 @@ static void test_threads(int policy, long ops)
     free(t);
 }
 
+/* Every request of a datagram runs, in order, as memcached 1.6 runs them: a set behind
+ * a get, requests behind a NOOP and behind an error (it ran none after a text get, a
+ * NOOP or an error reply). The shard walk steps over a bad request as the store does,
+ * so a key behind it on another shard is seen (it ended the walk there). */
+static void test_pipelined(void)
+{
+    struct world w;
+    world_init(&w, OFL_KVC_WRITE_THROUGH, OFL_KVC_LRU, 64, 4, 256);
+    store_put(&w, "pa", "1");
+    struct msg *m = text("get pa\r\nset pb 0 0 5\r\nafter\r\nbogus\r\nget pb\r\n");
+    CHECK(ofl_kvs_reply(&w.store, &m->pkt, L3, L4, 0) == 0, "pipelined text datagram runs");
+    CHECK(body_is(m, "VALUE pa 5 1\r\n1\r\nEND\r\nSTORED\r\nERROR\r\n"
+                     "VALUE pb 0 5\r\nafter\r\nEND\r\n"),
+          "every request answered in order, the set behind the get run");
+    free(m);
+    CHECK(store_has(&w, "pb", "after"), "the set behind a get is in the store");
+    uint8_t b[1600];
+    size_t n = ofl_mc_write_request(b, sizeof b, OFL_MC_OP_NOOP, 1, 0, NULL, 0, NULL, 0, NULL, 0);
+    n += ofl_mc_write_request(b + n, sizeof b - n, 0x5F, 2, 0, NULL, 0, NULL, 0, NULL, 0);
+    n += bin_req(b + n, OFL_MC_OP_DELETE, "pa", NULL, 0, 0, 0);
+    m = new_msg(5, b, n);
+    CHECK(ofl_kvs_reply(&w.store, &m->pkt, L3, L4, 0) == 0, "pipelined binary datagram runs");
+    free(m);
+    CHECK(store_has(&w, "pa", NULL), "the delete behind a NOOP and an unknown opcode ran");
+    world_free(&w);
+
+    /* keys on shards 0 and 1 of two (shard_of: instance i -> i % 2) */
+    static const uint8_t two[4] = {0, 1, 0, 1};
+    char first[16] = "s0", other[16] = "";
+    uint64_t h0, h;
+    struct msg *k = text("get s0\r\n");
+    CHECK(ofl_kvs_key_hash(&k->pkt, L4, &h0) == 0, "first key hashed");
+    free(k);
+    for (int i = 1; i < 100 && !other[0]; i++) {
+        char line[32];
+        snprintf(line, sizeof line, "get s%d\r\n", i);
+        k = text(line);
+        if (ofl_kvs_key_hash(&k->pkt, L4, &h) == 0 && two[(h >> 32) % 4] != two[(h0 >> 32) % 4])
+            snprintf(other, sizeof other, "s%d", i);
+        free(k);
+    }
+    CHECK(other[0], "a key of the other shard found");
+    char dg[96];
+    snprintf(dg, sizeof dg, "get %s\r\nbogus\r\nget %s\r\n", first, other);
+    k = text(dg);
+    CHECK(ofl_kvs_keys_span(&k->pkt, L4, (uint32_t)(h0 >> 32), two, 4) == 1,
+          "a key behind a bad request on another shard spans");
+    CHECK(ofl_kvs_refuse_span(&k->pkt, L3, L4) == 0, "refused");
+    CHECK(body_is(k, "SERVER_ERROR multi-key request spans shards; use TCP or one key per "
+                     "request\r\n"
+                     "SERVER_ERROR multi-key request spans shards; use TCP or one key per "
+                     "request\r\n"
+                     "SERVER_ERROR multi-key request spans shards; use TCP or one key per "
+                     "request\r\n"),
+          "each of the three requests refused, none run");
+    free(k);
+}
+
 int main(int argc, char **argv)
 {
     int ops = argc > 1 ? atoi(argv[1]) : 20000;
@@ -1355,6 +1414,7 @@ int main(int argc, char **argv)
     test_cas_after_writeback();
     test_noncacheable();
     test_quiet();
+    test_pipelined();
     test_malformed(OFL_KVC_WRITE_THROUGH);
     test_malformed(OFL_KVC_WRITE_BACK);
     uint64_t seed = 1;

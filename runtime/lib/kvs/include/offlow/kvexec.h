@@ -91,13 +91,6 @@ int ofl_kv_exec_trusted(struct ofl_kv *kv, const struct ofl_mc_req *req,
  * -ENOMEM. */
 int ofl_kv_exec_error(const struct ofl_mc_req *req, int err, struct ofl_mc_out *out);
 
-/* Does memcached stop reading a UDP datagram after this request, whose reply is the
- * `n` bytes at `reply`? memcached 1.6 sends its answers and reads the next datagram
- * after a text get/gets/gat/gats, stats or mn, and after a binary NOOP, STAT, QUIT
- * or error reply (status not OK, no key): the requests after it in the datagram get
- * no answer. */
-int ofl_kv_udp_stops(const struct ofl_mc_req *req, const uint8_t *reply, size_t n);
-
 /* Append memcached's out-of-memory answer to `req`: when its bytes could not be
  * buffered (`storing`): "SERVER_ERROR out of memory storing object"; when its reply
  * could not be built: "SERVER_ERROR out of memory writing get response" for a get,
@@ -114,8 +107,8 @@ struct ofl_kv_udp_counts {
 };
 
 /* Run every request of one UDP datagram (`len` bytes: the 8-byte frame header, then
- * requests, up to one after which memcached stops: ofl_kv_udp_stops) against `kv`,
- * appending the replies (without a frame header) to `out`.
+ * requests, every one run in order as memcached 1.6 runs them; a quit ends it) against
+ * `kv`, appending the replies (without a frame header) to `out`.
  * Returns the datagram's request id (>= 0) when it was run, even if it produced no
  * reply, or -EINVAL when it was dropped (counted in `c`). */
 int ofl_kv_exec_udp(struct ofl_kv *kv, const uint8_t *dgram, size_t len,

@@ -25,16 +25,16 @@ int ofl_kvs_key_hash(const struct ofl_pkt *pkt, uint32_t l4_off, uint64_t *hash)
  * datagram without a key), `shard_of` the shard of each of the `instances` instances
  * (a key of hash h is held by shard_of[(h >> 32) % instances]). Every key of every
  * request is looked at (a multi-key get's, a meta command's decoded key; a request
- * that does not parse ends the walk). Returns 1 (a key of another shard), 0 (every
+ * that does not parse is stepped over as the store steps over it, the datagram's end
+ * inside a request or a fatal error ends the walk). Returns 1 (a key of another shard), 0 (every
  * key on the steered one), or -EINVAL (not a memcached datagram). */
 int ofl_kvs_keys_span(const struct ofl_pkt *pkt, uint32_t l4_off, uint32_t steer,
                       const uint8_t *shard_of, uint32_t instances);
 
 /* Turn the datagram of `pkt` into memcached's error replies for requests that would
- * need several shards (ofl_kvs_keys_span), none of them run: one for each request
- * memcached would answer (up to the first after which it stops reading the datagram,
- * ofl_kv_udp_stops: a text get, a binary error; or the first that does not parse),
- * text "SERVER_ERROR multi-key request spans shards; use TCP or one key per request",
+ * need several shards (ofl_kvs_keys_span), none of them run: one for each request of
+ * the datagram, as memcached 1.6 answers each (up to where the store stops: the
+ * datagram's end inside a request, a fatal error), text "SERVER_ERROR multi-key request spans shards; use TCP or one key per request",
  * binary status ETMPFAIL with the request's opcode and opaque; framed and addressed
  * as ofl_kvs_reply's replies. When they do not all fit the packet, the first one
  * alone. Returns 0, or a negative error (not a memcached datagram, no room). */
