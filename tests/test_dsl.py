@@ -57,6 +57,25 @@ def test_missing_parameter_is_an_error() -> None:
         P("p")
 
 
+@pytest.mark.parametrize(("attr", "value", "said"), [
+    ("drops", ("over_budget", "discard_port"), r"`drops` must map each name to a string, "
+     r"e\.g\. drops = \{\"over_limit\""),
+    ("tables", "spent", r"`tables` must be a tuple of names.*write \('spent',\)"),
+    ("params", ("limit",), r"`params` must map each name to a string"),
+    ("fields", {"hits": int}, r"`fields` must map each name to a string"),
+    ("includes", "offlow/lso_nic.h", r"`includes` must be a tuple of names"),
+])
+def test_a_declaration_of_the_wrong_shape_is_one_error_naming_it(attr: str, value: object,
+                                                                  said: str) -> None:
+    """A user's element whose class declares `drops` as a tuple of reasons (not what each
+    means), or a one-name `tables` without its comma (a string), gets one error naming
+    the element and the declaration, not a traceback from the compiler (drops) or
+    "needs `s`, `p`, ..." (a string's letters taken for table names)."""
+    mine = type("Mine", (Element,), {attr: value, "body": "EMIT(out);"})
+    with pytest.raises(OfflowError, match=r"element `m` \(Mine\): " + said):
+        mine("m")
+
+
 def test_field_declared_with_two_types_is_an_error() -> None:
     class Other(Element):
         fields = {"a": "uint16_t"}

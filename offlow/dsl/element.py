@@ -125,6 +125,9 @@ class Element:
         self.param_values: dict[str, Any] = {}
         self.table_refs: dict[str, Shared | SharedMap | Table] = {}
         self.links: dict[str, PortRef] = {}
+        wrong = _declaration_error(self)
+        if wrong:
+            raise OfflowError(f"element `{self.name}` ({type(self).__name__}): {wrong}")
         for what, ports in (("inputs", self.inputs), ("outputs", self.outputs)):
             bad = [p for p in ports if not isinstance(p, Port)]
             if bad:
@@ -195,6 +198,33 @@ class Element:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"
+
+
+# What each declaration that names things maps or lists, with an example for the error.
+_MAPPINGS = {"fields": '{"hits": "uint32_t"}', "params": '{"limit": "uint32_t"}',
+             "drops": '{"over_limit": "what the reason means"}',
+             "field_docs": '{"hits": "what the field holds"}'}
+_NAME_LISTS = {"tables": '("counts",)', "includes": '("offlow/lso_nic.h",)'}
+
+
+def _declaration_error(el: Element) -> str | None:
+    """What is wrong with the class attributes an element declares, if anything: a
+    tuple of reasons where `drops` maps each reason to its meaning, one string where
+    `tables` lists names (``("counts")`` is a string, not a tuple), and the like."""
+    for attr, example in _MAPPINGS.items():
+        v = getattr(el, attr)
+        if not (isinstance(v, Mapping) and all(isinstance(k, str) and isinstance(x, str)
+                                               for k, x in v.items())):
+            return (f"`{attr}` must map each name to a string, e.g. {attr} = {example}; "
+                    f"got {v!r}")
+    for attr, example in _NAME_LISTS.items():
+        v = getattr(el, attr)
+        if isinstance(v, str) or not (isinstance(v, tuple | list)
+                                      and all(isinstance(x, str) for x in v)):
+            hint = f" (write ({v!r},): a one-name tuple needs its comma)" if isinstance(
+                v, str) else ""
+            return f"`{attr}` must be a tuple of names, e.g. {attr} = {example}; got {v!r}{hint}"
+    return None
 
 
 class Source(Element):
