@@ -233,6 +233,34 @@ def test_a_verifier_refusal_names_the_element_and_its_body_line() -> None:
     assert "processed" not in msg and "BEGIN PROG LOAD LOG" not in msg  # not the raw log
 
 
+class Buckets(EthToEth):
+    """A user's per-source byte count in buckets: the bucket is a hash of the source
+    address modulo the table's size (MASK: masked instead)."""
+
+    tables = ("spent",)
+    params = {"mask": "uint32_t"}
+    body = r"""
+    uint32_t src = ofl_get_be32(pkt->data + 26);   /* IPv4 source, if it is one */
+    uint32_t b = src * 2654435761u;
+    b = mask ? (b & mask) : b % 509u;              // 509: a prime, the textbook size
+    spent[b] += pkt->len;
+    """
+
+
+@needs_bpf
+def test_a_table_index_the_verifier_cannot_bound_is_said_with_the_mask_that_can() -> None:
+    """`% 509` (clang compiles it to multiplications the verifier cannot bound) is refused
+    naming the line and saying to mask the index; the same element masked builds."""
+    with pytest.raises(OfflowError) as err:
+        build(_one_segment(Buckets("buckets", mask=0, spent=Shared("spent", "uint64_t", 509))))
+    msg = str(err.value)
+    assert msg.startswith("element `buckets` (Buckets), body line 4 (") and \
+        "`spent[b] += pkt->len;`): the kernel's verifier refused" in msg, msg
+    assert "every table index (a mask: `i & 511` on a table of 512 entries" in msg, msg
+    b = build(_one_segment(Buckets("buckets", mask=511, spent=Shared("spent", "uint64_t", 512))))
+    assert "xdp" in b.binaries
+
+
 def test_a_shared_array_used_on_xdp_and_on_another_device_is_refused() -> None:
     """In XDP the array is a BPF map: the host's copy in the window would count apart."""
     def split(device: str) -> Program:

@@ -71,7 +71,10 @@ def explain_rejection(g: Graph, segment: str, log_text: str) -> str:
             f"`{text}`): "
             f"the kernel's verifier refused segment `{segment}`'s XDP program: {reason}; "
             "bound every packet offset the line uses (a 16-bit value or a compare with a "
-            "constant) or place the segment on another device")
+            "constant) and every table index (a mask: `i & 511` on a table of 512 "
+            "entries; clang turns `i % N`, and a compare it proves redundant after it, "
+            "into arithmetic the verifier cannot bound) or place the segment on another "
+            "device")
 
 
 def explain_undeclared(g: Graph, segment: str, compiler_text: str) -> str | None:
