@@ -10,6 +10,7 @@ from offlow.codegen.vector import VEC_MAX
 from offlow.codegen.xsk import Crossing, crossings
 from offlow.ir import Graph, SharedTable
 from offlow.plan import Plan, QueuePlan
+from offlow.races import lost_updates
 
 
 def explain(plan: Plan) -> str:
@@ -114,6 +115,9 @@ def explain(plan: Plan) -> str:
         lines += ["", "control channels (offlow ctl WINDOW, attach(WINDOW).tables: "
                   "docs/control.md):"]
         lines += [f"  ctl.{t.name}: table {t.name}, served on {t.ctl}" for t in controlled]
+    lost = lost_updates(plan)
+    if lost:
+        lines += ["", "warnings:", *(f"  {w}" for w in lost)]
     return "\n".join(lines)
 
 

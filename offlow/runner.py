@@ -37,6 +37,7 @@ from offlow.kvs.front import Front, build_front
 from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
 from offlow.planner.profile import dilation
 from offlow.planner.profile import load as load_profile
+from offlow.races import lost_updates
 from offlow.reload import description_path, write_description
 from offlow.targets import xdp
 from offlow.targets.base import Part
@@ -795,13 +796,13 @@ def _signal_name(n: int) -> str:
 
 
 def run(b: Build, o: RunOptions, progress: bool = False) -> RunResult:
-    """Run a built program to completion."""
-    warning = oversubscription(b, o)
-    if warning:
-        print(f"offlow: warning: {warning}", file=sys.stderr)
+    """Run a built program to completion (warnings first: oversubscribed CPUs, shared
+    arrays whose plain updates run on several threads at once)."""
+    warnings = [w for w in (oversubscription(b, o), *lost_updates(b.plan)) if w]
+    for w in warnings:
+        print(f"offlow: warning: {w}", file=sys.stderr)
     r = Run(b, o, progress)
     r.start()
     res = r.wait()
-    if warning:
-        res.warnings.append(warning)
+    res.warnings += warnings
     return res

@@ -50,6 +50,22 @@ def test_an_atomic_adds_value_used_is_a_read_and_its_builtin_stays_atomic() -> N
                                 ("__atomic_fetch_sub", "")}
 
 
+def test_plain_read_modify_writes_are_listed_wherever_they_stand() -> None:
+    """What two cores at once would lose: a compound assignment or ++/-- on an element,
+    as a statement or inside an expression; not an add builtin, a plain store or a read."""
+    for body in ("hits[state->k & 3u] += 1;", "hits[0]++;", "--hits[1];", "*hits -= 2;",
+                 "hits[0] |= 4u;", "hits[1] <<= 1;",
+                 "if (++hits[0] > 3000u) DROP();",            # its value used
+                 "state->k = (uint8_t)(hits[2] += pkt->len);",
+                 "for (int i = 0; i < 2; i++) { hits[i] *= 2u; }"):
+        assert _use(body).plain_updates == {"hits"}, body
+    for body in ("__atomic_fetch_add(&hits[0], 1, __ATOMIC_RELAXED);",
+                 "__sync_fetch_and_add(&hits[1], 2);", "hits[0] = 1;",
+                 "if (hits[0] > 3) DROP();", "state->k += (uint8_t)hits[0];",
+                 "{ int bytes_ = 0; bytes_++; (void)bytes_; }"):
+        assert _use(body).plain_updates == frozenset(), body
+
+
 # Statements on `hits`: (C, whether it only adds to it).
 _FORMS = [("hits[{i}] += {v};", True), ("hits[{i}]++;", True), ("--hits[{i}];", True),
           ("*hits -= {v};", True), ("__sync_fetch_and_add(&hits[{i}], {v});", True),

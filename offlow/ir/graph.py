@@ -32,6 +32,8 @@ class BodyFacts:
     # each add builtin they call with the local it adds to ("": something else)
     adds_only: frozenset[str] = frozenset()
     atomic_adds: frozenset[tuple[str, str]] = frozenset()
+    # the locals of the shared arrays its bodies update with a plain read-modify-write
+    plain_updates: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -79,11 +79,13 @@ def _facts(one: BodyInfo | None, batch: BodyInfo | None) -> BodyFacts:
 
 def _adds(*bodies: BodyInfo | None) -> dict[str, Any]:
     """The shared arrays the element's bodies only add to: added to in one, used
-    otherwise in none; and every add builtin they call."""
+    otherwise in none; every add builtin they call; the arrays any of them updates
+    with a plain read-modify-write."""
     got = [b for b in bodies if b is not None]
     other = frozenset().union(*(b.table_other for b in got))
     return {"adds_only": frozenset().union(*(b.adds_only for b in got)) - other,
-            "atomic_adds": frozenset().union(*(b.atomic_adds for b in got))}
+            "atomic_adds": frozenset().union(*(b.atomic_adds for b in got)),
+            "plain_updates": frozenset().union(*(b.plain_updates for b in got))}
 
 
 def _written(n: Node, batch: bool = False) -> dict[str, Any]:

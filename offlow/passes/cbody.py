@@ -48,6 +48,7 @@ class BodyInfo:
     adds_only: frozenset[str] = frozenset()  # shared arrays it only adds to (tableuse.py)
     table_other: frozenset[str] = frozenset()  # shared arrays it uses otherwise
     atomic_adds: frozenset[tuple[str, str]] = frozenset()  # (add builtin, array or "")
+    plain_updates: frozenset[str] = frozenset()  # arrays it read-modify-writes (tableuse.py)
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -401,4 +402,5 @@ def analyze_body(
         adds_only=use.adds_only,
         table_other=use.other,
         atomic_adds=use.atomic_adds,
+        plain_updates=use.plain_updates,
     )

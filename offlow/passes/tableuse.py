@@ -6,6 +6,10 @@ may be kept as one copy per CPU and summed when read (the xdp target's per-CPU a
 maps: offlow/codegen/bpf.py); any other use (a read, a plain store, an address taken,
 an add whose result is used, a local of the same name) keeps it one shared copy.
 
+It also lists the arrays the body updates with a plain read-modify-write (`t[i] += v`,
+`t[i]++`, `t[i] |= m`, in any place): two cores running such an update at once lose
+one of them (offlow/races.py warns), where an add builtin does not.
+
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
 from __future__ import annotations
@@ -17,16 +21,20 @@ from pycparser import c_ast
 
 from offlow.ir.types import ADD_BUILTINS
 
+_STEPS = ("++", "--", "p++", "p--")  # pycparser's ops of ++x, --x, x++, x--
+
 
 @dataclass(frozen=True)
 class TableUse:
     """`adds_only`: the table locals every use of which adds to an element; `other`:
     those used otherwise; `atomic_adds`: each add builtin the body calls, with the
-    table local it adds to ("" for anything else)."""
+    table local it adds to ("" for anything else); `plain_updates`: the table locals
+    an element of which the body updates with a plain read-modify-write."""
 
     adds_only: frozenset[str]
     other: frozenset[str]
     atomic_adds: frozenset[tuple[str, str]]
+    plain_updates: frozenset[str] = frozenset()
 
 
 def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str]) -> TableUse:
@@ -34,7 +42,8 @@ def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str]) -> TableUse:
     w = _Uses(frozenset(tables))
     for s in stmts:
         w.statement(s)
-    return TableUse(frozenset(w.added - w.other), frozenset(w.other), frozenset(w.atomics))
+    return TableUse(frozenset(w.added - w.other), frozenset(w.other), frozenset(w.atomics),
+                    frozenset(w.plain))
 
 
 class _Uses(c_ast.NodeVisitor):
@@ -46,6 +55,7 @@ class _Uses(c_ast.NodeVisitor):
         self.added: set[str] = set()
         self.other: set[str] = set()
         self.atomics: set[tuple[str, str]] = set()
+        self.plain: set[str] = set()
 
     def statement(self, node: c_ast.Node | None) -> None:
         """A node in a place where its value is discarded."""
@@ -74,9 +84,12 @@ class _Uses(c_ast.NodeVisitor):
         if isinstance(node, c_ast.Assignment) and node.op in ("+=", "-="):
             t = self._element(node.lvalue)
             if t is not None:
+                self.plain.add(t)
                 self.visit(node.rvalue)
-        elif isinstance(node, c_ast.UnaryOp) and node.op in ("++", "--", "p++", "p--"):
+        elif isinstance(node, c_ast.UnaryOp) and node.op in _STEPS:
             t = self._element(node.expr)
+            if t is not None:
+                self.plain.add(t)
         elif (isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID)
               and node.name.name in ADD_BUILTINS and node.args is not None
               and len(node.args.exprs) >= 2):
@@ -129,6 +142,27 @@ class _Uses(c_ast.NodeVisitor):
         self.statement(node.stmt)
 
     # Expressions: a table named here is used otherwise than added to.
+    def visit_Assignment(self, node: c_ast.Assignment) -> None:
+        if node.op != "=":
+            self._plain(node.lvalue)
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: c_ast.UnaryOp) -> None:
+        if node.op in _STEPS:
+            self._plain(node.expr)
+        self.generic_visit(node)
+
+    def _plain(self, lv: c_ast.Node) -> None:
+        """Record a read-modify-write of `lv` when it is a table's element."""
+        if isinstance(lv, c_ast.ArrayRef) and isinstance(lv.name, c_ast.ID):
+            name = lv.name.name
+        elif isinstance(lv, c_ast.UnaryOp) and lv.op == "*" and isinstance(lv.expr, c_ast.ID):
+            name = lv.expr.name
+        else:
+            return
+        if name in self.tables:
+            self.plain.add(name)
+
     def visit_ID(self, node: c_ast.ID) -> None:
         if node.name in self.tables:
             self.other.add(node.name)

@@ -26,9 +26,9 @@ class Record(Element):
     if (owner[state->key] == 0)
         owner[state->key] = me;
     else if (owner[state->key] != me)
-        bad[0]++;
+        __atomic_fetch_add(&bad[0], 1, __ATOMIC_RELAXED);   /* three cores add */
     if (state->seq < last[state->key])
-        bad[1]++;
+        __atomic_fetch_add(&bad[1], 1, __ATOMIC_RELAXED);
     last[state->key] = state->seq + 1;
     """
 
