@@ -7,7 +7,10 @@ devices over channels by name, stop it.
     print(s.result.ok)
 
 The processes run with --serve: after their packets they keep serving channels
-until the session ends (or one of them fails).
+until the session ends (or one of them fails). Leaving the block ends a run whose
+sources would not end by themselves (a UDP or TCP port, a packet port, an interface)
+as Ctrl-C does: the sources stop, the queues drain, the counts are written; a capture,
+a count or a duration is taken to its end first.
 
 A program started elsewhere (`offlow run PROGRAM --serve`, which prints its window,
 or another session's `s.window`) is attached to instead; leaving the block closes
@@ -99,6 +102,8 @@ class Session:
             self.region.set_word("stop", 1)
             self.region.close()
             self.region = None
+            if _endless(self.run.opts):  # its sources end as on Ctrl-C: queues drain
+                self.run.stop()
         else:  # the window could not be mapped: stop the processes by hand
             for p in self.run.procs.values():
                 if p.poll() is None:
@@ -111,6 +116,12 @@ class Session:
         res = self._stop()
         if exc is None and not res.ok:
             raise OfflowError("the program failed: " + "; ".join(res.errors))
+
+
+def _endless(o: RunOptions) -> bool:
+    """Whether the run's sources would not end by themselves: they serve a UDP or TCP
+    port, a packet port or an interface (a capture, a count or a duration ends)."""
+    return o.udp_port is not None or o.tcp_port is not None or bool(o.ports) or bool(o.iface)
 
 
 def _open(region: Region, name: str, what: str, names: list[str]) -> Channel:

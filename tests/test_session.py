@@ -131,3 +131,13 @@ def test_a_program_without_channels_or_tables_has_no_session() -> None:
     p.segment("only", [src, out], device="host", cores=[0])
     with pytest.raises(OfflowError, match="has no channels and no tables"):
         session(p)
+
+
+def test_leaving_a_session_over_a_udp_port_ends_the_run_as_ctrl_c_does() -> None:
+    """A UDP port's source never ends by itself: leaving the block stops it, the run
+    ends ok with its counts written (it waited out its timeout and failed, "run timed
+    out")."""
+    with session(load_program(ECHO), RunOptions(udp_port=0, timeout=60)) as s:
+        assert s.channel("echo").request(b"abc") == b"cba"
+    assert s.result is not None and s.result.ok, s.result.errors
+    assert s.result.stats["nic"]["tables"]["seen"] == [1]
