@@ -265,8 +265,9 @@ class Tables(Mapping[str, Table]):
 
     def __getitem__(self, name: str) -> Table:
         if name not in self._tables:
-            raise OfflowError(f"the program has no table `{name}`; tables: "
-                              f"{', '.join(self._tables) or 'none'}")
+            raise OfflowError(f"the program has no table `{name}` with a control channel; "
+                              f"tables: {', '.join(self._tables) or 'none'} (`offlow explain` "
+                              "lists the channels, and says why a table has none)")
         return self._tables[name]
 
     def __iter__(self) -> Iterator[str]:

@@ -9,7 +9,7 @@ from offlow.codegen.opencl import roi
 from offlow.codegen.vector import VEC_MAX
 from offlow.codegen.xsk import Crossing, crossings
 from offlow.ir import Graph, SharedTable
-from offlow.plan import Plan, QueuePlan
+from offlow.plan import Plan, QueuePlan, spread_copies
 from offlow.races import lost_updates
 
 
@@ -111,10 +111,14 @@ def explain(plan: Plan) -> str:
             lines.append(f"  {c.name}: served on {c.device} by {c.handler.name} "
                          f"({c.handler.cls}) on {where}")
     controlled = [t for t in g.shared if t.ctl]
-    if controlled:
+    copies = {t.name: spread_copies(g, t) for t in g.shared if not t.is_object or t.ctl_fn}
+    if controlled or any(copies.values()):
         lines += ["", "control channels (offlow ctl WINDOW, attach(WINDOW).tables: "
                   "docs/control.md):"]
         lines += [f"  ctl.{t.name}: table {t.name}, served on {t.ctl}" for t in controlled]
+        lines += [f"  {name}: none: a copy on each of {', '.join(devs)} (its segment is "
+                  "spread over them); a channel would change one copy only"
+                  for name, devs in copies.items() if devs]
     lost = lost_updates(plan)
     if lost:
         lines += ["", "warnings:", *(f"  {w}" for w in lost)]

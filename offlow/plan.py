@@ -253,8 +253,21 @@ def _controller(g: Graph, t: SharedTable, targets: Mapping[str, Placement]) -> s
     long for a channel's."""
     if (t.is_object and not t.ctl_fn) or len(CTL_CHANNEL_PREFIX + t.name) > CHANNEL_NAME_MAX:
         return ""
+    if spread_copies(g, t):  # one channel would change one copy only
+        return ""
     homes = [t.home] if t.home in targets else list(g.devices())
     return next((d for d in homes if targets[d].serves_control), "")
+
+
+def spread_copies(g: Graph, t: SharedTable) -> tuple[str, ...]:
+    """The devices that each hold a copy of table t, when a segment that uses it is
+    spread over several (offlow.passes.spread); () otherwise."""
+    for n in g.nodes:
+        if n.segment and any(ref == t.name for _, ref in n.tables):
+            s = g.segment(n.segment)
+            if len(set(s.spread)) > 1:
+                return s.devices
+    return ()
 
 
 def _travels(t: SharedTable, targets: Mapping[str, Placement], sender: str) -> bool:

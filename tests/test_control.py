@@ -307,7 +307,7 @@ def test_control_errors_leave_the_program_running(tmp_path: Path) -> None:
                                           f"routes6.path={prefixes}"))
     with session(load_program(ROUTER), opts) as s:
         tables = s.tables
-        with pytest.raises(OfflowError, match="no table `nope`; tables: "):
+        with pytest.raises(OfflowError, match="no table `nope` with a control channel; tables: "):
             tables["nope"]
         with pytest.raises(OfflowError, match="not a prefix"):
             tables["routes4"].add("10.0.0.1/8", 3)

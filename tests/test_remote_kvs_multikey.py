@@ -252,3 +252,43 @@ def test_the_spread_queue_checks_the_keys_where_the_key_was_hashed_earlier(relay
     assert "static const uint8_t shard_of[6] = {0, 1, 2, 0, 1, 2};" in host
     assert "ofl_kvs_keys_span(" in host
     assert not any("ofl_kvs_keys_span(" in c for d, c in src.items() if d != "host.c")
+
+
+def test_a_table_copied_on_each_device_of_a_spread_segment_has_no_control_channel() -> None:
+    """A user's per-shard request count (a shared array) beside the store: each device
+    holds its own copy, so one control channel would change one copy only (it was served
+    by the first device: `offlow ctl` set remote:a's copy and left remote:b's). None is
+    made; explain says why; a table of a segment that is not spread keeps its channel."""
+    from offlow import Element, Port, Program, Shared, Sink, Source
+    from offlow.build import plan_program
+    from offlow.elements import CheckIPv4, Discard, ParseEth
+    from offlow.elements.kvs import KeyHash, KvServe, kv_store
+    from offlow.explain import explain
+
+    class Tally(Element):
+        inputs = (Port("inp", "ip.v4"),)
+        outputs = (Port("out", "ip.v4"),)
+        tables = ("asked",)
+        body = "__atomic_fetch_add(&asked[0], 1, __ATOMIC_RELAXED);   /* per shard */"
+
+    def program(devices: list[str]) -> Program:
+        p = Program("tallied")
+        rx, eth, ip4, h = Source("rx"), ParseEth("eth"), CheckIPv4("v4"), KeyHash("kh")
+        t = Tally("tally", asked=Shared("asked", "uint64_t", 1))
+        kv, out, junk = KvServe("kv", store=kv_store("data")), Sink("out"), Discard("junk")
+        rx >> eth
+        eth["ipv4"] >> ip4 >> h >> t >> kv >> out
+        eth["ipv6"] >> junk
+        eth["other"] >> junk
+        p.segment("front", [rx, eth, ip4, h, junk], device="host", cores=[0])
+        p.segment("kvs", [t, kv], device="host", cores=[0])
+        p.segment("back", [out], device="host", cores=[1])
+        p.queue("front", "kvs", instances=4, steer="kv_hash", devices=devices)
+        return p
+
+    plan = plan_program(program(["remote:a", "remote:b"]))
+    assert "ctl.asked" not in plan.window_channels
+    assert ("  asked: none: a copy on each of remote:a, remote:b (its segment is spread over "
+            "them); a channel would change one copy only") in explain(plan)
+    one = plan_program(program(["remote:a"]))
+    assert "ctl.asked" in one.window_channels
