@@ -212,9 +212,9 @@ static int hand_on(struct part_chans *pc, struct part_chan *c)
 {
     struct part_item *it = c->head;
     if (!it || pc->hold || __atomic_load_n(&c->sending, __ATOMIC_ACQUIRE)) return 0;
-    if (ofl_chan_mgr_peer_state(pc->mgr, pc->region, c->id, pc->side) == -EPIPE) {
-        /* the end here closed (or its process is gone): nothing more is handed to it
-         * (a post would only be withdrawn again); each is counted once, here */
+    if (ofl_chan_mgr_peer_closed(pc->mgr, pc->region, c->id, pc->side) == 1) {
+        /* the end here closed: nothing more is handed to it (a post would only be
+         * withdrawn again); each is counted once, here */
         c->head = it->next;
         if (!c->head) c->tail = NULL;
         pc->peer_closed++;

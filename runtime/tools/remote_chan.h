@@ -101,7 +101,7 @@ void part_chans_on_msg(struct part_chans *pc, uint32_t kind, const void *hdr, si
  * when the link failed, -EBADMSG when the channels failed (pc->err): a message or bulk
  * transfer the end here refused with another error than "not now" is counted in
  * pc->dropped and fails them (never a silent loss); what comes for an end here that
- * has closed (or whose process is gone) is not handed on: counted in pc->peer_closed. */
+ * has closed is not handed on: counted in pc->peer_closed. */
 int part_chans_poll(struct part_chans *pc);
 
 /* True when the peer of every channel carried here has opened its end (the device's
