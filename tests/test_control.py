@@ -23,13 +23,13 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import dpkt
 import pytest
 
 from offlow import Handler, Program, Shared, Sink, Source
 from offlow.build import plan_program
+from offlow.channels import SIDE_B, Region
 from offlow.control import ControlError, Info, RouteChange, Table
 from offlow.dsl.loader import load_program
 from offlow.elements import Count
@@ -431,10 +431,9 @@ def test_user_array_of_odd_size_read_and_set() -> None:
         assert [tally[i] for i in range(3)] == [65535, 0, 300]
 
 
-def _late_device(region: Any, after: float) -> threading.Thread:
+def _late_device(region: Region, after: float) -> threading.Thread:
     """A device that opens its end of channel `c` `after` s from now (a remote device
     still starting on its machine) and answers one control request with status 0."""
-    from offlow.channels import SIDE_B
 
     def serve() -> None:
         time.sleep(after)
@@ -452,8 +451,6 @@ def test_a_control_request_waits_for_its_device_to_be_up(tmp_path: Path) -> None
     after 1 s answers a request with a 0.2 s timeout (it timed out before, and callers
     retried); one never up gives one clear error naming the table once the limit
     passed, not a timeout."""
-    from offlow.channels import Region
-
     region = Region.create(tmp_path / "window", ["c"])
     try:
         t = _late_device(region, 1.0)
