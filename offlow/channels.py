@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -230,6 +231,21 @@ class Channel:
                                     timeout)
         n = self._lib.check(rc, f"recv on `{self.name}`")
         return buf.raw[:n]
+
+    def wait_peer(self, timeout: float) -> bool:
+        """Wait until the other end is open (the device that serves this channel has
+        started: a remote one starts on its machine after the run's start): True, or
+        False once `timeout` s have passed; an other end that closed, or whose process
+        is gone, raises ChannelError (EPIPE)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self._lib.c.ofl_chan_peer_state(self._end)
+            if state == 1:
+                return True
+            self._lib.check(state, f"channel `{self.name}`")  # (raises when negative)
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.005)
 
     def try_send(self, msg: bytes | bytearray | memoryview) -> bool:
         """Direct message without waiting: True once the device took it, False when

@@ -86,18 +86,40 @@ def route_message(op: str, prefix: str, hop: int | None = None) -> bytes:
     return b"a" + bytes([net.prefixlen]) + struct.pack("<H", hop) + addr
 
 
+# How long a table's first request waits for its device to serve the control channel
+# (a remote device starts on its machine after the run's start; a nic one at once).
+UP_WAIT_S = 60.0
+
+
 class Table:
     """One table of a running program, through its control channel."""
 
-    def __init__(self, name: str, channel: Callable[[], Channel]) -> None:
+    def __init__(self, name: str, channel: Callable[[], Channel],
+                 up_wait: float = UP_WAIT_S) -> None:
         self.name = name
         self._channel = channel
         self._info: Info | None = None
+        self._up_wait = up_wait
+        self._up = False
+
+    def _served(self) -> Channel:
+        """The control channel, once its device serves it (waited for once, at most
+        `up_wait` s: then a clear error, not a request's timeout)."""
+        ch = self._channel()
+        if not self._up:
+            if not ch.wait_peer(self._up_wait):
+                raise OfflowError(f"table `{self.name}`: its device is not up yet (it has "
+                                  f"not served the table's control channel within "
+                                  f"{self._up_wait:g} s: a remote device still starting on "
+                                  "its machine, or one whose serve-device is not running?)")
+            self._up = True
+        return ch
 
     def request(self, msg: bytes, timeout: float = 5.0) -> bytes:
         """Send one control message and return the reply's payload, or raise
-        ControlError with the table's reason."""
-        reply = self._channel().request(msg, timeout)
+        ControlError with the table's reason. The first waits for the table's device
+        to be up (UP_WAIT_S)."""
+        reply = self._served().request(msg, timeout)
         if len(reply) < 4:
             raise OfflowError(f"table `{self.name}`: a reply of {len(reply)} bytes")
         (status,) = struct.unpack_from("<i", reply)

@@ -87,12 +87,18 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
             for k2, n in v.items():
                 acc[k2] = n if isinstance(n, str) else acc.get(k2, 0) + n  # "error": text
     links = {dev: v["link"] for dev, v in stats.items() if "link" in v}
+    # answers a device's channel handlers posted that the host never took, withdrawn at
+    # the device's stop (a remote device's are in its link's chan_from_device)
+    channels = {dev: {"withdrawn": int(v["chan_withdrawn"])} for dev, v in stats.items()
+                if v.get("chan_withdrawn") and "link" not in v}
     out = {"program": g.name, "mtu": g.mtu, "mtu_why": g.mtu_why, "segments": segments,
            "queues": queues, "elements": elements, "sources": sources, "sinks": sinks,
            "tables": tables,
            "accounting": account(g, sources, elements, queues, sinks, links)}
     if links:
         out["links"] = links
+    if channels:
+        out["channels"] = channels
     return out
 
 
@@ -285,4 +291,7 @@ def format_summary(s: dict[str, Any]) -> str:
     for dev, v in s.get("links", {}).items():
         if any(v.values()):  # (a clean run's link delivered everything: no line)
             parts.append(f"link {dev}: not delivered: " + _counters(v))
+    for dev, v in s.get("channels", {}).items():
+        parts.append(f"channels {dev}: {v['withdrawn']} answer(s) never taken by the host "
+                     "(withdrawn at the device's stop)")
     return "\n\n".join(parts)

@@ -27,11 +27,12 @@ def flag_sets(sanitize: bool) -> tuple[str, ...]:
 
 
 def build_c(sources: Sequence[Path], name: str, libs: Sequence[str] = ("core",),
-            sanitize: bool = False, link: Sequence[str] = ()) -> Path:
-    """Compile `sources` with runtime libraries `libs` (cached by content hash); return
-    the executable."""
+            sanitize: bool = False, link: Sequence[str] = (),
+            includes: Sequence[Path] = ()) -> Path:
+    """Compile `sources` with runtime libraries `libs` (cached by content hash), headers
+    also from `includes`; return the executable."""
     return cbuild.build_exe(f"ctest-{name}-{'asan' if sanitize else 'plain'}", sources, libs,
-                            flag_sets(sanitize), includes=[C_TESTS], link=link)
+                            flag_sets(sanitize), includes=[C_TESTS, *includes], link=link)
 
 
 def run_c(exe: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -26,6 +26,7 @@ def test_chan_program(sanitize: bool) -> None:
                    "2 manager threads, 64 host threads", "managed sends: 7 channels at once",
                    "stopping the manager ends the waiting send", "stress, side A: 256 channels",
                    "try: B killed in recv: try_send Broken pipe",
+                   "a 0-byte message arriving with the abort is received",
                    "hop: the next request waits while the answer to the first is untaken",
                    "hop: the relay's stop counts its request never taken",
                    "hop: the device's answer its peer never took is counted",

@@ -241,3 +241,33 @@ def test_blocking_calls_cost_no_cpu_while_the_device_idles_and_ctrl_c_ends_them(
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_an_empty_answer_arriving_as_a_signal_wakes_the_receive_is_received(
+        region: Region) -> None:
+    """The device's zero-length answer is posted and a signal (its handler returns)
+    wakes the host's waiting `recv` at once: the look after the wait takes the answer,
+    and `recv` returns b"" (issue 28: its length 0 read as "no message", the receive
+    waited on, and the answer was lost: the remote echo test's first request, about one
+    run in ten). Three rounds."""
+    import ctypes
+
+    host, dev = region.channel("a"), region.channel("a", SIDE_B)
+    post = dev._lib.c.ofl_chan_post  # (no Python API posts without waiting)
+    post.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    post.restype = ctypes.c_int
+    old = signal.signal(signal.SIGUSR1, lambda s, f: None)
+    try:
+        for _ in range(3):
+            def answer() -> int:
+                time.sleep(0.3)  # the host's recv naps by then
+                rc = post(ctypes.addressof(dev._end), b"", 0)
+                # caught on this thread: the host's wait sees the wakeup fd readable
+                signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+                return int(rc)
+            t, out = in_thread(answer)
+            assert host.recv(timeout=10) == b""
+            t.join()
+            assert out.get("value") == 0, out
+    finally:
+        signal.signal(signal.SIGUSR1, old)

@@ -17,8 +17,10 @@ from __future__ import annotations
 import ipaddress
 import random
 import signal
+import struct
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,6 +30,7 @@ import pytest
 
 from offlow import Handler, Program, Shared, Sink, Source
 from offlow.build import plan_program
+from offlow.channels import SIDE_B, Region
 from offlow.control import ControlError, Info, RouteChange, Table
 from offlow.dsl.loader import load_program
 from offlow.elements import Count
@@ -437,3 +440,40 @@ def test_user_array_of_odd_size_read_and_set() -> None:
         with pytest.raises(OfflowError, match="65536 does not fit its 2-byte elements"):
             tally[1] = 65536
         assert [tally[i] for i in range(3)] == [65535, 0, 300]
+
+
+def _late_device(region: Region, after: float) -> threading.Thread:
+    """A device that opens its end of channel `c` `after` s from now (a remote device
+    still starting on its machine) and answers one control request with status 0."""
+
+    def serve() -> None:
+        time.sleep(after)
+        dev = region.channel("c", SIDE_B)
+        dev.recv(timeout=30)
+        dev.send(struct.pack("<i", 0) + b"up", timeout=30)
+    t = threading.Thread(target=serve)
+    t.start()
+    return t
+
+
+def test_a_control_request_waits_for_its_device_to_be_up(tmp_path: Path) -> None:
+    """A table's first request made before its device serves the control channel waits
+    for the device (up to UP_WAIT_S), not inside the request's own timeout: a device up
+    after 1 s answers a request with a 0.2 s timeout (it timed out before, and callers
+    retried); one never up gives one clear error naming the table once the limit
+    passed, not a timeout."""
+    region = Region.create(tmp_path / "window", ["c"])
+    try:
+        t = _late_device(region, 1.0)
+        assert Table("routes", lambda: region.channel("c")).request(b"i", timeout=0.2) == b"up"
+        t.join()
+    finally:
+        region.close()
+    region = Region.create(tmp_path / "window2", ["c"])
+    try:
+        with pytest.raises(OfflowError, match=r"^table `routes`: its device is not up yet \(it "
+                                              r"has not served the table's control channel "
+                                              r"within 0\.3 s"):
+            Table("routes", lambda: region.channel("c"), up_wait=0.3).info()
+    finally:
+        region.close()

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.ctools import build_c, lib_test, run_c
+from offlow import cbuild
+from tests.ctools import C_TESTS, build_c, lib_test, run_c
 
 SECRET = b"a shared secret of the test, 40 bytes.."
 
@@ -25,6 +26,19 @@ def test_remote_c(sanitize: bool) -> None:
     res = run_c(exe, timeout=300)
     assert res.returncode == 0 and "0 failure(s)" in res.stdout, (
         f"test_remote exited {res.returncode}\n{res.stdout}\n{res.stderr}")
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_remote_chan_c(sanitize: bool) -> None:
+    """The relay's channels without a link (tests/c/test_remote_chan.c): handed on in
+    order; once the local end closed, nothing more is handed to it, each counted once."""
+    tools = cbuild.RUNTIME / "tools"
+    exe = build_c([C_TESTS / "test_remote_chan.c", tools / "remote_chan.c"],
+                  "test_remote_chan", ["remote"], sanitize, includes=[tools])
+    res = run_c(exe, timeout=120)
+    assert res.returncode == 0 and "0 failure(s)" in res.stdout, (
+        f"test_remote_chan exited {res.returncode}\n{res.stdout}\n{res.stderr}")
+    assert "closed end: nothing more handed on, the three counted once" in res.stdout
 
 
 def _start(procs: list[subprocess.Popen[str]], ns: str, exe: Path,

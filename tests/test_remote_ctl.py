@@ -10,13 +10,10 @@ import json
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from offlow.channels import ChannelTimeout
-from offlow.control import Info, Table
 from offlow.dsl import Program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -38,18 +35,6 @@ from tests.test_remote import secret_file, serve, start
 
 pytestmark = pytest.mark.skipif(remote.TARGET.unusable() is not None,
                                 reason=f"remote: {remote.TARGET.unusable()}")
-
-
-def _first_answer(routes: Table) -> Info:
-    """The table's info once the device answers (it starts on its machine after the
-    run's start: a request before that waits, up to its timeout)."""
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            return routes.info()
-        except ChannelTimeout:
-            if time.monotonic() > deadline:
-                raise
 
 
 def test_routes_added_and_deleted_on_a_remote_device_while_it_forwards(
@@ -74,7 +59,7 @@ def test_routes_added_and_deleted_on_a_remote_device_while_it_forwards(
     prog.apply_setting("route.device=remote:r1")
     with session(prog, opts) as s:
         routes = s.tables["routes4"]
-        before = _first_answer(routes)
+        before = routes.info()   # (waits for the device, which starts after the run)
         info = apply_log(routes, log)
         s.wait_drained(timeout=120)
     assert s.result is not None and s.result.ok, s.result
@@ -112,7 +97,7 @@ def test_routes_changed_on_a_remote_device_in_another_namespace(
     assert window, p.communicate()
     with attach(window) as a:
         routes = a.tables["routes4"]
-        before = _first_answer(routes)
+        before = routes.info()   # (waits for the device, which starts after the run)
         info = apply_log(routes, log)
     p.send_signal(signal.SIGINT)
     o, err = p.communicate(timeout=120)

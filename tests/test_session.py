@@ -4,6 +4,7 @@ messages answered by a device handler, and the errors a host program can meet.""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import time
@@ -37,6 +38,37 @@ def test_messages_are_answered_by_the_device_handler() -> None:
         assert ch.request(b"ok") == b"ko"
     assert s.result is not None and s.result.ok
     assert s.result.stats["nic"]["tables"]["seen"] == [4]
+
+
+@pytest.mark.parametrize("untaken", [0, 1])
+def test_answers_the_host_never_took_are_in_the_report(untaken: int) -> None:
+    """The host takes the answer to its first message and, when asked, leaves the
+    answer to its second untaken before the session stops: the device withdraws it at
+    its stop and the report counts it (`channels`, the text report's line), so the
+    messages the handler answered = the answers taken + the ones counted; a run whose
+    answers were all taken has no such section."""
+    import jsonschema
+
+    from offlow.report import format_summary, summarize
+    with session(load_program(ECHO), RunOptions(count=10)) as s:
+        ch = s.channel("echo")
+        assert ch.request(b"ab", timeout=60) == b"ba"
+        ch.send(b"cd", timeout=60)   # taken by the device: its handler answers at once
+        if not untaken:
+            assert ch.recv(timeout=60) == b"dc"
+    assert s.result is not None and s.result.ok
+    summary = summarize(s.build.plan, s.result.stats)
+    schema = json.loads((Path(__file__).resolve().parent.parent / "docs" /
+                         "run-result.schema.json").read_text())
+    jsonschema.validate({**summary, "ok": True, "errors": [], "warnings": [],
+                         "interrupted": False}, schema)
+    seen = s.result.stats["nic"]["tables"]["seen"][0]
+    taken = 2 - untaken
+    assert seen == 2 and seen == taken + summary.get("channels", {}).get(
+        "nic", {}).get("withdrawn", 0)
+    assert ("channels" in summary) == bool(untaken)
+    assert ("channels nic: 1 answer(s) never taken by the host" in format_summary(summary)) \
+        == bool(untaken)
 
 
 def test_a_handler_answers_in_bulk() -> None:

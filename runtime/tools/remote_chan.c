@@ -212,6 +212,15 @@ static int hand_on(struct part_chans *pc, struct part_chan *c)
 {
     struct part_item *it = c->head;
     if (!it || pc->hold || __atomic_load_n(&c->sending, __ATOMIC_ACQUIRE)) return 0;
+    if (ofl_chan_mgr_peer_closed(pc->mgr, pc->region, c->id, pc->side) == 1) {
+        /* the end here closed: nothing more is handed to it (a post would only be
+         * withdrawn again); each is counted once, here */
+        c->head = it->next;
+        if (!c->head) c->tail = NULL;
+        pc->peer_closed++;
+        part_item_free(it);
+        return 1;
+    }
     int rc;
     if (it->bulk) {
         if (!ofl_chan_mgr_post_done(pc->mgr, pc->region, c->id, pc->side)) return 0;

@@ -75,6 +75,8 @@ struct part_chans {
     uint64_t posts;                  /* direct messages handed on here (tries that ended) */
     uint64_t msgs_out, msgs_in, bulk_out, bulk_in, bytes_out, bytes_in;
     uint64_t dropped;                /* what came that the end here could not take */
+    uint64_t peer_closed;            /* what came after the end here had closed: never
+                                        handed on */
     uint64_t stop_unhanded;          /* at the stop: what had come and was not handed on */
     uint64_t stop_unsent;            /* at the stop: what was taken here and not sent */
     uint64_t untaken;                /* handed on here, never taken by the end here: a
@@ -98,7 +100,8 @@ void part_chans_on_msg(struct part_chans *pc, uint32_t kind, const void *hdr, si
 /* Send what was taken here, hand on what came. Returns the items moved (>= 0), -EPIPE
  * when the link failed, -EBADMSG when the channels failed (pc->err): a message or bulk
  * transfer the end here refused with another error than "not now" is counted in
- * pc->dropped and fails them (never a silent loss). */
+ * pc->dropped and fails them (never a silent loss); what comes for an end here that
+ * has closed is not handed on: counted in pc->peer_closed. */
 int part_chans_poll(struct part_chans *pc);
 
 /* True when the peer of every channel carried here has opened its end (the device's

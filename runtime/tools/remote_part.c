@@ -133,7 +133,8 @@ struct part_drops part_end(struct part *p)
     }
     const struct part_chans *c = &p->chans;
     return (struct part_drops){part_undelivered(p),
-                               c->dropped + c->stop_unhanded + c->untaken, c->stop_unsent,
+                               c->dropped + c->peer_closed + c->stop_unhanded + c->untaken,
+                               c->stop_unsent,
                                p->link ? ofl_link_lost_sends(p->link) : 0};
 }
 

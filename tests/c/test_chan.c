@@ -413,6 +413,40 @@ static void test_try_and_timeouts(void)
     region_free(&r);
 }
 
+/* A message that arrives as a receive's wait ends (its deadline, the abort word, an
+ * interrupt) is still that receive's, a zero-length one too (issue 28: the host's
+ * first try of a receive, 200 us, ended as a remote device's empty answer came; the
+ * look after the wait took it, and its length 0 read as "nothing": the receive waited
+ * on and the answer was lost, uncounted). Here the receiver naps (idle for 50 ms), a
+ * message and the abort word come together: the nap ends with the abort, and the look
+ * after it takes the message. Several rounds, each message kind. */
+static void test_message_at_a_wait_end(void)
+{
+    struct region r = region_new(1);
+    int id = ofl_chan_create(r.mem, "late");
+    for (int i = 0; i < 8; i++) {
+        uint32_t abort_word = 0;
+        size_t len = (size_t)(i & 1);   /* zero-length, then one byte */
+        struct ofl_chan_end a, b;
+        CHECK(ofl_chan_open(&a, r.mem, (uint32_t)id, OFL_CHAN_A, &abort_word) == 0 &&
+                  ofl_chan_open(&b, r.mem, (uint32_t)id, OFL_CHAN_B, NULL) == 0,
+              "wait end %d: open", i);
+        struct recv_arg ra = {.e = &a, .timeout = LONG_WAIT};
+        pthread_t t;
+        pthread_create(&t, NULL, recv_main, &ra);
+        usleep(50000);   /* (the receiver naps: idle past OFL_WAIT_NAP_AFTER_NS) */
+        int rc = ofl_chan_post(&b, "z", len);
+        __atomic_store_n(&abort_word, 1u, __ATOMIC_RELEASE);
+        pthread_join(t, NULL);
+        CHECK(rc == 0 && ra.rc == (int)len && ofl_chan_post_done(&b),
+              "wait end %d: a %zu-byte message arriving with the abort is received "
+              "(post %d, recv %d)", i, len, rc, ra.rc);
+        ofl_chan_close(&a);
+        ofl_chan_close(&b);
+    }
+    region_free(&r);
+}
+
 /* Sends and receives with tiny random timeouts racing each other across two
  * processes: a send that returned 0 was received exactly once, in order; a send
  * that timed out was never received. */
@@ -2094,6 +2128,7 @@ int main(int argc, char **argv)
     test_open_close();
     test_direct_threads();
     test_try_and_timeouts();
+    test_message_at_a_wait_end();
     test_withdraw_race();
     test_bulk_local();
     test_bulk_errors();

@@ -719,9 +719,14 @@ static int recv_body(struct ofl_chan_end *e, struct chan_wait *cw, void *buf, si
         }
         rc = chan_wait(cw, e);
         if (rc) {
-            /* A message that arrived before the error still counts: look once more. */
+            /* A message that arrived before the error still counts: look once more.
+             * (`got` ends the loop, not the length: a zero-length message taken here
+             * was lost when its length 0 read as "no message, wait on".) */
             n = recv_once(e, buf, cap, &got);
-            if (got || n < 0) rc = n;
+            if (got || n < 0) {
+                rc = n;
+                break;
+            }
         }
     }
     if (waiting) STORE(&s->rx_waiting, 0u, RELAXED);

@@ -383,6 +383,14 @@ int ofl_chan_mgr_peer_state(struct ofl_chan_mgr *m, void *region, uint32_t id, i
     return s ? ofl_chan_peer_state(&s->end) : -EINVAL;
 }
 
+int ofl_chan_mgr_peer_closed(struct ofl_chan_mgr *m, void *region, uint32_t id, int side)
+{
+    struct mgr_slot *s = slot_of(m, region, id, side);
+    if (!s) return -EINVAL;
+    uint32_t g = LOAD(&side_peer(&s->end)->gen, ACQUIRE);
+    return g && !(g & 1u);
+}
+
 int ofl_chan_mgr_post_done(struct ofl_chan_mgr *m, void *region, uint32_t id, int side)
 {
     struct mgr_slot *s = slot_of(m, region, id, side);

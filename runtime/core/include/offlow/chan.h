@@ -381,7 +381,8 @@ int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, in
 /* ofl_chan_post on the end that `m` serves as side `side` of channel `id` in
  * `region`, from any thread but a handler's (a proxy relaying messages it got
  * elsewhere): 0, -ENOBUFS (the previous post is not taken yet), -EBUSY (a bulk send
- * is queued or running there), -EPIPE (its handler closed it, or the peer did),
+ * is queued or running there), -EPIPE (its handler closed it; a post to a peer that
+ * closed is withdrawn when the manager sees it: ofl_chan_mgr_peer_closed),
  * -ENOENT, -EINVAL, -EMSGSIZE. */
 int ofl_chan_mgr_post(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
                       const void *msg, size_t len);
@@ -390,6 +391,10 @@ int ofl_chan_mgr_post(struct ofl_chan_mgr *m, void *region, uint32_t id, int sid
 int ofl_chan_mgr_post_done(struct ofl_chan_mgr *m, void *region, uint32_t id, int side);
 /* ofl_chan_peer_state of that end (-EINVAL when it is not served). */
 int ofl_chan_mgr_peer_state(struct ofl_chan_mgr *m, void *region, uint32_t id, int side);
+/* 1 when the peer of that end has closed its end (and not opened it again), 0 when it
+ * is open or never opened, -EINVAL when the end is not served. Reads the peer's word
+ * only (no system call, unlike ofl_chan_mgr_peer_state: a relay asks it per message). */
+int ofl_chan_mgr_peer_closed(struct ofl_chan_mgr *m, void *region, uint32_t id, int side);
 /* Stop the threads, close every served end (a transfer in progress ends with
  * -ECANCELED in its done or sent handler, as does a queued send; a post still
  * pending is withdrawn and counted), free the manager. */
