@@ -208,6 +208,20 @@ def test_a_slow_calibration_run_among_three_does_not_move_the_prediction():
     assert cal.source_ns == pytest.approx(80.0)
 
 
+def test_the_slowed_devices_segments_take_the_slowed_calibration():
+    # Not slowed: seta 100 ns, rx's loop 60, reada 10, app's loop 20. Under the
+    # profile's slow-down (the spins' lost caches): seta 150, rx's loop 90, reada 30,
+    # app's loop 50. With rx on a NIC core at half speed, rx takes the slowed figures:
+    # (150 + 90) / 0.5 = 480 ns; app stays on the host with its own: 10 + 20 = 30 ns.
+    # (Warm throughout: 320 and 30; slowed throughout: 480 and 80.)
+    warm = _two_cal(seta=100, rx=60, reada=10, app=20, src=5)
+    slowed = _two_cal(seta=150, rx=90, reada=30, app=50, src=7)
+    both = warm.with_segments(slowed, {"rx"})
+    assert _rx_on_a_half_speed_nic(both) == pytest.approx(
+        {"nic core 0": 480.0, "host core 0": 30.0})
+    assert both.source_ns == 5.0  # the reading is not the segments'
+
+
 def test_a_crossing_between_two_threads_costs_each_end_its_extra():
     # rx on the NIC, route on the host; half the packets cross (0.5 a packet read), each
     # entry costing its producer 100 ns more and its consumer 40 ns more than in one
