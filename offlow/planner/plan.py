@@ -13,8 +13,9 @@ from offlow.build import compile_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
-from offlow.planner import profile, workload
+from offlow.planner import crossing, profile, workload
 from offlow.planner.calibrate import Calibration, calibrate
+from offlow.planner.crossing import CrossingCost
 from offlow.planner.model import HOST
 from offlow.planner.profile import WORK_KINDS, Profile
 from offlow.planner.search import DEVICE, Ranked, as_written, rank
@@ -73,8 +74,12 @@ def plan(req: PlanRequest) -> str:
         text = format_plan(req, cal, profiles, ranked)
         if not req.validate:
             return text
-        checks = [_check(req, g, cal, profiles, capture, work, r) for r in ranked[:req.top]]
-    return text + "\n\n" + format_checks(req, checks)
+        # the crossings as a profile-scaled run has them: the NIC's end slowed
+        slowed_x = tuple(crossing.measure(x.batch, x.ring_size, profile=req.device)
+                         for x in cal.crossings)
+        checks = [_check(req, g, replace(cal, crossings=slowed_x), profiles, capture, work, r)
+                  for r in ranked[:req.top]]
+    return text + "\n\n" + format_checks(req, checks, slowed_x)
 
 
 def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Profile],
@@ -104,11 +109,17 @@ def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Pro
     return pairs[len(pairs) // 2]
 
 
-def format_checks(req: PlanRequest, checks: list[Check]) -> str:
+def format_checks(req: PlanRequest, checks: list[Check],
+                  crossings: Sequence[CrossingCost] = ()) -> str:
     """Predicted beside measured (profile-scaled emulation), with the error of each."""
     lines = [f"validation: each placement run with --profile {req.device} (docs/planner.md: "
              "the emulated NIC's elements, loop and rings slowed, its link throttled); "
-             f"of {req.repeats} pairs (a calibration, then the run) the median error",
+             f"of {req.repeats} pairs (a calibration, then the run) the median error"]
+    for x in crossings:
+        lines.append(f"  crossings calibrated with the NIC's end under {req.device} (batch "
+                     f"{x.batch}, ring {x.ring_size}; push/pop ns per entry): " + ", ".join(
+                         f"{b:.0f} B {p:+.0f}/{q:+.0f}" for b, p, q in x.points))
+    lines += [
              f"  {'#':>3} {'predicted':>10} {'measured':>9} {'error':>7}  --set"]
     for k, c in enumerate(checks, 1):
         sets = " ".join(f"--set {s}" for s in c.ranked.settings) or "(as written)"
