@@ -119,8 +119,7 @@ def format_checks(req: PlanRequest, checks: list[Check],
         lines.append(f"  crossings calibrated with the NIC's end under {req.device} (batch "
                      f"{x.batch}, ring {x.ring_size}; push/pop ns per entry): " + ", ".join(
                          f"{b:.0f} B {p:+.0f}/{q:+.0f}" for b, p, q in x.points))
-    lines += [
-             f"  {'#':>3} {'predicted':>10} {'measured':>9} {'error':>7}  --set"]
+    lines.append(f"  {'#':>3} {'predicted':>10} {'measured':>9} {'error':>7}  --set")
     for k, c in enumerate(checks, 1):
         sets = " ".join(f"--set {s}" for s in c.ranked.settings) or "(as written)"
         lines.append(f"  {k:>3} {c.ranked.prediction.mpps:>10.3f} {c.measured_mpps:>9.3f} "
