@@ -46,6 +46,9 @@ PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
 
 
 
+EMULATED = "nic"  # the device a --profile slows down (RunOptions.slowed)
+
+
 @dataclass
 class RunOptions:
     """What the packets are and where they go; nothing here changes the program."""
@@ -77,6 +80,9 @@ class RunOptions:
     # profile-scaled emulation: the device `nic` runs at this device profile's speed
     # (offlow.planner.profile: a preset's name or a YAML file; "": at this host's)
     profile: str = ""
+    # the device the profile slows (the planner's calibration slows the host's one thread
+    # as a run slows the NIC: offlow.planner.calibrate); the others are only timed
+    slowed: str = EMULATED
     # Serve the run's counters in the Prometheus text format on HOST:PORT while it runs
     # (offlow/metrics.py; port 0: a free one, see Run.metrics).
     metrics: str | None = None
@@ -116,9 +122,6 @@ class RunResult:
     #                                     when the store is remote: offlow/kvs/front.py)
     interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
     stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C) or "SIGTERM"
-
-
-EMULATED = "nic"  # the device a --profile slows down
 
 
 def emulation_note(stats: dict[str, Any]) -> str:
@@ -496,7 +499,8 @@ class Run:
                 if self.opts.profile:  # the other processes measure their busy time
                     prof = load_profile(self.opts.profile)
                     for kind, f in dilation(prof).items():
-                        args += ["--opt", f"dilate.{kind}={f if d.name == EMULATED else 1:.6g}"]
+                        args += ["--opt", f"dilate.{kind}="
+                                 f"{f if d.name == self.opts.slowed else 1:.6g}"]
                     if prof.link and d.name in (EMULATED, "host"):  # each sends one way
                         args += ["--opt", f"link.gbps={prof.link.gbps:.6g}",
                                  "--opt", f"link.dma_gbps={prof.link.dma_gbps:.6g}",

@@ -149,6 +149,54 @@ def test_a_profile_slows_the_nics_loop_and_rings_as_integer_work():
     assert host["dilated_ns"] == 0, host  # the host runs at its own speed
 
 
+def test_the_calibration_can_slow_the_hosts_one_thread_as_a_run_slows_the_nic():
+    # The planner's calibration runs every segment on host core 0 under the profile's
+    # slow-down (RunOptions.slowed="host"), as a run slows the NIC: the host's core
+    # spins 9x its loop (cmp-nic-200: integer work at 0.1 of this host); slowed="nic"
+    # (the default) leaves it at its own speed.
+    p = Program("loopy1")
+    src, out = Source("rx"), Sink("tx")
+    src >> out
+    p.segment("rx", [src, out], device="host", cores=[0])
+    for slowed, least in (("host", 8.5), ("nic", 0.0)):
+        opts = RunOptions(count=4000, sizes="200:1", profile="cmp-nic-200", slowed=slowed)
+        res = run(build_for(p, opts), opts)
+        assert res.ok, res.errors
+        (host,) = res.stats["host"]["cores"]
+        assert host["loop_ns"] > 0, host
+        if least:
+            assert host["dilated_ns"] >= least * host["loop_ns"], host
+        else:
+            assert host["dilated_ns"] == 0, host
+
+
+def test_a_nic_cores_first_turn_runs_on_its_clock():
+    # One batch of 32 packets of 1,500 B, each churned byte by byte, then the end: the
+    # NIC's core moves packets in one turn, stretched 10x (cmp-nic-200). Its busy time
+    # (the turn's own and the spin asked) lies within its clock's time; the clock that
+    # started after that turn saw only its close.
+    class Churn(Element):
+        body = r"""
+        uint32_t acc = 7;  /* a user's loop */
+        for (uint32_t i = 0; i < pkt->len; i++)
+            acc = acc * 33u ^ pkt->data[i];
+        pkt->data[1] = (uint8_t)acc;
+        """
+
+    p = Program("oneturn")
+    src, churn, out = Source("rx"), Churn("churn"), Sink("tx")
+    src >> churn >> out
+    p.segment("rx", [src, churn], device="nic", cores=[0])
+    p.segment("tx", [out], device="host", cores=[0])
+    opts = RunOptions(count=32, sizes="1500:1", profile="cmp-nic-200")
+    res = run(build_for(p, opts), opts)
+    assert res.ok, res.errors
+    (nic,) = res.stats["nic"]["cores"]
+    assert nic["pkts_in"] == 32 and nic["dilated_ns"] > 0, nic
+    assert nic["busy_cpu_ns"] <= nic["elapsed_ns"], nic
+    assert nic["busy_cpu_ns"] <= nic["cpu_ns"], nic
+
+
 def test_a_profiles_link_throttles_the_bytes_crossing_by_the_runtimes_clock(tmp_path):
     # A user's profile: the cmp-nic-200 preset with a 0.05 Gb/s link. 3,000 frames of
     # 300 B cross nic->host: about 0.93 MB = 7.4 Mb, which at 0.05 Gb/s takes 149 ms of

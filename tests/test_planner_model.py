@@ -208,6 +208,20 @@ def test_a_slow_calibration_run_among_three_does_not_move_the_prediction():
     assert cal.source_ns == pytest.approx(80.0)
 
 
+def test_the_slowed_devices_segments_take_the_slowed_calibration():
+    # Not slowed: seta 100 ns, rx's loop 60, reada 10, app's loop 20. Under the
+    # profile's slow-down (the spins' lost caches): seta 150, rx's loop 90, reada 30,
+    # app's loop 50. With rx on a NIC core at half speed, rx takes the slowed figures:
+    # (150 + 90) / 0.5 = 480 ns; app stays on the host with its own: 10 + 20 = 30 ns.
+    # (Warm throughout: 320 and 30; slowed throughout: 480 and 80.)
+    warm = _two_cal(seta=100, rx=60, reada=10, app=20, src=5)
+    slowed = _two_cal(seta=150, rx=90, reada=30, app=50, src=7)
+    both = warm.with_segments(slowed, {"rx"})
+    assert _rx_on_a_half_speed_nic(both) == pytest.approx(
+        {"nic core 0": 480.0, "host core 0": 30.0})
+    assert both.source_ns == 5.0  # the reading is not the segments'
+
+
 def test_a_crossing_between_two_threads_costs_each_end_its_extra():
     # rx on the NIC, route on the host; half the packets cross (0.5 a packet read), each
     # entry costing its producer 100 ns more and its consumer 40 ns more than in one
@@ -244,14 +258,45 @@ def test_the_crossing_fit_and_its_probe_readings():
     assert line.ns(50) == pytest.approx(20.0)
     assert crossing.Line(-10.0, 0.1).ns(50) == 0.0
     assert crossing.fit([(80, 7.0)]) == crossing.Line(7.0, 0.0)
-    # A probe's stats: 1,000 packets; the producer busy 500 us of which 100 us reading
-    # -> 400 ns; the consumer 250 us -> 250 ns; 80,000 B in 1,000 entries -> 80 B.
-    stats = {"nic": {"cores": [{"segment": "a", "pkts_in": 1000, "busy_cpu_ns": 500_000,
-                                "elements": {"rx": {"in": 1000, "ns": 100_000}},
+    # A probe's stats: 1,000 packets; the producer (slowed 10x) busy 5 ms: its loop 400
+    # us, the rest its reading and its spins -> 400 ns; the consumer's sink 50 us of
+    # work and its loop 200 us -> 250 ns; 80,000 B in 1,000 entries -> 80 B.
+    stats = {"nic": {"cores": [{"segment": "a", "pkts_in": 1000, "busy_cpu_ns": 5_000_000,
+                                "work_ns": 0, "loop_ns": 400_000, "dilated_ns": 3_600_000,
+                                "elements": {"rx": {"in": 1000, "ns": 1_000_000}},
                                 "queues": [{"side": "out", "bytes": 80_000, "pushed": 1000}]}]},
              "host": {"cores": [{"segment": "b", "pkts_in": 1000, "busy_cpu_ns": 250_000,
+                                 "work_ns": 50_000, "loop_ns": 200_000,
                                  "elements": {}, "queues": []}]}}
     assert crossing.sides(stats) == pytest.approx((80.0, 400.0, 250.0))
+
+
+def test_under_a_profile_the_producers_extra_is_over_the_slowed_thread(monkeypatch):
+    # Probe readings (ns a packet; entries of 100 B at every size), one thread: the
+    # producer 100, the consumer 50; split under the profile: 400 and 90; one thread
+    # slowed: 300 and 70. The producer's extra is over the slowed thread (as the device's
+    # segments are calibrated): 400 - 300 = 100; the consumer's over the thread not
+    # slowed (the host's segments'): 90 - 50 = 40. Without a profile: 300 and 40.
+    from types import SimpleNamespace
+    readings = {("host", False, "nic"): (100, 50), ("nfp-4000", True, "nic"): (400, 90),
+                ("host", True, "nic"): (400, 90), ("nfp-4000", False, "host"): (300, 70)}
+
+    def fake_run(b, o):
+        prod, cons = readings[(o.profile, b.split, o.slowed)]
+        return SimpleNamespace(ok=True, errors=[], stats={
+            "nic": {"cores": [{"segment": "a", "pkts_in": 10, "work_ns": 0,
+                               "loop_ns": prod * 10,
+                               "queues": [{"side": "out", "bytes": 1000, "pushed": 10}]}]},
+            "host": {"cores": [{"segment": "b", "pkts_in": 10, "work_ns": 0,
+                                "loop_ns": cons * 10}]}})
+
+    monkeypatch.setattr(crossing, "build_for", lambda p, o: SimpleNamespace(
+        split=p.segments["a"].device == "nic"))
+    monkeypatch.setattr(crossing, "run", fake_run)
+    slowed = crossing.measure(repeats=1, profile="nfp-4000")
+    assert [x for p in slowed.points for x in p[1:]] == pytest.approx([100.0, 40.0] * 3)
+    plain = crossing.measure(repeats=1)
+    assert [x for p in plain.points for x in p[1:]] == pytest.approx([300.0, 40.0] * 3)
 
 
 def test_the_calibration_prices_each_queue_by_its_geometry():

@@ -71,6 +71,18 @@ class Calibration:
         """The loops of all segments per packet read."""
         return sum(ns for _, ns in self.loops)
 
+    def with_segments(self, other: Calibration, segments: set[str]) -> Calibration:
+        """This calibration with the elements' ns per visit and the loops of `segments`
+        taken from `other` (a calibration of the same program under a profile's
+        slow-down: for the segments a placement puts on the slowed device)."""
+        ns = {e.name: e.ns for e in other.elements}
+        loops = dict(other.loops)
+        return replace(self, elements=tuple(
+            replace(e, ns=ns.get(e.name, e.ns)) if e.segment in segments else e
+            for e in self.elements), loops=tuple(
+            (seg, loops.get(seg, ns_)) if seg in segments else (seg, ns_)
+            for seg, ns_ in self.loops))
+
     def crossing(self, q: QueueCost) -> CrossingCost | None:
         """The crossing calibration of queue `q`'s geometry (None: not measured)."""
         return next((c for c in self.crossings
@@ -105,22 +117,26 @@ def all_on_host(g: Graph) -> list[str]:
 
 def calibrate(path: Path, settings: list[str], capture: Path | None, packets: int = 100_000,
               work: dict[str, str] | None = None, sizes: str | None = None,
-              crossing_repeats: int = 3, runs: int = 3) -> Calibration:
+              crossing_repeats: int = 3, runs: int = 3, slowed_as: str = "") -> Calibration:
     """Run the program of file `path` (with `settings`, then every segment on host core
     0) over `capture` (None: the synthetic generator, its frame `sizes` as `offlow run
     --sizes` takes them) for about `packets` packets, timed per element, `runs` times
     (the medians: see `median`); then calibrate its queues' crossings between threads
     (the median of `crossing_repeats` runs each; 0: not measured, the model then prices
-    crossings as one thread's rings)."""
+    crossings as one thread's rings). `slowed_as`: a profile whose slow-down the one
+    thread runs under, as profile-scaled emulation slows the NIC's cores (each turn
+    stretched by spinning; what is measured is the work before the stretch, which the
+    spins' lost caches lengthen: docs/planner.md); "": nothing slowed."""
     g0 = compile_program(load_program(path, settings))
     prog = load_program(path, [*settings, *all_on_host(g0)])
     # profile "host": each turn's loop counted as the emulation counts it, nothing slowed
+    slow = {"profile": slowed_as or "host", "slowed": "host"}
     if capture is None:
         opts = RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)),
-                          profile="host", **({"sizes": sizes} if sizes else {}))
+                          **slow, **({"sizes": sizes} if sizes else {}))
     else:
         opts = RunOptions(input=capture, loops=max(1, -(-packets // max(1, _frames(capture)))),
-                          profile="host")
+                          **slow)
     b = build_for(prog, opts)
     cals = []
     for _ in range(max(1, runs)):

@@ -7,10 +7,12 @@ core to the consumer's, and the doorbells and ownership flags bounce between the
 producer and the consumer each pay more per entry, growing with its bytes. The probe
 is the smallest program with one crossing (a source, a queue of its packets, a sink),
 run at a few frame sizes twice: both segments on host core 0 (one thread), then the
-source on the NIC and the sink on the host. Each side's busy CPU time per packet in the
-split run, less the same side's in the one-thread run, is that side's extra cost of the
-crossing; the median of `repeats` runs of each is taken, and a line a + b * bytes is
-fitted per side (least squares) so any entry size can be priced."""
+source on the NIC and the sink on the host (CPUs 1 and 0: two CPUs, as a split run
+has them). Each side's time per packet in the split run (its work and its loop and
+rings, before any stretch), less the same side's in the one-thread run, is that side's
+extra cost of the crossing; the median of `repeats` runs of each is taken, and a line
+a + b * bytes is fitted per side (least squares) so any entry size can be priced. For
+`plan --validate` the split runs under the device's profile (measure's `profile`)."""
 
 from __future__ import annotations
 
@@ -73,44 +75,61 @@ def probe(split: bool, batch: int, ring_size: int) -> Program:
 
 
 def sides(stats: dict[str, Any]) -> tuple[float, float, float]:
-    """From a probe run's stats: the entry bytes, and the busy CPU ns per packet of the
-    producer (its reading of the packets left out) and of the consumer."""
+    """From a probe run's stats: the entry bytes, and the ns per packet of the producer
+    and of the consumer before any stretch (their elements' work and their loops and
+    rings: the busy time less the reading of the packets and the spins)."""
     cores = {c["segment"]: c for d in stats.values() for c in d.get("cores", [])}
     a, b = cores["a"], cores["b"]
     n = a["pkts_in"]
     if not n or not b["pkts_in"]:
         raise OfflowError("the crossing calibration moved no packets")
     out = next(q for q in a.get("queues", []) if q["side"] == "out")
-    reading = a.get("elements", {}).get("rx", {}).get("ns", 0)
-    return out["bytes"] / out["pushed"], (a["busy_cpu_ns"] - reading) / n, b["busy_cpu_ns"] / n
+    return (out["bytes"] / out["pushed"], (a.get("work_ns", 0) + a["loop_ns"]) / n,
+            (b.get("work_ns", 0) + b["loop_ns"]) / n)
+
+
+# The probe's runs: one thread not slowed, split (the source's end on the NIC, under
+# the profile as a run is), and one thread under the profile's slow-down.
+ONE, SPLIT, ONE_SLOWED = "one", "split", "one slowed"
 
 
 def measure(batch: int = 32, ring_size: int = 1024, packets: int = 200_000,
-            repeats: int = 3, sizes: Sequence[int] = SIZES) -> CrossingCost:
+            repeats: int = 3, sizes: Sequence[int] = SIZES, profile: str = "") -> CrossingCost:
     """Probe runs at each frame size, one thread then split, `repeats` times each
-    (alternating, so a neighbour's burst hits both), medians fitted per side."""
+    (alternating, so a neighbour's burst hits both), medians fitted per side.
+    `profile`: the split runs with the NIC slowed to it and its link emulated, as a
+    profile-scaled run of a program has its crossings (a slowed producer feeds its
+    consumer at its own pace); the producer's extra is then taken over the one thread
+    slowed alike (as the device's segments are calibrated for --validate), the
+    consumer's over the one thread not slowed (the host's segments')."""
     if repeats < 1 or packets < 1_000:
         raise OfflowError("the crossing calibration needs at least one repeat of 1000 "
                           "packets or more")
+    kinds = (ONE, SPLIT, ONE_SLOWED) if profile else (ONE, SPLIT)
     builds = {}
     points = []
     for size in sizes:
-        # profile "host": busy CPU time counted, nothing slowed
-        opts = RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)),
-                          sizes=f"{size}:1", profile="host")
-        runs: dict[bool, list[tuple[float, float, float]]] = {False: [], True: []}
+        base = {"count": min(packets, 20_000), "loops": max(1, -(-packets // 20_000)),
+                "sizes": f"{size}:1"}
+        # profile "host": each side's time counted, nothing slowed
+        opts = {ONE: RunOptions(**base, profile="host"),
+                SPLIT: RunOptions(**base, profile=profile or "host"),
+                ONE_SLOWED: RunOptions(**base, profile=profile or "host", slowed="host")}
+        runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kinds}
         for _ in range(repeats):
-            for split in (False, True):
-                if (split, size) not in builds:
-                    builds[(split, size)] = build_for(probe(split, batch, ring_size), opts)
-                res = run(builds[(split, size)], opts)
+            for kind in kinds:
+                if (kind, size) not in builds:
+                    builds[(kind, size)] = build_for(probe(kind == SPLIT, batch, ring_size),
+                                                     opts[kind])
+                res = run(builds[(kind, size)], opts[kind])
                 if not res.ok:
                     raise OfflowError("the crossing calibration run failed: "
                                       + "; ".join(res.errors))
-                runs[split].append(sides(res.stats))
-        nbytes = statistics.median(r[0] for r in runs[True])
-        med = {s: (statistics.median(r[1] for r in runs[s]),
-                   statistics.median(r[2] for r in runs[s])) for s in runs}
-        points.append((nbytes, med[True][0] - med[False][0], med[True][1] - med[False][1]))
+                runs[kind].append(sides(res.stats))
+        nbytes = statistics.median(r[0] for r in runs[SPLIT])
+        med = {k: (statistics.median(r[1] for r in runs[k]),
+                   statistics.median(r[2] for r in runs[k])) for k in runs}
+        push0 = med[ONE_SLOWED if profile else ONE][0]
+        points.append((nbytes, med[SPLIT][0] - push0, med[SPLIT][1] - med[ONE][1]))
     return CrossingCost(batch, ring_size, fit([(x, p) for x, p, _ in points]),
                         fit([(x, q) for x, _, q in points]), tuple(points))

@@ -19,6 +19,9 @@ class Check:
     measured_mpps: float
     # per thread: (device, the segments it runs) -> busy ns per packet read
     threads: dict[tuple[str, frozenset[str]], float] = field(default_factory=dict)
+    # the device's segments' ns per packet read on this host: calibrated as they are
+    # (not slowed), and under the profile's slow-down (what the prediction used)
+    device_ns: tuple[float, float] = (0.0, 0.0)
 
     @property
     def error(self) -> float:

@@ -314,6 +314,11 @@ static unsigned link_publish(struct ofl_core *c)
 void ofl_dilate_begin(struct ofl_core *c)
 {
     if (c->link_delay_ns) link_publish(c);  /* (outside the turn's time) */
+    if (!c->t_start) {  /* this turn may be the first to move packets: its start */
+        c->turn0_ns = ofl_now_ns();
+        c->turn0_tick = ofl_ticks();
+        c->turn0_cpu = thread_cpu_ns();
+    }
     c->dilate_extra = 0;
     c->dilate_work = 0;
     c->turn_timed = 0;
@@ -395,7 +400,14 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what)
 
 void ofl_core_progressed(struct ofl_core *c)
 {
-    if (!c->t_start) {
+    if (c->t_start) return;
+    if (c->turn0_ns) {
+        /* from the start of the turn that moved them (a profile-scaled core's first
+         * turn, stretched, used to run before its clock) */
+        c->t_start = c->turn0_ns;
+        c->tick_start = c->turn0_tick;
+        c->cpu_start = c->turn0_cpu;
+    } else {  /* (a core group's worker: called before its turn) */
         c->t_start = ofl_now_ns();
         c->tick_start = ofl_ticks();
         c->cpu_start = thread_cpu_ns();

@@ -244,6 +244,8 @@ struct ofl_core {
     uint64_t pkts_in, bytes_in, t_start, t_end;
     uint64_t tick_start, tick_end; /* ofl_ticks() beside t_start and t_end */
     uint64_t cpu_start, cpu_end;   /* the thread's CPU time (ns) beside them */
+    uint64_t turn0_ns, turn0_tick, turn0_cpu; /* the start of each turn until the clock
+                                 starts: the first turn that moves packets starts it */
     uint64_t timer_ticks;     /* the least ticks an empty timed region took (element
                                  timing's own cost, subtracted by the planner) */
     /* Profile-scaled emulation (offlow run --profile, in element timing builds; options
@@ -295,7 +297,8 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
                   const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize);
 
 /* Called on the core's own thread before its loop: pin it.  The core's clock starts
- * at its first progress (see ofl_core_progressed) and stops in ofl_core_end. */
+ * at the start of its first turn that makes progress (see ofl_core_progressed) and
+ * stops in ofl_core_end. */
 void ofl_core_begin(struct ofl_core *c);
 
 /* Have every waiter of `c` run `fn(arg)` while a ring of it is full (see struct
@@ -308,9 +311,10 @@ void ofl_core_assist(struct ofl_core *c, int (*fn)(void *arg), void *arg);
  * still reads from other devices); an abort by another process is an error. */
 void ofl_core_idle(struct ofl_core *c, int progress);
 
-/* The core moved packets: its clock starts now if this is the first time. A loop
- * calls it after each turn that progressed (a thread that runs several segments'
- * loops, for each of them: it idles on one core's waiter only). */
+/* The core moved packets: if this is the first time, its clock starts, from the
+ * start of the turn that moved them (ofl_dilate_begin noted it; now where no turn
+ * was begun). A loop calls it after each turn that progressed (a thread that runs
+ * several segments' loops, for each of them: it idles on one core's waiter only). */
 void ofl_core_progressed(struct ofl_core *c);
 
 /* 1 when the process was asked to stop (SIGINT or SIGTERM pending: see stop.h), so
