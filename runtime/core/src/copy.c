@@ -192,6 +192,16 @@ int ofl_ce_submit(struct ofl_ce *ce, struct ofl_ce_job *job)
     return 0;
 }
 
+uint64_t ofl_ce_entries_now(struct ofl_ce *ce, void *dst, const void *src, size_t n,
+                            uint32_t stride, uint32_t data_off, int seq_op, uint32_t seq,
+                            uint32_t *bad)
+{
+    uint64_t bytes = copy_entries(dst, src, n, stride, data_off, seq_op, seq, bad);
+    ce->jobs++;
+    ce->bytes += bytes;
+    return bytes;
+}
+
 int ofl_ce_wait(struct ofl_ce *ce, struct ofl_ce_job *job, struct ofl_waiter *w)
 {
     (void)ce;

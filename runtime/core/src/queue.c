@@ -15,6 +15,18 @@ static uint8_t *alloc_buf(size_t bytes)
     return p;
 }
 
+/* The ring slots of n entries from ring index idx: one run (cnt[1] 0), or two
+ * when the ring wraps. */
+static void ring_runs(const struct ofl_ring *r, uint32_t idx, uint32_t n, uint8_t *at[2],
+                      uint32_t cnt[2])
+{
+    uint32_t slot = idx & r->mask;
+    cnt[0] = n < r->size - slot ? n : r->size - slot;
+    cnt[1] = n - cnt[0];
+    at[0] = r->entries + (size_t)slot * r->entry_size;
+    at[1] = r->entries;
+}
+
 /* Describe copying n entries between the ring (starting at ring index `idx`) and
  * contiguous local memory: one run of entries, or two when the ring wraps. Each
  * entry is copied only as far as it is used (its len, the ring's data_off). Into the
@@ -22,10 +34,9 @@ static uint8_t *alloc_buf(size_t bytes)
 static void ring_job(struct ofl_ce_job *job, const struct ofl_ring *r, uint32_t idx, uint32_t n,
                      uint8_t *local, bool to_ring)
 {
-    uint32_t slot = idx & r->mask;
-    uint32_t first = n < r->size - slot ? n : r->size - slot;
-    uint8_t *ring_at[2] = { r->entries + (size_t)slot * r->entry_size, r->entries };
-    uint32_t cnt[2] = { first, n - first };
+    uint8_t *ring_at[2];
+    uint32_t cnt[2];
+    ring_runs(r, idx, n, ring_at, cnt);
     job->kind = OFL_CE_ENTRIES;
     job->stride = r->entry_size;
     job->data_off = r->data_off;
@@ -41,6 +52,26 @@ static void ring_job(struct ofl_ce_job *job, const struct ofl_ring *r, uint32_t 
         s->src = to_ring ? (const void *)local : (const void *)ring_at[k];
         local += (size_t)cnt[k] * r->entry_size;
     }
+}
+
+/* The same copy done now, in this thread, with an INLINE engine (no job to describe,
+ * submit and wait for). Returns the bytes; *bad nonzero when a checked entry failed. */
+static uint64_t ring_copy_now(struct ofl_ce *ce, const struct ofl_ring *r, uint32_t idx,
+                              uint32_t n, uint8_t *local, bool to_ring, uint32_t *bad)
+{
+    uint8_t *ring_at[2];
+    uint32_t cnt[2];
+    uint64_t bytes = 0;
+    ring_runs(r, idx, n, ring_at, cnt);
+    int op = to_ring ? OFL_CE_SEQ_STAMP : OFL_CE_SEQ_CHECK;
+    for (int k = 0; k < 2 && cnt[k]; k++) {
+        bytes += ofl_ce_entries_now(ce, to_ring ? ring_at[k] : local,
+                                    to_ring ? local : ring_at[k], cnt[k], r->entry_size,
+                                    r->data_off, op, idx + 1, bad);
+        local += (size_t)cnt[k] * r->entry_size;
+        idx += cnt[k];
+    }
+    return bytes;
 }
 
 /* Keep the first error of an endpoint (*slot: its sticky err field); returns it. */
@@ -136,6 +167,14 @@ static int qout_submit(struct ofl_qout *q, uint32_t off, uint32_t n)
 {
     int k = q->cur;
     struct ofl_ring *r = &q->ring;
+    if (q->ce->mode == OFL_CE_INLINE && !q->inflight) {
+        /* Copied on return: publish at once (nothing of ours is in flight before it). */
+        uint32_t bad = 0;
+        q->bytes += ring_copy_now(q->ce, r, r->tail, n, q->buf[k] + (size_t)off * q->entry_size,
+                                  true, &bad);
+        ofl_ring_publish(r, n);
+        return 0;
+    }
     ring_job(&q->job[k], r, r->tail + q->inflight, n,
              q->buf[k] + (size_t)off * q->entry_size, true);
     int rc = ofl_ce_submit(q->ce, &q->job[k]);
@@ -366,9 +405,25 @@ static int qin_finish(struct ofl_qin *q, int b)
     return 0;
 }
 
+/* ofl_qin_next with an INLINE engine: copy up to a batch of ready entries into
+ * buf[0] now, checked as they move, and release their slots. */
+static int qin_next_now(struct ofl_qin *q, const uint8_t **entries)
+{
+    uint32_t n = ofl_ring_ready(&q->ring);
+    if (!n) return ofl_ring_finished(&q->ring) ? OFL_Q_DONE : 0;
+    if (n > q->batch) n = q->batch;
+    uint32_t bad = 0;
+    ring_copy_now(q->ce, &q->ring, q->ring.head, n, q->buf[0], false, &bad);
+    if (bad) return sticky(&q->err, -EBADMSG);   /* see qin_finish */
+    ofl_ring_release(&q->ring, n);
+    *entries = q->buf[0];
+    return (int)n;
+}
+
 int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries)
 {
     if (q->err) return q->err;
+    if (q->ce->mode == OFL_CE_INLINE) return qin_next_now(q, entries);
     int ready = -1;
     for (int k = 0; k < 2; k++) {
         if (q->state[k] == OFL_QB_HELD) q->state[k] = OFL_QB_EMPTY;
@@ -387,12 +442,10 @@ int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries)
         if (rc < 0) return sticky(&q->err, rc);
         ready = 0;
     }
-    /* Double buffering: start the next batch's copy before handing this one out.
-     * Pointless with an inline engine, where it would only hold ring slots longer. */
-    if (q->ce->mode == OFL_CE_THREAD) {
-        int rc = qin_kick(q, 1 - ready);
-        if (rc < 0) return sticky(&q->err, rc);
-    }
+    /* Double buffering (a THREAD engine: an INLINE one took qin_next_now): start the
+     * next batch's copy before handing this one out. */
+    int rc = qin_kick(q, 1 - ready);
+    if (rc < 0) return sticky(&q->err, rc);
     q->state[ready] = OFL_QB_HELD;
     *entries = q->buf[ready];
     return (int)q->n[ready];

@@ -88,6 +88,15 @@ int ofl_ce_start(struct ofl_ce *ce, int mode, int cpu);
  * count, stride, data_off or seq_op; engine not started). */
 int ofl_ce_submit(struct ofl_ce *ce, struct ofl_ce_job *job);
 
+/* Copy `n` entries from `src` to `dst` now, in the calling thread, as an INLINE
+ * engine runs an entries job of one segment (stride, data_off, seq_op and seq as a
+ * job's; ORs into *bad what job.bad would get), counted in the engine's jobs and
+ * bytes: for a caller that would submit to an INLINE engine and wait at once (the
+ * queue's per-batch copies), without a job. Returns the bytes copied. */
+uint64_t ofl_ce_entries_now(struct ofl_ce *ce, void *dst, const void *src, size_t n,
+                            uint32_t stride, uint32_t data_off, int seq_op, uint32_t seq,
+                            uint32_t *bad);
+
 /* True when `job` has completed (acquire: its copies are visible). */
 static inline bool ofl_ce_done(const struct ofl_ce_job *job)
 {
