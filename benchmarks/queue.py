@@ -19,7 +19,7 @@ counts only when every thread of both transfers ran on its own CPU for at least 
 of the transfer (thread CPU time / wall time, and the CPU it ended on): the ratio is
 the median over `reps` such pairs. A row that does not get them within 3 x reps pairs
 is not judged (the verdict says so) rather than judged on what the other load did.
-The single-thread table (thread CPU time, the least of 15 runs) is the load-robust
+The single-thread table (thread CPU time, the least of 31 short runs) is the load-robust
 one; the verdict line gives it beside the two-core one.
 """
 

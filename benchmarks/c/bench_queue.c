@@ -38,10 +38,12 @@
 #define MAX_LIST 16
 #define MAX_REPS 64
 #define MAX_LAT_ITERS 10000000ull
-/* Single-thread runs per configuration (the least counts; each is a few ms), and
- * the entries of each (at most). */
-#define ST_RUNS 15
-#define ST_ENTRIES 200000ull
+/* Single-thread runs per configuration (the least counts), and the entries of each
+ * (at most): many short runs (well under a millisecond each), so that on a loaded
+ * machine some run from start to end without another process between (a switch
+ * leaves cold caches behind, which CPU time does count). */
+#define ST_RUNS 31
+#define ST_ENTRIES 50000ull
 /* A pair of transfers counts when each thread of both ran on its own CPU for at least
  * this share of each transfer's wall time (its thread CPU time / wall time); pairs
  * run until `reps` such pairs, or PAIR_TRIES x reps pairs in all. */
@@ -651,7 +653,7 @@ int main(int argc, char **argv)
                    "\"offlow_doorbells\": %llu, \"offlow_full_waits\": %llu, "
                    "\"lat_iters\": %llu, \"offlow_lat_p50_ns\": %llu, "
                    "\"offlow_lat_p99_ns\": %llu, \"ceiling_lat_p50_ns\": %llu, "
-                   "\"ceiling_lat_p99_ns\": %llu, \"lat_ratio\": %.4f, "
+                   "\"ceiling_lat_p99_ns\": %llu, \"lat_ratio\": %.6g, "
                    "\"st_offlow_ns\": %.3f, \"st_next_ns\": %.3f, \"st_ceiling_ns\": %.3f, "
                    "\"st_ratio\": %.4f, \"st_runs\": %d}\n",
                    batch, es, RING_SIZE, (unsigned long long)n, reps,
