@@ -167,9 +167,10 @@ static int qout_submit(struct ofl_qout *q, uint32_t off, uint32_t n)
 {
     int k = q->cur;
     struct ofl_ring *r = &q->ring;
-    if (q->ce->mode == OFL_CE_INLINE && !q->inflight) {
-        /* Copied on return: publish at once (nothing of ours is in flight before it). */
-        uint32_t bad = 0;
+    if (q->ce->mode == OFL_CE_INLINE && q->ce->started && !q->inflight) {
+        /* Copied on return: publish at once (nothing of ours is in flight before it).
+         * A stopped engine takes the job path, which refuses it (-EINVAL). */
+        uint32_t bad = 0;   /* (a stamp checks nothing) */
         q->bytes += ring_copy_now(q->ce, r, r->tail, n, q->buf[k] + (size_t)off * q->entry_size,
                                   true, &bad);
         ofl_ring_publish(r, n);
@@ -423,7 +424,7 @@ static int qin_next_now(struct ofl_qin *q, const uint8_t **entries)
 int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries)
 {
     if (q->err) return q->err;
-    if (q->ce->mode == OFL_CE_INLINE) return qin_next_now(q, entries);
+    if (q->ce->mode == OFL_CE_INLINE && q->ce->started) return qin_next_now(q, entries);
     int ready = -1;
     for (int k = 0; k < 2; k++) {
         if (q->state[k] == OFL_QB_HELD) q->state[k] = OFL_QB_EMPTY;
