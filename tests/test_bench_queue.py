@@ -34,7 +34,9 @@ def test_quick_bench_rows_count_every_entry(tmp_path: Path,
         assert 1 <= r["pairs"] <= 3 * r["reps"] and 0 <= r["clean_pairs"] <= r["reps"]
         assert r["clean_pairs"] == r["reps"] or r["pairs"] == 3 * r["reps"]
         assert r["clean_pairs"] <= r["pairs"] and queue.judged(r) == (r["clean_pairs"] == r["reps"])
-        assert 0 < r["share_min"] <= r["share_median"]
+        # A thread's CPU time over the transfer's wall time: at most 1 (give or take the
+        # two clocks), and as little as 0 for a tiny transfer on a loaded machine.
+        assert 0 <= r["share_min"] <= r["share_median"] <= 1.1
         # Latency: samples taken, percentiles positive and ordered (no thresholds).
         assert r["lat_iters"] == queue.QUICK.lat_iters
         for side in ("offlow", "ceiling"):

@@ -649,7 +649,7 @@ int main(int argc, char **argv)
                    "\"offlow_mps\": %.3f, \"offlow_mps_min\": %.3f, \"offlow_mps_max\": %.3f, "
                    "\"ceiling_mps\": %.3f, \"ceiling_mps_min\": %.3f, \"ceiling_mps_max\": %.3f, "
                    "\"ratio\": %.4f, \"ratio_all\": %.4f, \"pairs\": %d, \"clean_pairs\": %d, "
-                   "\"min_share\": %.3f, \"share_min\": %.3f, \"share_median\": %.3f, "
+                   "\"min_share\": %.3f, \"share_min\": %.6g, \"share_median\": %.6g, "
                    "\"offlow_doorbells\": %llu, \"offlow_full_waits\": %llu, "
                    "\"lat_iters\": %llu, \"offlow_lat_p50_ns\": %llu, "
                    "\"offlow_lat_p99_ns\": %llu, \"ceiling_lat_p50_ns\": %llu, "
