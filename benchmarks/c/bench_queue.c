@@ -38,8 +38,17 @@
 #define MAX_LIST 16
 #define MAX_REPS 64
 #define MAX_LAT_ITERS 10000000ull
-/* Single-thread runs per configuration (the least counts; each is a few ms). */
-#define ST_RUNS 15
+/* Single-thread runs per configuration (the least counts), and the entries of each
+ * (at most): many short runs (well under a millisecond each), so that on a loaded
+ * machine some run from start to end without another process between (a switch
+ * leaves cold caches behind, which CPU time does count). */
+#define ST_RUNS 31
+#define ST_ENTRIES 50000ull
+/* A pair of transfers counts when each thread of both ran on its own CPU for at least
+ * this share of each transfer's wall time (its thread CPU time / wall time); pairs
+ * run until `reps` such pairs, or PAIR_TRIES x reps pairs in all. */
+#define MIN_SHARE 0.9
+#define PAIR_TRIES 3
 /* Entry flag: the entry carries the send timestamp at +8 (latency runs). */
 #define OFL_BENCH_TS 1u
 
@@ -65,9 +74,26 @@ struct run {
     volatile uint32_t *go;
     uint64_t received, bad;  /* consumer */
     uint64_t t_end;          /* consumer: when the last entry arrived */
+    uint64_t cpu_ns;         /* this side's thread CPU time over the transfer */
+    int cpu;                 /* the CPU this side ended on */
     uint64_t doorbells, full_waits;
     int err;
 };
+
+/* CPU time of this thread, ns (time the scheduler gave others is not counted). */
+static uint64_t thread_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* A side's transfer is over: its CPU time since `cpu0` and the CPU it is on. */
+static void side_done(struct run *r, uint64_t cpu0)
+{
+    r->cpu_ns = thread_ns() - cpu0;
+    r->cpu = sched_getcpu();
+}
 
 /* Fill entry e (es bytes) for counter i: header, counter at +8 and in the last word. */
 static inline void fill(uint8_t *e, uint32_t es, uint64_t i)
@@ -151,6 +177,7 @@ static void *producer(void *arg)
         ofl_ce_start(&ce, OFL_CE_INLINE, -1);
         if ((r->err = ofl_qout_init(&q, r->mem, r->len, &ce, &w)) < 0) return NULL;
         wait_go(r->go);
+        uint64_t cpu0 = thread_ns();
         if (r->iters) {
             /* One batch at a time: stamp, send, wait until the consumer released it. */
             uint64_t i = 0;
@@ -167,6 +194,7 @@ static void *producer(void *arg)
             }
         }
         int rc = ofl_qout_close(&q);
+        side_done(r, cpu0);
         if (!r->err) r->err = rc;
         r->doorbells = q.ring.batches;
         r->full_waits = q.ring.full_waits;
@@ -176,13 +204,20 @@ static void *producer(void *arg)
     }
     struct ceil_ring *c = r->mem;
     uint32_t mask = RING_SIZE - 1, tail = 0, head = 0;
+    struct ofl_waiter w;   /* waits as offlow's ends do: spin, then yield */
+    ofl_waiter_init(&w, NULL, 0, NULL);
     wait_go(r->go);
+    uint64_t cpu0 = thread_ns();
     for (uint64_t i = 0; i < r->n;) {
         uint32_t want = r->n - i < r->batch ? (uint32_t)(r->n - i) : r->batch;
         uint64_t ts = r->iters ? ofl_now_ns() : 0;
-        while (RING_SIZE - (tail - head) < want) {
+        if (RING_SIZE - (tail - head) < want) {
             head = __atomic_load_n(&c->head, __ATOMIC_ACQUIRE);
-            if (RING_SIZE - (tail - head) < want) ofl_cpu_relax();
+            while (RING_SIZE - (tail - head) < want) {
+                ofl_wait(&w);
+                head = __atomic_load_n(&c->head, __ATOMIC_ACQUIRE);
+            }
+            ofl_waiter_progress(&w);
         }
         for (uint32_t k = 0; k < want; k++)
             fill(c->entries + (size_t)((tail + k) & mask) * r->es, r->es, i + k);
@@ -196,6 +231,7 @@ static void *producer(void *arg)
             head = tail;
         }
     }
+    side_done(r, cpu0);
     return NULL;
 }
 
@@ -211,6 +247,7 @@ static void *consumer(void *arg)
         ofl_ce_start(&ce, OFL_CE_INLINE, -1);
         if ((r->err = ofl_qin_init(&q, r->mem, r->len, &ce, &w)) < 0) return NULL;
         wait_go(r->go);
+        uint64_t cpu0 = thread_ns();
         for (;;) {
             const uint8_t *es;
             int n = ofl_qin_next(&q, &es);
@@ -231,20 +268,25 @@ static void *consumer(void *arg)
             }
         }
         r->t_end = ofl_now_ns();
+        side_done(r, cpu0);
         ofl_qin_destroy(&q);
         ofl_ce_stop(&ce);
         return NULL;
     }
     struct ceil_ring *c = r->mem;
     uint32_t mask = RING_SIZE - 1, head = 0, tail = 0;
+    struct ofl_waiter w;
+    ofl_waiter_init(&w, NULL, 0, NULL);
     wait_go(r->go);
+    uint64_t cpu0 = thread_ns();
     while (r->received < r->n) {
         if (tail == head) {
             tail = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
             if (tail == head) {
-                ofl_cpu_relax();
+                ofl_wait(&w);
                 continue;
             }
+            ofl_waiter_progress(&w);
         }
         uint32_t n = tail - head < r->batch ? tail - head : r->batch;
         if (r->lat) record(r, c->entries + (size_t)(head & mask) * r->es, ofl_now_ns());
@@ -257,12 +299,20 @@ static void *consumer(void *arg)
         __atomic_store_n(&c->head, head, __ATOMIC_RELEASE);
     }
     r->t_end = ofl_now_ns();
+    side_done(r, cpu0);
     return NULL;
 }
 
+/* What one throughput transfer measured. */
+struct xfer {
+    double mps;      /* entries per second / 1e6 */
+    double share;    /* the least of the two threads' CPU time / the transfer's wall time */
+    int on_two;      /* producer ended on CPU 0 and consumer on CPU 1, as pinned */
+};
+
 /* One transfer of r->n entries (a latency run when r->iters); returns Mentries/s,
- * or -1 on a setup error. */
-static double transfer(struct run *r, void *mem, size_t len)
+ * or -1 on a setup error; *x (may be NULL) gets what it measured. */
+static double transfer(struct run *r, void *mem, size_t len, struct xfer *x)
 {
     volatile uint32_t go = 0;
     memset(mem, 0, len);
@@ -286,24 +336,28 @@ static double transfer(struct run *r, void *mem, size_t len)
     if (p.err && !r->err) r->err = p.err;
     r->doorbells = p.doorbells;
     r->full_waits = p.full_waits;
-    return (double)r->n / (double)(r->t_end - t0) * 1e3;
-}
-
-/* CPU time of this thread, ns (time the scheduler gave others is not counted). */
-static uint64_t thread_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+    double wall = (double)(r->t_end - t0), mps = (double)r->n / wall * 1e3;
+    if (x) {
+        uint64_t least = p.cpu_ns < r->cpu_ns ? p.cpu_ns : r->cpu_ns;
+        x->mps = mps;
+        x->share = (double)least / wall;
+        x->on_two = p.cpu == 0 % ofl_ncpus() && r->cpu == 1 % ofl_ncpus();
+    }
+    return mps;
 }
 
 /* Take what q has ready and check it continues the stream at *rec. Returns the
- * entries taken, or a negative error. */
+ * entries taken, or a negative error. The counters are locals in the loop, as in the
+ * ceiling's: through the pointers, each entry's check would wait for the last one's
+ * store (the entries' bytes may alias them). */
 static int take_batch(struct ofl_qin *q, uint32_t es, uint64_t *rec, uint64_t *bad)
 {
     const uint8_t *p;
     int n = ofl_qin_next(q, &p);
-    for (int k = 0; k < n; k++, (*rec)++) *bad += !good(p + (size_t)k * es, es, *rec);
+    uint64_t r = *rec, b = 0;
+    for (int k = 0; k < n; k++, r++) b += !good(p + (size_t)k * es, es, r);
+    *rec = r;
+    *bad += b;
     return n;
 }
 
@@ -370,6 +424,7 @@ static void single_thread(uint32_t es, uint32_t batch, uint64_t n, int reps, voi
         uint32_t mask = RING_SIZE - 1, tail = 0, head = 0;
         memset(mem, 0, len);
         uint64_t t3 = thread_ns();
+        uint64_t cbad = 0;
         for (uint64_t i = 0, r = 0; i < n;) {
             uint32_t want = n - i < batch ? (uint32_t)(n - i) : batch;
             for (uint32_t k = 0; k < want; k++)
@@ -379,10 +434,11 @@ static void single_thread(uint32_t es, uint32_t batch, uint64_t n, int reps, voi
             i += want;
             uint32_t t = __atomic_load_n(&c->tail, __ATOMIC_ACQUIRE);
             for (; head != t; head++, r++)
-                out->bad += !good(c->entries + (size_t)(head & mask) * es, es, r);
+                cbad += !good(c->entries + (size_t)(head & mask) * es, es, r);
             __atomic_store_n(&c->head, head, __ATOMIC_RELEASE);
         }
         uint64_t t4 = thread_ns();
+        out->bad += cbad;
         double o = (double)(t1 - t0) / (double)n, sl = (double)(t2 - t1) / (double)n,
                ce_ = (double)(t4 - t3) / (double)n;
         if (o < out->offlow) out->offlow = o;
@@ -430,7 +486,7 @@ static int latency(const struct run *cfg, void *mem, size_t len, uint64_t warm, 
     const char *name = cfg->offlow ? "offlow queue" : "ceiling ring";
     struct run r = { .offlow = cfg->offlow, .batch = cfg->batch, .es = cfg->es,
                      .iters = warm + iters, .lat = buf };
-    transfer(&r, mem, len);
+    transfer(&r, mem, len, NULL);
     if (r.err || r.received != r.n || r.bad || r.nlat != r.iters) {
         fprintf(stderr, "bench_queue: %s latency batch %u size %u: received %llu of %llu, "
                 "%llu bad, %llu of %llu samples, error %s\n", name, r.batch, r.es,
@@ -444,6 +500,87 @@ static int latency(const struct run *cfg, void *mem, size_t len, uint64_t warm, 
     out->p50 = s[iters / 2];
     out->p99 = s[iters * 99 / 100];
     out->samples = iters;
+    return 0;
+}
+
+/* Throughput of one (batch, entry size): pairs of transfers. */
+struct pairs {
+    double offlow[3], ceiling[3];   /* min, median, max Mentries/s over the counted pairs */
+    double ratio;                   /* median of offlow / ceiling over the counted pairs */
+    double ratio_all;               /* the same over every pair */
+    double share_min, share_median; /* threads' CPU time / wall time, over every transfer */
+    int pairs, clean;               /* pairs run; pairs counted (MIN_SHARE, on two CPUs) */
+};
+
+/* Min, median and max of v[0..n) (sorted in place) into out[3]. */
+static void spread(double *v, int n, double out[3])
+{
+    qsort(v, (size_t)n, sizeof v[0], cmp_double);
+    out[0] = v[0];
+    out[1] = v[n / 2];
+    out[2] = v[n - 1];
+}
+
+/* Run offlow (o) and the ceiling (c) back to back, the first of each pair alternating,
+ * until `reps` pairs ran undisturbed (each thread of both transfers on its own CPU
+ * for MIN_SHARE of the time: what the rings do, not what other load does) or
+ * PAIR_TRIES x reps pairs ran. Medians over the undisturbed pairs; over every pair
+ * when none was. Returns 0, or 1 after printing what failed. */
+static int run_pairs(struct run *o, struct run *c, int reps, void *mem, size_t len,
+                     struct pairs *out)
+{
+    enum { MAXP = MAX_REPS * PAIR_TRIES };
+    double om[MAXP], cm[MAXP], ratio[MAXP], oall[MAXP], call[MAXP], all[MAXP];
+    double share[2 * MAXP];
+    int k = 0, clean = 0;
+    for (; k < PAIR_TRIES * reps && clean < reps; k++) {
+        struct xfer xo, xc;
+        for (int side = 0; side < 2; side++) {
+            if ((side == 0) == (k % 2 == 0)) transfer(o, mem, len, &xo);
+            else transfer(c, mem, len, &xc);
+        }
+        if (o->err || o->received != o->n || o->bad) {
+            fprintf(stderr, "bench_queue: offlow queue batch %u size %u: received %llu of "
+                    "%llu, %llu bad, error %s\n", o->batch, o->es,
+                    (unsigned long long)o->received, (unsigned long long)o->n,
+                    (unsigned long long)o->bad, ofl_strerror(o->err));
+            return 1;
+        }
+        if (c->received != c->n || c->bad) {
+            fprintf(stderr, "bench_queue: ceiling ring: received %llu of %llu\n",
+                    (unsigned long long)c->received, (unsigned long long)c->n);
+            return 1;
+        }
+        oall[k] = xo.mps;
+        call[k] = xc.mps;
+        all[k] = xo.mps / xc.mps;
+        share[2 * k] = xo.share;
+        share[2 * k + 1] = xc.share;
+        if (xo.share >= MIN_SHARE && xc.share >= MIN_SHARE && xo.on_two && xc.on_two) {
+            om[clean] = xo.mps;
+            cm[clean] = xc.mps;
+            ratio[clean++] = all[k];
+        }
+    }
+    out->pairs = k;
+    out->clean = clean;
+    double tmp[3];
+    spread(share, 2 * k, tmp);
+    out->share_min = tmp[0];
+    out->share_median = tmp[1];
+    spread(all, k, tmp);
+    out->ratio_all = tmp[1];
+    if (!clean) {
+        /* None undisturbed: the spread of every pair, said so by clean_pairs 0. */
+        out->ratio = tmp[1];
+        spread(oall, k, out->offlow);
+        spread(call, k, out->ceiling);
+        return 0;
+    }
+    spread(om, clean, out->offlow);
+    spread(cm, clean, out->ceiling);
+    spread(ratio, clean, tmp);
+    out->ratio = tmp[1];
     return 0;
 }
 
@@ -486,58 +623,44 @@ int main(int argc, char **argv)
                 fprintf(stderr, "bench_queue: bad config batch %u size %u\n", batch, es);
                 return 2;
             }
-            double om[MAX_REPS], cm[MAX_REPS];
             struct run o = { .offlow = 1, .batch = batch, .es = es, .n = n };
             struct run c = { .offlow = 0, .batch = batch, .es = es, .n = n };
             /* Warm up both (page faults, caches, CPU frequency). */
             struct run wo = o, wc = c;
             wo.n = wc.n = n / 10 + 1;
-            transfer(&wo, mem, len);
-            transfer(&wc, mem, len);
-            for (int k = 0; k < reps; k++) {
-                om[k] = transfer(&o, mem, len);
-                if (o.err || o.received != n || o.bad) {
-                    fprintf(stderr, "bench_queue: offlow queue batch %u size %u: received "
-                            "%llu of %llu, %llu bad, error %s\n", batch, es,
-                            (unsigned long long)o.received, (unsigned long long)n,
-                            (unsigned long long)o.bad, ofl_strerror(o.err));
-                    return 1;
-                }
-                cm[k] = transfer(&c, mem, len);
-                if (c.received != n || c.bad) {
-                    fprintf(stderr, "bench_queue: ceiling ring: received %llu of %llu\n",
-                            (unsigned long long)c.received, (unsigned long long)n);
-                    return 1;
-                }
-            }
+            transfer(&wo, mem, len, NULL);
+            transfer(&wc, mem, len, NULL);
+            struct pairs pp;
+            if (run_pairs(&o, &c, reps, mem, len, &pp)) return 1;
             struct lat ol, cl;
             if (latency(&o, mem, len, warm, iters, lat_buf, &ol) ||
                 latency(&c, mem, len, warm, iters, lat_buf, &cl))
                 return 1;
             struct st st;
-            single_thread(es, batch, n, ST_RUNS, mem, len, &st);
+            single_thread(es, batch, n < ST_ENTRIES ? n : ST_ENTRIES, ST_RUNS, mem, len, &st);
             if (st.err || st.bad) {
                 fprintf(stderr, "bench_queue: single-thread batch %u size %u: %llu bad, "
                         "error %s\n", batch, es, (unsigned long long)st.bad,
                         ofl_strerror(st.err));
                 return 1;
             }
-            qsort(om, (size_t)reps, sizeof om[0], cmp_double);
-            qsort(cm, (size_t)reps, sizeof cm[0], cmp_double);
-            double omed = om[reps / 2], cmed = cm[reps / 2];
             printf("{\"batch\": %u, \"entry_size\": %u, \"ring_size\": %u, \"entries\": %llu, "
                    "\"reps\": %d, \"offlow_received\": %llu, \"ceiling_received\": %llu, "
                    "\"offlow_mps\": %.3f, \"offlow_mps_min\": %.3f, \"offlow_mps_max\": %.3f, "
                    "\"ceiling_mps\": %.3f, \"ceiling_mps_min\": %.3f, \"ceiling_mps_max\": %.3f, "
-                   "\"ratio\": %.4f, \"offlow_doorbells\": %llu, \"offlow_full_waits\": %llu, "
+                   "\"ratio\": %.4f, \"ratio_all\": %.4f, \"pairs\": %d, \"clean_pairs\": %d, "
+                   "\"min_share\": %.3f, \"share_min\": %.6g, \"share_median\": %.6g, "
+                   "\"offlow_doorbells\": %llu, \"offlow_full_waits\": %llu, "
                    "\"lat_iters\": %llu, \"offlow_lat_p50_ns\": %llu, "
                    "\"offlow_lat_p99_ns\": %llu, \"ceiling_lat_p50_ns\": %llu, "
-                   "\"ceiling_lat_p99_ns\": %llu, \"lat_ratio\": %.4f, "
+                   "\"ceiling_lat_p99_ns\": %llu, \"lat_ratio\": %.6g, "
                    "\"st_offlow_ns\": %.3f, \"st_next_ns\": %.3f, \"st_ceiling_ns\": %.3f, "
                    "\"st_ratio\": %.4f, \"st_runs\": %d}\n",
                    batch, es, RING_SIZE, (unsigned long long)n, reps,
-                   (unsigned long long)o.received, (unsigned long long)c.received, omed, om[0],
-                   om[reps - 1], cmed, cm[0], cm[reps - 1], cmed > 0 ? omed / cmed : 0.0,
+                   (unsigned long long)o.received, (unsigned long long)c.received,
+                   pp.offlow[1], pp.offlow[0], pp.offlow[2], pp.ceiling[1], pp.ceiling[0],
+                   pp.ceiling[2], pp.ratio, pp.ratio_all, pp.pairs, pp.clean, MIN_SHARE,
+                   pp.share_min, pp.share_median,
                    (unsigned long long)o.doorbells, (unsigned long long)o.full_waits,
                    (unsigned long long)ol.samples, (unsigned long long)ol.p50,
                    (unsigned long long)ol.p99, (unsigned long long)cl.p50,

@@ -11,7 +11,7 @@
  * move to another's in order (ofl_qout_take). Batch reservations (ofl_qout_reserve /
  * _produce): partial batches, entries given back, wrap-around, a full ring, misuse;
  * a stale entry anywhere in a batch is -EBADMSG. The copy engine's entry jobs are
- * checked on their own.
+ * checked on their own, also the seq they stamp and check.
  * Usage: test_queue [ENTRIES]  (default 300000 per configuration) */
 #include <errno.h>
 #include <pthread.h>
@@ -565,6 +565,95 @@ static void test_ce_jobs(int mode)
           mn, (unsigned long long)ce.bytes);
 }
 
+/* Entry jobs that stamp or check seqs (the queue's own copies, OFL_CE_SEQ_*): for
+ * 16-byte entries (two 8-byte moves), larger whole entries and entries with packet
+ * bytes, in two segments as a wrapped ring gives, with seqs that wrap past 2^32.
+ * STAMP writes first + i into entry i's header and copies the rest as it is; CHECK
+ * passes those and flags a wrong seq in any position (first, inside the first
+ * segment, first and last of the second) and a len past the packet area. */
+static void test_ce_seq(int mode)
+{
+    const char *mn = mode == OFL_CE_THREAD ? "thread" : "inline";
+    enum { N = 7, MAXES = 48 };
+    static const uint32_t geo[][2] = { { 16, 0 }, { 32, 0 }, { 48, 16 } };   /* stride, data_off */
+    static const uint32_t firsts[] = { 1, 0xfffffffdu };   /* the second wraps to 0 at i = 3 */
+    struct ofl_ce ce;
+    CHECK(ofl_ce_start(&ce, mode, -1) == 0, "%s engine started", mn);
+    for (size_t g = 0; g < sizeof geo / sizeof geo[0]; g++) {
+        uint32_t es = geo[g][0], doff = geo[g][1];
+        for (size_t f = 0; f < 2; f++) {
+            uint32_t first = firsts[f];
+            uint8_t src[N * MAXES], ring[N * MAXES], back[N * MAXES];
+            for (size_t k = 0; k < sizeof src; k++) src[k] = (uint8_t)(k * 7 + 3);
+            for (uint32_t i = 0; i < N; i++) {
+                struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)(src + i * es);
+                h->seq = 0xdeadbeefu;   /* whatever the producer left: stamped over */
+                h->len = (uint16_t)(doff ? i % (es - doff + 1) : i);
+            }
+            struct ofl_ce_job job;
+            memset(&job, 0, sizeof job);
+            job.kind = OFL_CE_ENTRIES;
+            job.stride = es;
+            job.data_off = doff;
+            job.seq_op = OFL_CE_SEQ_STAMP;
+            job.seq = first;
+            job.nseg = 2;
+            job.seg[0] = (struct ofl_ce_seg){ ring, src, 3 };
+            job.seg[1] = (struct ofl_ce_seg){ ring + 3 * es, src + 3 * es, N - 3 };
+            CHECK(ofl_ce_submit(&ce, &job) == 0 && ofl_ce_wait(&ce, &job, NULL) == 0,
+                  "%s: stamp job done", mn);
+            int ok = 1;
+            for (uint32_t i = 0; i < N; i++) {
+                const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)(ring + i * es);
+                uint32_t used = ofl_entry_used(es, doff, h->len);
+                ok &= h->seq == first + i && h->len == ((struct ofl_entry_hdr *)(src + i * es))->len;
+                ok &= !memcmp(ring + i * es + 4, src + i * es + 4, used - 4);
+            }
+            CHECK(ok, "%s, %u B, data_off %u, seq from %#x: each entry stamped first + i, "
+                  "the rest copied", mn, es, doff, first);
+            job.seq_op = OFL_CE_SEQ_CHECK;
+            job.seg[0] = (struct ofl_ce_seg){ back, ring, 3 };
+            job.seg[1] = (struct ofl_ce_seg){ back + 3 * es, ring + 3 * es, N - 3 };
+            CHECK(ofl_ce_submit(&ce, &job) == 0 && ofl_ce_wait(&ce, &job, NULL) == 0 &&
+                      job.bad == 0,
+                  "%s, %u B, data_off %u: the stamped entries pass the check", mn, es, doff);
+            for (uint32_t at = 0; at < N; at++) {
+                if (at != 0 && at != 2 && at != 3 && at != N - 1) continue;
+                struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)(ring + at * es);
+                h->seq ^= 0x40;   /* a stale entry: another lap's seq */
+                CHECK(ofl_ce_submit(&ce, &job) == 0 && ofl_ce_wait(&ce, &job, NULL) == 0 &&
+                          job.bad != 0,
+                      "%s, %u B, data_off %u: a wrong seq at %u of %u is caught", mn, es, doff,
+                      at, N);
+                h->seq ^= 0x40;
+            }
+            if (doff) {
+                struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)(ring + 4 * es);
+                uint16_t l = h->len;
+                h->len = (uint16_t)(es - doff + 1);
+                CHECK(ofl_ce_submit(&ce, &job) == 0 && ofl_ce_wait(&ce, &job, NULL) == 0 &&
+                          job.bad != 0,
+                      "%s, %u B, data_off %u: a len past the packet area is caught", mn, es,
+                      doff);
+                h->len = l;
+            }
+            CHECK(ofl_ce_submit(&ce, &job) == 0 && ofl_ce_wait(&ce, &job, NULL) == 0 &&
+                      job.bad == 0,
+                  "%s: the flag is cleared at each submit", mn);
+        }
+    }
+    struct ofl_ce_job job;
+    memset(&job, 0, sizeof job);
+    uint8_t a[16], b[16];
+    job.kind = OFL_CE_ENTRIES;
+    job.stride = 16;
+    job.nseg = 1;
+    job.seg[0] = (struct ofl_ce_seg){ a, b, 1 };
+    job.seq_op = 3;
+    CHECK(ofl_ce_submit(&ce, &job) == -EINVAL, "%s: an unknown seq_op is rejected", mn);
+    ofl_ce_stop(&ce);
+}
+
 /* One thread, a ring with data_off: lens 0, 1, 7, 8, max-1, max across wraps. Ring
  * bytes past each entry's used part are never written; fields and the first len
  * packet bytes arrive intact. */
@@ -1090,6 +1179,8 @@ int main(int argc, char **argv)
     test_drop_full(OFL_CE_THREAD);
     test_ce_jobs(OFL_CE_INLINE);
     test_ce_jobs(OFL_CE_THREAD);
+    test_ce_seq(OFL_CE_INLINE);
+    test_ce_seq(OFL_CE_THREAD);
     test_used_only(OFL_CE_INLINE);
     test_used_only(OFL_CE_THREAD);
     test_corrupt_len(OFL_CE_INLINE);

@@ -15,19 +15,34 @@ static uint8_t *alloc_buf(size_t bytes)
     return p;
 }
 
+/* The ring slots of n entries from ring index idx: one run (cnt[1] 0), or two
+ * when the ring wraps. */
+static void ring_runs(const struct ofl_ring *r, uint32_t idx, uint32_t n, uint8_t *at[2],
+                      uint32_t cnt[2])
+{
+    uint32_t slot = idx & r->mask;
+    cnt[0] = n < r->size - slot ? n : r->size - slot;
+    cnt[1] = n - cnt[0];
+    at[0] = r->entries + (size_t)slot * r->entry_size;
+    at[1] = r->entries;
+}
+
 /* Describe copying n entries between the ring (starting at ring index `idx`) and
  * contiguous local memory: one run of entries, or two when the ring wraps. Each
- * entry is copied only as far as it is used (its len, the ring's data_off). */
+ * entry is copied only as far as it is used (its len, the ring's data_off). Into the
+ * ring, the copy writes each entry's seq (index + 1); out of it, it checks them. */
 static void ring_job(struct ofl_ce_job *job, const struct ofl_ring *r, uint32_t idx, uint32_t n,
                      uint8_t *local, bool to_ring)
 {
-    uint32_t slot = idx & r->mask;
-    uint32_t first = n < r->size - slot ? n : r->size - slot;
-    uint8_t *ring_at[2] = { r->entries + (size_t)slot * r->entry_size, r->entries };
-    uint32_t cnt[2] = { first, n - first };
+    uint8_t *ring_at[2];
+    uint32_t cnt[2];
+    ring_runs(r, idx, n, ring_at, cnt);
     job->kind = OFL_CE_ENTRIES;
     job->stride = r->entry_size;
     job->data_off = r->data_off;
+    /* The producer's seq written and the consumer's checked as the entries move. */
+    job->seq_op = to_ring ? OFL_CE_SEQ_STAMP : OFL_CE_SEQ_CHECK;
+    job->seq = idx + 1;
     job->nseg = 0;
     for (int k = 0; k < 2; k++) {
         if (!cnt[k]) continue;
@@ -37,6 +52,26 @@ static void ring_job(struct ofl_ce_job *job, const struct ofl_ring *r, uint32_t 
         s->src = to_ring ? (const void *)local : (const void *)ring_at[k];
         local += (size_t)cnt[k] * r->entry_size;
     }
+}
+
+/* The same copy done now, in this thread, with an INLINE engine (no job to describe,
+ * submit and wait for). Returns the bytes; *bad nonzero when a checked entry failed. */
+static uint64_t ring_copy_now(struct ofl_ce *ce, const struct ofl_ring *r, uint32_t idx,
+                              uint32_t n, uint8_t *local, bool to_ring, uint32_t *bad)
+{
+    uint8_t *ring_at[2];
+    uint32_t cnt[2];
+    uint64_t bytes = 0;
+    ring_runs(r, idx, n, ring_at, cnt);
+    int op = to_ring ? OFL_CE_SEQ_STAMP : OFL_CE_SEQ_CHECK;
+    for (int k = 0; k < 2 && cnt[k]; k++) {
+        bytes += ofl_ce_entries_now(ce, to_ring ? ring_at[k] : local,
+                                    to_ring ? local : ring_at[k], cnt[k], r->entry_size,
+                                    r->data_off, op, idx + 1, bad);
+        local += (size_t)cnt[k] * r->entry_size;
+        idx += cnt[k];
+    }
+    return bytes;
 }
 
 /* Keep the first error of an endpoint (*slot: its sticky err field); returns it. */
@@ -102,7 +137,7 @@ static void qout_complete(struct ofl_qout *q)
      * peer that exits after closing its rings cannot fail a copy. */
     (void)ofl_ce_wait(q->ce, &q->job[k], NULL);
     q->bytes += q->job[k].bytes;
-    ofl_ring_commit(&q->ring, q->fly[k]);
+    ofl_ring_publish(&q->ring, q->fly[k]);   /* the copy wrote the seqs */
     q->inflight -= q->fly[k];
     q->fly[k] = 0;
     q->old = 1 - k;   /* the other job, if one is in flight, is the oldest now */
@@ -132,6 +167,15 @@ static int qout_submit(struct ofl_qout *q, uint32_t off, uint32_t n)
 {
     int k = q->cur;
     struct ofl_ring *r = &q->ring;
+    if (q->ce->mode == OFL_CE_INLINE && q->ce->started && !q->inflight) {
+        /* Copied on return: publish at once (nothing of ours is in flight before it).
+         * A stopped engine takes the job path, which refuses it (-EINVAL). */
+        uint32_t bad = 0;   /* (a stamp checks nothing) */
+        q->bytes += ring_copy_now(q->ce, r, r->tail, n, q->buf[k] + (size_t)off * q->entry_size,
+                                  true, &bad);
+        ofl_ring_publish(r, n);
+        return 0;
+    }
     ring_job(&q->job[k], r, r->tail + q->inflight, n,
              q->buf[k] + (size_t)off * q->entry_size, true);
     int rc = ofl_ce_submit(q->ce, &q->job[k]);
@@ -143,8 +187,23 @@ static int qout_submit(struct ofl_qout *q, uint32_t off, uint32_t n)
     return 0;
 }
 
+/* Entries ofl_qout_next handed out from ofl_qout_slot's reservation so far. */
+static uint32_t qout_next_taken(const struct ofl_qout *q)
+{
+    return q->nx_base ? (uint32_t)((size_t)(q->nx - q->nx_base) / q->entry_size) : 0;
+}
+
+/* End ofl_qout_slot's reservation: the entries ofl_qout_next handed out are staged,
+ * the rest given back. Every call but ofl_qout_next starts with it. */
+static void qout_settle(struct ofl_qout *q)
+{
+    q->staged += qout_next_taken(q);
+    q->nx = q->nx_end = q->nx_base = NULL;
+}
+
 void *ofl_qout_reserve(struct ofl_qout *q, uint32_t want, uint32_t *got)
 {
+    qout_settle(q);
     *got = 0;
     q->reserved = 0;
     if (q->err) return NULL;
@@ -166,6 +225,7 @@ void *ofl_qout_reserve(struct ofl_qout *q, uint32_t want, uint32_t *got)
 
 int ofl_qout_produce(struct ofl_qout *q, uint32_t n)
 {
+    qout_settle(q);
     if (q->err) return q->err;
     if (n > q->reserved) {
         q->reserved = 0;
@@ -180,12 +240,17 @@ void *ofl_qout_slot(struct ofl_qout *q)
 {
     /* Reserve the rest of the staging buffer: ofl_qout_next hands out the others. */
     uint32_t got;
-    if (!ofl_qout_reserve(q, q->batch, &got)) return NULL;
+    uint8_t *e = ofl_qout_reserve(q, q->batch, &got);
+    if (!e) return NULL;
+    q->reserved = 0;
+    q->nx_base = q->nx = e;
+    q->nx_end = e + (size_t)got * q->entry_size;
     return ofl_qout_next(q);   /* got >= 1: taken from the reservation */
 }
 
 int ofl_qout_flush(struct ofl_qout *q)
 {
+    qout_settle(q);
     q->reserved = 0;   /* a flush ends the open reservation */
     if (q->err) return q->err;
     qout_reap(q);
@@ -254,6 +319,8 @@ int ofl_qout_close(struct ofl_qout *q)
 
 int ofl_qout_take(struct ofl_qout *dst, struct ofl_qout *src)
 {
+    qout_settle(src);
+    qout_settle(dst);
     const uint8_t *b = src->buf[src->cur];
     uint32_t n = src->staged;
     src->staged = 0;
@@ -265,7 +332,7 @@ int ofl_qout_take(struct ofl_qout *dst, struct ofl_qout *src)
     for (uint32_t i = 0; i < n; i++) {
         const uint8_t *e = b + (size_t)i * src->entry_size;
         const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
-        uint8_t *d = ofl_qout_slot(dst);
+        uint8_t *d = ofl_qout_next(dst);
         if (!d) return dst->err;
         memcpy(d, e, ofl_entry_used(src->entry_size, src->ring.data_off, h->len));
     }
@@ -274,7 +341,7 @@ int ofl_qout_take(struct ofl_qout *dst, struct ofl_qout *src)
 
 unsigned ofl_qout_pending(const struct ofl_qout *q)
 {
-    return q->staged + q->inflight;
+    return q->staged + qout_next_taken(q) + q->inflight;
 }
 
 void ofl_qout_destroy(struct ofl_qout *q)
@@ -287,6 +354,7 @@ void ofl_qout_destroy(struct ofl_qout *q)
     }
     q->staged = 0;
     q->reserved = 0;
+    q->nx = q->nx_end = q->nx_base = NULL;
 }
 
 /* ---- consumer ---- */
@@ -321,31 +389,42 @@ static int qin_kick(struct ofl_qin *q, int b)
     return (int)n;
 }
 
-/* Wait for buffer b's copy, check every entry's seq and len, release the ring slots. */
+/* Wait for buffer b's copy, check its entries' seq and len, release the ring slots. */
 static int qin_finish(struct ofl_qin *q, int b)
 {
     /* The engine is in this process and always finishes (see qout_complete). */
     int rc = ofl_ce_wait(q->ce, &q->job[b], NULL);
     if (rc < 0) return rc;
-    /* Checked in the local copy, before the slots go back: what we deliver is what
-     * the producer committed, and the producer cannot overwrite it meanwhile. The
-     * engine read each header once, so the len checked is the len that sized the
-     * copy; a len past the entry's packet area was clamped there and is an error. */
-    uint32_t seq = q->ring.head + 1, n = q->n[b], es = q->entry_size;
-    uint32_t doff = q->ring.data_off;
-    const uint8_t *e = q->buf[b];
-    for (uint32_t i = 0; i < n; i++, e += es) {
-        const struct ofl_entry_hdr *h = (const struct ofl_entry_hdr *)e;
-        if (h->seq != seq + i || !ofl_entry_len_ok(es, doff, h->len)) return -EBADMSG;
-    }
+    /* The copy checked every entry's seq and len (OFL_CE_SEQ_CHECK) in the header it
+     * copied, before the slots go back: what we deliver is what the producer
+     * committed, and the producer cannot overwrite it meanwhile. The len checked is
+     * the len that sized the copy; one past the entry's packet area was clamped there
+     * and is an error. One branch per batch, wherever a bad entry falls in it. */
+    if (q->job[b].bad) return -EBADMSG;
     ofl_ring_release(&q->ring, q->n[b]);
     q->state[b] = OFL_QB_READY;
     return 0;
 }
 
+/* ofl_qin_next with an INLINE engine: copy up to a batch of ready entries into
+ * buf[0] now, checked as they move, and release their slots. */
+static int qin_next_now(struct ofl_qin *q, const uint8_t **entries)
+{
+    uint32_t n = ofl_ring_ready(&q->ring);
+    if (!n) return ofl_ring_finished(&q->ring) ? OFL_Q_DONE : 0;
+    if (n > q->batch) n = q->batch;
+    uint32_t bad = 0;
+    ring_copy_now(q->ce, &q->ring, q->ring.head, n, q->buf[0], false, &bad);
+    if (bad) return sticky(&q->err, -EBADMSG);   /* see qin_finish */
+    ofl_ring_release(&q->ring, n);
+    *entries = q->buf[0];
+    return (int)n;
+}
+
 int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries)
 {
     if (q->err) return q->err;
+    if (q->ce->mode == OFL_CE_INLINE && q->ce->started) return qin_next_now(q, entries);
     int ready = -1;
     for (int k = 0; k < 2; k++) {
         if (q->state[k] == OFL_QB_HELD) q->state[k] = OFL_QB_EMPTY;
@@ -364,12 +443,10 @@ int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries)
         if (rc < 0) return sticky(&q->err, rc);
         ready = 0;
     }
-    /* Double buffering: start the next batch's copy before handing this one out.
-     * Pointless with an inline engine, where it would only hold ring slots longer. */
-    if (q->ce->mode == OFL_CE_THREAD) {
-        int rc = qin_kick(q, 1 - ready);
-        if (rc < 0) return sticky(&q->err, rc);
-    }
+    /* Double buffering (a THREAD engine: an INLINE one took qin_next_now): start the
+     * next batch's copy before handing this one out. */
+    int rc = qin_kick(q, 1 - ready);
+    if (rc < 0) return sticky(&q->err, rc);
     q->state[ready] = OFL_QB_HELD;
     *entries = q->buf[ready];
     return (int)q->n[ready];

@@ -24,6 +24,15 @@ enum { OFL_CE_INLINE = 0, OFL_CE_THREAD = 1 };
 /* Job kinds. */
 enum { OFL_CE_BYTES = 0, OFL_CE_ENTRIES = 1 };
 
+/* What an entries job does with each entry's seq (struct ofl_entry_hdr) as it copies
+ * entry i of the job (counted across its segments): KEEP copies it as it is; STAMP
+ * writes job.seq + i into the destination's header (the producer's ownership flag,
+ * fused into its copy into the ring); CHECK copies it and sets job.bad nonzero when
+ * some entry's seq is not job.seq + i or its len is past the packet area (the
+ * consumer's check, fused into its copy out of the ring: what is checked is what
+ * was copied; one test per job, wherever the bad entry is). */
+enum { OFL_CE_SEQ_KEEP = 0, OFL_CE_SEQ_STAMP = 1, OFL_CE_SEQ_CHECK = 2 };
+
 #define OFL_CE_MAX_SEGS 8
 /* Jobs that can be queued on a THREAD engine (a power of two). */
 #define OFL_CE_QLEN 64
@@ -44,6 +53,9 @@ struct ofl_ce_job {
     uint32_t stride;          /* ENTRIES: entry size, a multiple of 8 >= 8 */
     uint32_t data_off;        /* ENTRIES: 0 (entries copied whole) or where the packet
                                  bytes start, 8 <= data_off <= stride, a multiple of 8 */
+    int seq_op;               /* ENTRIES: OFL_CE_SEQ_KEEP (0), _STAMP or _CHECK */
+    uint32_t seq;             /* ENTRIES, STAMP / CHECK: the first entry's seq */
+    uint32_t bad;             /* CHECK: nonzero when an entry failed it; valid once done */
     uint64_t bytes;           /* bytes the job copied; valid once it is done */
     volatile uint32_t done;   /* set (release) by the engine when every segment is copied */
 };
@@ -70,11 +82,20 @@ struct ofl_ce {
  * negative errno from pthread_create. */
 int ofl_ce_start(struct ofl_ce *ce, int mode, int cpu);
 
-/* Queue `job` (1..OFL_CE_MAX_SEGS segments; its `done` is cleared here). INLINE:
- * copies now and marks it done. THREAD: hands it to the engine thread (yielding
- * while the job queue is full). Returns 0 or -EINVAL (bad kind, segment count,
- * stride or data_off; engine not started). */
+/* Queue `job` (1..OFL_CE_MAX_SEGS segments; its `done`, `bytes` and `bad` are cleared
+ * here). INLINE: copies now and marks it done. THREAD: hands it to the engine thread
+ * (yielding while the job queue is full). Returns 0 or -EINVAL (bad kind, segment
+ * count, stride, data_off or seq_op; engine not started). */
 int ofl_ce_submit(struct ofl_ce *ce, struct ofl_ce_job *job);
+
+/* Copy `n` entries from `src` to `dst` now, in the calling thread, as an INLINE
+ * engine runs an entries job of one segment (stride, data_off, seq_op and seq as a
+ * job's; ORs into *bad what job.bad would get), counted in the engine's jobs and
+ * bytes: for a caller that would submit to an INLINE engine and wait at once (the
+ * queue's per-batch copies), without a job. Returns the bytes copied. */
+uint64_t ofl_ce_entries_now(struct ofl_ce *ce, void *dst, const void *src, size_t n,
+                            uint32_t stride, uint32_t data_off, int seq_op, uint32_t seq,
+                            uint32_t *bad);
 
 /* True when `job` has completed (acquire: its copies are visible). */
 static inline bool ofl_ce_done(const struct ofl_ce_job *job)

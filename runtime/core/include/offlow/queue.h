@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "offlow/copy.h"
 #include "offlow/ring.h"
@@ -43,7 +44,13 @@ struct ofl_qout {
     int cur;                     /* the staging buffer being filled */
     uint32_t staged;             /* entries filled in buf[cur] */
     uint32_t reserved;           /* entries of the open reservation after those staged
-                                  * (ofl_qout_reserve, ofl_qout_slot); 0: none */
+                                  * (ofl_qout_reserve); 0: none */
+    /* ofl_qout_next's entries: the rest of the staging buffer that ofl_qout_slot
+     * reserved, from nx_base; nx is the next to hand out, nx == nx_end: none left (all
+     * NULL: none reserved). Those before nx are staged: the next call other than
+     * ofl_qout_next counts them into `staged` (so the per-entry path stores one
+     * pointer). */
+    uint8_t *nx, *nx_end, *nx_base;
     uint32_t fly[2];             /* entries of job[k] in flight (0: none) */
     uint32_t inflight;           /* fly[0] + fly[1]: ring slots reserved, not committed */
     int old;                     /* the oldest job in flight (when inflight > 0) */
@@ -84,7 +91,7 @@ void *ofl_qout_reserve(struct ofl_qout *q, uint32_t want, uint32_t *got);
  * error. */
 int ofl_qout_produce(struct ofl_qout *q, uint32_t n);
 
-/* Next staging entry (entry_size bytes, 8-aligned, seq and flags zeroed; the caller
+/* Next staging entry (entry_size bytes, 8-aligned, its header zeroed; the caller
  * sets h.len and the fields before the next call on `q`; with a data_off, h.len
  * sizes the copy and a len past entry_size - data_off is clamped, and rejected by
  * the consumer). Reserves the rest of the staging buffer and stages its first entry:
@@ -94,18 +101,17 @@ int ofl_qout_produce(struct ofl_qout *q, uint32_t n);
  * says which). */
 void *ofl_qout_slot(struct ofl_qout *q);
 
-/* As ofl_qout_slot, inline: the next entry of the open reservation when there is one
- * (no call, no check: the reservation is only open while the endpoint is good), else
- * ofl_qout_slot. What generated enqueue code calls per packet. */
+/* As ofl_qout_slot, inline: the next entry of the rest of the staging buffer that
+ * ofl_qout_slot reserved, when one is left (no call, no check: the reservation is
+ * only open while the endpoint is good; one pointer loaded, compared and stored, and
+ * the header zeroed), else ofl_qout_slot. What generated enqueue code calls per
+ * packet. */
 static inline void *ofl_qout_next(struct ofl_qout *q)
 {
-    if (!q->reserved) return ofl_qout_slot(q);
-    uint8_t *e = q->buf[q->cur] + (size_t)q->staged * q->entry_size;
-    q->staged++;
-    q->reserved--;
-    struct ofl_entry_hdr *h = (struct ofl_entry_hdr *)e;
-    h->seq = 0;
-    h->flags = 0;
+    uint8_t *e = q->nx;
+    if (e == q->nx_end) return ofl_qout_slot(q);
+    q->nx = e + q->entry_size;
+    memset(e, 0, sizeof(struct ofl_entry_hdr));   /* seq: the copy into the ring writes it */
     return e;
 }
 

@@ -142,16 +142,12 @@ static inline void *ofl_ring_slot(struct ofl_ring *r, uint32_t i)
     return r->entries + (size_t)((r->tail + i) & r->mask) * r->entry_size;
 }
 
-/* Publish the next n filled slots: write their seq, then one doorbell (store-release
- * of the tail; with a delay, held until its time: ofl_ring_set_delay). */
-static inline void ofl_ring_commit(struct ofl_ring *r, uint32_t n)
+/* Publish the next n filled slots whose seq is already written (a copy into the ring
+ * that stamped them: OFL_CE_SEQ_STAMP): one doorbell, a store-release of the tail (with
+ * a delay, held until its time: ofl_ring_set_delay), and the producer's counters. */
+static inline void ofl_ring_publish(struct ofl_ring *r, uint32_t n)
 {
-    /* Locals: the seq stores may alias the handle's own uint32_t fields. */
-    uint8_t *entries = r->entries;
-    uint32_t tail = r->tail, mask = r->mask, es = r->entry_size;
-    for (uint32_t i = 0; i < n; i++)
-        ((struct ofl_entry_hdr *)(entries + (size_t)((tail + i) & mask) * es))->seq = tail + i + 1;
-    r->tail = tail + n;
+    r->tail += n;
     if (r->delay_ns) ofl_ring_hold(r);
     else __atomic_store_n(&r->shm->tail, r->tail, __ATOMIC_RELEASE);
     uint64_t occ = r->tail - r->head;   /* upper bound: the cached head may be stale */
@@ -160,6 +156,17 @@ static inline void ofl_ring_commit(struct ofl_ring *r, uint32_t n)
     r->samples++;
     r->occupancy_sum += occ;
     if (occ > r->occupancy_max) r->occupancy_max = occ;
+}
+
+/* Publish the next n filled slots: write their seq, then ofl_ring_publish. */
+static inline void ofl_ring_commit(struct ofl_ring *r, uint32_t n)
+{
+    /* Locals: the seq stores may alias the handle's own uint32_t fields. */
+    uint8_t *entries = r->entries;
+    uint32_t tail = r->tail, mask = r->mask, es = r->entry_size;
+    for (uint32_t i = 0; i < n; i++)
+        ((struct ofl_entry_hdr *)(entries + (size_t)((tail + i) & mask) * es))->seq = tail + i + 1;
+    ofl_ring_publish(r, n);
 }
 
 /* The producer is finished: no commits after this. Publishes the held doorbells
