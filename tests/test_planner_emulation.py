@@ -194,7 +194,9 @@ def test_a_nic_cores_first_turn_runs_on_its_clock():
     (nic,) = res.stats["nic"]["cores"]
     assert nic["pkts_in"] == 32 and nic["dilated_ns"] > 0, nic
     assert nic["busy_cpu_ns"] <= nic["elapsed_ns"], nic
-    assert nic["busy_cpu_ns"] <= nic["cpu_ns"], nic
+    # (not compared with cpu_ns, the thread's CPU time from the same start: busy is
+    # counted by the clock, so a core preempted during its turn's spin, as on a loaded
+    # machine, has more busy time than CPU time: 700 us against 530 us once)
 
 
 def test_a_profiles_link_throttles_the_bytes_crossing_by_the_runtimes_clock(tmp_path):
