@@ -9,11 +9,13 @@ for every device; a segment spread over devices has a copy on each). The built-i
 elements use atomic adds (`__atomic_fetch_add(&t[i], v, __ATOMIC_RELAXED)`), which
 lose nothing.
 
-Threads of the process targets only (host, nic, remote): an XDP program runs on every
-CPU that receives, and its add-only arrays become per-CPU maps (codegen/bpf.py)."""
+An XDP program runs on every CPU that receives: its arrays every use of which adds
+become per-CPU maps (codegen/bpf.py: nothing shared, nothing lost); a plain update of
+one that stays a shared array map races on every CPU."""
 
 from __future__ import annotations
 
+from offlow.codegen.bpf import map_kind
 from offlow.plan import Plan
 
 # the targets whose segments run on the core threads the plan gives them
@@ -30,6 +32,7 @@ def lost_updates(plan: Plan) -> list[str]:
         if t.is_object or t.map_key:
             continue
         copies: dict[str, set[tuple[str, int]]] = {}  # copy -> threads updating it
+        every_cpu: set[str] = set()  # xdp devices whose program updates a shared map
         writers: dict[str, str] = {}  # element -> its local name of the array
         for n in g.nodes:
             mine = sorted({local for local, ref in n.tables if ref == t.name}
@@ -39,19 +42,25 @@ def lost_updates(plan: Plan) -> list[str]:
             s = g.segment(n.segment)
             for k, core in enumerate(s.cores):
                 device = s.core_device(k)
-                if target.get(device, "").split(":")[0] not in THREADED:
-                    continue
-                copies.setdefault(device if s.spread else "", set()).add((device, core))
+                kind = target.get(device, "").split(":")[0]
+                if kind == "xdp" and map_kind(g, t)[0] == "array":
+                    every_cpu.add(device)
+                elif kind in THREADED:
+                    copies.setdefault(device if s.spread else "", set()).add((device, core))
             writers[n.name] = mine[0]
         threads = max((len(v) for v in copies.values()), default=0)
-        if threads >= 2:
-            where = sorted({f"{d} core {c}" for v in copies.values() for d, c in v})
+        if threads >= 2 or every_cpu:
+            where = sorted({f"{d} core {c}" for v in copies.values() for d, c in v}
+                           | {f"{d}: every CPU that receives" for d in every_cpu})
             name, local = next(iter(writers.items()))
             out.append(
                 f"table `{t.name}`: {', '.join(f'`{w}`' for w in writers)} "
                 f"update{'s' if len(writers) == 1 else ''} it with a plain read-modify-write "
-                f"(`+=`, `++`, `|=`, ...) on {threads} threads at once ({', '.join(where)}): "
-                f"updates made at the same time are lost; in `{name}` write e.g. "
-                f"__atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED), or run its users on "
-                "one core")
+                f"(`+=`, `++`, `|=`, ...) on "
+                + (f"{threads} threads" if not every_cpu else "several CPUs")
+                + f" at once ({', '.join(where)}): updates made at the same time are lost; "
+                f"in `{name}` write e.g. __atomic_fetch_add(&{local}[i], v, "
+                "__ATOMIC_RELAXED), or run its users on one core"
+                + ("; on xdp an array that every element only adds to becomes one copy per "
+                   "CPU, which loses nothing" if every_cpu else ""))
     return out

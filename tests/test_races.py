@@ -73,6 +73,29 @@ def test_two_segments_on_two_threads_updating_one_array_are_said() -> None:
                         "(host core 0, nic core 0)")
 
 
+class Budget(Element):
+    """Adds, then reads what it added: the array stays one map every CPU shares."""
+
+    tables = ("per_bucket",)
+    body = r"""
+    uint32_t b = pkt->len & 7u;
+    per_bucket[b] += pkt->len;
+    if (per_bucket[b] > 3000u) DROP();
+    """
+
+
+def test_on_xdp_a_shared_map_updated_plainly_is_said_a_per_cpu_one_is_not() -> None:
+    """An XDP program runs on every CPU that receives: a plain update of an array that
+    stays one shared map loses updates; an add-only array is per-CPU and loses none."""
+    [w] = lost_updates(plan_program(_one(Budget, [0], "xdp")))
+    assert ("on several CPUs at once (xdp: every CPU that receives): updates made at the "
+            "same time are lost; in `tally` write e.g. __atomic_fetch_add(&per_bucket[i]"
+            in w), w
+    assert w.endswith("on xdp an array that every element only adds to becomes one copy "
+                      "per CPU, which loses nothing")
+    assert lost_updates(plan_program(_one(Tally, [0], "xdp"))) == []
+
+
 def test_offlow_run_prints_the_warning_and_runs(tmp_path: Path) -> None:
     prog = tmp_path / "mine.py"
     prog.write_text(
