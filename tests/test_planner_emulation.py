@@ -149,6 +149,36 @@ def test_a_profile_slows_the_nics_loop_and_rings_as_integer_work():
     assert host["dilated_ns"] == 0, host  # the host runs at its own speed
 
 
+class Nothing(Element):
+    body = "/* a user's placeholder: does nothing yet */"
+
+
+def test_the_element_timers_own_reads_are_not_slowed_as_work():
+    # Each timed region reads the counter twice (about 10 ns each here): an empty body's
+    # region is all reads. A profile slows the body's work, not the instrument: twelve
+    # empty elements on a 10x-slowed NIC core count (nearly) no work. (Until 2026-11-28
+    # a region's whole time was work: 12 reads a packet, stretched 10x, which the
+    # validation's measured runs had and its prediction did not.)
+    p = Program("placeholders")
+    src, out = Source("rx"), Sink("tx")
+    els = [Nothing(f"todo{k}") for k in range(12)]
+    chain = src
+    for e in els:
+        chain = chain >> e
+    chain >> out
+    p.segment("rx", [src, *els], device="nic", cores=[0])
+    p.segment("tx", [out], device="host", cores=[0])
+    opts = RunOptions(count=4000, sizes="200:1", profile="cmp-nic-200")
+    res = run(build_for(p, opts), opts)
+    assert res.ok, res.errors
+    (nic,) = res.stats["nic"]["cores"]
+    visits = sum(v["in"] for name, v in nic["elements"].items() if name.startswith("todo"))
+    assert visits == 12 * 4000
+    raw = sum(v["ns"] for name, v in nic["elements"].items() if name.startswith("todo"))
+    assert raw >= 0.5 * nic["timer_ns"] * visits, nic  # the regions' own reads
+    assert nic["work_ns"] < 0.5 * nic["timer_ns"] * visits, nic  # none of it is work
+
+
 def test_the_calibration_can_slow_the_hosts_one_thread_as_a_run_slows_the_nic():
     # The planner's calibration runs every segment on host core 0 under the profile's
     # slow-down (RunOptions.slowed="host"), as a run slows the NIC: the host's core

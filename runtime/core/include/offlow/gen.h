@@ -90,10 +90,14 @@ static inline uint64_t ofl_ticks(void)
         __atomic_signal_fence(__ATOMIC_SEQ_CST);                                \
         const uint64_t ofl_dt_ = ofl_ticks() - ofl_t0_;                         \
         if (ofl_dt_ < OFL_ETIME_MAX_TICKS) {                                    \
+            /* the body's work: the region less the counter's own read */       \
+            const uint64_t ofl_w_ = ofl_dt_ > ctx->core.timer_ticks             \
+                                        ? ofl_dt_ - ctx->core.timer_ticks : 0;  \
             (acc) += ofl_dt_;                                                   \
             ctx->core.turn_timed += ofl_dt_;                                    \
-            if ((kind) != OFL_WORK_WIRE) ctx->core.dilate_work += ofl_dt_;      \
-            ctx->core.dilate_extra += (double)ofl_dt_ * ctx->core.dilate_kind[kind]; \
+            ctx->core.turn_regions++;                                           \
+            if ((kind) != OFL_WORK_WIRE) ctx->core.dilate_work += ofl_w_;       \
+            ctx->core.dilate_extra += (double)ofl_w_ * ctx->core.dilate_kind[kind]; \
         }                                                                       \
     } while (0)
 #else
@@ -246,8 +250,10 @@ struct ofl_core {
     uint64_t cpu_start, cpu_end;   /* the thread's CPU time (ns) beside them */
     uint64_t turn0_ns, turn0_tick, turn0_cpu; /* the start of each turn until the clock
                                  starts: the first turn that moves packets starts it */
-    uint64_t timer_ticks;     /* the least ticks an empty timed region took (element
-                                 timing's own cost, subtracted by the planner) */
+    uint64_t timer_ticks;     /* the ticks an empty timed region takes (the median of
+                                 64: element timing's own cost, one read of the
+                                 counter; each timed region costs two, one inside it and
+                                 one outside: neither is slowed nor counted as loop) */
     /* Profile-scaled emulation (offlow run --profile, in element timing builds; options
      * dilate.integer, .lookup, .hash: how many times slower than here each kind of work
      * runs): at the end of each turn the core spins for dilate_kind[k] (that kind's
@@ -266,6 +272,8 @@ struct ofl_core {
                                          CPU time and the time kept from a CPU meanwhile */
     uint64_t turn_waited, waited_ns; /* waits (peer[], local) at the turn's start; in all */
     uint64_t turn_timed, loop_ticks; /* the turn's timed ticks (all kinds); loops in all */
+    uint64_t turn_regions;           /* the turn's timed regions (each reads the counter
+                                        twice: one read's cost falls outside it) */
     uint64_t loop_turns;             /* the turns counted in loop_ticks */
     double ticks_per_ns;             /* ofl_ticks() per ns, measured at the start */
     /* The link throttle (options link.gbps and link.dma_gbps, profile-scaled runs): the
