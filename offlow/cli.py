@@ -366,9 +366,10 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--packets", type=int, default=100_000,
                     help="packets of the calibration run")
     pl.add_argument("--top", type=int, default=12, help="placements shown")
-    pl.add_argument("--repeats", type=int, default=3,
-                    help="--validate: pairs of a calibration and a measured run per "
-                         "placement, in turn; the pair with the median error is shown")
+    pl.add_argument("--repeats", type=int, default=5,
+                    help="--validate: rounds per placement, each a calibration run, the "
+                         "measured run and (for a placement using the device) a "
+                         "calibration run slowed; the round with the median error is shown")
     pl.add_argument("--validate", action="store_true",
                     help="also run each placement shown (the --alt ones, else the program "
                          "as written) with --profile DEVICE and print predicted beside "

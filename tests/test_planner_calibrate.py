@@ -179,7 +179,8 @@ def test_offlow_plan_validate_measures_each_alternative(program_file):
         low = ((predicted - half_p) / (measured + half_m) - 1) * 100
         high = ((predicted + half_p) / (measured - half_m) - 1) * 100
         assert low - 0.5 <= float(row[3].rstrip("%")) <= high + 0.5, row
-    assert "worst error" in table and "of 2 pairs (a calibration, then the run)" in table
+    assert "worst error" in table
+    assert "of 2 rounds (a calibration, the run, a calibration slowed)" in table
 
 
 def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):

@@ -34,7 +34,7 @@ class PlanRequest:
     packets: int = 100_000
     top: int = 12
     validate: bool = False  # also measure each shown placement (profile-scaled emulation)
-    repeats: int = 3  # --validate: (calibration, measured run) pairs per placement
+    repeats: int = 5  # --validate: rounds (calibrations and the measured run) per placement
 
 
 def parse_work(items: Sequence[str]) -> dict[str, str]:
@@ -84,29 +84,30 @@ def plan(req: PlanRequest) -> str:
 
 def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Profile],
            capture: Path | None, work: dict[str, str], r: Ranked) -> Check:
-    """Placement `r` predicted and measured in `req.repeats` pairs, each a fresh
-    calibration (the crossings' kept) then the profile-scaled run, so that both halves
-    of a pair see the machine alike (its load changes within minutes); the pair with
-    the median error."""
+    """Placement `r` predicted and measured in `req.repeats` rounds, each a fresh
+    calibration run (not slowed), the profile-scaled run, then a calibration run under
+    the profile's slow-down where the placement puts segments on the device (the
+    crossings' calibration kept): the run between its calibrations, so that each round's
+    prediction and measurement see the machine alike (its speed moves by a quarter from
+    one second to the next here: docs/planner.md); the round with the median error."""
     on_device = {s for s, d in r.placement.devices.items() if d == DEVICE}
-    pairs = []
-    for k in range(req.repeats):
-        again = cal if k == 0 else replace(
-            calibrate(req.program, list(req.settings), capture, req.packets, work,
-                      crossing_repeats=0), crossings=cal.crossings)
+    rounds = []
+    for _ in range(req.repeats):
+        again = replace(calibrate(req.program, list(req.settings), capture, req.packets,
+                                  work, crossing_repeats=0, runs=1), crossings=cal.crossings)
+        measured = measure(req.program, [*req.settings, *r.settings], capture, req.packets,
+                           req.device)
         warm = sum(sum(again.segment_ns(s).values()) for s in on_device)
         if on_device:
             # the device's segments as the emulation runs them: under its slow-down
             slowed = calibrate(req.program, list(req.settings), capture, req.packets, work,
-                               crossing_repeats=0, slowed_as=req.device)
+                               crossing_repeats=0, runs=1, slowed_as=req.device)
             again = again.with_segments(slowed, on_device)
         pred = rank(g, again, profiles, [r.placement])[0]
         slow = sum(sum(again.segment_ns(s).values()) for s in on_device)
-        pairs.append(Check(pred, *measure(req.program, [*req.settings, *r.settings],
-                                          capture, req.packets, req.device),
-                           device_ns=(warm, slow)))
-    pairs.sort(key=lambda c: c.error)
-    return pairs[len(pairs) // 2]
+        rounds.append(Check(pred, *measured, device_ns=(warm, slow)))
+    rounds.sort(key=lambda c: c.error)
+    return rounds[len(rounds) // 2]
 
 
 def format_checks(req: PlanRequest, checks: list[Check],
@@ -114,7 +115,8 @@ def format_checks(req: PlanRequest, checks: list[Check],
     """Predicted beside measured (profile-scaled emulation), with the error of each."""
     lines = [f"validation: each placement run with --profile {req.device} (docs/planner.md: "
              "the emulated NIC's elements, loop and rings slowed, its link throttled); "
-             f"of {req.repeats} pairs (a calibration, then the run) the median error"]
+             f"of {req.repeats} rounds (a calibration, the run, a calibration slowed) the "
+             "median error"]
     for x in crossings:
         lines.append(f"  crossings calibrated with the NIC's end under {req.device} (batch "
                      f"{x.batch}, ring {x.ring_size}; push/pop ns per entry): " + ", ".join(
