@@ -1,5 +1,6 @@
 """Lost updates: a shared array that elements update with a plain read-modify-write
-(`t[i] += v`, `t[i]++`, `t[i] |= m`: passes/tableuse.py) from two threads at once.
+(`t[i] += v`, `t[i]++`, `t[i] |= m`, or through a local pointer into it: `*p += v`,
+`e->hits++`: passes/tableuse.py) from two threads at once.
 
 Each thread loads the element, changes it and stores it back; when two cores do that
 to one element at the same time, one of the changes is lost, silently. That happens

@@ -66,6 +66,38 @@ def test_plain_read_modify_writes_are_listed_wherever_they_stand() -> None:
         assert _use(body).plain_updates == frozenset(), body
 
 
+def test_updates_through_a_pointer_into_an_array_are_plain_updates_of_it() -> None:
+    """A local pointer the body takes to an element (its address, the array plus an
+    index, a copy of such a pointer, a cast to the user's own struct), updated through
+    `*p`, `p[i]` or `p->f`, in the order the body runs."""
+    for body in (
+            "uint32_t *slot = &hits[state->k & 3u];  /* mine */\n*slot += pkt->len;",
+            "struct pair { uint32_t lo, hi; };\n"
+            "struct pair *e = (struct pair *)&hits[2 * (state->k & 1u)];\ne->hi++;",
+            "uint32_t *e;\ne = hits + (pkt->len % 3u);  // odd size\ne[0] |= 2u;",
+            "uint32_t *a = hits; uint32_t *b = a + 1; (*b)--;",       # a copy of one
+            "uint32_t *flow = &hits[3 * (state->k % 5u)];\nflow[2] += 7;",  # 3 words a flow
+            "for (uint32_t *q = hits; q < hits + 4; q++) *q *= 2u;",
+            "uint32_t none = 0, *p = &none;\nif (pkt->len > 60) p = &hits[1];\n*p += 1;",
+            "uint32_t none = 0, *p = &hits[0];\nif (pkt->len > 60) p = &none;\n*p += 1;",
+            "uint32_t *p = 0;\nfor (int i = 0; i < 2; i++) { if (p) *p += 1; p = &hits[i]; }"):
+        assert _use(body).plain_updates == {"hits"}, body
+    for body in (
+            "uint32_t *p = &hits[1];\n__atomic_fetch_add(p, 1, __ATOMIC_RELAXED);",
+            "struct pair { uint32_t lo, hi; };\nstruct pair *e = (struct pair *)hits;\n"
+            "__atomic_fetch_add(&e->hi, pkt->len, __ATOMIC_RELAXED);",
+            "uint32_t *p = &hits[1]; p++; (void)p;",                    # moves the pointer
+            "uint8_t *k = &state->k; *k += 1;",                         # per-packet state
+            "uint32_t mine[2] = {0}; uint32_t *m = &mine[1]; *m += 1; (void)mine;",
+            "uint32_t spare = 0; uint32_t *p = &hits[0];\np = &spare;  /* not the table */\n"
+            "*p += 1;",
+            "uint32_t spare = 0; uint32_t *p = hits;\n"
+            "if (pkt->len > 60) p = &spare; else p = &spare;\n*p += 1;",
+            "uint32_t *p = &hits[0]; (void)p;\n{ uint32_t q = 0, *p = &q; *p += 1; }",
+            "uint32_t v = hits[0]; v++; state->k = (uint8_t)v;"):        # a copy of a value
+        assert _use(body).plain_updates == frozenset(), body
+
+
 # Statements on `hits`: (C, whether it only adds to it).
 _FORMS = [("hits[{i}] += {v};", True), ("hits[{i}]++;", True), ("--hits[{i}];", True),
           ("*hits -= {v};", True), ("__sync_fetch_and_add(&hits[{i}], {v});", True),
