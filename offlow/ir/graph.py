@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from offlow.ir.types import MAP_TYPES, Field
+from offlow.ir.types import KEY_TYPES, Field
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ class SharedTable:
     @property
     def map_key_size(self) -> int:
         """The bytes of a map's packed key struct."""
-        return sum(MAP_TYPES[t] for _, t in self.map_key)
+        return sum(KEY_TYPES[t] for _, t in self.map_key)
 
 
 ENQUEUE_MODES = ("block", "drop")
