@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from offlow import Element, Program, Shared, Sink, Source
+from offlow import Element, Program, Shared, SharedMap, Sink, Source
 from offlow.build import plan_program
 from offlow.explain import explain
 from offlow.races import lost_updates
@@ -121,12 +121,17 @@ class LocalTally(Element):
 
 
 def test_plain_updates_through_a_pointer_into_the_array_are_said() -> None:
-    """`*slot += v` and `e->pkts++` on an element reached by `&t[i]` or `t + i`."""
-    for cls in (SlotTally, PairTally):
-        [w] = lost_updates(plan_program(_one(cls, [0, 1])))
-        assert w.startswith("table `bytes`: `tally` updates it with a plain read-modify-write "
-                            "(`+=`, `++`, `|=`, ...) on 2 threads at once (host core 0, host "
-                            "core 1)"), (cls, w)
+    """`*slot += v` and `e->pkts++` on an element reached by `&t[i]` or `t + i`: the
+    warning names the pointer and what to write through it."""
+    assert lost_updates(plan_program(_one(SlotTally, [0, 1]))) == [
+        "table `bytes`: `tally` updates it with a plain read-modify-write (`+=`, `++`, `|=`, "
+        "...; `tally` through its pointer `slot`) on 2 threads at once (host core 0, host "
+        "core 1): updates made at the same time are lost; in `tally` add through `slot` "
+        "atomically, e.g. __atomic_fetch_add(slot, v, __ATOMIC_RELAXED) (`&slot->f` for its "
+        "member f), or run its users on one core"]
+    [w] = lost_updates(plan_program(_one(PairTally, [0, 1])))
+    assert ("...; `tally` through its pointer `e`) on 2 threads at once (host core 0, host "
+            "core 1)" in w), w
     for cls in (AtomicPairTally, LocalTally):
         assert lost_updates(plan_program(_one(cls, [0, 1]))) == [], cls
 
@@ -148,8 +153,8 @@ def test_a_record_of_several_words_updated_through_a_pointer_is_said() -> None:
     p.segment("edge", [src, f, out], device="nic", cores=[0, 1, 2])
     [w] = lost_updates(plan_program(p))
     assert w.startswith("table `fl`: `flows` updates it with a plain read-modify-write "
-                        "(`+=`, `++`, `|=`, ...) on 3 threads at once (nic core 0, nic core 1, "
-                        "nic core 2)"), w
+                        "(`+=`, `++`, `|=`, ...; `flows` through its pointer `row`) on 3 "
+                        "threads at once (nic core 0, nic core 1, nic core 2)"), w
 
 
 class Budget(Element):
@@ -182,6 +187,48 @@ def test_on_xdp_a_shared_map_updated_through_a_pointer_is_said() -> None:
     assert ("on several CPUs at once (xdp: every CPU that receives): updates made at the "
             "same time are lost" in w), w
     assert lost_updates(plan_program(_one(AtomicPairTally, [0], "xdp"))) == []
+
+
+class Talk(Element):
+    """A user's count per source address in a hash map, its value bumped in place."""
+
+    tables = ("talk",)
+    body = r"""
+    struct talk_key k = {0};
+    k.len = pkt->len;
+    uint64_t *seen = ofl_map_lookup(talk, &k);   /* the value, in the map */
+    if (seen) {
+        *seen += 1;                               // plain: load, add, store
+    } else {
+        uint64_t one = 1;
+        (void)ofl_map_update(talk, &k, &one);
+    }
+    """
+
+
+def test_on_xdp_a_hash_maps_value_updated_plainly_through_its_lookup_is_said() -> None:
+    """On xdp a SharedMap is one BPF hash map every CPU updates; on the NIC it runs on
+    one core (and `__sync_fetch_and_add(seen, 1)` is what tests/programs/flow_counts.py
+    writes)."""
+
+    def prog(device: str, body: str = Talk.body) -> Program:
+        p = Program("talk")
+        src, t, out = Source("rx"), Talk("talker", talk=SharedMap(
+            "talk", (("len", "uint16_t"),), "uint64_t", 61)), Sink("tx")
+        t.body = body
+        src >> t >> out
+        p.segment("edge", [src, t, out], device=device, cores=[0])
+        return p
+
+    assert lost_updates(plan_program(prog("xdp"))) == [
+        "table `talk`: `talker` updates it with a plain read-modify-write (`+=`, `++`, `|=`, "
+        "...; `talker` through its pointer `seen`) on several CPUs at once (xdp: every CPU "
+        "that receives): updates made at the same time are lost; in `talker` add through "
+        "`seen` atomically, e.g. __atomic_fetch_add(seen, v, __ATOMIC_RELAXED) (`&seen->f` "
+        "for its member f), or run its users on one core"]
+    assert lost_updates(plan_program(prog("nic"))) == []
+    atomic = Talk.body.replace("*seen += 1;", "__sync_fetch_and_add(seen, 1);")
+    assert lost_updates(plan_program(prog("xdp", atomic))) == []
 
 
 def test_offlow_run_prints_the_warning_and_runs(tmp_path: Path) -> None:

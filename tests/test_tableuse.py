@@ -80,8 +80,12 @@ def test_updates_through_a_pointer_into_an_array_are_plain_updates_of_it() -> No
             "for (uint32_t *q = hits; q < hits + 4; q++) *q *= 2u;",
             "uint32_t none = 0, *p = &none;\nif (pkt->len > 60) p = &hits[1];\n*p += 1;",
             "uint32_t none = 0, *p = &hits[0];\nif (pkt->len > 60) p = &none;\n*p += 1;",
-            "uint32_t *p = 0;\nfor (int i = 0; i < 2; i++) { if (p) *p += 1; p = &hits[i]; }"):
+            "uint32_t *p = 0;\nfor (int i = 0; i < 2; i++) { if (p) *p += 1; p = &hits[i]; }",
+            "uint8_t k = 3;\nuint64_t *n = ofl_map_lookup(hits, &k);  // a map's value\n"
+            "if (n) (*n)++;"):
         assert _use(body).plain_updates == {"hits"}, body
+    assert _use("uint32_t *a = hits, *b = &bytes_[1]; *a += 1; b[0]++; hits[2]--;").plain_via \
+        == {("hits", "a"), ("bytes_", "b")}
     for body in (
             "uint32_t *p = &hits[1];\n__atomic_fetch_add(p, 1, __ATOMIC_RELAXED);",
             "struct pair { uint32_t lo, hi; };\nstruct pair *e = (struct pair *)hits;\n"

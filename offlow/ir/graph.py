@@ -32,8 +32,10 @@ class BodyFacts:
     # each add builtin they call with the local it adds to ("": something else)
     adds_only: frozenset[str] = frozenset()
     atomic_adds: frozenset[tuple[str, str]] = frozenset()
-    # the locals of the shared arrays its bodies update with a plain read-modify-write
+    # the locals of the shared arrays its bodies update with a plain read-modify-write,
+    # and (local, pointer local) for those made through a pointer into the table
     plain_updates: frozenset[str] = frozenset()
+    plain_via: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,13 @@ maps: offlow/codegen/bpf.py); any other use (a read, a plain store, an address t
 an add whose result is used, a local of the same name) keeps it one shared copy.
 
 It also lists the arrays the body updates with a plain read-modify-write (`t[i] += v`,
-`t[i]++`, `t[i] |= m`, `t[i][j]--`, in any place): two cores running such an update at
-once lose one of them (offlow/races.py warns), where an add builtin does not. It follows
-the body's local pointers into an array (`uint64_t *p = &t[i];`, `e = (struct ent *)(t +
-i);`, a copy of such a pointer) to their updates (`*p += v`, `p[1]++`, `e->hits++`), in
-the order the body runs: after both arms of an `if` a pointer is one into the array when
-either arm left it so; one given another value is no longer followed.
+`t[i]++`, `t[i] |= m`, in any place): two cores running such an update at once lose
+one of them (offlow/races.py warns), where an add builtin does not. It follows the
+body's local pointers into an array or a map's value (`uint64_t *p = &t[i];`, `e =
+(struct ent *)(t + i);`, `n = ofl_map_lookup(t, &k);`, a copy of such a pointer) to
+their updates (`*p += v`, `p[1]++`, `e->hits++`), in the order the body runs: after both
+arms of an `if` a pointer is one into the table when either arm left it so; one given
+another value is no longer followed.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
@@ -33,12 +34,14 @@ class TableUse:
     """`adds_only`: the table locals every use of which adds to an element; `other`:
     those used otherwise; `atomic_adds`: each add builtin the body calls, with the
     table local it adds to ("" for anything else); `plain_updates`: the table locals
-    an element of which the body updates with a plain read-modify-write."""
+    an element of which the body updates with a plain read-modify-write; `plain_via`:
+    (table local, pointer local) for each of those updates made through a pointer."""
 
     adds_only: frozenset[str]
     other: frozenset[str]
     atomic_adds: frozenset[tuple[str, str]]
     plain_updates: frozenset[str] = frozenset()
+    plain_via: frozenset[tuple[str, str]] = frozenset()
 
 
 def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str]) -> TableUse:
@@ -47,7 +50,7 @@ def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str]) -> TableUse:
     for s in stmts:
         w.statement(s)
     return TableUse(frozenset(w.added - w.other), frozenset(w.other), frozenset(w.atomics),
-                    frozenset(w.plain))
+                    frozenset(w.plain), frozenset(w.via))
 
 
 class _Uses(c_ast.NodeVisitor):
@@ -60,6 +63,7 @@ class _Uses(c_ast.NodeVisitor):
         self.other: set[str] = set()
         self.atomics: set[tuple[str, str]] = set()
         self.plain: set[str] = set()
+        self.via: set[tuple[str, str]] = set()  # (table, pointer) of plain updates
         self.pointers: set[str] = set()  # the body's locals declared as pointers
         self.into: dict[str, str] = {}  # pointer local -> the array it may point into
 
@@ -180,6 +184,7 @@ class _Uses(c_ast.NodeVisitor):
             self.plain.add(name)
         elif name in self.into:
             self.plain.add(self.into[name])
+            self.via.add((self.into[name], name))
 
     def _point(self, name: str, value: c_ast.Node | None) -> None:
         """The pointer local `name` now holds `value`: follow it when that points into a
@@ -192,7 +197,11 @@ class _Uses(c_ast.NodeVisitor):
 
     def _points_into(self, e: c_ast.Node) -> str | None:
         """The table a pointer value `e` points into (`&t[i]`, `t + i`, `t`, `&p[1]`, a
-        pointer into it), else None."""
+        pointer into it, a map's value: `ofl_map_lookup(t, &k)`), else None."""
+        if (isinstance(e, c_ast.FuncCall) and isinstance(e.name, c_ast.ID)
+                and e.name.name == "ofl_map_lookup" and e.args is not None
+                and isinstance(e.args.exprs[0], c_ast.ID) and e.args.exprs[0].name in self.tables):
+            return e.args.exprs[0].name
         if isinstance(e, c_ast.Cast):
             return self._points_into(e.expr)
         if isinstance(e, c_ast.TernaryOp):
