@@ -126,3 +126,42 @@ def test_random_bodies_are_classified_as_their_statements_say() -> None:
         info = _use(body)
         assert ("hits" in info.adds_only) == all(adds for _, adds in picks), body
         assert ("hits" in info.table_other) == (not all(adds for _, adds in picks)), body
+
+
+# Straight-line statements on a pointer `p` (declared first, pointing at `spare`): what
+# each does to p (None: leaves it) and whether it updates what p points at plainly.
+_POINTS = [("p = &hits[{i}];", True, False), ("p = hits + {i};", True, False),
+           ("p = (uint32_t *)&bytes_[{i}];", True, False), ("p = &spare;", False, False),
+           ("p = &state->k32;", False, False), ("q = p;", None, False),
+           ("p = q;", "q", False), ("*p += {v};", None, True), ("p[{i}]++;", None, True),
+           ("--*p;", None, True), ("*(p + {i}) |= {v}u;", None, True),
+           ("__atomic_fetch_add(p, {v}, __ATOMIC_RELAXED);", None, False),
+           ("p++;", None, False), ("spare += {v};", None, False)]
+
+
+def test_random_straight_line_pointer_code_warns_as_a_simulation_of_it_says() -> None:
+    """Bodies of statements that point `p` (and its copy `q`) at a table or elsewhere
+    and update through it, in random order, some in blocks: a plain update is listed
+    exactly when, run in order, one went through a pointer into a table."""
+    rnd = random.Random(9)
+    for _ in range(60):
+        picks = [rnd.choice(_POINTS) for _ in range(rnd.randint(1, 7))]
+        into = {"p": False, "q": False}
+        want = False
+        lines = ["uint32_t spare = 0, *p = &spare, *q = &spare;  /* a user's pointers */"]
+        for form, to, update in picks:
+            if form.startswith("q = "):
+                into["q"] = into["p"]
+            elif to == "q":
+                into["p"] = into["q"]
+            elif to is not None:
+                into["p"] = to
+            if update and into["p"]:
+                want = True
+            stmt = form.format(i=rnd.randint(0, 2), v=rnd.randint(1, 9))
+            lines.append(f"{{ {stmt} }}" if rnd.random() < 0.3 else stmt)
+        lines.append("(void)p; (void)q; (void)spare;")
+        body = "\n".join(lines)
+        got = analyze_body(body, element="tally", outputs=["out"],
+                           fields={"k32": "uint32_t"}, tables=["hits", "bytes_"]).plain_updates
+        assert bool(got) == want, body
