@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
+from offlow.passes import tableuse
 from offlow.passes.cbody import BodyInfo, analyze_body
 
 
@@ -165,3 +168,23 @@ def test_random_straight_line_pointer_code_warns_as_a_simulation_of_it_says() ->
         got = analyze_body(body, element="tally", outputs=["out"],
                            fields={"k32": "uint32_t"}, tables=["hits", "bytes_"]).plain_updates
         assert bool(got) == want, body
+
+
+def test_loops_nested_deep_are_walked_in_proportion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each loop is walked twice (a pointer set late in a turn is used early in the
+    next); 16 loops nested, the innermost updating through a pointer it sets after, are
+    walked a few times each, not 2^16 times, and the update is found."""
+    walks = []
+    statement = tableuse._Uses.statement
+
+    def counted(self: tableuse._Uses, node: object) -> None:
+        walks.append(node)
+        statement(self, node)
+
+    monkeypatch.setattr(tableuse._Uses, "statement", counted)
+    body = ("uint32_t spare = 0, *p = &spare;\n"
+            + "".join(f"for (int i{k} = 0; i{k} < 3; i{k}++) {{ /* level {k} */\n"
+                      for k in range(16))
+            + "*p += 1; p = &hits[i15 & 3];\n" + "}" * 16)
+    assert _use(body).plain_updates == {"hits"}
+    assert len(walks) < 16 * 16 * 4, len(walks)

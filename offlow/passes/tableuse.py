@@ -66,6 +66,8 @@ class _Uses(c_ast.NodeVisitor):
         self.via: set[tuple[str, str]] = set()  # (table, pointer) of plain updates
         self.pointers: set[str] = set()  # the body's locals declared as pointers
         self.into: dict[str, str] = {}  # pointer local -> the array it may point into
+        # (loop, pointers before it) -> pointers after it, for each loop walked
+        self.walked: dict[tuple[int, frozenset[tuple[str, str]]], dict[str, str]] = {}
 
     def statement(self, node: c_ast.Node | None) -> None:
         """A node in a place where its value is discarded."""
@@ -130,14 +132,20 @@ class _Uses(c_ast.NodeVisitor):
 
     def visit_For(self, node: c_ast.For) -> None:
         self.statement(node.init)
-        self._loop(node.cond, node.stmt, node.next)
+        self._loop(node, node.cond, node.stmt, node.next)
 
     def visit_While(self, node: c_ast.While) -> None:
-        self._loop(node.cond, node.stmt)
+        self._loop(node, node.cond, node.stmt)
 
-    def _loop(self, cond: c_ast.Node | None, *stmts: c_ast.Node | None) -> None:
+    def _loop(self, node: c_ast.Node, cond: c_ast.Node | None, *stmts: c_ast.Node | None) -> None:
         """A loop's body twice: a pointer set late in one turn is used early in the
-        next; the pointers after it are those before it or after a turn."""
+        next; the pointers after it are those before it or after a turn. A loop met
+        again with the same pointers is not walked again (what it records is recorded),
+        so loops nested deep take time in proportion, not 2^depth."""
+        key = (id(node), frozenset(self.into.items()))
+        if key in self.walked:
+            self.into = dict(self.walked[key])
+            return
         before = dict(self.into)
         for _ in range(2):
             if cond is not None:
@@ -145,6 +153,7 @@ class _Uses(c_ast.NodeVisitor):
             for s in stmts:
                 self.statement(s)
         self.into = {**self.into, **before}
+        self.walked[key] = dict(self.into)
 
     visit_DoWhile = visit_While
     visit_Switch = visit_While
