@@ -1,5 +1,6 @@
 """Lost updates: a shared array that elements update with a plain read-modify-write
-(`t[i] += v`, `t[i]++`, `t[i] |= m`: passes/tableuse.py) from two threads at once.
+(`t[i] += v`, `t[i]++`, `t[i] |= m`, or through a local pointer into it: `*p += v`,
+`e->hits++`: passes/tableuse.py) from two threads at once.
 
 Each thread loads the element, changes it and stores it back; when two cores do that
 to one element at the same time, one of the changes is lost, silently. That happens
@@ -11,7 +12,9 @@ lose nothing.
 
 An XDP program runs on every CPU that receives: its arrays every use of which adds
 become per-CPU maps (codegen/bpf.py: nothing shared, nothing lost); a plain update of
-one that stays a shared array map races on every CPU."""
+one that stays a shared array map races on every CPU, and so does one of a hash map's
+value (a SharedMap: one BPF hash map every CPU updates) through the pointer its lookup
+gave. On host and nic a hash map runs on one core."""
 
 from __future__ import annotations
 
@@ -23,44 +26,57 @@ THREADED = ("host", "nic", "remote")
 
 
 def lost_updates(plan: Plan) -> list[str]:
-    """A warning for each shared array whose plain read-modify-writes run on two or
-    more threads at once (in table order)."""
+    """A warning for each shared array (or, on xdp, hash map) whose plain
+    read-modify-writes run on two or more threads at once (in table order)."""
     g = plan.graph
     target = {d.name: d.target for d in plan.devices}
     out = []
     for t in g.shared:
-        if t.is_object or t.map_key:
+        if t.is_object and not t.is_map:  # (a map on host or nic runs on one core)
             continue
         copies: dict[str, set[tuple[str, int]]] = {}  # copy -> threads updating it
         every_cpu: set[str] = set()  # xdp devices whose program updates a shared map
-        writers: dict[str, str] = {}  # element -> its local name of the array
+        writers: dict[str, str] = {}  # element -> its local name of the table
+        via: dict[str, list[str]] = {}  # element -> the pointers it updates through
         for n in g.nodes:
+            facts = n.facts
             mine = sorted({local for local, ref in n.tables if ref == t.name}
-                          & (n.facts.plain_updates if n.facts else frozenset()))
+                          & (facts.plain_updates if facts else frozenset()))
             if not mine or not n.segment:
                 continue
             s = g.segment(n.segment)
             for k, core in enumerate(s.cores):
                 device = s.core_device(k)
                 kind = target.get(device, "").split(":")[0]
-                if kind == "xdp" and map_kind(g, t)[0] == "array":
+                if kind == "xdp" and (t.is_map or map_kind(g, t)[0] == "array"):
                     every_cpu.add(device)
                 elif kind in THREADED:
                     copies.setdefault(device if s.spread else "", set()).add((device, core))
             writers[n.name] = mine[0]
+            via[n.name] = sorted(p for local, p in facts.plain_via if local in mine)
         threads = max((len(v) for v in copies.values()), default=0)
         if threads >= 2 or every_cpu:
-            where = sorted({f"{d} core {c}" for v in copies.values() for d, c in v}
-                           | {f"{d}: every CPU that receives" for d in every_cpu})
-            name, local = next(iter(writers.items()))
-            out.append(
-                f"table `{t.name}`: {', '.join(f'`{w}`' for w in writers)} "
-                f"update{'s' if len(writers) == 1 else ''} it with a plain read-modify-write "
-                f"(`+=`, `++`, `|=`, ...) on "
-                + (f"{threads} threads" if not every_cpu else "several CPUs")
-                + f" at once ({', '.join(where)}): updates made at the same time are lost; "
-                f"in `{name}` write e.g. __atomic_fetch_add(&{local}[i], v, "
-                "__ATOMIC_RELAXED), or run its users on one core"
-                + ("; on xdp an array that every element only adds to becomes one copy per "
-                   "CPU, which loses nothing" if every_cpu else ""))
+            out.append(_warning(t.name, t.is_map, writers, via, threads, sorted(
+                {f"{d} core {c}" for v in copies.values() for d, c in v}
+                | {f"{d}: every CPU that receives" for d in every_cpu}), bool(every_cpu)))
     return out
+
+
+def _warning(table: str, is_map: bool, writers: dict[str, str], via: dict[str, list[str]],
+             threads: int, where: list[str], every_cpu: bool) -> str:
+    """The warning for `table`: who updates it how, on which threads, what to write."""
+    name, local = next(iter(writers.items()))
+    pointers = "".join(f"; `{w}` through its pointer{'s' if len(ps) > 1 else ''} "
+                       + ", ".join(f"`{p}`" for p in ps) for w, ps in via.items() if ps)
+    fix = (f"in `{name}` write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
+           if not is_map and not via[name] else
+           "in `{0}` add through `{1}` atomically, e.g. __atomic_fetch_add({1}, v, "
+           "__ATOMIC_RELAXED) (`&{1}->f` for its member f)".format(name, (via[name] or ["p"])[0]))
+    return (f"table `{table}`: {', '.join(f'`{w}`' for w in writers)} "
+            f"update{'s' if len(writers) == 1 else ''} it with a plain read-modify-write "
+            f"(`+=`, `++`, `|=`, ...{pointers}) on "
+            + (f"{threads} threads" if not every_cpu else "several CPUs")
+            + f" at once ({', '.join(where)}): updates made at the same time are lost; "
+            f"{fix}, or run its users on one core"
+            + ("; on xdp an array that every element only adds to becomes one copy per "
+               "CPU, which loses nothing" if every_cpu and not is_map else ""))

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from offlow import Element, Program, Shared, Sink, Source
+from offlow import Element, Program, Shared, SharedMap, Sink, Source
 from offlow.build import plan_program
 from offlow.explain import explain
 from offlow.races import lost_updates
@@ -73,6 +73,90 @@ def test_two_segments_on_two_threads_updating_one_array_are_said() -> None:
                         "(host core 0, nic core 0)")
 
 
+class SlotTally(Element):
+    """A user's counter updated through a pointer it takes to the element."""
+
+    tables = ("per_bucket",)
+    body = r"""
+    uint64_t *slot = &per_bucket[pkt->len % 7u];   /* this packet's bucket */
+    *slot += pkt->len;
+    """
+
+
+class PairTally(Element):
+    """Its own struct over two counters a bucket, reached by table + index."""
+
+    tables = ("per_bucket",)
+    body = r"""
+    struct pair { uint64_t pkts, bytes; } *e;
+    e = (struct pair *)(per_bucket + 2 * (pkt->len & 3u));
+    e->pkts++;                      // two plain updates
+    e->bytes += pkt->len;
+    """
+
+
+class AtomicPairTally(Element):
+    tables = ("per_bucket",)
+    body = r"""
+    struct pair { uint64_t pkts, bytes; } *e = (struct pair *)&per_bucket[2 * (pkt->len & 3u)];
+    __atomic_fetch_add(&e->pkts, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&e->bytes, pkt->len, __ATOMIC_RELAXED);
+    """
+
+
+class LocalTally(Element):
+    """A pointer to its own local, then one reassigned away from the table."""
+
+    tables = ("per_bucket",)
+    fields = {"seen": "uint32_t"}
+    body = r"""
+    uint64_t mine = per_bucket[0], *p = &mine;
+    *p += pkt->len;
+    uint32_t *s = &state->seen;  /* per-packet */
+    (*s)++;
+    p = &per_bucket[1];
+    p = &mine;                  /* no longer the table's */
+    p[0] |= 1u;
+    """
+
+
+def test_plain_updates_through_a_pointer_into_the_array_are_said() -> None:
+    """`*slot += v` and `e->pkts++` on an element reached by `&t[i]` or `t + i`: the
+    warning names the pointer and what to write through it."""
+    assert lost_updates(plan_program(_one(SlotTally, [0, 1]))) == [
+        "table `bytes`: `tally` updates it with a plain read-modify-write (`+=`, `++`, `|=`, "
+        "...; `tally` through its pointer `slot`) on 2 threads at once (host core 0, host "
+        "core 1): updates made at the same time are lost; in `tally` add through `slot` "
+        "atomically, e.g. __atomic_fetch_add(slot, v, __ATOMIC_RELAXED) (`&slot->f` for its "
+        "member f), or run its users on one core"]
+    [w] = lost_updates(plan_program(_one(PairTally, [0, 1])))
+    assert ("...; `tally` through its pointer `e`) on 2 threads at once (host core 0, host "
+            "core 1)" in w), w
+    for cls in (AtomicPairTally, LocalTally):
+        assert lost_updates(plan_program(_one(cls, [0, 1]))) == [], cls
+
+
+def test_a_record_of_several_words_updated_through_a_pointer_is_said() -> None:
+    """13 flows of 3 words in Shared(..., "uint32_t", 39): `row = &flows[3 * f];
+    row[2]++` on a nic segment of 3 cores."""
+
+    class Flows(Element):
+        tables = ("flows",)
+        body = r"""
+        uint32_t *row = &flows[3 * (pkt->len % 13u)];  // a flow is 3 words
+        row[2]++;   /* last seen */
+        """
+
+    p = Program("rows")
+    src, f, out = Source("rx"), Flows("flows", flows=Shared("fl", "uint32_t", 39)), Sink("tx")
+    src >> f >> out
+    p.segment("edge", [src, f, out], device="nic", cores=[0, 1, 2])
+    [w] = lost_updates(plan_program(p))
+    assert w.startswith("table `fl`: `flows` updates it with a plain read-modify-write "
+                        "(`+=`, `++`, `|=`, ...; `flows` through its pointer `row`) on 3 "
+                        "threads at once (nic core 0, nic core 1, nic core 2)"), w
+
+
 class Budget(Element):
     """Adds, then reads what it added: the array stays one map every CPU shares."""
 
@@ -94,6 +178,57 @@ def test_on_xdp_a_shared_map_updated_plainly_is_said_a_per_cpu_one_is_not() -> N
     assert w.endswith("on xdp an array that every element only adds to becomes one copy "
                       "per CPU, which loses nothing")
     assert lost_updates(plan_program(_one(Tally, [0], "xdp"))) == []
+
+
+def test_on_xdp_a_shared_map_updated_through_a_pointer_is_said() -> None:
+    """A pointer taken to an element keeps the array one shared map (not add-only): the
+    update through it races on every CPU."""
+    [w] = lost_updates(plan_program(_one(SlotTally, [0], "xdp")))
+    assert ("on several CPUs at once (xdp: every CPU that receives): updates made at the "
+            "same time are lost" in w), w
+    assert lost_updates(plan_program(_one(AtomicPairTally, [0], "xdp"))) == []
+
+
+class Talk(Element):
+    """A user's count per source address in a hash map, its value bumped in place."""
+
+    tables = ("talk",)
+    body = r"""
+    struct talk_key k = {0};
+    k.len = pkt->len;
+    uint64_t *seen = ofl_map_lookup(talk, &k);   /* the value, in the map */
+    if (seen) {
+        *seen += 1;                               // plain: load, add, store
+    } else {
+        uint64_t one = 1;
+        (void)ofl_map_update(talk, &k, &one);
+    }
+    """
+
+
+def test_on_xdp_a_hash_maps_value_updated_plainly_through_its_lookup_is_said() -> None:
+    """On xdp a SharedMap is one BPF hash map every CPU updates; on the NIC it runs on
+    one core (and `__sync_fetch_and_add(seen, 1)` is what tests/programs/flow_counts.py
+    writes)."""
+
+    def prog(device: str, body: str = Talk.body) -> Program:
+        p = Program("talk")
+        src, t, out = Source("rx"), Talk("talker", talk=SharedMap(
+            "talk", (("len", "uint16_t"),), "uint64_t", 61)), Sink("tx")
+        t.body = body
+        src >> t >> out
+        p.segment("edge", [src, t, out], device=device, cores=[0])
+        return p
+
+    assert lost_updates(plan_program(prog("xdp"))) == [
+        "table `talk`: `talker` updates it with a plain read-modify-write (`+=`, `++`, `|=`, "
+        "...; `talker` through its pointer `seen`) on several CPUs at once (xdp: every CPU "
+        "that receives): updates made at the same time are lost; in `talker` add through "
+        "`seen` atomically, e.g. __atomic_fetch_add(seen, v, __ATOMIC_RELAXED) (`&seen->f` "
+        "for its member f), or run its users on one core"]
+    assert lost_updates(plan_program(prog("nic"))) == []
+    atomic = Talk.body.replace("*seen += 1;", "__sync_fetch_and_add(seen, 1);")
+    assert lost_updates(plan_program(prog("xdp", atomic))) == []
 
 
 def test_offlow_run_prints_the_warning_and_runs(tmp_path: Path) -> None:

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
+from offlow.passes import tableuse
 from offlow.passes.cbody import BodyInfo, analyze_body
 
 
@@ -66,6 +69,42 @@ def test_plain_read_modify_writes_are_listed_wherever_they_stand() -> None:
         assert _use(body).plain_updates == frozenset(), body
 
 
+def test_updates_through_a_pointer_into_an_array_are_plain_updates_of_it() -> None:
+    """A local pointer the body takes to an element (its address, the array plus an
+    index, a copy of such a pointer, a cast to the user's own struct), updated through
+    `*p`, `p[i]` or `p->f`, in the order the body runs."""
+    for body in (
+            "uint32_t *slot = &hits[state->k & 3u];  /* mine */\n*slot += pkt->len;",
+            "struct pair { uint32_t lo, hi; };\n"
+            "struct pair *e = (struct pair *)&hits[2 * (state->k & 1u)];\ne->hi++;",
+            "uint32_t *e;\ne = hits + (pkt->len % 3u);  // odd size\ne[0] |= 2u;",
+            "uint32_t *a = hits; uint32_t *b = a + 1; (*b)--;",       # a copy of one
+            "uint32_t *flow = &hits[3 * (state->k % 5u)];\nflow[2] += 7;",  # 3 words a flow
+            "for (uint32_t *q = hits; q < hits + 4; q++) *q *= 2u;",
+            "uint32_t none = 0, *p = &none;\nif (pkt->len > 60) p = &hits[1];\n*p += 1;",
+            "uint32_t none = 0, *p = &hits[0];\nif (pkt->len > 60) p = &none;\n*p += 1;",
+            "uint32_t *p = 0;\nfor (int i = 0; i < 2; i++) { if (p) *p += 1; p = &hits[i]; }",
+            "uint8_t k = 3;\nuint64_t *n = ofl_map_lookup(hits, &k);  // a map's value\n"
+            "if (n) (*n)++;"):
+        assert _use(body).plain_updates == {"hits"}, body
+    assert _use("uint32_t *a = hits, *b = &bytes_[1]; *a += 1; b[0]++; hits[2]--;").plain_via \
+        == {("hits", "a"), ("bytes_", "b")}
+    for body in (
+            "uint32_t *p = &hits[1];\n__atomic_fetch_add(p, 1, __ATOMIC_RELAXED);",
+            "struct pair { uint32_t lo, hi; };\nstruct pair *e = (struct pair *)hits;\n"
+            "__atomic_fetch_add(&e->hi, pkt->len, __ATOMIC_RELAXED);",
+            "uint32_t *p = &hits[1]; p++; (void)p;",                    # moves the pointer
+            "uint8_t *k = &state->k; *k += 1;",                         # per-packet state
+            "uint32_t mine[2] = {0}; uint32_t *m = &mine[1]; *m += 1; (void)mine;",
+            "uint32_t spare = 0; uint32_t *p = &hits[0];\np = &spare;  /* not the table */\n"
+            "*p += 1;",
+            "uint32_t spare = 0; uint32_t *p = hits;\n"
+            "if (pkt->len > 60) p = &spare; else p = &spare;\n*p += 1;",
+            "uint32_t *p = &hits[0]; (void)p;\n{ uint32_t q = 0, *p = &q; *p += 1; }",
+            "uint32_t v = hits[0]; v++; state->k = (uint8_t)v;"):        # a copy of a value
+        assert _use(body).plain_updates == frozenset(), body
+
+
 # Statements on `hits`: (C, whether it only adds to it).
 _FORMS = [("hits[{i}] += {v};", True), ("hits[{i}]++;", True), ("--hits[{i}];", True),
           ("*hits -= {v};", True), ("__sync_fetch_and_add(&hits[{i}], {v});", True),
@@ -90,3 +129,62 @@ def test_random_bodies_are_classified_as_their_statements_say() -> None:
         info = _use(body)
         assert ("hits" in info.adds_only) == all(adds for _, adds in picks), body
         assert ("hits" in info.table_other) == (not all(adds for _, adds in picks)), body
+
+
+# Straight-line statements on a pointer `p` (declared first, pointing at `spare`): what
+# each does to p (None: leaves it) and whether it updates what p points at plainly.
+_POINTS = [("p = &hits[{i}];", True, False), ("p = hits + {i};", True, False),
+           ("p = (uint32_t *)&bytes_[{i}];", True, False), ("p = &spare;", False, False),
+           ("p = &state->k32;", False, False), ("q = p;", None, False),
+           ("p = q;", "q", False), ("*p += {v};", None, True), ("p[{i}]++;", None, True),
+           ("--*p;", None, True), ("*(p + {i}) |= {v}u;", None, True),
+           ("__atomic_fetch_add(p, {v}, __ATOMIC_RELAXED);", None, False),
+           ("p++;", None, False), ("spare += {v};", None, False)]
+
+
+def test_random_straight_line_pointer_code_warns_as_a_simulation_of_it_says() -> None:
+    """Bodies of statements that point `p` (and its copy `q`) at a table or elsewhere
+    and update through it, in random order, some in blocks: a plain update is listed
+    exactly when, run in order, one went through a pointer into a table."""
+    rnd = random.Random(9)
+    for _ in range(60):
+        picks = [rnd.choice(_POINTS) for _ in range(rnd.randint(1, 7))]
+        into = {"p": False, "q": False}
+        want = False
+        lines = ["uint32_t spare = 0, *p = &spare, *q = &spare;  /* a user's pointers */"]
+        for form, to, update in picks:
+            if form.startswith("q = "):
+                into["q"] = into["p"]
+            elif to == "q":
+                into["p"] = into["q"]
+            elif to is not None:
+                into["p"] = to
+            if update and into["p"]:
+                want = True
+            stmt = form.format(i=rnd.randint(0, 2), v=rnd.randint(1, 9))
+            lines.append(f"{{ {stmt} }}" if rnd.random() < 0.3 else stmt)
+        lines.append("(void)p; (void)q; (void)spare;")
+        body = "\n".join(lines)
+        got = analyze_body(body, element="tally", outputs=["out"],
+                           fields={"k32": "uint32_t"}, tables=["hits", "bytes_"]).plain_updates
+        assert bool(got) == want, body
+
+
+def test_loops_nested_deep_are_walked_in_proportion(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each loop is walked twice (a pointer set late in a turn is used early in the
+    next); 16 loops nested, the innermost updating through a pointer it sets after, are
+    walked a few times each, not 2^16 times, and the update is found."""
+    walks = []
+    statement = tableuse._Uses.statement
+
+    def counted(self: tableuse._Uses, node: object) -> None:
+        walks.append(node)
+        statement(self, node)
+
+    monkeypatch.setattr(tableuse._Uses, "statement", counted)
+    body = ("uint32_t spare = 0, *p = &spare;\n"
+            + "".join(f"for (int i{k} = 0; i{k} < 3; i{k}++) {{ /* level {k} */\n"
+                      for k in range(16))
+            + "*p += 1; p = &hits[i15 & 3];\n" + "}" * 16)
+    assert _use(body).plain_updates == {"hits"}
+    assert len(walks) < 16 * 16 * 4, len(walks)

@@ -5,12 +5,13 @@ function that opens it (runtime map.h)."""
 from __future__ import annotations
 
 from offlow.ir import SharedTable
+from offlow.ir.types import key_field_decl
 
 
 def key_struct(t: SharedTable) -> list[str]:
     """``struct NAME_key``: the key's fields in declared order, packed."""
     return [f"/* The key of shared map {t.name}. */", f"struct {t.name}_key {{",
-            *(f"    {ctype} {field};" for field, ctype in t.map_key),
+            *(f"    {key_field_decl(field, ftype)};" for field, ftype in t.map_key),
             "} __attribute__((packed));"]
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir import SharedTable
-from offlow.ir.types import MAP_TYPES
+from offlow.ir.types import KEY_TYPES, MAP_TYPES
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,9 @@ MAP_ENTRIES_MAX = 1 << 24  # (map.h's OFL_MAP_ENTRIES_MAX)
 @dataclass(frozen=True)
 class SharedMap:
     """A hash map of at most `entries` keys, each a packed ``struct NAME_key`` of the
-    `key` fields ((field, type) pairs, in order), each value one `value`. It lives on
+    `key` fields ((field, type) pairs, in order: an integer type, or `ipv4`, `ipv6`,
+    `mac` for an address's bytes as on the wire, shown as an address in the report),
+    each value one `value`. It lives on
     the one device whose elements use it (on one core: its users run unlocked), empty
     at start; bodies call ``ofl_map_lookup(NAME, &key)`` (the value's address or NULL),
     ``ofl_map_update(NAME, &key, &value)`` (0, or -ENOSPC counted `full` when it holds
@@ -125,9 +127,9 @@ class SharedMap:
             if fname in seen:
                 raise OfflowError(f"{who}: key field `{fname}` is declared twice")
             seen.add(fname)
-            if ftype not in MAP_TYPES:
+            if ftype not in KEY_TYPES:
                 raise OfflowError(f"{who}: key field `{fname}` has type {ftype!r}; a key "
-                                  f"field is one of {', '.join(MAP_TYPES)}")
+                                  f"field is one of {', '.join(KEY_TYPES)}")
         object.__setattr__(self, "key", tuple((f, t) for f, t in key))
         if self.key_size > MAP_KEY_MAX:
             raise OfflowError(f"{who}: its key is {self.key_size} bytes, more than the "
@@ -143,7 +145,7 @@ class SharedMap:
     @property
     def key_size(self) -> int:
         """The bytes of its packed key struct."""
-        return sum(MAP_TYPES[t] for _, t in self.key)
+        return sum(KEY_TYPES[t] for _, t in self.key)
 
 
 def map_table(m: SharedMap) -> SharedTable:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from offlow.ir.types import MAP_TYPES, Field
+from offlow.ir.types import KEY_TYPES, Field
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,10 @@ class BodyFacts:
     # each add builtin they call with the local it adds to ("": something else)
     adds_only: frozenset[str] = frozenset()
     atomic_adds: frozenset[tuple[str, str]] = frozenset()
-    # the locals of the shared arrays its bodies update with a plain read-modify-write
+    # the locals of the shared arrays its bodies update with a plain read-modify-write,
+    # and (local, pointer local) for those made through a pointer into the table
     plain_updates: frozenset[str] = frozenset()
+    plain_via: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,7 @@ class SharedTable:
     @property
     def map_key_size(self) -> int:
         """The bytes of a map's packed key struct."""
-        return sum(MAP_TYPES[t] for _, t in self.map_key)
+        return sum(KEY_TYPES[t] for _, t in self.map_key)
 
 
 ENQUEUE_MODES = ("block", "drop")

@@ -14,6 +14,17 @@ SCALARS: dict[str, int] = {
 }
 # The integer types a shared map's key fields and value may have (dsl SharedMap).
 MAP_TYPES = {t: n for t, n in SCALARS.items() if t.startswith(("int", "uint"))}
+# The address types a key field may have besides: its bytes as on the wire (a `uint8_t
+# NAME[N]` in the key struct), which the run's report shows as an address.
+ADDRESS_TYPES = {"ipv4": 4, "ipv6": 16, "mac": 6}
+KEY_TYPES = {**MAP_TYPES, **ADDRESS_TYPES}
+
+
+def key_field_decl(field: str, ftype: str) -> str:
+    """A map key field's C declaration: `uint32_t src` or `uint8_t src[4]` (ipv4)."""
+    if ftype in ADDRESS_TYPES:
+        return f"uint8_t {field}[{ADDRESS_TYPES[ftype]}]"
+    return f"{ftype} {field}"
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ class BodyInfo:
     table_other: frozenset[str] = frozenset()  # shared arrays it uses otherwise
     atomic_adds: frozenset[tuple[str, str]] = frozenset()  # (add builtin, array or "")
     plain_updates: frozenset[str] = frozenset()  # arrays it read-modify-writes (tableuse.py)
+    plain_via: frozenset[tuple[str, str]] = frozenset()  # (table, pointer) of those updates
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -403,4 +404,5 @@ def analyze_body(
         table_other=use.other,
         atomic_adds=use.atomic_adds,
         plain_updates=use.plain_updates,
+        plain_via=use.plain_via,
     )

@@ -8,7 +8,12 @@ an add whose result is used, a local of the same name) keeps it one shared copy.
 
 It also lists the arrays the body updates with a plain read-modify-write (`t[i] += v`,
 `t[i]++`, `t[i] |= m`, in any place): two cores running such an update at once lose
-one of them (offlow/races.py warns), where an add builtin does not.
+one of them (offlow/races.py warns), where an add builtin does not. It follows the
+body's local pointers into an array or a map's value (`uint64_t *p = &t[i];`, `e =
+(struct ent *)(t + i);`, `n = ofl_map_lookup(t, &k);`, a copy of such a pointer) to
+their updates (`*p += v`, `p[1]++`, `e->hits++`), in the order the body runs: after both
+arms of an `if` a pointer is one into the table when either arm left it so; one given
+another value is no longer followed.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
@@ -29,12 +34,14 @@ class TableUse:
     """`adds_only`: the table locals every use of which adds to an element; `other`:
     those used otherwise; `atomic_adds`: each add builtin the body calls, with the
     table local it adds to ("" for anything else); `plain_updates`: the table locals
-    an element of which the body updates with a plain read-modify-write."""
+    an element of which the body updates with a plain read-modify-write; `plain_via`:
+    (table local, pointer local) for each of those updates made through a pointer."""
 
     adds_only: frozenset[str]
     other: frozenset[str]
     atomic_adds: frozenset[tuple[str, str]]
     plain_updates: frozenset[str] = frozenset()
+    plain_via: frozenset[tuple[str, str]] = frozenset()
 
 
 def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str]) -> TableUse:
@@ -43,7 +50,7 @@ def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str]) -> TableUse:
     for s in stmts:
         w.statement(s)
     return TableUse(frozenset(w.added - w.other), frozenset(w.other), frozenset(w.atomics),
-                    frozenset(w.plain))
+                    frozenset(w.plain), frozenset(w.via))
 
 
 class _Uses(c_ast.NodeVisitor):
@@ -56,6 +63,11 @@ class _Uses(c_ast.NodeVisitor):
         self.other: set[str] = set()
         self.atomics: set[tuple[str, str]] = set()
         self.plain: set[str] = set()
+        self.via: set[tuple[str, str]] = set()  # (table, pointer) of plain updates
+        self.pointers: set[str] = set()  # the body's locals declared as pointers
+        self.into: dict[str, str] = {}  # pointer local -> the array it may point into
+        # (loop, pointers before it) -> pointers after it, for each loop walked
+        self.walked: dict[tuple[int, frozenset[tuple[str, str]]], dict[str, str]] = {}
 
     def statement(self, node: c_ast.Node | None) -> None:
         """A node in a place where its value is discarded."""
@@ -112,19 +124,36 @@ class _Uses(c_ast.NodeVisitor):
 
     def visit_If(self, node: c_ast.If) -> None:
         self.visit(node.cond)
+        before = dict(self.into)
         self.statement(node.iftrue)
+        after_true, self.into = self.into, before
         self.statement(node.iffalse)
+        self.into = {**self.into, **after_true}  # (either arm's pointers)
 
     def visit_For(self, node: c_ast.For) -> None:
         self.statement(node.init)
-        if node.cond is not None:
-            self.visit(node.cond)
-        self.statement(node.next)
-        self.statement(node.stmt)
+        self._loop(node, node.cond, node.stmt, node.next)
 
     def visit_While(self, node: c_ast.While) -> None:
-        self.visit(node.cond)
-        self.statement(node.stmt)
+        self._loop(node, node.cond, node.stmt)
+
+    def _loop(self, node: c_ast.Node, cond: c_ast.Node | None, *stmts: c_ast.Node | None) -> None:
+        """A loop's body twice: a pointer set late in one turn is used early in the
+        next; the pointers after it are those before it or after a turn. A loop met
+        again with the same pointers is not walked again (what it records is recorded),
+        so loops nested deep take time in proportion, not 2^depth."""
+        key = (id(node), frozenset(self.into.items()))
+        if key in self.walked:
+            self.into = dict(self.walked[key])
+            return
+        before = dict(self.into)
+        for _ in range(2):
+            if cond is not None:
+                self.visit(cond)
+            for s in stmts:
+                self.statement(s)
+        self.into = {**self.into, **before}
+        self.walked[key] = dict(self.into)
 
     visit_DoWhile = visit_While
     visit_Switch = visit_While
@@ -146,6 +175,8 @@ class _Uses(c_ast.NodeVisitor):
         if node.op != "=":
             self._plain(node.lvalue)
         self.generic_visit(node)
+        if node.op == "=" and isinstance(node.lvalue, c_ast.ID):
+            self._point(node.lvalue.name, node.rvalue)
 
     def visit_UnaryOp(self, node: c_ast.UnaryOp) -> None:
         if node.op in _STEPS:
@@ -153,15 +184,48 @@ class _Uses(c_ast.NodeVisitor):
         self.generic_visit(node)
 
     def _plain(self, lv: c_ast.Node) -> None:
-        """Record a read-modify-write of `lv` when it is a table's element."""
-        if isinstance(lv, c_ast.ArrayRef) and isinstance(lv.name, c_ast.ID):
-            name = lv.name.name
-        elif isinstance(lv, c_ast.UnaryOp) and lv.op == "*" and isinstance(lv.expr, c_ast.ID):
-            name = lv.expr.name
-        else:
+        """Record a read-modify-write of `lv` when it is (a part of) a table's element,
+        named through the table or through a pointer into it."""
+        name, derefs = _base(lv)
+        if name is None or not derefs:  # (`p++` moves the pointer, not the element)
             return
         if name in self.tables:
             self.plain.add(name)
+        elif name in self.into:
+            self.plain.add(self.into[name])
+            self.via.add((self.into[name], name))
+
+    def _point(self, name: str, value: c_ast.Node | None) -> None:
+        """The pointer local `name` now holds `value`: follow it when that points into a
+        table; forget it otherwise."""
+        self.into.pop(name, None)
+        if name in self.pointers and value is not None:
+            table = self._points_into(value)
+            if table is not None:
+                self.into[name] = table
+
+    def _points_into(self, e: c_ast.Node) -> str | None:
+        """The table a pointer value `e` points into (`&t[i]`, `t + i`, `t`, `&p[1]`, a
+        pointer into it, a map's value: `ofl_map_lookup(t, &k)`), else None."""
+        if (isinstance(e, c_ast.FuncCall) and isinstance(e.name, c_ast.ID)
+                and e.name.name == "ofl_map_lookup" and e.args is not None
+                and isinstance(e.args.exprs[0], c_ast.ID) and e.args.exprs[0].name in self.tables):
+            return e.args.exprs[0].name
+        if isinstance(e, c_ast.Cast):
+            return self._points_into(e.expr)
+        if isinstance(e, c_ast.TernaryOp):
+            return self._points_into(e.iftrue) or self._points_into(e.iffalse)
+        if isinstance(e, c_ast.BinaryOp) and e.op in ("+", "-"):
+            return self._points_into(e.left) or (
+                self._points_into(e.right) if e.op == "+" else None)
+        name: str | None = None
+        if isinstance(e, c_ast.UnaryOp) and e.op == "&":
+            name, _ = _base(e.expr)
+        elif isinstance(e, c_ast.ID):  # the table itself, or a pointer into it
+            name = e.name
+        if name in self.tables:
+            return name
+        return self.into.get(name) if name is not None else None
 
     def visit_ID(self, node: c_ast.ID) -> None:
         if node.name in self.tables:
@@ -171,8 +235,35 @@ class _Uses(c_ast.NodeVisitor):
         if node.name in self.tables:  # a local hiding the table: not followed
             self.other.add(node.name)
         self.generic_visit(node)
+        if node.name is not None:
+            if isinstance(node.type, c_ast.PtrDecl):
+                self.pointers.add(node.name)
+            else:
+                self.pointers.discard(node.name)  # (an inner local of the same name)
+            self._point(node.name, node.init)
 
     def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
         if isinstance(node.name, c_ast.ID) and node.name.name in ADD_BUILTINS:
             self.atomics.add((node.name.name, ""))  # (an add nothing proves per-CPU)
         self.generic_visit(node)
+
+
+def _base(lv: c_ast.Node) -> tuple[str | None, int]:
+    """The variable an lvalue is a part of and how many dereferences reach it:
+    `t[i]` (t, 1), `p->n` (p, 1), `*(p + 1)` (p, 1), `t[i][j]` (t, 2), `p` (p, 0)."""
+    derefs = 0
+    while True:
+        if isinstance(lv, c_ast.ID):
+            return lv.name, derefs
+        if isinstance(lv, c_ast.ArrayRef):
+            lv, derefs = lv.name, derefs + 1
+        elif isinstance(lv, c_ast.StructRef):
+            lv, derefs = lv.name, derefs + (lv.type == "->")
+        elif isinstance(lv, c_ast.UnaryOp) and lv.op == "*":
+            lv, derefs = lv.expr, derefs + 1
+        elif isinstance(lv, c_ast.Cast):
+            lv = lv.expr
+        elif isinstance(lv, c_ast.BinaryOp) and lv.op in ("+", "-"):
+            lv = lv.left  # (pointer arithmetic: `*(p + i)`)
+        else:
+            return None, derefs
