@@ -106,8 +106,8 @@ def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Pro
         pred = rank(g, again, profiles, [r.placement])[0]
         slow = sum(sum(again.segment_ns(s).values()) for s in on_device)
         rounds.append(Check(pred, *measured, device_ns=(warm, slow)))
-    rounds.sort(key=lambda c: c.error)
-    return rounds[len(rounds) // 2]
+    shown = sorted(rounds, key=lambda c: c.error)[len(rounds) // 2]
+    return replace(shown, rounds=tuple(c.error for c in rounds))
 
 
 def format_checks(req: PlanRequest, checks: list[Check],
@@ -121,11 +121,13 @@ def format_checks(req: PlanRequest, checks: list[Check],
         lines.append(f"  crossings calibrated with the NIC's end under {req.device} (batch "
                      f"{x.batch}, ring {x.ring_size}; push/pop ns per entry): " + ", ".join(
                          f"{b:.0f} B {p:+.0f}/{q:+.0f}" for b, p, q in x.points))
-    lines.append(f"  {'#':>3} {'predicted':>10} {'measured':>9} {'error':>7}  --set")
+    lines.append(f"  {'#':>3} {'predicted':>10} {'measured':>9} {'error':>7} "
+                 f"{'rounds':>11}  --set")
     for k, c in enumerate(checks, 1):
         sets = " ".join(f"--set {s}" for s in c.ranked.settings) or "(as written)"
+        spread = f"{min(c.rounds):+.0%}..{max(c.rounds):+.0%}" if c.rounds else "-"
         lines.append(f"  {k:>3} {c.ranked.prediction.mpps:>10.3f} {c.measured_mpps:>9.3f} "
-                     f"{c.error:>+7.0%}  {sets}")
+                     f"{c.error:>+7.0%} {spread:>11}  {sets}")
     worst = max(abs(c.error) for c in checks)
     lines.append(f"  worst error {worst:.0%} (target: within 20% on every row): "
                  + ("meets" if worst <= 0.2 else "misses"))

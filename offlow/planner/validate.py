@@ -22,6 +22,8 @@ class Check:
     # the device's segments' ns per packet read on this host: calibrated as they are
     # (not slowed), and under the profile's slow-down (what the prediction used)
     device_ns: tuple[float, float] = (0.0, 0.0)
+    # every round's error, in order (the shown round's among them)
+    rounds: tuple[float, ...] = ()
 
     @property
     def error(self) -> float:
