@@ -208,12 +208,20 @@ static void qout_settle(struct ofl_qout *q)
 static int qout_broken(struct ofl_qout *q, uint32_t sent)
 {
     struct ofl_ring *r = &q->ring;
+    if (q->broken) return q->err;
     if (!ofl_ring_broken(r)) return 0;
+    q->broken = true;
     uint32_t head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
     q->lost += (uint32_t)(r->tail - head) + q->inflight + q->staged - sent;
     qout_abandon(q);
     q->staged = 0;
     return sticky(&q->err, OFL_RING_EBROKEN);
+}
+
+bool ofl_qout_lost(struct ofl_qout *q)
+{
+    qout_settle(q);
+    return qout_broken(q, 0) < 0;
 }
 
 void *ofl_qout_reserve(struct ofl_qout *q, uint32_t want, uint32_t *got)

@@ -61,6 +61,7 @@ struct ofl_qout {
                                   * released, in flight, or staged when it was found */
     int err;                     /* first error (sticky), 0 if none */
     bool closed;
+    bool broken;                 /* the ring was found broken (its `lost` counted) */
     bool drop_full;              /* set by the caller after init: a flush that finds the
                                   * ring full drops the staged entries that do not fit
                                   * (counted in `dropped`) instead of waiting */
@@ -138,6 +139,11 @@ int ofl_qout_flush(struct ofl_qout *q);
  * Returns 0 or a negative error; on error nothing is left in flight (copies are
  * waited for, not committed) and the ring is not marked finished. */
 int ofl_qout_close(struct ofl_qout *q);
+
+/* After the producer stopped on an error (another one than the ring's: an abort, a
+ * dead peer): whether its consumer broke the ring, and if so the entries not delivered
+ * counted in `lost` (once; ofl_qout_flush and _close count them when they find it). */
+bool ofl_qout_lost(struct ofl_qout *q);
 
 /* Move the entries staged in `src` (not flushed) to the end of `dst`'s staging, in
  * order, as if they had been made there: an ordered core group's master takes its
