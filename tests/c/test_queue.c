@@ -576,6 +576,31 @@ static void test_drop_full(int mode)
     qpair_close(&q);
 }
 
+/* enqueue=drop on a ring its consumer broke: the producer stops (OFL_RING_EBROKEN)
+ * and counts what never arrived as lost, rather than dropping every later entry as
+ * if the ring were only full. */
+static void test_broken_drop(int mode)
+{
+    const char *mn = mode ? "thread" : "inline";
+    struct qpair q;
+    qpair_open(&q, 8, 16, 4, 0, mode, mode);
+    q.o.drop_full = true;
+    for (int i = 0; i < 8; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(qout_sync(&q.o) == 0 && q.o.ring.pushed == 8, "%s, drop: 8 entries fill the ring", mn);
+    ((struct ofl_entry_hdr *)q.o.ring.entries)->seq ^= 0x100;   /* the first one */
+    const uint8_t *es;
+    CHECK(ofl_qin_next(&q.in, &es) == -EBADMSG, "%s, drop: the consumer stops on it", mn);
+    for (int i = 0; i < 3; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    int rc = ofl_qout_flush(&q.o);
+    CHECK(rc == OFL_RING_EBROKEN && q.o.lost == 11 && q.o.dropped == 0,
+          "%s, drop: the next flush stops (%s), 8 + 3 lost (%llu), none dropped as if full "
+          "(%llu)", mn, ofl_strerror(rc), (unsigned long long)q.o.lost,
+          (unsigned long long)q.o.dropped);
+    CHECK(ofl_qout_slot(&q.o) == NULL && ofl_qout_close(&q.o) == OFL_RING_EBROKEN &&
+              q.o.lost == 11, "%s, drop: it stays stopped, nothing counted twice", mn);
+    qpair_close(&q);
+}
+
 /* The copy engine on its own: entry jobs are validated, copy only used bytes (the
  * rest of the destination is untouched) and count what they copied. */
 static void test_ce_jobs(int mode)
@@ -1256,6 +1281,8 @@ int main(int argc, char **argv)
     test_torn(OFL_CE_THREAD);
     test_corrupt(OFL_CE_INLINE);
     test_corrupt(OFL_CE_THREAD);
+    test_broken_drop(OFL_CE_INLINE);
+    test_broken_drop(OFL_CE_THREAD);
     for (int res = 0; res < 2; res++) {
         test_broken_transfer(OFL_CE_INLINE, res);
         test_broken_transfer(OFL_CE_THREAD, res);

@@ -42,8 +42,8 @@ struct mgr_slot {
     bool op_active;            /* a bulk transfer is in progress */
     bool op_send;              /* ... and it is a queued send */
     bool replied;              /* the handler posted a reply to the last message ... */
-    uint32_t poster;           /* POST_*: taken by the handler's run or a relay's post */
     uint32_t reply_gen;        /* ... for this session of the peer (its gen) */
+    uint32_t poster;           /* POST_*: taken by the handler's run or a relay's post */
     uint32_t op_bits;          /* the busy bits it holds */
     void *op_buf;
     size_t op_len;

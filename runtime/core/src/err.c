@@ -5,6 +5,12 @@
 #include <string.h>
 
 #include "offlow/queue.h"
+#include "offlow/src.h"
+
+/* The runtime's sentinels outside the errno range are told apart by their value. */
+_Static_assert(OFL_RING_EBROKEN != OFL_Q_DONE && OFL_RING_EBROKEN != OFL_SRC_DONE &&
+                   OFL_Q_DONE != OFL_SRC_DONE,
+               "sentinels collide");
 
 const char *ofl_strerror(int err)
 {

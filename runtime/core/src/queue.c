@@ -291,13 +291,13 @@ int ofl_qout_flush(struct ofl_qout *q)
             qout_complete(q);
             continue;
         }
+        if (room == 0 && qout_broken(q, off) < 0) return q->err;   /* it will never drain */
         if (room == 0 && q->drop_full) {
             /* Non-blocking enqueue: what does not fit now is dropped. */
             q->dropped += rem;
             break;
         }
         if (room == 0 && q->fail_full) return sticky(&q->err, -EDEADLK);
-        if (room == 0 && qout_broken(q, off) < 0) return q->err;   /* it will never drain */
         if (room == 0) {
             /* Backpressure: the consumer is behind. One full_wait per episode. */
             if (!waiting) r->full_waits++;

@@ -35,9 +35,10 @@
 /* Doorbells a producer holds back at most (ofl_ring_set_delay). */
 #define OFL_RING_HELD 64
 #define OFL_CACHE_LINE 64
-/* What a producer's calls return once the consumer marked the ring broken. Negative
- * and outside the errno range (as OFL_Q_DONE, queue.h). */
-#define OFL_RING_EBROKEN (-4098)
+/* What a producer's calls return once the consumer marked the ring broken. Negative,
+ * outside the errno range and apart from the other sentinels (OFL_Q_DONE -4097,
+ * OFL_SRC_DONE -4098). */
+#define OFL_RING_EBROKEN (-4099)
 
 /* The header of every entry. */
 struct ofl_entry_hdr {
