@@ -671,10 +671,12 @@ class Run:
         """How each process that failed ended (those this Run killed have their
         reason said already). A process whose target says why it failed (a remote
         device's lost link) is the cause: the others' bare exit statuses (they stopped
-        because of it: their rings to it broke) are left out; so is a process's death by
-        a signal. Else the failures the cores said in their stats (core_failures) stand
-        for the bare exit statuses."""
-        deaths, out, reasons = [], [], []
+        because of it: their rings to it broke) are left out; so are they beside a
+        process's death by a signal. Else the failures the cores said in their stats
+        (core_failures) stand for the exit statuses of the processes they belong to."""
+        deaths: list[str] = []
+        out: list[tuple[str, str]] = []
+        reasons: list[str] = []
         for name, p in self.procs.items():
             rc = p.returncode
             if rc is None or name in self._killed:
@@ -687,8 +689,12 @@ class Run:
             elif rc < 0:
                 deaths.append(f"the {name} process died ({_signal_name(-rc)})")
             elif rc > 0:
-                out.append(f"the {name} process exited with status {rc}")
-        return reasons or deaths or (out and core_failures(stats)) or out
+                out.append((name, f"the {name} process exited with status {rc}"))
+        if reasons or deaths or not out:
+            return reasons or deaths
+        told = {dev for dev, st in stats.items()
+                if any("error" in c for c in st.get("cores", []))}
+        return core_failures(stats) + [line for name, line in out if name not in told]
 
     def _read_stats(self, errors: list[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The stats each device process wrote, and the TCP server's counters (those of

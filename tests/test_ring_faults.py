@@ -16,7 +16,7 @@ from pathlib import Path
 from offlow import Element, Port, Program, Sink, Source
 from offlow.build import build
 from offlow.report import summarize
-from offlow.runner import Run, RunOptions
+from offlow.runner import Run, RunOptions, core_failures
 
 RING_MAGIC = 0x31474E494C464F00  # "\0OFLING1": ring.h's OFL_RING_MAGIC
 TAIL_OFF = 64  # the producer index: the line after the ring's header (ring.h)
@@ -106,3 +106,18 @@ def test_a_ring_corrupted_while_it_runs_ends_the_run_with_one_error_naming_its_q
     # the host's Check forwards every packet that reached it: the others are counted
     q = s["queues"][0]
     assert q["dropped_why"].get("ring_broken", 0) == a["read"] - a["forwarded"], (q, a)
+
+
+def test_the_runs_errors_are_the_failed_cores_causes_not_the_cascade() -> None:
+    """core_failures: the cores that failed by themselves, not those stopped because of
+    them (`secondary`); when only such cores failed, they are what there is to say."""
+    cause = {"segment": "core", "core": 1, "where": "edge->core: corrupt ring",
+             "error": "Bad message"}
+    follow = {"segment": "edge", "core": 0, "where": "doorbell on edge->core",
+              "error": "ring broken", "secondary": 1}
+    quiet = {"segment": "core", "core": 0}
+    assert core_failures({"nic": {"cores": [follow]}, "host": {"cores": [quiet, cause]}}) == [
+        "host: segment core core 1: edge->core: corrupt ring: Bad message"]
+    assert core_failures({"nic": {"cores": [follow]}}) == [
+        "nic: segment edge core 0: doorbell on edge->core: ring broken"]
+    assert core_failures({"host": {"cores": [quiet]}}) == []
