@@ -160,7 +160,9 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
             dropped.append({"at": name, "reason": "dropped",
                             "packets": v["drop"] - sum(v["why"].values()),
                             "what": "DROP() in its body"})
-    queue_drops = {"ring_full": "a full ring under enqueue=drop", **XDP_QUEUE_DROPS}
+    queue_drops = {"ring_full": "a full ring under enqueue=drop",
+                   "ring_broken": "in a ring its consumer found corrupt, never delivered",
+                   **XDP_QUEUE_DROPS}
     for q in queues:
         # (a queue from xdp says why; the others drop only on a full ring)
         for why, n in (q.get("dropped_why") or {"ring_full": q["dropped"]}).items():

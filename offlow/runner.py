@@ -667,12 +667,16 @@ class Run:
         print(line, file=sys.stderr, flush=True)
         return before
 
-    def _exit_errors(self) -> list[str]:
+    def _exit_errors(self, stats: dict[str, Any]) -> list[str]:
         """How each process that failed ended (those this Run killed have their
         reason said already). A process whose target says why it failed (a remote
         device's lost link) is the cause: the others' bare exit statuses (they stopped
-        because of it: their rings to it broke) are left out."""
-        out, reasons = [], []
+        because of it: their rings to it broke) are left out; so are they beside a
+        process's death by a signal. Else the failures the cores said in their stats
+        (core_failures) stand for the exit statuses of the processes they belong to."""
+        deaths: list[str] = []
+        out: list[tuple[str, str]] = []
+        reasons: list[str] = []
         for name, p in self.procs.items():
             rc = p.returncode
             if rc is None or name in self._killed:
@@ -683,10 +687,14 @@ class Run:
             if rc and why:
                 reasons.append(why)
             elif rc < 0:
-                out.append(f"the {name} process died ({_signal_name(-rc)})")
+                deaths.append(f"the {name} process died ({_signal_name(-rc)})")
             elif rc > 0:
-                out.append(f"the {name} process exited with status {rc}")
-        return reasons or out
+                out.append((name, f"the {name} process exited with status {rc}"))
+        if reasons or deaths or not out:
+            return reasons or deaths
+        told = {dev for dev, st in stats.items()
+                if any("error" in c for c in st.get("cores", []))}
+        return core_failures(stats) + [line for name, line in out if name not in told]
 
     def _read_stats(self, errors: list[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """The stats each device process wrote, and the TCP server's counters (those of
@@ -756,8 +764,8 @@ class Run:
             self._abandon()
             raise
         try:
-            errors += self._exit_errors()
             stats, tcp = self._read_stats(errors)
+            errors[:0] = self._exit_errors(stats)
             errors += _source_errors(stats)
             self._last = (stats, False)  # what a scrape during the shutdown gets
         finally:
@@ -777,6 +785,17 @@ def progress_totals(stats: dict[str, Any]) -> dict[str, int]:
     dropped += sum(x["dropped"] for c in cores for x in c.get("instances", []))
     forwarded = sum(v["packets"] for dev in stats.values() for v in dev.get("sinks", {}).values())
     return {"read": read, "forwarded": forwarded, "dropped": dropped}
+
+
+def core_failures(stats: dict[str, Any]) -> list[str]:
+    """What the cores that failed said in their stats (device, segment, core, what it
+    was doing, the error): the causes only, when there are any, not the cores that
+    stopped because of another's failure (`secondary`: the abort word, a ring its
+    consumer broke), which are the rest of a cascade."""
+    failed = [(dev, c) for dev, st in stats.items() for c in st.get("cores", []) if "error" in c]
+    causes = [x for x in failed if not x[1].get("secondary")] or failed
+    return [f"{dev}: segment {c['segment']} core {c['core']}: {c['where']}: {c['error']}"
+            for dev, c in causes]
 
 
 def _source_errors(stats: dict[str, Any]) -> list[str]:

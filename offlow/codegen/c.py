@@ -662,6 +662,9 @@ class DeviceGen:
             self.e(f"    for (unsigned j = 0; j < {q.instances}u && !core->err; j++) {{",
                    f"        int rc = ofl_qout_close(&ctx->out_{cname(q.name)}[j]);",
                    f"        if (rc < 0) ofl_core_fail(core, rc, \"closing {q.name}\");", "    }")
+        for q in p.outputs:  # stopped by another failure: what a broken ring lost counts
+            self.e(f"    for (unsigned j = 0; j < {q.instances}u && core->err; j++)",
+                   f"        (void)ofl_qout_lost(&ctx->out_{cname(q.name)}[j]);")
 
     def _gen_worker(self, p: SegmentPlan) -> None:
         """A worker of a core group: waits for each batch the master posts, runs its
@@ -709,7 +712,9 @@ class DeviceGen:
           "        const uint8_t *es = NULL;",
           f"        n = ofl_qin_next(&ctx->in_{cq}[p], &es);",
           f"        if (n == OFL_Q_DONE) {{ l->in_live_{cq}[p] = 0; l->live--; continue; }}",
-          f"        if (n < 0) {{ ofl_core_fail(core, n, \"dequeue from {q.name}\"); break; }}",
+          f"        if (n < 0) {{ ofl_core_fail(core, n, n == -EBADMSG ? \"{q.name}: corrupt "
+          f"ring (an entry's sequence number or length is wrong)\" : \"dequeue from {q.name}\"); "
+          "break; }",
           *([f"        if (n == 0 && (peer_gone & {self._peer_bit(q)})) {{ ofl_core_fail(core, "
              f"-EPIPE, \"{q.name}: the producer's process died before closing it\"); break; }}"]
             if q.crosses_device and self._peer(q, False) >= 0 else []))

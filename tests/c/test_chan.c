@@ -2012,6 +2012,89 @@ static int mirror_handler(void *ctx, struct ofl_chan_end *e, const void *msg, si
     for (uint64_t until_ = ofl_now_ns() + 5000 * MS; !(cond) && ofl_now_ns() < until_;) \
     sched_yield()
 
+/* A relay that posts on a served end while the end's handler runs (the handler
+ * waits for its first try), then again until the post is taken in. */
+struct relay_race {
+    struct ofl_chan_mgr *m;
+    void *region;
+    int in_handler;    /* set by the handler: the relay tries now */
+    int tried;         /* set by the relay after its first try */
+    int first_rc;      /* that try's result */
+    int rc;            /* the last try's */
+    int seen;          /* messages the handler got */
+};
+
+/* Answers nothing; on the first message, has the relay post while it runs. */
+static int quiet_handler(void *ctx, struct ofl_chan_end *e, const void *msg, size_t len)
+{
+    (void)e;
+    (void)msg;
+    (void)len;
+    struct relay_race *x = ctx;
+    if (__atomic_add_fetch(&x->seen, 1, __ATOMIC_ACQ_REL) == 1) {
+        __atomic_store_n(&x->in_handler, 1, __ATOMIC_RELEASE);
+        for (uint64_t until = ofl_now_ns() + 5000 * MS;
+             !__atomic_load_n(&x->tried, __ATOMIC_ACQUIRE) && ofl_now_ns() < until;)
+            sched_yield();
+    }
+    return 0;
+}
+
+static void *relay_main(void *p)
+{
+    struct relay_race *x = p;
+    WAIT_UNTIL(__atomic_load_n(&x->in_handler, __ATOMIC_ACQUIRE));
+    int rc = ofl_chan_mgr_post(x->m, x->region, 0, OFL_CHAN_B, "note", 4);
+    x->first_rc = rc;
+    __atomic_store_n(&x->tried, 1, __ATOMIC_RELEASE);
+    for (uint64_t until = ofl_now_ns() + 5000 * MS; rc == -EBUSY && ofl_now_ns() < until;)
+        if ((rc = ofl_chan_mgr_post(x->m, x->region, 0, OFL_CHAN_B, "note", 4)) == -EBUSY)
+            sched_yield();
+    x->rc = rc;
+    return NULL;
+}
+
+/* The manager knows exactly whether a handler replied: a relay's post made while the
+ * handler runs (it waits, -EBUSY, until the handler returns) is not taken for the
+ * handler's reply, so the peer's next message is handled at once instead of waiting
+ * until the peer took the relay's post (the old guess from the end's sequence before
+ * and after the handler held it: chan_mgr.c's `replied`). */
+static void test_manager_replied_exact(void)
+{
+    struct region r = region_new(1);
+    name_channels(&r, "race", 1);
+    struct relay_race x = {0};
+    x.m = ofl_chan_mgr_start(1, NULL);
+    x.region = r.mem;
+    struct ofl_chan_end a;
+    CHECK(ofl_chan_mgr_serve(x.m, r.mem, 0, OFL_CHAN_B, quiet_handler, NULL, &x) == 0 &&
+              ofl_chan_open(&a, r.mem, 0, OFL_CHAN_A, NULL) == 0,
+          "relay race: a served end that answers nothing, and its peer");
+    pthread_t t;
+    pthread_create(&t, NULL, relay_main, &x);
+    CHECK(ofl_chan_send(&a, "1", 1, LONG_WAIT) == 0, "relay race: the first message taken");
+    pthread_join(t, NULL);
+    CHECK(x.first_rc == -EBUSY && x.rc == 0,
+          "relay race: the relay's post during the handler waits for it (%d), then goes (%d)",
+          x.first_rc, x.rc);
+    int rc = ofl_chan_send(&a, "2", 1, 1000 * MS);
+    WAIT_UNTIL(__atomic_load_n(&x.seen, __ATOMIC_ACQUIRE) == 2);
+    CHECK(rc == 0 && x.seen == 2,
+          "relay race: with the relay's post untaken, the next message is handled (%s, seen %d)",
+          ofl_strerror(rc), x.seen);
+    char got[8];
+    CHECK(ofl_chan_recv(&a, got, sizeof got, LONG_WAIT) == 4 && !memcmp(got, "note", 4),
+          "relay race: the relay's post arrives");
+    ofl_chan_close(&a);
+    struct ofl_chan_stats st;
+    ofl_chan_mgr_stop_sum(x.m, &st);
+    CHECK(st.received == 2 && st.posted == 1 && st.withdrawn == 0,
+          "relay race: 2 received, 1 posted, none withdrawn (%llu, %llu, %llu)",
+          (unsigned long long)st.received, (unsigned long long)st.posted,
+          (unsigned long long)st.withdrawn);
+    region_free(&r);
+}
+
 /* Side A in a child: sends one byte, then exits without closing (nor receiving). */
 static void send_exit_main(void *p)
 {
@@ -2143,6 +2226,7 @@ int main(int argc, char **argv)
     test_manager_send();
     test_manager_post();
     test_manager_withdrawn();
+    test_manager_replied_exact();
     test_stress(nchan, maxlen);
     return CHECK_DONE();
 }

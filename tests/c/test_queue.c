@@ -11,10 +11,13 @@
  * move to another's in order (ofl_qout_take). Batch reservations (ofl_qout_reserve /
  * _produce): partial batches, entries given back, wrap-around, a full ring, misuse;
  * a stale entry anywhere in a batch is -EBADMSG. The copy engine's entry jobs are
- * checked on their own, also the seq they stamp and check.
+ * checked on their own, also the seq they stamp and check. A ring whose consumer
+ * finds a corrupt entry mid-transfer ends both ends with an error (the producer's
+ * wait for room included), the entries not delivered counted as lost.
  * Usage: test_queue [ENTRIES]  (default 300000 per configuration) */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +158,11 @@ struct side {
     uint64_t overlapped;    /* producer: flushes that returned with a copy in flight */
     uint64_t max_pending;   /* producer: most entries staged + in flight after a flush */
     int reserve;            /* producer: fills through ofl_qout_reserve */
+    uint64_t made;          /* producer: entries the endpoint took (staged) */
+    uint64_t lost;          /* producer: the endpoint's lost counter at the end */
+    uint64_t pause_at;      /* consumer: once it got this many (0: never), it waits
+                             * (paused set) until `resume` is set */
+    int paused, resume;     /* (atomics) */
 };
 
 /* Fill entry e as entry i of side s's stream (what the consumer checks). */
@@ -213,7 +221,8 @@ static void *producer(void *arg)
     ofl_waiter_init(&w, NULL, 0, NULL);
     if ((s->err = ofl_ce_start(&ce, s->mode, -1)) < 0) return NULL;
     if ((s->err = ofl_qout_init(&q, s->mem, s->len, &ce, &w)) < 0) return NULL;
-    for (uint64_t i = 0; i < s->n;) {
+    uint64_t i = 0;
+    while (i < s->n) {
         uint32_t k = produce_some(s, &q, i);
         if (!k) {
             if (!s->err) s->err = q.err;
@@ -233,6 +242,8 @@ static void *producer(void *arg)
     }
     if (!s->err) s->err = ofl_qout_close(&q);
     if (!s->err && ofl_qout_pending(&q)) s->err = -EINVAL;   /* close left something */
+    s->made = i;
+    s->lost = q.lost;
     s->q_bytes = q.bytes;
     s->ring = q.ring;
     ofl_qout_destroy(&q);
@@ -251,6 +262,11 @@ static void *consumer(void *arg)
     if ((s->err = ofl_ce_start(&ce, s->mode, -1)) < 0) return NULL;
     if ((s->err = ofl_qin_init(&q, s->mem, s->len, &ce, &w)) < 0) return NULL;
     for (;;) {
+        if (s->pause_at && s->got >= s->pause_at) {
+            __atomic_store_n(&s->paused, 1, __ATOMIC_RELEASE);
+            while (!__atomic_load_n(&s->resume, __ATOMIC_ACQUIRE)) sched_yield();
+            s->pause_at = 0;
+        }
         const uint8_t *es;
         int n = ofl_qin_next(&q, &es);
         if (n == OFL_Q_DONE) break;
@@ -351,6 +367,71 @@ static void test_transfer_geo(int mode, uint32_t es, uint32_t data_off, uint64_t
 static void test_transfer(int mode, uint32_t es, uint32_t data_off, uint64_t n, int reserve)
 {
     test_transfer_geo(mode, es, data_off, n, RING_SIZE, BATCH, 37, reserve);
+}
+
+/* Join thread t within `s` seconds; false when it is still running (it hangs). */
+static bool join_within(pthread_t t, int s)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += s;
+    return pthread_timedjoin_np(t, NULL, &ts) == 0;
+}
+
+/* Wait up to 10 s for `cond` to hold (checked every millisecond). */
+#define WAIT_FOR(cond)                                                          \
+    do {                                                                        \
+        for (int w_ = 0; w_ < 10000 && !(cond); w_++) usleep(1000);             \
+    } while (0)
+
+/* A transfer whose ring is corrupted while it runs (a device that wrote an entry
+ * wrong): the consumer stops on the entry with -EBADMSG and marks the ring broken; the
+ * producer, which waits for room on the full ring, fails with OFL_RING_EBROKEN instead
+ * of waiting for ever. Every entry the producer took either reached the consumer
+ * (intact and in order, up to the bad one) or is counted lost. Without the broken
+ * mark the producer hangs: the joins are bounded so that the test fails instead. */
+static void test_broken_transfer(int mode, int reserve)
+{
+    const char *mn = mode == OFL_CE_THREAD ? (reserve ? "thread+reserve" : "thread")
+                                           : (reserve ? "inline+reserve" : "inline");
+    struct side p = { .mode = mode, .es = 16, .n = 1000000, .size = RING_SIZE,
+                      .batch = BATCH, .flush_mod = 37, .reserve = reserve }, c;
+    p.mem = ring_mem(RING_SIZE, 16, BATCH, &p.len);
+    c = p;
+    c.pause_at = 1000;
+    struct ofl_ring_shm *shm = p.mem;
+    pthread_t tp, tc;
+    pthread_create(&tc, NULL, consumer, &c);
+    pthread_create(&tp, NULL, producer, &p);
+    /* The consumer pauses; the producer fills the ring and waits for room. Then the
+     * last entry published gets a wrong seq: no copy of either side touches it now
+     * (the consumer's copies are at most two batches past its head). */
+    WAIT_FOR(__atomic_load_n(&c.paused, __ATOMIC_ACQUIRE));
+    WAIT_FOR(__atomic_load_n(&shm->tail, __ATOMIC_ACQUIRE) -
+             __atomic_load_n(&shm->head, __ATOMIC_ACQUIRE) == RING_SIZE);
+    uint32_t tail = __atomic_load_n(&shm->tail, __ATOMIC_ACQUIRE);
+    uint32_t head = __atomic_load_n(&shm->head, __ATOMIC_ACQUIRE);
+    CHECK(c.paused && tail - head == RING_SIZE, "%s: consumer paused at %llu, ring full", mn,
+          (unsigned long long)c.got);
+    ((struct ofl_entry_hdr *)(shm->entries + (size_t)((tail - 1) & (RING_SIZE - 1)) * 16))->seq
+        ^= 0x100;
+    __atomic_store_n(&c.resume, 1, __ATOMIC_RELEASE);
+    bool cdone = join_within(tc, 10), pdone = join_within(tp, 10);
+    CHECK(cdone && pdone, "%s: both ends ended within 10 s (consumer %s, producer %s)", mn,
+          cdone ? "ended" : "hangs", pdone ? "ended" : "hangs");
+    if (!cdone || !pdone) exit(CHECK_DONE());   /* the threads still use the ring */
+    CHECK(c.err == -EBADMSG, "%s: the consumer stopped on the corrupt entry: %s", mn,
+          ofl_strerror(c.err));
+    CHECK(p.err == OFL_RING_EBROKEN, "%s: the producer stopped: %s", mn, ofl_strerror(p.err));
+    CHECK(ofl_ring_broken(&c.ring), "%s: the ring is marked broken in its header", mn);
+    CHECK(c.bad == 0 && c.got >= c.pause_at && c.got <= tail - 1,
+          "%s: %llu entries delivered intact and in order, none from the corrupt one on", mn,
+          (unsigned long long)c.got);
+    CHECK(c.got + p.lost == p.made && p.lost > 0,
+          "%s: each of the %llu entries the producer took delivered (%llu) or counted lost "
+          "(%llu)", mn, (unsigned long long)p.made, (unsigned long long)c.got,
+          (unsigned long long)p.lost);
+    free(p.mem);
 }
 
 /* A waiter whose only peer is the read end of a pipe; the "peer" holds the write end. */
@@ -492,6 +573,31 @@ static void test_drop_full(int mode)
         for (int i = 0; i < n; i++, got++)
             bad += ((const struct ofl_entry_hdr *)(es + (size_t)i * 16))->len != 100 + got;
     CHECK(got == 4 && bad == 0 && n == OFL_Q_DONE, "%s: then 100..103 and the end", mn);
+    qpair_close(&q);
+}
+
+/* enqueue=drop on a ring its consumer broke: the producer stops (OFL_RING_EBROKEN)
+ * and counts what never arrived as lost, rather than dropping every later entry as
+ * if the ring were only full. */
+static void test_broken_drop(int mode)
+{
+    const char *mn = mode ? "thread" : "inline";
+    struct qpair q;
+    qpair_open(&q, 8, 16, 4, 0, mode, mode);
+    q.o.drop_full = true;
+    for (int i = 0; i < 8; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(qout_sync(&q.o) == 0 && q.o.ring.pushed == 8, "%s, drop: 8 entries fill the ring", mn);
+    ((struct ofl_entry_hdr *)q.o.ring.entries)->seq ^= 0x100;   /* the first one */
+    const uint8_t *es;
+    CHECK(ofl_qin_next(&q.in, &es) == -EBADMSG, "%s, drop: the consumer stops on it", mn);
+    for (int i = 0; i < 3; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    int rc = ofl_qout_flush(&q.o);
+    CHECK(rc == OFL_RING_EBROKEN && q.o.lost == 11 && q.o.dropped == 0,
+          "%s, drop: the next flush stops (%s), 8 + 3 lost (%llu), none dropped as if full "
+          "(%llu)", mn, ofl_strerror(rc), (unsigned long long)q.o.lost,
+          (unsigned long long)q.o.dropped);
+    CHECK(ofl_qout_slot(&q.o) == NULL && ofl_qout_close(&q.o) == OFL_RING_EBROKEN &&
+              q.o.lost == 11, "%s, drop: it stays stopped, nothing counted twice", mn);
     qpair_close(&q);
 }
 
@@ -1175,6 +1281,12 @@ int main(int argc, char **argv)
     test_torn(OFL_CE_THREAD);
     test_corrupt(OFL_CE_INLINE);
     test_corrupt(OFL_CE_THREAD);
+    test_broken_drop(OFL_CE_INLINE);
+    test_broken_drop(OFL_CE_THREAD);
+    for (int res = 0; res < 2; res++) {
+        test_broken_transfer(OFL_CE_INLINE, res);
+        test_broken_transfer(OFL_CE_THREAD, res);
+    }
     test_drop_full(OFL_CE_INLINE);
     test_drop_full(OFL_CE_THREAD);
     test_ce_jobs(OFL_CE_INLINE);

@@ -29,6 +29,10 @@ _Static_assert((MGR_INDEX & (MGR_INDEX - 1)) == 0, "the index size is a power of
 /* The send mailbox of a served end. */
 enum { SEND_FREE = 0, SEND_FILLING = 1, SEND_READY = 2 };
 
+/* Who may post on a served end now: its handler (while it runs) or a relay
+ * (ofl_chan_mgr_post), never both, so that what the handler posted is known exactly. */
+enum { POST_FREE = 0, POST_HANDLER = 1, POST_RELAY = 2 };
+
 struct mgr_slot {
     struct ofl_chan_end end;
     ofl_chan_handler on_msg;
@@ -39,6 +43,7 @@ struct mgr_slot {
     bool op_send;              /* ... and it is a queued send */
     bool replied;              /* the handler posted a reply to the last message ... */
     uint32_t reply_gen;        /* ... for this session of the peer (its gen) */
+    uint32_t poster;           /* POST_*: taken by the handler's run or a relay's post */
     uint32_t op_bits;          /* the busy bits it holds */
     void *op_buf;
     size_t op_len;
@@ -155,15 +160,27 @@ static int poll_msg(struct mgr_slot *s, uint64_t ph, uint32_t ack)
     }
     s->replied = false;
     if (!s->on_msg || chan_busy_get(e, BUSY_RX)) return 0;
+    /* No relay posts while the handler runs (its post waits: -EBUSY), so a post made
+     * meanwhile is the handler's reply; a relay's post in progress: look again. */
+    uint32_t free_ = POST_FREE;
+    if (!__atomic_compare_exchange_n(&s->poster, &free_, POST_HANDLER, false, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED)) {
+        chan_busy_put(e, BUSY_RX);
+        return 0;
+    }
     uint8_t buf[OFL_CHAN_MSG_MAX];
     int got = chan_line_take(e, ph, ack, buf);
     chan_busy_put(e, BUSY_RX);
-    if (!got) return 1;
+    if (!got) {
+        STORE(&s->poster, POST_FREE, RELEASE);
+        return 1;
+    }
     stat_add(&e->stats.received, 1);
     uint32_t seq = LOAD(&e->tx_seq, RELAXED);
     /* A reply the handler posts carries the acknowledgement; else it goes now. */
     int rc = s->on_msg(s->ctx, e, buf, len);
     s->replied = LOAD(&e->tx_seq, RELAXED) != seq;
+    STORE(&s->poster, POST_FREE, RELEASE);
     s->reply_gen = LOAD(&side_peer(e)->gen, ACQUIRE);
     if (rc < 0) {
         ofl_chan_close(e);
@@ -374,7 +391,14 @@ int ofl_chan_mgr_post(struct ofl_chan_mgr *m, void *region, uint32_t id, int sid
     if (!LOAD(&s->active, RELAXED)) return -EPIPE;
     /* a queued or running bulk send uses the line: the post waits for it */
     if (LOAD(&s->send_state, ACQUIRE) != SEND_FREE) return -EBUSY;
-    return ofl_chan_post(&s->end, msg, len);
+    /* so does the end's handler while it runs (see poll_msg) */
+    uint32_t free_ = POST_FREE;
+    if (!__atomic_compare_exchange_n(&s->poster, &free_, POST_RELAY, false, __ATOMIC_ACQUIRE,
+                                     __ATOMIC_RELAXED))
+        return -EBUSY;
+    int rc = ofl_chan_post(&s->end, msg, len);
+    STORE(&s->poster, POST_FREE, RELEASE);
+    return rc;
 }
 
 int ofl_chan_mgr_peer_state(struct ofl_chan_mgr *m, void *region, uint32_t id, int side)

@@ -5,6 +5,12 @@
 #include <string.h>
 
 #include "offlow/queue.h"
+#include "offlow/src.h"
+
+/* The runtime's sentinels outside the errno range are told apart by their value. */
+_Static_assert(OFL_RING_EBROKEN != OFL_Q_DONE && OFL_RING_EBROKEN != OFL_SRC_DONE &&
+                   OFL_Q_DONE != OFL_SRC_DONE,
+               "sentinels collide");
 
 const char *ofl_strerror(int err)
 {
@@ -17,6 +23,7 @@ const char *ofl_strerror(int err)
     case OFL_EUNSUPP: return "unsupported protocol";
     case OFL_ELENGTH: return "length field past the end of the packet";
     case OFL_Q_DONE: return "queue finished";
+    case OFL_RING_EBROKEN: return "ring broken: its consumer found a corrupt entry and stopped";
     /* the only -EDEADLK the runtime makes: ofl_qout with fail_full */
     case -EDEADLK: return "ring full, and its consumer runs in this same thread (segments "
                           "sharing a core): place them on different cores or raise ring_size";

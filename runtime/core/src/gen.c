@@ -399,6 +399,11 @@ void ofl_core_begin(struct ofl_core *c)
     c->timer_ticks = timer_cost();
 }
 
+bool ofl_core_err_secondary(int err)
+{
+    return err == -ECANCELED || err == OFL_RING_EBROKEN;
+}
+
 void ofl_core_fail(struct ofl_core *c, int err, const char *what)
 {
     if (c->err) return;
@@ -488,7 +493,7 @@ void ofl_core_end(struct ofl_core *c)
         c->tick_start = c->tick_end;
         c->cpu_start = c->cpu_end;
     }
-    if (c->err)
+    if (c->err && !ofl_core_err_secondary(c->err))
         fprintf(stderr, "offlow %s: segment %s core %u: %s: %s\n", c->device, c->segment, c->idx,
                 c->where, ofl_strerror(c->err));
 }
@@ -861,7 +866,8 @@ int ofl_prog_run(const struct ofl_prog *p, struct ofl_window *w)
 }
 
 /* The mapping of one producer ring (which instance, which consumer core) and the
- * packets it took and dropped (a full ring under enqueue=drop). */
+ * packets it took and dropped (a full ring under enqueue=drop; lost in a ring its
+ * consumer broke: `why` then tells them apart). */
 static void stats_qmap(struct ofl_json *j, const char *queue, const struct ofl_ring_use *r,
                        const struct ofl_qout *q)
 {
@@ -871,7 +877,13 @@ static void stats_qmap(struct ofl_json *j, const char *queue, const struct ofl_r
     ofl_json_u64(j, "instance", r->inst);
     ofl_json_u64(j, "cons", r->cons);
     ofl_json_u64(j, "pushed", q->ring.pushed);
-    ofl_json_u64(j, "dropped", q->dropped);
+    ofl_json_u64(j, "dropped", q->dropped + q->lost);
+    if (q->lost) {   /* why, when some were lost in a ring its consumer broke */
+        ofl_json_begin_obj(j, "why");
+        ofl_json_u64(j, "ring_full", q->dropped);
+        ofl_json_u64(j, "ring_broken", q->lost);
+        ofl_json_end_obj(j);
+    }
     ofl_json_end_obj(j);
 }
 
@@ -1082,6 +1094,7 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     if (c->err) {
         ofl_json_str(j, "error", ofl_strerror(c->err));
         ofl_json_str(j, "where", c->where);
+        if (ofl_core_err_secondary(c->err)) ofl_json_u64(j, "secondary", 1);
     }
 }
 

@@ -201,6 +201,29 @@ static void qout_settle(struct ofl_qout *q)
     q->nx = q->nx_end = q->nx_base = NULL;
 }
 
+/* When the consumer marked the ring broken: every entry not delivered is lost (those
+ * committed and not released, those in flight, those staged: the first `sent` of
+ * which a flush already submitted); they are counted in `lost` and the endpoint fails
+ * with OFL_RING_EBROKEN. Returns that, or 0. */
+static int qout_broken(struct ofl_qout *q, uint32_t sent)
+{
+    struct ofl_ring *r = &q->ring;
+    if (q->broken) return q->err;
+    if (!ofl_ring_broken(r)) return 0;
+    q->broken = true;
+    uint32_t head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
+    q->lost += (uint32_t)(r->tail - head) + q->inflight + q->staged - sent;
+    qout_abandon(q);
+    q->staged = 0;
+    return sticky(&q->err, OFL_RING_EBROKEN);
+}
+
+bool ofl_qout_lost(struct ofl_qout *q)
+{
+    qout_settle(q);
+    return qout_broken(q, 0) < 0;
+}
+
 void *ofl_qout_reserve(struct ofl_qout *q, uint32_t want, uint32_t *got)
 {
     qout_settle(q);
@@ -253,6 +276,7 @@ int ofl_qout_flush(struct ofl_qout *q)
     qout_settle(q);
     q->reserved = 0;   /* a flush ends the open reservation */
     if (q->err) return q->err;
+    if (qout_broken(q, 0) < 0) return q->err;
     qout_reap(q);
     struct ofl_ring *r = &q->ring;
     uint32_t off = 0, spins = 0;
@@ -267,6 +291,7 @@ int ofl_qout_flush(struct ofl_qout *q)
             qout_complete(q);
             continue;
         }
+        if (room == 0 && qout_broken(q, off) < 0) return q->err;   /* it will never drain */
         if (room == 0 && q->drop_full) {
             /* Non-blocking enqueue: what does not fit now is dropped. */
             q->dropped += rem;
@@ -400,7 +425,10 @@ static int qin_finish(struct ofl_qin *q, int b)
      * committed, and the producer cannot overwrite it meanwhile. The len checked is
      * the len that sized the copy; one past the entry's packet area was clamped there
      * and is an error. One branch per batch, wherever a bad entry falls in it. */
-    if (q->job[b].bad) return -EBADMSG;
+    if (q->job[b].bad) {
+        ofl_ring_break(&q->ring);   /* the producer must not wait for room any more */
+        return -EBADMSG;
+    }
     ofl_ring_release(&q->ring, q->n[b]);
     q->state[b] = OFL_QB_READY;
     return 0;
@@ -415,7 +443,10 @@ static int qin_next_now(struct ofl_qin *q, const uint8_t **entries)
     if (n > q->batch) n = q->batch;
     uint32_t bad = 0;
     ring_copy_now(q->ce, &q->ring, q->ring.head, n, q->buf[0], false, &bad);
-    if (bad) return sticky(&q->err, -EBADMSG);   /* see qin_finish */
+    if (bad) {   /* see qin_finish */
+        ofl_ring_break(&q->ring);
+        return sticky(&q->err, -EBADMSG);
+    }
     ofl_ring_release(&q->ring, n);
     *entries = q->buf[0];
     return (int)n;

@@ -381,9 +381,10 @@ int ofl_chan_mgr_bulk_send(struct ofl_chan_mgr *m, void *region, uint32_t id, in
 /* ofl_chan_post on the end that `m` serves as side `side` of channel `id` in
  * `region`, from any thread but a handler's (a proxy relaying messages it got
  * elsewhere): 0, -ENOBUFS (the previous post is not taken yet), -EBUSY (a bulk send
- * is queued or running there), -EPIPE (its handler closed it; a post to a peer that
- * closed is withdrawn when the manager sees it: ofl_chan_mgr_peer_closed),
- * -ENOENT, -EINVAL, -EMSGSIZE. */
+ * is queued or running there, or its handler is running: try again; so the manager
+ * knows exactly whether the handler replied), -EPIPE (its handler closed it; a post
+ * to a peer that closed is withdrawn when the manager sees it:
+ * ofl_chan_mgr_peer_closed), -ENOENT, -EINVAL, -EMSGSIZE. */
 int ofl_chan_mgr_post(struct ofl_chan_mgr *m, void *region, uint32_t id, int side,
                       const void *msg, size_t len);
 /* ofl_chan_post_done on that end: 1 when nothing posted there waits to be taken (or

@@ -335,7 +335,13 @@ int ofl_core_stopping(struct ofl_core *c);
  * process sharing the window to stop. */
 void ofl_core_fail(struct ofl_core *c, int err, const char *what);
 
-/* Called after the loop: stop the clock. */
+/* Whether `err` only says that the core stopped because of another's failure (the
+ * abort word: -ECANCELED; a ring its consumer broke: OFL_RING_EBROKEN): the failure
+ * that caused it is said where it happened, so this one is not said again. */
+bool ofl_core_err_secondary(int err);
+
+/* Called after the loop: stop the clock; say the core's error on stderr, unless it is
+ * secondary (ofl_core_err_secondary: the stats file has it, marked so). */
 void ofl_core_end(struct ofl_core *c);
 
 /* Stop the core's copy engine and free its buffers. */

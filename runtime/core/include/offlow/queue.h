@@ -56,8 +56,12 @@ struct ofl_qout {
     int old;                     /* the oldest job in flight (when inflight > 0) */
     uint64_t bytes;              /* bytes copied into the ring (used parts of entries) */
     uint64_t dropped;            /* entries dropped on a full ring (drop_full) */
+    uint64_t lost;               /* entries never delivered because the consumer broke
+                                  * the ring (OFL_RING_EBROKEN): committed and not
+                                  * released, in flight, or staged when it was found */
     int err;                     /* first error (sticky), 0 if none */
     bool closed;
+    bool broken;                 /* the ring was found broken (its `lost` counted) */
     bool drop_full;              /* set by the caller after init: a flush that finds the
                                   * ring full drops the staged entries that do not fit
                                   * (counted in `dropped`) instead of waiting */
@@ -126,13 +130,20 @@ static inline void *ofl_qout_next(struct ofl_qout *q)
  * THREAD engine: the last copy may still be running on return; its entries are
  * committed by a later flush/slot/close, and the next staging buffer is filled
  * meanwhile. Returns 0 or a negative error (-EPIPE, -ECANCELED, ...), also kept
- * in q->err. */
+ * in q->err. A ring its consumer marked broken (a corrupt entry: ofl_ring_break) is
+ * OFL_RING_EBROKEN, at the flush's start or instead of waiting for room; the entries
+ * not delivered are counted in `lost`. */
 int ofl_qout_flush(struct ofl_qout *q);
 
 /* Flush, wait for every copy in flight and commit it, then mark the ring finished.
  * Returns 0 or a negative error; on error nothing is left in flight (copies are
  * waited for, not committed) and the ring is not marked finished. */
 int ofl_qout_close(struct ofl_qout *q);
+
+/* After the producer stopped on an error (another one than the ring's: an abort, a
+ * dead peer): whether its consumer broke the ring, and if so the entries not delivered
+ * counted in `lost` (once; ofl_qout_flush and _close count them when they find it). */
+bool ofl_qout_lost(struct ofl_qout *q);
 
 /* Move the entries staged in `src` (not flushed) to the end of `dst`'s staging, in
  * order, as if they had been made there: an ordered core group's master takes its
@@ -172,8 +183,9 @@ int ofl_qin_init(struct ofl_qin *q, void *ring_mem, size_t len, struct ofl_ce *c
 /* Next entries: > 0: that many, contiguous in local memory at *entries with stride
  * entry_size, valid (and writable) until the next call; 0: nothing now;
  * OFL_Q_DONE: producer closed and all consumed; < 0 other: error (-EBADMSG corrupt
- * entry: bad seq, or h.len > entry_size - data_off; -EPIPE peer died while waiting
- * for a copy, ...), also kept in q->err. */
+ * entry: bad seq, or h.len > entry_size - data_off, after which the ring is marked
+ * broken for its producer; -EPIPE peer died while waiting for a copy, ...), also kept
+ * in q->err. */
 int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries);
 
 /* Free the endpoint's memory (waits for an in-flight copy first). */

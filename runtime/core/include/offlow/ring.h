@@ -1,7 +1,7 @@
 /* Descriptor ring in shared memory: one producer, one consumer.
  *
  * Layout of the ring memory (all in the window):
- *   line 0: header (magic, size, entry_size, batch, closed flag, data_off)
+ *   line 0: header (magic, size, entry_size, batch, closed flag, data_off, broken flag)
  *   line 1: producer index (tail), written only by the producer
  *   line 2: consumer index (head), written only by the consumer
  *   then `size` entries of `entry_size` bytes.
@@ -17,7 +17,12 @@
  * Entries that carry packet bytes have them at a fixed offset `data_off` (after the
  * header and the fields), `len` of them: only the first ofl_entry_used() bytes of
  * such an entry mean anything and are copied. data_off 0: fixed-size entries,
- * always used whole. */
+ * always used whole.
+ *
+ * A ring its consumer finds corrupt (an entry with a wrong seq or len: a device that
+ * wrote it wrong, a damaged window) is marked broken in the shared header
+ * (ofl_ring_break): the consumer takes nothing more from it and the producer, which
+ * would otherwise wait for ever for room, fails instead (ofl_qout: OFL_RING_EBROKEN). */
 #ifndef OFL_RING_H
 #define OFL_RING_H
 
@@ -30,6 +35,10 @@
 /* Doorbells a producer holds back at most (ofl_ring_set_delay). */
 #define OFL_RING_HELD 64
 #define OFL_CACHE_LINE 64
+/* What a producer's calls return once the consumer marked the ring broken. Negative,
+ * outside the errno range and apart from the other sentinels (OFL_Q_DONE -4097,
+ * OFL_SRC_DONE -4098). */
+#define OFL_RING_EBROKEN (-4099)
 
 /* The header of every entry. */
 struct ofl_entry_hdr {
@@ -46,6 +55,8 @@ struct ofl_ring_shm {
     uint32_t batch;         /* entries per doorbell the producer aims for, 1..size */
     uint32_t closed;        /* set (release) by the producer after its last commit */
     uint32_t data_off;      /* bytes before the packet data in an entry; 0 = none */
+    uint32_t broken;        /* set (release) by the consumer on a corrupt entry; never
+                             * cleared (ofl_ring_break) */
     _Alignas(OFL_CACHE_LINE) uint32_t tail;   /* producer index: entries published */
     _Alignas(OFL_CACHE_LINE) uint32_t head;   /* consumer index: entries released */
     _Alignas(OFL_CACHE_LINE) uint8_t entries[];
@@ -103,6 +114,20 @@ static inline uint32_t ofl_entry_used(uint32_t entry_size, uint32_t data_off, ui
 static inline bool ofl_entry_len_ok(uint32_t entry_size, uint32_t data_off, uint32_t len)
 {
     return !data_off || len <= entry_size - data_off;
+}
+
+/* Mark the ring broken (the consumer, on finding a corrupt entry): it delivers
+ * nothing more, and its producer stops instead of waiting for room. */
+static inline void ofl_ring_break(struct ofl_ring *r)
+{
+    __atomic_store_n(&r->shm->broken, 1u, __ATOMIC_RELEASE);
+}
+
+/* Whether the ring was marked broken (either side may ask; one load of the header's
+ * line, which nothing else writes while the ring runs). */
+static inline bool ofl_ring_broken(const struct ofl_ring *r)
+{
+    return __atomic_load_n(&r->shm->broken, __ATOMIC_ACQUIRE) != 0;
 }
 
 /* ---- producer ---- */
@@ -200,12 +225,13 @@ static inline int ofl_ring_check(const struct ofl_ring *r, uint32_t i)
     return h->seq == r->head + i + 1 ? 0 : -EBADMSG;
 }
 
-/* The i-th ready entry (i < ofl_ring_ready()), after checking its seq: NULL and
- * r->err = -EBADMSG when the seq is wrong. */
+/* The i-th ready entry (i < ofl_ring_ready()), after checking its seq: NULL,
+ * r->err = -EBADMSG and the ring marked broken (ofl_ring_break) when the seq is wrong. */
 static inline const void *ofl_ring_peek(struct ofl_ring *r, uint32_t i)
 {
     if (ofl_ring_check(r, i) < 0) {
         r->err = -EBADMSG;
+        ofl_ring_break(r);
         return NULL;
     }
     return r->entries + (size_t)((r->head + i) & r->mask) * r->entry_size;
