@@ -166,7 +166,7 @@ class _Walker(c_ast.NodeVisitor):
             f"take it as `{m.value} *` (or `const {m.value} *`, `void *`){other}")
 
     def _kind(self, t: c_ast.Node | None, depth: int = 0) -> _Kind:
-        """What the type `t` (a pointer's target) is."""
+        """What the type `t` (a pointer's target, or a local's) is."""
         if not isinstance(t, c_ast.TypeDecl) or not isinstance(t.type, c_ast.IdentifierType):
             return None  # a pointer, struct, union, enum, function, array
         names = t.type.names
