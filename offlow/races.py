@@ -77,6 +77,17 @@ def _warning(table: str, is_map: bool, writers: dict[str, str], via: dict[str, l
             f"(`+=`, `++`, `|=`, ...{pointers}) on "
             + (f"{threads} threads" if not every_cpu else "several CPUs")
             + f" at once ({', '.join(where)}): updates made at the same time are lost; "
-            f"{fix}, or run its users on one core"
-            + ("; on xdp an array that every element only adds to becomes one copy per "
-               "CPU, which loses nothing" if every_cpu and not is_map else ""))
+            f"{fix}, or " + _instead(is_map, every_cpu, local))
+
+
+def _instead(is_map: bool, every_cpu: bool, local: str) -> str:
+    """What else loses nothing: one core, where threads are cores; on xdp, where every
+    CPU that receives runs the program, a per-CPU array (a map needs its atomic add)."""
+    if not every_cpu:
+        return "run its users on one core"
+    if is_map:
+        return ("place its users on host or nic, on one core: on xdp every CPU that "
+                "receives runs the program, and none can have the map to itself")
+    return (f"make every use of it an add whose value is unused (`{local}[i] += v;`, no "
+            "pointer into it): on xdp such an array becomes a per-CPU map, one copy per CPU, "
+            "which loses nothing")

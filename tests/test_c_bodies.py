@@ -190,17 +190,23 @@ def test_typeof_is_read_as_reading_nothing() -> None:
 
 
 def test_mangled_bodies_give_a_body_error_or_an_analysis_never_a_crash() -> None:
-    """Random byte edits of real bodies (comments, directives, helpers): the preprocessor
-    and parser either accept them or give one BodyError, nothing else escapes."""
+    """Random byte edits of real bodies (comments, directives, helpers, a map's lookups:
+    mapvalue.py): the preprocessor and parser either accept them or give one BodyError,
+    nothing else escapes."""
     import random
 
     from offlow.passes.cbody import BodyError, BodyInfo, Site, analyze_body
+    from offlow.passes.mapvalue import MapLocal
     from tests.programs.flow_buckets import FlowBucket, Tally
+    from tests.programs.flow_counts import FlowCount
+    from tests.programs.proto_bytes import ProtoBytes
 
     rng = random.Random(22)
-    seeds = [FlowBucket.body, Tally.body, FlowBucket.helpers + "\n"]
+    seeds = [FlowBucket.body, Tally.body, FlowBucket.helpers + "\n", FlowCount.body,
+             ProtoBytes.body]
+    maps = {"seen": MapLocal("flows", "uint64_t"), "per_proto": MapLocal("pt", "uint32_t")}
     alphabet = "{}()[];#/*\"'\\\n =+-<>!?:,.x0_\x00\xff"
-    for _ in range(150):
+    for _ in range(200):
         text = list(rng.choice(seeds))
         for _ in range(rng.randint(1, 4)):
             k = rng.randrange(len(text) + 1)
@@ -212,8 +218,8 @@ def test_mangled_bodies_give_a_body_error_or_an_analysis_never_a_crash() -> None
         try:
             info = analyze_body(body, element="fuzz", outputs=["out"],
                                 fields={"bucket": "uint8_t", "src4": "uint32_t",
-                                        "dst4": "uint32_t"},
-                                site=Site("prog.py", 10))
+                                        "dst4": "uint32_t", "l3_off": "uint16_t"},
+                                site=Site("prog.py", 10), maps=maps)
         except BodyError as err:
             assert "fuzz" in str(err)
         else:

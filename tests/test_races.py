@@ -172,11 +172,13 @@ def test_on_xdp_a_shared_map_updated_plainly_is_said_a_per_cpu_one_is_not() -> N
     """An XDP program runs on every CPU that receives: a plain update of an array that
     stays one shared map loses updates; an add-only array is per-CPU and loses none."""
     [w] = lost_updates(plan_program(_one(Budget, [0], "xdp")))
-    assert ("on several CPUs at once (xdp: every CPU that receives): updates made at the "
-            "same time are lost; in `tally` write e.g. __atomic_fetch_add(&per_bucket[i]"
-            in w), w
-    assert w.endswith("on xdp an array that every element only adds to becomes one copy "
-                      "per CPU, which loses nothing")
+    # (every CPU that receives runs an XDP program: no `run its users on one core`)
+    assert w.endswith(
+        "on several CPUs at once (xdp: every CPU that receives): updates made at the "
+        "same time are lost; in `tally` write e.g. __atomic_fetch_add(&per_bucket[i], v, "
+        "__ATOMIC_RELAXED), or make every use of it an add whose value is unused "
+        "(`per_bucket[i] += v;`, no pointer into it): on xdp such an array becomes a "
+        "per-CPU map, one copy per CPU, which loses nothing"), w
     assert lost_updates(plan_program(_one(Tally, [0], "xdp"))) == []
 
 
@@ -225,7 +227,8 @@ def test_on_xdp_a_hash_maps_value_updated_plainly_through_its_lookup_is_said() -
         "...; `talker` through its pointer `seen`) on several CPUs at once (xdp: every CPU "
         "that receives): updates made at the same time are lost; in `talker` add through "
         "`seen` atomically, e.g. __atomic_fetch_add(seen, v, __ATOMIC_RELAXED) (`&seen->f` "
-        "for its member f), or run its users on one core"]
+        "for its member f), or place its users on host or nic, on one core: on xdp every "
+        "CPU that receives runs the program, and none can have the map to itself"]
     assert lost_updates(plan_program(prog("nic"))) == []
     atomic = Talk.body.replace("*seen += 1;", "__sync_fetch_and_add(seen, 1);")
     assert lost_updates(plan_program(prog("xdp", atomic))) == []

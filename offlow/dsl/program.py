@@ -545,8 +545,6 @@ class Program:
             for ref in el.table_refs.values():
                 if ref.name in tables and tables[ref.name] != ref:
                     raise OfflowError(f"two different shared tables are named `{ref.name}`")
-                if isinstance(ref, Shared):
-                    check_ctype(ref.ctype, f"shared table `{ref.name}`")
                 tables[ref.name] = ref
         return tuple(
             SharedTable(t.name, t.ctype, t.length) if isinstance(t, Shared)

@@ -9,7 +9,7 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir import SharedTable
-from offlow.ir.types import KEY_TYPES, MAP_TYPES
+from offlow.ir.types import KEY_TYPES, MAP_TYPES, SCALARS
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,29 @@ class Shared:
     name: str
     ctype: str
     length: int = 1
+
+    def __post_init__(self) -> None:
+        # Every target lays a shared array out as `length` scalars (host/nic/window
+        # structs, xdp map values, gpu buffers, the ctl channel, the report): refuse
+        # anything else here, before it can size one thing and index another.
+        who = f"shared table `{self.name}`"
+        if (not isinstance(self.length, int) or isinstance(self.length, bool)
+                or self.length < 1):
+            raise OfflowError(f"{who}: length={self.length!r}; a shared table holds 1 or "
+                              "more elements (an int)")
+        if self.ctype in SCALARS:
+            return
+        base, _, rest = self.ctype.partition("[")
+        base, inner = base.strip(), rest.removesuffix("]").strip()
+        if base in SCALARS and inner.isdigit() and int(inner) > 0:
+            k = int(inner)
+            raise OfflowError(
+                f"{who}: element type `{self.ctype}` is an array, and a shared table's "
+                f"elements are scalars (bodies get a `{base} *`): declare its {self.length} "
+                f"rows of {k} as Shared(\"{self.name}\", \"{base}\", {self.length * k}) "
+                f"and index row i's element j as `[{k} * i + j]`")
+        raise OfflowError(f"{who}: element type {self.ctype!r} is not one of "
+                          f"{', '.join(SCALARS)}")
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,13 @@ from offlow.errors import OfflowError
 from offlow.ir import BodyFacts, Graph, Node
 from offlow.ir.graph import MADE_TOO_LONG
 from offlow.passes.cbody import BodyError, BodyInfo, Site, analyze_body
+from offlow.passes.mapvalue import MapLocal
 
 
 def analyze_bodies(g: Graph) -> Graph:
     """Attach BodyFacts to every element node (and the macros each handler defines)."""
     fields = {f.name: f.ctype for f in g.state}
+    values = {t.name: t.map_value for t in g.shared if t.is_map}
     nodes = []
     for n in g.nodes:
         if n.kind != "element":
@@ -22,7 +24,8 @@ def analyze_bodies(g: Graph) -> Graph:
             continue
         names = [p[0] for p in n.params] + [t[0] for t in n.tables]
         args = {"element": n.name, "outputs": [p.name for p in n.outputs], "fields": fields,
-                "names": names, "tables": [t[0] for t in n.tables]}
+                "names": names, "tables": [t[0] for t in n.tables],
+                "maps": {local: MapLocal(t, values[t]) for local, t in n.tables if t in values}}
         try:
             # (an element with only a batch body runs it on one packet where needed)
             info = (analyze_body(n.body, **args, **_written(n))

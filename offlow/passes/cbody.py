@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pycparser import c_ast, c_parser
 
 from offlow.passes.cpp import CppError, preprocess
+from offlow.passes.mapvalue import UNKNOWN, MapLocal, map_value_error
 from offlow.passes.tableuse import table_use
 
 _STD_TYPES = (
@@ -319,10 +320,14 @@ def _ends_flow(stmt: c_ast.Node | None) -> bool:
 
 
 def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers: str,
-           helpers_site: Site, what: str = "body") -> tuple[list[c_ast.Node], tuple[str, ...]]:
-    """The body's statements, parsed after the real preprocessor, and its macros."""
-    names = [*_STD_TYPES, *typedefs]
-    code = "typedef _Bool bool;\n" + "".join(f"typedef int {n};\n" for n in names)
+           helpers_site: Site, what: str = "body"
+           ) -> tuple[list[c_ast.Node], tuple[str, ...], dict[str, c_ast.Typedef]]:
+    """The body's statements, parsed after the real preprocessor, its macros and the
+    types its helpers define."""
+    names = [*_STD_TYPES, *typedefs, UNKNOWN]
+    code = ("typedef _Bool bool;\n" + "".join(f"typedef int {n};\n" for n in names)
+            + "".join(f"#define {t}(x) {UNKNOWN}\n" for t in ("__typeof__", "__typeof",
+                                                               "typeof")))
     if helpers:
         code += _marker(helpers_site, "helpers", element) + "\n" + helpers + "\n"
     code += f"{_OPEN}\n{_marker(site, what, element)}\n{body}\n#line 1 \"{_END}\"\n}}\n"
@@ -336,7 +341,9 @@ def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers
     except c_parser.ParseError as err:
         raise BodyError(_parse_error(str(err), parser, element)) from None
     func = ast.ext[-1]
-    return list(func.body.block_items or []), pre.macros
+    helper_types = {x.name: x for x in ast.ext
+                    if isinstance(x, c_ast.Typedef) and x.name not in {"bool", *names}}
+    return list(func.body.block_items or []), pre.macros, helper_types
 
 
 def _parse_error(msg: str, parser: c_parser.CParser, element: str) -> str:
@@ -358,17 +365,21 @@ def analyze_body(
     body: str, *, element: str, outputs: Sequence[str], fields: Mapping[str, str],
     names: Iterable[str] = (), typedefs: Iterable[str] = (), site: Site = Site(),
     helpers: str = "", helpers_site: Site = Site(), reasons: Sequence[str] = (),
-    vector: bool = False, tables: Sequence[str] = (),
+    vector: bool = False, tables: Sequence[str] = (), maps: Mapping[str, MapLocal] | None = None,
 ) -> BodyInfo:
     """Analyse one element body, written at `site`, after its `helpers` (file-scope C);
     `reasons` are its drop reasons (DROP_WHY). `names` (parameters, tables) are plain
     identifiers in scope; they need no declaration for parsing and are accepted for the
     caller's record. `vector`: a batch body (its fields are read and written in loops,
     so none is killed). `tables`: the locals of its shared arrays (which of them it
-    only adds to: tableuse.py)."""
-    stmts, macros = _parse(body, element, typedefs, site, helpers, helpers_site,
-                           "batch body" if vector else "body")
+    only adds to: tableuse.py); `maps`: its shared maps by local name (the type it takes
+    each one's values as: mapvalue.py)."""
+    stmts, macros, helper_types = _parse(body, element, typedefs, site, helpers, helpers_site,
+                                         "batch body" if vector else "body")
     ctx = _Context(element, list(outputs), list(fields), list(reasons), vector)
+    wrong = map_value_error(stmts, maps or {}, helper_types, ctx.where)
+    if wrong is not None:
+        raise BodyError(wrong)
     whole = _Walker(ctx)
     kills: set[str] = set()
     read_before: set[str] = set()

@@ -4,8 +4,8 @@ program file's lines. It also reports the macros the body defines: the generated
 undefines them after the body, so each body's macros stay its own.
 
 Only for analysis, some GNU spellings the parser does not know are spelled as standard
-C (`__typeof__(x)` as `int`, attributes dropped); the C compiler sees the body as
-written."""
+C (attributes dropped; cbody.py's prelude reads `__typeof__(x)` as a type name); the C
+compiler sees the body as written."""
 
 from __future__ import annotations
 

@@ -1,0 +1,203 @@
+"""A shared map's value as a body takes it: `ofl_map_lookup(t, &k)` gives a `void *` to
+the value, which C lets a body turn into any pointer, so a `uint64_t *` for a map of
+`uint32_t` values wrote 8 bytes into a 4-byte slot on host and nic. Where the lookup's
+result becomes a pointer of a type (a declaration `T *p = ofl_map_lookup(...)`, an
+assignment to such a local, a cast `(T *)ofl_map_lookup(...)`; through casts to `void *`
+and the arms of `?:`), T must be the value's type (any spelling of it: `unsigned int`
+for `uint32_t`, a typedef of it in the helpers; `const` or not), `void` or a character
+type (a byte view, as C allows for any object). `ofl_map_update(t, &k, &v)` copies the
+value's size from `&v`: a local `v` must be of the value's type, a pointer local `v`
+point to it (or be a `void *` or a byte view). What the check cannot know (a type
+`__typeof__` names, a pointer it did not see made) it lets be.
+
+Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pycparser import c_ast, c_generator
+
+from offlow.ir.types import MAP_TYPES, SCALARS
+
+# What a type is: (size in bytes, signed) for an integer; "void"; "byte" (a character
+# type: any object may be read through one); "unknown" (a `__typeof__`); None: else.
+_Kind = tuple[int, bool] | str | None
+
+_STD = {"size_t": (8, False), "uintptr_t": (8, False), "ssize_t": (8, True),
+        "intptr_t": (8, True), **{t: (n, t.startswith("int")) for t, n in SCALARS.items()
+                                  if t.startswith(("int", "uint")) and n > 1}}
+_BYTES = {"char", "uint8_t", "int8_t"}
+_WIDTHS = {"short": 2, "int": 4, "long": 8}  # LP64: host, nic and BPF alike
+# The type name the analysis reads `__typeof__(x)` as (cbody.py's prelude): a type this
+# check cannot know, so it lets it be.
+UNKNOWN = "ofl_typeof_"
+
+
+@dataclass(frozen=True)
+class MapLocal:
+    """A map as a body names it: its table's name and its value type."""
+
+    table: str
+    value: str
+
+
+def map_value_error(stmts: Sequence[c_ast.Node], maps: Mapping[str, MapLocal],
+                    typedefs: Mapping[str, c_ast.Typedef], where: Callable[[c_ast.Node], str]
+                    ) -> str | None:
+    """The first place the body's statements take a map's value (`maps`: by the body's
+    local name) as a pointer of another type, as a message starting `where(node)`; None
+    when there is none. `typedefs`: the types the element's helpers define."""
+    if not maps:
+        return None
+    w = _Walker(maps, typedefs, where)
+    try:
+        for s in stmts:
+            w.visit(s)
+    except _Found as found:
+        return str(found)
+    return None
+
+
+class _Found(Exception):
+    """The first wrong use, its message."""
+
+
+class _Walker(c_ast.NodeVisitor):
+    def __init__(self, maps: Mapping[str, MapLocal], typedefs: Mapping[str, c_ast.Typedef],
+                 where: Callable[[c_ast.Node], str]) -> None:
+        self.maps, self.typedefs, self.where = maps, typedefs, where
+        self.pointers: dict[str, c_ast.PtrDecl] = {}  # the body's pointer locals
+        self.scalars: dict[str, c_ast.TypeDecl] = {}  # and its other plain locals
+
+    def visit_Compound(self, node: c_ast.Compound) -> None:
+        outer = dict(self.pointers), dict(self.scalars)
+        self.generic_visit(node)
+        self.pointers, self.scalars = outer  # (the block's own locals end with it)
+
+    def visit_Decl(self, node: c_ast.Decl) -> None:
+        self.generic_visit(node)
+        name = node.name or ""
+        self.pointers.pop(name, None)  # (an outer local of the same name)
+        self.scalars.pop(name, None)
+        if isinstance(node.type, c_ast.TypeDecl) and name:
+            self.scalars[name] = node.type
+        if not isinstance(node.type, c_ast.PtrDecl):
+            return
+        if name:
+            self.pointers[name] = node.type
+        self._check(node, node.type, node.init)
+
+    def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
+        """`ofl_map_update(t, &k, &v)` copies the value's size from `&v`: `v` (a local, or
+        what a pointer local points to) must be the value's type."""
+        self.generic_visit(node)
+        args = node.args.exprs if node.args is not None else []
+        if not (isinstance(node.name, c_ast.ID) and node.name.name == "ofl_map_update"
+                and len(args) == 3 and isinstance(args[0], c_ast.ID)
+                and args[0].name in self.maps):
+            return
+        m, v = self.maps[args[0].name], args[2]
+        want = _STD.get(m.value, "byte")
+        if (isinstance(v, c_ast.UnaryOp) and v.op == "&" and isinstance(v.expr, c_ast.ID)
+                and v.expr.name in self.scalars):
+            t: c_ast.Node = self.scalars[v.expr.name]
+            ok: tuple[_Kind, ...] = ("unknown", want)
+        elif isinstance(v, c_ast.ID) and v.name in self.pointers:
+            t, ok = self.pointers[v.name], ("void", "byte", "unknown", want)
+        else:
+            return
+        got = self._kind(t.type if isinstance(t, c_ast.PtrDecl) else t)
+        if got in ok:
+            return
+        size = f" ({got[0]} bytes)" if isinstance(got, tuple) else ""
+        raise _Found(f"{self._holds(node, m)}passes ofl_map_update({args[0].name}, ..., "
+                     f"{c_generator.CGenerator().visit(v)}) a `{_spelling(t)}`{size}; pass "
+                     f"the address of a `{m.value}`")
+
+    def _holds(self, node: c_ast.Node, m: MapLocal) -> str:
+        """The head of an error at `node` about map `m`."""
+        return (f"{self.where(node)}: map `{m.table}` holds `{m.value}` values "
+                f"({SCALARS[m.value]} bytes), but the body ")
+
+    def visit_Assignment(self, node: c_ast.Assignment) -> None:
+        self.generic_visit(node)
+        if node.op == "=" and isinstance(node.lvalue, c_ast.ID):
+            ptr = self.pointers.get(node.lvalue.name)
+            if ptr is not None:
+                self._check(node, ptr, node.rvalue)
+
+    def visit_Cast(self, node: c_ast.Cast) -> None:
+        self.generic_visit(node)
+        ptr = node.to_type.type
+        if isinstance(ptr, c_ast.PtrDecl) and self._kind(ptr.type) != "void":
+            self._check(node, ptr, node.expr)
+
+    def _lookup(self, e: c_ast.Node | None) -> str | None:
+        """The map local whose lookup `e` gives (through `(void *)` and `?:`), else None."""
+        if (isinstance(e, c_ast.FuncCall) and isinstance(e.name, c_ast.ID)
+                and e.name.name == "ofl_map_lookup" and e.args is not None and e.args.exprs
+                and isinstance(e.args.exprs[0], c_ast.ID) and e.args.exprs[0].name in self.maps):
+            return e.args.exprs[0].name
+        if isinstance(e, c_ast.Cast) and isinstance(e.to_type.type, c_ast.PtrDecl) \
+                and self._kind(e.to_type.type.type) == "void":
+            return self._lookup(e.expr)
+        if isinstance(e, c_ast.TernaryOp):
+            return self._lookup(e.iftrue) or self._lookup(e.iffalse)
+        return None
+
+    def _check(self, node: c_ast.Node, ptr: c_ast.PtrDecl, value: c_ast.Node | None) -> None:
+        local = self._lookup(value)
+        if local is None:
+            return
+        m = self.maps[local]
+        got, want = self._kind(ptr.type), _STD.get(m.value, "byte")
+        if got in ("void", "byte", "unknown", want):
+            return
+        written = _spelling(ptr)
+        size = f" ({got[0]} bytes: writing through it reaches past the value)" if (
+            isinstance(got, tuple) and isinstance(want, tuple) and got[0] > want[0]) else ""
+        base = written.rstrip("* ").removeprefix("const ").removeprefix("volatile ")
+        other = (f", or declare the map with value=\"{base}\"" if written.count("*") == 1
+                 and base in MAP_TYPES and base != m.value else "")
+        raise _Found(
+            f"{self._holds(node, m)}takes ofl_map_lookup({local}, ...) as `{written}`{size}; "
+            f"take it as `{m.value} *` (or `const {m.value} *`, `void *`){other}")
+
+    def _kind(self, t: c_ast.Node | None, depth: int = 0) -> _Kind:
+        """What the type `t` (a pointer's target, or a local's) is."""
+        if not isinstance(t, c_ast.TypeDecl) or not isinstance(t.type, c_ast.IdentifierType):
+            return None  # a pointer, struct, union, enum, function, array
+        names = t.type.names
+        if names == [UNKNOWN]:
+            return "unknown"
+        if len(names) == 1 and names[0] in self.typedefs and depth < 16:
+            return self._kind(self.typedefs[names[0]].type, depth + 1)
+        if len(names) == 1 and names[0] in _STD:
+            return _STD[names[0]]
+        if names == ["void"]:
+            return "void"
+        if set(names) <= {"char", "signed", "unsigned"} and "char" in names \
+                or len(names) == 1 and names[0] in _BYTES:
+            return "byte"
+        width = [_WIDTHS[n] for n in names if n in _WIDTHS]
+        if not width or not set(names) <= {*_WIDTHS, "signed", "unsigned"}:
+            return None  # float, double, _Bool, ...
+        return (max(width), "unsigned" not in names)
+
+
+def _spelling(t: c_ast.Node) -> str:
+    """A type as the body wrote it: `const uint64_t *`, `struct ent *`, `uint32_t`."""
+    stars = ""
+    while isinstance(t, c_ast.PtrDecl):
+        t, stars = t.type, stars + "*"
+    quals = " ".join(getattr(t, "quals", None) or [])
+    inner = getattr(t, "type", None)
+    if isinstance(inner, c_ast.IdentifierType):
+        name = " ".join(inner.names)
+    elif isinstance(inner, c_ast.Struct | c_ast.Union | c_ast.Enum):
+        name = f"{type(inner).__name__.lower()} {inner.name or ''}".strip()
+    else:
+        name = "(a function or array)"
+    return " ".join(x for x in (quals, name, stars) if x)

@@ -1,0 +1,187 @@
+"""A table's declared type is what every target allocates and what bodies use: a shared
+array of arrays (which the runtime allocated as that many scalars, overrun by a body
+indexing its rows) is one error naming the table and what to write instead, before any
+process starts; the flat array it suggests counts as Python does. A body that takes a
+map's value as another type (a lookup's pointer, an update's source) is one error
+naming the element, the map and both types; its own type in any spelling is fine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from offlow import Element, OfflowError, Program, Shared, SharedMap, Sink, Source
+from offlow.build import build, plan_program
+from offlow.report import summarize
+from offlow.runner import RunOptions, run
+from tests.e2e import ROOT, TLS, read_frames
+from tests.programs.bucket_rows import BUCKETS, WORDS, flat_program
+from tests.test_errors_before_start import offlow_run
+
+ROWS = ROOT / "tests" / "programs" / "bucket_rows.py"
+
+
+@pytest.mark.parametrize("device", ["host", "nic"])
+def test_an_array_of_arrays_is_one_error_before_any_process_starts(
+        device: str, tmp_path: Path) -> None:
+    """On the old code the run started and its process died of SIGSEGV (the body's rows
+    written past the 13 words allocated)."""
+    rc, out, err = offlow_run(["run", str(ROWS), "--set", f"edge.device={device}"], tmp_path)
+    assert (rc, out) == (2, ""), (out, err)
+    assert err == (
+        f"offlow: error: {ROWS}:33: shared table `bucket_rows`: element type `uint32_t[3]` "
+        "is an array, and a shared table's elements are scalars (bodies get a `uint32_t *`): "
+        'declare its 13 rows of 3 as Shared("bucket_rows", "uint32_t", 39) and index row '
+        "i's element j as `[3 * i + j]`\n")
+
+
+def test_the_flat_rows_it_suggests_count_as_python_does(tmp_path: Path) -> None:
+    b = build(flat_program())
+    res = run(b, RunOptions(input=TLS, output=tmp_path / "out.pcap", timeout=60))
+    assert res.ok, res.errors
+    want = [0] * (BUCKETS * WORDS)
+    frames = read_frames(tmp_path / "out.pcap")
+    assert frames == [f for f in read_frames(TLS) if len(f) <= summarize(b.plan, res.stats)["mtu"]]
+    for f in frames:
+        row = len(f) % BUCKETS * WORDS
+        want[row] += 1
+        want[row + 1] += len(f)
+        want[row + 2] = len(f)
+    assert summarize(b.plan, res.stats)["tables"]["bucket_rows"] == want
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (("t", "uint8_t[16]", 4), r"^shared table `t`: element type `uint8_t\[16\]` is an array, "
+                              r".* declare its 4 rows of 16 as Shared\(\"t\", \"uint8_t\", 64\)"),
+    (("t", "struct row", 4), r"^shared table `t`: element type 'struct row' is not one of "
+                             r"uint8_t, int8_t, bool, char, "),
+    (("t", "uint32_t[0]", 4), r"^shared table `t`: element type 'uint32_t\[0\]' is not one of "),
+    (("t", "uint32_t", 0), r"^shared table `t`: length=0; a shared table holds 1 or more "),
+    (("t", "uint32_t", -3), r"^shared table `t`: length=-3; "),
+    (("t", "uint32_t", "8"), r"^shared table `t`: length='8'; "),
+    (("t", "uint32_t", True), r"^shared table `t`: length=True; "),
+], ids=["array", "struct", "empty-array", "zero", "negative", "string", "bool"])
+def test_a_bad_shared_declaration_is_one_error(args: tuple[Any, ...], error: str) -> None:
+    with pytest.raises(OfflowError, match=error):
+        Shared(*args)
+
+
+PROTO = ROOT / "tests" / "programs" / "proto_bytes.py"
+
+
+@pytest.mark.parametrize("device", ["nic", "host"])
+def test_a_wider_pointer_to_a_map_value_is_one_error_before_any_process_starts(
+        device: str, tmp_path: Path) -> None:
+    """On the old code the run went on, each add writing 8 bytes into a 4-byte value."""
+    rc, out, err = offlow_run(["run", str(PROTO), "--set", f"edge.device={device}"], tmp_path)
+    assert (rc, out) == (2, ""), (out, err)
+    assert err == (
+        f"offlow: error: {PROTO}:19: element `bytes`: map `proto_ttl` holds `uint32_t` values "
+        "(4 bytes), but the body takes ofl_map_lookup(per_proto, ...) as `uint64_t *` (8 "
+        "bytes: writing through it reaches past the value); take it as `uint32_t *` (or "
+        '`const uint32_t *`, `void *`), or declare the map with value="uint64_t"\n')
+
+
+HELPERS = r"""
+typedef uint32_t hits_t;      /* the user's names for the value type, and a wider one */
+typedef uint64_t wide_t;
+struct ent { uint16_t lo, hi; };
+"""
+
+
+def _map_user(body: str) -> Program:
+    """A program whose element `tally` runs `body` with `hits`, a map of uint32_t values
+    keyed by one byte (its key `k` set), and `lens`, a shared array of uint64_t."""
+    cls = type("Tally", (Element,), {"tables": ("hits", "lens"), "helpers": HELPERS,
+                                     "body": "struct hits_by_len_key k = { .len = 1 };\n"
+                                             + body})
+    p = Program("map_user")
+    src, t, out = Source("rx"), cls("tally", hits=SharedMap(
+        "hits_by_len", (("len", "uint8_t"),), "uint32_t", 64), lens=Shared(
+            "lens", "uint64_t", 4)), Sink("tx")
+    src >> t >> out
+    p.segment("edge", [src, t, out], device="nic", cores=[0])
+    return p
+
+
+@pytest.mark.parametrize(("body", "taken"), [
+    ("uint64_t *n = ofl_map_lookup(hits, &k);  // a wider count", "`uint64_t *` (8 bytes: "),
+    ("unsigned long *n = ofl_map_lookup(hits, &k);", "`unsigned long *` (8 bytes: "),
+    ("wide_t *n = ofl_map_lookup(hits, &k);", "`wide_t *` (8 bytes: "),
+    ("int32_t *n = ofl_map_lookup(hits, &k);", "`int32_t *`; "),
+    ("uint16_t *n = ofl_map_lookup(hits, &k);", "`uint16_t *`; "),
+    ("struct ent *e = ofl_map_lookup(hits, &k);", "`struct ent *`; "),
+    ("float *f = ofl_map_lookup(hits, &k);", "`float *`; "),
+    ("uint32_t **pp = ofl_map_lookup(hits, &k);", "`uint32_t **`; "),
+    ("uint64_t *n;\nif (pkt->len > 60)\n    n = ofl_map_lookup(hits, &k);",
+     "`uint64_t *` (8 bytes: "),
+    ("uint64_t *n = (void *)ofl_map_lookup(hits, &k);", "`uint64_t *` (8 bytes: "),
+    ("uint64_t *n = pkt->len ? ofl_map_lookup(hits, &k) : NULL;", "`uint64_t *` (8 bytes: "),
+    ("if (ofl_map_lookup(hits, &k))\n    *(uint64_t *)ofl_map_lookup(hits, &k) += 1;",
+     "`uint64_t *` (8 bytes: "),
+], ids=["wider", "wider-spelling", "wider-typedef", "signed", "narrower", "struct", "float",
+        "pointer", "assigned", "through-void", "either-arm", "cast"])
+def test_a_map_value_taken_as_another_type_is_one_error(body: str, taken: str) -> None:
+    with pytest.raises(OfflowError) as err:
+        plan_program(_map_user(body))
+    msg = str(err.value)
+    line = body.count("\n") + 2  # the body's line with the lookup (after the key's)
+    assert msg.startswith(f"element `tally`, body line {line}: map `hits_by_len` holds "
+                          "`uint32_t` values (4 bytes), but the body takes "
+                          f"ofl_map_lookup(hits, ...) as {taken}"), msg
+    assert "take it as `uint32_t *` (or `const uint32_t *`, `void *`)" in msg
+
+
+@pytest.mark.parametrize("body", [
+    "uint32_t *n = ofl_map_lookup(hits, &k);\nif (n) *n += 1;",
+    "const uint32_t *n = ofl_map_lookup(hits, &k);  /* read only */",
+    "void *v = ofl_map_lookup(hits, &k);",
+    "unsigned int *n = ofl_map_lookup(hits, &k);",
+    "hits_t *n = ofl_map_lookup(hits, &k);",
+    "const uint8_t *bytes = ofl_map_lookup(hits, &k);  // a byte view",
+    "uint32_t *n = (void *)ofl_map_lookup(hits, &k);",
+    "__typeof__(k.len) unknown = 0;\n__typeof__(unknown) *n = ofl_map_lookup(hits, &k);",
+    "uint64_t *l = &lens[1];  /* a shared array's element, not a map's value */\n*l += 1;",
+    "uint32_t *n;\nuint64_t *l;\nn = ofl_map_lookup(hits, &k);\nl = (uint64_t *)lens;",
+], ids=["declared", "const", "void", "spelling", "typedef", "bytes", "through-void",
+        "typeof", "array", "other-pointer"])
+def test_a_map_value_taken_as_its_type_is_fine(body: str) -> None:
+    plan_program(_map_user(body))
+
+
+@pytest.mark.parametrize(("body", "passed"), [
+    ("uint64_t first = pkt->len;  /* a wider count */\n"
+     "(void)ofl_map_update(hits, &k, &first);", "&first) a `uint64_t` (8 bytes)"),
+    ("uint16_t first = 1;\nofl_map_update(hits, &k, &first);", "&first) a `uint16_t` (2 bytes)"),
+    ("struct ent e = { 1, 0 };\nofl_map_update(hits, &k, &e);", "&e) a `struct ent`; "),
+    ("uint32_t v = 1;\nwide_t *w = (void *)&v;\nofl_map_update(hits, &k, w);",
+     "w) a `wide_t *` (8 bytes)"),
+    ("uint32_t one = 1;\n{\n    uint64_t one = 2;  // the inner one is passed\n"
+     "    ofl_map_update(hits, &k, &one);\n}", "&one) a `uint64_t` (8 bytes)"),
+], ids=["wider", "narrower", "struct", "wider-pointer", "inner-local"])
+def test_a_map_update_from_another_type_is_one_error(body: str, passed: str) -> None:
+    """ofl_map_update copies the value's 4 bytes from what it is given."""
+    with pytest.raises(OfflowError) as err:
+        plan_program(_map_user(body))
+    msg = str(err.value)
+    line = next(i for i, x in enumerate(body.splitlines(), 2) if "ofl_map_update" in x)
+    assert msg.startswith(f"element `tally`, body line {line}: map "
+                          "`hits_by_len` holds `uint32_t` values (4 bytes), but the body passes "
+                          f"ofl_map_update(hits, ..., {passed}"), msg
+    assert msg.endswith("; pass the address of a `uint32_t`"), msg
+
+
+@pytest.mark.parametrize("body", [
+    "uint32_t first = 1;\nofl_map_update(hits, &k, &first);",
+    "hits_t first = 1;\nofl_map_update(hits, &k, &first);",
+    "uint32_t *n = ofl_map_lookup(hits, &k);\nif (n) ofl_map_update(hits, &k, n);",
+    "const uint8_t *raw = pkt->data;  // four bytes of the packet\n"
+    "if (pkt->len >= 4) ofl_map_update(hits, &k, raw);",
+    "uint64_t first = 1;\n{\n    uint32_t first = 2;\n    ofl_map_update(hits, &k, &first);\n}",
+    "uint32_t first = 1;\n{\n    uint64_t first = 2;\n    (void)first;\n}\n"
+    "ofl_map_update(hits, &k, &first);",
+], ids=["declared", "typedef", "its-lookup", "bytes", "inner-local", "outer-local"])
+def test_a_map_update_from_its_type_is_fine(body: str) -> None:
+    plan_program(_map_user(body))
