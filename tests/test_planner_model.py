@@ -347,3 +347,27 @@ def test_the_calibration_takes_each_segments_loop_from_its_own_turns():
     del stats["host"]["cores"][1]["loop_ns"]  # a run without --profile counts no loops
     with pytest.raises(OfflowError, match="counted no loop time"):
         from_stats(g, stats, {})
+
+
+def test_the_crossing_extra_is_the_median_of_each_rounds_own_difference(monkeypatch):
+    # Each round's split run less the one-thread run beside it in time, then the
+    # median: a round whose two runs both ran slow (this machine's speed moves between
+    # seconds) does not make the extra. One thread reads 100, 300, 200 ns a side in
+    # three rounds, split 110, 310, 600: the rounds' extras are 10, 10, 400 (median
+    # 10); the difference of the medians would be 310 - 200 = 110.
+    one, split = iter([100.0, 300.0, 200.0]), iter([110.0, 310.0, 600.0])
+    order = []
+
+    class Done:
+        ok, errors, stats = True, [], {}
+
+    monkeypatch.setattr(crossing, "build_for", lambda prog, opts: prog)
+    monkeypatch.setattr(crossing, "run", lambda b, opts: (order.append(b), Done())[1])
+
+    def sides(stats):
+        ns = next(split if order[-1].segments["a"].device == "nic" else one)
+        return 80.0, ns, ns
+
+    monkeypatch.setattr(crossing, "sides", sides)
+    cost = crossing.measure(repeats=3, sizes=(64,), packets=1_000)
+    assert cost.points == ((80.0, 10.0, 10.0),)

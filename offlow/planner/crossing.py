@@ -10,7 +10,8 @@ run at a few frame sizes twice: both segments on host core 0 (one thread), then 
 source on the NIC and the sink on the host (CPUs 1 and 0: two CPUs, as a split run
 has them). Each side's time per packet in the split run (its work and its loop and
 rings, before any stretch), less the same side's in the one-thread run, is that side's
-extra cost of the crossing; the median of `repeats` runs of each is taken, and a line
+extra cost of the crossing: the median over `repeats` rounds of the split run less the
+one-thread run of the same round (so that both see the machine alike); a line
 a + b * bytes is fitted per side (least squares) so any entry size can be priced. For
 `plan --validate` the split runs under the device's profile (measure's `profile`)."""
 
@@ -94,7 +95,7 @@ ONE, SPLIT, ONE_SLOWED = "one", "split", "one slowed"
 
 
 def measure(batch: int = 32, ring_size: int = 1024, packets: int = 200_000,
-            repeats: int = 3, sizes: Sequence[int] = SIZES, profile: str = "") -> CrossingCost:
+            repeats: int = 5, sizes: Sequence[int] = SIZES, profile: str = "") -> CrossingCost:
     """Probe runs at each frame size, one thread then split, `repeats` times each
     (alternating, so a neighbour's burst hits both), medians fitted per side.
     `profile`: the split runs with the NIC slowed to it and its link emulated, as a
@@ -127,9 +128,12 @@ def measure(batch: int = 32, ring_size: int = 1024, packets: int = 200_000,
                                       + "; ".join(res.errors))
                 runs[kind].append(sides(res.stats))
         nbytes = statistics.median(r[0] for r in runs[SPLIT])
-        med = {k: (statistics.median(r[1] for r in runs[k]),
-                   statistics.median(r[2] for r in runs[k])) for k in runs}
-        push0 = med[ONE_SLOWED if profile else ONE][0]
-        points.append((nbytes, med[SPLIT][0] - push0, med[SPLIT][1] - med[ONE][1]))
+        # each repeat's split less the one-thread runs beside it in time, then the
+        # median: this machine's speed moves by a quarter between seconds, and a
+        # difference of medians taken over a minute once made 1520 B +207 ns a side
+        pushes = [s[1] - o[1] for s, o in zip(runs[SPLIT], runs[ONE_SLOWED if profile else ONE],
+                                              strict=True)]
+        pops = [s[2] - o[2] for s, o in zip(runs[SPLIT], runs[ONE], strict=True)]
+        points.append((nbytes, statistics.median(pushes), statistics.median(pops)))
     return CrossingCost(batch, ring_size, fit([(x, p) for x, p, _ in points]),
                         fit([(x, q) for x, _, q in points]), tuple(points))
