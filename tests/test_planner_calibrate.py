@@ -232,3 +232,27 @@ def test_the_kvs_workload_is_floems(tmp_path):
     keys = [r.split()[1] for r in gets]
     top = max(set(keys), key=keys.count)
     assert keys.count(top) / len(keys) > 0.05  # Zipf 0.9 over 1,000 keys: ~13% the hottest
+
+
+def test_the_validations_measured_run_reads_the_calibrations_packets(program_file,
+                                                                    monkeypatch):
+    # Both replay the capture as often as `packets` needs (until 2026-11-28 the measured
+    # run replayed it packets // 1000 times: the kvs workload's 11,956 frames 100 times,
+    # ten times the calibration's packets, with the store's table warmer)
+    from offlow.planner import validate
+    frames = sum(1 for _ in dpkt.pcap.Reader(CAPTURE.open("rb")))
+    packets = 3 * frames + 1  # four replays
+    cal = calibrate(program_file, [], CAPTURE, packets, crossing_repeats=0, runs=1)
+    assert cal.packets == 4 * frames
+    results = []
+
+    def run_and_keep(b, opts):
+        results.append(run(b, opts))
+        return results[-1]
+
+    monkeypatch.setattr(validate, "run", run_and_keep)
+    mpps, _ = validate.measure(program_file, [], CAPTURE, packets, "cmp-nic-200")
+    assert mpps > 0 and len(results) == 1
+    read = sum(v["in"] for d in results[0].stats.values() for c in d.get("cores", [])
+               for name, v in c.get("elements", {}).items() if name == "in0")
+    assert read == cal.packets

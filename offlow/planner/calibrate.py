@@ -130,13 +130,8 @@ def calibrate(path: Path, settings: list[str], capture: Path | None, packets: in
     g0 = compile_program(load_program(path, settings))
     prog = load_program(path, [*settings, *all_on_host(g0)])
     # profile "host": each turn's loop counted as the emulation counts it, nothing slowed
-    slow = {"profile": slowed_as or "host", "slowed": "host"}
-    if capture is None:
-        opts = RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)),
-                          **slow, **({"sizes": sizes} if sizes else {}))
-    else:
-        opts = RunOptions(input=capture, loops=max(1, -(-packets // max(1, _frames(capture)))),
-                          **slow)
+    opts = workload_options(capture, packets, profile=slowed_as or "host", slowed="host",
+                            **({"sizes": sizes} if sizes else {}))
     b = build_for(prog, opts)
     cals = []
     for _ in range(max(1, runs)):
@@ -170,6 +165,17 @@ def median(cals: Sequence[Calibration]) -> Calibration:
     return replace(first, elements=tuple(replace(e, ns=per_el[e.name]) for e in first.elements),
                    loops=tuple(loops),
                    source_ns=statistics.median(c.source_ns for c in cals))
+
+
+def workload_options(capture: Path | None, packets: int, **kw: Any) -> RunOptions:
+    """The run options that read about `packets` packets of the workload: `capture`'s
+    frames replayed (None: the synthetic generator), and `kw` (profile, slowed, sizes):
+    the calibration and the validation's measured runs read the same packets."""
+    if capture is None:
+        return RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)),
+                          **kw)
+    return RunOptions(input=capture, loops=max(1, -(-packets // max(1, _frames(capture)))),
+                      **kw)
 
 
 def _frames(capture: Path) -> int:

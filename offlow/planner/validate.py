@@ -9,8 +9,9 @@ from pathlib import Path
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
+from offlow.planner.calibrate import workload_options
 from offlow.planner.search import Ranked
-from offlow.runner import RunOptions, build_for, run
+from offlow.runner import build_for, run
 
 
 @dataclass(frozen=True)
@@ -52,11 +53,7 @@ def measure(program: Path, settings: list[str], capture: Path | None, packets: i
     """Packets read per second (Mpps) by the program's sources, run with `settings` and
     the device `nic` slowed to profile `device`, and each thread's busy ns per packet
     read (thread_ns)."""
-    if capture is None:
-        opts = RunOptions(count=min(packets, 20_000), loops=max(1, -(-packets // 20_000)),
-                          profile=device)
-    else:
-        opts = RunOptions(input=capture, loops=max(1, packets // 1_000), profile=device)
+    opts = workload_options(capture, packets, profile=device)
     b = build_for(load_program(program, settings), opts)
     res = run(b, opts)
     if not res.ok:
