@@ -83,6 +83,10 @@ class RunOptions:
     # the device the profile slows (the planner's calibration slows the host's one thread
     # as a run slows the NIC: offlow.planner.calibrate); the others are only timed
     slowed: str = EMULATED
+    # of the slowed device, only these segments (the planner's calibration slows the
+    # segments a placement puts on the device, not their neighbours on its one thread);
+    # empty: all of them
+    slowed_segments: tuple[str, ...] = ()
     # Serve the run's counters in the Prometheus text format on HOST:PORT while it runs
     # (offlow/metrics.py; port 0: a free one, see Run.metrics).
     metrics: str | None = None
@@ -501,6 +505,8 @@ class Run:
                     for kind, f in dilation(prof).items():
                         args += ["--opt", f"dilate.{kind}="
                                  f"{f if d.name == self.opts.slowed else 1:.6g}"]
+                    if d.name == self.opts.slowed and self.opts.slowed_segments:
+                        args += ["--opt", "dilate.only=" + ",".join(self.opts.slowed_segments)]
                     if prof.link and d.name in (EMULATED, "host"):  # each sends one way
                         args += ["--opt", f"link.gbps={prof.link.gbps:.6g}",
                                  "--opt", f"link.dma_gbps={prof.link.dma_gbps:.6g}",

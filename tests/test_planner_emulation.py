@@ -200,6 +200,24 @@ def test_the_calibration_can_slow_the_hosts_one_thread_as_a_run_slows_the_nic():
             assert host["dilated_ns"] == 0, host
 
 
+def test_the_calibration_can_slow_only_the_segments_a_placement_puts_on_the_device():
+    # The validation calibrates a placement's device segments under the profile on one
+    # thread with the others (slowed_segments): only theirs spin; a neighbour on that
+    # thread is timed at this host's speed, as it runs on the host in the placement.
+    p = Program("two_on_one")
+    src, out = Source("rx"), Sink("tx")
+    src >> out
+    p.segment("front", [src], device="host", cores=[0])
+    p.segment("back", [out], device="host", cores=[0])
+    opts = RunOptions(count=4000, sizes="200:1", profile="cmp-nic-200", slowed="host",
+                      slowed_segments=("front",))
+    res = run(build_for(p, opts), opts)
+    assert res.ok, res.errors
+    cores = {c["segment"]: c for c in res.stats["host"]["cores"]}
+    assert cores["front"]["dilated_ns"] >= 8.5 * cores["front"]["loop_ns"] > 0, cores
+    assert cores["back"]["dilated_ns"] == 0 and cores["back"]["loop_ns"] > 0, cores
+
+
 def test_a_nic_cores_first_turn_runs_on_its_clock():
     # One batch of 32 packets of 1,500 B, each churned byte by byte, then the end: the
     # NIC's core moves packets in one turn, stretched 10x (cmp-nic-200). Its busy time

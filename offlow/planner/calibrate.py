@@ -117,7 +117,8 @@ def all_on_host(g: Graph) -> list[str]:
 
 def calibrate(path: Path, settings: list[str], capture: Path | None, packets: int = 100_000,
               work: dict[str, str] | None = None, sizes: str | None = None,
-              crossing_repeats: int = 3, runs: int = 3, slowed_as: str = "") -> Calibration:
+              crossing_repeats: int = 3, runs: int = 3, slowed_as: str = "",
+              slowed_segments: tuple[str, ...] = ()) -> Calibration:
     """Run the program of file `path` (with `settings`, then every segment on host core
     0) over `capture` (None: the synthetic generator, its frame `sizes` as `offlow run
     --sizes` takes them) for about `packets` packets, timed per element, `runs` times
@@ -126,11 +127,15 @@ def calibrate(path: Path, settings: list[str], capture: Path | None, packets: in
     crossings as one thread's rings). `slowed_as`: a profile whose slow-down the one
     thread runs under, as profile-scaled emulation slows the NIC's cores (each turn
     stretched by spinning; what is measured is the work before the stretch, which the
-    spins' lost caches lengthen: docs/planner.md); "": nothing slowed."""
+    spins' lost caches lengthen: docs/planner.md); "": nothing slowed.
+    `slowed_segments`: only those segments are slowed (the ones a placement puts on the
+    device; their neighbours on the one thread are timed at this host's speed); ():
+    every segment."""
     g0 = compile_program(load_program(path, settings))
     prog = load_program(path, [*settings, *all_on_host(g0)])
     # profile "host": each turn's loop counted as the emulation counts it, nothing slowed
     opts = workload_options(capture, packets, profile=slowed_as or "host", slowed="host",
+                            slowed_segments=slowed_segments,
                             **({"sizes": sizes} if sizes else {}))
     b = build_for(prog, opts)
     cals = []

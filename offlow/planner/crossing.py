@@ -115,7 +115,8 @@ def measure(batch: int = 32, ring_size: int = 1024, packets: int = 200_000,
         # profile "host": each side's time counted, nothing slowed
         opts = {ONE: RunOptions(**base, profile="host"),
                 SPLIT: RunOptions(**base, profile=profile or "host"),
-                ONE_SLOWED: RunOptions(**base, profile=profile or "host", slowed="host")}
+                ONE_SLOWED: RunOptions(**base, profile=profile or "host", slowed="host",
+                                       slowed_segments=("a",))}
         runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kinds}
         for _ in range(repeats):
             for kind in kinds:

@@ -101,7 +101,8 @@ def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Pro
         if on_device:
             # the device's segments as the emulation runs them: under its slow-down
             slowed = calibrate(req.program, list(req.settings), capture, req.packets, work,
-                               crossing_repeats=0, runs=1, slowed_as=req.device)
+                               crossing_repeats=0, runs=1, slowed_as=req.device,
+                               slowed_segments=tuple(sorted(on_device)))
             again = again.with_segments(slowed, on_device)
         pred = rank(g, again, profiles, [r.placement])[0]
         slow = sum(sum(again.segment_ns(s).values()) for s in on_device)

@@ -164,8 +164,23 @@ static uint64_t thread_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether `name` is one of the comma-separated names of `list`. */
+static bool listed(const char *list, const char *name)
+{
+    const size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return true;
+        if (!end) break;
+        p = end + 1;
+    }
+    return false;
+}
+
 /* The dilation options of a profile-scaled run (dilate.integer, .lookup, .hash: each
- * kind's slow-down factor, >= 1); -EINVAL on a bad one. */
+ * kind's slow-down factor, >= 1; dilate.only=SEG,SEG: only those segments' cores are
+ * slowed, the others timed at factor 1); -EINVAL on a bad one. */
 static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
 {
     static const char *const kinds[OFL_WORK_KINDS] = {"integer", "lookup", "hash"};
@@ -183,7 +198,10 @@ static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
         given |= v != NULL;
     }
     c->dilating = given;
-    for (int k = 0; k < OFL_WORK_KINDS; k++) c->dilate_kind[k] = given ? f[k] - 1.0 : 0.0;
+    const char *only = ofl_args_get(a, "dilate", "only", NULL);
+    const bool slowed = !only || listed(only, c->segment);
+    for (int k = 0; k < OFL_WORK_KINDS; k++)
+        c->dilate_kind[k] = given && slowed ? f[k] - 1.0 : 0.0;
     c->dilate_kind[OFL_WORK_WIRE] = 0.0;
     static const char *const rates[2] = {"gbps", "dma_gbps"};
     double *to[2] = {&c->link_gbps, &c->dma_gbps};
