@@ -236,9 +236,9 @@ def test_the_kvs_workload_is_floems(tmp_path):
 
 def test_the_validations_measured_run_reads_the_calibrations_packets(program_file,
                                                                     monkeypatch):
-    # Both replay the capture as often as `packets` needs (until 2026-11-28 the measured
-    # run replayed it packets // 1000 times: the kvs workload's 11,956 frames 100 times,
-    # ten times the calibration's packets, with the store's table warmer)
+    # Both replay the capture as often as `packets` needs (until the evening of
+    # 2026-11-27 the measured run replayed it packets // 1000 times: the kvs workload's
+    # 11,956 frames 100 times, ten times the calibration's packets)
     from offlow.planner import validate
     frames = sum(1 for _ in dpkt.pcap.Reader(CAPTURE.open("rb")))
     packets = 3 * frames + 1  # four replays

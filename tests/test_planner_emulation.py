@@ -156,9 +156,10 @@ class Nothing(Element):
 def test_the_element_timers_own_reads_are_not_slowed_as_work():
     # Each timed region reads the counter twice (about 10 ns each here): an empty body's
     # region is all reads. A profile slows the body's work, not the instrument: twelve
-    # empty elements on a 10x-slowed NIC core count (nearly) no work. (Until 2026-11-28
-    # a region's whole time was work: 12 reads a packet, stretched 10x, which the
-    # validation's measured runs had and its prediction did not.)
+    # empty elements on a 10x-slowed NIC core count (nearly) no work. (Until the
+    # evening of 2026-11-27 a region's whole time was work: 12 reads a packet,
+    # stretched 10x, which the validation's measured runs had and its prediction did
+    # not.)
     p = Program("placeholders")
     src, out = Source("rx"), Sink("tx")
     els = [Nothing(f"todo{k}") for k in range(12)]
