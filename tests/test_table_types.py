@@ -151,6 +151,17 @@ def test_a_map_value_taken_as_its_type_is_fine(body: str) -> None:
     plan_program(_map_user(body))
 
 
+def test_a_key_struct_named_after_the_bodys_local_is_one_error() -> None:
+    # `struct NAME_key` is named after the map (`hits_by_len`), not the body's local
+    # for it (`hits`): that gave a C compiler's "storage size of 'k2' isn't known"
+    with pytest.raises(OfflowError) as err:
+        plan_program(_map_user("struct hits_key k2;  /* our second key */\n"
+                               "k2.len = 2;\n(void)ofl_map_lookup(hits, &k2);"))
+    assert str(err.value) == (
+        "element `tally`, body line 2: `struct hits_key`: the key of map `hits_by_len` "
+        "(this body's `hits`) is `struct hits_by_len_key`, named after the map")
+
+
 @pytest.mark.parametrize(("body", "passed"), [
     ("uint64_t first = pkt->len;  /* a wider count */\n"
      "(void)ofl_map_update(hits, &k, &first);", "&first) a `uint64_t` (8 bytes)"),

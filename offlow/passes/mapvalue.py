@@ -116,6 +116,17 @@ class _Walker(c_ast.NodeVisitor):
                      f"{c_generator.CGenerator().visit(v)}) a `{_spelling(t)}`{size}; pass "
                      f"the address of a `{m.value}`")
 
+    def visit_Struct(self, node: c_ast.Struct) -> None:
+        # `struct NAME_key` is named after the map; a body that names it after its own
+        # local for the map met a C compiler's "storage size isn't known"
+        local = node.name.removesuffix("_key") if node.name else ""
+        m = self.maps.get(local) if node.name != local else None
+        if m is not None and m.table != local:
+            raise _Found(f"{self.where(node)}: `struct {node.name}`: the key of map "
+                         f"`{m.table}` (this body's `{local}`) is `struct {m.table}_key`, "
+                         "named after the map")
+        self.generic_visit(node)
+
     def _holds(self, node: c_ast.Node, m: MapLocal) -> str:
         """The head of an error at `node` about map `m`."""
         return (f"{self.where(node)}: map `{m.table}` holds `{m.value}` values "
