@@ -163,6 +163,37 @@ def test_a_key_struct_named_after_the_bodys_local_is_one_error() -> None:
 
 
 @pytest.mark.parametrize(("body", "passed"), [
+    ("uint32_t key = pkt->len;  /* the length as a word */\n(void)ofl_map_lookup(hits, &key);",
+     "ofl_map_lookup(hits, &key, ...) passes a `uint32_t`"),
+    ("uint64_t wide = 1;\nuint32_t one = 1;\n(void)ofl_map_update(hits, &wide, &one);",
+     "ofl_map_update(hits, &wide, ...) passes a `uint64_t`"),
+    ("struct ent e = { 1, 2 };\n(void)ofl_map_delete(hits, &e);",
+     "ofl_map_delete(hits, &e, ...) passes a `struct ent`"),
+    ("uint16_t *kp = (uint16_t *)pkt->data;\n(void)ofl_map_lookup(hits, kp);",
+     "ofl_map_lookup(hits, kp, ...) passes a `uint16_t *`"),
+], ids=["word", "update", "delete", "pointer"])
+def test_a_key_of_another_type_is_one_error(body: str, passed: str) -> None:
+    # the map reads its key's size (struct hits_by_len_key) from the address given: a
+    # local of another type is read as the key's bytes (past its end where smaller)
+    with pytest.raises(OfflowError) as err:
+        plan_program(_map_user(body))
+    msg = str(err.value)
+    assert f": {passed} as the key of map `hits_by_len`, which reads a `struct " \
+        "hits_by_len_key` there; declare the key as `struct hits_by_len_key k;`" in msg, msg
+
+
+@pytest.mark.parametrize("body", [
+    "(void)ofl_map_lookup(hits, &k);",
+    "struct hits_by_len_key *kp = &k;\n(void)ofl_map_delete(hits, kp);",
+    "const void *raw = &k;\n(void)ofl_map_lookup(hits, raw);",
+    "const uint8_t *bytes = (const uint8_t *)&k;\n(void)ofl_map_lookup(hits, bytes);",
+    "__typeof__(k) k2 = k;\n(void)ofl_map_lookup(hits, &k2);",
+], ids=["struct", "struct-pointer", "void", "bytes", "typeof"])
+def test_a_key_of_its_struct_is_fine(body: str) -> None:
+    plan_program(_map_user(body))
+
+
+@pytest.mark.parametrize(("body", "passed"), [
     ("uint64_t first = pkt->len;  /* a wider count */\n"
      "(void)ofl_map_update(hits, &k, &first);", "&first) a `uint64_t` (8 bytes)"),
     ("uint16_t first = 1;\nofl_map_update(hits, &k, &first);", "&first) a `uint16_t` (2 bytes)"),

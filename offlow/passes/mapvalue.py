@@ -21,6 +21,8 @@ from pycparser import c_ast, c_generator
 
 from offlow.ir.types import MAP_TYPES, SCALARS
 
+# The map calls that read a key from their second argument.
+_KEYED = frozenset({"ofl_map_lookup", "ofl_map_update", "ofl_map_delete"})
 # What a type is: (size in bytes, signed) for an integer; "void"; "byte" (a character
 # type: any object may be read through one); "unknown" (a `__typeof__`); None: else.
 _Kind = tuple[int, bool] | str | None
@@ -91,11 +93,15 @@ class _Walker(c_ast.NodeVisitor):
 
     def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
         """`ofl_map_update(t, &k, &v)` copies the value's size from `&v`: `v` (a local, or
-        what a pointer local points to) must be the value's type."""
+        what a pointer local points to) must be the value's type. Every call reads the
+        key's size from `&k`: `k` must be the map's `struct NAME_key`."""
         self.generic_visit(node)
         args = node.args.exprs if node.args is not None else []
-        if not (isinstance(node.name, c_ast.ID) and node.name.name == "ofl_map_update"
-                and len(args) == 3 and isinstance(args[0], c_ast.ID)
+        call = node.name.name if isinstance(node.name, c_ast.ID) else ""
+        if (call in _KEYED and len(args) >= 2 and isinstance(args[0], c_ast.ID)
+                and args[0].name in self.maps):
+            self._check_key(node, call, args[0].name, args[1])
+        if not (call == "ofl_map_update" and len(args) == 3 and isinstance(args[0], c_ast.ID)
                 and args[0].name in self.maps):
             return
         m, v = self.maps[args[0].name], args[2]
@@ -115,6 +121,32 @@ class _Walker(c_ast.NodeVisitor):
         raise _Found(f"{self._holds(node, m)}passes ofl_map_update({args[0].name}, ..., "
                      f"{c_generator.CGenerator().visit(v)}) a `{_spelling(t)}`{size}; pass "
                      f"the address of a `{m.value}`")
+
+    def _check_key(self, node: c_ast.FuncCall, call: str, local: str, k: c_ast.Node) -> None:
+        """The key `k` of `call` on map `local`: a local the map's key struct (by its
+        address) or a pointer to one (or `void *`, a byte view, a `__typeof__`)."""
+        want = f"{self.maps[local].table}_key"
+        if (isinstance(k, c_ast.UnaryOp) and k.op == "&" and isinstance(k.expr, c_ast.ID)
+                and k.expr.name in self.scalars):
+            t: c_ast.Node = self.scalars[k.expr.name]
+            fine = self._is_struct(t, want) or self._kind(t) == "unknown"
+        elif isinstance(k, c_ast.ID) and k.name in self.pointers:
+            t = self.pointers[k.name]
+            fine = self._is_struct(t.type, want) or self._kind(t.type) in (
+                "void", "byte", "unknown")
+        else:
+            return
+        if not fine:
+            raise _Found(f"{self.where(node)}: {call}({local}, "
+                         f"{c_generator.CGenerator().visit(k)}, ...) passes a "
+                         f"`{_spelling(t)}` as the key of map `{self.maps[local].table}`, "
+                         f"which reads a `struct {want}` there; declare the key as "
+                         f"`struct {want} k;` and fill its fields")
+
+    @staticmethod
+    def _is_struct(t: c_ast.Node, name: str) -> bool:
+        return isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.Struct) \
+            and t.type.name == name
 
     def visit_Struct(self, node: c_ast.Struct) -> None:
         # `struct NAME_key` is named after the map; a body that names it after its own
