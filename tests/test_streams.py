@@ -348,6 +348,11 @@ def test_the_same_filter_runs_on_tuples_in_udp_datagrams(tmp_path: Path) -> None
                 got += receive(c, n)
             for b in bad:
                 c.sendto(b, ("127.0.0.1", port))
+            # a tuple that passes, after them: its answer says the bad ones were read
+            # (one source core reads in order), before the run is stopped
+            marker = (0,) * len(tuples[0].v)
+            c.sendto(struct.pack(f"<{len(marker)}i", *marker), ("127.0.0.1", port))
+            assert receive(c, 1) == [marker]
             assert got == want
 
     s = serve_udp([Filter("cold", attr=7, op="<", value=30)], talk)
