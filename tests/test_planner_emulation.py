@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,23 +135,39 @@ def test_a_profile_slows_the_nics_loop_and_rings_as_integer_work():
     # The NIC's segment only reads (the wire: never slowed) and pushes to the host: all
     # its turn's time outside the reading is its loop and ring, slowed as integer work
     # (cmp-nic-200: 0.1 of this host, 10x: a spin of 9x the loop's time).
-    p = Program("loopy")
-    src, out = Source("rx"), Sink("tx")
-    src >> out
-    p.segment("rx", [src], device="nic", cores=[0])
-    p.segment("tx", [out], device="host", cores=[0])
-    opts = RunOptions(count=4000, sizes="200:1", profile="cmp-nic-200")
-    res = run(build_for(p, opts), opts)
-    assert res.ok, res.errors
-    (nic,) = res.stats["nic"]["cores"]
+    stats = _slowed_run(_source_to_sink("loopy", "nic"))
+    (nic,) = stats["nic"]["cores"]
     assert nic["loop_ns"] > 0 and nic["work_ns"] == 0, nic
     assert nic["dilated_ns"] >= 8.5 * nic["loop_ns"], nic
-    (host,) = res.stats["host"]["cores"]
+    (host,) = stats["host"]["cores"]
     assert host["dilated_ns"] == 0, host  # the host runs at its own speed
 
 
-class Nothing(Element):
-    body = "/* a user's placeholder: does nothing yet */"
+def _source_to_sink(name: str, first: str, middle: tuple[Element, ...] = (),
+                    names: tuple[str, str] = ("rx", "tx")) -> Program:
+    """A source, `middle`'s elements and a sink: the source's segment (with `middle`)
+    on device `first`, the sink's on the host, both on core 0."""
+    p = Program(name)
+    src, out = Source("rx"), Sink("tx")
+    chain: Any = src
+    for e in middle:
+        chain = chain >> e
+    chain >> out
+    p.segment(names[0], [src, *middle], device=first, cores=[0])
+    p.segment(names[1], [out], device="host", cores=[0])
+    return p
+
+
+def _slowed_run(p: Program, **opts: Any) -> dict[str, Any]:
+    """The stats of `p` run over 4,000 frames of 200 B under cmp-nic-200 (10x)."""
+    o = RunOptions(count=4000, sizes="200:1", profile="cmp-nic-200", **opts)
+    res = run(build_for(p, o), o)
+    assert res.ok, res.errors
+    return res.stats
+
+
+class Empty(Element):
+    body = "/* an element whose body is empty: only its timed region's own reads */"
 
 
 def test_the_element_timers_own_reads_are_not_slowed_as_work():
@@ -160,22 +177,12 @@ def test_the_element_timers_own_reads_are_not_slowed_as_work():
     # evening of 2026-11-27 a region's whole time was work: 12 reads a packet,
     # stretched 10x, which the validation's measured runs had and its prediction did
     # not.)
-    p = Program("placeholders")
-    src, out = Source("rx"), Sink("tx")
-    els = [Nothing(f"todo{k}") for k in range(12)]
-    chain = src
-    for e in els:
-        chain = chain >> e
-    chain >> out
-    p.segment("rx", [src, *els], device="nic", cores=[0])
-    p.segment("tx", [out], device="host", cores=[0])
-    opts = RunOptions(count=4000, sizes="200:1", profile="cmp-nic-200")
-    res = run(build_for(p, opts), opts)
-    assert res.ok, res.errors
-    (nic,) = res.stats["nic"]["cores"]
-    visits = sum(v["in"] for name, v in nic["elements"].items() if name.startswith("todo"))
+    stats = _slowed_run(_source_to_sink(
+        "empties", "nic", tuple(Empty(f"empty{k}") for k in range(12))))
+    (nic,) = stats["nic"]["cores"]
+    visits = sum(v["in"] for name, v in nic["elements"].items() if name.startswith("empty"))
     assert visits == 12 * 4000
-    raw = sum(v["ns"] for name, v in nic["elements"].items() if name.startswith("todo"))
+    raw = sum(v["ns"] for name, v in nic["elements"].items() if name.startswith("empty"))
     assert raw >= 0.5 * nic["timer_ns"] * visits, nic  # the regions' own reads
     assert nic["work_ns"] < 0.5 * nic["timer_ns"] * visits, nic  # none of it is work
 
@@ -205,16 +212,9 @@ def test_the_calibration_can_slow_only_the_segments_a_placement_puts_on_the_devi
     # The validation calibrates a placement's device segments under the profile on one
     # thread with the others (slowed_segments): only theirs spin; a neighbour on that
     # thread is timed at this host's speed, as it runs on the host in the placement.
-    p = Program("two_on_one")
-    src, out = Source("rx"), Sink("tx")
-    src >> out
-    p.segment("front", [src], device="host", cores=[0])
-    p.segment("back", [out], device="host", cores=[0])
-    opts = RunOptions(count=4000, sizes="200:1", profile="cmp-nic-200", slowed="host",
-                      slowed_segments=("front",))
-    res = run(build_for(p, opts), opts)
-    assert res.ok, res.errors
-    cores = {c["segment"]: c for c in res.stats["host"]["cores"]}
+    stats = _slowed_run(_source_to_sink("two_on_one", "host", names=("front", "back")),
+                        slowed="host", slowed_segments=("front",))
+    cores = {c["segment"]: c for c in stats["host"]["cores"]}
     assert cores["front"]["dilated_ns"] >= 8.5 * cores["front"]["loop_ns"] > 0, cores
     assert cores["back"]["dilated_ns"] == 0 and cores["back"]["loop_ns"] > 0, cores
 
