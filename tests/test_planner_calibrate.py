@@ -179,11 +179,13 @@ def test_offlow_plan_validate_measures_each_alternative(program_file):
         low = ((predicted - half_p) / (measured + half_m) - 1) * 100
         high = ((predicted + half_p) / (measured - half_m) - 1) * 100
         assert low - 0.5 <= float(row[3].rstrip("%")) <= high + 0.5, row
-        # the shown round is the median of the rounds, whose range follows it
+        # the rounds pooled: the row's error (measured time over predicted, each the
+        # rounds' mean, less 1) is a mean of the rounds' own, weighted by their predicted
+        # time, so it lies within their range
         least, most = (float(x.rstrip("%")) for x in row[4].split(".."))
         assert least <= float(row[3].rstrip("%")) <= most, row
     assert "worst error" in table
-    assert "of 2 rounds (a calibration, the run, a calibration slowed)" in table
+    assert "2 rounds (a calibration, the run, a calibration slowed) pooled" in table
 
 
 def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):

@@ -19,7 +19,7 @@ from offlow.planner.crossing import CrossingCost
 from offlow.planner.model import HOST
 from offlow.planner.profile import WORK_KINDS, Profile
 from offlow.planner.search import DEVICE, Ranked, as_written, rank
-from offlow.planner.validate import Check, measure
+from offlow.planner.validate import Check, measure, pooled
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Pro
     the profile's slow-down where the placement puts segments on the device (the
     crossings' calibration kept): the run between its calibrations, so that each round's
     prediction and measurement see the machine alike (its speed moves by a quarter from
-    one second to the next here: docs/planner.md); the round with the median error."""
+    one second to the next here: docs/planner.md); the rounds pooled (validate.pooled)."""
     on_device = {s for s, d in r.placement.devices.items() if d == DEVICE}
     rounds = []
     for _ in range(req.repeats):
@@ -107,8 +107,7 @@ def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Pro
         pred = rank(g, again, profiles, [r.placement])[0]
         slow = sum(sum(again.segment_ns(s).values()) for s in on_device)
         rounds.append(Check(pred, *measured, device_ns=(warm, slow)))
-    shown = sorted(rounds, key=lambda c: c.error)[len(rounds) // 2]
-    return replace(shown, rounds=tuple(c.error for c in rounds))
+    return pooled(rounds)
 
 
 def format_checks(req: PlanRequest, checks: list[Check],
@@ -116,8 +115,8 @@ def format_checks(req: PlanRequest, checks: list[Check],
     """Predicted beside measured (profile-scaled emulation), with the error of each."""
     lines = [f"validation: each placement run with --profile {req.device} (docs/planner.md: "
              "the emulated NIC's elements, loop and rings slowed, its link throttled); "
-             f"of {req.repeats} rounds (a calibration, the run, a calibration slowed) the "
-             "median error"]
+             f"{req.repeats} rounds (a calibration, the run, a calibration slowed) pooled: "
+             "predicted and measured from their mean time per packet"]
     for x in crossings:
         lines.append(f"  crossings calibrated with the NIC's end under {req.device} (batch "
                      f"{x.batch}, ring {x.ring_size}; push/pop ns per entry): " + ", ".join(
@@ -127,7 +126,7 @@ def format_checks(req: PlanRequest, checks: list[Check],
     for k, c in enumerate(checks, 1):
         sets = " ".join(f"--set {s}" for s in c.ranked.settings) or "(as written)"
         spread = f"{min(c.rounds):+.0%}..{max(c.rounds):+.0%}" if c.rounds else "-"
-        lines.append(f"  {k:>3} {c.ranked.prediction.mpps:>10.3f} {c.measured_mpps:>9.3f} "
+        lines.append(f"  {k:>3} {c.predicted_mpps:>10.3f} {c.measured_mpps:>9.3f} "
                      f"{c.error:>+7.0%} {spread:>11}  {sets}")
     worst = max(abs(c.error) for c in checks)
     lines.append(f"  worst error {worst:.0%} (target: within 20% on every row): "

@@ -3,13 +3,16 @@ emulation, `offlow run --profile`), with the error of each."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
 from offlow.planner.calibrate import workload_options
+from offlow.planner.model import Prediction, Stage
 from offlow.planner.search import Ranked
 from offlow.runner import build_for, run
 
@@ -23,13 +26,18 @@ class Check:
     # the device's segments' ns per packet read on this host: calibrated as they are
     # (not slowed), and under the profile's slow-down (what the prediction used)
     device_ns: tuple[float, float] = (0.0, 0.0)
-    # every round's error, in order (the shown round's among them)
+    # every round's error, in order (a pooled check: the rounds it pools)
     rounds: tuple[float, ...] = ()
+    pooled_mpps: float = 0.0  # pooled rounds: their predicted throughput (0: ranked's)
+
+    @property
+    def predicted_mpps(self) -> float:
+        return self.pooled_mpps or self.ranked.prediction.mpps
 
     @property
     def error(self) -> float:
         """(predicted - measured) / measured."""
-        return self.ranked.prediction.mpps / self.measured_mpps - 1.0
+        return self.predicted_mpps / self.measured_mpps - 1.0
 
     def stages(self) -> list[tuple[str, float, float | None]]:
         """Each predicted core stage beside its thread's measured busy ns per packet
@@ -46,6 +54,34 @@ class Check:
             what = f"{st.name} ({','.join(sorted(segs))})" if segs else st.name
             out.append((what, st.ns, self.threads.get((dev, frozenset(segs))) if segs else None))
         return out
+
+
+def pooled(rounds: Sequence[Check]) -> Check:
+    """The rounds of one placement as one check, their time pooled (what one long run
+    interleaved with its calibrations would count): predicted and measured throughput
+    each from the mean over the rounds of its time per packet read (the slowest stage's;
+    the busiest thread's), so that every round weighs in and a round the machine slowed
+    on one side moves the row by its share only. The stages (and latency) and the
+    threads shown beside them are the rounds' means too; `rounds` each round's error."""
+    first = rounds[0]
+    stages = tuple(Stage(st.name, statistics.fmean(
+        next((s.ns for s in c.ranked.prediction.stages if s.name == st.name), 0.0)
+        for c in rounds)) for st in first.ranked.prediction.stages)
+    pred = Prediction(stages, statistics.fmean(c.ranked.prediction.latency_us
+                                               for c in rounds))
+    threads = {k: statistics.fmean(c.threads.get(k, 0.0) for c in rounds)
+               for k in dict.fromkeys(k for c in rounds for k in c.threads)}
+    return Check(replace(first.ranked, prediction=pred),
+                 _per_ns([c.measured_mpps for c in rounds]), threads,
+                 device_ns=(statistics.fmean(c.device_ns[0] for c in rounds),
+                            statistics.fmean(c.device_ns[1] for c in rounds)),
+                 rounds=tuple(c.error for c in rounds),
+                 pooled_mpps=_per_ns([c.ranked.prediction.mpps for c in rounds]))
+
+
+def _per_ns(mpps: Sequence[float]) -> float:
+    """Mpps from the mean of the rates' times per packet (1e3 / Mpps ns)."""
+    return 1e3 / statistics.fmean(1e3 / m for m in mpps)
 
 
 def measure(program: Path, settings: list[str], capture: Path | None, packets: int,
