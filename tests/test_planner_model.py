@@ -331,8 +331,8 @@ def test_validation_pools_its_rounds_time_not_their_median_error():
     # Three rounds of one placement, predicted and measured ns per packet read: 100/100,
     # 100/100, then 100/400 (the machine slowed the measured run). Pooled: 100 ns
     # predicted (10 Mpps), 200 measured (5 Mpps), error +100%; the median round would
-    # say 0%. The NIC thread's 100, 100, 400 ns average to 200; the stage's 50, 100, 150
-    # to 100 and the latencies 1, 2, 6 us to 3.
+    # say 0%. The NIC thread's 100, 100, 400 ns average to 200; the host's stage's 25,
+    # 50, 75 to 50 and the latencies 1, 2, 6 us to 3.
     from offlow.planner.model import Prediction, Stage
     from offlow.planner.search import Ranked
     from offlow.planner.validate import Check, pooled
@@ -342,13 +342,13 @@ def test_validation_pools_its_rounds_time_not_their_median_error():
         pred = Prediction((Stage("nic core 0", pred_ns), Stage("host core 0", other_ns)), lat)
         return Check(Ranked(place, pred, ()), 1e3 / meas_ns, {nic: meas_ns},
                      device_ns=(pred_ns / 2, pred_ns))
-    rounds = [round_(100, 50, 100, 1.0), round_(100, 100, 100, 2.0), round_(100, 150, 400, 6.0)]
+    rounds = [round_(100, 25, 100, 1.0), round_(100, 50, 100, 2.0), round_(100, 75, 400, 6.0)]
     assert [c.error for c in rounds] == pytest.approx([0.0, 0.0, 3.0])
     c = pooled(rounds)
     assert (c.predicted_mpps, c.measured_mpps, c.error) == pytest.approx((10.0, 5.0, 1.0))
     assert c.rounds == pytest.approx((0.0, 0.0, 3.0))
     assert [(s.name, s.ns) for s in c.ranked.prediction.stages] == [
-        ("nic core 0", pytest.approx(100.0)), ("host core 0", pytest.approx(100.0))]
+        ("nic core 0", pytest.approx(100.0)), ("host core 0", pytest.approx(50.0))]
     assert c.ranked.prediction.latency_us == pytest.approx(3.0)
     assert c.threads == {nic: pytest.approx(200.0)}
     assert c.device_ns == pytest.approx((50.0, 100.0))
