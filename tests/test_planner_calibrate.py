@@ -185,7 +185,15 @@ def test_offlow_plan_validate_measures_each_alternative(program_file):
         least, most = (float(x.rstrip("%")) for x in row[4].split(".."))
         assert least <= float(row[3].rstrip("%")) <= most, row
     assert "worst error" in table
-    assert "2 rounds (a calibration, the run, a calibration slowed) pooled" in table
+    assert ("2 rounds (a calibration, the crossings probed, the run, a calibration slowed) "
+            "pooled") in table
+    # the placement as written crosses from the NIC to the host: its crossing is probed
+    # in each of its rounds (one point each); with front on the host both segments run
+    # on host core 0, nothing crosses threads, nothing is probed
+    written = next(row[0] for row in rows if "(as written)" in " ".join(row))
+    probed = [ln for ln in table.splitlines() if "its crossings probed in each round" in ln]
+    assert [ln.split()[1].rstrip(":") for ln in probed] == [written]
+    assert len(probed[0].split("per entry): ")[1].split(", ")) == 2, probed
 
 
 def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):

@@ -15,7 +15,6 @@ from offlow.errors import OfflowError
 from offlow.ir import Graph
 from offlow.planner import crossing, profile, workload
 from offlow.planner.calibrate import Calibration, calibrate
-from offlow.planner.crossing import CrossingCost
 from offlow.planner.model import HOST
 from offlow.planner.profile import WORK_KINDS, Profile
 from offlow.planner.search import DEVICE, Ranked, as_written, rank
@@ -74,27 +73,31 @@ def plan(req: PlanRequest) -> str:
         text = format_plan(req, cal, profiles, ranked)
         if not req.validate:
             return text
-        # the crossings as a profile-scaled run has them: the NIC's end slowed
-        slowed_x = tuple(crossing.measure(x.batch, x.ring_size, profile=req.device)
-                         for x in cal.crossings)
-        checks = [_check(req, g, replace(cal, crossings=slowed_x), profiles, capture, work, r)
-                  for r in ranked[:req.top]]
-    return text + "\n\n" + format_checks(req, checks, slowed_x)
+        checks = [_check(req, g, cal, profiles, capture, work, r) for r in ranked[:req.top]]
+    return text + "\n\n" + format_checks(req, checks)
 
 
 def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Profile],
            capture: Path | None, work: dict[str, str], r: Ranked) -> Check:
     """Placement `r` predicted and measured in `req.repeats` rounds, each a fresh
-    calibration run (not slowed), the profile-scaled run, then a calibration run under
-    the profile's slow-down where the placement puts segments on the device (the
-    crossings' calibration kept): the run between its calibrations, so that each round's
-    prediction and measurement see the machine alike (its speed moves by a quarter from
-    one second to the next here: docs/planner.md); the rounds pooled (validate.pooled)."""
+    calibration run (not slowed), where the placement has a queue between two threads
+    its crossings probed with the NIC's end under the profile (one probe round at the
+    calibration's mean frame: crossing.measure), the profile-scaled run, then a
+    calibration run under the profile's slow-down where the placement puts segments on
+    the device: the run between its calibrations, so that each round's prediction and
+    measurement see the machine alike (its speed moves by a quarter from one second to
+    the next here, and its cross-core cost between modes a quarter of its size apart:
+    docs/planner.md); the rounds pooled (validate.pooled)."""
     on_device = {s for s, d in r.placement.devices.items() if d == DEVICE}
+    frame = (max(64, round(cal.frame_bytes)),)
     rounds = []
     for _ in range(req.repeats):
-        again = replace(calibrate(req.program, list(req.settings), capture, req.packets,
-                                  work, crossing_repeats=0, runs=1), crossings=cal.crossings)
+        again = calibrate(req.program, list(req.settings), capture, req.packets, work,
+                          crossing_repeats=0, runs=1)
+        xs = tuple(crossing.measure(x.batch, x.ring_size, packets=req.packets, repeats=1,
+                                    sizes=frame, profile=req.device)
+                   for x in cal.crossings) if _crosses(cal, r) else cal.crossings
+        again = replace(again, crossings=xs)
         measured = measure(req.program, [*req.settings, *r.settings], capture, req.packets,
                            req.device)
         warm = sum(sum(again.segment_ns(s).values()) for s in on_device)
@@ -106,21 +109,26 @@ def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Pro
             again = again.with_segments(slowed, on_device)
         pred = rank(g, again, profiles, [r.placement])[0]
         slow = sum(sum(again.segment_ns(s).values()) for s in on_device)
-        rounds.append(Check(pred, *measured, device_ns=(warm, slow)))
+        rounds.append(Check(pred, *measured, device_ns=(warm, slow),
+                            crossings=tuple(p for x in xs for p in x.points)
+                            if xs is not cal.crossings else ()))
     return pooled(rounds)
 
 
-def format_checks(req: PlanRequest, checks: list[Check],
-                  crossings: Sequence[CrossingCost] = ()) -> str:
+def _crosses(cal: Calibration, r: Ranked) -> bool:
+    """Whether placement `r` has a queue whose two ends run on different threads."""
+    p = r.placement
+    return any((p.devices[q.src], p.cores[q.src]) != (p.devices[q.dst], p.cores[q.dst])
+               for q in cal.queues)
+
+
+def format_checks(req: PlanRequest, checks: list[Check]) -> str:
     """Predicted beside measured (profile-scaled emulation), with the error of each."""
     lines = [f"validation: each placement run with --profile {req.device} (docs/planner.md: "
              "the emulated NIC's elements, loop and rings slowed, its link throttled); "
-             f"{req.repeats} rounds (a calibration, the run, a calibration slowed) pooled: "
-             "predicted and measured from their mean time per packet"]
-    for x in crossings:
-        lines.append(f"  crossings calibrated with the NIC's end under {req.device} (batch "
-                     f"{x.batch}, ring {x.ring_size}; push/pop ns per entry): " + ", ".join(
-                         f"{b:.0f} B {p:+.0f}/{q:+.0f}" for b, p, q in x.points))
+             f"{req.repeats} rounds (a calibration, the crossings probed, the run, a "
+             "calibration slowed) pooled: predicted and measured from their mean time per "
+             "packet"]
     lines.append(f"  {'#':>3} {'predicted':>10} {'measured':>9} {'error':>7} "
                  f"{'rounds':>11}  --set")
     for k, c in enumerate(checks, 1):
@@ -131,6 +139,11 @@ def format_checks(req: PlanRequest, checks: list[Check],
     worst = max(abs(c.error) for c in checks)
     lines.append(f"  worst error {worst:.0%} (target: within 20% on every row): "
                  + ("meets" if worst <= 0.2 else "misses"))
+    for k, c in enumerate(checks, 1):
+        if c.crossings:
+            lines.append(f"  row {k}: its crossings probed in each round with the NIC's end "
+                         f"under {req.device} (push/pop ns per entry): " + ", ".join(
+                             f"{b:.0f} B {p:+.0f}/{q:+.0f}" for b, p, q in c.crossings))
     for k, c in enumerate(checks, 1):
         if c.device_ns[1]:
             lines.append(f"  row {k}: its {DEVICE} segments take {c.device_ns[1]:.1f} ns a "

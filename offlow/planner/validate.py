@@ -29,6 +29,9 @@ class Check:
     # every round's error, in order (a pooled check: the rounds it pools)
     rounds: tuple[float, ...] = ()
     pooled_mpps: float = 0.0  # pooled rounds: their predicted throughput (0: ranked's)
+    # the crossing probe's points its prediction used, (bytes, push ns, pop ns) per
+    # entry (pooled: every round's, in order); () where the placement crosses no threads
+    crossings: tuple[tuple[float, float, float], ...] = ()
 
     @property
     def predicted_mpps(self) -> float:
@@ -76,7 +79,8 @@ def pooled(rounds: Sequence[Check]) -> Check:
                  device_ns=(statistics.fmean(c.device_ns[0] for c in rounds),
                             statistics.fmean(c.device_ns[1] for c in rounds)),
                  rounds=tuple(c.error for c in rounds),
-                 pooled_mpps=_per_ns([c.ranked.prediction.mpps for c in rounds]))
+                 pooled_mpps=_per_ns([c.ranked.prediction.mpps for c in rounds]),
+                 crossings=tuple(p for c in rounds for p in c.crossings))
 
 
 def _per_ns(mpps: Sequence[float]) -> float:
