@@ -367,9 +367,10 @@ def parser() -> argparse.ArgumentParser:
                     help="packets of the calibration run")
     pl.add_argument("--top", type=int, default=12, help="placements shown")
     pl.add_argument("--repeats", type=int, default=5,
-                    help="--validate: rounds per placement, each a calibration run, the "
+                    help="--validate: rounds per placement, each a calibration run, (for "
+                         "a placement with a queue between threads) a crossing probe, the "
                          "measured run and (for a placement using the device) a "
-                         "calibration run slowed; the round with the median error is shown")
+                         "calibration run slowed; the rounds' time is pooled")
     pl.add_argument("--validate", action="store_true",
                     help="also run each placement shown (the --alt ones, else the program "
                          "as written) with --profile DEVICE and print predicted beside "
