@@ -321,9 +321,9 @@ def _ends_flow(stmt: c_ast.Node | None) -> bool:
 
 def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers: str,
            helpers_site: Site, what: str = "body"
-           ) -> tuple[list[c_ast.Node], tuple[str, ...], dict[str, c_ast.Typedef]]:
-    """The body's statements, parsed after the real preprocessor, its macros and the
-    types its helpers define."""
+           ) -> tuple[list[c_ast.Node], tuple[str, ...], list[c_ast.Node]]:
+    """The body's statements, parsed after the real preprocessor, its macros and what
+    its helpers define (types, structs, functions)."""
     names = [*_STD_TYPES, *typedefs, UNKNOWN]
     code = ("typedef _Bool bool;\n" + "".join(f"typedef int {n};\n" for n in names)
             + "".join(f"#define {t}(x) {UNKNOWN}\n" for t in ("__typeof__", "__typeof",
@@ -341,9 +341,9 @@ def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers
     except c_parser.ParseError as err:
         raise BodyError(_parse_error(str(err), parser, element)) from None
     func = ast.ext[-1]
-    helper_types = {x.name: x for x in ast.ext
-                    if isinstance(x, c_ast.Typedef) and x.name not in {"bool", *names}}
-    return list(func.body.block_items or []), pre.macros, helper_types
+    helper_defs = [x for x in ast.ext[:-1]
+                   if not (isinstance(x, c_ast.Typedef) and x.name in {"bool", *names})]
+    return list(func.body.block_items or []), pre.macros, helper_defs
 
 
 def _parse_error(msg: str, parser: c_parser.CParser, element: str) -> str:
@@ -374,10 +374,10 @@ def analyze_body(
     so none is killed). `tables`: the locals of its shared arrays (which of them it
     only adds to: tableuse.py); `maps`: its shared maps by local name (the type it takes
     each one's values as: mapvalue.py)."""
-    stmts, macros, helper_types = _parse(body, element, typedefs, site, helpers, helpers_site,
-                                         "batch body" if vector else "body")
+    stmts, macros, helper_defs = _parse(body, element, typedefs, site, helpers, helpers_site,
+                                        "batch body" if vector else "body")
     ctx = _Context(element, list(outputs), list(fields), list(reasons), vector)
-    wrong = map_value_error(stmts, maps or {}, helper_types, ctx.where)
+    wrong = map_value_error(stmts, maps or {}, helper_defs, ctx.where, fields)
     if wrong is not None:
         raise BodyError(wrong)
     whole = _Walker(ctx)
