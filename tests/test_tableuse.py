@@ -105,6 +105,31 @@ def test_updates_through_a_pointer_into_an_array_are_plain_updates_of_it() -> No
         assert _use(body).plain_updates == frozenset(), body
 
 
+def test_a_local_in_an_inner_block_hides_an_outer_pointer_only_there() -> None:
+    """A block's (or a for loop's) local named as an outer pointer ends with the block:
+    after it the outer pointer points where it did. The old code forgot the outer
+    pointer after the block (an update through it was missed) and, where the inner one
+    pointed into a table, took the outer one for it (a false warning)."""
+    for body in (
+            "uint32_t *cnt = &hits[state->k % 3u];  /* this packet's counter */\n"
+            "{\n    int cnt = 7;  // a scratch of the same name\n    (void)cnt;\n}\n"
+            "*cnt += pkt->len;",
+            "uint32_t *cnt = hits + 1;\nfor (int cnt = 0; cnt < 3; cnt++) { /* a count */ }\n"
+            "cnt[0]++;",
+            "uint32_t *cnt = &hits[2];\nif (pkt->len > 61) {\n    uint8_t cnt = 1;\n"
+            "    (void)cnt;\n} else {\n    cnt++;  /* the pointer moves on */\n}\n(*cnt)--;",
+            "uint32_t spare = 0, *cnt = &spare;\n{\n    cnt = &hits[1];  // the outer one\n"
+            "    int cnt = 0;\n    (void)cnt;\n}\n*cnt |= 1u;"):
+        assert _use(body).plain_updates == {"hits"}, body
+        assert _use(body).plain_via == {("hits", "cnt")}, body
+    for body in (
+            "uint32_t spare = 0, *cnt = &spare;\n{\n    uint32_t *cnt = &hits[1];  /* inner */\n"
+            "    (void)cnt;\n}\n*cnt += 1;",
+            "uint32_t spare = 0, *cnt = &spare;\n"
+            "for (uint32_t *cnt = hits; cnt < hits + 2; cnt++) (void)cnt;\n*cnt += 1;"):
+        assert _use(body).plain_updates == frozenset(), body
+
+
 # Statements on `hits`: (C, whether it only adds to it).
 _FORMS = [("hits[{i}] += {v};", True), ("hits[{i}]++;", True), ("--hits[{i}];", True),
           ("*hits -= {v};", True), ("__sync_fetch_and_add(&hits[{i}], {v});", True),
@@ -139,7 +164,10 @@ _POINTS = [("p = &hits[{i}];", True, False), ("p = hits + {i};", True, False),
            ("p = q;", "q", False), ("*p += {v};", None, True), ("p[{i}]++;", None, True),
            ("--*p;", None, True), ("*(p + {i}) |= {v}u;", None, True),
            ("__atomic_fetch_add(p, {v}, __ATOMIC_RELAXED);", None, False),
-           ("p++;", None, False), ("spare += {v};", None, False)]
+           ("p++;", None, False), ("spare += {v};", None, False),
+           # an inner block's own `p`: the outer one is as it was after it
+           ("{{ uint8_t p = {v}; p++; (void)p; }}", None, False),
+           ("{{ uint32_t *p = &hits[{i}]; (void)p; }}", None, False)]
 
 
 def test_random_straight_line_pointer_code_warns_as_a_simulation_of_it_says() -> None:

@@ -13,7 +13,8 @@ body's local pointers into an array or a map's value (`uint64_t *p = &t[i];`, `e
 (struct ent *)(t + i);`, `n = ofl_map_lookup(t, &k);`, a copy of such a pointer) to
 their updates (`*p += v`, `p[1]++`, `e->hits++`), in the order the body runs: after both
 arms of an `if` a pointer is one into the table when either arm left it so; one given
-another value is no longer followed.
+another value is no longer followed; a local of an inner block (or a `for`'s init)
+hides an outer one of its name until the block ends.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
@@ -66,6 +67,9 @@ class _Uses(c_ast.NodeVisitor):
         self.via: set[tuple[str, str]] = set()  # (table, pointer) of plain updates
         self.pointers: set[str] = set()  # the body's locals declared as pointers
         self.into: dict[str, str] = {}  # pointer local -> the array it may point into
+        # per block: each name a local of the block hides, as it was outside it
+        # (whether a pointer local, the array it pointed into)
+        self.hidden: list[dict[str, tuple[bool, str | None]]] = [{}]
         # (loop, pointers before it) -> pointers after it, for each loop walked
         self.walked: dict[tuple[int, frozenset[tuple[str, str]]], dict[str, str]] = {}
 
@@ -119,8 +123,24 @@ class _Uses(c_ast.NodeVisitor):
 
     # Statements: where a child's value is discarded.
     def visit_Compound(self, node: c_ast.Compound) -> None:
-        for s in node.block_items or []:
+        self._block(*(node.block_items or []))
+
+    def _block(self, *stmts: c_ast.Node | None) -> None:
+        """Statements in a scope of their own."""
+        self.hidden.append({})
+        for s in stmts:
             self.statement(s)
+        self._leave()
+
+    def _leave(self) -> None:
+        """The end of a scope: the outer locals its locals hid are as they were."""
+        for name, (pointer, table) in self.hidden.pop().items():
+            self.pointers.discard(name)
+            self.into.pop(name, None)
+            if pointer:
+                self.pointers.add(name)
+            if table is not None:
+                self.into[name] = table
 
     def visit_If(self, node: c_ast.If) -> None:
         self.visit(node.cond)
@@ -131,8 +151,10 @@ class _Uses(c_ast.NodeVisitor):
         self.into = {**self.into, **after_true}  # (either arm's pointers)
 
     def visit_For(self, node: c_ast.For) -> None:
+        self.hidden.append({})  # (its init's locals end with the loop)
         self.statement(node.init)
         self._loop(node, node.cond, node.stmt, node.next)
+        self._leave()
 
     def visit_While(self, node: c_ast.While) -> None:
         self._loop(node, node.cond, node.stmt)
@@ -236,6 +258,8 @@ class _Uses(c_ast.NodeVisitor):
             self.other.add(node.name)
         self.generic_visit(node)
         if node.name is not None:
+            self.hidden[-1].setdefault(node.name, (node.name in self.pointers,
+                                                   self.into.get(node.name)))
             if isinstance(node.type, c_ast.PtrDecl):
                 self.pointers.add(node.name)
             else:
