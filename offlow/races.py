@@ -38,6 +38,7 @@ def lost_updates(plan: Plan) -> list[str]:
         every_cpu: set[str] = set()  # xdp devices whose program updates a shared map
         writers: dict[str, str] = {}  # element -> its local name of the table
         via: dict[str, list[str]] = {}  # element -> the pointers it updates through
+        at: dict[str, list[str]] = {}  # element -> where its updates are written
         for n in g.nodes:
             facts = n.facts
             mine = sorted({local for local, ref in n.tables if ref == t.name}
@@ -54,17 +55,19 @@ def lost_updates(plan: Plan) -> list[str]:
                     copies.setdefault(device if s.spread else "", set()).add((device, core))
             writers[n.name] = mine[0]
             via[n.name] = sorted(p for local, p in facts.plain_via if local in mine)
+            at[n.name] = sorted(w for local, w in facts.plain_at if local in mine and w)
         threads = max((len(v) for v in copies.values()), default=0)
         if threads >= 2 or every_cpu:
-            out.append(_warning(t.name, t.is_map, writers, via, threads, sorted(
+            out.append(_warning(t.name, t.is_map, writers, via, at, threads, sorted(
                 {f"{d} core {c}" for v in copies.values() for d, c in v}
                 | {f"{d}: every CPU that receives" for d in every_cpu}), bool(every_cpu)))
     return out
 
 
 def _warning(table: str, is_map: bool, writers: dict[str, str], via: dict[str, list[str]],
-             threads: int, where: list[str], every_cpu: bool) -> str:
-    """The warning for `table`: who updates it how, on which threads, what to write."""
+             at: dict[str, list[str]], threads: int, where: list[str], every_cpu: bool) -> str:
+    """The warning for `table`: who updates it how (where), on which threads, what to
+    write."""
     name, local = next(iter(writers.items()))
     pointers = "".join(f"; `{w}` through its pointer{'s' if len(ps) > 1 else ''} "
                        + ", ".join(f"`{p}`" for p in ps) for w, ps in via.items() if ps)
@@ -72,7 +75,8 @@ def _warning(table: str, is_map: bool, writers: dict[str, str], via: dict[str, l
            if not is_map and not via[name] else
            "in `{0}` add through `{1}` atomically, e.g. __atomic_fetch_add({1}, v, "
            "__ATOMIC_RELAXED) (`&{1}->f` for its member f)".format(name, (via[name] or ["p"])[0]))
-    return (f"table `{table}`: {', '.join(f'`{w}`' for w in writers)} "
+    who = ", ".join(f"`{w}` ({', '.join(at[w])})" if at[w] else f"`{w}`" for w in writers)
+    return (f"table `{table}`: {who} "
             f"update{'s' if len(writers) == 1 else ''} it with a plain read-modify-write "
             f"(`+=`, `++`, `|=`, ...{pointers}) on "
             + (f"{threads} threads" if not every_cpu else "several CPUs")

@@ -216,3 +216,42 @@ def test_loops_nested_deep_are_walked_in_proportion(monkeypatch: pytest.MonkeyPa
             + "*p += 1; p = &hits[i15 & 3];\n" + "}" * 16)
     assert _use(body).plain_updates == {"hits"}
     assert len(walks) < 16 * 16 * 4, len(walks)
+
+
+_HELPERS = r"""
+static void inc(uint32_t *c) { (*c)++; }                 /* plain */
+static void inc_twice(uint32_t *c) { inc(c); inc(c + 1); }  // through another helper
+static void walk(uint32_t *c, int n) { if (n > 0) { *c += 1; walk(c + 1, n - 1); } }
+static void ping(uint32_t *c, int n);
+static void pong(uint32_t *c, int n) { if (n) ping(c, n - 1); }
+static void ping(uint32_t *c, int n) { if (n) pong(c, n - 1); }  /* never updates */
+static uint32_t get(const uint32_t *c) { return *c; }
+static void atomic_inc(uint32_t *c) { __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
+static void scratch(uint32_t *c) { uint32_t mine = 0; c = &mine; (*c)++; (void)mine; }
+"""
+
+
+def _helped(body: str) -> BodyInfo:
+    return analyze_body(body, element="tally", outputs=["out"], fields={"k": "uint8_t"},
+                        tables=["hits", "bytes_"], helpers=_HELPERS)
+
+
+def test_a_pointer_given_to_a_helper_function_is_followed_into_it() -> None:
+    """The helper's plain updates through its parameter are the body's (at the
+    helper's line, in the helper), through a helper it calls too; recursion ends."""
+    for body, via in (
+            ("uint32_t *slot = &hits[state->k & 3u];  /* mine */\ninc(slot);", {"slot"}),
+            ("inc(&hits[1]);", set()),
+            ("inc_twice(hits + 2);  // two words", set()),
+            ("uint32_t *row = hits;\nwalk(row, 3);", {"row"}),
+            ("uint32_t spare = 0, *p = &spare;\nif (pkt->len > 99) p = &hits[0];\ninc(p);",
+             {"p"})):
+        info = _helped(body)
+        assert info.plain_updates == {"hits"}, body
+        assert info.plain_via == {("hits", p) for p in via}, body
+        assert all(at.endswith(("in `inc`", "in `walk`")) for _, at in info.plain_at), body
+    assert {at for _, at in _helped("inc(&hits[1]);").plain_at} == {"helpers line 2 in `inc`"}
+    for body in ("uint32_t spare = 0;\ninc(&spare);", "ping(hits, 9);",
+                 "if (get(&hits[1]) > 3u) DROP();", "atomic_inc(&hits[0]);",
+                 "scratch(&hits[2]);", "inc((uint32_t *)&state->k);"):
+        assert _helped(body).plain_updates == frozenset(), body

@@ -51,6 +51,7 @@ class BodyInfo:
     atomic_adds: frozenset[tuple[str, str]] = frozenset()  # (add builtin, array or "")
     plain_updates: frozenset[str] = frozenset()  # arrays it read-modify-writes (tableuse.py)
     plain_via: frozenset[tuple[str, str]] = frozenset()  # (table, pointer) of those updates
+    plain_at: frozenset[tuple[str, str]] = frozenset()  # (table, where) of those updates
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -291,14 +292,26 @@ class _Context:
         return _place(self.element, getattr(coord, "file", "") or "",
                       getattr(coord, "line", None) or 1)
 
+    @staticmethod
+    def line(node: c_ast.Node | None) -> str:
+        """Where `node` is written: `prog.py:25`, or `body line 3` for a body made at
+        run time."""
+        coord = getattr(node, "coord", None)
+        return _line(getattr(coord, "file", "") or "", getattr(coord, "line", None) or 1)
+
+
+def _line(file: str, line: int) -> str:
+    for what in ("body", "batch body", "helpers"):
+        if file.startswith(f"<{what} of "):
+            return f"{what} line {line}"
+    return f"{file}:{line}"
+
 
 def _place(element: str, file: str, line: int) -> str:
     """`prog.py:25: element `x`` (the body's file and line), or `element `x`, body line
     3` for a body made at run time."""
-    for what in ("body", "batch body", "helpers"):
-        if file.startswith(f"<{what} of "):
-            return f"element `{element}`, {what} line {line}"
-    return f"{file}:{line}: element `{element}`"
+    at = _line(file, line)
+    return f"{at}: element `{element}`" if ":" in at else f"element `{element}`, {at}"
 
 
 def _marker(site: Site, what: str, element: str) -> str:
@@ -394,7 +407,7 @@ def analyze_body(
         read_before |= set(fields) if w.whole_state else w.reads
         kills_possible = kills_possible and not (w.exits or w.jumps)
         whole.visit(stmt)
-    use = table_use(stmts, tables)
+    use = table_use(stmts, tables, helper_defs, ctx.line)
     if whole.whole_state:
         whole.reads |= set(fields)
         whole.writes |= set(fields)
@@ -416,4 +429,5 @@ def analyze_body(
         atomic_adds=use.atomic_adds,
         plain_updates=use.plain_updates,
         plain_via=use.plain_via,
+        plain_at=use.plain_at,
     )

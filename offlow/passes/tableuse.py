@@ -14,14 +14,16 @@ body's local pointers into an array or a map's value (`uint64_t *p = &t[i];`, `e
 their updates (`*p += v`, `p[1]++`, `e->hits++`), in the order the body runs: after both
 arms of an `if` a pointer is one into the table when either arm left it so; one given
 another value is no longer followed; a local of an inner block (or a `for`'s init)
-hides an outer one of its name until the block ends.
+hides an outer one of its name until the block ends. A pointer into a table (or the
+table) given to a function the element's helpers define is followed into the function's
+body (and the helpers it calls), once for each way its parameters point.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from pycparser import c_ast
 
@@ -36,30 +38,51 @@ class TableUse:
     those used otherwise; `atomic_adds`: each add builtin the body calls, with the
     table local it adds to ("" for anything else); `plain_updates`: the table locals
     an element of which the body updates with a plain read-modify-write; `plain_via`:
-    (table local, pointer local) for each of those updates made through a pointer."""
+    (table local, pointer local) for each of those updates made through a pointer;
+    `plain_at`: (table local, where) for each of those updates, where as `place` says
+    (with "in `f`" for one in a helper function `f`)."""
 
     adds_only: frozenset[str]
     other: frozenset[str]
     atomic_adds: frozenset[tuple[str, str]]
     plain_updates: frozenset[str] = frozenset()
     plain_via: frozenset[tuple[str, str]] = frozenset()
+    plain_at: frozenset[tuple[str, str]] = frozenset()
 
 
-def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str]) -> TableUse:
-    """How the body's statements `stmts` use the shared arrays named `tables`."""
-    w = _Uses(frozenset(tables))
+def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str],
+              helpers: Sequence[c_ast.Node] = (),
+              place: Callable[[c_ast.Node], str] = lambda n: "") -> TableUse:
+    """How the body's statements `stmts` use the shared arrays named `tables`; a pointer
+    into one given to a function the element's `helpers` define is followed into it.
+    `place(node)`: where a node is written, for `plain_at`."""
+    funcs = {f.decl.name: f for f in helpers if isinstance(f, c_ast.FuncDef)}
+    w = _Uses(frozenset(tables), _Helpers(funcs, place))
     for s in stmts:
         w.statement(s)
     return TableUse(frozenset(w.added - w.other), frozenset(w.other), frozenset(w.atomics),
-                    frozenset(w.plain), frozenset(w.via))
+                    frozenset(w.plain), frozenset(w.via), frozenset(w.at))
+
+
+@dataclass
+class _Helpers:
+    """The element's helper functions, by name, where a node is written, and the calls
+    already followed: (function, its pointer parameters -> tables) -> the updates
+    found there, as (table, where)."""
+
+    funcs: Mapping[str, c_ast.FuncDef]
+    place: Callable[[c_ast.Node], str]
+    followed: dict[tuple[str, frozenset[tuple[str, str]]],
+                   frozenset[tuple[str, str]]] = field(default_factory=dict)
 
 
 class _Uses(c_ast.NodeVisitor):
     """Walks a body: statements (values discarded) through `statement`, expressions
     through `visit`; a table named anywhere but as an add's target is `other`."""
 
-    def __init__(self, tables: frozenset[str]) -> None:
-        self.tables = tables
+    def __init__(self, tables: frozenset[str], helpers: _Helpers, within: str = "") -> None:
+        self.tables, self.helpers, self.within = tables, helpers, within
+        self.at: set[tuple[str, str]] = set()  # (table, where) of plain updates
         self.added: set[str] = set()
         self.other: set[str] = set()
         self.atomics: set[tuple[str, str]] = set()
@@ -100,12 +123,12 @@ class _Uses(c_ast.NodeVisitor):
         if isinstance(node, c_ast.Assignment) and node.op in ("+=", "-="):
             t = self._element(node.lvalue)
             if t is not None:
-                self.plain.add(t)
+                self._update(node, t)
                 self.visit(node.rvalue)
         elif isinstance(node, c_ast.UnaryOp) and node.op in _STEPS:
             t = self._element(node.expr)
             if t is not None:
-                self.plain.add(t)
+                self._update(node, t)
         elif (isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID)
               and node.name.name in ADD_BUILTINS and node.args is not None
               and len(node.args.exprs) >= 2):
@@ -212,10 +235,16 @@ class _Uses(c_ast.NodeVisitor):
         if name is None or not derefs:  # (`p++` moves the pointer, not the element)
             return
         if name in self.tables:
-            self.plain.add(name)
+            self._update(lv, name)
         elif name in self.into:
-            self.plain.add(self.into[name])
-            self.via.add((self.into[name], name))
+            self._update(lv, self.into[name], name)
+
+    def _update(self, node: c_ast.Node, table: str, pointer: str = "") -> None:
+        """A plain read-modify-write of `table` at `node` (through `pointer`)."""
+        self.plain.add(table)
+        self.at.add((table, self.helpers.place(node) + self.within))
+        if pointer:
+            self.via.add((table, pointer))
 
     def _point(self, name: str, value: c_ast.Node | None) -> None:
         """The pointer local `name` now holds `value`: follow it when that points into a
@@ -270,6 +299,37 @@ class _Uses(c_ast.NodeVisitor):
         if isinstance(node.name, c_ast.ID) and node.name.name in ADD_BUILTINS:
             self.atomics.add((node.name.name, ""))  # (an add nothing proves per-CPU)
         self.generic_visit(node)
+        f = self.helpers.funcs.get(node.name.name) if isinstance(node.name, c_ast.ID) else None
+        if f is not None and node.args is not None:
+            self._call(f, node.args.exprs)
+
+    def _call(self, f: c_ast.FuncDef, args: Sequence[c_ast.Node]) -> None:
+        """A call of the helper `f`: its pointer parameters given a pointer into a table
+        (or the table) are followed into its body, whose plain updates through them
+        are this body's, told at the helper's line and through the argument given."""
+        params = f.decl.type.args.params if f.decl.type.args is not None else []
+        given: dict[str, tuple[str, str]] = {}  # parameter -> (table, argument's name)
+        for p, a in zip(params, args, strict=False):
+            table = self._points_into(a)
+            if table is not None and isinstance(p, c_ast.Decl) and p.name \
+                    and isinstance(p.type, c_ast.PtrDecl):
+                given[p.name] = (table, _base(a)[0] or "")
+        if not given:
+            return
+        key = (f.decl.name, frozenset((p, t) for p, (t, _) in given.items()))
+        if key not in self.helpers.followed:
+            self.helpers.followed[key] = frozenset()  # (a call of itself: nothing more)
+            inner = _Uses(frozenset(), self.helpers, f" in `{f.decl.name}`")
+            inner.pointers = set(given)
+            inner.into = {p: t for p, (t, _) in given.items()}
+            inner.statement(f.body)
+            self.helpers.followed[key] = frozenset(inner.at)
+        passed = {t: a for t, a in given.values()}  # table -> the argument that gave it
+        for table, where in self.helpers.followed[key]:
+            self.plain.add(table)
+            self.at.add((table, where))
+            if passed[table] in self.into:  # (a pointer local of this body)
+                self.via.add((table, passed[table]))
 
 
 def _base(lv: c_ast.Node) -> tuple[str | None, int]:
