@@ -88,6 +88,10 @@ HELPERS = r"""
 typedef uint32_t hits_t;      /* the user's names for the value type, and a wider one */
 typedef uint64_t wide_t;
 struct ent { uint16_t lo, hi; };
+/* helpers that bump a count through the pointer they are given */
+static void bump_wide(wide_t *count) { *count += 1; }
+static void bump_ours(hits_t *count) { *count += 1; }
+static unsigned peek(const void *v, int n);   // declared only
 """
 
 
@@ -134,15 +138,20 @@ def _map_user(body: str) -> Program:
      "(held in `d`) as `uint16_t *`; "),
     ("uint32_t *n = ofl_map_lookup(hits, &k);\n{\n    uint8_t n = 3;  /* an inner n */\n"
      "    (void)n;\n}\nwide_t *w = (wide_t *)n;", "(held in `n`) as `wide_t *` (8 bytes: "),
+    # given to a helper function whose parameter is another type (the old code let be)
+    ("bump_wide(ofl_map_lookup(hits, &k));  /* one more */",
+     "(given to `bump_wide`'s `count`) as `wide_t *` (8 bytes: "),
+    ("void *raw = ofl_map_lookup(hits, &k);\nif (raw)\n    bump_wide(raw);",
+     "(held in `raw`, given to `bump_wide`'s `count`) as `wide_t *` (8 bytes: "),
 ], ids=["wider", "wider-spelling", "wider-typedef", "signed", "narrower", "struct", "float",
         "pointer", "assigned", "through-void", "either-arm", "cast", "copied-cast",
-        "copied-void", "copy-of-copy", "after-inner-block"])
+        "copied-void", "copy-of-copy", "after-inner-block", "helper", "held-helper"])
 def test_a_map_value_taken_as_another_type_is_one_error(body: str, taken: str) -> None:
     with pytest.raises(OfflowError) as err:
         plan_program(_map_user(body))
     msg = str(err.value)
     line = body.count("\n") + 2  # the body's last line (after the key's)
-    want = taken if taken.startswith("(held") else f"as {taken}"
+    want = taken if taken.startswith("(") else f"as {taken}"
     assert msg.startswith(f"element `tally`, body line {line}: map `hits_by_len` holds "
                           "`uint32_t` values (4 bytes), but the body takes "
                           f"ofl_map_lookup(hits, ...) {want}"), msg
@@ -165,8 +174,11 @@ def test_a_map_value_taken_as_another_type_is_one_error(body: str, taken: str) -
     "uint64_t *w = (uint64_t *)n;",
     "uint32_t *n = ofl_map_lookup(hits, &k);\n{\n    uint64_t *n = (uint64_t *)lens;  // inner\n"
     "    *n += 1;\n}",
+    "uint32_t *n = ofl_map_lookup(hits, &k);\nif (n)\n    bump_ours(n);",
+    "(void)peek(ofl_map_lookup(hits, &k), 4);",
 ], ids=["declared", "const", "void", "spelling", "typedef", "bytes", "through-void",
-        "typeof", "array", "other-pointer", "copied-spelling", "given-another", "inner-pointer"])
+        "typeof", "array", "other-pointer", "copied-spelling", "given-another", "inner-pointer",
+        "helper", "declared-helper"])
 def test_a_map_value_taken_as_its_type_is_fine(body: str) -> None:
     plan_program(_map_user(body))
 

@@ -3,7 +3,8 @@ value, which C lets a body turn into any pointer, so a `uint64_t *` for a map of
 `uint32_t` values wrote 8 bytes into a 4-byte slot on host and nic. Where the lookup's
 result becomes a pointer of a type (a declaration `T *p = ofl_map_lookup(...)`, an
 assignment to such a local, a cast `(T *)ofl_map_lookup(...)`; through casts to `void
-*`, the arms of `?:` and a pointer local that holds the value: `(T *)n`), T must be the
+*`, the arms of `?:` and a pointer local that holds the value: `(T *)n`; a parameter
+`T *` of a function the helpers declare, given the value), T must be the
 value's type (any spelling of it: `unsigned int` for `uint32_t`, a typedef of it in the
 helpers; `const` or not), `void` or a character type (a byte view, as C allows for any
 object). `ofl_map_update(t, &k, &v)` copies the value's size from `&v`: `v` (a local, a
@@ -78,8 +79,12 @@ class _Walker(c_ast.NodeVisitor):
         self.scalars: dict[str, c_ast.TypeDecl] = {}  # and its other plain locals
         self.holds: dict[str, str] = {}  # pointer local -> the map whose value it holds
         self.shadowed: list[dict[str, str | None]] = [{}]  # per block: outer `holds`
+        self.funcs: dict[str, c_ast.FuncDecl] = {}  # the helpers' functions, by name
         for x in helpers:
             self.structs.update(_structs(x))
+            d = x.decl if isinstance(x, c_ast.FuncDef) else x
+            if isinstance(d, c_ast.Decl) and isinstance(d.type, c_ast.FuncDecl) and d.name:
+                self.funcs[d.name] = d.type
 
     def visit_Compound(self, node: c_ast.Compound) -> None:
         outer = dict(self.pointers), dict(self.scalars), dict(self.structs)
@@ -122,6 +127,11 @@ class _Walker(c_ast.NodeVisitor):
         self.generic_visit(node)
         args = node.args.exprs if node.args is not None else []
         call = node.name.name if isinstance(node.name, c_ast.ID) else ""
+        f = self.funcs.get(call)
+        params = f.args.params if f is not None and f.args is not None else []
+        for param, arg in zip(params, args, strict=False):  # a helper's pointer parameter
+            if isinstance(param, c_ast.Decl) and isinstance(param.type, c_ast.PtrDecl):
+                self._check(node, param.type, arg, f"given to `{call}`'s `{param.name}`")
         if (call in _KEYED and len(args) >= 2 and isinstance(args[0], c_ast.ID)
                 and args[0].name in self.maps):
             self._check_key(node, call, args[0].name, args[1])
@@ -251,7 +261,8 @@ class _Walker(c_ast.NodeVisitor):
             return self._lookup(e.iftrue) or self._lookup(e.iffalse)
         return None
 
-    def _check(self, node: c_ast.Node, ptr: c_ast.PtrDecl, value: c_ast.Node | None) -> None:
+    def _check(self, node: c_ast.Node, ptr: c_ast.PtrDecl, value: c_ast.Node | None,
+               given: str = "") -> None:
         local = self._lookup(value)
         if local is None:
             return
@@ -266,7 +277,9 @@ class _Walker(c_ast.NodeVisitor):
         other = (f", or declare the map with value=\"{base}\"" if written.count("*") == 1
                  and base in MAP_TYPES and base != m.value else "")
         held = _named(value)
-        via = f" (held in `{held}`)" if held in self.holds else ""
+        how = ", ".join(x for x in (f"held in `{held}`" if held in self.holds else "",
+                                    given) if x)
+        via = f" ({how})" if how else ""
         raise _Found(
             f"{self._holds(node, m)}takes ofl_map_lookup({local}, ...){via} as `{written}`"
             f"{size}; take it as `{m.value} *` (or `const {m.value} *`, `void *`){other}")
