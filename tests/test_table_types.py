@@ -138,6 +138,10 @@ def _map_user(body: str) -> Program:
      "(held in `d`) as `uint16_t *`; "),
     ("uint32_t *n = ofl_map_lookup(hits, &k);\n{\n    uint8_t n = 3;  /* an inner n */\n"
      "    (void)n;\n}\nwide_t *w = (wide_t *)n;", "(held in `n`) as `wide_t *` (8 bytes: "),
+    ("uint32_t *n = ofl_map_lookup(hits, &k);\nuint64_t *w = (uint64_t *)&n[0];",
+     "(held in `n`) as `uint64_t *` (8 bytes: "),
+    ("uint32_t *n = ofl_map_lookup(hits, &k);\nstruct ent *e = (struct ent *)(n + 0);",
+     "(held in `n`) as `struct ent *`; "),
     # given to a helper function whose parameter is another type (the old code let be)
     ("bump_wide(ofl_map_lookup(hits, &k));  /* one more */",
      "(given to `bump_wide`'s `count`) as `wide_t *` (8 bytes: "),
@@ -145,7 +149,8 @@ def _map_user(body: str) -> Program:
      "(held in `raw`, given to `bump_wide`'s `count`) as `wide_t *` (8 bytes: "),
 ], ids=["wider", "wider-spelling", "wider-typedef", "signed", "narrower", "struct", "float",
         "pointer", "assigned", "through-void", "either-arm", "cast", "copied-cast",
-        "copied-void", "copy-of-copy", "after-inner-block", "helper", "held-helper"])
+        "copied-void", "copy-of-copy", "after-inner-block", "element-address",
+        "pointer-sum", "helper", "held-helper"])
 def test_a_map_value_taken_as_another_type_is_one_error(body: str, taken: str) -> None:
     with pytest.raises(OfflowError) as err:
         plan_program(_map_user(body))

@@ -246,10 +246,17 @@ class _Walker(c_ast.NodeVisitor):
             self._check(node, ptr, node.expr)
 
     def _lookup(self, e: c_ast.Node | None) -> str | None:
-        """The map local whose lookup `e` gives (through `(void *)`, `?:` and a pointer
-        local holding it), else None."""
+        """The map local whose lookup `e` gives (through `(void *)`, `?:`, a pointer
+        local holding it, `&n[i]`, `&*n`, `n + i`), else None."""
         if isinstance(e, c_ast.ID):
             return self.holds.get(e.name)
+        if isinstance(e, c_ast.UnaryOp) and e.op == "&" and isinstance(e.expr, c_ast.ArrayRef):
+            return self._lookup(e.expr.name)  # `&n[0]`
+        if isinstance(e, c_ast.UnaryOp) and e.op == "&" and isinstance(e.expr, c_ast.UnaryOp) \
+                and e.expr.op == "*":
+            return self._lookup(e.expr.expr)  # `&*n`
+        if isinstance(e, c_ast.BinaryOp) and e.op in ("+", "-"):
+            return self._lookup(e.left)  # `n + 0`
         if (isinstance(e, c_ast.FuncCall) and isinstance(e.name, c_ast.ID)
                 and e.name.name == "ofl_map_lookup" and e.args is not None and e.args.exprs
                 and isinstance(e.args.exprs[0], c_ast.ID) and e.args.exprs[0].name in self.maps):
@@ -307,10 +314,19 @@ class _Walker(c_ast.NodeVisitor):
 
 
 def _named(e: c_ast.Node | None) -> str | None:
-    """The local `e` names, through casts; else None."""
-    while isinstance(e, c_ast.Cast):
-        e = e.expr
-    return e.name if isinstance(e, c_ast.ID) else None
+    """The pointer local `e` is made from (through casts, `&n[i]`, `&*n`, `n + i`);
+    else None."""
+    while not isinstance(e, c_ast.ID):
+        if isinstance(e, c_ast.Cast | c_ast.UnaryOp) and (
+                not isinstance(e, c_ast.UnaryOp) or e.op in ("&", "*")):
+            e = e.expr
+        elif isinstance(e, c_ast.ArrayRef):
+            e = e.name
+        elif isinstance(e, c_ast.BinaryOp) and e.op in ("+", "-"):
+            e = e.left
+        else:
+            return None
+    return e.name
 
 
 def _structs(node: c_ast.Node) -> dict[str, c_ast.Struct]:
