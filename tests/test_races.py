@@ -320,3 +320,30 @@ def test_plain_updates_in_a_helper_function_given_a_pointer_are_said() -> None:
         "`tally` through its pointer `mine`) on 2 threads at once (host core 0, host core "
         "1)"), w
     assert lost_updates(plan_program(_one(SafeHelperTally, [0, 1]))) == []
+
+
+class PickedTally(Element):
+    """A user's counter bumped by a helper chosen at run time, through a pointer."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    static void by_one(uint64_t *c) { *c += 1; }
+    static void by_two(uint64_t *c) { __atomic_fetch_add(c, 2, __ATOMIC_RELAXED); }
+    """
+    body = r"""
+    void (*bump)(uint64_t *) = (pkt->len & 1u) ? by_one : by_two;   /* picked per packet */
+    bump(&per_bucket[pkt->len % 5u]);
+    """
+
+
+def test_a_pointer_given_through_a_function_pointer_is_said_as_unseen() -> None:
+    """The call cannot be followed: the warning says the write cannot be seen, where,
+    and what to do; on one core nothing is said."""
+    assert lost_updates(plan_program(_one(PickedTally, [0, 1]))) == [
+        f"table `bytes`: `tally` ({_at('bump(&per_bucket[pkt->len % 5u]);')} `bump`) gives a "
+        "pointer into it to a function whose body offlow cannot see, on 2 threads at once "
+        "(host core 0, host core 1): if that function updates it with a plain "
+        "read-modify-write (`+=`, `++`, ...), updates made at the same time are lost; make it "
+        "add atomically (__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by "
+        "its name"]
+    assert lost_updates(plan_program(_one(PickedTally, [0]))) == []

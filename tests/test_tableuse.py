@@ -255,3 +255,21 @@ def test_a_pointer_given_to_a_helper_function_is_followed_into_it() -> None:
                  "if (get(&hits[1]) > 3u) DROP();", "atomic_inc(&hits[0]);",
                  "scratch(&hits[2]);", "inc((uint32_t *)&state->k);"):
         assert _helped(body).plain_updates == frozenset(), body
+
+
+def test_a_pointer_given_through_a_function_pointer_is_said_unseen() -> None:
+    """A call through a function pointer (a local one, a table of them) cannot be
+    followed: a pointer into a table given to it is listed, with the call, as a write
+    that cannot be seen; a call by name of a function with no body here (the runtime's,
+    libc's) is not."""
+    for body, called in (
+            ("void (*op)(uint32_t *) = inc;  /* chosen at run time */\n"
+             "uint32_t *slot = &hits[state->k % 3u];\nop(slot);", "`op`"),
+            ("static void (*const ops[2])(uint32_t *) = { inc, atomic_inc };\n"
+             "ops[pkt->len & 1u](hits + 1);", "`ops[pkt->len & 1u]`")):
+        info = _helped(body)
+        assert info.unseen_calls == {("hits", f"body line {body.count(chr(10)) + 1} {called}")}
+        assert info.plain_updates == frozenset(), body
+    for body in ("memset(&hits[0], 0, 4);", "ofl_note(hits);",
+                 "void (*op)(uint32_t *) = inc;\nuint32_t mine = 0;\nop(&mine);"):
+        assert _helped(body).unseen_calls == frozenset(), body

@@ -38,6 +38,9 @@ class BodyFacts:
     plain_updates: frozenset[str] = frozenset()
     plain_via: frozenset[tuple[str, str]] = frozenset()
     plain_at: frozenset[tuple[str, str]] = frozenset()
+    # (local, where `f`) for each pointer into the table given to a function whose body
+    # is not seen (a function pointer's)
+    unseen_calls: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

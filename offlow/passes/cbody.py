@@ -52,6 +52,7 @@ class BodyInfo:
     plain_updates: frozenset[str] = frozenset()  # arrays it read-modify-writes (tableuse.py)
     plain_via: frozenset[tuple[str, str]] = frozenset()  # (table, pointer) of those updates
     plain_at: frozenset[tuple[str, str]] = frozenset()  # (table, where) of those updates
+    unseen_calls: frozenset[tuple[str, str]] = frozenset()  # (table, where `f`): not seen into
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -430,4 +431,5 @@ def analyze_body(
         plain_updates=use.plain_updates,
         plain_via=use.plain_via,
         plain_at=use.plain_at,
+        unseen_calls=use.unseen,
     )

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pycparser import c_ast
+from pycparser import c_ast, c_generator
 
 from offlow.ir.types import ADD_BUILTINS
 
@@ -40,7 +40,9 @@ class TableUse:
     an element of which the body updates with a plain read-modify-write; `plain_via`:
     (table local, pointer local) for each of those updates made through a pointer;
     `plain_at`: (table local, where) for each of those updates, where as `place` says
-    (with "in `f`" for one in a helper function `f`)."""
+    (with "in `f`" for one in a helper function `f`); `unseen`: (table local, where and
+    the function) for each pointer into a table given to a function whose body is not
+    seen (called through a function pointer)."""
 
     adds_only: frozenset[str]
     other: frozenset[str]
@@ -48,6 +50,7 @@ class TableUse:
     plain_updates: frozenset[str] = frozenset()
     plain_via: frozenset[tuple[str, str]] = frozenset()
     plain_at: frozenset[tuple[str, str]] = frozenset()
+    unseen: frozenset[tuple[str, str]] = frozenset()
 
 
 def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str],
@@ -61,7 +64,8 @@ def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str],
     for s in stmts:
         w.statement(s)
     return TableUse(frozenset(w.added - w.other), frozenset(w.other), frozenset(w.atomics),
-                    frozenset(w.plain), frozenset(w.via), frozenset(w.at))
+                    frozenset(w.plain), frozenset(w.via), frozenset(w.at),
+                    frozenset(w.unseen))
 
 
 @dataclass
@@ -83,6 +87,7 @@ class _Uses(c_ast.NodeVisitor):
     def __init__(self, tables: frozenset[str], helpers: _Helpers, within: str = "") -> None:
         self.tables, self.helpers, self.within = tables, helpers, within
         self.at: set[tuple[str, str]] = set()  # (table, where) of plain updates
+        self.unseen: set[tuple[str, str]] = set()  # (table, where `f`): calls not seen into
         self.added: set[str] = set()
         self.other: set[str] = set()
         self.atomics: set[tuple[str, str]] = set()
@@ -302,6 +307,14 @@ class _Uses(c_ast.NodeVisitor):
         f = self.helpers.funcs.get(node.name.name) if isinstance(node.name, c_ast.ID) else None
         if f is not None and node.args is not None:
             self._call(f, node.args.exprs)
+        elif node.args is not None and (not isinstance(node.name, c_ast.ID)
+                                        or node.name.name in self.pointers):
+            called = c_generator.CGenerator().visit(node.name)  # (a function pointer)
+            for a in node.args.exprs:
+                table = self._points_into(a)
+                if table is not None:
+                    self.unseen.add((table, f"{self.helpers.place(node)}{self.within} "
+                                            f"`{called}`"))
 
     def _call(self, f: c_ast.FuncDef, args: Sequence[c_ast.Node]) -> None:
         """A call of the helper `f`: its pointer parameters given a pointer into a table
@@ -324,6 +337,7 @@ class _Uses(c_ast.NodeVisitor):
             inner.into = {p: t for p, (t, _) in given.items()}
             inner.statement(f.body)
             self.helpers.followed[key] = frozenset(inner.at)
+            self.unseen |= inner.unseen
         passed = {t: a for t, a in given.values()}  # table -> the argument that gave it
         for table, where in self.helpers.followed[key]:
             self.plain.add(table)
