@@ -1,16 +1,17 @@
-"""A shared map's value as a body takes it: `ofl_map_lookup(t, &k)` gives a `void *` to the
-value, which C lets a body turn into any pointer, so a `uint64_t *` for a map of
+"""A shared map's value as a body takes it: `ofl_map_lookup(t, &k)` gives a `void *`
+to the value, which C lets a body turn into any pointer, so a `uint64_t *` for a map of
 `uint32_t` values wrote 8 bytes into a 4-byte slot on host and nic. Where the lookup's
 result becomes a pointer of a type (a declaration `T *p = ofl_map_lookup(...)`, an
-assignment to such a local, a cast `(T *)ofl_map_lookup(...)`; through casts to `void
-*`, the arms of `?:` and a pointer local that holds the value: `(T *)n`; a parameter
-`T *` of a function the helpers declare, given the value), T must be the
+assignment to such a local, a cast `(T *)ofl_map_lookup(...)`; through casts to
+`void *`, the arms of `?:` and a pointer local that holds the value: `(T *)n`; a
+parameter `T *` of a function the helpers declare, given the value), T must be the
 value's type (any spelling of it: `unsigned int` for `uint32_t`, a typedef of it in the
-helpers; `const` or not), `void` or a character type (a byte view, as C allows for any
-object). `ofl_map_update(t, &k, &v)` copies the value's size from `&v`: `v` (a local, a
-state field `state->f`, a struct's member `e->n`, `s.n`) must be of the value's type, a
-pointer local `v` point to it (or be a `void *` or a byte view). What the check cannot
-know (a type `__typeof__` names, a pointer it did not see made) it lets be.
+helpers or the body; `const` or not), `void` or a character type (a byte view, as C
+allows for any object). `ofl_map_update(t, &k, &v)` copies the value's size from `&v`:
+`v` (a local, a state field `state->f`, a struct's member `e->n`, `s.n`) must be of the
+value's type, a pointer local `v` point to it (or be a `void *` or a byte view). What
+the check cannot know (a type `__typeof__` names, a pointer it did not see made) it
+lets be.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
