@@ -181,9 +181,11 @@ def test_a_map_value_taken_as_another_type_is_one_error(body: str, taken: str) -
     "    *n += 1;\n}",
     "uint32_t *n = ofl_map_lookup(hits, &k);\nif (n)\n    bump_ours(n);",
     "(void)peek(ofl_map_lookup(hits, &k), 4);",
+    "typedef uint32_t cnt_t;  /* the body's own name for it */\n"
+    "cnt_t *n = ofl_map_lookup(hits, &k);\nif (n)\n    *n += 1;",
 ], ids=["declared", "const", "void", "spelling", "typedef", "bytes", "through-void",
         "typeof", "array", "other-pointer", "copied-spelling", "given-another", "inner-pointer",
-        "helper", "declared-helper"])
+        "helper", "declared-helper", "body-typedef"])
 def test_a_map_value_taken_as_its_type_is_fine(body: str) -> None:
     plan_program(_map_user(body))
 
