@@ -347,3 +347,31 @@ def test_a_pointer_given_through_a_function_pointer_is_said_as_unseen() -> None:
         "add atomically (__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by "
         "its name"]
     assert lost_updates(plan_program(_one(PickedTally, [0]))) == []
+
+
+def test_on_xdp_a_hash_maps_value_bumped_by_a_helper_is_said() -> None:
+    """The lookup's pointer given to a helper that bumps it plainly: said at the
+    helper's line on xdp (every CPU that receives), as when the body bumps it."""
+    class Helped(Element):
+        tables = ("talk",)
+        helpers = r"""
+        static void one_more(uint64_t *count) { (*count)++; }   /* plain */
+        """
+        body = r"""
+        struct talk_key k = {0};
+        k.len = pkt->len;
+        uint64_t *seen = ofl_map_lookup(talk, &k);
+        if (seen)
+            one_more(seen);
+        """
+
+    p = Program("talk")
+    src, t, out = Source("rx"), Helped("talker", talk=SharedMap(
+        "talk", (("len", "uint16_t"),), "uint64_t", 61)), Sink("tx")
+    src >> t >> out
+    p.segment("edge", [src, t, out], device="xdp", cores=[0])
+    [w] = lost_updates(plan_program(p))
+    assert w.startswith(f"table `talk`: `talker` ({_at('(*count)++;')} in `one_more`) updates "
+                        "it with a plain read-modify-write (`+=`, `++`, `|=`, ...; `talker` "
+                        "through its pointer `seen`) on several CPUs at once (xdp: every CPU "
+                        "that receives)"), w
