@@ -342,7 +342,7 @@ class _Uses(c_ast.NodeVisitor):
         for table, where in self.helpers.followed[key]:
             self.plain.add(table)
             self.at.add((table, where))
-            if passed[table] in self.into:  # (a pointer local of this body)
+            if passed.get(table) in self.into:  # (a pointer local of this body)
                 self.via.add((table, passed[table]))
 
 
