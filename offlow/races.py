@@ -44,7 +44,7 @@ def lost_updates(plan: Plan) -> list[str]:
             continue
         writers: dict[str, str] = {}  # element -> its local name of the table
         via: dict[str, list[str]] = {}  # element -> the pointers it updates through
-        at: dict[str, list[str]] = {}  # element -> where its updates are written
+        at: dict[str, list[tuple[str, str]]] = {}  # element -> (where, helper) of its updates
         unseen: dict[str, list[str]] = {}  # element -> its calls not seen into
         for n in g.nodes:
             facts = n.facts
@@ -55,7 +55,8 @@ def lost_updates(plan: Plan) -> list[str]:
             if mine:
                 writers[n.name] = mine[0]
                 via[n.name] = sorted(p for local, p in facts.plain_via if local in mine)
-                at[n.name] = sorted(w for local, w in facts.plain_at if local in mine and w)
+                at[n.name] = sorted((w, f) for local, w, f in facts.plain_at
+                                    if local in mine and w)
             calls = sorted(w for local, w in facts.unseen_calls if local in locals_)
             if calls:
                 unseen[n.name] = calls
@@ -99,17 +100,23 @@ def _threads(plan: Plan, t: SharedTable, users: Iterable[str]) -> tuple[int, lis
 
 
 def _warning(table: str, is_map: bool, writers: dict[str, str], via: dict[str, list[str]],
-             at: dict[str, list[str]], threads: int, where: list[str], every_cpu: bool) -> str:
+             at: dict[str, list[tuple[str, str]]], threads: int, where: list[str],
+             every_cpu: bool) -> str:
     """The warning for `table`: who updates it how (where), on which threads, what to
     write."""
     name, local = next(iter(writers.items()))
     pointers = "".join(f"; `{w}` through its pointer{'s' if len(ps) > 1 else ''} "
                        + ", ".join(f"`{p}`" for p in ps) for w, ps in via.items() if ps)
+    helpers = sorted({f for _, f in at[name] if f})
     fix = (f"in `{name}` write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
            if not is_map and not via[name] else
            "in `{0}` add through `{1}` atomically, e.g. __atomic_fetch_add({1}, v, "
            "__ATOMIC_RELAXED) (`&{1}->f` for its member f)".format(name, (via[name] or ["p"])[0]))
-    who = ", ".join(f"`{w}` ({', '.join(at[w])})" if at[w] else f"`{w}`" for w in writers)
+    if helpers and all(f for _, f in at[name]):  # (every update in a helper function)
+        fix = (f"in {', '.join(f'`{f}`' for f in helpers)} add through the pointer given "
+               "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED)")
+    who = ", ".join(f"`{w}` ({', '.join(x + (f' in `{f}`' if f else '') for x, f in at[w])})"
+                    if at[w] else f"`{w}`" for w in writers)
     return (f"table `{table}`: {who} "
             f"update{'s' if len(writers) == 1 else ''} it with a plain read-modify-write "
             f"(`+=`, `++`, `|=`, ...{pointers}) on "

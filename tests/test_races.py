@@ -314,11 +314,13 @@ def test_plain_updates_in_a_helper_function_given_a_pointer_are_said() -> None:
     lines, naming the helper and the body's pointer. The old code saw no update."""
     [w] = lost_updates(plan_program(_one(HelperTally, [0, 1])))
     pair, bytes_, note = (_at("pair[0]++;"), _at("pair[1] += len;"), _at("all[idx] |= 1u;"))
-    assert w.startswith(
+    assert w == (
         f"table `bytes`: `tally` ({pair} in `bump_pair`, {bytes_} in `bump_pair`, {note} in "
         "`note_len`) updates it with a plain read-modify-write (`+=`, `++`, `|=`, ...; "
         "`tally` through its pointer `mine`) on 2 threads at once (host core 0, host core "
-        "1)"), w
+        "1): updates made at the same time are lost; in `bump_pair`, `note_len` add through "
+        "the pointer given atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED), or "
+        "run its users on one core")
     assert lost_updates(plan_program(_one(SafeHelperTally, [0, 1]))) == []
 
 

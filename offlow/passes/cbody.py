@@ -51,7 +51,7 @@ class BodyInfo:
     atomic_adds: frozenset[tuple[str, str]] = frozenset()  # (add builtin, array or "")
     plain_updates: frozenset[str] = frozenset()  # arrays it read-modify-writes (tableuse.py)
     plain_via: frozenset[tuple[str, str]] = frozenset()  # (table, pointer) of those updates
-    plain_at: frozenset[tuple[str, str]] = frozenset()  # (table, where) of those updates
+    plain_at: frozenset[tuple[str, str, str]] = frozenset()  # (table, where, helper) of those
     unseen_calls: frozenset[tuple[str, str]] = frozenset()  # (table, where `f`): not seen into
 
 

@@ -39,17 +39,17 @@ class TableUse:
     table local it adds to ("" for anything else); `plain_updates`: the table locals
     an element of which the body updates with a plain read-modify-write; `plain_via`:
     (table local, pointer local) for each of those updates made through a pointer;
-    `plain_at`: (table local, where) for each of those updates, where as `place` says
-    (with "in `f`" for one in a helper function `f`); `unseen`: (table local, where and
-    the function) for each pointer into a table given to a function whose body is not
-    seen (called through a function pointer)."""
+    `plain_at`: (table local, where, helper) for each of those updates: where as `place`
+    says, the helper function it is written in ("" for the body); `unseen`: (table
+    local, where and the function) for each pointer into a table given to a function
+    whose body is not seen (called through a function pointer)."""
 
     adds_only: frozenset[str]
     other: frozenset[str]
     atomic_adds: frozenset[tuple[str, str]]
     plain_updates: frozenset[str] = frozenset()
     plain_via: frozenset[tuple[str, str]] = frozenset()
-    plain_at: frozenset[tuple[str, str]] = frozenset()
+    plain_at: frozenset[tuple[str, str, str]] = frozenset()
     unseen: frozenset[tuple[str, str]] = frozenset()
 
 
@@ -72,12 +72,12 @@ def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str],
 class _Helpers:
     """The element's helper functions, by name, where a node is written, and the calls
     already followed: (function, its pointer parameters -> tables) -> the updates
-    found there, as (table, where)."""
+    found there, as (table, where, helper)."""
 
     funcs: Mapping[str, c_ast.FuncDef]
     place: Callable[[c_ast.Node], str]
     followed: dict[tuple[str, frozenset[tuple[str, str]]],
-                   frozenset[tuple[str, str]]] = field(default_factory=dict)
+                   frozenset[tuple[str, str, str]]] = field(default_factory=dict)
 
 
 class _Uses(c_ast.NodeVisitor):
@@ -85,8 +85,9 @@ class _Uses(c_ast.NodeVisitor):
     through `visit`; a table named anywhere but as an add's target is `other`."""
 
     def __init__(self, tables: frozenset[str], helpers: _Helpers, within: str = "") -> None:
-        self.tables, self.helpers, self.within = tables, helpers, within
-        self.at: set[tuple[str, str]] = set()  # (table, where) of plain updates
+        self.tables, self.helpers = tables, helpers
+        self.within = within  # the helper function walked ("": the body)
+        self.at: set[tuple[str, str, str]] = set()  # (table, where, helper) of plain updates
         self.unseen: set[tuple[str, str]] = set()  # (table, where `f`): calls not seen into
         self.added: set[str] = set()
         self.other: set[str] = set()
@@ -247,7 +248,7 @@ class _Uses(c_ast.NodeVisitor):
     def _update(self, node: c_ast.Node, table: str, pointer: str = "") -> None:
         """A plain read-modify-write of `table` at `node` (through `pointer`)."""
         self.plain.add(table)
-        self.at.add((table, self.helpers.place(node) + self.within))
+        self.at.add((table, self.helpers.place(node), self.within))
         if pointer:
             self.via.add((table, pointer))
 
@@ -313,8 +314,8 @@ class _Uses(c_ast.NodeVisitor):
             for a in node.args.exprs:
                 table = self._points_into(a)
                 if table is not None:
-                    self.unseen.add((table, f"{self.helpers.place(node)}{self.within} "
-                                            f"`{called}`"))
+                    inside = f" in `{self.within}`" if self.within else ""
+                    self.unseen.add((table, f"{self.helpers.place(node)}{inside} `{called}`"))
 
     def _call(self, f: c_ast.FuncDef, args: Sequence[c_ast.Node]) -> None:
         """A call of the helper `f`: its pointer parameters given a pointer into a table
@@ -332,16 +333,16 @@ class _Uses(c_ast.NodeVisitor):
         key = (f.decl.name, frozenset((p, t) for p, (t, _) in given.items()))
         if key not in self.helpers.followed:
             self.helpers.followed[key] = frozenset()  # (a call of itself: nothing more)
-            inner = _Uses(frozenset(), self.helpers, f" in `{f.decl.name}`")
+            inner = _Uses(frozenset(), self.helpers, f.decl.name)
             inner.pointers = set(given)
             inner.into = {p: t for p, (t, _) in given.items()}
             inner.statement(f.body)
             self.helpers.followed[key] = frozenset(inner.at)
             self.unseen |= inner.unseen
         passed = {t: a for t, a in given.values()}  # table -> the argument that gave it
-        for table, where in self.helpers.followed[key]:
+        for table, where, helper in self.helpers.followed[key]:
             self.plain.add(table)
-            self.at.add((table, where))
+            self.at.add((table, where, helper))
             if passed.get(table) in self.into:  # (a pointer local of this body)
                 self.via.add((table, passed[table]))
 
