@@ -14,11 +14,18 @@ An XDP program runs on every CPU that receives: its arrays every use of which ad
 become per-CPU maps (codegen/bpf.py: nothing shared, nothing lost); a plain update of
 one that stays a shared array map races on every CPU, and so does one of a hash map's
 value (a SharedMap: one BPF hash map every CPU updates) through the pointer its lookup
-gave. On host and nic a hash map runs on one core."""
+gave. On host and nic a hash map runs on one core.
+
+A pointer into a table given to a function through a function pointer cannot be
+followed (tableuse.py follows those given to a helper by name): where its callers run
+on two or more threads at once, a warning says the write cannot be seen, and where."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from offlow.codegen.bpf import map_kind
+from offlow.ir.graph import SharedTable
 from offlow.plan import Plan
 
 # the targets whose segments run on the core threads the plan gives them
@@ -27,52 +34,90 @@ THREADED = ("host", "nic", "remote")
 
 def lost_updates(plan: Plan) -> list[str]:
     """A warning for each shared array (or, on xdp, hash map) whose plain
-    read-modify-writes run on two or more threads at once (in table order)."""
+    read-modify-writes run on two or more threads at once, and one for each whose
+    elements give a pointer into it to a function whose body is not seen on two or more
+    threads at once (in table order)."""
     g = plan.graph
-    target = {d.name: d.target for d in plan.devices}
     out = []
     for t in g.shared:
         if t.is_object and not t.is_map:  # (a map on host or nic runs on one core)
             continue
-        copies: dict[str, set[tuple[str, int]]] = {}  # copy -> threads updating it
-        every_cpu: set[str] = set()  # xdp devices whose program updates a shared map
         writers: dict[str, str] = {}  # element -> its local name of the table
         via: dict[str, list[str]] = {}  # element -> the pointers it updates through
+        at: dict[str, list[tuple[str, str]]] = {}  # element -> (where, helper) of its updates
+        unseen: dict[str, list[str]] = {}  # element -> its calls not seen into
         for n in g.nodes:
             facts = n.facts
-            mine = sorted({local for local, ref in n.tables if ref == t.name}
-                          & (facts.plain_updates if facts else frozenset()))
-            if not mine or not n.segment:
+            if facts is None or not n.segment:
                 continue
-            s = g.segment(n.segment)
-            for k, core in enumerate(s.cores):
-                device = s.core_device(k)
-                kind = target.get(device, "").split(":")[0]
-                if kind == "xdp" and (t.is_map or map_kind(g, t)[0] == "array"):
-                    every_cpu.add(device)
-                elif kind in THREADED:
-                    copies.setdefault(device if s.spread else "", set()).add((device, core))
-            writers[n.name] = mine[0]
-            via[n.name] = sorted(p for local, p in facts.plain_via if local in mine)
-        threads = max((len(v) for v in copies.values()), default=0)
+            locals_ = {local for local, ref in n.tables if ref == t.name}
+            mine = sorted(locals_ & facts.plain_updates)
+            if mine:
+                writers[n.name] = mine[0]
+                via[n.name] = sorted(p for local, p in facts.plain_via if local in mine)
+                at[n.name] = sorted((w, f) for local, w, f in facts.plain_at
+                                    if local in mine and w)
+            calls = sorted(w for local, w in facts.unseen_calls if local in locals_)
+            if calls:
+                unseen[n.name] = calls
+        threads, where, every_cpu = _threads(plan, t, writers)
         if threads >= 2 or every_cpu:
-            out.append(_warning(t.name, t.is_map, writers, via, threads, sorted(
-                {f"{d} core {c}" for v in copies.values() for d, c in v}
-                | {f"{d}: every CPU that receives" for d in every_cpu}), bool(every_cpu)))
+            out.append(_warning(t.name, t.is_map, writers, via, at, threads, where, every_cpu))
+        threads, where, every_cpu = _threads(plan, t, unseen)
+        if threads >= 2 or every_cpu:
+            out.append(f"table `{t.name}`: "
+                       + ", ".join(f"`{w}` ({', '.join(c)})" for w, c in unseen.items())
+                       + " give" + ("s" if len(unseen) == 1 else "")
+                       + " a pointer into it to a function whose body offlow cannot see, on "
+                       + (f"{threads} threads" if not every_cpu else "several CPUs")
+                       + f" at once ({', '.join(where)}): if that function updates it with "
+                       "a plain read-modify-write (`+=`, `++`, ...), updates made at the same "
+                       "time are lost; make it add atomically (__atomic_fetch_add(p, v, "
+                       "__ATOMIC_RELAXED)), or call it directly, by its name")
     return out
 
 
+def _threads(plan: Plan, t: SharedTable, users: Iterable[str]) -> tuple[int, list[str], bool]:
+    """How many threads at once run the elements `users` on one copy of table `t`,
+    which threads, and whether on xdp (every CPU that receives)."""
+    g = plan.graph
+    target = {d.name: d.target for d in plan.devices}
+    copies: dict[str, set[tuple[str, int]]] = {}  # copy -> threads using it
+    every_cpu: set[str] = set()  # xdp devices whose program uses a shared map
+    for name in users:
+        s = g.segment(g.node(name).segment)
+        for k, core in enumerate(s.cores):
+            device = s.core_device(k)
+            kind = target.get(device, "").split(":")[0]
+            if kind == "xdp" and (t.is_map or map_kind(g, t)[0] == "array"):
+                every_cpu.add(device)
+            elif kind in THREADED:
+                copies.setdefault(device if s.spread else "", set()).add((device, core))
+    threads = max((len(v) for v in copies.values()), default=0)
+    return threads, sorted({f"{d} core {c}" for v in copies.values() for d, c in v}
+                           | {f"{d}: every CPU that receives" for d in every_cpu}), \
+        bool(every_cpu)
+
+
 def _warning(table: str, is_map: bool, writers: dict[str, str], via: dict[str, list[str]],
-             threads: int, where: list[str], every_cpu: bool) -> str:
-    """The warning for `table`: who updates it how, on which threads, what to write."""
+             at: dict[str, list[tuple[str, str]]], threads: int, where: list[str],
+             every_cpu: bool) -> str:
+    """The warning for `table`: who updates it how (where), on which threads, what to
+    write."""
     name, local = next(iter(writers.items()))
     pointers = "".join(f"; `{w}` through its pointer{'s' if len(ps) > 1 else ''} "
                        + ", ".join(f"`{p}`" for p in ps) for w, ps in via.items() if ps)
+    helpers = sorted({f for _, f in at[name] if f})
     fix = (f"in `{name}` write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
            if not is_map and not via[name] else
            "in `{0}` add through `{1}` atomically, e.g. __atomic_fetch_add({1}, v, "
            "__ATOMIC_RELAXED) (`&{1}->f` for its member f)".format(name, (via[name] or ["p"])[0]))
-    return (f"table `{table}`: {', '.join(f'`{w}`' for w in writers)} "
+    if helpers and all(f for _, f in at[name]):  # (every update in a helper function)
+        fix = (f"in {', '.join(f'`{f}`' for f in helpers)} add through the pointer given "
+               "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED)")
+    who = ", ".join(f"`{w}` ({', '.join(x + (f' in `{f}`' if f else '') for x, f in at[w])})"
+                    if at[w] else f"`{w}`" for w in writers)
+    return (f"table `{table}`: {who} "
             f"update{'s' if len(writers) == 1 else ''} it with a plain read-modify-write "
             f"(`+=`, `++`, `|=`, ...{pointers}) on "
             + (f"{threads} threads" if not every_cpu else "several CPUs")

@@ -204,22 +204,40 @@ def test_mangled_bodies_give_a_body_error_or_an_analysis_never_a_crash() -> None
     rng = random.Random(22)
     seeds = [FlowBucket.body, Tally.body, FlowBucket.helpers + "\n", FlowCount.body,
              ProtoBytes.body]
+    # helper functions a pointer into a table is followed into (tableuse.py), and a
+    # caller of theirs: one of the two is mangled
+    helpers = ("static void bump(uint32_t *c, int n) { if (n) { (*c)++; bump(c + 1, n - 1); } }"
+               "\nstatic void both(uint32_t *a) { bump(a, 2); { int a = 0; (void)a; } }"
+               "\nstatic void wide(uint64_t *w) { *w += 1; }\n")
+    caller = ("uint32_t *p = &t[state->bucket & 3u];  /* ours */\nboth(p);\n"
+              "{ uint8_t p = 1; (void)p; }\nbump(p, state->bucket);\n"
+              "struct flows_key k = {0};\nwide(ofl_map_lookup(seen, &k));\n")
     maps = {"seen": MapLocal("flows", "uint64_t"), "per_proto": MapLocal("pt", "uint32_t")}
     alphabet = "{}()[];#/*\"'\\\n =+-<>!?:,.x0_\x00\xff"
-    for _ in range(200):
-        text = list(rng.choice(seeds))
+
+    def mangled(seed: str) -> str:
+        text = list(seed)
         for _ in range(rng.randint(1, 4)):
             k = rng.randrange(len(text) + 1)
             if rng.random() < 0.5 and k < len(text):
                 del text[k]
             else:
                 text.insert(k, rng.choice(alphabet))
-        body = "".join(text)
+        return "".join(text)
+
+    fields = {"bucket": "uint8_t", "src4": "uint32_t", "dst4": "uint32_t", "l3_off": "uint16_t"}
+    unmangled = analyze_body(caller, element="fuzz", outputs=["out"], fields=fields, maps=maps,
+                             tables=["t"], helpers=helpers)
+    assert unmangled.plain_updates == {"t"} and unmangled.plain_via == {("t", "p")}
+    for i in range(260):
+        body, extra = mangled(rng.choice(seeds)), {}
+        if i >= 200:
+            mine = rng.random() < 0.5
+            body = mangled(caller) if mine else caller
+            extra = {"tables": ["t"], "helpers": helpers if mine else mangled(helpers)}
         try:
-            info = analyze_body(body, element="fuzz", outputs=["out"],
-                                fields={"bucket": "uint8_t", "src4": "uint32_t",
-                                        "dst4": "uint32_t", "l3_off": "uint16_t"},
-                                site=Site("prog.py", 10), maps=maps)
+            info = analyze_body(body, element="fuzz", outputs=["out"], fields=fields,
+                                site=Site("prog.py", 10), maps=maps, **extra)
         except BodyError as err:
             assert "fuzz" in str(err)
         else:

@@ -15,6 +15,13 @@ from offlow.explain import explain
 from offlow.races import lost_updates
 
 
+def _at(text: str, nth: int = 0) -> str:
+    """`tests/test_races.py:N` (as the warning writes it): N the line of this file that
+    holds `text` (its `nth` such line)."""
+    lines = Path(__file__).read_text().splitlines()
+    return f"{__file__}:{[i for i, x in enumerate(lines, 1) if text in x][nth]}"
+
+
 class Tally(Element):
     """A user's byte count per bucket (its own local name for the table)."""
 
@@ -43,11 +50,12 @@ def _one(cls: type[Element], cores: list[int], device: str = "host") -> Program:
 def test_plain_updates_on_two_cores_are_said_with_what_to_write() -> None:
     plan = plan_program(_one(Tally, [0, 1]))
     assert lost_updates(plan) == [
-        "table `bytes`: `tally` updates it with a plain read-modify-write (`+=`, `++`, `|=`, "
-        "...) on 2 threads at once (host core 0, host core 1): updates made at the same time "
-        "are lost; in `tally` write e.g. __atomic_fetch_add(&per_bucket[i], v, "
+        f"table `bytes`: `tally` ({_at('per_bucket[b] += pkt->len;')}) updates it with a "
+        "plain read-modify-write (`+=`, `++`, `|=`, ...) on 2 threads at once (host core 0, "
+        "host core 1): updates made at the same time are lost; in `tally` write e.g. "
+        "__atomic_fetch_add(&per_bucket[i], v, "
         "__ATOMIC_RELAXED), or run its users on one core"]
-    assert "warnings:\n  table `bytes`: `tally` updates it" in explain(plan)
+    assert "warnings:\n  table `bytes`: `tally` (" in explain(plan)
 
 
 def test_one_thread_or_atomic_adds_say_nothing() -> None:
@@ -68,8 +76,9 @@ def test_two_segments_on_two_threads_updating_one_array_are_said() -> None:
     p.segment("rx", [src, a], device="nic", cores=[0])
     p.segment("app", [b, out], device="host", cores=[0])
     [w] = lost_updates(plan_program(p))
-    assert w.startswith("table `bytes`: `first`, `second` update it with a plain "
-                        "read-modify-write (`+=`, `++`, `|=`, ...) on 2 threads at once "
+    line = _at("per_bucket[b] += pkt->len;")
+    assert w.startswith(f"table `bytes`: `first` ({line}), `second` ({line}) update it with "
+                        "a plain read-modify-write (`+=`, `++`, `|=`, ...) on 2 threads at once "
                         "(host core 0, nic core 0)")
 
 
@@ -124,12 +133,14 @@ def test_plain_updates_through_a_pointer_into_the_array_are_said() -> None:
     """`*slot += v` and `e->pkts++` on an element reached by `&t[i]` or `t + i`: the
     warning names the pointer and what to write through it."""
     assert lost_updates(plan_program(_one(SlotTally, [0, 1]))) == [
-        "table `bytes`: `tally` updates it with a plain read-modify-write (`+=`, `++`, `|=`, "
-        "...; `tally` through its pointer `slot`) on 2 threads at once (host core 0, host "
+        f"table `bytes`: `tally` ({_at('*slot += pkt->len;')}) updates it with a plain "
+        "read-modify-write (`+=`, `++`, `|=`, ...; `tally` through its pointer `slot`) on 2 "
+        "threads at once (host core 0, host "
         "core 1): updates made at the same time are lost; in `tally` add through `slot` "
         "atomically, e.g. __atomic_fetch_add(slot, v, __ATOMIC_RELAXED) (`&slot->f` for its "
         "member f), or run its users on one core"]
     [w] = lost_updates(plan_program(_one(PairTally, [0, 1])))
+    assert f"`tally` ({_at('e->pkts++;')}, {_at('e->bytes += pkt->len;')}) updates" in w, w
     assert ("...; `tally` through its pointer `e`) on 2 threads at once (host core 0, host "
             "core 1)" in w), w
     for cls in (AtomicPairTally, LocalTally):
@@ -152,8 +163,9 @@ def test_a_record_of_several_words_updated_through_a_pointer_is_said() -> None:
     src >> f >> out
     p.segment("edge", [src, f, out], device="nic", cores=[0, 1, 2])
     [w] = lost_updates(plan_program(p))
-    assert w.startswith("table `fl`: `flows` updates it with a plain read-modify-write "
-                        "(`+=`, `++`, `|=`, ...; `flows` through its pointer `row`) on 3 "
+    assert w.startswith(f"table `fl`: `flows` ({_at('row[2]++;')}) updates it with a "
+                        "plain read-modify-write (`+=`, `++`, `|=`, ...; `flows` through its "
+                        "pointer `row`) on 3 "
                         "threads at once (nic core 0, nic core 1, nic core 2)"), w
 
 
@@ -217,14 +229,15 @@ def test_on_xdp_a_hash_maps_value_updated_plainly_through_its_lookup_is_said() -
         p = Program("talk")
         src, t, out = Source("rx"), Talk("talker", talk=SharedMap(
             "talk", (("len", "uint16_t"),), "uint64_t", 61)), Sink("tx")
-        t.body = body
+        t.body = body  # (a body set at run time: its lines are the body's own)
         src >> t >> out
         p.segment("edge", [src, t, out], device=device, cores=[0])
         return p
 
     assert lost_updates(plan_program(prog("xdp"))) == [
-        "table `talk`: `talker` updates it with a plain read-modify-write (`+=`, `++`, `|=`, "
-        "...; `talker` through its pointer `seen`) on several CPUs at once (xdp: every CPU "
+        "table `talk`: `talker` (body line 6) updates it with a plain read-modify-write "
+        "(`+=`, `++`, `|=`, ...; `talker` through its pointer `seen`) on several CPUs at once "
+        "(xdp: every CPU "
         "that receives): updates made at the same time are lost; in `talker` add through "
         "`seen` atomically, e.g. __atomic_fetch_add(seen, v, __ATOMIC_RELAXED) (`&seen->f` "
         "for its member f), or place its users on host or nic, on one core: on xdp every "
@@ -251,6 +264,116 @@ def test_offlow_run_prints_the_warning_and_runs(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "offlow.cli", "run", str(prog), "--count", "2000",
                           "--json"], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
-    assert ("offlow: warning: table `seen`: `t` updates it with a plain read-modify-write"
-            in res.stderr)
+    assert (f"offlow: warning: table `seen`: `t` ({prog}:6) updates it with a plain "
+            "read-modify-write" in res.stderr)
     assert "__atomic_fetch_add(&seen[i], v, __ATOMIC_RELAXED)" in res.stdout  # (its warnings)
+
+
+class HelperTally(Element):
+    """A user's counters bumped by helper functions of its own: through a pointer to
+    the element, the array itself with an index, and a pointer its body took."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    /* the bucket's packets and bytes, in two words */
+    static inline void bump_pair(uint64_t *pair, uint32_t len)
+    {
+        pair[0]++;            // packets
+        pair[1] += len;       /* bytes */
+    }
+    static void note_len(uint64_t *all, unsigned idx) { all[idx] |= 1u; }
+    static uint64_t peek(const uint64_t *at) { return *at; }   /* a read only */
+    static void add_safely(uint64_t *at, uint64_t v)
+    {
+        __atomic_fetch_add(at, v, __ATOMIC_RELAXED);
+    }
+    """
+    body = r"""
+    uint64_t *mine = &per_bucket[2 * (pkt->len % 3u)];   /* this packet's pair */
+    bump_pair(mine, pkt->len);
+    note_len(per_bucket, 7);
+    if (peek(&per_bucket[6]) > 1000u)
+        add_safely(&per_bucket[6], 1);
+    """
+
+
+class SafeHelperTally(Element):
+    """The same helpers that read or add atomically: nothing is lost."""
+
+    tables = ("per_bucket",)
+    helpers = HelperTally.helpers
+    body = r"""
+    if (peek(&per_bucket[pkt->len & 7u]) < 1000u)
+        add_safely(per_bucket + (pkt->len & 7u), pkt->len);
+    """
+
+
+def test_plain_updates_in_a_helper_function_given_a_pointer_are_said() -> None:
+    """A pointer into the array (or the array) given to a function the element's
+    helpers define is followed into it: its plain updates are said at the helper's
+    lines, naming the helper and the body's pointer. The old code saw no update."""
+    [w] = lost_updates(plan_program(_one(HelperTally, [0, 1])))
+    pair, bytes_, note = (_at("pair[0]++;"), _at("pair[1] += len;"), _at("all[idx] |= 1u;"))
+    assert w == (
+        f"table `bytes`: `tally` ({pair} in `bump_pair`, {bytes_} in `bump_pair`, {note} in "
+        "`note_len`) updates it with a plain read-modify-write (`+=`, `++`, `|=`, ...; "
+        "`tally` through its pointer `mine`) on 2 threads at once (host core 0, host core "
+        "1): updates made at the same time are lost; in `bump_pair`, `note_len` add through "
+        "the pointer given atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED), or "
+        "run its users on one core")
+    assert lost_updates(plan_program(_one(SafeHelperTally, [0, 1]))) == []
+
+
+class PickedTally(Element):
+    """A user's counter bumped by a helper chosen at run time, through a pointer."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    static void by_one(uint64_t *c) { *c += 1; }
+    static void by_two(uint64_t *c) { __atomic_fetch_add(c, 2, __ATOMIC_RELAXED); }
+    """
+    body = r"""
+    void (*bump)(uint64_t *) = (pkt->len & 1u) ? by_one : by_two;   /* picked per packet */
+    bump(&per_bucket[pkt->len % 5u]);
+    """
+
+
+def test_a_pointer_given_through_a_function_pointer_is_said_as_unseen() -> None:
+    """The call cannot be followed: the warning says the write cannot be seen, where,
+    and what to do; on one core nothing is said."""
+    assert lost_updates(plan_program(_one(PickedTally, [0, 1]))) == [
+        f"table `bytes`: `tally` ({_at('bump(&per_bucket[pkt->len % 5u]);')} `bump`) gives a "
+        "pointer into it to a function whose body offlow cannot see, on 2 threads at once "
+        "(host core 0, host core 1): if that function updates it with a plain "
+        "read-modify-write (`+=`, `++`, ...), updates made at the same time are lost; make it "
+        "add atomically (__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by "
+        "its name"]
+    assert lost_updates(plan_program(_one(PickedTally, [0]))) == []
+
+
+def test_on_xdp_a_hash_maps_value_bumped_by_a_helper_is_said() -> None:
+    """The lookup's pointer given to a helper that bumps it plainly: said at the
+    helper's line on xdp (every CPU that receives), as when the body bumps it."""
+    class Helped(Element):
+        tables = ("talk",)
+        helpers = r"""
+        static void one_more(uint64_t *count) { (*count)++; }   /* plain */
+        """
+        body = r"""
+        struct talk_key k = {0};
+        k.len = pkt->len;
+        uint64_t *seen = ofl_map_lookup(talk, &k);
+        if (seen)
+            one_more(seen);
+        """
+
+    p = Program("talk")
+    src, t, out = Source("rx"), Helped("talker", talk=SharedMap(
+        "talk", (("len", "uint16_t"),), "uint64_t", 61)), Sink("tx")
+    src >> t >> out
+    p.segment("edge", [src, t, out], device="xdp", cores=[0])
+    [w] = lost_updates(plan_program(p))
+    assert w.startswith(f"table `talk`: `talker` ({_at('(*count)++;')} in `one_more`) updates "
+                        "it with a plain read-modify-write (`+=`, `++`, `|=`, ...; `talker` "
+                        "through its pointer `seen`) on several CPUs at once (xdp: every CPU "
+                        "that receives)"), w

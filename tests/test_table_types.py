@@ -88,13 +88,19 @@ HELPERS = r"""
 typedef uint32_t hits_t;      /* the user's names for the value type, and a wider one */
 typedef uint64_t wide_t;
 struct ent { uint16_t lo, hi; };
+/* helpers that bump a count through the pointer they are given */
+static void bump_wide(wide_t *count) { *count += 1; }
+static void bump_ours(hits_t *count) { *count += 1; }
+static unsigned peek(const void *v, int n);   // declared only
 """
 
 
 def _map_user(body: str) -> Program:
     """A program whose element `tally` runs `body` with `hits`, a map of uint32_t values
-    keyed by one byte (its key `k` set), and `lens`, a shared array of uint64_t."""
+    keyed by one byte (its key `k` set), and `lens`, a shared array of uint64_t; its
+    per-packet state has a `uint16_t` `short_len` and a `uint32_t` `words`."""
     cls = type("Tally", (Element,), {"tables": ("hits", "lens"), "helpers": HELPERS,
+                                     "fields": {"short_len": "uint16_t", "words": "uint32_t"},
                                      "body": "struct hits_by_len_key k = { .len = 1 };\n"
                                              + body})
     p = Program("map_user")
@@ -121,16 +127,39 @@ def _map_user(body: str) -> Program:
     ("uint64_t *n = pkt->len ? ofl_map_lookup(hits, &k) : NULL;", "`uint64_t *` (8 bytes: "),
     ("if (ofl_map_lookup(hits, &k))\n    *(uint64_t *)ofl_map_lookup(hits, &k) += 1;",
      "`uint64_t *` (8 bytes: "),
+    # a pointer that holds the value, copied into another type (the old code let these
+    # be: followed were the lookup's own result and casts of it)
+    ("uint32_t *count = ofl_map_lookup(hits, &k);  /* ours */\nuint64_t *wide = NULL;\n"
+     "if (count)\n    wide = (uint64_t *)count;  // a wider view",
+     "(held in `count`) as `uint64_t *` (8 bytes: "),
+    ("void *raw = ofl_map_lookup(hits, &k);\nstruct ent *e;\n/* later */\ne = raw;",
+     "(held in `raw`) as `struct ent *`; "),
+    ("uint32_t *c = ofl_map_lookup(hits, &k), *d = c;\nuint16_t *half = (uint16_t *)d;",
+     "(held in `d`) as `uint16_t *`; "),
+    ("uint32_t *n = ofl_map_lookup(hits, &k);\n{\n    uint8_t n = 3;  /* an inner n */\n"
+     "    (void)n;\n}\nwide_t *w = (wide_t *)n;", "(held in `n`) as `wide_t *` (8 bytes: "),
+    ("uint32_t *n = ofl_map_lookup(hits, &k);\nuint64_t *w = (uint64_t *)&n[0];",
+     "(held in `n`) as `uint64_t *` (8 bytes: "),
+    ("uint32_t *n = ofl_map_lookup(hits, &k);\nstruct ent *e = (struct ent *)(n + 0);",
+     "(held in `n`) as `struct ent *`; "),
+    # given to a helper function whose parameter is another type (the old code let be)
+    ("bump_wide(ofl_map_lookup(hits, &k));  /* one more */",
+     "(given to `bump_wide`'s `count`) as `wide_t *` (8 bytes: "),
+    ("void *raw = ofl_map_lookup(hits, &k);\nif (raw)\n    bump_wide(raw);",
+     "(held in `raw`, given to `bump_wide`'s `count`) as `wide_t *` (8 bytes: "),
 ], ids=["wider", "wider-spelling", "wider-typedef", "signed", "narrower", "struct", "float",
-        "pointer", "assigned", "through-void", "either-arm", "cast"])
+        "pointer", "assigned", "through-void", "either-arm", "cast", "copied-cast",
+        "copied-void", "copy-of-copy", "after-inner-block", "element-address",
+        "pointer-sum", "helper", "held-helper"])
 def test_a_map_value_taken_as_another_type_is_one_error(body: str, taken: str) -> None:
     with pytest.raises(OfflowError) as err:
         plan_program(_map_user(body))
     msg = str(err.value)
-    line = body.count("\n") + 2  # the body's line with the lookup (after the key's)
+    line = body.count("\n") + 2  # the body's last line (after the key's)
+    want = taken if taken.startswith("(") else f"as {taken}"
     assert msg.startswith(f"element `tally`, body line {line}: map `hits_by_len` holds "
                           "`uint32_t` values (4 bytes), but the body takes "
-                          f"ofl_map_lookup(hits, ...) as {taken}"), msg
+                          f"ofl_map_lookup(hits, ...) {want}"), msg
     assert "take it as `uint32_t *` (or `const uint32_t *`, `void *`)" in msg
 
 
@@ -145,8 +174,18 @@ def test_a_map_value_taken_as_another_type_is_one_error(body: str, taken: str) -
     "__typeof__(k.len) unknown = 0;\n__typeof__(unknown) *n = ofl_map_lookup(hits, &k);",
     "uint64_t *l = &lens[1];  /* a shared array's element, not a map's value */\n*l += 1;",
     "uint32_t *n;\nuint64_t *l;\nn = ofl_map_lookup(hits, &k);\nl = (uint64_t *)lens;",
+    "uint32_t *n = ofl_map_lookup(hits, &k);\nconst unsigned int *m = (const unsigned int *)n;",
+    "uint32_t spare = 0, *n = ofl_map_lookup(hits, &k);\nn = &spare;  /* no longer the value */\n"
+    "uint64_t *w = (uint64_t *)n;",
+    "uint32_t *n = ofl_map_lookup(hits, &k);\n{\n    uint64_t *n = (uint64_t *)lens;  // inner\n"
+    "    *n += 1;\n}",
+    "uint32_t *n = ofl_map_lookup(hits, &k);\nif (n)\n    bump_ours(n);",
+    "(void)peek(ofl_map_lookup(hits, &k), 4);",
+    "typedef uint32_t cnt_t;  /* the body's own name for it */\n"
+    "cnt_t *n = ofl_map_lookup(hits, &k);\nif (n)\n    *n += 1;",
 ], ids=["declared", "const", "void", "spelling", "typedef", "bytes", "through-void",
-        "typeof", "array", "other-pointer"])
+        "typeof", "array", "other-pointer", "copied-spelling", "given-another", "inner-pointer",
+        "helper", "declared-helper", "body-typedef"])
 def test_a_map_value_taken_as_its_type_is_fine(body: str) -> None:
     plan_program(_map_user(body))
 
@@ -202,7 +241,17 @@ def test_a_key_of_its_struct_is_fine(body: str) -> None:
      "w) a `wide_t *` (8 bytes)"),
     ("uint32_t one = 1;\n{\n    uint64_t one = 2;  // the inner one is passed\n"
      "    ofl_map_update(hits, &k, &one);\n}", "&one) a `uint64_t` (8 bytes)"),
-], ids=["wider", "narrower", "struct", "wider-pointer", "inner-local"])
+    # a state field or a struct's member (the old code let these be)
+    ("ofl_map_update(hits, &k, &state->short_len);  /* the field, as it is */",
+     "&state->short_len) a `uint16_t` (2 bytes)"),
+    ("struct ent pair = { 1, 2 };\nofl_map_update(hits, &k, &pair.hi);",
+     "&pair.hi) a `uint16_t` (2 bytes)"),
+    ("struct ent *e = (struct ent *)pkt->data;\nif (pkt->len >= 4)\n"
+     "    ofl_map_update(hits, &k, &e->lo);", "&e->lo) a `uint16_t` (2 bytes)"),
+    ("typedef struct { uint64_t total; uint32_t n; } tot_t;\ntot_t t = { 0, 0 };\n"
+     "ofl_map_update(hits, &k, &t.total);", "&t.total) a `uint64_t` (8 bytes)"),
+], ids=["wider", "narrower", "struct", "wider-pointer", "inner-local", "state-field",
+        "member", "member-through-pointer", "typedef-member"])
 def test_a_map_update_from_another_type_is_one_error(body: str, passed: str) -> None:
     """ofl_map_update copies the value's 4 bytes from what it is given."""
     with pytest.raises(OfflowError) as err:
@@ -224,6 +273,11 @@ def test_a_map_update_from_another_type_is_one_error(body: str, passed: str) -> 
     "uint64_t first = 1;\n{\n    uint32_t first = 2;\n    ofl_map_update(hits, &k, &first);\n}",
     "uint32_t first = 1;\n{\n    uint64_t first = 2;\n    (void)first;\n}\n"
     "ofl_map_update(hits, &k, &first);",
-], ids=["declared", "typedef", "its-lookup", "bytes", "inner-local", "outer-local"])
+    "ofl_map_update(hits, &k, &state->words);",
+    "struct tot { uint64_t total; uint32_t n; } t = { 0, 1 };\nofl_map_update(hits, &k, &t.n);",
+    "struct ent2 { uint16_t lo; hits_t n; };\nstruct ent2 *e = (struct ent2 *)pkt->data;\n"
+    "ofl_map_update(hits, &k, &e->n);",
+], ids=["declared", "typedef", "its-lookup", "bytes", "inner-local", "outer-local",
+        "state-field", "member", "member-through-pointer"])
 def test_a_map_update_from_its_type_is_fine(body: str) -> None:
     plan_program(_map_user(body))

@@ -105,6 +105,31 @@ def test_updates_through_a_pointer_into_an_array_are_plain_updates_of_it() -> No
         assert _use(body).plain_updates == frozenset(), body
 
 
+def test_a_local_in_an_inner_block_hides_an_outer_pointer_only_there() -> None:
+    """A block's (or a for loop's) local named as an outer pointer ends with the block:
+    after it the outer pointer points where it did. The old code forgot the outer
+    pointer after the block (an update through it was missed) and, where the inner one
+    pointed into a table, took the outer one for it (a false warning)."""
+    for body in (
+            "uint32_t *cnt = &hits[state->k % 3u];  /* this packet's counter */\n"
+            "{\n    int cnt = 7;  // a scratch of the same name\n    (void)cnt;\n}\n"
+            "*cnt += pkt->len;",
+            "uint32_t *cnt = hits + 1;\nfor (int cnt = 0; cnt < 3; cnt++) { /* a count */ }\n"
+            "cnt[0]++;",
+            "uint32_t *cnt = &hits[2];\nif (pkt->len > 61) {\n    uint8_t cnt = 1;\n"
+            "    (void)cnt;\n} else {\n    cnt++;  /* the pointer moves on */\n}\n(*cnt)--;",
+            "uint32_t spare = 0, *cnt = &spare;\n{\n    cnt = &hits[1];  // the outer one\n"
+            "    int cnt = 0;\n    (void)cnt;\n}\n*cnt |= 1u;"):
+        assert _use(body).plain_updates == {"hits"}, body
+        assert _use(body).plain_via == {("hits", "cnt")}, body
+    for body in (
+            "uint32_t spare = 0, *cnt = &spare;\n{\n    uint32_t *cnt = &hits[1];  /* inner */\n"
+            "    (void)cnt;\n}\n*cnt += 1;",
+            "uint32_t spare = 0, *cnt = &spare;\n"
+            "for (uint32_t *cnt = hits; cnt < hits + 2; cnt++) (void)cnt;\n*cnt += 1;"):
+        assert _use(body).plain_updates == frozenset(), body
+
+
 # Statements on `hits`: (C, whether it only adds to it).
 _FORMS = [("hits[{i}] += {v};", True), ("hits[{i}]++;", True), ("--hits[{i}];", True),
           ("*hits -= {v};", True), ("__sync_fetch_and_add(&hits[{i}], {v});", True),
@@ -139,7 +164,10 @@ _POINTS = [("p = &hits[{i}];", True, False), ("p = hits + {i};", True, False),
            ("p = q;", "q", False), ("*p += {v};", None, True), ("p[{i}]++;", None, True),
            ("--*p;", None, True), ("*(p + {i}) |= {v}u;", None, True),
            ("__atomic_fetch_add(p, {v}, __ATOMIC_RELAXED);", None, False),
-           ("p++;", None, False), ("spare += {v};", None, False)]
+           ("p++;", None, False), ("spare += {v};", None, False),
+           # an inner block's own `p`: the outer one is as it was after it
+           ("{{ uint8_t p = {v}; p++; (void)p; }}", None, False),
+           ("{{ uint32_t *p = &hits[{i}]; (void)p; }}", None, False)]
 
 
 def test_random_straight_line_pointer_code_warns_as_a_simulation_of_it_says() -> None:
@@ -188,3 +216,60 @@ def test_loops_nested_deep_are_walked_in_proportion(monkeypatch: pytest.MonkeyPa
             + "*p += 1; p = &hits[i15 & 3];\n" + "}" * 16)
     assert _use(body).plain_updates == {"hits"}
     assert len(walks) < 16 * 16 * 4, len(walks)
+
+
+_HELPERS = r"""
+static void inc(uint32_t *c) { (*c)++; }                 /* plain */
+static void inc_twice(uint32_t *c) { inc(c); inc(c + 1); }  // through another helper
+static void walk(uint32_t *c, int n) { if (n > 0) { *c += 1; walk(c + 1, n - 1); } }
+static void ping(uint32_t *c, int n);
+static void pong(uint32_t *c, int n) { if (n) ping(c, n - 1); }
+static void ping(uint32_t *c, int n) { if (n) pong(c, n - 1); }  /* never updates */
+static uint32_t get(const uint32_t *c) { return *c; }
+static void atomic_inc(uint32_t *c) { __atomic_fetch_add(c, 1, __ATOMIC_RELAXED); }
+static void scratch(uint32_t *c) { uint32_t mine = 0; c = &mine; (*c)++; (void)mine; }
+"""
+
+
+def _helped(body: str) -> BodyInfo:
+    return analyze_body(body, element="tally", outputs=["out"], fields={"k": "uint8_t"},
+                        tables=["hits", "bytes_"], helpers=_HELPERS)
+
+
+def test_a_pointer_given_to_a_helper_function_is_followed_into_it() -> None:
+    """The helper's plain updates through its parameter are the body's (at the
+    helper's line, in the helper), through a helper it calls too; recursion ends."""
+    for body, via in (
+            ("uint32_t *slot = &hits[state->k & 3u];  /* mine */\ninc(slot);", {"slot"}),
+            ("inc(&hits[1]);", set()),
+            ("inc_twice(hits + 2);  // two words", set()),
+            ("uint32_t *row = hits;\nwalk(row, 3);", {"row"}),
+            ("uint32_t spare = 0, *p = &spare;\nif (pkt->len > 99) p = &hits[0];\ninc(p);",
+             {"p"})):
+        info = _helped(body)
+        assert info.plain_updates == {"hits"}, body
+        assert info.plain_via == {("hits", p) for p in via}, body
+        assert {f for _, _, f in info.plain_at} <= {"inc", "walk"}, body
+    assert _helped("inc(&hits[1]);").plain_at == {("hits", "helpers line 2", "inc")}
+    for body in ("uint32_t spare = 0;\ninc(&spare);", "ping(hits, 9);",
+                 "if (get(&hits[1]) > 3u) DROP();", "atomic_inc(&hits[0]);",
+                 "scratch(&hits[2]);", "inc((uint32_t *)&state->k);"):
+        assert _helped(body).plain_updates == frozenset(), body
+
+
+def test_a_pointer_given_through_a_function_pointer_is_said_unseen() -> None:
+    """A call through a function pointer (a local one, a table of them) cannot be
+    followed: a pointer into a table given to it is listed, with the call, as a write
+    that cannot be seen; a call by name of a function with no body here (the runtime's,
+    libc's) is not."""
+    for body, called in (
+            ("void (*op)(uint32_t *) = inc;  /* chosen at run time */\n"
+             "uint32_t *slot = &hits[state->k % 3u];\nop(slot);", "`op`"),
+            ("static void (*const ops[2])(uint32_t *) = { inc, atomic_inc };\n"
+             "ops[pkt->len & 1u](hits + 1);", "`ops[pkt->len & 1u]`")):
+        info = _helped(body)
+        assert info.unseen_calls == {("hits", f"body line {body.count(chr(10)) + 1} {called}")}
+        assert info.plain_updates == frozenset(), body
+    for body in ("memset(&hits[0], 0, 4);", "ofl_note(hits);",
+                 "void (*op)(uint32_t *) = inc;\nuint32_t mine = 0;\nop(&mine);"):
+        assert _helped(body).unseen_calls == frozenset(), body

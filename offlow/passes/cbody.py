@@ -51,6 +51,8 @@ class BodyInfo:
     atomic_adds: frozenset[tuple[str, str]] = frozenset()  # (add builtin, array or "")
     plain_updates: frozenset[str] = frozenset()  # arrays it read-modify-writes (tableuse.py)
     plain_via: frozenset[tuple[str, str]] = frozenset()  # (table, pointer) of those updates
+    plain_at: frozenset[tuple[str, str, str]] = frozenset()  # (table, where, helper) of those
+    unseen_calls: frozenset[tuple[str, str]] = frozenset()  # (table, where `f`): not seen into
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -291,14 +293,26 @@ class _Context:
         return _place(self.element, getattr(coord, "file", "") or "",
                       getattr(coord, "line", None) or 1)
 
+    @staticmethod
+    def line(node: c_ast.Node | None) -> str:
+        """Where `node` is written: `prog.py:25`, or `body line 3` for a body made at
+        run time."""
+        coord = getattr(node, "coord", None)
+        return _line(getattr(coord, "file", "") or "", getattr(coord, "line", None) or 1)
+
+
+def _line(file: str, line: int) -> str:
+    for what in ("body", "batch body", "helpers"):
+        if file.startswith(f"<{what} of "):
+            return f"{what} line {line}"
+    return f"{file}:{line}"
+
 
 def _place(element: str, file: str, line: int) -> str:
     """`prog.py:25: element `x`` (the body's file and line), or `element `x`, body line
     3` for a body made at run time."""
-    for what in ("body", "batch body", "helpers"):
-        if file.startswith(f"<{what} of "):
-            return f"element `{element}`, {what} line {line}"
-    return f"{file}:{line}: element `{element}`"
+    at = _line(file, line)
+    return f"{at}: element `{element}`" if ":" in at else f"element `{element}`, {at}"
 
 
 def _marker(site: Site, what: str, element: str) -> str:
@@ -321,9 +335,9 @@ def _ends_flow(stmt: c_ast.Node | None) -> bool:
 
 def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers: str,
            helpers_site: Site, what: str = "body"
-           ) -> tuple[list[c_ast.Node], tuple[str, ...], dict[str, c_ast.Typedef]]:
-    """The body's statements, parsed after the real preprocessor, its macros and the
-    types its helpers define."""
+           ) -> tuple[list[c_ast.Node], tuple[str, ...], list[c_ast.Node]]:
+    """The body's statements, parsed after the real preprocessor, its macros and what
+    its helpers define (types, structs, functions)."""
     names = [*_STD_TYPES, *typedefs, UNKNOWN]
     code = ("typedef _Bool bool;\n" + "".join(f"typedef int {n};\n" for n in names)
             + "".join(f"#define {t}(x) {UNKNOWN}\n" for t in ("__typeof__", "__typeof",
@@ -341,9 +355,9 @@ def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers
     except c_parser.ParseError as err:
         raise BodyError(_parse_error(str(err), parser, element)) from None
     func = ast.ext[-1]
-    helper_types = {x.name: x for x in ast.ext
-                    if isinstance(x, c_ast.Typedef) and x.name not in {"bool", *names}}
-    return list(func.body.block_items or []), pre.macros, helper_types
+    helper_defs = [x for x in ast.ext[:-1]
+                   if not (isinstance(x, c_ast.Typedef) and x.name in {"bool", *names})]
+    return list(func.body.block_items or []), pre.macros, helper_defs
 
 
 def _parse_error(msg: str, parser: c_parser.CParser, element: str) -> str:
@@ -374,10 +388,10 @@ def analyze_body(
     so none is killed). `tables`: the locals of its shared arrays (which of them it
     only adds to: tableuse.py); `maps`: its shared maps by local name (the type it takes
     each one's values as: mapvalue.py)."""
-    stmts, macros, helper_types = _parse(body, element, typedefs, site, helpers, helpers_site,
-                                         "batch body" if vector else "body")
+    stmts, macros, helper_defs = _parse(body, element, typedefs, site, helpers, helpers_site,
+                                        "batch body" if vector else "body")
     ctx = _Context(element, list(outputs), list(fields), list(reasons), vector)
-    wrong = map_value_error(stmts, maps or {}, helper_types, ctx.where)
+    wrong = map_value_error(stmts, maps or {}, helper_defs, ctx.where, fields)
     if wrong is not None:
         raise BodyError(wrong)
     whole = _Walker(ctx)
@@ -394,7 +408,7 @@ def analyze_body(
         read_before |= set(fields) if w.whole_state else w.reads
         kills_possible = kills_possible and not (w.exits or w.jumps)
         whole.visit(stmt)
-    use = table_use(stmts, tables)
+    use = table_use(stmts, tables, helper_defs, ctx.line)
     if whole.whole_state:
         whole.reads |= set(fields)
         whole.writes |= set(fields)
@@ -416,4 +430,6 @@ def analyze_body(
         atomic_adds=use.atomic_adds,
         plain_updates=use.plain_updates,
         plain_via=use.plain_via,
+        plain_at=use.plain_at,
+        unseen_calls=use.unseen,
     )

@@ -1,14 +1,17 @@
-"""A shared map's value as a body takes it: `ofl_map_lookup(t, &k)` gives a `void *` to
-the value, which C lets a body turn into any pointer, so a `uint64_t *` for a map of
+"""A shared map's value as a body takes it: `ofl_map_lookup(t, &k)` gives a `void *`
+to the value, which C lets a body turn into any pointer, so a `uint64_t *` for a map of
 `uint32_t` values wrote 8 bytes into a 4-byte slot on host and nic. Where the lookup's
 result becomes a pointer of a type (a declaration `T *p = ofl_map_lookup(...)`, an
-assignment to such a local, a cast `(T *)ofl_map_lookup(...)`; through casts to `void *`
-and the arms of `?:`), T must be the value's type (any spelling of it: `unsigned int`
-for `uint32_t`, a typedef of it in the helpers; `const` or not), `void` or a character
-type (a byte view, as C allows for any object). `ofl_map_update(t, &k, &v)` copies the
-value's size from `&v`: a local `v` must be of the value's type, a pointer local `v`
-point to it (or be a `void *` or a byte view). What the check cannot know (a type
-`__typeof__` names, a pointer it did not see made) it lets be.
+assignment to such a local, a cast `(T *)ofl_map_lookup(...)`; through casts to
+`void *`, the arms of `?:` and a pointer local that holds the value: `(T *)n`; a
+parameter `T *` of a function the helpers declare, given the value), T must be the
+value's type (any spelling of it: `unsigned int` for `uint32_t`, a typedef of it in the
+helpers or the body; `const` or not), `void` or a character type (a byte view, as C
+allows for any object). `ofl_map_update(t, &k, &v)` copies the value's size from `&v`:
+`v` (a local, a state field `state->f`, a struct's member `e->n`, `s.n`) must be of the
+value's type, a pointer local `v` point to it (or be a `void *` or a byte view). What
+the check cannot know (a type `__typeof__` names, a pointer it did not see made) it
+lets be.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
@@ -46,14 +49,15 @@ class MapLocal:
 
 
 def map_value_error(stmts: Sequence[c_ast.Node], maps: Mapping[str, MapLocal],
-                    typedefs: Mapping[str, c_ast.Typedef], where: Callable[[c_ast.Node], str]
-                    ) -> str | None:
+                    helpers: Sequence[c_ast.Node], where: Callable[[c_ast.Node], str],
+                    fields: Mapping[str, str] | None = None) -> str | None:
     """The first place the body's statements take a map's value (`maps`: by the body's
     local name) as a pointer of another type, as a message starting `where(node)`; None
-    when there is none. `typedefs`: the types the element's helpers define."""
+    when there is none. `helpers`: the element's file-scope C (its typedefs and structs);
+    `fields`: the per-packet state's fields and their types."""
     if not maps:
         return None
-    w = _Walker(maps, typedefs, where)
+    w = _Walker(maps, helpers, where, fields or {})
     try:
         for s in stmts:
             w.visit(s)
@@ -67,22 +71,43 @@ class _Found(Exception):
 
 
 class _Walker(c_ast.NodeVisitor):
-    def __init__(self, maps: Mapping[str, MapLocal], typedefs: Mapping[str, c_ast.Typedef],
-                 where: Callable[[c_ast.Node], str]) -> None:
-        self.maps, self.typedefs, self.where = maps, typedefs, where
+    def __init__(self, maps: Mapping[str, MapLocal], helpers: Sequence[c_ast.Node],
+                 where: Callable[[c_ast.Node], str], fields: Mapping[str, str]) -> None:
+        self.maps, self.where, self.fields = maps, where, fields
+        self.typedefs = {x.name: x for x in helpers if isinstance(x, c_ast.Typedef)}
+        self.structs: dict[str, c_ast.Struct] = {}  # struct definitions, by name
         self.pointers: dict[str, c_ast.PtrDecl] = {}  # the body's pointer locals
         self.scalars: dict[str, c_ast.TypeDecl] = {}  # and its other plain locals
+        self.holds: dict[str, str] = {}  # pointer local -> the map whose value it holds
+        self.shadowed: list[dict[str, str | None]] = [{}]  # per block: outer `holds`
+        self.funcs: dict[str, c_ast.FuncDecl] = {}  # the helpers' functions, by name
+        for x in helpers:
+            self.structs.update(_structs(x))
+            d = x.decl if isinstance(x, c_ast.FuncDef) else x
+            if isinstance(d, c_ast.Decl) and isinstance(d.type, c_ast.FuncDecl) and d.name:
+                self.funcs[d.name] = d.type
 
     def visit_Compound(self, node: c_ast.Compound) -> None:
-        outer = dict(self.pointers), dict(self.scalars)
+        outer = dict(self.pointers), dict(self.scalars), dict(self.structs)
+        self.shadowed.append({})
         self.generic_visit(node)
-        self.pointers, self.scalars = outer  # (the block's own locals end with it)
+        self.pointers, self.scalars, self.structs = outer  # (the block's own end with it)
+        for name, held in self.shadowed.pop().items():  # an outer pointer is as it was
+            self._hold(name, held)
+
+    def _hold(self, name: str, local: str | None) -> None:
+        """The pointer local `name` now holds map `local`'s value (None: not a value)."""
+        self.holds.pop(name, None)
+        if local is not None:
+            self.holds[name] = local
 
     def visit_Decl(self, node: c_ast.Decl) -> None:
         self.generic_visit(node)
         name = node.name or ""
         self.pointers.pop(name, None)  # (an outer local of the same name)
         self.scalars.pop(name, None)
+        self.shadowed[-1].setdefault(name, self.holds.get(name))
+        self.holds.pop(name, None)
         if isinstance(node.type, c_ast.TypeDecl) and name:
             self.scalars[name] = node.type
         if not isinstance(node.type, c_ast.PtrDecl):
@@ -90,6 +115,11 @@ class _Walker(c_ast.NodeVisitor):
         if name:
             self.pointers[name] = node.type
         self._check(node, node.type, node.init)
+        self._hold(name, self._lookup(node.init))
+
+    def visit_Typedef(self, node: c_ast.Typedef) -> None:
+        self.typedefs[node.name] = node  # (a type the body defines)
+        self.generic_visit(node)
 
     def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
         """`ofl_map_update(t, &k, &v)` copies the value's size from `&v`: `v` (a local, or
@@ -98,6 +128,11 @@ class _Walker(c_ast.NodeVisitor):
         self.generic_visit(node)
         args = node.args.exprs if node.args is not None else []
         call = node.name.name if isinstance(node.name, c_ast.ID) else ""
+        f = self.funcs.get(call)
+        params = f.args.params if f is not None and f.args is not None else []
+        for param, arg in zip(params, args, strict=False):  # a helper's pointer parameter
+            if isinstance(param, c_ast.Decl) and isinstance(param.type, c_ast.PtrDecl):
+                self._check(node, param.type, arg, f"given to `{call}`'s `{param.name}`")
         if (call in _KEYED and len(args) >= 2 and isinstance(args[0], c_ast.ID)
                 and args[0].name in self.maps):
             self._check_key(node, call, args[0].name, args[1])
@@ -106,9 +141,9 @@ class _Walker(c_ast.NodeVisitor):
             return
         m, v = self.maps[args[0].name], args[2]
         want = _STD.get(m.value, "byte")
-        if (isinstance(v, c_ast.UnaryOp) and v.op == "&" and isinstance(v.expr, c_ast.ID)
-                and v.expr.name in self.scalars):
-            t: c_ast.Node = self.scalars[v.expr.name]
+        obj = self._object(v.expr) if isinstance(v, c_ast.UnaryOp) and v.op == "&" else None
+        if isinstance(obj, c_ast.TypeDecl):  # `&v`, `&state->f`, `&e->n`, `&s.n`
+            t: c_ast.Node = obj
             ok: tuple[_Kind, ...] = ("unknown", want)
         elif isinstance(v, c_ast.ID) and v.name in self.pointers:
             t, ok = self.pointers[v.name], ("void", "byte", "unknown", want)
@@ -143,6 +178,38 @@ class _Walker(c_ast.NodeVisitor):
                          f"which reads a `struct {want}` there; declare the key as "
                          f"`struct {want} k;` and fill its fields")
 
+    def _object(self, x: c_ast.Node) -> c_ast.Node | None:
+        """The declared type of the object `x` names (a local, a state field, a member
+        of a struct local or of what a pointer local points at), else None."""
+        if isinstance(x, c_ast.ID):
+            return self.scalars.get(x.name) or self.pointers.get(x.name)
+        if not isinstance(x, c_ast.StructRef):
+            return None
+        if x.type == "->" and isinstance(x.name, c_ast.ID) and x.name.name == "state" \
+                and "state" not in self.scalars and "state" not in self.pointers:
+            ctype = self.fields.get(x.field.name, "")
+            return c_ast.TypeDecl(None, [], None, c_ast.IdentifierType([ctype])) \
+                if ctype in SCALARS else None
+        base = self._object(x.name)
+        if x.type == "->":
+            base = base.type if isinstance(base, c_ast.PtrDecl) else None
+        for d in self._members(base):
+            if d.name == x.field.name:
+                return d.type
+        return None
+
+    def _members(self, t: c_ast.Node | None, depth: int = 0) -> list[c_ast.Decl]:
+        """The members of the struct type `t` (a TypeDecl), through typedefs; [] else."""
+        inner = t.type if isinstance(t, c_ast.TypeDecl) else None
+        if isinstance(inner, c_ast.IdentifierType) and len(inner.names) == 1 \
+                and inner.names[0] in self.typedefs and depth < 16:
+            return self._members(self.typedefs[inner.names[0]].type, depth + 1)
+        if not isinstance(inner, c_ast.Struct):
+            return []
+        if inner.decls is None and inner.name in self.structs:
+            inner = self.structs[inner.name]
+        return list(inner.decls or [])
+
     @staticmethod
     def _is_struct(t: c_ast.Node, name: str) -> bool:
         return isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.Struct) \
@@ -157,6 +224,7 @@ class _Walker(c_ast.NodeVisitor):
             raise _Found(f"{self.where(node)}: `struct {node.name}`: the key of map "
                          f"`{m.table}` (this body's `{local}`) is `struct {m.table}_key`, "
                          "named after the map")
+        self.structs.update(_structs(node))
         self.generic_visit(node)
 
     def _holds(self, node: c_ast.Node, m: MapLocal) -> str:
@@ -170,6 +238,7 @@ class _Walker(c_ast.NodeVisitor):
             ptr = self.pointers.get(node.lvalue.name)
             if ptr is not None:
                 self._check(node, ptr, node.rvalue)
+                self._hold(node.lvalue.name, self._lookup(node.rvalue))
 
     def visit_Cast(self, node: c_ast.Cast) -> None:
         self.generic_visit(node)
@@ -178,7 +247,17 @@ class _Walker(c_ast.NodeVisitor):
             self._check(node, ptr, node.expr)
 
     def _lookup(self, e: c_ast.Node | None) -> str | None:
-        """The map local whose lookup `e` gives (through `(void *)` and `?:`), else None."""
+        """The map local whose lookup `e` gives (through `(void *)`, `?:`, a pointer
+        local holding it, `&n[i]`, `&*n`, `n + i`), else None."""
+        if isinstance(e, c_ast.ID):
+            return self.holds.get(e.name)
+        if isinstance(e, c_ast.UnaryOp) and e.op == "&" and isinstance(e.expr, c_ast.ArrayRef):
+            return self._lookup(e.expr.name)  # `&n[0]`
+        if isinstance(e, c_ast.UnaryOp) and e.op == "&" and isinstance(e.expr, c_ast.UnaryOp) \
+                and e.expr.op == "*":
+            return self._lookup(e.expr.expr)  # `&*n`
+        if isinstance(e, c_ast.BinaryOp) and e.op in ("+", "-"):
+            return self._lookup(e.left)  # `n + 0`
         if (isinstance(e, c_ast.FuncCall) and isinstance(e.name, c_ast.ID)
                 and e.name.name == "ofl_map_lookup" and e.args is not None and e.args.exprs
                 and isinstance(e.args.exprs[0], c_ast.ID) and e.args.exprs[0].name in self.maps):
@@ -190,7 +269,8 @@ class _Walker(c_ast.NodeVisitor):
             return self._lookup(e.iftrue) or self._lookup(e.iffalse)
         return None
 
-    def _check(self, node: c_ast.Node, ptr: c_ast.PtrDecl, value: c_ast.Node | None) -> None:
+    def _check(self, node: c_ast.Node, ptr: c_ast.PtrDecl, value: c_ast.Node | None,
+               given: str = "") -> None:
         local = self._lookup(value)
         if local is None:
             return
@@ -204,9 +284,13 @@ class _Walker(c_ast.NodeVisitor):
         base = written.rstrip("* ").removeprefix("const ").removeprefix("volatile ")
         other = (f", or declare the map with value=\"{base}\"" if written.count("*") == 1
                  and base in MAP_TYPES and base != m.value else "")
+        held = _named(value)
+        how = ", ".join(x for x in (f"held in `{held}`" if held in self.holds else "",
+                                    given) if x)
+        via = f" ({how})" if how else ""
         raise _Found(
-            f"{self._holds(node, m)}takes ofl_map_lookup({local}, ...) as `{written}`{size}; "
-            f"take it as `{m.value} *` (or `const {m.value} *`, `void *`){other}")
+            f"{self._holds(node, m)}takes ofl_map_lookup({local}, ...){via} as `{written}`"
+            f"{size}; take it as `{m.value} *` (or `const {m.value} *`, `void *`){other}")
 
     def _kind(self, t: c_ast.Node | None, depth: int = 0) -> _Kind:
         """What the type `t` (a pointer's target, or a local's) is."""
@@ -228,6 +312,39 @@ class _Walker(c_ast.NodeVisitor):
         if not width or not set(names) <= {*_WIDTHS, "signed", "unsigned"}:
             return None  # float, double, _Bool, ...
         return (max(width), "unsigned" not in names)
+
+
+def _named(e: c_ast.Node | None) -> str | None:
+    """The pointer local `e` is made from (through casts, `&n[i]`, `&*n`, `n + i`);
+    else None."""
+    while not isinstance(e, c_ast.ID):
+        if isinstance(e, c_ast.Cast | c_ast.UnaryOp) and (
+                not isinstance(e, c_ast.UnaryOp) or e.op in ("&", "*")):
+            e = e.expr
+        elif isinstance(e, c_ast.ArrayRef):
+            e = e.name
+        elif isinstance(e, c_ast.BinaryOp) and e.op in ("+", "-"):
+            e = e.left
+        else:
+            return None
+    return e.name
+
+
+def _structs(node: c_ast.Node) -> dict[str, c_ast.Struct]:
+    """The named struct definitions (with their members) in `node`."""
+    defs = _StructDefs()
+    defs.visit(node)
+    return defs.found
+
+
+class _StructDefs(c_ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.found: dict[str, c_ast.Struct] = {}
+
+    def visit_Struct(self, node: c_ast.Struct) -> None:
+        if node.name and node.decls is not None:
+            self.found[node.name] = node
+        self.generic_visit(node)
 
 
 def _spelling(t: c_ast.Node) -> str:

@@ -13,16 +13,19 @@ body's local pointers into an array or a map's value (`uint64_t *p = &t[i];`, `e
 (struct ent *)(t + i);`, `n = ofl_map_lookup(t, &k);`, a copy of such a pointer) to
 their updates (`*p += v`, `p[1]++`, `e->hits++`), in the order the body runs: after both
 arms of an `if` a pointer is one into the table when either arm left it so; one given
-another value is no longer followed.
+another value is no longer followed; a local of an inner block (or a `for`'s init)
+hides an outer one of its name until the block ends. A pointer into a table (or the
+table) given to a function the element's helpers define is followed into the function's
+body (and the helpers it calls), once for each way its parameters point.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from pycparser import c_ast
+from pycparser import c_ast, c_generator
 
 from offlow.ir.types import ADD_BUILTINS
 
@@ -35,30 +38,57 @@ class TableUse:
     those used otherwise; `atomic_adds`: each add builtin the body calls, with the
     table local it adds to ("" for anything else); `plain_updates`: the table locals
     an element of which the body updates with a plain read-modify-write; `plain_via`:
-    (table local, pointer local) for each of those updates made through a pointer."""
+    (table local, pointer local) for each of those updates made through a pointer;
+    `plain_at`: (table local, where, helper) for each of those updates: where as `place`
+    says, the helper function it is written in ("" for the body); `unseen`: (table
+    local, where and the function) for each pointer into a table given to a function
+    whose body is not seen (called through a function pointer)."""
 
     adds_only: frozenset[str]
     other: frozenset[str]
     atomic_adds: frozenset[tuple[str, str]]
     plain_updates: frozenset[str] = frozenset()
     plain_via: frozenset[tuple[str, str]] = frozenset()
+    plain_at: frozenset[tuple[str, str, str]] = frozenset()
+    unseen: frozenset[tuple[str, str]] = frozenset()
 
 
-def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str]) -> TableUse:
-    """How the body's statements `stmts` use the shared arrays named `tables`."""
-    w = _Uses(frozenset(tables))
+def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str],
+              helpers: Sequence[c_ast.Node] = (),
+              place: Callable[[c_ast.Node], str] = lambda n: "") -> TableUse:
+    """How the body's statements `stmts` use the shared arrays named `tables`; a pointer
+    into one given to a function the element's `helpers` define is followed into it.
+    `place(node)`: where a node is written, for `plain_at`."""
+    funcs = {f.decl.name: f for f in helpers if isinstance(f, c_ast.FuncDef)}
+    w = _Uses(frozenset(tables), _Helpers(funcs, place))
     for s in stmts:
         w.statement(s)
     return TableUse(frozenset(w.added - w.other), frozenset(w.other), frozenset(w.atomics),
-                    frozenset(w.plain), frozenset(w.via))
+                    frozenset(w.plain), frozenset(w.via), frozenset(w.at),
+                    frozenset(w.unseen))
+
+
+@dataclass
+class _Helpers:
+    """The element's helper functions, by name, where a node is written, and the calls
+    already followed: (function, its pointer parameters -> tables) -> the updates
+    found there, as (table, where, helper)."""
+
+    funcs: Mapping[str, c_ast.FuncDef]
+    place: Callable[[c_ast.Node], str]
+    followed: dict[tuple[str, frozenset[tuple[str, str]]],
+                   frozenset[tuple[str, str, str]]] = field(default_factory=dict)
 
 
 class _Uses(c_ast.NodeVisitor):
     """Walks a body: statements (values discarded) through `statement`, expressions
     through `visit`; a table named anywhere but as an add's target is `other`."""
 
-    def __init__(self, tables: frozenset[str]) -> None:
-        self.tables = tables
+    def __init__(self, tables: frozenset[str], helpers: _Helpers, within: str = "") -> None:
+        self.tables, self.helpers = tables, helpers
+        self.within = within  # the helper function walked ("": the body)
+        self.at: set[tuple[str, str, str]] = set()  # (table, where, helper) of plain updates
+        self.unseen: set[tuple[str, str]] = set()  # (table, where `f`): calls not seen into
         self.added: set[str] = set()
         self.other: set[str] = set()
         self.atomics: set[tuple[str, str]] = set()
@@ -66,6 +96,9 @@ class _Uses(c_ast.NodeVisitor):
         self.via: set[tuple[str, str]] = set()  # (table, pointer) of plain updates
         self.pointers: set[str] = set()  # the body's locals declared as pointers
         self.into: dict[str, str] = {}  # pointer local -> the array it may point into
+        # per block: each name a local of the block hides, as it was outside it
+        # (whether a pointer local, the array it pointed into)
+        self.hidden: list[dict[str, tuple[bool, str | None]]] = [{}]
         # (loop, pointers before it) -> pointers after it, for each loop walked
         self.walked: dict[tuple[int, frozenset[tuple[str, str]]], dict[str, str]] = {}
 
@@ -96,12 +129,12 @@ class _Uses(c_ast.NodeVisitor):
         if isinstance(node, c_ast.Assignment) and node.op in ("+=", "-="):
             t = self._element(node.lvalue)
             if t is not None:
-                self.plain.add(t)
+                self._update(node, t)
                 self.visit(node.rvalue)
         elif isinstance(node, c_ast.UnaryOp) and node.op in _STEPS:
             t = self._element(node.expr)
             if t is not None:
-                self.plain.add(t)
+                self._update(node, t)
         elif (isinstance(node, c_ast.FuncCall) and isinstance(node.name, c_ast.ID)
               and node.name.name in ADD_BUILTINS and node.args is not None
               and len(node.args.exprs) >= 2):
@@ -119,8 +152,24 @@ class _Uses(c_ast.NodeVisitor):
 
     # Statements: where a child's value is discarded.
     def visit_Compound(self, node: c_ast.Compound) -> None:
-        for s in node.block_items or []:
+        self._block(*(node.block_items or []))
+
+    def _block(self, *stmts: c_ast.Node | None) -> None:
+        """Statements in a scope of their own."""
+        self.hidden.append({})
+        for s in stmts:
             self.statement(s)
+        self._leave()
+
+    def _leave(self) -> None:
+        """The end of a scope: the outer locals its locals hid are as they were."""
+        for name, (pointer, table) in self.hidden.pop().items():
+            self.pointers.discard(name)
+            self.into.pop(name, None)
+            if pointer:
+                self.pointers.add(name)
+            if table is not None:
+                self.into[name] = table
 
     def visit_If(self, node: c_ast.If) -> None:
         self.visit(node.cond)
@@ -131,8 +180,10 @@ class _Uses(c_ast.NodeVisitor):
         self.into = {**self.into, **after_true}  # (either arm's pointers)
 
     def visit_For(self, node: c_ast.For) -> None:
+        self.hidden.append({})  # (its init's locals end with the loop)
         self.statement(node.init)
         self._loop(node, node.cond, node.stmt, node.next)
+        self._leave()
 
     def visit_While(self, node: c_ast.While) -> None:
         self._loop(node, node.cond, node.stmt)
@@ -190,10 +241,16 @@ class _Uses(c_ast.NodeVisitor):
         if name is None or not derefs:  # (`p++` moves the pointer, not the element)
             return
         if name in self.tables:
-            self.plain.add(name)
+            self._update(lv, name)
         elif name in self.into:
-            self.plain.add(self.into[name])
-            self.via.add((self.into[name], name))
+            self._update(lv, self.into[name], name)
+
+    def _update(self, node: c_ast.Node, table: str, pointer: str = "") -> None:
+        """A plain read-modify-write of `table` at `node` (through `pointer`)."""
+        self.plain.add(table)
+        self.at.add((table, self.helpers.place(node), self.within))
+        if pointer:
+            self.via.add((table, pointer))
 
     def _point(self, name: str, value: c_ast.Node | None) -> None:
         """The pointer local `name` now holds `value`: follow it when that points into a
@@ -236,6 +293,8 @@ class _Uses(c_ast.NodeVisitor):
             self.other.add(node.name)
         self.generic_visit(node)
         if node.name is not None:
+            self.hidden[-1].setdefault(node.name, (node.name in self.pointers,
+                                                   self.into.get(node.name)))
             if isinstance(node.type, c_ast.PtrDecl):
                 self.pointers.add(node.name)
             else:
@@ -246,6 +305,46 @@ class _Uses(c_ast.NodeVisitor):
         if isinstance(node.name, c_ast.ID) and node.name.name in ADD_BUILTINS:
             self.atomics.add((node.name.name, ""))  # (an add nothing proves per-CPU)
         self.generic_visit(node)
+        f = self.helpers.funcs.get(node.name.name) if isinstance(node.name, c_ast.ID) else None
+        if f is not None and node.args is not None:
+            self._call(f, node.args.exprs)
+        elif node.args is not None and (not isinstance(node.name, c_ast.ID)
+                                        or node.name.name in self.pointers):
+            called = c_generator.CGenerator().visit(node.name)  # (a function pointer)
+            for a in node.args.exprs:
+                table = self._points_into(a)
+                if table is not None:
+                    inside = f" in `{self.within}`" if self.within else ""
+                    self.unseen.add((table, f"{self.helpers.place(node)}{inside} `{called}`"))
+
+    def _call(self, f: c_ast.FuncDef, args: Sequence[c_ast.Node]) -> None:
+        """A call of the helper `f`: its pointer parameters given a pointer into a table
+        (or the table) are followed into its body, whose plain updates through them
+        are this body's, told at the helper's line and through the argument given."""
+        params = f.decl.type.args.params if f.decl.type.args is not None else []
+        given: dict[str, tuple[str, str]] = {}  # parameter -> (table, argument's name)
+        for p, a in zip(params, args, strict=False):
+            table = self._points_into(a)
+            if table is not None and isinstance(p, c_ast.Decl) and p.name \
+                    and isinstance(p.type, c_ast.PtrDecl):
+                given[p.name] = (table, _base(a)[0] or "")
+        if not given:
+            return
+        key = (f.decl.name, frozenset((p, t) for p, (t, _) in given.items()))
+        if key not in self.helpers.followed:
+            self.helpers.followed[key] = frozenset()  # (a call of itself: nothing more)
+            inner = _Uses(frozenset(), self.helpers, f.decl.name)
+            inner.pointers = set(given)
+            inner.into = {p: t for p, (t, _) in given.items()}
+            inner.statement(f.body)
+            self.helpers.followed[key] = frozenset(inner.at)
+            self.unseen |= inner.unseen
+        passed = {t: a for t, a in given.values()}  # table -> the argument that gave it
+        for table, where, helper in self.helpers.followed[key]:
+            self.plain.add(table)
+            self.at.add((table, where, helper))
+            if passed.get(table) in self.into:  # (a pointer local of this body)
+                self.via.add((table, passed[table]))
 
 
 def _base(lv: c_ast.Node) -> tuple[str | None, int]:
