@@ -43,9 +43,11 @@ def ctx_fields(p: SegmentPlan) -> list[str]:
                 f"    struct ofl_pkt *bq_{cname(n)}[OFL_BATCH]; uint32_t bn_{cname(n)};"]
     if not p.vector:
         return out
-    out += [f"    /* segment {p.name}: packets waiting at its vector elements, in arrival "
-            "order */",
-            f"    uint32_t vcount_{sn};", f"    uint8_t vorder_{sn}[OFL_VEC];"]
+    out += [f"    /* segment {p.name}: packets waiting at its vector elements (and which, "
+            "in arrival order, where there are several) */",
+            f"    uint32_t vcount_{sn};"]
+    if len(p.vector) > 1:
+        out.append(f"    uint8_t vorder_{sn}[OFL_VEC];")
     for n in p.vector:
         cn = cname(n)
         out += [f"    /* {n}: where its packets lie (vpp, vsp), whether they are consecutive "
@@ -117,7 +119,9 @@ def park_def(p: SegmentPlan, node: str, index: int) -> list[str]:
             f"        ctx->vrun_{cn} = 0;",
             "    }",
             f"    ctx->vpp_{cn}[j] = pkt; ctx->vsp_{cn}[j] = state;",
-            f"    ctx->vorder_{sn}[ctx->vcount_{sn}++] = {k}u;",
+            *([f"    ctx->vorder_{sn}[ctx->vcount_{sn}] = {k}u;"]
+              if len(p.vector) > 1 else []),
+            f"    ctx->vcount_{sn}++;",
             f"    if (ctx->vcount_{sn} == OFL_VEC) ofl_vflush_{sn}(ctx);", "}", ""]
 
 
@@ -126,7 +130,9 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
     at it (timed in -DOFL_ELEMENT_TIME builds; `index`: each element's counter index,
     `kinds`: its kind of work as gen.h names it),
     then each packet on (ofl_out_NODE: counted, then to what follows), in the order
-    they arrived."""
+    they arrived: a loop over one element's packets where all of them wait at one
+    (always so with one vector element), else a switch per packet over the arrival
+    order."""
     sn = cname(p.name)
     out = [f"/* Segment {p.name}: its vector elements over the packets waiting at each, then "
            "every packet on, in arrival order. */",
@@ -153,10 +159,21 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
                 f"        ofl_vbody_{cn}(ctx, ps, ss, ctx->vn_{cn}, m_{cn});",
                 f"        OFL_ETIME_END(ctx->el_ticks[{index[n]}], {kinds[n]});",
                 "    }"]
+    out += [f"    const uint32_t count = ctx->vcount_{sn};"]
+    # every packet at one vector element (always so with one): the arrival order is
+    # that element's own, and no switch per packet
+    several = len(p.vector) > 1
+    if several:
+        out += [f"    const int all_{cname(n)} = ctx->vn_{cname(n)} == count;" for n in p.vector]
+    out += [f"    ctx->vcount_{sn} = 0;", *(f"    ctx->vn_{cname(n)} = 0;" for n in p.vector)]
+    for n in p.vector:
+        cn = cname(n)
+        loop = (f"for (uint32_t j = 0; j < count; j++) "
+                f"ofl_out_{cn}(ctx, ctx->vpp_{cn}[j], ctx->vsp_{cn}[j], m_{cn}[j]);")
+        if not several:
+            return [*out, f"    {loop}", "}", ""]
+        out += [f"    if (all_{cn}) {{", f"        {loop}", "        return;", "    }"]
     out += [f"    uint32_t at[{len(p.vector)}] = {{0}};",
-            f"    const uint32_t count = ctx->vcount_{sn};",
-            f"    ctx->vcount_{sn} = 0;",
-            *(f"    ctx->vn_{cname(n)} = 0;" for n in p.vector),
             "    for (uint32_t k = 0; k < count; k++) {",
             f"        const uint32_t v = ctx->vorder_{sn}[k], j = at[v]++;",
             "        switch (v) {"]
