@@ -50,10 +50,9 @@ def ctx_fields(p: SegmentPlan) -> list[str]:
         out.append(f"    uint8_t vorder_{sn}[OFL_VEC];")
     for n in p.vector:
         cn = cname(n)
-        out += [f"    /* {n}: where its packets lie (vpp, vsp), whether they are consecutive "
-                "entries of the batch, and room for copies */",
+        out += [f"    /* {n}: where its packets lie (vpp, vsp), and room for copies */",
                 f"    struct ofl_pkt *vpp_{cn}[OFL_VEC]; struct ofl_state *vsp_{cn}[OFL_VEC]; "
-                f"uint32_t vn_{cn}; uint8_t vrun_{cn};",
+                f"uint32_t vn_{cn};",
                 f"    struct ofl_pkt vpkt_{cn}[OFL_VEC]; struct ofl_state vst_{cn}[OFL_VEC];"]
     return out
 
@@ -64,10 +63,11 @@ def flush_decl(p: SegmentPlan) -> str:
 
 def in_batch(p: SegmentPlan, pkt: str) -> str:
     """C: whether packet `pkt` is an entry of the source batch being run (uintptr_t: no
-    pointer arithmetic across objects)."""
+    pointer arithmetic across objects; an object of its type that lies in the batch's
+    array is one of its entries)."""
     sn = cname(p.name)
-    return (f"((uintptr_t){pkt} - (uintptr_t)ctx->vb_pkts_{sn}) / sizeof *{pkt} < ctx->vb_n_{sn} "
-            f"&& ((uintptr_t){pkt} - (uintptr_t)ctx->vb_pkts_{sn}) % sizeof *{pkt} == 0")
+    return (f"(uintptr_t){pkt} - (uintptr_t)ctx->vb_pkts_{sn} < "
+            f"(uintptr_t)ctx->vb_n_{sn} * sizeof *{pkt}")
 
 
 def sink_def(p: SegmentPlan, node: str, sink: int, index: int, work: str) -> list[str]:
@@ -110,13 +110,9 @@ def park_def(p: SegmentPlan, node: str, index: int) -> list[str]:
             f"    int in_batch = at < ctx->vb_n_{sn} && "
             f"(uintptr_t)state == (uintptr_t)(ctx->vb_states_{sn} + at) &&",
             f"                   (uintptr_t)pkt == (uintptr_t)(ctx->vb_pkts_{sn} + at);",
-            "    if (in_batch) {",
-            f"        ctx->vrun_{cn} = j == 0 || (ctx->vrun_{cn} && "
-            f"(uintptr_t)state == (uintptr_t)(ctx->vsp_{cn}[j - 1] + 1));",
-            "    } else { /* it may not outlive the flush: a copy */",
+            "    if (!in_batch) { /* it may not outlive the flush: a copy */",
             f"        ctx->vpkt_{cn}[j] = *pkt; ctx->vst_{cn}[j] = *state;",
             f"        pkt = &ctx->vpkt_{cn}[j]; state = &ctx->vst_{cn}[j];",
-            f"        ctx->vrun_{cn} = 0;",
             "    }",
             f"    ctx->vpp_{cn}[j] = pkt; ctx->vsp_{cn}[j] = state;",
             *([f"    ctx->vorder_{sn}[ctx->vcount_{sn}] = {k}u;"]
@@ -145,7 +141,11 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
                 f"    if (ctx->vn_{cn}) {{",
                 f"        struct ofl_pkt *ps = ctx->vpp_{cn}[0];",
                 f"        struct ofl_state *ss = ctx->vsp_{cn}[0];",
-                f"        if (!ctx->vrun_{cn}) {{ /* not one run of the batch: gathered */",
+                "        /* one run of entries (of the batch, or all copies)? */",
+                "        int run = 1;",
+                f"        for (uint32_t j = 0; run && j < ctx->vn_{cn}; j++)",
+                f"            run = (uintptr_t)ctx->vsp_{cn}[j] == (uintptr_t)ss + j * sizeof *ss;",
+                "        if (!run) { /* gathered */"
                 f"            for (uint32_t j = 0; j < ctx->vn_{cn}; j++) {{",
                 f"                if (ctx->vsp_{cn}[j] == &ctx->vst_{cn}[j]) continue;",
                 f"                ctx->vpkt_{cn}[j] = *ctx->vpp_{cn}[j]; "
