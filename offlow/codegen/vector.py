@@ -145,7 +145,7 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
                 "        int run = 1;",
                 f"        for (uint32_t j = 0; run && j < ctx->vn_{cn}; j++)",
                 f"            run = (uintptr_t)ctx->vsp_{cn}[j] == (uintptr_t)ss + j * sizeof *ss;",
-                "        if (!run) { /* gathered */"
+                "        if (!run) { /* gathered */",
                 f"            for (uint32_t j = 0; j < ctx->vn_{cn}; j++) {{",
                 f"                if (ctx->vsp_{cn}[j] == &ctx->vst_{cn}[j]) continue;",
                 f"                ctx->vpkt_{cn}[j] = *ctx->vpp_{cn}[j]; "
