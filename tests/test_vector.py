@@ -22,6 +22,7 @@ from tests.e2e import QUIC, ROOT, TLS, read_frames, run_example
 from tests.example_outputs import CASES, outputs, recorded
 
 TAGS = ROOT / "tests" / "programs" / "vector_tags.py"
+ONE = ROOT / "tests" / "programs" / "vector_one.py"
 ROUTER = ROOT / "examples" / "router.py"
 
 
@@ -112,6 +113,29 @@ def test_a_batch_whose_packets_all_reach_one_vector_element_gives_the_same(
     assert vec["tables"]["slots"] == one["tables"]["slots"] == slots
     assert vec["elements"] == one["elements"]
     assert vec["elements"]["tcp_tag"]["in"] == len(frames) - vec["elements"]["ip4"]["drop"]
+
+
+@pytest.mark.parametrize("batch", ["7", "32"])
+def test_one_vector_element_in_its_segment_gives_the_same(tmp_path: Path, batch: str) -> None:
+    """The TCP packets of a mixed capture through the one vector element of their
+    segment (the UDP ones dropped before it): each batch's flush sends its packets on
+    in one loop, without the arrival order."""
+    frames = mixed_capture(tmp_path / "mixed.pcap")
+    tcp = [f for f in frames if isinstance(ip := dpkt.ethernet.Ethernet(f).data, dpkt.ip.IP)
+           and ip.p == 6]
+    want, slots = expected(tcp)
+    runs = {mode: run_example([f"batch={batch}", f"rx.vector={mode}"], program=ONE,
+                              input=tmp_path / "mixed.pcap", output=tmp_path / f"{mode}.pcap")
+            for mode in ("on", "off")}
+    vec, one = runs["on"], runs["off"]
+    assert vec["ok"] and one["ok"], (vec["errors"], one["errors"])
+    assert plan_program(load_program(ONE)).segment("rx").vector == ("stamp",)
+    assert read_frames(tmp_path / "on.pcap") == want  # in input order
+    assert (tmp_path / "on.pcap").read_bytes() == (tmp_path / "off.pcap").read_bytes()
+    assert vec["tables"]["slots"] == one["tables"]["slots"] == slots
+    assert vec["elements"] == one["elements"]
+    assert vec["elements"]["stamp"]["why"]["unlucky"] > 0
+    assert vec["elements"]["no_udp"]["in"] > 0
 
 
 def test_the_plan_says_which_elements_run_their_batch_bodies() -> None:

@@ -377,6 +377,8 @@ class DeviceGen:
             e("}", *(["#undef OFL_MAKE_"] if makes else []), "")
         if n.name in self.vec:
             e(f"/* {n.name}'s packets on, each as its batch body decided (m). */",
+              # always inline: the flush calls it from its loops, once a packet
+              "__attribute__((always_inline))",
               f"static inline void ofl_out_{cn}(struct ofl_ctx *ctx, struct ofl_pkt *pkt, "
               "struct ofl_state *state, uint32_t m) {", *self._after_body(n, i), "")
             e(*vg.park_def(self.vec[n.name], n.name, i))

@@ -43,15 +43,16 @@ def ctx_fields(p: SegmentPlan) -> list[str]:
                 f"    struct ofl_pkt *bq_{cname(n)}[OFL_BATCH]; uint32_t bn_{cname(n)};"]
     if not p.vector:
         return out
-    out += [f"    /* segment {p.name}: packets waiting at its vector elements, in arrival "
-            "order */",
-            f"    uint32_t vcount_{sn};", f"    uint8_t vorder_{sn}[OFL_VEC];"]
+    out += [f"    /* segment {p.name}: packets waiting at its vector elements (and which, "
+            "in arrival order, where there are several) */",
+            f"    uint32_t vcount_{sn};"]
+    if len(p.vector) > 1:
+        out.append(f"    uint8_t vorder_{sn}[OFL_VEC];")
     for n in p.vector:
         cn = cname(n)
-        out += [f"    /* {n}: where its packets lie (vpp, vsp), whether they are consecutive "
-                "entries of the batch, and room for copies */",
+        out += [f"    /* {n}: where its packets lie (vpp, vsp), and room for copies */",
                 f"    struct ofl_pkt *vpp_{cn}[OFL_VEC]; struct ofl_state *vsp_{cn}[OFL_VEC]; "
-                f"uint32_t vn_{cn}; uint8_t vrun_{cn};",
+                f"uint32_t vn_{cn};",
                 f"    struct ofl_pkt vpkt_{cn}[OFL_VEC]; struct ofl_state vst_{cn}[OFL_VEC];"]
     return out
 
@@ -62,10 +63,11 @@ def flush_decl(p: SegmentPlan) -> str:
 
 def in_batch(p: SegmentPlan, pkt: str) -> str:
     """C: whether packet `pkt` is an entry of the source batch being run (uintptr_t: no
-    pointer arithmetic across objects)."""
+    pointer arithmetic across objects; an object of its type that lies in the batch's
+    array is one of its entries)."""
     sn = cname(p.name)
-    return (f"((uintptr_t){pkt} - (uintptr_t)ctx->vb_pkts_{sn}) / sizeof *{pkt} < ctx->vb_n_{sn} "
-            f"&& ((uintptr_t){pkt} - (uintptr_t)ctx->vb_pkts_{sn}) % sizeof *{pkt} == 0")
+    return (f"(uintptr_t){pkt} - (uintptr_t)ctx->vb_pkts_{sn} < "
+            f"(uintptr_t)ctx->vb_n_{sn} * sizeof *{pkt}")
 
 
 def sink_def(p: SegmentPlan, node: str, sink: int, index: int, work: str) -> list[str]:
@@ -108,16 +110,14 @@ def park_def(p: SegmentPlan, node: str, index: int) -> list[str]:
             f"    int in_batch = at < ctx->vb_n_{sn} && "
             f"(uintptr_t)state == (uintptr_t)(ctx->vb_states_{sn} + at) &&",
             f"                   (uintptr_t)pkt == (uintptr_t)(ctx->vb_pkts_{sn} + at);",
-            "    if (in_batch) {",
-            f"        ctx->vrun_{cn} = j == 0 || (ctx->vrun_{cn} && "
-            f"(uintptr_t)state == (uintptr_t)(ctx->vsp_{cn}[j - 1] + 1));",
-            "    } else { /* it may not outlive the flush: a copy */",
+            "    if (!in_batch) { /* it may not outlive the flush: a copy */",
             f"        ctx->vpkt_{cn}[j] = *pkt; ctx->vst_{cn}[j] = *state;",
             f"        pkt = &ctx->vpkt_{cn}[j]; state = &ctx->vst_{cn}[j];",
-            f"        ctx->vrun_{cn} = 0;",
             "    }",
             f"    ctx->vpp_{cn}[j] = pkt; ctx->vsp_{cn}[j] = state;",
-            f"    ctx->vorder_{sn}[ctx->vcount_{sn}++] = {k}u;",
+            *([f"    ctx->vorder_{sn}[ctx->vcount_{sn}] = {k}u;"]
+              if len(p.vector) > 1 else []),
+            f"    ctx->vcount_{sn}++;",
             f"    if (ctx->vcount_{sn} == OFL_VEC) ofl_vflush_{sn}(ctx);", "}", ""]
 
 
@@ -126,7 +126,9 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
     at it (timed in -DOFL_ELEMENT_TIME builds; `index`: each element's counter index,
     `kinds`: its kind of work as gen.h names it),
     then each packet on (ofl_out_NODE: counted, then to what follows), in the order
-    they arrived."""
+    they arrived: a loop over one element's packets where all of them wait at one
+    (always so with one vector element), else a switch per packet over the arrival
+    order."""
     sn = cname(p.name)
     out = [f"/* Segment {p.name}: its vector elements over the packets waiting at each, then "
            "every packet on, in arrival order. */",
@@ -139,7 +141,11 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
                 f"    if (ctx->vn_{cn}) {{",
                 f"        struct ofl_pkt *ps = ctx->vpp_{cn}[0];",
                 f"        struct ofl_state *ss = ctx->vsp_{cn}[0];",
-                f"        if (!ctx->vrun_{cn}) {{ /* not one run of the batch: gathered */",
+                "        /* one run of entries (of the batch, or all copies)? */",
+                "        int run = 1;",
+                f"        for (uint32_t j = 0; run && j < ctx->vn_{cn}; j++)",
+                f"            run = (uintptr_t)ctx->vsp_{cn}[j] == (uintptr_t)ss + j * sizeof *ss;",
+                "        if (!run) { /* gathered */",
                 f"            for (uint32_t j = 0; j < ctx->vn_{cn}; j++) {{",
                 f"                if (ctx->vsp_{cn}[j] == &ctx->vst_{cn}[j]) continue;",
                 f"                ctx->vpkt_{cn}[j] = *ctx->vpp_{cn}[j]; "
@@ -153,10 +159,21 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
                 f"        ofl_vbody_{cn}(ctx, ps, ss, ctx->vn_{cn}, m_{cn});",
                 f"        OFL_ETIME_END(ctx->el_ticks[{index[n]}], {kinds[n]});",
                 "    }"]
+    out += [f"    const uint32_t count = ctx->vcount_{sn};"]
+    # every packet at one vector element (always so with one): the arrival order is
+    # that element's own, and no switch per packet
+    several = len(p.vector) > 1
+    if several:
+        out += [f"    const int all_{cname(n)} = ctx->vn_{cname(n)} == count;" for n in p.vector]
+    out += [f"    ctx->vcount_{sn} = 0;", *(f"    ctx->vn_{cname(n)} = 0;" for n in p.vector)]
+    for n in p.vector:
+        cn = cname(n)
+        loop = (f"for (uint32_t j = 0; j < count; j++) "
+                f"ofl_out_{cn}(ctx, ctx->vpp_{cn}[j], ctx->vsp_{cn}[j], m_{cn}[j]);")
+        if not several:
+            return [*out, f"    {loop}", "}", ""]
+        out += [f"    if (all_{cn}) {{", f"        {loop}", "        return;", "    }"]
     out += [f"    uint32_t at[{len(p.vector)}] = {{0}};",
-            f"    const uint32_t count = ctx->vcount_{sn};",
-            f"    ctx->vcount_{sn} = 0;",
-            *(f"    ctx->vn_{cname(n)} = 0;" for n in p.vector),
             "    for (uint32_t k = 0; k < count; k++) {",
             f"        const uint32_t v = ctx->vorder_{sn}[k], j = at[v]++;",
             "        switch (v) {"]

@@ -23,28 +23,6 @@ uint64_t ofl_csum_add(uint64_t sum, const void *data, size_t len)
     return sum;
 }
 
-static int is_vlan(uint16_t et)
-{
-    return et == OFL_ETHERTYPE_VLAN || et == OFL_ETHERTYPE_QINQ || et == OFL_ETHERTYPE_QINQ_OLD;
-}
-
-int ofl_parse_eth(const uint8_t *p, uint32_t len, uint16_t *ethertype, uint32_t *l3_off)
-{
-    if (len < OFL_ETH_HLEN) return OFL_ETRUNC;
-    uint16_t et = ofl_get_be16(p + 12);
-    uint32_t off = OFL_ETH_HLEN;
-    for (int tags = 0; is_vlan(et); tags++) {
-        if (tags == 2) return OFL_EUNSUPP;
-        /* A tag is 2 bytes of TCI then the next ethertype. */
-        if (len - off < 4) return OFL_ETRUNC;
-        et = ofl_get_be16(p + off + 2);
-        off += 4;
-    }
-    *ethertype = et;
-    *l3_off = off;
-    return 0;
-}
-
 int ofl_parse_ipv6(const uint8_t *p, uint32_t len, uint32_t off, struct ofl_ipv6_info *ip)
 {
     if (off > len || len - off < OFL_IPV6_HLEN) return OFL_ETRUNC;

@@ -142,8 +142,26 @@ static inline void ofl_ipv4_dec_ttl(uint8_t *iphdr)
 /* Ethernet II with zero, one or two VLAN tags (802.1Q 0x8100, 802.1ad 0x88A8 or
  * 0x9100). Sets `*ethertype` (host order; values < 0x0600 are 802.3 lengths,
  * returned as they are) and `*l3_off`, the offset of the network header.
- * OFL_ETRUNC: shorter than the header and its tags; OFL_EUNSUPP: a third tag. */
-int ofl_parse_eth(const uint8_t *p, uint32_t len, uint16_t *ethertype, uint32_t *l3_off);
+ * OFL_ETRUNC: shorter than the header and its tags; OFL_EUNSUPP: a third tag.
+ * Inline: it runs per packet in element bodies (ParseEth). */
+static inline int ofl_parse_eth(const uint8_t *p, uint32_t len, uint16_t *ethertype,
+                                uint32_t *l3_off)
+{
+    if (len < OFL_ETH_HLEN) return OFL_ETRUNC;
+    uint16_t et = ofl_get_be16(p + 12);
+    uint32_t off = OFL_ETH_HLEN;
+    for (int tags = 0; et == OFL_ETHERTYPE_VLAN || et == OFL_ETHERTYPE_QINQ ||
+                       et == OFL_ETHERTYPE_QINQ_OLD; tags++) {
+        if (tags == 2) return OFL_EUNSUPP;
+        /* A tag is 2 bytes of TCI then the next ethertype. */
+        if (len - off < 4) return OFL_ETRUNC;
+        et = ofl_get_be16(p + off + 2);
+        off += 4;
+    }
+    *ethertype = et;
+    *l3_off = off;
+    return 0;
+}
 
 /* Whether an IP packet is a fragment: not one, the first (offset 0, more to come:
  * it starts with the transport header) or a later one (no transport header). */
