@@ -662,9 +662,15 @@ class DeviceGen:
             self.e(f"    for (unsigned j = 0; j < {q.instances}u && !core->err; j++) {{",
                    f"        int rc = ofl_qout_close(&ctx->out_{cname(q.name)}[j]);",
                    f"        if (rc < 0) ofl_core_fail(core, rc, \"closing {q.name}\");", "    }")
-        for q in p.outputs:  # stopped by another failure: what a broken ring lost counts
+        # a core that failed, whatever the reason, breaks its rings at once: a producer
+        # waiting for room, or a consumer for entries, stops instead of waiting for the
+        # abort word; what a broken ring lost is counted
+        for q in p.outputs:
             self.e(f"    for (unsigned j = 0; j < {q.instances}u && core->err; j++)",
-                   f"        (void)ofl_qout_lost(&ctx->out_{cname(q.name)}[j]);")
+                   f"        ofl_qout_break(&ctx->out_{cname(q.name)}[j]);")
+        for q in p.inputs:
+            self.e(f"    for (unsigned j = 0; j < ctx->nin_{cname(q.name)} && core->err; j++)",
+                   f"        ofl_qin_break(&ctx->in_{cname(q.name)}[j]);")
 
     def _gen_worker(self, p: SegmentPlan) -> None:
         """A worker of a core group: waits for each batch the master posts, runs its

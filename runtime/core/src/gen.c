@@ -1116,8 +1116,10 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     }
 }
 
+/* One side's counters of a ring; `lost`: a consumer's entries published and never
+ * taken from a ring its producer broke (said when not 0). */
 static void stats_ring(struct ofl_json *j, const char *queue, const char *side, unsigned prod,
-                       unsigned cons, const struct ofl_ring *r, uint64_t bytes)
+                       unsigned cons, const struct ofl_ring *r, uint64_t bytes, uint64_t lost)
 {
     ofl_json_begin_obj(j, NULL);
     ofl_json_str(j, "queue", queue);
@@ -1137,19 +1139,20 @@ static void stats_ring(struct ofl_json *j, const char *queue, const char *side, 
     uint32_t tail = __atomic_load_n(&r->shm->tail, __ATOMIC_ACQUIRE);
     uint32_t head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
     ofl_json_u64(j, "occupancy_now", tail - head);
+    if (lost) ofl_json_u64(j, "lost", lost);
     ofl_json_end_obj(j);
 }
 
 void ofl_stats_qout(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
                     const struct ofl_qout *q)
 {
-    stats_ring(j, queue, "out", prod, cons, &q->ring, q->bytes);
+    stats_ring(j, queue, "out", prod, cons, &q->ring, q->bytes, 0);
 }
 
 void ofl_stats_qin(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
                    const struct ofl_qin *q)
 {
-    stats_ring(j, queue, "in", prod, cons, &q->ring, 0);
+    stats_ring(j, queue, "in", prod, cons, &q->ring, 0, q->lost);
 }
 
 void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src *s)
