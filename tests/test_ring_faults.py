@@ -46,12 +46,14 @@ class Check(Element):
     body = "if (state->wire_len != pkt->len) { DROP(); } SEND(out); /* intact */"
 
 
-def program() -> Program:
+def program(host_cores: tuple[int, ...] = (0,)) -> Program:
+    """wire -> tally on the NIC, check -> log on the host's `host_cores` (the queue
+    between them one ring per host core)."""
     p = Program("ring_fault")
     wire, tally, check, log = Source("wire"), Tally("tally"), Check("check"), Sink("log")
     wire >> tally >> check >> log
     p.segment("edge", [wire, tally], device="nic", cores=[0])
-    p.segment("core", [check, log], device="host", cores=[0])
+    p.segment("core", [check, log], device="host", cores=host_cores)
     return p
 
 
@@ -63,20 +65,18 @@ def rings(window: Path) -> list[int]:
             if struct.unpack_from("<Q", data, off)[0] == RING_MAGIC]
 
 
-def test_a_ring_corrupted_while_it_runs_ends_the_run_with_one_error_naming_its_queue(
-        tmp_path: Path) -> None:
-    """The NIC (the producer) is stopped, the ring's producer index moved one entry on
-    (an entry it never wrote: its seq is wrong), the NIC let go. The host stops on it,
-    the NIC stops, and the run ends long before its 60 s with the host's error only;
-    every packet read is forwarded or counted (none unaccounted)."""
-    b = build(program())
+def corrupt_a_ring(b: Any, which: int, nrings: int) -> Any:
+    """Runs `b` (a NIC segment producing into the host's), and while packets flow stops
+    the NIC, moves the producer index of ring `which` (of the `nrings` in the window) one
+    entry on (an entry it never wrote: its seq is wrong) and lets the NIC go; returns
+    the run's result, after checking that it ended long before its 60 s."""
     r = Run(b, RunOptions(duration=60, rate=2000, timeout=120))
     r.start()
     t0 = time.monotonic()
     try:
         time.sleep(1.0)  # packets flow
         found = rings(r.window)
-        assert len(found) == 1, found  # edge->core: one ring
+        assert len(found) == nrings, found
         nic = r.procs["nic"]
         nic.send_signal(signal.SIGSTOP)
         try:
@@ -84,8 +84,9 @@ def test_a_ring_corrupted_while_it_runs_ends_the_run_with_one_error_naming_its_q
             fd = os.open(r.window, os.O_RDWR)
             try:
                 with mmap.mmap(fd, 0) as m:
-                    tail = struct.unpack_from("<I", m, found[0] + TAIL_OFF)[0]
-                    struct.pack_into("<I", m, found[0] + TAIL_OFF, (tail + 1) & 0xFFFFFFFF)
+                    off = found[which] + TAIL_OFF
+                    tail = struct.unpack_from("<I", m, off)[0]
+                    struct.pack_into("<I", m, off, (tail + 1) & 0xFFFFFFFF)
             finally:
                 os.close(fd)
             time.sleep(0.1)
@@ -98,11 +99,21 @@ def test_a_ring_corrupted_while_it_runs_ends_the_run_with_one_error_naming_its_q
     res = r.wait()
     took = time.monotonic() - t0
     assert took < 50, f"the run went on for {took:.0f} s after its ring broke"
+    return res
+
+
+def test_a_ring_corrupted_while_it_runs_ends_the_run_with_one_error_naming_its_queue(
+        tmp_path: Path) -> None:
+    """The NIC (the producer) is stopped, the ring's producer index moved one entry on,
+    the NIC let go. The host stops on it, the NIC stops, and the run ends long before
+    its 60 s with the host's error only, naming the ring; every packet read is
+    forwarded or counted (none unaccounted)."""
+    b = build(program())
+    res = corrupt_a_ring(b, 0, 1)  # edge->core: one ring
     assert not res.ok
-    assert len(res.errors) == 1, res.errors
-    assert res.errors[0].startswith("host: segment core core 0: edge->core: corrupt ring"), \
-        res.errors
-    assert "sequence number" in res.errors[0]
+    assert res.errors == ["host: segment core core 0: edge->core: corrupt ring (an entry's "
+                          "sequence number or length is wrong): instance 0, from segment edge "
+                          "core 0 on nic to segment core core 0 on host: Bad message"], res.errors
     s = summarize(b.plan, res.stats)
     a = s["accounting"]
     assert a["unaccounted"] == 0, a
@@ -228,3 +239,35 @@ def test_a_producer_that_fails_breaks_its_ring_and_nothing_is_unaccounted(
                           "No space left on device"], res.errors
     a = summarize(b.plan, res.stats)["accounting"]
     assert a["unaccounted"] == 0, a
+
+
+def test_a_corrupt_ring_of_a_queue_over_several_rings_is_named_by_its_instance() -> None:
+    """edge->core over two instances (two rings, one per host core): the second ring is
+    corrupted; the error names it (instance 1, host core 1), not the first."""
+    b = build(program((0, 1)))
+    res = corrupt_a_ring(b, 1, 2)
+    assert res.errors == ["host: segment core core 1: edge->core: corrupt ring (an entry's "
+                          "sequence number or length is wrong): instance 1, from segment edge "
+                          "core 0 on nic to segment core core 1 on host: Bad message"], res.errors
+
+
+def test_long_queue_and_element_names_are_never_cut_from_the_error() -> None:
+    """A user's program whose segment names are 60+ characters (its queue's name twice
+    that) and whose element names are as long: the corrupt ring's error says the whole
+    queue name and ring (it was cut at 96 bytes)."""
+    edge = "packets_arriving_from_the_upstream_provider_link_west_region_a"
+    inner = "packets_checked_against_the_provider_contract_before_forwarding"
+    assert len(edge) >= 60 and len(inner) >= 60
+    p = Program("ring_fault_long_names")
+    wire = Source("wire_from_the_upstream_provider_link_in_the_west_region_cage_a")
+    tally = Tally("tally_frame_lengths_for_the_contract_check_on_the_host_side_x")
+    check = Check("check_frame_lengths_against_what_the_nic_measured_on_the_wire")
+    log = Sink("log_of_every_frame_that_passed_the_contract_check_on_the_host")
+    wire >> tally >> check >> log
+    p.segment(edge, [wire, tally], device="nic", cores=[0])
+    p.segment(inner, [check, log], device="host", cores=[0])
+    res = corrupt_a_ring(build(p), 0, 1)
+    assert res.errors == [f"host: segment {inner} core 0: {edge}->{inner}: corrupt ring (an "
+                          "entry's sequence number or length is wrong): instance 0, from "
+                          f"segment {edge} core 0 on nic to segment {inner} core 0 on host: "
+                          "Bad message"], res.errors

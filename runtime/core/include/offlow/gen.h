@@ -244,7 +244,8 @@ struct ofl_core {
                                  bit i is the i-th --peer-fd; 0 while none has */
     int err;                  /* first error (negative errno or OFL_E*), 0 if none */
     unsigned stop_polls;      /* ofl_core_stopping calls, to look every STOP_POLL_EVERY */
-    char where[96];           /* what it was doing */
+    char *where;              /* what it was doing (its own copy, never cut: queue and
+                                 element names are the user's), NULL until it fails */
     uint64_t pkts_in, bytes_in, t_start, t_end;
     uint64_t tick_start, tick_end; /* ofl_ticks() beside t_start and t_end */
     uint64_t cpu_start, cpu_end;   /* the thread's CPU time (ns) beside them */
@@ -334,6 +335,10 @@ int ofl_core_stopping(struct ofl_core *c);
 /* Record the first error of this core and what it was doing, and tell every
  * process sharing the window to stop. */
 void ofl_core_fail(struct ofl_core *c, int err, const char *what);
+
+/* ofl_core_fail with what it was doing formatted (printf's `fmt`), whole. */
+void ofl_core_failf(struct ofl_core *c, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Whether `err` only says that the core stopped because of another's failure (the
  * abort word: -ECANCELED; a ring its consumer broke: OFL_RING_EBROKEN): the failure

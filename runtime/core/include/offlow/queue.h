@@ -181,6 +181,8 @@ struct ofl_qin {
     int state[2];                /* OFL_QB_* */
     uint32_t entry_size, batch;
     int err;                     /* first error (sticky), 0 if none */
+    unsigned prod, inst;         /* which ring of its queue: the producer core and the
+                                  * instance (for messages; ofl_prog_open sets them) */
     bool broken;                 /* ofl_qin_break was called */
     uint32_t lost;               /* entries published and never taken from a ring its
                                   * producer broke (ofl_qin_break counts them) */
