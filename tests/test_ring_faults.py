@@ -1,8 +1,10 @@
 """A run whose ring is corrupted from outside (a device that writes an entry wrong, a
 damaged window): its consumer stops on the entry and marks the ring broken, its
 producer stops instead of waiting for room, and the run ends at once with one error
-that names the queue, the entries never delivered counted, not a hang and not an error
-from every core."""
+that names the queue and the ring (whole, however long the user's names), the entries
+never delivered counted, not a hang and not an error from every core. A core that
+fails for another reason (a user's element) breaks its rings the same way, at either
+end of the queue."""
 
 from __future__ import annotations
 

@@ -349,7 +349,8 @@ bool ofl_core_err_secondary(int err);
  * secondary (ofl_core_err_secondary: the stats file has it, marked so). */
 void ofl_core_end(struct ofl_core *c);
 
-/* Stop the core's copy engine and free its buffers. */
+/* Stop the core's copy engine and free its buffers and its error's text (a core
+ * that failed: ofl_core_fail). */
 void ofl_core_destroy(struct ofl_core *c);
 
 /* ---- ports by name ------------------------------------------------------------ */

@@ -197,10 +197,9 @@ int ofl_qin_init(struct ofl_qin *q, void *ring_mem, size_t len, struct ofl_ce *c
  * entry_size, valid (and writable) until the next call; 0: nothing now;
  * OFL_Q_DONE: producer closed and all consumed; OFL_RING_EBROKEN: the producer
  * failed and broke the ring (ofl_qout_break), all it published consumed; < 0 other:
- * error (-EBADMSG corrupt
- * entry: bad seq, or h.len > entry_size - data_off, after which the ring is marked
- * broken for its producer; -EPIPE peer died while waiting for a copy, ...), also kept
- * in q->err. */
+ * error (-EBADMSG corrupt entry: bad seq, or h.len > entry_size - data_off, after
+ * which the ring is marked broken for its producer; -EPIPE peer died while waiting for
+ * a copy, ...), also kept in q->err. */
 int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries);
 
 /* The consumer failed (its core's error, whatever it was): mark the ring broken, so
