@@ -198,8 +198,9 @@ def test_a_consumer_that_fails_breaks_its_ring_and_the_run_says_its_error_once(
                           "Input/output error"], res.errors
     a = s["accounting"]
     assert a["unaccounted"] == 0, a
-    q = s["queues"][0]
-    assert q["dropped_why"].get("ring_broken", 0) > 0, q
+    if stall_ms:  # the ring was full when the consumer failed: its entries are lost
+        q = s["queues"][0]
+        assert q["dropped_why"].get("ring_broken", 0) > 0, q
     edge = [c for dev in res.stats.values() for c in dev.get("cores", [])
             if c["segment"] == "edge"]
     assert edge and all(c.get("secondary") for c in edge if "error" in c), edge
