@@ -53,8 +53,8 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
                          for c, lay in zip(q.channels, lays, strict=True)],
             "instances": q.instances, "steer": q.steer, "enqueue": q.enqueue,
             "packets_by_instance": by_inst,
-            "dropped": sum(x["dropped"] for x in inst),
-            "dropped_why": _sum_why(inst),
+            "dropped": sum(x["dropped"] for x in inst) + sum(x.get("lost", 0) for x in cons),
+            "dropped_why": _sum_why(inst, cons),
             "packets": sum(x["pushed"] for x in prod), "delivered": sum(x["popped"] for x in cons),
             "bytes": sum(x.get("bytes", 0) for x in prod),
             "doorbells": sum(x["doorbells"] for x in prod),
@@ -102,12 +102,18 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _sum_why(instances: list[dict[str, Any]]) -> dict[str, int]:
-    """The drops of a queue's instances by reason (those that say why: from xdp)."""
+def _sum_why(instances: list[dict[str, Any]], cons: list[dict[str, Any]]) -> dict[str, int]:
+    """The drops of a queue's instances by reason (those that say why: from xdp, or a
+    broken ring), with what its consumers never took from rings their producers broke."""
     out: dict[str, int] = {}
     for x in instances:
         for why, n in x.get("why", {}).items():
             out[why] = out.get(why, 0) + n
+    lost = sum(x.get("lost", 0) for x in cons)
+    if lost:  # (an instance that does not say why dropped on a full ring)
+        out["ring_full"] = out.get("ring_full", 0) + sum(x["dropped"] for x in instances
+                                                         if "why" not in x)
+        out["ring_broken"] = out.get("ring_broken", 0) + lost
     return out
 
 
@@ -161,7 +167,8 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
                             "packets": v["drop"] - sum(v["why"].values()),
                             "what": "DROP() in its body"})
     queue_drops = {"ring_full": "a full ring under enqueue=drop",
-                   "ring_broken": "in a ring its consumer found corrupt, never delivered",
+                   "ring_broken": "in a ring broken by a failure at either end (a corrupt "
+                                  "entry, a failed core), never delivered",
                    **XDP_QUEUE_DROPS}
     for q in queues:
         # (a queue from xdp says why; the others drop only on a full ring)

@@ -1,8 +1,10 @@
 """A run whose ring is corrupted from outside (a device that writes an entry wrong, a
 damaged window): its consumer stops on the entry and marks the ring broken, its
 producer stops instead of waiting for room, and the run ends at once with one error
-that names the queue, the entries never delivered counted, not a hang and not an error
-from every core."""
+that names the queue and the ring (whole, however long the user's names), the entries
+never delivered counted, not a hang and not an error from every core. A core that
+fails for another reason (a user's element) breaks its rings the same way, at either
+end of the queue."""
 
 from __future__ import annotations
 
@@ -12,11 +14,14 @@ import signal
 import struct
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from offlow import Element, Port, Program, Sink, Source
 from offlow.build import build
 from offlow.report import summarize
-from offlow.runner import Run, RunOptions, core_failures
+from offlow.runner import Run, RunOptions, core_failures, run
 
 RING_MAGIC = 0x31474E494C464F00  # "\0OFLING1": ring.h's OFL_RING_MAGIC
 TAIL_OFF = 64  # the producer index: the line after the ring's header (ring.h)
@@ -43,12 +48,14 @@ class Check(Element):
     body = "if (state->wire_len != pkt->len) { DROP(); } SEND(out); /* intact */"
 
 
-def program() -> Program:
+def program(host_cores: tuple[int, ...] = (0,)) -> Program:
+    """wire -> tally on the NIC, check -> log on the host's `host_cores` (the queue
+    between them one ring per host core)."""
     p = Program("ring_fault")
     wire, tally, check, log = Source("wire"), Tally("tally"), Check("check"), Sink("log")
     wire >> tally >> check >> log
     p.segment("edge", [wire, tally], device="nic", cores=[0])
-    p.segment("core", [check, log], device="host", cores=[0])
+    p.segment("core", [check, log], device="host", cores=host_cores)
     return p
 
 
@@ -60,20 +67,18 @@ def rings(window: Path) -> list[int]:
             if struct.unpack_from("<Q", data, off)[0] == RING_MAGIC]
 
 
-def test_a_ring_corrupted_while_it_runs_ends_the_run_with_one_error_naming_its_queue(
-        tmp_path: Path) -> None:
-    """The NIC (the producer) is stopped, the ring's producer index moved one entry on
-    (an entry it never wrote: its seq is wrong), the NIC let go. The host stops on it,
-    the NIC stops, and the run ends long before its 60 s with the host's error only;
-    every packet read is forwarded or counted (none unaccounted)."""
-    b = build(program())
+def corrupt_a_ring(b: Any, which: int, nrings: int) -> Any:
+    """Runs `b` (a NIC segment producing into the host's), and while packets flow stops
+    the NIC, moves the producer index of ring `which` (of the `nrings` in the window) one
+    entry on (an entry it never wrote: its seq is wrong) and lets the NIC go; returns
+    the run's result, after checking that it ended long before its 60 s."""
     r = Run(b, RunOptions(duration=60, rate=2000, timeout=120))
     r.start()
     t0 = time.monotonic()
     try:
         time.sleep(1.0)  # packets flow
         found = rings(r.window)
-        assert len(found) == 1, found  # edge->core: one ring
+        assert len(found) == nrings, found
         nic = r.procs["nic"]
         nic.send_signal(signal.SIGSTOP)
         try:
@@ -81,8 +86,9 @@ def test_a_ring_corrupted_while_it_runs_ends_the_run_with_one_error_naming_its_q
             fd = os.open(r.window, os.O_RDWR)
             try:
                 with mmap.mmap(fd, 0) as m:
-                    tail = struct.unpack_from("<I", m, found[0] + TAIL_OFF)[0]
-                    struct.pack_into("<I", m, found[0] + TAIL_OFF, (tail + 1) & 0xFFFFFFFF)
+                    off = found[which] + TAIL_OFF
+                    tail = struct.unpack_from("<I", m, off)[0]
+                    struct.pack_into("<I", m, off, (tail + 1) & 0xFFFFFFFF)
             finally:
                 os.close(fd)
             time.sleep(0.1)
@@ -95,11 +101,21 @@ def test_a_ring_corrupted_while_it_runs_ends_the_run_with_one_error_naming_its_q
     res = r.wait()
     took = time.monotonic() - t0
     assert took < 50, f"the run went on for {took:.0f} s after its ring broke"
+    return res
+
+
+def test_a_ring_corrupted_while_it_runs_ends_the_run_with_one_error_naming_its_queue(
+        tmp_path: Path) -> None:
+    """The NIC (the producer) is stopped, the ring's producer index moved one entry on,
+    the NIC let go. The host stops on it, the NIC stops, and the run ends long before
+    its 60 s with the host's error only, naming the ring; every packet read is
+    forwarded or counted (none unaccounted)."""
+    b = build(program())
+    res = corrupt_a_ring(b, 0, 1)  # edge->core: one ring
     assert not res.ok
-    assert len(res.errors) == 1, res.errors
-    assert res.errors[0].startswith("host: segment core core 0: edge->core: corrupt ring"), \
-        res.errors
-    assert "sequence number" in res.errors[0]
+    assert res.errors == ["host: segment core core 0: edge->core: corrupt ring (an entry's "
+                          "sequence number or length is wrong): instance 0, from segment edge "
+                          "core 0 on nic to segment core core 0 on host: Bad message"], res.errors
     s = summarize(b.plan, res.stats)
     a = s["accounting"]
     assert a["unaccounted"] == 0, a
@@ -121,3 +137,140 @@ def test_the_runs_errors_are_the_failed_cores_causes_not_the_cascade() -> None:
     assert core_failures({"nic": {"cores": [follow]}}) == [
         "nic: segment edge core 0: doorbell on edge->core: ring broken"]
     assert core_failures({"host": {"cores": [quiet]}}) == []
+
+
+class Audit(Element):
+    """A user's element that gives up mid-run: at its `fail_at`-th packet it stalls
+    (`stall_ms`: long enough for the ring before it to fill) and then fails its core,
+    as an element whose table or device went away would."""
+
+    inputs = (Port("inp", "any"),)
+    outputs = (Port("out", "any"),)
+    params = {"fail_at": "uint64_t", "stall_ms": "uint64_t"}
+    body = """
+        if (ctx->core.pkts_in >= fail_at && !ctx->core.err) {
+            /* wait as a stuck lookup would, then give up */
+            uint64_t until = ofl_now_ns() + stall_ms * 1000000u;
+            while (ofl_now_ns() < until) { }
+            ofl_core_fail(&ctx->core, -EIO, "audit: the audit log is gone");
+        }
+        SEND(out);
+    """
+
+
+def failing_program(cross: str, stall_ms: int) -> Program:
+    """wire -> tally | audit -> log, the `|` a queue between processes (nic -> host,
+    `cross` "process") or between two host cores ("core"); audit fails at its 3000th
+    packet."""
+    p = Program(f"audit_fails_{cross}")
+    wire, tally, log = Source("wire"), Tally("tally"), Sink("log")
+    audit = Audit("audit", fail_at=3000, stall_ms=stall_ms)
+    wire >> tally >> audit >> log
+    p.segment("edge", [wire, tally], device="nic" if cross == "process" else "host",
+              cores=[0])
+    p.segment("core", [audit, log], device="host", cores=[1 if cross == "core" else 0])
+    return p
+
+
+def run_failing(cross: str, stall_ms: int) -> tuple[Any, dict[str, Any]]:
+    """Runs failing_program as fast as the source goes; the result and its summary."""
+    b = build(failing_program(cross, stall_ms))
+    r = Run(b, RunOptions(duration=60, count=1_000_000, timeout=120))
+    r.start()
+    t0 = time.monotonic()
+    res = r.wait()
+    took = time.monotonic() - t0
+    assert took < 50, f"the run went on for {took:.0f} s after its consumer failed"
+    return res, summarize(b.plan, res.stats)
+
+
+@pytest.mark.parametrize("cross", ["process", "core"])
+@pytest.mark.parametrize("stall_ms", [0, 300])
+def test_a_consumer_that_fails_breaks_its_ring_and_the_run_says_its_error_once(
+        cross: str, stall_ms: int) -> None:
+    """The host's element fails mid-run (after a stall that fills its ring, or at
+    once): the run ends with that one error; the producer, stopped by the broken ring,
+    is a secondary failure and says nothing; every packet read is forwarded, dropped
+    or counted lost in the broken ring (none unaccounted)."""
+    res, s = run_failing(cross, stall_ms)
+    assert not res.ok
+    assert res.errors == ["host: segment core core 0: audit: the audit log is gone: "
+                          "Input/output error"], res.errors
+    a = s["accounting"]
+    assert a["unaccounted"] == 0, a
+    if stall_ms:  # the ring was full when the consumer failed: its entries are lost
+        q = s["queues"][0]
+        assert q["dropped_why"].get("ring_broken", 0) > 0, q
+    edge = [c for dev in res.stats.values() for c in dev.get("cores", [])
+            if c["segment"] == "edge"]
+    assert edge and all(c.get("secondary") for c in edge if "error" in c), edge
+
+
+class Stamp(Tally):
+    """Tally that fails its core at its 3000th packet, after `stall_ms` (the producer's
+    side of the queue failing)."""
+
+    params = {"stall_ms": "uint64_t"}
+    body = """
+        if (ctx->core.pkts_in >= 3000 && !ctx->core.err) {
+            uint64_t until = ofl_now_ns() + stall_ms * 1000000u;
+            while (ofl_now_ns() < until) { }
+            ofl_core_fail(&ctx->core, -ENOSPC, "stamp: its journal is full");
+        }
+        state->wire_len = pkt->len;
+        SEND(out);
+    """
+
+
+@pytest.mark.parametrize("cross", ["process", "core"])
+def test_a_producer_that_fails_breaks_its_ring_and_nothing_is_unaccounted(
+        cross: str) -> None:
+    """The NIC's (or first core's) element fails mid-run: the run ends with its one
+    error; the consumer takes what was published or counts it lost, so every packet
+    read is forwarded, dropped or counted (none unaccounted)."""
+    p = Program(f"stamp_fails_{cross}")
+    wire, stamp = Source("wire"), Stamp("stamp", stall_ms=0)
+    check, log = Check("check"), Sink("log")
+    wire >> stamp >> check >> log
+    host = cross == "core"
+    p.segment("edge", [wire, stamp], device="host" if host else "nic", cores=[0])
+    p.segment("core", [check, log], device="host", cores=[1 if host else 0])
+    b = build(p)
+    res = run(b, RunOptions(duration=60, count=1_000_000, timeout=120))
+    dev = "host" if host else "nic"
+    assert res.errors == [f"{dev}: segment edge core 0: stamp: its journal is full: "
+                          "No space left on device"], res.errors
+    a = summarize(b.plan, res.stats)["accounting"]
+    assert a["unaccounted"] == 0, a
+
+
+def test_a_corrupt_ring_of_a_queue_over_several_rings_is_named_by_its_instance() -> None:
+    """edge->core over two instances (two rings, one per host core): the second ring is
+    corrupted; the error names it (instance 1, host core 1), not the first."""
+    b = build(program((0, 1)))
+    res = corrupt_a_ring(b, 1, 2)
+    assert res.errors == ["host: segment core core 1: edge->core: corrupt ring (an entry's "
+                          "sequence number or length is wrong): instance 1, from segment edge "
+                          "core 0 on nic to segment core core 1 on host: Bad message"], res.errors
+
+
+def test_long_queue_and_element_names_are_never_cut_from_the_error() -> None:
+    """A user's program whose segment names are 60+ characters (its queue's name twice
+    that) and whose element names are as long: the corrupt ring's error says the whole
+    queue name and ring (it was cut at 96 bytes)."""
+    edge = "packets_arriving_from_the_upstream_provider_link_west_region_a"
+    inner = "packets_checked_against_the_provider_contract_before_forwarding"
+    assert len(edge) >= 60 and len(inner) >= 60
+    p = Program("ring_fault_long_names")
+    wire = Source("wire_from_the_upstream_provider_link_in_the_west_region_cage_a")
+    tally = Tally("tally_frame_lengths_for_the_contract_check_on_the_host_side_x")
+    check = Check("check_frame_lengths_against_what_the_nic_measured_on_the_wire")
+    log = Sink("log_of_every_frame_that_passed_the_contract_check_on_the_host")
+    wire >> tally >> check >> log
+    p.segment(edge, [wire, tally], device="nic", cores=[0])
+    p.segment(inner, [check, log], device="host", cores=[0])
+    res = corrupt_a_ring(build(p), 0, 1)
+    assert res.errors == [f"host: segment {inner} core 0: {edge}->{inner}: corrupt ring (an "
+                          "entry's sequence number or length is wrong): instance 0, from "
+                          f"segment {edge} core 0 on nic to segment {inner} core 0 on host: "
+                          "Bad message"], res.errors

@@ -664,9 +664,15 @@ class DeviceGen:
             self.e(f"    for (unsigned j = 0; j < {q.instances}u && !core->err; j++) {{",
                    f"        int rc = ofl_qout_close(&ctx->out_{cname(q.name)}[j]);",
                    f"        if (rc < 0) ofl_core_fail(core, rc, \"closing {q.name}\");", "    }")
-        for q in p.outputs:  # stopped by another failure: what a broken ring lost counts
+        # a core that failed, whatever the reason, breaks its rings at once: a producer
+        # waiting for room, or a consumer for entries, stops instead of waiting for the
+        # abort word; what a broken ring lost is counted
+        for q in p.outputs:
             self.e(f"    for (unsigned j = 0; j < {q.instances}u && core->err; j++)",
-                   f"        (void)ofl_qout_lost(&ctx->out_{cname(q.name)}[j]);")
+                   f"        ofl_qout_break(&ctx->out_{cname(q.name)}[j]);")
+        for q in p.inputs:
+            self.e(f"    for (unsigned j = 0; j < ctx->nin_{cname(q.name)} && core->err; j++)",
+                   f"        ofl_qin_break(&ctx->in_{cname(q.name)}[j]);")
 
     def _gen_worker(self, p: SegmentPlan) -> None:
         """A worker of a core group: waits for each batch the master posts, runs its
@@ -714,9 +720,8 @@ class DeviceGen:
           "        const uint8_t *es = NULL;",
           f"        n = ofl_qin_next(&ctx->in_{cq}[p], &es);",
           f"        if (n == OFL_Q_DONE) {{ l->in_live_{cq}[p] = 0; l->live--; continue; }}",
-          f"        if (n < 0) {{ ofl_core_fail(core, n, n == -EBADMSG ? \"{q.name}: corrupt "
-          f"ring (an entry's sequence number or length is wrong)\" : \"dequeue from {q.name}\"); "
-          "break; }",
+          f"        if (n == -EBADMSG) {{ {self._corrupt_ring(p, q)}; break; }}",
+          f"        if (n < 0) {{ ofl_core_fail(core, n, \"dequeue from {q.name}\"); break; }}",
           *([f"        if (n == 0 && (peer_gone & {self._peer_bit(q)})) {{ ofl_core_fail(core, "
              f"-EPIPE, \"{q.name}: the producer's process died before closing it\"); break; }}"]
             if q.crosses_device and self._peer(q, False) >= 0 else []))
@@ -736,6 +741,19 @@ class DeviceGen:
         else:
             e(f"        if (n > 0) {fn}(ctx, es, 0, (uint32_t)n);")
         e("        progress |= n > 0;", "    }")
+
+    def _corrupt_ring(self, p: SegmentPlan, q: Queue) -> str:
+        """The call that fails a consumer core of `p` on a corrupt ring of `q` (ring `p`
+        of those it polls): the error names the queue and the ring, by its instance and
+        its producer and consumer cores (and their devices), whole whatever the names'
+        length (ofl_core_failf)."""
+        src = self.g.segment(q.src_segment)
+        on = "" if src.spread else f" on {src.device}"
+        ring = f"ctx->in_{cname(q.name)}[p]"
+        text = ("%s: corrupt ring (an entry's sequence number or length is wrong): instance "
+                f"%u, from segment %s core %u{on} to segment %s core %u on {self.device}")
+        return (f'ofl_core_failf(core, n, "{text}", "{q.name}", {ring}.inst, "{src.name}", '
+                f'{ring}.prod, "{p.name}", core->idx)')
 
     def _peer(self, q: Queue, out: bool) -> int:
         """The index among this process's peers of the process at the other end of

@@ -168,6 +168,7 @@ static void test_core_idle_abort_after_a_peer(void)
     abort_word = 1;
     ofl_core_idle(&c, 0);
     CHECK(c.err == -ECANCELED, "then the abort ends it: %s", ofl_strerror(c.err));
+    ofl_core_destroy(&c);   /* (its error's text) */
     memset(&c, 0, sizeof c);   /* the same after a turn that moved something */
     c.abort = &abort_word;
     abort_word = 0;
@@ -176,6 +177,7 @@ static void test_core_idle_abort_after_a_peer(void)
     abort_word = 1;
     ofl_core_idle(&c, 1);
     CHECK(c.err == -ECANCELED, "after progress too: %s", ofl_strerror(c.err));
+    ofl_core_destroy(&c);
     close(two[0][1]);
     close(two[0][0]);
     close(two[1][0]);

@@ -601,6 +601,67 @@ static void test_broken_drop(int mode)
     qpair_close(&q);
 }
 
+/* A consumer that fails for another reason than a corrupt entry breaks its ring
+ * (ofl_qin_break): its producer's next flush, or its wait for room, stops with
+ * OFL_RING_EBROKEN and counts what never arrived. A producer that fails breaks its
+ * own (ofl_qout_break): its consumer takes what was published, then gets
+ * OFL_RING_EBROKEN instead of waiting; what was staged is the producer's loss, what
+ * was published and not taken (a consumer stopped by the abort word) the consumer's. */
+static void test_break_on_failure(int mode)
+{
+    const char *mn = mode ? "thread" : "inline";
+    struct qpair q;
+    const uint8_t *es;
+    /* the consumer fails: 8 committed (the ring full), 3 staged: 11 lost */
+    qpair_open(&q, 8, 16, 4, 0, mode, mode);
+    for (int i = 0; i < 8; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(qout_sync(&q.o) == 0 && q.o.ring.pushed == 8, "%s, consumer fails: ring full", mn);
+    ofl_qin_break(&q.in);
+    ofl_qin_break(&q.in);   /* twice: nothing more */
+    CHECK(q.in.lost == 0, "%s, consumer fails: it counts nothing itself (%u)", mn, q.in.lost);
+    for (int i = 0; i < 3; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    int rc = ofl_qout_flush(&q.o);
+    CHECK(rc == OFL_RING_EBROKEN && q.o.lost == 11,
+          "%s, consumer fails: the producer's flush stops (%s), 8 + 3 lost (%llu)", mn,
+          ofl_strerror(rc), (unsigned long long)q.o.lost);
+    ofl_qout_break(&q.o);   /* the producer stopped by it: nothing counted twice */
+    CHECK(q.o.lost == 11, "%s, consumer fails: still 11 lost (%llu)", mn,
+          (unsigned long long)q.o.lost);
+    qpair_close(&q);
+
+    /* the producer fails: 4 published (2 taken), 3 staged */
+    qpair_open(&q, 8, 16, 4, 0, mode, mode);
+    for (int i = 0; i < 4; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(qout_sync(&q.o) == 0, "%s, producer fails: 4 published", mn);
+    for (int i = 0; i < 3; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    ofl_qout_break(&q.o);
+    CHECK(q.o.lost == 3, "%s, producer fails: its 3 staged lost (%llu)", mn,
+          (unsigned long long)q.o.lost);
+    int got = 0;
+    for (int k = 0; k < 100 && got < 4; k++) {
+        rc = ofl_qin_next(&q.in, &es);
+        if (rc > 0) got += rc;
+    }
+    CHECK(got == 4, "%s, producer fails: the consumer takes the 4 published (%d)", mn, got);
+    rc = ofl_qin_next(&q.in, &es);
+    CHECK(rc == OFL_RING_EBROKEN, "%s, producer fails: then it stops (%s), not waits", mn,
+          ofl_strerror(rc));
+    ofl_qin_break(&q.in);
+    CHECK(q.in.lost == 0, "%s, producer fails: nothing left to lose (%u)", mn, q.in.lost);
+    qpair_close(&q);
+
+    /* the producer fails, its consumer stopped (the abort word) before taking them */
+    qpair_open(&q, 8, 16, 4, 0, mode, mode);
+    for (int i = 0; i < 6; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(qout_sync(&q.o) == 0, "%s, producer fails first: 6 published", mn);
+    ofl_qout_break(&q.o);
+    ofl_qin_break(&q.in);
+    CHECK(q.o.lost == 0 && q.in.lost == 6, "%s, producer fails first: the consumer counts the "
+          "6 it never took (%u), the producer none (%llu)", mn, q.in.lost,
+          (unsigned long long)q.o.lost);
+    qpair_close(&q);
+}
+
 /* The copy engine on its own: entry jobs are validated, copy only used bytes (the
  * rest of the destination is untouched) and count what they copied. */
 static void test_ce_jobs(int mode)
@@ -1283,6 +1344,8 @@ int main(int argc, char **argv)
     test_corrupt(OFL_CE_THREAD);
     test_broken_drop(OFL_CE_INLINE);
     test_broken_drop(OFL_CE_THREAD);
+    test_break_on_failure(OFL_CE_INLINE);
+    test_break_on_failure(OFL_CE_THREAD);
     for (int res = 0; res < 2; res++) {
         test_broken_transfer(OFL_CE_INLINE, res);
         test_broken_transfer(OFL_CE_THREAD, res);

@@ -23,7 +23,8 @@ const char *ofl_strerror(int err)
     case OFL_EUNSUPP: return "unsupported protocol";
     case OFL_ELENGTH: return "length field past the end of the packet";
     case OFL_Q_DONE: return "queue finished";
-    case OFL_RING_EBROKEN: return "ring broken: its consumer found a corrupt entry and stopped";
+    case OFL_RING_EBROKEN: return "ring broken: its other end stopped (a corrupt entry, or its "
+                                  "own failure)";
     /* the only -EDEADLK the runtime makes: ofl_qout with fail_full */
     case -EDEADLK: return "ring full, and its consumer runs in this same thread (segments "
                           "sharing a core): place them on different cores or raise ring_size";

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,12 +423,44 @@ bool ofl_core_err_secondary(int err)
     return err == -ECANCELED || err == OFL_RING_EBROKEN;
 }
 
+/* Record the core's first error with `where`, a heap string or NULL (no memory for
+ * it: a fixed text is said instead); frees it when the core had failed already. */
+static void core_fail_with(struct ofl_core *c, int err, char *where)
+{
+    if (c->err) {
+        free(where);
+        return;
+    }
+    c->where = where;
+    c->err = err ? err : -EIO;
+    if (c->err != -ECANCELED && c->abort) __atomic_store_n(c->abort, 1u, __ATOMIC_RELEASE);
+}
+
 void ofl_core_fail(struct ofl_core *c, int err, const char *what)
 {
+    core_fail_with(c, err, c->err ? NULL : strdup(what));
+}
+
+void ofl_core_failf(struct ofl_core *c, int err, const char *fmt, ...)
+{
     if (c->err) return;
-    c->err = err ? err : -EIO;
-    snprintf(c->where, sizeof c->where, "%s", what);
-    if (c->err != -ECANCELED && c->abort) __atomic_store_n(c->abort, 1u, __ATOMIC_RELEASE);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (text) {
+        va_start(ap, fmt);
+        vsnprintf(text, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    core_fail_with(c, err, text);
+}
+
+/* What a failed core was doing, as said on stderr and in its stats. */
+static const char *core_where(const struct ofl_core *c)
+{
+    return c->where ? c->where : "(no memory to say where)";
 }
 
 /* Idle turns a segment core spins (pause hint) before it yields the CPU at every idle
@@ -513,7 +546,7 @@ void ofl_core_end(struct ofl_core *c)
     }
     if (c->err && !ofl_core_err_secondary(c->err))
         fprintf(stderr, "offlow %s: segment %s core %u: %s: %s\n", c->device, c->segment, c->idx,
-                c->where, ofl_strerror(c->err));
+                core_where(c), ofl_strerror(c->err));
 }
 
 void ofl_core_destroy(struct ofl_core *c)
@@ -522,8 +555,10 @@ void ofl_core_destroy(struct ofl_core *c)
     free(c->ce);
     free(c->bufs);
     free(c->scratch);
+    free(c->where);
     c->ce = NULL;
     c->bufs = c->scratch = NULL;
+    c->where = NULL;
 }
 
 /* ---- sources ------------------------------------------------------------------ */
@@ -824,6 +859,10 @@ static int attach_side(const struct ofl_prog *p, struct ofl_core *c, const struc
                     r->prod, r->inst);
             return rc;
         }
+        if (q->in) {   /* which ring it is, for its errors */
+            (*q->in)[i].prod = r->prod;
+            (*q->in)[i].inst = r->inst;
+        }
         if (q->out && !q->local && c->nlink < OFL_LINK_MAX) {  /* the link's */
             c->link_out[c->nlink++] = &(*q->out)[i];
             ofl_ring_set_delay(&(*q->out)[i].ring, c->link_delay_ns);
@@ -1111,13 +1150,15 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     ofl_json_u64(j, "bytes_in", c->bytes_in);
     if (c->err) {
         ofl_json_str(j, "error", ofl_strerror(c->err));
-        ofl_json_str(j, "where", c->where);
+        ofl_json_str(j, "where", core_where(c));
         if (ofl_core_err_secondary(c->err)) ofl_json_u64(j, "secondary", 1);
     }
 }
 
+/* One side's counters of a ring; `lost`: a consumer's entries published and never
+ * taken from a ring its producer broke (said when not 0). */
 static void stats_ring(struct ofl_json *j, const char *queue, const char *side, unsigned prod,
-                       unsigned cons, const struct ofl_ring *r, uint64_t bytes)
+                       unsigned cons, const struct ofl_ring *r, uint64_t bytes, uint64_t lost)
 {
     ofl_json_begin_obj(j, NULL);
     ofl_json_str(j, "queue", queue);
@@ -1137,19 +1178,20 @@ static void stats_ring(struct ofl_json *j, const char *queue, const char *side, 
     uint32_t tail = __atomic_load_n(&r->shm->tail, __ATOMIC_ACQUIRE);
     uint32_t head = __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
     ofl_json_u64(j, "occupancy_now", tail - head);
+    if (lost) ofl_json_u64(j, "lost", lost);
     ofl_json_end_obj(j);
 }
 
 void ofl_stats_qout(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
                     const struct ofl_qout *q)
 {
-    stats_ring(j, queue, "out", prod, cons, &q->ring, q->bytes);
+    stats_ring(j, queue, "out", prod, cons, &q->ring, q->bytes, 0);
 }
 
 void ofl_stats_qin(struct ofl_json *j, const char *queue, unsigned prod, unsigned cons,
                    const struct ofl_qin *q)
 {
-    stats_ring(j, queue, "in", prod, cons, &q->ring, 0);
+    stats_ring(j, queue, "in", prod, cons, &q->ring, 0, q->lost);
 }
 
 void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src *s)

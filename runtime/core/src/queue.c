@@ -224,6 +224,24 @@ bool ofl_qout_lost(struct ofl_qout *q)
     return qout_broken(q, 0) < 0;
 }
 
+void ofl_qout_break(struct ofl_qout *q)
+{
+    qout_settle(q);
+    if (q->broken || qout_broken(q, 0) < 0) return;   /* its consumer broke it first */
+    struct ofl_ring *r = &q->ring;
+    ofl_ring_break_by(r, OFL_RING_BROKEN_BY_PRODUCER);
+    if (ofl_ring_broken_by(r) != OFL_RING_BROKEN_BY_PRODUCER) {
+        (void)qout_broken(q, 0);   /* the consumer's mark came between: counted as that */
+        return;
+    }
+    q->broken = true;
+    /* What was published its consumer still takes; the rest never will be. */
+    uint32_t published = __atomic_load_n(&r->shm->tail, __ATOMIC_ACQUIRE);
+    q->lost += (uint32_t)(r->tail - published) + q->inflight + q->staged;
+    qout_abandon(q);
+    q->staged = 0;
+}
+
 void *ofl_qout_reserve(struct ofl_qout *q, uint32_t want, uint32_t *got)
 {
     qout_settle(q);
@@ -434,12 +452,35 @@ static int qin_finish(struct ofl_qin *q, int b)
     return 0;
 }
 
+/* ofl_qin_next when no entry is ready: OFL_Q_DONE when the producer closed the ring,
+ * OFL_RING_EBROKEN when it broke it (it failed: nothing more will come), else 0. */
+static int qin_none(struct ofl_qin *q)
+{
+    if (ofl_ring_finished(&q->ring)) return OFL_Q_DONE;
+    if (ofl_ring_broken_by(&q->ring) == OFL_RING_BROKEN_BY_PRODUCER)
+        return sticky(&q->err, OFL_RING_EBROKEN);
+    return 0;
+}
+
+void ofl_qin_break(struct ofl_qin *q)
+{
+    struct ofl_ring *r = &q->ring;
+    if (q->broken) return;
+    q->broken = true;
+    ofl_ring_break(r);
+    if (ofl_ring_broken_by(r) != OFL_RING_BROKEN_BY_PRODUCER) return;   /* its producer counts */
+    /* The producer broke it first and publishes nothing more: what it published and
+     * this end never took is lost, counted here (the producer counted the rest). */
+    uint32_t tail = __atomic_load_n(&r->shm->tail, __ATOMIC_ACQUIRE);
+    q->lost += tail - r->head;
+}
+
 /* ofl_qin_next with an INLINE engine: copy up to a batch of ready entries into
  * buf[0] now, checked as they move, and release their slots. */
 static int qin_next_now(struct ofl_qin *q, const uint8_t **entries)
 {
     uint32_t n = ofl_ring_ready(&q->ring);
-    if (!n) return ofl_ring_finished(&q->ring) ? OFL_Q_DONE : 0;
+    if (!n) return qin_none(q);
     if (n > q->batch) n = q->batch;
     uint32_t bad = 0;
     ring_copy_now(q->ce, &q->ring, q->ring.head, n, q->buf[0], false, &bad);
@@ -469,7 +510,7 @@ int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries)
         /* Nothing prefetched: copy now (both buffers are empty here). */
         int rc = qin_kick(q, 0);
         if (rc < 0) return sticky(&q->err, rc);
-        if (rc == 0) return ofl_ring_finished(&q->ring) ? OFL_Q_DONE : 0;
+        if (rc == 0) return qin_none(q);
         rc = qin_finish(q, 0);
         if (rc < 0) return sticky(&q->err, rc);
         ready = 0;

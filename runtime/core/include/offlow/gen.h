@@ -244,7 +244,8 @@ struct ofl_core {
                                  bit i is the i-th --peer-fd; 0 while none has */
     int err;                  /* first error (negative errno or OFL_E*), 0 if none */
     unsigned stop_polls;      /* ofl_core_stopping calls, to look every STOP_POLL_EVERY */
-    char where[96];           /* what it was doing */
+    char *where;              /* what it was doing (its own copy, never cut: queue and
+                                 element names are the user's), NULL until it fails */
     uint64_t pkts_in, bytes_in, t_start, t_end;
     uint64_t tick_start, tick_end; /* ofl_ticks() beside t_start and t_end */
     uint64_t cpu_start, cpu_end;   /* the thread's CPU time (ns) beside them */
@@ -335,6 +336,10 @@ int ofl_core_stopping(struct ofl_core *c);
  * process sharing the window to stop. */
 void ofl_core_fail(struct ofl_core *c, int err, const char *what);
 
+/* ofl_core_fail with what it was doing formatted (printf's `fmt`), whole. */
+void ofl_core_failf(struct ofl_core *c, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Whether `err` only says that the core stopped because of another's failure (the
  * abort word: -ECANCELED; a ring its consumer broke: OFL_RING_EBROKEN): the failure
  * that caused it is said where it happened, so this one is not said again. */
@@ -344,7 +349,8 @@ bool ofl_core_err_secondary(int err);
  * secondary (ofl_core_err_secondary: the stats file has it, marked so). */
 void ofl_core_end(struct ofl_core *c);
 
-/* Stop the core's copy engine and free its buffers. */
+/* Stop the core's copy engine and free its buffers and its error's text (a core
+ * that failed: ofl_core_fail). */
 void ofl_core_destroy(struct ofl_core *c);
 
 /* ---- ports by name ------------------------------------------------------------ */

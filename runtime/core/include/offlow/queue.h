@@ -145,6 +145,14 @@ int ofl_qout_close(struct ofl_qout *q);
  * counted in `lost` (once; ofl_qout_flush and _close count them when they find it). */
 bool ofl_qout_lost(struct ofl_qout *q);
 
+/* The producer failed (its core's error, whatever it was): mark the ring broken by
+ * the producer, so that its consumer takes what was published and then stops
+ * (OFL_RING_EBROKEN) instead of waiting for more; the entries never published (held
+ * doorbells, in flight, staged) are counted in `lost`. A ring its consumer broke
+ * first is counted as ofl_qout_lost counts it. Once per endpoint; later calls do
+ * nothing. */
+void ofl_qout_break(struct ofl_qout *q);
+
 /* Move the entries staged in `src` (not flushed) to the end of `dst`'s staging, in
  * order, as if they had been made there: an ordered core group's master takes its
  * workers' outputs this way, slice after slice. Both endpoints belong to the caller
@@ -173,6 +181,11 @@ struct ofl_qin {
     int state[2];                /* OFL_QB_* */
     uint32_t entry_size, batch;
     int err;                     /* first error (sticky), 0 if none */
+    unsigned prod, inst;         /* which ring of its queue: the producer core and the
+                                  * instance (for messages; ofl_prog_open sets them) */
+    bool broken;                 /* ofl_qin_break was called */
+    uint32_t lost;               /* entries published and never taken from a ring its
+                                  * producer broke (ofl_qin_break counts them) */
     struct ofl_ce_job job[2];
 };
 
@@ -182,11 +195,19 @@ int ofl_qin_init(struct ofl_qin *q, void *ring_mem, size_t len, struct ofl_ce *c
 
 /* Next entries: > 0: that many, contiguous in local memory at *entries with stride
  * entry_size, valid (and writable) until the next call; 0: nothing now;
- * OFL_Q_DONE: producer closed and all consumed; < 0 other: error (-EBADMSG corrupt
- * entry: bad seq, or h.len > entry_size - data_off, after which the ring is marked
- * broken for its producer; -EPIPE peer died while waiting for a copy, ...), also kept
- * in q->err. */
+ * OFL_Q_DONE: producer closed and all consumed; OFL_RING_EBROKEN: the producer
+ * failed and broke the ring (ofl_qout_break), all it published consumed; < 0 other:
+ * error (-EBADMSG corrupt entry: bad seq, or h.len > entry_size - data_off, after
+ * which the ring is marked broken for its producer; -EPIPE peer died while waiting for
+ * a copy, ...), also kept in q->err. */
 int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries);
+
+/* The consumer failed (its core's error, whatever it was): mark the ring broken, so
+ * that its producer stops (OFL_RING_EBROKEN, what it still held counted lost) instead
+ * of waiting for room that will never come. A ring its producer broke first: the
+ * entries it published and this end never took are counted in q->lost. Once per
+ * endpoint; later calls do nothing. */
+void ofl_qin_break(struct ofl_qin *q);
 
 /* Free the endpoint's memory (waits for an in-flight copy first). */
 void ofl_qin_destroy(struct ofl_qin *q);

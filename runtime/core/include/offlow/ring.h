@@ -22,7 +22,10 @@
  * A ring its consumer finds corrupt (an entry with a wrong seq or len: a device that
  * wrote it wrong, a damaged window) is marked broken in the shared header
  * (ofl_ring_break): the consumer takes nothing more from it and the producer, which
- * would otherwise wait for ever for room, fails instead (ofl_qout: OFL_RING_EBROKEN). */
+ * would otherwise wait for ever for room, fails instead (ofl_qout: OFL_RING_EBROKEN).
+ * A consumer that fails for another reason marks its rings broken the same way, and a
+ * producer that fails marks its own (by the producer): its consumer takes what was
+ * published and then fails with OFL_RING_EBROKEN instead of waiting for more. */
 #ifndef OFL_RING_H
 #define OFL_RING_H
 
@@ -55,8 +58,9 @@ struct ofl_ring_shm {
     uint32_t batch;         /* entries per doorbell the producer aims for, 1..size */
     uint32_t closed;        /* set (release) by the producer after its last commit */
     uint32_t data_off;      /* bytes before the packet data in an entry; 0 = none */
-    uint32_t broken;        /* set (release) by the consumer on a corrupt entry; never
-                             * cleared (ofl_ring_break) */
+    uint32_t broken;        /* 0, or who broke it (OFL_RING_BROKEN_BY_*: the consumer
+                             * on a corrupt entry or its own failure, the producer on
+                             * its failure); never cleared (ofl_ring_break_by) */
     _Alignas(OFL_CACHE_LINE) uint32_t tail;   /* producer index: entries published */
     _Alignas(OFL_CACHE_LINE) uint32_t head;   /* consumer index: entries released */
     _Alignas(OFL_CACHE_LINE) uint8_t entries[];
@@ -116,11 +120,26 @@ static inline bool ofl_entry_len_ok(uint32_t entry_size, uint32_t data_off, uint
     return !data_off || len <= entry_size - data_off;
 }
 
-/* Mark the ring broken (the consumer, on finding a corrupt entry): it delivers
- * nothing more, and its producer stops instead of waiting for room. */
+/* Who marked a ring broken: the value of its shared `broken` word (the first mark
+ * stays). */
+#define OFL_RING_BROKEN_BY_CONSUMER 1u
+#define OFL_RING_BROKEN_BY_PRODUCER 2u
+
+/* Mark the ring broken by `who` (OFL_RING_BROKEN_BY_*) unless it is already: the
+ * first mark stays. */
+static inline void ofl_ring_break_by(struct ofl_ring *r, uint32_t who)
+{
+    uint32_t none = 0;
+    __atomic_compare_exchange_n(&r->shm->broken, &none, who, false, __ATOMIC_ACQ_REL,
+                                __ATOMIC_ACQUIRE);
+}
+
+/* Mark the ring broken by its consumer (on finding a corrupt entry, or on failing for
+ * another reason): it delivers nothing more, and its producer stops instead of
+ * waiting for room. */
 static inline void ofl_ring_break(struct ofl_ring *r)
 {
-    __atomic_store_n(&r->shm->broken, 1u, __ATOMIC_RELEASE);
+    ofl_ring_break_by(r, OFL_RING_BROKEN_BY_CONSUMER);
 }
 
 /* Whether the ring was marked broken (either side may ask; one load of the header's
@@ -128,6 +147,12 @@ static inline void ofl_ring_break(struct ofl_ring *r)
 static inline bool ofl_ring_broken(const struct ofl_ring *r)
 {
     return __atomic_load_n(&r->shm->broken, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Who marked the ring broken (OFL_RING_BROKEN_BY_*), 0 if nobody. */
+static inline uint32_t ofl_ring_broken_by(const struct ofl_ring *r)
+{
+    return __atomic_load_n(&r->shm->broken, __ATOMIC_ACQUIRE);
 }
 
 /* ---- producer ---- */

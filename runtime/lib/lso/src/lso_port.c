@@ -313,7 +313,12 @@ static int lso_src_next(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *buf
         const uint8_t *e = ofl_ring_peek(&s->desc, i);
         if (!e) break;
         uint32_t len = ((const struct ofl_entry_hdr *)(const void *)e)->len;
-        if (len > OFL_LSO_DESC_ENTRY - 8) len = OFL_LSO_DESC_ENTRY - 8;
+        if (!ofl_entry_len_ok(s->desc.entry_size, s->desc.data_off, len)) {
+            /* as corrupt as a wrong seq (it was cut to the entry and sent on): the ring
+             * breaks, for its producer, as ofl_ring_peek breaks it */
+            ofl_ring_break(&s->desc);
+            break;
+        }
         if (len > base->o.mtu) {  /* no room for it in a packet buffer: counted */
             base->dropped++;
             continue;

@@ -193,6 +193,34 @@ static void test_refused(void)
     ofl_lso_host_destroy(&h);
 }
 
+/* A descriptor whose len is past its entry (a host that wrote it wrong) is a corrupt
+ * entry to the device's source, as a wrong seq is: -EBADMSG, the ring broken for the
+ * host, the good descriptor before it still delivered (before, the bad one was cut to
+ * its entry and sent on as a packet). */
+static void test_bad_desc_len(void)
+{
+    snprintf(path, sizeof path, "/dev/shm/offlow-test-lso-%d", (int)getpid());
+    unlink(path);
+    struct ofl_lso_host h;
+    CHECK(ofl_lso_host_create(&h, path, 65536, 4) == 0, "a host port");
+    ((struct ofl_entry_hdr *)ofl_ring_slot(&h.desc, 0))->len = 40;
+    ((struct ofl_entry_hdr *)ofl_ring_slot(&h.desc, 1))->len = OFL_LSO_DESC_ENTRY - 8 + 1;
+    ofl_ring_commit(&h.desc, 2);
+    struct ofl_src_opts so = { .mtu = 2048 };
+    char errbuf[256] = "";
+    struct ofl_src *src;
+    CHECK(ofl_lso_src_open(&src, path, &so, errbuf) == 0, "the device's source: %s", errbuf);
+    static uint8_t bufs[4 * 2048];
+    struct ofl_pkt pk[4];
+    int n = ofl_src_next(src, pk, bufs, 4);
+    CHECK(n == 1 && pk[0].len == 40, "the good descriptor first (%d)", n);
+    n = ofl_src_next(src, pk, bufs, 4);
+    CHECK(n == -EBADMSG, "then the one past its entry is corrupt (%d)", n);
+    CHECK(ofl_ring_broken(&h.desc), "and the ring is broken for the host");
+    ofl_src_close(src);
+    ofl_lso_host_destroy(&h);
+}
+
 /* A host that dies without finishing: the device's source says so. */
 static void test_host_dies(void)
 {
@@ -316,6 +344,7 @@ int main(void)
     test_sends(OFL_LSO_AUTO, "AUTO");
     test_sends(OFL_LSO_PLACE, "PLACE");
     test_refused();
+    test_bad_desc_len();
     test_host_dies();
     test_device_dies();
     test_device_done_then_gone();

@@ -141,8 +141,17 @@ static int send_out(struct ofl_bridge *b, uint32_t id)
     uint32_t to_end = r->size - (r->head & r->mask);
     if (n > to_end) n = to_end;
     for (uint32_t i = 0; i < n; i++) {
-        if (!ofl_ring_peek(r, i)) {
+        const struct ofl_entry_hdr *e = ofl_ring_peek(r, i);
+        if (!e) {
             bad(b, "ring %u: entry %u has a bad seq", id, r->head + i);
+            return -EBADMSG;
+        }
+        /* a len past the entry is as corrupt here as at a local consumer: the ring
+         * breaks here, for its producer, not at the far end (which refuses it) */
+        if (!ofl_entry_len_ok(r->entry_size, r->data_off, e->len)) {
+            ofl_ring_break(r);
+            bad(b, "ring %u: entry %u says %u bytes, beyond its %u-byte entry", id,
+                r->head + i, e->len, r->entry_size);
             return -EBADMSG;
         }
     }

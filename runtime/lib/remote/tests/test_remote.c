@@ -326,6 +326,34 @@ static void test_bad_message(void)
     free(a_host), free(a_dev);
 }
 
+/* An entry of a local ring whose len is past its entry (a producer that wrote it
+ * wrong) stops the bridge that would send it, which breaks the ring there (its
+ * producer stops instead of waiting for room), before anything of it is sent. */
+static void test_bad_len_out(void)
+{
+    enum { ENTRY = 64, DOFF = 16 };
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    size_t len;
+    void *a_host = ring_mem(8, ENTRY, 1, DOFF, &len), *a_dev = ring_mem(8, ENTRY, 1, DOFF, &len);
+    ofl_bridge_add(&p.bc, a_host, len, true);
+    ofl_bridge_add(&p.bs, a_dev, len, false);
+    struct ofl_ring prod, dev;
+    ofl_ring_attach(&prod, a_host, len);
+    ofl_ring_attach(&dev, a_dev, len);
+    ((struct ofl_entry_hdr *)ofl_ring_slot(&prod, 0))->len = ENTRY - DOFF;       /* fits */
+    ((struct ofl_entry_hdr *)ofl_ring_slot(&prod, 1))->len = ENTRY - DOFF + 1;   /* does not */
+    ofl_ring_commit(&prod, 2);
+    int rc = ofl_bridge_poll(&p.bc);
+    CHECK(rc == -EBADMSG && strstr(p.bc.err, "entry 1 says 49 bytes"),
+          "the sending bridge stops on it: %d, %s", rc, p.bc.err);
+    CHECK(ofl_ring_broken(&prod), "and breaks the ring for its producer");
+    for (int k = 0; k < 50; k++) (void)ofl_bridge_poll(&p.bs);
+    CHECK(ofl_ring_ready(&dev) == 0 && p.bs.entries_in == 0, "nothing of it crossed");
+    close_pair(&p);
+    free(a_host), free(a_dev);
+}
+
 /* Entries within the credit are taken even when the ring handle's cached view of the
  * consumer's head is stale: the ring refreshes it only below one doorbell batch free,
  * and a message may bring more than what the cache shows free. */
@@ -630,6 +658,7 @@ int main(int argc, char **argv)
     test_bulk_messages();
     test_rings();
     test_bad_message();
+    test_bad_len_out();
     test_stale_head();
     test_silent_peer();
     test_unproven_peer();
