@@ -424,15 +424,17 @@ bool ofl_core_err_secondary(int err)
 }
 
 /* Record the core's first error with `where`, a heap string or NULL (no memory for
- * it: a fixed text is said instead); frees it when the core had failed already. */
+ * it: a fixed text is said instead); frees it when the core had failed already. The
+ * text is published before the error (release): the live report's thread reads the
+ * error first (acquire), then the text (ofl_stats_core). */
 static void core_fail_with(struct ofl_core *c, int err, char *where)
 {
     if (c->err) {
         free(where);
         return;
     }
-    c->where = where;
-    c->err = err ? err : -EIO;
+    __atomic_store_n(&c->where, where, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->err, err ? err : -EIO, __ATOMIC_RELEASE);
     if (c->err != -ECANCELED && c->abort) __atomic_store_n(c->abort, 1u, __ATOMIC_RELEASE);
 }
 
@@ -460,7 +462,8 @@ void ofl_core_failf(struct ofl_core *c, int err, const char *fmt, ...)
 /* What a failed core was doing, as said on stderr and in its stats. */
 static const char *core_where(const struct ofl_core *c)
 {
-    return c->where ? c->where : "(no memory to say where)";
+    const char *w = __atomic_load_n(&c->where, __ATOMIC_RELAXED);
+    return w ? w : "(no memory to say where)";
 }
 
 /* Idle turns a segment core spins (pause hint) before it yields the CPU at every idle
@@ -1148,10 +1151,11 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     }
     ofl_json_u64(j, "pkts_in", c->pkts_in);
     ofl_json_u64(j, "bytes_in", c->bytes_in);
-    if (c->err) {
-        ofl_json_str(j, "error", ofl_strerror(c->err));
+    const int err = __atomic_load_n(&c->err, __ATOMIC_ACQUIRE);  /* (core_fail_with) */
+    if (err) {
+        ofl_json_str(j, "error", ofl_strerror(err));
         ofl_json_str(j, "where", core_where(c));
-        if (ofl_core_err_secondary(c->err)) ofl_json_u64(j, "secondary", 1);
+        if (ofl_core_err_secondary(err)) ofl_json_u64(j, "secondary", 1);
     }
 }
 
