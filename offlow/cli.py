@@ -314,6 +314,14 @@ def parser() -> argparse.ArgumentParser:
     tb.add_argument("index", type=int, nargs="?")
     tb.add_argument("value", nargs="?", help="an integer, a float or hex bytes, by the "
                     "element's type")
+    mp = csub.add_parser("map", help="a hash map (SharedMap): get KEY, set KEY VALUE, delete "
+                         "KEY, list [--limit N], info; KEY is FIELD=VALUE,... (every field: "
+                         "an integer, an ipv4/ipv6 address, a mac), VALUE an integer")
+    mp.add_argument("name")
+    mp.add_argument("op", choices=["get", "set", "delete", "list", "info"])
+    mp.add_argument("key", nargs="?", help="src=10.0.0.1,dst=10.0.0.2,proto=6")
+    mp.add_argument("value", nargs="?", help="an integer of the map's value type")
+    mp.add_argument("--limit", type=int, help="list: at most N keys")
     ro = csub.add_parser("route", help="add PREFIX NEXTHOP or del PREFIX, or add|del --file F "
                          "(IPv4 and IPv6, applied while packets flow)")
     ro.add_argument("op", choices=["add", "del"])
@@ -450,7 +458,8 @@ def _cmd_ctl(a: argparse.Namespace) -> int:
         if a.ctl_cmd == "tables":
             for name, t in tables.items():
                 i = t.info()
-                what = f"elements of {i.size} bytes" if i.kind == "array" else "routes"
+                what = (f"elements of {i.size} bytes" if i.kind == "array" else
+                        "keys" if i.kind == "map" else "routes")
                 print(f"{name}: {i.kind}, {i.length} {what}, {i.updates} updates")
         elif a.ctl_cmd == "table":
             t = tables[a.name]
@@ -462,6 +471,8 @@ def _cmd_ctl(a: argparse.Namespace) -> int:
                 print(t[a.index])
             else:
                 t[a.index] = parse_value(t.info(), a.value)
+        elif a.ctl_cmd == "map":
+            _map(tables[a.name], a)
         elif a.file is not None:
             if a.prefix is not None:
                 raise OfflowError("want `route add|del --file F` or a PREFIX, not both")
@@ -475,6 +486,30 @@ def _cmd_ctl(a: argparse.Namespace) -> int:
             else:
                 t.delete(a.prefix)
     return 0
+
+
+def _map(t: Table, a: argparse.Namespace) -> None:
+    """offlow ctl WINDOW map NAME OP ...: one request (list: a walk), printed."""
+    wants = {"get": 1, "delete": 1, "set": 2, "list": 0, "info": 0}[a.op]
+    if [a.key, a.value][:wants].count(None) or [a.key, a.value][wants:] != [None] * (2 - wants):
+        raise OfflowError(f"want `map NAME {a.op}{' KEY' * (wants > 0)}{' VALUE' * (wants > 1)}`")
+    if a.limit is not None and (a.op != "list" or a.limit < 0):
+        raise OfflowError("--limit N (N >= 0) goes with `list`")
+    m = t.map()
+    if a.op == "info":
+        print(t.info())
+    elif a.op == "get":
+        v = m.get(a.key)
+        if v is None:
+            raise OfflowError(f"map `{t.name}` has no key {a.key}")
+        print(v)
+    elif a.op == "set":
+        m.set(a.key, a.value)
+    elif a.op == "delete":
+        m.delete(a.key)
+    else:
+        for key, value in m.items(a.limit):
+            print(f"{key} {value}")
 
 
 def _route_file(tables: Tables, changes: list[RouteChange], table: str | None) -> None:

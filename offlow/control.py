@@ -21,18 +21,23 @@ from __future__ import annotations
 import ipaddress
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from offlow.channels import Channel, Region
 from offlow.errors import OfflowError
 from offlow.ir.graph import CTL_CHANNEL_PREFIX
 
-KINDS = {1: "array", 2: "lpm4", 3: "lpm6"}
+if TYPE_CHECKING:
+    from offlow.mapctl import MapTable
+
+KINDS = {1: "array", 2: "lpm4", 3: "lpm6", 4: "map"}
 ROUTE_HOP_MAX = 0x7FFF
 # struct ofl_ctl_info: kind, type, size, pad, length, updates
 _INFO = struct.Struct("<BBHIQQ")
 _LIVE = struct.Struct("<QQ")  # after an lpm6 table's info: lookups, lookups during updates
+_MAP_MORE = struct.Struct("<IIQ")  # after a map's info: entries, key size, full
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 _FLOAT_FORMATS = {4: "f", 8: "d"}
 
@@ -61,6 +66,9 @@ class Info:
     # begun on it, and those begun while an update's rebuild ran.
     lookups: int = 0
     lookups_during_updates: int = 0
+    # A hash map: the keys it may hold, and the updates refused because it was full.
+    entries: int = 0
+    full: int = 0
 
 
 def parse_prefix(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
@@ -132,17 +140,36 @@ class Table:
         """The table's kind, element and counts (asked each time: `updates` moves)."""
         reply = self.request(b"i")
         kind, typ, size, _, length, updates = _INFO.unpack(reply[:_INFO.size])
-        more = _LIVE.unpack(reply[_INFO.size:_INFO.size + _LIVE.size]) if (
-            len(reply) >= _INFO.size + _LIVE.size) else (0, 0)
-        self._info = Info(KINDS.get(kind, str(kind)), chr(typ), size, length, updates, *more)
+        base = Info(KINDS.get(kind, str(kind)), chr(typ), size, length, updates)
+        more = reply[_INFO.size:_INFO.size + _LIVE.size]
+        if len(more) == _LIVE.size and base.kind == "lpm6":
+            base = replace(base, **dict(zip(("lookups", "lookups_during_updates"),
+                                            _LIVE.unpack(more), strict=True)))
+        elif len(more) == _MAP_MORE.size and base.kind == "map":
+            entries, _, full = _MAP_MORE.unpack(more)
+            base = replace(base, entries=entries, full=full)
+        self._info = base
         return self._info
 
     def _array(self) -> Info:
         info = self._info or self.info()
+        if info.kind == "map":
+            raise OfflowError(f"table `{self.name}` is a hash map: use `offlow ctl WINDOW map "
+                              f"{self.name} ...` (Table.map()), not an index")
         if info.kind != "array":
             raise OfflowError(f"table `{self.name}` is an {info.kind} route table: it takes "
                               "add and delete, not get and set")
         return info
+
+    def map(self) -> MapTable:
+        """The table as a shared hash map (get, set, delete, items by typed key:
+        offlow/mapctl.py), or a clear error for another kind."""
+        from offlow.mapctl import MapTable
+        info = self._info or self.info()
+        if info.kind != "map":
+            what = "an array" if info.kind == "array" else f"an {info.kind} route table"
+            raise OfflowError(f"table `{self.name}` is {what}, not a hash map")
+        return MapTable(self)
 
     def _format(self, info: Info) -> str | None:
         if info.type == "u":
@@ -214,7 +241,8 @@ class Table:
         info = self._info or self.info()
         want = "lpm4" if parse_prefix(prefix).version == 4 else "lpm6"
         if info.kind != want:
-            what = "an array" if info.kind == "array" else f"an {info.kind} route table"
+            what = ("an array" if info.kind == "array" else "a hash map" if info.kind == "map"
+                    else f"an {info.kind} route table")
             raise OfflowError(f"table `{self.name}` is {what}: {prefix} needs an {want} "
                               "route table")
         return msg

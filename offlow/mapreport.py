@@ -14,17 +14,17 @@ from offlow.ir import SharedTable
 from offlow.ir.types import ADDRESS_TYPES, KEY_TYPES
 
 
-def _number(raw: bytes, ctype: str) -> int:
+def number(raw: bytes, ctype: str) -> int:
     return int.from_bytes(raw, "little", signed=ctype.startswith("int"))
 
 
-def _field(raw: bytes, ftype: str) -> tuple[int | bytes, int | str]:
+def key_field(raw: bytes, ftype: str) -> tuple[int | bytes, int | str]:
     """A key field's order (a number, an address's bytes) and what the report shows."""
     if ftype == "mac":
         return raw, ":".join(f"{b:02x}" for b in raw)
     if ftype in ADDRESS_TYPES:
         return raw, str(ipaddress.ip_address(raw))
-    n = _number(raw, ftype)
+    n = number(raw, ftype)
     return n, n
 
 
@@ -37,10 +37,10 @@ def decode(t: SharedTable, raw: dict[str, Any]) -> dict[str, Any]:
         key, at = bytes.fromhex(key_hex), 0
         fields = []
         for _, ftype in t.map_key:
-            fields.append(_field(key[at:at + KEY_TYPES[ftype]], ftype))
+            fields.append(key_field(key[at:at + KEY_TYPES[ftype]], ftype))
             at += KEY_TYPES[ftype]
         items.append(([o for o, _ in fields], [s for _, s in fields],
-                      _number(bytes.fromhex(value_hex), t.map_value)))
+                      number(bytes.fromhex(value_hex), t.map_value)))
     items.sort(key=lambda x: (x[0], x[2]))
     return {**raw, "key": [f for f, _ in t.map_key], "pairs": [[f, v] for _, f, v in items]}
 

@@ -522,6 +522,8 @@ class DeviceGen:
               "        }", *vg.batch_end(p, "        "), "        progress |= n > 0;", "    }")
         for k, q in enumerate(p.inputs):
             self._gen_pop(p, k, q)
+        e(*(f"    ofl_map_ctl_serve(ctx->proc->tbl_{cname(t)}); /* a ctl request, if any */"
+            for t in self._served_maps(p)))
         e(*self.turn_end(p))
         self._flush(p, "    ")
         e("    ctx->steer++;", "    ofl_dilate_end(core, progress);", "    return progress;",
@@ -534,7 +536,8 @@ class DeviceGen:
         if p.group:
             e("    ofl_group_stop(ctx->grp);")
         self._close(p)
-        e("}", "")
+        e(*(f"    ofl_map_ctl_owner_done(ctx->proc->tbl_{cname(t)}); /* ctl runs it now */"
+            for t in self._served_maps(p)), "}", "")
         if not any(t.loops == ((p.name, k),) for t in self.threads for k in range(len(p.cores))):
             return  # every core of it shares a thread with other segments
         e(f"/* Segment {p.name}: a thread running its loop alone on a core. */",
@@ -553,6 +556,12 @@ class DeviceGen:
           "    ofl_core_end(core);", "    return NULL;", "}", "")
         if p.group and len(p.cores) > 1:  # a group of one core has no workers
             self._gen_worker(p)
+
+    def _served_maps(self, p: SegmentPlan) -> list[str]:
+        """The maps segment `p` uses whose control requests its core runs
+        (runtime map_ctl.h: the map has no locks, so only its one core touches it)."""
+        used = {ref for name in p.nodes for _, ref in self.g.node(name).tables}
+        return [t.name for t in self.ctl_tables if t.is_map and t.name in used]
 
     def gen_shared_thread(self, t: CoreThread, index: dict[tuple[str, int], int]) -> None:
         """A thread that runs the loops of several segments placed on one core, a turn

@@ -1,6 +1,7 @@
 """The C a shared hash map (dsl SharedMap) needs on every target: its packed key struct
 ``struct NAME_key`` (the same bytes on host, NIC and in BPF), and on host and NIC the
-function that opens it (runtime map.h)."""
+function that opens it (runtime map.h) and the one its control channel calls
+(runtime map_ctl.h)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,20 @@ def key_struct(t: SharedTable) -> list[str]:
             "} __attribute__((packed));"]
 
 
+def layout(t: SharedTable) -> str:
+    """The text a control client reads to type keys and values: "FIELD:TYPE,...;VALUE"."""
+    return ",".join(f"{f}:{ft}" for f, ft in t.map_key) + ";" + t.map_value
+
+
 def open_fn(t: SharedTable) -> list[str]:
-    """The table object's open function (its name is t.open_fn)."""
+    """The table object's open function (its name is t.open_fn), and the control
+    function (t.ctl_fn): the request handed to the core that owns the map."""
     return [f"static inline int {t.open_fn}(struct ofl_map **m, const struct ofl_args *a, "
             "const char *name)", "{",
-            f"    return ofl_map_open_named(m, sizeof(struct {t.name}_key), "
-            f"sizeof({t.map_value}), {t.map_entries}u, a, name);", "}"]
+            f"    int rc = ofl_map_open_named(m, sizeof(struct {t.name}_key), "
+            f"sizeof({t.map_value}), {t.map_entries}u, a, name);",
+            f'    if (rc == 0) {{ (*m)->layout = "{layout(t)}"; '
+            f"(*m)->ctl_type = '{'i' if t.map_value.startswith('int') else 'u'}'; }}",
+            "    return rc;", "}",
+            f"static inline void {t.ctl_fn}(struct ofl_map *m, const uint8_t *msg, size_t len, "
+            "struct ofl_ctl_reply *r)", "{", "    ofl_map_ctl_call(m, msg, len, r);", "}"]

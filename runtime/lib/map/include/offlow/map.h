@@ -25,6 +25,14 @@ struct ofl_map {
     uint8_t *used;      /* per slot: 1 when it holds a key */
     uint8_t *keys;      /* slots x key_size */
     uint8_t *values;    /* slots x value_size, zeroed at open */
+    /* Control (offlow/map_ctl.h): the layout text the ctl client reads, the changes made
+     * through control messages, and the mailbox that hands one request at a time from
+     * the channel manager to the core that owns the map. */
+    const char *layout;
+    char ctl_type;      /* the value's: 'u' unsigned, 'i' signed */
+    uint64_t ctl_updates;
+    uint32_t box_state, box_owner_gone, box_len, box_reply_len;
+    uint8_t box_msg[56], box_reply[56];   /* OFL_CTL_MSG_MAX */
 };
 
 /* Open an empty map: -EINVAL for sizes or `entries` out of range, -ENOMEM. */

@@ -1,0 +1,180 @@
+"""A running program's shared hash map through its control channel (runtime
+map_ctl.h): keys and values typed by the map's layout, which the device gives
+("FIELD:TYPE,...;VALUETYPE"). A key is written field=value, every field once, comma
+separated (`src=10.0.0.1,dst=10.0.0.2,proto=6`): an integer field takes a number (0x..
+too), an `ipv4` / `ipv6` field an address, a `mac` field 02:00:00:aa:bb:cc; a value is an
+integer of the map's value type. Keys print the same way (offlow/mapreport.py's text).
+
+    m = attach(WINDOW).tables["flows"].map()
+    m.set("src=10.0.0.1,dst=10.0.0.2,proto=6", 7); m.get(...); m.delete(...); m.items()
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from offlow.control import ControlError
+from offlow.errors import OfflowError
+from offlow.ir.types import ADDRESS_TYPES, KEY_TYPES, MAP_TYPES
+from offlow.mapreport import key_field, number
+
+# A reply's payload: OFL_CTL_MSG_MAX (56) less the i32 status.
+_REPLY_MAX = 52
+_NO_MORE = 2  # ENOENT: a walk's end, or a key the map lacks
+
+
+class Requester(Protocol):
+    """What sends one control message and returns the reply's payload (control.Table)."""
+
+    name: str
+
+    def request(self, msg: bytes, timeout: float = 5.0) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A map's key fields ((name, type) in order) and value type."""
+
+    fields: tuple[tuple[str, str], ...]
+    value: str
+
+    @staticmethod
+    def parse(text: str) -> Layout:
+        """The layout text a device gives, or a clear error (a device of another
+        offlow)."""
+        try:
+            key, value = text.split(";")
+            fields = tuple((f, t) for f, t in (x.split(":") for x in key.split(",")))
+        except ValueError:
+            raise OfflowError(f"a map layout `{text}` is not FIELD:TYPE,...;VALUE") from None
+        if value not in MAP_TYPES or not all(t in KEY_TYPES for _, t in fields):
+            raise OfflowError(f"a map layout `{text}` names a type offlow does not know")
+        return Layout(fields, value)
+
+    @property
+    def key_size(self) -> int:
+        return sum(KEY_TYPES[t] for _, t in self.fields)
+
+
+def _int(text: str, ctype: str, what: str) -> bytes:
+    """`text` as an integer of `ctype`'s bytes (little-endian), or a clear error."""
+    size, signed = KEY_TYPES[ctype], ctype.startswith("int")
+    try:
+        n = int(text, 0)
+    except ValueError:
+        raise OfflowError(f"{what} `{text}` is not an integer ({ctype})") from None
+    bits = 8 * size - signed
+    lo, hi = (-(1 << bits), (1 << bits) - 1) if signed else (0, (1 << bits) - 1)
+    if not lo <= n <= hi:
+        raise OfflowError(f"{what} {n} does not fit {ctype} ({lo}..{hi})")
+    return n.to_bytes(size, "little", signed=signed)
+
+
+def _address(text: str, ftype: str, what: str) -> bytes:
+    """An address field's bytes as on the wire, or a clear error."""
+    try:
+        if ftype == "mac":
+            raw = bytes(int(x, 16) for x in text.split(":"))
+            if len(raw) != 6 or not all(len(x) == 2 for x in text.split(":")):
+                raise ValueError
+            return raw
+        addr = ipaddress.ip_address(text)
+        if len(addr.packed) != ADDRESS_TYPES[ftype]:
+            raise ValueError
+        return addr.packed
+    except ValueError:
+        example = {"ipv4": "192.0.2.1", "ipv6": "2001:db8::1", "mac": "02:00:00:aa:bb:cc"}
+        raise OfflowError(f"{what} `{text}` is not an {ftype} address such as "
+                          f"{example[ftype]}") from None
+
+
+def parse_key(layout: Layout, text: str) -> bytes:
+    """The packed key of `text` (FIELD=VALUE,... every field once), or a clear error."""
+    names = [f for f, _ in layout.fields]
+    given: dict[str, str] = {}
+    for part in text.split(","):
+        name, eq, value = part.partition("=")
+        name = name.strip()
+        if not eq:
+            raise OfflowError(f"key `{text}`: want FIELD=VALUE,... with fields "
+                              f"{', '.join(names)}")
+        if name not in names:
+            raise OfflowError(f"key `{text}`: the map has no field `{name}`; fields: "
+                              f"{', '.join(names)}")
+        if name in given:
+            raise OfflowError(f"key `{text}`: field `{name}` given twice")
+        given[name] = value.strip()
+    missing = [n for n in names if n not in given]
+    if missing:
+        raise OfflowError(f"key `{text}`: no value for {', '.join(missing)}")
+    return b"".join(_address(given[f], t, f"field `{f}`") if t in ADDRESS_TYPES
+                    else _int(given[f], t, f"field `{f}`") for f, t in layout.fields)
+
+
+def format_key(layout: Layout, raw: bytes) -> str:
+    """A packed key as FIELD=VALUE,... (the form parse_key reads)."""
+    out, at = [], 0
+    for f, t in layout.fields:
+        out.append(f"{f}={key_field(raw[at:at + KEY_TYPES[t]], t)[1]}")
+        at += KEY_TYPES[t]
+    return ",".join(out)
+
+
+def parse_value(layout: Layout, text: str) -> bytes:
+    """A value's bytes, or a clear error."""
+    return _int(text, layout.value, "value")
+
+
+class MapTable:
+    """One shared hash map of a running program, through its control channel."""
+
+    def __init__(self, table: Requester) -> None:
+        self._t = table
+        text, at = b"", 0
+        while True:  # the layout text, a reply's worth at a time
+            part = table.request(b"k" + struct.pack("<H", at))
+            text += part
+            at += len(part)
+            if len(part) < _REPLY_MAX:
+                break
+        self.layout = Layout.parse(text.decode())
+
+    def key(self, text: str) -> bytes:
+        return parse_key(self.layout, text)
+
+    def get(self, key: str) -> int | None:
+        """The value under `key`, or None when the map lacks it."""
+        try:
+            raw = self._t.request(b"g" + self.key(key))
+        except ControlError as e:
+            if e.errno == _NO_MORE:
+                return None
+            raise
+        return number(raw, self.layout.value)
+
+    def set(self, key: str, value: int | str) -> None:
+        """Store `value` under `key` (insert or replace); a full map refuses a new key."""
+        self._t.request(b"s" + self.key(key) + parse_value(self.layout, str(value)))
+
+    def delete(self, key: str) -> None:
+        """Remove `key` (ControlError, errno ENOENT, when the map lacks it)."""
+        self._t.request(b"d" + self.key(key))
+
+    def items(self, limit: int | None = None) -> Iterator[tuple[str, int]]:
+        """The keys and values, in the map's slot order (a walk while the core runs:
+        each entry whole, the walk as a whole not one instant's)."""
+        slot, n, ks = 0, 0, self.layout.key_size
+        while limit is None or n < limit:
+            try:
+                raw = self._t.request(b"n" + struct.pack("<I", slot))
+            except ControlError as e:
+                if e.errno == _NO_MORE:
+                    return
+                raise
+            (at,) = struct.unpack_from("<I", raw)
+            yield format_key(self.layout, raw[4:4 + ks]), number(raw[4 + ks:], self.layout.value)
+            slot, n = at + 1, n + 1

@@ -1,0 +1,55 @@
+/* Control messages of a shared hash map (offlow ctl RUN map NAME ...; ctl.h has the
+ * channel and the reply). The map belongs to one core and has no locks, so the channel
+ * manager does not touch it: ofl_map_ctl_call posts the request in the map's mailbox
+ * and the owning core runs it between two turns (ofl_map_ctl_serve), so a request and
+ * the core's own lookups and updates never overlap; once the core's loop has ended
+ * (ofl_map_ctl_owner_done) the manager runs requests itself. Messages (little-endian,
+ * KEY: the packed key struct's bytes, VALUE: the value's):
+ *
+ *   'i'              info: struct ofl_ctl_info, kind OFL_CTL_MAP, value type and size,
+ *                    length = keys held, updates; then u32 entries, u32 key size,
+ *                    u64 full
+ *   'k' u16 offset   the layout text from `offset` (a reply shorter than the most a
+ *                    reply holds ends it): "FIELD:TYPE,...;VALUETYPE"
+ *   'g' KEY          the value, or -ENOENT
+ *   's' KEY VALUE    store (insert or replace): 0, or -ENOSPC when the key is new and
+ *                    the map is full (counted `full`, as a core's refused update)
+ *   'd' KEY          delete: 0, or -ENOENT
+ *   'n' u32 slot     the first key at a slot >= `slot`: u32 its slot, KEY, VALUE; or
+ *                    -ENOENT past the last (a walk: start at 0, go on at slot + 1)
+ *
+ * A request of the wrong size is refused (-EINVAL) and changes nothing. */
+#ifndef OFL_MAP_CTL_H
+#define OFL_MAP_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offlow/ctl.h"
+#include "offlow/map.h"
+
+#define OFL_CTL_MAP 4
+#define OFL_CTL_MAP_LAYOUT 'k'
+#define OFL_CTL_MAP_DEL 'd'
+#define OFL_CTL_MAP_NEXT 'n'
+
+/* The largest key + value a map's control messages carry (a walk's reply: status, slot,
+ * key and value in OFL_CTL_MSG_MAX bytes); a larger map has no control channel. */
+#define OFL_MAP_CTL_KV_MAX (OFL_CTL_MSG_MAX - 8)
+
+/* Run message `msg` (`len` bytes) on map `m` now, from the thread that owns it. */
+void ofl_map_ctl(struct ofl_map *m, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r);
+
+/* The channel manager's side: hand message `msg` to the map's owner and wait for its
+ * reply (bounded spin, then yields and naps); run it here once the owner is done. */
+void ofl_map_ctl_call(struct ofl_map *m, const uint8_t *msg, size_t len,
+                      struct ofl_ctl_reply *r);
+
+/* The owning core, between turns: run a posted request, if any (one load when none). */
+void ofl_map_ctl_serve(struct ofl_map *m);
+
+/* The owning core's loop has ended: later requests run on the manager's thread (a
+ * request posted before is served here). */
+void ofl_map_ctl_owner_done(struct ofl_map *m);
+
+#endif

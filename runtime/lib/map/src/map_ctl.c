@@ -1,0 +1,176 @@
+/* Control messages of a shared hash map, and the mailbox to its owning core
+ * (offlow/map_ctl.h). */
+#include "offlow/map_ctl.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <string.h>
+
+#include "offlow/wait.h"
+
+/* Mailbox states (box_state). */
+enum { BOX_IDLE, BOX_POSTED, BOX_BUSY, BOX_DONE };
+
+/* The message's size is 1 + `want`, or fail. */
+static int sized(const uint8_t *msg, size_t len, size_t want, struct ofl_ctl_reply *r)
+{
+    (void)msg;
+    if (len == 1 + want) return 0;
+    ofl_ctl_fail(r, -EINVAL, "'%c' of %zu bytes: want %zu", msg[0], len - 1, want);
+    return -EINVAL;
+}
+
+static void info(const struct ofl_map *m, struct ofl_ctl_reply *r)
+{
+    uint8_t type = (uint8_t)(m->ctl_type ? m->ctl_type : 'u');
+    struct ofl_ctl_info in = {OFL_CTL_MAP, type, (uint16_t)m->value_size, 0, m->count,
+                              m->ctl_updates};
+    uint8_t b[sizeof in + 16];
+    uint32_t more[2] = {m->entries, m->key_size};
+    memcpy(b, &in, sizeof in);
+    memcpy(b + sizeof in, more, 8);
+    memcpy(b + sizeof in + 8, &m->full, 8);
+    ofl_ctl_ok(r, b, sizeof b);
+}
+
+static void layout(const struct ofl_map *m, const uint8_t *msg, size_t len,
+                   struct ofl_ctl_reply *r)
+{
+    uint16_t at;
+    if (sized(msg, len, 2, r) < 0) return;
+    memcpy(&at, msg + 1, 2);
+    const char *text = m->layout ? m->layout : "";
+    size_t n = strlen(text);
+    if (at > n) {
+        ofl_ctl_fail(r, -ERANGE, "layout offset %u: it has %zu bytes", at, n);
+        return;
+    }
+    ofl_ctl_ok(r, text + at, n - at);
+}
+
+/* The first key at a slot >= the message's. */
+static void next(const struct ofl_map *m, const uint8_t *msg, size_t len,
+                 struct ofl_ctl_reply *r)
+{
+    uint32_t s;
+    if (sized(msg, len, 4, r) < 0) return;
+    memcpy(&s, msg + 1, 4);
+    const void *k, *v;
+    if (!ofl_map_next(m, &s, &k, &v)) {
+        ofl_ctl_fail(r, -ENOENT, "no more keys");
+        return;
+    }
+    uint8_t b[OFL_CTL_MSG_MAX];
+    uint32_t at = s - 1;   /* ofl_map_next leaves s past the slot it gave */
+    memcpy(b, &at, 4);
+    memcpy(b + 4, k, m->key_size);
+    memcpy(b + 4 + m->key_size, v, m->value_size);
+    ofl_ctl_ok(r, b, 4 + m->key_size + m->value_size);
+}
+
+void ofl_map_ctl(struct ofl_map *m, const uint8_t *msg, size_t len,
+                 struct ofl_ctl_reply *r)
+{
+    size_t ks = m->key_size, vs = m->value_size;
+    if (len == 0) {
+        ofl_ctl_fail(r, -EINVAL, "empty message");
+        return;
+    }
+    if (msg[0] != OFL_CTL_INFO && ks + vs > OFL_MAP_CTL_KV_MAX) {
+        ofl_ctl_fail(r, -EMSGSIZE, "keys and values of %zu bytes do not fit a message", ks + vs);
+        return;
+    }
+    switch (msg[0]) {
+    case OFL_CTL_INFO:
+        info(m, r);
+        return;
+    case OFL_CTL_MAP_LAYOUT:
+        layout(m, msg, len, r);
+        return;
+    case OFL_CTL_MAP_NEXT:
+        next(m, msg, len, r);
+        return;
+    case OFL_CTL_GET: {
+        if (sized(msg, len, ks, r) < 0) return;
+        const void *v = ofl_map_lookup(m, msg + 1);
+        if (v) ofl_ctl_ok(r, v, vs);
+        else ofl_ctl_fail(r, -ENOENT, "no such key");
+        return;
+    }
+    case OFL_CTL_SET: {
+        if (sized(msg, len, ks + vs, r) < 0) return;
+        int rc = ofl_map_update(m, msg + 1, msg + 1 + ks);
+        if (rc < 0) {
+            ofl_ctl_fail(r, rc, "the map is full (%u keys)", m->entries);
+            return;
+        }
+        m->ctl_updates++;
+        ofl_ctl_ok(r, NULL, 0);
+        return;
+    }
+    case OFL_CTL_MAP_DEL:
+        if (sized(msg, len, ks, r) < 0) return;
+        if (ofl_map_delete(m, msg + 1) < 0) {
+            ofl_ctl_fail(r, -ENOENT, "no such key");
+            return;
+        }
+        m->ctl_updates++;
+        ofl_ctl_ok(r, NULL, 0);
+        return;
+    default:
+        ofl_ctl_fail(r, -EOPNOTSUPP, "request '%c' is not one a map takes (i k g s d n)",
+                     msg[0] >= 32 && msg[0] < 127 ? msg[0] : '?');
+    }
+}
+
+/* Run the posted request (the caller moved the box from POSTED to BUSY). */
+static void run_box(struct ofl_map *m)
+{
+    struct ofl_ctl_reply r;
+    ofl_map_ctl(m, m->box_msg, m->box_len, &r);
+    memcpy(m->box_reply, r.b, r.n);
+    m->box_reply_len = (uint32_t)r.n;
+    __atomic_store_n(&m->box_state, BOX_DONE, __ATOMIC_RELEASE);
+}
+
+/* Take a posted request to run it (exactly one of the owner and the manager does). */
+static int take(struct ofl_map *m)
+{
+    uint32_t posted = BOX_POSTED;
+    return __atomic_compare_exchange_n(&m->box_state, &posted, BOX_BUSY, 0,
+                                       __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+void ofl_map_ctl_serve(struct ofl_map *m)
+{
+    if (__atomic_load_n(&m->box_state, __ATOMIC_RELAXED) == BOX_POSTED && take(m))
+        run_box(m);
+}
+
+void ofl_map_ctl_owner_done(struct ofl_map *m)
+{
+    __atomic_store_n(&m->box_owner_gone, 1, __ATOMIC_SEQ_CST);
+    ofl_map_ctl_serve(m);
+}
+
+void ofl_map_ctl_call(struct ofl_map *m, const uint8_t *msg, size_t len,
+                      struct ofl_ctl_reply *r)
+{
+    if (len > sizeof m->box_msg) len = sizeof m->box_msg;   /* the channel's most */
+    memcpy(m->box_msg, msg, len);
+    m->box_len = (uint32_t)len;
+    __atomic_store_n(&m->box_state, BOX_POSTED, __ATOMIC_SEQ_CST);
+    for (uint64_t spins = 0;; spins++) {
+        if (__atomic_load_n(&m->box_state, __ATOMIC_ACQUIRE) == BOX_DONE) break;
+        if (__atomic_load_n(&m->box_owner_gone, __ATOMIC_SEQ_CST) && take(m)) {
+            run_box(m);
+            break;
+        }
+        if (spins < OFL_WAIT_SPINS) ofl_cpu_relax();
+        else if (spins < 2 * OFL_WAIT_SPINS) sched_yield();
+        else ofl_sleep_ns(50000);   /* the owner naps up to OFL_WAIT_NAP_MAX_NS idle */
+    }
+    memcpy(r->b, m->box_reply, m->box_reply_len);
+    r->n = m->box_reply_len;
+    __atomic_store_n(&m->box_state, BOX_IDLE, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,237 @@
+"""`offlow ctl ... map` (offlow/mapctl.py, runtime map_ctl.h): a user's hash map
+(tests/programs/dscp_marks.py: a 7-byte key with an address field, 1-byte values, its
+own names) read and changed while the program runs on host and on nic. Its core learns
+four flows (mark 0); a client sets one flow's mark, adds and deletes a key of its own,
+and walks the map; the frames' TOS bytes (read with dpkt) show the mark from some frame
+on and never the old one after it, and the final map report shows the changes. Every
+bad input is one error and changes nothing; the key and value parser is fuzzed (random mangled keys
+and values: parsed or one OfflowError)."""
+
+from __future__ import annotations
+
+import ipaddress
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import dpkt
+import pytest
+
+from offlow.control import ControlError
+from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
+from offlow.ir.types import KEY_TYPES
+from offlow.mapctl import Layout, MapTable, format_key, parse_key, parse_value
+from offlow.report import summarize
+from offlow.runner import RunOptions
+from offlow.session import session
+from tests.e2e import ROOT, read_frames
+
+MARKS = ROOT / "tests" / "programs" / "dscp_marks.py"
+LAYOUT = Layout.parse("peer:ipv4,proto:uint8_t,port:uint16_t;uint8_t")
+MARKED = "peer=192.0.2.2,proto=17,port=54"
+
+
+def _capture(path: Path) -> None:
+    """Four UDP flows from 192.0.2.1..4 to ports 53..56, one frame each (looped)."""
+    with path.open("wb") as f:
+        w = dpkt.pcap.Writer(f)
+        for k in range(4):
+            udp = dpkt.udp.UDP(sport=1000, dport=53 + k, data=b"q" * (10 + k))
+            ip = dpkt.ip.IP(src=bytes([192, 0, 2, k + 1]), dst=bytes([10, 0, 0, 1]), p=17,
+                            data=udp)
+            ip.len = len(bytes(ip))
+            w.writepkt(bytes(dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6,
+                                                    type=0x0800, data=ip)), ts=k * 1e-6)
+
+
+def _learned(m: MapTable, n: int) -> dict[str, int]:
+    """The map's items once its core has learned `n` keys (polled, up to 60 s)."""
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        items = dict(m.items())
+        if len(items) >= n:
+            return items
+        time.sleep(0.05)
+    raise AssertionError(f"the core learned {len(items)} keys, not {n}")
+
+
+@pytest.mark.parametrize("device", ["host", "nic"])
+def test_a_users_map_changed_while_it_runs(device: str, tmp_path: Path) -> None:
+    cap, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
+    _capture(cap)
+    opts = RunOptions(input=cap, output=out, loops=4000, rate=20_000)
+    with session(load_program(MARKS, [f"edge.device={device}"]), opts) as s:
+        t = s.tables["marks"]
+        m = t.map()
+        assert m.layout == LAYOUT
+        assert _learned(m, 4) == {f"peer=192.0.2.{k + 1},proto=17,port={53 + k}": 0
+                                  for k in range(4)}
+        m.set(MARKED, 46)
+        assert m.get(MARKED) == 46
+        m.set("peer=198.51.100.9,proto=6,port=0x1bb", 255)   # a key of the client's own
+        assert m.get("port=443,proto=6,peer=198.51.100.9") == 255
+        assert dict(m.items(limit=2)).keys() <= dict(m.items()).keys()
+        assert len(list(m.items(limit=2))) == 2
+        # the map holds 5 keys of 5: a new key is refused, nothing changed
+        with pytest.raises(ControlError, match="the map is full \\(5 keys\\)") as e:
+            m.set("peer=203.0.113.1,proto=1,port=0", 1)
+        assert e.value.errno == 28  # ENOSPC
+        m.delete("peer=198.51.100.9,proto=6,port=443")
+        assert m.get("peer=198.51.100.9,proto=6,port=443") is None
+        with pytest.raises(ControlError, match="no such key") as e:
+            m.delete("peer=198.51.100.9,proto=6,port=443")
+        assert e.value.errno == 2  # ENOENT
+        info = t.info()
+        assert (info.kind, info.type, info.size, info.length, info.updates, info.entries,
+                info.full) == ("map", "u", 1, 4, 3, 5, 1)
+        s.wait_drained(timeout=120)
+    assert s.result is not None and s.result.ok, s.result
+    report = summarize(s.build.plan, s.result.stats)["tables"]["marks"]
+    assert report["pairs"] == [[["192.0.2.1", 17, 53], 0], [["192.0.2.2", 17, 54], 46],
+                               [["192.0.2.3", 17, 55], 0], [["192.0.2.4", 17, 56], 0]]
+    assert (report["full"], report["items"]) == (1, 4)
+    tos = {}
+    for f in read_frames(out):
+        ip = dpkt.ethernet.Ethernet(f).data
+        tos.setdefault(ip.src[3], []).append(ip.tos)
+    assert {k: len(v) for k, v in tos.items()} == {k: 4000 for k in (1, 2, 3, 4)}
+    assert all(set(tos[k]) == {0} for k in (1, 3, 4))
+    marked = tos[2]
+    first = marked.index(46)   # 0 until the set reached the core, then 46 on every frame
+    assert 0 < first and set(marked[:first]) == {0} and set(marked[first:]) == {46}
+
+
+def test_bad_requests_are_one_error_and_change_nothing(tmp_path: Path) -> None:
+    cap = tmp_path / "in.pcap"
+    _capture(cap)
+    opts = RunOptions(input=cap, output=tmp_path / "out.pcap", loops=2000, rate=20_000)
+    with session(load_program(MARKS), opts) as s:
+        t = s.tables["marks"]
+        m = t.map()
+        _learned(m, 4)
+        for key, error in [
+            ("peer=192.0.2.1,proto=17", "no value for port"),
+            ("peer=192.0.2.1,proto=17,port=53,vlan=3", "the map has no field `vlan`"),
+            ("peer=192.0.2.1,proto=17,proto=17,port=5", "field `proto` given twice"),
+            ("peer=192.0.2.300,proto=17,port=53", "is not an ipv4 address"),
+            ("peer=2001:db8::1,proto=17,port=53", "is not an ipv4 address"),
+            ("peer=192.0.2.1,proto=256,port=53", "field `proto` 256 does not fit uint8_t"),
+            ("peer=192.0.2.1,proto=x,port=53", "field `proto` `x` is not an integer"),
+            ("192.0.2.1", "want FIELD=VALUE"),
+        ]:
+            with pytest.raises(OfflowError, match=error):
+                m.set(key, 1)
+        with pytest.raises(OfflowError, match="value 256 does not fit uint8_t"):
+            m.set(MARKED, 256)
+        with pytest.raises(OfflowError, match="value -1 does not fit uint8_t"):
+            m.set(MARKED, -1)
+        # the device checks what it is sent, too
+        with pytest.raises(ControlError, match="'s' of 3 bytes: want 8"):
+            t.request(b"sabc")
+        with pytest.raises(ControlError, match="'g' of 0 bytes: want 7"):
+            t.request(b"g")
+        with pytest.raises(ControlError, match="request 'z' is not one a map takes"):
+            t.request(b"z")
+        with pytest.raises(OfflowError, match="is a hash map: use `offlow ctl WINDOW map"):
+            t[0]
+        with pytest.raises(OfflowError, match="no table `flows` with a control channel"):
+            s.tables["flows"]
+        assert t.info().updates == 0 and dict(m.items()) == _learned(m, 4)
+        s.wait_drained(timeout=120)
+    assert s.result is not None and s.result.ok, s.result
+
+
+def test_offlow_ctl_map_command_line(tmp_path: Path) -> None:
+    cap = tmp_path / "in.pcap"
+    _capture(cap)
+    opts = RunOptions(input=cap, output=tmp_path / "out.pcap", loops=2000, rate=20_000)
+    with session(load_program(MARKS, ["edge.device=nic"]), opts) as s:
+        def ctl(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", str(s.window),
+                                   "map", *args], capture_output=True, text=True, timeout=60)
+
+        end = time.monotonic() + 60   # (the session holds no channel: one client at a time)
+        while len(ctl("marks", "list").stdout.splitlines()) < 4 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert ctl("marks", "set", MARKED, "7").returncode == 0
+        got = ctl("marks", "get", MARKED)
+        assert (got.returncode, got.stdout) == (0, "7\n"), got.stderr
+        listed = ctl("marks", "list")
+        assert sorted(listed.stdout.splitlines()) == [
+            "peer=192.0.2.1,proto=17,port=53 0", "peer=192.0.2.2,proto=17,port=54 7",
+            "peer=192.0.2.3,proto=17,port=55 0", "peer=192.0.2.4,proto=17,port=56 0"]
+        assert len(ctl("marks", "list", "--limit", "1").stdout.splitlines()) == 1
+        assert ctl("marks", "delete", MARKED).returncode == 0
+        for args, error in [(("marks", "get", MARKED), "has no key"),
+                            (("marks", "set", "peer=1.2.3.4,port=1", "3"), "no value for proto"),
+                            (("marks", "set", MARKED), "want `map NAME set KEY VALUE`"),
+                            (("marks", "get", MARKED, "--limit", "3"), "--limit N"),
+                            (("nope", "list"), "no table `nope`")]:
+            bad = ctl(*args)
+            assert bad.returncode == 2 and bad.stderr.count("\n") == 1, bad.stderr
+            assert error in bad.stderr, bad.stderr
+        tables = subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", str(s.window),
+                                 "tables"], capture_output=True, text=True, timeout=60)
+        assert "marks: map, " in tables.stdout and " keys, 2 updates" in tables.stdout
+        s.wait_drained(timeout=120)
+
+
+def _field_text(rng: random.Random, ftype: str) -> str:
+    if ftype == "ipv4":
+        return str(ipaddress.IPv4Address(rng.getrandbits(32)))
+    n = rng.getrandbits(8 * KEY_TYPES[ftype])
+    return rng.choice([str, hex])(n)
+
+
+def test_a_key_prints_as_it_parses() -> None:
+    rng = random.Random(10)
+    for _ in range(2000):
+        text = ",".join(f"{f}={_field_text(rng, t)}" for f, t in LAYOUT.fields)
+        raw = parse_key(LAYOUT, text)
+        assert len(raw) == 7 and parse_key(LAYOUT, format_key(LAYOUT, raw)) == raw
+
+
+def _mangled(rng: random.Random, good: str) -> str:
+    """`good` with a few characters replaced, dropped or doubled, or random text."""
+    chars = list(good) if rng.random() < 0.8 else []
+    alphabet = "=,:.0123456789abcdefx-_ peortxyz\x00\u00e9"
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(chars) + 1)
+        op = rng.randrange(3)
+        if op == 0:
+            chars.insert(at, rng.choice(alphabet))
+        elif chars and op == 1:
+            del chars[min(at, len(chars) - 1)]
+        elif chars:
+            chars[min(at, len(chars) - 1)] = rng.choice(alphabet)
+    return "".join(chars)
+
+
+def test_mangled_keys_and_values_are_parsed_or_one_error() -> None:
+    """Fuzz: every mangled key or value is a key of the right size or an OfflowError
+    (no other exception), and an accepted key prints as it parses."""
+    rng = random.Random(11)
+    six = Layout.parse("hw:mac,v6:ipv6,n:int16_t;int64_t")
+    goods = [(LAYOUT, "peer=192.0.2.1,proto=17,port=53"),
+             (six, "hw=02:00:00:aa:bb:cc,v6=2001:db8::1,n=-3")]
+    accepted = refused = 0
+    for _ in range(20000):
+        layout, good = rng.choice(goods)
+        text = _mangled(rng, good)
+        try:
+            raw = parse_key(layout, text)
+        except OfflowError:
+            refused += 1
+        else:
+            accepted += 1
+            assert len(raw) == layout.key_size
+            assert parse_key(layout, format_key(layout, raw)) == raw
+        try:
+            value = parse_value(layout, _mangled(rng, "-12"))
+        except OfflowError:
+            continue
+        assert len(value) == KEY_TYPES[layout.value]
+    assert accepted > 500 and refused > 1000
