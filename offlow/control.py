@@ -12,7 +12,8 @@ that holds the table; message layout in runtime/core/include/offlow/ctl.h).
 
 `offlow ctl WINDOW table NAME get|set INDEX [VALUE]` and `offlow ctl WINDOW route
 add|del PREFIX [NEXTHOP]` (or `--file F`, many routes: IPv6 in one batch) do the same
-from a shell. A request the table refuses (an
+from a shell; a hash map: `Table.map()` and `offlow ctl WINDOW map NAME ...`
+(offlow/mapctl.py). A request the table refuses (an
 index out of range, a value of the wrong size, a route table out of groups, a route
 it does not hold) raises ControlError with the reason; the table is unchanged."""
 

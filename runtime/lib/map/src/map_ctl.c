@@ -14,7 +14,6 @@ enum { BOX_IDLE, BOX_POSTED, BOX_BUSY, BOX_DONE };
 /* The message's size is 1 + `want`, or fail. */
 static int sized(const uint8_t *msg, size_t len, size_t want, struct ofl_ctl_reply *r)
 {
-    (void)msg;
     if (len == 1 + want) return 0;
     ofl_ctl_fail(r, -EINVAL, "'%c' of %zu bytes: want %zu", msg[0], len - 1, want);
     return -EINVAL;
