@@ -14,3 +14,13 @@ def test_map_against_a_model(sanitize: bool) -> None:
     exe = build_c([lib_test("map", "test_map")], "test_map", ["map"], sanitize)
     res = run_c(exe)
     assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_map_control_messages_and_mailbox(sanitize: bool) -> None:
+    """runtime/lib/map/tests/test_map_ctl.c: message sizes, info, the layout in pieces,
+    get/set/delete, full, a walk; requests through the mailbox racing the core's own
+    changes, the map equal to both models after."""
+    exe = build_c([lib_test("map", "test_map_ctl")], "test_map_ctl", ["map"], sanitize)
+    res = run_c(exe)
+    assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr
