@@ -35,7 +35,7 @@ TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
            "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote",
            "remote_setup": "remote", "remote_chan": "remote", "mcjoin": "kvs", "map": "map",
-           "kvs_span": "kvs"}
+           "map_ctl": "map", "kvs_span": "kvs"}
 # targets of offlow's C tools: their sources beside the target's, their folder's headers
 TOOLS = cbuild.RUNTIME / "tools"
 TOOL_SOURCES = {"remote_chan": [TOOLS / "remote_chan.c"]}
@@ -208,6 +208,12 @@ def _seed_corpus(target: str, d: Path) -> None:
         steps = bytes(b for i in range(40) for b in (i % 3, i * 5 % 32, i))
         (d / "small").write_bytes(bytes([0x30]) + steps)
         (d / "wide").write_bytes(bytes([0xfc]) + steps)
+    elif target == "map_ctl":  # key size and entries, then messages (length byte, bytes)
+        key = bytes(range(1, 8))   # a 7-byte key: first byte 0x06
+        msgs = [b"s" + key + b"\x2e\x00", b"g" + key, b"n\0\0\0\0", b"d" + key, b"d" + key,
+                b"i", b"k\0\0", b"k\x05\0", b"s" + key, b"z"]
+        msgs += [b"s" + bytes([i]) + key[1:] + b"\x01\x00" for i in range(10)]
+        (d / "seven").write_bytes(bytes([0x26]) + b"".join(bytes([len(m)]) + m for m in msgs))
     elif target == "tsplib":
         head = "NAME : x\nTYPE : TSP\nDIMENSION : 5\nEDGE_WEIGHT_TYPE : EUC_2D\n"
         nodes = "NODE_COORD_SECTION\n1 0 0\n2 3 4\n3 1.5e2 -7\n5 9 9\n4 2 2\nEOF\n"
