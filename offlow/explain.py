@@ -8,7 +8,9 @@ from offlow.codegen.bpf import is_array, map_kind
 from offlow.codegen.opencl import roi
 from offlow.codegen.vector import VEC_MAX
 from offlow.codegen.xsk import Crossing, crossings
+from offlow.dsl.values import MAP_CTL_KV_MAX
 from offlow.ir import Graph, SharedTable
+from offlow.ir.types import MAP_TYPES
 from offlow.plan import Plan, QueuePlan, spread_copies
 from offlow.races import lost_updates
 
@@ -112,17 +114,32 @@ def explain(plan: Plan) -> str:
                          f"({c.handler.cls}) on {where}")
     controlled = [t for t in g.shared if t.ctl]
     copies = {t.name: spread_copies(g, t) for t in g.shared if not t.is_object or t.ctl_fn}
-    if controlled or any(copies.values()):
+    maps = [(t.name, _no_map_control(plan, t)) for t in g.shared if t.is_map and not t.ctl]
+    if controlled or any(copies.values()) or maps:
         lines += ["", "control channels (offlow ctl WINDOW, attach(WINDOW).tables: "
                   "docs/control.md):"]
         lines += [f"  ctl.{t.name}: table {t.name}, served on {t.ctl}" for t in controlled]
         lines += [f"  {name}: none: a copy on each of {', '.join(devs)} (its segment is "
                   "spread over them); a channel would change one copy only"
                   for name, devs in copies.items() if devs]
+        lines += [f"  {name}: none: {why}" for name, why in maps]
     lost = lost_updates(plan)
     if lost:
         lines += ["", "warnings:", *(f"  {w}" for w in lost)]
     return "\n".join(lines)
+
+
+def _no_map_control(plan: Plan, t: SharedTable) -> str:
+    """Why shared map `t` has no control channel (offlow ctl WINDOW map)."""
+    if not t.ctl_fn:
+        return (f"its key and value take {t.map_key_size + MAP_TYPES[t.map_value]} bytes, more "
+                f"than the {MAP_CTL_KV_MAX} a control message carries")
+    target = next((d.target for d in plan.devices if d.name == t.home), "")
+    if target == "xdp":
+        return ("a BPF hash map on xdp, whose host side serves no control channel (it reads "
+                "the map through its fd only for the table report); offlow ctl map runs on "
+                "host and nic")
+    return f"its device ({t.home}, target {target or '?'}) serves no control channels"
 
 
 def _bpf_map(plan: Plan, t: SharedTable) -> str:

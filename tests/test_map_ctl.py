@@ -19,9 +19,12 @@ from pathlib import Path
 import dpkt
 import pytest
 
+from offlow import Element, Port, Program, SharedMap, Sink, Source
+from offlow.build import plan_program
 from offlow.control import ControlError
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
+from offlow.explain import explain
 from offlow.ir.types import KEY_TYPES
 from offlow.mapctl import Layout, MapTable, format_key, parse_key, parse_value
 from offlow.report import summarize
@@ -235,3 +238,40 @@ def test_mangled_keys_and_values_are_parsed_or_one_error() -> None:
             continue
         assert len(value) == KEY_TYPES[layout.value]
     assert accepted > 500 and refused > 1000
+
+
+def test_explain_says_which_maps_have_no_control_channel() -> None:
+    """On host and nic a map has ctl.NAME; on xdp none, and a map too wide for a control
+    message none: `offlow explain` says each, and why."""
+    for device in ("host", "nic"):
+        plan = plan_program(load_program(MARKS, [f"edge.device={device}"]))
+        assert "ctl.marks" in plan.program_channels
+        assert f"  ctl.marks: table marks, served on {device}" in explain(plan).splitlines()
+    xdp = plan_program(load_program(MARKS, ["edge.device=xdp"]))
+    assert "ctl.marks" not in xdp.program_channels
+    assert ("  marks: none: a BPF hash map on xdp, whose host side serves no control channel "
+            "(it reads the map through its fd only for the table report); offlow ctl map runs "
+            "on host and nic") in explain(xdp).splitlines()
+    # 40 key bytes and an 8-byte value: 48 fit; one more key byte does not
+    fits = tuple((f"f{i}", "uint64_t") for i in range(5))
+    assert "ctl.wide" in plan_program(_wide(fits)).program_channels
+    p = plan_program(_wide((*fits, ("g", "uint8_t"))))
+    assert "ctl.wide" not in p.program_channels
+    assert ("  wide: none: its key and value take 49 bytes, more than the 48 a control "
+            "message carries") in explain(p).splitlines()
+
+
+def _wide(key: tuple[tuple[str, str], ...]) -> Program:
+    """A user's program with one map of key `key` (uint64_t values) on the host."""
+    class Keep(Element):
+        tables = ("w",)
+        inputs = (Port("inp", "eth"),)
+        outputs = (Port("out", "eth"),)
+        body = "struct wide_key k; memset(&k, 0, sizeof k); (void)ofl_map_lookup(w, &k);"
+
+    p = Program("wide_keys")
+    src, out = Source("in"), Sink("out")
+    keep = Keep("keep", w=SharedMap("wide", key, "uint64_t", 4))
+    src >> keep >> out
+    p.segment("only", [src, keep, out], device="host", cores=[0])
+    return p
