@@ -65,7 +65,9 @@ def _learned(m: MapTable, n: int) -> dict[str, int]:
 def test_a_users_map_changed_while_it_runs(device: str, tmp_path: Path) -> None:
     cap, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
     _capture(cap)
-    opts = RunOptions(input=cap, output=out, loops=4000, rate=20_000)
+    # 100,000 frames at 20,000 a second: the requests below come while they flow (the
+    # frames' marks show whether they did); the later tests' run after their packets
+    opts = RunOptions(input=cap, output=out, loops=25_000, rate=20_000)
     with session(load_program(MARKS, [f"edge.device={device}"]), opts) as s:
         t = s.tables["marks"]
         m = t.map()
@@ -100,7 +102,7 @@ def test_a_users_map_changed_while_it_runs(device: str, tmp_path: Path) -> None:
     for f in read_frames(out):
         ip = dpkt.ethernet.Ethernet(f).data
         tos.setdefault(ip.src[3], []).append(ip.tos)
-    assert {k: len(v) for k, v in tos.items()} == {k: 4000 for k in (1, 2, 3, 4)}
+    assert {k: len(v) for k, v in tos.items()} == {k: 25_000 for k in (1, 2, 3, 4)}
     assert all(set(tos[k]) == {0} for k in (1, 3, 4))
     marked = tos[2]
     first = marked.index(46)   # 0 until the set reached the core, then 46 on every frame
