@@ -11,7 +11,9 @@ integer of the map's value type. Keys print the same way (offlow/mapreport.py's 
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import string
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from offlow.mapreport import key_field, number
 
 # A reply's payload: OFL_CTL_MSG_MAX (56) less the i32 status.
 _REPLY_MAX = 52
-_NO_MORE = 2  # ENOENT: a walk's end, or a key the map lacks
+HEX = set(string.hexdigits)
 
 
 class Requester(Protocol):
@@ -78,17 +80,18 @@ def _address(text: str, ftype: str, what: str) -> bytes:
     """An address field's bytes as on the wire, or a clear error."""
     try:
         if ftype == "mac":
-            raw = bytes(int(x, 16) for x in text.split(":"))
-            if len(raw) != 6 or not all(len(x) == 2 for x in text.split(":")):
+            parts = text.split(":")
+            if len(parts) != 6 or not all(len(x) == 2 and set(x) <= HEX for x in parts):
                 raise ValueError
-            return raw
+            return bytes(int(x, 16) for x in parts)
         addr = ipaddress.ip_address(text)
         if len(addr.packed) != ADDRESS_TYPES[ftype]:
             raise ValueError
         return addr.packed
     except ValueError:
         example = {"ipv4": "192.0.2.1", "ipv6": "2001:db8::1", "mac": "02:00:00:aa:bb:cc"}
-        raise OfflowError(f"{what} `{text}` is not an {ftype} address such as "
+        article = "a" if ftype == "mac" else "an"
+        raise OfflowError(f"{what} `{text}` is not {article} {ftype} address such as "
                           f"{example[ftype]}") from None
 
 
@@ -151,7 +154,7 @@ class MapTable:
         try:
             raw = self._t.request(b"g" + self.key(key))
         except ControlError as e:
-            if e.errno == _NO_MORE:
+            if e.errno == errno.ENOENT:
                 return None
             raise
         return number(raw, self.layout.value)
@@ -172,7 +175,7 @@ class MapTable:
             try:
                 raw = self._t.request(b"n" + struct.pack("<I", slot))
             except ControlError as e:
-                if e.errno == _NO_MORE:
+                if e.errno == errno.ENOENT:
                     return
                 raise
             (at,) = struct.unpack_from("<I", raw)

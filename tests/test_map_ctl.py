@@ -4,8 +4,8 @@ own names) read and changed while the program runs on host and on nic. Its core 
 four flows (mark 0); a client sets one flow's mark, adds and deletes a key of its own,
 and walks the map; the frames' TOS bytes (read with dpkt) show the mark from some frame
 on and never the old one after it, and the final map report shows the changes. Every
-bad input is one error and changes nothing; the key and value parser is fuzzed (random mangled keys
-and values: parsed or one OfflowError)."""
+bad input is one error and changes nothing; the key and value parser is fuzzed
+(random mangled keys and values: parsed or one OfflowError)."""
 
 from __future__ import annotations
 
@@ -125,6 +125,7 @@ def test_bad_requests_are_one_error_and_change_nothing(tmp_path: Path) -> None:
             ("peer=2001:db8::1,proto=17,port=53", "is not an ipv4 address"),
             ("peer=192.0.2.1,proto=256,port=53", "field `proto` 256 does not fit uint8_t"),
             ("peer=192.0.2.1,proto=x,port=53", "field `proto` `x` is not an integer"),
+            ("peer=192.0.2.1,proto=17,port=-1", "field `port` -1 does not fit uint16_t"),
             ("192.0.2.1", "want FIELD=VALUE"),
         ]:
             with pytest.raises(OfflowError, match=error):
@@ -182,6 +183,21 @@ def test_offlow_ctl_map_command_line(tmp_path: Path) -> None:
                                  "tables"], capture_output=True, text=True, timeout=60)
         assert "marks: map, " in tables.stdout and " keys, 2 updates" in tables.stdout
         s.wait_drained(timeout=120)
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("hw=+1:00:00:aa:bb:cc,v6=::1,n=0", r"`\+1:00:00:aa:bb:cc` is not a mac address"),
+    ("hw= f:00:00:aa:bb:cc,v6=::1,n=0", "`f:00:00:aa:bb:cc` is not a mac address"),
+    ("hw=02:00:00:aa:bb,v6=::1,n=0", "is not a mac address such as 02:00:00:aa:bb:cc"),
+    ("hw=02:00:00:aa:bb:cc,v6=192.0.2.1,n=0", "`192.0.2.1` is not an ipv6 address"),
+    ("hw=02:00:00:aa:bb:cc,v6=::1,n=32768", "field `n` 32768 does not fit int16_t"),
+])
+def test_each_field_takes_only_its_own_form(text: str, error: str) -> None:
+    layout = Layout.parse("hw:mac,v6:ipv6,n:int16_t;int64_t")
+    with pytest.raises(OfflowError, match=error):
+        parse_key(layout, text)
+    assert format_key(layout, parse_key(layout, "n=-32768,v6=::1,hw=02:00:00:AA:bb:cc")) == (
+        "hw=02:00:00:aa:bb:cc,v6=::1,n=-32768")
 
 
 def _field_text(rng: random.Random, ftype: str) -> str:
