@@ -77,7 +77,8 @@ def _facts(one: BodyInfo | None, batch: BodyInfo | None) -> BodyFacts:
         emits=frozenset(first.emits | (other.emits if other else none)),
         uses_pkt=first.uses_pkt or bool(other and other.uses_pkt),
         reads_ts=first.reads_ts or bool(other and other.reads_ts),
-        macros=first.macros, makes=first.makes, sends=first.sends)
+        macros=first.macros, makes=first.makes, sends=first.sends,
+        fails=first.fails or bool(other and other.fails))
 
 
 def _adds(*bodies: BodyInfo | None) -> dict[str, Any]:
