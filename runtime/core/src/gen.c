@@ -262,9 +262,17 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->ce = calloc(1, sizeof *c->ce);
     c->bufs = aligned_alloc(64, (bufsize + 63) / 64 * 64);
     c->scratch = calloc(1, bufsize);
-    if (!c->ce || !c->bufs || !c->scratch) return ofl_fatal("out of memory"), -ENOMEM;
+    if (!c->ce || !c->bufs || !c->scratch) {
+        ofl_core_destroy(c);   /* (what was made: nothing is left to the caller) */
+        return ofl_fatal("out of memory"), -ENOMEM;
+    }
     int rc = ofl_ce_start(c->ce, a->ce_mode, -1);
-    if (rc < 0) return ofl_fatal_err("cannot start the copy engine", rc), rc;
+    if (rc < 0) {
+        free(c->ce);   /* (not started: nothing to stop) */
+        c->ce = NULL;
+        ofl_core_destroy(c);
+        return ofl_fatal_err("cannot start the copy engine", rc), rc;
+    }
     return 0;
 }
 

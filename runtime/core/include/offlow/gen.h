@@ -301,7 +301,8 @@ void ofl_dilate_begin(struct ofl_core *c);
  * emulation; nothing when not dilating). */
 void ofl_dilate_end(struct ofl_core *c, int progress);
 
-/* Set up a core of `segment`: waiter on the peers, copy engine, buffers. */
+/* Set up a core of `segment`: waiter on the peers, copy engine, buffers. On failure
+ * nothing is left allocated (ofl_core_destroy is still safe to call). */
 int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
                   const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize);
 
