@@ -115,3 +115,13 @@ def test_end_code_that_touches_a_packet_is_refused(code: str) -> None:
 
     with pytest.raises(OfflowError, match="element `b`: its at_end code has no packet"):
         build(alone(Bad("b", tag=1, keep=keep("k"))))
+
+
+def test_end_code_that_fails_its_core_is_refused() -> None:
+    """FAIL needs a packet to drop (and its C form one to decide): at_end has none."""
+    class Quits(Tally):
+        at_end = 'if (keep[0] > 3) FAIL("%u kept", (unsigned)keep[0]); /* too many */'
+
+    with pytest.raises(OfflowError, match=r"element `q`: FAIL\(\) is for a body given a "
+                                          r"packet; its at_end code has none"):
+        build(alone(Quits("q", tag=1, keep=keep("k"))))

@@ -153,6 +153,15 @@ def channel_body_does_not_parse() -> None:
     compile_graph(p.to_ir())
 
 
+def channel_handler_fails() -> None:
+    class GivesUp(Handler):
+        body = 'if (len > 64) FAIL("a %u-byte request", (unsigned)len); REPLY(msg, len);'
+
+    p = two_segment()
+    p.channel("c", GivesUp("h"), device="nic")
+    compile_graph(p.to_ir())
+
+
 def not_an_output() -> None:
     Split("s")["inp"] >> Pass("p")
 
@@ -189,6 +198,8 @@ def not_an_output() -> None:
                              "uses its tables); say device=..."),
     (channel_body_does_not_parse, "channel `c`: "
          f"{__file__}:149: element `h`: C does not parse"),
+    (channel_handler_fails, "channel `c`: its handler `h` cannot FAIL(): it has no packet "
+                            "and runs beside the cores (answer with an error instead)"),
     (group_not_a_flag, "--set `app.group=maybe`: group must be on or off"),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_error_message(make: Callable[[], None], message: str) -> None:

@@ -186,6 +186,12 @@ class Tee(Element):
     body = "SEND(a); SEND(b);"
 
 
+class Quits(Element):
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("out", "ip.v4"),)
+    body = 'if (pkt->len < 20) FAIL("runt of %u bytes", pkt->len); // a user\'s check'
+
+
 class Stamp(Element):
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
@@ -249,6 +255,9 @@ def _placed(*middle: Element, settings: tuple[str, ...] = ()) -> Program:
     (Tee("tee"), "element `tee` (Tee) cannot run on target `gpu`: it sends copies of a packet "
                  "(SEND); a work-item has one packet and sends it on one output, or drops it; "
                  "place segment `mid` on another device"),
+    (Quits("quits"), "element `quits` (Quits) cannot run on target `gpu`: it fails its core "
+                     "(FAIL); a work-item cannot stop the run: drop the packet with a reason "
+                     "(DROP_WHY) instead; place segment `mid` on another device"),
     (Stamp("st"), "element `st` (Stamp) cannot run on target `gpu`: it reads the packet's "
                   "capture time (pkt->ts_ns), which does not cross to the device; place "
                   "segment `mid` on another device"),

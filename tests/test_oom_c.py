@@ -26,4 +26,4 @@ def test_every_failed_allocation_is_enomem_and_leaks_nothing(sanitize: bool,
     res = run_c(exe, "--tmp", str(tmp_path), timeout=300)
     assert res.returncode == 0, f"{res.stdout[-8000:]}\n{res.stderr[-8000:]}"
     assert "0 failure(s)" in res.stdout
-    assert res.stdout.count("gives -ENOMEM") == 17
+    assert res.stdout.count("gives -ENOMEM") == 18

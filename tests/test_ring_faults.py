@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import signal
 import struct
 import time
@@ -141,8 +142,8 @@ def test_the_runs_errors_are_the_failed_cores_causes_not_the_cascade() -> None:
 
 class Audit(Element):
     """A user's element that gives up mid-run: at its `fail_at`-th packet it stalls
-    (`stall_ms`: long enough for the ring before it to fill) and then fails its core,
-    as an element whose table or device went away would."""
+    (`stall_ms`: long enough for the ring before it to fill) and then fails its core
+    (FAIL), as an element whose table or device went away would."""
 
     inputs = (Port("inp", "any"),)
     outputs = (Port("out", "any"),)
@@ -152,7 +153,8 @@ class Audit(Element):
             /* wait as a stuck lookup would, then give up */
             uint64_t until = ofl_now_ns() + stall_ms * 1000000u;
             while (ofl_now_ns() < until) { }
-            ofl_core_fail(&ctx->core, -EIO, "audit: the audit log is gone");
+            FAIL("the audit log is gone after %llu packets",
+                 (unsigned long long)ctx->core.pkts_in);
         }
         SEND(out);
     """
@@ -194,8 +196,9 @@ def test_a_consumer_that_fails_breaks_its_ring_and_the_run_says_its_error_once(
     or counted lost in the broken ring (none unaccounted)."""
     res, s = run_failing(cross, stall_ms)
     assert not res.ok
-    assert res.errors == ["host: segment core core 0: audit: the audit log is gone: "
-                          "Input/output error"], res.errors
+    assert len(res.errors) == 1, res.errors
+    assert re.fullmatch(r"host: segment core core 0: element audit: the audit log is gone "
+                        r"after \d+ packets: failed by the element", res.errors[0]), res.errors
     a = s["accounting"]
     assert a["unaccounted"] == 0, a
     if stall_ms:  # the ring was full when the consumer failed: its entries are lost
@@ -215,7 +218,7 @@ class Stamp(Tally):
         if (ctx->core.pkts_in >= 3000 && !ctx->core.err) {
             uint64_t until = ofl_now_ns() + stall_ms * 1000000u;
             while (ofl_now_ns() < until) { }
-            ofl_core_fail(&ctx->core, -ENOSPC, "stamp: its journal is full");
+            FAIL("its journal is full");
         }
         state->wire_len = pkt->len;
         SEND(out);
@@ -238,8 +241,8 @@ def test_a_producer_that_fails_breaks_its_ring_and_nothing_is_unaccounted(
     b = build(p)
     res = run(b, RunOptions(duration=60, count=1_000_000, timeout=120))
     dev = "host" if host else "nic"
-    assert res.errors == [f"{dev}: segment edge core 0: stamp: its journal is full: "
-                          "No space left on device"], res.errors
+    assert res.errors == [f"{dev}: segment edge core 0: element stamp: its journal is full: "
+                          "failed by the element"], res.errors
     a = summarize(b.plan, res.stats)["accounting"]
     assert a["unaccounted"] == 0, a
 
@@ -274,3 +277,74 @@ def test_long_queue_and_element_names_are_never_cut_from_the_error() -> None:
                           "entry's sequence number or length is wrong): instance 0, from "
                           f"segment {edge} core 0 on nic to segment {inner} core 0 on host: "
                           "Bad message"], res.errors
+
+
+class Quota(Element):
+    """A user's element, written as users write them: it lets 999 packets through and
+    gives up on its 1000th (its own count, a static of its body)."""
+
+    inputs = (Port("inp", "any"),)
+    outputs = (Port("passed", "any"),)
+    body = """
+        static unsigned long long seen; /* packets this element was given */
+        if (++seen == 1000) {
+            /* the contract allows 999: stop the run, saying so */
+            FAIL("quota of %d frames used up (frame %llu, %u bytes)", 999, seen,
+                 (unsigned)pkt->len);
+        }
+        SEND(passed);
+    """
+
+
+class QuotaBatch(Element):
+    """Quota as a batch body only: the 1000th packet of its batches fails the core."""
+
+    inputs = (Port("inp", "any"),)
+    outputs = (Port("passed", "any"),)
+    body = ""
+    batch_body = """
+        static unsigned long long seen; // packets this element was given
+        for (uint32_t k = 0; k < n; k++) {
+            if (++seen == 1000) {
+                FAIL_AT(k, "quota of %d frames used up (frame %llu)", 999, seen);
+                return; /* the rest of the batch goes on as it is */
+            }
+            EMIT_AT(k, passed);
+        }
+    """
+
+
+@pytest.mark.parametrize("device", ["host", "nic"])
+@pytest.mark.parametrize("batch", [False, True])
+def test_an_element_that_fails_its_core_ends_the_run_with_its_one_error(
+        device: str, batch: bool) -> None:
+    """A user's element (per-packet or batch body) on `device`'s segment fails its core
+    on its 1000th packet with FAIL: the run ends with one error naming the element, its
+    segment and its text; the 1000th is dropped at it, every other packet is forwarded
+    or lost in the broken ring, nothing is unaccounted."""
+    p = Program(f"quota_{device}_{'batch' if batch else 'one'}")
+    wire, log = Source("frames_in"), Sink("frames_out")
+    meter = (QuotaBatch if batch else Quota)("contract_meter")
+    wire >> meter >> log
+    p.segment("metering", [wire, meter], device=device, cores=[0])
+    p.segment("delivery", [log], device="host", cores=[1 if device == "host" else 0])
+    b = build(p)
+    res = run(b, RunOptions(duration=60, count=100_000, timeout=120))
+    assert not res.ok
+    text = ("quota of 999 frames used up (frame 1000)" if batch else
+            r"quota of 999 frames used up \(frame 1000, \d+ bytes\)")
+    assert len(res.errors) == 1, res.errors
+    assert re.fullmatch(rf"{device}: segment metering core 0: element contract_meter: "
+                        rf"{re.escape(text) if batch else text}: failed by the element",
+                        res.errors[0]), res.errors
+    s = summarize(b.plan, res.stats)
+    a = s["accounting"]
+    assert a["unaccounted"] == 0, a
+    metering = next(x for x in s["segments"] if x["segment"] == "metering")
+    assert metering["drops_by_element"] == {"contract_meter": 1}, metering
+    # the rest were forwarded or lost in the broken ring (which of them depends on where
+    # the batch stood: a batch body's packets after FAIL_AT go on as it left them)
+    why = {k: v for k, v in s["queues"][0]["dropped_why"].items() if v}
+    assert set(why) <= {"ring_broken"}, why
+    assert a["forwarded"] + s["queues"][0]["dropped_why"].get("ring_broken", 0) == \
+        a["read"] - 1, (a, s["queues"][0])

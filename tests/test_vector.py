@@ -204,6 +204,14 @@ def test_where_batches_cannot_keep_the_order_elements_run_per_packet(
     ("states[0].nope = 1;", True, "`states[i].nope` is not a per-packet state field"),
     ("DROP_WHY_AT(0, late);", True, "DROP_WHY_AT() takes one of the element's drop reasons"),
     ("EMIT_AT(0);", True, "EMIT_AT() takes the packet's index and an output port"),
+    ('FAIL("gone");', True, "FAIL() is for a per-packet body; in a batch body say which "
+                            "packet: FAIL_AT(i, text, ...)"),
+    ('FAIL_AT(0, "gone");', False, "FAIL_AT() is for a batch body (batch_body); a per-packet "
+                                   "body writes FAIL(...)"),
+    ("FAIL_AT(0);", True, "FAIL_AT() takes the packet's index and a text"),
+    ("const char *why = \"gone\"; FAIL(why);", False, "FAIL() takes a text first, a string in "
+                                                   "quotes (printf's format)"),
+    ("FAIL_AT(0, 7, n);", True, "FAIL_AT() takes a text first"),
 ])
 def test_batch_body_mistakes_are_named(body: str, vector: bool, message: str) -> None:
     with pytest.raises(BodyError, match=message.replace("(", r"\(").replace(")", r"\)")

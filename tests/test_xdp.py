@@ -84,6 +84,12 @@ class Maker(EthToEth):
     """
 
 
+class Giver(EthToEth):
+    body = r"""
+    if (pkt->len > 9000) { FAIL("a %u-byte frame: the link is misconfigured", pkt->len); }
+    """
+
+
 class Copier(Element):
     inputs = (Port("inp", "eth"),)
     outputs = (Port("a", "eth"), Port("b", "eth"))
@@ -155,6 +161,9 @@ def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
     p.segment("edge", [src, copier, a, b], device="xdp")
     assert _refusal(p) == element("cp", "Copier", "it sends copies of a packet (SEND); an XDP "
                                   "program has one packet and one verdict")
+    assert _refusal(_one_segment(Giver("give_up"))) == element(
+        "give_up", "Giver", "it fails its core (FAIL); an XDP program cannot stop the run: "
+        "drop the packet with a reason (DROP_WHY) instead")
     assert _refusal(_one_segment(Stamp("st"))) == element(
         "st", "Stamp", "it reads the packet's capture time (pkt->ts_ns), which XDP does not have")
     assert _refusal(_one_segment(BatchOnly("vec"))) == element(

@@ -408,7 +408,7 @@ class DeviceGen:
 
     def _prologue(self, n: Node, args: list[str]) -> list[str]:
         """A body function's first lines: its ports and drop reasons by name, its
-        parameters and tables, and every name marked used."""
+        parameters and tables, its element's name (FAIL's), and every name marked used."""
         out = []
         if n.outputs:
             out.append("    enum { " + ", ".join(f"OFL_PORT_{p.name} = {k}"
@@ -417,7 +417,9 @@ class DeviceGen:
             out.append("    enum { " + ", ".join(f"OFL_WHY_{r} = {k}u"
                                                 for k, (r, _) in enumerate(n.drops)) + " };")
         out += self._locals(n, "ctx->proc->")
-        unused = args + [p[0] for p in n.params] + [t[0] for t in n.tables]
+        # the element's name, for FAIL's error (body.h)
+        out.append(f"    static const char ofl_element_[] = {json.dumps(n.name)};")
+        unused = args + ["ofl_element_"] + [p[0] for p in n.params] + [t[0] for t in n.tables]
         return [*out, "    " + " ".join(f"(void){u};" for u in unused)]
 
     def _after_body(self, n: Node, i: int) -> list[str]:

@@ -28,6 +28,7 @@ class BodyFacts:
     macros: tuple[str, ...] = ()  # macros the body #defines (undefined after it)
     makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
     sends: bool = False  # it may send a packet on several ports (SEND: copies)
+    fails: bool = False  # it may fail its core (FAIL, FAIL_AT)
     # the locals of the shared arrays its bodies only add to (passes/tableuse.py), and
     # each add builtin they call with the local it adds to ("": something else)
     adds_only: frozenset[str] = frozenset()

@@ -37,6 +37,10 @@ def analyze_bodies(g: Graph) -> Graph:
             raise OfflowError(str(err)) from None
         facts = replace(_facts(info, batch), **_adds(info, batch, end))
         if end is not None:
+            if end.fails:
+                raise OfflowError(f"element `{n.name}`: FAIL() is for a body given a packet; "
+                                  "its at_end code has none (a core's failure there is "
+                                  "not supported yet)")
             if end.sends or end.writes or end.drops or end.emits - end.makes:
                 raise OfflowError(f"element `{n.name}`: its at_end code has no packet to "
                                   "emit, send, drop or change (EMIT, SEND, DROP, CONSUME, "
@@ -57,6 +61,10 @@ def analyze_bodies(g: Graph) -> Graph:
                                        *(t[0] for t in h.tables)], **_written(h))
         except BodyError as err:
             raise OfflowError(f"channel `{c.name}`: {err}") from None
+        if info.fails:
+            raise OfflowError(f"channel `{c.name}`: its handler `{h.name}` cannot FAIL(): it "
+                              "has no packet and runs beside the cores (answer with an error "
+                              "instead)")
         channels.append(replace(c, handler=replace(h, facts=BodyFacts(macros=info.macros))))
     return replace(g, nodes=tuple(nodes), channels=tuple(channels))
 
@@ -77,7 +85,8 @@ def _facts(one: BodyInfo | None, batch: BodyInfo | None) -> BodyFacts:
         emits=frozenset(first.emits | (other.emits if other else none)),
         uses_pkt=first.uses_pkt or bool(other and other.uses_pkt),
         reads_ts=first.reads_ts or bool(other and other.reads_ts),
-        macros=first.macros, makes=first.makes, sends=first.sends)
+        macros=first.macros, makes=first.makes, sends=first.sends,
+        fails=first.fails or bool(other and other.fails))
 
 
 def _adds(*bodies: BodyInfo | None) -> dict[str, Any]:

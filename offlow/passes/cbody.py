@@ -2,7 +2,7 @@
 writes and kills, which output ports it names, and whether it can fall through. A
 batch body (Element.batch_body) names the state and packet of packet i as `states[i]`
 and `pkts[i]` and decides per packet with EMIT_AT(i, port), DROP_AT(i),
-DROP_WHY_AT(i, reason) and CONSUME_AT(i).
+DROP_WHY_AT(i, reason), CONSUME_AT(i) and FAIL_AT(i, text, ...).
 
 The body is wrapped in a synthetic translation unit (a prelude of typedefs, the
 element's helpers, then ``void __ofl_body(void) { <body> }``), run through the real C
@@ -46,6 +46,7 @@ class BodyInfo:
     macros: tuple[str, ...] = ()  # macros the body #defines (and does not #undef)
     makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
     sends: bool = False  # SEND: it may send a packet on several ports (copies)
+    fails: bool = False  # FAIL or FAIL_AT: it may fail its core
     adds_only: frozenset[str] = frozenset()  # shared arrays it only adds to (tableuse.py)
     table_other: frozenset[str] = frozenset()  # shared arrays it uses otherwise
     atomic_adds: frozenset[tuple[str, str]] = frozenset()  # (add builtin, array or "")
@@ -70,7 +71,7 @@ class _Walker(c_ast.NodeVisitor):
         self.emits: set[str] = set()
         self.makes: set[str] = set()
         self.drops = self.exits = self.uses_pkt = self.whole_state = self.jumps = False
-        self.reads_ts = self.sends = False
+        self.reads_ts = self.sends = self.fails = False
 
     def state_field(self, node: c_ast.StructRef) -> str | None:
         """The field name if `node` is `state->NAME` (a batch body's `states[i].NAME`),
@@ -158,6 +159,9 @@ class _Walker(c_ast.NodeVisitor):
             self.drops = True  # either way the packet goes no further
         elif name == "DROP_WHY":
             self.reason(node, name, args[0] if len(args) == 1 else None)
+        elif name == "FAIL":
+            self._fail_text(node, name, args)
+            self.drops = self.fails = True
         elif name in ("EMIT", "SEND"):
             if len(args) != 1 or not isinstance(args[0], c_ast.ID):
                 raise BodyError(
@@ -187,7 +191,8 @@ class _Walker(c_ast.NodeVisitor):
         """Per-packet macros in a per-packet body, per-index ones in a batch body."""
         if self.ctx.vector and name in _PER_PACKET:
             instead = {"EMIT": "EMIT_AT(i, port)", "DROP": "DROP_AT(i)", "CONSUME":
-                       "CONSUME_AT(i)", "DROP_WHY": "DROP_WHY_AT(i, reason)"}.get(name)
+                       "CONSUME_AT(i)", "DROP_WHY": "DROP_WHY_AT(i, reason)",
+                       "FAIL": "FAIL_AT(i, text, ...)"}.get(name)
             how = (f"say which packet: {instead}" if instead else
                    f"it has no {name}(): give the element a per-packet body for that")
             raise BodyError(f"{self.ctx.where(node)}: {name}() is for a per-packet body; in a "
@@ -201,7 +206,15 @@ class _Walker(c_ast.NodeVisitor):
         usage = {"EMIT_AT": "the packet's index and an output port: EMIT_AT(i, out)",
                  "DROP_WHY_AT": "the packet's index and a drop reason: DROP_WHY_AT(i, why)",
                  "DROP_AT": "the packet's index: DROP_AT(i)",
-                 "CONSUME_AT": "the packet's index: CONSUME_AT(i)"}[name]
+                 "CONSUME_AT": "the packet's index: CONSUME_AT(i)",
+                 "FAIL_AT": "the packet's index and a text: FAIL_AT(i, \"why %d\", x)"}[name]
+        if name == "FAIL_AT":
+            if len(args) < 2:
+                raise BodyError(f"{self.ctx.where(node)}: FAIL_AT() takes {usage}")
+            self.visit(args[0])
+            self._fail_text(node, name, args[1:])
+            self.drops = self.fails = True
+            return
         if len(args) != (2 if name in ("EMIT_AT", "DROP_WHY_AT") else 1):
             raise BodyError(f"{self.ctx.where(node)}: {name}() takes {usage}")
         self.visit(args[0])
@@ -214,6 +227,16 @@ class _Walker(c_ast.NodeVisitor):
             self.reason(node, name, args[1])
         else:
             self.drops = True
+
+    def _fail_text(self, node: c_ast.Node, macro: str, args: list[c_ast.Node]) -> None:
+        """FAIL's (FAIL_AT's) text: a string literal (printf's format), then its
+        arguments."""
+        if not args or not (isinstance(args[0], c_ast.Constant) and args[0].type == "string"):
+            raise BodyError(f"{self.ctx.where(node)}: {macro}() takes a text first, a string "
+                            f"in quotes (printf's format): {macro}("
+                            f"{'i, ' if macro == 'FAIL_AT' else ''}\"no room for %u\", n)")
+        for a in args[1:]:
+            self.visit(a)
 
     def reason(self, node: c_ast.Node, macro: str, arg: c_ast.Node | None) -> None:
         """DROP_WHY's (DROP_WHY_AT's) reason, checked to be one of the element's."""
@@ -247,8 +270,8 @@ class _Walker(c_ast.NodeVisitor):
 
 
 # The outcome macros of a per-packet body, and those of a batch body (per index).
-_PER_PACKET = ("EMIT", "SEND", "DROP", "DROP_WHY", "CONSUME", "MAKE")
-_PER_INDEX = ("EMIT_AT", "DROP_AT", "DROP_WHY_AT", "CONSUME_AT")
+_PER_PACKET = ("EMIT", "SEND", "DROP", "DROP_WHY", "CONSUME", "MAKE", "FAIL")
+_PER_INDEX = ("EMIT_AT", "DROP_AT", "DROP_WHY_AT", "CONSUME_AT", "FAIL_AT")
 
 
 def _member_of(node: c_ast.StructRef, name: str, op: str) -> bool:
@@ -323,9 +346,9 @@ def _marker(site: Site, what: str, element: str) -> str:
 
 
 def _ends_flow(stmt: c_ast.Node | None) -> bool:
-    """Structurally, does `stmt` always end in EMIT(...), DROP() or CONSUME()?"""
+    """Structurally, does `stmt` always end in EMIT(...), DROP(), CONSUME() or FAIL()?"""
     if isinstance(stmt, c_ast.FuncCall) and isinstance(stmt.name, c_ast.ID):
-        return stmt.name.name in ("EMIT", "DROP", "DROP_WHY", "CONSUME")
+        return stmt.name.name in ("EMIT", "DROP", "DROP_WHY", "CONSUME", "FAIL")
     if isinstance(stmt, c_ast.Compound):
         return bool(stmt.block_items) and _ends_flow(stmt.block_items[-1])
     if isinstance(stmt, c_ast.If):
@@ -425,6 +448,7 @@ def analyze_body(
         macros=macros,
         makes=frozenset(whole.makes),
         sends=whole.sends,
+        fails=whole.fails,
         adds_only=use.adds_only,
         table_other=use.other,
         atomic_adds=use.atomic_adds,

@@ -109,6 +109,9 @@ class Gpu(ProcessTarget):
         if facts and facts.sends:
             return ("it sends copies of a packet (SEND); a work-item has one packet and "
                     "sends it on one output, or drops it")
+        if facts and facts.fails:
+            return ("it fails its core (FAIL); a work-item cannot stop the run: drop the "
+                    "packet with a reason (DROP_WHY) instead")
         if facts and facts.reads_ts:
             return ("it reads the packet's capture time (pkt->ts_ns), which does not cross "
                     "to the device")

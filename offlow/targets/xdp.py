@@ -227,6 +227,9 @@ class Xdp(Target):
         if facts and facts.sends:
             return ("it sends copies of a packet (SEND); an XDP program has one packet and "
                     "one verdict")
+        if facts and facts.fails:
+            return ("it fails its core (FAIL); an XDP program cannot stop the run: drop the "
+                    "packet with a reason (DROP_WHY) instead")
         if facts and facts.reads_ts:
             return "it reads the packet's capture time (pkt->ts_ns), which XDP does not have"
         other_tables = [t for _, t in node.tables if not is_array(shared[t])

@@ -117,8 +117,9 @@ static void write_link(struct host *h)
     fclose(f);
 }
 
-/* The run fails here: the rings from the device end (closed after what came, so the
- * local consumers finish and report their counts: the run's one error is this one);
+/* The run fails here: the bridge's rings break (ofl_bridge_break: the local consumers
+ * take what came, the local producers stop and count what never went; their cores'
+ * errors are secondary: the run's one error is this one);
  * `text` goes to STATS.error (the runner's error for this device, said once); exit 1. */
 static _Noreturn void fail(struct host *h, const char *text)
 {
@@ -127,8 +128,7 @@ static _Noreturn void fail(struct host *h, const char *text)
     bool rings = h->p.win.base &&   /* (no window yet: nothing to end) */
                  (h->p.bridging || part_bridge(&h->p, h->dirs, (uint32_t)strlen(h->dirs), false,
                                                err, sizeof err) == 0);
-    for (uint32_t i = 0; rings && i < b->n; i++)
-        if (!b->rings[i].out && !b->rings[i].closed) ofl_ring_close(&b->rings[i].ring);
+    if (rings) ofl_bridge_break(b);
     if (h->p.link) write_link(h);
     char path[4096];
     snprintf(path, sizeof path, "%s.error", h->stats);

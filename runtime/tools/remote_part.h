@@ -89,7 +89,8 @@ bool part_aborted(const struct part *p);
 
 /* Ring entries this end holds that can no longer be delivered once the run ends: for
  * each ring whose producer is here, those published here that the far consumer never
- * released (sent or not). */
+ * released (sent or not; once the bridge broke its rings, those sent only: its
+ * producer counts the rest as lost). */
 uint64_t part_undelivered(const struct part *p);
 
 /* End the channels at the run's end (drained, then stopped) and count what this end

@@ -326,6 +326,7 @@ static void serve_run(struct serve *s, const char *dir, const char *window)
             return;
         }
         if (moved < 0 || cm < 0 || part_flags_send(&s->p) < 0 || quit) {
+            ofl_bridge_break(&s->p.bridge);   /* (done by a failed poll already) */
             fprintf(stderr, "offlow serve-device: the run ended: %s\n",
                     quit ? "stopped" : s->p.bridge.err[0] ? s->p.bridge.err
                                                          : ofl_link_error(s->p.link));

@@ -176,6 +176,6 @@ void ofl_xdp_cross_close(struct ofl_xdp_cross *x)
         free(*q->out);
         *q->out = NULL;
     }
-    if (x->d->core->ce) ofl_core_destroy(x->d->core);
+    ofl_core_destroy(x->d->core);   /* (its error's text too; nothing if never made) */
     if (x->win.base) ofl_window_close(&x->win);
 }

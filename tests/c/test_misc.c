@@ -183,6 +183,31 @@ static void test_core_idle_abort_after_a_peer(void)
     close(two[1][0]);
 }
 
+/* An element's FAIL (ofl_core_fail_element): its error is OFL_EFAIL, its text the
+ * element's name and the formatted text, whole however long; the abort word raised; a
+ * second failure keeps the first; the text freed by ofl_core_destroy (LeakSanitizer). */
+static void test_core_fail_element(void)
+{
+    volatile uint32_t abort_word = 0;
+    struct ofl_core c;
+    memset(&c, 0, sizeof c);
+    c.abort = &abort_word;
+    char name[300];
+    memset(name, 'm', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    ofl_core_fail_element(&c, name, "quota of %d frames used up (%s)", 999, "frame 1000");
+    char want[400];
+    snprintf(want, sizeof want, "element %s: quota of 999 frames used up (frame 1000)", name);
+    CHECK(c.err == OFL_EFAIL && strcmp(ofl_strerror(c.err), "failed by the element") == 0,
+          "the element's error: %d %s", c.err, ofl_strerror(c.err));
+    CHECK(c.where && strcmp(c.where, want) == 0, "its whole text: %s", c.where ? c.where : "-");
+    CHECK(abort_word == 1, "the abort word raised");
+    CHECK(!ofl_core_err_secondary(c.err), "said as the cause, not as a secondary failure");
+    ofl_core_fail_element(&c, "other", "later");
+    CHECK(strcmp(c.where, want) == 0, "a second failure keeps the first");
+    ofl_core_destroy(&c);
+}
+
 /* A timed waiter sums the time of each wait episode (first ofl_wait to the
  * ofl_waiter_progress that ends it), not the work between episodes; an untimed one
  * sums nothing. */
@@ -516,6 +541,7 @@ int main(int argc, char **argv)
     test_waiter();
     test_waiter_accounting();
     test_core_idle_abort_after_a_peer();
+    test_core_fail_element();
     test_file(argv[1]);
     test_live();
     test_simd();

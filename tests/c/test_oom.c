@@ -26,6 +26,7 @@
 #include "check.h"
 #include "offlow/chan.h"
 #include "offlow/file.h"
+#include "offlow/gen.h"
 #include "offlow/kvcache.h"
 #include "offlow/kvs_tcp.h"
 #include "offlow/kvstore.h"
@@ -572,6 +573,28 @@ static int try_window(void *arg)
     return rc;
 }
 
+/* A core's init (ofl_core_init) in a window: a failure leaves nothing allocated (one
+ * after its buffers, at its copy engine, left them to a caller that destroyed the core
+ * only once the engine was made: the xdp crossing's close); a core built, failed
+ * (its error's text) and destroyed leaves nothing either. */
+static int try_core(void *arg)
+{
+    struct ofl_window w;
+    int rc = ofl_window_create(&w, arg, 1u << 20);
+    if (rc < 0) return rc;
+    struct ofl_args a = {.device = "host", .ce_mode = OFL_CE_INLINE, .udp_fd = -1,
+                         .runner_fd = -1};
+    struct ofl_core c;
+    rc = ofl_core_init(&c, &a, &w, "seg", 0, 1, 0, 2048);
+    if (rc == 0) {
+        ofl_core_fail(&c, -EIO, "a failure's text");
+        ofl_core_destroy(&c);
+    }
+    ofl_window_close(&w);
+    unlink(arg);
+    return rc;
+}
+
 /* A socket bound to a free port on 127.0.0.1 (listening when TCP), or -1. */
 static int local_socket(int type)
 {
@@ -624,6 +647,7 @@ int main(int argc, char **argv)
     }
     snprintf(path, sizeof path, "%s/oom-window", tmp);
     sweep("window create and open", try_window, path);
+    sweep("core init, failed and destroyed", try_core, path);
     snprintf(path, sizeof path, "%s/oom.pcap", tmp);
     sweep("pcap sink and source open", try_pcap, path);
     remove(path);

@@ -9,7 +9,8 @@
 
 /* The runtime's sentinels outside the errno range are told apart by their value. */
 _Static_assert(OFL_RING_EBROKEN != OFL_Q_DONE && OFL_RING_EBROKEN != OFL_SRC_DONE &&
-                   OFL_Q_DONE != OFL_SRC_DONE,
+                   OFL_Q_DONE != OFL_SRC_DONE && OFL_EFAIL != OFL_RING_EBROKEN &&
+                   OFL_EFAIL != OFL_Q_DONE && OFL_EFAIL != OFL_SRC_DONE,
                "sentinels collide");
 
 const char *ofl_strerror(int err)
@@ -22,6 +23,7 @@ const char *ofl_strerror(int err)
     case OFL_EVERSION: return "unsupported protocol version";
     case OFL_EUNSUPP: return "unsupported protocol";
     case OFL_ELENGTH: return "length field past the end of the packet";
+    case OFL_EFAIL: return "failed by the element";
     case OFL_Q_DONE: return "queue finished";
     case OFL_RING_EBROKEN: return "ring broken: its other end stopped (a corrupt entry, or its "
                                   "own failure)";

@@ -262,9 +262,17 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->ce = calloc(1, sizeof *c->ce);
     c->bufs = aligned_alloc(64, (bufsize + 63) / 64 * 64);
     c->scratch = calloc(1, bufsize);
-    if (!c->ce || !c->bufs || !c->scratch) return ofl_fatal("out of memory"), -ENOMEM;
+    if (!c->ce || !c->bufs || !c->scratch) {
+        ofl_core_destroy(c);   /* (what was made: nothing is left to the caller) */
+        return ofl_fatal("out of memory"), -ENOMEM;
+    }
     int rc = ofl_ce_start(c->ce, a->ce_mode, -1);
-    if (rc < 0) return ofl_fatal_err("cannot start the copy engine", rc), rc;
+    if (rc < 0) {
+        free(c->ce);   /* (not started: nothing to stop) */
+        c->ce = NULL;
+        ofl_core_destroy(c);
+        return ofl_fatal_err("cannot start the copy engine", rc), rc;
+    }
     return 0;
 }
 
@@ -443,20 +451,49 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what)
     core_fail_with(c, err, c->err ? NULL : strdup(what));
 }
 
+/* `prefix` then `fmt` formatted with `ap`, on the heap (NULL: no memory, or a bad
+ * format). */
+static char *format_text(const char *prefix, const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    size_t pre = strlen(prefix);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *text = n >= 0 ? malloc(pre + (size_t)n + 1) : NULL;
+    if (text) {
+        memcpy(text, prefix, pre);
+        vsnprintf(text + pre, (size_t)n + 1, fmt, again);
+    }
+    va_end(again);
+    return text;
+}
+
 void ofl_core_failf(struct ofl_core *c, int err, const char *fmt, ...)
 {
     if (c->err) return;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *text = format_text("", fmt, ap);
     va_end(ap);
-    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (text) {
-        va_start(ap, fmt);
-        vsnprintf(text, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
     core_fail_with(c, err, text);
+}
+
+void ofl_core_fail_element(struct ofl_core *c, const char *element, const char *fmt, ...)
+{
+    if (c->err) return;
+    size_t len = strlen(element) + sizeof "element : ";
+    char *prefix = malloc(len);
+    if (!prefix) {
+        core_fail_with(c, OFL_EFAIL, NULL);
+        return;
+    }
+    snprintf(prefix, len, "element %s: ", element);
+    va_list ap;
+    va_start(ap, fmt);
+    char *text = format_text(prefix, fmt, ap);
+    va_end(ap);
+    free(prefix);
+    core_fail_with(c, OFL_EFAIL, text);
 }
 
 /* What a failed core was doing, as said on stderr and in its stats. */

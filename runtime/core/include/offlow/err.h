@@ -17,6 +17,9 @@ enum ofl_pkt_err {
     OFL_ELENGTH = -5006,   /* a length field runs past the packet that holds it */
 };
 
+/* A core an element's body failed (FAIL, FAIL_AT: body.h); its text says why. */
+#define OFL_EFAIL (-5100)
+
 /* Text for `err`: a negative errno value, an OFL_E* reason or a runtime sentinel such
  * as OFL_Q_DONE ("unknown error" for others: a library's own codes have their own
  * function, such as mcproto.h's ofl_mc_strerror). Never NULL; the string is static

@@ -301,7 +301,8 @@ void ofl_dilate_begin(struct ofl_core *c);
  * emulation; nothing when not dilating). */
 void ofl_dilate_end(struct ofl_core *c, int progress);
 
-/* Set up a core of `segment`: waiter on the peers, copy engine, buffers. */
+/* Set up a core of `segment`: waiter on the peers, copy engine, buffers. On failure
+ * nothing is left allocated (ofl_core_destroy is still safe to call). */
 int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_window *w,
                   const char *segment, unsigned idx, unsigned n, int core_no, size_t bufsize);
 
@@ -339,6 +340,15 @@ void ofl_core_fail(struct ofl_core *c, int err, const char *what);
 /* ofl_core_fail with what it was doing formatted (printf's `fmt`), whole. */
 void ofl_core_failf(struct ofl_core *c, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* ofl_core_failf for an element's FAIL: "element NAME: " and the text, the error
+ * OFL_EFAIL. */
+void ofl_core_fail_element(struct ofl_core *c, const char *element, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The body macros' FAIL and FAIL_AT (body.h): a body function's prologue names its
+ * element in ofl_element_. */
+#define OFL_FAIL_(...) ofl_core_fail_element(&ctx->core, ofl_element_, __VA_ARGS__)
 
 /* Whether `err` only says that the core stopped because of another's failure (the
  * abort word: -ECANCELED; a ring its consumer broke: OFL_RING_EBROKEN): the failure

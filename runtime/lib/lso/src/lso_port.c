@@ -140,8 +140,8 @@ static int drain(struct ofl_lso_host *h)
     return i < n ? -EBADMSG : (int)i;
 }
 
-/* Wait for `ready(h)`, reaping completions, watching the device process, up to
- * `timeout_ns` (0: for ever). */
+/* Wait for `ready(h)`, reaping completions, watching the device process and the FIFO's
+ * broken mark (its device failed: -EPIPE at once), up to `timeout_ns` (0: for ever). */
 static int wait_for(struct ofl_lso_host *h, int (*ready)(struct ofl_lso_host *),
                     uint64_t timeout_ns)
 {
@@ -150,6 +150,7 @@ static int wait_for(struct ofl_lso_host *h, int (*ready)(struct ofl_lso_host *),
     for (;;) {
         int rc = drain(h);
         if (rc < 0) return rc;
+        if (ofl_ring_broken(&h->desc)) return -EPIPE;   /* nothing posted is taken now */
         if (ready(h)) return 0;
         if (rc > 0) {
             spins = 0;

@@ -291,6 +291,32 @@ static void test_device_dies(void)
     ofl_lso_host_destroy(&h);
 }
 
+/* A device whose source failed breaks the FIFO (its consumer's mark) while the host
+ * waits for room: the host's send stops at once with -EPIPE, not at its timeout (nor
+ * only once the device's process exits); so does its finish. */
+static void test_fifo_broken(void)
+{
+    snprintf(path, sizeof path, "/dev/shm/offlow-test-lso-%d-b", (int)getpid());
+    unlink(path);
+    struct ofl_lso_host h;
+    CHECK(ofl_lso_host_create(&h, path, 65536, 2) == 0, "a host port");
+    uint8_t tmpl[64], pay[100] = { 0 };
+    uint32_t tl = tmpl_tcp4(tmpl);
+    struct ofl_lso_send x = { tmpl, tl, pay, 100, 1460, 0, 0, 1 };
+    int a = ofl_lso_host_send(&h, &x, SEC), b = ofl_lso_host_send(&h, &x, SEC);
+    struct ofl_ring dev;   /* the device's view of the FIFO, as its failed source leaves it */
+    CHECK(ofl_ring_attach(&dev, h.desc.shm, ofl_ring_mem_size(h.desc.size, h.desc.entry_size))
+              == 0, "the device's end");
+    ofl_ring_break(&dev);
+    uint64_t t0 = ofl_now_ns();
+    int full = ofl_lso_host_send(&h, &x, 60 * SEC);
+    int fin = ofl_lso_host_finish(&h, 60 * SEC);
+    CHECK(a == 0 && b == 0 && full == -EPIPE && fin == -EPIPE,
+          "a full FIFO broken by the device: -EPIPE (%d, finish %d) in %.1f ms, not at the "
+          "60 s timeout", full, fin, (double)(ofl_now_ns() - t0) / 1e6);
+    ofl_lso_host_destroy(&h);
+}
+
 /* A device that completes everything and exits before the host looks: the host's
  * finish still takes those completions (no -EPIPE). */
 static void test_device_done_then_gone(void)
@@ -347,6 +373,7 @@ int main(void)
     test_bad_desc_len();
     test_host_dies();
     test_device_dies();
+    test_fifo_broken();
     test_device_done_then_gone();
     test_not_a_port();
     return CHECK_DONE();

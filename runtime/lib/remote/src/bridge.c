@@ -35,6 +35,11 @@ static void take_entries(struct ofl_bridge *b, const struct entries_hdr *h, cons
         return;
     }
     struct ofl_ring *r = &br->ring;
+    if (ofl_ring_broken(r)) {   /* its consumer failed: nobody will take them */
+        b->dropped_in += h->n;
+        b->msgs_in++;
+        return;
+    }
     if ((uint64_t)h->n * r->entry_size != len || h->first != r->tail) {
         bad(b, "ring %u: %u entries in %zu bytes from index %u (expected %u-byte entries "
             "from %u)", h->id, h->n, len, h->first, r->entry_size, r->tail);
@@ -184,14 +189,32 @@ static int send_credit(struct ofl_bridge *b, uint32_t id)
     return rc;
 }
 
+void ofl_bridge_break(struct ofl_bridge *b)
+{
+    if (b->broken) return;
+    b->broken = true;
+    for (uint32_t i = 0; i < b->n; i++) {
+        struct ofl_bridge_ring *br = &b->rings[i];
+        if (br->out) ofl_ring_break(&br->ring);
+        else if (!br->closed) ofl_ring_break_by(&br->ring, OFL_RING_BROKEN_BY_PRODUCER);
+    }
+}
+
+/* ofl_bridge_poll's failure `rc`, after breaking the rings. */
+static int failed(struct ofl_bridge *b, int rc)
+{
+    ofl_bridge_break(b);
+    return rc;
+}
+
 int ofl_bridge_poll(struct ofl_bridge *b)
 {
-    if (ofl_link_progress(b->link) == OFL_LINK_FAILED) return -EPIPE;
-    if (b->bad) return -EBADMSG;
+    if (ofl_link_progress(b->link) == OFL_LINK_FAILED) return failed(b, -EPIPE);
+    if (b->bad) return failed(b, -EBADMSG);
     int moved = 0;
     for (uint32_t i = 0; i < b->n; i++) {
         int rc = b->rings[i].out ? send_out(b, i) : send_credit(b, i);
-        if (rc < 0) return b->bad ? -EBADMSG : -EPIPE;
+        if (rc < 0) return failed(b, b->bad ? -EBADMSG : -EPIPE);
         moved += rc;
     }
     return moved;

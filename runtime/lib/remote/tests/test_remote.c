@@ -200,7 +200,9 @@ struct pair {
     struct ofl_bridge bs, bc;
 };
 
-static int connect_pair(struct pair *p)
+/* A bridged pair over loopback; `cli_send_fail`: the client's link loses that user
+ * message (the test hook OFFLOW_REMOTE_TEST_SEND_FAIL; NULL: none). */
+static int connect_pair_failing(struct pair *p, const char *cli_send_fail)
 {
     char err[256] = "";
     memset(p, 0, sizeof *p);
@@ -209,15 +211,22 @@ static int connect_pair(struct pair *p)
     if (ofl_link_listen(&p->srv, "127.0.0.1", 0, SECRET, sizeof SECRET, ofl_bridge_on_msg,
                         &p->bs, err, sizeof err))
         return -1;
-    if (ofl_link_connect(&p->cli, "127.0.0.1", ofl_link_port(p->srv), SECRET, sizeof SECRET,
-                         ofl_bridge_on_msg, &p->bc, err, sizeof err))
-        return -1;
+    if (cli_send_fail) setenv("OFFLOW_REMOTE_TEST_SEND_FAIL", cli_send_fail, 1);
+    int rc = ofl_link_connect(&p->cli, "127.0.0.1", ofl_link_port(p->srv), SECRET,
+                              sizeof SECRET, ofl_bridge_on_msg, &p->bc, err, sizeof err);
+    unsetenv("OFFLOW_REMOTE_TEST_SEND_FAIL");
+    if (rc) return -1;
     p->bs.link = p->srv;
     p->bc.link = p->cli;
     /* generous: a loaded machine may pause this process (test_silent_peer sets less) */
     ofl_link_set_silence(p->srv, 10000);
     ofl_link_set_silence(p->cli, 10000);
     return until(p->cli, OFL_LINK_UP, p->srv, OFL_LINK_UP) ? 0 : -1;
+}
+
+static int connect_pair(struct pair *p)
+{
+    return connect_pair_failing(p, NULL);
 }
 
 static void close_pair(struct pair *p)
@@ -352,6 +361,90 @@ static void test_bad_len_out(void)
     CHECK(ofl_ring_ready(&dev) == 0 && p.bs.entries_in == 0, "nothing of it crossed");
     close_pair(&p);
     free(a_host), free(a_dev);
+}
+
+/* The client's link fails (its second message lost: the test hook) while it carries
+ * ring A (a local producer's) and ring B (a local consumer's): the bridge breaks both,
+ * A as its consumer (the producer stops instead of waiting for room), B as its
+ * producer (the consumer takes the 3 entries that came, then stops); an entry
+ * committed after it is never sent (A's producer counts it), those handed to the link
+ * are the bridge's. */
+static void test_link_failure_breaks_rings(void)
+{
+    enum { ENTRY = 64 };
+    struct pair p;
+    CHECK(connect_pair_failing(&p, "2") == 0, "a bridged pair comes up");
+    size_t len;
+    void *a_host = ring_mem(8, ENTRY, 1, 0, &len), *a_dev = ring_mem(8, ENTRY, 1, 0, &len);
+    void *b_dev = ring_mem(8, ENTRY, 1, 0, &len), *b_host = ring_mem(8, ENTRY, 1, 0, &len);
+    ofl_bridge_add(&p.bc, a_host, len, true);
+    ofl_bridge_add(&p.bs, a_dev, len, false);
+    ofl_bridge_add(&p.bc, b_host, len, false);
+    ofl_bridge_add(&p.bs, b_dev, len, true);
+    struct ofl_ring prod, dev_in, dev_out, cons;
+    ofl_ring_attach(&prod, a_host, len);
+    ofl_ring_attach(&dev_in, a_dev, len);
+    ofl_ring_attach(&dev_out, b_dev, len);
+    ofl_ring_attach(&cons, b_host, len);
+    ofl_ring_commit(&prod, 4);
+    CHECK(ofl_bridge_poll(&p.bc) == 4, "the client's first message carries 4 entries");
+    ofl_ring_commit(&dev_out, 3);
+    double end = now() + 30;
+    while ((ofl_ring_ready(&dev_in) < 4 || ofl_ring_ready(&cons) < 3) && now() < end) {
+        (void)ofl_bridge_poll(&p.bs);
+        (void)ofl_bridge_poll(&p.bc);
+    }
+    CHECK(ofl_ring_ready(&dev_in) == 4 && ofl_ring_ready(&cons) == 3,
+          "4 entries crossed one way, 3 the other");
+    CHECK(!ofl_ring_broken(&prod) && !ofl_ring_broken(&cons), "nothing broken yet");
+    ofl_ring_commit(&prod, 2);
+    int rc = 0;
+    end = now() + 30;
+    while (rc >= 0 && now() < end) rc = ofl_bridge_poll(&p.bc);   /* its 2nd message lost */
+    CHECK(rc == -EPIPE, "the link fails: %d", rc);
+    CHECK(ofl_ring_broken_by(&prod) == OFL_RING_BROKEN_BY_CONSUMER,
+          "ring A broken for its producer (%u)", ofl_ring_broken_by(&prod));
+    CHECK(ofl_ring_broken_by(&cons) == OFL_RING_BROKEN_BY_PRODUCER && ofl_ring_ready(&cons) == 3,
+          "ring B broken for its consumer, the 3 that came still there to take (%u, %u)",
+          ofl_ring_broken_by(&cons), ofl_ring_ready(&cons));
+    CHECK(p.bc.rings[0].sent == 6 && p.bc.rings[0].credit == 0,
+          "the 6 handed to the link are the bridge's to count (part_undelivered): %u, %u",
+          p.bc.rings[0].sent, p.bc.rings[0].credit);
+    ofl_ring_commit(&prod, 1);
+    CHECK(ofl_bridge_poll(&p.bc) == -EPIPE &&
+              __atomic_load_n(&prod.shm->head, __ATOMIC_ACQUIRE) == 6,
+          "one committed after it is never sent: its producer counts it");
+    close_pair(&p);
+    free(a_host), free(a_dev), free(b_dev), free(b_host);
+}
+
+/* Entries that arrive for a ring its local consumer broke (it failed) are not committed
+ * there, counted in dropped_in; the bridge goes on (not a bad message). */
+static void test_entries_for_a_broken_ring(void)
+{
+    enum { ENTRY = 64 };
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    size_t len;
+    void *b_dev = ring_mem(8, ENTRY, 1, 0, &len), *b_host = ring_mem(8, ENTRY, 1, 0, &len);
+    ofl_bridge_add(&p.bc, b_host, len, false);
+    ofl_bridge_add(&p.bs, b_dev, len, true);
+    struct ofl_ring dev_out, cons;
+    ofl_ring_attach(&dev_out, b_dev, len);
+    ofl_ring_attach(&cons, b_host, len);
+    ofl_ring_break(&cons);   /* the host's consumer failed */
+    ofl_ring_commit(&dev_out, 3);
+    int rc = 0;
+    double end = now() + 30;
+    while (rc >= 0 && p.bc.dropped_in < 3 && now() < end) {
+        (void)ofl_bridge_poll(&p.bs);
+        rc = ofl_bridge_poll(&p.bc);
+    }
+    CHECK(rc >= 0 && p.bc.bad == 0, "the bridge goes on: %d %s", rc, p.bc.err);
+    CHECK(p.bc.dropped_in == 3 && __atomic_load_n(&cons.shm->tail, __ATOMIC_ACQUIRE) == 0,
+          "the 3 entries counted, none committed (%llu)", (unsigned long long)p.bc.dropped_in);
+    close_pair(&p);
+    free(b_dev), free(b_host);
 }
 
 /* Entries within the credit are taken even when the ring handle's cached view of the
@@ -658,6 +751,8 @@ int main(int argc, char **argv)
     test_bulk_messages();
     test_rings();
     test_bad_message();
+    test_link_failure_breaks_rings();
+    test_entries_for_a_broken_ring();
     test_bad_len_out();
     test_stale_head();
     test_silent_peer();

@@ -121,7 +121,8 @@ int ofl_lso_host_create(struct ofl_lso_host *h, const char *path, uint32_t half,
  * completions meanwhile, up to `timeout_ns` (0: for ever).
  * Returns 0; -EINVAL (a template lso.h refuses, MSS 0, a payload over
  * OFL_LSO_SEND_MAX), -EMSGSIZE (a payload and its headroom larger than a half), -ETIMEDOUT, -EPIPE (the
- * device process exited). Checks that need the link (the MTU) are the NIC's. */
+ * device process exited, or its source broke the FIFO: it failed; at once, not after a
+ * wait). Checks that need the link (the MTU) are the NIC's. */
 int ofl_lso_host_send(struct ofl_lso_host *h, const struct ofl_lso_send *s, uint64_t timeout_ns);
 
 /* Post `dlen` bytes as a descriptor exactly as given (a test's malformed one; at most

@@ -12,6 +12,10 @@
  * close crosses after its last entry. A message that breaks these rules (an unknown
  * ring, a bad size, more entries than credit, a len beyond the entry) is not applied:
  * it is counted in `bad` and fails the bridge: from then on no message is applied.
+ * A bridge that fails (a bad message, or its link failed) breaks its local rings
+ * (ofl_bridge_break). Entries that arrive for a ring its local consumer broke are not
+ * committed: they are counted in `dropped_in` (never credited back, so the far side
+ * counts them as not taken too).
  *
  * Single-threaded, on the link's thread. */
 #ifndef OFL_REMOTE_BRIDGE_H
@@ -42,6 +46,8 @@ struct ofl_bridge {
     uint32_t n;               /* rings[0..n): ring id i is rings[i] on both sides */
     uint32_t max_batch;       /* entries per message at most */
     uint64_t msgs_out, msgs_in, entries_out, entries_in, bad;
+    uint64_t dropped_in;      /* entries that came for a ring its consumer broke */
+    bool broken;              /* ofl_bridge_break ran: its rings are broken */
     char err[160];            /* why it failed */
 };
 
@@ -60,8 +66,14 @@ int ofl_bridge_add(struct ofl_bridge *b, void *mem, size_t len, bool out);
 
 /* Move what can be moved now (sends, credit). Returns the entries moved (>= 0), or
  * -EPIPE when the link failed and -EBADMSG on a bad message or entry (b->err says
- * which). */
+ * which); either way the bridge's rings are broken then (ofl_bridge_break). */
 int ofl_bridge_poll(struct ofl_bridge *b);
+
+/* Break every ring the bridge carries, once: an out ring as its consumer (its local
+ * producer stops instead of waiting for room and counts what the bridge never sent as
+ * lost: queue.h), an in ring not closed yet as its producer (its local consumer takes
+ * what was committed, then stops with OFL_RING_EBROKEN). */
+void ofl_bridge_break(struct ofl_bridge *b);
 
 /* True when every out ring's producer closed it and the far consumer released every
  * entry sent, and every in ring's close arrived. */
