@@ -464,7 +464,7 @@ def _cmd_ctl(a: argparse.Namespace) -> int:
         elif a.ctl_cmd == "table":
             t = tables[a.name]
             if a.op == "info":
-                print(t.info())
+                print(t.info().text())
             elif a.index is None or (a.op == "set") != (a.value is not None):
                 raise OfflowError("want `get INDEX` or `set INDEX VALUE`")
             elif a.op == "get":
@@ -497,7 +497,7 @@ def _map(t: Table, a: argparse.Namespace) -> None:
         raise OfflowError("--limit N (N >= 0) goes with `list`")
     m = t.map()
     if a.op == "info":
-        print(t.info())
+        print(t.info().text())
     elif a.op == "get":
         v = m.get(a.key)
         if v is None:

@@ -71,6 +71,13 @@ class Info:
     entries: int = 0
     full: int = 0
 
+    def text(self) -> str:
+        """One line for `offlow ctl ... info`: the fields this kind of table has."""
+        shown = ["kind", "type", "size", "length", "updates"]
+        shown += (["lookups", "lookups_during_updates"] if self.kind == "lpm6" else
+                  ["entries", "full"] if self.kind == "map" else [])
+        return ", ".join(f"{name} {getattr(self, name)}" for name in shown)
+
 
 def parse_prefix(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     """An IPv4 or IPv6 prefix (host bits must be zero), or a clear error."""

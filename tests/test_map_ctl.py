@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import re
 import subprocess
 import sys
 import time
@@ -170,6 +171,10 @@ def test_offlow_ctl_map_command_line(tmp_path: Path) -> None:
             "peer=192.0.2.1,proto=17,port=53 0", "peer=192.0.2.2,proto=17,port=54 7",
             "peer=192.0.2.3,proto=17,port=55 0", "peer=192.0.2.4,proto=17,port=56 0"]
         assert len(ctl("marks", "list", "--limit", "1").stdout.splitlines()) == 1
+        # info: one line of the map's own fields (1-byte values, 5 entries, 4 keys held)
+        info = ctl("marks", "info").stdout
+        assert re.fullmatch(r"kind map, type u, size 1, length 4, updates 1, entries 5, "
+                            r"full \d+\n", info), info
         assert ctl("marks", "delete", MARKED).returncode == 0
         for args, error in [(("marks", "get", MARKED), "has no key"),
                             (("marks", "set", "peer=1.2.3.4,port=1", "3"), "no value for proto"),
@@ -293,3 +298,14 @@ def _wide(key: tuple[tuple[str, str], ...]) -> Program:
     src >> keep >> out
     p.segment("only", [src, keep, out], device="host", cores=[0])
     return p
+
+
+def test_info_says_the_fields_of_its_kind_of_table() -> None:
+    from offlow.control import Info
+    assert Info("array", "u", 2, 3, 0, entries=9).text() == (
+        "kind array, type u, size 2, length 3, updates 0")
+    assert Info("lpm6", "u", 2, 10, 1, lookups=5, lookups_during_updates=2).text() == (
+        "kind lpm6, type u, size 2, length 10, updates 1, lookups 5, "
+        "lookups_during_updates 2")
+    assert Info("map", "u", 8, 61, 1, entries=61, full=7).text().endswith(
+        "entries 61, full 7")
