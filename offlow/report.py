@@ -129,12 +129,19 @@ def _sum_counts(a: Any, b: Any) -> Any:
 
 # a remote device's link (its stand-in's counts, docs/remote.md): packets bound across
 # it that the far side was never seen to take, in a run that was aborted or whose link
-# failed
-LINK_DROPS = (("entries_to_device", "link_aborted_to_device",
+# failed; of them, those that reached the far side for a ring broken there (its
+# consumer failed) are said apart: (count, the part of it said apart, reason, what)
+LINK_DROPS = (("entries_to_device", "dropped_in_device", "link_aborted_to_device",
                "for the device, not seen taken there: the run was aborted or its link "
                "failed"),
-              ("entries_from_device", "link_aborted_from_device",
-               "from the device, not taken on the host: the run was aborted"))
+              ("dropped_in_device", "", "ring_broken_on_device",
+               "for the device, came to it for a ring broken there (its consumer failed): "
+               "not committed"),
+              ("entries_from_device", "dropped_in_host", "link_aborted_from_device",
+               "from the device, not taken on the host: the run was aborted"),
+              ("dropped_in_host", "", "ring_broken_on_host",
+               "from the device, came to the host for a ring broken there (its consumer "
+               "failed, or the run did): not committed"))
 
 
 def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
@@ -178,10 +185,10 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
                 dropped.append({"at": q["queue"], "reason": why, "packets": n,
                                 "what": queue_drops.get(why, "")})
     for dev, link in (links or {}).items():
-        for key, reason, what in LINK_DROPS:
-            if link.get(key):
-                dropped.append({"at": dev, "reason": reason, "packets": link[key],
-                                "what": what})
+        for key, apart, reason, what in LINK_DROPS:
+            n = link.get(key, 0) - link.get(apart, 0)
+            if n:
+                dropped.append({"at": dev, "reason": reason, "packets": n, "what": what})
     # a UDP sink takes every packet but sends only the IPv4/UDP ones not addressed to itself
     sink_drops = (("dropped", "not_sent",
                    "not an IPv4/UDP frame, or more datagrams than a batch holds"),

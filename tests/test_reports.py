@@ -106,14 +106,18 @@ def test_packets_a_remote_link_did_not_deliver_are_counted_drops_in_the_equation
 
     from offlow.report import account, format_summary
 
-    link = {"entries_to_device": 2, "entries_from_device": 1, "chan_to_device": 4,
-            "chan_from_device": 0, "lost_sends": 0}
+    link = {"entries_to_device": 5, "entries_from_device": 1, "chan_to_device": 4,
+            "chan_from_device": 0, "lost_sends": 0, "dropped_in_device": 3,
+            "dropped_in_host": 0}
     a = account(SimpleNamespace(nodes=[], mtu=1514),  # type: ignore[arg-type]
-                {"rx": {"packets": 10}}, {}, [], {"tx": {"packets": 7}}, {"remote:a": link})
+                {"rx": {"packets": 13}}, {}, [], {"tx": {"packets": 7}}, {"remote:a": link})
+    # (of the 5 for the device, 3 came to a ring broken there: said apart, not twice)
     assert [(d["at"], d["reason"], d["packets"]) for d in a["dropped"]] == [
-        ("remote:a", "link_aborted_to_device", 2), ("remote:a", "link_aborted_from_device", 1)]
+        ("remote:a", "link_aborted_to_device", 2), ("remote:a", "ring_broken_on_device", 3),
+        ("remote:a", "link_aborted_from_device", 1)]
     assert a["unaccounted"] == 0
     text = format_summary({"segments": [], "queues": [], "accounting": a, "tables": {},
                            "sources": {}, "sinks": {}, "mtu": 1514, "links": {"remote:a": link}})
-    assert ("link remote:a: not delivered: entries_to_device 2, entries_from_device 1, "
-            "chan_to_device 4, chan_from_device 0, lost_sends 0") in text
+    assert ("link remote:a: not delivered: entries_to_device 5, entries_from_device 1, "
+            "chan_to_device 4, chan_from_device 0, lost_sends 0, dropped_in_device 3, "
+            "dropped_in_host 0") in text

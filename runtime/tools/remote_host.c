@@ -109,11 +109,13 @@ static void write_link(struct host *h)
     FILE *f = fopen(path, "w");
     if (!f) return;
     fprintf(f, "{\"entries_to_device\": %llu, \"entries_from_device\": %llu, "
-            "\"chan_to_device\": %llu, \"chan_from_device\": %llu, \"lost_sends\": %llu}\n",
+            "\"chan_to_device\": %llu, \"chan_from_device\": %llu, \"lost_sends\": %llu, "
+            "\"dropped_in_device\": %llu, \"dropped_in_host\": %llu}\n",
             (unsigned long long)d.entries, (unsigned long long)h->far.entries,
             (unsigned long long)(d.chan_unsent + h->far.chan_unhanded),
             (unsigned long long)(d.chan_unhanded + h->far.chan_unsent),
-            (unsigned long long)(d.lost_sends + h->far.lost_sends));
+            (unsigned long long)(d.lost_sends + h->far.lost_sends),
+            (unsigned long long)h->far.dropped_in, (unsigned long long)d.dropped_in);
     fclose(f);
 }
 

@@ -139,7 +139,8 @@ struct part_drops part_end(struct part *p)
     return (struct part_drops){part_undelivered(p),
                                c->dropped + c->peer_closed + c->stop_unhanded + c->untaken,
                                c->stop_unsent,
-                               p->link ? ofl_link_lost_sends(p->link) : 0};
+                               p->link ? ofl_link_lost_sends(p->link) : 0,
+                               p->bridging ? p->bridge.dropped_in : 0};
 }
 
 void part_idle(struct part *p, int moved)
