@@ -34,7 +34,10 @@ static void test_strerror(void)
           ofl_strerror(OFL_ECSUM));
     CHECK(!strcmp(ofl_strerror(OFL_EUNSUPP), "unsupported protocol"), "OFL_EUNSUPP");
     CHECK(!strcmp(ofl_strerror(OFL_Q_DONE), "queue finished"), "OFL_Q_DONE");
-    CHECK(OFL_Q_DONE < -4095 && OFL_ETRUNC < -4095, "sentinels are outside the errno range");
+    CHECK(!strcmp(ofl_strerror(OFL_EFAIL), "failed by the element"), "OFL_EFAIL: %s",
+          ofl_strerror(OFL_EFAIL));
+    CHECK(OFL_Q_DONE < -4095 && OFL_ETRUNC < -4095 && OFL_EFAIL < -4095,
+          "sentinels are outside the errno range");
     CHECK(!strcmp(ofl_strerror(-4500), "unknown error"), "unknown codes have text");
 }
 

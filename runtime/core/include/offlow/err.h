@@ -17,8 +17,13 @@ enum ofl_pkt_err {
     OFL_ELENGTH = -5006,   /* a length field runs past the packet that holds it */
 };
 
-/* A core an element's body failed (FAIL, FAIL_AT: body.h); its text says why. */
-#define OFL_EFAIL (-5100)
+/* Why a core stopped with an error of offlow's own (a core's `err`: gen.h), besides
+ * errno values and the sentinels of queue.h, src.h and ring.h. Not a packet error: no
+ * parser returns these, so they are an enum of their own beside ofl_pkt_err. */
+enum ofl_core_err {
+    OFL_EFAIL = -5100,     /* an element's body failed the core (FAIL, FAIL_AT: body.h);
+                              the core's text says why */
+};
 
 /* Text for `err`: a negative errno value, an OFL_E* reason or a runtime sentinel such
  * as OFL_Q_DONE ("unknown error" for others: a library's own codes have their own
