@@ -172,8 +172,7 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
         if v["drop"] > sum(v["why"].values()):
             dropped.append({"at": name, "reason": "dropped",
                             "packets": v["drop"] - sum(v["why"].values()),
-                            "what": "DROP() in its body (or FAIL(): the run's error "
-                                    "says)"})
+                            "what": "DROP() in its body"})
     queue_drops = {"ring_full": "a full ring under enqueue=drop",
                    "ring_broken": "in a ring broken by a failure at either end (a corrupt "
                                   "entry, a failed core), never delivered",

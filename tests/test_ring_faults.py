@@ -342,9 +342,10 @@ def test_an_element_that_fails_its_core_ends_the_run_with_its_one_error(
     assert a["unaccounted"] == 0, a
     metering = next(x for x in s["segments"] if x["segment"] == "metering")
     assert metering["drops_by_element"] == {"contract_meter": 1}, metering
-    # the drop's reason in the report's table says FAIL may have made it
+    # the drop's reason in the report's table is FAIL's own (not a plain DROP())
     at_meter = [d for d in a["dropped"] if d["at"] == "contract_meter"]
-    assert [(d["packets"], "FAIL()" in d["what"]) for d in at_meter] == [(1, True)], at_meter
+    assert [(d["reason"], d["packets"], d["what"]) for d in at_meter] == [
+        ("failed", 1, "FAIL() in its body: the run's error")], at_meter
     # the rest were forwarded or lost in the broken ring (which of them depends on where
     # the batch stood: a batch body's packets after FAIL_AT go on as it left them)
     why = {k: v for k, v in s["queues"][0]["dropped_why"].items() if v}

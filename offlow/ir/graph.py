@@ -208,6 +208,8 @@ MAX_DROP_REASONS = 256
 # The drop reason of a packet a body made (MAKE) that is longer than the mtu: no queue
 # entry or sink could take it (every element that makes packets has it).
 MADE_TOO_LONG = ("made_too_long", "a packet it made (MAKE) is longer than the mtu")
+# the reason of the packet an element's FAIL (FAIL_AT) drops (body.h)
+FAILED = ("failed", "FAIL() in its body: the run's error")
 
 
 @dataclass(frozen=True)

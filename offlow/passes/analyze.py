@@ -8,7 +8,7 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir import BodyFacts, Graph, Node
-from offlow.ir.graph import MADE_TOO_LONG
+from offlow.ir.graph import FAILED, MADE_TOO_LONG
 from offlow.passes.cbody import BodyError, BodyInfo, Site, analyze_body
 from offlow.passes.mapvalue import MapLocal
 
@@ -50,6 +50,8 @@ def analyze_bodies(g: Graph) -> Graph:
         drops = n.drops
         if facts.makes and MADE_TOO_LONG[0] not in dict(drops):
             drops = (*drops, MADE_TOO_LONG)  # counted by the MAKE function (codegen)
+        if facts.fails and FAILED[0] not in dict(drops):
+            drops = (*drops, FAILED)  # FAIL's packet (body.h)
         nodes.append(replace(n, facts=facts, drops=drops,
                              batch_facts=_facts(batch, None) if batch else None))
     channels = []

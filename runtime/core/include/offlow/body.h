@@ -28,9 +28,15 @@
 /* Fail the element's core: the run ends with one error naming the element, its segment
  * and core and the text (printf's format and its arguments: FAIL("no room for %u", n)),
  * the core's rings broken as for any failed core. The packet is dropped (counted at this
- * element) and the body left. Only where the target's generated code has OFL_FAIL_
- * (processes: gen.h). */
-#define FAIL(...) do { OFL_FAIL_(__VA_ARGS__); *ofl_mask_ = OFL_DECIDED; return; } while (0)
+ * element under its reason `failed`, which the compiler adds to an element that FAILs)
+ * and the body left. Only where the target's generated code has OFL_FAIL_ (processes:
+ * gen.h). */
+#define FAIL(...)                                                                      \
+    do {                                                                               \
+        OFL_FAIL_(__VA_ARGS__);                                                        \
+        *ofl_mask_ = OFL_DECIDED | OFL_WHY | OFL_WHY_failed;                           \
+        return;                                                                        \
+    } while (0)
 
 /* In a batch body (Element.batch_body, over packets 0..n-1): packet `i`'s outcome,
  * as EMIT, DROP, DROP_WHY and CONSUME give a packet's; the body goes on (to the other
@@ -39,9 +45,10 @@
 #define DROP_AT(i) (ofl_masks_[i] = OFL_DECIDED)
 #define DROP_WHY_AT(i, r) (ofl_masks_[i] = OFL_DECIDED | OFL_WHY | OFL_WHY_##r)
 #define CONSUME_AT(i) (ofl_masks_[i] = OFL_DECIDED | OFL_CONSUMED)
-/* FAIL for packet `i` (dropped) in a batch body; the body goes on (return if it should
+/* FAIL for packet `i` (dropped, reason `failed`) in a batch body; the body goes on (return if it should
  * not decide the other packets). */
-#define FAIL_AT(i, ...) (OFL_FAIL_(__VA_ARGS__), ofl_masks_[i] = OFL_DECIDED)
+#define FAIL_AT(i, ...) \
+    (OFL_FAIL_(__VA_ARGS__), ofl_masks_[i] = OFL_DECIDED | OFL_WHY | OFL_WHY_failed)
 
 /* Send a packet the body built, `p` (a struct ofl_pkt *: data, len, cap, ts_ns), out
  * on port `port` now, with a copy of the packet's state as it is; go on. What follows
