@@ -162,6 +162,23 @@ def channel_handler_fails() -> None:
     compile_graph(p.to_ir())
 
 
+def element_fails_and_names_a_reason_failed() -> None:
+    class Checkout(Pass):
+        drops = {"failed": "the card was refused", "no_card": "no card at all"}
+        body = """
+            if (pkt->len < 60) DROP_WHY(no_card);
+            if (pkt->data[0] == 0xff) DROP_WHY(failed); // a refused card
+            if (pkt->data[0] == 0xee) FAIL("till broken at byte %u", pkt->data[1]);
+            SEND(out);
+        """
+
+    p = Program("shop")
+    src, till, out = Source("src"), Checkout("till"), Sink("out")
+    src >> till >> out
+    p.segment("a", [src, till, out], device="host")
+    compile_graph(p.to_ir())
+
+
 def not_an_output() -> None:
     Split("s")["inp"] >> Pass("p")
 
@@ -200,6 +217,9 @@ def not_an_output() -> None:
          f"{__file__}:149: element `h`: C does not parse"),
     (channel_handler_fails, "channel `c`: its handler `h` cannot FAIL(): it has no packet "
                             "and runs beside the cores (answer with an error instead)"),
+    (element_fails_and_names_a_reason_failed, "element `till`: its drop reason `failed` is "
+                                              "the one FAIL() counts its packet under: name "
+                                              "yours otherwise"),
     (group_not_a_flag, "--set `app.group=maybe`: group must be on or off"),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_error_message(make: Callable[[], None], message: str) -> None:

@@ -50,7 +50,10 @@ def analyze_bodies(g: Graph) -> Graph:
         drops = n.drops
         if facts.makes and MADE_TOO_LONG[0] not in dict(drops):
             drops = (*drops, MADE_TOO_LONG)  # counted by the MAKE function (codegen)
-        if facts.fails and FAILED[0] not in dict(drops):
+        if facts.fails:
+            if FAILED[0] in dict(drops):
+                raise OfflowError(f"element `{n.name}`: its drop reason `{FAILED[0]}` is the "
+                                  "one FAIL() counts its packet under: name yours otherwise")
             drops = (*drops, FAILED)  # FAIL's packet (body.h)
         nodes.append(replace(n, facts=facts, drops=drops,
                              batch_facts=_facts(batch, None) if batch else None))
