@@ -179,6 +179,21 @@ def element_fails_and_names_a_reason_failed() -> None:
     compile_graph(p.to_ir())
 
 
+def element_fails_with_every_reason_taken() -> None:
+    class Sorter(Pass):
+        drops = {f"bin_{k}": f"bin {k} is full" for k in range(256)}
+        body = """
+            if (pkt->len == 0) FAIL("an empty frame"); /* never from a port */
+            if (pkt->data[0] == 7) DROP_WHY(bin_7);
+        """
+
+    p = Program("sorting")
+    src, sorter, out = Source("src"), Sorter("sorter"), Sink("out")
+    src >> sorter >> out
+    p.segment("a", [src, sorter, out], device="host")
+    compile_graph(p.to_ir())
+
+
 def not_an_output() -> None:
     Split("s")["inp"] >> Pass("p")
 
@@ -220,6 +235,8 @@ def not_an_output() -> None:
     (element_fails_and_names_a_reason_failed, "element `till`: its drop reason `failed` is "
                                               "the one FAIL() counts its packet under: name "
                                               "yours otherwise"),
+    (element_fails_with_every_reason_taken, "element `sorter`: 257 drop reasons with those "
+                                            "the compiler adds (failed); at most 256"),
     (group_not_a_flag, "--set `app.group=maybe`: group must be on or off"),
 ], ids=lambda v: v.__name__ if callable(v) else "")
 def test_error_message(make: Callable[[], None], message: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir import BodyFacts, Graph, Node
-from offlow.ir.graph import FAILED, MADE_TOO_LONG
+from offlow.ir.graph import FAILED, MADE_TOO_LONG, MAX_DROP_REASONS
 from offlow.passes.cbody import BodyError, BodyInfo, Site, analyze_body
 from offlow.passes.mapvalue import MapLocal
 
@@ -55,6 +55,10 @@ def analyze_bodies(g: Graph) -> Graph:
                 raise OfflowError(f"element `{n.name}`: its drop reason `{FAILED[0]}` is the "
                                   "one FAIL() counts its packet under: name yours otherwise")
             drops = (*drops, FAILED)  # FAIL's packet (body.h)
+        if len(drops) > MAX_DROP_REASONS:  # (a reason's number is a byte of the mask)
+            added = ", ".join(r for r, _ in drops[len(n.drops):])
+            raise OfflowError(f"element `{n.name}`: {len(drops)} drop reasons with those the "
+                              f"compiler adds ({added}); at most {MAX_DROP_REASONS}")
         nodes.append(replace(n, facts=facts, drops=drops,
                              batch_facts=_facts(batch, None) if batch else None))
     channels = []

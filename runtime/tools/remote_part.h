@@ -47,8 +47,9 @@ struct part_drops {
                                 never taken by the end here */
     uint64_t chan_unsent;    /* channel messages taken here, never sent across */
     uint64_t lost_sends;     /* messages UCX took and could not deliver */
-    uint64_t dropped_in;     /* ring entries that came here for a ring its consumer here
-                                broke: not committed (the bridge's dropped_in) */
+    uint64_t dropped_in;     /* ring entries that came here for a ring broken here (its
+                                consumer failed, or this end's bridge broke it): not
+                                committed (the bridge's dropped_in) */
 };
 
 /* One end's window, bridge and flag mirror. */

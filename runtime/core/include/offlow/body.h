@@ -45,8 +45,8 @@
 #define DROP_AT(i) (ofl_masks_[i] = OFL_DECIDED)
 #define DROP_WHY_AT(i, r) (ofl_masks_[i] = OFL_DECIDED | OFL_WHY | OFL_WHY_##r)
 #define CONSUME_AT(i) (ofl_masks_[i] = OFL_DECIDED | OFL_CONSUMED)
-/* FAIL for packet `i` (dropped, reason `failed`) in a batch body; the body goes on (return if it should
- * not decide the other packets). */
+/* FAIL for packet `i` (dropped, reason `failed`) in a batch body; the body goes on
+ * (return if it should not decide the other packets). */
 #define FAIL_AT(i, ...) \
     (OFL_FAIL_(__VA_ARGS__), ofl_masks_[i] = OFL_DECIDED | OFL_WHY | OFL_WHY_failed)
 
