@@ -162,6 +162,15 @@ def channel_handler_fails() -> None:
     compile_graph(p.to_ir())
 
 
+def compile_on_host(el: Pass) -> None:
+    """A program of one host segment: a source, `el`, a sink."""
+    p = Program("one")
+    src, out = Source("src"), Sink("out")
+    src >> el >> out
+    p.segment("a", [src, el, out], device="host")
+    compile_graph(p.to_ir())
+
+
 def element_fails_and_names_a_reason_failed() -> None:
     class Checkout(Pass):
         drops = {"failed": "the card was refused", "no_card": "no card at all"}
@@ -172,11 +181,7 @@ def element_fails_and_names_a_reason_failed() -> None:
             SEND(out);
         """
 
-    p = Program("shop")
-    src, till, out = Source("src"), Checkout("till"), Sink("out")
-    src >> till >> out
-    p.segment("a", [src, till, out], device="host")
-    compile_graph(p.to_ir())
+    compile_on_host(Checkout("till"))
 
 
 def element_fails_with_every_reason_taken() -> None:
@@ -187,11 +192,7 @@ def element_fails_with_every_reason_taken() -> None:
             if (pkt->data[0] == 7) DROP_WHY(bin_7);
         """
 
-    p = Program("sorting")
-    src, sorter, out = Source("src"), Sorter("sorter"), Sink("out")
-    src >> sorter >> out
-    p.segment("a", [src, sorter, out], device="host")
-    compile_graph(p.to_ir())
+    compile_on_host(Sorter("sorter"))
 
 
 def not_an_output() -> None:
