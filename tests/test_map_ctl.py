@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import random
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ import pytest
 
 from offlow import Element, Port, Program, SharedMap, Sink, Source
 from offlow.build import plan_program
-from offlow.control import ControlError
+from offlow.control import ControlError, Table
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
@@ -153,15 +154,29 @@ def test_bad_requests_are_one_error_and_change_nothing(device: str, tmp_path: Pa
         with pytest.raises(OfflowError, match="no table `flows` with a control channel"):
             s.tables["flows"]
         assert t.info().updates == 0 and dict(m.items()) == _learned(m, 4)
+        if device == "xdp":  # BPF has no slots: positions in the walk, asked out of order
+            walk = [_next(t, at) for at in range(4)]
+            assert [at for at, _ in walk] == [0, 1, 2, 3]
+            assert [_next(t, at) for at in (3, 1, 2, 0)] == [walk[3], walk[1], walk[2], walk[0]]
+            assert sorted(k for _, k in walk) == sorted(m.key(k) for k in _learned(m, 4))
+            with pytest.raises(ControlError, match="no more keys"):
+                t.request(b"n" + struct.pack("<I", 4))
         s.wait_drained(timeout=120)
     assert s.result is not None and s.result.ok, s.result
 
 
-def test_offlow_ctl_map_command_line(tmp_path: Path) -> None:
+def _next(t: Table, at: int) -> tuple[int, bytes]:
+    """A walk's raw step: the slot (position) and key of the first key at >= `at`."""
+    raw = t.request(b"n" + struct.pack("<I", at))
+    return struct.unpack_from("<I", raw)[0], raw[4:11]
+
+
+@pytest.mark.parametrize("device", ["nic", pytest.param("xdp", marks=needs_bpf)])
+def test_offlow_ctl_map_command_line(device: str, tmp_path: Path) -> None:
     cap = tmp_path / "in.pcap"
     _capture(cap)
     opts = RunOptions(input=cap, output=tmp_path / "out.pcap", loops=2000, rate=20_000)
-    with session(load_program(MARKS, ["edge.device=nic"]), opts) as s:
+    with session(load_program(MARKS, [f"edge.device={device}"]), opts) as s:
         def ctl(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", str(s.window),
                                    "map", *args], capture_output=True, text=True, timeout=60)
