@@ -5,7 +5,8 @@
  * their map fds: a handler reads what XDP has written so far and its writes reach the
  * program at once. Each aligned entry is read and written whole (the handler's
  * atomics, XDP's atomic ORs), but the array is no snapshot: XDP goes on updating it
- * while a handler runs. */
+ * while a handler runs. Each shared hash map's control channel (ctl.NAME) is served
+ * here too, through the map's fd (xdp_mapctl.h). */
 #ifndef OFL_XDP_CHAN_H
 #define OFL_XDP_CHAN_H
 
