@@ -1,6 +1,8 @@
 """`offlow ctl ... map` (offlow/mapctl.py, runtime map_ctl.h): a user's hash map
 (tests/programs/dscp_marks.py: a 7-byte key with an address field, 1-byte values, its
-own names) read and changed while the program runs on host and on nic. Its core learns
+own names) read and changed while the program runs on host, on nic and on xdp (a BPF
+hash map, answered through its fd; the xdp runs make and remove their own namespace and
+veth pair). Its core (on xdp: the XDP program) learns
 four flows (mark 0); a client sets one flow's mark, adds and deletes a key of its own,
 and walks the map; the frames' TOS bytes (read with dpkt) show the mark from some frame
 on and never the old one after it, and the final map report shows the changes. Every
