@@ -118,7 +118,8 @@ def explain(plan: Plan) -> str:
     if controlled or any(copies.values()) or maps:
         lines += ["", "control channels (offlow ctl WINDOW, attach(WINDOW).tables: "
                   "docs/control.md):"]
-        lines += [f"  ctl.{t.name}: table {t.name}, served on {t.ctl}" for t in controlled]
+        lines += [f"  ctl.{t.name}: table {t.name}, served on {t.ctl}{_served_by(plan, t)}"
+                  for t in controlled]
         lines += [f"  {name}: none: a copy on each of {', '.join(devs)} (its segment is "
                   "spread over them); a channel would change one copy only"
                   for name, devs in copies.items() if devs]
@@ -129,16 +130,20 @@ def explain(plan: Plan) -> str:
     return "\n".join(lines)
 
 
+def _served_by(plan: Plan, t: SharedTable) -> str:
+    """Who answers table t's control channel, where that is not the device's manager."""
+    if plan.device(t.ctl).target != "xdp":
+        return ""
+    return (" (its BPF hash map, through the map's fd, by the xdp process's channel "
+            "manager thread on the host CPU)")
+
+
 def _no_map_control(plan: Plan, t: SharedTable) -> str:
     """Why shared map `t` has no control channel (offlow ctl WINDOW map)."""
     if not t.ctl_fn:
         return (f"its key and value take {t.map_key_size + MAP_TYPES[t.map_value]} bytes, more "
                 f"than the {MAP_CTL_KV_MAX} a control message carries")
     target = next((d.target for d in plan.devices if d.name == t.home), "")
-    if target == "xdp":
-        return ("a BPF hash map on xdp, whose host side serves no control channel (it reads "
-                "the map through its fd only for the table report); offlow ctl map runs on "
-                "host and nic")
     return f"its device ({t.home}, target {target or '?'}) serves no control channels"
 
 

@@ -47,6 +47,12 @@ class Placement(Protocol):
         ...
 
     @property
+    def serves_map_control(self) -> bool:
+        """Its process serves the control channel of each shared hash map it holds,
+        though it serves no other table's (serves_control False: xdp)."""
+        ...
+
+    @property
     def no_reload(self) -> str:
         """Why its process takes no reloads though it serves control ("": it does)."""
         ...
@@ -256,7 +262,8 @@ def _controller(g: Graph, t: SharedTable, targets: Mapping[str, Placement]) -> s
     if spread_copies(g, t):  # one channel would change one copy only
         return ""
     homes = [t.home] if t.home in targets else list(g.devices())
-    return next((d for d in homes if targets[d].serves_control), "")
+    return next((d for d in homes if targets[d].serves_control
+                 or (t.is_map and targets[d].serves_map_control)), "")
 
 
 def spread_copies(g: Graph, t: SharedTable) -> tuple[str, ...]:

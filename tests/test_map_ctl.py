@@ -1,6 +1,8 @@
 """`offlow ctl ... map` (offlow/mapctl.py, runtime map_ctl.h): a user's hash map
 (tests/programs/dscp_marks.py: a 7-byte key with an address field, 1-byte values, its
-own names) read and changed while the program runs on host and on nic. Its core learns
+own names) read and changed while the program runs on host, on nic and on xdp (a BPF
+hash map, answered through its fd; the xdp runs make and remove their own namespace and
+veth pair). Its core (on xdp: the XDP program) learns
 four flows (mark 0); a client sets one flow's mark, adds and deletes a key of its own,
 and walks the map; the frames' TOS bytes (read with dpkt) show the mark from some frame
 on and never the old one after it, and the final map report shows the changes. Every
@@ -12,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import random
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -22,7 +25,7 @@ import pytest
 
 from offlow import Element, Port, Program, SharedMap, Sink, Source
 from offlow.build import plan_program
-from offlow.control import ControlError
+from offlow.control import ControlError, Table
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
@@ -31,11 +34,14 @@ from offlow.mapctl import Layout, MapTable, format_key, parse_key, parse_value
 from offlow.report import summarize
 from offlow.runner import RunOptions
 from offlow.session import session
+from offlow.targets import xdp
 from tests.e2e import ROOT, read_frames
 
 MARKS = ROOT / "tests" / "programs" / "dscp_marks.py"
 LAYOUT = Layout.parse("peer:ipv4,proto:uint8_t,port:uint16_t;uint8_t")
 MARKED = "peer=192.0.2.2,proto=17,port=54"
+WHY_NOT = xdp.TARGET.unusable()
+needs_bpf = pytest.mark.skipif(WHY_NOT is not None, reason=f"xdp cannot run here: {WHY_NOT}")
 
 
 def _capture(path: Path) -> None:
@@ -62,7 +68,7 @@ def _learned(m: MapTable, n: int) -> dict[str, int]:
     raise AssertionError(f"the core learned {len(items)} keys, not {n}")
 
 
-@pytest.mark.parametrize("device", ["host", "nic"])
+@pytest.mark.parametrize("device", ["host", "nic", pytest.param("xdp", marks=needs_bpf)])
 def test_a_users_map_changed_while_it_runs(device: str, tmp_path: Path) -> None:
     cap, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
     _capture(cap)
@@ -95,7 +101,9 @@ def test_a_users_map_changed_while_it_runs(device: str, tmp_path: Path) -> None:
                 info.full) == ("map", "u", 1, 4, 3, 5, 1)
         s.wait_drained(timeout=120)
     assert s.result is not None and s.result.ok, s.result
-    report = summarize(s.build.plan, s.result.stats)["tables"]["marks"]
+    summary = summarize(s.build.plan, s.result.stats)
+    assert summary["segments"][0]["device"] == device
+    report = summary["tables"]["marks"]
     assert report["pairs"] == [[["192.0.2.1", 17, 53], 0], [["192.0.2.2", 17, 54], 46],
                                [["192.0.2.3", 17, 55], 0], [["192.0.2.4", 17, 56], 0]]
     assert (report["full"], report["items"]) == (1, 4)
@@ -110,11 +118,12 @@ def test_a_users_map_changed_while_it_runs(device: str, tmp_path: Path) -> None:
     assert 0 < first and set(marked[:first]) == {0} and set(marked[first:]) == {46}
 
 
-def test_bad_requests_are_one_error_and_change_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("device", ["host", pytest.param("xdp", marks=needs_bpf)])
+def test_bad_requests_are_one_error_and_change_nothing(device: str, tmp_path: Path) -> None:
     cap = tmp_path / "in.pcap"
     _capture(cap)
     opts = RunOptions(input=cap, output=tmp_path / "out.pcap", loops=2000, rate=20_000)
-    with session(load_program(MARKS), opts) as s:
+    with session(load_program(MARKS, [f"edge.device={device}"]), opts) as s:
         t = s.tables["marks"]
         m = t.map()
         _learned(m, 4)
@@ -147,15 +156,29 @@ def test_bad_requests_are_one_error_and_change_nothing(tmp_path: Path) -> None:
         with pytest.raises(OfflowError, match="no table `flows` with a control channel"):
             s.tables["flows"]
         assert t.info().updates == 0 and dict(m.items()) == _learned(m, 4)
+        if device == "xdp":  # BPF has no slots: positions in the walk, asked out of order
+            walk = [_next(t, at) for at in range(4)]
+            assert [at for at, _ in walk] == [0, 1, 2, 3]
+            assert [_next(t, at) for at in (3, 1, 2, 0)] == [walk[3], walk[1], walk[2], walk[0]]
+            assert sorted(k for _, k in walk) == sorted(m.key(k) for k in _learned(m, 4))
+            with pytest.raises(ControlError, match="no more keys"):
+                t.request(b"n" + struct.pack("<I", 4))
         s.wait_drained(timeout=120)
     assert s.result is not None and s.result.ok, s.result
 
 
-def test_offlow_ctl_map_command_line(tmp_path: Path) -> None:
+def _next(t: Table, at: int) -> tuple[int, bytes]:
+    """A walk's raw step: the slot (position) and key of the first key at >= `at`."""
+    raw = t.request(b"n" + struct.pack("<I", at))
+    return struct.unpack_from("<I", raw)[0], raw[4:11]
+
+
+@pytest.mark.parametrize("device", ["nic", pytest.param("xdp", marks=needs_bpf)])
+def test_offlow_ctl_map_command_line(device: str, tmp_path: Path) -> None:
     cap = tmp_path / "in.pcap"
     _capture(cap)
     opts = RunOptions(input=cap, output=tmp_path / "out.pcap", loops=2000, rate=20_000)
-    with session(load_program(MARKS, ["edge.device=nic"]), opts) as s:
+    with session(load_program(MARKS, [f"edge.device={device}"]), opts) as s:
         def ctl(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", str(s.window),
                                    "map", *args], capture_output=True, text=True, timeout=60)
@@ -264,17 +287,19 @@ def test_mangled_keys_and_values_are_parsed_or_one_error() -> None:
 
 
 def test_explain_says_which_maps_have_no_control_channel() -> None:
-    """On host and nic a map has ctl.NAME; on xdp none, and a map too wide for a control
-    message none: `offlow explain` says each, and why."""
+    """On host, nic and xdp a map has ctl.NAME (on xdp answered through the BPF map's
+    fd), and a map too wide for a control message none: `offlow explain` says each, and
+    why."""
     for device in ("host", "nic"):
         plan = plan_program(load_program(MARKS, [f"edge.device={device}"]))
         assert "ctl.marks" in plan.program_channels
         assert f"  ctl.marks: table marks, served on {device}" in explain(plan).splitlines()
-    xdp = plan_program(load_program(MARKS, ["edge.device=xdp"]))
-    assert "ctl.marks" not in xdp.program_channels
-    assert ("  marks: none: a BPF hash map on xdp, whose host side serves no control channel "
-            "(it reads the map through its fd only for the table report); offlow ctl map runs "
-            "on host and nic") in explain(xdp).splitlines()
+    on_xdp = plan_program(load_program(MARKS, ["edge.device=xdp"]))
+    assert "ctl.marks" in on_xdp.program_channels
+    assert ("  ctl.marks: table marks, served on xdp (its BPF hash map, through the map's fd, "
+            "by the xdp process's channel manager thread on the host CPU)"
+            ) in explain(on_xdp).splitlines()
+    assert "none:" not in explain(on_xdp)
     # 40 key bytes and an 8-byte value: 48 fit; one more key byte does not
     fits = tuple((f"f{i}", "uint64_t") for i in range(5))
     assert "ctl.wide" in plan_program(_wide(fits)).program_channels

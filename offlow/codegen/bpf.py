@@ -18,6 +18,7 @@ from offlow.codegen import mapdecl, xsk
 from offlow.codegen import queuegen as qg
 from offlow.codegen.c import Emitter, emit_handler, emit_helpers, line_directive
 from offlow.ir import Graph, Node, SharedTable
+from offlow.ir.graph import CTL_CHANNEL_PREFIX
 from offlow.ir.types import ADD_BUILTINS, MAP_TYPES, SCALARS, cname, sort_fields
 from offlow.plan import Plan, SegmentPlan
 
@@ -329,6 +330,14 @@ class BpfGen:
           f"    return ofl_node_{cname(src.name)}(xdp, &pkt, &state);", "}", "")
 
 
+def _map_ctl(t: SharedTable, device: str) -> str:
+    """A shared map's control fields in its struct ofl_xdp_map: channel, layout, type."""
+    if t.ctl != device:
+        return "NULL, NULL, 0"
+    return (f'"{CTL_CHANNEL_PREFIX}{t.name}", "{mapdecl.layout(t)}", '
+            f"'{mapdecl.value_type(t)}'")
+
+
 def generate_xdp_host(plan: Plan, device: str) -> str:
     """The C file of the xdp device's host side: what its segment is (names, counters)
     for runtime/tools/xdp_run.c, which loads, attaches and runs it; the window's layout
@@ -397,11 +406,13 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
                 + (f"(void **)&ofl_proc_.tbl_{cname(t.name)}" if t.name in named else "NULL")
                 + "}, " for t in tables if is_array(t))
       + "{NULL, NULL, 0u, 0u, 0, 0, NULL} };",
-      "/* Its shared hash maps: name, map, key and value bytes, entries. */",
+      "/* Its shared hash maps: name, map, key and value bytes, entries; the control",
+      "   channel, layout and value type of each served here (xdp_mapctl.h). */",
       "static const struct ofl_xdp_map maps[] = {"
       + "".join(f'{{"{t.name}", "{map_prefix(t.name)}", {t.map_key_size}u, '
-                f"{MAP_TYPES[t.map_value]}u, {t.map_entries}u}}, " for t in tables if t.is_map)
-      + "{NULL, NULL, 0u, 0u, 0u} };",
+                f"{MAP_TYPES[t.map_value]}u, {t.map_entries}u, " + _map_ctl(t, device) + "}, "
+                for t in tables if t.is_map)
+      + "{NULL, NULL, 0u, 0u, 0u, NULL, NULL, 0} };",
       "/* The queues to other devices: their rings in the window, instance by instance. */",
       "static const struct ofl_xdp_queue queues[] = {"
       + "".join(f'{{"{qp.queue.name}", &ofl_xdp_ctx.out_{cname(qp.queue.name)}, '

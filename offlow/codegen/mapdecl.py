@@ -21,6 +21,11 @@ def layout(t: SharedTable) -> str:
     return ",".join(f"{f}:{ft}" for f, ft in t.map_key) + ";" + t.map_value
 
 
+def value_type(t: SharedTable) -> str:
+    """The value's type letter of the control info: 'i' signed, 'u' unsigned."""
+    return "i" if t.map_value.startswith("int") else "u"
+
+
 def open_fn(t: SharedTable) -> list[str]:
     """The table object's open function (its name is t.open_fn), and the control
     function (t.ctl_fn): the request handed to the core that owns the map."""
@@ -29,7 +34,7 @@ def open_fn(t: SharedTable) -> list[str]:
             f"    int rc = ofl_map_open_named(m, sizeof(struct {t.name}_key), "
             f"sizeof({t.map_value}), {t.map_entries}u, a, name);",
             f'    if (rc == 0) {{ (*m)->layout = "{layout(t)}"; '
-            f"(*m)->ctl_type = '{'i' if t.map_value.startswith('int') else 'u'}'; }}",
+            f"(*m)->ctl_type = '{value_type(t)}'; }}",
             "    return rc;", "}",
             f"static inline void {t.ctl_fn}(struct ofl_map *m, const uint8_t *msg, size_t len, "
             "struct ofl_ctl_reply *r)", "{", "    ofl_map_ctl_call(m, msg, len, r);", "}"]

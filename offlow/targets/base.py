@@ -80,6 +80,9 @@ class Target:
     offload: ClassVar[tuple[int, int] | None] = None
     # Its process serves the control channel ctl.NAME of each table it holds (offlow ctl).
     serves_control: ClassVar[bool] = True
+    # Where serves_control is False: it serves the control channel of each shared hash
+    # map (SharedMap) it holds all the same.
+    serves_map_control: ClassVar[bool] = False
     # Why its processes take no reloads (offlow reload) though they serve control; ""
     # when they take them.
     no_reload: ClassVar[str] = ""

@@ -34,7 +34,7 @@ XSK_HEADER = Path("/usr/include/xdp/xsk.h")
 TOOLS = cbuild.RUNTIME / "tools"
 # The host side of every xdp segment: its generated xdp.c links these.
 HOST_SOURCES = tuple(TOOLS / f"xdp_{m}.c"
-                     for m in ("run", "net", "tables", "cross", "xsk", "chan"))
+                     for m in ("run", "net", "tables", "cross", "xsk", "chan", "mapctl"))
 HOST_LIBS = ("core", "lpm", "map")  # the runtime libraries those sources use
 # The BPF stack is 512 bytes; the generated program keeps the state there beside the
 # body's own locals, so the state may take at most this much of it.
@@ -177,7 +177,8 @@ class Xdp(Target):
     interconnect = ("XDP metadata and an AF_XDP socket (copy mode) up to segments on "
                     "other devices; the path may also end in XDP (XDP_TX, XDP_DROP)")
     reads_table_files = True  # its host side builds the tables it copies into maps
-    serves_control = False   # its tables are BPF maps, read by no channel
+    serves_control = False   # its arrays and LPM tables are BPF maps, read by no channel;
+    serves_map_control = True  # a hash map's control is served by its host side (fd)
 
     def unusable(self) -> str | None:
         if shutil.which("clang") is None:

@@ -11,7 +11,29 @@
 
 bool ofl_xdp_chans_any(const struct ofl_xdp_desc *d)
 {
+    for (const struct ofl_xdp_map *x = d->maps; x && x->name; x++)
+        if (x->ctl_chan) return true;
     return d->chans && d->chans->name;
+}
+
+/* Serve the control channel of each shared hash map that has one. */
+static int serve_maps(struct ofl_xdp_chans *s, struct bpf_object *obj)
+{
+    size_t n = 0;
+    for (const struct ofl_xdp_map *x = s->d->maps; x && x->name; x++) n++;
+    s->maps = calloc(n + 1, sizeof *s->maps);
+    s->ctl_full = calloc(n + 1, sizeof *s->ctl_full);
+    if (!s->maps || !s->ctl_full) return ofl_fatal("out of memory"), -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct ofl_xdp_map *x = &s->d->maps[i];
+        if (!x->ctl_chan) continue;
+        int rc = ofl_xdp_mapctl_open(&s->maps[i], x, obj, &s->ctl_full[i]);
+        if (rc == 0)
+            rc = ofl_gen_serve(s->mgr, s->win, s->chan_off, x->ctl_chan, ofl_xdp_mapctl_serve,
+                               &s->maps[i]);
+        if (rc < 0) return rc;
+    }
+    return 0;
 }
 
 int ofl_xdp_chans_open(struct ofl_xdp_chans *s, const struct ofl_xdp_desc *d,
@@ -43,7 +65,7 @@ static size_t map_len(const struct bpf_map *m)
 int ofl_xdp_chans_start(struct ofl_xdp_chans *s, struct bpf_object *obj)
 {
     if (!s->win) return 0;
-    for (const struct ofl_xdp_array *x = s->d->arrays; x->name; x++) {
+    for (const struct ofl_xdp_array *x = s->d->arrays; x && x->name; x++) {
         if (!x->mem) continue;
         struct bpf_map *m = bpf_object__find_map_by_name(obj, x->map);
         void *p = m ? mmap(NULL, map_len(m), PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -58,16 +80,16 @@ int ofl_xdp_chans_start(struct ofl_xdp_chans *s, struct bpf_object *obj)
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)s->win->base;
     s->mgr = ofl_chan_mgr_start(1, &h->abort);
     if (!s->mgr) return ofl_fatal("cannot start the channel manager"), -ENOMEM;
-    *s->d->chan_mgr = s->mgr;
-    for (const struct ofl_xdp_chan *c = s->d->chans; c->name; c++) {
+    if (s->d->chan_mgr) *s->d->chan_mgr = s->mgr;
+    for (const struct ofl_xdp_chan *c = s->d->chans; c && c->name; c++) {
         int rc = ofl_gen_serve(s->mgr, s->win, s->chan_off, c->name, c->handler,
                                s->d->chan_ctx);
         if (rc < 0) return rc;
     }
-    return 0;
+    return serve_maps(s, obj);
 }
 
-void ofl_xdp_chans_close(struct ofl_xdp_chans *s)
+void ofl_xdp_chans_stop(struct ofl_xdp_chans *s)
 {
     if (s->mgr) ofl_chan_mgr_stop(s->mgr);
     s->mgr = NULL;
@@ -76,6 +98,15 @@ void ofl_xdp_chans_close(struct ofl_xdp_chans *s)
         munmap(*x->mem, (size_t)x->n * x->size);
         *x->mem = NULL;
     }
+}
+
+void ofl_xdp_chans_close(struct ofl_xdp_chans *s)
+{
+    ofl_xdp_chans_stop(s);
+    free(s->maps);
+    free(s->ctl_full);
+    s->maps = NULL;
+    s->ctl_full = NULL;
     if (s->win == &s->own) ofl_window_close(&s->own);
     s->win = NULL;
 }

@@ -254,7 +254,7 @@ out:
 /* The stats file: one core of the segment with the program's counters per element,
  * the source and the sink (the schema of every device's, docs/run-result.schema.json). */
 static void report(const struct ofl_xdp_desc *d, const struct ofl_args *a, struct run *r,
-                   struct counters *c)
+                   struct counters *c, const uint64_t *ctl_full)
 {
     struct ofl_json j;
     if (!ofl_stats_begin(&j, a)) return;
@@ -313,7 +313,7 @@ static void report(const struct ofl_xdp_desc *d, const struct ofl_args *a, struc
     ofl_json_end_arr(&j);
     ofl_json_begin_obj(&j, "tables");
     ofl_xdp_arrays_report(&j, d, c->obj);
-    ofl_xdp_maps_report(&j, d, c->obj);
+    ofl_xdp_maps_report(&j, d, c->obj, ctl_full);
     ofl_json_end_obj(&j);
     ofl_json_begin_obj(&j, "sinks");
     if (d->sink && r->sink) ofl_stats_sink(&j, d->sink, r->sink);
@@ -449,8 +449,8 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     if (ofl_xdp_cross_end(&cross, status) < 0) status = 1;
     /* --serve: the channels answered after the packets, until the session stops */
     if (win && a->serve && status == 0 && ofl_serve_until_stopped(win) < 0) status = 1;
-    ofl_xdp_chans_close(&chans);  /* (no handler runs while the arrays are reported) */
-    report(d, a, &r, &c);
+    ofl_xdp_chans_stop(&chans);  /* (no handler runs while the tables are reported) */
+    report(d, a, &r, &c, chans.ctl_full);
 done:
     if (status) ofl_xdp_cross_end(&cross, 1);  /* (the consumers stop: the run failed) */
     free(c.percpu);

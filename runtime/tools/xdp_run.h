@@ -59,10 +59,13 @@ struct ofl_xdp_array {
 };
 
 /* A shared hash map (offlow/map_bpf.h): its name, its hash map's (whose per-CPU
- * `full` counter is `map`_full), key and value bytes and most entries. */
+ * `full` counter is `map`_full), key and value bytes and most entries; its control
+ * channel (NULL: none), layout text and value type (offlow/map_ctl.h, xdp_mapctl.h). */
 struct ofl_xdp_map {
     const char *name, *map;
     unsigned key_size, value_size, entries;
+    const char *ctl_chan, *layout;
+    char ctl_type;
 };
 
 /* A channel the segment's device serves: its name and handler (generated from the

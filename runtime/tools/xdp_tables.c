@@ -276,21 +276,26 @@ static int read_map(const struct ofl_xdp_map *x, int fd, struct held *h)
     return 0;
 }
 
+int ofl_xdp_map_full(struct bpf_object *obj, const struct ofl_xdp_map *x, uint64_t *full)
+{
+    struct ofl_xdp_array counter = { x->name, NULL, 1u, 8u, 0, 1, NULL };
+    char name[160];
+    snprintf(name, sizeof name, "%s_full", x->map);
+    struct bpf_map *f = bpf_object__find_map_by_name(obj, name);
+    *full = 0;
+    return f ? read_array(&counter, bpf_map__fd(f), full) : -ENOENT;
+}
+
 void ofl_xdp_maps_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
-                         struct bpf_object *obj)
+                         struct bpf_object *obj, const uint64_t *ctl_full)
 {
     for (const struct ofl_xdp_map *x = d->maps; x && x->name; x++) {
-        struct ofl_xdp_array full = { x->name, NULL, 1u, 8u, 0, 1, NULL };
-        char name[160];
-        snprintf(name, sizeof name, "%s_full", x->map);
         struct bpf_map *m = bpf_object__find_map_by_name(obj, x->map);
-        struct bpf_map *f = bpf_object__find_map_by_name(obj, name);
         uint64_t nfull = 0;
         struct held h = {0};
-        if (m && f && read_array(&full, bpf_map__fd(f), &nfull) == 0 &&
-            read_map(x, bpf_map__fd(m), &h) == 0)
-            ofl_map_json(j, x->name, x->key_size, x->value_size, x->entries, h.n, nfull,
-                         held_next, &h);
+        if (m && ofl_xdp_map_full(obj, x, &nfull) == 0 && read_map(x, bpf_map__fd(m), &h) == 0)
+            ofl_map_json(j, x->name, x->key_size, x->value_size, x->entries, h.n,
+                         nfull + (ctl_full ? ctl_full[x - d->maps] : 0), held_next, &h);
         else
             fprintf(stderr, "offlow xdp: cannot read shared map %s\n", x->name);
         free(h.keys);

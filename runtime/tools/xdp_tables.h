@@ -47,9 +47,13 @@ void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
 
 /* Write each shared hash map of `d` (walked through its map's fd in the loaded `obj`:
  * bpf_map_get_next_key) into the stats' tables object `j`, as map.h reports a map on
- * every device, its per-CPU `full` counter summed. */
+ * every device, its per-CPU `full` counter summed with `ctl_full`[i] (the control
+ * channel's refused sets of map i; NULL: none). */
 void ofl_xdp_maps_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
-                         struct bpf_object *obj);
+                         struct bpf_object *obj, const uint64_t *ctl_full);
+
+/* Map `x`'s per-CPU `full` counter in the loaded `obj`, summed. 0 or a negative errno. */
+int ofl_xdp_map_full(struct bpf_object *obj, const struct ofl_xdp_map *x, uint64_t *full);
 
 /* Free the built tables. */
 void ofl_xdp_tables_free(struct ofl_xdp_tables *t);

@@ -2,7 +2,7 @@
 (source address, protocol, destination port) is looked up in `marks`; a known flow gets
 the mark stored for it as its TOS byte, a new one is learned with mark 0 (the core's own
 update). An odd 7-byte key with an address field, a 1-byte value, its own names,
-comments in the body. DEVICE (host or nic) places it; MARKS sets the map's size."""
+comments in the body. DEVICE (host, nic or xdp) places it; MARKS sets the map's size."""
 
 import os
 

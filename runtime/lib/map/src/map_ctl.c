@@ -19,26 +19,29 @@ static int sized(const uint8_t *msg, size_t len, size_t want, struct ofl_ctl_rep
     return -EINVAL;
 }
 
-static void info(const struct ofl_map *m, struct ofl_ctl_reply *r)
+static void info(const struct ofl_map_ctl_ops *o, struct ofl_ctl_reply *r)
 {
-    uint8_t type = (uint8_t)(m->ctl_type ? m->ctl_type : 'u');
-    struct ofl_ctl_info in = {OFL_CTL_MAP, type, (uint16_t)m->value_size, 0, m->count,
-                              m->ctl_updates};
+    uint32_t count;
+    uint64_t full;
+    o->counts(o->self, &count, &full);
+    uint8_t type = (uint8_t)(o->type ? o->type : 'u');
+    struct ofl_ctl_info in = {OFL_CTL_MAP, type, (uint16_t)o->value_size, 0, count,
+                              *o->updates};
     uint8_t b[sizeof in + 16];
-    uint32_t more[2] = {m->entries, m->key_size};
+    uint32_t more[2] = {o->entries, o->key_size};
     memcpy(b, &in, sizeof in);
     memcpy(b + sizeof in, more, 8);
-    memcpy(b + sizeof in + 8, &m->full, 8);
+    memcpy(b + sizeof in + 8, &full, 8);
     ofl_ctl_ok(r, b, sizeof b);
 }
 
-static void layout(const struct ofl_map *m, const uint8_t *msg, size_t len,
+static void layout(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
                    struct ofl_ctl_reply *r)
 {
     uint16_t at;
     if (sized(msg, len, 2, r) < 0) return;
     memcpy(&at, msg + 1, 2);
-    const char *text = m->layout ? m->layout : "";
+    const char *text = o->layout ? o->layout : "";
     size_t n = strlen(text);
     if (at > n) {
         ofl_ctl_fail(r, -ERANGE, "layout offset %u: it has %zu bytes", at, n);
@@ -47,30 +50,26 @@ static void layout(const struct ofl_map *m, const uint8_t *msg, size_t len,
     ofl_ctl_ok(r, text + at, n - at);
 }
 
-/* The first key at a slot >= the message's. */
-static void next(const struct ofl_map *m, const uint8_t *msg, size_t len,
+/* The first key at a position >= the message's. */
+static void next(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
                  struct ofl_ctl_reply *r)
 {
-    uint32_t s;
+    uint32_t at;
     if (sized(msg, len, 4, r) < 0) return;
-    memcpy(&s, msg + 1, 4);
-    const void *k, *v;
-    if (!ofl_map_next(m, &s, &k, &v)) {
+    memcpy(&at, msg + 1, 4);
+    uint8_t b[OFL_CTL_MSG_MAX];
+    if (o->next(o->self, &at, b + 4, b + 4 + o->key_size) < 0) {
         ofl_ctl_fail(r, -ENOENT, "no more keys");
         return;
     }
-    uint8_t b[OFL_CTL_MSG_MAX];
-    uint32_t at = s - 1;   /* ofl_map_next leaves s past the slot it gave */
     memcpy(b, &at, 4);
-    memcpy(b + 4, k, m->key_size);
-    memcpy(b + 4 + m->key_size, v, m->value_size);
-    ofl_ctl_ok(r, b, 4 + m->key_size + m->value_size);
+    ofl_ctl_ok(r, b, 4 + o->key_size + o->value_size);
 }
 
-void ofl_map_ctl(struct ofl_map *m, const uint8_t *msg, size_t len,
-                 struct ofl_ctl_reply *r)
+void ofl_map_ctl_msg(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
+                     struct ofl_ctl_reply *r)
 {
-    size_t ks = m->key_size, vs = m->value_size;
+    size_t ks = o->key_size, vs = o->value_size;
     if (len == 0) {
         ofl_ctl_fail(r, -EINVAL, "empty message");
         return;
@@ -81,45 +80,93 @@ void ofl_map_ctl(struct ofl_map *m, const uint8_t *msg, size_t len,
     }
     switch (msg[0]) {
     case OFL_CTL_INFO:
-        info(m, r);
+        info(o, r);
         return;
     case OFL_CTL_MAP_LAYOUT:
-        layout(m, msg, len, r);
+        layout(o, msg, len, r);
         return;
     case OFL_CTL_MAP_NEXT:
-        next(m, msg, len, r);
+        next(o, msg, len, r);
         return;
     case OFL_CTL_GET: {
         if (sized(msg, len, ks, r) < 0) return;
-        const void *v = ofl_map_lookup(m, msg + 1);
-        if (v) ofl_ctl_ok(r, v, vs);
+        uint8_t v[OFL_CTL_MSG_MAX];
+        if (o->get(o->self, msg + 1, v) == 0) ofl_ctl_ok(r, v, vs);
         else ofl_ctl_fail(r, -ENOENT, "no such key");
         return;
     }
     case OFL_CTL_SET: {
         if (sized(msg, len, ks + vs, r) < 0) return;
-        int rc = ofl_map_update(m, msg + 1, msg + 1 + ks);
+        int rc = o->set(o->self, msg + 1, msg + 1 + ks);
         if (rc < 0) {
-            ofl_ctl_fail(r, rc, "the map is full (%u keys)", m->entries);
+            if (rc == -ENOSPC) ofl_ctl_fail(r, rc, "the map is full (%u keys)", o->entries);
+            else ofl_ctl_fail(r, rc, "the update failed");
             return;
         }
-        m->ctl_updates++;
+        (*o->updates)++;
         ofl_ctl_ok(r, NULL, 0);
         return;
     }
     case OFL_CTL_MAP_DEL:
         if (sized(msg, len, ks, r) < 0) return;
-        if (ofl_map_delete(m, msg + 1) < 0) {
+        if (o->del(o->self, msg + 1) < 0) {
             ofl_ctl_fail(r, -ENOENT, "no such key");
             return;
         }
-        m->ctl_updates++;
+        (*o->updates)++;
         ofl_ctl_ok(r, NULL, 0);
         return;
     default:
         ofl_ctl_fail(r, -EOPNOTSUPP, "request '%c' is not one a map takes (i k g s d n)",
                      msg[0] >= 32 && msg[0] < 127 ? msg[0] : '?');
     }
+}
+
+/* struct ofl_map's answers (ofl_map_ctl). */
+static void map_counts(void *self, uint32_t *count, uint64_t *full)
+{
+    const struct ofl_map *m = self;
+    *count = m->count;
+    *full = m->full;
+}
+
+static int map_get(void *self, const void *key, void *value)
+{
+    struct ofl_map *m = self;
+    const void *v = ofl_map_lookup(m, key);
+    if (!v) return -ENOENT;
+    memcpy(value, v, m->value_size);
+    return 0;
+}
+
+static int map_set(void *self, const void *key, const void *value)
+{
+    return ofl_map_update(self, key, value);
+}
+
+static int map_del(void *self, const void *key)
+{
+    return ofl_map_delete(self, key);
+}
+
+static int map_next(void *self, uint32_t *at, void *key, void *value)
+{
+    const struct ofl_map *m = self;
+    const void *k, *v;
+    if (!ofl_map_next(m, at, &k, &v)) return -ENOENT;
+    (*at)--;   /* ofl_map_next leaves it past the slot it gave */
+    memcpy(key, k, m->key_size);
+    memcpy(value, v, m->value_size);
+    return 0;
+}
+
+void ofl_map_ctl(struct ofl_map *m, const uint8_t *msg, size_t len,
+                 struct ofl_ctl_reply *r)
+{
+    struct ofl_map_ctl_ops o = {m, m->key_size, m->value_size, m->entries, m->layout,
+                                m->ctl_type, &m->ctl_updates, map_counts, map_get, map_set,
+                                map_del, map_next};
+    ofl_map_ctl_msg(&o, msg, len, r);
 }
 
 /* Run the posted request (the caller moved the box from POSTED to BUSY). */

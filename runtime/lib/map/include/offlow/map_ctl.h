@@ -16,7 +16,8 @@
  *                    the map is full (counted `full`, as a core's refused update)
  *   'd' KEY          delete: 0, or -ENOENT
  *   'n' u32 slot     the first key at a slot >= `slot`: u32 its slot, KEY, VALUE; or
- *                    -ENOENT past the last (a walk: start at 0, go on at slot + 1)
+ *                    -ENOENT past the last (a walk: start at 0, go on at slot + 1; a
+ *                    map without slots numbers its keys in its own walk's order)
  *
  * A request of the wrong size is refused (-EINVAL) and changes nothing. */
 #ifndef OFL_MAP_CTL_H
@@ -36,6 +37,29 @@
 /* The largest key + value a map's control messages carry (a walk's reply: status, slot,
  * key and value in OFL_CTL_MSG_MAX bytes); a larger map has no control channel. */
 #define OFL_MAP_CTL_KV_MAX (OFL_CTL_MSG_MAX - 8)
+
+/* A map's side of the messages, for any hash map (a struct ofl_map, or the xdp
+ * target's BPF hash map through its fd): its sizes, layout text and value type ('u' or
+ * 'i'), the changes made through control (`updates`, counted here), and what answers
+ * each request on `self`. */
+struct ofl_map_ctl_ops {
+    void *self;
+    uint32_t key_size, value_size, entries;
+    const char *layout;
+    char type;
+    uint64_t *updates;
+    /* keys held now, and the updates refused because the map was full */
+    void (*counts)(void *self, uint32_t *count, uint64_t *full);
+    int (*get)(void *self, const void *key, void *value);        /* 0 or -ENOENT */
+    int (*set)(void *self, const void *key, const void *value);  /* 0, -ENOSPC (counted) */
+    int (*del)(void *self, const void *key);                     /* 0 or -ENOENT */
+    /* the first entry at a position >= *at (*at set to its position), or -ENOENT */
+    int (*next)(void *self, uint32_t *at, void *key, void *value);
+};
+
+/* Run message `msg` (`len` bytes) on the map `o` answers for. */
+void ofl_map_ctl_msg(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
+                     struct ofl_ctl_reply *r);
 
 /* Run message `msg` (`len` bytes) on map `m` now, from the thread that owns it. */
 void ofl_map_ctl(struct ofl_map *m, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r);

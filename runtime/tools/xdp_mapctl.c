@@ -1,0 +1,106 @@
+/* The control channel of a shared hash map on the xdp target (xdp_mapctl.h). */
+#include "xdp_mapctl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+
+#include "xdp_tables.h"
+
+static void mc_counts(void *self, uint32_t *count, uint64_t *full)
+{
+    struct ofl_xdp_mapctl *s = self;
+    uint8_t a[OFL_MAP_KEY_MAX], b[OFL_MAP_KEY_MAX];
+    const void *prev = NULL;
+    uint32_t n = 0;
+    /* (a key deleted under the count restarts it: at most `entries` counted) */
+    while (n < s->x->entries && bpf_map_get_next_key(s->fd, prev, n % 2 ? b : a) == 0) {
+        prev = n % 2 ? b : a;
+        n++;
+    }
+    uint64_t xdp_full = 0;
+    (void)ofl_xdp_map_full(s->obj, s->x, &xdp_full);
+    *count = n;
+    *full = xdp_full + *s->full;
+}
+
+static int mc_get(void *self, const void *key, void *value)
+{
+    struct ofl_xdp_mapctl *s = self;
+    return bpf_map_lookup_elem(s->fd, key, value) < 0 ? -ENOENT : 0;
+}
+
+static int mc_set(void *self, const void *key, const void *value)
+{
+    struct ofl_xdp_mapctl *s = self;
+    if (bpf_map_update_elem(s->fd, key, value, BPF_ANY) == 0) return 0;
+    int e = errno;
+    if (e == E2BIG || e == ENOMEM || e == ENOSPC) {  /* a new key, the map full */
+        (*s->full)++;
+        return -ENOSPC;
+    }
+    return -e;
+}
+
+static int mc_del(void *self, const void *key)
+{
+    struct ofl_xdp_mapctl *s = self;
+    return bpf_map_delete_elem(s->fd, key) < 0 ? -errno : 0;
+}
+
+/* The walk's key at position *at: BPF numbers no slots, so a position is a key's place
+ * in a get_next_key walk. The walk goes on from the last key given when asked for the
+ * next position (the usual walk), else starts again from the first key and skips. */
+static int mc_next(void *self, uint32_t *at, void *key, void *value)
+{
+    struct ofl_xdp_mapctl *s = self;
+    uint32_t ks = s->x->key_size;
+    int go_on = s->walk_on && *at == s->walk_at + 1;
+    uint64_t pos = go_on ? *at : 0, last = (uint64_t)*at + 2u * s->x->entries + 2u;
+    const void *prev = go_on ? s->walk_key : NULL;
+    uint8_t k[OFL_MAP_KEY_MAX];
+    s->walk_on = 0;
+    /* (a key deleted under the walk sends get_next_key back to the first: bounded) */
+    for (; pos <= last; pos++) {
+        if (bpf_map_get_next_key(s->fd, prev, k) < 0) return -ENOENT;
+        memcpy(s->walk_key, k, ks);
+        prev = s->walk_key;
+        if (pos >= *at && bpf_map_lookup_elem(s->fd, k, value) == 0) {
+            memcpy(key, k, ks);
+            *at = (uint32_t)pos;
+            s->walk_at = (uint32_t)pos;
+            s->walk_on = 1;
+            return 0;
+        }
+    }
+    return -ENOENT;
+}
+
+int ofl_xdp_mapctl_open(struct ofl_xdp_mapctl *s, const struct ofl_xdp_map *x,
+                        struct bpf_object *obj, uint64_t *full)
+{
+    memset(s, 0, sizeof *s);
+    struct bpf_map *m = bpf_object__find_map_by_name(obj, x->map);
+    if (!m) {
+        fprintf(stderr, "offlow xdp: no map %s for the control of %s\n", x->map, x->name);
+        return -ENOENT;
+    }
+    s->x = x;
+    s->obj = obj;
+    s->fd = bpf_map__fd(m);
+    s->full = full;
+    s->ops = (struct ofl_map_ctl_ops){s, x->key_size, x->value_size, x->entries, x->layout,
+                                      x->ctl_type, &s->updates, mc_counts, mc_get, mc_set,
+                                      mc_del, mc_next};
+    return 0;
+}
+
+int ofl_xdp_mapctl_serve(void *ctx, struct ofl_chan_end *end, const void *msg, size_t len)
+{
+    struct ofl_xdp_mapctl *s = ctx;
+    struct ofl_ctl_reply r;
+    ofl_map_ctl_msg(&s->ops, msg, len, &r);
+    return ofl_chan_post(end, r.b, r.n);
+}
