@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offlow.channels import Channel, Region
-from offlow.errors import OfflowError
+from offlow.errors import ControlError, OfflowError  # (ControlError: users import it from here too)
 from offlow.ir.graph import CTL_CHANNEL_PREFIX
 
 if TYPE_CHECKING:
@@ -41,15 +41,6 @@ _LIVE = struct.Struct("<QQ")  # after an lpm6 table's info: lookups, lookups dur
 _MAP_MORE = struct.Struct("<IIQ")  # after a map's info: entries, key size, full
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 _FLOAT_FORMATS = {4: "f", 8: "d"}
-
-
-class ControlError(OfflowError):
-    """The table refused a request; `errno` is the (positive) errno value."""
-
-    def __init__(self, what: str, err: int, reason: str) -> None:
-        super().__init__(f"{what}: {reason}")
-        self.errno = err
-        self.reason = reason
 
 
 @dataclass(frozen=True)

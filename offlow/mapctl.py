@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from offlow.control import ControlError
-from offlow.errors import OfflowError
+from offlow.errors import ControlError, OfflowError
 from offlow.ir.types import ADDRESS_TYPES, KEY_TYPES, MAP_TYPES
 from offlow.mapreport import key_field, number
 
