@@ -33,7 +33,7 @@ from offlow.ir.types import KEY_TYPES
 from offlow.mapctl import Layout, MapTable, format_key, parse_key, parse_value
 from offlow.report import summarize
 from offlow.runner import RunOptions
-from offlow.session import session
+from offlow.session import Session, session
 from offlow.targets import xdp
 from tests.e2e import ROOT, read_frames
 
@@ -57,6 +57,15 @@ def _capture(path: Path) -> None:
                                                     type=0x0800, data=ip)), ts=k * 1e-6)
 
 
+def _marks_run(device: str, tmp_path: Path, loops: int = 2000) -> Session:
+    """The marking program on `device` over _capture's four flows, `loops` times at
+    20,000 frames a second, as a session (its output in tmp_path/out.pcap)."""
+    cap = tmp_path / "in.pcap"
+    _capture(cap)
+    opts = RunOptions(input=cap, output=tmp_path / "out.pcap", loops=loops, rate=20_000)
+    return session(load_program(MARKS, [f"edge.device={device}"]), opts)
+
+
 def _learned(m: MapTable, n: int) -> dict[str, int]:
     """The map's items once its core has learned `n` keys (polled, up to 60 s)."""
     end = time.monotonic() + 60
@@ -70,12 +79,10 @@ def _learned(m: MapTable, n: int) -> dict[str, int]:
 
 @pytest.mark.parametrize("device", ["host", "nic", pytest.param("xdp", marks=needs_bpf)])
 def test_a_users_map_changed_while_it_runs(device: str, tmp_path: Path) -> None:
-    cap, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
-    _capture(cap)
+    out = tmp_path / "out.pcap"
     # 100,000 frames at 20,000 a second: the requests below come while they flow (the
     # frames' marks show whether they did); the later tests' run after their packets
-    opts = RunOptions(input=cap, output=out, loops=25_000, rate=20_000)
-    with session(load_program(MARKS, [f"edge.device={device}"]), opts) as s:
+    with _marks_run(device, tmp_path, loops=25_000) as s:
         t = s.tables["marks"]
         m = t.map()
         assert m.layout == LAYOUT
@@ -120,10 +127,7 @@ def test_a_users_map_changed_while_it_runs(device: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("device", ["host", pytest.param("xdp", marks=needs_bpf)])
 def test_bad_requests_are_one_error_and_change_nothing(device: str, tmp_path: Path) -> None:
-    cap = tmp_path / "in.pcap"
-    _capture(cap)
-    opts = RunOptions(input=cap, output=tmp_path / "out.pcap", loops=2000, rate=20_000)
-    with session(load_program(MARKS, [f"edge.device={device}"]), opts) as s:
+    with _marks_run(device, tmp_path) as s:
         t = s.tables["marks"]
         m = t.map()
         _learned(m, 4)
@@ -175,10 +179,7 @@ def _next(t: Table, at: int) -> tuple[int, bytes]:
 
 @pytest.mark.parametrize("device", ["nic", pytest.param("xdp", marks=needs_bpf)])
 def test_offlow_ctl_map_command_line(device: str, tmp_path: Path) -> None:
-    cap = tmp_path / "in.pcap"
-    _capture(cap)
-    opts = RunOptions(input=cap, output=tmp_path / "out.pcap", loops=2000, rate=20_000)
-    with session(load_program(MARKS, [f"edge.device={device}"]), opts) as s:
+    with _marks_run(device, tmp_path) as s:
         def ctl(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", str(s.window),
                                    "map", *args], capture_output=True, text=True, timeout=60)
