@@ -86,17 +86,18 @@ def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Pro
     calibration run under the profile's slow-down where the placement puts segments on
     the device: the run between its calibrations, so that each round's prediction and
     measurement see the machine alike (its speed moves by a quarter from one second to
-    the next here, and its cross-core cost between modes a quarter of its size apart:
-    docs/planner.md); the rounds pooled (validate.pooled)."""
+    the next here, and its cross-core cost between two modes: docs/planner.md); the
+    rounds pooled (validate.pooled)."""
     on_device = {s for s, d in r.placement.devices.items() if d == DEVICE}
     frame = (max(64, round(cal.frame_bytes)),)
+    crosses = _crosses(cal, r)
     rounds = []
     for _ in range(req.repeats):
         again = calibrate(req.program, list(req.settings), capture, req.packets, work,
                           crossing_repeats=0, runs=1)
         xs = tuple(crossing.measure(x.batch, x.ring_size, packets=req.packets, repeats=1,
                                     sizes=frame, profile=req.device)
-                   for x in cal.crossings) if _crosses(cal, r) else cal.crossings
+                   for x in cal.crossings) if crosses else cal.crossings
         again = replace(again, crossings=xs)
         measured = measure(req.program, [*req.settings, *r.settings], capture, req.packets,
                            req.device)
@@ -111,7 +112,7 @@ def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Pro
         slow = sum(sum(again.segment_ns(s).values()) for s in on_device)
         rounds.append(Check(pred, *measured, device_ns=(warm, slow),
                             crossings=tuple(p for x in xs for p in x.points)
-                            if xs is not cal.crossings else ()))
+                            if crosses else ()))
     return pooled(rounds)
 
 
