@@ -1,7 +1,7 @@
 """Operating a remote device (docs/remote.md): `offlow ctl` changes a table that lives
 on a remote device while packets flow (the control message crosses the link to the
-device's process and its answer comes back), and `offlow reload` of a remote device's
-code is refused with the reason."""
+device's process and its answer comes back): a route table, and a user's hash map (`offlow
+ctl ... map`); and `offlow reload` of a remote device's code is refused with the reason."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import signal
 import subprocess
 from pathlib import Path
 
+import dpkt
 import pytest
 
+from offlow.control import ControlError
 from offlow.dsl import Program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -21,6 +23,7 @@ from offlow.reload import reload
 from offlow.runner import Run, RunOptions, build_for
 from offlow.session import attach, session
 from offlow.targets import remote
+from tests.e2e import read_frames
 from tests.netns import ADDR_B
 from tests.programs import reload_mark
 from tests.test_control import (
@@ -31,6 +34,7 @@ from tests.test_control import (
     _updates,
     apply_log,
 )
+from tests.test_map_ctl import LAYOUT, MARKED, MARKS, _capture, _learned
 from tests.test_remote import secret_file, serve, start
 
 pytestmark = pytest.mark.skipif(remote.TARGET.unusable() is not None,
@@ -141,3 +145,51 @@ def test_a_reload_of_a_remote_devices_code_is_refused_with_the_reason(
         "(a reload would need it sent across the link: not built); stop the run and start "
         "it again with the new program")
     assert res.ok, res.errors
+
+
+def test_a_users_map_on_a_remote_device_changed_while_it_runs(
+        tmp_path: Path, procs: list[subprocess.Popen[str]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tests/programs/dscp_marks.py (a user's 7-byte key with an address field, 1-byte
+    marks) with its one segment on `remote:m`: the map's requests cross the link to the
+    device's core and back. Four flows learned; a flow's mark set, a key of the client's
+    own added, the full map refusing another, a delete, a bad key: each answered as on the
+    host (test_map_ctl), and the frames that come back carry the mark from some frame on,
+    never the old one after it."""
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    cap, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
+    _capture(cap)
+    opts = RunOptions(input=cap, output=out, loops=20_000, rate=20_000,
+                      remotes=(f"m=127.0.0.1:{port}",), secret_file=secret)
+    with session(load_program(MARKS, ["edge.device=remote:m"]), opts) as s:
+        t = s.tables["marks"]
+        m = t.map()   # (waits for the device, which starts after the run)
+        assert m.layout == LAYOUT
+        assert _learned(m, 4) == {f"peer=192.0.2.{k + 1},proto=17,port={53 + k}": 0
+                                  for k in range(4)}
+        m.set(MARKED, 46)
+        assert m.get(MARKED) == 46
+        m.set("peer=198.51.100.9,proto=6,port=443", 255)
+        assert m.get("port=443,proto=6,peer=198.51.100.9") == 255
+        with pytest.raises(ControlError, match="the map is full \\(5 keys\\)"):
+            m.set("peer=203.0.113.1,proto=1,port=0", 1)
+        m.delete("peer=198.51.100.9,proto=6,port=443")
+        assert m.get("peer=198.51.100.9,proto=6,port=443") is None
+        with pytest.raises(ControlError, match="no such key"):
+            m.delete("peer=198.51.100.9,proto=6,port=443")
+        with pytest.raises(OfflowError, match="not an ipv4 address"):
+            m.get("peer=192.0.2,proto=17,port=53")
+        info = t.info()
+        assert (info.kind, info.updates, info.entries, info.full) == ("map", 3, 5, 1)
+        s.wait_drained(timeout=120)
+    assert s.result is not None and s.result.ok, s.result
+    tos: dict[int, list[int]] = {}
+    for f in read_frames(out):
+        ip = dpkt.ethernet.Ethernet(f).data
+        tos.setdefault(ip.src[3], []).append(ip.tos)
+    assert {k: len(v) for k, v in tos.items()} == {k: 20_000 for k in (1, 2, 3, 4)}
+    assert all(set(tos[k]) == {0} for k in (1, 3, 4))
+    first = tos[2].index(46)
+    assert 0 < first and set(tos[2][:first]) == {0} and set(tos[2][first:]) == {46}
