@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pycparser import c_ast, c_parser
 
 from offlow.passes.cpp import CppError, preprocess
+from offlow.passes.gnuc import GnuCParser
 from offlow.passes.mapvalue import UNKNOWN, MapLocal, map_value_error
 from offlow.passes.tableuse import table_use
 
@@ -372,7 +373,7 @@ def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers
         pre = preprocess(code, _OPEN)
     except CppError as err:
         raise BodyError(f"element `{element}`: {err}") from None
-    parser = c_parser.CParser()
+    parser = GnuCParser()
     try:
         ast = parser.parse(pre.text, filename="<offlow>")
     except c_parser.ParseError as err:
@@ -394,8 +395,9 @@ def _parse_error(msg: str, parser: c_parser.CParser, element: str) -> str:
     if file == _END or not line:  # failed on the closing brace we added
         return (f"element `{element}`: C body does not parse: unexpected end of the body "
                 "(missing `;` or `}`?)")
-    return (f"{_place(element, file, int(line))}: C does not parse: {detail or msg}; check the "
-            "statement before it")
+    # (pycparser's `before: TOKEN`: the token it stopped at, often after a missing `;`)
+    hint = "; check the statement before it" if detail.startswith("before:") else ""
+    return f"{_place(element, file, int(line))}: C does not parse: {detail or msg}{hint}"
 
 
 def analyze_body(
