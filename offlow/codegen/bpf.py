@@ -18,7 +18,7 @@ from offlow.codegen import mapdecl, xsk
 from offlow.codegen import queuegen as qg
 from offlow.codegen.c import Emitter, emit_handler, emit_helpers, line_directive
 from offlow.ir import Graph, Node, SharedTable
-from offlow.ir.graph import CTL_CHANNEL_PREFIX
+from offlow.ir.graph import CTL_CHANNEL_PREFIX, NO_OUTPUT
 from offlow.ir.types import ADD_BUILTINS, MAP_TYPES, SCALARS, cname, sort_fields
 from offlow.plan import Plan, SegmentPlan
 
@@ -300,6 +300,9 @@ class BpfGen:
               "}", "")
             return
         default = 1 if len(n.outputs) == 1 else 0
+        if NO_OUTPUT[0] in dict(n.drops):  # (its body chose nothing: m is 0)
+            why = self.why_base[n.name] + [r for r, _ in n.drops].index(NO_OUTPUT[0])
+            e(f"    if (!m) {{ ofl_count({drop}u); ofl_count({why}u); return XDP_DROP; }}")
         e(f"    m = (m & OFL_DECIDED) ? (m & ~OFL_DECIDED) : (m ? m : {default}u);",
           f"    if (!m) {{ ofl_count({drop}u); return XDP_DROP; }}",
           f"    if (m & OFL_CONSUMED) {{ ofl_count({used}u); return XDP_DROP; }}")

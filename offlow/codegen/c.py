@@ -12,7 +12,13 @@ from offlow.codegen import mapdecl
 from offlow.codegen import queuegen as qg
 from offlow.codegen import vector as vg
 from offlow.ir import Channel, Graph, Node, Queue, SharedTable
-from offlow.ir.graph import CTL_CHANNEL_PREFIX, MADE_TOO_LONG, RELOAD_CHANNEL_PREFIX, topological
+from offlow.ir.graph import (
+    CTL_CHANNEL_PREFIX,
+    MADE_TOO_LONG,
+    NO_OUTPUT,
+    RELOAD_CHANNEL_PREFIX,
+    topological,
+)
 from offlow.ir.types import cname, sort_fields
 from offlow.layout import describe
 from offlow.plan import CoreThread, Plan, SegmentPlan
@@ -434,6 +440,9 @@ class DeviceGen:
             return [*out, f"    if (m == OFL_DECIDED) ctx->el_drop[{i}]++;",
                     f"    else ctx->el_used[{i}]++;", "}"]
         default = 1 if len(n.outputs) == 1 else 0
+        if NO_OUTPUT[0] in dict(n.drops):  # (its body chose nothing: m is 0)
+            why = self.why_base[n.name] + [r for r, _ in n.drops].index(NO_OUTPUT[0])
+            out.append(f"    if (!m) {{ ctx->el_drop[{i}]++; ctx->el_why[{why}u]++; return; }}")
         out += [f"    m = (m & OFL_DECIDED) ? (m & ~OFL_DECIDED) : (m ? m : {default}u);",
                 f"    if (!m) {{ ctx->el_drop[{i}]++; return; }}",
                 f"    if (m & OFL_CONSUMED) {{ ctx->el_used[{i}]++; return; }}"]

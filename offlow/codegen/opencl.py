@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from offlow import cbuild
 from offlow.codegen.c import Emitter, emit_helpers, line_directive
 from offlow.ir import Graph, Node
+from offlow.ir.graph import NO_OUTPUT
 from offlow.ir.types import Field, cname, sort_fields
 from offlow.plan import Plan, SegmentPlan
 
@@ -209,6 +210,10 @@ class KernelGen:
             return [*out, f"            how = m == OFL_DECIDED ? {HOW_DROP << 16 | pre}u : "
                           f"{HOW_USED << 16 | pre}u;", "            end = 1; break;"]
         default = 1 if len(n.outputs) == 1 else 0
+        if NO_OUTPUT[0] in dict(n.drops):  # (its body chose nothing: m is 0)
+            why = [r for r, _ in n.drops].index(NO_OUTPUT[0])
+            out.append(f"            if (!m) {{ how = {HOW_DROP_WHY << 16 | pre | why}u; "
+                       "end = 1; break; }")
         out += [f"            m = (m & OFL_DECIDED) ? (m & ~OFL_DECIDED) : (m ? m : {default}u);",
                 f"            if (!m) {{ how = {HOW_DROP << 16 | pre}u; end = 1; break; }}",
                 f"            if (m & OFL_CONSUMED) {{ how = {HOW_USED << 16 | pre}u; end = 1; "

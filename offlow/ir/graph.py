@@ -210,6 +210,10 @@ MAX_DROP_REASONS = 256
 MADE_TOO_LONG = ("made_too_long", "a packet it made (MAKE) is longer than the mtu")
 # the reason of the packet an element's FAIL (FAIL_AT) drops (body.h)
 FAILED = ("failed", "FAIL() in its body: the run's error")
+# The drop reason of a packet whose element has several outputs (so no default) and
+# whose body chose none of them, nor DROP or CONSUME (it ended without a word).
+NO_OUTPUT = ("no_output", "its body chose no output (EMIT or SEND), nor DROP or CONSUME: an "
+             "element with several outputs has no default one")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir import BodyFacts, Graph, Node
-from offlow.ir.graph import FAILED, MADE_TOO_LONG, MAX_DROP_REASONS
+from offlow.ir.graph import FAILED, MADE_TOO_LONG, MAX_DROP_REASONS, NO_OUTPUT
 from offlow.passes.cbody import BodyError, BodyInfo, Site, analyze_body
 from offlow.passes.mapvalue import MapLocal
 
@@ -55,6 +55,13 @@ def analyze_bodies(g: Graph) -> Graph:
                 raise OfflowError(f"element `{n.name}`: its drop reason `{FAILED[0]}` is the "
                                   "one FAIL() counts its packet under: name yours otherwise")
             drops = (*drops, FAILED)  # FAIL's packet (body.h)
+        if len(n.outputs) > 1 and (batch is not None or info is None
+                                   or info.may_fall_through):
+            if NO_OUTPUT[0] in dict(drops):
+                raise OfflowError(f"element `{n.name}`: its drop reason `{NO_OUTPUT[0]}` is "
+                                  "the one the compiler counts a packet under whose body "
+                                  "chose no output: name yours otherwise")
+            drops = (*drops, NO_OUTPUT)  # a body that chose nothing (codegen)
         if len(drops) > MAX_DROP_REASONS:  # (a reason's number is a byte of the mask)
             added = ", ".join(r for r, _ in drops[len(n.drops):])
             raise OfflowError(f"element `{n.name}`: {len(drops)} drop reasons with those the "
