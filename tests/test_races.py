@@ -377,3 +377,36 @@ def test_on_xdp_a_hash_maps_value_bumped_by_a_helper_is_said() -> None:
                         "it with a plain read-modify-write (`+=`, `++`, `|=`, ...; `talker` "
                         "through its pointer `seen`) on several CPUs at once (xdp: every CPU "
                         "that receives)"), w
+
+
+class CallbackTally(Element):
+    """A user's helper that applies the callback it is given to the counter it is
+    given: the call inside the helper goes through its own function-pointer parameter."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    typedef void (*bump_fn)(uint64_t *);   /* how a counter is bumped */
+    static void by_three(uint64_t *c) { *c += 3; }
+    /* apply `how` to the counter at `slot` (its parameter, called: a function pointer) */
+    static void apply(uint64_t *slot, bump_fn how)
+    {
+        how(slot);   // which function runs is the caller's choice
+    }
+    """
+    body = r"""
+    apply(&per_bucket[pkt->len % 11u], by_three);   /* eleven buckets */
+    """
+
+
+def test_a_pointer_a_helper_gives_to_its_function_pointer_parameter_is_said_as_unseen() -> None:
+    """The helper's call through its parameter cannot be followed, as one through a
+    function pointer in the body cannot: said with the helper's line and the helper.
+    The old code took the parameter for a function with no body here (a libc call)
+    and said nothing."""
+    assert lost_updates(plan_program(_one(CallbackTally, [0, 1]))) == [
+        f"table `bytes`: `tally` ({_at('how(slot);')} in `apply` `how`) gives a pointer "
+        "into it to a function whose body offlow cannot see, on 2 threads at once (host core "
+        "0, host core 1): if that function updates it with a plain read-modify-write (`+=`, "
+        "`++`, ...), updates made at the same time are lost; make it add atomically "
+        "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by its name"]
+    assert lost_updates(plan_program(_one(CallbackTally, [0]))) == []

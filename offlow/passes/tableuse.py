@@ -16,7 +16,9 @@ arms of an `if` a pointer is one into the table when either arm left it so; one 
 another value is no longer followed; a local of an inner block (or a `for`'s init)
 hides an outer one of its name until the block ends. A pointer into a table (or the
 table) given to a function the element's helpers define is followed into the function's
-body (and the helpers it calls), once for each way its parameters point.
+body (and the helpers it calls), once for each way its parameters point; one given
+to a function pointer (a body's local, or a helper's parameter it calls) is listed as
+a call not seen into.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
@@ -95,6 +97,7 @@ class _Uses(c_ast.NodeVisitor):
         self.plain: set[str] = set()
         self.via: set[tuple[str, str]] = set()  # (table, pointer) of plain updates
         self.pointers: set[str] = set()  # the body's locals declared as pointers
+        self.params: frozenset[str] = frozenset()  # the helper's parameters (walked: a helper)
         self.into: dict[str, str] = {}  # pointer local -> the array it may point into
         # per block: each name a local of the block hides, as it was outside it
         # (whether a pointer local, the array it pointed into)
@@ -309,8 +312,10 @@ class _Uses(c_ast.NodeVisitor):
         if f is not None and node.args is not None:
             self._call(f, node.args.exprs)
         elif node.args is not None and (not isinstance(node.name, c_ast.ID)
-                                        or node.name.name in self.pointers):
-            called = c_generator.CGenerator().visit(node.name)  # (a function pointer)
+                                        or node.name.name in self.pointers | self.params):
+            # (a function pointer: a helper's parameter called is one, whatever its type
+            # is spelled as)
+            called = c_generator.CGenerator().visit(node.name)
             for a in node.args.exprs:
                 table = self._points_into(a)
                 if table is not None:
@@ -335,6 +340,8 @@ class _Uses(c_ast.NodeVisitor):
             self.helpers.followed[key] = frozenset()  # (a call of itself: nothing more)
             inner = _Uses(frozenset(), self.helpers, f.decl.name)
             inner.pointers = set(given)
+            inner.params = frozenset(p.name for p in params
+                                     if isinstance(p, c_ast.Decl) and p.name)
             inner.into = {p: t for p, (t, _) in given.items()}
             inner.statement(f.body)
             self.helpers.followed[key] = frozenset(inner.at)
