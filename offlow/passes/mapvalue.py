@@ -6,10 +6,11 @@ assignment to such a local, a cast `(T *)ofl_map_lookup(...)`; through casts to
 `void *`, the arms of `?:` and a pointer local that holds the value: `(T *)n`; a
 parameter `T *` of a function the helpers declare, given the value), T must be the
 value's type (any spelling of it: `unsigned int` for `uint32_t`, a typedef of it in the
-helpers or the body; `const` or not), `void` or a character type (a byte view, as C
-allows for any object). `ofl_map_update(t, &k, &v)` copies the value's size from `&v`:
-`v` (a local, a state field `state->f`, a struct's member `e->n`, `s.n`) must be of the
-value's type, a pointer local `v` point to it (or be a `void *` or a byte view). What
+helpers or the body, a block's own until the block ends; `const` or not), `void` or a
+character type (a byte view, as C allows for any object). `ofl_map_update(t, &k, &v)`
+copies the value's size from `&v`: `v` (a local, a state field `state->f`, a struct's
+member `e->n`, `s.n`) must be of the value's type, a pointer local `v` point to it (or
+be a `void *` or a byte view). What
 the check cannot know (a type `__typeof__` names, a pointer it did not see made) it
 lets be.
 
@@ -88,10 +89,11 @@ class _Walker(c_ast.NodeVisitor):
                 self.funcs[d.name] = d.type
 
     def visit_Compound(self, node: c_ast.Compound) -> None:
-        outer = dict(self.pointers), dict(self.scalars), dict(self.structs)
+        outer = dict(self.pointers), dict(self.scalars), dict(self.structs), dict(self.typedefs)
         self.shadowed.append({})
         self.generic_visit(node)
-        self.pointers, self.scalars, self.structs = outer  # (the block's own end with it)
+        # (the block's own locals, structs and typedefs end with it)
+        self.pointers, self.scalars, self.structs, self.typedefs = outer
         for name, held in self.shadowed.pop().items():  # an outer pointer is as it was
             self._hold(name, held)
 
