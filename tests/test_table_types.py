@@ -290,3 +290,34 @@ def test_a_map_update_from_another_type_is_one_error(body: str, passed: str) -> 
         "state-field", "member", "member-through-pointer"])
 def test_a_map_update_from_its_type_is_fine(body: str) -> None:
     plan_program(_map_user(body))
+
+
+def _batch_map_user(loop: str) -> Program:
+    """`_map_user`'s element as a batch body: `loop` runs in its loop over the batch,
+    with packet i's key `k` set."""
+    cls = type("BatchTally", (Element,), {
+        "tables": ("hits",), "fields": {"short_len": "uint16_t", "words": "uint32_t"},
+        "body": "EMIT(out);",
+        "batch_body": "for (uint32_t i = 0; i < n; i++) {   /* each packet of the batch */\n"
+                      "    struct hits_by_len_key k = { .len = (uint8_t)pkts[i].len };\n"
+                      + loop + "\n    EMIT_AT(i, out);\n}"})
+    p = Program("map_user", batch=5)
+    src, t, out = Source("rx"), cls("tally", hits=SharedMap(
+        "hits_by_len", (("len", "uint8_t"),), "uint32_t", 64)), Sink("tx")
+    src >> t >> out
+    p.segment("edge", [src, t, out], device="nic", cores=[0])
+    return p
+
+
+def test_a_map_update_from_a_batch_bodys_state_field_of_another_type_is_one_error() -> None:
+    """`&states[i].f` in a batch body is checked as `&state->f` is in a body (the old
+    code let it be: ofl_map_update copied 4 bytes from the 2-byte field)."""
+    with pytest.raises(OfflowError) as err:
+        plan_program(_batch_map_user(
+            "    states[i].short_len = (uint16_t)pkts[i].len;  // its length, short\n"
+            "    ofl_map_update(hits, &k, &states[i].short_len);"))
+    assert str(err.value) == (
+        "element `tally`, batch body line 4: map `hits_by_len` holds `uint32_t` values (4 "
+        "bytes), but the body passes ofl_map_update(hits, ..., &states[i].short_len) a "
+        "`uint16_t` (2 bytes); pass the address of a `uint32_t`")
+    plan_program(_batch_map_user("    ofl_map_update(hits, &k, &states[i].words);"))

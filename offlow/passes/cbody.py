@@ -414,7 +414,7 @@ def analyze_body(
     stmts, macros, helper_defs = _parse(body, element, typedefs, site, helpers, helpers_site,
                                         "batch body" if vector else "body")
     ctx = _Context(element, list(outputs), list(fields), list(reasons), vector)
-    wrong = map_value_error(stmts, maps or {}, helper_defs, ctx.where, fields)
+    wrong = map_value_error(stmts, maps or {}, helper_defs, ctx.where, fields, vector)
     if wrong is not None:
         raise BodyError(wrong)
     whole = _Walker(ctx)
