@@ -311,16 +311,17 @@ class SafeHelperTally(Element):
 def test_plain_updates_in_a_helper_function_given_a_pointer_are_said() -> None:
     """A pointer into the array (or the array) given to a function the element's
     helpers define is followed into it: its plain updates are said at the helper's
-    lines, naming the helper and the body's pointer. The old code saw no update."""
+    lines, naming the helper, the body's pointer and the helpers' parameters. The old
+    code saw no update."""
     [w] = lost_updates(plan_program(_one(HelperTally, [0, 1])))
     pair, bytes_, note = (_at("pair[0]++;"), _at("pair[1] += len;"), _at("all[idx] |= 1u;"))
     assert w == (
         f"table `bytes`: `tally` ({pair} in `bump_pair`, {bytes_} in `bump_pair`, {note} in "
         "`note_len`) updates it with a plain read-modify-write (`+=`, `++`, `|=`, ...; "
-        "`tally` through its pointer `mine`) on 2 threads at once (host core 0, host core "
-        "1): updates made at the same time are lost; in `bump_pair`, `note_len` add through "
-        "the pointer given atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED), or "
-        "run its users on one core")
+        "`tally` through its pointers `mine`, `pair` in `bump_pair`, `all` in `note_len`) on "
+        "2 threads at once (host core 0, host core 1): updates made at the same time are "
+        "lost; in `bump_pair`, `note_len` add through the pointer given atomically, e.g. "
+        "__atomic_fetch_add(p, v, __ATOMIC_RELAXED), or run its users on one core")
     assert lost_updates(plan_program(_one(SafeHelperTally, [0, 1]))) == []
 
 
@@ -375,8 +376,8 @@ def test_on_xdp_a_hash_maps_value_bumped_by_a_helper_is_said() -> None:
     [w] = lost_updates(plan_program(p))
     assert w.startswith(f"table `talk`: `talker` ({_at('(*count)++;')} in `one_more`) updates "
                         "it with a plain read-modify-write (`+=`, `++`, `|=`, ...; `talker` "
-                        "through its pointer `seen`) on several CPUs at once (xdp: every CPU "
-                        "that receives)"), w
+                        "through its pointers `seen`, `count` in `one_more`) on several CPUs "
+                        "at once (xdp: every CPU that receives)"), w
 
 
 class CallbackTally(Element):
@@ -410,3 +411,35 @@ def test_a_pointer_a_helper_gives_to_its_function_pointer_parameter_is_said_as_u
         "`++`, ...), updates made at the same time are lost; make it add atomically "
         "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by its name"]
     assert lost_updates(plan_program(_one(CallbackTally, [0]))) == []
+
+
+class MixedTally(Element):
+    """A user's counters bumped both in its body, through its own pointer, and in a
+    helper, through the helper's parameter: two places to make atomic."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    /* the last bucket counts the bytes of long packets */
+    static void add_long(uint64_t *bytes_at, uint32_t len) { *bytes_at += len; }
+    """
+    body = r"""
+    uint64_t *hit = &per_bucket[pkt->len % 9u];   /* nine short buckets */
+    (*hit)++;
+    if (pkt->len > 1000u)
+        add_long(&per_bucket[9], pkt->len);
+    """
+
+
+def test_updates_in_the_body_and_in_a_helper_name_both_pointers_and_both_fixes() -> None:
+    """The body's pointer and the helper's are each named, and the fix says to add
+    atomically in both places. The old code named only the body's `hit` and told to
+    fix the body alone: the helper's update stayed lost."""
+    assert lost_updates(plan_program(_one(MixedTally, [0, 1], "nic"))) == [
+        f"table `bytes`: `tally` ({_at('*bytes_at += len;')} in `add_long`, "
+        f"{_at('(*hit)++;')}) updates it with a plain read-modify-write (`+=`, `++`, `|=`, ...; "
+        "`tally` through its pointers `hit`, `bytes_at` in `add_long`) on 2 threads at once "
+        "(nic core 0, nic core 1): updates made at the same time are lost; in `tally` add "
+        "through `hit` atomically, e.g. __atomic_fetch_add(hit, v, __ATOMIC_RELAXED) "
+        "(`&hit->f` for its member f), and in `add_long` add through the pointer given "
+        "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED), or run its users on "
+        "one core"]

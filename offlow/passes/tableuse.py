@@ -40,7 +40,9 @@ class TableUse:
     those used otherwise; `atomic_adds`: each add builtin the body calls, with the
     table local it adds to ("" for anything else); `plain_updates`: the table locals
     an element of which the body updates with a plain read-modify-write; `plain_via`:
-    (table local, pointer local) for each of those updates made through a pointer;
+    (table local, pointer local, helper) for each of those updates made through a
+    pointer: a local of the body ("" helper: one it updates through or gives to a
+    helper that does), or a helper function's parameter or local;
     `plain_at`: (table local, where, helper) for each of those updates: where as `place`
     says, the helper function it is written in ("" for the body); `unseen`: (table
     local, where and the function) for each pointer into a table given to a function
@@ -50,7 +52,7 @@ class TableUse:
     other: frozenset[str]
     atomic_adds: frozenset[tuple[str, str]]
     plain_updates: frozenset[str] = frozenset()
-    plain_via: frozenset[tuple[str, str]] = frozenset()
+    plain_via: frozenset[tuple[str, str, str]] = frozenset()
     plain_at: frozenset[tuple[str, str, str]] = frozenset()
     unseen: frozenset[tuple[str, str]] = frozenset()
 
@@ -74,12 +76,14 @@ def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str],
 class _Helpers:
     """The element's helper functions, by name, where a node is written, and the calls
     already followed: (function, its pointer parameters -> tables) -> the updates
-    found there, as (table, where, helper)."""
+    found there, as (table, where, helper), and the pointers they are made through, as
+    (table, pointer, helper)."""
 
     funcs: Mapping[str, c_ast.FuncDef]
     place: Callable[[c_ast.Node], str]
     followed: dict[tuple[str, frozenset[tuple[str, str]]],
-                   frozenset[tuple[str, str, str]]] = field(default_factory=dict)
+                   tuple[frozenset[tuple[str, str, str]], frozenset[tuple[str, str, str]]]] \
+        = field(default_factory=dict)
 
 
 class _Uses(c_ast.NodeVisitor):
@@ -95,7 +99,7 @@ class _Uses(c_ast.NodeVisitor):
         self.other: set[str] = set()
         self.atomics: set[tuple[str, str]] = set()
         self.plain: set[str] = set()
-        self.via: set[tuple[str, str]] = set()  # (table, pointer) of plain updates
+        self.via: set[tuple[str, str, str]] = set()  # (table, pointer, helper) of those
         self.pointers: set[str] = set()  # the body's locals declared as pointers
         self.params: frozenset[str] = frozenset()  # the helper's parameters (walked: a helper)
         self.into: dict[str, str] = {}  # pointer local -> the array it may point into
@@ -253,7 +257,7 @@ class _Uses(c_ast.NodeVisitor):
         self.plain.add(table)
         self.at.add((table, self.helpers.place(node), self.within))
         if pointer:
-            self.via.add((table, pointer))
+            self.via.add((table, pointer, self.within))
 
     def _point(self, name: str, value: c_ast.Node | None) -> None:
         """The pointer local `name` now holds `value`: follow it when that points into a
@@ -337,21 +341,23 @@ class _Uses(c_ast.NodeVisitor):
             return
         key = (f.decl.name, frozenset((p, t) for p, (t, _) in given.items()))
         if key not in self.helpers.followed:
-            self.helpers.followed[key] = frozenset()  # (a call of itself: nothing more)
+            self.helpers.followed[key] = frozenset(), frozenset()  # (a call of itself)
             inner = _Uses(frozenset(), self.helpers, f.decl.name)
             inner.pointers = set(given)
             inner.params = frozenset(p.name for p in params
                                      if isinstance(p, c_ast.Decl) and p.name)
             inner.into = {p: t for p, (t, _) in given.items()}
             inner.statement(f.body)
-            self.helpers.followed[key] = frozenset(inner.at)
+            self.helpers.followed[key] = frozenset(inner.at), frozenset(inner.via)
             self.unseen |= inner.unseen
         passed = {t: a for t, a in given.values()}  # table -> the argument that gave it
-        for table, where, helper in self.helpers.followed[key]:
+        at, via = self.helpers.followed[key]
+        self.via |= via  # (the helper's own pointers: named too, so each can be found)
+        for table, where, helper in at:
             self.plain.add(table)
             self.at.add((table, where, helper))
             if passed.get(table) in self.into:  # (a pointer local of this body)
-                self.via.add((table, passed[table]))
+                self.via.add((table, passed[table], self.within))
 
 
 def _base(lv: c_ast.Node) -> tuple[str | None, int]:
