@@ -443,3 +443,38 @@ def test_updates_in_the_body_and_in_a_helper_name_both_pointers_and_both_fixes()
         "(`&hit->f` for its member f), and in `add_long` add through the pointer given "
         "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED), or run its users on "
         "one core"]
+
+
+class NamedTypesTally(Element):
+    """A user who names its pointer types: a counter pointer, and a bump function
+    chosen at run time."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    typedef uint64_t *counter_p;          /* a pointer to one counter */
+    typedef void (*bumper)(counter_p);    // how a counter is bumped
+    static void by_two(counter_p c) { __atomic_fetch_add(c, 2, __ATOMIC_RELAXED); }
+    """
+    body = r"""
+    counter_p c = &per_bucket[pkt->len % 13u];   /* thirteen buckets */
+    (*c)++;
+    bumper again = by_two;
+    again(&per_bucket[12]);
+    """
+
+
+def test_pointer_locals_of_a_typedef_type_are_followed_and_said() -> None:
+    """A local whose type is a typedef of a pointer is a pointer: the update through
+    it is said, and a call through one of a function pointer type is unseen. The old
+    code followed only locals declared with a `*` and said nothing."""
+    assert lost_updates(plan_program(_one(NamedTypesTally, [0, 1]))) == [
+        f"table `bytes`: `tally` ({_at('(*c)++;')}) updates it with a plain "
+        "read-modify-write (`+=`, `++`, `|=`, ...; `tally` through its pointer `c`) on 2 "
+        "threads at once (host core 0, host core 1): updates made at the same time are "
+        "lost; in `tally` add through `c` atomically, e.g. __atomic_fetch_add(c, v, "
+        "__ATOMIC_RELAXED) (`&c->f` for its member f), or run its users on one core",
+        f"table `bytes`: `tally` ({_at('again(&per_bucket[12]);')} `again`) gives a pointer "
+        "into it to a function whose body offlow cannot see, on 2 threads at once (host "
+        "core 0, host core 1): if that function updates it with a plain read-modify-write "
+        "(`+=`, `++`, ...), updates made at the same time are lost; make it add atomically "
+        "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by its name"]

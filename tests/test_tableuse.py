@@ -275,3 +275,15 @@ def test_a_pointer_given_through_a_function_pointer_is_said_unseen() -> None:
     for body in ("memset(&hits[0], 0, 4);", "ofl_note(hits);",
                  "void (*op)(uint32_t *) = inc;\nuint32_t mine = 0;\nop(&mine);"):
         assert _helped(body).unseen_calls == frozenset(), body
+
+
+def test_a_helper_parameter_of_a_typedef_pointer_type_is_followed() -> None:
+    """`slot_p s` is a `uint32_t *`: the pointer given to it is followed into the
+    helper (the old code followed only parameters declared with a `*`)."""
+    info = analyze_body("bump(&hits[2]);  /* the third word */", element="tally",
+                        outputs=["out"], fields={}, tables=["hits"], helpers=(
+                            "typedef uint32_t *slot_p;   // the user's name for it\n"
+                            "static void bump(slot_p s) { (*s)++; }\n"))
+    assert info.plain_updates == {"hits"}
+    assert info.plain_at == {("hits", "helpers line 2", "bump")}
+    assert info.plain_via == {("hits", "s", "bump")}
