@@ -43,7 +43,7 @@ def lost_updates(plan: Plan) -> list[str]:
         if t.is_object and not t.is_map:  # (a map on host or nic runs on one core)
             continue
         writers: dict[str, str] = {}  # element -> its local name of the table
-        via: dict[str, list[str]] = {}  # element -> the pointers it updates through
+        via: dict[str, list[tuple[str, str]]] = {}  # element -> (pointer, helper or "")
         at: dict[str, list[tuple[str, str]]] = {}  # element -> (where, helper) of its updates
         unseen: dict[str, list[str]] = {}  # element -> its calls not seen into
         for n in g.nodes:
@@ -54,7 +54,8 @@ def lost_updates(plan: Plan) -> list[str]:
             mine = sorted(locals_ & facts.plain_updates)
             if mine:
                 writers[n.name] = mine[0]
-                via[n.name] = sorted(p for local, p in facts.plain_via if local in mine)
+                via[n.name] = sorted({(p, f) for local, p, f in facts.plain_via
+                                      if local in mine}, key=lambda pf: (pf[1], pf[0]))
                 at[n.name] = sorted((w, f) for local, w, f in facts.plain_at
                                     if local in mine and w)
             calls = sorted(w for local, w in facts.unseen_calls if local in locals_)
@@ -99,22 +100,26 @@ def _threads(plan: Plan, t: SharedTable, users: Iterable[str]) -> tuple[int, lis
         bool(every_cpu)
 
 
-def _warning(table: str, is_map: bool, writers: dict[str, str], via: dict[str, list[str]],
-             at: dict[str, list[tuple[str, str]]], threads: int, where: list[str],
-             every_cpu: bool) -> str:
-    """The warning for `table`: who updates it how (where), on which threads, what to
-    write."""
+def _warning(table: str, is_map: bool, writers: dict[str, str],
+             via: dict[str, list[tuple[str, str]]], at: dict[str, list[tuple[str, str]]],
+             threads: int, where: list[str], every_cpu: bool) -> str:
+    """The warning for `table`: who updates it how (where, through which pointers: the
+    body's and its helpers'), on which threads, what to write (in the body, in the
+    helpers, or both)."""
     name, local = next(iter(writers.items()))
     pointers = "".join(f"; `{w}` through its pointer{'s' if len(ps) > 1 else ''} "
-                       + ", ".join(f"`{p}`" for p in ps) for w, ps in via.items() if ps)
+                       + ", ".join(f"`{p}`" + (f" in `{f}`" if f else "") for p, f in ps)
+                       for w, ps in via.items() if ps)
     helpers = sorted({f for _, f in at[name] if f})
-    fix = (f"in `{name}` write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
-           if not is_map and not via[name] else
-           "in `{0}` add through `{1}` atomically, e.g. __atomic_fetch_add({1}, v, "
-           "__ATOMIC_RELAXED) (`&{1}->f` for its member f)".format(name, (via[name] or ["p"])[0]))
-    if helpers and all(f for _, f in at[name]):  # (every update in a helper function)
-        fix = (f"in {', '.join(f'`{f}`' for f in helpers)} add through the pointer given "
-               "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED)")
+    mine = [p for p, f in via[name] if not f]  # (the body's own pointers)
+    in_body = (f"in `{name}` write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
+               if not is_map and not mine else
+               "in `{0}` add through `{1}` atomically, e.g. __atomic_fetch_add({1}, v, "
+               "__ATOMIC_RELAXED) (`&{1}->f` for its member f)".format(name, (mine or ["p"])[0]))
+    in_helpers = (f"in {', '.join(f'`{f}`' for f in helpers)} add through the pointer given "
+                  "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED)")
+    body_too = not helpers or any(not f for _, f in at[name])  # (an update in the body)
+    fix = ", and ".join([in_body] * body_too + [in_helpers] * bool(helpers))
     who = ", ".join(f"`{w}` ({', '.join(x + (f' in `{f}`' if f else '') for x, f in at[w])})"
                     if at[w] else f"`{w}`" for w in writers)
     return (f"table `{table}`: {who} "

@@ -228,7 +228,8 @@ def test_mangled_bodies_give_a_body_error_or_an_analysis_never_a_crash() -> None
     fields = {"bucket": "uint8_t", "src4": "uint32_t", "dst4": "uint32_t", "l3_off": "uint16_t"}
     unmangled = analyze_body(caller, element="fuzz", outputs=["out"], fields=fields, maps=maps,
                              tables=["t"], helpers=helpers)
-    assert unmangled.plain_updates == {"t"} and unmangled.plain_via == {("t", "p")}
+    assert unmangled.plain_updates == {"t"} and unmangled.plain_via == {
+        ("t", "p", ""), ("t", "a", "both"), ("t", "c", "bump")}
     for i in range(260):
         body, extra = mangled(rng.choice(seeds)), {}
         if i >= 200:

@@ -311,16 +311,17 @@ class SafeHelperTally(Element):
 def test_plain_updates_in_a_helper_function_given_a_pointer_are_said() -> None:
     """A pointer into the array (or the array) given to a function the element's
     helpers define is followed into it: its plain updates are said at the helper's
-    lines, naming the helper and the body's pointer. The old code saw no update."""
+    lines, naming the helper, the body's pointer and the helpers' parameters. The old
+    code saw no update."""
     [w] = lost_updates(plan_program(_one(HelperTally, [0, 1])))
     pair, bytes_, note = (_at("pair[0]++;"), _at("pair[1] += len;"), _at("all[idx] |= 1u;"))
     assert w == (
         f"table `bytes`: `tally` ({pair} in `bump_pair`, {bytes_} in `bump_pair`, {note} in "
         "`note_len`) updates it with a plain read-modify-write (`+=`, `++`, `|=`, ...; "
-        "`tally` through its pointer `mine`) on 2 threads at once (host core 0, host core "
-        "1): updates made at the same time are lost; in `bump_pair`, `note_len` add through "
-        "the pointer given atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED), or "
-        "run its users on one core")
+        "`tally` through its pointers `mine`, `pair` in `bump_pair`, `all` in `note_len`) on "
+        "2 threads at once (host core 0, host core 1): updates made at the same time are "
+        "lost; in `bump_pair`, `note_len` add through the pointer given atomically, e.g. "
+        "__atomic_fetch_add(p, v, __ATOMIC_RELAXED), or run its users on one core")
     assert lost_updates(plan_program(_one(SafeHelperTally, [0, 1]))) == []
 
 
@@ -375,5 +376,105 @@ def test_on_xdp_a_hash_maps_value_bumped_by_a_helper_is_said() -> None:
     [w] = lost_updates(plan_program(p))
     assert w.startswith(f"table `talk`: `talker` ({_at('(*count)++;')} in `one_more`) updates "
                         "it with a plain read-modify-write (`+=`, `++`, `|=`, ...; `talker` "
-                        "through its pointer `seen`) on several CPUs at once (xdp: every CPU "
-                        "that receives)"), w
+                        "through its pointers `seen`, `count` in `one_more`) on several CPUs "
+                        "at once (xdp: every CPU that receives)"), w
+
+
+class CallbackTally(Element):
+    """A user's helper that applies the callback it is given to the counter it is
+    given: the call inside the helper goes through its own function-pointer parameter."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    typedef void (*bump_fn)(uint64_t *);   /* how a counter is bumped */
+    static void by_three(uint64_t *c) { *c += 3; }
+    /* apply `how` to the counter at `slot` (its parameter, called: a function pointer) */
+    static void apply(uint64_t *slot, bump_fn how)
+    {
+        how(slot);   // which function runs is the caller's choice
+    }
+    """
+    body = r"""
+    apply(&per_bucket[pkt->len % 11u], by_three);   /* eleven buckets */
+    """
+
+
+def test_a_pointer_a_helper_gives_to_its_function_pointer_parameter_is_said_as_unseen() -> None:
+    """The helper's call through its parameter cannot be followed, as one through a
+    function pointer in the body cannot: said with the helper's line and the helper.
+    The old code took the parameter for a function with no body here (a libc call)
+    and said nothing."""
+    assert lost_updates(plan_program(_one(CallbackTally, [0, 1]))) == [
+        f"table `bytes`: `tally` ({_at('how(slot);')} in `apply` `how`) gives a pointer "
+        "into it to a function whose body offlow cannot see, on 2 threads at once (host core "
+        "0, host core 1): if that function updates it with a plain read-modify-write (`+=`, "
+        "`++`, ...), updates made at the same time are lost; make it add atomically "
+        "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by its name"]
+    assert lost_updates(plan_program(_one(CallbackTally, [0]))) == []
+
+
+class MixedTally(Element):
+    """A user's counters bumped both in its body, through its own pointer, and in a
+    helper, through the helper's parameter: two places to make atomic."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    /* the last bucket counts the bytes of long packets */
+    static void add_long(uint64_t *bytes_at, uint32_t len) { *bytes_at += len; }
+    """
+    body = r"""
+    uint64_t *hit = &per_bucket[pkt->len % 9u];   /* nine short buckets */
+    (*hit)++;
+    if (pkt->len > 1000u)
+        add_long(&per_bucket[9], pkt->len);
+    """
+
+
+def test_updates_in_the_body_and_in_a_helper_name_both_pointers_and_both_fixes() -> None:
+    """The body's pointer and the helper's are each named, and the fix says to add
+    atomically in both places. The old code named only the body's `hit` and told to
+    fix the body alone: the helper's update stayed lost."""
+    assert lost_updates(plan_program(_one(MixedTally, [0, 1], "nic"))) == [
+        f"table `bytes`: `tally` ({_at('*bytes_at += len;')} in `add_long`, "
+        f"{_at('(*hit)++;')}) updates it with a plain read-modify-write (`+=`, `++`, `|=`, ...; "
+        "`tally` through its pointers `hit`, `bytes_at` in `add_long`) on 2 threads at once "
+        "(nic core 0, nic core 1): updates made at the same time are lost; in `tally` add "
+        "through `hit` atomically, e.g. __atomic_fetch_add(hit, v, __ATOMIC_RELAXED) "
+        "(`&hit->f` for its member f), and in `add_long` add through the pointer given "
+        "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED), or run its users on "
+        "one core"]
+
+
+class NamedTypesTally(Element):
+    """A user who names its pointer types: a counter pointer, and a bump function
+    chosen at run time."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    typedef uint64_t *counter_p;          /* a pointer to one counter */
+    typedef void (*bumper)(counter_p);    // how a counter is bumped
+    static void by_two(counter_p c) { __atomic_fetch_add(c, 2, __ATOMIC_RELAXED); }
+    """
+    body = r"""
+    counter_p c = &per_bucket[pkt->len % 13u];   /* thirteen buckets */
+    (*c)++;
+    bumper again = by_two;
+    again(&per_bucket[12]);
+    """
+
+
+def test_pointer_locals_of_a_typedef_type_are_followed_and_said() -> None:
+    """A local whose type is a typedef of a pointer is a pointer: the update through
+    it is said, and a call through one of a function pointer type is unseen. The old
+    code followed only locals declared with a `*` and said nothing."""
+    assert lost_updates(plan_program(_one(NamedTypesTally, [0, 1]))) == [
+        f"table `bytes`: `tally` ({_at('(*c)++;')}) updates it with a plain "
+        "read-modify-write (`+=`, `++`, `|=`, ...; `tally` through its pointer `c`) on 2 "
+        "threads at once (host core 0, host core 1): updates made at the same time are "
+        "lost; in `tally` add through `c` atomically, e.g. __atomic_fetch_add(c, v, "
+        "__ATOMIC_RELAXED) (`&c->f` for its member f), or run its users on one core",
+        f"table `bytes`: `tally` ({_at('again(&per_bucket[12]);')} `again`) gives a pointer "
+        "into it to a function whose body offlow cannot see, on 2 threads at once (host "
+        "core 0, host core 1): if that function updates it with a plain read-modify-write "
+        "(`+=`, `++`, ...), updates made at the same time are lost; make it add atomically "
+        "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by its name"]

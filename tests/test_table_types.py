@@ -147,10 +147,15 @@ def _map_user(body: str) -> Program:
      "(given to `bump_wide`'s `count`) as `wide_t *` (8 bytes: "),
     ("void *raw = ofl_map_lookup(hits, &k);\nif (raw)\n    bump_wide(raw);",
      "(held in `raw`, given to `bump_wide`'s `count`) as `wide_t *` (8 bytes: "),
+    # a block's own typedef of a helpers' name ends with the block (the old code kept
+    # reading `wide_t` as the block's 4-byte type after it)
+    ("if (pkt->len > 1500) {\n    typedef uint32_t wide_t;  /* narrow, in here only */\n"
+     "    wide_t jumbo = pkt->len;\n    (void)jumbo;\n}\nwide_t *n = ofl_map_lookup(hits, &k);",
+     "`wide_t *` (8 bytes: "),
 ], ids=["wider", "wider-spelling", "wider-typedef", "signed", "narrower", "struct", "float",
         "pointer", "assigned", "through-void", "either-arm", "cast", "copied-cast",
         "copied-void", "copy-of-copy", "after-inner-block", "element-address",
-        "pointer-sum", "helper", "held-helper"])
+        "pointer-sum", "helper", "held-helper", "typedef-after-its-block"])
 def test_a_map_value_taken_as_another_type_is_one_error(body: str, taken: str) -> None:
     with pytest.raises(OfflowError) as err:
         plan_program(_map_user(body))
@@ -183,9 +188,13 @@ def test_a_map_value_taken_as_another_type_is_one_error(body: str, taken: str) -
     "(void)peek(ofl_map_lookup(hits, &k), 4);",
     "typedef uint32_t cnt_t;  /* the body's own name for it */\n"
     "cnt_t *n = ofl_map_lookup(hits, &k);\nif (n)\n    *n += 1;",
+    # (the old code read `hits_t` after the block as the block's 8-byte type: refused)
+    "for (int r = 0; r < 3; r++) {\n    typedef uint64_t hits_t;  // a wide sum per round\n"
+    "    hits_t sum = (hits_t)r * pkt->len;\n    (void)sum;\n}\n"
+    "hits_t *n = ofl_map_lookup(hits, &k);\nif (n)\n    *n += 1;",
 ], ids=["declared", "const", "void", "spelling", "typedef", "bytes", "through-void",
         "typeof", "array", "other-pointer", "copied-spelling", "given-another", "inner-pointer",
-        "helper", "declared-helper", "body-typedef"])
+        "helper", "declared-helper", "body-typedef", "typedef-after-its-block"])
 def test_a_map_value_taken_as_its_type_is_fine(body: str) -> None:
     plan_program(_map_user(body))
 
@@ -281,3 +290,34 @@ def test_a_map_update_from_another_type_is_one_error(body: str, passed: str) -> 
         "state-field", "member", "member-through-pointer"])
 def test_a_map_update_from_its_type_is_fine(body: str) -> None:
     plan_program(_map_user(body))
+
+
+def _batch_map_user(loop: str) -> Program:
+    """`_map_user`'s element as a batch body: `loop` runs in its loop over the batch,
+    with packet i's key `k` set."""
+    cls = type("BatchTally", (Element,), {
+        "tables": ("hits",), "fields": {"short_len": "uint16_t", "words": "uint32_t"},
+        "body": "EMIT(out);",
+        "batch_body": "for (uint32_t i = 0; i < n; i++) {   /* each packet of the batch */\n"
+                      "    struct hits_by_len_key k = { .len = (uint8_t)pkts[i].len };\n"
+                      + loop + "\n    EMIT_AT(i, out);\n}"})
+    p = Program("map_user", batch=5)
+    src, t, out = Source("rx"), cls("tally", hits=SharedMap(
+        "hits_by_len", (("len", "uint8_t"),), "uint32_t", 64)), Sink("tx")
+    src >> t >> out
+    p.segment("edge", [src, t, out], device="nic", cores=[0])
+    return p
+
+
+def test_a_map_update_from_a_batch_bodys_state_field_of_another_type_is_one_error() -> None:
+    """`&states[i].f` in a batch body is checked as `&state->f` is in a body (the old
+    code let it be: ofl_map_update copied 4 bytes from the 2-byte field)."""
+    with pytest.raises(OfflowError) as err:
+        plan_program(_batch_map_user(
+            "    states[i].short_len = (uint16_t)pkts[i].len;  // its length, short\n"
+            "    ofl_map_update(hits, &k, &states[i].short_len);"))
+    assert str(err.value) == (
+        "element `tally`, batch body line 4: map `hits_by_len` holds `uint32_t` values (4 "
+        "bytes), but the body passes ofl_map_update(hits, ..., &states[i].short_len) a "
+        "`uint16_t` (2 bytes); pass the address of a `uint32_t`")
+    plan_program(_batch_map_user("    ofl_map_update(hits, &k, &states[i].words);"))

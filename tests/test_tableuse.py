@@ -88,7 +88,7 @@ def test_updates_through_a_pointer_into_an_array_are_plain_updates_of_it() -> No
             "if (n) (*n)++;"):
         assert _use(body).plain_updates == {"hits"}, body
     assert _use("uint32_t *a = hits, *b = &bytes_[1]; *a += 1; b[0]++; hits[2]--;").plain_via \
-        == {("hits", "a"), ("bytes_", "b")}
+        == {("hits", "a", ""), ("bytes_", "b", "")}
     for body in (
             "uint32_t *p = &hits[1];\n__atomic_fetch_add(p, 1, __ATOMIC_RELAXED);",
             "struct pair { uint32_t lo, hi; };\nstruct pair *e = (struct pair *)hits;\n"
@@ -121,7 +121,7 @@ def test_a_local_in_an_inner_block_hides_an_outer_pointer_only_there() -> None:
             "uint32_t spare = 0, *cnt = &spare;\n{\n    cnt = &hits[1];  // the outer one\n"
             "    int cnt = 0;\n    (void)cnt;\n}\n*cnt |= 1u;"):
         assert _use(body).plain_updates == {"hits"}, body
-        assert _use(body).plain_via == {("hits", "cnt")}, body
+        assert _use(body).plain_via == {("hits", "cnt", "")}, body
     for body in (
             "uint32_t spare = 0, *cnt = &spare;\n{\n    uint32_t *cnt = &hits[1];  /* inner */\n"
             "    (void)cnt;\n}\n*cnt += 1;",
@@ -238,17 +238,19 @@ def _helped(body: str) -> BodyInfo:
 
 def test_a_pointer_given_to_a_helper_function_is_followed_into_it() -> None:
     """The helper's plain updates through its parameter are the body's (at the
-    helper's line, in the helper), through a helper it calls too; recursion ends."""
+    helper's line, in the helper, through the body's pointer given and the helper's
+    own), through a helper it calls too; recursion ends."""
     for body, via in (
-            ("uint32_t *slot = &hits[state->k & 3u];  /* mine */\ninc(slot);", {"slot"}),
-            ("inc(&hits[1]);", set()),
-            ("inc_twice(hits + 2);  // two words", set()),
-            ("uint32_t *row = hits;\nwalk(row, 3);", {"row"}),
+            ("uint32_t *slot = &hits[state->k & 3u];  /* mine */\ninc(slot);",
+             {("slot", ""), ("c", "inc")}),
+            ("inc(&hits[1]);", {("c", "inc")}),
+            ("inc_twice(hits + 2);  // two words", {("c", "inc_twice"), ("c", "inc")}),
+            ("uint32_t *row = hits;\nwalk(row, 3);", {("row", ""), ("c", "walk")}),
             ("uint32_t spare = 0, *p = &spare;\nif (pkt->len > 99) p = &hits[0];\ninc(p);",
-             {"p"})):
+             {("p", ""), ("c", "inc")})):
         info = _helped(body)
         assert info.plain_updates == {"hits"}, body
-        assert info.plain_via == {("hits", p) for p in via}, body
+        assert info.plain_via == {("hits", p, f) for p, f in via}, body
         assert {f for _, _, f in info.plain_at} <= {"inc", "walk"}, body
     assert _helped("inc(&hits[1]);").plain_at == {("hits", "helpers line 2", "inc")}
     for body in ("uint32_t spare = 0;\ninc(&spare);", "ping(hits, 9);",
@@ -273,3 +275,15 @@ def test_a_pointer_given_through_a_function_pointer_is_said_unseen() -> None:
     for body in ("memset(&hits[0], 0, 4);", "ofl_note(hits);",
                  "void (*op)(uint32_t *) = inc;\nuint32_t mine = 0;\nop(&mine);"):
         assert _helped(body).unseen_calls == frozenset(), body
+
+
+def test_a_helper_parameter_of_a_typedef_pointer_type_is_followed() -> None:
+    """`slot_p s` is a `uint32_t *`: the pointer given to it is followed into the
+    helper (the old code followed only parameters declared with a `*`)."""
+    info = analyze_body("bump(&hits[2]);  /* the third word */", element="tally",
+                        outputs=["out"], fields={}, tables=["hits"], helpers=(
+                            "typedef uint32_t *slot_p;   // the user's name for it\n"
+                            "static void bump(slot_p s) { (*s)++; }\n"))
+    assert info.plain_updates == {"hits"}
+    assert info.plain_at == {("hits", "helpers line 2", "bump")}
+    assert info.plain_via == {("hits", "s", "bump")}

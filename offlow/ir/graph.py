@@ -34,10 +34,10 @@ class BodyFacts:
     adds_only: frozenset[str] = frozenset()
     atomic_adds: frozenset[tuple[str, str]] = frozenset()
     # the locals of the shared arrays its bodies update with a plain read-modify-write,
-    # and (local, pointer local) for those made through a pointer into the table,
-    # (local, where: `prog.py:12`, the helper function it is in or "") for each of them
+    # and (local, pointer, the helper function it is in or "") for those made through a
+    # pointer into the table, (local, where: `prog.py:12`, helper or "") for each of them
     plain_updates: frozenset[str] = frozenset()
-    plain_via: frozenset[tuple[str, str]] = frozenset()
+    plain_via: frozenset[tuple[str, str, str]] = frozenset()
     plain_at: frozenset[tuple[str, str, str]] = frozenset()
     # (local, where `f`) for each pointer into the table given to a function whose body
     # is not seen (a function pointer's)

@@ -52,7 +52,8 @@ class BodyInfo:
     table_other: frozenset[str] = frozenset()  # shared arrays it uses otherwise
     atomic_adds: frozenset[tuple[str, str]] = frozenset()  # (add builtin, array or "")
     plain_updates: frozenset[str] = frozenset()  # arrays it read-modify-writes (tableuse.py)
-    plain_via: frozenset[tuple[str, str]] = frozenset()  # (table, pointer) of those updates
+    plain_via: frozenset[tuple[str, str, str]] = frozenset()  # (table, pointer, helper) of
+    # those updates made through a pointer (helper "": a local of the body)
     plain_at: frozenset[tuple[str, str, str]] = frozenset()  # (table, where, helper) of those
     unseen_calls: frozenset[tuple[str, str]] = frozenset()  # (table, where `f`): not seen into
 
@@ -416,7 +417,7 @@ def analyze_body(
     stmts, macros, helper_defs = _parse(body, element, typedefs, site, helpers, helpers_site,
                                         "batch body" if vector else "body")
     ctx = _Context(element, list(outputs), list(fields), list(reasons), vector)
-    wrong = map_value_error(stmts, maps or {}, helper_defs, ctx.where, fields)
+    wrong = map_value_error(stmts, maps or {}, helper_defs, ctx.where, fields, vector)
     if wrong is not None:
         raise BodyError(wrong)
     whole = _Walker(ctx)

@@ -6,12 +6,12 @@ assignment to such a local, a cast `(T *)ofl_map_lookup(...)`; through casts to
 `void *`, the arms of `?:` and a pointer local that holds the value: `(T *)n`; a
 parameter `T *` of a function the helpers declare, given the value), T must be the
 value's type (any spelling of it: `unsigned int` for `uint32_t`, a typedef of it in the
-helpers or the body; `const` or not), `void` or a character type (a byte view, as C
-allows for any object). `ofl_map_update(t, &k, &v)` copies the value's size from `&v`:
-`v` (a local, a state field `state->f`, a struct's member `e->n`, `s.n`) must be of the
-value's type, a pointer local `v` point to it (or be a `void *` or a byte view). What
-the check cannot know (a type `__typeof__` names, a pointer it did not see made) it
-lets be.
+helpers or the body, a block's own until the block ends; `const` or not), `void` or a
+character type (a byte view, as C allows for any object). `ofl_map_update(t, &k, &v)`
+copies the value's size from `&v`: `v` (a local, a state field `state->f` or a batch
+body's `states[i].f`, a struct's member `e->n`, `s.n`) must be of the value's type, a
+pointer local `v` point to it (or be a `void *` or a byte view). What the check cannot
+know (a type `__typeof__` names, a pointer it did not see made) it lets be.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
@@ -50,14 +50,16 @@ class MapLocal:
 
 def map_value_error(stmts: Sequence[c_ast.Node], maps: Mapping[str, MapLocal],
                     helpers: Sequence[c_ast.Node], where: Callable[[c_ast.Node], str],
-                    fields: Mapping[str, str] | None = None) -> str | None:
+                    fields: Mapping[str, str] | None = None, vector: bool = False
+                    ) -> str | None:
     """The first place the body's statements take a map's value (`maps`: by the body's
     local name) as a pointer of another type, as a message starting `where(node)`; None
     when there is none. `helpers`: the element's file-scope C (its typedefs and structs);
-    `fields`: the per-packet state's fields and their types."""
+    `fields`: the per-packet state's fields and their types; `vector`: a batch body
+    (packet i's state is `states[i]`)."""
     if not maps:
         return None
-    w = _Walker(maps, helpers, where, fields or {})
+    w = _Walker(maps, helpers, where, fields or {}, vector)
     try:
         for s in stmts:
             w.visit(s)
@@ -72,8 +74,9 @@ class _Found(Exception):
 
 class _Walker(c_ast.NodeVisitor):
     def __init__(self, maps: Mapping[str, MapLocal], helpers: Sequence[c_ast.Node],
-                 where: Callable[[c_ast.Node], str], fields: Mapping[str, str]) -> None:
-        self.maps, self.where, self.fields = maps, where, fields
+                 where: Callable[[c_ast.Node], str], fields: Mapping[str, str],
+                 vector: bool = False) -> None:
+        self.maps, self.where, self.fields, self.vector = maps, where, fields, vector
         self.typedefs = {x.name: x for x in helpers if isinstance(x, c_ast.Typedef)}
         self.structs: dict[str, c_ast.Struct] = {}  # struct definitions, by name
         self.pointers: dict[str, c_ast.PtrDecl] = {}  # the body's pointer locals
@@ -88,10 +91,11 @@ class _Walker(c_ast.NodeVisitor):
                 self.funcs[d.name] = d.type
 
     def visit_Compound(self, node: c_ast.Compound) -> None:
-        outer = dict(self.pointers), dict(self.scalars), dict(self.structs)
+        outer = dict(self.pointers), dict(self.scalars), dict(self.structs), dict(self.typedefs)
         self.shadowed.append({})
         self.generic_visit(node)
-        self.pointers, self.scalars, self.structs = outer  # (the block's own end with it)
+        # (the block's own locals, structs and typedefs end with it)
+        self.pointers, self.scalars, self.structs, self.typedefs = outer
         for name, held in self.shadowed.pop().items():  # an outer pointer is as it was
             self._hold(name, held)
 
@@ -185,8 +189,7 @@ class _Walker(c_ast.NodeVisitor):
             return self.scalars.get(x.name) or self.pointers.get(x.name)
         if not isinstance(x, c_ast.StructRef):
             return None
-        if x.type == "->" and isinstance(x.name, c_ast.ID) and x.name.name == "state" \
-                and "state" not in self.scalars and "state" not in self.pointers:
+        if self._is_state(x):
             ctype = self.fields.get(x.field.name, "")
             return c_ast.TypeDecl(None, [], None, c_ast.IdentifierType([ctype])) \
                 if ctype in SCALARS else None
@@ -197,6 +200,17 @@ class _Walker(c_ast.NodeVisitor):
             if d.name == x.field.name:
                 return d.type
         return None
+
+    def _is_state(self, x: c_ast.StructRef) -> bool:
+        """Whether `x` is a per-packet state field: `state->f`, or in a batch body
+        `states[i].f` (the name not a local of the body)."""
+        if self.vector:
+            base = x.name.name if isinstance(x.name, c_ast.ArrayRef) else None
+            name, op = "states", "."
+        else:
+            base, name, op = x.name, "state", "->"
+        return (x.type == op and isinstance(base, c_ast.ID) and base.name == name
+                and name not in self.scalars and name not in self.pointers)
 
     def _members(self, t: c_ast.Node | None, depth: int = 0) -> list[c_ast.Decl]:
         """The members of the struct type `t` (a TypeDecl), through typedefs; [] else."""

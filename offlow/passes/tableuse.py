@@ -11,12 +11,15 @@ It also lists the arrays the body updates with a plain read-modify-write (`t[i] 
 one of them (offlow/races.py warns), where an add builtin does not. It follows the
 body's local pointers into an array or a map's value (`uint64_t *p = &t[i];`, `e =
 (struct ent *)(t + i);`, `n = ofl_map_lookup(t, &k);`, a copy of such a pointer) to
-their updates (`*p += v`, `p[1]++`, `e->hits++`), in the order the body runs: after both
+their updates (`*p += v`, `p[1]++`, `e->hits++`; a pointer's type may be a typedef
+of one, the helpers' or the body's in scope), in the order the body runs: after both
 arms of an `if` a pointer is one into the table when either arm left it so; one given
 another value is no longer followed; a local of an inner block (or a `for`'s init)
 hides an outer one of its name until the block ends. A pointer into a table (or the
 table) given to a function the element's helpers define is followed into the function's
-body (and the helpers it calls), once for each way its parameters point.
+body (and the helpers it calls), once for each way its parameters point; one given
+to a function pointer (a body's local, or a helper's parameter it calls) is listed as
+a call not seen into.
 
 Works on pycparser's tree of the body (cbody.py parses it); never on the text."""
 
@@ -38,7 +41,9 @@ class TableUse:
     those used otherwise; `atomic_adds`: each add builtin the body calls, with the
     table local it adds to ("" for anything else); `plain_updates`: the table locals
     an element of which the body updates with a plain read-modify-write; `plain_via`:
-    (table local, pointer local) for each of those updates made through a pointer;
+    (table local, pointer local, helper) for each of those updates made through a
+    pointer: a local of the body ("" helper: one it updates through or gives to a
+    helper that does), or a helper function's parameter or local;
     `plain_at`: (table local, where, helper) for each of those updates: where as `place`
     says, the helper function it is written in ("" for the body); `unseen`: (table
     local, where and the function) for each pointer into a table given to a function
@@ -48,7 +53,7 @@ class TableUse:
     other: frozenset[str]
     atomic_adds: frozenset[tuple[str, str]]
     plain_updates: frozenset[str] = frozenset()
-    plain_via: frozenset[tuple[str, str]] = frozenset()
+    plain_via: frozenset[tuple[str, str, str]] = frozenset()
     plain_at: frozenset[tuple[str, str, str]] = frozenset()
     unseen: frozenset[tuple[str, str]] = frozenset()
 
@@ -60,7 +65,8 @@ def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str],
     into one given to a function the element's `helpers` define is followed into it.
     `place(node)`: where a node is written, for `plain_at`."""
     funcs = {f.decl.name: f for f in helpers if isinstance(f, c_ast.FuncDef)}
-    w = _Uses(frozenset(tables), _Helpers(funcs, place))
+    types = {t.name: t.type for t in helpers if isinstance(t, c_ast.Typedef)}
+    w = _Uses(frozenset(tables), _Helpers(funcs, place, types))
     for s in stmts:
         w.statement(s)
     return TableUse(frozenset(w.added - w.other), frozenset(w.other), frozenset(w.atomics),
@@ -70,14 +76,18 @@ def table_use(stmts: Sequence[c_ast.Node], tables: Iterable[str],
 
 @dataclass
 class _Helpers:
-    """The element's helper functions, by name, where a node is written, and the calls
+    """The element's helper functions, by name, where a node is written, the types its
+    helpers name (typedefs: name -> type), and the calls
     already followed: (function, its pointer parameters -> tables) -> the updates
-    found there, as (table, where, helper)."""
+    found there, as (table, where, helper), and the pointers they are made through, as
+    (table, pointer, helper)."""
 
     funcs: Mapping[str, c_ast.FuncDef]
     place: Callable[[c_ast.Node], str]
+    typedefs: Mapping[str, c_ast.Node]
     followed: dict[tuple[str, frozenset[tuple[str, str]]],
-                   frozenset[tuple[str, str, str]]] = field(default_factory=dict)
+                   tuple[frozenset[tuple[str, str, str]], frozenset[tuple[str, str, str]]]] \
+        = field(default_factory=dict)
 
 
 class _Uses(c_ast.NodeVisitor):
@@ -93,8 +103,10 @@ class _Uses(c_ast.NodeVisitor):
         self.other: set[str] = set()
         self.atomics: set[tuple[str, str]] = set()
         self.plain: set[str] = set()
-        self.via: set[tuple[str, str]] = set()  # (table, pointer) of plain updates
+        self.via: set[tuple[str, str, str]] = set()  # (table, pointer, helper) of those
         self.pointers: set[str] = set()  # the body's locals declared as pointers
+        self.typedefs: dict[str, c_ast.Node] = dict(helpers.typedefs)  # and those in scope
+        self.params: frozenset[str] = frozenset()  # the helper's parameters (walked: a helper)
         self.into: dict[str, str] = {}  # pointer local -> the array it may point into
         # per block: each name a local of the block hides, as it was outside it
         # (whether a pointer local, the array it pointed into)
@@ -155,11 +167,13 @@ class _Uses(c_ast.NodeVisitor):
         self._block(*(node.block_items or []))
 
     def _block(self, *stmts: c_ast.Node | None) -> None:
-        """Statements in a scope of their own."""
+        """Statements in a scope of their own (its typedefs end with it too)."""
         self.hidden.append({})
+        types = dict(self.typedefs)
         for s in stmts:
             self.statement(s)
         self._leave()
+        self.typedefs = types
 
     def _leave(self) -> None:
         """The end of a scope: the outer locals its locals hid are as they were."""
@@ -250,7 +264,7 @@ class _Uses(c_ast.NodeVisitor):
         self.plain.add(table)
         self.at.add((table, self.helpers.place(node), self.within))
         if pointer:
-            self.via.add((table, pointer))
+            self.via.add((table, pointer, self.within))
 
     def _point(self, name: str, value: c_ast.Node | None) -> None:
         """The pointer local `name` now holds `value`: follow it when that points into a
@@ -295,11 +309,15 @@ class _Uses(c_ast.NodeVisitor):
         if node.name is not None:
             self.hidden[-1].setdefault(node.name, (node.name in self.pointers,
                                                    self.into.get(node.name)))
-            if isinstance(node.type, c_ast.PtrDecl):
+            if _pointer(node.type, self.typedefs):
                 self.pointers.add(node.name)
             else:
                 self.pointers.discard(node.name)  # (an inner local of the same name)
             self._point(node.name, node.init)
+
+    def visit_Typedef(self, node: c_ast.Typedef) -> None:
+        self.typedefs[node.name] = node.type  # (a type the body names, to its block's end)
+        self.generic_visit(node)
 
     def visit_FuncCall(self, node: c_ast.FuncCall) -> None:
         if isinstance(node.name, c_ast.ID) and node.name.name in ADD_BUILTINS:
@@ -309,8 +327,10 @@ class _Uses(c_ast.NodeVisitor):
         if f is not None and node.args is not None:
             self._call(f, node.args.exprs)
         elif node.args is not None and (not isinstance(node.name, c_ast.ID)
-                                        or node.name.name in self.pointers):
-            called = c_generator.CGenerator().visit(node.name)  # (a function pointer)
+                                        or node.name.name in self.pointers | self.params):
+            # (a function pointer: a helper's parameter called is one, whatever its type
+            # is spelled as)
+            called = c_generator.CGenerator().visit(node.name)
             for a in node.args.exprs:
                 table = self._points_into(a)
                 if table is not None:
@@ -326,25 +346,40 @@ class _Uses(c_ast.NodeVisitor):
         for p, a in zip(params, args, strict=False):
             table = self._points_into(a)
             if table is not None and isinstance(p, c_ast.Decl) and p.name \
-                    and isinstance(p.type, c_ast.PtrDecl):
+                    and _pointer(p.type, self.helpers.typedefs):
                 given[p.name] = (table, _base(a)[0] or "")
         if not given:
             return
         key = (f.decl.name, frozenset((p, t) for p, (t, _) in given.items()))
         if key not in self.helpers.followed:
-            self.helpers.followed[key] = frozenset()  # (a call of itself: nothing more)
+            self.helpers.followed[key] = frozenset(), frozenset()  # (a call of itself)
             inner = _Uses(frozenset(), self.helpers, f.decl.name)
             inner.pointers = set(given)
+            inner.params = frozenset(p.name for p in params
+                                     if isinstance(p, c_ast.Decl) and p.name)
             inner.into = {p: t for p, (t, _) in given.items()}
             inner.statement(f.body)
-            self.helpers.followed[key] = frozenset(inner.at)
+            self.helpers.followed[key] = frozenset(inner.at), frozenset(inner.via)
             self.unseen |= inner.unseen
         passed = {t: a for t, a in given.values()}  # table -> the argument that gave it
-        for table, where, helper in self.helpers.followed[key]:
+        at, via = self.helpers.followed[key]
+        self.via |= via  # (the helper's own pointers: named too, so each can be found)
+        for table, where, helper in at:
             self.plain.add(table)
             self.at.add((table, where, helper))
             if passed.get(table) in self.into:  # (a pointer local of this body)
-                self.via.add((table, passed[table]))
+                self.via.add((table, passed[table], self.within))
+
+
+def _pointer(t: c_ast.Node, typedefs: Mapping[str, c_ast.Node], depth: int = 0) -> bool:
+    """Whether a declared type `t` is a pointer (`uint64_t *`, `void (*)(int)`), also
+    through the `typedefs` in scope (`typedef uint64_t *ctr_p;`)."""
+    if isinstance(t, c_ast.PtrDecl):
+        return True
+    if isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.IdentifierType) \
+            and len(t.type.names) == 1 and t.type.names[0] in typedefs and depth < 16:
+        return _pointer(typedefs[t.type.names[0]], typedefs, depth + 1)
+    return False
 
 
 def _base(lv: c_ast.Node) -> tuple[str | None, int]:
