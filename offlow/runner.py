@@ -108,6 +108,10 @@ class RunOptions:
     # OFFLOW_REMOTE_SECRET).
     remotes: tuple[str, ...] = ()
     secret_file: Path | None = None
+    # Once asked to stop (Ctrl-C, SIGTERM, Run.stop), the processes have this long to
+    # finish cleanly; those still up are then killed and named (a body that never
+    # returns keeps its core from ever seeing the request).
+    stop_grace: float = 15.0
 
     @property
     def takes_reloads(self) -> bool:
@@ -273,6 +277,7 @@ def check_options(o: RunOptions) -> tuple[int, str]:
                           "output capture")
     _positive("duration", o.duration)
     _positive("timeout", o.timeout)
+    _positive("stop_grace", o.stop_grace)
     _positive("rate", o.rate, zero_ok=True)
     if o.loops < 1:
         raise OfflowError(f"--loops {o.loops}: must be at least 1 (replays of the input)")
@@ -404,6 +409,7 @@ class Run:
         self.front: Front | None = None  # the host's TCP front when that table is remote
         self._lifeline: int | None = None  # write end of the processes' liveness pipe
         self._killed: set[str] = set()  # processes this Run killed (their reason is given)
+        self._stop_asked: float | None = None  # when stop() first asked (monotonic)
         self.metrics: metrics.Server | None = None  # the metrics endpoint, once started
         self._last: tuple[dict[str, Any], bool] = ({}, False)  # the last counts read
         self._header: WindowHeader | None = None  # the window header's layout (live reads)
@@ -613,6 +619,8 @@ class Run:
         """Ask the processes to stop: they finish cleanly (sources end, queues drain,
         stats are written; see runtime/core/include/offlow/stop.h), and wait() returns
         what they counted until then."""
+        if self._stop_asked is None:
+            self._stop_asked = time.monotonic()
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(sig)
@@ -627,7 +635,8 @@ class Run:
     def _watch(self, errors: list[str], deadline: float | None) -> None:
         """Poll every process of the run until they have exited. The first failure (a
         non-zero status or a signal) stops the others cleanly, so what they counted is
-        kept; those still up two seconds later, or at the deadline, are killed."""
+        kept; those still up two seconds later, or at the deadline, or `stop_grace`
+        seconds after any request to stop, are killed."""
         first_fail: float | None = None
         killed = False
         started = time.monotonic()
@@ -647,12 +656,19 @@ class Run:
                 self.stop()
             late = first_fail is not None and now - first_fail > 2.0
             expired = deadline is not None and now > deadline
-            if (late or expired) and not killed:
+            stuck = (self._stop_asked is not None
+                     and now - self._stop_asked > self.opts.stop_grace)
+            if (late or expired or stuck) and not killed:
                 killed = True
+                up = [name for name, p in self.procs.items() if p.poll() is None]
                 for name, p in self.procs.items():
                     self._kill(name, p)
                 errors.append("run timed out" if expired
-                              else "a process did not stop after another one failed")
+                              else "a process did not stop after another one failed" if late
+                              else f"{', '.join(up)} did not stop within "
+                                   f"{self.opts.stop_grace:g} s of the request to stop: "
+                                   "killed, its counts lost (a core that never finishes "
+                                   "its turn: an element's body in an endless loop?)")
             time.sleep(0.01)
 
     def _note_progress(self, started: float, before: tuple[float, int]) -> tuple[float, int]:
@@ -765,6 +781,10 @@ class Run:
                 interrupted = True
                 stopped_by = "SIGTERM" if isinstance(e, Terminated) else "SIGINT"
                 self.stop(signal.SIGINT)
+                if self.progress:
+                    print(f"offlow: stopping: the processes finish what they hold (up to "
+                          f"{self.opts.stop_grace:g} s; Ctrl-C again leaves at once)",
+                          file=sys.stderr, flush=True)
                 self._watch(errors, deadline)  # the run ends cleanly: its stats count
         except BaseException:
             self._abandon()
