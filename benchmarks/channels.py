@@ -75,7 +75,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchmarks.common import C
+from benchmarks.common import C, output
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from offlow.cbuild import TOOL, build_exe
 from offlow.debian import apt_install
@@ -795,8 +795,5 @@ def run(quick: bool = False, out_json: str | os.PathLike[str] | None = None,
     res = measure(sw, ucx=ucx, install=install)
     res["ratios"] = ratios(res)
     print(format_report(res, res["ratios"]))
-    if out_json:
-        Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
-    if png:
-        plot(res, Path(png))
+    output.save(res, out_json, png, plot)
     return res

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import C, routes
+from benchmarks.common import C, output, routes
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.routes import SEED, TOOLS
 from offlow import cbuild
@@ -178,8 +178,5 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     the result."""
     res = measure(Path(prefixes or DEFAULT_PREFIXES), sweep or (QUICK if quick else FULL))
     print(format_report(res))
-    if out_json:
-        Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
-    if out_png:
-        plot(res, Path(out_png))
+    output.save(res, out_json, out_png, plot)
     return res

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks import router_sweeps
+from benchmarks.common import output
 from benchmarks.common.machine import machine, machine_line, quiet_check
 from benchmarks.common.peers import bench_cpu, pkg_config, setup_dpdk
 from benchmarks.common.routes import (
@@ -691,10 +692,7 @@ def run(quick: bool = False, out_json: str | os.PathLike[str] | None = None,
     res.update(router_sweeps.measure(prefixes, chosen, st, use_dpdk=use_dpdk))
     res["elapsed_s"] = round(time.monotonic() - t_start, 1)
     print(format_report(res))
-    if out_json:
-        Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
-    if out_png:
-        plot(res, Path(out_png))
+    output.save(res, out_json, out_png, plot)
     return res
 
 

@@ -62,6 +62,7 @@ from offlow.debian import apt_install
 from offlow.errors import OfflowError
 from offlow.runner import RunOptions
 from offlow.targets import nic
+from offlow.testing.malformed import csum
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -228,15 +229,6 @@ def tbl8_groups4(r4: np.ndarray) -> int:
     return len(np.unique(r4["addr"][r4["len"] > 24] >> 8))
 
 
-def _csum(b: bytes) -> int:
-    if len(b) % 2:
-        b += b"\0"
-    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
 def frames(family: int, size: int, routes: np.ndarray, n: int, seed: int) -> list[bytes]:
     """n Ethernet/IP/UDP frames of `size` bytes (no FCS) to destinations inside
     uniformly chosen routes (random host bits); TTL / hop limit 64, valid checksums."""
@@ -255,7 +247,7 @@ def frames(family: int, size: int, routes: np.ndarray, n: int, seed: int) -> lis
             src, dst_b = bytes([10, 0, (i >> 8) & 0xFF, i & 0xFF]), int(dst[i]).to_bytes(4, "big")
             ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, size - 14, i & 0xFFFF, 0, 64, 17, 0,
                              src, dst_b)
-            ip = ip[:10] + struct.pack("!H", _csum(ip)) + ip[12:]
+            ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
             pseudo = src + dst_b + struct.pack("!BBH", 0, 17, plen)
         else:
             src = bytes(14) + i.to_bytes(2, "big")
@@ -263,7 +255,7 @@ def frames(family: int, size: int, routes: np.ndarray, n: int, seed: int) -> lis
             dst_b = bytes(dst[i])
             ip = struct.pack("!IHBB16s16s", 6 << 28, plen, 17, 64, src, dst_b)
             pseudo = src + dst_b + struct.pack("!IxxxB", plen, 17)
-        c = _csum(pseudo + udp) or 0xFFFF
+        c = csum(pseudo + udp) or 0xFFFF
         out.append(eth + ip + udp[:6] + struct.pack("!H", c) + udp[8:])
     return out
 
@@ -419,7 +411,7 @@ def l3fwd_check(exe: Path, cpu: int, pcap: Path, family: int, rules: dict[str, P
     bad_ttl = bad_sum = 0
     if family == 4:
         bad_ttl = sum(1 for p in got if p[22] != 63)
-        bad_sum = sum(1 for p in got if _csum(p[14:34]) != 0)
+        bad_sum = sum(1 for p in got if csum(p[14:34]) != 0)
     ok = len(got) == len(sent) and not (bad_mac or bad_ttl or bad_sum)
     return {"sent": len(sent), "forwarded": len(got), "wrong_mac": bad_mac,
             "wrong_ttl": bad_ttl, "wrong_checksum": bad_sum, "ok": ok}

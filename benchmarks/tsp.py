@@ -26,6 +26,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from benchmarks.common import output
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.routes import TOOLS
 from offlow import cbuild
@@ -165,8 +166,5 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     climbs, repeat, plain = (2000, 1, 20) if quick else (10_000, 3, 200)
     res = measure(path or default_file(), climbs, repeat, plain)
     print(format_report(res))
-    if out_json:
-        Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
-    if out_png:
-        plot(res, Path(out_png))
+    output.save(res, out_json, out_png, plot)
     return res

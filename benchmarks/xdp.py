@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import C, routes
+from benchmarks.common import C, output, routes
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.peers import bench_cpu
 from benchmarks.common.routes import NPORTS, SEED, TOOLS
@@ -295,9 +295,6 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     the result."""
     res = measure(Path(prefixes or DEFAULT_PREFIXES), sweep or (QUICK if quick else FULL))
     print(format_report(res))
-    if out_json:
-        Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
-    if out_png:
-        plot(res, Path(out_png))
+    output.save(res, out_json, out_png, plot)
     return res
 

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import C
+from benchmarks.common import C, output
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from offlow import cbuild
 from offlow.errors import OfflowError
@@ -191,8 +191,5 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     """Run it (--quick: 1 s per row, else 5 s), print the report, write JSON and plot."""
     res = measure(1.0 if quick else 5.0)
     print(format_report(res))
-    if out_json:
-        Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
-    if out_png:
-        plot(res, Path(out_png))
+    output.save(res, out_json, out_png, plot)
     return res

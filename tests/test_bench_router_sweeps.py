@@ -18,6 +18,7 @@ import pytest
 from benchmarks import router, router_fwd, router_l3fwd, router_offload, router_sweeps
 from benchmarks.common import routes as common_routes
 from offlow.errors import OfflowError
+from offlow.testing.malformed import csum
 from tests.ctools import build_c, run_c
 from tests.router_slice import write_slice
 
@@ -264,7 +265,7 @@ def test_frames_and_pcap(tmp_path: Path, routes: tuple[np.ndarray, np.ndarray]) 
             assert len(f) == size
             if family == 4:
                 ip = f[14:34]
-                assert ip[8] == 64 and router_l3fwd._csum(ip) == 0
+                assert ip[8] == 64 and csum(ip) == 0
                 dst = ipaddress.IPv4Address(ip[16:20])
                 udp, pseudo = f[34:], ip[12:20] + struct.pack("!BBH", 0, 17, size - 34)
                 assert any(dst in n for n in nets4)
@@ -274,7 +275,7 @@ def test_frames_and_pcap(tmp_path: Path, routes: tuple[np.ndarray, np.ndarray]) 
                 dst = ipaddress.IPv6Address(ip[24:40])
                 udp, pseudo = f[54:], ip[8:40] + struct.pack("!IxxxB", size - 54, 17)
                 assert any(dst in n for n in nets6)
-            assert router_l3fwd._csum(pseudo + udp) == 0
+            assert csum(pseudo + udp) == 0
     with pytest.raises(OfflowError, match="does not fit"):
         router_l3fwd.frames(6, 61, r6, 1, seed=1)
 

@@ -199,6 +199,15 @@ class Stamp(Element):
     body = "state->when = pkt->ts_ns;"
 
 
+class Tallies(Element):
+    """Code at the end of its stream (at_end): state a kernel's work-items cannot keep."""
+
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("out", "ip.v4"),)
+    body = "EMIT(out);"
+    at_end = "return;  /* nothing to add */"
+
+
 class OnlyBatch(Element):
     inputs = (Port("inp", "ip.v4"),)
     outputs = (Port("out", "ip.v4"),)
@@ -261,6 +270,10 @@ def _placed(*middle: Element, settings: tuple[str, ...] = ()) -> Program:
     (Stamp("st"), "element `st` (Stamp) cannot run on target `gpu`: it reads the packet's "
                   "capture time (pkt->ts_ns), which does not cross to the device; place "
                   "segment `mid` on another device"),
+    (Tallies("ta"), "element `ta` (Tallies) cannot run on target `gpu`: it has code to run "
+                    "at the end of its stream (at_end), after its last packet; a kernel's "
+                    "work-items keep nothing between packets; place segment `mid` on "
+                    "another device"),
     (OnlyBatch("vb"), "element `vb` (OnlyBatch) cannot run on target `gpu`: it has only a "
                       "batch body, which runs over a vector of packets on one core; a kernel "
                       "runs one work-item per packet: give the element a per-packet body; "

@@ -101,6 +101,11 @@ class Stamp(EthToEth):
     body = "state->us = pkt->ts_ns / 1000u;"
 
 
+class Tallies(EthToEth):
+    body = "EMIT(out);"
+    at_end = "return;  /* nothing to add */"
+
+
 class BatchOnly(EthToEth):
     batch_body = r"""
     for (uint32_t i = 0; i < n; i++)
@@ -166,6 +171,9 @@ def test_each_construct_xdp_cannot_run_is_a_compile_error_naming_it() -> None:
         "drop the packet with a reason (DROP_WHY) instead")
     assert _refusal(_one_segment(Stamp("st"))) == element(
         "st", "Stamp", "it reads the packet's capture time (pkt->ts_ns), which XDP does not have")
+    assert _refusal(_one_segment(Tallies("ta"))) == element(
+        "ta", "Tallies", "it has code to run at the end of its stream (at_end), after its "
+        "last packet; XDP runs one packet at a time and keeps nothing between them")
     assert _refusal(_one_segment(BatchOnly("vec"))) == element(
         "vec", "BatchOnly", "it has only a batch body; XDP runs one packet at a time: give the "
         "element a per-packet body")

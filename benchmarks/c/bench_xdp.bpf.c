@@ -154,6 +154,13 @@ static __always_inline __u32 batch_next(__u32 i, __u32 n)
     return i + OFL_BENCH_XDP_BATCH < n ? i + OFL_BENCH_XDP_BATCH : 0;
 }
 
+/* The cursor (the map's one entry; NULL only if the map lookup fails). */
+static __always_inline struct cursor *the_cursor(void)
+{
+    __u32 zero = 0;
+    return bpf_map_lookup_elem(&cursor, &zero);
+}
+
 /* The hop at the cursor's position; the cursor moved on (wrapping): its new position. */
 static __always_inline __u32 record(struct cursor *c, __u32 hop)
 {
@@ -188,8 +195,7 @@ static __always_inline int harness(struct xdp_md *ctx, enum which w)
 {
     struct iphdr *ip = ipv4_of(ctx);
     if (!ip) return XDP_PASS;
-    __u32 zero = 0;
-    struct cursor *c = bpf_map_lookup_elem(&cursor, &zero);
+    struct cursor *c = the_cursor();
     if (!c) return XDP_ABORTED;
     __u32 i = record(c, lookup4(ctx, ip, w));
     __u32 *next = bpf_map_lookup_elem(&addrs, &i);
@@ -206,8 +212,7 @@ static __always_inline int batch(struct xdp_md *ctx, enum which w)
 {
     struct iphdr *ip = ipv4_of(ctx);
     if (!ip) return XDP_PASS;
-    __u32 zero = 0;
-    struct cursor *c = bpf_map_lookup_elem(&cursor, &zero);
+    struct cursor *c = the_cursor();
     if (!c) return XDP_ABORTED;
     __u32 i = c->i;
     for (__u32 j = 0; j < OFL_BENCH_XDP_BATCH; j++) {
@@ -302,8 +307,7 @@ static __always_inline int harness6(struct xdp_md *ctx, enum which w)
 {
     struct ipv6hdr *ip = ipv6_of(ctx);
     if (!ip) return XDP_PASS;
-    __u32 zero = 0;
-    struct cursor *c = bpf_map_lookup_elem(&cursor, &zero);
+    struct cursor *c = the_cursor();
     if (!c) return XDP_ABORTED;
     __u32 i = record(c, lookup6(ctx, ip, w));
     struct addr6 *next = bpf_map_lookup_elem(&addrs6, &i);
@@ -316,8 +320,7 @@ static __always_inline int batch6(struct xdp_md *ctx, enum which w)
 {
     struct ipv6hdr *ip = ipv6_of(ctx);
     if (!ip) return XDP_PASS;
-    __u32 zero = 0;
-    struct cursor *c = bpf_map_lookup_elem(&cursor, &zero);
+    struct cursor *c = the_cursor();
     if (!c) return XDP_ABORTED;
     __u32 i = c->i;
     for (__u32 j = 0; j < OFL_BENCH_XDP_BATCH; j++) {

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from offlow.errors import OfflowError
+from offlow.testing.malformed import csum
 
 MAGIC = b"OFLTUPLE"
 MAX_VALUES = 128  # tuple.h's OFL_TUPLE_MAX
@@ -148,10 +149,7 @@ def frame(t: Tuple, dport: int, sport: int = 40000, src: int = 0x0A000001,
     payload = struct.pack(f"<{len(t.v)}i", *t.v)
     ip = bytearray(struct.pack("!BBHHHBBHII", 0x45, 0, 28 + len(payload), 0, 0, 64, 17, 0,
                                src, dst))
-    s = sum(struct.unpack("!10H", ip))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    ip[10:12] = struct.pack("!H", ~s & 0xFFFF)
+    ip[10:12] = struct.pack("!H", csum(bytes(ip)))
     return ETH + bytes(ip) + struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
 
 

@@ -20,6 +20,7 @@ from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.plan import Plan
 from offlow.targets.base import CompileC, missing_package, no_device
+from offlow.targets.one_packet import Says, refuse_packet_work, refuse_stream_code
 from offlow.targets.process import ProcessTarget
 
 CL_HEADER = "CL/cl.h"
@@ -27,6 +28,17 @@ CL_HEADER = "CL/cl.h"
 # more) and batches in flight (double buffering).
 DEFAULT_BATCH = 1024
 DEFAULT_DEPTH = 2
+# Why a kernel's work-item cannot do what an element does (offlow/targets/one_packet.py).
+SAYS = Says(
+    keeps_nothing="a kernel's work-items keep nothing between packets",
+    batch_only=(", which runs over a vector of packets on one core; a kernel runs one "
+                "work-item per packet: give the element a per-packet body"),
+    makes="a work-item has one packet and sends it on one output, or drops it",
+    sends="a work-item has one packet and sends it on one output, or drops it",
+    fails=("a work-item cannot stop the run: drop the packet with a reason (DROP_WHY) "
+           "instead"),
+    reads_ts="which does not cross to the device",
+)
 
 
 def header_found(header: str) -> bool:
@@ -85,7 +97,6 @@ class Gpu(ProcessTarget):
         return 0
 
     def refuse_node(self, g: Graph, node: Node) -> str | None:
-        facts = node.facts
         if node.kind == "handler":
             return ("a channel handler runs on messages from the host, one at a time; a "
                     "kernel runs over batches of packets")
@@ -93,28 +104,9 @@ class Gpu(ProcessTarget):
             return (f"a {node.kind} reads or writes packets on this machine (a capture, a "
                     "socket); a kernel only transforms them: place it in a segment on host "
                     "or nic")
-        if node.end_body:
-            return ("it has code to run at the end of its stream (at_end), after its last "
-                    "packet; a kernel's work-items keep nothing between packets")
-        if node.prelude or node.at_end:
-            return ("a node the compiler made (a cache's) runs code of its own between "
-                    "packets; a kernel's work-items keep nothing between packets")
-        if node.batch_body and not node.body.strip():
-            return ("it has only a batch body, which runs over a vector of packets on one "
-                    "core; a kernel runs one work-item per packet: give the element a "
-                    "per-packet body")
-        if facts and facts.makes:
-            return ("it builds packets (MAKE); a work-item has one packet and sends it on "
-                    "one output, or drops it")
-        if facts and facts.sends:
-            return ("it sends copies of a packet (SEND); a work-item has one packet and "
-                    "sends it on one output, or drops it")
-        if facts and facts.fails:
-            return ("it fails its core (FAIL); a work-item cannot stop the run: drop the "
-                    "packet with a reason (DROP_WHY) instead")
-        if facts and facts.reads_ts:
-            return ("it reads the packet's capture time (pkt->ts_ns), which does not cross "
-                    "to the device")
+        why = refuse_stream_code(node, SAYS) or refuse_packet_work(node, SAYS)
+        if why:
+            return why
         other = [h for h in node.includes if h not in opencl.CL_HEADERS]
         if other:
             return (f"its body uses {', '.join(other)}, a runtime library with no OpenCL form "

@@ -25,6 +25,7 @@ from offlow.ir.types import SCALARS
 from offlow.lifecycle import signals_deferred
 from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, Target, missing_package, no_device
+from offlow.targets.one_packet import Says, refuse_packet_work, refuse_stream_code
 from offlow.targets.process import init_window
 from offlow.targets.verifier import explain_rejection, explain_undeclared
 
@@ -45,6 +46,16 @@ BPF_HEADERS_OK = frozenset({"offlow/pkt.h"})
 # The largest shared array, in bytes: one array map value (the kernel's kmalloc limit
 # is 4 MiB; half, for the room the map itself takes).
 ARRAY_MAX = 2 << 20
+# Why an XDP program cannot do what an element does (offlow/targets/one_packet.py).
+SAYS = Says(
+    keeps_nothing="XDP runs one packet at a time and keeps nothing between them",
+    batch_only="; XDP runs one packet at a time: give the element a per-packet body",
+    makes="an XDP program can only send on, drop or pass the packet it received",
+    sends="an XDP program has one packet and one verdict",
+    fails=("an XDP program cannot stop the run: drop the packet with a reason (DROP_WHY) "
+           "instead"),
+    reads_ts="which XDP does not have",
+)
 
 
 def kernel_refuses_bpf() -> str | None:
@@ -201,7 +212,6 @@ class Xdp(Target):
         return no_device(f"the kernel refuses BPF programs: {why}") if why else None
 
     def refuse_node(self, g: Graph, node: Node) -> str | None:
-        facts = node.facts
         shared = {t.name: t for t in g.shared}
         if node.kind == "handler":  # (run by the host side, over the arrays' maps)
             other = [t for _, t in node.tables if not is_array(shared[t])]
@@ -211,28 +221,12 @@ class Xdp(Target):
                         "of shared integer arrays only: answer from such an array, or place "
                         "the table's segment on another device")
             return None
-        if node.end_body:
-            return ("it has code to run at the end of its stream (at_end), after its last "
-                    "packet; XDP runs one packet at a time and keeps nothing between them")
-        if node.prelude or node.at_end:
-            return ("a node the compiler made (a cache's) runs code of its own between "
-                    "packets; XDP runs one packet at a time and keeps nothing between them")
-        if node.kind != "element":
-            return None
-        if node.batch_body and not node.body.strip():
-            return ("it has only a batch body; XDP runs one packet at a time: give the "
-                    "element a per-packet body")
-        if facts and facts.makes:
-            return ("it builds packets (MAKE); an XDP program can only send on, drop or "
-                    "pass the packet it received")
-        if facts and facts.sends:
-            return ("it sends copies of a packet (SEND); an XDP program has one packet and "
-                    "one verdict")
-        if facts and facts.fails:
-            return ("it fails its core (FAIL); an XDP program cannot stop the run: drop the "
-                    "packet with a reason (DROP_WHY) instead")
-        if facts and facts.reads_ts:
-            return "it reads the packet's capture time (pkt->ts_ns), which XDP does not have"
+        why = refuse_stream_code(node, SAYS)
+        if why or node.kind != "element":
+            return why
+        why = refuse_packet_work(node, SAYS)
+        if why:
+            return why
         other_tables = [t for _, t in node.tables if not is_array(shared[t])
                         and not shared[t].is_map and shared[t].ctype not in BPF_TABLES]
         if other_tables:

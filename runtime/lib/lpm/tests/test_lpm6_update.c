@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ctl_reply.h"
 #include "offlow/ctl.h"
 #include "offlow/lpm6.h"
 #include "offlow/lpm_tables.h"
@@ -392,13 +393,6 @@ static void test_race(void)
 
 /* ---- control messages ------------------------------------------------------------- */
 
-static int32_t status(const struct ofl_ctl_reply *r)
-{
-    int32_t st;
-    memcpy(&st, r->b, 4);
-    return st;
-}
-
 static void test_ctl_messages(void)
 {
     char err[256] = "";
@@ -409,31 +403,31 @@ static void test_ctl_messages(void)
     uint8_t add[20] = {'a', 32, 9, 0, 0x20, 0x01, 0x0d, 0xb8}, del[18] = {'d', 16, 0x20, 0x01};
     uint8_t a[16] = {0x20, 0x01, 0x0d, 0xb8, 1}, b[16] = {0x20, 0x01, 0x0e};
     ofl_lpm6_ctl(t, add, sizeof add, &r);
-    int ok_add = status(&r) == 0 && r.n == 4 && ofl_lpm6_lookup(t, a) == 9;
+    int ok_add = reply_status(&r) == 0 && r.n == 4 && ofl_lpm6_lookup(t, a) == 9;
     ofl_lpm6_ctl(t, del, sizeof del, &r);
-    int ok_del = status(&r) == 0 && ofl_lpm6_lookup(t, b) == 0 && ofl_lpm6_lookup(t, a) == 9;
+    int ok_del = reply_status(&r) == 0 && ofl_lpm6_lookup(t, b) == 0 && ofl_lpm6_lookup(t, a) == 9;
     ofl_lpm6_ctl(t, (const uint8_t *)"i", 1, &r);
     struct ofl_ctl_info in;
     uint64_t lookups;
     memcpy(&in, r.b + 4, sizeof in);
     memcpy(&lookups, r.b + 4 + sizeof in, 8);
-    CHECK(ok_add && ok_del && status(&r) == 0 && r.n == 4 + sizeof in + 16 &&
+    CHECK(ok_add && ok_del && reply_status(&r) == 0 && r.n == 4 + sizeof in + 16 &&
           in.kind == OFL_CTL_LPM6 && in.length == 1 && in.updates == 2 && lookups == 3,
           "route add 2001:db8::/32 9, delete 2001::/16, info: 1 route, 2 updates, 3 lookups");
     ofl_lpm6_ctl(t, del, sizeof del, &r);
-    int gone = status(&r) == -ENOENT && !memcmp(r.b + 4, "no route 2001::/16", 18);
+    int gone = reply_status(&r) == -ENOENT && !memcmp(r.b + 4, "no route 2001::/16", 18);
     add[1] = 129;
     ofl_lpm6_ctl(t, add, sizeof add, &r);
-    int long_len = status(&r) == -EINVAL;
+    int long_len = reply_status(&r) == -EINVAL;
     add[1] = 8;   /* 2001:db8:: has bits past /8 */
     ofl_lpm6_ctl(t, add, sizeof add, &r);
-    int host = status(&r) == -EINVAL;
+    int host = reply_status(&r) == -EINVAL;
     ofl_lpm6_ctl(t, add, 19, &r);
-    int short_msg = status(&r) == -EINVAL;
+    int short_msg = reply_status(&r) == -EINVAL;
     ofl_lpm6_ctl(t, (const uint8_t *)"s", 1, &r);
-    int unknown = status(&r) == -EOPNOTSUPP;
+    int unknown = reply_status(&r) == -EOPNOTSUPP;
     ofl_lpm6_ctl(t, NULL, 0, &r);
-    CHECK(gone && long_len && host && short_msg && unknown && status(&r) == -EINVAL &&
+    CHECK(gone && long_len && host && short_msg && unknown && reply_status(&r) == -EINVAL &&
           t->live->updates == 2 && ofl_lpm6_lookup(t, a) == 9,
           "refused: a route it lacks, /129, host bits, 19 bytes, an array's request, "
           "nothing; the table unchanged");
@@ -470,19 +464,19 @@ static void test_ctl_batches(void)
     struct ofl_ctl_reply r;
     uint64_t rebuilds = t->live->rebuilds, applied = 0;
     ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
-    int ok = status(&r) == 0;
+    int ok = reply_status(&r) == 0;
     for (unsigned x = 0; x < 1000; x++) {
         staged(t, 'A', x, 48, (uint16_t)(1 + x % 100), &r);
-        ok &= status(&r) == 0;
+        ok &= reply_status(&r) == 0;
     }
     staged(t, 'D', 7, 48, 0, &r);  /* a delete of a route added earlier in the batch */
-    ok &= status(&r) == 0;
+    ok &= reply_status(&r) == 0;
     uint8_t a5[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9};
     uint8_t a7[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 7};
     int before = ofl_lpm6_lookup(t, a5) == 3;  /* staged is not applied */
     ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
     memcpy(&applied, r.b + 4, 8);
-    CHECK(ok && before && status(&r) == 0 && r.n == 12 && applied == 1001 &&
+    CHECK(ok && before && reply_status(&r) == 0 && r.n == 12 && applied == 1001 &&
           t->live->rebuilds == rebuilds + 1 && ofl_lpm6_count(t) == 1000 &&
           ofl_lpm6_lookup(t, a5) == 6 && ofl_lpm6_lookup(t, a7) == 3,
           "a batch of 1,000 adds and a delete: one rebuild, applied %llu, %zu routes",
@@ -493,11 +487,11 @@ static void test_ctl_batches(void)
     staged(t, 'A', 2000, 48, 5, &r);
     staged(t, 'A', 2001, 48, 5, &r);
     staged(t, 'A', 2002, 32, 5, &r);
-    int host = status(&r) == -EINVAL && says(&r, "(update 2)");
+    int host = reply_status(&r) == -EINVAL && says(&r, "(update 2)");
     staged(t, 'A', 2003, 48, 5, &r);
-    int after = status(&r) == -EINVAL;
+    int after = reply_status(&r) == -EINVAL;
     ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
-    int commit = status(&r) == -EINVAL && says(&r, "refused at update 2");
+    int commit = reply_status(&r) == -EINVAL && says(&r, "refused at update 2");
     CHECK(host && after && commit && ofl_lpm6_count(t) == 1000 &&
           t->live->rebuilds == rebuilds + 1,
           "host bits in update 2: refused, later updates and the commit too, nothing applied");
@@ -505,15 +499,15 @@ static void test_ctl_batches(void)
     staged(t, 'A', 2000, 48, 5, &r);
     uint8_t cut[19] = {'A', 48, 5};  /* a staged add one byte short */
     ofl_lpm6_ctl(t, cut, sizeof cut, &r);
-    int short_msg = status(&r) == -EINVAL;
+    int short_msg = reply_status(&r) == -EINVAL;
     ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
-    CHECK(short_msg && status(&r) == -EINVAL && says(&r, "refused at update 1") &&
+    CHECK(short_msg && reply_status(&r) == -EINVAL && says(&r, "refused at update 1") &&
           ofl_lpm6_count(t) == 1000, "a staged message of the wrong size refuses its batch");
     ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
     staged(t, 'A', 2000, 48, 0, &r);
-    int hop0 = status(&r) == -EINVAL && says(&r, "next hop 0");
+    int hop0 = reply_status(&r) == -EINVAL && says(&r, "next hop 0");
     ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
-    CHECK(hop0 && status(&r) == -EINVAL && ofl_lpm6_count(t) == 1000,
+    CHECK(hop0 && reply_status(&r) == -EINVAL && ofl_lpm6_count(t) == 1000,
           "an add with hop 0 refuses its batch");
 
     /* Refused at commit: a delete of a route the table lacks, after an add. */
@@ -521,7 +515,7 @@ static void test_ctl_batches(void)
     staged(t, 'A', 3000, 48, 5, &r);
     staged(t, 'D', 7, 48, 0, &r);
     ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
-    int lacks = status(&r) == -ENOENT && says(&r, "no route 2001:db8:7::/48");
+    int lacks = reply_status(&r) == -ENOENT && says(&r, "no route 2001:db8:7::/48");
     CHECK(lacks && ofl_lpm6_count(t) == 1000 && t->live->rebuilds == rebuilds + 1,
           "a delete of a route the table lacks: the batch refused, nothing applied (%.*s)",
           (int)r.n - 4, (char *)r.b + 4);
@@ -532,7 +526,7 @@ static void test_ctl_batches(void)
     ofl_lpm6_ctl(t, (const uint8_t *)"b", 1, &r);
     ofl_lpm6_ctl(t, (const uint8_t *)"c", 1, &r);
     memcpy(&applied, r.b + 4, 8);
-    CHECK(status(&r) == 0 && applied == 0 && ofl_lpm6_count(t) == 1000 &&
+    CHECK(reply_status(&r) == 0 && applied == 0 && ofl_lpm6_count(t) == 1000 &&
           t->live->rebuilds == rebuilds + 1, "'b' drops what was staged; an empty commit "
           "applies nothing and builds nothing");
     ofl_lpm6_free(t);

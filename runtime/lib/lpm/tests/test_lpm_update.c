@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ctl_reply.h"
 #include "offlow/ctl.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm_tables.h"
@@ -390,13 +391,6 @@ static void test_race(void)
 
 /* ---- control messages (ctl.h): the route table's and an array's ------------------- */
 
-static int32_t status(const struct ofl_ctl_reply *r)
-{
-    int32_t st;
-    memcpy(&st, r->b, 4);
-    return st;
-}
-
 static void test_ctl_messages(void)
 {
     char err[256];
@@ -406,27 +400,28 @@ static void test_ctl_messages(void)
     struct ofl_ctl_reply r;
     uint8_t add[20] = {'a', 24, 9, 0, 10, 1, 2, 0}, del[18] = {'d', 8, 10};
     ofl_lpm4_ctl(t, add, sizeof add, &r);
-    int ok_add = status(&r) == 0 && r.n == 4 && ofl_lpm4_lookup(t, 0x0A010203) == 9;
+    int ok_add = reply_status(&r) == 0 && r.n == 4 && ofl_lpm4_lookup(t, 0x0A010203) == 9;
     ofl_lpm4_ctl(t, del, sizeof del, &r);
-    int ok_del = status(&r) == 0 && ofl_lpm4_lookup(t, 0x0A000001) == 0 &&
+    int ok_del = reply_status(&r) == 0 && ofl_lpm4_lookup(t, 0x0A000001) == 0 &&
                  ofl_lpm4_lookup(t, 0x0A010201) == 9;
     ofl_lpm4_ctl(t, (const uint8_t *)"i", 1, &r);
     struct ofl_ctl_info in;
     memcpy(&in, r.b + 4, sizeof in);
-    CHECK(ok_add && ok_del && status(&r) == 0 && r.n == 4 + sizeof in &&
+    CHECK(ok_add && ok_del && reply_status(&r) == 0 && r.n == 4 + sizeof in &&
           in.kind == OFL_CTL_LPM4 && in.length == 1 && in.updates == 2,
           "route add 10.1.2.0/24 9, delete 10.0.0.0/8, info: 1 route, 2 updates");
     ofl_lpm4_ctl(t, del, sizeof del, &r);
-    int gone = status(&r) == -ENOENT && r.n > 4 && !memcmp(r.b + 4, "no route 10.0.0.0/8", 19);
+    int gone = reply_status(&r) == -ENOENT && r.n > 4 &&
+               !memcmp(r.b + 4, "no route 10.0.0.0/8", 19);
     ofl_lpm4_ctl(t, add, 19, &r);
-    int short_msg = status(&r) == -EINVAL;
+    int short_msg = reply_status(&r) == -EINVAL;
     add[1] = 33;
     ofl_lpm4_ctl(t, add, sizeof add, &r);
-    int long_len = status(&r) == -EINVAL;
+    int long_len = reply_status(&r) == -EINVAL;
     ofl_lpm4_ctl(t, (const uint8_t *)"s", 1, &r);
-    int unknown = status(&r) == -EOPNOTSUPP;
+    int unknown = reply_status(&r) == -EOPNOTSUPP;
     ofl_lpm4_ctl(t, NULL, 0, &r);
-    CHECK(gone && short_msg && long_len && unknown && status(&r) == -EINVAL &&
+    CHECK(gone && short_msg && long_len && unknown && reply_status(&r) == -EINVAL &&
           t->updates == 2 && r.n <= OFL_CTL_MSG_MAX, "refused: a route it lacks, 19 bytes, "
           "/33, an array's request, nothing; the table unchanged");
     ofl_lpm4_free(t);
@@ -435,16 +430,16 @@ static void test_ctl_messages(void)
     uint64_t updates = 0;
     uint8_t set[7] = {'s', 2, 0, 0, 0, 0x34, 0x12}, get[5] = {'g', 2, 0, 0, 0};
     ofl_ctl_array(a, 2, 3, 'u', &updates, set, sizeof set, &r);
-    int ok_set = status(&r) == 0 && a[2] == 0x1234 && updates == 1;
+    int ok_set = reply_status(&r) == 0 && a[2] == 0x1234 && updates == 1;
     ofl_ctl_array(a, 2, 3, 'u', &updates, get, sizeof get, &r);
-    int ok_get = status(&r) == 0 && r.n == 6 && r.b[4] == 0x34 && r.b[5] == 0x12;
+    int ok_get = reply_status(&r) == 0 && r.n == 6 && r.b[4] == 0x34 && r.b[5] == 0x12;
     ofl_ctl_array(a, 2, 3, 'u', &updates, set, 6, &r);
-    int wrong_size = status(&r) == -EINVAL && a[2] == 0x1234;
+    int wrong_size = reply_status(&r) == -EINVAL && a[2] == 0x1234;
     get[1] = 3;
     ofl_ctl_array(a, 2, 3, 'u', &updates, get, sizeof get, &r);
-    int range = status(&r) == -ERANGE;
+    int range = reply_status(&r) == -ERANGE;
     ofl_ctl_array(a, 2, 3, 'u', &updates, get, 4, &r);
-    CHECK(ok_set && ok_get && wrong_size && range && status(&r) == -EINVAL && updates == 1,
+    CHECK(ok_set && ok_get && wrong_size && range && reply_status(&r) == -EINVAL && updates == 1,
           "array: set and get element 2; a 1-byte value, index 3, no index: refused");
 }
 

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ctl_reply.h"
 #include "offlow/map_ctl.h"
 
 /* A 7-byte key (an address, a protocol, a port) and 2-byte values. */
@@ -26,13 +27,6 @@ static void key_of(uint8_t *k, uint32_t i)
     k[5] = (uint8_t)(i * 3u);
 }
 
-static int32_t status(const struct ofl_ctl_reply *r)
-{
-    int32_t st;
-    memcpy(&st, r->b, 4);
-    return st;
-}
-
 /* Send `n` bytes of message: op, then `a` (na bytes), then `b` (nb bytes). */
 static int32_t req(struct ofl_map *m, int via_box, char op, const void *a, size_t na,
                    const void *b, size_t nb, struct ofl_ctl_reply *r)
@@ -43,7 +37,7 @@ static int32_t req(struct ofl_map *m, int via_box, char op, const void *a, size_
     if (nb) memcpy(msg + 1 + na, b, nb);
     if (via_box) ofl_map_ctl_call(m, msg, 1 + na + nb, r);
     else ofl_map_ctl(m, msg, 1 + na + nb, r);
-    return status(r);
+    return reply_status(r);
 }
 
 static void messages(void)
@@ -81,7 +75,7 @@ static void messages(void)
     CHECK(req(m, 0, 'n', k, 3, NULL, 0, &r) == -EINVAL, "a short walk");
     CHECK(req(m, 0, 'z', NULL, 0, NULL, 0, &r) == -EOPNOTSUPP, "an unknown request");
     ofl_map_ctl(m, k, 0, &r);
-    CHECK(status(&r) == -EINVAL, "an empty message");
+    CHECK(reply_status(&r) == -EINVAL, "an empty message");
     CHECK(m->count == 1 && m->ctl_updates == 1, "one key, one update: %u", m->count);
     /* full at 3 keys: a new one refused and counted, a held one replaced */
     for (uint32_t i = 2; i <= 3; i++) {
@@ -114,7 +108,7 @@ static void messages(void)
         if (i <= 4) seen[i]++;
         slot = at + 1;
     }
-    CHECK(status(&r) == -ENOENT && seen[1] == 1 && seen[2] == 1 && seen[3] == 1 && !seen[4],
+    CHECK(reply_status(&r) == -ENOENT && seen[1] == 1 && seen[2] == 1 && seen[3] == 1 && !seen[4],
           "the walk saw each key once");
     key_of(k, 3);
     CHECK(req(m, 0, 'd', k, KS, NULL, 0, &r) == 0 && m->count == 2, "delete");
