@@ -100,10 +100,15 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
 }
 
 /* What crossed the link and was not delivered, for the run's report: STATS.link, a
- * JSON object of counts (docs/remote.md). Ends this side's channels first. */
-static void write_link(struct host *h)
+ * JSON object of counts (docs/remote.md), each entry once: for the device, what it
+ * was not seen to take (its last credit comes before its counts), of them what came
+ * to it and was not taken there; from the device, what it never sent and what came
+ * here and was not taken here (no credit is waited for: the host counts those
+ * itself). `ended`: the run ended without finishing its rings. Ends this side's
+ * channels first. */
+static void write_link(struct host *h, bool ended)
 {
-    struct part_drops d = part_end(&h->p);
+    struct part_drops d = part_end(&h->p, ended, false);
     char path[4096];
     snprintf(path, sizeof path, "%s.link", h->stats);
     FILE *f = fopen(path, "w");
@@ -111,11 +116,13 @@ static void write_link(struct host *h)
     fprintf(f, "{\"entries_to_device\": %llu, \"entries_from_device\": %llu, "
             "\"chan_to_device\": %llu, \"chan_from_device\": %llu, \"lost_sends\": %llu, "
             "\"dropped_in_device\": %llu, \"dropped_in_host\": %llu}\n",
-            (unsigned long long)d.entries, (unsigned long long)h->far.entries,
+            (unsigned long long)d.entries,
+            (unsigned long long)(h->far.unsent + d.dropped_in + d.untaken),
             (unsigned long long)(d.chan_unsent + h->far.chan_unhanded),
             (unsigned long long)(d.chan_unhanded + h->far.chan_unsent),
             (unsigned long long)(d.lost_sends + h->far.lost_sends),
-            (unsigned long long)h->far.dropped_in, (unsigned long long)d.dropped_in);
+            (unsigned long long)(h->far.dropped_in + h->far.untaken),
+            (unsigned long long)(d.dropped_in + d.untaken));
     fclose(f);
 }
 
@@ -131,7 +138,7 @@ static _Noreturn void fail(struct host *h, const char *text)
                  (h->p.bridging || part_bridge(&h->p, h->dirs, (uint32_t)strlen(h->dirs), false,
                                                err, sizeof err) == 0);
     if (rings) ofl_bridge_break(b);
-    if (h->p.link) write_link(h);
+    if (h->p.link) write_link(h, true);
     char path[4096];
     snprintf(path, sizeof path, "%s.error", h->stats);
     FILE *f = fopen(path, "w");
@@ -233,7 +240,7 @@ static void finish(struct host *h)
         }
     }
     uint64_t lost = part_undelivered(&h->p);
-    write_link(h);
+    write_link(h, h->status != 0 || part_aborted(&h->p));
     if (lost)   /* (an aborted run: a counted drop, not a silent one) */
         fprintf(stderr, "offlow: remote device %s: the run was aborted: %llu ring entries "
                 "(packets) for it were not taken there (dropped)\n", h->device,
