@@ -365,7 +365,8 @@ def test_channel_messages_still_queued_at_the_stop_are_counted_in_the_report(
     assert s.result.stats["remote:a"]["tables"]["seen"] == [0]
     assert s.result.stats["remote:a"]["link"] == {
         "entries_to_device": 0, "entries_from_device": 0, "chan_to_device": 3,
-        "chan_from_device": 0, "lost_sends": 0, "dropped_in_device": 0, "dropped_in_host": 0}
+        "chan_from_device": 0, "lost_sends": 0, "dropped_in_device": 0, "dropped_in_host": 0,
+        "in_device_uncounted": 0, "from_device_uncounted": 0}
 
 
 def test_answers_the_host_never_took_are_counted_in_the_report(
@@ -524,7 +525,8 @@ def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so
         tmp_path: Path, procs: list[subprocess.Popen[str]], sig: int, why: str) -> None:
     """A serve-device killed (its connection resets) or stopped (connected, silent:
     noticed after the link's silence limit) ends the run; the host's processes report
-    what had come, and the run's one error says so."""
+    what had come, and the run's one error says so; the accounting balances on what the
+    host saw cross the link."""
     secret = secret_file(tmp_path)
     srv, port = serve(procs, secret)
     out = tmp_path / "out.pcap"
@@ -548,6 +550,11 @@ def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so
     came = int(m[2])
     assert came > 0 and s["segments"][1]["packets"] == came == s["sinks"]["tx"]["packets"]
     assert len(read_frames(out)) == came
+    # the device's own counts never came: what came from it stands for them (it read
+    # them), so the equation holds (it was -came: forwarded, never read)
+    a = s["accounting"]
+    assert (a.get("from_devices"), a["forwarded"], a["unaccounted"]) == (came, came, 0), a
+    assert s["links"]["remote:a"]["from_device_uncounted"] == came, s["links"]
     if sig == signal.SIGKILL:  # the next serve-device removes what the killed one left
         srv.wait(timeout=60)
         assert folders[0].exists()

@@ -39,6 +39,7 @@ struct host {
     uint32_t chans[PART_CHANS_MAX], nchans;   /* the channels' ids in the window */
     struct part_drops far;     /* what the device's end could not deliver (PART_DROPS) */
     char chan_err[256];        /* why they could not be carried */
+    bool counted;              /* the device's stats came back (its own counts) */
 };
 
 static volatile sig_atomic_t pending_sig;
@@ -104,25 +105,34 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
  * was not seen to take (its last credit comes before its counts), of them what came
  * to it and was not taken there; from the device, what it never sent and what came
  * here and was not taken here (no credit is waited for: the host counts those
- * itself). `ended`: the run ended without finishing its rings. Ends this side's
- * channels first. */
+ * itself). When the device's own counts never came (its link ended first), what
+ * the host knows stands for them: the entries the device was seen to take (their
+ * fate unknown here) and those that came from it. `ended`: the run ended without
+ * finishing its rings. Ends this side's channels first. */
 static void write_link(struct host *h, bool ended)
 {
     struct part_drops d = part_end(&h->p, ended, false);
+    uint64_t taken = 0;
+    for (uint32_t i = 0; h->p.bridging && i < h->p.bridge.n; i++)
+        if (h->p.bridge.rings[i].out) taken += h->p.bridge.rings[i].credit;
+    uint64_t came = h->p.bridging ? h->p.bridge.entries_in + h->p.bridge.dropped_in : 0;
     char path[4096];
     snprintf(path, sizeof path, "%s.link", h->stats);
     FILE *f = fopen(path, "w");
     if (!f) return;
     fprintf(f, "{\"entries_to_device\": %llu, \"entries_from_device\": %llu, "
             "\"chan_to_device\": %llu, \"chan_from_device\": %llu, \"lost_sends\": %llu, "
-            "\"dropped_in_device\": %llu, \"dropped_in_host\": %llu}\n",
+            "\"dropped_in_device\": %llu, \"dropped_in_host\": %llu, "
+            "\"in_device_uncounted\": %llu, \"from_device_uncounted\": %llu}\n",
             (unsigned long long)d.entries,
             (unsigned long long)(h->far.unsent + d.dropped_in + d.untaken),
             (unsigned long long)(d.chan_unsent + h->far.chan_unhanded),
             (unsigned long long)(d.chan_unhanded + h->far.chan_unsent),
             (unsigned long long)(d.lost_sends + h->far.lost_sends),
             (unsigned long long)(h->far.dropped_in + h->far.untaken),
-            (unsigned long long)(d.dropped_in + d.untaken));
+            (unsigned long long)(d.dropped_in + d.untaken),
+            (unsigned long long)(h->counted ? 0 : taken),
+            (unsigned long long)(h->counted ? 0 : came));
     fclose(f);
 }
 
@@ -232,8 +242,8 @@ static void finish(struct host *h)
             if (slen) {
                 FILE *f = fopen(h->stats, "w");
                 if (f) {
-                    fwrite(s, 1, slen, f);
-                    fclose(f);
+                    h->counted = fwrite(s, 1, slen, f) == slen;
+                    h->counted &= fclose(f) == 0;
                 }
             }
             fwrite(s + slen, 1, h->done_len - sizeof slen - slen, stderr);  /* its stderr */
