@@ -136,12 +136,15 @@ LINK_DROPS = (("entries_to_device", "dropped_in_device", "link_aborted_to_device
                "failed"),
               ("dropped_in_device", "", "ring_broken_on_device",
                "for the device, came to it for a ring broken there (its consumer failed): "
-               "not committed"),
+               "not taken"),
               ("entries_from_device", "dropped_in_host", "link_aborted_from_device",
-               "from the device, not taken on the host: the run was aborted"),
+               "from the device, never sent to the host: the run was aborted"),
               ("dropped_in_host", "", "ring_broken_on_host",
                "from the device, came to the host for a ring broken there (its consumer "
-               "failed, or the run did): not committed"))
+               "failed, or the run did): not taken"),
+              ("in_device_uncounted", "", "in_device_when_link_ended",
+               "for the device, taken there before its link ended; its own counts never "
+               "came back, so where they ended is not known"))
 
 
 def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
@@ -150,7 +153,10 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
     """Every packet in one place: the frames the sources read (and the copies SEND made
     and the packets elements made) = forwarded (written by sinks) + dropped (where and
     why) + consumed (an element's work done: CONSUME, or an element without outputs);
-    `unaccounted` is what the equation misses (0 in a run that ended cleanly)."""
+    `unaccounted` is what the equation misses (0 in a run that ended cleanly). A remote
+    device whose own counts never came back (its link ended first) stands in the
+    equation as its link saw it: the packets it took as dropped there, those that came
+    from it as `from_devices` (beside read: its sources and elements are not counted)."""
     meaning = {(n.name, r): d for n in g.nodes for r, d in n.drops}
     # a device's own reason at a source: a frame it cannot carry (the xdp target's veth)
     meaning.update({(n.name, "runt"): "a frame shorter than an Ethernet header, which the "
@@ -207,9 +213,13 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
     forwarded = sum(v.get("packets", 0) - sum(v.get(k, 0) for k, _, _ in sink_drops)
                     for v in sinks.values())
     lost = sum(d["packets"] for d in dropped) + sum(consumed.values())
-    return {"read": read, "copies": copies, "made": made, "forwarded": forwarded,
-            "dropped": dropped, "consumed": consumed,
-            "unaccounted": read + copies + made - forwarded - lost}
+    came = sum(link.get("from_device_uncounted", 0) for link in (links or {}).values())
+    out = {"read": read, "copies": copies, "made": made, "forwarded": forwarded,
+           "dropped": dropped, "consumed": consumed,
+           "unaccounted": read + copies + made + came - forwarded - lost}
+    if came:
+        out["from_devices"] = came
+    return out
 
 
 def _table(rows: list[list[str]], align: str = "") -> str:
@@ -243,7 +253,10 @@ def format_accounting(a: dict[str, Any]) -> str:
     """The packets of a run in one equation, then where each one that went no further
     ended and why."""
     extra = "".join(f" + {a[k]} {w}" for k, w in (("copies", "copies (SEND)"),
-                                                    ("made", "made by elements")) if a[k])
+                                                    ("made", "made by elements"),
+                                                    ("from_devices", "from remote devices "
+                                                     "whose counts never came"))
+                    if a.get(k))
     dropped = sum(d["packets"] for d in a["dropped"])
     line = (f"packets: {a['read']} read{extra} = {a['forwarded']} forwarded + {dropped} "
             f"dropped + {sum(a['consumed'].values())} consumed")

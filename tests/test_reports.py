@@ -121,3 +121,28 @@ def test_packets_a_remote_link_did_not_deliver_are_counted_drops_in_the_equation
     assert ("link remote:a: not delivered: entries_to_device 5, entries_from_device 1, "
             "chan_to_device 4, chan_from_device 0, lost_sends 0, dropped_in_device 3, "
             "dropped_in_host 0") in text
+
+
+def test_a_remote_device_whose_counts_never_came_is_in_the_equation_as_its_link_saw_it(
+        ) -> None:
+    """The link ended before the device's stats came back: of the 10 frames the host read
+    and sent, the device was seen to take 6 (where they ended is not known: a drop of its
+    own, not a gap) and 4 never credited; the 5 that came back from it stand beside read
+    (its elements' counts are missing), so the equation holds and the text says so (it
+    was 1 unaccounted: the host's side alone cannot balance)."""
+    from types import SimpleNamespace
+
+    from offlow.report import account, format_accounting
+
+    link = {"entries_to_device": 4, "entries_from_device": 0, "chan_to_device": 0,
+            "chan_from_device": 0, "lost_sends": 0, "dropped_in_device": 0,
+            "dropped_in_host": 0, "in_device_uncounted": 6, "from_device_uncounted": 5}
+    a = account(SimpleNamespace(nodes=[], mtu=1514),  # type: ignore[arg-type]
+                {"rx": {"packets": 10}}, {}, [], {"tx": {"packets": 5}}, {"remote:a": link})
+    assert [(d["at"], d["reason"], d["packets"]) for d in a["dropped"]] == [
+        ("remote:a", "link_aborted_to_device", 4),
+        ("remote:a", "in_device_when_link_ended", 6)]
+    assert (a["from_devices"], a["unaccounted"]) == (5, 0)
+    assert format_accounting(a).startswith(
+        "packets: 10 read + 5 from remote devices whose counts never came = 5 forwarded + "
+        "10 dropped + 0 consumed\n")

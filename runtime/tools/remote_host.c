@@ -39,6 +39,7 @@ struct host {
     uint32_t chans[PART_CHANS_MAX], nchans;   /* the channels' ids in the window */
     struct part_drops far;     /* what the device's end could not deliver (PART_DROPS) */
     char chan_err[256];        /* why they could not be carried */
+    bool counted;              /* the device's stats came back (its own counts) */
 };
 
 static volatile sig_atomic_t pending_sig;
@@ -100,22 +101,38 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
 }
 
 /* What crossed the link and was not delivered, for the run's report: STATS.link, a
- * JSON object of counts (docs/remote.md). Ends this side's channels first. */
-static void write_link(struct host *h)
+ * JSON object of counts (docs/remote.md), each entry once: for the device, what it
+ * was not seen to take (its last credit comes before its counts), of them what came
+ * to it and was not taken there; from the device, what it never sent and what came
+ * here and was not taken here (no credit is waited for: the host counts those
+ * itself). When the device's own counts never came (its link ended first), what
+ * the host knows stands for them: the entries the device was seen to take (their
+ * fate unknown here) and those that came from it. `ended`: the run ended without
+ * finishing its rings. Ends this side's channels first. */
+static void write_link(struct host *h, bool ended)
 {
-    struct part_drops d = part_end(&h->p);
+    struct part_drops d = part_end(&h->p, ended, false);
+    uint64_t taken = 0;
+    for (uint32_t i = 0; h->p.bridging && i < h->p.bridge.n; i++)
+        if (h->p.bridge.rings[i].out) taken += h->p.bridge.rings[i].credit;
+    uint64_t came = h->p.bridging ? h->p.bridge.entries_in + h->p.bridge.dropped_in : 0;
     char path[4096];
     snprintf(path, sizeof path, "%s.link", h->stats);
     FILE *f = fopen(path, "w");
     if (!f) return;
     fprintf(f, "{\"entries_to_device\": %llu, \"entries_from_device\": %llu, "
             "\"chan_to_device\": %llu, \"chan_from_device\": %llu, \"lost_sends\": %llu, "
-            "\"dropped_in_device\": %llu, \"dropped_in_host\": %llu}\n",
-            (unsigned long long)d.entries, (unsigned long long)h->far.entries,
+            "\"dropped_in_device\": %llu, \"dropped_in_host\": %llu, "
+            "\"in_device_uncounted\": %llu, \"from_device_uncounted\": %llu}\n",
+            (unsigned long long)d.entries,
+            (unsigned long long)(h->far.unsent + d.dropped_in + d.untaken),
             (unsigned long long)(d.chan_unsent + h->far.chan_unhanded),
             (unsigned long long)(d.chan_unhanded + h->far.chan_unsent),
             (unsigned long long)(d.lost_sends + h->far.lost_sends),
-            (unsigned long long)h->far.dropped_in, (unsigned long long)d.dropped_in);
+            (unsigned long long)(h->far.dropped_in + h->far.untaken),
+            (unsigned long long)(d.dropped_in + d.untaken),
+            (unsigned long long)(h->counted ? 0 : taken),
+            (unsigned long long)(h->counted ? 0 : came));
     fclose(f);
 }
 
@@ -131,7 +148,7 @@ static _Noreturn void fail(struct host *h, const char *text)
                  (h->p.bridging || part_bridge(&h->p, h->dirs, (uint32_t)strlen(h->dirs), false,
                                                err, sizeof err) == 0);
     if (rings) ofl_bridge_break(b);
-    if (h->p.link) write_link(h);
+    if (h->p.link) write_link(h, true);
     char path[4096];
     snprintf(path, sizeof path, "%s.error", h->stats);
     FILE *f = fopen(path, "w");
@@ -225,15 +242,15 @@ static void finish(struct host *h)
             if (slen) {
                 FILE *f = fopen(h->stats, "w");
                 if (f) {
-                    fwrite(s, 1, slen, f);
-                    fclose(f);
+                    h->counted = fwrite(s, 1, slen, f) == slen;
+                    h->counted &= fclose(f) == 0;
                 }
             }
             fwrite(s + slen, 1, h->done_len - sizeof slen - slen, stderr);  /* its stderr */
         }
     }
     uint64_t lost = part_undelivered(&h->p);
-    write_link(h);
+    write_link(h, h->status != 0 || part_aborted(&h->p));
     if (lost)   /* (an aborted run: a counted drop, not a silent one) */
         fprintf(stderr, "offlow: remote device %s: the run was aborted: %llu ring entries "
                 "(packets) for it were not taken there (dropped)\n", h->device,

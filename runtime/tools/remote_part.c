@@ -128,7 +128,7 @@ uint64_t part_undelivered(const struct part *p)
     return n;
 }
 
-struct part_drops part_end(struct part *p)
+struct part_drops part_end(struct part *p, bool ended, bool consumers_gone)
 {
     if (p->chans_on) {
         part_chans_drain(&p->chans);
@@ -136,11 +136,15 @@ struct part_drops part_end(struct part *p)
         p->chans_on = false;
     }
     const struct part_chans *c = &p->chans;
+    uint64_t untaken = p->bridging && (ended || consumers_gone)
+                           ? ofl_bridge_untaken(&p->bridge, consumers_gone) : 0;
     return (struct part_drops){part_undelivered(p),
+                               p->bridging ? ofl_bridge_unsent(&p->bridge) : 0,
                                c->dropped + c->peer_closed + c->stop_unhanded + c->untaken,
                                c->stop_unsent,
                                p->link ? ofl_link_lost_sends(p->link) : 0,
-                               p->bridging ? p->bridge.dropped_in : 0};
+                               p->bridging ? p->bridge.dropped_in : 0,
+                               untaken};
 }
 
 void part_idle(struct part *p, int moved)

@@ -42,7 +42,10 @@ struct part_flags {
 
 /* What one end could not deliver by the run's end (counted drops, docs/remote.md). */
 struct part_drops {
-    uint64_t entries;        /* ring entries produced on this side, never taken there */
+    uint64_t entries;        /* ring entries produced on this side, never seen taken
+                                there (no credit came back for them) */
+    uint64_t unsent;         /* of those, the ones this end never sent (exact: the far
+                                end counts the rest, they reached it) */
     uint64_t chan_unhanded;  /* channel messages that came, never handed on here or
                                 never taken by the end here */
     uint64_t chan_unsent;    /* channel messages taken here, never sent across */
@@ -50,6 +53,9 @@ struct part_drops {
     uint64_t dropped_in;     /* ring entries that came here for a ring broken here (its
                                 consumer failed, or this end's bridge broke it): not
                                 committed (the bridge's dropped_in) */
+    uint64_t untaken;        /* ring entries that came here and were committed, which
+                                the local consumer never took and does not count
+                                (ofl_bridge_untaken) */
 };
 
 /* One end's window, bridge and flag mirror. */
@@ -97,8 +103,11 @@ bool part_aborted(const struct part *p);
 uint64_t part_undelivered(const struct part *p);
 
 /* End the channels at the run's end (drained, then stopped) and count what this end
- * could not deliver. */
-struct part_drops part_end(struct part *p);
+ * could not deliver. `ended`: the run ended without finishing its rings (aborted, or
+ * its link failed) or the local consumers' process has ended: the entries that came
+ * and were never taken here are counted (ofl_bridge_untaken; `consumers_gone` says
+ * the latter). */
+struct part_drops part_end(struct part *p, bool ended, bool consumers_gone);
 
 /* After a poll that moved `moved` entries: spin while busy, then yield, then nap, the
  * naps growing with the idleness up to 1 ms (an idle run or a serve-device waiting for

@@ -214,18 +214,21 @@ static void send_done(struct serve *s, int32_t status, const char *stats, const 
 }
 
 /* What this end could not deliver by the run's end (its channels drained and stopped
- * first), sent to the host for the run's report; the entries the device produced that
- * the host never took (an aborted run) are said in the device's stderr too (it crosses
- * with PART_DONE). A counted drop, not a silent one. */
+ * first), sent to the host for the run's report, after the credit for every entry the
+ * device's process took (it has ended: the host then knows exactly what was taken
+ * here); the entries the device produced and never sent (an aborted run) are said in
+ * the device's stderr too (it crosses with PART_DONE). A counted drop, not a silent
+ * one. */
 static void send_drops(struct serve *s, const char *errpath)
 {
-    struct part_drops d = part_end(&s->p);
+    if (s->p.bridging) ofl_bridge_credit_all(&s->p.bridge);   /* (a failure: the host says it) */
+    struct part_drops d = part_end(&s->p, true, true);
     ofl_link_send(s->p.link, PART_DROPS, &d, sizeof d, NULL, 0);
-    FILE *f = d.entries ? fopen(errpath, "a") : NULL;
+    FILE *f = d.unsent ? fopen(errpath, "a") : NULL;
     if (!f) return;
     fprintf(f, "offlow serve-device: the run was aborted: %llu ring entries (packets) the "
-            "device produced were not taken on the host (dropped)\n",
-            (unsigned long long)d.entries);
+            "device produced were never sent to the host (dropped)\n",
+            (unsigned long long)d.unsent);
     fclose(f);
 }
 

@@ -189,6 +189,47 @@ static int send_credit(struct ofl_bridge *b, uint32_t id)
     return rc;
 }
 
+int ofl_bridge_credit_all(struct ofl_bridge *b)
+{
+    for (uint32_t i = 0; i < b->n; i++) {
+        struct ofl_bridge_ring *br = &b->rings[i];
+        if (br->out) continue;
+        uint32_t head = __atomic_load_n(&br->ring.shm->head, __ATOMIC_ACQUIRE);
+        if (head == br->credited) continue;
+        struct credit_hdr h = {.id = i, .head = head};
+        int rc = ofl_link_send(b->link, KIND_CREDIT, &h, sizeof h, NULL, 0);
+        if (rc) return rc;
+        br->credited = head;
+    }
+    return 0;
+}
+
+uint64_t ofl_bridge_unsent(const struct ofl_bridge *b)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; !b->broken && i < b->n; i++) {
+        const struct ofl_bridge_ring *br = &b->rings[i];
+        if (br->out) n += __atomic_load_n(&br->ring.shm->tail, __ATOMIC_ACQUIRE) - br->sent;
+    }
+    return n;
+}
+
+uint64_t ofl_bridge_untaken(struct ofl_bridge *b, bool consumers_gone)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        struct ofl_bridge_ring *br = &b->rings[i];
+        if (br->out) continue;
+        struct ofl_ring *r = &br->ring;
+        uint32_t before = ofl_ring_broken_by(r);
+        ofl_ring_break_by(r, OFL_RING_BROKEN_BY_PRODUCER);
+        /* (the consumer's head is final once it broke the ring, or once it is gone) */
+        if (before == OFL_RING_BROKEN_BY_CONSUMER || (consumers_gone && !before))
+            n += r->tail - __atomic_load_n(&r->shm->head, __ATOMIC_ACQUIRE);
+    }
+    return n;
+}
+
 void ofl_bridge_break(struct ofl_bridge *b)
 {
     if (b->broken) return;

@@ -418,6 +418,62 @@ static void test_link_failure_breaks_rings(void)
     free(a_host), free(a_dev), free(b_dev), free(b_host);
 }
 
+/* At the run's end each entry is counted once: the device's consumer took 1 of the 6
+ * that came (below a quarter of the ring: no credit yet), then failed; its last credit
+ * goes anyway (ofl_bridge_credit_all), the 5 it never took are the bridge's to count
+ * (ofl_bridge_untaken), and of the 3 its producer published, the 2 never sent are
+ * ofl_bridge_unsent's. A ring nobody broke is marked broken by the bridge, its
+ * consumer's to count (queue.h), unless that consumer is gone. */
+static void test_end_counts(void)
+{
+    enum { ENTRY = 64 };
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    size_t len;
+    void *a_host = ring_mem(8, ENTRY, 1, 0, &len), *a_dev = ring_mem(8, ENTRY, 1, 0, &len);
+    void *b_dev = ring_mem(8, ENTRY, 1, 0, &len), *b_host = ring_mem(8, ENTRY, 1, 0, &len);
+    void *c_host = ring_mem(8, ENTRY, 1, 0, &len), *c_dev = ring_mem(8, ENTRY, 1, 0, &len);
+    ofl_bridge_add(&p.bc, a_host, len, true);
+    ofl_bridge_add(&p.bs, a_dev, len, false);
+    ofl_bridge_add(&p.bc, b_host, len, false);
+    ofl_bridge_add(&p.bs, b_dev, len, true);
+    ofl_bridge_add(&p.bc, c_host, len, true);
+    ofl_bridge_add(&p.bs, c_dev, len, false);
+    struct ofl_ring prod, dev_in, dev_out, prod_c, dev_c;
+    ofl_ring_attach(&prod, a_host, len);
+    ofl_ring_attach(&dev_in, a_dev, len);
+    ofl_ring_attach(&dev_out, b_dev, len);
+    ofl_ring_attach(&prod_c, c_host, len);
+    ofl_ring_attach(&dev_c, c_dev, len);
+    ofl_ring_commit(&prod, 6);
+    ofl_ring_commit(&prod_c, 2);
+    double end = now() + 30;
+    while ((ofl_ring_ready(&dev_in) < 6 || ofl_ring_ready(&dev_c) < 2) && now() < end) {
+        (void)ofl_bridge_poll(&p.bc);
+        (void)ofl_bridge_poll(&p.bs);
+    }
+    CHECK(ofl_ring_ready(&dev_in) == 6 && ofl_ring_ready(&dev_c) == 2, "6 and 2 crossed");
+    ofl_ring_release(&dev_in, 1);
+    ofl_ring_break(&dev_in);   /* the device's consumer failed */
+    ofl_ring_commit(&dev_out, 1);
+    for (int k = 0; k < 20; k++) (void)ofl_bridge_poll(&p.bs), (void)ofl_bridge_poll(&p.bc);
+    ofl_ring_commit(&dev_out, 2);
+    CHECK(p.bc.rings[0].credit == 0, "1 taken of 8 is not credited by a poll");
+    CHECK(ofl_bridge_credit_all(&p.bs) == 0, "the last credit goes");
+    end = now() + 30;
+    while (p.bc.rings[0].credit != 1 && now() < end) (void)ofl_bridge_poll(&p.bc);
+    CHECK(p.bc.rings[0].credit == 1, "it says the 1 taken: %u", p.bc.rings[0].credit);
+    CHECK(ofl_bridge_unsent(&p.bs) == 2, "2 published there never sent: %llu",
+          (unsigned long long)ofl_bridge_unsent(&p.bs));
+    CHECK(ofl_bridge_untaken(&p.bs, false) == 5, "5 came and were never taken");
+    CHECK(ofl_ring_broken_by(&dev_c) == OFL_RING_BROKEN_BY_PRODUCER,
+          "ring C, nobody's broken yet, is marked by the bridge: its consumer counts");
+    CHECK(ofl_bridge_untaken(&p.bs, true) == 5,
+          "once marked, C is its consumer's to count even when it is gone");
+    close_pair(&p);
+    free(a_host), free(a_dev), free(b_dev), free(b_host), free(c_host), free(c_dev);
+}
+
 /* Entries that arrive for a ring its local consumer broke (it failed) are not committed
  * there, counted in dropped_in; the bridge goes on (not a bad message). */
 static void test_entries_for_a_broken_ring(void)
@@ -753,6 +809,7 @@ int main(int argc, char **argv)
     test_bad_message();
     test_link_failure_breaks_rings();
     test_entries_for_a_broken_ring();
+    test_end_counts();
     test_bad_len_out();
     test_stale_head();
     test_silent_peer();

@@ -75,6 +75,28 @@ int ofl_bridge_poll(struct ofl_bridge *b);
  * what was committed, then stops with OFL_RING_EBROKEN). */
 void ofl_bridge_break(struct ofl_bridge *b);
 
+/* Send every ring's credit that moved since last sent, whatever its size: at the run's
+ * end, once the local consumers are gone, so that the far side knows exactly what was
+ * taken here (a credit is otherwise held back below a quarter of the ring). Returns 0
+ * or -EPIPE. */
+int ofl_bridge_credit_all(struct ofl_bridge *b);
+
+/* At the run's end: the entries published here, in rings whose producer is here, that
+ * the bridge never sent (0 for a ring the bridge broke: its producer counts them as
+ * lost, queue.h). */
+uint64_t ofl_bridge_unsent(const struct ofl_bridge *b);
+
+/* At the run's end (an aborted run, or the local consumers' process has ended): the
+ * entries committed here, in rings from the peer, that the local consumer never took
+ * and does not count itself. Each such ring is marked broken by its producer first
+ * (the first mark stays), so that a consumer still running takes what was committed,
+ * stops, and counts the rest as lost itself (queue.h). Counted here: a ring its
+ * consumer broke first (it takes nothing more and counts nothing), and, when
+ * `consumers_gone`, a ring nobody had broken (its consumer ended without breaking it).
+ * Call it once; the bridge applies no entries for these rings afterwards (they go to
+ * `dropped_in`). */
+uint64_t ofl_bridge_untaken(struct ofl_bridge *b, bool consumers_gone);
+
 /* True when every out ring's producer closed it and the far consumer released every
  * entry sent, and every in ring's close arrived. */
 bool ofl_bridge_done(const struct ofl_bridge *b);
