@@ -8,7 +8,8 @@ that must fit), the CBC key-table parser and decryption of arbitrary ciphertexts
 word count's word splitter, from small seed corpora made of valid and malformed inputs;
 the TSPLIB parser, whose cities are then climbed (the tour a permutation of the length
 returned); the remote ring bridge's messages from a peer and a remote device's run
-setup from a host.  Skipped
+setup from a host; the xdp target's map control over real BPF hash maps (skipped where
+libbpf is missing or the kernel refuses to make a BPF map).  Skipped
 when clang cannot build libFuzzer targets."""
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from offlow import cbuild
 from offlow.build import DATA
 from offlow.errors import OfflowError
 from offlow.kvs.steps import binary_steps, meta_steps, text_steps, udp_steps
+from offlow.targets import xdp
+from offlow.targets.base import missing_package
 from offlow.testing import malformed_cases
 from offlow.testing.malformed import write_pcap
 
@@ -35,10 +38,16 @@ TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
            "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote",
            "remote_setup": "remote", "remote_chan": "remote", "mcjoin": "kvs", "map": "map",
-           "map_ctl": "map", "kvs_span": "kvs"}
+           "map_ctl": "map", "kvs_span": "kvs", "xdp_mapctl": "map"}
 # targets of offlow's C tools: their sources beside the target's, their folder's headers
 TOOLS = cbuild.RUNTIME / "tools"
-TOOL_SOURCES = {"remote_chan": [TOOLS / "remote_chan.c"]}
+TOOL_SOURCES = {"remote_chan": [TOOLS / "remote_chan.c"],
+                "xdp_mapctl": [TOOLS / "xdp_mapctl.c", TOOLS / "xdp_tables.c"]}
+# more libraries a target links: runtime libraries, then system ones (-l)
+MORE_LIBS = {"xdp_mapctl": ["lpm"]}
+LINK = {"xdp_mapctl": ["-lbpf"]}
+# exit status of a target that cannot run here (it prints "SKIP: the reason" first)
+SKIP_STATUS = 79  # (libFuzzer exits 77 on a crash)
 SETS = ("base", "fuzz", "werror")
 RUNS = 200_000       # per target; whichever of this and the time limit comes first
 SECONDS = 10
@@ -59,6 +68,14 @@ def _libfuzzer_problem(tmp: Path) -> str | None:
         return f"clang cannot link -fsanitize=fuzzer (libclang-rt-dev missing?): " \
                f"{res.stderr.strip()[:300]}"
     return None
+
+
+def _unbuildable() -> dict[str, str]:
+    """Targets that cannot be built here: target -> why."""
+    if not xdp.BPF_HEADERS.exists():
+        return {"xdp_mapctl": missing_package("libbpf-dev", "libbpf: the BPF map the "
+                                              "xdp target's map control runs on")}
+    return {}
 
 
 def crc32c(data: bytes) -> int:
@@ -214,6 +231,18 @@ def _seed_corpus(target: str, d: Path) -> None:
                 b"i", b"k\0\0", b"k\x05\0", b"s" + key, b"z"]
         msgs += [b"s" + bytes([i]) + key[1:] + b"\x01\x00" for i in range(10)]
         (d / "seven").write_bytes(bytes([0x26]) + b"".join(bytes([len(m)]) + m for m in msgs))
+    elif target == "xdp_mapctl":  # the map's shape, then steps: kind | key number << 3
+        def op(kind: int, key: int = 0, *args: int) -> bytes:
+            return bytes([kind | key << 3, *args])
+        fill = b"".join(op(1, k, k * 3) for k in range(8))      # sets past `entries`
+        walk = op(3, 0, 0) + op(4) * 8                           # 'n' at 0, going on
+        rest = (op(5) + op(2, 1) + op(2, 1) + op(0, 1) + op(0, 0) + walk + op(3, 0, 0x80)
+                + b"\xff" * 4 + op(6, 0, 5) + op(6, 0, 200) + op(1, 1, 9) + op(1, 30, 9)
+                + op(7, 0, 2, ord("s"), 1) + op(7, 0, 1, ord("z")) + op(7, 0, 0) + op(5))
+        for shape in range(4):
+            (d / f"shape{shape}").write_bytes(bytes([shape]) + fill + walk + rest)
+            (d / f"churn{shape}").write_bytes(bytes([shape]) + (op(1, 2, 1) + op(3, 0, 0)
+                                                                + op(2, 2) + op(4)) * 6)
     elif target == "tsplib":
         head = "NAME : x\nTYPE : TSP\nDIMENSION : 5\nEDGE_WEIGHT_TYPE : EUC_2D\n"
         nodes = "NODE_COORD_SECTION\n1 0 0\n2 3 4\n3 1.5e2 -7\n5 9 9\n4 2 2\nEOF\n"
@@ -249,23 +278,27 @@ def lso_seed_descriptors() -> list[tuple[str, bytes]]:
     return out
 
 
-def _build_all() -> dict[str, Path]:
-    """Every target, built as make -j would: the libraries' archives first (the core's
-    before those that need it), then the targets, as many at once as there are CPUs."""
-    libs = [lib.name for lib in cbuild.description().closure(set(TARGETS.values()))]
+def _build_all(targets: dict[str, str]) -> dict[str, Path]:
+    """Every target of `targets`, built as make -j would: the libraries' archives first
+    (the core's before those that need it), then the targets, as many at once as there
+    are CPUs."""
+    wanted = {*targets.values(), *(lib for t in targets for lib in MORE_LIBS.get(t, []))}
+    libs = [lib.name for lib in cbuild.description().closure(wanted)]
     cbuild.build_library("core", SETS)
     cbuild.each_in_parallel(lambda lib: cbuild.build_library(lib, SETS),
                             [(lib,) for lib in libs if lib != "core"])
     exes: dict[str, Path] = {}
     cbuild.each_in_parallel(lambda t, lib: exes.__setitem__(t, cbuild.build_exe(
-        f"fuzz_{t}", [FUZZ / f"fuzz_{t}.c", *TOOL_SOURCES.get(t, [])], [lib], SETS,
-        includes=[TOOLS] if t in TOOL_SOURCES else [])), list(TARGETS.items()))
-    return {t: exes[t] for t in TARGETS}
+        f"fuzz_{t}", [FUZZ / f"fuzz_{t}.c", *TOOL_SOURCES.get(t, [])],
+        [lib, *MORE_LIBS.get(t, [])], SETS, includes=[TOOLS] if t in TOOL_SOURCES else [],
+        link=LINK.get(t, []))), list(targets.items()))
+    return {t: exes[t] for t in targets}
 
 
 @pytest.fixture(scope="module")
 def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str]]:
-    """Build every target and run them side by side: target -> (exit status, log)."""
+    """Build every target that can be built here and run them side by side: target ->
+    (exit status, log); a target that cannot be built: (SKIP_STATUS, "SKIP: why")."""
     tmp = tmp_path_factory.mktemp("fuzz")
     problem = _libfuzzer_problem(tmp)
     if problem:
@@ -274,8 +307,9 @@ def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, 
     env = dict(os.environ, TMPDIR=str(tmp),
                ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+    unbuildable = _unbuildable()
     try:
-        exes = _build_all()
+        exes = _build_all({t: lib for t, lib in TARGETS.items() if t not in unbuildable})
     except OfflowError as e:
         pytest.fail(str(e))
     for t, exe in exes.items():
@@ -287,7 +321,7 @@ def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, 
                 [str(exe), f"-runs={RUNS}", f"-max_total_time={SECONDS}", "-seed=1",
                  "-timeout=10", "-rss_limit_mb=2048", f"-artifact_prefix={tmp}/{t}-",
                  str(corpus)], stdout=f, stderr=subprocess.STDOUT, env=env), log)
-    out: dict[str, tuple[int, str]] = {}
+    out = {t: (SKIP_STATUS, f"SKIP: {why}") for t, why in unbuildable.items()}
     for t, (p, log) in procs.items():
         try:
             rc = p.wait(timeout=SECONDS + 50)
@@ -301,5 +335,28 @@ def fuzz_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, 
 @pytest.mark.parametrize("target", TARGETS)
 def test_fuzz_target_finds_no_crash(target: str, fuzz_runs: dict[str, tuple[int, str]]) -> None:
     rc, log = fuzz_runs[target]
+    skip = [line for line in log.splitlines() if line.startswith("SKIP: ")]
+    if rc == SKIP_STATUS and skip:
+        pytest.skip(f"fuzz_{target}: {skip[0].removeprefix('SKIP: ')}")
     assert rc == 0, f"fuzz_{target} exited {rc}:\n{log[-6000:]}"
     assert "Done " in log, log[-2000:]
+
+
+def test_xdp_mapctl_target_says_why_where_the_kernel_refuses_bpf_maps(tmp_path: Path) -> None:
+    """Where the kernel refuses to make a BPF map, fuzz_xdp_mapctl prints the reason and
+    exits SKIP_STATUS (the test above skips with that reason), never a silent pass: run
+    here with every capability dropped (setpriv), where the kernel refuses it."""
+    bpf_off = Path("/proc/sys/kernel/unprivileged_bpf_disabled")
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run the target without capabilities")
+    if not bpf_off.exists() or bpf_off.read_text().strip() == "0":
+        pytest.skip("this kernel lets a process without capabilities make BPF maps")
+    why = _libfuzzer_problem(tmp_path) or _unbuildable().get("xdp_mapctl")
+    if why:
+        pytest.skip(why)
+    exe = _build_all({"xdp_mapctl": "map"})["xdp_mapctl"]
+    res = subprocess.run(["setpriv", "--bounding-set=-all", "--inh-caps=-all", str(exe),
+                          "-runs=1"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == SKIP_STATUS, res.stdout + res.stderr[-2000:]
+    assert ("SKIP: the kernel refuses to make a BPF hash map: Operation not permitted (errno 1; "
+            "making one needs root or CAP_BPF)") in res.stdout.splitlines()

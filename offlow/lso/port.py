@@ -32,8 +32,8 @@ SEND_MAX = 65535  # OFL_LSO_SEND_MAX
 CSUM_OFFLOAD = 0x0001  # OFL_LSO_CSUM_OFFLOAD
 NIC_CTYPE = "struct ofl_lso_nic"  # the device side's table type (lso_nic.h)
 # lso.h's refusal reasons, by value: the element's drop reasons and the completions'
-REASONS = {-5101: "bad_desc", -5102: "bad_template", -5103: "beyond_buffer",
-           -5104: "bad_mss", -5105: "too_long"}
+REASONS = {-5301: "bad_desc", -5302: "bad_template", -5303: "beyond_buffer",
+           -5304: "bad_mss", -5305: "too_long"}
 KINDS = ("ssm", "bom", "com", "eom", "zero")  # lso.h's message kinds, by value
 # The runtime modules the host side's shared library holds: (library, module).
 MODULES = (("lso", "lso_port"), ("lso", "lso"), ("core", "ring"), ("core", "window"),

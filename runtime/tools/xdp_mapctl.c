@@ -21,7 +21,7 @@ static void mc_counts(void *self, uint32_t *count, uint64_t *full)
         n++;
     }
     uint64_t xdp_full = 0;
-    (void)ofl_xdp_map_full(s->obj, s->x, &xdp_full);
+    if (s->obj) (void)ofl_xdp_map_full(s->obj, s->x, &xdp_full);
     *count = n;
     *full = xdp_full + *s->full;
 }
@@ -87,14 +87,21 @@ int ofl_xdp_mapctl_open(struct ofl_xdp_mapctl *s, const struct ofl_xdp_map *x,
         fprintf(stderr, "offlow xdp: no map %s for the control of %s\n", x->map, x->name);
         return -ENOENT;
     }
+    ofl_xdp_mapctl_init(s, x, bpf_map__fd(m), obj, full);
+    return 0;
+}
+
+void ofl_xdp_mapctl_init(struct ofl_xdp_mapctl *s, const struct ofl_xdp_map *x, int fd,
+                         struct bpf_object *obj, uint64_t *full)
+{
+    memset(s, 0, sizeof *s);
     s->x = x;
     s->obj = obj;
-    s->fd = bpf_map__fd(m);
+    s->fd = fd;
     s->full = full;
     s->ops = (struct ofl_map_ctl_ops){s, x->key_size, x->value_size, x->entries, x->layout,
                                       x->ctl_type, &s->updates, mc_counts, mc_get, mc_set,
                                       mc_del, mc_next};
-    return 0;
 }
 
 int ofl_xdp_mapctl_serve(void *ctx, struct ofl_chan_end *end, const void *msg, size_t len)

@@ -33,6 +33,12 @@ struct ofl_xdp_mapctl {
 int ofl_xdp_mapctl_open(struct ofl_xdp_mapctl *s, const struct ofl_xdp_map *x,
                         struct bpf_object *obj, uint64_t *full);
 
+/* Prepare `s` for map `x` whose BPF hash map is `fd` (open's, or one a test made with
+ * bpf_map_create), counting its refused sets in *full; `obj`: the loaded object whose
+ * per-CPU `full` counter of `x` adds to those, or NULL for none. */
+void ofl_xdp_mapctl_init(struct ofl_xdp_mapctl *s, const struct ofl_xdp_map *x, int fd,
+                         struct bpf_object *obj, uint64_t *full);
+
 /* The channel manager's handler of channel ctl.NAME (ctx: the map's ofl_xdp_mapctl). */
 int ofl_xdp_mapctl_serve(void *ctx, struct ofl_chan_end *end, const void *msg, size_t len);
 

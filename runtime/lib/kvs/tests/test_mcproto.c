@@ -830,6 +830,10 @@ static void test_writers(void)
               strcmp(ofl_mc_strerror(OFL_ETRUNC), "truncated packet") == 0,
           "ofl_mc_strerror has a text for every memcached error, the core's ofl_strerror "
           "none; the core's texts still come through");
+    ok = 1;  /* the memcached errors' range (err.h) is apart from the core's and the parsers' */
+    for (int e = OFL_ERR_PKT_FIRST; e >= OFL_ERR_CORE_LAST; e--)
+        ok &= strcmp(ofl_mc_strerror(e), ofl_strerror(e)) == 0;
+    CHECK(ok, "no code in the core's or the packet parsers' ranges is a memcached error");
 }
 
 /* A 1 MiB value (the default limit) parses in both protocols; one more byte does not. */

@@ -444,6 +444,10 @@ static void test_refusals(void)
     CHECK(refuse(d, dl, BUF, 1500, FRAME) == OFL_LSO_ELENGTH, "a UDP/IPv4 datagram over 65,535 bytes: too_long");
     CHECK(!strcmp(ofl_lso_reason(OFL_LSO_EMSS), "bad_mss") && !strcmp(ofl_lso_reason(0), "?"),
           "reasons have names");
+    int apart = 1;  /* the refusals' range (err.h) is apart from the others' */
+    for (int e = OFL_ERR_PKT_FIRST; e >= OFL_ERR_MC_LAST; e--)
+        apart &= !strcmp(ofl_lso_reason(e), "?");
+    CHECK(apart, "no code in the packet parsers', the core's or memcached's ranges is a refusal");
 }
 
 static void test_split(void)

@@ -82,7 +82,8 @@ static void *device(void *arg)
         for (int i = 0; i < n; i++) {
             rc = ofl_lso_nic_begin(nic, pk[i].data, pk[i].len, 9000);
             if (rc < 0) {
-                d->refused[-rc - 5100 < 8 ? -rc - 5100 : 0]++;
+                int why = OFL_ERR_LSO_FIRST - rc;  /* EDESC 1, ETEMPLATE 2, ... */
+                d->refused[why < 8 ? why : 0]++;
                 continue;
             }
             uint32_t tag = nic->cut.tag, pos = 0;

@@ -58,6 +58,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "offlow/err.h"
+
 #define OFL_MC_KEY_MAX 250u                 /* longest key, both protocols */
 #define OFL_MC_VALUE_MAX_DEFAULT (1u << 20) /* default limit on a value: 1 MiB */
 #define OFL_MC_LINE_MAX_DEFAULT 16384u      /* default limit on a text command line */
@@ -117,19 +119,23 @@ enum ofl_mc_status {
     OFL_MC_ST_ETMPFAIL = 0x0086,
 };
 
-/* Parse errors (negative, in their own range below the OFL_E* packet reasons). */
+/* Parse errors: negative, in the range err.h reserves for them (OFL_ERR_MC_FIRST down
+ * to OFL_ERR_MC_LAST, apart from the packet reasons' and the core's), EMAGIC down to
+ * EUDP; a new one goes after EUDP. */
 enum ofl_mc_err {
-    OFL_MC_EMAGIC = -5101,   /* binary: first byte is not 0x80 */
-    OFL_MC_EUNKNOWN = -5102, /* unknown opcode / text command, or wrong argument count */
-    OFL_MC_EINVAL = -5103,   /* extras/key/value not allowed for the opcode; bad text number */
-    OFL_MC_EKEY = -5104,     /* key longer than 250 bytes */
-    OFL_MC_E2BIG = -5105,    /* value longer than the configured limit */
-    OFL_MC_EBADLEN = -5106,  /* binary: extras + key longer than the body */
-    OFL_MC_ECHUNK = -5107,   /* text: data block not followed by "\r\n" */
-    OFL_MC_ELINE = -5108,    /* text: command line longer than the limit */
-    OFL_MC_ETRUNC = -5109,   /* a datagram ends inside a request or its frame header */
-    OFL_MC_EUDP = -5110,     /* UDP frame header announces a multi-datagram request */
+    OFL_MC_EMAGIC = -5201,   /* binary: first byte is not 0x80 */
+    OFL_MC_EUNKNOWN = -5202, /* unknown opcode / text command, or wrong argument count */
+    OFL_MC_EINVAL = -5203,   /* extras/key/value not allowed for the opcode; bad text number */
+    OFL_MC_EKEY = -5204,     /* key longer than 250 bytes */
+    OFL_MC_E2BIG = -5205,    /* value longer than the configured limit */
+    OFL_MC_EBADLEN = -5206,  /* binary: extras + key longer than the body */
+    OFL_MC_ECHUNK = -5207,   /* text: data block not followed by "\r\n" */
+    OFL_MC_ELINE = -5208,    /* text: command line longer than the limit */
+    OFL_MC_ETRUNC = -5209,   /* a datagram ends inside a request or its frame header */
+    OFL_MC_EUDP = -5210,     /* UDP frame header announces a multi-datagram request */
 };
+_Static_assert(OFL_ERR_IN(OFL_MC_EMAGIC, MC) && OFL_ERR_IN(OFL_MC_EUDP, MC),
+               "a memcached parse error outside its range (err.h)");
 
 /* Text for `err`: an OFL_MC_E* error, or whatever ofl_strerror (err.h) says of the
  * others. Never NULL; the string is static. */

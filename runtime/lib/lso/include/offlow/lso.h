@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "offlow/err.h"
+
 #define OFL_LSO_HDR_MAX 128u      /* header template bytes at most */
 #define OFL_LSO_SEND_MAX 65535u   /* payload bytes of one send at most */
 #define OFL_LSO_DESC_FIXED 24u    /* descriptor bytes before the template */
@@ -73,19 +75,22 @@ struct ofl_lso_desc {
 enum { OFL_LSO_SSM = 0, OFL_LSO_BOM = 1, OFL_LSO_COM = 2, OFL_LSO_EOM = 3, OFL_LSO_ZERO = 4,
        OFL_LSO_KINDS = 5 };
 
-/* Why a descriptor is refused (negative, outside errno's and the parsers' ranges). */
+/* Why a descriptor is refused: negative, in the range err.h reserves for them
+ * (OFL_ERR_LSO_FIRST down to OFL_ERR_LSO_LAST), EDESC down to ELENGTH. */
 enum ofl_lso_err {
-    OFL_LSO_EDESC = -5101,      /* shorter than its fixed part or its template, a template
+    OFL_LSO_EDESC = -5301,      /* shorter than its fixed part or its template, a template
                                    over OFL_LSO_HDR_MAX, unknown flags or reserved bits */
-    OFL_LSO_ETEMPLATE = -5102,  /* the template is cut short, or is not Ethernet + IPv4/IPv6
+    OFL_LSO_ETEMPLATE = -5302,  /* the template is cut short, or is not Ethernet + IPv4/IPv6
                                    + TCP/UDP (extension headers, a fragment, bytes after
                                    the transport header, DF on a datagram to fragment) */
-    OFL_LSO_EBUFFER = -5103,    /* the payload runs past the send buffer (or its headroom
+    OFL_LSO_EBUFFER = -5303,    /* the payload runs past the send buffer (or its headroom
                                    before the buffer's start) */
-    OFL_LSO_EMSS = -5104,       /* MSS 0, or a packet of MSS bytes over the MTU */
-    OFL_LSO_ELENGTH = -5105,    /* longer than the protocol allows: a TCP send over
+    OFL_LSO_EMSS = -5304,       /* MSS 0, or a packet of MSS bytes over the MTU */
+    OFL_LSO_ELENGTH = -5305,    /* longer than the protocol allows: a TCP send over
                                    OFL_LSO_SEND_MAX, a UDP datagram over 65,535 bytes */
 };
+_Static_assert(OFL_ERR_IN(OFL_LSO_EDESC, LSO) && OFL_ERR_IN(OFL_LSO_ELENGTH, LSO),
+               "a segmentation offload refusal outside its range (err.h)");
 
 /* The name of a refusal reason ("bad_desc", "bad_template", "beyond_buffer", "bad_mss",
  * "too_long"; the element's drop reasons), "?" for anything else. */
