@@ -118,7 +118,8 @@ def _cmd_plan(a: argparse.Namespace) -> int:
     print(planner.plan(planner.PlanRequest(
         program=a.program, device=a.device, host=a.host, workload=a.workload,
         settings=tuple(a.set), alternatives=tuple(a.alt), work=tuple(a.work),
-        packets=a.packets, top=a.top, validate=a.validate, repeats=a.repeats)))
+        packets=a.packets, top=a.top, validate=a.validate, repeats=a.repeats,
+        progress=lambda what: print(f"offlow plan: {what}", file=sys.stderr, flush=True))))
     return 0
 
 

@@ -194,6 +194,12 @@ def test_offlow_plan_validate_measures_each_alternative(program_file):
     probed = [ln for ln in table.splitlines() if "its crossings probed in each round" in ln]
     assert [ln.split()[1].rstrip(":") for ln in probed] == [written]
     assert len(probed[0].split("per entry): ")[1].split(", ")) == 2, probed
+    # a minutes-long command says each step as it starts it (stderr)
+    steps = [ln for ln in r.stderr.splitlines() if ln.startswith("offlow plan: ")]
+    assert steps[0].startswith("offlow plan: calibrating `")
+    rounds = [ln.partition("validating ")[2] for ln in steps[1:]]
+    assert len(rounds) == 4 and rounds[-1].endswith(": round 2 of 2"), steps
+    assert rounds[0].startswith("placement 1 of 2 (") and "placement 2 of 2 (" in rounds[2]
 
 
 def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):

@@ -5,7 +5,7 @@ line that gives it."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -34,6 +34,7 @@ class PlanRequest:
     top: int = 12
     validate: bool = False  # also measure each shown placement (profile-scaled emulation)
     repeats: int = 5  # --validate: rounds (calibrations and the measured run) per placement
+    progress: Callable[[str], None] | None = None  # told each step of a long plan
 
 
 def parse_work(items: Sequence[str]) -> dict[str, str]:
@@ -67,18 +68,29 @@ def plan(req: PlanRequest) -> str:
     profile.dilation(profiles[DEVICE]) if req.validate else None  # (refused early)
     with tempfile.TemporaryDirectory(prefix="offlow-plan-") as d:
         capture = workload.resolve(req.workload, Path(d))
+        _say(req, f"calibrating `{g.name}` on this host ({req.packets:,} packets, every "
+                  "segment on host core 0, then its queues' crossings)")
         cal = calibrate(req.program, list(req.settings), capture, req.packets, work)
         ranked = rank(g, cal, profiles, alts if alts is not None or not req.validate
                       else [as_written(g)])
         text = format_plan(req, cal, profiles, ranked)
         if not req.validate:
             return text
-        checks = [_check(req, g, cal, profiles, capture, work, r) for r in ranked[:req.top]]
+        shown = ranked[:req.top]
+        checks = [_check(req, g, cal, profiles, capture, work, r, f"placement {k} of "
+                         f"{len(shown)} ({' '.join(r.settings) or 'as written'})")
+                  for k, r in enumerate(shown, 1)]
     return text + "\n\n" + format_checks(req, checks)
 
 
+def _say(req: PlanRequest, what: str) -> None:
+    """Tell the request's progress callback (the CLI prints it to stderr) `what`."""
+    if req.progress is not None:
+        req.progress(what)
+
+
 def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Profile],
-           capture: Path | None, work: dict[str, str], r: Ranked) -> Check:
+           capture: Path | None, work: dict[str, str], r: Ranked, which: str) -> Check:
     """Placement `r` predicted and measured in `req.repeats` rounds, each a fresh
     calibration run (not slowed), where the placement has a queue between two threads
     its crossings probed with the NIC's end under the profile (one probe round at the
@@ -92,7 +104,8 @@ def _check(req: PlanRequest, g: Graph, cal: Calibration, profiles: dict[str, Pro
     frame = (max(64, round(cal.frame_bytes)),)
     crosses = _crosses(cal, r)
     rounds = []
-    for _ in range(req.repeats):
+    for k in range(req.repeats):
+        _say(req, f"validating {which}: round {k + 1} of {req.repeats}")
         again = calibrate(req.program, list(req.settings), capture, req.packets, work,
                           crossing_repeats=0, runs=1)
         xs = tuple(crossing.measure(x.batch, x.ring_size, packets=req.packets, repeats=1,
