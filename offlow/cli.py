@@ -182,7 +182,10 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="offlow", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="offlow", description="Compile packet-processing programs (a data-flow graph of "
+        "elements with C bodies) and run them split between the host CPU and devices (an "
+        "emulated NIC, XDP, OpenCL, remote devices over UCX). README.md and docs/ say more.")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_SubParser)
 
     def secret_args(sp: argparse.ArgumentParser) -> None:

@@ -119,3 +119,13 @@ def test_ctrl_c_during_a_run_prints_the_counts_and_says_so(tmp_path: Path) -> No
     assert "offlow: stopped by Ctrl-C: the counts cover the run until then" in err
     assert "Traceback" not in err
     assert "source " in out and "packets" in out
+
+
+def test_help_says_what_offlow_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """(It printed the cli module's docstring: "The command line: parses arguments and
+    calls the library; nothing more.")"""
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Compile packet-processing programs" in out and "parses arguments" not in out
