@@ -56,8 +56,8 @@ def lost_updates(plan: Plan) -> list[str]:
                 writers[n.name] = mine[0]
                 via[n.name] = sorted({(p, f) for local, p, f in facts.plain_via
                                       if local in mine}, key=lambda pf: (pf[1], pf[0]))
-                at[n.name] = sorted((w, f) for local, w, f in facts.plain_at
-                                    if local in mine and w)
+                at[n.name] = sorted(((w, f) for local, w, f in facts.plain_at
+                                     if local in mine and w), key=_by_line)
             calls = sorted(w for local, w in facts.unseen_calls if local in locals_)
             if calls:
                 unseen[n.name] = calls
@@ -98,6 +98,14 @@ def _threads(plan: Plan, t: SharedTable, users: Iterable[str]) -> tuple[int, lis
     return threads, sorted({f"{d} core {c}" for v in copies.values() for d, c in v}
                            | {f"{d}: every CPU that receives" for d in every_cpu}), \
         bool(every_cpu)
+
+
+def _by_line(where_helper: tuple[str, str]) -> tuple[str, int, str, str]:
+    """Sorts an update's (where, helper) by file, then line as a number (`prog.py:99`
+    before `prog.py:100`, `body line 9` before `body line 10`), then helper."""
+    where, helper = where_helper
+    head = where.rstrip("0123456789")
+    return head, int(where[len(head):] or 0), where, helper
 
 
 def _warning(table: str, is_map: bool, writers: dict[str, str],

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from offlow import Element, Program, Shared, SharedMap, Sink, Source
 from offlow.build import plan_program
+from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.races import lost_updates
 
@@ -478,3 +479,40 @@ def test_pointer_locals_of_a_typedef_type_are_followed_and_said() -> None:
         "core 0, host core 1): if that function updates it with a plain read-modify-write "
         "(`+=`, `++`, ...), updates made at the same time are lost; make it add atomically "
         "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by its name"]
+
+
+def _user_program(tmp_path: Path, notes: int) -> Path:
+    """A user's program file: a long comment of `notes` lines above an element that
+    counts a bucket's packets and bytes, with two plain updates on two lines in a row,
+    on a NIC segment of two cores."""
+    prog = tmp_path / "buckets.py"
+    prog.write_text(
+        '"""Buckets of packets by length."""\n\n'
+        "from offlow import Element, Program, Shared, Sink, Source\n\n"
+        + "".join(f"# note {i}: what the buckets are for, in many words\n" for i in range(notes))
+        + "\n\nclass Buckets(Element):\n"
+        "    tables = ('per',)\n"
+        "    body = r'''\n"
+        "    uint32_t b = 2 * (pkt->len & 3u);\n"
+        "    per[b]++;               /* packets */\n"
+        "    per[b + 1] += pkt->len; /* bytes */\n"
+        "    '''\n\n\n"
+        "def program() -> Program:\n"
+        "    p = Program('buckets')\n"
+        "    s, t, o = Source('rx'), Buckets('t', per=Shared('per', 'uint64_t', 8)), Sink('tx')\n"
+        "    s >> t >> o\n"
+        "    p.segment('edge', [s, t, o], device='nic', cores=[0, 1])\n"
+        "    return p\n")
+    return prog
+
+
+def test_update_lines_are_in_line_order_past_line_99(tmp_path: Path) -> None:
+    """The updates on lines 99 and 100 of a user's file are said in that order. The old
+    code sorted them as text: `buckets.py:100` before `buckets.py:99`."""
+    prog = _user_program(tmp_path, 88)
+    lines = prog.read_text().splitlines()
+    assert [i for i, x in enumerate(lines, 1) if "per[b" in x and "+" in x] == [99, 100]
+    [w] = lost_updates(plan_program(load_program(prog)))
+    assert w.startswith(f"table `per`: `t` ({prog}:99, {prog}:100) updates it with a plain "
+                        "read-modify-write"), w
+
