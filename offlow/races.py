@@ -112,22 +112,12 @@ def _warning(table: str, is_map: bool, writers: dict[str, str],
              via: dict[str, list[tuple[str, str]]], at: dict[str, list[tuple[str, str]]],
              threads: int, where: list[str], every_cpu: bool) -> str:
     """The warning for `table`: who updates it how (where, through which pointers: the
-    body's and its helpers'), on which threads, what to write (in the body, in the
-    helpers, or both)."""
-    name, local = next(iter(writers.items()))
+    body's and its helpers'), on which threads, what to write (in each writer's body,
+    in the helpers, or both)."""
+    local = next(iter(writers.values()))
     pointers = "".join(f"; `{w}` through its pointer{'s' if len(ps) > 1 else ''} "
                        + ", ".join(f"`{p}`" + (f" in `{f}`" if f else "") for p, f in ps)
                        for w, ps in via.items() if ps)
-    helpers = sorted({f for _, f in at[name] if f})
-    mine = [p for p, f in via[name] if not f]  # (the body's own pointers)
-    in_body = (f"in `{name}` write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
-               if not is_map and not mine else
-               "in `{0}` add through `{1}` atomically, e.g. __atomic_fetch_add({1}, v, "
-               "__ATOMIC_RELAXED) (`&{1}->f` for its member f)".format(name, (mine or ["p"])[0]))
-    in_helpers = (f"in {', '.join(f'`{f}`' for f in helpers)} add through the pointer given "
-                  "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED)")
-    body_too = not helpers or any(not f for _, f in at[name])  # (an update in the body)
-    fix = ", and ".join([in_body] * body_too + [in_helpers] * bool(helpers))
     who = ", ".join(f"`{w}` ({', '.join(x + (f' in `{f}`' if f else '') for x, f in at[w])})"
                     if at[w] else f"`{w}`" for w in writers)
     return (f"table `{table}`: {who} "
@@ -135,7 +125,32 @@ def _warning(table: str, is_map: bool, writers: dict[str, str],
             f"(`+=`, `++`, `|=`, ...{pointers}) on "
             + (f"{threads} threads" if not every_cpu else "several CPUs")
             + f" at once ({', '.join(where)}): updates made at the same time are lost; "
-            f"{fix}, or " + _instead(is_map, every_cpu, local))
+            f"{_fix(is_map, writers, via, at)}, or " + _instead(is_map, every_cpu, local))
+
+
+def _fix(is_map: bool, writers: dict[str, str], via: dict[str, list[tuple[str, str]]],
+         at: dict[str, list[tuple[str, str]]]) -> str:
+    """What to write, in every place that updates the table plainly: each writer's body
+    that does (writers given the same advice named together), then the helper functions
+    that do (each named once: the update lines say whose)."""
+    bodies: dict[str, list[str]] = {}  # what to write in a body -> the elements
+    helpers: list[str] = []
+    for name, local in writers.items():
+        mine = [f for _, f in at[name] if f]
+        helpers += [f for f in sorted(set(mine)) if f not in helpers]
+        if mine and all(f for _, f in at[name]):  # (no update in the body)
+            continue
+        ptrs = [p for p, f in via[name] if not f]  # (the body's own pointers)
+        what = (f"write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
+                if not is_map and not ptrs else
+                "add through `{0}` atomically, e.g. __atomic_fetch_add({0}, v, "
+                "__ATOMIC_RELAXED) (`&{0}->f` for its member f)".format((ptrs or ["p"])[0]))
+        bodies.setdefault(what, []).append(name)
+    parts = [f"in {', '.join(f'`{n}`' for n in names)} {what}" for what, names in bodies.items()]
+    if helpers:
+        parts.append(f"in {', '.join(f'`{f}`' for f in helpers)} add through the pointer "
+                     "given atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED)")
+    return ", and ".join(parts)
 
 
 def _instead(is_map: bool, every_cpu: bool, local: str) -> str:

@@ -516,3 +516,54 @@ def test_update_lines_are_in_line_order_past_line_99(tmp_path: Path) -> None:
     assert w.startswith(f"table `per`: `t` ({prog}:99, {prog}:100) updates it with a plain "
                         "read-modify-write"), w
 
+
+class Longs(Element):
+    """Another user's element on the same table: the bytes of long packets, added by a
+    helper of its own through the pointer it is given."""
+
+    tables = ("all",)
+    helpers = r"""
+    static void add_to(uint64_t *at, uint32_t len) { *at += len; }   /* plain */
+    """
+    body = r"""
+    if (pkt->len > 1000u)
+        add_to(&all[7], pkt->len);
+    """
+
+
+def test_each_element_that_updates_the_table_is_told_what_to_write() -> None:
+    """Three elements update one table on two cores: `first` (a Tally: its body, with
+    an index), `second` (a SlotTally: its body, through its pointer `slot`) and `third`
+    (a Longs: its helper `add_to`). The fix names each place to change, what to write
+    there. The old code told only the first writer, `first`, what to write."""
+    p = Program("three")
+    counts = Shared("bytes", "uint64_t", 8)
+    src, a, b, c, out = (Source("rx"), Tally("first", per_bucket=counts),
+                         SlotTally("second", per_bucket=counts), Longs("third", all=counts),
+                         Sink("tx"))
+    src >> a >> b >> c >> out
+    p.segment("rx", [src, a], device="nic", cores=[0])
+    p.segment("app", [b, c, out], device="host", cores=[0])
+    [w] = lost_updates(plan_program(p))
+    assert w.endswith(
+        "updates made at the same time are lost; in `first` write e.g. "
+        "__atomic_fetch_add(&per_bucket[i], v, __ATOMIC_RELAXED), and in `second` add "
+        "through `slot` atomically, e.g. __atomic_fetch_add(slot, v, __ATOMIC_RELAXED) "
+        "(`&slot->f` for its member f), and in `add_to` add through the pointer given "
+        "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED), or run its users on "
+        "one core"), w
+    assert f"`third` ({_at('*at += len;')} in `add_to`)" in w, w
+
+
+def test_elements_given_the_same_fix_are_named_together() -> None:
+    """Two Tallys on two cores: one piece of advice, naming both."""
+    p = Program("two")
+    counts = Shared("bytes", "uint64_t", 8)
+    src, a, b, out = Source("rx"), Tally("first", per_bucket=counts), \
+        Tally("second", per_bucket=counts), Sink("tx")
+    src >> a >> b >> out
+    p.segment("rx", [src, a], device="nic", cores=[0])
+    p.segment("app", [b, out], device="host", cores=[0])
+    [w] = lost_updates(plan_program(p))
+    assert w.endswith("lost; in `first`, `second` write e.g. __atomic_fetch_add("
+                      "&per_bucket[i], v, __ATOMIC_RELAXED), or run its users on one core"), w
