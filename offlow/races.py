@@ -23,6 +23,7 @@ on two or more threads at once, a warning says the write cannot be seen, and whe
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import groupby
 
 from offlow.codegen.bpf import map_kind
 from offlow.ir.graph import SharedTable
@@ -58,7 +59,8 @@ def lost_updates(plan: Plan) -> list[str]:
                                       if local in mine}, key=lambda pf: (pf[1], pf[0]))
                 at[n.name] = sorted(((w, f) for local, w, f in facts.plain_at
                                      if local in mine and w), key=_by_line)
-            calls = sorted(w for local, w in facts.unseen_calls if local in locals_)
+            calls = sorted((w for local, w in facts.unseen_calls if local in locals_),
+                           key=_natural)
             if calls:
                 unseen[n.name] = calls
         threads, where, every_cpu = _threads(plan, t, writers)
@@ -96,16 +98,22 @@ def _threads(plan: Plan, t: SharedTable, users: Iterable[str]) -> tuple[int, lis
                 copies.setdefault(device if s.spread else "", set()).add((device, core))
     threads = max((len(v) for v in copies.values()), default=0)
     return threads, sorted({f"{d} core {c}" for v in copies.values() for d, c in v}
-                           | {f"{d}: every CPU that receives" for d in every_cpu}), \
-        bool(every_cpu)
+                           | {f"{d}: every CPU that receives" for d in every_cpu},
+                           key=_natural), bool(every_cpu)
 
 
-def _by_line(where_helper: tuple[str, str]) -> tuple[str, int, str, str]:
-    """Sorts an update's (where, helper) by file, then line as a number (`prog.py:99`
-    before `prog.py:100`, `body line 9` before `body line 10`), then helper."""
+def _natural(text: str) -> tuple[tuple[int, str, int], ...]:
+    """Sorts `text` with its runs of digits as numbers: `prog.py:99` before
+    `prog.py:100`, `body line 9` before `body line 10`, `host core 2` before `host core
+    10`."""
+    return tuple((1, "", int(run)) if digits else (0, run, 0)
+                 for digits, run in ((d, "".join(g)) for d, g in groupby(text, str.isdigit)))
+
+
+def _by_line(where_helper: tuple[str, str]) -> tuple[tuple[tuple[int, str, int], ...], str]:
+    """Sorts an update's (where, helper) by file, then line as a number, then helper."""
     where, helper = where_helper
-    head = where.rstrip("0123456789")
-    return head, int(where[len(head):] or 0), where, helper
+    return _natural(where), helper
 
 
 def _warning(table: str, is_map: bool, writers: dict[str, str],

@@ -481,10 +481,23 @@ def test_pointer_locals_of_a_typedef_type_are_followed_and_said() -> None:
         "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by its name"]
 
 
-def _user_program(tmp_path: Path, notes: int) -> Path:
-    """A user's program file: a long comment of `notes` lines above an element that
-    counts a bucket's packets and bytes, with two plain updates on two lines in a row,
-    on a NIC segment of two cores."""
+BUCKETS = r"""
+    uint32_t b = 2 * (pkt->len & 3u);
+    per[b]++;               /* packets */
+    per[b + 1] += pkt->len; /* bytes */
+"""
+
+PICKED = r"""
+    void (*bump)(uint64_t *) = (pkt->len & 1u) ? by_one : by_two;   /* picked per packet */
+    bump(&per[pkt->len & 3u]);
+    bump(&per[4 + (pkt->len & 3u)]);
+"""
+
+
+def _user_program(tmp_path: Path, body: str, notes: int = 84, cores: str = "0, 1") -> Path:
+    """A user's program file: a long comment of `notes` lines above an element whose
+    C body is `body` (helpers: a plain and an atomic bump), on a NIC segment of
+    `cores`."""
     prog = tmp_path / "buckets.py"
     prog.write_text(
         '"""Buckets of packets by length."""\n\n'
@@ -492,29 +505,50 @@ def _user_program(tmp_path: Path, notes: int) -> Path:
         + "".join(f"# note {i}: what the buckets are for, in many words\n" for i in range(notes))
         + "\n\nclass Buckets(Element):\n"
         "    tables = ('per',)\n"
-        "    body = r'''\n"
-        "    uint32_t b = 2 * (pkt->len & 3u);\n"
-        "    per[b]++;               /* packets */\n"
-        "    per[b + 1] += pkt->len; /* bytes */\n"
-        "    '''\n\n\n"
+        "    helpers = r'''\n"
+        "    static void by_one(uint64_t *c) { *c += 1; }\n"
+        "    static void by_two(uint64_t *c) { __atomic_fetch_add(c, 2, __ATOMIC_RELAXED); }\n"
+        "    '''\n"
+        f"    body = r'''{body}    '''\n\n\n"
         "def program() -> Program:\n"
         "    p = Program('buckets')\n"
         "    s, t, o = Source('rx'), Buckets('t', per=Shared('per', 'uint64_t', 8)), Sink('tx')\n"
         "    s >> t >> o\n"
-        "    p.segment('edge', [s, t, o], device='nic', cores=[0, 1])\n"
+        f"    p.segment('edge', [s, t, o], device='nic', cores=[{cores}])\n"
         "    return p\n")
     return prog
+
+
+def _lines(prog: Path, text: str) -> list[int]:
+    return [i for i, x in enumerate(prog.read_text().splitlines(), 1) if text in x]
 
 
 def test_update_lines_are_in_line_order_past_line_99(tmp_path: Path) -> None:
     """The updates on lines 99 and 100 of a user's file are said in that order. The old
     code sorted them as text: `buckets.py:100` before `buckets.py:99`."""
-    prog = _user_program(tmp_path, 88)
-    lines = prog.read_text().splitlines()
-    assert [i for i, x in enumerate(lines, 1) if "per[b" in x and "+" in x] == [99, 100]
+    prog = _user_program(tmp_path, BUCKETS)
+    assert _lines(prog, "per[b") == [99, 100]
     [w] = lost_updates(plan_program(load_program(prog)))
     assert w.startswith(f"table `per`: `t` ({prog}:99, {prog}:100) updates it with a plain "
                         "read-modify-write"), w
+
+
+def test_unseen_calls_are_in_line_order_past_line_99(tmp_path: Path) -> None:
+    """Two calls through a function pointer, on lines 99 and 100: said in that order.
+    The old code sorted them as text, line 100 first."""
+    prog = _user_program(tmp_path, PICKED)
+    assert _lines(prog, "bump(&per[") == [99, 100]
+    [w] = lost_updates(plan_program(load_program(prog)))
+    assert w.startswith(f"table `per`: `t` ({prog}:99 `bump`, {prog}:100 `bump`) gives a "
+                        "pointer into it"), w
+
+
+def test_threads_are_in_core_order_past_core_9(tmp_path: Path) -> None:
+    """A segment on cores 2 and 10: `nic core 2, nic core 10`. The old code sorted the
+    threads as text, core 10 first."""
+    [w] = lost_updates(plan_program(load_program(_user_program(tmp_path, BUCKETS,
+                                                               cores="2, 10"))))
+    assert "on 2 threads at once (nic core 2, nic core 10): updates" in w, w
 
 
 class Longs(Element):
