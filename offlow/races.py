@@ -144,9 +144,9 @@ def _fix(is_map: bool, writers: dict[str, str], via: dict[str, list[tuple[str, s
     bodies: dict[str, list[str]] = {}  # what to write in a body -> the elements
     helpers: list[str] = []
     for name, local in writers.items():
-        mine = [f for _, f in at[name] if f]
-        helpers += [f for f in sorted(set(mine)) if f not in helpers]
-        if mine and all(f for _, f in at[name]):  # (no update in the body)
+        its_helpers = sorted({f for _, f in at[name] if f})
+        helpers += [f for f in its_helpers if f not in helpers]
+        if its_helpers and all(f for _, f in at[name]):  # (no update in the body)
             continue
         ptrs = [p for p, f in via[name] if not f]  # (the body's own pointers)
         what = (f"write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
