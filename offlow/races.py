@@ -23,6 +23,7 @@ on two or more threads at once, a warning says the write cannot be seen, and whe
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import groupby
 
 from offlow.codegen.bpf import map_kind
 from offlow.ir.graph import SharedTable
@@ -56,9 +57,10 @@ def lost_updates(plan: Plan) -> list[str]:
                 writers[n.name] = mine[0]
                 via[n.name] = sorted({(p, f) for local, p, f in facts.plain_via
                                       if local in mine}, key=lambda pf: (pf[1], pf[0]))
-                at[n.name] = sorted((w, f) for local, w, f in facts.plain_at
-                                    if local in mine and w)
-            calls = sorted(w for local, w in facts.unseen_calls if local in locals_)
+                at[n.name] = sorted(((w, f) for local, w, f in facts.plain_at
+                                     if local in mine and w), key=_by_line)
+            calls = sorted((w for local, w in facts.unseen_calls if local in locals_),
+                           key=_natural)
             if calls:
                 unseen[n.name] = calls
         threads, where, every_cpu = _threads(plan, t, writers)
@@ -96,30 +98,34 @@ def _threads(plan: Plan, t: SharedTable, users: Iterable[str]) -> tuple[int, lis
                 copies.setdefault(device if s.spread else "", set()).add((device, core))
     threads = max((len(v) for v in copies.values()), default=0)
     return threads, sorted({f"{d} core {c}" for v in copies.values() for d, c in v}
-                           | {f"{d}: every CPU that receives" for d in every_cpu}), \
-        bool(every_cpu)
+                           | {f"{d}: every CPU that receives" for d in every_cpu},
+                           key=_natural), bool(every_cpu)
+
+
+def _natural(text: str) -> tuple[tuple[int, str, int], ...]:
+    """Sorts `text` with its runs of digits as numbers: `prog.py:99` before
+    `prog.py:100`, `body line 9` before `body line 10`, `host core 2` before `host core
+    10`."""
+    return tuple((1, "", int(run)) if digits else (0, run, 0)
+                 for digits, run in ((d, "".join(g)) for d, g in groupby(text, str.isdigit)))
+
+
+def _by_line(where_helper: tuple[str, str]) -> tuple[tuple[tuple[int, str, int], ...], str]:
+    """Sorts an update's (where, helper) by file, then line as a number, then helper."""
+    where, helper = where_helper
+    return _natural(where), helper
 
 
 def _warning(table: str, is_map: bool, writers: dict[str, str],
              via: dict[str, list[tuple[str, str]]], at: dict[str, list[tuple[str, str]]],
              threads: int, where: list[str], every_cpu: bool) -> str:
     """The warning for `table`: who updates it how (where, through which pointers: the
-    body's and its helpers'), on which threads, what to write (in the body, in the
-    helpers, or both)."""
-    name, local = next(iter(writers.items()))
+    body's and its helpers'), on which threads, what to write (in each writer's body,
+    in the helpers, or both)."""
+    local = next(iter(writers.values()))
     pointers = "".join(f"; `{w}` through its pointer{'s' if len(ps) > 1 else ''} "
                        + ", ".join(f"`{p}`" + (f" in `{f}`" if f else "") for p, f in ps)
                        for w, ps in via.items() if ps)
-    helpers = sorted({f for _, f in at[name] if f})
-    mine = [p for p, f in via[name] if not f]  # (the body's own pointers)
-    in_body = (f"in `{name}` write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
-               if not is_map and not mine else
-               "in `{0}` add through `{1}` atomically, e.g. __atomic_fetch_add({1}, v, "
-               "__ATOMIC_RELAXED) (`&{1}->f` for its member f)".format(name, (mine or ["p"])[0]))
-    in_helpers = (f"in {', '.join(f'`{f}`' for f in helpers)} add through the pointer given "
-                  "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED)")
-    body_too = not helpers or any(not f for _, f in at[name])  # (an update in the body)
-    fix = ", and ".join([in_body] * body_too + [in_helpers] * bool(helpers))
     who = ", ".join(f"`{w}` ({', '.join(x + (f' in `{f}`' if f else '') for x, f in at[w])})"
                     if at[w] else f"`{w}`" for w in writers)
     return (f"table `{table}`: {who} "
@@ -127,7 +133,32 @@ def _warning(table: str, is_map: bool, writers: dict[str, str],
             f"(`+=`, `++`, `|=`, ...{pointers}) on "
             + (f"{threads} threads" if not every_cpu else "several CPUs")
             + f" at once ({', '.join(where)}): updates made at the same time are lost; "
-            f"{fix}, or " + _instead(is_map, every_cpu, local))
+            f"{_fix(is_map, writers, via, at)}, or " + _instead(is_map, every_cpu, local))
+
+
+def _fix(is_map: bool, writers: dict[str, str], via: dict[str, list[tuple[str, str]]],
+         at: dict[str, list[tuple[str, str]]]) -> str:
+    """What to write, in every place that updates the table plainly: each writer's body
+    that does (writers given the same advice named together), then the helper functions
+    that do (each named once: the update lines say whose)."""
+    bodies: dict[str, list[str]] = {}  # what to write in a body -> the elements
+    helpers: list[str] = []
+    for name, local in writers.items():
+        its_helpers = sorted({f for _, f in at[name] if f})
+        helpers += [f for f in its_helpers if f not in helpers]
+        if its_helpers and all(f for _, f in at[name]):  # (no update in the body)
+            continue
+        ptrs = [p for p, f in via[name] if not f]  # (the body's own pointers)
+        what = (f"write e.g. __atomic_fetch_add(&{local}[i], v, __ATOMIC_RELAXED)"
+                if not is_map and not ptrs else
+                "add through `{0}` atomically, e.g. __atomic_fetch_add({0}, v, "
+                "__ATOMIC_RELAXED) (`&{0}->f` for its member f)".format((ptrs or ["p"])[0]))
+        bodies.setdefault(what, []).append(name)
+    parts = [f"in {', '.join(f'`{n}`' for n in names)} {what}" for what, names in bodies.items()]
+    if helpers:
+        parts.append(f"in {', '.join(f'`{f}`' for f in helpers)} add through the pointer "
+                     "given atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED)")
+    return ", and ".join(parts)
 
 
 def _instead(is_map: bool, every_cpu: bool, local: str) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from offlow import Element, Program, Shared, SharedMap, Sink, Source
 from offlow.build import plan_program
+from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.races import lost_updates
 
@@ -478,3 +479,125 @@ def test_pointer_locals_of_a_typedef_type_are_followed_and_said() -> None:
         "core 0, host core 1): if that function updates it with a plain read-modify-write "
         "(`+=`, `++`, ...), updates made at the same time are lost; make it add atomically "
         "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by its name"]
+
+
+BUCKETS = r"""
+    uint32_t b = 2 * (pkt->len & 3u);
+    per[b]++;               /* packets */
+    per[b + 1] += pkt->len; /* bytes */
+"""
+
+PICKED = r"""
+    void (*bump)(uint64_t *) = (pkt->len & 1u) ? by_one : by_two;   /* picked per packet */
+    bump(&per[pkt->len & 3u]);
+    bump(&per[4 + (pkt->len & 3u)]);
+"""
+
+
+def _user_program(tmp_path: Path, body: str, notes: int = 84, cores: str = "0, 1") -> Path:
+    """A user's program file: a long comment of `notes` lines above an element whose
+    C body is `body` (helpers: a plain and an atomic bump), on a NIC segment of
+    `cores`."""
+    prog = tmp_path / "buckets.py"
+    prog.write_text(
+        '"""Buckets of packets by length."""\n\n'
+        "from offlow import Element, Program, Shared, Sink, Source\n\n"
+        + "".join(f"# note {i}: what the buckets are for, in many words\n" for i in range(notes))
+        + "\n\nclass Buckets(Element):\n"
+        "    tables = ('per',)\n"
+        "    helpers = r'''\n"
+        "    static void by_one(uint64_t *c) { *c += 1; }\n"
+        "    static void by_two(uint64_t *c) { __atomic_fetch_add(c, 2, __ATOMIC_RELAXED); }\n"
+        "    '''\n"
+        f"    body = r'''{body}    '''\n\n\n"
+        "def program() -> Program:\n"
+        "    p = Program('buckets')\n"
+        "    s, t, o = Source('rx'), Buckets('t', per=Shared('per', 'uint64_t', 8)), Sink('tx')\n"
+        "    s >> t >> o\n"
+        f"    p.segment('edge', [s, t, o], device='nic', cores=[{cores}])\n"
+        "    return p\n")
+    return prog
+
+
+def _lines(prog: Path, text: str) -> list[int]:
+    return [i for i, x in enumerate(prog.read_text().splitlines(), 1) if text in x]
+
+
+def test_update_lines_are_in_line_order_past_line_99(tmp_path: Path) -> None:
+    """The updates on lines 99 and 100 of a user's file are said in that order. The old
+    code sorted them as text: `buckets.py:100` before `buckets.py:99`."""
+    prog = _user_program(tmp_path, BUCKETS)
+    assert _lines(prog, "per[b") == [99, 100]
+    [w] = lost_updates(plan_program(load_program(prog)))
+    assert w.startswith(f"table `per`: `t` ({prog}:99, {prog}:100) updates it with a plain "
+                        "read-modify-write"), w
+
+
+def test_unseen_calls_are_in_line_order_past_line_99(tmp_path: Path) -> None:
+    """Two calls through a function pointer, on lines 99 and 100: said in that order.
+    The old code sorted them as text, line 100 first."""
+    prog = _user_program(tmp_path, PICKED)
+    assert _lines(prog, "bump(&per[") == [99, 100]
+    [w] = lost_updates(plan_program(load_program(prog)))
+    assert w.startswith(f"table `per`: `t` ({prog}:99 `bump`, {prog}:100 `bump`) gives a "
+                        "pointer into it"), w
+
+
+def test_threads_are_in_core_order_past_core_9(tmp_path: Path) -> None:
+    """A segment on cores 2 and 10: `nic core 2, nic core 10`. The old code sorted the
+    threads as text, core 10 first."""
+    [w] = lost_updates(plan_program(load_program(_user_program(tmp_path, BUCKETS,
+                                                               cores="2, 10"))))
+    assert "on 2 threads at once (nic core 2, nic core 10): updates" in w, w
+
+
+class Longs(Element):
+    """Another user's element on the same table: the bytes of long packets, added by a
+    helper of its own through the pointer it is given."""
+
+    tables = ("all",)
+    helpers = r"""
+    static void add_to(uint64_t *at, uint32_t len) { *at += len; }   /* plain */
+    """
+    body = r"""
+    if (pkt->len > 1000u)
+        add_to(&all[7], pkt->len);
+    """
+
+
+def test_each_element_that_updates_the_table_is_told_what_to_write() -> None:
+    """Three elements update one table on two cores: `first` (a Tally: its body, with
+    an index), `second` (a SlotTally: its body, through its pointer `slot`) and `third`
+    (a Longs: its helper `add_to`). The fix names each place to change, what to write
+    there. The old code told only the first writer, `first`, what to write."""
+    p = Program("three")
+    counts = Shared("bytes", "uint64_t", 8)
+    src, a, b, c, out = (Source("rx"), Tally("first", per_bucket=counts),
+                         SlotTally("second", per_bucket=counts), Longs("third", all=counts),
+                         Sink("tx"))
+    src >> a >> b >> c >> out
+    p.segment("rx", [src, a], device="nic", cores=[0])
+    p.segment("app", [b, c, out], device="host", cores=[0])
+    [w] = lost_updates(plan_program(p))
+    assert w.endswith(
+        "updates made at the same time are lost; in `first` write e.g. "
+        "__atomic_fetch_add(&per_bucket[i], v, __ATOMIC_RELAXED), and in `second` add "
+        "through `slot` atomically, e.g. __atomic_fetch_add(slot, v, __ATOMIC_RELAXED) "
+        "(`&slot->f` for its member f), and in `add_to` add through the pointer given "
+        "atomically, e.g. __atomic_fetch_add(p, v, __ATOMIC_RELAXED), or run its users on "
+        "one core"), w
+    assert f"`third` ({_at('*at += len;')} in `add_to`)" in w, w
+
+
+def test_elements_given_the_same_fix_are_named_together() -> None:
+    """Two Tallys on two cores: one piece of advice, naming both."""
+    p = Program("two")
+    counts = Shared("bytes", "uint64_t", 8)
+    src, a, b, out = Source("rx"), Tally("first", per_bucket=counts), \
+        Tally("second", per_bucket=counts), Sink("tx")
+    src >> a >> b >> out
+    p.segment("rx", [src, a], device="nic", cores=[0])
+    p.segment("app", [b, out], device="host", cores=[0])
+    [w] = lost_updates(plan_program(p))
+    assert w.endswith("lost; in `first`, `second` write e.g. __atomic_fetch_add("
+                      "&per_bucket[i], v, __ATOMIC_RELAXED), or run its users on one core"), w

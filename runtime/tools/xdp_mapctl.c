@@ -32,16 +32,24 @@ static int mc_get(void *self, const void *key, void *value)
     return bpf_map_lookup_elem(s->fd, key, value) < 0 ? -ENOENT : 0;
 }
 
+/* (the kernel's hash map, kernel/bpf/hashtab.c alloc_htab_elem: a new key with no room
+ * left is E2BIG, preallocated (a free list empty) or not (the count at max_entries);
+ * ENOMEM is an allocation that failed, the element's without preallocation or the
+ * syscall's copy of the key and value: memory pressure, not a full map) */
+int ofl_xdp_mapctl_set_error(int e, uint64_t *full)
+{
+    if (e == E2BIG) {
+        (*full)++;
+        return -ENOSPC;
+    }
+    return -e;
+}
+
 static int mc_set(void *self, const void *key, const void *value)
 {
     struct ofl_xdp_mapctl *s = self;
     if (bpf_map_update_elem(s->fd, key, value, BPF_ANY) == 0) return 0;
-    int e = errno;
-    if (e == E2BIG || e == ENOMEM || e == ENOSPC) {  /* a new key, the map full */
-        (*s->full)++;
-        return -ENOSPC;
-    }
-    return -e;
+    return ofl_xdp_mapctl_set_error(errno, s->full);
 }
 
 static int mc_del(void *self, const void *key)

@@ -39,6 +39,12 @@ int ofl_xdp_mapctl_open(struct ofl_xdp_mapctl *s, const struct ofl_xdp_map *x,
 void ofl_xdp_mapctl_init(struct ofl_xdp_mapctl *s, const struct ofl_xdp_map *x, int fd,
                          struct bpf_object *obj, uint64_t *full);
 
+/* A set's answer for the errno `e` bpf_map_update_elem gave: -ENOSPC, counted in *full,
+ * for E2BIG (the hash map has no room for a new key, preallocated or not); -ENOMEM for
+ * ENOMEM (the kernel could not allocate memory for the update: the map is not full, and
+ * nothing is counted); -e for any other. */
+int ofl_xdp_mapctl_set_error(int e, uint64_t *full);
+
 /* The channel manager's handler of channel ctl.NAME (ctx: the map's ofl_xdp_mapctl). */
 int ofl_xdp_mapctl_serve(void *ctx, struct ofl_chan_end *end, const void *msg, size_t len);
 

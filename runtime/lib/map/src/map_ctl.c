@@ -100,6 +100,9 @@ void ofl_map_ctl_msg(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t
         int rc = o->set(o->self, msg + 1, msg + 1 + ks);
         if (rc < 0) {
             if (rc == -ENOSPC) ofl_ctl_fail(r, rc, "the map is full (%u keys)", o->entries);
+            /* (a reply's text holds 52 bytes) */
+            else if (rc == -ENOMEM)
+                ofl_ctl_fail(r, rc, "the kernel is out of memory for the map: try later");
             else ofl_ctl_fail(r, rc, "the update failed");
             return;
         }

@@ -13,7 +13,8 @@
  *                    reply holds ends it): "FIELD:TYPE,...;VALUETYPE"
  *   'g' KEY          the value, or -ENOENT
  *   's' KEY VALUE    store (insert or replace): 0, or -ENOSPC when the key is new and
- *                    the map is full (counted `full`, as a core's refused update)
+ *                    the map is full (counted `full`, as a core's refused update);
+ *                    -ENOMEM (xdp) when the kernel could not allocate memory for it
  *   'd' KEY          delete: 0, or -ENOENT
  *   'n' u32 slot     the first key at a slot >= `slot`: u32 its slot, KEY, VALUE; or
  *                    -ENOENT past the last (a walk: start at 0, go on at slot + 1; a
@@ -51,7 +52,8 @@ struct ofl_map_ctl_ops {
     /* keys held now, and the updates refused because the map was full */
     void (*counts)(void *self, uint32_t *count, uint64_t *full);
     int (*get)(void *self, const void *key, void *value);        /* 0 or -ENOENT */
-    int (*set)(void *self, const void *key, const void *value);  /* 0, -ENOSPC (counted) */
+    /* 0, -ENOSPC (the map full: counted), or another negative errno (not counted) */
+    int (*set)(void *self, const void *key, const void *value);
     int (*del)(void *self, const void *key);                     /* 0 or -ENOENT */
     /* the first entry at a position >= *at (*at set to its position), or -ENOENT */
     int (*next)(void *self, uint32_t *at, void *key, void *value);
