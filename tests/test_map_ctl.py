@@ -18,6 +18,8 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +132,17 @@ def _forward_past_the_mark(s: Session, out: Path, after: int) -> None:
         time.sleep(0.05)   # (a poll: the frames come at 20,000 a second)
 
 
+
+@contextmanager
+def _stopped_if_failing(s: Session) -> Iterator[Session]:
+    """`s`, whose run is stopped at once when the block fails (its input lasts minutes:
+    leaving the session would wait for its end)."""
+    try:
+        yield s
+    except BaseException:
+        s.run.stop()
+        raise
+
 def _check_marks(out: Path, stats: dict[str, Any]) -> None:
     """The frames of `out` (read with dpkt): all four flows in turn, every frame the
     sources read forwarded; flows 1, 3 and 4 never marked; flow 2 unmarked up to
@@ -157,7 +170,7 @@ def test_a_users_map_changed_while_it_runs(device: str, tmp_path: Path) -> None:
     # show it): they flow on until the output shows the change and AFTER frames past
     # it, however long the requests take on a busy machine (up to 200 s of input); the
     # later tests' requests come after their packets
-    with _marks_run(device, tmp_path, loops=1_000_000) as s:
+    with _marks_run(device, tmp_path, loops=1_000_000) as s, _stopped_if_failing(s):
         t = s.tables["marks"]
         m = t.map()
         assert m.layout == LAYOUT

@@ -41,6 +41,7 @@ from tests.test_map_ctl import (
     _check_marks,
     _forward_past_the_mark,
     _learned,
+    _stopped_if_failing,
 )
 from tests.test_remote import secret_file, serve, start
 
@@ -172,7 +173,8 @@ def test_a_users_map_on_a_remote_device_changed_while_it_runs(
     # frames past it, however long the requests take (up to 200 s of input)
     opts = RunOptions(input=cap, output=out, loops=1_000_000, rate=20_000,
                       remotes=(f"m=127.0.0.1:{port}",), secret_file=secret)
-    with session(load_program(MARKS, ["edge.device=remote:m"]), opts) as s:
+    with session(load_program(MARKS, ["edge.device=remote:m"]), opts) as s, \
+            _stopped_if_failing(s):
         t = s.tables["marks"]
         m = t.map()   # (waits for the device, which starts after the run)
         assert m.layout == LAYOUT
