@@ -60,9 +60,9 @@ from offlow.build import Build, build
 from offlow.cbuild import cache_dir
 from offlow.debian import apt_install
 from offlow.errors import OfflowError
+from offlow.netsum import csum
 from offlow.runner import RunOptions
 from offlow.targets import nic
-from offlow.testing.malformed import csum
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

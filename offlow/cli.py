@@ -146,6 +146,9 @@ def _cmd_stats(a: argparse.Namespace) -> int:
 
 
 def _cmd_pcsa(a: argparse.Namespace) -> int:
+    # (a test input by nature: without --input the command checks the sketch against
+    # a stream whose distinct count is known, as users test their own programs with
+    # offlow.testing; tests/test_layout.py allows this one use)
     import tempfile
 
     from offlow.sketch import app

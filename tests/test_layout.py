@@ -1,5 +1,6 @@
 """The tree's layout rules, checked from the code itself: no import cycle inside the
-offlow package (deferred imports included), C flags written only in the build
+offlow package (deferred imports included), no production module importing the test
+inputs (offlow.testing), C flags written only in the build
 description (runtime/build.toml), a runtime core that uses none of the libraries beside
 it, and generated programs that include and link only the libraries their elements and
 tables name."""
@@ -111,6 +112,24 @@ def test_the_cycle_check_finds_a_cycle_closed_by_a_deferred_relative_import(
     (pkg / "c.py").write_text("g = 1\n")
     assert _cycle(import_graph(pkg)) is None
 
+
+
+# Modules outside offlow.testing that may import it, each a tool that is a test by
+# nature: `offlow pcsa` (offlow.cli) generates, without --input, a stream of a known
+# number of distinct sources to hold the sketch's estimate against.
+TESTING_USERS = {"offlow.cli"}
+
+
+def _testing(module: str) -> bool:
+    return module == "offlow.testing" or module.startswith("offlow.testing.")
+
+
+def test_production_modules_import_no_test_inputs() -> None:
+    """What the packet builders need (the Internet checksum: offlow.netsum) lives
+    outside offlow.testing, which imports it, not the other way round."""
+    users = {m for m, deps in import_graph(PACKAGE).items()
+             if not _testing(m) and any(_testing(d) for d in deps)}
+    assert users - TESTING_USERS == set(), "modules importing offlow.testing"
 
 # ---- C flags ---------------------------------------------------------------------------
 

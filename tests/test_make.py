@@ -13,10 +13,10 @@ import pytest
 
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
+from offlow.netsum import csum
 from offlow.passes.cbody import BodyError, analyze_body
 from offlow.report import summarize
 from offlow.runner import RunOptions, build_for, run
-from offlow.testing.malformed import csum
 from tests.e2e import QUIC, read_frames
 
 CHUNKS = Path(__file__).resolve().parent / "programs" / "chunks.py"

@@ -27,7 +27,7 @@ from typing import Any
 import dpkt
 
 from offlow.errors import OfflowError
-from offlow.testing.malformed import csum
+from offlow.netsum import csum
 
 SEND_MAX = 65000  # payload bytes of the largest send made here (under 64 KB with headers)
 WINDOW = 65535

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from offlow.errors import OfflowError
-from offlow.testing.malformed import csum
+from offlow.netsum import csum
 
 MAGIC = b"OFLTUPLE"
 MAX_VALUES = 128  # tuple.h's OFL_TUPLE_MAX

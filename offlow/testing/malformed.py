@@ -29,6 +29,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from offlow.netsum import csum
+
 CATEGORIES = ("valid_ipv4", "valid_ipv6", "other", "bad_eth", "bad_ipv4", "bad_ipv6", "bad_l4")
 BAD = ("bad_eth", "bad_ipv4", "bad_ipv6", "bad_l4")
 
@@ -57,16 +59,6 @@ class Case:
     def reason(self) -> str:
         """The drop reason of a malformed frame ("" for a valid one)."""
         return self.why or ("malformed" if self.category in BAD[:3] else "")
-
-
-def csum(data: bytes) -> int:
-    """Internet checksum (RFC 1071) of ``data``: the value to store."""
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 
 
 def eth(ethertype: int, tags: tuple[int, ...] = ()) -> bytes:
