@@ -10,7 +10,7 @@ need=()
 for pkg in gcc make libpcap-dev zlib1g-dev pkg-config clang libclang-rt-14-dev \
            libdpdk-dev dpdk-doc memcached libmemcached-tools ucx-utils libucx-dev tshark \
            libbpf-dev libnl-route-3-dev pocl-opencl-icd ocl-icd-opencl-dev \
-           opencl-c-headers libssl-dev graphviz; do
+           opencl-c-headers libssl-dev graphviz valgrind; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" \
         || need+=("$pkg")
 done
