@@ -14,6 +14,7 @@ from offlow.codegen import vector as vg
 from offlow.ir import Channel, Graph, Node, Queue, SharedTable
 from offlow.ir.graph import (
     CTL_CHANNEL_PREFIX,
+    FAILED,
     MADE_TOO_LONG,
     NO_OUTPUT,
     RELOAD_CHANNEL_PREFIX,
@@ -179,6 +180,10 @@ class DeviceGen:
                             for lay in qp.layouts]
         self.ch_base = {q: self.in_channels.index((q, 0)) for q, ch in self.in_channels
                         if ch == 0}
+        # an element here may FAIL: the loops test ctx->fails to run no further packet
+        # once one did (none may: they test nothing)
+        self.can_fail = any(FAILED[0] in dict(n.drops) for n in self.nodes
+                            if self.runs_here(n))
         self.e = Emitter(f"{device}.c")
 
     def target(self, node: Node, port: str) -> str:
@@ -253,6 +258,10 @@ class DeviceGen:
           f"    uint64_t el_ch_in[{max(1, len(self.in_channels))}], "
           f"el_ch_bytes[{max(1, len(self.in_channels))}];",
           "    uint32_t steer;",
+          *(["    /* FAILs of its elements (OFL_FAIL_): after one it runs no further packet;",
+             "       those it held then are dropped at the first one's element (held_el, its",
+             "       reason `failed`: held_why) */",
+             "    uint32_t fails, held_el, held_why;"] if self.can_fail else []),
           "    struct ofl_group *grp; /* the core group of a grouped segment, else NULL */")
         for q in self.g.queues:
             if self.device in self.g.segment(q.src_segment).devices:
@@ -268,6 +277,12 @@ class DeviceGen:
             e(f"    struct ofl_state kept_{cname(n.name)}; /* the first state {n.name} saw */",
               f"    uint8_t has_kept_{cname(n.name)};")
         e(*self.ctx_extra(), "};", "")
+        if self.can_fail:
+            e("/* `k` packets the core held when an element FAILed, dropped unrun: counted at",
+              " * that element under its reason `failed`. */",
+              "static void ofl_held_drop(struct ofl_ctx *ctx, uint64_t k) {",
+              "    ctx->el_drop[ctx->held_el] += k;", "    ctx->el_why[ctx->held_why] += k;",
+              "}", "")
 
     def _at_end_nodes(self) -> list[Node]:
         """The nodes of this device with code to run at their segment's end."""
@@ -422,6 +437,9 @@ class DeviceGen:
         if n.drops:
             out.append("    enum { " + ", ".join(f"OFL_WHY_{r} = {k}u"
                                                 for k, (r, _) in enumerate(n.drops)) + " };")
+        if FAILED[0] in dict(n.drops):  # where OFL_FAIL_ counts the core's held packets
+            why = self.why_base[n.name] + [r for r, _ in n.drops].index(FAILED[0])
+            out.append(f"    enum {{ OFL_EL_ = {self.index[n.name]}u, OFL_FAILED_WHY_ = {why}u }};")
         out += self._locals(n, "ctx->proc->")
         # the element's name, for FAIL's error (body.h)
         out.append(f"    static const char ofl_element_[] = {json.dumps(n.name)};")
@@ -448,9 +466,12 @@ class DeviceGen:
                 f"    if (m & OFL_CONSUMED) {{ ctx->el_used[{i}]++; return; }}"]
         for k, p in enumerate(n.outputs):
             tgt = self.target(n, p.name)
+            # a copy that FAILed its core leaves the packet held (no further packet runs)
+            held = (" if (ctx->fails) { ofl_held_drop(ctx, 1); return; }"
+                    if self.can_fail and len(n.outputs) > 1 else "")
             out += [f"    if (m & (1u << {k})) {{", f"        m &= ~(1u << {k});",
                     f"        if (m) {{ ctx->el_copies[{i}]++; OFL_CALL_ON_COPY({tgt}, ctx, pkt, "
-                    "state); }", f"        else {tgt}(ctx, pkt, state);", "    }"]
+                    f"state);{held} }}", f"        else {tgt}(ctx, pkt, state);", "    }"]
         return [*out, "}"]
 
     def gen_make(self, n: Node, i: int, ports: list[str]) -> None:
@@ -479,7 +500,8 @@ class DeviceGen:
         e = self.e
         sn = cname(p.name)
         if p.vector:
-            e(*vg.flush_def(p, self.index, {n: work_enum(self.g.node(n)) for n in p.vector}))
+            e(*vg.flush_def(p, self.index, {n: work_enum(self.g.node(n)) for n in p.vector},
+                            self._failed_masks(p) if self.can_fail else None))
         for q in p.inputs:
             self._gen_input(p, q)
         e(f"/* Segment {p.name} on {p.device} cores {list(p.cores)}: the state of its fused "
@@ -516,9 +538,13 @@ class DeviceGen:
           "     * rings must now read as closed (it closes them before exiting). */",
           "    const int peer_gone = core->peer_gone;", "    (void)peer_gone; (void)n;",
           "    ofl_dilate_begin(core);")
+        # once an element FAILed the core takes no more, and what it took is held
+        fail = " && !ctx->fails" if self.can_fail else ""
+        held = (["            if (ctx->fails) { ofl_held_drop(ctx, (uint64_t)(n - i)); break; }"]
+                if self.can_fail else [])
         for s in p.sources:
             cs = cname(s)
-            e(f"    if (l->src_live_{cs}) {{", "        OFL_ETIME_BEGIN();",
+            e(f"    if (l->src_live_{cs}{fail}) {{", "        OFL_ETIME_BEGIN();",
               "        n = ofl_core_stopping(core) ? OFL_SRC_DONE",
               f"                                    : ofl_src_next(ctx->src_{cs}, pkts, bufs, "
               "OFL_BATCH);",
@@ -526,7 +552,7 @@ class DeviceGen:
               f"        if (n == OFL_SRC_DONE) {{ l->src_live_{cs} = 0; l->live--; }}",
               f"        else if (n < 0) ofl_core_fail(core, n, \"source {s}\");",
               *vg.batch_begin(p, "        "),
-              "        for (int i = 0; i < n; i++) {",
+              "        for (int i = 0; i < n; i++) {", *held,
               "            memset(&states[i], 0, sizeof states[i]);",
               "            core->pkts_in++; core->bytes_in += pkts[i].len;",
               f"            ofl_node_{cs}(ctx, &pkts[i], &states[i]);",
@@ -568,6 +594,16 @@ class DeviceGen:
         if p.group and len(p.cores) > 1:  # a group of one core has no workers
             self._gen_worker(p)
 
+    def _failed_masks(self, p: SegmentPlan) -> dict[str, str]:
+        """The mask FAIL_AT gives a packet (body.h), per vector element of `p` that may
+        FAIL; the others absent."""
+        out = {}
+        for name in p.vector:
+            reasons = [r for r, _ in self.g.node(name).drops]
+            if FAILED[0] in reasons:
+                out[name] = f"(OFL_DECIDED | OFL_WHY | {reasons.index(FAILED[0])}u)"
+        return out
+
     def _served_maps(self, p: SegmentPlan) -> list[str]:
         """The maps segment `p` uses whose control requests its core runs
         (runtime map_ctl.h: the map has no locks, so only its one core touches it)."""
@@ -594,6 +630,12 @@ class DeviceGen:
           f"static int ofl_assist_{tn}(void *arg) {{",
           f"    struct ofl_share_{tn} *s = arg;", "    int progress = 0;")
         feeds = self._feeds_on_thread(t)
+        # an element of one of them FAILed: the thread runs no further packet (the
+        # others stop as for another core's failure)
+        failed = (" || ".join(f"s->l{i}.ctx->fails" for i in range(n))
+                  if self.can_fail else "0")
+        if self.can_fail:
+            e(f"    if ({failed}) return 0; /* an element FAILed: no further packet */")
         for i, (seg, k) in enumerate(t.loops):
             # not a loop that feeds a busy one on this thread, even through others: its
             # ring to it would fill with nobody to drain it (-EDEADLK)
@@ -620,6 +662,11 @@ class DeviceGen:
             e(f"        if (s.on[{i}]) ofl_reload_enter(s.rl, {index[seg, k]}u);")
         for i, (seg, k) in enumerate(t.loops):
             sn, x = cname(seg), index[seg, k]
+            if self.can_fail:
+                e(f"        if (s.on[{i}] && !s.cores[{i}]->err && "
+                  f"({failed.replace('s->', 's.')}))",
+                  f"            ofl_core_fail(s.cores[{i}], -ECANCELED, "
+                  "\"stopped: another core or process failed\");")
             e(f"        if (s.on[{i}] && (!s.l{i}.live || s.cores[{i}]->err)) {{",
               f"            ofl_reload_leave(s.rl, {x}u);",
               f"            s.busy[{i}] = 1;",
@@ -726,7 +773,7 @@ class DeviceGen:
     def _gen_input(self, p: SegmentPlan, q: Queue) -> None:
         """A function that runs entries [lo, hi) of a batch from `q` through the segment."""
         self.e(*qg.input_def(p.name, self.plan.queue(q.name), vg.flush_call(p, "    "),
-                             self.ch_base[q.name]))
+                             self.ch_base[q.name], self.can_fail))
 
     def _gen_pop(self, p: SegmentPlan, k: int, q: Queue) -> None:
         """Take the next batch of every ring of `q` this core polls (each producer
@@ -736,6 +783,8 @@ class DeviceGen:
         cq = cname(q.name)
         fn = f"ofl_in_{cname(p.name)}_{cq}"
         e(f"    for (unsigned p = 0; p < ctx->nin_{cq}; p++) {{",
+          *(["        if (ctx->fails) break; /* an element FAILed: the core takes no more */"]
+            if self.can_fail else []),
           f"        if (!l->in_live_{cq}[p]) continue;",
           "        const uint8_t *es = NULL;",
           f"        n = ofl_qin_next(&ctx->in_{cq}[p], &es);",

@@ -142,11 +142,13 @@ def push_def(qp: QueuePlan, k: int, check: Sequence[str] = ()) -> list[str]:
     return out
 
 
-def input_def(segment: str, qp: QueuePlan, done: list[str], ch_base: int) -> list[str]:
+def input_def(segment: str, qp: QueuePlan, done: list[str], ch_base: int,
+              can_fail: bool = False) -> list[str]:
     """A function that runs entries [lo, hi) of a batch from `q` through `segment`,
     each to its channel's element (counted in the core's el_ch_in/el_ch_bytes from
     `ch_base`, the counter of the queue's channel 0), then `done` (the segment's vector
-    flush)."""
+    flush). Where an element of the segment may FAIL (`can_fail`), the entries left
+    once one did are held: dropped unrun, counted (ofl_held_drop)."""
     q = qp.queue
     cq = cname(q.name)
     out = [f"/* Entries [lo, hi) of a batch from {q.name}, through segment {segment}. */",
@@ -154,6 +156,8 @@ def input_def(segment: str, qp: QueuePlan, done: list[str], ch_base: int) -> lis
            "uint32_t lo, uint32_t hi) {",
            "    struct ofl_core *core = &ctx->core;",
            "    for (uint32_t i = lo; i < hi; i++) {",
+           *(["        if (ctx->fails) { ofl_held_drop(ctx, hi - i); break; } /* FAILed */"]
+             if can_fail else []),
            "        /* The entry sits in this device's own copy-engine buffer, so",
            "         * elements may rewrite the packet bytes in place. */",
            f"        uint8_t *raw = (uint8_t *)(uintptr_t)(es + (size_t)i * "

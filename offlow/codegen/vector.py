@@ -121,14 +121,19 @@ def park_def(p: SegmentPlan, node: str, index: int) -> list[str]:
             f"    if (ctx->vcount_{sn} == OFL_VEC) ofl_vflush_{sn}(ctx);", "}", ""]
 
 
-def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]) -> list[str]:
+def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str],
+              failed: Mapping[str, str] | None = None) -> list[str]:
     """Segment `p`'s flush: every vector element's batch body over the packets waiting
     at it (timed in -DOFL_ELEMENT_TIME builds; `index`: each element's counter index,
     `kinds`: its kind of work as gen.h names it),
     then each packet on (ofl_out_NODE: counted, then to what follows), in the order
     they arrived: a loop over one element's packets where all of them wait at one
     (always so with one vector element), else a switch per packet over the arrival
-    order."""
+    order. Where an element of the process may FAIL (`failed` given: the mask FAIL_AT
+    gives a packet, per vector element that may), none of the packets runs further once
+    one did: those waiting when the core FAILed, those after the one a batch body
+    FAILed, and those after a packet that FAILed on its way out are held (dropped
+    unrun, counted: ofl_held_drop)."""
     sn = cname(p.name)
     out = [f"/* Segment {p.name}: its vector elements over the packets waiting at each, then "
            "every packet on, in arrival order. */",
@@ -138,6 +143,9 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
         cn = cname(n)
         out += [f"    uint32_t m_{cn}[OFL_VEC];",
                 f"    memset(m_{cn}, 0, ctx->vn_{cn} * sizeof m_{cn}[0]);",
+                *([f"    if (ctx->vn_{cn} && ctx->fails) {{ /* the core FAILed: none runs */",
+                   f"        for (uint32_t j = 0; j < ctx->vn_{cn}; j++) m_{cn}[j] = OFL_HELD;",
+                   "    } else"] if failed is not None else []),
                 f"    if (ctx->vn_{cn}) {{",
                 f"        struct ofl_pkt *ps = ctx->vpp_{cn}[0];",
                 f"        struct ofl_state *ss = ctx->vsp_{cn}[0];",
@@ -158,18 +166,28 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
                 "        OFL_ETIME_BEGIN();",
                 f"        ofl_vbody_{cn}(ctx, ps, ss, ctx->vn_{cn}, m_{cn});",
                 f"        OFL_ETIME_END(ctx->el_ticks[{index[n]}], {kinds[n]});",
+                *([f"        if (ctx->fails) ofl_hold_after_fail(m_{cn}, ctx->vn_{cn}, "
+                   f"{failed[n]}); /* FAIL_AT */"] if failed and n in failed else []),
                 "    }"]
     out += [f"    const uint32_t count = ctx->vcount_{sn};"]
+    if failed is not None:  # a packet on its way out may FAIL: the rest are held then
+        out.append("    const uint32_t fails = ctx->fails;")
     # every packet at one vector element (always so with one): the arrival order is
     # that element's own, and no switch per packet
     several = len(p.vector) > 1
     if several:
         out += [f"    const int all_{cname(n)} = ctx->vn_{cname(n)} == count;" for n in p.vector]
     out += [f"    ctx->vcount_{sn} = 0;", *(f"    ctx->vn_{cname(n)} = 0;" for n in p.vector)]
+    def send(cn: str) -> str:
+        call = f"ofl_out_{cn}(ctx, ctx->vpp_{cn}[j], ctx->vsp_{cn}[j], m_{cn}[j]);"
+        if failed is None:
+            return call
+        return (f"if (m_{cn}[j] == OFL_HELD || ctx->fails != fails) ofl_held_drop(ctx, 1); "
+                f"else {call}")
+
     for n in p.vector:
         cn = cname(n)
-        loop = (f"for (uint32_t j = 0; j < count; j++) "
-                f"ofl_out_{cn}(ctx, ctx->vpp_{cn}[j], ctx->vsp_{cn}[j], m_{cn}[j]);")
+        loop = f"for (uint32_t j = 0; j < count; j++) {send(cn)}"
         if not several:
             return [*out, f"    {loop}", "}", ""]
         out += [f"    if (all_{cn}) {{", f"        {loop}", "        return;", "    }"]
@@ -179,8 +197,7 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
             "        switch (v) {"]
     for k, n in enumerate(p.vector):
         cn = cname(n)
-        out.append(f"        case {k}: ofl_out_{cn}(ctx, ctx->vpp_{cn}[j], ctx->vsp_{cn}[j], "
-                   f"m_{cn}[j]); break;")
+        out.append(f"        case {k}: {send(cn)} break;")
     out += ["        default: break;", "        }", "    }", "}", ""]
     return out
 

@@ -209,7 +209,8 @@ MAX_DROP_REASONS = 256
 # entry or sink could take it (every element that makes packets has it).
 MADE_TOO_LONG = ("made_too_long", "a packet it made (MAKE) is longer than the mtu")
 # the reason of the packet an element's FAIL (FAIL_AT) drops (body.h)
-FAILED = ("failed", "FAIL() in its body: the run's error")
+FAILED = ("failed", "FAIL() in its body: the run's error; with the packets its core "
+                   "held then, dropped unrun")
 # The drop reason of a packet whose element has several outputs (so no default) and
 # whose body chose none of them, nor DROP or CONSUME (it ended without a word).
 NO_OUTPUT = ("no_output", "its body chose no output (EMIT or SEND), nor DROP or CONSUME: an "

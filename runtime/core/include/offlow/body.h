@@ -29,8 +29,9 @@
  * and core and the text (printf's format and its arguments: FAIL("no room for %u", n)),
  * the core's rings broken as for any failed core. The packet is dropped (counted at this
  * element under its reason `failed`, which the compiler adds to an element that FAILs)
- * and the body left. Only where the target's generated code has OFL_FAIL_ (processes:
- * gen.h). */
+ * and the body left; no further packet of the core runs, and those it held are dropped
+ * and counted there too (the generated loops: ctx->fails). Only where the target's
+ * generated code has OFL_FAIL_ (processes: gen.h). */
 #define FAIL(...)                                                                      \
     do {                                                                               \
         OFL_FAIL_(__VA_ARGS__);                                                        \
@@ -46,7 +47,8 @@
 #define DROP_WHY_AT(i, r) (ofl_masks_[i] = OFL_DECIDED | OFL_WHY | OFL_WHY_##r)
 #define CONSUME_AT(i) (ofl_masks_[i] = OFL_DECIDED | OFL_CONSUMED)
 /* FAIL for packet `i` (dropped, reason `failed`) in a batch body; the body goes on
- * (return if it should not decide the other packets). */
+ * (return if it should not decide the other packets), but the packets after the first
+ * it FAILs are held whatever it decides (dropped unrun, counted as FAIL's). */
 #define FAIL_AT(i, ...) \
     (OFL_FAIL_(__VA_ARGS__), ofl_masks_[i] = OFL_DECIDED | OFL_WHY | OFL_WHY_failed)
 

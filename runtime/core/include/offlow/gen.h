@@ -347,8 +347,26 @@ void ofl_core_fail_element(struct ofl_core *c, const char *element, const char *
     __attribute__((format(printf, 3, 4)));
 
 /* The body macros' FAIL and FAIL_AT (body.h): a body function's prologue names its
- * element in ofl_element_. */
-#define OFL_FAIL_(...) ofl_core_fail_element(&ctx->core, ofl_element_, __VA_ARGS__)
+ * element in ofl_element_ and, where it may FAIL, its counters' indices (OFL_EL_, the
+ * element's; OFL_FAILED_WHY_, its reason `failed`'s). The core's first FAIL says where
+ * the packets it still held are counted (ctx->held_el, held_why); every FAIL counts in
+ * ctx->fails, which the generated loops test to run no further packet (codegen/c.py). */
+#define OFL_FAIL_(...)                                                                  \
+    (ofl_core_fail_element(&ctx->core, ofl_element_, __VA_ARGS__),                      \
+     ctx->fails++ ? (void)0 : (void)(ctx->held_el = OFL_EL_, ctx->held_why = OFL_FAILED_WHY_))
+
+/* A batch body's mask for a packet its core held when it FAILed: dropped unrun (no
+ * body macro sets all three bits). */
+#define OFL_HELD (OFL_DECIDED | OFL_CONSUMED | OFL_WHY)
+
+/* After a batch body over `n` packets FAILed (FAIL_AT): every packet after the first
+ * whose mask is `failed` (the element's own FAIL_AT mask) is held (OFL_HELD). */
+static inline void ofl_hold_after_fail(uint32_t *masks, uint32_t n, uint32_t failed)
+{
+    uint32_t j = 0;
+    while (j < n && masks[j] != failed) j++;
+    for (j++; j < n; j++) masks[j] = OFL_HELD;
+}
 
 /* Whether `err` only says that the core stopped because of another's failure (the
  * abort word: -ECANCELED; a ring its consumer broke: OFL_RING_EBROKEN): the failure
