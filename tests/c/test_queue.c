@@ -509,14 +509,20 @@ static void test_blocked_qout(int mode)
     if (rc == 0) rc = ofl_qout_flush(&q);
     uint64_t t1 = ofl_now_ns();
     pthread_join(t, NULL);
-    int want = mode == 0 ? -EPIPE : -ECANCELED;
+    /* the consumer's process dead: the ring broken as by its producer, what it held
+     * lost (the secondary error: the death is the cause); the abort word: cancelled */
+    int want = mode == 0 ? OFL_RING_EBROKEN : -ECANCELED;
     CHECK(rc == want, "producer blocked on a full ring: %s (want %s)", ofl_strerror(rc),
           ofl_strerror(want));
     CHECK(t1 - d.t_event < 1000000000ull, "within 1 s (%.3f ms)", (double)(t1 - d.t_event) / 1e6);
     CHECK(q.err == want && ofl_qout_slot(&q) == NULL, "the error sticks");
     CHECK(q.ring.full_waits >= 1, "the wait counted in full_waits (%llu)",
           (unsigned long long)q.ring.full_waits);
-    CHECK(ofl_wait(&w) == want, "ofl_wait itself reports it too");
+    if (mode == 0)
+        CHECK(ofl_ring_broken_by(&q.ring) == OFL_RING_BROKEN_BY_PRODUCER && q.lost >= 8,
+              "peer dead: the ring broken by its producer, its 8 entries and the staged "
+              "ones lost (%llu)", (unsigned long long)q.lost);
+    CHECK(ofl_wait(&w) == (mode == 0 ? -EPIPE : -ECANCELED), "ofl_wait itself reports it too");
     ofl_qout_destroy(&q);
     close(fds[0]);
     if (mode) close(fds[1]);
@@ -1085,16 +1091,20 @@ static void test_epipe_in_flight(int how)
     }
     if (rc == 0) rc = how ? ofl_qout_close(&q) : ofl_qout_flush(&q);
     uint64_t t1 = ofl_now_ns();
-    CHECK(rc == -EPIPE, "%s with copies in flight, peer dead: %s", what, ofl_strerror(rc));
+    CHECK(rc == OFL_RING_EBROKEN, "%s with copies in flight, peer dead: %s (the ring "
+          "broken: what it holds never drains)", what, ofl_strerror(rc));
     CHECK(t1 - t_event < 1000000000ull, "%s: within 1 s (%.3f ms)", what,
           (double)(t1 - t_event) / 1e6);
-    CHECK(q.err == -EPIPE && ofl_qout_slot(&q) == NULL && ofl_qout_flush(&q) == -EPIPE,
-          "%s: the error sticks", what);
-    CHECK(ofl_qout_close(&q) == -EPIPE && q.inflight == 0 && !q.ring.shm->closed,
+    CHECK(q.err == OFL_RING_EBROKEN && ofl_qout_slot(&q) == NULL &&
+              ofl_qout_flush(&q) == OFL_RING_EBROKEN, "%s: the error sticks", what);
+    CHECK(ofl_qout_close(&q) == OFL_RING_EBROKEN && q.inflight == 0 && !q.ring.shm->closed,
           "%s: close reports it, leaves nothing in flight, does not finish the ring", what);
     CHECK(q.ring.pushed == 8 && q.ring.full_waits >= 1,
           "%s: the 8 entries copied before were committed (%llu), the wait counted", what,
           (unsigned long long)q.ring.pushed);
+    CHECK(q.lost == 12 && ofl_ring_broken_by(&q.ring) == OFL_RING_BROKEN_BY_PRODUCER,
+          "%s: the 8 in the ring and the 4 staged counted lost (%llu), once", what,
+          (unsigned long long)q.lost);
     ofl_qout_destroy(&q);
     unblock_engine(&ce, &bl);
     ofl_ce_stop(&ce);

@@ -324,6 +324,15 @@ int ofl_qout_flush(struct ofl_qout *q)
                 continue;   /* segments sharing this thread moved packets: look again */
             if (q->w) {
                 int rc = ofl_wait(q->w);
+                if (rc == -EPIPE) {
+                    /* A peer process is gone (this ring's consumer, or one whose end
+                     * ends the run): the ring will never drain. Broken as by its
+                     * producer, what it holds and what was not sent counted lost, the
+                     * error the secondary one (the cause is the peer's, reported
+                     * where it is), not a failure of this core's own. */
+                    ofl_ring_break_by(r, OFL_RING_BROKEN_BY_PRODUCER);
+                    return qout_broken(q, off);
+                }
                 if (rc < 0) return sticky(&q->err, rc);
             } else if (spins++ < OFL_WAIT_SPINS) {
                 ofl_cpu_relax();
