@@ -60,7 +60,7 @@ from offlow.build import Build, build
 from offlow.cbuild import cache_dir
 from offlow.debian import apt_install
 from offlow.errors import OfflowError
-from offlow.netsum import csum
+from offlow.netsum import csum, l4_csum
 from offlow.runner import RunOptions
 from offlow.targets import nic
 
@@ -248,14 +248,12 @@ def frames(family: int, size: int, routes: np.ndarray, n: int, seed: int) -> lis
             ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, size - 14, i & 0xFFFF, 0, 64, 17, 0,
                              src, dst_b)
             ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
-            pseudo = src + dst_b + struct.pack("!BBH", 0, 17, plen)
         else:
             src = bytes(14) + i.to_bytes(2, "big")
             src = b"\xfd" + src[1:]
             dst_b = bytes(dst[i])
             ip = struct.pack("!IHBB16s16s", 6 << 28, plen, 17, 64, src, dst_b)
-            pseudo = src + dst_b + struct.pack("!IxxxB", plen, 17)
-        c = csum(pseudo + udp) or 0xFFFF
+        c = l4_csum(src, dst_b, 17, udp)
         out.append(eth + ip + udp[:6] + struct.pack("!H", c) + udp[8:])
     return out
 

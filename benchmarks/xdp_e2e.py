@@ -34,6 +34,7 @@ from benchmarks.common import C, output
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from offlow import cbuild
 from offlow.errors import OfflowError
+from offlow.netsum import csum
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "programs" / "xdp_ttl.py"
@@ -51,10 +52,7 @@ def frames() -> list[bytes]:
     for k in range(8):
         ip = bytearray(bytes.fromhex("4500002e000040004011") + b"\0\0" +
                        bytes([192, 0, 2, 1, 198, 51, 100, k + 1]))
-        total = sum(int.from_bytes(ip[i:i + 2], "big") for i in range(0, 20, 2))
-        while total >> 16:
-            total = (total & 0xFFFF) + (total >> 16)
-        ip[10:12] = (~total & 0xFFFF).to_bytes(2, "big")
+        ip[10:12] = csum(bytes(ip)).to_bytes(2, "big")
         udp = bytes.fromhex("00070009001a0000") + b"z" * 18
         out.append(bytes.fromhex("020000000002" "020000000001" "0800") + bytes(ip) + udp)
     return out

@@ -10,7 +10,8 @@ The processes run with --serve: after their packets they keep serving channels
 until the session ends (or one of them fails). Leaving the block ends a run whose
 sources would not end by themselves (a UDP or TCP port, a packet port, an interface)
 as Ctrl-C does: the sources stop, the queues drain, the counts are written; a capture,
-a count or a duration is taken to its end first.
+a count or a duration is taken to its end first. Inside the block, `s.stats()` reads
+the run's counters now and `s.stop()` ends it early, as Ctrl-C does.
 
 A program started elsewhere (`offlow run PROGRAM --serve`, which prints its window,
 or another session's `s.window`) is attached to instead; leaving the block closes
@@ -22,10 +23,12 @@ this process's channel ends and leaves the program running:
 
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from offlow.build import Build
 from offlow.channels import Channel, Region, open_running
@@ -48,6 +51,7 @@ class Session:
         self.run = Run(b, replace(o, serve=True))
         self.region: Region | None = None
         self.result: RunResult | None = None
+        self._stopping = False  # stop() was called
 
     def __enter__(self) -> Session:
         self.run.start()
@@ -96,6 +100,29 @@ class Session:
             if time.monotonic() > deadline:
                 raise OfflowError(f"the program did not drain within {timeout:g} s")
             time.sleep(0.001)
+
+    def stats(self) -> tuple[dict[str, Any], bool]:
+        """The run's counters now: (device -> that process's stats, as its stats file
+        holds them, read while it runs: offlow.live; whether any process is still
+        running). False once they have all ended (after stop(), say) or when they do
+        not answer within a second: the counts are then the last read. Packets read,
+        forwarded and dropped: offlow.runner.progress_totals(stats)."""
+        if self.result is not None:
+            raise OfflowError("the session has ended: its counts are in `result.stats`")
+        self._region()
+        return self.run.live_stats()
+
+    def stop(self) -> None:
+        """End the run now, as Ctrl-C does: the sources stop, the queues drain, the
+        counts are written; leaving the `with` block then collects the result (which
+        counts what was processed until then). Calling it again does nothing more."""
+        if self.result is not None:
+            raise OfflowError("the session has ended: stop() is for a running session, "
+                              "inside its `with` block")
+        self._region()
+        if not self._stopping:
+            self._stopping = True
+            self.run.stop(signal.SIGINT)
 
     def _stop(self) -> RunResult:
         if self.region is not None:

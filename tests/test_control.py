@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-import signal
 import struct
 import subprocess
 import sys
@@ -249,8 +248,7 @@ def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
     log = _updates6(2000, 7, targets)
     with session(load_program(ROUTER), opts) as s:
         info = apply_log(s.tables["routes6"], log)
-        for proc in s.run.procs.values():
-            proc.send_signal(signal.SIGINT)
+        s.stop()
     assert s.result is not None and s.result.ok, s.result
     assert (info.kind, info.updates) == ("lpm6", len(log))
     # No pause: the lookup core kept beginning batches while updates were being built

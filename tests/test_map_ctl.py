@@ -127,7 +127,7 @@ def _forward_past_the_mark(s: Session, out: Path, after: int) -> None:
                 break
         seen += len(frames)
         if drained or (first is not None and seen - first > after):
-            s.run.stop()
+            s.stop()
             return
         time.sleep(0.05)   # (a poll: the frames come at 20,000 a second)
 
@@ -140,7 +140,7 @@ def _stopped_if_failing(s: Session) -> Iterator[Session]:
     try:
         yield s
     except BaseException:
-        s.run.stop()
+        s.stop()
         raise
 
 def _check_marks(out: Path, stats: dict[str, Any]) -> None:

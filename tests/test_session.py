@@ -16,8 +16,9 @@ from offlow import OfflowError, Program, Sink, Source
 from offlow.build import build
 from offlow.channels import ChannelError, ChannelTimeout
 from offlow.dsl.loader import load_program
-from offlow.runner import RunOptions
-from offlow.session import attach, session
+from offlow.report import summarize
+from offlow.runner import RunOptions, progress_totals
+from offlow.session import Session, attach, session
 
 ECHO = Path(__file__).resolve().parent / "programs" / "echo.py"
 
@@ -154,6 +155,57 @@ def test_try_calls_toward_a_dead_device_raise_instead_of_answering_not_now(call:
                     else:
                         assert ch.try_recv() is None
             assert e.value.errno == errno.EPIPE
+
+
+def _read_once_counting(s: Session) -> int:
+    """Packets the sources have read, from the session's counters, once they have read
+    any (the processes take a moment to start; 60 s at most)."""
+    deadline = time.monotonic() + 60
+    while True:
+        stats, running = s.stats()
+        assert running, "the run ended before its input did"
+        read = progress_totals(stats)["read"]
+        if read > 0 or time.monotonic() > deadline:
+            return read
+        time.sleep(0.05)
+
+
+def test_a_session_reads_its_counters_and_ends_its_run_early() -> None:
+    """A synthetic input of COUNT packets at 20,000 a second would last 15 s: the
+    session reads the counters while it runs (growing), then stops the run as Ctrl-C
+    does; the result counts the packets read until then, fewer than the input's, each
+    one forwarded or dropped (nothing unaccounted). A second stop() does nothing more."""
+    count = 300_000
+    with session(load_program(ECHO), RunOptions(count=count, rate=20_000)) as s:
+        try:
+            first = _read_once_counting(s)
+            stats, running = s.stats()
+            second = progress_totals(stats)["read"]
+        finally:
+            s.stop()   # (also when the checks fail: the block would wait out the input)
+        s.stop()
+    assert first > 0 and second >= first and running
+    assert s.result is not None and s.result.ok, s.result
+    sources = [src for c in s.result.stats["nic"]["cores"] for src in c.get("sources", {})]
+    acct = summarize(s.build.plan, s.result.stats)["accounting"]
+    assert len(sources) == 1 and second <= acct["read"] < count, acct
+    assert acct["unaccounted"] == 0 and acct["read"] == acct["forwarded"], acct
+
+
+def test_a_session_is_stopped_and_read_only_while_it_runs() -> None:
+    """stop() and stats() before the `with` block, and after it, are one clear error
+    each (after it the counts are in `result`)."""
+    s = session(load_program(ECHO), RunOptions(count=10))
+    for call in (s.stop, s.stats):
+        with pytest.raises(OfflowError, match="not running"):
+            call()
+    with s:
+        s.wait_drained()
+    assert s.result is not None and s.result.ok
+    with pytest.raises(OfflowError, match="the session has ended: stop.. is for a running"):
+        s.stop()
+    with pytest.raises(OfflowError, match="the session has ended: its counts are in"):
+        s.stats()
 
 
 def test_a_program_without_channels_or_tables_has_no_session() -> None:

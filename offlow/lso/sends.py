@@ -27,7 +27,7 @@ from typing import Any
 import dpkt
 
 from offlow.errors import OfflowError
-from offlow.netsum import csum
+from offlow.netsum import csum, l4_csum
 
 SEND_MAX = 65000  # payload bytes of the largest send made here (under 64 KB with headers)
 WINDOW = 65535
@@ -56,13 +56,13 @@ class Framer:
             s6 = b"\x20\x01\x0d\xb8" + bytes(8) + self.src.addr
             d6 = b"\x20\x01\x0d\xb8" + bytes(8) + self.dst.addr
             hdr = struct.pack("!IHBB", 0x60000000, len(l4), proto, 64) + s6 + d6
-            return hdr + _with_l4_csum(l4, proto, s6 + d6)
+            return hdr + _with_l4_csum(l4, proto, s6, d6)
         hdr = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), self.ip_id & 0xFFFF,
                           0x4000 if proto == 6 else 0, 64, proto, 0, self.src.addr,
                           self.dst.addr)
         self.ip_id += 1
         hdr = hdr[:10] + struct.pack("!H", csum(hdr)) + hdr[12:]
-        return hdr + _with_l4_csum(l4, proto, self.src.addr + self.dst.addr)
+        return hdr + _with_l4_csum(l4, proto, self.src.addr, self.dst.addr)
 
     def frame(self, proto: int, l4: bytes) -> bytes:
         eth = self.dst.mac + self.src.mac + (b"\x86\xdd" if self.ipv6 else b"\x08\x00")
@@ -78,14 +78,9 @@ class Framer:
                                           8 + len(payload), 0) + payload)
 
 
-def _with_l4_csum(l4: bytes, proto: int, addrs: bytes) -> bytes:
+def _with_l4_csum(l4: bytes, proto: int, src: bytes, dst: bytes) -> bytes:
     at = 16 if proto == 6 else 6
-    pseudo = addrs + struct.pack("!HH", proto, len(l4)) if len(addrs) == 8 else \
-        addrs + struct.pack("!II", len(l4), proto)
-    c = csum(pseudo + l4)
-    if proto == 17 and c == 0:
-        c = 0xFFFF
-    return l4[:at] + struct.pack("!H", c) + l4[at + 2:]
+    return l4[:at] + struct.pack("!H", l4_csum(src, dst, proto, l4)) + l4[at + 2:]
 
 
 def _sizes(rng: random.Random, total: int, large: bool | int) -> Iterator[int]:

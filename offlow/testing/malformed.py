@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlow.netsum import csum
+from offlow.netsum import csum, l4_csum
 
 CATEGORIES = ("valid_ipv4", "valid_ipv6", "other", "bad_eth", "bad_ipv4", "bad_ipv6", "bad_l4")
 BAD = ("bad_eth", "bad_ipv4", "bad_ipv6", "bad_l4")
@@ -101,15 +101,9 @@ def frag(nh: int, offset: int = 0) -> bytes:
     return struct.pack("!BBHI", nh, 0, offset << 3 | (0 if offset else 1), 0x1234)
 
 
-def l4_csum(segment: bytes, proto: int, version: int) -> int:
-    """UDP/TCP checksum of ``segment`` (its checksum field zero) over the pseudo-header
-    of SRC/DST of IP ``version``."""
-    if version == 4:
-        pseudo = SRC4 + DST4 + struct.pack("!BBH", 0, proto, len(segment))
-    else:
-        pseudo = SRC6 + DST6 + struct.pack("!IxxxB", len(segment), proto)
-    c = csum(pseudo + segment)
-    return c if c or proto != 17 else 0xFFFF
+def _addrs(version: int) -> tuple[bytes, bytes]:
+    """The source and destination addresses of IP ``version``'s frames."""
+    return (SRC4, DST4) if version == 4 else (SRC6, DST6)
 
 
 def udp(sport: int, dport: int, payload: bytes, *, length: int | None = None,
@@ -119,7 +113,7 @@ def udp(sport: int, dport: int, payload: bytes, *, length: int | None = None,
     seg = struct.pack("!HHHH", sport, dport, ln, 0) + payload
     if version is None:
         return seg
-    return seg[:6] + struct.pack("!H", l4_csum(seg, 17, version)) + seg[8:]
+    return seg[:6] + struct.pack("!H", l4_csum(*_addrs(version), 17, seg)) + seg[8:]
 
 
 def tcp(sport: int, dport: int, payload: bytes, *, doff: int = 5,
@@ -131,7 +125,7 @@ def tcp(sport: int, dport: int, payload: bytes, *, doff: int = 5,
         opts + payload
     if version is None:
         return seg
-    return seg[:16] + struct.pack("!H", l4_csum(seg, 6, version)) + seg[18:]
+    return seg[:16] + struct.pack("!H", l4_csum(*_addrs(version), 6, seg)) + seg[18:]
 
 
 def arp() -> bytes:

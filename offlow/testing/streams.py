@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from offlow.netsum import csum_rows
+
 FRAME = 60  # Ethernet 14 + IPv4 20 + UDP 8 + 18 bytes of payload
 
 
@@ -26,12 +28,8 @@ def ipv4_frames(sources: np.ndarray, dst: int = 0xC0000201) -> np.ndarray:
     for k in range(4):
         ip[:, 12 + k] = (src >> np.uint32(24 - 8 * k)) & np.uint32(0xFF)
         ip[:, 16 + k] = (dst >> (24 - 8 * k)) & 0xFF
-    words = ip.astype(np.uint32).reshape(n, 10, 2)
-    total = (words[:, :, 0] << 8 | words[:, :, 1]).sum(axis=1)
-    while (total >> 16).any():
-        total = (total & 0xFFFF) + (total >> 16)
-    csum = ~total & 0xFFFF
-    ip[:, 10], ip[:, 11] = csum >> 8, csum & 0xFF
+    c = csum_rows(ip)
+    ip[:, 10], ip[:, 11] = c >> 8, c & 0xFF
     f[:, 34:36], f[:, 36:38], f[:, 38:40] = (0x30, 0x39), (0x00, 0x35), (0, 26)  # UDP
     return f
 
