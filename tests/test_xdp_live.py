@@ -18,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from offlow import live
 from offlow.build import build
 from offlow.cli import load_program
+from offlow.errors import OfflowError
 from offlow.runner import Run, RunOptions
 from tests.e2e import ROOT
 from tests.test_xdp import XDP_TTL, needs_bpf
@@ -32,10 +33,17 @@ def _frames_in(stats: dict[str, Any]) -> int:
 
 
 def _read_until(window: Path, check) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """live.read until `check(stats)` holds (no timing is asserted: only that it does)."""
+    """live.read until `check(stats)` holds (no timing is asserted: only that it does).
+    A process answers once its program is loaded and attached: until then the read
+    says none has started, and is made again."""
     end = time.monotonic() + 60
     while True:
-        stats = live.read(window, timeout=2.0)
+        try:
+            stats = live.read(window, timeout=2.0)
+        except OfflowError as e:
+            if "none has started" not in str(e) or time.monotonic() > end:
+                raise
+            stats = {}
         if "xdp" in stats and check(stats):
             return stats
         assert time.monotonic() < end, f"never: {stats}"
@@ -116,8 +124,15 @@ def test_offlow_stats_and_the_progress_line_show_an_xdp_runs_counters() -> None:
                 window = m.group(1)
                 break
         assert window, lines
-        stats = subprocess.run([sys.executable, "-m", "offlow.cli", "stats", window],
-                               cwd=ROOT, capture_output=True, text=True, timeout=120)
+        # (a process answers once its program is loaded and attached: until then
+        # `offlow stats` says none has started, and is asked again)
+        end = time.monotonic() + 60
+        while True:
+            stats = subprocess.run([sys.executable, "-m", "offlow.cli", "stats", window],
+                                   cwd=ROOT, capture_output=True, text=True, timeout=120)
+            if "none has started" not in stats.stderr or time.monotonic() > end:
+                break
+            time.sleep(0.2)
         rest = run.stderr.read()
         run.wait(timeout=120)
     finally:
