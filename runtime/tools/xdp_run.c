@@ -19,6 +19,7 @@
 
 #include "offlow/gen.h"
 #include "offlow/lifeline.h"
+#include "offlow/live.h"
 #include "offlow/stop.h"
 #include "xdp_chan.h"
 #include "xdp_cross.h"
@@ -139,7 +140,16 @@ static int receive(int sock, struct ofl_pkt *p, uint32_t cap)
     return 0;
 }
 
-/* What the run counted beside the program's counters. */
+/* Add `by` to `*w`, a word only this thread writes and the live-stats thread reads
+ * (a relaxed atomic store: the reader sees the old value or the new one). */
+static void bump(uint64_t *w, uint64_t by)
+{
+    __atomic_store_n(w, *w + by, __ATOMIC_RELAXED);
+}
+
+/* What the run counted beside the program's counters. The main thread writes the
+ * core's times and counts and `unsent` (bump, relaxed atomic stores); the live-stats
+ * thread reads them with relaxed atomic loads (report_body). */
 struct run {
     struct ofl_core core;      /* elapsed time, packets and bytes in (the stats' core) */
     struct ofl_src *src;
@@ -199,18 +209,18 @@ static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *
     uint32_t sink_in = d->sink_el * OFL_XDP_COUNTERS, sink_drop = sink_in + 1;
     uint64_t sent = 0, tx = 0;
     int rc = 0;
-    r->core.t_start = now_ns();
+    __atomic_store_n(&r->core.t_start, now_ns(), __ATOMIC_RELAXED);
     while (!ofl_stop_requested()) {
         struct ofl_pkt p;
         int n = ofl_src_next(r->src, &p, buf, 1);
         if (n == OFL_SRC_DONE) break;
         if (n < 0) { rc = n; break; }
         if (n == 0) continue;
-        r->core.pkts_in++;
-        r->core.bytes_in += p.len;
+        bump(&r->core.pkts_in, 1);
+        bump(&r->core.bytes_in, p.len);
         spread_next(r);
         if (send(sock, p.data, p.len, 0) < 0) {  /* shorter than an Ethernet header... */
-            r->unsent++;
+            bump(&r->unsent, 1);
             continue;
         }
         sent++;
@@ -244,81 +254,154 @@ static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *
         }
     }
 out:
-    r->core.t_end = now_ns();
+    __atomic_store_n(&r->core.t_end, now_ns(), __ATOMIC_RELAXED);
     if (r->spread) sched_setaffinity(0, sizeof r->allowed, &r->allowed);
     free(buf);
     free(back);
     return rc;
 }
 
-/* The stats file: one core of the segment with the program's counters per element,
- * the source and the sink (the schema of every device's, docs/run-result.schema.json). */
-static void report(const struct ofl_xdp_desc *d, const struct ofl_args *a, struct run *r,
-                   struct counters *c, const uint64_t *ctl_full)
+/* What a stats report reads: the run, the program's counters and the channels'
+ * counts of full maps (NULL: none). The exit report and the live copies share it. */
+struct reporter {
+    const struct ofl_xdp_desc *d;
+    const struct ofl_args *a;
+    struct run *r;
+    struct counters *c;
+    const uint64_t *ctl_full;
+};
+
+/* The stats object's members after "device" (the schema of every device's,
+ * docs/run-result.schema.json): one core of the segment with the program's counters
+ * per element, the crossing's queues, the source; the tables; the sink. The one
+ * reader of the counters for the stats file at exit and for its live copies while the
+ * run goes on: the program's counters and tables are read from the kernel's maps (a
+ * syscall each, into `rp->c`'s own buffer), the run's own words with relaxed atomic
+ * loads (struct run), the source's, sink's and rings' counters as every process's
+ * live report reads them (live.h: 64-bit words, each written by one thread). */
+static void report_body(struct ofl_json *j, const struct reporter *rp)
 {
-    struct ofl_json j;
-    if (!ofl_stats_begin(&j, a)) return;
-    ofl_json_begin_arr(&j, "cores");
-    ofl_stats_core(&j, &r->core);
-    ofl_json_begin_obj(&j, "elements");
+    const struct ofl_xdp_desc *d = rp->d;
+    struct run *r = rp->r;
+    struct counters *c = rp->c;
+    uint64_t unsent_now = __atomic_load_n(&r->unsent, __ATOMIC_RELAXED);
+    struct ofl_core core = r->core;  /* (its words written while it runs, loaded below) */
+    core.t_start = __atomic_load_n(&r->core.t_start, __ATOMIC_RELAXED);
+    core.t_end = __atomic_load_n(&r->core.t_end, __ATOMIC_RELAXED);
+    core.pkts_in = __atomic_load_n(&r->core.pkts_in, __ATOMIC_RELAXED);
+    core.bytes_in = __atomic_load_n(&r->core.bytes_in, __ATOMIC_RELAXED);
+    if (!r->src && !core.t_end)  /* --iface, still serving: what the program took so far */
+        core.pkts_in = counter(c, d->source_el * OFL_XDP_COUNTERS);
+    ofl_json_begin_arr(j, "cores");
+    ofl_stats_core(j, &core);
+    ofl_json_begin_obj(j, "elements");
     for (unsigned i = 0; i < d->nel; i++) {
         uint32_t k = i * OFL_XDP_COUNTERS;
         uint64_t in = counter(c, k);
-        if (!in && !(i == d->source_el && r->unsent)) continue;
-        ofl_json_begin_obj(&j, d->el_names[i]);
+        if (!in && !(i == d->source_el && unsent_now)) continue;
+        ofl_json_begin_obj(j, d->el_names[i]);
         /* frames the kernel would not send (shorter than an Ethernet header) never
          * reached the program: dropped at the source, where they entered */
-        uint64_t unsent = i == d->source_el ? r->unsent : 0;
-        ofl_json_u64(&j, "in", in + unsent);
-        ofl_json_u64(&j, "drop", counter(c, k + 1) + unsent);
-        ofl_json_u64(&j, "consumed", counter(c, k + 2));
+        uint64_t unsent = i == d->source_el ? unsent_now : 0;
+        ofl_json_u64(j, "in", in + unsent);
+        ofl_json_u64(j, "drop", counter(c, k + 1) + unsent);
+        ofl_json_u64(j, "consumed", counter(c, k + 2));
         if (unsent) {
-            ofl_json_begin_obj(&j, "why");
-            ofl_json_u64(&j, "runt", unsent);
-            ofl_json_end_obj(&j);
+            ofl_json_begin_obj(j, "why");
+            ofl_json_u64(j, "runt", unsent);
+            ofl_json_end_obj(j);
         }
         if (d->why_n[i]) {
-            ofl_json_begin_obj(&j, "why");
+            ofl_json_begin_obj(j, "why");
             for (unsigned w = 0; w < d->why_n[i]; w++) {
                 uint32_t at = d->why_base[i] + w;
-                ofl_json_u64(&j, d->why_names[at - OFL_XDP_COUNTERS * d->nel], counter(c, at));
+                ofl_json_u64(j, d->why_names[at - OFL_XDP_COUNTERS * d->nel], counter(c, at));
             }
-            ofl_json_end_obj(&j);
+            ofl_json_end_obj(j);
         }
-        ofl_json_end_obj(&j);
+        ofl_json_end_obj(j);
     }
-    ofl_json_end_obj(&j);
+    ofl_json_end_obj(j);
     if (r->cross) {
         uint64_t *why = calloc((size_t)d->ncross * d->ncross_why + 1, sizeof *why);
         for (unsigned k = 0; why && k < d->ncross * d->ncross_why; k++)
             why[k] = counter(c, d->cross_base + (k / d->ncross_why) * (1 + d->ncross_why) + 1 +
                                     k % d->ncross_why);
-        if (why) ofl_xdp_cross_report(r->cross, &j, why);
+        if (why) ofl_xdp_cross_report(r->cross, j, why);
         free(why);
     } else {
-        ofl_json_begin_arr(&j, "queues");
-        ofl_json_end_arr(&j);
+        ofl_json_begin_arr(j, "queues");
+        ofl_json_end_arr(j);
     }
-    ofl_json_begin_obj(&j, "sources");
+    ofl_json_begin_obj(j, "sources");
     if (r->src) {
-        ofl_stats_source(&j, d->source, r->src);
+        ofl_stats_source(j, d->source, r->src);
     } else {  /* --iface: what the interface gave the program */
-        ofl_json_begin_obj(&j, d->source);
-        ofl_json_u64(&j, "packets", r->core.pkts_in);
-        ofl_json_u64(&j, "dropped", 0);
-        ofl_json_end_obj(&j);
+        ofl_json_begin_obj(j, d->source);
+        ofl_json_u64(j, "packets", core.pkts_in);
+        ofl_json_u64(j, "dropped", 0);
+        ofl_json_end_obj(j);
     }
-    ofl_json_end_obj(&j);
-    ofl_json_end_obj(&j); /* the core */
-    ofl_json_end_arr(&j);
-    ofl_json_begin_obj(&j, "tables");
-    ofl_xdp_arrays_report(&j, d, c->obj);
-    ofl_xdp_maps_report(&j, d, c->obj, ctl_full);
-    ofl_json_end_obj(&j);
-    ofl_json_begin_obj(&j, "sinks");
-    if (d->sink && r->sink) ofl_stats_sink(&j, d->sink, r->sink);
-    ofl_json_end_obj(&j);
+    ofl_json_end_obj(j);
+    ofl_json_end_obj(j); /* the core */
+    ofl_json_end_arr(j);
+    ofl_json_begin_obj(j, "tables");
+    ofl_xdp_arrays_report(j, d, c->obj);
+    ofl_xdp_maps_report(j, d, c->obj, rp->ctl_full);
+    ofl_json_end_obj(j);
+    ofl_json_begin_obj(j, "sinks");
+    if (d->sink && r->sink) ofl_stats_sink(j, d->sink, r->sink);
+    ofl_json_end_obj(j);
+}
+
+/* The stats file (--stats), at exit. */
+static void report(const struct reporter *rp)
+{
+    struct ofl_json j;
+    if (!ofl_stats_begin(&j, rp->a)) return;
+    report_body(&j, rp);
     ofl_stats_end(&j);
+}
+
+/* The stats file's live copy, PATH.live, answering request `seq` (live.h), as the
+ * generated processes write theirs (gen.h: ofl_prog_report_live): the same members
+ * with "live_seq", "now_ns" and, when `final` (the process is about to exit, these
+ * are the last counts), "live_final"; written beside it, then renamed over it. Nothing
+ * without --stats. 0, or a negative errno. */
+static int report_live(const struct reporter *rp, uint32_t seq, bool final)
+{
+    if (!rp->a->stats) return 0;
+    char path[4096], tmp[4096];
+    if (snprintf(path, sizeof path, "%s.live", rp->a->stats) >= (int)sizeof path ||
+        snprintf(tmp, sizeof tmp, "%s.live.tmp", rp->a->stats) >= (int)sizeof tmp)
+        return -ENAMETOOLONG;
+    struct ofl_json j;
+    memset(&j, 0, sizeof j);
+    j.f = fopen(tmp, "w");
+    if (!j.f) return -errno;
+    ofl_json_begin_obj(&j, NULL);
+    ofl_json_str(&j, "device", rp->a->device);
+    ofl_json_u64(&j, "live_seq", seq);
+    if (final) ofl_json_u64(&j, "live_final", 1);
+    ofl_json_u64(&j, "now_ns", now_ns());
+    report_body(&j, rp);
+    int bad = ferror(j.f);
+    ofl_stats_end(&j);
+    if (bad || rename(tmp, path) < 0) {
+        int err = bad ? EIO : errno;
+        unlink(tmp);
+        return -err;
+    }
+    return 0;
+}
+
+/* Answer a live-stats request (ofl_live_fn; `arg`: the live thread's reporter). */
+static void answer_live(void *arg, uint32_t seq)
+{
+    const struct reporter *rp = arg;
+    int rc = report_live(rp, seq, false);
+    if (rc < 0)
+        fprintf(stderr, "offlow %s: live stats: %s\n", rp->a->device, ofl_strerror(rc));
 }
 
 /* Attach program `prog` to interface `ifname` in `mode` ("generic" or "native") as a
@@ -354,8 +437,9 @@ static void serve(const struct ofl_xdp_desc *d, const struct ofl_args *a, struct
                   struct counters *c)
 {
     const char *dur = ofl_args_get(a, d->source, "duration_ns", NULL);
-    r->core.t_start = now_ns();
-    uint64_t end = dur ? r->core.t_start + strtoull(dur, NULL, 10) : UINT64_MAX;
+    uint64_t start = now_ns();
+    __atomic_store_n(&r->core.t_start, start, __ATOMIC_RELAXED);
+    uint64_t end = dur ? start + strtoull(dur, NULL, 10) : UINT64_MAX;
     for (unsigned idle = 0; !ofl_stop_requested() && now_ns() < end;) {
         if (!r->cross) {
             usleep(10000);
@@ -368,8 +452,33 @@ static void serve(const struct ofl_xdp_desc *d, const struct ofl_args *a, struct
         if (idle > 256) ofl_xsk_wait(&r->cross->xsk, 1);
     }
     if (r->cross) ofl_xdp_cross_poll(r->cross);  /* what arrived before the end */
-    r->core.t_end = now_ns();
-    r->core.pkts_in = counter(c, d->source_el * OFL_XDP_COUNTERS);
+    __atomic_store_n(&r->core.pkts_in, counter(c, d->source_el * OFL_XDP_COUNTERS),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&r->core.t_end, now_ns(), __ATOMIC_RELAXED);
+}
+
+/* Start answering live-stats requests (live.h) with `rp`'s counters: those of the
+ * window's stats_req word, `win` (the crossing's or the channels'), or, when there is
+ * none, of the run's window mapped into `own` (an xdp run alone still has one: the
+ * runner has it made, --init). Without a window or a thread the run goes on without
+ * live stats (printed). */
+static void live_start(struct ofl_live *l, struct reporter *rp, struct ofl_window *win,
+                       struct ofl_window *own)
+{
+    const struct ofl_args *a = rp->a;
+    if (!win && a->window && a->stats) {
+        int rc = ofl_window_open(own, a->window);
+        if (rc < 0) {
+            fprintf(stderr, "offlow %s: no live stats (cannot open the window %s: %s)\n",
+                    a->device, a->window, ofl_strerror(rc));
+            return;
+        }
+        win = own;
+    }
+    if (!win) return;
+    if (ofl_live_start(l, &((struct ofl_window_hdr *)win->base)->stats_req, answer_live,
+                       rp) < 0)
+        fprintf(stderr, "offlow %s: no live stats (cannot start a thread)\n", a->device);
 }
 
 static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_args *a)
@@ -408,6 +517,11 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     if (d->sink && ofl_sink_open(&r.sink, a, d->sink, 1) < 0) goto early;
     int status = 1, sock = -1, link = -1, peer_link = -1;
     struct counters c = { .ncpus = libbpf_num_possible_cpus() };
+    /* live stats: the live thread's reporter reads through counters of its own (counter()
+     * writes into their buffer), the main thread's through `c` */
+    struct counters live_c = c;
+    struct ofl_live live = { 0 };
+    struct ofl_window live_win = { 0 };  /* the window, when nothing else maps it */
     struct ofl_xdp_tables tables = { 0 };
     struct bpf_object *obj = open_obj(obj_path, d->prog);
     if (!obj || ofl_xdp_tables_open(&tables, d, a, obj) < 0) goto done;
@@ -440,6 +554,12 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     c.fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "ofl_counts"));
     c.percpu = calloc((size_t)(c.ncpus > 0 ? c.ncpus : 1), sizeof *c.percpu);
     if (!c.percpu) goto done;
+    live_c = c;
+    live_c.percpu = calloc((size_t)(c.ncpus > 0 ? c.ncpus : 1), sizeof *c.percpu);
+    if (!live_c.percpu) goto done;
+    struct reporter rep = { d, a, &r, &c, chans.ctl_full };
+    struct reporter live_rep = { d, a, &r, &live_c, chans.ctl_full };
+    live_start(&live, &live_rep, win, &live_win);
     if (iface) {
         serve(d, a, &r, &c);
         status = r.cross && d->core->err ? 1 : 0;
@@ -450,8 +570,13 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     /* --serve: the channels answered after the packets, until the session stops */
     if (win && a->serve && status == 0 && ofl_serve_until_stopped(win) < 0) status = 1;
     ofl_xdp_chans_stop(&chans);  /* (no handler runs while the tables are reported) */
-    report(d, a, &r, &c, chans.ctl_full);
+    ofl_live_stop(&live);
+    report_live(&rep, 0, true);  /* the last counts, for readers after the exit */
+    report(&rep);
 done:
+    ofl_live_stop(&live);  /* (nothing when stopped above, or never started) */
+    if (live_win.base) ofl_window_close(&live_win);
+    free(live_c.percpu);
     if (status) ofl_xdp_cross_end(&cross, 1);  /* (the consumers stop: the run failed) */
     free(c.percpu);
     if (sock >= 0) close(sock);

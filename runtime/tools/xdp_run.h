@@ -10,7 +10,9 @@
  *                                to one end (mode: option xdp.mode, generic or native), the source's frames sent into the other
  *                                end one at a time, each frame XDP_TX sends back written
  *                                to the sink with the timestamp of the frame it came
- *                                from; then the program's counters as the stats file.
+ *                                from; then the program's counters as the stats file
+ *                                (and while it runs, on each request of the window's
+ *                                stats_req word, as its live copy: live.h).
  *
  *   ... --opt xdp.iface=IFACE    the program attached to IFACE (an existing interface
  *                                of the caller's namespace) instead, the interface's

@@ -1,0 +1,148 @@
+"""Live counters of an xdp run (runtime/tools/xdp_run.c answers the window's stats
+requests as every device process does, docs/metrics.md): read while it runs they
+rise, the last copy is the run's exit stats, and `offlow stats WINDOW` and the
+progress line of `offlow run` show them. Root: the run makes its own namespace and
+veth pair."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from offlow import live
+from offlow.build import build
+from offlow.cli import load_program
+from offlow.errors import OfflowError
+from offlow.runner import Run, RunOptions
+from tests.e2e import ROOT
+from tests.test_xdp import XDP_TTL, needs_bpf
+
+LIVE_ONLY = ("live_seq", "live_final", "now_ns")  # what a live copy adds to the stats
+XDP_TTL_SPLIT = ROOT / "tests" / "programs" / "xdp_ttl_split.py"
+
+
+def _frames_in(stats: dict[str, Any]) -> int:
+    """Packets the xdp process's first element after the source (`frames`) took in."""
+    return int(stats["xdp"]["cores"][0]["elements"].get("frames", {}).get("in", 0))
+
+
+def _read_until(window: Path, check) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """live.read until `check(stats)` holds (no timing is asserted: only that it does).
+    A process answers once its program is loaded and attached: until then the read
+    says none has started, and is made again."""
+    end = time.monotonic() + 60
+    while True:
+        try:
+            stats = live.read(window, timeout=2.0)
+        except OfflowError as e:
+            if "none has started" not in str(e) or time.monotonic() > end:
+                raise
+            stats = {}
+        if "xdp" in stats and check(stats):
+            return stats
+        assert time.monotonic() < end, f"never: {stats}"
+        time.sleep(0.1)
+
+
+@needs_bpf
+def test_an_xdp_runs_counters_rise_while_it_runs_and_its_last_copy_is_its_exit_stats() -> None:
+    """A user-style program on xdp at 2,000 packets/s for 4 s: a first live read and a
+    later one, the later larger; once the process has ended, its last copy (live_final)
+    holds exactly the stats the run reports at exit."""
+    b = build(load_program(XDP_TTL, ["edge.device=xdp"]))
+    r = Run(b, RunOptions(duration=4, rate=2000, timeout=60))
+    r.start()
+    try:
+        first = _read_until(r.window, lambda s: _frames_in(s) > 0)
+        assert not first["xdp"].get("live_final")
+        later = _read_until(r.window, lambda s: _frames_in(s) > _frames_in(first))
+        assert _frames_in(later) > _frames_in(first) > 0
+        end = time.monotonic() + 60
+        while r.procs["xdp"].poll() is None:  # (the run folder stays until wait())
+            assert time.monotonic() < end
+            time.sleep(0.05)
+        final = live.read(r.window, timeout=2.0)["xdp"]
+    finally:
+        res = r.wait()
+    assert res.ok, res.errors
+    assert final["live_final"] == 1
+    assert {k: v for k, v in final.items() if k not in LIVE_ONLY} == res.stats["xdp"]
+    assert _frames_in(res.stats) >= _frames_in(later)
+
+
+def _pushed(stats: dict[str, Any]) -> int:
+    """Entries the xdp process pushed into its queues to the host (the AF_XDP crossing)."""
+    return sum(int(q["pushed"]) for q in stats["xdp"]["cores"][0]["queues"])
+
+
+@needs_bpf
+def test_an_xdp_runs_crossing_to_the_host_is_counted_live_beside_the_host() -> None:
+    """The program split after the TTL (xdp, then the host over AF_XDP) at 2,000
+    packets/s for 4 s: a live read answers for both processes, and the xdp process's
+    pushes into its queue to the host rise between two reads."""
+    b = build(load_program(XDP_TTL_SPLIT, ["edge.device=xdp"]))
+    r = Run(b, RunOptions(duration=4, rate=2000, timeout=60))
+    r.start()
+    try:
+        first = _read_until(r.window, lambda s: _pushed(s) > 0)
+        later = _read_until(r.window, lambda s: _pushed(s) > _pushed(first))
+    finally:
+        res = r.wait()
+    assert res.ok, res.errors
+    assert set(later) == set(res.stats) == {"xdp", "host"}
+    assert _pushed(later) > _pushed(first) > 0
+
+
+def _samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
+    """Every sample `name` of a Prometheus text, parsed by prometheus-client."""
+    return {tuple(sorted(s.labels.items())): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples
+            if s.name == name}
+
+
+@needs_bpf
+def test_offlow_stats_and_the_progress_line_show_an_xdp_runs_counters() -> None:
+    """`offlow run` of the program on xdp as a user runs it (7 s at 2,000 packets/s):
+    `offlow stats WINDOW` prints its elements' packets, and the progress line after
+    5 s says how many packets were read."""
+    run = subprocess.Popen([sys.executable, "-m", "offlow.cli", "run", str(XDP_TTL),
+                            "--set", "edge.device=xdp", "--duration", "7", "--rate", "2000"],
+                           cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert run.stderr is not None
+        window, lines = None, []
+        for line in run.stderr:
+            lines.append(line)
+            m = re.search(r"`offlow stats (\S+)`", line)
+            if m:
+                window = m.group(1)
+                break
+        assert window, lines
+        # (a process answers once its program is loaded and attached: until then
+        # `offlow stats` says none has started, and is asked again)
+        end = time.monotonic() + 60
+        while True:
+            stats = subprocess.run([sys.executable, "-m", "offlow.cli", "stats", window],
+                                   cwd=ROOT, capture_output=True, text=True, timeout=120)
+            if "none has started" not in stats.stderr or time.monotonic() > end:
+                break
+            time.sleep(0.2)
+        rest = run.stderr.read()
+        run.wait(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, rest
+    assert stats.returncode == 0, stats.stderr
+    packets = _samples(stats.stdout, "offlow_element_packets_total")
+    xdp = {dict(k)["element"]: v for k, v in packets.items() if dict(k)["device"] == "xdp"}
+    assert xdp.get("frames", 0) > 0, stats.stdout
+    progress = re.search(r"offlow: running, 5 of 7 s: ([\d,]+) packets read", rest)
+    assert progress, rest
+    assert int(progress.group(1).replace(",", "")) > 0
