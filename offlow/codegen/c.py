@@ -180,11 +180,14 @@ class DeviceGen:
                             for lay in qp.layouts]
         self.ch_base = {q: self.in_channels.index((q, 0)) for q, ch in self.in_channels
                         if ch == 0}
-        # an element here may FAIL: the loops test ctx->fails to run no further packet
-        # once one did (none may: they test nothing)
-        self.can_fail = any(FAILED[0] in dict(n.drops) for n in self.nodes
-                            if self.runs_here(n))
         self.e = Emitter(f"{device}.c")
+
+    @property
+    def can_fail(self) -> bool:
+        """Whether an element here may FAIL: the loops test ctx->fails to run no further
+        packet once one did (none may: they test nothing). (Asked when the code is
+        written, after a subclass's own set-up, which runs_here may need.)"""
+        return any(FAILED[0] in dict(n.drops) for n in self.nodes if self.runs_here(n))
 
     def target(self, node: Node, port: str) -> str:
         """The function that takes a packet leaving `node.port`."""
