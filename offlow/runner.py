@@ -128,8 +128,9 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)
     tcp: dict[str, Any] | None = None  # the TCP server's counters (tcp_port runs; the front's
     #                                     when the store is remote: offlow/kvs/front.py)
-    interrupted: bool = False  # ended early by Ctrl-C in wait(): the counts cover until then
-    stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C) or "SIGTERM"
+    interrupted: bool = False  # ended early by Ctrl-C in wait() or a Session's stop(): the
+    #                            counts cover until then
+    stopped_by: str = ""  # what interrupted it: "SIGINT" (Ctrl-C), "SIGTERM" or "stop()"
 
 
 def emulation_note(stats: dict[str, Any]) -> str:

@@ -115,7 +115,8 @@ class Session:
     def stop(self) -> None:
         """End the run now, as Ctrl-C does: the sources stop, the queues drain, the
         counts are written; leaving the `with` block then collects the result (which
-        counts what was processed until then). Calling it again does nothing more."""
+        counts what was processed until then, marked `interrupted`, `stopped_by`
+        "stop()"). Calling it again does nothing more."""
         if self.result is not None:
             raise OfflowError("the session has ended: stop() is for a running session, "
                               "inside its `with` block")
@@ -135,8 +136,11 @@ class Session:
             for p in self.run.procs.values():
                 if p.poll() is None:
                     p.terminate()
-        self.result = self.run.wait()
-        return self.result
+        res = self.run.wait()
+        if self._stopping and not res.interrupted:  # stop() ended it, as Ctrl-C would
+            res = replace(res, interrupted=True, stopped_by="stop()")
+        self.result = res
+        return res
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:

@@ -174,7 +174,8 @@ def test_a_session_reads_its_counters_and_ends_its_run_early() -> None:
     """A synthetic input of COUNT packets at 20,000 a second would last 15 s: the
     session reads the counters while it runs (growing), then stops the run as Ctrl-C
     does; the result counts the packets read until then, fewer than the input's, each
-    one forwarded or dropped (nothing unaccounted). A second stop() does nothing more."""
+    one forwarded or dropped (nothing unaccounted), and is marked interrupted as a
+    Ctrl-C'd run's is. A second stop() does nothing more."""
     count = 300_000
     with session(load_program(ECHO), RunOptions(count=count, rate=20_000)) as s:
         try:
@@ -186,6 +187,8 @@ def test_a_session_reads_its_counters_and_ends_its_run_early() -> None:
         s.stop()
     assert first > 0 and second >= first and running
     assert s.result is not None and s.result.ok, s.result
+    # ended early, as a Ctrl-C'd run is: its counts cover the run until then
+    assert s.result.interrupted and s.result.stopped_by == "stop()", s.result
     sources = [src for c in s.result.stats["nic"]["cores"] for src in c.get("sources", {})]
     acct = summarize(s.build.plan, s.result.stats)["accounting"]
     assert len(sources) == 1 and second <= acct["read"] < count, acct
@@ -202,6 +205,7 @@ def test_a_session_is_stopped_and_read_only_while_it_runs() -> None:
     with s:
         s.wait_drained()
     assert s.result is not None and s.result.ok
+    assert not s.result.interrupted, s.result  # it ran to its input's end
     with pytest.raises(OfflowError, match="the session has ended: stop.. is for a running"):
         s.stop()
     with pytest.raises(OfflowError, match="the session has ended: its counts are in"):

@@ -13,7 +13,9 @@
  * a stale entry anywhere in a batch is -EBADMSG. The copy engine's entry jobs are
  * checked on their own, also the seq they stamp and check. A ring whose consumer
  * finds a corrupt entry mid-transfer ends both ends with an error (the producer's
- * wait for room included), the entries not delivered counted as lost.
+ * wait for room included), the entries not delivered counted as lost; so does a
+ * consumer that fails after its producer closed the ring, or at the same moment (the
+ * entries left counted by one end only).
  * Usage: test_queue [ENTRIES]  (default 300000 per configuration) */
 #include <errno.h>
 #include <pthread.h>
@@ -666,6 +668,155 @@ static void test_break_on_failure(int mode)
           "6 it never took (%u), the producer none (%llu)", mn, q.in.lost,
           (unsigned long long)q.o.lost);
     qpair_close(&q);
+}
+
+/* A producer that finished (closed its ring) before its consumer fails: the entries it
+ * left in the ring are counted by the consumer (the producer publishes nothing more
+ * and is never asked again), once: a later break of the producer adds nothing. */
+static void test_close_then_break(int mode)
+{
+    const char *mn = mode ? "thread" : "inline";
+    struct qpair q;
+    const uint8_t *es;
+    qpair_open(&q, 16, 16, 4, 0, mode, mode);
+    for (int i = 0; i < 10; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(ofl_qout_close(&q.o) == 0 && q.o.ring.pushed == 10, "%s, closed then broken: 10 "
+          "published, closed", mn);
+    int got = ofl_qin_next(&q.in, &es);
+    CHECK(got == 4, "%s, closed then broken: the consumer takes a batch (%d)", mn, got);
+    ofl_qin_break(&q.in);
+    CHECK(q.in.lost == 6 && q.o.lost == 0,
+          "%s, closed then broken: the consumer counts the 6 it never took (%u), the "
+          "producer none (%llu)", mn, q.in.lost, (unsigned long long)q.o.lost);
+    ofl_qout_break(&q.o);   /* (a producer failing after its close: nothing of its own) */
+    CHECK(q.o.lost == 0, "%s, closed then broken: a later break of the producer counts "
+          "nothing twice (%llu)", mn, (unsigned long long)q.o.lost);
+    CHECK(ofl_ring_broken_by(&q.in.ring) == OFL_RING_CLOSED_FIRST && !ofl_ring_broken(&q.o.ring),
+          "%s, closed then broken: the ring says it was closed first (%u)", mn,
+          ofl_ring_broken_by(&q.in.ring));
+    qpair_close(&q);
+}
+
+/* The consumer fails first, its producer then closes: the close finds the ring broken
+ * and counts what was published and not taken and what it still held (staged), the
+ * consumer nothing; the ring is not marked finished. */
+static void test_break_then_close(int mode)
+{
+    const char *mn = mode ? "thread" : "inline";
+    struct qpair q;
+    const uint8_t *es;
+    qpair_open(&q, 16, 16, 4, 0, mode, mode);
+    for (int i = 0; i < 10; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(qout_sync(&q.o) == 0 && q.o.ring.pushed == 10, "%s, broken then closed: 10 "
+          "published", mn);
+    int got = ofl_qin_next(&q.in, &es);
+    ofl_qin_break(&q.in);
+    for (int i = 0; i < 3; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    int rc = ofl_qout_close(&q.o);
+    CHECK(got == 4 && rc == OFL_RING_EBROKEN && q.o.lost == 9 && q.in.lost == 0,
+          "%s, broken then closed: took %d, the close stops (%s), the producer counts "
+          "6 + 3 (%llu), the consumer none (%u)", mn, got, ofl_strerror(rc),
+          (unsigned long long)q.o.lost, q.in.lost);
+    CHECK(!__atomic_load_n(&q.o.ring.shm->closed, __ATOMIC_ACQUIRE) &&
+              ofl_ring_broken_by(&q.o.ring) == OFL_RING_BROKEN_BY_CONSUMER,
+          "%s, broken then closed: not marked closed, broken by the consumer", mn);
+    qpair_close(&q);
+}
+
+/* One round of the race: the producer makes `make` entries and closes, the consumer
+ * takes up to `take` and fails (ofl_qin_break), both let go at once. */
+struct race {
+    struct ofl_qout *o;
+    struct ofl_qin *in;
+    uint32_t make, take;
+    uint64_t made, taken;
+    int go;              /* both wait for it, then start */
+};
+
+static void race_wait(struct race *r)
+{
+    while (!__atomic_load_n(&r->go, __ATOMIC_ACQUIRE)) ofl_cpu_relax();
+}
+
+static void *race_producer(void *arg)
+{
+    struct race *r = arg;
+    race_wait(r);
+    for (uint32_t i = 0; i < r->make; i++) {
+        struct ofl_entry_hdr *h = ofl_qout_slot(r->o);
+        if (!h) break;   /* the consumer broke the ring: the rest is never made */
+        h->len = (uint16_t)i;
+        r->made++;
+    }
+    (void)ofl_qout_close(r->o);   /* 0, or OFL_RING_EBROKEN when it broke first */
+    return NULL;
+}
+
+static void *race_consumer(void *arg)
+{
+    struct race *r = arg;
+    const uint8_t *es;
+    race_wait(r);
+    while (r->taken < r->take) {
+        int n = ofl_qin_next(r->in, &es);
+        if (n < 0) break;   /* done (all taken) */
+        if (n == 0) sched_yield();
+        r->taken += (uint64_t)n;
+    }
+    ofl_qin_break(r->in);
+    return NULL;
+}
+
+/* A producer closing its ring while its consumer fails, from two threads, many times,
+ * at varied points (before, during and after the close): every entry made is taken or
+ * counted lost by exactly one end (taken + both ends' lost == made), whichever end
+ * marked the ring first. */
+static void test_close_break_race(int mode, unsigned rounds)
+{
+    const char *mn = mode ? "thread" : "inline";
+    struct ofl_ce pce, cce;
+    struct ofl_waiter w;
+    size_t len = ofl_ring_mem_size(16, 16);
+    void *mem = aligned_alloc(64, len);
+    CHECK(mem && ofl_ce_start(&pce, mode, -1) == 0 && ofl_ce_start(&cce, mode, -1) == 0,
+          "%s, race: engines started", mn);
+    ofl_waiter_init(&w, NULL, 0, NULL);
+    unsigned bad = 0, closed_first = 0, broke_first = 0;
+    for (unsigned k = 0; k < rounds; k++) {
+        struct ofl_qout o;
+        struct ofl_qin in;
+        ofl_ring_format(mem, len, 16, 16, 4, 0);
+        if (ofl_qout_init(&o, mem, len, &pce, &w) || ofl_qin_init(&in, mem, len, &cce, &w)) {
+            bad++;
+            break;
+        }
+        uint32_t make = 4 + k % 29;   /* up to two ring's worth: the producer may wait */
+        struct race r = { .o = &o, .in = &in, .make = make,
+                          .take = k % 5 == 0 ? 0 : make - k % 7 };
+        pthread_t tp, tc;
+        pthread_create(&tp, NULL, race_producer, &r);
+        pthread_create(&tc, NULL, race_consumer, &r);
+        __atomic_store_n(&r.go, 1, __ATOMIC_RELEASE);
+        pthread_join(tp, NULL);
+        pthread_join(tc, NULL);
+        uint32_t first = ofl_ring_broken_by(&o.ring);
+        closed_first += first == OFL_RING_CLOSED_FIRST;
+        broke_first += first == OFL_RING_BROKEN_BY_CONSUMER;
+        if (r.taken + o.lost + in.lost != r.made) {
+            if (bad++ < 5)
+                printf("  round %u: made %llu, taken %llu, lost by the producer %llu and by "
+                       "the consumer %u (first mark %u)\n", k, (unsigned long long)r.made,
+                       (unsigned long long)r.taken, (unsigned long long)o.lost, in.lost, first);
+        }
+        ofl_qin_destroy(&in);
+        ofl_qout_destroy(&o);
+    }
+    CHECK(bad == 0, "%s, race: in %u rounds (closed first %u, broken first %u) every entry "
+          "made was taken or counted lost once (%u rounds off)", mn, rounds, closed_first,
+          broke_first, bad);
+    ofl_ce_stop(&pce);
+    ofl_ce_stop(&cce);
+    free(mem);
 }
 
 /* The copy engine on its own: entry jobs are validated, copy only used bytes (the
@@ -1356,6 +1507,12 @@ int main(int argc, char **argv)
     test_broken_drop(OFL_CE_THREAD);
     test_break_on_failure(OFL_CE_INLINE);
     test_break_on_failure(OFL_CE_THREAD);
+    test_close_then_break(OFL_CE_INLINE);
+    test_close_then_break(OFL_CE_THREAD);
+    test_break_then_close(OFL_CE_INLINE);
+    test_break_then_close(OFL_CE_THREAD);
+    test_close_break_race(OFL_CE_INLINE, 2000);
+    test_close_break_race(OFL_CE_THREAD, 500);
     for (int res = 0; res < 2; res++) {
         test_broken_transfer(OFL_CE_INLINE, res);
         test_broken_transfer(OFL_CE_THREAD, res);

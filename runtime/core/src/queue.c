@@ -227,10 +227,11 @@ bool ofl_qout_lost(struct ofl_qout *q)
 void ofl_qout_break(struct ofl_qout *q)
 {
     qout_settle(q);
+    /* Closed: everything was published, and its consumer counts what it leaves. */
+    if (q->closed) return;
     if (q->broken || qout_broken(q, 0) < 0) return;   /* its consumer broke it first */
     struct ofl_ring *r = &q->ring;
-    ofl_ring_break_by(r, OFL_RING_BROKEN_BY_PRODUCER);
-    if (ofl_ring_broken_by(r) != OFL_RING_BROKEN_BY_PRODUCER) {
+    if (ofl_ring_break_by(r, OFL_RING_BROKEN_BY_PRODUCER) != OFL_RING_BROKEN_BY_PRODUCER) {
         (void)qout_broken(q, 0);   /* the consumer's mark came between: counted as that */
         return;
     }
@@ -364,7 +365,12 @@ int ofl_qout_close(struct ofl_qout *q)
         return rc;
     }
     while (q->inflight) qout_complete(q);
-    ofl_ring_close(&q->ring);
+    /* One atomic mark decides, against a consumer breaking the ring now, who counts
+     * what is left in it: the consumer once closed first, else this end. */
+    if (ofl_ring_close_first(&q->ring) != OFL_RING_CLOSED_FIRST) {
+        (void)qout_broken(q, 0);   /* (counted once: a second call returns q->err) */
+        return sticky(&q->err, OFL_RING_EBROKEN);
+    }
     q->closed = true;
     return 0;
 }
@@ -476,10 +482,13 @@ void ofl_qin_break(struct ofl_qin *q)
     struct ofl_ring *r = &q->ring;
     if (q->broken) return;
     q->broken = true;
-    ofl_ring_break(r);
-    if (ofl_ring_broken_by(r) != OFL_RING_BROKEN_BY_PRODUCER) return;   /* its producer counts */
-    /* The producer broke it first and publishes nothing more: what it published and
-     * this end never took is lost, counted here (the producer counted the rest). */
+    /* The first mark decides who counts (one compare-and-swap, against a producer that
+     * closes or breaks the ring now): this end broke it first (here, or on a corrupt
+     * entry): its producer counts. */
+    if (ofl_ring_break(r) == OFL_RING_BROKEN_BY_CONSUMER) return;
+    /* The producer broke or closed it first and publishes nothing more: what it
+     * published and this end never took is lost, counted here (the producer counted
+     * the rest). */
     uint32_t tail = __atomic_load_n(&r->shm->tail, __ATOMIC_ACQUIRE);
     q->lost += tail - r->head;
 }

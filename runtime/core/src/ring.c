@@ -120,6 +120,14 @@ void ofl_ring_close(struct ofl_ring *r)
     __atomic_store_n(&r->shm->closed, 1u, __ATOMIC_RELEASE);
 }
 
+uint32_t ofl_ring_close_first(struct ofl_ring *r)
+{
+    while (ofl_ring_publish_due(r)) sched_yield();  /* the tail final before the mark */
+    uint32_t first = ofl_ring_break_by(r, OFL_RING_CLOSED_FIRST);
+    if (first == OFL_RING_CLOSED_FIRST) __atomic_store_n(&r->shm->closed, 1u, __ATOMIC_RELEASE);
+    return first;
+}
+
 bool ofl_ring_finished(struct ofl_ring *r)
 {
     if (!__atomic_load_n(&r->shm->closed, __ATOMIC_ACQUIRE)) return false;

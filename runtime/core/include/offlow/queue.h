@@ -135,9 +135,12 @@ static inline void *ofl_qout_next(struct ofl_qout *q)
  * not delivered are counted in `lost`. */
 int ofl_qout_flush(struct ofl_qout *q);
 
-/* Flush, wait for every copy in flight and commit it, then mark the ring finished.
- * Returns 0 or a negative error; on error nothing is left in flight (copies are
- * waited for, not committed) and the ring is not marked finished. */
+/* Flush, wait for every copy in flight and commit it, then mark the ring finished
+ * (ofl_ring_close_first: from then on a consumer that fails counts what it leaves in
+ * the ring). Returns 0 or a negative error; on error nothing is left in flight (copies
+ * are waited for, not committed) and the ring is not marked finished. A ring its
+ * consumer broke first, even at the same moment as this close, is OFL_RING_EBROKEN
+ * with the entries not delivered counted in `lost`, as ofl_qout_flush counts them. */
 int ofl_qout_close(struct ofl_qout *q);
 
 /* After the producer stopped on an error (another one than the ring's: an abort, a
@@ -149,8 +152,8 @@ bool ofl_qout_lost(struct ofl_qout *q);
  * the producer, so that its consumer takes what was published and then stops
  * (OFL_RING_EBROKEN) instead of waiting for more; the entries never published (held
  * doorbells, in flight, staged) are counted in `lost`. A ring its consumer broke
- * first is counted as ofl_qout_lost counts it. Once per endpoint; later calls do
- * nothing. */
+ * first is counted as ofl_qout_lost counts it; a closed endpoint does nothing (its
+ * consumer counts what it leaves). Once per endpoint; later calls do nothing. */
 void ofl_qout_break(struct ofl_qout *q);
 
 /* Move the entries staged in `src` (not flushed) to the end of `dst`'s staging, in
@@ -185,7 +188,8 @@ struct ofl_qin {
                                   * instance (for messages; ofl_prog_open sets them) */
     bool broken;                 /* ofl_qin_break was called */
     uint32_t lost;               /* entries published and never taken from a ring its
-                                  * producer broke (ofl_qin_break counts them) */
+                                  * producer broke or closed before this end broke it
+                                  * (ofl_qin_break counts them) */
     struct ofl_ce_job job[2];
 };
 
@@ -204,9 +208,10 @@ int ofl_qin_next(struct ofl_qin *q, const uint8_t **entries);
 
 /* The consumer failed (its core's error, whatever it was): mark the ring broken, so
  * that its producer stops (OFL_RING_EBROKEN, what it still held counted lost) instead
- * of waiting for room that will never come. A ring its producer broke first: the
- * entries it published and this end never took are counted in q->lost. Once per
- * endpoint; later calls do nothing. */
+ * of waiting for room that will never come. A ring its producer broke or closed first
+ * (the first mark on the ring, one compare-and-swap: ofl_ring_break_by): the entries it
+ * published and this end never took are counted in q->lost. Once per endpoint; later
+ * calls do nothing. */
 void ofl_qin_break(struct ofl_qin *q);
 
 /* Free the endpoint's memory (waits for an in-flight copy first). */

@@ -25,7 +25,14 @@
  * would otherwise wait for ever for room, fails instead (ofl_qout: OFL_RING_EBROKEN).
  * A consumer that fails for another reason marks its rings broken the same way, and a
  * producer that fails marks its own (by the producer): its consumer takes what was
- * published and then fails with OFL_RING_EBROKEN instead of waiting for more. */
+ * published and then fails with OFL_RING_EBROKEN instead of waiting for more.
+ *
+ * The same shared word says which end left first, and so who counts the entries
+ * published and never taken when the consumer stops early: the producer when the
+ * consumer broke the ring first, else (the producer broke it or closed it first:
+ * ofl_ring_close_first) the consumer. One compare-and-swap on the word decides, so an
+ * end that leaves at the same moment as the other cannot count them twice or not at
+ * all. */
 #ifndef OFL_RING_H
 #define OFL_RING_H
 
@@ -58,9 +65,12 @@ struct ofl_ring_shm {
     uint32_t batch;         /* entries per doorbell the producer aims for, 1..size */
     uint32_t closed;        /* set (release) by the producer after its last commit */
     uint32_t data_off;      /* bytes before the packet data in an entry; 0 = none */
-    uint32_t broken;        /* 0, or who broke it (OFL_RING_BROKEN_BY_*: the consumer
-                             * on a corrupt entry or its own failure, the producer on
-                             * its failure); never cleared (ofl_ring_break_by) */
+    uint32_t broken;        /* 0, or which end left first: who broke it
+                             * (OFL_RING_BROKEN_BY_*: the consumer on a corrupt entry
+                             * or its own failure, the producer on its failure), or
+                             * OFL_RING_CLOSED_FIRST (its producer closed it before
+                             * either: not broken); set once by a compare-and-swap,
+                             * never cleared (ofl_ring_break_by) */
     _Alignas(OFL_CACHE_LINE) uint32_t tail;   /* producer index: entries published */
     _Alignas(OFL_CACHE_LINE) uint32_t head;   /* consumer index: entries released */
     _Alignas(OFL_CACHE_LINE) uint8_t entries[];
@@ -120,36 +130,44 @@ static inline bool ofl_entry_len_ok(uint32_t entry_size, uint32_t data_off, uint
     return !data_off || len <= entry_size - data_off;
 }
 
-/* Who marked a ring broken: the value of its shared `broken` word (the first mark
- * stays). */
+/* Which end left a ring first: the value of its shared `broken` word (the first mark
+ * stays). Broken by its consumer or its producer, or closed by its producer before
+ * either broke it (ofl_ring_close_first; the ring is not broken then). */
 #define OFL_RING_BROKEN_BY_CONSUMER 1u
 #define OFL_RING_BROKEN_BY_PRODUCER 2u
+#define OFL_RING_CLOSED_FIRST 3u
 
-/* Mark the ring broken by `who` (OFL_RING_BROKEN_BY_*) unless it is already: the
- * first mark stays. */
-static inline void ofl_ring_break_by(struct ofl_ring *r, uint32_t who)
+/* Mark the ring broken by `who` (OFL_RING_BROKEN_BY_*, or OFL_RING_CLOSED_FIRST)
+ * unless it is already marked: the first mark stays. Returns the mark now, `who` when
+ * this call set it: one atomic step, so two ends marking at once learn the same
+ * first. */
+static inline uint32_t ofl_ring_break_by(struct ofl_ring *r, uint32_t who)
 {
-    uint32_t none = 0;
-    __atomic_compare_exchange_n(&r->shm->broken, &none, who, false, __ATOMIC_ACQ_REL,
-                                __ATOMIC_ACQUIRE);
+    uint32_t first = 0;
+    if (__atomic_compare_exchange_n(&r->shm->broken, &first, who, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return who;
+    return first;
 }
 
 /* Mark the ring broken by its consumer (on finding a corrupt entry, or on failing for
  * another reason): it delivers nothing more, and its producer stops instead of
- * waiting for room. */
-static inline void ofl_ring_break(struct ofl_ring *r)
+ * waiting for room. Returns the first mark (ofl_ring_break_by). */
+static inline uint32_t ofl_ring_break(struct ofl_ring *r)
 {
-    ofl_ring_break_by(r, OFL_RING_BROKEN_BY_CONSUMER);
+    return ofl_ring_break_by(r, OFL_RING_BROKEN_BY_CONSUMER);
 }
 
 /* Whether the ring was marked broken (either side may ask; one load of the header's
- * line, which nothing else writes while the ring runs). */
+ * line, which nothing else writes while the ring runs). A ring closed first is not. */
 static inline bool ofl_ring_broken(const struct ofl_ring *r)
 {
-    return __atomic_load_n(&r->shm->broken, __ATOMIC_ACQUIRE) != 0;
+    uint32_t first = __atomic_load_n(&r->shm->broken, __ATOMIC_ACQUIRE);
+    return first == OFL_RING_BROKEN_BY_CONSUMER || first == OFL_RING_BROKEN_BY_PRODUCER;
 }
 
-/* Who marked the ring broken (OFL_RING_BROKEN_BY_*), 0 if nobody. */
+/* Who marked the ring broken (OFL_RING_BROKEN_BY_*), OFL_RING_CLOSED_FIRST when its
+ * producer closed it first, 0 if nobody yet. */
 static inline uint32_t ofl_ring_broken_by(const struct ofl_ring *r)
 {
     return __atomic_load_n(&r->shm->broken, __ATOMIC_ACQUIRE);
@@ -222,6 +240,14 @@ static inline void ofl_ring_commit(struct ofl_ring *r, uint32_t n)
 /* The producer is finished: no commits after this. Publishes the held doorbells
  * first, waiting for their time. */
 void ofl_ring_close(struct ofl_ring *r);
+
+/* ofl_ring_close for a producer whose consumer counts what it leaves in the ring when
+ * it stops early (ofl_qin_break): the held doorbells published, the ring is marked
+ * OFL_RING_CLOSED_FIRST and closed, unless its consumer broke it first: then it is
+ * left as it is (not closed) and the entries published and not taken are the
+ * producer's to count. Returns the first mark: OFL_RING_CLOSED_FIRST (closed), or who
+ * broke it (OFL_RING_BROKEN_BY_*). */
+uint32_t ofl_ring_close_first(struct ofl_ring *r);
 
 /* ---- consumer ---- */
 
