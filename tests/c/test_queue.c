@@ -487,6 +487,40 @@ static void test_peer_death_qin(void)
     free(mem);
 }
 
+/* A producer waiting for room finds a peer process dead while the ring's own consumer
+ * is still up (the peer that died is another one): it marks the ring broken on the
+ * consumer's behalf and counts what the ring holds and what it had staged; the
+ * consumer, breaking it in turn (as a core stopped by the failure does), counts
+ * nothing: every entry is taken or counted lost once. */
+static void test_peer_death_consumer_up(int mode)
+{
+    const char *mn = mode ? "thread" : "inline";
+    int fds[2];
+    CHECK(pipe(fds) == 0, "pipe created");
+    struct qpair q;
+    qpair_open(&q, 8, 16, 4, 0, mode, mode);
+    ofl_waiter_init(&q.w, &fds[0], 1, NULL);   /* the producer's wait watches the peer */
+    for (int i = 0; i < 8; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    CHECK(qout_sync(&q.o) == 0 && q.o.ring.pushed == 8, "%s, peer dies: 8 fill the ring", mn);
+    const uint8_t *es;
+    int taken = 0;
+    for (int k = 0; k < 100 && taken < 3; k++) {
+        int n = ofl_qin_next(&q.in, &es);   /* (their slots free at once, or by the next) */
+        if (n > 0) taken += n;
+    }
+    for (int i = 0; i < 8; i++) ((struct ofl_entry_hdr *)ofl_qout_slot(&q.o))->len = (uint16_t)i;
+    close(fds[1]);   /* the peer dies while the producer waits for room for 8 */
+    int rc = qout_sync(&q.o);
+    ofl_qin_break(&q.in);   /* the consumer, stopped by the failure */
+    CHECK(rc == OFL_RING_EBROKEN && q.in.lost == 0 &&
+              (uint64_t)taken + q.o.lost == 16,
+          "%s, peer dies, consumer up: %s; %d taken + %llu lost by the producer + %u by the "
+          "consumer = 16, each once", mn, ofl_strerror(rc), taken,
+          (unsigned long long)q.o.lost, q.in.lost);
+    close(fds[0]);
+    qpair_close(&q);
+}
+
 static void test_blocked_qout(int mode)
 {
     int fds[2];
@@ -521,9 +555,10 @@ static void test_blocked_qout(int mode)
     CHECK(q.ring.full_waits >= 1, "the wait counted in full_waits (%llu)",
           (unsigned long long)q.ring.full_waits);
     if (mode == 0)
-        CHECK(ofl_ring_broken_by(&q.ring) == OFL_RING_BROKEN_BY_PRODUCER && q.lost >= 8,
-              "peer dead: the ring broken by its producer, its 8 entries and the staged "
-              "ones lost (%llu)", (unsigned long long)q.lost);
+        CHECK(ofl_ring_broken_by(&q.ring) == OFL_RING_BROKEN_BY_CONSUMER && q.lost >= 8,
+              "peer dead: the ring marked broken on its consumer's behalf, its 8 entries "
+              "and the staged ones lost (%llu), counted by the producer",
+              (unsigned long long)q.lost);
     CHECK(ofl_wait(&w) == (mode == 0 ? -EPIPE : -ECANCELED), "ofl_wait itself reports it too");
     ofl_qout_destroy(&q);
     close(fds[0]);
@@ -1253,7 +1288,7 @@ static void test_epipe_in_flight(int how)
     CHECK(q.ring.pushed == 8 && q.ring.full_waits >= 1,
           "%s: the 8 entries copied before were committed (%llu), the wait counted", what,
           (unsigned long long)q.ring.pushed);
-    CHECK(q.lost == 12 && ofl_ring_broken_by(&q.ring) == OFL_RING_BROKEN_BY_PRODUCER,
+    CHECK(q.lost == 12 && ofl_ring_broken_by(&q.ring) == OFL_RING_BROKEN_BY_CONSUMER,
           "%s: the 8 in the ring and the 4 staged counted lost (%llu), once", what,
           (unsigned long long)q.lost);
     ofl_qout_destroy(&q);
@@ -1545,6 +1580,8 @@ int main(int argc, char **argv)
         }
     }
     test_peer_death_qin();
+    test_peer_death_consumer_up(OFL_CE_INLINE);
+    test_peer_death_consumer_up(OFL_CE_THREAD);
     test_blocked_qout(0);
     test_blocked_qout(1);
     test_epipe_in_flight(0);

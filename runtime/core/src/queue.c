@@ -327,11 +327,13 @@ int ofl_qout_flush(struct ofl_qout *q)
                 int rc = ofl_wait(q->w);
                 if (rc == -EPIPE) {
                     /* A peer process is gone (this ring's consumer, or one whose end
-                     * ends the run): the ring will never drain. Broken as by its
-                     * producer, what it holds and what was not sent counted lost, the
-                     * error the secondary one (the cause is the peer's, reported
-                     * where it is), not a failure of this core's own. */
-                    ofl_ring_break_by(r, OFL_RING_BROKEN_BY_PRODUCER);
+                     * ends the run): the ring will never drain. Marked broken on its
+                     * consumer's behalf, so that this end counts what the ring holds
+                     * and what was not sent (the first mark decides: a consumer still
+                     * up then takes nothing more and counts nothing, as after a break
+                     * of its own); the error the secondary one (the cause is the
+                     * peer's, reported where it is), not a failure of this core's. */
+                    ofl_ring_break_by(r, OFL_RING_BROKEN_BY_CONSUMER);
                     return qout_broken(q, off);
                 }
                 if (rc < 0) return sticky(&q->err, rc);
