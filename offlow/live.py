@@ -64,18 +64,9 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def read(window: str | Path, timeout: float = 1.0,
-         hdr: WindowHeader | None = None) -> dict[str, dict[str, Any]]:
-    """Ask the processes of the run whose window is `window` for their counters and
-    return each device's answer (device -> the stats JSON of that process). A clear
-    error when the run has ended, or when a process does not answer within `timeout`
-    seconds. `hdr`: the header's layout (header()), when the caller has it."""
-    window = Path(window)
-    req = _ask(window, hdr or header())
-    folder = run_folder_of(window)
-    if folder is None:
-        raise OfflowError(f"{window}: its run folder is gone: the run has ended")
-    deadline = time.monotonic() + timeout
+def _answers(window: Path, folder: Path, req: int, deadline: float,
+             timeout: float) -> dict[str, dict[str, Any]]:
+    """Wait until every process has answered request `req` (device -> its stats)."""
     while True:
         paths = sorted(folder.glob(f"*{LIVE_SUFFIX}"))
         answers = {p.name[:-len(LIVE_SUFFIX)]: _read(p) for p in paths}
@@ -88,3 +79,42 @@ def read(window: str | Path, timeout: float = 1.0,
             raise OfflowError(f"{window}: no answer within {timeout:g} s from "
                               f"{', '.join(late) or 'any process (none has started)'}")
         time.sleep(POLL)
+
+
+def _with_later_sources(first: dict[str, Any], later: dict[str, Any] | None) -> dict[str, Any]:
+    """`first` (one process's answer) with each core's sources as `later` counted them."""
+    if later is None:
+        return first
+    sources = {(c.get("segment"), c.get("core")): c.get("sources", {})
+               for c in later.get("cores", [])}
+    cores = [{**c, "sources": sources.get((c.get("segment"), c.get("core")),
+                                          c.get("sources", {}))}
+             for c in first.get("cores", [])]
+    return {**first, "cores": cores}
+
+
+def read(window: str | Path, timeout: float = 1.0,
+         hdr: WindowHeader | None = None) -> dict[str, dict[str, Any]]:
+    """Ask the processes of the run whose window is `window` for their counters and
+    return each device's answer (device -> the stats JSON of that process). A clear
+    error when the run has ended, or when a process does not answer within `timeout`
+    seconds. `hdr`: the header's layout (header()), when the caller has it.
+
+    The counts add up: no packet is counted forwarded, dropped or consumed without
+    having been counted read. Each process answers on its own, while its cores run,
+    so one answer alone does not promise that (a process answering after the one
+    that reads the packets counts what they read since). So the processes are asked
+    twice: everything comes from the first answers but the sources' counts, which
+    come from the second, asked once every first answer was written (a packet counted
+    anywhere in those had been read by then). Processes that first answered in the
+    second round are left out (as those that have not answered yet)."""
+    window = Path(window)
+    hdr = hdr or header()
+    req = _ask(window, hdr)
+    folder = run_folder_of(window)
+    if folder is None:
+        raise OfflowError(f"{window}: its run folder is gone: the run has ended")
+    deadline = time.monotonic() + timeout
+    first = _answers(window, folder, req, deadline, timeout)
+    later = _answers(window, folder, _ask(window, hdr), deadline, timeout)
+    return {d: _with_later_sources(a, later.get(d)) for d, a in first.items()}

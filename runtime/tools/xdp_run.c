@@ -20,6 +20,7 @@
 #include "offlow/gen.h"
 #include "offlow/lifeline.h"
 #include "offlow/live.h"
+#include "offlow/live_file.h"
 #include "offlow/stop.h"
 #include "xdp_chan.h"
 #include "xdp_cross.h"
@@ -363,36 +364,18 @@ static void report(const struct reporter *rp)
     ofl_stats_end(&j);
 }
 
-/* The stats file's live copy, PATH.live, answering request `seq` (live.h), as the
- * generated processes write theirs (gen.h: ofl_prog_report_live): the same members
- * with "live_seq", "now_ns" and, when `final` (the process is about to exit, these
- * are the last counts), "live_final"; written beside it, then renamed over it. Nothing
- * without --stats. 0, or a negative errno. */
+/* The live copy's body (ofl_live_body_fn; `arg`: the reporter). */
+static void live_body(struct ofl_json *j, const void *arg)
+{
+    report_body(j, arg);
+}
+
+/* The stats file's live copy (live_file.h), answering request `seq` (live.h), as the
+ * generated processes write theirs; `final`: the process is about to exit, these are
+ * the last counts. Nothing without --stats. 0, or a negative errno. */
 static int report_live(const struct reporter *rp, uint32_t seq, bool final)
 {
-    if (!rp->a->stats) return 0;
-    char path[4096], tmp[4096];
-    if (snprintf(path, sizeof path, "%s.live", rp->a->stats) >= (int)sizeof path ||
-        snprintf(tmp, sizeof tmp, "%s.live.tmp", rp->a->stats) >= (int)sizeof tmp)
-        return -ENAMETOOLONG;
-    struct ofl_json j;
-    memset(&j, 0, sizeof j);
-    j.f = fopen(tmp, "w");
-    if (!j.f) return -errno;
-    ofl_json_begin_obj(&j, NULL);
-    ofl_json_str(&j, "device", rp->a->device);
-    ofl_json_u64(&j, "live_seq", seq);
-    if (final) ofl_json_u64(&j, "live_final", 1);
-    ofl_json_u64(&j, "now_ns", now_ns());
-    report_body(&j, rp);
-    int bad = ferror(j.f);
-    ofl_stats_end(&j);
-    if (bad || rename(tmp, path) < 0) {
-        int err = bad ? EIO : errno;
-        unlink(tmp);
-        return -err;
-    }
-    return 0;
+    return ofl_live_write(rp->a->stats, rp->a->device, seq, final, live_body, rp);
 }
 
 /* Answer a live-stats request (ofl_live_fn; `arg`: the live thread's reporter). */

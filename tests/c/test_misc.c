@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -18,6 +20,7 @@
 #include "offlow/gen.h"
 #include "offlow/lifeline.h"
 #include "offlow/live.h"
+#include "offlow/live_file.h"
 #include "offlow/simd.h"
 #include "offlow/queue.h"
 #include "offlow/stats.h"
@@ -464,6 +467,78 @@ static void test_lifeline(const char *dir)
     close(life[0]);
 }
 
+/* A live copy's body for the tests: `arg` is the number of 'x' in member "pad". */
+static void live_pad(struct ofl_json *j, const void *arg)
+{
+    static char pad[2048];
+    size_t n = *(const size_t *)arg;
+    memset(pad, 'x', n);
+    pad[n] = 0;
+    ofl_json_str(j, "pad", pad);
+}
+
+/* The whole of file `path` (NULL when it cannot be read); the caller frees it. */
+static char *slurp(const char *path)
+{
+    void *p = NULL;
+    size_t n = 0;
+    return ofl_file_read(path, &p, &n) == 0 ? p : NULL;
+}
+
+static void test_live_file(const char *dir)
+{
+    char stats[4096], live[4200], tmp[4200];
+    snprintf(stats, sizeof stats, "%s/dev.json", dir);
+    snprintf(live, sizeof live, "%s.live", stats);
+    snprintf(tmp, sizeof tmp, "%s.live.tmp", stats);
+    size_t pad = 3;
+    struct stat st;
+    CHECK(ofl_live_write(NULL, "dev", 1, false, live_pad, &pad) == 0 && stat(live, &st) < 0,
+          "no stats file (no --stats): nothing written");
+    CHECK(ofl_live_write(stats, "dev", 7, false, live_pad, &pad) == 0, "a live copy");
+    char *text = slurp(live);
+    CHECK(text && strstr(text, "\"device\":\"dev\"") && strstr(text, "\"live_seq\":7") &&
+              strstr(text, "\"now_ns\":") && strstr(text, "\"pad\":\"xxx\"") &&
+              !strstr(text, "live_final") && stat(tmp, &st) < 0,
+          "its header members, then the body's; no file left beside it: %s", text);
+    free(text);
+    CHECK(ofl_live_write(stats, "dev", 8, true, live_pad, &pad) == 0, "the last copy");
+    text = slurp(live);
+    CHECK(text && strstr(text, "\"live_seq\":8") && strstr(text, "\"live_final\":1"),
+          "the last copy says so: %s", text);
+    free(text);
+    char missing[4200];
+    snprintf(missing, sizeof missing, "%s/no-such-folder/dev.json", dir);
+    CHECK(ofl_live_write(missing, "dev", 1, false, live_pad, &pad) == -ENOENT,
+          "a folder that is gone: -ENOENT");
+    char *longpath = malloc(5000);
+    memset(longpath, 'a', 4999);
+    longpath[4999] = 0;
+    CHECK(ofl_live_write(longpath, "dev", 1, false, live_pad, &pad) == -ENAMETOOLONG,
+          "a path too long: -ENAMETOOLONG");
+    free(longpath);
+    /* A copy whose end cannot be written (here: the file size limit, hit when the
+     * stream's buffer is written at the close) is not renamed over the last whole one. */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit lim = {200, 200};
+        size_t big = 1000;  /* beyond the limit, within one buffer of the stream */
+        if (setrlimit(RLIMIT_FSIZE, &lim) < 0) _exit(3);
+        _exit(ofl_live_write(stats, "dev", 9, false, live_pad, &big) == -EFBIG ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0,
+          "a copy cut short by a write error at its close: -EFBIG (status %d)", status);
+    text = slurp(live);
+    CHECK(text && strstr(text, "\"live_seq\":8") && strstr(text, "\"live_final\":1") &&
+              stat(tmp, &st) < 0,
+          "and the previous copy stays, whole; nothing left beside it: %s", text);
+    free(text);
+}
+
 /* What a live-stats thread was asked (ofl_live_fn). */
 struct live_calls {
     uint32_t n, last; /* atomic */
@@ -547,6 +622,7 @@ int main(int argc, char **argv)
     test_core_fail_element();
     test_file(argv[1]);
     test_live();
+    test_live_file(argv[1]);
     test_simd();
     test_lifeline(argv[1]);
     test_lifeline_reparented(argv[1]);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "offlow/err.h"
+#include "offlow/live_file.h"
 #include "offlow/live_port.h"
 #include "offlow/pcap_port.h"
 #include "offlow/ring.h"
@@ -1086,32 +1087,16 @@ void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,
     ofl_stats_end(&j);
 }
 
+/* The live copy's body (ofl_live_body_fn; `arg`: the program). */
+static void live_body(struct ofl_json *j, const void *arg)
+{
+    report_body(j, arg);
+}
+
 int ofl_prog_report_live(const struct ofl_prog *p, const struct ofl_args *a, uint32_t seq,
                          bool final)
 {
-    if (!a->stats) return 0;
-    char path[4096], tmp[4096];
-    if (snprintf(path, sizeof path, "%s.live", a->stats) >= (int)sizeof path ||
-        snprintf(tmp, sizeof tmp, "%s.live.tmp", a->stats) >= (int)sizeof tmp)
-        return -ENAMETOOLONG;
-    struct ofl_json j;
-    memset(&j, 0, sizeof j);
-    j.f = fopen(tmp, "w");
-    if (!j.f) return -errno;
-    ofl_json_begin_obj(&j, NULL);
-    ofl_json_str(&j, "device", a->device);
-    ofl_json_u64(&j, "live_seq", seq);
-    if (final) ofl_json_u64(&j, "live_final", 1);
-    ofl_json_u64(&j, "now_ns", ofl_now_ns());
-    report_body(&j, p);
-    int bad = ferror(j.f);
-    ofl_stats_end(&j);
-    if (bad || rename(tmp, path) < 0) {
-        int err = bad ? EIO : errno;
-        unlink(tmp);
-        return -err;
-    }
-    return 0;
+    return ofl_live_write(a->stats, a->device, seq, final, live_body, p);
 }
 
 void ofl_prog_close(const struct ofl_prog *p)

@@ -569,11 +569,10 @@ int ofl_prog_run(const struct ofl_prog *p, struct ofl_window *w);
 void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,
                      uint64_t chan_withdrawn);
 
-/* While the cores run: write the same counters, with "live_seq": `seq` (the request
- * answered, live.h) and "now_ns", to the stats file's live copy, PATH.live (written
- * beside it, then renamed over it: a reader never sees half a file). `final`: the
- * process is about to exit and no request will be answered any more ("live_final": 1; these
- * counts are the last). Nothing without --stats. Returns 0 or a negative errno. */
+/* While the cores run: write the same counters to the stats file's live copy,
+ * answering request `seq` (live.h); `final`: the process is about to exit and no
+ * request will be answered any more (these counts are the last). The file, its header
+ * members and its errors: live_file.h, ofl_live_write. Nothing without --stats. */
 int ofl_prog_report_live(const struct ofl_prog *p, const struct ofl_args *a, uint32_t seq,
                          bool final);
 

@@ -3,9 +3,10 @@
  * A reader (offlow stats, the metrics server of offlow run --metrics) raises the
  * window header's stats_req word; one thread per process sleeps in 5 ms steps,
  * sees the word change and calls the process's report function with the new value,
- * which writes the stats file's live copy (gen.h: ofl_prog_report_live).  The
- * counters are read while the cores run, without pausing them: each is a 64-bit word
- * written by one core, so a reader sees a value it had (possibly one batch old).
+ * which writes the stats file's live copy (gen.h: ofl_prog_report_live; the file:
+ * live_file.h).  The counters are read while the cores run, without pausing them:
+ * each is a 64-bit word written by one core, so a reader sees a value it had
+ * (possibly one batch old).
  * This is an idle wait, not a hand-off: a reader waits for the file, not a core. */
 #ifndef OFL_LIVE_H
 #define OFL_LIVE_H
