@@ -52,17 +52,19 @@ def _read_until(window: Path, check) -> dict[str, Any]:  # type: ignore[no-untyp
 
 @needs_bpf
 def test_an_xdp_runs_counters_rise_while_it_runs_and_its_last_copy_is_its_exit_stats() -> None:
-    """A user-style program on xdp at 2,000 packets/s for 4 s: a first live read and a
-    later one, the later larger; once the process has ended, its last copy (live_final)
-    holds exactly the stats the run reports at exit."""
+    """A user-style program on xdp at 2,000 packets/s, running until the test has read
+    it twice (so a loaded machine cannot end it first): a first live read and a later
+    one, the later larger; once stopped and ended, its last copy (live_final) holds
+    exactly the stats the run reports at exit."""
     b = build(load_program(XDP_TTL, ["edge.device=xdp"]))
-    r = Run(b, RunOptions(duration=4, rate=2000, timeout=60))
+    r = Run(b, RunOptions(count=1_000_000, rate=2000, timeout=120))
     r.start()
     try:
         first = _read_until(r.window, lambda s: _frames_in(s) > 0)
         assert not first["xdp"].get("live_final")
         later = _read_until(r.window, lambda s: _frames_in(s) > _frames_in(first))
         assert _frames_in(later) > _frames_in(first) > 0
+        r.stop()
         end = time.monotonic() + 60
         while r.procs["xdp"].poll() is None:  # (the run folder stays until wait())
             assert time.monotonic() < end
@@ -84,15 +86,17 @@ def _pushed(stats: dict[str, Any]) -> int:
 @needs_bpf
 def test_an_xdp_runs_crossing_to_the_host_is_counted_live_beside_the_host() -> None:
     """The program split after the TTL (xdp, then the host over AF_XDP) at 2,000
-    packets/s for 4 s: a live read answers for both processes, and the xdp process's
-    pushes into its queue to the host rise between two reads."""
+    packets/s until the test has read it twice: a live read answers for both
+    processes, and the xdp process's pushes into its queue to the host rise between two
+    reads."""
     b = build(load_program(XDP_TTL_SPLIT, ["edge.device=xdp"]))
-    r = Run(b, RunOptions(duration=4, rate=2000, timeout=60))
+    r = Run(b, RunOptions(count=1_000_000, rate=2000, timeout=120))
     r.start()
     try:
         first = _read_until(r.window, lambda s: _pushed(s) > 0)
         later = _read_until(r.window, lambda s: _pushed(s) > _pushed(first))
     finally:
+        r.stop()
         res = r.wait()
     assert res.ok, res.errors
     assert set(later) == set(res.stats) == {"xdp", "host"}
@@ -106,13 +110,19 @@ def _samples(text: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
             if s.name == name}
 
 
+def _xdp_packets(text: str) -> dict[str, float]:
+    """offlow_element_packets_total of the xdp device's elements, by element."""
+    packets = _samples(text, "offlow_element_packets_total")
+    return {dict(k)["element"]: v for k, v in packets.items() if dict(k)["device"] == "xdp"}
+
+
 @needs_bpf
 def test_offlow_stats_and_the_progress_line_show_an_xdp_runs_counters() -> None:
-    """`offlow run` of the program on xdp as a user runs it (7 s at 2,000 packets/s):
-    `offlow stats WINDOW` prints its elements' packets, and the progress line after
-    5 s says how many packets were read."""
+    """`offlow run` of the program on xdp as a user runs it (12 s at 2,000 packets/s):
+    `offlow stats WINDOW` prints its elements' packets, and a progress line (every 5 s)
+    says how many packets were read."""
     run = subprocess.Popen([sys.executable, "-m", "offlow.cli", "run", str(XDP_TTL),
-                            "--set", "edge.device=xdp", "--duration", "7", "--rate", "2000"],
+                            "--set", "edge.device=xdp", "--duration", "12", "--rate", "2000"],
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert run.stderr is not None
@@ -125,12 +135,16 @@ def test_offlow_stats_and_the_progress_line_show_an_xdp_runs_counters() -> None:
                 break
         assert window, lines
         # (a process answers once its program is loaded and attached: until then
-        # `offlow stats` says none has started, and is asked again)
+        # `offlow stats` says none has started; its first answers may come before a
+        # packet: asked again until one counts some, or the run ends)
         end = time.monotonic() + 60
         while True:
             stats = subprocess.run([sys.executable, "-m", "offlow.cli", "stats", window],
                                    cwd=ROOT, capture_output=True, text=True, timeout=120)
-            if "none has started" not in stats.stderr or time.monotonic() > end:
+            if stats.returncode == 0 and _xdp_packets(stats.stdout).get("frames", 0) > 0:
+                break
+            if ("none has started" not in stats.stderr and stats.returncode != 0) or \
+                    time.monotonic() > end:
                 break
             time.sleep(0.2)
         rest = run.stderr.read()
@@ -140,9 +154,7 @@ def test_offlow_stats_and_the_progress_line_show_an_xdp_runs_counters() -> None:
             run.kill()
     assert run.returncode == 0, rest
     assert stats.returncode == 0, stats.stderr
-    packets = _samples(stats.stdout, "offlow_element_packets_total")
-    xdp = {dict(k)["element"]: v for k, v in packets.items() if dict(k)["device"] == "xdp"}
-    assert xdp.get("frames", 0) > 0, stats.stdout
-    progress = re.search(r"offlow: running, 5 of 7 s: ([\d,]+) packets read", rest)
+    assert _xdp_packets(stats.stdout).get("frames", 0) > 0, stats.stdout
+    progress = re.search(r"offlow: running, \d+ of 12 s: ([\d,]+) packets read", rest)
     assert progress, rest
     assert int(progress.group(1).replace(",", "")) > 0
