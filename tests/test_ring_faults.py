@@ -26,6 +26,7 @@ from offlow.runner import Run, RunOptions, core_failures, run
 
 RING_MAGIC = 0x31474E494C464F00  # "\0OFLING1": ring.h's OFL_RING_MAGIC
 TAIL_OFF = 64  # the producer index: the line after the ring's header (ring.h)
+BROKEN_OFF = 28  # the header's `broken` word (ring.h's struct ofl_ring_shm)
 
 
 class Tally(Element):
@@ -90,9 +91,15 @@ def corrupt_a_ring(b: Any, which: int, nrings: int) -> Any:
                     off = found[which] + TAIL_OFF
                     tail = struct.unpack_from("<I", m, off)[0]
                     struct.pack_into("<I", m, off, (tail + 1) & 0xFFFFFFFF)
+                    # the NIC stays stopped until the consumer has met the entry (the
+                    # NIC's next publish would write its own index over ours: on a
+                    # loaded machine the consumer may not look within a fixed while)
+                    end = time.monotonic() + 30
+                    while (struct.unpack_from("<I", m, found[which] + BROKEN_OFF)[0] == 0
+                           and time.monotonic() < end):
+                        time.sleep(0.01)
             finally:
                 os.close(fd)
-            time.sleep(0.1)
         finally:
             nic.send_signal(signal.SIGCONT)
     except BaseException:
