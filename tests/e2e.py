@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -68,3 +69,15 @@ def one_segment(*middle: Element, name: str = "edge", cores: tuple[int, ...] = (
     prev >> out
     p.segment(name, [src, *middle, out], device=device, cores=cores, group=group)
     return p
+
+
+def window_in(stderr: Iterable[str]) -> tuple[str | None, list[str]]:
+    """The window `offlow run` names in its start line (`offlow stats WINDOW prints
+    them`), read from its stderr up to that line; and the lines read."""
+    lines = []
+    for line in stderr:
+        lines.append(line)
+        m = re.search(r"`offlow stats (\S+)`", line)
+        if m:
+            return m.group(1), lines
+    return None, lines

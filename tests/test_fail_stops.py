@@ -105,6 +105,20 @@ def run_gate(tmp_path: Path, device: str, batch: bool,
     return res, summarize(b.plan, res.stats), b.plan
 
 
+def _n_minus_1_through(tmp_path: Path, device: str, res: Any, s: dict[str, Any],
+                       frames: list[bytes]) -> tuple[dict[str, Any], dict[str, int]]:
+    """The run's one error is the gate's FAIL, the output capture holds exactly the
+    frames before the failing one, nothing is unaccounted: the accounting and the
+    gate's drops by reason."""
+    assert res.errors == [f"{device}: segment station core 0: element fare_gate: fare budget "
+                          f"of {GIVE_UP_AT} spent: failed by the element"], res.errors
+    assert read_frames(tmp_path / "out.pcap") == frames[:GIVE_UP_AT - 1]
+    a = s["accounting"]
+    assert a["unaccounted"] == 0, a
+    assert a["forwarded"] == GIVE_UP_AT - 1, a
+    return a, {d["reason"]: d["packets"] for d in a["dropped"] if d["at"] == "fare_gate"}
+
+
 @pytest.mark.parametrize("device", ["host", "nic"])
 @pytest.mark.parametrize("batch", [False, True])
 def test_a_gate_that_fails_on_frame_n_lets_exactly_n_minus_1_through(
@@ -116,13 +130,7 @@ def test_a_gate_that_fails_on_frame_n_lets_exactly_n_minus_1_through(
     res, s, plan = run_gate(tmp_path, device, batch)
     # a batch body runs over the source's batches (the compiler's vector path)
     assert plan.segment("station").vector == (("fare_gate",) if batch else ())
-    assert res.errors == [f"{device}: segment station core 0: element fare_gate: fare budget "
-                          f"of {GIVE_UP_AT} spent: failed by the element"], res.errors
-    assert read_frames(tmp_path / "out.pcap") == frames[:GIVE_UP_AT - 1]
-    a = s["accounting"]
-    assert a["unaccounted"] == 0, a
-    assert a["forwarded"] == GIVE_UP_AT - 1, a
-    at_gate = {d["reason"]: d["packets"] for d in a["dropped"] if d["at"] == "fare_gate"}
+    a, at_gate = _n_minus_1_through(tmp_path, device, res, s, frames)
     assert at_gate == {"failed": a["read"] - (GIVE_UP_AT - 1)}, (at_gate, a)
     # the core had taken frames after the failing one (they were held, not run)
     assert a["read"] > GIVE_UP_AT, a
@@ -137,13 +145,7 @@ def test_a_gate_fed_by_a_ring_that_fails_on_frame_n_lets_exactly_n_minus_1_throu
     ring counted lost in it (broken by the failed core)."""
     frames = capture(tmp_path / "in.pcap")
     res, s, _ = run_gate(tmp_path, device, batch, ring=True)
-    assert res.errors == [f"{device}: segment station core 0: element fare_gate: fare budget "
-                          f"of {GIVE_UP_AT} spent: failed by the element"], res.errors
-    assert read_frames(tmp_path / "out.pcap") == frames[:GIVE_UP_AT - 1]
-    a = s["accounting"]
-    assert a["unaccounted"] == 0, a
-    assert a["forwarded"] == GIVE_UP_AT - 1, a
-    at_gate = {d["reason"]: d["packets"] for d in a["dropped"] if d["at"] == "fare_gate"}
+    a, at_gate = _n_minus_1_through(tmp_path, device, res, s, frames)
     assert set(at_gate) == {"failed"} and at_gate["failed"] >= 1, (at_gate, a)
     others = {d["reason"] for d in a["dropped"] if d["at"] != "fare_gate"}
     assert others <= {"ring_broken"}, a["dropped"]

@@ -25,7 +25,7 @@ from offlow import live, metrics
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.runner import Run, RunOptions, build_for
-from tests.e2e import EXAMPLE, ROOT, TLS
+from tests.e2e import EXAMPLE, ROOT, TLS, window_in
 from tests.example_outputs import _write_requests
 from tests.test_errors_before_start import offlow_run
 
@@ -224,14 +224,7 @@ def test_a_long_run_shows_progress_and_stats_every_follows_it_to_its_end() -> No
                            stderr=subprocess.PIPE, text=True)
     try:
         assert run.stderr is not None
-        window = None
-        lines = []
-        for line in run.stderr:
-            lines.append(line)
-            m = re.search(r"`offlow stats (\S+)`", line)
-            if m:
-                window = m.group(1)
-                break
+        window, lines = window_in(run.stderr)
         assert window, lines
         stats = subprocess.run([sys.executable, "-m", "offlow.cli", "stats", window,
                                 "--every", "0.5"], cwd=ROOT, capture_output=True, text=True,

@@ -67,8 +67,9 @@ def test_one_thread_or_atomic_adds_say_nothing() -> None:
         assert "warnings:" not in explain(plan)
 
 
-def test_two_segments_on_two_threads_updating_one_array_are_said() -> None:
-    """The NIC's segment and the host's each add to the array in the window."""
+def _two_tallies() -> Program:
+    """Two Tallys adding to one array: `first` on the NIC's core, `second` on the
+    host's."""
     p = Program("two")
     counts = Shared("bytes", "uint64_t", 8)
     src, a, b, out = Source("rx"), Tally("first", per_bucket=counts), \
@@ -76,7 +77,12 @@ def test_two_segments_on_two_threads_updating_one_array_are_said() -> None:
     src >> a >> b >> out
     p.segment("rx", [src, a], device="nic", cores=[0])
     p.segment("app", [b, out], device="host", cores=[0])
-    [w] = lost_updates(plan_program(p))
+    return p
+
+
+def test_two_segments_on_two_threads_updating_one_array_are_said() -> None:
+    """The NIC's segment and the host's each add to the array in the window."""
+    [w] = lost_updates(plan_program(_two_tallies()))
     line = _at("per_bucket[b] += pkt->len;")
     assert w.startswith(f"table `bytes`: `first` ({line}), `second` ({line}) update it with "
                         "a plain read-modify-write (`+=`, `++`, `|=`, ...) on 2 threads at once "
@@ -591,13 +597,6 @@ def test_each_element_that_updates_the_table_is_told_what_to_write() -> None:
 
 def test_elements_given_the_same_fix_are_named_together() -> None:
     """Two Tallys on two cores: one piece of advice, naming both."""
-    p = Program("two")
-    counts = Shared("bytes", "uint64_t", 8)
-    src, a, b, out = Source("rx"), Tally("first", per_bucket=counts), \
-        Tally("second", per_bucket=counts), Sink("tx")
-    src >> a >> b >> out
-    p.segment("rx", [src, a], device="nic", cores=[0])
-    p.segment("app", [b, out], device="host", cores=[0])
-    [w] = lost_updates(plan_program(p))
+    [w] = lost_updates(plan_program(_two_tallies()))
     assert w.endswith("lost; in `first`, `second` write e.g. __atomic_fetch_add("
                       "&per_bucket[i], v, __ATOMIC_RELAXED), or run its users on one core"), w

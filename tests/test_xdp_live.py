@@ -20,7 +20,7 @@ from offlow.build import build
 from offlow.cli import load_program
 from offlow.errors import OfflowError
 from offlow.runner import Run, RunOptions
-from tests.e2e import ROOT
+from tests.e2e import ROOT, window_in
 from tests.test_xdp import XDP_TTL, needs_bpf
 
 LIVE_ONLY = ("live_seq", "live_final", "now_ns")  # what a live copy adds to the stats
@@ -126,13 +126,7 @@ def test_offlow_stats_and_the_progress_line_show_an_xdp_runs_counters() -> None:
                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert run.stderr is not None
-        window, lines = None, []
-        for line in run.stderr:
-            lines.append(line)
-            m = re.search(r"`offlow stats (\S+)`", line)
-            if m:
-                window = m.group(1)
-                break
+        window, lines = window_in(run.stderr)
         assert window, lines
         # (a process answers once its program is loaded and attached: until then
         # `offlow stats` says none has started; its first answers may come before a
