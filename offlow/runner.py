@@ -136,10 +136,12 @@ class RunResult:
 def emulation_note(stats: dict[str, Any]) -> str:
     """What profile-scaled emulation did to a device (its process's stats)."""
     cores = stats.get("cores", [])
-    work = sum(c.get("work_ns", 0) for c in cores) / 1e6
+    work = sum(c.get("work_ns", 0) + c.get("loop_ns", 0) for c in cores) / 1e6
     spun = sum(c.get("dilated_ns", 0) for c in cores) / 1e6
-    return (f"its elements' {work:.1f} ms of work here were stretched by {spun:.1f} ms "
-            "(its loops, rings and the interconnect were not slowed)")
+    copies = sum(c.get("copy_ns", 0) for c in cores) / 1e6
+    return (f"its elements' and loops' {work:.1f} ms of work here were stretched by "
+            f"{spun:.1f} ms (its {copies:.1f} ms of copies between rings and buffers, the "
+            "emulated DMA engine's work, were not)")
 
 
 def sink_paths(b: Build, output: Path) -> dict[str, Path]:

@@ -193,7 +193,7 @@ def test_offlow_plan_validate_measures_each_alternative(program_file):
     written = next(row[0] for row in rows if "(as written)" in " ".join(row))
     probed = [ln for ln in table.splitlines() if "its crossings probed in each round" in ln]
     assert [ln.split()[1].rstrip(":") for ln in probed] == [written]
-    assert len(probed[0].split("per entry): ")[1].split(", ")) == 2, probed
+    assert len(probed[0].split("per entry, loop+copies): ")[1].split(", ")) == 2, probed
     # a minutes-long command says each step as it starts it (stderr)
     steps = [ln for ln in r.stderr.splitlines() if ln.startswith("offlow plan: ")]
     assert steps[0].startswith("offlow plan: calibrating `")

@@ -143,6 +143,28 @@ def test_a_profile_slows_the_nics_loop_and_rings_as_integer_work():
     assert host["dilated_ns"] == 0, host  # the host runs at its own speed
 
 
+def test_the_copy_engines_copies_are_counted_busy_and_never_slowed():
+    # Frames of 1,400 B from the NIC's source to the host: each entry's copy into the
+    # ring (the copy engine: the emulated DMA engine, whose rate the link throttle
+    # emulates) is counted apart from the loop (copy_ns) and is not stretched. The core's
+    # busy time is its timed regions (the elements' ns, the reading's), its loop, its
+    # copies, the throttle's waits and the spins it asked for: 9x its work and loop
+    # (cmp-nic-200: 10x), not 9x its copies too. Each turn rounds its spins and its busy
+    # time down to the ns (2 ns a turn at most).
+    o = RunOptions(count=4000, sizes="1400:1", profile="cmp-nic-200")
+    res = run(build_for(_source_to_sink("copier", "nic"), o), o)
+    assert res.ok, res.errors
+    (nic,) = res.stats["nic"]["cores"]
+    assert nic["copy_ns"] > 0 and nic["loop_ns"] > 0, nic
+    timed = sum(v["ns"] for v in nic["elements"].values())
+    asked = (nic["busy_cpu_ns"] - timed - nic["loop_ns"] - nic["copy_ns"]
+             - nic.get("throttled_ns", 0))
+    stretch = 9 * (nic["work_ns"] + nic["loop_ns"])
+    assert asked == pytest.approx(stretch, abs=2 * nic["turns"] + 0.01 * stretch), nic
+    (host,) = res.stats["host"]["cores"]
+    assert host["copy_ns"] > 0 and host["dilated_ns"] == 0, host  # its copies out of the ring
+
+
 def _source_to_sink(name: str, first: str, middle: tuple[Element, ...] = (),
                     names: tuple[str, str] = ("rx", "tx")) -> Program:
     """A source, `middle`'s elements and a sink: the source's segment (with `middle`)

@@ -7,12 +7,13 @@ OFL_ETIME_* in runtime/core's gen.h). From its stats: per element the packets it
 per packet read (`visits`) and its time per visit less the timer's own cost; the
 sources' time reading packets (the capture or the generator: the wire, which the model
 leaves out); per segment its loop's time per packet read (the turns' time outside the
-element bodies: the loop, the rings), counted as profile-scaled emulation counts it (the
-run is one with `--profile host`: every factor 1), so that each segment is charged its
-own loop, as the emulation stretches it; per queue the packets and bytes it moved per
-packet read. Then each
-queue geometry's crossing between two threads is calibrated (offlow.planner.crossing):
-what the one-thread run cannot see."""
+element bodies and the copies: the loop, the rings' bookkeeping) and its copy engine's
+copies between its rings and its buffers (the emulated DMA, never slowed), counted
+as profile-scaled emulation counts them (the run is one with `--profile host`: every
+factor 1), so that each segment is charged its own loop, as the emulation stretches
+it; per queue the packets and bytes it moved per packet read. Then each queue
+geometry's crossing between two threads is calibrated (offlow.planner.crossing): what
+the one-thread run cannot see."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from offlow.errors import OfflowError
 from offlow.ir import Graph
 from offlow.planner import crossing
 from offlow.planner.crossing import CrossingCost
+from offlow.planner.model import COPY
 from offlow.runner import RunOptions, build_for, run
 
 
@@ -65,23 +67,31 @@ class Calibration:
     loops: tuple[tuple[str, float], ...]  # per segment, its loop (outside the element
     #                                       bodies and the reading) per packet read
     crossings: tuple[CrossingCost, ...] = ()  # per queue geometry (batch, ring size)
+    copies: tuple[tuple[str, float], ...] = ()  # per segment, its copy engine's copies
+    #                                             (the emulated DMA) per packet read
 
     @property
     def overhead_ns(self) -> float:
-        """The loops of all segments per packet read."""
-        return sum(ns for _, ns in self.loops)
+        """The loops and copies of all segments per packet read."""
+        return sum(ns for _, ns in self.loops) + sum(ns for _, ns in self.copies)
 
     def with_segments(self, other: Calibration, segments: set[str]) -> Calibration:
         """This calibration with the elements' ns per visit and the loops of `segments`
         taken from `other` (a calibration of the same program under a profile's
-        slow-down: for the segments a placement puts on the slowed device)."""
+        slow-down: for the segments a placement puts on the slowed device), and their
+        copies."""
         ns = {e.name: e.ns for e in other.elements}
-        loops = dict(other.loops)
+
+        def take(mine: tuple[tuple[str, float], ...],
+                 theirs: tuple[tuple[str, float], ...]) -> tuple[tuple[str, float], ...]:
+            got = dict(theirs)
+            return tuple((seg, got.get(seg, v)) if seg in segments else (seg, v)
+                         for seg, v in mine)
+
         return replace(self, elements=tuple(
             replace(e, ns=ns.get(e.name, e.ns)) if e.segment in segments else e
-            for e in self.elements), loops=tuple(
-            (seg, loops.get(seg, ns_)) if seg in segments else (seg, ns_)
-            for seg, ns_ in self.loops))
+            for e in self.elements), loops=take(self.loops, other.loops),
+            copies=take(self.copies, other.copies))
 
     def crossing(self, q: QueueCost) -> CrossingCost | None:
         """The crossing calibration of queue `q`'s geometry (None: not measured)."""
@@ -90,7 +100,7 @@ class Calibration:
 
     def segment_ns(self, segment: str) -> dict[str, float]:
         """Per work kind, a segment's time per packet read on this host: its elements',
-        and its loop's as integer work."""
+        its loop's as integer work and its copies' (COPY)."""
         out: dict[str, float] = {}
         for e in self.elements:
             if e.segment == segment:
@@ -98,6 +108,9 @@ class Calibration:
         loop = dict(self.loops).get(segment, 0.0)
         if loop:
             out["integer"] = out.get("integer", 0.0) + loop
+        copies = dict(self.copies).get(segment, 0.0)
+        if copies:
+            out[COPY] = copies
         return out
 
 
@@ -167,8 +180,10 @@ def median(cals: Sequence[Calibration]) -> Calibration:
                                         for c in cals) for e in first.elements}
     loops = [(seg, statistics.median(dict(c.loops).get(seg, 0.0) for c in cals))
              for seg, _ in first.loops]
+    copies = [(seg, statistics.median(dict(c.copies).get(seg, 0.0) for c in cals))
+              for seg, _ in first.copies]
     return replace(first, elements=tuple(replace(e, ns=per_el[e.name]) for e in first.elements),
-                   loops=tuple(loops),
+                   loops=tuple(loops), copies=tuple(copies),
                    source_ns=statistics.median(c.source_ns for c in cals))
 
 
@@ -222,8 +237,10 @@ def from_stats(g: Graph, stats: dict[str, Any], work: dict[str, str]) -> Calibra
         raise OfflowError(f"the calibration run of `{g.name}` counted no loop time (it "
                           "must run with --profile host)")
     loops: dict[str, float] = {}
+    copies: dict[str, float] = {}
     for c in cores:
         loops[c["segment"]] = loops.get(c["segment"], 0.0) + c["loop_ns"] / read
+        copies[c["segment"]] = copies.get(c["segment"], 0.0) + c.get("copy_ns", 0) / read
     queues = []
     for q in g.queues:
         outs = [x for c in cores for x in c.get("queues", [])
@@ -235,4 +252,5 @@ def from_stats(g: Graph, stats: dict[str, Any], work: dict[str, str]) -> Calibra
     return Calibration(program=g.name, packets=read, frame_bytes=frame,
                        source_ns=reading / read,
                        elements=tuple(elements), queues=tuple(queues),
-                       loops=tuple(sorted(loops.items())))
+                       loops=tuple(sorted(loops.items())),
+                       copies=tuple(sorted(copies.items())))

@@ -9,10 +9,12 @@ is the smallest program with one crossing (a source, a queue of its packets, a s
 run at a few frame sizes twice: both segments on host core 0 (one thread), then the
 source on the NIC and the sink on the host (CPUs 1 and 0: two CPUs, as a split run
 has them). Each side's time per packet in the split run (its work and its loop and
-rings, before any stretch), less the same side's in the one-thread run, is that side's
-extra cost of the crossing: the median over `repeats` rounds of the split run less the
-one-thread run of the same round (so that both see the machine alike); a line
-a + b * bytes is fitted per side (least squares) so any entry size can be priced. For
+rings, before any stretch; apart from them its copy engine's copies, which are never
+stretched), less the same side's in the one-thread run, is that side's extra cost of
+the crossing, the loop's and the copies' apart: the median over `repeats` rounds of
+the split run less the one-thread run of the same round (so that both see the machine
+alike); a line a + b * bytes is fitted to each (least squares) so any entry size can
+be priced. For
 `plan --validate` the split runs under the device's profile (measure's `profile`)."""
 
 from __future__ import annotations
@@ -43,13 +45,17 @@ class Line:
 @dataclass(frozen=True)
 class CrossingCost:
     """The extra cost per entry of a queue whose two ends are on different threads,
-    on each end (this host's ns, integer work), at the batch and ring size measured."""
+    on each end (this host's ns: its loop's, integer work, and its copies', the emulated
+    DMA's), at the batch and ring size measured."""
 
     batch: int
     ring_size: int
-    push: Line  # the producer's extra
-    pop: Line  # the consumer's extra
-    points: tuple[tuple[float, float, float], ...]  # measured: (bytes, push ns, pop ns)
+    push: Line  # the producer's extra, its loop's
+    pop: Line  # the consumer's extra, its loop's
+    # measured: (bytes, push ns, pop ns, push copies ns, pop copies ns)
+    points: tuple[tuple[float, float, float, float, float], ...]
+    push_copy: Line = Line(0.0, 0.0)  # the producer's extra, its copies'
+    pop_copy: Line = Line(0.0, 0.0)
 
 
 def fit(points: Sequence[tuple[float, float]]) -> Line:
@@ -75,10 +81,11 @@ def probe(split: bool, batch: int, ring_size: int) -> Program:
     return p
 
 
-def sides(stats: dict[str, Any]) -> tuple[float, float, float]:
-    """From a probe run's stats: the entry bytes, and the ns per packet of the producer
-    and of the consumer before any stretch (their elements' work and their loops and
-    rings: the busy time less the reading of the packets and the spins)."""
+def sides(stats: dict[str, Any]) -> tuple[float, float, float, float, float]:
+    """From a probe run's stats: the entry bytes, the ns per packet of the producer and
+    of the consumer before any stretch (their elements' work and their loops and rings:
+    the busy time less the reading of the packets, the copies and the spins), and the
+    ns per packet of the producer's and the consumer's copies."""
     cores = {c["segment"]: c for d in stats.values() for c in d.get("cores", [])}
     a, b = cores["a"], cores["b"]
     n = a["pkts_in"]
@@ -86,7 +93,8 @@ def sides(stats: dict[str, Any]) -> tuple[float, float, float]:
         raise OfflowError("the crossing calibration moved no packets")
     out = next(q for q in a.get("queues", []) if q["side"] == "out")
     return (out["bytes"] / out["pushed"], (a.get("work_ns", 0) + a["loop_ns"]) / n,
-            (b.get("work_ns", 0) + b["loop_ns"]) / n)
+            (b.get("work_ns", 0) + b["loop_ns"]) / n, a.get("copy_ns", 0) / n,
+            b.get("copy_ns", 0) / n)
 
 
 # The probe's runs: one thread not slowed, split (the source's end on the NIC, under
@@ -102,7 +110,8 @@ def measure(batch: int = 32, ring_size: int = 1024, packets: int = 200_000,
     profile-scaled run of a program has its crossings (a slowed producer feeds its
     consumer at its own pace); the producer's extra is then taken over the one thread
     slowed alike (as the device's segments are calibrated for --validate), the
-    consumer's over the one thread not slowed (the host's segments')."""
+    consumer's over the one thread not slowed (the host's segments'); the copies' extra
+    of each side over the one thread not slowed (copies are never slowed)."""
     if repeats < 1 or packets < 1_000:
         raise OfflowError("the crossing calibration needs at least one repeat of 1000 "
                           "packets or more")
@@ -117,7 +126,7 @@ def measure(batch: int = 32, ring_size: int = 1024, packets: int = 200_000,
                 SPLIT: RunOptions(**base, profile=profile or "host"),
                 ONE_SLOWED: RunOptions(**base, profile=profile or "host", slowed="host",
                                        slowed_segments=("a",))}
-        runs: dict[str, list[tuple[float, float, float]]] = {k: [] for k in kinds}
+        runs: dict[str, list[tuple[float, ...]]] = {k: [] for k in kinds}
         for _ in range(repeats):
             for kind in kinds:
                 if (kind, size) not in builds:
@@ -135,6 +144,9 @@ def measure(batch: int = 32, ring_size: int = 1024, packets: int = 200_000,
         pushes = [s[1] - o[1] for s, o in zip(runs[SPLIT], runs[ONE_SLOWED if profile else ONE],
                                               strict=True)]
         pops = [s[2] - o[2] for s, o in zip(runs[SPLIT], runs[ONE], strict=True)]
-        points.append((nbytes, statistics.median(pushes), statistics.median(pops)))
-    return CrossingCost(batch, ring_size, fit([(x, p) for x, p, _ in points]),
-                        fit([(x, q) for x, _, q in points]), tuple(points))
+        copies = [[s[k] - o[k] for s, o in zip(runs[SPLIT], runs[ONE], strict=True)]
+                  for k in (3, 4)]
+        points.append((nbytes, statistics.median(pushes), statistics.median(pops),
+                       statistics.median(copies[0]), statistics.median(copies[1])))
+    return CrossingCost(batch, ring_size, *(fit([(p[0], p[k]) for p in points]) for k in (1, 2)),
+                        tuple(points), *(fit([(p[0], p[k]) for p in points]) for k in (3, 4)))

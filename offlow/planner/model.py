@@ -7,11 +7,13 @@ segment's cost is split evenly over its cores), each direction of the interconne
 bytes of both directions over its rate) and each ring across a link with a latency (at
 most its size in entries per latency). A segment's cost on a device is, per kind of
 work, its time on this host over the device core's speed for that kind (the profile);
-the sources' segments also pay the run's per-packet overhead (reading, the loop, the
-rings), scaled as integer work. A crossing whose two ends run on different threads
-(other devices, or other cores) costs its producer and its consumer more per entry than
-the one-thread calibration saw (the entries' cache lines move between cores: measured by
-offlow.planner.crossing), also scaled as integer work on each end's device."""
+each segment also pays its loop (the rings' bookkeeping), scaled as integer work, and
+its copy engine's copies between rings and buffers (`COPY`: the emulated device's DMA
+engine, whose rate the link and DMA stages model) at this host's speed. A crossing
+whose two ends run on different threads (other devices, or other cores) costs its
+producer and its consumer more per entry than the one-thread calibration saw (the
+entries' cache lines move between cores: measured by offlow.planner.crossing): the
+loop's part scaled as integer work on each end's device, the copies' part not."""
 
 from __future__ import annotations
 
@@ -21,6 +23,11 @@ from dataclasses import dataclass
 from offlow.planner.profile import Profile
 
 HOST = "host"
+# The work kind of the copy engine's copies (between a ring and a core's buffers): the
+# emulated DMA engine's, never scaled by a core's speed (profile-scaled emulation does
+# not slow it either: a slow profile's factor once multiplied this host's cross-core
+# cost of each copy, 35 to 105 ns an entry from one run to the next, into the NIC's stage)
+COPY = "copy"
 
 
 @dataclass(frozen=True)
@@ -41,9 +48,11 @@ class Crossing:
     packets: float
     bytes: float
     push_ns: float = 0.0  # per entry, the producer's extra when the ends are on two threads
-    pop_ns: float = 0.0  # the consumer's
+    pop_ns: float = 0.0  # the consumer's (both: their loops', scaled as integer work)
     ring_size: int = 0  # entries its ring holds (0: not known): across a link with a
     #                     latency, at most that many per latency
+    push_copy_ns: float = 0.0  # per entry, the producer's copies' extra (COPY: not scaled)
+    pop_copy_ns: float = 0.0  # the consumer's
 
 
 @dataclass(frozen=True)
@@ -79,8 +88,9 @@ class Prediction:
 
 
 def segment_ns(seg: Segment, profile: Profile) -> float:
-    """The segment's time per packet read on one core of `profile`."""
-    return sum(ns / profile.speed[kind] for kind, ns in seg.ns.items())
+    """The segment's time per packet read on one core of `profile` (its copies, COPY,
+    at this host's speed)."""
+    return sum(ns if kind == COPY else ns / profile.speed[kind] for kind, ns in seg.ns.items())
 
 
 def predict(segments: list[Segment], crossings: list[Crossing], place: Placement,
@@ -97,13 +107,13 @@ def predict(segments: list[Segment], crossings: list[Crossing], place: Placement
         for c in cores:
             load[(dev, c)] = load.get((dev, c), 0.0) + ns / len(cores)
     for x in crossings:
-        ends = [(x.src, x.push_ns), (x.dst, x.pop_ns)]
+        ends = [(x.src, x.push_ns, x.push_copy_ns), (x.dst, x.pop_ns, x.pop_copy_ns)]
         if (place.devices[x.src], place.cores[x.src]) == (place.devices[x.dst],
                                                           place.cores[x.dst]):
             continue  # one thread: the calibration's own rings
-        for seg, extra in ends:
+        for seg, extra, copies in ends:
             dev, cores = place.devices[seg], place.cores[seg]
-            ns = x.packets * extra / profiles[dev].speed["integer"]
+            ns = x.packets * (extra / profiles[dev].speed["integer"] + copies)
             latency += ns
             for c in cores:
                 load[(dev, c)] = load.get((dev, c), 0.0) + ns / len(cores)

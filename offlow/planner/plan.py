@@ -156,8 +156,8 @@ def format_checks(req: PlanRequest, checks: list[Check]) -> str:
     for k, c in enumerate(checks, 1):
         if c.crossings:
             lines.append(f"  row {k}: its crossings probed in each round with the NIC's end "
-                         f"under {req.device} (push/pop ns per entry): " + ", ".join(
-                             f"{b:.0f} B {p:+.0f}/{q:+.0f}" for b, p, q in c.crossings))
+                         f"under {req.device} (push/pop ns per entry, loop+copies): "
+                         + ", ".join(_point(pt, signed=True) for pt in c.crossings))
     for k, c in enumerate(checks, 1):
         if c.device_ns[1]:
             lines.append(f"  row {k}: its {DEVICE} segments take {c.device_ns[1]:.1f} ns a "
@@ -189,17 +189,19 @@ def format_plan(req: PlanRequest, cal: Calibration, profiles: dict[str, Profile]
         lines.append(f"  {e.name:<18} {e.segment:<12} {e.kind:<8} {e.visits:>7.3f} {e.ns:>9.1f}")
     lines.append(f"  reading packets (the wire's work, not modelled): {cal.source_ns:.1f} ns")
     lines.append(f"  loops and rings: {cal.overhead_ns:.1f} ns ("
-                 + ", ".join(f"{s} {ns:.1f}" for s, ns in cal.loops) + ")")
+                 + ", ".join(f"{s} {ns:.1f}" for s, ns in cal.loops) + "; of which copies: "
+                 + ", ".join(f"{s} {ns:.1f}" for s, ns in cal.copies) + ")")
     for q in cal.queues:
         x = cal.crossing(q)
         entry = q.bytes / q.packets if q.packets else 0.0
-        between = (f"; between two threads +{x.push.ns(entry):.1f} ns per entry to push, "
-                   f"+{x.pop.ns(entry):.1f} to pop") if x else ""
+        between = (f"; between two threads +{x.push.ns(entry):.1f} ns per entry to push "
+                   f"(+{x.push_copy.ns(entry):.1f} copying), +{x.pop.ns(entry):.1f} to pop "
+                   f"(+{x.pop_copy.ns(entry):.1f} copying)") if x else ""
         lines.append(f"  queue {q.name}: {q.packets:.3f} packets, {q.bytes:.0f} B{between}")
     for x in cal.crossings:
-        pts = ", ".join(f"{b:.0f} B +{p:.0f}/+{q:.0f}" for b, p, q in x.points)
+        pts = ", ".join(_point(pt) for pt in x.points)
         lines.append(f"  crossing calibration (batch {x.batch}, ring {x.ring_size}; push/pop ns "
-                     f"per entry, medians): {pts}")
+                     f"per entry, loop + copies, medians): {pts}")
     shown = ranked[:req.top]
     what = "alternatives given" if req.alternatives else "placements"
     alike = sum(r.alike for r in ranked)
@@ -219,6 +221,14 @@ def format_plan(req: PlanRequest, cal: Calibration, profiles: dict[str, Profile]
               "latency: a packet's mean time through the elements and crossings, queueing "
               "not included (docs/planner.md)"]
     return "\n".join(lines)
+
+
+def _point(pt: tuple[float, ...], signed: bool = False) -> str:
+    """A crossing probe's point: its bytes, then push/pop ns per entry, each the loop's
+    and the copies' (`signed`: a round's, which may be below the one thread's)."""
+    b, p, q, pc, qc = pt
+    f = "+.0f" if signed else ".0f"
+    return f"{b:.0f} B {p:{f}}{pc:+.0f}/{q:{f}}{qc:+.0f}"
 
 
 def _cores(cores: tuple[int, ...]) -> str:

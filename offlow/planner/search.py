@@ -28,8 +28,8 @@ class Ranked:
 
 def model_inputs(cal: Calibration) -> tuple[list[Segment], list[Crossing]]:
     """The model's segments and crossings from a calibration: each segment's element
-    time per kind and its own loop (as integer work); each crossing priced per entry by
-    the crossing calibration of its geometry."""
+    time per kind, its own loop (as integer work) and its copies (COPY); each crossing
+    priced per entry by the crossing calibration of its geometry."""
     names = dict.fromkeys([*(s for s, _ in cal.loops), *(e.segment for e in cal.elements),
                            *(q.src for q in cal.queues), *(q.dst for q in cal.queues)])
     segs = [Segment(name, cal.segment_ns(name)) for name in names]
@@ -37,9 +37,10 @@ def model_inputs(cal: Calibration) -> tuple[list[Segment], list[Crossing]]:
     for q in cal.queues:
         x = cal.crossing(q)
         entry = q.bytes / q.packets if q.packets else 0.0
-        crossings.append(Crossing(q.src, q.dst, q.packets, q.bytes,
-                                  x.push.ns(entry) if x else 0.0, x.pop.ns(entry) if x else 0.0,
-                                  q.ring_size))
+        crossings.append(Crossing(
+            q.src, q.dst, q.packets, q.bytes, x.push.ns(entry) if x else 0.0,
+            x.pop.ns(entry) if x else 0.0, q.ring_size,
+            x.push_copy.ns(entry) if x else 0.0, x.pop_copy.ns(entry) if x else 0.0))
     return segs, crossings
 
 

@@ -29,9 +29,10 @@ class Check:
     # every round's error, in order (a pooled check: the rounds it pools)
     rounds: tuple[float, ...] = ()
     pooled_mpps: float = 0.0  # pooled rounds: their predicted throughput (0: ranked's)
-    # the crossing probe's points its prediction used, (bytes, push ns, pop ns) per
-    # entry (pooled: every round's, in order); () where the placement crosses no threads
-    crossings: tuple[tuple[float, float, float], ...] = ()
+    # the crossing probe's points its prediction used, (bytes, push ns, pop ns, push
+    # copies ns, pop copies ns) per entry (pooled: every round's, in order); () where
+    # the placement crosses no threads
+    crossings: tuple[tuple[float, float, float, float, float], ...] = ()
 
     @property
     def predicted_mpps(self) -> float:

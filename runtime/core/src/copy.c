@@ -8,6 +8,7 @@
 
 #include "offlow/ring.h"
 #include "offlow/thread.h"
+#include "offlow/ticks.h"
 
 /* The header of an entry moving as `op` says (copy.h), `seq` the one it should
  * carry; returns it with its seq written (STAMP), and ORs into *miss something
@@ -178,7 +179,9 @@ int ofl_ce_submit(struct ofl_ce *ce, struct ofl_ce_job *job)
     job->bad = 0;
     ce->jobs++;
     if (ce->mode == OFL_CE_INLINE) {
+        uint64_t t0 = ce->timed ? ofl_ticks() : 0;
         ce->bytes += run_job(job);
+        if (ce->timed) ce->copy_ticks += ofl_ticks() - t0;
         return 0;
     }
     /* The engine thread is in this process and always drains; wait out a full queue. */
@@ -196,7 +199,9 @@ uint64_t ofl_ce_entries_now(struct ofl_ce *ce, void *dst, const void *src, size_
                             uint32_t stride, uint32_t data_off, int seq_op, uint32_t seq,
                             uint32_t *bad)
 {
+    uint64_t t0 = ce->timed ? ofl_ticks() : 0;
     uint64_t bytes = copy_entries(dst, src, n, stride, data_off, seq_op, seq, bad);
+    if (ce->timed) ce->copy_ticks += ofl_ticks() - t0;
     ce->jobs++;
     ce->bytes += bytes;
     return bytes;

@@ -70,6 +70,10 @@ struct ofl_ce {
     uint64_t jobs;            /* submitted so far (submitter side) */
     uint64_t bytes;           /* copied so far: INLINE counts at each submit, THREAD
                                  when the engine stops (read it after ofl_ce_stop) */
+    bool timed;               /* count copy_ticks (set by its core in profile-scaled
+                                 runs, whose turns are timed) */
+    uint64_t copy_ticks;      /* timed: ofl_ticks() spent copying in the submitter's
+                                 thread (INLINE submits and ofl_ce_entries_now) */
     /* THREAD mode: SPSC job queue, submitter -> engine thread */
     struct ofl_ce_job *q[OFL_CE_QLEN];
     _Alignas(64) uint32_t q_tail;   /* written by the submitter */

@@ -16,6 +16,7 @@
 #include "offlow/pkt.h"
 #include "offlow/queue.h"
 #include "offlow/src.h"
+#include "offlow/ticks.h"
 #include "offlow/stats.h"
 #include "offlow/wait.h"
 #include "offlow/window.h"
@@ -61,17 +62,6 @@
     } while (0)
 
 /* ---- element timing ------------------------------------------------------- */
-
-/* The CPU's time-stamp counter (x86), else the monotonic clock in ns: what element
- * timing counts in. ofl_stats_core converts ticks to ns over the core's run. */
-static inline uint64_t ofl_ticks(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    return __builtin_ia32_rdtsc();
-#else
-    return ofl_now_ns();
-#endif
-}
 
 /* Element timing, in calibration builds only (-DOFL_ELEMENT_TIME, offlow.planner):
  * the ticks an element's body (or a sink's write) takes, added to its counter. In
@@ -260,10 +250,13 @@ struct ofl_core {
      * runs): at the end of each turn the core spins for dilate_kind[k] (that kind's
      * factor less one) times the time its elements spent on work of kind k in the turn,
      * and its loop and rings (the turn's time by the counter outside the timed regions
-     * and the waits: loop_ticks; a preempted turn's loop taken at the mean) as integer
-     * work. Its waits are not slowed. The time of the turns that moved packets, less
+     * and the waits and the copies: loop_ticks; a preempted turn's loop taken at the
+     * mean) as integer work. Its waits are not slowed, nor are the copy engine's copies
+     * between its rings and its buffers (copy_ticks: the emulated DMA engine, whose
+     * rate the link throttle emulates; this host's cross-core cost of a copy, amplified
+     * by a slow profile's factor, once decided the NIC's stage). The time of the turns that moved packets, less
      * their waits on full rings and for the group (and a preempted loop's excess), plus
-     * the spins asked for, is counted: busy_cpu_ns, the CPU time the turns took, what
+     * the copies and the spins asked for, is counted: busy_cpu_ns, the CPU time the turns took, what
      * the planner's validation measures; waited_ns: the waits. */
     bool dilating;
     double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
@@ -276,6 +269,9 @@ struct ofl_core {
     uint64_t turn_regions;           /* the turn's timed regions (each reads the counter
                                         twice: one read's cost falls outside it) */
     uint64_t loop_turns;             /* the turns counted in loop_ticks */
+    uint64_t turn_copy0, copy_ticks; /* the copy engine's ticks in this thread (ce's
+                                        copy_ticks) at the turn's start; in all: the
+                                        emulated DMA's work, counted busy, never slowed */
     double ticks_per_ns;             /* ofl_ticks() per ns, measured at the start */
     /* The link throttle (options link.gbps and link.dma_gbps, profile-scaled runs): the
      * bytes this core's rings send to other processes pass two token buckets shared
