@@ -12,11 +12,14 @@ from typing import Any
 import dpkt
 import pytest
 
-from offlow import Program
+from offlow import Element, Port, Program
+from offlow.build import build
+from offlow.errors import OfflowError
 from offlow.report import summarize
 from offlow.runner import RunOptions, build_for, run
 from offlow.targets import xdp
 from tests.e2e import ROOT, read_frames
+from tests.e2e import one_segment as _one_segment
 
 TAG_STRIP = ROOT / "tests" / "programs" / "tag_strip.py"
 needs_bpf = pytest.mark.skipif(xdp.TARGET.unusable() is not None,
@@ -110,3 +113,30 @@ def test_a_tag_stripper_strips_802_1q_and_qinq_and_counts_per_vid(
     assert s["accounting"]["consumed"]["plain"] == untagged - runt
     assert s["accounting"]["unaccounted"] == 0
 
+
+class VariableMove(Element):
+    """A user's stripper of its first tag with memmove, whose size only the frame gives."""
+
+    inputs = (Port("inp", "eth"),)
+    outputs = (Port("out", "eth"),)
+    body = r"""
+    if (pkt->len < 18u)
+        DROP();
+    memmove(pkt->data + 12, pkt->data + 16, pkt->len - 16);  /* a run-time size */
+    pkt->len -= 4;
+    """
+
+
+@needs_bpf
+def test_a_memmove_of_a_run_time_size_on_xdp_names_the_element_and_what_to_do() -> None:
+    """clang's BPF back end refuses it ("A call to built-in function 'memmove' is not
+    supported", with a note naming the line); before, that raw text was the error."""
+    with pytest.raises(OfflowError) as err:
+        build(_one_segment(VariableMove("untag")))
+    src = Path(__file__).read_text().splitlines()
+    line = next(k for k, t in enumerate(src, 1) if t.strip().startswith("memmove(pkt->data + 12"))
+    assert str(err.value) == (
+        f"element `untag` (VariableMove), body line 3 ({__file__}:{line}): it calls `memmove` "
+        "with a size not known at compile time: BPF has no `memmove`, clang expands it into "
+        "loads and stores only for a constant size; give it a constant size (or copy the "
+        "bytes in a loop) or place the element on a nic or host segment")

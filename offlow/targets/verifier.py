@@ -16,6 +16,12 @@ _SOURCE = re.compile(r"^; (?P<text>.*) @ (?P<file>.+):(?P<line>\d+)$")
 _UNDECLARED = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):\d+: error: (?:implicit "
                          r"declaration of|call to undeclared) function '(?P<fn>\w+)'", re.M)
 
+# clang's BPF back end expands memcpy/memmove/memset/memcmp only for a size it knows at
+# compile time; any other is this error, whose note names the body's line (#line)
+_NO_BUILTIN = re.compile(r"error: A call to built-in function '(?P<fn>\w+)' is not "
+                         r"supported\.(?:.*\n)*?.*note: could not determine the original "
+                         r"source location for (?P<file>[^:\n]+):(?P<line>\d+):\d+")
+
 
 def _owner(g: Graph, segment: str, file: str, line: int) -> tuple[Node, str, int] | None:
     """The element of `segment` whose body (or helpers) holds `file`:`line` (the log
@@ -91,4 +97,14 @@ def explain_undeclared(g: Graph, segment: str, compiler_text: str) -> str | None
                 "can call the kernel's BPF helpers and the offlow functions that have one "
                 "(runtime/core/include/offlow/bpf.h); place the element on a nic or host "
                 "segment")
+    for m in _NO_BUILTIN.finditer(compiler_text):
+        found = _owner(g, segment, m["file"], int(m["line"]))
+        if found is None:
+            continue
+        node, part, k = found
+        return (f"element `{node.name}` ({node.cls}), {part} line {k} ({node.origin}:"
+                f"{m['line']}): it calls `{m['fn']}` with a size not known at compile "
+                f"time: BPF has no `{m['fn']}`, clang expands it into loads and stores "
+                "only for a constant size; give it a constant size (or copy the bytes "
+                "in a loop) or place the element on a nic or host segment")
     return None

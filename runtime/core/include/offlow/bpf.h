@@ -108,7 +108,8 @@ static __always_inline uint32_t ofl_crc32c(uint32_t crc, const void *buf, size_t
 }
 
 /* The C library's memory functions, as bodies call them: the compiler's builtins
- * (BPF has no library; clang expands them for constant sizes, as bodies use them). */
+ * (BPF has no library; clang expands them for constant sizes only: another size is
+ * its error, which offlow/targets/verifier.py says with the element's line). */
 #define memcpy __builtin_memcpy
 #define memmove __builtin_memmove
 #define memset __builtin_memset
