@@ -1,10 +1,14 @@
 """Programs written as a user writes them, run on every target they fit, each output
 checked against what dpkt makes of the input (not offlow's helpers). A VLAN/QinQ tag
-stripper (tests/programs/tag_strip.py) on frames of odd sizes, with cut tags and runts."""
+stripper (tests/programs/tag_strip.py) on frames of odd sizes, with cut tags and runts;
+a SYN-flood detector (tests/programs/syn_watch.py) counting SYNs per source /24."""
 
 from __future__ import annotations
 
+import os
+import random
 import runpy
+import socket
 import struct
 from pathlib import Path
 from typing import Any
@@ -18,10 +22,11 @@ from offlow.errors import OfflowError
 from offlow.report import summarize
 from offlow.runner import RunOptions, build_for, run
 from offlow.targets import xdp
-from tests.e2e import ROOT, read_frames
+from tests.e2e import ROOT, read_frames, run_example
 from tests.e2e import one_segment as _one_segment
 
 TAG_STRIP = ROOT / "tests" / "programs" / "tag_strip.py"
+SYN_WATCH = ROOT / "tests" / "programs" / "syn_watch.py"
 needs_bpf = pytest.mark.skipif(xdp.TARGET.unusable() is not None,
                                reason=f"xdp cannot run here: {xdp.TARGET.unusable()}")
 LOCAL = 0x88B5  # IEEE's local experimental ethertype: dpkt keeps its payload as bytes
@@ -140,3 +145,54 @@ def test_a_memmove_of_a_run_time_size_on_xdp_names_the_element_and_what_to_do() 
         "with a size not known at compile time: BPF has no `memmove`, clang expands it into "
         "loads and stores only for a constant size; give it a constant size (or copy the "
         "bytes in a loop) or place the element on a nic or host segment")
+
+
+def _syn_capture(path: Path) -> None:
+    """400 IPv4 frames from five /24s (one sends half of them): TCP with SYN, SYN+ACK,
+    ACK or RST and payloads of 0..699 bytes, and UDP."""
+    rng = random.Random(3)
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=65535)
+        for i in range(400):
+            net = rng.choice(["10.1.2", "10.1.3", "192.0.2", "198.51.100"] + ["203.0.113"] * 4)
+            l4: dpkt.Packet
+            if rng.random() < 0.15:
+                l4, proto = dpkt.udp.UDP(sport=1, dport=53, data=b"q" * rng.randrange(30)), 17
+            else:
+                flags = rng.choice([dpkt.tcp.TH_SYN] * 3 + [dpkt.tcp.TH_SYN | dpkt.tcp.TH_ACK,
+                                                            dpkt.tcp.TH_ACK, dpkt.tcp.TH_RST])
+                l4, proto = dpkt.tcp.TCP(sport=rng.randrange(1024, 65535), dport=80,
+                                         flags=flags, data=b"x" * rng.randrange(700)), 6
+            ip = dpkt.ip.IP(src=socket.inet_aton(f"{net}.{rng.randrange(1, 255)}"),
+                            dst=socket.inet_aton("10.9.9.9"), p=proto, data=l4, ttl=64)
+            ip.len = len(ip)
+            w.writepkt(bytes(dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6,
+                                                    type=0x0800, data=ip)), ts=i * 1e-6)
+
+
+@pytest.mark.parametrize("device", ["host", "nic", pytest.param("xdp", marks=needs_bpf)])
+def test_a_syn_flood_detector_sends_each_nets_syns_past_the_limit_apart(
+        tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per /24 the SYNs dpkt counts; the frames out are the input less each /24's SYNs
+    past LIMIT, in order."""
+    limit = 6
+    _syn_capture(tmp_path / "syn.pcap")
+    monkeypatch.setitem(os.environ, "LIMIT", str(limit))
+    s = run_example([f"edge.device={device}"], SYN_WATCH, input=tmp_path / "syn.pcap",
+                    output=tmp_path / "out.pcap")
+    assert s["ok"], s["errors"]
+    per_net: dict[str, int] = {}
+    want: list[bytes] = []
+    for fr in read_frames(tmp_path / "syn.pcap"):
+        ip = dpkt.ethernet.Ethernet(fr).data
+        tcp = ip.data
+        if isinstance(tcp, dpkt.tcp.TCP) and tcp.flags & 0x12 == dpkt.tcp.TH_SYN:
+            net = socket.inet_ntoa(ip.src[:3] + b"\0")
+            per_net[net] = per_net.get(net, 0) + 1
+            if per_net[net] > limit:
+                continue
+        want.append(fr)
+    assert read_frames(tmp_path / "out.pcap") == want
+    assert s["accounting"]["consumed"]["suspect"] == 400 - len(want) > 0
+    assert s["accounting"]["dropped"] == [] and s["accounting"]["unaccounted"] == 0
+    assert {key[0]: n for key, n in s["tables"]["syn_nets"]["pairs"]} == per_net
