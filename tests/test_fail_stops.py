@@ -223,3 +223,129 @@ def test_a_segment_sharing_the_failed_cores_thread_runs_no_further_packet(
     assert s["tables"]["board"] == [1, 0], s["tables"]
     assert s["accounting"]["unaccounted"] == 0, s["accounting"]
     assert len(read_frames(tmp_path / "out.pcap")) <= GIVE_UP_AT - 1
+
+
+
+class Platforms(Element):
+    """A user's splitter: frame k (its number, in the payload) goes to platform k % 3."""
+
+    inputs = (Port("inp", "any"),)
+    outputs = (Port("p0", "any"), Port("p1", "any"), Port("p2", "any"))
+    fields = {"rider": "uint32_t"}
+    body = """
+        const uint8_t *d = pkt->data + 42; /* the UDP payload: the frame's number */
+        state->rider = (uint32_t)d[0] << 24 | (uint32_t)d[1] << 16 | (uint32_t)d[2] << 8 | d[3];
+        if (state->rider % 3 == 0) EMIT(p0);
+        if (state->rider % 3 == 1) EMIT(p1);
+        EMIT(p2);
+    """
+
+
+class NumberedGate(Element):
+    """A vector gate that gives up on rider `last` (the frame numbered so: the 1-based
+    frame `last + 1`), counting the riders it let through (board[0])."""
+
+    inputs = (Port("riders", "any"),)
+    outputs = (Port("through", "any"),)
+    params = {"last": "uint32_t"}
+    tables = ("board",)
+    body = ""
+    batch_body = """
+        for (uint32_t k = 0; k < n; k++) {
+            if (states[k].rider == last) {
+                FAIL_AT(k, "fare budget of %u spent", last + 1);
+                return;
+            }
+            board[0]++;
+            EMIT_AT(k, through);
+        }
+    """
+
+
+class Tally(Element):
+    """A user's vector element on another platform: counts the riders that reached it
+    (board[1]) in one batch body."""
+
+    inputs = (Port("inp", "any"),)
+    outputs = (Port("out", "any"),)
+    tables = ("board",)
+    body = ""
+    batch_body = """
+        board[1] += n; /* every rider of the batch reached this platform */
+        for (uint32_t k = 0; k < n; k++) EMIT_AT(k, out);
+    """
+
+
+@pytest.mark.parametrize("device", ["host", "nic"])
+@pytest.mark.parametrize("where", [0, 1])
+def test_a_vector_gate_beside_other_vector_elements_lets_exactly_n_minus_1_through(
+        tmp_path: Path, device: str, where: int) -> None:
+    """Three vector elements in one segment, side by side (frame k goes to the k % 3rd;
+    batch 7: frame 613 in the middle of a batch), the gate the first or the middle one
+    the flush runs: the 612 frames before the failing one finish their way (the other
+    platforms' too: the tallies count each), reach the output in order, and the run's
+    accounting balances (the failing frame and those the core held with it dropped at
+    the gate under `failed`)."""
+    frames = capture(tmp_path / "in.pcap")
+    p = Program(f"fare_vec_{device}_{where}", batch=7)
+    board = Shared("board", "uint64_t", 2)
+    wire, split, out = Source("wire"), Platforms("platforms"), Sink("exit")
+    gate = NumberedGate("fare_gate", last=GIVE_UP_AT - 1, board=board)
+    # the gate takes the frames k % 3 == 0 (frame 613 is number 612), on platform p0
+    line = [Tally("north", board=board), Tally("south", board=board)]
+    line.insert(where, gate)
+    ports = ["p1", "p2"]
+    ports.insert(where, "p0")
+    wire >> split
+    for port, el in zip(ports, line, strict=True):
+        split[port] >> el >> out
+    p.segment("station", [wire, split, *line, out], device=device, cores=[0])
+    b = build(p)
+    assert b.plan.segment("station").vector[where] == "fare_gate", b.plan.segment("station")
+    res = run(b, RunOptions(input=tmp_path / "in.pcap", output=tmp_path / "out.pcap",
+                            timeout=120))
+    s = summarize(b.plan, res.stats)
+    a, at_gate = _n_minus_1_through(tmp_path, device, res, s, frames)
+    before = GIVE_UP_AT - 1
+    assert s["tables"]["board"] == [len(range(0, before, 3)), before - len(range(0, before, 3))], \
+        s["tables"]
+    assert at_gate == {"failed": a["read"] - before}, (at_gate, a)
+    assert {d["at"] for d in a["dropped"]} == {"fare_gate"}, a["dropped"]
+
+
+class Turnstile(Element):
+    """The gate as a user writes it with EMIT (no copies: the segment can run its vector
+    element's batch body)."""
+
+    inputs = (Port("riders", "any"),)
+    outputs = (Port("through", "any"),)
+    params = {"budget": "uint32_t"}
+    body = """
+        static uint32_t rode;
+        if (++rode == budget) FAIL("fare budget of %u spent", budget);
+        EMIT(through);
+    """
+
+
+@pytest.mark.parametrize("device", ["host", "nic"])
+def test_a_gate_before_a_vector_element_lets_the_riders_waiting_at_it_through(
+        tmp_path: Path, device: str) -> None:
+    """The gate FAILs per packet (on frame 613) before a vector element (batch 7): the
+    frames before it that wait at the vector element for the batch's end came before
+    the failing one, so they finish their way (the tally counts each) and reach the
+    output; the frames the core took after the failing one are dropped unrun."""
+    frames = capture(tmp_path / "in.pcap")
+    p = Program(f"fare_before_vec_{device}", batch=7)
+    board = Shared("board", "uint64_t", 2)
+    wire, out = Source("wire"), Sink("exit")
+    gate, tally = Turnstile("fare_gate", budget=GIVE_UP_AT), Tally("tally", board=board)
+    wire >> gate >> tally >> out
+    p.segment("station", [wire, gate, tally, out], device=device, cores=[0])
+    b = build(p)
+    assert b.plan.segment("station").vector == ("tally",), b.plan.segment("station").per_packet
+    res = run(b, RunOptions(input=tmp_path / "in.pcap", output=tmp_path / "out.pcap",
+                            timeout=120))
+    s = summarize(b.plan, res.stats)
+    a, at_gate = _n_minus_1_through(tmp_path, device, res, s, frames)
+    assert s["tables"]["board"] == [0, GIVE_UP_AT - 1], s["tables"]
+    assert at_gate == {"failed": a["read"] - (GIVE_UP_AT - 1)}, (at_gate, a)

@@ -130,23 +130,39 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
     they arrived: a loop over one element's packets where all of them wait at one
     (always so with one vector element), else a switch per packet over the arrival
     order. Where an element of the process may FAIL (`failed` given: the mask FAIL_AT
-    gives a packet, per vector element that may), none of the packets runs further once
-    one did: those waiting when the core FAILed, those after the one a batch body
-    FAILed, and those after a packet that FAILed on its way out are held (dropped
-    unrun, counted: ofl_held_drop)."""
+    gives a packet, per vector element that may), no packet that came after a FAILing
+    one runs further: those after the one a batch body FAILed (with several vector
+    elements, those that may FAIL run first, and the others run only the packets that
+    came before it), and those after a packet that FAILed on its way out, are held
+    (dropped unrun, counted: ofl_held_drop). The packets waiting when the flush begins
+    all came before any FAIL of the core (its loops take none after one): they run."""
     sn = cname(p.name)
+    several = len(p.vector) > 1
+    # several vector elements that may FAIL: where the first packet FAILed in this flush
+    # arrived (`stop`); the packets that came before it still run, those after it do not
+    stops = failed is not None and several
     out = [f"/* Segment {p.name}: its vector elements over the packets waiting at each, then "
            "every packet on, in arrival order. */",
            f"static void ofl_vflush_{sn}(struct ofl_ctx *ctx) {{",
            f"    if (!ctx->vcount_{sn}) return;"]
-    for n in p.vector:
-        cn = cname(n)
+    if stops:
+        out += ["    /* every packet waiting came before any FAIL of the core (it takes none",
+                "     * after one): all run, but those after a packet a body FAILs here */",
+                f"    uint32_t stop = ctx->vcount_{sn};"]
+    # those that may FAIL run first: the others then run only what came before `stop`
+    first = [n for n in p.vector if stops and n in (failed or {})]
+    for n in [*first, *(n for n in p.vector if n not in first)]:
+        cn, k = cname(n), p.vector.index(n)
+        runs = f"r_{cn}" if stops else f"ctx->vn_{cn}"
         out += [f"    uint32_t m_{cn}[OFL_VEC];",
                 f"    memset(m_{cn}, 0, ctx->vn_{cn} * sizeof m_{cn}[0]);",
-                *([f"    if (ctx->vn_{cn} && ctx->fails) {{ /* the core FAILed: none runs */",
-                   f"        for (uint32_t j = 0; j < ctx->vn_{cn}; j++) m_{cn}[j] = OFL_HELD;",
-                   "    } else"] if failed is not None else []),
-                f"    if (ctx->vn_{cn}) {{",
+                *([f"    uint32_t r_{cn} = ctx->vn_{cn}; /* those that came before `stop` */",
+                   f"    if (stop < ctx->vcount_{sn}) {{",
+                   f"        r_{cn} = ofl_vorder_before(ctx->vorder_{sn}, stop, {k}u);",
+                   f"        for (uint32_t j = r_{cn}; j < ctx->vn_{cn}; j++)",
+                   f"            m_{cn}[j] = OFL_HELD;",
+                   "    }"] if stops else []),
+                f"    if ({runs}) {{",
                 f"        struct ofl_pkt *ps = ctx->vpp_{cn}[0];",
                 f"        struct ofl_state *ss = ctx->vsp_{cn}[0];",
                 "        /* one run of entries (of the batch, or all copies)? */",
@@ -163,31 +179,33 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
                 "            }",
                 f"            ps = ctx->vpkt_{cn}; ss = ctx->vst_{cn};",
                 "        }",
+                *([f"        const uint32_t f_{cn} = ctx->fails;"]
+                  if stops and n in (failed or {}) else []),
                 "        OFL_ETIME_BEGIN();",
-                f"        ofl_vbody_{cn}(ctx, ps, ss, ctx->vn_{cn}, m_{cn});",
+                f"        ofl_vbody_{cn}(ctx, ps, ss, {runs}, m_{cn});",
                 f"        OFL_ETIME_END(ctx->el_ticks[{index[n]}], {kinds[n]});",
-                *([f"        if (ctx->fails) ofl_hold_after_fail(m_{cn}, ctx->vn_{cn}, "
-                   f"{failed[n]}); /* FAIL_AT */"] if failed and n in failed else []),
+                *_after_fail(sn, cn, k, failed, stops),
                 "    }"]
     out += [f"    const uint32_t count = ctx->vcount_{sn};"]
     if failed is not None:  # a packet on its way out may FAIL: the rest are held then
         out.append("    const uint32_t fails = ctx->fails;")
     # every packet at one vector element (always so with one): the arrival order is
     # that element's own, and no switch per packet
-    several = len(p.vector) > 1
     if several:
         out += [f"    const int all_{cname(n)} = ctx->vn_{cname(n)} == count;" for n in p.vector]
     out += [f"    ctx->vcount_{sn} = 0;", *(f"    ctx->vn_{cname(n)} = 0;" for n in p.vector)]
-    def send(cn: str) -> str:
+
+    def send(cn: str, pos: str) -> str:
         call = f"ofl_out_{cn}(ctx, ctx->vpp_{cn}[j], ctx->vsp_{cn}[j], m_{cn}[j]);"
         if failed is None:
             return call
-        return (f"if (m_{cn}[j] == OFL_HELD || ctx->fails != fails) ofl_held_drop(ctx, 1); "
-                f"else {call}")
+        past = f" || {pos} > stop" if stops else ""
+        return (f"if (m_{cn}[j] == OFL_HELD || ctx->fails != fails{past}) "
+                f"ofl_held_drop(ctx, 1); else {call}")
 
     for n in p.vector:
         cn = cname(n)
-        loop = f"for (uint32_t j = 0; j < count; j++) {send(cn)}"
+        loop = f"for (uint32_t j = 0; j < count; j++) {send(cn, 'j')}"
         if not several:
             return [*out, f"    {loop}", "}", ""]
         out += [f"    if (all_{cn}) {{", f"        {loop}", "        return;", "    }"]
@@ -197,9 +215,29 @@ def flush_def(p: SegmentPlan, index: Mapping[str, int], kinds: Mapping[str, str]
             "        switch (v) {"]
     for k, n in enumerate(p.vector):
         cn = cname(n)
-        out.append(f"        case {k}: {send(cn)} break;")
+        out.append(f"        case {k}: {send(cn, 'k')} break;")
     out += ["        default: break;", "        }", "    }", "}", ""]
     return out
+
+
+def _after_fail(sn: str, cn: str, k: int, failed: Mapping[str, str] | None,
+                stops: bool) -> list[str]:
+    """After vector element `cn` (the `k`th of segment `sn`) ran its batch body, where it
+    may FAIL: the packets after the one it FAIL_AT'd are held; with several vector
+    elements, the flush's `stop` moves to where that packet arrived."""
+    name = next((n for n in failed or {} if cname(n) == cn), None)
+    if failed is None or name is None:
+        return []
+    mask = failed[name]
+    if not stops:
+        return [f"        if (ctx->fails) ofl_hold_after_fail(m_{cn}, ctx->vn_{cn}, "
+                f"{mask}); /* FAIL_AT */"]
+    return [f"        if (ctx->fails != f_{cn}) {{ /* FAIL_AT: none after it goes on */",
+            f"            const uint32_t at = ofl_vorder_pos(ctx->vorder_{sn}, ctx->vcount_{sn}, "
+            f"{k}u, ofl_fail_index(m_{cn}, r_{cn}, {mask}));",
+            f"            ofl_hold_after_fail(m_{cn}, r_{cn}, {mask});",
+            "            if (at < stop) stop = at;",
+            "        }"]
 
 
 def flush_call(p: SegmentPlan, ind: str) -> list[str]:

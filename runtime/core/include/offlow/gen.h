@@ -364,6 +364,36 @@ static inline void ofl_hold_after_fail(uint32_t *masks, uint32_t n, uint32_t fai
     for (j++; j < n; j++) masks[j] = OFL_HELD;
 }
 
+/* Where a batch body over `n` packets FAILed: the first packet whose mask is `failed`
+ * (the element's own FAIL_AT mask), or 0 where none is (the body decided otherwise
+ * after FAIL_AT: its first packet is taken as the failing one). */
+static inline uint32_t ofl_fail_index(const uint32_t *masks, uint32_t n, uint32_t failed)
+{
+    for (uint32_t j = 0; j < n; j++)
+        if (masks[j] == failed) return j;
+    return 0;
+}
+
+/* A flush of several vector elements: `order` holds, for each of the `count` packets
+ * waiting, in arrival order, the vector element it waits at. The arrival position of
+ * the `j`th packet waiting at element `v` (count where there is none). */
+static inline uint32_t ofl_vorder_pos(const uint8_t *order, uint32_t count, uint8_t v,
+                                      uint32_t j)
+{
+    for (uint32_t k = 0; k < count; k++)
+        if (order[k] == v && j-- == 0) return k;
+    return count;
+}
+
+/* How many of the first `upto` packets to arrive (of `order`, as above) wait at
+ * element `v`. */
+static inline uint32_t ofl_vorder_before(const uint8_t *order, uint32_t upto, uint8_t v)
+{
+    uint32_t m = 0;
+    for (uint32_t k = 0; k < upto; k++) m += order[k] == v;
+    return m;
+}
+
 /* Whether `err` only says that the core stopped because of another's failure (the
  * abort word: -ECANCELED; a ring its consumer broke: OFL_RING_EBROKEN): the failure
  * that caused it is said where it happened, so this one is not said again. */
