@@ -1,11 +1,13 @@
 /* The run-time balancer (balance.h) against a simulated pair of servers whose speeds
- * the test sets: deterministic, no clock. */
+ * the test sets: deterministic, no clock (the generated code's balancer, fed by
+ * synthetic meters, waits for the clock to end each epoch but asserts no time). */
 #include <errno.h>
 #include <math.h>
 #include <string.h>
 
 #include "check.h"
 #include "offlow/balance.h"
+#include "offlow/wait.h"
 
 #define EPOCH_NS 1e6
 #define ONE ((double)OFL_BALANCE_ONE)
@@ -341,6 +343,46 @@ static void test_rates_measure_both_sides_and_ignore_idle_epochs(void)
           s);
 }
 
+/* ofl_balance_run (time=wall when `wall`, else time=cpu) fed by synthetic meters for
+ * `epochs` epochs of 1000 packets a side: side 0 is fast by its CPU time (1 ns a packet)
+ * and slow by its wall time (9 ns: kept from a CPU 8 ns in 9), side 1 takes 3 ns a
+ * packet by both. Returns the share it ends at. */
+static double run_metered(int wall, int epochs)
+{
+    struct ofl_balance_side sides[2];
+    memset(sides, 0, sizeof sides);
+    struct ofl_balance_run r;
+    memset(&r, 0, sizeof r);
+    ofl_balance_init(&r.b, OFL_BALANCE_ONE / 2, 256, 8192);
+    r.adapt = 1;
+    r.wall = wall;
+    r.sides = sides;
+    r.epoch_ns = 1;
+    const uint64_t cpu_ns[2] = {1, 3}, wall_ns[2] = {9, 3};
+    ofl_balance_tick(&r);  /* the first epoch starts */
+    for (int e = 1; e <= epochs; e++) {
+        for (int i = 0; i < 2; i++)
+            ofl_balance_meter(&sides[i], 1000u * (uint64_t)e, 1000u * cpu_ns[i] * (uint64_t)e,
+                              1000u * wall_ns[i] * (uint64_t)e);
+        /* (the epoch ends once the clock has moved on: waited for, not asserted) */
+        const uint64_t t0 = ofl_now_ns();
+        while (ofl_now_ns() - t0 < 2) {
+        }
+        ofl_balance_tick(&r);
+    }
+    CHECK(r.rate_epochs == (uint64_t)epochs, "every epoch was decided by the rates: %llu",
+          (unsigned long long)r.rate_epochs);
+    return (double)r.b.share / ONE;
+}
+
+static void test_the_run_balancer_reads_wall_or_cpu_time_as_told(void)
+{
+    /* wall: r0 = 1/9, r1 = 1/3 -> 0.25; cpu: r0 = 1, r1 = 1/3 -> 0.75 */
+    double w = run_metered(1, 40), c = run_metered(0, 40);
+    CHECK(fabs(w - 0.25) < 1.0 / ONE, "time=wall sets the share by the wall rates: %f", w);
+    CHECK(fabs(c - 0.75) < 1.0 / ONE, "time=cpu sets the share by the CPU rates: %f", c);
+}
+
 int main(void)
 {
     test_init_rejects_bad_arguments();
@@ -355,5 +397,6 @@ int main(void)
     test_rates_follow_a_step_change_within_a_few_epochs();
     test_rates_beat_the_best_static_split_when_the_mix_changes();
     test_rates_measure_both_sides_and_ignore_idle_epochs();
+    test_the_run_balancer_reads_wall_or_cpu_time_as_told();
     return CHECK_DONE();
 }

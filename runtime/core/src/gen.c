@@ -396,6 +396,7 @@ void ofl_dilate_end(struct ofl_core *c, int progress)
         uint64_t now = ofl_ticks(), until = now + (uint64_t)c->dilate_extra;
         while (ofl_ticks() < until) ofl_cpu_relax();
         c->dilated_ticks += ofl_ticks() - now;
+        c->asked_ticks += (uint64_t)c->dilate_extra;
         spun += (uint64_t)(c->dilate_extra / c->ticks_per_ns);
     }
     uint64_t turn = (uint64_t)((double)ticks / c->ticks_per_ns);
@@ -1171,6 +1172,7 @@ void ofl_stats_core(struct ofl_json *j, const struct ofl_core *c)
     if (c->dilating) {
         ofl_json_u64(j, "work_ns", (uint64_t)ticks_ns(c, c->busy_ticks));
         ofl_json_u64(j, "dilated_ns", (uint64_t)ticks_ns(c, c->dilated_ticks));
+        ofl_json_u64(j, "asked_ns", (uint64_t)ticks_ns(c, c->asked_ticks));
         ofl_json_u64(j, "busy_cpu_ns", c->busy_cpu_ns);
         ofl_json_u64(j, "waited_ns", c->waited_ns);
         ofl_json_u64(j, "loop_ns", (uint64_t)ticks_ns(c, c->loop_ticks));

@@ -261,6 +261,8 @@ struct ofl_core {
     bool dilating;
     double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
     uint64_t dilate_work, busy_ticks, dilated_ticks;
+    uint64_t asked_ticks;  /* the spins asked for (dilated_ticks: what they ran, as long
+                              or longer: a preempted spin runs on until its end) */
     uint64_t turn_tick, busy_cpu_ns; /* the turns that moved packets: their own time */
     uint64_t turn_wall, busy_wall_ns; /* the same turns' wall time, less their waits: the
                                          CPU time and the time kept from a CPU meanwhile */
