@@ -2,7 +2,9 @@
 survives (docs/remote.md, Faults): the run ends with one error naming the device, every
 packet is accounted, and the same server serves the next run. Once with the device's
 source on it (the TTL pipeline), once with a device segment that copies each frame the
-host sends it onto two rings back to the host (tests/programs/twin_tap.py)."""
+host sends it onto two rings back to the host (tests/programs/twin_tap.py). And the
+link itself lost (serve-device killed) in the middle of the toll_gate run, frames
+crossing both ways."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from offlow.remote import DEV_DIRS
 from offlow.targets import remote
 from tests.e2e import read_frames
 from tests.procs import child_pids
-from tests.test_remote import on_remote, run, secret_file, serve, start, ttl_pipeline
+from tests.test_remote import CLI, on_remote, run, secret_file, serve, start, ttl_pipeline
 
 pytestmark = pytest.mark.skipif(remote.TARGET.unusable() is not None,
                                 reason=f"remote: {remote.TARGET.unusable()}")
@@ -139,3 +141,53 @@ def test_a_killed_device_process_that_copies_the_hosts_frames_is_accounted(
     unsent = at.get(("remote:a", "link_aborted_from_device"), 0)
     assert a["from_devices"] == came + unsent, a
     still_serves(procs, srv, port, secret, tmp_path)
+
+
+def run_window(p: subprocess.Popen[str]) -> str:
+    """The run's window, as its stderr names it (read line by line up to that line)."""
+    assert p.stderr is not None
+    for line in p.stderr:
+        if "`offlow stats " in line:
+            return line.split("`offlow stats ", 1)[1].split("`", 1)[0]
+    raise AssertionError(f"the run ended without naming its window: {p.communicate()}")
+
+
+def log_took(window: str) -> int:
+    """What the toll_gate run's host segment `exit` (its log) has taken so far, as
+    `offlow stats WINDOW` prints it."""
+    got = subprocess.run([*CLI, "stats", window], capture_output=True, text=True, timeout=60)
+    for line in got.stdout.splitlines():
+        if line.startswith("offlow_segment_packets_total{") and 'segment="exit"' in line:
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
+
+
+def test_a_link_lost_in_the_middle_of_the_toll_gate_run_is_accounted(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """The toll_gate program (tests/programs/toll_gate.py) with its gate remote, frames
+    sent slowly so that its serve-device is killed (the link lost) before the gate's
+    500th frame: the run's one error is the lost link, not the gate's, and every frame
+    the host read is at its log, a counted drop, or among those gone to the device."""
+    secret = secret_file(tmp_path)
+    srv, port = serve(procs, secret)
+    prog = on_remote("toll_gate", tmp_path)
+    out = tmp_path / "out.pcap"
+    p = start(procs, ["run", str(prog), "--count", "100000", "--rate", "50", "--output",
+                      str(out), "--remote", f"a=127.0.0.1:{port}", "--secret-file",
+                      str(secret), "--json", "--timeout", "300"])
+    window = run_window(p)
+    wait_until(p, lambda: log_took(window) >= 20)
+    srv.kill()
+    o, err = p.communicate(timeout=120)  # it ends (no timing asserted)
+    s = json.loads(o)
+    assert p.returncode == 1, err
+    why, came, gone = the_one_error(s, port)
+    assert "lost" in why, why
+    assert 20 <= came == s["sinks"]["log"]["packets"] < 499, (came, s["sinks"])
+    a = s["accounting"]
+    assert a["unaccounted"] == 0, (a, s["links"])
+    at = {(d["at"], d["reason"]): d["packets"] for d in a["dropped"]}
+    assert a["read"] == gone + at.get(("entry->gate", "ring_broken"), 0), (a, gone)
+    assert gone == sum(at.get(("remote:a", reason), 0) for reason in (
+        "link_aborted_to_device", "in_device_when_link_ended")), (at, gone)
+    assert a["from_devices"] == came, a
