@@ -33,6 +33,22 @@ def group_pids(pgid: int) -> list[int]:
     return pids
 
 
+def child_pids(ppid: int) -> list[int]:
+    """Processes whose parent is `ppid` and that have not exited (zombies left out)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] not in ("Z", "X") and int(fields[1]) == ppid:
+            pids.append(int(entry.name))
+    return pids
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time process `pid` has used so far."""
     stat = Path(f"/proc/{pid}/stat").read_text()

@@ -107,7 +107,8 @@ static void on_msg(void *arg, uint32_t kind, const void *hdr, size_t hlen, const
  * here and was not taken here (no credit is waited for: the host counts those
  * itself). When the device's own counts never came (its link ended first), what
  * the host knows stands for them: the entries the device was seen to take (their
- * fate unknown here) and those that came from it. `ended`: the run ended without
+ * fate unknown here) and those that came from it or that it made and its server never
+ * sent (a device process killed while its server lived on). `ended`: the run ended without
  * finishing its rings. Ends this side's channels first. */
 static void write_link(struct host *h, bool ended)
 {
@@ -132,7 +133,7 @@ static void write_link(struct host *h, bool ended)
             (unsigned long long)(h->far.dropped_in + h->far.untaken),
             (unsigned long long)(d.dropped_in + d.untaken),
             (unsigned long long)(h->counted ? 0 : taken),
-            (unsigned long long)(h->counted ? 0 : came));
+            (unsigned long long)(h->counted ? 0 : came + h->far.unsent));
     fclose(f);
 }
 
@@ -249,6 +250,10 @@ static void finish(struct host *h)
             fwrite(s + slen, 1, h->done_len - sizeof slen - slen, stderr);  /* its stderr */
         }
     }
+    /* a killed process is the run's failure (below): its rings break first, as in
+     * fail(), so that what never left a local ring is its producer's to count
+     * (ring_broken), not also the link's */
+    if (h->status < 0 && h->p.bridging) ofl_bridge_break(&h->p.bridge);
     uint64_t lost = part_undelivered(&h->p);
     write_link(h, h->status != 0 || part_aborted(&h->p));
     if (lost)   /* (an aborted run: a counted drop, not a silent one) */
@@ -257,10 +262,13 @@ static void finish(struct host *h)
                 (unsigned long long)lost);
     ofl_link_close(h->p.link);
     h->p.link = NULL;   /* (fail() below writes no second STATS.link) */
-    if (h->status < 0) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "remote device %s (%s:%u): its process died there (signal "
-                 "%d)", h->device, h->addr, h->port, -h->status);
+    if (h->status < 0) {   /* (its server survived: the link held, its counts did not) */
+        char msg[768];
+        snprintf(msg, sizeof msg, "remote device %s (%s:%u): its process was killed there "
+                 "by signal %d (%s); %llu ring entries (packets) had come from it and %llu "
+                 "gone to it", h->device, h->addr, h->port, -h->status, strsignal(-h->status),
+                 (unsigned long long)h->p.bridge.entries_in,
+                 (unsigned long long)h->p.bridge.entries_out);
         fail(h, msg);
     }
     exit(h->status);
