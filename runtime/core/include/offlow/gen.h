@@ -16,8 +16,8 @@
 #include "offlow/pkt.h"
 #include "offlow/queue.h"
 #include "offlow/src.h"
-#include "offlow/ticks.h"
 #include "offlow/stats.h"
+#include "offlow/ticks.h"
 #include "offlow/wait.h"
 #include "offlow/window.h"
 
@@ -249,15 +249,16 @@ struct ofl_core {
      * dilate.integer, .lookup, .hash: how many times slower than here each kind of work
      * runs): at the end of each turn the core spins for dilate_kind[k] (that kind's
      * factor less one) times the time its elements spent on work of kind k in the turn,
-     * and its loop and rings (the turn's time by the counter outside the timed regions
-     * and the waits and the copies: loop_ticks; a preempted turn's loop taken at the
-     * mean) as integer work. Its waits are not slowed, nor are the copy engine's copies
-     * between its rings and its buffers (copy_ticks: the emulated DMA engine, whose
-     * rate the link throttle emulates; this host's cross-core cost of a copy, amplified
-     * by a slow profile's factor, once decided the NIC's stage). The time of the turns that moved packets, less
-     * their waits on full rings and for the group (and a preempted loop's excess), plus
-     * the copies and the spins asked for, is counted: busy_cpu_ns, the CPU time the turns took, what
-     * the planner's validation measures; waited_ns: the waits. */
+     * and its loop and rings (the turn's time by the counter outside the timed regions,
+     * the waits and the copies: loop_ticks; a preempted turn's loop taken at the mean)
+     * as integer work. Its waits are not slowed, nor are the copy engine's copies
+     * between its rings and its buffers (copy_ticks: the emulated DMA engine, whose rate
+     * the link throttle emulates; this host's cross-core cost of a copy, amplified by a
+     * slow profile's factor, once decided the NIC's stage). The time of the turns that
+     * moved packets, less their waits on full rings and for the group (and a preempted
+     * loop's excess), plus the copies and the spins asked for, is counted: busy_cpu_ns,
+     * the CPU time the turns took, what the planner's validation measures; waited_ns:
+     * the waits. */
     bool dilating;
     double dilate_kind[OFL_WORK_KINDS + 1], dilate_extra;  /* [OFL_WORK_WIRE]: 0 */
     uint64_t dilate_work, busy_ticks, dilated_ticks;
