@@ -1,7 +1,9 @@
 """Programs written as a user writes them, run on every target they fit, each output
 checked against what dpkt makes of the input (not offlow's helpers). A VLAN/QinQ tag
 stripper (tests/programs/tag_strip.py) on frames of odd sizes, with cut tags and runts;
-a SYN-flood detector (tests/programs/syn_watch.py) counting SYNs per source /24."""
+a SYN-flood detector (tests/programs/syn_watch.py) counting SYNs per source /24;
+a flow sampler (tests/programs/flow_sample.py) mirroring 1 flow hash in N, its own
+FNV-1a recomputed here, and counting each flow's bytes."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from tests.e2e import one_segment as _one_segment
 
 TAG_STRIP = ROOT / "tests" / "programs" / "tag_strip.py"
 SYN_WATCH = ROOT / "tests" / "programs" / "syn_watch.py"
+FLOW_SAMPLE = ROOT / "tests" / "programs" / "flow_sample.py"
 needs_bpf = pytest.mark.skipif(xdp.TARGET.unusable() is not None,
                                reason=f"xdp cannot run here: {xdp.TARGET.unusable()}")
 LOCAL = 0x88B5  # IEEE's local experimental ethertype: dpkt keeps its payload as bytes
@@ -196,3 +199,128 @@ def test_a_syn_flood_detector_sends_each_nets_syns_past_the_limit_apart(
     assert s["accounting"]["consumed"]["suspect"] == 400 - len(want) > 0
     assert s["accounting"]["dropped"] == [] and s["accounting"]["unaccounted"] == 0
     assert {key[0]: n for key, n in s["tables"]["syn_nets"]["pairs"]} == per_net
+
+
+def _fnv1a(data: bytes) -> int:
+    """32-bit FNV-1a, written from its definition (not offlow's)."""
+    h = 2166136261
+    for b in data:
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h
+
+
+def _flow_capture(path: Path) -> list[bytes]:
+    """300 frames of 61, 333 and 1499 bytes (and a 60-byte ARP): IPv4 TCP, UDP and ICMP,
+    IPv6 TCP and UDP over 14 flows, and non-IP frames, in a shuffled order."""
+    rng = random.Random(12)
+    flows: list[tuple[int, bytes, bytes, int, int, int]] = []
+    for i in range(8):
+        proto = (6, 17, 1)[i % 3]
+        flows.append((4, bytes([10, 0, i, 1]), bytes([192, 0, 2, 9]),
+                      0 if proto == 1 else 40000 + i, 0 if proto == 1 else 443, proto))
+    for i in range(6):
+        flows.append((6, bytes.fromhex("20010db8000000000000000000000a") + bytes([i]),
+                      bytes.fromhex("20010db80000000000000000000000ff"),
+                      50000 + i, (53, 80)[i % 2], (17, 6)[i % 2]))
+    frames: list[bytes] = []
+    for k in range(300):
+        size = (61, 333, 1499)[k % 3]
+        if k % 25 == 0:  # non-IP: ARP, or IEEE's local experimental ethertype
+            typ = 0x0806 if k % 50 == 0 else LOCAL
+            frames.append(struct.pack(">6s6sH", b"\xff" * 6, b"\x02" * 6, typ)
+                          + bytes(rng.randrange(256) for _ in range(size - 14)))
+            continue
+        fam, src, dst, sport, dport, proto = rng.choice(flows)
+        l4: dpkt.Packet
+        if proto == 6:
+            l4 = dpkt.tcp.TCP(sport=sport, dport=dport, flags=dpkt.tcp.TH_ACK)
+        elif proto == 17:
+            l4 = dpkt.udp.UDP(sport=sport, dport=dport)
+        else:
+            l4 = dpkt.icmp.ICMP(type=8, data=dpkt.icmp.ICMP.Echo(id=1, seq=k))
+        head = 14 + (20 if fam == 4 else 40) + len(bytes(l4))
+        l4.data = bytes(rng.randrange(256) for _ in range(max(0, size - head)))
+        if proto == 17:
+            l4.ulen = len(bytes(l4))
+        ip: dpkt.Packet
+        if fam == 4:
+            ip = dpkt.ip.IP(src=src, dst=dst, p=proto, data=l4, ttl=64)
+            ip.len = len(ip)
+        else:
+            ip = dpkt.ip6.IP6(src=src, dst=dst, nxt=proto, hlim=64, data=l4)
+            ip.plen = len(bytes(l4))
+        typ = 0x0800 if fam == 4 else 0x86DD
+        fr = bytes(dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6, type=typ, data=ip))
+        frames.append(fr + bytes(max(0, size - len(fr))))  # padded up to the size (IPv6 TCP: 74)
+    frames.append(struct.pack(">6s6sH", b"\xff" * 6, b"\x02" * 6, 0x0806) + bytes(46))
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=65535)
+        for k, fr in enumerate(frames):
+            w.writepkt(fr, ts=k * 1e-6)
+    return frames
+
+
+def _flow_oracle(frames: list[bytes], every: int
+                 ) -> tuple[list[bytes], dict[tuple[Any, ...], int]]:
+    """What dpkt says the sampler must do: the mirrored frames, each flow's bytes."""
+    mirror: list[bytes] = []
+    per_flow: dict[tuple[Any, ...], int] = {}
+    for fr in frames:
+        ip = dpkt.ethernet.Ethernet(fr).data
+        if isinstance(ip, dpkt.ip.IP):
+            fam, proto = 4, ip.p
+        elif isinstance(ip, dpkt.ip6.IP6):
+            fam, proto = 6, ip.nxt
+        else:
+            continue
+        l4 = ip.data
+        sport, dport = ((l4.sport, l4.dport) if isinstance(l4, (dpkt.tcp.TCP, dpkt.udp.UDP))
+                        else (0, 0))
+        # the map's `ipv6` fields hold an IPv4 address in their first 4 bytes, zeros after
+        src, dst = (socket.inet_ntop(socket.AF_INET6, a.ljust(16, b"\0")) for a in (ip.src, ip.dst))
+        key = (fam, src, dst, sport, dport, proto)
+        per_flow[key] = per_flow.get(key, 0) + len(fr)
+        if _fnv1a(ip.src + ip.dst + struct.pack(">HHB", sport, dport, proto)) % every == 0:
+            mirror.append(fr)
+    return mirror, per_flow
+
+
+@pytest.mark.parametrize(("device", "split"), [
+    ("host", False), ("nic", False), ("nic", True)])
+def test_a_flow_sampler_mirrors_one_flow_hash_in_n_and_counts_each_flows_bytes(
+        tmp_path: Path, device: str, split: bool) -> None:
+    """Every frame out in order; the mirror holds exactly the frames of the flows whose
+    FNV-1a 5-tuple hash is 0 mod EVERY, in order; each flow's bytes as dpkt counts them."""
+    every = 3
+    frames = _flow_capture(tmp_path / "flows.pcap")
+    mirror, per_flow = _flow_oracle(frames, every)
+    made = runpy.run_path(str(FLOW_SAMPLE))["program"](every=every, split=split)
+    assert isinstance(made, Program)
+    made.apply_setting(f"edge.device={device}")
+    o = RunOptions(input=tmp_path / "flows.pcap", output=tmp_path / "o.pcap", timeout=60)
+    b = build_for(made, o, werror=True)
+    res = run(b, o)
+    assert res.ok, res.errors
+    s = summarize(b.plan, res.stats)
+    assert read_frames(tmp_path / "o.out.pcap") == frames
+    assert read_frames(tmp_path / "o.mirror.pcap") == mirror
+    # split: each frame and each mirrored copy crossed from the NIC to the host
+    assert [(q["queue"], q["delivered"]) for q in s["queues"]] == (
+        [("edge->app", len(frames) + len(mirror))] if split else [])
+    assert 0 < len(mirror) < len(frames) and len(per_flow) == 14
+    assert {tuple(key): n for key, n in s["tables"]["flow_bytes"]["pairs"]} == per_flow
+    assert s["accounting"]["dropped"] == [] and s["accounting"]["unaccounted"] == 0
+
+
+def test_a_flow_sampler_on_xdp_is_one_error_naming_its_send() -> None:
+    """XDP has one packet and one verdict: the mirror's copy (SEND) cannot be made there,
+    split or not (docs/targets.md); one error says so and what to do."""
+    made = runpy.run_path(str(FLOW_SAMPLE))["program"](every=3, split=True)
+    assert isinstance(made, Program)
+    made.apply_setting("edge.device=xdp")
+    with pytest.raises(OfflowError) as err:
+        build(made)
+    assert str(err.value) == (
+        "element `sample` (FlowSample) cannot run on target `xdp`: it sends copies of a packet "
+        "(SEND); an XDP program has one packet and one verdict; place segment `edge` on "
+        "another device")
