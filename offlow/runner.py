@@ -202,11 +202,19 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
             args += ["--opt", f"{n.name}.path={paths[n.name]}"]
     for t in b.graph.shared:
         args += [a for k, v in t.options for a in ("--opt", f"{t.name}.{k}={v}")]
-    known = {n.name for n in b.graph.nodes} | {t.name for t in b.graph.shared}
+    # only sources, sinks and tables read options: one naming an element went nowhere
+    known = ({n.name for n in b.graph.nodes if n.kind in ("source", "sink")}
+             | {t.name for t in b.graph.shared})
+    elements = {n.name: n.cls for n in b.graph.nodes if n.kind == "element"}
     for opt in o.opts:  # later options win in the processes
         name, dot, rest = opt.partition(".")
         if not dot or "=" not in rest:
             raise OfflowError(f"--opt `{opt}`: expected NAME.KEY=VALUE")
+        if name not in known and name in elements:
+            raise OfflowError(f"--opt `{opt}`: `{name}` is an element ({elements[name]}), "
+                              "which reads no run-time options: its parameters are fixed "
+                              "when the program is made (docs/elements.md); options name a "
+                              f"source, sink or table: {', '.join(sorted(known))}")
         if name not in known:
             raise OfflowError(f"--opt `{opt}`: no source, sink or table named `{name}`; "
                               f"known: {', '.join(sorted(known))}")

@@ -84,6 +84,10 @@ CASES = {
                         "value_max 5000 is not within 1..1024"),
     "unknown-opt": (lambda t: ["run", str(EXAMPLE), "--opt", "nosuch.path=x"],
                     "no source, sink or table named `nosuch`"),
+    # an element reads no options: before, this ran with the option silently unread
+    "element-opt": (lambda t: ["run", str(EXAMPLE), "--count", "10", "--opt", "ttl4.limit=5"],
+                    "--opt `ttl4.limit=5`: `ttl4` is an element (DecTTL), which reads no "
+                    "run-time options: its parameters are fixed when the program is made"),
     "table-file-missing": (lambda t: ["run", str(ROUTER), "--opt",
                                       f"routes4.path={t / 'none.txt'}"],
                            "table `routes4`: path="),
