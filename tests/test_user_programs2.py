@@ -24,7 +24,7 @@ from offlow.errors import OfflowError
 from offlow.report import summarize
 from offlow.runner import RunOptions, build_for, run
 from offlow.targets import xdp
-from tests.e2e import ROOT, read_frames, run_example
+from tests.e2e import ROOT, read_frames
 from tests.e2e import one_segment as _one_segment
 
 TAG_STRIP = ROOT / "tests" / "programs" / "tag_strip.py"
@@ -173,17 +173,23 @@ def _syn_capture(path: Path) -> None:
                                                     type=0x0800, data=ip)), ts=i * 1e-6)
 
 
-@pytest.mark.parametrize("device", ["host", "nic", pytest.param("xdp", marks=needs_bpf)])
+@pytest.mark.parametrize(("device", "split"), [
+    ("host", False), ("nic", False), ("nic", True), pytest.param("xdp", False, marks=needs_bpf)])
 def test_a_syn_flood_detector_sends_each_nets_syns_past_the_limit_apart(
-        tmp_path: Path, device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, device: str, split: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Per /24 the SYNs dpkt counts; the frames out are the input less each /24's SYNs
-    past LIMIT, in order."""
+    past LIMIT, in order. Split: counted on the NIC, written by the host."""
     limit = 6
     _syn_capture(tmp_path / "syn.pcap")
     monkeypatch.setitem(os.environ, "LIMIT", str(limit))
-    s = run_example([f"edge.device={device}"], SYN_WATCH, input=tmp_path / "syn.pcap",
-                    output=tmp_path / "out.pcap")
-    assert s["ok"], s["errors"]
+    made = runpy.run_path(str(SYN_WATCH))["program"](split=split)
+    assert isinstance(made, Program)
+    made.apply_setting(f"edge.device={device}")
+    o = RunOptions(input=tmp_path / "syn.pcap", output=tmp_path / "out.pcap", timeout=60)
+    b = build_for(made, o, werror=True)
+    res = run(b, o)
+    assert res.ok, res.errors
+    s = summarize(b.plan, res.stats)
     per_net: dict[str, int] = {}
     want: list[bytes] = []
     for fr in read_frames(tmp_path / "syn.pcap"):
@@ -196,6 +202,9 @@ def test_a_syn_flood_detector_sends_each_nets_syns_past_the_limit_apart(
                 continue
         want.append(fr)
     assert read_frames(tmp_path / "out.pcap") == want
+    # split: every frame out crossed from the NIC to the host, none lost there
+    assert [(q["queue"], q["delivered"]) for q in s["queues"]] == (
+        [("edge->app", len(want))] if split else [])
     assert s["accounting"]["consumed"]["suspect"] == 400 - len(want) > 0
     assert s["accounting"]["dropped"] == [] and s["accounting"]["unaccounted"] == 0
     assert {key[0]: n for key, n in s["tables"]["syn_nets"]["pairs"]} == per_net

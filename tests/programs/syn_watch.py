@@ -1,7 +1,8 @@
 """A user's SYN-flood detector: a hash map counts the TCP SYNs (SYN set, ACK clear) of
 each source /24; once a /24 has sent more than LIMIT (an environment variable, 8 by
 default) its further SYNs leave by a second port (`suspect`, discarded here) while
-everything else goes out. Its own names, comments in the body, a helper."""
+everything else goes out. Its own names, comments in the body, a helper. `split=True`
+puts the sink in a host segment of its own."""
 
 import os
 
@@ -41,8 +42,9 @@ class SynWatch(Element):
     """
 
 
-def program() -> Program:
-    """The detector on the emulated NIC (`edge`)."""
+def program(split: bool = False) -> Program:
+    """The detector on the emulated NIC (`edge`); `split`: its output on the host (`app`),
+    the counting and the discards staying on the NIC."""
     p = Program("syn_watch")
     wire, eth, v4 = Source("wire"), ParseEth("eth"), CheckIPv4("v4")
     watch = SynWatch("watch", limit=int(os.environ.get("LIMIT", "8")),
@@ -54,5 +56,9 @@ def program() -> Program:
     watch["suspect"] >> suspect
     eth["ipv6"] >> other
     eth["other"] >> other
+    if split:
+        p.segment("edge", [wire, eth, v4, watch, suspect, other], device="nic", cores=[0])
+        p.segment("app", [out], device="host", cores=[0])
+        return p
     p.segment("edge", [wire, eth, v4, watch, out, suspect, other], device="nic", cores=[0])
     return p
