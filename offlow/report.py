@@ -167,6 +167,9 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
     # a device's own reason at a source: a frame it cannot carry (the xdp target's veth)
     meaning.update({(n.name, "runt"): "a frame shorter than an Ethernet header, which the "
                     "kernel does not send" for n in g.nodes if n.kind == "source"})
+    meaning.update({(n.name, "veth_dropped"): "sent back (XDP_TX) with a VLAN TPID and fewer "
+                    "than 20 bytes, which the kernel drops on the veth (a NIC sends it)"
+                    for n in g.nodes if n.kind == "sink"})
     dropped: list[dict[str, Any]] = []
     for name, v in sources.items():
         if v.get("dropped"):
