@@ -6,6 +6,7 @@ a frame cut short, uncounted."""
 
 from __future__ import annotations
 
+import json
 import runpy
 import struct
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import dpkt
+import jsonschema
 import pytest
 
 from offlow import Program
@@ -112,6 +114,7 @@ def test_a_remote_device_counts_the_records_cut_short_as_the_nic_does(
                                  "--remote", f"a=127.0.0.1:{port}", "--secret-file",
                                  str(secret)])
     assert rc == 0 and s["ok"], err
+    jsonschema.validate(s, json.loads((ROOT / "docs" / "run-result.schema.json").read_text()))
     assert read_frames(out) == _stripped(frames)
     assert (s["sources"]["wire"]["packets"], s["sources"]["wire"]["cut_short"]) == (4, 3)
     a = s["accounting"]
