@@ -111,6 +111,9 @@ def _core(f: _Families, dev: str, c: dict[str, Any]) -> None:
         f.add("counter", "offlow_source_bytes", "bytes a source read", src, s["bytes"])
         f.add("counter", "offlow_source_drops", "frames a source dropped, by reason",
               {**src, "reason": "longer_than_mtu"}, s.get("dropped", 0))
+        if "cut_short" in s:  # (a capture's records cut by its snap length: report.py)
+            f.add("counter", "offlow_source_drops", "frames a source dropped, by reason",
+                  {**src, "reason": "cut_short"}, s["cut_short"])
 
 
 def _table(f: _Families, dev: str, name: str, t: Any) -> None:

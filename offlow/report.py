@@ -147,6 +147,12 @@ LINK_DROPS = (("entries_to_device", "dropped_in_device", "link_aborted_to_device
                "came back, so where they ended is not known"))
 
 
+# A capture's record that holds fewer bytes than its frame had (pcap_port.c): counted
+# at the source, never run, since a program would forward it cut short.
+CUT_SHORT_WHAT = ("a frame the capture holds only part of (cut by its snap length); "
+                  "capture with a larger snap length, e.g. tcpdump -s 0")
+
+
 def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
             queues: list[dict[str, Any]], sinks: dict[str, Any],
             links: dict[str, dict[str, int]] | None = None) -> dict[str, Any]:
@@ -161,11 +167,17 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
     # a device's own reason at a source: a frame it cannot carry (the xdp target's veth)
     meaning.update({(n.name, "runt"): "a frame shorter than an Ethernet header, which the "
                     "kernel does not send" for n in g.nodes if n.kind == "source"})
+    meaning.update({(n.name, "veth_dropped"): "sent back (XDP_TX) with a VLAN TPID and fewer "
+                    "than 20 bytes, which the kernel drops on the veth (a NIC sends it)"
+                    for n in g.nodes if n.kind == "sink"})
     dropped: list[dict[str, Any]] = []
     for name, v in sources.items():
         if v.get("dropped"):
             dropped.append({"at": name, "reason": "longer_than_mtu", "packets": v["dropped"],
                             "what": f"a frame longer than the mtu ({g.mtu} B)"})
+        if v.get("cut_short"):
+            dropped.append({"at": name, "reason": "cut_short", "packets": v["cut_short"],
+                            "what": CUT_SHORT_WHAT})
         if v.get("missed"):
             dropped.append({"at": name, "reason": "port_missed", "packets": v["missed"],
                             "what": "dropped by its port before it was read (the port's "
@@ -206,8 +218,8 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
             if v.get(key):
                 dropped.append({"at": name, "reason": reason, "packets": v[key], "what": what})
     consumed = {name: v["consumed"] for name, v in elements.items() if v["consumed"]}
-    read = sum(v.get("packets", 0) + v.get("dropped", 0) + v.get("missed", 0)
-               for v in sources.values())
+    read = sum(v.get("packets", 0) + v.get("dropped", 0) + v.get("cut_short", 0)
+               + v.get("missed", 0) for v in sources.values())
     copies = sum(v["copies"] for v in elements.values())
     made = sum(v["made"] for v in elements.values())
     forwarded = sum(v.get("packets", 0) - sum(v.get(k, 0) for k, _, _ in sink_drops)
@@ -305,6 +317,10 @@ def format_summary(s: dict[str, Any]) -> str:
     for name, v in s["sources"].items():
         dropped = (f", {v['dropped']} dropped (longer than the mtu, {s['mtu']} B: "
                    f"{s['mtu_why']})" if v.get("dropped") else "")
+        if v.get("cut_short"):
+            dropped += (f", {v['cut_short']} cut short in the capture (records holding only "
+                        "part of their frame, never run: capture with a larger snap length, "
+                        "e.g. tcpdump -s 0)")
         if v.get("missed"):
             dropped += f", {v['missed']} missed (dropped by its port before it was read)"
         parts.append(f"source {name}: {v['packets']} packets{dropped}")

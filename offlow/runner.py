@@ -815,10 +815,11 @@ def progress_totals(stats: dict[str, Any]) -> dict[str, int]:
     """Packets read by the sources, taken by the sinks and dropped (by elements, at
     sources for their length, at full rings) in the processes' stats."""
     cores = [c for dev in stats.values() for c in dev.get("cores", [])]
-    read = sum(s["packets"] + s.get("dropped", 0) for c in cores
+    read = sum(s["packets"] + s.get("dropped", 0) + s.get("cut_short", 0) for c in cores
                for s in c.get("sources", {}).values())
     dropped = sum(e["drop"] for c in cores for e in c.get("elements", {}).values())
-    dropped += sum(s.get("dropped", 0) for c in cores for s in c.get("sources", {}).values())
+    dropped += sum(s.get("dropped", 0) + s.get("cut_short", 0) for c in cores
+                   for s in c.get("sources", {}).values())
     dropped += sum(x["dropped"] for c in cores for x in c.get("instances", []))
     forwarded = sum(v["packets"] for dev in stats.values() for v in dev.get("sinks", {}).values())
     return {"read": read, "forwarded": forwarded, "dropped": dropped}

@@ -55,7 +55,8 @@ def _capture(path: Path) -> list[bytes]:
                b"\x02" * 12 + b"\x88\xa8\x00\x07\x81\x00\x00\x09",  # no ethertype after
                b"\x02" * 10]                                        # runt
     with open(path, "wb") as f:
-        # dpkt's default snaplen is 1500: libpcap would cut the 1517-byte records to it
+        # dpkt's default snaplen is 1500: libpcap would cut the 1517-byte records to it,
+        # and the run would count them `cut_short`, never run (tests/test_cut_short.py)
         w = dpkt.pcap.Writer(f, snaplen=65535)
         for k, fr in enumerate(frames):
             w.writepkt(fr, ts=k * 1e-6)

@@ -29,7 +29,7 @@ from offlow.elements.kvs import kv_store
 from offlow.errors import OfflowError
 from offlow.report import summarize
 from offlow.router.reference import Reference, read_prefixes
-from offlow.runner import Run, RunOptions, run
+from offlow.runner import Run, RunOptions, build_for, run
 from offlow.targets import verifier, xdp
 from offlow.testing.malformed import write_malformed_pcap
 from tests.e2e import QUIC, ROOT, TLS, read_frames, run_example
@@ -389,6 +389,74 @@ def test_malformed_frames_are_dropped_and_counted_as_on_the_nic(tmp_path: Path) 
     dropped = sum(d["packets"] for d in got["accounting"]["dropped"])
     assert dropped == sum(d["packets"] for d in nic["accounting"]["dropped"])
     assert got["accounting"]["read"] == expected["total"]
+    # the record cut by the snap length: counted at the source on both (never run)
+    assert got["sources"]["wire"]["cut_short"] == nic["sources"]["wire"]["cut_short"] == 1
+
+
+class NaiveUntag(Element):
+    """A user's first try at stripping a service tag: the 4 bytes after the MACs go,
+    whatever follows (an S-tag frame of 18 bytes leaves `02..02 81 00`)."""
+
+    inputs = (Port("inp", "eth"),)
+    outputs = (Port("out", "eth"),)
+    body = r"""
+    if (pkt->len >= 18u && pkt->data[12] == 0x88 && pkt->data[13] == 0xa8) {
+        for (uint32_t i = 12; i + 4u < pkt->len && i < 2048u; i++)
+            pkt->data[i] = pkt->data[i + 4u];
+        pkt->len -= 4u;
+    }
+    EMIT(out);
+    """
+
+
+def _veth_drops(frame: bytes) -> bool:
+    """What Linux's receive does with a frame on a veth (skb_vlan_untag): an 802.1Q or
+    802.1ad TPID needs 6 bytes after the Ethernet header, or the frame is dropped."""
+    return len(frame) < 20 and frame[12:14] in (b"\x81\x00", b"\x88\xa8")
+
+
+@needs_bpf
+def test_a_frame_sent_back_that_the_veth_drops_is_counted_and_the_run_goes_on(
+        tmp_path: Path) -> None:
+    """Frames the program sends back (XDP_TX) ending in a VLAN TPID with its tag cut
+    short: the kernel drops them on the veth's receive, so they are counted at the
+    sink (`veth_dropped`), not waited for; the frames after them come out as on the
+    NIC. Before, the run ended at the first with "never arrived"."""
+    s_tag = b"\x02" * 12 + b"\x88\xa8\x00\x07"
+    frames = [s_tag + b"\x81\x00",                              # -> 14 B, ends in 0x8100
+              b"\x02" * 12 + b"\x08\x06" + b"\x00" * 46,        # untouched
+              s_tag + b"\x81\x00\x00\x05\x08",                  # -> 17 B: tag cut short
+              b"\x02" * 12 + b"\x81\x00\x00\x05\x88\xb5",       # 18 B sent back as is
+              s_tag + b"\x81\x00\x00\x05\x88\xb5",              # -> 18 B, whole tag
+              s_tag + b"\x81\x00\x00\x05\x88\xb5\x00\x00",      # -> 20 B: arrives
+              b"\x02" * 12 + b"\x91\x00",                         # 0x9100: arrives
+              b"\x02" * 12 + b"\x88\xb5" + b"\x01" * 50]
+    capture = tmp_path / "tags.pcap"
+    with open(capture, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=65535)
+        for k, fr in enumerate(frames):
+            w.writepkt(fr, ts=k * 1e-6)
+    got = {}
+    for device in ("nic", "xdp"):
+        prog = _one_segment(NaiveUntag("untag"), device=device)
+        out = tmp_path / f"{device}.pcap"
+        o = RunOptions(input=capture, output=out, timeout=60)
+        b = build_for(prog, o, werror=True)
+        res = run(b, o)
+        assert res.ok, res.errors
+        got[device] = (summarize(b.plan, res.stats), read_frames(out))
+    nic, nic_out = got["nic"]
+    xdp_s, xdp_out = got["xdp"]
+    dropped = [fr for fr in nic_out if _veth_drops(fr)]
+    assert len(nic_out) == len(frames) and len(dropped) == 4
+    assert xdp_out == [fr for fr in nic_out if not _veth_drops(fr)]
+    assert xdp_s["elements"]["tx"]["why"] == {"veth_dropped": len(dropped)}
+    assert xdp_s["elements"]["untag"] == nic["elements"]["untag"]
+    a = xdp_s["accounting"]
+    assert (a["read"], a["forwarded"], a["unaccounted"]) == (
+        len(frames), len(frames) - len(dropped), 0)
+    assert [(d["at"], d["reason"], d["packets"]) for d in a["dropped"]] == [
+        ("tx", "veth_dropped", len(dropped))]
 
 
 def _started_in_its_own_namespace(r: Run) -> int:

@@ -28,13 +28,20 @@ COUNTERS = ("in", "drop", "used")
 
 def counter_layout(nodes: list[Node], ncross: int = 0) -> tuple[dict[str, int], int]:
     """Where each element's drop reasons start (after every element's COUNTERS), and
-    how many counters there are in all: those, then per crossing to another device
+    how many counters there are in all: those, then the sink's frames a veth drops
+    (VETH_DROPS: the one before the crossings'), then per crossing to another device
     (`ncross` of them) its packets sent up and its drops per reason (xsk.REASONS)."""
     base, k = {}, len(COUNTERS) * len(nodes)
     for n in nodes:
         base[n.name] = k
         k += len(n.drops)
-    return base, k + ncross * (1 + len(xsk.REASONS))
+    return base, k + 1 + ncross * (1 + len(xsk.REASONS))
+
+
+def cross_base(ncounters: int, ncross: int) -> int:
+    """The first crossing's first counter (its packets sent up); the counter before it
+    counts the frames sent back that a veth's receive drops (counter_layout)."""
+    return ncounters - ncross * (1 + len(xsk.REASONS))
 
 
 # The table types an XDP program can look up: ctype -> the BPF header that gives it
@@ -118,7 +125,7 @@ class BpfGen:
         self.cross = xsk.crossings(plan, device)
         self.why_base, self.ncounters = counter_layout(self.nodes, len(self.cross))
         # each crossing's first counter (its packets sent up)
-        self.cross_base = self.ncounters - len(self.cross) * (1 + len(xsk.REASONS))
+        self.cross_base = cross_base(self.ncounters, len(self.cross))
         self.tables = device_tables(plan, device)
         self.percpu = {t.name for t in self.tables
                        if is_array(t) and map_kind(self.g, t)[0] == "percpu"}
@@ -198,7 +205,14 @@ class BpfGen:
           "    return 0;", "}", "",
           "/* The packet leaves by the interface it came in on. */",
           "static __always_inline int ofl_xdp_tx(struct xdp_md *xdp, struct ofl_pkt *pkt) {",
-          "    return ofl_xdp_put(xdp, pkt) < 0 ? XDP_DROP : XDP_TX;", "}", "")
+          "    return ofl_xdp_put(xdp, pkt) < 0 ? XDP_DROP : XDP_TX;", "}", "",
+          "/* A frame a veth's receive drops (its kernel takes a VLAN tag off first, and",
+          " * needs the tag and two bytes after it: 6 after the Ethernet header): an 802.1Q",
+          " * or 802.1ad TPID with fewer than 20 bytes in all. On a NIC it goes out. */",
+          "static __always_inline int ofl_xdp_veth_drops(const struct ofl_pkt *pkt) {",
+          "    if (pkt->len < 14u || pkt->len >= 20u) return 0;",
+          "    uint16_t et = (uint16_t)(pkt->data[12] << 8 | pkt->data[13]);",
+          "    return et == 0x8100u || et == 0x88a8u;", "}", "")
         for x in self.cross:
             e(*xsk.bpf_up(x, self.cross_base + x.code * (1 + len(xsk.REASONS))))
         emit_helpers(e, self.nodes)
@@ -279,13 +293,18 @@ class BpfGen:
         packet's XDP verdict (the next node's, XDP_TX at the sink, XDP_DROP)."""
         e, i, cn = self.e, self.index[n.name], cname(n.name)
         e(f"static __always_inline int ofl_node_{cn}(struct xdp_md *xdp, struct ofl_pkt *pkt, "
-          "struct ofl_state *state) {", f"    ofl_count({len(COUNTERS) * i}u);",
-          "    (void)xdp;")
+          "struct ofl_state *state) {")
         if n.kind == "sink":
+            # a frame a veth drops is counted before `in`: once the replay sees `in`, it
+            # sees that count too (xdp_run.c), and does not wait for the frame
             e("    (void)state;", "    int v = ofl_xdp_tx(xdp, pkt);",
+              "    if (v == XDP_TX && ofl_xdp_veth_drops(pkt))",
+              f"        ofl_count({self.cross_base - 1}u);",
+              f"    ofl_count({len(COUNTERS) * i}u);",
               f"    if (v != XDP_TX) ofl_count({len(COUNTERS) * i + 1}u);", "    return v;",
               "}", "")
             return
+        e(f"    ofl_count({len(COUNTERS) * i}u);", "    (void)xdp;")
         if n.kind == "source":
             e(f"    return {self._next(n, n.outputs[0].name)}(xdp, pkt, state);", "}", "")
             return
@@ -441,7 +460,8 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       "    .arrays = arrays, .maps = maps, .init = ofl_xdp_init, .layout = ofl_xdp_layout,",
       "    .rings = ofl_ring_desc, .queues = queues, .cross_queue = cross_queue,",
       f"    .ncross = {len(cross)}u, "
-      f".cross_base = {ncounters - len(cross) * (1 + len(xsk.REASONS))}u,",
+      f".cross_base = {cross_base(ncounters, len(cross))}u, "
+      f".veth_drops = {cross_base(ncounters, len(cross)) - 1}u,",
       f"    .cross_why = cross_why, .ncross_why = {len(xsk.REASONS)}u, .nrings = OFL_NRINGS,",
       f"    .xsk_frame = {xsk.XSK_FRAME}u,",
       *(["    .core = &ofl_xdp_ctx.core, .steer = &ofl_xdp_ctx.steer, .up = ofl_xdp_up,"]

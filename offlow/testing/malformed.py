@@ -20,7 +20,9 @@ UDP/TCP, as the header elements do it) puts it in:
   holds no transport header at all).
 
 A malformed frame's ``reason`` is the drop reason of the element that rejects it
-(ParseEth, CheckIPv4, CheckIPv6, ParseL4's ``drops``).
+(ParseEth, CheckIPv4, CheckIPv6, ParseL4's ``drops``). One record is cut by the
+capture's snap length (its frame's bytes a ``bad_ipv4``): a run never parses it, it
+counts it at the source as ``cut_short`` (``count_categories``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ class Case:
     frame: bytes
     wire_len: int | None = None
     why: str = ""  # the drop reason, when not its category's usual one (see `reason`)
+
+    @property
+    def cut(self) -> bool:
+        """Its record holds fewer bytes than the frame had: a run never parses it."""
+        return self.wire_len is not None and self.wire_len > len(self.frame)
 
     @property
     def reason(self) -> str:
@@ -254,11 +261,15 @@ def malformed_cases() -> list[Case]:
 
 
 def count_categories(cases: list[Case]) -> dict[str, int]:
-    """Counts by category, plus ``bad`` (all malformed) and ``total``."""
+    """Counts by category as a run of the capture sees them, plus ``cut_short`` (the
+    records cut by the snap length: a run drops them at the source, counted there, and
+    never parses them, so they are not in their category's count), ``bad`` (every
+    frame a run drops: the malformed ones and the cut ones) and ``total``."""
     counts = {c: 0 for c in CATEGORIES}
+    counts["cut_short"] = 0
     for case in cases:
-        counts[case.category] += 1
-    counts["bad"] = sum(counts[c] for c in BAD)
+        counts["cut_short" if case.cut else case.category] += 1
+    counts["bad"] = sum(counts[c] for c in BAD) + counts["cut_short"]
     counts["total"] = len(cases)
     return counts
 

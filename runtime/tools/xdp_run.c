@@ -156,6 +156,8 @@ struct run {
     struct ofl_src *src;
     struct ofl_sink *sink;
     uint64_t unsent;           /* frames the kernel would not take (shorter than a header) */
+    uint64_t veth_dropped;     /* frames the sink sent back that the veth's receive dropped
+                                  (the program counted them: never waited for) */
     struct ofl_xdp_cross *cross;  /* the crossing to host segments, or NULL */
     int spread;                /* the replay sends from each CPU of `allowed` in turn */
     int spread_at;             /* the CPU it sent the last frame from */
@@ -208,7 +210,7 @@ static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *
     if (!buf || !back) return free(buf), free(back), -ENOMEM;
     uint32_t src_in = d->source_el * OFL_XDP_COUNTERS;
     uint32_t sink_in = d->sink_el * OFL_XDP_COUNTERS, sink_drop = sink_in + 1;
-    uint64_t sent = 0, tx = 0;
+    uint64_t sent = 0, tx = 0, veth = 0;
     int rc = 0;
     __atomic_store_n(&r->core.t_start, now_ns(), __ATOMIC_RELAXED);
     while (!ofl_stop_requested()) {
@@ -244,7 +246,14 @@ static int replay(const struct ofl_xdp_desc *d, struct run *r, struct counters *
         }
         if (!d->sink) continue;
         uint64_t now_tx = counter(c, sink_in) - counter(c, sink_drop);
+        /* read after the sink's: the program counts these first (bpf.py) */
+        uint64_t now_veth = counter(c, d->veth_drops);
         for (; tx < now_tx; tx++) {
+            if (veth < now_veth) {  /* the kernel dropped it on the veth: never comes */
+                veth++;
+                bump(&r->veth_dropped, 1);
+                continue;
+            }
             struct ofl_pkt out = { .data = back, .cap = d->mtu, .ts_ns = p.ts_ns };
             if ((rc = receive(sock, &out, d->mtu)) < 0) {
                 fprintf(stderr, "offlow xdp: a frame the program sent back (XDP_TX) never "
@@ -286,6 +295,7 @@ static void report_body(struct ofl_json *j, const struct reporter *rp)
     struct run *r = rp->r;
     struct counters *c = rp->c;
     uint64_t unsent_now = __atomic_load_n(&r->unsent, __ATOMIC_RELAXED);
+    uint64_t veth_now = __atomic_load_n(&r->veth_dropped, __ATOMIC_RELAXED);
     struct ofl_core core = r->core;  /* (its words written while it runs, loaded below) */
     core.t_start = __atomic_load_n(&r->core.t_start, __ATOMIC_RELAXED);
     core.t_end = __atomic_load_n(&r->core.t_end, __ATOMIC_RELAXED);
@@ -302,18 +312,17 @@ static void report_body(struct ofl_json *j, const struct reporter *rp)
         if (!in && !(i == d->source_el && unsent_now)) continue;
         ofl_json_begin_obj(j, d->el_names[i]);
         /* frames the kernel would not send (shorter than an Ethernet header) never
-         * reached the program: dropped at the source, where they entered */
+         * reached the program: dropped at the source, where they entered; frames the
+         * sink sent back that the veth dropped: dropped at the sink */
         uint64_t unsent = i == d->source_el ? unsent_now : 0;
+        uint64_t veth = d->sink && i == d->sink_el ? veth_now : 0;
         ofl_json_u64(j, "in", in + unsent);
-        ofl_json_u64(j, "drop", counter(c, k + 1) + unsent);
+        ofl_json_u64(j, "drop", counter(c, k + 1) + unsent + veth);
         ofl_json_u64(j, "consumed", counter(c, k + 2));
-        if (unsent) {
+        if (unsent || veth || d->why_n[i]) {
             ofl_json_begin_obj(j, "why");
-            ofl_json_u64(j, "runt", unsent);
-            ofl_json_end_obj(j);
-        }
-        if (d->why_n[i]) {
-            ofl_json_begin_obj(j, "why");
+            if (unsent) ofl_json_u64(j, "runt", unsent);
+            if (veth) ofl_json_u64(j, "veth_dropped", veth);
             for (unsigned w = 0; w < d->why_n[i]; w++) {
                 uint32_t at = d->why_base[i] + w;
                 ofl_json_u64(j, d->why_names[at - OFL_XDP_COUNTERS * d->nel], counter(c, at));

@@ -114,6 +114,10 @@ struct ofl_xdp_desc {
     const struct ofl_xdp_queue *queues;
     const unsigned *cross_queue;
     unsigned ncross, cross_base;
+    /* the counter of the frames the sink sent back (XDP_TX) that a veth's receive
+     * drops (a VLAN TPID with fewer than 20 bytes in all): counted before the sink's
+     * `in`, so the replay that sees a frame's `in` knows not to wait for it */
+    unsigned veth_drops;
     const char *const *cross_why;
     unsigned ncross_why;
     unsigned nrings;                        /* rings in the window */

@@ -1238,6 +1238,7 @@ void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src
     ofl_json_u64(j, "packets", ofl_src_packets(s));
     ofl_json_u64(j, "bytes", ofl_src_bytes(s));
     ofl_json_u64(j, "dropped", ofl_src_dropped(s));
+    if (ofl_src_cut(s)) ofl_json_u64(j, "cut_short", ofl_src_cut(s));
     if (ofl_src_missed(s)) ofl_json_u64(j, "missed", ofl_src_missed(s));
     if (ofl_src_error(s)) ofl_json_str(j, "error", ofl_src_error(s));
     ofl_json_end_obj(j);

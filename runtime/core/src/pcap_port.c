@@ -25,6 +25,8 @@ struct pcap_src {
     uint64_t file_pkts;       /* records in the file */
     uint32_t longest;         /* this core's longest frame, those longer than the mtu too */
     uint64_t oversize;        /* this core's packets longer than the mtu (per pass) */
+    uint64_t cut;             /* this core's records cut short by the snap length (per
+                                 pass): caplen < len, never delivered */
     size_t pos;               /* next record of the current pass */
     uint64_t pass;            /* passes finished */
     int in_pass;              /* the current pass has started (its drops are counted) */
@@ -43,6 +45,7 @@ static int pcap_next_batch(struct ofl_src *base, struct ofl_pkt *pkts, uint8_t *
             if (!forever && s->pass >= o->loops) break;
             s->in_pass = 1;
             base->dropped += s->oversize;
+            base->cut += s->cut;
             /* Nothing to replay: a timed run would spin for ever. */
             if (s->nrec == 0 && forever) break;
         }
@@ -121,6 +124,12 @@ static int load(struct pcap_src *s, pcap_t *p, int raw, const char *path, char *
         if (ts > s->ts_max) s->ts_max = ts;
         uint64_t idx = s->file_pkts++;
         if (idx % o->nparts != o->part) continue;
+        /* The frame's end is not in the file: running the rest as if whole would
+         * forward it cut short, so it is counted and never delivered. */
+        if (h->caplen < h->len) {
+            s->cut++;
+            continue;
+        }
         uint32_t extra = raw ? OFL_ETH_HLEN : 0;
         uint64_t len = (uint64_t)h->caplen + extra;
         if (len > s->longest) s->longest = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;

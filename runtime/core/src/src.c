@@ -100,6 +100,11 @@ uint64_t ofl_src_dropped(const struct ofl_src *s)
     return s->dropped;
 }
 
+uint64_t ofl_src_cut(const struct ofl_src *s)
+{
+    return s->cut;
+}
+
 uint64_t ofl_src_missed(const struct ofl_src *s)
 {
     return s->missed;

@@ -28,7 +28,8 @@ uint64_t ofl_pcap_src_file_packets(const struct ofl_src *s);
 uint64_t ofl_pcap_src_own_packets(const struct ofl_src *s);
 
 /* The longest frame of this core's packets in bytes (raw IP: with the Ethernet header
- * put in front), those longer than the mtu included: the mtu that takes them all. */
+ * put in front), those longer than the mtu included: the mtu that takes them all
+ * (records cut short by the snap length, never delivered, are not counted). */
 uint32_t ofl_pcap_src_longest(const struct ofl_src *s);
 
 /* A capture being written (Ethernet link type, nanosecond timestamps: magic 0xa1b23c4d,

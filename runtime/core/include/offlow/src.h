@@ -15,7 +15,9 @@
  *     packet of each pass exactly once;
  *   - rate_pps > 0 paces this core with a token bucket (about 1 ms of burst);
  *   - a captured packet longer than `mtu` is never delivered: it is counted as
- *     dropped (synthetic sources refuse sizes above the mtu when opened). */
+ *     dropped (synthetic sources refuse sizes above the mtu when opened);
+ *   - a capture's record that holds fewer bytes than its frame had (cut by the
+ *     capture's snap length) is never delivered: it is counted as cut, per pass. */
 #ifndef OFL_SRC_H
 #define OFL_SRC_H
 
@@ -58,6 +60,8 @@ struct ofl_src {
     char name[64];                /* kind and what it reads, for messages */
     uint64_t packets, bytes;      /* delivered */
     uint64_t dropped;             /* not delivered: longer than the mtu */
+    uint64_t cut;                 /* not delivered: a capture's record cut short by its
+                                     snap length (fewer bytes than the frame had) */
     uint64_t missed;              /* a port's (afpacket, dpdk): frames it dropped before
                                      the source read them (its ring was full) */
     char error[256];              /* a fault it went on from (ofl_src_error), "" if none */
@@ -88,6 +92,10 @@ void ofl_src_close(struct ofl_src *s);
 uint64_t ofl_src_packets(const struct ofl_src *s);
 uint64_t ofl_src_bytes(const struct ofl_src *s);
 uint64_t ofl_src_dropped(const struct ofl_src *s);
+
+/* Records of a capture not delivered because they hold fewer bytes than the frame
+ * had (cut by the capture's snap length): 0 for ports and synthetic sources. */
+uint64_t ofl_src_cut(const struct ofl_src *s);
 
 /* Frames a port dropped before the source read them (0 for files and synthetic). */
 uint64_t ofl_src_missed(const struct ofl_src *s);
