@@ -84,7 +84,7 @@ def write_capture(path: Path, phases: list[tuple[int, int]]) -> int:
     """UDP frames: (count, frame size) per phase, in order. Returns the frames written."""
     n = 0
     with open(path, "wb") as f:
-        w = dpkt.pcap.Writer(f)
+        w = dpkt.pcap.Writer(f, snaplen=65535)  # (dpkt: 1500, which cuts longer frames)
         for count, size in phases:
             for i in range(count):
                 payload = (n + i).to_bytes(8, "big") * ((size - 42) // 8 + 1)

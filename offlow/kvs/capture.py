@@ -26,7 +26,7 @@ def kvs_requests(path: Path, count: int = 20_000, keys: int = 100_000, get_ratio
     gets = rng.random(count) < get_ratio
     value = b"v" * value_len
     with path.open("wb") as f:
-        w = dpkt.pcap.Writer(f)
+        w = dpkt.pcap.Writer(f, snaplen=65535)  # (dpkt: 1500, which cuts longer frames)
         rid = 0
         warm = sorted(set(int(k) for k in picks))
         for k in [*warm, *map(int, picks)]:
