@@ -233,8 +233,42 @@ static bool closes_crossed(const struct part *p)
     return true;
 }
 
+/* The last line the device's process wrote to its stderr (`err`, `n` bytes: what its
+ * server adds, "offlow serve-device: ...", skipped) into `out`, without the
+ * "offlow DEVICE: " or "offlow: " its runtime puts first; "" when it said nothing. */
+static void last_said(const struct host *h, const uint8_t *err, size_t n, char *out,
+                      size_t cap)
+{
+    static const char server[] = "offlow serve-device: ";
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "offlow %s: ", h->device);
+    const char *prefixes[2] = {prefix, "offlow: "};
+    out[0] = '\0';
+    while (n) {
+        while (n && (err[n - 1] == '\n' || err[n - 1] == '\r' || err[n - 1] == ' ')) n--;
+        size_t from = n;
+        while (from && err[from - 1] != '\n') from--;
+        const char *line = (const char *)err + from;
+        size_t len = n - from;
+        n = from;
+        if (!len || (len >= sizeof server - 1 && !memcmp(line, server, sizeof server - 1)))
+            continue;
+        for (int i = 0; i < 2; i++) {
+            size_t k = strlen(prefixes[i]);
+            if (len > k && !memcmp(line, prefixes[i], k)) {
+                line += k;
+                len -= k;
+                break;
+            }
+        }
+        snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), line);
+        return;
+    }
+}
+
 static void finish(struct host *h)
 {
+    char said[320] = "";
     if (h->done_data && h->done_len >= sizeof(uint32_t)) {
         uint32_t slen;
         memcpy(&slen, h->done_data, sizeof slen);
@@ -247,13 +281,18 @@ static void finish(struct host *h)
                     h->counted &= fclose(f) == 0;
                 }
             }
-            fwrite(s + slen, 1, h->done_len - sizeof slen - slen, stderr);  /* its stderr */
+            size_t elen = h->done_len - sizeof slen - slen;
+            fwrite(s + slen, 1, elen, stderr);  /* its stderr */
+            last_said(h, s + slen, elen, said, sizeof said);
         }
     }
-    /* a killed process is the run's failure (below): its rings break first, as in
-     * fail(), so that what never left a local ring is its producer's to count
-     * (ring_broken), not also the link's */
-    if (h->status < 0 && h->p.bridging) ofl_bridge_break(&h->p.bridge);
+    /* A process killed, or one that failed without writing its stats (its own fatal
+     * error: a file it could not open, no memory at start), is the run's failure
+     * (below), said here: nothing else knows why. Its rings break first, as in fail(),
+     * so that what never left a local ring is its producer's to count (ring_broken),
+     * not also the link's. One that wrote its stats (a failed core) says why there. */
+    bool lost_it = h->status < 0 || (h->status > 0 && !h->counted);
+    if (lost_it && h->p.bridging) ofl_bridge_break(&h->p.bridge);
     uint64_t lost = part_undelivered(&h->p);
     write_link(h, h->status != 0 || part_aborted(&h->p));
     if (lost)   /* (an aborted run: a counted drop, not a silent one) */
@@ -262,11 +301,16 @@ static void finish(struct host *h)
                 (unsigned long long)lost);
     ofl_link_close(h->p.link);
     h->p.link = NULL;   /* (fail() below writes no second STATS.link) */
-    if (h->status < 0) {   /* (its server survived: the link held, its counts did not) */
-        char msg[768];
-        snprintf(msg, sizeof msg, "remote device %s (%s:%u): its process was killed there "
-                 "by signal %d (%s); %llu ring entries (packets) had come from it and %llu "
-                 "gone to it", h->device, h->addr, h->port, -h->status, strsignal(-h->status),
+    if (lost_it) {   /* (its server survived: the link held, its counts did not) */
+        char how[96], msg[1024];
+        if (h->status < 0)
+            snprintf(how, sizeof how, "was killed there by signal %d (%s)", -h->status,
+                     strsignal(-h->status));
+        else
+            snprintf(how, sizeof how, "exited there with status %d", h->status);
+        snprintf(msg, sizeof msg, "remote device %s (%s:%u): its process %s%s%s; %llu ring "
+                 "entries (packets) had come from it and %llu gone to it", h->device, h->addr,
+                 h->port, how, said[0] ? ": " : "", said,
                  (unsigned long long)h->p.bridge.entries_in,
                  (unsigned long long)h->p.bridge.entries_out);
         fail(h, msg);
