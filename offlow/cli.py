@@ -381,7 +381,7 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--packets", type=int, default=100_000,
                     help="packets of the calibration run")
     pl.add_argument("--top", type=int, default=12, help="placements shown")
-    pl.add_argument("--repeats", type=int, default=5,
+    pl.add_argument("--repeats", type=int, default=10,
                     help="--validate: rounds per placement, each a calibration run, (for "
                          "a placement with a queue between threads) a crossing probe, the "
                          "measured run and (for a placement using the device) a "

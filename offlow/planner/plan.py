@@ -33,7 +33,7 @@ class PlanRequest:
     packets: int = 100_000
     top: int = 12
     validate: bool = False  # also measure each shown placement (profile-scaled emulation)
-    repeats: int = 5  # --validate: rounds (calibrations and the measured run) per placement
+    repeats: int = 10  # --validate: rounds (calibrations and the measured run) per placement
     progress: Callable[[str], None] | None = None  # told each step of a long plan
 
 
