@@ -139,7 +139,8 @@ def _crosses(cal: Calibration, r: Ranked) -> bool:
 def format_checks(req: PlanRequest, checks: list[Check]) -> str:
     """Predicted beside measured (profile-scaled emulation), with the error of each."""
     lines = [f"validation: each placement run with --profile {req.device} (docs/planner.md: "
-             "the emulated NIC's elements, loop and rings slowed, its link throttled); "
+             "the emulated NIC's elements and loop slowed, not its copies (the emulated DMA), "
+             "its link throttled); "
              f"{req.repeats} rounds (a calibration, the crossings probed, the run, a "
              "calibration slowed) pooled: predicted and measured from their mean time per "
              "packet"]
