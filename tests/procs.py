@@ -16,9 +16,10 @@ from pathlib import Path
 from offlow.lifecycle import SHM
 
 
-def group_pids(pgid: int) -> list[int]:
-    """Processes of process group `pgid` that have not exited (zombies are left out:
-    they have)."""
+def _live_pids(field: int, value: int) -> list[int]:
+    """Processes whose /proc/PID/stat field `field` (after the name: 1 the parent, 2 the
+    process group) is `value` and that have not exited (zombies are left out: they
+    have)."""
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -28,25 +29,19 @@ def group_pids(pgid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] not in ("Z", "X") and int(fields[2]) == pgid:
+        if fields[0] not in ("Z", "X") and int(fields[field]) == value:
             pids.append(int(entry.name))
     return pids
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Processes of process group `pgid` that have not exited."""
+    return _live_pids(2, pgid)
 
 
 def child_pids(ppid: int) -> list[int]:
-    """Processes whose parent is `ppid` and that have not exited (zombies left out)."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] not in ("Z", "X") and int(fields[1]) == ppid:
-            pids.append(int(entry.name))
-    return pids
+    """Processes whose parent is `ppid` and that have not exited."""
+    return _live_pids(1, ppid)
 
 
 def cpu_seconds(pid: int) -> float:
