@@ -87,24 +87,24 @@ def explain_undeclared(g: Graph, segment: str, compiler_text: str) -> str | None
     """An error a person can act on when clang's output `compiler_text` says element
     code on xdp calls a function with no eBPF form (none of the headers an XDP program
     sees declares it): the element, its line and the function; None for other errors."""
-    for m in _UNDECLARED.finditer(compiler_text):
-        found = _owner(g, segment, m["file"], int(m["line"]))
-        if found is None:
-            continue
-        node, part, k = found
-        return (f"element `{node.name}` ({node.cls}), {part} line {k} ({node.origin}:"
-                f"{m['line']}): it calls `{m['fn']}`, which has no eBPF form: code in XDP "
-                "can call the kernel's BPF helpers and the offlow functions that have one "
-                "(runtime/core/include/offlow/bpf.h); place the element on a nic or host "
-                "segment")
-    for m in _NO_BUILTIN.finditer(compiler_text):
-        found = _owner(g, segment, m["file"], int(m["line"]))
-        if found is None:
-            continue
-        node, part, k = found
-        return (f"element `{node.name}` ({node.cls}), {part} line {k} ({node.origin}:"
-                f"{m['line']}): it calls `{m['fn']}` with a size not known at compile "
-                f"time: BPF has no `{m['fn']}`, clang expands it into loads and stores "
-                "only for a constant size; give it a constant size (or copy the bytes "
-                "in a loop) or place the element on a nic or host segment")
+    why = {
+        _UNDECLARED: lambda fn: (
+            f"it calls `{fn}`, which has no eBPF form: code in XDP can call the kernel's "
+            "BPF helpers and the offlow functions that have one "
+            "(runtime/core/include/offlow/bpf.h); place the element on a nic or host "
+            "segment"),
+        _NO_BUILTIN: lambda fn: (
+            f"it calls `{fn}` with a size not known at compile time: BPF has no `{fn}`, "
+            "clang expands it into loads and stores only for a constant size; give it a "
+            "constant size (or copy the bytes in a loop) or place the element on a nic or "
+            "host segment"),
+    }
+    for pattern, says in why.items():
+        for m in pattern.finditer(compiler_text):
+            found = _owner(g, segment, m["file"], int(m["line"]))
+            if found is None:
+                continue
+            node, part, k = found
+            return (f"element `{node.name}` ({node.cls}), {part} line {k} ({node.origin}:"
+                    f"{m['line']}): " + says(m["fn"]))
     return None
