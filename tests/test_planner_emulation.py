@@ -210,8 +210,13 @@ def test_the_element_timers_own_reads_are_not_slowed_as_work():
     visits = sum(v["in"] for name, v in nic["elements"].items() if name.startswith("empty"))
     assert visits == 12 * 4000
     raw = sum(v["ns"] for name, v in nic["elements"].items() if name.startswith("empty"))
-    assert raw >= 0.5 * nic["timer_ns"] * visits, nic  # the regions' own reads
-    assert nic["work_ns"] < 0.5 * nic["timer_ns"] * visits, nic  # none of it is work
+    reads = nic["timer_ns"] * visits
+    assert raw >= 0.5 * reads, nic  # the regions' own reads
+    # None of them is work: each region's read is taken out of it. (What a preemption or
+    # an interrupt inside a region adds is in both counts, raw and work alike: on CI's two
+    # shared vCPUs it made 6 ns a region of "work" once, so the test compares the two
+    # counts rather than work against nothing.)
+    assert raw - nic["work_ns"] >= 0.5 * reads, nic
 
 
 def test_the_calibration_can_slow_the_hosts_one_thread_as_a_run_slows_the_nic():
