@@ -116,16 +116,7 @@ bool part_aborted(const struct part *p)
 
 uint64_t part_undelivered(const struct part *p)
 {
-    uint64_t n = 0;
-    for (uint32_t i = 0; p->bridging && i < p->bridge.n; i++) {
-        const struct ofl_bridge_ring *r = &p->bridge.rings[i];
-        /* (a broken out ring's producer counts what was never sent: queue.h) */
-        if (r->out)
-            n += (p->bridge.broken ? r->sent
-                                   : __atomic_load_n(&r->ring.shm->tail, __ATOMIC_ACQUIRE)) -
-                 r->credit;
-    }
-    return n;
+    return p->bridging ? ofl_bridge_undelivered(&p->bridge) : 0;
 }
 
 struct part_drops part_end(struct part *p, bool ended, bool consumers_gone)

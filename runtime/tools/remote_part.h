@@ -96,10 +96,8 @@ void part_flags_take(struct part *p, const struct part_flags *f, bool device);
  * its rings will not be finished, so neither end waits for them (ofl_bridge_done). */
 bool part_aborted(const struct part *p);
 
-/* Ring entries this end holds that can no longer be delivered once the run ends: for
- * each ring whose producer is here, those published here that the far consumer never
- * released (sent or not; once the bridge broke its rings, those sent only: its
- * producer counts the rest as lost). */
+/* Ring entries this end holds that can no longer be delivered once the run ends
+ * (ofl_bridge_undelivered; 0 before the bridge is up). */
 uint64_t part_undelivered(const struct part *p);
 
 /* End the channels at the run's end (drained, then stopped) and count what this end

@@ -214,6 +214,20 @@ uint64_t ofl_bridge_unsent(const struct ofl_bridge *b)
     return n;
 }
 
+uint64_t ofl_bridge_undelivered(const struct ofl_bridge *b)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < b->n; i++) {
+        const struct ofl_bridge_ring *br = &b->rings[i];
+        if (!br->out) continue;
+        /* who counts what was published and never sent: the ring's first mark */
+        uint32_t upto = ofl_ring_broken_by(&br->ring) == OFL_RING_BROKEN_BY_CONSUMER
+                            ? br->sent : __atomic_load_n(&br->ring.shm->tail, __ATOMIC_ACQUIRE);
+        n += upto - br->credit;
+    }
+    return n;
+}
+
 uint64_t ofl_bridge_untaken(struct ofl_bridge *b, bool consumers_gone)
 {
     uint64_t n = 0;

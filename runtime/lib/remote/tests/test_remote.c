@@ -474,6 +474,51 @@ static void test_end_counts(void)
     free(a_host), free(a_dev), free(b_dev), free(b_host), free(c_host), free(c_dev);
 }
 
+/* What the far end never took is counted once, whichever end left first: ring A (its
+ * producer still running) holds 4 sent and 2 published and unsent: all 6 are the
+ * bridge's while nobody marked it; once the bridge breaks it, only the 4 sent, and a
+ * commit after the break (the producer had found the ring whole just before) is its
+ * producer's, as are the 2 (tail - head: queue.h), not the bridge's. Ring C's producer
+ * broke it first, after 2 sent and 3 published: the bridge's break leaves that mark,
+ * and all 5 are the bridge's (its producer counted only what it never published). */
+static void test_undelivered_by_first_mark(void)
+{
+    enum { ENTRY = 64 };
+    struct pair p;
+    CHECK(connect_pair(&p) == 0, "a bridged pair comes up");
+    size_t len;
+    void *a_host = ring_mem(8, ENTRY, 1, 0, &len), *a_dev = ring_mem(8, ENTRY, 1, 0, &len);
+    void *c_host = ring_mem(8, ENTRY, 1, 0, &len), *c_dev = ring_mem(8, ENTRY, 1, 0, &len);
+    ofl_bridge_add(&p.bc, a_host, len, true);
+    ofl_bridge_add(&p.bs, a_dev, len, false);
+    ofl_bridge_add(&p.bc, c_host, len, true);
+    ofl_bridge_add(&p.bs, c_dev, len, false);
+    struct ofl_ring prod_a, prod_c;
+    ofl_ring_attach(&prod_a, a_host, len);
+    ofl_ring_attach(&prod_c, c_host, len);
+    ofl_ring_commit(&prod_a, 4);
+    ofl_ring_commit(&prod_c, 2);
+    CHECK(ofl_bridge_poll(&p.bc) == 6, "4 and 2 sent");
+    ofl_ring_commit(&prod_a, 2);
+    ofl_ring_commit(&prod_c, 3);
+    CHECK(ofl_bridge_undelivered(&p.bc) == 11, "unmarked: every entry published is the "
+          "bridge's: %llu", (unsigned long long)ofl_bridge_undelivered(&p.bc));
+    CHECK(ofl_ring_break_by(&prod_c, OFL_RING_BROKEN_BY_PRODUCER) == OFL_RING_BROKEN_BY_PRODUCER,
+          "C's producer breaks it first");
+    ofl_bridge_break(&p.bc);
+    CHECK(ofl_ring_broken_by(&prod_a) == OFL_RING_BROKEN_BY_CONSUMER &&
+              ofl_ring_broken_by(&prod_c) == OFL_RING_BROKEN_BY_PRODUCER,
+          "the bridge's mark stands on A, the producer's on C");
+    ofl_ring_commit(&prod_a, 1);   /* a commit racing the break */
+    CHECK(ofl_bridge_undelivered(&p.bc) == 4 + 5, "A's 4 sent and C's 5 published: %llu",
+          (unsigned long long)ofl_bridge_undelivered(&p.bc));
+    CHECK(__atomic_load_n(&prod_a.shm->tail, __ATOMIC_ACQUIRE) -
+                  __atomic_load_n(&prod_a.shm->head, __ATOMIC_ACQUIRE) == 3,
+          "A's 3 never sent are its producer's (tail - head)");
+    close_pair(&p);
+    free(a_host), free(a_dev), free(c_host), free(c_dev);
+}
+
 /* Entries that arrive for a ring its local consumer broke (it failed) are not committed
  * there, counted in dropped_in; the bridge goes on (not a bad message). */
 static void test_entries_for_a_broken_ring(void)
@@ -810,6 +855,7 @@ int main(int argc, char **argv)
     test_link_failure_breaks_rings();
     test_entries_for_a_broken_ring();
     test_end_counts();
+    test_undelivered_by_first_mark();
     test_bad_len_out();
     test_stale_head();
     test_silent_peer();

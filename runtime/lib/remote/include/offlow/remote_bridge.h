@@ -86,6 +86,15 @@ int ofl_bridge_credit_all(struct ofl_bridge *b);
  * lost, queue.h). */
 uint64_t ofl_bridge_unsent(const struct ofl_bridge *b);
 
+/* At the run's end: the entries published here, in rings whose producer is here, that
+ * the far consumer was never seen to take (no credit came back for them). Sent or not,
+ * unless the ring was broken on its consumer's side first (by the bridge, or by its
+ * producer on the consumer's behalf): then only those sent, as its producer counts the
+ * rest as lost (queue.h). Its producer publishes nothing more once it broke or closed the
+ * ring first, so those counts are final; a ring nobody marked may still take a commit
+ * after this count, counted by neither end: break the bridge first (ofl_bridge_break). */
+uint64_t ofl_bridge_undelivered(const struct ofl_bridge *b);
+
 /* At the run's end (an aborted run, or the local consumers' process has ended): the
  * entries committed here, in rings from the peer, that the local consumer never took
  * and does not count itself. Each such ring is marked broken by its producer first
