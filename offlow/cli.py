@@ -50,7 +50,7 @@ def _refuse_secret(a: argparse.Namespace) -> None:
 
 def _cmd_serve_device(a: argparse.Namespace) -> int:
     _refuse_secret(a)
-    return remote.serve_device(a.listen, a.secret_file, a.all_interfaces)
+    return remote.serve_device(a.listen, a.secret_file, a.all_interfaces, a.work_dir)
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
@@ -307,6 +307,11 @@ def parser() -> argparse.ArgumentParser:
                          "port, printed); never every interface unless --all-interfaces")
     sd.add_argument("--all-interfaces", action="store_true",
                     help="allow --listen 0.0.0.0:PORT or [::]:PORT")
+    sd.add_argument("--work-dir", type=Path, default=remote.DEV_DIRS, metavar="DIR",
+                    help="where each run's device executable is written and run, in a "
+                         "folder of its own removed when the run ends (default /tmp; not "
+                         "a file system mounted noexec). Folders left there by a "
+                         "serve-device killed during a run are removed when one starts")
     secret_args(sd)
     sd.set_defaults(fn=_cmd_serve_device)
 

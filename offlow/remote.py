@@ -18,7 +18,8 @@ from offlow.lifecycle import pid_alive
 
 ENV = "OFFLOW_REMOTE_SECRET"
 # the folder serve-device (runtime/tools/remote_serve.c) runs a device in: PID-XXXXXX
-DEV_DIRS = Path("/tmp")
+DEV_DIRS = Path("/tmp")  # (serve-device --work-dir chooses another)
+WORK_DIR_MAX = 3000  # the longest work folder remote_serve.c takes
 _DEV_DIR = re.compile(r"^offlow-remote-dev-(\d+)-\w{6}$")
 SECRET_MIN, SECRET_MAX = 16, 4096  # runtime/lib/remote's OFL_AUTH_SECRET_MIN and MAX
 ON_COMMAND_LINE = (f"a secret on the command line is refused (every user sees it in ps): "
@@ -113,9 +114,30 @@ def sweep_device_dirs(folder: Path = DEV_DIRS) -> list[Path]:
     return removed
 
 
-def serve_device(listen: str, secret_file: Path | None, all_interfaces: bool) -> int:
-    """Serve runs of remote devices on `listen` (ADDR:PORT) until stopped (Ctrl-C):
-    exec's the device server (runtime/tools/remote_serve.c)."""
+def check_work_dir(folder: Path) -> Path:
+    """`folder`, absolute, when serve-device can write and run each device's executable
+    there; else an OfflowError saying why (before anything listens)."""
+    what = f"--work-dir {folder}"
+    if not folder.exists():
+        raise OfflowError(f"{what}: no such folder")
+    if not folder.is_dir():
+        raise OfflowError(f"{what}: not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise OfflowError(f"{what}: this user cannot make folders there")
+    if os.statvfs(folder).f_flag & os.ST_NOEXEC:
+        raise OfflowError(f"{what}: its file system is mounted noexec, so the device's "
+                          "executable could not run there; give a folder on another")
+    folder = folder.resolve()
+    if len(str(folder)) > WORK_DIR_MAX:
+        raise OfflowError(f"{what}: the folder's name is longer than {WORK_DIR_MAX} bytes")
+    return folder
+
+
+def serve_device(listen: str, secret_file: Path | None, all_interfaces: bool,
+                 work_dir: Path = DEV_DIRS) -> int:
+    """Serve runs of remote devices on `listen` (ADDR:PORT) until stopped (Ctrl-C), each
+    run's executable in a folder of its own in `work_dir`: exec's the device server
+    (runtime/tools/remote_serve.c)."""
     from offlow.targets import remote
 
     addr, port = parse_address(listen, "--listen")
@@ -126,10 +148,11 @@ def serve_device(listen: str, secret_file: Path | None, all_interfaces: bool) ->
     if why:
         raise OfflowError(f"serve-device cannot run here: {why}")
     secret = load_secret(secret_file)
-    sweep_device_dirs()
+    work_dir = check_work_dir(work_dir)
+    sweep_device_dirs(work_dir)
     exe = remote.tool("serve")
     # it listens again on the same port after each run: the last run's connection in
     # TIME_WAIT must not hold the port
     env = {"UCX_TCP_CM_REUSEADDR": "y", **os.environ, ENV: secret.decode("latin-1")}
     sys.stderr.flush()
-    os.execve(exe, [str(exe), addr, str(port)], env)
+    os.execve(exe, [str(exe), addr, str(port), str(work_dir)], env)

@@ -28,7 +28,9 @@
 
 extern char **environ;
 
-#define DEV_DIR_PREFIX "/tmp/offlow-remote-dev-"   /* offlow/remote.py's DEV_DIRS */
+/* Each run's folder, in the work folder (argv[3], default /tmp: offlow/remote.py's
+ * DEV_DIRS): WORK/offlow-remote-dev-PID-XXXXXX. */
+#define DEV_DIR_NAME "offlow-remote-dev-"
 
 struct serve {
     struct part p;
@@ -373,8 +375,13 @@ static void reset(struct serve *s)
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: offlow-remote-serve ADDR PORT\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: offlow-remote-serve ADDR PORT [WORK_DIR]\n");
+        return 2;
+    }
+    const char *work = argc == 4 ? argv[3] : "/tmp";
+    if (strlen(work) > 3000) {
+        fprintf(stderr, "offlow serve-device: the work folder's name is too long\n");
         return 2;
     }
     uint16_t port = (uint16_t)tool_number("offlow-remote-serve", argv[2], 0, 65535);
@@ -402,9 +409,9 @@ int main(int argc, char **argv)
             part_idle(&s.p, 0);
         }
         if (!quit && st == OFL_LINK_UP) {
-            char dir[64], window[128];   /* (named by our pid: serve-device sweeps those of
-                                          * servers gone before their run ended) */
-            snprintf(dir, sizeof dir, "%s%d-XXXXXX", DEV_DIR_PREFIX, (int)getpid());
+            char dir[3100], window[128];   /* (named by our pid: serve-device sweeps those
+                                            * of servers gone before their run ended) */
+            snprintf(dir, sizeof dir, "%s/%s%d-XXXXXX", work, DEV_DIR_NAME, (int)getpid());
             snprintf(window, sizeof window, "/dev/shm/offlow-remote-%d-%08x", (int)getpid(), run);
             if (mkdtemp(dir)) {
                 fprintf(stderr, "offlow serve-device: a run starts\n");
@@ -412,13 +419,16 @@ int main(int argc, char **argv)
                 reap(&s);
                 if (s.p.chans_on) part_chans_stop(&s.p.chans);   /* (their ends close) */
                 s.p.chans_on = false;
-                char path[256];
+                char path[3200];
                 const char *names[] = {"device", "stats.json", "stats.json.live", "stderr"};
                 for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
                     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
                     unlink(path);
                 }
                 rmdir(dir);
+            } else {   /* (the host's run ends on the link's close: said here) */
+                fprintf(stderr, "offlow serve-device: cannot make a run's folder in %s: %s\n",
+                        work, strerror(errno));
             }
             unlink(window);
         }
