@@ -22,7 +22,7 @@ import pytest
 
 from offlow.build import DATA
 from offlow.errors import OfflowError
-from offlow.remote import DEV_DIRS, ON_COMMAND_LINE
+from offlow.remote import ON_COMMAND_LINE
 from offlow.targets import remote
 from tests.e2e import EXAMPLE, ROOT, TLS, read_frames
 from tests.netns import ADDR_B
@@ -54,16 +54,18 @@ def start(procs: list[subprocess.Popen[str]], args: list[str], ns: str = "",
 
 
 def serve(procs: list[subprocess.Popen[str]], secret: Path, addr: str = "127.0.0.1",
-          ns: str = "") -> tuple[subprocess.Popen[str], int]:
-    """A serve-device listening on a free port of `addr`: it and the port."""
-    return serve_env(procs, secret, {}, addr, ns)
+          ns: str = "", *more: str) -> tuple[subprocess.Popen[str], int]:
+    """A serve-device listening on a free port of `addr` (with options `more`): it and
+    the port."""
+    return serve_env(procs, secret, {}, addr, ns, *more)
 
 
 def serve_env(procs: list[subprocess.Popen[str]], secret: Path, env: dict[str, str],
-              addr: str = "127.0.0.1", ns: str = "") -> tuple[subprocess.Popen[str], int]:
+              addr: str = "127.0.0.1", ns: str = "",
+              *more: str) -> tuple[subprocess.Popen[str], int]:
     """serve() with `env` added to its environment."""
-    srv = start(procs, ["serve-device", "--listen", f"{addr}:0", "--secret-file", str(secret)],
-                ns, env)
+    srv = start(procs, ["serve-device", "--listen", f"{addr}:0", "--secret-file", str(secret),
+                        *more], ns, env)
     assert srv.stderr is not None
     seen = ""
     for line in srv.stderr:
@@ -452,7 +454,8 @@ def test_entries_for_a_ring_the_devices_failed_core_broke_are_counted_in_the_rep
     the link's timing): each link count is what the queues' own producers and
     consumers say was not taken, and nothing is unaccounted (it was -32 to -416 in 2
     or 3 of 5 runs: a frame the host's log or the device's gate took after the last
-    credit was counted as taken and as not taken)."""
+    credit was counted as taken and as not taken; +32 once under CI's load: a batch the
+    host's entry core committed after the host's end had read the ring's tail)."""
     secret = secret_file(tmp_path)
     _, port = serve(procs, secret)
     prog = on_remote("toll_gate", tmp_path)
@@ -469,7 +472,12 @@ def test_entries_for_a_ring_the_devices_failed_core_broke_are_counted_in_the_rep
         assert a["unaccounted"] == 0, (a, link)
         q = {x["queue"]: x for x in s["queues"]}
         to_dev, from_dev = q["entry->gate"], q["gate->exit"]
-        assert link["entries_to_device"] == (to_dev["packets"] - to_dev["delivered"]), (link, q)
+        # The host's end breaks the ring it sends from before it counts: what it sent and
+        # the device never took is the link's, what never left the host ring (committed
+        # or still staged in the entry core: one batch at most) its producer's.
+        staged = (link["entries_to_device"] + to_dev["dropped_why"].get("ring_broken", 0)
+                  - (to_dev["packets"] - to_dev["delivered"]))
+        assert 0 <= staged <= 32, (link, q)
         assert link["entries_from_device"] == (from_dev["packets"] - from_dev["delivered"]), (
             link, q)
         assert 0 <= link["dropped_in_device"] <= link["entries_to_device"], link
@@ -530,7 +538,11 @@ def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so
     what had come, and the run's one error says so; the accounting balances on what the
     host saw cross the link."""
     secret = secret_file(tmp_path)
-    srv, port = serve(procs, secret)
+    # its own work folder: a serve-device another test starts meanwhile sweeps /tmp, and
+    # took what this killed one left there before the check below once
+    work = tmp_path / "work"
+    work.mkdir()
+    srv, port = serve(procs, secret, "127.0.0.1", "", "--work-dir", str(work))
     out = tmp_path / "out.pcap"
     p = start(procs, ["run", *ttl_pipeline(out, "--loops", "1000000", "--set",
                                            "rx.device=remote:a", "--remote",
@@ -540,8 +552,9 @@ def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so
     while (not out.exists() or out.stat().st_size < 100_000) and time.monotonic() < deadline:
         assert p.poll() is None, p.communicate()
         time.sleep(0.05)
-    folders = list(DEV_DIRS.glob(f"offlow-remote-dev-{srv.pid}-*"))
+    folders = list(work.glob(f"offlow-remote-dev-{srv.pid}-*"))
     assert len(folders) == 1  # where the device runs (its executable, its stats)
+    assert (folders[0] / "device").exists()
     srv.send_signal(sig)
     o, err = p.communicate(timeout=120)  # it ends (no timing asserted)
     s = json.loads(o)
@@ -560,8 +573,40 @@ def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so
     if sig == signal.SIGKILL:  # the next serve-device removes what the killed one left
         srv.wait(timeout=60)
         assert folders[0].exists()
-        serve(procs, secret)
+        serve(procs, secret)  # (in /tmp: not this one's)
+        assert folders[0].exists()
+        serve(procs, secret, "127.0.0.1", "", "--work-dir", str(work))
         assert not folders[0].exists()
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file", "noexec"])
+def test_serve_device_refuses_a_work_folder_it_cannot_run_devices_in(
+        tmp_path: Path, procs: list[subprocess.Popen[str]], kind: str) -> None:
+    """serve-device --work-dir: a folder that is missing, a file, or on a file system
+    mounted noexec (where the device's executable could never run) is one clear error
+    before it listens."""
+    secret = secret_file(tmp_path)
+    work = tmp_path / "work"
+    if kind == "a file":
+        work.write_text("not a folder")
+    elif kind == "noexec":
+        work.mkdir()
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,size=1m", "tmpfs",
+                                  str(work)], capture_output=True, text=True)
+        if mounted.returncode:
+            pytest.skip(f"cannot mount a noexec tmpfs here: {mounted.stderr.strip()}")
+    try:
+        p = start(procs, ["serve-device", "--listen", "127.0.0.1:0", "--secret-file",
+                          str(secret), "--work-dir", str(work)])
+        out, err = p.communicate(timeout=60)
+    finally:
+        if kind == "noexec":
+            subprocess.run(["umount", str(work)], check=True)
+    why = {"missing": "no such folder", "a file": "not a folder",
+           "noexec": "its file system is mounted noexec, so the device's executable could "
+                     "not run there; give a folder on another"}[kind]
+    assert p.returncode == 2 and err.strip() == f"offlow: error: --work-dir {work}: {why}", err
+    assert "listening" not in err
 
 
 ROUTER = EXAMPLE.with_name("router.py")
