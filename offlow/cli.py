@@ -246,7 +246,8 @@ def parser() -> argparse.ArgumentParser:
                         "thread of its own")
     r.add_argument("--timeout", type=float, help="kill the run after this many seconds")
     r.add_argument("--opt", action="append", default=[], metavar="NAME.KEY=VALUE",
-                   help="a run-time option of a source, sink or table (e.g. routes.path=F)")
+                   help="a run-time option of a source, sink or table (e.g. routes.path=F); "
+                        "a source or sink that reads no such KEY refuses it")
     r.add_argument("--port", action="append", default=[], metavar="[NAME=]KIND:ARGS",
                    help="put the sources and sinks (or only NAME) on a network port, until "
                         "--duration: dpdk:ARGS (DPDK ethdev: EAL vdev arguments such as "

@@ -218,7 +218,7 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
         if name not in known:
             raise OfflowError(f"--opt `{opt}`: no source, sink or table named `{name}`; "
                               f"known: {', '.join(sorted(known))}")
-        args += ["--opt", opt]
+        args += ["--user-opt", opt]  # (a source or sink that reads no such key refuses it)
     _check_table_files(b, args)
     return args + xdp.run_options(b.plan, o.iface, o.xdp_mode, o.input, o.xdp_ring,
                                   o.xdp_spread)

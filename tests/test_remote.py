@@ -579,6 +579,23 @@ def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so
         assert not folders[0].exists()
 
 
+def test_an_option_the_devices_source_never_reads_is_the_runs_one_error(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """A misspelt key for a source on the remote device is refused there, before its
+    first packet (the device's process fails at start, its server passes the reason
+    back), and is the run's one error: `--opt rx.loop=2` was silently unread."""
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    rc, s, err = run(procs, ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
+                                         "--remote", f"a=127.0.0.1:{port}", "--secret-file",
+                                         str(secret), "--opt", "rx.loop=2"))
+    assert rc == 1 and s["errors"] == [
+        f"remote device remote:a (127.0.0.1:{port}): its process exited there with status 1: "
+        "--opt rx.loop=2: source rx (on remote:a) takes no option `loop` (it takes advance_ts, "
+        "count, duration_ns, kind, loops, path, rate, seed); 0 ring entries (packets) had "
+        "come from it and 0 gone to it"], (s["errors"], err)
+
+
 @pytest.mark.parametrize("kind", ["missing", "a file", "noexec"])
 def test_serve_device_refuses_a_work_folder_it_cannot_run_devices_in(
         tmp_path: Path, procs: list[subprocess.Popen[str]], kind: str) -> None:

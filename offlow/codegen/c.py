@@ -238,6 +238,7 @@ class DeviceGen:
           "    struct ofl_window win;", "    struct ofl_window_tables *wtables;",
           f"    struct ofl_sink *sinks[{max(1, len(self.sinks))}];",
           "    struct ofl_args args;",
+          "    struct ofl_opt_use opt_use; /* what its code asked of args (gen.h) */",
           "    struct ofl_chan_mgr *chan_mgr; /* serves the channels (BULK_REPLY), or NULL */",
           "    struct ofl_reload reload; /* the loops' turn functions (offlow reload) */")
         for t in self.g.shared:
@@ -926,6 +927,7 @@ class DeviceGen:
           "    struct ofl_proc *proc = &ofl_process;",
           f'    if (ofl_args_parse(&proc->args, argc, argv, "{self.device}") < 0) return 2;',
           "    proc->args.src_kinds = ofl_src_kinds;",
+          "    proc->args.use = &proc->opt_use; /* a user's option nothing reads is refused */",
           "    size_t ring_off[OFL_NRINGS + 1], tables_off, chan_off;",
           "    size_t wsize = ofl_layout(ring_off, &tables_off, &chan_off);",
           "    if (proc->args.init) /* create the window and format every ring in it */",

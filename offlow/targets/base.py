@@ -125,8 +125,10 @@ class Target:
 
     def failure(self, stats: Path) -> str | None:
         """Why its part failed, when the part wrote that down beside its stats file
-        `stats` (the run's error for it, instead of its exit status)."""
-        return None
+        `stats`, as STATS.error (the run's error for it, instead of its exit status): a
+        process's failure before its first packet (gen.c), a remote device's link."""
+        path = stats.with_name(f"{stats.name}.error")
+        return path.read_text() if path.exists() else None
 
     def wrote_stats(self, path: Path) -> bool:
         """Whether its part left stats to read at `path` (read_stats)."""

@@ -144,10 +144,6 @@ class Remote(ProcessTarget):
         with signals_deferred():
             return subprocess.Popen(cmd, pass_fds=part.pass_fds, env=env)
 
-    def failure(self, stats: Path) -> str | None:
-        path = stats.with_name(f"{stats.name}.error")
-        return path.read_text() if path.exists() else None
-
     def wrote_stats(self, path: Path) -> bool:
         return path.exists() or path.with_name(f"{path.name}.link").exists()
 

@@ -194,10 +194,29 @@ static void send_fail(struct serve *s, const char *why)
     ofl_link_send(s->p.link, PART_FAIL, NULL, 0, why, strlen(why));
 }
 
+/* The error the device's process wrote beside its stats (STATS.error: its failure
+ * before its first packet, gen.c), moved to the end of its stderr as its last line,
+ * which the host's stand-in says in the run's error. */
+static void error_to_stderr(const char *stats, const char *errpath)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s.error", stats);
+    size_t len = 0;
+    uint8_t *text = part_read(path, &len);
+    FILE *f = text ? fopen(errpath, "a") : NULL;
+    if (f) {
+        fprintf(f, "offlow: %.*s\n", (int)len, (const char *)text);
+        fclose(f);
+    }
+    free(text);
+    unlink(path);
+}
+
 /* Send the device's exit status, its stats file and its stderr: [u32 stats len]
  * [stats][stderr]. */
 static void send_done(struct serve *s, int32_t status, const char *stats, const char *errpath)
 {
+    error_to_stderr(stats, errpath);
     size_t slen = 0, elen = 0;
     uint8_t *sb = part_read(stats, &slen), *eb = part_read(errpath, &elen);
     if (!sb) slen = 0;
@@ -420,7 +439,8 @@ int main(int argc, char **argv)
                 if (s.p.chans_on) part_chans_stop(&s.p.chans);   /* (their ends close) */
                 s.p.chans_on = false;
                 char path[3200];
-                const char *names[] = {"device", "stats.json", "stats.json.live", "stderr"};
+                const char *names[] = {"device", "stats.json", "stats.json.live",
+                                       "stats.json.error", "stderr"};
                 for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
                     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
                     unlink(path);

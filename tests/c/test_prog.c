@@ -269,6 +269,61 @@ static void bad_ring(const char *dir)
     unlink(window);
 }
 
+/* An option the user gave (--user-opt) that its source never read is refused when the
+ * source opens: the window's abort word is raised (the other processes stop) and the
+ * one error, naming the keys the source read, is in STATS.error. Read, or with nothing
+ * recorded (a->use NULL: a tool's own args), it is not. */
+static void unread_opt(const char *dir)
+{
+    char window[512], stats[512], errpath[600];
+    snprintf(window, sizeof window, "%s/window-opt", dir);
+    snprintf(stats, sizeof stats, "%s/stats-opt.json", dir);
+    snprintf(errpath, sizeof errpath, "%s.error", stats);
+    const char *given[] = {"gen.cuont=7", "gen.count=7", "gen.cuont=7"};
+    for (int k = 0; k < 3; k++) {
+        char *argv[] = {"test_prog", "--window", window, "--stats", stats, "--opt",
+                        "gen.count=5", "--user-opt", (char *)given[k], NULL};
+        struct ofl_args a;
+        struct ofl_opt_use use;
+        struct ofl_window w;
+        size_t ring_off[2];
+        size_t wsize = layout(ring_off);
+        CHECK(ofl_args_parse(&a, 9, argv, "nic") == 0 && a.opt_user[1] && !a.opt_user[0],
+              "arguments parsed: the second option is the user's");
+        memset(&use, 0, sizeof use);
+        if (k < 2) a.use = &use;
+        CHECK(ofl_prog_init_window(&w, &a, wsize, rings, 2, ring_off, 0, 0, NULL) == 0 &&
+              ofl_proc_open(&w, &a, wsize) == 0, "the window made and opened");
+        memset(ctxs, 0, sizeof ctxs);
+        unlink(errpath);
+        struct ofl_prog pr = prog;
+        pr.ntables = 0;   /* (its tables' close counts: none is opened here) */
+        int rc = ofl_prog_open(&pr, &a, &w, ring_off);
+        uint32_t aborted = ((struct ofl_window_hdr *)w.base)->abort;
+        size_t len = 0;
+        char *text = NULL;
+        bool said = ofl_file_read(errpath, (void **)&text, &len) == 0;
+        if (k == 0) {
+            CHECK(rc == -EINVAL && aborted, "a misspelt key is refused, the window aborted");
+            text = said ? realloc(text, len + 1) : NULL;
+            if (text) text[len] = 0;
+            const char want[] = "--opt gen.cuont=7: source gen (on nic) takes no option "
+                                "`cuont` (it takes ";
+            CHECK(text && !strncmp(text, want, sizeof want - 1) && contains(text, " count,") &&
+                      contains(text, " loops,"),
+                  "the one error names the key and what the source reads: %s", text ? text : "");
+        } else {
+            CHECK(rc == 0 && !aborted && !said, "%s: opened, nothing said",
+                  k == 1 ? "a key the source reads" : "nothing recorded");
+        }
+        free(text);
+        ofl_prog_close(&pr);
+        ofl_window_close(&w);
+        unlink(window);
+        unlink(errpath);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -278,5 +333,6 @@ int main(int argc, char **argv)
     one_run(argv[1], 0);
     one_run(argv[1], 1);
     bad_ring(argv[1]);
+    unread_opt(argv[1]);
     return CHECK_DONE();
 }

@@ -76,7 +76,7 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
         } else if (!strcmp(k, "--peer-fd")) {
             if (a->npeers == 4) return bad_opt(k, v);
             a->peer_fds[a->npeers++] = atoi(v);
-        } else if (!strcmp(k, "--opt")) {
+        } else if (!strcmp(k, "--opt") || !strcmp(k, "--user-opt")) {
             const char *eq = strchr(v, '=');
             if (!eq) return bad_opt(k, v);
             if (a->nopts == OFL_MAX_OPTS) {
@@ -85,6 +85,7 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
             }
             a->opt_key[a->nopts] = v;
             a->opt_keylen[a->nopts] = (size_t)(eq - v);
+            a->opt_user[a->nopts] = k[2] == 'u';
             a->opt_val[a->nopts++] = eq + 1;
         } else {
             return bad_opt(k, v);
@@ -98,17 +99,88 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
     return 0;
 }
 
+/* Whether option i names NAME (nl bytes), and KEY (kl bytes) when key is not NULL. */
+static bool opt_is(const struct ofl_args *a, int i, const char *name, size_t nl,
+                   const char *key, size_t kl)
+{
+    const char *k = a->opt_key[i];
+    if (a->opt_keylen[i] <= nl || strncmp(k, name, nl) || k[nl] != '.') return false;
+    return !key || (a->opt_keylen[i] == nl + 1 + kl && !strncmp(k + nl + 1, key, kl));
+}
+
+/* Add "NAME.KEY" to u->keys unless it is there (or there is no room: messages only). */
+static void note_asked(struct ofl_opt_use *u, const char *name, const char *key)
+{
+    char nk[256];
+    int n = snprintf(nk, sizeof nk, "%s.%s", name, key);
+    if (n < 0 || (size_t)n >= sizeof nk) return;
+    for (size_t off = 0; off < u->len; off += strlen(u->keys + off) + 1)
+        if (!strcmp(u->keys + off, nk)) return;
+    if (u->len + (size_t)n + 1 > sizeof u->keys) return;
+    memcpy(u->keys + u->len, nk, (size_t)n + 1);
+    u->len += (size_t)n + 1;
+}
+
 const char *ofl_args_get(const struct ofl_args *a, const char *name, const char *key,
                          const char *dflt)
 {
     size_t nl = strlen(name), kl = strlen(key);
+    const char *v = NULL;
     for (int i = a->nopts - 1; i >= 0; i--) {
-        const char *k = a->opt_key[i];
-        if (a->opt_keylen[i] == nl + 1 + kl && !strncmp(k, name, nl) && k[nl] == '.' &&
-            !strncmp(k + nl + 1, key, kl))
-            return a->opt_val[i];
+        if (!opt_is(a, i, name, nl, key, kl)) continue;
+        if (!v) v = a->opt_val[i];
+        if (!a->use) break;   /* (recording: every one given is marked asked for) */
+        a->use->asked[i] = true;
     }
-    return dflt;
+    if (a->use) note_asked(a->use, name, key);
+    return v ? v : dflt;
+}
+
+/* A failure of this process before its first packet, said once: as the run's error for
+ * it, in STATS.error (the runner reads it: offlow.targets.base), or on stderr when
+ * there is no stats file or that cannot be written. */
+static void start_failure(const struct ofl_args *a, const char *text)
+{
+    char path[4096];
+    FILE *f = NULL;
+    if (a->stats && snprintf(path, sizeof path, "%s.error", a->stats) < (int)sizeof path)
+        f = fopen(path, "w");
+    bool said = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0) said = false;
+    if (!said) fprintf(stderr, "offlow %s: %s\n", a->device, text);
+}
+
+static int by_name(const void *x, const void *y)
+{
+    return strcmp(*(const char *const *)x, *(const char *const *)y);
+}
+
+int ofl_args_check_unread(const struct ofl_args *a, const char *what, const char *name)
+{
+    if (!a->use) return 0;
+    size_t nl = strlen(name);
+    for (int i = 0; i < a->nopts; i++) {
+        if (!a->opt_user[i] || a->use->asked[i] || !opt_is(a, i, name, nl, NULL, 0)) continue;
+        /* the keys asked for `name`, sorted, for the message */
+        const char *keys[OFL_OPT_ASKED_MAX / 2];
+        size_t nkeys = 0;
+        for (size_t off = 0; off < a->use->len; off += strlen(a->use->keys + off) + 1) {
+            const char *nk = a->use->keys + off;
+            if (!strncmp(nk, name, nl) && nk[nl] == '.') keys[nkeys++] = nk + nl + 1;
+        }
+        qsort(keys, nkeys, sizeof *keys, by_name);
+        char msg[2048];
+        const size_t kl = a->opt_keylen[i] - nl - 1;
+        size_t n = (size_t)snprintf(msg, sizeof msg, "--opt %s: %s %s (on %s) takes no option "
+                                    "`%.*s` (it takes", a->opt_key[i], what, name, a->device,
+                                    (int)kl, a->opt_key[i] + nl + 1);
+        for (size_t k = 0; k < nkeys && n < sizeof msg; k++)
+            n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%s", k ? ", " : " ", keys[k]);
+        if (n < sizeof msg) snprintf(msg + n, sizeof msg - n, ")");
+        start_failure(a, msg);
+        return -EINVAL;
+    }
+    return 0;
 }
 
 int ofl_proc_open(struct ofl_window *w, const struct ofl_args *a, size_t size)
@@ -924,13 +996,27 @@ static int attach_side(const struct ofl_prog *p, struct ofl_core *c, const struc
     return 0;
 }
 
+static int prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
+                     const size_t *ring_off);
+
 int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
                   const size_t *ring_off)
+{
+    int rc = prog_open(p, a, w, ring_off);
+    /* the run ends: the other processes stop as after a failed core (their cores'
+     * errors are secondary: this one's is the run's) */
+    if (rc < 0) ofl_window_abort(w);
+    return rc;
+}
+
+static int prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
+                     const size_t *ring_off)
 {
     int rc;
     for (unsigned k = 0; k < p->nsinks; k++) {
         const struct ofl_sink_use *s = &p->sinks[k];
         if ((rc = ofl_sink_open(s->sink, a, s->name, s->ncores)) < 0) return rc;
+        if ((rc = ofl_args_check_unread(a, "sink", s->name)) < 0) return rc;
     }
     for (unsigned k = 0; k < p->ncores; k++) {
         const struct ofl_core_use *u = &p->cores[k];
@@ -940,6 +1026,7 @@ int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl
             rc = ofl_source_open(u->sources[i].src, a, u->sources[i].name, u->idx, u->n,
                                  p->mtu);
             if (rc < 0) return rc;
+            if ((rc = ofl_args_check_unread(a, "source", u->sources[i].name)) < 0) return rc;
         }
         for (unsigned i = 0; i < u->nqueues; i++)
             if ((rc = attach_side(p, u->core, &u->queues[i], w, ring_off)) < 0) return rc;

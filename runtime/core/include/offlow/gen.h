@@ -140,6 +140,16 @@ struct ofl_port_sink {
     const struct ofl_port_sink_ops *ops;
 };
 
+#define OFL_OPT_ASKED_MAX 4096   /* bytes of the NAME.KEY asked for, kept for messages */
+
+/* What a process's code asked of its options (ofl_args_get): an option the user gave
+ * that nothing asked for is a misspelt or misplaced key (ofl_args_check_unread). */
+struct ofl_opt_use {
+    bool asked[OFL_MAX_OPTS];        /* option i's NAME.KEY was asked for */
+    char keys[OFL_OPT_ASKED_MAX];    /* each NAME.KEY asked for, once, each ended by NUL */
+    size_t len;                      /* bytes of keys in use */
+};
+
 /* Options of one device process, from its command line. */
 struct ofl_args {
     const char *device;       /* the device's name: "host", "nic" (for messages) */
@@ -162,6 +172,9 @@ struct ofl_args {
     const char *opt_key[OFL_MAX_OPTS];
     const char *opt_val[OFL_MAX_OPTS];
     size_t opt_keylen[OFL_MAX_OPTS];
+    bool opt_user[OFL_MAX_OPTS];  /* given as --user-opt: the user's own (offlow run --opt) */
+    struct ofl_opt_use *use;      /* where ofl_args_get records what it was asked (the
+                                     process's main sets it), or NULL: not recorded */
     const struct ofl_src_kind *src_kinds; /* the libraries' source kinds, up to one with a
                                             NULL name (set by main; NULL: none) */
 };
@@ -171,9 +184,16 @@ struct ofl_args {
  * before starting any thread. */
 int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device);
 
-/* Value of option "<name>.<key>", or `dflt` when absent. */
+/* Value of option "<name>.<key>", or `dflt` when absent (the last one given wins).
+ * Recorded in a->use when set. */
 const char *ofl_args_get(const struct ofl_args *a, const char *name, const char *key,
                          const char *dflt);
+
+/* After `name` (a source or a sink, said by `what`) was opened with `a`: an option the
+ * user gave it (--user-opt NAME.KEY=VALUE) that nothing asked for is refused with one
+ * message naming the keys that were asked for. Returns 0, or -EINVAL (printed); 0
+ * when a->use is NULL (nothing recorded). */
+int ofl_args_check_unread(const struct ofl_args *a, const char *what, const char *name);
 
 /* Print "offlow <device>: <msg>" to stderr; returns 1 (an exit status). */
 int ofl_fatal(const char *msg);
@@ -581,8 +601,10 @@ struct ofl_prog {
 };
 
 /* Open the sinks, then for each core: its ofl_core, its sources, the ends of its
- * output and input rings (at `ring_off` in window `w`). Prints the reason and
- * returns a negative errno on failure (what was opened stays for the exit). */
+ * output and input rings (at `ring_off` in window `w`). A user's option that the
+ * source or sink it names never read is refused (ofl_args_check_unread). Prints the
+ * reason and returns a negative errno on failure, after aborting the window (every
+ * process stops; what was opened stays for the exit). */
 int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
                   const size_t *ring_off);
 
