@@ -76,9 +76,14 @@ def test_a_device_process_that_fails_at_start_while_the_host_sends_to_it_is_acco
     assert came == 0 and a["unaccounted"] == 0 and a["forwarded"] == 0, (a, s["links"])
     assert a["read"] > 0 and "from_devices" not in a, a
     at = {(d["at"], d["reason"]): d["packets"] for d in a["dropped"]}
-    assert a["read"] == gone + at.get(("entry->tap", "ring_broken"), 0), (a, gone)
-    assert gone == sum(at.get(("remote:a", reason), 0) for reason in (
-        "link_aborted_to_device", "ring_broken_on_device", "in_device_when_link_ended")), at
+    # each frame once: a drop at the link with its reason (what went; and what was
+    # published for the device and never went, when the host's core broke its ring
+    # first) or, when the stand-in broke it first, its producer's (never left the
+    # ring: ring_broken)
+    at_link = sum(at.get(("remote:a", reason), 0) for reason in (
+        "link_aborted_to_device", "ring_broken_on_device", "in_device_when_link_ended"))
+    assert gone <= at_link, (gone, at)
+    assert a["read"] == at_link + at.get(("entry->tap", "ring_broken"), 0), (a, at)
     assert srv.poll() is None
     rc, s, err = run(procs, [str(prog), "--input", str(tmp_path / "in.pcap"), "--loops", "2",
                              "--output", str(tmp_path / "again.pcap"), *remote_a])
