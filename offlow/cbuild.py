@@ -11,6 +11,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import threading
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -196,9 +197,22 @@ def include_flags(libs: Iterable[Library], extra: Iterable[Path] = ()) -> list[s
 def each_in_parallel(fn: Callable[..., object], calls: Sequence[tuple[Any, ...]]) -> None:
     """fn(*args) for each of `calls`, as many at once as this machine has CPUs (a
     compiler each: threads wait on them); the first error is raised once the calls
-    under way have ended, and the calls not yet begun are dropped."""
+    under way have ended, and the calls not yet begun are dropped (each looks, as it
+    begins, whether one has failed: a free thread takes the next call before this one
+    can cancel it, as it did under load)."""
+    failed = threading.Event()
+
+    def one(*args: Any) -> None:
+        if failed.is_set():
+            return
+        try:
+            fn(*args)
+        except BaseException:
+            failed.set()
+            raise
+
     with ThreadPoolExecutor(max_workers=max(1, min(len(calls), os.cpu_count() or 1))) as pool:
-        futures = [pool.submit(fn, *c) for c in calls]
+        futures = [pool.submit(one, *c) for c in calls]
         try:
             for f in as_completed(futures):
                 f.result()

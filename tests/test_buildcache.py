@@ -496,3 +496,25 @@ def test_cache_verbs(cache: Path, monkeypatch: pytest.MonkeyPatch,
     assert cli.main(["cache", "prune"]) == 0 and b.exists()  # (0: no limit)
     assert cli.main(["cache", "info"]) == 0 and "limit    none" in capsys.readouterr().out
     assert cli.main(["cache", "clear"]) == 0 and _names(cache) == []
+
+
+def test_no_compile_begins_after_one_failed() -> None:
+    """cbuild.each_in_parallel: once a call fails, no other begins (those under way
+    end). A free thread used to take the next call before the caller could cancel it:
+    under load, five of a build's compiles began where the first failed at its third
+    (test_cli's Ctrl-C test, 2026-11-28). Here the first call fails at once while a
+    second runs: whichever thread is free, no third begins."""
+    begun: list[int] = []
+
+    def call(k: int) -> None:
+        begun.append(k)
+        if k == 0:
+            raise OfflowError("the first compile failed")
+        if k == 1:
+            time.sleep(0.3)  # under way when the first fails
+
+    for _ in range(20):
+        begun.clear()
+        with pytest.raises(OfflowError, match="the first compile failed"):
+            cbuild.each_in_parallel(call, [(k,) for k in range(8)])
+        assert sorted(begun)[:1] == [0] and set(begun) <= {0, 1}, begun
