@@ -596,6 +596,27 @@ def test_an_option_the_devices_source_never_reads_is_the_runs_one_error(
         "come from it and 0 gone to it"], (s["errors"], err)
 
 
+def test_a_work_folder_gone_after_start_is_said_and_ends_the_run(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """serve-device's work folder removed while it waits (checked only at its start):
+    the run it cannot make a folder for ends with one error naming why, said on the
+    server's stderr too (the host saw only `the connection to the peer was lost`)."""
+    secret = secret_file(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    srv, port = serve(procs, secret, "127.0.0.1", "", "--work-dir", str(work))
+    work.rmdir()
+    rc, s, err = run(procs, ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
+                                         "--remote", f"a=127.0.0.1:{port}", "--secret-file",
+                                         str(secret)))
+    why = f"cannot make a run's folder in {work}: No such file or directory"
+    assert rc == 1 and s["errors"] == [f"remote device remote:a (127.0.0.1:{port}): {why}"], (
+        s["errors"], err)
+    srv.terminate()
+    _, said = srv.communicate(timeout=60)
+    assert f"offlow serve-device: {why}" in said, said
+
+
 @pytest.mark.parametrize("kind", ["missing", "a file", "noexec"])
 def test_serve_device_refuses_a_work_folder_it_cannot_run_devices_in(
         tmp_path: Path, procs: list[subprocess.Popen[str]], kind: str) -> None:

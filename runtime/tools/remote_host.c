@@ -296,8 +296,8 @@ static void finish(struct host *h)
      * this end read its ring's tail, counted by neither end (unaccounted 32 in one of
      * five runs of the toll gate's FAIL under CI's load). */
     bool lost_it = h->status < 0 || (h->status > 0 && !h->counted);
-    bool ended = h->status != 0 || part_aborted(&h->p);
-    if ((lost_it || ended) && h->p.bridging) ofl_bridge_break(&h->p.bridge);
+    bool ended = h->status != 0 || part_aborted(&h->p);   /* (so whenever lost_it) */
+    if (ended && h->p.bridging) ofl_bridge_break(&h->p.bridge);
     uint64_t lost = part_undelivered(&h->p);
     write_link(h, ended);
     if (lost)   /* (an aborted run: a counted drop, not a silent one) */

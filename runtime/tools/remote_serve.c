@@ -446,9 +446,11 @@ int main(int argc, char **argv)
                     unlink(path);
                 }
                 rmdir(dir);
-            } else {   /* (the host's run ends on the link's close: said here) */
-                fprintf(stderr, "offlow serve-device: cannot make a run's folder in %s: %s\n",
-                        work, strerror(errno));
+            } else {   /* (said here and to the host, whose run ends on it) */
+                char why[3300];
+                snprintf(why, sizeof why, "cannot make a run's folder in %s: %s", work,
+                         strerror(errno));
+                send_fail(&s, why);
             }
             unlink(window);
         }
