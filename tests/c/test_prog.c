@@ -324,6 +324,31 @@ static void unread_opt(const char *dir)
     }
 }
 
+/* ofl_start_failf: the first failure said before the first packet is the one in
+ * STATS.error, formatted; a later one (a consequence of the first: a transfer its
+ * peer ended) leaves it as it is. */
+static void first_failure_kept(const char *dir)
+{
+    char stats[512], errpath[600];
+    snprintf(stats, sizeof stats, "%s/stats-fail.json", dir);
+    snprintf(errpath, sizeof errpath, "%s.error", stats);
+    unlink(errpath);
+    char *argv[] = {"test_prog", "--window", "unused", "--stats", stats, NULL};
+    struct ofl_args a;
+    CHECK(ofl_args_parse(&a, 5, argv, "nic") == 0, "arguments parsed");
+    ofl_start_failf(&a, "source %s: rate=%s is not a rate", "rx", "abc");
+    ofl_start_failf(&a, "table %s: receiving it: %s", "routes", "Broken pipe");
+    char *text = NULL;
+    size_t len = 0;
+    bool said = ofl_file_read(errpath, (void **)&text, &len) == 0;
+    const char want[] = "source rx: rate=abc is not a rate";
+    CHECK(said && len == sizeof want - 1 && !memcmp(text, want, len),
+          "STATS.error holds the first failure only: %.*s", said ? (int)len : 0,
+          said ? text : "");
+    free(text);
+    unlink(errpath);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -334,5 +359,6 @@ int main(int argc, char **argv)
     one_run(argv[1], 1);
     bad_ring(argv[1]);
     unread_opt(argv[1]);
+    first_failure_kept(argv[1]);
     return CHECK_DONE();
 }

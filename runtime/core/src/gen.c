@@ -136,15 +136,19 @@ const char *ofl_args_get(const struct ofl_args *a, const char *name, const char 
     return v ? v : dflt;
 }
 
-/* A failure of this process before its first packet, said once: as the run's error for
- * it, in STATS.error (the runner reads it: offlow.targets.base), or on stderr when
- * there is no stats file or that cannot be written. */
-static void start_failure(const struct ofl_args *a, const char *text)
+void ofl_start_failf(const struct ofl_args *a, const char *fmt, ...)
 {
+    char text[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
     char path[4096];
     FILE *f = NULL;
-    if (a->stats && snprintf(path, sizeof path, "%s.error", a->stats) < (int)sizeof path)
-        f = fopen(path, "w");
+    if (a->stats && snprintf(path, sizeof path, "%s.error", a->stats) < (int)sizeof path) {
+        f = fopen(path, "wx");   /* (exclusive: the first failure said is the cause) */
+        if (!f && errno == EEXIST) return;
+    }
     bool said = f && fputs(text, f) >= 0;
     if (f && fclose(f) != 0) said = false;
     if (!said) fprintf(stderr, "offlow %s: %s\n", a->device, text);
@@ -177,7 +181,7 @@ int ofl_args_check_unread(const struct ofl_args *a, const char *what, const char
         for (size_t k = 0; k < nkeys && n < sizeof msg; k++)
             n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%s", k ? ", " : " ", keys[k]);
         if (n < sizeof msg) snprintf(msg + n, sizeof msg - n, ")");
-        start_failure(a, msg);
+        ofl_start_failf(a, "%s", msg);
         return -EINVAL;
     }
     return 0;
@@ -186,11 +190,15 @@ int ofl_args_check_unread(const struct ofl_args *a, const char *what, const char
 int ofl_proc_open(struct ofl_window *w, const struct ofl_args *a, size_t size)
 {
     int rc = ofl_window_open(w, a->window);
-    if (rc < 0) return ofl_fatal_err("cannot open the interconnect window", rc), rc;
+    if (rc < 0) {
+        ofl_start_failf(a, "cannot open the interconnect window %s: %s", a->window,
+                        ofl_strerror(rc));
+        return rc;
+    }
     if (w->size < size) {
         ofl_window_close(w);
-        fprintf(stderr, "offlow: window %s is %zu bytes, the program needs %zu "
-                "(built by another version of the program?)\n", a->window, w->size, size);
+        ofl_start_failf(a, "window %s is %zu bytes, the program needs %zu (built by another "
+                        "version of the program?)", a->window, w->size, size);
         return -EINVAL;
     }
     return 0;
@@ -265,8 +273,7 @@ static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
         char *end = NULL;
         f[k] = v ? strtod(v, &end) : 1.0;
         if (v && (end == v || *end || !(f[k] >= 1.0) || f[k] > 1e6)) {
-            fprintf(stderr, "offlow %s: --opt dilate.%s=%s: give a factor from 1 to 1e6\n",
-                    a->device, kinds[k], v);
+            ofl_start_failf(a, "--opt dilate.%s=%s: give a factor from 1 to 1e6", kinds[k], v);
             return -EINVAL;
         }
         given |= v != NULL;
@@ -285,8 +292,7 @@ static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
         char *end = NULL;
         *to[k] = strtod(v, &end);
         if (end == v || *end || !(*to[k] > 0) || *to[k] > 1e6) {
-            fprintf(stderr, "offlow %s: --opt link.%s=%s: give a rate from 0 to 1e6 Gb/s\n",
-                    a->device, rates[k], v);
+            ofl_start_failf(a, "--opt link.%s=%s: give a rate from 0 to 1e6 Gb/s", rates[k], v);
             return -EINVAL;
         }
     }
@@ -295,8 +301,7 @@ static int dilate_init(struct ofl_core *c, const struct ofl_args *a)
         char *end = NULL;
         double us = strtod(v, &end);
         if (end == v || *end || !(us >= 0) || us > 1e6) {
-            fprintf(stderr, "offlow %s: --opt link.latency_us=%s: give a latency from 0 to "
-                    "1e6 us\n", a->device, v);
+            ofl_start_failf(a, "--opt link.latency_us=%s: give a latency from 0 to 1e6 us", v);
             return -EINVAL;
         }
         c->link_delay_ns = (uint64_t)(us * 1000.0 + 0.5);
@@ -337,14 +342,17 @@ int ofl_core_init(struct ofl_core *c, const struct ofl_args *a, struct ofl_windo
     c->scratch = calloc(1, bufsize);
     if (!c->ce || !c->bufs || !c->scratch) {
         ofl_core_destroy(c);   /* (what was made: nothing is left to the caller) */
-        return ofl_fatal("out of memory"), -ENOMEM;
+        ofl_start_failf(a, "segment %s core %u: out of memory", segment, idx);
+        return -ENOMEM;
     }
     int rc = ofl_ce_start(c->ce, a->ce_mode, -1);
     if (rc < 0) {
         free(c->ce);   /* (not started: nothing to stop) */
         c->ce = NULL;
         ofl_core_destroy(c);
-        return ofl_fatal_err("cannot start the copy engine", rc), rc;
+        ofl_start_failf(a, "segment %s core %u: cannot start the copy engine: %s", segment,
+                        idx, ofl_strerror(rc));
+        return rc;
     }
     c->ce->timed = c->dilating;  /* (ofl_ce_start cleared it) */
     return 0;
@@ -686,6 +694,16 @@ void ofl_core_destroy(struct ofl_core *c)
 
 /* ---- sources ------------------------------------------------------------------ */
 
+/* ", NAME" for each kind the libraries add (those with a sink, when `sinks`), in `out`:
+ * the rest of a message's list of kinds. */
+static void kind_names(const struct ofl_args *a, bool sinks, char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = 0;
+    for (const struct ofl_src_kind *k = a->src_kinds; k && k->name && n < size; k++)
+        if (!sinks || k->sink_open) n += (size_t)snprintf(out + n, size - n, ", %s", k->name);
+}
+
 /* Option "<name>.<key>" as an unsigned number; -EINVAL (with a message) if malformed. */
 static int opt_u64(const struct ofl_args *a, const char *name, const char *key, uint64_t dflt,
                    uint64_t *out)
@@ -696,8 +714,7 @@ static int opt_u64(const struct ofl_args *a, const char *name, const char *key, 
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (errno || end == v || *end || v[0] == '-') {
-        fprintf(stderr, "offlow %s: source %s: %s=%s is not a number\n", a->device, name, key,
-                v);
+        ofl_start_failf(a, "source %s: %s=%s is not a number", name, key, v);
         return -EINVAL;
     }
     *out = x;
@@ -720,7 +737,8 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
     char *end;
     o.rate_pps = strtod(rate, &end);
     if (end == rate || *end || !(o.rate_pps >= 0)) {
-        fprintf(stderr, "offlow %s: source %s: rate=%s is not a rate\n", a->device, name, rate);
+        ofl_start_failf(a, "source %s: rate=%s is not a rate (packets a second, 0 or more)",
+                        name, rate);
         rc = -EINVAL;
     }
     if (rc) return -EINVAL;
@@ -729,7 +747,7 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
     if (!strcmp(kind, "pcap")) {
         const char *path = ofl_args_get(a, name, "path", NULL);
         if (!path) {
-            fprintf(stderr, "offlow %s: source %s: kind=pcap needs path=\n", a->device, name);
+            ofl_start_failf(a, "source %s: kind=pcap needs path=", name);
             return -EINVAL;
         }
         rc = ofl_pcap_src_open(s, path, &o, errbuf);
@@ -739,15 +757,14 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
         rc = ofl_synth_src_open(s, &so, &o, errbuf);
     } else if (!strcmp(kind, "udp")) {
         if (a->udp_fd < 0) {
-            fprintf(stderr, "offlow %s: source %s: kind=udp needs --udp-fd\n", a->device, name);
+            ofl_start_failf(a, "source %s: kind=udp needs --udp-fd", name);
             return -EINVAL;
         }
         rc = ofl_udp_src_open(s, a->udp_fd, &o, errbuf);
     } else if (!strcmp(kind, "afpacket")) {
         const char *iface = ofl_args_get(a, name, "port", NULL);
         if (!iface) {
-            fprintf(stderr, "offlow %s: source %s: kind=afpacket needs port=IFACE\n", a->device,
-                    name);
+            ofl_start_failf(a, "source %s: kind=afpacket needs port=IFACE", name);
             return -EINVAL;
         }
         rc = ofl_live_src_open(s, iface, &o, errbuf);
@@ -755,17 +772,16 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
         const struct ofl_src_kind *k = a->src_kinds;
         while (k && k->name && strcmp(k->name, kind)) k++;
         if (!k || !k->name) {
-            fprintf(stderr, "offlow %s: source %s: unknown kind `%s` (pcap, synth, udp, "
-                    "afpacket", a->device, name, kind);
-            for (k = a->src_kinds; k && k->name; k++) fprintf(stderr, ", %s", k->name);
-            fprintf(stderr, ")\n");
+            char more[256];
+            kind_names(a, false, more, sizeof more);
+            ofl_start_failf(a, "source %s: unknown kind `%s` (pcap, synth, udp, afpacket%s)",
+                            name, kind, more);
             return -EINVAL;
         }
         rc = k->open(s, a, name, &o, errbuf);
     }
     if (rc < 0)
-        fprintf(stderr, "offlow %s: source %s: %s\n", a->device, name,
-                errbuf[0] ? errbuf : ofl_strerror(rc));
+        ofl_start_failf(a, "source %s: %s", name, errbuf[0] ? errbuf : ofl_strerror(rc));
     return rc;
 }
 
@@ -813,25 +829,23 @@ static int port_sink_open(struct ofl_sink **s, const struct ofl_args *a, const c
     const struct ofl_src_kind *k = a->src_kinds;
     while (k && k->name && (strcmp(k->name, kind) || !k->sink_open)) k++;
     if (strcmp(kind, "afpacket") && (!k || !k->name)) {
-        fprintf(stderr, "offlow %s: sink %s: unknown kind `%s` (pcap, udp, afpacket", a->device,
-                name, kind);
-        for (k = a->src_kinds; k && k->name; k++)
-            if (k->sink_open) fprintf(stderr, ", %s", k->name);
-        fprintf(stderr, ")\n");
+        char more[256];
+        kind_names(a, true, more, sizeof more);
+        ofl_start_failf(a, "sink %s: unknown kind `%s` (pcap, udp, afpacket%s)", name, kind,
+                        more);
         return -EINVAL;
     }
     if (!port) {
-        fprintf(stderr, "offlow %s: sink %s: kind=%s needs port=\n", a->device, name, kind);
+        ofl_start_failf(a, "sink %s: kind=%s needs port=", name, kind);
         return -EINVAL;
     }
     struct ofl_sink *out = sink_alloc(ncores);
-    if (!out) return ofl_fatal("out of memory"), -ENOMEM;
+    if (!out) return ofl_start_failf(a, "sink %s: out of memory", name), -ENOMEM;
     char errbuf[256] = "";
     int rc = strcmp(kind, "afpacket") ? k->sink_open(&out->port, a, name, ncores, errbuf)
                                       : ofl_live_sink_open(&out->port, port, ncores, errbuf);
     if (rc < 0) {
-        fprintf(stderr, "offlow %s: sink %s: %s\n", a->device, name,
-                errbuf[0] ? errbuf : ofl_strerror(rc));
+        ofl_start_failf(a, "sink %s: %s", name, errbuf[0] ? errbuf : ofl_strerror(rc));
         free(out);
         return rc;
     }
@@ -847,18 +861,17 @@ int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *nam
     if (kind && strcmp(kind, "udp") && strcmp(kind, "pcap"))
         return port_sink_open(s, a, name, kind, ncores);
     if (kind && !strcmp(kind, "udp") && a->udp_fd < 0) {
-        fprintf(stderr, "offlow %s: sink %s: kind=udp needs --udp-fd\n", a->device, name);
+        ofl_start_failf(a, "sink %s: kind=udp needs --udp-fd", name);
         return -EINVAL;
     }
     struct ofl_sink *k = sink_alloc(ncores);
-    if (!k) return ofl_fatal("out of memory"), -ENOMEM;
+    if (!k) return ofl_start_failf(a, "sink %s: out of memory", name), -ENOMEM;
     k->path = ofl_args_get(a, name, "path", NULL);
     if (kind && !strcmp(kind, "udp")) {
         char errbuf[256] = "";
         int rc = ofl_udp_sink_open(&k->udp, a->udp_fd, ncores, errbuf);
         if (rc < 0) {
-            fprintf(stderr, "offlow %s: sink %s: %s\n", a->device, name,
-                    errbuf[0] ? errbuf : ofl_strerror(rc));
+            ofl_start_failf(a, "sink %s: %s", name, errbuf[0] ? errbuf : ofl_strerror(rc));
             free(k);
             return rc;
         }
@@ -867,8 +880,8 @@ int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *nam
         char errbuf[256] = "";
         int rc = ofl_pcap_sink_open(&k->pcap, k->path, OFL_SINK_SNAPLEN, errbuf);
         if (rc < 0) {
-            fprintf(stderr, "offlow: sink %s: cannot write %s: %s\n", name, k->path,
-                    errbuf[0] ? errbuf : ofl_strerror(rc));
+            ofl_start_failf(a, "sink %s: cannot write %s: %s", name, k->path,
+                            errbuf[0] ? errbuf : ofl_strerror(rc));
             free(k);
             return rc;
         }
@@ -959,13 +972,14 @@ int ofl_prog_init_window(struct ofl_window *w, const struct ofl_args *a, size_t 
 }
 
 /* Attach the ends of the rings of one queue side of core `c`. */
-static int attach_side(const struct ofl_prog *p, struct ofl_core *c, const struct ofl_qside *q,
-                       struct ofl_window *w, const size_t *ring_off)
+static int attach_side(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_core *c,
+                       const struct ofl_qside *q, struct ofl_window *w, const size_t *ring_off)
 {
     if (!q->n) return 0;  /* a core group's worker, or a core polling no instance */
     if (q->out) *q->out = calloc(q->n, sizeof **q->out);
     else *q->in = calloc(q->n, sizeof **q->in);
-    if (q->out ? !*q->out : !*q->in) return ofl_fatal("out of memory"), -ENOMEM;
+    if (q->out ? !*q->out : !*q->in)
+        return ofl_start_failf(a, "queue %s: out of memory", q->queue), -ENOMEM;
     if (q->in) *q->nin = q->n;
     struct ofl_waiter *waiter = q->local ? &c->local
                               : q->peer >= 0 && q->peer < OFL_WAIT_MAX_PEERS ? &c->peer[q->peer]
@@ -978,8 +992,8 @@ static int attach_side(const struct ofl_prog *p, struct ofl_core *c, const struc
         int rc = q->out ? ofl_qout_init(&(*q->out)[i], mem, len, c->ce, waiter)
                         : ofl_qin_init(&(*q->in)[i], mem, len, c->ce, waiter);
         if (rc < 0) {
-            fprintf(stderr, "offlow: cannot attach ring %s core %u -> instance %u\n", q->queue,
-                    r->prod, r->inst);
+            ofl_start_failf(a, "cannot attach ring %s core %u -> instance %u: %s", q->queue,
+                            r->prod, r->inst, ofl_strerror(rc));
             return rc;
         }
         if (q->in) {   /* which ring it is, for its errors */
@@ -1029,7 +1043,7 @@ static int prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct 
             if ((rc = ofl_args_check_unread(a, "source", u->sources[i].name)) < 0) return rc;
         }
         for (unsigned i = 0; i < u->nqueues; i++)
-            if ((rc = attach_side(p, u->core, &u->queues[i], w, ring_off)) < 0) return rc;
+            if ((rc = attach_side(p, a, u->core, &u->queues[i], w, ring_off)) < 0) return rc;
     }
     return 0;
 }

@@ -1,6 +1,7 @@
 /* Channel glue for generated programs: the region in the window, managers by name.
  * Its own object file, so programs without channels do not link the channel code. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -47,6 +48,14 @@ static int open_table_channel(struct ofl_chan_end *e, struct ofl_window *w, size
     return ofl_chan_open(e, region, (uint32_t)id, side, &h->abort);
 }
 
+/* Whether a transfer's error `rc` only says that the other end stopped (it closed the
+ * channel, its process ended, the run was aborted, it gave up the bulk transfer): its
+ * own failure is the run's error (said there, or its death by the runner), not this. */
+static bool peer_failed(int rc)
+{
+    return rc == -EPIPE || rc == -ECANCELED || rc == -ECONNABORTED;
+}
+
 /* Waits of the table transfer: the host reads and parses its file first. */
 #define TABLE_WAIT_NS (600ull * 1000000000ull)
 
@@ -56,20 +65,19 @@ int ofl_table_send(struct ofl_window *w, size_t chan_off, const char *name,
     struct ofl_chan_end e;
     int rc = open_table_channel(&e, w, chan_off, name, OFL_CHAN_A);
     if (rc < 0) {
-        fprintf(stderr, "offlow %s: table %s: no channel to send it: %s\n", a->device, name,
-                ofl_strerror(rc));
+        ofl_start_failf(a, "table %s: no channel to send it: %s", name, ofl_strerror(rc));
         return rc;
     }
     void *blob = NULL;
     size_t len = 0;
-    rc = pack(&blob, &len, a, name);   /* prints its own errors */
+    rc = pack(&blob, &len, a, name);   /* says its own errors */
     if (rc == 0) {
         uint64_t size = len;
         rc = ofl_chan_send(&e, &size, sizeof size, TABLE_WAIT_NS);
         if (rc == 0 && len) rc = ofl_chan_bulk_send(&e, blob, len, TABLE_WAIT_NS);
-        if (rc < 0)
-            fprintf(stderr, "offlow %s: table %s: sending %zu bytes to the device: %s\n",
-                    a->device, name, len, ofl_strerror(rc));
+        if (rc < 0 && !peer_failed(rc))
+            ofl_start_failf(a, "table %s: sending %zu bytes to the device: %s", name, len,
+                            ofl_strerror(rc));
     }
     free(blob);
     ofl_chan_close(&e);   /* a device still waiting learns that nothing comes */
@@ -84,8 +92,7 @@ int ofl_table_recv(void *t, struct ofl_window *w, size_t chan_off, const char *n
     void *blob = NULL;
     int rc = open_table_channel(&e, w, chan_off, name, OFL_CHAN_B);
     if (rc < 0) {
-        fprintf(stderr, "offlow %s: table %s: no channel to receive it: %s\n", a->device,
-                name, ofl_strerror(rc));
+        ofl_start_failf(a, "table %s: no channel to receive it: %s", name, ofl_strerror(rc));
         return rc;
     }
     rc = ofl_chan_recv(&e, &size, sizeof size, TABLE_WAIT_NS);
@@ -95,13 +102,13 @@ int ofl_table_recv(void *t, struct ofl_window *w, size_t chan_off, const char *n
     if (rc >= 0 && size) rc = ofl_chan_bulk_recv(&e, blob, (size_t)size, TABLE_WAIT_NS);
     ofl_chan_close(&e);
     if (rc < 0) {
-        fprintf(stderr, "offlow %s: table %s: receiving it from the host: %s\n", a->device,
-                name, rc == -EPIPE ? "the host closed the channel (see its error)"
-                                   : ofl_strerror(rc));
+        if (!peer_failed(rc))
+            ofl_start_failf(a, "table %s: receiving it from the host: %s", name,
+                            ofl_strerror(rc));
         free(blob);
         return rc;
     }
-    rc = open(t, blob, (size_t)size, a, name);   /* prints its own errors */
+    rc = open(t, blob, (size_t)size, a, name);   /* says its own errors */
     free(blob);
     return rc;
 }

@@ -108,7 +108,7 @@ struct ofl_args;
 /* A kind of packet source that a library adds to the core's (pcap, synth, udp): the lso
  * library's "lso" reads a send port. `open` opens source `name` with the common options
  * in `o` (ofl_source_open reads them) and its own (ofl_args_get); it writes why it
- * failed to `errbuf` (256 bytes), or prints it itself. */
+ * failed to `errbuf` (256 bytes), or says it itself (ofl_start_failf). */
 struct ofl_port_sink;
 struct ofl_src_kind {
     const char *name;
@@ -189,6 +189,17 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
 const char *ofl_args_get(const struct ofl_args *a, const char *name, const char *key,
                          const char *dflt);
 
+/* Say why this process fails before its first packet (its set-up: a bad option, a
+ * file or table that does not open), printf-style: the run's one error for it. Written
+ * to STATS.error (a->stats + ".error", which the runner reads: offlow.targets.base), or
+ * to stderr as "offlow DEVICE: TEXT" when there is no stats file or it cannot be made.
+ * The first one said is kept: a later call (a consequence of the first) leaves
+ * STATS.error as it is and says nothing. TEXT names no device (the same bad option read
+ * by two processes is then one error) and ends with no newline. The caller still
+ * returns its error (a negative errno) and the process exits non-zero. */
+void ofl_start_failf(const struct ofl_args *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* After `name` (a source or a sink, said by `what`) was opened with `a`: an option the
  * user gave it (--user-opt NAME.KEY=VALUE) that nothing asked for is refused with one
  * message naming the keys that were asked for. Returns 0, or -EINVAL (printed); 0
@@ -201,7 +212,7 @@ int ofl_fatal(const char *msg);
 /* Like ofl_fatal, with the runtime's text for error `err`. */
 int ofl_fatal_err(const char *msg, int err);
 
-/* Open the window created by --init and check its size; prints errors. */
+/* Open the window created by --init and check its size; says errors (ofl_start_failf). */
 int ofl_proc_open(struct ofl_window *w, const struct ofl_args *a, size_t size);
 
 /* --init: record this process's parent, the runner, in the window header (attach
@@ -434,7 +445,8 @@ void ofl_core_destroy(struct ofl_core *c);
 
 /* Open the source named `name` from its options (kind=pcap|synth|udp or one of
  * a->src_kinds, path, loops, duration_ns, rate, count, sizes, prefixes, seed); core
- * `part` of `nparts`. kind=udp reads the --udp-fd socket (udp_port.h). */
+ * `part` of `nparts`. kind=udp reads the --udp-fd socket (udp_port.h). Says the reason
+ * (ofl_start_failf) and returns a negative errno on failure. */
 int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *name,
                     unsigned part, unsigned nparts, uint32_t mtu);
 
@@ -447,7 +459,8 @@ int ofl_source_open(struct ofl_src **s, const struct ofl_args *a, const char *na
 struct ofl_sink;
 
 /* Open sink `name` for the `ncores` cores of its segment (each writes with its
- * core index). Prints the reason and returns a negative errno on failure. */
+ * core index). Says the reason (ofl_start_failf) and returns a negative errno on
+ * failure. */
 int ofl_sink_open(struct ofl_sink **s, const struct ofl_args *a, const char *name,
                   unsigned ncores);
 
@@ -468,19 +481,23 @@ void ofl_sink_close(struct ofl_sink *s);
 
 /* ---- table objects by name ---------------------------------------------------- */
 
-/* Tables sent over the bulk channel "table.NAME" (host: side A; device: side B). */
+/* Tables sent over the bulk channel "table.NAME" (host: side A; device: side B): each
+ * says its errors (ofl_start_failf). */
 typedef int (*ofl_table_pack_fn)(void **blob, size_t *len, const struct ofl_args *a,
                                  const char *name);
 typedef int (*ofl_table_blob_fn)(void *t, const void *blob, size_t len,
                                  const struct ofl_args *a, const char *name);
 
 /* Host: pack table `name` and send it: its size as a direct message, then the blob
- * as one bulk transfer (CRC32C checked by the device). Prints errors. */
+ * as one bulk transfer (CRC32C checked by the device). Says its errors
+ * (ofl_start_failf), but not a device that stopped first (-EPIPE, -ECANCELED,
+ * -ECONNABORTED: its failure is the run's error). */
 int ofl_table_send(struct ofl_window *w, size_t chan_off, const char *name,
                    ofl_table_pack_fn pack, const struct ofl_args *a);
 
 /* Device: receive table `name` from the host and build it with `open` into `*t`.
- * Prints errors (a host that failed or died is -EPIPE, not a hang). */
+ * Says its errors (ofl_start_failf), but not a host that failed or died first (-EPIPE,
+ * not a hang; or -ECANCELED, -ECONNABORTED: the host's failure is the run's error). */
 int ofl_table_recv(void *t, struct ofl_window *w, size_t chan_off, const char *name,
                    ofl_table_blob_fn open, const struct ofl_args *a);
 
@@ -602,8 +619,8 @@ struct ofl_prog {
 
 /* Open the sinks, then for each core: its ofl_core, its sources, the ends of its
  * output and input rings (at `ring_off` in window `w`). A user's option that the
- * source or sink it names never read is refused (ofl_args_check_unread). Prints the
- * reason and returns a negative errno on failure, after aborting the window (every
+ * source or sink it names never read is refused (ofl_args_check_unread). Says the
+ * reason (ofl_start_failf) and returns a negative errno on failure, after aborting the window (every
  * process stops; what was opened stays for the exit). */
 int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
                   const size_t *ring_off);

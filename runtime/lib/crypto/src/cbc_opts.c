@@ -17,26 +17,26 @@ int ofl_cbc_table_open_opts(struct ofl_cbc_table **t, const struct ofl_args *a, 
     if (!strcmp(cipher, "aes-128-cbc")) c = OFL_CBC_AES128;
     else if (!strcmp(cipher, "bf-cbc")) c = OFL_CBC_BLOWFISH;
     else {
-        fprintf(stderr, "offlow %s: key table %s: cipher=%s: expected aes-128-cbc or bf-cbc\n",
-                a->device, name, cipher);
+        ofl_start_failf(a, "key table %s: cipher=%s: expected aes-128-cbc or bf-cbc",
+                        name, cipher);
         return -EINVAL;
     }
     if (!path || !*path) {
-        fprintf(stderr, "offlow %s: key table %s: no key file (--opt %s.path=FILE)\n",
-                a->device, name, name);
+        ofl_start_failf(a, "key table %s: no key file (--opt %s.path=FILE)",
+                        name, name);
         return -EINVAL;
     }
     void *text;
     size_t len;
     int rc = ofl_file_read(path, &text, &len);
     if (rc < 0) {
-        fprintf(stderr, "offlow %s: key table %s: %s: %s\n", a->device, name, path, strerror(-rc));
+        ofl_start_failf(a, "key table %s: %s: %s", name, path, strerror(-rc));
         return rc;
     }
     char errbuf[256] = "";
     rc = ofl_cbc_table_parse(t, text, len, c, errbuf);
     free(text);
     if (rc < 0)
-        fprintf(stderr, "offlow %s: key table %s: %s: %s\n", a->device, name, path, errbuf);
+        ofl_start_failf(a, "key table %s: %s: %s", name, path, errbuf);
     return rc;
 }

@@ -986,8 +986,7 @@ int ofl_kvc_open_opts(struct ofl_kvc **t, const struct ofl_args *a, const char *
         errno = 0;
         v[i] = strtoull(s, &end, 10);
         if (end == s || *end || *s == '-' || errno || v[i] > UINT32_MAX) {
-            fprintf(stderr, "offlow %s: cache %s: %s=%s is not a number\n", a->device, name,
-                    keys[i], s);
+            ofl_start_failf(a, "cache %s: %s=%s is not a number", name, keys[i], s);
             return -EINVAL;
         }
     }
@@ -1001,28 +1000,25 @@ int ofl_kvc_open_opts(struct ofl_kvc **t, const struct ofl_args *a, const char *
                                                : 0;
     cfg.eviction = !strcmp(ev, "lru") ? OFL_KVC_LRU : !strcmp(ev, "clock") ? OFL_KVC_CLOCK : 0;
     if (!cfg.policy) {
-        fprintf(stderr, "offlow %s: cache %s: policy=%s (write_through or write_back)\n",
-                a->device, name, pol);
+        ofl_start_failf(a, "cache %s: policy=%s (write_through or write_back)", name, pol);
         return -EINVAL;
     }
     if (!cfg.eviction) {
-        fprintf(stderr, "offlow %s: cache %s: eviction=%s (lru or clock)\n", a->device, name,
-                ev);
+        ofl_start_failf(a, "cache %s: eviction=%s (lru or clock)", name, ev);
         return -EINVAL;
     }
     if (!cfg.ways || cfg.ways > OFL_KVC_WAYS_MAX || cfg.entries < cfg.ways ||
         cfg.entries > OFL_KVC_ENTRIES_MAX || cfg.value_max > OFL_KVC_VALUE_MAX) {
-        fprintf(stderr,
-                "offlow %s: cache %s: entries=%u ways=%u value_max=%u (need 1 <= ways <= %u, "
-                "ways <= entries <= 2^30, value_max <= %u)\n",
-                a->device, name, cfg.entries, cfg.ways, cfg.value_max, OFL_KVC_WAYS_MAX,
-                OFL_KVC_VALUE_MAX);
+        ofl_start_failf(a, "cache %s: entries=%u ways=%u value_max=%u (need 1 <= ways <= %u, "
+                        "ways <= entries <= 2^30, value_max <= %u)",
+                        name, cfg.entries, cfg.ways, cfg.value_max, OFL_KVC_WAYS_MAX,
+                        OFL_KVC_VALUE_MAX);
         return -EINVAL;
     }
     int rc = ofl_kvc_create(t, &cfg);
     if (rc < 0)
-        fprintf(stderr, "offlow %s: cache %s (%u entries): %s\n", a->device, name, cfg.entries,
-                ofl_strerror(rc));
+        ofl_start_failf(a, "cache %s (%u entries): %s", name, cfg.entries,
+                        ofl_strerror(rc));
     return rc;
 }
 

@@ -40,8 +40,8 @@ static int number(const struct ofl_args *a, const char *name, const char *key,
     errno = 0;
     unsigned long long x = strtoull(s, &end, 10);
     if (errno || end == s || *end || *s == '-' || x < lo || x > hi) {
-        fprintf(stderr, "offlow %s: store %s: %s=%s is not a number in %llu..%llu\n",
-                a->device, name, key, s, (unsigned long long)lo, (unsigned long long)hi);
+        ofl_start_failf(a, "store %s: %s=%s is not a number in %llu..%llu",
+                        name, key, s, (unsigned long long)lo, (unsigned long long)hi);
         return -EINVAL;
     }
     *v = x;
@@ -64,7 +64,7 @@ static int start_tcp(struct ofl_kvs *t, const struct ofl_args *a, const char *na
     ofl_kvs_tcp_shared_init(&t->tcp, t->kv, t->value_max, (uint32_t)conns, &t->env);
     char err[256] = "";
     int rc = ofl_kvs_tcp_server_start(&t->server, &t->tcp, (int)fd, (unsigned)threads, err);
-    if (rc < 0) fprintf(stderr, "offlow %s: store %s: TCP: %s\n", a->device, name, err);
+    if (rc < 0) ofl_start_failf(a, "store %s: TCP: %s", name, err);
     return rc;
 }
 
@@ -77,14 +77,14 @@ int ofl_kvs_open_opts(struct ofl_kvs **out, const struct ofl_args *a, const char
         number(a, name, "value_max", "1048576", 1, OFL_KVS_VALUE_MAX_LIMIT, &vmax))
         return -EINVAL;
     struct ofl_kvs *t = calloc(1, sizeof *t);
-    if (!t) return -ENOMEM;
+    if (!t) return ofl_start_failf(a, "store %s: out of memory", name), -ENOMEM;
     t->value_max = (uint32_t)vmax;
     t->env = (struct ofl_kv_env){.server_stats = server_stats, .arg = t, .started_s = mono_s()};
     struct ofl_kv_config cfg = {cap, mem, t->value_max, 0};
     int rc = ofl_kv_create(&t->kv, &cfg);
     if (rc < 0) {
-        fprintf(stderr, "offlow %s: store %s (capacity %llu): %s\n", a->device, name,
-                (unsigned long long)cfg.capacity, ofl_strerror(rc));
+        ofl_start_failf(a, "store %s (capacity %llu): %s", name,
+                        (unsigned long long)cfg.capacity, ofl_strerror(rc));
         free(t);
         return rc;
     }

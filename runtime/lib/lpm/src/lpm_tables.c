@@ -16,13 +16,12 @@ static int lpm_opts(const struct ofl_args *a, const char *name, const char **pat
     char *end;
     unsigned long n = strtoul(np, &end, 10);
     if (!*path) {
-        fprintf(stderr, "offlow %s: table %s needs a prefix file: --opt %s.path=FILE\n",
-                a->device, name, name);
+        ofl_start_failf(a, "table %s needs a prefix file: --opt %s.path=FILE", name, name);
         return -EINVAL;
     }
     if (end == np || *end || n < 1 || n > OFL_ROUTE_MAX_HOP) {
-        fprintf(stderr, "offlow %s: table %s: nports=%s must be 1..%u\n", a->device, name, np,
-                (unsigned)OFL_ROUTE_MAX_HOP);
+        ofl_start_failf(a, "table %s: nports=%s must be 1..%u", name, np,
+                        (unsigned)OFL_ROUTE_MAX_HOP);
         return -EINVAL;
     }
     *nports = (unsigned)n;
@@ -34,8 +33,8 @@ static int built(const struct ofl_args *a, const char *name, const char *path, i
                  const char *errbuf)
 {
     if (rc < 0)
-        fprintf(stderr, "offlow %s: table %s from %s: %s\n", a->device, name, path,
-                errbuf[0] ? errbuf : ofl_strerror(rc));
+        ofl_start_failf(a, "table %s from %s: %s", name, path,
+                        errbuf[0] ? errbuf : ofl_strerror(rc));
     return rc;
 }
 
@@ -107,8 +106,8 @@ int ofl_lpm6_pack(void **blob, size_t *len, const struct ofl_args *a, const char
 static int whole_routes(const struct ofl_args *a, const char *name, size_t len, size_t size)
 {
     if (len % size == 0) return 0;
-    fprintf(stderr, "offlow %s: table %s: received %zu bytes, not a whole number of "
-            "%zu-byte routes\n", a->device, name, len, size);
+    ofl_start_failf(a, "table %s: received %zu bytes, not a whole number of %zu-byte routes",
+                    name, len, size);
     return -EINVAL;
 }
 

@@ -17,8 +17,8 @@ static int opt_num(const struct ofl_args *a, const char *name, const char *key,
     char *end;
     long x = strtol(s, &end, 10);
     if (end == s || *end || x < lo || x > hi) {
-        fprintf(stderr, "offlow %s: send port %s: %s=%s is not a number within %ld..%ld\n",
-                a->device, name, key, s, lo, hi);
+        ofl_start_failf(a, "send port %s: %s=%s is not a number within %ld..%ld",
+                        name, key, s, lo, hi);
         return -EINVAL;
     }
     *v = x;
@@ -39,8 +39,8 @@ int ofl_lso_nic_open_opts(struct ofl_lso_nic **n, const struct ofl_args *a, cons
     else if (!strcmp(move, "auto")) o.move = OFL_LSO_AUTO;
     else if (!strcmp(move, "place")) o.move = OFL_LSO_PLACE;
     else {
-        fprintf(stderr, "offlow %s: send port %s: move=%s: expected pio, dma, auto or place\n",
-                a->device, name, move);
+        ofl_start_failf(a, "send port %s: move=%s: expected pio, dma, auto or place",
+                        name, move);
         return -EINVAL;
     }
     o.mtu = (uint32_t)mtu;
@@ -48,7 +48,7 @@ int ofl_lso_nic_open_opts(struct ofl_lso_nic **n, const struct ofl_args *a, cons
     o.dma_cpu = (int)cpu;
     char errbuf[256] = "";
     int rc = ofl_lso_nic_open(n, &o, errbuf);
-    if (rc < 0) fprintf(stderr, "offlow %s: send port %s: %s\n", a->device, name, errbuf);
+    if (rc < 0) ofl_start_failf(a, "send port %s: %s", name, errbuf);
     return rc;
 }
 

@@ -67,8 +67,8 @@ int ofl_map_open_named(struct ofl_map **m, uint32_t key_size, uint32_t value_siz
 {
     int rc = ofl_map_open(m, key_size, value_size, entries);
     if (rc < 0)
-        fprintf(stderr, "offlow %s: map %s (%u B keys, %u B values, %u entries): %s\n",
-                a->device, name, key_size, value_size, entries, strerror(-rc));
+        ofl_start_failf(a, "map %s (%u B keys, %u B values, %u entries): %s",
+                        name, key_size, value_size, entries, strerror(-rc));
     return rc;
 }
 

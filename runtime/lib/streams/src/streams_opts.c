@@ -18,8 +18,8 @@ static int opt_num(const struct ofl_args *a, const char *name, const char *key,
     errno = 0;
     long long x = strtoll(s, &end, 10);
     if (errno || end == s || *end || x < lo || x > hi) {
-        fprintf(stderr, "offlow %s: stream operator %s: %s=%s is not a number within "
-                "%lld..%lld\n", a->device, name, key, s, lo, hi);
+        ofl_start_failf(a, "stream operator %s: %s=%s is not a number within "
+                        "%lld..%lld", name, key, s, lo, hi);
         return -EINVAL;
     }
     *v = x;
@@ -29,10 +29,10 @@ static int opt_num(const struct ofl_args *a, const char *name, const char *key,
 static int opened(int rc, const struct ofl_args *a, const char *name)
 {
     if (rc == -EINVAL)
-        fprintf(stderr, "offlow %s: stream operator %s: its options do not fit together "
-                "(docs/streams.md)\n", a->device, name);
+        ofl_start_failf(a, "stream operator %s: its options do not fit together "
+                        "(docs/streams.md)", name);
     else if (rc < 0)
-        fprintf(stderr, "offlow %s: stream operator %s: %s\n", a->device, name, strerror(-rc));
+        ofl_start_failf(a, "stream operator %s: %s", name, strerror(-rc));
     return rc;
 }
 
@@ -52,8 +52,8 @@ int ofl_agg_open_opts(struct ofl_agg **g, const struct ofl_args *a, const char *
     while (f < 5 && strcmp(fn, fns[f]))
         f++;
     if (f == 5) {
-        fprintf(stderr, "offlow %s: stream operator %s: fn=%s: expected count, sum, avg, "
-                "min or max\n", a->device, name, fn);
+        ofl_start_failf(a, "stream operator %s: fn=%s: expected count, sum, avg, "
+                        "min or max", name, fn);
         return -EINVAL;
     }
     long long size, advance, groups;
@@ -62,8 +62,8 @@ int ofl_agg_open_opts(struct ofl_agg **g, const struct ofl_args *a, const char *
         opt_num(a, name, "groups", "64", 1, 65536, &groups))
         return -EINVAL;
     if (size / advance >= 1024) {
-        fprintf(stderr, "offlow %s: stream operator %s: size=%lld over advance=%lld keeps "
-                "more than 1024 windows open\n", a->device, name, size, advance);
+        ofl_start_failf(a, "stream operator %s: size=%lld over advance=%lld keeps "
+                        "more than 1024 windows open", name, size, advance);
         return -EINVAL;
     }
     return opened(ofl_agg_open(g, (enum ofl_agg_fn)f, size, advance, (uint32_t)groups), a,

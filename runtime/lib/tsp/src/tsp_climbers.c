@@ -52,13 +52,15 @@ static int start(struct ofl_tsp_climbers **out, const double *xy, uint32_t n,
     char *end;
     long threads = strtol(opt, &end, 10);
     if (*end || end == opt || threads < 1 || threads > OFL_TSP_MAX_CLIMBERS) {
-        fprintf(stderr, "offlow %s: table %s: climbers=%s: expected 1 to %d\n", a->device,
-                name, opt, OFL_TSP_MAX_CLIMBERS);
+        ofl_start_failf(a, "table %s: climbers=%s: expected 1 to %d", name, opt,
+                        OFL_TSP_MAX_CLIMBERS);
         return -EINVAL;
     }
     struct ofl_tsp_climbers *c = calloc(1, sizeof *c);
-    if (!c)
+    if (!c) {
+        ofl_start_failf(a, "table %s: out of memory", name);
         return -ENOMEM;
+    }
     int rc = ofl_tsp_init(&c->tsp, xy, n);
     c->stride = (sizeof(struct ofl_tsp_result) + n * sizeof(uint32_t) + 63) & ~(size_t)63;
     c->nthreads = (uint32_t)threads;
@@ -72,8 +74,8 @@ static int start(struct ofl_tsp_climbers **out, const double *xy, uint32_t n,
         c->started += rc == 0;
     }
     if (rc) {
-        fprintf(stderr, "offlow %s: table %s: %s\n", a->device, name,
-                rc == -EINVAL ? "city count out of range" : strerror(-rc));
+        ofl_start_failf(a, "table %s: %s", name,
+                        rc == -EINVAL ? "city count out of range" : strerror(-rc));
         ofl_tsp_climbers_free(c);
         return rc;
     }
@@ -86,13 +88,13 @@ static int read_cities(double **xy, uint32_t *n, const struct ofl_args *a, const
 {
     const char *path = ofl_args_get(a, name, "path", NULL);
     if (!path) {
-        fprintf(stderr, "offlow %s: table %s: no path= (a TSPLIB file)\n", a->device, name);
+        ofl_start_failf(a, "table %s: no path= (a TSPLIB file)", name);
         return -EINVAL;
     }
     FILE *f = fopen(path, "rb");
     if (!f) {
         int e = errno;
-        fprintf(stderr, "offlow %s: table %s: %s: %s\n", a->device, name, path, strerror(e));
+        ofl_start_failf(a, "table %s: %s: %s", name, path, strerror(e));
         return -e;
     }
     size_t cap = 1 << 16, len = 0;
@@ -110,14 +112,16 @@ static int read_cities(double **xy, uint32_t *n, const struct ofl_args *a, const
         }
     }
     fclose(f);
-    if (!text)
+    if (!text) {
+        ofl_start_failf(a, "table %s: %s: out of memory", name, path);
         return -ENOMEM;
+    }
     char err[256];
     int rc = ofl_tsplib_parse(text, len, xy, n, err, sizeof err);
     free(text);
     if (rc)
-        fprintf(stderr, "offlow %s: table %s: %s: %s\n", a->device, name, path,
-                rc == -ENOMEM ? strerror(ENOMEM) : err);
+        ofl_start_failf(a, "table %s: %s: %s", name, path,
+                        rc == -ENOMEM ? strerror(ENOMEM) : err);
     return rc;
 }
 
@@ -159,9 +163,9 @@ int ofl_tsp_climbers_open_blob(struct ofl_tsp_climbers **c, const void *blob, si
     for (size_t i = 0; xy && i < 2 * n; i++)
         ok &= isfinite(xy[i]);
     if (!ok) {
-        fprintf(stderr, "offlow %s: table %s: %zu bytes of cities: expected 2*n finite "
-                "doubles, n from %d to %d\n", a->device, name, len, OFL_TSP_MIN_CITIES,
-                OFL_TSP_MAX_CITIES);
+        ofl_start_failf(a, "table %s: %zu bytes of cities: expected 2*n finite "
+                        "doubles, n from %d to %d", name, len, OFL_TSP_MIN_CITIES,
+                        OFL_TSP_MAX_CITIES);
         free(xy);
         return -EINVAL;
     }

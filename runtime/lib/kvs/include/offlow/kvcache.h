@@ -81,7 +81,7 @@ void ofl_kvc_destroy(struct ofl_kvc *c);
 /* Table open function for generated programs: the cache named `name` from options
  * NAME.entries (default 4096), NAME.ways (8), NAME.value_max (256), NAME.policy
  * (write_through | write_back, default write_through), NAME.eviction (lru | clock,
- * default lru). Prints a message and returns -EINVAL for a bad value. */
+ * default lru). Says why (ofl_start_failf) and returns -EINVAL for a bad value. */
 int ofl_kvc_open_opts(struct ofl_kvc **t, const struct ofl_args *a, const char *name);
 
 /* Ticket of the cache's own traffic (write-backs). */

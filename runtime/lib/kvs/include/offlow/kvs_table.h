@@ -35,7 +35,7 @@ struct ofl_kvs {
 };
 
 /* Table open function: the store named `name` from its options (above); with tcp_fd,
- * start serving TCP. Prints the reason and returns a negative errno on failure
+ * start serving TCP. Says the reason (ofl_start_failf) and returns a negative errno on failure
  * (*t NULL). */
 int ofl_kvs_open_opts(struct ofl_kvs **t, const struct ofl_args *a, const char *name);
 

@@ -15,7 +15,7 @@
 /* Build the IPv4 (IPv6: opened for updates, ofl_lpm6_open_live) LPM table named `name`
  * from its options: path= (a prefix file, text or gzip) and nports= (next hops
  * 1..nports by the file rule, default 16).
- * Prints what it built, or the error. */
+ * Says the error (ofl_start_failf). */
 int ofl_lpm4_open_opts(struct ofl_lpm4 **t, const struct ofl_args *a, const char *name);
 int ofl_lpm6_open_opts(struct ofl_lpm6 **t, const struct ofl_args *a, const char *name);
 

@@ -72,7 +72,8 @@ struct ofl_lso_nic {
 int ofl_lso_nic_open(struct ofl_lso_nic **n, const struct ofl_lso_nic_opts *o, char *errbuf);
 
 /* The same from table options NAME.path=, NAME.mtu= (1500), NAME.move=pio|dma|auto|
- * place (pio), NAME.dma_min= (bytes, 1024), NAME.dma_cpu= (-1); prints what is wrong. */
+ * place (pio), NAME.dma_min= (bytes, 1024), NAME.dma_cpu= (-1); says what is wrong
+ * (ofl_start_failf). */
 int ofl_lso_nic_open_opts(struct ofl_lso_nic **n, const struct ofl_args *a, const char *name);
 
 /* Source kind "lso" (gen.h's struct ofl_src_kind): ofl_lso_src_open on the port at the

@@ -37,8 +37,8 @@ struct ofl_map {
 
 /* Open an empty map: -EINVAL for sizes or `entries` out of range, -ENOMEM. */
 int ofl_map_open(struct ofl_map **m, uint32_t key_size, uint32_t value_size, uint32_t entries);
-/* ofl_map_open for a table object of a generated program: a refusal printed naming
- * the map `name` on device a->device. */
+/* ofl_map_open for a table object of a generated program: a refusal said naming the
+ * map `name` (ofl_start_failf). */
 int ofl_map_open_named(struct ofl_map **m, uint32_t key_size, uint32_t value_size,
                        uint32_t entries, const struct ofl_args *a, const char *name);
 /* Free the map (NULL does nothing). */

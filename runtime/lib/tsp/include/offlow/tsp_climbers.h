@@ -66,7 +66,8 @@ struct ofl_tsp_climbers {
 };
 
 /* The table's open function (host placement): the cities from the file at option
- * path=, `climbers=` threads started. Returns 0 or a negative errno (printed). */
+ * path=, `climbers=` threads started. Returns 0 or a negative errno (said:
+ * ofl_start_failf). */
 int ofl_tsp_climbers_open(struct ofl_tsp_climbers **c, const struct ofl_args *a,
                           const char *name);
 
@@ -75,7 +76,7 @@ int ofl_tsp_climbers_pack(void **blob, size_t *len, const struct ofl_args *a,
                           const char *name);
 
 /* The table's open function on a device: the cities from the blob (2*n finite
- * doubles; anything else -EINVAL, printed). */
+ * doubles; anything else -EINVAL, said: ofl_start_failf). */
 int ofl_tsp_climbers_open_blob(struct ofl_tsp_climbers **c, const void *blob, size_t len,
                                const struct ofl_args *a, const char *name);
 
