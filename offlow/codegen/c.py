@@ -1022,13 +1022,16 @@ class DeviceGen:
 
     def _open_tables(self) -> None:
         """main's lines that get each table this process uses: sent (the device that
-        reads tables for those without a file system), received, built or allocated."""
+        reads tables for those without a file system), received, built or allocated. One
+        that fails (it said why: ofl_start_failf) ends the run as ofl_prog_open's failure
+        does: the window aborted, the other processes stop at once (secondary)."""
         e = self.e
+        fail = "        return ofl_window_abort(&proc->win), 1;"
         for t in self.g.shared:
             if t.bulk and self.device == self.plan.table_sender:
                 e(f"    /* table {t.name} lives on {t.home}: read here, sent over a channel */",
                   f'    if (ofl_table_send(&proc->win, chan_off, "{t.name}", {t.pack_fn}, '
-                  "&proc->args) < 0)", "        return 1;")
+                  "&proc->args) < 0)", fail)
         for t in self.g.shared:
             tbl = f"proc->tbl_{cname(t.name)}"
             if t.home == "window":
@@ -1036,14 +1039,16 @@ class DeviceGen:
             elif t.home == self.home and t.bulk:
                 e(f"    /* table {t.name}: built here from what the host sent */",
                   f'    if (ofl_table_recv(&{tbl}, &proc->win, chan_off, "{t.name}", '
-                  f"ofl_blob_{cname(t.name)}, &proc->args) < 0)", "        return 1;")
+                  f"ofl_blob_{cname(t.name)}, &proc->args) < 0)", fail)
             elif t.home == self.home and t.is_object:
                 e(f"    /* table {t.name}: built here, before any core starts */",
-                  f'    if ({t.open_fn}(&{tbl}, &proc->args, "{t.name}") < 0)', "        return 1;")
+                  f'    if ({t.open_fn}(&{tbl}, &proc->args, "{t.name}") < 0)', fail)
             elif t.home == self.home:
                 base = t.ctype.split("[")[0]
                 e(f"    {tbl} = calloc({t.length}, sizeof({base}));",
-                  f"    if (!{tbl}) return ofl_fatal(\"out of memory\");")
+                  f"    if (!{tbl}) {{",
+                  f'        ofl_start_failf(&proc->args, "table {t.name}: out of memory");',
+                  f"{fail}", "    }")
 
     def _table_uses(self) -> list[str]:
         """Each table's stats and teardown functions (one line each), and its row of
