@@ -17,7 +17,7 @@ from offlow.explain import explain
 from offlow.lifecycle import Terminated, signals_deferred, stop_signals
 from offlow.planner import plan as planner
 from offlow.planner import profile
-from offlow.report import format_summary, summarize
+from offlow.report import format_summary, packets_flowed, summarize
 from offlow.runner import EMULATED, RunOptions, build_for, check_options, emulation_note, run
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
         summary["tcp"] = res.tcp
     if a.json:
         print(json.dumps(summary, indent=2))
-    else:
+    elif res.ok or packets_flowed(summary):  # (a run that failed before any: its error only)
         print(format_summary(summary))
     if a.profile:
         print(f"offlow: {EMULATED} ran at the speed of profile {a.profile}: "

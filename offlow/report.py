@@ -287,6 +287,14 @@ def _counters(values: dict[str, Any]) -> str:
                      for k, v in values.items() if k != "kind")
 
 
+def packets_flowed(s: dict[str, Any]) -> bool:
+    """Whether any packet moved in the run summary `s` describes (read by a source, made
+    by an element, come from a remote device, written by a sink): a run that failed
+    before any did has counts that say nothing (all zero), only its error."""
+    a = s["accounting"]
+    return bool(a["read"] or a["made"] or a.get("from_devices") or a["forwarded"])
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """The tables `offlow run` prints."""
     seg_rows = [["segment", "device", "cores", "packets", "Mpps", "Gb/s", "drops"]]

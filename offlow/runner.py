@@ -705,7 +705,8 @@ class Run:
         reason said already). A process whose target says why it failed (a remote
         device's lost link) is the cause: the others' bare exit statuses (they stopped
         because of it: their rings to it broke) are left out; so are they beside a
-        process's death by a signal. Else the failures the cores said in their stats
+        process's death by a signal. A reason two processes gave (both read the same bad
+        option) is said once. Else the failures the cores said in their stats
         (core_failures) stand for the exit statuses of the processes they belong to."""
         deaths: list[str] = []
         out: list[tuple[str, str]] = []
@@ -718,7 +719,8 @@ class Run:
             why = targets.get(self.build.plan.device(name).target).failure(
                 self.tmp / f"{name}.json")
             if rc and why:
-                reasons.append(why)
+                if why not in reasons:
+                    reasons.append(why)
             elif rc < 0:
                 deaths.append(f"the {name} process died ({_signal_name(-rc)})")
             elif rc > 0:
