@@ -1,0 +1,139 @@
+"""A process that fails before its first packet (a malformed option, a file or table
+that does not open) gives the run ONE error, its reason (ofl_start_failf: STATS.error),
+and the run ends at once with it: no raw stderr line, no secondary core's error
+("stopped: another core or process failed"), no bare "exited with status 1", and in
+text mode no report tables (their zeros say nothing). Until 2026-11-28 only an unread
+option did (tests/test_unread_opts.py); `--opt rx.rate=abc` printed a table of zeros,
+the reason on raw stderr, a secondary core's error and an exit status. Run with the
+examples, as users run them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import jsonschema
+import pytest
+
+from offlow.build import build
+from offlow.dsl.loader import load_program
+from offlow.runner import Run, RunOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+# what `offlow run` says on stderr before any process's work (a warning: CPUs shared
+# by more threads than they have, on a small machine): not errors
+BANNERS = ("offlow: running ", "offlow: takes reloads: ", "offlow: warning: oversubscribed")
+
+
+def offlow_run(program: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """`offlow run examples/PROGRAM ARGS` (text mode)."""
+    return subprocess.run([sys.executable, "-m", "offlow.cli", "run", str(EXAMPLES / program),
+                           *args], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env=os.environ)
+
+
+def _bad_gzip(tmp_path: Path) -> Path:
+    """A prefix file that exists (the runner's check passes) but does not read: gzip's
+    magic, then bytes that are no deflate stream."""
+    path = tmp_path / "routes.gz"
+    path.write_bytes(b"\x1f\x8b\x08\x00" + b"not a deflate stream" * 4)
+    return path
+
+
+# (program, its arguments, the run's one error: its start, which names the option's
+# owner, the key and the value). {bad_gzip} is replaced by that file's path.
+CASES = [
+    # a source (the NIC's; synthetic packets)
+    ("ttl_pipeline.py", ["--opt", "rx.rate=abc"],
+     "source rx: rate=abc is not a rate"),
+    ("ttl_pipeline.py", ["--opt", "rx.kind=bogus"],
+     "source rx: unknown kind `bogus` (pcap, synth, udp, afpacket)"),
+    ("ttl_pipeline.py", ["--opt", "rx.loops=-1"], "source rx: loops=-1 is not a number"),
+    ("ttl_pipeline.py", ["--opt", "rx.count=1e3"], "source rx: count=1e3 is not a number"),
+    # a sink (on the NIC, beside the source: nothing is read before it opens)
+    ("kvs_cache.py", ["--count", "100", "--opt", "tx.kind=bogus"],
+     "sink tx: unknown kind `bogus` (pcap, udp, afpacket)"),
+    ("kvs_cache.py", ["--count", "100", "--opt", "tx.kind=udp"],
+     "sink tx: kind=udp needs --udp-fd"),
+    # an LPM table (read by the host, sent to the NIC, which waits for it)
+    ("router.py", ["--count", "100", "--opt", "routes4.nports=0"],
+     "table routes4: nports=0 must be 1..32767"),
+    ("router.py", ["--count", "100", "--opt", "routes4.path={bad_gzip}"],
+     "table routes4 from {bad_gzip}: cannot read prefix file"),
+    # a store (all on the host) and a cache (the NIC's)
+    ("kvs.py", ["--count", "100", "--opt", "store.capacity=0"],
+     "store store: capacity=0 is not a number in 1..4294967295"),
+    ("kvs_cache.py", ["--count", "100", "--opt", "cache.ways=abc"],
+     "cache cache: ways=abc is not a number"),
+    ("kvs_cache.py", ["--count", "100", "--opt", "cache.policy=maybe"],
+     "cache cache: policy=maybe (write_through or write_back)"),
+    # a stream operator's table (the query all on the host); a key table's (crypto's)
+    # options are checked before the run, in Python
+    ("streams_query.py", ["--set", "select.device=host", "--count", "100",
+                          "--opt", "average_windows.fn=median"],
+     "stream operator average_windows: fn=median: expected count, sum, avg, min or max"),
+    ("streams_query.py", ["--set", "select.device=host", "--count", "100",
+                          "--opt", "average_windows.groups=0"],
+     "stream operator average_windows: groups=0 is not a number within 1..65536"),
+]
+
+
+@pytest.mark.parametrize(("program", "args", "want"), CASES,
+                         ids=[f"{p}:{a[-1]}" for p, a, _ in CASES])
+def test_a_bad_option_is_the_runs_one_error_and_no_table(
+        program: str, args: list[str], want: str, tmp_path: Path) -> None:
+    bad = str(_bad_gzip(tmp_path))
+    args = [a.replace("{bad_gzip}", bad) for a in args]
+    res = offlow_run(program, *args)
+    said = [line for line in res.stderr.splitlines() if not line.startswith(BANNERS)]
+    assert res.returncode == 1, res.stderr
+    assert len(said) == 1 and said[0].startswith("offlow: error: " + want.replace(
+        "{bad_gzip}", bad)), res.stderr
+    assert res.stdout == "", res.stdout   # no report table
+
+
+def test_the_json_result_stays_complete_and_valid() -> None:
+    """--json: the one error, and every table of the result (zeros), as the schema says."""
+    p = subprocess.run([sys.executable, "-m", "offlow.cli", "run",
+                        str(EXAMPLES / "ttl_pipeline.py"), "--opt", "rx.rate=abc", "--json"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=os.environ)
+    s = json.loads(p.stdout)
+    assert p.returncode == 1 and not s["ok"]
+    assert s["errors"] == ["source rx: rate=abc is not a rate (packets a second, 0 or more)"]
+    assert {x["segment"] for x in s["segments"]} == {"rx", "app"}
+    assert s["accounting"]["read"] == 0 and s["accounting"]["unaccounted"] == 0
+    jsonschema.validate(s, json.loads((ROOT / "docs" / "run-result.schema.json").read_text()))
+
+
+def test_a_run_that_failed_after_packets_flowed_still_prints_its_counts() -> None:
+    """The host's sink fails; the NIC's source may have read packets before the abort
+    reached it: when it did, they are reported (the packets counted up to then), when it
+    did not, nothing is. Either way the one error."""
+    res = offlow_run("ttl_pipeline.py", "--count", "100000", "--opt", "tx.kind=bogus")
+    said = [line for line in res.stderr.splitlines() if not line.startswith(BANNERS)]
+    assert res.returncode == 1
+    assert said == ["offlow: error: sink tx: unknown kind `bogus` (pcap, udp, afpacket)"]
+    read = [line for line in res.stdout.splitlines() if line.startswith("packets: ")]
+    assert res.stdout == "" or (read and not read[0].startswith("packets: 0 read")), res.stdout
+
+
+def test_the_same_reason_from_two_processes_is_said_once(tmp_path: Path) -> None:
+    """Both processes failed with the same reason (both read the same bad option): one
+    error; a second, different reason is a second error; no exit status beside them."""
+    b = build(load_program(EXAMPLES / "ttl_pipeline.py"))
+    r = Run(b, RunOptions(count=1))
+    r.tmp = tmp_path
+    r.procs = cast(Any, {"nic": SimpleNamespace(returncode=1),
+                         "host": SimpleNamespace(returncode=1)})
+    (tmp_path / "nic.json.error").write_text("table t: nports=0 must be 1..32767")
+    (tmp_path / "host.json.error").write_text("table t: nports=0 must be 1..32767")
+    assert r._exit_errors({}) == ["table t: nports=0 must be 1..32767"]
+    (tmp_path / "host.json.error").write_text("sink tx: kind=udp needs --udp-fd")
+    assert r._exit_errors({}) == ["table t: nports=0 must be 1..32767",
+                                  "sink tx: kind=udp needs --udp-fd"]
