@@ -123,6 +123,26 @@ def test_a_run_that_failed_after_packets_flowed_still_prints_its_counts() -> Non
     assert res.stdout == "" or (read and not read[0].startswith("packets: 0 read")), res.stdout
 
 
+@pytest.mark.parametrize(("program", "opt", "queue"), [
+    ("ttl_pipeline.py", "tx.kind=bogus", "rx->app"),          # a sink (ofl_prog_open)
+    ("kvs_cache.py", "store.capacity=0", "parse->store"),     # a table (main's opens)
+])
+def test_what_the_nic_sent_a_process_that_failed_at_its_start_is_counted(
+        program: str, opt: str, queue: str) -> None:
+    """The host fails at its start while the NIC's source reads: the frames the NIC put
+    in the ring to the host are counted lost there (ring_broken: the failing process
+    marks the rings it would consume broken before it aborts the run, so their producer
+    counts them); nothing is unaccounted. Before (2026-11-28) the ring's entries were
+    nobody's: 32 or 1024 unaccounted in every run."""
+    p = subprocess.run([sys.executable, "-m", "offlow.cli", "run", str(EXAMPLES / program),
+                        "--count", "100000", "--opt", opt, "--json"],
+                       capture_output=True, text=True, timeout=300, cwd=ROOT, env=os.environ)
+    a = json.loads(p.stdout)["accounting"]
+    assert p.returncode == 1 and a["unaccounted"] == 0, a
+    lost = {(d["at"], d["reason"]): d["packets"] for d in a["dropped"]}
+    assert lost == ({(queue, "ring_broken"): a["read"]} if a["read"] else {}), a
+
+
 def test_the_same_reason_from_two_processes_is_said_once(tmp_path: Path) -> None:
     """Both processes failed with the same reason (both read the same bad option): one
     error; a second, different reason is a second error; no exit status beside them."""

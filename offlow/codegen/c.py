@@ -1024,9 +1024,10 @@ class DeviceGen:
         """main's lines that get each table this process uses: sent (the device that
         reads tables for those without a file system), received, built or allocated. One
         that fails (it said why: ofl_start_failf) ends the run as ofl_prog_open's failure
-        does: the window aborted, the other processes stop at once (secondary)."""
+        does (ofl_prog_fail: its in-rings broken, the window aborted; the other processes
+        stop at once, secondary)."""
         e = self.e
-        fail = "        return ofl_window_abort(&proc->win), 1;"
+        fail = "        return ofl_prog_fail(&ofl_prog, &proc->win, ring_off), 1;"
         for t in self.g.shared:
             if t.bulk and self.device == self.plan.table_sender:
                 e(f"    /* table {t.name} lives on {t.home}: read here, sent over a channel */",

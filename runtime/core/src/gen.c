@@ -1013,13 +1013,31 @@ static int attach_side(const struct ofl_prog *p, const struct ofl_args *a, struc
 static int prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
                      const size_t *ring_off);
 
+void ofl_prog_fail(const struct ofl_prog *p, struct ofl_window *w, const size_t *ring_off)
+{
+    for (unsigned k = 0; k < p->ncores; k++) {
+        const struct ofl_core_use *u = &p->cores[k];
+        for (unsigned j = 0; j < u->nqueues; j++) {
+            const struct ofl_qside *q = &u->queues[j];
+            for (unsigned i = 0; q->in && i < q->n; i++) {
+                const struct ofl_ring_spec *spec = &p->rings[q->rings[i].ring];
+                struct ofl_ring r;
+                if (ofl_ring_attach(&r, ofl_window_at(w, ring_off[q->rings[i].ring]),
+                                    ofl_ring_mem_size(spec->size, spec->entry_size)) == 0)
+                    ofl_ring_break(&r);
+            }
+        }
+    }
+    ofl_window_abort(w);
+}
+
 int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
                   const size_t *ring_off)
 {
     int rc = prog_open(p, a, w, ring_off);
     /* the run ends: the other processes stop as after a failed core (their cores'
      * errors are secondary: this one's is the run's) */
-    if (rc < 0) ofl_window_abort(w);
+    if (rc < 0) ofl_prog_fail(p, w, ring_off);
     return rc;
 }
 

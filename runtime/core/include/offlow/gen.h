@@ -620,10 +620,17 @@ struct ofl_prog {
 /* Open the sinks, then for each core: its ofl_core, its sources, the ends of its
  * output and input rings (at `ring_off` in window `w`). A user's option that the
  * source or sink it names never read is refused (ofl_args_check_unread). Says the
- * reason (ofl_start_failf) and returns a negative errno on failure, after aborting the window (every
- * process stops; what was opened stays for the exit). */
+ * reason (ofl_start_failf) and returns a negative errno on failure, after
+ * ofl_prog_fail (every process stops; what was opened stays for the exit). */
 int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
                   const size_t *ring_off);
+
+/* This process failed before its first packet (its reason said: ofl_start_failf):
+ * every ring it would consume (at `ring_off` in window `w`) is marked broken by its
+ * consumer, so that its producer counts what it published there and no one will take
+ * (ring_broken), and the window is aborted: every process stops. A ring its producer
+ * had already closed is left as it is (what it holds is then unaccounted). */
+void ofl_prog_fail(const struct ofl_prog *p, struct ofl_window *w, const size_t *ring_off);
 
 /* Start every thread and wait for all of them; a core that failed aborts the window
  * (every process stops). Returns 1 when a core failed or a thread could not start
