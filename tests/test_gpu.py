@@ -19,7 +19,8 @@ from offlow.dsl.program import OFFLOAD_BATCH_MAX, OFFLOAD_DEPTH_MAX
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.errors import OfflowError
 from offlow.plan import make_plan
-from offlow.runner import RunOptions, run
+from offlow.report import summarize
+from offlow.runner import RunOptions, build_for, run
 from offlow.targets import gpu, host, nic
 from tests.ctools import build_c, lib_test, run_c
 from tests.e2e import QUIC, ROOT, TLS, read_frames, run_example
@@ -383,6 +384,24 @@ def test_gpu_library_c(sanitize: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     res = run_c(exe, str(OFFLOAD_DEPTH_MAX), timeout=300)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert "0 failure(s)" in res.stdout
+
+
+@needs_opencl
+def test_a_kernel_that_does_not_open_at_the_start_is_the_runs_one_error(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Built where OpenCL works, run where the gpu process finds no platform: the
+    process's reason is the run's one error (ofl_start_failf, as any start failure), and
+    what the NIC had sent it is counted lost in the ring (ofl_prog_fail), nothing
+    unaccounted. Before (2026-11-28) the reason was a raw stderr line and the errors
+    the bare exit status and a secondary core's."""
+    o = RunOptions(count=100_000, timeout=120)
+    b = build_for(load_program(ROUTER, ["route.device=gpu"]), o)
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(tmp_path))   # (an empty folder: no ICD)
+    res = run(b, o)
+    s = summarize(b.plan, res.stats)
+    assert not res.ok and len(res.errors) == 1, res.errors
+    assert res.errors[0].startswith("segment route: "), res.errors
+    assert s["accounting"]["unaccounted"] == 0, s["accounting"]
 
 
 def test_gpu_says_why_it_cannot_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

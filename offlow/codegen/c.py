@@ -347,6 +347,14 @@ class DeviceGen:
         """Lines of main after the tables are open, before the cores start."""
         return []
 
+    @staticmethod
+    def start_fail(indent: str, fmt: str, *args: str) -> list[str]:
+        """main's lines that end the process at its start: why (`fmt`, a C printf
+        format's text, and its arguments: ofl_start_failf), then the run ended as
+        ofl_prog_open's failure ends it (ofl_prog_fail)."""
+        return [f'{indent}ofl_start_failf(&proc->args, "{fmt}"{"".join(", " + a for a in args)});',
+                f"{indent}return ofl_prog_fail(&ofl_prog, &proc->win, ring_off), 1;"]
+
     def main_first(self) -> list[str]:
         """Lines at the start of main (before its arguments are parsed)."""
         return []
@@ -1027,7 +1035,7 @@ class DeviceGen:
         does (ofl_prog_fail: its in-rings broken, the window aborted; the other processes
         stop at once, secondary)."""
         e = self.e
-        fail = "        return ofl_prog_fail(&ofl_prog, &proc->win, ring_off), 1;"
+        fail = self.start_fail("        ", "")[1]
         for t in self.g.shared:
             if t.bulk and self.device == self.plan.table_sender:
                 e(f"    /* table {t.name} lives on {t.home}: read here, sent over a channel */",
@@ -1046,10 +1054,8 @@ class DeviceGen:
                   f'    if ({t.open_fn}(&{tbl}, &proc->args, "{t.name}") < 0)', fail)
             elif t.home == self.home:
                 base = t.ctype.split("[")[0]
-                e(f"    {tbl} = calloc({t.length}, sizeof({base}));",
-                  f"    if (!{tbl}) {{",
-                  f'        ofl_start_failf(&proc->args, "table {t.name}: out of memory");',
-                  f"{fail}", "    }")
+                e(f"    {tbl} = calloc({t.length}, sizeof({base}));", f"    if (!{tbl}) {{",
+                  *self.start_fail("        ", f"table {t.name}: out of memory"), "    }")
 
     def _table_uses(self) -> list[str]:
         """Each table's stats and teardown functions (one line each), and its row of

@@ -196,24 +196,21 @@ class GpuDeviceGen(DeviceGen):
                "        char err[OFL_GPU_ERRLEN];",
                "        ofl_gpu_spec(&spec, opts, sizeof opts);",
                f"        if (ofl_gpu_open(&{ctx}.gpu, &spec, err) < 0) {{",
-               f"            fprintf(stderr, \"offlow %s: segment {p.name}: %s\\n\", "
-               "proc->args.device, err);",
-               "            return 1;", "        }"]
+               *self.start_fail("            ", f"segment {p.name}: %s", "err"), "        }"]
         arg = 4
         for t in self.r.tables:
             form = cl.TABLE_FORMS[next(x.ctype for x in self.g.shared if x.name == t)]
             out += [f"        if ({form.upload}({ctx}.gpu, {arg}u, proc->tbl_{cname(t)}) < 0) {{",
-                    f"            fprintf(stderr, \"offlow %s: table {t} on the device: %s\\n\", "
-                    f"proc->args.device, ofl_gpu_error({ctx}.gpu));",
-                    "            return 1;", "        }"]
+                    *self.start_fail("            ", f"table {t} on the device: %s",
+                                     f"ofl_gpu_error({ctx}.gpu)"), "        }"]
             arg += len(form.buffers)
         return [*out,
                 f"        {ctx}.g_pkts = calloc((size_t)OFL_GPU_DEPTH * OFL_GPU_BATCH, "
                 "sizeof(struct ofl_pkt));",
                 f"        {ctx}.g_states = calloc((size_t)OFL_GPU_DEPTH * OFL_GPU_BATCH, "
                 "sizeof(struct ofl_state));",
-                f"        if (!{ctx}.g_pkts || !{ctx}.g_states)",
-                "            return ofl_fatal(\"out of memory\");",
+                f"        if (!{ctx}.g_pkts || !{ctx}.g_states) {{",
+                *self.start_fail("            ", f"segment {p.name}: out of memory"), "        }",
                 f"        fprintf(stderr, \"offlow %s: segment {p.name} on %s: batches of up to "
                 f"%u packets, %u in flight\\n\", proc->args.device, ofl_gpu_device({ctx}.gpu), "
                 "OFL_GPU_BATCH, OFL_GPU_DEPTH);", "    }"]
