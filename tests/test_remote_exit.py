@@ -41,6 +41,8 @@ def test_a_device_process_that_cannot_open_its_capture_is_the_runs_one_error(
     why, came, gone = the_one_error(s, port)
     assert why == ("its process exited there with status 1: source rx: cannot open "
                    "in.pcap: No such file or directory"), why
+    # the process's words once, in the error (they were also a raw line before it)
+    assert err.count("cannot open in.pcap") == 1, err
     assert (came, gone) == (0, 0)
     a = s["accounting"]
     assert (a["read"], a["forwarded"], a["unaccounted"], a["dropped"]) == (0, 0, 0, []), a

@@ -235,21 +235,26 @@ static bool closes_crossed(const struct part *p)
 
 /* The last line the device's process wrote to its stderr (`err`, `n` bytes: what its
  * server adds, "offlow serve-device: ...", skipped) into `out`, without the
- * "offlow DEVICE: " or "offlow: " its runtime puts first; "" when it said nothing. */
-static void last_said(const struct host *h, const uint8_t *err, size_t n, char *out,
-                      size_t cap)
+ * "offlow DEVICE: " or "offlow: " its runtime puts first; "" when it said nothing.
+ * Returns where that line starts in `err` and sets `*end` to where it ends (both n
+ * when it said nothing). */
+static size_t last_said(const struct host *h, const uint8_t *err, size_t n, char *out,
+                        size_t cap, size_t *end)
 {
     static const char server[] = "offlow serve-device: ";
     char prefix[160];
     snprintf(prefix, sizeof prefix, "offlow %s: ", h->device);
     const char *prefixes[2] = {prefix, "offlow: "};
+    const size_t all = n;
     out[0] = '\0';
+    *end = all;
     while (n) {
         while (n && (err[n - 1] == '\n' || err[n - 1] == '\r' || err[n - 1] == ' ')) n--;
         size_t from = n;
         while (from && err[from - 1] != '\n') from--;
         const char *line = (const char *)err + from;
         size_t len = n - from;
+        *end = n < all ? n + 1 : n;   /* (its newline with it) */
         n = from;
         if (!len || (len >= sizeof server - 1 && !memcmp(line, server, sizeof server - 1)))
             continue;
@@ -262,8 +267,18 @@ static void last_said(const struct host *h, const uint8_t *err, size_t n, char *
             }
         }
         snprintf(out, cap, "%.*s", (int)(len < cap ? len : cap - 1), line);
-        return;
+        return from;
     }
+    *end = all;
+    return all;
+}
+
+/* Whether the device's process ended without its counts: killed, or failed without
+ * writing its stats (its server survived: the link held, its counts did not); the run's
+ * error then says why, with the last line it wrote. */
+static bool lost_it(const struct host *h)
+{
+    return h->status < 0 || (h->status > 0 && !h->counted);
 }
 
 static void finish(struct host *h)
@@ -282,8 +297,13 @@ static void finish(struct host *h)
                 }
             }
             size_t elen = h->done_len - sizeof slen - slen;
-            fwrite(s + slen, 1, elen, stderr);  /* its stderr */
-            last_said(h, s + slen, elen, said, sizeof said);
+            const uint8_t *err = s + slen;
+            size_t to, from = last_said(h, err, elen, said, sizeof said, &to);
+            /* its stderr: all of it, but for the line the run's error below says (a
+             * process that failed without writing its stats) */
+            if (!lost_it(h)) from = to = elen;
+            fwrite(err, 1, from, stderr);
+            fwrite(err + to, 1, elen - to, stderr);
         }
     }
     /* A process killed, or one that failed without writing its stats (its own fatal
@@ -295,7 +315,6 @@ static void finish(struct host *h)
      * counted: a local producer still running could otherwise commit a batch after
      * this end read its ring's tail, counted by neither end (unaccounted 32 in one of
      * five runs of the toll gate's FAIL under CI's load). */
-    bool lost_it = h->status < 0 || (h->status > 0 && !h->counted);
     bool ended = h->status != 0 || part_aborted(&h->p);   /* (so whenever lost_it) */
     if (ended && h->p.bridging) ofl_bridge_break(&h->p.bridge);
     uint64_t lost = part_undelivered(&h->p);
@@ -306,7 +325,7 @@ static void finish(struct host *h)
                 (unsigned long long)lost);
     ofl_link_close(h->p.link);
     h->p.link = NULL;   /* (fail() below writes no second STATS.link) */
-    if (lost_it) {   /* (its server survived: the link held, its counts did not) */
+    if (lost_it(h)) {   /* (its server survived: the link held, its counts did not) */
         char how[96], msg[1024];
         if (h->status < 0)
             snprintf(how, sizeof how, "was killed there by signal %d (%s)", -h->status,
