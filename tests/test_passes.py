@@ -6,7 +6,9 @@ import pytest
 
 from offlow import Element, OfflowError, Port, Program, Shared, Sink, Source
 from offlow.ir import Graph
+from offlow.ir.types import port_types_compatible
 from offlow.passes import analyze_bodies, check_ports, compile_graph, insert_queues, place
+from offlow.passes.check import types_fed
 from offlow.passes.fuse import fuse
 from offlow.passes.liveness import liveness
 from offlow.passes.loops import check_loops
@@ -60,8 +62,20 @@ def test_type_mismatch_names_both_ports_and_types() -> None:
 
     p = chain(Source("src"), V6("six"), V4("four"), Sink("out"))
     with pytest.raises(OfflowError, match=r"type mismatch: `six.out` carries `ip.v6` packets but "
-                       r"`four.inp` takes `ip.v4`"):
+                       r"`four.inp` takes `ip.v4`; declare the input as one of `ip.v6`, `ip`, "
+                       r"`any` \(the types `ip.v6` feeds\), or put an element between them "
+                       r"whose output is `ip.v4`$"):
         check_ports(ir(p))
+
+
+@pytest.mark.parametrize("t", ["ip.v4", "eth", "tuple", "ip.v6.ext", "any"])
+def test_the_types_a_mismatch_names_are_those_the_packets_feed(t: str) -> None:
+    """Each type the message offers takes `t` packets, and no other type the elements
+    use does (the message's list is port_types_compatible's rule, not a guess)."""
+    used = {"any", "eth", "ip", "ip.v4", "ip.v6", "ip.v6.ext", "tuple", "l4"}
+    fed = types_fed(t)
+    assert all(port_types_compatible(t, x) for x in fed)
+    assert {x for x in used if port_types_compatible(t, x)} <= set(fed)
 
 
 def test_program_without_source_is_rejected() -> None:

@@ -35,7 +35,16 @@ def check_ports(g: Graph) -> Graph:
         if not port_types_compatible(out_t, in_t):
             raise OfflowError(
                 f"type mismatch: `{e.src}.{e.src_port}` carries `{out_t}` packets but "
-                f"`{e.dst}.{e.dst_port}` takes `{in_t}`; put an element that turns "
-                f"`{out_t}` into `{in_t}` (e.g. a parser) between them"
+                f"`{e.dst}.{e.dst_port}` takes `{in_t}`; declare the input as one of "
+                f"{', '.join(f'`{t}`' for t in types_fed(out_t))} (the types `{out_t}` "
+                f"feeds), or put an element between them whose output is `{in_t}`"
             )
     return g
+
+
+def types_fed(t: str) -> list[str]:
+    """The input types a packet of type `t` may enter, most specific first (`ip.v4`:
+    `ip.v4`, `ip`, `any`): port_types_compatible's rule spelt out."""
+    parts = t.split(".")
+    return [".".join(parts[:k]) for k in range(len(parts), 0, -1)] + (["any"] if t != "any"
+                                                                      else [])
