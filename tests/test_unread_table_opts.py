@@ -2,8 +2,9 @@
 reads, in any process of the run, is the run's one error, said by the process that
 holds the table before the first packet, naming the keys it takes: the keys its
 sender read (a table read on the host and sent to the device) count as read
-(gen.h: ofl_table_send passes them on). Until 2026-11-28 every one of these ran with
-the option silently unread (`--opt routes4.nprts=3` ran with 16 ports)."""
+(gen.h: ofl_table_send passes them on). An option for a shared array or a map, which
+read none, is one error before any process starts. Until 2026-11-28 every one of these
+ran with the option silently unread (`--opt routes4.nprts=3` ran with 16 ports)."""
 
 from __future__ import annotations
 
@@ -121,3 +122,22 @@ def test_the_documented_table_options_of_the_examples_run(prefixes: Path) -> Non
     for program, args in runs:
         rc, s, err = offlow_run(program, "--count", "20", *args)
         assert rc == 0 and not s["errors"], (program, s["errors"], err)
+
+
+@pytest.mark.parametrize(("program", "opt", "want"), [
+    (EXAMPLES / "ttl_pipeline.py", "class_counts.size=3",
+     "table `class_counts` is a shared array (Shared), which reads no run-time options"),
+    (ROOT / "tests" / "programs" / "flow_counts.py", "flows.entries=3",
+     "table `flows` is a hash map (SharedMap), which reads no run-time options"),
+])
+def test_an_option_for_an_array_or_a_map_is_one_error_before_anything_starts(
+        program: Path, opt: str, want: str) -> None:
+    p = subprocess.run([sys.executable, "-m", "offlow.cli", "run", str(program), "--count",
+                        "10", "--opt", opt], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT, env=os.environ)
+    lines = [x for x in p.stderr.splitlines() if x.strip()]
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"offlow: error: --opt `{opt}`: {want}"), \
+        p.stderr
+    assert "options name a source, sink or table object:" in lines[0]
+    assert "class_counts," not in lines[0] and "flows," not in lines[0]
