@@ -4,7 +4,10 @@ holds the table before the first packet, naming the keys it takes: the keys its
 sender read (a table read on the host and sent to the device) count as read
 (gen.h: ofl_table_send passes them on). An option for a shared array or a map, which
 read none, is one error before any process starts. Until 2026-11-28 every one of these
-ran with the option silently unread (`--opt routes4.nprts=3` ran with 16 ports)."""
+ran with the option silently unread (`--opt routes4.nprts=3` ran with 16 ports).
+
+A prefix file's lines that are not prefixes, skipped, are in the run's report: how
+many and the first one's line (they were counted but never shown)."""
 
 from __future__ import annotations
 
@@ -141,3 +144,26 @@ def test_an_option_for_an_array_or_a_map_is_one_error_before_anything_starts(
         p.stderr
     assert "options name a source, sink or table object:" in lines[0]
     assert "class_counts," not in lines[0] and "flows," not in lines[0]
+
+
+@pytest.mark.parametrize("where", ["nic", "host"])
+def test_a_prefix_files_lines_that_are_not_prefixes_are_reported(
+        where: str, tmp_path: Path) -> None:
+    path = tmp_path / "routes.txt"
+    path.write_text("10.0.0.0/8 1\nbogus line\n# a comment\n2001:db8::/32\nalso bogus\n")
+    rc, s, err = offlow_run(ROUTER, *router(path, where))
+    assert rc == 0 and not s["errors"], (s["errors"], err)
+    want = {"kind": "lpm", "path": str(path), "lines": 5, "not_prefixes": 2,
+            "first_not_prefix": 2}
+    assert s["tables"] == {"routes4": want, "routes6": want}
+    text = subprocess.run([sys.executable, "-m", "offlow.cli", "run", str(ROUTER),
+                           *router(path, where)], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT, env=os.environ)
+    assert text.returncode == 0, text.stderr
+    assert (f"table routes4: 2 of 5 lines in {path} are not prefixes, skipped (first: "
+            "line 2)") in text.stdout
+
+
+def test_a_clean_prefix_file_says_nothing(prefixes: Path) -> None:
+    rc, s, err = offlow_run(ROUTER, *router(prefixes, "nic"))
+    assert rc == 0 and s["tables"] == {}, (s["tables"], err)
