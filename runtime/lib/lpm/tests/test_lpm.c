@@ -1290,7 +1290,8 @@ static void test_table_file(void)
           ofl_lpm4_open_opts(&c4, &a, "c") == 0, "opened from the files");
     void *blob4 = NULL, *blob6 = NULL;
     size_t len4 = 0, len6 = 0;
-    CHECK(ofl_lpm4_pack(&blob4, &len4, &a, "r") == 0 && ofl_lpm6_pack(&blob6, &len6, &a, "r") == 0 &&
+    CHECK(ofl_lpm4_pack(&blob4, &len4, &a, "r") == 0 &&
+          ofl_lpm6_pack(&blob6, &len6, &a, "r") == 0 &&
           ofl_lpm4_open_blob(&b4, blob4, len4, &a, "r") == 0 &&
           ofl_lpm6_open_blob(&b6, blob6, len6, &a, "r") == 0, "packed and built from the blobs");
     const struct ofl_routes_file *fs[] = {t4 ? &t4->file : NULL, t6 ? &t6->file : NULL,
@@ -1299,8 +1300,8 @@ static void test_table_file(void)
         CHECK(fs[i] && fs[i]->path && !strcmp(fs[i]->path, path) && fs[i]->lines == 5 &&
                   fs[i]->bad == 2 && fs[i]->first_bad == 2,
               "table %d: 2 of 5 lines not prefixes, the first line 2", i);
-    CHECK(b4 && b4->routes == 1 && b6 && ofl_lpm6_lookup(b6, (const uint8_t[16]){0x20, 0x01, 0x0d,
-                                                                               0xb8}) != 0,
+    static const uint8_t in_db8[16] = {0x20, 0x01, 0x0d, 0xb8};
+    CHECK(b4 && b4->routes == 1 && b6 && ofl_lpm6_lookup(b6, in_db8) != 0,
           "the blobs' routes after the counts");
     CHECK(c4 && c4->file.lines == 2 && c4->file.bad == 0 && c4->file.first_bad == 0,
           "a clean file: no garbage");
