@@ -295,6 +295,14 @@ def packets_flowed(s: dict[str, Any]) -> bool:
     return bool(a["read"] or a["made"] or a.get("from_devices") or a["forwarded"])
 
 
+def format_prefix_file(name: str, v: dict[str, Any]) -> str:
+    """An LPM table's prefix file with lines that are not prefixes (skipped): how many,
+    and the first one's number, which is where to look (lpm_tables.h's stats)."""
+    return (f"table {name}: {v['not_prefixes']} of {v['lines']} lines in {v['path']} "
+            f"{'is not a prefix' if v['not_prefixes'] == 1 else 'are not prefixes'}, skipped "
+            f"(first: line {v['first_not_prefix']})")
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """The tables `offlow run` prints."""
     seg_rows = [["segment", "device", "cores", "packets", "Mpps", "Gb/s", "drops"]]
@@ -317,6 +325,9 @@ def format_summary(s: dict[str, Any]) -> str:
     for name, values in s["tables"].items():
         if isinstance(values, dict) and values.get("kind") == "map":
             parts.append(mapreport.format_map(name, values))
+            continue
+        if isinstance(values, dict) and values.get("kind") == "lpm":
+            parts.append(format_prefix_file(name, values))
             continue
         if isinstance(values, dict):  # a table object's counters (its stats_fn)
             parts.append(f"table {name}: " + _counters(values))

@@ -202,14 +202,22 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
             args += ["--opt", f"{n.name}.path={paths[n.name]}"]
     for t in b.graph.shared:
         args += [a for k, v in t.options for a in ("--opt", f"{t.name}.{k}={v}")]
-    # only sources, sinks and tables read options: one naming an element went nowhere
+    # only sources, sinks and table objects read options: one naming an element, an
+    # array or a map went nowhere
     known = ({n.name for n in b.graph.nodes if n.kind in ("source", "sink")}
-             | {t.name for t in b.graph.shared})
+             | {t.name for t in b.graph.shared if t.is_object and not t.is_map})
     elements = {n.name: n.cls for n in b.graph.nodes if n.kind == "element"}
+    fixed = {t.name: "a hash map (SharedMap)" if t.is_map else "a shared array (Shared)"
+             for t in b.graph.shared if t.name not in known}
     for opt in o.opts:  # later options win in the processes
         name, dot, rest = opt.partition(".")
         if not dot or "=" not in rest:
             raise OfflowError(f"--opt `{opt}`: expected NAME.KEY=VALUE")
+        if name in fixed:
+            raise OfflowError(f"--opt `{opt}`: table `{name}` is {fixed[name]}, which reads "
+                              "no run-time options: its type and size are fixed when the "
+                              "program is made; options name a source, sink or table "
+                              f"object: {', '.join(sorted(known))}")
         if name not in known and name in elements:
             raise OfflowError(f"--opt `{opt}`: `{name}` is an element ({elements[name]}), "
                               "which reads no run-time options: its parameters are fixed "
@@ -218,7 +226,7 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
         if name not in known:
             raise OfflowError(f"--opt `{opt}`: no source, sink or table named `{name}`; "
                               f"known: {', '.join(sorted(known))}")
-        args += ["--user-opt", opt]  # (a source or sink that reads no such key refuses it)
+        args += ["--user-opt", opt]  # (what reads no such key refuses it: gen.h)
     _check_table_files(b, args)
     return args + xdp.run_options(b.plan, o.iface, o.xdp_mode, o.input, o.xdp_ring,
                                   o.xdp_spread)

@@ -1059,7 +1059,8 @@ class DeviceGen:
 
     def _table_uses(self) -> list[str]:
         """Each table's stats and teardown functions (one line each), and its row of
-        ofl_tables."""
+        ofl_tables: a table object opened here is marked `opts` (a user's option it
+        never read, here or in its sender, is refused: ofl_prog_open)."""
         rows = []
         for t in self.g.shared:
             tn, tbl = cname(t.name), f"ofl_process.tbl_{cname(t.name)}"
@@ -1077,8 +1078,9 @@ class DeviceGen:
                 close = f"ofl_tclose_{tn}"
                 self.e(f"static void {close}(void) {{ "
                        f"{t.close_fn if t.is_object else 'free'}({tbl}); }}")
+            opts = "true" if t.home == self.home and t.is_object else "false"
             if stats != "NULL" or close != "NULL":
-                rows.append(f'    {{ "{t.name}", {stats}, {close} }},')
+                rows.append(f'    {{ "{t.name}", {stats}, {close}, {opts} }},')
         return rows
 
     def _core_use(self, k: int, p: SegmentPlan, idx: int) -> str:

@@ -82,8 +82,8 @@ static void table_close(void) { closed++; }
 
 static const struct ofl_sink_use sink_uses[] = {{"out", &sinks[0], 1}};
 static const struct ofl_table_use tables[] = {
-    {"counts", table_stats, NULL},
-    {"store", NULL, table_close},
+    {"counts", table_stats, NULL, false},
+    {"store", NULL, table_close, false},
 };
 
 /* Core a: three entries on instance 0, two on instance 1, then close both rings. */
@@ -349,6 +349,76 @@ static void first_failure_kept(const char *dir)
     unlink(errpath);
 }
 
+/* A table object opened in this process (`opts`): a user's key that neither its open
+ * nor its sender asked for is refused, naming what they asked for; a key its sender
+ * asked for (its keys from ofl_args_asked, each asked here in turn, as
+ * ofl_table_recv does) is not. */
+static void unread_table_opt(const char *dir)
+{
+    char window[512], stats[512], errpath[600];
+    snprintf(window, sizeof window, "%s/window-topt", dir);
+    snprintf(stats, sizeof stats, "%s/stats-topt.json", dir);
+    snprintf(errpath, sizeof errpath, "%s.error", stats);
+    static const struct ofl_table_use store[] = {{"store", NULL, NULL, true}};
+    const char *given[] = {"store.sise=2", "store.size=2", "store.path=x"};
+    for (int k = 0; k < 3; k++) {
+        char *argv[] = {"test_prog", "--window", window, "--stats", stats, "--user-opt",
+                        (char *)given[k], NULL};
+        struct ofl_args a, sender;
+        struct ofl_opt_use use, sender_use;
+        struct ofl_window w;
+        size_t ring_off[2];
+        size_t wsize = layout(ring_off);
+        CHECK(ofl_args_parse(&a, 7, argv, "nic") == 0 && ofl_args_parse(&sender, 7, argv,
+                                                                          "host") == 0,
+              "arguments parsed");
+        memset(&use, 0, sizeof use);
+        memset(&sender_use, 0, sizeof sender_use);
+        a.use = &use;
+        sender.use = &sender_use;
+        CHECK(ofl_prog_init_window(&w, &a, wsize, rings, 2, ring_off, 0, 0, NULL) == 0 &&
+              ofl_proc_open(&w, &a, wsize) == 0, "the window made and opened");
+        (void)ofl_args_get(&a, "store", "size", "1");   /* what its open reads here */
+        /* its sender read path= (and another table's key): passed on, asked here */
+        (void)ofl_args_get(&sender, "store", "path", NULL);
+        (void)ofl_args_get(&sender, "storex", "nports", NULL);
+        char keys[16];
+        size_t n = ofl_args_asked(&sender, "store", keys, sizeof keys);
+        CHECK(n == 5 && !memcmp(keys, "path", 5), "the sender's keys of store: path (%zu B)", n);
+        CHECK(ofl_args_asked(&sender, "store", keys, 4) == 0, "no part of a key that does not fit");
+        sender.use = NULL;
+        CHECK(ofl_args_asked(&sender, "store", keys, sizeof keys) == 0, "none unrecorded");
+        for (size_t off = 0; off < n; off += strlen(keys + off) + 1)
+            (void)ofl_args_get(&a, "store", keys + off, NULL);
+        memset(ctxs, 0, sizeof ctxs);
+        unlink(errpath);
+        struct ofl_prog pr = prog;
+        pr.tables = store;
+        pr.ntables = 1;
+        int rc = ofl_prog_open(&pr, &a, &w, ring_off);
+        uint32_t aborted = ((struct ofl_window_hdr *)w.base)->abort;
+        size_t len = 0;
+        char *text = NULL;
+        bool said = ofl_file_read(errpath, (void **)&text, &len) == 0;
+        text = said ? realloc(text, len + 1) : NULL;
+        if (text) text[len] = 0;
+        if (k == 0) {
+            const char want[] = "--opt store.sise=2: table store (on nic) takes no option "
+                                "`sise` (it takes path, size)";
+            CHECK(rc == -EINVAL && aborted && text && !strcmp(text, want),
+                  "a misspelt table key is refused, the window aborted: %s", text ? text : "");
+        } else {
+            CHECK(rc == 0 && !aborted && !said, "%s: opened, nothing said",
+                  k == 1 ? "a key its open reads" : "a key its sender read");
+        }
+        free(text);
+        ofl_prog_close(&pr);
+        ofl_window_close(&w);
+        unlink(window);
+        unlink(errpath);
+    }
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -360,5 +430,6 @@ int main(int argc, char **argv)
     bad_ring(argv[1]);
     unread_opt(argv[1]);
     first_failure_kept(argv[1]);
+    unread_table_opt(argv[1]);
     return CHECK_DONE();
 }

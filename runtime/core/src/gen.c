@@ -154,6 +154,21 @@ void ofl_start_failf(const struct ofl_args *a, const char *fmt, ...)
     if (!said) fprintf(stderr, "offlow %s: %s\n", a->device, text);
 }
 
+size_t ofl_args_asked(const struct ofl_args *a, const char *name, char *buf, size_t cap)
+{
+    size_t nl = strlen(name), n = 0;
+    if (!a->use) return 0;
+    for (size_t off = 0; off < a->use->len; off += strlen(a->use->keys + off) + 1) {
+        const char *nk = a->use->keys + off;
+        if (strncmp(nk, name, nl) || nk[nl] != '.') continue;
+        size_t kl = strlen(nk + nl + 1) + 1;
+        if (n + kl > cap) break;
+        memcpy(buf + n, nk + nl + 1, kl);
+        n += kl;
+    }
+    return n;
+}
+
 static int by_name(const void *x, const void *y)
 {
     return strcmp(*(const char *const *)x, *(const char *const *)y);
@@ -1045,6 +1060,9 @@ static int prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct 
                      const size_t *ring_off)
 {
     int rc;
+    for (unsigned k = 0; k < p->ntables; k++)
+        if (p->tables[k].opts && (rc = ofl_args_check_unread(a, "table", p->tables[k].name)) < 0)
+            return rc;
     for (unsigned k = 0; k < p->nsinks; k++) {
         const struct ofl_sink_use *s = &p->sinks[k];
         if ((rc = ofl_sink_open(s->sink, a, s->name, s->ncores)) < 0) return rc;

@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "offlow/chan.h"
 #include "offlow/err.h"
@@ -59,6 +60,40 @@ static bool peer_failed(int rc)
 /* Waits of the table transfer: the host reads and parses its file first. */
 #define TABLE_WAIT_NS (600ull * 1000000000ull)
 
+/* Send a packed table: the sizes of the blob and of the keys its packing asked of the
+ * table's options (one direct message), then each in bulk. */
+static int send_blob(struct ofl_chan_end *e, const struct ofl_args *a, const char *name,
+                     const void *blob, size_t len)
+{
+    char keys[OFL_OPT_ASKED_MAX];
+    uint64_t size[2] = { len, ofl_args_asked(a, name, keys, sizeof keys) };
+    int rc = ofl_chan_send(e, size, sizeof size, TABLE_WAIT_NS);
+    if (rc == 0 && len) rc = ofl_chan_bulk_send(e, blob, len, TABLE_WAIT_NS);
+    if (rc == 0 && size[1]) rc = ofl_chan_bulk_send(e, keys, (size_t)size[1], TABLE_WAIT_NS);
+    return rc;
+}
+
+/* Receive what send_blob sent: the blob (malloc'ed into *blob, `*len` bytes; the
+ * caller frees it, also on error), and the sender's keys, each then asked here. */
+static int recv_blob(struct ofl_chan_end *e, const struct ofl_args *a, const char *name,
+                     void **blob, uint64_t *len)
+{
+    char keys[OFL_OPT_ASKED_MAX];
+    uint64_t size[2] = { 0, 0 };
+    int rc = ofl_chan_recv(e, size, sizeof size, TABLE_WAIT_NS);
+    if (rc >= 0 && rc != (int)sizeof size) rc = -EPROTO;
+    if (rc >= 0 && size[0] > ((uint64_t)1 << 36)) rc = -EMSGSIZE;  /* 64 GiB: not a table */
+    if (rc >= 0 && size[1] > sizeof keys) rc = -EMSGSIZE;
+    if (rc >= 0 && !(*blob = malloc(size[0] ? (size_t)size[0] : 1))) rc = -ENOMEM;
+    if (rc >= 0 && size[0]) rc = ofl_chan_bulk_recv(e, *blob, (size_t)size[0], TABLE_WAIT_NS);
+    if (rc >= 0 && size[1]) rc = ofl_chan_bulk_recv(e, keys, (size_t)size[1], TABLE_WAIT_NS);
+    if (rc >= 0 && size[1] && keys[size[1] - 1]) rc = -EPROTO;   /* keys end with a NUL */
+    for (size_t off = 0; rc >= 0 && off < size[1]; off += strlen(keys + off) + 1)
+        (void)ofl_args_get(a, name, keys + off, NULL);   /* read there: asked here too */
+    *len = size[0];
+    return rc;
+}
+
 int ofl_table_send(struct ofl_window *w, size_t chan_off, const char *name,
                    ofl_table_pack_fn pack, const struct ofl_args *a)
 {
@@ -72,9 +107,7 @@ int ofl_table_send(struct ofl_window *w, size_t chan_off, const char *name,
     size_t len = 0;
     rc = pack(&blob, &len, a, name);   /* says its own errors */
     if (rc == 0) {
-        uint64_t size = len;
-        rc = ofl_chan_send(&e, &size, sizeof size, TABLE_WAIT_NS);
-        if (rc == 0 && len) rc = ofl_chan_bulk_send(&e, blob, len, TABLE_WAIT_NS);
+        rc = send_blob(&e, a, name, blob, len);
         if (rc < 0 && !peer_failed(rc))
             ofl_start_failf(a, "table %s: sending %zu bytes to the device: %s", name, len,
                             ofl_strerror(rc));
@@ -95,11 +128,7 @@ int ofl_table_recv(void *t, struct ofl_window *w, size_t chan_off, const char *n
         ofl_start_failf(a, "table %s: no channel to receive it: %s", name, ofl_strerror(rc));
         return rc;
     }
-    rc = ofl_chan_recv(&e, &size, sizeof size, TABLE_WAIT_NS);
-    if (rc >= 0 && rc != (int)sizeof size) rc = -EPROTO;
-    if (rc >= 0 && size > ((uint64_t)1 << 36)) rc = -EMSGSIZE;  /* 64 GiB: not a table */
-    if (rc >= 0 && !(blob = malloc(size ? (size_t)size : 1))) rc = -ENOMEM;
-    if (rc >= 0 && size) rc = ofl_chan_bulk_recv(&e, blob, (size_t)size, TABLE_WAIT_NS);
+    rc = recv_blob(&e, a, name, &blob, &size);
     ofl_chan_close(&e);
     if (rc < 0) {
         if (!peer_failed(rc))

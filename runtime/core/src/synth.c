@@ -264,8 +264,9 @@ static int add_line(struct ofl_prefixes *ps, const char *line, size_t len, int t
         ps->v6v[ps->v6++].len = l;
     } else if (rc == OFL_PREFIX_V6) ps->v6++;
     else if (rc == OFL_PREFIX_BLANK) ps->blank++;
-    else if (rc < 0) ps->bad++;
-    else {
+    else if (rc < 0) {
+        if (ps->bad++ == 0) ps->first_bad = ps->lines;
+    } else {
         if (ps->n == ps->cap) {
             size_t c = ps->cap ? ps->cap * 2 : 1024;
             struct ofl_prefix4 *v = realloc(ps->v, c * sizeof *v);

@@ -200,10 +200,16 @@ const char *ofl_args_get(const struct ofl_args *a, const char *name, const char 
 void ofl_start_failf(const struct ofl_args *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* After `name` (a source or a sink, said by `what`) was opened with `a`: an option the
+/* The keys asked of `name`'s options (ofl_args_get) in this process, each ended by a
+ * NUL, written to `buf` (`cap` bytes) as far as they fit whole. Returns the bytes
+ * written (0 when a->use is NULL: nothing recorded). A table's sender passes them to
+ * the process that holds it (ofl_table_send). */
+size_t ofl_args_asked(const struct ofl_args *a, const char *name, char *buf, size_t cap);
+
+/* After `name` (a table, source or sink, said by `what`) was opened with `a`: an option the
  * user gave it (--user-opt NAME.KEY=VALUE) that nothing asked for is refused with one
- * message naming the keys that were asked for. Returns 0, or -EINVAL (printed); 0
- * when a->use is NULL (nothing recorded). */
+ * message naming the keys that were asked for (ofl_start_failf). Returns 0, or -EINVAL;
+ * 0 when a->use is NULL (nothing recorded). */
 int ofl_args_check_unread(const struct ofl_args *a, const char *what, const char *name);
 
 /* Print "offlow <device>: <msg>" to stderr; returns 1 (an exit status). */
@@ -488,14 +494,17 @@ typedef int (*ofl_table_pack_fn)(void **blob, size_t *len, const struct ofl_args
 typedef int (*ofl_table_blob_fn)(void *t, const void *blob, size_t len,
                                  const struct ofl_args *a, const char *name);
 
-/* Host: pack table `name` and send it: its size as a direct message, then the blob
- * as one bulk transfer (CRC32C checked by the device). Says its errors
- * (ofl_start_failf), but not a device that stopped first (-EPIPE, -ECANCELED,
- * -ECONNABORTED: its failure is the run's error). */
+/* Host: pack table `name` and send it: its size and that of the keys `pack` asked of
+ * its options (ofl_args_asked) as a direct message, then the blob and the keys, each
+ * one bulk transfer (CRC32C checked by the device). Says its errors (ofl_start_failf),
+ * but not a device that stopped first (-EPIPE, -ECANCELED, -ECONNABORTED: its failure
+ * is the run's error). */
 int ofl_table_send(struct ofl_window *w, size_t chan_off, const char *name,
                    ofl_table_pack_fn pack, const struct ofl_args *a);
 
-/* Device: receive table `name` from the host and build it with `open` into `*t`.
+/* Device: receive table `name` from the host and build it with `open` into `*t`; the
+ * keys the host's `pack` asked of the table's options count as asked here too (each
+ * ofl_args_get), so that ofl_prog_open refuses only a key neither process read.
  * Says its errors (ofl_start_failf), but not a host that failed or died first (-EPIPE,
  * not a hang; or -ECANCELED, -ECONNABORTED: the host's failure is the run's error). */
 int ofl_table_recv(void *t, struct ofl_window *w, size_t chan_off, const char *name,
@@ -586,6 +595,9 @@ struct ofl_table_use {
     const char *name;
     void (*stats)(struct ofl_json *j, const char *name);  /* its stats, or NULL */
     void (*close)(void);      /* frees it (a table of this device), or NULL */
+    bool opts;                /* an object opened here from its options (NAME.KEY, and
+                                 those its sender read: ofl_table_recv): a user's key
+                                 that none of them read is refused (ofl_prog_open) */
 };
 
 /* A thread of the process: the function running its loop(s), and its argument. */
@@ -619,9 +631,10 @@ struct ofl_prog {
 
 /* Open the sinks, then for each core: its ofl_core, its sources, the ends of its
  * output and input rings (at `ring_off` in window `w`). A user's option that the
- * source or sink it names never read is refused (ofl_args_check_unread). Says the
- * reason (ofl_start_failf) and returns a negative errno on failure, after
- * ofl_prog_fail (every process stops; what was opened stays for the exit). */
+ * table (one with `opts`, opened before), source or sink it names never read is
+ * refused (ofl_args_check_unread), the tables first. Says the reason
+ * (ofl_start_failf) and returns a negative errno on failure, after ofl_prog_fail (every
+ * process stops; what was opened stays for the exit). */
 int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
                   const size_t *ring_off);
 

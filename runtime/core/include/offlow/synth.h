@@ -114,6 +114,7 @@ struct ofl_prefixes {
     uint64_t v6;        /* IPv6 prefixes (skipped unless keep_v6: synthetic traffic is IPv4) */
     uint64_t blank;     /* empty and comment lines */
     uint64_t bad;       /* garbage lines (skipped) */
+    uint64_t first_bad; /* the first garbage line's number (from 1; 0: none) */
     char part[OFL_PREFIX_LINE_MAX];  /* an unfinished line between feeds */
     size_t part_len;
     int part_long;      /* the unfinished line is already too long */

@@ -48,12 +48,13 @@ static int number(const struct ofl_args *a, const char *name, const char *key,
     return 0;
 }
 
-static int start_tcp(struct ofl_kvs *t, const struct ofl_args *a, const char *name)
+/* Serve the run's TCP socket (option tcp_fd) with `threads` threads and at most
+ * `conns` connections. */
+static int start_tcp(struct ofl_kvs *t, const struct ofl_args *a, const char *name,
+                     uint64_t threads, uint64_t conns)
 {
-    uint64_t fd, threads, conns;
-    if (number(a, name, "tcp_fd", "0", 0, 1 << 20, &fd) ||
-        number(a, name, "tcp_threads", "1", 1, OFL_KVS_TCP_THREADS_MAX, &threads) ||
-        number(a, name, "tcp_conns", "4096", 1, 1u << 20, &conns))
+    uint64_t fd;
+    if (number(a, name, "tcp_fd", "0", 0, 1 << 20, &fd))
         return -EINVAL;
     struct sockaddr_in me;
     socklen_t ml = sizeof me;
@@ -71,10 +72,14 @@ static int start_tcp(struct ofl_kvs *t, const struct ofl_args *a, const char *na
 int ofl_kvs_open_opts(struct ofl_kvs **out, const struct ofl_args *a, const char *name)
 {
     *out = NULL;
-    uint64_t cap, mem, vmax;
+    uint64_t cap, mem, vmax, threads, conns;
+    /* (the TCP options too when the run has no TCP socket: checked, and a user's
+     * tcp_threads= is read, not refused as unread) */
     if (number(a, name, "capacity", "1000000", 1, UINT32_MAX, &cap) ||
         number(a, name, "mem", "0", 0, UINT64_MAX, &mem) ||
-        number(a, name, "value_max", "1048576", 1, OFL_KVS_VALUE_MAX_LIMIT, &vmax))
+        number(a, name, "value_max", "1048576", 1, OFL_KVS_VALUE_MAX_LIMIT, &vmax) ||
+        number(a, name, "tcp_threads", "1", 1, OFL_KVS_TCP_THREADS_MAX, &threads) ||
+        number(a, name, "tcp_conns", "4096", 1, 1u << 20, &conns))
         return -EINVAL;
     struct ofl_kvs *t = calloc(1, sizeof *t);
     if (!t) return ofl_start_failf(a, "store %s: out of memory", name), -ENOMEM;
@@ -88,7 +93,7 @@ int ofl_kvs_open_opts(struct ofl_kvs **out, const struct ofl_args *a, const char
         free(t);
         return rc;
     }
-    if (ofl_args_get(a, name, "tcp_fd", NULL) && (rc = start_tcp(t, a, name)) < 0) {
+    if (ofl_args_get(a, name, "tcp_fd", NULL) && (rc = start_tcp(t, a, name, threads, conns)) < 0) {
         ofl_kvs_close(t);
         return rc;
     }

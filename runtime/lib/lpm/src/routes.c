@@ -127,6 +127,7 @@ int ofl_routes_load(struct ofl_routes *r, const char *path, unsigned nports, cha
         }
         r->lines += ps.lines;
         r->blank += ps.blank;
+        if (!r->bad) r->first_bad = ps.first_bad;
         r->bad += ps.bad;
     }
     ofl_prefixes_free(&ps);

@@ -16,8 +16,10 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "offlow/gen.h"
 #include "offlow/lpm4.h"
 #include "offlow/lpm6.h"
+#include "offlow/lpm_tables.h"
 #include "offlow/simd.h"
 #include "offlow/routes.h"
 #include "offlow/synth.h"
@@ -145,7 +147,8 @@ static void test_parse6(void)
     ofl_prefixes_init(&ps);
     ofl_prefixes_feed(&ps, text, sizeof text - 1);
     ofl_prefixes_finish(&ps);
-    CHECK(ps.n == 1 && ps.v6 == 4 && ps.bad == 1 && ps.blank == 1 && ps.lines == 7,
+    CHECK(ps.n == 1 && ps.v6 == 4 && ps.bad == 1 && ps.blank == 1 && ps.lines == 7 &&
+          ps.first_bad == 6,
           "without keep_v6: %zu v4, %llu v6, %llu bad", ps.n, (unsigned long long)ps.v6,
           (unsigned long long)ps.bad);
     ofl_prefixes_free(&ps);
@@ -154,7 +157,7 @@ static void test_parse6(void)
     for (size_t i = 0; i < sizeof text - 1; i++) ofl_prefixes_feed(&ps, text + i, 1);
     ofl_prefixes_finish(&ps);
     CHECK(ps.n == 1 && ps.v6 == 3 && ps.bad == 2 && ps.blank == 1 && ps.lines == 7 &&
-          ps.v6v[0].len == 32 && ps.v6v[1].len == 0 && ps.v6v[2].len == 48 &&
+          ps.first_bad == 3 && ps.v6v[0].len == 32 && ps.v6v[1].len == 0 && ps.v6v[2].len == 48 &&
           ps.v6v[2].addr[5] == 1, "keep_v6, byte by byte: %zu v4, %llu v6, %llu bad", ps.n,
           (unsigned long long)ps.v6, (unsigned long long)ps.bad);
     ofl_prefixes_free(&ps);
@@ -218,15 +221,16 @@ static void test_routes(void)
     char err[256] = "";
     ofl_routes_init(&r);
     int rc = ofl_routes_load(&r, path, 0, err);
-    CHECK(rc == 0 && r.n4 == 3 && r.n6 == 2 && r.bad == 2 && r.blank == 2 && r.lines == 9,
-          "load: %d %s, %zu v4, %zu v6, %llu bad", rc, err, r.n4, r.n6,
-          (unsigned long long)r.bad);
+    CHECK(rc == 0 && r.n4 == 3 && r.n6 == 2 && r.bad == 2 && r.blank == 2 && r.lines == 9 &&
+          r.first_bad == 4, "load: %d %s, %zu v4, %zu v6, %llu bad, the first on line %llu",
+          rc, err, r.n4, r.n6, (unsigned long long)r.bad, (unsigned long long)r.first_bad);
     CHECK(r.n4 == 3 && r.v4[0].hop == 5 && r.v4[2].hop == 5 &&
           r.v4[1].hop == ofl_route_hop4(0x0A000000, 8, 16) && r.n6 == 2 && r.v6[0].hop == 6 &&
           r.v6[1].hop == 16, "load: hops by the rule, 16 ports by default");
     rc = ofl_routes_load(&r, path, 1000, err);
-    CHECK(rc == 0 && r.n4 == 6 && r.n6 == 4 && r.lines == 18 && r.v4[3].hop == 877,
-          "load appends (1000 ports)");
+    CHECK(rc == 0 && r.n4 == 6 && r.n6 == 4 && r.lines == 18 && r.v4[3].hop == 877 &&
+          r.bad == 4 && r.first_bad == 4, "load appends (1000 ports; the first file's "
+          "first garbage line stays the first)");
     rc = ofl_routes_load(&r, path, OFL_ROUTE_MAX_HOP + 1, err);
     CHECK(rc == -EINVAL && r.n4 == 6, "load with too many ports: %d %s", rc, err);
     rc = ofl_routes_load(&r, tmp_path("missing.txt"), 16, err);
@@ -1247,6 +1251,84 @@ out:
     ofl_routes_free(&r);
 }
 
+/* The stats ofl_lpm4_stats_json (ofl_lpm6_stats_json when `t6`) writes for `t`: the
+ * text, malloc'ed. */
+static char *stats_text(const struct ofl_lpm4 *t4, const struct ofl_lpm6 *t6)
+{
+    char *text = NULL;
+    size_t len = 0;
+    struct ofl_json j = { .f = open_memstream(&text, &len) };
+    ofl_json_begin_obj(&j, NULL);
+    if (t6) ofl_lpm6_stats_json(&j, "r", t6);
+    else ofl_lpm4_stats_json(&j, "r", t4);
+    ofl_json_end_obj(&j);
+    fclose(j.f);
+    return text;
+}
+
+/* A table's prefix file lines that are not prefixes: counted with the first's number,
+ * kept by a table built from the file or from the blob the host packed of it (the
+ * path from the options), said in its stats; nothing said for a clean file. */
+static void test_table_file(void)
+{
+    const char *path = tmp_path("garbage.txt"), *clean = tmp_path("clean.txt");
+    FILE *f = fopen(path, "w");
+    fputs("10.0.0.0/8 1\nbogus line\n2001:db8::/32\n# c\nalso bogus\n", f);
+    fclose(f);
+    f = fopen(clean, "w");
+    fputs("10.0.0.0/8\n2001:db8::/32\n", f);
+    fclose(f);
+    char opt[600], copt[600];
+    snprintf(opt, sizeof opt, "r.path=%s", path);
+    snprintf(copt, sizeof copt, "c.path=%s", clean);
+    char *argv[] = {"t", "--window", "w", "--opt", opt, "--opt", copt, NULL};
+    struct ofl_args a;
+    CHECK(ofl_args_parse(&a, 7, argv, "nic") == 0, "options parsed");
+    struct ofl_lpm4 *t4 = NULL, *b4 = NULL, *c4 = NULL;
+    struct ofl_lpm6 *t6 = NULL, *b6 = NULL;
+    CHECK(ofl_lpm4_open_opts(&t4, &a, "r") == 0 && ofl_lpm6_open_opts(&t6, &a, "r") == 0 &&
+          ofl_lpm4_open_opts(&c4, &a, "c") == 0, "opened from the files");
+    void *blob4 = NULL, *blob6 = NULL;
+    size_t len4 = 0, len6 = 0;
+    CHECK(ofl_lpm4_pack(&blob4, &len4, &a, "r") == 0 &&
+          ofl_lpm6_pack(&blob6, &len6, &a, "r") == 0 &&
+          ofl_lpm4_open_blob(&b4, blob4, len4, &a, "r") == 0 &&
+          ofl_lpm6_open_blob(&b6, blob6, len6, &a, "r") == 0, "packed and built from the blobs");
+    const struct ofl_routes_file *fs[] = {t4 ? &t4->file : NULL, t6 ? &t6->file : NULL,
+                                          b4 ? &b4->file : NULL, b6 ? &b6->file : NULL};
+    for (int i = 0; i < 4; i++)
+        CHECK(fs[i] && fs[i]->path && !strcmp(fs[i]->path, path) && fs[i]->lines == 5 &&
+                  fs[i]->bad == 2 && fs[i]->first_bad == 2,
+              "table %d: 2 of 5 lines not prefixes, the first line 2", i);
+    static const uint8_t in_db8[16] = {0x20, 0x01, 0x0d, 0xb8};
+    CHECK(b4 && b4->routes == 1 && b6 && ofl_lpm6_lookup(b6, in_db8) != 0,
+          "the blobs' routes after the counts");
+    CHECK(c4 && c4->file.lines == 2 && c4->file.bad == 0 && c4->file.first_bad == 0,
+          "a clean file: no garbage");
+    char want[1024];
+    snprintf(want, sizeof want, "{\"r\":{\"kind\":\"lpm\",\"path\":\"%s\",\"lines\":5,"
+             "\"not_prefixes\":2,\"first_not_prefix\":2}}", path);
+    char *s4 = b4 ? stats_text(b4, NULL) : NULL, *s6 = t6 ? stats_text(NULL, t6) : NULL;
+    char *sc = c4 ? stats_text(c4, NULL) : NULL;
+    CHECK(s4 && s6 && !strcmp(s4, want) && !strcmp(s6, want), "stats: %s", s4 ? s4 : "");
+    CHECK(sc && !strcmp(sc, "{}"), "a clean file's table says nothing: %s", sc ? sc : "");
+    struct ofl_lpm4 *short4 = NULL;
+    CHECK(ofl_lpm4_open_blob(&short4, blob4, 16, &a, "r") == -EINVAL && !short4,
+          "a blob shorter than the counts is refused");
+    free(s4);
+    free(s6);
+    free(sc);
+    free(blob4);
+    free(blob6);
+    ofl_lpm4_free(t4);
+    ofl_lpm4_free(b4);
+    ofl_lpm4_free(c4);
+    ofl_lpm6_free(t6);
+    ofl_lpm6_free(b6);
+    unlink(path);
+    unlink(clean);
+}
+
 int main(int argc, char **argv)
 {
     const char *bgp = NULL;
@@ -1265,6 +1347,7 @@ int main(int argc, char **argv)
     }
     test_parse6();
     test_routes();
+    test_table_file();
     test_lpm4_cases();
     test_lpm4_random();
     test_lpm6_cases();

@@ -64,6 +64,8 @@ struct ofl_lpm4 {
     size_t routes;         /* routes it was built from (duplicates included) */
     uint64_t updates;      /* updates applied since it was built (ofl_lpm4_add, _del) */
     enum ofl_simd simd;    /* the path of ofl_lpm4_lookup_batch: ofl_simd_level() at build */
+    struct ofl_routes_file file; /* its prefix file's lines that were no routes (set by
+                                    lpm_tables.c; zero when built otherwise) */
     /* What only updates read (see above): depths of the /16s (dep16), of the tbl24
      * entries (dep24, beside tbl24) and of the tbl8 entries (dep8); each /16's own
      * block (-1: it shares one), each hop's shared block (-1: none yet); the route

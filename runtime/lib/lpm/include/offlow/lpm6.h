@@ -149,6 +149,8 @@ struct ofl_lpm6 {
                                     dir3 plus the tallest tree's height */
     uint16_t def;                /* hop of the /0 route, 0 = none */
     size_t routes;               /* routes it was built from (duplicates included) */
+    struct ofl_routes_file file; /* its prefix file's lines that were no routes (set by
+                                    lpm_tables.c on a handle; zero otherwise) */
     size_t prefixes;             /* distinct prefixes of length >= 1 */
     size_t markers;              /* entries that are markers only */
     uint32_t *dir1;              /* 2^DIR1_BITS entries: hop | (block + 1) << 16 */

@@ -50,6 +50,16 @@ struct ofl_routes {
     uint64_t lines;   /* lines read from files */
     uint64_t blank;   /* empty and comment lines */
     uint64_t bad;     /* garbage lines, skipped (including malformed IPv6 prefixes) */
+    uint64_t first_bad; /* the first garbage line's number in its file (from 1; 0: none) */
+};
+
+/* What the prefix file a table was built from held besides its routes: what its
+ * report says (a line that is not a prefix is skipped, counted here). */
+struct ofl_routes_file {
+    const char *path;    /* the file (not owned), or NULL: not built from a file */
+    uint64_t lines;      /* its lines */
+    uint64_t bad;        /* lines that are not prefixes */
+    uint64_t first_bad;  /* the first of them (from 1; 0: none) */
 };
 
 /* Start an empty list. */
