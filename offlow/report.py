@@ -14,6 +14,8 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
     """Per segment: packets, Mpps, Gb/s, drops; per queue: traffic, waits, occupancy."""
     g = plan.graph
     cores = [c for dev in stats.values() for c in dev.get("cores", [])]
+    # what a process that failed at its start left in rings already closed to it
+    untaken = [{"queues": dev["untaken"]} for dev in stats.values() if "untaken" in dev]
     segments = []
     for s in g.segments:
         mine = [c for c in cores if c["segment"] == s.name]
@@ -41,7 +43,7 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
         by_inst = [0] * q.instances
         for x in inst:
             by_inst[x["instance"]] += x["pushed"]
-        cons = [x for c in cores for x in c.get("queues", [])
+        cons = [x for c in [*cores, *untaken] for x in c.get("queues", [])
                 if x["queue"] == q.name and x["side"] == "in"]
         samples = sum(x["occupancy_samples"] for x in cons)
         queues.append({
@@ -193,7 +195,8 @@ def account(g: Graph, sources: dict[str, Any], elements: dict[str, Any],
                             "what": "DROP() in its body"})
     queue_drops = {"ring_full": "a full ring under enqueue=drop",
                    "ring_broken": "in a ring broken by a failure at either end (a corrupt "
-                                  "entry, a failed core), never delivered",
+                                  "entry, a failed core, a process that failed at its "
+                                  "start), never delivered",
                    **XDP_QUEUE_DROPS}
     for q in queues:
         # (a queue from xdp says why; the others drop only on a full ring)

@@ -747,11 +747,13 @@ class Run:
         for dev in self.procs:
             path = self.tmp / f"{dev}.json"
             target = targets.get(self.build.plan.device(dev).target)
-            if target.wrote_stats(path):
-                try:
+            try:
+                if target.wrote_stats(path):
                     stats[dev] = target.read_stats(path)
-                except OfflowError as e:
-                    errors.append(str(e))
+                elif (untaken := target.untaken(path)) is not None:
+                    stats[dev] = untaken
+            except OfflowError as e:
+                errors.append(str(e))
         tcp = None
         if self.front is not None:
             try:

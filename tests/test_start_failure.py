@@ -20,9 +20,10 @@ from typing import Any, cast
 import jsonschema
 import pytest
 
-from offlow.build import build
+from offlow.build import DATA, build
 from offlow.dsl.loader import load_program
 from offlow.runner import Run, RunOptions
+from tests.e2e import QUIC
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -65,7 +66,7 @@ CASES = [
     ("router.py", ["--count", "100", "--opt", "routes4.nports=0"],
      "table routes4: nports=0 must be 1..32767"),
     ("router.py", ["--count", "100", "--opt", "routes4.path={bad_gzip}"],
-     "table routes4 from {bad_gzip}: cannot read prefix file"),
+     "table routes4: cannot read prefix file {bad_gzip}: "),
     # a store (all on the host) and a cache (the NIC's)
     ("kvs.py", ["--count", "100", "--opt", "store.capacity=0"],
      "store store: capacity=0 is not a number in 1..4294967295"),
@@ -123,19 +124,34 @@ def test_a_run_that_failed_after_packets_flowed_still_prints_its_counts() -> Non
     assert res.stdout == "" or (read and not read[0].startswith("packets: 0 read")), res.stdout
 
 
-@pytest.mark.parametrize(("program", "opt", "queue"), [
-    ("ttl_pipeline.py", "tx.kind=bogus", "rx->app"),          # a sink (ofl_prog_open)
-    ("kvs_cache.py", "store.capacity=0", "parse->store"),     # a table (main's opens)
-])
+def _truncated_table(tmp_path: Path) -> Path:
+    """The shared BGP table cut short (its first MB of gzip): read for a while, then an
+    error (unexpected end of file)."""
+    path = tmp_path / "cut.txt.gz"
+    path.write_bytes((DATA / "bgp-full-table.txt.gz").read_bytes()[:1_000_000])
+    return path
+
+
+@pytest.mark.parametrize(("program", "args", "queue"), [
+    # a sink (ofl_prog_open), a store (main's table opens): the NIC still reading
+    ("ttl_pipeline.py", ["--count", "100000", "--opt", "tx.kind=bogus"], "rx->app"),
+    ("kvs_cache.py", ["--count", "100000", "--opt", "store.capacity=0"], "parse->store"),
+    # the route table, on the host, fails after reading for a while: by then the NIC
+    # has read the 130 frames of its capture, put them in the ring and closed it
+    ("router.py", ["--set", "route.device=host", "--input", str(QUIC),
+                   "--opt", "routes4.path={cut}"], "rx->route"),
+], ids=["sink", "store", "route-table-after-the-nic-finished"])
 def test_what_the_nic_sent_a_process_that_failed_at_its_start_is_counted(
-        program: str, opt: str, queue: str) -> None:
-    """The host fails at its start while the NIC's source reads: the frames the NIC put
-    in the ring to the host are counted lost there (ring_broken: the failing process
-    marks the rings it would consume broken before it aborts the run, so their producer
-    counts them); nothing is unaccounted. Before (2026-11-28) the ring's entries were
-    nobody's: 32 or 1024 unaccounted in every run."""
+        program: str, args: list[str], queue: str, tmp_path: Path) -> None:
+    """The host fails at its start while the NIC's source reads, or after it finished:
+    the frames the NIC put in the ring to the host are counted lost there (ring_broken),
+    nothing unaccounted. The failing process marks the rings it would consume broken
+    before it aborts the run, so that their producer counts them; a ring its producer
+    had closed already it says in STATS.untaken (ofl_prog_fail). Before (2026-11-28)
+    the ring's entries were nobody's: 32, 1024 or 130 unaccounted in every run."""
+    cut = str(_truncated_table(tmp_path))
     p = subprocess.run([sys.executable, "-m", "offlow.cli", "run", str(EXAMPLES / program),
-                        "--count", "100000", "--opt", opt, "--json"],
+                        *[a.replace("{cut}", cut) for a in args], "--json"],
                        capture_output=True, text=True, timeout=300, cwd=ROOT, env=os.environ)
     a = json.loads(p.stdout)["accounting"]
     assert p.returncode == 1 and a["unaccounted"] == 0, a

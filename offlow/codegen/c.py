@@ -353,7 +353,7 @@ class DeviceGen:
         format's text, and its arguments: ofl_start_failf), then the run ended as
         ofl_prog_open's failure ends it (ofl_prog_fail)."""
         return [f'{indent}ofl_start_failf(&proc->args, "{fmt}"{"".join(", " + a for a in args)});',
-                f"{indent}return ofl_prog_fail(&ofl_prog, &proc->win, ring_off), 1;"]
+                f"{indent}return ofl_prog_fail(&ofl_prog, &proc->args, &proc->win, ring_off), 1;"]
 
     def main_first(self) -> list[str]:
         """Lines at the start of main (before its arguments are parsed)."""

@@ -130,6 +130,20 @@ class Target:
         path = stats.with_name(f"{stats.name}.error")
         return path.read_text() if path.exists() else None
 
+    def untaken(self, stats: Path) -> dict[str, Any] | None:
+        """What a part that failed before its first packet, its stats unwritten, left in
+        the rings it would have consumed that their producers had already closed (none
+        of its own taken), as STATS.untaken (ofl_prog_fail): {"device", "untaken": [a
+        consumer side's ring counters, "lost" the entries it holds]}; None without it."""
+        path = stats.with_name(f"{stats.name}.untaken")
+        if not path.exists():
+            return None
+        try:
+            return dict(json.loads(path.read_text()))
+        except json.JSONDecodeError as e:
+            raise OfflowError(f"the {self.name} process wrote an unreadable {path.name}: "
+                              f"{e}") from None
+
     def wrote_stats(self, path: Path) -> bool:
         """Whether its part left stats to read at `path` (read_stats)."""
         return path.exists()

@@ -324,6 +324,56 @@ static void unread_opt(const char *dir)
     }
 }
 
+/* ofl_prog_fail, a process failing before its first packet (core b's, the consumer
+ * of both rings): ring 0's producer had finished and closed it holding 3 entries, ring
+ * 1's still runs holding 2. Ring 1 is marked broken by its consumer (its producer
+ * counts the 2 at its end); ring 0 keeps its mark and its 3 are written to
+ * STATS.untaken as the consumer side's lost, since no end will count them; the window
+ * is aborted. */
+static void failed_at_start(const char *dir)
+{
+    char window[512], stats[512], untaken[600];
+    snprintf(window, sizeof window, "%s/window-fail", dir);
+    snprintf(stats, sizeof stats, "%s/stats-fail-start.json", dir);
+    snprintf(untaken, sizeof untaken, "%s.untaken", stats);
+    unlink(untaken);
+    char *argv[] = {"test_prog", "--window", window, "--stats", stats, NULL};
+    struct ofl_args a;
+    struct ofl_window w;
+    size_t ring_off[2];
+    size_t wsize = layout(ring_off);
+    CHECK(ofl_args_parse(&a, 5, argv, "host") == 0 &&
+              ofl_prog_init_window(&w, &a, wsize, rings, 2, ring_off, 0, 0, NULL) == 0 &&
+              ofl_proc_open(&w, &a, wsize) == 0,
+          "the window made and opened");
+    struct ofl_ring r[2];
+    for (int i = 0; i < 2; i++) {
+        CHECK(ofl_ring_attach(&r[i], ofl_window_at(&w, ring_off[i]),
+                              ofl_ring_mem_size(64, 64)) == 0, "ring %d attached", i);
+        ofl_ring_publish(&r[i], i == 0 ? 3 : 2);
+    }
+    ofl_ring_close(&r[0]);
+    CHECK(ofl_ring_close_first(&r[0]) == OFL_RING_CLOSED_FIRST, "ring 0 closed first");
+    ofl_prog_fail(&prog, &a, &w, ring_off);
+    CHECK(ofl_ring_broken_by(&r[1]) == OFL_RING_BROKEN_BY_CONSUMER,
+          "the running producer's ring is broken by its consumer");
+    CHECK(ofl_ring_broken_by(&r[0]) == OFL_RING_CLOSED_FIRST, "the closed one keeps its mark");
+    CHECK(((struct ofl_window_hdr *)w.base)->abort, "the window is aborted");
+    char *text = NULL;
+    size_t len = 0;
+    bool said = ofl_file_read(untaken, (void **)&text, &len) == 0;
+    text = said ? realloc(text, len + 1) : NULL;
+    if (text) text[len] = 0;
+    CHECK(text && contains(text, "\"device\":\"host\"") &&
+              contains(text, "\"queue\":\"a->b\"") && contains(text, "\"side\":\"in\"") &&
+              contains(text, "\"lost\":3}") && !strstr(text, "\"lost\":2"),
+          "STATS.untaken holds the closed ring's 3 entries only: %s", text ? text : "(none)");
+    free(text);
+    unlink(untaken);
+    ofl_window_close(&w);
+    unlink(window);
+}
+
 /* ofl_start_failf: the first failure said before the first packet is the one in
  * STATS.error, formatted; a later one (a consequence of the first: a transfer its
  * peer ended) leaves it as it is. */
@@ -430,6 +480,7 @@ int main(int argc, char **argv)
     bad_ring(argv[1]);
     unread_opt(argv[1]);
     first_failure_kept(argv[1]);
+    failed_at_start(argv[1]);
     unread_table_opt(argv[1]);
     return CHECK_DONE();
 }

@@ -1028,20 +1028,45 @@ static int attach_side(const struct ofl_prog *p, const struct ofl_args *a, struc
 static int prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
                      const size_t *ring_off);
 
-void ofl_prog_fail(const struct ofl_prog *p, struct ofl_window *w, const size_t *ring_off)
+static void stats_ring(struct ofl_json *j, const char *queue, const char *side, unsigned prod,
+                       unsigned cons, const struct ofl_ring *r, uint64_t bytes, uint64_t lost);
+
+void ofl_prog_fail(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
+                   const size_t *ring_off)
 {
+    struct ofl_json j = {0};
+    char path[4096];
     for (unsigned k = 0; k < p->ncores; k++) {
         const struct ofl_core_use *u = &p->cores[k];
-        for (unsigned j = 0; j < u->nqueues; j++) {
-            const struct ofl_qside *q = &u->queues[j];
+        for (unsigned n = 0; n < u->nqueues; n++) {
+            const struct ofl_qside *q = &u->queues[n];
             for (unsigned i = 0; q->in && i < q->n; i++) {
-                const struct ofl_ring_spec *spec = &p->rings[q->rings[i].ring];
+                const struct ofl_ring_use *ru = &q->rings[i];
+                const struct ofl_ring_spec *spec = &p->rings[ru->ring];
                 struct ofl_ring r;
-                if (ofl_ring_attach(&r, ofl_window_at(w, ring_off[q->rings[i].ring]),
-                                    ofl_ring_mem_size(spec->size, spec->entry_size)) == 0)
-                    ofl_ring_break(&r);
+                if (ofl_ring_attach(&r, ofl_window_at(w, ring_off[ru->ring]),
+                                    ofl_ring_mem_size(spec->size, spec->entry_size)) < 0 ||
+                    ofl_ring_break(&r) != OFL_RING_CLOSED_FIRST)
+                    continue;   /* (broken here first: its producer counts) */
+                /* closed by a producer that finished: what it holds is final, this
+                 * process's never taken, said in STATS.untaken */
+                uint32_t left = __atomic_load_n(&r.shm->tail, __ATOMIC_ACQUIRE) -
+                                __atomic_load_n(&r.shm->head, __ATOMIC_ACQUIRE);
+                if (!left) continue;
+                if (!j.f && a->stats &&
+                    snprintf(path, sizeof path, "%s.untaken", a->stats) < (int)sizeof path &&
+                    (j.f = fopen(path, "w")) != NULL) {
+                    ofl_json_begin_obj(&j, NULL);
+                    ofl_json_str(&j, "device", a->device);
+                    ofl_json_begin_arr(&j, "untaken");
+                }
+                if (j.f) stats_ring(&j, q->queue, "in", ru->prod, ru->cons, &r, 0, left);
             }
         }
+    }
+    if (j.f) {
+        ofl_json_end_arr(&j);
+        ofl_stats_end(&j);
     }
     ofl_window_abort(w);
 }
@@ -1052,7 +1077,7 @@ int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl
     int rc = prog_open(p, a, w, ring_off);
     /* the run ends: the other processes stop as after a failed core (their cores'
      * errors are secondary: this one's is the run's) */
-    if (rc < 0) ofl_prog_fail(p, w, ring_off);
+    if (rc < 0) ofl_prog_fail(p, a, w, ring_off);
     return rc;
 }
 

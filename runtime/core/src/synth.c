@@ -344,6 +344,10 @@ int ofl_prefixes_load(struct ofl_prefixes *ps, const char *path, char *errbuf)
     int zerr = Z_OK;
     const char *msg = gzerror(f, &zerr);
     if (rc == 0 && (n < 0 || (zerr != Z_OK && zerr != Z_STREAM_END))) {
+        /* (zlib's message starts with the path: said once) */
+        size_t pl = strlen(path);
+        if (zerr != Z_ERRNO && !strncmp(msg, path, pl) && !strncmp(msg + pl, ": ", 2))
+            msg += pl + 2;
         snprintf(errbuf, 256, "cannot read prefix file %s: %s", path,
                  zerr == Z_ERRNO ? strerror(errno) : msg);
         rc = -EIO;

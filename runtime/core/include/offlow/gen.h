@@ -641,9 +641,13 @@ int ofl_prog_open(const struct ofl_prog *p, const struct ofl_args *a, struct ofl
 /* This process failed before its first packet (its reason said: ofl_start_failf):
  * every ring it would consume (at `ring_off` in window `w`) is marked broken by its
  * consumer, so that its producer counts what it published there and no one will take
- * (ring_broken), and the window is aborted: every process stops. A ring its producer
- * had already closed is left as it is (what it holds is then unaccounted). */
-void ofl_prog_fail(const struct ofl_prog *p, struct ofl_window *w, const size_t *ring_off);
+ * (ring_broken), and the window is aborted: every process stops. A ring whose producer
+ * had already finished and closed it keeps its mark: what it holds, never taken, is
+ * written to STATS.untaken (`a->stats` + ".untaken": {"device", "untaken": [the ring's
+ * consumer-side counters, as in the stats file, "lost" what it holds]}), which the
+ * runner counts as that queue's ring_broken drops. */
+void ofl_prog_fail(const struct ofl_prog *p, const struct ofl_args *a, struct ofl_window *w,
+                   const size_t *ring_off);
 
 /* Start every thread and wait for all of them; a core that failed aborts the window
  * (every process stops). Returns 1 when a core failed or a thread could not start

@@ -30,11 +30,14 @@ static int lpm_opts(const struct ofl_args *a, const char *name, const char **pat
     return 0;
 }
 
-/* Report the outcome of building table `name`. */
+/* Report the outcome of building table `name` (the file named once: the reader's
+ * messages name it already). */
 static int built(const struct ofl_args *a, const char *name, const char *path, int rc,
                  const char *errbuf)
 {
-    if (rc < 0)
+    if (rc < 0 && errbuf[0] && strstr(errbuf, path))
+        ofl_start_failf(a, "table %s: %s", name, errbuf);
+    else if (rc < 0)
         ofl_start_failf(a, "table %s from %s: %s", name, path,
                         errbuf[0] ? errbuf : ofl_strerror(rc));
     return rc;
