@@ -7,23 +7,36 @@ from __future__ import annotations
 
 import argparse
 import importlib
-from pathlib import Path
 
+from offlow.argtypes import File, NewFile, Whole
+from offlow.errors import OfflowError
+from offlow.kvs.tools import LOAD_SECONDS
 from offlow.runner import check_simd_env
 
 NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams",
          "crypto", "tsp", "balance", "seeds", "remote")
+# the benchmarks that read each option besides --quick and --json-out (run() passes
+# them on); any other refuses it rather than run without it ("xdp --e2e": with --e2e)
+READ_BY = {
+    "png": ("router", "groups", "channels", "kvs", "gpu", "tsp", "streams", "remote", "xdp",
+            "xdp --e2e"),
+    "prefixes": ("router", "groups", "xdp", "gpu"),
+    "e2e": ("xdp", "xdp --e2e"),
+    "sweeps": ("router",),
+    "designs": ("kvs",), "values": ("kvs",), "duration": ("kvs",), "cores": ("kvs",),
+    "repeat": ("kvs",),
+}
 
 
 def add_arguments(b: argparse.ArgumentParser) -> None:
     """The options of `offlow bench`."""
     b.add_argument("name", choices=NAMES)
     b.add_argument("--quick", action="store_true", help="a small sweep (seconds)")
-    b.add_argument("--json-out", type=Path, help="where to write the JSON results")
-    b.add_argument("--png", type=Path,
+    b.add_argument("--json-out", type=NewFile(), help="where to write the JSON results")
+    b.add_argument("--png", type=NewFile(),
                    help="router, groups, channels, kvs, gpu, tsp, streams, remote, xdp: "
                         "where to write the plot")
-    b.add_argument("--prefixes", type=Path,
+    b.add_argument("--prefixes", type=File(),
                    help="router, groups, xdp, gpu: prefix file (default: the BGP table)")
     b.add_argument("--e2e", action="store_true",
                    help="xdp: the end-to-end half instead (Mpps through a veth pair: xdp, nic "
@@ -34,14 +47,27 @@ def add_arguments(b: argparse.ArgumentParser) -> None:
                    "udp_echo,cpu,split,cache_wt,cache_wb,kvs_server)")
     b.add_argument("--values", help="kvs: comma-separated workloads (default: '64 B,1 KB,"
                    "64 KB': 64 B and 1 KB values over UDP, 64 KB over TCP)")
-    b.add_argument("--duration", type=float, help="kvs: measured seconds per run")
-    b.add_argument("--cores", type=int,
+    b.add_argument("--duration", type=LOAD_SECONDS, help="kvs: measured seconds per run")
+    b.add_argument("--cores", type=Whole(1, 1024),
                    help="kvs: server core budget, memcached/kvs_server -t (default 2)")
-    b.add_argument("--repeat", type=int, help="kvs: rounds over the designs (default 3)")
+    b.add_argument("--repeat", type=Whole(1), help="kvs: rounds over the designs (default 3)")
+
+
+def check_options(a: argparse.Namespace) -> None:
+    """Refuse an option that benchmark `a.name` does not read (READ_BY)."""
+    name = "xdp --e2e" if a.e2e and a.name == "xdp" else a.name
+    for dest, readers in READ_BY.items():
+        value = getattr(a, dest)
+        if value not in (None, False) and name not in readers:
+            flag = f"--{dest.replace('_', '-')}"
+            which = ", ".join(r for r in readers if r != name)
+            raise OfflowError(f"{flag}: `offlow bench {name}` does not read it (it is "
+                              f"for {which})")
 
 
 def run(a: argparse.Namespace) -> int:
     """Run benchmark `a.name` with the options add_arguments parsed."""
+    check_options(a)
     check_simd_env()
     bench = importlib.import_module(f"benchmarks.{a.name}")
     if a.name == "router":

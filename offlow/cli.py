@@ -10,6 +10,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from offlow import buildcache, picture, remote, targets
+from offlow.argtypes import (
+    PORT_OR_FREE,
+    SEED,
+    U64_MAX,
+    BadValue,
+    File,
+    Folder,
+    NewFile,
+    Refused,
+    Whole,
+    rate,
+    refusal,
+    seconds,
+)
 from offlow.build import plan_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -18,6 +32,7 @@ from offlow.lifecycle import Terminated, signals_deferred, stop_signals
 from offlow.planner import plan as planner
 from offlow.planner import profile
 from offlow.report import format_summary, packets_flowed, summarize
+from offlow.router.reference import MAX_HOP
 from offlow.runner import EMULATED, RunOptions, build_for, check_options, emulation_note, run
 
 if TYPE_CHECKING:
@@ -43,13 +58,7 @@ def _cmd_targets(a: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_secret(a: argparse.Namespace) -> None:
-    if a.secret is not None:
-        raise OfflowError(remote.ON_COMMAND_LINE)
-
-
 def _cmd_serve_device(a: argparse.Namespace) -> int:
-    _refuse_secret(a)
     return remote.serve_device(a.listen, a.secret_file, a.all_interfaces, a.work_dir)
 
 
@@ -63,7 +72,6 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       ports=tuple(a.port), iface=a.iface, xdp_mode=a.xdp_mode,
                       xdp_ring=a.xdp_ring, xdp_spread=a.xdp_spread,
                       remotes=tuple(a.remote), secret_file=a.secret_file)
-    _refuse_secret(a)
     if a.no_cache:  # (the environment: the build, and tools it starts, read it there)
         os.environ[buildcache.NO_CACHE] = "1"
     b = build_for(prog, opts)
@@ -115,10 +123,14 @@ def _cmd_cache(a: argparse.Namespace) -> int:
 
 
 def _cmd_plan(a: argparse.Namespace) -> int:
+    if a.repeats is not None and not a.validate:
+        raise OfflowError(f"--repeats {a.repeats}: goes with --validate (without it nothing "
+                          "is measured)")
     print(planner.plan(planner.PlanRequest(
         program=a.program, device=a.device, host=a.host, workload=a.workload,
         settings=tuple(a.set), alternatives=tuple(a.alt), work=tuple(a.work),
-        packets=a.packets, top=a.top, validate=a.validate, repeats=a.repeats,
+        packets=a.packets, top=a.top, validate=a.validate,
+        repeats=planner.PlanRequest.repeats if a.repeats is None else a.repeats,
         progress=lambda what: print(f"offlow plan: {what}", file=sys.stderr, flush=True))))
     return 0
 
@@ -128,8 +140,6 @@ def _cmd_stats(a: argparse.Namespace) -> int:
 
     from offlow import live, metrics
 
-    if a.every is not None and not a.every > 0:
-        raise OfflowError(f"--every {a.every:g}: must be a number of seconds above 0")
     printed, hdr = False, live.header()
     while True:
         try:
@@ -145,6 +155,9 @@ def _cmd_stats(a: argparse.Namespace) -> int:
         time.sleep(a.every)
 
 
+PCSA_DISTINCT, PCSA_PACKETS = 100_000, 200_000  # offlow pcsa's generated stream
+
+
 def _cmd_pcsa(a: argparse.Namespace) -> int:
     # (a test input by nature: without --input the command checks the sketch against
     # a stream whose distinct count is known, as users test their own programs with
@@ -154,12 +167,20 @@ def _cmd_pcsa(a: argparse.Namespace) -> int:
     from offlow.sketch import app
     from offlow.testing.streams import distinct_sources_pcap
 
+    if a.input is not None and (a.distinct is not None or a.packets is not None):
+        raise OfflowError("--distinct and --packets size the generated stream: with --input, "
+                          "the capture's sources are counted")
+    distinct = PCSA_DISTINCT if a.distinct is None else a.distinct
+    packets = PCSA_PACKETS if a.packets is None else a.packets
+    if a.input is None and distinct > packets:
+        raise OfflowError(f"--distinct {distinct:,}: more distinct sources than --packets "
+                          f"{packets:,} can carry")
     with tempfile.TemporaryDirectory(prefix="offlow-pcsa-") as d:
         capture = a.input
         if capture is None:
             capture = Path(d) / "sources.pcap"
-            distinct_sources_pcap(capture, a.distinct, a.packets)
-            print(f"generated {a.packets:,} packets from {a.distinct:,} distinct IPv4 sources")
+            distinct_sources_pcap(capture, distinct, packets)
+            print(f"generated {packets:,} packets from {distinct:,} distinct IPv4 sources")
         print(app.format_result(app.run(capture)))
     return 0
 
@@ -192,13 +213,13 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_SubParser)
 
     def secret_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--secret-file", type=Path, metavar="FILE",
+        sp.add_argument("--secret-file", type=File(), metavar="FILE",
                         help="the remote devices' shared secret (16..4096 bytes; mode 0600); "
                              "else OFFLOW_REMOTE_SECRET")
-        sp.add_argument("--secret", help=argparse.SUPPRESS)  # refused: see _refuse_secret
+        sp.add_argument("--secret", type=Refused(remote.ON_COMMAND_LINE), help=argparse.SUPPRESS)
 
     def program_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("program", type=Path, help="a Python file defining program()")
+        sp.add_argument("program", type=File(), help="a Python file defining program()")
         sp.add_argument("--set", action="append", default=[], metavar="SEG.ATTR=VALUE",
                         help="change placement (rx.device=host, rx.cores=0,1; on gpu "
                              "the offload batch and batches in flight: route.batch=1024, "
@@ -212,10 +233,10 @@ def parser() -> argparse.ArgumentParser:
 
     ex = sub.add_parser("explain", help="show the compiled design")
     program_args(ex)
-    ex.add_argument("--input", type=Path,
+    ex.add_argument("--input", type=File(),
                     help="size the queues to this capture as `run --input` does (else the "
                          "program's mtu, or 2048)")
-    ex.add_argument("--svg", type=Path, metavar="FILE",
+    ex.add_argument("--svg", type=NewFile(), metavar="FILE",
                     help="also draw the design into FILE (SVG, by Graphviz's dot): elements "
                          "in a box per segment coloured by device, queue edges labelled with "
                          "the fields and bytes per packet that cross them, tables beside the "
@@ -229,22 +250,24 @@ def parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="compile and run a program")
     program_args(r)
-    r.add_argument("--input", type=Path, help="pcap file for the sources (else synthetic)")
-    r.add_argument("--output", type=Path,
+    r.add_argument("--input", type=File(), help="pcap file for the sources (else synthetic)")
+    r.add_argument("--output", type=NewFile(),
                    help="pcap file for the sink (with several sinks: OUTPUT.SINK.pcap each)")
-    r.add_argument("--duration", type=float, help="seconds to run (replays the input)")
-    r.add_argument("--loops", type=int, default=1, help="replays of the input (default 1)")
-    r.add_argument("--rate", type=float, default=0.0,
+    r.add_argument("--duration", type=seconds(), help="seconds to run (replays the input)")
+    r.add_argument("--loops", type=Whole(1, U64_MAX), default=1,
+                   help="replays of the input (default 1)")
+    r.add_argument("--rate", type=rate("packets/s"), default=0.0,
                    help="packets/s per source core (0: as fast as possible)")
-    r.add_argument("--count", type=int, default=10000, help="synthetic packets per replay")
+    r.add_argument("--count", type=Whole(0, U64_MAX), default=10000,
+                   help="synthetic packets per replay")
     r.add_argument("--sizes", default="64:7,576:4,1500:1", help="synthetic size:weight mix")
-    r.add_argument("--prefixes", type=Path, help="synthetic destination prefixes file")
-    r.add_argument("--seed", type=int, default=1,
+    r.add_argument("--prefixes", type=File(), help="synthetic destination prefixes file")
+    r.add_argument("--seed", type=SEED, default=1,
                    help="seed of the synthetic traffic (the same seed, the same packets)")
     r.add_argument("--copy-engine", choices=["inline", "thread"], default="inline",
                    help="the copy engine: inline (copies when a batch is submitted) or on a "
                         "thread of its own")
-    r.add_argument("--timeout", type=float, help="kill the run after this many seconds")
+    r.add_argument("--timeout", type=seconds(), help="kill the run after this many seconds")
     r.add_argument("--opt", action="append", default=[], metavar="NAME.KEY=VALUE",
                    help="a run-time option of a source, sink or table (e.g. routes.path=F); "
                         "a source or sink that reads no such KEY refuses it")
@@ -254,10 +277,10 @@ def parser() -> argparse.ArgumentParser:
                         "net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap or net_af_packet0,"
                         "iface=eth1, or a PCI address) or afpacket:IFACE (a Linux interface); "
                         "docs/ports.md")
-    r.add_argument("--udp", type=int, metavar="PORT",
+    r.add_argument("--udp", type=PORT_OR_FREE, metavar="PORT",
                    help="serve UDP clients on 127.0.0.1:PORT (0: a free port): every source "
                         "reads datagrams, every sink sends replies; until --duration or Ctrl-C")
-    r.add_argument("--tcp", type=int, metavar="PORT",
+    r.add_argument("--tcp", type=PORT_OR_FREE, metavar="PORT",
                    help="also serve TCP on 127.0.0.1:PORT (0: a free port) from the program's "
                         "table that serves it (kv_store: memcached over TCP, any value up to "
                         "its value_max); UDP is served too (without --udp: a free port)")
@@ -273,7 +296,7 @@ def parser() -> argparse.ArgumentParser:
                    help="xdp: generic (any interface, in the kernel's stack) or native (in "
                         "the driver: veth and most 10-100G NICs); default generic; "
                         "offload (on the NIC itself) is refused with the reason")
-    r.add_argument("--xdp-ring", type=int, default=0, metavar="N",
+    r.add_argument("--xdp-ring", type=Whole(0, 1 << 14), default=0, metavar="N",
                    help="xdp with segments on other devices: entries of the AF_XDP socket's "
                         "ring (a power of 2; default 1024)")
     r.add_argument("--xdp-spread", action="store_true",
@@ -308,7 +331,7 @@ def parser() -> argparse.ArgumentParser:
                          "port, printed); never every interface unless --all-interfaces")
     sd.add_argument("--all-interfaces", action="store_true",
                     help="allow --listen 0.0.0.0:PORT or [::]:PORT")
-    sd.add_argument("--work-dir", type=Path, default=remote.DEV_DIRS, metavar="DIR",
+    sd.add_argument("--work-dir", type=Folder(), default=remote.DEV_DIRS, metavar="DIR",
                     help="where each run's device executable is written and run, in a "
                          "folder of its own removed when the run ends (default /tmp; not "
                          "a file system mounted noexec). Folders left there by a "
@@ -324,7 +347,7 @@ def parser() -> argparse.ArgumentParser:
     tb = csub.add_parser("table", help="an array element: get INDEX, set INDEX VALUE, info")
     tb.add_argument("name")
     tb.add_argument("op", choices=["get", "set", "info"])
-    tb.add_argument("index", type=int, nargs="?")
+    tb.add_argument("index", type=Whole(0, U64_MAX), nargs="?")
     tb.add_argument("value", nargs="?", help="an integer, a float or hex bytes, by the "
                     "element's type")
     mp = csub.add_parser("map", help="a hash map (SharedMap): get KEY, set KEY VALUE, delete "
@@ -334,13 +357,13 @@ def parser() -> argparse.ArgumentParser:
     mp.add_argument("op", choices=["get", "set", "delete", "list", "info"])
     mp.add_argument("key", nargs="?", help="src=10.0.0.1,dst=10.0.0.2,proto=6")
     mp.add_argument("value", nargs="?", help="an integer of the map's value type")
-    mp.add_argument("--limit", type=int, help="list: at most N keys")
+    mp.add_argument("--limit", type=Whole(0, U64_MAX), help="list: at most N keys")
     ro = csub.add_parser("route", help="add PREFIX NEXTHOP or del PREFIX, or add|del --file F "
                          "(IPv4 and IPv6, applied while packets flow)")
     ro.add_argument("op", choices=["add", "del"])
     ro.add_argument("prefix", nargs="?", help="10.0.0.0/8, 2001:db8::/32 (host bits zero)")
-    ro.add_argument("hop", type=int, nargs="?", help="next hop 1..32767 (add)")
-    ro.add_argument("--file", type=Path, help="many routes, a line each: PREFIX NEXTHOP "
+    ro.add_argument("hop", type=Whole(1, MAX_HOP), nargs="?", help="next hop 1..32767 (add)")
+    ro.add_argument("--file", type=File(), help="many routes, a line each: PREFIX NEXTHOP "
                     "(del: PREFIX); the IPv6 ones in one batch (one rebuild: all or none)")
     ro.add_argument("--table", help="the route table (default: the one of the prefix's "
                     "family)")
@@ -384,11 +407,12 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--work", action="append", default=[], metavar="ELEMENT=KIND",
                     help="an element's kind of work (integer, lookup, hash), when not "
                          "the default (lookup for elements that use a table, else integer)")
-    pl.add_argument("--packets", type=int, default=100_000,
+    pl.add_argument("--packets", type=Whole(1000), default=100_000,
                     help="packets of the calibration run")
-    pl.add_argument("--top", type=int, default=12, help="placements shown")
-    pl.add_argument("--repeats", type=int, default=10,
-                    help="--validate: rounds per placement, each a calibration run, (for "
+    pl.add_argument("--top", type=Whole(1), default=12, help="placements shown")
+    pl.add_argument("--repeats", type=Whole(1), default=None,
+                    help=f"with --validate: rounds per placement (default "
+                         f"{planner.PlanRequest.repeats}), each a calibration run, (for "
                          "a placement with a queue between threads) a crossing probe, the "
                          "measured run and (for a placement using the device) a "
                          "calibration run slowed; the rounds' time is pooled")
@@ -402,7 +426,7 @@ def parser() -> argparse.ArgumentParser:
                         "text format), read from its processes without pausing them")
     st.add_argument("window", type=Path, help="the run's window (/dev/shm/offlow-...; "
                     "offlow run prints it at start)")
-    st.add_argument("--every", type=float, metavar="S",
+    st.add_argument("--every", type=seconds(), metavar="S",
                     help="print them again every S seconds, until the run ends or Ctrl-C")
     st.set_defaults(fn=_cmd_stats)
 
@@ -417,11 +441,13 @@ def parser() -> argparse.ArgumentParser:
 
     pc = sub.add_parser("pcsa", help="distinct IPv4 sources counted on the NIC (PCSA), "
                                      "asked over a channel, beside the exact count and HLL")
-    pc.add_argument("--input", type=Path, help="pcap to count (default: a generated one)")
-    pc.add_argument("--distinct", type=int, default=100_000,
-                    help="without --input: distinct sources of the generated stream")
-    pc.add_argument("--packets", type=int, default=200_000,
-                    help="without --input: packets of the generated stream")
+    pc.add_argument("--input", type=File(), help="pcap to count (default: a generated one)")
+    pc.add_argument("--distinct", type=Whole(1), default=None,
+                    help="without --input: distinct sources of the generated stream "
+                         f"(default {PCSA_DISTINCT:,}; at most --packets)")
+    pc.add_argument("--packets", type=Whole(1), default=None,
+                    help=f"without --input: packets of the generated stream (default "
+                         f"{PCSA_PACKETS:,})")
     pc.set_defaults(fn=_cmd_pcsa)
 
     kv = sub.add_parser("kvs", help="key-value store tools (memcached protocol)")
@@ -506,8 +532,8 @@ def _map(t: Table, a: argparse.Namespace) -> None:
     wants = {"get": 1, "delete": 1, "set": 2, "list": 0, "info": 0}[a.op]
     if [a.key, a.value][:wants].count(None) or [a.key, a.value][wants:] != [None] * (2 - wants):
         raise OfflowError(f"want `map NAME {a.op}{' KEY' * (wants > 0)}{' VALUE' * (wants > 1)}`")
-    if a.limit is not None and (a.op != "list" or a.limit < 0):
-        raise OfflowError("--limit N (N >= 0) goes with `list`")
+    if a.limit is not None and a.op != "list":
+        raise OfflowError("--limit N goes with `list`")
     m = t.map()
     if a.op == "info":
         print(t.info().text())
@@ -549,11 +575,20 @@ def _cmd_reload(a: argparse.Namespace) -> int:
 
 
 class _SubParser(argparse.ArgumentParser):
-    """A subcommand's parser: its --help shows the options' defaults."""
+    """A subcommand's parser: its --help shows the options' defaults; a value its type
+    refuses (offlow.argtypes) is the one error `offlow: error: OPTION VALUE: REASON`."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(**kwargs)
+
+    def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
+        try:
+            return super()._get_value(action, arg_string)
+        except argparse.ArgumentError as err:
+            if isinstance(err.__context__, BadValue):
+                raise OfflowError(refusal(action, arg_string, err.__context__)) from None
+            raise
 
 
 def main(argv: list[str] | None = None) -> int:

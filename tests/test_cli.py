@@ -31,7 +31,7 @@ def test_explain_moving_rx_to_host_keeps_queues_off_the_interconnect(
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["explain", "no-such-file.py"], "no such program file"),
+    (["explain", "no-such-file.py"], "program no-such-file.py: no such file"),
     (["explain", str(EXAMPLE), "--set", "rx.device=tpu"], "unknown device `tpu`"),
     (["explain", str(EXAMPLE), "--set", "nosuch.device=host"], "nosuch"),
     (["explain", str(EXAMPLE), "--set", "rx.cores=a,b"], "cores"),

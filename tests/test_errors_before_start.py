@@ -74,7 +74,7 @@ CASES = {
     "output-is-input": (lambda t: ["run", str(EXAMPLE), "--input", str(copy_of_tls(t)),
                                    "--output", str(t / "tls.pcap")], "is the input capture"),
     "negative-duration": (lambda t: ["run", str(EXAMPLE), "--duration", "-1"],
-                          "--duration -1: must be a number above 0"),
+                          "--duration -1: must be a number of seconds above 0"),
     "zero-loops": (lambda t: ["run", str(EXAMPLE), "--loops", "0"], "--loops 0"),
     "bad-sizes": (lambda t: ["run", str(EXAMPLE), "--sizes", "64:7,huge"],
                   "--sizes: bad size mix"),

@@ -216,7 +216,7 @@ def test_an_element_with_an_unknown_kind_of_work_is_refused(tmp_path):
     (["--device", "host", "--work", "nosuch=hash"], "has no element `nosuch`"),
     (["--device", "host", "--workload", "/nonexistent.pcap"], "no such capture"),
     (["--device", "host", "--workload", "{garbage}"], "not a readable pcap file"),
-    (["--device", "host", "--packets", "0"], "the calibration needs 1000 packets or more"),
+    (["--device", "host", "--packets", "0"], "--packets 0: must be a whole number 1000.."),
     (["--device", "host", "--validate", "--repeats", "0"], "--repeats 0"),
 ])
 def test_offlow_plan_refuses_bad_options_before_running(program_file, args, message, tmp_path):

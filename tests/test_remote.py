@@ -154,7 +154,7 @@ def test_a_secret_on_the_command_line_is_refused(cmd: list[str]) -> None:
     p = subprocess.run([*CLI, *cmd, "--secret", "sixteen or more bytes"], text=True,
                        capture_output=True, timeout=120)
     assert p.returncode != 0 and p.stderr.strip().splitlines() == [
-        f"offlow: error: {ON_COMMAND_LINE}"], p.stderr
+        f"offlow: error: --secret: {ON_COMMAND_LINE}"], p.stderr
 
 
 def test_serve_device_listens_on_every_interface_only_when_asked(tmp_path: Path) -> None:

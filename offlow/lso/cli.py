@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from offlow.argtypes import SEED, File, Names, NewFile, Whole
 from offlow.build import DATA
 from offlow.errors import OfflowError
 from offlow.lso import sends as gen
@@ -19,30 +20,32 @@ def add_arguments(sub: argparse._SubParsersAction, parser_class: type) -> None:
     """The `lso` subcommands on `sub`."""
     s = sub.add_parser("sends", help="write a capture whose frames each carry a whole large "
                        "send, built from the shared captures' flows or a stream")
-    s.add_argument("--output", type=Path, required=True, help="the capture to write")
-    s.add_argument("--from", dest="sources", default="tls,quic,stream",
+    s.add_argument("--output", type=NewFile(), required=True, help="the capture to write")
+    s.add_argument("--from", dest="sources", type=Names(SOURCES), default="tls,quic,stream",
                    help="comma-separated: tls (TCP connections of tls_ciphers.pcap), quic "
                         "(UDP flows of quic.pcap), stream (--stream as TCP and UDP)")
-    s.add_argument("--stream", type=Path,
-                   help="the stream's bytes (default: the first MiB of the BGP table)")
+    s.add_argument("--stream", type=File(),
+                   help="with `--from stream`: the stream's bytes (default: the first MiB "
+                        "of the BGP table)")
     s.add_argument("--ipv6", action="store_true", help="IPv6 too (2001:db8::a.b.c.d)")
-    s.add_argument("--seed", type=int, default=1, help="seed of the send sizes")
+    s.add_argument("--seed", type=SEED, default=1, help="seed of the send sizes")
     s.set_defaults(fn=_sends)
     r = sub.add_parser("run", help="post a capture's sends through a send port to a program "
                        "whose device cuts them, write what it makes")
-    r.add_argument("program", type=Path, nargs="?", default=EXAMPLE,
+    r.add_argument("program", type=File(), nargs="?", default=EXAMPLE,
                    help="a Python file defining program() (default: examples/lso.py)")
-    r.add_argument("--input", type=Path, required=True,
+    r.add_argument("--input", type=File(), required=True,
                    help="a capture whose frames each carry a whole send (offlow lso sends)")
-    r.add_argument("--output", type=Path, help="pcap for the packets made (else counted)")
-    r.add_argument("--mtu", type=int, default=1500, help="the link's IP MTU (68..9216)")
+    r.add_argument("--output", type=NewFile(), help="pcap for the packets made (else counted)")
+    r.add_argument("--mtu", type=Whole(68, 9216, "the link's IP MTU"), default=1500,
+                   help="the link's IP MTU (68..9216)")
     r.add_argument("--move", choices=["pio", "dma", "auto", "place"], default="pio",
                    help="payloads leave the send buffer by the NIC core (pio), its copy "
                         "engine (dma), the engine from --dma-min bytes (auto), or not at "
                         "all: each packet's headers written in place before its payload "
                         "(place)")
-    r.add_argument("--dma-min", type=int, help="auto: the smallest payload the engine moves "
-                   "(default 1024)")
+    r.add_argument("--dma-min", type=Whole(0, 65535, "payload bytes"),
+                   help="with --move auto: the smallest payload the engine moves (default 1024)")
     r.add_argument("--offload", action="store_true",
                    help="leave checksums to the MAC (pseudo-header sums, IPv4 checksum 0)")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
@@ -50,10 +53,10 @@ def add_arguments(sub: argparse._SubParsersAction, parser_class: type) -> None:
 
 
 def _sends(a: argparse.Namespace) -> int:
-    wanted = [x for x in a.sources.split(",") if x]
-    bad = [x for x in wanted if x not in SOURCES]
-    if bad or not wanted:
-        raise OfflowError(f"--from {a.sources}: expected some of {', '.join(SOURCES)}")
+    wanted = [x.strip() for x in a.sources.split(",")]
+    if a.stream is not None and "stream" not in wanted:
+        raise OfflowError(f"--stream {a.stream}: goes with `--from stream` (--from "
+                          f"{a.sources} reads no stream)")
     families = [False, True] if a.ipv6 else [False]
     frames: list[bytes] = []
     for v6 in families:
@@ -62,9 +65,7 @@ def _sends(a: argparse.Namespace) -> int:
         if "quic" in wanted:
             frames += gen.udp_sends(_data("quic.pcap"), ipv6=v6, seed=a.seed)
         if "stream" in wanted:
-            path = a.stream or DATA / "bgp-full-table.txt.gz"
-            if not path.is_file():
-                raise OfflowError(f"--stream {path}: no such file")
+            path = a.stream or _data("bgp-full-table.txt.gz")
             data = path.read_bytes()[:1 << 20]
             frames += gen.stream_sends(data, "tcp", ipv6=v6, seed=a.seed)
             frames += gen.stream_sends(data[:1 << 18], "udp", ipv6=v6, seed=a.seed)
@@ -85,10 +86,9 @@ def _data(name: str) -> Path:
 def _run(a: argparse.Namespace) -> int:
     from offlow.dsl.loader import load_program
 
-    if not a.input.is_file():
-        raise OfflowError(f"--input {a.input}: no such file")
-    if not 68 <= a.mtu <= 9216:
-        raise OfflowError(f"--mtu {a.mtu}: the link's IP MTU is 68..9216")
+    if a.dma_min is not None and a.move != "auto":
+        raise OfflowError(f"--dma-min {a.dma_min}: goes with --move auto (--move {a.move} "
+                          "never asks the payload's size)")
     o = run_capture(load_program(a.program), a.input, offload=a.offload, output=a.output,
                     mtu=a.mtu, move=a.move, dma_min=a.dma_min)
     if a.json:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from offlow.argtypes import SEED, File, NewFile, Whole
 from offlow.build import DATA
 from offlow.cbuild import RUNTIME, build_exe
 from offlow.errors import OfflowError
@@ -270,15 +271,15 @@ def format_report(r: dict) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The options of `offlow router check`."""
-    p.add_argument("--prefixes", type=Path, default=DEFAULT_PREFIXES,
+    p.add_argument("--prefixes", type=File(), default=DEFAULT_PREFIXES,
                    help="prefix file, plain or gzip (default: the shared BGP table)")
-    p.add_argument("--random", type=int, default=DEFAULT_RANDOM,
+    p.add_argument("--random", type=Whole(0), default=DEFAULT_RANDOM,
                    help="random addresses per family besides the prefix boundaries "
                         f"(default {DEFAULT_RANDOM:,})")
-    p.add_argument("--seed", type=int, default=1, help="seed of the random addresses")
-    p.add_argument("--nports", type=int, default=DEFAULT_PORTS,
+    p.add_argument("--seed", type=SEED, default=1, help="seed of the random addresses")
+    p.add_argument("--nports", type=Whole(1, MAX_HOP), default=DEFAULT_PORTS,
                    help=f"ports of the next-hop rule (default {DEFAULT_PORTS})")
-    p.add_argument("--json-out", type=Path, help="also write the summary as JSON here")
+    p.add_argument("--json-out", type=NewFile(), help="also write the summary as JSON here")
 
 
 def cli(args: argparse.Namespace) -> int:
@@ -292,12 +293,12 @@ def cli(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m offlow.router.check [--prefixes PATH] [--random N] [--seed S]`."""
-    p = argparse.ArgumentParser(prog="offlow router check", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="offlow router check", description=__doc__.split("\n")[0],
+                                exit_on_error=False)
     add_arguments(p)
-    args = p.parse_args(argv)
     try:
-        return cli(args)
-    except OfflowError as err:
+        return cli(p.parse_args(argv))
+    except (OfflowError, argparse.ArgumentError) as err:
         print(f"offlow: error: {err}", file=sys.stderr)
         return 2
 

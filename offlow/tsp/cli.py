@@ -8,13 +8,16 @@ import os
 import runpy
 from pathlib import Path
 
+from offlow.argtypes import File, NewFile, Whole
 from offlow.dsl import Program
 from offlow.dsl.loader import load_program
+from offlow.dsl.program import OFFLOAD_DEPTH_MAX
 from offlow.errors import OfflowError
 from offlow.tsp import gpu, manager
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tsp.py"
+GPU_BATCH, GPU_DEPTH = 2500, 2  # the gpu climber's work-items per batch, batches in flight
 # TSPLIB's published optimal tour lengths of the instances the project ships
 OPTIMA = {"kroA100": 21282}
 
@@ -29,37 +32,46 @@ def example(device: str, path: Path) -> Program:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--file", type=Path, default=None,
+    p.add_argument("--file", type=File(), default=None,
                    help="TSPLIB EUC_2D file (default: $OFFLOW_DATA/kroA100.tsp)")
     p.add_argument("--device", choices=("nic", "host", "gpu"), default="nic",
                    help="where the climbers run")
-    p.add_argument("--climbs", type=int, default=10_000, help="climbs from random tours")
-    p.add_argument("--climbers", type=int, default=None,
+    p.add_argument("--climbs", type=Whole(1, 1 << 40), default=10_000,
+                   help="climbs from random tours")
+    p.add_argument("--climbers", type=Whole(1), default=None,
                    help="nic/host: climber threads in the device's process (default 1; "
                         "with --program, its table's option says)")
-    p.add_argument("--job", type=int, default=None,
+    p.add_argument("--job", type=Whole(1, 1 << 20), default=None,
                    help="climbs per job the manager hands out (default 50; gpu: climbs per "
                         "work-item, default 1)")
-    p.add_argument("--batch", type=int, default=2500, help="gpu: work-items per batch")
-    p.add_argument("--depth", type=int, default=2, help="gpu: batches in flight")
-    p.add_argument("--seed", type=int, default=1, help="seed of the first climb")
-    p.add_argument("--program", type=Path, default=None,
+    p.add_argument("--batch", type=Whole(1, 1 << 20), default=None,
+                   help=f"gpu: work-items per batch (default {GPU_BATCH})")
+    p.add_argument("--depth", type=Whole(1, OFFLOAD_DEPTH_MAX), default=None,
+                   help=f"gpu: batches in flight (default {GPU_DEPTH})")
+    p.add_argument("--seed", type=Whole(0, 1 << 62), default=1, help="seed of the first climb")
+    p.add_argument("--program", type=File(), default=None,
                    help="nic/host: your own program with a `tsp` channel served by "
                         "ClimbJobs (default: examples/tsp.py)")
-    p.add_argument("--json-out", type=Path, default=None, help="write the result as JSON")
+    p.add_argument("--json-out", type=NewFile(), default=None, help="write the result as JSON")
     p.set_defaults(fn=cli)
 
 
 def cli(a: argparse.Namespace) -> int:
     path = a.file or default_file()
-    if a.climbs < 1:
-        raise OfflowError("--climbs must be at least 1")
     if a.device == "gpu":
         if a.program:
             raise OfflowError("--program is for nic and host (the gpu climber has no program)")
-        r, where = gpu.run(path, a.climbs, a.job or 1, a.batch, a.depth, a.seed)
+        if a.climbers is not None:
+            raise OfflowError(f"--climbers {a.climbers}: is for nic and host (the gpu runs "
+                              "--batch work-items at once)")
+        r, where = gpu.run(path, a.climbs, a.job or 1, a.batch or GPU_BATCH,
+                           a.depth or GPU_DEPTH, a.seed)
         where = f"gpu ({where})"
     else:
+        for name, value in (("--batch", a.batch), ("--depth", a.depth)):
+            if value is not None:
+                raise OfflowError(f"{name} {value}: is for --device gpu (on {a.device} the "
+                                  "climbers take jobs one at a time)")
         if a.program and (a.climbers is not None or a.file is not None):
             raise OfflowError("--climbers and --file are examples/tsp.py's: with --program, "
                               "your program's table says")
