@@ -54,51 +54,46 @@ static struct ofl_routes_file file_of(const char *path, const struct ofl_routes 
     return (struct ofl_routes_file){ path, r->lines, r->bad, r->first_bad };
 }
 
-int ofl_lpm4_open_opts(struct ofl_lpm4 **t, const struct ofl_args *a, const char *name)
+/* Read the routes of table `name`'s prefix file (its path= and nports= options, the
+ * path in `*path`). */
+static int load_routes(struct ofl_routes *r, const struct ofl_args *a, const char *name,
+                       const char **path)
 {
-    const char *path;
     unsigned nports;
     char errbuf[256] = "";
-    int rc = lpm_opts(a, name, &path, &nports);
+    int rc = lpm_opts(a, name, path, &nports);
     if (rc < 0) return rc;
+    ofl_routes_init(r);
+    rc = built(a, name, *path, ofl_routes_load(r, *path, nports, errbuf), errbuf);
+    if (rc < 0) ofl_routes_free(r);
+    return rc;
+}
+
+int ofl_lpm4_open_opts(struct ofl_lpm4 **t, const struct ofl_args *a, const char *name)
+{
     struct ofl_routes r;
-    ofl_routes_init(&r);
+    const char *path;
+    char errbuf[256] = "";
     *t = NULL;
-    rc = ofl_routes_load(&r, path, nports, errbuf);
-    if (rc == 0) rc = ofl_lpm4_build(t, r.v4, r.n4, errbuf);
+    int rc = load_routes(&r, a, name, &path);
+    if (rc < 0) return rc;
+    rc = built(a, name, path, ofl_lpm4_build(t, r.v4, r.n4, errbuf), errbuf);
     if (rc == 0) (*t)->file = file_of(path, &r);
     ofl_routes_free(&r);
-    return built(a, name, path, rc, errbuf);
+    return rc;
 }
 
 int ofl_lpm6_open_opts(struct ofl_lpm6 **t, const struct ofl_args *a, const char *name)
 {
-    const char *path;
-    unsigned nports;
-    char errbuf[256] = "";
-    int rc = lpm_opts(a, name, &path, &nports);
-    if (rc < 0) return rc;
     struct ofl_routes r;
-    ofl_routes_init(&r);
+    const char *path;
+    char errbuf[256] = "";
     *t = NULL;
-    rc = ofl_routes_load(&r, path, nports, errbuf);
-    if (rc == 0) rc = ofl_lpm6_open_live(t, r.v6, r.n6, errbuf);
+    int rc = load_routes(&r, a, name, &path);
+    if (rc < 0) return rc;
+    rc = built(a, name, path, ofl_lpm6_open_live(t, r.v6, r.n6, errbuf), errbuf);
     if (rc == 0) (*t)->file = file_of(path, &r);
     ofl_routes_free(&r);
-    return built(a, name, path, rc, errbuf);
-}
-
-/* Read the routes of table `name`'s prefix file (its path= and nports= options). */
-static int load_routes(struct ofl_routes *r, const struct ofl_args *a, const char *name)
-{
-    const char *path;
-    unsigned nports;
-    char errbuf[256] = "";
-    int rc = lpm_opts(a, name, &path, &nports);
-    if (rc < 0) return rc;
-    ofl_routes_init(r);
-    rc = built(a, name, path, ofl_routes_load(r, path, nports, errbuf), errbuf);
-    if (rc < 0) ofl_routes_free(r);
     return rc;
 }
 
@@ -117,7 +112,8 @@ static int pack(void **blob, size_t *len, const struct ofl_routes *r, const void
 int ofl_lpm4_pack(void **blob, size_t *len, const struct ofl_args *a, const char *name)
 {
     struct ofl_routes r;
-    int rc = load_routes(&r, a, name);
+    const char *path;
+    int rc = load_routes(&r, a, name, &path);
     if (rc < 0) return rc;
     rc = pack(blob, len, &r, r.v4, r.n4, sizeof *r.v4);
     ofl_routes_free(&r);
@@ -127,7 +123,8 @@ int ofl_lpm4_pack(void **blob, size_t *len, const struct ofl_args *a, const char
 int ofl_lpm6_pack(void **blob, size_t *len, const struct ofl_args *a, const char *name)
 {
     struct ofl_routes r;
-    int rc = load_routes(&r, a, name);
+    const char *path;
+    int rc = load_routes(&r, a, name, &path);
     if (rc < 0) return rc;
     rc = pack(blob, len, &r, r.v6, r.n6, sizeof *r.v6);
     ofl_routes_free(&r);
