@@ -67,8 +67,13 @@ def test_a_misspelt_lpm_table_key_is_the_runs_one_error(where: str, prefixes: Pa
 KINDS = {
     "kv-store-on-host": (EXAMPLES / "kvs.py", "store.capcity=5",
                          "--opt store.capcity=5: table store (on host) takes no option "
-                         "`capcity` (it takes capacity, mem, tcp_conns, tcp_fd, tcp_threads, "
-                         "value_max)"),
+                         "`capcity` (it takes capacity, mem, tcp_threads, value_max)"),
+    # the runner's own keys are no user's: a socket's fd given by hand was taken (the
+    # store tried to serve TCP on fd 0: with stdin /dev/null, a bare exit status)
+    "kv-store-socket-by-hand": (EXAMPLES / "kvs.py", "store.tcp_fd=0",
+                                "--opt store.tcp_fd=0: table store (on host) takes no "
+                                "option `tcp_fd` (it takes capacity, mem, tcp_threads, "
+                                "value_max)"),
     "nic-cache": (EXAMPLES / "kvs_cache.py", "cache.way=2",
                   "--opt cache.way=2: table cache (on nic) takes no option `way` (it takes "
                   "entries, eviction, policy, value_max, ways)"),

@@ -136,6 +136,15 @@ const char *ofl_args_get(const struct ofl_args *a, const char *name, const char 
     return v ? v : dflt;
 }
 
+const char *ofl_args_get_own(const struct ofl_args *a, const char *name, const char *key,
+                             const char *dflt)
+{
+    size_t nl = strlen(name), kl = strlen(key);
+    for (int i = a->nopts - 1; i >= 0; i--)
+        if (!a->opt_user[i] && opt_is(a, i, name, nl, key, kl)) return a->opt_val[i];
+    return dflt;
+}
+
 void ofl_start_failf(const struct ofl_args *a, const char *fmt, ...)
 {
     char text[2048];

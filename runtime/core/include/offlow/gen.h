@@ -189,6 +189,12 @@ int ofl_args_parse(struct ofl_args *a, int argc, char **argv, const char *device
 const char *ofl_args_get(const struct ofl_args *a, const char *name, const char *key,
                          const char *dflt);
 
+/* Value of option "<name>.<key>" that the runner gave the process itself (a socket's
+ * fd: never the user's --opt), or `dflt`: not recorded as asked, so that a user's
+ * --opt NAME.KEY is refused as unread (ofl_args_check_unread) rather than taken. */
+const char *ofl_args_get_own(const struct ofl_args *a, const char *name, const char *key,
+                             const char *dflt);
+
 /* Say why this process fails before its first packet (its set-up: a bad option, a
  * file or table that does not open), printf-style: the run's one error for it. Written
  * to STATS.error (a->stats + ".error", which the runner reads: offlow.targets.base), or
@@ -212,7 +218,9 @@ size_t ofl_args_asked(const struct ofl_args *a, const char *name, char *buf, siz
  * 0 when a->use is NULL (nothing recorded). */
 int ofl_args_check_unread(const struct ofl_args *a, const char *what, const char *name);
 
-/* Print "offlow <device>: <msg>" to stderr; returns 1 (an exit status). */
+/* Print "offlow: <msg>" to stderr (a failure with no stats file to say it in, or after
+ * the run: ofl_start_failf says a failure before the first packet); returns 1 (an exit
+ * status). */
 int ofl_fatal(const char *msg);
 
 /* Like ofl_fatal, with the runtime's text for error `err`. */

@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,11 +32,13 @@ static void server_stats(void *arg, struct ofl_kv_server_stats *s)
     s->tcp_port = t->tcp_port;
 }
 
-/* Option `key` of table `name` as a number in [lo, hi]; prints and fails otherwise. */
+/* Option `key` of table `name` as a number in [lo, hi] (`own`: one the runner gives
+ * itself, ofl_args_get_own); says why and fails otherwise. */
 static int number(const struct ofl_args *a, const char *name, const char *key,
-                  const char *dflt, uint64_t lo, uint64_t hi, uint64_t *v)
+                  const char *dflt, uint64_t lo, uint64_t hi, bool own, uint64_t *v)
 {
-    const char *s = ofl_args_get(a, name, key, dflt);
+    const char *s = own ? ofl_args_get_own(a, name, key, dflt)
+                        : ofl_args_get(a, name, key, dflt);
     char *end;
     errno = 0;
     unsigned long long x = strtoull(s, &end, 10);
@@ -54,7 +57,7 @@ static int start_tcp(struct ofl_kvs *t, const struct ofl_args *a, const char *na
                      uint64_t threads, uint64_t conns)
 {
     uint64_t fd;
-    if (number(a, name, "tcp_fd", "0", 0, 1 << 20, &fd))
+    if (number(a, name, "tcp_fd", "0", 0, 1 << 20, true, &fd))
         return -EINVAL;
     struct sockaddr_in me;
     socklen_t ml = sizeof me;
@@ -73,13 +76,14 @@ int ofl_kvs_open_opts(struct ofl_kvs **out, const struct ofl_args *a, const char
 {
     *out = NULL;
     uint64_t cap, mem, vmax, threads, conns;
-    /* (the TCP options too when the run has no TCP socket: checked, and a user's
-     * tcp_threads= is read, not refused as unread) */
-    if (number(a, name, "capacity", "1000000", 1, UINT32_MAX, &cap) ||
-        number(a, name, "mem", "0", 0, UINT64_MAX, &mem) ||
-        number(a, name, "value_max", "1048576", 1, OFL_KVS_VALUE_MAX_LIMIT, &vmax) ||
-        number(a, name, "tcp_threads", "1", 1, OFL_KVS_TCP_THREADS_MAX, &threads) ||
-        number(a, name, "tcp_conns", "4096", 1, 1u << 20, &conns))
+    /* (tcp_threads= too when the run has no TCP socket: checked, and a user's is read,
+     * not refused as unread; tcp_fd= and tcp_conns= are the runner's own: --tcp and
+     * --tcp-max-conns give them) */
+    if (number(a, name, "capacity", "1000000", 1, UINT32_MAX, false, &cap) ||
+        number(a, name, "mem", "0", 0, UINT64_MAX, false, &mem) ||
+        number(a, name, "value_max", "1048576", 1, OFL_KVS_VALUE_MAX_LIMIT, false, &vmax) ||
+        number(a, name, "tcp_threads", "1", 1, OFL_KVS_TCP_THREADS_MAX, false, &threads) ||
+        number(a, name, "tcp_conns", "4096", 1, 1u << 20, true, &conns))
         return -EINVAL;
     struct ofl_kvs *t = calloc(1, sizeof *t);
     if (!t) return ofl_start_failf(a, "store %s: out of memory", name), -ENOMEM;
@@ -93,7 +97,8 @@ int ofl_kvs_open_opts(struct ofl_kvs **out, const struct ofl_args *a, const char
         free(t);
         return rc;
     }
-    if (ofl_args_get(a, name, "tcp_fd", NULL) && (rc = start_tcp(t, a, name, threads, conns)) < 0) {
+    if (ofl_args_get_own(a, name, "tcp_fd", NULL) &&
+        (rc = start_tcp(t, a, name, threads, conns)) < 0) {
         ofl_kvs_close(t);
         return rc;
     }
