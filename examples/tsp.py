@@ -2,9 +2,9 @@
 the climbers on a device and a manager on the host.
 
 The cities and their climbers are one table (`cities`) in the process of the device
-that serves the `tsp` channel: on `nic` the host process reads the TSPLIB file and
-sends the cities over the bulk channel `table.cities`, and the NIC process builds the
-distances and starts its climber threads. The host's manager (offlow.tsp.manager) posts
+that serves the `tsp` channel, which reads the TSPLIB file, builds the distances and
+starts its climber threads (this program has no host process: on `nic` the NIC's
+process reads the file). The host's manager (offlow.tsp.manager) posts
 jobs of climbs on the channel and fetches each job's best tour in bulk from the
 circular result queue. The `idle` segment only holds the device's process: its
 cores serve no packets.
