@@ -23,7 +23,8 @@ static int serve_maps(struct ofl_xdp_chans *s, struct bpf_object *obj)
     for (const struct ofl_xdp_map *x = s->d->maps; x && x->name; x++) n++;
     s->maps = calloc(n + 1, sizeof *s->maps);
     s->ctl_full = calloc(n + 1, sizeof *s->ctl_full);
-    if (!s->maps || !s->ctl_full) return ofl_fatal("out of memory"), -ENOMEM;
+    if (!s->maps || !s->ctl_full)
+        return ofl_start_failf(s->a, "the xdp channels: out of memory"), -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const struct ofl_xdp_map *x = &s->d->maps[i];
         if (!x->ctl_chan) continue;
@@ -41,10 +42,11 @@ int ofl_xdp_chans_open(struct ofl_xdp_chans *s, const struct ofl_xdp_desc *d,
 {
     memset(s, 0, sizeof *s);
     s->d = d;
+    s->a = a;
     s->own.fd = -1;
     if (!ofl_xdp_chans_any(d)) return 0;
     size_t *ring_off = calloc(d->nrings + 1, sizeof *ring_off);
-    if (!ring_off) return ofl_fatal("out of memory"), -ENOMEM;
+    if (!ring_off) return ofl_start_failf(a, "the xdp channels: out of memory"), -ENOMEM;
     size_t size = d->layout(ring_off, &s->chan_off);
     free(ring_off);
     if (win) {
@@ -71,15 +73,16 @@ int ofl_xdp_chans_start(struct ofl_xdp_chans *s, struct bpf_object *obj)
         void *p = m ? mmap(NULL, map_len(m), PROT_READ | PROT_WRITE, MAP_SHARED,
                            bpf_map__fd(m), 0) : MAP_FAILED;
         if (p == MAP_FAILED) {
-            fprintf(stderr, "offlow xdp: cannot map shared array %s for the channels: %s\n",
-                    x->name, m ? strerror(errno) : "no such map");
+            ofl_start_failf(s->a, "cannot map shared array %s for the channels: %s", x->name,
+                            m ? strerror(errno) : "no such map");
             return m ? -errno : -ENOENT;
         }
         *x->mem = p;
     }
     struct ofl_window_hdr *h = (struct ofl_window_hdr *)s->win->base;
     s->mgr = ofl_chan_mgr_start(1, &h->abort);
-    if (!s->mgr) return ofl_fatal("cannot start the channel manager"), -ENOMEM;
+    if (!s->mgr)
+        return ofl_start_failf(s->a, "cannot start the channel manager"), -ENOMEM;
     if (s->d->chan_mgr) *s->d->chan_mgr = s->mgr;
     for (const struct ofl_xdp_chan *c = s->d->chans; c && c->name; c++) {
         int rc = ofl_gen_serve(s->mgr, s->win, s->chan_off, c->name, c->handler,

@@ -21,6 +21,7 @@
 /* The channels of one run. */
 struct ofl_xdp_chans {
     const struct ofl_xdp_desc *d;
+    const struct ofl_args *a;  /* the run's options (for ofl_start_failf) */
     struct ofl_window own;     /* the window, when this run opened it (no crossing) */
     struct ofl_window *win;    /* the window the channels are in, or NULL: none served */
     size_t chan_off;           /* the channel region's offset in it */
@@ -34,13 +35,15 @@ bool ofl_xdp_chans_any(const struct ofl_xdp_desc *d);
 
 /* Prepare the channels of `d`: in window `win` (the crossing's), or, when NULL, in
  * the run's window opened here (--window). Nothing is done when `d` serves none.
- * 0 or a negative errno (printed); close with ofl_xdp_chans_close in any case. */
+ * 0 or a negative errno (said: ofl_start_failf; `a` is kept for ofl_xdp_chans_start's);
+ * close with ofl_xdp_chans_close in any case. */
 int ofl_xdp_chans_open(struct ofl_xdp_chans *s, const struct ofl_xdp_desc *d,
                        const struct ofl_args *a, struct ofl_window *win);
 
 /* Map every shared array a handler names from its map in the loaded `obj`, then
  * serve the channels: the handlers' and each shared hash map's control channel.
- * 0 or a negative errno (printed). */
+ * 0 or a negative errno (said: ofl_start_failf, but ofl_gen_serve's and the map
+ * control's own failures, which print theirs). */
 int ofl_xdp_chans_start(struct ofl_xdp_chans *s, struct bpf_object *obj);
 
 /* Stop serving (the manager's handlers end first) and unmap the arrays; the maps'

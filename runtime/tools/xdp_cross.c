@@ -15,9 +15,10 @@ int ofl_xdp_cross_open(struct ofl_xdp_cross *x, const struct ofl_xdp_desc *d,
 {
     memset(x, 0, sizeof *x);
     x->d = d;
+    x->a = a;
     x->win.fd = -1;
     size_t *ring_off = calloc(d->nrings + 1, sizeof *ring_off);
-    if (!ring_off) return ofl_fatal("out of memory"), -ENOMEM;
+    if (!ring_off) return ofl_start_failf(a, "segment %s: out of memory", d->segment), -ENOMEM;
     size_t chan_off;
     int rc = ofl_proc_open(&x->win, a, d->layout(ring_off, &chan_off));
     if (rc == 0)
@@ -25,7 +26,7 @@ int ofl_xdp_cross_open(struct ofl_xdp_cross *x, const struct ofl_xdp_desc *d,
     for (const struct ofl_xdp_queue *q = d->queues; rc == 0 && q->name; q++) {
         *q->out = calloc(q->instances, sizeof **q->out);
         if (!*q->out) {
-            ofl_fatal("out of memory");
+            ofl_start_failf(a, "segment %s: out of memory", d->segment);
             rc = -ENOMEM;
             break;
         }
@@ -34,8 +35,9 @@ int ofl_xdp_cross_open(struct ofl_xdp_cross *x, const struct ofl_xdp_desc *d,
             rc = ofl_qout_init(&(*q->out)[i], ofl_window_at(&x->win, ring_off[q->first_ring + i]),
                                ofl_ring_mem_size(r->size, r->entry_size), d->core->ce,
                                &d->core->waiter);
-            if (rc < 0) fprintf(stderr, "offlow xdp: cannot attach ring %s instance %u\n",
-                                q->name, i);
+            if (rc < 0)
+                ofl_start_failf(a, "cannot attach ring %s instance %u: %s", q->name, i,
+                                ofl_strerror(rc));
             (*q->out)[i].drop_full = q->drop_full;
         }
     }
@@ -53,7 +55,7 @@ int ofl_xdp_cross_socket(struct ofl_xdp_cross *x, const char *ifname, uint32_t r
 {
     char err[256];
     int rc = ofl_xsk_open(&x->xsk, ifname, 0, x->d->xsk_frame, ring, map_fd, err, sizeof err);
-    if (rc < 0) fprintf(stderr, "offlow xdp: %s\n", err);
+    if (rc < 0) ofl_start_failf(x->a, "%s", err);
     return rc;
 }
 

@@ -15,6 +15,7 @@
 
 struct ofl_xdp_cross {
     const struct ofl_xdp_desc *d;
+    const struct ofl_args *a;  /* the run's options (for ofl_start_failf) */
     struct ofl_window win;
     struct ofl_xsk xsk;
     uint64_t taken;        /* frames taken from the socket */
@@ -23,7 +24,8 @@ struct ofl_xdp_cross {
 };
 
 /* Open the run's window (a->window) and the producer ends of the queues' rings in
- * it. Returns 0 or a negative errno (printed). */
+ * it. Returns 0 or a negative errno (said: ofl_start_failf; `a` is kept for
+ * ofl_xdp_cross_socket's). */
 int ofl_xdp_cross_open(struct ofl_xdp_cross *x, const struct ofl_xdp_desc *d,
                        const struct ofl_args *a);
 
@@ -31,7 +33,8 @@ int ofl_xdp_cross_open(struct ofl_xdp_cross *x, const struct ofl_xdp_desc *d,
 volatile uint32_t *ofl_xdp_cross_abort(struct ofl_xdp_cross *x);
 
 /* Open the AF_XDP socket on queue 0 of `ifname` with an RX ring of `ring` entries and
- * put it in the program's XSKMAP `map_fd`. Returns 0 or a negative errno (printed). */
+ * put it in the program's XSKMAP `map_fd`. Returns 0 or a negative errno (said:
+ * ofl_start_failf). */
 int ofl_xdp_cross_socket(struct ofl_xdp_cross *x, const char *ifname, uint32_t ring,
                          int map_fd);
 

@@ -44,12 +44,33 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
+/* Say why the run cannot start: the run's one error (ofl_start_failf) with the run's
+ * options `a`; with none (--check) on stderr. */
+static void start_fail(const struct ofl_args *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void start_fail(const struct ofl_args *a, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (a)
+        ofl_start_failf(a, "%s", text);
+    else
+        fprintf(stderr, "offlow xdp: %s\n", text);
+}
+
 /* Open `path` for program `prog` (only it will load), its frame buffers one per
- * CPU; returns the object, not yet loaded, or NULL (printed why). */
-static struct bpf_object *open_obj(const char *path, const char *prog)
+ * CPU; returns the object, not yet loaded, or NULL (said why: start_fail with `a`). */
+static struct bpf_object *open_obj(const char *path, const char *prog,
+                                   const struct ofl_args *a)
 {
     struct bpf_object *obj = bpf_object__open_file(path, NULL);
-    if (!obj) return NULL;
+    if (!obj) {
+        start_fail(a, "cannot open the XDP object %s: %s", path, strerror(errno));
+        return NULL;
+    }
     struct bpf_program *p;
     int found = 0;
     bpf_object__for_each_program(p, obj) {
@@ -61,7 +82,7 @@ static struct bpf_object *open_obj(const char *path, const char *prog)
     int ncpus = libbpf_num_possible_cpus();
     if (frames && ncpus > 0) bpf_map__set_max_entries(frames, (unsigned)ncpus);
     if (!found) {
-        fprintf(stderr, "offlow xdp: %s has no program %s\n", path, prog);
+        start_fail(a, "%s has no program %s", path, prog);
         bpf_object__close(obj);
         return NULL;
     }
@@ -69,10 +90,13 @@ static struct bpf_object *open_obj(const char *path, const char *prog)
 }
 
 /* Load `obj` (the verifier checks its program); on failure closes it and returns
- * NULL (libbpf printed why). */
-static struct bpf_object *load(struct bpf_object *obj)
+ * NULL (libbpf printed the verifier's log; with the run's options `a` the failure is
+ * also the run's error: start_fail). */
+static struct bpf_object *load(struct bpf_object *obj, const struct ofl_args *a)
 {
-    if (obj && bpf_object__load(obj) < 0) {
+    int rc;
+    if (obj && (rc = bpf_object__load(obj)) < 0) {
+        if (a) start_fail(a, "the kernel refused the XDP program: %s", strerror(-rc));
         bpf_object__close(obj);
         return NULL;
     }
@@ -167,12 +191,12 @@ struct run {
 /* --opt xdp.spread=1: the replay sends each frame from the next CPU this process may
  * run on, as a NIC's receive-side scaling spreads flows over CPUs, so that XDP runs on
  * each (and each CPU's copy of a per-CPU array is added to); 0, the default: from
- * the CPU it runs on. 0, or -EINVAL (printed). */
+ * the CPU it runs on. 0, or -EINVAL (said: ofl_start_failf). */
 static int spread_open(struct run *r, const struct ofl_args *a)
 {
     const char *v = ofl_args_get(a, "xdp", "spread", "0");
     if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
-        fprintf(stderr, "offlow xdp: --opt xdp.spread=%s: expected 0 or 1\n", v);
+        ofl_start_failf(a, "--opt xdp.spread=%s: expected 0 or 1", v);
         return -EINVAL;
     }
     r->spread = v[0] == '1' && sched_getaffinity(0, sizeof r->allowed, &r->allowed) == 0;
@@ -398,12 +422,12 @@ static void answer_live(void *arg, uint32_t seq)
 
 /* Attach program `prog` to interface `ifname` in `mode` ("generic" or "native") as a
  * BPF link: the kernel detaches it when this process exits, however it exits.
- * Returns the link's descriptor, or -1 (printed why). */
-static int attach(int prog, const char *ifname, const char *mode)
+ * Returns the link's descriptor, or -1 (said why: ofl_start_failf). */
+static int attach(const struct ofl_args *a, int prog, const char *ifname, const char *mode)
 {
     int ifindex = ofl_xdp_ifindex(ifname);
     if (ifindex < 0) {
-        fprintf(stderr, "offlow xdp: no interface %s in this network namespace\n", ifname);
+        ofl_start_failf(a, "no interface %s in this network namespace", ifname);
         return -1;
     }
     int native = strcmp(mode, "native") == 0;
@@ -417,21 +441,35 @@ static int attach(int prog, const char *ifname, const char *mode)
               "veth: use --xdp-mode generic, or frames of at most about 3,500 bytes)";
     else if (native && (fd == -EOPNOTSUPP || fd == -EINVAL))
         why = " (its driver has no native XDP: use --xdp-mode generic)";
-    fprintf(stderr, "offlow xdp: interface %s refused the XDP program in %s mode: %s%s\n",
-            ifname, mode, strerror(-fd), why);
+    ofl_start_failf(a, "interface %s refused the XDP program in %s mode: %s%s", ifname, mode,
+                    strerror(-fd), why);
     return -1;
 }
 
+/* With --iface, the source's one option: its duration_ns (0: until a stop) into `*ns`.
+ * 0, or -EINVAL (said: ofl_start_failf). */
+static int duration_open(const struct ofl_xdp_desc *d, const struct ofl_args *a, uint64_t *ns)
+{
+    const char *v = ofl_args_get(a, d->source, "duration_ns", NULL);
+    char *end = NULL;
+    errno = 0;
+    *ns = v ? strtoull(v, &end, 10) : 0;
+    if (v && (!*v || *end || *v == '-' || errno)) {
+        ofl_start_failf(a, "source %s: duration_ns=%s is not a number", d->source, v);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 /* With --iface: the interface's own traffic goes through the program until a stop
- * (Ctrl-C, SIGTERM, the runner gone) or the source's duration_ns; what the source
- * counted is what the program took in. */
-static void serve(const struct ofl_xdp_desc *d, const struct ofl_args *a, struct run *r,
+ * (Ctrl-C, SIGTERM, the runner gone) or `dur_ns`, the source's duration_ns (0: none);
+ * what the source counted is what the program took in. */
+static void serve(const struct ofl_xdp_desc *d, uint64_t dur_ns, struct run *r,
                   struct counters *c)
 {
-    const char *dur = ofl_args_get(a, d->source, "duration_ns", NULL);
     uint64_t start = now_ns();
     __atomic_store_n(&r->core.t_start, start, __ATOMIC_RELAXED);
-    uint64_t end = dur ? start + strtoull(dur, NULL, 10) : UINT64_MAX;
+    uint64_t end = dur_ns ? start + dur_ns : UINT64_MAX;
     for (unsigned idle = 0; !ofl_stop_requested() && now_ns() < end;) {
         if (!r->cross) {
             usleep(10000);
@@ -486,11 +524,15 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     static volatile uint32_t abort_word;  /* (the window's, when there is one) */
     volatile uint32_t *abort_at = &abort_word;
     if (d->ncross) {
-        if (ofl_xdp_cross_open(&cross, d, a) < 0) return ofl_xdp_cross_close(&cross), 1;
+        if (ofl_xdp_cross_open(&cross, d, a) < 0) {
+            ofl_xdp_cross_end(&cross, 1);  /* (the consumers stop, if the window opened) */
+            return ofl_xdp_cross_close(&cross), 1;
+        }
         r.cross = &cross;
         abort_at = ofl_xdp_cross_abort(&cross);
     }
     if (ofl_xdp_chans_open(&chans, d, a, d->ncross ? &cross.win : NULL) < 0) {
+        ofl_xdp_cross_end(&cross, 1);
         ofl_xdp_chans_close(&chans);
         ofl_xdp_cross_close(&cross);
         return 1;
@@ -500,13 +542,24 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     static struct ofl_lifeline life;
     if (ofl_lifeline_start(&life, a->runner_fd, abort_at, win ? a->window : NULL,
                            a->stats, NULL) < 0) {
+        ofl_start_failf(a, "--runner-fd %d is not a pipe", a->runner_fd);
+        if (win) ofl_window_abort(win);
         ofl_xdp_chans_close(&chans);
         ofl_xdp_cross_close(&cross);
-        return ofl_fatal("--runner-fd is not a pipe");
+        return 1;
     }
+    /* a user's option that the source, sink or a table never read is refused, as in
+     * every process (ofl_args_check_unread); with --iface the source reads only its
+     * duration_ns (the packets are the interface's) */
+    uint64_t dur_ns = 0;
     if (spread_open(&r, a) < 0) goto early;
-    if (!iface && ofl_source_open(&r.src, a, d->source, 0, 1, d->mtu) < 0) goto early;
-    if (d->sink && ofl_sink_open(&r.sink, a, d->sink, 1) < 0) goto early;
+    if (iface ? duration_open(d, a, &dur_ns) < 0
+              : ofl_source_open(&r.src, a, d->source, 0, 1, d->mtu) < 0)
+        goto early;
+    if (ofl_args_check_unread(a, "source", d->source) < 0) goto early;
+    if (d->sink && (ofl_sink_open(&r.sink, a, d->sink, 1) < 0 ||
+                    ofl_args_check_unread(a, "sink", d->sink) < 0))
+        goto early;
     int status = 1, sock = -1, link = -1, peer_link = -1;
     struct counters c = { .ncpus = libbpf_num_possible_cpus() };
     /* live stats: the live thread's reporter reads through counters of its own (counter()
@@ -515,13 +568,13 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     struct ofl_live live = { 0 };
     struct ofl_window live_win = { 0 };  /* the window, when nothing else maps it */
     struct ofl_xdp_tables tables = { 0 };
-    struct bpf_object *obj = open_obj(obj_path, d->prog);
+    struct bpf_object *obj = open_obj(obj_path, d->prog, a);
     if (!obj || ofl_xdp_tables_open(&tables, d, a, obj) < 0) goto done;
     if (!iface && ofl_xdp_net_create(d->mtu, err, sizeof err) < 0) {
-        fprintf(stderr, "offlow xdp: %s\n", err);
+        ofl_start_failf(a, "%s", err);
         goto done;
     }
-    obj = load(obj);
+    obj = load(obj, a);
     if (!obj || ofl_xdp_tables_fill(&tables, d, obj) < 0) goto done;
     /* the channels answered from before the first packet, as on the NIC */
     if (ofl_xdp_chans_start(&chans, obj) < 0) goto done;
@@ -531,29 +584,32 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
                                             obj, "ofl_xsks"))) < 0)
         goto done;
     int prog = bpf_program__fd(bpf_object__find_program_by_name(obj, d->prog));
-    if ((link = attach(prog, iface ? iface : OFL_XDP_IN, mode)) < 0) goto done;
+    if ((link = attach(a, prog, iface ? iface : OFL_XDP_IN, mode)) < 0) goto done;
     /* in native mode a veth hands what XDP_TX sends to its peer only when the peer runs
      * XDP too: it gets a program that passes every frame on */
     if (!iface && strcmp(mode, "native") == 0) {
         int pass = bpf_program__fd(bpf_object__find_program_by_name(obj, OFL_XDP_PASS));
-        if ((peer_link = attach(pass, OFL_XDP_PEER, mode)) < 0) goto done;
+        if ((peer_link = attach(a, pass, OFL_XDP_PEER, mode)) < 0) goto done;
     }
     if (!iface && (sock = ofl_xdp_packet_socket(OFL_XDP_PEER)) < 0) {
-        fprintf(stderr, "offlow xdp: cannot open a packet socket: %s\n", strerror(-sock));
+        ofl_start_failf(a, "cannot open a packet socket on %s: %s", OFL_XDP_PEER,
+                        strerror(-sock));
         goto done;
     }
     c.obj = obj;
     c.fd = bpf_map__fd(bpf_object__find_map_by_name(obj, "ofl_counts"));
     c.percpu = calloc((size_t)(c.ncpus > 0 ? c.ncpus : 1), sizeof *c.percpu);
-    if (!c.percpu) goto done;
     live_c = c;
     live_c.percpu = calloc((size_t)(c.ncpus > 0 ? c.ncpus : 1), sizeof *c.percpu);
-    if (!live_c.percpu) goto done;
+    if (!c.percpu || !live_c.percpu) {
+        ofl_start_failf(a, "out of memory (the program's counters)");
+        goto done;
+    }
     struct reporter rep = { d, a, &r, &c, chans.ctl_full };
     struct reporter live_rep = { d, a, &r, &live_c, chans.ctl_full };
     live_start(&live, &live_rep, win, &live_win);
     if (iface) {
-        serve(d, a, &r, &c);
+        serve(d, dur_ns, &r, &c);
         status = r.cross && d->core->err ? 1 : 0;
     } else if (replay(d, &r, &c, sock) == 0) {
         status = 0;
@@ -569,7 +625,8 @@ done:
     ofl_live_stop(&live);  /* (nothing when stopped above, or never started) */
     if (live_win.base) ofl_window_close(&live_win);
     free(live_c.percpu);
-    if (status) ofl_xdp_cross_end(&cross, 1);  /* (the consumers stop: the run failed) */
+    if (status && win) ofl_window_abort(win);  /* (the consumers and peers stop: the run
+                                                  failed) */
     free(c.percpu);
     if (sock >= 0) close(sock);
     if (peer_link >= 0) close(peer_link);
@@ -583,7 +640,7 @@ done:
     ofl_src_close(r.src);
     return status;
 early:
-    ofl_xdp_cross_end(&cross, 1);
+    if (win) ofl_window_abort(win);
     ofl_xdp_chans_close(&chans);
     ofl_lifeline_finish(&life);
     ofl_xdp_cross_close(&cross);
@@ -596,7 +653,7 @@ int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
 {
     libbpf_set_print(print_libbpf);
     if (argc == 3 && strcmp(argv[1], "--check") == 0) {
-        struct bpf_object *obj = load(open_obj(argv[2], d->prog));
+        struct bpf_object *obj = load(open_obj(argv[2], d->prog, NULL), NULL);
         bpf_object__close(obj);
         return obj ? 0 : 1;
     }
@@ -614,5 +671,12 @@ int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
     argv[2] = argv[0];
     if (ofl_args_parse(&a, argc - 2, argv + 2, "xdp") < 0) return 2;
     if (ofl_stop_signals_block() < 0) return ofl_fatal("cannot block SIGINT and SIGTERM");
-    return run(d, obj, &a);
+    /* what the run asks of its options, recorded: a user's key nothing asks for is
+     * refused (run: ofl_args_check_unread), as in the generated processes */
+    struct ofl_opt_use *use = calloc(1, sizeof *use);
+    if (!use) return ofl_fatal("out of memory");
+    a.use = use;
+    int status = run(d, obj, &a);
+    free(use);
+    return status;
 }

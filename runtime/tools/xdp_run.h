@@ -19,6 +19,11 @@
  *                                own traffic going through it until a stop or the
  *                                source's duration_ns; counters only, no capture.
  *
+ * As in every device process, a failure before the first frame is the run's one error
+ * (ofl_start_failf) and a user's option (--user-opt) that its source, sink or tables
+ * never read is refused (ofl_args_check_unread; --iface: the source reads only its
+ * duration_ns).
+ *
  * One frame at a time: after each, the program's counters say whether it was sent
  * back (the sink counted it) or not (dropped or consumed, counted where), so no frame
  * is lost unseen and the output keeps the input's order and timestamps.

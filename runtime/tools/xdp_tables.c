@@ -89,14 +89,18 @@ int ofl_xdp_tables_open(struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
     t->n = t->lpm4 ? n : 0;
     t->lpm6 = n6 ? calloc(n6, sizeof *t->lpm6) : NULL;
     t->n6 = t->lpm6 ? n6 : 0;
-    if ((n && !t->lpm4) || (n6 && !t->lpm6)) return -ENOMEM;
+    if ((n && !t->lpm4) || (n6 && !t->lpm6))
+        return ofl_start_failf(a, "the xdp segment's tables: out of memory"), -ENOMEM;
+    /* each table opened from its options, then a user's key it never read refused */
     for (size_t i = 0; i < n; i++) {
         int rc = ofl_lpm4_open_opts(&t->lpm4[i], a, d->lpm4[i].name);
+        if (rc == 0) rc = ofl_args_check_unread(a, "table", d->lpm4[i].name);
         if (rc == 0) rc = ofl_xdp_lpm4_size(obj, d->lpm4[i].maps, t->lpm4[i]);
         if (rc < 0) return rc;
     }
     for (size_t i = 0; i < n6; i++) {
         int rc = ofl_lpm6_open_opts(&t->lpm6[i], a, d->lpm6[i].name);
+        if (rc == 0) rc = ofl_args_check_unread(a, "table", d->lpm6[i].name);
         if (rc == 0) rc = ofl_xdp_lpm6_size(obj, d->lpm6[i].maps, trie_of(t->lpm6[i]));
         if (rc < 0) return rc;
     }

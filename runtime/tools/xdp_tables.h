@@ -21,9 +21,10 @@ struct ofl_xdp_tables {
     size_t n6;
 };
 
-/* Build every table of `d` from the options `a` (printing what was built, or the
- * error) and size their maps in `obj`, which is opened, not yet loaded. 0 or a
- * negative errno; free with ofl_xdp_tables_free in any case. */
+/* Build every table of `d` from the options `a` (a table that does not open says why:
+ * ofl_start_failf; a user's option a table never read is refused:
+ * ofl_args_check_unread) and size their maps in `obj`, which is opened, not yet
+ * loaded. 0 or a negative errno; free with ofl_xdp_tables_free in any case. */
 int ofl_xdp_tables_open(struct ofl_xdp_tables *t, const struct ofl_xdp_desc *d,
                         const struct ofl_args *a, struct bpf_object *obj);
 
