@@ -14,8 +14,10 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
     """Per segment: packets, Mpps, Gb/s, drops; per queue: traffic, waits, occupancy."""
     g = plan.graph
     cores = [c for dev in stats.values() for c in dev.get("cores", [])]
-    # what a process that failed at its start left in rings already closed to it
-    untaken = [{"queues": dev["untaken"]} for dev in stats.values() if "untaken" in dev]
+    # the consumer ends of every ring, with what a process that failed at its start
+    # left in rings already closed to it (its STATS.untaken)
+    ins = [x for c in cores for x in c.get("queues", []) if x["side"] == "in"]
+    ins += [x for dev in stats.values() for x in dev.get("untaken", [])]
     segments = []
     for s in g.segments:
         mine = [c for c in cores if c["segment"] == s.name]
@@ -43,8 +45,7 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
         by_inst = [0] * q.instances
         for x in inst:
             by_inst[x["instance"]] += x["pushed"]
-        cons = [x for c in [*cores, *untaken] for x in c.get("queues", [])
-                if x["queue"] == q.name and x["side"] == "in"]
+        cons = [x for x in ins if x["queue"] == q.name]
         samples = sum(x["occupancy_samples"] for x in cons)
         queues.append({
             "queue": q.name, "from": q.src_segment, "to": q.dst_segment,
