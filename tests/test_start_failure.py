@@ -20,8 +20,10 @@ from typing import Any, cast
 import jsonschema
 import pytest
 
+from offlow import targets
 from offlow.build import DATA, build
 from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
 from offlow.runner import Run, RunOptions
 from tests.e2e import QUIC
 
@@ -173,3 +175,20 @@ def test_the_same_reason_from_two_processes_is_said_once(tmp_path: Path) -> None
     (tmp_path / "host.json.error").write_text("sink tx: kind=udp needs --udp-fd")
     assert r._exit_errors({}) == ["table t: nports=0 must be 1..32767",
                                   "sink tx: kind=udp needs --udp-fd"]
+
+
+def test_an_untaken_file_is_read_and_a_torn_one_is_one_error(tmp_path: Path) -> None:
+    """Target.untaken: what a process that failed at its start wrote beside its stats
+    path is read back as written; none is None; one cut short is an error naming the
+    file, not a traceback."""
+    t = targets.get("host")
+    stats = tmp_path / "host.json"
+    assert t.untaken(stats) is None
+    side = tmp_path / "host.json.untaken"
+    side.write_text('{"device":"host","untaken":[{"queue":"a->b","side":"in","lost":3}]}')
+    assert t.untaken(stats) == {"device": "host",
+                                "untaken": [{"queue": "a->b", "side": "in", "lost": 3}]}
+    side.write_text('{"device":"host","untaken":[{"queue"')
+    with pytest.raises(OfflowError, match="the host process wrote an unreadable "
+                                          "host.json.untaken"):
+        t.untaken(stats)
