@@ -41,6 +41,14 @@ def missing_package(package: str, what: str, install: str = "apt-get install") -
     return f"missing package `{package}` ({what}; {install} {package})"
 
 
+def header_found(header: str) -> bool:
+    """gcc finds `header` (in its system folders, or where CPATH points: a package
+    installed elsewhere, or a lent machine's bundle, tools/lent.sh)."""
+    res = subprocess.run(["gcc", "-E", "-x", "c", "-"], input=f"#include <{header}>\n",
+                         capture_output=True, text=True)
+    return res.returncode == 0
+
+
 def no_device(what: str) -> str:
     """The reason a target has no device to run on here."""
     return f"no device ({what})"

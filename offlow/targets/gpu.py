@@ -19,7 +19,7 @@ from offlow.codegen.gpu_host import generate_gpu_device
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.plan import Plan
-from offlow.targets.base import CompileC, missing_package, no_device
+from offlow.targets.base import CompileC, header_found, missing_package, no_device
 from offlow.targets.one_packet import Says, refuse_packet_work, refuse_stream_code
 from offlow.targets.process import ProcessTarget
 
@@ -39,13 +39,6 @@ SAYS = Says(
            "instead"),
     reads_ts="which does not cross to the device",
 )
-
-
-def header_found(header: str) -> bool:
-    """gcc finds `header` (in its system folders, or where CPATH points)."""
-    res = subprocess.run(["gcc", "-E", "-x", "c", "-"], input=f"#include <{header}>\n",
-                         capture_output=True, text=True)
-    return res.returncode == 0
 
 
 def opencl_platforms() -> int | str:

@@ -22,11 +22,11 @@ from offlow.ir import Graph, Node
 from offlow.ir.graph import CTL_CHANNEL_PREFIX
 from offlow.lifecycle import signals_deferred
 from offlow.plan import Plan
-from offlow.targets.base import CompileC, Part, missing_package
+from offlow.targets.base import CompileC, Part, header_found, missing_package
 from offlow.targets.process import ProcessTarget
 
 TOOLS = cbuild.RUNTIME / "tools"
-UCX_HEADER = Path("/usr/include/ucp/api/ucp.h")
+UCX_HEADER = "ucp/api/ucp.h"
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 # The part arguments the stand-in keeps (its liveness pipes) or drops (a reload's
 # description lives here; the device takes no reloads yet).
@@ -86,7 +86,7 @@ class Remote(ProcessTarget):
                  "and start it again with the new program")
 
     def unusable(self) -> str | None:
-        if not UCX_HEADER.exists():
+        if not header_found(UCX_HEADER):
             return missing_package("libucx-dev", "UCX, the transport to a remote device")
         return super().unusable()
 
