@@ -17,6 +17,10 @@ ring bandwidth >= 0.8x tag bandwidth (every row) and one-way latency <= 1.2x tag
 latency; the verdicts are reported, never enforced. Then the key-value store sharded
 over 1, 2 and 3 remote store hosts (benchmarks/remote_kvs.py). Every namespace shares
 this machine's CPUs: see docs/remote.md on reading the ratios.
+
+With `loopback` (`offlow bench remote --loopback`) both sides run in this process's
+namespace over 127.0.0.1 instead (no root; a machine whose namespaces cannot be made,
+such as a container); the store's hosts are then servers on 127.0.0.1 too.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +48,7 @@ NS_PREFIX = "ofl-bench-rem"
 PERF_PORT = 13337  # ucx_perftest's port inside our own namespace (nothing else there)
 BW_TARGET, LAT_TARGET = 0.8, 1.2
 ENV = {"UCX_TLS": "tcp"}  # the network path even between namespaces of one machine
+LOOPBACK = "127.0.0.1"
 TOOLS = RUNTIME / "tools"
 
 
@@ -92,8 +97,39 @@ def perftest() -> tuple[str | None, str | None]:
     return (None, why) if why else (shutil.which("ucx_perftest"), None)
 
 
-def _ns(ns: str, *cmd: str) -> list[str]:
-    return ["ip", "netns", "exec", ns, *cmd]
+@dataclass(frozen=True)
+class Hosts:
+    """Where the two sides run: the serving side in namespace `serve`, the connecting
+    side in `connect` (None: this process's namespace), the serving side at `addr`."""
+
+    serve: str | None
+    connect: str | None
+    addr: str
+
+
+def _ns(ns: str | None, *cmd: str) -> list[str]:
+    """`cmd` run in namespace `ns` (as it is, for None: this namespace)."""
+    return ["ip", "netns", "exec", ns, *cmd] if ns else list(cmd)
+
+
+def check_hosts(loopback: bool) -> None:
+    """Refuse a run that needs namespaces (not `loopback`) where they cannot be made."""
+    if not loopback and (os.geteuid() != 0 or shutil.which("ip") is None):
+        raise OfflowError("offlow bench remote makes two network namespaces: it needs root "
+                          "and iproute2's ip (--loopback: both sides over 127.0.0.1 here)")
+
+
+def hosts(loopback: bool) -> AbstractContextManager[Hosts]:
+    """Two namespaces joined by a veth pair (made here, removed on the way out; root),
+    or with `loopback` this namespace's 127.0.0.1 for both sides."""
+    check_hosts(loopback)
+    return nullcontext(Hosts(None, None, LOOPBACK)) if loopback else _namespaces()
+
+
+@contextmanager
+def _namespaces() -> Iterator[Hosts]:
+    with two_namespaces(NS_PREFIX) as (a, b):
+        yield Hosts(a, b, ADDR_A)
 
 
 @contextmanager
@@ -117,30 +153,29 @@ def _json(out: str, who: str) -> dict:
     return json.loads(lines[-1])
 
 
-def _pair(exe: Path, hosts: tuple[str, str], secret: Path, mode: list[str],
+def _pair(exe: Path, h: Hosts, secret: Path, mode: list[str],
           timeout: float) -> tuple[dict, dict]:
-    """Run bench_remote's server in the first namespace and its client in the second;
-    return their JSON lines."""
-    a, b = hosts
-    with _server(_ns(a, str(exe), "serve", ADDR_A, str(secret), *mode)) as srv:
+    """Run bench_remote's server on the serving side and its client on the connecting
+    one; return their JSON lines."""
+    with _server(_ns(h.serve, str(exe), "serve", h.addr, str(secret), *mode)) as srv:
         assert srv.stdout is not None
         first = srv.stdout.readline()
         if not first.startswith("port "):
             raise OfflowError(f"bench_remote serve failed: {first}{srv.stderr.read()}")
-        cli = subprocess.run(_ns(b, str(exe), "client", ADDR_A, first.split()[1], str(secret),
+        cli = subprocess.run(_ns(h.connect, str(exe), "client", h.addr, first.split()[1],
+                                 str(secret),
                                  *mode), env={**os.environ, **ENV}, capture_output=True,
                              text=True, timeout=timeout)
         s_out, _ = srv.communicate(timeout=timeout)
     return _json(s_out, "serve"), _json(cli.stdout + cli.stderr, "client")
 
 
-def _perf(exe: str, hosts: tuple[str, str], args: list[str], timeout: float) -> dict:
-    """One ucx_perftest run (server in the first namespace, client in the second): its
-    final CSV row as {iterations, lat_p50_us, bw_mbs, msg_rate}."""
-    a, b = hosts
-    with _server(_ns(a, exe, "-p", str(PERF_PORT))):
+def _perf(exe: str, h: Hosts, args: list[str], timeout: float) -> dict:
+    """One ucx_perftest run (server on the serving side, client on the connecting one):
+    its final CSV row as {iterations, lat_p50_us, bw_mbs, msg_rate}."""
+    with _server(_ns(h.serve, exe, "-p", str(PERF_PORT))):
         for _ in range(50):  # the server listens within a moment; retry the connection
-            res = subprocess.run(_ns(b, exe, ADDR_A, "-p", str(PERF_PORT), "-v", *args),
+            res = subprocess.run(_ns(h.connect, exe, h.addr, "-p", str(PERF_PORT), "-v", *args),
                                  env={**os.environ, **ENV}, capture_output=True, text=True,
                                  timeout=timeout)
             if res.returncode == 0 or "connect" not in res.stderr + res.stdout:
@@ -171,13 +206,13 @@ def _cells(r: dict) -> tuple[str, str, str]:
     return f"{r['mbs']:.1f} ({r['mbs_min']:.1f}-{r['mbs_max']:.1f})", pb, ratio
 
 
-def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, n: int,
+def ring_row(exe: Path, perf: str | None, h: Hosts, secret: Path, n: int,
              ring: int, batch: int, size: int, sweep: Sweep) -> dict:
     """One ring configuration beside tag_bw at the bridge's message size, taking turns
     `sweep.reps` times; the medians."""
     runs, perfs = [], []
     for _ in range(sweep.reps):
-        srv, cli = _pair(exe, hosts, secret, ["ring", str(n), str(size), str(batch),
+        srv, cli = _pair(exe, h, secret, ["ring", str(n), str(size), str(batch),
                                               str(ring)], timeout=600)
         run = {"received": srv["received"], "bad": srv["bad"], "sent": cli["sent"],
                "msgs": cli["msgs_out"], "msgs_in": srv["msgs_in"], "secs": cli["secs"]}
@@ -185,7 +220,7 @@ def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, 
             raise OfflowError(f"bench_remote ring lost or damaged entries: {run} of {n}")
         runs.append(run)
         if perf:
-            perfs.append(_perf(perf, hosts, ["-t", "tag_bw", "-s", str(batch * size), "-n",
+            perfs.append(_perf(perf, h, ["-t", "tag_bw", "-s", str(batch * size), "-n",
                                              str(max(n // batch, 1000)), "-w",
                                              str(sweep.warm)], timeout=600))
     secs = sorted(r["secs"] for r in runs)
@@ -197,10 +232,10 @@ def ring_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, 
     return _beside(row, perfs)
 
 
-def rtt_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path,
+def rtt_row(exe: Path, perf: str | None, h: Hosts, secret: Path,
             sweep: Sweep) -> dict:
     """The link's round trip beside tag_lat with messages of the same size."""
-    srv, cli = _pair(exe, hosts, secret, ["rtt", str(sweep.rtt_iters), str(sweep.rtt_size),
+    srv, cli = _pair(exe, h, secret, ["rtt", str(sweep.rtt_iters), str(sweep.rtt_size),
                                           str(sweep.warm)], timeout=600)
     total = sweep.rtt_iters + sweep.warm
     if srv["answered"] != total or cli["answered"] != total or cli["bad"]:
@@ -209,14 +244,14 @@ def rtt_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path,
            "rtt_p50_ns": cli["rtt_p50_ns"], "rtt_p99_ns": cli["rtt_p99_ns"],
            "one_way_p50_us": cli["rtt_p50_ns"] / 2e3, "perftest": None, "ratio": None}
     if perf:
-        p = _perf(perf, hosts, ["-t", "tag_lat", "-s", str(sweep.rtt_size), "-n",
+        p = _perf(perf, h, ["-t", "tag_lat", "-s", str(sweep.rtt_size), "-n",
                                 str(sweep.rtt_iters), "-w", str(sweep.warm)], timeout=600)
         row["perftest"] = p
         row["ratio"] = row["one_way_p50_us"] / p["lat_p50_us"] if p["lat_p50_us"] > 0 else None
     return row
 
 
-def bulk_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, size: int,
+def bulk_row(exe: Path, perf: str | None, h: Hosts, secret: Path, size: int,
              direction: str, sweep: Sweep) -> dict:
     """Bulk transfers of `size` bytes through a channel across the link, `direction` up
     (host to device) or down, beside tag_bw at the same message size, taking turns
@@ -224,7 +259,7 @@ def bulk_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, 
     count = max(2, sweep.bulk_bytes // size)
     runs, perfs = [], []
     for _ in range(sweep.reps):
-        srv, cli = _pair(exe, hosts, secret, ["bulk", str(size), str(count), direction],
+        srv, cli = _pair(exe, h, secret, ["bulk", str(size), str(count), direction],
                          timeout=600)
         recv = srv if direction == "up" else cli
         if srv["transfers"] != count or cli["transfers"] != count or recv["bad"] or \
@@ -232,7 +267,7 @@ def bulk_row(exe: Path, perf: str | None, hosts: tuple[str, str], secret: Path, 
             raise OfflowError(f"bench_remote bulk lost or damaged transfers: {srv} {cli}")
         runs.append({"transfers": count, "secs": cli["secs"]})
         if perf:
-            perfs.append(_perf(perf, hosts, ["-t", "tag_bw", "-s", str(size), "-n",
+            perfs.append(_perf(perf, h, ["-t", "tag_bw", "-s", str(size), "-n",
                                              str(max(count, 10)), "-w", "2"], timeout=600))
     secs = sorted(r["secs"] for r in runs)
     mid, total = secs[len(secs) // 2], size * count
@@ -324,40 +359,42 @@ def plot(res: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def measure(sweep: Sweep, entries: int,
-            perf: str | None) -> tuple[list[dict], dict, list[dict]]:
+def measure(sweep: Sweep, entries: int, perf: str | None,
+            loopback: bool = False) -> tuple[list[dict], dict, list[dict]]:
     """Every ring row, the round trip and the bulk rows, in namespaces made and removed
-    here."""
-    if os.geteuid() != 0 or shutil.which("ip") is None:
-        raise OfflowError("offlow bench remote makes two network namespaces: it needs root "
-                          "and iproute2's ip")
+    here (or with `loopback`, both sides here over 127.0.0.1)."""
+    where = hosts(loopback)
     exe = build()
-    with tempfile.TemporaryDirectory(prefix="offlow-bench-remote-") as tmp, \
-            two_namespaces(NS_PREFIX) as hosts:
+    with tempfile.TemporaryDirectory(prefix="offlow-bench-remote-") as tmp, where as h:
         secret = Path(tmp) / "secret"
         secret.write_bytes(os.urandom(32).hex().encode())
         secret.chmod(0o600)
-        rows = [ring_row(exe, perf, hosts, secret, entries, r, b, s, sweep)
+        rows = [ring_row(exe, perf, h, secret, entries, r, b, s, sweep)
                 for r in sweep.rings for s in sweep.sizes for b in sweep.batches]
-        rtt = rtt_row(exe, perf, hosts, secret, sweep)
-        bulk = [bulk_row(exe, perf, hosts, secret, size, d, sweep)
+        rtt = rtt_row(exe, perf, h, secret, sweep)
+        bulk = [bulk_row(exe, perf, h, secret, size, d, sweep)
                 for size in sweep.bulk_sizes for d in ("up", "down")]
     return rows, rtt, bulk
 
 
 def run(quick: bool, out_json: str | os.PathLike[str] | None,
-        out_png: str | os.PathLike[str] | None = None, sweep: Sweep | None = None) -> dict:
+        out_png: str | os.PathLike[str] | None = None, sweep: Sweep | None = None,
+        loopback: bool = False) -> dict:
     """Run the benchmark, print its tables and verdicts, optionally write JSON and a plot;
-    return the results. `sweep` overrides QUICK / FULL (tests use a tiny one)."""
+    return the results. `sweep` overrides QUICK / FULL (tests use a tiny one);
+    `loopback`: both sides in this namespace over 127.0.0.1 (the module docstring)."""
     sw = sweep or (QUICK if quick else FULL)
+    check_hosts(loopback)  # (before anything is built or installed)
     perf, why = perftest()
     info = machine()
     print(machine_line(info))
-    print(f"between two network namespaces joined by a veth pair, UCX over TCP "
-          f"(UCX_TLS=tcp), {ADDR_A} serving; both share this machine's {info['cpus']} CPUs")
+    path = (f"in this namespace over {LOOPBACK}" if loopback else
+            f"between two network namespaces joined by a veth pair, {ADDR_A} serving")
+    print(f"{path}, UCX over TCP (UCX_TLS=tcp); both sides share this machine's "
+          f"{info['cpus']} CPUs")
     if why:
         print(f"ucx_perftest is missing, so no ratios: {why}")
-    rows, rtt, bulk = measure(sw, sw.entries, perf)
+    rows, rtt, bulk = measure(sw, sw.entries, perf, loopback)
     print(f"ring: {sw.entries} entries per run through a bridge between rings of "
           f"{'/'.join(map(str, sw.rings))} entries, every entry checked at the far end, "
           f"median (min-max) of {sw.reps} runs taking turns with tag_bw at the bridge's "
@@ -373,16 +410,18 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     for line in verdict_lines(v):
         print(line)
     with tempfile.TemporaryDirectory(prefix="offlow-bench-remote-kvs-") as tmp:
-        kvs = remote_kvs.measure(sw.kvs_hosts, sw.kvs_count, sw.kvs_loops, Path(tmp))
+        kvs = remote_kvs.measure(sw.kvs_hosts, sw.kvs_count, sw.kvs_loops, Path(tmp),
+                                 loopback=loopback)
+    store_hosts = "servers on 127.0.0.1" if loopback else "namespaces on one bridge"
     print(f"key-value store (examples/kvs_shards.py), Floem's workload ({sw.kvs_count} requests "
           f"x {sw.kvs_loops} loops), the store sharded by key over remote store hosts "
-          "(namespaces on one bridge, UCX over TCP) beside it on nic; store ops/s = requests "
+          f"({store_hosts}, UCX over TCP) beside it on nic; store ops/s = requests "
           "/ its busiest core's time. Every host shares these CPUs, so more hosts add no "
           "CPU here (docs/remote.md: how it scales on separate machines)")
     print(remote_kvs.format_table(kvs))
     res = {"benchmark": "remote", "machine": info, "sweep": sw.__dict__,
            "perftest": perf, "perftest_missing": why, "rows": rows, "rtt": rtt, "bulk": bulk,
-           "verdict": v, "kvs": kvs}
+           "verdict": v, "kvs": kvs, "loopback": loopback}
     if out_json:
         Path(out_json).write_text(json.dumps(res, indent=2) + "\n")
     if out_png:

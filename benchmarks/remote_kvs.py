@@ -5,7 +5,8 @@ TCP), beside the same program with its store on `nic` (one machine, shared memor
 the same run. Floem's workload (offlow.kvs.capture: Zipf 0.9 over 100k keys of 32 B,
 64 B values, 90% GET) replayed from memory; each row's replies are counted (one per
 request, none dropped). Every namespace shares this machine's CPUs: see
-docs/remote.md on reading the scaling."""
+docs/remote.md on reading the scaling. With `loopback` the store hosts are servers in
+this namespace on 127.0.0.1 (`offlow bench remote --loopback`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 from benchmarks.common.netns import star_namespaces
@@ -32,8 +33,9 @@ CLI = [sys.executable, "-m", "offlow.cli"]
 
 @contextmanager
 def _serve_device(ns: str, addr: str, secret: Path) -> Iterator[int]:
-    """An `offlow serve-device` in namespace `ns` on a free port of `addr`: the port."""
-    p = subprocess.Popen(["ip", "netns", "exec", ns, *CLI, "serve-device", "--listen",
+    """An `offlow serve-device` in namespace `ns` (none: here) on a free port of `addr`:
+    the port."""
+    p = subprocess.Popen([*_in(ns), *CLI, "serve-device", "--listen",
                           f"{addr}:0", "--secret-file", str(secret)],
                          env={**os.environ, **ENV}, stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True)
@@ -45,7 +47,8 @@ def _serve_device(ns: str, addr: str, secret: Path) -> Iterator[int]:
             if "listening on" in line:
                 break
         else:
-            raise OfflowError(f"serve-device in {ns} did not listen: {seen[-400:]}")
+            raise OfflowError(f"serve-device in {ns or 'this namespace'} did not listen: "
+                              f"{seen[-400:]}")
         yield int(line.rsplit(":", 1)[1])
     finally:
         p.kill()
@@ -54,7 +57,7 @@ def _serve_device(ns: str, addr: str, secret: Path) -> Iterator[int]:
 
 def _run(args: list[str], ns: str, timeout: float) -> dict:
     """`offlow run ARGS --json` in namespace `ns` (none: here): its summary, checked ok."""
-    cmd = (["ip", "netns", "exec", ns] if ns else []) + CLI + ["run", *args, "--json"]
+    cmd = [*_in(ns), *CLI, "run", *args, "--json"]
     p = subprocess.run(cmd, env={**os.environ, **ENV}, capture_output=True, text=True,
                        timeout=timeout)
     try:
@@ -65,6 +68,22 @@ def _run(args: list[str], ns: str, timeout: float) -> dict:
     if p.returncode or not s.get("ok"):
         raise OfflowError(f"the kvs run failed: {s.get('errors')} {p.stderr[-400:]}")
     return s
+
+
+def _in(ns: str) -> list[str]:
+    """The prefix that runs a command in namespace `ns` (none for "": this one)."""
+    return ["ip", "netns", "exec", ns] if ns else []
+
+
+StoreHosts = tuple[str, list[tuple[str, str]]]  # the host's namespace, (namespace, address)s
+
+
+def _store_hosts(n: int, loopback: bool) -> AbstractContextManager[StoreHosts]:
+    """The host's namespace and the `n` store hosts' (namespace, address): namespaces on
+    a bridge, made and removed here, or with `loopback` this namespace's 127.0.0.1."""
+    if loopback:
+        return nullcontext(("", [("", "127.0.0.1")] * n))
+    return star_namespaces(NS_PREFIX, n)
 
 
 def _row(s: dict, where: str, hosts: int, requests: int) -> dict:
@@ -83,7 +102,7 @@ def _row(s: dict, where: str, hosts: int, requests: int) -> dict:
 
 
 def measure(hosts: tuple[int, ...], count: int, loops: int, tmp: Path,
-            timeout: float = 600) -> list[dict]:
+            timeout: float = 600, loopback: bool = False) -> list[dict]:
     """The nic row, then a row per number of remote store hosts."""
     capture, secret = tmp / "kvs-requests.pcap", tmp / "kvs-secret"
     kvs_requests(capture, count=count)
@@ -95,7 +114,7 @@ def measure(hosts: tuple[int, ...], count: int, loops: int, tmp: Path,
     rows = [_row(_run([*base, "--set", "store.device=nic"], "", timeout), "nic", 0, requests)]
     for n in hosts:
         with ExitStack() as stack:
-            host, stores = stack.enter_context(star_namespaces(NS_PREFIX, n))
+            host, stores = stack.enter_context(_store_hosts(n, loopback))
             names = [f"s{k}" for k in range(n)]
             remotes = []
             for name, (ns, addr) in zip(names, stores, strict=True):
