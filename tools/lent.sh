@@ -1,5 +1,5 @@
-# What the checks on a lent machine share (sourced by tools/gpu_check.sh and
-# tools/simd_check.sh): the bundle of what a bare machine lacks, and the environment
+# What the checks on a lent machine share (sourced by tools/gpu_check.sh,
+# tools/simd_check.sh and tools/remote_check.sh): the bundle of what a bare machine lacks, and the environment
 # that takes it from there.
 #
 # A lent machine (the issues' H100 machine: NVIDIA's driver and OpenCL library, nvcc,
@@ -8,6 +8,11 @@
 #   include/, lib/  libpcap's and OpenCL's headers and link libraries
 #   dpdk/           DPDK's headers, the few libraries the lookup bench links (and what
 #                   they need), a libdpdk.pc naming just those, and pkg-config itself
+#   ucx/            UCX for the remote target and its bench: headers, libraries (and
+#                   the transport modules beside them), OpenSSL's headers and a link
+#                   library (the machine's own libcrypto.so.3 runs it), ucx_perftest
+#                   and iproute2's ip, each with its own libraries (run through the
+#                   loader, so that they reach no other program)
 #   wheels/         the Python packages offlow and its tests import, beyond numpy
 #   data/           the shared inputs (the BGP table, the captures, kroA100.tsp)
 # lent_bundle makes it on a Debian machine with the packages (this one); lent_env, on
@@ -76,6 +81,47 @@ Cflags: -I\${prefix}/include/dpdk -I\${prefix}/include/dpdk-config -include rte_
 PC
 }
 
+# a program and the libraries it needs, run through the loader with those alone
+# (LD_LIBRARY_PATH would reach every program it starts: `ip netns exec` starts others):
+# $1 the program's path, $2 the folder for it, its libraries and its wrapper
+_lent_wrap_exe() {
+    local name
+    name=$(basename "$1")
+    mkdir -p "$2/lib"
+    cp "$1" "$2/lib/$name"
+    ldd "$1" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
+        case $(basename "$lib") in
+            libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*) ;;
+            *) _lent_copy_lib "$lib" "$2/lib";;
+        esac
+    done
+    cat > "$2/$name" <<SH
+#!/bin/sh
+# $name from the bundle (tools/lent.sh): its own libraries, for it alone
+here=\$(dirname "\$(readlink -f "\$0")")
+exec /lib64/ld-linux-x86-64.so.2 --library-path "\$here/lib" "\$here/lib/$name" "\$@"
+SH
+    chmod +x "$2/$name"
+}
+
+# UCX (the remote target: runtime/lib/remote), OpenSSL's headers, ucx_perftest and ip
+_lent_bundle_ucx() {
+    local d=$lent_bundle_dir/ucx multi
+    multi=$(gcc -print-multiarch)
+    mkdir -p "$d/include" "$d/lib/ucx" "$d/ssl/include" "$d/ssl/lib"
+    cp -r /usr/include/ucp /usr/include/uct /usr/include/ucs /usr/include/ucm "$d/include/"
+    _lent_copy_closure "/usr/lib/$multi/libucp.so" "$d/lib"
+    _lent_copy_lib "/usr/lib/$multi/libucs_signal.so.0" "$d/lib" 2>/dev/null || true
+    # UCX loads its transports from the folder `ucx` beside libucs (TCP is in libuct)
+    cp -P "/usr/lib/$multi"/ucx/libuct_cma.so* "$d/lib/ucx/"
+    cp -r /usr/include/openssl "$d/ssl/include/"
+    cp -r "/usr/include/$multi/openssl/." "$d/ssl/include/openssl/"
+    cp "$(readlink -f "/usr/lib/$multi/libcrypto.so")" "$d/ssl/lib/"
+    ln -sf "$(basename "$(readlink -f "/usr/lib/$multi/libcrypto.so")")" "$d/ssl/lib/libcrypto.so"
+    _lent_wrap_exe "$(command -v ucx_perftest)" "$d/perftest"
+    _lent_wrap_exe "$(command -v ip)" "$d/ip"
+}
+
 # make the bundle (on a machine with Debian's packages)
 lent_bundle() {
     rm -rf "$lent_bundle_dir"
@@ -88,6 +134,7 @@ lent_bundle() {
         _lent_copy_closure "/usr/lib/$multi/$lib" "$lent_bundle_dir/lib"
     done
     _lent_bundle_dpdk
+    _lent_bundle_ucx
     # offlow's dependencies (pyproject.toml) but numpy, which the machine has, and pytest
     "$python" -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
         --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
@@ -102,6 +149,34 @@ lent_bundle() {
 # append $2 to the front of the path-list variable $1
 _lent_add_path() { export "$1"="$2${!1:+:${!1}}"; }
 _lent_probe() { echo "#include <$1>" | gcc -E -x c - >/dev/null 2>&1; }
+
+# UCX, OpenSSL's headers, ucx_perftest and ip from the bundle, each where it is missing
+_lent_env_ucx() {
+    local d=$lent_bundle_dir/ucx
+    [ -d "$d" ] || return 0
+    if ! _lent_probe ucp/api/ucp.h; then
+        _lent_add_path CPATH "$d/include"
+        _lent_add_path LIBRARY_PATH "$d/lib"
+        _lent_add_path LD_LIBRARY_PATH "$d/lib"
+        note "UCX from $d"
+    fi
+    if ! _lent_probe openssl/evp.h; then
+        _lent_add_path CPATH "$d/ssl/include"
+        note "OpenSSL's headers from $d/ssl"
+    fi
+    case $(gcc -print-file-name=libcrypto.so) in
+        /*) ;;
+        *) _lent_add_path LIBRARY_PATH "$d/ssl/lib"   # (to link; it runs the machine's)
+           note "libcrypto.so to link with from $d/ssl/lib";;
+    esac
+    local exe
+    for exe in ucx_perftest ip; do
+        if ! command -v "$exe" >/dev/null; then
+            _lent_add_path PATH "$d/${exe#ucx_}"
+            note "$exe from $d/${exe#ucx_}"
+        fi
+    done
+}
 
 # on the lent machine: a log (note), headers, libraries, DPDK, Python and the data from
 # the bundle where the machine lacks them; $1: the check's output folder
@@ -130,6 +205,7 @@ lent_env() {
         export PKG_CONFIG_LIBDIR=$lent_bundle_dir/dpdk/pkgconfig
         note "DPDK $(pkg-config --modversion libdpdk) from $lent_bundle_dir/dpdk"
     fi
+    _lent_env_ucx
     if ! "$python" -c "import pytest, pycparser, dpkt, numpy, yaml, graphviz, datasketches, \
 prometheus_client" 2>/dev/null; then
         [ -d "$lent_bundle_dir/wheels" ] || { note "Python lacks offlow's packages and there" \
