@@ -2,7 +2,7 @@
 devices over channels by name, stop it.
 
     with offlow.session(program, RunOptions(input=...)) as s:
-        s.wait_drained()                       # every packet processed
+        s.wait_drained()                       # every packet processed (drained(): now?)
         answer = s.channel("pcsa").request(b"summary")
     print(s.result.ok)
 
@@ -85,18 +85,25 @@ class Session:
             raise OfflowError("the session is not running (use it in a `with` block)")
         return self.region
 
+    def drained(self) -> bool:
+        """Whether every process has processed all its packets now (sources done,
+        queues empty: what wait_drained waits for), without waiting; an error once the
+        program stopped before draining. A run whose sources never end by themselves
+        (a UDP or TCP port, a packet port, an interface) is never drained."""
+        region = self._region()
+        if region.word("drained") >= len(self.run.procs):
+            return True
+        failed = [d for d, p in self.run.procs.items() if p.poll() is not None]
+        if failed or region.word("abort"):
+            raise OfflowError(f"the program stopped before draining ({', '.join(failed)} "
+                              "exited); see its errors")
+        return False
+
     def wait_drained(self, timeout: float = 60.0) -> None:
         """Wait until every process has processed all its packets (sources done,
         queues empty), so the device state reflects the whole input."""
-        if self.region is None:
-            raise OfflowError("the session is not running (use it in a `with` block)")
         deadline = time.monotonic() + timeout
-        want = len(self.run.procs)
-        while self.region.word("drained") < want:
-            failed = [d for d, p in self.run.procs.items() if p.poll() is not None]
-            if failed or self.region.word("abort"):
-                raise OfflowError(f"the program stopped before draining ({', '.join(failed)} "
-                                  "exited); see its errors")
+        while not self.drained():
             if time.monotonic() > deadline:
                 raise OfflowError(f"the program did not drain within {timeout:g} s")
             time.sleep(0.001)
