@@ -61,9 +61,13 @@ class Reference:
     def __init__(self, routes: dict[tuple[int, int], int], bits: int = 32) -> None:
         self.routes = dict(routes)
         self.bits = bits
+        # answers of the table as it stands now, by address: a replay asks about the
+        # same few addresses again and again between two updates
+        self._answers: dict[int, int] = {}
 
     def apply(self, op: Update | list[Update]) -> None:
         """One update, or a batch of them (applied together)."""
+        self._answers.clear()
         for kind, net, hop in op if isinstance(op, list) else [op]:
             key = (int(net.network_address), net.prefixlen)
             if kind == "add":
@@ -72,6 +76,13 @@ class Reference:
                 del self.routes[key]
 
     def lookup(self, addr: int) -> int:
+        """The next hop of the longest prefix holding `addr` (0: none)."""
+        hop = self._answers.get(addr)
+        if hop is None:
+            hop = self._answers[addr] = self._longest_match(addr)
+        return hop
+
+    def _longest_match(self, addr: int) -> int:
         full = (1 << self.bits) - 1
         for length in range(self.bits, -1, -1):
             mask = (full << (self.bits - length)) & full
@@ -158,7 +169,8 @@ def _check_replay(out: Path, log: Sequence[Update | list[Update]], start: Refere
             dst = int.from_bytes(eth.data.dst, "big")
             hop = int.from_bytes(eth.dst[4:6], "big")
             packets += 1
-            while hop not in (cur.lookup(dst), nxt.lookup(dst)):
+            # (the table after c + 1 is asked only when the one after c does not answer)
+            while hop != cur.lookup(dst) and hop != nxt.lookup(dst):
                 assert c < len(log), (
                     f"packet {packets} to {_address(dst, start.bits)} left by hop {hop}: "
                     f"not the table's answer after any update from "

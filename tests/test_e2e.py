@@ -47,6 +47,14 @@ def expected_forwarded(frames: list[bytes], mtu: int = 65535) -> list[bytes]:
     return out
 
 
+@pytest.fixture(scope="module")
+def tls_forwarded() -> tuple[bytes, ...]:
+    """expected_forwarded(TLS's frames), worked out once (scapy recomputes each
+    checksum: about half a second) for the tests that run TLS; a tuple: no test can
+    change it for the next."""
+    return tuple(expected_forwarded(read_frames(TLS)))
+
+
 def classify(frames: list[bytes]) -> list[int]:
     """Counts per class (tls, quic, dns, other), computed with dpkt."""
     counts = [0, 0, 0, 0]
@@ -85,10 +93,11 @@ def test_pipeline_output_has_decremented_ttl_and_valid_checksums(
             assert sum(struct.unpack(f"!{len(hdr) // 2}H", hdr)) % 0xFFFF == 0
 
 
-def test_class_counters_match_an_independent_classifier(tmp_path: Path) -> None:
+def test_class_counters_match_an_independent_classifier(
+        tmp_path: Path, tls_forwarded: tuple[bytes, ...]) -> None:
     s = run_example(input=TLS)
     assert s["ok"], s["errors"]
-    assert s["tables"]["class_counts"] == classify(expected_forwarded(read_frames(TLS)))
+    assert s["tables"]["class_counts"] == classify(list(tls_forwarded))
 
 
 def test_moving_rx_to_the_host_changes_nothing_but_placement(tmp_path: Path) -> None:
@@ -100,22 +109,24 @@ def test_moving_rx_to_the_host_changes_nothing_but_placement(tmp_path: Path) -> 
     assert read_frames(a) == read_frames(b)
 
 
-def test_data_parallel_host_segment_delivers_every_packet_once(tmp_path: Path) -> None:
+def test_data_parallel_host_segment_delivers_every_packet_once(
+        tmp_path: Path, tls_forwarded: tuple[bytes, ...]) -> None:
     out = tmp_path / "out.pcap"
     s = run_example(["app.cores=0,1"], input=TLS, output=out, loops=3)
     assert s["ok"], s["errors"]
-    want = expected_forwarded(read_frames(TLS)) * 3
+    want = list(tls_forwarded) * 3
     assert sorted(read_frames(out)) == sorted(want)
 
 
-def test_core_group_delivers_every_packet_once_and_every_member_works(tmp_path: Path) -> None:
+def test_core_group_delivers_every_packet_once_and_every_member_works(
+        tmp_path: Path, tls_forwarded: tuple[bytes, ...]) -> None:
     out = tmp_path / "out.pcap"
     prog = load_program(EXAMPLE, ["app.cores=0,1,2", "app.group=on"])
     o = RunOptions(input=TLS, output=out, loops=3, timeout=60)
     b = build_for(prog, o, werror=True)
     res = run(b, o)
     assert res.ok, res.errors
-    assert sorted(read_frames(out)) == sorted(expected_forwarded(read_frames(TLS)) * 3)
+    assert sorted(read_frames(out)) == sorted(list(tls_forwarded) * 3)
     members = [c for dev in res.stats.values() for c in dev["cores"] if c["segment"] == "app"]
     assert sorted(c["core"] for c in members) == [0, 1, 2]
     assert all(c["pkts_in"] > 0 for c in members), members
@@ -125,11 +136,12 @@ def test_core_group_delivers_every_packet_once_and_every_member_works(tmp_path: 
         into_app, 0, 0]
 
 
-def test_thread_copy_engine_gives_the_same_output(tmp_path: Path) -> None:
+def test_thread_copy_engine_gives_the_same_output(
+        tmp_path: Path, tls_forwarded: tuple[bytes, ...]) -> None:
     out = tmp_path / "out.pcap"
     s = run_example(input=TLS, output=out, copy_engine="thread")
     assert s["ok"], s["errors"]
-    assert read_frames(out) == expected_forwarded(read_frames(TLS))
+    assert read_frames(out) == list(tls_forwarded)
 
 
 def test_synthetic_traffic_is_counted_through_both_segments() -> None:
@@ -289,11 +301,12 @@ def test_generated_program_is_clean_under_asan_and_ubsan(
     assert len(read_frames(out)) == 20 * (want["valid_ipv4"] + want["valid_ipv6"])
 
 
-def test_tiny_rings_apply_backpressure_without_loss(tmp_path: Path) -> None:
+def test_tiny_rings_apply_backpressure_without_loss(
+        tmp_path: Path, tls_forwarded: tuple[bytes, ...]) -> None:
     out = tmp_path / "out.pcap"
     s = run_example(["ring_size=4", "batch=2"], input=TLS, output=out, loops=4)
     assert s["ok"], s["errors"]
-    assert read_frames(out) == expected_forwarded(read_frames(TLS)) * 4
+    assert read_frames(out) == list(tls_forwarded) * 4
     assert s["queues"][0]["doorbells"] >= s["queues"][0]["packets"] // 4
 
 
