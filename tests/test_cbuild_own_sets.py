@@ -15,6 +15,7 @@ from offlow import cbuild
 from offlow.build import build
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
+from offlow.runner import RunOptions, build_for, run
 from offlow.targets import xdp
 from tests.e2e import ROOT
 
@@ -62,3 +63,18 @@ def test_the_xdp_host_side_links_the_archives_other_builds_link(
     assert set(xdp.HOST_LIBS) <= host, library_builds
     assert all(sets == cbuild.TOOL and extra == ()
                for _, sets, extra in library_builds), library_builds
+
+
+def test_a_profile_scaled_build_times_its_elements_and_links_the_plain_archives(
+        library_builds: list[tuple[str, tuple[str, ...], tuple[str, ...]]]) -> None:
+    """Before, a profile-scaled run's element_time went to the libraries too: each
+    `offlow plan` calibration built the core (and every library its program links)
+    again with a -D the runtime's sources never read."""
+    o = RunOptions(count=2000, sizes="64:1", profile="cmp-nic-200")
+    b = build_for(load_program(ROOT / "examples" / "ttl_pipeline.py"), o)
+    assert library_builds and all(sets == cbuild.TOOL and extra == ()
+                                  for _, sets, extra in library_builds), library_builds
+    res = run(b, o)  # its elements timed: the generated code had element_time
+    assert res.ok, res.errors
+    elements = [v for d in res.stats.values() for c in d["cores"] for v in c["elements"].values()]
+    assert elements and all("ns" in v for v in elements), elements

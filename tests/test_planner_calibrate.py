@@ -12,7 +12,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from offlow import cbuild, cli
+from offlow import cli
 from offlow.build import DATA, compile_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -128,7 +128,7 @@ def test_only_timed_builds_report_element_time(program_file):
     prog = load_program(program_file)
     opts = RunOptions(input=CAPTURE)
     plain = build_for(prog, opts, werror=True)
-    timed = build_for(prog, opts, werror=True, extra_flags=cbuild.flags("element_time"))
+    timed = build_for(prog, opts, werror=True, own_sets=("element_time",))
     assert "OFL_ETIME_END(ctx->el_ticks[" in plain.sources["host.c"]
     for b, expect in ((plain, False), (timed, True)):
         res = run(b, opts)
