@@ -100,9 +100,8 @@ def build() -> tuple[Path, Path]:
     """The XDP programs' object and the driver, each once per content hash."""
     obj = compile_bpf(BPF_SRC, cbuild.cache_dir() / "bench_xdp.bpf.o",
                       str(BPF_SRC.relative_to(cbuild.ROOT)), [BPF_HEADER], keyed=True)
-    exe = cbuild.build_exe("bench_xdp", DRIVER, ["lpm", "map"], (*cbuild.TOOL, "libnl"),
-                           includes=[C, TOOLS],
-                           link=cbuild.flags("xdp_link"))
+    exe = cbuild.build_exe("bench_xdp", DRIVER, ["lpm", "map"], includes=[C, TOOLS],
+                           own_sets=("libnl",), link=cbuild.flags("xdp_link"))
     return obj, exe
 
 

@@ -77,10 +77,14 @@ def generate(plan: Plan, ports: tuple[PortKind, ...] = ()) -> dict[str, str]:
 
 
 def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...] = (),
-          fit: tuple[int, str] | None = None, ports: tuple[PortKind, ...] = ()) -> Build:
+          fit: tuple[int, str] | None = None, ports: tuple[PortKind, ...] = (),
+          own_sets: tuple[str, ...] = ()) -> Build:
     """Compile `program` to one executable per device, reusing cached builds; `fit`:
     the mtu its input needs and why (offlow.runner.check_options), for a program that sets
-    none; `ports`: the port kinds of runtime libraries its run uses (linked in)."""
+    none; `ports`: the port kinds of runtime libraries its run uses (linked in);
+    `extra_flags`: for the program and the runtime libraries it links; `own_sets`: flag
+    sets for the generated code only (element_time: the runtime's sources never read
+    it, so the libraries are the archives every other program links)."""
     plan = plan_program(program, fit)
     for dev in plan.devices:
         targets.usable(dev.target)
@@ -91,7 +95,7 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     archives = {lib.name: cbuild.build_library(lib.name, cbuild.TOOL, extra_flags)
                 for lib in libs}
     cflags = (*d.flags("base", "optimize", "export_dynamic"), *extra_flags,
-              *(d.flags("werror") if werror else ()))
+              *d.flags(*own_sets), *(d.flags("werror") if werror else ()))
     compiler = d.compiler()
     key = digest(*(k.encode() + v.encode() for k, v in sorted(sources.items())),
                  *(a.parent.name.encode() for a in archives.values()), " ".join(cflags).encode(),

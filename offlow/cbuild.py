@@ -255,28 +255,32 @@ def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = 
 def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",),
               sets: Sequence[str] = TOOL, *, includes: Sequence[Path] = (),
               extra: Sequence[str] = (), peer: Sequence[str] = (),
-              link: Sequence[str] = (), archives: bool = True) -> Path:
+              link: Sequence[str] = (), archives: bool = True,
+              own_sets: Sequence[str] = ()) -> Path:
     """Compile `sources` (a tool's, a test's or a benchmark driver's) with runtime
     libraries `libs` once per content hash of the sources, the headers they can see and
     the flags; return the executable (a shared object with flag set `shared`).
     `archives`: link the libraries' archives, built with the same flags; else the
     sources name every runtime module they need (a shared object exports only those).
     `includes`: more folders of headers; `extra`: flags after the sets'; `peer`: a
-    peer's flags (from pkg-config), before the sets' (ours win); `link`: more libraries."""
+    peer's flags (from pkg-config), before the sets' (ours win); `link`: more libraries;
+    `own_sets`: flag sets for `sources` only, last (a system header folder, a warning
+    of theirs), not the libraries': those stay the archives other builds link."""
     d = description()
     seen = d.closure(libs)
     args = [*peer, *d.flags(*sets), *extra]
+    mine = [*args, *d.flags(*own_sets)]
     compiler = d.compiler(*sets)
     headers = [*(h for lib in seen for h in lib.headers()),
                *(h for inc in includes for h in sorted(inc.glob("*.h")))]
     linked = [build_library(lib.name, sets, extra, peer) for lib in seen] if archives else []
     system = [f for lib in seen for f in lib.link if f not in link]
     key = _files_digest([*sources, *headers],
-                        buildcache.compiler_inputs(compiler, for_this_cpu(args)),
-                        " ".join(args),
+                        buildcache.compiler_inputs(compiler, for_this_cpu(mine)),
+                        " ".join(mine),
                         " ".join(link), " ".join(system), *(a.parent.name for a in linked))
     return buildcache.make(cache_dir() / f"{name}-{key}", lambda tmp: cc(compiler, [
-        *args, *include_flags(seen, [*includes, *(lib.src for lib in seen)]),
+        *mine, *include_flags(seen, [*includes, *(lib.src for lib in seen)]),
         *map(str, sources), *map(str, linked), "-o", str(tmp), *link,
         *dict.fromkeys(system)], name))
 

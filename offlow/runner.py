@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import cbuild, live, livepage, metrics, ports, remote, targets
+from offlow import live, livepage, metrics, ports, remote, targets
 from offlow.build import Build, build
 from offlow.channels import WindowHeader
 from offlow.dsl import Program
@@ -348,8 +348,8 @@ def build_for(program: Program, o: RunOptions, **build_args: Any) -> Build:
     build()."""
     fit = check_options(o)
     if o.profile:
-        flags = (*build_args.pop("extra_flags", ()), *cbuild.flags("element_time"))
-        build_args["extra_flags"] = tuple(dict.fromkeys(flags))
+        build_args["own_sets"] = tuple(dict.fromkeys((*build_args.get("own_sets", ()),
+                                                      "element_time")))
     kinds = ports.library_kinds(ports.parse(spec)[1] for spec in o.ports)
     return build(program, fit=fit, ports=kinds, **build_args)
 

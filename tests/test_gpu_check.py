@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from offlow.buildcache import cache_dir
 from offlow.router.check import DEFAULT_PREFIXES
 from offlow.targets import gpu
 from tests.e2e import ROOT
@@ -24,8 +25,11 @@ WHY = gpu.TARGET.unusable()
 @pytest.mark.skipif(not DEFAULT_PREFIXES.exists(), reason="no BGP table ($OFFLOW_DATA)")
 def test_the_gpu_check_writes_its_results_as_json(tmp_path: Path) -> None:
     out = tmp_path / "check"
+    # the suite's build cache (the check's default is one of its own, empty here: every
+    # runtime library, test and tool it runs was compiled again for it)
     env = dict(os.environ, OFFLOW_PYTHON=sys.executable,
-               OFFLOW_DATA=str(DEFAULT_PREFIXES.parent), OFFLOW_LENT_WORK=str(tmp_path / "work"))
+               OFFLOW_DATA=str(DEFAULT_PREFIXES.parent), OFFLOW_LENT_WORK=str(tmp_path / "work"),
+               OFFLOW_CACHE=str(cache_dir()))
     res = subprocess.run([str(ROOT / "tools" / "gpu_check.sh"), str(out), "--smoke"],
                          capture_output=True, text=True, env=env, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -245,9 +245,8 @@ def test_a_frame_without_room_for_its_metadata_is_refused_not_read(tmp_path: Pat
     test.write_text(BAD_META)
     exe = cbuild.build_exe("xdp-bad-meta", [test, *xdp.HOST_SOURCES], libs=xdp.HOST_LIBS,
                            includes=[xdp.TOOLS, b.directory],
-                           sets=(*cbuild.TOOL, "libnl"),
-                           link=cbuild.description().flags("xdp_link"),
-                           extra=list(cbuild.flags("part_of_generated")))
+                           own_sets=("libnl", "part_of_generated"),
+                           link=cbuild.description().flags("xdp_link"))
     res = subprocess.run([str(exe)], capture_output=True, text=True)
     assert (res.returncode, res.stdout.strip()) == (0, "refused"), res.stderr
 
@@ -317,7 +316,7 @@ def test_fuzz_the_metadata_reader(tmp_path: Path) -> None:
         (tmp_path / name).write_text(text)
     (tmp_path / "fuzz_meta.c").write_text(FUZZ_META)
     exe = cbuild.build_exe("fuzz_xdp_meta", [tmp_path / "fuzz_meta.c"], ["core"], SETS,
-                           includes=[xdp.TOOLS, tmp_path], extra=["-I/usr/include/libnl3"])
+                           includes=[xdp.TOOLS, tmp_path], own_sets=("libnl",))
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     for n in (60, 2048):  # valid frames: a short one, one of the mtu

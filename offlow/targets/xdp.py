@@ -302,12 +302,13 @@ class Xdp(Target):
                         f"generated {device}.bpf.c of `{plan.name}`")
         except OfflowError as e:
             raise OfflowError(explain_undeclared(plan.graph, segment, str(e)) or str(e)) from None
-        # (cached by the content of its sources, runtime/tools/xdp_*.c among them)
+        # (cached by the content of its sources, runtime/tools/xdp_*.c among them; libnl's
+        # headers for these sources only: the libraries are the archives others link)
         libs = [lib.name for lib in d.closure(d.for_headers(headers(plan.graph)))]
         host = cbuild.build_exe(f"xdp-{plan.name}", [directory / f"{device}.c", *HOST_SOURCES],
                                 libs=tuple(dict.fromkeys((*HOST_LIBS, *libs))),
                                 includes=[TOOLS, directory],
-                                sets=(*cbuild.TOOL, "libnl"), link=d.flags("xdp_link"))
+                                own_sets=("libnl",), link=d.flags("xdp_link"))
         stamp = directory / f"{device}.host"  # the host side the object was checked with
         if stamp.exists() and stamp.read_text() == host.name and exe.exists():
             return exe

@@ -1,10 +1,12 @@
 /* Tests of runtime/lib/remote over UCX on 127.0.0.1 (both sides in this process, each
- * with its own UCX context, stepped in turn): the handshake proof (remote_auth.h); a
- * link that comes up with the right secret, a peer with a wrong one refused and
- * nothing it sends delivered (remote_link.h); rings carried both ways in order with
- * their contents, lengths and close, under backpressure; a bad message refused; a
- * peer that goes away noticed (remote_bridge.h). */
+ * with its own UCX context, stepped in turn, closed at once on two threads): the
+ * handshake proof (remote_auth.h); a link that comes up with the right secret, a peer
+ * with a wrong one refused and nothing it sends delivered (remote_link.h); rings
+ * carried both ways in order with their contents, lengths and close, under
+ * backpressure; a bad message refused; a peer that goes away noticed
+ * (remote_bridge.h). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -71,6 +73,27 @@ static bool until(struct ofl_link *a, enum ofl_link_state sa, struct ofl_link *b
     return false;
 }
 
+static void *close_link(void *l)
+{
+    ofl_link_close(l);
+    return NULL;
+}
+
+/* Close `a` on a thread of its own while `b` closes here: a close flushes what its end
+ * sent, which needs the other end stepped (closed one after the other, in one thread,
+ * the first waits out its flush bound, a second, for nothing). */
+static void close_both(struct ofl_link *a, struct ofl_link *b)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, close_link, a) != 0) {
+        ofl_link_close(a);
+        ofl_link_close(b);
+        return;
+    }
+    ofl_link_close(b);
+    pthread_join(t, NULL);
+}
+
 /* A handler that keeps what arrives: each message's kind, size and a checksum of its
  * bytes, in order. */
 struct log {
@@ -134,8 +157,7 @@ static void test_bulk_messages(void)
           (unsigned long long)ofl_link_bulk_in(srv));
     CHECK(ofl_link_send_bulk(cli, OFL_LINK_KIND_USER, NULL, 0, malloc(16),
                              OFL_LINK_BULK_MAX + 1) == -ENOTCONN, "a message too large is refused");
-    ofl_link_close(cli);
-    ofl_link_close(srv);
+    close_both(cli, srv);
 }
 
 static void test_handshake(void)
@@ -175,10 +197,15 @@ static void test_handshake(void)
     while (srv_seen.n == 0 && now() < end) ofl_link_progress(srv);
     CHECK(srv_seen.n == 1 && srv_seen.kind == OFL_LINK_KIND_USER + 3,
           "the server's handler gets it (%d)", srv_seen.n);
-    ofl_link_close(cli);
+    /* the client closes on a thread of its own while the server is stepped here (its
+     * close flushes first, which needs the server stepped) */
+    pthread_t t;
+    bool threaded = pthread_create(&t, NULL, close_link, cli) == 0;
+    if (!threaded) ofl_link_close(cli);
     end = now() + 30;
     while (ofl_link_progress(srv) != OFL_LINK_FAILED && now() < end) {
     }
+    if (threaded) pthread_join(t, NULL);
     CHECK(ofl_link_progress(srv) == OFL_LINK_FAILED &&
               (strstr(ofl_link_error(srv), "lost") || strstr(ofl_link_error(srv), "answering")),
           "the server notices the peer gone: %s", ofl_link_error(srv));
@@ -231,8 +258,7 @@ static int connect_pair(struct pair *p)
 
 static void close_pair(struct pair *p)
 {
-    ofl_link_close(p->cli);
-    ofl_link_close(p->srv);
+    close_both(p->cli, p->srv);
     ofl_bridge_free(&p->bs);
     ofl_bridge_free(&p->bc);
 }
@@ -663,7 +689,6 @@ static void test_unproven_peer(void)
                               record, &seen, err, sizeof err);
     CHECK(rc == 0 && until(cli, OFL_LINK_UP, srv, OFL_LINK_UP), "then a client comes up");
     CHECK(seen.n == 0, "nothing reached a handler");
-    if (!rc) ofl_link_close(cli);
     ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
                               .flags = UCP_EP_CLOSE_FLAG_FORCE};
     ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &cp);
@@ -673,7 +698,11 @@ static void test_unproven_peer(void)
     }
     ucp_worker_destroy(w);
     ucp_cleanup(ctx);
-    ofl_link_close(srv);
+    if (!rc) {
+        close_both(cli, srv);
+    } else {
+        ofl_link_close(srv);
+    }
 }
 
 /* ---- two processes (tests/test_remote_c.py runs them in two network namespaces) ---- */
@@ -804,8 +833,7 @@ static void test_message_after_welcome(void)
               ofl_link_unauth_drops(cli) == 0,
           "the message after the welcome is delivered, none dropped (%d, %llu dropped)",
           cli_seen.n, (unsigned long long)ofl_link_unauth_drops(cli));
-    ofl_link_close(cli);
-    ofl_link_close(srv);
+    close_both(cli, srv);
 }
 
 /* A message UCX took and could not deliver (the test hook: the 2nd user message) fails
@@ -840,8 +868,7 @@ static void test_lost_send(void)
     while (srv_seen.n == 0 && now() < end) ofl_link_progress(srv);
     CHECK(srv_seen.n == 1 && ofl_link_lost_sends(srv) == 0, "the peer got the first only (%d)",
           srv_seen.n);
-    ofl_link_close(cli);
-    ofl_link_close(srv);
+    close_both(cli, srv);
 }
 
 int main(int argc, char **argv)
