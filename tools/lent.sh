@@ -35,15 +35,20 @@ _lent_copy_lib() {
     [ "$plain" = "$base" ] || ln -sf "$base" "$2/$plain"
 }
 
-# copy shared library $1 and the libraries it needs (but glibc's own) into folder $2
-_lent_copy_closure() {
-    _lent_copy_lib "$1" "$2"
+# copy the libraries program or library $1 needs (but glibc's own) into folder $2
+_lent_copy_needed() {
     ldd "$1" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
         case $(basename "$lib") in
             libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*) ;;
             *) _lent_copy_lib "$lib" "$2";;
         esac
     done
+}
+
+# copy shared library $1 and the libraries it needs (but glibc's own) into folder $2
+_lent_copy_closure() {
+    _lent_copy_lib "$1" "$2"
+    _lent_copy_needed "$1" "$2"
 }
 
 # DPDK for `offlow bench router --sweeps lookups` (bench_dpdk_lpm.c): headers, the
@@ -89,12 +94,7 @@ _lent_wrap_exe() {
     name=$(basename "$1")
     mkdir -p "$2/lib"
     cp "$1" "$2/lib/$name"
-    ldd "$1" | awk '$3 ~ /^\// {print $3}' | while read -r lib; do
-        case $(basename "$lib") in
-            libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*) ;;
-            *) _lent_copy_lib "$lib" "$2/lib";;
-        esac
-    done
+    _lent_copy_needed "$1" "$2/lib"
     cat > "$2/$name" <<SH
 #!/bin/sh
 # $name from the bundle (tools/lent.sh): its own libraries, for it alone
@@ -230,7 +230,8 @@ prometheus_client" 2>/dev/null; then
 }
 
 # the start every check shares: `--bundle` makes the bundle and exits; else the first
-# argument is the output folder (into $out), the clock starts ($t0) and lent_env runs;
+# argument is the output folder (into $out), the clock starts ($t0), lent_env runs and
+# the CPU's features are noted;
 # $1: the check's usage after its name, then the check's own arguments
 lent_start() {
     local usage=$1
@@ -243,6 +244,8 @@ lent_start() {
     out=$(realpath -m "$1")
     t0=$(date +%s)
     lent_env "$out"
+    note "CPU: $("$python" -c 'from benchmarks.common.machine import cpu_features as f
+print(" ".join(f()))'), $(nproc) CPUs"
 }
 
 # a line of the check's log (and of its output)

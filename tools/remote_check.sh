@@ -28,7 +28,6 @@ root=$lent_root
 lent_start "OUT [--quick]" "$@"
 quick=${2:-}
 cd "$root"
-note "CPU: $("$python" -c 'from benchmarks.common.machine import cpu_features as f; print(" ".join(f()))'), $(nproc) CPUs"
 
 # namespaces where they can be made here, else loopback (and why)
 probe=ofl-check-probe$$ loopback=() path=namespaces why=""

@@ -20,7 +20,6 @@ root=$lent_root
 lent_start "OUT [--quick]" "$@"
 quick=${2:-}
 cd "$root"
-note "CPU: $("$python" -c 'from benchmarks.common.machine import cpu_features as f; print(" ".join(f()))')"
 
 status=0
 # each step under a time limit of its own (seconds; 0: none), so that a check with a
