@@ -166,7 +166,9 @@ def _open(region: Region, name: str, what: str, names: list[str]) -> Channel:
     """The host end of channel `name` of `region`, or an error naming the channels a
     host program may open (`names`)."""
     if name not in names:
-        raise OfflowError(f"{what} has no channel `{name}`; channels: {', '.join(names)}")
+        has = (f"channels: {', '.join(names)}" if names else "it has none (a program "
+               "declares one with `p.channel(NAME, handler)`)")
+        raise OfflowError(f"{what} has no channel `{name}`; {has}")
     return region.channel(name)
 
 

@@ -4,6 +4,7 @@ compile)."""
 
 from __future__ import annotations
 
+import os
 import runpy
 import traceback
 from collections.abc import Sequence
@@ -13,12 +14,21 @@ from offlow.dsl.program import Program
 from offlow.errors import OfflowError
 
 
-def load_program(path: Path, settings: Sequence[str] = ()) -> Program:
-    """Run a program file in a fresh namespace and call its `program()` function. An
-    error raised there (a Python one, or an offlow one about the wiring) is an
-    OfflowError naming the file and the line of the program that raised it."""
+def load_program(path: str | os.PathLike[str], settings: Sequence[str] = ()) -> Program:
+    """Run a program file (a path, as a string or a Path) in a fresh namespace and call
+    its `program()` function, then apply `settings` (`SEG.device=host`, ... each a
+    string of a list). An error raised there (a Python one, or an offlow one about the
+    wiring) is an OfflowError naming the file and the line of the program that raised
+    it."""
+    path = Path(path)
+    if isinstance(settings, str):
+        raise OfflowError(f"load_program({str(path)!r}, {settings!r}): settings are a list "
+                          f"of strings: [{settings!r}]")
     if not path.exists():
         raise OfflowError(f"no such program file: {path}")
+    if not path.is_file():
+        raise OfflowError(f"{path} is not a program file (a folder?): give the .py file "
+                          "that defines `def program() -> offlow.Program`")
     try:
         namespace = runpy.run_path(str(path), run_name="offlow_program")
         factory = namespace.get("program")

@@ -1,8 +1,9 @@
-"""`Session.drained()`: whether every packet has been processed now, without waiting
-(what `wait_drained` waits for). False while a source that never ends by itself
-(a UDP port) is running, True once a counted input has been processed whole (its
-packets all counted), an error once the program stopped before draining, and one
-outside the `with` block."""
+"""A session's calls as a host program meets them. `Session.drained()`: whether every
+packet has been processed now, without waiting (what `wait_drained` waits for). False
+while a source that never ends by itself (a UDP port) is running, True once a counted
+input has been processed whole (its packets all counted), an error once the program
+stopped before draining, and one outside the `with` block. A channel asked of a
+program that has none says how one is declared."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from offlow import OfflowError
+from offlow import OfflowError, Program, Shared, Sink, Source
 from offlow.dsl.loader import load_program
+from offlow.elements import Count
 from offlow.runner import RunOptions, progress_totals
 from offlow.session import session
 
@@ -53,3 +55,19 @@ def test_drained_is_an_error_once_a_process_died_and_outside_the_block() -> None
                 s.drained()
     with pytest.raises(OfflowError, match="not running"):
         s.drained()
+
+
+def test_a_channel_of_a_program_without_any_says_how_one_is_declared() -> None:
+    p = Program("tables_only")   # a table (its control channel), no channel of its own
+    src, hits, out = Source("rx"), Count("hits", slot=0, counts=Shared("n", "uint64_t", 3)), \
+        Sink("tx")
+    src >> hits >> out
+    p.segment("rx", [src, hits, out], device="nic")
+    with session(p, RunOptions(count=10)) as s:
+        with pytest.raises(OfflowError) as e:
+            s.channel("ask")
+    assert str(e.value) == ("program `tables_only` has no channel `ask`; it has none (a "
+                            "program declares one with `p.channel(NAME, handler)`)")
+    with session(load_program(ECHO), RunOptions(count=10)) as s:
+        with pytest.raises(OfflowError, match=r"no channel `ask`; channels: echo$"):
+            s.channel("ask")
