@@ -15,7 +15,12 @@ other in one run, beside the generator alone:
   writing the other end through an AF_PACKET port (`--port afpacket:IFACE`).
 
 Each row counts the frames the program's source took in while the generator ran,
-over the generator's seconds. The pair lives in a network namespace the bench makes
+over the generator's seconds. The generator starts once every process of the run
+answers for its counters (attached, its port's socket bound), and the run is stopped
+(as by Ctrl-C) once the generator is done and the counters have stopped moving for
+SETTLED seconds: every frame the generator got in has been taken and passed on. The
+run's --duration stays the generator's seconds + 6 s, the bound when the counters
+never settle. The pair lives in a network namespace the bench makes
 and removes. Root is needed. In generic mode the kernel runs XDP in the sender's
 softirq, on the sender's CPU: the xdp row shares a CPU with the generator, as the
 ceiling does; the nic and host rows have processes of their own.
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,9 +38,10 @@ from pathlib import Path
 
 from benchmarks.common import C, output
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
-from offlow import cbuild
+from offlow import cbuild, live
 from offlow.errors import OfflowError
 from offlow.netsum import csum
+from offlow.runner import progress_totals
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "programs" / "xdp_ttl.py"
@@ -43,6 +50,8 @@ OFFLOW = [sys.executable, "-m", "offlow.cli"]
 GEN = [C / "veth_gen.c"]
 CEILING, PLACEMENTS = "generator alone", ("xdp", "xdp+host", "nic", "host")
 IN, PEER = "ofl-e2e-a", "ofl-e2e-b"
+SETTLED = 1.0  # seconds the counters stay still, the generator done: the row ends
+UP = 30.0  # seconds the processes have to answer once `offlow run` says they run
 
 
 def frames() -> list[bytes]:
@@ -97,13 +106,19 @@ def placement(ns: str, gen: Path, where: str, seconds: float) -> dict:
                            stderr=subprocess.PIPE, text=True)
     try:
         assert run.stderr is not None
-        for line in run.stderr:  # the processes are up
+        line = ""
+        for line in run.stderr:  # the processes are started
             if line.startswith("offlow: running"):
                 break
-        time.sleep(2.0)  # (attached, the port's socket bound)
-        if run.poll() is not None:
-            raise OfflowError(f"offlow run ({where}) ended early: {run.stderr.read()}")
+        window, devices = _running(line)
+        if window is None or not _answering(window, devices, run):
+            if window is not None and run.poll() is None:
+                raise OfflowError(f"offlow run ({where}): its processes did not answer "
+                                  f"for their counters within {UP:g} s")
+            raise OfflowError(f"offlow run ({where}) ended early: {line}{run.stderr.read()}")
         g = generate(ns, gen, seconds)
+        if _settled(window, run):
+            run.send_signal(signal.SIGINT)  # (it stops cleanly: its counts are kept)
         out, err = run.communicate(timeout=seconds + 120)
     finally:
         if run.poll() is None:
@@ -117,6 +132,55 @@ def placement(ns: str, gen: Path, where: str, seconds: float) -> dict:
     back = el.get("back", {}).get("in", 0) - el.get("back", {}).get("drop", 0)
     return {"row": where, "sent": g["sent"], "refused": g["refused"], "seconds": g["seconds"],
             "took": took, "forwarded": back, "mpps": took / g["seconds"] / 1e6}
+
+
+def _running(line: str) -> tuple[Path | None, set[str]]:
+    """The window and the devices in `offlow run`'s line "offlow: running nic, host
+    (2 processes); ... `offlow stats WINDOW` prints them while it runs" (None: not it)."""
+    head, sep, rest = line.partition("`offlow stats ")
+    if not line.startswith("offlow: running ") or not sep:
+        return None, set()
+    names = head.removeprefix("offlow: running ").split(" (")[0]
+    return Path(rest.split("`")[0]), set(names.split(", "))
+
+
+def _totals(window: Path) -> dict[str, dict] | None:
+    """The run's live counters (device -> its stats), or None once it has ended."""
+    try:
+        return live.read(window, timeout=1.0)
+    except OfflowError:
+        return None
+
+
+def _answering(window: Path, devices: set[str], run: subprocess.Popen) -> bool:
+    """Wait until every process of the run answers for its counters: it has attached
+    its program, bound its port's socket, and its cores run (live.h: the thread that
+    answers starts just before them). False when the run ends first."""
+    deadline = time.monotonic() + UP
+    while run.poll() is None and time.monotonic() < deadline:
+        stats = _totals(window)
+        if stats is not None and devices <= set(stats):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _settled(window: Path, run: subprocess.Popen) -> bool:
+    """Wait (the generator done) until the frames read, forwarded and dropped by the
+    run have not moved for SETTLED seconds. False when the run ended first (its
+    --duration)."""
+    last, since = None, time.monotonic()
+    while run.poll() is None:
+        stats = _totals(window)
+        if stats is None:
+            return False
+        now, totals = time.monotonic(), progress_totals(stats)
+        if totals != last:
+            last, since = totals, now
+        elif now - since >= SETTLED:
+            return True
+        time.sleep(0.1)
+    return False
 
 
 def measure(seconds: float) -> dict:

@@ -263,9 +263,10 @@ def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",
     `archives`: link the libraries' archives, built with the same flags; else the
     sources name every runtime module they need (a shared object exports only those).
     `includes`: more folders of headers; `extra`: flags after the sets'; `peer`: a
-    peer's flags (from pkg-config), before the sets' (ours win); `link`: more libraries;
-    `own_sets`: flag sets for `sources` only, last (a system header folder, a warning
-    of theirs), not the libraries': those stay the archives other builds link."""
+    peer's flags (from pkg-config), before the sets' (ours win), for `sources` only (a
+    driver that includes the peer's headers); `link`: more libraries; `own_sets`: flag
+    sets for `sources` only, last (a system header folder, a warning of theirs). The
+    libraries get neither: they stay the archives other builds link."""
     d = description()
     seen = d.closure(libs)
     args = [*peer, *d.flags(*sets), *extra]
@@ -273,7 +274,7 @@ def build_exe(name: str, sources: Sequence[Path], libs: Sequence[str] = ("core",
     compiler = d.compiler(*sets)
     headers = [*(h for lib in seen for h in lib.headers()),
                *(h for inc in includes for h in sorted(inc.glob("*.h")))]
-    linked = [build_library(lib.name, sets, extra, peer) for lib in seen] if archives else []
+    linked = [build_library(lib.name, sets, extra) for lib in seen] if archives else []
     system = [f for lib in seen for f in lib.link if f not in link]
     key = _files_digest([*sources, *headers],
                         buildcache.compiler_inputs(compiler, for_this_cpu(mine)),

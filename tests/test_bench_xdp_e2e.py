@@ -17,6 +17,72 @@ from offlow.targets import xdp
 WHY_NOT = xdp.TARGET.unusable() or (None if os.geteuid() == 0 else "not root")
 
 
+class _Run:
+    """Stands for a row's `offlow run`: up for `reads` looks at its counters (None:
+    until the end)."""
+
+    def __init__(self, reads: int | None = None) -> None:
+        self.reads = reads
+
+    def poll(self) -> int | None:
+        return None if self.reads is None or self.reads > 0 else 0
+
+
+def _scripted(monkeypatch: pytest.MonkeyPatch, run: _Run, answers: list) -> list:
+    """The run's live counters are `answers`, one per look (the last repeated); returns
+    the list of what each look got."""
+    seen: list = []
+
+    def totals(window: Path) -> dict | None:
+        got = answers[min(len(seen), len(answers) - 1)]
+        seen.append(got)
+        if run.reads is not None:
+            run.reads -= 1
+        return got
+
+    monkeypatch.setattr(xdp_e2e, "_totals", totals)
+    monkeypatch.setattr(xdp_e2e, "progress_totals", lambda stats: stats)
+    monkeypatch.setattr(xdp_e2e, "SETTLED", 0.05)
+    return seen
+
+
+def test_the_running_line_names_the_window_and_the_devices() -> None:
+    line = ("offlow: running nic, host (2 processes); Ctrl-C stops the run and prints its "
+            "counts so far; `offlow stats /dev/shm/offlow-xdp_ttl-12-ab` prints them while "
+            "it runs\n")
+    assert xdp_e2e._running(line) == (Path("/dev/shm/offlow-xdp_ttl-12-ab"), {"nic", "host"})
+    assert xdp_e2e._running("offlow: building xdp_ttl\n") == (None, set())
+
+
+def test_a_row_starts_once_every_process_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _Run()
+    seen = _scripted(monkeypatch, run, [None, {"nic": {}}, {"nic": {}, "host": {}}])
+    assert xdp_e2e._answering(Path("w"), {"nic", "host"}, run)
+    assert len(seen) == 3
+    gone = _Run(reads=2)
+    _scripted(monkeypatch, gone, [{"nic": {}}])
+    assert not xdp_e2e._answering(Path("w"), {"nic", "host"}, gone)
+
+
+def test_a_row_ends_once_its_counters_stop_moving(monkeypatch: pytest.MonkeyPatch) -> None:
+    moving = [{"read": n, "forwarded": n, "dropped": 0} for n in (10, 20, 30)]
+    run = _Run()
+    seen = _scripted(monkeypatch, run, [*moving, moving[-1] | {"dropped": 1}, moving[-1]])
+    assert xdp_e2e._settled(Path("w"), run)
+    assert seen[:5] == [*moving, moving[-1] | {"dropped": 1}, moving[-1]]  # none skipped
+    assert all(a == seen[-1] for a in seen[4:])  # ended on a still count
+    assert len(seen) >= 6  # (the last one seen at least twice)
+
+
+def test_a_row_whose_run_ends_first_is_not_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    run = _Run(reads=3)
+    _scripted(monkeypatch, run, [{"read": n} for n in (1, 2, 3)])
+    assert not xdp_e2e._settled(Path("w"), run)
+    ended = _Run()
+    _scripted(monkeypatch, ended, [{"read": 1}, None])  # (the window gone: it ended)
+    assert not xdp_e2e._settled(Path("w"), ended)
+
+
 def test_the_generators_frames_are_64_byte_ipv4_udp_with_good_checksums() -> None:
     frames = xdp_e2e.frames()
     assert len({f[30:34] for f in frames}) == len(frames) == 8  # 8 destinations

@@ -2,10 +2,13 @@
 reach the compile of the sources given, while the runtime libraries linked are the
 archives every other build with the same sets links (not built again with a system
 header folder or a warning that changes nothing in them); the xdp target's host side
-(libnl's headers) is built so."""
+(libnl's headers) is built so. A peer's flags (`peer`: DPDK's from pkg-config) reach the
+sources only too: a benchmark driver built against DPDK links the archives its offlow
+twin links."""
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -78,3 +81,52 @@ def test_a_profile_scaled_build_times_its_elements_and_links_the_plain_archives(
     assert res.ok, res.errors
     elements = [v for d in res.stats.values() for c in d["cores"] for v in c["elements"].values()]
     assert elements and all("ns" in v for v in elements), elements
+
+
+@pytest.fixture
+def library_peers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...], Path]]:
+    """(library, peer flags, archive) of each build_library call (it still runs)."""
+    calls: list[tuple[str, tuple[str, ...], Path]] = []
+    real = cbuild.build_library
+
+    def recorded(name: str, sets: Sequence[str] = cbuild.TOOL, extra: Sequence[str] = (),
+                 peer: Sequence[str] = ()) -> Path:
+        archive = real(name, sets, extra, peer)
+        calls.append((name, tuple(peer), archive))
+        return archive
+
+    monkeypatch.setattr(cbuild, "build_library", recorded)
+    return calls
+
+
+def test_a_peers_flags_reach_the_sources_and_not_the_libraries(
+        tmp_path: Path, library_peers: list[tuple[str, tuple[str, ...], Path]]) -> None:
+    src = tmp_path / "unused.c"
+    src.write_text(UNUSED)
+    with pytest.raises(OfflowError, match="unused"):
+        cbuild.build_exe("peer-flags-refused", [src])
+    # (a flag set of the build description stands for a peer's pkg-config flags)
+    exe = cbuild.build_exe("peer-flags", [src], peer=cbuild.flags("part_of_generated"))
+    assert exe.is_file()
+    assert library_peers and all(peer == () for _, peer, _ in library_peers), library_peers
+
+
+@pytest.mark.skipif(subprocess.run(["pkg-config", "--exists", "libdpdk"]).returncode != 0,
+                    reason="libdpdk-dev is not installed")
+def test_the_dpdk_drivers_link_the_archives_their_offlow_twins_link(
+        library_peers: list[tuple[str, tuple[str, ...], Path]]) -> None:
+    """Before, DPDK's flags went to the libraries too: `offlow bench lso` and `offlow
+    bench router` built the core, lso and lpm archives a second time for their DPDK
+    drivers (byte for byte the same archives, under another key)."""
+    from benchmarks import lso, router
+    from benchmarks.common import routes
+
+    for offlow_twin, dpdk_driver in ((lso.build_offlow, lso.build_dpdk),
+                                     (routes.build_offlow, router.build_dpdk)):
+        library_peers.clear()
+        offlow_twin()
+        ours = {name: archive for name, _, archive in library_peers}
+        library_peers.clear()
+        dpdk_driver()
+        theirs = {name: archive for name, _, archive in library_peers}
+        assert theirs and theirs == ours, (theirs, ours)

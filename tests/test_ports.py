@@ -161,9 +161,10 @@ def netns() -> Iterator[str]:
 # Runs in the namespace: starts `offlow run` (argv), waits until it forwards a probe (an
 # input frame the expected output holds, its UDP payload - the frame's index - set to
 # ffffffff), sends the input's frames into peer0, collects what arrives on peer1 until
-# the run ends and writes it, without the probes, as a pcap.
+# the run ends (stopped once as many frames as expected came back and then nothing for
+# 1 s, else at its --duration) and writes it, without the probes, as a pcap.
 DRIVER = r"""
-import socket, subprocess, sys, time
+import signal, socket, subprocess, sys, time
 import dpkt
 inp, expected, out, send_if, recv_if, *cmd = sys.argv[1:]
 PROBE = b"\xff" * 4
@@ -207,8 +208,20 @@ for k, fr in enumerate(frames):
     tx.send(fr)
     if k % 32 == 31:  # (gently: other work shares these cores)
         time.sleep(0.005)
-while receive() or p.poll() is None:
-    pass
+# Every expected frame back and nothing more for a second (a duplicate would have come
+# with its first copy): the run is stopped as by Ctrl-C. Its --duration ends it when
+# frames are missing.
+want = sum(1 for _ in dpkt.pcap.Reader(open(expected, "rb")))
+quiet, stopped = time.time(), False
+while True:
+    if receive():
+        quiet = time.time()
+    elif p.poll() is not None:
+        break
+    elif (not stopped and time.time() - quiet >= 1.0
+          and sum(not fr.endswith(PROBE) for fr in got) >= want):
+        p.send_signal(signal.SIGINT)
+        stopped = True
 with open(out, "wb") as f:
     w = dpkt.pcap.Writer(f)
     for fr in got:

@@ -18,12 +18,13 @@ from typing import Any
 import dpkt
 import pytest
 
-from offlow import cbuild
+from offlow import cbuild, live
 from offlow.build import build, plan_program
 from offlow.cli import load_program
 from offlow.codegen import xsk
 from offlow.errors import OfflowError
 from offlow.explain import explain
+from offlow.runner import progress_totals
 from offlow.targets import xdp
 from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
 from tests.netns import veth_in_namespace
@@ -341,6 +342,29 @@ for h in sys.argv[2:]:
 """
 
 
+def _window(run: subprocess.Popen[str]) -> Path | None:
+    """The window `offlow run` names in its "offlow: running ... `offlow stats WINDOW`"
+    line (None: it ended first)."""
+    assert run.stderr is not None
+    for line in run.stderr:
+        if line.startswith("offlow: running") and "`offlow stats " in line:
+            return Path(line.split("`offlow stats ")[1].split("`")[0])
+    return None
+
+
+def _forwarded(window: Path, run: subprocess.Popen[str], n: int) -> bool:
+    """Wait until the run's live counters show `n` packets taken by its sinks; False
+    when the run ends first."""
+    while run.poll() is None:
+        try:
+            if progress_totals(live.read(window))["forwarded"] >= n:
+                return True
+        except OfflowError:  # (the run is ending)
+            return False
+        time.sleep(0.05)
+    return False
+
+
 def _xdp_child(pid: int) -> int | None:
     """The xdp process among `pid`'s descendants (its command line has --obj)."""
     for child in Path(f"/proc/{pid}/task").glob("*/children"):
@@ -365,7 +389,9 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
     """--iface on a veth pair the test makes, an AF_XDP ring of 4 entries: the xdp
     process is stopped (SIGSTOP) while 40 frames go through XDP; the kernel puts 4 in
     the ring and drops the rest, which the run counts (afxdp_full); the 4 reach the
-    host's sink once the process goes on; every frame is accounted for."""
+    host's sink once the process goes on (its live counters show them there; the run
+    is then stopped, as by Ctrl-C, rather than left to its 15 s); every frame is
+    accounted for."""
     ns = f"ofl-t26x-{os.getpid()}"
     out = tmp_path / "out.pcap"
     with veth_in_namespace(ns) as sh:
@@ -376,6 +402,7 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
                                 "--output", str(out)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
+            window = _window(run)
             child = None
             for _ in range(400):  # until the program is attached to ofl-a
                 link = subprocess.run(["ip", "-n", ns, "link", "show", "ofl-a"],
@@ -392,6 +419,8 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
                                 *(f.hex() for f in sent)], check=True, timeout=30)
             finally:
                 os.kill(child, signal.SIGCONT)
+            if window and _forwarded(window, run, 4):
+                run.send_signal(signal.SIGINT)
             stdout, err = run.communicate(timeout=60)
         finally:
             if run.poll() is None:
