@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,11 @@ from offlow.remote import ON_COMMAND_LINE
 from offlow.targets import remote
 from tests.e2e import EXAMPLE, ROOT, TLS, read_frames
 from tests.netns import ADDR_B
+from tests.remote_served import TCP, Servers
 
 BGP = DATA / "bgp-full-table.txt.gz"
 SECRET = b"the remote tests' shared secret, 44 bytes.."
 CLI = [sys.executable, "-m", "offlow.cli"]
-TCP = {"UCX_TLS": "tcp"}  # the network path, also between namespaces of one machine
 
 pytestmark = pytest.mark.skipif(remote.TARGET.unusable() is not None,
                                 reason=f"remote: {remote.TARGET.unusable()}")
@@ -102,12 +103,28 @@ def ttl_pipeline(out: Path, *more: str) -> list[str]:
     return [str(EXAMPLE), "--input", str(TLS), "--output", str(out), *more]
 
 
-def test_ttl_pipeline_with_its_nic_part_remote_is_the_same_as_on_nic(
-        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
-    secret = secret_file(tmp_path)
-    _, port = serve(procs, secret)
-    rc, nic, err = run(procs, ttl_pipeline(tmp_path / "nic.pcap"))
+@pytest.fixture(scope="module")
+def ttl_on_nic(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[bytes]]:
+    """The TTL pipeline with its nic part on nic, run once for the module's comparisons:
+    what it counted and the frames it sent."""
+    out = tmp_path_factory.mktemp("ttl_on_nic") / "nic.pcap"
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        rc, nic, err = run(procs, ttl_pipeline(out))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     assert rc == 0 and nic["ok"], err
+    return counts(nic), read_frames(out)
+
+
+def test_ttl_pipeline_with_its_nic_part_remote_is_the_same_as_on_nic(
+        tmp_path: Path, procs: list[subprocess.Popen[str]], served: Servers,
+        ttl_on_nic: tuple[dict[str, Any], list[bytes]]) -> None:
+    secret, (port,) = served.secret, served.ports(1)
+    nic_counts, nic_frames = ttl_on_nic
     rc, rem, err = run(procs, ttl_pipeline(tmp_path / "remote.pcap", "--set",
                                            "rx.device=remote:dev1", "--remote",
                                            f"dev1=127.0.0.1:{port}", "--secret-file",
@@ -115,26 +132,25 @@ def test_ttl_pipeline_with_its_nic_part_remote_is_the_same_as_on_nic(
     assert rc == 0 and rem["ok"], err
     assert [x["device"] for x in rem["segments"]] == ["remote:dev1", "host"]
     jsonschema.validate(rem, json.loads((ROOT / "docs" / "run-result.schema.json").read_text()))
-    assert counts(rem) == counts(nic)
+    assert counts(rem) == nic_counts
     frames = read_frames(tmp_path / "remote.pcap")
-    assert len(frames) == 1095 and frames == read_frames(tmp_path / "nic.pcap")
+    assert len(frames) == 1095 and frames == nic_frames
 
 
 def test_ttl_pipeline_across_two_namespaces(
-        two_hosts: tuple[str, str], tmp_path: Path,
-        procs: list[subprocess.Popen[str]]) -> None:
+        two_hosts: tuple[str, str], tmp_path: Path, procs: list[subprocess.Popen[str]],
+        ttl_on_nic: tuple[dict[str, Any], list[bytes]]) -> None:
     host, device = two_hosts
     secret = secret_file(tmp_path)
     _, port = serve(procs, secret, ADDR_B, device)
-    rc, nic, err = run(procs, ttl_pipeline(tmp_path / "nic.pcap"))
-    assert rc == 0 and nic["ok"], err
+    nic_counts, nic_frames = ttl_on_nic
     rc, rem, err = run(procs, ttl_pipeline(tmp_path / "remote.pcap", "--set",
                                            "rx.device=remote:b", "--remote",
                                            f"b={ADDR_B}:{port}", "--secret-file",
                                            str(secret)), host)
     assert rc == 0 and rem["ok"], err
-    assert counts(rem) == counts(nic)
-    assert read_frames(tmp_path / "remote.pcap") == read_frames(tmp_path / "nic.pcap")
+    assert counts(rem) == nic_counts
+    assert read_frames(tmp_path / "remote.pcap") == nic_frames
 
 
 def test_targets_lists_remote_and_says_why_it_cannot_run(
@@ -220,16 +236,35 @@ def talk(procs: list[subprocess.Popen[str]], kind: str, program: Path, *remote: 
     return got
 
 
+@pytest.fixture(scope="module")
+def talk_on_nic() -> Iterator[Callable[[str], dict[str, Any]]]:
+    """tests/chan_talk.py against tests/programs/KIND.py on nic, as `talk`: each kind
+    talked to once for the module's comparisons."""
+    procs: list[subprocess.Popen[str]] = []
+    got: dict[str, dict[str, Any]] = {}
+
+    def on_nic(kind: str) -> dict[str, Any]:
+        if kind not in got:
+            got[kind] = talk(procs, kind, PROGRAMS / f"{kind}.py")
+        return got[kind]
+
+    yield on_nic
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 @pytest.mark.parametrize("kind", ["echo", "ledger"])
 def test_a_channel_to_a_remote_device_answers_as_on_nic(
-        kind: str, tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+        kind: str, tmp_path: Path, procs: list[subprocess.Popen[str]], served: Servers,
+        talk_on_nic: Callable[[str], dict[str, Any]]) -> None:
     """Direct messages of every size (0..56 bytes, odd ones), the oversize message's and
     a timed-out receive's errors, answers in bulk (300,000 and 131,071 bytes) between
     direct messages, a bulk receive of another size: the same with the handler on
     `remote:a` as on `nic`, and the handler's tables end the same."""
-    secret = secret_file(tmp_path)
-    _, port = serve(procs, secret)
-    nic = talk(procs, kind, PROGRAMS / f"{kind}.py")
+    secret, (port,) = served.secret, served.ports(1)
+    nic = talk_on_nic(kind)
     rem = talk(procs, kind, on_remote(kind, tmp_path), f"a=127.0.0.1:{port}", str(secret))
     assert rem["got"] == nic["got"] and rem["tables"] == nic["tables"]
     if kind == "echo":
@@ -257,12 +292,12 @@ def test_more_channels_than_the_link_carries_are_refused_before_anything_starts(
 
 
 def test_a_channel_across_two_namespaces(
-        two_hosts: tuple[str, str], tmp_path: Path,
-        procs: list[subprocess.Popen[str]]) -> None:
+        two_hosts: tuple[str, str], tmp_path: Path, procs: list[subprocess.Popen[str]],
+        talk_on_nic: Callable[[str], dict[str, Any]]) -> None:
     host, device = two_hosts
     secret = secret_file(tmp_path)
     _, port = serve(procs, secret, ADDR_B, device)
-    nic = talk(procs, "echo", PROGRAMS / "echo.py")
+    nic = talk_on_nic("echo")
     rem = talk(procs, "echo", on_remote("echo", tmp_path, "b"), f"b={ADDR_B}:{port}",
                str(secret), ns=host)
     assert rem["got"] == nic["got"] and rem["tables"] == nic["tables"]
@@ -372,8 +407,7 @@ def test_channel_messages_still_queued_at_the_stop_are_counted_in_the_report(
 
 
 def test_answers_the_host_never_took_are_counted_in_the_report(
-        tmp_path: Path, procs: list[subprocess.Popen[str]],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, served: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
     """The host sends three requests and takes none of their answers, then stops: each
     request is either answered by the device's handler or counted as not delivered to
     the device, and each answer is counted as not delivered to the host: the first,
@@ -382,8 +416,7 @@ def test_answers_the_host_never_took_are_counted_in_the_report(
     once its answer to the last was taken (its handler's reply had failed, closing the
     channel: the answer and the request after it lost, none counted)."""
     monkeypatch.setenv("UCX_TLS", "tcp")
-    secret = secret_file(tmp_path)
-    _, port = serve(procs, secret)
+    secret, (port,) = served.secret, served.ports(1)
     with remote_session(on_remote("echo", tmp_path), port, secret) as s:
         ch = s.channel("echo")
         assert ch.request(b"ab", timeout=60) == b"ba"   # (the device may start slowly)
@@ -676,15 +709,13 @@ def test_the_router_with_its_lookup_segment_remote_is_the_same_as_on_nic(
     assert serr.count("a run starts") == 2, serr
 
 
-def test_the_remote_device_answers_live_stats_while_it_runs(
-        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+def test_the_remote_device_answers_live_stats_while_it_runs(served: Servers) -> None:
     """What `offlow stats`, the progress lines and --metrics read (live.h) comes from the
     device too: the request word crosses, its live stats come back."""
     from offlow.dsl.loader import load_program
     from offlow.runner import Run, RunOptions, build_for
 
-    secret = secret_file(tmp_path)
-    _, port = serve(procs, secret)
+    secret, (port,) = served.secret, served.ports(1)
     o = RunOptions(input=TLS, duration=60, rate=20000, timeout=120,
                    remotes=(f"a=127.0.0.1:{port}",), secret_file=secret)
     r = Run(build_for(load_program(EXAMPLE, ["rx.device=remote:a"]), o), o)
@@ -708,14 +739,13 @@ def test_the_remote_device_answers_live_stats_while_it_runs(
 
 
 def test_a_users_logical_queue_from_a_remote_device_is_the_same_as_from_nic(
-        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+        tmp_path: Path, procs: list[subprocess.Popen[str]], served: Servers) -> None:
     """A program written as users write them (its own elements, C bodies with comments, a
     queue of three channels, one without packet bytes, steered by key to two host
     cores), odd frame sizes and a small ring: every ring of the queue comes from the
     remote device."""
     prog = Path(__file__).resolve().parent / "programs" / "logical_queue.py"
-    secret = secret_file(tmp_path)
-    _, port = serve(procs, secret)
+    secret, (port,) = served.secret, served.ports(1)
     common = [str(prog), "--count", "3001", "--sizes", "64:3,65:1,1001:2", "--seed", "7",
               "--set", "ring_size=64"]
     rc, nic, err = run(procs, [*common, "--output", str(tmp_path / "nic.pcap")])

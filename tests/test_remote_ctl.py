@@ -24,6 +24,7 @@ from offlow.session import attach, session
 from offlow.targets import remote
 from tests.netns import ADDR_B
 from tests.programs import reload_mark
+from tests.remote_served import Servers
 from tests.test_control import (
     ROUTER,
     Reference,
@@ -50,16 +51,14 @@ pytestmark = pytest.mark.skipif(remote.TARGET.unusable() is not None,
 
 
 def test_routes_added_and_deleted_on_a_remote_device_while_it_forwards(
-        tmp_path: Path, procs: list[subprocess.Popen[str]],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, served: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
     """The router with its route segment (and so its route tables) on `remote:r1`: 1,000
     route adds and deletes through the tables' control channel while the device
     forwards; every forwarded packet's next hop is the table's answer before or after
     the update it raced with (the NIC test's reference, replaying the update log), and
     the device counted every update."""
     monkeypatch.setenv("UCX_TLS", "tcp")
-    secret = secret_file(tmp_path)
-    _, port = serve(procs, secret)
+    secret, (port,) = served.secret, served.ports(1)
     prefixes = tmp_path / "routes.txt"
     prefixes.write_text("# the table at start\n10.0.0.0/8\n")
     out = tmp_path / "out.pcap"
@@ -129,14 +128,12 @@ def _marked_remote(mark: int) -> Program:
 
 
 def test_a_reload_of_a_remote_devices_code_is_refused_with_the_reason(
-        tmp_path: Path, procs: list[subprocess.Popen[str]],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, served: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run that takes reloads, its stamping segment on a remote device: a reload that
     changes that segment's code is refused, naming the device, why and what to do,
     before anything is sent; the run goes on and ends cleanly."""
     monkeypatch.setenv("UCX_TLS", "tcp")
-    secret = secret_file(tmp_path)
-    _, port = serve(procs, secret)
+    secret, (port,) = served.secret, served.ports(1)
     o = RunOptions(duration=60.0, rate=15000, count=1000, seed=3, output=tmp_path / "out.pcap",
                    remotes=(f"a=127.0.0.1:{port}",), secret_file=secret)
     run = Run(build_for(_marked_remote(7), o), o)
@@ -156,8 +153,7 @@ def test_a_reload_of_a_remote_devices_code_is_refused_with_the_reason(
 
 
 def test_a_users_map_on_a_remote_device_changed_while_it_runs(
-        tmp_path: Path, procs: list[subprocess.Popen[str]],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, served: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
     """tests/programs/dscp_marks.py (a user's 7-byte key with an address field, 1-byte
     marks) with its one segment on `remote:m`: the map's requests cross the link to the
     device's core and back. Four flows learned; a flow's mark set, a key of the client's
@@ -165,8 +161,7 @@ def test_a_users_map_on_a_remote_device_changed_while_it_runs(
     host (test_map_ctl), and the frames that come back carry the mark from some frame on,
     never the old one after it."""
     monkeypatch.setenv("UCX_TLS", "tcp")
-    secret = secret_file(tmp_path)
-    _, port = serve(procs, secret)
+    secret, (port,) = served.secret, served.ports(1)
     cap, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
     _capture(cap)
     # the frames flow at 20,000 a second until the output shows the change and AFTER

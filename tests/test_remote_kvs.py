@@ -19,6 +19,7 @@ from offlow.errors import OfflowError
 from tests.e2e import ROOT, TLS, read_frames
 from tests.kvs_replay import memcached_answers, replies_in, request_mix, write_capture
 from tests.netns import ADDR_B
+from tests.remote_served import Servers
 from tests.test_remote import counts, run, secret_file, serve, start
 
 KVS = ROOT / "examples" / "kvs.py"
@@ -42,12 +43,11 @@ def kvs(capture: Path, out: Path, *more: str) -> list[str]:
 
 
 def test_the_store_on_a_remote_device_answers_as_memcached_and_as_on_nic(
-        expected: dict[int, bytes], tmp_path: Path,
-        procs: list[subprocess.Popen[str]]) -> None:
+        expected: dict[int, bytes], tmp_path: Path, procs: list[subprocess.Popen[str]],
+        served: Servers) -> None:
     capture = tmp_path / "req.pcap"
     write_capture(capture, REQUESTS)
-    secret = secret_file(tmp_path)
-    _, port = serve(procs, secret)
+    secret, (port,) = served.secret, served.ports(1)
     rc, nic, err = run(procs, kvs(capture, tmp_path / "nic.pcap", "--set", "store.device=nic"))
     assert rc == 0 and nic["ok"], err
     rc, rem, err = run(procs, kvs(capture, tmp_path / "remote.pcap", "--set",
@@ -90,14 +90,14 @@ def shards(capture: Path, out: Path, ports: dict[str, int], secret: Path,
 
 
 def test_the_store_sharded_over_two_devices_answers_as_memcached(
-        expected: dict[int, bytes], tmp_path: Path,
-        procs: list[subprocess.Popen[str]]) -> None:
+        expected: dict[int, bytes], tmp_path: Path, procs: list[subprocess.Popen[str]],
+        served: Servers) -> None:
     """Every key's requests reach one device, in order: a GET after a SET of its key on
     another device would miss, so equal answers show it."""
     capture = tmp_path / "req.pcap"
     write_capture(capture, REQUESTS)
-    secret = secret_file(tmp_path)
-    ports = {name: serve(procs, secret)[1] for name in ("a", "b")}
+    secret = served.secret
+    ports = dict(zip("ab", served.ports(2), strict=True))
     rc, one, err = run(procs, [str(SHARDS), "--input", str(capture), "--output",
                                str(tmp_path / "one.pcap")])
     assert rc == 0 and one["ok"], err

@@ -20,6 +20,7 @@ import pytest
 from offlow.kvs.tools import HOST, memcached, setup_memcached
 from offlow.sketch.countmin import M64, fmix64
 from tests.kvs_replay import FRAME, memcached_replies, normalized, replies_in, write_capture
+from tests.remote_served import Servers
 from tests.test_remote import run, secret_file, serve
 from tests.test_remote_kvs import SHARDS, SPREAD
 from tests.test_remote_kvs_sockets import remote_run  # noqa: F401 (a fixture)
@@ -177,24 +178,29 @@ def test_multi_key_gets_over_two_shards_are_answered_or_refused_never_partly(
 
 @pytest.mark.parametrize("where", ["loopback", "namespaces"])
 def test_a_capture_of_multi_key_gets_is_answered_or_refused_never_partly(
-        tmp_path: Path, procs: list[subprocess.Popen[str]], where: str) -> None:
+        tmp_path: Path, procs: list[subprocess.Popen[str]], served: Servers,
+        where: str) -> None:
     """In a capture the requests do not wait for each other: a get may overtake an earlier
     set of one of its keys queued to another instance of the same device
     (docs/remote.md), so the gets answered name keys of one instance. The shards on
-    127.0.0.1, or each in a namespace of its own behind a bridge in the host's."""
+    127.0.0.1 (the module's shared serve-devices), or each in a namespace of its own
+    behind a bridge in the host's."""
     from benchmarks.common.netns import star_namespaces
 
     reqs, refused = mix(instance)
     expected = memcached_udp(reqs) | refused
     capture = tmp_path / "req.pcap"
     write_capture(capture, reqs)
-    secret = secret_file(tmp_path)
     with ExitStack() as stack:
-        host, stores = "", [("", "127.0.0.1")] * 2
         if where == "namespaces":
+            secret = secret_file(tmp_path)
             host, stores = stack.enter_context(star_namespaces("ofl-mk", 2))
-        ports = {n: (addr, serve(procs, secret, addr, ns)[1])
-                 for n, (ns, addr) in zip("ab", stores, strict=True)}
+            ports = {n: (addr, serve(procs, secret, addr, ns)[1])
+                     for n, (ns, addr) in zip("ab", stores, strict=True)}
+        else:
+            host, secret = "", served.secret
+            ports = {n: ("127.0.0.1", port) for n, port in zip("ab", served.ports(2),
+                                                               strict=True)}
         remotes = [x for n, (a, port) in ports.items() for x in ("--remote", f"{n}={a}:{port}")]
         rc, s, err = run(procs, [str(SHARDS), "--input", str(capture), "--output",
                                  str(tmp_path / "out.pcap"), "--set", SPREAD, *remotes,

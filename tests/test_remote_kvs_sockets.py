@@ -23,6 +23,7 @@ from offlow.runner import Run, RunOptions
 from tests.e2e import ROOT
 from tests.kvs_replay import memcached_answers, memcached_replies
 from tests.netns import ADDR_B
+from tests.remote_served import Servers
 from tests.test_remote import TCP, secret_file, serve, start
 from tests.test_remote_kvs import REQUESTS
 
@@ -40,18 +41,18 @@ def memcached_udp() -> dict[int, bytes]:
 
 
 @pytest.fixture
-def remote_run(tmp_path: Path, procs: list[subprocess.Popen[str]],
-               monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+def remote_run(served: Servers, monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
     """A function that starts examples/kvs_shards.py with its store on the remote devices
-    named, each a serve-device on 127.0.0.1, with the run options given; every run it
-    started is stopped on leaving and its result checked ok."""
+    named, each one of the module's shared serve-devices on 127.0.0.1, with the run
+    options given (one run at a time: a serve-device serves one); every run it started
+    is stopped on leaving and its result checked ok."""
     for k, v in TCP.items():
         monkeypatch.setenv(k, v)
-    secret = secret_file(tmp_path)
+    secret = served.secret
     runs: list[Run] = []
 
     def start(names: list[str], **opts: object) -> Run:
-        ports = {n: serve(procs, secret)[1] for n in names}
+        ports = dict(zip(names, served.ports(len(names)), strict=True))
         spread = (f"parse->store.devices={','.join(f'remote:{n}' for n in names)}"
                   if len(names) > 1 else f"store.device=remote:{names[0]}")
         r = Run(build(load_program(SHARDS, [spread])),
