@@ -221,15 +221,14 @@ def each_in_parallel(fn: Callable[..., object], calls: Sequence[tuple[Any, ...]]
             raise
 
 
-def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = (),
-                  peer: Sequence[str] = ()) -> Path:
+def build_library(name: str, sets: Sequence[str] = TOOL, extra: Sequence[str] = ()) -> Path:
     """Compile runtime library `name` into a static archive once per content hash of
-    its sources, the headers it can see and the flags (`peer`'s, then the sets', then
-    `extra`); return the archive."""
+    its sources, the headers it can see and the flags (the sets', then `extra`); return
+    the archive."""
     d = description()
     lib = d.library(name)
     seen = d.closure([name])
-    args = [*peer, *d.flags(*sets), *extra, *lib.cflags]
+    args = [*d.flags(*sets), *extra, *lib.cflags]
     compiler = d.compiler(*sets)
     key = _files_digest([*lib.sources(), *(h for x in seen for h in x.headers())],
                         buildcache.compiler_inputs(compiler, for_this_cpu(args)),

@@ -33,10 +33,10 @@ def library_builds(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str
     calls: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
     real = cbuild.build_library
 
-    def recorded(name: str, sets: Sequence[str] = cbuild.TOOL, extra: Sequence[str] = (),
-                 peer: Sequence[str] = ()) -> Path:
+    def recorded(name: str, sets: Sequence[str] = cbuild.TOOL,
+                 extra: Sequence[str] = ()) -> Path:
         calls.append((name, tuple(sets), tuple(extra)))
-        return real(name, sets, extra, peer)
+        return real(name, sets, extra)
 
     monkeypatch.setattr(cbuild, "build_library", recorded)
     return calls
@@ -84,15 +84,15 @@ def test_a_profile_scaled_build_times_its_elements_and_links_the_plain_archives(
 
 
 @pytest.fixture
-def library_peers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str, ...], Path]]:
-    """(library, peer flags, archive) of each build_library call (it still runs)."""
-    calls: list[tuple[str, tuple[str, ...], Path]] = []
+def library_archives(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Path]]:
+    """(library, archive) of each build_library call (it still runs)."""
+    calls: list[tuple[str, Path]] = []
     real = cbuild.build_library
 
-    def recorded(name: str, sets: Sequence[str] = cbuild.TOOL, extra: Sequence[str] = (),
-                 peer: Sequence[str] = ()) -> Path:
-        archive = real(name, sets, extra, peer)
-        calls.append((name, tuple(peer), archive))
+    def recorded(name: str, sets: Sequence[str] = cbuild.TOOL,
+                 extra: Sequence[str] = ()) -> Path:
+        archive = real(name, sets, extra)
+        calls.append((name, archive))
         return archive
 
     monkeypatch.setattr(cbuild, "build_library", recorded)
@@ -100,7 +100,7 @@ def library_peers(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[str,
 
 
 def test_a_peers_flags_reach_the_sources_and_not_the_libraries(
-        tmp_path: Path, library_peers: list[tuple[str, tuple[str, ...], Path]]) -> None:
+        tmp_path: Path, library_archives: list[tuple[str, Path]]) -> None:
     src = tmp_path / "unused.c"
     src.write_text(UNUSED)
     with pytest.raises(OfflowError, match="unused"):
@@ -108,13 +108,16 @@ def test_a_peers_flags_reach_the_sources_and_not_the_libraries(
     # (a flag set of the build description stands for a peer's pkg-config flags)
     exe = cbuild.build_exe("peer-flags", [src], peer=cbuild.flags("part_of_generated"))
     assert exe.is_file()
-    assert library_peers and all(peer == () for _, peer, _ in library_peers), library_peers
+    # the libraries linked are the plain archives (built without the peer's flags)
+    linked = list(library_archives)
+    assert linked and all(archive == cbuild.build_library(name) for name, archive in linked), \
+        linked
 
 
 @pytest.mark.skipif(subprocess.run(["pkg-config", "--exists", "libdpdk"]).returncode != 0,
                     reason="libdpdk-dev is not installed")
 def test_the_dpdk_drivers_link_the_archives_their_offlow_twins_link(
-        library_peers: list[tuple[str, tuple[str, ...], Path]]) -> None:
+        library_archives: list[tuple[str, Path]]) -> None:
     """Before, DPDK's flags went to the libraries too: `offlow bench lso` and `offlow
     bench router` built the core, lso and lpm archives a second time for their DPDK
     drivers (byte for byte the same archives, under another key)."""
@@ -123,10 +126,10 @@ def test_the_dpdk_drivers_link_the_archives_their_offlow_twins_link(
 
     for offlow_twin, dpdk_driver in ((lso.build_offlow, lso.build_dpdk),
                                      (routes.build_offlow, router.build_dpdk)):
-        library_peers.clear()
+        library_archives.clear()
         offlow_twin()
-        ours = {name: archive for name, _, archive in library_peers}
-        library_peers.clear()
+        ours = dict(library_archives)
+        library_archives.clear()
         dpdk_driver()
-        theirs = {name: archive for name, _, archive in library_peers}
+        theirs = dict(library_archives)
         assert theirs and theirs == ours, (theirs, ours)
