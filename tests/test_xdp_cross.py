@@ -26,7 +26,7 @@ from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.runner import progress_totals
 from offlow.targets import xdp
-from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example
+from tests.e2e import EXAMPLE, QUIC, ROOT, TLS, read_frames, run_example, window_in
 from tests.netns import veth_in_namespace
 
 SPLIT = ROOT / "tests" / "programs" / "xdp_split.py"
@@ -342,16 +342,6 @@ for h in sys.argv[2:]:
 """
 
 
-def _window(run: subprocess.Popen[str]) -> Path | None:
-    """The window `offlow run` names in its "offlow: running ... `offlow stats WINDOW`"
-    line (None: it ended first)."""
-    assert run.stderr is not None
-    for line in run.stderr:
-        if line.startswith("offlow: running") and "`offlow stats " in line:
-            return Path(line.split("`offlow stats ")[1].split("`")[0])
-    return None
-
-
 def _forwarded(window: Path, run: subprocess.Popen[str], n: int) -> bool:
     """Wait until the run's live counters show `n` packets taken by its sinks; False
     when the run ends first."""
@@ -402,7 +392,9 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
                                 "--output", str(out)],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            window = _window(run)
+            assert run.stderr is not None
+            named, _ = window_in(run.stderr)
+            window = Path(named) if named else None
             child = None
             for _ in range(400):  # until the program is attached to ofl-a
                 link = subprocess.run(["ip", "-n", ns, "link", "show", "ofl-a"],
