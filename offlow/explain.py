@@ -13,6 +13,7 @@ from offlow.ir import Graph, SharedTable
 from offlow.ir.types import MAP_TYPES
 from offlow.plan import Plan, QueuePlan, spread_copies
 from offlow.races import lost_updates
+from offlow.unchosen import unchosen_outputs
 
 
 def explain(plan: Plan) -> str:
@@ -124,9 +125,9 @@ def explain(plan: Plan) -> str:
                   "spread over them); a channel would change one copy only"
                   for name, devs in copies.items() if devs]
         lines += [f"  {name}: none: {why}" for name, why in maps]
-    lost = lost_updates(plan)
-    if lost:
-        lines += ["", "warnings:", *(f"  {w}" for w in lost)]
+    warned = [*lost_updates(plan), *unchosen_outputs(g)]
+    if warned:
+        lines += ["", "warnings:", *(f"  {w}" for w in warned)]
     return "\n".join(lines)
 
 

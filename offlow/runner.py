@@ -41,6 +41,7 @@ from offlow.races import lost_updates
 from offlow.reload import description_path, write_description
 from offlow.targets import xdp
 from offlow.targets.base import Part
+from offlow.unchosen import unchosen_outputs
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
 
@@ -870,8 +871,10 @@ def _signal_name(n: int) -> str:
 
 def run(b: Build, o: RunOptions, progress: bool = False) -> RunResult:
     """Run a built program to completion (warnings first: oversubscribed CPUs, shared
-    arrays whose plain updates run on several threads at once)."""
-    warnings = [w for w in (oversubscription(b, o), *lost_updates(b.plan)) if w]
+    arrays whose plain updates run on several threads at once, elements whose bodies may
+    choose no output)."""
+    warnings = [w for w in (oversubscription(b, o), *lost_updates(b.plan),
+                            *unchosen_outputs(b.plan.graph)) if w]
     for w in warnings:
         print(f"offlow: warning: {w}", file=sys.stderr)
     r = Run(b, o, progress)

@@ -19,6 +19,7 @@ from offlow.ir.graph import NO_OUTPUT
 from offlow.report import summarize
 from offlow.runner import RunOptions, build_for, run
 from offlow.targets import gpu, xdp
+from offlow.unchosen import unchosen_outputs
 from tests.e2e import QUIC, read_frames
 
 needs_bpf = pytest.mark.skipif(xdp.TARGET.unusable() is not None,
@@ -116,3 +117,90 @@ def test_a_reason_of_that_name_of_the_users_own_is_one_error() -> None:
     with pytest.raises(OfflowError, match="element `triage_1`: its drop reason `no_output` "
                                           "is the one the compiler counts a packet under"):
         plan_program(triage("host", Mine))
+
+
+def _line_of(text: str) -> str:
+    """`FILE:N`: where the line `text` is in this file (a body's line)."""
+    lines = Path(__file__).read_text().splitlines()
+    [n] = [i + 1 for i, line in enumerate(lines) if line.strip() == text]
+    return f"{__file__}:{n}"
+
+
+class Tee2(Element):
+    inputs = (Port("inp"),)
+    outputs = (Port("left"), Port("right"))
+    body = """
+    SEND(left);    /* a copy each way */
+    SEND(right);
+    """
+
+
+class Forgot(Element):
+    """A user's body that never says where its packets go (its EMIT forgotten)."""
+
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("ok", "ip.v4"), Port("odd", "ip.v4"))
+    fields = {"sum8": "uint8_t"}
+    body = r"""
+    uint8_t s = 0;
+    for (uint32_t i = 0; i < pkt->len; i++) s += pkt->data[i];
+    state->sum8 = s;   // the forgotten EMIT's place
+    """
+
+
+def _one(kind: type[Element], name: str = "mine") -> Program:
+    p = Program("one")
+    rx, e = Source("rx"), kind(name)
+    a, b = Sink("a"), Discard("b")
+    if kind.inputs[0].type == "ip.v4":
+        eth, v4, other = ParseEth("eth"), CheckIPv4("v4"), Discard("other")
+        rx >> eth
+        eth["ipv4"] >> v4 >> e
+        eth["ipv6"] >> other
+        eth["other"] >> other
+        nodes = [rx, eth, v4, other, e, a, b]
+    else:
+        rx >> e
+        nodes = [rx, e, a, b]
+    e[kind.outputs[0].name] >> a
+    e[kind.outputs[1].name] >> b
+    p.segment("s", nodes, device="host", cores=[0])
+    return p
+
+
+def test_an_element_whose_body_may_choose_nothing_is_warned_of_where() -> None:
+    [w] = unchosen_outputs(plan_program(triage("host")).graph)
+    assert w.startswith(f"element `triage_1`: its body may reach its end "
+                        f"({_line_of('if (ttl < 60)')}) without choosing an output"), w
+    assert "(fresh, punt) has no default one" in w and "EMIT(fresh)" in w
+    assert f"counted as `{NO_OUTPUT[0]}`" in w
+    [w] = unchosen_outputs(plan_program(_one(Forgot, "Sum_8")).graph)
+    at = _line_of("state->sum8 = s;   // the forgotten EMIT's place")
+    assert w.startswith(f"element `Sum_8`: its body may reach its end ({at}) without"), w
+
+
+def test_bodies_that_always_choose_or_send_copies_are_not_warned_of() -> None:
+    assert unchosen_outputs(plan_program(_one(AlwaysChooses)).graph) == []
+    # SEND's copies are the packet's choice: falling off the end after them is the tee
+    assert unchosen_outputs(plan_program(_one(Tee2)).graph) == []
+
+
+def test_an_empty_body_of_several_outputs_is_warned_of() -> None:
+    class Nothing(AlwaysChooses):
+        body = "  /* to do */  "
+
+    [w] = unchosen_outputs(plan_program(_one(Nothing, "todo")).graph)
+    assert w.startswith("element `todo`: its body is empty, and an element of several "
+                        "outputs (a, b) has no default one"), w
+
+
+def test_explain_and_run_give_the_warning(tmp_path: Path) -> None:
+    from offlow.explain import explain
+
+    plan = plan_program(_one(Forgot, "Sum_8"))
+    [w] = unchosen_outputs(plan.graph)
+    assert f"warnings:\n  {w}" in explain(plan)
+    opts = RunOptions(input=QUIC, output=tmp_path / "out.pcap", timeout=60)
+    res = run(build_for(_one(Forgot, "Sum_8"), opts, werror=True), opts)
+    assert res.ok, res.errors
+    assert w in res.warnings

@@ -29,6 +29,10 @@ class BodyFacts:
     makes: frozenset[str] = frozenset()  # ports it sends packets it built on (MAKE)
     sends: bool = False  # it may send a packet on several ports (SEND: copies)
     fails: bool = False  # it may fail its core (FAIL, FAIL_AT)
+    # where its per-packet body may end having chosen no output (no EMIT, SEND, DROP or
+    # CONSUME: its last statement, `prog.py:25`, or "its body" when empty), for an element
+    # of several outputs, which has no default one; None when it cannot
+    unchosen_at: str | None = None
     # the locals of the shared arrays its bodies only add to (passes/tableuse.py), and
     # each add builtin they call with the local it adds to ("": something else)
     adds_only: frozenset[str] = frozenset()

@@ -62,6 +62,8 @@ def analyze_bodies(g: Graph) -> Graph:
                                   "the one the compiler counts a packet under whose body "
                                   "chose no output: name yours otherwise")
             drops = (*drops, NO_OUTPUT)  # a body that chose nothing (codegen)
+            if batch is None and info is not None and not info.sends:
+                facts = replace(facts, unchosen_at=info.end_at or "its body")
         if len(drops) > MAX_DROP_REASONS:  # (a reason's number is a byte of the mask)
             added = ", ".join(r for r, _ in drops[len(n.drops):])
             raise OfflowError(f"element `{n.name}`: {len(drops)} drop reasons with those the "

@@ -42,6 +42,7 @@ class BodyInfo:
     drops: bool
     uses_pkt: bool
     may_fall_through: bool
+    end_at: str = ""  # where its last statement is written (`prog.py:25`); "": no statement
     uses_whole_state: bool = False
     reads_ts: bool = False  # names pkt->ts_ns, or hands `pkt` itself to other code
     macros: tuple[str, ...] = ()  # macros the body #defines (and does not #undef)
@@ -446,6 +447,7 @@ def analyze_body(
         drops=whole.drops,
         uses_pkt=whole.uses_pkt,
         may_fall_through=not stmts or not _ends_flow(stmts[-1]),
+        end_at=ctx.line(stmts[-1]) if stmts else "",
         uses_whole_state=whole.whole_state,
         reads_ts=whole.reads_ts,
         macros=macros,
