@@ -33,12 +33,13 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from benchmarks.common import C, output
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
-from offlow import cbuild, live
+from offlow import cbuild, live, windowfile
 from offlow.errors import OfflowError
 from offlow.netsum import csum
 from offlow.runner import progress_totals
@@ -51,7 +52,8 @@ GEN = [C / "veth_gen.c"]
 CEILING, PLACEMENTS = "generator alone", ("xdp", "xdp+host", "nic", "host")
 IN, PEER = "ofl-e2e-a", "ofl-e2e-b"
 SETTLED = 1.0  # seconds the counters stay still, the generator done: the row ends
-UP = 30.0  # seconds the processes have to answer once `offlow run` says they run
+STARTED = 600.0  # seconds `offlow run` has to build and start its processes (a cold cache)
+UP = 30.0  # seconds the processes have to answer once the run's window file is written
 
 
 def frames() -> list[bytes]:
@@ -101,29 +103,29 @@ def placement(ns: str, gen: Path, where: str, seconds: float) -> dict:
         args += ["--iface", IN, "--port", f"back=afpacket:{IN}"]
     else:
         args += ["--iface", IN] if where == "xdp" else ["--port", f"afpacket:{IN}"]
-    run = subprocess.Popen(_sh(ns, *OFFLOW, "run", str(program), *args, "--duration",
-                               str(seconds + 6), "--json"), cwd=ROOT, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    try:
-        assert run.stderr is not None
-        line = ""
-        for line in run.stderr:  # the processes are started
-            if line.startswith("offlow: running"):
-                break
-        window, devices = _running(line)
-        if window is None or not _answering(window, devices, run):
-            if window is not None and run.poll() is None:
-                raise OfflowError(f"offlow run ({where}): its processes did not answer "
-                                  f"for their counters within {UP:g} s")
-            raise OfflowError(f"offlow run ({where}) ended early: {line}{run.stderr.read()}")
-        g = generate(ns, gen, seconds)
-        if _settled(window, run):
-            run.send_signal(signal.SIGINT)  # (it stops cleanly: its counts are kept)
-        out, err = run.communicate(timeout=seconds + 120)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.wait()
+    with tempfile.TemporaryDirectory(prefix="offlow-bench-e2e-") as folder:
+        named = Path(folder) / "window.json"
+        run = subprocess.Popen(_sh(ns, *OFFLOW, "run", str(program), *args, "--duration",
+                                   str(seconds + 6), "--json", "--window-file", str(named)),
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+        try:
+            started = _started(named, run, where)
+            window = started.window
+            if not _answering(window, set(started.devices), run):
+                if run.poll() is None:
+                    raise OfflowError(f"offlow run ({where}): its processes did not answer "
+                                      f"for their counters within {UP:g} s")
+                raise OfflowError(f"offlow run ({where}) ended early: "
+                                  f"{run.communicate()[1]}")
+            g = generate(ns, gen, seconds)
+            if _settled(window, run):
+                run.send_signal(signal.SIGINT)  # (it stops cleanly: its counts are kept)
+            out, err = run.communicate(timeout=seconds + 120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
     if run.returncode != 0:
         raise OfflowError(f"offlow run ({where}) failed: {err.strip()}")
     s = json.loads(out)
@@ -134,14 +136,15 @@ def placement(ns: str, gen: Path, where: str, seconds: float) -> dict:
             "took": took, "forwarded": back, "mpps": took / g["seconds"] / 1e6}
 
 
-def _running(line: str) -> tuple[Path | None, set[str]]:
-    """The window and the devices in `offlow run`'s line "offlow: running nic, host
-    (2 processes); ... `offlow stats WINDOW` prints them while it runs" (None: not it)."""
-    head, sep, rest = line.partition("`offlow stats ")
-    if not line.startswith("offlow: running ") or not sep:
-        return None, set()
-    names = head.removeprefix("offlow: running ").split(" (")[0]
-    return Path(rest.split("`")[0]), set(names.split(", "))
+def _started(named: Path, run: subprocess.Popen, where: str) -> windowfile.RunWindow:
+    """What the row's `offlow run` writes in its window file `named` once its processes
+    are started (`ip netns exec` execs offlow: the pid it names is the run's)."""
+    try:
+        return windowfile.wait_for(named, run, STARTED)
+    except OfflowError as e:
+        if run.poll() is None:
+            raise OfflowError(f"offlow run ({where}): {e}") from e
+        raise OfflowError(f"offlow run ({where}) ended early: {run.communicate()[1]}") from e
 
 
 def _totals(window: Path) -> dict[str, dict] | None:

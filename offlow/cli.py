@@ -71,7 +71,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       opts=tuple(a.opt), profile=a.profile or "", metrics=a.metrics,
                       ports=tuple(a.port), iface=a.iface, xdp_mode=a.xdp_mode,
                       xdp_ring=a.xdp_ring, xdp_spread=a.xdp_spread,
-                      remotes=tuple(a.remote), secret_file=a.secret_file)
+                      remotes=tuple(a.remote), secret_file=a.secret_file,
+                      window_file=a.window_file)
     if a.no_cache:  # (the environment: the build, and tools it starts, read it there)
         os.environ[buildcache.NO_CACHE] = "1"
     b = build_for(prog, opts)
@@ -317,6 +318,12 @@ def parser() -> argparse.ArgumentParser:
                    help="where device remote:NAME's `offlow serve-device` listens "
                         "(docs/remote.md)")
     secret_args(r)
+    r.add_argument("--window-file", type=NewFile(), metavar="PATH",
+                   help="once the processes are started (when `offlow: running` is "
+                        "printed), write PATH, JSON for tools: the run's window (what "
+                        "`offlow stats` takes), offlow's pid, the program's name and the "
+                        "devices running; written to PATH.tmp and renamed, left when the "
+                        "run ends (docs/metrics.md)")
     r.add_argument("--json", action="store_true", help="print the statistics as JSON")
     r.add_argument("--no-cache", action="store_true",
                    help="compile everything again, trusting no build in the cache (the "

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import live, livepage, metrics, ports, remote, targets
+from offlow import live, livepage, metrics, ports, remote, targets, windowfile
 from offlow.build import Build, build
 from offlow.channels import WindowHeader
 from offlow.dsl import Program
@@ -113,6 +113,9 @@ class RunOptions:
     # finish cleanly; those still up are then killed and named (a body that never
     # returns keeps its core from ever seeing the request).
     stop_grace: float = 15.0
+    # Once the processes are started, write the run's window, offlow's pid, the
+    # program's name and the devices running to this JSON file (offlow.windowfile).
+    window_file: Path | None = None
 
     @property
     def takes_reloads(self) -> bool:
@@ -277,8 +280,9 @@ def check_simd_env() -> None:
 
 def check_options(o: RunOptions) -> tuple[int, str]:
     """Check every run option that can be checked before a process starts (numbers,
-    the input capture, the synthetic mix and prefix file, where the output goes), so
-    that a bad one is one clear error instead of a device process's failure. Returns
+    the input capture, the synthetic mix and prefix file, where the output and the
+    window file go), so that a bad one is one clear error instead of a device
+    process's failure. Returns
     the mtu the input needs and why: the default (DEFAULT_MTU), raised to the longest
     frame of the capture or the largest synthetic frame where that is longer (never
     below it: elements may build packets longer than they take, replies), or for UDP
@@ -309,6 +313,8 @@ def check_options(o: RunOptions) -> tuple[int, str]:
         raise OfflowError(f"copy engine `{o.copy_engine}`: expected inline or thread")
     if o.output is not None:
         _check_output(Path(o.output), Path(o.input) if o.input else None)
+    if o.window_file is not None:
+        windowfile.check_target(Path(o.window_file))
     if o.metrics is not None:
         metrics.parse_address(o.metrics)
     remote.endpoints(o.remotes)
@@ -453,9 +459,10 @@ class Run:
         return given
 
     def start(self) -> None:
-        """Create the window and start the processes (the options were checked when
-        the Run was made). A failure or a Ctrl-C on the way leaves nothing behind: no
-        process, window or run folder."""
+        """Create the window, start the processes and write the window file
+        (RunOptions.window_file; the options were checked when the Run was made). A
+        failure or a Ctrl-C on the way leaves nothing behind: no process, window or
+        run folder."""
         common = _opts_for(self.build, self.opts)  # errors before anything is created
         self._check_tcp()
         sweep_stale()
@@ -467,6 +474,9 @@ class Run:
                 self.metrics = metrics.Server(self.opts.metrics, self.live_stats,
                                               (livepage.PATHS, page))
             self._launch(common)
+            if self.opts.window_file is not None:
+                windowfile.write(Path(self.opts.window_file), windowfile.RunWindow(
+                    self.window, os.getpid(), self.build.graph.name, tuple(self.procs)))
         except BaseException:
             self._abandon()
             raise

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dpkt
 
-from offlow import Element, Program, Sink, Source
+from offlow import Element, Program, Sink, Source, windowfile
 from offlow.build import DATA, build
 from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
 from offlow.report import summarize
 from offlow.runner import Run, RunOptions, RunResult, build_for, run
 
@@ -71,13 +72,13 @@ def one_segment(*middle: Element, name: str = "edge", cores: tuple[int, ...] = (
     return p
 
 
-def window_in(stderr: Iterable[str]) -> tuple[str | None, list[str]]:
-    """The window `offlow run` names in its start line (`offlow stats WINDOW prints
-    them`), read from its stderr up to that line; and the lines read."""
-    lines = []
-    for line in stderr:
-        lines.append(line)
-        m = re.search(r"`offlow stats (\S+)`", line)
-        if m:
-            return m.group(1), lines
-    return None, lines
+def window_in(run: subprocess.Popen[str], file: Path, within: float = 120.0) -> str:
+    """The window `run` (`offlow run ... --window-file FILE`, just started) writes in
+    FILE, waited for while it runs (offlow.windowfile.wait_for; `within` is generous: a
+    cold cache compiles first). A failure says why, with the run's output once it has
+    ended."""
+    try:
+        return str(windowfile.wait_for(file, run, within).window)
+    except OfflowError as e:
+        said = run.communicate(timeout=60) if run.poll() is not None else ("", "")
+        raise AssertionError(f"{e}\n{said[0] or ''}{said[1] or ''}") from e

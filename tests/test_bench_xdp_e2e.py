@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import dpkt
 import pytest
 
 from benchmarks import xdp_e2e
+from offlow.errors import OfflowError
 from offlow.targets import xdp
 
 WHY_NOT = xdp.TARGET.unusable() or (None if os.geteuid() == 0 else "not root")
@@ -46,12 +48,12 @@ def _scripted(monkeypatch: pytest.MonkeyPatch, run: _Run, answers: list) -> list
     return seen
 
 
-def test_the_running_line_names_the_window_and_the_devices() -> None:
-    line = ("offlow: running nic, host (2 processes); Ctrl-C stops the run and prints its "
-            "counts so far; `offlow stats /dev/shm/offlow-xdp_ttl-12-ab` prints them while "
-            "it runs\n")
-    assert xdp_e2e._running(line) == (Path("/dev/shm/offlow-xdp_ttl-12-ab"), {"nic", "host"})
-    assert xdp_e2e._running("offlow: building xdp_ttl\n") == (None, set())
+def test_a_row_whose_run_ends_before_naming_its_window_says_why(tmp_path: Path) -> None:
+    """(Its window file never written: the run's own error, not a wait to the deadline.)"""
+    run = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit('no such iface')"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with pytest.raises(OfflowError, match=r"offlow run \(xdp\) ended early: no such iface"):
+        xdp_e2e._started(tmp_path / "window.json", run, "xdp")
 
 
 def test_a_row_starts_once_every_process_answers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -228,14 +228,15 @@ def test_a_long_run_shows_progress_and_stats_every_follows_it_to_its_end(
     progress line with the counts (any of them: a loaded machine may leave one without,
     when the processes answer after 0.5 s), then is stopped by Ctrl-C."""
     run = subprocess.Popen([sys.executable, "-m", "offlow.cli", "run", str(EXAMPLE),
-                            "--duration", "120"], cwd=ROOT, stdout=subprocess.PIPE,
+                            "--duration", "120", "--window-file", str(tmp_path / "window.json")],
+                           cwd=ROOT, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     shots_out = tmp_path / "stats.out"
     stats: subprocess.Popen[str] | None = None
     try:
         assert run.stderr is not None
-        window, lines = window_in(run.stderr)
-        assert window, lines
+        window = window_in(run, tmp_path / "window.json")
+        lines: list[str] = []
         with shots_out.open("w") as out:
             stats = subprocess.Popen([sys.executable, "-m", "offlow.cli", "stats", window,
                                       "--every", "0.5"], cwd=ROOT, stdout=out,

@@ -21,7 +21,7 @@ import pytest
 
 from offlow.remote import DEV_DIRS
 from offlow.targets import remote
-from tests.e2e import read_frames
+from tests.e2e import read_frames, window_in
 from tests.procs import child_pids
 from tests.test_remote import CLI, on_remote, run, secret_file, serve, start, ttl_pipeline
 
@@ -146,15 +146,6 @@ def test_a_killed_device_process_that_copies_the_hosts_frames_is_accounted(
     still_serves(procs, srv, port, secret, tmp_path)
 
 
-def run_window(p: subprocess.Popen[str]) -> str:
-    """The run's window, as its stderr names it (read line by line up to that line)."""
-    assert p.stderr is not None
-    for line in p.stderr:
-        if "`offlow stats " in line:
-            return line.split("`offlow stats ", 1)[1].split("`", 1)[0]
-    raise AssertionError(f"the run ended without naming its window: {p.communicate()}")
-
-
 def log_took(window: str) -> int:
     """What the toll_gate run's host segment `exit` (its log) has taken so far, as
     `offlow stats WINDOW` prints it."""
@@ -177,8 +168,9 @@ def test_a_link_lost_in_the_middle_of_the_toll_gate_run_is_accounted(
     out = tmp_path / "out.pcap"
     p = start(procs, ["run", str(prog), "--count", "100000", "--rate", "50", "--output",
                       str(out), "--remote", f"a=127.0.0.1:{port}", "--secret-file",
-                      str(secret), "--json", "--timeout", "300"])
-    window = run_window(p)
+                      str(secret), "--json", "--timeout", "300", "--window-file",
+                      str(tmp_path / "window.json")])
+    window = window_in(p, tmp_path / "window.json")
     wait_until(p, lambda: log_took(window) >= 20)
     srv.kill()
     o, err = p.communicate(timeout=120)  # it ends (no timing asserted)

@@ -389,12 +389,12 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
         run = subprocess.Popen([*sh, str(ROOT / ".venv" / "bin" / "offlow"), "run",
                                 str(EXAMPLE), "--set", "rx.device=xdp", "--iface", "ofl-a",
                                 "--xdp-ring", "4", "--duration", "15", "--json",
-                                "--output", str(out)],
+                                "--output", str(out), "--window-file",
+                                str(tmp_path / "window.json")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             assert run.stderr is not None
-            named, _ = window_in(run.stderr)
-            window = Path(named) if named else None
+            window = Path(window_in(run, tmp_path / "window.json"))
             child = None
             for _ in range(400):  # until the program is attached to ofl-a
                 link = subprocess.run(["ip", "-n", ns, "link", "show", "ofl-a"],
@@ -411,7 +411,7 @@ def test_a_full_afxdp_ring_is_a_counted_drop_not_a_hang(tmp_path: Path) -> None:
                                 *(f.hex() for f in sent)], check=True, timeout=30)
             finally:
                 os.kill(child, signal.SIGCONT)
-            if window and _forwarded(window, run, 4):
+            if _forwarded(window, run, 4):
                 run.send_signal(signal.SIGINT)
             stdout, err = run.communicate(timeout=60)
         finally:
