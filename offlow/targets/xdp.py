@@ -35,7 +35,8 @@ XSK_HEADER = Path("/usr/include/xdp/xsk.h")
 TOOLS = cbuild.RUNTIME / "tools"
 # The host side of every xdp segment: its generated xdp.c links these.
 HOST_SOURCES = tuple(TOOLS / f"xdp_{m}.c"
-                     for m in ("run", "net", "tables", "cross", "xsk", "chan", "mapctl"))
+                     for m in ("run", "net", "tables", "cross", "xsk", "chan", "mapctl",
+                                "vlog"))
 HOST_LIBS = ("core", "lpm", "map")  # the runtime libraries those sources use
 # The BPF stack is 512 bytes; the generated program keeps the state there beside the
 # body's own locals, so the state may take at most this much of it.
