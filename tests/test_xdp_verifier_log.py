@@ -20,6 +20,7 @@ import pytest
 
 from offlow import Element, Port, Program, Sink, Source
 from offlow.build import Build, build, generate, plan_program
+from offlow.errors import OfflowError
 from offlow.runner import RunOptions, run
 from offlow.targets import xdp
 
@@ -91,3 +92,18 @@ def test_the_verifier_refusing_the_program_at_the_run_is_one_error_with_its_log(
     # none of it on stderr (libbpf's one-line warnings of the failed load remain)
     assert "processed " not in stderr and "PROG LOAD LOG" not in stderr, stderr
     assert not [t for t in stderr.splitlines() if t[:1].isdigit() or t.startswith(";")], stderr
+
+
+def test_a_refusal_at_the_build_names_the_file_that_keeps_the_whole_log() -> None:
+    """The build's check (the common case: the build refuses what the verifier
+    refuses) keeps the log beside the object too and names it at the error's end (before:
+    the error alone; the log was nowhere)."""
+    with pytest.raises(OfflowError) as err:
+        build(options_program(ReadOptionUnmasked))
+    msg, _, kept = str(err.value).rpartition(" (full log: ")
+    assert msg.startswith("element `look_opt` (ReadOptionUnmasked), body line 3 (") and \
+        msg.endswith("or place the segment on another device"), msg
+    assert kept.endswith("/xdp.bpf.verifier.log)"), kept
+    text = Path(kept.removesuffix(")")).read_text()
+    assert "\nR9 unbounded memory access, make sure to bounds check any such access\n" \
+        "processed " in text

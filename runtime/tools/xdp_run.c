@@ -106,38 +106,39 @@ static void element_list(const struct ofl_xdp_desc *d, char *buf, size_t cap)
     }
 }
 
-/* Say that the verifier refused `d`'s program (load failed with -`err`), from its log
- * `log`: the log kept whole beside object `obj_path` (xdp_vlog.h), and the run's one
- * error quoting its reason and that file; with no run options (--check) the log is
- * printed on stderr instead, where the compiler reads it (offlow/targets/verifier.py). */
-static void refused(const struct ofl_xdp_desc *d, const char *obj_path, const char *log,
+/* Say that the verifier refused `d`'s program (the load failed with -`err`), from its
+ * log `log`, kept whole in file `keep` (NULL: nowhere). With the run's options `a`: the
+ * run's one error quoting the log's reason (xdp_vlog.h) and the file; without (--check):
+ * the log on stderr, where the compiler reads it (offlow/targets/verifier.py). */
+static void refused(const struct ofl_xdp_desc *d, const char *keep, const char *log,
                     int err, const struct ofl_args *a)
 {
+    int rc = keep ? ofl_xdp_vlog_save(keep, log) : -ENAMETOOLONG;
+    char kept[4096 + 128];
+    if (rc == 0)
+        snprintf(kept, sizeof kept, "full log: %s", keep);
+    else
+        snprintf(kept, sizeof kept, "its full log could not be kept in %s: %s",
+                 keep ? keep : "a file beside the object", strerror(-rc));
     if (!a) {
         fputs(log, stderr);
+        if (rc < 0 && keep) fprintf(stderr, "offlow xdp: %s\n", kept);
         return;
     }
-    char why[512], els[256], path[4096], kept[4096 + 64];
+    char why[512], els[256];
     if (!ofl_xdp_vlog_reason(log, why, sizeof why))
         snprintf(why, sizeof why, "%s (the log's end gives no reason)", strerror(err));
     element_list(d, els, sizeof els);
-    int rc = ofl_xdp_vlog_path(obj_path, path, sizeof path);
-    if (rc == 0) rc = ofl_xdp_vlog_save(path, log);
-    if (rc == 0)
-        snprintf(kept, sizeof kept, "full log: %s", path);
-    else
-        snprintf(kept, sizeof kept, "its full log could not be kept in %s: %s", path,
-                 strerror(-rc));
     start_fail(a, "the kernel's verifier refused the XDP program of segment `%s` (%s): %s "
                "(%s)", d->segment, els, why, kept);
 }
 
-/* Load `obj` (the verifier checks its program `d->prog`, opened from `obj_path`); on
- * failure closes it and returns NULL. A refusal by the verifier is said from its log
- * (refused); any other failure with libbpf's words, as the run's error with the run's
- * options `a` (start_fail). */
+/* Load `obj` (the verifier checks its program `d->prog`); on failure closes it and
+ * returns NULL. A refusal by the verifier is said from its log, kept in file `keep`
+ * (NULL: nowhere; refused); any other failure with libbpf's words, as the run's error
+ * with the run's options `a` (start_fail). */
 static struct bpf_object *load(struct bpf_object *obj, const struct ofl_xdp_desc *d,
-                               const char *obj_path, const struct ofl_args *a)
+                               const char *keep, const struct ofl_args *a)
 {
     if (!obj) return NULL;
     /* (libbpf writes the log here only when the load fails: it asks for none at first,
@@ -151,7 +152,7 @@ static struct bpf_object *load(struct bpf_object *obj, const struct ofl_xdp_desc
     int rc = bpf_object__load(obj);
     if (rc < 0) {
         if (log && log[0])
-            refused(d, obj_path, log, -rc, a);
+            refused(d, keep, log, -rc, a);
         else
             start_fail(a, "the kernel refused the XDP program: %s", strerror(-rc));
         bpf_object__close(obj);
@@ -632,7 +633,8 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
         ofl_start_failf(a, "%s", err);
         goto done;
     }
-    obj = load(obj, d, obj_path, a);
+    char keep[4096];  /* the verifier's log, if it refuses the program: beside the object */
+    obj = load(obj, d, ofl_xdp_vlog_path(obj_path, keep, sizeof keep) == 0 ? keep : NULL, a);
     if (!obj || ofl_xdp_tables_fill(&tables, d, obj) < 0) goto done;
     /* the channels answered from before the first packet, as on the NIC */
     if (ofl_xdp_chans_start(&chans, obj) < 0) goto done;
@@ -710,8 +712,9 @@ early:
 int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
 {
     libbpf_set_print(print_libbpf);
-    if (argc == 3 && strcmp(argv[1], "--check") == 0) {
-        struct bpf_object *obj = load(open_obj(argv[2], d->prog, NULL), d, argv[2], NULL);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "--check") == 0) {
+        struct bpf_object *obj = load(open_obj(argv[2], d->prog, NULL), d,
+                                      argc == 4 ? argv[3] : NULL, NULL);
         bpf_object__close(obj);
         return obj ? 0 : 1;
     }
@@ -721,8 +724,8 @@ int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
         return d->init(&a);
     }
     if (argc < 3 || strcmp(argv[1], "--obj") != 0) {
-        fprintf(stderr, "usage: %s --check OBJ | --init --window W | --obj OBJ OPTIONS...\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s --check OBJ [LOG] | --init --window W | --obj OBJ "
+                "OPTIONS...\n", argv[0]);
         return 2;
     }
     const char *obj = argv[2];

@@ -1,9 +1,9 @@
 /* The host side of a segment on the xdp target: what the generated xdp.c of a
  * program describes, and the run of it (offlow/targets/xdp.py).
  *
- *   xdp --check OBJ              load the object's program (the kernel's verifier runs)
+ *   xdp --check OBJ [LOG]        load the object's program (the kernel's verifier runs)
  *                                and print the verifier's log when it is refused (on
- *                                stderr, which the compiler reads)
+ *                                stderr, which the compiler reads), also kept in file LOG
  *   xdp --obj OBJ --window W --stats S --opt ... (the options of every device process)
  *                                run: a network namespace of its own with a veth pair
  *                                (xdp_net.h), the tables built and copied into the
