@@ -51,8 +51,10 @@ def _reason(log: list[str]) -> str:
     return next((x.strip() for x in reversed(log) if x.strip()), "no reason given")
 
 
-def explain_rejection(g: Graph, segment: str, log_text: str) -> str:
-    """An error a person can act on, from the loader's output `log_text`."""
+def explain_rejection(g: Graph, segment: str, log_text: str, kept: Path | None = None) -> str:
+    """An error a person can act on, from the loader's output `log_text`; `kept`: the
+    file that keeps the verifier's whole log, named at the error's end."""
+    full = f" (full log: {kept})" if kept else ""
     log = log_text.splitlines()
     reason = _reason(log)
     where = None
@@ -71,7 +73,7 @@ def explain_rejection(g: Graph, segment: str, log_text: str) -> str:
         return (f"segment `{segment}`: the kernel's verifier refused its XDP program: {reason}"
                 + (f" (at {last})" if last else "") + "; no line of an element's body or "
                 "helpers: if the program's file changed since it was loaded, run again, else "
-                "please report it")
+                "please report it" + full)
     (node, part, k), text, _, line = where
     return (f"element `{node.name}` ({node.cls}), {part} line {k} ({node.origin}:{line}: "
             f"`{text}`): "
@@ -80,7 +82,7 @@ def explain_rejection(g: Graph, segment: str, log_text: str) -> str:
             "constant) and every table index (a mask: `i & 511` on a table of 512 "
             "entries; clang turns `i % N`, and a compare it proves redundant after it, "
             "into arithmetic the verifier cannot bound) or place the segment on another "
-            "device")
+            "device" + full)
 
 
 def explain_undeclared(g: Graph, segment: str, compiler_text: str) -> str | None:

@@ -35,7 +35,8 @@ XSK_HEADER = Path("/usr/include/xdp/xsk.h")
 TOOLS = cbuild.RUNTIME / "tools"
 # The host side of every xdp segment: its generated xdp.c links these.
 HOST_SOURCES = tuple(TOOLS / f"xdp_{m}.c"
-                     for m in ("run", "net", "tables", "cross", "xsk", "chan", "mapctl"))
+                     for m in ("run", "net", "tables", "cross", "xsk", "chan", "mapctl",
+                                "vlog"))
 HOST_LIBS = ("core", "lpm", "map")  # the runtime libraries those sources use
 # The BPF stack is 512 bytes; the generated program keeps the state there beside the
 # body's own locals, so the state may take at most this much of it.
@@ -293,7 +294,7 @@ class Xdp(Target):
         """The eBPF object of the device's segment and the host side that runs it
         (runtime/tools/xdp_run.c); the object is loaded once now, so the kernel's
         verifier has accepted it: a refusal is a compile error naming the element and
-        its body line."""
+        its body line, and the file beside the object that keeps the verifier's log."""
         obj, exe = directory / f"{device}.bpf.o", directory / device
         d = cbuild.description()
         segment = plan.device(device).segments[0].name
@@ -312,9 +313,13 @@ class Xdp(Target):
         stamp = directory / f"{device}.host"  # the host side the object was checked with
         if stamp.exists() and stamp.read_text() == host.name and exe.exists():
             return exe
-        res = subprocess.run([str(host), "--check", str(obj)], capture_output=True, text=True)
+        log = obj.with_suffix(".verifier.log")  # (the verifier's whole log, if it refuses)
+        log.unlink(missing_ok=True)
+        res = subprocess.run([str(host), "--check", str(obj), str(log)], capture_output=True,
+                             text=True)
         if res.returncode != 0:
-            raise OfflowError(explain_rejection(plan.graph, segment, res.stderr))
+            raise OfflowError(explain_rejection(plan.graph, segment, res.stderr,
+                                                log if log.is_file() else None))
         tmp = exe.with_name(f"{exe.name}.tmp{os.getpid()}")
         shutil.copyfile(host, tmp)
         tmp.chmod(0o755)

@@ -26,11 +26,13 @@
 #include "xdp_cross.h"
 #include "xdp_net.h"
 #include "xdp_tables.h"
+#include "xdp_vlog.h"
 
 /* How long a frame may take through the kernel before the run gives up on it. */
 #define OFL_XDP_WAIT_NS 2000000000ull
 
-/* Prints libbpf's messages (the verifier's log among them) on stderr; debug ones not. */
+/* Prints libbpf's warnings on stderr; debug ones not. (The verifier's log is not among
+ * them: load() gives the program a log buffer of its own, so libbpf never prints it.) */
 static int print_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
     if (level == LIBBPF_DEBUG) return 0;
@@ -50,7 +52,7 @@ static void start_fail(const struct ofl_args *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void start_fail(const struct ofl_args *a, const char *fmt, ...)
 {
-    char text[1024];
+    char text[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
@@ -89,17 +91,74 @@ static struct bpf_object *open_obj(const char *path, const char *prog,
     return obj;
 }
 
-/* Load `obj` (the verifier checks its program); on failure closes it and returns
- * NULL (libbpf printed the verifier's log; with the run's options `a` the failure is
- * also the run's error: start_fail). */
-static struct bpf_object *load(struct bpf_object *obj, const struct ofl_args *a)
+/* The elements of `d`, "a, b, c", into `buf` (`cap` bytes; cut short with "...").  */
+static void element_list(const struct ofl_xdp_desc *d, char *buf, size_t cap)
 {
-    int rc;
-    if (obj && (rc = bpf_object__load(obj)) < 0) {
-        if (a) start_fail(a, "the kernel refused the XDP program: %s", strerror(-rc));
-        bpf_object__close(obj);
-        return NULL;
+    size_t n = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < d->nel && n < cap; i++) {
+        int w = snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", d->el_names[i]);
+        if (w < 0 || (size_t)w >= cap - n) {
+            snprintf(buf + (cap > 4 ? cap - 4 : 0), cap > 4 ? 4 : cap, "...");
+            return;
+        }
+        n += (size_t)w;
     }
+}
+
+/* Say that the verifier refused `d`'s program (the load failed with -`err`), from its
+ * log `log`, kept whole in file `keep` (NULL: nowhere). With the run's options `a`: the
+ * run's one error quoting the log's reason (xdp_vlog.h) and the file; without (--check):
+ * the log on stderr, where the compiler reads it (offlow/targets/verifier.py). */
+static void refused(const struct ofl_xdp_desc *d, const char *keep, const char *log,
+                    int err, const struct ofl_args *a)
+{
+    int rc = keep ? ofl_xdp_vlog_save(keep, log) : -ENAMETOOLONG;
+    char kept[4096 + 128];
+    if (rc == 0)
+        snprintf(kept, sizeof kept, "full log: %s", keep);
+    else
+        snprintf(kept, sizeof kept, "its full log could not be kept in %s: %s",
+                 keep ? keep : "a file beside the object", strerror(-rc));
+    if (!a) {
+        fputs(log, stderr);
+        if (rc < 0 && keep) fprintf(stderr, "offlow xdp: %s\n", kept);
+        return;
+    }
+    char why[512], els[256];
+    if (!ofl_xdp_vlog_reason(log, why, sizeof why))
+        snprintf(why, sizeof why, "%s (the log's end gives no reason)", strerror(err));
+    element_list(d, els, sizeof els);
+    start_fail(a, "the kernel's verifier refused the XDP program of segment `%s` (%s): %s "
+               "(%s)", d->segment, els, why, kept);
+}
+
+/* Load `obj` (the verifier checks its program `d->prog`); on failure closes it and
+ * returns NULL. A refusal by the verifier is said from its log, kept in file `keep`
+ * (NULL: nowhere; refused); any other failure with libbpf's words, as the run's error
+ * with the run's options `a` (start_fail). */
+static struct bpf_object *load(struct bpf_object *obj, const struct ofl_xdp_desc *d,
+                               const char *keep, const struct ofl_args *a)
+{
+    if (!obj) return NULL;
+    /* (libbpf writes the log here only when the load fails: it asks for none at first,
+     * then loads again with log level 1; with a buffer of ours it prints none) */
+    char *log = malloc(OFL_XDP_VLOG_CAP);
+    struct bpf_program *prog = bpf_object__find_program_by_name(obj, d->prog);
+    if (log) {
+        log[0] = '\0';
+        if (prog && bpf_program__set_log_buf(prog, log, OFL_XDP_VLOG_CAP) < 0) log[0] = '\0';
+    }
+    int rc = bpf_object__load(obj);
+    if (rc < 0) {
+        if (log && log[0])
+            refused(d, keep, log, -rc, a);
+        else
+            start_fail(a, "the kernel refused the XDP program: %s", strerror(-rc));
+        bpf_object__close(obj);
+        obj = NULL;
+    }
+    free(log);
     return obj;
 }
 
@@ -574,7 +633,8 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
         ofl_start_failf(a, "%s", err);
         goto done;
     }
-    obj = load(obj, a);
+    char keep[4096];  /* the verifier's log, if it refuses the program: beside the object */
+    obj = load(obj, d, ofl_xdp_vlog_path(obj_path, keep, sizeof keep) == 0 ? keep : NULL, a);
     if (!obj || ofl_xdp_tables_fill(&tables, d, obj) < 0) goto done;
     /* the channels answered from before the first packet, as on the NIC */
     if (ofl_xdp_chans_start(&chans, obj) < 0) goto done;
@@ -652,8 +712,9 @@ early:
 int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
 {
     libbpf_set_print(print_libbpf);
-    if (argc == 3 && strcmp(argv[1], "--check") == 0) {
-        struct bpf_object *obj = load(open_obj(argv[2], d->prog, NULL), NULL);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "--check") == 0) {
+        struct bpf_object *obj = load(open_obj(argv[2], d->prog, NULL), d,
+                                      argc == 4 ? argv[3] : NULL, NULL);
         bpf_object__close(obj);
         return obj ? 0 : 1;
     }
@@ -663,8 +724,8 @@ int ofl_xdp_main(const struct ofl_xdp_desc *d, int argc, char **argv)
         return d->init(&a);
     }
     if (argc < 3 || strcmp(argv[1], "--obj") != 0) {
-        fprintf(stderr, "usage: %s --check OBJ | --init --window W | --obj OBJ OPTIONS...\n",
-                argv[0]);
+        fprintf(stderr, "usage: %s --check OBJ [LOG] | --init --window W | --obj OBJ "
+                "OPTIONS...\n", argv[0]);
         return 2;
     }
     const char *obj = argv[2];

@@ -1,8 +1,9 @@
 /* The host side of a segment on the xdp target: what the generated xdp.c of a
  * program describes, and the run of it (offlow/targets/xdp.py).
  *
- *   xdp --check OBJ              load the object's program (the kernel's verifier runs)
- *                                and print the verifier's log when it is refused
+ *   xdp --check OBJ [LOG]        load the object's program (the kernel's verifier runs)
+ *                                and print the verifier's log when it is refused (on
+ *                                stderr, which the compiler reads), also kept in file LOG
  *   xdp --obj OBJ --window W --stats S --opt ... (the options of every device process)
  *                                run: a network namespace of its own with a veth pair
  *                                (xdp_net.h), the tables built and copied into the
@@ -20,7 +21,8 @@
  *                                source's duration_ns; counters only, no capture.
  *
  * As in every device process, a failure before the first frame is the run's one error
- * (ofl_start_failf) and a user's option (--user-opt) that its source, sink or tables
+ * (ofl_start_failf; the verifier refusing the program: its reason, and the path of its
+ * log kept beside OBJ, xdp_vlog.h) and a user's option (--user-opt) that its source, sink or tables
  * never read is refused (ofl_args_check_unread; --iface: the source reads only its
  * duration_ns).
  *
