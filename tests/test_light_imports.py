@@ -1,7 +1,7 @@
-"""What a light command loads: naming the device targets imports none of the
-compiler, the runner, the DSL or the heavy packages, and the DSL's names load when a
-program asks for them. Each case runs in a fresh interpreter and reads its sys.modules
-(what was imported, not how long it took)."""
+"""What a light command loads: `offlow --help`, a subcommand's --help and naming the
+device targets import none of the compiler, the runner, the DSL or the heavy packages;
+each command's handler imports what it uses when it runs. Each case runs in a fresh
+interpreter and reads its sys.modules (what was imported, not how long it took)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # Imported by the commands that compile, run or read a run, never by parsing arguments.
@@ -30,6 +32,35 @@ def _imported(code: str) -> set[str]:
 
 def _heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in HEAVY if m in modules)
+
+
+def _command(argv: list[str]) -> set[str]:
+    """The modules `offlow ARGV` loads (its output dropped; it must succeed)."""
+    return _imported("import contextlib, io\nimport offlow.cli\n"
+                     "with contextlib.redirect_stdout(io.StringIO()):\n"
+                     f"    try:\n        rc = offlow.cli.main({argv!r})\n"
+                     "    except SystemExit as e:\n        rc = e.code\n"
+                     "assert rc == 0, rc\n")
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["run", "--help"], ["plan", "--help"], ["router", "check", "--help"],
+    ["kvs", "quick", "--help"], ["lso", "run", "--help"], ["tsp", "--help"],
+    ["bench", "--help"], ["stats", "--help"], ["ctl", "--help"], ["cache", "info", "--help"]])
+def test_help_imports_nothing_heavy(argv: list[str]) -> None:
+    loaded = _command(argv)
+    assert "offlow.cli" in loaded
+    assert _heavy(loaded) == []
+
+
+def test_offlow_targets_imports_the_targets_but_no_code_generator() -> None:
+    """Each target says whether it is usable here without its generator (the C
+    parser, the plan, OpenCL's and BPF's code)."""
+    loaded = _command(["targets", "--json"])
+    targets = ("offlow.targets.gpu", "offlow.targets.xdp")
+    assert all(t in loaded for t in targets)
+    assert _heavy(loaded - set(targets)) == []
+    assert "offlow.codegen.bpf" not in loaded
 
 
 def test_naming_and_checking_devices_imports_no_target() -> None:
