@@ -34,13 +34,14 @@ def _heavy(modules: set[str]) -> list[str]:
     return sorted(m for m in HEAVY if m in modules)
 
 
-def _command(argv: list[str]) -> set[str]:
-    """The modules `offlow ARGV` loads (its output dropped; it must succeed)."""
+def _command(argv: list[str], status: int = 0) -> set[str]:
+    """The modules `offlow ARGV` loads (its output dropped; it must exit `status`)."""
     return _imported("import contextlib, io\nimport offlow.cli\n"
-                     "with contextlib.redirect_stdout(io.StringIO()):\n"
+                     "with contextlib.redirect_stdout(io.StringIO()), "
+                     "contextlib.redirect_stderr(io.StringIO()):\n"
                      f"    try:\n        rc = offlow.cli.main({argv!r})\n"
                      "    except SystemExit as e:\n        rc = e.code\n"
-                     "assert rc == 0, rc\n")
+                     f"assert rc == {status}, rc\n")
 
 
 @pytest.mark.parametrize("argv", [
@@ -61,6 +62,20 @@ def test_offlow_targets_imports_the_targets_but_no_code_generator() -> None:
     assert all(t in loaded for t in targets)
     assert _heavy(loaded - set(targets)) == []
     assert "offlow.codegen.bpf" not in loaded
+
+
+@pytest.mark.parametrize(("argv", "uses"), [
+    (["stats", "WINDOW"], {"offlow.channels", "offlow.live", "prometheus_client"}),
+    (["ctl", "WINDOW", "tables"], {"offlow.channels"})])
+def test_stats_and_ctl_load_what_reading_a_window_needs_only(
+        argv: list[str], uses: set[str], tmp_path: Path) -> None:
+    """`offlow stats` and `offlow ctl` read a running program's window: neither the
+    runner nor the compiler nor NumPy (their handlers run up to the window, which is
+    not there: exit 2)."""
+    window = str(tmp_path / "offlow-none")
+    loaded = _command([window if a == "WINDOW" else a for a in argv], status=2)
+    assert uses <= loaded
+    assert _heavy(loaded - uses) == []
 
 
 def test_naming_and_checking_devices_imports_no_target() -> None:
