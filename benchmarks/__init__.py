@@ -11,7 +11,6 @@ import importlib
 from offlow.argtypes import File, NewFile, Whole
 from offlow.errors import OfflowError
 from offlow.kvs.tools import LOAD_SECONDS
-from offlow.runner import check_simd_env
 
 NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams",
          "crypto", "tsp", "balance", "seeds", "remote")
@@ -71,6 +70,8 @@ def check_options(a: argparse.Namespace) -> None:
 
 def run(a: argparse.Namespace) -> int:
     """Run benchmark `a.name` with the options add_arguments parsed."""
+    from offlow.runner import check_simd_env
+
     check_options(a)
     check_simd_env()
     bench = importlib.import_module(f"benchmarks.{a.name}")

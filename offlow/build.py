@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,18 +9,15 @@ from pathlib import Path
 
 from offlow import buildcache, cbuild, targets
 from offlow.buildcache import cache_dir
-from offlow.cbuild import ROOT, digest
+from offlow.cbuild import digest
 from offlow.codegen.c import gen_common, headers
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
 from offlow.passes import compile_graph
+from offlow.paths import DATA as DATA  # (its old home: examples and tests read it here)
 from offlow.plan import Plan, make_plan
 from offlow.ports import PortKind
-
-# The real inputs (BGP table, captures): ../shared/data beside the checkout, or
-# $OFFLOW_DATA for a checkout that lives elsewhere.
-DATA = Path(os.environ.get("OFFLOW_DATA") or ROOT.parent / "shared" / "data")
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from typing import Any
 from offlow import buildcache
 from offlow.buildcache import cache_dir
 from offlow.errors import OfflowError
+from offlow.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 RUNTIME = ROOT / "runtime"
 DESCRIPTION = RUNTIME / "build.toml"
 # The builds of the runtime and of offlow's tools: warnings are errors there.

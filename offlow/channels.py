@@ -20,14 +20,15 @@ import time
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from offlow import cbuild
 from offlow.errors import OfflowError
 from offlow.interrupt import Wakeup, timeout_ns
 from offlow.lifecycle import pid_alive
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MSG_MAX = 56
 SIDE_A, SIDE_B = 0, 1
@@ -180,6 +181,8 @@ class WindowHeader:
 def _address(buf: Any, writable: bool) -> tuple[int, int, Any]:
     """(address, length, keep-alive) of a buffer's bytes without copying them; a
     non-contiguous NumPy array is copied once (that is the only copy made)."""
+    import numpy as np
+
     if isinstance(buf, np.ndarray):
         arr = buf if buf.flags.c_contiguous else np.ascontiguousarray(buf)
         if writable and not arr.flags.writeable:
@@ -414,11 +417,13 @@ class Region:
         got = (self._lib.c.ofl_chan_name(self.address, i) for i in range(nchan))
         return [n.decode(errors="replace") for n in got if n is not None]
 
-    def array(self, shape: int | tuple[int, ...], dtype: Any = np.uint8) -> np.ndarray:
+    def array(self, shape: int | tuple[int, ...], dtype: Any = "uint8") -> np.ndarray:
         """A zeroed NumPy array in registered memory: bulk transfers from or into it
         (or any slice of it) are copied once by the device, not twice. It stays
         usable after the region closes, but then transfers take the plain path."""
         import mmap
+
+        import numpy as np
 
         dt = np.dtype(dtype)
         count = int(np.prod(shape))

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offlow import buildcache, picture, remote, targets
+from offlow import buildcache, remote, targets
 from offlow.argtypes import (
     PORT_OR_FREE,
     SEED,
@@ -24,22 +24,24 @@ from offlow.argtypes import (
     refusal,
     seconds,
 )
-from offlow.build import plan_program
-from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
-from offlow.explain import explain
 from offlow.lifecycle import Terminated, signals_deferred, stop_signals
-from offlow.planner import plan as planner
 from offlow.planner import profile
-from offlow.report import format_summary, packets_flowed, summarize
-from offlow.router.reference import MAX_HOP
-from offlow.runner import EMULATED, RunOptions, build_for, check_options, emulation_note, run
+from offlow.planner.request import PlanRequest
+from offlow.router import MAX_HOP
+from offlow.router import check_args as router_check_args
 
 if TYPE_CHECKING:
     from offlow.control import RouteChange, Table, Tables
 
 
 def _cmd_explain(a: argparse.Namespace) -> int:
+    from offlow import picture
+    from offlow.build import plan_program
+    from offlow.dsl.loader import load_program
+    from offlow.explain import explain
+    from offlow.runner import RunOptions, check_options
+
     if a.svg is not None:
         picture.check_target(a.svg)
     prog = load_program(a.program, a.set)
@@ -63,6 +65,10 @@ def _cmd_serve_device(a: argparse.Namespace) -> int:
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
+    from offlow.dsl.loader import load_program
+    from offlow.report import format_summary, packets_flowed, summarize
+    from offlow.runner import EMULATED, RunOptions, build_for, emulation_note, run
+
     prog = load_program(a.program, a.set)
     opts = RunOptions(input=a.input, output=a.output, duration=a.duration, loops=a.loops,
                       udp_port=a.udp, tcp_port=a.tcp, serve=a.serve,
@@ -124,14 +130,16 @@ def _cmd_cache(a: argparse.Namespace) -> int:
 
 
 def _cmd_plan(a: argparse.Namespace) -> int:
+    from offlow.planner import plan as planner
+
     if a.repeats is not None and not a.validate:
         raise OfflowError(f"--repeats {a.repeats}: goes with --validate (without it nothing "
                           "is measured)")
-    print(planner.plan(planner.PlanRequest(
+    print(planner.plan(PlanRequest(
         program=a.program, device=a.device, host=a.host, workload=a.workload,
         settings=tuple(a.set), alternatives=tuple(a.alt), work=tuple(a.work),
         packets=a.packets, top=a.top, validate=a.validate,
-        repeats=planner.PlanRequest.repeats if a.repeats is None else a.repeats,
+        repeats=PlanRequest.repeats if a.repeats is None else a.repeats,
         progress=lambda what: print(f"offlow plan: {what}", file=sys.stderr, flush=True))))
     return 0
 
@@ -184,6 +192,12 @@ def _cmd_pcsa(a: argparse.Namespace) -> int:
             print(f"generated {packets:,} packets from {distinct:,} distinct IPv4 sources")
         print(app.format_result(app.run(capture)))
     return 0
+
+
+def _cmd_router_check(a: argparse.Namespace) -> int:
+    from offlow.router import check
+
+    return check.cli(a)
 
 
 def _cmd_kvs(a: argparse.Namespace) -> int:
@@ -419,7 +433,7 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--top", type=Whole(1), default=12, help="placements shown")
     pl.add_argument("--repeats", type=Whole(1), default=None,
                     help=f"with --validate: rounds per placement (default "
-                         f"{planner.PlanRequest.repeats}), each a calibration run, (for "
+                         f"{PlanRequest.repeats}), each a calibration run, (for "
                          "a placement with a queue between threads) a crossing probe, the "
                          "measured run and (for a placement using the device) a "
                          "calibration run slowed; the rounds' time is pooled")
@@ -441,10 +455,8 @@ def parser() -> argparse.ArgumentParser:
     rsub = rt.add_subparsers(dest="router_cmd", required=True)
     rc = rsub.add_parser("check", help="compare every LPM answer with an independent "
                                        "reference (IPv4 and IPv6)")
-    from offlow.router import check as router_check
-
-    router_check.add_arguments(rc)
-    rc.set_defaults(fn=router_check.cli)
+    router_check_args.add_arguments(rc)
+    rc.set_defaults(fn=_cmd_router_check)
 
     pc = sub.add_parser("pcsa", help="distinct IPv4 sources counted on the NIC (PCSA), "
                                      "asked over a channel, beside the exact count and HLL")
@@ -570,6 +582,7 @@ def _route_file(tables: Tables, changes: list[RouteChange], table: str | None) -
 
 
 def _cmd_reload(a: argparse.Namespace) -> int:
+    from offlow.dsl.loader import load_program
     from offlow.reload import reload
 
     done = reload(a.window, load_program(a.program, a.set))

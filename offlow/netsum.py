@@ -7,8 +7,10 @@ thousands: some 20x faster than one call per header)."""
 from __future__ import annotations
 
 import struct
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 UDP, TCP = 17, 6
 
@@ -27,6 +29,8 @@ def csum(data: bytes) -> int:
 def csum_rows(rows: np.ndarray) -> np.ndarray:
     """The Internet checksum of each row of ``rows`` (an (n, k) uint8 array, k even:
     one header per row), as csum gives it, in a uint16 array of n."""
+    import numpy as np
+
     a = np.asarray(rows)
     if a.ndim != 2 or a.dtype != np.uint8 or a.shape[1] % 2:
         raise ValueError(f"csum_rows takes an (n, even) uint8 array, not {a.dtype} {a.shape}")

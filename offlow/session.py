@@ -28,21 +28,25 @@ import time
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from offlow.build import Build
 from offlow.channels import Channel, Region, open_running
 from offlow.control import Tables, region_tables
-from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir.graph import CTL_CHANNEL_PREFIX, RELOAD_CHANNEL_PREFIX, TABLE_CHANNEL_PREFIX
-from offlow.runner import Run, RunOptions, RunResult, build_for
+
+if TYPE_CHECKING:
+    from offlow.build import Build
+    from offlow.dsl import Program
+    from offlow.runner import RunOptions, RunResult
 
 
 class Session:
     """A started program and its channel region (see the module docstring)."""
 
     def __init__(self, b: Build, o: RunOptions) -> None:
+        from offlow.runner import Run
+
         if not b.plan.program_channels:
             raise OfflowError(f"program `{b.graph.name}` has no channels and no tables; a "
                               "session talks to a program through Program.channel(...) and "
@@ -224,6 +228,9 @@ def attach(window: str | Path) -> Attached:
 def session(program: Program | Build, options: RunOptions | None = None) -> Session:
     """Start `program` (built first, for `options`, when it is a Program) for a host
     program."""
+    from offlow.build import Build
+    from offlow.runner import RunOptions, build_for
+
     o = options or RunOptions()
     b = program if isinstance(program, Build) else build_for(program, o)
     return Session(b, o)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow import buildcache, cbuild, cli
+from offlow import buildcache, cbuild, cli, runner
 from offlow.build import build
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
@@ -237,7 +237,7 @@ def test_run_no_cache_builds_with_the_cache_bypassed(
         seen.append(buildcache.bypassed())
         raise OfflowError("built")
 
-    monkeypatch.setattr(cli, "build_for", build_for)
+    monkeypatch.setattr(runner, "build_for", build_for)
     run = ["run", str(EXAMPLE), "--input", str(TLS)]
     assert cli.main(run) == 2 and cli.main([*run, "--no-cache"]) == 2
     assert seen == [False, True]

@@ -13,8 +13,9 @@ import pytest
 
 from offlow import Element, Handler, Port, Program, Shared, Sink, Source
 from offlow.build import build, compile_program, plan_program
-from offlow.cli import load_program, main
+from offlow.cli import main
 from offlow.codegen.opencl import kernel_source, point_into_program, roi
+from offlow.dsl.loader import load_program
 from offlow.dsl.program import OFFLOAD_BATCH_MAX, OFFLOAD_DEPTH_MAX
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.errors import OfflowError

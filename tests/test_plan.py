@@ -12,7 +12,7 @@ from types import FrameType
 from typing import Any
 
 from offlow.build import build, generate
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.report import summarize
 from offlow.runner import RunOptions, run

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from offlow import Handler, OfflowError, Program, SharedMap, Sink, Source
 from offlow.build import build, plan_program
-from offlow.cli import load_program
 from offlow.codegen.bpf import generate_xdp
 from offlow.codegen.c import gen_common
+from offlow.dsl.loader import load_program
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.explain import explain
 from offlow.metrics import exposition

@@ -13,7 +13,8 @@ import pytest
 
 from offlow import targets
 from offlow.build import build, compile_program, plan_program
-from offlow.cli import load_program, main
+from offlow.cli import main
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.plan import make_plan
@@ -93,9 +94,13 @@ def test_a_placement_the_target_refuses_is_a_compile_error() -> None:
 
 
 class SecondNic(Nic):
-    """Another emulated NIC: a target named nic2, added to the list of targets only."""
+    """Another emulated NIC: a target named nic2, added to the list of targets only
+    (which names a target's module: this one, whose TARGET it is)."""
 
     name = "nic2"
+
+
+TARGET = SecondNic()
 
 
 @pytest.mark.parametrize("case", ["ttl_pipeline-tls", "router-synthetic"])
@@ -104,7 +109,7 @@ def test_a_target_added_to_the_list_runs_programs_unchanged(
     """Placed on a target that only the list of targets knows, the examples' segments
     give the very outputs they give on the nic (its tables, which it cannot read from
     files, sent by the host)."""
-    monkeypatch.setattr(targets, "TARGETS", (*targets.TARGETS, SecondNic()))
+    monkeypatch.setitem(targets.TARGETS, "nic2", __name__)
     moved = {"ttl_pipeline-tls": ("rx.device=nic2",),
              "router-synthetic": ("rx.device=nic2", "route.device=nic2")}[case]
     c = next(c for c in CASES if c.name == case)

@@ -14,7 +14,7 @@ import dpkt
 import pytest
 
 from offlow.build import build, plan_program
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.passes.cbody import BodyError, analyze_body

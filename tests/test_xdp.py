@@ -23,7 +23,7 @@ import pytest
 
 from offlow import Element, Port, Program, Shared, Sink, Source
 from offlow.build import DATA, build, plan_program
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.elements.kvs import kv_store
 from offlow.errors import OfflowError

@@ -15,7 +15,7 @@ import pytest
 
 from offlow import Handler, Program, Sink, Source
 from offlow.build import plan_program
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.elements.kvs import kv_store
 from offlow.errors import OfflowError
 from offlow.explain import explain

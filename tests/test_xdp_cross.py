@@ -20,8 +20,8 @@ import pytest
 
 from offlow import cbuild, live
 from offlow.build import build, plan_program
-from offlow.cli import load_program
 from offlow.codegen import xsk
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.runner import progress_totals

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from offlow import live
 from offlow.build import build
-from offlow.cli import load_program
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.runner import Run, RunOptions
 from tests.e2e import ROOT, window_in

@@ -13,8 +13,8 @@ import pytest
 
 from offlow import Element, Handler, Port, Program, Shared
 from offlow.build import build, plan_program
-from offlow.cli import load_program
 from offlow.codegen.bpf import generate_xdp, map_kind
+from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.report import summarize

@@ -14,11 +14,14 @@ that ends where the frame starts, so the host finds it without knowing the code.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from offlow.ir import Field
 from offlow.ir.layout import TS_FIELD
 from offlow.ir.types import cname
-from offlow.plan import Plan, QueuePlan
+
+if TYPE_CHECKING:
+    from offlow.plan import Plan, QueuePlan
 
 # The tail's magic byte and size.
 MAGIC = 0xA5

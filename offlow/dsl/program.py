@@ -35,6 +35,8 @@ from offlow.ir.graph import (
     MAX_OUTPUTS,
     MTU_MAX,
     MTU_MIN,
+    OFFLOAD_BATCH_MAX,
+    OFFLOAD_DEPTH_MAX,
     RELOAD_CHANNEL_PREFIX,
     TABLE_CHANNEL_PREFIX,
     WORK_KINDS,
@@ -44,11 +46,6 @@ from offlow.ir.types import check_ctype
 CACHE_POLICIES = ("write_through", "write_back")
 CACHE_EVICTIONS = ("lru", "clock")
 AUTO = "auto"  # Program(mtu=AUTO): the run's input sizes the queues
-# Offload settings (segment batch= and depth=, for a target that runs batches): the
-# most packets in one batch (Knapp's sweep goes to 64 Ki) and batches in flight (the
-# runtime's OFL_GPU_MAX_DEPTH, runtime/lib/gpu: tests/test_gpu.py checks they agree).
-OFFLOAD_BATCH_MAX = 65536
-OFFLOAD_DEPTH_MAX = 8
 
 
 class State:

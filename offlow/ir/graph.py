@@ -204,6 +204,11 @@ MTU_MIN = 64
 # The mtu where nothing sizes it to an input (see Program's `mtu`).
 DEFAULT_MTU = 2048
 MAX_INSTANCES = 256
+# Offload settings (segment batch= and depth=, for a target that runs batches): the
+# most packets in one batch (Knapp's sweep goes to 64 Ki) and batches in flight (the
+# runtime's OFL_GPU_MAX_DEPTH, runtime/lib/gpu: tests/test_gpu.py checks they agree).
+OFFLOAD_BATCH_MAX = 65536
+OFFLOAD_DEPTH_MAX = 8
 # Outputs of one element: a bit each in the mask its body sets, below gen.h's
 # OFL_WHY (bit 29), OFL_CONSUMED (bit 30) and OFL_DECIDED (bit 31).
 MAX_OUTPUTS = 29

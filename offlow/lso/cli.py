@@ -8,10 +8,8 @@ import json
 from pathlib import Path
 
 from offlow.argtypes import SEED, File, Names, NewFile, Whole
-from offlow.build import DATA
 from offlow.errors import OfflowError
-from offlow.lso import sends as gen
-from offlow.lso.app import EXAMPLE, format_outcome, kinds_of, run_capture
+from offlow.paths import DATA
 
 SOURCES = ("tls", "quic", "stream")
 
@@ -32,7 +30,7 @@ def add_arguments(sub: argparse._SubParsersAction, parser_class: type) -> None:
     s.set_defaults(fn=_sends)
     r = sub.add_parser("run", help="post a capture's sends through a send port to a program "
                        "whose device cuts them, write what it makes")
-    r.add_argument("program", type=File(), nargs="?", default=EXAMPLE,
+    r.add_argument("program", type=File(), nargs="?",
                    help="a Python file defining program() (default: examples/lso.py)")
     r.add_argument("--input", type=File(), required=True,
                    help="a capture whose frames each carry a whole send (offlow lso sends)")
@@ -53,6 +51,8 @@ def add_arguments(sub: argparse._SubParsersAction, parser_class: type) -> None:
 
 
 def _sends(a: argparse.Namespace) -> int:
+    from offlow.lso import sends as gen
+
     wanted = [x.strip() for x in a.sources.split(",")]
     if a.stream is not None and "stream" not in wanted:
         raise OfflowError(f"--stream {a.stream}: goes with `--from stream` (--from "
@@ -85,11 +85,12 @@ def _data(name: str) -> Path:
 
 def _run(a: argparse.Namespace) -> int:
     from offlow.dsl.loader import load_program
+    from offlow.lso.app import EXAMPLE, format_outcome, kinds_of, run_capture
 
     if a.dma_min is not None and a.move != "auto":
         raise OfflowError(f"--dma-min {a.dma_min}: goes with --move auto (--move {a.move} "
                           "never asks the payload's size)")
-    o = run_capture(load_program(a.program), a.input, offload=a.offload, output=a.output,
+    o = run_capture(load_program(a.program or EXAMPLE), a.input, offload=a.offload, output=a.output,
                     mtu=a.mtu, move=a.move, dma_min=a.dma_min)
     if a.json:
         print(json.dumps({**o.summary, "ok": o.ok, "errors": o.result.errors + o.errors,

@@ -5,8 +5,8 @@ line that gives it."""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from offlow.build import compile_program
@@ -17,24 +17,9 @@ from offlow.planner import crossing, profile, workload
 from offlow.planner.calibrate import Calibration, calibrate
 from offlow.planner.model import HOST
 from offlow.planner.profile import WORK_KINDS, Profile
+from offlow.planner.request import PlanRequest
 from offlow.planner.search import DEVICE, Ranked, as_written, rank
 from offlow.planner.validate import Check, measure, pooled
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    program: Path
-    device: str  # a profile's name or path
-    host: str = "host"
-    workload: str = "synthetic"
-    settings: tuple[str, ...] = ()
-    alternatives: tuple[str, ...] = ()  # each: --set lines separated by spaces
-    work: tuple[str, ...] = ()  # ELEMENT=KIND
-    packets: int = 100_000
-    top: int = 12
-    validate: bool = False  # also measure each shown placement (profile-scaled emulation)
-    repeats: int = 10  # --validate: rounds (calibrations and the measured run) per placement
-    progress: Callable[[str], None] | None = None  # told each step of a long plan
 
 
 def parse_work(items: Sequence[str]) -> dict[str, str]:

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from offlow.errors import OfflowError
 from offlow.ir.graph import WORK_KINDS
 
@@ -59,6 +57,8 @@ def names() -> list[str]:
 
 def load(name_or_path: str | Path) -> Profile:
     """A preset by name (`liquidio-cn23xx`) or a YAML file by path."""
+    import yaml
+
     path = Path(name_or_path)
     if not path.suffix:
         path = PRESETS / f"{name_or_path}.yaml"

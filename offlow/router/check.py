@@ -27,16 +27,14 @@ from pathlib import Path
 
 import numpy as np
 
-from offlow.argtypes import SEED, File, NewFile, Whole
-from offlow.build import DATA
 from offlow.cbuild import RUNTIME, build_exe
 from offlow.errors import OfflowError
-from offlow.router.reference import DEFAULT_PORTS, MAX_HOP, Reference, next_hop, read_prefixes
+from offlow.router import DEFAULT_PORTS, MAX_HOP
+from offlow.router.check_args import DEFAULT_PREFIXES, DEFAULT_RANDOM, add_arguments
+from offlow.router.reference import Reference, next_hop, read_prefixes
 
 DRIVER = Path(__file__).with_name("lpm_check.c")
 TOOLS = RUNTIME / "tools"  # the drivers' file helpers (tool_io)
-DEFAULT_PREFIXES = DATA / "bgp-full-table.txt.gz"
-DEFAULT_RANDOM = 1_000_000
 # Addresses per family whose reference answers are recomputed by the dict loop.
 SAMPLE = 2_000
 EXAMPLES = 10
@@ -267,19 +265,6 @@ def format_report(r: dict) -> str:
     out.append(f"{'ok' if r['ok'] else 'FAILED'}: {r['addresses']:,} addresses checked, "
                f"{r['mismatches']:,} mismatches, {r['seconds']:.1f} s")
     return "\n".join(out)
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of `offlow router check`."""
-    p.add_argument("--prefixes", type=File(), default=DEFAULT_PREFIXES,
-                   help="prefix file, plain or gzip (default: the shared BGP table)")
-    p.add_argument("--random", type=Whole(0), default=DEFAULT_RANDOM,
-                   help="random addresses per family besides the prefix boundaries "
-                        f"(default {DEFAULT_RANDOM:,})")
-    p.add_argument("--seed", type=SEED, default=1, help="seed of the random addresses")
-    p.add_argument("--nports", type=Whole(1, MAX_HOP), default=DEFAULT_PORTS,
-                   help=f"ports of the next-hop rule (default {DEFAULT_PORTS})")
-    p.add_argument("--json-out", type=NewFile(), help="also write the summary as JSON here")
 
 
 def cli(args: argparse.Namespace) -> int:

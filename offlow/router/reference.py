@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-DEFAULT_PORTS = 16
-MAX_HOP = 0x7FFF
+from offlow.router import DEFAULT_PORTS, MAX_HOP
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _BLANKS = " \t\r\v\f"

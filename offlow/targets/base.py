@@ -21,11 +21,13 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from offlow.errors import OfflowError
-from offlow.ir import Graph, Node, Segment
-from offlow.plan import Plan
+
+if TYPE_CHECKING:
+    from offlow.ir import Graph, Node, Segment
+    from offlow.plan import Plan
 
 
 class CompileC(Protocol):

@@ -13,15 +13,16 @@ import ctypes
 import ctypes.util
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from offlow.codegen import opencl
-from offlow.codegen.gpu_host import generate_gpu_device
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
-from offlow.plan import Plan
 from offlow.targets.base import CompileC, header_found, missing_package, no_device
 from offlow.targets.one_packet import Says, refuse_packet_work, refuse_stream_code
 from offlow.targets.process import ProcessTarget
+
+if TYPE_CHECKING:
+    from offlow.plan import Plan
 
 CL_HEADER = "CL/cl.h"
 # Offload defaults: packets per batch (Knapp's best was 512 on a Xeon Phi; a GPU wants
@@ -90,6 +91,8 @@ class Gpu(ProcessTarget):
         return 0
 
     def refuse_node(self, g: Graph, node: Node) -> str | None:
+        from offlow.codegen import opencl
+
         if node.kind == "handler":
             return ("a channel handler runs on messages from the host, one at a time; a "
                     "kernel runs over batches of packets")
@@ -113,6 +116,8 @@ class Gpu(ProcessTarget):
         return None
 
     def refuse_segment(self, g: Graph, segment: Segment) -> str | None:
+        from offlow.codegen import opencl
+
         others = [s.name for s in g.segments if s.device == segment.device and s is not segment]
         if others:
             return (f"device `{segment.device}` also runs segment {others[0]}; a gpu device "
@@ -128,6 +133,9 @@ class Gpu(ProcessTarget):
         return None
 
     def generate(self, plan: Plan, device: str) -> dict[str, str]:
+        from offlow.codegen import opencl
+        from offlow.codegen.gpu_host import generate_gpu_device
+
         p = plan.device(device).segments[0]
         return {f"{device}.c": generate_gpu_device(plan, device),
                 f"{device}.cl": opencl.kernel_source(plan, p)}
@@ -136,6 +144,8 @@ class Gpu(ProcessTarget):
         """The device's process (linked with runtime/lib/gpu), and its kernel built once
         by the OpenCL compiler of this machine's device: a kernel it refuses is a compile
         error with the compiler's words (its lines point into the program's file)."""
+        from offlow.codegen import opencl
+
         exe = directory / device
         compile_c(directory / f"{device}.c", exe, ("gpu",))
         stamp = directory / f"{device}.checked"

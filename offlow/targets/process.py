@@ -8,12 +8,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from offlow.codegen.c import generate_device
 from offlow.errors import OfflowError
 from offlow.lifecycle import signals_deferred
-from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, Target, missing_package
+
+if TYPE_CHECKING:
+    from offlow.plan import Plan
 
 
 def init_window(binary: Path, window: Path) -> None:
@@ -33,6 +35,8 @@ class ProcessTarget(Target):
         return None
 
     def generate(self, plan: Plan, device: str) -> dict[str, str]:
+        from offlow.codegen.c import generate_device
+
         return {f"{device}.c": generate_device(plan, device)}
 
     def build(self, plan: Plan, device: str, directory: Path, compile_c: CompileC) -> Path:

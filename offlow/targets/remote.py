@@ -14,16 +14,18 @@ import os
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offlow import cbuild
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node
 from offlow.ir.graph import CTL_CHANNEL_PREFIX
 from offlow.lifecycle import signals_deferred
-from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, header_found, missing_package
 from offlow.targets.process import ProcessTarget
+
+if TYPE_CHECKING:
+    from offlow.plan import Plan
 
 TOOLS = cbuild.RUNTIME / "tools"
 UCX_HEADER = "ucp/api/ucp.h"

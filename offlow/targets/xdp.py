@@ -13,21 +13,22 @@ import socket
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from offlow import buildcache, cbuild
 from offlow.codegen import xsk
-from offlow.codegen.bpf import BPF_TABLES, generate_xdp, generate_xdp_host, is_array
-from offlow.codegen.c import headers
 from offlow.errors import OfflowError
 from offlow.ir import Graph, Node, Segment
 from offlow.ir.layout import TS_FIELD, state_bytes
 from offlow.ir.types import SCALARS
 from offlow.lifecycle import signals_deferred
-from offlow.plan import Plan
 from offlow.targets.base import CompileC, Part, Target, missing_package, no_device
 from offlow.targets.one_packet import Says, refuse_packet_work, refuse_stream_code
 from offlow.targets.process import init_window
 from offlow.targets.verifier import explain_rejection, explain_undeclared
+
+if TYPE_CHECKING:
+    from offlow.plan import Plan
 
 BPF_HEADERS = Path("/usr/include/bpf/bpf_helpers.h")
 VETH_HEADER = Path("/usr/include/libnl3/netlink/route/link/veth.h")
@@ -213,6 +214,8 @@ class Xdp(Target):
         return no_device(f"the kernel refuses BPF programs: {why}") if why else None
 
     def refuse_node(self, g: Graph, node: Node) -> str | None:
+        from offlow.codegen.bpf import BPF_TABLES, is_array
+
         shared = {t.name: t for t in g.shared}
         if node.kind == "handler":  # (run by the host side, over the arrays' maps)
             other = [t for _, t in node.tables if not is_array(shared[t])]
@@ -287,6 +290,8 @@ class Xdp(Target):
         return None
 
     def generate(self, plan: Plan, device: str) -> dict[str, str]:
+        from offlow.codegen.bpf import generate_xdp, generate_xdp_host
+
         return {f"{device}.bpf.c": generate_xdp(plan, device),
                 f"{device}.c": generate_xdp_host(plan, device)}
 
@@ -295,6 +300,8 @@ class Xdp(Target):
         (runtime/tools/xdp_run.c); the object is loaded once now, so the kernel's
         verifier has accepted it: a refusal is a compile error naming the element and
         its body line, and the file beside the object that keeps the verifier's log."""
+        from offlow.codegen.c import headers
+
         obj, exe = directory / f"{device}.bpf.o", directory / device
         d = cbuild.description()
         segment = plan.device(device).segments[0].name

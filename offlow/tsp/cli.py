@@ -7,13 +7,14 @@ import json
 import os
 import runpy
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from offlow.argtypes import File, NewFile, Whole
-from offlow.dsl import Program
-from offlow.dsl.loader import load_program
-from offlow.dsl.program import OFFLOAD_DEPTH_MAX
 from offlow.errors import OfflowError
-from offlow.tsp import gpu, manager
+from offlow.ir.graph import OFFLOAD_DEPTH_MAX
+
+if TYPE_CHECKING:
+    from offlow.dsl import Program
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tsp.py"
@@ -57,6 +58,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cli(a: argparse.Namespace) -> int:
+    from offlow.dsl.loader import load_program
+    from offlow.tsp import gpu, manager
+
     path = a.file or default_file()
     if a.device == "gpu":
         if a.program:
