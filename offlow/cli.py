@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -601,6 +602,29 @@ class _SubParser(argparse.ArgumentParser):
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", _HelpFormatter)
         super().__init__(**kwargs)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """Arguments this command does not take are one error naming them and the
+        command, with the closest option it does take (argparse's own left them to the
+        top parser, which printed `offlow`'s whole usage and named no command)."""
+        ns, extra = super().parse_known_args(args, namespace)
+        if extra:
+            raise OfflowError(self._not_taken(extra))
+        return ns, extra
+
+    def _not_taken(self, extra: list[str]) -> str:
+        """What is wrong with arguments `extra`, which this command does not take."""
+        options = [e.split("=", 1)[0] for e in extra if e.startswith("-") and e != "-"]
+        if not options:
+            return (f"{self.prog} takes no argument "
+                    f"{' '.join(f'`{e}`' for e in extra)} there; "
+                    f"`{self.prog} --help` says what it takes")
+        known = {o.lstrip("-"): o for a in self._actions for o in a.option_strings}
+        close = difflib.get_close_matches(options[0].lstrip("-"), list(known), n=1,
+                                          cutoff=0.7)
+        hint = f" (did you mean `{known[close[0]]}`?)" if close else ""
+        return (f"{self.prog} has no option {', '.join(f'`{o}`' for o in options)}{hint}; "
+                f"`{self.prog} --help` lists its options")
 
     def _get_value(self, action: argparse.Action, arg_string: str) -> Any:
         try:

@@ -258,3 +258,73 @@ def test_an_option_that_would_be_ignored_is_refused(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("offlow: error: ") and err.count("\n") == 1 and says in err, err
+
+
+def _leaves() -> list[list[tuple[str, argparse.ArgumentParser]]]:
+    """Every command that has no subcommands of its own, as a path of (name, parser)."""
+    out = []
+
+    def walk(path: list[tuple[str, argparse.ArgumentParser]]) -> None:
+        subs = _subparsers(path[-1][1])
+        if not subs:
+            out.append(path)
+        for name, sp in subs.items():
+            walk([*path, (name, sp)])
+    walk([("offlow", parser())])
+    return out
+
+
+LEAVES = _leaves()
+NO_SUCH = argparse.Action(["--no-such"], "no_such")  # (an option no command has)
+
+
+def _main(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """main(argv) with no process allowed to start: its status and stderr."""
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else 2
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err, err
+    return rc, err
+
+
+@pytest.mark.parametrize("path", LEAVES, ids=[" ".join(n for n, _ in p[1:]) for p in LEAVES])
+def test_an_option_a_command_lacks_is_one_error_naming_the_command(
+        path: list[tuple[str, argparse.ArgumentParser]], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """argparse left such an option to the top parser: `offlow`'s whole usage and
+    "unrecognized arguments", naming no command."""
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse_start)
+    paths = {MISSING: str(tmp_path / "missing"), FOLDER: str(tmp_path),
+             FILE: __file__, NEW: str(tmp_path / "new.out")}
+    argv = [paths.get(x, x) for x in _argv(path, NO_SUCH, "")]
+    cmd = path[-1][1].prog  # (`offlow ctl window tables`: argparse names the positional)
+    rc, err = _main([*argv, "--nosuch-option", "7"], capsys)
+    assert rc == 2, (argv, err)
+    assert err == (f"offlow: error: {cmd} has no option `--nosuch-option`; "
+                   f"`{cmd} --help` lists its options\n"), (argv, err)
+
+
+def _refuse_start(*_a: object, **_k: object) -> None:
+    raise _WorkStarted("a process was started")
+
+
+def test_a_misspelt_option_is_told_the_closest_one(capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse_start)
+    rc, err = _main(["run", __file__, "--coutn", "5"], capsys)
+    assert (rc, err) == (2, "offlow: error: offlow run has no option `--coutn` (did you "
+                            "mean `--count`?); `offlow run --help` lists its options\n")
+    rc, err = _main(["router", "check", "--seeed", "--tabel=x"], capsys)
+    assert (rc, err) == (2, "offlow: error: offlow router check has no option `--seeed`, "
+                            "`--tabel` (did you mean `--seed`?); `offlow router check "
+                            "--help` lists its options\n")
+
+
+def test_an_argument_a_command_does_not_take_is_one_error(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(subprocess.Popen, "__init__", _refuse_start)
+    rc, err = _main(["explain", __file__, "second.py"], capsys)
+    assert (rc, err) == (2, "offlow: error: offlow explain takes no argument `second.py` "
+                            "there; `offlow explain --help` says what it takes\n")
