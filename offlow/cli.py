@@ -6,6 +6,7 @@ import argparse
 import difflib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -636,9 +637,10 @@ class _SubParser(argparse.ArgumentParser):
 
 
 def main(argv: list[str] | None = None) -> int:
-    with stop_signals():  # SIGTERM stops like Ctrl-C, which works even if inherited ignored
+    # SIGTERM stops like Ctrl-C, which works even if inherited ignored
+    with stop_signals() as stops:
         try:
-            with signals_deferred():  # the parser imports numpy
+            with signals_deferred():  # (a Ctrl-C while the parser is made: after it)
                 p = parser()
             args = p.parse_args(argv)
             return int(args.fn(args))
@@ -648,9 +650,19 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt as e:
             # Ctrl-C outside a run's wait (compiling, a benchmark's setup): no traceback.
             # A run's own Ctrl-C ends the run cleanly and is reported by its command.
-            term = isinstance(e, Terminated)
-            print("offlow: interrupted" + (" (SIGTERM)" if term else ""), file=sys.stderr)
-            return 143 if term else 130
+            return _interrupted(isinstance(e, Terminated))
+        except ImportError:
+            # a command imports what it uses as it starts: a Ctrl-C then may come out of
+            # a C extension's import as an ImportError (numpy's does)
+            if stops.taken is None:
+                raise
+            return _interrupted(stops.taken == signal.SIGTERM)
+
+
+def _interrupted(term: bool) -> int:
+    """Say that the command was stopped (by SIGTERM or Ctrl-C); its exit status."""
+    print("offlow: interrupted" + (" (SIGTERM)" if term else ""), file=sys.stderr)
+    return 143 if term else 130
 
 
 if __name__ == "__main__":

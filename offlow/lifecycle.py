@@ -32,26 +32,40 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM in a stop_signals block: a request to stop, taken as Ctrl-C is."""
 
 
-def _terminated(signum: int, frame: FrameType | None) -> None:
-    raise Terminated()
+class Stops:
+    """What a stop_signals block was sent: `taken`, the first SIGINT or SIGTERM that
+    arrived in it (None: none). It tells a stop from a failure when an import turned the
+    KeyboardInterrupt into an ImportError (numpy's C extension does)."""
+
+    def __init__(self) -> None:
+        self.taken: int | None = None
+
+    def _interrupt(self, signum: int, frame: FrameType | None) -> None:
+        self.taken = self.taken or signum
+        raise KeyboardInterrupt()
+
+    def _terminate(self, signum: int, frame: FrameType | None) -> None:
+        self.taken = self.taken or signum
+        raise Terminated()
 
 
 @contextmanager
-def stop_signals() -> Iterator[None]:
+def stop_signals() -> Iterator[Stops]:
     """In this block SIGINT raises KeyboardInterrupt and SIGTERM raises Terminated (a
     KeyboardInterrupt), so a run being watched stops cleanly on either (Run.wait),
     even in a process started with SIGINT ignored (a shell script's background job
-    is, and Python then installs no handler of its own). The handlers before it come
-    back after it. Outside the main thread it does nothing (Python runs signal
-    handlers in the main thread only)."""
+    is, and Python then installs no handler of its own); the block's Stops records which
+    came. The handlers before it come back after it. Outside the main thread it does
+    nothing (Python runs signal handlers in the main thread only)."""
+    stops = Stops()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield stops
         return
     old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, _terminated)
+    signal.signal(signal.SIGINT, stops._interrupt)
+    signal.signal(signal.SIGTERM, stops._terminate)
     try:
-        yield
+        yield stops
     finally:
         for s, h in old.items():
             signal.signal(s, h if h is not None else signal.SIG_DFL)

@@ -93,6 +93,44 @@ def test_ctrl_c_while_compiling_exits_130_without_a_traceback_or_a_half_built_ru
     assert [p.name for p in (tmp_path / "cache").iterdir()] == ["CACHEDIR.TAG"]
 
 
+@pytest.mark.parametrize(("sig", "status", "said"), [("SIGINT", 130, "offlow: interrupted"),
+                                                     ("SIGTERM", 143, "offlow: interrupted "
+                                                                      "(SIGTERM)")])
+def test_a_stop_that_an_import_turns_into_an_import_error_is_a_stop(
+        sig: str, status: int, said: str) -> None:
+    """A command imports what it uses as it starts (offlow.cli stays light); numpy's C
+    extension turns a Ctrl-C during its import into an ImportError (seen by the chaos
+    test when the parser imported it). Here `offlow explain`'s import of its module
+    sends the signal and fails so, in a fresh interpreter: the command stops as for any
+    Ctrl-C, no traceback; an ImportError with no signal stays one."""
+    import subprocess
+    import sys
+
+    probe = f"""
+import builtins, os, signal, sys
+real = builtins.__import__
+def imp(name, *a, **k):
+    if name == "offlow.explain" and name not in sys.modules:
+        try:
+            os.kill(os.getpid(), signal.{sig})
+            signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        except KeyboardInterrupt:
+            pass
+        raise ImportError("the signal came during a C extension's import")
+    return real(name, *a, **k)
+builtins.__import__ = imp
+from offlow.cli import main
+sys.exit(main(["explain", {str(EXAMPLE)!r}]))
+"""
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120)
+    assert (res.returncode, res.stderr) == (status, said + "\n"), res.stderr
+    plain = probe.replace(f"os.kill(os.getpid(), signal.{sig})", "pass")
+    res = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 1 and "ImportError: the signal came" in res.stderr
+
+
 def test_ctrl_c_during_a_run_prints_the_counts_and_says_so(tmp_path: Path) -> None:
     """`offlow run` in a subprocess, SIGINT once it says the run has started: the
     run ends cleanly with its counts and the line that says it was stopped."""
