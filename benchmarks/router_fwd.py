@@ -25,9 +25,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from offlow.build import ROOT, Build, build
+from offlow.build import Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
+from offlow.paths import ROOT
 from offlow.report import summarize
 from offlow.runner import Run, RunOptions, oversubscription
 
