@@ -298,12 +298,7 @@ static void *worker_main(void *arg)
                 blocking = 1;   /* long idle: off the hot path, wait in the kernel */
                 continue;
             }
-            if (++spins < OFL_WAIT_SPINS) {
-                ofl_cpu_relax();
-            } else {
-                spins = 0;
-                sched_yield();
-            }
+            ofl_spin_pause(&spins);
             continue;
         }
         spins = 0;
