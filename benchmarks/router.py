@@ -65,6 +65,7 @@ from benchmarks.common.routes import (
     addresses6,
     build_offlow,
     load_routes,
+    prefix_file,
     take,
 )
 from offlow.cbuild import build_exe, flags
@@ -194,9 +195,7 @@ def _label(size: int | None, n: int) -> str:
 def measure(prefixes: Path, sw: Sweep, use_dpdk: bool = True) -> dict:
     """Run both sides; return every number (see run() for the printed form)."""
     t_start = time.monotonic()
-    prefixes = Path(prefixes)
-    if not prefixes.exists():
-        raise OfflowError(f"prefix file not found: {prefixes}")
+    prefixes = prefix_file(prefixes)
     if sw.addresses % BURST:
         raise OfflowError(f"addresses must be a multiple of {BURST}")
     info = machine()
@@ -647,8 +646,7 @@ def _plot_lookups(res: dict, axes: np.ndarray) -> None:
 
 def _base(prefixes: Path, quick: bool) -> dict:
     """The common part of a result without the lookup sweep: machine and input."""
-    if not prefixes.exists():
-        raise OfflowError(f"prefix file not found: {prefixes}")
+    prefixes = prefix_file(prefixes)
     info = machine()
     info["quiet"] = quiet_check(0.3 if quick else 1.0)
     exe = build_offlow()
