@@ -119,12 +119,7 @@ int main(int argc, char **argv)
         }
     }
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+    int sfd = tool_stop_signals();
     atomic_int stop;
     atomic_init(&stop, 0);
     struct echo *es = calloc((size_t)nthreads, sizeof *es);

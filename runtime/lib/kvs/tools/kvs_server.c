@@ -446,12 +446,7 @@ int main(int argc, char **argv)
         return 1;
     }
     /* Signals are read from a signalfd by this thread; workers never see them. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+    int sfd = tool_stop_signals();
 
     srv.w = calloc((size_t)srv.nworkers, sizeof *srv.w);
     if (!srv.w || sfd < 0) {
