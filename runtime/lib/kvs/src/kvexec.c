@@ -346,7 +346,7 @@ static int stats_end(struct ofl_mc_out *o, const struct ofl_mc_req *req)
                                        : put_line(o, "END");
 }
 
-static uint64_t now_mono_s(void)
+uint64_t ofl_kv_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -364,7 +364,7 @@ static int stats_general(struct ofl_kv *kv, const struct ofl_mc_req *req,
     char user[32], sys[32];
     snprintf(user, sizeof user, "%ld.%06ld", (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
     snprintf(sys, sizeof sys, "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
-    uint64_t up = env && env->started_s ? now_mono_s() - env->started_s : 0;
+    uint64_t up = env && env->started_s ? ofl_kv_now_s() - env->started_s : 0;
     const struct {
         const char *name;
         uint64_t v;

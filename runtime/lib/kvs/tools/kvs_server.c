@@ -368,11 +368,6 @@ static void server_stats(void *arg, struct ofl_kv_server_stats *s)
     s->value_max = srv->lim.value_max;
 }
 
-static uint64_t mono_s(void)
-{
-    return ofl_now_ns() / 1000000000ull;
-}
-
 /* ---- main ----------------------------------------------------------------------- */
 
 static void usage(void)
@@ -437,7 +432,7 @@ int main(int argc, char **argv)
     prctl(PR_SET_PDEATHSIG, SIGTERM);
 
     int rc = ofl_kv_create(&srv.kv, &cfg);
-    struct ofl_kv_env env = {.server_stats = server_stats, .arg = &srv, .started_s = mono_s()};
+    struct ofl_kv_env env = {.server_stats = server_stats, .arg = &srv, .started_s = ofl_kv_now_s()};
     ofl_kvs_tcp_shared_init(&srv.tcp, srv.kv, cfg.value_max, 0, &env);
     if (rc) {
         fprintf(stderr, "kvs_server: cannot create the store (%s): -c %llu -m %llu MiB "
