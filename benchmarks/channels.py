@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import statistics
 import subprocess
@@ -77,8 +76,8 @@ from pathlib import Path
 
 from benchmarks.common import C, output
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
+from benchmarks.common.peers import setup_ucx
 from offlow.cbuild import TOOL, build_exe
-from offlow.debian import apt_install
 from offlow.errors import OfflowError
 
 BENCH_SRC = C / "bench_chan.c"
@@ -228,21 +227,6 @@ def _ucx_version(perftest: str) -> str | None:
         if "Version" in line:
             return line.split("Version", 1)[1].strip()
     return None
-
-
-def setup_ucx(install: bool = True) -> tuple[str | None, str | None]:
-    """Find ucx_perftest: (path, None), or (None, why not). When missing and `install`
-    and this is root with apt-get, installs Debian's ucx-utils, saying so."""
-    found = shutil.which("ucx_perftest")
-    if found:
-        return found, None
-    if not install:
-        return None, "ucx_perftest is not installed (Debian package ucx-utils)"
-    why = apt_install(["ucx-utils"], "ucx_perftest", "UCX setup")
-    if why:
-        return None, why
-    found = shutil.which("ucx_perftest")
-    return (found, None) if found else (None, "ucx-utils installed but no ucx_perftest")
 
 
 def _free_port() -> int:

@@ -36,6 +36,7 @@ import dpkt
 from benchmarks.common import C
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.peers import bench_cpu
+from benchmarks.common.spread import spread
 from offlow import Program, Sink, Source, runner
 from offlow.build import build
 from offlow.cbuild import build_exe
@@ -69,10 +70,6 @@ QUICK = Sweep(sizes=(1472,), count=64, seconds=0.05, reps=2, cores=(1, 2),
               datagrams=5_000, fig_reps=1)
 
 
-def _spread(v: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(v), "min": min(v), "max": max(v)}
-
-
 def per_core(sw: Sweep, cpu: int) -> list[dict[str, Any]]:
     """Every (operation, size) row: offlow beside libcrypto, and the Python peers."""
     exe = build_exe("bench_crypto", [C / "bench_crypto.c"], ["crypto"],
@@ -88,8 +85,8 @@ def per_core(sw: Sweep, cpu: int) -> list[dict[str, Any]]:
         py = python_peers(size, sw)
         for op, v in out["ops"].items():
             ratios = [a / b for a, b in zip(v["offlow"], v["peer"], strict=True) if b]
-            rows.append({"op": op, "size": size, "offlow": _spread(v["offlow"]),
-                         "openssl": _spread(v["peer"]), "ratio": statistics.median(ratios),
+            rows.append({"op": op, "size": size, "offlow": spread(v["offlow"]),
+                         "openssl": spread(v["peer"]), "ratio": statistics.median(ratios),
                          "python": py.get(op), "target": TARGETS.get(op),
                          "openssl_version": out["openssl"]})
     return rows

@@ -67,10 +67,7 @@ def measure(prefixes: Path, sw: Sweep) -> dict:
     why = TARGET.unusable()
     if why:
         raise OfflowError(f"offlow bench gpu cannot run here: {why}")
-    prefixes = Path(prefixes)
-    if not prefixes.exists():
-        raise OfflowError(f"prefix file not found: {prefixes} ($OFFLOW_DATA names the "
-                          "shared data)")
+    prefixes = routes.prefix_file(prefixes)
     t_start = time.monotonic()
     exe = build()
     info = machine()

@@ -50,7 +50,6 @@ import ast
 import difflib
 import json
 import os
-import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -59,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from benchmarks.common.machine import machine_line
+from benchmarks.common.spread import spread
 from offlow.errors import OfflowError
 
 if TYPE_CHECKING:
@@ -395,12 +395,6 @@ def _progress(msg: str) -> None:
 # ---- the whole benchmark -------------------------------------------------------------------
 
 
-def _stats(v: Sequence[float]) -> dict[str, float] | None:
-    if not v:
-        return None
-    return {"n": len(v), "median": statistics.median(v), "min": min(v), "max": max(v)}
-
-
 def _prepare(d: Design, st: Settings) -> dict[str, Any]:
     """The design's entry before any run: available or why not, its build (offlow),
     lines of code, placement."""
@@ -509,10 +503,10 @@ def _summary(runs: list[dict]) -> dict[str, Any]:
     ok = [r for r in runs if not r["failed"]]
     return {
         "ok_runs": len(ok), "runs": len(runs),
-        "ops_per_s": _stats([r["ops_per_s"] for r in ok]),
-        "p50_us": _stats([r["latency_ns"]["p50"] / 1e3 for r in ok]),
-        "p99_us": _stats([r["latency_ns"]["p99"] / 1e3 for r in ok]),
-        "hit_rate": _stats([r["hit_rate"] for r in ok]),
+        "ops_per_s": spread([r["ops_per_s"] for r in ok]),
+        "p50_us": spread([r["latency_ns"]["p50"] / 1e3 for r in ok]),
+        "p99_us": spread([r["latency_ns"]["p99"] / 1e3 for r in ok]),
+        "hit_rate": spread([r["hit_rate"] for r in ok]),
         "errors": sum(int(r.get("errors", 0)) for r in runs),
     }
 
@@ -552,10 +546,10 @@ def ratios(table: dict) -> dict:
             continue
         if e["name"] != PEER:
             v = _per_round(e, peer)
-            out["per_design"][e["name"]] = {"values": v, **(_stats(v) or {})}
+            out["per_design"][e["name"]] = {"values": v, **(spread(v) or {})}
         if e["name"] != CEILING and ceil:
             v = _per_round(e, ceil)
-            out["vs_ceiling"][e["name"]] = {"values": v, **(_stats(v) or {})}
+            out["vs_ceiling"][e["name"]] = {"values": v, **(spread(v) or {})}
     return out
 
 

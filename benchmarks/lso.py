@@ -30,7 +30,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ from typing import Any
 from benchmarks.common import C
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.peers import bench_cpu, pkg_config, setup_dpdk
+from benchmarks.common.spread import spread
 from offlow.build import DATA
 from offlow.cbuild import build_exe
 from offlow.errors import OfflowError
@@ -116,10 +116,6 @@ def _json(cmd: list[str], what: str, timeout: float = 600) -> dict[str, Any]:
     return dict(json.loads(res.stdout.strip().splitlines()[-1]))
 
 
-def _spread(v: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(v), "min": min(v), "max": max(v)}
-
-
 def rates(exe: Path, dpdk: Path | None, inputs: dict[str, Path], sw: Sweep,
           cpu: int) -> list[dict[str, Any]]:
     """Every (protocol, MTU, checksums, move) row: offlow beside rte_gso."""
@@ -140,18 +136,18 @@ def rates(exe: Path, dpdk: Path | None, inputs: dict[str, Path], sw: Sweep,
                                    and d["bytes"]["offlow"] == d["bytes"]["rte_gso"])
                         ours = [r["offlow"] for r in reps]
                         peer = [r["rte_gso"] for r in reps]
-                        row["rte_gso_mpps"] = _spread([p[0] / 1e6 for p in peer])
-                        row["rte_gso_gbps"] = _spread([p[1] / 1e9 for p in peer])
-                        row["ratio"] = _spread([o[0] / p[0] for o, p in zip(ours, peer,
-                                                                             strict=True)])
+                        row["rte_gso_mpps"] = spread([p[0] / 1e6 for p in peer])
+                        row["rte_gso_gbps"] = spread([p[1] / 1e9 for p in peer])
+                        row["ratio"] = spread([o[0] / p[0] for o, p in zip(ours, peer,
+                                                                            strict=True)])
                     else:
                         d = _json([str(exe), "rate", str(inputs[proto]), str(mtu), str(offload),
                                    move, str(sw.reps), str(sw.min_time), str(cpu), "-1"],
                                   "bench_lso")
                         ours = d["pps"]
                         row["packets"] = d["packets"]
-                    row["offlow_mpps"] = _spread([o[0] / 1e6 for o in ours])
-                    row["offlow_gbps"] = _spread([o[1] / 1e9 for o in ours])
+                    row["offlow_mpps"] = spread([o[0] / 1e6 for o in ours])
+                    row["offlow_gbps"] = spread([o[1] / 1e9 for o in ours])
                     rows.append(row)
     return rows
 
@@ -165,8 +161,8 @@ def move_sweep(exe: Path, inputs: dict[str, Path], sw: Sweep, cpu: int,
         for move in ("pio", "dma"):
             d = _json([str(exe), "rate", str(inputs["tcp"]), str(mtu), "1", move, str(sw.reps),
                        str(sw.min_time), str(cpu), str(dma_cpu)], "bench_lso")
-            row[f"{move}_mpps"] = _spread([p[0] / 1e6 for p in d["pps"]])
-            row[f"{move}_gbps"] = _spread([p[1] / 1e9 for p in d["pps"]])
+            row[f"{move}_mpps"] = spread([p[0] / 1e6 for p in d["pps"]])
+            row[f"{move}_gbps"] = spread([p[1] / 1e9 for p in d["pps"]])
         rows.append(row)
     faster = [r["payload"] for r in rows
               if r["dma_mpps"]["median"] >= r["pio_mpps"]["median"]]

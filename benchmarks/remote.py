@@ -40,8 +40,8 @@ from benchmarks import remote_kvs
 from benchmarks.common import C
 from benchmarks.common.machine import machine, machine_line
 from benchmarks.common.netns import ADDR_A, two_namespaces
+from benchmarks.common.peers import setup_ucx
 from offlow.cbuild import RUNTIME, TOOL, build_exe
-from offlow.debian import apt_install
 from offlow.errors import OfflowError
 
 NS_PREFIX = "ofl-bench-rem"
@@ -85,16 +85,6 @@ def build() -> Path:
     relay (runtime/tools/remote_chan.c) once per content hash."""
     return build_exe("bench_remote", [C / "bench_remote.c", TOOLS / "remote_chan.c"], ["remote"],
                      TOOL, includes=[TOOLS])
-
-
-def perftest() -> tuple[str | None, str | None]:
-    """ucx_perftest's path, installing Debian's ucx-utils when it is missing: (path,
-    None) or (None, why not)."""
-    found = shutil.which("ucx_perftest")
-    if found:
-        return found, None
-    why = apt_install(["ucx-utils"], "ucx_perftest (ucx-utils)", "bench remote")
-    return (None, why) if why else (shutil.which("ucx_perftest"), None)
 
 
 @dataclass(frozen=True)
@@ -385,7 +375,7 @@ def run(quick: bool, out_json: str | os.PathLike[str] | None,
     `loopback`: both sides in this namespace over 127.0.0.1 (the module docstring)."""
     sw = sweep or (QUICK if quick else FULL)
     check_hosts(loopback)  # (before anything is built or installed)
-    perf, why = perftest()
+    perf, why = setup_ucx()
     info = machine()
     print(machine_line(info))
     path = (f"in this namespace over {LOOPBACK}" if loopback else

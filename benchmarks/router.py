@@ -65,8 +65,10 @@ from benchmarks.common.routes import (
     addresses6,
     build_offlow,
     load_routes,
+    prefix_file,
     take,
 )
+from benchmarks.common.spread import spread
 from offlow.cbuild import build_exe, flags
 from offlow.errors import OfflowError
 from offlow.router.check import DEFAULT_PREFIXES
@@ -175,12 +177,6 @@ def _side_args(family: int, routes_file: Path, sw: Sweep, cpu: int, work: Path,
             *(f"{k}={v}" for k, v in addr_files.items())]
 
 
-def _spread(v: list[float]) -> dict[str, float] | None:
-    if not v:
-        return None
-    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
-
-
 def _label(size: int | None, n: int) -> str:
     """A table size as the report names it: "10k", "500", "full"."""
     if size is None or size >= n:
@@ -194,9 +190,7 @@ def _label(size: int | None, n: int) -> str:
 def measure(prefixes: Path, sw: Sweep, use_dpdk: bool = True) -> dict:
     """Run both sides; return every number (see run() for the printed form)."""
     t_start = time.monotonic()
-    prefixes = Path(prefixes)
-    if not prefixes.exists():
-        raise OfflowError(f"prefix file not found: {prefixes}")
+    prefixes = prefix_file(prefixes)
     if sw.addresses % BURST:
         raise OfflowError(f"addresses must be a multiple of {BURST}")
     info = machine()
@@ -279,7 +273,7 @@ def measure(prefixes: Path, sw: Sweep, use_dpdk: bool = True) -> dict:
                 for side in sides:
                     for b in side["builds"]:
                         row = {"family": family, "size": label, "routes": len(table),
-                               "table": b["name"], "build_s": _spread(b["build_s"]),
+                               "table": b["name"], "build_s": spread(b["build_s"]),
                                "memory": b["memory"] if b["build_s"] else None,
                                "skipped": b.get("skipped")}
                         row.update({k: v for k, v in b.items()
@@ -342,7 +336,7 @@ def _lookups(family: int, label: str, nroutes: int, sides: list[dict],
                        "lookup": lk["name"],
                        "side": "offlow" if lk["name"].startswith("offlow") else "dpdk",
                        "process": side["side"], "table": lk["table"],
-                       "addresses": len(ref[dist]), "mlps": _spread(lk["mlps"][dist]),
+                       "addresses": len(ref[dist]), "mlps": spread(lk["mlps"][dist]),
                        "mlps_reps": lk["mlps"][dist], "passes": lk["passes"][dist],
                        "compared": len(got),
                        "disagreements": len(ref[dist]) if bad is None else len(bad),
@@ -647,8 +641,7 @@ def _plot_lookups(res: dict, axes: np.ndarray) -> None:
 
 def _base(prefixes: Path, quick: bool) -> dict:
     """The common part of a result without the lookup sweep: machine and input."""
-    if not prefixes.exists():
-        raise OfflowError(f"prefix file not found: {prefixes}")
+    prefixes = prefix_file(prefixes)
     info = machine()
     info["quiet"] = quiet_check(0.3 if quick else 1.0)
     exe = build_offlow()

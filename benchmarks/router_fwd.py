@@ -20,11 +20,11 @@ as such, never as a rate.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from benchmarks.common.spread import spread
 from offlow.build import Build, build
 from offlow.dsl import Program
 from offlow.errors import OfflowError
@@ -144,13 +144,6 @@ def forward(b: Build, opts: RunOptions, pids: dict[str, int] | None = None) -> d
         row["mpps"] = out / secs / 1e6
         row["gbps"] = out_bytes * 8 / secs / 1e9
     return row
-
-
-def spread(v: list[float]) -> dict[str, float] | None:
-    """Median and min-max, or None for no values."""
-    if not v:
-        return None
-    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
 
 
 def placement_info(b: Build, opts: RunOptions) -> dict:

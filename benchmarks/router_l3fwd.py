@@ -55,6 +55,7 @@ from benchmarks import router_fwd
 from benchmarks.common.cpu import busiest, thread_cpu
 from benchmarks.common.peers import pkg_config, setup_dpdk
 from benchmarks.common.routes import addresses4, addresses6, take
+from benchmarks.common.spread import spread
 from offlow import cbuild
 from offlow.build import Build, build
 from offlow.cbuild import cache_dir
@@ -482,8 +483,8 @@ def measure(routes4: np.ndarray, routes6: np.ndarray, sw: L3fwdSweep,
             case["runs"] = runs
             for side, rs in runs.items():
                 ok = [r for r in rs if r.get("mpps")]
-                case[side] = {"mpps": router_fwd.spread([r["mpps"] for r in ok]),
-                              "gbps": router_fwd.spread([r["gbps"] for r in ok]),
+                case[side] = {"mpps": spread([r["mpps"] for r in ok]),
+                              "gbps": spread([r["gbps"] for r in ok]),
                               "why": None if ok or not rs else rs[0].get("why")}
             case["ratios"] = _ratios(case, runs)
             res["cases"].append(case)
@@ -501,7 +502,7 @@ def _ratios(case: dict, runs: dict[str, list[dict]]) -> dict:
         per = [a["mpps"] / ncpu / b["mpps"] for a, b in zip(runs[p], l3, strict=False)
                if a.get("mpps") and b.get("mpps")]
         if per:
-            out[p] = {"cpus": ncpu, **(router_fwd.spread(per) or {}), "per_rep": per}
+            out[p] = {"cpus": ncpu, **(spread(per) or {}), "per_rep": per}
     return out
 
 

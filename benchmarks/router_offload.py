@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import statistics
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
@@ -28,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from benchmarks.common import C
+from benchmarks.common.spread import spread
 from offlow.cbuild import build_exe
 from offlow.errors import OfflowError
 
@@ -62,10 +62,6 @@ def build() -> Path:
     return build_exe("bench_offload", [SRC], ["lpm"], SETS)
 
 
-def _spread(v: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v)}
-
-
 def run_family(exe: Path, family: int, prefixes: Path, addrs: np.ndarray, sw: OffloadSweep,
                work: Path, nports: int = 16, timeout: float = 600.0) -> dict:
     """One family's sweep: the program's JSON plus the pipelined rates' spread."""
@@ -86,7 +82,7 @@ def run_family(exe: Path, family: int, prefixes: Path, addrs: np.ndarray, sw: Of
         raise OfflowError(f"bench_offload (IPv{family}) failed: {msg}")
     out = json.loads(res.stdout)
     for b in out["batches"]:
-        b["stream"] = _spread(b["stream_mlps"])
+        b["stream"] = spread(b["stream_mlps"])
     return out
 
 

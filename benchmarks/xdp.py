@@ -110,10 +110,7 @@ def measure(prefixes: Path, sw: Sweep) -> dict:
     why = unusable()
     if why:
         raise Refused(f"offlow bench xdp cannot run here: {why}")
-    prefixes = Path(prefixes)
-    if not prefixes.exists():
-        raise OfflowError(f"prefix file not found: {prefixes} ($OFFLOW_DATA names the "
-                          "shared data)")
+    prefixes = routes.prefix_file(prefixes)
     t_start = time.monotonic()
     obj, exe = build()
     cpu = bench_cpu()

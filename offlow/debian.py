@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 def apt_install(packages: Sequence[str], what: str, who: str = "setup") -> str | None:
@@ -34,3 +34,19 @@ def apt_install(packages: Sequence[str], what: str, who: str = "setup") -> str |
         tail = (res.stderr.strip() or res.stdout.strip()).splitlines()[-1:] or ["?"]
         return f"apt-get install {' '.join(packages)} failed (exit {res.returncode}): {tail[0]}"
     return None
+
+
+def find_or_install(find: Callable[[], str | None], packages: Sequence[str], what: str,
+                    who: str, absent: str) -> tuple[str | None, str | None]:
+    """What `find` finds (a path, a version): (found, None); when it finds nothing,
+    `packages` are installed first (apt_install, `what` and `who` as there) and it looks
+    again. (None, why not): apt_install's reason, or `absent` when the packages went in
+    and `find` still finds nothing."""
+    found = find()
+    if found:
+        return found, None
+    why = apt_install(packages, what, who)
+    if why:
+        return None, why
+    found = find()
+    return (found, None) if found else (None, absent)

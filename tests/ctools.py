@@ -5,6 +5,7 @@ libraries it names, built with the test's own flags."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -46,3 +47,11 @@ def run_c(exe: Path, *args: str, timeout: float = 120) -> subprocess.CompletedPr
                UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
     return subprocess.run([str(exe), *args], capture_output=True, text=True,
                           timeout=timeout, env=env)
+
+
+def assert_passed(res: subprocess.CompletedProcess[str]) -> None:
+    """Assert that a C test program run by run_c passed: exit status 0 and check.h's
+    last line (CHECK_DONE) saying 0 failures; else fail with the ends of its output."""
+    passed = res.returncode == 0 and re.search(r"^0 failure\(s\)$", res.stdout, re.M)
+    assert passed, (f"{Path(res.args[0]).name} exited {res.returncode}\n--- stdout ---\n"
+                    f"{res.stdout[-20000:]}\n--- stderr ---\n{res.stderr[-8000:]}")

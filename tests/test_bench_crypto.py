@@ -21,6 +21,8 @@ def test_crypto_bench_is_well_formed(tmp_path: Path) -> None:
     assert [(r["op"], r["size"]) for r in rows] == [(op, s) for s in (64, 1000) for op in OPS]
     for r in rows:
         assert r["offlow"]["median"] > 0 and r["openssl"]["median"] > 0 and r["ratio"] > 0
+        # (each side's spread says how many repetitions it summarizes)
+        assert r["offlow"]["n"] == r["openssl"]["n"] == TINY.reps
     assert {r["op"]: r["target"] for r in rows if r["target"]} == crypto.TARGETS
     fig = crypto.figure6(TINY, tmp_path)
     assert [(r["work"], r["cores"]) for r in fig] == [

@@ -36,6 +36,7 @@ def test_tiny_bench_fills_every_table(tmp_path: Path, capsys: pytest.CaptureFixt
         for c in ("offloaded", "computed") for mv in ("place", "pio")}
     for r in rows:
         assert r["offlow_mpps"]["median"] > 0 and r["offlow_gbps"]["median"] > 0
+        assert r["offlow_mpps"]["n"] == r["offlow_gbps"]["n"] == TINY.reps
         if "ratio" in r:   # DPDK here: both cut the same packets
             assert r["same_count"] and r["ratio"]["median"] > 0
     mv = doc["move"]["rows"]

@@ -14,6 +14,7 @@ import pytest
 from benchmarks import router
 from benchmarks.common import peers
 from benchmarks.common import routes as common_routes
+from offlow.errors import OfflowError
 from tests.router_slice import write_slice
 
 TINY = router.Sweep(build_sizes=(250, None), lookup_size=None, addresses=4096,
@@ -174,6 +175,17 @@ def test_quick_lookups_use_the_full_table() -> None:
     """--quick takes fewer addresses, not a slice of the table (issue 29, item 4)."""
     assert router.QUICK.lookup_size is None and router.FULL.lookup_size is None
     assert router.QUICK.addresses < router.FULL.addresses
+
+
+def test_a_missing_prefix_file_is_one_error_that_names_offlow_data(tmp_path: Path) -> None:
+    """Both ways in (the lookups bench and the sweeps' base) refuse a missing table with
+    the message of the other route benches (common.routes.prefix_file)."""
+    missing = tmp_path / "no-table.txt"
+    with pytest.raises(OfflowError, match=r"prefix file not found: .*no-table\.txt "
+                                          r"\(\$OFFLOW_DATA names the shared data\)"):
+        router.measure(missing, TINY)
+    with pytest.raises(OfflowError, match=r"\$OFFLOW_DATA"):
+        router._base(missing, quick=True)
 
 
 def test_rte_lpm_full_build_is_estimated_before_it_is_tried() -> None:

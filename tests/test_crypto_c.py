@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ctools import build_c, lib_test, run_c
+from tests.ctools import assert_passed, build_c, lib_test, run_c
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
@@ -15,5 +15,4 @@ from tests.ctools import build_c, lib_test, run_c
 def test_crypto_c(name: str, sanitize: bool) -> None:
     exe = build_c([lib_test("crypto", name)], name, ["crypto"], sanitize)
     res = run_c(exe, timeout=300)
-    assert res.returncode == 0 and "0 failure(s)" in res.stdout, (
-        f"{name} exited {res.returncode}\n{res.stdout}\n{res.stderr}")
+    assert_passed(res)

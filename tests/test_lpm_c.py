@@ -7,21 +7,14 @@ slice). Built plain and with ASan+UBSan (smaller sets)."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from offlow.build import DATA
-from tests.ctools import build_c, lib_test, run_c
+from tests.ctools import assert_passed, build_c, lib_test, run_c
 
 BGP = DATA / "bgp-full-table.txt.gz"
-
-
-def _check(res: subprocess.CompletedProcess[str]) -> None:
-    assert res.returncode == 0, (f"test_lpm exited {res.returncode}\n--- stdout ---\n"
-                                 f"{res.stdout[-20000:]}\n--- stderr ---\n{res.stderr}")
-    assert "0 failure(s)" in res.stdout, res.stdout[-20000:]
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
@@ -29,7 +22,7 @@ def test_lpm_tables_match_brute_force(sanitize: bool, tmp_path: Path) -> None:
     exe = build_c([lib_test("lpm", "test_lpm")], "test_lpm", ["lpm"], sanitize)
     args = ["--tmp", str(tmp_path)] + (["--quick"] if sanitize else [])
     res = run_c(exe, *args, timeout=120)
-    _check(res)
+    assert_passed(res)
     # Which IPv6 batch paths ran and which this CPU lacks (shown with pytest -rP)
     print("\n".join(ln for ln in res.stdout.splitlines()
                     if "trie batch checks per path" in ln or "skipped: CPU lacks" in ln))
@@ -42,7 +35,7 @@ def test_lpm_tables_on_the_bgp_table(sanitize: bool, tmp_path: Path) -> None:
     exe = build_c([lib_test("lpm", "test_lpm")], "test_lpm", ["lpm"], sanitize)
     args = ["--tmp", str(tmp_path), "--bgp", str(BGP)] + (["--quick"] if sanitize else [])
     res = run_c(exe, *args, timeout=120)
-    _check(res)
+    assert_passed(res)
     assert "901899 IPv4 and 160147 IPv6 routes" in res.stdout
 
 
@@ -52,7 +45,7 @@ def test_lpm4_incremental_updates(sanitize: bool) -> None:
     sequences) and a lookup thread racing the updates (runtime/lib/lpm/tests/
     test_lpm_update.c)."""
     exe = build_c([lib_test("lpm", "test_lpm_update")], "test_lpm_update", ["lpm"], sanitize)
-    _check(run_c(exe, *(["--quick"] if sanitize else []), timeout=180))
+    assert_passed(run_c(exe, *(["--quick"] if sanitize else []), timeout=180))
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
@@ -62,7 +55,7 @@ def test_lpm6_updates(sanitize: bool) -> None:
     never waits for one (runtime/lib/lpm/tests/test_lpm6_update.c)."""
     exe = build_c([lib_test("lpm", "test_lpm6_update")], "test_lpm6_update", ["lpm"],
                   sanitize)
-    _check(run_c(exe, *(["--quick"] if sanitize else []), timeout=180))
+    assert_passed(run_c(exe, *(["--quick"] if sanitize else []), timeout=180))
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
@@ -80,5 +73,5 @@ def test_lpm4_vector_paths_match_scalar(level: str, sanitize: bool,
                    None)
     if skipped is not None and res.returncode == 0:
         pytest.skip(f"test_lpm4_simd: {skipped}")
-    _check(res)
+    assert_passed(res)
     assert f"path {level} " in res.stdout

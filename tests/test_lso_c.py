@@ -7,26 +7,18 @@ plain and with ASan+UBSan."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.ctools import build_c, lib_test, run_c
-
-
-def _check(name: str, res: subprocess.CompletedProcess[str]) -> None:
-    assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"
-                                 f"{res.stdout}\n--- stderr ---\n{res.stderr}")
-    assert "0 failure(s)" in res.stdout, res.stdout
+from tests.ctools import assert_passed, build_c, lib_test, run_c
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_sends_are_cut_into_the_packets_the_rfcs_describe(sanitize: bool) -> None:
     exe = build_c([lib_test("lso", "test_lso")], "test_lso", ["lso"], sanitize)
-    _check("test_lso", run_c(exe, timeout=300))
+    assert_passed(run_c(exe, timeout=300))
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_the_send_port_moves_every_send_and_its_completion(sanitize: bool) -> None:
     exe = build_c([lib_test("lso", "test_lso_port")], "test_lso_port", ["lso"], sanitize)
-    _check("test_lso_port", run_c(exe, timeout=300))
+    assert_passed(run_c(exe, timeout=300))

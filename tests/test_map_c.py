@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ctools import build_c, lib_test, run_c
+from tests.ctools import assert_passed, build_c, lib_test, run_c
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_map_against_a_model(sanitize: bool) -> None:
     exe = build_c([lib_test("map", "test_map")], "test_map", ["map"], sanitize)
     res = run_c(exe)
-    assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr
+    assert_passed(res)
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
@@ -23,4 +23,4 @@ def test_map_control_messages_and_mailbox(sanitize: bool) -> None:
     changes, the map equal to both models after."""
     exe = build_c([lib_test("map", "test_map_ctl")], "test_map_ctl", ["map"], sanitize)
     res = run_c(exe)
-    assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr
+    assert_passed(res)

@@ -6,29 +6,22 @@ parsers also classify the malformed capture of offlow.testing frame by frame."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from offlow.build import DATA
 from offlow.testing import malformed_cases, write_malformed_pcap
-from tests.ctools import C_TESTS, build_c, run_c
+from tests.ctools import C_TESTS, assert_passed, build_c, run_c
 
 needs_data = pytest.mark.skipif(
     not (DATA / "tls_ciphers.pcap").exists(), reason=f"shared captures not found in {DATA}")
 
 
-def _check(name: str, res: subprocess.CompletedProcess[str]) -> None:
-    assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"
-                                 f"{res.stdout}\n--- stderr ---\n{res.stderr}")
-    assert "0 failure(s)" in res.stdout, res.stdout
-
-
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_parsers_and_checksums(sanitize: bool) -> None:
     exe = build_c([C_TESTS / "test_pkt.c"], "test_pkt", sanitize=sanitize)
-    _check("test_pkt", run_c(exe, timeout=120))
+    assert_passed(run_c(exe, timeout=120))
 
 
 @needs_data
@@ -36,7 +29,7 @@ def test_parsers_and_checksums(sanitize: bool) -> None:
 def test_pcap_and_synthetic_ports(sanitize: bool, tmp_path: Path) -> None:
     exe = build_c([C_TESTS / "test_ports.c"], "test_ports", sanitize=sanitize)
     res = run_c(exe, str(DATA), str(tmp_path), timeout=120)
-    _check("test_ports", res)
+    assert_passed(res)
     # source kinds a library adds: what the runtime says of each (test_source_kinds)
     assert "offlow nic: source rx: unknown kind `fake` (pcap, synth, udp, afpacket)\n" in res.stderr
     assert "offlow nic: source rx: fake rx part 1 of 2, loops 3\n" in res.stderr

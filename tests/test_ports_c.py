@@ -5,26 +5,19 @@ given back, counters, bad arguments) and the afpacket port on a veth pair
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.ctools import C_TESTS, build_c, lib_test, run_c
+from tests.ctools import C_TESTS, assert_passed, build_c, lib_test, run_c
 from tests.test_ports import needs_dpdk, needs_root, netns  # noqa: F401 (netns: a fixture)
-
-
-def _check(name: str, res: subprocess.CompletedProcess[str]) -> None:
-    assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"
-                                 f"{res.stdout[-20000:]}\n--- stderr ---\n{res.stderr[-5000:]}")
-    assert "0 failure(s)" in res.stdout, res.stdout[-20000:]
 
 
 @needs_dpdk
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_dpdk_port_on_net_ring(sanitize: bool) -> None:
     exe = build_c([lib_test("dpdk", "test_dpdk_port")], "test_dpdk_port", ["dpdk"], sanitize)
-    _check("test_dpdk_port", run_c(exe, timeout=120))
+    assert_passed(run_c(exe, timeout=120))
 
 
 @needs_root
@@ -32,4 +25,4 @@ def test_dpdk_port_on_net_ring(sanitize: bool) -> None:
 def test_afpacket_port_on_a_veth_pair(sanitize: bool, netns: str) -> None:  # noqa: F811
     exe = build_c([C_TESTS / "test_live_port.c"], "test_live_port", sanitize=sanitize)
     res = run_c(Path("ip"), "netns", "exec", netns, str(exe), "in0", "peer0", timeout=120)
-    _check("test_live_port", res)
+    assert_passed(res)

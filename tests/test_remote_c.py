@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from offlow import cbuild
-from tests.ctools import C_TESTS, build_c, lib_test, run_c
+from tests.ctools import C_TESTS, assert_passed, build_c, lib_test, run_c
 
 SECRET = b"a shared secret of the test, 40 bytes.."
 
@@ -24,8 +24,7 @@ SECRET = b"a shared secret of the test, 40 bytes.."
 def test_remote_c(sanitize: bool) -> None:
     exe = build_c([lib_test("remote", "test_remote")], "test_remote", ["remote"], sanitize)
     res = run_c(exe, timeout=300)
-    assert res.returncode == 0 and "0 failure(s)" in res.stdout, (
-        f"test_remote exited {res.returncode}\n{res.stdout}\n{res.stderr}")
+    assert_passed(res)
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
@@ -36,8 +35,7 @@ def test_remote_chan_c(sanitize: bool) -> None:
     exe = build_c([C_TESTS / "test_remote_chan.c", tools / "remote_chan.c"],
                   "test_remote_chan", ["remote"], sanitize, includes=[tools])
     res = run_c(exe, timeout=120)
-    assert res.returncode == 0 and "0 failure(s)" in res.stdout, (
-        f"test_remote_chan exited {res.returncode}\n{res.stdout}\n{res.stderr}")
+    assert_passed(res)
     assert "closed end: nothing more handed on, the three counted once" in res.stdout
 
 

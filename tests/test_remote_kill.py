@@ -50,14 +50,19 @@ def wait_until(p: subprocess.Popen[str], ready: Any) -> None:
         time.sleep(0.05)
     assert ready(), "no packets came"
 
-def the_one_error(s: dict[str, Any], port: int) -> tuple[str, int, int]:
-    """The run's one error: why, and the entries that had come from and gone to it."""
+def the_one_error(p: subprocess.Popen[str], port: int) -> tuple[dict[str, Any], str, int, int]:
+    """Run `p` ended (it does once its device is gone: no timing asserted) with exit 1
+    and one error: its summary, why, and the entries that had come from and gone to the
+    device."""
+    o, err = p.communicate(timeout=120)
+    s = json.loads(o)
+    assert p.returncode == 1, err
     assert len(s["errors"]) == 1, s["errors"]
     m = re.fullmatch(rf"remote device remote:a \(127\.0\.0\.1:{port}\): (.*); (\d+) ring "
                      r"entries \(packets\) had come from it and (\d+) gone to it",
                      s["errors"][0])
     assert m, s["errors"]
-    return m[1], int(m[2]), int(m[3])
+    return s, m[1], int(m[2]), int(m[3])
 
 def still_serves(procs: list[subprocess.Popen[str]], srv: subprocess.Popen[str], port: int,
                  secret: Path, folder: Path) -> None:
@@ -84,10 +89,7 @@ def test_a_killed_device_process_whose_server_survives_is_the_runs_one_error(
                       "--json", "--timeout", "300"])
     wait_until(p, lambda: out.exists() and out.stat().st_size >= 100_000)
     os.kill(device_pid(srv), signal.SIGKILL)
-    o, err = p.communicate(timeout=120)  # it ends (no timing asserted)
-    s = json.loads(o)
-    assert p.returncode == 1, err
-    why, came, gone = the_one_error(s, port)
+    s, why, came, gone = the_one_error(p, port)
     assert why == "its process was killed there by signal 9 (Killed)", why
     assert gone == 0 and came > 0 and s["sinks"]["tx"]["packets"] == came, (came, s["sinks"])
     assert len(read_frames(out)) == came
@@ -117,10 +119,7 @@ def test_a_killed_device_process_that_copies_the_hosts_frames_is_accounted(
     mirror = tmp_path / "out.mirror.pcap"
     wait_until(p, lambda: mirror.exists() and mirror.stat().st_size >= 100_000)
     os.kill(device_pid(srv), signal.SIGKILL)
-    o, err = p.communicate(timeout=120)  # it ends (no timing asserted)
-    s = json.loads(o)
-    assert p.returncode == 1, err
-    why, came, gone = the_one_error(s, port)
+    s, why, came, gone = the_one_error(p, port)
     assert why == "its process was killed there by signal 9 (Killed)", why
     a = s["accounting"]
     assert a["unaccounted"] == 0, (a, s["links"])
@@ -173,10 +172,7 @@ def test_a_link_lost_in_the_middle_of_the_toll_gate_run_is_accounted(
     window = window_in(p, tmp_path / "window.json")
     wait_until(p, lambda: log_took(window) >= 20)
     srv.kill()
-    o, err = p.communicate(timeout=120)  # it ends (no timing asserted)
-    s = json.loads(o)
-    assert p.returncode == 1, err
-    why, came, gone = the_one_error(s, port)
+    s, why, came, gone = the_one_error(p, port)
     assert "lost" in why, why
     assert 20 <= came == s["sinks"]["log"]["packets"] < 499, (came, s["sinks"])
     a = s["accounting"]

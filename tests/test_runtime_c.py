@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from offlow import cbuild
-from tests.ctools import C_TESTS, build_c, run_c
+from tests.ctools import C_TESTS, assert_passed, build_c, run_c
 
 # (program, arguments plain, arguments under the sanitizers: fewer entries there)
 # test_queue's argument: entries per transfer configuration (a quarter of it with
@@ -37,9 +37,7 @@ def test_c_program(name: str, args: list[str], asan_args: list[str], sanitize: b
     exe = build_c([C_TESTS / f"{name}.c"], name, sanitize=sanitize)
     argv = [a.format(tmp=tmp_path) for a in (asan_args if sanitize else args)]
     res = run_c(exe, *argv, timeout=300)  # a hang guard, not a time limit: loaded machines are slow
-    assert res.returncode == 0, (f"{name} exited {res.returncode}\n--- stdout ---\n"
-                                 f"{res.stdout}\n--- stderr ---\n{res.stderr}")
-    assert "0 failure(s)" in res.stdout
+    assert_passed(res)
 
 
 def _reload_object(folder: Path, name: str, layout: int, turns: int) -> Path:
@@ -65,4 +63,4 @@ def test_reload_swaps_turns_between_turns_and_refusals_change_nothing(
         res = run_c(exe, *map(str, objects), str(short / "not.so"), timeout=300)
     finally:
         shutil.rmtree(short)
-    assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr
+    assert_passed(res)

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.ctools import build_c, lib_test, run_c
+from tests.ctools import assert_passed, build_c, lib_test, run_c
 
 
 @pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
 def test_stream_operators_at_their_edges(sanitize: bool) -> None:
     exe = build_c([lib_test("streams", "test_streams")], "test_streams", ["streams"], sanitize)
     res = run_c(exe)
-    assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr
+    assert_passed(res)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from offlow.targets import xdp
-from tests.ctools import build_c, run_c
+from tests.ctools import assert_passed, build_c, run_c
 
 TEST = xdp.TOOLS / "tests" / "test_xdp_vlog.c"
 
@@ -18,4 +18,4 @@ def test_xdp_verifier_log_reason_path_and_file(sanitize: bool) -> None:
     exe = build_c([TEST, xdp.TOOLS / "xdp_vlog.c"], "test_xdp_vlog", (), sanitize,
                   includes=[xdp.TOOLS])
     res = run_c(exe)
-    assert res.returncode == 0 and "0 failure(s)" in res.stdout, res.stdout + res.stderr
+    assert_passed(res)

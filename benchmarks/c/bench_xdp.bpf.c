@@ -181,77 +181,6 @@ static __always_inline __u32 lookup4(struct xdp_md *ctx, const struct iphdr *ip,
     return 0;
 }
 
-/* The packet's IPv4 header, or NULL when it has none (not what the driver sends). */
-static __always_inline struct iphdr *ipv4_of(struct xdp_md *ctx)
-{
-    void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
-    struct ethhdr *eth = data;
-    struct iphdr *ip = (void *)(eth + 1);
-    if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(ETH_P_IP)) return NULL;
-    return ip;
-}
-
-static __always_inline int harness(struct xdp_md *ctx, enum which w)
-{
-    struct iphdr *ip = ipv4_of(ctx);
-    if (!ip) return XDP_PASS;
-    struct cursor *c = the_cursor();
-    if (!c) return XDP_ABORTED;
-    __u32 i = record(c, lookup4(ctx, ip, w));
-    __u32 *next = bpf_map_lookup_elem(&addrs, &i);
-    if (next) ip->daddr = *next;
-    return XDP_DROP;
-}
-
-/* B lookups from the cursor's position on, each address written into the
- * packet; every hop recorded at its address's position; the cursor moved on by B. No
- * wrap inside the loop (the driver pads the address set to a multiple of B): a
- * position that may wrap to a known 0 at every lookup would give the verifier a path
- * per wrap point and lookup, more than it explores. */
-static __always_inline int batch(struct xdp_md *ctx, enum which w)
-{
-    struct iphdr *ip = ipv4_of(ctx);
-    if (!ip) return XDP_PASS;
-    struct cursor *c = the_cursor();
-    if (!c) return XDP_ABORTED;
-    __u32 i = c->i;
-    for (__u32 j = 0; j < OFL_BENCH_XDP_BATCH; j++) {
-        __u32 k = i + j;
-        __u32 *a = bpf_map_lookup_elem(&addrs, &k);
-        if (!a) return XDP_ABORTED;
-        ip->daddr = *a;
-        __u32 hop = lookup4(ctx, ip, w);
-        __u32 *h = bpf_map_lookup_elem(&hops, &k);
-        if (h) *h = hop;
-    }
-    c->i = batch_next(i, c->n);
-    return XDP_DROP;
-}
-
-SEC("xdp")
-int xdp_none(struct xdp_md *ctx) { return harness(ctx, NONE); }
-
-SEC("xdp")
-int xdp_dir24(struct xdp_md *ctx) { return harness(ctx, DIR24); }
-
-SEC("xdp")
-int xdp_trie(struct xdp_md *ctx) { return harness(ctx, TRIE); }
-
-SEC("xdp")
-int xdp_fib(struct xdp_md *ctx) { return harness(ctx, FIB); }
-
-SEC("xdp")
-int xdp_none_b(struct xdp_md *ctx) { return batch(ctx, NONE); }
-
-SEC("xdp")
-int xdp_dir24_b(struct xdp_md *ctx) { return batch(ctx, DIR24); }
-
-SEC("xdp")
-int xdp_trie_b(struct xdp_md *ctx) { return batch(ctx, TRIE); }
-
-SEC("xdp")
-int xdp_fib_b(struct xdp_md *ctx) { return batch(ctx, FIB); }
-
 /* The IPv6 lookups, as their IPv4 namesakes above. */
 static __always_inline __u32 trie6_lookup(const struct ipv6hdr *ip)
 {
@@ -293,42 +222,71 @@ static __always_inline __u32 lookup6(struct xdp_md *ctx, const struct ipv6hdr *i
     return 0;
 }
 
-/* The packet's IPv6 header, or NULL when it has none (not what the driver sends). */
-static __always_inline struct ipv6hdr *ipv6_of(struct xdp_md *ctx)
+/* The packet's IP header of family `fam` (4 or 6), or NULL when it has none (not what
+ * the driver sends). `fam` is a constant in every caller: each program inlines the
+ * code of its own family only. */
+static __always_inline void *ip_of(struct xdp_md *ctx, int fam)
 {
     void *data = (void *)(long)ctx->data, *end = (void *)(long)ctx->data_end;
     struct ethhdr *eth = data;
-    struct ipv6hdr *ip = (void *)(eth + 1);
-    if ((void *)(ip + 1) > end || eth->h_proto != bpf_htons(ETH_P_IPV6)) return NULL;
+    char *ip = (char *)(eth + 1);
+    __u32 len = fam == 4 ? sizeof(struct iphdr) : sizeof(struct ipv6hdr);
+    __u16 proto = fam == 4 ? ETH_P_IP : ETH_P_IPV6;
+    if ((void *)(ip + len) > end || eth->h_proto != bpf_htons(proto)) return NULL;
     return ip;
 }
 
-static __always_inline int harness6(struct xdp_md *ctx, enum which w)
+/* Lookup `w` of the destination of `ip`, of family `fam` (NONE: no lookup, hop 0). */
+static __always_inline __u32 lookup(struct xdp_md *ctx, void *ip, int fam, enum which w)
 {
-    struct ipv6hdr *ip = ipv6_of(ctx);
+    return fam == 4 ? lookup4(ctx, ip, w) : lookup6(ctx, ip, w);
+}
+
+/* Address *k of the family's set (`addrs`, `addrs6`) written into the packet's
+ * destination: 0, or -1 when the map has no entry *k. (A pointer: the caller's key
+ * serves its own map lookups too, one stack slot.) */
+static __always_inline int set_dst(void *ip, int fam, const __u32 *k)
+{
+    if (fam == 4) {
+        __u32 *a = bpf_map_lookup_elem(&addrs, k);
+        if (!a) return -1;
+        ((struct iphdr *)ip)->daddr = *a;
+        return 0;
+    }
+    struct addr6 *a = bpf_map_lookup_elem(&addrs6, k);
+    if (!a) return -1;
+    __builtin_memcpy(&((struct ipv6hdr *)ip)->daddr, a->b, 16);
+    return 0;
+}
+
+/* One lookup: the hop recorded, the next address written into the packet. */
+static __always_inline int harness(struct xdp_md *ctx, int fam, enum which w)
+{
+    void *ip = ip_of(ctx, fam);
     if (!ip) return XDP_PASS;
     struct cursor *c = the_cursor();
     if (!c) return XDP_ABORTED;
-    __u32 i = record(c, lookup6(ctx, ip, w));
-    struct addr6 *next = bpf_map_lookup_elem(&addrs6, &i);
-    if (next) __builtin_memcpy(&ip->daddr, next->b, 16);
+    __u32 i = record(c, lookup(ctx, ip, fam, w));
+    set_dst(ip, fam, &i);   /* (no entry i: the packet keeps its address) */
     return XDP_DROP;
 }
 
-/* batch() for IPv6. */
-static __always_inline int batch6(struct xdp_md *ctx, enum which w)
+/* B lookups from the cursor's position on, each address written into the
+ * packet; every hop recorded at its address's position; the cursor moved on by B. No
+ * wrap inside the loop (the driver pads the address set to a multiple of B): a
+ * position that may wrap to a known 0 at every lookup would give the verifier a path
+ * per wrap point and lookup, more than it explores. */
+static __always_inline int batch(struct xdp_md *ctx, int fam, enum which w)
 {
-    struct ipv6hdr *ip = ipv6_of(ctx);
+    void *ip = ip_of(ctx, fam);
     if (!ip) return XDP_PASS;
     struct cursor *c = the_cursor();
     if (!c) return XDP_ABORTED;
     __u32 i = c->i;
     for (__u32 j = 0; j < OFL_BENCH_XDP_BATCH; j++) {
         __u32 k = i + j;
-        struct addr6 *a = bpf_map_lookup_elem(&addrs6, &k);
-        if (!a) return XDP_ABORTED;
-        __builtin_memcpy(&ip->daddr, a->b, 16);
-        __u32 hop = lookup6(ctx, ip, w);
+        if (set_dst(ip, fam, &k)) return XDP_ABORTED;
+        __u32 hop = lookup(ctx, ip, fam, w);
         __u32 *h = bpf_map_lookup_elem(&hops, &k);
         if (h) *h = hop;
     }
@@ -337,27 +295,51 @@ static __always_inline int batch6(struct xdp_md *ctx, enum which w)
 }
 
 SEC("xdp")
-int xdp_none_6(struct xdp_md *ctx) { return harness6(ctx, NONE); }
+int xdp_none(struct xdp_md *ctx) { return harness(ctx, 4, NONE); }
 
 SEC("xdp")
-int xdp_trie6(struct xdp_md *ctx) { return harness6(ctx, DIR24); }
+int xdp_dir24(struct xdp_md *ctx) { return harness(ctx, 4, DIR24); }
 
 SEC("xdp")
-int xdp_trie_6(struct xdp_md *ctx) { return harness6(ctx, TRIE); }
+int xdp_trie(struct xdp_md *ctx) { return harness(ctx, 4, TRIE); }
 
 SEC("xdp")
-int xdp_fib_6(struct xdp_md *ctx) { return harness6(ctx, FIB); }
+int xdp_fib(struct xdp_md *ctx) { return harness(ctx, 4, FIB); }
 
 SEC("xdp")
-int xdp_none_6b(struct xdp_md *ctx) { return batch6(ctx, NONE); }
+int xdp_none_b(struct xdp_md *ctx) { return batch(ctx, 4, NONE); }
 
 SEC("xdp")
-int xdp_trie6_b(struct xdp_md *ctx) { return batch6(ctx, DIR24); }
+int xdp_dir24_b(struct xdp_md *ctx) { return batch(ctx, 4, DIR24); }
 
 SEC("xdp")
-int xdp_trie_6b(struct xdp_md *ctx) { return batch6(ctx, TRIE); }
+int xdp_trie_b(struct xdp_md *ctx) { return batch(ctx, 4, TRIE); }
 
 SEC("xdp")
-int xdp_fib_6b(struct xdp_md *ctx) { return batch6(ctx, FIB); }
+int xdp_fib_b(struct xdp_md *ctx) { return batch(ctx, 4, FIB); }
+
+SEC("xdp")
+int xdp_none_6(struct xdp_md *ctx) { return harness(ctx, 6, NONE); }
+
+SEC("xdp")
+int xdp_trie6(struct xdp_md *ctx) { return harness(ctx, 6, DIR24); }
+
+SEC("xdp")
+int xdp_trie_6(struct xdp_md *ctx) { return harness(ctx, 6, TRIE); }
+
+SEC("xdp")
+int xdp_fib_6(struct xdp_md *ctx) { return harness(ctx, 6, FIB); }
+
+SEC("xdp")
+int xdp_none_6b(struct xdp_md *ctx) { return batch(ctx, 6, NONE); }
+
+SEC("xdp")
+int xdp_trie6_b(struct xdp_md *ctx) { return batch(ctx, 6, DIR24); }
+
+SEC("xdp")
+int xdp_trie_6b(struct xdp_md *ctx) { return batch(ctx, 6, TRIE); }
+
+SEC("xdp")
+int xdp_fib_6b(struct xdp_md *ctx) { return batch(ctx, 6, FIB); }
 
 char LICENSE[] SEC("license") = "GPL";

@@ -1,5 +1,5 @@
-"""The peers' setup: DPDK from Debian (installed on demand, found with pkg-config), and
-the CPU a benchmark pins both sides to."""
+"""The peers' setup: DPDK from Debian (installed on demand, found with pkg-config),
+UCX's ucx_perftest (the same), and the CPU a benchmark pins both sides to."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import shutil
 import subprocess
 
-from offlow.debian import apt_install
+from offlow.debian import apt_install, find_or_install
 
 
 def pkg_config(*args: str) -> str | None:
@@ -34,6 +34,17 @@ def setup_dpdk() -> tuple[str | None, str | None]:
         return None, "libdpdk-dev was installed but pkg-config does not find libdpdk"
     print(f"DPDK setup: installed DPDK {version}", flush=True)
     return version, None
+
+
+def setup_ucx(install: bool = True) -> tuple[str | None, str | None]:
+    """Find ucx_perftest: (path, None), or (None, why not). When missing and `install`
+    and this is root with apt-get, installs Debian's ucx-utils, saying so."""
+    if not install:
+        found = shutil.which("ucx_perftest")
+        return (found, None) if found else (
+            None, "ucx_perftest is not installed (Debian package ucx-utils)")
+    return find_or_install(lambda: shutil.which("ucx_perftest"), ["ucx-utils"],
+                           "ucx_perftest", "UCX setup", "ucx-utils installed but no ucx_perftest")
 
 
 def bench_cpu() -> int:

@@ -6,6 +6,7 @@ of it, and seeded addresses, "random" (uniform over the address space) and "hits
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -24,6 +25,16 @@ NPORTS = 16
 SEED = 1
 V4 = np.dtype([("addr", "<u4"), ("hop", "<u2"), ("len", "u1"), ("pad", "u1")])
 V6 = np.dtype([("addr", "u1", (16,)), ("hop", "<u2"), ("len", "u1"), ("pad", "u1")])
+
+
+def prefix_file(path: str | os.PathLike[str]) -> Path:
+    """`path` as a Path when a file is there; else OfflowError, saying where the shared
+    data is named."""
+    path = Path(path)
+    if not path.exists():
+        raise OfflowError(f"prefix file not found: {path} ($OFFLOW_DATA names the shared "
+                          "data)")
+    return path
 
 
 def build_offlow() -> Path:

@@ -16,7 +16,13 @@ import json
 
 from offlow.codegen import mapdecl, xsk
 from offlow.codegen import queuegen as qg
-from offlow.codegen.c import Emitter, emit_handler, emit_helpers, line_directive
+from offlow.codegen.c import (
+    Emitter,
+    body_enums,
+    emit_handler,
+    emit_helpers,
+    line_directive,
+)
 from offlow.ir import Graph, Node, SharedTable
 from offlow.ir.graph import CTL_CHANNEL_PREFIX, NO_OUTPUT
 from offlow.ir.types import ADD_BUILTINS, MAP_TYPES, SCALARS, cname, sort_fields
@@ -236,13 +242,7 @@ class BpfGen:
         names the function's file, not #line's, beside each line number), so the
         verifier's log points into the program (offlow.targets.verifier)."""
         head = [f"static __always_inline void ofl_body_{cname(n.name)}(struct ofl_pkt *pkt, "
-                "struct ofl_state *state, uint32_t *ofl_mask_) {"]
-        if n.outputs:
-            head.append("enum { " + ", ".join(f"OFL_PORT_{p.name} = {k}"
-                                              for k, p in enumerate(n.outputs)) + " };")
-        if n.drops:
-            head.append("enum { " + ", ".join(f"OFL_WHY_{r} = {k}u"
-                                              for k, (r, _) in enumerate(n.drops)) + " };")
+                "struct ofl_state *state, uint32_t *ofl_mask_) {", *body_enums(n)]
         head += [f"const {ctype} {pname} = {lit};" for pname, ctype, lit in n.params]
         tables = {t.name: t for t in self.tables}
         for local, ref in n.tables:  # the table as its maps (offlow/lpm_bpf.h)

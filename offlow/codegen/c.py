@@ -442,13 +442,7 @@ class DeviceGen:
     def _prologue(self, n: Node, args: list[str]) -> list[str]:
         """A body function's first lines: its ports and drop reasons by name, its
         parameters and tables, its element's name (FAIL's), and every name marked used."""
-        out = []
-        if n.outputs:
-            out.append("    enum { " + ", ".join(f"OFL_PORT_{p.name} = {k}"
-                                                for k, p in enumerate(n.outputs)) + " };")
-        if n.drops:
-            out.append("    enum { " + ", ".join(f"OFL_WHY_{r} = {k}u"
-                                                for k, (r, _) in enumerate(n.drops)) + " };")
+        out = ["    " + line for line in body_enums(n)]
         if FAILED[0] in dict(n.drops):  # where OFL_FAIL_ counts the core's held packets
             why = self.why_base[n.name] + [r for r, _ in n.drops].index(FAILED[0])
             out.append(f"    enum {{ OFL_EL_ = {self.index[n.name]}u, OFL_FAILED_WHY_ = {why}u }};")
@@ -1220,6 +1214,20 @@ def _ref(name: str, rows: list[str]) -> str:
 def work_enum(n: Node) -> str:
     """The C name of a node's kind of work (gen.h's OFL_WORK_*)."""
     return f"OFL_WORK_{n.work_kind.upper()}"
+
+
+def body_enums(n: Node) -> list[str]:
+    """The enums a body names its outputs and drop reasons by (OFL_PORT_<output>,
+    OFL_WHY_<reason>, in declaration order), a line each; none for what it lacks. Every
+    backend's body functions begin with them."""
+    out = []
+    if n.outputs:
+        out.append("enum { " + ", ".join(f"OFL_PORT_{p.name} = {k}"
+                                         for k, p in enumerate(n.outputs)) + " };")
+    if n.drops:
+        out.append("enum { " + ", ".join(f"OFL_WHY_{r} = {k}u"
+                                         for k, (r, _) in enumerate(n.drops)) + " };")
+    return out
 
 
 def line_directive(file: str, line: int, unknown: str) -> str:

@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass
 
 from offlow import cbuild
-from offlow.codegen.c import Emitter, emit_helpers, line_directive
+from offlow.codegen.c import Emitter, body_enums, emit_helpers, line_directive
 from offlow.ir import Graph, Node
 from offlow.ir.graph import NO_OUTPUT
 from offlow.ir.types import Field, cname, sort_fields
@@ -185,13 +185,8 @@ class KernelGen:
         params = ", ".join(["struct ofl_pkt *pkt", "struct ofl_state *state",
                             "uint *ofl_mask_", *self._table_params(n)])
         e(f"/* Element {n.name} ({n.cls}). */",
-          f"static void ofl_body_{cname(n.name)}({params}) {{")
-        if n.outputs:
-            e("    enum { " + ", ".join(f"OFL_PORT_{q.name} = {k}"
-                                       for k, q in enumerate(n.outputs)) + " };")
-        if n.drops:
-            e("    enum { " + ", ".join(f"OFL_WHY_{w} = {k}u"
-                                       for k, (w, _) in enumerate(n.drops)) + " };")
+          f"static void ofl_body_{cname(n.name)}({params}) {{",
+          *("    " + line for line in body_enums(n)))
         e(*(f"    const {ct} {name} = {lit};" for name, ct, lit in n.params))
         used = ["pkt", "state", "ofl_mask_", *(x[0] for x in n.params), *(t[0] for t in n.tables)]
         e("    " + " ".join(f"(void){u};" for u in used),

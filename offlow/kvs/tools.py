@@ -31,7 +31,7 @@ from pathlib import Path
 
 from offlow.argtypes import Number, Whole
 from offlow.cbuild import RUNTIME, build_exe
-from offlow.debian import apt_install
+from offlow.debian import find_or_install
 from offlow.errors import OfflowError
 
 KVS_TOOLS = RUNTIME / "lib" / "kvs" / "tools"
@@ -193,14 +193,8 @@ def memcached_path() -> str | None:
 def setup_memcached() -> tuple[str | None, str | None]:
     """Make memcached available: (path, None), or (None, why not). Installs Debian's
     `memcached` with apt-get when missing (as root)."""
-    path = memcached_path()
-    if path:
-        return path, None
-    why = apt_install(["memcached"], "memcached")
-    if why:
-        return None, why
-    path = memcached_path()
-    return (path, None) if path else (None, "memcached was installed but is not on PATH")
+    return find_or_install(memcached_path, ["memcached"], "memcached", "setup",
+                           "memcached was installed but is not on PATH")
 
 
 def memaslap_path() -> str | None:
@@ -211,15 +205,9 @@ def memaslap_path() -> str | None:
 def setup_memaslap() -> tuple[str | None, str | None]:
     """Make memcaslap available: (path, None), or (None, why not). Installs Debian's
     `libmemcached-tools` with apt-get when missing (as root)."""
-    path = memaslap_path()
-    if path:
-        return path, None
-    why = apt_install(["libmemcached-tools"], "memcaslap (libmemcached-tools)")
-    if why:
-        return None, why
-    path = memaslap_path()
-    return (path, None) if path else (
-        None, "libmemcached-tools was installed but has no memcaslap or memaslap")
+    return find_or_install(memaslap_path, ["libmemcached-tools"],
+                           "memcaslap (libmemcached-tools)", "setup",
+                           "libmemcached-tools was installed but has no memcaslap or memaslap")
 
 
 @contextmanager

@@ -2,8 +2,11 @@
 #include "tool_io.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/signalfd.h>
 
 #include "offlow/err.h"
 #include "offlow/file.h"
@@ -44,4 +47,18 @@ long tool_number(const char *tool, const char *s, long lo, long hi)
         exit(2);
     }
     return v;
+}
+
+int tool_stop_signals(void)
+{
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    int rc = pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    if (rc) {
+        errno = rc;
+        return -1;
+    }
+    return signalfd(-1, &sigs, SFD_CLOEXEC);
 }

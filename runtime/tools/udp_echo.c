@@ -20,7 +20,6 @@
 #include <getopt.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -67,12 +66,7 @@ static void *serve(void *arg)
         }
         int n = recvmmsg(e->fd, e->m, (unsigned)e->batch, MSG_DONTWAIT, NULL);
         if (n <= 0) {
-            if (++idle < OFL_WAIT_SPINS) {
-                ofl_cpu_relax();
-            } else {
-                idle = 0;
-                sched_yield();
-            }
+            ofl_spin_pause(&idle);
             continue;
         }
         idle = 0;
@@ -125,12 +119,7 @@ int main(int argc, char **argv)
         }
     }
     prctl(PR_SET_PDEATHSIG, SIGTERM);
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+    int sfd = tool_stop_signals();
     atomic_int stop;
     atomic_init(&stop, 0);
     struct echo *es = calloc((size_t)nthreads, sizeof *es);

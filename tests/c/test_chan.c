@@ -23,6 +23,7 @@
 #include "check.h"
 #include "offlow/chan.h"
 #include "offlow/err.h"
+#include "offlow/synth.h"
 #include "chan_int.h"   /* chan_mem_map: the mapping's own checks */
 
 #define MS 1000000ull
@@ -67,25 +68,17 @@ static volatile uint32_t *shared_words(size_t n)
     return m;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Deterministic bytes: byte i of stream `seed` (both sides compute it). */
 static void fill(uint8_t *p, size_t n, uint64_t seed)
 {
-    uint64_t s = seed;
+    struct ofl_rng s = {seed};
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        uint64_t v = splitmix(&s);
+        uint64_t v = ofl_rng_next(&s);
         memcpy(p + i, &v, 8);
     }
     if (i < n) {
-        uint64_t v = splitmix(&s);
+        uint64_t v = ofl_rng_next(&s);
         memcpy(p + i, &v, n - i);
     }
 }
@@ -93,9 +86,9 @@ static void fill(uint8_t *p, size_t n, uint64_t seed)
 /* Index of the first byte that differs from fill(seed), or -1. */
 static long long first_bad(const uint8_t *p, size_t n, uint64_t seed)
 {
-    uint64_t s = seed;
+    struct ofl_rng s = {seed};
     for (size_t i = 0; i < n; i += 8) {
-        uint64_t v = splitmix(&s);
+        uint64_t v = ofl_rng_next(&s);
         size_t k = n - i < 8 ? n - i : 8;
         if (memcmp(p + i, &v, k)) {
             for (size_t j = 0; j < k; j++)
@@ -479,19 +472,19 @@ static void race_receiver(void *p)
     cpu_set_t old;
     race_pin(1, &old);
     if (open_end(&e, x->r, x->id, OFL_CHAN_B)) return;
-    uint64_t s = 99;
+    struct ofl_rng s = {99};
     int32_t last = -1;
     for (;;) {
         uint32_t v;
         /* Now and then stay away from the channel for up to 40 us, so that sends
          * time out while no receiver waits (withdrawals) as well as while one does
          * (takes racing the sender's timeout). */
-        uint64_t r = splitmix(&s);
+        uint64_t r = ofl_rng_next(&s);
         if (r % 4 == 0) {
             uint64_t until = ofl_now_ns() + (r >> 8) % 40000;
             while (ofl_now_ns() < until) {}
         }
-        int n = ofl_chan_recv(&e, &v, sizeof v, splitmix(&s) % 30000);
+        int n = ofl_chan_recv(&e, &v, sizeof v, ofl_rng_next(&s) % 30000);
         if (n == 4 && v < RACE_N) {
             __atomic_fetch_add(&x->got[v], 1, __ATOMIC_RELAXED);
             if ((int32_t)v <= last) x->flags[1]++;
@@ -517,10 +510,10 @@ static void test_withdraw_race(void)
     int pinned = race_pin(0, &old);
     struct ofl_chan_end e;
     open_end(&e, &r, id, OFL_CHAN_A);
-    uint64_t s = 5;
+    struct ofl_rng s = {5};
     int other = 0;
     for (uint32_t i = 0; i < RACE_N; i++) {
-        int rc = ofl_chan_send(&e, &i, sizeof i, splitmix(&s) % 20000);
+        int rc = ofl_chan_send(&e, &i, sizeof i, ofl_rng_next(&s) % 20000);
         if (rc == 0)
             x.sent[i] = 1;
         else if (rc == -ETIMEDOUT)
@@ -1388,8 +1381,8 @@ struct stress {
 
 static size_t stress_len(uint64_t seed, size_t maxlen)
 {
-    uint64_t s = seed;
-    uint64_t c = splitmix(&s) % 10, v = splitmix(&s);
+    struct ofl_rng s = {seed};
+    uint64_t c = ofl_rng_next(&s) % 10, v = ofl_rng_next(&s);
     size_t cap = c < 4 ? 4096 : c < 8 ? 300000 : maxlen;
     return v % ((cap < maxlen ? cap : maxlen) + 1);
 }

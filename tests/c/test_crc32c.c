@@ -15,6 +15,7 @@
 #include "check.h"
 #include "offlow/crc32c.h"
 #include "offlow/simd.h"
+#include "offlow/synth.h"
 
 static uint32_t crc_bitwise(uint32_t crc, const uint8_t *p, size_t n)
 {
@@ -24,14 +25,6 @@ static uint32_t crc_bitwise(uint32_t crc, const uint8_t *p, size_t n)
         for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
     }
     return ~c;
-}
-
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* ---- the fold constants ---- */
@@ -121,20 +114,21 @@ static void test_values(const char *path)
         free(b);
         return;
     }
-    uint64_t s = 29;
+    struct ofl_rng s = {29};
     for (size_t i = 0; i < BIG + 64; i += 8) {
-        uint64_t v = splitmix(&s);
+        uint64_t v = ofl_rng_next(&s);
         memcpy(a + i, &v, 8);
     }
     int bad = 0, bad_len = 0, bad_split = 0, bad_big = 0, kinds = 0;
     /* Random lengths 0..70,000 at random source and destination alignments. */
     for (int t = 0; t < 400; t++) {
-        size_t len = splitmix(&s) % 70001, so = splitmix(&s) % 64, doff = splitmix(&s) % 64;
-        uint32_t c0 = t % 2 ? (uint32_t)splitmix(&s) : 0;
+        size_t len = ofl_rng_next(&s) % 70001, so = ofl_rng_next(&s) % 64,
+               doff = ofl_rng_next(&s) % 64;
+        uint32_t c0 = t % 2 ? (uint32_t)ofl_rng_next(&s) : 0;
         int r = check_one(c0, b + GUARD + doff, a + so, len);
         kinds |= r;
         bad += r != 0;
-        size_t cut = len ? splitmix(&s) % len : 0;
+        size_t cut = len ? ofl_rng_next(&s) % len : 0;
         if (ofl_crc32c(ofl_crc32c(c0, a + so, cut), a + so + cut, len - cut) !=
             crc_bitwise(c0, a + so, len))
             bad_split++;

@@ -243,6 +243,19 @@ static void test_waiter_accounting(void)
     CHECK(w.waited_ns >= first && !w.in_wait, "and ends at progress");
 }
 
+/* ofl_spin_pause (the spin lock's and the tools' idle turns): a pause each turn, the
+ * OFL_WAIT_SPINS-th a yield that starts the count over. */
+static void test_spin_pause(void)
+{
+    uint32_t spins = 0;
+    for (uint32_t i = 1; i < OFL_WAIT_SPINS; i++) ofl_spin_pause(&spins);
+    CHECK(spins == OFL_WAIT_SPINS - 1, "%u turns counted (%u)", OFL_WAIT_SPINS - 1, spins);
+    ofl_spin_pause(&spins);
+    CHECK(spins == 0, "turn %u yields and starts over (%u)", OFL_WAIT_SPINS, spins);
+    ofl_spin_pause(&spins);
+    CHECK(spins == 1, "and counts again (%u)", spins);
+}
+
 static void test_file(const char *dir)
 {
     /* A regular file: written, read back whole, NUL after the data. */
@@ -618,6 +631,7 @@ int main(int argc, char **argv)
     test_pin();
     test_waiter();
     test_waiter_accounting();
+    test_spin_pause();
     test_core_idle_abort_after_a_peer();
     test_core_fail_element();
     test_file(argv[1]);

@@ -4,7 +4,6 @@
 #ifndef OFL_SPIN_H
 #define OFL_SPIN_H
 
-#include <sched.h>
 #include <stdatomic.h>
 
 #include "offlow/wait.h"
@@ -17,12 +16,7 @@ static inline void ofl_spin_lock(atomic_uint *l)
         if (!atomic_load_explicit(l, memory_order_relaxed) &&
             !atomic_exchange_explicit(l, 1, memory_order_acquire))
             return;
-        if (++spins < OFL_WAIT_SPINS) {
-            ofl_cpu_relax();
-        } else {
-            spins = 0;
-            sched_yield();
-        }
+        ofl_spin_pause(&spins);
     }
 }
 

@@ -16,6 +16,7 @@
 #ifndef OFL_WAIT_H
 #define OFL_WAIT_H
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -96,6 +97,19 @@ static inline void ofl_cpu_relax(void)
 #else
     __asm__ __volatile__("" ::: "memory");
 #endif
+}
+
+/* One turn of a busy wait that has no waiter to watch peers with: a pause hint, and
+ * each OFL_WAIT_SPINS-th turn a sched_yield() instead, with `*spins` (turns since the
+ * last yield; the caller zeroes it when work comes) starting over. */
+static inline void ofl_spin_pause(uint32_t *spins)
+{
+    if (++*spins < OFL_WAIT_SPINS) {
+        ofl_cpu_relax();
+    } else {
+        *spins = 0;
+        sched_yield();
+    }
 }
 
 #endif

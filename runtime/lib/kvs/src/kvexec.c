@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "offlow/pkt.h"
+
 /* Room for a text "VALUE <key> <flags> <bytes> <cas>\r\n" line around a key of `n`
  * bytes, and the CRLF after the value. */
 #define TEXT_HDR(n) (6 + (size_t)(n) + 3 * 21 + 2 + 2)
@@ -114,14 +116,6 @@ static int put_bin(struct ofl_mc_out *o, const struct ofl_mc_req *req, uint16_t 
     return put_msg(o, req, status, cas, NULL, 0, NULL, 0, value, value_len);
 }
 
-static void be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
 /* The key a request names: its own bytes, or a meta command's base64 key decoded
  * into `buf`. Returns its length (0: it does not decode). */
 static uint32_t key_of(const struct ofl_mc_req *req, const uint8_t *key, uint32_t len,
@@ -177,7 +171,7 @@ static int bin_get(struct ofl_kv *kv, const struct ofl_mc_req *req, struct ofl_m
     }
     if (rc) return rc;
     uint8_t flags[4];
-    be32(flags, meta.flags);
+    ofl_put_be32(flags, meta.flags);
     if (!value) return put_msg(out, req, OFL_MC_ST_OK, meta.cas, flags, 4, NULL, 0, NULL, 0);
     uint8_t *p = out->buf + out->len;
     ofl_mc_write_res_header(p, req->opcode, OFL_MC_ST_OK, 4, (uint16_t)klen,
@@ -352,7 +346,7 @@ static int stats_end(struct ofl_mc_out *o, const struct ofl_mc_req *req)
                                        : put_line(o, "END");
 }
 
-static uint64_t now_mono_s(void)
+uint64_t ofl_kv_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -370,7 +364,7 @@ static int stats_general(struct ofl_kv *kv, const struct ofl_mc_req *req,
     char user[32], sys[32];
     snprintf(user, sizeof user, "%ld.%06ld", (long)ru.ru_utime.tv_sec, (long)ru.ru_utime.tv_usec);
     snprintf(sys, sizeof sys, "%ld.%06ld", (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec);
-    uint64_t up = env && env->started_s ? now_mono_s() - env->started_s : 0;
+    uint64_t up = env && env->started_s ? ofl_kv_now_s() - env->started_s : 0;
     const struct {
         const char *name;
         uint64_t v;

@@ -9,17 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "offlow/err.h"
 #include "offlow/gen.h"
-
-static uint64_t mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec;
-}
 
 /* What "stats" reports about the server: the TCP side's figures. */
 static void server_stats(void *arg, struct ofl_kv_server_stats *s)
@@ -88,7 +80,7 @@ int ofl_kvs_open_opts(struct ofl_kvs **out, const struct ofl_args *a, const char
     struct ofl_kvs *t = calloc(1, sizeof *t);
     if (!t) return ofl_start_failf(a, "store %s: out of memory", name), -ENOMEM;
     t->value_max = (uint32_t)vmax;
-    t->env = (struct ofl_kv_env){.server_stats = server_stats, .arg = t, .started_s = mono_s()};
+    t->env = (struct ofl_kv_env){.server_stats = server_stats, .arg = t, .started_s = ofl_kv_now_s()};
     struct ofl_kv_config cfg = {cap, mem, t->value_max, 0};
     int rc = ofl_kv_create(&t->kv, &cfg);
     if (rc < 0) {

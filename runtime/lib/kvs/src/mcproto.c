@@ -7,40 +7,18 @@
 #include <string.h>
 
 #include "offlow/err.h"
+#include "offlow/pkt.h"
 
-static uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
+/* Big-endian 64-bit load and store (pkt.h has the 16- and 32-bit ones). */
 static uint64_t rd64(const uint8_t *p)
 {
-    return (uint64_t)rd32(p) << 32 | rd32(p + 4);
-}
-
-static void wr16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)(v >> 8);
-    p[1] = (uint8_t)v;
-}
-
-static void wr32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
+    return (uint64_t)ofl_get_be32(p) << 32 | ofl_get_be32(p + 4);
 }
 
 static void wr64(uint8_t *p, uint64_t v)
 {
-    wr32(p, (uint32_t)(v >> 32));
-    wr32(p + 4, (uint32_t)v);
+    ofl_put_be32(p, (uint32_t)(v >> 32));
+    ofl_put_be32(p + 4, (uint32_t)v);
 }
 
 struct ofl_mc_limits ofl_mc_default_limits(void)
@@ -144,9 +122,9 @@ static ssize_t parse_binary(const uint8_t *buf, size_t len, const struct ofl_mc_
         return 0;
     }
     uint8_t op = buf[1];
-    uint32_t key_len = rd16(buf + 2), ext_len = buf[4], body = rd32(buf + 8);
+    uint32_t key_len = ofl_get_be16(buf + 2), ext_len = buf[4], body = ofl_get_be32(buf + 8);
     req->opcode = op;
-    req->opaque = rd32(buf + 12);
+    req->opaque = ofl_get_be32(buf + 12);
     req->cas = rd64(buf + 16);
     size_t span = OFL_MC_HDR_LEN + (size_t)body;
     /* memcached's order: lengths, then the key, then the opcode */
@@ -172,19 +150,19 @@ static ssize_t parse_binary(const uint8_t *buf, size_t len, const struct ofl_mc_
     req->value_len = value_len;
     switch (shape) {
     case SHAPE_STORE:
-        req->flags = rd32(p);
-        req->exptime = (int32_t)rd32(p + 4);
+        req->flags = ofl_get_be32(p);
+        req->exptime = (int32_t)ofl_get_be32(p + 4);
         break;
     case SHAPE_ARITH:
         req->delta = rd64(p);
         req->initial = rd64(p + 8);
-        req->exptime = (int32_t)rd32(p + 16);
+        req->exptime = (int32_t)ofl_get_be32(p + 16);
         break;
     case SHAPE_TOUCH:
-        req->exptime = (int32_t)rd32(p);
+        req->exptime = (int32_t)ofl_get_be32(p);
         break;
     case SHAPE_FLUSH:
-        req->exptime = ext_len ? (int32_t)rd32(p) : 0;
+        req->exptime = ext_len ? (int32_t)ofl_get_be32(p) : 0;
         break;
     case SHAPE_STAT:
         req->args = req->key;
@@ -729,7 +707,7 @@ ssize_t ofl_mc_parse_response(const uint8_t *buf, size_t len, struct ofl_mc_res 
         if (need) *need = OFL_MC_HDR_LEN - len;
         return 0;
     }
-    uint32_t key_len = rd16(buf + 2), ext_len = buf[4], body = rd32(buf + 8);
+    uint32_t key_len = ofl_get_be16(buf + 2), ext_len = buf[4], body = ofl_get_be32(buf + 8);
     if (ext_len + key_len > body) return OFL_MC_EBADLEN;
     size_t span = OFL_MC_HDR_LEN + (size_t)body;
     if (len < span) {
@@ -737,8 +715,8 @@ ssize_t ofl_mc_parse_response(const uint8_t *buf, size_t len, struct ofl_mc_res 
         return 0;
     }
     res->opcode = buf[1];
-    res->status = rd16(buf + 6);
-    res->opaque = rd32(buf + 12);
+    res->status = ofl_get_be16(buf + 6);
+    res->opaque = ofl_get_be32(buf + 12);
     res->cas = rd64(buf + 16);
     res->extras = buf + OFL_MC_HDR_LEN;
     res->extras_len = ext_len;
@@ -755,20 +733,20 @@ ssize_t ofl_mc_parse_response(const uint8_t *buf, size_t len, struct ofl_mc_res 
 int ofl_mc_udp_parse(const uint8_t *buf, size_t len, struct ofl_mc_udp_hdr *h)
 {
     if (len < OFL_MC_UDP_HDR_LEN) return OFL_MC_ETRUNC;
-    h->request_id = rd16(buf);
-    h->seq = rd16(buf + 2);
-    h->count = rd16(buf + 4);
-    h->reserved = rd16(buf + 6);
+    h->request_id = ofl_get_be16(buf);
+    h->seq = ofl_get_be16(buf + 2);
+    h->count = ofl_get_be16(buf + 4);
+    h->reserved = ofl_get_be16(buf + 6);
     if (h->count != 1) return OFL_MC_EUDP;
     return OFL_MC_UDP_HDR_LEN;
 }
 
 void ofl_mc_udp_write(uint8_t *out, uint16_t request_id, uint16_t seq, uint16_t count)
 {
-    wr16(out, request_id);
-    wr16(out + 2, seq);
-    wr16(out + 4, count);
-    wr16(out + 6, 0);
+    ofl_put_be16(out, request_id);
+    ofl_put_be16(out + 2, seq);
+    ofl_put_be16(out + 4, count);
+    ofl_put_be16(out + 6, 0);
 }
 
 /* ---- binary writers ------------------------------------------------------------- */
@@ -779,12 +757,12 @@ static void put_header(uint8_t *out, uint8_t magic, uint8_t opcode, uint16_t sta
 {
     out[0] = magic;
     out[1] = opcode;
-    wr16(out + 2, key_len);
+    ofl_put_be16(out + 2, key_len);
     out[4] = ext_len;
     out[5] = 0;
-    wr16(out + 6, status);
-    wr32(out + 8, body);
-    wr32(out + 12, opaque);
+    ofl_put_be16(out + 6, status);
+    ofl_put_be32(out + 8, body);
+    ofl_put_be32(out + 12, opaque);
     wr64(out + 16, cas);
 }
 

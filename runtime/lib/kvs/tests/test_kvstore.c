@@ -585,6 +585,37 @@ static void test_flush(void)
     ofl_kv_destroy(kv);
 }
 
+/* "stats" reports the uptime from the env's started_s in ofl_kv_now_s's clock (the
+ * servers set started_s with it), and 0 with no env. */
+static unsigned long long uptime_of(struct ofl_kv *kv, const struct ofl_kv_env *env)
+{
+    struct ofl_mc_out out = {.max = 1 << 16};
+    struct ofl_mc_req r;
+    unsigned long long up = ~0ull;
+    if (ofl_mc_parse((const uint8_t *)"stats\r\n", 7, OFL_MC_ANY, NULL, &r) > 0 &&
+        ofl_kv_exec_env(kv, &r, &out, env) == 0 && ofl_mc_out_reserve(&out, 1) == 0) {
+        out.buf[out.len] = 0;
+        const char *at = strstr((const char *)out.buf, "STAT uptime ");
+        if (at) up = strtoull(at + 12, NULL, 10);
+    }
+    ofl_mc_out_free(&out);
+    return up;
+}
+
+static void test_stats_uptime(void)
+{
+    struct ofl_kv *kv = make(100, 0, 64, 4);
+    uint64_t t0 = ofl_kv_now_s();
+    struct ofl_kv_env env = {.started_s = t0 - 100};
+    unsigned long long up = uptime_of(kv, &env);
+    uint64_t waited = ofl_kv_now_s() - t0;   /* (the clock may tick meanwhile) */
+    CHECK(up >= 100 && up <= 100 + waited, "started 100 s ago by ofl_kv_now_s: uptime %llu",
+          up);
+    up = uptime_of(kv, NULL);
+    CHECK(up == 0, "no server around the store: uptime %llu", up);
+    ofl_kv_destroy(kv);
+}
+
 static void test_threads(long ops)
 {
     /* Room for every key: nothing is evicted, so each thread's model is exact. */
@@ -641,6 +672,7 @@ int main(int argc, char **argv)
     test_arith();
     test_meta_marks();
     test_flush();
+    test_stats_uptime();
     test_threads(ops);
     return CHECK_DONE();
 }

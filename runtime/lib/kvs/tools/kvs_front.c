@@ -29,11 +29,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -216,12 +214,7 @@ int main(int argc, char **argv)
                         "[--wait-ms MS]\n");
         return 2;
     }
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    sigprocmask(SIG_BLOCK, &sigs, NULL);   /* before the server's thread: it inherits */
-    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+    int sfd = tool_stop_signals();   /* before the server's thread: it inherits the mask */
 
     struct front *f = calloc(1, sizeof *f);
     struct ofl_kvs_tcp_shared *sh = calloc(1, sizeof *sh);

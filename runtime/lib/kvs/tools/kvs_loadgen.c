@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "offlow/mcproto.h"
+#include "offlow/synth.h"
 #include "offlow/thread.h"
 #include "offlow/wait.h"
 
@@ -153,14 +154,6 @@ static uint64_t rng_next(uint64_t *s)
 static double rng_unit(uint64_t *s)
 {
     return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-}
-
-static uint64_t splitmix(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 static unsigned hist_index(uint64_t v)
@@ -903,7 +896,7 @@ int main(int argc, char **argv)
     uint32_t slots = cfg.mode == MODE_OPEN ? OPEN_WINDOW
                                            : (uint32_t)(cfg.depth > WARM_DEPTH ? cfg.depth
                                                                                : WARM_DEPTH);
-    uint64_t seed = cfg.seed;
+    struct ofl_rng seed = {cfg.seed};
     for (int i = 0; i < cfg.threads; i++) {
         struct thread *t = &ts[i];
         t->cfg = &cfg;
@@ -912,8 +905,8 @@ int main(int argc, char **argv)
         t->phase = &phase;
         t->id = i;
         t->cpu = cfg.ncpus ? cfg.cpus[i % cfg.ncpus] : -1;
-        t->rng[0] = splitmix(&seed);
-        t->rng[1] = splitmix(&seed) | 1;
+        t->rng[0] = ofl_rng_next(&seed);
+        t->rng[1] = ofl_rng_next(&seed) | 1;
         t->warm_lo = (uint32_t)((uint64_t)cfg.keys * (uint64_t)i / (uint64_t)cfg.threads);
         t->warm_hi = (uint32_t)((uint64_t)cfg.keys * (uint64_t)(i + 1) / (uint64_t)cfg.threads);
         t->warm_next = t->warm_lo;

@@ -298,12 +298,7 @@ static void *worker_main(void *arg)
                 blocking = 1;   /* long idle: off the hot path, wait in the kernel */
                 continue;
             }
-            if (++spins < OFL_WAIT_SPINS) {
-                ofl_cpu_relax();
-            } else {
-                spins = 0;
-                sched_yield();
-            }
+            ofl_spin_pause(&spins);
             continue;
         }
         spins = 0;
@@ -373,11 +368,6 @@ static void server_stats(void *arg, struct ofl_kv_server_stats *s)
     s->value_max = srv->lim.value_max;
 }
 
-static uint64_t mono_s(void)
-{
-    return ofl_now_ns() / 1000000000ull;
-}
-
 /* ---- main ----------------------------------------------------------------------- */
 
 static void usage(void)
@@ -442,7 +432,7 @@ int main(int argc, char **argv)
     prctl(PR_SET_PDEATHSIG, SIGTERM);
 
     int rc = ofl_kv_create(&srv.kv, &cfg);
-    struct ofl_kv_env env = {.server_stats = server_stats, .arg = &srv, .started_s = mono_s()};
+    struct ofl_kv_env env = {.server_stats = server_stats, .arg = &srv, .started_s = ofl_kv_now_s()};
     ofl_kvs_tcp_shared_init(&srv.tcp, srv.kv, cfg.value_max, 0, &env);
     if (rc) {
         fprintf(stderr, "kvs_server: cannot create the store (%s): -c %llu -m %llu MiB "
@@ -451,12 +441,7 @@ int main(int argc, char **argv)
         return 1;
     }
     /* Signals are read from a signalfd by this thread; workers never see them. */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+    int sfd = tool_stop_signals();
 
     srv.w = calloc((size_t)srv.nworkers, sizeof *srv.w);
     if (!srv.w || sfd < 0) {

@@ -48,8 +48,12 @@ struct ofl_kv_env {
     /* Fill *s with the server's figures now (NULL: none). */
     void (*server_stats)(void *arg, struct ofl_kv_server_stats *s);
     void *arg;
-    uint64_t started_s;      /* CLOCK_MONOTONIC seconds when the server started (uptime) */
+    uint64_t started_s;      /* ofl_kv_now_s() when the server started (uptime) */
 };
+
+/* The clock of ofl_kv_env.started_s and of the uptime stats reports: CLOCK_MONOTONIC,
+ * whole seconds. */
+uint64_t ofl_kv_now_s(void);
 
 /* A byte buffer that grows up to `max` bytes. `borrowed`: buf is the caller's (a
  * stack array): growing moves the bytes to a heap buffer of ours (borrowed then 0;
