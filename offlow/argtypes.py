@@ -125,6 +125,20 @@ class Folder:
         return path
 
 
+def unwritable(path: Path) -> str | None:
+    """Why no file can be written at `path` (a folder is there, its folder is missing or
+    takes no files), or None: what NewFile and the run's outputs check before anything
+    starts."""
+    if path.is_dir():
+        return "is a directory; name a file in it"
+    folder = path.parent
+    if not folder.is_dir():
+        return f"no such directory {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"cannot write in {folder}"
+    return None
+
+
 @dataclass(frozen=True)
 class NewFile:
     """A file to write: not a folder, in a folder that exists and takes files."""
@@ -133,13 +147,9 @@ class NewFile:
         path = Path(text)
         if not text.strip():
             raise BadValue("names no file")
-        if path.is_dir():
-            raise BadValue("is a directory; name a file in it")
-        folder = path.parent
-        if not folder.is_dir():
-            raise BadValue(f"no such directory {folder}")
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise BadValue(f"cannot write in {folder}")
+        why = unwritable(path)
+        if why:
+            raise BadValue(why)
         return path
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import graphviz
 
+from offlow.argtypes import unwritable
 from offlow.errors import OfflowError
 from offlow.ir import Edge, Graph, SharedTable
 from offlow.plan import Plan, QueuePlan
@@ -125,11 +126,11 @@ def _table_text(t: SharedTable) -> str:
 
 
 def check_target(path: Path) -> None:
-    """Before compiling: the SVG's folder exists, and Graphviz's dot is installed."""
-    if path.is_dir():
-        raise OfflowError(f"--svg {path}: is a directory; name a file in it")
-    if not path.parent.is_dir():
-        raise OfflowError(f"--svg {path}: no such directory {path.parent}")
+    """Before compiling: the SVG's folder exists and takes files, and Graphviz's dot is
+    installed."""
+    why = unwritable(path)
+    if why:
+        raise OfflowError(f"--svg {path}: {why}")
     if shutil.which("dot") is None:
         raise OfflowError("--svg needs Graphviz's `dot` (Debian: apt-get install graphviz; "
                           "setup.sh installs it)")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from offlow import live, livepage, metrics, ports, remote, targets, windowfile
+from offlow.argtypes import unwritable
 from offlow.build import Build, build
 from offlow.channels import WindowHeader
 from offlow.dsl import Program
@@ -337,13 +338,9 @@ def check_options(o: RunOptions) -> tuple[int, str]:
 
 def _check_output(out: Path, inp: Path | None) -> None:
     """The output capture's folder exists and takes files; it is not the input."""
-    folder = out.parent
-    if out.is_dir():
-        raise OfflowError(f"--output {out}: is a directory; name a file in it")
-    if not folder.is_dir():
-        raise OfflowError(f"--output {out}: no such directory {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise OfflowError(f"--output {out}: cannot write in {folder}")
+    why = unwritable(out)
+    if why:
+        raise OfflowError(f"--output {out}: {why}")
     if inp is not None and out.exists() and out.resolve() == inp.resolve():
         raise OfflowError(f"--output {out}: is the input capture; name another file")
 

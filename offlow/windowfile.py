@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from offlow.argtypes import unwritable
 from offlow.errors import OfflowError
 
 POLL = 0.02  # seconds between looks for the file
@@ -58,13 +59,9 @@ class RunWindow:
 def check_target(path: Path) -> None:
     """That `path` can be written as a window file: not a folder, in a folder that
     exists and takes files (checked before any process starts)."""
-    folder = path.parent
-    if path.is_dir():
-        raise OfflowError(f"--window-file {path}: is a directory; name a file in it")
-    if not folder.is_dir():
-        raise OfflowError(f"--window-file {path}: no such directory {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise OfflowError(f"--window-file {path}: cannot write in {folder}")
+    why = unwritable(path)
+    if why:
+        raise OfflowError(f"--window-file {path}: {why}")
 
 
 def write(path: Path, info: RunWindow) -> None:
