@@ -40,10 +40,10 @@ from benchmarks.common import C
 from benchmarks.common.machine import cpu_features, machine, machine_line, quiet_check
 from benchmarks.common.peers import bench_cpu, pkg_config, setup_dpdk
 from benchmarks.common.spread import spread
-from offlow.build import DATA
 from offlow.cbuild import build_exe
 from offlow.errors import OfflowError
 from offlow.lso import sends as gen
+from offlow.paths import DATA
 from offlow.planner.model import clock_needed_mhz
 
 SETS = ("base", "gnu", "native", "werror")

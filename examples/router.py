@@ -12,7 +12,6 @@ built on the host instead; only the fields `route` reads cross the interconnect.
 
 
 from offlow import Program, Sink, Source
-from offlow.build import DATA
 from offlow.elements import (
     CheckIPv4,
     CheckIPv6,
@@ -26,6 +25,7 @@ from offlow.elements import (
     lpm4_table,
     lpm6_table,
 )
+from offlow.paths import DATA
 
 TABLE = DATA / "bgp-full-table.txt.gz"
 

@@ -15,7 +15,6 @@ from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
 from offlow.passes import compile_graph
-from offlow.paths import DATA as DATA  # (its old home: examples and tests read it here)
 from offlow.plan import Plan, make_plan
 from offlow.ports import PortKind
 

@@ -11,9 +11,10 @@ from typing import Any
 import dpkt
 
 from offlow import Element, Program, Sink, Source, windowfile
-from offlow.build import DATA, build
+from offlow.build import build
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
+from offlow.paths import DATA
 from offlow.report import summarize
 from offlow.runner import Run, RunOptions, RunResult, build_for, run
 

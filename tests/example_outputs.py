@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from offlow.build import DATA
 from offlow.kvs.steps import OP_GET, OP_SET, bin_req, store_extras, udp_dgram, udp_steps
+from offlow.paths import DATA
 from offlow.testing.malformed import eth, ipv4, udp, write_malformed_pcap
 from tests.e2e import ROOT, run_example
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import lso
-from offlow.build import DATA
+from offlow.paths import DATA
 
 TINY = lso.Sweep(sends=2, reps=1, min_time=0.01, move_sizes=(1500,), count_sends=1)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from offlow.build import DATA
 from offlow.elements.kvs import MEMCACHED_CACHE
+from offlow.paths import DATA
 from tests.ctools import build_c
 from tests.e2e import EXAMPLE, TLS
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from offlow import cbuild
-from offlow.build import DATA
 from offlow.errors import OfflowError
 from offlow.kvs.steps import binary_steps, meta_steps, text_steps, udp_steps
+from offlow.paths import DATA
 from offlow.targets import xdp
 from offlow.targets.base import missing_package
 from offlow.testing import malformed_cases

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow.build import DATA
+from offlow.paths import DATA
 from tests.ctools import assert_passed, build_c, lib_test, run_c
 
 BGP = DATA / "bgp-full-table.txt.gz"

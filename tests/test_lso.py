@@ -15,12 +15,12 @@ from pathlib import Path
 import dpkt
 import pytest
 
-from offlow.build import DATA
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.lso import sends as gen
 from offlow.lso.app import EXAMPLE, Outcome, kinds_of, run_capture, session
 from offlow.lso.port import descriptor
+from offlow.paths import DATA
 from tests.e2e import read_frames
 from tests.lso_oracles import (
     reassembled_datagrams,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow.build import DATA
+from offlow.paths import DATA
 from offlow.testing import malformed_cases, write_malformed_pcap
 from tests.ctools import C_TESTS, assert_passed, build_c, run_c
 

@@ -13,10 +13,11 @@ import dpkt
 import pytest
 
 from offlow import cli
-from offlow.build import DATA, compile_program
+from offlow.build import compile_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.kvs.capture import kvs_requests
+from offlow.paths import DATA
 from offlow.planner.calibrate import calibrate
 from offlow.runner import RunOptions, build_for, run
 

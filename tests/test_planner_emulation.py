@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from offlow import Element, Program, Sink, Source
-from offlow.build import DATA, compile_program
+from offlow.build import compile_program
 from offlow.dsl.loader import load_program
+from offlow.paths import DATA
 from offlow.planner.validate import source_mpps
 from offlow.runner import RunOptions, build_for, run
 from offlow.streams import tuples

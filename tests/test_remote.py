@@ -21,8 +21,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from offlow.build import DATA
 from offlow.errors import OfflowError
+from offlow.paths import DATA
 from offlow.remote import ON_COMMAND_LINE
 from offlow.targets import remote
 from tests.e2e import EXAMPLE, ROOT, TLS, read_frames

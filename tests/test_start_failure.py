@@ -21,9 +21,10 @@ import jsonschema
 import pytest
 
 from offlow import targets
-from offlow.build import DATA, build
+from offlow.build import build
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
+from offlow.paths import DATA
 from offlow.runner import Run, RunOptions
 from tests.e2e import QUIC
 

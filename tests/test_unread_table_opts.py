@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow.build import DATA
+from offlow.paths import DATA
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

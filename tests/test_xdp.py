@@ -22,11 +22,12 @@ import jsonschema
 import pytest
 
 from offlow import Element, Port, Program, Shared, Sink, Source
-from offlow.build import DATA, build, plan_program
+from offlow.build import build, plan_program
 from offlow.dsl.loader import load_program
 from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.elements.kvs import kv_store
 from offlow.errors import OfflowError
+from offlow.paths import DATA
 from offlow.report import summarize
 from offlow.router.reference import Reference, parse_line
 from offlow.runner import Run, RunOptions, build_for, run

@@ -4,9 +4,9 @@ process starts the climbers (climbers=). Each side reads keys the other never do
 (tests/test_unread_table_opts.py)."""
 
 from offlow import Program, Source
-from offlow.build import DATA
 from offlow.elements import Discard
 from offlow.elements.tsp import ClimbJobs, climbers_table
+from offlow.paths import DATA
 
 
 def program() -> Program:

@@ -5,7 +5,6 @@ rest is discarded. The user's own names and tables; each table's file is the ful
 table unless `--opt fib.path=FILE` (`fib6.path`) names another."""
 
 from offlow import Program, Sink, Source
-from offlow.build import DATA
 from offlow.elements import (
     CheckIPv4,
     CheckIPv6,
@@ -19,6 +18,7 @@ from offlow.elements import (
     lpm4_table,
     lpm6_table,
 )
+from offlow.paths import DATA
 
 
 def program() -> Program:
