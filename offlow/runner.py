@@ -283,13 +283,12 @@ def check_options(o: RunOptions) -> tuple[int, str]:
     """Check every run option that can be checked before a process starts (numbers,
     the input capture, the synthetic mix and prefix file, where the output and the
     window file go), so that a bad one is one clear error instead of a device
-    process's failure. Returns
-    the mtu the input needs and why: the default (DEFAULT_MTU), raised to the longest
-    frame of the capture or the largest synthetic frame where that is longer (never
-    below it: elements may build packets longer than they take, replies), or for UDP
-    runs the default (a datagram longer than the mtu less
-    its 42 B of headers is dropped and counted); a program that sets its own mtu keeps
-    it (Program.to_ir)."""
+    process's failure. Returns the mtu the input needs and why: the default
+    (DEFAULT_MTU), raised to the longest frame of the capture or the largest synthetic
+    frame where that is longer (never below it: elements may build packets longer than
+    they take, replies), or for UDP runs the default (a datagram longer than the mtu
+    less its 42 B of headers is dropped and counted); a program that sets its own mtu
+    keeps it (Program.to_ir)."""
     check_simd_env()
     if o.profile:
         dilation(load_profile(o.profile))
