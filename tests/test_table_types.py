@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from offlow import Element, OfflowError, Program, Shared, SharedMap, Sink, Source
+from offlow import Element, OfflowError, Port, Program, Shared, SharedMap, Sink, Source
 from offlow.build import build, plan_program
+from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.report import summarize
 from offlow.runner import RunOptions, run
 from tests.e2e import ROOT, TLS, read_frames
@@ -321,3 +322,57 @@ def test_a_map_update_from_a_batch_bodys_state_field_of_another_type_is_one_erro
         "bytes), but the body passes ofl_map_update(hits, ..., &states[i].short_len) a "
         "`uint16_t` (2 bytes); pass the address of a `uint32_t`")
     plan_program(_batch_map_user("    ofl_map_update(hits, &k, &states[i].words);"))
+
+
+def _talker_user(body: str) -> Program:
+    """A user's element `Talk_2` that keys `talk` (uint64_t bytes per IPv4 source and
+    protocol) by the key its `body` makes, then counts the packet's bytes."""
+    cls = type("Talk", (Element,), {
+        "inputs": (Port("i", "ip.v4"),), "outputs": (Port("o", "ip.v4"),),
+        "tables": ("talk",),
+        "body": body + "\nuint64_t *n = ofl_map_lookup(talk, &k);\nif (n) *n += pkt->len;"})
+    p = Program("talkers")
+    rx, eth, v4, other = Source("rx"), ParseEth("eth"), CheckIPv4("v4"), Discard("other")
+    t, tx = cls("Talk_2", talk=SharedMap("talk", (("src", "ipv4"), ("proto", "uint8_t")),
+                                         "uint64_t", 97)), Sink("tx")
+    rx >> eth
+    eth["ipv4"] >> v4 >> t >> tx
+    eth["ipv6"] >> other
+    eth["other"] >> other
+    p.segment("edge", [rx, eth, v4, other, t, tx], device="nic", cores=[0])
+    return p
+
+
+@pytest.mark.parametrize(("body", "given", "line"), [
+    ("struct talk_key k = { .src = state->src4, .proto = state->ip_proto };  // by source",
+     "state->src4", 1),
+    ("struct talk_key k = {\n    state->src4,      /* positional */\n    state->ip_proto,\n};",
+     "state->src4", 2),
+    ("struct talk_key k = { .proto = 6 };\nk = (struct talk_key){ .proto = 6,\n"
+     "                        .src = state->dst4 };", "state->dst4", 3),
+], ids=["designated", "positional", "compound-literal"])
+def test_an_address_key_field_given_one_number_is_one_error(body: str, given: str,
+                                                            line: int) -> None:
+    # C sets the byte array's first byte from the number and zeroes the rest: every
+    # source whose low byte matched shared one entry, printed as 25.0.0.0 (seen so)
+    with pytest.raises(OfflowError) as err:
+        plan_program(_talker_user(body))
+    assert str(err.value) == (
+        f"element `Talk_2`, body line {line}: `{given}` sets field `src` of map `talk`'s "
+        "key, an `ipv4` address (its 4 bytes as on the wire, a `uint8_t src[4]`), from one "
+        "number: C sets its first byte alone. Copy the address's bytes, `memcpy(k.src, "
+        "pkt->data + state->l3_off + 12, 4)`, or declare the field an integer type to key "
+        "by a number")
+
+
+@pytest.mark.parametrize("body", [
+    "struct talk_key k = { .proto = state->ip_proto };\n"
+    "memcpy(k.src, pkt->data + state->l3_off + 12, 4);  /* the source, as sent */",
+    "struct talk_key k = { .src = {10, 0, 0, 1}, .proto = 17 };",
+    "struct talk_key k = { {0}, 6 };",
+    "struct talk_key k = {0};",
+    "struct talk_key k = { .src[3] = 1, .proto = 6 };  // one byte, as written",
+    "struct talk_key k = { .proto = (uint8_t)state->src4 };  // a number into a number",
+], ids=["memcpy", "bytes", "nested", "zero", "one-byte", "integer-field"])
+def test_an_address_key_field_given_bytes_is_fine(body: str) -> None:
+    plan_program(_talker_user(body))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from pycparser import c_ast, c_generator
 
-from offlow.ir.types import MAP_TYPES, SCALARS
+from offlow.ir.types import ADDRESS_TYPES, MAP_TYPES, SCALARS
 
 # The map calls that read a key from their second argument.
 _KEYED = frozenset({"ofl_map_lookup", "ofl_map_update", "ofl_map_delete"})
@@ -35,6 +35,9 @@ _STD = {"size_t": (8, False), "uintptr_t": (8, False), "ssize_t": (8, True),
                                   if t.startswith(("int", "uint")) and n > 1}}
 _BYTES = {"char", "uint8_t", "int8_t"}
 _WIDTHS = {"short": 2, "int": 4, "long": 8}  # LP64: host, nic and BPF alike
+# Where a packet holds an address of each type (its source), for the hint of an error.
+_WHERE = {"ipv4": "pkt->data + state->l3_off + 12", "ipv6": "pkt->data + state->l3_off + 8",
+          "mac": "pkt->data + 6"}
 # The type name the analysis reads `__typeof__(x)` as (cbody.py's prelude): a type this
 # check cannot know, so it lets it be.
 UNKNOWN = "ofl_typeof_"
@@ -42,10 +45,12 @@ UNKNOWN = "ofl_typeof_"
 
 @dataclass(frozen=True)
 class MapLocal:
-    """A map as a body names it: its table's name and its value type."""
+    """A map as a body names it: its table's name, its value type and its key's fields
+    (name, type: an integer type or an address, ADDRESS_TYPES)."""
 
     table: str
     value: str
+    key: tuple[tuple[str, str], ...] = ()
 
 
 def map_value_error(stmts: Sequence[c_ast.Node], maps: Mapping[str, MapLocal],
@@ -107,6 +112,8 @@ class _Walker(c_ast.NodeVisitor):
 
     def visit_Decl(self, node: c_ast.Decl) -> None:
         self.generic_visit(node)
+        if isinstance(node.type, c_ast.TypeDecl) and isinstance(node.init, c_ast.InitList):
+            self._check_key_init(node.type, node.init)
         name = node.name or ""
         self.pointers.pop(name, None)  # (an outer local of the same name)
         self.scalars.pop(name, None)
@@ -181,6 +188,44 @@ class _Walker(c_ast.NodeVisitor):
                          f"`{_spelling(t)}` as the key of map `{self.maps[local].table}`, "
                          f"which reads a `struct {want}` there; declare the key as "
                          f"`struct {want} k;` and fill its fields")
+
+    def visit_CompoundLiteral(self, node: c_ast.CompoundLiteral) -> None:
+        self.generic_visit(node)
+        if isinstance(node.type.type, c_ast.TypeDecl) and isinstance(node.init, c_ast.InitList):
+            self._check_key_init(node.type.type, node.init)
+
+    def _check_key_init(self, t: c_ast.TypeDecl, init: c_ast.InitList) -> None:
+        """A map's key struct given its fields in braces: an address field (a byte
+        array) given one number, `{ .src = state->src4 }`, has C set its first byte
+        alone, silently (the address's other bytes zero)."""
+        st = t.type
+        m = next((m for m in self.maps.values()
+                  if isinstance(st, c_ast.Struct) and st.name == f"{m.table}_key"), None)
+        if m is None or not m.key:
+            return
+        at = 0  # the field a positional initializer sets
+        for e in init.exprs:
+            if isinstance(e, c_ast.NamedInitializer):
+                names = [n.name for n in e.name if isinstance(n, c_ast.ID)]
+                if len(e.name) != 1 or len(names) != 1:
+                    return  # (`.src[1] = ...`: one byte, as written)
+                at = next((i for i, (f, _) in enumerate(m.key) if f == names[0]), len(m.key))
+                value = e.expr
+            else:
+                value = e
+            if at >= len(m.key):
+                return
+            field, ftype = m.key[at]
+            if ftype in ADDRESS_TYPES and not isinstance(value, c_ast.InitList | c_ast.Constant):
+                size = ADDRESS_TYPES[ftype]
+                raise _Found(
+                    f"{self.where(value)}: `{c_generator.CGenerator().visit(value)}` sets "
+                    f"field `{field}` of map `{m.table}`'s key, an `{ftype}` address (its "
+                    f"{size} bytes as on the wire, a `uint8_t {field}[{size}]`), from one "
+                    f"number: C sets its first byte alone. Copy the address's bytes, "
+                    f"`memcpy(k.{field}, {_WHERE[ftype]}, {size})`, or declare the field "
+                    "an integer type to key by a number")
+            at += 1
 
     def _object(self, x: c_ast.Node) -> c_ast.Node | None:
         """The declared type of the object `x` names (a local, a state field, a member
