@@ -875,14 +875,20 @@ def _signal_name(n: int) -> str:
         return f"signal {n}"
 
 
-def run(b: Build, o: RunOptions, progress: bool = False) -> RunResult:
-    """Run a built program to completion (warnings first: oversubscribed CPUs, shared
-    arrays whose plain updates run on several threads at once, elements whose bodies may
-    choose no output)."""
+def warn(b: Build, o: RunOptions) -> list[str]:
+    """Print (and return) what a run of `b` with `o` is warned of before it starts:
+    oversubscribed CPUs, shared arrays whose plain updates run on several threads at
+    once, elements whose bodies may choose no output."""
     warnings = [w for w in (oversubscription(b, o), *lost_updates(b.plan),
                             *unchosen_outputs(b.plan.graph)) if w]
     for w in warnings:
         print(f"offlow: warning: {w}", file=sys.stderr)
+    return warnings
+
+
+def run(b: Build, o: RunOptions, progress: bool = False) -> RunResult:
+    """Run a built program to completion (its warnings first: warn)."""
+    warnings = warn(b, o)
     r = Run(b, o, progress)
     r.start()
     res = r.wait()

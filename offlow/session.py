@@ -56,8 +56,12 @@ class Session:
         self.region: Region | None = None
         self.result: RunResult | None = None
         self._stopping = False  # stop() was called
+        self._warnings: list[str] = []  # what the run was warned of as it started
 
     def __enter__(self) -> Session:
+        from offlow.runner import warn
+
+        self._warnings = warn(self.build, self.run.opts)
         self.run.start()
         try:
             self.region = Region(self.run.window)
@@ -150,6 +154,7 @@ class Session:
         res = self.run.wait()
         if self._stopping and not res.interrupted:  # stop() ended it, as Ctrl-C would
             res = replace(res, interrupted=True, stopped_by="stop()")
+        res.warnings += self._warnings
         self.result = res
         return res
 

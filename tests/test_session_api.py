@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow import OfflowError, Program, Shared, Sink, Source
+from offlow import Element, OfflowError, Port, Program, Shared, Sink, Source
 from offlow.dsl.loader import load_program
 from offlow.elements import Count
 from offlow.runner import RunOptions, progress_totals
@@ -71,3 +71,32 @@ def test_a_channel_of_a_program_without_any_says_how_one_is_declared() -> None:
     with session(load_program(ECHO), RunOptions(count=10)) as s:
         with pytest.raises(OfflowError, match=r"no channel `ask`; channels: echo$"):
             s.channel("ask")
+
+
+class Split(Element):
+    """A user's split that forgot the choice for odd lengths."""
+
+    inputs = (Port("i"),)
+    outputs = (Port("even"), Port("odd"))
+    body = "if (!(pkt->len & 1)) EMIT(even);  /* odd: to do */"
+
+
+def test_a_session_is_warned_of_as_offlow_run_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """The warnings `offlow run` prints before it starts (here: a body that may choose
+    no output) a session prints too, and its result holds them (it held none)."""
+    p = Program("split_tally")
+    src, hits, split = Source("rx"), Count("hits", slot=0, counts=Shared("n", "uint64_t", 1)), \
+        Split("split")
+    even, odd = Sink("even_tx"), Sink("odd_tx")
+    src >> hits >> split
+    split["even"] >> even
+    split["odd"] >> odd
+    p.segment("rx", [src, hits, split, even, odd], device="nic", cores=[0])
+    with session(p, RunOptions(count=10)) as s:
+        s.wait_drained()
+    [w] = [w for w in s.result.warnings if "element `split`" in w] if s.result else [""]
+    line = next(i for i, text in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if "/* odd: to do */" in text)
+    assert w.startswith(f"element `split`: its body may reach its end ({__file__}:{line}) "
+                        "without choosing an output"), s.result
+    assert f"offlow: warning: {w}\n" in capsys.readouterr().err
