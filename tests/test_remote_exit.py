@@ -15,7 +15,7 @@ import pytest
 from offlow.targets import remote
 from tests.e2e import EXAMPLE, TLS
 from tests.test_remote import on_remote, run, secret_file, serve
-from tests.test_remote_kill import the_one_error
+from tests.test_remote_kill import one_error_of
 
 pytestmark = pytest.mark.skipif(remote.TARGET.unusable() is not None,
                                 reason=f"remote: {remote.TARGET.unusable()}")
@@ -38,7 +38,7 @@ def test_a_device_process_that_cannot_open_its_capture_is_the_runs_one_error(
     rc, s, err = run(procs, [str(EXAMPLE), "--input", "in.pcap", "--output",
                              str(tmp_path / "out.pcap"), *remote_a])
     assert rc == 1 and not s["ok"], err
-    why, came, gone = the_one_error(s, port)
+    why, came, gone = one_error_of(s, port)
     assert why == ("its process exited there with status 1: source rx: cannot open "
                    "in.pcap: No such file or directory"), why
     # the process's words once, in the error (they were also a raw line before it)
@@ -71,7 +71,7 @@ def test_a_device_process_that_fails_at_start_while_the_host_sends_to_it_is_acco
     rc, s, err = run(procs, [str(prog), "--input", "in.pcap", "--loops", "100", "--output",
                              str(tmp_path / "out.pcap"), *remote_a])
     assert rc == 1 and not s["ok"], err
-    why, came, gone = the_one_error(s, port)
+    why, came, gone = one_error_of(s, port)
     assert why == ("its process exited there with status 1: source probe: cannot open "
                    "in.pcap: No such file or directory"), why
     a = s["accounting"]

@@ -50,19 +50,25 @@ def wait_until(p: subprocess.Popen[str], ready: Any) -> None:
         time.sleep(0.05)
     assert ready(), "no packets came"
 
-def the_one_error(p: subprocess.Popen[str], port: int) -> tuple[dict[str, Any], str, int, int]:
-    """Run `p` ended (it does once its device is gone: no timing asserted) with exit 1
-    and one error: its summary, why, and the entries that had come from and gone to the
-    device."""
-    o, err = p.communicate(timeout=120)
-    s = json.loads(o)
-    assert p.returncode == 1, err
+def one_error_of(s: dict[str, Any], port: int) -> tuple[str, int, int]:
+    """Summary `s`'s one error, the device's: why, and the entries that had come from
+    and gone to it."""
     assert len(s["errors"]) == 1, s["errors"]
     m = re.fullmatch(rf"remote device remote:a \(127\.0\.0\.1:{port}\): (.*); (\d+) ring "
                      r"entries \(packets\) had come from it and (\d+) gone to it",
                      s["errors"][0])
     assert m, s["errors"]
-    return s, m[1], int(m[2]), int(m[3])
+    return m[1], int(m[2]), int(m[3])
+
+
+def the_one_error(p: subprocess.Popen[str], port: int) -> tuple[dict[str, Any], str, int, int]:
+    """Run `p` ended (it does once its device is gone: no timing asserted) with exit 1
+    and one error: its summary, why, and the entries that had come from and gone to the
+    device (one_error_of)."""
+    o, err = p.communicate(timeout=120)
+    s = json.loads(o)
+    assert p.returncode == 1, err
+    return s, *one_error_of(s, port)
 
 def still_serves(procs: list[subprocess.Popen[str]], srv: subprocess.Popen[str], port: int,
                  secret: Path, folder: Path) -> None:
