@@ -66,10 +66,13 @@ def _offlow(*args: str) -> subprocess.CompletedProcess[str]:
     ("h100-pcie5", "faster than this host's at integer, lookup, hash work"),
     ("bluefield-9", "no device profile `bluefield-9`"),
 ])
-def test_a_profile_that_cannot_be_emulated_is_refused_before_the_run(profile, message):
-    r = _offlow("run", str(QUERY), "--count", "100", "--profile", profile)
+def test_a_profile_that_cannot_be_emulated_is_refused_before_the_run(profile, message,
+                                                                     tmp_path):
+    window = tmp_path / "window.json"  # written once the run's processes are started
+    r = _offlow("run", str(QUERY), "--count", "100", "--profile", profile,
+                "--window-file", str(window))
     assert r.returncode == 2, r.stderr
-    assert message in r.stderr and "offlow: running" not in r.stderr
+    assert message in r.stderr and not window.exists()
 
 
 def test_validation_measures_the_busiest_thread_without_the_instruments():
@@ -412,7 +415,9 @@ def test_a_link_latency_too_long_to_emulate_is_refused_before_the_run(tmp_path):
     mine = tmp_path / "slowest.yaml"
     mine.write_text("\n".join(("  latency_us: 2000000" if ln.strip().startswith("latency_us:")
                                else ln) for ln in text.splitlines()) + "\n")
-    r = _offlow("run", str(QUERY), "--count", "100", "--profile", str(mine))
+    window = tmp_path / "window.json"  # written once the run's processes are started
+    r = _offlow("run", str(QUERY), "--count", "100", "--profile", str(mine),
+                "--window-file", str(window))
     assert r.returncode == 2, r.stderr
     assert "interconnect.latency_us 2000000 is past the longest" in r.stderr, r.stderr
-    assert "offlow: running" not in r.stderr
+    assert not window.exists()
