@@ -83,8 +83,15 @@ def keep(product: Path, lines: Iterable[str]) -> None:
 
 def kept(folder: Path) -> list[str]:
     """The warnings `keep` wrote beside the products in `folder` (a program's build
-    folder: its devices' executables, a target's objects)."""
-    return [w for f in sorted(folder.glob(f"*{SUFFIX}")) for w in f.read_text().splitlines()]
+    folder: its devices' executables, a target's objects); a damaged file's lines that
+    are not warnings are left out by `describe`."""
+    out = []
+    for f in sorted(folder.glob(f"*{SUFFIX}")):
+        try:
+            out += f.read_text(errors="replace").splitlines()
+        except OSError:  # (removed meanwhile: a --no-cache build replacing it)
+            continue
+    return out
 
 
 def _holders(g: Graph, d: Diagnostic) -> list[str]:

@@ -135,3 +135,17 @@ def test_warnings_of_generated_code_and_runtime_headers_are_not_the_programs(
     kept = ccwarn.own_warnings(said, {str(prog)})
     assert len(kept) == 1 and kept[0].startswith(f"{prog}:30:9: warning: ")
     assert "unused_b" in kept[0] and kept[0].endswith("[-Wunused-variable]")
+
+
+def test_a_damaged_warnings_file_gives_what_it_still_says_never_a_crash(
+        tmp_path: Path, program: Path) -> None:
+    from offlow.build import compile_program
+
+    g = compile_program(load_program(program))
+    spare = line_of(program, "int spare")
+    kept = f"{program}:{spare}:9: warning: unused variable 'spare' [-Wunused-variable]"
+    (tmp_path / f"host{ccwarn.SUFFIX}").write_bytes(b"\xff\xfe\x00cut sh\n" + kept.encode()
+                                                    + b"\n" + kept[:20].encode())
+    assert ccwarn.describe(g, ccwarn.kept(tmp_path)) == [
+        f"{program}:{spare}:9: elements `near`, `far`: unused variable 'spare' "
+        "[-Wunused-variable]"]
