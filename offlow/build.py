@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from offlow import buildcache, cbuild, targets
+from offlow import buildcache, cbuild, ccwarn, targets
 from offlow.buildcache import cache_dir
 from offlow.cbuild import digest
 from offlow.codegen.c import gen_common, headers
@@ -27,6 +27,8 @@ class Build:
     sources: dict[str, str]
     directory: Path
     binaries: dict[str, Path]  # device -> executable
+    # the C compiler's warnings at the program's own lines (offlow/ccwarn.py), each once
+    warnings: tuple[str, ...] = ()
 
     @property
     def graph(self) -> Graph:
@@ -113,21 +115,25 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
         linked = [archives.get(lib.name) or cbuild.build_library(lib.name, cbuild.TOOL,
                                                                  extra_flags) for lib in mine]
         system = list(dict.fromkeys(f for lib in mine for f in lib.link))
-        inputs = " ".join([*(a.parent.name for a in linked), *system])
+        inputs = " ".join([*(a.parent.name for a in linked), *system, ccwarn.KEPT])
 
         def compile_to(tmp: Path) -> None:
             try:
-                cbuild.cc(compiler, [*cflags, *cbuild.include_flags(mine, [out]), str(c_file),
-                                     *map(str, linked), "-o", str(tmp), *system],
-                          f"generated {c_file.name} of `{program.name}`")
+                said = cbuild.cc(compiler, [*cflags, *cbuild.include_flags(mine, [out]),
+                                            str(c_file), *map(str, linked), "-o", str(tmp),
+                                            *system],
+                                 f"generated {c_file.name} of `{program.name}`")
             except OfflowError as e:
                 raise OfflowError(_with_hint(str(e))) from None
+            # (with the build: a cached build's run warns again, as ccache replays them)
+            ccwarn.keep(exe, ccwarn.own_warnings(said, ccwarn.own_files(graph)))
 
         buildcache.make(exe, compile_to, inputs)
 
     binaries = {dev.name: targets.get(dev.target).build(plan, dev.name, out, compile_c)
                 for dev in plan.devices}
-    return Build(plan, sources, out, binaries)
+    # (every device's, a target's objects' too: the same body's warning shown once)
+    return Build(plan, sources, out, binaries, tuple(ccwarn.describe(graph, ccwarn.kept(out))))
 
 
 def reload_object(b: Build, device: str) -> Path:

@@ -169,8 +169,10 @@ def _files_digest(files: Iterable[Path], *extra: str) -> str:
                     + f.read_bytes() for f in files), *(x.encode() for x in extra))
 
 
-def cc(cc_name: str, args: Sequence[str], what: str) -> None:
-    """Run the compiler; its errors (without its warnings) as an OfflowError."""
+def cc(cc_name: str, args: Sequence[str], what: str) -> str:
+    """Run the compiler; return its output (its warnings, when it succeeds: the
+    caller picks those it shows, offlow/ccwarn.py); its errors (without its warnings)
+    as an OfflowError."""
     if shutil.which(cc_name) is None:
         raise OfflowError(f"no C compiler ({cc_name}): install it (the README's setup "
                           "command does)")
@@ -178,6 +180,7 @@ def cc(cc_name: str, args: Sequence[str], what: str) -> None:
     if res.returncode != 0:
         raise OfflowError(f"C compiler failed on {what}:\n"
                           f"{_errors_only(cc_name, args, res.stderr)}")
+    return res.stderr
 
 
 def _errors_only(cc_name: str, args: Sequence[str], stderr: str) -> str:

@@ -876,10 +876,11 @@ def _signal_name(n: int) -> str:
 
 
 def warn(b: Build, o: RunOptions) -> list[str]:
-    """Print (and return) what a run of `b` with `o` is warned of before it starts:
+    """Print (and return) what a run of `b` with `o` is warned of before it starts: the
+    C compiler's warnings at the program's own lines (its build's, cached or not),
     oversubscribed CPUs, shared arrays whose plain updates run on several threads at
     once, elements whose bodies may choose no output."""
-    warnings = [w for w in (oversubscription(b, o), *lost_updates(b.plan),
+    warnings = [w for w in (*b.warnings, oversubscription(b, o), *lost_updates(b.plan),
                             *unchosen_outputs(b.plan.graph)) if w]
     for w in warnings:
         print(f"offlow: warning: {w}", file=sys.stderr)

@@ -37,9 +37,9 @@ def compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
     real = cbuild.cc
 
-    def counted(cc: str, args: list[str], what: str) -> None:
+    def counted(cc: str, args: list[str], what: str) -> str:
         calls.append(what)
-        real(cc, args, what)
+        return real(cc, args, what)  # (its warnings: the build keeps them)
 
     monkeypatch.setattr(cbuild, "cc", counted)
     return calls
