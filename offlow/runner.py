@@ -435,6 +435,8 @@ class Run:
         self.metrics: metrics.Server | None = None  # the metrics endpoint, once started
         self._last: tuple[dict[str, Any], bool] = ({}, False)  # the last counts read
         self._header: WindowHeader | None = None  # the window header's layout (live reads)
+        self.started = False  # start() has launched the processes (and not abandoned them)
+        self.watching = False  # wait() has begun watching: a Ctrl-C is its to take
 
     @staticmethod
     def _remotes(b: Build, o: RunOptions) -> dict[str, str]:
@@ -473,7 +475,9 @@ class Run:
             if self.opts.window_file is not None:
                 windowfile.write(Path(self.opts.window_file), windowfile.RunWindow(
                     self.window, os.getpid(), self.build.graph.name, tuple(self.procs)))
+            self.started = True
         except BaseException:
+            self.started = False
             self._abandon()
             raise
         if self.progress and self.metrics is not None:
@@ -796,16 +800,20 @@ class Run:
             os.close(self._lifeline)
             self._lifeline = None
 
-    def wait(self) -> RunResult:
+    def wait(self, early: KeyboardInterrupt | None = None) -> RunResult:
         """Watch the processes to their end and collect their stats. A Ctrl-C (or a
         SIGTERM in a stop_signals block) here stops the run cleanly (see stop) and
         marks the result `interrupted`; a second one leaves at once, killing the
-        processes."""
+        processes. `early`: one that came after start, before this watch began
+        (`watching` still False), taken as if it came here."""
         errors: list[str] = []
         interrupted, stopped_by = False, ""
         deadline = time.monotonic() + self.opts.timeout if self.opts.timeout else None
         try:
             try:
+                self.watching = True  # (the first statement the handlers below cover)
+                if early is not None:
+                    raise early
                 self._watch(errors, deadline)
             except KeyboardInterrupt as e:
                 interrupted = True
@@ -888,10 +896,19 @@ def warn(b: Build, o: RunOptions) -> list[str]:
 
 
 def run(b: Build, o: RunOptions, progress: bool = False) -> RunResult:
-    """Run a built program to completion (its warnings first: warn)."""
+    """Run a built program to completion (its warnings first: warn). A Ctrl-C that
+    lands after the processes started but before the watch began (the start's last
+    lines, or the step between) stops the run as one in the watch does."""
     warnings = warn(b, o)
     r = Run(b, o, progress)
-    r.start()
-    res = r.wait()
+    try:
+        r.start()
+        res = r.wait()
+    except KeyboardInterrupt as e:
+        # in the start's launch (it left nothing behind), or the watch's second Ctrl-C
+        # (which leaves at once): as it came
+        if not r.started or r.watching:
+            raise
+        res = r.wait(early=e)
     res.warnings += warnings
     return res

@@ -131,6 +131,34 @@ sys.exit(main(["explain", {str(EXAMPLE)!r}]))
     assert res.returncode == 1 and "ImportError: the signal came" in res.stderr
 
 
+def test_a_ctrl_c_between_the_start_and_the_watch_stops_the_run_cleanly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C that lands once the processes are started but before the run's watch
+    took over (the start's last lines: a tool that signals on seeing the window file
+    meets that moment) escaped runner.run: "offlow: interrupted", no counts, the
+    processes left to notice the runner gone. Now it stops the run as one in the watch
+    does. Here the start raises it as it returns, as the signal would."""
+    from offlow.dsl.loader import load_program
+    from offlow.runner import Run, RunOptions, build_for, run
+
+    real_start = Run.start
+
+    def start_then_ctrl_c(self: Run) -> None:
+        real_start(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Run, "start", start_then_ctrl_c)
+    opts = RunOptions(duration=60, output=tmp_path / "out.pcap", timeout=120)
+    b = build_for(load_program(EXAMPLE), opts)
+    try:
+        res = run(b, opts)
+    except KeyboardInterrupt:  # escaping run would end the whole pytest session
+        pytest.fail("the Ctrl-C escaped runner.run")
+    assert res.ok and res.interrupted and res.stopped_by == "SIGINT", res.errors
+    assert not any(p.name.startswith(f"offlow-{b.graph.name}-{os.getpid()}-")
+                   for p in Path("/dev/shm").iterdir())
+
+
 def test_ctrl_c_during_a_run_prints_the_counts_and_says_so(tmp_path: Path) -> None:
     """`offlow run` in a subprocess, SIGINT once its window file says the run has
     started: the run ends cleanly with its counts and the line that says it was
