@@ -587,7 +587,8 @@ def _cmd_reload(a: argparse.Namespace) -> int:
     from offlow.dsl.loader import load_program
     from offlow.reload import reload
 
-    done = reload(a.window, load_program(a.program, a.set))
+    done = reload(a.window, load_program(a.program, a.set),
+                  lambda w: print(f"offlow: warning: {w}", file=sys.stderr))
     if done.reloaded:
         print(f"offlow: reloaded {', '.join(done.reloaded)} of `{done.program}`"
               + (f" ({', '.join(done.unchanged)}: code unchanged)" if done.unchanged else ""))

@@ -19,6 +19,7 @@ import os
 import shutil
 import struct
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,10 +71,13 @@ class Reloaded:
     unchanged: tuple[str, ...]
 
 
-def reload(window: str | Path, program: Program) -> Reloaded:
+def reload(window: str | Path, program: Program,
+           warn: Callable[[str], None] | None = None) -> Reloaded:
     """Replace the code of the segments of the program running at `window` whose code
     differs in `program`; a clear error, with the program untouched, when there is no
-    running program there, `program` does not compile, or its layout differs."""
+    running program there, `program` does not compile, or its layout differs. What the
+    new program is warned of (as `offlow run` warns: offlow.runner.program_warnings)
+    goes to `warn`, once it is known to fit and before any process takes its code."""
     window = Path(window)
     region = open_running(window)
     try:
@@ -82,6 +86,10 @@ def reload(window: str | Path, program: Program) -> Reloaded:
         new = _describe(b)
         changed = _check(window, old, new)
         objects = {d: reload_object(b, d) for d in changed}
+        if warn is not None and changed:
+            from offlow.runner import program_warnings
+            for w in program_warnings(b):
+                warn(w)
         for d in changed:
             _send(region, d, objects[d])
             old["code"][d] = new["code"][d]

@@ -883,13 +883,18 @@ def _signal_name(n: int) -> str:
         return f"signal {n}"
 
 
+def program_warnings(b: Build) -> list[str]:
+    """What the program of build `b` is warned of wherever it runs: the C compiler's
+    warnings at the program's own lines (its build's, cached or not), shared arrays
+    whose plain updates run on several threads at once, elements whose bodies may
+    choose no output."""
+    return [*b.warnings, *lost_updates(b.plan), *unchosen_outputs(b.plan.graph)]
+
+
 def warn(b: Build, o: RunOptions) -> list[str]:
     """Print (and return) what a run of `b` with `o` is warned of before it starts: the
-    C compiler's warnings at the program's own lines (its build's, cached or not),
-    oversubscribed CPUs, shared arrays whose plain updates run on several threads at
-    once, elements whose bodies may choose no output."""
-    warnings = [w for w in (*b.warnings, oversubscription(b, o), *lost_updates(b.plan),
-                            *unchosen_outputs(b.plan.graph)) if w]
+    program's warnings (program_warnings) and oversubscribed CPUs."""
+    warnings = [w for w in (*program_warnings(b), oversubscription(b, o)) if w]
     for w in warnings:
         print(f"offlow: warning: {w}", file=sys.stderr)
     return warnings

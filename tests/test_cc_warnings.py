@@ -149,3 +149,19 @@ def test_a_damaged_warnings_file_gives_what_it_still_says_never_a_crash(
     assert ccwarn.describe(g, ccwarn.kept(tmp_path)) == [
         f"{program}:{spare}:9: elements `near`, `far`: unused variable 'spare' "
         "[-Wunused-variable]"]
+
+
+def test_the_compiler_speaks_the_c_locale_whatever_the_users(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a user's UTF-8 (or translated) locale gcc would quote with ‘…’ and translate
+    `warning:`, which offlow/ccwarn.py would then not recognise: it runs in the C locale."""
+    monkeypatch.setenv("LC_ALL", "C.UTF-8")
+    monkeypatch.setenv("LANGUAGE", "de:fr")
+    prog = tmp_path / "prog.py"
+    c_file = tmp_path / "body.c"
+    c_file.write_text(f'int body(unsigned n) {{\n#line 12 "{prog}"\n    int spare = 0;\n'
+                      "    return (int)n;\n}\n")
+    said = cbuild.cc("gcc", [*cbuild.flags("base"), "-c", str(c_file),
+                             "-o", str(tmp_path / "body.o")], "a test file")
+    assert ccwarn.own_warnings(said, {str(prog)}) == [
+        f"{prog}:12:9: warning: unused variable 'spare' [-Wunused-variable]"], said

@@ -160,7 +160,7 @@ def test_refused_reloads_leave_the_program_running_untouched(tmp_path: Path) -> 
         _set_shift(run.window)
         _wait_for_packets(run.window, 7)
         described = description_path(run.window).read_text()
-        with pytest.raises(OfflowError, match=r"(?s)C compiler failed .*‘oops’ undeclared"):
+        with pytest.raises(OfflowError, match=r"(?s)C compiler failed .*'oops' undeclared"):
             reload(run.window, reload_mark.program(mark=9, how="seen[state->ttl] += oops;"))
         with pytest.raises(OfflowError, match=r"table `shift`: running uint32_t\[5\] in "
                                               r"nic, new uint32_t\[6\] in nic"):
@@ -198,7 +198,10 @@ def test_reload_command_line(tmp_path: Path) -> None:
         "ended, or the path is not the one `offlow run --serve` printed)"]
     o = _options(tmp_path / "out.pcap")
     changed = tmp_path / "marked.py"
-    changed.write_text(PROGRAM.read_text().replace("mark: int = 7", "mark: int = 8"))
+    # (and a line the C compiler warns of, which the reload shows as a run would)
+    changed.write_text(PROGRAM.read_text().replace("mark: int = 7", "mark: int = 8")
+                       .replace("    const uint8_t ttl =",
+                                "    int spare;\n    const uint8_t ttl ="))
     _ready(o, {})
     b = build_for(load_program(changed), o)  # (its #line directives name its file)
     for d in b.plan.devices:
@@ -211,6 +214,11 @@ def test_reload_command_line(tmp_path: Path) -> None:
         res = _stop(run)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.strip() == "offlow: reloaded nic of `reload_mark` (host: code unchanged)"
+    line = changed.read_text().splitlines().index("    int spare;") + 1
+    shown = [w for w in ok.stderr.splitlines() if "spare" in w]
+    assert len(shown) == 1 and shown[0].startswith(f"offlow: warning: {changed}:{line}:"), \
+        ok.stderr
+    assert shown[0].endswith("unused variable 'spare' [-Wunused-variable]"), shown
     assert same.stdout.strip() == "offlow: the code of `reload_mark` is unchanged: nothing to " \
                                   "reload"
     assert res.ok and set(_marks(o.output)) == {7, 8}
