@@ -169,7 +169,7 @@ def _files_digest(files: Iterable[Path], *extra: str) -> str:
                     + f.read_bytes() for f in files), *(x.encode() for x in extra))
 
 
-def _c_locale() -> dict[str, str]:
+def c_locale() -> dict[str, str]:
     """The environment with the C locale: the compiler's messages in English with plain
     quotes on every machine, as offlow/ccwarn.py reads them (a translated `warning:`
     would not be recognised)."""
@@ -183,7 +183,7 @@ def cc(cc_name: str, args: Sequence[str], what: str) -> str:
     if shutil.which(cc_name) is None:
         raise OfflowError(f"no C compiler ({cc_name}): install it (the README's setup "
                           "command does)")
-    res = subprocess.run([cc_name, *args], capture_output=True, text=True, env=_c_locale())
+    res = subprocess.run([cc_name, *args], capture_output=True, text=True, env=c_locale())
     if res.returncode != 0:
         raise OfflowError(f"C compiler failed on {what}:\n"
                           f"{_errors_only(cc_name, args, res.stderr)}")
@@ -196,7 +196,7 @@ def _errors_only(cc_name: str, args: Sequence[str], stderr: str) -> str:
     passes, the warnings were the errors (-Werror): all of the first output."""
     werror = set(flags("werror"))
     res = subprocess.run([cc_name, *[a for a in args if a not in werror], *flags("errors_only")],
-                         capture_output=True, text=True, env=_c_locale())
+                         capture_output=True, text=True, env=c_locale())
     return (res.stderr if res.returncode != 0 and res.stderr.strip() else stderr).strip()
 
 

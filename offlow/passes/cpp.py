@@ -35,7 +35,7 @@ def preprocess(code: str, start: str) -> Preprocessed:
     if shutil.which(d.compiler()) is None:
         raise CppError("no C compiler: install gcc (the README's setup command does)")
     res = subprocess.run([d.compiler(), *d.flags("preprocess")], input=code,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=cbuild.c_locale())
     if res.returncode != 0:
         errors = [x for x in res.stderr.splitlines() if "error" in x] or [res.stderr.strip()]
         raise CppError(errors[0].replace("<stdin>", "body"))
