@@ -89,8 +89,9 @@ def test_the_verifier_refusing_the_program_at_the_run_is_one_error_with_its_log(
     assert "\nR9 unbounded memory access, make sure to bounds check any such access\n" \
         "processed " in text
     assert f"; {said} @ {Path(__file__).name}:{line}\n" in text
-    # none of it on stderr (libbpf's one-line warnings of the failed load remain)
+    # none of it on stderr, nor libbpf's own lines of the failed load: one error
     assert "processed " not in stderr and "PROG LOAD LOG" not in stderr, stderr
+    assert "libbpf" not in stderr, stderr
     assert not [t for t in stderr.splitlines() if t[:1].isdigit() or t.startswith(";")], stderr
 
 
@@ -107,3 +108,30 @@ def test_a_refusal_at_the_build_names_the_file_that_keeps_the_whole_log() -> Non
     text = Path(kept.removesuffix(")")).read_text()
     assert "\nR9 unbounded memory access, make sure to bounds check any such access\n" \
         "processed " in text
+
+
+def test_a_load_refused_before_the_verifier_is_one_error_with_libbpfs_reason(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A failure of the load that is not the verifier's (here a map the kernel will not
+    create: one of 0 entries) is the run's one error, with libbpf's lines, which say which
+    map, in it; none beside it (before: its three lines on stderr and an error saying
+    only "Invalid argument")."""
+    ok = build(options_program(ReadOption))
+    for name, text in ok.sources.items():
+        (tmp_path / name).write_text(text)
+    bpf = tmp_path / "xdp.bpf.c"
+    made = "    __uint(max_entries, OFL_NCOUNTERS);\n"
+    assert made in bpf.read_text()  # (the generated per-CPU array of the run's counters)
+    bpf.write_text(bpf.read_text().replace(made, "    __uint(max_entries, 0);\n"))
+    xdp.compile_bpf(bpf, tmp_path / "xdp.bpf.o", "the program with an empty map",
+                    local_headers=[tmp_path / "common.h"])
+    shutil.copy(ok.binaries["xdp"], tmp_path / "xdp")
+    capfd.readouterr()
+    res = run(Build(ok.plan, ok.sources, tmp_path, {"xdp": tmp_path / "xdp"}),
+              RunOptions(count=5, timeout=60))
+    stderr = capfd.readouterr().err
+    assert not res.ok and len(res.errors) == 1, (res.errors, stderr)
+    assert res.errors[0].startswith("the kernel refused the XDP program: Invalid argument "
+                                    "(libbpf: "), res.errors
+    assert "; map 'ofl_counts': failed to create: Invalid argument" in res.errors[0]
+    assert "libbpf" not in stderr, stderr

@@ -31,12 +31,43 @@
 /* How long a frame may take through the kernel before the run gives up on it. */
 #define OFL_XDP_WAIT_NS 2000000000ull
 
-/* Prints libbpf's warnings on stderr; debug ones not. (The verifier's log is not among
- * them: load() gives the program a log buffer of its own, so libbpf never prints it.) */
+/* What libbpf says while load() runs, held rather than printed: a failed load is then
+ * one error (the verifier's reason, or libbpf's lines in it), not that error beside
+ * libbpf's own three lines. libbpf's print callback takes no context pointer, so this
+ * record is the file's one piece of state; load() runs before any thread starts. */
+static struct libbpf_said {
+    bool hold;
+    size_t len;
+    char text[2048];
+} said;
+
+/* Prints libbpf's warnings on stderr (held in `said` while load() runs); debug ones
+ * not. (The verifier's log is not among them: load() gives the program a log buffer of
+ * its own, so libbpf never prints it.) */
 static int print_libbpf(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
     if (level == LIBBPF_DEBUG) return 0;
-    return vfprintf(stderr, fmt, ap);
+    if (!said.hold) return vfprintf(stderr, fmt, ap);
+    size_t room = sizeof said.text - said.len;
+    int w = room > 1 ? vsnprintf(said.text + said.len, room, fmt, ap) : 0;
+    if (w > 0) said.len += (size_t)w < room ? (size_t)w : room - 1;
+    return 0;
+}
+
+/* libbpf's lines held in `said`, each without its "libbpf: " and joined by "; ", into
+ * `buf` ("" when it said nothing). */
+static void said_lines(char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (const char *t = said.text; *t && n + 1 < cap;) {
+        if (strncmp(t, "libbpf: ", 8) == 0) t += 8;
+        size_t len = strcspn(t, "\n");
+        int w = snprintf(buf + n, cap - n, "%s%.*s", n ? "; " : "", (int)len, t);
+        if (w < 0) break;
+        n += (size_t)w < cap - n ? (size_t)w : cap - n - 1;
+        t += len + (t[len] == '\n');
+    }
 }
 
 static uint64_t now_ns(void)
@@ -149,10 +180,22 @@ static struct bpf_object *load(struct bpf_object *obj, const struct ofl_xdp_desc
         log[0] = '\0';
         if (prog && bpf_program__set_log_buf(prog, log, OFL_XDP_VLOG_CAP) < 0) log[0] = '\0';
     }
+    said.len = 0;
+    said.text[0] = '\0';
+    said.hold = true;
     int rc = bpf_object__load(obj);
+    said.hold = false;
+    /* a failed run's one error says why (libbpf's lines would repeat it); what a load
+     * that worked was told, and --check's every line (its reader wants the log), shown */
+    if (rc == 0 || !a) fputs(said.text, stderr);
     if (rc < 0) {
+        char lines[sizeof said.text];
+        said_lines(lines, sizeof lines);
         if (log && log[0])
             refused(d, keep, log, -rc, a);
+        else if (lines[0] && a)
+            start_fail(a, "the kernel refused the XDP program: %s (libbpf: %s)",
+                       strerror(-rc), lines);
         else
             start_fail(a, "the kernel refused the XDP program: %s", strerror(-rc));
         bpf_object__close(obj);
