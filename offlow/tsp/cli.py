@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import runpy
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,11 +11,11 @@ from typing import TYPE_CHECKING
 from offlow.argtypes import File, NewFile, Whole
 from offlow.errors import OfflowError
 from offlow.ir.graph import OFFLOAD_DEPTH_MAX
+from offlow.paths import DATA, ROOT
 
 if TYPE_CHECKING:
     from offlow.dsl import Program
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "tsp.py"
 GPU_BATCH, GPU_DEPTH = 2500, 2  # the gpu climber's work-items per batch, batches in flight
 # TSPLIB's published optimal tour lengths of the instances the project ships
@@ -24,7 +23,8 @@ OPTIMA = {"kroA100": 21282}
 
 
 def default_file() -> Path:
-    return Path(os.environ.get("OFFLOW_DATA", ROOT.parent / "shared" / "data")) / "kroA100.tsp"
+    """The TSP instance a run takes when given none: kroA100 of the real inputs."""
+    return DATA / "kroA100.tsp"
 
 
 def example(device: str, path: Path) -> Program:
