@@ -302,6 +302,8 @@ static uint32_t *either(uint32_t *tab, uint32_t *spare, int which)
 }
 static uint32_t *mine_only(uint32_t *tab) { static uint32_t own; (void)tab; return &own; }
 static void *value_of(void *m, uint8_t k) { return ofl_map_lookup(m, &k); }  /* a map's */
+typedef struct { void *map; } by_value_t;   /* xdp's map, given as a struct */
+static uint32_t *count_of(by_value_t m, uint8_t k) { return ofl_map_lookup(m, &k); }
 """
 
 
@@ -321,7 +323,8 @@ def test_a_pointer_a_helper_returns_into_the_table_is_followed() -> None:
             ("word_p w;\nw = next_slot(hits, pkt->len);  // the one after\nw[0] |= 4u;", "w"),
             ("uint32_t spare = 0;\nuint32_t *w = either(hits, &spare, pkt->len & 1);\n*w -= 1;",
              "w"),
-            ("uint32_t *n = value_of(hits, state->k);  /* a map's value */\nif (n) (*n)++;", "n")):
+            ("uint32_t *n = value_of(hits, state->k);  /* a map's value */\nif (n) (*n)++;", "n"),
+            ("uint32_t *n = count_of(hits, 9);\nif (n != 0)\n    n[0] += pkt->len;", "n")):
         info = _returned(body)
         assert info.plain_updates == {"hits"}, body
         assert info.plain_via == {("hits", via, "")}, body
@@ -343,6 +346,7 @@ typedef struct { int n; uint32_t *at; } spot_t;   // positional: `at` is the sec
 static void bump_at(struct cur *c) { c->p[1]++; }        /* by the struct's address */
 static void bump_copy(spot_t s) { *s.at += 2; }          /* by value */
 static void keep(struct cur *c, uint32_t *t) { c->p = t; }   // stores into the caller's
+static void again(struct cur *c, int n) { if (n) again((struct cur *)&c, n - 1); }
 """
 
 
@@ -425,6 +429,8 @@ def test_a_pointer_kept_where_the_walk_cannot_follow_it_is_listed() -> None:
             ("struct cur c = { .p = &hits[1] };\nstruct cur *cp = &c;  /* its address */\n"
              "cp->p[0]++;", "body line 2 `cp`"),
             ("uint32_t *ps[2] = { hits, hits + 1 }, **pp = ps;\n(**pp)++;", "body line 1 `pp`"),
+            ("static uint32_t *last;  /* the previous packet's */\nif (last) (*last)++;\n"
+             "last = &hits[pkt->len % 3u];", "body line 3 `last`"),
             ("struct cur c;\nkeep(&c, &hits[4]);\nc.p[0]++;", "helpers line 7 in `keep` `c->p`")):
         info = analyze_body(body, element="tally", outputs=["out"],
                             fields={"k": "uint8_t", "at": "uint64_t"}, tables=["hits"],
@@ -436,6 +442,7 @@ def test_a_pointer_kept_where_the_walk_cannot_follow_it_is_listed() -> None:
     assert info.unseen_calls == {("hits", "body line 3 `op`")}
     assert info.unseen_stores == frozenset() and info.plain_updates == frozenset()
     for body in ("uint32_t spare = 0;\nlast_seen = &spare;",
+                 "struct cur c = { .p = &hits[0] };\nagain(&c, 3);",  # (its own `&c`: ends)
                  "struct cur c = { .p = &hits[1] };\nmemset(&c, 0, sizeof c);",
                  "struct cur c = { .p = &hits[1] }, d = c;\n(void)d;"):
         info = analyze_body(body, element="tally", outputs=["out"], fields={},

@@ -49,6 +49,7 @@ _STEPS = ("++", "--", "p++", "p--")  # pycparser's ops of ++x, --x, x++, x--
 # pointer points at (`p->f` is `*`, `.f`), `[2]` an element, `[?]` one of a variable
 # index (any of them).
 Path = tuple[str, ...]
+_DEEPEST = 8  # parts a path may have (a helper given `&p` of its own `p` again ends)
 
 
 @dataclass(frozen=True)
@@ -422,7 +423,8 @@ class _Uses(c_ast.NodeVisitor):
         if key is None:
             return
         for k, t in sorted(self.into.items()):
-            if len(k) >= len(key) + (not by_address) and _within(k[:len(key)], key):
+            if len(k) >= len(key) + (not by_address) and _within(k[:len(key)], key) \
+                    and len(k) - len(key) < _DEEPEST:
                 yield (("*",) if by_address else ()) + k[len(key):], t
 
     def _forget(self, path: Path) -> None:
@@ -593,7 +595,9 @@ class _Uses(c_ast.NodeVisitor):
             self.hidden[-1].setdefault(name, (
                 name in self.locals, name in self.pointers, self.arrays.get(name),
                 {k: t for k, t in self.into.items() if k[0] == name}))
-            self.locals.add(name)
+            self.locals.discard(name)
+            if not {"static", "extern"} & set(node.storage):  # (those outlive the packet)
+                self.locals.add(name)
             self.pointers.discard(name)  # (an inner local of the same name)
             self.arrays.pop(name, None)
             if _pointer(node.type, self.typedefs):
@@ -641,7 +645,7 @@ class _Uses(c_ast.NodeVisitor):
             if not (isinstance(p, c_ast.Decl) and p.name):
                 continue
             table = self._points_into(a)
-            if table is not None and _pointer(p.type, self.helpers.typedefs):
+            if table is not None:  # (a map may be given as a struct: xdp's `(t).map`)
                 bound[(p.name,)] = table
                 given[table] = self._pointer_text(a)
                 continue
