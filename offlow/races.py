@@ -1,6 +1,8 @@
 """Lost updates: a shared array that elements update with a plain read-modify-write
-(`t[i] += v`, `t[i]++`, `t[i] |= m`, or through a local pointer into it: `*p += v`,
-`e->hits++`: passes/tableuse.py) from two threads at once.
+(`t[i] += v`, `t[i]++`, `t[i] |= m`, or through a pointer into it: a local, `*p += v`,
+`e->hits++`, a local struct's member, `c.p[0]++`, an element of a local array of
+pointers, `(*ps[k])++`, or what a helper returns, `*slot(t, h) += 1`:
+passes/tableuse.py) from two threads at once.
 
 Each thread loads the element, changes it and stores it back; when two cores do that
 to one element at the same time, one of the changes is lost, silently. That happens
@@ -18,7 +20,10 @@ gave. On host and nic a hash map runs on one core.
 
 A pointer into a table given to a function through a function pointer cannot be
 followed (tableuse.py follows those given to a helper by name): where its callers run
-on two or more threads at once, a warning says the write cannot be seen, and where."""
+on two or more threads at once, a warning says the write cannot be seen, and where. So
+does one for a pointer into a table kept where tableuse.py cannot follow it (a global,
+a static local, a state field, memory reached through a pointer, a pointer to a local
+struct or array that holds one): an update made through it later is not seen."""
 
 from __future__ import annotations
 
