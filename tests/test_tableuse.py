@@ -371,6 +371,8 @@ def test_a_pointer_kept_in_a_local_structs_member_is_followed() -> None:
             ("struct { struct cur in; int n; } w = { { &hits[3], 0 }, 1 };\n(*w.in.p)++;",
              {("w.in.p", "")}),
             ("struct cur c = { .p = hits };\nbump_at(&c);", {("c->p", "bump_at")}),
+            ("struct elsewhere w = { .slot = &hits[9] };  // defined in no code seen here\n"
+             "w.slot[0] += 1;", {("w.slot", "")}),
             ("spot_t s = { .at = &hits[7] };\nbump_copy(s);", {("s.at", "bump_copy")})):
         info = _structs(body)
         assert info.plain_updates == {"hits"}, body

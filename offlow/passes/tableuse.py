@@ -502,8 +502,9 @@ class _Uses(c_ast.NodeVisitor):
             if isinstance(x, c_ast.NamedInitializer):
                 d = x.name[0] if len(x.name) == 1 else None
                 x = x.expr
-                if isinstance(d, c_ast.ID) and members is not None:
-                    k = next((i for i, m in enumerate(members) if m.name == d.name), -1)
+                if isinstance(d, c_ast.ID):  # (its name says the member, known or not)
+                    part = f".{d.name}"
+                    k = next((i for i, m in enumerate(members or []) if m.name == d.name), -1)
                 elif d is not None and isinstance(t, c_ast.ArrayDecl):
                     part = _index(d)
                     k = int(part[1:-1]) if part != "[?]" else k
@@ -513,7 +514,7 @@ class _Uses(c_ast.NodeVisitor):
             if isinstance(t, c_ast.ArrayDecl) and k >= 0:
                 part, sub = part or f"[{k}]", t.type
             elif members is not None and 0 <= k < len(members) and members[k].name:
-                part, sub = f".{members[k].name}", members[k].type
+                part, sub = part or f".{members[k].name}", members[k].type
             k = k + 1 if k >= 0 else k
             if part is None:
                 self._lost(x, node, what)
