@@ -467,3 +467,53 @@ def test_an_address_kept_in_a_struct_array_or_returned_keeps_one_shared_copy() -
         info = analyze_body(body, element="tally", outputs=["out"], fields={},
                             tables=["hits", "bytes_"], helpers=helpers)
         assert info.table_other == {"hits"} and info.adds_only == frozenset(), body
+
+
+# Straight-line statements on a struct `c` (and its copy `d`) with a pointer member `p`,
+# and an array `ps` of two pointers: (C, what it does: a member or element it points
+# at the table (True) or elsewhere (False), a copy, or the one it updates through).
+_KEPT = [("c.p = &hits[{i}];", ("c.p", True)), ("c.p = hits + {i};", ("c.p", True)),
+         ("c.p = &spare;", ("c.p", False)), ("d = c;", ("d", "c")),
+         ("ps[{k}] = &hits[{i}];", ("ps[{k}]", True)), ("ps[{k}] = &spare;", ("ps[{k}]", False)),
+         ("ps[pkt->len & 1u] = &hits[{i}];  /* either */", ("ps[?]", True)),
+         ("ps[{k}] = c.p;", ("ps[{k}]", "c.p")),
+         ("c.p[0] += {v};", ("update", "c.p")), ("d.p[0]--;", ("update", "d.p")),
+         ("(*ps[{k}])++;", ("update", "ps[{k}]")), ("ps[{k}][0] |= {v}u;", ("update", "ps[{k}]")),
+         ("__atomic_fetch_add(c.p, {v}, __ATOMIC_RELAXED);", None),
+         ("__atomic_fetch_add(ps[{k}], 1, __ATOMIC_RELAXED);", None),
+         ("{{ struct cur c = {{ .p = &hits[{i}] }}; (void)c; }}  // an inner `c`", None)]
+
+
+def test_random_straight_line_struct_and_array_code_warns_as_a_simulation_says() -> None:
+    """Bodies of statements that point a struct's member and an array's elements at
+    the table or elsewhere, copy the struct and update through them, in random order:
+    a plain update is listed exactly when, run in order, one went through a pointer
+    that may point into the table (an element stored at a variable index: either)."""
+    rnd = random.Random(17)
+    for _ in range(60):
+        into = {"c.p": False, "d.p": False, "ps[0]": False, "ps[1]": False}
+        want = False
+        lines = ["struct cur { uint32_t *p; };  /* a user's cursor */",
+                 "uint32_t spare = 0;",
+                 "struct cur c = { .p = &spare }, d = c;",
+                 "uint32_t *ps[2] = { &spare, &spare };"]
+        for form, does in (rnd.choice(_KEPT) for _ in range(rnd.randint(1, 8))):
+            k = rnd.randint(0, 1)
+            stmt = form.format(i=rnd.randint(0, 2), k=k, v=rnd.randint(1, 9))
+            if does is not None:
+                what, to = does[0].format(k=k), (does[1].format(k=k)
+                                                 if isinstance(does[1], str) else does[1])
+                if what == "update":
+                    want = want or into[to]
+                elif what == "d":
+                    into["d.p"] = into["c.p"]
+                elif what == "ps[?]":
+                    into["ps[0]"] = into["ps[1]"] = True
+                else:
+                    into[what] = into[to] if isinstance(to, str) else to
+            lines.append(stmt)
+        lines.append("(void)c; (void)d; (void)ps; (void)spare;")
+        body = "\n".join(lines)
+        got = analyze_body(body, element="tally", outputs=["out"], fields={},
+                           tables=["hits"]).plain_updates
+        assert bool(got) == want, body
