@@ -1,6 +1,8 @@
 """Lost updates: a shared array that elements update with a plain read-modify-write
-(`t[i] += v`, `t[i]++`, `t[i] |= m`, or through a local pointer into it: `*p += v`,
-`e->hits++`: passes/tableuse.py) from two threads at once.
+(`t[i] += v`, `t[i]++`, `t[i] |= m`, or through a pointer into it: a local, `*p += v`,
+`e->hits++`, a local struct's member, `c.p[0]++`, an element of a local array of
+pointers, `(*ps[k])++`, or what a helper returns, `*slot(t, h) += 1`:
+passes/tableuse.py) from two threads at once.
 
 Each thread loads the element, changes it and stores it back; when two cores do that
 to one element at the same time, one of the changes is lost, silently. That happens
@@ -18,7 +20,10 @@ gave. On host and nic a hash map runs on one core.
 
 A pointer into a table given to a function through a function pointer cannot be
 followed (tableuse.py follows those given to a helper by name): where its callers run
-on two or more threads at once, a warning says the write cannot be seen, and where."""
+on two or more threads at once, a warning says the write cannot be seen, and where. So
+does one for a pointer into a table kept where tableuse.py cannot follow it (a global,
+a static local, a state field, memory reached through a pointer, a pointer to a local
+struct or array that holds one): an update made through it later is not seen."""
 
 from __future__ import annotations
 
@@ -35,9 +40,10 @@ THREADED = ("host", "nic", "remote")
 
 def lost_updates(plan: Plan) -> list[str]:
     """A warning for each shared array (or, on xdp, hash map) whose plain
-    read-modify-writes run on two or more threads at once, and one for each whose
-    elements give a pointer into it to a function whose body is not seen on two or more
-    threads at once (in table order)."""
+    read-modify-writes run on two or more threads at once, one for each whose elements
+    give a pointer into it to a function whose body is not seen on two or more threads
+    at once, and one for each whose elements keep a pointer into it where the analysis
+    cannot follow it on two or more threads at once (in table order)."""
     g = plan.graph
     out = []
     for t in g.shared:
@@ -47,6 +53,7 @@ def lost_updates(plan: Plan) -> list[str]:
         via: dict[str, list[tuple[str, str]]] = {}  # element -> (pointer, helper or "")
         at: dict[str, list[tuple[str, str]]] = {}  # element -> (where, helper) of its updates
         unseen: dict[str, list[str]] = {}  # element -> its calls not seen into
+        stored: dict[str, list[str]] = {}  # element -> its stores not followed
         for n in g.nodes:
             facts = n.facts
             if facts is None or not n.segment:
@@ -63,20 +70,34 @@ def lost_updates(plan: Plan) -> list[str]:
                            key=_natural)
             if calls:
                 unseen[n.name] = calls
+            stores = sorted((w for local, w in facts.unseen_stores if local in locals_),
+                            key=_natural)
+            if stores:
+                stored[n.name] = stores
         threads, where, every_cpu = _threads(plan, t, writers)
         if threads >= 2 or every_cpu:
             out.append(_warning(t.name, t.is_map, writers, via, at, threads, where, every_cpu))
-        threads, where, every_cpu = _threads(plan, t, unseen)
-        if threads >= 2 or every_cpu:
-            out.append(f"table `{t.name}`: "
-                       + ", ".join(f"`{w}` ({', '.join(c)})" for w, c in unseen.items())
-                       + " give" + ("s" if len(unseen) == 1 else "")
-                       + " a pointer into it to a function whose body offlow cannot see, on "
-                       + (f"{threads} threads" if not every_cpu else "several CPUs")
-                       + f" at once ({', '.join(where)}): if that function updates it with "
-                       "a plain read-modify-write (`+=`, `++`, ...), updates made at the same "
-                       "time are lost; make it add atomically (__atomic_fetch_add(p, v, "
-                       "__ATOMIC_RELAXED)), or call it directly, by its name")
+        for users, does, fix in (
+                (unseen, "a pointer into it to a function whose body offlow cannot see",
+                 "if that function updates it with a plain read-modify-write (`+=`, `++`, "
+                 "...), updates made at the same time are lost; make it add atomically "
+                 "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or call it directly, by its "
+                 "name"),
+                (stored, "a pointer into it where offlow cannot follow it (a global, a state "
+                 "field, memory reached through a pointer, a pointer to a local that holds "
+                 "one)", "if it is updated through there with a plain read-modify-write "
+                 "(`+=`, `++`, ...), updates made at the same time are lost; add through it "
+                 "atomically (__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or keep the "
+                 "pointer in a local of the body (a pointer, a struct's member, an array's "
+                 "element)")):
+            threads, where, every_cpu = _threads(plan, t, users)
+            if threads >= 2 or every_cpu:
+                verb = "give" if users is unseen else "keep"
+                out.append(f"table `{t.name}`: "
+                           + ", ".join(f"`{w}` ({', '.join(c)})" for w, c in users.items())
+                           + f" {verb}" + ("s" if len(users) == 1 else "") + f" {does}, on "
+                           + (f"{threads} threads" if not every_cpu else "several CPUs")
+                           + f" at once ({', '.join(where)}): {fix}")
     return out
 
 

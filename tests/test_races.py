@@ -11,6 +11,7 @@ from pathlib import Path
 
 from offlow import Element, Program, Shared, SharedMap, Sink, Source
 from offlow.build import plan_program
+from offlow.codegen.bpf import map_kind
 from offlow.dsl.loader import load_program
 from offlow.explain import explain
 from offlow.races import lost_updates
@@ -600,3 +601,164 @@ def test_elements_given_the_same_fix_are_named_together() -> None:
     [w] = lost_updates(plan_program(_two_tallies()))
     assert w.endswith("lost; in `first`, `second` write e.g. __atomic_fetch_add("
                       "&per_bucket[i], v, __ATOMIC_RELAXED), or run its users on one core"), w
+
+
+class SlotOfTally(Element):
+    """A user's helper that returns the bucket's counter, updated where it is called
+    (its pointer type a typedef, the helper after it)."""
+
+    tables = ("per_bucket",)
+    helpers = r"""
+    typedef uint64_t *counter_p;   /* one bucket's counter */
+    /* the counter of a packet of length `len`: 7 buckets, an odd number */
+    static counter_p slot_of(uint64_t *all, uint32_t len) { return &all[len % 7u]; }
+    """
+    body = r"""
+    *slot_of(per_bucket, pkt->len) += pkt->len;   // plain: load, add, store
+    counter_p last = slot_of(per_bucket, 6);
+    (*last)++;
+    """
+
+
+def test_an_update_through_a_pointer_a_helper_returns_is_said() -> None:
+    """`*slot_of(t, len) += v` and `p = slot_of(t, 6); (*p)++`: said at both lines,
+    through the call and the local, with what to write there. The old code followed
+    no returned pointer and said nothing."""
+    assert lost_updates(plan_program(_one(SlotOfTally, [0, 1]))) == [
+        f"table `bytes`: `tally` ({_at('*slot_of(per_bucket, pkt->len) += pkt->len;')}, "
+        f"{_at('(*last)++;')}) updates it with a plain read-modify-write (`+=`, `++`, `|=`, "
+        "...; `tally` through its pointers `last`, `slot_of(per_bucket, pkt->len)`) on 2 "
+        "threads at once (host core 0, host core 1): updates made at the same time are "
+        "lost; in `tally` add through `last` atomically, e.g. __atomic_fetch_add(last, v, "
+        "__ATOMIC_RELAXED) (`&last->f` for its member f), or run its users on one core"]
+    atomic = SlotOfTally.body.replace(
+        "*slot_of(per_bucket, pkt->len) += pkt->len;",
+        "__atomic_fetch_add(slot_of(per_bucket, pkt->len), pkt->len, __ATOMIC_RELAXED);"
+    ).replace("(*last)++;", "__atomic_fetch_add(last, 1, __ATOMIC_RELAXED);")
+
+    class Atomic(SlotOfTally):
+        body = atomic
+
+    assert lost_updates(plan_program(_one(Atomic, [0, 1]))) == []
+    assert lost_updates(plan_program(_one(SlotOfTally, [0]))) == []
+
+
+class CursorTally(Element):
+    """A user's cursor struct that keeps where this packet's counters are: a pair of
+    words reached through one member, a spare word through another."""
+
+    tables = ("per_bucket",)
+    body = r"""
+    struct pair { uint64_t pkts, bytes; };
+    struct cursor { struct pair *at; uint64_t *spare; } cur = {
+        .at = (struct pair *)&per_bucket[2 * (pkt->len % 3u)],   /* 3 pairs */
+    };
+    uint64_t mine = 0;
+    cur.spare = &mine;            // a local's: not the table
+    cur.at->pkts++;
+    cur.at->bytes += pkt->len;
+    (*cur.spare)++;
+    """
+
+
+def test_an_update_through_a_pointer_kept_in_a_local_struct_is_said() -> None:
+    """`cur.at->pkts++` with `cur = { .at = &t[i] }`, on three NIC cores: said at both
+    lines, through `cur.at`; the member pointing at a local is not. The old code
+    followed only pointer locals and said nothing."""
+    p = Program("cursor")
+    src, t, out = (Source("rx"), CursorTally("tally", per_bucket=Shared("bytes", "uint64_t", 7)),
+                   Sink("tx"))
+    src >> t >> out
+    p.segment("edge", [src, t, out], device="nic", cores=[0, 1, 2])
+    assert lost_updates(plan_program(p)) == [
+        f"table `bytes`: `tally` ({_at('cur.at->pkts++;')}, {_at('cur.at->bytes += pkt->len;')}"
+        ") updates it with a plain read-modify-write (`+=`, `++`, `|=`, ...; `tally` through "
+        "its pointer `cur.at`) on 3 threads at once (nic core 0, nic core 1, nic core 2): "
+        "updates made at the same time are lost; in `tally` add through `cur.at` "
+        "atomically, e.g. __atomic_fetch_add(cur.at, v, __ATOMIC_RELAXED) (`&cur.at->f` for "
+        "its member f), or run its users on one core"]
+
+
+class EndsTally(Element):
+    """A user's two ends of a ring of counters, kept in an array of pointers."""
+
+    tables = ("per_bucket",)
+    body = r"""
+    uint64_t *ends[2] = { &per_bucket[0], &per_bucket[10] };   /* first, last of 11 */
+    (*ends[pkt->len & 1u])++;
+    ends[0][1] += 2;    // the one after the first
+    """
+
+
+def test_an_update_through_an_array_of_pointers_is_said_on_xdp_too() -> None:
+    """`(*ends[k])++` and `ends[0][1] += 2`: said on two host cores; on xdp the table
+    stays one shared map (its address is kept: not only added to) and the updates race
+    on every CPU. The old code said nothing."""
+    [w] = lost_updates(plan_program(_one(EndsTally, [0, 1])))
+    assert w.startswith(
+        f"table `bytes`: `tally` ({_at('(*ends[pkt->len & 1u])++;')}, "
+        f"{_at('ends[0][1] += 2;')}) updates it with a plain read-modify-write (`+=`, `++`, "
+        "`|=`, ...; `tally` through its pointers `ends[0]`, `ends[pkt->len & 1u]`) on 2 "
+        "threads at once (host core 0, host core 1)"), w
+    plan = plan_program(_one(EndsTally, [0], "xdp"))
+    assert map_kind(plan.graph, plan.graph.shared[0])[0] == "array"
+    [w] = lost_updates(plan)
+    assert "on several CPUs at once (xdp: every CPU that receives)" in w, w
+
+
+def test_on_xdp_a_hash_maps_value_passed_back_through_a_helper_is_said() -> None:
+    """The lookup's pointer given to a helper that returns it (or a spare): bumped
+    plainly where the helper's result is used; said on xdp. The old code did not
+    follow the returned pointer."""
+    class Back(Element):
+        tables = ("talk",)
+        helpers = r"""
+        /* the value, or the spare when the map has none */
+        static uint64_t *or_spare(uint64_t *v, uint64_t *spare) { return v ? v : spare; }
+        """
+        body = r"""
+        struct talk_key k = {0};
+        k.len = pkt->len;
+        uint64_t spare = 0;
+        *or_spare(ofl_map_lookup(talk, &k), &spare) += 1;   /* plain */
+        """
+
+    p = Program("talk")
+    src, t, out = Source("rx"), Back("talker", talk=SharedMap(
+        "talk", (("len", "uint16_t"),), "uint64_t", 61)), Sink("tx")
+    src >> t >> out
+    p.segment("edge", [src, t, out], device="xdp", cores=[0])
+    [w] = lost_updates(plan_program(p))
+    assert w.startswith(
+        f"table `talk`: `talker` ({_at('*or_spare(ofl_map_lookup(talk, &k), &spare) += 1;')}) "
+        "updates it with a plain read-modify-write (`+=`, `++`, `|=`, ...; `talker` through "
+        "its pointer `or_spare(ofl_map_lookup(talk, &k), &spare)`) on several CPUs at once "
+        "(xdp: every CPU that receives)"), w
+
+
+class HandOffTally(Element):
+    """A user's element that keeps the bucket's counter for a later element in a
+    per-packet field (as an integer), where no walk of its body can follow it."""
+
+    tables = ("per_bucket",)
+    fields = {"counter_at": "uint64_t"}
+    body = r"""
+    state->counter_at = (uint64_t)(uintptr_t)&per_bucket[pkt->len % 5u];  /* for later */
+    """
+
+
+def test_a_pointer_kept_where_it_cannot_be_followed_is_said_as_unseen() -> None:
+    """The pointer stored in a state field cannot be followed: on two threads the
+    warning says so, where, and what to do; on one core nothing is said. The old code
+    said nothing."""
+    assert lost_updates(plan_program(_one(HandOffTally, [0, 1]))) == [
+        f"table `bytes`: `tally` ({_at('state->counter_at = ')} `state->counter_at`) keeps "
+        "a pointer into it where offlow cannot follow it (a global, a state field, memory "
+        "reached through a pointer, a pointer to a local that holds one), on 2 threads at "
+        "once (host core 0, host core 1): if it is updated through there with a plain "
+        "read-modify-write (`+=`, `++`, ...), updates made at the same time are lost; add "
+        "through it atomically (__atomic_fetch_add(p, v, __ATOMIC_RELAXED)), or keep the "
+        "pointer in a local of the body (a pointer, a struct's member, an array's element)"]
+    assert lost_updates(plan_program(_one(HandOffTally, [0]))) == []
+    assert "keeps a pointer into it where offlow cannot follow it" in explain(
+        plan_program(_one(HandOffTally, [0, 1])))

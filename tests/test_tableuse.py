@@ -287,3 +287,233 @@ def test_a_helper_parameter_of_a_typedef_pointer_type_is_followed() -> None:
     assert info.plain_updates == {"hits"}
     assert info.plain_at == {("hits", "helpers line 2", "bump")}
     assert info.plain_via == {("hits", "s", "bump")}
+
+
+_RETURNING = r"""
+typedef uint32_t *word_p;   /* the user's name for a pointer to one word */
+/* the word of hash `h` in a table of 1021 (a prime: odd on purpose) */
+static word_p slot(uint32_t *tab, uint32_t h) { return &tab[h % 1021u]; }
+static uint32_t *next_slot(uint32_t *tab, uint32_t h) { return slot(tab, h + 1); }  // via slot
+static uint32_t *either(uint32_t *tab, uint32_t *spare, int which)
+{
+    if (which)
+        return spare;      /* not the table */
+    return tab + 3;
+}
+static uint32_t *mine_only(uint32_t *tab) { static uint32_t own; (void)tab; return &own; }
+static void *value_of(void *m, uint8_t k) { return ofl_map_lookup(m, &k); }  /* a map's */
+typedef struct { void *map; } by_value_t;   /* xdp's map, given as a struct */
+static uint32_t *count_of(by_value_t m, uint8_t k) { return ofl_map_lookup(m, &k); }
+"""
+
+
+def _returned(body: str) -> BodyInfo:
+    return analyze_body(body, element="tally", outputs=["out"], fields={"k": "uint8_t"},
+                        tables=["hits", "bytes_"], helpers=_RETURNING)
+
+
+def test_a_pointer_a_helper_returns_into_the_table_is_followed() -> None:
+    """`*slot(t, h) += 1` and `p = slot(t, h); (*p)++`: the helper returns a pointer
+    into the table it is given (through another helper too, a map lookup's value too);
+    the update is the body's, through the call or the local. The old code followed no
+    returned pointer: nothing was listed."""
+    for body, via in (
+            ("*slot(hits, pkt->len) += 1;  /* this packet's word */", "slot(hits, pkt->len)"),
+            ("uint32_t *w = slot(hits, state->k);\n(*w)++;", "w"),
+            ("word_p w;\nw = next_slot(hits, pkt->len);  // the one after\nw[0] |= 4u;", "w"),
+            ("uint32_t spare = 0;\nuint32_t *w = either(hits, &spare, pkt->len & 1);\n*w -= 1;",
+             "w"),
+            ("uint32_t *n = value_of(hits, state->k);  /* a map's value */\nif (n) (*n)++;", "n"),
+            ("uint32_t *n = count_of(hits, 9);\nif (n != 0)\n    n[0] += pkt->len;", "n")):
+        info = _returned(body)
+        assert info.plain_updates == {"hits"}, body
+        assert info.plain_via == {("hits", via, "")}, body
+        assert info.plain_at == {("hits", f"body line {body.count(chr(10)) + 1}", "")}, body
+    for body in (
+            "__atomic_fetch_add(slot(hits, pkt->len), 1, __ATOMIC_RELAXED);",
+            "uint32_t *w = slot(hits, 7);\n__atomic_add_fetch(w, 2, __ATOMIC_RELAXED);",
+            "uint32_t spare = 0, *w = slot(hits, 1);\nw = &spare;  /* another value */\n*w += 1;",
+            "uint32_t *w = mine_only(hits);\n(*w)++;",                  # its own static
+            "uint32_t mine[5] = {0};\n*slot(mine, pkt->len) += 1;\n(void)mine;",  # a local array
+            "uint32_t spare = 0;\nuint32_t *w = slot(&spare, 0);\nif (slot(hits, 2)) (*w)++;"):
+        assert _returned(body).plain_updates == frozenset(), body
+
+
+_STRUCTS = r"""
+/* where this packet's counters are */
+struct cur { uint32_t *p; struct pair { uint32_t pkts, bytes; } *e; };
+typedef struct { int n; uint32_t *at; } spot_t;   // positional: `at` is the second
+static void bump_at(struct cur *c) { c->p[1]++; }        /* by the struct's address */
+static void bump_copy(spot_t s) { *s.at += 2; }          /* by value */
+static void keep(struct cur *c, uint32_t *t) { c->p = t; }   // stores into the caller's
+static void again(struct cur *c, int n) { if (n) again((struct cur *)&c, n - 1); }
+"""
+
+
+def _structs(body: str) -> BodyInfo:
+    return analyze_body(body, element="tally", outputs=["out"], fields={"k": "uint8_t"},
+                        tables=["hits", "bytes_"], helpers=_STRUCTS)
+
+
+def test_a_pointer_kept_in_a_local_structs_member_is_followed() -> None:
+    """`struct cur c = { .p = &t[i] }; c.p[0]++;`, `c.e->pkts++`, a member assigned
+    later, a struct of a typedef given positionally, a copy of the struct, the struct
+    given to a helper by address or by value. The old code followed only pointer
+    locals: nothing was listed."""
+    for body, via in (
+            ("struct cur c = { .p = &hits[state->k % 13u] };  /* thirteen words */\n"
+             "c.p[0]++;", {("c.p", "")}),
+            ("struct cur c;\nc.e = (struct pair *)&hits[2 * (pkt->len & 3u)];\n"
+             "c.e->pkts++;  // one more packet\nc.e->bytes += pkt->len;", {("c.e", "")}),
+            ("spot_t s = { 1, hits + 5 };\n*s.at -= 1;", {("s.at", "")}),
+            ("struct cur c = { .p = &hits[1] }, d;\nd = c;  /* a copy */\nd.p[0] ^= 1u;",
+             {("d.p", "")}),
+            ("struct { struct cur in; int n; } w = { { &hits[3], 0 }, 1 };\n(*w.in.p)++;",
+             {("w.in.p", "")}),
+            ("struct cur c = { .p = hits };\nbump_at(&c);", {("c->p", "bump_at")}),
+            ("struct elsewhere w = { .slot = &hits[9] };  // defined in no code seen here\n"
+             "w.slot[0] += 1;", {("w.slot", "")}),
+            ("spot_t s = { .at = &hits[7] };\nbump_copy(s);", {("s.at", "bump_copy")})):
+        info = _structs(body)
+        assert info.plain_updates == {"hits"}, body
+        assert info.plain_via == {("hits", p, f) for p, f in via}, body
+    for body in (
+            "uint32_t spare = 0;\nstruct cur c = { .p = &hits[1] };\n"
+            "c.p = &spare;  /* another value */\nc.p[0]++;",
+            "struct cur c = { .p = &hits[1] };\n__atomic_fetch_add(c.p, 1, __ATOMIC_RELAXED);",
+            "struct cur c = { .e = (struct pair *)hits };\n"
+            "__atomic_fetch_add(&c.e->bytes, pkt->len, __ATOMIC_RELAXED);",
+            "uint32_t mine[3] = {0};\nstruct cur c = { .p = &mine[2] };\nc.p[0]++;\n(void)mine;",
+            "struct cur c = { .p = &hits[1] }, d = { 0 };\nd.p[0]++;\n(void)c;"):
+        assert _structs(body).plain_updates == frozenset(), body
+
+
+def test_a_pointer_kept_in_a_local_array_of_pointers_is_followed() -> None:
+    """`uint64_t *ps[2] = { &t[a], &t[b] }; (*ps[k])++;` or `ps[0][1] += 2`, an element
+    given by a variable index (any of them), the array given to a helper. The old code
+    followed only pointer locals: nothing was listed."""
+    helpers = "static void all(uint32_t **ws, int n) { while (n--) ws[n][0]++; }  /* each */\n"
+    for body, via in (
+            ("uint32_t *ps[2] = { &hits[pkt->len & 1u], &hits[5] };  /* two words */\n"
+             "(*ps[state->k & 1u])++;", {("ps[state->k & 1u]", "")}),
+            ("uint32_t *ps[3] = { [2] = hits + 4 };\nps[2][1] += 2;", {("ps[2]", "")}),
+            ("uint32_t spare = 0, *ps[2] = { &spare, &spare };\n"
+             "ps[pkt->len & 1u] = &hits[6];  // either\n*ps[0] += 1;", {("ps[0]", "")}),
+            ("uint32_t *ps[2] = { &hits[0], &hits[1] };\nall(ps, 2);", {("ws[n]", "all")})):
+        info = analyze_body(body, element="tally", outputs=["out"], fields={"k": "uint8_t"},
+                            tables=["hits"], helpers=helpers)
+        assert info.plain_updates == {"hits"}, body
+        assert info.plain_via == {("hits", p, f) for p, f in via}, body
+    for body in (
+            "uint32_t mine[2] = {0}, *ps[2] = { &mine[0], &mine[1] };\n(*ps[1])++;",
+            "uint32_t spare = 0, *ps[2] = { &hits[0], &spare };\n(*ps[1])++;",
+            "uint32_t spare = 0, *ps[2];\nps[pkt->len & 1u] = &hits[0];\n"
+            "ps[0] = &spare;\nps[1] = &spare;  /* both given another value */\n(*ps[0])++;",
+            "uint32_t *ps[2] = { &hits[0], &hits[1] };\n"
+            "__atomic_fetch_add(ps[pkt->len & 1u], 1, __ATOMIC_RELAXED);"):
+        assert analyze_body(body, element="tally", outputs=["out"], fields={"k": "uint8_t"},
+                            tables=["hits"], helpers=helpers).plain_updates == frozenset(), body
+
+
+def test_a_pointer_kept_where_the_walk_cannot_follow_it_is_listed() -> None:
+    """A pointer into the table stored in a global, a state field, memory reached
+    through a pointer, a pointer to a local struct or array that holds one, or by a
+    helper into its caller's struct: listed as a store not followed, with where and
+    what it is stored in; one holding such a struct given to a function pointer is a
+    call not seen into. The old code listed none of these."""
+    helpers = _STRUCTS + "uint32_t *last_seen;   /* a global */\n"
+    for body, stored in (
+            ("last_seen = &hits[state->k];", "body line 1 `last_seen`"),
+            ("state->at = (uint64_t)(uintptr_t)&hits[3];  /* for the next element */",
+             "body line 1 `state->at`"),
+            ("struct cur *h = malloc(sizeof *h);\nh->p = hits + 2;  // on the heap\nfree(h);",
+             "body line 2 `h->p`"),
+            ("struct cur c = { .p = &hits[1] };\nstruct cur *cp = &c;  /* its address */\n"
+             "cp->p[0]++;", "body line 2 `cp`"),
+            ("uint32_t *ps[2] = { hits, hits + 1 }, **pp = ps;\n(**pp)++;", "body line 1 `pp`"),
+            ("static uint32_t *last;  /* the previous packet's */\nif (last) (*last)++;\n"
+             "last = &hits[pkt->len % 3u];", "body line 3 `last`"),
+            ("struct cur c;\nkeep(&c, &hits[4]);\nc.p[0]++;", "helpers line 7 in `keep` `c->p`")):
+        info = analyze_body(body, element="tally", outputs=["out"],
+                            fields={"k": "uint8_t", "at": "uint64_t"}, tables=["hits"],
+                            helpers=helpers)
+        assert info.unseen_stores == {("hits", stored)}, body
+    info = analyze_body("void (*op)(struct cur *) = bump_at;  /* chosen at run time */\n"
+                        "struct cur c = { .p = &hits[2] };\nop(&c);", element="tally",
+                        outputs=["out"], fields={}, tables=["hits"], helpers=helpers)
+    assert info.unseen_calls == {("hits", "body line 3 `op`")}
+    assert info.unseen_stores == frozenset() and info.plain_updates == frozenset()
+    for body in ("uint32_t spare = 0;\nlast_seen = &spare;",
+                 "struct cur c = { .p = &hits[0] };\nagain(&c, 3);",  # (its own `&c`: ends)
+                 "struct cur c = { .p = &hits[1] };\nmemset(&c, 0, sizeof c);",
+                 "struct cur c = { .p = &hits[1] }, d = c;\n(void)d;"):
+        info = analyze_body(body, element="tally", outputs=["out"], fields={},
+                            tables=["hits"], helpers=helpers)
+        assert info.unseen_stores == frozenset(), body
+
+
+def test_an_address_kept_in_a_struct_array_or_returned_keeps_one_shared_copy() -> None:
+    """An array is added to only (per-CPU on xdp) when every use adds: one whose
+    element's address is kept in a struct's member, an array of pointers, or given to
+    a helper that returns it is used otherwise, even where every update through it is
+    an atomic add. (This already held before these pointers were followed.)"""
+    helpers = _RETURNING + "struct cur { uint32_t *p; };\n"
+    for body in ("hits[0] += 1;\nstruct cur c = { .p = &hits[1] };\n"
+                 "__atomic_fetch_add(c.p, 1, __ATOMIC_RELAXED);",
+                 "hits[0]++;\nuint32_t *ps[2] = { &hits[1], &hits[2] };\n"
+                 "__atomic_fetch_add(ps[pkt->len & 1u], 1, __ATOMIC_RELAXED);",
+                 "hits[0]--;\n__atomic_fetch_add(slot(hits, pkt->len), 1, __ATOMIC_RELAXED);",
+                 "hits[0] += 2;\nstruct cur c;\nc.p = hits + 3;\n(void)c;"):
+        info = analyze_body(body, element="tally", outputs=["out"], fields={},
+                            tables=["hits", "bytes_"], helpers=helpers)
+        assert info.table_other == {"hits"} and info.adds_only == frozenset(), body
+
+
+# Straight-line statements on a struct `c` (and its copy `d`) with a pointer member `p`,
+# and an array `ps` of two pointers: (C, what it does: a member or element it points
+# at the table (True) or elsewhere (False), a copy, or the one it updates through).
+_KEPT = [("c.p = &hits[{i}];", ("c.p", True)), ("c.p = hits + {i};", ("c.p", True)),
+         ("c.p = &spare;", ("c.p", False)), ("d = c;", ("d", "c")),
+         ("ps[{k}] = &hits[{i}];", ("ps[{k}]", True)), ("ps[{k}] = &spare;", ("ps[{k}]", False)),
+         ("ps[pkt->len & 1u] = &hits[{i}];  /* either */", ("ps[?]", True)),
+         ("ps[{k}] = c.p;", ("ps[{k}]", "c.p")),
+         ("c.p[0] += {v};", ("update", "c.p")), ("d.p[0]--;", ("update", "d.p")),
+         ("(*ps[{k}])++;", ("update", "ps[{k}]")), ("ps[{k}][0] |= {v}u;", ("update", "ps[{k}]")),
+         ("__atomic_fetch_add(c.p, {v}, __ATOMIC_RELAXED);", None),
+         ("__atomic_fetch_add(ps[{k}], 1, __ATOMIC_RELAXED);", None),
+         ("{{ struct cur c = {{ .p = &hits[{i}] }}; (void)c; }}  // an inner `c`", None)]
+
+
+def test_random_straight_line_struct_and_array_code_warns_as_a_simulation_says() -> None:
+    """Bodies of statements that point a struct's member and an array's elements at
+    the table or elsewhere, copy the struct and update through them, in random order:
+    a plain update is listed exactly when, run in order, one went through a pointer
+    that may point into the table (an element stored at a variable index: either)."""
+    rnd = random.Random(17)
+    for _ in range(60):
+        into = {"c.p": False, "d.p": False, "ps[0]": False, "ps[1]": False}
+        want = False
+        lines = ["struct cur { uint32_t *p; };  /* a user's cursor */",
+                 "uint32_t spare = 0;",
+                 "struct cur c = { .p = &spare }, d = c;",
+                 "uint32_t *ps[2] = { &spare, &spare };"]
+        for form, does in (rnd.choice(_KEPT) for _ in range(rnd.randint(1, 8))):
+            k = rnd.randint(0, 1)
+            stmt = form.format(i=rnd.randint(0, 2), k=k, v=rnd.randint(1, 9))
+            if does is not None:
+                what, to = does[0].format(k=k), (does[1].format(k=k)
+                                                 if isinstance(does[1], str) else does[1])
+                if what == "update":
+                    want = want or into[to]
+                elif what == "d":
+                    into["d.p"] = into["c.p"]
+                elif what == "ps[?]":
+                    into["ps[0]"] = into["ps[1]"] = True
+                else:
+                    into[what] = into[to] if isinstance(to, str) else to
+            lines.append(stmt)
+        lines.append("(void)c; (void)d; (void)ps; (void)spare;")
+        body = "\n".join(lines)
+        got = analyze_body(body, element="tally", outputs=["out"], fields={},
+                           tables=["hits"]).plain_updates
+        assert bool(got) == want, body

@@ -46,6 +46,9 @@ class BodyFacts:
     # (local, where `f`) for each pointer into the table given to a function whose body
     # is not seen (a function pointer's)
     unseen_calls: frozenset[tuple[str, str]] = frozenset()
+    # (local, where `x`) for each pointer into the table kept where the analysis cannot
+    # follow it (a global, memory reached through a pointer: passes/tableuse.py)
+    unseen_stores: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -120,7 +120,8 @@ def _adds(*bodies: BodyInfo | None) -> dict[str, Any]:
             "plain_updates": frozenset().union(*(b.plain_updates for b in got)),
             "plain_via": frozenset().union(*(b.plain_via for b in got)),
             "plain_at": frozenset().union(*(b.plain_at for b in got)),
-            "unseen_calls": frozenset().union(*(b.unseen_calls for b in got))}
+            "unseen_calls": frozenset().union(*(b.unseen_calls for b in got)),
+            "unseen_stores": frozenset().union(*(b.unseen_stores for b in got))}
 
 
 def _written(n: Node, batch: bool = False) -> dict[str, Any]:

@@ -57,6 +57,7 @@ class BodyInfo:
     # those updates made through a pointer (helper "": a local of the body)
     plain_at: frozenset[tuple[str, str, str]] = frozenset()  # (table, where, helper) of those
     unseen_calls: frozenset[tuple[str, str]] = frozenset()  # (table, where `f`): not seen into
+    unseen_stores: frozenset[tuple[str, str]] = frozenset()  # (table, where `x`): not followed
 
 
 def _hint(name: str, options: Iterable[str]) -> str:
@@ -461,4 +462,5 @@ def analyze_body(
         plain_via=use.plain_via,
         plain_at=use.plain_at,
         unseen_calls=use.unseen,
+        unseen_stores=use.stored,
     )
