@@ -176,10 +176,11 @@ def _udp_opts(g: Graph, o: RunOptions) -> list[str]:
     return args
 
 
-def _opts_for(plan: Plan, o: RunOptions) -> list[str]:
+def _opts_for(plan: Plan, o: RunOptions, files: bool = True) -> list[str]:
     """The --opt (and --user-opt) arguments of every process of a run of `plan` for
     `o`, each user's --opt checked first: it names a source, sink or table object and a
-    key that object reads (offlow.optkeys), and a table's files are there."""
+    key that object reads (offlow.optkeys); with `files`, a table's files are there too
+    (not when building: a host program may make them after, as offlow.lso does)."""
     g = plan.graph
     args: list[str] = []
     paths = _sink_paths(g, Path(o.output)) if o.output else {}
@@ -245,7 +246,8 @@ def _opts_for(plan: Plan, o: RunOptions) -> list[str]:
                               f"known: {', '.join(sorted(known))}")
         optkeys.check([opt], reads)
         args += ["--user-opt", opt]  # (what reads no such key refuses it: gen.h)
-    _check_table_files(g, args)
+    if files:
+        _check_table_files(g, args)
     return args + xdp.run_options(plan, o.iface, o.xdp_mode, o.input, o.xdp_ring,
                                   o.xdp_spread)
 
@@ -368,7 +370,7 @@ def build_for(program: Program, o: RunOptions, **build_args: Any) -> Build:
                                                       "element_time")))
     kinds = ports.library_kinds(ports.parse(spec)[1] for spec in o.ports)
     # (the options are checked against the plan: a bad --opt is said before compiling)
-    return build(program, fit=fit, ports=kinds, check=lambda plan: _opts_for(plan, o),
+    return build(program, fit=fit, ports=kinds, check=lambda plan: _opts_for(plan, o, files=False),
                  **build_args)
 
 
