@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,14 +75,19 @@ def generate(plan: Plan, ports: tuple[PortKind, ...] = ()) -> dict[str, str]:
 
 def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...] = (),
           fit: tuple[int, str] | None = None, ports: tuple[PortKind, ...] = (),
-          own_sets: tuple[str, ...] = ()) -> Build:
+          own_sets: tuple[str, ...] = (),
+          check: Callable[[Plan], object] | None = None) -> Build:
     """Compile `program` to one executable per device, reusing cached builds; `fit`:
     the mtu its input needs and why (offlow.runner.check_options), for a program that sets
     none; `ports`: the port kinds of runtime libraries its run uses (linked in);
     `extra_flags`: for the program and the runtime libraries it links; `own_sets`: flag
     sets for the generated code only (element_time: the runtime's sources never read
-    it, so the libraries are the archives every other program links)."""
+    it, so the libraries are the archives every other program links); `check`: called
+    with the plan before anything is generated or compiled (it raises OfflowError on
+    what the plan's run would refuse: the runner's --opt check)."""
     plan = plan_program(program, fit)
+    if check is not None:
+        check(plan)
     for dev in plan.devices:
         targets.usable(dev.target)
     sources = generate(plan, ports)

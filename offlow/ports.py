@@ -32,11 +32,14 @@ class PortKind:
     header: str
     source: str
     sink: str
+    # the option keys its source and sink open functions read beside every source's and
+    # sink's (offlow.optkeys)
+    keys: tuple[str, ...] = ()
 
 
 # The kinds of runtime libraries (the core's afpacket needs no entry).
 LIBRARY_KINDS = {"dpdk": PortKind("dpdk", "offlow/dpdk_port.h", "ofl_dpdk_src_open",
-                                  "ofl_dpdk_sink_open")}
+                                  "ofl_dpdk_sink_open", keys=("port",))}
 KINDS = ("dpdk", "afpacket")
 USAGE = "expected [NAME=]dpdk:ARGS or [NAME=]afpacket:IFACE"
 

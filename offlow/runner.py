@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from offlow import live, livepage, metrics, ports, remote, targets, windowfile
+from offlow import live, livepage, metrics, optkeys, ports, remote, targets, windowfile
 from offlow.argtypes import unwritable
 from offlow.build import Build, build
 from offlow.channels import WindowHeader
@@ -36,6 +36,7 @@ from offlow.ir import Graph, SharedTable
 from offlow.ir.graph import DEFAULT_MTU, MTU_MAX
 from offlow.kvs.front import Front, build_front
 from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
+from offlow.plan import Plan
 from offlow.planner.profile import dilation
 from offlow.planner.profile import load as load_profile
 from offlow.races import lost_updates
@@ -152,16 +153,20 @@ def emulation_note(stats: dict[str, Any]) -> str:
 def sink_paths(b: Build, output: Path) -> dict[str, Path]:
     """Where each sink writes: `output` itself for a program with one sink, else
     `output` with the sink's name before the suffix (out.pcap -> out.tx.pcap)."""
-    sinks = [n.name for n in b.graph.nodes if n.kind == "sink"]
+    return _sink_paths(b.graph, output)
+
+
+def _sink_paths(g: Graph, output: Path) -> dict[str, Path]:
+    sinks = [n.name for n in g.nodes if n.kind == "sink"]
     if len(sinks) == 1:
         return {sinks[0]: output}
     return {s: output.with_name(f"{output.stem}.{s}{output.suffix}") for s in sinks}
 
 
-def _udp_opts(b: Build, o: RunOptions) -> list[str]:
+def _udp_opts(g: Graph, o: RunOptions) -> list[str]:
     """Sources and sinks on the run's UDP socket (the processes get it as --udp-fd)."""
     args: list[str] = []
-    for n in b.graph.nodes:
+    for n in g.nodes:
         kv = {"kind": "udp"} if n.kind in ("source", "sink") else {}
         if n.kind == "source" and o.duration is not None:
             kv["duration_ns"] = str(int(o.duration * 1e9))
@@ -171,20 +176,25 @@ def _udp_opts(b: Build, o: RunOptions) -> list[str]:
     return args
 
 
-def _opts_for(b: Build, o: RunOptions) -> list[str]:
+def _opts_for(plan: Plan, o: RunOptions, files: bool = True) -> list[str]:
+    """The --opt (and --user-opt) arguments of every process of a run of `plan` for
+    `o`, each user's --opt checked first: it names a source, sink or table object and a
+    key that object reads (offlow.optkeys); with `files`, a table's files are there too
+    (not when building: a host program may make them after, as offlow.lso does)."""
+    g = plan.graph
     args: list[str] = []
-    paths = sink_paths(b, Path(o.output)) if o.output else {}
+    paths = _sink_paths(g, Path(o.output)) if o.output else {}
     if o.udp_port is not None:
         if not 0 <= o.udp_port <= 65535:
             raise OfflowError(f"UDP port {o.udp_port} is not within 0..65535")
-        args = _udp_opts(b, o)
-    on_port = ports.assign(o.ports, [n.name for n in b.graph.nodes if n.kind == "source"],
-                           [n.name for n in b.graph.nodes if n.kind == "sink"])
+        args = _udp_opts(g, o)
+    on_port = ports.assign(o.ports, [n.name for n in g.nodes if n.kind == "source"],
+                           [n.name for n in g.nodes if n.kind == "sink"])
     for name, port in on_port.items():
         args += port.options(name)
         if name in paths and o.output:
             raise OfflowError(f"--output {o.output}: the sink `{name}` writes to its --port")
-    for n in b.graph.nodes:
+    for n in g.nodes:
         if n.name in on_port and n.kind == "source":
             if o.duration is None:
                 raise OfflowError(f"--port: the source `{n.name}` reads a port, whose traffic "
@@ -205,15 +215,18 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
             args += [a for k, v in kv.items() for a in ("--opt", f"{n.name}.{k}={v}")]
         if n.name in paths and n.name not in on_port:
             args += ["--opt", f"{n.name}.path={paths[n.name]}"]
-    for t in b.graph.shared:
+    for t in g.shared:
         args += [a for k, v in t.options for a in ("--opt", f"{t.name}.{k}={v}")]
     # only sources, sinks and table objects read options: one naming an element, an
     # array or a map went nowhere
-    known = ({n.name for n in b.graph.nodes if n.kind in ("source", "sink")}
-             | {t.name for t in b.graph.shared if t.is_object and not t.is_map})
-    elements = {n.name: n.cls for n in b.graph.nodes if n.kind == "element"}
+    known = ({n.name for n in g.nodes if n.kind in ("source", "sink")}
+             | {t.name for t in g.shared if t.is_object and not t.is_map})
+    elements = {n.name: n.cls for n in g.nodes if n.kind == "element"}
     fixed = {t.name: "a hash map (SharedMap)" if t.is_map else "a shared array (Shared)"
-             for t in b.graph.shared if t.name not in known}
+             for t in g.shared if t.name not in known}
+    # the keys each object reads, its kind set by the runner's options and the user's
+    iface = frozenset(d.name for d in plan.devices if d.target == "xdp" and o.iface)
+    reads = optkeys.object_reads(g, [*args[1::2], *o.opts], iface)
     for opt in o.opts:  # later options win in the processes
         name, dot, rest = opt.partition(".")
         if not dot or "=" not in rest:
@@ -231,17 +244,19 @@ def _opts_for(b: Build, o: RunOptions) -> list[str]:
         if name not in known:
             raise OfflowError(f"--opt `{opt}`: no source, sink or table named `{name}`; "
                               f"known: {', '.join(sorted(known))}")
+        optkeys.check([opt], reads)
         args += ["--user-opt", opt]  # (what reads no such key refuses it: gen.h)
-    _check_table_files(b, args)
-    return args + xdp.run_options(b.plan, o.iface, o.xdp_mode, o.input, o.xdp_ring,
+    if files:
+        _check_table_files(g, args)
+    return args + xdp.run_options(plan, o.iface, o.xdp_mode, o.input, o.xdp_ring,
                                   o.xdp_spread)
 
 
-def _check_table_files(b: Build, args: list[str]) -> None:
+def _check_table_files(g: Graph, args: list[str]) -> None:
     """A table's `path` option (the last one given wins) names a file it reads: it must
     be there before the processes start; a table with a `check` function has it look
     at its options (and files) then too."""
-    tables = {t.name: t for t in b.graph.shared}
+    tables = {t.name: t for t in g.shared}
     options: dict[str, dict[str, str]] = {}
     for opt in args[1::2]:
         name, _, rest = opt.partition(".")
@@ -354,7 +369,9 @@ def build_for(program: Program, o: RunOptions, **build_args: Any) -> Build:
         build_args["own_sets"] = tuple(dict.fromkeys((*build_args.get("own_sets", ()),
                                                       "element_time")))
     kinds = ports.library_kinds(ports.parse(spec)[1] for spec in o.ports)
-    return build(program, fit=fit, ports=kinds, **build_args)
+    # (the options are checked against the plan: a bad --opt is said before compiling)
+    return build(program, fit=fit, ports=kinds, check=lambda plan: _opts_for(plan, o, files=False),
+                 **build_args)
 
 
 def _region(g: Graph, first: str, last: str) -> set[str]:
@@ -415,7 +432,7 @@ class Run:
         if o.tcp_port is not None and o.udp_port is None:
             o = replace(o, udp_port=0)  # its sources serve UDP: it lasts until stopped
         check_options(o)  # before anything is created
-        _opts_for(b, o)  # its errors (an --opt naming nothing) too
+        _opts_for(b.plan, o)  # its errors (an --opt naming nothing) too
         self.build = b
         self.opts = o
         self.endpoints = self._remotes(b, o)
@@ -461,7 +478,7 @@ class Run:
         (RunOptions.window_file; the options were checked when the Run was made). A
         failure or a Ctrl-C on the way leaves nothing behind: no process, window or
         run folder."""
-        common = _opts_for(self.build, self.opts)  # errors before anything is created
+        common = _opts_for(self.build.plan, self.opts)  # errors before anything is created
         self._check_tcp()
         sweep_stale()
         try:

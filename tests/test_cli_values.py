@@ -27,7 +27,7 @@ EXEMPT = {
     ("run", "--sizes"): "a size:weight mix, read with --prefixes by check_options before any "
                         "process (tests/test_errors_before_start.py)",
     ("run", "--opt"): "NAME.KEY=VALUE of the program's sources, sinks and tables, checked "
-                      "against the built program (branch s14tablekeys)",
+                      "against the program's plan before it is built (tests/test_opt_keys.py)",
     ("run", "--port"): "KIND:ARGS, parsed by offlow.ports before any process (test_ports)",
     ("run", "--iface"): "a network interface's name: whether it exists is known when "
                         "attaching (offlow.targets.xdp checks it before any process)",

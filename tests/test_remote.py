@@ -612,21 +612,39 @@ def test_a_killed_or_silent_device_ends_the_run_with_one_error_and_the_counts_so
         assert not folders[0].exists()
 
 
-def test_an_option_the_devices_source_never_reads_is_the_runs_one_error(
+def test_an_option_the_devices_source_never_reads_is_one_error_before_it_starts(
         tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
-    """A misspelt key for a source on the remote device is refused there, before its
-    first packet (the device's process fails at start, its server passes the reason
-    back), and is the run's one error: `--opt rx.loop=2` was silently unread."""
+    """A misspelt key for a source on the remote device is refused before anything is
+    built or sent there (offlow.optkeys; it was refused by the device's process at
+    start, its server passing the reason back): `--opt rx.loop=2` was silently
+    unread before either."""
+    secret = secret_file(tmp_path)
+    _, port = serve(procs, secret)
+    p = start(procs, ["run", *ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
+                                           "--remote", f"a=127.0.0.1:{port}", "--secret-file",
+                                           str(secret), "--opt", "rx.loop=2"), "--json"])
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 2 and out == "", err
+    assert err == ("offlow: error: --opt `rx.loop=2`: source `rx` (kind=pcap) reads no option "
+                   "`loop` (did you mean `loops`?); it reads advance_ts, count, duration_ns, "
+                   "kind, loops, path, rate, seed\n")
+
+
+def test_a_start_failure_of_the_devices_process_is_the_runs_one_error(
+        tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
+    """What the device's process refuses at start (here a source kind it has not: only
+    the process knows the kinds its libraries add) is passed back by its server and is
+    the run's one error (as a misspelt key was, before offlow.optkeys refused it up
+    front)."""
     secret = secret_file(tmp_path)
     _, port = serve(procs, secret)
     rc, s, err = run(procs, ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
                                          "--remote", f"a=127.0.0.1:{port}", "--secret-file",
-                                         str(secret), "--opt", "rx.loop=2"))
+                                         str(secret), "--opt", "rx.kind=bogus"))
     assert rc == 1 and s["errors"] == [
         f"remote device remote:a (127.0.0.1:{port}): its process exited there with status 1: "
-        "--opt rx.loop=2: source rx (on remote:a) takes no option `loop` (it takes advance_ts, "
-        "count, duration_ns, kind, loops, path, rate, seed); 0 ring entries (packets) had "
-        "come from it and 0 gone to it"], (s["errors"], err)
+        "source rx: unknown kind `bogus` (pcap, synth, udp, afpacket); 0 ring entries "
+        "(packets) had come from it and 0 gone to it"], (s["errors"], err)
 
 
 def test_a_work_folder_gone_after_start_is_said_and_ends_the_run(

@@ -550,5 +550,6 @@ class Program:
                              options=t.options, source=t.source, pack_fn=t.pack_fn,
                              open_blob_fn=t.open_blob_fn, stats_fn=t.stats_fn, tcp=t.tcp,
                              ctl_fn=t.ctl_fn, includes=t.includes, src_kinds=t.src_kinds,
-                             one_core=t.one_core, check=t.check)
+                             one_core=t.one_core, check=t.check, keys=t.keys,
+                             src_kind_keys=t.src_kind_keys)
             for t in tables.values())

@@ -92,6 +92,15 @@ class Table:
     before any process starts; it raises OfflowError on options or files the open
     function would refuse, so a bad one is one clear error instead of a device
     process's failure.
+
+    `keys` are the option keys its C functions read (``ofl_args_get``: the open
+    function's, and the pack function's of a table that travels), for example
+    ``("nports", "path")``: ``offlow run --opt NAME.KEY=VALUE`` of any other key is
+    refused before any process starts, naming these (offlow.optkeys). A table that
+    declares none has a key it does not read refused by its device process once started
+    (gen.h's ofl_args_check_unread). `src_kind_keys` are, for each source kind in
+    `src_kinds`, the keys its open function reads beside every source's, as (kind,
+    keys) pairs (a kind without them: its sources' keys are checked once started).
     """
 
     name: str
@@ -109,6 +118,15 @@ class Table:
     src_kinds: tuple[tuple[str, str], ...] = ()
     one_core: bool = False
     check: str = ""
+    keys: tuple[str, ...] = ()
+    src_kind_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def __post_init__(self) -> None:
+        # (its own defaults would be refused as the user's are: say so where it is made)
+        unread = [k for k, _ in self.options if self.keys and k not in self.keys]
+        if unread:
+            raise OfflowError(f"table `{self.name}`: option `{unread[0]}` is not one of the "
+                              f"keys it reads ({', '.join(self.keys)})")
 
 
 MAP_KEY_MAX = 256          # bytes (runtime map.h's OFL_MAP_KEY_MAX)

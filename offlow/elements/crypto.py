@@ -35,7 +35,8 @@ def cbc_keys(name: str, path: str | Path | None = None, cipher: str = "aes-128-c
     return Table(name, "struct ofl_cbc_table", "ofl_cbc_table_open_opts", "ofl_cbc_table_close",
                  options=opts, source="a key table (cbc.c): key and IV per IPv4/UDP flow, "
                                       "read from its file (path=)",
-                 includes=("offlow/cbc.h",), check="offlow.crypto.clib:check_key_table")
+                 includes=("offlow/cbc.h",), check="offlow.crypto.clib:check_key_table",
+                 keys=("cipher", "path"))
 
 
 class Md5(Element):

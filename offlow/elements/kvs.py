@@ -24,7 +24,8 @@ MEMCACHED_CACHE = CacheOps(
     # kvcache.h's OFL_KVC_WAYS_MAX, OFL_KVC_ENTRIES_MAX, OFL_KVC_VALUE_MAX (a test
     # compares them)
     limits=(("ways", 1, 64), ("entries", 1, 1 << 30), ("value_max", 1, 1024)),
-    stats_fn="ofl_kvc_stats_json", finish_fn="ofl_kvc_finish", includes=("offlow/kvcache.h",))
+    stats_fn="ofl_kvc_stats_json", finish_fn="ofl_kvc_finish", includes=("offlow/kvcache.h",),
+    keys=("entries", "eviction", "policy", "value_max", "ways"))
 
 
 def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1 << 20) -> Table:
@@ -35,7 +36,9 @@ def kv_store(name: str, capacity: int = 1_000_000, value_max: int = 1 << 20) -> 
     return Table(name, "struct ofl_kvs", "ofl_kvs_open_opts", "ofl_kvs_close",
                  options=(("capacity", str(capacity)), ("value_max", str(value_max))),
                  source="memcached-compatible hash table (kvstore.c), empty at start-up",
-                 stats_fn="ofl_kvs_stats_json", tcp=True, includes=("offlow/kvs_table.h",))
+                 stats_fn="ofl_kvs_stats_json", tcp=True, includes=("offlow/kvs_table.h",),
+                 # (tcp_fd= and tcp_conns= are the runner's own: --tcp, --tcp-max-conns)
+                 keys=("capacity", "mem", "tcp_threads", "value_max"))
 
 
 class KeyHash(Element):

@@ -24,7 +24,9 @@ def send_port(name: str, mtu: int = 1500, move: str = "pio", dma_min: int = 1024
                           ("dma_min", str(dma_min))),
                  source="the device side of a send port (lso_nic.c): its send buffer and "
                         "completion FIFO, mapped from the port's file (path=)",
-                 includes=("offlow/lso_nic.h",), src_kinds=(("lso", "ofl_lso_src_open_opts"),))
+                 includes=("offlow/lso_nic.h",), src_kinds=(("lso", "ofl_lso_src_open_opts"),),
+                 keys=("dma_cpu", "dma_min", "move", "mtu", "path"),
+                 src_kind_keys=(("lso", ("port",)),))
 
 
 def kind_counts(name: str) -> Shared:

@@ -26,7 +26,7 @@ def _lpm_table(name: str, ctype: str, prefix: str, path: str | Path | None, npor
     return Table(name, ctype, f"{prefix}_open_opts", f"{prefix}_free", options=opts,
                  source=what, pack_fn=f"{prefix}_pack", open_blob_fn=f"{prefix}_open_blob",
                  ctl_fn=f"{prefix}_ctl", stats_fn=f"{prefix}_stats_json",
-                 includes=("offlow/lpm_tables.h",))
+                 includes=("offlow/lpm_tables.h",), keys=("nports", "path"))
 
 
 class LookupIPv4(Element):

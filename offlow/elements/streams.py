@@ -39,8 +39,11 @@ def _attr(name: str, key: str, value: int, low: int = 0) -> int:
 
 
 def _table(name: str, ctype: str, fn: str, options: dict[str, object]) -> Table:
+    # (each operator's open function reads exactly the options it is given here:
+    # streams_opts.c; tests/test_opt_keys.py holds them to it)
     return Table(name, f"struct {ctype}", f"{fn}_open_opts", f"{fn}_close",
                  options=tuple((k, str(v)) for k, v in options.items()),
+                 keys=tuple(sorted(options)),
                  source=f"the operator's state ({ctype}, offlow/streams.h), empty at start",
                  includes=INCLUDES, one_core=True)
 

@@ -18,7 +18,7 @@ def climbers_table(name: str, path: str | Path | None = None, climbers: int = 1)
                  "ofl_tsp_climbers_free", options=opts,
                  source="TSPLIB cities; 2-opt climber threads", pack_fn="ofl_tsp_climbers_pack",
                  open_blob_fn="ofl_tsp_climbers_open_blob", includes=("offlow/tsp_climbers.h",),
-                 check="offlow.tsp.clib:check_table")
+                 check="offlow.tsp.clib:check_table", keys=("climbers", "path"))
 
 
 class ClimbJobs(Handler):

@@ -178,6 +178,12 @@ class SharedTable:
     src_kinds: tuple[tuple[str, str], ...] = ()  # source kinds it adds: (kind, C function)
     one_core: bool = False  # its users run on one core, unlocked (dsl Table)
     check: str = ""  # module:function checking its options before a run (dsl Table)
+    # the option keys its C code reads (dsl Table's `keys`): a user's --opt of another is
+    # refused before any process starts (offlow.optkeys); empty: not declared, the
+    # device process refuses it (gen.h's ofl_args_check_unread)
+    keys: tuple[str, ...] = ()
+    # the keys each source kind it adds reads beside every source's (dsl Table)
+    src_kind_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # a hash map (dsl SharedMap): its key's (field, type) pairs, value type and entries
     map_key: tuple[tuple[str, str], ...] = ()
     map_value: str = ""
@@ -368,6 +374,8 @@ class CacheOps:
     finish_fn: str = ""
     # the runtime headers that declare `ctype` and these functions (offlow/kvcache.h)
     includes: tuple[str, ...] = ()
+    # the option keys open_fn reads (the cache table's `keys`: offlow.optkeys)
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

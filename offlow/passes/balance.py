@@ -107,7 +107,8 @@ def _split(g: Graph, s: Segment) -> Graph:
                         close_fn="ofl_balance_close", stats_fn="ofl_balance_stats",
                         source=f"run-time balance of {s.name} between {s.device} (d0) and "
                                f"{s.also} (d1)", one_core=True,
-                        check="offlow.passes.balance:check_options")
+                        check="offlow.passes.balance:check_options",
+                        keys=tuple(sorted([*CHOICES, *OPTIONS])))
     side_rates = SharedTable(rates, "struct ofl_balance_side", 2,
                              source=f"packets and busy time of {s.name} on {s.device} and "
                                     f"{s.also}, written by their meters")

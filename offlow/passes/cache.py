@@ -98,7 +98,7 @@ def _expand(g: Graph, c: Cache) -> Graph:
     table = SharedTable(c.name, c.ops.ctype, 1, open_fn=c.ops.open_fn, close_fn=c.ops.close_fn,
                         options=(("policy", c.policy), *c.options),
                         source=c.ops.source or f"{c.policy} cache, empty at start-up",
-                        stats_fn=c.ops.stats_fn, includes=c.ops.includes)
+                        stats_fn=c.ops.stats_fn, includes=c.ops.includes, keys=c.ops.keys)
     return replace(g, nodes=(*g.nodes, lookup, update), edges=tuple(edges),
                    state=(*g.state, Field(ticket, "uint64_t")), shared=(*g.shared, table))
 
