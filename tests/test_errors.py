@@ -4,6 +4,7 @@ names the element, port or segment and says what to do."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,24 @@ def segment_twice() -> None:
     p = Program("x")
     p.segment("a", [Pass("p")])
     p.segment("a", [Pass("q")])
+
+
+def members_by_name() -> None:
+    # a user's `p.segment("tx", [dec, "out"])`: the sink's name where the sink goes
+    p = Program("x")
+    p.segment("tx", [Pass("dec"), "out"])
+
+
+def members_not_a_list() -> None:
+    Program("x").segment("tx", Pass("dec"))
+
+
+def members_a_class() -> None:
+    Program("x").segment("tx", [Pass])
+
+
+def members_none() -> None:
+    Program("x").segment("tx", [Pass("dec"), None])
 
 
 def empty_segment() -> None:
@@ -146,7 +165,7 @@ def channel_without_device() -> None:
 
 def channel_body_does_not_parse() -> None:
     class Broken(Handler):
-        body = "REPLY(msg, ;"
+        body = "REPLY(msg, ;"  # (BROKEN_BODY_LINE)
 
     p = two_segment()
     p.channel("c", Broken("h"), device="nic")
@@ -199,8 +218,17 @@ def not_an_output() -> None:
     Split("s")["inp"] >> Pass("p")
 
 
+BROKEN_BODY_LINE = next(i for i, x in enumerate(Path(__file__).read_text().splitlines(), 1)
+                        if x.endswith("# (BROKEN_BODY_LINE)"))
+
+
 @pytest.mark.parametrize("make, message", [
     (segment_twice, "segment `a` is defined twice"),
+    (members_by_name, "segment `tx`: 'out' is a name; give the element itself"),
+    (members_not_a_list, "segment `tx`: members=<Pass dec>; give a list of its elements"),
+    (members_a_class, "segment `tx`: Pass is an element class; give an element made from it "
+                      "(Pass(\"name\", ...))"),
+    (members_none, "segment `tx`: None (NoneType) is not an element"),
     (empty_segment, "segment `idle` has no elements; remove it or add elements"),
     (core_twice, "segment `rx`: core listed twice in [1, 1]"),
     (unknown_segment_setting, "nosuch"),
@@ -230,7 +258,7 @@ def not_an_output() -> None:
     (channel_without_device, "channel `c`: cannot tell which device serves it (no segment "
                              "uses its tables); say device=..."),
     (channel_body_does_not_parse, "channel `c`: "
-         f"{__file__}:149: element `h`: C does not parse"),
+         f"{__file__}:{BROKEN_BODY_LINE}: element `h`: C does not parse"),
     (channel_handler_fails, "channel `c`: its handler `h` cannot FAIL(): it has no packet "
                             "and runs beside the cores (answer with an error instead)"),
     (element_fails_and_names_a_reason_failed, "element `till`: its drop reason `failed` is "

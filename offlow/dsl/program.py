@@ -143,6 +143,7 @@ class Program:
         while running (docs/planner.md, run-time balance)."""
         if name in self.segments:
             raise OfflowError(f"segment `{name}` is defined twice")
+        _check_members(name, members)
         elements: list[Element] = []
         for m in members:
             elements.extend(m.parts if isinstance(m, Composite) else [m])
@@ -553,3 +554,23 @@ class Program:
                              one_core=t.one_core, check=t.check, keys=t.keys,
                              src_kind_keys=t.src_kind_keys)
             for t in tables.values())
+
+
+def _check_members(segment: str, members: object) -> None:
+    """`members` is a list of elements (or composites) themselves: one clear error for
+    a name given instead (`"tx"`), a class (`Count`), or one element not in a list."""
+    what = f"segment `{segment}`"
+    if isinstance(members, (Element, Composite, str)) or not isinstance(members, Iterable):
+        raise OfflowError(f"{what}: members={members!r}; give a list of its elements, "
+                          "e.g. [src, count, out]")
+    for m in members:
+        if isinstance(m, (Element, Composite)):
+            continue
+        if isinstance(m, str):
+            raise OfflowError(f"{what}: {m!r} is a name; give the element itself (the "
+                              "object its class made, as in `out = Sink(\"out\")`), not its "
+                              "name")
+        if isinstance(m, type) and issubclass(m, (Element, Composite)):
+            raise OfflowError(f"{what}: {m.__name__} is an element class; give an element "
+                              f"made from it ({m.__name__}(\"name\", ...))")
+        raise OfflowError(f"{what}: {m!r} ({type(m).__name__}) is not an element")
