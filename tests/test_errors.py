@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow import Composite, Handler, OfflowError, Program, Shared, Sink, Source
+from offlow import Composite, Element, Handler, OfflowError, Program, Shared, Sink, Source
 from offlow.passes import compile_graph
 from tests.progs import Pass, Split, two_segment
 
@@ -23,6 +23,18 @@ def members_by_name() -> None:
     # a user's `p.segment("tx", [dec, "out"])`: the sink's name where the sink goes
     p = Program("x")
     p.segment("tx", [Pass("dec"), "out"])
+
+
+def connect_to_a_name() -> None:
+    Pass("dec") >> "out"
+
+
+def connect_to_a_number() -> None:
+    Pass("dec") >> 3
+
+
+def cores_a_number() -> None:
+    Program("x").segment("rx", [Pass("dec")], cores=0)
 
 
 def members_not_a_list() -> None:
@@ -96,6 +108,37 @@ def bad_parameter_value() -> None:
     from offlow.elements import Count
 
     Count("c", slot="zero", counts=Shared("t", "uint64_t", 2))
+
+
+class Limit(Element):
+    """A user's element with a parameter of each width."""
+
+    params = {"most": "uint32_t", "step": "int8_t", "scale": "double", "on": "bool"}
+    body = "if (on && pkt->len * scale > most + step) DROP();"
+
+
+def parameter_below_its_type() -> None:
+    Limit("lim", most=-1, step=0, scale=1.0, on=1)  # (a uint32_t: C would make it 2**32-1)
+
+
+def parameter_above_its_type() -> None:
+    Limit("lim", most=2**40, step=0, scale=1.0, on=1)  # (C would keep its low 32 bits: 0)
+
+
+def parameter_above_a_signed_type() -> None:
+    Limit("lim", most=1, step=128, scale=1.0, on=1)
+
+
+def parameter_a_fraction_for_an_integer() -> None:
+    Limit("lim", most=1.5, step=0, scale=1.0, on=1)
+
+
+def parameter_not_finite() -> None:
+    Limit("lim", most=1, step=0, scale=float("inf"), on=1)
+
+
+def parameter_bool_of_two() -> None:
+    Limit("lim", most=1, step=0, scale=1.0, on=2)
 
 
 def composite_unknown_port() -> None:
@@ -225,6 +268,9 @@ BROKEN_BODY_LINE = next(i for i, x in enumerate(Path(__file__).read_text().split
 @pytest.mark.parametrize("make, message", [
     (segment_twice, "segment `a` is defined twice"),
     (members_by_name, "segment `tx`: 'out' is a name; give the element itself"),
+    (connect_to_a_name, "`dec.out >> 'out'`: 'out' is a name; connect the element itself"),
+    (connect_to_a_number, "`dec.out >> 3`: 3 (int) is not an element or port"),
+    (cores_a_number, "segment `rx`: cores=0; give a list of core numbers, e.g. cores=[0]"),
     (members_not_a_list, "segment `tx`: members=<Pass dec>; give a list of its elements"),
     (members_a_class, "segment `tx`: Pass is an element class; give an element made from it "
                       "(Pass(\"name\", ...))"),
@@ -242,6 +288,15 @@ BROKEN_BODY_LINE = next(i for i, x in enumerate(Path(__file__).read_text().split
      "not list"),
     (two_tables_one_name, "two different shared tables are named `t`"),
     (bad_parameter_value, "cannot pass 'zero' as C type `uint32_t`"),
+    (parameter_below_its_type, "element `lim` param `most`: -1 does not fit C type `uint32_t` "
+                               "(0..4294967295)"),
+    (parameter_above_its_type, "element `lim` param `most`: 1099511627776 does not fit C type "
+                               "`uint32_t` (0..4294967295)"),
+    (parameter_above_a_signed_type, "param `step`: 128 does not fit C type `int8_t` (-128..127)"),
+    (parameter_a_fraction_for_an_integer, "param `most`: 1.5 is not a whole number, and C type "
+                                          "`uint32_t` holds whole numbers only"),
+    (parameter_not_finite, "param `scale`: inf is not a finite number"),
+    (parameter_bool_of_two, "param `on`: 2 does not fit C type `bool` (0..1)"),
     (composite_unknown_port, "composite `comp` has no port `nope`; ports:"),
     (composite_two_inputs, "composite `comp` has 2 inputs; name one"),
     (not_an_output, "`inp` is not an output port"),
@@ -272,3 +327,13 @@ def test_error_message(make: Callable[[], None], message: str) -> None:
     with pytest.raises(OfflowError) as err:
         make()
     assert message in str(err.value)
+
+
+def test_parameters_the_type_holds_are_taken_as_given() -> None:
+    """The ends of each range, a whole float (1e6 for a count), True for a bool."""
+    from offlow.dsl.values import c_literal
+
+    lim = Limit("lim", most=4294967295, step=-128, scale=0.5, on=True)
+    assert lim.param_values == {"most": 4294967295, "step": -128, "scale": 0.5, "on": True}
+    assert c_literal(1e6, "uint32_t", "x") == "1000000ULL"
+    assert c_literal(-128, "int8_t", "x") == "-128LL"

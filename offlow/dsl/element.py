@@ -39,16 +39,22 @@ class PortRef:
     port: str
 
     def __rshift__(self, other: Element | PortRef | Composite) -> Any:
-        dst = _input_ref(other)
+        dst = _input_ref(other, f"{self.element.name}.{self.port}")
         self.element._connect(self.port, dst)
         return other
 
 
-def _input_ref(target: Element | PortRef | Composite) -> PortRef:
+def _input_ref(target: Element | PortRef | Composite, source: str) -> PortRef:
+    """The input `source` (ELEMENT.PORT, for the error) is connected to by `>> target`."""
     if isinstance(target, PortRef):
         return target
     if isinstance(target, Composite):
         return target._inner_input()
+    if not isinstance(target, Element):
+        what = (f"{target!r} is a name; connect the element itself (`a >> out`, where "
+                "`out = Sink(\"out\")`)" if isinstance(target, str)
+                else f"{target!r} ({type(target).__name__}) is not an element or port")
+        raise OfflowError(f"`{source} >> {target!r}`: {what}")
     return PortRef(target, target._single_port("input"))
 
 

@@ -147,7 +147,7 @@ class Program:
         elements: list[Element] = []
         for m in members:
             elements.extend(m.parts if isinstance(m, Composite) else [m])
-        seg = Segment(name, elements, "host", tuple(cores))
+        seg = Segment(name, elements, "host", _cores(name, cores))
         self.segments[name] = seg
         self.place(name, device=device, cores=seg.cores, group=group, steer=steer,
                    ordered=ordered)
@@ -328,11 +328,7 @@ class Program:
                     )
             seg.device, seg.also = devices[0], devices[1] if len(devices) == 2 else ""
         if cores is not None:
-            cores = tuple(cores)
-            if not cores or any(not isinstance(c, int) or c < 0 for c in cores):
-                raise OfflowError(
-                    f"segment `{segment}`: cores must be a non-empty list of core numbers"
-                )
+            cores = _cores(segment, cores)
             if len(set(cores)) != len(cores):
                 raise OfflowError(f"segment `{segment}`: core listed twice in {list(cores)}")
             seg.cores = cores
@@ -574,3 +570,15 @@ def _check_members(segment: str, members: object) -> None:
             raise OfflowError(f"{what}: {m.__name__} is an element class; give an element "
                               f"made from it ({m.__name__}(\"name\", ...))")
         raise OfflowError(f"{what}: {m!r} ({type(m).__name__}) is not an element")
+
+
+def _cores(segment: str, cores: object) -> tuple[int, ...]:
+    """`cores` as given to segment() or place(): a non-empty list of core numbers."""
+    if not isinstance(cores, Iterable) or isinstance(cores, str):
+        raise OfflowError(f"segment `{segment}`: cores={cores!r}; give a list of core "
+                          "numbers, e.g. cores=[0] or cores=range(4)")
+    out = tuple(cores)
+    if not out or any(not isinstance(c, int) or isinstance(c, bool) or c < 0 for c in out):
+        raise OfflowError(f"segment `{segment}`: cores must be a non-empty list of core "
+                          "numbers")
+    return out

@@ -4,6 +4,7 @@ as C literals."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,8 +212,34 @@ def map_table(m: SharedMap) -> SharedTable:
         map_key=m.key, map_value=m.value, map_entries=m.entries)
 
 
+def _int_range(ctype: str) -> tuple[int, int] | None:
+    """The values C integer type `ctype` holds (None: not one offlow sizes)."""
+    if ctype == "bool":
+        return 0, 1
+    if ctype not in SCALARS or ctype in ("float", "double"):
+        return None
+    bits = 8 * SCALARS[ctype]
+    if ctype.startswith("uint"):
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
 def c_literal(value: Any, ctype: str, where: str) -> str:
-    """`value` as a C literal of type `ctype`; `where` names it in the error."""
+    """`value` as a C literal of type `ctype`; `where` names it in the error. A number
+    the type cannot hold (-1 or 2**40 for a uint32_t, 1.5 for an integer, a float that
+    is not finite) is an error: C would wrap or cut it without a word."""
+    span = _int_range(ctype)
+    if isinstance(value, float) and not isinstance(value, bool):
+        if not math.isfinite(value):
+            raise OfflowError(f"{where}: {value!r} is not a finite number")
+        if span is not None:
+            if not value.is_integer():
+                raise OfflowError(f"{where}: {value!r} is not a whole number, and C type "
+                                  f"`{ctype}` holds whole numbers only")
+            value = int(value)
+    if isinstance(value, int) and span is not None and not span[0] <= value <= span[1]:
+        raise OfflowError(f"{where}: {value} does not fit C type `{ctype}` "
+                          f"({span[0]}..{span[1]})")
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, int):
