@@ -52,6 +52,21 @@ def test_program_file_without_program_function(tmp_path: Path,
     assert "must define `def program()" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("code", ["import sys\nsys.exit(3)\n",
+                                  # a program file with a command line of its own
+                                  "import argparse\nap = argparse.ArgumentParser()\n"
+                                  "ap.add_argument('--n', required=True)\nap.parse_args()\n"])
+def test_a_program_file_that_exits_is_one_error_at_its_line(
+        tmp_path: Path, code: str, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "exits.py"
+    f.write_text(code)
+    assert main(["explain", str(f)]) == 2  # (before: offlow ended with the file's status,
+    err = capsys.readouterr().err          # sys.exit(3)'s without a word)
+    line = len(code.splitlines())
+    assert err.splitlines()[-1].startswith(f"offlow: error: {f}:{line}: it called sys.exit("), err
+    assert "Traceback" not in err
+
+
 def test_router_check_command_reports_zero_mismatches(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     table = tmp_path / "t.txt"

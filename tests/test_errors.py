@@ -25,6 +25,14 @@ def members_by_name() -> None:
     p.segment("tx", [Pass("dec"), "out"])
 
 
+def program_name_a_path() -> None:
+    Program("edge/v2")  # (it names the run's window: /dev/shm/offlow-NAME-PID-TAG)
+
+
+def program_name_with_a_space() -> None:
+    Program("my router")
+
+
 def connect_to_a_name() -> None:
     Pass("dec") >> "out"
 
@@ -268,6 +276,9 @@ BROKEN_BODY_LINE = next(i for i, x in enumerate(Path(__file__).read_text().split
 @pytest.mark.parametrize("make, message", [
     (segment_twice, "segment `a` is defined twice"),
     (members_by_name, "segment `tx`: 'out' is a name; give the element itself"),
+    (program_name_a_path, "Program('edge/v2'): a program's name is 1..64 letters, digits, "
+                          "`_`, `.` or `-`"),
+    (program_name_with_a_space, "Program('my router'): a program's name is 1..64"),
     (connect_to_a_name, "`dec.out >> 'out'`: 'out' is a name; connect the element itself"),
     (connect_to_a_number, "`dec.out >> 3`: 3 (int) is not an element or port"),
     (cores_a_number, "segment `rx`: cores=0; give a list of core numbers, e.g. cores=[0]"),

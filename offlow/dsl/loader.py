@@ -35,7 +35,7 @@ def load_program(path: str | os.PathLike[str], settings: Sequence[str] = ()) -> 
         if not callable(factory):
             raise OfflowError(f"{path} must define `def program() -> offlow.Program`")
         prog = factory()
-    except Exception as err:  # any error of the user's code is reported so
+    except (Exception, SystemExit) as err:  # any error of the user's code is reported so
         raise OfflowError(_program_error(path, err)) from None
     if not isinstance(prog, Program):
         raise OfflowError(f"{path}: program() returned {type(prog).__name__}, not a Program")
@@ -44,15 +44,20 @@ def load_program(path: str | os.PathLike[str], settings: Sequence[str] = ()) -> 
     return prog
 
 
-def _program_error(path: Path, err: Exception) -> str:
+def _program_error(path: Path, err: Exception | SystemExit) -> str:
     """`FILE:LINE: message` for an error raised while running program file `path`: the
-    line is the deepest one of the file in the traceback (or a syntax error's)."""
+    line is the deepest one of the file in the traceback (or a syntax error's). A
+    sys.exit() there (the file's own argparse, say) is one too: offlow would otherwise
+    end with its status and not a word."""
     if isinstance(err, SyntaxError) and err.filename and err.lineno:
         return f"{err.filename}:{err.lineno}: {type(err).__name__}: {err.msg}"
     here = str(path)
     frames = [f for f in traceback.extract_tb(err.__traceback__)
               if Path(f.filename).resolve() == path.resolve()]
-    what = str(err) if isinstance(err, OfflowError) else f"{type(err).__name__}: {err}"
+    what = (str(err) if isinstance(err, OfflowError)
+            else f"it called sys.exit({err.code!r}) as offlow loaded it (a program file "
+                 "defines program(); it does not parse a command line or exit)"
+            if isinstance(err, SystemExit) else f"{type(err).__name__}: {err}")
     if not frames or str(err).startswith(here):
         return what
     return f"{here}:{frames[-1].lineno}: {what}"

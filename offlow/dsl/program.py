@@ -93,6 +93,7 @@ class Program:
         self, name: str, *, state: type[State] | None = None, mtu: int | str = AUTO,
         ring_size: int = 1024, batch: int = 32,
     ) -> None:
+        _check_name(name)
         self.name = name
         self.state = state
         self.segments: dict[str, Segment] = {}
@@ -582,3 +583,16 @@ def _cores(segment: str, cores: object) -> tuple[int, ...]:
         raise OfflowError(f"segment `{segment}`: cores must be a non-empty list of core "
                           "numbers")
     return out
+
+
+PROGRAM_NAME_MAX = 64
+
+
+def _check_name(name: object) -> None:
+    """A program's name goes into file names (its window, /dev/shm/offlow-NAME-PID-TAG;
+    its build's folder) and the commands offlow prints: letters, digits, `_`, `.`, `-`."""
+    if not isinstance(name, str) or not 1 <= len(name) <= PROGRAM_NAME_MAX or not all(
+            c.isascii() and (c.isalnum() or c in "_.-") for c in name) or name[0] == ".":
+        raise OfflowError(f"Program({name!r}): a program's name is 1..{PROGRAM_NAME_MAX} "
+                          "letters, digits, `_`, `.` or `-` (not starting with `.`): it "
+                          "names the run's files")
