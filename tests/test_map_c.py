@@ -24,3 +24,14 @@ def test_map_control_messages_and_mailbox(sanitize: bool) -> None:
     exe = build_c([lib_test("map", "test_map_ctl")], "test_map_ctl", ["map"], sanitize)
     res = run_c(exe)
     assert_passed(res)
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "asan"])
+def test_map_control_requests_longer_than_a_message(sanitize: bool) -> None:
+    """runtime/lib/map/tests/test_map_ctl_big.c: a map of 57-byte keys through the
+    staging buffers (ctl_stage.h) and the mailbox: a set applied whole when run, long
+    replies read in parts, a client that died half-way, malformed parts, an array of
+    64-byte elements, and staged requests racing the core's own changes."""
+    exe = build_c([lib_test("map", "test_map_ctl_big")], "test_map_ctl_big", ["map"], sanitize)
+    res = run_c(exe)
+    assert_passed(res)
