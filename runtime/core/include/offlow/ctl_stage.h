@@ -3,9 +3,10 @@
  * parts, in order, and runs whole only once all of it is there, so the table sees it
  * as one request (a set: one update); a reply too long for one message is kept whole
  * and read back in parts. A client that dies half-way leaves a staged request that the
- * next one's 'S' drops (an 'X' before then is refused as incomplete). Messages of
- * other letters run at once, as they always did. One client at a time: a channel's
- * side A has one owner. */
+ * next one's 'S' drops (an 'X' before then is refused as incomplete; one staged whole
+ * would run, but a client sends 'X' only after its own 'S'). Messages of other letters
+ * run at once, as they always did. One client at a time: a channel's side A has one
+ * owner. */
 #ifndef OFL_CTL_STAGE_H
 #define OFL_CTL_STAGE_H
 
