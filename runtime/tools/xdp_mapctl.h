@@ -30,8 +30,8 @@ struct ofl_xdp_mapctl {
     /* requests and replies longer than one message (a key and value over
        OFL_MAP_CTL_KV_MAX bytes: ctl_stage.h) */
     struct ofl_ctl_stage stage;
-    uint8_t stage_req[OFL_MAP_CTL_STAGE(OFL_MAP_KEY_MAX, OFL_MAP_VALUE_MAX)];
-    uint8_t stage_rep[OFL_MAP_CTL_STAGE(OFL_MAP_KEY_MAX, OFL_MAP_VALUE_MAX)];
+    uint8_t stage_req[OFL_MAP_CTL_STAGE(OFL_MAP_KEY_MAX, OFL_MAP_CTL_VALUE_MAX)];
+    uint8_t stage_rep[OFL_MAP_CTL_STAGE(OFL_MAP_KEY_MAX, OFL_MAP_CTL_VALUE_MAX)];
 };
 
 /* Prepare `s` for map `x` of the loaded `obj`, counting its refused sets in *full: 0,

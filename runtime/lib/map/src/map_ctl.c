@@ -57,7 +57,7 @@ static void next(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len
     uint32_t at;
     if (sized(msg, len, 4, r) < 0) return;
     memcpy(&at, msg + 1, 4);
-    uint8_t b[OFL_MAP_CTL_STAGE(OFL_MAP_KEY_MAX, OFL_MAP_VALUE_MAX)];
+    uint8_t b[OFL_MAP_CTL_STAGE(OFL_MAP_KEY_MAX, OFL_MAP_CTL_VALUE_MAX)];
     if (o->next(o->self, &at, b + 4, b + 4 + o->key_size) < 0) {
         ofl_ctl_fail(r, -ENOENT, "no more keys");
         return;
@@ -80,7 +80,7 @@ void ofl_map_ctl_msg_out(const struct ofl_map_ctl_ops *o, const uint8_t *msg, si
         ofl_ctl_fail(r, -EINVAL, "empty message");
         return;
     }
-    if (msg[0] != OFL_CTL_INFO && (ks > OFL_MAP_KEY_MAX || vs > OFL_MAP_VALUE_MAX)) {
+    if (msg[0] != OFL_CTL_INFO && (ks > OFL_MAP_KEY_MAX || vs > OFL_MAP_CTL_VALUE_MAX)) {
         ofl_ctl_fail(r, -EMSGSIZE, "keys of %zu and values of %zu bytes: too long", ks, vs);
         return;
     }
@@ -96,7 +96,7 @@ void ofl_map_ctl_msg_out(const struct ofl_map_ctl_ops *o, const uint8_t *msg, si
         return;
     case OFL_CTL_GET: {
         if (sized(msg, len, ks, r) < 0) return;
-        uint8_t v[OFL_MAP_VALUE_MAX];
+        uint8_t v[OFL_MAP_CTL_VALUE_MAX];
         if (o->get(o->self, msg + 1, v) == 0) ofl_ctl_ok_out(r, out, v, vs);
         else ofl_ctl_fail(r, -ENOENT, "no such key");
         return;

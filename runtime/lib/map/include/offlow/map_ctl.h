@@ -42,6 +42,9 @@
 /* The largest key + value whose requests and replies all fit one message (a walk's
  * reply: status, slot, key and value in OFL_CTL_MSG_MAX bytes). */
 #define OFL_MAP_CTL_KV_MAX (OFL_CTL_MSG_MAX - 8)
+/* The longest value the messages take (a map's own are at most OFL_MAP_VALUE_MAX; other
+ * hash maps served through struct ofl_map_ctl_ops may hold longer ones). */
+#define OFL_MAP_CTL_VALUE_MAX 256u
 /* The longest request or reply payload of a map of `ks`-byte keys and `vs`-byte values
  * (a walk's reply: slot, key, value): its staging buffers' size (ctl_stage.h). */
 #define OFL_MAP_CTL_STAGE(ks, vs) (4u + (ks) + (vs))
@@ -72,8 +75,8 @@ void ofl_map_ctl_msg(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t
                      struct ofl_ctl_reply *r);
 
 /* ofl_map_ctl_msg of a request of any length (a staged one), a reply too long for one
- * message kept in `out` (ofl_ctl_ok_out; `out` may be NULL). Keys and values longer
- * than a map takes (OFL_MAP_KEY_MAX, OFL_MAP_VALUE_MAX) are refused: -EMSGSIZE. */
+ * message kept in `out` (ofl_ctl_ok_out; `out` may be NULL). Keys longer than
+ * OFL_MAP_KEY_MAX and values longer than OFL_MAP_CTL_VALUE_MAX are refused: -EMSGSIZE. */
 void ofl_map_ctl_msg_out(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
                          struct ofl_ctl_out *out, struct ofl_ctl_reply *r);
 
