@@ -986,8 +986,10 @@ class DeviceGen:
             for t in self.ctl_tables:
                 chan, tn = f"{CTL_CHANNEL_PREFIX}{t.name}", cname(t.name)
                 if staged(t):
-                    e(f"    (void)ofl_ctl_stage_init(&proc->ctl_stage_{tn}, proc->ctl_req_{tn}, "
-                      f"proc->ctl_rep_{tn}, sizeof proc->ctl_req_{tn});")
+                    e(f"    if (ofl_ctl_stage_init(&proc->ctl_stage_{tn}, proc->ctl_req_{tn}, "
+                      f"proc->ctl_rep_{tn}, sizeof proc->ctl_req_{tn}) < 0)",
+                      f'        return ofl_fatal("table {t.name}: its control requests are '
+                      'longer than OFL_CTL_STAGE_MAX");')
                 e(f'    if (ofl_gen_serve(mgr, &proc->win, chan_off, "{chan}", '
                   f"ofl_ctl_{tn}, proc) < 0) return 1;")
         e("    /* live stats: the counters, written whenever a reader asks (live.h) */",
