@@ -6,8 +6,10 @@ addresses, ports, MACs and small fields, 8-byte values, comments in the body) ru
 xdp run makes and removes its own namespace). While its frames flow, `offlow ctl` walks
 the four flows it learned, sets one flow's policy (the traffic class it then writes),
 sets, reads and deletes a key of its own; the frames (read with dpkt) show the traffic
-class from some frame on and never the old one after it. A malformed staged request is
-one error and changes nothing; `offlow explain` says the entries go in parts."""
+class from some frame on and never the old one after it. The same through the Python
+API with the segment on a remote device (each part crosses the link). A malformed
+staged request is one error and changes nothing; `offlow explain` says the entries go
+in parts."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import struct
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dpkt
@@ -29,7 +32,9 @@ from offlow.errors import OfflowError
 from offlow.explain import explain
 from offlow.runner import RunOptions
 from offlow.session import session
+from offlow.targets import remote
 from tests.e2e import ROOT, read_frames, window_in
+from tests.remote_served import Servers
 from tests.test_map_ctl import _complete_records, _stopped_if_failing, needs_bpf
 
 POLICY = ROOT / "tests" / "programs" / "v6_policy.py"
@@ -75,11 +80,13 @@ def _ctl(window: str, *args: str) -> subprocess.CompletedProcess[str]:
                            *args], capture_output=True, text=True, timeout=60)
 
 
-def _until_marked(out: Path, run: subprocess.Popen[str], after: int = 2000) -> None:
+def _until_marked(out: Path, running: Callable[[], bool], after: int = 2000) -> None:
     """Wait until the output holds a frame of flow 2 with traffic class 46 and `after`
-    frames behind it (or the run ended)."""
+    frames behind it (or the run ended: `running()` false, or 300 s passed: the checks
+    of the whole output then say what happened)."""
     seen, at, first = 0, 0, None
-    while run.poll() is None:
+    end = time.monotonic() + 300
+    while running() and time.monotonic() < end:
         frames, at = _complete_records(out, at)
         for k, f in enumerate(frames if first is None else ()):
             if _traffic_class(f) == (2, 46):
@@ -126,7 +133,7 @@ def test_offlow_ctl_walks_and_changes_a_map_too_wide_for_a_message(device: str,
             f"{_flow(k)} {46 if k == 2 else 0}" for k in range(1, 5))
         info = _ctl(window, "info").stdout
         assert info.startswith("kind map, type u, size 8, length 4, updates 3, entries 5"), info
-        _until_marked(out, run)
+        _until_marked(out, lambda: run.poll() is None)
         run.send_signal(signal.SIGINT)   # stops as Ctrl-C does: the run's counts kept
         _, err = run.communicate(timeout=120)
     finally:
@@ -134,6 +141,12 @@ def test_offlow_ctl_walks_and_changes_a_map_too_wide_for_a_message(device: str,
             run.kill()
             run.communicate()
     assert run.returncode == 0, err
+    _check_traffic_classes(out)
+
+
+def _check_traffic_classes(out: Path) -> None:
+    """Flows 1, 3 and 4 never marked; flow 2 traffic class 0 up to some frame, then 46
+    on every later one, and on at least one."""
     tc: dict[int, list[int]] = {}
     for f in read_frames(out):
         flow, c = _traffic_class(f)
@@ -143,6 +156,37 @@ def test_offlow_ctl_walks_and_changes_a_map_too_wide_for_a_message(device: str,
     assert 46 in marked, f"none of flow 2's {len(marked)} frames carried traffic class 46"
     first = marked.index(46)   # 0 until the set reached the core, then 46 on every frame
     assert 0 < first and set(marked[:first]) == {0} and set(marked[first:]) == {46}
+
+
+@pytest.mark.skipif(remote.TARGET.unusable() is not None,
+                    reason=f"remote: {remote.TARGET.unusable()}")
+def test_a_wide_map_on_a_remote_device_through_the_python_api(
+        tmp_path: Path, served: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same program on `remote:m`: each part of a staged request, and of a reply
+    read back, crosses the link to the device's process and back."""
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    secret, (port,) = served.secret, served.ports(1)
+    cap, out = tmp_path / "in.pcap", tmp_path / "out.pcap"
+    _capture(cap)
+    opts = RunOptions(input=cap, output=out, loops=1_000_000, rate=20_000,
+                      remotes=(f"m=127.0.0.1:{port}",), secret_file=secret)
+    with session(load_program(POLICY, ["edge.device=remote:m"]), opts) as s, \
+            _stopped_if_failing(s):
+        m = s.tables["policy"].map()   # (waits for the device, which starts after the run)
+        end = time.monotonic() + 60
+        while len(dict(m.items())) < 4 and time.monotonic() < end:
+            time.sleep(0.05)
+        assert dict(m.items()) == {_flow(k): 0 for k in range(1, 5)}
+        m.set(_flow(2), 46)
+        assert m.get(_flow(2)) == 46
+        m.set(OWN, 9)
+        assert m.get(OWN) == 9
+        m.delete(OWN)
+        assert m.get(OWN) is None
+        _until_marked(out, lambda: s.result is None)
+        s.stop()
+    assert s.result is not None and s.result.ok, s.result
+    _check_traffic_classes(out)
 
 
 def test_malformed_staged_requests_are_one_error_and_change_nothing(tmp_path: Path) -> None:
