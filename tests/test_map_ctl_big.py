@@ -4,7 +4,8 @@ parts): a user's IPv6 policy table (tests/programs/v6_policy.py: a 57-byte key o
 addresses, ports, MACs and small fields, 8-byte values, comments in the body) run with
 `offlow run --window-file` on host, nic and xdp (the BPF hash map, through its fd; the
 xdp run makes and removes its own namespace). While its frames flow, `offlow ctl` walks
-the four flows it learned, sets one flow's policy (the traffic class it then writes),
+the four flows it learned; a client stages half of a set and dies; `offlow ctl` then
+sets one flow's policy (the traffic class it then writes),
 sets, reads and deletes a key of its own; the frames (read with dpkt) show the traffic
 class from some frame on and never the old one after it. The same through the Python
 API with the segment on a remote device (each part crosses the link). A malformed
@@ -51,6 +52,18 @@ def _flow(k: int) -> str:
 
 OWN = (f"src=2001:db8:1::9,dst={DST},sport=7,dport=7,proto=6,smac=02:00:00:00:00:09,"
        "dmac=04:04:04:04:04:04,vlan=3,label=1048575,hlim=1,ingress=200")
+
+
+# A client that stages the first part of a 66-byte set and dies (its end of the
+# channel left open): the next client's requests must not see its half.
+DIES_HALF_WAY = """
+import os, struct, sys
+from offlow.session import attach
+t = attach(sys.argv[1]).__enter__().tables["policy"]
+t.request(b"S" + struct.pack("<I", 66))
+t.request(b"P" + struct.pack("<I", 0) + b"s" + b"\\xff" * 50)
+os._exit(3)
+"""
 
 
 def _capture(path: Path) -> None:
@@ -116,6 +129,10 @@ def test_offlow_ctl_walks_and_changes_a_map_too_wide_for_a_message(device: str,
         listed = _ctl(window, "list")
         assert sorted(listed.stdout.splitlines()) == [f"{_flow(k)} 0" for k in range(1, 5)], (
             listed.stderr)
+        # a client that dies half-way through staging a set, holding the channel
+        dead = subprocess.run([sys.executable, "-c", DIES_HALF_WAY, window],
+                              capture_output=True, text=True, timeout=60)
+        assert dead.returncode == 3, dead.stderr
         # each request staged in parts: set (66 bytes), get and delete (58)
         assert _ctl(window, "set", _flow(2), "46").returncode == 0
         got = _ctl(window, "get", _flow(2))
