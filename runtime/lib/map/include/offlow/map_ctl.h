@@ -21,7 +21,7 @@
  *                    map without slots numbers its keys in its own walk's order)
  *
  * A request of the wrong size is refused (-EINVAL) and changes nothing. A map whose
- * key and value take more than OFL_MAP_CTL_KV_MAX bytes has requests and replies
+ * key and value take more than OFL_MAP_CTL_KV_MAX bytes has requests or replies
  * longer than one message: its channel stages them (ctl_stage.h; the _out functions
  * here take a request of any length and keep a long reply), and its owning core runs
  * a staged request whole between two turns, as any other. */
