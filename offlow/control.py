@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from offlow.channels import Channel, Region
+from offlow.ctlwire import MSG_MAX, PART_MAX, READ, STAGE_BEGIN, STAGE_MAX, STAGE_PART, STAGE_RUN
 from offlow.errors import ControlError, OfflowError  # (ControlError: users import it from here too)
 from offlow.ir.graph import CTL_CHANNEL_PREFIX
 
@@ -123,17 +124,44 @@ class Table:
         return ch
 
     def request(self, msg: bytes, timeout: float = 5.0) -> bytes:
-        """Send one control message and return the reply's payload, or raise
+        """Send one control request and return the reply's payload, or raise
         ControlError with the table's reason. The first waits for the table's device
-        to be up (UP_WAIT_S)."""
-        reply = self._served().request(msg, timeout)
+        to be up (UP_WAIT_S). A request longer than one message is staged in parts and
+        then run whole, and a reply longer than one is read back in parts (ctl.h: 'S',
+        'P', 'X', 'R'), each message within `timeout`."""
+        ch = self._served()
+        if len(msg) > MSG_MAX:
+            if len(msg) > STAGE_MAX:
+                raise OfflowError(f"table `{self.name}`: a request of {len(msg)} bytes; "
+                                  f"one takes at most {STAGE_MAX}")
+            self._exchange(ch, STAGE_BEGIN + struct.pack("<I", len(msg)), timeout)
+            for at in range(0, len(msg), PART_MAX):
+                part = msg[at:at + PART_MAX]
+                self._exchange(ch, STAGE_PART + struct.pack("<I", at) + part, timeout)
+            msg = STAGE_RUN
+        status, payload = self._exchange(ch, msg, timeout)
+        if status == 0:
+            return payload
+        kept = b""  # a reply too long for one message: `status` bytes, kept whole
+        while len(kept) < status:
+            _, part = self._exchange(ch, READ + struct.pack("<I", len(kept)), timeout)
+            if not part:
+                raise OfflowError(f"table `{self.name}`: an empty part of a reply of "
+                                  f"{status} bytes at {len(kept)}")
+            kept += part
+        return kept[:status]
+
+    def _exchange(self, ch: Channel, msg: bytes, timeout: float) -> tuple[int, bytes]:
+        """One message and its reply: the reply's status (0, or a positive length of a
+        reply kept to read in parts) and payload; ControlError for a refusal."""
+        reply = ch.request(msg, timeout)
         if len(reply) < 4:
             raise OfflowError(f"table `{self.name}`: a reply of {len(reply)} bytes")
         (status,) = struct.unpack_from("<i", reply)
         if status < 0:
             raise ControlError(f"table `{self.name}`", -status,
                                reply[4:].decode(errors="replace"))
-        return reply[4:]
+        return status, reply[4:]
 
     def info(self) -> Info:
         """The table's kind, element and counts (asked each time: `updates` moves)."""

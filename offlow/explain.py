@@ -8,7 +8,7 @@ from offlow.codegen.bpf import is_array, map_kind
 from offlow.codegen.opencl import roi
 from offlow.codegen.vector import VEC_MAX
 from offlow.codegen.xsk import Crossing, crossings
-from offlow.dsl.values import MAP_CTL_KV_MAX
+from offlow.ctlwire import MAP_KV_MAX, MSG_MAX
 from offlow.ir import Graph, SharedTable
 from offlow.ir.types import MAP_TYPES
 from offlow.plan import Plan, QueuePlan, spread_copies
@@ -120,7 +120,7 @@ def explain(plan: Plan) -> str:
         lines += ["", "control channels (offlow ctl WINDOW, attach(WINDOW).tables: "
                   "docs/control.md):"]
         lines += [f"  ctl.{t.name}: table {t.name}, served on {t.ctl}{_served_by(plan, t)}"
-                  for t in controlled]
+                  f"{_in_parts(t)}" for t in controlled]
         lines += [f"  {name}: none: a copy on each of {', '.join(devs)} (its segment is "
                   "spread over them); a channel would change one copy only"
                   for name, devs in copies.items() if devs]
@@ -139,11 +139,17 @@ def _served_by(plan: Plan, t: SharedTable) -> str:
             "manager thread on the host CPU)")
 
 
+def _in_parts(t: SharedTable) -> str:
+    """For a map whose entries do not fit one control message: that they go in parts."""
+    if not t.is_map or t.map_key_size + MAP_TYPES[t.map_value] <= MAP_KV_MAX:
+        return ""
+    return (f"; its entries ({t.map_key_size} + {MAP_TYPES[t.map_value]} bytes) go in parts "
+            f"(a request or reply of more than one {MSG_MAX}-byte message is staged, then "
+            "applied or read whole)")
+
+
 def _no_map_control(plan: Plan, t: SharedTable) -> str:
     """Why shared map `t` has no control channel (offlow ctl WINDOW map)."""
-    if not t.ctl_fn:
-        return (f"its key and value take {t.map_key_size + MAP_TYPES[t.map_value]} bytes, more "
-                f"than the {MAP_CTL_KV_MAX} a control message carries")
     target = next((d.target for d in plan.devices if d.name == t.home), "")
     return f"its device ({t.home}, target {target or '?'}) serves no control channels"
 

@@ -19,12 +19,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from offlow.ctlwire import REPLY_MAX
 from offlow.errors import ControlError, OfflowError
 from offlow.ir.types import ADDRESS_TYPES, KEY_TYPES, MAP_TYPES
 from offlow.mapreport import key_field, number
 
-# A reply's payload: OFL_CTL_MSG_MAX (56) less the i32 status.
-_REPLY_MAX = 52
 HEX = set(string.hexdigits)
 
 
@@ -141,7 +140,7 @@ class MapTable:
             part = table.request(b"k" + struct.pack("<H", at))
             text += part
             at += len(part)
-            if len(part) < _REPLY_MAX:
+            if len(part) < REPLY_MAX:
                 break
         self.layout = Layout.parse(text.decode())
 

@@ -8,7 +8,8 @@ that must fit), the CBC key-table parser and decryption of arbitrary ciphertexts
 word count's word splitter, from small seed corpora made of valid and malformed inputs;
 the TSPLIB parser, whose cities are then climbed (the tour a permutation of the length
 returned); the remote ring bridge's messages from a peer and a remote device's run
-setup from a host; the xdp target's map control over real BPF hash maps (skipped where
+setup from a host; control requests staged in parts and long replies read back (a map
+whose entries fit no message); the xdp target's map control over real BPF hash maps (skipped where
 libbpf is missing or the kernel refuses to make a BPF map).  Skipped
 when clang cannot build libFuzzer targets."""
 
@@ -38,7 +39,7 @@ TARGETS = {"pkt": "core", "pcap": "core", "prefixes": "core", "routes": "lpm", "
            "mcproto": "kvs", "chan": "core", "kvcache": "kvs", "lso": "lso", "tuple": "streams",
            "cbc": "crypto", "tsplib": "tsp", "words": "streams", "remote": "remote",
            "remote_setup": "remote", "remote_chan": "remote", "mcjoin": "kvs", "map": "map",
-           "map_ctl": "map", "kvs_span": "kvs", "xdp_mapctl": "map"}
+           "map_ctl": "map", "kvs_span": "kvs", "xdp_mapctl": "map", "ctl_stage": "map"}
 # targets of offlow's C tools: their sources beside the target's, their folder's headers
 TOOLS = cbuild.RUNTIME / "tools"
 TOOL_SOURCES = {"remote_chan": [TOOLS / "remote_chan.c"],
@@ -231,6 +232,8 @@ def _seed_corpus(target: str, d: Path) -> None:
                 b"i", b"k\0\0", b"k\x05\0", b"s" + key, b"z"]
         msgs += [b"s" + bytes([i]) + key[1:] + b"\x01\x00" for i in range(10)]
         (d / "seven").write_bytes(bytes([0x26]) + b"".join(bytes([len(m)]) + m for m in msgs))
+    elif target == "ctl_stage":  # key size and entries, then messages as map_ctl's
+        (d / "staged").write_bytes(_staged_seed())
     elif target == "xdp_mapctl":  # the map's shape, then steps: kind | key number << 3
         def op(kind: int, key: int = 0, *args: int) -> bytes:
             return bytes([kind | key << 3, *args])
@@ -255,6 +258,23 @@ def _seed_corpus(target: str, d: Path) -> None:
                                     "# comment\n8.8.8.8\ngarbage\n")
         (d / "imix").write_text("64:7,576:4,1500:1")
         (d / "sizes").write_text("64,128,1500")
+
+
+def _staged_seed() -> bytes:
+    """fuzz_ctl_stage's seed: a map of 57-byte keys and 2-byte values (4 entries), a set
+    staged in parts and run, a get and a delete staged, a walk whose replies are kept; a
+    request abandoned half-way, parts out of order and past the end, reads past a kept
+    reply (runtime ctl.h: 'S', 'P', 'X', 'R')."""
+    def staged(req: bytes, cut: int | None = None) -> list[bytes]:
+        parts = [b"P" + struct.pack("<I", at) + req[at:at + 51] for at in range(0, len(req), 51)]
+        return [b"S" + struct.pack("<I", len(req)), *parts[:cut], b"X"]
+
+    key = bytes(range(1, 58))
+    msgs = [*staged(b"s" + key + b"\x2e\x00"), *staged(b"g" + key), b"n\0\0\0\0",
+            b"R\0\0\0\0", b"R\x34\0\0\0", b"R\x50\0\0\0", *staged(b"s" + key[::-1] + b"\1\0", 1),
+            b"P\x07\0\0\0abc", *staged(b"d" + key), *staged(b"d" + key), b"S\0\0\0\0",
+            b"S\xff\0\0\0", b"X", b"Pxx", *staged(b"S" + key), b"i"]
+    return bytes([56 | 3 << 6]) + b"".join(bytes([len(m)]) + m for m in msgs)
 
 
 def lso_seed_descriptors() -> list[tuple[str, bytes]]:

@@ -367,10 +367,10 @@ def test_mangled_keys_and_values_are_parsed_or_one_error() -> None:
     assert accepted > 500 and refused > 1000
 
 
-def test_explain_says_which_maps_have_no_control_channel() -> None:
+def test_explain_says_which_maps_have_a_control_channel() -> None:
     """On host, nic and xdp a map has ctl.NAME (on xdp answered through the BPF map's
-    fd), and a map too wide for a control message none: `offlow explain` says each, and
-    why."""
+    fd), a map too wide for one control message too, its entries in parts: `offlow
+    explain` says each."""
     for device in ("host", "nic"):
         plan = plan_program(load_program(MARKS, [f"edge.device={device}"]))
         assert "ctl.marks" in plan.program_channels
@@ -381,13 +381,15 @@ def test_explain_says_which_maps_have_no_control_channel() -> None:
             "by the xdp process's channel manager thread on the host CPU)"
             ) in explain(on_xdp).splitlines()
     assert "none:" not in explain(on_xdp)
-    # 40 key bytes and an 8-byte value: 48 fit; one more key byte does not
+    # 40 key bytes and an 8-byte value: 48 fit one message; one more key byte does not
     fits = tuple((f"f{i}", "uint64_t") for i in range(5))
-    assert "ctl.wide" in plan_program(_wide(fits)).program_channels
+    fitting = explain(plan_program(_wide(fits))).splitlines()
+    assert "  ctl.wide: table wide, served on host" in fitting
     p = plan_program(_wide((*fits, ("g", "uint8_t"))))
-    assert "ctl.wide" not in p.program_channels
-    assert ("  wide: none: its key and value take 49 bytes, more than the 48 a control "
-            "message carries") in explain(p).splitlines()
+    assert "ctl.wide" in p.program_channels
+    assert ("  ctl.wide: table wide, served on host; its entries (41 + 8 bytes) go in parts "
+            "(a request or reply of more than one 56-byte message is staged, then applied or "
+            "read whole)") in explain(p).splitlines()
 
 
 def _wide(key: tuple[tuple[str, str], ...]) -> Program:

@@ -247,6 +247,11 @@ class DeviceGen:
         for t in self.ctl_tables:
             if not t.is_object:
                 e(f"    uint64_t ctl_updates_{cname(t.name)}; /* sets through ctl.{t.name} */")
+            if staged(t):
+                tn = cname(t.name)
+                e(f"    /* ctl.{t.name}'s requests and replies longer than a message */",
+                  f"    struct ofl_ctl_stage ctl_stage_{tn};",
+                  f"    uint8_t ctl_req_{tn}[{stage_size(t)}], ctl_rep_{tn}[{stage_size(t)}];")
         e("};", "", "/* One per segment core: everything its loop touches. */",
           "struct ofl_ctx {", "    struct ofl_core core; /* name, index, cpu, waiter, stats */",
           "    struct ofl_proc *proc;",
@@ -302,17 +307,26 @@ class DeviceGen:
 
     def gen_ctl_handler(self, t: SharedTable) -> None:
         """The function the channel manager runs for each control message of table t
-        (runtime/core/include/offlow/ctl.h)."""
+        (runtime/core/include/offlow/ctl.h); an array's or a map's through its staging
+        buffers (ctl_stage.h: requests and replies longer than one message)."""
         tn, tbl = cname(t.name), f"proc->tbl_{cname(t.name)}"
-        call = (f"{t.ctl_fn}({tbl}, msg, len, &r);" if t.is_object else
-                f"ofl_ctl_array({tbl}, sizeof *{tbl}, {t.length}u, '{ctl_type(t.ctype)}', "
-                f"&proc->ctl_updates_{tn}, msg, len, &r);")
-        self.e(f"/* Channel ctl.{t.name}: control messages of table {t.name}. */",
-               f"static int ofl_ctl_{tn}(void *arg, struct ofl_chan_end *end, const void *msg_, "
-               "size_t len) {",
-               "    struct ofl_proc *proc = arg;", "    const uint8_t *msg = msg_;",
-               "    struct ofl_ctl_reply r;", f"    {call}",
-               "    return ofl_chan_post(end, r.b, r.n);", "}", "")
+        head = [f"/* Channel ctl.{t.name}: control messages of table {t.name}. */",
+                f"static int ofl_ctl_{tn}(void *arg, struct ofl_chan_end *end, const void *msg_, "
+                "size_t len) {", "    struct ofl_proc *proc = arg;",
+                "    const uint8_t *msg = msg_;", "    struct ofl_ctl_reply r;"]
+        tail = ["    return ofl_chan_post(end, r.b, r.n);", "}", ""]
+        if not staged(t):
+            self.e(*head, f"    {t.ctl_fn}({tbl}, msg, len, &r);", *tail)
+            return
+        call = (f"{t.ctl_fn}({tbl}, msg, len, out, r);" if t.is_object else
+                f"ofl_ctl_array_out({tbl}, sizeof *{tbl}, {t.length}u, '{ctl_type(t.ctype)}', "
+                f"&proc->ctl_updates_{tn}, msg, len, out, r);")
+        self.e(f"/* A request on table {t.name}: one message, or one staged in parts. */",
+               f"static void ofl_ctlrun_{tn}(void *arg, const uint8_t *msg, size_t len, "
+               "struct ofl_ctl_out *out, struct ofl_ctl_reply *r) {",
+               "    struct ofl_proc *proc = arg;", f"    {call}", "}",
+               *head, f"    ofl_ctl_stage_msg(&proc->ctl_stage_{tn}, ofl_ctlrun_{tn}, proc, msg, "
+               "len, &r);", *tail)
 
     def _body(self, n: Node, batch: bool = False) -> None:
         emit_body(self.e, n, batch)
@@ -970,9 +984,14 @@ class DeviceGen:
                 e(f'    if (ofl_gen_serve(mgr, &proc->win, chan_off, "{c.name}", '
                   f"ofl_handler_{cname(c.name)}, proc) < 0) return 1;")
             for t in self.ctl_tables:
-                chan = f"{CTL_CHANNEL_PREFIX}{t.name}"
+                chan, tn = f"{CTL_CHANNEL_PREFIX}{t.name}", cname(t.name)
+                if staged(t):
+                    e(f"    if (ofl_ctl_stage_init(&proc->ctl_stage_{tn}, proc->ctl_req_{tn}, "
+                      f"proc->ctl_rep_{tn}, sizeof proc->ctl_req_{tn}) < 0)",
+                      f'        return ofl_fatal("table {t.name}: its control requests are '
+                      'longer than OFL_CTL_STAGE_MAX");')
                 e(f'    if (ofl_gen_serve(mgr, &proc->win, chan_off, "{chan}", '
-                  f"ofl_ctl_{cname(t.name)}, proc) < 0) return 1;")
+                  f"ofl_ctl_{tn}, proc) < 0) return 1;")
         e("    /* live stats: the counters, written whenever a reader asks (live.h) */",
           "    static struct ofl_live live;",
           "    if (ofl_live_start(&live, &((struct ofl_window_hdr *)proc->win.base)->stats_req, "
@@ -1185,6 +1204,20 @@ def emit_handler(e: Emitter, g: Graph, c: Channel) -> None:
       "    int err = 0;",
       f"    ofl_hbody_{cn}(ofl_arg_, ofl_end_, ofl_msg_, len, &err);",
       "    return err;", "}", "")
+
+
+def staged(t: SharedTable) -> bool:
+    """Whether table t's control channel stages long requests and replies (an array's or
+    a hash map's: runtime ctl_stage.h); a route table's requests all fit one message."""
+    return t.is_map or not t.is_object
+
+
+def stage_size(t: SharedTable) -> str:
+    """The C expression of the size of table t's staging buffers (its longest control
+    request or reply payload)."""
+    if t.is_map:
+        return mapdecl.stage_size(t)
+    return f"OFL_CTL_ARRAY_STAGE(sizeof({t.ctype.split('[')[0]}))"
 
 
 def ctl_type(ctype: str) -> str:

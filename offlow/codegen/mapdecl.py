@@ -1,7 +1,7 @@
 """The C a shared hash map (dsl SharedMap) needs on every target: its packed key struct
 ``struct NAME_key`` (the same bytes on host, NIC and in BPF), and on host and NIC the
 function that opens it (runtime map.h) and the one its control channel calls
-(runtime map_ctl.h)."""
+(runtime map_ctl.h), and the size of that channel's staging buffers."""
 
 from __future__ import annotations
 
@@ -37,4 +37,11 @@ def open_fn(t: SharedTable) -> list[str]:
             f"(*m)->ctl_type = '{value_type(t)}'; }}",
             "    return rc;", "}",
             f"static inline void {t.ctl_fn}(struct ofl_map *m, const uint8_t *msg, size_t len, "
-            "struct ofl_ctl_reply *r)", "{", "    ofl_map_ctl_call(m, msg, len, r);", "}"]
+            "struct ofl_ctl_out *out, struct ofl_ctl_reply *r)", "{",
+            "    ofl_map_ctl_call_out(m, msg, len, out, r);", "}"]
+
+
+def stage_size(t: SharedTable) -> str:
+    """The C expression of the longest control request or reply payload of map `t`:
+    its channel's staging buffers (runtime ctl_stage.h, map_ctl.h)."""
+    return f"OFL_MAP_CTL_STAGE(sizeof(struct {t.name}_key), sizeof({t.map_value}))"

@@ -190,16 +190,6 @@ class SharedMap:
         return sum(KEY_TYPES[t] for _, t in self.key)
 
 
-# The most bytes of key and value a map's control messages carry (runtime map_ctl.h's
-# OFL_MAP_CTL_KV_MAX): a larger map has no control channel.
-MAP_CTL_KV_MAX = 48
-
-
-def ctl_fits(m: SharedMap) -> bool:
-    """Whether map `m`'s keys and values fit its control messages."""
-    return m.key_size + MAP_TYPES[m.value] <= MAP_CTL_KV_MAX
-
-
 def map_table(m: SharedMap) -> SharedTable:
     """The IR's table object for map `m`: opened by the function the generated code
     defines for it (offlow/codegen/mapdecl.py), closed and reported by runtime map.h."""
@@ -208,7 +198,7 @@ def map_table(m: SharedMap) -> SharedTable:
         source=(f"a hash map of at most {m.entries} keys (struct {m.name}_key, "
                 f"{m.key_size} B) to {m.value}, empty at start"),
         stats_fn="ofl_map_stats_json", includes=("offlow/map.h", "offlow/map_ctl.h"),
-        one_core=True, ctl_fn=f"ofl_mapctl_{m.name}" if ctl_fits(m) else "",
+        one_core=True, ctl_fn=f"ofl_mapctl_{m.name}",
         map_key=m.key, map_value=m.value, map_entries=m.entries)
 
 

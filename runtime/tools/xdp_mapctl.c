@@ -110,12 +110,24 @@ void ofl_xdp_mapctl_init(struct ofl_xdp_mapctl *s, const struct ofl_xdp_map *x, 
     s->ops = (struct ofl_map_ctl_ops){s, x->key_size, x->value_size, x->entries, x->layout,
                                       x->ctl_type, &s->updates, mc_counts, mc_get, mc_set,
                                       mc_del, mc_next};
+    size_t cap = OFL_MAP_CTL_STAGE((size_t)x->key_size, (size_t)x->value_size);
+    /* (larger keys or values than a map takes: refused by ofl_map_ctl_msg_out) */
+    if (cap > sizeof s->stage_req) cap = sizeof s->stage_req;
+    (void)ofl_ctl_stage_init(&s->stage, s->stage_req, s->stage_rep, cap);
+}
+
+/* A request (one message, or a staged one) on the map (ofl_ctl_fn). */
+static void mc_run(void *ctx, const uint8_t *msg, size_t len, struct ofl_ctl_out *out,
+                   struct ofl_ctl_reply *r)
+{
+    struct ofl_xdp_mapctl *s = ctx;
+    ofl_map_ctl_msg_out(&s->ops, msg, len, out, r);
 }
 
 int ofl_xdp_mapctl_serve(void *ctx, struct ofl_chan_end *end, const void *msg, size_t len)
 {
     struct ofl_xdp_mapctl *s = ctx;
     struct ofl_ctl_reply r;
-    ofl_map_ctl_msg(&s->ops, msg, len, &r);
+    ofl_ctl_stage_msg(&s->stage, mc_run, s, msg, len, &r);
     return ofl_chan_post(end, r.b, r.n);
 }

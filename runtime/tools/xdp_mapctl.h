@@ -11,6 +11,7 @@
 #include <bpf/libbpf.h>
 
 #include "offlow/chan.h"
+#include "offlow/ctl_stage.h"
 #include "offlow/map.h"
 #include "offlow/map_ctl.h"
 #include "xdp_run.h"
@@ -26,6 +27,11 @@ struct ofl_xdp_mapctl {
     int walk_on;                /* when one is under way, and that key: */
     uint8_t walk_key[OFL_MAP_KEY_MAX];
     struct ofl_map_ctl_ops ops;
+    /* requests and replies longer than one message (a key and value over
+       OFL_MAP_CTL_KV_MAX bytes: ctl_stage.h) */
+    struct ofl_ctl_stage stage;
+    uint8_t stage_req[OFL_MAP_CTL_STAGE(OFL_MAP_KEY_MAX, OFL_MAP_CTL_VALUE_MAX)];
+    uint8_t stage_rep[OFL_MAP_CTL_STAGE(OFL_MAP_KEY_MAX, OFL_MAP_CTL_VALUE_MAX)];
 };
 
 /* Prepare `s` for map `x` of the loaded `obj`, counting its refused sets in *full: 0,

@@ -15,6 +15,23 @@ void ofl_ctl_ok(struct ofl_ctl_reply *r, const void *p, size_t n)
     r->n = 4 + n;
 }
 
+void ofl_ctl_ok_out(struct ofl_ctl_reply *r, struct ofl_ctl_out *out, const void *p, size_t n)
+{
+    if (n <= OFL_CTL_REPLY_MAX) {
+        ofl_ctl_ok(r, p, n);
+        return;
+    }
+    if (!out || n > out->cap || n > INT32_MAX) {
+        ofl_ctl_fail(r, -EMSGSIZE, "a reply of %zu bytes does not fit a message", n);
+        return;
+    }
+    memcpy(out->b, p, n);
+    out->n = n;
+    int32_t st = (int32_t)n;   /* positive: kept, read it in parts */
+    memcpy(r->b, &st, 4);
+    r->n = 4;
+}
+
 void ofl_ctl_fail(struct ofl_ctl_reply *r, int rc, const char *fmt, ...)
 {
     int32_t st = rc;
@@ -64,6 +81,13 @@ static int index_of(const uint8_t *msg, size_t len, size_t n, size_t *i,
 void ofl_ctl_array(void *base, size_t size, size_t n, char type, uint64_t *updates,
                    const uint8_t *msg, size_t len, struct ofl_ctl_reply *r)
 {
+    ofl_ctl_array_out(base, size, n, type, updates, msg, len, NULL, r);
+}
+
+void ofl_ctl_array_out(void *base, size_t size, size_t n, char type, uint64_t *updates,
+                       const uint8_t *msg, size_t len, struct ofl_ctl_out *out,
+                       struct ofl_ctl_reply *r)
+{
     uint8_t *b = base;
     size_t i;
     if (len == 0) {
@@ -78,8 +102,8 @@ void ofl_ctl_array(void *base, size_t size, size_t n, char type, uint64_t *updat
     }
     case OFL_CTL_GET:
         if (index_of(msg, len, n, &i, r) < 0) return;
-        if (size > OFL_CTL_MSG_MAX - 4) {
-            ofl_ctl_fail(r, -EMSGSIZE, "elements of %zu bytes do not fit a reply", size);
+        if (size > OFL_CTL_REPLY_MAX) {   /* a copy, kept in `out` */
+            ofl_ctl_ok_out(r, out, b + size * i, size);
             return;
         }
         uint8_t v[OFL_CTL_MSG_MAX];

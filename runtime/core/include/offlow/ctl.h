@@ -16,7 +16,20 @@
  *
  * A reply starts with an i32 status: 0, then what was asked (info: struct
  * ofl_ctl_info; get: the element's bytes); or a negative errno, then a short text
- * saying why. A refused request leaves the table as it was. */
+ * saying why. A refused request leaves the table as it was.
+ *
+ * Larger entries (arrays and hash maps: ctl_stage.h serves these): a request longer
+ * than one message is staged in parts and then run whole, and a reply longer than one
+ * message is kept and read back in parts:
+ *
+ *   'S' u32 total                     stage a request of `total` bytes (its first byte
+ *                                     the request's letter), dropping any staged before
+ *   'P' u32 offset, bytes             its next part (offsets in order, from 0)
+ *   'X'                               run the staged request, once all of it is there
+ *   'R' u32 offset                    read the kept reply from `offset` (up to 52 bytes)
+ *
+ * A reply too long for one message has a positive status: its payload's length, kept
+ * whole (one copy of the entry, made when the request ran) until the next request. */
 #ifndef OFL_CTL_H
 #define OFL_CTL_H
 
@@ -34,6 +47,18 @@
 #define OFL_CTL_STAGE_ADD 'A'
 #define OFL_CTL_STAGE_DEL 'D'
 #define OFL_CTL_BATCH_COMMIT 'c'
+#define OFL_CTL_STAGE_BEGIN 'S'
+#define OFL_CTL_STAGE_PART 'P'
+#define OFL_CTL_STAGE_RUN 'X'
+#define OFL_CTL_READ 'R'
+
+/* The most payload one reply carries (after its status), and one part carries. */
+#define OFL_CTL_REPLY_MAX (OFL_CTL_MSG_MAX - 4)
+#define OFL_CTL_PART_MAX (OFL_CTL_MSG_MAX - 5)
+/* The longest request staged in parts, and the longest reply kept (bytes). */
+#define OFL_CTL_STAGE_MAX 65536u
+/* The longest request or reply payload of an array of `size`-byte elements (a set). */
+#define OFL_CTL_ARRAY_STAGE(size) (5u + (size))
 
 /* Table kinds (ofl_ctl_info.kind). */
 #define OFL_CTL_ARRAY 1
@@ -57,8 +82,19 @@ struct ofl_ctl_reply {
     size_t n;
 };
 
+/* A reply's payload too long for one message, kept for reads in parts ('R'). */
+struct ofl_ctl_out {
+    uint8_t *b;     /* cap bytes */
+    size_t cap;
+    size_t n;       /* the payload's length, when a reply was kept */
+};
+
 /* Reply status 0 and the `n` bytes at `p` (cut to what fits). */
 void ofl_ctl_ok(struct ofl_ctl_reply *r, const void *p, size_t n);
+
+/* Reply status 0 and the `n` bytes at `p` when they fit one reply; else keep them in
+ * `out` (out->n = n) and reply status n; -EMSGSIZE when `out` is NULL or too small. */
+void ofl_ctl_ok_out(struct ofl_ctl_reply *r, struct ofl_ctl_out *out, const void *p, size_t n);
 
 /* Reply status `rc` (a negative errno) and the text of `fmt` (cut to what fits). */
 void ofl_ctl_fail(struct ofl_ctl_reply *r, int rc, const char *fmt, ...)
@@ -66,8 +102,16 @@ void ofl_ctl_fail(struct ofl_ctl_reply *r, int rc, const char *fmt, ...)
 
 /* Answer message `msg` (`len` bytes) for an array of `n` elements of `size` bytes at
  * `base` whose type is `type` ('u', 'i', 'f', 'b'): info, get and set (a store of the
- * element's size: atomic for 1, 2, 4 and 8 bytes); `*updates` counts the sets. */
+ * element's size: atomic for 1, 2, 4 and 8 bytes; a copy for other sizes, which the
+ * datapath may read half-done); `*updates` counts the sets. A get of an element longer
+ * than a reply is refused (-EMSGSIZE). */
 void ofl_ctl_array(void *base, size_t size, size_t n, char type, uint64_t *updates,
                    const uint8_t *msg, size_t len, struct ofl_ctl_reply *r);
+
+/* ofl_ctl_array whose get of a long element keeps it in `out` (ofl_ctl_ok_out); `msg`
+ * may be longer than one message (a set staged in parts: ctl_stage.h). */
+void ofl_ctl_array_out(void *base, size_t size, size_t n, char type, uint64_t *updates,
+                       const uint8_t *msg, size_t len, struct ofl_ctl_out *out,
+                       struct ofl_ctl_reply *r);
 
 #endif

@@ -18,6 +18,7 @@
 #include "offlow/copy.h"
 #include "offlow/crc32c.h"
 #include "offlow/ctl.h"
+#include "offlow/ctl_stage.h"
 #include "offlow/err.h"
 #include "offlow/gen.h"
 #include "offlow/group.h"

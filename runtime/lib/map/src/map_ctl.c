@@ -52,30 +52,36 @@ static void layout(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t l
 
 /* The first key at a position >= the message's. */
 static void next(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
-                 struct ofl_ctl_reply *r)
+                 struct ofl_ctl_out *out, struct ofl_ctl_reply *r)
 {
     uint32_t at;
     if (sized(msg, len, 4, r) < 0) return;
     memcpy(&at, msg + 1, 4);
-    uint8_t b[OFL_CTL_MSG_MAX];
+    uint8_t b[OFL_MAP_CTL_STAGE(OFL_MAP_KEY_MAX, OFL_MAP_CTL_VALUE_MAX)];
     if (o->next(o->self, &at, b + 4, b + 4 + o->key_size) < 0) {
         ofl_ctl_fail(r, -ENOENT, "no more keys");
         return;
     }
     memcpy(b, &at, 4);
-    ofl_ctl_ok(r, b, 4 + o->key_size + o->value_size);
+    ofl_ctl_ok_out(r, out, b, 4 + o->key_size + o->value_size);
 }
 
 void ofl_map_ctl_msg(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
                      struct ofl_ctl_reply *r)
+{
+    ofl_map_ctl_msg_out(o, msg, len, NULL, r);
+}
+
+void ofl_map_ctl_msg_out(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
+                         struct ofl_ctl_out *out, struct ofl_ctl_reply *r)
 {
     size_t ks = o->key_size, vs = o->value_size;
     if (len == 0) {
         ofl_ctl_fail(r, -EINVAL, "empty message");
         return;
     }
-    if (msg[0] != OFL_CTL_INFO && ks + vs > OFL_MAP_CTL_KV_MAX) {
-        ofl_ctl_fail(r, -EMSGSIZE, "keys and values of %zu bytes do not fit a message", ks + vs);
+    if (msg[0] != OFL_CTL_INFO && (ks > OFL_MAP_KEY_MAX || vs > OFL_MAP_CTL_VALUE_MAX)) {
+        ofl_ctl_fail(r, -EMSGSIZE, "keys of %zu and values of %zu bytes: too long", ks, vs);
         return;
     }
     switch (msg[0]) {
@@ -86,12 +92,12 @@ void ofl_map_ctl_msg(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t
         layout(o, msg, len, r);
         return;
     case OFL_CTL_MAP_NEXT:
-        next(o, msg, len, r);
+        next(o, msg, len, out, r);
         return;
     case OFL_CTL_GET: {
         if (sized(msg, len, ks, r) < 0) return;
-        uint8_t v[OFL_CTL_MSG_MAX];
-        if (o->get(o->self, msg + 1, v) == 0) ofl_ctl_ok(r, v, vs);
+        uint8_t v[OFL_MAP_CTL_VALUE_MAX];
+        if (o->get(o->self, msg + 1, v) == 0) ofl_ctl_ok_out(r, out, v, vs);
         else ofl_ctl_fail(r, -ENOENT, "no such key");
         return;
     }
@@ -166,17 +172,23 @@ static int map_next(void *self, uint32_t *at, void *key, void *value)
 void ofl_map_ctl(struct ofl_map *m, const uint8_t *msg, size_t len,
                  struct ofl_ctl_reply *r)
 {
+    ofl_map_ctl_out(m, msg, len, NULL, r);
+}
+
+void ofl_map_ctl_out(struct ofl_map *m, const uint8_t *msg, size_t len,
+                     struct ofl_ctl_out *out, struct ofl_ctl_reply *r)
+{
     struct ofl_map_ctl_ops o = {m, m->key_size, m->value_size, m->entries, m->layout,
                                 m->ctl_type, &m->ctl_updates, map_counts, map_get, map_set,
                                 map_del, map_next};
-    ofl_map_ctl_msg(&o, msg, len, r);
+    ofl_map_ctl_msg_out(&o, msg, len, out, r);
 }
 
 /* Run the posted request (the caller moved the box from POSTED to BUSY). */
 static void run_box(struct ofl_map *m)
 {
     struct ofl_ctl_reply r;
-    ofl_map_ctl(m, m->box_msg, m->box_len, &r);
+    ofl_map_ctl_out(m, m->box_msg, m->box_len, m->box_out, &r);
     memcpy(m->box_reply, r.b, r.n);
     m->box_reply_len = (uint32_t)r.n;
     __atomic_store_n(&m->box_state, BOX_DONE, __ATOMIC_RELEASE);
@@ -205,9 +217,19 @@ void ofl_map_ctl_owner_done(struct ofl_map *m)
 void ofl_map_ctl_call(struct ofl_map *m, const uint8_t *msg, size_t len,
                       struct ofl_ctl_reply *r)
 {
-    if (len > sizeof m->box_msg) len = sizeof m->box_msg;   /* the channel's most */
-    memcpy(m->box_msg, msg, len);
+    ofl_map_ctl_call_out(m, msg, len, NULL, r);
+}
+
+void ofl_map_ctl_call_out(struct ofl_map *m, const uint8_t *msg, size_t len,
+                          struct ofl_ctl_out *out, struct ofl_ctl_reply *r)
+{
+    if (len <= sizeof m->box_copy) {   /* one message: copied, as it always was */
+        memcpy(m->box_copy, msg, len);
+        msg = m->box_copy;
+    }
+    m->box_msg = msg;
     m->box_len = (uint32_t)len;
+    m->box_out = out;
     __atomic_store_n(&m->box_state, BOX_POSTED, __ATOMIC_SEQ_CST);
     for (uint64_t spins = 0;; spins++) {
         if (__atomic_load_n(&m->box_state, __ATOMIC_ACQUIRE) == BOX_DONE) break;

@@ -114,10 +114,16 @@ static void messages(void)
     CHECK(req(m, 0, 'd', k, KS, NULL, 0, &r) == 0 && m->count == 2, "delete");
     CHECK(req(m, 0, 'd', k, KS, NULL, 0, &r) == -ENOENT, "delete twice");
     ofl_map_close(m);
-    /* a map too wide for a message refuses all but info */
+    /* a map whose walk's reply exceeds a message: what fits one runs; the walk is
+     * refused without a place to keep its reply (ofl_map_ctl_out: test_map_ctl_big.c) */
     CHECK(ofl_map_open(&m, OFL_MAP_CTL_KV_MAX, 1, 2) == 0, "open a wide map");
-    uint8_t wide[OFL_CTL_MSG_MAX] = {0};
-    CHECK(req(m, 0, 'g', wide, OFL_MAP_CTL_KV_MAX, NULL, 0, &r) == -EMSGSIZE, "too wide");
+    uint8_t wide[OFL_CTL_MSG_MAX] = {0}, one = 9;
+    uint32_t zero = 0;
+    CHECK(req(m, 0, 's', wide, OFL_MAP_CTL_KV_MAX, &one, 1, &r) == 0, "a set in a wide map");
+    CHECK(req(m, 0, 'g', wide, OFL_MAP_CTL_KV_MAX, NULL, 0, &r) == 0 && r.n == 5 &&
+          r.b[4] == 9, "a get in a wide map");
+    CHECK(req(m, 0, 'n', &zero, 4, NULL, 0, &r) == -EMSGSIZE && r.n <= OFL_CTL_MSG_MAX,
+          "a walk's reply too long for one message, and nowhere to keep it");
     CHECK(req(m, 0, 'i', NULL, 0, NULL, 0, &r) == 0, "info of a wide map");
     ofl_map_close(m);
 }

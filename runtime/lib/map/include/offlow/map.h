@@ -32,7 +32,10 @@ struct ofl_map {
     char ctl_type;      /* the value's: 'u' unsigned, 'i' signed */
     uint64_t ctl_updates;
     uint32_t box_state, box_owner_gone, box_len, box_reply_len;
-    uint8_t box_msg[56], box_reply[56];   /* OFL_CTL_MSG_MAX */
+    const uint8_t *box_msg;   /* the request: box_copy, or a longer one (a staged
+                                 request, the caller's until the reply) */
+    void *box_out;            /* where a long reply goes (struct ofl_ctl_out), or NULL */
+    uint8_t box_copy[56], box_reply[56];   /* OFL_CTL_MSG_MAX */
 };
 
 /* Open an empty map: -EINVAL for sizes or `entries` out of range, -ENOMEM. */

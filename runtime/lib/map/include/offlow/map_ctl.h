@@ -20,7 +20,11 @@
  *                    -ENOENT past the last (a walk: start at 0, go on at slot + 1; a
  *                    map without slots numbers its keys in its own walk's order)
  *
- * A request of the wrong size is refused (-EINVAL) and changes nothing. */
+ * A request of the wrong size is refused (-EINVAL) and changes nothing. A map whose
+ * key and value take more than OFL_MAP_CTL_KV_MAX bytes has requests or replies
+ * longer than one message: its channel stages them (ctl_stage.h; the _out functions
+ * here take a request of any length and keep a long reply), and its owning core runs
+ * a staged request whole between two turns, as any other. */
 #ifndef OFL_MAP_CTL_H
 #define OFL_MAP_CTL_H
 
@@ -35,9 +39,15 @@
 #define OFL_CTL_MAP_DEL 'd'
 #define OFL_CTL_MAP_NEXT 'n'
 
-/* The largest key + value a map's control messages carry (a walk's reply: status, slot,
- * key and value in OFL_CTL_MSG_MAX bytes); a larger map has no control channel. */
+/* The largest key + value whose requests and replies all fit one message (a walk's
+ * reply: status, slot, key and value in OFL_CTL_MSG_MAX bytes). */
 #define OFL_MAP_CTL_KV_MAX (OFL_CTL_MSG_MAX - 8)
+/* The longest value the messages take (a map's own are at most OFL_MAP_VALUE_MAX; other
+ * hash maps served through struct ofl_map_ctl_ops may hold longer ones). */
+#define OFL_MAP_CTL_VALUE_MAX 256u
+/* The longest request or reply payload of a map of `ks`-byte keys and `vs`-byte values
+ * (a walk's reply: slot, key, value): its staging buffers' size (ctl_stage.h). */
+#define OFL_MAP_CTL_STAGE(ks, vs) (4u + (ks) + (vs))
 
 /* A map's side of the messages, for any hash map (a struct ofl_map, or the xdp
  * target's BPF hash map through its fd): its sizes, layout text and value type ('u' or
@@ -59,17 +69,33 @@ struct ofl_map_ctl_ops {
     int (*next)(void *self, uint32_t *at, void *key, void *value);
 };
 
-/* Run message `msg` (`len` bytes) on the map `o` answers for. */
+/* Run message `msg` (`len` bytes) on the map `o` answers for (a reply too long for one
+ * message is refused: -EMSGSIZE). */
 void ofl_map_ctl_msg(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
                      struct ofl_ctl_reply *r);
 
+/* ofl_map_ctl_msg of a request of any length (a staged one), a reply too long for one
+ * message kept in `out` (ofl_ctl_ok_out; `out` may be NULL). Keys longer than
+ * OFL_MAP_KEY_MAX and values longer than OFL_MAP_CTL_VALUE_MAX are refused: -EMSGSIZE. */
+void ofl_map_ctl_msg_out(const struct ofl_map_ctl_ops *o, const uint8_t *msg, size_t len,
+                         struct ofl_ctl_out *out, struct ofl_ctl_reply *r);
+
 /* Run message `msg` (`len` bytes) on map `m` now, from the thread that owns it. */
 void ofl_map_ctl(struct ofl_map *m, const uint8_t *msg, size_t len, struct ofl_ctl_reply *r);
+
+/* ofl_map_ctl with ofl_map_ctl_msg_out's `out`. */
+void ofl_map_ctl_out(struct ofl_map *m, const uint8_t *msg, size_t len,
+                     struct ofl_ctl_out *out, struct ofl_ctl_reply *r);
 
 /* The channel manager's side: hand message `msg` to the map's owner and wait for its
  * reply (bounded spin, then yields and naps); run it here once the owner is done. */
 void ofl_map_ctl_call(struct ofl_map *m, const uint8_t *msg, size_t len,
                       struct ofl_ctl_reply *r);
+
+/* ofl_map_ctl_call with ofl_map_ctl_msg_out's `out` (written by the owner, read after
+ * the reply); `msg` stays the caller's until the reply (it is not copied). */
+void ofl_map_ctl_call_out(struct ofl_map *m, const uint8_t *msg, size_t len,
+                          struct ofl_ctl_out *out, struct ofl_ctl_reply *r);
 
 /* The owning core, between turns: run a posted request, if any (one load when none). */
 void ofl_map_ctl_serve(struct ofl_map *m);

@@ -1,0 +1,44 @@
+/* Control requests and replies longer than one message (ctl.h: 'S', 'P', 'X', 'R'):
+ * the serving side's staging buffer of one control channel. A request is staged in
+ * parts, in order, and runs whole only once all of it is there, so the table sees it
+ * as one request (a set: one update); a reply too long for one message is kept whole
+ * and read back in parts. A client that dies half-way leaves a staged request that the
+ * next one's 'S' drops (an 'X' before then is refused as incomplete; one staged whole
+ * would run, but a client sends 'X' only after its own 'S'). Messages of other letters
+ * run at once, as they always did. One client at a time: a channel's side A has one
+ * owner. */
+#ifndef OFL_CTL_STAGE_H
+#define OFL_CTL_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "offlow/ctl.h"
+
+/* What runs a request (one message, or a staged one of any length) on a table; a
+ * reply too long for one message goes to `out` (ofl_ctl_ok_out). */
+typedef void (*ofl_ctl_fn)(void *ctx, const uint8_t *msg, size_t len,
+                           struct ofl_ctl_out *out, struct ofl_ctl_reply *r);
+
+/* One channel's staging state (the caller's memory; fields are ctl_stage.c's). */
+struct ofl_ctl_stage {
+    uint8_t *req;     /* the request being staged (cap bytes) */
+    uint8_t *rep;     /* the reply kept (cap bytes) */
+    uint32_t cap;
+    uint32_t want;    /* the staged request's bytes; 0: none begun */
+    uint32_t have;    /* its bytes staged so far */
+    uint32_t kept;    /* the kept reply's bytes; 0: none */
+};
+
+/* Give `s` the buffers `req` and `rep` of `cap` bytes each (the longest request or
+ * reply payload the table has: ctl.h's OFL_CTL_ARRAY_STAGE, map_ctl.h's
+ * OFL_MAP_CTL_STAGE). Returns 0, or -EMSGSIZE when cap exceeds OFL_CTL_STAGE_MAX. */
+int ofl_ctl_stage_init(struct ofl_ctl_stage *s, uint8_t *req, uint8_t *rep, size_t cap);
+
+/* Answer message `msg` (`len` bytes): 'S', 'P', 'X' and 'R' here, any other by
+ * `fn(ctx, ...)`. Each gets one reply in `r`; a malformed or out-of-order part drops
+ * the staged request (one error reply, the table unchanged). */
+void ofl_ctl_stage_msg(struct ofl_ctl_stage *s, ofl_ctl_fn fn, void *ctx, const uint8_t *msg,
+                       size_t len, struct ofl_ctl_reply *r);
+
+#endif
