@@ -69,6 +69,7 @@ def _library() -> ctypes.CDLL:
         ("ofl_chan_open", i32, [vp, vp, u32, i32, vp]),
         ("ofl_chan_close", None, [vp]),
         ("ofl_chan_peer_state", i32, [vp]),
+        ("ofl_chan_peer_why", i32, [vp]),
         ("ofl_chan_set_intr", i32, [vp, i32]),
         ("ofl_chan_set_chunk", i32, [vp, u32]),
         ("ofl_chan_send", i32, [vp, vp, sz, u64]),
@@ -218,13 +219,26 @@ class Channel:
             raise ChannelError(f"channel `{name}`", errno.EPIPE,
                                "its other end belongs to a process that has ended")
 
+    def _check(self, rc: int, what: str) -> int:
+        """_Lib.check, and for a channel the device closed because its handler failed
+        (the manager's ofl_chan_close_why), that failure: a bare "Broken pipe" said
+        nothing of a REPLY too long."""
+        why = self._lib.c.ofl_chan_peer_why(self._end) if rc == -errno.EPIPE else 0
+        if why >= 0:
+            return self._lib.check(rc, what)
+        text = self._lib.c.ofl_strerror(why).decode()
+        hint = (" (REPLY takes at most 56 bytes; BULK_REPLY any)" if -why == errno.EMSGSIZE
+                else "")
+        raise ChannelError(what, errno.EPIPE, f"the device's handler for `{self.name}` "
+                           f"failed: {text}{hint}; it closed the channel")
+
     def send(self, msg: bytes | bytearray | memoryview, timeout: float | None = None) -> None:
         """Direct message (at most 56 bytes); returns once the device has taken it."""
         data = bytes(msg)
         c = self._lib.c
         rc = self._wakeup.resumable(lambda ns: c.ofl_chan_send(self._end, data, len(data), ns),
                                     timeout)
-        self._lib.check(rc, f"send on `{self.name}`")
+        self._check(rc, f"send on `{self.name}`")
 
     def recv(self, timeout: float | None = None) -> bytes:
         """The next direct message from the device."""
@@ -232,7 +246,7 @@ class Channel:
         c = self._lib.c
         rc = self._wakeup.resumable(lambda ns: c.ofl_chan_recv(self._end, buf, MSG_MAX, ns),
                                     timeout)
-        n = self._lib.check(rc, f"recv on `{self.name}`")
+        n = self._check(rc, f"recv on `{self.name}`")
         return buf.raw[:n]
 
     def wait_peer(self, timeout: float) -> bool:
@@ -245,7 +259,7 @@ class Channel:
             state = self._lib.c.ofl_chan_peer_state(self._end)
             if state == 1:
                 return True
-            self._lib.check(state, f"channel `{self.name}`")  # (raises when negative)
+            self._check(state, f"channel `{self.name}`")  # (raises when negative)
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.005)
@@ -259,7 +273,7 @@ class Channel:
         rc = self._lib.c.ofl_chan_try_send(self._end, data, len(data))
         if rc == -errno.EAGAIN:
             return False
-        self._lib.check(rc, f"try_send on `{self.name}`")
+        self._check(rc, f"try_send on `{self.name}`")
         return True
 
     def try_recv(self) -> bytes | None:
@@ -269,7 +283,7 @@ class Channel:
         n = self._lib.c.ofl_chan_try_recv(self._end, buf, MSG_MAX)
         if n == -errno.EAGAIN:
             return None
-        self._lib.check(n, f"try_recv on `{self.name}`")
+        self._check(n, f"try_recv on `{self.name}`")
         return buf.raw[:n]
 
     def request(self, msg: bytes, timeout: float | None = 5.0) -> bytes:
@@ -295,7 +309,7 @@ class Channel:
         if rc == -errno.EINTR:  # a signal whose handler did not raise
             raise ChannelError(what, errno.EINTR, "interrupted by a signal: the transfer was "
                                "given up on both sides")
-        self._lib.check(rc, what)
+        self._check(rc, what)
 
     def bulk_send(self, buf: Any, timeout: float | None = None) -> None:
         """Send a whole buffer (bytes-like or NumPy array) as one bulk transfer."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from offlow import OfflowError, Program, Sink, Source
+from offlow import Handler, OfflowError, Program, Shared, Sink, Source
 from offlow.build import build
 from offlow.channels import ChannelError, ChannelTimeout
 from offlow.dsl.loader import load_program
@@ -117,10 +117,38 @@ def test_a_failed_reply_closes_the_channel_and_the_host_is_told() -> None:
         with pytest.raises(ChannelError) as e:   # EPIPE at once, not a ChannelTimeout
             ch.recv(timeout=5)
         assert e.value.errno == errno.EPIPE
+        # why, not a bare "Broken pipe" (the manager's ofl_chan_close_why)
+        assert str(e.value) == ("recv on `echo`: the device's handler for `echo` failed: "
+                                "Message too long (REPLY takes at most 56 bytes; BULK_REPLY "
+                                "any); it closed the channel")
         with pytest.raises(ChannelError) as e:
             ch.send(b"x")
-        assert e.value.errno == errno.EPIPE
+        assert e.value.errno == errno.EPIPE and "handler for `echo` failed" in str(e.value)
     assert s.result is not None and s.result.ok
+
+
+def test_a_reply_of_a_constant_size_above_56_bytes_does_not_compile() -> None:
+    """A REPLY whose size is known when compiling (sizeof a 64-byte array) is refused
+    there, at the program's line, instead of closing the channel at its first message."""
+
+    class Eight(Handler):
+        tables = ("counts",)
+        body = r"""
+        REPLY(counts, 8 * sizeof counts[0]);   /* 64 bytes */
+        """
+
+    p = Program("eight")
+    src, out = Source("rx"), Sink("tx")
+    src >> out
+    p.segment("rx", [src, out], device="nic")
+    p.channel("top", Eight("top", counts=Shared("counts", "uint64_t", 8)), device="nic")
+    with pytest.raises(OfflowError) as e:
+        build(p)
+    line = next(i for i, x in enumerate(Path(__file__).read_text().splitlines(), 1)
+                if "REPLY(counts, 8 * sizeof counts[0]);" in x)
+    assert "REPLY of more than 56 bytes (OFL_CHAN_MSG_MAX): answer with BULK_REPLY" \
+        in str(e.value), e.value
+    assert f"{Path(__file__)}:{line}:" in str(e.value), e.value
 
 
 def test_a_dead_device_process_is_an_error_not_a_hang() -> None:

@@ -266,6 +266,7 @@ int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
     STORE(&s->flags, 0, RELAXED);
     STORE(&s->rx_waiting, 0, RELAXED);
     STORE(&s->cookie, e->cookie, RELAXED);
+    STORE(&s->why, 0, RELAXED);
     STORE(&s->end_addr, (uint64_t)(uintptr_t)e, RELAXED);
     for (int d = 0; d < 2; d++) STORE(&s->st[d].copying, 0, RELAXED);
     /* A message a dead previous owner left pending is not ours to deliver. */
@@ -301,6 +302,22 @@ void chan_quiesce_peer_copy(const struct ofl_chan_end *e, int dir, uint32_t xfer
         else
             sched_yield();
     }
+}
+
+void ofl_chan_close_why(struct ofl_chan_end *e, int err)
+{
+    if (!end_valid(e)) return;
+    /* (before the close publishes gen: a peer that sees the side closed sees why) */
+    if (LOAD(&e->gen, ACQUIRE) & 1u) STORE(&side_mine(e)->why, err < 0 ? err : -err, RELAXED);
+    ofl_chan_close(e);
+}
+
+int ofl_chan_peer_why(const struct ofl_chan_end *e)
+{
+    if (!end_valid(e)) return 0;
+    const struct chan_side *p = side_peer(e);
+    uint32_t g = LOAD(&p->gen, ACQUIRE);
+    return g && !(g & 1u) ? LOAD(&p->why, RELAXED) : 0;
 }
 
 void ofl_chan_close(struct ofl_chan_end *e)

@@ -121,7 +121,8 @@ struct chan_side {
     int32_t pid;                   /* owner's pid, published before gen turns odd */
     uint32_t flags;                /* SIDE_WANT_* */
     uint32_t cookie;               /* with end_addr: finds the end in a same-process peer */
-    uint32_t pad0_;
+    int32_t why;                   /* the error the owner closed the side for (a
+                                      handler's: ofl_chan_close_why), 0 for none */
     uint64_t end_addr;
     /* side A: the registered memory of its current bulk transfer (CHUNK_MEM chunks),
      * written before the transfer's first chunk is posted */

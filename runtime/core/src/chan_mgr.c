@@ -182,8 +182,8 @@ static int poll_msg(struct mgr_slot *s, uint64_t ph, uint32_t ack)
     s->replied = LOAD(&e->tx_seq, RELAXED) != seq;
     STORE(&s->poster, POST_FREE, RELEASE);
     s->reply_gen = LOAD(&side_peer(e)->gen, ACQUIRE);
-    if (rc < 0) {
-        ofl_chan_close(e);
+    if (rc < 0) {   /* (the host's next call on it fails, saying why: peer_why) */
+        ofl_chan_close_why(e, rc);
         STORE(&s->active, false, RELAXED);
     } else {
         chan_ack_publish(e);

@@ -214,6 +214,14 @@ int ofl_chan_peer_state(const struct ofl_chan_end *e);
  * runs, except that a blocked call on another thread returns -EPIPE. */
 void ofl_chan_close(struct ofl_chan_end *e);
 
+/* ofl_chan_close, saying why: `err` (a negative errno: a channel manager's handler
+ * failed with it) is what ofl_chan_peer_why tells the peer. */
+void ofl_chan_close_why(struct ofl_chan_end *e, int err);
+
+/* Why the peer closed its side (ofl_chan_close_why's negative errno), or 0: it is
+ * open, was never opened, closed without a reason, or its process is gone. */
+int ofl_chan_peer_why(const struct ofl_chan_end *e);
+
 /* Give the end an interrupt fd (-1: none, the default): while it is readable (a
  * byte written to a pipe: Python's signal wakeup fd), a blocking call on the end
  * returns -EINTR within about a millisecond, or at once from a nap (wait.h); a send

@@ -34,10 +34,24 @@
         }                                                                       \
     } while (0)
 
-/* In a channel handler: answer the message with `n` bytes at `p` (at most 56; the
- * manager delivers it when the host receives). An error ends the handler, which
- * reports it. (A handler body may also end early with `return;`.) */
-#define REPLY(p, n) OFL_HANDLER_TRY_(ofl_chan_post(ofl_end_, (p), (n)))
+/* Never defined: REPLY calls it only where its size is a constant above
+ * OFL_CHAN_MSG_MAX, which makes the handler's compile fail at the REPLY's line. */
+void ofl_reply_too_long_(void)
+    __attribute__((error("REPLY of more than 56 bytes (OFL_CHAN_MSG_MAX): answer with "
+                         "BULK_REPLY(p, n), which takes any size")));
+
+/* In a channel handler: answer the message with `n` bytes at `p` (at most 56: a size
+ * known to be more is a compile error; one found more while it runs fails the handler,
+ * -EMSGSIZE; the manager delivers it when the host receives). An error ends the
+ * handler, and the manager closes the channel saying why (ofl_chan_close_why: the
+ * host's call on it fails with that reason). (A handler body may also end early with
+ * `return;`.) */
+#define REPLY(p, n)                                                             \
+    do {                                                                        \
+        if (__builtin_constant_p(n) && (n) > OFL_CHAN_MSG_MAX)                  \
+            ofl_reply_too_long_();                                              \
+        OFL_HANDLER_TRY_(ofl_chan_post(ofl_end_, (p), (n)));                    \
+    } while (0)
 
 /* In a channel handler: answer the message in bulk with the `n` bytes at `p` (any
  * size; the host takes them with bulk_recv). The manager sends them beside its other
