@@ -196,6 +196,16 @@ def _address(buf: Any, writable: bool) -> tuple[int, int, Any]:
     return arr.ctypes.data, arr.nbytes, arr
 
 
+def _message(msg: object, what: str) -> bytes:
+    """A direct message's bytes: bytes, a bytearray or a memoryview (bytes(5) would be
+    five zero bytes, bytes("x") an error about encodings: neither says what is wrong)."""
+    if isinstance(msg, bytes | bytearray | memoryview):
+        return bytes(msg)
+    hint = f": encode it ({msg[:20]!r}.encode())" if isinstance(msg, str) else ""
+    raise TypeError(f"{what}: a message is bytes, a bytearray or a memoryview, not "
+                    f"{type(msg).__name__}{hint}")
+
+
 class Channel:
     """One end of a channel (side A: the host program's). Not for two threads at
     once in the same direction."""
@@ -234,7 +244,7 @@ class Channel:
 
     def send(self, msg: bytes | bytearray | memoryview, timeout: float | None = None) -> None:
         """Direct message (at most 56 bytes); returns once the device has taken it."""
-        data = bytes(msg)
+        data = _message(msg, f"send on `{self.name}`")
         c = self._lib.c
         rc = self._wakeup.resumable(lambda ns: c.ofl_chan_send(self._end, data, len(data), ns),
                                     timeout)
@@ -269,7 +279,7 @@ class Channel:
         it is not ready to take one now (the message is then withdrawn). A device
         that closed the channel or whose process is gone raises ChannelError (EPIPE)
         within about a millisecond, so `while not ch.try_send(m)` ends."""
-        data = bytes(msg)
+        data = _message(msg, f"try_send on `{self.name}`")
         rc = self._lib.c.ofl_chan_try_send(self._end, data, len(data))
         if rc == -errno.EAGAIN:
             return False

@@ -100,6 +100,15 @@ def test_channel_errors_are_clear(tmp_path: Path) -> None:
         with pytest.raises(ChannelError) as e:
             ch.send(bytes(57))
         assert e.value.errno == errno.EMSGSIZE
+        # (bytes(5) would send five zero bytes; bytes("ab") fails about encodings)
+        for wrong, what in ((5, "int"), ("ab", "str: encode it ('ab'.encode())"),
+                            (None, "NoneType")):
+            with pytest.raises(TypeError) as t:
+                ch.request(wrong)  # type: ignore[arg-type]
+            assert str(t.value) == ("send on `echo`: a message is bytes, a bytearray or a "
+                                    f"memoryview, not {what}")
+            with pytest.raises(TypeError, match="try_send on `echo`: a message is bytes"):
+                ch.try_send(wrong)  # type: ignore[arg-type]
         ch.send(b"quiet please")  # taken, never answered
         with pytest.raises(ChannelTimeout):
             ch.recv(timeout=0.2)
