@@ -227,6 +227,9 @@ class Table:
         self.request(b"s" + struct.pack("<I", self._index(index, info)) + data)
 
     def _index(self, index: int, info: Info) -> int:
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise TypeError(f"table `{self.name}`: an index is an int (one element at a "
+                            f"time), not {type(index).__name__}")
         if not 0 <= index < info.length:
             raise OfflowError(f"table `{self.name}`: index {index} is outside 0..{info.length - 1}")
         return index

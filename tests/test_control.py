@@ -364,6 +364,10 @@ def test_array_value_of_the_wrong_size_is_refused() -> None:
             counts[0] = -1
         with pytest.raises(OfflowError, match="index 99 is outside"):
             counts[99]
+        for index, what in ((slice(1, 3), "slice"), ("a", "str"), (1.0, "float")):
+            with pytest.raises(TypeError, match=f"table `class_counts`: an index is an int "
+                               rf"\(one element at a time\), not {what}"):
+                counts[index]  # type: ignore[index]
         with pytest.raises(ControlError, match="index 99: the table has"):
             counts.request(b"g\x63\x00\x00\x00")
         assert counts.info().updates == 0
