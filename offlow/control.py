@@ -362,8 +362,11 @@ class Tables(Mapping[str, Table]):
             return self[name]
         want = "lpm4" if parse_prefix(prefix).version == 4 else "lpm6"
         found = [t for t in self._tables.values() if t.info().kind == want]
-        if len(found) != 1:
-            raise OfflowError(f"the program has {len(found)} {want} route tables "
-                              f"({', '.join(t.name for t in found) or 'none'}): name one "
-                              "with --table")
+        family = "IPv4" if want == "lpm4" else "IPv6"
+        if not found:
+            raise OfflowError(f"the program has no {family} route table ({want}) for "
+                              f"{prefix}; its tables: {', '.join(self._tables) or 'none'}")
+        if len(found) > 1:
+            raise OfflowError(f"the program has {len(found)} {family} route tables "
+                              f"({', '.join(t.name for t in found)}): name one with --table")
         return found[0]

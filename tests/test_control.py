@@ -371,6 +371,11 @@ def test_array_value_of_the_wrong_size_is_refused() -> None:
         with pytest.raises(ControlError, match="index 99: the table has"):
             counts.request(b"g\x63\x00\x00\x00")
         assert counts.info().updates == 0
+        # (a route change meant for a program with no route table of its family)
+        with pytest.raises(OfflowError) as e:
+            s.tables.route_table("10.0.0.0/8")
+        assert str(e.value).startswith("the program has no IPv4 route table (lpm4) for "
+                                       "10.0.0.0/8; its tables: "), e.value
         s.wait_drained(timeout=60)
     assert s.result is not None and s.result.ok
 
