@@ -23,8 +23,11 @@ def lib_test(lib: str, name: str) -> Path:
 
 
 def flag_sets(sanitize: bool) -> tuple[str, ...]:
-    """The build description's flag sets of a C test: plain, or under ASan+UBSan."""
-    return ("base", "sanitize" if sanitize else "optimize", "werror")
+    """The build description's flag sets of a C test: plain (a tool's, cbuild.TOOL), or
+    under ASan+UBSan: the same, then `sanitize` (whose optimisation level, later, wins),
+    spelled as a program built with extra_flags=cbuild.flags("sanitize") has its
+    libraries' flags, so that both link one build of each runtime library, not two."""
+    return (*cbuild.TOOL, "sanitize") if sanitize else cbuild.TOOL
 
 
 def build_c(sources: Sequence[Path], name: str, libs: Sequence[str] = ("core",),
