@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,12 +116,19 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
     def compile_c(c_file: Path, exe: Path, more: Sequence[str] = ()) -> None:
         """Compile generated `c_file` with the runtime libraries (and the target's own,
         `more`) into `exe` (once: cached, with the archives and flags it was built
-        from)."""
+        from). The executable is kept apart too, under a key of what it is made of (its
+        C file, common.h, the flags, the compiler, the archives): a program of which
+        only another device's code changed (an edit of the host's element) takes it
+        from there instead of compiling it again."""
         mine = d.closure([*archives, *more])
         linked = [archives.get(lib.name) or cbuild.build_library(lib.name, cbuild.TOOL,
                                                                  extra_flags) for lib in mine]
         system = list(dict.fromkeys(f for lib in mine for f in lib.link))
         inputs = " ".join([*(a.parent.name for a in linked), *system, ccwarn.KEPT])
+        own = digest(c_file.read_bytes(), (out / "common.h").read_bytes(),
+                     " ".join(cflags).encode(), inputs.encode(),
+                     buildcache.compiler_inputs(compiler, cbuild.for_this_cpu(cflags)).encode())
+        stored = buildcache.folder(cache_dir() / f"{program.name}.{exe.name}-{own}") / exe.name
 
         def compile_to(tmp: Path) -> None:
             try:
@@ -131,9 +139,15 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
             except OfflowError as e:
                 raise OfflowError(_with_hint(str(e))) from None
             # (with the build: a cached build's run warns again, as ccache replays them)
-            ccwarn.keep(exe, ccwarn.own_warnings(said, ccwarn.own_files(graph)))
+            ccwarn.keep(stored, ccwarn.own_warnings(said, ccwarn.own_files(graph)))
 
-        buildcache.make(exe, compile_to, inputs)
+        def take(tmp: Path) -> None:
+            shutil.copyfile(stored, tmp)
+            tmp.chmod(stored.stat().st_mode)
+            ccwarn.keep(exe, ccwarn.kept_beside(stored))
+
+        buildcache.make(stored, compile_to, inputs)
+        buildcache.make(exe, take, inputs)
 
     binaries = {dev.name: targets.get(dev.target).build(plan, dev.name, out, compile_c)
                 for dev in plan.devices}

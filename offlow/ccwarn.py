@@ -81,6 +81,15 @@ def keep(product: Path, lines: Iterable[str]) -> None:
     tmp.replace(path)
 
 
+def kept_beside(product: Path) -> list[str]:
+    """The warnings `keep` wrote beside build product `product` (none: no file)."""
+    try:
+        return product.with_name(product.name + SUFFIX).read_text(
+            errors="replace").splitlines()
+    except OSError:
+        return []
+
+
 def kept(folder: Path) -> list[str]:
     """The warnings `keep` wrote beside the products in `folder` (a program's build
     folder: its devices' executables, a target's objects); a damaged file's lines that

@@ -18,6 +18,7 @@ from offlow import buildcache, cbuild, cli, runner
 from offlow.build import build
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
+from offlow.runner import RunOptions, run
 from tests.e2e import EXAMPLE, ROOT, TLS
 
 MAIN = '#include "answer.h"\nint main(void) { return ANSWER; }\n'
@@ -219,11 +220,19 @@ def test_a_program_is_compiled_once_and_again_when_its_executable_is_damaged(
     again = build(prog)
     assert again.binaries == first.binaries and len(compiles) == n
     host = first.binaries["host"]
-    host.write_bytes(host.read_bytes()[:1000])
+    whole = host.read_bytes()
+    host.write_bytes(whole[:1000])
     (first.directory / "host.c").write_text("cut sh")
     build(prog)
-    assert compiles[n:] == ["generated host.c of `ttl_pipeline`"]
+    # taken again, whole, from the device's own entry (what it is made of is unchanged)
+    assert compiles[n:] == [] and host.read_bytes() == whole
     assert (first.directory / "host.c").read_text() == first.sources["host.c"]
+    # that entry damaged too: compiled again
+    (stored,) = buildcache.cache_dir().glob("ttl_pipeline.host-*/host")
+    stored.write_bytes(whole[:1000])
+    host.write_bytes(whole[:1000])
+    build(prog)
+    assert compiles[n:] == ["generated host.c of `ttl_pipeline`"]
 
 
 def test_run_no_cache_builds_with_the_cache_bypassed(
@@ -518,3 +527,70 @@ def test_no_compile_begins_after_one_failed() -> None:
         with pytest.raises(OfflowError, match="the first compile failed"):
             cbuild.each_in_parallel(call, [(k,) for k in range(8)])
         assert sorted(begun)[:1] == [0] and set(begun) <= {0, 1}, begun
+
+
+# a user's program over two devices: the NIC counts and marks, the host stamps; each
+# test below edits one side of it
+TWO_SIDES = '''\
+from offlow import Element, Port, Program, Shared, Sink, Source
+
+
+class Count(Element):
+    """Counts what the wire gives (NIC)."""
+    inputs, outputs, tables = (Port("inp"),), (Port("out"),), ("seen",)
+    fields = {"mark": "uint8_t"}
+    body = r"""
+    int spare;                     // never read: the compiler warns of it
+    seen[0]++;
+    state->mark = (uint8_t)(pkt->len & 0xffu);
+    """
+
+
+class Stamp(Element):
+    """Writes the mark into the frame's last byte (host)."""
+    inputs, outputs = (Port("inp"),), (Port("out"),)
+    body = r"""
+    pkt->data[pkt->len - 1] = state->mark;   /* HOST */
+    """
+
+
+def program():
+    p = Program("two_sides")
+    src, c, s, out = Source("rx"), Count("count", seen=Shared("seen", "uint64_t", 1)), \\
+        Stamp("stamp"), Sink("tx")
+    src >> c >> s >> out
+    p.segment("edge", [src, c], device="nic")
+    p.segment("app", [s, out], device="host")
+    return p
+'''
+
+
+def _two_sides(tmp_path: Path, source: str) -> Path:
+    path = tmp_path / "two_sides.py"
+    path.write_text(source)
+    return path
+
+
+def test_a_change_to_one_devices_code_compiles_that_device_only(
+        cache: Path, tmp_path: Path, compiles: list[str]) -> None:
+    """An edit of the host's element leaves the NIC's executable as it was: it comes
+    from the cache (with its warning), not the compiler; one the layout sees (a new
+    per-packet field: common.h changes) compiles both."""
+    first = build(load_program(_two_sides(tmp_path, TWO_SIDES)))
+    assert sorted(w for w in compiles if w.startswith("generated")) == [
+        "generated host.c of `two_sides`", "generated nic.c of `two_sides`"]
+    compiles.clear()
+    host_edit = TWO_SIDES.replace("/* HOST */", "/* HOST, edited */ (void)0;")
+    second = build(load_program(_two_sides(tmp_path, host_edit)))
+    assert second.directory != first.directory  # (another program: its own folder)
+    assert [w for w in compiles if w.startswith("generated")] == [
+        "generated host.c of `two_sides`"]
+    assert any("unused variable 'spare'" in w for w in second.warnings), second.warnings
+    res = run(second, RunOptions(count=20, timeout=60))
+    assert res.ok and res.stats["nic"]["tables"]["seen"] == [20], res.errors
+    compiles.clear()
+    layout_edit = host_edit.replace('fields = {"mark": "uint8_t"}',
+                                    'fields = {"mark": "uint8_t", "more": "uint32_t"}')
+    build(load_program(_two_sides(tmp_path, layout_edit)))
+    assert sorted(w for w in compiles if w.startswith("generated")) == [
+        "generated host.c of `two_sides`", "generated nic.c of `two_sides`"]
