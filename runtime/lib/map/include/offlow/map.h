@@ -14,7 +14,7 @@ struct ofl_json;
 /* The largest key and value (bytes) and the most entries a map may hold (the BPF hash
  * map takes keys and values this large; offlow/dsl/values.py checks the same). */
 #define OFL_MAP_KEY_MAX 256u
-#define OFL_MAP_VALUE_MAX 8u
+#define OFL_MAP_VALUE_MAX 256u
 #define OFL_MAP_ENTRIES_MAX (1u << 24)
 
 struct ofl_map {
