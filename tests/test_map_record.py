@@ -9,6 +9,7 @@ another type refused; a record member bumped plainly on xdp said to lose updates
 
 from __future__ import annotations
 
+import json
 import signal
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import dpkt
+import jsonschema
 import pytest
 
 from offlow import Element, OfflowError, Port, Program, SharedMap, Sink, Source
@@ -39,6 +41,7 @@ RECORDS = ROOT / "tests" / "programs" / "flow_records.py"
 WHY_NOT = xdp.TARGET.unusable()
 needs_bpf = pytest.mark.skipif(WHY_NOT is not None, reason=f"xdp cannot run here: {WHY_NOT}")
 NAMES = [f for f, _ in RECORD]
+SCHEMA = json.loads((ROOT / "docs" / "run-result.schema.json").read_text())
 
 
 @pytest.mark.parametrize(("value", "error"), [
@@ -202,6 +205,7 @@ def test_the_flow_records_are_dpkts_count(device: str, tmp_path: Path) -> None:
     assert (t["key"], t["value"], t["items"], t["full"]) == (
         [f for f, _ in TUPLE], NAMES, len(items), 0)
     assert t["pairs"] == items
+    jsonschema.validate(s["tables"], SCHEMA["properties"]["tables"])   # as --json documents
     lines = format_summary(s).splitlines()
     head = lines.index(f"table flows: a hash map, {len(items)} of 4096 entries, 0 updates "
                        "refused (full)")
