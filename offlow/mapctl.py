@@ -1,7 +1,8 @@
 """A running program's shared hash map through its control channel (runtime
 map_ctl.h): keys and values typed by the map's layout, which the device gives
-("FIELD:TYPE,...;VALUETYPE"). A key is written field=value, every field once, comma
-separated (`src=10.0.0.1,dst=10.0.0.2,proto=6`): an integer field takes a number (0x..
+("FIELD:TYPE,...;VALUETYPE"; a record value's VALUETYPE is its own "FIELD:TYPE,...").
+A key is written field=value, every field once, comma separated
+(`src=10.0.0.1,dst=10.0.0.2,proto=6`): an integer field takes a number (0x..
 too), an `ipv4` / `ipv6` field an address, a `mac` field 02:00:00:aa:bb:cc; a value is an
 integer of the map's value type, or for a record value its fields written as a key's
 are (`packets=3,bytes=1500,...`, every field once). Keys and records print the same

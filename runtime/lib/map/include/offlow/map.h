@@ -29,7 +29,7 @@ struct ofl_map {
      * through control messages, and the mailbox that hands one request at a time from
      * the channel manager to the core that owns the map. */
     const char *layout;
-    char ctl_type;      /* the value's: 'u' unsigned, 'i' signed */
+    char ctl_type;      /* the value's: 'u' unsigned, 'i' signed, 'r' a record */
     uint64_t ctl_updates;
     uint32_t box_state, box_owner_gone, box_len, box_reply_len;
     const uint8_t *box_msg;   /* the request: box_copy, or a longer one (a staged
