@@ -33,9 +33,10 @@ from offlow.races import lost_updates
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, run
 from offlow.session import attach
-from offlow.targets import xdp
+from offlow.targets import remote, xdp
 from tests.e2e import ROOT, TLS, read_frames, window_in
 from tests.programs.flow_records import RECORD, TUPLE
+from tests.remote_served import Servers
 
 RECORDS = ROOT / "tests" / "programs" / "flow_records.py"
 WHY_NOT = xdp.TARGET.unusable()
@@ -98,8 +99,8 @@ class Peek(Element):
 
 def _peek(body: str, helpers: str = "", device: str = "nic") -> Program:
     p = Program("peek")
-    e = Peek("peek", tally=SharedMap("per_len", (("len", "uint16_t"),),
-                                     (("hits", "uint64_t"), ("last", "uint8_t")), 64))
+    e = Peek("peek", tally=SharedMap("per_len", (("len", "uint16_t"),), (
+        ("hits", "uint64_t"), ("last", "uint8_t"), ("peer", "ipv4")), 64))
     e.body, e.helpers = body, helpers
     src, out = Source("rx"), Sink("tx")
     src >> e >> out
@@ -127,19 +128,26 @@ def test_a_record_taken_as_its_struct_is_accepted(body: str, helpers: str) -> No
 
 @pytest.mark.parametrize(("body", "error"), [
     (KEY + "uint64_t *n = ofl_map_lookup(tally, &k);\nif (n) (*n)++;",
-     r"map `per_len` holds `struct per_len_value` values \(9 bytes\), but the body takes "
+     r"map `per_len` holds `struct per_len_value` values \(13 bytes\), but the body takes "
      r"ofl_map_lookup\(tally, \.\.\.\) as `uint64_t \*`; take it as `struct per_len_value \*` "
      r"\(or `const struct per_len_value \*`, `void \*`\)$"),
     (KEY + "struct per_len_key *n = ofl_map_lookup(tally, &k);\nif (n) n->len++;",
      r"takes ofl_map_lookup\(tally, \.\.\.\) as `struct per_len_key \*`"),
     (KEY + "uint64_t one = 1;\n(void)ofl_map_update(tally, &k, &one);",
-     r"map `per_len` holds `struct per_len_value` values \(9 bytes\), but the body passes "
+     r"map `per_len` holds `struct per_len_value` values \(13 bytes\), but the body passes "
      r"ofl_map_update\(tally, \.\.\., &one\) a `uint64_t` \(8 bytes\); pass the address of a "
      r"`struct per_len_value`$"),
     (KEY + "struct tally_value v = {0};\n(void)ofl_map_update(tally, &k, &v);",
      r"`struct tally_value`: the value of map `per_len` \(this body's `tally`\) is `struct "
      r"per_len_value`, named after the map$"),
-], ids=["uint64-pointer", "key-struct-pointer", "update-scalar", "named-after-local"])
+    (KEY + "struct per_len_value v = { .hits = 1, .peer = pkt->len };\n"
+     "(void)ofl_map_update(tally, &k, &v);",
+     r"`pkt->len` sets field `peer` of map `per_len`'s value, an `ipv4` address \(its 4 bytes "
+     r"as on the wire, a `uint8_t peer\[4\]`\), from one number: C sets its first byte alone\. "
+     r"Copy the address's bytes, `memcpy\(v\.peer, pkt->data \+ state->l3_off \+ 12, 4\)`, or "
+     r"declare the field an integer type to hold a number$"),
+], ids=["uint64-pointer", "key-struct-pointer", "update-scalar", "named-after-local",
+        "address-from-a-number"])
 def test_a_record_taken_as_another_type_is_one_error(body: str, error: str) -> None:
     with pytest.raises(OfflowError, match=error):
         plan_program(_peek(body))
@@ -212,6 +220,23 @@ def test_the_flow_records_are_dpkts_count(device: str, tmp_path: Path) -> None:
     assert lines[head + 1].split() == ["src", "dst", "sport", "dport", "proto", *NAMES]
     assert [r.split() for r in lines[head + 2:head + 2 + len(items)]] == [
         [*map(str, k), *map(str, v)] for k, v in items]
+
+
+@pytest.mark.skipif(remote.TARGET.unusable() is not None,
+                    reason=f"remote: {remote.TARGET.unusable()}")
+def test_on_a_remote_device_the_records_are_dpkts_count(
+        tmp_path: Path, served: Servers, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same program on `remote:m`: its map lives in the device's process, its report
+    comes back over the link."""
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    (port,) = served.ports(1)
+    b = build(load_program(RECORDS, ["edge.device=remote:m"]))
+    res = run(b, RunOptions(input=TLS, output=tmp_path / "out.pcap", timeout=60,
+                            remotes=(f"m=127.0.0.1:{port}",), secret_file=served.secret))
+    assert res.ok, res.errors
+    s = summarize(b.plan, res.stats)
+    items, _ = dpkt_flows(TLS, s["mtu"])
+    assert (s["tables"]["flows"]["pairs"], s["tables"]["flows"]["value"]) == (items, NAMES)
 
 
 LAYOUT = Layout.parse("src:ipv4,proto:uint8_t;packets:uint64_t,peer:ipv4,syn:uint8_t")

@@ -211,36 +211,41 @@ class _Walker(c_ast.NodeVisitor):
             self._check_key_init(node.type.type, node.init)
 
     def _check_key_init(self, t: c_ast.TypeDecl, init: c_ast.InitList) -> None:
-        """A map's key struct given its fields in braces: an address field (a byte
-        array) given one number, `{ .src = state->src4 }`, has C set its first byte
-        alone, silently (the address's other bytes zero)."""
+        """A map's key struct (or record value struct) given its fields in braces: an
+        address field (a byte array) given one number, `{ .src = state->src4 }`, has C
+        set its first byte alone, silently (the address's other bytes zero)."""
         st = t.type
-        m = next((m for m in self.maps.values()
-                  if isinstance(st, c_ast.Struct) and st.name == f"{m.table}_key"), None)
-        if m is None or not m.key:
+        if not isinstance(st, c_ast.Struct):
             return
+        found = next(((m, fields, what) for m in self.maps.values()
+                      for fields, what in ((m.key, "key"), (m.record, "value"))
+                      if st.name == f"{m.table}_{what}"), None)
+        if found is None or not found[1]:
+            return
+        m, fields, what = found
         at = 0  # the field a positional initializer sets
         for e in init.exprs:
             if isinstance(e, c_ast.NamedInitializer):
                 names = [n.name for n in e.name if isinstance(n, c_ast.ID)]
                 if len(e.name) != 1 or len(names) != 1:
                     return  # (`.src[1] = ...`: one byte, as written)
-                at = next((i for i, (f, _) in enumerate(m.key) if f == names[0]), len(m.key))
+                at = next((i for i, (f, _) in enumerate(fields) if f == names[0]), len(fields))
                 value = e.expr
             else:
                 value = e
-            if at >= len(m.key):
+            if at >= len(fields):
                 return
-            field, ftype = m.key[at]
+            field, ftype = fields[at]
             if ftype in ADDRESS_TYPES and not isinstance(value, c_ast.InitList | c_ast.Constant):
                 size = ADDRESS_TYPES[ftype]
                 raise _Found(
                     f"{self.where(value)}: `{c_generator.CGenerator().visit(value)}` sets "
-                    f"field `{field}` of map `{m.table}`'s key, an `{ftype}` address (its "
+                    f"field `{field}` of map `{m.table}`'s {what}, an `{ftype}` address (its "
                     f"{size} bytes as on the wire, a `uint8_t {field}[{size}]`), from one "
                     f"number: C sets its first byte alone. Copy the address's bytes, "
-                    f"`memcpy(k.{field}, {_WHERE[ftype]}, {size})`, or declare the field "
-                    "an integer type to key by a number")
+                    f"`memcpy({what[0]}.{field}, {_WHERE[ftype]}, {size})`, or declare the "
+                    f"field an integer type to {'key by' if what == 'key' else 'hold'} a "
+                    "number")
             at += 1
 
     def _object(self, x: c_ast.Node) -> c_ast.Node | None:
