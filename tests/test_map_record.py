@@ -57,7 +57,10 @@ SCHEMA = json.loads((ROOT / "docs" / "run-result.schema.json").read_text())
      r"^shared map `m`: its value is 264 bytes, more than the 256 a map value may have$"),
     ({"n": "uint64_t"}, r"^shared map `m`: value type \{'n': 'uint64_t'\}; a value is one of "
                         r"uint8_t, .*, or a record \(\(field, type\), \.\.\.\)$"),
-], ids=["twice", "bad-name", "float-field", "empty", "not-a-pair", "too-long", "a-dict"])
+    ((("n", ["uint8_t"]),), r"^shared map `m`: value field `n` has type \['uint8_t'\]; a "
+                            r"value field is one of "),
+], ids=["twice", "bad-name", "float-field", "empty", "not-a-pair", "too-long", "a-dict",
+        "a-list-type"])
 def test_a_bad_record_is_one_error(value: Any, error: str) -> None:
     with pytest.raises(OfflowError, match=error):
         SharedMap("m", TUPLE, value, 4)

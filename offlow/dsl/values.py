@@ -215,7 +215,7 @@ def _fields(who: str, what: str, fields: Any) -> tuple[tuple[str, str], ...]:
         if fname in seen:
             raise OfflowError(f"{who}: {what} field `{fname}` is declared twice")
         seen.add(fname)
-        if ftype not in KEY_TYPES:
+        if not isinstance(ftype, str) or ftype not in KEY_TYPES:
             raise OfflowError(f"{who}: {what} field `{fname}` has type {ftype!r}; a {what} "
                               f"field is one of {', '.join(KEY_TYPES)}")
     return tuple((f, t) for f, t in fields)
