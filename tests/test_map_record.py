@@ -28,6 +28,7 @@ from offlow.codegen.bpf import generate_xdp
 from offlow.codegen.c import gen_common
 from offlow.dsl.loader import load_program
 from offlow.explain import explain
+from offlow.layout import describe, differences
 from offlow.mapctl import Layout, format_value, parse_value
 from offlow.races import lost_updates
 from offlow.report import format_summary, summarize
@@ -35,7 +36,7 @@ from offlow.runner import RunOptions, run
 from offlow.session import attach
 from offlow.targets import remote, xdp
 from tests.e2e import ROOT, TLS, read_frames, window_in
-from tests.programs.flow_records import RECORD, TUPLE
+from tests.programs.flow_records import RECORD, TUPLE, records_program
 from tests.remote_served import Servers
 
 RECORDS = ROOT / "tests" / "programs" / "flow_records.py"
@@ -319,3 +320,17 @@ def test_offlow_ctl_sets_gets_walks_and_deletes_a_record(device: str, tmp_path: 
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, err
+
+
+def test_a_reload_that_changes_a_records_fields_is_refused() -> None:
+    """A map keeps its entries across `offlow reload`: new code that reads them as
+    another record (a field added: 35 bytes where each slot holds 33) is a layout
+    difference, refused as any other; the same record with other code is not."""
+    running = describe(plan_program(records_program(4096)))
+    wider = records_program(4096, (*RECORD, ("mss", "uint16_t")))
+    assert differences(running, describe(plan_program(records_program(4096)))) == []
+    [said] = differences(running, describe(plan_program(wider)))
+    assert said.startswith("table `flows`: running struct ofl_map[1] in nic (ofl_mapopen_flows), "
+                           "map src:ipv4,dst:ipv4,sport:uint16_t,dport:uint16_t,proto:uint8_t;"
+                           "packets:uint64_t,"), said
+    assert said.endswith("last_id:uint16_t,syn:uint8_t,mss:uint16_t"), said

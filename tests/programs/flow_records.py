@@ -73,11 +73,12 @@ class FlowRecord(Element):
     """
 
 
-def records_program(flows: int) -> Program:
-    """The program with a table of `flows` entries."""
+def records_program(flows: int, record: tuple[tuple[str, str], ...] = RECORD) -> Program:
+    """The program with a table of `flows` entries (each a `record`: RECORD's fields
+    first)."""
     p = Program("flow_records")
     wire, eth, v4 = Source("wire"), ParseEth("eth"), CheckIPv4("v4")
-    book = FlowRecord("book", book=SharedMap("flows", TUPLE, RECORD, flows))
+    book = FlowRecord("book", book=SharedMap("flows", TUPLE, record, flows))
     out, other = Sink("out"), Discard("other")
     wire >> eth
     eth["ipv4"] >> v4 >> book >> out
