@@ -375,7 +375,8 @@ def parser() -> argparse.ArgumentParser:
                     "element's type")
     mp = csub.add_parser("map", help="a hash map (SharedMap): get KEY, set KEY VALUE, delete "
                          "KEY, list [--limit N], info; KEY is FIELD=VALUE,... (every field: "
-                         "an integer, an ipv4/ipv6 address, a mac), VALUE an integer")
+                         "an integer, an ipv4/ipv6 address, a mac), VALUE an integer, or for a "
+                         "record value FIELD=VALUE,... as a key")
     mp.add_argument("name")
     mp.add_argument("op", choices=["get", "set", "delete", "list", "info"])
     mp.add_argument("key", nargs="?", help="src=10.0.0.1,dst=10.0.0.2,proto=6")
@@ -550,6 +551,8 @@ def _cmd_ctl(a: argparse.Namespace) -> int:
 
 def _map(t: Table, a: argparse.Namespace) -> None:
     """offlow ctl WINDOW map NAME OP ...: one request (list: a walk), printed."""
+    from offlow.mapctl import format_value
+
     wants = {"get": 1, "delete": 1, "set": 2, "list": 0, "info": 0}[a.op]
     if [a.key, a.value][:wants].count(None) or [a.key, a.value][wants:] != [None] * (2 - wants):
         raise OfflowError(f"want `map NAME {a.op}{' KEY' * (wants > 0)}{' VALUE' * (wants > 1)}`")
@@ -562,14 +565,14 @@ def _map(t: Table, a: argparse.Namespace) -> None:
         v = m.get(a.key)
         if v is None:
             raise OfflowError(f"map `{t.name}` has no key {a.key}")
-        print(v)
+        print(format_value(m.layout, v))
     elif a.op == "set":
         m.set(a.key, a.value)
     elif a.op == "delete":
         m.delete(a.key)
     else:
         for key, value in m.items(a.limit):
-            print(f"{key} {value}")
+            print(f"{key} {format_value(m.layout, value)}")
 
 
 def _route_file(tables: Tables, changes: list[RouteChange], table: str | None) -> None:

@@ -10,7 +10,6 @@ from offlow.codegen.vector import VEC_MAX
 from offlow.codegen.xsk import Crossing, crossings
 from offlow.ctlwire import MAP_KV_MAX, MSG_MAX
 from offlow.ir import Graph, SharedTable
-from offlow.ir.types import MAP_TYPES
 from offlow.plan import Plan, QueuePlan, spread_copies
 from offlow.races import lost_updates
 from offlow.unchosen import unchosen_outputs
@@ -141,9 +140,9 @@ def _served_by(plan: Plan, t: SharedTable) -> str:
 
 def _in_parts(t: SharedTable) -> str:
     """For a map whose entries do not fit one control message: that they go in parts."""
-    if not t.is_map or t.map_key_size + MAP_TYPES[t.map_value] <= MAP_KV_MAX:
+    if not t.is_map or t.map_key_size + t.map_value_size <= MAP_KV_MAX:
         return ""
-    return (f"; its entries ({t.map_key_size} + {MAP_TYPES[t.map_value]} bytes) go in parts "
+    return (f"; its entries ({t.map_key_size} + {t.map_value_size} bytes) go in parts "
             f"(a request or reply of more than one {MSG_MAX}-byte message is staged, then "
             "applied or read whole)")
 

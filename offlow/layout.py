@@ -7,23 +7,29 @@ from __future__ import annotations
 
 from typing import Any
 
+from offlow.codegen import mapdecl
 from offlow.ir.layout import EntryLayout
 from offlow.plan import Plan
 
 
 def describe(plan: Plan) -> dict[str, Any]:
     """The layout of `plan`'s running state, as JSON-ready data: the program's name,
-    mtu and state record, every table (type, length, where it lives), every queue (its
-    segments, rings, ring size, batch, entry bytes, each channel's fields and offsets),
-    every segment (device, cores, core group, its elements in order with their drop
-    reasons, its vector elements) and the window's channels."""
+    mtu and state record, every table (type, length, where it lives; a map's key and
+    value fields), every queue (its segments, rings, ring size, batch, entry bytes,
+    each channel's fields and offsets), every segment (device, cores, core group, its
+    elements in order with their drop reasons, its vector elements) and the window's
+    channels."""
     g = plan.graph
     return {
         "program": g.name,
         "mtu": g.mtu,
         "state": [f"{f.name}:{f.ctype}" for f in g.state],
+        # (a map keeps its entries across a reload: its key's and value's fields are
+        # its layout, and new code reading a 33-byte record as a 40-byte one would
+        # reach past each slot)
         "tables": {t.name: f"{t.ctype}[{t.length}] in {t.home or 'nowhere'}"
-                   + (f" ({t.open_fn})" if t.open_fn else "") for t in g.shared},
+                   + (f" ({t.open_fn})" if t.open_fn else "")
+                   + (f", map {mapdecl.layout(t)}" if t.is_map else "") for t in g.shared},
         "queues": {q.queue.name: f"{q.queue.src_segment} -> {q.queue.dst_segment}, "
                    f"{len(q.rings)} ring{'s' * (len(q.rings) != 1)} of {q.queue.ring_size} entries "
                    f"of {q.entry_size} B, "

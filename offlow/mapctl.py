@@ -1,9 +1,12 @@
 """A running program's shared hash map through its control channel (runtime
 map_ctl.h): keys and values typed by the map's layout, which the device gives
-("FIELD:TYPE,...;VALUETYPE"). A key is written field=value, every field once, comma
-separated (`src=10.0.0.1,dst=10.0.0.2,proto=6`): an integer field takes a number (0x..
+("FIELD:TYPE,...;VALUETYPE"; a record value's VALUETYPE is its own "FIELD:TYPE,...").
+A key is written field=value, every field once, comma separated
+(`src=10.0.0.1,dst=10.0.0.2,proto=6`): an integer field takes a number (0x..
 too), an `ipv4` / `ipv6` field an address, a `mac` field 02:00:00:aa:bb:cc; a value is an
-integer of the map's value type. Keys print the same way (offlow/mapreport.py's text).
+integer of the map's value type, or for a record value its fields written as a key's
+are (`packets=3,bytes=1500,...`, every field once). Keys and records print the same
+way (offlow/mapreport.py's text); the Python calls give a record as a dict.
 
     m = attach(WINDOW).tables["flows"].map()
     m.set("src=10.0.0.1,dst=10.0.0.2,proto=6", 7); m.get(...); m.delete(...); m.items()
@@ -22,7 +25,8 @@ from typing import Protocol
 from offlow.ctlwire import REPLY_MAX
 from offlow.errors import ControlError, OfflowError
 from offlow.ir.types import ADDRESS_TYPES, KEY_TYPES, MAP_TYPES
-from offlow.mapreport import key_field, number
+from offlow.mapreport import fields as read_fields
+from offlow.mapreport import number
 
 HEX = set(string.hexdigits)
 
@@ -35,12 +39,18 @@ class Requester(Protocol):
     def request(self, msg: bytes, timeout: float = 5.0) -> bytes: ...
 
 
+# A record value, as the Python calls take and give it: each field's number or address.
+Record = dict[str, int | str]
+
+
 @dataclass(frozen=True)
 class Layout:
-    """A map's key fields ((name, type) in order) and value type."""
+    """A map's key fields ((name, type) in order) and value type; a record value's
+    fields in `record` (its `value` then "record")."""
 
     fields: tuple[tuple[str, str], ...]
     value: str
+    record: tuple[tuple[str, str], ...] = ()
 
     @staticmethod
     def parse(text: str) -> Layout:
@@ -49,11 +59,14 @@ class Layout:
         try:
             key, value = text.split(";")
             fields = tuple((f, t) for f, t in (x.split(":") for x in key.split(",")))
+            record = (tuple((f, t) for f, t in (x.split(":") for x in value.split(",")))
+                      if ":" in value else ())
         except ValueError:
             raise OfflowError(f"a map layout `{text}` is not FIELD:TYPE,...;VALUE") from None
-        if value not in MAP_TYPES or not all(t in KEY_TYPES for _, t in fields):
+        if (not record and value not in MAP_TYPES
+                or not all(t in KEY_TYPES for _, t in fields + record)):
             raise OfflowError(f"a map layout `{text}` names a type offlow does not know")
-        return Layout(fields, value)
+        return Layout(fields, "record" if record else value, record)
 
     @property
     def key_size(self) -> int:
@@ -93,41 +106,69 @@ def _address(text: str, ftype: str, what: str) -> bytes:
                           f"{example[ftype]}") from None
 
 
-def parse_key(layout: Layout, text: str) -> bytes:
-    """The packed key of `text` (FIELD=VALUE,... every field once), or a clear error."""
-    names = [f for f, _ in layout.fields]
+def _pack(fields: tuple[tuple[str, str], ...], text: str, what: str) -> bytes:
+    """The packed `fields` of `text` (FIELD=VALUE,... every field once), or a clear
+    error naming `what` (key, value)."""
+    names = [f for f, _ in fields]
     given: dict[str, str] = {}
     for part in text.split(","):
         name, eq, value = part.partition("=")
         name = name.strip()
         if not eq:
-            raise OfflowError(f"key `{text}`: want FIELD=VALUE,... with fields "
+            raise OfflowError(f"{what} `{text}`: want FIELD=VALUE,... with fields "
                               f"{', '.join(names)}")
         if name not in names:
-            raise OfflowError(f"key `{text}`: the map has no field `{name}`; fields: "
-                              f"{', '.join(names)}")
+            whose = "the map" if what == "key" else "the map's record value"
+            raise OfflowError(f"{what} `{text}`: {whose} has no field `{name}`; "
+                              f"fields: {', '.join(names)}")
         if name in given:
-            raise OfflowError(f"key `{text}`: field `{name}` given twice")
+            raise OfflowError(f"{what} `{text}`: field `{name}` given twice")
         given[name] = value.strip()
     missing = [n for n in names if n not in given]
     if missing:
-        raise OfflowError(f"key `{text}`: no value for {', '.join(missing)}")
+        raise OfflowError(f"{what} `{text}`: no value for {', '.join(missing)}")
     return b"".join(_address(given[f], t, f"field `{f}`") if t in ADDRESS_TYPES
-                    else _int(given[f], t, f"field `{f}`") for f, t in layout.fields)
+                    else _int(given[f], t, f"field `{f}`") for f, t in fields)
+
+
+def _text(fields: tuple[tuple[str, str], ...], raw: bytes) -> str:
+    """Packed `fields` as FIELD=VALUE,... (the form _pack reads)."""
+    return ",".join(f"{f}={shown}" for (f, _), (_, shown) in zip(
+        fields, read_fields(raw, fields), strict=True))
+
+
+def parse_key(layout: Layout, text: str) -> bytes:
+    """The packed key of `text` (FIELD=VALUE,... every field once), or a clear error."""
+    return _pack(layout.fields, text, "key")
 
 
 def format_key(layout: Layout, raw: bytes) -> str:
     """A packed key as FIELD=VALUE,... (the form parse_key reads)."""
-    out, at = [], 0
-    for f, t in layout.fields:
-        out.append(f"{f}={key_field(raw[at:at + KEY_TYPES[t]], t)[1]}")
-        at += KEY_TYPES[t]
-    return ",".join(out)
+    return _text(layout.fields, raw)
 
 
 def parse_value(layout: Layout, text: str) -> bytes:
-    """A value's bytes, or a clear error."""
+    """A value's bytes (a record's: FIELD=VALUE,... every field once), or a clear
+    error."""
+    if layout.record:
+        return _pack(layout.record, text, "value")
     return _int(text, layout.value, "value")
+
+
+def format_value(layout: Layout, value: int | Record) -> str:
+    """A value as `offlow ctl` prints it: the number, or a record's FIELD=VALUE,...
+    (the form parse_value reads)."""
+    if isinstance(value, dict):
+        return ",".join(f"{f}={value[f]}" for f, _ in layout.record)
+    return str(value)
+
+
+def read_value(layout: Layout, raw: bytes) -> int | Record:
+    """A value's bytes as a number, or a record as {field: number or address text}."""
+    if layout.record:
+        return {f: shown for (f, _), (_, shown) in zip(
+            layout.record, read_fields(raw, layout.record), strict=True)}
+    return number(raw, layout.value)
 
 
 class MapTable:
@@ -147,25 +188,27 @@ class MapTable:
     def key(self, text: str) -> bytes:
         return parse_key(self.layout, text)
 
-    def get(self, key: str) -> int | None:
-        """The value under `key`, or None when the map lacks it."""
+    def get(self, key: str) -> int | Record | None:
+        """The value under `key` (a record as a dict), or None when the map lacks it."""
         try:
             raw = self._t.request(b"g" + self.key(key))
         except ControlError as e:
             if e.errno == errno.ENOENT:
                 return None
             raise
-        return number(raw, self.layout.value)
+        return read_value(self.layout, raw)
 
-    def set(self, key: str, value: int | str) -> None:
-        """Store `value` under `key` (insert or replace); a full map refuses a new key."""
-        self._t.request(b"s" + self.key(key) + parse_value(self.layout, str(value)))
+    def set(self, key: str, value: int | str | Record) -> None:
+        """Store `value` under `key` (insert or replace; a record as FIELD=VALUE,... or a
+        dict); a full map refuses a new key."""
+        text = format_value(self.layout, value) if isinstance(value, dict) else str(value)
+        self._t.request(b"s" + self.key(key) + parse_value(self.layout, text))
 
     def delete(self, key: str) -> None:
         """Remove `key` (ControlError, errno ENOENT, when the map lacks it)."""
         self._t.request(b"d" + self.key(key))
 
-    def items(self, limit: int | None = None) -> Iterator[tuple[str, int]]:
+    def items(self, limit: int | None = None) -> Iterator[tuple[str, int | Record]]:
         """The keys and values, in the map's slot order (a walk while the core runs:
         each entry whole, the walk as a whole not one instant's)."""
         slot, n, ks = 0, 0, self.layout.key_size
@@ -177,5 +220,5 @@ class MapTable:
                     return
                 raise
             (at,) = struct.unpack_from("<I", raw)
-            yield format_key(self.layout, raw[4:4 + ks]), number(raw[4 + ks:], self.layout.value)
+            yield format_key(self.layout, raw[4:4 + ks]), read_value(self.layout, raw[4 + ks:])
             slot, n = at + 1, n + 1

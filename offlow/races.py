@@ -76,7 +76,8 @@ def lost_updates(plan: Plan) -> list[str]:
                 stored[n.name] = stores
         threads, where, every_cpu = _threads(plan, t, writers)
         if threads >= 2 or every_cpu:
-            out.append(_warning(t.name, t.is_map, writers, via, at, threads, where, every_cpu))
+            out.append(_warning(t.name, t.is_map, writers, via, at, threads, where, every_cpu,
+                                bool(t.map_record)))
         for users, does, fix in (
                 (unseen, "a pointer into it to a function whose body offlow cannot see",
                  "if that function updates it with a plain read-modify-write (`+=`, `++`, "
@@ -139,10 +140,11 @@ def _by_line(where_helper: tuple[str, str]) -> tuple[tuple[tuple[int, str, int],
 
 def _warning(table: str, is_map: bool, writers: dict[str, str],
              via: dict[str, list[tuple[str, str]]], at: dict[str, list[tuple[str, str]]],
-             threads: int, where: list[str], every_cpu: bool) -> str:
+             threads: int, where: list[str], every_cpu: bool, record: bool = False) -> str:
     """The warning for `table`: who updates it how (where, through which pointers: the
     body's and its helpers'), on which threads, what to write (in each writer's body,
-    in the helpers, or both)."""
+    in the helpers, or both; a map whose value is a record: its members are packed, and
+    C takes no atomic add on a packed member)."""
     local = next(iter(writers.values()))
     pointers = "".join(f"; `{w}` through its pointer{'s' if len(ps) > 1 else ''} "
                        + ", ".join(f"`{p}`" + (f" in `{f}`" if f else "") for p, f in ps)
@@ -154,7 +156,15 @@ def _warning(table: str, is_map: bool, writers: dict[str, str],
             f"(`+=`, `++`, `|=`, ...{pointers}) on "
             + (f"{threads} threads" if not every_cpu else "several CPUs")
             + f" at once ({', '.join(where)}): updates made at the same time are lost; "
-            f"{_fix(is_map, writers, via, at)}, or " + _instead(is_map, every_cpu, local))
+            f"{_RECORD_FIX if record else _fix(is_map, writers, via, at)}, or "
+            + _instead(is_map, every_cpu, local))
+
+
+# (a record's members are packed, `&rec->f` may be unaligned: clang refuses an atomic
+# add there, -Waddress-of-packed-member)
+_RECORD_FIX = ("its value is a record, whose members are packed and take no atomic add: "
+               "keep a count that must lose nothing in a map of its own, of integer values "
+               "(__atomic_fetch_add(p, v, __ATOMIC_RELAXED) through its lookup's pointer)")
 
 
 def _fix(is_map: bool, writers: dict[str, str], via: dict[str, list[tuple[str, str]]],

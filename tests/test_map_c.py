@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from offlow import ctlwire
+from offlow.dsl.values import MAP_ENTRIES_MAX, MAP_KEY_MAX, MAP_VALUE_MAX
 from tests.ctools import assert_passed, build_c, lib_test, run_c
 
 
@@ -55,3 +56,15 @@ def test_the_control_client_uses_the_runtimes_sizes_and_letters(tmp_path: Path) 
     assert res.stdout.split() == [str(n) for n in (
         ctlwire.MSG_MAX, ctlwire.REPLY_MAX, ctlwire.PART_MAX, ctlwire.STAGE_MAX,
         ctlwire.MAP_KV_MAX)] + [letters.decode()]
+
+
+def test_the_dsl_checks_the_runtimes_map_limits(tmp_path: Path) -> None:
+    """offlow/dsl/values.py's key, value and entries limits are map.h's (printed by a C
+    program built against it): a declaration the DSL takes, the runtime opens."""
+    src = tmp_path / "maplimits.c"
+    src.write_text('#include <stdio.h>\n#include "offlow/map.h"\n'
+                   'int main(void) { printf("%u %u %u\\n", OFL_MAP_KEY_MAX, OFL_MAP_VALUE_MAX, '
+                   "OFL_MAP_ENTRIES_MAX); return 0; }\n")
+    res = run_c(build_c([src], "maplimits", ["map"]))
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == [str(n) for n in (MAP_KEY_MAX, MAP_VALUE_MAX, MAP_ENTRIES_MAX)]

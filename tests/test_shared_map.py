@@ -7,9 +7,11 @@ and xdp (a BPF hash map walked through its fd by the host side)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -156,6 +158,8 @@ def test_the_flow_table_is_pythons_count(device: str, capture: Path, entries: in
     t = s["tables"]["flows"]
     assert s["elements"]["count"]["in"] == seen > 100
     assert (t["pairs"], t["full"], t["items"], t["entries"]) == (items, full, len(items), entries)
+    schema = json.loads((ROOT / "docs" / "run-result.schema.json").read_text())
+    jsonschema.validate(s["tables"], schema["properties"]["tables"])   # as --json documents
     assert entries > 4 or (len(items) == 4 and full > 0)
     samples = {(x.name, tuple(sorted(x.labels.items()))): x.value
                for fam in text_string_to_metric_families(s["metrics"]) for x in fam.samples}

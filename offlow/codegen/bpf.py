@@ -25,7 +25,7 @@ from offlow.codegen.c import (
 )
 from offlow.ir import Graph, Node, SharedTable
 from offlow.ir.graph import CTL_CHANNEL_PREFIX, NO_OUTPUT
-from offlow.ir.types import ADD_BUILTINS, MAP_TYPES, SCALARS, cname, sort_fields
+from offlow.ir.types import ADD_BUILTINS, SCALARS, cname, sort_fields
 from offlow.plan import Plan, SegmentPlan
 
 # Counters per element, in this order, then one per drop reason of every element.
@@ -177,8 +177,9 @@ class BpfGen:
                   f"}} {m} SEC(\".maps\");", "")
                 continue
             if t.is_map:
-                e(*mapdecl.key_struct(t), f"/* Shared map {t.name}: a hash map; its updates "
-                  "refused for want of room counted in its per-CPU full counter. */",
+                e(*mapdecl.key_struct(t), *mapdecl.value_struct(t),
+                  f"/* Shared map {t.name}: a hash map; its updates refused for want of room "
+                  "counted in its per-CPU full counter. */",
                   f"OFL_MAP_BPF_MAPS({m}, struct {t.name}_key, {t.map_value}, "
                   f"{t.map_entries});", "")
                 continue
@@ -432,7 +433,7 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       "   channel, layout and value type of each served here (xdp_mapctl.h). */",
       "static const struct ofl_xdp_map maps[] = {"
       + "".join(f'{{"{t.name}", "{map_prefix(t.name)}", {t.map_key_size}u, '
-                f"{MAP_TYPES[t.map_value]}u, {t.map_entries}u, " + _map_ctl(t, device) + "}, "
+                f"{t.map_value_size}u, {t.map_entries}u, " + _map_ctl(t, device) + "}, "
                 for t in tables if t.is_map)
       + "{NULL, NULL, 0u, 0u, 0u, NULL, NULL, 0} };",
       "/* The queues to other devices: their rings in the window, instance by instance. */",

@@ -84,7 +84,7 @@ def gen_common(plan: Plan, ports: tuple[PortKind, ...] = ()) -> str:
     e("};", "")
     for t in g.shared:
         if t.is_map:
-            e(*mapdecl.key_struct(t), *mapdecl.open_fn(t), "")
+            e(*mapdecl.key_struct(t), *mapdecl.value_struct(t), *mapdecl.open_fn(t), "")
     for qp in plan.queues:
         e(*qg.entry_decls(qp))
     window_tables = [t for t in g.shared if t.home == "window"]

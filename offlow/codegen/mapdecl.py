@@ -1,5 +1,7 @@
 """The C a shared hash map (dsl SharedMap) needs on every target: its packed key struct
-``struct NAME_key`` (the same bytes on host, NIC and in BPF), and on host and NIC the
+``struct NAME_key`` and a record value's packed ``struct NAME_value`` (the same bytes
+on host, NIC and in BPF: a record of 33 bytes is 33 bytes in every slot, so a member is
+read and written unaligned, which packed tells the compiler), and on host and NIC the
 function that opens it (runtime map.h) and the one its control channel calls
 (runtime map_ctl.h), and the size of that channel's staging buffers."""
 
@@ -13,16 +15,35 @@ def key_struct(t: SharedTable) -> list[str]:
     """``struct NAME_key``: the key's fields in declared order, packed."""
     return [f"/* The key of shared map {t.name}. */", f"struct {t.name}_key {{",
             *(f"    {key_field_decl(field, ftype)};" for field, ftype in t.map_key),
-            "} __attribute__((packed));"]
+            "} __attribute__((packed));",
+            f"_Static_assert(sizeof(struct {t.name}_key) == {t.map_key_size}, "
+            f'"struct {t.name}_key is packed");']
+
+
+def value_struct(t: SharedTable) -> list[str]:
+    """``struct NAME_value`` of a map whose value is a record: its fields in declared
+    order, packed as the key's; nothing for an integer value."""
+    if not t.map_record:
+        return []
+    return [f"/* The value (a record) of shared map {t.name}. */", f"struct {t.name}_value {{",
+            *(f"    {key_field_decl(field, ftype)};" for field, ftype in t.map_record),
+            "} __attribute__((packed));",
+            f"_Static_assert(sizeof(struct {t.name}_value) == {t.map_value_size}, "
+            f'"struct {t.name}_value is packed");']
 
 
 def layout(t: SharedTable) -> str:
-    """The text a control client reads to type keys and values: "FIELD:TYPE,...;VALUE"."""
-    return ",".join(f"{f}:{ft}" for f, ft in t.map_key) + ";" + t.map_value
+    """The text a control client reads to type keys and values: "FIELD:TYPE,...;VALUE",
+    VALUE an integer type or a record's "FIELD:TYPE,..." (offlow/mapctl.py's Layout)."""
+    value = ",".join(f"{f}:{ft}" for f, ft in t.map_record) or t.map_value
+    return ",".join(f"{f}:{ft}" for f, ft in t.map_key) + ";" + value
 
 
 def value_type(t: SharedTable) -> str:
-    """The value's type letter of the control info: 'i' signed, 'u' unsigned."""
+    """The value's type letter of the control info: 'i' signed, 'u' unsigned, 'r' a
+    record (its fields' types in the layout text)."""
+    if t.map_record:
+        return "r"
     return "i" if t.map_value.startswith("int") else "u"
 
 

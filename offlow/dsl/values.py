@@ -131,6 +131,7 @@ class Table:
 
 
 MAP_KEY_MAX = 256          # bytes (runtime map.h's OFL_MAP_KEY_MAX)
+MAP_VALUE_MAX = 256        # bytes (runtime map.h's OFL_MAP_VALUE_MAX)
 MAP_ENTRIES_MAX = 1 << 24  # (map.h's OFL_MAP_ENTRIES_MAX)
 
 
@@ -139,7 +140,10 @@ class SharedMap:
     """A hash map of at most `entries` keys, each a packed ``struct NAME_key`` of the
     `key` fields ((field, type) pairs, in order: an integer type, or `ipv4`, `ipv6`,
     `mac` for an address's bytes as on the wire, shown as an address in the report),
-    each value one `value`. It lives on
+    each value one `value`: an integer type, or a record, ``struct NAME_value``, of
+    (field, type) pairs declared as the key's are (a flow's packets, bytes, first and
+    last time: ``value=(("packets", "uint64_t"), ("bytes", "uint64_t"), ...)``),
+    packed in declared order. It lives on
     the one device whose elements use it (on one core: its users run unlocked), empty
     at start; bodies call ``ofl_map_lookup(NAME, &key)`` (the value's address or NULL),
     ``ofl_map_update(NAME, &key, &value)`` (0, or -ENOSPC counted `full` when it holds
@@ -150,35 +154,25 @@ class SharedMap:
 
     name: str
     key: tuple[tuple[str, str], ...]
-    value: str = "uint64_t"
+    value: str | tuple[tuple[str, str], ...] = "uint64_t"
     entries: int = 1024
 
     def __post_init__(self) -> None:
         who = f"shared map `{self.name}`"
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise OfflowError(f"{who}: its name must be a C identifier")
-        key = self.key
-        if (not isinstance(key, tuple | list) or not key
-                or not all(isinstance(f, tuple | list) and len(f) == 2 for f in key)):
-            raise OfflowError(f"{who}: key must be ((field, type), ...), one pair or more, "
-                              f"not {key!r}")
-        seen: set[str] = set()
-        for fname, ftype in key:
-            if not isinstance(fname, str) or not fname.isidentifier():
-                raise OfflowError(f"{who}: key field {fname!r} is not a C identifier")
-            if fname in seen:
-                raise OfflowError(f"{who}: key field `{fname}` is declared twice")
-            seen.add(fname)
-            if ftype not in KEY_TYPES:
-                raise OfflowError(f"{who}: key field `{fname}` has type {ftype!r}; a key "
-                                  f"field is one of {', '.join(KEY_TYPES)}")
-        object.__setattr__(self, "key", tuple((f, t) for f, t in key))
+        object.__setattr__(self, "key", _fields(who, "key", self.key))
         if self.key_size > MAP_KEY_MAX:
             raise OfflowError(f"{who}: its key is {self.key_size} bytes, more than the "
                               f"{MAP_KEY_MAX} a map key may have")
-        if self.value not in MAP_TYPES:
+        if isinstance(self.value, tuple | list):
+            object.__setattr__(self, "value", _fields(who, "value", self.value))
+            if self.value_size > MAP_VALUE_MAX:
+                raise OfflowError(f"{who}: its value is {self.value_size} bytes, more than "
+                                  f"the {MAP_VALUE_MAX} a map value may have")
+        elif not isinstance(self.value, str) or self.value not in MAP_TYPES:
             raise OfflowError(f"{who}: value type {self.value!r}; a value is one of "
-                              f"{', '.join(MAP_TYPES)}")
+                              f"{', '.join(MAP_TYPES)}, or a record ((field, type), ...)")
         if (not isinstance(self.entries, int) or isinstance(self.entries, bool)
                 or not 1 <= self.entries <= MAP_ENTRIES_MAX):
             raise OfflowError(f"{who}: entries={self.entries!r}; a map holds 1 to "
@@ -189,6 +183,43 @@ class SharedMap:
         """The bytes of its packed key struct."""
         return sum(KEY_TYPES[t] for _, t in self.key)
 
+    @property
+    def record(self) -> tuple[tuple[str, str], ...]:
+        """A record value's (field, type) pairs; () for an integer value."""
+        return self.value if isinstance(self.value, tuple) else ()
+
+    @property
+    def value_size(self) -> int:
+        """The bytes of a value (a record's packed struct)."""
+        if isinstance(self.value, tuple):
+            return sum(KEY_TYPES[t] for _, t in self.value)
+        return MAP_TYPES[self.value]
+
+    @property
+    def value_ctype(self) -> str:
+        """The value's C type: the integer type, or ``struct NAME_value``."""
+        return f"struct {self.name}_value" if isinstance(self.value, tuple) else self.value
+
+
+def _fields(who: str, what: str, fields: Any) -> tuple[tuple[str, str], ...]:
+    """A key's or a record value's (field, type) pairs, checked: C identifiers, each
+    once, of KEY_TYPES; one clear error else."""
+    if (not isinstance(fields, tuple | list) or not fields
+            or not all(isinstance(f, tuple | list) and len(f) == 2 for f in fields)):
+        raise OfflowError(f"{who}: {what} must be ((field, type), ...), one pair or more, "
+                          f"not {fields!r}")
+    seen: set[str] = set()
+    for fname, ftype in fields:
+        if not isinstance(fname, str) or not fname.isidentifier():
+            raise OfflowError(f"{who}: {what} field {fname!r} is not a C identifier")
+        if fname in seen:
+            raise OfflowError(f"{who}: {what} field `{fname}` is declared twice")
+        seen.add(fname)
+        if not isinstance(ftype, str) or ftype not in KEY_TYPES:
+            raise OfflowError(f"{who}: {what} field `{fname}` has type {ftype!r}; a {what} "
+                              f"field is one of {', '.join(KEY_TYPES)}")
+    return tuple((f, t) for f, t in fields)
+
 
 def map_table(m: SharedMap) -> SharedTable:
     """The IR's table object for map `m`: opened by the function the generated code
@@ -196,10 +227,19 @@ def map_table(m: SharedMap) -> SharedTable:
     return SharedTable(
         m.name, "struct ofl_map", 1, open_fn=f"ofl_mapopen_{m.name}", close_fn="ofl_map_close",
         source=(f"a hash map of at most {m.entries} keys (struct {m.name}_key, "
-                f"{m.key_size} B) to {m.value}, empty at start"),
+                f"{m.key_size} B) to {_value_text(m)}, empty at start"),
         stats_fn="ofl_map_stats_json", includes=("offlow/map.h", "offlow/map_ctl.h"),
         one_core=True, ctl_fn=f"ofl_mapctl_{m.name}",
-        map_key=m.key, map_value=m.value, map_entries=m.entries)
+        map_key=m.key, map_value=m.value_ctype, map_record=m.record, map_entries=m.entries)
+
+
+def _value_text(m: SharedMap) -> str:
+    """The value as `offlow explain` says it: `uint64_t`, or the record's struct, size
+    and fields."""
+    if not m.record:
+        return m.value_ctype
+    return (f"{m.value_ctype} ({m.value_size} B: "
+            + ", ".join(f"{f} {t}" for f, t in m.record) + ")")
 
 
 def _int_range(ctype: str) -> tuple[int, int] | None:

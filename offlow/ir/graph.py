@@ -184,9 +184,12 @@ class SharedTable:
     keys: tuple[str, ...] = ()
     # the keys each source kind it adds reads beside every source's (dsl Table)
     src_kind_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # a hash map (dsl SharedMap): its key's (field, type) pairs, value type and entries
+    # a hash map (dsl SharedMap): its key's (field, type) pairs, value's C type (an
+    # integer type, or `struct NAME_value` for a record), a record's (field, type)
+    # pairs (empty for an integer value) and entries
     map_key: tuple[tuple[str, str], ...] = ()
     map_value: str = ""
+    map_record: tuple[tuple[str, str], ...] = ()
     map_entries: int = 0
 
     @property
@@ -201,6 +204,13 @@ class SharedTable:
     def map_key_size(self) -> int:
         """The bytes of a map's packed key struct."""
         return sum(KEY_TYPES[t] for _, t in self.map_key)
+
+    @property
+    def map_value_size(self) -> int:
+        """The bytes of a map's value (a record's packed struct)."""
+        if self.map_record:
+            return sum(KEY_TYPES[t] for _, t in self.map_record)
+        return KEY_TYPES[self.map_value]
 
 
 ENQUEUE_MODES = ("block", "drop")

@@ -18,6 +18,7 @@ def analyze_bodies(g: Graph) -> Graph:
     fields = {f.name: f.ctype for f in g.state}
     values = {t.name: t.map_value for t in g.shared if t.is_map}
     keys = {t.name: t.map_key for t in g.shared if t.is_map}
+    records = {t.name: t.map_record for t in g.shared if t.is_map}
     nodes = []
     for n in g.nodes:
         if n.kind != "element":
@@ -26,7 +27,7 @@ def analyze_bodies(g: Graph) -> Graph:
         names = [p[0] for p in n.params] + [t[0] for t in n.tables]
         args = {"element": n.name, "outputs": [p.name for p in n.outputs], "fields": fields,
                 "names": names, "tables": [t[0] for t in n.tables],
-                "maps": {local: MapLocal(t, values[t], keys[t]) for local, t in n.tables
+                "maps": {local: MapLocal(t, values[t], keys[t], records[t]) for local, t in n.tables
                          if t in values}}
         try:
             # (an element with only a batch body runs it on one packet where needed)

@@ -7,7 +7,9 @@ assignment to such a local, a cast `(T *)ofl_map_lookup(...)`; through casts to
 parameter `T *` of a function the helpers declare, given the value), T must be the
 value's type (any spelling of it: `unsigned int` for `uint32_t`, a typedef of it in the
 helpers or the body, a block's own until the block ends; `const` or not), `void` or a
-character type (a byte view, as C allows for any object). `ofl_map_update(t, &k, &v)`
+character type (a byte view, as C allows for any object). A map whose value is a record
+(`struct NAME_value`) takes a pointer to that struct (or a typedef of it): a `uint64_t *`
+to a record is as wrong as to a `uint32_t`. `ofl_map_update(t, &k, &v)`
 copies the value's size from `&v`: `v` (a local, a state field `state->f` or a batch
 body's `states[i].f`, a struct's member `e->n`, `s.n`) must be of the value's type, a
 pointer local `v` point to it (or be a `void *` or a byte view). What the check cannot
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 
 from pycparser import c_ast, c_generator
 
-from offlow.ir.types import ADDRESS_TYPES, MAP_TYPES, SCALARS
+from offlow.ir.types import ADDRESS_TYPES, KEY_TYPES, MAP_TYPES, SCALARS
 
 # The map calls that read a key from their second argument.
 _KEYED = frozenset({"ofl_map_lookup", "ofl_map_update", "ofl_map_delete"})
@@ -45,12 +47,26 @@ UNKNOWN = "ofl_typeof_"
 
 @dataclass(frozen=True)
 class MapLocal:
-    """A map as a body names it: its table's name, its value type and its key's fields
-    (name, type: an integer type or an address, ADDRESS_TYPES)."""
+    """A map as a body names it: its table's name, its value's C type (an integer type,
+    or `struct TABLE_value` for a record), its key's fields (name, type: an integer type
+    or an address, ADDRESS_TYPES) and a record value's fields (empty else)."""
 
     table: str
     value: str
     key: tuple[tuple[str, str], ...] = ()
+    record: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def size(self) -> int:
+        """The bytes of its value."""
+        if self.record:
+            return sum(KEY_TYPES[t] for _, t in self.record)
+        return SCALARS[self.value]
+
+    @property
+    def want(self) -> _Kind:
+        """What its value's type is (_Kind); "record" for a record (no other type is)."""
+        return "record" if self.record else _STD.get(self.value, "byte")
 
 
 def map_value_error(stmts: Sequence[c_ast.Node], maps: Mapping[str, MapLocal],
@@ -151,7 +167,7 @@ class _Walker(c_ast.NodeVisitor):
                 and args[0].name in self.maps):
             return
         m, v = self.maps[args[0].name], args[2]
-        want = _STD.get(m.value, "byte")
+        want = m.want
         obj = self._object(v.expr) if isinstance(v, c_ast.UnaryOp) and v.op == "&" else None
         if isinstance(obj, c_ast.TypeDecl):  # `&v`, `&state->f`, `&e->n`, `&s.n`
             t: c_ast.Node = obj
@@ -161,7 +177,7 @@ class _Walker(c_ast.NodeVisitor):
         else:
             return
         got = self._kind(t.type if isinstance(t, c_ast.PtrDecl) else t)
-        if got in ok:
+        if got in ok or self._is_record(t.type if isinstance(t, c_ast.PtrDecl) else t, m):
             return
         size = f" ({got[0]} bytes)" if isinstance(got, tuple) else ""
         raise _Found(f"{self._holds(node, m)}passes ofl_map_update({args[0].name}, ..., "
@@ -195,36 +211,41 @@ class _Walker(c_ast.NodeVisitor):
             self._check_key_init(node.type.type, node.init)
 
     def _check_key_init(self, t: c_ast.TypeDecl, init: c_ast.InitList) -> None:
-        """A map's key struct given its fields in braces: an address field (a byte
-        array) given one number, `{ .src = state->src4 }`, has C set its first byte
-        alone, silently (the address's other bytes zero)."""
+        """A map's key struct (or record value struct) given its fields in braces: an
+        address field (a byte array) given one number, `{ .src = state->src4 }`, has C
+        set its first byte alone, silently (the address's other bytes zero)."""
         st = t.type
-        m = next((m for m in self.maps.values()
-                  if isinstance(st, c_ast.Struct) and st.name == f"{m.table}_key"), None)
-        if m is None or not m.key:
+        if not isinstance(st, c_ast.Struct):
             return
+        found = next(((m, fields, what) for m in self.maps.values()
+                      for fields, what in ((m.key, "key"), (m.record, "value"))
+                      if st.name == f"{m.table}_{what}"), None)
+        if found is None or not found[1]:
+            return
+        m, fields, what = found
         at = 0  # the field a positional initializer sets
         for e in init.exprs:
             if isinstance(e, c_ast.NamedInitializer):
                 names = [n.name for n in e.name if isinstance(n, c_ast.ID)]
                 if len(e.name) != 1 or len(names) != 1:
                     return  # (`.src[1] = ...`: one byte, as written)
-                at = next((i for i, (f, _) in enumerate(m.key) if f == names[0]), len(m.key))
+                at = next((i for i, (f, _) in enumerate(fields) if f == names[0]), len(fields))
                 value = e.expr
             else:
                 value = e
-            if at >= len(m.key):
+            if at >= len(fields):
                 return
-            field, ftype = m.key[at]
+            field, ftype = fields[at]
             if ftype in ADDRESS_TYPES and not isinstance(value, c_ast.InitList | c_ast.Constant):
                 size = ADDRESS_TYPES[ftype]
                 raise _Found(
                     f"{self.where(value)}: `{c_generator.CGenerator().visit(value)}` sets "
-                    f"field `{field}` of map `{m.table}`'s key, an `{ftype}` address (its "
+                    f"field `{field}` of map `{m.table}`'s {what}, an `{ftype}` address (its "
                     f"{size} bytes as on the wire, a `uint8_t {field}[{size}]`), from one "
                     f"number: C sets its first byte alone. Copy the address's bytes, "
-                    f"`memcpy(k.{field}, {_WHERE[ftype]}, {size})`, or declare the field "
-                    "an integer type to key by a number")
+                    f"`memcpy({what[0]}.{field}, {_WHERE[ftype]}, {size})`, or declare the "
+                    f"field an integer type to {'key by' if what == 'key' else 'hold'} a "
+                    "number")
             at += 1
 
     def _object(self, x: c_ast.Node) -> c_ast.Node | None:
@@ -269,27 +290,39 @@ class _Walker(c_ast.NodeVisitor):
             inner = self.structs[inner.name]
         return list(inner.decls or [])
 
+    def _is_record(self, t: c_ast.Node | None, m: MapLocal, depth: int = 0) -> bool:
+        """Whether `t` is map `m`'s record value struct (through typedefs)."""
+        if not m.record or not isinstance(t, c_ast.TypeDecl):
+            return False
+        inner = t.type
+        if isinstance(inner, c_ast.IdentifierType) and len(inner.names) == 1 \
+                and inner.names[0] in self.typedefs and depth < 16:
+            return self._is_record(self.typedefs[inner.names[0]].type, m, depth + 1)
+        return isinstance(inner, c_ast.Struct) and inner.name == f"{m.table}_value"
+
     @staticmethod
     def _is_struct(t: c_ast.Node, name: str) -> bool:
         return isinstance(t, c_ast.TypeDecl) and isinstance(t.type, c_ast.Struct) \
             and t.type.name == name
 
     def visit_Struct(self, node: c_ast.Struct) -> None:
-        # `struct NAME_key` is named after the map; a body that names it after its own
-        # local for the map met a C compiler's "storage size isn't known"
-        local = node.name.removesuffix("_key") if node.name else ""
-        m = self.maps.get(local) if node.name != local else None
-        if m is not None and m.table != local:
-            raise _Found(f"{self.where(node)}: `struct {node.name}`: the key of map "
-                         f"`{m.table}` (this body's `{local}`) is `struct {m.table}_key`, "
-                         "named after the map")
+        # `struct NAME_key` (and a record's `struct NAME_value`) is named after the map;
+        # a body that names it after its own local for the map met a C compiler's
+        # "storage size isn't known"
+        for part, what in (("_key", "key"), ("_value", "value")):
+            local = node.name.removesuffix(part) if node.name else ""
+            m = self.maps.get(local) if node.name != local else None
+            if m is not None and m.table != local and (what == "key" or m.record):
+                raise _Found(f"{self.where(node)}: `struct {node.name}`: the {what} of map "
+                             f"`{m.table}` (this body's `{local}`) is `struct "
+                             f"{m.table}{part}`, named after the map")
         self.structs.update(_structs(node))
         self.generic_visit(node)
 
     def _holds(self, node: c_ast.Node, m: MapLocal) -> str:
         """The head of an error at `node` about map `m`."""
         return (f"{self.where(node)}: map `{m.table}` holds `{m.value}` values "
-                f"({SCALARS[m.value]} bytes), but the body ")
+                f"({m.size} bytes), but the body ")
 
     def visit_Assignment(self, node: c_ast.Assignment) -> None:
         self.generic_visit(node)
@@ -334,15 +367,15 @@ class _Walker(c_ast.NodeVisitor):
         if local is None:
             return
         m = self.maps[local]
-        got, want = self._kind(ptr.type), _STD.get(m.value, "byte")
-        if got in ("void", "byte", "unknown", want):
+        got, want = self._kind(ptr.type), m.want
+        if got in ("void", "byte", "unknown", want) or self._is_record(ptr.type, m):
             return
         written = _spelling(ptr)
         size = f" ({got[0]} bytes: writing through it reaches past the value)" if (
             isinstance(got, tuple) and isinstance(want, tuple) and got[0] > want[0]) else ""
         base = written.rstrip("* ").removeprefix("const ").removeprefix("volatile ")
         other = (f", or declare the map with value=\"{base}\"" if written.count("*") == 1
-                 and base in MAP_TYPES and base != m.value else "")
+                 and base in MAP_TYPES and base != m.value and not m.record else "")
         held = _named(value)
         how = ", ".join(x for x in (f"held in `{held}`" if held in self.holds else "",
                                     given) if x)

@@ -110,7 +110,18 @@ int main(void)
     struct ofl_map *m = (struct ofl_map *)1;
     CHECK(ofl_map_open(&m, 0, 8, 4) == -EINVAL && !m, "a 0-byte key refused");
     CHECK(ofl_map_open(&m, OFL_MAP_KEY_MAX + 1, 8, 4) == -EINVAL, "a key too long refused");
-    CHECK(ofl_map_open(&m, 4, 9, 4) == -EINVAL, "a 9-byte value refused");
+    CHECK(ofl_map_open(&m, 4, OFL_MAP_VALUE_MAX + 1, 4) == -EINVAL, "a value too long refused");
+    CHECK(ofl_map_open(&m, sizeof(struct key13), 33, 4) == 0, "a 33-byte value (a record)");
+    {
+        struct key13 k = key_of(3);
+        uint8_t rec[33], got[33];
+        for (unsigned i = 0; i < sizeof rec; i++) rec[i] = (uint8_t)(0xa0 + i);
+        CHECK(ofl_map_update(m, &k, rec) == 0, "a record stored");
+        const uint8_t *v = ofl_map_lookup(m, &k);
+        CHECK(v && memcpy(got, v, sizeof got) && memcmp(got, rec, sizeof rec) == 0,
+              "the record's 33 bytes read back whole");
+        ofl_map_close(m);
+    }
     CHECK(ofl_map_open(&m, 4, 8, 0) == -EINVAL, "0 entries refused");
     CHECK(ofl_map_open(&m, 4, 8, OFL_MAP_ENTRIES_MAX + 1) == -EINVAL, "too many entries refused");
 

@@ -14,7 +14,7 @@ struct ofl_json;
 /* The largest key and value (bytes) and the most entries a map may hold (the BPF hash
  * map takes keys and values this large; offlow/dsl/values.py checks the same). */
 #define OFL_MAP_KEY_MAX 256u
-#define OFL_MAP_VALUE_MAX 8u
+#define OFL_MAP_VALUE_MAX 256u
 #define OFL_MAP_ENTRIES_MAX (1u << 24)
 
 struct ofl_map {
@@ -29,7 +29,7 @@ struct ofl_map {
      * through control messages, and the mailbox that hands one request at a time from
      * the channel manager to the core that owns the map. */
     const char *layout;
-    char ctl_type;      /* the value's: 'u' unsigned, 'i' signed */
+    char ctl_type;      /* the value's: 'u' unsigned, 'i' signed, 'r' a record */
     uint64_t ctl_updates;
     uint32_t box_state, box_owner_gone, box_len, box_reply_len;
     const uint8_t *box_msg;   /* the request: box_copy, or a longer one (a staged

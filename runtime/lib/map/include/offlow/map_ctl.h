@@ -6,11 +6,13 @@
  * (ofl_map_ctl_owner_done) the manager runs requests itself. Messages (little-endian,
  * KEY: the packed key struct's bytes, VALUE: the value's):
  *
- *   'i'              info: struct ofl_ctl_info, kind OFL_CTL_MAP, value type and size,
+ *   'i'              info: struct ofl_ctl_info, kind OFL_CTL_MAP, value type ('u', 'i',
+ *                    or 'r' for a record of fields) and size,
  *                    length = keys held, updates; then u32 entries, u32 key size,
  *                    u64 full
  *   'k' u16 offset   the layout text from `offset` (a reply shorter than the most a
- *                    reply holds ends it): "FIELD:TYPE,...;VALUETYPE"
+ *                    reply holds ends it): "FIELD:TYPE,...;VALUETYPE", VALUETYPE a
+ *                    record's "FIELD:TYPE,..." for a record value
  *   'g' KEY          the value, or -ENOENT
  *   's' KEY VALUE    store (insert or replace): 0, or -ENOSPC when the key is new and
  *                    the map is full (counted `full`, as a core's refused update);
