@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from offlow import Composite, Element, Handler, OfflowError, Program, Shared, Sink, Source
+from offlow import (
+    Composite,
+    Element,
+    Handler,
+    OfflowError,
+    Program,
+    Shared,
+    SharedMap,
+    Sink,
+    Source,
+)
 from offlow.passes import compile_graph
 from tests.progs import Pass, Split, two_segment
 
@@ -23,6 +33,34 @@ def members_by_name() -> None:
     # a user's `p.segment("tx", [dec, "out"])`: the sink's name where the sink goes
     p = Program("x")
     p.segment("tx", [Pass("dec"), "out"])
+
+
+def map_field_a_c_keyword() -> None:
+    SharedMap("flows", (("src", "ipv4"), ("for", "uint16_t")))  # (passed to gcc's error)
+
+
+def record_field_not_ascii() -> None:
+    SharedMap("flows", (("src", "ipv4"),), value=(("größe", "uint32_t"),))
+
+
+def parameter_named_like_a_c_keyword() -> None:
+    class Gate(Element):
+        params = {"default": "uint32_t"}
+        body = "if (pkt->len > default) DROP();"
+
+    Gate("gate", default=1)
+
+
+def state_field_a_c_keyword() -> None:
+    class Mark(Element):
+        fields = {"int": "uint8_t"}
+        body = "state->int = 1;"
+
+    p = Program("x")
+    src, m, out = Source("rx"), Mark("m"), Sink("tx")
+    src >> m >> out
+    p.segment("a", [src, m, out])
+    p.to_ir()
 
 
 def program_name_a_path() -> None:
@@ -276,6 +314,13 @@ BROKEN_BODY_LINE = next(i for i, x in enumerate(Path(__file__).read_text().split
 @pytest.mark.parametrize("make, message", [
     (segment_twice, "segment `a` is defined twice"),
     (members_by_name, "segment `tx`: 'out' is a name; give the element itself"),
+    (map_field_a_c_keyword, "shared map `flows`: key field 'for' is not a C identifier "
+                            "(ASCII, not a C keyword)"),
+    (record_field_not_ascii, "shared map `flows`: value field 'größe' is not a C identifier"),
+    (parameter_named_like_a_c_keyword, "`params` names 'default', which is no C identifier "
+                                       "(ASCII, not a C keyword)"),
+    (state_field_a_c_keyword, "field `int`: a field name is a C identifier (ASCII, not a C "
+                              "keyword)"),
     (program_name_a_path, "Program('edge/v2'): a program's name is 1..64 letters, digits, "
                           "`_`, `.` or `-`"),
     (program_name_with_a_space, "Program('my router'): a program's name is 1..64"),

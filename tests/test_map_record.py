@@ -49,7 +49,8 @@ SCHEMA = json.loads((ROOT / "docs" / "run-result.schema.json").read_text())
 @pytest.mark.parametrize(("value", "error"), [
     ((("n", "uint64_t"), ("n", "uint8_t")), r"^shared map `m`: value field `n` is declared "
                                             r"twice$"),
-    ((("2n", "uint64_t"),), r"^shared map `m`: value field '2n' is not a C identifier$"),
+    ((("2n", "uint64_t"),),
+     r"^shared map `m`: value field '2n' is not a C identifier \(ASCII, not a C keyword\)$"),
     ((("n", "double"),), r"^shared map `m`: value field `n` has type 'double'; a value field "
                          r"is one of uint8_t, "),
     ((), r"^shared map `m`: value must be \(\(field, type\), \.\.\.\), one pair or more"),

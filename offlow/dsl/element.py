@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from offlow.dsl.values import Shared, SharedMap, Table, c_literal
 from offlow.errors import OfflowError
+from offlow.ir.types import c_identifier
 
 
 @dataclass(frozen=True)
@@ -230,6 +231,12 @@ def _declaration_error(el: Element) -> str | None:
             hint = f" (write ({v!r},): a one-name tuple needs its comma)" if isinstance(
                 v, str) else ""
             return f"`{attr}` must be a tuple of names, e.g. {attr} = {example}; got {v!r}{hint}"
+    # (the body's locals: its parameters and tables by these names)
+    for attr in ("params", "tables"):
+        bad = [n for n in getattr(el, attr) if not c_identifier(n)]
+        if bad:
+            return (f"`{attr}` names {bad[0]!r}, which is no C identifier (ASCII, not a C "
+                    "keyword): the body takes it as a local of that name")
     return None
 
 

@@ -41,7 +41,7 @@ from offlow.ir.graph import (
     TABLE_CHANNEL_PREFIX,
     WORK_KINDS,
 )
-from offlow.ir.types import check_ctype
+from offlow.ir.types import c_identifier, check_ctype
 
 CACHE_POLICIES = ("write_through", "write_back")
 CACHE_EVICTIONS = ("lru", "clock")
@@ -488,7 +488,7 @@ class Program:
             raise OfflowError(f"element `{el.name}` ({cls}) has {len(el.outputs)} outputs; "
                               f"at most {MAX_OUTPUTS} (a bit each in the body's choice)")
         if len(el.drops) > MAX_DROP_REASONS or not all(
-                str(r).isidentifier() for r in el.drops):
+                c_identifier(r) for r in el.drops):
             raise OfflowError(f"element `{el.name}` ({cls}): drops names at most "
                               f"{MAX_DROP_REASONS} reasons, each a C identifier")
         if el.work not in ("", *WORK_KINDS):
@@ -523,9 +523,10 @@ class Program:
         for who, fields in sources:
             for fname, ctype in fields.items():
                 check_ctype(ctype, f"{who}, field `{fname}`")
-                if not fname.isidentifier() or fname.startswith("ofl_"):
+                if not c_identifier(fname) or fname.startswith("ofl_"):
                     raise OfflowError(f"{who}, field `{fname}`: a field name is a C identifier "
-                                      "not starting with `ofl_` (offlow's own names)")
+                                      "(ASCII, not a C keyword) not starting with `ofl_` "
+                                      "(offlow's own names)")
                 if fname in decl and decl[fname][0] != ctype:
                     raise OfflowError(
                         f"per-packet field `{fname}` is `{decl[fname][0]}` in {decl[fname][1]} "

@@ -10,7 +10,7 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir import SharedTable
-from offlow.ir.types import KEY_TYPES, MAP_TYPES, SCALARS
+from offlow.ir.types import KEY_TYPES, MAP_TYPES, SCALARS, c_identifier
 
 
 @dataclass(frozen=True)
@@ -159,8 +159,9 @@ class SharedMap:
 
     def __post_init__(self) -> None:
         who = f"shared map `{self.name}`"
-        if not isinstance(self.name, str) or not self.name.isidentifier():
-            raise OfflowError(f"{who}: its name must be a C identifier")
+        if not c_identifier(self.name):
+            raise OfflowError(f"{who}: its name must be a C identifier (ASCII, not a C "
+                              "keyword)")
         object.__setattr__(self, "key", _fields(who, "key", self.key))
         if self.key_size > MAP_KEY_MAX:
             raise OfflowError(f"{who}: its key is {self.key_size} bytes, more than the "
@@ -210,8 +211,9 @@ def _fields(who: str, what: str, fields: Any) -> tuple[tuple[str, str], ...]:
                           f"not {fields!r}")
     seen: set[str] = set()
     for fname, ftype in fields:
-        if not isinstance(fname, str) or not fname.isidentifier():
-            raise OfflowError(f"{who}: {what} field {fname!r} is not a C identifier")
+        if not c_identifier(fname):
+            raise OfflowError(f"{who}: {what} field {fname!r} is not a C identifier (ASCII, "
+                              "not a C keyword)")
         if fname in seen:
             raise OfflowError(f"{who}: {what} field `{fname}` is declared twice")
         seen.add(fname)

@@ -6,6 +6,21 @@ from dataclasses import dataclass
 
 from offlow.errors import OfflowError
 
+# C11's keywords (and the GNU ones a body may meet): no name offlow puts into C may be one
+C_KEYWORDS = frozenset("""
+    auto break case char const continue default do double else enum extern float for goto
+    if inline int long register restrict return short signed sizeof static struct switch
+    typedef union unsigned void volatile while _Alignas _Alignof _Atomic _Bool _Complex
+    _Generic _Imaginary _Noreturn _Static_assert _Thread_local asm typeof bool true false
+    """.split())
+
+
+def c_identifier(name: object) -> bool:
+    """Whether `name` can name something in C: an ASCII identifier, not a keyword."""
+    return (isinstance(name, str) and name.isascii() and name.isidentifier()
+            and name not in C_KEYWORDS)
+
+
 SCALARS: dict[str, int] = {
     "uint8_t": 1, "int8_t": 1, "bool": 1, "char": 1,
     "uint16_t": 2, "int16_t": 2,
