@@ -17,6 +17,13 @@
 /* Sleep between looks at the request word. */
 #define OFL_LIVE_POLL_NS 5000000ull
 
+/* Bit 0 of a request: answer with the tables' contents (every element of a shared
+ * array), not only their sizes and counters. A reader raises the word by 2 (the
+ * request's number is the rest), setting this bit when it wants the contents; a
+ * process's initial answer (request 0) and its last (live_final) always carry them
+ * or not as live_file.h says. */
+#define OFL_LIVE_TABLES 1u
+
 /* The report function: write the counters, answering request `seq`. */
 typedef void (*ofl_live_fn)(void *arg, uint32_t seq);
 
