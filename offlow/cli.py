@@ -67,6 +67,7 @@ def _cmd_serve_device(a: argparse.Namespace) -> int:
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
+    from offlow import jsontext
     from offlow.dsl.loader import load_program
     from offlow.report import format_summary, packets_flowed, summarize
     from offlow.runner import EMULATED, RunOptions, build_for, emulation_note, run
@@ -96,7 +97,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
     if res.tcp is not None:
         summary["tcp"] = res.tcp
     if a.json:
-        print(json.dumps(summary, indent=2))
+        print(jsontext.dumps(summary))  # (a shared array's numbers on one line)
     elif res.ok or packets_flowed(summary):  # (a run that failed before any: its error only)
         print(format_summary(summary))
     if a.profile:

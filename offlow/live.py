@@ -7,6 +7,13 @@ answered), without pausing its cores (runtime/core/include/offlow/live.h).  A pr
 about to exit writes a last copy marked `live_final`, which answers every later
 request.  `offlow stats`, the metrics server of `offlow run --metrics` and the progress
 lines of long runs read the counters this way.
+
+A request is a number raised by 2; its bit 0 (TABLES, live.h's OFL_LIVE_TABLES) asks
+for the shared arrays' elements too.  Without it an array is written as its length
+only, {"kind": "array", "length": N}: a 4M-entry histogram costs a reader of counters
+nothing.  A reader that asks for the elements takes only an answer that has them (its
+request's or a later one that asked too, or a last copy): one written for a later
+request without the bit is not enough, and it asks again.
 """
 
 from __future__ import annotations
@@ -23,14 +30,19 @@ from offlow.lifecycle import run_folder_of
 
 LIVE_SUFFIX = ".json.live"  # a process's live copy: DEVICE.json.live
 POLL = 0.005  # seconds between looks at the answers
+TABLES = 1  # a request's bit 0: the arrays' elements too (live.h: OFL_LIVE_TABLES)
 
 
 def _fresh(stats: dict[str, Any], req: int) -> bool:
-    """`stats` answers request `req` or a later one (the 32-bit count wraps), or is
-    a process's last word."""
+    """`stats` answers request `req` or a later one (the count, above bit 0, wraps at
+    32 bits), with the arrays' elements when `req` asked for them, or is a process's
+    last word."""
     if stats.get("live_final"):
         return True
-    return (int(stats.get("live_seq", 0)) - req) % (1 << 32) < 1 << 31
+    seq = int(stats.get("live_seq", 0))
+    if req & TABLES and not seq & TABLES:
+        return False
+    return ((seq >> 1) - (req >> 1)) % (1 << 31) < 1 << 30
 
 
 def header() -> WindowHeader:
@@ -39,13 +51,15 @@ def header() -> WindowHeader:
     return WindowHeader.of(_Lib(_library()))
 
 
-def _ask(window: Path, hdr: WindowHeader) -> int:
-    """Raise the window's request word; returns the request to wait for."""
+def _ask(window: Path, hdr: WindowHeader, tables: bool = False) -> int:
+    """Raise the window's request word by 2 (never to 0: a process's first answer),
+    with bit 0 set when `tables`; returns the request to wait for."""
     try:
         with open(window, "r+b") as f, mmap.mmap(f.fileno(), hdr.size) as m:
             if hdr.get(m, "magic") != hdr.magic or hdr.get(m, "version") != hdr.version:
                 raise OfflowError(f"{window}: not an offlow window (or another version's)")
-            req = (hdr.get(m, "stats_req") + 1) % (1 << 32) or 1
+            req = ((hdr.get(m, "stats_req") & ~TABLES) + 2) % (1 << 32) or 2
+            req |= TABLES if tables else 0
             hdr.put(m, "stats_req", req)
             return req
     except FileNotFoundError as e:
@@ -64,14 +78,19 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _answers(window: Path, folder: Path, req: int, deadline: float,
+def _answers(window: Path, hdr: WindowHeader, folder: Path, req: int, deadline: float,
              timeout: float) -> dict[str, dict[str, Any]]:
-    """Wait until every process has answered request `req` (device -> its stats)."""
+    """Wait until every process has answered request `req` (device -> its stats). A
+    request for the elements that a later one without them overtook (answered
+    without elements) is asked again."""
     while True:
         paths = sorted(folder.glob(f"*{LIVE_SUFFIX}"))
         answers = {p.name[:-len(LIVE_SUFFIX)]: _read(p) for p in paths}
         if paths and all(a is not None and _fresh(a, req) for a in answers.values()):
             return {d: a for d, a in answers.items() if a is not None}
+        if req & TABLES and any(a is not None and _fresh(a, req & ~TABLES)
+                                and not _fresh(a, req) for a in answers.values()):
+            req = _ask(window, hdr, tables=True)
         if time.monotonic() > deadline:
             if not folder.is_dir():
                 raise OfflowError(f"{window}: the run ended while its counters were read")
@@ -93,12 +112,15 @@ def _with_later_sources(first: dict[str, Any], later: dict[str, Any] | None) -> 
     return {**first, "cores": cores}
 
 
-def read(window: str | Path, timeout: float = 1.0,
-         hdr: WindowHeader | None = None) -> dict[str, dict[str, Any]]:
+def read(window: str | Path, timeout: float = 1.0, hdr: WindowHeader | None = None,
+         tables: bool = False) -> dict[str, dict[str, Any]]:
     """Ask the processes of the run whose window is `window` for their counters and
     return each device's answer (device -> the stats JSON of that process). A clear
     error when the run has ended, or when a process does not answer within `timeout`
-    seconds. `hdr`: the header's layout (header()), when the caller has it.
+    seconds. `hdr`: the header's layout (header()), when the caller has it. `tables`:
+    with every element of each shared array (as the stats file at exit has them);
+    without, an array is {"kind": "array", "length": N} (a table object's counters
+    are there either way).
 
     The counts add up: no packet is counted forwarded, dropped or consumed without
     having been counted read. Each process answers on its own, while its cores run,
@@ -110,11 +132,11 @@ def read(window: str | Path, timeout: float = 1.0,
     second round are left out (as those that have not answered yet)."""
     window = Path(window)
     hdr = hdr or header()
-    req = _ask(window, hdr)
+    req = _ask(window, hdr, tables)
     folder = run_folder_of(window)
     if folder is None:
         raise OfflowError(f"{window}: its run folder is gone: the run has ended")
     deadline = time.monotonic() + timeout
-    first = _answers(window, folder, req, deadline, timeout)
-    later = _answers(window, folder, _ask(window, hdr), deadline, timeout)
+    first = _answers(window, hdr, folder, req, deadline, timeout)
+    later = _answers(window, hdr, folder, _ask(window, hdr), deadline, timeout)
     return {d: _with_later_sources(a, later.get(d)) for d, a in first.items()}

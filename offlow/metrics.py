@@ -117,11 +117,12 @@ def _core(f: _Families, dev: str, c: dict[str, Any]) -> None:
 
 
 def _table(f: _Families, dev: str, name: str, t: Any) -> None:
-    """A table: an array's size; a table object's counters."""
+    """A table: an array's size (its elements, or its length alone as a live read
+    without them has it: offlow.live); a table object's counters."""
     at = {"device": dev, "table": name}
-    if isinstance(t, list):
+    if isinstance(t, list) or isinstance(t, dict) and t.get("kind") == "array":
         f.add("gauge", "offlow_table_size", "entries of a table (items of a store)", at,
-              len(t))
+              len(t) if isinstance(t, list) else t.get("length", 0))
         return
     if not isinstance(t, dict):
         return

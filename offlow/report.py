@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import compress, count, islice
 from typing import Any
 
 from offlow import mapreport
@@ -256,13 +257,16 @@ TABLE_SHOWN = 16  # nonzero entries of a shared table the text report prints
 
 
 def format_table(name: str, values: list[int]) -> str:
-    """A shared table's nonzero entries, the first TABLE_SHOWN of them (--json has all)."""
-    nz = [f"[{i}]={v}" for i, v in enumerate(values) if v]
-    if not nz:
+    """A shared table's nonzero entries, the first TABLE_SHOWN of them (--json has all).
+    Only those are made into text; the entries are counted and found in C (count,
+    compress), not in a Python loop over a 4M-entry histogram (0.1 s, not 0.3-2 s)."""
+    nonzero = len(values) - values.count(0)
+    if not nonzero:
         return f"table {name}: all zero ({len(values)} entries)"
-    more = (f" ... and {len(nz) - TABLE_SHOWN} more nonzero of {len(values)} entries "
-            "(--json has them all)" if len(nz) > TABLE_SHOWN else "")
-    return f"table {name}: " + " ".join(nz[:TABLE_SHOWN]) + more
+    shown = islice(compress(count(), values), TABLE_SHOWN)
+    more = (f" ... and {nonzero - TABLE_SHOWN} more nonzero of {len(values)} entries "
+            "(--json has them all)" if nonzero > TABLE_SHOWN else "")
+    return f"table {name}: " + " ".join(f"[{i}]={values[i]}" for i in shown) + more
 
 
 def format_accounting(a: dict[str, Any]) -> str:

@@ -450,7 +450,9 @@ class Run:
         self._killed: set[str] = set()  # processes this Run killed (their reason is given)
         self._stop_asked: float | None = None  # when stop() first asked (monotonic)
         self.metrics: metrics.Server | None = None  # the metrics endpoint, once started
-        self._last: tuple[dict[str, Any], bool] = ({}, False)  # the last counts read
+        # the last counts read, without (False) and with (True) the arrays' elements
+        self._last: dict[bool, tuple[dict[str, Any], bool]] = {False: ({}, False),
+                                                               True: ({}, False)}
         self._header: WindowHeader | None = None  # the window header's layout (live reads)
         self.started = False  # start() has launched the processes (and not abandoned them)
         self.watching = False  # wait() has begun watching: a Ctrl-C is its to take
@@ -649,18 +651,23 @@ class Run:
             print(f"offlow: serving UDP on 127.0.0.1:{self.udp_port}", file=sys.stderr)
         return s
 
-    def live_stats(self, timeout: float = 1.0) -> tuple[dict[str, Any], bool]:
+    def live_stats(self, timeout: float = 1.0,
+                   tables: bool = False) -> tuple[dict[str, Any], bool]:
         """The processes' counters read now (offlow.live), and whether they are still
         running (False: the last counts, those of processes that have ended). After the
-        run, or when they do not answer, the last counts read."""
+        run, or when they do not answer, the last counts read. `tables`: with every
+        element of the shared arrays (else each array's length: live.read)."""
         try:
             if self._header is None:
                 self._header = live.header()
-            stats = live.read(self.window, timeout, self._header)
+            stats = live.read(self.window, timeout, self._header, tables=tables)
         except OfflowError:
-            return self._last[0], False
-        self._last = (stats, not all(s.get("live_final") for s in stats.values()))
-        return self._last
+            return self._last[tables][0], False
+        last = (stats, not all(s.get("live_final") for s in stats.values()))
+        self._last[tables] = last
+        if tables:  # (they hold the counters too)
+            self._last[False] = last
+        return last
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         """Ask the processes to stop: they finish cleanly (sources end, queues drain,
@@ -848,7 +855,8 @@ class Run:
             stats, tcp = self._read_stats(errors)
             errors[:0] = self._exit_errors(stats)
             errors += _source_errors(stats)
-            self._last = (stats, False)  # what a scrape during the shutdown gets
+            # what a scrape (or a session's stats()) during the shutdown gets
+            self._last = {False: (stats, False), True: (stats, False)}
         finally:
             self._release()
         return RunResult(ok=not errors, stats=stats, errors=errors, tcp=tcp,

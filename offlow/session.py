@@ -116,16 +116,19 @@ class Session:
                 raise OfflowError(f"the program did not drain within {timeout:g} s")
             time.sleep(0.001)
 
-    def stats(self) -> tuple[dict[str, Any], bool]:
+    def stats(self, tables: bool = True) -> tuple[dict[str, Any], bool]:
         """The run's counters now: (device -> that process's stats, as its stats file
         holds them, read while it runs: offlow.live; whether any process is still
         running). False once they have all ended (after stop(), say) or when they do
         not answer within a second: the counts are then the last read. Packets read,
-        forwarded and dropped: offlow.runner.progress_totals(stats)."""
+        forwarded and dropped: offlow.runner.progress_totals(stats). `tables=False`:
+        each shared array as its length only, {"kind": "array", "length": N}, not its
+        every element (a loop that watches the packet counts of a program with a
+        large array need not have the processes write it all at each look)."""
         if self.result is not None:
             raise OfflowError("the session has ended: its counts are in `result.stats`")
         self._region()
-        return self.run.live_stats()
+        return self.run.live_stats(tables=tables)
 
     def stop(self) -> None:
         """End the run now, as Ctrl-C does: the sources stop, the queues drain, the

@@ -74,8 +74,11 @@ def test_a_large_shared_table_is_printed_on_a_readable_line(
     assert len(line) < 400, len(line)
     assert "... and 9984 more nonzero of 16384 entries (--json has them all)" in line
     assert main(["run", str(prog), "--count", "10000", "--json"]) == 0
-    table = json.loads(capsys.readouterr().out)["tables"]["hist"]
+    out = capsys.readouterr().out
+    table = json.loads(out)["tables"]["hist"]
     assert len(table) == 16384 and sum(table) == 10000
+    # the array on one line (offlow/jsontext.py), not one line per entry
+    assert f'    "hist": {json.dumps(table)}' in out.splitlines()
 
 
 def test_explain_says_a_queue_on_one_device_does_not_cross_the_interconnect(

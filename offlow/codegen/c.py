@@ -1081,12 +1081,15 @@ class DeviceGen:
             if t.home in (self.home, "window") and not t.is_object:
                 stats = f"ofl_tstats_{tn}"
                 signed = 1 if t.ctype.startswith("int") else 0
-                self.e(f"static void {stats}(struct ofl_json *j, const char *name) {{ "
-                       f"ofl_stats_table(j, name, {tbl}, {t.length}u, sizeof *{tbl}, {signed}); }}")
+                self.e(f"static void {stats}(struct ofl_json *j, const char *name, "
+                       "bool contents) {",
+                       f"    if (contents) ofl_stats_table(j, name, {tbl}, {t.length}u, "
+                       f"sizeof *{tbl}, {signed});",
+                       f"    else ofl_stats_table_length(j, name, {t.length}u);", "}")
             elif t.home == self.home and t.stats_fn:
                 stats = f"ofl_tstats_{tn}"
-                self.e(f"static void {stats}(struct ofl_json *j, const char *name) {{ "
-                       f"{t.stats_fn}(j, name, {tbl}); }}")
+                self.e(f"static void {stats}(struct ofl_json *j, const char *name, "
+                       f"bool contents) {{ (void)contents; {t.stats_fn}(j, name, {tbl}); }}")
             if t.home == self.home:
                 close = f"ofl_tclose_{tn}"
                 self.e(f"static void {close}(void) {{ "

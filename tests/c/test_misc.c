@@ -55,6 +55,8 @@ static void test_json(void)
     ofl_json_str(&j, "s", "a\"b\\c\n\x01");
     ofl_json_u64(&j, "u", 18446744073709551615ull);
     ofl_json_begin_arr(&j, "a");
+    ofl_json_u64(&j, NULL, 0);
+    ofl_json_u64(&j, NULL, 10);
     ofl_json_f64(&j, NULL, 0.5);
     ofl_json_f64(&j, NULL, NAN);
     ofl_json_f64(&j, NULL, -INFINITY);
@@ -66,7 +68,7 @@ static void test_json(void)
     fclose(j.f);
     const char *want =
         "{\"s\":\"a\\\"b\\\\c\\n\\u0001\",\"u\":18446744073709551615,"
-        "\"a\":[0.5,null,null,{}],\"n\":null}";
+        "\"a\":[0,10,0.5,null,null,{}],\"n\":null}";
     CHECK(!strcmp(buf, want), "json: %s", buf);
     free(buf);
 }

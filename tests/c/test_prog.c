@@ -19,6 +19,7 @@
 #include "offlow/err.h"
 #include "offlow/file.h"
 #include "offlow/gen.h"
+#include "offlow/live.h"
 #include "offlow/ring.h"
 
 #define NEL 2
@@ -73,9 +74,11 @@ static const struct ofl_core_use cores[] = {
     {&ctxs[1].core, "b", 0, 1, 1, COUNTS(1), b_queues, 1, NULL, 0},
 };
 
-static void table_stats(struct ofl_json *j, const char *name)
+/* As a generated program's: the elements when asked for them, else the length. */
+static void table_stats(struct ofl_json *j, const char *name, bool contents)
 {
-    ofl_stats_table(j, name, counts, 3, sizeof counts[0], 0);
+    if (contents) ofl_stats_table(j, name, counts, 3, sizeof counts[0], 0);
+    else ofl_stats_table_length(j, name, 3);
 }
 
 static void table_close(void) { closed++; }
@@ -152,6 +155,43 @@ static int contains(const char *text, const char *what)
     return ok;
 }
 
+/* The live copy of `stats` (PATH.live) after ofl_prog_report_live(seq, final): its
+ * text (the caller frees it), or NULL. */
+static char *live_copy(const char *stats, const struct ofl_args *a, uint32_t seq, bool final)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s.live", stats);
+    CHECK(ofl_prog_report_live(&prog, a, seq, final) == 0, "live copy %u written", seq);
+    size_t len;
+    char *text = NULL;
+    if (ofl_file_read(path, (void **)&text, &len) < 0) return NULL;
+    char *t = realloc(text, len + 1);
+    if (!t) { free(text); return NULL; }
+    t[len] = 0;
+    return t;
+}
+
+/* A live answer carries the shared arrays' elements only when its request asked for
+ * them (OFL_LIVE_TABLES) or it is the last one; else each array's length. */
+static void live_contents(const char *stats, const struct ofl_args *a)
+{
+    char *t = live_copy(stats, a, 2, false);
+    CHECK(t && contains(t, "\"live_seq\":2,") &&
+          contains(t, "\"tables\":{\"counts\":{\"kind\":\"array\",\"length\":3}}") &&
+          !strstr(t, "[7,0,9]"), "request 2 (counters): the array's length, no element");
+    free(t);
+    t = live_copy(stats, a, 4 | OFL_LIVE_TABLES, false);
+    CHECK(t && contains(t, "\"live_seq\":5,") &&
+          contains(t, "\"tables\":{\"counts\":[7,0,9]}"),
+          "request 5 (OFL_LIVE_TABLES): every element");
+    free(t);
+    t = live_copy(stats, a, 6, true);
+    CHECK(t && contains(t, "\"live_final\":1") &&
+          contains(t, "\"tables\":{\"counts\":[7,0,9]}"),
+          "the last copy (final): every element, whatever the request");
+    free(t);
+}
+
 /* One whole run: init, open, run, report, close; `fail`: core b fails. */
 static void one_run(const char *dir, int fail)
 {
@@ -187,6 +227,7 @@ static void one_run(const char *dir, int fail)
     CHECK(!!aborted == fail, "the window's abort word is %s", fail ? "raised" : "left alone");
     CHECK(ctxs[1].el_in[1] == 5, "core b took all 5 entries of both rings");
     ofl_prog_report(&prog, &a, 0);
+    if (!fail) live_contents(stats, &a);
     size_t len;
     char *text = NULL;
     CHECK(ofl_file_read(stats, (void **)&text, &len) == 0, "stats file written");

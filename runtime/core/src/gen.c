@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "offlow/err.h"
+#include "offlow/live.h"
 #include "offlow/live_file.h"
 #include "offlow/live_port.h"
 #include "offlow/pcap_port.h"
@@ -1242,15 +1243,16 @@ static void stats_core(struct ofl_json *j, const struct ofl_prog *p, const struc
     ofl_json_end_obj(j);
 }
 
-/* The stats object's members after "device": cores, tables, sinks. */
-static void report_body(struct ofl_json *j, const struct ofl_prog *p)
+/* The stats object's members after "device": cores, tables (the arrays' elements
+ * when `contents`, else their lengths), sinks. */
+static void report_body(struct ofl_json *j, const struct ofl_prog *p, bool contents)
 {
     ofl_json_begin_arr(j, "cores");
     for (unsigned k = 0; k < p->ncores; k++) stats_core(j, p, &p->cores[k]);
     ofl_json_end_arr(j);
     ofl_json_begin_obj(j, "tables");
     for (unsigned t = 0; t < p->ntables; t++)
-        if (p->tables[t].stats) p->tables[t].stats(j, p->tables[t].name);
+        if (p->tables[t].stats) p->tables[t].stats(j, p->tables[t].name, contents);
     ofl_json_end_obj(j);
     ofl_json_begin_obj(j, "sinks");
     for (unsigned k = 0; k < p->nsinks; k++)
@@ -1263,21 +1265,29 @@ void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,
 {
     struct ofl_json j;
     if (!ofl_stats_begin(&j, a)) return;
-    report_body(&j, p);
+    report_body(&j, p, true);
     if (chan_withdrawn) ofl_json_u64(&j, "chan_withdrawn", chan_withdrawn);
     ofl_stats_end(&j);
 }
 
-/* The live copy's body (ofl_live_body_fn; `arg`: the program). */
+/* A live answer's program, and whether it carries the arrays' elements. */
+struct live_ask {
+    const struct ofl_prog *p;
+    bool contents;
+};
+
+/* The live copy's body (ofl_live_body_fn; `arg`: a struct live_ask). */
 static void live_body(struct ofl_json *j, const void *arg)
 {
-    report_body(j, arg);
+    const struct live_ask *ask = arg;
+    report_body(j, ask->p, ask->contents);
 }
 
 int ofl_prog_report_live(const struct ofl_prog *p, const struct ofl_args *a, uint32_t seq,
                          bool final)
 {
-    return ofl_live_write(a->stats, a->device, seq, final, live_body, p);
+    struct live_ask ask = { p, final || (seq & OFL_LIVE_TABLES) };
+    return ofl_live_write(a->stats, a->device, seq, final, live_body, &ask);
 }
 
 void ofl_prog_close(const struct ofl_prog *p)
@@ -1433,6 +1443,14 @@ void ofl_stats_table(struct ofl_json *j, const char *name, const void *t, unsign
         else ofl_json_u64(j, NULL, u);
     }
     ofl_json_end_arr(j);
+}
+
+void ofl_stats_table_length(struct ofl_json *j, const char *name, unsigned n)
+{
+    ofl_json_begin_obj(j, name);
+    ofl_json_str(j, "kind", "array");
+    ofl_json_u64(j, "length", n);
+    ofl_json_end_obj(j);
 }
 
 void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink *s)

@@ -615,7 +615,9 @@ struct ofl_sink_use {
 /* A table this process reports or frees (generated one-line functions). */
 struct ofl_table_use {
     const char *name;
-    void (*stats)(struct ofl_json *j, const char *name);  /* its stats, or NULL */
+    /* its stats, or NULL; `contents`: a shared array's every element, else only its
+       length (ofl_stats_table_length); a table object's stats are written either way */
+    void (*stats)(struct ofl_json *j, const char *name, bool contents);
     void (*close)(void);      /* frees it (a table of this device), or NULL */
     bool opts;                /* an object opened here from its options (NAME.KEY, and
                                  those its sender read: ofl_table_recv): a user's key
@@ -685,8 +687,10 @@ void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,
 
 /* While the cores run: write the same counters to the stats file's live copy,
  * answering request `seq` (live.h); `final`: the process is about to exit and no
- * request will be answered any more (these counts are the last). The file, its header
- * members and its errors: live_file.h, ofl_live_write. Nothing without --stats. */
+ * request will be answered any more (these counts are the last). The shared arrays'
+ * elements only when `seq` has OFL_LIVE_TABLES or `final`; else each array's length
+ * (ofl_stats_table_length). The file, its header members and its errors: live_file.h,
+ * ofl_live_write. Nothing without --stats. */
 int ofl_prog_report_live(const struct ofl_prog *p, const struct ofl_args *a, uint32_t seq,
                          bool final);
 
@@ -707,6 +711,9 @@ void ofl_stats_source(struct ofl_json *j, const char *name, const struct ofl_src
 /* Write a table of `n` integers of `size` bytes (signed if `is_signed`). */
 void ofl_stats_table(struct ofl_json *j, const char *name, const void *t, unsigned n,
                      size_t size, int is_signed);
+/* Write a table of `n` entries without them: {"kind": "array", "length": n} (a live
+ * answer that did not ask for the contents). */
+void ofl_stats_table_length(struct ofl_json *j, const char *name, unsigned n);
 void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink *s);
 void ofl_stats_end(struct ofl_json *j);
 
