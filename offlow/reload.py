@@ -33,6 +33,7 @@ from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir.graph import RELOAD_CHANNEL_PREFIX
 from offlow.layout import describe, differences
+from offlow.programwarn import program_warnings
 
 PATH_MAX = 55  # a reload message: "l" and the path, in one 56-byte direct message
 REPLY_TIMEOUT = 10.0  # seconds: the process waits up to 2 s for its cores (reload.h)
@@ -76,7 +77,7 @@ def reload(window: str | Path, program: Program,
     """Replace the code of the segments of the program running at `window` whose code
     differs in `program`; a clear error, with the program untouched, when there is no
     running program there, `program` does not compile, or its layout differs. What the
-    new program is warned of (as `offlow run` warns: offlow.runner.program_warnings)
+    new program is warned of (as `offlow run` warns: offlow.programwarn)
     goes to `warn`, once it is known to fit and before any process takes its code."""
     window = Path(window)
     region = open_running(window)
@@ -87,7 +88,6 @@ def reload(window: str | Path, program: Program,
         changed = _check(window, old, new)
         objects = {d: reload_object(b, d) for d in changed}
         if warn is not None and changed:
-            from offlow.runner import program_warnings
             for w in program_warnings(b):
                 warn(w)
         for d in changed:

@@ -39,11 +39,10 @@ from offlow.lifecycle import SHM, Terminated, run_folder, sweep_stale
 from offlow.plan import Plan
 from offlow.planner.profile import dilation
 from offlow.planner.profile import load as load_profile
-from offlow.races import lost_updates
+from offlow.programwarn import program_warnings
 from offlow.reload import description_path, write_description
 from offlow.targets import xdp
 from offlow.targets.base import Part
-from offlow.unchosen import unchosen_outputs
 
 PROGRESS_EVERY = 5.0  # seconds between progress lines on long runs
 
@@ -906,14 +905,6 @@ def _signal_name(n: int) -> str:
         return signal.Signals(n).name
     except ValueError:
         return f"signal {n}"
-
-
-def program_warnings(b: Build) -> list[str]:
-    """What the program of build `b` is warned of wherever it runs: the C compiler's
-    warnings at the program's own lines (its build's, cached or not), shared arrays
-    whose plain updates run on several threads at once, elements whose bodies may
-    choose no output."""
-    return [*b.warnings, *lost_updates(b.plan), *unchosen_outputs(b.plan.graph)]
 
 
 def warn(b: Build, o: RunOptions) -> list[str]:
