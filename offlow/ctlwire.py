@@ -1,5 +1,5 @@
 """The sizes and letters of control messages that the Python side uses (runtime
-core ctl.h and map_ctl.h define them; tests/test_ctl_stage.py checks both agree)."""
+core ctl.h and map_ctl.h define them; tests/test_map_c.py checks both agree)."""
 
 from __future__ import annotations
 
