@@ -83,3 +83,21 @@ def window_in(run: subprocess.Popen[str], file: Path, within: float = 120.0) -> 
     except OfflowError as e:
         said = run.communicate(timeout=60) if run.poll() is not None else ("", "")
         raise AssertionError(f"{e}\n{said[0] or ''}{said[1] or ''}") from e
+
+
+def offlow_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`offlow ARGS...` run in this process (offlow.cli.main, its stdout and stderr
+    captured): what a test of a command that does not start a run (offlow ctl, say)
+    needs, without a Python start of its own per call."""
+    import contextlib
+    import io
+
+    from offlow.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(list(args))
+        except SystemExit as e:  # (argparse's own refusals)
+            rc = e.code if isinstance(e.code, int) else 2
+    return subprocess.CompletedProcess(["offlow", *args], rc, out.getvalue(), err.getvalue())

@@ -18,7 +18,6 @@ import ipaddress
 import random
 import struct
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -37,6 +36,7 @@ from offlow.errors import OfflowError
 from offlow.ir.graph import CHANNEL_NAME_MAX, CTL_CHANNEL_PREFIX
 from offlow.runner import RunOptions
 from offlow.session import session
+from tests.e2e import offlow_cli
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 ROUTER = EXAMPLES / "router.py"
@@ -386,8 +386,7 @@ def test_offlow_ctl_command_line(tmp_path: Path) -> None:
     opts = RunOptions(count=1000, opts=(f"routes4.path={prefixes}", f"routes6.path={prefixes}"))
     with session(load_program(ROUTER), opts) as s:
         def ctl(*args: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", str(s.window),
-                                   *args], capture_output=True, text=True, timeout=60)
+            return offlow_cli("ctl", str(s.window), *args)
 
         add = ctl("route", "add", "172.16.0.0/12", "7")
         bad = ctl("route", "add", "172.16.0.0/33", "7")

@@ -34,7 +34,7 @@ from offlow.explain import explain
 from offlow.runner import RunOptions
 from offlow.session import session
 from offlow.targets import remote
-from tests.e2e import ROOT, read_frames, window_in
+from tests.e2e import ROOT, offlow_cli, read_frames, window_in
 from tests.remote_served import Servers
 from tests.test_map_ctl import _complete_records, _stopped_if_failing, needs_bpf
 
@@ -89,8 +89,7 @@ def _traffic_class(frame: bytes) -> tuple[int, int]:
 
 
 def _ctl(window: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", window, "map", "policy",
-                           *args], capture_output=True, text=True, timeout=60)
+    return offlow_cli("ctl", window, "map", "policy", *args)
 
 
 def _until_marked(out: Path, running: Callable[[], bool], after: int = 2000) -> None:

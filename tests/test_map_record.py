@@ -35,7 +35,7 @@ from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions, run
 from offlow.session import attach
 from offlow.targets import remote, xdp
-from tests.e2e import ROOT, TLS, read_frames, window_in
+from tests.e2e import ROOT, TLS, offlow_cli, read_frames, window_in
 from tests.programs.flow_records import RECORD, TUPLE, records_program
 from tests.remote_served import Servers
 
@@ -269,8 +269,7 @@ def test_bad_record_text_is_one_error(text: str, error: str) -> None:
 
 
 def _ctl(window: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "offlow.cli", "ctl", window, "map", "flows",
-                           *args], capture_output=True, text=True, timeout=60)
+    return offlow_cli("ctl", window, "map", "flows", *args)
 
 
 OWN = "src=198.51.100.9,dst=203.0.113.1,sport=7,dport=9,proto=17"
