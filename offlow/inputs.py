@@ -6,7 +6,10 @@ is refused here first, with the same message."""
 
 from __future__ import annotations
 
+import functools
+import os
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,13 +32,37 @@ def _tool() -> Path:
     return build_exe("offlow-inputs", [INPUTS_MAIN])
 
 
+def _stamps(args: Sequence[str]) -> tuple[tuple[str, int, int, int], ...]:
+    """What the files among `args` are now (path, inode, size, change time): an answer
+    about a file that changed since is not the answer about it."""
+    out = []
+    for a in args:
+        try:
+            st = os.stat(a)
+        except OSError:
+            continue
+        out.append((a, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _answer(args: tuple[str, ...], stamps: tuple[tuple[str, int, int, int], ...]
+            ) -> tuple[int, str, str]:
+    """The tool's status, stdout and stderr for `args` (asked once per process while
+    the files they name stay as `stamps` says: a run checks its options when its build
+    is made and again when the Run is, and a test process runs many)."""
+    del stamps  # (part of the key only)
+    res = subprocess.run([str(_tool()), *args], capture_output=True, text=True)
+    return res.returncode, res.stdout, res.stderr
+
+
 def _ask(args: list[str], what: str) -> dict[str, int]:
     """Run the tool; its "key N key N" answer, or its message as an OfflowError."""
-    res = subprocess.run([str(_tool()), *args], capture_output=True, text=True)
-    if res.returncode != 0:
-        msg = res.stderr.strip() or f"status {res.returncode}"
+    rc, out, err = _answer(tuple(args), _stamps(args))
+    if rc != 0:
+        msg = err.strip() or f"status {rc}"
         raise OfflowError(f"{what}: {msg}")
-    words = res.stdout.split()
+    words = out.split()
     return {k: int(v) for k, v in zip(words[::2], words[1::2], strict=True)}
 
 
