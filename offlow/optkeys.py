@@ -10,7 +10,12 @@ synthetic source) is refused here too, as the device process, which knows the ki
 refuses it (gen.h's ofl_args_check_unread: the backstop, for a user's table that
 declares no keys and a kind whose keys are not declared). Keys that offlow gives itself
 (ofl_args_get_own: a store's tcp_fd) are no user's and are not listed.
-tests/test_opt_keys.py holds these declarations to the keys the C code asks for.
+A source's or sink's kind itself is judged here too: one the object's process has not
+(gen.c's ofl_source_open and ofl_sink_open: the core's, those the program's tables add,
+the port libraries the run links; an xdp device's process only the core's) is refused
+before anything is built, naming the kinds it has.
+tests/test_opt_keys.py holds these declarations to the keys and the kinds the C code
+takes.
 """
 
 from __future__ import annotations
@@ -35,6 +40,11 @@ IFACE_SOURCE_KEYS = ("duration_ns",)
 SINK_KEYS = ("kind",)
 SINK_KIND_KEYS: Mapping[str, tuple[str, ...]] = {
     "": ("path",), "pcap": ("path",), "udp": ("path",), "afpacket": ("port",)}
+# the kinds the core's ofl_source_open and ofl_sink_open know (a sink given no kind=
+# counts, or writes its path); the program's tables and the linked port libraries add
+# theirs (struct ofl_src_kind), in every process but an xdp device's (xdp_run.c)
+SOURCE_CORE_KINDS = ("pcap", "synth", "udp", "afpacket")
+SINK_CORE_KINDS = ("pcap", "udp", "afpacket")
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,68 @@ def object_reads(g: Graph, options: Iterable[str],
         if t.is_object and not t.is_map and t.keys:
             out[t.name] = Reads("table", "", t.keys)
     return out
+
+
+@dataclass(frozen=True)
+class Kinds:
+    """The kinds a source's or sink's process takes for it (`what`: source or sink),
+    and whether that process is an xdp device's (which has the core's kinds only)."""
+
+    what: str
+    kinds: tuple[str, ...]
+    on_xdp: bool = False
+
+
+def object_kinds(g: Graph, linked: Iterable[str] = (),
+                 xdp_devices: frozenset[str] = frozenset(),
+                 iface_devices: frozenset[str] = frozenset()) -> dict[str, Kinds]:
+    """Name -> the kinds its process takes, for each source and sink of `g`: the core's,
+    for a source the kinds the program's tables add, and the port libraries' in `linked`
+    (those the run's --port specs link; a sink only those with a sink); a process on one
+    of `xdp_devices` has the core's only. A source on one of `iface_devices` (xdp with
+    --iface) reads no kind at all and is not in it (its key check refuses `kind`)."""
+    added = tuple(k for t in g.shared for k, _ in t.src_kinds)
+    libs = tuple(k for k in dict.fromkeys(linked) if k in LIBRARY_KINDS)
+    out: dict[str, Kinds] = {}
+    for n in g.nodes:
+        if n.kind not in ("source", "sink"):
+            continue
+        devices = set(g.segment(n.segment).devices) if n.segment else set()
+        if n.kind == "source" and devices & iface_devices:
+            continue
+        xdp = bool(devices & xdp_devices)
+        core = SOURCE_CORE_KINDS if n.kind == "source" else SINK_CORE_KINDS
+        more = () if xdp else (*(added if n.kind == "source" else ()), *libs)
+        out[n.name] = Kinds(n.kind, tuple(dict.fromkeys((*core, *more))), xdp)
+    return out
+
+
+def kind_refusal(opt: str, name: str, kind: str, k: Kinds) -> str:
+    """The one error for user option `opt` (NAME.kind=KIND), a kind the object's process
+    has not: the object, the kind, a close match and the kinds it has (and, for a port
+    library's kind, how to have it)."""
+    kinds = sorted(k.kinds)
+    close = difflib.get_close_matches(kind, kinds, n=1, cutoff=0.6)
+    hint = f" (did you mean `{close[0]}`?)" if close else ""
+    where = " on xdp" if k.on_xdp else ""
+    more = ""
+    if kind in LIBRARY_KINDS and k.on_xdp:
+        more = f"; `{kind}` is a port library's kind, which an xdp device's process has not"
+    elif kind in LIBRARY_KINDS:
+        more = f"; `{kind}` is a port's kind: give --port {name}={kind}:ARGS"
+    return (f"--opt `{opt}`: {k.what} `{name}`{where} has no kind `{kind}`{hint}; its kinds: "
+            f"{', '.join(kinds)}{more}")
+
+
+def check_kind(user: Sequence[str], kinds: Mapping[str, Kinds]) -> None:
+    """Refuse the first of the user's options `user` that gives a source or sink in
+    `kinds` a kind its process has not (OfflowError: kind_refusal)."""
+    for opt in user:
+        name, _, rest = opt.partition(".")
+        key, _, value = rest.partition("=")
+        k = kinds.get(name)
+        if k is not None and key == "kind" and value not in k.kinds:
+            raise OfflowError(kind_refusal(opt, name, value, k))
 
 
 def _label(kind: str) -> str:

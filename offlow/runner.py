@@ -224,8 +224,13 @@ def _opts_for(plan: Plan, o: RunOptions, files: bool = True) -> list[str]:
     fixed = {t.name: "a hash map (SharedMap)" if t.is_map else "a shared array (Shared)"
              for t in g.shared if t.name not in known}
     # the keys each object reads, its kind set by the runner's options and the user's
-    iface = frozenset(d.name for d in plan.devices if d.target == "xdp" and o.iface)
+    xdp_devices = frozenset(d.name for d in plan.devices if d.target == "xdp")
+    iface = xdp_devices if o.iface else frozenset()
     reads = optkeys.object_reads(g, [*args[1::2], *o.opts], iface)
+    # the kinds each source's and sink's process has (the port libraries --port links:
+    # build_for's)
+    linked = [k.name for k in ports.library_kinds(ports.parse(s)[1] for s in o.ports)]
+    kinds = optkeys.object_kinds(g, linked, xdp_devices, iface)
     for opt in o.opts:  # later options win in the processes
         name, dot, rest = opt.partition(".")
         if not dot or "=" not in rest:
@@ -243,6 +248,7 @@ def _opts_for(plan: Plan, o: RunOptions, files: bool = True) -> list[str]:
         if name not in known:
             raise OfflowError(f"--opt `{opt}`: no source, sink or table named `{name}`; "
                               f"known: {', '.join(sorted(known))}")
+        optkeys.check_kind([opt], kinds)
         optkeys.check([opt], reads)
         args += ["--user-opt", opt]  # (what reads no such key refuses it: gen.h)
     if files:

@@ -5,12 +5,18 @@ started, naming the object, the key, a close match and the keys it reads
 started (gen.h's ofl_args_check_unread), which stays the backstop for a user's own
 table that declares no keys. The declarations are held to the keys the C code asks
 for: with the up-front check taken out, each object's misspelt key reaches its device
-process, whose refusal lists the keys its code asked for."""
+process, whose refusal lists the keys its code asked for.
+
+So is a source's or sink's kind (`--opt rx.kind=bogus`) that its process has not: one
+error before anything is built (until 2026-11-28 the device process refused it at its
+start), held the same way to the kinds the C code takes (gen.c's ofl_source_open and
+ofl_sink_open: the core's, a table's, the linked port libraries', an xdp device's)."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,6 +24,7 @@ import pytest
 import offlow.build
 from offlow import optkeys
 from offlow.cli import main
+from offlow.lso.port import SendPort
 from offlow.passes import balance
 from offlow.paths import DATA
 from tests.e2e import TLS
@@ -31,6 +38,11 @@ SOURCE = "advance_ts, count, duration_ns, kind, loops, rate, seed"  # (a udp sou
 SYNTH = "advance_ts, count, duration_ns, kind, loops, prefixes, rate, seed, sizes"
 PCAP = "advance_ts, count, duration_ns, kind, loops, path, rate, seed"
 PORT = "advance_ts, count, duration_ns, kind, loops, port, rate, seed"
+TTL = EXAMPLES / "ttl_pipeline.py"
+LSO = EXAMPLES / "lso.py"
+needs_dpdk = pytest.mark.skipif(
+    subprocess.run(["pkg-config", "--exists", "libdpdk"]).returncode != 0,
+    reason="libdpdk-dev is not installed (benchmarks/common/peers.setup_dpdk installs it)")
 
 
 class _Started(Exception):
@@ -217,3 +229,113 @@ def test_the_declared_keys_are_the_keys_the_c_code_asks_for(
                      r"option `zz_no_such_key` \(it takes (.*)\)", said[0])
     assert m, said
     assert sorted(declared[name].keys) == m.group(1).split(", ")
+
+
+# (what, argv of `offlow run`, the one error): a kind the object's process has not
+UNKNOWN_KIND = {
+    "source": ([str(TTL), "--opt", "rx.kind=bogus"],
+               "--opt `rx.kind=bogus`: source `rx` has no kind `bogus`; its kinds: afpacket, "
+               "pcap, synth, udp"),
+    "sink": ([str(TTL), "--opt", "tx.kind=bogus"],
+             "--opt `tx.kind=bogus`: sink `tx` has no kind `bogus`; its kinds: afpacket, pcap, "
+             "udp"),
+    "misspelt-source-kind": ([str(ROUTER), "--opt", "rx.kind=pcpa"],
+                             "--opt `rx.kind=pcpa`: source `rx` has no kind `pcpa` (did you "
+                             "mean `pcap`?); its kinds: afpacket, pcap, synth, udp"),
+    "sink-given-no-kind-by-an-empty-value": (
+        [str(ROUTER), "--opt", "tx.kind="],
+        "--opt `tx.kind=`: sink `tx` has no kind ``; its kinds: afpacket, pcap, udp"),
+    # a source kind only some processes have: a send-port table adds `lso` to its program
+    "misspelt-send-port-kind": ([str(LSO), "--opt", "sends.kind=lsso"],
+                                "--opt `sends.kind=lsso`: source `sends` has no kind `lsso` "
+                                "(did you mean `lso`?); its kinds: afpacket, lso, pcap, synth, "
+                                "udp"),
+    "send-port-kind-in-a-program-without-one": (
+        [str(ROUTER), "--opt", "rx.kind=lso"],
+        "--opt `rx.kind=lso`: source `rx` has no kind `lso`; its kinds: afpacket, pcap, "
+        "synth, udp"),
+    "sink-given-a-source-only-kind": (
+        [str(LSO), "--opt", "tx.kind=lso"],
+        "--opt `tx.kind=lso`: sink `tx` has no kind `lso`; its kinds: afpacket, pcap, udp"),
+    # a port library's kind: linked only when a --port names it
+    "port-kind-without-its-port": (
+        [str(ROUTER), "--opt", "rx.kind=dpdk"],
+        "--opt `rx.kind=dpdk`: source `rx` has no kind `dpdk`; its kinds: afpacket, pcap, "
+        "synth, udp; `dpdk` is a port's kind: give --port rx=dpdk:ARGS"),
+    "port-kind-on-xdp": (
+        [str(TTL), "--set", "rx.device=xdp", "--duration", "1", "--port", "tx=dpdk:net_null0",
+         "--opt", "rx.kind=dpdk"],
+        "--opt `rx.kind=dpdk`: source `rx` on xdp has no kind `dpdk`; its kinds: afpacket, "
+        "pcap, synth, udp; `dpdk` is a port library's kind, which an xdp device's process "
+        "has not"),
+    # (the first of several: a wrong kind overridden by a right one is still refused)
+    "wrong-then-right": ([str(ROUTER), "--opt", "rx.kind=bogus", "--opt", "rx.kind=pcap"],
+                         "--opt `rx.kind=bogus`: source `rx` has no kind `bogus`; its kinds: "
+                         "afpacket, pcap, synth, udp"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNKNOWN_KIND))
+def test_a_kind_its_process_has_not_is_one_error_before_anything_is_built(
+        case: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    argv, want = UNKNOWN_KIND[case]
+    assert _refusal(argv, capsys, monkeypatch) == want
+
+
+@needs_dpdk
+def test_a_port_librarys_kind_is_taken_where_a_port_links_it(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # tx's --port links dpdk into the program: rx may take it too (the checks pass and
+    # the program's code is generated)
+    def generated(*_a: object, **_k: object) -> None:
+        raise _Started("the program's code was generated")
+
+    monkeypatch.setattr(offlow.build, "generate", generated)
+    with pytest.raises(_Started):
+        main(["run", str(ROUTER), "--duration", "1", "--port", "tx=dpdk:net_null0", "--opt",
+              "rx.kind=dpdk", "--opt", "rx.port=net_null1"])
+    assert capsys.readouterr().err.count("offlow: error") == 0
+
+
+@pytest.fixture
+def send_port(tmp_path: Path) -> str:
+    """The path of a send port's file (what examples/lso.py's table opens before its
+    source: the port must be real for the process to reach the source)."""
+    port = SendPort.create(tmp_path / "port")
+    return str(port.path)
+
+
+# (what, argv of `offlow run`, the source or sink; {port} is a send port's file): each
+# run with the up-front kind check taken out, so that the object's process refuses a kind
+# none has, listing those it has
+KINDS_ASKED = {
+    "source-on-the-nic": ([str(ROUTER)], "rx"),
+    "sink-on-the-host": ([str(ROUTER)], "tx"),
+    "source-on-xdp": ([str(TTL), "--set", "rx.device=xdp"], "rx"),
+    "source-beside-a-send-port": ([str(LSO), "--opt", "port.path={port}"], "sends"),
+    "sink-beside-a-send-port": ([str(LSO), "--opt", "port.path={port}"], "tx"),
+    "source-beside-a-port-library": ([str(ROUTER), "--duration", "1", "--port",
+                                      "tx=dpdk:net_null0"], "rx"),
+    "sink-beside-a-port-library": ([str(ROUTER), "--duration", "1", "--port",
+                                    "rx=dpdk:net_null0"], "tx"),
+}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=needs_dpdk) if "port-library" in c
+                                  else c for c in KINDS_ASKED])
+def test_the_kinds_known_are_the_kinds_the_c_code_takes(
+        case: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    argv, name = KINDS_ASKED[case]
+    if any("{port}" in a for a in argv):
+        port = request.getfixturevalue("send_port")
+        argv = [a.replace("{port}", port) for a in argv]
+    known: dict[str, optkeys.Kinds] = {}
+    monkeypatch.setattr(optkeys, "check_kind", lambda _user, kinds: known.update(kinds))
+    rc, s, err = _run_json([*argv, "--count", "20", "--opt", f"{name}.kind=zz_no_such_kind"],
+                           capsys)
+    said = s.get("errors", [])
+    assert rc == 1 and len(said) == 1, (said, err)
+    m = re.fullmatch(rf"(source|sink) {name}: unknown kind `zz_no_such_kind` \((.*)\)", said[0])
+    assert m and m.group(1) == known[name].what, said
+    assert sorted(known[name].kinds) == sorted(m.group(2).split(", "))

@@ -632,18 +632,18 @@ def test_an_option_the_devices_source_never_reads_is_one_error_before_it_starts(
 
 def test_a_start_failure_of_the_devices_process_is_the_runs_one_error(
         tmp_path: Path, procs: list[subprocess.Popen[str]]) -> None:
-    """What the device's process refuses at start (here a source kind it has not: only
-    the process knows the kinds its libraries add) is passed back by its server and is
-    the run's one error (as a misspelt key was, before offlow.optkeys refused it up
-    front)."""
+    """What the device's process refuses at start (here a source's rate that is no
+    number: only the process parses it) is passed back by its server and is the run's
+    one error (as a misspelt key and an unknown kind were, before offlow.optkeys refused
+    them up front)."""
     secret = secret_file(tmp_path)
     _, port = serve(procs, secret)
     rc, s, err = run(procs, ttl_pipeline(tmp_path / "out.pcap", "--set", "rx.device=remote:a",
                                          "--remote", f"a=127.0.0.1:{port}", "--secret-file",
-                                         str(secret), "--opt", "rx.kind=bogus"))
+                                         str(secret), "--opt", "rx.rate=abc"))
     assert rc == 1 and s["errors"] == [
         f"remote device remote:a (127.0.0.1:{port}): its process exited there with status 1: "
-        "source rx: unknown kind `bogus` (pcap, synth, udp, afpacket); 0 ring entries "
+        "source rx: rate=abc is not a rate (packets a second, 0 or more); 0 ring entries "
         "(packets) had come from it and 0 gone to it"], (s["errors"], err)
 
 
