@@ -25,7 +25,6 @@ import offlow.build
 from offlow import optkeys
 from offlow.cli import main
 from offlow.lso.port import SendPort
-from offlow.passes import balance
 from offlow.paths import DATA
 from tests.e2e import TLS
 
@@ -218,9 +217,9 @@ def test_the_declared_keys_are_the_keys_the_c_code_asks_for(
         case: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     argv, name = ASKED[case]
     declared: dict[str, optkeys.Reads] = {}
+    # (the balancer's own check of its values leaves its keys to this one: until
+    # 2026-11-28 it refused an unknown key too, a user's never reaching it)
     monkeypatch.setattr(optkeys, "check", lambda _user, reads: declared.update(reads))
-    # (the balancer's own option check refuses an unknown key too: taken out with it)
-    monkeypatch.setattr(balance, "check_options", lambda _name, _options: None)
     rc, s, err = _run_json([*argv, "--count", "20", "--opt", f"{name}.zz_no_such_key=1"],
                            capsys)
     said = s.get("errors", [])
