@@ -5,6 +5,7 @@ that holds the table; message layout in runtime/core/include/offlow/ctl.h).
     with offlow.session.attach(WINDOW) as a:
         a.tables["counts"][3]                         # an array element
         a.tables["counts"][3] = 7
+        a.tables["counts"][-1], len(a.tables["counts"])  # as a list: the last, the length
         a.tables["routes4"].add("10.0.0.0/8", 5)      # a route table
         a.tables["routes4"].delete("10.0.0.0/8")
 
@@ -42,6 +43,11 @@ _LIVE = struct.Struct("<QQ")  # after an lpm6 table's info: lookups, lookups dur
 _MAP_MORE = struct.Struct("<IIQ")  # after a map's info: entries, key size, full
 _INT_FORMATS = {1: "b", 2: "h", 4: "i", 8: "q"}
 _FLOAT_FORMATS = {4: "f", 8: "d"}
+
+
+class TableIndexError(OfflowError, IndexError):
+    """An index outside an array table: an OfflowError (the CLI says it in one line) and
+    an IndexError, as a list's (so `for v in table` and `list(table)` end there)."""
 
 
 @dataclass(frozen=True)
@@ -205,13 +211,23 @@ class Table:
             return _INT_FORMATS.get(info.size)
         return _FLOAT_FORMATS.get(info.size) if info.type == "f" else None
 
+    def __len__(self) -> int:
+        """The table's length, asked now (info().length: an array's elements, a route
+        table's routes, a map's keys)."""
+        return self.info().length
+
     def __getitem__(self, index: int) -> int | float | bytes:
+        """Element `index` of an array table, read now; a negative index counts from the
+        end, as a list's (-1: the last)."""
+        _int_index(self.name, index)
         info = self._array()
         raw = self.request(b"g" + struct.pack("<I", self._index(index, info)))
         fmt = self._format(info)
         return struct.unpack("<" + fmt, raw)[0] if fmt else raw
 
     def __setitem__(self, index: int, value: int | float | bytes) -> None:
+        """Set element `index` of an array table (negative: from the end) to `value`."""
+        _int_index(self.name, index)
         info = self._array()
         fmt = self._format(info)
         if isinstance(value, (bytes, bytearray)):
@@ -227,12 +243,14 @@ class Table:
         self.request(b"s" + struct.pack("<I", self._index(index, info)) + data)
 
     def _index(self, index: int, info: Info) -> int:
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise TypeError(f"table `{self.name}`: an index is an int (one element at a "
-                            f"time), not {type(index).__name__}")
-        if not 0 <= index < info.length:
-            raise OfflowError(f"table `{self.name}`: index {index} is outside 0..{info.length - 1}")
-        return index
+        """The element `index` names (a negative one counts from the end), or
+        TableIndexError with the range."""
+        n = info.length
+        if not -n <= index < n:
+            where = (f"outside 0..{n - 1} (or -{n}..-1 from the end)" if n
+                     else "not there: the table has no elements")
+            raise TableIndexError(f"table `{self.name}`: index {index} is {where}")
+        return index % n
 
     def add(self, prefix: str, hop: int) -> None:
         """Add (or replace) route PREFIX -> next hop `hop` in a route table."""
@@ -276,6 +294,17 @@ class Table:
             raise OfflowError(f"table `{self.name}` is {what}: {prefix} needs an {want} "
                               "route table")
         return msg
+
+
+def _int_index(table: str, index: object) -> None:
+    """TypeError unless `index` is an int (not a bool), before anything is asked: a slice
+    is refused, since each element is a request of its own (a slice's values would not
+    be one moment's)."""
+    if not isinstance(index, int) or isinstance(index, bool):
+        more = (": each element is a request of its own, so read a range one index at a "
+                "time" if isinstance(index, slice) else "")
+        raise TypeError(f"table `{table}`: an index is an int (one element at a time), not "
+                        f"{type(index).__name__}{more}")
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import ipaddress
 import random
+import re
 import struct
 import subprocess
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import dpkt
 import pytest
@@ -378,6 +380,47 @@ def test_array_value_of_the_wrong_size_is_refused() -> None:
                                        "10.0.0.0/8; its tables: "), e.value
         s.wait_drained(timeout=60)
     assert s.result is not None and s.result.ok
+
+
+def test_an_array_table_is_a_sequence_counted_from_the_end_too() -> None:
+    """len() is the table's length; a negative index counts from the end for get and
+    set, as a list's; one below -len (or at len) is an IndexError with the range, which
+    ends an iteration as a list's does. Before 2026-11-28: no len(), and -1 refused."""
+    with session(load_program(TTL), RunOptions(count=1000)) as s:
+        s.wait_drained(timeout=60)  # (no packet counts on top of what is set)
+        counts = s.tables["class_counts"]
+        n = counts.info().length
+        assert n > 1 and len(counts) == n
+        counts[-1] = 41
+        counts[-n] = 42
+        assert (counts[n - 1], counts[0], counts[-1], counts[-n]) == (41, 42, 41, 42)
+        assert list(counts) == [counts[i] for i in range(n)]
+        said = (rf"table `class_counts`: index {{}} is outside 0..{n - 1} "
+                rf"\(or -{n}..-1 from the end\)")
+        for index in (-n - 1, n):
+            with pytest.raises(IndexError, match=said.format(index)):
+                counts[index]
+            with pytest.raises(OfflowError, match=said.format(index)):
+                counts[index] = 0
+        assert counts.info().updates == 2
+        assert [counts[i] for i in (0, -1)] == [42, 41]
+    assert s.result is not None and s.result.ok
+
+
+def test_a_slice_of_a_table_is_one_type_error_before_anything_is_asked() -> None:
+    """Each element is a request of its own, so a slice (whose values would not be one
+    moment's) is refused, before the table is asked anything (it asked for the table's
+    info first, waiting for its device, before 2026-11-28)."""
+    def channel() -> Any:
+        raise AssertionError("the table was asked")
+
+    t = Table("counts", channel)
+    said = ("table `counts`: an index is an int (one element at a time), not slice: each "
+            "element is a request of its own, so read a range one index at a time")
+    with pytest.raises(TypeError, match=re.escape(said)):
+        t[1:3]  # type: ignore[index]
+    with pytest.raises(TypeError, match=re.escape(said)):
+        t[1:3] = [1, 2]  # type: ignore[index]
 
 
 def test_offlow_ctl_command_line(tmp_path: Path) -> None:
