@@ -2,6 +2,7 @@
 test's comment), not recomputed by the model's code."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -10,7 +11,9 @@ from offlow.errors import OfflowError
 from offlow.planner import crossing, profile
 from offlow.planner.calibrate import Calibration, ElementCost, QueueCost, from_stats, median
 from offlow.planner.model import Crossing, Placement, Segment, clock_needed_mhz, predict
+from offlow.planner.plan import format_plan
 from offlow.planner.profile import Link, MemoryLevel, Profile
+from offlow.planner.request import PlanRequest
 from offlow.planner.search import model_inputs, rank
 from tests.progs import two_segment
 
@@ -452,3 +455,34 @@ def test_the_crossing_extra_is_the_median_of_each_rounds_own_difference(monkeypa
     cost = crossing.measure(repeats=3, sizes=(64,), packets=1_000)
     # (the copies alike: a tenth and a fifth of each reading, 1, 1, 40 and 2, 2, 80)
     assert cost.points[0] == pytest.approx((80.0, 10.0, 10.0, 1.0, 2.0))
+
+
+
+def _report_of(x: crossing.CrossingCost) -> list[str]:
+    """The lines of `offlow plan`'s report from its crossing calibration on."""
+    cal = Calibration(program="t", packets=1000, frame_bytes=100.0, elements=(), queues=(),
+                      source_ns=0.0, loops=(("rx", 0.0),), crossings=(x,))
+    text = format_plan(PlanRequest(Path("t.py"), "nic"), cal, PROFILES, [])
+    lines = text.splitlines()
+    at = next(k for k, line in enumerate(lines) if "crossing calibration" in line)
+    return lines[at:lines.index("", at)]
+
+
+def test_crossing_points_below_zero_are_shown_as_measured_with_what_they_are():
+    """A split run that measured faster than one thread (a loaded machine's noise) gives
+    points below 0 (bytes, push, pop, push copies, pop copies; shown push+copies/pop+copies):
+    `offlow plan` shows them as the fit took them and says what they are (before
+    2026-11-28 they were printed without a word); points at or above 0 get no note."""
+    noisy = crossing.CrossingCost(32, 1024, crossing.fit([(64, -12), (1500, 30)]),
+                                  crossing.fit([(64, 5), (1500, 9)]),
+                                  ((64.0, -12.0, 5.0, 3.0, -1.0), (1500.0, 30.0, 9.0, 4.0, 2.0)))
+    assert _report_of(noisy) == [
+        "  crossing calibration (batch 32, ring 1024; push/pop ns per entry, loop + copies, "
+        "medians): 64 B -12+3/5-1, 1500 B 30+4/9+2",
+        "    (below 0: the split run measured faster than one thread there, this machine's "
+        "noise (a loaded machine's); the lines fitted through these points, which price the "
+        "queues above, are never below 0)"]
+    assert noisy.push.ns(64) == 0.0  # (what the note says of the line)
+    quiet = replace(noisy, points=((64.0, 12.0, 5.0, 0.0, 1.0),))
+    assert _report_of(quiet) == ["  crossing calibration (batch 32, ring 1024; push/pop ns "
+                                 "per entry, loop + copies, medians): 64 B 12+0/5+1"]

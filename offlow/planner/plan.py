@@ -185,9 +185,7 @@ def format_plan(req: PlanRequest, cal: Calibration, profiles: dict[str, Profile]
                    f"(+{x.pop_copy.ns(entry):.1f} copying)") if x else ""
         lines.append(f"  queue {q.name}: {q.packets:.3f} packets, {q.bytes:.0f} B{between}")
     for x in cal.crossings:
-        pts = ", ".join(_point(pt) for pt in x.points)
-        lines.append(f"  crossing calibration (batch {x.batch}, ring {x.ring_size}; push/pop ns "
-                     f"per entry, loop + copies, medians): {pts}")
+        lines += _crossing_lines(x)
     shown = ranked[:req.top]
     what = "alternatives given" if req.alternatives else "placements"
     alike = sum(r.alike for r in ranked)
@@ -207,6 +205,20 @@ def format_plan(req: PlanRequest, cal: Calibration, profiles: dict[str, Profile]
               "latency: a packet's mean time through the elements and crossings, queueing "
               "not included (docs/planner.md)"]
     return "\n".join(lines)
+
+
+def _crossing_lines(x: crossing.CrossingCost) -> list[str]:
+    """The report's lines of one crossing calibration: its points as measured (what the
+    lines are fitted to), and, where one is below 0, what that is. Not clamped: a point
+    shown 0 that the fit took as -12 would not give the line it prices the queues by."""
+    pts = ", ".join(_point(pt) for pt in x.points)
+    lines = [f"  crossing calibration (batch {x.batch}, ring {x.ring_size}; push/pop ns "
+             f"per entry, loop + copies, medians): {pts}"]
+    if any(v < 0 for pt in x.points for v in pt[1:]):
+        lines.append("    (below 0: the split run measured faster than one thread there, "
+                     "this machine's noise (a loaded machine's); the lines fitted through "
+                     "these points, which price the queues above, are never below 0)")
+    return lines
 
 
 def _point(pt: tuple[float, ...], signed: bool = False) -> str:
