@@ -10,7 +10,7 @@ import importlib
 
 from offlow.argtypes import File, NewFile, Whole
 from offlow.errors import OfflowError
-from offlow.kvs.tools import LOAD_SECONDS
+from offlow.kvs.args import LOAD_SECONDS
 
 NAMES = ("queue", "router", "groups", "channels", "kvs", "lso", "xdp", "gpu", "streams",
          "crypto", "tsp", "balance", "seeds", "remote")

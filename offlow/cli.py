@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from offlow import buildcache, remote, targets
+from offlow import remote, targets
 from offlow.argtypes import (
     PORT_OR_FREE,
     SEED,
@@ -28,7 +28,7 @@ from offlow.argtypes import (
 )
 from offlow.errors import OfflowError
 from offlow.lifecycle import Terminated, signals_deferred, stop_signals
-from offlow.planner import profile
+from offlow.planner import presets
 from offlow.planner.request import PlanRequest
 from offlow.router import MAX_HOP
 from offlow.router import check_args as router_check_args
@@ -83,6 +83,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
                       remotes=tuple(a.remote), secret_file=a.secret_file,
                       window_file=a.window_file)
     if a.no_cache:  # (the environment: the build, and tools it starts, read it there)
+        from offlow import buildcache
+
         os.environ[buildcache.NO_CACHE] = "1"
     b = build_for(prog, opts)
     if a.serve and not b.plan.program_channels:
@@ -113,6 +115,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
 
 def _cmd_cache(a: argparse.Namespace) -> int:
+    from offlow import buildcache
+
     if a.cache_cmd == "info":
         i = buildcache.info()
         print(f"folder   {i.folder}" + ("" if i.offlows else
@@ -419,7 +423,7 @@ def parser() -> argparse.ArgumentParser:
     program_args(pl)
     pl.add_argument("--device", required=True, metavar="PROFILE",
                     help="the device the program's `nic` segments would run on: a preset "
-                         "(offlow/planner/profiles: " + ", ".join(profile.names()) + ") or "
+                         "(offlow/planner/profiles: " + ", ".join(presets.names()) + ") or "
                          "a YAML file")
     pl.add_argument("--host", default="host", metavar="PROFILE",
                     help="the host's profile (default: this machine)")
@@ -479,9 +483,9 @@ def parser() -> argparse.ArgumentParser:
                      "and offlow's server and show every difference (exit 1 on one)")
     kq = kvsub.add_parser("quick", help="offlow's CPU-only server beside memcached under the "
                           "same load")
-    from offlow.kvs import quick
+    from offlow.kvs.args import add_quick_arguments
 
-    quick.add_arguments(kq)
+    add_quick_arguments(kq)
     kv.set_defaults(fn=_cmd_kvs)
 
     ls = sub.add_parser("lso", help="segmentation offload tools: large sends, cut on the NIC")

@@ -18,8 +18,8 @@ import os
 import statistics
 from collections.abc import Sequence
 
-from offlow.argtypes import Names, Whole
-from offlow.kvs.tools import LOAD_DEPTH, LOAD_SECONDS, kvs_server, memcached, run_loadgen
+from offlow.kvs.args import add_quick_arguments
+from offlow.kvs.tools import kvs_server, memcached, run_loadgen
 
 
 def run(reps: int = 3, duration: float = 4.0, protos: Sequence[str] = ("udp", "tcp"),
@@ -60,17 +60,6 @@ def summary(results: dict[str, dict[str, list[float]]]) -> list[str]:
     return lines
 
 
-def add_arguments(ap: argparse.ArgumentParser) -> None:
-    """The options of `offlow kvs quick` (and `python -m offlow.kvs.quick`)."""
-    ap.add_argument("--reps", type=Whole(1), default=3, help="pairs of runs per protocol")
-    ap.add_argument("--duration", type=LOAD_SECONDS, default=4.0,
-                    help="seconds of load per run")
-    ap.add_argument("--protos", type=Names(("udp", "tcp")), default="udp,tcp",
-                    help="protocols, comma-separated")
-    ap.add_argument("--depth", type=LOAD_DEPTH, default=16,
-                    help="requests in flight per connection")
-
-
 def cli(a: argparse.Namespace) -> int:
     """Measure with the parsed options and print the summary."""
     results = run(a.reps, a.duration, a.protos.split(","), a.depth)
@@ -82,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Command-line entry point."""
     ap = argparse.ArgumentParser(prog="python -m offlow.kvs.quick", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(ap)
+    add_quick_arguments(ap)
     return cli(ap.parse_args(argv))
 
 

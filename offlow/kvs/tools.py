@@ -29,7 +29,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from offlow.argtypes import Number, Whole
 from offlow.cbuild import RUNTIME, build_exe
 from offlow.debian import find_or_install
 from offlow.errors import OfflowError
@@ -38,10 +37,6 @@ KVS_TOOLS = RUNTIME / "lib" / "kvs" / "tools"
 TOOLS = RUNTIME / "tools"  # the drivers' argument, file and clock helpers (tool_io)
 HOST = "127.0.0.1"
 START_TIMEOUT = 10.0
-
-# kvs_loadgen.c's bounds of --duration and --depth (the CLIs' value types)
-LOAD_SECONDS = Number(0.01, 86400, unit="seconds")
-LOAD_DEPTH = Whole(1, 4096, "requests in flight")
 
 
 def build_server() -> Path:

@@ -15,8 +15,7 @@ from typing import Any
 
 from offlow.errors import OfflowError
 from offlow.ir.graph import WORK_KINDS
-
-PRESETS = Path(__file__).parent / "profiles"
+from offlow.planner.presets import PRESETS, names
 
 
 @dataclass(frozen=True)
@@ -48,11 +47,6 @@ class Profile:
     memory_mb: float  # limits
     instructions: int  # the instruction store per core (0: no limit)
     ipc: float  # instructions per cycle, where the sources give it (0: unknown)
-
-
-def names() -> list[str]:
-    """The presets' names."""
-    return sorted(p.stem for p in PRESETS.glob("*.yaml"))
 
 
 def load(name_or_path: str | Path) -> Profile:
