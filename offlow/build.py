@@ -11,7 +11,7 @@ from pathlib import Path
 from offlow import buildcache, cbuild, ccwarn, targets
 from offlow.buildcache import cache_dir
 from offlow.cbuild import digest
-from offlow.codegen.c import gen_common, headers
+from offlow.codegen.c import gen_common, gen_sources, headers
 from offlow.dsl import Program
 from offlow.errors import OfflowError
 from offlow.ir import Graph
@@ -67,8 +67,9 @@ def plan_program(program: Program, fit: tuple[int, str] | None = None) -> Plan:
 
 
 def generate(plan: Plan, ports: tuple[PortKind, ...] = ()) -> dict[str, str]:
-    """File name -> text: common.h, then each device's files from its target."""
-    files = {"common.h": gen_common(plan, ports)}
+    """File name -> text: common.h and sources.h (the source kinds of the run's
+    `ports`), then each device's files from its target."""
+    files = {"common.h": gen_common(plan), "sources.h": gen_sources(plan, ports)}
     for d in plan.devices:
         files.update(targets.get(d.target).generate(plan, d.name))
     return files
@@ -117,15 +118,16 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
         """Compile generated `c_file` with the runtime libraries (and the target's own,
         `more`) into `exe` (once: cached, with the archives and flags it was built
         from). The executable is kept apart too, under a key of what it is made of (its
-        C file, common.h, the flags, the compiler, the archives): a program of which
-        only another device's code changed (an edit of the host's element) takes it
-        from there instead of compiling it again."""
+        C file, common.h and sources.h, the flags, the compiler, the archives): a
+        program of which only another device's code changed (an edit of the host's
+        element) takes it from there instead of compiling it again."""
         mine = d.closure([*archives, *more])
         linked = [archives.get(lib.name) or cbuild.build_library(lib.name, cbuild.TOOL,
                                                                  extra_flags) for lib in mine]
         system = list(dict.fromkeys(f for lib in mine for f in lib.link))
         inputs = " ".join([*(a.parent.name for a in linked), *system, ccwarn.KEPT])
         own = digest(c_file.read_bytes(), (out / "common.h").read_bytes(),
+                     (out / "sources.h").read_bytes(),
                      " ".join(cflags).encode(), inputs.encode(),
                      buildcache.compiler_inputs(compiler, cbuild.for_this_cpu(cflags)).encode())
         stored = buildcache.folder(cache_dir() / f"{program.name}.{exe.name}-{own}") / exe.name

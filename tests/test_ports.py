@@ -19,6 +19,7 @@ import pytest
 from offlow import OfflowError
 from offlow.dsl.loader import load_program
 from offlow.runner import RunOptions, build_for, run
+from offlow.targets import xdp
 from tests.e2e import ROOT, read_frames, run_example
 from tests.test_router import bgp_slice, frames_to, write_pcap
 
@@ -63,6 +64,23 @@ def test_router_through_dpdk_net_pcap_writes_what_the_pcap_port_writes(
     want = read_frames(expected)
     assert len(want) > 1000
     assert read_frames(out) == want
+
+
+@needs_dpdk
+@pytest.mark.skipif(xdp.TARGET.unusable() is not None,
+                    reason=f"xdp cannot run here: {xdp.TARGET.unusable()}")
+def test_a_dpdk_port_beside_a_segment_on_xdp(tmp_path: Path) -> None:
+    """The TTL pipeline's rx segment on xdp, its sink on the host through a DPDK port:
+    the xdp device's host side, which opens no source, builds without the port
+    library's headers (they were in the common.h every device includes: a compile
+    error), and the port writes what the pcap sink writes for the same run."""
+    out, want = tmp_path / "dpdk.pcap", tmp_path / "pcap.pcap"
+    s = run_example(["rx.device=xdp"], count=500, ports=(f"tx=dpdk:net_pcap0,tx_pcap={out}",))
+    assert s["ok"], s["errors"]
+    t = run_example(["rx.device=xdp"], count=500, output=want)
+    assert t["ok"], t["errors"]
+    assert len(read_frames(want)) > 100
+    assert read_frames(out) == read_frames(want)
 
 
 @needs_dpdk
