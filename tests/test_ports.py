@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from offlow import OfflowError
+from offlow.build import reload_object
 from offlow.dsl.loader import load_program
 from offlow.runner import RunOptions, build_for, run
 from offlow.targets import xdp
@@ -81,6 +82,16 @@ def test_a_dpdk_port_beside_a_segment_on_xdp(tmp_path: Path) -> None:
     assert t["ok"], t["errors"]
     assert len(read_frames(want)) > 100
     assert read_frames(out) == read_frames(want)
+
+
+@needs_dpdk
+def test_a_run_with_a_dpdk_port_can_be_reloaded() -> None:
+    """offlow reload's shared object of a run whose sink is a DPDK port builds: it
+    opens no source and is not given the port library's headers (it failed to compile
+    while common.h, which it includes, named them)."""
+    o = RunOptions(count=10, ports=("tx=dpdk:net_null0",))
+    b = build_for(load_program(ROOT / "examples" / "ttl_pipeline.py"), o)
+    assert reload_object(b, "host").is_file()
 
 
 @needs_dpdk
