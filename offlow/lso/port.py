@@ -179,7 +179,10 @@ class SendPort:
         self.sent += 1
 
     def completions(self) -> list[Completion]:
-        """Every completion so far (in posting order), the ones returned before too."""
+        """Every completion so far (in posting order), the ones returned before too; after
+        close() (a session's end), those it had."""
+        if not self._open:  # (the handle is gone: reaping it would read freed memory)
+            return list(self._done)
         buf = (_Done * 256)()
         while (n := self._lib.ofl_lso_host_reap(self._h, buf, 256)) > 0:
             self._done += [Completion(d.tag, d.status, d.packets, d.len) for d in buf[:n]]
@@ -194,8 +197,8 @@ class SendPort:
     def close(self) -> None:
         """Unmap the port and remove its file."""
         if self._open:
-            self._open = False
             self.completions()
+            self._open = False
             self._lib.ofl_lso_host_destroy(self._h)
 
     def __enter__(self) -> SendPort:
