@@ -1,0 +1,340 @@
+"""Programs written as a user writes them from docs/streams.md, docs/crypto.md,
+docs/lso.md and docs/planner.md, run on the targets they fit, each output checked
+against an independent computation (Counter and bytes.split for words, `cryptography`
+for AES-CBC, dpkt and a fragment reassembly written here for frames), never offlow's
+helpers: a word count with a stop-word gate of the user's own C
+(tests/programs/word_gate.py), an encrypt-then-segment pipeline (seal_jumbo.py, then
+cut_sealed.py through a send port with an MSS of 1337), a planner question about the
+word count; and the mistakes such a user makes, each one clear error or a counted drop."""
+
+from __future__ import annotations
+
+import random
+import socket
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import dpkt
+import pytest
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+from offlow import Program
+from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
+from offlow.lso.app import session
+from offlow.report import summarize
+from offlow.runner import RunOptions, build_for, run
+from tests.e2e import ROOT, offlow_cli, read_frames
+
+PROGRAMS = ROOT / "tests" / "programs"
+WORD_GATE, SEAL, CUT = (PROGRAMS / f"{n}.py" for n in ("word_gate", "seal_jumbo", "cut_sealed"))
+STREAMS_QUERY = ROOT / "examples" / "streams_query.py"
+
+
+def _udp_frame(src: str, sport: int, dst: str, dport: int, data: bytes, ident: int = 0) -> bytes:
+    u = dpkt.udp.UDP(sport=sport, dport=dport, data=data)
+    u.ulen = len(u)
+    ip = dpkt.ip.IP(src=socket.inet_aton(src), dst=socket.inet_aton(dst), p=17, data=u,
+                    ttl=64, id=ident)
+    ip.len = len(ip)
+    return bytes(dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6, data=ip))
+
+
+def _write(path: Path, frames: list[bytes]) -> None:
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=65535)
+        for k, fr in enumerate(frames):
+            w.writepkt(fr, ts=k * 1e-4)
+
+
+def _run(program: Program, o: RunOptions) -> dict[str, Any]:
+    b = build_for(program, o, werror=True)
+    res = run(b, o)
+    assert res.ok, res.errors
+    return summarize(b.plan, res.stats)
+
+
+# ---- a word count with a gate of the user's own --------------------------------------
+
+VOCAB = [b"a", b"of", b"the", b"fox", b"#tag", b"#", b"quick", b"x\x00y", b"caf\xc3\xa9", b"}",
+         b'"q"', b"fifteen_letters", b"sixteen_letters!", b"averyveryverylongword"]
+
+
+@pytest.fixture(scope="module")
+def lines(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[bytes]]:
+    """301 lines of 0..8 words with spaces, tabs, newlines and CRs, empty lines among
+    them, from a few flows."""
+    rng = random.Random(5)
+    text = []
+    for _ in range(301):
+        words = [rng.choice(VOCAB) for _ in range(rng.randrange(9))]
+        text.append(b"".join(w + rng.choice([b" ", b"\t", b"  ", b"\n", b"\r\n"])
+                             for w in words))
+    path = tmp_path_factory.mktemp("words") / "lines.pcap"
+    _write(path, [_udp_frame("10.0.0.1", 5000 + k % 7, "10.0.0.2", 6000, ln)
+                  for k, ln in enumerate(text)])
+    return path, text
+
+
+def _counts(table: list[int]) -> dict[bytes, int]:
+    """The count table read as docs/streams.md's word_table lays it out (6 words a slot:
+    state, the word zero-padded to 15 bytes then its length, the count)."""
+    out = {}
+    for i in range(0, len(table), 6):
+        if table[i]:
+            raw = b"".join(k.to_bytes(4, "little") for k in table[i + 1:i + 5])
+            out[raw[:raw[15]]] = table[i + 5]
+    return out
+
+
+@pytest.mark.parametrize("settings", [(), ("tally.device=nic",),
+                                      ("tally.device=nic", "tally.cores=1,2"),
+                                      ("ingest.device=host",)])
+def test_a_word_count_with_a_stop_word_gate_counts_what_counter_counts(
+        tmp_path: Path, lines: tuple[Path, list[bytes]], settings: tuple[str, ...]) -> None:
+    """Words of 3..15 bytes that are no hashtag, counted as Counter counts bytes.split()'s
+    words; the gate's and the counter's ends add up to every word."""
+    path, text = lines
+    words = [w for ln in text for w in ln.split()]
+    want = Counter(w for w in words if 3 <= len(w) <= 15 and not w.startswith(b"#"))
+    s = _run(load_program(WORD_GATE, list(settings)), RunOptions(input=path, timeout=60))
+    assert _counts(s["tables"]["tally_counts"]) == want
+    gate, tally = s["elements"]["gate"], s["elements"]["tally_words"]
+    assert gate["consumed"] == sum(1 for w in words if len(w) < 3 or w.startswith(b"#"))
+    assert tally["why"]["not_a_word"] == sum(1 for w in words if len(w) > 15
+                                             and not w.startswith(b"#"))
+    assert gate["in"] == len(words) and s["accounting"]["unaccounted"] == 0
+
+
+@pytest.mark.parametrize(("program", "settings", "said"), [
+    (WORD_GATE, "tally.device=gpu", r"element `cutter` \(SplitWords\) cannot run on target `gpu`"),
+    (STREAMS_QUERY, "select.device=xdp",
+     r"element `tuples` \(TupleIn\) cannot run on target `xdp`: its body uses offlow/streams.h"),
+    (STREAMS_QUERY, "aggregate.device=gpu",
+     r"element `average` \(Aggregate\) cannot run on target `gpu`: it has code to run at "
+     "the end of its stream"),
+    (STREAMS_QUERY, "aggregate.cores=0,1", r"table `average_windows` is one core's state"),
+])
+def test_a_placement_where_a_stream_element_cannot_run_is_one_error(
+        lines: tuple[Path, list[bytes]], program: Path, settings: str, said: str) -> None:
+    with pytest.raises(OfflowError, match=said):
+        build_for(load_program(program, [settings]), RunOptions(input=lines[0], timeout=60))
+
+
+def test_a_planner_question_ranks_the_user_s_alternatives(
+        lines: tuple[Path, list[bytes]]) -> None:
+    """`offlow plan` with the placements docs/planner.md suggests: each --alt given is
+    ranked, and the model's own consequence holds: the tally on three slow cores beats
+    everything on one (the splitter dominates, and three cores share it)."""
+    r = offlow_cli("plan", str(WORD_GATE), "--device", "cmp-nic-400", "--workload",
+                   str(lines[0]), "--packets", "3000", "--alt", "",
+                   "--alt", "tally.device=nic", "--alt", "tally.device=nic tally.cores=1,2,3")
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split() for ln in r.stdout.splitlines()
+            if ln.strip()[:1].isdigit() and "ingest:" in ln]
+    places = [next(w for w in row if w.startswith("tally:")) for row in rows]
+    assert sorted(places) == ["tally:host[0]", "tally:nic[0]", "tally:nic[1-3]"]
+    assert places.index("tally:nic[1-3]") < places.index("tally:nic[0]")
+
+
+def test_a_planner_alternative_on_a_device_it_does_not_model_is_one_error(
+        lines: tuple[Path, list[bytes]]) -> None:
+    """(It was a KeyError traceback after the whole calibration.)"""
+    r = offlow_cli("plan", str(WORD_GATE), "--device", "cmp-nic-400", "--workload",
+                   str(lines[0]), "--packets", "2000", "--alt", "tally.device=xdp")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "--alt 'tally.device=xdp': places a segment on `xdp`" in r.stderr
+    assert "calibrating" not in r.stderr
+
+
+# ---- encrypt, then segment ------------------------------------------------------------
+
+KEYS = {("10.9.0.1", 4242, "10.9.0.2", 7777): (bytes(range(16)), bytes(range(0xa0, 0xb0))),
+        ("10.9.0.2", 7777, "10.9.0.1", 4242): (bytes(range(255, 239, -1)), bytes(15) + b"\x01")}
+SIZES = [0, 1, 15, 16, 17, 1337, 1344, 2689, 4001, 8941, 8942, 8950]
+MSS = 1337
+
+
+def _aes(flow: tuple[str, int, str, int], data: bytes) -> bytes:
+    key, iv = KEYS[flow]
+    p = padding.PKCS7(128).padder()
+    e = Cipher(algorithms.AES(key), modes.CBC(iv)).encryptor()
+    return e.update(p.update(data) + p.finalize()) + e.finalize()
+
+
+@pytest.fixture(scope="module")
+def jumbo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[tuple[Any, bytes]]]:
+    """Datagrams of odd sizes up to a jumbo frame on the two keyed flows, one to the
+    discard port and one of a flow with no key; the key file with comments (one with
+    a quote and a brace) and uneven spaces."""
+    d = tmp_path_factory.mktemp("seal")
+    rng = random.Random(7)
+    flows = list(KEYS)
+    sent = [(flows[k % 2], rng.randbytes(n)) for k, n in enumerate(SIZES)]
+    sent.insert(3, (("10.9.0.3", 1337, "10.9.0.2", 9), b"discard me"))
+    sent.insert(7, (("10.9.0.4", 1, "10.9.0.2", 2), b"no key for me"))
+    _write(d / "jumbo.pcap", [_udp_frame(f[0], f[1], f[2], f[3], data, k)
+                              for k, (f, data) in enumerate(sent)])
+    lines = ['# my flows } "quoted"']
+    for (src, sport, dst, dport), (key, iv) in KEYS.items():
+        lines.append(f"{src}:{sport}   {dst}:{dport} {key.hex()} {iv.hex()}  # a flow")
+    (d / "keys.txt").write_text("\n".join(lines) + "\n")
+    return d / "jumbo.pcap", d / "keys.txt", sent
+
+
+@pytest.fixture(scope="module")
+def sealed(tmp_path_factory: pytest.TempPathFactory,
+           jumbo: tuple[Path, Path, list[tuple[Any, bytes]]]) -> tuple[dict[str, Any], list[bytes]]:
+    out = tmp_path_factory.mktemp("sealed") / "sealed.pcap"
+    s = _run(load_program(SEAL), RunOptions(input=jumbo[0], output=out, timeout=60,
+                                            opts=(f"flowkeys.path={jumbo[1]}",)))
+    return s, read_frames(out)
+
+
+def _fits(n: int) -> bool:
+    """Its ciphertext (PKCS#7: the next whole block) fits a 9,000-byte frame."""
+    return 14 + 20 + 8 + (n // 16 + 1) * 16 <= 9000
+
+
+def test_jumbo_datagrams_are_sealed_as_cryptography_seals_them_in_order(
+        jumbo: tuple[Path, Path, list[tuple[Any, bytes]]],
+        sealed: tuple[dict[str, Any], list[bytes]]) -> None:
+    """On an ordered group of three NIC cores: every keyed datagram whose ciphertext fits
+    the program's 9,000-byte frames comes out in order, AES-128-CBC with PKCS#7 under
+    its flow's key and IV; the one that would not fit is a counted `too_long`, the
+    discard port's a counted drop of the user's guard, the unkeyed one `no_key`."""
+    s, frames = sealed
+    keyed = [(f, d) for f, d in jumbo[2] if f in KEYS]
+    want = [_aes(f, d) for f, d in keyed if _fits(len(d))]
+    got = [bytes(dpkt.ethernet.Ethernet(fr).data.data.data) for fr in frames]
+    assert got == want and len(want) == len(SIZES) - 1
+    assert s["elements"]["lock"]["why"]["too_long"] == 1
+    assert s["elements"]["lock"]["why"]["no_key"] == 1
+    assert s["elements"]["guard"]["why"] == {"discard_port": 1}
+    for fr in frames:  # lengths and the IPv4 checksum rewritten: dpkt agrees
+        ip = dpkt.ethernet.Ethernet(fr).data
+        assert ip.len == len(fr) - 14 and ip.data.ulen == ip.len - 20
+        assert dpkt.in_cksum(fr[14:34]) == 0
+
+
+def _reassemble(frames: list[bytes]) -> list[bytes]:
+    """IPv4 fragments put back together by Identification and offset (RFC 791), each
+    fragment's header checked: the UDP datagrams (headers included), in order."""
+    parts: dict[int, list[tuple[int, bool, bytes]]] = {}
+    for fr in frames:
+        ip = dpkt.ethernet.Ethernet(fr).data
+        assert isinstance(ip, dpkt.ip.IP) and dpkt.in_cksum(fr[14:14 + ip.hl * 4]) == 0
+        assert len(fr) - 14 <= 1500
+        raw = fr[14 + ip.hl * 4:14 + ip.len]
+        parts.setdefault(ip.id, []).append((ip.offset * 8, bool(ip.mf), raw))  # (8 B units)
+    out = []
+    for ident in sorted(parts):
+        pieces = sorted(parts[ident], key=lambda p: p[0])
+        data = b""
+        for off, mf, raw in pieces:
+            assert off == len(data)
+            assert (len(raw) == (MSS + 8) // 8 * 8) == mf  # every piece but the last full
+            data += raw
+        out.append(data)
+    return out
+
+
+def test_sealed_datagrams_cut_at_mss_1337_reassemble_and_decrypt_to_what_was_sent(
+        tmp_path: Path, jumbo: tuple[Path, Path, list[tuple[Any, bytes]]],
+        sealed: tuple[dict[str, Any], list[bytes]]) -> None:
+    """The host posts each sealed datagram as one send with MSS 1337 (fragments of
+    1,344 bytes of datagram each); the fragments reassemble into the datagram, whose
+    UDP checksum holds over it, and `cryptography` decrypts it to what was sent."""
+    frames = sealed[1]
+    out = tmp_path / "cut.pcap"
+    # ids as the sends' tags: each datagram's fragments share its IPv4 Identification,
+    # which the template gives; make them distinct
+    with session(load_program(CUT), output=out, mtu=1500) as s:
+        for k, fr in enumerate(frames):
+            eth = dpkt.ethernet.Ethernet(fr)
+            eth.data.id = k
+            eth.data.sum = 0
+            raw = bytes(eth)
+            s.port.send(raw[:42], raw[42:], mss=MSS)
+    assert s.result.ok and all(c.status == 0 for c in s.result.completions)
+    datagrams = _reassemble(read_frames(out))
+    assert len(datagrams) == len(frames)
+    keyed = [(f, d) for f, d in jumbo[2] if f in KEYS and _fits(len(d))]
+    for dg, fr, (flow, plain) in zip(datagrams, frames, keyed, strict=True):
+        udp = dpkt.udp.UDP(dg)
+        assert udp.data == dpkt.ethernet.Ethernet(fr).data.data.data
+        src, dst = socket.inet_aton(flow[0]), socket.inet_aton(flow[2])
+        pseudo = src + dst + bytes([0, 17]) + len(dg).to_bytes(2, "big")
+        assert udp.sum == 0 or dpkt.in_cksum(pseudo + dg) == 0
+        key, iv = KEYS[flow]
+        d = Cipher(algorithms.AES(key), modes.CBC(iv)).decryptor()
+        u = padding.PKCS7(128).unpadder()
+        assert u.update(d.update(udp.data) + d.finalize()) + u.finalize() == plain
+    # the session's completions stay readable after it (it crashed the interpreter:
+    # they were read from the port's freed handle)
+    assert s.port.completions() == s.result.completions
+
+
+def test_a_key_file_with_a_bad_line_is_one_error_before_the_run(
+        tmp_path: Path, jumbo: tuple[Path, Path, list[tuple[Any, bytes]]]) -> None:
+    bad = tmp_path / "bad.txt"
+    bad.write_text(jumbo[1].read_text() + "10.9.0.5:1 10.9.0.6:2 00112233 0011\n")
+    o = RunOptions(input=jumbo[0], timeout=60, opts=(f"flowkeys.path={bad}",))
+    with pytest.raises(OfflowError, match=r"line 4: .*key"):
+        run(build_for(load_program(SEAL), o), o)
+
+
+def test_the_send_port_refuses_an_mss_of_0_and_the_nic_one_above_the_link(
+        tmp_path: Path) -> None:
+    """MSS 0 is refused by the host before posting; an MSS whose packets exceed the
+    link's MTU is refused by the NIC, completed with its reason and counted; the sends
+    beside them are cut."""
+    template = _udp_frame("10.0.0.1", 1, "10.0.0.2", 2, b"")
+    with session(load_program(CUT), output=tmp_path / "o.pcap", mtu=1500) as s:
+        with pytest.raises(OfflowError, match="an MSS above 0"):
+            s.port.send(template, bytes(100), mss=0)
+        s.port.send(template, bytes(3001), mss=1473)
+        s.port.send(template, bytes(5000), mss=9000)
+    assert [(c.reason, c.packets) for c in s.result.completions] == [("", 3), ("bad_mss", 0)]
+    assert s.result.summary["elements"]["slicer"]["why"]["bad_mss"] == 1
+
+
+# ---- a stream query's parameters, mistaken ---------------------------------------------
+
+@pytest.mark.parametrize(("make", "said"), [
+    ("Aggregate('a', fn='sum', attr=1, size='100', advance=10)", "size='100'"),
+    ("Aggregate('a', fn='sum', attr=1, size=100, advance=10, groups='8')", "groups='8'"),
+    ("Aggregate('a', fn='sum', attr=True, size=100, advance=10)", "attr=True"),
+    ("BSort('b', slack=True)", "slack=True"),
+    ("Join('j', size=True, left_port=1, right_port=2, left_key=1, right_key=1)", "size=True"),
+    ("CountWords('c', slots='16', words=word_table('t', 16))", "slots='16'"),
+    ("word_table('t', '16')", "slots='16'"),
+])
+def test_a_parameter_of_the_wrong_type_is_one_error_naming_it(make: str, said: str) -> None:
+    """(A str was a TypeError traceback from a comparison, or for word_table a length of
+    '161616161616'; a bool passed as 1.)"""
+    from offlow.elements.streams import Aggregate, BSort, Join  # noqa: F401
+    from offlow.elements.words import CountWords, word_table  # noqa: F401
+    with pytest.raises(OfflowError, match=f"`[a-z]+`: {said}"):
+        eval(make)
+
+
+@pytest.mark.parametrize(("opt", "said"), [
+    ("average_windows.size=0", "size=0 is not a number within 1..2305843009213693951"),
+    ("average_windows.advance=x", "advance=x is not a number within"),
+    ("average_windows.size=100000000",
+     "size=100000000 over advance=50000 keeps more than 1024 windows open"),
+    ("average_windows.fn=median", "fn=median: expected count, sum, avg, min or max"),
+])
+def test_a_stream_operator_option_it_would_refuse_is_one_error_before_the_run(
+        tmp_path: Path, opt: str, said: str) -> None:
+    """(The host's process refused it once started, while the NIC already read tuples
+    into a ring then broken: counted `ring_broken` drops, then the error.)"""
+    frames = [_udp_frame("10.0.0.1", 1, "10.0.0.2", 7001, (k % 30).to_bytes(4, "little") * 3)
+              for k in range(64)]
+    _write(tmp_path / "t.pcap", frames)
+    o = RunOptions(input=tmp_path / "t.pcap", timeout=60, opts=(opt,))
+    with pytest.raises(OfflowError, match=f"stream operator average_windows: {said}"):
+        run(build_for(load_program(STREAMS_QUERY), o), o)
