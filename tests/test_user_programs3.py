@@ -184,12 +184,15 @@ def jumbo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[tu
     return d / "jumbo.pcap", d / "keys.txt", sent
 
 
-@pytest.fixture(scope="module")
-def sealed(tmp_path_factory: pytest.TempPathFactory,
+@pytest.fixture(scope="module", params=[(), ("front.device=host", "vault.device=host",
+                                               "vault.cores=0")], ids=["nic", "host"])
+def sealed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
            jumbo: tuple[Path, Path, list[tuple[Any, bytes]]]) -> tuple[dict[str, Any], list[bytes]]:
+    """seal_jumbo.py as written (an ordered group of three NIC cores) and on one host core."""
     out = tmp_path_factory.mktemp("sealed") / "sealed.pcap"
-    s = _run(load_program(SEAL), RunOptions(input=jumbo[0], output=out, timeout=60,
-                                            opts=(f"flowkeys.path={jumbo[1]}",)))
+    s = _run(load_program(SEAL, list(request.param)),
+             RunOptions(input=jumbo[0], output=out, timeout=60,
+                        opts=(f"flowkeys.path={jumbo[1]}",)))
     return s, read_frames(out)
 
 
@@ -201,10 +204,11 @@ def _fits(n: int) -> bool:
 def test_jumbo_datagrams_are_sealed_as_cryptography_seals_them_in_order(
         jumbo: tuple[Path, Path, list[tuple[Any, bytes]]],
         sealed: tuple[dict[str, Any], list[bytes]]) -> None:
-    """On an ordered group of three NIC cores: every keyed datagram whose ciphertext fits
-    the program's 9,000-byte frames comes out in order, AES-128-CBC with PKCS#7 under
-    its flow's key and IV; the one that would not fit is a counted `too_long`, the
-    discard port's a counted drop of the user's guard, the unkeyed one `no_key`."""
+    """On an ordered group of three NIC cores or one host core: every keyed datagram whose
+    ciphertext fits the program's 9,000-byte frames comes out in order, AES-128-CBC with
+    PKCS#7 under its flow's key and IV; the one that would not fit is a counted
+    `too_long`, the discard port's a counted drop of the user's guard, the unkeyed one
+    `no_key`."""
     s, frames = sealed
     keyed = [(f, d) for f, d in jumbo[2] if f in KEYS]
     want = [_aes(f, d) for f, d in keyed if _fits(len(d))]
@@ -338,3 +342,47 @@ def test_a_stream_operator_option_it_would_refuse_is_one_error_before_the_run(
     o = RunOptions(input=tmp_path / "t.pcap", timeout=60, opts=(opt,))
     with pytest.raises(OfflowError, match=f"stream operator average_windows: {said}"):
         run(build_for(load_program(STREAMS_QUERY), o), o)
+
+
+def test_a_udp_query_s_results_made_at_its_end_are_counted_as_sent(tmp_path: Path) -> None:
+    """A counting Aggregate served over UDP: the window still open when the run is
+    stopped comes out at the end (its at_end) and reaches the sender, and the sink's
+    `sent` counts it. (It was sent at the sink's close, after the stats were written:
+    `3 packets, 2 sent, 0 dropped, 0 send errors`.)"""
+    import struct
+
+    from offlow import Sink, Source
+    from offlow.build import build
+    from offlow.elements.streams import Aggregate, TupleIn, TupleReply
+    from offlow.runner import Run
+
+    p = Program("udp_counts")
+    src, tin, back, out = Source("ears"), TupleIn("tin"), TupleReply("back"), Sink("mouth")
+    tally = Aggregate("tally", fn="count", attr=2, size=10, advance=10, order=1)
+    src >> tin >> tally >> back >> out
+    p.segment("front", [src, tin], device="nic", cores=[0])
+    p.segment("rear", [tally, back, out], device="host", cores=[0])
+    r = Run(build(p), RunOptions(udp_port=0, timeout=60))
+    r.start()
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as c:
+        c.bind(("127.0.0.1", 0))
+        c.settimeout(30)
+        try:
+            for k in range(25):  # v1 0..24: windows [0,10) and [10,20) close, [20,30) not
+                c.sendto(struct.pack("<2i", k, 7), ("127.0.0.1", r.udp_port))
+            got = [c.recv(65536) for _ in range(2)]
+        finally:
+            r.stop()
+            res = r.wait()
+        c.setblocking(False)  # the run has ended: whatever it sent is here
+        while True:
+            try:
+                got.append(c.recv(65536))
+            except BlockingIOError:
+                break
+    assert res.ok, res.errors
+    rows = [struct.unpack("<2iqq", g) for g in got]  # group, count, result, window start
+    assert [(n, start) for _, n, _, start in rows[:2]] == [(10, 0), (10, 10)]
+    assert len(rows) == 3 and rows[2][3] == 20 and 1 <= rows[2][1] <= 5
+    sink = summarize(r.build.plan, res.stats)["sinks"]["mouth"]
+    assert sink["packets"] == sink["sent"] == 3
