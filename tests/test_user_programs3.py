@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import socket
+import struct
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -349,7 +350,6 @@ def test_a_udp_query_s_results_made_at_its_end_are_counted_as_sent(tmp_path: Pat
     stopped comes out at the end (its at_end) and reaches the sender, and the sink's
     `sent` counts it. (It was sent at the sink's close, after the stats were written:
     `3 packets, 2 sent, 0 dropped, 0 send errors`.)"""
-    import struct
 
     from offlow import Sink, Source
     from offlow.build import build
@@ -386,3 +386,119 @@ def test_a_udp_query_s_results_made_at_its_end_are_counted_as_sent(tmp_path: Pat
     assert len(rows) == 3 and rows[2][3] == 20 and 1 <= rows[2][1] <= 5
     sink = summarize(r.build.plan, res.stats)["sinks"]["mouth"]
     assert sink["packets"] == sink["sent"] == 3
+
+
+# ---- a sensor query: the user's own predicate among the stream operators ---------------
+
+HOT = PROGRAMS / "hot_sensors.py"
+SIZE, ADVANCE = 777, 333
+
+
+def _ns_pcap(path: Path, records: list[tuple[int, bytes]]) -> None:
+    """A nanosecond pcap (magic 0xa1b23c4d), written here byte by byte."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1))
+        for ts, fr in records:
+            f.write(struct.pack("<IIII", ts // 10**9, ts % 10**9, len(fr), len(fr)) + fr)
+
+
+def _ns_frames(path: Path) -> list[bytes]:
+    raw = path.read_bytes()
+    assert struct.unpack_from("<I", raw)[0] == 0xA1B23C4D  # ts kept whole, as docs say
+    out, at = [], 24
+    while at < len(raw):
+        incl = struct.unpack_from("<IIII", raw, at)[2]
+        out.append(raw[at + 16:at + 16 + incl])
+        at += 16 + incl
+    return out
+
+
+@pytest.fixture(scope="module")
+def readings(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[int, ...]]]:
+    """500 readings (v1..v5, v4 the room 0..6, v2 with the 32-bit extremes among them),
+    ts growing by 0..400 ns with runs of equal ts, shuffled in blocks of three (at most
+    two places out of order); among them a datagram that holds no tuple and two tuples
+    of two values. Returns the capture and the rows as they arrive (ts, values...)."""
+    rng = random.Random(11)
+    ts, rows = 0, []
+    for _ in range(500):
+        ts += rng.choice([0, 0, 37, 120, 250, 333, 400])
+        v2 = rng.choice([-2**31, 2**31 - 1]) if rng.random() < 0.02 else rng.randrange(-999, 999)
+        rows.append((ts, rng.randrange(-20, 21), v2, rng.randrange(-20, 21),
+                     rng.randrange(7), rng.randrange(100)))
+    arrived = []
+    for k in range(0, len(rows), 3):
+        block = rows[k:k + 3]
+        rng.shuffle(block)
+        arrived += block
+    records = [(r[0], _udp_frame("10.1.0.1", 4000, "10.1.0.2", 7001,
+                                 struct.pack(f"<{len(r) - 1}i", *r[1:]))) for r in arrived]
+    extra = [(5, b"\x01" * 6), (77, struct.pack("<2i", 1, 2)), (9000, struct.pack("<2i", 3, 4))]
+    for at, payload in extra:
+        records.insert(at % len(records), (records[at % len(records)][0],
+                                           _udp_frame("10.1.0.1", 4000, "10.1.0.2", 7001,
+                                                      payload)))
+    path = tmp_path_factory.mktemp("hot") / "readings.pcap"
+    _ns_pcap(path, records)
+    return path, arrived
+
+
+def _hottest(arrived: list[tuple[int, ...]]) -> list[tuple[int, int, int, int]]:
+    """The query worked out plainly: the probe's rule, a stable sort by ts (the BSort's
+    slack covers the disorder), then each window's rooms in the order they first came:
+    (room, readings, hottest, window start); a window is out once a reading at or past
+    its end comes, the rest at the end, oldest first."""
+    kept = sorted((r for r in arrived if (r[1] + r[3]) % 3), key=lambda r: r[0])
+    windows: dict[int, dict[int, list[int]]] = {}
+    out: list[tuple[int, int, int, int]] = []
+
+    def emit(w: int) -> None:
+        out.extend((room, n, hi, w * ADVANCE) for room, (n, hi) in windows.pop(w).items())
+
+    for ts, _, v2, _, room, _ in kept:
+        for w in sorted(w for w in windows if w * ADVANCE + SIZE <= ts):
+            emit(w)
+        for w in range((ts - SIZE) // ADVANCE + 1, ts // ADVANCE + 1):
+            n_hi = windows.setdefault(w, {}).setdefault(room, [0, v2])
+            n_hi[0] += 1
+            n_hi[1] = max(n_hi[1], v2)
+    for w in sorted(windows):
+        emit(w)
+    return out
+
+
+@pytest.mark.parametrize("settings", [(), ("query.device=nic",), ("probe.device=host",)])
+def test_a_sensor_query_with_the_user_s_own_predicate_gives_each_room_s_hottest(
+        tmp_path: Path, readings: tuple[Path, list[tuple[int, ...]]],
+        settings: tuple[str, ...]) -> None:
+    path, arrived = readings
+    out = tmp_path / "hot.pcap"
+    s = _run(load_program(HOT, list(settings)), RunOptions(input=path, output=out, timeout=60))
+    got = [struct.unpack("<2iqq", bytes(dpkt.ethernet.Ethernet(fr).data.data.data))
+           for fr in _ns_frames(out)]
+    assert got == _hottest(arrived)
+    assert s["elements"]["tuples"]["why"]["bad_size"] == 1
+    assert s["elements"]["probe_rule"]["why"]["too_few"] == 2
+    assert s["elements"]["hottest"]["why"].get("late", 0) == 0
+    assert s["accounting"]["unaccounted"] == 0
+
+
+def test_a_drop_reason_that_is_a_c_keyword_is_one_error_naming_it() -> None:
+    """A user's element whose drop reason is `short` (the first name this file's probe
+    had): the error names it and why (it said only `drops names at most 256 reasons,
+    each a C identifier`)."""
+    from offlow import Element, Port, Sink, Source
+
+    class Picky(Element):
+        inputs = (Port("inp", "eth"),)
+        outputs = (Port("out", "eth"),)
+        drops = {"runt": "under 60 bytes", "short": "a user's word for it"}
+        body = "if (pkt->len < 60u) DROP_WHY(runt);"
+
+    p = Program("picky")
+    src, el, out = Source("rx"), Picky("picky"), Sink("tx")
+    src >> el >> out
+    p.segment("s", [src, el, out], device="host")
+    with pytest.raises(OfflowError, match="drop reason 'short' is not a C identifier "
+                                          r"\(letters, digits and _, not a C keyword\)"):
+        build_for(p, RunOptions(timeout=60))
