@@ -502,3 +502,67 @@ def test_a_drop_reason_that_is_a_c_keyword_is_one_error_naming_it() -> None:
     with pytest.raises(OfflowError, match="drop reason 'short' is not a C identifier "
                                           r"\(letters, digits and _, not a C keyword\)"):
         build_for(p, RunOptions(timeout=60))
+
+
+def _sum16(b: bytes) -> int:
+    """The Internet checksum's one's-complement sum (RFC 1071), folded."""
+    b += b"\0" * (len(b) % 2)
+    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+def test_a_tcp_send_with_options_and_an_ipv6_datagram_cut_at_mss_1337(tmp_path: Path) -> None:
+    """docs/lso.md's other shapes from a user's port: TCP/IPv4 with a timestamps option
+    and a sequence number about to wrap, and UDP/IPv6, both at MSS 1337. dpkt reads
+    every packet; the TCP segments carry 1,337 bytes each (the last the rest) at
+    consecutive sequence numbers across the wrap, PSH and FIN only on the last, IPv4
+    IDs counting up, each checksum right; the IPv6 fragments (Identification the tag)
+    reassemble into the datagram, whose UDP checksum holds."""
+    rng = random.Random(3)
+    opts = b"\x01\x01\x08\x0a" + struct.pack("!II", 1, 2)
+    fl = dpkt.tcp.TH_ACK | dpkt.tcp.TH_PUSH | dpkt.tcp.TH_FIN
+    tcp = dpkt.tcp.TCP(sport=4433, dport=50000, seq=0xFFFFF000, ack=5, flags=fl, opts=opts,
+                       win=512, off=(20 + len(opts)) // 4)
+    ip = dpkt.ip.IP(src=socket.inet_aton("10.2.0.1"), dst=socket.inet_aton("10.2.0.2"), p=6,
+                    data=tcp, ttl=64, id=100)
+    ip.len = len(ip)
+    t4 = bytes(dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6, data=ip))
+    udp = dpkt.udp.UDP(sport=5353, dport=6363, ulen=8)
+    a6, b6 = (socket.inet_pton(socket.AF_INET6, f"2001:db8::{k}") for k in (1, 2))
+    ip6 = dpkt.ip6.IP6(src=a6, dst=b6, nxt=17, hlim=64, data=udp, plen=8)
+    t6 = bytes(dpkt.ethernet.Ethernet(src=b"\x02" * 6, dst=b"\x04" * 6, type=0x86DD, data=ip6))
+    p4, p6 = rng.randbytes(9999), rng.randbytes(4001)
+    out = tmp_path / "cut.pcap"
+    with session(load_program(CUT), output=out, mtu=1500) as s:
+        s.port.send(t4, p4, mss=MSS)
+        s.port.send(t6, p6, mss=MSS, tag=77)
+    assert [(c.tag, c.status, c.packets) for c in s.result.completions] == [(0, 0, 8),
+                                                                            (77, 0, 3)]
+    eths = [dpkt.ethernet.Ethernet(fr) for fr in read_frames(out)]
+    segs = [e.data for e in eths if isinstance(e.data, dpkt.ip.IP)]
+    stream, seq = b"", 0xFFFFF000
+    for k, ip4 in enumerate(segs):
+        t, raw = ip4.data, bytes(ip4)
+        assert t.seq == seq and ip4.id == 100 + k and t.opts == opts
+        assert _sum16(raw[:20]) == 0xFFFF
+        pseudo = raw[12:20] + struct.pack("!HH", 6, len(raw) - 20)
+        assert _sum16(pseudo + raw[20:]) == 0xFFFF
+        last = k == len(segs) - 1
+        assert len(t.data) == (len(p4) - MSS * k if last else MSS)
+        assert (t.flags == fl) if last else (t.flags == dpkt.tcp.TH_ACK)
+        stream += t.data
+        seq = (seq + len(t.data)) & 0xFFFFFFFF
+    assert stream == p4
+    frags = [bytes(e.data) for e in eths if isinstance(e.data, dpkt.ip6.IP6)]
+    datagram = b""
+    for k, fr in enumerate(frags):  # IPv6 header, then the fragment header, then data
+        nxt, _, off_m, ident = struct.unpack("!BBHI", fr[40:48])
+        assert nxt == 17 and ident == 77 and fr[6] == 44
+        assert off_m >> 3 == len(datagram) // 8 and bool(off_m & 1) == (k < len(frags) - 1)
+        assert len(fr) <= 1500
+        datagram += fr[48:]
+    assert dpkt.udp.UDP(datagram).data == p6 and len(datagram) == 8 + len(p6)
+    pseudo6 = a6 + b6 + struct.pack("!IxxxB", len(datagram), 17)
+    assert _sum16(pseudo6 + datagram) == 0xFFFF
