@@ -140,14 +140,19 @@ def test_a_planner_question_ranks_the_user_s_alternatives(
     assert places.index("tally:nic[1-3]") < places.index("tally:nic[0]")
 
 
-def test_a_planner_alternative_on_a_device_it_does_not_model_is_one_error(
-        lines: tuple[Path, list[bytes]]) -> None:
-    """(It was a KeyError traceback after the whole calibration.)"""
+@pytest.mark.parametrize(("alt", "said"), [
+    # (a KeyError traceback after the whole calibration)
+    ("tally.device=xdp", "--alt 'tally.device=xdp': places a segment on `xdp`"),
+    # (ranked as if the 4-core device had 9 cores)
+    ("tally.device=nic tally.cores=1,2,3,4,5,6,7,8",
+     "segment `tally` on nic core 4; cmp-nic-400 has 4 cores (0..3)"),
+])
+def test_a_planner_alternative_the_device_cannot_hold_is_one_error(
+        lines: tuple[Path, list[bytes]], alt: str, said: str) -> None:
     r = offlow_cli("plan", str(WORD_GATE), "--device", "cmp-nic-400", "--workload",
-                   str(lines[0]), "--packets", "2000", "--alt", "tally.device=xdp")
+                   str(lines[0]), "--packets", "2000", "--alt", alt)
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert "--alt 'tally.device=xdp': places a segment on `xdp`" in r.stderr
-    assert "calibrating" not in r.stderr
+    assert said in r.stderr and "calibrating" not in r.stderr
 
 
 # ---- encrypt, then segment ------------------------------------------------------------
