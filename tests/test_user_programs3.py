@@ -585,3 +585,36 @@ def test_every_send_of_a_long_session_has_its_completion(tmp_path: Path) -> None
     assert [c.tag for c in done] == list(range(4500))
     assert all(c.status == 0 and c.packets == 1 for c in done)
     assert s.result.summary["sinks"]["wire"]["packets"] == 4500
+
+
+@pytest.mark.parametrize("device", ["nic", "host"])
+def test_md5_over_five_interleaved_chains_is_the_scheme_docs_crypto_md_spells_out(
+        tmp_path: Path, jumbo: tuple[Path, Path, list[tuple[Any, bytes]]], device: str) -> None:
+    """Md5Chains with k=5 (not the default 4) on datagrams of 0..8,950 bytes: each payload
+    becomes the MD5 of the five chains' MD5s, chain c holding 64-byte blocks c, c+5, ...
+    (hashlib on the blocks cut here)."""
+    import hashlib
+
+    from offlow import Sink, Source
+    from offlow.elements import CheckIPv4, Discard, ParseEth, ParseL4
+    from offlow.elements.crypto import Md5Chains
+
+    def md5x(data: bytes, k: int) -> bytes:
+        blocks = [data[i:i + 64] for i in range(0, len(data), 64)]
+        chains = [hashlib.md5(b"".join(blocks[c::k])).digest() for c in range(k)]
+        return hashlib.md5(b"".join(chains)).digest()
+
+    p = Program("five_chains")
+    rx, eth, ip4, l4 = Source("rx"), ParseEth("eth"), CheckIPv4("ip4"), ParseL4("l4")
+    digest, tx, other = Md5Chains("digest5", k=5), Sink("tx"), Discard("other")
+    rx >> eth
+    eth["ipv4"] >> ip4 >> l4 >> digest >> tx
+    eth["ipv6"] >> other
+    eth["other"] >> other
+    p.segment("all", [rx, eth, ip4, l4, digest, tx, other], device=device, cores=[0])
+    out = tmp_path / "digests.pcap"
+    _run(p, RunOptions(input=jumbo[0], output=out, timeout=60))
+    got = [bytes(dpkt.ethernet.Ethernet(fr).data.data.data) for fr in read_frames(out)]
+    assert got == [md5x(data, 5) for _, data in jumbo[2]]
+    with pytest.raises(OfflowError, match="k=True: the number of chains must be 1..16"):
+        Md5Chains("bad", k=True)
