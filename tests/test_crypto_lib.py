@@ -153,7 +153,7 @@ def test_lookup_finds_each_flow_and_only_it() -> None:
      "line 1: unexpected text after the IV"),
     ("10.0.0.1:1 10.0.0.2:2 " + "00" * 8 + " " + "00" * 8 + "\n"
      "10.0.0.1:1 10.0.0.2:2 " + "11" * 8 + " " + "00" * 8, BF,
-     "flow 10.0.0.1:1 10.0.0.2:2 is listed twice"),
+     "line 2: flow 10.0.0.1:1 10.0.0.2:2 is listed twice (first on line 1)"),
 ])
 def test_key_table_errors_name_the_line_and_the_reason(text: str, cipher: str, why: str) -> None:
     t = Table(text, cipher)

@@ -760,6 +760,9 @@ class DeviceGen:
             self.e(f"    if (!core->err) {{ /* {n.name}: at the end */",
                    *("    " + line for line in self._locals(n, "ctx->proc->")),
                    *("    " + line for line in text.splitlines()), "    }")
+        # what the end code wrote to a UDP sink goes now, not at the sink's close, after
+        # the stats were written (its datagrams sent uncounted)
+        self._flush(p, "    ", rings=False)
         for q in p.outputs:
             self.e(f"    for (unsigned j = 0; j < {q.instances}u && !core->err; j++) {{",
                    f"        int rc = ofl_qout_close(&ctx->out_{cname(q.name)}[j]);",

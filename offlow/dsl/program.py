@@ -487,10 +487,14 @@ class Program:
         if len(el.outputs) > MAX_OUTPUTS:
             raise OfflowError(f"element `{el.name}` ({cls}) has {len(el.outputs)} outputs; "
                               f"at most {MAX_OUTPUTS} (a bit each in the body's choice)")
-        if len(el.drops) > MAX_DROP_REASONS or not all(
-                c_identifier(r) for r in el.drops):
+        if len(el.drops) > MAX_DROP_REASONS:
             raise OfflowError(f"element `{el.name}` ({cls}): drops names at most "
-                              f"{MAX_DROP_REASONS} reasons, each a C identifier")
+                              f"{MAX_DROP_REASONS} reasons, not {len(el.drops)}")
+        bad = [r for r in el.drops if not c_identifier(r)]
+        if bad:  # (a reason is a C name in the body: DROP_WHY(reason))
+            raise OfflowError(f"element `{el.name}` ({cls}): drop reason {bad[0]!r} is not a "
+                              "C identifier (letters, digits and _, not a C keyword): "
+                              "rename it")
         if el.work not in ("", *WORK_KINDS):
             raise OfflowError(f"element `{el.name}` ({cls}): work = {el.work!r}; give one of "
                               f"{', '.join(WORK_KINDS)} (or leave it out)")

@@ -79,7 +79,7 @@ class Md5Chains(Element):
     """
 
     def __init__(self, name: str | None = None, k: int = 4) -> None:
-        if not isinstance(k, int) or not 1 <= k <= MD5X_MAX_K:
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MD5X_MAX_K:
             raise OfflowError(f"element `{name or 'md5chains'}`: k={k!r}: the number of "
                               f"chains must be 1..{MD5X_MAX_K}")
         super().__init__(name, k=k)

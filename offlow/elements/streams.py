@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from offlow.dsl import Element, Port, Table
 from offlow.errors import OfflowError
+from offlow.streams.opts import AGG_FNS, SIZE_MAX
 
 TUPLE_MAX = 128  # tuple.h's OFL_TUPLE_MAX
-SIZE_MAX = (2**63 - 1) // 4  # the largest window size or advance (streams_opts.c)
 INCLUDES = ("offlow/streams.h",)
 
 _PARSE = r"""
@@ -30,12 +30,21 @@ _LATE = {"late": "its order attribute is below an earlier tuple's of its stream 
                  "operator assumes order: put a BSort before it)"}
 
 
+def _whole(value: object) -> bool:
+    """A whole number as a parameter takes one: an int, not a bool (True is no size)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _attr(name: str, key: str, value: int, low: int = 0) -> int:
-    if not isinstance(value, int) or not low <= value <= TUPLE_MAX:
+    if not _whole(value) or not low <= value <= TUPLE_MAX:
         raise OfflowError(f"element `{name}`: {key}={value!r}: an attribute is 0 (ts) or "
                           f"1..{TUPLE_MAX} (v1..v{TUPLE_MAX})"
                           + (" and here not ts" if low else ""))
     return value
+
+
+_CHECKS = {"ofl_bsort": "check_bsort", "ofl_agg": "check_agg", "ofl_join": "check_window",
+           "ofl_resample": "check_window"}
 
 
 def _table(name: str, ctype: str, fn: str, options: dict[str, object]) -> Table:
@@ -45,7 +54,8 @@ def _table(name: str, ctype: str, fn: str, options: dict[str, object]) -> Table:
                  options=tuple((k, str(v)) for k, v in options.items()),
                  keys=tuple(sorted(options)),
                  source=f"the operator's state ({ctype}, offlow/streams.h), empty at start",
-                 includes=INCLUDES, one_core=True)
+                 includes=INCLUDES, one_core=True,
+                 check=f"offlow.streams.opts:{_CHECKS[fn]}")
 
 
 class TupleIn(Element):
@@ -147,7 +157,6 @@ pkt->len = len;
         super().__init__(name)
 
 
-AGG_FNS = ("count", "sum", "avg", "min", "max")
 
 
 class Aggregate(Element):
@@ -205,13 +214,15 @@ class Aggregate(Element):
         if fn not in AGG_FNS:
             raise OfflowError(f"element `{name}`: fn={fn!r}: expected one of "
                               f"{', '.join(AGG_FNS)}")
-        if not (0 < advance <= SIZE_MAX and 0 < size <= SIZE_MAX and size // advance < 1024):
-            raise OfflowError(f"element `{name}`: size={size}, advance={advance}: both must "
-                              f"be 1..{SIZE_MAX}, with size / advance below 1024")
+        if not (_whole(size) and _whole(advance) and 0 < advance <= SIZE_MAX
+                and 0 < size <= SIZE_MAX and size // advance < 1024):
+            raise OfflowError(f"element `{name}`: size={size!r}, advance={advance!r}: both "
+                              f"must be 1..{SIZE_MAX} (whole numbers), with size / advance "
+                              "below 1024")
         if group != -1:
             _attr(name, "group", group)
-        if not 0 < groups <= 65536:
-            raise OfflowError(f"element `{name}`: groups={groups}: expected 1..65536")
+        if not (_whole(groups) and 0 < groups <= 65536):
+            raise OfflowError(f"element `{name}`: groups={groups!r}: expected 1..65536")
         super().__init__(name, attr=_attr(name, "attr", attr), order=_attr(name, "order", order),
                          group=group, windows=_table(f"{name}_windows", "ofl_agg", "ofl_agg", {
                              "fn": fn, "size": size, "advance": advance, "groups": groups}))
@@ -250,19 +261,19 @@ class BSort(Element):
 
     def __init__(self, name: str | None = None, *, slack: int, attr: int = 0) -> None:
         name = name or "bsort"
-        if not (isinstance(slack, int) and 0 <= slack <= 4095):
+        if not (_whole(slack) and 0 <= slack <= 4095):
             raise OfflowError(f"element `{name}`: slack={slack!r}: expected 0..4095")
         super().__init__(name, attr=_attr(name, "attr", attr),
                          held=_table(f"{name}_held", "ofl_bsort", "ofl_bsort", {"slack": slack}))
 
 
 def _sides(name: str, left_port: int, right_port: int, size: int, cap: int) -> None:
-    if not (isinstance(size, int) and 0 <= size <= SIZE_MAX and isinstance(cap, int) and
+    if not (_whole(size) and 0 <= size <= SIZE_MAX and _whole(cap) and
             0 < cap <= 65536):
         raise OfflowError(f"element `{name}`: size={size!r}, cap={cap!r}: the window is "
                           f"0..{SIZE_MAX} and each side keeps 1..65536 tuples")
     for p in (left_port, right_port):
-        if not (isinstance(p, int) and 0 < p < 65536):
+        if not (_whole(p) and 0 < p < 65536):
             raise OfflowError(f"element `{name}`: UDP port {p!r}: expected 1..65535")
     if left_port == right_port:
         raise OfflowError(f"element `{name}`: left_port and right_port are both {left_port}; "

@@ -18,6 +18,9 @@ SLOT_WORDS = 6  # uint32 per slot: state (0 free, 1 being written, 2 set), key[4
 
 def word_table(name: str, slots: int) -> Shared:
     """Room for `slots` distinct words and their counts (open addressing)."""
+    if not (isinstance(slots, int) and not isinstance(slots, bool) and slots > 0):
+        raise OfflowError(f"word table `{name}`: slots={slots!r}: expected a whole number "
+                          "of 1 or more")
     return Shared(name, "uint32_t", SLOT_WORDS * slots)
 
 
@@ -84,8 +87,9 @@ class CountWords(Element):
 
     def __init__(self, name: str | None = None, *, slots: int, words: Shared) -> None:
         name = name or "countwords"
-        if not (0 < slots and words.length == SLOT_WORDS * slots):
-            raise OfflowError(f"element `{name}`: slots={slots}: at least one, and the table "
+        if not (isinstance(slots, int) and not isinstance(slots, bool) and 0 < slots
+                and words.length == SLOT_WORDS * slots):
+            raise OfflowError(f"element `{name}`: slots={slots!r}: at least one, and the table "
                               f"`{words.name}` holds {words.length} words "
                               f"(word_table(name, slots) holds {SLOT_WORDS} per slot)")
         super().__init__(name, slots=slots, words=words)

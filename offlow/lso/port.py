@@ -117,6 +117,7 @@ class SendPort:
         self._tag = 0
         self.sent = 0
         self._done: list[Completion] = []
+        self._buf = (_Done * 256)()
 
     @classmethod
     def create(cls, path: Path | None = None, half: int = 1 << 20,
@@ -169,6 +170,7 @@ class SendPort:
                               f"MSS above 0, at most {SEND_MAX} bytes of payload)")
         self._check(rc, f"send {tag}")
         self.sent += 1
+        self._reap()
         return tag
 
     def post_raw(self, desc: bytes, timeout: float = 30.0) -> None:
@@ -177,13 +179,21 @@ class SendPort:
         self._check(self._lib.ofl_lso_host_post_raw(self._h, desc, len(desc), int(timeout * 1e9)),
                     "posting a raw descriptor")
         self.sent += 1
+        self._reap()
 
     def completions(self) -> list[Completion]:
-        """Every completion so far (in posting order), the ones returned before too."""
-        buf = (_Done * 256)()
-        while (n := self._lib.ofl_lso_host_reap(self._h, buf, 256)) > 0:
-            self._done += [Completion(d.tag, d.status, d.packets, d.len) for d in buf[:n]]
+        """Every completion so far (in posting order), the ones returned before too; after
+        close() (a session's end), those it had."""
+        if self._open:  # (after close the handle is gone: reaping would read freed memory)
+            self._reap()
         return list(self._done)
+
+    def _reap(self) -> None:
+        # taken after every post: the port keeps at most OFL_LSO_KEEP (4,096) completions
+        # for us and forgets the rest, so a capture of more sends reported 4,096
+        while (n := self._lib.ofl_lso_host_reap(self._h, self._buf, 256)) > 0:
+            self._done += [Completion(d.tag, d.status, d.packets, d.len)
+                           for d in self._buf[:n]]
 
     def finish(self, timeout: float = 60.0) -> None:
         """No more sends: the device's source ends once it has taken them all; returns
@@ -194,8 +204,8 @@ class SendPort:
     def close(self) -> None:
         """Unmap the port and remove its file."""
         if self._open:
-            self._open = False
             self.completions()
+            self._open = False
             self._lib.ofl_lso_host_destroy(self._h)
 
     def __enter__(self) -> SendPort:

@@ -50,6 +50,18 @@ def plan(req: PlanRequest) -> str:
     if req.alternatives:
         alts = [as_written(compile_program(load_program(
             req.program, [*req.settings, *a.split()]))) for a in req.alternatives]
+        for a, alt in zip(req.alternatives, alts, strict=True):
+            other = sorted(set(alt.devices.values()) - set(profiles))
+            if other:  # (the model has no profile for it: it would fail after calibrating)
+                raise OfflowError(f"--alt '{a}': places a segment on `{other[0]}`; the "
+                                  f"planner models `{HOST}` and `{DEVICE}` (--device) only")
+            for seg, dev in alt.devices.items():
+                past = [c for c in alt.cores[seg] if c >= profiles[dev].cores]
+                if past:  # (it was ranked as if the device had them)
+                    raise OfflowError(
+                        f"--alt '{a}': segment `{seg}` on {dev} core {past[0]}; "
+                        f"{profiles[dev].name} has {profiles[dev].cores} cores "
+                        f"(0..{profiles[dev].cores - 1})")
     profile.dilation(profiles[DEVICE]) if req.validate else None  # (refused early)
     with tempfile.TemporaryDirectory(prefix="offlow-plan-") as d:
         capture = workload.resolve(req.workload, Path(d))

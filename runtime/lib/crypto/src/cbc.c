@@ -27,6 +27,7 @@ struct ofl_cbc_flow {
     uint8_t iv[16];
     uint8_t key[56];
     unsigned keylen;
+    unsigned line;                         /* its line in the key table (for errors) */
     BF_KEY *bf;                            /* Blowfish: the key schedule */
     EVP_CIPHER_CTX *ctx[2][SLOTS];         /* AES, [decrypt/encrypt]: made when first used */
     atomic_flag busy[2][SLOTS];
@@ -220,7 +221,7 @@ int ofl_cbc_table_parse(struct ofl_cbc_table **out, const char *text, size_t len
         memset(f, 0, sizeof *f);
         int got = parse_line(l, cipher, lineno, f, errbuf);
         if (got < 0) rc = got;
-        else t->n += (size_t)got;
+        else if (got) f->line = lineno, t->n++;
     }
     if (!rc && t->n) {
         size_t size = 16;
@@ -230,11 +231,14 @@ int ofl_cbc_table_parse(struct ofl_cbc_table **out, const char *text, size_t len
         if (!t->index) rc = -ENOMEM;
         for (size_t i = 0; !rc && i < t->n; i++) {
             struct ofl_cbc_flow *f = &t->flows[i];
-            if (ofl_cbc_find(t, f->src4, f->dst4, f->sport, f->dport)) {
-                snprintf(errbuf, 256, "flow %u.%u.%u.%u:%u %u.%u.%u.%u:%u is listed twice",
+            const struct ofl_cbc_flow *first = ofl_cbc_find(t, f->src4, f->dst4, f->sport,
+                                                            f->dport);
+            if (first) {
+                snprintf(errbuf, 256, "line %u: flow %u.%u.%u.%u:%u %u.%u.%u.%u:%u is listed "
+                         "twice (first on line %u)", f->line,
                          f->src4 >> 24, f->src4 >> 16 & 255, f->src4 >> 8 & 255, f->src4 & 255,
                          f->sport, f->dst4 >> 24, f->dst4 >> 16 & 255, f->dst4 >> 8 & 255,
-                         f->dst4 & 255, f->dport);
+                         f->dst4 & 255, f->dport, first->line);
                 rc = -EINVAL;
                 break;
             }
