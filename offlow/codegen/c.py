@@ -1088,8 +1088,10 @@ class DeviceGen:
                        f"    else ofl_stats_table_length(j, name, {t.length}u);", "}")
             elif t.home == self.home and t.stats_fn:
                 stats = f"ofl_tstats_{tn}"
+                call = (f"{t.stats_fn}(j, name, {tbl}, contents);" if t.stats_contents
+                        else f"(void)contents; {t.stats_fn}(j, name, {tbl});")
                 self.e(f"static void {stats}(struct ofl_json *j, const char *name, "
-                       f"bool contents) {{ (void)contents; {t.stats_fn}(j, name, {tbl}); }}")
+                       f"bool contents) {{ {call} }}")
             if t.home == self.home:
                 close = f"ofl_tclose_{tn}"
                 self.e(f"static void {close}(void) {{ "

@@ -414,8 +414,10 @@ struct reporter {
  * run goes on: the program's counters and tables are read from the kernel's maps (a
  * syscall each, into `rp->c`'s own buffer), the run's own words with relaxed atomic
  * loads (struct run), the source's, sink's and rings' counters as every process's
- * live report reads them (live.h: 64-bit words, each written by one thread). */
-static void report_body(struct ofl_json *j, const struct reporter *rp)
+ * live report reads them (live.h: 64-bit words, each written by one thread).
+ * `contents`: the tables' elements (an array's, a map's pairs), else their lengths and
+ * counters only (a live read without OFL_LIVE_TABLES, as gen.c's report_body). */
+static void report_body(struct ofl_json *j, const struct reporter *rp, bool contents)
 {
     const struct ofl_xdp_desc *d = rp->d;
     struct run *r = rp->r;
@@ -482,8 +484,8 @@ static void report_body(struct ofl_json *j, const struct reporter *rp)
     ofl_json_end_obj(j); /* the core */
     ofl_json_end_arr(j);
     ofl_json_begin_obj(j, "tables");
-    ofl_xdp_arrays_report(j, d, c->obj);
-    ofl_xdp_maps_report(j, d, c->obj, rp->ctl_full);
+    ofl_xdp_arrays_report(j, d, c->obj, contents);
+    ofl_xdp_maps_report(j, d, c->obj, rp->ctl_full, contents);
     ofl_json_end_obj(j);
     ofl_json_begin_obj(j, "sinks");
     if (d->sink && r->sink) ofl_stats_sink(j, d->sink, r->sink);
@@ -495,22 +497,31 @@ static void report(const struct reporter *rp)
 {
     struct ofl_json j;
     if (!ofl_stats_begin(&j, rp->a)) return;
-    report_body(&j, rp);
+    report_body(&j, rp, true);
     ofl_stats_end(&j);
 }
 
-/* The live copy's body (ofl_live_body_fn; `arg`: the reporter). */
+/* A live answer's reporter, and whether it carries the tables' elements. */
+struct live_ask {
+    const struct reporter *rp;
+    bool contents;
+};
+
+/* The live copy's body (ofl_live_body_fn; `arg`: a struct live_ask). */
 static void live_body(struct ofl_json *j, const void *arg)
 {
-    report_body(j, arg);
+    const struct live_ask *ask = arg;
+    report_body(j, ask->rp, ask->contents);
 }
 
 /* The stats file's live copy (live_file.h), answering request `seq` (live.h), as the
- * generated processes write theirs; `final`: the process is about to exit, these are
- * the last counts. Nothing without --stats. 0, or a negative errno. */
+ * generated processes write theirs: the tables' elements when the request has
+ * OFL_LIVE_TABLES or the copy is the last; `final`: the process is about to exit,
+ * these are the last counts. Nothing without --stats. 0, or a negative errno. */
 static int report_live(const struct reporter *rp, uint32_t seq, bool final)
 {
-    return ofl_live_write(rp->a->stats, rp->a->device, seq, final, live_body, rp);
+    struct live_ask ask = { rp, final || (seq & OFL_LIVE_TABLES) };
+    return ofl_live_write(rp->a->stats, rp->a->device, seq, final, live_body, &ask);
 }
 
 /* Answer a live-stats request (ofl_live_fn; `arg`: the live thread's reporter). */
