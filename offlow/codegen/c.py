@@ -325,8 +325,8 @@ class DeviceGen:
                f"static void ofl_ctlrun_{tn}(void *arg, const uint8_t *msg, size_t len, "
                "struct ofl_ctl_out *out, struct ofl_ctl_reply *r) {",
                "    struct ofl_proc *proc = arg;", f"    {call}", "}",
-               *head, f"    ofl_ctl_stage_msg(&proc->ctl_stage_{tn}, ofl_ctlrun_{tn}, proc, msg, "
-               "len, &r);", *tail)
+               *head, f"    ofl_ctl_stage_msg(&proc->ctl_stage_{tn}, ofl_chan_peer_session(end), "
+               f"ofl_ctlrun_{tn}, proc, msg, len, &r);", *tail)
 
     def _body(self, n: Node, batch: bool = False) -> None:
         emit_body(self.e, n, batch)
@@ -1005,6 +1005,8 @@ class DeviceGen:
           "    struct ofl_chan_stats chans = {0};",
           *(["    if (mgr) ofl_chan_mgr_stop_sum(mgr, &chans);"]
             if served or self.reload_channel else []),
+          *(f"    ofl_ctl_stage_end(&proc->ctl_stage_{cname(t.name)}); /* unrun: dropped */"
+            for t in self.ctl_tables if staged(t)),
           "    ofl_live_stop(&live);",
           "    ofl_prog_report_live(&ofl_prog, &proc->args, 0, true); /* the last counts */",
           "    ofl_prog_report(&ofl_prog, &proc->args, chans.withdrawn);", *self.main_teardown(),
@@ -1097,8 +1099,10 @@ class DeviceGen:
                 self.e(f"static void {close}(void) {{ "
                        f"{t.close_fn if t.is_object else 'free'}({tbl}); }}")
             opts = "true" if t.home == self.home and t.is_object else "false"
-            if stats != "NULL" or close != "NULL":
-                rows.append(f'    {{ "{t.name}", {stats}, {close}, {opts} }},')
+            stage = (f"&ofl_process.ctl_stage_{tn}" if t in self.ctl_tables and staged(t)
+                     else "NULL")
+            if stats != "NULL" or close != "NULL" or stage != "NULL":
+                rows.append(f'    {{ "{t.name}", {stats}, {close}, {opts}, {stage} }},')
         return rows
 
     def _core_use(self, k: int, p: SegmentPlan, idx: int) -> str:

@@ -398,14 +398,33 @@ out:
 }
 
 /* What a stats report reads: the run, the program's counters and the channels'
- * counts of full maps (NULL: none). The exit report and the live copies share it. */
+ * counts of full maps and each map's control (its staged requests dropped; NULL:
+ * none). The exit report and the live copies share it. */
 struct reporter {
     const struct ofl_xdp_desc *d;
     const struct ofl_args *a;
     struct run *r;
     struct counters *c;
     const uint64_t *ctl_full;
+    const struct ofl_xdp_mapctl *ctl_maps;
 };
+
+/* "ctl_dropped": each map's requests staged on its control channel whose client went
+ * away before running them (ctl_stage.h), as gen.c writes a generated process's; only
+ * when some were. */
+static void report_ctl_dropped(struct ofl_json *j, const struct reporter *rp)
+{
+    bool any = false;
+    for (size_t i = 0; rp->ctl_maps && rp->d->maps && rp->d->maps[i].name; i++) {
+        uint64_t n = rp->d->maps[i].ctl_chan ? ofl_ctl_stage_dropped(&rp->ctl_maps[i].stage)
+                                             : 0;
+        if (!n) continue;
+        if (!any) ofl_json_begin_obj(j, "ctl_dropped");
+        any = true;
+        ofl_json_u64(j, rp->d->maps[i].name, n);
+    }
+    if (any) ofl_json_end_obj(j);
+}
 
 /* The stats object's members after "device" (the schema of every device's,
  * docs/run-result.schema.json): one core of the segment with the program's counters
@@ -490,6 +509,7 @@ static void report_body(struct ofl_json *j, const struct reporter *rp, bool cont
     ofl_json_begin_obj(j, "sinks");
     if (d->sink && r->sink) ofl_stats_sink(j, d->sink, r->sink);
     ofl_json_end_obj(j);
+    report_ctl_dropped(j, rp);
 }
 
 /* The stats file (--stats), at exit. */
@@ -719,8 +739,8 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
         ofl_start_failf(a, "out of memory (the program's counters)");
         goto done;
     }
-    struct reporter rep = { d, a, &r, &c, chans.ctl_full };
-    struct reporter live_rep = { d, a, &r, &live_c, chans.ctl_full };
+    struct reporter rep = { d, a, &r, &c, chans.ctl_full, chans.maps };
+    struct reporter live_rep = { d, a, &r, &live_c, chans.ctl_full, chans.maps };
     live_start(&live, &live_rep, win, &live_win);
     if (iface) {
         serve(d, dur_ns, &r, &c);

@@ -85,8 +85,8 @@ static void table_close(void) { closed++; }
 
 static const struct ofl_sink_use sink_uses[] = {{"out", &sinks[0], 1}};
 static const struct ofl_table_use tables[] = {
-    {"counts", table_stats, NULL, false},
-    {"store", NULL, table_close, false},
+    {"counts", table_stats, NULL, false, NULL},
+    {"store", NULL, table_close, false, NULL},
 };
 
 /* Core a: three entries on instance 0, two on instance 1, then close both rings. */
@@ -450,7 +450,7 @@ static void unread_table_opt(const char *dir)
     snprintf(window, sizeof window, "%s/window-topt", dir);
     snprintf(stats, sizeof stats, "%s/stats-topt.json", dir);
     snprintf(errpath, sizeof errpath, "%s.error", stats);
-    static const struct ofl_table_use store[] = {{"store", NULL, NULL, true}};
+    static const struct ofl_table_use store[] = {{"store", NULL, NULL, true, NULL}};
     const char *given[] = {"store.sise=2", "store.size=2", "store.path=x"};
     for (int k = 0; k < 3; k++) {
         char *argv[] = {"test_prog", "--window", window, "--stats", stats, "--user-opt",

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "offlow/ctl_stage.h"
 #include "offlow/err.h"
 #include "offlow/live.h"
 #include "offlow/live_file.h"
@@ -1243,8 +1244,23 @@ static void stats_core(struct ofl_json *j, const struct ofl_prog *p, const struc
     ofl_json_end_obj(j);
 }
 
+/* "ctl_dropped": the requests staged on each table's control channel whose client
+ * went away before running them (ctl_stage.h), by table; only when some were. */
+static void stats_ctl_dropped(struct ofl_json *j, const struct ofl_prog *p)
+{
+    bool any = false;
+    for (unsigned t = 0; t < p->ntables; t++) {
+        uint64_t n = p->tables[t].ctl ? ofl_ctl_stage_dropped(p->tables[t].ctl) : 0;
+        if (!n) continue;
+        if (!any) ofl_json_begin_obj(j, "ctl_dropped");
+        any = true;
+        ofl_json_u64(j, p->tables[t].name, n);
+    }
+    if (any) ofl_json_end_obj(j);
+}
+
 /* The stats object's members after "device": cores, tables (the arrays' elements
- * when `contents`, else their lengths), sinks. */
+ * when `contents`, else their lengths), sinks, control drops (when some). */
 static void report_body(struct ofl_json *j, const struct ofl_prog *p, bool contents)
 {
     ofl_json_begin_arr(j, "cores");
@@ -1258,6 +1274,7 @@ static void report_body(struct ofl_json *j, const struct ofl_prog *p, bool conte
     for (unsigned k = 0; k < p->nsinks; k++)
         ofl_stats_sink(j, p->sinks[k].name, *p->sinks[k].sink);
     ofl_json_end_obj(j);
+    stats_ctl_dropped(j, p);
 }
 
 void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,

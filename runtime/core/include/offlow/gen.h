@@ -612,6 +612,8 @@ struct ofl_sink_use {
     unsigned ncores;
 };
 
+struct ofl_ctl_stage;
+
 /* A table this process reports or frees (generated one-line functions). */
 struct ofl_table_use {
     const char *name;
@@ -622,6 +624,9 @@ struct ofl_table_use {
     bool opts;                /* an object opened here from its options (NAME.KEY, and
                                  those its sender read: ofl_table_recv): a user's key
                                  that none of them read is refused (ofl_prog_open) */
+    /* the staging of its control channel when this process serves it in parts
+       (ctl_stage.h), else NULL: its dropped requests are reported (ctl_dropped) */
+    const struct ofl_ctl_stage *ctl;
 };
 
 /* A thread of the process: the function running its loop(s), and its argument. */
