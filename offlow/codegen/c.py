@@ -1008,8 +1008,9 @@ class DeviceGen:
           *(f"    ofl_ctl_stage_end(&proc->ctl_stage_{cname(t.name)}); /* unrun: dropped */"
             for t in self.ctl_tables if staged(t)),
           "    ofl_live_stop(&live);",
-          "    ofl_prog_report_live(&ofl_prog, &proc->args, 0, true); /* the last counts */",
-          "    ofl_prog_report(&ofl_prog, &proc->args, chans.withdrawn);", *self.main_teardown(),
+          "    /* the last counts: the stats file and the last live copy, one serialization */",
+          "    ofl_prog_report_last(&ofl_prog, &proc->args, chans.withdrawn);",
+          *self.main_teardown(),
           "    ofl_prog_close(&ofl_prog);",
           "    ofl_window_close(&proc->win);", "    ofl_lifeline_finish(&life);",
           "    return failed;", "}", "#endif")

@@ -512,13 +512,17 @@ static void report_body(struct ofl_json *j, const struct reporter *rp, bool cont
     report_ctl_dropped(j, rp);
 }
 
-/* The stats file (--stats), at exit. */
-static void report(const struct reporter *rp)
+/* Every table's contents (the last counts' body; `arg`: the reporter). */
+static void last_body(struct ofl_json *j, const void *arg)
 {
-    struct ofl_json j;
-    if (!ofl_stats_begin(&j, rp->a)) return;
-    report_body(&j, rp, true);
-    ofl_stats_end(&j);
+    report_body(j, arg, true);
+}
+
+/* At exit: the stats file (--stats) and its last live copy (live_final), from one
+ * serialization (gen.h: ofl_stats_write_last). */
+static void report_last(const struct reporter *rp)
+{
+    ofl_stats_write_last(rp->a, last_body, rp);
 }
 
 /* A live answer's reporter, and whether it carries the tables' elements. */
@@ -753,8 +757,8 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     if (win && a->serve && status == 0 && ofl_serve_until_stopped(win) < 0) status = 1;
     ofl_xdp_chans_stop(&chans);  /* (no handler runs while the tables are reported) */
     ofl_live_stop(&live);
-    report_live(&rep, 0, true);  /* the last counts, for readers after the exit */
-    report(&rep);
+    report_last(&rep);  /* the last counts: the stats file and, for readers after the
+                           exit, the last live copy */
 done:
     ofl_live_stop(&live);  /* (nothing when stopped above, or never started) */
     if (live_win.base) ofl_window_close(&live_win);
