@@ -9,11 +9,13 @@ request.  `offlow stats`, the metrics server of `offlow run --metrics` and the p
 lines of long runs read the counters this way.
 
 A request is a number raised by 2; its bit 0 (TABLES, live.h's OFL_LIVE_TABLES) asks
-for the shared arrays' elements too.  Without it an array is written as its length
-only, {"kind": "array", "length": N}: a 4M-entry histogram costs a reader of counters
-nothing.  A reader that asks for the elements takes only an answer that has them (its
-request's or a later one that asked too, or a last copy): one written for a later
-request without the bit is not enough, and it asks again.
+for the shared arrays' elements and hash maps' pairs too.  Without it an array is
+written as its length only, {"kind": "array", "length": N}, and a map as its counters
+without "pairs" (items, entries, full): a 4M-entry histogram costs a reader of counters
+nothing.  The xdp process answers the same way.  A reader that asks for the elements
+takes only an answer that has them (its request's or a later one that asked too, or a
+last copy): one written for a later request without the bit is not enough, and it asks
+again.
 """
 
 from __future__ import annotations

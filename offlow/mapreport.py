@@ -42,7 +42,11 @@ def fields(raw: bytes, layout: tuple[tuple[str, str], ...]) -> list[tuple[int | 
 def decode(t: SharedTable, raw: dict[str, Any]) -> dict[str, Any]:
     """Map `t`'s stats (kind "map") with its pairs as [[field values...], value], sorted
     by key (an address by its bytes); a record value is [its field values...], their
-    names under "value"."""
+    names under "value". Stats without pairs (a live read of the counters only: the
+    runtime's ofl_map_json) stay without them."""
+    names = {"value": [f for f, _ in t.map_record]} if t.map_record else {}
+    if "pairs" not in raw:
+        return {**raw, "key": [f for f, _ in t.map_key], **names}
     items = []
     for item in raw.get("pairs", []):
         key_hex, value_hex = item.split("=")
@@ -55,16 +59,17 @@ def decode(t: SharedTable, raw: dict[str, Any]) -> dict[str, Any]:
             value = order = number(bytes.fromhex(value_hex), t.map_value)
         items.append(([o for o, _ in key], [s for _, s in key], order, value))
     items.sort(key=lambda x: (x[0], x[2]))
-    names = {"value": [f for f, _ in t.map_record]} if t.map_record else {}
     return {**raw, "key": [f for f, _ in t.map_key], **names,
             "pairs": [[f, v] for _, f, _, v in items]}
 
 
 def format_map(name: str, m: dict[str, Any]) -> str:
     """`table NAME: ...` then a row per key: its fields, then the value (a record: each
-    of its fields, a column each)."""
+    of its fields, a column each); the first line alone for stats without pairs."""
     head = (f"table {name}: a hash map, {m['items']} of {m['entries']} entries, "
             f"{m['full']} updates refused (full)")
+    if "pairs" not in m:
+        return head
     record = "value" in m
     rows = [[*m["key"], *(m["value"] if record else ["value"])],
             *([*map(str, f), *(map(str, v) if record else [str(v)])] for f, v in m["pairs"])]

@@ -103,6 +103,13 @@ def summarize(plan: Plan, stats: dict[str, Any]) -> dict[str, Any]:
         out["links"] = links
     if channels:
         out["channels"] = channels
+    # requests staged on a table's control channel whose client went away unrun
+    ctl_dropped: dict[str, int] = {}
+    for v in stats.values():
+        for name, n in v.get("ctl_dropped", {}).items():
+            ctl_dropped[name] = ctl_dropped.get(name, 0) + int(n)
+    if ctl_dropped:
+        out["ctl_dropped"] = ctl_dropped
     return out
 
 
@@ -366,4 +373,7 @@ def format_summary(s: dict[str, Any]) -> str:
     for dev, v in s.get("channels", {}).items():
         parts.append(f"channels {dev}: {v['withdrawn']} answer(s) never taken by the host "
                      "(withdrawn at the device's stop)")
+    for name, n in s.get("ctl_dropped", {}).items():
+        parts.append(f"control {name}: {n} request(s) staged in parts and dropped unrun "
+                     "(their client went away before running them)")
     return "\n\n".join(parts)

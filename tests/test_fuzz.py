@@ -264,7 +264,8 @@ def _staged_seed() -> bytes:
     """fuzz_ctl_stage's seed: a map of 57-byte keys and 2-byte values (4 entries), a set
     staged in parts and run, a get and a delete staged, a walk whose replies are kept; a
     request abandoned half-way, parts out of order and past the end, reads past a kept
-    reply (runtime ctl.h: 'S', 'P', 'X', 'R')."""
+    reply (runtime ctl.h: 'S', 'P', 'X', 'R'); another client (the length byte 255)
+    after one staged a whole request and one kept a reply, its 'X' and 'R' first."""
     def staged(req: bytes, cut: int | None = None) -> list[bytes]:
         parts = [b"P" + struct.pack("<I", at) + req[at:at + 51] for at in range(0, len(req), 51)]
         return [b"S" + struct.pack("<I", len(req)), *parts[:cut], b"X"]
@@ -273,8 +274,11 @@ def _staged_seed() -> bytes:
     msgs = [*staged(b"s" + key + b"\x2e\x00"), *staged(b"g" + key), b"n\0\0\0\0",
             b"R\0\0\0\0", b"R\x34\0\0\0", b"R\x50\0\0\0", *staged(b"s" + key[::-1] + b"\1\0", 1),
             b"P\x07\0\0\0abc", *staged(b"d" + key), *staged(b"d" + key), b"S\0\0\0\0",
-            b"S\xff\0\0\0", b"X", b"Pxx", *staged(b"S" + key), b"i"]
-    return bytes([56 | 3 << 6]) + b"".join(bytes([len(m)]) + m for m in msgs)
+            b"S\xff\0\0\0", b"X", b"Pxx", *staged(b"S" + key), b"i",
+            *staged(b"s" + key + b"\1\0")[:-1], None, b"X", b"n\0\0\0\0", None,
+            b"R\0\0\0\0"]
+    return bytes([56 | 3 << 6]) + b"".join(b"\xff" if m is None else bytes([len(m)]) + m
+                                           for m in msgs)
 
 
 def lso_seed_descriptors() -> list[tuple[str, bytes]]:

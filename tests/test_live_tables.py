@@ -2,7 +2,9 @@
 metrics server ask for the counters only, so the processes' live copies carry each
 array's length, not its every element (a 4M-bucket histogram made each read write and
 parse 37 MB of JSON); `Session.stats()` has the elements as its docs promise (and
-not with `tables=False`); the final report still has the non-zero entries."""
+not with `tables=False`); the final report still has the non-zero entries. A hash map
+(SharedMap) likewise: a counters-only read has its counters and no pairs, a read of
+the tables and the last copy have every pair."""
 
 from __future__ import annotations
 
@@ -15,9 +17,12 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from offlow import Program, Shared, Sink, Source, live
+from offlow import Element, Port, Program, Shared, SharedMap, Sink, Source, live
+from offlow.dsl.values import map_table
 from offlow.elements import Count
 from offlow.lifecycle import run_folder_of
+from offlow.mapreport import decode, format_map
+from offlow.metrics import exposition
 from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions
 from offlow.session import session
@@ -95,3 +100,65 @@ def test_a_request_for_elements_is_answered_only_by_an_answer_that_has_them() ->
     assert not live._fresh({"live_seq": 2}, 4) and not live._fresh({"live_seq": 3}, 5)
     assert live._fresh({"live_seq": 2}, 0xfffffffe)  # the count wraps
     assert live._fresh({"live_seq": 0, "live_final": 1}, 5)
+
+
+FLOWS = 20_000  # packets, each its own key (its sequence number)
+
+
+class SeqKeys(Element):
+    """A user's element: each frame's synthetic sequence number (the first 8 payload
+    bytes, big endian: runtime synth.h) as a key of its own, 3 * seq + 1 its value."""
+
+    inputs = (Port("inp", "eth"),)
+    outputs = (Port("out", "eth"),)
+    tables = ("seen",)
+    body = r"""
+    if (pkt->len >= 50) {   /* shorter frames carry no sequence number */
+        struct seqs_key k;
+        k.seq = 0;
+        for (int b = 0; b < 8; b++) k.seq = k.seq << 8 | pkt->data[42 + b];
+        uint32_t v = (uint32_t)(3 * k.seq + 1);
+        (void)ofl_map_update(seen, &k, &v);   // -ENOSPC when full: counted by the map
+    }
+    EMIT(out);
+    """
+
+
+def _map_program() -> Program:
+    """Every frame a new key of a map with room for all of them (and some to spare)."""
+    p = Program("seq_map")
+    src, keys, out = Source("in"), SeqKeys("keys", seen=SharedMap(
+        "seqs", (("seq", "uint64_t"),), "uint32_t", 2 * FLOWS)), Sink("out")
+    src >> keys >> out
+    p.segment("only", [src, keys, out], device="host", cores=[0])
+    return p
+
+
+def test_a_maps_pairs_are_in_reads_of_the_tables_and_not_in_reads_of_counters() -> None:
+    with session(_map_program(), RunOptions(count=FLOWS)) as s:
+        s.wait_drained(timeout=60)
+        counters = live.read(s.window, timeout=30)["host"]["tables"]["seqs"]
+        assert counters == {"kind": "map", "items": FLOWS, "entries": 2 * FLOWS, "full": 0}
+        assert _live_copy(s.window)["tables"]["seqs"] == counters
+        sizes = _table_sizes(exposition({"host": live.read(s.window, timeout=30)["host"]}))
+        assert sizes == {"seqs": FLOWS}
+        whole = live.read(s.window, timeout=30, tables=True)["host"]["tables"]["seqs"]
+        assert {k: v for k, v in whole.items() if k != "pairs"} == counters
+        assert sorted(whole["pairs"]) == sorted(
+            f"{q.to_bytes(8, 'little').hex()}={(3 * q + 1).to_bytes(4, 'little').hex()}"
+            for q in range(FLOWS))
+        stats, running = s.stats()
+        assert running and stats["host"]["tables"]["seqs"]["pairs"]
+    assert s.result is not None and s.result.ok, s.result and s.result.errors
+    final = s.result.stats["host"]["tables"]["seqs"]
+    assert final["items"] == FLOWS and len(final["pairs"]) == FLOWS
+
+
+def test_a_maps_counters_without_pairs_read_as_counters_alone() -> None:
+    """A counters-only read's map (no "pairs") decodes without inventing an empty list
+    of pairs, and its report is its first line alone (no header row of no rows)."""
+    t = map_table(SharedMap("seqs", (("seq", "uint64_t"),), "uint32_t", 8))
+    got = decode(t, {"kind": "map", "items": 3, "entries": 8, "full": 1})
+    assert "pairs" not in got and got["key"] == ["seq"]
+    assert format_map("seqs", got) == ("table seqs: a hash map, 3 of 8 entries, "
+                                       "1 updates refused (full)")

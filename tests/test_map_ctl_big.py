@@ -15,6 +15,7 @@ in parts."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import signal
 import struct
 import subprocess
@@ -24,13 +25,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import dpkt
+import jsonschema
 import pytest
 
+from offlow import live
 from offlow.build import plan_program
 from offlow.control import ControlError
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
 from offlow.explain import explain
+from offlow.report import format_summary, summarize
 from offlow.runner import RunOptions
 from offlow.session import session
 from offlow.targets import remote
@@ -240,6 +244,53 @@ def test_malformed_staged_requests_are_one_error_and_change_nothing(tmp_path: Pa
         assert t.info().updates == 0 and dict(m.items()) == before
         s.wait_drained(timeout=120)
     assert s.result is not None and s.result.ok, s.result
+
+
+# A client that stages the whole of a set (S, every P) and is killed before its 'X'.
+KILLED_BEFORE_RUN = """
+import os, signal, struct, sys
+from offlow.mapctl import parse_value
+from offlow.session import attach
+t = attach(sys.argv[1]).__enter__().tables["policy"]
+m = t.map()
+msg = b"s" + m.key(sys.argv[2]) + parse_value(m.layout, "9")
+t.request(b"S" + struct.pack("<I", len(msg)))
+for at in range(0, len(msg), 51):
+    t.request(b"P" + struct.pack("<I", at) + msg[at:at + 51])
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_request_staged_by_a_client_killed_before_running_it_is_dropped(
+        tmp_path: Path) -> None:
+    """A client stages a whole set and is killed before its 'X': the next client's
+    'X' runs nothing (the staged request was its dead client's: dropped, counted as a
+    control drop in the live counters and the run's stats), the key is never set, and
+    the next client's own requests are served."""
+    cap = tmp_path / "in.pcap"
+    _capture(cap)
+    opts = RunOptions(input=cap, output=tmp_path / "out.pcap", loops=200, rate=20_000)
+    with session(load_program(POLICY), opts) as s, _stopped_if_failing(s):
+        killed = subprocess.run([sys.executable, "-c", KILLED_BEFORE_RUN, str(s.window), OWN],
+                                capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert killed.returncode == -signal.SIGKILL, killed.stderr
+        t = s.tables["policy"]
+        with pytest.raises(ControlError, match="no request staged"):
+            t.request(b"X")
+        m = t.map()
+        assert m.get(OWN) is None and t.info().updates == 0
+        assert live.read(s.window, timeout=30)["host"]["ctl_dropped"] == {"policy": 1}
+        m.set(OWN, 7)
+        assert m.get(OWN) == 7
+        s.wait_drained(timeout=120)
+    assert s.result is not None and s.result.ok, s.result
+    assert s.result.stats["host"]["ctl_dropped"] == {"policy": 1}
+    summary = summarize(s.build.plan, s.result.stats)
+    assert summary["ctl_dropped"] == {"policy": 1}
+    jsonschema.validate(dict(summary, ok=True, errors=[], warnings=[], interrupted=False),
+                        json.loads((ROOT / "docs" / "run-result.schema.json").read_text()))
+    assert ("control policy: 1 request(s) staged in parts and dropped unrun (their client "
+            "went away before running them)") in format_summary(summary).split("\n\n")
 
 
 def test_explain_gives_a_wide_map_a_channel_in_parts() -> None:

@@ -15,12 +15,15 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from offlow import live
+from offlow import Program, Shared, SharedMap, Sink, Source, live
 from offlow.build import build
 from offlow.dsl.loader import load_program
+from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.errors import OfflowError
 from offlow.runner import Run, RunOptions
 from tests.e2e import ROOT, window_in
+from tests.programs.flow_counts import FIVE_TUPLE, FlowCount
+from tests.programs.xdp_proto_tally import LENGTHS, ProtoTally
 from tests.test_xdp import XDP_TTL, needs_bpf
 
 LIVE_ONLY = ("live_seq", "live_final", "now_ns")  # what a live copy adds to the stats
@@ -152,3 +155,58 @@ def test_offlow_stats_and_the_progress_line_show_an_xdp_runs_counters(tmp_path: 
     progress = re.search(r"offlow: running, \d+ of 12 s: ([\d,]+) packets read", rest)
     assert progress, rest
     assert int(progress.group(1).replace(",", "")) > 0
+
+
+def _tally_and_flows() -> Program:
+    """A user's program on xdp with both kinds of table: ProtoTally's shared arrays
+    (per-CPU array maps) and FlowCount's hash map of flows (a BPF hash map)."""
+    p = Program("xdp_tally_flows")
+    wire, frames, v4 = Source("wire"), ParseEth("frames"), CheckIPv4("v4")
+    tally = ProtoTally("tally", per_proto=Shared("protos", "uint64_t", 8),
+                       per_len=Shared("lengths", "uint32_t", LENGTHS),
+                       budget=Shared("budget", "int32_t", 1), tiny=Shared("tiny", "uint8_t", 4))
+    count = FlowCount("count", seen=SharedMap("flows", FIVE_TUPLE, "uint64_t", 4096))
+    back, rest = Sink("back"), Discard("rest")
+    wire >> frames
+    frames["ipv4"] >> v4 >> tally >> count >> back
+    frames["ipv6"] >> rest
+    frames["other"] >> rest
+    p.segment("edge", [wire, frames, v4, tally, count, back, rest], device="xdp", cores=[0])
+    return p
+
+
+def _flows(stats: dict[str, Any]) -> int:
+    return int(stats["xdp"]["tables"]["flows"]["items"])
+
+
+@needs_bpf
+def test_an_xdp_runs_counters_only_reads_carry_no_elements_and_reads_of_tables_do() -> None:
+    """As a generated process answers (live.h's OFL_LIVE_TABLES): a counters-only live
+    read of the xdp process has each shared array as its length and the hash map's
+    counters without pairs; a read of the tables has the arrays' elements and every
+    pair; the last copy has them too."""
+    r = Run(build(_tally_and_flows()), RunOptions(count=1_000_000, rate=2000, timeout=120))
+    r.start()
+    try:
+        counters = _read_until(r.window, lambda s: _flows(s) > 0)["xdp"]["tables"]
+        assert counters["lengths"] == {"kind": "array", "length": LENGTHS}
+        assert counters["protos"] == {"kind": "array", "length": 8}
+        assert set(counters["flows"]) == {"kind", "items", "entries", "full"}
+        assert counters["flows"]["entries"] == 4096
+        whole = live.read(r.window, timeout=30, tables=True)["xdp"]["tables"]
+        assert isinstance(whole["lengths"], list) and len(whole["lengths"]) == LENGTHS
+        assert sum(whole["protos"][:4]) > 0
+        assert len(whole["flows"]["pairs"]) == whole["flows"]["items"] >= _flows(
+            {"xdp": {"tables": counters}})
+        r.stop()
+        end = time.monotonic() + 60
+        while r.procs["xdp"].poll() is None:  # (the run folder stays until wait())
+            assert time.monotonic() < end
+            time.sleep(0.05)
+        final = live.read(r.window, timeout=2.0)["xdp"]["tables"]
+    finally:
+        r.stop()  # (again: a failed check above must not leave it running to its timeout)
+        res = r.wait()
+    assert res.ok, res.errors
+    assert final == res.stats["xdp"]["tables"]
+    assert len(final["flows"]["pairs"]) == final["flows"]["items"] > 0

@@ -338,8 +338,8 @@ class DeviceGen:
                f"static void ofl_ctlrun_{tn}(void *arg, const uint8_t *msg, size_t len, "
                "struct ofl_ctl_out *out, struct ofl_ctl_reply *r) {",
                "    struct ofl_proc *proc = arg;", f"    {call}", "}",
-               *head, f"    ofl_ctl_stage_msg(&proc->ctl_stage_{tn}, ofl_ctlrun_{tn}, proc, msg, "
-               "len, &r);", *tail)
+               *head, f"    ofl_ctl_stage_msg(&proc->ctl_stage_{tn}, ofl_chan_peer_session(end), "
+               f"ofl_ctlrun_{tn}, proc, msg, len, &r);", *tail)
 
     def _body(self, n: Node, batch: bool = False) -> None:
         emit_body(self.e, n, batch)
@@ -1021,9 +1021,12 @@ class DeviceGen:
           "    struct ofl_chan_stats chans = {0};",
           *(["    if (mgr) ofl_chan_mgr_stop_sum(mgr, &chans);"]
             if served or self.reload_channel else []),
+          *(f"    ofl_ctl_stage_end(&proc->ctl_stage_{cname(t.name)}); /* unrun: dropped */"
+            for t in self.ctl_tables if staged(t)),
           "    ofl_live_stop(&live);",
-          "    ofl_prog_report_live(&ofl_prog, &proc->args, 0, true); /* the last counts */",
-          "    ofl_prog_report(&ofl_prog, &proc->args, chans.withdrawn);", *self.main_teardown(),
+          "    /* the last counts: the stats file and the last live copy, one serialization */",
+          "    ofl_prog_report_last(&ofl_prog, &proc->args, chans.withdrawn);",
+          *self.main_teardown(),
           "    ofl_prog_close(&ofl_prog);",
           "    ofl_window_close(&proc->win);", "    ofl_lifeline_finish(&life);",
           "    return failed;", "}", "#endif")
@@ -1104,15 +1107,19 @@ class DeviceGen:
                        f"    else ofl_stats_table_length(j, name, {t.length}u);", "}")
             elif t.home == self.home and t.stats_fn:
                 stats = f"ofl_tstats_{tn}"
+                call = (f"{t.stats_fn}(j, name, {tbl}, contents);" if t.stats_contents
+                        else f"(void)contents; {t.stats_fn}(j, name, {tbl});")
                 self.e(f"static void {stats}(struct ofl_json *j, const char *name, "
-                       f"bool contents) {{ (void)contents; {t.stats_fn}(j, name, {tbl}); }}")
+                       f"bool contents) {{ {call} }}")
             if t.home == self.home:
                 close = f"ofl_tclose_{tn}"
                 self.e(f"static void {close}(void) {{ "
                        f"{t.close_fn if t.is_object else 'free'}({tbl}); }}")
             opts = "true" if t.home == self.home and t.is_object else "false"
-            if stats != "NULL" or close != "NULL":
-                rows.append(f'    {{ "{t.name}", {stats}, {close}, {opts} }},')
+            stage = (f"&ofl_process.ctl_stage_{tn}" if t in self.ctl_tables and staged(t)
+                     else "NULL")
+            if stats != "NULL" or close != "NULL" or stage != "NULL":
+                rows.append(f'    {{ "{t.name}", {stats}, {close}, {opts}, {stage} }},')
         return rows
 
     def _core_use(self, k: int, p: SegmentPlan, idx: int) -> str:

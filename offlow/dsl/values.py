@@ -230,7 +230,8 @@ def map_table(m: SharedMap) -> SharedTable:
         m.name, "struct ofl_map", 1, open_fn=f"ofl_mapopen_{m.name}", close_fn="ofl_map_close",
         source=(f"a hash map of at most {m.entries} keys (struct {m.name}_key, "
                 f"{m.key_size} B) to {_value_text(m)}, empty at start"),
-        stats_fn="ofl_map_stats_json", includes=("offlow/map.h", "offlow/map_ctl.h"),
+        stats_fn="ofl_map_stats_json", stats_contents=True,
+        includes=("offlow/map.h", "offlow/map_ctl.h"),
         one_core=True, ctl_fn=f"ofl_mapctl_{m.name}",
         map_key=m.key, map_value=m.value_ctype, map_record=m.record, map_entries=m.entries)
 

@@ -173,6 +173,10 @@ class SharedTable:
     ctl: str = ""  # set by the plan: the device that serves its control channel ctl.NAME
     ctl_fn: str = ""  # the object's control function (dsl Table; see runtime ctl.h)
     stats_fn: str = ""  # writes the object's counters to the stats file (dsl Table)
+    # stats_fn takes a 4th argument, ``bool contents``: false for a live read of the
+    # counters only (runtime live.h's OFL_LIVE_TABLES unset), which leaves out the
+    # object's entries (a hash map's pairs) and keeps its counters
+    stats_contents: bool = False
     tcp: bool = False   # serves the run's TCP socket, when it has one (dsl Table)
     includes: tuple[str, ...] = ()  # runtime headers of its type and functions (dsl Table)
     src_kinds: tuple[tuple[str, str], ...] = ()  # source kinds it adds: (kind, C function)

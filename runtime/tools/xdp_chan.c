@@ -96,6 +96,9 @@ void ofl_xdp_chans_stop(struct ofl_xdp_chans *s)
 {
     if (s->mgr) ofl_chan_mgr_stop(s->mgr);
     s->mgr = NULL;
+    /* a request a client staged and never ran: dropped, counted (ctl_stage.h) */
+    for (size_t i = 0; s->maps && s->d->maps && s->d->maps[i].name; i++)
+        if (s->d->maps[i].ctl_chan) ofl_ctl_stage_end(&s->maps[i].stage);
     for (const struct ofl_xdp_array *x = s->d ? s->d->arrays : NULL; x && x->name; x++) {
         if (!x->mem || !*x->mem) continue;
         munmap(*x->mem, (size_t)x->n * x->size);

@@ -46,8 +46,9 @@ int ofl_xdp_chans_open(struct ofl_xdp_chans *s, const struct ofl_xdp_desc *d,
  * control's own failures, which print theirs). */
 int ofl_xdp_chans_start(struct ofl_xdp_chans *s, struct bpf_object *obj);
 
-/* Stop serving (the manager's handlers end first) and unmap the arrays; the maps'
- * control counts (ctl_full) stay until ofl_xdp_chans_close. */
+/* Stop serving (the manager's handlers end first; a request still staged on a map's
+ * control channel is dropped and counted) and unmap the arrays; the maps' control
+ * counts (ctl_full, each stage's dropped) stay until ofl_xdp_chans_close. */
 void ofl_xdp_chans_stop(struct ofl_xdp_chans *s);
 
 /* Stop, free the maps' control and close the window if it is this run's own. */

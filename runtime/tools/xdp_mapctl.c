@@ -128,6 +128,6 @@ int ofl_xdp_mapctl_serve(void *ctx, struct ofl_chan_end *end, const void *msg, s
 {
     struct ofl_xdp_mapctl *s = ctx;
     struct ofl_ctl_reply r;
-    ofl_ctl_stage_msg(&s->stage, mc_run, s, msg, len, &r);
+    ofl_ctl_stage_msg(&s->stage, ofl_chan_peer_session(end), mc_run, s, msg, len, &r);
     return ofl_chan_post(end, r.b, r.n);
 }

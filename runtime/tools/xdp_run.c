@@ -398,14 +398,33 @@ out:
 }
 
 /* What a stats report reads: the run, the program's counters and the channels'
- * counts of full maps (NULL: none). The exit report and the live copies share it. */
+ * counts of full maps and each map's control (its staged requests dropped; NULL:
+ * none). The exit report and the live copies share it. */
 struct reporter {
     const struct ofl_xdp_desc *d;
     const struct ofl_args *a;
     struct run *r;
     struct counters *c;
     const uint64_t *ctl_full;
+    const struct ofl_xdp_mapctl *ctl_maps;
 };
+
+/* "ctl_dropped": each map's requests staged on its control channel whose client went
+ * away before running them (ctl_stage.h), as gen.c writes a generated process's; only
+ * when some were. */
+static void report_ctl_dropped(struct ofl_json *j, const struct reporter *rp)
+{
+    bool any = false;
+    for (size_t i = 0; rp->ctl_maps && rp->d->maps && rp->d->maps[i].name; i++) {
+        uint64_t n = rp->d->maps[i].ctl_chan ? ofl_ctl_stage_dropped(&rp->ctl_maps[i].stage)
+                                             : 0;
+        if (!n) continue;
+        if (!any) ofl_json_begin_obj(j, "ctl_dropped");
+        any = true;
+        ofl_json_u64(j, rp->d->maps[i].name, n);
+    }
+    if (any) ofl_json_end_obj(j);
+}
 
 /* The stats object's members after "device" (the schema of every device's,
  * docs/run-result.schema.json): one core of the segment with the program's counters
@@ -414,8 +433,10 @@ struct reporter {
  * run goes on: the program's counters and tables are read from the kernel's maps (a
  * syscall each, into `rp->c`'s own buffer), the run's own words with relaxed atomic
  * loads (struct run), the source's, sink's and rings' counters as every process's
- * live report reads them (live.h: 64-bit words, each written by one thread). */
-static void report_body(struct ofl_json *j, const struct reporter *rp)
+ * live report reads them (live.h: 64-bit words, each written by one thread).
+ * `contents`: the tables' elements (an array's, a map's pairs), else their lengths and
+ * counters only (a live read without OFL_LIVE_TABLES, as gen.c's report_body). */
+static void report_body(struct ofl_json *j, const struct reporter *rp, bool contents)
 {
     const struct ofl_xdp_desc *d = rp->d;
     struct run *r = rp->r;
@@ -482,35 +503,49 @@ static void report_body(struct ofl_json *j, const struct reporter *rp)
     ofl_json_end_obj(j); /* the core */
     ofl_json_end_arr(j);
     ofl_json_begin_obj(j, "tables");
-    ofl_xdp_arrays_report(j, d, c->obj);
-    ofl_xdp_maps_report(j, d, c->obj, rp->ctl_full);
+    ofl_xdp_arrays_report(j, d, c->obj, contents);
+    ofl_xdp_maps_report(j, d, c->obj, rp->ctl_full, contents);
     ofl_json_end_obj(j);
     ofl_json_begin_obj(j, "sinks");
     if (d->sink && r->sink) ofl_stats_sink(j, d->sink, r->sink);
     ofl_json_end_obj(j);
+    report_ctl_dropped(j, rp);
 }
 
-/* The stats file (--stats), at exit. */
-static void report(const struct reporter *rp)
+/* Every table's contents (the last counts' body; `arg`: the reporter). */
+static void last_body(struct ofl_json *j, const void *arg)
 {
-    struct ofl_json j;
-    if (!ofl_stats_begin(&j, rp->a)) return;
-    report_body(&j, rp);
-    ofl_stats_end(&j);
+    report_body(j, arg, true);
 }
 
-/* The live copy's body (ofl_live_body_fn; `arg`: the reporter). */
+/* At exit: the stats file (--stats) and its last live copy (live_final), from one
+ * serialization (gen.h: ofl_stats_write_last). */
+static void report_last(const struct reporter *rp)
+{
+    ofl_stats_write_last(rp->a, last_body, rp);
+}
+
+/* A live answer's reporter, and whether it carries the tables' elements. */
+struct live_ask {
+    const struct reporter *rp;
+    bool contents;
+};
+
+/* The live copy's body (ofl_live_body_fn; `arg`: a struct live_ask). */
 static void live_body(struct ofl_json *j, const void *arg)
 {
-    report_body(j, arg);
+    const struct live_ask *ask = arg;
+    report_body(j, ask->rp, ask->contents);
 }
 
 /* The stats file's live copy (live_file.h), answering request `seq` (live.h), as the
- * generated processes write theirs; `final`: the process is about to exit, these are
- * the last counts. Nothing without --stats. 0, or a negative errno. */
+ * generated processes write theirs: the tables' elements when the request has
+ * OFL_LIVE_TABLES or the copy is the last; `final`: the process is about to exit,
+ * these are the last counts. Nothing without --stats. 0, or a negative errno. */
 static int report_live(const struct reporter *rp, uint32_t seq, bool final)
 {
-    return ofl_live_write(rp->a->stats, rp->a->device, seq, final, live_body, rp);
+    struct live_ask ask = { rp, final || (seq & OFL_LIVE_TABLES) };
+    return ofl_live_write(rp->a->stats, rp->a->device, seq, final, live_body, &ask);
 }
 
 /* Answer a live-stats request (ofl_live_fn; `arg`: the live thread's reporter). */
@@ -708,8 +743,8 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
         ofl_start_failf(a, "out of memory (the program's counters)");
         goto done;
     }
-    struct reporter rep = { d, a, &r, &c, chans.ctl_full };
-    struct reporter live_rep = { d, a, &r, &live_c, chans.ctl_full };
+    struct reporter rep = { d, a, &r, &c, chans.ctl_full, chans.maps };
+    struct reporter live_rep = { d, a, &r, &live_c, chans.ctl_full, chans.maps };
     live_start(&live, &live_rep, win, &live_win);
     if (iface) {
         serve(d, dur_ns, &r, &c);
@@ -722,8 +757,8 @@ static int run(const struct ofl_xdp_desc *d, const char *obj_path, struct ofl_ar
     if (win && a->serve && status == 0 && ofl_serve_until_stopped(win) < 0) status = 1;
     ofl_xdp_chans_stop(&chans);  /* (no handler runs while the tables are reported) */
     ofl_live_stop(&live);
-    report_live(&rep, 0, true);  /* the last counts, for readers after the exit */
-    report(&rep);
+    report_last(&rep);  /* the last counts: the stats file and, for readers after the
+                           exit, the last live copy */
 done:
     ofl_live_stop(&live);  /* (nothing when stopped above, or never started) */
     if (live_win.base) ofl_window_close(&live_win);

@@ -228,9 +228,13 @@ static int read_array(const struct ofl_xdp_array *x, int fd, void *v)
 }
 
 void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
-                           struct bpf_object *obj)
+                           struct bpf_object *obj, bool contents)
 {
     for (const struct ofl_xdp_array *x = d->arrays; x && x->name; x++) {
+        if (!contents) {
+            ofl_stats_table_length(j, x->name, x->n);
+            continue;
+        }
         struct bpf_map *m = bpf_object__find_map_by_name(obj, x->map);
         void *v = calloc(x->n ? x->n : 1, x->size);
         if (m && v && read_array(x, bpf_map__fd(m), v) == 0)
@@ -280,6 +284,26 @@ static int read_map(const struct ofl_xdp_map *x, int fd, struct held *h)
     return 0;
 }
 
+/* Count the keys of hash map `fd` (at most x->entries) into `n`, reading no value: a
+ * live read of the counters (the map's items, not its pairs). */
+static int count_map(const struct ofl_xdp_map *x, int fd, uint32_t *n)
+{
+    uint8_t *keys = calloc(2, x->key_size);
+    if (!keys) return -ENOMEM;
+    int rc = 0;
+    const void *prev = NULL;
+    for (*n = 0; *n < x->entries; ++*n) {
+        uint8_t *k = keys + (size_t)(*n & 1u) * x->key_size;
+        if (bpf_map_get_next_key(fd, prev, k) < 0) {
+            rc = errno == ENOENT ? 0 : -errno;
+            break;
+        }
+        prev = k;
+    }
+    free(keys);
+    return rc;
+}
+
 int ofl_xdp_map_full(struct bpf_object *obj, const struct ofl_xdp_map *x, uint64_t *full)
 {
     struct ofl_xdp_array counter = { x->name, NULL, 1u, 8u, 0, 1, NULL };
@@ -291,15 +315,18 @@ int ofl_xdp_map_full(struct bpf_object *obj, const struct ofl_xdp_map *x, uint64
 }
 
 void ofl_xdp_maps_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
-                         struct bpf_object *obj, const uint64_t *ctl_full)
+                         struct bpf_object *obj, const uint64_t *ctl_full, bool contents)
 {
     for (const struct ofl_xdp_map *x = d->maps; x && x->name; x++) {
         struct bpf_map *m = bpf_object__find_map_by_name(obj, x->map);
         uint64_t nfull = 0;
         struct held h = {0};
-        if (m && ofl_xdp_map_full(obj, x, &nfull) == 0 && read_map(x, bpf_map__fd(m), &h) == 0)
+        if (m && ofl_xdp_map_full(obj, x, &nfull) == 0 &&
+            (contents ? read_map(x, bpf_map__fd(m), &h) : count_map(x, bpf_map__fd(m), &h.n))
+                == 0)
             ofl_map_json(j, x->name, x->key_size, x->value_size, x->entries, h.n,
-                         nfull + (ctl_full ? ctl_full[x - d->maps] : 0), held_next, &h);
+                         nfull + (ctl_full ? ctl_full[x - d->maps] : 0), contents, held_next,
+                         &h);
         else
             fprintf(stderr, "offlow xdp: cannot read shared map %s\n", x->name);
         free(h.keys);

@@ -4,6 +4,7 @@
 #ifndef OFL_XDP_TABLES_H
 #define OFL_XDP_TABLES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <bpf/libbpf.h>
@@ -42,16 +43,19 @@ int ofl_xdp_lpm6_size(struct bpf_object *obj, const char *maps, const struct ofl
 int ofl_xdp_lpm6_fill(struct bpf_object *obj, const char *maps, const struct ofl_lpm6_trie *p);
 
 /* Write each shared array of `d` (its map in the loaded `obj`) into the stats' tables
- * object `j`, as every device reports its arrays (a per-CPU one summed over the CPUs). */
+ * object `j`, as every device reports its arrays (a per-CPU one summed over the CPUs);
+ * without `contents` (a live read of the counters only, live.h) its length alone,
+ * read from no map (stats.h: ofl_stats_table_length). */
 void ofl_xdp_arrays_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
-                           struct bpf_object *obj);
+                           struct bpf_object *obj, bool contents);
 
 /* Write each shared hash map of `d` (walked through its map's fd in the loaded `obj`:
  * bpf_map_get_next_key) into the stats' tables object `j`, as map.h reports a map on
  * every device, its per-CPU `full` counter summed with `ctl_full`[i] (the control
- * channel's refused sets of map i; NULL: none). */
+ * channel's refused sets of map i; NULL: none); without `contents` its keys counted
+ * and no value read, no pairs written (ofl_map_json). */
 void ofl_xdp_maps_report(struct ofl_json *j, const struct ofl_xdp_desc *d,
-                         struct bpf_object *obj, const uint64_t *ctl_full);
+                         struct bpf_object *obj, const uint64_t *ctl_full, bool contents);
 
 /* Map `x`'s per-CPU `full` counter in the loaded `obj`, summed. 0 or a negative errno. */
 int ofl_xdp_map_full(struct bpf_object *obj, const struct ofl_xdp_map *x, uint64_t *full);

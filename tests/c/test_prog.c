@@ -85,8 +85,8 @@ static void table_close(void) { closed++; }
 
 static const struct ofl_sink_use sink_uses[] = {{"out", &sinks[0], 1}};
 static const struct ofl_table_use tables[] = {
-    {"counts", table_stats, NULL, false},
-    {"store", NULL, table_close, false},
+    {"counts", table_stats, NULL, false, NULL},
+    {"store", NULL, table_close, false, NULL},
 };
 
 /* Core a: three entries on instance 0, two on instance 1, then close both rings. */
@@ -192,6 +192,41 @@ static void live_contents(const char *stats, const struct ofl_args *a)
     free(t);
 }
 
+/* The text of file `path` (the caller frees it), or NULL. */
+static char *text_of(const char *path)
+{
+    size_t len;
+    char *text = NULL;
+    if (ofl_file_read(path, (void **)&text, &len) < 0) return NULL;
+    char *t = realloc(text, len + 1);
+    if (!t) { free(text); return NULL; }
+    t[len] = 0;
+    return t;
+}
+
+/* At exit the stats file and the last live copy come from one serialization: the
+ * same members after their heads, every element of the array, and the answers
+ * withdrawn (which the last live copy once left out) in both. */
+static void last_counts(const char *stats, const struct ofl_args *a)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s.live", stats);
+    ofl_prog_report_last(&prog, a, 3);
+    char *file = text_of(stats), *live = text_of(path);
+    const char *head = "{\"device\":\"nic\",";
+    const char *body = live ? strstr(live, "\"now_ns\":") : NULL;
+    body = body ? strchr(body, ',') : NULL;
+    CHECK(file && live && !strncmp(file, head, strlen(head)) &&
+          contains(live, "\"live_seq\":0,\"live_final\":1,") && body,
+          "both written, with their heads");
+    CHECK(file && body && !strcmp(file + strlen(head) - 1, body),
+          "the same members after the heads");
+    CHECK(file && contains(file, "\"tables\":{\"counts\":[7,0,9]}") &&
+          contains(file, "\"chan_withdrawn\":3}\n"), "every element, and the withdrawn");
+    free(file);
+    free(live);
+}
+
 /* One whole run: init, open, run, report, close; `fail`: core b fails. */
 static void one_run(const char *dir, int fail)
 {
@@ -226,6 +261,7 @@ static void one_run(const char *dir, int fail)
     uint32_t aborted = ((struct ofl_window_hdr *)w.base)->abort;
     CHECK(!!aborted == fail, "the window's abort word is %s", fail ? "raised" : "left alone");
     CHECK(ctxs[1].el_in[1] == 5, "core b took all 5 entries of both rings");
+    if (!fail) last_counts(stats, &a);
     ofl_prog_report(&prog, &a, 0);
     if (!fail) live_contents(stats, &a);
     size_t len;
@@ -450,7 +486,7 @@ static void unread_table_opt(const char *dir)
     snprintf(window, sizeof window, "%s/window-topt", dir);
     snprintf(stats, sizeof stats, "%s/stats-topt.json", dir);
     snprintf(errpath, sizeof errpath, "%s.error", stats);
-    static const struct ofl_table_use store[] = {{"store", NULL, NULL, true}};
+    static const struct ofl_table_use store[] = {{"store", NULL, NULL, true, NULL}};
     const char *given[] = {"store.sise=2", "store.size=2", "store.path=x"};
     for (int k = 0; k < 3; k++) {
         char *argv[] = {"test_prog", "--window", window, "--stats", stats, "--user-opt",

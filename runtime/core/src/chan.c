@@ -540,6 +540,11 @@ int ofl_chan_peer_state(const struct ofl_chan_end *e)
     return 1;
 }
 
+uint32_t ofl_chan_peer_session(const struct ofl_chan_end *e)
+{
+    return end_valid(e) ? LOAD(&side_peer(e)->gen, ACQUIRE) : 0;
+}
+
 /* The peer session a try call found dead is still the one there. */
 static bool known_dead(const struct ofl_chan_end *e)
 {

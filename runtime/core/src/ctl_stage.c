@@ -7,7 +7,7 @@
 int ofl_ctl_stage_init(struct ofl_ctl_stage *s, uint8_t *req, uint8_t *rep, size_t cap)
 {
     if (cap > OFL_CTL_STAGE_MAX) return -EMSGSIZE;
-    *s = (struct ofl_ctl_stage){req, rep, (uint32_t)cap, 0, 0, 0};
+    *s = (struct ofl_ctl_stage){req, rep, (uint32_t)cap, 0, 0, 0, 0, 0};
     return 0;
 }
 
@@ -92,9 +92,32 @@ static void run(struct ofl_ctl_stage *s, ofl_ctl_fn fn, void *ctx, const uint8_t
     if (st > 0) s->kept = (uint32_t)out.n;
 }
 
-void ofl_ctl_stage_msg(struct ofl_ctl_stage *s, ofl_ctl_fn fn, void *ctx, const uint8_t *msg,
-                       size_t len, struct ofl_ctl_reply *r)
+/* Drop a request staged and not run, counting it. */
+static void drop_staged(struct ofl_ctl_stage *s)
 {
+    if (s->want)
+        __atomic_store_n(&s->dropped, s->dropped + 1, __ATOMIC_RELAXED);
+    s->want = s->have = 0;
+}
+
+void ofl_ctl_stage_end(struct ofl_ctl_stage *s)
+{
+    drop_staged(s);
+    s->kept = 0;
+}
+
+uint64_t ofl_ctl_stage_dropped(const struct ofl_ctl_stage *s)
+{
+    return __atomic_load_n(&s->dropped, __ATOMIC_RELAXED);
+}
+
+void ofl_ctl_stage_msg(struct ofl_ctl_stage *s, uint32_t peer, ofl_ctl_fn fn, void *ctx,
+                       const uint8_t *msg, size_t len, struct ofl_ctl_reply *r)
+{
+    if (peer != s->peer) {   /* another client: what the last one left goes */
+        ofl_ctl_stage_end(s);
+        s->peer = peer;
+    }
     switch (len ? msg[0] : 0) {
     case OFL_CTL_STAGE_BEGIN:
         begin(s, msg, len, r);

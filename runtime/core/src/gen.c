@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "offlow/ctl_stage.h"
 #include "offlow/err.h"
 #include "offlow/live.h"
 #include "offlow/live_file.h"
@@ -1243,8 +1244,23 @@ static void stats_core(struct ofl_json *j, const struct ofl_prog *p, const struc
     ofl_json_end_obj(j);
 }
 
+/* "ctl_dropped": the requests staged on each table's control channel whose client
+ * went away before running them (ctl_stage.h), by table; only when some were. */
+static void stats_ctl_dropped(struct ofl_json *j, const struct ofl_prog *p)
+{
+    bool any = false;
+    for (unsigned t = 0; t < p->ntables; t++) {
+        uint64_t n = p->tables[t].ctl ? ofl_ctl_stage_dropped(p->tables[t].ctl) : 0;
+        if (!n) continue;
+        if (!any) ofl_json_begin_obj(j, "ctl_dropped");
+        any = true;
+        ofl_json_u64(j, p->tables[t].name, n);
+    }
+    if (any) ofl_json_end_obj(j);
+}
+
 /* The stats object's members after "device": cores, tables (the arrays' elements
- * when `contents`, else their lengths), sinks. */
+ * when `contents`, else their lengths), sinks, control drops (when some). */
 static void report_body(struct ofl_json *j, const struct ofl_prog *p, bool contents)
 {
     ofl_json_begin_arr(j, "cores");
@@ -1258,6 +1274,7 @@ static void report_body(struct ofl_json *j, const struct ofl_prog *p, bool conte
     for (unsigned k = 0; k < p->nsinks; k++)
         ofl_stats_sink(j, p->sinks[k].name, *p->sinks[k].sink);
     ofl_json_end_obj(j);
+    stats_ctl_dropped(j, p);
 }
 
 void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,
@@ -1268,6 +1285,26 @@ void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,
     report_body(&j, p, true);
     if (chan_withdrawn) ofl_json_u64(&j, "chan_withdrawn", chan_withdrawn);
     ofl_stats_end(&j);
+}
+
+/* The last counts' body: every table's contents, then the withdrawn answers. */
+struct last_ask {
+    const struct ofl_prog *p;
+    uint64_t chan_withdrawn;
+};
+
+static void last_body(struct ofl_json *j, const void *arg)
+{
+    const struct last_ask *ask = arg;
+    report_body(j, ask->p, true);
+    if (ask->chan_withdrawn) ofl_json_u64(j, "chan_withdrawn", ask->chan_withdrawn);
+}
+
+void ofl_prog_report_last(const struct ofl_prog *p, const struct ofl_args *a,
+                          uint64_t chan_withdrawn)
+{
+    struct last_ask ask = { p, chan_withdrawn };
+    ofl_stats_write_last(a, last_body, &ask);
 }
 
 /* A live answer's program, and whether it carries the arrays' elements. */
@@ -1478,4 +1515,50 @@ void ofl_stats_end(struct ofl_json *j)
     fputc('\n', j->f);
     fclose(j->f);
     j->f = NULL;
+}
+
+/* Bytes serialized once, written as a body (ofl_live_body_fn; `arg`: struct raw). */
+struct raw {
+    const char *b;
+    size_t n;
+};
+
+static void raw_body(struct ofl_json *j, const void *arg)
+{
+    const struct raw *r = arg;
+    if (j->f && r->n) fwrite(r->b, 1, r->n, j->f);
+}
+
+void ofl_stats_write_last(const struct ofl_args *a,
+                          void (*body)(struct ofl_json *j, const void *arg), const void *arg)
+{
+    if (!a->stats) return;
+    struct raw r = { NULL, 0 };
+    char *buf = NULL;
+    /* in memory as inside the top object after "device": each member after a comma */
+    struct ofl_json m;
+    memset(&m, 0, sizeof m);
+    m.f = open_memstream(&buf, &r.n);
+    if (m.f) {
+        m.depth = 1;
+        m.first[1] = 1;
+        body(&m, arg);
+        bool bad = ferror(m.f) != 0;
+        if (fclose(m.f) != 0 || bad) {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    r.b = buf;
+    int rc = buf ? ofl_live_write(a->stats, a->device, 0, true, raw_body, &r)
+                 : ofl_live_write(a->stats, a->device, 0, true, body, arg);
+    if (rc < 0)
+        fprintf(stderr, "offlow %s: the last live copy: %s\n", a->device, ofl_strerror(rc));
+    struct ofl_json j;
+    if (ofl_stats_begin(&j, a)) {
+        if (buf) raw_body(&j, &r);
+        else body(&j, arg);
+        ofl_stats_end(&j);
+    }
+    free(buf);
 }

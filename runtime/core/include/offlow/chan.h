@@ -209,6 +209,12 @@ int ofl_chan_open(struct ofl_chan_end *e, void *region, uint32_t id, int side,
  * an end never opened. One look, no waiting. */
 int ofl_chan_peer_state(const struct ofl_chan_end *e);
 
+/* The peer side's session: a number that changes each time that side is opened or
+ * closed (odd while open; a side a dead process left open keeps its number until
+ * another takes it over), 0 when never opened or for an end never opened. A handler
+ * tells one client from the next by it (ctl_stage.h). One load, no system call. */
+uint32_t ofl_chan_peer_session(const struct ofl_chan_end *e);
+
 /* Close the end: a peer blocked on it (or starting a call later) gets -EPIPE; our
  * pending post is withdrawn (counted in `withdrawn`). Idempotent. Call it when no other call on the end
  * runs, except that a blocked call on another thread returns -EPIPE. */

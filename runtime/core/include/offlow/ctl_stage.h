@@ -2,11 +2,17 @@
  * the serving side's staging buffer of one control channel. A request is staged in
  * parts, in order, and runs whole only once all of it is there, so the table sees it
  * as one request (a set: one update); a reply too long for one message is kept whole
- * and read back in parts. A client that dies half-way leaves a staged request that the
- * next one's 'S' drops (an 'X' before then is refused as incomplete; one staged whole
- * would run, but a client sends 'X' only after its own 'S'). Messages of other letters
- * run at once, as they always did. One client at a time: a channel's side A has one
- * owner. */
+ * and read back in parts. Messages of other letters run at once, as they always did.
+ * One client at a time: a channel's side A has one owner.
+ *
+ * What is staged and kept belongs to the client that sent it: each message comes with
+ * the session of its sender (chan.h's ofl_chan_peer_session: a new client, or the
+ * same process opening the channel again, is another). A message from another session
+ * first drops what the last one left: a request it staged and never ran (its client
+ * died or closed half-way: counted in `dropped`, the run's control drops) and a reply
+ * it did not read. So a request staged by a client that died is never run by the
+ * next one's 'X', and nothing of it is left once another client speaks; a request
+ * still staged when the process stops is dropped and counted by ofl_ctl_stage_end. */
 #ifndef OFL_CTL_STAGE_H
 #define OFL_CTL_STAGE_H
 
@@ -28,6 +34,9 @@ struct ofl_ctl_stage {
     uint32_t want;    /* the staged request's bytes; 0: none begun */
     uint32_t have;    /* its bytes staged so far */
     uint32_t kept;    /* the kept reply's bytes; 0: none */
+    uint32_t peer;    /* the session of the client whose messages came last */
+    uint64_t dropped; /* staged requests dropped unrun: their client went away
+                         (written by the serving thread, read by others: atomic) */
 };
 
 /* Give `s` the buffers `req` and `rep` of `cap` bytes each (the longest request or
@@ -35,10 +44,20 @@ struct ofl_ctl_stage {
  * OFL_MAP_CTL_STAGE). Returns 0, or -EMSGSIZE when cap exceeds OFL_CTL_STAGE_MAX. */
 int ofl_ctl_stage_init(struct ofl_ctl_stage *s, uint8_t *req, uint8_t *rep, size_t cap);
 
-/* Answer message `msg` (`len` bytes): 'S', 'P', 'X' and 'R' here, any other by
- * `fn(ctx, ...)`. Each gets one reply in `r`; a malformed or out-of-order part drops
- * the staged request (one error reply, the table unchanged). */
-void ofl_ctl_stage_msg(struct ofl_ctl_stage *s, ofl_ctl_fn fn, void *ctx, const uint8_t *msg,
-                       size_t len, struct ofl_ctl_reply *r);
+/* Answer message `msg` (`len` bytes) from the client of session `peer`
+ * (ofl_chan_peer_session of the end it came on): 'S', 'P', 'X' and 'R' here, any other
+ * by `fn(ctx, ...)`. Each gets one reply in `r`; a malformed or out-of-order part drops
+ * the staged request (one error reply, the table unchanged). A `peer` other than the
+ * last message's first drops what that client staged (counted) and kept. */
+void ofl_ctl_stage_msg(struct ofl_ctl_stage *s, uint32_t peer, ofl_ctl_fn fn, void *ctx,
+                       const uint8_t *msg, size_t len, struct ofl_ctl_reply *r);
+
+/* The process stops serving the channel: a request still staged is dropped and
+ * counted (its client never ran it). Call it once no message is being answered. */
+void ofl_ctl_stage_end(struct ofl_ctl_stage *s);
+
+/* Staged requests dropped so far because their client went away (or the process
+ * stopped first); any thread may read it while the channel is served. */
+uint64_t ofl_ctl_stage_dropped(const struct ofl_ctl_stage *s);
 
 #endif

@@ -612,6 +612,8 @@ struct ofl_sink_use {
     unsigned ncores;
 };
 
+struct ofl_ctl_stage;
+
 /* A table this process reports or frees (generated one-line functions). */
 struct ofl_table_use {
     const char *name;
@@ -622,6 +624,9 @@ struct ofl_table_use {
     bool opts;                /* an object opened here from its options (NAME.KEY, and
                                  those its sender read: ofl_table_recv): a user's key
                                  that none of them read is refused (ofl_prog_open) */
+    /* the staging of its control channel when this process serves it in parts
+       (ctl_stage.h), else NULL: its dropped requests are reported (ctl_dropped) */
+    const struct ofl_ctl_stage *ctl;
 };
 
 /* A thread of the process: the function running its loop(s), and its argument. */
@@ -694,6 +699,14 @@ void ofl_prog_report(const struct ofl_prog *p, const struct ofl_args *a,
 int ofl_prog_report_live(const struct ofl_prog *p, const struct ofl_args *a, uint32_t seq,
                          bool final);
 
+/* At exit, once no core runs and no channel is served: the last counts, serialized
+ * once and written to both places (ofl_stats_write_last): the stats file, as
+ * ofl_prog_report writes it, and its last live copy (live_final: every table's
+ * contents, and `chan_withdrawn` as the stats file has it). A 4M-entry array was
+ * serialized twice here. Nothing without --stats. */
+void ofl_prog_report_last(const struct ofl_prog *p, const struct ofl_args *a,
+                          uint64_t chan_withdrawn);
+
 /* Close the sinks, then each core's sources, rings and buffers, then the tables. */
 void ofl_prog_close(const struct ofl_prog *p);
 
@@ -716,5 +729,12 @@ void ofl_stats_table(struct ofl_json *j, const char *name, const void *t, unsign
 void ofl_stats_table_length(struct ofl_json *j, const char *name, unsigned n);
 void ofl_stats_sink(struct ofl_json *j, const char *name, const struct ofl_sink *s);
 void ofl_stats_end(struct ofl_json *j);
+/* A process's last counts: `body` (the members after "device", ofl_live_body_fn)
+ * serialized once into memory, then the same bytes written to the last live copy
+ * (live_file.h: live_final, request 0) and to the stats file (ofl_stats_begin/end).
+ * Without memory for them, body writes each in turn instead. Nothing without --stats;
+ * the live copy's failure is printed (the stats file's, as ofl_stats_begin's). */
+void ofl_stats_write_last(const struct ofl_args *a,
+                          void (*body)(struct ofl_json *j, const void *arg), const void *arg);
 
 #endif

@@ -18,7 +18,8 @@
 #define OFL_LIVE_POLL_NS 5000000ull
 
 /* Bit 0 of a request: answer with the tables' contents (every element of a shared
- * array), not only their lengths and table objects' counters. A reader raises the
+ * array, every pair of a hash map), not only their lengths and table objects'
+ * counters. A reader raises the
  * word by 2 (the request's number is the rest), setting this bit when it wants the
  * contents. A process's first answer (request 0) has none; its last (live_final)
  * has them (gen.h: ofl_prog_report_live). */

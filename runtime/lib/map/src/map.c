@@ -150,7 +150,8 @@ static void hex(char *out, const uint8_t *p, uint32_t n)
 
 void ofl_map_json(struct ofl_json *j, const char *name, uint32_t key_size,
                   uint32_t value_size, uint32_t entries, uint32_t count, uint64_t full,
-                  int (*next)(void *it, const void **key, const void **value), void *it)
+                  bool contents, int (*next)(void *it, const void **key, const void **value),
+                  void *it)
 {
     char item[2 * OFL_MAP_KEY_MAX + 1 + 2 * OFL_MAP_VALUE_MAX + 1];
     ofl_json_begin_obj(j, name);
@@ -158,6 +159,10 @@ void ofl_map_json(struct ofl_json *j, const char *name, uint32_t key_size,
     ofl_json_u64(j, "items", count);
     ofl_json_u64(j, "entries", entries);
     ofl_json_u64(j, "full", full);
+    if (!contents) {
+        ofl_json_end_obj(j);
+        return;
+    }
     ofl_json_begin_arr(j, "pairs");
     const void *k, *v;
     while (key_size <= OFL_MAP_KEY_MAX && value_size <= OFL_MAP_VALUE_MAX && next(it, &k, &v)) {
@@ -181,9 +186,10 @@ static int own_next(void *it, const void **key, const void **value)
     return ofl_map_next(o->m, &o->slot, key, value);
 }
 
-void ofl_map_stats_json(struct ofl_json *j, const char *name, const struct ofl_map *m)
+void ofl_map_stats_json(struct ofl_json *j, const char *name, const struct ofl_map *m,
+                        bool contents)
 {
     struct own_it it = { m, 0 };
     ofl_map_json(j, name, m->key_size, m->value_size, m->entries, m->count, m->full,
-                 own_next, &it);
+                 contents, own_next, &it);
 }

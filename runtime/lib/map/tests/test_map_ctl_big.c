@@ -35,6 +35,7 @@ struct served {
     struct ofl_map *m;
     struct ofl_ctl_stage stage;
     uint8_t req[CAP], rep[CAP];
+    uint32_t peer;   /* the client's session (ofl_chan_peer_session) */
 };
 
 static void run_on_map(void *ctx, const uint8_t *msg, size_t len, struct ofl_ctl_out *out,
@@ -47,7 +48,7 @@ static void run_on_map(void *ctx, const uint8_t *msg, size_t len, struct ofl_ctl
 /* One message to the served map; its reply's status (every reply fits a message). */
 static int32_t one(struct served *s, const void *msg, size_t len, struct ofl_ctl_reply *r)
 {
-    ofl_ctl_stage_msg(&s->stage, run_on_map, s, msg, len, r);
+    ofl_ctl_stage_msg(&s->stage, s->peer, run_on_map, s, msg, len, r);
     if (r->n < 4 || r->n > OFL_CTL_MSG_MAX) CHECK(0, "a reply of %zu bytes", r->n);
     return reply_status(r);
 }
@@ -125,6 +126,7 @@ static void served_open(struct served *s, uint32_t entries)
     memset(s, 0, sizeof *s);
     CHECK(ofl_map_open(&s->m, KS, VS, entries) == 0, "open");
     CHECK(ofl_ctl_stage_init(&s->stage, s->req, s->rep, CAP) == 0, "stage init");
+    s->peer = 1;
 }
 
 static void whole_requests(void)
@@ -239,6 +241,41 @@ static void abandoned_and_malformed(void)
     ofl_map_close(s.m);
 }
 
+/* What a client staged or kept is its own: another client's first message drops a
+ * request it staged whole and never ran (counted) and a reply it did not read, so the
+ * next client's 'X' or 'R' finds none; one staged when the channel stops is dropped
+ * and counted too. A client that begins again itself drops nothing counted. */
+static void clients_own_what_they_stage(void)
+{
+    struct served s;
+    served_open(&s, 4);
+    ofl_map_ctl_owner_done(s.m);
+    struct ofl_ctl_reply r;
+    uint8_t req[1 + KS + VS] = {'s'}, got[CAP];
+    size_t n;
+    key_of(req + 1, 5);
+    CHECK(stage(&s, req, sizeof req) == 0, "client 1 stages a whole set and dies");
+    s.peer = 3;
+    CHECK(one(&s, "X", 1, &r) == -EINVAL && s.m->count == 0 && s.m->ctl_updates == 0,
+          "client 3's 'X' runs nothing of client 1's");
+    CHECK(ofl_ctl_stage_dropped(&s.stage) == 1, "client 1's request counted dropped");
+    CHECK(stage(&s, req, sizeof req) == 0 && stage(&s, req, sizeof req) == 0 &&
+          one(&s, "X", 1, &r) == 0 && s.m->count == 1, "client 3 stages twice, runs once");
+    CHECK(ofl_ctl_stage_dropped(&s.stage) == 1, "its own second 'S' is no drop");
+    CHECK(letter_u32(&s, 'n', 0, &r) > 0, "client 3's walk: a reply kept");
+    s.peer = 4;   /* (the same client closed its end: another session) */
+    CHECK(letter_u32(&s, 'R', 0, &r) == -ENOENT, "the next client reads none of it");
+    CHECK(ofl_ctl_stage_dropped(&s.stage) == 1, "an unread reply is no drop");
+    CHECK(map_op(&s, 'g', 5, 0, got, &n) == 0 && n == VS, "client 4 is served");
+    CHECK(letter_u32(&s, 'S', sizeof req, &r) == 0, "client 4 begins a request");
+    ofl_ctl_stage_end(&s.stage);
+    CHECK(ofl_ctl_stage_dropped(&s.stage) == 2 && one(&s, "X", 1, &r) == -EINVAL,
+          "the channel stops: client 4's request dropped and counted");
+    ofl_ctl_stage_end(&s.stage);
+    CHECK(ofl_ctl_stage_dropped(&s.stage) == 2, "nothing staged: nothing counted");
+    ofl_map_close(s.m);
+}
+
 /* An array of 64-byte elements. */
 struct arr {
     uint8_t e[3][64];
@@ -261,25 +298,25 @@ static void wide_array(void)
     uint8_t set[5 + 64] = {'s', 2}, got[64];
     for (int i = 0; i < 64; i++) set[5 + i] = (uint8_t)(i * 3 + 1);
     struct ofl_ctl_reply r;
-    ofl_ctl_stage_msg(&a.stage, run_on_array, &a, (const uint8_t *)"S\x45\0\0\0", 5, &r);
+    ofl_ctl_stage_msg(&a.stage, 1, run_on_array, &a, (const uint8_t *)"S\x45\0\0\0", 5, &r);
     CHECK(reply_status(&r) == 0, "'S' of 69");
     for (uint32_t at = 0; at < sizeof set; at += OFL_CTL_PART_MAX) {
         uint8_t part[OFL_CTL_MSG_MAX] = {'P'};
         size_t k = sizeof set - at < OFL_CTL_PART_MAX ? sizeof set - at : OFL_CTL_PART_MAX;
         memcpy(part + 1, &at, 4);
         memcpy(part + 5, set + at, k);
-        ofl_ctl_stage_msg(&a.stage, run_on_array, &a, part, 5 + k, &r);
+        ofl_ctl_stage_msg(&a.stage, 1, run_on_array, &a, part, 5 + k, &r);
         CHECK(reply_status(&r) == 0 && a.updates == 0, "part at %u, nothing set yet", at);
     }
-    ofl_ctl_stage_msg(&a.stage, run_on_array, &a, (const uint8_t *)"X", 1, &r);
+    ofl_ctl_stage_msg(&a.stage, 1, run_on_array, &a, (const uint8_t *)"X", 1, &r);
     CHECK(reply_status(&r) == 0 && a.updates == 1 && !memcmp(a.e[2], set + 5, 64) &&
           a.e[1][63] == 0, "element 2 set whole, element 1 untouched");
-    ofl_ctl_stage_msg(&a.stage, run_on_array, &a, (const uint8_t *)"g\2\0\0\0", 5, &r);
+    ofl_ctl_stage_msg(&a.stage, 1, run_on_array, &a, (const uint8_t *)"g\2\0\0\0", 5, &r);
     CHECK(reply_status(&r) == 64, "a get: 64 bytes kept");
     for (uint32_t at = 0; at < 64;) {
         uint8_t rd[5] = {'R'};
         memcpy(rd + 1, &at, 4);
-        ofl_ctl_stage_msg(&a.stage, run_on_array, &a, rd, 5, &r);
+        ofl_ctl_stage_msg(&a.stage, 1, run_on_array, &a, rd, 5, &r);
         CHECK(reply_status(&r) == 0 && r.n > 4, "read at %u", at);
         memcpy(got + at, r.b + 4, r.n - 4);
         at += (uint32_t)(r.n - 4);
@@ -385,6 +422,7 @@ int main(void)
     whole_requests();
     abandoned_and_malformed();
     wide_array();
+    clients_own_what_they_stage();
     mailbox();
     return CHECK_DONE();
 }

@@ -6,6 +6,7 @@
 #ifndef OFL_MAP_H
 #define OFL_MAP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct ofl_args;
@@ -58,13 +59,17 @@ int ofl_map_delete(struct ofl_map *m, const void *key);
 int ofl_map_next(const struct ofl_map *m, uint32_t *slot, const void **key,
                  const void **value);
 /* The map's report in the stats file: an object `name` with kind "map", items (keys
- * held), entries (its capacity), full and pairs, each "KEYHEX=VALUEHEX" (the bytes in
- * memory order). */
-void ofl_map_stats_json(struct ofl_json *j, const char *name, const struct ofl_map *m);
+ * held), entries (its capacity), full and, when `contents`, pairs, each
+ * "KEYHEX=VALUEHEX" (the bytes in memory order). Without `contents` (a live read of
+ * the counters only: live.h's OFL_LIVE_TABLES unset) there is no "pairs" member. */
+void ofl_map_stats_json(struct ofl_json *j, const char *name, const struct ofl_map *m,
+                        bool contents);
 /* The same for a map whose keys and values another holder gives (the xdp target's BPF
- * hash map read through its fd): `next` yields them as ofl_map_next does. */
+ * hash map read through its fd): `next` yields them as ofl_map_next does (not called
+ * without `contents`; NULL then allowed). */
 void ofl_map_json(struct ofl_json *j, const char *name, uint32_t key_size,
                   uint32_t value_size, uint32_t entries, uint32_t count, uint64_t full,
-                  int (*next)(void *it, const void **key, const void **value), void *it);
+                  bool contents, int (*next)(void *it, const void **key, const void **value),
+                  void *it);
 
 #endif
