@@ -21,7 +21,7 @@ takes.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from offlow.errors import OfflowError
@@ -166,12 +166,18 @@ def kind_refusal(opt: str, name: str, kind: str, k: Kinds) -> str:
 def check_kind(user: Sequence[str], kinds: Mapping[str, Kinds]) -> None:
     """Refuse the first of the user's options `user` that gives a source or sink in
     `kinds` a kind its process has not (OfflowError: kind_refusal)."""
-    for opt in user:
-        name, _, rest = opt.partition(".")
-        key, _, value = rest.partition("=")
+    for opt, name, key, value in _split(user):
         k = kinds.get(name)
         if k is not None and key == "kind" and value not in k.kinds:
             raise OfflowError(kind_refusal(opt, name, value, k))
+
+
+def _split(user: Sequence[str]) -> Iterator[tuple[str, str, str, str]]:
+    """Each of the user's options NAME.KEY=VALUE as (option, NAME, KEY, VALUE)."""
+    for opt in user:
+        name, _, rest = opt.partition(".")
+        key, _, value = rest.partition("=")
+        yield opt, name, key, value
 
 
 def _label(kind: str) -> str:
@@ -196,9 +202,7 @@ def refusal(opt: str, name: str, key: str, r: Reads) -> str:
 def check(user: Sequence[str], reads: Mapping[str, Reads]) -> None:
     """Refuse the first of the user's options `user` (NAME.KEY=VALUE) whose object is in
     `reads` and does not read its key (OfflowError: refusal)."""
-    for opt in user:
-        name, _, rest = opt.partition(".")
-        key = rest.partition("=")[0]
+    for opt, name, key, _ in _split(user):
         r = reads.get(name)
         if r is not None and key not in r.keys:
             raise OfflowError(refusal(opt, name, key, r))

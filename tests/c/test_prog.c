@@ -155,13 +155,9 @@ static int contains(const char *text, const char *what)
     return ok;
 }
 
-/* The live copy of `stats` (PATH.live) after ofl_prog_report_live(seq, final): its
- * text (the caller frees it), or NULL. */
-static char *live_copy(const char *stats, const struct ofl_args *a, uint32_t seq, bool final)
+/* The text of file `path` (the caller frees it), or NULL. */
+static char *text_of(const char *path)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s.live", stats);
-    CHECK(ofl_prog_report_live(&prog, a, seq, final) == 0, "live copy %u written", seq);
     size_t len;
     char *text = NULL;
     if (ofl_file_read(path, (void **)&text, &len) < 0) return NULL;
@@ -169,6 +165,16 @@ static char *live_copy(const char *stats, const struct ofl_args *a, uint32_t seq
     if (!t) { free(text); return NULL; }
     t[len] = 0;
     return t;
+}
+
+/* The live copy of `stats` (PATH.live) after ofl_prog_report_live(seq, final): its
+ * text (the caller frees it), or NULL. */
+static char *live_copy(const char *stats, const struct ofl_args *a, uint32_t seq, bool final)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s.live", stats);
+    CHECK(ofl_prog_report_live(&prog, a, seq, final) == 0, "live copy %u written", seq);
+    return text_of(path);
 }
 
 /* A live answer carries the shared arrays' elements only when its request asked for
@@ -192,17 +198,6 @@ static void live_contents(const char *stats, const struct ofl_args *a)
     free(t);
 }
 
-/* The text of file `path` (the caller frees it), or NULL. */
-static char *text_of(const char *path)
-{
-    size_t len;
-    char *text = NULL;
-    if (ofl_file_read(path, (void **)&text, &len) < 0) return NULL;
-    char *t = realloc(text, len + 1);
-    if (!t) { free(text); return NULL; }
-    t[len] = 0;
-    return t;
-}
 
 /* At exit the stats file and the last live copy come from one serialization: the
  * same members after their heads, every element of the array, and the answers
