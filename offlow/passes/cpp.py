@@ -27,14 +27,21 @@ class Preprocessed:
     macros: tuple[str, ...]  # macros defined after `start` and not undefined there
 
 
-def preprocess(code: str, start: str) -> Preprocessed:
-    """Run `code` through gcc -E (runtime/build.toml's flag set `preprocess`: it says
-    why each flag); `start` is the line of `code` after which the macros it defines are
-    reported (the line that opens a body's function)."""
+def command() -> tuple[str, ...]:
+    """The preprocessor's command line: the compiler and runtime/build.toml's flag set
+    `preprocess` (it says why each flag)."""
     d = cbuild.description()
-    if shutil.which(d.compiler()) is None:
+    return (d.compiler(), *d.flags("preprocess"))
+
+
+def preprocess(code: str, start: str, cmd: tuple[str, ...] | None = None) -> Preprocessed:
+    """Run `code` through gcc -E (`cmd`, else command()); `start` is the line of `code`
+    after which the macros it defines are reported (the line that opens a body's
+    function)."""
+    cmd = cmd or command()
+    if shutil.which(cmd[0]) is None:
         raise CppError("no C compiler: install gcc (the README's setup command does)")
-    res = subprocess.run([d.compiler(), *d.flags("preprocess")], input=code,
+    res = subprocess.run(list(cmd), input=code,
                          capture_output=True, text=True, env=cbuild.c_locale())
     if res.returncode != 0:
         errors = [x for x in res.stderr.splitlines() if "error" in x] or [res.stderr.strip()]

@@ -1,0 +1,69 @@
+"""What a build reads again and again is parsed once per process for the same input: an
+element body's analysis (the preprocessor and pycparser). A changed input is parsed
+again, and a refusal is said each time."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from offlow.passes import cbody
+from offlow.passes.cbody import BodyError, analyze_body
+
+FIELDS = {"ttl": "uint8_t", "proto": "uint8_t"}
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[object]:
+    """Replace `owner.name` by a wrapper that records each call's first argument."""
+    calls: list[object] = []
+    real: Callable[..., Any] = getattr(owner, name)
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        calls.append(args[0] if args else None)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def _body(text: str) -> str:
+    """`text` with a comment no other test's body has (the analyses are per process)."""
+    return f"/* {uuid.uuid4().hex} */\n{text}"
+
+
+def test_a_body_analysed_again_with_the_same_inputs_is_not_preprocessed_again(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counted(monkeypatch, cbody, "preprocess")
+    body = _body("state->ttl = state->proto;\nEMIT(out);")
+    first = analyze_body(body, element="e", outputs=["out"], fields=FIELDS)
+    again = analyze_body(body, element="e", outputs=["out"], fields=FIELDS)
+    assert len(calls) == 1
+    assert again == first and first.reads == {"proto"} and first.writes == {"ttl"}
+
+
+def test_a_body_with_other_inputs_is_analysed_again_with_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counted(monkeypatch, cbody, "preprocess")
+    body = _body("state->ttl = state->proto;\nEMIT(out);")
+    analyze_body(body, element="e", outputs=["out"], fields=FIELDS)
+    # another output list: `out` is no longer one of its ports
+    with pytest.raises(BodyError, match="out"):
+        analyze_body(body, element="e", outputs=["tx"], fields=FIELDS)
+    # the same text under another element's name: its messages name that element
+    with pytest.raises(BodyError, match="element `f`"):
+        analyze_body(body, element="f", outputs=["tx"], fields=FIELDS)
+    # a field the body reads given another type is another analysis too
+    analyze_body(body, element="e", outputs=["out"], fields={**FIELDS, "proto": "uint16_t"})
+    assert len(calls) == 4
+
+
+def test_a_body_refused_is_refused_each_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _counted(monkeypatch, cbody, "preprocess")
+    body = _body("state->ttl = ;")
+    for _ in range(2):
+        with pytest.raises(BodyError, match="does not parse"):
+            analyze_body(body, element="e", outputs=["out"], fields=FIELDS)
+    assert len(calls) == 2
