@@ -1,15 +1,19 @@
 """What a build reads again and again is parsed once per process for the same input: an
-element body's analysis (the preprocessor and pycparser). A changed input is parsed
-again, and a refusal is said each time."""
+element body's analysis (the preprocessor and pycparser) and runtime/build.toml. A
+changed input is parsed again, and a refusal is said each time."""
 
 from __future__ import annotations
 
+import tomllib
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from offlow import cbuild
+from offlow.errors import OfflowError
 from offlow.passes import cbody
 from offlow.passes.cbody import BodyError, analyze_body
 
@@ -67,3 +71,30 @@ def test_a_body_refused_is_refused_each_time(monkeypatch: pytest.MonkeyPatch) ->
         with pytest.raises(BodyError, match="does not parse"):
             analyze_body(body, element="e", outputs=["out"], fields=FIELDS)
     assert len(calls) == 2
+
+
+def test_the_build_description_is_parsed_once_per_text(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls = _counted(monkeypatch, tomllib, "loads")
+    path = tmp_path / "build.toml"
+    text = cbuild.DESCRIPTION.read_text()
+    path.write_text(text)
+    first = cbuild.description(path)
+    assert cbuild.description(path) == first and len(calls) == 1
+    # the file changed: read as it is now
+    assert first.cc == "gcc" and 'cc = "gcc"\n' in text
+    path.write_text(text.replace('cc = "gcc"\n', 'cc = "cc"\n'))
+    assert cbuild.description(path).cc == "cc" and len(calls) == 2
+    assert first.cc == "gcc"
+    with pytest.raises(TypeError):  # shared between callers: not to be changed by one
+        first.flag_sets["optimize"] = ()  # type: ignore[index]
+
+
+def test_a_damaged_build_description_is_refused_each_time(tmp_path: Path) -> None:
+    path = tmp_path / "build.toml"
+    path.write_text("cc = \n")
+    for _ in range(2):
+        with pytest.raises(OfflowError, match="not a build description"):
+            cbuild.description(path)
+    with pytest.raises(OfflowError, match="not a build description"):
+        cbuild.description(tmp_path / "missing.toml")
