@@ -1,9 +1,11 @@
 """What a build reads again and again is parsed once per process for the same input: an
-element body's analysis (the preprocessor and pycparser) and runtime/build.toml. A
-changed input is parsed again, and a refusal is said each time."""
+element body's analysis (the preprocessor and pycparser), runtime/build.toml, and the
+syntax tree of the file an element's C strings are written in. A changed input is
+parsed again, and a refusal is said each time."""
 
 from __future__ import annotations
 
+import ast
 import tomllib
 import uuid
 from collections.abc import Callable
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 
 from offlow import cbuild
+from offlow.dsl import where
 from offlow.errors import OfflowError
 from offlow.passes import cbody
 from offlow.passes.cbody import BodyError, analyze_body
@@ -98,3 +101,57 @@ def test_a_damaged_build_description_is_refused_each_time(tmp_path: Path) -> Non
             cbuild.description(path)
     with pytest.raises(OfflowError, match="not a build description"):
         cbuild.description(tmp_path / "missing.toml")
+
+
+def _classes(tmp_path: Path, source: str) -> dict[str, type]:
+    """The classes of a module file written from `source`, each with the site
+    Element.__init_subclass__ records (file, line of its `class` statement)."""
+    file = tmp_path / f"m{uuid.uuid4().hex}.py"
+    file.write_text(source)
+    out: dict[str, type] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            out[node.name] = type(node.name, (), {"_ofl_site": (str(file), node.lineno)})
+    return out
+
+
+SOURCE = '''
+class A:
+    helpers = """int x;"""
+    body: str = (
+        "EMIT(out);")
+    other = 3
+
+
+class B:
+    other = 4
+    body = f"{3}"
+    body = """
+DROP();"""
+'''
+
+
+def test_an_elements_c_strings_lines_come_from_one_syntax_tree_of_its_file(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls = _counted(monkeypatch, ast, "parse")
+    classes = _classes(tmp_path, SOURCE)
+    calls.clear()
+    a, b = classes["A"](), classes["B"]()
+    file = vars(classes["A"])["_ofl_site"][0]
+    assert where.code_site(a, "helpers") == (file, 3)
+    assert where.code_site(a, "body") == (file, 5)
+    assert where.code_site(a, "other") == (file, 0)  # not a string
+    assert where.code_site(b, "body") == (file, 12)  # the first plain string assigned
+    assert where.code_site(b, "missing") == (file, 0)
+    assert len(calls) == 1
+
+
+def test_an_edited_file_gives_its_new_lines(tmp_path: Path) -> None:
+    classes = _classes(tmp_path, SOURCE)
+    a = classes["A"]()
+    file = Path(vars(classes["A"])["_ofl_site"][0])
+    assert where.code_site(a, "body") == (str(file), 5)
+    file.write_text(SOURCE.replace("    body: str = (\n", "    body: str = (\n\n"))
+    assert where.code_site(a, "body") == (str(file), 6)
+    file.write_text("class A(:\n")  # no longer Python: the line is unknown
+    assert where.code_site(a, "body") == (str(file), 0)
