@@ -17,8 +17,9 @@ import pytest
 from offlow import cbuild
 from offlow.dsl import where
 from offlow.errors import OfflowError
-from offlow.passes import cbody
+from offlow.passes import cbody, cpp
 from offlow.passes.cbody import BodyError, analyze_body
+from offlow.passes.gnuc import GnuCParser
 
 FIELDS = {"ttl": "uint8_t", "proto": "uint8_t"}
 
@@ -155,3 +156,23 @@ def test_an_edited_file_gives_its_new_lines(tmp_path: Path) -> None:
     assert where.code_site(a, "body") == (str(file), 6)
     file.write_text("class A(:\n")  # no longer Python: the line is unknown
     assert where.code_site(a, "body") == (str(file), 0)
+
+
+def test_the_parser_is_given_the_code_without_gccs_built_in_macros() -> None:
+    """gcc -dD writes its ~380 built-in macros before the code, each after a line
+    marker the parser would read; they are left out, the code's lines kept."""
+    pre = cpp.preprocess('int a;\n#define TWO 2\nvoid f(void) {\n#define THREE 3\n'
+                         '#line 40 "prog.py"\nint b = TWO + THREE;\n}\n', "void f(void) {")
+    assert "<built-in>" not in pre.text and "<command-line>" not in pre.text
+    assert pre.text.splitlines()[:2] == ['# 1 "<stdin>"', "int a;"]
+    assert pre.macros == ("THREE",)
+    ast_ = GnuCParser().parse(pre.text, filename="<offlow>")
+    assert ast_.ext[0].coord.line == 1
+    assert [str(x.coord) for x in ast_.ext[-1].body.block_items] == ["prog.py:40:5"]
+
+
+def test_a_body_error_names_its_line_in_the_program_file() -> None:
+    body = _body("int a = 1;\n\nstate->ttl = ;")  # line 4 of the body: after the comment
+    with pytest.raises(BodyError, match=r"prog\.py:13: element `e`: C does not parse"):
+        analyze_body(body, element="e", outputs=["out"], fields=FIELDS,
+                     site=cbody.Site("prog.py", 10))
