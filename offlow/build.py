@@ -37,6 +37,9 @@ class Build:
         return self.plan.graph
 
 
+QUIET = ".quiet"  # beside a kept executable whose compile printed nothing (no warning)
+
+
 def _with_hint(message: str) -> str:
     """A compiler error, and what to do when a body uses a runtime name (ofl_, OFL_)
     that the program's headers do not declare (a library's, whose header no element
@@ -118,21 +121,28 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
         """Compile generated `c_file` with the runtime libraries (and the target's own,
         `more`) into `exe` (once: cached, with the archives and flags it was built
         from). The executable is kept apart too, under a key of what it is made of (its
-        C file, common.h and sources.h, the flags, the compiler, the archives): a
-        program of which only another device's code changed (an edit of the host's
-        element) takes it from there instead of compiling it again."""
+        C file, common.h and sources.h, the flags but -Werror, the compiler, the
+        archives): a program of which only another device's code changed (an edit of
+        the host's element) takes it from there instead of compiling it again."""
         mine = d.closure([*archives, *more])
         linked = [archives.get(lib.name) or cbuild.build_library(lib.name, cbuild.TOOL,
                                                                  extra_flags) for lib in mine]
         system = list(dict.fromkeys(f for lib in mine for f in lib.link))
         inputs = " ".join([*(a.parent.name for a in linked), *system, ccwarn.KEPT])
+        # -Werror changes no code: the executable is kept under a key without it, for
+        # builds with it (the tests') and without (offlow run's) alike; a build with it
+        # takes one only if its compile said nothing (`quiet`), else compiles and fails
+        # as it always did
+        strict = [f for f in d.flags("werror") if f in cflags]
+        code_flags = [f for f in cflags if f not in strict]
         own = digest(c_file.read_bytes(), (out / "common.h").read_bytes(),
                      (out / "sources.h").read_bytes(),
-                     " ".join(cflags).encode(), inputs.encode(),
+                     " ".join(code_flags).encode(), inputs.encode(),
                      buildcache.compiler_inputs(compiler, cbuild.for_this_cpu(cflags)).encode())
         stored = buildcache.folder(cache_dir() / f"{program.name}.{exe.name}-{own}") / exe.name
+        quiet = stored.with_name(stored.name + QUIET)
 
-        def compile_to(tmp: Path) -> None:
+        def compile_to(tmp: Path, product: Path) -> None:
             try:
                 said = cbuild.cc(compiler, [*cflags, *cbuild.include_flags(mine, [out]),
                                             str(c_file), *map(str, linked), "-o", str(tmp),
@@ -141,14 +151,22 @@ def build(program: Program, *, werror: bool = False, extra_flags: tuple[str, ...
             except OfflowError as e:
                 raise OfflowError(_with_hint(str(e))) from None
             # (with the build: a cached build's run warns again, as ccache replays them)
-            ccwarn.keep(stored, ccwarn.own_warnings(said, ccwarn.own_files(graph)))
+            ccwarn.keep(product, ccwarn.own_warnings(said, ccwarn.own_files(graph)))
+            if product == stored and not said.strip():
+                quiet.touch()  # (before the executable is published: every compile of
+                #                these inputs says the same, so writers agree)
 
         def take(tmp: Path) -> None:
             shutil.copyfile(stored, tmp)
             tmp.chmod(stored.stat().st_mode)
             ccwarn.keep(exe, ccwarn.kept_beside(stored))
 
-        buildcache.make(stored, compile_to, inputs)
+        buildcache.make(stored, lambda tmp: compile_to(tmp, stored), inputs)
+        if strict and not quiet.is_file():
+            # kept from a compile without -Werror that warned: compiled with it for this
+            # build alone (where it fails, as it always did)
+            buildcache.make(exe, lambda tmp: compile_to(tmp, exe), inputs)
+            return
         buildcache.make(exe, take, inputs)
 
     binaries = {dev.name: targets.get(dev.target).build(plan, dev.name, out, compile_c)

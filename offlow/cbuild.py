@@ -7,6 +7,7 @@ the C tests and the benchmarks' drivers."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from offlow import buildcache
@@ -134,15 +136,28 @@ class Description:
 
 
 def description(path: Path = DESCRIPTION) -> Description:
-    """Read the build description."""
+    """Read the build description (the file is read each time; its text is parsed once
+    per process: one build asks for it ~20 times, ~8 ms of TOML each)."""
     try:
-        raw = tomllib.loads(path.read_text())
+        text = path.read_text()
+    except OSError as e:
+        raise OfflowError(f"{path}: not a build description: {e}") from None
+    return _described(str(path), text)
+
+
+@functools.lru_cache(maxsize=8)
+def _described(path: str, text: str) -> Description:
+    """The build description `text` (of file `path`, for its errors), read-only."""
+    try:
+        raw = tomllib.loads(text)
         libs = {name: Library(name, RUNTIME / v["path"], tuple(v.get("needs", ())),
                               tuple(v.get("link", ())), tuple(v.get("cflags", ())))
                 for name, v in raw["lib"].items()}
-        return Description(raw["cc"], {k: tuple(v) for k, v in raw["flags"].items()},
-                           dict(raw.get("cc_for", {})), libs)
-    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as e:
+        return Description(raw["cc"],
+                           MappingProxyType({k: tuple(v) for k, v in raw["flags"].items()}),
+                           MappingProxyType(dict(raw.get("cc_for", {}))),
+                           MappingProxyType(libs))
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise OfflowError(f"{path}: not a build description: {e}") from None
 
 

@@ -594,3 +594,38 @@ def test_a_change_to_one_devices_code_compiles_that_device_only(
     build(load_program(_two_sides(tmp_path, layout_edit)))
     assert sorted(w for w in compiles if w.startswith("generated")) == [
         "generated host.c of `two_sides`", "generated nic.c of `two_sides`"]
+
+
+def test_builds_with_and_without_werror_share_an_executable_that_compiled_quietly(
+        with_core: Path, compiles: list[str]) -> None:
+    """-Werror changes no code: a program built by a test (werror=True) and by `offlow
+    run` (without) is compiled once, whichever comes first, and both run."""
+    for settings, first, second in (([], False, True), (["rx.device=host"], True, False)):
+        prog = load_program(EXAMPLE, settings)
+        compiles.clear()
+        one = build(prog, werror=first)
+        assert len([w for w in compiles if w.startswith("generated")]) == len(one.binaries)
+        compiles.clear()
+        other = build(prog, werror=second)
+        assert other.directory != one.directory  # (another set of flags: its own folder)
+        assert [w for w in compiles if w.startswith("generated")] == [], settings
+        for b in (one, other):
+            res = run(b, RunOptions(input=str(TLS), timeout=60))
+            assert res.ok, res.errors
+
+
+def test_a_werror_build_still_fails_on_the_warning_a_build_without_it_kept(
+        with_core: Path, tmp_path: Path, compiles: list[str]) -> None:
+    """The NIC's body warns: the build without -Werror keeps its executable (and the
+    warning); one with it compiles again and fails, as it did before they shared."""
+    prog = load_program(_two_sides(tmp_path, TWO_SIDES))
+    plain = build(prog)
+    assert any("unused variable 'spare'" in w for w in plain.warnings), plain.warnings
+    compiles.clear()
+    with pytest.raises(OfflowError, match="nic.c of `two_sides`"):
+        build(prog, werror=True)
+    assert "generated nic.c of `two_sides`" in compiles
+    compiles.clear()
+    again = build(prog)  # (the failure took nothing away)
+    assert compiles == [] and again.binaries == plain.binaries
+    assert any("unused variable 'spare'" in w for w in again.warnings), again.warnings

@@ -7,7 +7,10 @@ Python syntax tree gives the string's line."""
 from __future__ import annotations
 
 import ast
+import functools
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 
 def class_site(cls: type) -> tuple[str, int]:
@@ -25,16 +28,40 @@ def code_site(obj: object, attr: str) -> tuple[str, int]:
     if attr in vars(obj) or not file or not line:
         return class_site(type(obj))[0], 0
     try:
-        tree = ast.parse(Path(file).read_text(), file)
-    except (OSError, SyntaxError, ValueError):
+        text = Path(file).read_text()
+    except OSError:
         return file, 0
+    return file, _string_lines(file, text).get((line, owner.__name__, attr), 0)
+
+
+@functools.lru_cache(maxsize=64)
+def _string_lines(file: str, text: str) -> Mapping[tuple[int, str, str], int]:
+    """Of Python source `text` (file `file`): (line of a `class` statement, class name,
+    attribute) -> the line of the first line of the plain string literal assigned to it
+    in the class body (the file's syntax tree, made once per text: a program's build
+    asks for each element's bodies and helpers)."""
+    try:
+        tree = ast.parse(text, file)
+    except (SyntaxError, ValueError):
+        return MappingProxyType({})
+    lines: dict[tuple[int, str, str], int] = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ClassDef) and node.lineno == line and node.name == owner.__name__:
+        if isinstance(node, ast.ClassDef):
             for stmt in node.body:
-                value = _assigned(stmt, attr)
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    return file, value.lineno
-    return file, 0
+                for name in _names(stmt):
+                    value = _assigned(stmt, name)
+                    if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                        lines.setdefault((node.lineno, node.name, name), value.lineno)
+    return MappingProxyType(lines)
+
+
+def _names(stmt: ast.stmt) -> list[str]:
+    """The plain names `stmt` assigns (`a = b = v`, `a: T = v`)."""
+    if isinstance(stmt, ast.Assign):
+        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return [stmt.target.id]
+    return []
 
 
 def _assigned(stmt: ast.stmt, name: str) -> ast.expr | None:

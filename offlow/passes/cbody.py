@@ -13,11 +13,13 @@ markers make every position in a message the program file's line.
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pycparser import c_ast, c_parser
 
+from offlow.passes import cpp
 from offlow.passes.cpp import CppError, preprocess
 from offlow.passes.gnuc import GnuCParser
 from offlow.passes.mapvalue import UNKNOWN, MapLocal, map_value_error
@@ -361,7 +363,7 @@ def _ends_flow(stmt: c_ast.Node | None) -> bool:
 
 
 def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers: str,
-           helpers_site: Site, what: str = "body"
+           helpers_site: Site, what: str, cpp_cmd: tuple[str, ...]
            ) -> tuple[list[c_ast.Node], tuple[str, ...], list[c_ast.Node]]:
     """The body's statements, parsed after the real preprocessor, its macros and what
     its helpers define (types, structs, functions)."""
@@ -373,7 +375,7 @@ def _parse(body: str, element: str, typedefs: Iterable[str], site: Site, helpers
         code += _marker(helpers_site, "helpers", element) + "\n" + helpers + "\n"
     code += f"{_OPEN}\n{_marker(site, what, element)}\n{body}\n#line 1 \"{_END}\"\n}}\n"
     try:
-        pre = preprocess(code, _OPEN)
+        pre = preprocess(code, _OPEN, cpp_cmd)
     except CppError as err:
         raise BodyError(f"element `{element}`: {err}") from None
     parser = GnuCParser()
@@ -415,11 +417,31 @@ def analyze_body(
     caller's record. `vector`: a batch body (its fields are read and written in loops,
     so none is killed). `tables`: the locals of its shared arrays (which of them it
     only adds to: tableuse.py); `maps`: its shared maps by local name (the type it takes
-    each one's values as: mapvalue.py)."""
+    each one's values as: mapvalue.py).
+
+    The result is a function of these arguments and the preprocessor's command line
+    only, so a body analysed before in this process with the same ones is not parsed
+    again (every build of a program analyses each of its bodies: a test or tool building
+    the same elements again paid ~35 ms of parsing a body each time); a refusal
+    (BodyError) is raised each time."""
+    return _analyze(body, element, tuple(outputs), tuple(fields.items()), tuple(names),
+                    tuple(typedefs), site, helpers, helpers_site, tuple(reasons), vector,
+                    tuple(tables), tuple((maps or {}).items()), cpp.command())
+
+
+@functools.lru_cache(maxsize=1024)
+def _analyze(body: str, element: str, outputs: tuple[str, ...],
+             field_types: tuple[tuple[str, str], ...], names: tuple[str, ...],
+             typedefs: tuple[str, ...], site: Site, helpers: str, helpers_site: Site,
+             reasons: tuple[str, ...], vector: bool, tables: tuple[str, ...],
+             map_items: tuple[tuple[str, MapLocal], ...], cpp_cmd: tuple[str, ...]
+             ) -> BodyInfo:
+    """analyze_body, its arguments hashable (kept per process: see there)."""
+    fields, maps = dict(field_types), dict(map_items)
     stmts, macros, helper_defs = _parse(body, element, typedefs, site, helpers, helpers_site,
-                                        "batch body" if vector else "body")
+                                        "batch body" if vector else "body", cpp_cmd)
     ctx = _Context(element, list(outputs), list(fields), list(reasons), vector)
-    wrong = map_value_error(stmts, maps or {}, helper_defs, ctx.where, fields, vector)
+    wrong = map_value_error(stmts, maps, helper_defs, ctx.where, fields, vector)
     if wrong is not None:
         raise BodyError(wrong)
     whole = _Walker(ctx)
