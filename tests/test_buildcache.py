@@ -598,8 +598,8 @@ def test_a_change_to_one_devices_code_compiles_that_device_only(
 
 def test_builds_with_and_without_werror_share_an_executable_that_compiled_quietly(
         with_core: Path, compiles: list[str]) -> None:
-    """-Werror changes no code: a program built by a test (werror=True) and by `offlow
-    run` (without) is compiled once, whichever comes first, and both run."""
+    """The werror set changes no code: a program built by a test (werror=True) and by
+    `offlow run` (without) is compiled once, whichever comes first, and both run."""
     for settings, first, second in (([], False, True), (["rx.device=host"], True, False)):
         prog = load_program(EXAMPLE, settings)
         compiles.clear()
