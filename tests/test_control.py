@@ -36,8 +36,8 @@ from offlow.dsl.loader import load_program
 from offlow.elements import Count
 from offlow.errors import OfflowError
 from offlow.ir.graph import CHANNEL_NAME_MAX, CTL_CHANNEL_PREFIX
-from offlow.runner import RunOptions
-from offlow.session import session
+from offlow.runner import RunOptions, progress_totals
+from offlow.session import Session, session
 from tests.e2e import offlow_cli
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -130,10 +130,21 @@ def apply_log(routes: Table, log: list[Update]) -> Info:
     return routes.info()
 
 
+def wait_forwarding(s: Session) -> None:
+    """Wait until session `s` has forwarded a packet: on a loaded machine its processes
+    may take longer to start forwarding than an update log takes to apply, and the
+    replay check wants packets forwarded along the updates."""
+    deadline = time.monotonic() + 60
+    while progress_totals(s.stats(tables=False)[0])["forwarded"] == 0:
+        assert time.monotonic() < deadline, "no packet forwarded within 60 s"
+        time.sleep(0.005)
+
+
 def _route_while_forwarding(opts: RunOptions, table: str, log: list[Update]) -> Info:
     """Run the router with `opts`, apply the update log to `table` while it forwards,
     and return the table's info after the last update."""
     with session(load_program(ROUTER), opts) as s:
+        wait_forwarding(s)
         info = apply_log(s.tables[table], log)
         s.wait_drained(timeout=120)
     assert s.result is not None and s.result.ok, s.result
@@ -261,6 +272,7 @@ def test_router_forwards_ipv6_while_routes_change(tmp_path: Path) -> None:
     opts, targets, start = _ipv6_router_run(tmp_path, loops=100_000, rate=10_000)
     log = _updates6(2000, 7, targets)
     with session(load_program(ROUTER), opts) as s:
+        wait_forwarding(s)
         info = apply_log(s.tables["routes6"], log)
         s.stop()
     assert s.result is not None and s.result.ok, s.result
@@ -281,6 +293,7 @@ def test_router_forwards_ipv6_while_route_batches_change(tmp_path: Path) -> None
     log = _updates6(3000, 8, targets)
     batches = [log[k:k + 150] for k in range(0, len(log), 150)]
     with session(load_program(ROUTER), opts) as s:
+        wait_forwarding(s)
         routes = s.tables["routes6"]
         rebuilt = routes.info().updates
         for b in batches:
