@@ -1,0 +1,272 @@
+"""Programs written as a new user writes them from docs/targets.md (gpu, xdp) and
+docs/remote.md, run on every target they fit, each output checked against an
+independent computation (dpkt, ipaddress and Python's own arithmetic: a ones' complement
+sum, FNV-1a for the next-hop rule of docs/router.md), never offlow's helpers: a
+checksum and classifier offloaded to gpu in batches of 37 (tests/programs/gpu_fold.py),
+an ACL with counters in XDP and the rest on the host (xdp_acl_split.py, VLAN-tagged and
+over-long frames among its input); and a user's mistakes, each one clear error before
+anything starts or a counted drop."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import dpkt
+import pytest
+
+from offlow.dsl.loader import load_program
+from offlow.errors import OfflowError
+from offlow.targets import gpu, xdp
+from tests.e2e import ROOT, offlow_cli, read_frames, run_example
+
+PROGRAMS = ROOT / "tests" / "programs"
+FOLD, ACL = PROGRAMS / "gpu_fold.py", PROGRAMS / "xdp_acl_split.py"
+NO_GPU, NO_XDP = gpu.TARGET.unusable(), xdp.TARGET.unusable()
+needs_opencl = pytest.mark.skipif(NO_GPU is not None, reason=f"gpu target: {NO_GPU}")
+needs_bpf = pytest.mark.skipif(NO_XDP is not None, reason=f"xdp cannot run here: {NO_XDP}")
+
+
+def _eth(l3: bytes, vlan: int | None = None, ethertype: int = 0x0800) -> bytes:
+    tag = struct.pack("!HH", 0x8100, vlan) if vlan is not None else b""
+    return b"\x04" * 6 + b"\x02" * 6 + tag + struct.pack("!H", ethertype) + l3
+
+
+def _ipv4(src: str, proto: int, l4: Any, ident: int = 0) -> bytes:
+    ip = dpkt.ip.IP(src=socket.inet_aton(src), dst=socket.inet_aton("10.9.9.9"), p=proto,
+                    data=l4, ttl=64, id=ident)
+    ip.len = len(ip)
+    return bytes(ip)
+
+
+def _udp(src: str, dport: int, payload: bytes, ident: int = 0) -> bytes:
+    u = dpkt.udp.UDP(sport=4000, dport=dport, data=payload)
+    u.ulen = len(u)
+    return _ipv4(src, 17, u, ident)
+
+
+def _write(path: Path, frames: list[bytes]) -> None:
+    with open(path, "wb") as f:
+        w = dpkt.pcap.Writer(f, snaplen=65535)
+        for k, fr in enumerate(frames):
+            w.writepkt(fr, ts=k * 1e-4)
+
+
+# ---- a checksum and classifier offloaded to gpu ----------------------------------------
+
+ZONES = ["10.0.0.0/8", "172.16.0.0/12", "192.0.2.64/26", "10.200.0.0/16"]
+SOURCES = ["10.1.2.3", "10.200.0.9", "172.16.5.5", "192.0.2.77", "192.0.2.7", "8.8.8.8"]
+
+
+def _fnv_hop(net: ipaddress.IPv4Network, nports: int) -> int:
+    """docs/router.md's next-hop rule, FNV-1a-32 over the address and the length byte."""
+    h = 2166136261
+    for b in net.network_address.packed + bytes([net.prefixlen]):
+        h = ((h ^ b) * 16777619) & 0xFFFFFFFF
+    return h % nports + 1
+
+
+def _fold_expected(frame: bytes) -> bytes | None:
+    """The frame gpu_fold.py sends, or None where it drops it (no zone)."""
+    ip = frame[14:]
+    src = ipaddress.ip_address(ip[12:16])
+    nets = [ipaddress.ip_network(z) for z in ZONES]
+    best = max((n for n in nets if src in n), key=lambda n: n.prefixlen, default=None)
+    if best is None:
+        return None
+    total = sum(ip[i] << 8 | (ip[i + 1] if i + 1 < len(ip) else 0) for i in range(0, len(ip), 2))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    zone, braces = _fnv_hop(best, 7), (ip.count(b"}") + ip.count(b'"')) & 0xFF
+    return frame[:6] + struct.pack("!HHBB", total, zone, braces, 0x5A) + frame[12:]
+
+
+@pytest.fixture(scope="module")
+def fold_input(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[bytes]]:
+    """157 UDP datagrams of 0..1,199 payload bytes (`}`, `"`, 0 and 255 among them: odd
+    lengths too) from six sources, two in no zone; an IPv6 frame and an ARP one."""
+    rng = random.Random(7)
+    frames = [_eth(_udp(rng.choice(SOURCES), 53, bytes(rng.choice(b'ab}"\x00\xff')
+                                                     for _ in range(rng.randrange(1200))), k))
+              for k in range(157)]
+    frames[40:40] = [_eth(b"\x60" + b"\x00" * 60, ethertype=0x86DD),
+                     _eth(b"\x00" * 28, ethertype=0x0806)]
+    d = tmp_path_factory.mktemp("fold")
+    _write(d / "in.pcap", frames)
+    (d / "zones.txt").write_text("# the user's zones\n" + "\n".join(ZONES) + "\n")
+    return d / "in.pcap", d / "zones.txt", frames
+
+
+def _fold_run(where: str, fold_input: tuple[Path, Path, list[bytes]], tmp: Path,
+              *settings: str) -> tuple[list[bytes], dict[str, Any]]:
+    cap, zones, _ = fold_input
+    out = tmp / f"out-{where}.pcap"
+    os.environ["CRUNCH"] = where
+    try:
+        s = run_example(settings, program=FOLD, input=cap, output=out,
+                        opts=(f"zones.path={zones}",))
+    finally:
+        del os.environ["CRUNCH"]
+    assert s["ok"], s["errors"]
+    return read_frames(out), s
+
+
+@pytest.mark.parametrize("where", [pytest.param("gpu", marks=needs_opencl), "nic", "host"])
+def test_gpu_fold_gives_pythons_checksums_and_zones(
+        where: str, fold_input: tuple[Path, Path, list[bytes]], tmp_path: Path) -> None:
+    """On gpu in batches of 37 with 3 in flight (neither a power of two nor the default),
+    and on nic and host: every frame's ones' complement sum, zone (an LPM table the
+    kernel reads, 7 ports) and count of `}`/`"` bytes as Python computes them; the
+    unzoned sources dropped with their reason, IPv6 and ARP discarded."""
+    settings = ("crunch.batch=37", "crunch.depth=3") if where == "gpu" else ()
+    got, s = _fold_run(where, fold_input, tmp_path, *settings)
+    frames = fold_input[2]
+    ipv4 = [f for f in frames if f[12:14] == b"\x08\x00"]
+    want = [e for e in map(_fold_expected, ipv4) if e is not None]
+    assert 0 < len(want) < len(ipv4)  # (some forwarded, some unzoned)
+    assert got == want
+    dropped = {d["reason"]: d["packets"] for d in s["accounting"]["dropped"]}
+    assert dropped == {"unzoned": len(ipv4) - len(want)}
+
+
+# ---- an ACL in XDP, the rest on the host ----------------------------------------------
+
+AF_XDP_MAX = 3840  # docs/targets.md: the longest frame the AF_XDP crossing takes
+
+
+def _tcp(flags: int, n: int) -> bytes:
+    return _ipv4("10.0.0.3", 6, dpkt.tcp.TCP(sport=5555, dport=80, flags=flags, data=b"x" * n))
+
+
+@pytest.fixture(scope="module")
+def acl_input(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[bytes]]:
+    """UDP to denied and allowed ports, TCP with SYN+FIN and without, with and without a
+    VLAN tag (ids 7 and 4094); frames of 3,700..8,000 bytes (over the AF_XDP limit and
+    just under it); IPv6 frames."""
+    rng = random.Random(3)
+    frames: list[bytes] = []
+    for k in range(60):
+        c = k % 6
+        if c == 0:
+            frames.append(_eth(_udp("10.0.0.1", rng.choice([23, 6667, 53, 24]),
+                                    bytes(rng.randrange(300))), rng.choice([None, 7])))
+        elif c == 1:
+            frames.append(_eth(_tcp(rng.choice([0x03, 0x02, 0x11, 0x01, 0x07]),
+                                    rng.randrange(100)), rng.choice([None, 4094])))
+        elif c == 2:
+            frames.append(_eth(_udp("10.0.0.1", 9, b"j" * rng.choice([3900, 5000, 8000]))))
+        elif c == 3:
+            frames.append(_eth(_udp("10.0.0.1", 9, b"k" * rng.randrange(3700, 3820))))
+        elif c == 4:
+            frames.append(_eth(b"\x60" + b"\x00" * 50, ethertype=0x86DD))
+        else:
+            frames.append(_eth(_udp("10.0.0.1", 1000 + k, b"v"), vlan=5))
+    path = tmp_path_factory.mktemp("acl") / "acl.pcap"
+    _write(path, frames)
+    return path, frames
+
+
+def _acl_oracle(frames: list[bytes], on_xdp: bool) -> tuple[list[bytes], dict[str, int],
+                                                             list[int]]:
+    """What xdp_acl_split.py sends, its drops by reason and its `hits` table, worked out
+    with dpkt."""
+    out, drops, hits = [], {}, [0] * 5
+    for f in frames:
+        e = dpkt.ethernet.Ethernet(f)
+        ip = e.data
+        if not isinstance(ip, dpkt.ip.IP):
+            continue  # (junk: consumed)
+        l4 = ip.data
+        why = ("denied_port" if isinstance(l4, dpkt.udp.UDP) and l4.dport in (23, 6667) else
+               "syn_fin" if isinstance(l4, dpkt.tcp.TCP) and l4.flags & 3 == 3 else "")
+        if not why:
+            hits[ip.p & 3] += 1
+            hits[4] += 1
+            why = "too_long" if on_xdp and len(f) > AF_XDP_MAX else ""
+        if why:
+            drops[why] = drops.get(why, 0) + 1
+            continue
+        l3 = len(f) - len(bytes(ip))
+        g = bytearray(f)
+        g[l3 + 4:l3 + 6] = bytes([ord("o"), ip.p & 3])
+        g[l3 + 8] = len(f) // 1000 & 0xFF
+        out.append(bytes(g))
+    return out, drops, hits
+
+
+@pytest.mark.parametrize("where", [pytest.param("xdp", marks=needs_bpf), "nic", "host"])
+def test_xdp_acl_passes_denies_and_counts_as_dpkt_reads_the_capture(
+        where: str, acl_input: tuple[Path, list[bytes]], tmp_path: Path) -> None:
+    """The ACL in XDP (generic mode, frames through the run's veth pair) and on nic and
+    host: the frames the host stamps, the drops by reason (on xdp also `too_long` at the
+    crossing, each frame over 3,840 bytes: counted, not lost) and the counters, as dpkt
+    reads the capture; VLAN-tagged frames pass the ACL as untagged ones."""
+    cap, frames = acl_input
+    os.environ["GATE"] = where
+    try:
+        s = run_example((), program=ACL, input=cap, output=tmp_path / "out.pcap")
+    finally:
+        del os.environ["GATE"]
+    assert s["ok"], s["errors"]
+    want, drops, hits = _acl_oracle(frames, where == "xdp")
+    assert read_frames(tmp_path / "out.pcap") == want
+    assert any(f[12:14] == b"\x81\x00" for f in want)  # (a tagged frame went through)
+    assert {d["reason"]: d["packets"] for d in s["accounting"]["dropped"]} == drops
+    assert s["tables"]["hits"] == hits
+
+
+# ---- a user's mistakes --------------------------------------------------------------
+
+@pytest.mark.parametrize("spec", ["[::1]:7000", "::1:7000", "[2001:db8::2]:7311"])
+def test_an_ipv6_remote_address_is_one_error_before_anything_starts(spec: str) -> None:
+    """The link takes IPv4 only; an IPv6 --remote used to be accepted, the run started,
+    and its stand-in failed (`::1` is not an IPv4 address) once the processes were up."""
+    from offlow.remote import endpoints
+
+    with pytest.raises(OfflowError, match=r"an IPv6 address; the link .* IPv4 addresses "
+                                          r"only"):
+        endpoints([f"dev1={spec}"])
+
+
+def test_serve_device_refuses_an_ipv6_listen_address(tmp_path: Path) -> None:
+    """Through the CLI (a process of its own: serve-device exec's its server): one line
+    saying why, before the server starts (it used to start and say `::1` is not an IPv4
+    address)."""
+    secret = tmp_path / "s"
+    secret.write_text("x" * 32)
+    secret.chmod(0o600)
+    r = subprocess.run([sys.executable, "-m", "offlow.cli", "serve-device", "--listen",
+                        "[::1]:0", "--secret-file", str(secret)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "takes IPv4 addresses only" in r.stderr
+
+
+def test_offlow_targets_prints_what_docs_targets_md_shows() -> None:
+    """docs/targets.md's `offlow targets` block is the command's output (where every
+    target is usable here, as the block says)."""
+    r = offlow_cli("targets")
+    if "usable here" not in r.stdout or r.stdout.count("usable here") != 5:
+        pytest.skip("a target is not usable here; the block shows every one usable")
+    doc = (ROOT / "docs" / "targets.md").read_text()
+    assert r.stdout == doc.split("$ offlow targets\n", 1)[1].split("```", 1)[0]
+
+
+def test_a_fold_placed_on_gpu_with_two_cores_is_one_error() -> None:
+    """A user gives the gpu segment two cores: one error naming the segment and why."""
+    os.environ["CRUNCH"] = "gpu"
+    try:
+        prog = load_program(FOLD, ["crunch.cores=0,1"])
+        from offlow.build import plan_program
+
+        with pytest.raises(OfflowError, match=r"segment `crunch` cannot run on target `gpu`"):
+            plan_program(prog)
+    finally:
+        del os.environ["CRUNCH"]
