@@ -12,24 +12,34 @@ from __future__ import annotations
 import ipaddress
 import os
 import random
+import signal
 import socket
 import struct
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import dpkt
 import pytest
 
+from offlow.build import plan_program
 from offlow.dsl.loader import load_program
 from offlow.errors import OfflowError
-from offlow.targets import gpu, xdp
-from tests.e2e import ROOT, offlow_cli, read_frames, run_example
+from offlow.targets import gpu, remote, xdp
+from tests.e2e import ROOT, offlow_cli, read_frames, run_example, window_in
+from tests.remote_served import TCP, Servers
+from tests.test_map_ctl import _complete_records
 
 PROGRAMS = ROOT / "tests" / "programs"
 FOLD, ACL = PROGRAMS / "gpu_fold.py", PROGRAMS / "xdp_acl_split.py"
+EGRESS = PROGRAMS / "remote_egress.py"
 NO_GPU, NO_XDP = gpu.TARGET.unusable(), xdp.TARGET.unusable()
+NO_REMOTE = remote.TARGET.unusable()
+needs_ucx = pytest.mark.skipif(NO_REMOTE is not None, reason=f"remote: {NO_REMOTE}")
 needs_opencl = pytest.mark.skipif(NO_GPU is not None, reason=f"gpu target: {NO_GPU}")
 needs_bpf = pytest.mark.skipif(NO_XDP is not None, reason=f"xdp cannot run here: {NO_XDP}")
 
@@ -73,6 +83,28 @@ def _fnv_hop(net: ipaddress.IPv4Network, nports: int) -> int:
     return h % nports + 1
 
 
+def _hop_of(addr: str, prefixes: list[str], nports: int) -> int:
+    """The longest prefix's hop by that rule (0: none covers the address)."""
+    a = ipaddress.ip_address(addr)
+    nets = [ipaddress.ip_network(n) for n in prefixes]
+    best = max((n for n in nets if a in n), key=lambda n: n.prefixlen, default=None)
+    return 0 if best is None else _fnv_hop(best, nports)
+
+
+@contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    """The program file reads its placement from the environment at load time."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
 def _fold_expected(frame: bytes) -> bytes | None:
     """The frame gpu_fold.py sends, or None where it drops it (no zone)."""
     ip = frame[14:]
@@ -108,12 +140,9 @@ def _fold_run(where: str, fold_input: tuple[Path, Path, list[bytes]], tmp: Path,
               *settings: str) -> tuple[list[bytes], dict[str, Any]]:
     cap, zones, _ = fold_input
     out = tmp / f"out-{where}.pcap"
-    os.environ["CRUNCH"] = where
-    try:
+    with _env("CRUNCH", where):
         s = run_example(settings, program=FOLD, input=cap, output=out,
                         opts=(f"zones.path={zones}",))
-    finally:
-        del os.environ["CRUNCH"]
     assert s["ok"], s["errors"]
     return read_frames(out), s
 
@@ -209,11 +238,8 @@ def test_xdp_acl_passes_denies_and_counts_as_dpkt_reads_the_capture(
     crossing, each frame over 3,840 bytes: counted, not lost) and the counters, as dpkt
     reads the capture; VLAN-tagged frames pass the ACL as untagged ones."""
     cap, frames = acl_input
-    os.environ["GATE"] = where
-    try:
+    with _env("GATE", where):
         s = run_example((), program=ACL, input=cap, output=tmp_path / "out.pcap")
-    finally:
-        del os.environ["GATE"]
     assert s["ok"], s["errors"]
     want, drops, hits = _acl_oracle(frames, where == "xdp")
     assert read_frames(tmp_path / "out.pcap") == want
@@ -261,12 +287,140 @@ def test_offlow_targets_prints_what_docs_targets_md_shows() -> None:
 
 def test_a_fold_placed_on_gpu_with_two_cores_is_one_error() -> None:
     """A user gives the gpu segment two cores: one error naming the segment and why."""
-    os.environ["CRUNCH"] = "gpu"
-    try:
+    with _env("CRUNCH", "gpu"):
         prog = load_program(FOLD, ["crunch.cores=0,1"])
-        from offlow.build import plan_program
+    with pytest.raises(OfflowError, match=r"segment `crunch` cannot run on target `gpu`"):
+        plan_program(prog)
 
-        with pytest.raises(OfflowError, match=r"segment `crunch` cannot run on target `gpu`"):
-            plan_program(prog)
+
+# ---- an egress picker on a remote device over 127.0.0.1, its table changed live --------
+
+EGRESS_FIB = ["10.0.0.0/8", "10.5.0.0/16", "192.0.2.128/25"]
+EGRESS_DSTS = ["10.5.1.1", "10.77.3.4", "10.9.9.9", "192.0.2.200", "203.0.113.9"]
+
+
+@pytest.fixture(scope="module")
+def egress_input(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """50 UDP datagrams to five destinations in turn (one in no prefix), 0..12 bytes."""
+    frames = []
+    for k in range(50):
+        ip = _udp("10.0.0.1", 9, b"e" * (k % 13))
+        ip = ip[:16] + socket.inet_aton(EGRESS_DSTS[k % 5]) + ip[20:]
+        ip = ip[:10] + b"\0\0" + ip[12:]
+        csum = sum(struct.unpack("!10H", ip[:20]))
+        while csum >> 16:
+            csum = (csum & 0xFFFF) + (csum >> 16)
+        frames.append(_eth(ip[:10] + struct.pack("!H", ~csum & 0xFFFF) + ip[12:]))
+    d = tmp_path_factory.mktemp("egress")
+    _write(d / "in.pcap", frames)
+    (d / "fib.txt").write_text("\n".join(EGRESS_FIB) + "\n")
+    return d / "in.pcap", d / "fib.txt"
+
+
+def _egress_dst(frame: bytes) -> str:
+    return socket.inet_ntoa(frame[30:34])
+
+
+@pytest.mark.parametrize("where", [
+    pytest.param(("remote:edge",), marks=needs_ucx, id="pick-remote"),
+    pytest.param(("remote:edge", "rx.device=remote:edge"), marks=needs_ucx,
+                 id="rx-and-pick-remote"),
+    pytest.param(("host",), id="host")])
+def test_remote_egress_picks_the_hops_python_computes(
+        where: tuple[str, ...], egress_input: tuple[Path, Path], served: Servers,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On `remote:edge` over 127.0.0.1 (also with the source's segment there: two
+    segments on one core of a remote device, whose shared thread's C name held the
+    device's `:` and did not compile), and on the host: each frame's hop as the
+    longest prefix and docs/router.md's rule give it (11 ports), the uncovered
+    destination dropped with its reason, `per_hop` as Python counts the output."""
+    cap, fib = egress_input
+    extra: dict[str, Any] = {}
+    if where[0].startswith("remote"):
+        for k, v in TCP.items():
+            monkeypatch.setenv(k, v)
+        extra = {"remotes": (f"edge=127.0.0.1:{served.ports(1)[0]}",),
+                 "secret_file": served.secret}
+    out = tmp_path / "out.pcap"
+    with _env("PICK", where[0]):
+        s = run_example(where[1:], program=EGRESS, input=cap, output=out,
+                        opts=(f"egress.path={fib}",), **extra)
+    assert s["ok"], s["errors"]
+    got = read_frames(out)
+    want = [f for f in read_frames(cap) if _hop_of(_egress_dst(f), EGRESS_FIB, 11)]
+    assert [f[:5] + f[6:] for f in got] == [f[:5] + f[6:] for f in want]
+    assert [f[5] for f in got] == [_hop_of(_egress_dst(f), EGRESS_FIB, 11) for f in want]
+    assert {d["reason"]: d["packets"] for d in s["accounting"]["dropped"]} == {
+        "no_egress": 10}
+    per_hop = [0] * 12
+    for f in got:
+        per_hop[f[5] % 12] += 1
+    assert s["tables"]["per_hop"] == per_hop
+
+
+def _hop_runs(frames: list[bytes]) -> dict[str, list[int]]:
+    """Per destination, the hops of its frames in output order with repeats collapsed."""
+    runs: dict[str, list[int]] = {}
+    for f in frames:
+        r = runs.setdefault(_egress_dst(f), [])
+        if not r or r[-1] != f[5]:
+            r.append(f[5])
+    return runs
+
+
+@needs_ucx
+def test_offlow_ctl_changes_the_remote_egress_table_while_it_runs(
+        egress_input: tuple[Path, Path], served: Servers, tmp_path: Path) -> None:
+    """`offlow ctl WINDOW route add/del --table egress` while the picker forwards on
+    `remote:edge` (the input looped): each destination's hop goes from the old answer to
+    the new one once and never back (10.77/16 added with hop 9, then 10.5/16 deleted:
+    its addresses fall back to 10/8's); a prefix that is none and a route not in the
+    table are each one error line, exit status 2."""
+    cap, fib = egress_input
+    out, wfile = tmp_path / "out.pcap", tmp_path / "w.json"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "offlow.cli", "run", str(EGRESS), "--input", str(cap),
+         "--output", str(out), "--opt", f"egress.path={fib}", "--loops", "1000000",
+         "--rate", "5000", "--window-file", str(wfile), "--remote",
+         f"edge=127.0.0.1:{served.ports(1)[0]}", "--secret-file", str(served.secret)],
+        cwd=ROOT, env={**os.environ, **TCP, "PICK": "remote:edge"}, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        window = window_in(run, wfile, within=240)
+        _frames_until(out, run, lambda fr: len(fr) >= 100)
+        ctl = ("--table", "egress")
+        for args in (("add", "10.77.0.0/16", "9"), ("del", "10.5.0.0/16")):
+            r = offlow_cli("ctl", window, "route", *args, *ctl)
+            assert r.returncode == 0, r.stderr
+        for args in (("add", "10.77.0.0/33", "3"), ("del", "10.66.0.0/16")):
+            r = offlow_cli("ctl", window, "route", *args, *ctl)
+            assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        fallback = _hop_of("10.5.1.1", ["10.0.0.0/8"], 11)
+        _frames_until(out, run, lambda fr: _hop_runs(fr).get("10.5.1.1", [])[-1:] ==
+                      [fallback] and len(fr) >= 600)
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=120)
     finally:
-        del os.environ["CRUNCH"]
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    assert run.returncode == 0, err
+    before = {d: _hop_of(d, EGRESS_FIB, 11) for d in EGRESS_DSTS}
+    assert _hop_runs(read_frames(out)) == {
+        "10.5.1.1": [before["10.5.1.1"], fallback],
+        "10.77.3.4": [before["10.77.3.4"], 9],
+        "10.9.9.9": [before["10.9.9.9"]],
+        "192.0.2.200": [before["192.0.2.200"]]}
+
+
+def _frames_until(out: Path, run: subprocess.Popen[str], done: Any) -> None:
+    """Reads the output as the run writes it until `done(frames)` holds, the run ends or
+    300 s pass (the checks after it then say what happened)."""
+    frames: list[bytes] = []
+    at, end = 0, time.monotonic() + 300
+    while run.poll() is None and time.monotonic() < end:
+        more, at = _complete_records(out, at)
+        frames += more
+        if done(frames):
+            return
+        time.sleep(0.05)   # (a poll: 5,000 frames a second come)
