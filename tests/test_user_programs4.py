@@ -26,8 +26,10 @@ from typing import Any
 import dpkt
 import pytest
 
-from offlow.build import plan_program
+from offlow import Element, Port, Program, Sink, Source
+from offlow.build import build, plan_program
 from offlow.dsl.loader import load_program
+from offlow.elements import CheckIPv4, Discard, ParseEth
 from offlow.errors import OfflowError
 from offlow.targets import gpu, remote, xdp
 from tests.e2e import ROOT, offlow_cli, read_frames, run_example, window_in
@@ -424,3 +426,43 @@ def _frames_until(out: Path, run: subprocess.Popen[str], done: Any) -> None:
         if done(frames):
             return
         time.sleep(0.05)   # (a poll: 5,000 frames a second come)
+
+
+class CountSeen(Element):
+    """A user's mistake on gpu: a packet counter in a `static` local (C takes it; OpenCL
+    C 1.2 does not, and a work-item keeps nothing between packets anyway)."""
+
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("out", "ip.v4"),)
+    body = r"""
+    static uint32_t seen;   /* "how many so far" } */
+    seen++;
+    if (seen > 1000000u) DROP();
+    """
+
+
+@needs_opencl
+def test_a_body_opencl_refuses_is_its_error_without_the_headers_warnings() -> None:
+    """The OpenCL compiler's error, pointing at the body's line in this file, and none of
+    the warnings offlow's own headers draw from PoCL (`use of logical '&&' with constant
+    operand` in err.h): they filled the 512-byte message after the error, the last one
+    cut mid-line, and on a compiler that lists diagnostics in source order they would
+    have pushed the error out."""
+    p = Program("static_seen")
+    wire, eth, v4, junk = Source("wire"), ParseEth("eth"), CheckIPv4("v4"), Discard("junk")
+    seen, out = CountSeen("seen"), Sink("out")
+    wire >> eth
+    eth["ipv4"] >> v4 >> seen >> out
+    eth["ipv6"] >> junk
+    eth["other"] >> junk
+    p.segment("rx", [wire, eth, v4, junk], device="nic", cores=[0])
+    p.segment("mid", [seen], device="gpu", cores=[0])
+    p.segment("tx", [out], device="host", cores=[0])
+    with pytest.raises(OfflowError) as e:
+        build(p)
+    lines = str(e.value).splitlines()
+    assert lines[0] == "segment `mid` on gpu: the OpenCL compiler refused the kernel (error -11):"
+    line = Path(__file__).read_text().splitlines().index(
+        "    static uint32_t seen;   /* \"how many so far\" } */") + 1
+    assert f"{Path(__file__).name}:{line}:" in lines[1] and "static" in lines[1], lines
+    assert not any("warning:" in ln for ln in lines), lines
