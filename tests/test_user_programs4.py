@@ -466,3 +466,25 @@ def test_a_body_opencl_refuses_is_its_error_without_the_headers_warnings() -> No
         "    static uint32_t seen;   /* \"how many so far\" } */") + 1
     assert f"{Path(__file__).name}:{line}:" in lines[1] and "static" in lines[1], lines
     assert not any("warning:" in ln for ln in lines), lines
+
+
+@needs_ucx
+def test_a_remote_tables_file_is_looked_for_on_the_devices_machine(
+        egress_input: tuple[Path, Path], served: Servers, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/remote.md: a table's `path` on a remote device names a file on that machine.
+    The host used to refuse one it did not have itself before the run (`table egress:
+    path=...: no such file`), so a file on the device's machine alone could not be used;
+    now the device's machine reads it, and a file missing there is the run's one error,
+    said by the device's process."""
+    cap, _ = egress_input
+    for k, v in TCP.items():
+        monkeypatch.setenv(k, v)
+    missing = tmp_path / "only-on-the-device.txt"
+    with _env("PICK", "remote:edge"):
+        s = run_example((), program=EGRESS, input=cap, opts=(f"egress.path={missing}",),
+                        remotes=(f"edge=127.0.0.1:{served.ports(1)[0]}",),
+                        secret_file=served.secret)
+    assert not s["ok"] and len(s["errors"]) == 1, s["errors"]
+    assert (f"its process exited there with status 1: table egress: cannot open prefix file "
+            f"{missing}") in s["errors"][0]
