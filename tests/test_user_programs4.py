@@ -26,7 +26,7 @@ from typing import Any
 import dpkt
 import pytest
 
-from offlow import Element, Port, Program, Sink, Source
+from offlow import Element, Port, Program, Shared, Sink, Source
 from offlow.build import build, plan_program
 from offlow.dsl.loader import load_program
 from offlow.elements import CheckIPv4, Discard, ParseEth
@@ -488,3 +488,93 @@ def test_a_remote_tables_file_is_looked_for_on_the_devices_machine(
     assert not s["ok"] and len(s["errors"]) == 1, s["errors"]
     assert (f"its process exited there with status 1: table egress: cannot open prefix file "
             f"{missing}") in s["errors"][0]
+
+
+# ---- more of a user's mistakes: already one error each (pinned) -----------------------
+
+class TtlBump(Element):
+    """A batch body only (a vector element written for the host)."""
+
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("out", "ip.v4"),)
+    batch_body = r"""
+    for (uint32_t k = 0; k < n; k++) states[k].ttl++;   /* "}" */
+    """
+
+
+class Spread(Element):
+    """Counts by destination in an array of 400,000 counters (3.2 MB)."""
+
+    inputs = (Port("inp", "ip.v4"),)
+    outputs = (Port("out", "ip.v4"),)
+    tables = ("t",)
+    body = r"""
+    t[state->dst4 & 262143u] += 1;
+    """
+
+
+def _middle(mid: Element, device: str) -> Program:
+    p = Program("mistake")
+    wire, eth, v4, junk = Source("wire"), ParseEth("eth"), CheckIPv4("v4"), Discard("junk")
+    out = Sink("out")
+    wire >> eth
+    eth["ipv4"] >> v4 >> mid >> out
+    eth["ipv6"] >> junk
+    eth["other"] >> junk
+    if device == "xdp":
+        p.segment("all", [wire, eth, v4, junk, mid, out], device="xdp", cores=[0])
+    else:
+        p.segment("rx", [wire, eth, v4, junk], device="nic", cores=[0])
+        p.segment("mid", [mid], device=device, cores=[0])
+        p.segment("tx", [out], device="host", cores=[0])
+    return p
+
+
+@pytest.mark.parametrize(("make", "device", "message"), [
+    (lambda: TtlBump("bump"), "gpu", r"element `bump` \(TtlBump\) cannot run on target `gpu`: "
+     r"it has only a batch body.*give the element a per-packet body"),
+    (lambda: TtlBump("bump"), "xdp", r"element `bump` \(TtlBump\) cannot run on target `xdp`: "
+     r"it has only a batch body"),
+    (lambda: Spread("spread", t=Shared("wide", "uint64_t", 400_000)), "xdp",
+     r"its shared array wide takes more than 2 MiB, the most one BPF map value here holds"),
+    (lambda: Spread("spread", t=Shared("wide", "uint64_t", 400_000)), "gpu",
+     r"its table `wide` \(uint64_t\) has no device-buffer form"),
+], ids=["batch-only-gpu", "batch-only-xdp", "big-array-xdp", "array-gpu"])
+def test_a_placement_the_target_cannot_run_is_one_error_at_compile_time(
+        make: Any, device: str, message: str) -> None:
+    with pytest.raises(OfflowError, match=message):
+        plan_program(_middle(make(), device))
+
+
+@needs_ucx
+def test_a_remote_address_nobody_listens_on_is_the_runs_one_error(
+        egress_input: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A port of 127.0.0.1 where no serve-device listens: one error naming the device and
+    the address, no hang."""
+    cap, fib = egress_input
+    for k, v in TCP.items():
+        monkeypatch.setenv(k, v)
+    with socket.socket() as free:  # a port nobody listens on (bound, never listened)
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+        secret = tmp_path / "s"
+        secret.write_text("y" * 40)
+        secret.chmod(0o600)
+        with _env("PICK", "remote:edge"):
+            s = run_example((), program=EGRESS, input=cap, opts=(f"egress.path={fib}",),
+                            remotes=(f"edge=127.0.0.1:{port}",), secret_file=secret)
+    assert not s["ok"] and len(s["errors"]) == 1, s["errors"]
+    assert s["errors"][0].startswith(f"remote device remote:edge (127.0.0.1:{port}): "
+                                     "refused before any packet moved"), s["errors"]
+
+
+@needs_bpf
+def test_an_iface_that_does_not_exist_is_one_error_before_anything_starts() -> None:
+    from offlow.runner import RunOptions, build_for
+
+    with _env("GATE", "xdp"):
+        prog = load_program(ACL)
+    o = RunOptions(iface="nope0", duration=1)
+    with pytest.raises(OfflowError, match=r"--iface nope0: no such interface in this network "
+                                          r"namespace"):
+        build_for(prog, o)
