@@ -139,25 +139,39 @@ def fold_input(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, li
 
 
 def _fold_run(where: str, fold_input: tuple[Path, Path, list[bytes]], tmp: Path,
-              *settings: str) -> tuple[list[bytes], dict[str, Any]]:
+              *settings: str, **more: Any) -> tuple[list[bytes], dict[str, Any]]:
     cap, zones, _ = fold_input
     out = tmp / f"out-{where}.pcap"
     with _env("CRUNCH", where):
         s = run_example(settings, program=FOLD, input=cap, output=out,
-                        opts=(f"zones.path={zones}",))
+                        opts=(f"zones.path={zones}",), **more)
     assert s["ok"], s["errors"]
     return read_frames(out), s
 
 
-@pytest.mark.parametrize("where", [pytest.param("gpu", marks=needs_opencl), "nic", "host"])
+@pytest.mark.parametrize(("where", "rx"), [
+    pytest.param("gpu", "nic", marks=needs_opencl, id="gpu"),
+    pytest.param("gpu", "xdp", marks=[needs_opencl, needs_bpf], id="gpu-rx-xdp"),
+    pytest.param("gpu", "remote:edge", marks=[needs_opencl, needs_ucx], id="gpu-rx-remote"),
+    pytest.param("nic", "nic", id="nic"), pytest.param("host", "nic", id="host")])
 def test_gpu_fold_gives_pythons_checksums_and_zones(
-        where: str, fold_input: tuple[Path, Path, list[bytes]], tmp_path: Path) -> None:
+        where: str, rx: str, fold_input: tuple[Path, Path, list[bytes]], served: Servers,
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """On gpu in batches of 37 with 3 in flight (neither a power of two nor the default),
-    and on nic and host: every frame's ones' complement sum, zone (an LPM table the
-    kernel reads, 7 ports) and count of `}`/`"` bytes as Python computes them; the
-    unzoned sources dropped with their reason, IPv6 and ARP discarded."""
+    fed by the NIC, by XDP and by a remote device (whose zones table the host reads and
+    sends: before, the first device that reads files was chosen, xdp or remote, neither
+    of which sends, and the gpu process waited for the table forever), and on nic and
+    host: every frame's ones' complement sum, zone (an LPM table the kernel reads, 7
+    ports) and count of `}`/`"` bytes as Python computes them; the unzoned sources
+    dropped with their reason, IPv6 and ARP discarded."""
     settings = ("crunch.batch=37", "crunch.depth=3") if where == "gpu" else ()
-    got, s = _fold_run(where, fold_input, tmp_path, *settings)
+    more: dict[str, Any] = {}
+    if rx.startswith("remote:"):
+        for k, v in TCP.items():
+            monkeypatch.setenv(k, v)
+        more = {"remotes": (f"edge=127.0.0.1:{served.ports(1)[0]}",),
+                "secret_file": served.secret}
+    got, s = _fold_run(where, fold_input, tmp_path, *settings, f"rx.device={rx}", **more)
     frames = fold_input[2]
     ipv4 = [f for f in frames if f[12:14] == b"\x08\x00"]
     want = [e for e in map(_fold_expected, ipv4) if e is not None]
@@ -578,3 +592,15 @@ def test_an_iface_that_does_not_exist_is_one_error_before_anything_starts() -> N
     with pytest.raises(OfflowError, match=r"--iface nope0: no such interface in this network "
                                           r"namespace"):
         build_for(prog, o)
+
+
+@pytest.mark.parametrize("rx", ["xdp", "remote:edge"])
+def test_the_host_sends_the_gpus_table_when_the_first_device_is_xdp_or_remote(
+        rx: str) -> None:
+    """Neither xdp's host side nor a remote device sends tables to other devices; the
+    plan named them the sender (they read table files) and the gpu process waited for
+    `zones` forever (a hang until the run's timeout)."""
+    with _env("CRUNCH", "gpu"):
+        plan = plan_program(load_program(FOLD, [f"rx.device={rx}"]))
+    assert plan.table_sender == "host"
+    assert next(t for t in plan.graph.shared if t.name == "zones").bulk
