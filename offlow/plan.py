@@ -42,6 +42,12 @@ class Placement(Protocol):
         ...
 
     @property
+    def sends_tables(self) -> bool:
+        """Where it reads table files: its process also sends a table that travels to
+        the devices that do not."""
+        ...
+
+    @property
     def serves_control(self) -> bool:
         """Its process serves the control channel of each table it holds."""
         ...
@@ -244,8 +250,9 @@ def _offload(s: SegmentPlan, t: Placement) -> SegmentPlan:
 def _tables(g: Graph, targets: Mapping[str, Placement]) -> tuple[Graph, str]:
     """A table object that lives on a device whose process cannot read its input file,
     and that can travel (pack_fn), is read by a device that can and sent over a bulk
-    channel (`bulk`); the first such device sends them all."""
-    readers = [d for d in g.devices() if targets[d].reads_table_files]
+    channel (`bulk`); the first device that reads files and sends tables sends them all."""
+    readers = [d for d in g.devices()
+               if targets[d].reads_table_files and targets[d].sends_tables]
     sender = readers[0] if readers else ""
     shared = tuple(replace(t, bulk=_travels(t, targets, sender), ctl=_controller(g, t, targets))
                    for t in g.shared)

@@ -27,17 +27,21 @@ ON_COMMAND_LINE = (f"a secret on the command line is refused (every user sees it
 
 
 def parse_address(spec: str, what: str) -> tuple[str, int]:
-    """ADDR:PORT (an IPv4 address or [IPv6]) as (ADDR, PORT)."""
+    """ADDR:PORT (an IPv4 address: the link, runtime/lib/remote, takes no other) as
+    (ADDR, PORT)."""
     addr, colon, port = spec.rpartition(":")
     addr = addr.removeprefix("[").removesuffix("]")
     try:
-        ipaddress.ip_address(addr)
+        version = ipaddress.ip_address(addr).version
         ok = bool(colon) and port.isdigit() and 0 <= int(port) <= 65535
     except ValueError:
-        ok = False
+        version, ok = 4, False
     if not ok:
-        raise OfflowError(f"{what} `{spec}`: expected ADDR:PORT (an IP address, a port "
+        raise OfflowError(f"{what} `{spec}`: expected ADDR:PORT (an IPv4 address, a port "
                           "0..65535)")
+    if version != 4:
+        raise OfflowError(f"{what} `{spec}`: an IPv6 address; the link between a host and "
+                          "its remote devices takes IPv4 addresses only: give one")
     return addr, int(port)
 
 

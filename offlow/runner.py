@@ -252,15 +252,17 @@ def _opts_for(plan: Plan, o: RunOptions, files: bool = True) -> list[str]:
         optkeys.check([opt], reads)
         args += ["--user-opt", opt]  # (what reads no such key refuses it: gen.h)
     if files:
-        _check_table_files(g, args)
+        # (a remote device reads its tables' files on its own machine: docs/remote.md)
+        _check_table_files(g, args, {d.name for d in plan.devices if d.target == "remote"})
     return args + xdp.run_options(plan, o.iface, o.xdp_mode, o.input, o.xdp_ring,
                                   o.xdp_spread)
 
 
-def _check_table_files(g: Graph, args: list[str]) -> None:
+def _check_table_files(g: Graph, args: list[str], far: set[str]) -> None:
     """A table's `path` option (the last one given wins) names a file it reads: it must
-    be there before the processes start; a table with a `check` function has it look
-    at its options (and files) then too."""
+    be there before the processes start, unless the table's home is one of the devices
+    `far` (remote: its file is on the device's machine, which says if it is not); a table
+    with a `check` function has it look at its options (and files) then too."""
     tables = {t.name: t for t in g.shared}
     options: dict[str, dict[str, str]] = {}
     for opt in args[1::2]:
@@ -269,7 +271,7 @@ def _check_table_files(g: Graph, args: list[str]) -> None:
         if name in tables:
             options.setdefault(name, {})[key] = value
     for name, opts in options.items():
-        if "path" in opts and not Path(opts["path"]).is_file():
+        if "path" in opts and tables[name].home not in far and not Path(opts["path"]).is_file():
             raise OfflowError(f"table `{name}`: path={opts['path']}: no such file")
     for name, t in tables.items():
         if t.check:

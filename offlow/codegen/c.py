@@ -652,7 +652,7 @@ class DeviceGen:
         them), and waiting alone would never end."""
         e, n = self.e, len(t.loops)
         names = ", ".join(f"{s} (core {k})" for s, k in t.loops)
-        tn = f"{self.device}_{t.core}"
+        tn = cname(f"{self.device}_{t.core}")  # (remote:NAME is no C identifier)
         e(f"/* {self.device} core {t.core}: the loops of segments {names}. */",
           f"struct ofl_share_{tn} {{",
           *(f"    struct ofl_loop_{cname(seg)} l{i};" for i, (seg, _) in enumerate(t.loops)),
@@ -1182,7 +1182,7 @@ class DeviceGen:
         out = []
         for t in self.threads:
             if len(t.loops) > 1:
-                out.append((f"ofl_thread_{self.device}_{t.core}", "ofl_ctxs"))
+                out.append((f"ofl_thread_{cname(f'{self.device}_{t.core}')}", "ofl_ctxs"))
                 continue
             p = next(p for p in self.plans if p.name == t.loops[0][0])
             loop = "ofl_grp_" if p.group and t.loops[0][1] else "ofl_seg_"

@@ -85,6 +85,9 @@ class Target:
     # Its process reads the files tables are built from (prefix files...). A device
     # without a file system (a NIC) gets a table that can travel from one that has.
     reads_table_files: ClassVar[bool] = True
+    # Where it reads them: its process can also send a table that travels to the devices
+    # that cannot (over the table's bulk channel in this machine's window).
+    sends_tables: ClassVar[bool] = True
     # Its default offload batch and depth, when it runs segments in batches (gpu):
     # then `--set SEG.batch=N --set SEG.depth=N` apply; None: it takes no such settings.
     offload: ClassVar[tuple[int, int] | None] = None

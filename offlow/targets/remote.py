@@ -82,6 +82,7 @@ class Remote(ProcessTarget):
                     "(direct messages; bulk transfers by rendezvous, CRC32C checked at the "
                     "far end), after a mutual proof of a shared secret")
     reads_table_files = True  # on its own machine
+    sends_tables = False  # (its tables' files are on the other machine)
     # its tables' control channels cross the link as the program's channels do
     no_reload = ("its process runs on another machine, where the new build's code is not "
                  "(a reload would need it sent across the link: not built); stop the run "

@@ -190,6 +190,7 @@ class Xdp(Target):
     interconnect = ("XDP metadata and an AF_XDP socket (copy mode) up to segments on "
                     "other devices; the path may also end in XDP (XDP_TX, XDP_DROP)")
     reads_table_files = True  # its host side builds the tables it copies into maps
+    sends_tables = False  # (its host side has no table sender: a gpu's waited forever)
     serves_control = False   # its arrays and LPM tables are BPF maps, read by no channel;
     serves_map_control = True  # a hash map's control is served by its host side (fd)
 

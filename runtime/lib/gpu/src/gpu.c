@@ -78,6 +78,56 @@ static int pick_device(struct ofl_gpu *g, char *errbuf)
                 "/etc/OpenCL/vendors or named by OCL_ICD_VENDORS?)", gpu_only ? "GPU " : "");
 }
 
+enum diag { DIAG_NONE, DIAG_ERROR, DIAG_WARNING, DIAG_NOTE };
+
+/* What the compiler log's line `line` (NUL-terminated) starts: `KIND: ...` (PoCL) or
+ * `WHERE: KIND: ...` (clang, NVIDIA), or none (a source or caret line). */
+static enum diag diag_of(const char *line)
+{
+    static const struct { const char *word; enum diag kind; } kinds[] = {
+        {"fatal error:", DIAG_ERROR}, {"error:", DIAG_ERROR}, {"warning:", DIAG_WARNING},
+        {"note:", DIAG_NOTE}};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        const char *at = strstr(line, kinds[k].word);
+        if (at && (at == line || (at >= line + 2 && at[-1] == ' ' && at[-2] == ':')))
+            return kinds[k].kind;
+    }
+    return DIAG_NONE;
+}
+
+/* The log less its warnings, in place: each warning line and the lines that go with it
+ * (its source and caret lines, its notes). offlow's own headers draw warnings from
+ * some OpenCL compilers, and the message has room for OFL_GPU_ERRLEN bytes: the
+ * errors, what the user must fix, come first. A log without an error is kept whole. */
+static void drop_warnings(char *log)
+{
+    int errors = 0;
+    for (char *line = log; line && *line && !errors;) {
+        char *end = strchr(line, '\n');
+        if (end) *end = '\0';
+        errors = diag_of(line) == DIAG_ERROR;
+        if (end) *end = '\n';
+        line = end ? end + 1 : NULL;
+    }
+    if (!errors) return;
+    char *out = log;
+    int skipping = 0;
+    for (char *line = log; *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (end) *end = '\0';
+        enum diag d = diag_of(line);
+        if (end) *end = '\n';
+        if (d != DIAG_NONE) skipping = d == DIAG_WARNING || (skipping && d == DIAG_NOTE);
+        if (!skipping) {
+            memmove(out, line, len);
+            out += len;
+        }
+        line += len;
+    }
+    *out = '\0';
+}
+
 static int build_kernel(struct ofl_gpu *g, char *errbuf)
 {
     cl_int e;
@@ -89,8 +139,10 @@ static int build_kernel(struct ofl_gpu *g, char *errbuf)
         size_t n = 0;
         clGetProgramBuildInfo(g->prog, g->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
         char *log = calloc(1, n + 1);
-        if (log) clGetProgramBuildInfo(g->prog, g->dev, CL_PROGRAM_BUILD_LOG, n, log, NULL);
-        /* the log's tail: its first errors are what matter, and they come first */
+        if (log) {
+            clGetProgramBuildInfo(g->prog, g->dev, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+            drop_warnings(log);  /* its errors are what matter: they must fit */
+        }
         fail(errbuf, -EINVAL, "the OpenCL compiler refused the kernel (error %d):\n%s", e,
              log ? log : "");
         free(log);

@@ -48,6 +48,15 @@ static void test_errors(unsigned depth_max)
     CHECK(ofl_gpu_open(&g, &s, err) == -EINVAL && strstr(err, "refused the kernel") &&
               strstr(err, "undeclared"),
           "a kernel that does not build: -EINVAL with the compiler's log");
+    /* twelve warnings before the error: the error fits the message, the warnings go */
+    s.source = "__kernel void k(__global uint *x) {\n"
+               "    x[1] = x[2] && 4; x[1] = x[3] && 4; x[1] = x[4] && 4; x[1] = x[5] && 4;\n"
+               "    x[1] = x[6] && 4; x[1] = x[7] && 4; x[1] = x[8] && 4; x[1] = x[9] && 4;\n"
+               "    x[1] = x[2] && 5; x[1] = x[3] && 5; x[1] = x[4] && 5; x[1] = x[5] && 5;\n"
+               "    x[0] = undeclared_after_warnings;\n}\n";
+    CHECK(ofl_gpu_open(&g, &s, err) == -EINVAL && strstr(err, "undeclared_after_warnings") &&
+              !strstr(err, "warning:"),
+          "the log's errors, less its warnings: %s", err);
     const char *was = getenv("OFFLOW_OPENCL_DEVICE");
     char *kept = was ? strdup(was) : NULL;  /* (gpu_check.sh asks for a GPU) */
     setenv("OFFLOW_OPENCL_DEVICE", "tpu", 1);
