@@ -78,14 +78,8 @@ CASES = [
      "cache cache: ways=abc is not a number"),
     ("kvs_cache.py", ["--count", "100", "--opt", "cache.policy=maybe"],
      "cache cache: policy=maybe (write_through or write_back)"),
-    # a stream operator's table (the query all on the host); a key table's (crypto's)
-    # options are checked before the run, in Python
-    ("streams_query.py", ["--set", "select.device=host", "--count", "100",
-                          "--opt", "average_windows.fn=median"],
-     "stream operator average_windows: fn=median: expected count, sum, avg, min or max"),
-    ("streams_query.py", ["--set", "select.device=host", "--count", "100",
-                          "--opt", "average_windows.groups=0"],
-     "stream operator average_windows: groups=0 is not a number within 1..65536"),
+    # (a stream operator's table's options and a key table's (crypto's) are checked
+    # before the run, in Python: tests/test_user_programs3.py, test_crypto_elements.py)
 ]
 
 

@@ -337,6 +337,7 @@ def test_a_parameter_of_the_wrong_type_is_one_error_naming_it(make: str, said: s
     ("average_windows.size=100000000",
      "size=100000000 over advance=50000 keeps more than 1024 windows open"),
     ("average_windows.fn=median", "fn=median: expected count, sum, avg, min or max"),
+    ("average_windows.groups=0", "groups=0 is not a number within 1..65536"),
 ])
 def test_a_stream_operator_option_it_would_refuse_is_one_error_before_the_run(
         tmp_path: Path, opt: str, said: str) -> None:
