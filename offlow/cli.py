@@ -372,10 +372,12 @@ def parser() -> argparse.ArgumentParser:
     ct.add_argument("window", type=Path, help="the program's window (/dev/shm/offlow-...)")
     csub = ct.add_subparsers(dest="ctl_cmd", required=True)
     csub.add_parser("tables", help="list the tables: kind, elements or routes, updates")
-    tb = csub.add_parser("table", help="an array element: get INDEX, set INDEX VALUE, info")
+    tb = csub.add_parser("table", help="an array element: get INDEX, set INDEX VALUE, info "
+                         "(a negative INDEX counts from the end: -1 the last)")
     tb.add_argument("name")
     tb.add_argument("op", choices=["get", "set", "info"])
-    tb.add_argument("index", type=Whole(0, U64_MAX), nargs="?")
+    tb.add_argument("index", type=Whole(-U64_MAX, U64_MAX, "an element's index; negative: "
+                                        "from the end"), nargs="?")
     tb.add_argument("value", nargs="?", help="an integer, a float or hex bytes, by the "
                     "element's type")
     mp = csub.add_parser("map", help="a hash map (SharedMap): get KEY, set KEY VALUE, delete "

@@ -420,6 +420,24 @@ def test_an_array_table_is_a_sequence_counted_from_the_end_too() -> None:
     assert s.result is not None and s.result.ok
 
 
+def test_offlow_ctl_counts_an_index_from_the_end_too() -> None:
+    """`offlow ctl WINDOW table NAME get -2` (its index was 0.. only before
+    2026-11-28); one below -len is the one error with the range."""
+    with session(load_program(TTL), RunOptions(count=1000)) as s:
+        s.wait_drained(timeout=60)
+        ctl = ("ctl", str(s.window), "table", "class_counts")
+        info = offlow_cli(*ctl, "info")
+        n = int(re.search(r"length (\d+)", info.stdout)[1])  # type: ignore[index]
+        assert offlow_cli(*ctl, "set", "-2", "7").returncode == 0
+        got, last = offlow_cli(*ctl, "get", "-2"), offlow_cli(*ctl, "get", str(n - 2))
+        assert (got.returncode, got.stdout, last.stdout) == (0, "7\n", "7\n"), got.stderr
+        far = offlow_cli(*ctl, "get", str(-n - 1))
+        assert far.returncode == 2 and far.stderr == (
+            f"offlow: error: table `class_counts`: index {-n - 1} is outside 0..{n - 1} "
+            f"(or -{n}..-1 from the end)\n")
+    assert s.result is not None and s.result.ok
+
+
 def test_a_slice_of_a_table_is_one_type_error_before_anything_is_asked() -> None:
     """Each element is a request of its own, so a slice (whose values would not be one
     moment's) is refused, before the table is asked anything (it asked for the table's
