@@ -249,6 +249,10 @@ def _opts_for(plan: Plan, o: RunOptions, files: bool = True) -> list[str]:
             raise OfflowError(f"--opt `{opt}`: no source, sink or table named `{name}`; "
                               f"known: {', '.join(sorted(known))}")
         optkeys.check_kind([opt], kinds)
+        if rest == "kind=udp" and o.udp_port is None:
+            raise OfflowError(f"--opt `{opt}`: a udp source or sink takes the run's UDP "
+                              "socket, which only --udp PORT opens (it puts every source "
+                              "and sink of the program on it)")
         optkeys.check([opt], reads)
         args += ["--user-opt", opt]  # (what reads no such key refuses it: gen.h)
     if files:

@@ -267,6 +267,12 @@ UNKNOWN_KIND = {
         "--opt `rx.kind=dpdk`: source `rx` on xdp has no kind `dpdk`; its kinds: afpacket, "
         "pcap, synth, udp; `dpdk` is a port library's kind, which an xdp device's process "
         "has not"),
+    # a kind the process has, whose socket only --udp opens (the sink's process said
+    # "sink tx: kind=udp needs --udp-fd" once started, before 2026-11-28)
+    "udp-without-its-socket": (
+        [str(TTL), "--opt", "tx.kind=udp"],
+        "--opt `tx.kind=udp`: a udp source or sink takes the run's UDP socket, which only "
+        "--udp PORT opens (it puts every source and sink of the program on it)"),
     # (the first of several: a wrong kind overridden by a right one is still refused)
     "wrong-then-right": ([str(ROUTER), "--opt", "rx.kind=bogus", "--opt", "rx.kind=pcap"],
                          "--opt `rx.kind=bogus`: source `rx` has no kind `bogus`; its kinds: "

@@ -64,8 +64,6 @@ CASES = [
     # tests/test_opt_keys.py)
     ("kvs_cache.py", ["--count", "100", "--opt", "tx.path={folder}"],
      "sink tx: cannot write {folder}: {folder}: Is a directory"),
-    ("kvs_cache.py", ["--count", "100", "--opt", "tx.kind=udp"],
-     "sink tx: kind=udp needs --udp-fd"),
     # an LPM table (read by the host, sent to the NIC, which waits for it)
     ("router.py", ["--count", "100", "--opt", "routes4.nports=0"],
      "table routes4: nports=0 must be 1..32767"),
