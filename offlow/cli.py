@@ -481,8 +481,9 @@ def parser() -> argparse.ArgumentParser:
 
     kv = sub.add_parser("kvs", help="key-value store tools (memcached protocol)")
     kvsub = kv.add_subparsers(dest="tool", required=True, parser_class=_SubParser)
-    kvsub.add_parser("interop", help="replay one request sequence against a real memcached "
-                     "and offlow's server and show every difference (exit 1 on one)")
+    kvsub.add_parser("interop", help="replay the request sequences (binary, text and meta over "
+                     "TCP, binary over UDP) against a real memcached and offlow's "
+                     "server and show every difference (exit 1 on one)")
     kq = kvsub.add_parser("quick", help="offlow's CPU-only server beside memcached under the "
                           "same load")
     from offlow.kvs.args import add_quick_arguments
