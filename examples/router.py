@@ -1,7 +1,7 @@
 """IPv4 and IPv6 router on the full BGP table.
 
 The NIC parses and checks headers; the `route` segment decrements TTL / hop limit,
-looks up the next hop (DIR-24-8 for IPv4, binary search on prefix lengths for IPv6)
+looks up the next hop (DIR-24-8 for IPv4, a multibit trie for IPv6: docs/router.md)
 and rewrites the Ethernet addresses.  The LPM tables live in the memory of the
 device that runs `route`: move it with `--set route.device=host` and the tables are
 built on the host instead; only the fields `route` reads cross the interconnect.
