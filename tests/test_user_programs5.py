@@ -128,6 +128,13 @@ def test_hostile_text_is_answered_as_memcached_answers(served: Run, ask: bytes,
     _text(served.tcp_port, ask, want)
 
 
+def test_a_text_key_with_a_nul_byte_is_the_documented_difference(served: Run) -> None:
+    # docs/kvs.md's known differences: kept whole (memcached ends the token at the NUL)
+    _text(served.tcp_port, b"set u5:h\x00x 0 0 1\r\nx\r\nget u5:h\x00x\r\nget u5:h\r\n",
+          b"STORED\r\nVALUE u5:h\x00x 0 1\r\nx\r\nEND\r\nEND\r\n")
+    assert "a text key may hold a NUL byte" in (ROOT / "docs" / "kvs.md").read_text()
+
+
 def test_a_line_over_the_limit_is_one_error_then_close(served: Run) -> None:
     want = b"CLIENT_ERROR line too long\r\n<EOF>"
     assert _exchange(served.tcp_port, b"get " + b"x" * 20000, len(want)) == want
