@@ -24,6 +24,7 @@ from pathlib import Path
 import dpkt
 import pytest
 
+from offlow.report import summarize
 from offlow.runner import Run, RunResult
 from tests.e2e import ROOT, kvs_over_tcp, offlow_cli, read_frames, run_example
 
@@ -46,6 +47,8 @@ def served() -> Iterator[Run]:
         yield r
     res = seen["res"]
     assert res.tcp is not None and res.tcp["oom"] == 0 and res.tcp["open"] == 0
+    # the one datagram longer than the mtu (below) is a counted drop at the source
+    assert summarize(r.build.plan, res.stats)["sources"]["rx"]["dropped"] == 1
     # the client that left in the middle of a value (below) is counted
     assert res.tcp["cut"] >= 1, res.tcp
 
@@ -153,7 +156,7 @@ def test_a_client_that_leaves_mid_value_stores_nothing(served: Run) -> None:
     _text(served.tcp_port, b"get u5:cut\r\n", b"END\r\n")
 
 
-def test_udp_requests_and_an_empty_datagram(served: Run) -> None:
+def test_udp_requests_a_bogus_binary_length_and_a_datagram_over_the_mtu(served: Run) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(10)
         s.sendto(struct.pack(">HHHH", 9, 0, 1, 0) + b"set u5:udp 0 0 2\r\nhi\r\nget u5:udp\r\n",
@@ -166,6 +169,13 @@ def test_udp_requests_and_an_empty_datagram(served: Run) -> None:
                  + b"abc", (HOST, served.udp_port))
         got = s.recv(2048)
         assert got[:8] == struct.pack(">HHHH", 10, 0, 1, 0) and got.endswith(b"Invalid arguments")
+        # a request longer than the mtu (2048 B) less 42 B of headers: dropped, counted
+        # (the fixture checks the count); the next request is answered as usual
+        big = b"v" * 3000
+        s.sendto(struct.pack(">HHHH", 11, 0, 1, 0) + b"set u5:big 0 0 3000\r\n" + big
+                 + b"\r\n", (HOST, served.udp_port))
+        s.sendto(struct.pack(">HHHH", 12, 0, 1, 0) + b"get u5:big\r\n", (HOST, served.udp_port))
+        assert s.recv(2048) == struct.pack(">HHHH", 12, 0, 1, 0) + b"END\r\n"
 
 
 def test_many_clients_at_once_each_read_their_own_writes(served: Run) -> None:
