@@ -303,3 +303,15 @@ def test_the_router_check_sample_in_the_docs_has_the_lines_the_check_prints(
     for got, shown in zip(p.stdout.splitlines(), sample.splitlines(), strict=True):
         assert ([w for w in got.split() if w.isalpha()]
                 == [w for w in shown.split() if w.isalpha()]), (got, shown)
+
+
+def test_an_octet_with_a_leading_zero_is_garbage_as_ipaddress_says(tmp_path: Path) -> None:
+    # `015` is 13 to inet_aton (octal) and 15 to a decimal reader; Python's ipaddress
+    # refuses it. The C reader took it as 15: the readers disagreed and the check failed.
+    routes = tmp_path / "routes.txt"
+    routes.write_text("11.0.0.0/8\n015.0.0.0/8\n10.01.0.0/16\n14.0.0.0/08\n")
+    with pytest.raises(ValueError):
+        ipaddress.ip_network("015.0.0.0/8")
+    p = offlow_cli("router", "check", "--prefixes", str(routes), "--random", "200")
+    assert p.returncode == 0, p.stdout
+    assert "prefixes: 2 IPv4 + 0 IPv6, 2 garbage lines (C reader: 2 + 0, 2)" in p.stdout

@@ -101,6 +101,15 @@ static int dec(const char *t, size_t n, size_t *i, int maxdig, unsigned max, uns
     return 0;
 }
 
+/* One IPv4 part, 0..255: 1-3 digits without a leading zero ("015" is 13 to inet_aton,
+ * which reads it as octal, and 15 to others: refused, as Python's ipaddress does). */
+static int octet(const char *t, size_t n, size_t *i, unsigned *out)
+{
+    size_t start = *i;
+    if (dec(t, n, i, 3, 255, out) < 0) return -1;
+    return *i - start > 1 && t[start] == '0' ? -1 : 0;
+}
+
 /* "h:h::h/len" with hex digits, ':' and '.' (embedded IPv4) and a length 0..128. */
 static int is_v6_token(const char *t, size_t n)
 {
@@ -118,14 +127,14 @@ static unsigned hex_val(char c)
     return is_digit(c) ? (unsigned)(c - '0') : (unsigned)((c | 0x20) - 'a' + 10);
 }
 
-/* "A.B.C.D" exactly filling t[k..n) (each part 0..255, 1-3 digits). */
+/* "A.B.C.D" exactly filling t[k..n) (each part an octet()). */
 static int dotted_quad(const char *t, size_t n, size_t k, uint32_t *out)
 {
     uint32_t a = 0;
     for (int o = 0; o < 4; o++) {
         unsigned v;
         if (o && (k == n || t[k++] != '.')) return -1;
-        if (dec(t, n, &k, 3, 255, &v) < 0) return -1;
+        if (octet(t, n, &k, &v) < 0) return -1;
         a = a << 8 | v;
     }
     if (k != n) return -1;
@@ -213,7 +222,7 @@ static int parse_line(const char *line, size_t len, uint32_t *addr, uint8_t *add
     for (int o = 0; o < 4; o++) {
         unsigned v;
         if (o && (k == n || t[k++] != '.')) goto not_v4;
-        if (dec(t, n, &k, 3, 255, &v) < 0) goto not_v4;
+        if (octet(t, n, &k, &v) < 0) goto not_v4;
         a = a << 8 | v;
     }
     unsigned l = 32;

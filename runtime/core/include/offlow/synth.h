@@ -130,7 +130,8 @@ enum { OFL_PREFIX_V4 = 0, OFL_PREFIX_V6 = 1, OFL_PREFIX_BLANK = 2 };
 
 /* Parse one line (without its newline, `len` bytes, not NUL-terminated) of a
  * prefix file: optional blanks, then "A.B.C.D/LEN" (or "A.B.C.D" = /32), then
- * nothing or a blank, ',', ';' or '|' and any other columns. Host bits are
+ * nothing or a blank, ',', ';' or '|' and any other columns (a part of A.B.C.D
+ * with a leading zero, "015", is garbage: octal to inet_aton). Host bits are
  * cleared. Returns OFL_PREFIX_V4 (sets *addr, *plen), OFL_PREFIX_V6 (an IPv6
  * prefix: hex digits, ':' and '.' with a "/LEN"), OFL_PREFIX_BLANK (empty or '#'
  * comment), or OFL_EBADHDR for anything else. */

@@ -139,6 +139,14 @@ static void test_parse6(void)
     CHECK(ofl_prefix_parse_line6("10.1.2.3/8", 10, &a4, a, &len) == OFL_PREFIX_V4 &&
           a4 == 0x0A000000 && len == 8, "IPv4 lines as ofl_prefix_parse_line");
     CHECK(ofl_prefix_parse_line6("# x", 3, &a4, a, &len) == OFL_PREFIX_BLANK, "comments");
+    /* a part with a leading zero is octal to inet_aton, decimal to others: garbage */
+    static const char *const zeros[] = {"015.0.0.0/8", "10.01.0.0/16", "1.2.3.00",
+                                        "::ffff:10.0.0.010/128"};
+    for (size_t i = 0; i < sizeof zeros / sizeof zeros[0]; i++)
+        CHECK(ofl_prefix_parse_line6(zeros[i], strlen(zeros[i]), &a4, a, &len) == OFL_EBADHDR,
+              "\"%s\" (a leading zero) is garbage", zeros[i]);
+    CHECK(ofl_prefix_parse_line6("10.0.0.0/08", 11, &a4, a, &len) == OFL_PREFIX_V4 &&
+          a4 == 0x0A000000 && len == 8, "a length with a leading zero is decimal");
 
     /* keep_v6: IPv6 prefixes kept, malformed ones garbage; without it only counted. */
     static const char text[] = "1.0.0.0/24\n2001:db8::/32\n1::2::3/64\n::/0\n# c\nx\n"
