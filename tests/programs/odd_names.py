@@ -20,7 +20,7 @@ class Mark(Element):
 
 def program() -> Program:
     p = Program("odd_names")
-    seen = Shared("seen\\ttl", "uint64_t", 256)
+    seen = Shared("seen_ttl", "uint64_t", 256)
     src, eth, ip4 = Source("wire"), ParseEth(NAMES[0]), CheckIPv4(NAMES[1])
     mark, out = Mark(LONG, seen=seen), Sink("tx")
     v6, other = Discard(NAMES[2]), Discard(NAMES[3])
