@@ -5,6 +5,7 @@
     /design.svg   the picture, each box, element and queue edge with a line to fill
     /live.json    the counters now, keyed as the picture's SVG titles are: elements
                   by name, segment boxes as cluster_SEGMENT, queue edges as SRC->DST
+                  (a backslash in them doubled, as in the titles: picture.title)
 
 The page computes the rates itself from two polls (packets per second), and shows the
 drops and each queue's ring occupancy (mean/most entries waiting)."""
@@ -31,11 +32,11 @@ def counters(plan: Plan, stats: Stats, up: bool) -> dict[str, Any]:
     and mean/most over the run)."""
     s = summarize(plan, stats)
     g = plan.graph
-    elements = {n.name: {"packets": 0, "drops": 0} for n in g.nodes}
+    elements = {picture.title(n.name): {"packets": 0, "drops": 0} for n in g.nodes}
     for name, v in s["elements"].items():
-        elements[name] = {"packets": v["in"], "drops": v["drop"]}
-    segments = {f"cluster_{x['segment']}": {"packets": x["packets"], "drops": x["drops"]}
-                for x in s["segments"]}
+        elements[picture.title(name)] = {"packets": v["in"], "drops": v["drop"]}
+    segments = {picture.title(f"cluster_{x['segment']}"):
+                {"packets": x["packets"], "drops": x["drops"]} for x in s["segments"]}
     by_queue = {q["queue"]: q for q in s["queues"]}
     taken: dict[tuple[str, int], int] = {}  # (queue, channel) -> packets taken from it
     waiting: dict[str, int] = {}  # queue -> entries in its rings now
@@ -51,7 +52,7 @@ def counters(plan: Plan, stats: Stats, up: bool) -> dict[str, Any]:
     for qp in plan.queues:
         q = by_queue[qp.queue.name]
         for k, ch in enumerate(qp.queue.channels):
-            edges[f"{ch.edge.src}->{ch.edge.dst}"] = {
+            edges[picture.title(f"{ch.edge.src}->{ch.edge.dst}")] = {
                 "queue": q["queue"], "channel": k, "packets": taken.get((q["queue"], k), 0),
                 "drops": q["dropped"], "occupancy_now": waiting.get(q["queue"], 0),
                 "occupancy_avg": q["occupancy_avg"],

@@ -34,6 +34,18 @@ def colour(device: str, devices: list[str]) -> str:
     return SPARE[others.index(device) % len(SPARE)] if device in others else "#ffffff"
 
 
+def title(name: str) -> str:
+    """A node's or cluster's DOT name for `name`, which is also its SVG <title>: a backslash
+    doubled, as DOT reads one (an element named `a\\` would end its quoted name)."""
+    return graphviz.escape(name)
+
+
+def text(label: str) -> str:
+    """A label line as written: a backslash doubled, else Graphviz reads `\\v` (dropped),
+    `\\N` (the node's name) or a closing one (a syntax error)."""
+    return graphviz.escape(label)
+
+
 def _crossing(plan: Plan) -> dict[Edge, tuple[QueuePlan, int]]:
     """Each edge between segments: its queue and channel number."""
     out = {}
@@ -52,8 +64,8 @@ def queue_label(qp: QueuePlan, channel: int) -> str:
     fields = ", ".join(f.name for f in ch.fields) or "no fields"
     data = (" + timestamp" if lay.carries_ts else "") + (" + packet" if ch.carries_data else "")
     chan = f" ch{channel}" if q.tagged else ""
-    return (f"{q.name}{chan}\n{fields} ({lay.field_bytes} B){data}\n"
-            f"{lay.bytes_for(PACKET)} B per {PACKET} B packet")
+    return text(f"{q.name}{chan}\n{fields} ({lay.field_bytes} B){data}\n"
+                f"{lay.bytes_for(PACKET)} B per {PACKET} B packet")
 
 
 def _table_home(g: Graph, t: SharedTable) -> str | None:
@@ -76,53 +88,57 @@ def design(plan: Plan, live: bool = False) -> graphviz.Digraph:
     g = plan.graph
     devices = sorted({s.device for s in g.segments})
     dot = graphviz.Digraph(g.name, graph_attr={"rankdir": "LR", "fontname": "Helvetica",
-                                               "label": f"{g.name} (offlow explain)"},
+                                               "label": text(f"{g.name} (offlow explain)")},
                            node_attr={"fontname": "Helvetica", "style": "filled",
                                       "fillcolor": "white"},
                            edge_attr={"fontname": "Helvetica", "fontsize": "10"})
     homes = {t.name: _table_home(g, t) for t in g.shared}
     for s in g.segments:
-        with dot.subgraph(name=f"cluster_{s.name}") as c:
-            c.attr(label=f"{s.name}: {s.device}, cores {','.join(map(str, s.cores))}{more}",
+        with dot.subgraph(name=title(f"cluster_{s.name}")) as c:
+            c.attr(label=text(f"{s.name}: {s.device}, cores {','.join(map(str, s.cores))}")
+                   + more,
                    style="filled,rounded", fillcolor=colour(s.device, devices),
                    **{"class": f"segment device-{s.device}"})
             for n in g.nodes:
                 if n.segment == s.name:
                     shape = {"source": "invhouse", "sink": "house"}.get(n.kind, "box")
-                    c.node(n.name, n.name + more, shape=shape, tooltip=n.cls or n.kind)
+                    c.node(title(n.name), text(n.name) + more, shape=shape,
+                           tooltip=text(n.cls or n.kind))
             for t in g.shared:
                 if homes[t.name] == s.name:
-                    c.node(f"table {t.name}", _table_text(t), shape="cylinder",
+                    c.node(title(f"table {t.name}"), _table_text(t), shape="cylinder",
                            fillcolor="#fafafa")
     for t in g.shared:
         if homes[t.name] is None:
-            dot.node(f"table {t.name}", _table_text(t) + f"\n(in {t.home})", shape="cylinder",
-                     fillcolor=colour(t.home, devices))
+            dot.node(title(f"table {t.name}"), _table_text(t) + text(f"\n(in {t.home})"),
+                     shape="cylinder", fillcolor=colour(t.home, devices))
         for n in g.nodes:
             if any(ref == t.name for _, ref in n.tables):
-                dot.edge(n.name, f"table {t.name}", style="dashed", dir="none",
+                dot.edge(title(n.name), title(f"table {t.name}"), style="dashed", dir="none",
                          color="#888888")
     crossing = _crossing(plan)
     for e in g.edges:
         several = len(g.node(e.src).outputs) > 1
         if e in crossing:
             qp, ch = crossing[e]
-            dot.edge(e.src, e.dst, label=queue_label(qp, ch) + more, penwidth="2",
+            dot.edge(title(e.src), title(e.dst), label=queue_label(qp, ch) + more,
+                     penwidth="2",
                      color="#c0392b" if qp.queue.crosses_device else "#555555",
-                     taillabel=e.src_port if several else "")
+                     taillabel=text(e.src_port) if several else "")
         else:
-            dot.edge(e.src, e.dst, label=e.src_port if several else "")
+            dot.edge(title(e.src), title(e.dst), label=text(e.src_port) if several else "")
     for ch in g.channels:
         h = ch.handler
-        dot.node(h.name, f"{h.name}\nchannel {ch.name}", shape="component",
+        dot.node(title(h.name), text(f"{h.name}\nchannel {ch.name}"), shape="component",
                  fillcolor=colour(ch.device, devices))
         for _, ref in h.tables:
-            dot.edge(h.name, f"table {ref}", style="dashed", dir="none", color="#888888")
+            dot.edge(title(h.name), title(f"table {ref}"), style="dashed", dir="none",
+                     color="#888888")
     return dot
 
 
 def _table_text(t: SharedTable) -> str:
-    return f"{t.name}\n{t.ctype}" + ("" if t.is_object else f"[{t.length}]")
+    return text(f"{t.name}\n{t.ctype}" + ("" if t.is_object else f"[{t.length}]"))
 
 
 def check_target(path: Path) -> None:

@@ -14,6 +14,7 @@ channel reload.DEVICE; the process swaps its loops' turn functions between batch
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import shutil
@@ -81,7 +82,9 @@ def reload(window: str | Path, program: Program,
     goes to `warn`, once it is known to fit and before any process takes its code."""
     window = Path(window)
     region = open_running(window)
+    lock = -1
     try:
+        lock = _lock(window)
         old = _read_description(window)
         b = build(program, fit=(old["mtu"], "the running program's"))
         new = _describe(b)
@@ -95,9 +98,25 @@ def reload(window: str | Path, program: Program,
             old["code"][d] = new["code"][d]
             _rewrite(window, old)
     finally:
+        if lock >= 0:
+            os.close(lock)
         region.close()
     return Reloaded(b.graph.name, tuple(changed),
                     tuple(d for d in new["code"] if d not in changed))
+
+
+def _lock(window: Path) -> int:
+    """One reload of a window at a time, from reading its description to rewriting it
+    (an exclusive flock on the window file, released when the fd is closed): two at
+    once each compared with the same description, and the second to write it put back
+    the digest of code the first had replaced, so a later reload skipped a process
+    running other code than it meant. The other waits for the first to be done."""
+    try:
+        fd = os.open(window, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as e:
+        raise OfflowError(f"{window}: cannot open it: {e.strerror}") from None
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
 
 
 def _read_description(window: Path) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from offlow.codegen.c import (
     emit_helpers,
     line_directive,
 )
+from offlow.codegen.cstring import c_string
 from offlow.ir import Graph, Node, SharedTable
 from offlow.ir.graph import CTL_CHANNEL_PREFIX, NO_OUTPUT
 from offlow.ir.types import ADD_BUILTINS, SCALARS, cname, sort_fields
@@ -411,7 +412,7 @@ def generate_xdp_host(plan: Plan, device: str) -> str:
       "    size_t tables_off;",
       "    return ofl_layout(ring_off, &tables_off, chan_off);",
       "}", "",
-      "static const char *const el_names[] = {" + "".join(f'"{n.name}", ' for n in nodes)
+      "static const char *const el_names[] = {" + "".join(f"{c_string(n.name)}, " for n in nodes)
       + "NULL };",
       "static const unsigned why_n[] = {" + "".join(f"{len(n.drops)}u, " for n in nodes) + "0u };",
       "static const unsigned why_base[] = {" + "".join(f"{why_base[n.name]}u, " for n in nodes)

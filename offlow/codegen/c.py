@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from offlow.codegen import mapdecl
 from offlow.codegen import queuegen as qg
 from offlow.codegen import vector as vg
+from offlow.codegen.cstring import c_string
 from offlow.ir import Channel, Graph, Node, Queue, SharedTable
 from offlow.ir.graph import (
     CTL_CHANNEL_PREFIX,
@@ -903,7 +904,7 @@ class DeviceGen:
         e("/* Element names, by counter index, for the stats file; each one's drop reasons",
           " * (ofl_why_n of them from ofl_why_base in ofl_why_names). */",
           "static const char *const ofl_el_names[] = {"
-          + "".join(f'"{n.name}", ' for n in self.nodes) + "NULL };",
+          + "".join(f"{c_string(n.name)}, " for n in self.nodes) + "NULL };",
           "static const unsigned ofl_why_n[] = {"
           + "".join(f"{len(n.drops)}u, " for n in self.nodes) + "0u };",
           "static const unsigned ofl_why_base[] = {"
