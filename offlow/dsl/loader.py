@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +16,8 @@ from offlow.errors import OfflowError
 
 
 def load_program(path: str | os.PathLike[str], settings: Sequence[str] = ()) -> Program:
-    """Run a program file (a path, as a string or a Path) in a fresh namespace and call
+    """Run a program file (a path, as a string or a Path) in a fresh namespace (its
+    folder on the import path meanwhile: it may import modules beside it) and call
     its `program()` function, then apply `settings` (`SEG.device=host`, ... each a
     string of a list). An error raised there (a Python one, or an offlow one about the
     wiring) is an OfflowError naming the file and the line of the program that raised
@@ -29,6 +31,12 @@ def load_program(path: str | os.PathLike[str], settings: Sequence[str] = ()) -> 
     if not path.is_file():
         raise OfflowError(f"{path} is not a program file (a folder?): give the .py file "
                           "that defines `def program() -> offlow.Program`")
+    # (its folder first on the import path while it loads, as `python FILE` has it: a
+    # program may import its own modules beside it)
+    folder = str(path.resolve().parent)
+    added = folder not in sys.path
+    if added:
+        sys.path.insert(0, folder)
     try:
         namespace = runpy.run_path(str(path), run_name="offlow_program")
         factory = namespace.get("program")
@@ -37,6 +45,9 @@ def load_program(path: str | os.PathLike[str], settings: Sequence[str] = ()) -> 
         prog = factory()
     except (Exception, SystemExit) as err:  # any error of the user's code is reported so
         raise OfflowError(_program_error(path, err)) from None
+    finally:
+        if added and folder in sys.path:
+            sys.path.remove(folder)
     if not isinstance(prog, Program):
         raise OfflowError(f"{path}: program() returned {type(prog).__name__}, not a Program")
     for s in settings:
