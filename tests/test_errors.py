@@ -39,6 +39,19 @@ def map_field_a_c_keyword() -> None:
     SharedMap("flows", (("src", "ipv4"), ("for", "uint16_t")))  # (passed to gcc's error)
 
 
+def table_named_with_a_quote() -> None:
+    Shared('we"ird', "uint64_t", 2)  # (its name went into C strings as it is: a cascade)
+
+
+def route_table_named_with_a_dot() -> None:
+    from offlow.elements.router import lpm4_table
+    lpm4_table("routes.v4")  # (--opt routes.v4.path=... would name table `routes`)
+
+
+def map_named_with_a_backslash() -> None:
+    SharedMap("fl\\ows", (("src", "ipv4"),))
+
+
 def record_field_not_ascii() -> None:
     SharedMap("flows", (("src", "ipv4"),), value=(("größe", "uint32_t"),))
 
@@ -317,6 +330,11 @@ BROKEN_BODY_LINE = next(i for i, x in enumerate(Path(__file__).read_text().split
     (map_field_a_c_keyword, "shared map `flows`: key field 'for' is not a C identifier "
                             "(ASCII, not a C keyword)"),
     (record_field_not_ascii, "shared map `flows`: value field 'größe' is not a C identifier"),
+    (table_named_with_a_quote, "shared table `we\"ird`: its name must be a C identifier "
+                               "(ASCII, not a C keyword): the generated C and `--opt "
+                               "NAME.KEY=VALUE` name it"),
+    (route_table_named_with_a_dot, "table `routes.v4`: its name must be a C identifier"),
+    (map_named_with_a_backslash, "shared map `fl\\ows`: its name must be a C identifier"),
     (parameter_named_like_a_c_keyword, "`params` names 'default', which is no C identifier "
                                        "(ASCII, not a C keyword)"),
     (state_field_a_c_keyword, "field `int`: a field name is a C identifier (ASCII, not a C "

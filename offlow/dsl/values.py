@@ -30,6 +30,7 @@ class Shared:
         # structs, xdp map values, gpu buffers, the ctl channel, the report): refuse
         # anything else here, before it can size one thing and index another.
         who = f"shared table `{self.name}`"
+        _named(who, self.name)
         if (not isinstance(self.length, int) or isinstance(self.length, bool)
                 or self.length < 1):
             raise OfflowError(f"{who}: length={self.length!r}; a shared table holds 1 or "
@@ -123,11 +124,21 @@ class Table:
     src_kind_keys: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self) -> None:
+        _named(f"table `{self.name}`", self.name)
         # (its own defaults would be refused as the user's are: say so where it is made)
         unread = [k for k, _ in self.options if self.keys and k not in self.keys]
         if unread:
             raise OfflowError(f"table `{self.name}`: option `{unread[0]}` is not one of the "
                               f"keys it reads ({', '.join(self.keys)})")
+
+
+def _named(who: str, name: object) -> None:
+    """Refuse a table's name that is no C identifier: the generated C and the run's
+    `--opt NAME.KEY=VALUE` name it (a quote or a backslash broke the generated C in a
+    cascade of compile errors)."""
+    if not c_identifier(name):
+        raise OfflowError(f"{who}: its name must be a C identifier (ASCII, not a C "
+                          "keyword): the generated C and `--opt NAME.KEY=VALUE` name it")
 
 
 MAP_KEY_MAX = 256          # bytes (runtime map.h's OFL_MAP_KEY_MAX)
@@ -159,9 +170,7 @@ class SharedMap:
 
     def __post_init__(self) -> None:
         who = f"shared map `{self.name}`"
-        if not c_identifier(self.name):
-            raise OfflowError(f"{who}: its name must be a C identifier (ASCII, not a C "
-                              "keyword)")
+        _named(who, self.name)
         object.__setattr__(self, "key", _fields(who, "key", self.key))
         if self.key_size > MAP_KEY_MAX:
             raise OfflowError(f"{who}: its key is {self.key_size} bytes, more than the "
