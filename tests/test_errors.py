@@ -48,6 +48,14 @@ def route_table_named_with_a_dot() -> None:
     lpm4_table("routes.v4")  # (--opt routes.v4.path=... would name table `routes`)
 
 
+def source_named_with_a_quote() -> None:
+    Source('r"x')  # (its name went into the generated C's strings: a cascade of errors)
+
+
+def sink_named_with_a_dot() -> None:
+    Sink("tx.v4")  # (--opt tx.v4.path=... would name sink `tx`)
+
+
 def map_named_with_a_backslash() -> None:
     SharedMap("fl\\ows", (("src", "ipv4"),))
 
@@ -335,6 +343,10 @@ BROKEN_BODY_LINE = next(i for i, x in enumerate(Path(__file__).read_text().split
                                "NAME.KEY=VALUE` name it"),
     (route_table_named_with_a_dot, "table `routes.v4`: its name must be a C identifier"),
     (map_named_with_a_backslash, "shared map `fl\\ows`: its name must be a C identifier"),
+    (source_named_with_a_quote, "source `r\"x`: its name must be a C identifier (ASCII, not "
+                                "a C keyword): the generated C and `--opt NAME.KEY=VALUE` "
+                                "name it"),
+    (sink_named_with_a_dot, "sink `tx.v4`: its name must be a C identifier"),
     (parameter_named_like_a_c_keyword, "`params` names 'default', which is no C identifier "
                                        "(ASCII, not a C keyword)"),
     (state_field_a_c_keyword, "field `int`: a field name is a C identifier (ASCII, not a C "

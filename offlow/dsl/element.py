@@ -129,6 +129,12 @@ class Element:
 
     def __init__(self, name: str | None = None, **kwargs: Any) -> None:
         self.name = name or type(self).__name__.lower()
+        if self.kind in ("source", "sink") and not c_identifier(self.name):
+            # (an element's name is escaped where the C holds it; a source's and a
+            # sink's go into more of it, and `--opt NAME.KEY=VALUE` names them)
+            raise OfflowError(f"{self.kind} `{self.name}`: its name must be a C identifier "
+                              "(ASCII, not a C keyword): the generated C and `--opt "
+                              "NAME.KEY=VALUE` name it")
         self.param_values: dict[str, Any] = {}
         self.table_refs: dict[str, Shared | SharedMap | Table] = {}
         self.links: dict[str, PortRef] = {}
